@@ -1,0 +1,1 @@
+"""lance_sql.cli (see DESIGN.md)."""

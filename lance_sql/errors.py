@@ -1,0 +1,63 @@
+"""The one exception tree of lance_sql.
+
+Every error our code raises on purpose derives from :class:`LanceError`, so callers
+can catch the whole family or one branch of it::
+
+    LanceError
+    ├── FormatError              bytes that do not decode: corrupt, truncated, unsupported
+    │   └── UnsupportedFeatureError   valid but beyond what we implement (flags, file versions)
+    ├── NotFoundError            a table, version, tag, file or column that does not exist
+    ├── SchemaError              data whose schema does not fit the table
+    ├── InvalidInputError        a bad argument or expression from the caller
+    ├── PathEscapeError          a path read from metadata leaves the table root
+    ├── CommitConflict           another writer committed first
+    │   ├── RetryableConflict        retrying against the new version may succeed
+    │   └── IncompatibleConflict     the transaction can never apply on top of the winner
+    └── WriterFencedError        a newer writer has taken over (MemWAL)
+"""
+
+from __future__ import annotations
+
+
+class LanceError(Exception):
+    """Root of every error raised by lance_sql."""
+
+
+class FormatError(LanceError):
+    """A file's bytes do not decode (corrupt, truncated or malformed)."""
+
+
+class UnsupportedFeatureError(FormatError):
+    """Well-formed input that needs a feature lance_sql does not implement."""
+
+
+class NotFoundError(LanceError):
+    """A table, version, tag, file or column does not exist."""
+
+
+class SchemaError(LanceError):
+    """Data or a request whose schema does not match the table."""
+
+
+class InvalidInputError(LanceError, ValueError):
+    """A malformed argument from the caller (bad filter expression, bad mode...)."""
+
+
+class PathEscapeError(FormatError):
+    """A path stored in table metadata would resolve outside the table's base paths."""
+
+
+class CommitConflict(LanceError):
+    """Another writer committed a version this transaction conflicts with."""
+
+
+class RetryableConflict(CommitConflict):
+    """The conflict may disappear if the operation is re-run on the new version."""
+
+
+class IncompatibleConflict(CommitConflict):
+    """The operation can never be applied on top of the winning commit."""
+
+
+class WriterFencedError(LanceError):
+    """A newer writer epoch has fenced this writer out."""

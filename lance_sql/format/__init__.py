@@ -1,0 +1,1 @@
+"""Pure codecs: bytes <-> value objects. No I/O happens in this package."""

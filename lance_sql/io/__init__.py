@@ -1,0 +1,1 @@
+"""Side effects: object stores and commit primitives."""

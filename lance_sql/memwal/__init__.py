@@ -1,0 +1,1 @@
+"""lance_sql.memwal (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""lance_sql.spark (see DESIGN.md)."""

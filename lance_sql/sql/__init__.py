@@ -1,0 +1,1 @@
+"""lance_sql.sql (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""Table semantics: versions, operations, commits, scans and writes."""
