@@ -1,0 +1,222 @@
+"""The manifest: one immutable description of one table version.
+
+File framing (little-endian), as the reference writes it::
+
+    [u32 len][IndexSection]?   [u32 len][Transaction]   [u32 len][Manifest]
+    [u64 manifest block offset][i16 major=0][i16 minor=2][b"LANC"]
+
+``Manifest.index_section`` points at the index block, and field 23 (14.x; field 21
+before) at the transaction block. :class:`ManifestCodec` is pure: bytes in, value
+objects out, with every failure a :class:`FormatError` naming the file.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Mapping
+
+from google.protobuf.message import DecodeError
+
+from lance_sql.errors import FormatError
+from lance_sql.format.feature_flags import check_readable
+from lance_sql.format.fragment import BasePath, Fragment, unknown_fields
+from lance_sql.format.pb import table_pb2
+from lance_sql.format.schema import LanceSchema
+
+MAGIC = b"LANC"
+FOOTER = struct.Struct("<Qhh4s")
+MANIFEST_MAJOR, MANIFEST_MINOR = 0, 2
+# We name ourselves honestly; the reference only applies its version-specific
+# workarounds when the library is "lance", so other writers are read as-is.
+WRITER_LIBRARY = "lance_sql"
+WRITER_VERSION = "0.1.0"
+
+_EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Everything a reader needs to know about one version."""
+
+    schema: LanceSchema
+    fragments: tuple[Fragment, ...]
+    version: int
+    data_format: str = "2.0"
+    timestamp_ns: int = 0
+    tag: str = ""
+    reader_feature_flags: int = 0
+    writer_feature_flags: int = 0
+    max_fragment_id: int | None = None
+    transaction_file: str = ""
+    next_row_id: int = 0
+    config: Mapping[str, str] = field(default_factory=dict)
+    table_metadata: Mapping[str, str] = field(default_factory=dict)
+    base_paths: tuple[BasePath, ...] = ()
+    branch: str | None = None
+    writer_library: str = WRITER_LIBRARY
+    writer_version: str = WRITER_VERSION
+    version_aux_data: int = 0
+    index_section: bytes | None = field(default=None, repr=False)  # raw IndexSection
+    unknown: bytes = field(default=b"", repr=False)
+
+    @property
+    def num_rows(self) -> int:
+        return sum(f.num_rows for f in self.fragments)
+
+    @property
+    def num_deleted_rows(self) -> int:
+        return sum(f.num_deleted_rows for f in self.fragments)
+
+    @property
+    def uses_stable_row_ids(self) -> bool:
+        return bool(self.reader_feature_flags & 2)
+
+    def next_fragment_id(self) -> int:
+        return 0 if self.max_fragment_id is None else self.max_fragment_id + 1
+
+    def evolve(self, **changes: object) -> Manifest:
+        return replace(self, **changes)
+
+
+class ManifestCodec:
+    """Encode/decode framed manifest files."""
+
+    @staticmethod
+    def to_proto(m: Manifest) -> table_pb2.Manifest:
+        pb = table_pb2.Manifest(
+            fields=m.schema.to_protos(),
+            fragments=[f.to_proto() for f in m.fragments],
+            version=m.version,
+            version_aux_data=m.version_aux_data,
+            tag=m.tag,
+            reader_feature_flags=m.reader_feature_flags,
+            writer_feature_flags=m.writer_feature_flags,
+            transaction_file=m.transaction_file,
+            next_row_id=m.next_row_id,
+            config=dict(m.config),
+            table_metadata=dict(m.table_metadata),
+            base_paths=[b.to_proto() for b in m.base_paths],
+        )
+        for key, value in m.schema.metadata.items():
+            pb.schema_metadata[key] = value
+        pb.timestamp.seconds, pb.timestamp.nanos = divmod(m.timestamp_ns, 1_000_000_000)
+        pb.writer_version.library = m.writer_library
+        pb.writer_version.version = m.writer_version
+        pb.data_format.file_format = "lance"
+        pb.data_format.version = m.data_format
+        if m.max_fragment_id is not None:
+            pb.max_fragment_id = m.max_fragment_id
+        if m.branch is not None:
+            pb.branch = m.branch
+        if m.unknown:
+            pb.MergeFromString(m.unknown)
+        return pb
+
+    @staticmethod
+    def from_proto(pb: table_pb2.Manifest, index_section: bytes | None = None) -> Manifest:
+        schema = LanceSchema.from_protos(pb.fields, dict(pb.schema_metadata))
+        probe = table_pb2.Manifest()
+        probe.CopyFrom(pb)
+        # Offsets describe the old file's layout; the encoder recomputes them.
+        for name in ("transaction_section", "transaction_section_deprecated", "index_section"):
+            probe.ClearField(name)
+        return Manifest(
+            schema=schema,
+            fragments=tuple(Fragment.from_proto(f) for f in pb.fragments),
+            version=pb.version,
+            data_format=pb.data_format.version or "0.1",
+            timestamp_ns=pb.timestamp.seconds * 1_000_000_000 + pb.timestamp.nanos,
+            tag=pb.tag,
+            reader_feature_flags=pb.reader_feature_flags,
+            writer_feature_flags=pb.writer_feature_flags,
+            max_fragment_id=pb.max_fragment_id if pb.HasField("max_fragment_id") else None,
+            transaction_file=pb.transaction_file,
+            next_row_id=pb.next_row_id,
+            config=dict(pb.config),
+            table_metadata=dict(pb.table_metadata),
+            base_paths=tuple(BasePath.from_proto(b) for b in pb.base_paths),
+            branch=pb.branch if pb.HasField("branch") else None,
+            writer_library=pb.writer_version.library,
+            writer_version=pb.writer_version.version,
+            version_aux_data=pb.version_aux_data,
+            index_section=index_section,
+            unknown=unknown_fields(probe),
+        )
+
+    @classmethod
+    def encode(cls, manifest: Manifest, transaction: bytes | None) -> bytes:
+        """Frame ``manifest`` with its inline transaction (and index section, if any)."""
+        pb = cls.to_proto(manifest)
+        out = bytearray()
+        if manifest.index_section is not None:
+            pb.index_section = 0
+            out += struct.pack("<I", len(manifest.index_section)) + manifest.index_section
+        if transaction is not None:
+            pb.transaction_section = len(out)
+            out += struct.pack("<I", len(transaction)) + transaction
+        manifest_pos = len(out)
+        body = pb.SerializeToString()
+        out += struct.pack("<I", len(body)) + body
+        out += FOOTER.pack(manifest_pos, MANIFEST_MAJOR, MANIFEST_MINOR, MAGIC)
+        return bytes(out)
+
+    @classmethod
+    def decode(cls, data: bytes, path: str, *, check_flags: bool = True) -> Manifest:
+        """Parse a framed manifest; ``path`` names the file in errors."""
+        pb = cls._decode_block(data, path, cls._manifest_offset(data, path), table_pb2.Manifest)
+        index_section = None
+        if pb.HasField("index_section"):
+            index_section = cls._block(data, path, pb.index_section)
+        if check_flags:
+            check_readable(pb.reader_feature_flags, path)
+        try:
+            return cls.from_proto(pb, index_section)
+        except FormatError as exc:
+            raise FormatError(f"{path}: {exc}") from exc
+
+    @classmethod
+    def decode_transaction(cls, data: bytes, path: str) -> bytes | None:
+        """Raw inline Transaction bytes, or None if the manifest carries none."""
+        pb = cls._decode_block(data, path, cls._manifest_offset(data, path), table_pb2.Manifest)
+        if pb.HasField("transaction_section"):
+            offset = pb.transaction_section
+        elif pb.HasField("transaction_section_deprecated"):
+            offset = pb.transaction_section_deprecated
+        else:
+            return None
+        return cls._block(data, path, offset)
+
+    @staticmethod
+    def _manifest_offset(data: bytes, path: str) -> int:
+        if len(data) < FOOTER.size + 4:
+            raise FormatError(f"{path}: manifest is truncated ({len(data)} bytes)")
+        pos, major, minor, magic = FOOTER.unpack_from(data, len(data) - FOOTER.size)
+        if magic != MAGIC:
+            raise FormatError(f"{path}: not a Lance manifest (bad magic {magic!r})")
+        if major != MANIFEST_MAJOR or minor not in (1, 2):
+            raise FormatError(f"{path}: unsupported manifest version {major}.{minor}")
+        return pos
+
+    @staticmethod
+    def _block(data: bytes, path: str, offset: int) -> bytes:
+        end_limit = len(data) - FOOTER.size
+        if offset < 0 or offset + 4 > end_limit:
+            raise FormatError(f"{path}: block offset {offset} is outside the manifest")
+        (length,) = struct.unpack_from("<I", data, offset)
+        if offset + 4 + length > end_limit:
+            raise FormatError(
+                f"{path}: block at {offset} claims {length} bytes, past the end of the manifest"
+            )
+        return data[offset + 4 : offset + 4 + length]
+
+    @classmethod
+    def _decode_block(cls, data: bytes, path: str, offset: int, message_type: type):  # noqa: ANN206
+        block = cls._block(data, path, offset)
+        msg = message_type()
+        try:
+            msg.ParseFromString(block)
+        except DecodeError as exc:
+            raise FormatError(f"{path}: corrupt manifest protobuf ({exc})") from exc
+        return msg

@@ -1,0 +1,68 @@
+"""Where a table keeps each kind of file, and the two manifest naming schemes.
+
+V1 names manifests ``{version}.manifest``; V2 (the default) names them
+``{u64::MAX - version:020}.manifest`` so that the lexicographically smallest name
+is the newest version and "find latest" needs only the first listed name.
+"""
+
+from __future__ import annotations
+
+import uuid
+from enum import Enum
+
+from lance_sql.errors import FormatError
+
+VERSIONS_DIR = "_versions"
+TRANSACTIONS_DIR = "_transactions"
+TAGS_DIR = "_refs/tags"
+LATEST_HINT = f"{VERSIONS_DIR}/latest_version_hint.json"
+U64_MAX = (1 << 64) - 1
+
+
+class ManifestNaming(Enum):
+    V1 = 1
+    V2 = 2
+
+    def file_name(self, version: int) -> str:
+        if self is ManifestNaming.V1:
+            return f"{version}.manifest"
+        return f"{U64_MAX - version:020d}.manifest"
+
+    def key(self, version: int) -> str:
+        return f"{VERSIONS_DIR}/{self.file_name(version)}"
+
+
+def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
+    """Version and scheme of a ``_versions/`` entry; None for other files."""
+    stem, dot, ext = name.partition(".")
+    if ext != "manifest" or not dot or not stem.isdigit():
+        return None
+    if len(stem) == 20:
+        value = int(stem)
+        if value > U64_MAX:
+            raise FormatError(f"manifest name {name!r} is out of range")
+        return U64_MAX - value, ManifestNaming.V2
+    return int(stem), ManifestNaming.V1
+
+
+def transaction_key(read_version: int, txn_uuid: str) -> str:
+    return f"{TRANSACTIONS_DIR}/{transaction_file_name(read_version, txn_uuid)}"
+
+
+def transaction_file_name(read_version: int, txn_uuid: str) -> str:
+    return f"{read_version}-{txn_uuid}.txn"
+
+
+def tag_key(name: str) -> str:
+    return f"{TAGS_DIR}/{name}.json"
+
+
+def data_file_name() -> str:
+    """A fresh data file name in the reference's style.
+
+    A UUIDv4 whose first 3 bytes are spelt as 24 binary digits (so names spread
+    across object-store partitions) followed by the other 13 bytes in hex.
+    """
+    raw = uuid.uuid4().bytes
+    bits = "".join(f"{b:08b}" for b in raw[:3])
+    return f"{bits}{raw[3:].hex()}.lance"

@@ -1,0 +1,116 @@
+"""Object-store interface: the only way lance_sql touches bytes at rest.
+
+A store is rooted at one table (or any directory) and addressed by relative,
+``/``-separated keys such as ``_versions/18446744073709551614.manifest``. Keys are
+checked before use: an absolute key or one with a ``..`` segment raises
+:class:`PathEscapeError`, so a path read from a manifest can never leave the root.
+
+The commit primitive is :meth:`ObjectStore.put_if_absent`: of two writers racing
+to create the same key, exactly one succeeds. Backends: :class:`LocalStore`
+(local filesystem; see ``local.py``) and :class:`MemoryStore` (tests; see
+``memory.py``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import BinaryIO, Protocol
+
+from lance_sql.errors import PathEscapeError
+
+
+class RandomAccessSource(Protocol):
+    """What a file reader needs: a name for errors, a size and positional reads."""
+
+    path: str
+    size: int
+
+    def read_at(self, offset: int, length: int) -> bytes | memoryview: ...
+
+
+def check_key(key: str) -> str:
+    """Normalise ``key`` and refuse anything that could escape the store root."""
+    if not key or key.startswith("/") or "\\" in key or "\x00" in key:
+        raise PathEscapeError(f"invalid object key {key!r}")
+    parts = key.split("/")
+    if any(part in ("..", ".") for part in parts):
+        raise PathEscapeError(f"object key {key!r} escapes the table root")
+    normalised = posixpath.normpath(key)
+    if normalised.startswith(".."):
+        raise PathEscapeError(f"object key {key!r} escapes the table root")
+    return normalised
+
+
+def join_key(*parts: str) -> str:
+    """Join key segments; each may itself contain ``/``."""
+    return "/".join(p.strip("/") for p in parts if p)
+
+
+class ObjectStore(ABC):
+    """A flat namespace of immutable-ish objects under one root."""
+
+    uri: str
+
+    @abstractmethod
+    def read(self, key: str) -> bytes:
+        """Whole object; :class:`NotFoundError` if absent."""
+
+    @abstractmethod
+    def open_source(self, key: str) -> RandomAccessSource:
+        """A random-access view of the object, for data-file readers."""
+
+    @abstractmethod
+    def size(self, key: str) -> int: ...
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Create or replace atomically: readers see the old or the new bytes, never a mix."""
+
+    @abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create ``key`` only if it does not exist. Returns False if it did."""
+
+    @abstractmethod
+    def rename_if_absent(self, src: str, dst: str) -> bool:
+        """Move ``src`` to ``dst`` only if ``dst`` does not exist. Returns False if it did."""
+
+    @abstractmethod
+    def list_dir(self, prefix: str) -> list[str]:
+        """Names (not keys) of the objects directly under directory ``prefix``."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key``; absent keys are ignored."""
+
+    @abstractmethod
+    def _open_writer(self, key: str) -> tuple[BinaryIO, object]:
+        """Return a writable sink and a token for :meth:`_commit_writer`/:meth:`_abort_writer`."""
+
+    @abstractmethod
+    def _commit_writer(self, key: str, token: object) -> None: ...
+
+    @abstractmethod
+    def _abort_writer(self, key: str, token: object) -> None: ...
+
+    @contextmanager
+    def open_writer(self, key: str) -> Iterator[BinaryIO]:
+        """Stream a new object; it appears under ``key`` only if the block succeeds."""
+        sink, token = self._open_writer(key)
+        try:
+            yield sink
+        except BaseException:
+            sink.close()
+            self._abort_writer(key, token)
+            raise
+        sink.close()
+        self._commit_writer(key, token)
+
+    def child(self, prefix: str) -> ObjectStore:
+        """A store rooted at ``prefix`` below this one (e.g. another base path)."""
+        raise NotImplementedError

@@ -1,0 +1,426 @@
+"""The user-facing table API, named after pylance's so its users feel at home.
+
+``write_dataset(data, uri, mode=...)`` creates, appends to or overwrites a table;
+``dataset(uri, version=None)`` opens one at the latest version, a version number
+or a tag. A :class:`LanceDataset` is one immutable version: reading it never sees
+later commits; writing through it commits on top of the latest version.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import (
+    InvalidInputError,
+    NotFoundError,
+    SchemaError,
+    UnsupportedFeatureError,
+)
+from lance_sql.format.deletion import encode_deletions
+from lance_sql.format.feature_flags import check_writable
+from lance_sql.format.fragment import DeletionFile, Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.naming import ManifestNaming
+from lance_sql.format.schema import LanceSchema
+from lance_sql.io.store import ObjectStore
+from lance_sql.io.uri import open_store
+from lance_sql.table.commit import CommitConfig, commit_transaction
+from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
+from lance_sql.table.scan import (
+    ROW_ADDR,
+    FragmentReader,
+    Scanner,
+    deleted_offsets,
+    plan_scan,
+    scan_fragment,
+)
+from lance_sql.table.versions import (
+    VersionRef,
+    delete_tag,
+    find_version,
+    latest_version,
+    list_versions,
+    load_manifest,
+    load_transaction_bytes,
+    read_tag,
+    read_tags,
+    write_tag,
+)
+from lance_sql.table.write import (
+    DEFAULT_MAX_ROWS_PER_FILE,
+    to_reader,
+    write_fragments,
+)
+
+WRITE_MODES = ("create", "append", "overwrite")
+
+
+class Tags:
+    """``ds.tags``: named pointers to versions, stored under ``_refs/tags/``."""
+
+    def __init__(self, dataset: LanceDataset) -> None:
+        self._ds = dataset
+
+    def list(self) -> dict[str, dict]:
+        return read_tags(self._ds.store)
+
+    def create(self, tag: str, version: int) -> None:
+        write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=False)
+
+    def update(self, tag: str, version: int) -> None:
+        write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=True)
+
+    def delete(self, tag: str) -> None:
+        delete_tag(self._ds.store, tag)
+
+    def get_version(self, tag: str) -> int:
+        return read_tag(self._ds.store, tag)["version"]
+
+
+class LanceDataset:
+    """One version of a Lance table."""
+
+    def __init__(
+        self,
+        uri: str | os.PathLike[str],
+        version: int | str | None = None,
+        *,
+        store: ObjectStore | None = None,
+        commit_config: CommitConfig | None = None,
+    ) -> None:
+        self.uri = os.fspath(uri)
+        self.store = store if store is not None else open_store(self.uri)
+        self.commit_config = commit_config or CommitConfig()
+        self._ref = self._resolve(version)
+        self._manifest = load_manifest(self.store, self._ref)
+
+    @classmethod
+    def _from_manifest(
+        cls, base: LanceDataset, ref: VersionRef, manifest: Manifest
+    ) -> LanceDataset:
+        ds = cls.__new__(cls)
+        ds.uri, ds.store, ds.commit_config = base.uri, base.store, base.commit_config
+        ds._ref, ds._manifest = ref, manifest
+        return ds
+
+    def _resolve(self, version: int | str | None) -> VersionRef:
+        if version is None:
+            return latest_version(self.store)
+        if isinstance(version, str) and not version.isdigit():
+            return find_version(self.store, read_tag(self.store, version)["version"])
+        if isinstance(version, bool) or int(version) < 1:
+            raise InvalidInputError(f"invalid version {version!r}")
+        return find_version(self.store, int(version))
+
+    # -- metadata --------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self._manifest.version
+
+    @property
+    def latest_version(self) -> int:
+        return latest_version(self.store).version
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._manifest
+
+    @property
+    def lance_schema(self) -> LanceSchema:
+        return self._manifest.schema
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._manifest.schema.to_arrow()
+
+    @property
+    def data_storage_version(self) -> str:
+        return self._manifest.data_format
+
+    @property
+    def tags(self) -> Tags:
+        return Tags(self)
+
+    def get_fragments(self) -> list[Fragment]:
+        return list(self._manifest.fragments)
+
+    def versions(self) -> list[dict[str, Any]]:
+        """Every version with its commit time (UTC) and operation."""
+        out = []
+        for ref in list_versions(self.store):
+            manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
+            txn = load_transaction_bytes(self.store, ref)
+            out.append(
+                {
+                    "version": ref.version,
+                    "timestamp": datetime.fromtimestamp(
+                        manifest.timestamp_ns / 1e9, tz=timezone.utc
+                    ),
+                    "operation": Transaction.operation_name(txn) if txn else None,
+                    "num_rows": manifest.num_rows,
+                    "metadata": dict(manifest.table_metadata),
+                }
+            )
+        return out
+
+    def checkout_version(self, version: int | str) -> LanceDataset:
+        ref = self._resolve(version)
+        return LanceDataset._from_manifest(self, ref, load_manifest(self.store, ref))
+
+    # -- reads --------------------------------------------------------------------
+    def scanner(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: str | None = None,  # noqa: A002 - pylance's name
+        *,
+        batch_size: int | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        fragments: Sequence[Fragment] | None = None,
+    ) -> Scanner:
+        return Scanner(
+            self.store,
+            self._manifest,
+            columns=columns,
+            filter=filter,
+            batch_size=batch_size,
+            limit=limit,
+            offset=offset,
+            with_row_id=with_row_id,
+            with_row_address=with_row_address,
+            fragments=fragments,
+        )
+
+    def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,  # noqa: A002
+                 **kwargs: Any) -> pa.Table:
+        return self.scanner(columns, filter, **kwargs).to_table()
+
+    def to_batches(self, columns: Sequence[str] | None = None, filter: str | None = None,  # noqa: A002
+                   **kwargs: Any):  # noqa: ANN201
+        return self.scanner(columns, filter, **kwargs).to_batches()
+
+    def count_rows(self, filter: str | None = None) -> int:  # noqa: A002
+        if filter is None:
+            return self._manifest.num_rows
+        return self.scanner(columns=[], filter=filter).count_rows()
+
+    def count_deleted_rows(self) -> int:
+        return self._manifest.num_deleted_rows
+
+    def take(self, indices: Sequence[int] | np.ndarray,
+             columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows at positions ``indices`` of this version (0 .. count_rows-1), in that order."""
+        positions = np.asarray(indices, dtype=np.int64)
+        total = self.count_rows()
+        if len(positions) and (positions.min() < 0 or positions.max() >= total):
+            raise InvalidInputError(f"take index out of range for a table of {total} rows")
+        frags = [f for f in self._manifest.fragments if f.num_rows]
+        starts = np.cumsum([0] + [f.num_rows for f in frags])
+        frag_index = np.searchsorted(starts, positions, side="right") - 1
+        addresses = np.empty(len(positions), dtype=np.uint64)
+        for i in np.unique(frag_index):
+            selected = frag_index == i
+            local = positions[selected] - starts[i]
+            frag = frags[i]
+            deleted = deleted_offsets(self.store, self._manifest, frag)
+            if len(deleted):
+                live = np.setdiff1d(np.arange(frag.physical_rows, dtype=np.int64), deleted)
+                local = live[local]
+            addresses[selected] = (np.uint64(frag.id) << np.uint64(32)) | local.astype(np.uint64)
+        return self.take_rows(addresses, columns)
+
+    def take_rows(self, addresses: Sequence[int] | np.ndarray,
+                  columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows by row address (``fragment_id << 32 | offset``), in the order given.
+
+        Addresses of deleted rows are skipped; an unknown fragment is an error.
+        """
+        addrs = np.asarray(addresses, dtype=np.uint64)
+        plan = plan_scan(self._manifest, columns)
+        by_id = {f.id: f for f in self._manifest.fragments}
+        frag_ids = (addrs >> np.uint64(32)).astype(np.int64)
+        offsets = (addrs & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        pieces, order = [], []
+        for frag_id in np.unique(frag_ids):
+            frag = by_id.get(int(frag_id))
+            if frag is None:
+                raise NotFoundError(f"row address refers to fragment {frag_id}, which does not exist")
+            where = np.flatnonzero(frag_ids == frag_id)
+            rows = offsets[where]
+            if len(rows) and rows.max() >= frag.physical_rows:
+                raise InvalidInputError(
+                    f"row offset {int(rows.max())} is past the end of fragment {frag_id}"
+                )
+            reader = FragmentReader(self.store, self._manifest, frag)
+            mask = reader.keep_mask()
+            if mask is not None:
+                live = mask[rows]
+                where, rows = where[live], rows[live]
+            arrays = reader.take(plan.read_fields, rows)
+            names = [f.name for f in plan.read_fields]
+            address_array = pa.array(
+                (np.uint64(frag.id) << np.uint64(32)) | rows.astype(np.uint64), pa.uint64()
+            )
+            for system in ("_rowid", ROW_ADDR):
+                if system in plan.output_fields:
+                    arrays.append(address_array)
+                    names.append(system)
+            pieces.append(pa.Table.from_arrays(arrays, names=names) if names else
+                          pa.table({"_": pa.nulls(len(rows))}).select([]))
+            order.append(where)
+        if not pieces:
+            return plan.output_schema.empty_table()
+        table = pa.concat_tables(pieces)
+        inverse = np.argsort(np.concatenate(order), kind="stable")
+        return table.take(pa.array(inverse)).select(list(plan.output_fields)).cast(
+            plan.output_schema
+        )
+
+    # -- writes ---------------------------------------------------------------------
+    def _latest_for_write(self) -> tuple[Manifest, ManifestNaming]:
+        ref = latest_version(self.store)
+        manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
+        check_writable(manifest.writer_feature_flags, f"{self.store.uri}/{ref.key}")
+        return manifest, ref.naming
+
+    def _commit(self, manifest: Manifest, naming: ManifestNaming, txn: Transaction) -> LanceDataset:
+        new = commit_transaction(
+            self.store, manifest, naming, txn, config=self.commit_config,
+            data_format=manifest.data_format,
+        )
+        return LanceDataset._from_manifest(self, VersionRef(new.version, naming), new)
+
+    def delete(self, predicate: str) -> None:
+        """Delete the rows matching ``predicate`` (SQL) and move to the new version.
+
+        Like pylance, the dataset object advances to the version the delete committed.
+        """
+        if not isinstance(predicate, str) or not predicate.strip():
+            raise InvalidInputError("delete needs a non-empty SQL predicate")
+        base, naming = self._latest_for_write()
+        plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
+        updated, removed = [], []
+        for frag in base.fragments:
+            matched = scan_fragment(self.store, base, frag, plan).column(ROW_ADDR)
+            if len(matched) == 0:
+                continue
+            new_rows = (matched.to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+            existing = deleted_offsets(self.store, base, frag)
+            all_deleted = np.union1d(existing, new_rows).astype(np.uint32)
+            if len(all_deleted) >= frag.physical_rows:
+                removed.append(frag.id)
+                continue
+            kind, data = encode_deletions(all_deleted)
+            deletion = DeletionFile(
+                kind=kind,
+                read_version=base.version,
+                id=random.getrandbits(63),
+                num_deleted_rows=len(all_deleted),
+            )
+            self.store.put(deletion.key(frag.id), data)
+            updated.append(frag.with_deletion(deletion))
+        txn = Transaction(
+            read_version=base.version,
+            operation=Delete(tuple(updated), tuple(removed), predicate),
+        )
+        self._advance(self._commit(base, naming, txn))
+
+    def _advance(self, newer: LanceDataset) -> None:
+        self._ref, self._manifest = newer._ref, newer._manifest
+
+    def __repr__(self) -> str:
+        return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+
+    def __len__(self) -> int:
+        return self.count_rows()
+
+
+def dataset(
+    uri: str | os.PathLike[str],
+    version: int | str | None = None,
+    *,
+    commit_config: CommitConfig | None = None,
+) -> LanceDataset:
+    """Open a table at its latest version, a version number or a tag name."""
+    return LanceDataset(uri, version, commit_config=commit_config)
+
+
+def write_dataset(
+    data: Any,
+    uri: str | os.PathLike[str],
+    schema: pa.Schema | None = None,
+    mode: str = "create",
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    max_rows_per_group: int | None = None,
+    data_storage_version: str | None = None,
+    enable_v2_manifest_paths: bool = True,
+    enable_stable_row_ids: bool = False,
+    commit_config: CommitConfig | None = None,
+) -> LanceDataset:
+    """Create, append to or overwrite the table at ``uri`` (pylance's signature).
+
+    ``max_rows_per_group`` is accepted for compatibility; format 2.0 sizes pages
+    by bytes, so it does not change the files.
+    """
+    if mode not in WRITE_MODES:
+        raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
+    if enable_stable_row_ids:
+        raise UnsupportedFeatureError("stable row ids are not supported by lance_sql yet")
+    store = open_store(uri)
+    config = commit_config or CommitConfig()
+    refs = list_versions(store)
+    if refs and mode == "create":
+        raise InvalidInputError(f"a Lance table already exists at {store.uri}; use mode='append' "
+                                "or mode='overwrite'")
+    reader = to_reader(data, schema)
+    previous: Manifest | None = None
+    naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
+    if refs:
+        previous = load_manifest(store, refs[-1])
+        naming = refs[-1].naming
+        check_writable(previous.writer_feature_flags, f"{store.uri}/{refs[-1].key}")
+    if previous is not None and mode == "append":
+        table_schema = previous.schema
+        try:
+            table_schema.check_append_compatible(reader.schema)
+        except SchemaError as exc:
+            raise SchemaError(f"cannot append to {store.uri}: {exc}") from exc
+        data_format = previous.data_format
+    else:
+        table_schema = LanceSchema.from_arrow(reader.schema)
+        data_format = data_storage_version or (
+            previous.data_format if previous is not None else "2.0"
+        )
+    fragments = write_fragments(
+        store, table_schema, reader, max_rows_per_file=max_rows_per_file, data_format=data_format
+    )
+    if previous is not None and mode == "append":
+        txn = Transaction(read_version=previous.version, operation=Append(tuple(fragments)))
+    else:
+        txn = Transaction(
+            read_version=previous.version if previous is not None else 0,
+            operation=Overwrite(tuple(fragments), table_schema),
+        )
+    try:
+        new = commit_transaction(
+            store, previous, naming, txn, data_format=data_format, config=config
+        )
+    except BaseException:
+        for frag in fragments:
+            for data_file in frag.files:
+                store.delete(data_file.key)
+        raise
+    ds = LanceDataset.__new__(LanceDataset)
+    ds.uri, ds.store, ds.commit_config = os.fspath(uri), store, config
+    ds._ref, ds._manifest = VersionRef(new.version, naming), new
+    return ds

@@ -1,0 +1,411 @@
+"""Reading a table version: fragments -> Arrow, with projection, filter and system columns.
+
+A scan plans once (which fields, which files, which filter) and then reads each
+fragment independently, so fragments can be read in parallel threads. Per
+fragment it: reads the needed columns from whichever data files hold them
+(columns absent from a fragment read as NULL; tombstoned ids are ignored), drops
+deleted rows, adds ``_rowid`` / ``_rowaddr`` when asked, applies the filter and
+projects. Everything is vectorised; no per-row Python.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import (
+    FormatError,
+    InvalidInputError,
+    NotFoundError,
+    UnsupportedFeatureError,
+)
+from lance_sql.format.datafile import LanceFileReader
+from lance_sql.format.deletion import decode_deletions
+from lance_sql.format.fragment import DataFile, Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.schema import LanceField
+from lance_sql.io.store import ObjectStore
+from lance_sql.io.uri import open_store
+from lance_sql.table.expr import columns as expr_columns
+from lance_sql.table.expr import parse_predicate, to_pyarrow
+
+ROW_ID = "_rowid"
+ROW_ADDR = "_rowaddr"
+SYSTEM_COLUMNS = (ROW_ID, ROW_ADDR)
+READABLE_FILE_VERSIONS = {(2, 0)}
+DEFAULT_BATCH_SIZE = 8192
+
+
+class FileCache:
+    """Parsed data-file readers and deletion vectors, shared by all scans (thread safe).
+
+    Data and deletion files are immutable once written, so caching by key is safe.
+    """
+
+    def __init__(self, capacity: int = 512) -> None:
+        self._items: OrderedDict[tuple[str, str], object] = OrderedDict()
+        self._lock = threading.Lock()
+        self._capacity = capacity
+
+    def get_or_load(self, key: tuple[str, str], load):  # noqa: ANN001, ANN201
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        value = load()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+        return value
+
+
+FILE_CACHE = FileCache()
+
+
+def _base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> ObjectStore:
+    if base_id is None:
+        return store
+    for base in manifest.base_paths:
+        if base.id == base_id:
+            return open_store(base.path)
+    raise FormatError(f"{store.uri}: manifest refers to unknown base path id {base_id}")
+
+
+def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) -> LanceFileReader:
+    version = (data_file.file_major_version, data_file.file_minor_version)
+    root = _base_store(store, manifest, data_file.base_id)
+    path = f"{root.uri}/{data_file.key}"
+    if version not in READABLE_FILE_VERSIONS:
+        raise UnsupportedFeatureError(
+            f"{path} is Lance file format {data_file.version_string}; lance_sql reads "
+            "format 2.0 data files only so far"
+        )
+
+    def load() -> LanceFileReader:
+        return LanceFileReader(root.open_source(data_file.key))
+
+    return FILE_CACHE.get_or_load((root.uri, data_file.key), load)
+
+
+def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) -> np.ndarray:
+    """Sorted deleted row offsets of ``fragment`` (empty when it has no deletion file)."""
+    deletion = fragment.deletion_file
+    if deletion is None:
+        return np.empty(0, dtype=np.uint32)
+    root = _base_store(store, manifest, deletion.base_id)
+    key = deletion.key(fragment.id)
+    path = f"{root.uri}/{key}"
+
+    def load() -> np.ndarray:
+        offsets = decode_deletions(deletion.kind, root.read(key), path)
+        if len(offsets) and int(offsets[-1]) >= fragment.physical_rows:
+            raise FormatError(
+                f"{path}: deletes row {int(offsets[-1])} but fragment {fragment.id} has "
+                f"{fragment.physical_rows} rows"
+            )
+        return offsets
+
+    return FILE_CACHE.get_or_load((root.uri, key), load)
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """What to read: resolved once per scan, then applied to every fragment."""
+
+    output_fields: tuple[str, ...]          # names in output order (data + system)
+    read_fields: tuple[LanceField, ...]     # data fields to read (projection + filter)
+    filter: pc.Expression | None
+    filter_text: str | None
+    need_row_id: bool
+    need_row_addr: bool
+    output_schema: pa.Schema
+
+
+def plan_scan(
+    manifest: Manifest,
+    columns: Sequence[str] | None = None,
+    filter: str | None = None,  # noqa: A002 - pylance's name
+    *,
+    with_row_id: bool = False,
+    with_row_address: bool = False,
+) -> ScanPlan:
+    schema = manifest.schema
+    data_names = [f.name for f in schema.fields]
+    if columns is None:
+        wanted = list(data_names)
+    else:
+        if isinstance(columns, str):
+            raise InvalidInputError("columns must be a list of column names")
+        wanted = list(columns)
+    if with_row_id and ROW_ID not in wanted:
+        wanted.append(ROW_ID)
+    if with_row_address and ROW_ADDR not in wanted:
+        wanted.append(ROW_ADDR)
+    for name in wanted:
+        if name not in SYSTEM_COLUMNS and name not in data_names:
+            raise NotFoundError(
+                f"column {name!r} does not exist; columns: {', '.join(data_names)}"
+            )
+    full_arrow = schema.to_arrow()
+    system_fields = [pa.field(ROW_ID, pa.uint64()), pa.field(ROW_ADDR, pa.uint64())]
+    filter_schema = pa.schema(list(full_arrow) + system_fields)
+    expr = None
+    filter_names: set[str] = set()
+    if filter is not None and str(filter).strip():
+        parsed = parse_predicate(str(filter))
+        expr = to_pyarrow(parsed, filter_schema)
+        filter_names = {path[0] for path in expr_columns(parsed)}
+    needed = set(wanted) | filter_names
+    read_fields = tuple(f for f in schema.fields if f.name in needed)
+    out_fields = []
+    for name in wanted:
+        if name in SYSTEM_COLUMNS:
+            out_fields.append(pa.field(name, pa.uint64()))
+        else:
+            out_fields.append(full_arrow.field(name))
+    return ScanPlan(
+        output_fields=tuple(wanted),
+        read_fields=read_fields,
+        filter=expr,
+        filter_text=filter,
+        need_row_id=ROW_ID in needed,
+        need_row_addr=ROW_ADDR in needed,
+        output_schema=pa.schema(out_fields, metadata=full_arrow.metadata),
+    )
+
+
+class FragmentReader:
+    """Reads rows of one fragment, columns spread over its data files."""
+
+    def __init__(self, store: ObjectStore, manifest: Manifest, fragment: Fragment) -> None:
+        self.store = store
+        self.manifest = manifest
+        self.fragment = fragment
+        # field id -> (data file, column index); later files win for a field id.
+        self._locations: dict[int, tuple[DataFile, int]] = {}
+        for data_file in fragment.files:
+            for field_id, column in zip(data_file.fields, data_file.column_indices):
+                if field_id >= 0:
+                    self._locations[field_id] = (data_file, column)
+
+    def _groups(self, fields: Sequence[LanceField]) -> list[tuple[DataFile | None, list[int]]]:
+        groups: dict[str | None, tuple[DataFile | None, list[int]]] = {}
+        for i, field in enumerate(fields):
+            location = self._locations.get(field.id)
+            data_file = location[0] if location else None
+            key = data_file.path if data_file else None
+            groups.setdefault(key, (data_file, []))[1].append(i)
+        return list(groups.values())
+
+    def _column_map(self, data_file: DataFile) -> dict[int, int]:
+        return {
+            fid: col
+            for fid, col in zip(data_file.fields, data_file.column_indices)
+            if fid >= 0
+        }
+
+    def read(
+        self, fields: Sequence[LanceField], *, offset: int = 0, length: int | None = None
+    ) -> list[pa.Array]:
+        """Physical rows ``[offset, offset+length)`` of ``fields`` (deleted rows included)."""
+        if length is None:
+            length = self.fragment.physical_rows - offset
+        out: list[pa.Array | None] = [None] * len(fields)
+        for data_file, indices in self._groups(fields):
+            wanted = [fields[i] for i in indices]
+            if data_file is None:
+                arrays = [pa.nulls(length, f.arrow_type) for f in wanted]
+            else:
+                reader = open_data_file(self.store, self.manifest, data_file)
+                self._check_rows(reader, data_file)
+                arrays = reader.read(
+                    wanted, self._column_map(data_file), offset=offset, length=length
+                )
+            for i, array in zip(indices, arrays):
+                out[i] = array
+        return out  # type: ignore[return-value]
+
+    def take(self, fields: Sequence[LanceField], rows: np.ndarray) -> list[pa.Array]:
+        out: list[pa.Array | None] = [None] * len(fields)
+        for data_file, indices in self._groups(fields):
+            wanted = [fields[i] for i in indices]
+            if data_file is None:
+                arrays = [pa.nulls(len(rows), f.arrow_type) for f in wanted]
+            else:
+                reader = open_data_file(self.store, self.manifest, data_file)
+                self._check_rows(reader, data_file)
+                arrays = reader.take(wanted, self._column_map(data_file), rows)
+            for i, array in zip(indices, arrays):
+                out[i] = array
+        return out  # type: ignore[return-value]
+
+    def _check_rows(self, reader: LanceFileReader, data_file: DataFile) -> None:
+        if reader.num_rows != self.fragment.physical_rows:
+            raise FormatError(
+                f"{self.store.uri}/{data_file.key}: has {reader.num_rows} rows but fragment "
+                f"{self.fragment.id} declares {self.fragment.physical_rows}"
+            )
+
+    def keep_mask(self) -> np.ndarray | None:
+        """Boolean mask of live rows, or None when nothing is deleted."""
+        deleted = deleted_offsets(self.store, self.manifest, self.fragment)
+        if len(deleted) == 0:
+            return None
+        mask = np.ones(self.fragment.physical_rows, dtype=bool)
+        mask[deleted] = False
+        return mask
+
+
+def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
+    base = np.uint64(fragment_id) << np.uint64(32)
+    return pa.array(offsets.astype(np.uint64) | base, pa.uint64())
+
+
+def scan_fragment(
+    store: ObjectStore,
+    manifest: Manifest,
+    fragment: Fragment,
+    plan: ScanPlan,
+    *,
+    offset: int = 0,
+    length: int | None = None,
+) -> pa.Table:
+    """The plan applied to physical rows ``[offset, offset+length)`` of one fragment."""
+    reader = FragmentReader(store, manifest, fragment)
+    if length is None:
+        length = fragment.physical_rows - offset
+    arrays = reader.read(plan.read_fields, offset=offset, length=length)
+    names = [f.name for f in plan.read_fields]
+    positions = np.arange(offset, offset + length, dtype=np.uint64)
+    if plan.need_row_id or plan.need_row_addr:
+        addresses = row_addresses(fragment.id, positions)
+        if plan.need_row_id:
+            if manifest.uses_stable_row_ids:
+                raise UnsupportedFeatureError(
+                    f"{store.uri}: _rowid of tables with stable row ids is not supported yet"
+                )
+            arrays.append(addresses)
+            names.append(ROW_ID)
+        if plan.need_row_addr:
+            arrays.append(addresses)
+            names.append(ROW_ADDR)
+    if names:
+        table = pa.Table.from_arrays(arrays, names=names)
+    else:  # count-only scans: a table with rows but no columns
+        table = pa.table({"_": pa.nulls(length, pa.null())}).select([])
+    mask = reader.keep_mask()
+    if mask is not None:
+        table = table.filter(pa.array(mask[offset : offset + length]))
+    if plan.filter is not None:
+        table = table.filter(plan.filter)
+    return table.select(list(plan.output_fields)).cast(plan.output_schema)
+
+
+class Scanner:
+    """A configured read of one table version (pylance's ``LanceScanner`` shape)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        manifest: Manifest,
+        *,
+        columns: Sequence[str] | None = None,
+        filter: str | None = None,  # noqa: A002
+        batch_size: int | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        with_row_id: bool = False,
+        with_row_address: bool = False,
+        fragments: Sequence[Fragment] | None = None,
+        num_threads: int | None = None,
+    ) -> None:
+        self.store = store
+        self.manifest = manifest
+        self.plan = plan_scan(
+            manifest, columns, filter, with_row_id=with_row_id, with_row_address=with_row_address
+        )
+        if batch_size is not None and batch_size <= 0:
+            raise InvalidInputError("batch_size must be positive")
+        if limit is not None and limit < 0 or offset is not None and offset < 0:
+            raise InvalidInputError("limit and offset must not be negative")
+        self.batch_size = batch_size or DEFAULT_BATCH_SIZE
+        self.limit = limit
+        self.offset = offset or 0
+        self.fragments = tuple(manifest.fragments if fragments is None else fragments)
+        self.num_threads = num_threads or min(8, os.cpu_count() or 1)
+
+    @property
+    def projected_schema(self) -> pa.Schema:
+        return self.plan.output_schema
+
+    def _fragment_tables(self) -> Iterator[pa.Table]:
+        """Fragment results in order, read ahead in a small thread pool."""
+        frags = [f for f in self.fragments if f.physical_rows > 0]
+        if len(frags) <= 1 or self.num_threads <= 1:
+            for frag in frags:
+                yield scan_fragment(self.store, self.manifest, frag, self.plan)
+            return
+        with ThreadPoolExecutor(self.num_threads) as pool:
+            window = self.num_threads
+            futures = [
+                pool.submit(scan_fragment, self.store, self.manifest, f, self.plan)
+                for f in frags[:window]
+            ]
+            next_index = window
+            while futures:
+                table = futures.pop(0).result()
+                if next_index < len(frags):
+                    futures.append(
+                        pool.submit(
+                            scan_fragment, self.store, self.manifest, frags[next_index], self.plan
+                        )
+                    )
+                    next_index += 1
+                yield table
+
+    def _limited_tables(self) -> Iterator[pa.Table]:
+        skip = self.offset
+        remaining = self.limit
+        if remaining == 0:
+            return
+        for table in self._fragment_tables():
+            if skip:
+                if table.num_rows <= skip:
+                    skip -= table.num_rows
+                    continue
+                table = table.slice(skip)
+                skip = 0
+            if remaining is not None:
+                table = table.slice(0, remaining)
+                remaining -= table.num_rows
+            if table.num_rows:
+                yield table
+            if remaining == 0:
+                return
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        for table in self._limited_tables():
+            yield from table.combine_chunks().to_batches(max_chunksize=self.batch_size)
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def to_table(self) -> pa.Table:
+        tables = list(self._limited_tables())
+        if not tables:
+            return self.projected_schema.empty_table()
+        return pa.concat_tables(tables)
+
+    def count_rows(self) -> int:
+        if self.plan.filter is None and self.limit is None and not self.offset:
+            return sum(f.num_rows for f in self.fragments)
+        return sum(t.num_rows for t in self._limited_tables())

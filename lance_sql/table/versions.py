@@ -1,0 +1,175 @@
+"""Finding and loading versions: manifest listing, naming scheme, latest, tags.
+
+The ``latest_version_hint.json`` file is only a hint: it is written after each
+commit, but listing ``_versions/`` is what decides, so a stale or corrupt hint
+never changes what a reader sees.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
+from lance_sql.format.manifest import Manifest, ManifestCodec
+from lance_sql.format.naming import (
+    LATEST_HINT,
+    TAGS_DIR,
+    VERSIONS_DIR,
+    ManifestNaming,
+    parse_manifest_name,
+    tag_key,
+)
+from lance_sql.io.store import ObjectStore
+
+
+@dataclass(frozen=True)
+class VersionRef:
+    """A manifest file found in ``_versions/``."""
+
+    version: int
+    naming: ManifestNaming
+
+    @property
+    def key(self) -> str:
+        return self.naming.key(self.version)
+
+
+def list_versions(store: ObjectStore) -> list[VersionRef]:
+    """Every committed version, ascending. A mixture of naming schemes is an error."""
+    refs = []
+    for name in store.list_dir(VERSIONS_DIR):
+        parsed = parse_manifest_name(name)
+        if parsed is not None:
+            refs.append(VersionRef(*parsed))
+    schemes = {r.naming for r in refs}
+    if len(schemes) > 1:
+        raise FormatError(
+            f"{store.uri}/{VERSIONS_DIR}: manifests use both the V1 and V2 naming schemes; "
+            "the table is inconsistent"
+        )
+    return sorted(refs, key=lambda r: r.version)
+
+
+def latest_version(store: ObjectStore) -> VersionRef:
+    refs = list_versions(store)
+    if not refs:
+        raise NotFoundError(f"no Lance table at {store.uri} (no manifests in {VERSIONS_DIR}/)")
+    return refs[-1]
+
+
+def find_version(store: ObjectStore, version: int) -> VersionRef:
+    refs = list_versions(store)
+    for ref in refs:
+        if ref.version == version:
+            return ref
+    if not refs:
+        raise NotFoundError(f"no Lance table at {store.uri}")
+    raise NotFoundError(
+        f"version {version} of {store.uri} does not exist; versions: {_ranges(refs)}"
+    )
+
+
+def load_manifest(store: ObjectStore, ref: VersionRef) -> Manifest:
+    data = store.read(ref.key)
+    return ManifestCodec.decode(data, f"{store.uri}/{ref.key}")
+
+
+def load_transaction_bytes(store: ObjectStore, ref: VersionRef) -> bytes | None:
+    """The transaction that produced ``ref``: inline copy first, then the .txn file."""
+    key = ref.key
+    data = store.read(key)
+    inline = ManifestCodec.decode_transaction(data, f"{store.uri}/{key}")
+    if inline is not None:
+        return inline
+    manifest = ManifestCodec.decode(data, f"{store.uri}/{key}", check_flags=False)
+    if not manifest.transaction_file:
+        return None
+    try:
+        return store.read(f"_transactions/{manifest.transaction_file}")
+    except NotFoundError:
+        return None
+
+
+def write_hint(store: ObjectStore, version: int) -> None:
+    """Best effort: a failed hint write never fails a commit."""
+    try:
+        store.put(LATEST_HINT, json.dumps({"version": version}, separators=(",", ":")).encode())
+    except Exception:  # noqa: BLE001 - the hint is optional by design
+        pass
+
+
+def _ranges(refs: list[VersionRef]) -> str:
+    versions = [r.version for r in refs]
+    if len(versions) <= 12:
+        return ", ".join(map(str, versions))
+    return f"{versions[0]}..{versions[-1]} ({len(versions)} versions)"
+
+
+# -- tags -------------------------------------------------------------------------------
+
+
+def _check_tag_name(name: str) -> None:
+    if not name or "/" in name or name.startswith(".") or not name.isprintable():
+        raise InvalidInputError(f"invalid tag name {name!r}")
+    if name.isdigit():
+        raise InvalidInputError(f"tag name {name!r} would be confused with a version number")
+
+
+def read_tags(store: ObjectStore) -> dict[str, dict]:
+    tags = {}
+    for name in store.list_dir(TAGS_DIR):
+        if name.endswith(".json"):
+            tag = name[: -len(".json")]
+            tags[tag] = read_tag(store, tag)
+    return dict(sorted(tags.items()))
+
+
+def read_tag(store: ObjectStore, name: str) -> dict:
+    _check_tag_name(name)
+    key = tag_key(name)
+    try:
+        raw = store.read(key)
+    except NotFoundError:
+        raise NotFoundError(f"tag {name!r} does not exist in {store.uri}") from None
+    try:
+        content = json.loads(raw)
+        version = int(content["version"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise FormatError(f"{store.uri}/{key}: corrupt tag file ({exc})") from exc
+    return {
+        "version": version,
+        "manifest_size": content.get("manifestSize"),
+        "branch": content.get("branch"),
+        "created_at": content.get("createdAt"),
+        "updated_at": content.get("updatedAt"),
+        "metadata": content.get("metadata") or {},
+    }
+
+
+def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) -> None:
+    _check_tag_name(name)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    body = {
+        "branch": None,
+        "version": ref.version,
+        "manifestSize": store.size(ref.key),
+        "createdAt": now,
+        "updatedAt": now,
+        "metadata": {},
+    }
+    data = json.dumps(body).encode()
+    if replace:
+        if not store.exists(tag_key(name)):
+            raise NotFoundError(f"tag {name!r} does not exist in {store.uri}")
+        store.put(tag_key(name), data)
+    elif not store.put_if_absent(tag_key(name), data):
+        raise InvalidInputError(f"tag {name!r} already exists in {store.uri}")
+
+
+def delete_tag(store: ObjectStore, name: str) -> None:
+    _check_tag_name(name)
+    if not store.exists(tag_key(name)):
+        raise NotFoundError(f"tag {name!r} does not exist in {store.uri}")
+    store.delete(tag_key(name))

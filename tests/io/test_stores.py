@@ -1,0 +1,103 @@
+"""Object stores: atomic create, path safety, fault hooks."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from lance_sql.errors import NotFoundError, PathEscapeError
+from lance_sql.io import LocalStore, MemoryStore, open_store
+
+
+@pytest.fixture(params=["local", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path):  # noqa: ANN201
+    if request.param == "local":
+        return LocalStore(str(tmp_path / "root"))
+    name = f"stores-{request.node.name}"
+    MemoryStore.reset(name)
+    return MemoryStore(name)
+
+
+def test_put_read_list_delete(store) -> None:  # noqa: ANN001
+    store.put("a/b.bin", b"hello")
+    assert store.read("a/b.bin") == b"hello"
+    assert store.size("a/b.bin") == 5
+    assert store.list_dir("a") == ["b.bin"]
+    assert store.open_source("a/b.bin").read_at(1, 3) == b"ell"
+    store.delete("a/b.bin")
+    assert not store.exists("a/b.bin")
+    with pytest.raises(NotFoundError):
+        store.read("a/b.bin")
+
+
+def test_put_if_absent_has_exactly_one_winner(store) -> None:  # noqa: ANN001
+    results: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def race(i: int) -> None:
+        barrier.wait()
+        results.append(store.put_if_absent("v/1.manifest", f"writer {i}".encode()))
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 7 + [True]
+    assert store.read("v/1.manifest").startswith(b"writer ")
+
+
+def test_rename_if_absent(store) -> None:  # noqa: ANN001
+    store.put("staging/x", b"1")
+    store.put("final/y", b"old")
+    assert store.rename_if_absent("staging/x", "final/y") is False
+    assert store.read("final/y") == b"old"
+    assert store.rename_if_absent("staging/x", "final/z") is True
+    assert store.read("final/z") == b"1"
+    assert not store.exists("staging/x")
+
+
+@pytest.mark.parametrize("key", ["../x", "a/../../x", "/etc/passwd", "a/./b", "", "a\\b"])
+def test_keys_cannot_escape_the_root(store, key: str) -> None:  # noqa: ANN001
+    with pytest.raises(PathEscapeError):
+        store.read(key)
+    with pytest.raises(PathEscapeError):
+        store.put(key, b"x")
+
+
+def test_failed_stream_write_leaves_nothing(store) -> None:  # noqa: ANN001
+    with pytest.raises(RuntimeError):
+        with store.open_writer("data/f.lance") as sink:
+            sink.write(b"partial")
+            raise RuntimeError("boom")
+    assert not store.exists("data/f.lance")
+    assert store.list_dir("data") == []
+    with store.open_writer("data/g.lance") as sink:
+        sink.write(b"whole")
+    assert store.read("data/g.lance") == b"whole"
+
+
+def test_memory_hooks_inject_faults() -> None:
+    MemoryStore.reset("hooks")
+    store = MemoryStore("hooks")
+
+    def fail_manifests(op: str, key: str) -> None:
+        if op == "put_if_absent" and key.endswith(".manifest"):
+            raise OSError("injected")
+
+    store.add_hook(fail_manifests)
+    store.put("data/a", b"1")
+    with pytest.raises(OSError, match="injected"):
+        store.put_if_absent("_versions/1.manifest", b"m")
+    assert store.keys() == ["data/a"]
+
+
+def test_open_store_uris(tmp_path: Path) -> None:
+    assert isinstance(open_store(str(tmp_path)), LocalStore)
+    assert isinstance(open_store(f"file://{tmp_path}"), LocalStore)
+    mem = open_store("memory://bucket/prefix")
+    assert isinstance(mem, MemoryStore) and mem.uri == "memory://bucket/prefix"
+    with pytest.raises(ValueError):
+        open_store("s3://bucket/table")
