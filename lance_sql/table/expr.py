@@ -1,0 +1,594 @@
+"""Engine-neutral filter expressions and their translation to pyarrow.
+
+Filters reach lance_sql as SQL predicate strings, as in pylance
+(``ds.to_table(filter="x > 5")``, ``ds.delete("id IN (1, 2)")``).
+:func:`parse_predicate` turns them into the small tree defined here; keeping that tree free of
+any engine lets a scan learn which columns to read (:func:`columns`), prune fragments by row
+address (:func:`rowaddr_bounds`) and evaluate rows with pyarrow (:func:`to_pyarrow`).
+
+Semantics follow SQL as DataFusion (the engine lance_sql answers queries with) implements it,
+so a filter string selects the same rows whichever path evaluates it:
+
+* three-valued logic: a comparison with NULL is NULL and a NULL predicate drops the row;
+  ``x IN (1, NULL)`` is TRUE or NULL, never FALSE; the field of a NULL struct is NULL;
+* floats order every NaN above every number and equal to itself, and -0.0 = 0.0
+  (DataFusion looks at a NaN's sign bit, and its IN lists tell -0.0 from 0.0: we do not);
+* integer ``/`` truncates toward zero, ``%`` takes the dividend's sign, integer overflow wraps,
+  dividing an integer by zero fails when the filter runs; CAST truncates toward zero;
+* a literal compared with an expression takes that expression's type where SQL coerces it:
+  strings against dates/timestamps/numbers, DATE/TIMESTAMP against timestamp columns (a naive
+  timestamp is wall-clock time in the column's time zone, a DATE is UTC midnight), NULL against
+  anything; each IN item is coerced the same way on its own. A string expression compared with
+  a number is cast to that number's type; integers meet decimals as decimals; integers and
+  decimals meet floats as float64. Dictionary-encoded columns are decoded first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import reduce
+from typing import Any, TypeAlias
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError, NotFoundError
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column reference; several parts walk into struct fields (``a.b`` is ``("a", "b")``)."""
+
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A constant. ``type`` None means "whatever pyarrow infers from ``value``"."""
+
+    value: Any
+    type: pa.DataType | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """An operator or function applied to ``args`` (see :data:`OPS`).
+
+    ``in`` takes the tested expression then the list's literals; ``between`` takes
+    ``(x, low, high)``; ``cast`` takes ``(x, Literal(None, target_type))``. Negated SQL forms
+    (``NOT IN``, ``NOT LIKE``, ``NOT BETWEEN``) are ``not`` around the positive form, which is
+    exactly their meaning under three-valued logic.
+    """
+
+    op: str
+    args: tuple[Expr, ...]
+
+
+Expr: TypeAlias = Column | Literal | Call
+
+COMPARISONS = {
+    "=": "equal", "!=": "not_equal", "<": "less",
+    "<=": "less_equal", ">": "greater", ">=": "greater_equal",
+}
+ARITHMETIC = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "remainder"}
+FUNCTIONS = {"lower": 1, "upper": 1, "abs": 1, "length": 1, "starts_with": 2, "ends_with": 2}
+OPS = frozenset(
+    {"and", "or", "not", "is_null", "is_not_null", "in", "between", "like", "ilike",
+     "negate", "cast"} | COMPARISONS.keys() | ARITHMETIC.keys() | FUNCTIONS.keys()
+)
+_UNARY_FN = {"lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked",
+             "length": "utf8_length", "negate": "negate"}
+_MATCH_FN = {"like": "match_like", "ilike": "match_like", "starts_with": "starts_with",
+             "ends_with": "ends_with"}
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def col(name: str) -> Column:
+    """``col("a.b")``: a column reference from a dotted name (no quoting)."""
+    return Column(tuple(name.split(".")))
+
+
+def lit(value: Any, type: pa.DataType | None = None) -> Literal:
+    return Literal(value, type)
+
+
+def parse_predicate(text: str) -> Expr:
+    """Parse a SQL predicate string (see :mod:`lance_sql.table.expr_parser`)."""
+    from lance_sql.table.expr_parser import parse_predicate as parse
+
+    return parse(text)
+
+
+def to_sql(expr: Expr) -> str:
+    """Render ``expr`` as SQL text that :func:`parse_predicate` (and DataFusion) reads back."""
+    from lance_sql.table.expr_parser import to_sql as render
+
+    return render(expr)
+
+
+def columns(expr: Expr) -> set[tuple[str, ...]]:
+    """Every column path ``expr`` reads, as written (see :func:`resolve` for schema names)."""
+    if isinstance(expr, Column):
+        return {expr.path}
+    if isinstance(expr, Call):
+        return set().union(*(columns(a) for a in expr.args))
+    return set()
+
+
+# ---------------------------------------------------------------------- schema binding
+
+
+def _schema_paths(fields: list[pa.Field], prefix: str = "") -> list[str]:
+    out = []
+    for f in fields:
+        out.append(prefix + f.name)
+        if pa.types.is_struct(f.type):
+            out += _schema_paths(list(f.type), prefix + f.name + ".")
+    return out
+
+
+def resolve_column(schema: pa.Schema, path: tuple[str, ...]) -> tuple[tuple[str, ...], pa.DataType]:
+    """The schema's spelling and type of ``path``.
+
+    Names match exactly, else case-insensitively when that is unambiguous (SQL folds unquoted
+    identifiers; pylance resolves ``filter="X > 1"`` against column ``x``).
+    """
+    fields: list[pa.Field] = list(schema)
+    names: list[str] = []
+    for part in path:
+        matches = [f for f in fields if f.name == part]
+        if not matches:
+            matches = [f for f in fields if f.name.lower() == part.lower()]
+        if len(matches) != 1:
+            available = ", ".join(_schema_paths(list(schema))) or "(none)"
+            problem = "is ambiguous" if matches else "not found"
+            raise NotFoundError(
+                f"column '{'.'.join(path)}' {problem} in filter; available columns: {available}"
+            )
+        names.append(matches[0].name)
+        typ = matches[0].type
+        fields = list(typ) if pa.types.is_struct(typ) else []
+    return tuple(names), typ
+
+
+def resolve(expr: Expr, schema: pa.Schema) -> Expr:
+    """``expr`` with every column path spelled as in ``schema`` (NotFoundError if missing)."""
+    if isinstance(expr, Column):
+        return Column(resolve_column(schema, expr.path)[0])
+    if isinstance(expr, Call):
+        return Call(expr.op, tuple(resolve(a, schema) for a in expr.args))
+    return expr
+
+
+def literal_type(lit: Literal) -> pa.DataType:
+    return _scalar(lit).type
+
+
+def _scalar(lit: Literal) -> pa.Scalar:
+    big = lit.type is None and isinstance(lit.value, int) and lit.value >= 2**63
+    try:
+        return pa.scalar(lit.value, pa.uint64() if big else lit.type)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
+        message = f"invalid literal {lit.value!r} of type {lit.type}: {err}"
+        raise InvalidInputError(message) from None
+
+
+# ------------------------------------------------------------------- pyarrow translation
+
+_Typed: TypeAlias = tuple[pc.Expression, pa.DataType]
+_NULL_BOOL: _Typed = (pc.scalar(pa.scalar(None, pa.bool_())), pa.bool_())
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None) -> _Typed:
+    """Apply a pyarrow kernel, finding its result type (and type errors) on empty arrays now."""
+    try:
+        empties = [pa.array([], t) for _, t in args]
+        out_type = pc.call_function(fn, empties, options).type
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as err:
+        types = ", ".join(str(t) for _, t in args)
+        raise InvalidInputError(f"cannot apply {fn} to ({types}) in filter: {err}") from None
+    return pc.Expression._call(fn, [e for e, _ in args], options), out_type
+
+
+def _cast(x: _Typed, target: pa.DataType) -> _Typed:
+    """SQL CAST: floats and decimals truncate toward zero; out-of-range values fail."""
+    if pa.types.is_integer(x[1]) and pa.types.is_decimal(target):
+        # pyarrow wants room for every int64 before it looks at the values; SQL does not
+        wide = _int_as_decimal(x[1])
+        precision = wide.precision + target.scale
+        wide = (pa.decimal128 if precision <= 38 else pa.decimal256)(precision, target.scale)
+        if wide != target:
+            x = _cast(x, wide)
+    options = pc.CastOptions(target, allow_float_truncate=True, allow_decimal_truncate=True)
+    return _call("cast", [x], options)
+
+
+def _tzinfo(tz: str) -> dt.tzinfo:
+    m = re.fullmatch(r"([+-])(\d\d):?(\d\d)", tz)
+    if m:
+        delta = dt.timedelta(hours=int(m[2]), minutes=int(m[3]))
+        return dt.timezone(-delta if m[1] == "-" else delta)
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as err:
+        raise InvalidInputError(f"unknown time zone {tz!r}: {err}") from None
+
+
+def _as_timestamp(v: Any, target: pa.TimestampType) -> pa.Scalar:
+    """A date/datetime literal as an instant of ``target``, as DataFusion coerces it."""
+    if not isinstance(v, dt.datetime):  # a DATE: midnight, UTC for zoned columns
+        v = dt.datetime.combine(v, dt.time(), dt.UTC if target.tz else None)
+    if target.tz is None and v.tzinfo is not None:
+        v = v.astimezone(dt.UTC).replace(tzinfo=None)
+    elif target.tz is not None and v.tzinfo is None:
+        v = v.replace(tzinfo=_tzinfo(target.tz))  # naive: wall-clock time in the column's zone
+    unit = target.unit if target.unit in ("us", "ns") else "us"
+    return pa.scalar(v, pa.timestamp(unit, target.tz))
+
+
+def _literal_as(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
+    """``lit`` coerced to ``target`` where SQL coerces a literal to the other side's type."""
+    v = lit.value
+    if v is None:
+        try:
+            return pa.scalar(None, target)
+        except (pa.ArrowException, TypeError):
+            return None
+    try:
+        if pa.types.is_timestamp(target) and isinstance(v, str | dt.date):
+            return _as_timestamp(dt.datetime.fromisoformat(v) if isinstance(v, str) else v, target)
+        if pa.types.is_date(target) and isinstance(v, str):
+            return pa.scalar(dt.date.fromisoformat(v.strip()), target)
+        if isinstance(v, str) and pa.types.is_integer(target):
+            return pa.scalar(int(v.strip()))
+        if isinstance(v, str) and pa.types.is_floating(target):
+            return pa.scalar(float(v))
+        if isinstance(v, str) and pa.types.is_decimal(target):
+            return pa.scalar(Decimal(v.strip()))
+    except (ValueError, ArithmeticError, pa.ArrowException) as err:
+        raise InvalidInputError(f"cannot compare {target} with literal {v!r}: {err}") from None
+    return None
+
+
+def _int_as_decimal(t: pa.DataType) -> pa.DataType:
+    """The narrowest decimal holding every value of integer type ``t``."""
+    signed = pa.types.is_signed_integer(t)
+    return pa.decimal128(len(str(2 ** (t.bit_width - signed))), 0)
+
+
+def _unify(left: _Typed, right: _Typed) -> tuple[_Typed, _Typed]:
+    """Casts SQL makes that pyarrow would not, or would make differently: a string meeting a
+    number becomes that number, integers meet decimals as decimals, integers and decimals meet
+    floats as float64 (pyarrow may pick float32 for two constants)."""
+    for swap in (False, True):
+        (a, at), (b, bt) = (right, left) if swap else (left, right)
+        if _is_string(at) and _is_numeric(bt):
+            a, at = _cast((a, at), bt)
+        elif pa.types.is_decimal(at) and pa.types.is_integer(bt):
+            b, bt = _cast((b, bt), _int_as_decimal(bt))
+        elif (pa.types.is_decimal(at) or pa.types.is_integer(at)) and pa.types.is_floating(bt):
+            a, at = _cast((a, at), pa.float64())
+            if bt != pa.float64():
+                b, bt = _cast((b, bt), pa.float64())
+        else:
+            continue
+        return ((b, bt), (a, at)) if swap else ((a, at), (b, bt))
+    return left, right
+
+
+class _Translator:
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+
+    def expr(self, e: Expr) -> _Typed:
+        if isinstance(e, Column):
+            path, t = resolve_column(self.schema, e.path)
+            x: _Typed = (pc.field(*path), t)
+            return _cast(x, t.value_type) if pa.types.is_dictionary(t) else x
+        if isinstance(e, Literal):
+            s = _scalar(e)
+            return pc.scalar(s), s.type
+        op, args = e.op, e.args
+        if op in ("and", "or"):
+            parts = [self.boolean(a) for a in args]
+            return _balanced(f"{op}_kleene", parts)
+        if op == "not":
+            return _call("invert", [self.boolean(args[0])])
+        if op in COMPARISONS:
+            return self.compare(op, args[0], args[1])
+        if op in ("is_null", "is_not_null"):
+            return _call("is_null" if op == "is_null" else "is_valid", [self.expr(args[0])])
+        if op == "in":
+            return self.is_in(args[0], args[1:])
+        if op == "between":
+            low, high = self.compare(">=", args[0], args[1]), self.compare("<=", args[0], args[2])
+            return _call("and_kleene", [low, high])
+        if op in ARITHMETIC:
+            left, right = self.coerce(args[0], args[1])
+            return _call(ARITHMETIC[op], [left, right])
+        if op in _MATCH_FN:
+            return self.match(op, args[0], args[1])
+        if op in _UNARY_FN:
+            return _call(_UNARY_FN[op], [self.expr(args[0])])
+        if op == "cast":
+            return _cast(self.expr(args[0]), args[1].type)
+        raise InvalidInputError(f"unknown operator {op!r} in filter")
+
+    def boolean(self, e: Expr) -> _Typed:
+        x = self.expr(e)
+        if x[1] == pa.null():
+            return _cast(x, pa.bool_())
+        if x[1] != pa.bool_():
+            raise InvalidInputError(f"expected a boolean in filter, got {x[1]}: {to_sql(e)}")
+        return x
+
+    def coerce(self, a: Expr, b: Expr) -> tuple[_Typed, _Typed]:
+        left, right = self.expr(a), self.expr(b)
+        if isinstance(b, Literal) and not isinstance(a, Literal):
+            s = _literal_as(b, left[1])
+            right = right if s is None else (pc.scalar(s), s.type)
+        elif isinstance(a, Literal) and not isinstance(b, Literal):
+            s = _literal_as(a, right[1])
+            left = left if s is None else (pc.scalar(s), s.type)
+        return _unify(left, right)
+
+    def compare(self, op: str, a: Expr, b: Expr) -> _Typed:
+        left, right = self.coerce(a, b)
+        if pa.types.is_floating(left[1]) or pa.types.is_floating(right[1]):
+            return _nan_compare(op, left, right)
+        return _call(COMPARISONS[op], [left, right])
+
+    def is_in(self, x_expr: Expr, items: tuple[Expr, ...]) -> _Typed:
+        values = [i for i in items if not (isinstance(i, Literal) and i.value is None)]
+        result = self._value_set_lookup(x_expr, values) if values else _NULL_BOOL
+        if result is None:  # no exact common type: spell it out as x = a OR x = b ...
+            result = _balanced("or_kleene", [self.compare("=", x_expr, v) for v in values])
+        if len(values) < len(items):  # x IN (..., NULL) is never FALSE
+            result = _call("or_kleene", [result, _NULL_BOOL])
+        return result
+
+    def _value_set_lookup(self, x_expr: Expr, values: list[Expr]) -> _Typed | None:
+        """``is_in`` against one typed array, when every literal converts exactly to x's type."""
+        x = self.expr(x_expr)
+        scalars = []
+        for v in values:
+            if not isinstance(v, Literal):
+                return None
+            s = _literal_as(v, x[1])
+            s = _scalar(v) if s is None else s
+            if _family(s.type) != _family(x[1]) or _family(s.type) == "other":
+                return None
+            try:
+                exact = s.cast(x[1])
+                if not exact.cast(s.type).equals(s):  # e.g. 1.505 as decimal(10, 2)
+                    return None
+            except (pa.ArrowException, TypeError):
+                return None
+            scalars.append(exact)
+        value_set = pa.array(scalars, x[1])
+        probe = x
+        if pa.types.is_floating(x[1]):  # the hash lookup tells -0.0 from 0.0; SQL does not
+            zero: _Typed = (pc.scalar(pa.scalar(0.0, x[1])), x[1])
+            probe = _call("add", [x, zero])
+            value_set = pc.add(value_set, pa.scalar(0.0, x[1]))
+        hit = _call("is_in", [probe], pc.SetLookupOptions(value_set, skip_nulls=True))
+        return _call("if_else", [_call("is_valid", [x]), hit, _NULL_BOOL])
+
+    def match(self, op: str, x_expr: Expr, pattern: Expr) -> _Typed:
+        if not isinstance(pattern, Literal) or not isinstance(pattern.value, str | None):
+            raise InvalidInputError(f"{op} needs a string literal pattern, got {to_sql(pattern)}")
+        if pattern.value is None:
+            return _NULL_BOOL
+        options = pc.MatchSubstringOptions(pattern.value, ignore_case=op == "ilike")
+        return _call(_MATCH_FN[op], [self.expr(x_expr)], options)
+
+
+def _family(t: pa.DataType) -> str:
+    if _is_numeric(t):
+        return "number"
+    if _is_string(t):
+        return "string"
+    if pa.types.is_temporal(t):
+        return "time"
+    return "bool" if pa.types.is_boolean(t) else "other"
+
+
+def _balanced(fn: str, parts: list[_Typed]) -> _Typed:
+    """Combine with a binary kernel as a balanced tree, so long OR chains stay shallow."""
+    while len(parts) > 1:
+        pairs = [_call(fn, parts[i : i + 2]) for i in range(0, len(parts) - 1, 2)]
+        parts = pairs + (parts[-1:] if len(parts) % 2 else [])
+    return parts[0]
+
+
+def _nan_compare(op: str, left: _Typed, right: _Typed) -> _Typed:
+    """Compare with NaN equal to itself and above every number (DataFusion's float order)."""
+
+    def is_nan(x: _Typed) -> _Typed | None:
+        return _call("is_nan", [x]) if pa.types.is_floating(x[1]) else None
+
+    def eq(a: _Typed, b: _Typed) -> _Typed:
+        plain, na, nb = _call("equal", [a, b]), is_nan(a), is_nan(b)
+        if na is None or nb is None:
+            return plain
+        return _call("or_kleene", [plain, _call("and_kleene", [na, nb])])
+
+    def lt(a: _Typed, b: _Typed) -> _Typed:
+        plain, na, nb = _call("less", [a, b]), is_nan(a), is_nan(b)
+        if nb is None:
+            return plain
+        a_number = _call("is_valid", [a]) if na is None else _call("invert", [na])
+        return _call("or_kleene", [plain, _call("and_kleene", [a_number, nb])])
+
+    builders = {
+        "=": lambda: eq(left, right), "!=": lambda: _call("invert", [eq(left, right)]),
+        "<": lambda: lt(left, right), ">": lambda: lt(right, left),
+        "<=": lambda: _call("invert", [lt(right, left)]),
+        ">=": lambda: _call("invert", [lt(left, right)]),
+    }
+    return builders[op]()
+
+
+def to_pyarrow(expr: Expr | str, schema: pa.Schema) -> pc.Expression:
+    """A boolean pyarrow expression for ``expr`` over ``schema``, for ``Table.filter`` or a
+    dataset scan (both drop rows where it is NULL).
+
+    Raises NotFoundError for unknown columns and InvalidInputError for type errors, both
+    before any data is read.
+    """
+    if isinstance(expr, str):
+        expr = parse_predicate(expr)
+    translator = _Translator(schema)
+    try:
+        return translator.boolean(expr)[0]
+    except RecursionError:
+        raise InvalidInputError("filter is nested too deeply") from None
+
+
+# ----------------------------------------------------------------- row address pruning
+
+_MAX = 2**64
+_Ranges: TypeAlias = list[tuple[int, int]]
+
+
+def rowaddr_bounds(expr: Expr, column: str = "_rowaddr") -> _Ranges | None:
+    """Sorted, disjoint half-open ``[lo, hi)`` ranges of ``column`` (a uint64) outside of
+    which ``expr`` cannot be TRUE; None when every value might match.
+
+    Understands AND/OR/NOT over comparisons, IN and BETWEEN of the bare column with numeric
+    literals; anything else counts as "might match", so the answer is always safe to prune by.
+    """
+    ranges = _bounds(expr, (column,), False)
+    return None if ranges is None or ranges == [(0, _MAX)] else ranges
+
+
+def _bounds(e: Expr, path: tuple[str, ...], negated: bool) -> _Ranges | None:
+    if isinstance(e, Literal):
+        if e.value is None:
+            return []
+        if isinstance(e.value, bool):
+            return None if e.value != negated else []
+        return None
+    if not isinstance(e, Call):
+        return None
+    op, args = e.op, e.args
+    if op in ("and", "or"):
+        parts = [_bounds(a, path, negated) for a in args]
+        if (op == "and") != negated:  # a conjunction (after De Morgan)
+            known = [p for p in parts if p is not None]
+            return reduce(_intersect, known) if known else None
+        if any(p is None for p in parts):
+            return None
+        return _normalize([r for p in parts for r in p])  # type: ignore[union-attr]
+    if op == "not":
+        return _bounds(args[0], path, not negated)
+    if op in COMPARISONS:
+        a, b = args
+        if isinstance(b, Column) and isinstance(a, Literal):
+            a, b, op = b, a, _FLIP[op]
+        if a == Column(path) and isinstance(b, Literal):
+            return _compare_range(_NEGATE[op] if negated else op, b.value)
+        return None
+    if args[0] != Column(path):
+        return None
+    if op == "between" and all(isinstance(a, Literal) for a in args[1:]):
+        low, high = args[1].value, args[2].value  # type: ignore[union-attr]
+        if negated:
+            return _union_known(_compare_range("<", low), _compare_range(">", high))
+        return _intersect_known(_compare_range(">=", low), _compare_range("<=", high))
+    if op == "in" and all(isinstance(a, Literal) for a in args[1:]):
+        values = [a.value for a in args[1:]]  # type: ignore[union-attr]
+        if negated and None in values:  # x NOT IN (..., NULL) is never TRUE
+            return []
+        points = [_compare_range("=", v) for v in values if v is not None]
+        if not negated:
+            return _union_known(*points)
+        return _complement(_normalize([r for p in points if p is not None for r in p]))
+    return None
+
+
+def _union_known(*parts: _Ranges | None) -> _Ranges | None:
+    if any(p is None for p in parts):
+        return None
+    return _normalize([r for p in parts for r in p])  # type: ignore[union-attr]
+
+
+def _intersect_known(a: _Ranges | None, b: _Ranges | None) -> _Ranges | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return _intersect(a, b)
+
+
+def _compare_range(op: str, v: Any) -> _Ranges | None:
+    """Values of an unsigned 64-bit column where ``column <op> v`` can be TRUE."""
+    if v is None:
+        return []
+    if isinstance(v, bool) or not isinstance(v, int | float | Decimal):
+        return None
+    if isinstance(v, float | Decimal) and not math.isfinite(v):
+        if math.isnan(v):
+            return None
+        v = 2 * _MAX if v > 0 else -2 * _MAX
+    whole = v == math.floor(v)
+    if op == "=":
+        ranges = [(int(v), int(v) + 1)] if whole else []
+    elif op == "!=":
+        ranges = [(0, int(v)), (int(v) + 1, _MAX)] if whole else [(0, _MAX)]
+    elif op in ("<", "<="):
+        ranges = [(0, math.ceil(v) if op == "<" else math.floor(v) + 1)]
+    else:
+        ranges = [(math.floor(v) + 1 if op == ">" else math.ceil(v), _MAX)]
+    return _normalize(ranges)
+
+
+def _normalize(ranges: _Ranges) -> _Ranges:
+    """Clip to [0, 2**64), drop empty ranges, sort and merge touching ones."""
+    out: _Ranges = []
+    for lo, hi in sorted((max(lo, 0), min(hi, _MAX)) for lo, hi in ranges):
+        if lo >= hi:
+            continue
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _intersect(a: _Ranges, b: _Ranges) -> _Ranges:
+    """Intersection of two normalized range lists, in one merge pass."""
+    out: _Ranges = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _complement(ranges: _Ranges) -> _Ranges:
+    """[0, 2**64) minus a normalized range list."""
+    out: _Ranges = []
+    start = 0
+    for lo, hi in ranges:
+        if lo > start:
+            out.append((start, lo))
+        start = hi
+    return out + [(start, _MAX)] if start < _MAX else out
