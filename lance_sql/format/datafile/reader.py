@@ -1,0 +1,464 @@
+"""Read Lance data files (file format 2.0) into Arrow arrays.
+
+Reads are driven by sorted, disjoint row ranges: ``read`` asks for one range, ``take``
+for the runs of its sorted unique rows. Each column maps the ranges onto its pages and
+decodes one span per touched page, reading only the bytes that span needs. A list column
+turns its row ranges into item ranges for the next column, so nested reads stay
+proportional to what was asked for. Arrays come back in the *table's* types (the caller's
+``LanceField``s); fields that this file does not hold come back as nulls.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+from google.protobuf.message import DecodeError
+
+from lance_sql.errors import FormatError, InvalidInputError, LanceError, UnsupportedFeatureError
+from lance_sql.format.datafile import container
+from lance_sql.format.datafile.decode_v2_0 import (
+    PageContext,
+    check_buffer_references,
+    decode,
+    end_offsets,
+)
+from lance_sql.format.datafile.source import RandomAccessSource
+from lance_sql.format.pb import encodings_v2_0_pb2 as enc
+from lance_sql.format.schema import LanceField, LanceSchema
+
+COALESCE_BYTES = 256 * 1024  # read through gaps smaller than this; split reads at larger ones
+_UNEXPECTED = (
+    pa.ArrowException,
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    OverflowError,
+    RecursionError,
+    struct.error,
+    DecodeError,
+)  # only a safety net: the decoders validate explicitly and raise FormatError themselves
+
+
+def _storage_type(t: pa.DataType) -> pa.DataType:
+    while isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    return t
+
+
+def _range_indices(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, e)`` for each range, vectorised."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    before = np.cumsum(lengths) - lengths
+    return np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
+
+
+def _merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop empty ranges and join touching ones (inputs sorted and disjoint)."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if starts.size > 1:
+        cut = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+        starts = starts[np.r_[0, cut]]
+        ends = ends[np.r_[cut - 1, len(ends) - 1]]
+    return starts, ends
+
+
+def _concat(pieces: list[pa.Array], dtype: pa.DataType) -> pa.Array:
+    if not pieces:
+        return pa.array([], dtype)
+    return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
+
+
+class LanceFileReader:
+    """A parsed Lance 2.0 file: footer, column metadata and FileDescriptor are read up front."""
+
+    def __init__(self, source: RandomAccessSource) -> None:
+        self.source = source
+        self.path = source.path
+        try:
+            self._open()
+        except LanceError:
+            raise
+        except _UNEXPECTED as exc:
+            raise FormatError(f"{self.path}: corrupt file metadata: {exc}") from exc
+
+    # ------------------------------------------------------------------ opening
+    def _read(self, offset: int, length: int) -> bytes | memoryview:
+        data = self.source.read_at(offset, length)
+        if len(data) != length:
+            raise FormatError(f"{self.path}: short read at {offset} ({len(data)} of {length})")
+        return data
+
+    def _open(self) -> None:
+        size = self.source.size
+        path = self.path
+        if size < container.FOOTER_SIZE:
+            raise FormatError(f"{path}: file is too small to be a Lance file ({size} bytes)")
+        footer = container.parse_footer(
+            self._read(size - container.FOOTER_SIZE, container.FOOTER_SIZE), size, path
+        )
+        container.check_readable_version(footer, path)
+        self.footer_version = (footer.major, footer.minor)
+        self.major, self.minor = container.V2_0_MANIFEST_VERSION
+        cms = footer.column_meta_start
+        region = memoryview(self._read(cms, size - container.FOOTER_SIZE - cms))
+        cmo = container.read_offset_table(
+            region, footer.cmo_table_start - cms, footer.num_columns, size, "column offset", path
+        )
+        gbo = container.read_offset_table(
+            region, footer.gbo_table_start - cms, footer.num_global_buffers, size, "global", path
+        )
+        for pos, length in cmo:
+            if pos < cms or pos + length > footer.cmo_table_start:
+                raise FormatError(f"{path}: column metadata entry outside the metadata region")
+        for pos, length in gbo:
+            if pos + length > cms:
+                raise FormatError(f"{path}: global buffer at {pos} overlaps the metadata")
+        if not gbo:
+            raise FormatError(f"{path}: no global buffers, so no file descriptor")
+        self._global_buffers = tuple(gbo)
+        descriptor = container.parse_file_descriptor(self._read(*gbo[0]), path)
+        self.num_rows = int(descriptor.length)
+        try:
+            self.schema = LanceSchema.from_protos(
+                descriptor.schema.fields, descriptor.schema.metadata
+            )
+        except FormatError as exc:
+            raise FormatError(f"{path}: bad schema in the file descriptor: {exc}") from exc
+        self._columns = [
+            container.parse_column(region[pos - cms : pos - cms + length], i, cms, path)
+            for i, (pos, length) in enumerate(cmo)
+        ]
+        self._check_buffer_layout()
+        self._check_row_counts()
+        self._checked: set[int] = set()
+        self._checked_pages: set[tuple[int, int]] = set()
+        self._list_bases: dict[int, np.ndarray] = {}
+
+    def _check_buffer_layout(self) -> None:
+        """Page buffers start on 64-byte boundaries and never overlap.
+
+        Every Lance 2.x writer aligns page buffers to 64 bytes. Checking that (and that
+        no two buffers overlap) is cheap and turns most corrupted buffer offsets into an
+        error instead of silently decoding some other column's bytes.
+        """
+        spans = [b for c in self._columns for p in c.pages for b in p.buffers if b[1]]
+        spans += [b for c in self._columns for b in c.buffers if b[1]]
+        if not spans:
+            return
+        table = np.array(spans, dtype=np.uint64)
+        if np.any(table[:, 0] % container.PAGE_ALIGNMENT):
+            raise FormatError(f"{self.path}: a page buffer is not 64-byte aligned (corrupt offset)")
+        extra = [b for b in self._global_buffers if b[1]]
+        if extra:
+            table = np.concatenate([table, np.array(extra, dtype=np.uint64)])
+        table = table[np.argsort(table[:, 0], kind="stable")]
+        if np.any(table[:-1, 0] + table[:-1, 1] > table[1:, 0]):
+            raise FormatError(f"{self.path}: page buffers overlap (corrupt offset or size)")
+
+    def _check_row_counts(self) -> None:
+        """Top-level columns must hold the descriptor's row count.
+
+        A 2.0 file has one column per schema field in pre-order; when the counts agree, a
+        corrupt row count is caught here rather than on some later read.
+        """
+        fields = list(self.schema.walk())
+        if len(fields) != len(self._columns):
+            return  # e.g. packed structs: leave it to the per-read checks
+        top = {f.id for f in self.schema.fields}
+        for field, column in zip(fields, self._columns, strict=True):
+            rows = int(column.row_starts[-1])
+            if field.id in top and rows != self.num_rows:
+                raise FormatError(
+                    f"{self.path}: column {column.index} (field {field.name!r}) has {rows} "
+                    f"rows but the file descriptor says {self.num_rows}"
+                )
+
+    @property
+    def num_columns(self) -> int:
+        return len(self._columns)
+
+    def _column(self, index: int) -> container.ColumnInfo:
+        if not 0 <= index < len(self._columns):
+            raise FormatError(
+                f"{self.path}: column {index} does not exist ({len(self._columns)} columns)"
+            )
+        info = self._columns[index]
+        if index not in self._checked:
+            where = f"{self.path}: column {index}"
+            if info.encoding_url != container.COLUMN_ENCODING_URL:
+                raise UnsupportedFeatureError(f"{where} has column encoding {info.encoding_url!r}")
+            col_enc = enc.ColumnEncoding()
+            try:
+                col_enc.ParseFromString(info.encoding_value)
+            except DecodeError as exc:
+                raise FormatError(f"{where}: corrupt column encoding") from exc
+            which = col_enc.WhichOneof("column_encoding")
+            if which not in (None, "values"):
+                raise UnsupportedFeatureError(f"{where} uses the {which!r} column encoding")
+            self._checked.add(index)
+        return info
+
+    def _context(self, info: container.ColumnInfo, p: int) -> PageContext:
+        page = info.pages[p]
+        where = f"{self.path}: column {info.index} page {p}"
+        if page.encoding is None:
+            raise UnsupportedFeatureError(f"{where} has encoding {page.encoding_url!r}, not 2.0")
+        ctx = PageContext(self._read, page.buffers, info.buffers, self._global_buffers, where)
+        if (info.index, p) not in self._checked_pages:
+            check_buffer_references(ctx, page.encoding, len(page.buffers))
+            self._checked_pages.add((info.index, p))
+        return ctx
+
+    # ------------------------------------------------------------------ public API
+    def read(
+        self,
+        fields: Sequence[LanceField],
+        column_indices: Mapping[int, int],
+        *,
+        offset: int = 0,
+        length: int | None = None,
+    ) -> list[pa.Array]:
+        """Rows ``[offset, offset+length)`` of each field (length defaults to the rest)."""
+        if length is None:
+            length = self.num_rows - offset
+        if offset < 0 or length < 0 or offset + length > self.num_rows:
+            raise InvalidInputError(
+                f"{self.path}: rows {offset}..{offset + length} out of range ({self.num_rows} rows)"
+            )
+        starts = np.array([offset], np.int64)
+        ends = np.array([offset + length], np.int64)
+        return self._guarded(fields, column_indices, starts, ends, None)
+
+    def take(
+        self, fields: Sequence[LanceField], column_indices: Mapping[int, int], rows: np.ndarray
+    ) -> list[pa.Array]:
+        """Rows at ``rows`` (any order, repeats allowed); only pages holding them are read."""
+        rows = np.asarray(rows)
+        if rows.size and not np.issubdtype(rows.dtype, np.integer):
+            raise InvalidInputError(
+                f"{self.path}: take needs integer row offsets, got {rows.dtype}"
+            )
+        rows = rows.astype(np.int64, copy=False).reshape(-1)
+        if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= self.num_rows):
+            raise InvalidInputError(f"{self.path}: row offsets out of range ({self.num_rows} rows)")
+        unique, inverse = np.unique(rows, return_inverse=True)
+        cut = np.flatnonzero(np.diff(unique) != 1) + 1
+        starts = unique[np.r_[0, cut]] if unique.size else unique
+        ends = unique[np.r_[cut - 1, unique.size - 1]] + 1 if unique.size else unique
+        reorder = None
+        if unique.size != rows.size or not np.array_equal(unique, rows):
+            reorder = pa.array(inverse.reshape(-1).astype(np.int64))
+        return self._guarded(fields, column_indices, starts, ends, reorder)
+
+    def _guarded(self, fields, column_indices, starts, ends, reorder) -> list[pa.Array]:
+        try:
+            rows = self.num_rows
+            out = [self._read_field(f, column_indices, starts, ends, rows) for f in fields]
+            if reorder is not None:
+                out = [a.take(reorder) for a in out]
+            return out
+        except LanceError:
+            raise
+        except _UNEXPECTED as exc:
+            raise FormatError(f"{self.path}: corrupt data: {exc}") from exc
+
+    # ------------------------------------------------------------------ fields
+    def _column_for(self, field: LanceField, colmap: Mapping[int, int], rows: int):
+        """The field's column, checked to hold exactly ``rows`` values (None if absent)."""
+        index = colmap.get(field.id)
+        if index is None:
+            return None
+        info = self._column(index)
+        if int(info.row_starts[-1]) != rows:
+            raise FormatError(
+                f"{self.path}: column {index} (field {field.name!r}) has "
+                f"{int(info.row_starts[-1])} values where {rows} were expected"
+            )
+        return info
+
+    def _read_field(
+        self,
+        field: LanceField,
+        colmap: Mapping[int, int],
+        starts: np.ndarray,
+        ends: np.ndarray,
+        rows: int,
+    ) -> pa.Array:
+        """Ranges of ``field``, whose column(s) hold ``rows`` values in total."""
+        dtype = field.arrow_type
+        total = int((ends - starts).sum())
+        if not any(f.id in colmap for f in field.walk()):
+            return pa.nulls(total, dtype)
+        if total == 0:
+            return pa.array([], dtype)
+        storage = _storage_type(dtype)
+        info = self._column_for(field, colmap, rows)
+        if pa.types.is_struct(storage):
+            if info is not None and info.pages:
+                page = info.pages[0]
+                kind = page.encoding.WhichOneof("array_encoding") if page.encoding else None
+                if kind != "struct":
+                    self._context(info, 0)  # names a non-2.0 page encoding
+                    raise UnsupportedFeatureError(
+                        f"{self.path}: column {info.index} (struct {field.name!r}) uses the "
+                        f"{kind!r} encoding; only SimpleStruct is supported"
+                    )
+            children = [self._read_field(c, colmap, starts, ends, rows) for c in field.children]
+            out = pa.Array.from_buffers(storage, total, [None], children=children)
+        elif pa.types.is_list(storage) or pa.types.is_large_list(storage):
+            if info is None:
+                return pa.nulls(total, dtype)
+            out = self._read_list(field, info, storage, colmap, starts, ends)
+        else:
+            if info is None:
+                return pa.nulls(total, dtype)
+            return self._read_leaf(info, dtype, starts, ends)
+        if isinstance(dtype, pa.BaseExtensionType):
+            out = pa.ExtensionArray.from_storage(dtype, out)
+        return out
+
+    def _spans(
+        self, info: container.ColumnInfo, starts: np.ndarray, ends: np.ndarray
+    ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(page, local starts, local ends) per decode, in row order.
+
+        Ranges in one page are decoded together (one read of the span they cover) unless
+        the gap between two of them holds more than ``COALESCE_BYTES`` of data; then they
+        are decoded apart, so a sparse ``take`` does not read whole pages.
+        """
+        rs = info.row_starts
+        if int(ends[-1]) > int(rs[-1]):
+            raise FormatError(
+                f"{self.path}: column {info.index} has {int(rs[-1])} rows, row {int(ends[-1]) - 1} "
+                f"was asked for"
+            )
+        first = int(np.searchsorted(rs, starts[0], "right")) - 1
+        last = int(np.searchsorted(rs, ends[-1] - 1, "right")) - 1
+        for p in range(first, last + 1):
+            p0, p1 = int(rs[p]), int(rs[p + 1])
+            if p1 == p0:
+                continue
+            i0 = int(np.searchsorted(ends, p0, "right"))
+            i1 = int(np.searchsorted(starts, p1, "left"))
+            if i1 <= i0:
+                continue
+            ls = np.maximum(starts[i0:i1], p0) - p0
+            le = np.minimum(ends[i0:i1], p1) - p0
+            if len(ls) == 1:
+                yield p, ls, le
+                continue
+            page_bytes = sum(size for _, size in info.pages[p].buffers)
+            max_gap = COALESCE_BYTES * (p1 - p0) // max(page_bytes, 1)
+            cuts = np.flatnonzero(ls[1:] - le[:-1] > max_gap) + 1
+            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(ls)], strict=True):
+                yield p, ls[lo:hi], le[lo:hi]
+
+    def _read_leaf(
+        self, info: container.ColumnInfo, dtype: pa.DataType, starts: np.ndarray, ends: np.ndarray
+    ) -> pa.Array:
+        pieces = []
+        for p, ls, le in self._spans(info, starts, ends):
+            a, b = int(ls[0]), int(le[-1])
+            arr = decode(
+                self._context(info, p), info.pages[p].encoding, dtype, info.pages[p].length, a, b
+            )
+            if len(ls) > 1:
+                arr = arr.take(pa.array(_range_indices(ls - a, le - a)))
+            pieces.append(arr)
+        return _concat(pieces, dtype)
+
+    def _item_bases(self, info: container.ColumnInfo) -> np.ndarray:
+        """First item of each page of a list column (from the pages' num_items)."""
+        bases = self._list_bases.get(info.index)
+        if bases is None:
+            counts = [0]
+            for p, page in enumerate(info.pages):
+                if page.encoding is None or page.encoding.WhichOneof("array_encoding") != "list":
+                    self._context(info, p)  # raises Unsupported for non-2.0 pages
+                    raise FormatError(
+                        f"{self.path}: column {info.index} page {p} is not a list page"
+                    )
+                lst = page.encoding.list
+                if lst.null_offset_adjustment != lst.num_items + 1:
+                    raise FormatError(
+                        f"{self.path}: column {info.index} page {p}: null adjustment "
+                        f"{lst.null_offset_adjustment} does not match {lst.num_items} items"
+                    )
+                counts.append(lst.num_items)
+            bases = np.cumsum(np.array(counts, dtype=np.uint64)).astype(np.int64)
+            self._list_bases[info.index] = bases
+        return bases
+
+    def _read_list(
+        self,
+        field: LanceField,
+        info: container.ColumnInfo,
+        dtype: pa.DataType,
+        colmap: Mapping[int, int],
+        starts: np.ndarray,
+        ends: np.ndarray,
+    ) -> pa.Array:
+        bases = self._item_bases(info)
+        lengths, valids, item_starts, item_ends = [], [], [], []
+        any_null = False
+        for p, ls, le in self._spans(info, starts, ends):
+            page = info.pages[p]
+            lst = page.encoding.list
+            a, b = int(ls[0]), int(le[-1])
+            ctx = self._context(info, p)
+            first, page_ends, valid = end_offsets(
+                ctx, lst.offsets, lst.null_offset_adjustment, page.length, a, b
+            )
+            if page_ends.size and int(page_ends[-1]) > lst.num_items:
+                raise ctx.error(f"list offsets past the page's {lst.num_items} items")
+            page_ends = page_ends.astype(np.int64)
+            prev = np.empty_like(page_ends)
+            prev[0] = first
+            prev[1:] = page_ends[:-1]
+            base = int(bases[p])
+            if len(ls) > 1:
+                idx = _range_indices(ls - a, le - a)
+                item_starts.append(prev[ls - a] + base)
+                item_ends.append(page_ends[le - a - 1] + base)
+                page_ends, prev = page_ends[idx], prev[idx]
+                valid = None if valid is None else valid[idx]
+            else:
+                item_starts.append(prev[:1] + base)
+                item_ends.append(page_ends[-1:] + base)
+            lengths.append(page_ends - prev)
+            valids.append(valid)
+            any_null |= valid is not None
+        total = int((ends - starts).sum())
+        row_lengths = np.concatenate(lengths)
+        large = pa.types.is_large_list(dtype)
+        offsets = np.zeros(total + 1, np.int64)
+        np.cumsum(row_lengths, out=offsets[1:])
+        if not large and offsets[-1] >= 2**31:
+            raise FormatError(
+                f"{self.path}: list read of {offsets[-1]} items overflows 32-bit offsets"
+            )
+        item_s, item_e = _merge(np.concatenate(item_starts), np.concatenate(item_ends))
+        item_field = field.children[0]
+        if item_s.size:
+            items = self._read_field(item_field, colmap, item_s, item_e, int(bases[-1]))
+        else:
+            items = pa.array([], item_field.arrow_type)
+        if len(items) != offsets[-1]:
+            raise FormatError(f"{self.path}: list column {info.index} items do not add up")
+        validity = None
+        if any_null:
+            mask = np.concatenate(
+                [
+                    np.ones(len(x), bool) if v is None else v
+                    for x, v in zip(lengths, valids, strict=True)
+                ]
+            )
+            validity = pa.py_buffer(np.packbits(mask, bitorder="little"))
+        offs = pa.py_buffer(offsets if large else offsets.astype(np.int32))
+        return pa.Array.from_buffers(dtype, total, [validity, offs], children=[items])
