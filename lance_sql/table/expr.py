@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from dataclasses import dataclass
 from decimal import Decimal
 from functools import reduce
 from typing import Any, TypeAlias
@@ -38,78 +37,34 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, NotFoundError
-
-
-@dataclass(frozen=True)
-class Column:
-    """A column reference; several parts walk into struct fields (``a.b`` is ``("a", "b")``)."""
-
-    path: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Literal:
-    """A constant. ``type`` None means "whatever pyarrow infers from ``value``"."""
-
-    value: Any
-    type: pa.DataType | None = None
-
-
-@dataclass(frozen=True)
-class Call:
-    """An operator or function applied to ``args`` (see :data:`OPS`).
-
-    ``in`` takes the tested expression then the list's literals; ``between`` takes
-    ``(x, low, high)``; ``cast`` takes ``(x, Literal(None, target_type))``. Negated SQL forms
-    (``NOT IN``, ``NOT LIKE``, ``NOT BETWEEN``) are ``not`` around the positive form, which is
-    exactly their meaning under three-valued logic.
-    """
-
-    op: str
-    args: tuple[Expr, ...]
-
-
-Expr: TypeAlias = Column | Literal | Call
-
-COMPARISONS = {
-    "=": "equal", "!=": "not_equal", "<": "less",
-    "<=": "less_equal", ">": "greater", ">=": "greater_equal",
-}
-ARITHMETIC = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "remainder"}
-FUNCTIONS = {"lower": 1, "upper": 1, "abs": 1, "length": 1, "starts_with": 2, "ends_with": 2}
-OPS = frozenset(
-    {"and", "or", "not", "is_null", "is_not_null", "in", "between", "like", "ilike",
-     "negate", "cast"} | COMPARISONS.keys() | ARITHMETIC.keys() | FUNCTIONS.keys()
+from lance_sql.table.expr_model import (
+    ARITHMETIC,
+    COMPARISONS,
+    FUNCTIONS,
+    OPS,
+    Call,
+    Column,
+    Expr,
+    Literal,
+    col,
+    lit,
+    literal_type,
 )
+from lance_sql.table.expr_model import scalar_of as _scalar
+from lance_sql.table.expr_parser import parse_predicate, to_sql
+
+__all__ = [
+    "ARITHMETIC", "COMPARISONS", "FUNCTIONS", "OPS", "Call", "Column", "Expr", "Literal",
+    "col", "columns", "lit", "literal_type", "parse_predicate", "resolve", "resolve_column",
+    "rowaddr_bounds", "to_pyarrow", "to_sql",
+]
+
 _UNARY_FN = {"lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked",
              "length": "utf8_length", "negate": "negate"}
 _MATCH_FN = {"like": "match_like", "ilike": "match_like", "starts_with": "starts_with",
              "ends_with": "ends_with"}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-
-
-def col(name: str) -> Column:
-    """``col("a.b")``: a column reference from a dotted name (no quoting)."""
-    return Column(tuple(name.split(".")))
-
-
-def lit(value: Any, type: pa.DataType | None = None) -> Literal:
-    return Literal(value, type)
-
-
-def parse_predicate(text: str) -> Expr:
-    """Parse a SQL predicate string (see :mod:`lance_sql.table.expr_parser`)."""
-    from lance_sql.table.expr_parser import parse_predicate as parse
-
-    return parse(text)
-
-
-def to_sql(expr: Expr) -> str:
-    """Render ``expr`` as SQL text that :func:`parse_predicate` (and DataFusion) reads back."""
-    from lance_sql.table.expr_parser import to_sql as render
-
-    return render(expr)
 
 
 def columns(expr: Expr) -> set[tuple[str, ...]]:
@@ -164,19 +119,6 @@ def resolve(expr: Expr, schema: pa.Schema) -> Expr:
     if isinstance(expr, Call):
         return Call(expr.op, tuple(resolve(a, schema) for a in expr.args))
     return expr
-
-
-def literal_type(lit: Literal) -> pa.DataType:
-    return _scalar(lit).type
-
-
-def _scalar(lit: Literal) -> pa.Scalar:
-    big = lit.type is None and isinstance(lit.value, int) and lit.value >= 2**63
-    try:
-        return pa.scalar(lit.value, pa.uint64() if big else lit.type)
-    except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
-        message = f"invalid literal {lit.value!r} of type {lit.type}: {err}"
-        raise InvalidInputError(message) from None
 
 
 # ------------------------------------------------------------------- pyarrow translation

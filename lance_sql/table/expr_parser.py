@@ -18,7 +18,7 @@ from decimal import Decimal
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.table.expr import (
+from lance_sql.table.expr_model import (
     ARITHMETIC,
     COMPARISONS,
     FUNCTIONS,
