@@ -17,6 +17,7 @@ from lance_sql.errors import (
     UnsupportedFeatureError,
     WriterFencedError,
 )
+from lance_sql.sql.session import LanceSession, connect
 from lance_sql.table.dataset import LanceDataset, dataset, write_dataset
 
 __version__ = "0.1.0"
@@ -28,12 +29,14 @@ __all__ = [
     "InvalidInputError",
     "LanceDataset",
     "LanceError",
+    "LanceSession",
     "NotFoundError",
     "PathEscapeError",
     "RetryableConflict",
     "SchemaError",
     "UnsupportedFeatureError",
     "WriterFencedError",
+    "connect",
     "dataset",
     "write_dataset",
 ]

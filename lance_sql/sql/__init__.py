@@ -1,1 +1,5 @@
-"""lance_sql.sql (see DESIGN.md)."""
+"""SQL over Lance tables through DataFusion (see :mod:`lance_sql.sql.session`)."""
+
+from lance_sql.sql.session import LanceDataFrame, LanceSession, connect
+
+__all__ = ["LanceDataFrame", "LanceSession", "connect"]

@@ -1,0 +1,261 @@
+"""The lazy catalog: table names -> Lance tables -> one pinned version each.
+
+Names DataFusion asks for come in three shapes:
+
+* ``t`` — the latest version when the query is planned;
+* ``t@3``, ``t@tag``, ``t@2026-11-01T10:00:00`` — a version, a tag, or the latest
+  version committed at or before a time (users may write these quoted);
+* ``t@3#sys#q12`` — the session front door's canonical form: pinned version, whether
+  the system columns are exposed, and the query that asked (so the session can find
+  the provider it planned with).
+
+Nothing is opened until a query names it, so tables created or committed by other
+writers after the session started are seen by the next query.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+import weakref
+from dataclasses import dataclass
+
+from datafusion.catalog import CatalogProvider, SchemaProvider, Table
+
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.manifest import Manifest
+from lance_sql.io.store import ObjectStore
+from lance_sql.io.uri import open_store
+from lance_sql.sql.error_bridge import ErrorRegistry
+from lance_sql.sql.provider import LanceTableDataset
+from lance_sql.sql.rewrite import VersionSpec, parse_timestamp
+from lance_sql.table.versions import (
+    find_version,
+    latest_version,
+    list_versions,
+    load_manifest,
+    read_tag,
+)
+
+CATALOG = "lance"
+SCHEMA = "default"
+SUFFIX = ".lance"
+
+
+@dataclass(frozen=True)
+class TableName:
+    """A parsed provider name."""
+
+    table: str
+    spec: VersionSpec | None = None
+    system_columns: bool = False
+    query_id: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TableName:
+        base, *flags = text.split("#")
+        system = "sys" in flags
+        query = next((f[1:] for f in flags if f.startswith("q")), None)
+        table, at, version = base.rpartition("@")
+        if not at:
+            return cls(base, None, system, query)
+        if version.isdigit():
+            spec = VersionSpec("version", int(version))
+        elif version[:4].isdigit() and len(version) >= 10 and version[4] == "-":
+            spec = VersionSpec("timestamp", parse_timestamp(version))
+        else:
+            spec = VersionSpec("tag", version)
+        return cls(table, spec, system, query)
+
+    def render(self) -> str:
+        text = self.table
+        if self.spec is not None:
+            value = self.spec.value
+            text += "@" + (value.isoformat() if isinstance(value, dt.datetime) else str(value))
+        if self.system_columns:
+            text += "#sys"
+        if self.query_id:
+            text += f"#q{self.query_id}"
+        return text
+
+
+class TableDirectory:
+    """Where each table lives: a root directory's subdirectories plus registrations."""
+
+    def __init__(self, root: str | os.PathLike[str] | None) -> None:
+        self.root = os.fspath(root) if root is not None else None
+        self._registered: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def register(self, name: str, uri: str | os.PathLike[str]) -> None:
+        if not name or "@" in name or "#" in name:
+            raise InvalidInputError(f"invalid table name {name!r} (no '@' or '#' allowed)")
+        with self._lock:
+            self._registered[name] = os.fspath(uri)
+
+    def names(self) -> list[str]:
+        found = dict(self._discovered())
+        with self._lock:
+            found.update(self._registered)
+        return sorted(found)
+
+    def uri(self, name: str) -> str:
+        with self._lock:
+            if name in self._registered:
+                return self._registered[name]
+        discovered = dict(self._discovered())
+        if name in discovered:
+            return discovered[name]
+        lowered = {k.lower(): v for k, v in discovered.items()}
+        if name.lower() in lowered:
+            return lowered[name.lower()]
+        raise NotFoundError(
+            f"unknown table {name!r}; tables: {', '.join(self.names()) or '(none)'}"
+        )
+
+    def _discovered(self) -> list[tuple[str, str]]:
+        if self.root is None or not os.path.isdir(self.root):
+            return []
+        out = []
+        for entry in sorted(os.listdir(self.root)):
+            path = os.path.join(self.root, entry)
+            if os.path.isdir(os.path.join(path, "_versions")):
+                name = entry[: -len(SUFFIX)] if entry.endswith(SUFFIX) else entry
+                out.append((name, path))
+        return out
+
+
+class VersionResolver:
+    """Turns (table, spec) into a manifest; caches manifests (they are immutable)."""
+
+    def __init__(self, directory: TableDirectory) -> None:
+        self.directory = directory
+        self._stores: dict[str, ObjectStore] = {}
+        self._manifests: dict[tuple[str, int], Manifest] = {}
+        self._lock = threading.Lock()
+
+    def store(self, table: str) -> ObjectStore:
+        uri = self.directory.uri(table)
+        with self._lock:
+            if uri not in self._stores:
+                self._stores[uri] = open_store(uri)
+            return self._stores[uri]
+
+    def version_of(self, table: str, spec: VersionSpec | None) -> int:
+        store = self.store(table)
+        if spec is None:
+            return latest_version(store).version
+        if spec.kind == "version":
+            return find_version(store, int(spec.value)).version  # type: ignore[arg-type]
+        if spec.kind == "tag":
+            return read_tag(store, str(spec.value))["version"]
+        assert isinstance(spec.value, dt.datetime)
+        return self._version_at(table, store, spec.value)
+
+    def _version_at(self, table: str, store: ObjectStore, when: dt.datetime) -> int:
+        # Compare in microseconds, the precision of the timestamps users see and type.
+        wanted_us = round(when.timestamp() * 1_000_000)
+        best = None
+        for ref in list_versions(store):
+            if self.manifest(table, ref.version).timestamp_ns // 1000 <= wanted_us:
+                best = ref.version
+        if best is None:
+            raise NotFoundError(
+                f"table {table!r} has no version committed at or before {when.isoformat()}"
+            )
+        return best
+
+    def manifest(self, table: str, version: int) -> Manifest:
+        store = self.store(table)
+        key = (store.uri, version)
+        with self._lock:
+            cached = self._manifests.get(key)
+        if cached is not None:
+            return cached
+        manifest = load_manifest(store, find_version(store, version))
+        with self._lock:
+            self._manifests[key] = manifest
+        return manifest
+
+
+class LanceSchemaProvider(SchemaProvider):
+    """``lance.default``: every table of a :class:`TableDirectory`, resolved lazily."""
+
+    def __init__(self, resolver: VersionResolver, errors: ErrorRegistry) -> None:
+        self.resolver = resolver
+        self.errors = errors
+        self._planned: dict[str, weakref.WeakSet[LanceTableDataset]] = {}
+        self._others: dict[str, Table] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def table_names(self) -> list[str]:  # DataFusion wants a sequence property
+        with self._lock:
+            others = list(self._others)
+        return sorted(set(self.resolver.directory.names()) | set(others))
+
+    def table(self, name: str) -> Table | None:
+        with self._lock:
+            other = self._others.get(name)
+        if other is not None:
+            return other
+        parsed = TableName.parse(name)
+        try:
+            self.resolver.directory.uri(parsed.table)
+        except NotFoundError:
+            return None  # DataFusion reports "table not found" itself
+        dataset = self.dataset(parsed)
+        if parsed.query_id:
+            with self._lock:
+                self._planned.setdefault(parsed.query_id, weakref.WeakSet()).add(dataset)
+        return Table(dataset)
+
+    def dataset(self, parsed: TableName) -> LanceTableDataset:
+        version = self.resolver.version_of(parsed.table, parsed.spec)
+        manifest = self.resolver.manifest(parsed.table, version)
+        return LanceTableDataset(
+            parsed.table,
+            self.resolver.store(parsed.table),
+            manifest,
+            system_columns=parsed.system_columns,
+            errors=self.errors,
+            query_id=parsed.query_id,
+        )
+
+    def planned(self, query_id: str) -> list[LanceTableDataset]:
+        """Providers created while planning ``query_id`` (and forget the query)."""
+        prefix = f"{query_id}."
+        with self._lock:
+            keys = [k for k in self._planned if k.startswith(prefix)]
+            found = [ds for k in keys for ds in self._planned.pop(k)]
+        return found
+
+    def table_exist(self, name: str) -> bool:
+        if name in self._others:
+            return True
+        try:
+            self.resolver.directory.uri(TableName.parse(name).table)
+        except NotFoundError:
+            return False
+        return True
+
+    def register_table(self, name: str, table: Table) -> None:
+        """Other tables (memory tables, views) DataFusion registers in our schema."""
+        with self._lock:
+            self._others[name] = table
+
+    def deregister_table(self, name: str, cascade: bool = True) -> None:
+        with self._lock:
+            self._others.pop(name, None)
+
+
+class LanceCatalog(CatalogProvider):
+    def __init__(self, schema: LanceSchemaProvider) -> None:
+        self._schema = schema
+
+    def schema_names(self) -> set[str]:
+        return {SCHEMA}
+
+    def schema(self, name: str) -> LanceSchemaProvider | None:
+        return self._schema if name == SCHEMA else None

@@ -1,0 +1,73 @@
+"""Carry typed lance_sql errors through DataFusion, which flattens them to strings.
+
+An exception raised inside our scan surfaces from DataFusion as a bare
+``Exception("DataFusion error: External error: ...")``. Before raising, our code
+stores the real exception under a token and puts the token in the message; the
+session finds the token in DataFusion's message and re-raises the original. Errors
+DataFusion raises itself (unknown column, bad SQL) are mapped by their text.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import uuid
+from collections import OrderedDict
+
+from lance_sql.errors import InvalidInputError, LanceError, NotFoundError
+
+_TOKEN = re.compile(r"\[lance_sql:([0-9a-f]{32})\]")
+
+
+class ErrorRegistry:
+    """Thread-safe, bounded map from token to the exception it stands for."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._items: OrderedDict[str, BaseException] = OrderedDict()
+        self._lock = threading.Lock()
+        self._capacity = capacity
+
+    def wrap(self, exc: BaseException) -> RuntimeError:
+        """A RuntimeError to raise in DataFusion's place, pointing back at ``exc``."""
+        token = uuid.uuid4().hex
+        with self._lock:
+            self._items[token] = exc
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+        return RuntimeError(f"{type(exc).__name__}: {exc} [lance_sql:{token}]")
+
+    def lookup(self, message: str) -> BaseException | None:
+        match = _TOKEN.search(message)
+        if match is None:
+            return None
+        with self._lock:
+            return self._items.pop(match.group(1), None)
+
+
+_UNKNOWN_COLUMN = re.compile(r"No field named ([^\s.]+(?:\.[^\s.]+)*)")
+_UNKNOWN_TABLE = re.compile(r"table '([^']+)' not found")
+
+
+def translate(exc: BaseException, registry: ErrorRegistry) -> BaseException:
+    """The exception the caller should see for an error out of DataFusion."""
+    if isinstance(exc, LanceError):
+        return exc
+    message = str(exc)
+    original = registry.lookup(message)
+    if original is not None:
+        return original
+    if "SQL error" in message or "ParserError" in message:
+        return InvalidInputError(f"invalid SQL: {_strip(message)}")
+    column = _UNKNOWN_COLUMN.search(message)
+    if column:
+        return NotFoundError(f"unknown column: {_strip(message)}")
+    table = _UNKNOWN_TABLE.search(message)
+    if table:
+        return NotFoundError(f"unknown table {table.group(1)!r}")
+    if "Error during planning" in message or "Schema error" in message:
+        return InvalidInputError(_strip(message))
+    return exc
+
+
+def _strip(message: str) -> str:
+    return message.replace("DataFusion error: ", "").strip()

@@ -1,0 +1,65 @@
+"""EXPLAIN output: DataFusion's plan with our scan's operator tree beneath each dataset node.
+
+DataFusion shows a Python dataset as one opaque ``DatasetExec`` line. Under it we
+print what our scan really does, in the shape of the specification's plan nodes::
+
+    DatasetExec: number_of_fragments=2, filter_expr=(id > 6), projection=[s]
+      ScanExec: events[v=5], filter=[(id > 6)], projection=[s]
+        FragmentPruning: kept 2 of 3 fragments, 2 partitions
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from lance_sql.sql.provider import LanceTableDataset
+
+
+def scan_lines(ds: LanceTableDataset, indent: str) -> list[str]:
+    pushed = ds.pushed
+    projection = ", ".join(pushed.columns) if pushed.columns is not None else "*"
+    lines = [
+        f"{indent}ScanExec: {ds.label}, filter=[{pushed.filter or ''}], "
+        f"projection=[{projection}]"
+        + (f", limit={ds.limit_hint}" if ds.limit_hint is not None else "")
+    ]
+    lines.append(
+        f"{indent}  FragmentPruning: kept {pushed.fragments_kept} of {pushed.fragments_total} "
+        f"fragments, {pushed.units} partitions"
+    )
+    return lines
+
+
+def _match(line: str, candidates: list[LanceTableDataset]) -> LanceTableDataset | None:
+    for ds in candidates:
+        projection = ", ".join(ds.pushed.columns or [])
+        if f"projection=[{projection}]" in line and (
+            ds.pushed.filter is None or ds.pushed.filter in line
+        ):
+            return ds
+    return candidates[0] if candidates else None
+
+
+def annotate_physical_plan(plan: str, planned: list[LanceTableDataset]) -> str:
+    remaining = list(planned)
+    out = []
+    for line in plan.splitlines():
+        out.append(line)
+        if "DatasetExec" in line:
+            ds = _match(line, remaining)
+            if ds is not None:
+                remaining.remove(ds)
+                indent = line[: len(line) - len(line.lstrip())] + "  "
+                out.extend(scan_lines(ds, indent))
+    return "\n".join(out) + "\n"
+
+
+def render_explain(table: pa.Table, planned: list[LanceTableDataset]) -> pa.Table:
+    """DataFusion's EXPLAIN result with the physical plan annotated."""
+    types = table.column("plan_type").to_pylist()
+    plans = table.column("plan").to_pylist()
+    plans = [
+        annotate_physical_plan(p, planned) if t == "physical_plan" else p
+        for t, p in zip(types, plans, strict=False)
+    ]
+    return pa.table({"plan_type": types, "plan": plans})

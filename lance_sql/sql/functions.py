@@ -1,0 +1,87 @@
+"""Table functions: ``table_versions('t')`` (history).
+
+DataFusion calls a table function during planning with constant-folded literal
+arguments. It must not call back into the session (DataFusion panics on
+re-entrancy), so results are built with pyarrow and returned as an in-memory
+dataset.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pds
+from datafusion.catalog import Table
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.sql.catalog import VersionResolver
+from lance_sql.table.operations import Transaction
+from lance_sql.table.versions import list_versions, load_transaction_bytes, read_tags
+
+VERSIONS_SCHEMA = pa.schema(
+    [
+        pa.field("version", pa.uint64(), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("operation", pa.string()),
+        pa.field("rows", pa.uint64(), nullable=False),
+        pa.field("rows_added", pa.uint64(), nullable=False),
+        pa.field("rows_removed", pa.uint64(), nullable=False),
+        pa.field("tag", pa.string()),
+    ]
+)
+
+
+def argument_values(args: tuple[Any, ...], function: str) -> list[Any]:
+    """Python values of a table function's literal arguments."""
+    values = []
+    for arg in args:
+        try:
+            values.append(arg.python_value().as_py())
+        except Exception:  # noqa: BLE001 - a column or expression instead of a literal
+            raise InvalidInputError(
+                f"{function}() takes literal arguments, got {arg}"
+            ) from None
+    return values
+
+
+def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
+    """One row per version: when, what operation, and how many rows came and went."""
+    store = resolver.store(table)
+    tags: dict[int, list[str]] = {}
+    for name, info in read_tags(store).items():
+        tags.setdefault(info["version"], []).append(name)
+    rows: list[dict[str, Any]] = []
+    previous = None
+    for ref in list_versions(store):
+        manifest = resolver.manifest(table, ref.version)
+        txn = load_transaction_bytes(store, ref)
+        old_ids = {} if previous is None else {f.id: f for f in previous.fragments}
+        added = sum(f.num_rows for f in manifest.fragments if f.id not in old_ids)
+        before = 0 if previous is None else previous.num_rows
+        removed = max(0, before - (manifest.num_rows - added))
+        rows.append(
+            {
+                "version": ref.version,
+                "timestamp": dt.datetime.fromtimestamp(manifest.timestamp_ns / 1e9,
+                                                    dt.UTC),
+                "operation": Transaction.operation_name(txn) if txn else None,
+                "rows": manifest.num_rows,
+                "rows_added": added,
+                "rows_removed": removed,
+                "tag": ",".join(sorted(tags.get(ref.version, []))) or None,
+            }
+        )
+        previous = manifest
+    return pa.Table.from_pylist(rows, schema=VERSIONS_SCHEMA)
+
+
+def make_table_versions(resolver: VersionResolver):  # noqa: ANN201 - a DataFusion callable
+    def table_versions_udtf(*args: Any) -> Table:
+        values = argument_values(args, "table_versions")
+        if len(values) != 1 or not isinstance(values[0], str):
+            raise InvalidInputError("table_versions() takes one argument: the table name")
+        return Table(pds.dataset(table_versions(resolver, values[0])))
+
+    return table_versions_udtf

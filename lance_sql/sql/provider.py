@@ -1,0 +1,258 @@
+"""A Lance table version as DataFusion sees it: a ``pyarrow.dataset.Dataset`` subclass.
+
+DataFusion 55's Python bindings take any ``Dataset`` subclass as a table (there is no
+pure-Python TableProvider). It calls, by name:
+
+* ``schema`` (often; cached here),
+* ``scanner(columns, filter)`` at planning, reading only ``projected_schema``,
+* ``get_fragments(filter)`` — its length is the number of partitions; we prune here,
+* per partition ``fragment.scanner(schema, columns=, filter=, batch_size=)`` on worker
+  threads, then ``projected_schema`` and ``to_batches()``.
+
+Pushed filters are *exact*: DataFusion keeps no filter above the scan, so each unit
+applies it. Batches are not validated by DataFusion, so every batch is cast to the
+projected schema. Units read lazily in chunks, so ``LIMIT`` stops early; a unit with
+no columns and no filter answers from metadata. Errors are carried out typed through
+the :class:`ErrorRegistry`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pds
+
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.io.store import ObjectStore
+from lance_sql.sql.error_bridge import ErrorRegistry
+from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.table.expr import rowaddr_bounds
+from lance_sql.table.scan import (
+    ROW_ADDR,
+    ROW_ID,
+    FragmentReader,
+    ScanPlan,
+    rows_only,
+    scan_fragment,
+)
+
+SYSTEM_FIELDS = (pa.field(ROW_ID, pa.uint64()), pa.field(ROW_ADDR, pa.uint64()))
+CHUNK_ROWS = 128 * 1024
+MIN_UNIT_ROWS = 64 * 1024
+
+
+@dataclass
+class PushedScan:
+    """What DataFusion asked of the table during planning (for EXPLAIN)."""
+
+    columns: list[str] | None = None
+    filter: str | None = None
+    units: int = 0
+    fragments_total: int = 0
+    fragments_kept: int = 0
+
+
+@dataclass(frozen=True)
+class ScanUnit:
+    """One partition: a row range of one fragment."""
+
+    table: LanceTableDataset
+    fragment: Fragment
+    start: int
+    stop: int
+
+    def scanner(
+        self,
+        schema: pa.Schema | None = None,
+        columns: list[str] | None = None,
+        filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
+        batch_size: int | None = None,
+        **_: object,
+    ) -> UnitScanner:
+        try:
+            return UnitScanner(self, columns, filter, batch_size or 8192)
+        except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
+            raise self.table.errors.wrap(exc) from exc
+
+
+class UnitScanner:
+    """Reads one unit lazily, chunk by chunk."""
+
+    def __init__(self, unit: ScanUnit, columns: list[str] | None,
+                 filter: pc.Expression | None, batch_size: int) -> None:  # noqa: A002
+        table = unit.table
+        names = list(columns) if columns is not None else table.schema.names
+        self.unit = unit
+        self.batch_size = batch_size
+        self.filter = filter
+        self.projected_schema = pa.schema([table.schema.field(n) for n in names])
+        needed = set(names) | (referenced_columns(filter) if filter is not None else set())
+        data_fields = tuple(f for f in table.manifest.schema.fields if f.name in needed)
+        self.plan = ScanPlan(
+            output_fields=tuple(names),
+            read_fields=data_fields,
+            filter=filter,
+            filter_text=None,
+            need_row_id=ROW_ID in needed,
+            need_row_addr=ROW_ADDR in needed,
+            output_schema=self.projected_schema,
+        )
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self._batches()
+        except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
+            raise self.unit.table.errors.wrap(exc) from exc
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        unit, table = self.unit, self.unit.table
+        remaining = table.limit_hint
+        if not self.plan.output_fields and self.filter is None:
+            yield from self._count_only(remaining)
+            return
+        for start in range(unit.start, unit.stop, CHUNK_ROWS):
+            length = min(CHUNK_ROWS, unit.stop - start)
+            chunk = scan_fragment(table.store, table.manifest, unit.fragment, self.plan,
+                                  offset=start, length=length)
+            if remaining is not None:
+                chunk = chunk.slice(0, remaining)
+                remaining -= chunk.num_rows
+            for batch in chunk.to_batches(max_chunksize=self.batch_size):
+                if batch.num_rows:
+                    yield batch
+            if remaining == 0:
+                return
+
+    def _count_only(self, limit: int | None) -> Iterator[pa.RecordBatch]:
+        unit = self.unit
+        rows = unit.stop - unit.start
+        if unit.fragment.deletion_file is not None:
+            reader = FragmentReader(unit.table.store, unit.table.manifest, unit.fragment)
+            mask = reader.keep_mask()
+            if mask is not None:
+                rows = int(np.count_nonzero(mask[unit.start : unit.stop]))
+        if limit is not None:
+            rows = min(rows, limit)
+        for start in range(0, rows, self.batch_size):
+            yield from rows_only(min(self.batch_size, rows - start)).to_batches()
+
+
+class LanceTableDataset(pds.Dataset):
+    """One pinned version of one table, with or without the system columns."""
+
+    def __init__(self, name: str, store: ObjectStore, manifest: Manifest, *,
+                 system_columns: bool, errors: ErrorRegistry,
+                 query_id: str | None = None) -> None:
+        # pyarrow's own __init__ must not run: this object has no C++ dataset behind it.
+        self.name = name
+        self.query_id = query_id
+        self.store = store
+        self.manifest = manifest
+        self.system_columns = system_columns
+        self.errors = errors
+        self.limit_hint: int | None = None
+        self.pushed = PushedScan()
+        data = manifest.schema.to_arrow()
+        fields = list(data) + (list(SYSTEM_FIELDS) if system_columns else [])
+        self._schema = pa.schema(fields, metadata=data.metadata)
+        self.target_partitions = max(1, os.cpu_count() or 1)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}[v={self.manifest.version}]"
+
+    def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,  # noqa: A002
+                **_: object) -> UnitScanner | _PlanningScanner:
+        self.pushed.columns = list(columns) if columns is not None else None
+        self.pushed.filter = None if filter is None else str(filter)
+        names = list(columns) if columns is not None else self._schema.names
+        return _PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
+
+    def get_fragments(self, filter: pc.Expression | None = None) -> list[ScanUnit]:  # noqa: A002
+        try:
+            return self._units(filter)
+        except Exception as exc:  # noqa: BLE001
+            raise self.errors.wrap(exc) from exc
+
+    def _units(self, filter: pc.Expression | None) -> list[ScanUnit]:  # noqa: A002
+        ranges = self._address_ranges(filter)
+        candidates: list[tuple[Fragment, int, int]] = []
+        for frag in self.manifest.fragments:
+            if frag.physical_rows == 0 or frag.num_rows == 0:
+                continue
+            base = frag.id << 32
+            if ranges is None:
+                candidates.append((frag, 0, frag.physical_rows))
+                continue
+            lows = [max(lo, base) - base for lo, hi in ranges if hi > base and lo < base +
+                    frag.physical_rows]
+            highs = [min(hi, base + frag.physical_rows) - base for lo, hi in ranges
+                     if hi > base and lo < base + frag.physical_rows]
+            if lows:
+                candidates.append((frag, min(lows), max(highs)))
+        if self.limit_hint is not None and filter is None:
+            kept, rows = [], 0
+            for candidate in candidates:
+                if rows >= self.limit_hint:
+                    break
+                kept.append(candidate)
+                rows += candidate[0].num_rows
+            candidates = kept
+        units = self._split(candidates)
+        self.pushed.units = len(units)
+        self.pushed.fragments_total = len(self.manifest.fragments)
+        self.pushed.fragments_kept = len({c[0].id for c in candidates})
+        return units
+
+    def _address_ranges(self, filter: pc.Expression | None) -> list[tuple[int, int]] | None:  # noqa: A002
+        if filter is None or not self.system_columns:
+            return None
+        tree = decode(filter)
+        if tree is None:
+            return None
+        ranges = rowaddr_bounds(tree, ROW_ADDR)
+        if not self.manifest.uses_stable_row_ids:
+            by_id = rowaddr_bounds(tree, ROW_ID)
+            if by_id is not None:
+                ranges = by_id if ranges is None else _intersect(ranges, by_id)
+        return ranges
+
+    def _split(self, candidates: list[tuple[Fragment, int, int]]) -> list[ScanUnit]:
+        total = sum(stop - start for _, start, stop in candidates)
+        unit_rows = max(MIN_UNIT_ROWS, math.ceil(total / max(1, self.target_partitions)))
+        units = []
+        for frag, start, stop in candidates:
+            pieces = max(1, math.ceil((stop - start) / unit_rows))
+            step = math.ceil((stop - start) / pieces)
+            for s in range(start, stop, step):
+                units.append(ScanUnit(self, frag, s, min(stop, s + step)))
+        return units
+
+
+def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out = []
+    for lo1, hi1 in a:
+        for lo2, hi2 in b:
+            lo, hi = max(lo1, lo2), min(hi1, hi2)
+            if lo < hi:
+                out.append((lo, hi))
+    return sorted(out)
+
+
+@dataclass
+class _PlanningScanner:
+    """What DataFusion reads at planning time: only the projected schema."""
+
+    projected_schema: pa.Schema
+    extra: dict = field(default_factory=dict)

@@ -1,0 +1,145 @@
+"""Read the tree of a ``pyarrow.compute.Expression`` that DataFusion pushes to a scan.
+
+pyarrow offers no accessors for an expression's structure, and its string form is
+lossy (long IN lists print ``...``). Its pickle form, however, is an Arrow IPC file
+whose schema metadata lists the tree in prefix order (``call``/``field_ref``/
+``literal``/``options``/``end`` entries, with literals as length-1 columns).
+``Schema.metadata`` would collapse the repeated keys, so the ordered pairs are read
+through the Arrow C data interface.
+
+The decoded tree uses lance_sql's own filter model (:mod:`lance_sql.table.expr`), so
+the scan can tell which columns a filter reads and which fragments it can skip. The
+original pyarrow expression is still what filters rows, so decoding only ever needs
+to be conservative: a call we do not model becomes ``Call("unknown", ...)``, which
+analyses treat as "could be anything".
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.table.expr import Call, Column, Expr, Literal
+
+UNKNOWN = Call("unknown", ())
+
+
+class _ArrowSchema(ctypes.Structure):
+    pass
+
+
+_ArrowSchema._fields_ = [
+    ("format", ctypes.c_char_p),
+    ("name", ctypes.c_char_p),
+    ("metadata", ctypes.c_void_p),
+    ("flags", ctypes.c_int64),
+    ("n_children", ctypes.c_int64),
+    ("children", ctypes.c_void_p),
+    ("dictionary", ctypes.c_void_p),
+    ("release", ctypes.CFUNCTYPE(None, ctypes.POINTER(_ArrowSchema))),
+    ("private_data", ctypes.c_void_p),
+]
+
+
+def _ordered_metadata(schema: pa.Schema) -> list[tuple[str, str]]:
+    c_schema = _ArrowSchema()
+    schema._export_to_c(ctypes.addressof(c_schema))
+    try:
+        if not c_schema.metadata:
+            return []
+        n = ctypes.c_int32.from_address(c_schema.metadata).value
+        pos = c_schema.metadata + 4
+        pairs = []
+        for _ in range(n):
+            klen = ctypes.c_int32.from_address(pos).value
+            key = ctypes.string_at(pos + 4, klen).decode()
+            pos += 4 + klen
+            vlen = ctypes.c_int32.from_address(pos).value
+            value = ctypes.string_at(pos + 4, vlen).decode(errors="replace")
+            pos += 4 + vlen
+            pairs.append((key, value))
+        return pairs
+    finally:
+        if c_schema.release:
+            c_schema.release(ctypes.byref(c_schema))
+
+
+_COMPARE = {"equal": "=", "not_equal": "!=", "less": "<", "less_equal": "<=",
+            "greater": ">", "greater_equal": ">="}
+_LOGIC = {"and_kleene": "and", "and": "and", "or_kleene": "or", "or": "or"}
+
+
+def _read(expression: pc.Expression) -> tuple[list[tuple[str, str]], pa.Table]:
+    buffer = expression.__reduce__()[1][0]
+    table = pa.ipc.open_file(pa.py_buffer(buffer)).read_all()
+    return _ordered_metadata(table.schema), table
+
+
+def referenced_columns(expression: pc.Expression) -> set[str]:
+    """Top-level names of every field the expression reads."""
+    pairs, _ = _read(expression)
+    out = set()
+    for key, value in pairs:
+        if key == "field_ref":
+            out.add(value.split(".", 1)[0])
+    return out
+
+
+def decode(expression: pc.Expression) -> Expr | None:
+    """The expression in lance_sql's filter model; None if it cannot be read at all."""
+    pairs, table = _read(expression)
+    state = {"pos": 0}
+
+    def literal(index: int) -> Literal:
+        column = table.column(index)
+        return Literal(column[0].as_py(), column.type)
+
+    def node() -> Expr | None:
+        key, value = pairs[state["pos"]]
+        state["pos"] += 1
+        if key == "field_ref":
+            return Column(tuple(value.split(".")))
+        if key == "literal":
+            return literal(int(value))
+        if key != "call":
+            raise ValueError(f"unexpected {key}")
+        args: list[Expr | None] = []
+        options: Any = None
+        while True:
+            k, v = pairs[state["pos"]]
+            if k == "end":
+                state["pos"] += 1
+                break
+            if k == "options":
+                options = table.column(int(v))[0].as_py()
+                state["pos"] += 1
+                continue
+            args.append(node())
+        return _call(value, args, options)
+
+    try:
+        return node()
+    except (IndexError, ValueError, KeyError, struct.error):
+        return None
+
+
+def _call(name: str, args: list[Expr | None], options: Any) -> Expr:
+    exprs = tuple(a if a is not None else UNKNOWN for a in args)
+    if name in _COMPARE:
+        return Call(_COMPARE[name], exprs)
+    if name in _LOGIC:
+        return Call(_LOGIC[name], exprs)
+    if name == "invert":
+        return Call("not", exprs)
+    if name == "is_null":
+        return Call("is_null", exprs)
+    if name == "is_valid":
+        return Call("is_not_null", exprs)
+    if name == "is_in" and isinstance(options, dict):
+        values = options.get("value_set") or []
+        return Call("in", exprs + tuple(Literal(v) for v in values))
+    return Call("unknown", exprs)

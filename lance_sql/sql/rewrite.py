@@ -1,0 +1,309 @@
+"""The SQL front door's rewrite: time travel, version pinning and hidden system columns.
+
+DataFusion cannot see versions: its permissive dialects parse ``VERSION AS OF`` and
+silently read the latest data. So before DataFusion sees a query, every reference
+to a Lance table is replaced by a canonical, quoted name that pins one version
+(``t VERSION AS OF 3`` -> ``"t@3#q7" AS t``), which the lazy catalog resolves.
+Pinning every reference at rewrite time also gives the snapshot rule: one query
+sees one version per table, even when it names the table twice.
+
+System columns (``_rowid``, ``_rowaddr``...) are hidden from ``*``: a query that
+never names them is planned against providers without them; a query that does is
+planned against providers with them, and its wildcards over Lance tables become
+``* EXCLUDE (...)``. Any time-travel clause left over after the rewrite is an error,
+never ignored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.sql.tokens import Token, quote_identifier, string_value, tokenize
+
+_CLAUSE_END = {
+    "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "QUALIFY", "WINDOW", "UNION",
+    "INTERSECT", "EXCEPT", "FETCH", "SELECT",
+}
+_NOT_ALIAS = _CLAUSE_END | {
+    "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "NATURAL", "ON", "USING", "AS", "FOR",
+    "VERSION", "TIMESTAMP", "AT", "OUTER", "SEMI", "ANTI", "LATERAL",
+}
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    """What a time-travel clause asks for."""
+
+    kind: str  # "version", "tag" or "timestamp"
+    value: int | str | dt.datetime
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.value}"
+
+
+@dataclass
+class _Relation:
+    name: str
+    alias: str
+
+
+@dataclass
+class _Scope:
+    relations: list[_Relation] = field(default_factory=list)
+    wildcards: list[tuple[int, str | None]] = field(default_factory=list)  # (token idx, qual)
+
+
+@dataclass
+class _Frame:
+    scope: _Scope | None = None
+    clause: str | None = None
+    expect_relation: bool = False
+
+
+@dataclass(frozen=True)
+class RewrittenQuery:
+    text: str
+    explain: bool
+    system_columns: bool
+    tables: tuple[str, ...]
+
+
+# is_lance(name) -> bool; resolve(name, spec, with_system_columns) -> replacement identifier
+IsLance = Callable[[str], bool]
+Resolve = Callable[[str, VersionSpec | None, bool], str]
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    """A timestamp literal; naive values are UTC (manifests record UTC times)."""
+    try:
+        value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInputError(f"invalid timestamp {text!r} in time-travel clause") from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value
+
+
+def _literal_spec(tokens: list[Token], i: int, kind: str) -> tuple[VersionSpec, int]:
+    """Parse the literal of a time-travel clause at ``tokens[i]``; return spec and next index."""
+    if i >= len(tokens):
+        raise InvalidInputError("time-travel clause is missing its version or timestamp")
+    tok = tokens[i]
+    if tok.is_kw("TIMESTAMP") and i + 1 < len(tokens) and tokens[i + 1].kind == "string":
+        return VersionSpec("timestamp", parse_timestamp(string_value(tokens[i + 1]))), i + 2
+    if kind == "version":
+        if tok.kind == "number" and tok.text.isdigit():
+            return VersionSpec("version", int(tok.text)), i + 1
+        if tok.kind == "string":
+            text = string_value(tok)
+            if text.isdigit():
+                return VersionSpec("version", int(text)), i + 1
+            return VersionSpec("tag", text), i + 1
+    elif tok.kind == "string":
+        return VersionSpec("timestamp", parse_timestamp(string_value(tok))), i + 1
+    elif tok.kind == "number":
+        seconds = float(tok.text)
+        return VersionSpec("timestamp", dt.datetime.fromtimestamp(seconds, dt.UTC)), i + 1
+    raise InvalidInputError(
+        f"unexpected {tok.text!r} in time-travel clause at position {tok.start}"
+    )
+
+
+def _time_travel(tokens: list[Token], i: int) -> tuple[VersionSpec | None, int]:
+    """Recognise a time-travel clause starting at ``tokens[i]``."""
+
+    def kw(j: int, *words: str) -> bool:
+        return j < len(tokens) and tokens[j].is_kw(*words)
+
+    def op(j: int, *ops: str) -> bool:
+        return j < len(tokens) and tokens[j].is_op(*ops)
+
+    start = i
+    if kw(i, "FOR") and kw(i + 1, "SYSTEM_TIME", "SYSTEM_VERSION", "VERSION", "TIMESTAMP"):
+        i += 1
+    if kw(i, "VERSION", "SYSTEM_VERSION", "TIMESTAMP", "SYSTEM_TIME") and kw(i + 1, "AS") and kw(
+        i + 2, "OF"
+    ):
+        kind = "version" if tokens[i].upper in ("VERSION", "SYSTEM_VERSION") else "timestamp"
+        return _literal_spec(tokens, i + 3, kind)
+    i = start
+    if kw(i, "AT") and op(i + 1, "(") and kw(i + 2, "VERSION", "TIMESTAMP") and op(i + 3, "=>"):
+        kind = "version" if tokens[i + 2].upper == "VERSION" else "timestamp"
+        spec, j = _literal_spec(tokens, i + 4, kind)
+        if not op(j, ")"):
+            raise InvalidInputError(f"expected ')' to close AT (...) at position {tokens[i].start}")
+        return spec, j + 1
+    return None, start
+
+
+def _identifier(tok: Token) -> str | None:
+    if tok.kind == "quoted":
+        return tok.identifier
+    if tok.kind == "word" and tok.upper not in _NOT_ALIAS:
+        return tok.text
+    return None
+
+
+def _cte_names(tokens: list[Token]) -> set[str]:
+    names = set()
+    for i, tok in enumerate(tokens):
+        if tok.is_kw("AS") and i + 1 < len(tokens) and tokens[i + 1].is_op("(") and i > 0:
+            prev = tokens[i - 1]
+            if prev.is_op(")"):  # name (col, ...) AS (
+                depth, j = 0, i - 1
+                while j >= 0:
+                    depth += tokens[j].is_op(")") - tokens[j].is_op("(")
+                    if depth == 0:
+                        break
+                    j -= 1
+                prev = tokens[j - 1] if j > 0 else prev
+            ident = prev.identifier
+            if ident:
+                names.add(ident.lower())
+    return names
+
+
+def _has_system_column(tokens: list[Token], system_columns: tuple[str, ...]) -> bool:
+    wanted = {c.lower() for c in system_columns}
+    for tok in tokens:
+        ident = tok.identifier
+        if ident is None:
+            continue
+        if (tok.kind == "word" and ident.lower() in wanted) or ident in system_columns:
+            return True
+    return False
+
+
+def rewrite(sql: str, is_lance: IsLance, resolve: Resolve,
+            system_columns: tuple[str, ...]) -> RewrittenQuery:
+    """Rewrite ``sql`` as described in the module docstring."""
+    tokens = tokenize(sql)
+    if not tokens:
+        raise InvalidInputError("empty SQL statement")
+    explain = tokens[0].is_kw("EXPLAIN")
+    ctes = _cte_names(tokens)
+    system = _has_system_column(tokens, system_columns)
+    edits: list[tuple[int, int, str]] = []
+    consumed: set[int] = set()
+    scopes: list[_Scope] = []
+    tables: list[str] = []
+    frames = [_Frame()]
+    i = 0
+    while i < len(tokens):
+        tok, frame = tokens[i], frames[-1]
+        if tok.is_op("("):
+            frames.append(_Frame())
+            i += 1
+            continue
+        if tok.is_op(")"):
+            if len(frames) > 1:
+                frames.pop()
+            frames[-1].expect_relation = False
+            i += 1
+            continue
+        if tok.is_kw("SELECT"):
+            frame.scope = _Scope()
+            scopes.append(frame.scope)
+            frame.clause = "select"
+        elif tok.is_kw("FROM") and frame.scope is not None and frame.clause == "select":
+            frame.clause, frame.expect_relation = "from", True
+        elif frame.clause == "from":
+            if tok.is_kw("JOIN") or tok.is_op(","):
+                frame.expect_relation = True
+            elif tok.kind == "word" and tok.upper in _CLAUSE_END:
+                frame.clause = None
+            elif frame.expect_relation and tok.is_kw("LATERAL", "UNNEST"):
+                frame.expect_relation = False
+            elif frame.expect_relation and _identifier(tok) is not None:
+                i = _relation(tokens, i, frame, ctes, is_lance, resolve, system, edits, consumed,
+                              tables)
+                continue
+        elif frame.clause == "select" and tok.is_op("*") and i > 0:
+            prev = tokens[i - 1]
+            if prev.is_kw("SELECT", "DISTINCT", "ALL") or prev.is_op(","):
+                assert frame.scope is not None
+                frame.scope.wildcards.append((i, None))
+            elif prev.is_op(".") and i > 1 and tokens[i - 2].identifier:
+                assert frame.scope is not None
+                frame.scope.wildcards.append((i, tokens[i - 2].identifier))
+        i += 1
+    _check_leftover_time_travel(tokens, consumed)
+    if system:
+        excluded = "(" + ", ".join(system_columns) + ")"
+        for scope in scopes:
+            aliases = {r.alias.lower() for r in scope.relations}
+            for index, qualifier in scope.wildcards:
+                if scope.relations and (qualifier is None or qualifier.lower() in aliases):
+                    end = tokens[index].end
+                    edits.append((end, end, f" EXCLUDE {excluded}"))
+    text = sql
+    for start, end, replacement in sorted(edits, reverse=True):
+        text = text[:start] + replacement + text[end:]
+    return RewrittenQuery(text, explain, system, tuple(tables))
+
+
+def _relation(tokens: list[Token], i: int, frame: _Frame, ctes: set[str], is_lance: IsLance,
+              resolve: Resolve, system: bool, edits: list[tuple[int, int, str]],
+              consumed: set[int], tables: list[str]) -> int:
+    """Handle a relation reference starting at ``tokens[i]``; return the next index."""
+    frame.expect_relation = False
+    parts = [tokens[i].identifier or ""]
+    j = i + 1
+    while j + 1 < len(tokens) and tokens[j].is_op(".") and tokens[j + 1].identifier:
+        parts.append(tokens[j + 1].identifier or "")
+        j += 2
+    if j < len(tokens) and tokens[j].is_op("("):
+        return j  # a table function such as table_versions('t')
+    name_end = j
+    spec, j = _time_travel(tokens, j)
+    clause_tokens = range(name_end, j)
+    name = parts[-1]
+    qualified_ok = len(parts) == 1 or [p.lower() for p in parts[:-1]] in (
+        ["default"], ["lance", "default"]
+    )
+    lance = qualified_ok and name.lower() not in ctes and is_lance(name)
+    if spec is not None and not lance:
+        raise InvalidInputError(
+            f"time travel ({spec.describe()}) applies only to Lance tables; "
+            f"{'.'.join(parts)!r} is not one"
+        )
+    if not lance:
+        return j
+    consumed.update(clause_tokens)
+    alias = None
+    k = j
+    if k < len(tokens) and tokens[k].is_kw("AS"):
+        k += 1
+    if k < len(tokens) and _identifier(tokens[k]) is not None and not (
+        tokens[k].kind == "word" and tokens[k].upper in _CLAUSE_END
+    ):
+        alias = tokens[k].identifier
+    replacement = resolve(name, spec, system)
+    end = tokens[j - 1].end
+    if alias is None:
+        replacement += f" AS {quote_identifier(name)}"
+    edits.append((tokens[i].start, end, replacement))
+    assert frame.scope is not None
+    frame.scope.relations.append(_Relation(name, alias or name))
+    tables.append(name)
+    return j
+
+
+def _check_leftover_time_travel(tokens: list[Token], consumed: set[int]) -> None:
+    for i, tok in enumerate(tokens):
+        if i in consumed:
+            continue
+        spec, _ = (None, i)
+        if tok.is_kw("VERSION", "TIMESTAMP", "SYSTEM_TIME", "SYSTEM_VERSION", "AT", "FOR"):
+            try:
+                spec, _ = _time_travel(tokens, i)
+            except InvalidInputError:
+                spec = VersionSpec("version", 0)
+        if spec is not None:
+            raise InvalidInputError(
+                f"time-travel clause at position {tok.start} is not directly after a Lance "
+                "table name, so it cannot be honoured (it would otherwise be silently ignored)"
+            )

@@ -1,0 +1,197 @@
+"""``lance_sql.connect()``: a DataFusion session over a directory of Lance tables.
+
+:class:`LanceSession.sql` is the front door. It rewrites time travel and pins
+versions (:mod:`lance_sql.sql.rewrite`), plans with DataFusion, hands ``LIMIT``
+hints to the scans, renders ``EXPLAIN`` with our scan's operators, and turns
+DataFusion's flattened errors back into lance_sql's typed ones.
+
+Snapshot rule: each query sees exactly one version of each table it names — the
+latest when the query is planned, unless a time-travel clause says otherwise.
+The next query sees newer commits.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import threading
+from typing import Any
+
+import pyarrow as pa
+from datafusion import DataFrame, SessionConfig, SessionContext, udtf
+
+from lance_sql.errors import LanceError
+from lance_sql.sql.catalog import (
+    CATALOG,
+    SCHEMA,
+    LanceCatalog,
+    LanceSchemaProvider,
+    TableDirectory,
+    TableName,
+    VersionResolver,
+)
+from lance_sql.sql.error_bridge import ErrorRegistry, translate
+from lance_sql.sql.explain import render_explain
+from lance_sql.sql.functions import make_table_versions, table_versions
+from lance_sql.sql.provider import LanceTableDataset
+from lance_sql.sql.rewrite import VersionSpec, rewrite
+from lance_sql.sql.tokens import quote_identifier
+from lance_sql.table.dataset import LanceDataset, dataset
+from lance_sql.table.scan import ROW_ADDR, ROW_ID
+
+SYSTEM_COLUMNS = (ROW_ID, ROW_ADDR)
+
+
+class LanceDataFrame(DataFrame):
+    """A DataFusion DataFrame whose errors come back as lance_sql's typed exceptions."""
+
+    def __init__(self, df: Any, errors: ErrorRegistry) -> None:
+        super().__init__(df)
+        self._errors = errors
+
+    def __repr__(self) -> str:
+        return self._guard(DataFrame.__repr__)()
+
+    def _guard(self, method: Any) -> Any:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = method(self, *args, **kwargs)
+            except LanceError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - translated below
+                translated = translate(exc, self._errors)
+                if translated is exc:
+                    raise
+                raise translated from None
+            if isinstance(result, DataFrame) and not isinstance(result, LanceDataFrame):
+                return LanceDataFrame(result.df, self._errors)
+            return result
+
+        return call
+
+
+def _install_guards() -> None:
+    for name in dir(DataFrame):
+        if name.startswith("_") or name in ("df",):
+            continue
+        attr = getattr(DataFrame, name)
+        if callable(attr):
+            setattr(
+                LanceDataFrame, name,
+                (lambda method: lambda self, *a, **k: self._guard(method)(*a, **k))(attr),
+            )
+
+
+_install_guards()
+
+
+class LanceSession:
+    """SQL over Lance tables. Create with :func:`connect`."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *,
+                 config: SessionConfig | None = None) -> None:
+        self.directory = TableDirectory(root)
+        self.resolver = VersionResolver(self.directory)
+        self.errors = ErrorRegistry()
+        self.schema_provider = LanceSchemaProvider(self.resolver, self.errors)
+        config = config or SessionConfig()
+        self.ctx = SessionContext(config.with_default_catalog_and_schema(CATALOG, SCHEMA))
+        self.ctx.register_catalog_provider(CATALOG, LanceCatalog(self.schema_provider))
+        self.ctx.register_udtf(udtf(make_table_versions(self.resolver), "table_versions"))
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    # -- tables --------------------------------------------------------------------
+    def register(self, name: str, uri: str | os.PathLike[str]) -> None:
+        """Make the Lance table at ``uri`` queryable as ``name``."""
+        self.directory.register(name, uri)
+
+    def tables(self) -> list[str]:
+        return self.directory.names()
+
+    def dataset(self, name: str, version: int | str | None = None) -> LanceDataset:
+        return dataset(self.directory.uri(name), version)
+
+    def versions(self, name: str) -> pa.Table:
+        return table_versions(self.resolver, name)
+
+    def create_tag(self, table: str, tag: str, version: int) -> None:
+        self.dataset(table).tags.create(tag, version)
+
+    def delete_tag(self, table: str, tag: str) -> None:
+        self.dataset(table).tags.delete(tag)
+
+    def list_tags(self, table: str) -> dict[str, dict]:
+        return self.dataset(table).tags.list()
+
+    # -- queries ---------------------------------------------------------------------
+    def sql(self, query: str) -> LanceDataFrame:
+        """Plan ``query`` (DataFusion SQL plus time travel); returns a lazy DataFrame."""
+        with self._lock:
+            qid = str(next(self._ids))
+        counter = itertools.count(1)
+
+        def resolve(name: str, spec: VersionSpec | None, system: bool) -> str:
+            version = self.resolver.version_of(name, spec)
+            pinned = TableName(name, VersionSpec("version", version), system,
+                               f"{qid}.{next(counter)}")
+            return f"{CATALOG}.{SCHEMA}.{quote_identifier(pinned.render())}"
+
+        def is_lance(name: str) -> bool:
+            try:
+                self.directory.uri(name)
+            except LanceError:
+                return False
+            return True
+
+        try:
+            rewritten = rewrite(query, is_lance, resolve, SYSTEM_COLUMNS)
+            df = self.ctx.sql(rewritten.text)
+            planned = self.schema_provider.planned(qid)
+            if rewritten.explain:
+                plan = df.to_arrow_table()
+                return self._frame(self.ctx.from_arrow(render_explain(plan, planned)))
+        except LanceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated into our types
+            translated = translate(exc, self.errors)
+            if translated is exc:
+                raise
+            raise translated from None
+        self._limit_hints(df, planned)
+        return self._frame(df)
+
+    def explain(self, query: str) -> str:
+        """The plan of ``query`` as text, with our scan operators beneath DataFusion's."""
+        table = self.sql(f"EXPLAIN {query}").to_arrow_table()
+        return "\n\n".join(f"{t}:\n{p}" for t, p in zip(table["plan_type"].to_pylist(),
+                                                          table["plan"].to_pylist(), strict=False))
+
+    def _frame(self, df: DataFrame) -> LanceDataFrame:
+        return LanceDataFrame(df.df, self.errors)
+
+    @staticmethod
+    def _limit_hints(df: DataFrame, planned: list[LanceTableDataset]) -> None:
+        """Tell each scan the LIMIT DataFusion pushed into it, so it can stop early."""
+        if not planned:
+            return
+        fetches: dict[str, int] = {}
+        stack = [df.optimized_logical_plan()]
+        while stack:
+            plan = stack.pop()
+            variant = plan.to_variant()
+            if type(variant).__name__ == "TableScan" and variant.fetch() is not None:
+                name = TableName.parse(variant.table_name().split(".")[-1].strip('"'))
+                if name.query_id:
+                    fetches[name.query_id] = variant.fetch()
+            stack.extend(plan.inputs())
+        for ds in planned:
+            if ds.query_id in fetches:
+                ds.limit_hint = fetches[ds.query_id]
+
+
+def connect(root: str | os.PathLike[str] | None = None) -> LanceSession:
+    """A session over every Lance table in ``root`` (and any you ``register``)."""
+    return LanceSession(root)

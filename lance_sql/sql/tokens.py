@@ -1,0 +1,79 @@
+"""A small SQL tokenizer that keeps every token's place in the original text.
+
+The front door only needs to recognise table references, time-travel clauses and
+``*`` wildcards, then splice replacements into the query text; everything else is
+left for DataFusion to parse. Comments and string literals are tokens of their own
+so nothing inside them is ever mistaken for SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lance_sql.errors import InvalidInputError
+
+_SPEC = [
+    ("ws", r"\s+"),
+    ("comment", r"--[^\n]*|/\*.*?\*/"),
+    ("string", r"[Ee]?'(?:[^']|'')*'"),
+    ("quoted", r'"(?:[^"]|"")*"|`(?:[^`]|``)*`'),
+    ("number", r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"),
+    ("word", r"[A-Za-z_][A-Za-z_0-9$]*"),
+    ("op", r"=>|<=|>=|<>|!=|::|\|\||[-+*/%=<>(),.;:\[\]{}!|&^~?@#$]"),
+]
+_TOKEN = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _SPEC), re.S)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str   # word, quoted, string, number, op (whitespace and comments are dropped)
+    text: str
+    start: int
+    end: int
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind == "word" else self.text
+
+    def is_kw(self, *words: str) -> bool:
+        return self.kind == "word" and self.text.upper() in words
+
+    def is_op(self, *ops: str) -> bool:
+        return self.kind == "op" and self.text in ops
+
+    @property
+    def identifier(self) -> str | None:
+        """The identifier this token names (unquoted, unescaped), or None."""
+        if self.kind == "word":
+            return self.text
+        if self.kind == "quoted":
+            quote = self.text[0]
+            return self.text[1:-1].replace(quote * 2, quote)
+        return None
+
+
+def tokenize(sql: str) -> list[Token]:
+    tokens = []
+    pos = 0
+    while pos < len(sql):
+        match = _TOKEN.match(sql, pos)
+        if match is None:
+            raise InvalidInputError(
+                f"unexpected character {sql[pos]!r} at position {pos} in SQL: {sql!r}"
+            )
+        kind = match.lastgroup or "op"
+        if kind not in ("ws", "comment"):
+            tokens.append(Token(kind, match.group(), match.start(), match.end()))
+        pos = match.end()
+    return tokens
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def string_value(token: Token) -> str:
+    """The value of a string literal token."""
+    body = token.text[1:] if token.text[0] in "Ee" else token.text
+    return body[1:-1].replace("''", "'")
