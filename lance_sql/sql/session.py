@@ -183,7 +183,8 @@ class LanceSession:
             plan = stack.pop()
             variant = plan.to_variant()
             if type(variant).__name__ == "TableScan" and variant.fetch() is not None:
-                name = TableName.parse(variant.table_name().split(".")[-1].strip('"'))
+                table_name = variant.table_name().removeprefix(f"{CATALOG}.{SCHEMA}.")
+                name = TableName.parse(table_name.strip('"'))
                 if name.query_id:
                     fetches[name.query_id] = variant.fetch()
             stack.extend(plan.inputs())

@@ -1,0 +1,86 @@
+"""The front door's rewrite, without DataFusion."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.sql.rewrite import VersionSpec, rewrite
+
+SYSTEM = ("_rowid", "_rowaddr")
+
+
+def _rewrite(sql: str) -> tuple[str, list]:
+    seen = []
+
+    def resolve(name: str, spec: VersionSpec | None, system: bool) -> str:
+        seen.append((name, spec, system))
+        return f'"{name}@{spec.value if spec else "latest"}{"#sys" if system else ""}"'
+
+    out = rewrite(sql, lambda n: n in {"t", "u"}, resolve, SYSTEM)
+    return out.text, seen
+
+
+def test_plain_reference_is_pinned_and_aliased() -> None:
+    text, seen = _rewrite("SELECT * FROM t WHERE x = 1")
+    assert text == 'SELECT * FROM "t@latest" AS "t" WHERE x = 1'
+    assert seen == [("t", None, False)]
+
+
+@pytest.mark.parametrize(
+    "clause, spec",
+    [
+        ("VERSION AS OF 3", VersionSpec("version", 3)),
+        ("version as of '7'", VersionSpec("version", 7)),
+        ("VERSION AS OF 'nightly'", VersionSpec("tag", "nightly")),
+        ("AT (VERSION => 4)", VersionSpec("version", 4)),
+        ("FOR SYSTEM_TIME AS OF '2026-11-01 10:00:00'",
+         VersionSpec("timestamp", dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC))),
+        ("TIMESTAMP AS OF TIMESTAMP '2026-11-01T10:00:00+01:00'",
+         VersionSpec("timestamp", dt.datetime(2026, 11, 1, 9, tzinfo=dt.UTC))),
+        ("AT (TIMESTAMP => '2026-11-01 10:00:00')",
+         VersionSpec("timestamp", dt.datetime(2026, 11, 1, 10, tzinfo=dt.UTC))),
+    ],
+)
+def test_time_travel_clauses(clause: str, spec: VersionSpec) -> None:
+    text, seen = _rewrite(f"SELECT a FROM t {clause} x JOIN u ON x.a = u.a")
+    assert seen[0] == ("t", spec, False)
+    assert text.startswith('SELECT a FROM "t@') and '" x JOIN "u@latest" AS "u" ON' in text
+
+
+def test_wildcards_exclude_system_columns_only_when_named() -> None:
+    text, seen = _rewrite("SELECT *, t.* FROM t WHERE _rowaddr > 5")
+    assert text.startswith('SELECT * EXCLUDE (_rowid, _rowaddr), t.* EXCLUDE (_rowid, _rowaddr)')
+    assert seen[0][2] is True
+    text, _ = _rewrite("SELECT count(*), 2 * 3 FROM t")
+    assert "EXCLUDE" not in text
+
+
+def test_subquery_wildcard_over_a_subquery_is_untouched() -> None:
+    text, _ = _rewrite("SELECT * FROM (SELECT _rowid, a FROM t) s")
+    assert text == 'SELECT * FROM (SELECT _rowid, a FROM "t@latest#sys" AS "t") s'
+
+
+def test_ctes_functions_strings_and_comments_are_left_alone() -> None:
+    text, seen = _rewrite(
+        "WITH t AS (SELECT 1 AS a) SELECT 'FROM t VERSION AS OF 1' /* FROM t */ "
+        "FROM t, table_versions('u')"
+    )
+    assert seen == [] and "VERSION AS OF 1'" in text
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM (SELECT * FROM t) VERSION AS OF 2",
+        "SELECT * FROM other VERSION AS OF 2",
+        "SELECT * FROM t VERSION AS OF",
+        "SELECT * FROM t AT (VERSION => 3",
+        "SELECT * FROM t TIMESTAMP AS OF 'yesterday'",
+    ],
+)
+def test_clauses_that_cannot_be_honoured_fail_loudly(sql: str) -> None:
+    with pytest.raises(InvalidInputError):
+        _rewrite(sql)
