@@ -52,11 +52,13 @@ def decode_deletions(kind: DeletionKind, data: bytes, path: str) -> np.ndarray:
     try:
         reader = pa.ipc.open_file(pa.py_buffer(data))
         table = reader.read_all()
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        types = [f.type for f in table.schema]
+        column = table.column(0) if len(types) == 1 else None  # reads the (UTF-8) name
+    # corrupt IPC metadata surfaces as any Arrow error (incl. huge allocations) or bad UTF-8
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise FormatError(f"{path}: corrupt Arrow deletion file ({exc})") from exc
-    if table.num_columns != 1 or not pa.types.is_integer(table.schema.field(0).type):
-        raise FormatError(f"{path}: deletion file must hold one integer column, got {table.schema}")
-    column = table.column(0)
+    if column is None or not pa.types.is_integer(types[0]):
+        raise FormatError(f"{path}: deletion file must hold one integer column, got {types}")
     if column.null_count:
         raise FormatError(f"{path}: deletion file contains nulls")
     values = column.to_numpy()

@@ -13,9 +13,9 @@ objects out, with every failure a :class:`FormatError` naming the file.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Mapping
 
 from google.protobuf.message import DecodeError
 

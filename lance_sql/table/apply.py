@@ -60,13 +60,14 @@ def apply_transaction(
 
 
 def _assign_ids(
-    previous: Manifest | None, fragments: tuple[Fragment, ...], *, restart: bool = False
+    previous: Manifest | None, fragments: tuple[Fragment, ...]
 ) -> tuple[tuple[Fragment, ...], int | None]:
     """Give new fragments ids; ``max_fragment_id`` is a high-water mark that never drops.
 
-    Overwrite restarts numbering at 0 (as the reference does) but keeps the mark.
+    Overwrite continues after the mark too (pylance 14 does), so a row address never
+    names a row of an older version's fragment.
     """
-    next_id = 0 if previous is None or restart else previous.next_fragment_id()
+    next_id = 0 if previous is None else previous.next_fragment_id()
     assigned = tuple(f.with_id(next_id + i) for i, f in enumerate(fragments))
     max_id = previous.max_fragment_id if previous is not None else None
     if assigned:
@@ -103,7 +104,7 @@ def _(op: Delete, previous: Manifest | None, data_format: str) -> Manifest:
 
 @_apply.register
 def _(op: Overwrite, previous: Manifest | None, data_format: str) -> Manifest:
-    new, max_id = _assign_ids(previous, op.fragments, restart=True)
+    new, max_id = _assign_ids(previous, op.fragments)
     config = dict(previous.config) if previous is not None else {}
     config.update(op.config_upsert_values)
     if previous is None:

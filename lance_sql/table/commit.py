@@ -50,6 +50,25 @@ def commit_transaction(
     txn_bytes = txn.encode()
     txn_key = transaction_key(txn.read_version, txn.uuid)
     store.put(txn_key, txn_bytes)
+    try:
+        return _commit_loop(store, previous, naming, txn, txn_bytes, txn_key, data_format,
+                            stable_row_ids, config)
+    except BaseException:
+        store.delete(txn_key)  # a commit that did not happen leaves no transaction file
+        raise
+
+
+def _commit_loop(
+    store: ObjectStore,
+    previous: Manifest | None,
+    naming: ManifestNaming,
+    txn: Transaction,
+    txn_bytes: bytes,
+    txn_key: str,
+    data_format: str,
+    stable_row_ids: bool,
+    config: CommitConfig,
+) -> Manifest:
     txn_file = txn_key.split("/", 1)[1]
     deadline = time.monotonic() + config.timeout_s
     base = previous

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from lance_sql.table.scan import (
     ROW_ADDR,
     FragmentReader,
     Scanner,
+    cast_output,
     deleted_offsets,
     plan_scan,
     scan_fragment,
@@ -161,7 +162,7 @@ class LanceDataset:
                 {
                     "version": ref.version,
                     "timestamp": datetime.fromtimestamp(
-                        manifest.timestamp_ns / 1e9, tz=timezone.utc
+                        manifest.timestamp_ns / 1e9, tz=UTC
                     ),
                     "operation": Transaction.operation_name(txn) if txn else None,
                     "num_rows": manifest.num_rows,
@@ -253,7 +254,9 @@ class LanceDataset:
         for frag_id in np.unique(frag_ids):
             frag = by_id.get(int(frag_id))
             if frag is None:
-                raise NotFoundError(f"row address refers to fragment {frag_id}, which does not exist")
+                raise NotFoundError(
+                    f"row address refers to fragment {frag_id}, which does not exist"
+                )
             where = np.flatnonzero(frag_ids == frag_id)
             rows = offsets[where]
             if len(rows) and rows.max() >= frag.physical_rows:
@@ -274,8 +277,12 @@ class LanceDataset:
                 if system in plan.output_fields:
                     arrays.append(address_array)
                     names.append(system)
-            pieces.append(pa.Table.from_arrays(arrays, names=names) if names else
-                          pa.table({"_": pa.nulls(len(rows))}).select([]))
+            piece = (pa.Table.from_arrays(arrays, names=names) if names else
+                     pa.table({"_": pa.nulls(len(rows))}).select([]))
+            if names:  # damaged files fail here with a FormatError naming them
+                piece = cast_output(piece.select(list(plan.output_fields)), plan.output_schema,
+                                    self.store, frag)
+            pieces.append(piece)
             order.append(where)
         if not pieces:
             return plan.output_schema.empty_table()
@@ -308,7 +315,8 @@ class LanceDataset:
             raise InvalidInputError("delete needs a non-empty SQL predicate")
         base, naming = self._latest_for_write()
         plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
-        updated, removed = [], []
+        updated, removed, files = [], [], []
+        # Read every fragment before writing anything: a failing read leaves no trace.
         for frag in base.fragments:
             matched = scan_fragment(self.store, base, frag, plan).column(ROW_ADDR)
             if len(matched) == 0:
@@ -326,13 +334,21 @@ class LanceDataset:
                 id=random.getrandbits(63),
                 num_deleted_rows=len(all_deleted),
             )
-            self.store.put(deletion.key(frag.id), data)
+            files.append((deletion.key(frag.id), data))
             updated.append(frag.with_deletion(deletion))
         txn = Transaction(
             read_version=base.version,
             operation=Delete(tuple(updated), tuple(removed), predicate),
         )
-        self._advance(self._commit(base, naming, txn))
+        try:
+            for key, data in files:
+                self.store.put(key, data)
+            newer = self._commit(base, naming, txn)
+        except BaseException:
+            for key, _ in files:
+                self.store.delete(key)
+            raise
+        self._advance(newer)
 
     def _advance(self, newer: LanceDataset) -> None:
         self._ref, self._manifest = newer._ref, newer._manifest

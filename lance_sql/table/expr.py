@@ -190,6 +190,13 @@ def _literal_as(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
             return pa.scalar(None, target)
         except (pa.ArrowException, TypeError):
             return None
+    if isinstance(v, int) and not isinstance(v, bool) and pa.types.is_integer(target):
+        # Keep the column's type when the literal fits: otherwise pyarrow widens a uint64
+        # column to int64 and fails on values of 2**63 and above.
+        try:
+            return pa.scalar(v, target)
+        except (pa.ArrowException, OverflowError):
+            return None
     try:
         if pa.types.is_timestamp(target) and isinstance(v, str | dt.date):
             return _as_timestamp(dt.datetime.fromisoformat(v) if isinstance(v, str) else v, target)
@@ -222,6 +229,11 @@ def _unify(left: _Typed, right: _Typed) -> tuple[_Typed, _Typed]:
             a, at = _cast((a, at), bt)
         elif pa.types.is_decimal(at) and pa.types.is_integer(bt):
             b, bt = _cast((b, bt), _int_as_decimal(bt))
+        elif at == pa.uint64() and pa.types.is_signed_integer(bt):
+            # No integer type holds both; compare as exact decimals instead.
+            wide = pa.decimal128(20, 0)
+            a, at = _cast((a, at), wide)
+            b, bt = _cast((b, bt), wide)
         elif (pa.types.is_decimal(at) or pa.types.is_integer(at)) and pa.types.is_floating(bt):
             a, at = _cast((a, at), pa.float64())
             if bt != pa.float64():

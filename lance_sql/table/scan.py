@@ -35,7 +35,7 @@ from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.expr import columns as expr_columns
-from lance_sql.table.expr import parse_predicate, to_pyarrow
+from lance_sql.table.expr import parse_predicate, resolve, to_pyarrow
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -112,6 +112,12 @@ def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) 
                 f"{path}: deletes row {int(offsets[-1])} but fragment {fragment.id} has "
                 f"{fragment.physical_rows} rows"
             )
+        # 0 means "not recorded" (old writers); otherwise counts and scans must agree
+        if deletion.num_deleted_rows and len(offsets) != deletion.num_deleted_rows:
+            raise FormatError(
+                f"{path}: holds {len(offsets)} deleted rows but the manifest says "
+                f"{deletion.num_deleted_rows}"
+            )
         return offsets
 
     return FILE_CACHE.get_or_load((root.uri, key), load)
@@ -163,7 +169,8 @@ def plan_scan(
     if filter is not None and str(filter).strip():
         parsed = parse_predicate(str(filter))
         expr = to_pyarrow(parsed, filter_schema)
-        filter_names = {path[0] for path in expr_columns(parsed)}
+        # Resolve first: unquoted names match the schema ignoring case.
+        filter_names = {path[0] for path in expr_columns(resolve(parsed, filter_schema))}
     needed = set(wanted) | filter_names
     read_fields = tuple(f for f in schema.fields if f.name in needed)
     out_fields = []
@@ -193,7 +200,7 @@ class FragmentReader:
         # field id -> (data file, column index); later files win for a field id.
         self._locations: dict[int, tuple[DataFile, int]] = {}
         for data_file in fragment.files:
-            for field_id, column in zip(data_file.fields, data_file.column_indices):
+            for field_id, column in zip(data_file.fields, data_file.column_indices, strict=False):
                 if field_id >= 0:
                     self._locations[field_id] = (data_file, column)
 
@@ -209,7 +216,7 @@ class FragmentReader:
     def _column_map(self, data_file: DataFile) -> dict[int, int]:
         return {
             fid: col
-            for fid, col in zip(data_file.fields, data_file.column_indices)
+            for fid, col in zip(data_file.fields, data_file.column_indices, strict=False)
             if fid >= 0
         }
 
@@ -230,7 +237,7 @@ class FragmentReader:
                 arrays = reader.read(
                     wanted, self._column_map(data_file), offset=offset, length=length
                 )
-            for i, array in zip(indices, arrays):
+            for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
         return out  # type: ignore[return-value]
 
@@ -244,7 +251,7 @@ class FragmentReader:
                 reader = open_data_file(self.store, self.manifest, data_file)
                 self._check_rows(reader, data_file)
                 arrays = reader.take(wanted, self._column_map(data_file), rows)
-            for i, array in zip(indices, arrays):
+            for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
         return out  # type: ignore[return-value]
 
@@ -307,7 +314,21 @@ def scan_fragment(
         table = table.filter(pa.array(mask[offset : offset + length]))
     if plan.filter is not None:
         table = table.filter(plan.filter)
-    return table.select(list(plan.output_fields)).cast(plan.output_schema)
+    table = table.select(list(plan.output_fields))
+    if not plan.output_fields:
+        return table  # casting a table without columns would lose its row count
+    return cast_output(table, plan.output_schema, store, fragment)
+
+
+def cast_output(table: pa.Table, schema: pa.Schema, store: ObjectStore,
+                fragment: Fragment) -> pa.Table:
+    """``table`` as ``schema``; data that cannot be (nulls in a non-nullable column, say,
+    from a damaged or inconsistent file) is a FormatError naming the fragment's files."""
+    try:
+        return table.cast(schema)
+    except (ValueError, pa.ArrowException) as exc:
+        files = ", ".join(f.key for f in fragment.files) or "no data files"
+        raise FormatError(f"{store.uri}: fragment {fragment.id} ({files}): {exc}") from exc
 
 
 class Scanner:
@@ -403,9 +424,16 @@ class Scanner:
         tables = list(self._limited_tables())
         if not tables:
             return self.projected_schema.empty_table()
+        if not self.plan.output_fields:  # concatenating column-less tables loses their rows
+            return pa.table({"_": pa.nulls(sum(t.num_rows for t in tables))}).select([])
         return pa.concat_tables(tables)
 
     def count_rows(self) -> int:
         if self.plan.filter is None and self.limit is None and not self.offset:
             return sum(f.num_rows for f in self.fragments)
         return sum(t.num_rows for t in self._limited_tables())
+
+
+def rows_only(num_rows: int) -> pa.Table:
+    """A table with ``num_rows`` rows and no columns (what count-only scans produce)."""
+    return pa.table({"_": pa.nulls(num_rows)}).select([])

@@ -45,7 +45,9 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
         if schema is None:
             first = next(items, None)
             if first is None:
-                raise InvalidInputError("cannot infer a schema from an empty iterable; pass schema=")
+                raise InvalidInputError(
+                    "cannot infer a schema from an empty iterable; pass schema="
+                )
             schema = first.schema
 
             def chained() -> Iterator[pa.RecordBatch]:
@@ -62,7 +64,7 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     if batch.schema.names != target.names:
         batch = pa.RecordBatch.from_arrays([batch.column(n) for n in target.names], schema=None,
                                            names=target.names)
-    for field, column in zip(target, batch.columns):
+    for field, column in zip(target, batch.columns, strict=False):
         if not field.nullable and column.null_count:
             raise SchemaError(
                 f"column {field.name!r} is not nullable but the data has "
