@@ -1,103 +1,278 @@
-"""The ``lance-sql`` command.
+"""The ``lance-sql`` command: SQL over a directory of Lance tables, from a shell or a script.
 
-For now it offers ``demo`` (build a small table in a temporary directory, append,
-delete, and show its history) and ``log`` (list a table's versions). SQL
-subcommands arrive with the SQL layer.
+Subcommands: ``sql`` (run statements), ``shell`` (interactive prompt), ``log`` (a
+table's versions), ``tag`` (create, list, delete tags), ``demo`` (build sample tables
+and show off). Errors from lance_sql are one line on stderr and exit status 1;
+usage errors exit 2 (argparse).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import pyarrow as pa
+from lance_sql.cli.demo import run_demo
+from lance_sql.cli.execute import (
+    OutputOptions,
+    error_message,
+    is_query_error,
+    run_statements,
+    split_statements,
+)
+from lance_sql.cli.render import FORMATS, render_table
+from lance_sql.cli.shell import Shell, tags_table
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.sql.session import LanceSession
+from lance_sql.table.dataset import dataset
 
-from lance_sql.errors import LanceError
-from lance_sql.table.dataset import dataset, write_dataset
+DESCRIPTION = """\
+SQL over Lance tables (DataFusion), with time travel, tags and system columns.
+
+ROOT is a directory whose subdirectories NAME.lance (or NAME) are Lance tables, each
+queryable as NAME; it may also be a single table's directory."""
+
+EPILOG = """\
+examples:
+  lance-sql demo                                   build sample tables, run showcase queries
+  lance-sql sql ./db "SELECT count(*) FROM events"
+  lance-sql sql ./db "SELECT * FROM events VERSION AS OF 2" --format csv > v2.csv
+  lance-sql sql ./db -f report.sql --format json
+  lance-sql shell ./db
+  lance-sql log ./db/events.lance
+  lance-sql tag create ./db/events.lance release-1 3
+
+Run "lance-sql COMMAND --help" for a command's options."""
+
+SQL_EPILOG = """\
+Statements end at ';'; each result is printed in turn. Time travel:
+  SELECT * FROM events VERSION AS OF 3            a version number
+  SELECT * FROM events VERSION AS OF 'release-1'  a tag
+  SELECT * FROM events TIMESTAMP AS OF '2025-06-01 12:00:00'   (UTC unless a zone is given)
+  SELECT * FROM events FOR SYSTEM_TIME AS OF '2025-06-01'     SELECT * FROM "events@3"
+  SELECT * FROM events AT (VERSION => 3)
+System columns (hidden from *): SELECT _rowid, _rowaddr, * FROM events WHERE _rowaddr = 4294967296
+History: SELECT * FROM table_versions('events')
+
+examples:
+  lance-sql sql ./db "SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind"
+  lance-sql sql ./db -f queries.sql --format csv
+  echo "SELECT 1;" | lance-sql sql ./db -"""
+
+SHELL_EPILOG = """\
+Statements may span lines and end at ';'. Commands: .tables, .schema T, .versions T,
+.tags T, .format table|csv|json, .help, .quit. History is kept in ~/.lance_sql_history
+(override with LANCE_SQL_HISTORY). Input from a pipe runs without prompts and exits 1
+if any statement failed.
+
+example:
+  lance-sql shell ./db
+  lance-sql shell ./db < script.sql"""
 
 
-def _print_table(table: pa.Table, out) -> None:  # noqa: ANN001
-    columns = table.column_names
-    rows = table.to_pylist()
-    widths = {c: max([len(c)] + [len(str(r[c])) for r in rows]) for c in columns}
-    print(" | ".join(c.ljust(widths[c]) for c in columns), file=out)
-    print("-+-".join("-" * widths[c] for c in columns), file=out)
-    for row in rows:
-        print(" | ".join(str(row[c]).ljust(widths[c]) for c in columns), file=out)
+class _IntermixedParser(argparse.ArgumentParser):
+    """Options anywhere: ``sql ROOT --format csv "SELECT ..."`` works, not only at the end.
+
+    Plain argparse binds all positionals at their first occurrence, so a positional after an
+    option is rejected; intermixed parsing fixes that (except for parsers with subcommands).
+    """
+
+    _parsing = False
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's
+        if self._parsing or any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
+            return super().parse_known_args(args, namespace)
+        self._parsing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._parsing = False
 
 
-def _print_log(uri: str, out) -> None:  # noqa: ANN001
-    ds = dataset(uri)
-    tags = {info["version"]: name for name, info in ds.tags.list().items()}
-    table = pa.table(
-        {
-            "version": [v["version"] for v in ds.versions()],
-            "timestamp": [v["timestamp"].isoformat(timespec="seconds") for v in ds.versions()],
-            "operation": [v["operation"] for v in ds.versions()],
-            "rows": [v["num_rows"] for v in ds.versions()],
-            "tag": [tags.get(v["version"], "") for v in ds.versions()],
-        }
-    )
-    _print_table(table, out)
+def _add_output(parser: argparse.ArgumentParser, *, streaming: bool) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="table",
+                        help="output format (default: table)")
+    if streaming:
+        parser.add_argument("--max-rows", type=int, metavar="N",
+                            help="table format: show at most N rows (the count shows all)")
+        parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                            help="rows/batches/elapsed on stderr while a query runs "
+                                 "(default: only when stderr is a terminal)")
 
 
-def run_demo(root: Path, out=sys.stdout) -> None:  # noqa: ANN001
-    uri = str(root / "events.lance")
-    print(f"Creating a Lance table at {uri}", file=out)
-    first = pa.table(
-        {
-            "id": pa.array(range(6), pa.int64()),
-            "kind": ["click", "view", "click", "buy", "view", "click"],
-            "amount": [1.5, 0.0, 2.25, 99.0, 0.0, 3.0],
-        }
-    )
-    write_dataset(first, uri)
-    more = pa.table(
-        {
-            "id": pa.array(range(6, 9), pa.int64()),
-            "kind": ["buy", "view", "click"],
-            "amount": [42.0, 0.0, 1.0],
-        }
-    )
-    ds = write_dataset(more, uri, mode="append")
-    ds.tags.create("loaded", ds.version)
-    ds.delete("kind = 'view'")
-    print(f"\nLatest version {ds.version}: rows without 'view' events, with row addresses", file=out)
-    _print_table(ds.to_table(with_row_address=True), out)
-    print("\nTime travel to the tag 'loaded' (before the delete), filtered on amount > 2:",
-          file=out)
-    _print_table(dataset(uri, version="loaded").to_table(filter="amount > 2"), out)
-    print("\nHistory:", file=out)
-    _print_log(uri, out)
+def _add_tables(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("root", metavar="ROOT", help="directory of Lance tables (or one table)")
+    parser.add_argument("-t", "--table", action="append", default=[], metavar="NAME=PATH",
+                        help="also register the table at PATH as NAME (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="lance-sql", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=raw)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_IntermixedParser)
+
+    sql = sub.add_parser("sql", help="run SQL statements and print their results",
+                         description="Run SQL statements over the tables in ROOT.",
+                         epilog=SQL_EPILOG, formatter_class=raw)
+    _add_tables(sql)
+    sql.add_argument("query", nargs="?", metavar="SQL",
+                     help="statement(s) to run; '-' reads them from stdin")
+    sql.add_argument("-f", "--file", help="read the statements from FILE")
+    _add_output(sql, streaming=True)
+
+    shell = sub.add_parser("shell", help="interactive SQL prompt",
+                           description="An interactive SQL prompt over the tables in ROOT.",
+                           epilog=SHELL_EPILOG, formatter_class=raw)
+    _add_tables(shell)
+    _add_output(shell, streaming=True)
+
+    log = sub.add_parser("log", help="list the versions of a table",
+                         description="One line per version: time, operation, rows, tags.",
+                         epilog="example:\n  lance-sql log ./db/events.lance",
+                         formatter_class=raw)
+    log.add_argument("table", metavar="TABLE_PATH", help="the table's directory")
+    _add_output(log, streaming=False)
+
+    tag = sub.add_parser("tag", help="create, list or delete tags",
+                         description="Tags name versions: query them with VERSION AS OF 'tag'.",
+                         epilog="examples:\n  lance-sql tag list ./db/events.lance\n"
+                                "  lance-sql tag create ./db/events.lance release-1 3\n"
+                                "  lance-sql tag create ./db/events.lance nightly   "
+                                "(the latest version)\n"
+                                "  lance-sql tag delete ./db/events.lance release-1",
+                         formatter_class=raw)
+    tag_sub = tag.add_subparsers(dest="action", required=True, metavar="ACTION",
+                                 parser_class=_IntermixedParser)
+    tag_list = tag_sub.add_parser("list", help="list the tags of a table")
+    tag_list.add_argument("table", metavar="TABLE_PATH")
+    _add_output(tag_list, streaming=False)
+    tag_create = tag_sub.add_parser("create", help="tag a version (default: the latest)")
+    tag_create.add_argument("table", metavar="TABLE_PATH")
+    tag_create.add_argument("tag", metavar="TAG")
+    tag_create.add_argument("version", metavar="VERSION", nargs="?", type=int)
+    tag_delete = tag_sub.add_parser("delete", help="delete a tag (the version stays)")
+    tag_delete.add_argument("table", metavar="TABLE_PATH")
+    tag_delete.add_argument("tag", metavar="TAG")
+
+    demo = sub.add_parser("demo", help="build demo tables in a temporary directory and query them",
+                          description="Builds 'events' (3 versions and a tag) and 'users', then "
+                                      "runs showcase queries: time travel, system columns, "
+                                      "joins, table_versions, EXPLAIN.",
+                          epilog="example:\n  lance-sql demo --dir ./demo && "
+                                 "lance-sql shell ./demo",
+                          formatter_class=raw)
+    demo.add_argument("--dir", help="build the tables here and keep them (default: a temp dir)")
+    return parser
+
+
+def open_session(root: str, tables: Sequence[str] = ()) -> LanceSession:
+    """A session over ROOT: a directory of tables, or a single table's directory."""
+    path = Path(root)
+    if (path / "_versions").is_dir():
+        session = LanceSession(None)
+        session.register(path.name.removesuffix(".lance"), path)
+    elif path.is_dir():
+        session = LanceSession(path)
+    else:
+        raise NotFoundError(f"{root} is not a directory of Lance tables")
+    for spec in tables:
+        name, eq, uri = spec.partition("=")
+        if not eq or not name or not uri:
+            raise InvalidInputError(f"--table expects NAME=PATH, got {spec!r}")
+        session.register(name, uri)
+    return session
+
+
+def _table_session(path: str) -> tuple[LanceSession, str]:
+    """A session holding just the table at ``path`` (checked to exist)."""
+    dataset(path)
+    name = Path(path).name.removesuffix(".lance") or "t"
+    session = LanceSession(None)
+    session.register(name, path)
+    return session, name
+
+
+def _read_sql(args: argparse.Namespace) -> str:
+    if args.file and args.query:
+        raise InvalidInputError("give the SQL as an argument or with --file, not both")
+    if args.file:
+        try:
+            return Path(args.file).read_text()
+        except OSError as exc:
+            raise NotFoundError(f"cannot read {args.file}: {exc.strerror}") from None
+    if args.query == "-" or (args.query is None and not sys.stdin.isatty()):
+        return sys.stdin.read()
+    if args.query is None:
+        raise InvalidInputError("no SQL given: pass a statement, --file FILE, or '-' for stdin")
+    return args.query
+
+
+def _options(args: argparse.Namespace) -> OutputOptions:
+    return OutputOptions(args.format, getattr(args, "max_rows", None),
+                         getattr(args, "progress", None))
+
+
+def _run(args: argparse.Namespace) -> int:
+    out, err = sys.stdout, sys.stderr
+    if args.command == "sql":
+        session = open_session(args.root, args.table)
+        statements, rest = split_statements(_read_sql(args))
+        if rest.strip():
+            statements.append(rest.strip())
+        if not statements:
+            raise InvalidInputError("no SQL statement given")
+        run_statements(session, statements, out, err, _options(args))
+    elif args.command == "shell":
+        session = open_session(args.root, args.table)
+        return Shell(session, options=_options(args)).run()
+    elif args.command == "log":
+        session, name = _table_session(args.table)
+        render_table(session.versions(name), out, args.format)
+    elif args.command == "tag":
+        session, name = _table_session(args.table)
+        if args.action == "list":
+            render_table(tags_table(session, name), out, args.format)
+        elif args.action == "create":
+            version = args.version if args.version is not None else session.dataset(name).version
+            session.create_tag(name, args.tag, version)
+            out.write(f"created tag {args.tag!r} -> version {version}\n")
+        else:
+            session.delete_tag(name, args.tag)
+            out.write(f"deleted tag {args.tag!r}\n")
+    elif args.command == "demo":
+        if args.dir:
+            Path(args.dir).mkdir(parents=True, exist_ok=True)
+            run_demo(Path(args.dir), out, err)
+        else:
+            with tempfile.TemporaryDirectory(prefix="lance-sql-demo-") as tmp:
+                run_demo(Path(tmp), out, err)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="lance-sql",
-        description="Lance tables from Python: create, time travel, inspect.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build a small demo table in a temporary directory")
-    demo.add_argument("--dir", help="directory to build the demo in (default: a temp dir)")
-    log = sub.add_parser("log", help="list the versions of a table")
-    log.add_argument("table", help="path of the table")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
-        if args.command == "demo":
-            if args.dir:
-                run_demo(Path(args.dir))
-            else:
-                with tempfile.TemporaryDirectory(prefix="lance-sql-demo-") as tmp:
-                    run_demo(Path(tmp))
-        elif args.command == "log":
-            _print_log(args.table, sys.stdout)
-    except LanceError as exc:
-        print(f"lance-sql: error: {exc}", file=sys.stderr)
+        return _run(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("lance-sql: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # The reader (e.g. `head`) went away: stop quietly, and keep Python from
+        # complaining again when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except Exception as exc:
+        if not is_query_error(exc):
+            raise
+        sys.stdout.flush()
+        sys.stderr.write(f"lance-sql: error: {error_message(exc)}\n")
         return 1
-    return 0
 
 
 if __name__ == "__main__":
