@@ -10,6 +10,8 @@ can catch the whole family or one branch of it::
     ├── SchemaError              data whose schema does not fit the table
     ├── InvalidInputError        a bad argument or expression from the caller
     ├── PathEscapeError          a path read from metadata leaves the table root
+    ├── QueryError               the SQL engine failed while running a query (division by
+    │                            zero, a failed cast...)
     ├── CommitConflict           another writer committed first
     │   ├── RetryableConflict        retrying against the new version may succeed
     │   └── IncompatibleConflict     the transaction can never apply on top of the winner
@@ -45,6 +47,10 @@ class InvalidInputError(LanceError, ValueError):
 
 class PathEscapeError(FormatError):
     """A path stored in table metadata would resolve outside the table's base paths."""
+
+
+class QueryError(LanceError):
+    """DataFusion failed to plan or run a query for a reason that is not ours to type."""
 
 
 class CommitConflict(LanceError):

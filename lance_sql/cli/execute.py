@@ -16,7 +16,6 @@ import pyarrow as pa
 from lance_sql.cli.progress import Progress
 from lance_sql.cli.render import make_renderer
 from lance_sql.errors import LanceError
-from lance_sql.sql.error_bridge import translate
 from lance_sql.sql.session import LanceSession
 
 
@@ -129,7 +128,7 @@ def run_query(session: LanceSession, sql: str, out: TextIO, err: TextIO,
         except LanceError:
             raise
         except Exception as exc:  # noqa: BLE001 - DataFusion's flattened errors, typed here
-            translated = translate(exc, session.errors)
+            translated = session.translate_error(exc)
             if translated is exc:
                 raise
             raise translated from None

@@ -13,8 +13,9 @@ import re
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 
-from lance_sql.errors import InvalidInputError, LanceError, NotFoundError
+from lance_sql.errors import InvalidInputError, LanceError, NotFoundError, QueryError
 
 _TOKEN = re.compile(r"\[lance_sql:([0-9a-f]{32})\]")
 
@@ -48,8 +49,12 @@ _UNKNOWN_COLUMN = re.compile(r"No field named ([^\s.]+(?:\.[^\s.]+)*)")
 _UNKNOWN_TABLE = re.compile(r"table '([^']+)' not found")
 
 
-def translate(exc: BaseException, registry: ErrorRegistry) -> BaseException:
-    """The exception the caller should see for an error out of DataFusion."""
+def translate(exc: BaseException, registry: ErrorRegistry,
+              tables: Callable[[], list[str]] | None = None) -> BaseException:
+    """The exception the caller should see for an error out of DataFusion.
+
+    ``tables`` lists the known table names, for "unknown table" messages.
+    """
     if isinstance(exc, LanceError):
         return exc
     message = str(exc)
@@ -63,10 +68,18 @@ def translate(exc: BaseException, registry: ErrorRegistry) -> BaseException:
         return NotFoundError(f"unknown column: {_strip(message)}")
     table = _UNKNOWN_TABLE.search(message)
     if table:
-        return NotFoundError(f"unknown table {table.group(1)!r}")
+        name = table.group(1).removeprefix("lance.default.")
+        known = ", ".join(tables()) if tables is not None else ""
+        return NotFoundError(f"unknown table {name!r}" + (f"; tables: {known}" if known else ""))
     if "Error during planning" in message or "Schema error" in message:
         return InvalidInputError(_strip(message))
+    if any(marker in message for marker in _ENGINE_MARKERS):
+        return QueryError(_strip(message))
     return exc
+
+
+_ENGINE_MARKERS = ("DataFusion error", "Arrow error", "Execution error", "Cast error",
+                   "Optimizer rule", "External error")
 
 
 def _strip(message: str) -> str:

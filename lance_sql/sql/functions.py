@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.dataset as pds
 from datafusion.catalog import Table
 
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.sql.catalog import VersionResolver
+from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.table.operations import Transaction
 from lance_sql.table.versions import list_versions, load_transaction_bytes, read_tags
 
@@ -49,12 +50,15 @@ def argument_values(args: tuple[Any, ...], function: str) -> list[Any]:
 def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
     """One row per version: when, what operation, and how many rows came and went."""
     store = resolver.store(table)
+    refs = list_versions(store)
+    if not refs:
+        raise NotFoundError(f"no Lance table {table!r} at {store.uri}")
     tags: dict[int, list[str]] = {}
     for name, info in read_tags(store).items():
         tags.setdefault(info["version"], []).append(name)
     rows: list[dict[str, Any]] = []
     previous = None
-    for ref in list_versions(store):
+    for ref in refs:
         manifest = resolver.manifest(table, ref.version)
         txn = load_transaction_bytes(store, ref)
         old_ids = {} if previous is None else {f.id: f for f in previous.fragments}
@@ -77,11 +81,16 @@ def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=VERSIONS_SCHEMA)
 
 
-def make_table_versions(resolver: VersionResolver):  # noqa: ANN201 - a DataFusion callable
+def make_table_versions(resolver: VersionResolver, errors: ErrorRegistry):  # noqa: ANN201
+    """The ``table_versions`` callable DataFusion registers; errors travel typed."""
+
     def table_versions_udtf(*args: Any) -> Table:
-        values = argument_values(args, "table_versions")
-        if len(values) != 1 or not isinstance(values[0], str):
-            raise InvalidInputError("table_versions() takes one argument: the table name")
-        return Table(pds.dataset(table_versions(resolver, values[0])))
+        try:
+            values = argument_values(args, "table_versions")
+            if len(values) != 1 or not isinstance(values[0], str):
+                raise InvalidInputError("table_versions() takes one argument: the table name")
+            return Table(pds.dataset(table_versions(resolver, values[0])))
+        except Exception as exc:  # noqa: BLE001 - carried through DataFusion
+            raise errors.wrap(exc) from exc
 
     return table_versions_udtf

@@ -140,8 +140,10 @@ class UnitScanner:
                 rows = int(np.count_nonzero(mask[unit.start : unit.stop]))
         if limit is not None:
             rows = min(rows, limit)
-        for start in range(0, rows, self.batch_size):
-            yield from rows_only(min(self.batch_size, rows - start)).to_batches()
+        if rows:
+            # One batch for the whole unit: each batch crossing into DataFusion costs more
+            # than counting, and a column-less batch holds no data however many rows it has.
+            yield from rows_only(rows).to_batches()
 
 
 class LanceTableDataset(pds.Dataset):

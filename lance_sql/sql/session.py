@@ -16,6 +16,7 @@ import functools
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -43,12 +44,44 @@ from lance_sql.table.scan import ROW_ADDR, ROW_ID
 SYSTEM_COLUMNS = (ROW_ID, ROW_ADDR)
 
 
+Translator = Callable[[BaseException], BaseException]
+
+
+class TypedStream:
+    """A record-batch stream whose errors come back typed (errors can surface mid-stream)."""
+
+    def __init__(self, stream: Any, translator: Translator) -> None:
+        self._stream = stream
+        self._translate = translator
+
+    def __iter__(self) -> TypedStream:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self._stream)
+        except StopIteration:
+            raise
+        except LanceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated below
+            raise _typed(exc, self._translate) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _typed(exc: BaseException, translator: Translator) -> BaseException:
+    translated = translator(exc)
+    return exc if translated is exc else translated
+
+
 class LanceDataFrame(DataFrame):
     """A DataFusion DataFrame whose errors come back as lance_sql's typed exceptions."""
 
-    def __init__(self, df: Any, errors: ErrorRegistry) -> None:
+    def __init__(self, df: Any, translator: Translator) -> None:
         super().__init__(df)
-        self._errors = errors
+        self._translate = translator
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -61,12 +94,16 @@ class LanceDataFrame(DataFrame):
             except LanceError:
                 raise
             except Exception as exc:  # noqa: BLE001 - translated below
-                translated = translate(exc, self._errors)
+                translated = _typed(exc, self._translate)
                 if translated is exc:
                     raise
                 raise translated from None
             if isinstance(result, DataFrame) and not isinstance(result, LanceDataFrame):
-                return LanceDataFrame(result.df, self._errors)
+                return LanceDataFrame(result.df, self._translate)
+            if method.__name__.startswith("execute_stream"):
+                if isinstance(result, list):
+                    return [TypedStream(r, self._translate) for r in result]
+                return TypedStream(result, self._translate)
             return result
 
         return call
@@ -99,7 +136,8 @@ class LanceSession:
         config = config or SessionConfig()
         self.ctx = SessionContext(config.with_default_catalog_and_schema(CATALOG, SCHEMA))
         self.ctx.register_catalog_provider(CATALOG, LanceCatalog(self.schema_provider))
-        self.ctx.register_udtf(udtf(make_table_versions(self.resolver), "table_versions"))
+        versions_fn = make_table_versions(self.resolver, self.errors)
+        self.ctx.register_udtf(udtf(versions_fn, "table_versions"))
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -156,7 +194,7 @@ class LanceSession:
         except LanceError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated into our types
-            translated = translate(exc, self.errors)
+            translated = self.translate_error(exc)
             if translated is exc:
                 raise
             raise translated from None
@@ -169,8 +207,12 @@ class LanceSession:
         return "\n\n".join(f"{t}:\n{p}" for t, p in zip(table["plan_type"].to_pylist(),
                                                           table["plan"].to_pylist(), strict=False))
 
+    def translate_error(self, exc: BaseException) -> BaseException:
+        """The typed lance_sql exception for an error DataFusion raised (or ``exc``)."""
+        return translate(exc, self.errors, self.tables)
+
     def _frame(self, df: DataFrame) -> LanceDataFrame:
-        return LanceDataFrame(df.df, self.errors)
+        return LanceDataFrame(df.df, self.translate_error)
 
     @staticmethod
     def _limit_hints(df: DataFrame, planned: list[LanceTableDataset]) -> None:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import FormatError, InvalidInputError, NotFoundError, QueryError
 from lance_sql.io import MemoryStore
 
 
@@ -258,3 +258,25 @@ def test_reads_pylance_tables(tmp_path: Path) -> None:
     theirs = ref.to_table(with_row_id=True).sort_by("id")
     assert ours == theirs
     time.sleep(0)  # noqa: ASYNC251 - keep the interpreter honest about thread switches
+
+
+def test_engine_errors_are_typed(root: Path) -> None:
+    s = lance_sql.connect(root)
+    with pytest.raises(QueryError, match="[Dd]ivide by zero"):
+        s.sql("SELECT 1 / 0 AS x").to_arrow_table()
+    with pytest.raises(NotFoundError, match="unknown table 'nope'; tables: events, kinds"):
+        s.sql("SELECT * FROM nope")
+    with pytest.raises(NotFoundError, match="missing"):
+        s.sql("SELECT * FROM table_versions('missing')").to_arrow_table()
+    s.register("ghost", root / "no-such-dir")
+    with pytest.raises(NotFoundError):
+        s.versions("ghost")
+
+
+def test_streamed_errors_are_typed(root: Path) -> None:
+    s = lance_sql.connect(root)
+    data_files = sorted((root / "kinds.lance" / "data").glob("*.lance"))
+    data_files[0].write_bytes(data_files[0].read_bytes()[:100])
+    with pytest.raises(FormatError):
+        for _ in s.sql("SELECT * FROM kinds").execute_stream():
+            pass
