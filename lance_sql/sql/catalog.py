@@ -30,10 +30,10 @@ from lance_sql.io.uri import open_store
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, parse_timestamp
+from lance_sql.table.timetravel import version_at
 from lance_sql.table.versions import (
     find_version,
     latest_version,
-    list_versions,
     load_manifest,
     read_tag,
 )
@@ -151,20 +151,14 @@ class VersionResolver:
         if spec.kind == "tag":
             return read_tag(store, str(spec.value))["version"]
         assert isinstance(spec.value, dt.datetime)
-        return self._version_at(table, store, spec.value)
-
-    def _version_at(self, table: str, store: ObjectStore, when: dt.datetime) -> int:
-        # Compare in microseconds, the precision of the timestamps users see and type.
-        wanted_us = round(when.timestamp() * 1_000_000)
-        best = None
-        for ref in list_versions(store):
-            if self.manifest(table, ref.version).timestamp_ns // 1000 <= wanted_us:
-                best = ref.version
-        if best is None:
+        try:
+            return version_at(store, spec.value,
+                              lambda ref: self.manifest(table, ref.version))
+        except NotFoundError:
             raise NotFoundError(
-                f"table {table!r} has no version committed at or before {when.isoformat()}"
-            )
-        return best
+                f"table {table!r} has no version committed at or before "
+                f"{spec.value.isoformat()}"
+            ) from None
 
     def manifest(self, table: str, version: int) -> Manifest:
         store = self.store(table)

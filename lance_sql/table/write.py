@@ -91,6 +91,7 @@ class FragmentWriter:
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
         data_format: str = "2.0",
+        file_prefix: str = "",
     ) -> None:
         if max_rows_per_file <= 0:
             raise InvalidInputError("max_rows_per_file must be positive")
@@ -103,6 +104,7 @@ class FragmentWriter:
         self.schema = schema
         self.arrow_schema = schema.to_arrow()
         self.max_rows_per_file = max_rows_per_file
+        self.file_prefix = file_prefix  # lets a distributed job find every file it wrote
         self.fragments: list[Fragment] = []
         self.written_keys: list[str] = []
         self._current: tuple[Any, Any, str] | None = None  # (context, writer, name)
@@ -144,7 +146,7 @@ class FragmentWriter:
                 pass
 
     def _open(self) -> None:
-        name = data_file_name()
+        name = self.file_prefix + data_file_name()
         ctx = self.store.open_writer(f"data/{name}")
         sink = ctx.__enter__()
         writer = LanceFileWriter(sink, self.schema, path=f"{self.store.uri}/data/{name}")

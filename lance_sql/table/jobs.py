@@ -1,0 +1,157 @@
+"""Distributed write jobs: many workers write files, one coordinator commits.
+
+An engine (Spark, or anything that can run functions on workers) uses this in
+three steps:
+
+1. the coordinator calls :func:`open_for_write` once, pinning the version the job
+   reads (and so the version its single commit is built against);
+2. each worker calls :func:`write_job_fragments` on its share of the data; files are
+   named with the job's prefix and the fragments come back serialized;
+3. the coordinator calls :func:`commit_job` with everything the workers returned —
+   one transaction, rebased over concurrent commits by the commit loop — or
+   :meth:`JobFiles.remove_all` to abort.
+
+Because every file carries the job prefix, an abort also finds files written by
+workers that died before reporting them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.format.fragment import DATA_DIR, Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.naming import ManifestNaming
+from lance_sql.format.pb import table_pb2
+from lance_sql.format.schema import LanceSchema
+from lance_sql.io.store import ObjectStore
+from lance_sql.io.uri import open_store
+from lance_sql.table.commit import commit_transaction
+from lance_sql.table.operations import Append, Overwrite, Transaction
+from lance_sql.table.versions import list_versions, load_manifest
+from lance_sql.table.write import DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter, conform_batch
+
+DEFAULT_DATA_FORMAT = "2.0"
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """The naming scheme of one job's files."""
+
+    job_id: str
+
+    @classmethod
+    def new(cls, job_id: str) -> JobFiles:
+        if not job_id.isalnum():
+            raise InvalidInputError(f"job id {job_id!r} must be alphanumeric")
+        return cls(job_id)
+
+    @property
+    def prefix(self) -> str:
+        return f"job-{self.job_id}-"
+
+    def remove_all(self, uri: str, keys: Sequence[str] = ()) -> None:
+        """Delete ``keys`` and every data file carrying this job's prefix."""
+        store = open_store(uri)
+        names = {k for k in keys}
+        names |= {f"{DATA_DIR}/{n}" for n in store.list_dir(DATA_DIR) if n.startswith(self.prefix)}
+        for key in names:
+            store.delete(key)
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """What a job writes against: the pinned version and the schema to write."""
+
+    previous: Manifest | None
+    naming: ManifestNaming
+    schema: LanceSchema
+    data_format: str
+
+
+def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
+                   overwrite: bool) -> WriteTarget:
+    """Pin the table's current version (if any) and decide the schema files are written in."""
+    store = open_store(uri)
+    refs = list_versions(store)
+    previous = load_manifest(store, refs[-1]) if refs else None
+    naming = refs[-1].naming if refs else ManifestNaming.V2
+    if previous is not None and not overwrite:
+        return WriteTarget(previous, naming, previous.schema, previous.data_format)
+    data_format = previous.data_format if previous is not None else DEFAULT_DATA_FORMAT
+    return WriteTarget(previous, naming, LanceSchema.from_arrow(data_schema), data_format)
+
+
+def write_job_fragments(
+    uri: str | os.PathLike[str],
+    target: WriteTarget,
+    job: JobFiles,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> tuple[list[Fragment], list[str]]:
+    """Write one worker's batches; returns the fragments and the keys of their files."""
+    store = open_store(uri)
+    writer = FragmentWriter(store, target.schema, max_rows_per_file=max_rows_per_file,
+                            data_format=target.data_format, file_prefix=job.prefix)
+    table_schema = target.schema.to_arrow()
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                writer.write(cast_to_table(batch, table_schema))
+        fragments = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return fragments, list(writer.written_keys)
+
+
+def cast_to_table(batch: pa.RecordBatch, table: pa.Schema) -> pa.RecordBatch:
+    """An engine's batch in the table's types (checked casts: overflow is an error)."""
+    columns = []
+    for field in table:
+        index = batch.schema.get_field_index(field.name)
+        if index < 0:
+            raise InvalidInputError(f"column {field.name!r} is missing from the data")
+        column = batch.column(index)
+        if column.type != field.type:
+            column = column.cast(field.type)
+        columns.append(column)
+    return conform_batch(pa.RecordBatch.from_arrays(columns, names=table.names), table)
+
+
+def decode_fragments(serialized: Iterable[bytes]) -> list[Fragment]:
+    return [Fragment.from_proto(table_pb2.DataFragment.FromString(b)) for b in serialized]
+
+
+def commit_job(
+    uri: str | os.PathLike[str],
+    target: WriteTarget,
+    job: JobFiles,
+    fragment_lists: Iterable[Iterable[bytes]],
+    *,
+    overwrite: bool,
+) -> Manifest:
+    """Commit everything the workers wrote as one transaction; on failure remove it all."""
+    store: ObjectStore = open_store(uri)
+    fragments = tuple(f for serialized in fragment_lists for f in decode_fragments(serialized))
+    previous = target.previous
+    read_version = previous.version if previous is not None else 0
+    if previous is not None and not overwrite:
+        operation: Append | Overwrite = Append(fragments)
+    else:
+        operation = Overwrite(fragments, target.schema)
+    txn = Transaction(read_version=read_version, operation=operation,
+                      properties={"lance_sql.job": job.job_id})
+    try:
+        return commit_transaction(store, previous, target.naming, txn,
+                                  data_format=target.data_format)
+    except BaseException:
+        job.remove_all(os.fspath(uri), [f"{DATA_DIR}/{d.path}" for f in fragments
+                                        for d in f.files])
+        raise

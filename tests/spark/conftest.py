@@ -1,0 +1,47 @@
+"""One local SparkSession for the whole run (Spark needs Java; CI installs it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+if shutil.which("java") is None:
+    pytest.skip("Spark tests need a Java runtime ('java' is not on PATH)", allow_module_level=True)
+
+pyspark = pytest.importorskip("pyspark", reason="install the spark extra: pip install '.[spark]'")
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from pyspark.sql import SparkSession
+
+    from lance_sql.spark import register
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    work = tmp_path_factory.mktemp("spark")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("lance_sql-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.python.filterPushdown.enabled", "true")
+        .config("spark.sql.warehouse.dir", str(work / "warehouse"))
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={work / 'derby'}")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def uri(tmp_path: Path) -> str:
+    return str(tmp_path / "table.lance")
