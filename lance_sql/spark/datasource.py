@@ -170,7 +170,7 @@ class LanceReader(DataSourceReader):
         )
         table = scan_fragment(ds.store, ds.manifest, frag, plan, offset=partition.start,
                               length=partition.stop - partition.start)
-        for batch in table.to_batches(max_chunksize=64 * 1024):
+        for batch in table.to_batches(max_chunksize=1 << 20):
             yield _to_spark_batch(batch, self.spark_arrow)
 
 

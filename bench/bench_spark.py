@@ -1,0 +1,94 @@
+"""Spark bulk writes and reads: the lance data source and write_dataset vs Spark's Parquet.
+
+Spark local[2] writes N rows of (id int64, x float64, s string) through
+``format("lance")``, through ``lance_sql.spark.write_dataset`` (mapInArrow) and as
+Parquet; then reads each back with Spark (count and a full aggregation that touches
+every column). Medians of --repeat runs, ratios printed. Needs Java.
+
+    python bench/bench_spark.py --rows 10000000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+
+def median_time(fn: Callable[[], object], repeat: int,
+                setup: Callable[[], None] | None = None) -> float:
+    times = []
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from lance_sql.spark import register, write_dataset
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.memory", "4g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    df = spark.range(0, args.rows, numPartitions=args.partitions).selectExpr(
+        "id", "cast(id * 1.5 AS double) AS x", "concat('s', cast(id % 100000 AS string)) AS s"
+    ).cache()
+    df.count()
+    work = tempfile.mkdtemp(prefix="lance-sql-spark-bench-")
+    ds_uri, helper_uri, pq = (os.path.join(work, n) for n in ("ds.lance", "wd.lance", "pq"))
+
+    def clean(path: str) -> Callable[[], None]:
+        return lambda: shutil.rmtree(path, ignore_errors=True)
+
+    rows = []
+    t_pq = median_time(lambda: df.write.mode("overwrite").parquet(pq), args.repeat, clean(pq))
+    t_ds = median_time(lambda: df.write.format("lance").mode("overwrite").save(ds_uri),
+                       args.repeat, clean(ds_uri))
+    t_wd = median_time(lambda: write_dataset(df, helper_uri, mode="overwrite"), args.repeat,
+                       clean(helper_uri))
+    rows += [("write: data source", t_ds, t_pq), ("write: write_dataset", t_wd, t_pq)]
+
+    def count(reader: Callable[[], object]) -> Callable[[], object]:
+        return lambda: reader().count()  # type: ignore[attr-defined]
+
+    def aggregate(reader: Callable[[], object]) -> Callable[[], object]:
+        return lambda: reader().selectExpr(  # type: ignore[attr-defined]
+            "sum(id)", "sum(x)", "max(length(s))").collect()
+
+    read_pq = lambda: spark.read.parquet(pq)  # noqa: E731
+    read_lance = lambda: spark.read.format("lance").load(ds_uri)  # noqa: E731
+    assert read_lance().count() == args.rows == read_pq().count()
+    rows.append(("read: count", median_time(count(read_lance), args.repeat),
+                 median_time(count(read_pq), args.repeat)))
+    rows.append(("read: sum over all columns", median_time(aggregate(read_lance), args.repeat),
+                 median_time(aggregate(read_pq), args.repeat)))
+    print(f"\n{args.rows:,} rows, {args.partitions} partitions, Spark local[2], "
+          f"median of {args.repeat}")
+    print(f"{'operation':<28}{'lance (s)':>11}{'parquet (s)':>13}{'ratio':>8}")
+    for name, ours, theirs in rows:
+        print(f"{name:<28}{ours:>11.3f}{theirs:>13.3f}{ours / theirs:>7.2f}x")
+    print("(ratio = lance / Spark's Parquet; below 1 means lance is faster)")
+    spark.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
