@@ -280,3 +280,22 @@ def test_streamed_errors_are_typed(root: Path) -> None:
     with pytest.raises(FormatError):
         for _ in s.sql("SELECT * FROM kinds").execute_stream():
             pass
+
+
+def test_filtered_scans_fetch_other_columns_only_for_matches(tmp_path: Path) -> None:
+    data = pa.table({
+        "id": pa.array(range(3000), pa.int64()),
+        "grp": [i % 7 for i in range(3000)],
+        "name": [f"name-{i}" for i in range(3000)],
+        "nested": [{"a": i, "b": [i, i + 1]} for i in range(3000)],
+    })
+    uri = tmp_path / "wide.lance"
+    ds = lance_sql.write_dataset(data, uri, max_rows_per_file=1000)
+    ds.delete("id % 11 = 0")
+    s = lance_sql.connect(tmp_path)
+    for where in ("grp = 3", "id > 2500 OR grp = 0", "name = 'name-42'", "grp = 99"):
+        got = s.sql(f"SELECT nested, name, id, _rowaddr FROM wide WHERE {where} ORDER BY id")
+        expected = lance_sql.dataset(uri).to_table(
+            columns=["nested", "name", "id"], filter=where, with_row_address=True
+        ).sort_by("id")
+        assert got.to_arrow_table() == expected
