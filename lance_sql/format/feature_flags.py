@@ -15,6 +15,7 @@ USE_V2_FORMAT_DEPRECATED = 4
 TABLE_CONFIG = 8
 BASE_PATHS = 16
 DISABLE_TRANSACTION_FILE = 32
+MIXED_FILE_VERSIONS = 256  # data files of different Lance file versions (e.g. 2.0 and 2.2)
 
 _NAMES = {
     DELETION_FILES: "deletion files",
@@ -23,6 +24,7 @@ _NAMES = {
     TABLE_CONFIG: "table config",
     BASE_PATHS: "base paths",
     DISABLE_TRANSACTION_FILE: "no transaction file",
+    MIXED_FILE_VERSIONS: "mixed data file versions",
 }
 KNOWN_READER_FLAGS = sum(_NAMES)
 KNOWN_WRITER_FLAGS = sum(_NAMES)
@@ -68,9 +70,17 @@ def flags_for(
     stable_row_ids: bool,
     has_config: bool,
     has_base_paths: bool,
+    mixed_file_versions: bool = False,
 ) -> tuple[int, int]:
-    """(reader_flags, writer_flags) for a manifest with these properties."""
+    """(reader_flags, writer_flags) for a manifest with these properties.
+
+    ``mixed_file_versions``: some data file's version differs from the manifest's
+    ``data_format`` (pylance 14 then sets 256 in both flags and requires it to read).
+    """
     reader = writer = 0
+    if mixed_file_versions:
+        reader |= MIXED_FILE_VERSIONS
+        writer |= MIXED_FILE_VERSIONS
     if has_deletion_files:
         reader |= DELETION_FILES
         writer |= DELETION_FILES

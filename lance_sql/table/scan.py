@@ -28,6 +28,7 @@ from lance_sql.errors import (
     UnsupportedFeatureError,
 )
 from lance_sql.format.datafile import LanceFileReader
+from lance_sql.format.datafile.decode_v2_1 import column_fields
 from lance_sql.format.deletion import decode_deletions
 from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.manifest import Manifest
@@ -40,7 +41,7 @@ from lance_sql.table.expr import parse_predicate, resolve, to_pyarrow
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
 SYSTEM_COLUMNS = (ROW_ID, ROW_ADDR)
-READABLE_FILE_VERSIONS = {(2, 0)}
+READABLE_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
 DEFAULT_BATCH_SIZE = 8192
 
 
@@ -208,6 +209,10 @@ class FragmentReader:
         groups: dict[str | None, tuple[DataFile | None, list[int]]] = {}
         for i, field in enumerate(fields):
             location = self._locations.get(field.id)
+            if location is None:
+                # Files of format 2.1+ store leaves only: find the field by its first leaf.
+                location = next((self._locations[f.id] for f in column_fields(field)
+                                 if f.id in self._locations), None)
             data_file = location[0] if location else None
             key = data_file.path if data_file else None
             groups.setdefault(key, (data_file, []))[1].append(i)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, SchemaError, UnsupportedFeatureError
 from lance_sql.format.datafile import LanceFileWriter
@@ -21,7 +22,10 @@ from lance_sql.io.store import ObjectStore
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_ROWS_PER_GROUP = 1024
-SUPPORTED_WRITE_FORMATS = ("2.0",)
+SUPPORTED_WRITE_FORMATS = ("2.0", "2.2")
+# New tables get format 2.2 (what pylance writes, and the first that stores null structs);
+# an existing table keeps the format its manifest records.
+DEFAULT_DATA_FORMAT = "2.2"
 
 
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
@@ -65,17 +69,40 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
         batch = pa.RecordBatch.from_arrays([batch.column(n) for n in target.names], schema=None,
                                            names=target.names)
     for field, column in zip(target, batch.columns, strict=False):
-        if not field.nullable and column.null_count:
-            raise SchemaError(
-                f"column {field.name!r} is not nullable but the data has "
-                f"{column.null_count} null value(s)"
-            )
+        check_nulls(column, field, field.name)
     if batch.schema != target:
         try:
             batch = pa.RecordBatch.from_arrays(batch.columns, schema=target)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             batch = batch.cast(target)
     return batch
+
+
+def check_nulls(array: pa.Array, field: pa.Field, path: str) -> None:
+    """SchemaError if a non-nullable field (at any depth) holds a null where its parent is valid.
+
+    Checked here, before any file format sees the data, so every format refuses alike.
+    """
+    if not field.nullable and array.null_count:
+        raise SchemaError(
+            f"column {path!r} is not nullable but the data has {array.null_count} null value(s)"
+        )
+    t = array.type
+    if pa.types.is_struct(t):
+        parent_valid = array.is_valid()
+        for i, child_field in enumerate(t):
+            child = array.field(i)
+            if not child_field.nullable and child.null_count:
+                bad = pc.sum(pc.and_(child.is_null(), parent_valid)).as_py() or 0
+                if bad:
+                    raise SchemaError(
+                        f"column {path + '.' + child_field.name!r} is not nullable but the data "
+                        f"has {bad} null value(s)"
+                    )
+            check_nulls(child.filter(parent_valid), child_field.with_nullable(True),
+                        f"{path}.{child_field.name}")
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        check_nulls(array.flatten(), t.value_field, f"{path}.{t.value_field.name}")
 
 
 class FragmentWriter:
@@ -104,6 +131,7 @@ class FragmentWriter:
         self.schema = schema
         self.arrow_schema = schema.to_arrow()
         self.max_rows_per_file = max_rows_per_file
+        self.data_format = data_format
         self.file_prefix = file_prefix  # lets a distributed job find every file it wrote
         self.fragments: list[Fragment] = []
         self.written_keys: list[str] = []
@@ -149,7 +177,8 @@ class FragmentWriter:
         name = self.file_prefix + data_file_name()
         ctx = self.store.open_writer(f"data/{name}")
         sink = ctx.__enter__()
-        writer = LanceFileWriter(sink, self.schema, path=f"{self.store.uri}/data/{name}")
+        writer = LanceFileWriter(sink, self.schema, path=f"{self.store.uri}/data/{name}",
+                                 version=self.data_format)
         self._current = (ctx, writer, name)
         self._rows_in_file = 0
 

@@ -74,7 +74,7 @@ def check_version(history: History, version: int, tables) -> None:  # noqa: ANN0
     assert sql.count_rows() == py.count_rows() == expected.num_rows
     assert sql.to_table(columns=[]).num_rows == py.to_table(columns=[]).num_rows
     assert sql.to_table(columns=[]).num_rows == expected.num_rows
-    assert sql.data_storage_version == py.data_storage_version == "2.0"
+    assert sql.data_storage_version == py.data_storage_version
     # the fragment lists agree: ids, physical rows and deletion files
     sql_frags = [(f.id, f.physical_rows, f.num_deleted_rows,
                   f.deletion_file.kind if f.deletion_file else None)
@@ -112,13 +112,21 @@ def _deletion_kinds(uri: str) -> set[str]:
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module", params=["2.0", "2.2"])
+def file_format(request: pytest.FixtureRequest) -> str:
+    """Every history is written in both data-file formats lance_sql writes."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def sql_history(tmp_path_factory: pytest.TempPathFactory, tables) -> History:  # noqa: ANN001
+def sql_history(tmp_path_factory: pytest.TempPathFactory, tables,  # noqa: ANN001
+                file_format: str) -> History:
     """create / append / delete (.bin, .arrow, whole fragment) / overwrite / append."""
     uri = str(tmp_path_factory.mktemp("sql") / "t.lance")
     h = History(uri)
     first = tables.make(BIG, seed=1)
-    ds = lance_sql.write_dataset(first, uri, max_rows_per_file=BIG_FRAGMENT)
+    ds = lance_sql.write_dataset(first, uri, max_rows_per_file=BIG_FRAGMENT,
+                                 data_storage_version=file_format)
     h.record(ds.version, first)
     second = tables.make(300, start=BIG, seed=2)
     ds = lance_sql.write_dataset(second, uri, mode="append", max_rows_per_file=100)
@@ -217,11 +225,12 @@ def test_pylance_continues_a_lance_sql_table(tmp_path: Path, tables) -> None:  #
 
 
 @pytest.fixture(scope="module")
-def py_history(tmp_path_factory: pytest.TempPathFactory, tables) -> History:  # noqa: ANN001
+def py_history(tmp_path_factory: pytest.TempPathFactory, tables,  # noqa: ANN001
+               file_format: str) -> History:
     uri = str(tmp_path_factory.mktemp("py") / "t.lance")
     h = History(uri)
     first = tables.make(BIG, seed=11)
-    ds = lance.write_dataset(first, uri, data_storage_version="2.0",
+    ds = lance.write_dataset(first, uri, data_storage_version=file_format,
                              max_rows_per_file=BIG_FRAGMENT)
     h.record(ds.version, first)
     second = tables.make(300, start=BIG, seed=12)
@@ -269,7 +278,7 @@ def test_same_operations_give_the_same_fragments(sql_history: History,
         py_manifest = lance_sql.dataset(py_history.uri, version=version).manifest
         assert sql_manifest.max_fragment_id == py_manifest.max_fragment_id
         assert sql_manifest.schema == py_manifest.schema  # field ids, types, flags
-        assert sql_manifest.data_format == py_manifest.data_format == "2.0"
+        assert sql_manifest.data_format == py_manifest.data_format
         assert sql_manifest.next_row_id == py_manifest.next_row_id
         assert sql_manifest.reader_feature_flags == py_manifest.reader_feature_flags
         assert sql_manifest.writer_feature_flags == py_manifest.writer_feature_flags
@@ -322,7 +331,7 @@ OTHER_PREDICATES = [
 
 
 @pytest.fixture(params=["pylance-written", "lance_sql-written"])
-def any_history(request: pytest.FixtureRequest) -> History:
+def any_history(request: pytest.FixtureRequest, file_format: str) -> History:
     """Both histories: the same reads must agree whoever wrote the files."""
     name = "py_history" if request.param == "pylance-written" else "sql_history"
     return request.getfixturevalue(name)
@@ -528,24 +537,24 @@ def test_tags_are_shared(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("file_version", ["2.1", "2.2", None])
-def test_newer_data_files_are_refused(tmp_path: Path, file_version: str | None) -> None:
+def test_pylance_default_tables_read_and_2_1_stays_read_only(tmp_path: Path,
+                                                             file_version: str | None) -> None:
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(_small(0, 10), uri, data_storage_version=file_version)
     named = file_version or "2.2"  # pylance 14's default
-    assert lance.dataset(uri).data_storage_version == named
-    ds = lance_sql.dataset(uri)  # the manifest itself is readable
-    assert ds.count_rows() == 10
-    for read in (ds.to_table, lambda: ds.count_rows("id > 3"), lambda: ds.take([1]),
-                 lambda: ds.to_table(columns=["id"], with_row_id=True)):
-        with pytest.raises(UnsupportedFeatureError, match=named.replace(".", r"\.")) as info:
-            read()
-        data_file = lance.dataset(uri).get_fragments()[0].metadata.files[0].path
-        assert data_file in str(info.value)
+    ds = lance_sql.dataset(uri)
+    assert ds.data_storage_version == lance.dataset(uri).data_storage_version == named
+    assert ds.to_table() == lance.dataset(uri).to_table()
+    assert ds.take([3, 1]) == lance.dataset(uri).take([3, 1])
     before = set(os.listdir(os.path.join(uri, "data")))
-    with pytest.raises(UnsupportedFeatureError, match=named.replace(".", r"\.")):
+    if named == "2.1":
+        with pytest.raises(UnsupportedFeatureError, match=r"2\.1"):
+            lance_sql.write_dataset(_small(10, 5), uri, mode="append")
+        assert set(os.listdir(os.path.join(uri, "data"))) == before
+        assert lance.dataset(uri).version == 1
+    else:
         lance_sql.write_dataset(_small(10, 5), uri, mode="append")
-    assert set(os.listdir(os.path.join(uri, "data"))) == before
-    assert lance.dataset(uri).version == 1
+        assert lance.dataset(uri).to_table() == pa.concat_tables([_small(0, 10), _small(10, 5)])
 
 
 def _manifest_names(uri: str) -> list[str]:

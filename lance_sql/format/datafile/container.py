@@ -35,6 +35,7 @@ _FOOTER = struct.Struct("<QQQIIHH4s")
 ARRAY_ENCODING_URL = "/lance.encodings.ArrayEncoding"
 COLUMN_ENCODING_URL = "/lance.encodings.ColumnEncoding"
 V21_PAGE_LAYOUT_URL = "/lance.encodings21.PageLayout"
+V23_PLANAR_LAYOUT_URL = "/lance.encodings23.PlanarLayout"
 
 # (major, minor) in the footer -> the version name manifests and users know.
 _VERSION_NAMES = {
@@ -101,19 +102,32 @@ def parse_footer(raw: bytes | memoryview, file_size: int, path: str) -> Footer:
     return Footer(cms, cmo, gbo, ngb, ncol, major, minor)
 
 
+READABLE_FOOTER_VERSIONS = {(0, 3), (2, 0), (2, 1), (2, 2), (2, 3)}
+
+
 def check_readable_version(footer: Footer, path: str) -> None:
-    """Raise :class:`UnsupportedFeatureError` unless the file is format 2.0."""
+    """Raise :class:`UnsupportedFeatureError` unless we can read the file's version.
+
+    2.0, 2.1 and 2.2 are read; 2.3 files open (their unsupported page layouts are refused
+    column by column, naming the encoding).
+    """
     pair = (footer.major, footer.minor)
-    if pair in (V2_0_FOOTER_VERSION, V2_0_MANIFEST_VERSION):
+    if pair in READABLE_FOOTER_VERSIONS:
         return
     name = version_name(*pair)
-    if pair in _VERSION_NAMES or footer.major == 0:
+    if footer.major == 0:
         raise UnsupportedFeatureError(
-            f"{path} is Lance file format {name}; lance_sql reads 2.0 only so far"
+            f"{path} is Lance file format {name}; lance_sql reads 2.0, 2.1 and 2.2"
         )
     raise UnsupportedFeatureError(
-        f"{path} has unknown Lance file format version {name}; lance_sql reads 2.0 only"
+        f"{path} has unknown Lance file format version {name}; lance_sql reads 2.0, 2.1 and 2.2"
     )
+
+
+def manifest_version(footer: Footer) -> tuple[int, int]:
+    """The (major, minor) a manifest records for a file with this footer (2.0 is 0.3 inside)."""
+    pair = (footer.major, footer.minor)
+    return V2_0_MANIFEST_VERSION if pair == V2_0_FOOTER_VERSION else pair
 
 
 @dataclass(frozen=True)
@@ -125,6 +139,7 @@ class PageInfo:
     buffers: tuple[tuple[int, int], ...]  # (absolute offset, size)
     encoding_url: str
     encoding: enc.ArrayEncoding | None  # parsed when encoding_url is the 2.0 one
+    encoding_value: bytes = b""  # the raw Any value (2.1+ page layouts are parsed later)
 
 
 @dataclass(frozen=True)
@@ -205,7 +220,7 @@ def parse_column(data: bytes | memoryview, index: int, data_limit: int, path: st
         array_enc = None
         if purl == ARRAY_ENCODING_URL:
             array_enc = _parse(enc.ArrayEncoding, pvalue, f"{pwhat} encoding", path)
-        pages.append(PageInfo(page.length, page.priority, bufs, purl, array_enc))
+        pages.append(PageInfo(page.length, page.priority, bufs, purl, array_enc, pvalue))
         lengths[i + 1] = page.length
     if lengths.size and int(lengths.max(initial=0)) >= 1 << 48:
         raise FormatError(f"{path}: {what} has an implausible page length")
@@ -243,4 +258,18 @@ def page_metadata(
         priority=priority,
     )
     page.encoding.direct.encoding = pack_any(ARRAY_ENCODING_URL, encoding)
+    return page
+
+
+def page_metadata_v21(
+    buffers: list[tuple[int, int]], length: int, priority: int, layout
+) -> file2_pb2.ColumnMetadata.Page:
+    """Page metadata of a 2.1+ page (``layout`` is a ``lance.encodings21.PageLayout``)."""
+    page = file2_pb2.ColumnMetadata.Page(
+        buffer_offsets=[b[0] for b in buffers],
+        buffer_sizes=[b[1] for b in buffers],
+        length=length,
+        priority=priority,
+    )
+    page.encoding.direct.encoding = pack_any(V21_PAGE_LAYOUT_URL, layout)
     return page

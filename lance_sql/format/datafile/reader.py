@@ -1,4 +1,4 @@
-"""Read Lance data files (file format 2.0) into Arrow arrays.
+"""Read Lance data files (file formats 2.0, 2.1 and 2.2) into Arrow arrays.
 
 Reads are driven by sorted, disjoint row ranges: ``read`` asks for one range, ``take``
 for the runs of its sorted unique rows. Each column maps the ranges onto its pages and
@@ -25,6 +25,7 @@ from lance_sql.format.datafile.decode_v2_0 import (
     decode,
     end_offsets,
 )
+from lance_sql.format.datafile.decode_v2_1 import FieldReader, LeafColumn
 from lance_sql.format.datafile.source import RandomAccessSource
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 from lance_sql.format.schema import LanceField, LanceSchema
@@ -75,7 +76,11 @@ def _concat(pieces: list[pa.Array], dtype: pa.DataType) -> pa.Array:
 
 
 class LanceFileReader:
-    """A parsed Lance 2.0 file: footer, column metadata and FileDescriptor are read up front."""
+    """A parsed Lance file: footer, column metadata and FileDescriptor are read up front.
+
+    2.0 files go through the 2.0 decoders below; 2.1+ files (one column per leaf) through
+    :class:`~lance_sql.format.datafile.decode_v2_1.FieldReader`.
+    """
 
     def __init__(self, source: RandomAccessSource) -> None:
         self.source = source
@@ -104,7 +109,8 @@ class LanceFileReader:
         )
         container.check_readable_version(footer, path)
         self.footer_version = (footer.major, footer.minor)
-        self.major, self.minor = container.V2_0_MANIFEST_VERSION
+        self.major, self.minor = container.manifest_version(footer)
+        self._structural = (self.major, self.minor) >= (2, 1)  # one column per leaf
         cms = footer.column_meta_start
         region = memoryview(self._read(cms, size - container.FOOTER_SIZE - cms))
         cmo = container.read_offset_table(
@@ -135,10 +141,13 @@ class LanceFileReader:
             for i, (pos, length) in enumerate(cmo)
         ]
         self._check_buffer_layout()
-        self._check_row_counts()
+        if not self._structural:
+            self._check_row_counts()
         self._checked: set[int] = set()
         self._checked_pages: set[tuple[int, int]] = set()
         self._list_bases: dict[int, np.ndarray] = {}
+        self._leaf_columns: dict[int, LeafColumn] = {}
+        self._fields_v21 = FieldReader(self._leaf_column, path)
 
     def _check_buffer_layout(self) -> None:
         """Page buffers start on 64-byte boundaries and never overlap.
@@ -203,6 +212,20 @@ class LanceFileReader:
                 raise UnsupportedFeatureError(f"{where} uses the {which!r} column encoding")
             self._checked.add(index)
         return info
+
+    def _leaf_column(self, index: int, leaf: LanceField) -> LeafColumn:
+        """The decoder of a 2.1+ leaf column, checked to hold every row of the file."""
+        column = self._leaf_columns.get(index)
+        if column is None:
+            info = self._column(index)
+            where = f"{self.path}: column {index} (field {leaf.name!r})"
+            if int(info.row_starts[-1]) != self.num_rows:
+                raise FormatError(
+                    f"{where} has {int(info.row_starts[-1])} rows, the file {self.num_rows}"
+                )
+            column = LeafColumn(info, self._read, leaf.arrow_type, where)
+            self._leaf_columns[index] = column
+        return column
 
     def _context(self, info: container.ColumnInfo, p: int) -> PageContext:
         page = info.pages[p]
@@ -291,6 +314,10 @@ class LanceFileReader:
         rows: int,
     ) -> pa.Array:
         """Ranges of ``field``, whose column(s) hold ``rows`` values in total."""
+        if self._structural:
+            if int((ends - starts).sum()) == 0:
+                return pa.array([], field.arrow_type)
+            return self._fields_v21.read(field, colmap, starts, ends)
         dtype = field.arrow_type
         total = int((ends - starts).sum())
         if not any(f.id in colmap for f in field.walk()):

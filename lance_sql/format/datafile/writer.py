@@ -1,4 +1,4 @@
-"""Write Lance data files in file format 2.0.
+"""Write Lance data files in file format 2.0 (here) or 2.2 (columns in :mod:`writer_v2_2`).
 
 One column per schema field, parents included, in pre-order (what pylance writes for 2.0):
 a struct column holds a single ``SimpleStruct`` page with no buffers, a list column holds
@@ -32,9 +32,11 @@ from lance_sql.format.datafile.encode_v2_0 import (
     struct_page_encoding,
     validity_mask,
 )
+from lance_sql.format.datafile.writer_v2_2 import StructuralField
 from lance_sql.format.pb import file2_pb2, file_pb2
 from lance_sql.format.schema import LanceField, LanceSchema
 
+WRITABLE_VERSIONS = ("2.0", "2.2")
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
 _PADDING = b"H" * container.PAGE_ALIGNMENT  # pylance pads with 72s; any byte would do
@@ -268,22 +270,34 @@ class LanceFileWriter:
         page_bytes: int = DEFAULT_PAGE_BYTES,
         max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
         fixed_size_binary: bool = False,
+        version: str = "2.0",
     ) -> None:
         """``page_bytes``/``max_page_bytes`` set the page cut (see the module docstring).
 
         ``fixed_size_binary`` stores string/binary pages whose values all share one length
         with the FixedSizeBinary encoding (pylance's 2.0 writer never does; its reader can).
+        ``version`` is the Lance file format: ``"2.0"`` or ``"2.2"`` (one column per leaf,
+        see :mod:`writer_v2_2`).
         """
         if page_bytes <= 0 or max_page_bytes <= 0:
             raise ValueError("page_bytes and max_page_bytes must be positive")
+        if version not in WRITABLE_VERSIONS:
+            raise UnsupportedFeatureError(
+                f"{path}: cannot write Lance file format {version!r} (writable: "
+                f"{', '.join(WRITABLE_VERSIONS)})"
+            )
+        self.version = version
         self.schema = schema
         self.path = path
         self.page_bytes = page_bytes
         self.max_page_bytes = max_page_bytes
         self.fixed_size_binary = fixed_size_binary
         self._out = _Output(sink)
-        self._columns: list[_Column] = []
-        self._top = [_make_column(self, f, f.name) for f in schema.fields]
+        self._columns: list = []
+        if version == "2.0":
+            self._top = [_make_column(self, f, f.name) for f in schema.fields]
+        else:
+            self._top = [StructuralField(self, f) for f in schema.fields]
         self._types = [f.arrow_type for f in schema.fields]
         self._rows = 0
         self._finished: WrittenFile | None = None
@@ -336,7 +350,10 @@ class LanceFileWriter:
         out.write(np.array(positions, dtype="<u8").reshape(-1).tobytes())
         gbo_table_start = out.pos
         out.write(np.array(global_buffers, dtype="<u8").reshape(-1).tobytes())
-        major, minor = container.V2_0_FOOTER_VERSION
+        if self.version == "2.0":
+            major, minor = container.V2_0_FOOTER_VERSION
+        else:
+            major, minor = (int(x) for x in self.version.split("."))
         footer = container.Footer(
             column_meta_start,
             cmo_table_start,
@@ -353,7 +370,7 @@ class LanceFileWriter:
             fields=ids,
             column_indices=tuple(range(len(ids))),
             size_bytes=out.pos,
-            major=container.V2_0_MANIFEST_VERSION[0],
-            minor=container.V2_0_MANIFEST_VERSION[1],
+            major=container.manifest_version(footer)[0],
+            minor=container.manifest_version(footer)[1],
         )
         return self._finished

@@ -1,0 +1,244 @@
+"""Decoded data blocks of Lance 2.1/2.2 pages and their conversion to Arrow.
+
+Compressive encodings turn bytes into one of two shapes, mirroring what the reference
+reader passes around:
+
+* :class:`Fixed`: ``n`` values of ``bits`` bits each, back to back (bit-packed LSB first
+  when ``bits`` is not a multiple of 8). Fixed-size lists flatten into their items; each
+  list layer that has item validity carries it as a boolean array.
+* :class:`Variable`: ``n`` byte strings given by ``n + 1`` offsets into ``data``.
+
+:func:`to_arrow` turns either into an Arrow array of the table's leaf type, and the
+``general_*`` helpers undo LZ4 / ZSTD buffer compression through pyarrow's codecs.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from functools import cache
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import FormatError, UnsupportedFeatureError
+
+MAX_INFLATE = 1 << 31  # refuse to allocate more than this for one decompressed buffer
+
+
+@dataclass
+class Fixed:
+    data: np.ndarray  # uint8
+    bits: int  # bits per item (after flattening fixed-size lists)
+    n: int  # number of values (rows of the outermost fixed-size list, if any)
+    # fixed-size list layers, outermost first: (dimension, item validity or None)
+    fsl: tuple[tuple[int, np.ndarray | None], ...] = field(default=())
+
+    @property
+    def items_per_value(self) -> int:
+        out = 1
+        for dim, _ in self.fsl:
+            out *= dim
+        return out
+
+
+@dataclass
+class Variable:
+    offsets: np.ndarray  # int64, n + 1 entries, offsets[0] == 0
+    data: np.ndarray  # uint8
+    n: int
+
+
+Block = Fixed | Variable
+
+
+# --------------------------------------------------------------------------- general
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _zstd_frame_size(buf: bytes | memoryview) -> int | None:
+    """Frame_Content_Size from a zstd frame header (RFC 8878 3.1.1.1), if recorded."""
+    if len(buf) < 6:
+        return None
+    fhd = buf[4]
+    fcs_flag = fhd >> 6
+    single = (fhd >> 5) & 1
+    did_flag = fhd & 3
+    pos = 5 + (0 if single else 1) + (0, 1, 2, 4)[did_flag]
+    size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    if size == 0 or len(buf) < pos + size:
+        return None
+    value = int.from_bytes(bytes(buf[pos : pos + size]), "little")
+    return value + 256 if size == 2 else value
+
+
+def inflate(scheme: int, buf: bytes | memoryview, where: str) -> bytes:
+    """Undo Lance's general compression of one buffer (1 = LZ4 block, 2 = ZSTD frame).
+
+    LZ4 buffers start with a u32 uncompressed size; ZSTD buffers with a u64 size or,
+    from older writers, directly with a frame that records its content size.
+    """
+    buf = memoryview(buf).cast("B")
+    try:
+        if scheme == 1:
+            if len(buf) < 4:
+                raise FormatError(f"{where}: LZ4 buffer of {len(buf)} bytes has no size prefix")
+            size = struct.unpack_from("<I", buf)[0]
+            if size == 0:
+                return b""
+            if size > min(MAX_INFLATE, 255 * len(buf) + 64):
+                raise FormatError(f"{where}: LZ4 buffer claims {size} bytes from {len(buf)}")
+            return _codec("lz4_raw").decompress(buf[4:], decompressed_size=size, asbytes=True)
+        if scheme == 2:
+            if not len(buf):
+                return b""
+            frame = buf
+            size = None
+            if bytes(buf[:4]) == _ZSTD_MAGIC and len(buf) > 4 and not buf[4] & 0x08:
+                size = _zstd_frame_size(buf)
+            if size is None:
+                if len(buf) < 8:
+                    raise FormatError(f"{where}: ZSTD buffer of {len(buf)} bytes is truncated")
+                size = struct.unpack_from("<Q", buf)[0]
+                frame = buf[8:]
+            if size == 0:
+                return b""
+            if size > MAX_INFLATE:
+                raise FormatError(f"{where}: ZSTD buffer claims {size} bytes")
+            return _codec("zstd").decompress(frame, decompressed_size=size, asbytes=True)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise FormatError(f"{where}: corrupt compressed buffer: {exc}") from exc
+    raise UnsupportedFeatureError(f"{where}: unknown general compression scheme {scheme}")
+
+
+@cache
+def _codec(name: str, level: int | None = None) -> pa.Codec:
+    return pa.Codec(name) if level is None else pa.Codec(name, compression_level=level)
+
+
+def deflate(scheme: int, data: bytes | memoryview, level: int | None = None) -> bytes:
+    """Inverse of :func:`inflate` (the framing pylance writes)."""
+    data = memoryview(data).cast("B")
+    if scheme == 1:
+        body = _codec("lz4_raw").compress(data, asbytes=True)
+        return struct.pack("<I", len(data)) + body
+    return struct.pack("<Q", len(data)) + _codec("zstd", level).compress(data, asbytes=True)
+
+
+# --------------------------------------------------------------------------- to Arrow
+def _storage(t: pa.DataType) -> pa.DataType:
+    while isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    return t
+
+
+def _validity_buffer(valid: np.ndarray | None) -> pa.Buffer | None:
+    if valid is None or bool(valid.all()):
+        return None
+    return pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _fixed_width_bits(t: pa.DataType) -> int | None:
+    if pa.types.is_boolean(t):
+        return 1
+    if pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t):
+        return t.byte_width * 8
+    try:
+        return t.bit_width
+    except ValueError:
+        return None
+
+
+def to_arrow(block: Block, t: pa.DataType, valid: np.ndarray | None, where: str) -> pa.Array:
+    """Arrow array of type ``t`` from a decoded block; ``valid`` marks non-null values."""
+    storage = _storage(t)
+    out = _to_storage(block, storage, valid, where)
+    if isinstance(t, pa.BaseExtensionType):
+        out = pa.ExtensionArray.from_storage(t, out)
+    return out
+
+
+def _to_storage(block: Block, t: pa.DataType, valid: np.ndarray | None, where: str) -> pa.Array:
+    n = block.n
+    if valid is not None and valid.size != n:
+        raise FormatError(f"{where}: {valid.size} validity bits for {n} values")
+    vbuf = _validity_buffer(valid)
+    if pa.types.is_null(t):
+        return pa.nulls(n)
+    if pa.types.is_dictionary(t):
+        values = _to_storage(block, t.value_type, valid, where)
+        return values.dictionary_encode().cast(t)
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+    ):
+        if not isinstance(block, Variable):
+            raise FormatError(f"{where}: fixed-width data for a {t} column")
+        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        offs = block.offsets
+        if int(offs[-1]) > block.data.size:
+            raise FormatError(f"{where}: string offsets run past the data")
+        if not large and int(offs[-1]) >= 2**31:
+            raise FormatError(f"{where}: {int(offs[-1])} bytes overflow 32-bit string offsets")
+        offs_buf = pa.py_buffer(offs if large else offs.astype(np.int32))
+        arr = pa.Array.from_buffers(t, n, [vbuf, offs_buf, pa.py_buffer(block.data)])
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            try:
+                arr.validate(full=True)
+            except pa.ArrowInvalid as exc:
+                raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
+        return arr
+    if pa.types.is_fixed_size_list(t):
+        if not isinstance(block, Fixed) or not block.fsl:
+            raise FormatError(f"{where}: column of {t} is not stored as a fixed-size list")
+        dim, item_valid = block.fsl[0]
+        if dim != t.list_size:
+            raise FormatError(f"{where}: fixed-size list of {dim} items, the schema says {t}")
+        inner = Fixed(block.data, block.bits, n * dim, block.fsl[1:])
+        items = _to_storage(inner, _storage(t.value_type), item_valid, where)
+        if isinstance(t.value_type, pa.BaseExtensionType):
+            items = pa.ExtensionArray.from_storage(t.value_type, items)
+        return pa.Array.from_buffers(t, n, [vbuf], children=[items])
+    if isinstance(block, Variable):
+        raise FormatError(f"{where}: variable-width data for a {t} column")
+    if pa.types.is_struct(t):
+        return _packed_struct(block, t, valid, vbuf, where)
+    if block.fsl:
+        raise FormatError(f"{where}: fixed-size list data for a {t} column")
+    if block.bits == 0:  # items stored as "all null" (no data)
+        return pa.nulls(n, t)
+    bits = _fixed_width_bits(t)
+    if bits is None:
+        raise UnsupportedFeatureError(f"{where}: cannot decode values of type {t}")
+    if block.bits != bits:
+        raise FormatError(f"{where}: {block.bits}-bit values for a {t} column")
+    need = (n * bits + 7) // 8
+    if block.data.size < need:
+        raise FormatError(f"{where}: {block.data.size} bytes hold fewer than {n} values")
+    return pa.Array.from_buffers(t, n, [vbuf, pa.py_buffer(block.data[:need])])
+
+
+def _packed_struct(block: Fixed, t: pa.StructType, valid: np.ndarray | None,
+                   vbuf: pa.Buffer | None, where: str) -> pa.Array:  # fmt: skip
+    """A struct stored row by row (packed): split each row into its fixed-width children.
+
+    Children take the struct's nulls, as pylance returns them.
+    """
+    n = block.n
+    widths = [_fixed_width_bits(_storage(f.type)) for f in t]
+    if block.fsl or any(w is None or w % 8 for w in widths):
+        raise UnsupportedFeatureError(f"{where}: packed struct {t} with non-byte-wide children")
+    if sum(widths) != block.bits:
+        raise FormatError(f"{where}: packed rows of {block.bits} bits for {t}")
+    row = block.bits // 8
+    if block.data.size < n * row:
+        raise FormatError(f"{where}: packed struct data is truncated")
+    rows = block.data[: n * row].reshape(n, row)
+    children, col = [], 0
+    for f, w in zip(t, widths, strict=True):
+        part = np.ascontiguousarray(rows[:, col : col + w // 8]).reshape(-1)
+        children.append(to_arrow(Fixed(part, w, n), f.type, valid, where))
+        col += w // 8
+    return pa.StructArray.from_buffers(t, n, [vbuf], children=children)

@@ -1,0 +1,563 @@
+"""Decoders for Lance 2.1/2.2 ``CompressiveEncoding`` trees.
+
+The same encoding message is read in three contexts:
+
+* **mini-block**: each chunk of a page holds a few buffers; :func:`decode_chunks` decodes
+  one buffer set for *all* selected chunks at once (chunks are grouped by shape, so the
+  numpy work is per group, not per chunk);
+* **block**: one whole buffer (rep/def levels of a chunk, a page's dictionary, the levels
+  of a constant page); :func:`decode_block`; :func:`decode_levels` is its vectorised
+  form for the levels of many chunks;
+* **per value** (full-zip pages), handled in :mod:`fullzip` with the helpers here.
+
+Every size, width and offset is checked before use; anything inconsistent raises
+:class:`FormatError`, valid encodings we do not implement raise
+:class:`UnsupportedFeatureError` naming the encoding.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from lance_sql.errors import FormatError, UnsupportedFeatureError
+from lance_sql.format.datafile import bitpacking as bp
+from lance_sql.format.datafile import fsst
+from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate
+from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+
+def kind(enc: pb.CompressiveEncoding) -> str:
+    return enc.WhichOneof("compression") or "none"
+
+
+def _unsupported(enc: pb.CompressiveEncoding, context: str, where: str) -> UnsupportedFeatureError:
+    return UnsupportedFeatureError(
+        f"{where}: the {kind(enc)!r} encoding is not supported in a {context} page"
+    )
+
+
+def range_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + n)`` for each (s, n), vectorised."""
+    lengths = lengths.astype(np.int64, copy=False)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    before = np.cumsum(lengths) - lengths
+    return np.arange(total, dtype=np.int64) + np.repeat(
+        starts.astype(np.int64, copy=False) - before, lengths
+    )
+
+
+class ChunkBuffers:
+    """One buffer of every selected chunk: where each lies in ``raw`` and its size.
+
+    ``data``/``starts`` give the buffers back to back (joined on first use, or a plain
+    slice of ``raw`` when they already touch); decoders that can work in place use
+    ``raw``/``pos`` and skip the copy.
+    """
+
+    def __init__(self, raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray) -> None:
+        self.raw = raw
+        self.pos = pos.astype(np.int64, copy=False)
+        self.sizes = sizes.astype(np.int64, copy=False)
+        self._data: np.ndarray | None = None
+
+    @property
+    def starts(self) -> np.ndarray:
+        return np.cumsum(self.sizes) - self.sizes
+
+    @property
+    def data(self) -> np.ndarray:
+        if self._data is None:
+            n = self.pos.size
+            if n == 0:
+                self._data = self.raw[:0]
+            elif n == 1 or np.array_equal(self.pos[1:], self.pos[:-1] + self.sizes[:-1]):
+                a = int(self.pos[0])
+                self._data = self.raw[a : a + int(self.sizes.sum())]
+            else:
+                lo, hi = self.pos.tolist(), (self.pos + self.sizes).tolist()
+                joined = b"".join([self.raw[a:b] for a, b in zip(lo, hi, strict=True)])
+                self._data = np.frombuffer(joined, np.uint8)
+        return self._data
+
+    @staticmethod
+    def of(data: np.ndarray, sizes: np.ndarray) -> ChunkBuffers:
+        """Buffers already back to back in ``data``."""
+        sizes = sizes.astype(np.int64, copy=False)
+        return ChunkBuffers(data, np.cumsum(sizes) - sizes, sizes)
+
+    @staticmethod
+    def join(pieces: list[bytes | memoryview]) -> ChunkBuffers:
+        sizes = np.fromiter((len(p) for p in pieces), np.int64, len(pieces))
+        return ChunkBuffers.of(np.frombuffer(b"".join(pieces), np.uint8), sizes)
+
+
+def _words(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    usable = data.size - data.size % dtype.itemsize
+    return data[:usable].view(dtype)
+
+
+# --------------------------------------------------------------------------- mini-block
+def buffers_used(enc: pb.CompressiveEncoding, where: str) -> int:
+    """How many chunk buffers a mini-block value encoding reads."""
+    k = kind(enc)
+    if k in ("flat", "inline_bitpacking", "variable", "byte_stream_split", "packed_struct"):
+        return 1
+    if k == "fsst":
+        return buffers_used(enc.fsst.values, where)
+    if k == "rle":
+        return 2
+    if k == "general":
+        return buffers_used(enc.general.values, where)
+    if k == "fixed_size_list":
+        count, inner = 0, enc
+        while kind(inner) == "fixed_size_list":
+            count += int(inner.fixed_size_list.has_validity)
+            inner = inner.fixed_size_list.values
+        null_items = kind(inner) == "constant" and not inner.constant.HasField("value")
+        return count + (0 if null_items else 1)
+    raise _unsupported(enc, "mini-block", where)
+
+
+def decode_chunks(
+    enc: pb.CompressiveEncoding,
+    bufs: list[ChunkBuffers],
+    counts: np.ndarray,
+    where: str,
+) -> Block:
+    """Decode the values of a set of mini-block chunks (``counts[i]`` values in chunk i)."""
+    k = kind(enc)
+    if k == "flat":
+        return _mb_flat(enc.flat, bufs[0], counts, where)
+    if k == "inline_bitpacking":
+        return _mb_inline(enc.inline_bitpacking, bufs[0], counts, where)
+    if k == "variable":
+        return _mb_variable(enc.variable, bufs[0], counts, where)
+    if k == "fsst":
+        inner = decode_chunks(enc.fsst.values, bufs, counts, where)
+        return fsst_decode(enc.fsst.symbol_table, inner, where)
+    if k == "general":
+        comp = enc.general.compression
+        first = bufs[0]
+        starts = first.starts
+        pieces = [
+            inflate(comp.scheme, first.data[s : s + n], where)
+            for s, n in zip(starts.tolist(), first.sizes.tolist(), strict=True)
+        ]
+        return decode_chunks(enc.general.values, [ChunkBuffers.join(pieces), *bufs[1:]], counts,
+                             where)  # fmt: skip
+    if k == "rle":
+        return _mb_rle(enc.rle, bufs, counts, where)
+    if k == "byte_stream_split":
+        return _mb_bss(enc.byte_stream_split, bufs[0], counts, where)
+    if k == "fixed_size_list":
+        return _mb_fsl(enc, bufs, counts, where)
+    if k == "packed_struct":
+        return _mb_flat_bits(_packed_bits(enc.packed_struct, where), bufs[0], counts, where)
+    raise _unsupported(enc, "mini-block", where)
+
+
+def _packed_bits(ps: pb.PackedStruct, where: str) -> int:
+    if kind(ps.values) != "flat":
+        raise _unsupported(ps.values, "packed-struct", where)
+    return int(ps.values.flat.bits_per_value)
+
+
+def _check_bits(bits: int, where: str) -> int:
+    if bits <= 0 or bits > 1 << 16:
+        raise FormatError(f"{where}: implausible width of {bits} bits per value")
+    return bits
+
+
+def _mb_flat(flat: pb.Flat, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Fixed:
+    if flat.HasField("data"):
+        raise UnsupportedFeatureError(f"{where}: compressed Flat buffers in a mini-block chunk")
+    return _mb_flat_bits(int(flat.bits_per_value), buf, counts, where)
+
+
+def _mb_flat_bits(bits: int, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Fixed:
+    bits = _check_bits(bits, where)
+    need = (counts * bits + 7) // 8
+    if np.any(buf.sizes < need):
+        raise FormatError(f"{where}: a chunk holds fewer bytes than its {bits}-bit values need")
+    n = int(counts.sum())
+    if bits % 8 == 0 or counts.size <= 1:
+        if np.array_equal(buf.sizes, need):
+            return Fixed(buf.data, bits, n)
+        keep = range_indices(buf.starts, need)
+        return Fixed(buf.data[keep], bits, n)
+    # bit-packed values whose chunks do not end on byte boundaries
+    nbits = counts * bits
+    bitarr = np.unpackbits(buf.data, bitorder="little")
+    picked = bitarr[range_indices(buf.starts * 8, nbits)]
+    return Fixed(np.packbits(picked, bitorder="little"), bits, n)
+
+
+def _mb_inline(ib: pb.InlineBitpacking, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Fixed:
+    bits = int(ib.uncompressed_bits_per_value)
+    if bits not in (8, 16, 32, 64):
+        raise FormatError(f"{where}: inline bitpacking of {bits}-bit values")
+    if ib.HasField("values"):
+        raise UnsupportedFeatureError(f"{where}: compressed inline-bitpacked buffers")
+    if np.any(counts > bp.BLOCK):
+        raise FormatError(f"{where}: a bitpacked chunk claims more than {bp.BLOCK} values")
+    dt = bp.dtype_for(bits)
+    wbytes = bits // 8
+    if np.any(buf.sizes % wbytes) or np.any(buf.sizes < wbytes):
+        raise FormatError(f"{where}: bitpacked chunk sizes are not whole {bits}-bit words")
+    raw, pos = buf.raw, buf.pos
+    if np.any(pos % wbytes) or raw.ctypes.data % wbytes:
+        raw, pos = buf.data, buf.starts
+    words = _words(raw, dt)
+    first = pos // wbytes
+    widths = words[first].astype(np.int64)
+    if np.any(widths > bits):
+        raise FormatError(f"{where}: bit width {int(widths.max())} over {bits} bits")
+    expect = (1 + widths * (bp.BLOCK // bits)) * wbytes
+    if not np.array_equal(buf.sizes, expect):
+        raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+    out = np.empty((counts.size, bp.BLOCK), dt)
+    for w in np.unique(widths).tolist():
+        rows = np.flatnonzero(widths == w)
+        nwords = bp.packed_words(w, bits)
+        starts = first[rows] + 1
+        step = np.diff(starts)
+        if rows.size > 1 and np.all(step == step[0]) and step[0] >= nwords:
+            packed = np.lib.stride_tricks.as_strided(
+                words[int(starts[0]) :], shape=(rows.size, nwords),
+                strides=(int(step[0]) * wbytes, wbytes), writeable=False,
+            )  # fmt: skip
+        else:
+            packed = words[starts[:, None] + np.arange(nwords)[None, :]]
+        if rows.size == counts.size:
+            bp.unpack(packed, w, bits, out=out)
+        else:
+            out[rows] = bp.unpack(packed, w, bits)
+    n = int(counts.sum())
+    if np.all(counts[:-1] == bp.BLOCK):
+        values = out.reshape(-1)[: (counts.size - 1) * bp.BLOCK + int(counts[-1])]
+    else:
+        values = out[np.arange(bp.BLOCK)[None, :] < counts[:, None]]
+    return Fixed(values.view(np.uint8), bits, n)
+
+
+def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Variable:
+    if kind(var.offsets) != "flat" or var.HasField("values"):
+        raise UnsupportedFeatureError(f"{where}: variable-width chunks with compressed offsets")
+    width = int(var.offsets.flat.bits_per_value)
+    if width not in (32, 64):
+        raise FormatError(f"{where}: {width}-bit string offsets")
+    dt = np.dtype("<u4") if width == 32 else np.dtype("<u8")
+    wb = dt.itemsize
+    raw, starts = buf.raw, buf.pos
+    if np.any(starts % wb) or raw.ctypes.data % wb:
+        raw, starts = buf.data, buf.starts
+    if np.any(buf.sizes % wb) or np.any(buf.sizes < (counts + 1) * wb):
+        raise FormatError(f"{where}: string chunk too small for its offsets")
+    words = _words(raw, dt)
+    idx = range_indices(starts // wb, counts + 1)
+    offs = words[idx].astype(np.int64)
+    heads = np.cumsum(counts + 1) - (counts + 1)
+    first = offs[heads]
+    last = offs[heads + counts]
+    if np.any(first != (counts + 1) * wb) or np.any(last > buf.sizes):
+        raise FormatError(f"{where}: string offsets point outside their chunk")
+    diffs = np.diff(offs)
+    diffs[heads[1:] - 1] = 0  # boundaries between chunks
+    if np.any(diffs < 0):
+        raise FormatError(f"{where}: string offsets decrease")
+    lens = last - first
+    if counts.size > 1:
+        lo = (starts + first).tolist()
+        hi = (starts + last).tolist()
+        data = np.frombuffer(b"".join([raw[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
+    else:
+        data = raw[int(starts[0] + first[0]) : int(starts[0] + last[0])]
+    base = np.cumsum(lens) - lens - first
+    keep = np.ones(offs.size, bool)
+    keep[heads[1:]] = False  # each chunk's first offset equals the previous chunk's last
+    rebased = offs + np.repeat(base, counts + 1)
+    return Variable(rebased[keep], data, int(counts.sum()))
+
+
+def fsst_decode(table_bytes: bytes, inner: Block, where: str) -> Variable:
+    if not isinstance(inner, Variable):
+        raise FormatError(f"{where}: FSST over fixed-width data")
+    table = fsst.parse_symbol_table(table_bytes, where)
+    data, offsets = fsst.decompress(table, inner.data, inner.offsets, where)
+    return Variable(offsets, data, inner.n)
+
+
+def _flat_bits(enc: pb.CompressiveEncoding, where: str) -> int:
+    if kind(enc) != "flat" or enc.flat.HasField("data"):
+        raise _unsupported(enc, "nested flat", where)
+    return _check_bits(int(enc.flat.bits_per_value), where)
+
+
+def _mb_rle(rle: pb.Rle, bufs: list[ChunkBuffers], counts: np.ndarray, where: str) -> Fixed:
+    bits = _flat_bits(rle.values, where)
+    if _flat_bits(rle.run_lengths, where) != 8 or bits % 8 or bits > 64:
+        raise FormatError(f"{where}: RLE needs byte-wide values and 8-bit run lengths")
+    vals, lens = bufs[0], bufs[1]
+    width = bits // 8
+    if np.any(vals.sizes % width) or not np.array_equal(vals.sizes // width, lens.sizes):
+        raise FormatError(f"{where}: RLE chunk has {vals.sizes} value bytes for {lens.sizes} runs")
+    dt = bp.dtype_for(bits)
+    expanded = np.repeat(vals.data.view(dt), lens.data)
+    per_chunk = np.zeros(counts.size, np.int64)
+    nonempty = lens.sizes > 0
+    if nonempty.any():
+        sums = np.add.reduceat(lens.data.astype(np.int64), lens.starts[nonempty])
+        per_chunk[nonempty] = sums
+    if np.any(per_chunk < counts):
+        raise FormatError(f"{where}: RLE runs cover fewer values than the chunk holds")
+    if not np.array_equal(per_chunk, counts):
+        expanded = expanded[range_indices(np.cumsum(per_chunk) - per_chunk, counts)]
+    return Fixed(expanded.view(np.uint8), bits, int(counts.sum()))
+
+
+def _mb_bss(bss: pb.ByteStreamSplit, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Fixed:
+    bits = _flat_bits(bss.values, where)
+    if bits % 8:
+        raise FormatError(f"{where}: byte stream split of {bits}-bit values")
+    width = bits // 8
+    if not np.array_equal(buf.sizes, counts * width):
+        raise FormatError(f"{where}: byte-stream-split chunk size does not match its values")
+    out = np.empty(int(buf.sizes.sum()), np.uint8)
+    starts = buf.starts
+    for c in np.unique(counts).tolist():
+        rows = np.flatnonzero(counts == c)
+        idx = starts[rows][:, None] + np.arange(c * width)[None, :]
+        streams = buf.data[idx].reshape(rows.size, width, c)
+        out[idx] = streams.transpose(0, 2, 1).reshape(rows.size, c * width)
+    return Fixed(out, bits, int(counts.sum()))
+
+
+def _fsl_layers(enc: pb.CompressiveEncoding, where: str) -> tuple[list[tuple[int, bool]], int]:
+    layers = []
+    while kind(enc) == "fixed_size_list":
+        fsl = enc.fixed_size_list
+        dim = int(fsl.items_per_value)
+        if dim <= 0 or dim > 1 << 24:
+            raise FormatError(f"{where}: fixed-size list of {dim} items")
+        layers.append((dim, bool(fsl.has_validity)))
+        enc = fsl.values
+    if kind(enc) == "constant" and not enc.constant.HasField("value"):
+        return layers, 0  # every item null: no item data at all
+    return layers, _flat_bits(enc, where)
+
+
+def _mb_fsl(
+    enc: pb.CompressiveEncoding, bufs: list[ChunkBuffers], counts: np.ndarray, where: str
+) -> Fixed:
+    layers, bits = _fsl_layers(enc, where)
+    cum = 1
+    out_layers = []
+    used = 0
+    for dim, has_validity in layers:
+        cum *= dim
+        valid = None
+        if has_validity:
+            vb = bufs[used]
+            used += 1
+            nbits = counts * cum
+            if np.any(vb.sizes * 8 < nbits):
+                raise FormatError(f"{where}: fixed-size list validity chunk is too small")
+            bitarr = np.unpackbits(vb.data, bitorder="little")
+            valid = bitarr[range_indices(vb.starts * 8, nbits)].astype(bool)
+        out_layers.append((dim, valid))
+    if bits == 0:
+        return Fixed(np.zeros(0, np.uint8), 0, int(counts.sum()), tuple(out_layers))
+    data = _mb_flat_bits(bits * cum, bufs[used], counts, where)
+    return Fixed(data.data, bits, data.n, tuple(out_layers))
+
+
+# --------------------------------------------------------------------------- block
+def decode_block(enc: pb.CompressiveEncoding, buf: bytes | memoryview | np.ndarray, n: int,
+                 where: str) -> Block:  # fmt: skip
+    """Decode one whole buffer holding ``n`` values."""
+    data = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, np.uint8)
+    k = kind(enc)
+    if k == "flat":
+        flat = enc.flat
+        if flat.HasField("data"):
+            data = np.frombuffer(inflate(flat.data.scheme, data, where), np.uint8)
+        bits = _check_bits(int(flat.bits_per_value), where)
+        if data.size * 8 < n * bits:
+            raise FormatError(f"{where}: {data.size} bytes hold fewer than {n} values")
+        return Fixed(data, bits, n)
+    if k == "general":
+        raw = np.frombuffer(inflate(enc.general.compression.scheme, data, where), np.uint8)
+        return decode_block(enc.general.values, raw, n, where)
+    if k == "variable":
+        return _block_variable(data, n, where)
+    if k == "out_of_line_bitpacking":
+        return _block_out_of_line(enc.out_of_line_bitpacking, data, n, where)
+    if k == "inline_bitpacking":
+        counts = np.array([n], np.int64)
+        if n > bp.BLOCK:
+            raise FormatError(f"{where}: inline-bitpacked block of {n} values")
+        return _mb_inline(enc.inline_bitpacking, ChunkBuffers.of(data, np.array([data.size])),
+                          counts, where)  # fmt: skip
+    if k == "constant":
+        value = np.frombuffer(enc.constant.value, np.uint8)
+        if not value.size:
+            raise FormatError(f"{where}: constant encoding without a value")
+        return Fixed(np.tile(value, n), value.size * 8, n)
+    if k == "rle":
+        return _block_rle(enc.rle, data, n, where)
+    if k == "fixed_size_list":
+        layers, bits = _fsl_layers(enc, where)
+        if any(v for _, v in layers):
+            raise UnsupportedFeatureError(f"{where}: fixed-size list validity in a block")
+        cum = int(np.prod([d for d, _ in layers]))
+        if data.size * 8 < n * cum * bits:
+            raise FormatError(f"{where}: fixed-size list block is too small")
+        return Fixed(data, bits, n, tuple((d, None) for d, _ in layers))
+    raise _unsupported(enc, "block", where)
+
+
+def _block_variable(data: np.ndarray, n: int, where: str) -> Variable:
+    if data.size < 9:
+        raise FormatError(f"{where}: variable-width block of {data.size} bytes")
+    if data[1] or data[2] or data[3]:  # older framing: u8 width, count, data start
+        width = int(data[0])
+        if width == 32:
+            count, start = struct.unpack_from("<II", data, 1)
+            off0 = 9
+        elif width == 64 and data.size >= 17:
+            count, start = struct.unpack_from("<QQ", data, 1)
+            off0 = 17
+        else:
+            raise FormatError(f"{where}: {width}-bit offsets in a variable-width block")
+        if count != n:
+            raise FormatError(f"{where}: variable-width block of {count} values, expected {n}")
+    else:
+        width = int(struct.unpack_from("<I", data)[0])
+        if width == 32:
+            start = struct.unpack_from("<I", data, 4)[0]
+            off0 = 8
+        elif width == 64 and data.size >= 16:
+            start = struct.unpack_from("<Q", data, 8)[0]
+            off0 = 16
+        else:
+            raise FormatError(f"{where}: {width}-bit offsets in a variable-width block")
+    wb = width // 8
+    if start > data.size or (start - off0) != (n + 1) * wb:
+        raise FormatError(f"{where}: variable-width block offsets do not cover {n} values")
+    offs = data[off0:start].copy().view(f"<u{wb}").astype(np.int64)
+    body = data[start:]
+    if n and (offs[0] != 0 or np.any(np.diff(offs) < 0) or offs[-1] > body.size):
+        raise FormatError(f"{where}: variable-width block offsets are corrupt")
+    return Variable(offs - (offs[0] if n else 0), body, n)
+
+
+def _ool_parts(ool: pb.OutOfLineBitpacking, where: str) -> tuple[int, int]:
+    bits = int(ool.uncompressed_bits_per_value)
+    if bits not in (8, 16, 32, 64):
+        raise FormatError(f"{where}: out-of-line bitpacking of {bits}-bit values")
+    width = _flat_bits(ool.values, where)
+    if width > bits:
+        raise FormatError(f"{where}: bit width {width} over {bits} bits")
+    return bits, width
+
+
+def _block_out_of_line(ool: pb.OutOfLineBitpacking, data: np.ndarray, n: int,
+                       where: str) -> Fixed:  # fmt: skip
+    bits, width = _ool_parts(ool, where)
+    vals = _ool_unpack(data, np.array([data.size], np.int64), np.array([n], np.int64),
+                       bits, width, where)  # fmt: skip
+    return Fixed(vals.view(np.uint8), bits, n)
+
+
+def _ool_unpack(data: np.ndarray, sizes: np.ndarray, counts: np.ndarray, bits: int, width: int,
+                where: str) -> np.ndarray:  # fmt: skip
+    """Out-of-line bitpacked runs back to back (sizes in bytes), vectorised over runs."""
+    dt = bp.dtype_for(bits)
+    wb = bits // 8
+    if np.any(sizes % wb):
+        raise FormatError(f"{where}: bitpacked buffer is not whole {bits}-bit words")
+    words = _words(data, dt)
+    nwords = bp.packed_words(width, bits)
+    full = counts // bp.BLOCK
+    tail = counts % bp.BLOCK
+    size_words = sizes // wb
+    raw_tail = (tail > 0) & (size_words == full * nwords + tail)
+    packed_tail = (tail > 0) & ~raw_tail
+    expect = full * nwords + np.where(raw_tail, tail, 0) + np.where(packed_tail, nwords, 0)
+    if width == 0:
+        expect = np.where(tail > 0, np.where(size_words == tail, tail, 0), 0)
+        raw_tail = (tail > 0) & (size_words == tail) & (tail > 0)
+        packed_tail = (tail > 0) & ~raw_tail
+    if not np.array_equal(size_words, expect):
+        raise FormatError(f"{where}: bitpacked buffer size does not match {counts.sum()} values")
+    word_starts = np.cumsum(size_words) - size_words
+    nblocks = full + packed_tail
+    block_word_starts = range_indices(np.zeros(counts.size, np.int64), nblocks) * nwords
+    block_word_starts += np.repeat(word_starts, nblocks)
+    if nwords:
+        idx = block_word_starts[:, None] + np.arange(nwords)[None, :]
+        decoded = bp.unpack(words[idx], width, bits).reshape(-1)
+    else:
+        decoded = np.zeros(int(nblocks.sum()) * bp.BLOCK, dt)
+    if not raw_tail.any():
+        if np.all(counts[:-1] % bp.BLOCK == 0):
+            return decoded[: int(counts.sum())]
+        first_block = np.cumsum(nblocks) - nblocks
+        return decoded[range_indices(first_block * bp.BLOCK, counts)]
+    # some runs end with raw values: append them after the decoded blocks and gather
+    raw_starts = word_starts + full * nwords
+    raw_vals = words[range_indices(raw_starts[raw_tail], tail[raw_tail])]
+    source = np.concatenate([decoded, raw_vals])
+    first_block = np.cumsum(nblocks) - nblocks
+    raw_base = decoded.size + np.cumsum(np.where(raw_tail, tail, 0)) - np.where(raw_tail, tail, 0)
+    pieces_start = np.stack([first_block * bp.BLOCK, raw_base], 1).reshape(-1)
+    pieces_len = np.stack([np.where(raw_tail, full * bp.BLOCK, counts),
+                           np.where(raw_tail, tail, 0)], 1).reshape(-1)  # fmt: skip
+    return source[range_indices(pieces_start, pieces_len)]
+
+
+def _block_rle(rle: pb.Rle, data: np.ndarray, n: int, where: str) -> Fixed:
+    bits = _flat_bits(rle.values, where)
+    if _flat_bits(rle.run_lengths, where) != 8 or bits % 8 or bits > 64:
+        raise FormatError(f"{where}: RLE needs byte-wide values and 8-bit run lengths")
+    if data.size < 8:
+        raise FormatError(f"{where}: RLE block of {data.size} bytes")
+    vbytes = int(struct.unpack_from("<Q", data)[0])
+    width = bits // 8
+    if vbytes % width or 8 + vbytes > data.size or (data.size - 8 - vbytes) != vbytes // width:
+        raise FormatError(f"{where}: RLE block sizes are inconsistent")
+    vals = data[8 : 8 + vbytes].copy().view(bp.dtype_for(bits))
+    lens = data[8 + vbytes :]
+    if int(lens.sum(dtype=np.int64)) < n:
+        raise FormatError(f"{where}: RLE runs cover fewer than {n} values")
+    return Fixed(np.repeat(vals, lens)[:n].view(np.uint8), bits, n)
+
+
+def decode_levels(enc: pb.CompressiveEncoding, buf: ChunkBuffers, counts: np.ndarray,
+                  where: str) -> np.ndarray:  # fmt: skip
+    """Rep or def levels (u16) of many chunks, concatenated."""
+    k = kind(enc)
+    total = int(counts.sum())
+    if k == "out_of_line_bitpacking":
+        bits, width = _ool_parts(enc.out_of_line_bitpacking, where)
+        if bits != 16:
+            raise FormatError(f"{where}: levels bitpacked from {bits} bits")
+        return _ool_unpack(buf.data, buf.sizes, counts, bits, width, where)
+    if k == "flat" and enc.flat.bits_per_value == 16 and not enc.flat.HasField("data"):
+        if not np.array_equal(buf.sizes, counts * 2):
+            raise FormatError(f"{where}: level buffer sizes do not match the level counts")
+        return buf.data.view("<u2")
+    pieces = []
+    for s, size, n in zip(buf.starts.tolist(), buf.sizes.tolist(), counts.tolist(), strict=True):
+        block = decode_block(enc, buf.data[s : s + size], n, where)
+        if not isinstance(block, Fixed) or block.bits != 16 or block.fsl:
+            raise FormatError(f"{where}: levels are not 16-bit values")
+        pieces.append(block.data[: 2 * n].view("<u2"))
+    out = np.concatenate(pieces) if pieces else np.zeros(0, np.uint16)
+    if out.size != total:
+        raise FormatError(f"{where}: decoded {out.size} levels, expected {total}")
+    return out

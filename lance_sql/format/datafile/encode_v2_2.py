@@ -1,0 +1,292 @@
+"""Encode pages of Lance 2.2 leaf columns (the layouts pylance 14 reads): shared parts.
+
+Given one page of a shredded leaf (rep/def levels plus value slots, see :mod:`shred`),
+:func:`writer_v2_2.encode_page` picks a layout:
+
+* **constant** (here): every slot null (rep/def kept as raw u16 buffers when nesting needs
+  them), or one plain fixed-width value of at most 32 bytes repeated (stored inline);
+* **full-zip** (here) for values of 256 bytes and more (vectors, long strings): control
+  word, length and bytes zipped per entry, plus a row-position index when needed;
+* **mini-block** otherwise (:mod:`encode_miniblock`).
+
+This module also turns value slots into bytes (:class:`Values`) and holds the encoding
+helpers both layouts share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.format.datafile import bitpacking as bp
+from lance_sql.format.datafile import repdef
+from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+FULLZIP_MIN_BYTES = 256  # values this large (max length) go full-zip, as pylance does
+CHUNK_TARGET = 4096  # bytes of values per mini-block chunk
+MAX_CHUNK_LEVELS = 1 << 15  # levels per chunk (u16 count; u16 byte sizes once packed)
+PAD_BYTE = 0xFE
+LZ4 = pb.COMPRESSION_ALGORITHM_LZ4
+
+
+@dataclass
+class EncodedPage:
+    layout: pb.PageLayout
+    buffers: list[bytes | memoryview | np.ndarray] = field(default_factory=list)
+
+
+def _pad8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def encoding(**kw) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(**kw)
+
+
+def flat_enc(bits: int) -> pb.CompressiveEncoding:
+    return encoding(flat=pb.Flat(bits_per_value=bits))
+
+
+def storage_type(t: pa.DataType) -> pa.DataType:
+    while isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    return t
+
+
+# --------------------------------------------------------------------------- values
+@dataclass
+class Values:
+    """Value slots as bytes: fixed width (``bits`` per value) or variable (offsets)."""
+
+    n: int
+    bits: int = 0  # fixed: bits per value (items * item bits for fixed-size lists)
+    data: np.ndarray | None = None  # uint8
+    offsets: np.ndarray | None = None  # int64, variable only
+    wide_offsets: bool = False  # 64-bit offsets (large types)
+    fsl: list[int] = field(default_factory=list)  # fixed-size list dimensions, outer first
+    item_bits: int = 0
+    int_like: bool = False  # worth bitpacking
+    item_validity: np.ndarray | None = None  # FSL item nulls (bool per item)
+
+    @property
+    def variable(self) -> bool:
+        return self.offsets is not None
+
+
+def _fixed_bits(t: pa.DataType) -> int | None:
+    if pa.types.is_boolean(t):
+        return 1
+    if pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t):
+        return t.byte_width * 8
+    try:
+        return t.bit_width
+    except ValueError:
+        return None
+
+
+def values_of(arr: pa.Array) -> Values:
+    """Bytes of the slots of ``arr`` (nulls become zero bytes / empty strings)."""
+    while isinstance(arr.type, pa.BaseExtensionType):
+        arr = arr.storage
+    t = arr.type
+    n = len(arr)
+    if pa.types.is_dictionary(t):
+        return values_of(arr.cast(t.value_type))
+    if (pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t)
+            or pa.types.is_large_binary(t)):  # fmt: skip
+        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        if arr.null_count:
+            arr = pc.if_else(arr.is_valid(), arr, pa.scalar(b"" if "binary" in str(t) else "", t))
+        offs = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32,
+                             n + 1, arr.offset * (8 if large else 4)).astype(np.int64)  # fmt: skip
+        base, end = int(offs[0]), int(offs[-1])
+        data = np.frombuffer(arr.buffers()[2], np.uint8, end - base, base) if end > base else (
+            np.zeros(0, np.uint8))  # fmt: skip
+        return Values(n, offsets=offs - base, data=data, wide_offsets=large)
+    if pa.types.is_fixed_size_list(t):
+        dims = []
+        inner = arr
+        while pa.types.is_fixed_size_list(storage_type(inner.type)):
+            inner = inner.storage if isinstance(inner.type, pa.BaseExtensionType) else inner
+            dims.append(inner.type.list_size)
+            inner = inner.flatten() if False else inner.values.slice(
+                inner.offset * inner.type.list_size, len(inner) * inner.type.list_size)
+        items = values_of(inner)
+        if items.variable or items.fsl:
+            raise ValueError("fixed-size lists of variable-width items")
+        item_valid = None
+        if inner.null_count:
+            item_valid = np.asarray(inner.is_valid())
+        cum = int(np.prod(dims))
+        return Values(n, bits=items.bits * cum, data=items.data, fsl=dims,
+                      item_bits=items.bits, item_validity=item_valid)  # fmt: skip
+    bits = _fixed_bits(t)
+    if bits is None:
+        raise ValueError(f"cannot encode {t}")
+    if bits == 1:
+        bools = np.asarray(arr.fill_null(False)) if arr.null_count else np.asarray(arr)
+        return Values(n, bits=1, data=np.packbits(bools, bitorder="little"))
+    width = bits // 8
+    buf = arr.buffers()[1]
+    data = np.frombuffer(buf, np.uint8, n * width, arr.offset * width) if n else np.zeros(0,
+                                                                                        np.uint8)
+    if arr.null_count:
+        data = data.copy().reshape(n, width)
+        data[~np.asarray(arr.is_valid())] = 0
+        data = data.reshape(-1)
+    int_like = (pa.types.is_integer(t) or pa.types.is_temporal(t)) and bits in (8, 16, 32, 64)
+    return Values(n, bits=bits, data=data, int_like=int_like, item_bits=bits)
+
+
+# --------------------------------------------------------------------------- levels
+def ool_pack(levels: np.ndarray, width: int) -> bytes:
+    """Out-of-line bitpacked u16 levels (full blocks packed, the tail as pylance decides)."""
+    n = levels.size
+    full = n // bp.BLOCK
+    tail = n % bp.BLOCK
+    parts = []
+    if full:
+        parts.append(bp.pack(levels[: full * bp.BLOCK].reshape(full, bp.BLOCK), width, 16))
+    if tail:
+        padding_cost = width * (bp.BLOCK - tail)
+        savings = (16 - width) * tail
+        if padding_cost < savings:
+            block = np.zeros((1, bp.BLOCK), np.uint16)
+            block[0, :tail] = levels[full * bp.BLOCK :]
+            parts.append(bp.pack(block, width, 16))
+        else:
+            parts.append(levels[full * bp.BLOCK :].astype("<u2"))
+    return b"".join(p.tobytes() for p in parts)
+
+
+def levels_encoding(width: int) -> pb.CompressiveEncoding:
+    return encoding(out_of_line_bitpacking=pb.OutOfLineBitpacking(
+        uncompressed_bits_per_value=16, values=flat_enc(width)))  # fmt: skip
+
+
+# --------------------------------------------------------------------------- constant
+def constant_page(rep, def_, layers, values: Values | None, inline: bytes | None) -> EncodedPage:
+    layout = pb.ConstantLayout(layers=layers)
+    if inline is not None:
+        layout.inline_value = inline
+    buffers: list = []
+    simple = rep is None and (def_ is None or layers == [repdef.NULLABLE_ITEM])
+    if not simple:
+        buffers = [b"" if rep is None else rep.astype("<u2").tobytes(),
+                   b"" if def_ is None else def_.astype("<u2").tobytes()]  # fmt: skip
+    return EncodedPage(pb.PageLayout(constant_layout=layout), buffers)
+
+
+def constant_value(values: Values) -> bytes | None:
+    """The single fixed-width value (<= 32 bytes) all slots hold, if any."""
+    if values.variable or values.n < 2 or values.fsl:
+        return None  # pylance inlines plain fixed-width values only
+    if values.bits == 1:
+        bits = np.unpackbits(values.data, bitorder="little")[: values.n]
+        return bytes([int(bits[0])]) if np.all(bits == bits[0]) else None
+    if values.bits % 8 or values.bits > 256:
+        return None
+    rows = values.data[: values.n * values.bits // 8].reshape(values.n, values.bits // 8)
+    if not np.array_equal(rows[0], rows[-1]) or not np.array_equal(rows[0], rows[values.n // 2]):
+        return None
+    return rows[0].tobytes() if np.all(rows == rows[0]) else None
+
+
+# --------------------------------------------------------------------------- full-zip
+def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
+                  num_rows: int) -> EncodedPage:  # fmt: skip
+    max_rep = repdef.max_rep(layers)
+    max_def = repdef.max_def(layers)
+    bits_rep = max_rep.bit_length() if rep is not None else 0
+    bits_def = max_def.bit_length() if def_ is not None else 0
+    total = bits_rep + bits_def
+    cw = 0 if total == 0 else 1 if total <= 8 else 2 if total <= 16 else 4
+    n_entries = rep.size if rep is not None else (def_.size if def_ is not None else values.n)
+    layout = pb.FullZipLayout(bits_rep=bits_rep, bits_def=bits_def, layers=layers,
+                              num_items=n_entries, num_visible_items=values.n)  # fmt: skip
+    words = None
+    if cw:
+        r = rep.astype(np.uint32) if rep is not None else np.zeros(n_entries, np.uint32)
+        d = def_.astype(np.uint32) if def_ is not None else np.zeros(n_entries, np.uint32)
+        words = (r << bits_def) | d
+        words = words.astype({1: "<u1", 2: "<u2", 4: "<u4"}[cw]).view(np.uint8).reshape(-1, cw)
+    vis = np.ones(n_entries, bool) if visible is None else visible
+    valid_slot = np.ones(values.n, bool) if def_ is None else (def_[vis] == 0)
+    if not values.variable:
+        width = values.bits // 8
+        enc = fsl_encoding(values)
+        layout.bits_per_value = values.bits
+        layout.value_compression.CopyFrom(enc)
+        rows = values.data[: values.n * width].reshape(values.n, width)
+        if cw == 0:
+            return EncodedPage(pb.PageLayout(full_zip_layout=layout), [rows.reshape(-1)])
+        sizes = np.where(vis, cw + width, cw)
+        out = np.zeros(int(sizes.sum()), np.uint8)
+        starts = np.cumsum(sizes) - sizes
+        out[starts[:, None] + np.arange(cw)[None, :]] = words
+        vstart = starts[vis] + cw
+        out[vstart[:, None] + np.arange(width)[None, :]] = rows
+    else:
+        wide = values.wide_offsets
+        lw = 8 if wide else 4
+        layout.bits_per_offset = lw * 8
+        layout.value_compression.CopyFrom(
+            encoding(variable=pb.Variable(offsets=flat_enc(lw * 8))))
+        lens = np.diff(values.offsets)
+        has_value = np.zeros(n_entries, bool)
+        has_value[np.flatnonzero(vis)[valid_slot]] = True
+        entry_len = np.zeros(n_entries, np.int64)
+        entry_len[has_value] = lens[valid_slot]
+        sizes = cw + np.where(has_value, lw, 0) + entry_len
+        starts = np.cumsum(sizes) - sizes
+        out_parts = []
+        heads = np.zeros((n_entries, cw + lw), np.uint8)
+        if cw:
+            heads[:, :cw] = words
+        heads[:, cw:] = entry_len.astype("<u8" if wide else "<u4").view(np.uint8).reshape(-1, lw)
+        head_bytes = heads.tobytes()
+        hl = cw + lw
+        slot_of = np.cumsum(vis) - 1
+        offs = values.offsets.tolist()
+        data = values.data
+        hv = has_value.tolist()
+        so = slot_of.tolist()
+        for i in range(n_entries):
+            if hv[i]:
+                out_parts.append(head_bytes[i * hl : i * hl + hl])
+                s = so[i]
+                out_parts.append(data[offs[s] : offs[s + 1]].tobytes())
+            elif cw:
+                out_parts.append(head_bytes[i * hl : i * hl + cw])
+        out = np.frombuffer(b"".join(out_parts), np.uint8)
+    # row index: byte position of every row start plus the end
+    if rep is not None:
+        row_entry = np.flatnonzero(rep == max_rep)
+    else:
+        row_entry = np.arange(n_entries)
+    pos = np.r_[starts[row_entry], out.size].astype(np.int64)
+    top = int(pos[-1])
+    iw = 1 if top < 1 << 8 else 2 if top < 1 << 16 else 4 if top < 1 << 32 else 8
+    index = pos.astype(f"<u{iw}")
+    return EncodedPage(pb.PageLayout(full_zip_layout=layout), [out, index])
+
+
+def fsl_encoding(values: Values) -> pb.CompressiveEncoding:
+    if not values.fsl:
+        return flat_enc(values.bits)
+    enc = flat_enc(values.item_bits)
+    for i, dim in enumerate(reversed(values.fsl)):
+        outer = i == len(values.fsl) - 1
+        enc = encoding(fixed_size_list=pb.FixedSizeList(
+            items_per_value=dim, values=enc,
+            has_validity=outer and values.item_validity is not None))  # fmt: skip
+    return enc
+
+
+def needs_full_zip(values: Values) -> bool:
+    if values.variable:
+        return bool(values.n) and int(np.diff(values.offsets).max()) >= FULLZIP_MIN_BYTES
+    return values.bits >= FULLZIP_MIN_BYTES * 8 and values.item_validity is None

@@ -1,0 +1,359 @@
+"""Mini-block pages of Lance 2.1/2.2: chunk metadata, repetition index, row selection.
+
+Page buffers: 0 = chunk metadata (one u16 per chunk, u32 when ``has_large_chunk``:
+``((bytes / 8 - 1) << 4) | log2(values)``, the last chunk's count implied by the page's
+item count), 1 = the chunks, 2 = the dictionary (if any), then the repetition index (if
+``repetition_index_depth > 0``: ``depth + 1`` u64 per chunk, rows finished in the chunk
+and items left over after the last finished row).
+
+A chunk starts with ``u16 levels``, ``u16`` rep and def sizes (when present) and one size
+per value buffer (u16, or u32 with large chunks), padded to 8 bytes; then rep, def and
+each value buffer, each padded to 8 bytes.
+
+Reads decode only the chunks that hold the requested rows (a ``take`` reads just those
+chunks' bytes) and all of them in one vectorised pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import FormatError
+from lance_sql.format.datafile import compressive as cz
+from lance_sql.format.datafile import repdef, sparse
+from lance_sql.format.datafile.blocks import Fixed, to_arrow
+from lance_sql.format.datafile.compressive import ChunkBuffers, range_indices
+from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+Reader = Callable[[int, int], bytes | memoryview]
+COALESCE = 64 * 1024  # join chunk reads separated by less than this
+SPARSE_RATIO = 8  # unpack single values when rows are this much fewer than chunk values
+
+
+def _u16(raw: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return raw[pos].astype(np.int64) | (raw[pos + 1].astype(np.int64) << 8)
+
+
+def _u32(raw: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    return _u16(raw, pos) | (_u16(raw, pos + 2) << 16)
+
+
+def _pad8(n: np.ndarray) -> np.ndarray:
+    return (n + 7) & ~7
+
+
+class MiniBlockPage:
+    def __init__(
+        self,
+        read: Reader,
+        buffers: tuple[tuple[int, int], ...],
+        layout: pb.MiniBlockLayout,
+        num_rows: int,
+        leaf_type: pa.DataType,
+        where: str,
+    ) -> None:
+        self.read = read
+        self.buffers = buffers
+        self.layout = layout
+        self.num_rows = num_rows
+        self.leaf_type = leaf_type
+        self.where = where
+        self.layers = list(layout.layers)
+        repdef.check_layers(self.layers, where)
+        self.has_rep = layout.HasField("rep_compression")
+        self.has_def = layout.HasField("def_compression")
+        self.max_rep = repdef.max_rep(self.layers)
+        if self.has_rep != (self.max_rep > 0):
+            raise FormatError(f"{where}: repetition levels do not match the list layers")
+        self.nbuf = int(layout.num_buffers)
+        if self.nbuf != cz.buffers_used(layout.value_compression, where):
+            raise FormatError(f"{where}: {self.nbuf} buffers per chunk do not fit the encoding")
+        self.large = bool(layout.has_large_chunk)
+        self._loaded = False
+
+    # ------------------------------------------------------------------ metadata
+    def _buffer(self, i: int) -> bytes | memoryview:
+        if i >= len(self.buffers):
+            raise FormatError(f"{self.where}: mini-block page has no buffer {i}")
+        off, size = self.buffers[i]
+        return self.read(off, size) if size else b""
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        where = self.where
+        meta = np.frombuffer(self._buffer(0), np.uint8)
+        width = 4 if self.large else 2
+        if meta.size % width:
+            raise FormatError(f"{where}: chunk metadata of {meta.size} bytes")
+        words = meta.view("<u4" if self.large else "<u2").astype(np.int64)
+        n = words.size
+        num_items = int(self.layout.num_items)
+        if n == 0:
+            if num_items or self.num_rows:
+                raise FormatError(f"{where}: mini-block page without chunks holds items")
+        sizes = ((words >> 4) + 1) * 8
+        logs = words & 0xF
+        values = np.left_shift(np.ones(n, np.int64), logs)
+        if n:
+            values[-1] = num_items - int(values[:-1].sum())
+            if values[-1] <= 0 and num_items:
+                raise FormatError(f"{where}: chunk value counts exceed the page's {num_items}")
+        chunk_bytes = self.buffers[1][1] if len(self.buffers) > 1 else 0
+        if int(sizes.sum()) > chunk_bytes:
+            raise FormatError(
+                f"{where}: chunk sizes add up to {int(sizes.sum())} bytes, buffer has {chunk_bytes}"
+            )
+        self.chunk_sizes = sizes
+        self.chunk_offsets = np.cumsum(sizes) - sizes
+        self.chunk_values = values
+        nxt = 2
+        self.dictionary = None
+        if self.layout.HasField("dictionary"):
+            nitems = int(self.layout.num_dictionary_items)
+            block = cz.decode_block(self.layout.dictionary, self._buffer(2), nitems, where)
+            self.dictionary = to_arrow(block, self.leaf_type, None, f"{where} dictionary")
+            nxt = 3
+        depth = int(self.layout.repetition_index_depth)
+        if self.has_rep:
+            if depth < 1:
+                raise FormatError(f"{where}: list page without a repetition index")
+            raw = np.frombuffer(self._buffer(nxt), np.uint8)
+            if raw.size != 8 * (depth + 1) * n:
+                raise FormatError(f"{where}: repetition index of {raw.size} bytes for {n} chunks")
+            idx = raw.view("<u8").reshape(n, depth + 1).astype(np.int64)
+            ends, partial = idx[:, 0], idx[:, -1]
+            trailer = partial > 0
+            preamble = np.r_[False, trailer[:-1]]
+            starts = ends + trailer - preamble
+            if np.any(starts < 0) or int(starts.sum()) != self.num_rows:
+                raise FormatError(f"{where}: repetition index does not add up to the page rows")
+            self.preamble = preamble
+        else:
+            starts = values
+            self.preamble = np.zeros(n, bool)
+            if int(values.sum()) != self.num_rows and n:
+                raise FormatError(f"{where}: {int(values.sum())} items for {self.num_rows} rows")
+        self.row_starts = starts  # rows starting in each chunk
+        self.first_row = np.cumsum(starts) - starts
+        self._loaded = True
+
+    # ------------------------------------------------------------------ chunks
+    def _chunks_for(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Sorted chunk ids holding rows [starts[i], ends[i])."""
+        row_end = self.first_row + self.row_starts
+        n = self.chunk_sizes.size
+        c0 = np.searchsorted(row_end, starts, "right")
+        last_row = ends - 1
+        c1 = np.searchsorted(row_end, last_row, "right")
+        # a row may continue into following chunks (up to where the next row starts)
+        c_next = np.searchsorted(row_end, ends, "right")
+        nxt_valid = ends < self.num_rows
+        c_hi = np.where(
+            nxt_valid,
+            np.where(self.preamble[np.minimum(c_next, n - 1)], c_next, c_next - 1),
+            n - 1,
+        )
+        c_hi = np.maximum(c_hi, c1)
+        runs = range_indices(c0, c_hi - c0 + 1)
+        return np.unique(runs)
+
+    def _read_chunks(self, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes of the given chunks back to back, and each chunk's start in them."""
+        off0 = self.buffers[1][0]
+        offs = self.chunk_offsets[chunks]
+        sizes = self.chunk_sizes[chunks]
+        ends = offs + sizes
+        gap = offs[1:] - ends[:-1]
+        cut = np.flatnonzero(gap > COALESCE) + 1
+        lo = np.r_[0, cut]
+        hi = np.r_[cut, chunks.size]
+        pieces = []
+        for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+            start, stop = int(offs[a]), int(ends[b - 1])
+            pieces.append((start, self.read(off0 + start, stop - start)))
+        if len(pieces) == 1:
+            start, data = pieces[0]
+            raw = np.frombuffer(data, np.uint8)
+            return raw, offs - start
+        raw = np.frombuffer(b"".join(p[1] for p in pieces), np.uint8)
+        # position of each chunk inside the joined reads
+        read_starts = np.array([p[0] for p in pieces], np.int64)
+        read_base = np.cumsum([0] + [len(p[1]) for p in pieces[:-1]])
+        which = np.searchsorted(read_starts, offs, "right") - 1
+        return raw, offs - read_starts[which] + read_base[which]
+
+    def _parse_chunks(self, chunks: np.ndarray):
+        """Read and split the given chunks: (level counts, value counts, buffers)."""
+        where = self.where
+        raw, cstart = self._read_chunks(chunks)
+        csize = self.chunk_sizes[chunks]
+        counts = self.chunk_values[chunks]
+        width = 4 if self.large else 2
+        nlev = (int(self.has_rep) + int(self.has_def))
+        hl = int(_pad8(np.int64(2 + 2 * nlev + width * self.nbuf)))
+        if np.any(csize < hl):
+            raise FormatError(f"{where}: chunk smaller than its header")
+        num_levels = _u16(raw, cstart)
+        sizes = [_u16(raw, cstart + 2 + 2 * i) for i in range(nlev)]
+        base = cstart + 2 + 2 * nlev
+        read_size = _u32 if self.large else _u16
+        sizes += [read_size(raw, base + width * i) for i in range(self.nbuf)]
+        pos = cstart + hl
+        bufs = []
+        for size in sizes:
+            bufs.append((pos, size))
+            pos = pos + _pad8(size)
+        if np.any(pos - cstart > csize) or np.any(
+            bufs[-1][0] + bufs[-1][1] - cstart > csize
+        ):
+            raise FormatError(f"{where}: chunk buffers run past the chunk")
+        joined = [ChunkBuffers(raw, start, size) for start, size in bufs]
+        if nlev and np.any(num_levels <= 0):
+            raise FormatError(f"{where}: chunk with levels has no level count")
+        return num_levels, counts, joined
+
+    def _decode_chunks(self, chunks: np.ndarray):
+        where = self.where
+        num_levels, counts, joined = self._parse_chunks(chunks)
+        nlev = int(self.has_rep) + int(self.has_def)
+        rep = def_ = None
+        i = 0
+        if self.has_rep:
+            rep = cz.decode_levels(self.layout.rep_compression, joined[i], num_levels, where)
+            i += 1
+        if self.has_def:
+            def_ = cz.decode_levels(self.layout.def_compression, joined[i], num_levels, where)
+            i += 1
+        if not nlev:
+            num_levels = counts
+        values = cz.decode_chunks(self.layout.value_compression, joined[i:], counts, where)
+        return rep, def_, values, num_levels, counts
+
+    # ------------------------------------------------------------------ rows
+    def _decode_sparse(self, chunks: np.ndarray, rows: np.ndarray) -> repdef.LeafPiece | None:
+        """Just ``rows`` (no lists): only their values are unpacked inside the chunks."""
+        where = self.where
+        num_levels, counts, joined = self._parse_chunks(chunks)
+        first_row = self.first_row[chunks]
+        c = np.searchsorted(first_row, rows, "right") - 1
+        p = rows - first_row[c]
+        def_ = None
+        i = 0
+        if self.has_def:
+            levels = cz.decode_levels(self.layout.def_compression, joined[0], num_levels, where)
+            if levels.size != int(num_levels.sum()) or not np.array_equal(num_levels, counts):
+                raise FormatError(f"{where}: def levels do not match the chunk values")
+            level_start = np.cumsum(num_levels) - num_levels
+            def_ = levels[level_start[c] + p]
+            i = 1
+        block = sparse.decode(self.layout.value_compression, joined[i:], counts, c, p, where)
+        if block is None:
+            return None
+        valid = None if def_ is None else def_ == 0
+        values = self._to_arrow(block, valid)
+        return repdef.LeafPiece(None, def_, values, self.layers, int(rows.size))
+
+    def decode(self, starts: np.ndarray, ends: np.ndarray) -> repdef.LeafPiece:
+        """Rows ``[starts[i], ends[i])`` (page-local, sorted, disjoint, non-empty)."""
+        self._load()
+        where = self.where
+        chunks = self._chunks_for(starts, ends)
+        wanted = int((ends - starts).sum())
+        if (not self.has_rep and wanted * SPARSE_RATIO < int(self.chunk_values[chunks].sum())
+                and sparse.supported(self.layout.value_compression)):  # fmt: skip
+            piece = self._decode_sparse(chunks, range_indices(starts, ends - starts))
+            if piece is not None:
+                return piece
+        rep, def_, block, num_levels, counts = self._decode_chunks(chunks)
+        total_levels = int(num_levels.sum())
+        if rep is not None and rep.size != total_levels:
+            raise FormatError(f"{where}: decoded {rep.size} rep levels, expected {total_levels}")
+        if def_ is not None and def_.size != total_levels:
+            raise FormatError(f"{where}: decoded {def_.size} def levels, expected {total_levels}")
+        vis = repdef.visible(def_, self.layers)
+        nvis = total_levels if vis is None else int(np.count_nonzero(vis))
+        if nvis != block.n:
+            raise FormatError(f"{where}: {block.n} values for {nvis} value slots")
+        level_start = np.cumsum(num_levels) - num_levels
+        # level span of each requested range
+        if rep is None:
+            first_row = self.first_row[chunks]
+            c0 = np.searchsorted(first_row, starts, "right") - 1
+            c1 = np.searchsorted(first_row, ends - 1, "right") - 1
+            lo = level_start[c0] + (starts - first_row[c0])
+            hi = level_start[c1] + (ends - 1 - first_row[c1]) + 1
+        else:
+            lo, hi = self._row_spans(rep, chunks, level_start, num_levels, starts, ends)
+        span_len = hi - lo
+        if np.any(span_len <= 0) or np.any(hi > total_levels):
+            raise FormatError(f"{where}: rows map outside the decoded chunks")
+        # value slots of each span
+        if vis is None:
+            vlo, vhi = lo, hi
+        else:
+            cum = np.zeros(total_levels + 1, np.int64)
+            np.cumsum(vis.astype(np.int64), out=cum[1:])
+            vlo, vhi = cum[lo], cum[hi]
+        whole = lo.size == 1 and int(lo[0]) == 0 and int(hi[0]) == total_levels
+        slot_valid = None
+        if def_ is not None:
+            slot_valid = def_ == 0 if vis is None else def_[vis] == 0
+        values = self._to_arrow(block, slot_valid)
+        if not whole:
+            take = range_indices(lo, span_len)
+            rep = None if rep is None else rep[take]
+            def_ = None if def_ is None else def_[take]
+            values = select(values, vlo, vhi)
+        return repdef.LeafPiece(rep, def_, values, self.layers, int(span_len.sum()))
+
+    def _row_spans(self, rep, chunks, level_start, num_levels, starts, ends):
+        where = self.where
+        found = np.flatnonzero(rep == self.max_rep)
+        first_row = self.first_row[chunks]
+        # first row start inside each decoded chunk
+        first_found = np.searchsorted(found, level_start, "left")
+        # end (in levels) of the contiguous run of chunks each decoded chunk belongs to
+        run_break = np.r_[np.flatnonzero(np.diff(chunks) != 1), chunks.size - 1]
+        run_end_chunk = run_break[np.searchsorted(run_break, np.arange(chunks.size), "left")]
+        run_end = level_start[run_end_chunk] + num_levels[run_end_chunk]
+        row_end = first_row + self.row_starts[chunks]
+        c0 = np.searchsorted(row_end, starts, "right")
+        c1 = np.searchsorted(row_end, ends - 1, "right")
+        if np.any(c0 >= chunks.size) or np.any(c1 >= chunks.size):
+            raise FormatError(f"{where}: repetition index points past the decoded chunks")
+        i0 = first_found[c0] + (starts - first_row[c0])
+        i1 = first_found[c1] + (ends - 1 - first_row[c1])
+        if np.any(i0 >= found.size) or np.any(i1 >= found.size):
+            raise FormatError(f"{where}: fewer row starts than the repetition index claims")
+        lo = found[i0]
+        total = int(level_start[-1] + num_levels[-1])
+        nxt = np.where(i1 + 1 < found.size, found[np.minimum(i1 + 1, found.size - 1)], total)
+        hi = np.minimum(nxt, run_end[c1])
+        return lo, hi
+
+    def _to_arrow(self, block, slot_valid: np.ndarray | None) -> pa.Array:
+        where = self.where
+        if self.dictionary is None:
+            return to_arrow(block, self.leaf_type, slot_valid, where)
+        if not isinstance(block, Fixed) or block.fsl or block.bits not in (8, 16, 32, 64):
+            raise FormatError(f"{where}: dictionary indices are not integers")
+        indices = block.data[: block.n * block.bits // 8].view(f"<u{block.bits // 8}")
+        check = indices if slot_valid is None else indices[slot_valid]
+        if check.size and int(check.max()) >= len(self.dictionary):
+            raise FormatError(
+                f"{where}: dictionary index {int(check.max())} out of range "
+                f"({len(self.dictionary)} items)"
+            )
+        mask = None if slot_valid is None else ~slot_valid
+        return self.dictionary.take(pa.array(indices.astype(np.int64), mask=mask))
+
+
+def select(values: pa.Array, lo: np.ndarray, hi: np.ndarray) -> pa.Array:
+    """Values in the ranges ``[lo[i], hi[i])``, concatenated."""
+    if lo.size == 1:
+        return values.slice(int(lo[0]), int(hi[0] - lo[0]))
+    return values.take(pa.array(range_indices(lo, hi - lo)))

@@ -1,0 +1,197 @@
+"""Shred Arrow arrays into Lance 2.1/2.2 leaf columns: rep/def levels plus value slots.
+
+The inverse of :mod:`repdef`. Walking a field top-down, every level entry carries the
+index of its element in the current Arrow array (or -1 once an outer null or empty list
+has ended it), the outermost list that starts at it and a marker of the layer that ended
+it. A list layer expands each live entry into its items (the first keeps what starts at
+the entry, the others start the next inner list); a struct or value layer only marks
+nulls. At the leaf, list ordinals become repetition levels and markers definition levels,
+both counted from the innermost layer as the format requires (sibling leaves under a
+struct can have different numbers of lists, so this waits for the leaf). Everything is
+vectorised per layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import UnsupportedFeatureError
+from lance_sql.format.datafile import repdef
+from lance_sql.format.datafile.decode_v2_1 import owns_column
+from lance_sql.format.schema import LanceField
+
+
+@dataclass
+class ShreddedLeaf:
+    field: LanceField  # the field that owns the column
+    rep: np.ndarray | None  # uint16 per level entry, None without lists
+    def_: np.ndarray | None  # uint16 per level entry, None when nothing is null or empty
+    layers: list[int]  # innermost first
+    values: pa.Array  # one per value slot (storage type); null where def != 0
+    num_rows: int
+
+
+def _storage(arr: pa.Array) -> pa.Array:
+    while isinstance(arr.type, pa.BaseExtensionType):
+        arr = arr.storage
+    return arr
+
+
+def _valid(arr: pa.Array, idx: np.ndarray) -> np.ndarray:
+    """Validity of ``arr`` at ``idx`` (all >= 0)."""
+    if arr.null_count == 0:
+        return np.ones(idx.size, bool)
+    if pa.types.is_null(arr.type):
+        return np.zeros(idx.size, bool)
+    mask = np.asarray(arr.is_valid())
+    return mask[idx]
+
+
+@dataclass
+class _State:
+    idx: np.ndarray  # int64 element index, -1 when ended by an outer layer
+    rep: np.ndarray  # int32 ordinal (1 = outermost) of the outermost list starting here
+    mark: np.ndarray  # int32: 0 live, 2j+1 null at layer j, 2j+2 empty list at layer j
+    layers: list[str]  # "item" / "list", outermost first
+
+    def copy(self) -> _State:
+        return _State(self.idx, self.rep, self.mark, list(self.layers))
+
+
+_NO_LIST = 1 << 20  # ordinal of "no list starts at this entry"
+
+
+def shred(field: LanceField, arr: pa.Array) -> list[ShreddedLeaf]:
+    """Leaf columns of a top-level ``field`` holding ``arr``."""
+    n = len(arr)
+    out: list[ShreddedLeaf] = []
+    state = _State(
+        np.arange(n, dtype=np.int64), np.full(n, _NO_LIST, np.int32), np.zeros(n, np.int32), []
+    )
+    _walk(field, arr, state, out, n)
+    return out
+
+
+def _walk(field: LanceField, arr: pa.Array, st: _State, out: list, n: int) -> None:
+    arr = _storage(arr)
+    t = arr.type
+    j = len(st.layers)
+    live = st.idx >= 0
+    if owns_column(field):
+        st.layers.append("item")
+        if not pa.types.is_null(t) and arr.null_count:
+            valid = np.ones(st.idx.size, bool)
+            valid[live] = _valid(arr, st.idx[live])
+            st.mark = np.where(live & ~valid, 2 * j + 1, st.mark)
+        elif pa.types.is_null(t):
+            st.mark = np.where(live, 2 * j + 1, st.mark)
+        out.append(_finish(field, arr, st, n))
+        return
+    if pa.types.is_struct(t):
+        # "item+" marks a struct with a list somewhere below it (see _finish); every leaf of
+        # the struct must agree on the struct layer, so this is decided per struct field
+        st.layers.append("item+" if _has_list_below(field) else "item")
+        if arr.null_count:
+            valid = np.ones(st.idx.size, bool)
+            valid[live] = _valid(arr, st.idx[live])
+            ended = live & ~valid
+            st.mark = np.where(ended, 2 * j + 1, st.mark)
+            st.idx = np.where(ended, -1, st.idx)
+        for i, child in enumerate(field.children):
+            _walk(child, arr.field(i), st.copy(), out, n)
+        return
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        st.layers.append("list")
+        ordinal = st.layers.count("list")  # 1 = the outermost list on this path
+        offsets = np.asarray(arr.offsets).astype(np.int64)
+        lens = np.zeros(st.idx.size, np.int64)
+        li = st.idx[live]
+        lens[live] = offsets[li + 1] - offsets[li]
+        valid = np.ones(st.idx.size, bool)
+        valid[live] = _valid(arr, li)
+        null = live & ~valid
+        empty = live & valid & (lens == 0)
+        expand = live & valid & (lens > 0)
+        mark = np.where(null, 2 * j + 1, np.where(empty, 2 * j + 2, st.mark))
+        counts = np.where(expand, lens, 1)
+        owner = np.repeat(np.arange(st.idx.size), counts)
+        first = np.cumsum(counts) - counts
+        pos = np.arange(owner.size) - first[owner]
+        starts = np.where(expand, offsets[np.maximum(st.idx, 0)], -1)
+        idx = np.where(expand[owner], starts[owner] + pos, -1)
+        # every entry reaching this layer starts a list of this ordinal (or an outer one);
+        # later items of a list start the next inner list (if any)
+        entry_rep = np.minimum(st.rep, ordinal)
+        rep = np.where(pos == 0, entry_rep[owner], ordinal + 1).astype(np.int32)
+        child = arr.values
+        if pa.types.is_map(t):
+            child = pa.StructArray.from_arrays([arr.keys, arr.items],
+                                               fields=[t.key_field, t.item_field])  # fmt: skip
+        nxt = _State(idx, rep, mark[owner], st.layers)
+        _walk(field.children[0], child, nxt, out, n)
+        return
+    raise UnsupportedFeatureError(f"column {field.name!r}: cannot write {t} in Lance 2.2 files")
+
+
+def _has_list_below(field: LanceField) -> bool:
+    return any(f.logical_type.startswith(("list", "large_list"))
+               for c in field.children for f in c.walk())
+
+
+def _finish(field: LanceField, arr: pa.Array, st: _State, n: int) -> ShreddedLeaf:
+    forced = [k == "item+" for k in st.layers]
+    outer = ["item" if k == "item+" else k for k in st.layers]  # outermost first
+    marks = st.mark
+    has_null = [bool(np.any(marks == 2 * j + 1)) for j in range(len(outer))]
+    has_empty = [bool(np.any(marks == 2 * j + 2)) for j in range(len(outer))]
+    # pylance pushes a struct's nulls into its children (down to the next list), so their
+    # layers are nullable too; its reader expects that shape
+    for j in range(1, len(outer)):
+        if outer[j - 1] == "item" and (has_null[j - 1] or forced[j - 1]):
+            has_null[j] = True
+    # pylance 14.0.2's reader miscounts an all-valid struct layer above a list when another
+    # page has nulls there ("Incorrect number of nulls for StructArray"), even in its own
+    # files; struct layers with a list below are therefore always written as nullable (in
+    # every leaf of that struct alike: pylance rejects siblings that disagree)
+    kinds = []
+    for j, kind in enumerate(outer):
+        if kind == "item":
+            nullable = has_null[j] or forced[j]
+            kinds.append(repdef.NULLABLE_ITEM if nullable else repdef.ALL_VALID_ITEM)
+        elif has_null[j] and has_empty[j]:
+            kinds.append(repdef.NULL_AND_EMPTY_LIST)
+        elif has_null[j]:
+            kinds.append(repdef.NULLABLE_LIST)
+        elif has_empty[j]:
+            kinds.append(repdef.EMPTYABLE_LIST)
+        else:
+            kinds.append(repdef.ALL_VALID_LIST)
+    layers = list(reversed(kinds))  # innermost first
+    nd = [repdef._DEF_LEVELS[k] for k in kinds]
+    base = [sum(nd[j + 1 :]) for j in range(len(nd))]
+    table = np.zeros(2 * len(outer) + 1, np.int32)
+    for j in range(len(outer)):
+        table[2 * j + 1] = base[j] + 1
+        table[2 * j + 2] = base[j] + (2 if kinds[j] == repdef.NULL_AND_EMPTY_LIST else 1)
+    def_ = table[marks].astype(np.uint16) if any(nd) else None
+    has_lists = "list" in outer
+    rep = None
+    if has_lists:
+        total = outer.count("list")
+        rep = np.where(st.rep <= total, total - st.rep + 1, 0).astype(np.uint16)
+    # value slots: entries visible at the leaf
+    if def_ is not None and has_lists:
+        visible = def_ <= repdef.max_visible_def(layers)
+    else:
+        visible = None
+    idx = st.idx if visible is None else st.idx[visible]
+    if not has_lists and len(arr) == idx.size and (idx.size == 0 or (
+            int(idx[0]) == 0 and np.all(idx[1:] - idx[:-1] == 1))):  # fmt: skip
+        values = arr
+    else:
+        safe = np.maximum(idx, 0)
+        values = arr.take(pa.array(safe, mask=idx < 0)) if idx.size else arr.slice(0, 0)
+    return ShreddedLeaf(field, rep, def_, layers, values, n)

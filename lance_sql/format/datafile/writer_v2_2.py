@@ -1,0 +1,143 @@
+"""The column side of the Lance 2.2 writer: one column per leaf, pages cut per field.
+
+Each top-level field buffers incoming arrays; once more than ``page_bytes`` are pending
+(pylance: 8 MiB) they are split into runs of at most ``max_page_bytes``, every run is
+shredded into its leaves (:mod:`shred`) and each leaf's page is encoded
+(:mod:`encode_v2_2`) and written. The leaves of one field therefore always share page
+boundaries, which keeps every page self-contained.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lance_sql.errors import SchemaError, UnsupportedFeatureError
+from lance_sql.format.datafile import container, repdef
+from lance_sql.format.datafile.decode_v2_1 import column_fields, is_packed_struct
+from lance_sql.format.datafile.encode_miniblock import mini_block_page
+from lance_sql.format.datafile.encode_v2_2 import (
+    EncodedPage,
+    constant_page,
+    constant_value,
+    full_zip_page,
+    needs_full_zip,
+    storage_type,
+    values_of,
+)
+from lance_sql.format.datafile.shred import shred
+from lance_sql.format.pb import file2_pb2
+from lance_sql.format.schema import LanceField
+
+if TYPE_CHECKING:
+    from lance_sql.format.datafile.writer import LanceFileWriter
+
+
+def encode_page(rep, def_, layers, values_arr: pa.Array, num_rows: int) -> EncodedPage:
+    """Pick the layout for one page of a leaf and encode it."""
+    visible = repdef.visible(def_, layers)
+    if len(values_arr) == 0 or values_arr.null_count == len(values_arr):
+        return constant_page(rep, def_, layers, None, None)
+    values = values_of(values_arr)
+    inline = constant_value(values) if values_arr.null_count == 0 else None
+    if inline is not None and len(inline) <= 32:
+        return constant_page(rep, def_, layers, values, inline)
+    if needs_full_zip(values) and not pa.types.is_dictionary(storage_type(values_arr.type)):
+        return full_zip_page(rep, def_, layers, values, visible, num_rows)
+    t = storage_type(values_arr.type)
+    key_bits = t.index_type.bit_width if pa.types.is_dictionary(t) else None
+    page = mini_block_page(rep, def_, layers, values, visible, key_bits=key_bits)
+    if page is None:
+        return full_zip_page(rep, def_, layers, values, visible, num_rows)
+    return page
+
+
+class LeafColumn:
+    """One column of a 2.2 file: the pages written so far for one leaf."""
+
+    def __init__(self, writer: LanceFileWriter, field: LanceField) -> None:
+        self.field = field
+        self.pages: list[file2_pb2.ColumnMetadata.Page] = []
+        self.rows = 0
+        writer._columns.append(self)
+
+
+def _check_writable(field: LanceField, path: str) -> None:
+    t = field.arrow_type
+    while isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    if pa.types.is_fixed_size_list(t) and not field.children:
+        inner = t.value_type
+        while pa.types.is_fixed_size_list(inner):
+            inner = inner.value_type
+        if pa.types.is_struct(inner) or pa.types.is_list(inner):
+            raise UnsupportedFeatureError(f"column {path!r}: cannot write {t} in Lance 2.2 files")
+    if field.logical_type.startswith("fixed_size_list:struct"):
+        raise UnsupportedFeatureError(f"column {path!r}: fixed-size lists of structs")
+    if is_packed_struct(field):
+        raise UnsupportedFeatureError(
+            f"column {path!r}: writing packed structs (lance-encoding:packed) is not supported"
+        )
+    if field.logical_type == "json":
+        raise UnsupportedFeatureError(
+            f"column {path!r}: lance.json columns (stored as JSONB) cannot be written yet"
+        )
+    if field.logical_type == "struct" and not field.children:
+        raise UnsupportedFeatureError(f"column {path!r}: structs without fields")
+    for child in field.children:
+        _check_writable(child, f"{path}.{child.name}")
+
+
+class StructuralField:
+    """A top-level field of a 2.2 file and the leaf columns under it."""
+
+    def __init__(self, writer: LanceFileWriter, field: LanceField) -> None:
+        _check_writable(field, field.name)
+        self.writer = writer
+        self.field = field
+        self.leaves = {f.id: LeafColumn(writer, f) for f in column_fields(field)}
+        self.pending: list[pa.Array] = []
+        self.pending_bytes = 0
+        self.rows = 0
+
+    def push(self, arr: pa.Array) -> None:
+        if not self.field.nullable and arr.null_count:
+            raise SchemaError(
+                f"column {self.field.name!r} is not nullable but the data has "
+                f"{arr.null_count} nulls"
+            )
+        if not len(arr):
+            return
+        self.pending.append(arr)
+        self.pending_bytes += arr.nbytes
+        if self.pending_bytes > self.writer.page_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        arrays, nbytes = self.pending, self.pending_bytes
+        self.pending, self.pending_bytes = [], 0
+        arr = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+        rows = len(arr)
+        count = max(1, min(rows, math.ceil(nbytes / self.writer.max_page_bytes)))
+        size = math.ceil(rows / count)
+        for start in range(0, rows, size):
+            part = arr.slice(start, min(size, rows - start))
+            for leaf in shred(self.field, part):
+                page = encode_page(leaf.rep, leaf.def_, leaf.layers, leaf.values, len(part))
+                self._emit(self.leaves[leaf.field.id], page, len(part))
+            self.rows += len(part)
+
+    def _emit(self, column: LeafColumn, page, length: int) -> None:
+        out = self.writer._out
+        buffers = [out.write_buffer(b) for b in page.buffers]
+        column.pages.append(
+            container.page_metadata_v21(buffers, length, column.rows, page.layout)
+        )
+        column.rows += length
+
+    def finish(self) -> None:
+        self.flush()

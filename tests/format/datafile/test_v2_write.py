@@ -1,0 +1,168 @@
+"""Our Lance 2.2 writer: pylance reads every file we write, row for row, and so do we."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from datafile_helpers import ALL_KINDS, NULL_MODES, assert_same, table_of
+from test_v2_read import special_table
+from v2_helpers import census, open_ours, random_rows
+
+from lance_sql.errors import SchemaError, UnsupportedFeatureError
+from lance_sql.format.datafile import LanceFileWriter
+from lance_sql.format.schema import LanceSchema
+
+lance_file = pytest.importorskip("lance.file")
+
+SMALL_PAGES = {"page_bytes": 16 * 1024, "max_page_bytes": 64 * 1024}
+
+
+def write_22(table: pa.Table, path, batch_rows: int | None = None, **kw) -> bytes:
+    schema = LanceSchema.from_arrow(table.schema)
+    sink = io.BytesIO()
+    writer = LanceFileWriter(sink, schema, version="2.2", **kw)
+    batches = table.to_batches(max_chunksize=batch_rows) if batch_rows else [table]
+    for batch in batches:
+        writer.write_batch(batch)
+    written = writer.finish()
+    data = sink.getvalue()
+    assert written.size_bytes == len(data)
+    assert (written.major, written.minor) == (2, 2)
+    path.write_bytes(data)
+    return data
+
+
+def _roundtrip(tmp_path, table: pa.Table, **kw) -> bytes:
+    path = tmp_path / "ours.lance"
+    data = write_22(table, path, **kw)
+    reference = lance_file.LanceFileReader(str(path))
+    theirs = reference.read_all().to_table()
+    reader, cmap = open_ours(data)
+    rows = np.unique(random_rows(table.num_rows, 40, 1)) if table.num_rows else np.array([], int)
+    taken = reference.take_rows(rows.tolist()).to_table() if rows.size else None
+    for field in reader.schema.fields:
+        expected = table.column(field.name)
+        assert_same(theirs.column(field.name), expected, f"pylance reads {field.name}")
+        assert_same(reader.read([field], cmap)[0], expected, f"we read {field.name}")
+        if taken is not None:
+            assert_same(taken.column(field.name), expected.take(pa.array(rows)),
+                        f"pylance take {field.name}")  # fmt: skip
+    return data
+
+
+@pytest.mark.parametrize("mode", NULL_MODES)
+def test_every_kind_round_trips_through_pylance(tmp_path, mode: str) -> None:
+    table = table_of(ALL_KINDS, 3000, mode, seed=21)
+    data = _roundtrip(tmp_path, table, batch_rows=700, **SMALL_PAGES)
+    seen = census(data)
+    pages = seen["mini_block_layout"] + seen["constant_layout"] + seen["full_zip_layout"]
+    assert pages > 2 * len(ALL_KINDS)  # several pages per column
+    if mode == "all":
+        assert seen["constant_layout"]
+    else:
+        assert seen["inline_bitpacking"] and seen["out_of_line_bitpacking"]
+
+
+def test_special_shapes_round_trip_through_pylance(tmp_path) -> None:
+    table = special_table(2000)
+    keep = [f.name for f in table.schema
+            if b"lance-encoding:packed" not in (f.metadata or {})]  # fmt: skip
+    data = _roundtrip(tmp_path, table.select(keep))
+    seen = census(data)
+    for kind in ("mini_block_layout", "full_zip_layout", "constant_layout", "page_dictionary",
+                 "inline_bitpacking", "fixed_size_list", "variable"):  # fmt: skip
+        assert seen[kind], f"our writer never used {kind}: {seen}"
+
+
+def test_null_structs_and_lists_of_them(tmp_path) -> None:
+    """What 2.0 cannot store: null structs, at the top and inside lists."""
+    st = pa.struct([("a", pa.int64()), ("b", pa.list_(pa.string()))])
+    values = [None if i % 3 == 0 else {"a": None if i % 5 == 0 else i,
+                                       "b": None if i % 7 == 0 else [str(i)] * (i % 3)}
+              for i in range(500)]  # fmt: skip
+    table = pa.table({
+        "s": pa.array(values, st),
+        "ls": pa.array([None if i % 4 == 0 else [values[(i + j) % 500] for j in range(i % 4)]
+                        for i in range(500)], pa.list_(st)),
+    })  # fmt: skip
+    _roundtrip(tmp_path, table)
+
+
+def test_levels_that_do_not_fit_a_chunk_fall_back_to_full_zip(tmp_path) -> None:
+    lists = [[]] * 70_000 + [[1, 2, 3]] + [None] * 10 + [[4]]
+    table = pa.table({"l": pa.array(lists, pa.list_(pa.int32()))})
+    data = _roundtrip(tmp_path, table)
+    assert census(data)["full_zip_layout"]
+
+
+def test_large_vectors_and_long_strings_use_full_zip(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    n = 600
+    table = pa.table({
+        "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 128, np.float32)), 128),
+        "s": pa.array(["y" * (256 + i % 40) if i % 5 else None for i in range(n)]),
+        "ls": pa.array([["z" * 300] * (i % 3) if i % 4 else None for i in range(n)],
+                       pa.list_(pa.large_string())),
+    })  # fmt: skip
+    data = _roundtrip(tmp_path, table)
+    assert census(data)["full_zip_layout"] == 3
+
+
+def test_compression_pays_where_it_should(tmp_path) -> None:
+    rng = np.random.default_rng(1)
+    n = 20_000
+    table = pa.table({
+        "small": pa.array(rng.integers(0, 100, n)),
+        "cats": pa.array([f"category-{i}" for i in rng.integers(0, 20, n)]),
+        "const": pa.array(np.full(n, 3.5)),
+    })  # fmt: skip
+    data = _roundtrip(tmp_path, table)
+    raw = sum(c.nbytes for c in table.columns)
+    assert len(data) < raw / 4, (len(data), raw)
+
+
+def test_written_file_lists_leaf_columns(tmp_path) -> None:
+    arrow = pa.schema([
+        ("id", pa.int64()), ("st", pa.struct([("a", pa.int32()), ("b", pa.string())])),
+        ("l", pa.list_(pa.int64())),
+    ])  # fmt: skip
+    schema = LanceSchema.from_arrow(arrow)
+    writer = LanceFileWriter(io.BytesIO(), schema, version="2.2")
+    writer.write_batch(pa.table({"id": [1], "st": [{"a": 1, "b": "x"}], "l": [[1]]}, arrow))
+    written = writer.finish()
+    leaves = [f.id for f in schema.walk() if not f.children]
+    assert written.fields == tuple(leaves) and written.column_indices == tuple(range(len(leaves)))
+
+
+def test_writer_errors() -> None:
+    schema = LanceSchema.from_arrow(pa.schema([("a", pa.int64())]))
+    with pytest.raises(UnsupportedFeatureError, match="2.1"):
+        LanceFileWriter(io.BytesIO(), schema, version="2.1")
+    meta = {"lance-encoding:packed": "true"}
+    packed = pa.field("p", pa.struct([("a", pa.int32())]), metadata=meta)
+    with pytest.raises(UnsupportedFeatureError, match="'p'.*packed"):
+        LanceFileWriter(io.BytesIO(), LanceSchema.from_arrow(pa.schema([packed])), version="2.2")
+    strict = LanceSchema.from_arrow(pa.schema([pa.field("a", pa.int64(), nullable=False)]))
+    writer = LanceFileWriter(io.BytesIO(), strict, version="2.2")
+    with pytest.raises(SchemaError, match="'a' is not nullable"):
+        writer.write_batch(pa.table({"a": pa.array([1, None])}))
+
+
+def test_json_and_empty_structs_are_refused() -> None:
+    for arrow in (pa.json_(pa.string()), pa.struct([])):
+        schema = LanceSchema.from_arrow(pa.schema([("c", arrow)]))
+        with pytest.raises(UnsupportedFeatureError, match="'c'"):
+            LanceFileWriter(io.BytesIO(), schema, version="2.2")
+
+
+def test_json_is_refused_on_read(tmp_path) -> None:
+    """pylance stores lance.json as JSONB; we refuse rather than return the raw bytes."""
+    from v2_helpers import pylance_write
+
+    table = pa.table({"j": pa.array(['{"a": 1}'], pa.json_(pa.string()))})
+    reader, cmap = open_ours(pylance_write(tmp_path / "j.lance", table, "2.2"))
+    with pytest.raises(UnsupportedFeatureError, match="JSONB"):
+        reader.read(reader.schema.fields, cmap)
