@@ -37,6 +37,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.expr import columns as expr_columns
 from lance_sql.table.expr import parse_predicate, resolve, to_pyarrow
+from lance_sql.table.write import refuse_json
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -208,6 +209,7 @@ class FragmentReader:
     def _groups(self, fields: Sequence[LanceField]) -> list[tuple[DataFile | None, list[int]]]:
         groups: dict[str | None, tuple[DataFile | None, list[int]]] = {}
         for i, field in enumerate(fields):
+            refuse_json(field, self.store.uri)
             location = self._locations.get(field.id)
             if location is None:
                 # Files of format 2.1+ store leaves only: find the field by its first leaf.

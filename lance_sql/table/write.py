@@ -17,7 +17,7 @@ from lance_sql.errors import InvalidInputError, SchemaError, UnsupportedFeatureE
 from lance_sql.format.datafile import LanceFileWriter
 from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.naming import data_file_name
-from lance_sql.format.schema import LanceSchema
+from lance_sql.format.schema import LanceField, LanceSchema
 from lance_sql.io.store import ObjectStore
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
@@ -78,6 +78,17 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     return batch
 
 
+def refuse_json(field: LanceField, where: str) -> None:
+    """Lance stores ``json`` columns as binary JSONB, which lance_sql does not decode yet:
+    refuse them rather than hand back bytes that look like text but are not."""
+    for f in field.walk():
+        if f.logical_type == "json":
+            raise UnsupportedFeatureError(
+                f"{where}: column {f.name!r} is a Lance JSON (JSONB) column, which lance_sql "
+                "cannot read or write yet"
+            )
+
+
 def check_nulls(array: pa.Array, field: pa.Field, path: str) -> None:
     """SchemaError if a non-nullable field (at any depth) holds a null where its parent is valid.
 
@@ -127,6 +138,8 @@ class FragmentWriter:
                 f"{store.uri}: the table stores data files in Lance format {data_format}; "
                 f"lance_sql can only write {', '.join(SUPPORTED_WRITE_FORMATS)} so far"
             )
+        for field in schema.fields:
+            refuse_json(field, store.uri)
         self.store = store
         self.schema = schema
         self.arrow_schema = schema.to_arrow()
