@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from lance_sql.format.pb import table_pb2
 
@@ -21,6 +22,8 @@ DELETIONS_DIR = "_deletions"
 
 def unknown_fields(msg: Message) -> bytes:
     """Serialized bytes of the fields of ``msg`` that our protos do not declare."""
+    if not len(UnknownFieldSet(msg)):  # the common case, checked without copying
+        return b""
     probe = type(msg)()
     probe.CopyFrom(msg)
     for desc, _ in probe.ListFields():
@@ -196,6 +199,14 @@ class Fragment:
 
     def with_deletion(self, deletion: DeletionFile | None) -> Fragment:
         return replace(self, deletion_file=deletion)
+
+    def encoded(self) -> bytes:
+        """``to_proto()`` serialized, computed once per (immutable) instance."""
+        cached = self.__dict__.get("_encoded")
+        if cached is None:
+            cached = self.to_proto().SerializeToString()
+            object.__setattr__(self, "_encoded", cached)
+        return cached
 
     @classmethod
     def from_proto(cls, pb: table_pb2.DataFragment) -> Fragment:

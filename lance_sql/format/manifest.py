@@ -13,6 +13,7 @@ objects out, with every failure a :class:`FormatError` naming the file.
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -34,6 +35,45 @@ WRITER_LIBRARY = "lance_sql"
 WRITER_VERSION = "0.1.0"
 
 _EMPTY: Mapping = MappingProxyType({})
+_FRAGMENTS_TAG = bytes([2 << 3 | 2])  # Manifest.fragments: field 2, length-delimited
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+class _FragmentCache:
+    """Decoded fragments by their serialized bytes (immutable values), bounded.
+
+    Consecutive versions share almost all fragments, so decoding the next manifest
+    mostly finds its fragments here instead of rebuilding them.
+    """
+
+    def __init__(self, capacity: int = 20_000) -> None:
+        self._items: dict[bytes, Fragment] = {}
+        self._lock = threading.Lock()
+        self._capacity = capacity
+
+    def get(self, pb: table_pb2.DataFragment) -> Fragment:
+        key = pb.SerializeToString()
+        found = self._items.get(key)
+        if found is not None:
+            return found
+        frag = Fragment.from_proto(pb)
+        object.__setattr__(frag, "_encoded", key)
+        with self._lock:
+            if len(self._items) >= self._capacity:
+                self._items.clear()
+            self._items[key] = frag
+        return frag
+
+
+_fragment = _FragmentCache().get
 
 
 @dataclass(frozen=True)
@@ -117,14 +157,11 @@ class ManifestCodec:
     @staticmethod
     def from_proto(pb: table_pb2.Manifest, index_section: bytes | None = None) -> Manifest:
         schema = LanceSchema.from_protos(pb.fields, dict(pb.schema_metadata))
-        probe = table_pb2.Manifest()
-        probe.CopyFrom(pb)
-        # Offsets describe the old file's layout; the encoder recomputes them.
-        for name in ("transaction_section", "transaction_section_deprecated", "index_section"):
-            probe.ClearField(name)
+        # Only undeclared fields are kept as ``unknown``; the declared section offsets
+        # describe the old file's layout and are recomputed by the encoder.
         return Manifest(
             schema=schema,
-            fragments=tuple(Fragment.from_proto(f) for f in pb.fragments),
+            fragments=tuple(_fragment(f) for f in pb.fragments),
             version=pb.version,
             data_format=pb.data_format.version or "0.1",
             timestamp_ns=pb.timestamp.seconds * 1_000_000_000 + pb.timestamp.nanos,
@@ -142,13 +179,18 @@ class ManifestCodec:
             writer_version=pb.writer_version.version,
             version_aux_data=pb.version_aux_data,
             index_section=index_section,
-            unknown=unknown_fields(probe),
+            unknown=unknown_fields(pb),
         )
 
     @classmethod
     def encode(cls, manifest: Manifest, transaction: bytes | None) -> bytes:
-        """Frame ``manifest`` with its inline transaction (and index section, if any)."""
-        pb = cls.to_proto(manifest)
+        """Frame ``manifest`` with its inline transaction (and index section, if any).
+
+        Fragments are appended to the protobuf body as already-serialized field-2
+        records (protobuf accepts fields in any order), each encoded once per Fragment
+        instance, so a commit re-encodes only the fragments it changed.
+        """
+        pb = cls.to_proto(replace(manifest, fragments=()))
         out = bytearray()
         if manifest.index_section is not None:
             pb.index_section = 0
@@ -157,7 +199,10 @@ class ManifestCodec:
             pb.transaction_section = len(out)
             out += struct.pack("<I", len(transaction)) + transaction
         manifest_pos = len(out)
-        body = pb.SerializeToString()
+        body = bytearray(pb.SerializeToString())
+        for frag in manifest.fragments:
+            data = frag.encoded()
+            body += _FRAGMENTS_TAG + _varint(len(data)) + data
         out += struct.pack("<I", len(body)) + body
         out += FOOTER.pack(manifest_pos, MANIFEST_MAJOR, MANIFEST_MINOR, MAGIC)
         return bytes(out)

@@ -4,6 +4,11 @@ Atomic create uses a hard link: the bytes are written to a unique temporary file
 then ``os.link`` publishes it under the final name, which fails if the name exists.
 That gives put-if-not-exists (and rename-if-not-exists) with complete contents,
 safe across threads and processes on one machine.
+
+Like the reference's local object store, nothing is fsynced by default: a process
+crash never exposes partial files, but surviving power loss needs
+``LocalStore(root, fsync=True)`` (which syncs every published file, data included;
+syncing manifests alone would not help, as they point at data files).
 """
 
 from __future__ import annotations
@@ -60,9 +65,10 @@ class LocalSource:
 class LocalStore(ObjectStore):
     """Objects are files below ``root``; keys map to relative paths."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *, fsync: bool = False) -> None:
         self.root = os.path.abspath(root)
         self.uri = self.root
+        self.fsync = fsync
 
     def _path(self, key: str) -> str:
         return os.path.join(self.root, *check_key(key).split("/"))
@@ -96,6 +102,7 @@ class LocalStore(ObjectStore):
         tmp = self._temp_path(path)
         with open(tmp, "wb") as f:
             f.write(data)
+            self._sync(f)
         os.replace(tmp, path)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
@@ -104,8 +111,7 @@ class LocalStore(ObjectStore):
         try:
             with open(tmp, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                self._sync(f)
             return _link_if_absent(tmp, path)
         finally:
             _unlink_quietly(tmp)
@@ -135,15 +141,23 @@ class LocalStore(ObjectStore):
         tmp = self._temp_path(self._path(key))
         return open(tmp, "wb"), tmp
 
+    def _sync(self, f: BinaryIO) -> None:
+        if self.fsync:
+            f.flush()
+            os.fsync(f.fileno())
+
     def _commit_writer(self, key: str, token: object) -> None:
         tmp = str(token)
+        if self.fsync:
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
         os.replace(tmp, self._path(key))
 
     def _abort_writer(self, key: str, token: object) -> None:
         _unlink_quietly(str(token))
 
     def child(self, prefix: str) -> LocalStore:
-        return LocalStore(self._path(prefix))
+        return LocalStore(self._path(prefix), fsync=self.fsync)
 
 
 def _link_if_absent(src: str, dst: str) -> bool:

@@ -32,6 +32,7 @@ from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.commit import CommitConfig, commit_transaction
+from lance_sql.table.dataset_ops import MaintenanceMixin
 from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
 from lance_sql.table.scan import (
     ROW_ADDR,
@@ -55,6 +56,7 @@ from lance_sql.table.versions import (
     write_tag,
 )
 from lance_sql.table.write import (
+    DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
     to_reader,
     write_fragments,
@@ -85,8 +87,8 @@ class Tags:
         return read_tag(self._ds.store, tag)["version"]
 
 
-class LanceDataset:
-    """One version of a Lance table."""
+class LanceDataset(MaintenanceMixin):
+    """One version of a Lance table (maintenance methods: :mod:`dataset_ops`)."""
 
     def __init__(
         self,
@@ -112,13 +114,14 @@ class LanceDataset:
         return ds
 
     def _resolve(self, version: int | str | None) -> VersionRef:
+        handler = self.commit_config.handler
         if version is None:
-            return latest_version(self.store)
+            return latest_version(self.store, handler)
         if isinstance(version, str) and not version.isdigit():
-            return find_version(self.store, read_tag(self.store, version)["version"])
+            return find_version(self.store, read_tag(self.store, version)["version"], handler)
         if isinstance(version, bool) or int(version) < 1:
             raise InvalidInputError(f"invalid version {version!r}")
-        return find_version(self.store, int(version))
+        return find_version(self.store, int(version), handler)
 
     # -- metadata --------------------------------------------------------------------
     @property
@@ -127,7 +130,7 @@ class LanceDataset:
 
     @property
     def latest_version(self) -> int:
-        return latest_version(self.store).version
+        return latest_version(self.store, self.commit_config.handler).version
 
     @property
     def manifest(self) -> Manifest:
@@ -294,15 +297,16 @@ class LanceDataset:
 
     # -- writes ---------------------------------------------------------------------
     def _latest_for_write(self) -> tuple[Manifest, ManifestNaming]:
-        ref = latest_version(self.store)
+        ref = latest_version(self.store, self.commit_config.handler)
         manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
         check_writable(manifest.writer_feature_flags, f"{self.store.uri}/{ref.key}")
         return manifest, ref.naming
 
-    def _commit(self, manifest: Manifest, naming: ManifestNaming, txn: Transaction) -> LanceDataset:
+    def _commit(self, manifest: Manifest, naming: ManifestNaming, txn: Transaction,
+                **options: Any) -> LanceDataset:
         new = commit_transaction(
             self.store, manifest, naming, txn, config=self.commit_config,
-            data_format=manifest.data_format,
+            data_format=manifest.data_format, **options,
         )
         return LanceDataset._from_manifest(self, VersionRef(new.version, naming), new)
 
@@ -316,6 +320,7 @@ class LanceDataset:
         base, naming = self._latest_for_write()
         plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
         updated, removed, files = [], [], []
+        affected: dict[int, np.ndarray] = {}  # lets the commit rebase over other deletes
         # Read every fragment before writing anything: a failing read leaves no trace.
         for frag in base.fragments:
             matched = scan_fragment(self.store, base, frag, plan).column(ROW_ADDR)
@@ -324,6 +329,7 @@ class LanceDataset:
             new_rows = (matched.to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.uint32)
             existing = deleted_offsets(self.store, base, frag)
             all_deleted = np.union1d(existing, new_rows).astype(np.uint32)
+            affected[frag.id] = new_rows
             if len(all_deleted) >= frag.physical_rows:
                 removed.append(frag.id)
                 continue
@@ -343,7 +349,7 @@ class LanceDataset:
         try:
             for key, data in files:
                 self.store.put(key, data)
-            newer = self._commit(base, naming, txn)
+            newer = self._commit(base, naming, txn, affected_rows=affected)
         except BaseException:
             for key, _ in files:
                 self.store.delete(key)
@@ -394,17 +400,20 @@ def write_dataset(
         raise UnsupportedFeatureError("stable row ids are not supported by lance_sql yet")
     store = open_store(uri)
     config = commit_config or CommitConfig()
-    refs = list_versions(store)
-    if refs and mode == "create":
+    try:
+        latest_ref: VersionRef | None = latest_version(store, config.handler)
+    except NotFoundError:
+        latest_ref = None
+    if latest_ref is not None and mode == "create":
         raise InvalidInputError(f"a Lance table already exists at {store.uri}; use mode='append' "
                                 "or mode='overwrite'")
     reader = to_reader(data, schema)
     previous: Manifest | None = None
     naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
-    if refs:
-        previous = load_manifest(store, refs[-1])
-        naming = refs[-1].naming
-        check_writable(previous.writer_feature_flags, f"{store.uri}/{refs[-1].key}")
+    if latest_ref is not None:
+        previous = load_manifest(store, latest_ref)
+        naming = latest_ref.naming
+        check_writable(previous.writer_feature_flags, f"{store.uri}/{latest_ref.key}")
     if previous is not None and mode == "append":
         table_schema = previous.schema
         try:
@@ -415,7 +424,7 @@ def write_dataset(
     else:
         table_schema = LanceSchema.from_arrow(reader.schema)
         data_format = data_storage_version or (
-            previous.data_format if previous is not None else "2.0"
+            previous.data_format if previous is not None else DEFAULT_DATA_FORMAT
         )
     fragments = write_fragments(
         store, table_schema, reader, max_rows_per_file=max_rows_per_file, data_format=data_format

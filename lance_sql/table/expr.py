@@ -413,6 +413,17 @@ def to_pyarrow(expr: Expr | str, schema: pa.Schema) -> pc.Expression:
         raise InvalidInputError("filter is nested too deeply") from None
 
 
+def value_expression(expr: Expr | str, schema: pa.Schema) -> pc.Expression:
+    """A pyarrow expression computing ``expr`` (of any type) over ``schema``: the SQL
+    expressions of ``add_columns``. Errors as for :func:`to_pyarrow`."""
+    if isinstance(expr, str):
+        expr = parse_predicate(expr)
+    try:
+        return _Translator(schema).expr(expr)[0]
+    except RecursionError:
+        raise InvalidInputError("expression is nested too deeply") from None
+
+
 # ----------------------------------------------------------------- row address pruning
 
 _MAX = 2**64

@@ -34,9 +34,12 @@ from lance_sql.io.uri import open_store
 from lance_sql.table.commit import commit_transaction
 from lance_sql.table.operations import Append, Overwrite, Transaction
 from lance_sql.table.versions import list_versions, load_manifest
-from lance_sql.table.write import DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter, conform_batch
-
-DEFAULT_DATA_FORMAT = "2.0"
+from lance_sql.table.write import (
+    DEFAULT_DATA_FORMAT,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    FragmentWriter,
+    conform_batch,
+)
 
 
 @dataclass(frozen=True)

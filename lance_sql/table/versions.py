@@ -21,6 +21,7 @@ from lance_sql.format.naming import (
     parse_manifest_name,
     tag_key,
 )
+from lance_sql.io.commit import CommitHandler
 from lance_sql.io.store import ObjectStore
 
 
@@ -52,17 +53,61 @@ def list_versions(store: ObjectStore) -> list[VersionRef]:
     return sorted(refs, key=lambda r: r.version)
 
 
-def latest_version(store: ObjectStore) -> VersionRef:
+def latest_version(store: ObjectStore, handler: CommitHandler | None = None) -> VersionRef:
+    """The newest version; a handler that tracks versions itself (external manifest store)
+    is asked first and repairs a half-finished commit of that version."""
+    if handler is not None:
+        found = handler.latest(store)
+        if found is not None:
+            parsed = parse_manifest_name(found[1].rpartition("/")[2])
+            if parsed is not None:
+                return VersionRef(found[0], parsed[1])
+    fast = _latest_from_hint(store)
+    if fast is not None:
+        return fast
     refs = list_versions(store)
     if not refs:
         raise NotFoundError(f"no Lance table at {store.uri} (no manifests in {VERSIONS_DIR}/)")
     return refs[-1]
 
 
-def find_version(store: ObjectStore, version: int) -> VersionRef:
+def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
+    """The latest version in O(1) store requests, or None to fall back to listing.
+
+    Versions are committed one after another (v+1 only once v exists), so from a version
+    ``h`` that exists, probing ``h+1, h+2, ...`` finds the latest. ``h`` comes from the
+    hint; if the hint is missing, unreadable, or names a version that is not there, the
+    caller lists ``_versions/``. A manifest of the other naming scheme right after the
+    latest (a writer using the other scheme) also sends the caller to the listing,
+    which reports the mixture.
+    """
+    try:
+        hinted = int(json.loads(store.read(LATEST_HINT))["version"])
+    except (NotFoundError, ValueError, KeyError, TypeError):
+        return None
+    if hinted < 1:
+        return None
+    for naming in (ManifestNaming.V2, ManifestNaming.V1):
+        if store.exists(naming.key(hinted)):
+            version = hinted
+            while store.exists(naming.key(version + 1)):
+                version += 1
+            other = ManifestNaming.V1 if naming is ManifestNaming.V2 else ManifestNaming.V2
+            if store.exists(other.key(version + 1)) or store.exists(other.key(version)):
+                return None
+            return VersionRef(version, naming)
+    return None
+
+
+def find_version(store: ObjectStore, version: int,
+                 handler: CommitHandler | None = None) -> VersionRef:
     refs = list_versions(store)
     for ref in refs:
         if ref.version == version:
+            return ref
+    if handler is not None and refs:
+        ref = VersionRef(version, refs[-1].naming)
+        if handler.exists(store, ref.key, version):  # repairs a half-finished commit
             return ref
     if not refs:
         raise NotFoundError(f"no Lance table at {store.uri}")

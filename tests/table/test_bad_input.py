@@ -609,18 +609,31 @@ def _null_struct_in_list(t: pa.Table) -> pa.Table:
 
 @pytest.mark.parametrize(("make", "column"), [(_null_struct, "st"),
                                               (_null_struct_in_list, "ls")])
-def test_null_struct_values_in_a_2_0_table(table: Table, tmp_path: Path, make, column) -> None:  # noqa: ANN001
+def test_null_struct_values_in_a_2_0_table(tmp_path: Path, make, column) -> None:  # noqa: ANN001
     bad = make(rows(9000, 40))
     assert bad.schema == SCHEMA
-    err = fails_cleanly(table.uri, (SchemaError, UnsupportedFeatureError),
-                        lambda: lance_sql.write_dataset(bad, table.uri, mode="append",
+    uri20 = str(tmp_path / "t20.lance")
+    lance_sql.write_dataset(rows(0, 40), uri20, data_storage_version="2.0")
+    err = fails_cleanly(uri20, (SchemaError, UnsupportedFeatureError),
+                        lambda: lance_sql.write_dataset(bad, uri20, mode="append",
                                                         max_rows_per_file=10), repr(column)[:-1])
     assert "null struct" in str(err)
-    table.assert_intact()
+    assert lance_sql.dataset(uri20).to_table() == rows(0, 40)
     uri = str(tmp_path / "new.lance")
     os.makedirs(uri)
     fails_cleanly(uri, (SchemaError, UnsupportedFeatureError),
-                  lambda: lance_sql.write_dataset(bad, uri), repr(column)[:-1])
+                  lambda: lance_sql.write_dataset(bad, uri, data_storage_version="2.0"),
+                  repr(column)[:-1])
+
+
+@pytest.mark.parametrize("make", [_null_struct, _null_struct_in_list])
+def test_null_struct_values_round_trip_in_2_2(tmp_path: Path, make) -> None:  # noqa: ANN001
+    data = make(rows(9000, 40))
+    uri = str(tmp_path / "t22.lance")
+    ds = lance_sql.write_dataset(data, uri)
+    assert ds.data_storage_version == "2.2"
+    assert ds.to_table() == data
+    assert lance.dataset(uri).to_table() == data
 
 
 def test_create_on_an_existing_table(table: Table) -> None:
@@ -638,7 +651,7 @@ def test_write_modes_and_data_format_errors(table: Table) -> None:
                   "upsert")
     fails_cleanly(table.uri, UnsupportedFeatureError,
                   lambda: lance_sql.write_dataset(rows(9000, 5), table.uri, mode="overwrite",
-                                                  data_storage_version="2.2"), "2.2")
+                                                  data_storage_version="2.1"), "2.1")
     table.assert_intact()
 
 
@@ -720,10 +733,11 @@ def test_racing_appends_without_retries_have_one_winner(table: Table) -> None:
     assert len(os.listdir(os.path.join(table.uri, "_transactions"))) == 4
 
 
-def test_racing_deletes_of_one_fragment_conflict(table: Table,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two deletes built on the same version rewrite fragment 1's deletion file: one wins,
-    the other gets a typed conflict and removes the deletion file it wrote."""
+def test_racing_deletes_of_one_fragment_rebase(table: Table,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two deletes built on the same version rewrite fragment 1's deletion file: the loser
+    rebases (merges the winner's deletion vector with its own rows, writes the merged file)
+    and both land; the loser's first deletion file is removed."""
     for attempt in range(3):
         ds_a, ds_b = lance_sql.dataset(table.uri), lance_sql.dataset(table.uri)
         start = ds_a.version
@@ -734,23 +748,42 @@ def test_racing_deletes_of_one_fragment_conflict(table: Table,
         results = _race([lambda a=ds_a, n=attempt: a.delete(f"id = {5700 + n}"),
                          lambda b=ds_b, n=attempt: b.delete(f"id = {5800 + n}")])
         monkeypatch.undo()
-        errors = [r for r in results if r is not None]
-        assert len(errors) == 1 and isinstance(errors[0], RetryableConflict), results
-        assert lance_sql.dataset(table.uri).version == start + 1
-        winner = ds_a if results[0] is None else ds_b
-        loser = ds_b if results[0] is None else ds_a
-        assert winner.version == start + 1 and loser.version == start
+        assert results == [None, None], results
+        assert lance_sql.dataset(table.uri).version == start + 2
+        assert sorted([ds_a.version, ds_b.version]) == [start + 1, start + 2]
         assert _manifest_files(table.uri) == sorted(
-            latest_version(table.store).naming.file_name(v) for v in range(1, start + 2))
+            latest_version(table.store).naming.file_name(v) for v in range(1, start + 3))
     final = lance_sql.dataset(table.uri)
-    assert final.count_rows() == table.expected.num_rows - 3
-    # every deletion file on disk belongs to some version: the losers removed theirs
+    assert final.count_rows() == table.expected.num_rows - 6
+    assert lance.dataset(table.uri).count_rows() == final.count_rows()
+    # every deletion file on disk belongs to some version: superseded ones were removed
     history = set()
     for v in range(1, final.version + 1):
         for f in lance_sql.dataset(table.uri, version=v).get_fragments():
             if f.deletion_file:
                 history.add(f.deletion_file.key(f.id).split("/")[1])
     assert set(os.listdir(os.path.join(table.uri, "_deletions"))) == history
+    assert len(os.listdir(os.path.join(table.uri, "_transactions"))) == final.version
+
+
+def test_racing_deletes_of_one_row_conflict(table: Table,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two deletes of the same row: one wins, the other gets a retryable conflict and
+    removes the deletion file it wrote."""
+    ds_a, ds_b = lance_sql.dataset(table.uri), lance_sql.dataset(table.uri)
+    start = ds_a.version
+    base = ds_a._latest_for_write()
+    monkeypatch.setattr(lance_sql.LanceDataset, "_latest_for_write", lambda self: base)
+    results = _race([lambda: ds_a.delete("id = 5700"), lambda: ds_b.delete("id = 5700")])
+    monkeypatch.undo()
+    errors = [r for r in results if r is not None]
+    assert len(errors) == 1 and isinstance(errors[0], RetryableConflict), results
+    assert lance_sql.dataset(table.uri).version == start + 1
+    final = lance_sql.dataset(table.uri)
+    keys = {f.deletion_file.key(f.id).split("/")[1]
+            for v in range(1, final.version + 1)
+            for f in lance_sql.dataset(table.uri, version=v).get_fragments() if f.deletion_file}
+    assert set(os.listdir(os.path.join(table.uri, "_deletions"))) == keys
     assert len(os.listdir(os.path.join(table.uri, "_transactions"))) == final.version
 
 

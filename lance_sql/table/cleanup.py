@@ -1,0 +1,124 @@
+"""Removing old versions and the files only they need.
+
+A version is removed when it is older than ``older_than`` (and, with
+``retain_versions``, not among the newest N), is not the latest, and is not tagged
+(``keep_tags``). Then every file a removed version referenced — its manifest,
+transaction file, and the data, deletion and index files under the table's own root —
+is deleted unless a kept version references it too. Files under other base paths
+(shallow-clone sources) are never touched.
+
+Files no manifest references at all (left by failed or in-flight writes) are only
+removed with ``delete_unverified=True``: an in-flight writer's files look exactly
+like that, so only the caller can know none is running.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.index import decode_index_section
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.naming import TRANSACTIONS_DIR, VERSIONS_DIR
+from lance_sql.io.store import ObjectStore
+from lance_sql.table.versions import list_versions, load_manifest, read_tags
+
+if TYPE_CHECKING:
+    from lance_sql.table.dataset import LanceDataset
+
+DEFAULT_OLDER_THAN = timedelta(days=14)
+_SCANNED_DIRS = ("data", "_deletions", TRANSACTIONS_DIR)
+
+
+@dataclass(frozen=True)
+class CleanupStats:
+    bytes_removed: int = 0
+    old_versions: int = 0
+    files_removed: int = 0
+
+
+def referenced_files(store: ObjectStore, manifest: Manifest) -> set[str]:
+    """Keys below the table root that ``manifest``'s version needs (its manifest aside)."""
+    keys = set()
+    if manifest.transaction_file:
+        keys.add(f"{TRANSACTIONS_DIR}/{manifest.transaction_file}")
+    for frag in manifest.fragments:
+        keys.update(d.key for d in frag.files if d.base_id is None)
+        deletion = frag.deletion_file
+        if deletion is not None and deletion.base_id is None:
+            keys.add(deletion.key(frag.id))
+    for index in decode_index_section(manifest.index_section):
+        if not index.to_proto().HasField("base_id"):
+            directory = f"_indices/{index.uuid}"
+            keys.update(f"{directory}/{name}" for name in store.list_dir(directory))
+    return keys
+
+
+def cleanup_old_versions(
+    ds: LanceDataset,
+    older_than: timedelta | None = None,
+    retain_versions: int | None = None,
+    *,
+    keep_tags: bool = True,
+    delete_unverified: bool = False,
+    now_ns: int | None = None,
+) -> CleanupStats:
+    store = ds.store
+    if older_than is None and retain_versions is None:
+        older_than = DEFAULT_OLDER_THAN
+    if retain_versions is not None and retain_versions < 1:
+        raise InvalidInputError("retain_versions must be positive")
+    refs = list_versions(store)
+    if not refs:
+        raise NotFoundError(f"no Lance table at {store.uri}")
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    cutoff = None if older_than is None else now_ns - int(older_than.total_seconds() * 1e9)
+    tagged = {t["version"] for t in read_tags(store).values()}
+    manifests = {ref.version: load_manifest(store, ref) for ref in refs}
+    newest = {r.version for r in refs[-(retain_versions or 1):]}
+    removed = []
+    for ref in refs[:-1]:
+        m = manifests[ref.version]
+        if ref.version in newest or (cutoff is not None and m.timestamp_ns >= cutoff):
+            continue
+        if ref.version in tagged:
+            if keep_tags:
+                continue
+            raise InvalidInputError(
+                f"version {ref.version} is tagged; delete its tag or pass keep_tags=True")
+        removed.append(ref)
+    removed_versions = {r.version for r in removed}
+    kept_files: set[str] = set()
+    for version, m in manifests.items():
+        if version not in removed_versions:
+            kept_files |= referenced_files(store, m)
+    doomed: list[str] = []
+    for ref in removed:  # oldest first: a crash part-way leaves a valid, shorter history
+        doomed.append(ref.key)
+        doomed.extend(sorted(referenced_files(store, manifests[ref.version]) - kept_files))
+    if delete_unverified:
+        everything = kept_files | set(doomed)
+        for directory in _SCANNED_DIRS:
+            for name in store.list_dir(directory):
+                key = f"{directory}/{name}"
+                if key not in everything:
+                    doomed.append(key)
+        # manifests staged for an external manifest store and already copied into place
+        # (one not copied yet may be the only copy of a committed version: kept)
+        for name in store.list_dir(VERSIONS_DIR):
+            head, sep, _ = name.rpartition(".manifest-")
+            if sep and store.exists(f"{VERSIONS_DIR}/{head}.manifest"):
+                doomed.append(f"{VERSIONS_DIR}/{name}")
+    removed_bytes = removed_files = 0
+    for key in dict.fromkeys(doomed):
+        try:
+            size = store.size(key)
+            store.delete(key)
+        except (NotFoundError, IsADirectoryError, PermissionError):
+            continue  # gone already, or a directory (nested index layout): left alone
+        removed_bytes += size
+        removed_files += 1
+    return CleanupStats(removed_bytes, len(removed), removed_files)
