@@ -65,7 +65,8 @@ def main() -> None:
 
     write_repeat = max(1, min(args.repeat, 3))
     t_ours = median_time(
-        lambda: lance_sql.write_dataset(table, ours_uri, max_rows_per_file=args.rows_per_file),
+        lambda: lance_sql.write_dataset(table, ours_uri, max_rows_per_file=args.rows_per_file,
+                                        data_storage_version="2.0"),
         write_repeat, setup=lambda: shutil.rmtree(ours_uri, ignore_errors=True))
     t_ref = median_time(
         lambda: lance.write_dataset(table, ref_uri, max_rows_per_file=args.rows_per_file,
