@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from timing import median_time  # bench/timing.py (scripts run from bench/)
 
 import lance_sql
 
@@ -31,18 +29,6 @@ def make_table(rows: int, seed: int = 0) -> pa.Table:
         "s", pa.array(rng.integers(10_000, 99_999, rows)).cast(pa.string()), ""
     )
     return pa.table({"id": ids, "x": xs, "s": s})
-
-
-def median_time(fn: Callable[[], object], repeat: int, setup: Callable[[], None] | None = None
-                ) -> float:
-    times = []
-    for _ in range(repeat):
-        if setup is not None:
-            setup()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

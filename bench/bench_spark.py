@@ -13,23 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 
-
-def median_time(fn: Callable[[], object], repeat: int,
-                setup: Callable[[], None] | None = None) -> float:
-    times = []
-    for _ in range(repeat):
-        if setup is not None:
-            setup()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_time  # bench/timing.py (scripts run from bench/)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ Everything here validates what it parses: a bad offset, size or protobuf raises
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -273,3 +274,27 @@ def page_metadata_v21(
     )
     page.encoding.direct.encoding = pack_any(V21_PAGE_LAYOUT_URL, layout)
     return page
+
+
+def page_spans(
+    row_starts: np.ndarray, starts: np.ndarray, ends: np.ndarray, where: str
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """For sorted, disjoint row ranges: (page, starts, ends within that page) per touched page.
+
+    ``row_starts`` holds each page's first row plus the total at the end (ColumnInfo's).
+    """
+    if int(ends[-1]) > int(row_starts[-1]):
+        raise FormatError(
+            f"{where} has {int(row_starts[-1])} rows, row {int(ends[-1]) - 1} was asked for"
+        )
+    first = int(np.searchsorted(row_starts, starts[0], "right")) - 1
+    last = int(np.searchsorted(row_starts, ends[-1] - 1, "right")) - 1
+    for p in range(first, last + 1):
+        p0, p1 = int(row_starts[p]), int(row_starts[p + 1])
+        if p1 == p0:
+            continue
+        i0 = int(np.searchsorted(ends, p0, "right"))
+        i1 = int(np.searchsorted(starts, p1, "left"))
+        if i1 <= i0:
+            continue
+        yield p, np.maximum(starts[i0:i1], p0) - p0, np.minimum(ends[i0:i1], p1) - p0

@@ -75,24 +75,8 @@ class LeafColumn:
 
     def read_ranges(self, starts: np.ndarray, ends: np.ndarray) -> tuple[list, pa.Array]:
         """Layers (outermost first) and leaf values of rows ``[starts[i], ends[i])``."""
-        rs = self.info.row_starts
-        if int(ends[-1]) > int(rs[-1]):
-            raise FormatError(
-                f"{self.where} has {int(rs[-1])} rows, row {int(ends[-1]) - 1} was asked for"
-            )
         layer_pieces, value_pieces = [], []
-        first = int(np.searchsorted(rs, starts[0], "right")) - 1
-        last = int(np.searchsorted(rs, ends[-1] - 1, "right")) - 1
-        for p in range(first, last + 1):
-            p0, p1 = int(rs[p]), int(rs[p + 1])
-            if p1 == p0:
-                continue
-            i0 = int(np.searchsorted(ends, p0, "right"))
-            i1 = int(np.searchsorted(starts, p1, "left"))
-            if i1 <= i0:
-                continue
-            ls = np.maximum(starts[i0:i1], p0) - p0
-            le = np.minimum(ends[i0:i1], p1) - p0
+        for p, ls, le in container.page_spans(self.info.row_starts, starts, ends, self.where):
             dec = self.page(p)
             piece = dec.decode(ls, le)
             where = f"{self.where} page {p}"

@@ -359,24 +359,9 @@ class LanceFileReader:
         the gap between two of them holds more than ``COALESCE_BYTES`` of data; then they
         are decoded apart, so a sparse ``take`` does not read whole pages.
         """
-        rs = info.row_starts
-        if int(ends[-1]) > int(rs[-1]):
-            raise FormatError(
-                f"{self.path}: column {info.index} has {int(rs[-1])} rows, row {int(ends[-1]) - 1} "
-                f"was asked for"
-            )
-        first = int(np.searchsorted(rs, starts[0], "right")) - 1
-        last = int(np.searchsorted(rs, ends[-1] - 1, "right")) - 1
-        for p in range(first, last + 1):
-            p0, p1 = int(rs[p]), int(rs[p + 1])
-            if p1 == p0:
-                continue
-            i0 = int(np.searchsorted(ends, p0, "right"))
-            i1 = int(np.searchsorted(starts, p1, "left"))
-            if i1 <= i0:
-                continue
-            ls = np.maximum(starts[i0:i1], p0) - p0
-            le = np.minimum(ends[i0:i1], p1) - p0
+        where = f"{self.path}: column {info.index}"
+        for p, ls, le in container.page_spans(info.row_starts, starts, ends, where):
+            p0, p1 = int(info.row_starts[p]), int(info.row_starts[p + 1])
             if len(ls) == 1:
                 yield p, ls, le
                 continue
