@@ -154,11 +154,13 @@ class LanceReader(DataSourceReader):
         full = pa.schema(list(ds.schema) + [pa.field(ROW_ID, pa.uint64()),
                                             pa.field(ROW_ADDR, pa.uint64())])
         filter_expr = None
+        filter_columns: frozenset[str] | None = None
         needed = set(self.columns)
         if self.filters:
             tree = Call("and", tuple(self.filters)) if len(self.filters) > 1 else self.filters[0]
             filter_expr = to_pyarrow(tree, full)
-            needed |= {c.path[0] for c in _columns(tree)}
+            filter_columns = frozenset(c.path[0] for c in _columns(tree))
+            needed |= filter_columns
         plan = ScanPlan(
             output_fields=tuple(self.columns),
             read_fields=tuple(f for f in ds.manifest.schema.fields if f.name in needed),
@@ -167,6 +169,7 @@ class LanceReader(DataSourceReader):
             need_row_id=ROW_ID in needed,
             need_row_addr=ROW_ADDR in needed,
             output_schema=pa.schema([full.field(c) for c in self.columns]),
+            filter_columns=filter_columns,
         )
         table = scan_fragment(ds.store, ds.manifest, frag, plan, offset=partition.start,
                               length=partition.stop - partition.start)

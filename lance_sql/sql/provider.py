@@ -30,7 +30,6 @@ import pyarrow.dataset as pds
 
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
-from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
@@ -104,39 +103,8 @@ class UnitScanner:
             need_row_id=ROW_ID in needed,
             need_row_addr=ROW_ADDR in needed,
             output_schema=self.projected_schema,
+            filter_columns=referenced_columns(filter) if filter is not None else None,
         )
-        self.probe, self.late = self._late_materialization(table, names, needed)
-
-    def _late_materialization(
-        self, table: LanceTableDataset, names: list[str], needed: set[str]
-    ) -> tuple[ScanPlan | None, tuple[LanceField, ...]]:
-        """With a filter, read the filter's columns first and fetch the rest only for matches.
-
-        Returns the plan of the first pass (filter columns plus row addresses) and the
-        fields left for the second, or (None, ()) when a single pass reads the same.
-        """
-        if self.filter is None:
-            return None, ()
-        filter_names = referenced_columns(self.filter)
-        late = tuple(f for f in table.manifest.schema.fields
-                     if f.name in names and f.name not in filter_names)
-        if not late:
-            return None, ()
-        early = [n for n in names if n not in {f.name for f in late}]
-        outputs = early + ([ROW_ADDR] if ROW_ADDR not in early else [])
-        full = table.schema if table.system_columns else pa.schema(
-            list(table.schema) + list(SYSTEM_FIELDS))
-        probe = ScanPlan(
-            output_fields=tuple(outputs),
-            read_fields=tuple(f for f in table.manifest.schema.fields
-                              if f.name in needed and f not in late),
-            filter=self.filter,
-            filter_text=None,
-            need_row_id=ROW_ID in needed,
-            need_row_addr=True,
-            output_schema=pa.schema([full.field(n) for n in outputs]),
-        )
-        return probe, late
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:
@@ -163,20 +131,9 @@ class UnitScanner:
                 return
 
     def _read_chunk(self, start: int, length: int) -> pa.Table:
-        table, fragment = self.unit.table, self.unit.fragment
-        if self.probe is None:
-            return scan_fragment(table.store, table.manifest, fragment, self.plan,
-                                 offset=start, length=length)
-        matched = scan_fragment(table.store, table.manifest, fragment, self.probe,
-                                offset=start, length=length)
-        if matched.num_rows == 0:
-            return self.projected_schema.empty_table()
-        offsets = (matched.column(ROW_ADDR).to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.int64)
-        fetched = FragmentReader(table.store, table.manifest, fragment).take(self.late, offsets)
-        late = dict(zip((f.name for f in self.late), fetched, strict=True))
-        columns = [late[n] if n in late else matched.column(n)
-                   for n in self.projected_schema.names]
-        return pa.Table.from_arrays(columns, schema=self.projected_schema)
+        table = self.unit.table
+        return scan_fragment(table.store, table.manifest, self.unit.fragment, self.plan,
+                             offset=start, length=length)
 
     def _count_only(self, limit: int | None) -> Iterator[pa.RecordBatch]:
         unit = self.unit

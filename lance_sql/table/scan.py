@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -136,6 +136,16 @@ class ScanPlan:
     need_row_id: bool
     need_row_addr: bool
     output_schema: pa.Schema
+    # Top-level names the filter reads; None = unknown. Known, it lets a scan read the
+    # filter's columns first and fetch the other output columns only for matching rows.
+    filter_columns: frozenset[str] | None = None
+
+    def late_fields(self) -> tuple[LanceField, ...]:
+        """Output data fields the filter does not read (fetched after filtering)."""
+        if self.filter is None or self.filter_columns is None:
+            return ()
+        return tuple(f for f in self.read_fields
+                     if f.name in self.output_fields and f.name not in self.filter_columns)
 
 
 def plan_scan(
@@ -182,6 +192,7 @@ def plan_scan(
         else:
             out_fields.append(full_arrow.field(name))
     return ScanPlan(
+        filter_columns=frozenset(filter_names) if expr is not None else None,
         output_fields=tuple(wanted),
         read_fields=read_fields,
         filter=expr,
@@ -294,9 +305,12 @@ def scan_fragment(
     length: int | None = None,
 ) -> pa.Table:
     """The plan applied to physical rows ``[offset, offset+length)`` of one fragment."""
-    reader = FragmentReader(store, manifest, fragment)
     if length is None:
         length = fragment.physical_rows - offset
+    late = plan.late_fields()
+    if late:
+        return _scan_late(store, manifest, fragment, plan, late, offset, length)
+    reader = FragmentReader(store, manifest, fragment)
     arrays = reader.read(plan.read_fields, offset=offset, length=length)
     names = [f.name for f in plan.read_fields]
     positions = np.arange(offset, offset + length, dtype=np.uint64)
@@ -324,6 +338,35 @@ def scan_fragment(
     table = table.select(list(plan.output_fields))
     if not plan.output_fields:
         return table  # casting a table without columns would lose its row count
+    return cast_output(table, plan.output_schema, store, fragment)
+
+
+def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
+               late: tuple[LanceField, ...], offset: int, length: int) -> pa.Table:
+    """Filter on the filter's columns first, then fetch ``late`` columns for matches only."""
+    late_names = {f.name for f in late}
+    early = [n for n in plan.output_fields if n not in late_names]
+    outputs = early + ([ROW_ADDR] if ROW_ADDR not in early else [])
+    by_name = {f.name: f for f in plan.output_schema}
+    probe = replace(
+        plan,
+        output_fields=tuple(outputs),
+        read_fields=tuple(f for f in plan.read_fields if f.name not in late_names),
+        need_row_addr=True,
+        output_schema=pa.schema([by_name.get(n) or pa.field(ROW_ADDR, pa.uint64())
+                                 for n in outputs]),
+        filter_columns=None,
+    )
+    matched = scan_fragment(store, manifest, fragment, probe, offset=offset, length=length)
+    if matched.num_rows == 0:
+        return plan.output_schema.empty_table()
+    rows = (matched.column(ROW_ADDR).to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    fetched = FragmentReader(store, manifest, fragment).take(late, rows)
+    columns = dict(zip((f.name for f in late), fetched, strict=True))
+    table = pa.Table.from_arrays(
+        [columns[n] if n in columns else matched.column(n) for n in plan.output_fields],
+        names=list(plan.output_fields),
+    )
     return cast_output(table, plan.output_schema, store, fragment)
 
 
