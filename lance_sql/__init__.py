@@ -17,10 +17,19 @@ from lance_sql.errors import (
     UnsupportedFeatureError,
     WriterFencedError,
 )
-from lance_sql.sql.session import LanceSession, connect
 from lance_sql.table.dataset import LanceDataset, dataset, write_dataset
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # The SQL layer imports DataFusion (~0.75 s). Loading it on first use keeps
+    # `import lance_sql` fast for processes that never query, such as Spark workers.
+    if name in ("connect", "LanceSession"):
+        from lance_sql.sql import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module 'lance_sql' has no attribute {name!r}")
 
 __all__ = [
     "CommitConflict",
