@@ -52,6 +52,8 @@ def test_imports_point_down(path: Path) -> None:
 def test_no_function_level_imports_of_our_modules() -> None:
     offenders = []
     for path in SOURCES:
+        if len(path.relative_to(PACKAGE).parts) == 1:
+            continue  # the top-level package may load the SQL layer lazily (import time)
         tree = ast.parse(path.read_text())
         for func in ast.walk(tree):
             if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
