@@ -12,7 +12,6 @@ boundary.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -32,6 +31,7 @@ from lance_sql.format.datafile.encode_v2_0 import (
     struct_page_encoding,
     validity_mask,
 )
+from lance_sql.format.datafile.pages import PageBuffer, split_rows
 from lance_sql.format.datafile.writer_v2_2 import StructuralField
 from lance_sql.format.pb import file2_pb2, file_pb2
 from lance_sql.format.schema import LanceField, LanceSchema
@@ -115,38 +115,20 @@ class _Column:
         self.flush()
 
 
-def _parts(nbytes: int, rows: int, max_page_bytes: int) -> list[tuple[int, int]]:
-    """Split ``rows`` into near-equal (start, length) runs of at most ``max_page_bytes`` each."""
-    count = max(1, min(rows, math.ceil(nbytes / max_page_bytes)))
-    size = math.ceil(rows / count)
-    return [(s, min(size, rows - s)) for s in range(0, rows, size)]
-
-
 class _LeafColumn(_Column):
     def __init__(self, writer: LanceFileWriter, field: LanceField, path: str) -> None:
         super().__init__(writer, field, path)
-        self.pending: list[pa.Array] = []
-        self.pending_bytes = 0
+        self.buffer = PageBuffer(writer.page_bytes, writer.max_page_bytes)
 
     def push(self, arr: pa.Array) -> None:
         self.check_nulls(arr)
-        if not len(arr):
-            return
-        self.pending.append(arr)
-        self.pending_bytes += arr.nbytes
-        if self.pending_bytes > self.writer.page_bytes:
+        if self.buffer.add(arr):
             self.flush()
 
     def flush(self) -> None:
-        if not self.pending:
-            return
-        arrays, nbytes = self.pending, self.pending_bytes
-        self.pending, self.pending_bytes = [], 0
-        arr = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
-        for start, length in _parts(nbytes, len(arr), self.writer.max_page_bytes):
-            part = arr.slice(start, length)
+        for part in self.buffer.drain():
             self.emit(
-                encode_leaf_page(part, fixed_size_binary=self.writer.fixed_size_binary), length
+                encode_leaf_page(part, fixed_size_binary=self.writer.fixed_size_binary), len(part)
             )
 
 
@@ -190,7 +172,7 @@ class _ListColumn(_Column):
             )
         nbytes = self.pending_bytes
         self.lengths, self.valid, self.pending_bytes = [], [], 0
-        for start, length in _parts(nbytes, len(lengths), self.writer.max_page_bytes):
+        for start, length in split_rows(nbytes, len(lengths), self.writer.max_page_bytes):
             part = lengths[start : start + length]
             ends = np.empty(length + 1, dtype=np.uint64)
             ends[0] = 0

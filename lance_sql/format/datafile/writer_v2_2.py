@@ -9,7 +9,6 @@ boundaries, which keeps every page self-contained.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -27,6 +26,7 @@ from lance_sql.format.datafile.encode_v2_2 import (
     storage_type,
     values_of,
 )
+from lance_sql.format.datafile.pages import PageBuffer
 from lance_sql.format.datafile.shred import shred
 from lance_sql.format.pb import file2_pb2
 from lance_sql.format.schema import LanceField
@@ -98,8 +98,7 @@ class StructuralField:
         self.writer = writer
         self.field = field
         self.leaves = {f.id: LeafColumn(writer, f) for f in column_fields(field)}
-        self.pending: list[pa.Array] = []
-        self.pending_bytes = 0
+        self.buffer = PageBuffer(writer.page_bytes, writer.max_page_bytes)
         self.rows = 0
 
     def push(self, arr: pa.Array) -> None:
@@ -108,24 +107,11 @@ class StructuralField:
                 f"column {self.field.name!r} is not nullable but the data has "
                 f"{arr.null_count} nulls"
             )
-        if not len(arr):
-            return
-        self.pending.append(arr)
-        self.pending_bytes += arr.nbytes
-        if self.pending_bytes > self.writer.page_bytes:
+        if self.buffer.add(arr):
             self.flush()
 
     def flush(self) -> None:
-        if not self.pending:
-            return
-        arrays, nbytes = self.pending, self.pending_bytes
-        self.pending, self.pending_bytes = [], 0
-        arr = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
-        rows = len(arr)
-        count = max(1, min(rows, math.ceil(nbytes / self.writer.max_page_bytes)))
-        size = math.ceil(rows / count)
-        for start in range(0, rows, size):
-            part = arr.slice(start, min(size, rows - start))
+        for part in self.buffer.drain():
             for leaf in shred(self.field, part):
                 page = encode_page(leaf.rep, leaf.def_, leaf.layers, leaf.values, len(part))
                 self._emit(self.leaves[leaf.field.id], page, len(part))
