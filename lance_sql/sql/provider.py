@@ -34,16 +34,22 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.table.expr import rowaddr_bounds
+from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import (
     ROW_ADDR,
     ROW_ID,
+    SYSTEM_COLUMNS,
+    VERSION_COLUMNS,
     FragmentReader,
     ScanPlan,
     rows_only,
     scan_fragment,
 )
 
-SYSTEM_FIELDS = (pa.field(ROW_ID, pa.uint64()), pa.field(ROW_ADDR, pa.uint64()))
+SYSTEM_FIELDS = tuple(pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS)
+# A `_rowid` filter on a table with stable ids is resolved through the row-id index
+# when it names at most this many ids; wider ones scan every fragment.
+MAX_INDEXED_IDS = 1 << 20
 CHUNK_ROWS = 128 * 1024
 MIN_UNIT_ROWS = 64 * 1024
 
@@ -102,6 +108,7 @@ class UnitScanner:
             filter_text=None,
             need_row_id=ROW_ID in needed,
             need_row_addr=ROW_ADDR in needed,
+            need_row_versions=bool(needed & set(VERSION_COLUMNS)),
             output_schema=self.projected_schema,
             filter_columns=referenced_columns(filter) if filter is not None else None,
         )
@@ -229,11 +236,28 @@ class LanceTableDataset(pds.Dataset):
         if tree is None:
             return None
         ranges = rowaddr_bounds(tree, ROW_ADDR)
-        if not self.manifest.uses_stable_row_ids:
-            by_id = rowaddr_bounds(tree, ROW_ID)
-            if by_id is not None:
-                ranges = by_id if ranges is None else _intersect(ranges, by_id)
+        by_id = rowaddr_bounds(tree, ROW_ID)
+        if by_id is not None and self.manifest.uses_stable_row_ids:
+            by_id = self._id_ranges_to_addresses(by_id)
+        if by_id is not None:
+            ranges = by_id if ranges is None else _intersect(ranges, by_id)
         return ranges
+
+    def _id_ranges_to_addresses(self, ranges: list[tuple[int, int]]
+                                ) -> list[tuple[int, int]] | None:
+        """Stable row-id ranges as the address ranges of their live rows (via the index)."""
+        if sum(hi - lo for lo, hi in ranges) > MAX_INDEXED_IDS:
+            return None
+        ids = np.concatenate([np.arange(lo, hi, dtype=np.uint64) for lo, hi in ranges]
+                             or [np.empty(0, np.uint64)])
+        addresses = row_id_index(self.store, self.manifest).lookup(ids)
+        addresses = np.unique(addresses[addresses != MISSING])
+        if addresses.size == 0:
+            return []
+        breaks = np.flatnonzero(np.diff(addresses) != 1) + 1
+        starts = addresses[np.concatenate(([0], breaks))]
+        ends = addresses[np.append(breaks, addresses.size) - 1] + np.uint64(1)
+        return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
     def _split(self, candidates: list[tuple[Fragment, int, int]]) -> list[ScanUnit]:
         total = sum(stop - start for _, start, stop in candidates)

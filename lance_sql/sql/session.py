@@ -39,10 +39,7 @@ from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
 from lance_sql.sql.tokens import quote_identifier
 from lance_sql.table.dataset import LanceDataset, dataset
-from lance_sql.table.scan import ROW_ADDR, ROW_ID
-
-SYSTEM_COLUMNS = (ROW_ID, ROW_ADDR)
-
+from lance_sql.table.scan import SYSTEM_COLUMNS
 
 Translator = Callable[[BaseException], BaseException]
 

@@ -5,7 +5,8 @@ new version. Rules common to every operation:
 
 * new fragments get ids after ``max_fragment_id``, a high-water mark that never drops,
   so no id is ever reused (fragments a ReserveFragments set aside keep theirs);
-* on tables with stable row ids, new rows take ids from ``next_row_id``;
+* on tables with stable row ids, new rows take ids from ``next_row_id`` and row
+  versions the writer left open become this version (see ``table/row_ids.py``);
 * data files left holding only tombstoned fields (-2) are removed from fragments;
 * fragment order is kept (a rewrite replaces its fragments in place);
 * feature flags are recomputed from the result.
@@ -50,7 +51,7 @@ from lance_sql.table.operations import (
     UpdateConfig,
     UpdateMemWalState,
 )
-from lance_sql.table.row_ids import assign_row_ids
+from lance_sql.table.row_ids import stamp_fragments
 
 TOMBSTONE = -2
 _DERIVED_FLAGS = DELETION_FILES | STABLE_ROW_IDS | TABLE_CONFIG | BASE_PATHS | MIXED_FILE_VERSIONS
@@ -80,7 +81,14 @@ class _Ctx:
             out.append(frag)
         result = tuple(out)
         if self.stable:
-            result, self.next_row_id = assign_row_ids(result, self.next_row_id, self.version)
+            result, self.next_row_id = stamp_fragments(result, self.next_row_id, self.version)
+        return result
+
+    def changed_fragments(self, fragments: tuple[Fragment, ...]) -> tuple[Fragment, ...]:
+        """Existing fragments an operation rewrote: pending row versions become ours."""
+        if not self.stable:
+            return fragments
+        result, _ = stamp_fragments(fragments, self.next_row_id, self.version)
         return result
 
 
@@ -208,7 +216,7 @@ def _(op: Delete, previous: Manifest, ctx: _Ctx) -> Manifest:
 
 @_apply.register
 def _(op: Update, previous: Manifest, ctx: _Ctx) -> Manifest:
-    updated = {f.id: f for f in op.updated_fragments}
+    updated = {f.id: f for f in ctx.changed_fragments(op.updated_fragments)}
     removed = set(op.removed_fragment_ids)
     _existing(previous, set(updated) | removed, "update")
     kept = tuple(updated.get(f.id, f) for f in previous.fragments if f.id not in removed)
@@ -310,7 +318,8 @@ def _(op: Merge, previous: Manifest, ctx: _Ctx) -> Manifest:
     if added and previous.max_fragment_id is not None and \
             min(f.id for f in added) <= previous.max_fragment_id:
         raise InvalidInputError("merge adds fragments with ids that were already used")
-    return _retain_relevant(replace(previous, schema=op.schema, fragments=op.fragments))
+    fragments = ctx.changed_fragments(op.fragments)
+    return _retain_relevant(replace(previous, schema=op.schema, fragments=fragments))
 
 
 @_apply.register

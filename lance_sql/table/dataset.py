@@ -21,7 +21,6 @@ from lance_sql.errors import (
     InvalidInputError,
     NotFoundError,
     SchemaError,
-    UnsupportedFeatureError,
 )
 from lance_sql.format.deletion import encode_deletions
 from lance_sql.format.feature_flags import check_writable
@@ -34,6 +33,7 @@ from lance_sql.io.uri import open_store
 from lance_sql.table.commit import CommitConfig, commit_transaction
 from lance_sql.table.dataset_ops import MaintenanceMixin
 from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
+from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import (
     ROW_ADDR,
     FragmentReader,
@@ -42,6 +42,7 @@ from lance_sql.table.scan import (
     deleted_offsets,
     plan_scan,
     scan_fragment,
+    system_arrays,
 )
 from lance_sql.table.versions import (
     VersionRef,
@@ -240,10 +241,25 @@ class LanceDataset(MaintenanceMixin):
                 live = np.setdiff1d(np.arange(frag.physical_rows, dtype=np.int64), deleted)
                 local = live[local]
             addresses[selected] = (np.uint64(frag.id) << np.uint64(32)) | local.astype(np.uint64)
-        return self.take_rows(addresses, columns)
+        return self.take_addresses(addresses, columns)
 
-    def take_rows(self, addresses: Sequence[int] | np.ndarray,
+    def take_rows(self, row_ids: Sequence[int] | np.ndarray,
                   columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows by ``_rowid``, in the order given (pylance's ``_take_rows``).
+
+        Without stable row ids a row id is the row address. With them, ids are looked
+        up in the row-id index; ids of deleted or unknown rows are skipped, as in pylance.
+        """
+        if not self._manifest.uses_stable_row_ids:
+            return self.take_addresses(row_ids, columns)
+        addresses = row_id_index(self.store, self._manifest).lookup(
+            np.asarray(row_ids, dtype=np.uint64))
+        return self.take_addresses(addresses[addresses != MISSING], columns)
+
+    _take_rows = take_rows
+
+    def take_addresses(self, addresses: Sequence[int] | np.ndarray,
+                       columns: Sequence[str] | None = None) -> pa.Table:
         """Rows by row address (``fragment_id << 32 | offset``), in the order given.
 
         Addresses of deleted rows are skipped; an unknown fragment is an error.
@@ -273,13 +289,9 @@ class LanceDataset(MaintenanceMixin):
                 where, rows = where[live], rows[live]
             arrays = reader.take(plan.read_fields, rows)
             names = [f.name for f in plan.read_fields]
-            address_array = pa.array(
-                (np.uint64(frag.id) << np.uint64(32)) | rows.astype(np.uint64), pa.uint64()
-            )
-            for system in ("_rowid", ROW_ADDR):
-                if system in plan.output_fields:
-                    arrays.append(address_array)
-                    names.append(system)
+            system = [n for n in plan.system_names if n in plan.output_fields]
+            arrays.extend(system_arrays(self.store, self._manifest, frag, rows, system))
+            names.extend(system)
             piece = (pa.Table.from_arrays(arrays, names=names) if names else
                      pa.table({"_": pa.nulls(len(rows))}).select([]))
             if names:  # damaged files fail here with a FormatError naming them
@@ -396,8 +408,6 @@ def write_dataset(
     """
     if mode not in WRITE_MODES:
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
-    if enable_stable_row_ids:
-        raise UnsupportedFeatureError("stable row ids are not supported by lance_sql yet")
     store = open_store(uri)
     config = commit_config or CommitConfig()
     try:
@@ -414,6 +424,10 @@ def write_dataset(
         previous = load_manifest(store, latest_ref)
         naming = latest_ref.naming
         check_writable(previous.writer_feature_flags, f"{store.uri}/{latest_ref.key}")
+        if enable_stable_row_ids and not previous.uses_stable_row_ids:
+            raise InvalidInputError(
+                f"{store.uri} was created without stable row ids; they can only be enabled "
+                "when a table is created (write it anew to another location to get them)")
     if previous is not None and mode == "append":
         table_schema = previous.schema
         try:
@@ -438,7 +452,8 @@ def write_dataset(
         )
     try:
         new = commit_transaction(
-            store, previous, naming, txn, data_format=data_format, config=config
+            store, previous, naming, txn, data_format=data_format, config=config,
+            stable_row_ids=enable_stable_row_ids,
         )
     except BaseException:
         for frag in fragments:

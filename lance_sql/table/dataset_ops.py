@@ -22,6 +22,7 @@ from lance_sql.table import cleanup as cleanup_mod
 from lance_sql.table import clone as clone_mod
 from lance_sql.table import maintenance, schema_evolution
 from lance_sql.table import update as update_mod
+from lance_sql.table.merge_insert import MergeInsertBuilder
 from lance_sql.table.operations import CreateIndex, Transaction, UpdateBases
 from lance_sql.table.versions import VersionRef
 
@@ -76,11 +77,18 @@ class MaintenanceMixin:
         self._moved_to(schema_evolution.alter_columns(self, alterations))
 
     # -- rows -------------------------------------------------------------------------
+    def merge_insert(self: LanceDataset, on: str | Sequence[str]  # type: ignore[misc]
+                     ) -> MergeInsertBuilder:
+        """Upsert by key: ``.when_matched_update_all()``, ``.when_not_matched_insert_all()``,
+        ``.when_not_matched_by_source_delete()``, then ``.execute(data)`` (pylance's API)."""
+        return MergeInsertBuilder(self, on)
+
     def update(self: LanceDataset, updates: Mapping[str, str],  # type: ignore[misc]
-               where: str | None = None) -> dict[str, int]:
+               where: str | None = None, *, update_mode: str = "rewrite_rows") -> dict[str, int]:
         """Set columns to SQL expressions for the rows matching ``where`` (all rows when
-        None); returns ``{"num_rows_updated": n}`` like pylance."""
-        count, manifest = update_mod.update(self, updates, where)
+        None); returns ``{"num_rows_updated": n}`` like pylance. ``update_mode`` is
+        ``"rewrite_rows"`` or ``"rewrite_columns"`` (see :mod:`lance_sql.table.update`)."""
+        count, manifest = update_mod.update(self, updates, where, update_mode)
         self._moved_to(manifest)
         return {"num_rows_updated": count}
 

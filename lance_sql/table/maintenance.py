@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
@@ -29,7 +31,8 @@ from lance_sql.table.operations import (
     UpdateConfig,
     UpdateMap,
 )
-from lance_sql.table.scan import plan_scan, scan_fragment
+from lance_sql.table.row_ids import FragmentLineage, externalize, with_lineage
+from lance_sql.table.scan import LINEAGE_COLUMNS, plan_scan, scan_fragment
 from lance_sql.table.write import FragmentWriter
 
 if TYPE_CHECKING:
@@ -112,10 +115,6 @@ def compact_files(
     if given:
         raise UnsupportedFeatureError(f"compact_files options not supported: {sorted(given)}")
     base, naming = ds._latest_for_write()
-    if base.uses_stable_row_ids:
-        # Hook (row-lineage issue): rewritten fragments must carry their row ids along.
-        raise UnsupportedFeatureError(
-            f"{ds.store.uri}: compaction of tables with stable row ids is not supported yet")
     cfg = base.config
     target = target_rows_per_fragment or int(
         cfg.get("lance.compaction.target_rows_per_fragment", DEFAULT_TARGET_ROWS))
@@ -159,19 +158,42 @@ def compact_files(
 def _rewrite_groups(ds: LanceDataset, base: Manifest, groups: list[tuple[Fragment, ...]],
                     writer: FragmentWriter) -> list[tuple[tuple[Fragment, ...],
                                                            tuple[Fragment, ...]]]:
-    plan = plan_scan(base)  # every column of the schema: dropped columns are left behind
+    stable = base.uses_stable_row_ids
+    data_names = [f.name for f in base.schema.fields]
+    # Every column of the schema (dropped columns are left behind) and, on tables with
+    # stable row ids, each row's id and versions, which the rewritten rows keep.
+    plan = plan_scan(base, data_names + (list(LINEAGE_COLUMNS) if stable else []))
     out = []
     for group in groups:
         start = len(writer.fragments)
+        lineage = []
         for frag in group:
             table = scan_fragment(ds.store, base, frag, plan)
+            if stable:
+                lineage.append(FragmentLineage(*(table.column(n).to_numpy()
+                                                 for n in LINEAGE_COLUMNS)))
+                table = table.select(data_names)
             for batch in table.to_batches():
                 if batch.num_rows:
                     writer.write(batch)
         writer.finish()  # one group's rows never share a file with the next group's
         new = tuple(writer.fragments[start:])
+        if stable:
+            new = _carry_lineage(ds, new, FragmentLineage.concat(lineage))
         out.append((group, new))
     return out
+
+
+def _carry_lineage(ds: LanceDataset, fragments: tuple[Fragment, ...],
+                   lineage: FragmentLineage) -> tuple[Fragment, ...]:
+    out, start = [], 0
+    for frag in fragments:
+        part = lineage.take(np.arange(start, start + frag.physical_rows))
+        frag, _ = externalize(ds.store, with_lineage(frag, part.row_ids, part.created,
+                                                     part.updated))
+        out.append(frag)
+        start += frag.physical_rows
+    return tuple(out)
 
 
 # -------------------------------------------------------------------------------- restore

@@ -1,56 +1,222 @@
-"""Stable row ids for new fragments: the part of row lineage a commit needs.
+"""Row lineage of fragments: stable row ids and per-row created / last-updated versions.
 
-On a table with stable row ids (reader/writer flag 2) every fragment carries the
-sequence of its rows' ids, and new rows take ids from ``Manifest.next_row_id``
-upwards. :func:`assign_row_ids` gives fragments that have no sequence yet a single
-range segment, plus created-at / last-updated-at version sequences of one run, which
-is what the reference writes for freshly written rows.
+On a table with stable row ids (reader/writer flag 2) every fragment carries, per
+physical row (deleted rows included), its row id and the versions that created and
+last updated it. This module turns those sequences into numpy arrays
+(:func:`load_lineage`, cached and thread safe) and back (:func:`with_lineage`), and
+stamps the fragments of a commit (:func:`stamp_fragments`).
 
-Hook for the row-lineage work: fragments that arrive with a sequence (rewrites, updates
-that keep ids) are passed through untouched here; decoding partial sequences, filling
-them up, and carrying per-row versions through updates and compaction belong there.
+Writers do not know the version their commit will get (a rebase can move it), so they
+leave it open: a fragment without a row-id sequence gets fresh ids from
+``next_row_id``, as do rows whose id is :data:`PENDING_VERSION`; a missing version
+sequence, or a run holding :data:`PENDING_VERSION`, becomes the commit's version when
+the transaction is applied. That keeps rebasing a
+matter of re-applying the same transaction.
+
+Sequences above :data:`INLINE_LIMIT` bytes are written to ``_row_ids/`` files and
+referenced by range (:func:`externalize`); version sequences always stay inline
+(run-length encoded they are small, and the reference cannot load external ones).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 
-from lance_sql.format.fragment import Fragment
-from lance_sql.format.pb import rowids_pb2
+import numpy as np
+
+from lance_sql.errors import FormatError
+from lance_sql.format.fragment import ExternalFile, Fragment, Sequence
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.row_ids import (
+    decode_row_ids,
+    decode_versions,
+    encode_row_ids,
+    encode_versions,
+)
+from lance_sql.io.store import ObjectStore
+
+# The version of the commit that applies the transaction, not yet known to its writer;
+# as a row id: a fresh id from next_row_id.
+PENDING_VERSION = (1 << 64) - 1
+# Sequences larger than this live in a separate file (the reference's threshold).
+INLINE_LIMIT = 200 * 1024
+ROW_IDS_DIR = "_row_ids"
+# Version assumed for rows of fragments written without version sequences (as the
+# reference does).
+UNKNOWN_VERSION = 1
+
+__all__ = [
+    "FragmentLineage",
+    "INLINE_LIMIT",
+    "PENDING_VERSION",
+    "externalize",
+    "load_lineage",
+    "sequence_keys",
+    "stamp_fragments",
+    "with_lineage",
+]
 
 
-def range_sequence(start: int, end: int) -> bytes:
-    """A RowIdSequence of one ``[start, end)`` range segment."""
-    seq = rowids_pb2.RowIdSequence()
-    seq.segments.add().range.CopyFrom(rowids_pb2.U64Segment.Range(start=start, end=end))
-    return seq.SerializeToString()
+@dataclass(frozen=True)
+class FragmentLineage:
+    """Row ids and versions of every physical row of one fragment (``uint64`` arrays)."""
+
+    row_ids: np.ndarray
+    created: np.ndarray
+    updated: np.ndarray
+
+    def take(self, positions: np.ndarray) -> FragmentLineage:
+        return FragmentLineage(self.row_ids[positions], self.created[positions],
+                               self.updated[positions])
+
+    @staticmethod
+    def concat(parts: list[FragmentLineage]) -> FragmentLineage:
+        if not parts:
+            empty = np.empty(0, np.uint64)
+            return FragmentLineage(empty, empty, empty)
+        return FragmentLineage(*(np.concatenate([getattr(p, name) for p in parts])
+                                 for name in ("row_ids", "created", "updated")))
 
 
-def version_sequence(start: int, end: int, version: int) -> bytes:
-    """A RowDatasetVersionSequence giving every row of ``[start, end)`` one version."""
-    seq = rowids_pb2.RowDatasetVersionSequence()
-    run = seq.runs.add(version=version)
-    run.span.range.CopyFrom(rowids_pb2.U64Segment.Range(start=start, end=end))
-    return seq.SerializeToString()
+class _LineageCache:
+    """Decoded lineage per (table, fragment, sequences); sequences are immutable."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._items: OrderedDict[tuple, FragmentLineage] = OrderedDict()
+        self._lock = threading.Lock()
+        self._capacity = capacity
+
+    def get_or_load(self, key: tuple, load) -> FragmentLineage:  # noqa: ANN001
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+        value = load()
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+        return value
 
 
-def assign_row_ids(
-    fragments: tuple[Fragment, ...], next_row_id: int, version: int
-) -> tuple[tuple[Fragment, ...], int]:
-    """Give fragments without a row-id sequence fresh ids; returns them and the next id."""
+_CACHE = _LineageCache()
+
+
+def _sequence_bytes(store: ObjectStore, seq: Sequence, what: str) -> bytes:
+    if isinstance(seq, ExternalFile):
+        data = bytes(store.open_source(seq.path).read_at(seq.offset, seq.size))
+        if len(data) != seq.size:
+            raise FormatError(f"{store.uri}/{seq.path}: {what} is truncated "
+                              f"({len(data)} of {seq.size} bytes)")
+        return data
+    assert seq is not None
+    return seq
+
+
+def load_lineage(store: ObjectStore, manifest: Manifest, fragment: Fragment) -> FragmentLineage:
+    """The fragment's per-row ids and versions; a FormatError names what is wrong."""
+    seqs = (fragment.row_id_sequence, fragment.created_at_version_sequence,
+            fragment.last_updated_at_version_sequence)
+    key = (store.uri, fragment.id, fragment.physical_rows) + seqs
+    where = f"{store.uri}: fragment {fragment.id}"
+
+    def load() -> FragmentLineage:
+        n = fragment.physical_rows
+        if fragment.row_id_sequence is None:
+            raise FormatError(f"{where} has no row id sequence, but the table uses stable "
+                              "row ids")
+        ids = decode_row_ids(_sequence_bytes(store, fragment.row_id_sequence, "row ids"),
+                             f"{where} row ids")
+        if ids.size != n:
+            raise FormatError(f"{where}: row id sequence holds {ids.size} ids for {n} rows")
+        versions = []
+        for seq, what in ((seqs[1], "created-at versions"), (seqs[2], "last-updated versions")):
+            if seq is None:
+                versions.append(np.full(n, UNKNOWN_VERSION, np.uint64))
+            else:
+                versions.append(decode_versions(_sequence_bytes(store, seq, what), n,
+                                                f"{where} {what}"))
+        return FragmentLineage(ids, versions[0], versions[1])
+
+    return _CACHE.get_or_load(key, load)
+
+
+def with_lineage(fragment: Fragment, row_ids: np.ndarray, created: np.ndarray | None,
+                 updated: np.ndarray | None) -> Fragment:
+    """``fragment`` carrying these sequences; ``None`` versions are left for the commit."""
+    return replace(
+        fragment,
+        row_id_sequence=encode_row_ids(row_ids),
+        created_at_version_sequence=None if created is None else encode_versions(created),
+        last_updated_at_version_sequence=None if updated is None else encode_versions(updated),
+    )
+
+
+def _resolve(seq: bytes, n: int, version: int) -> bytes:
+    versions = decode_versions(seq, n)
+    pending = versions == np.uint64(PENDING_VERSION)
+    if not pending.any():
+        return seq
+    versions[pending] = version
+    return encode_versions(versions)
+
+
+def _full(n: int, version: int) -> bytes:
+    return encode_versions(np.full(n, version, np.uint64))
+
+
+def stamp_fragments(fragments: tuple[Fragment, ...], next_row_id: int,
+                    version: int) -> tuple[tuple[Fragment, ...], int]:
+    """Fill in what writers left open; returns the fragments and the next free row id.
+
+    Fresh ids from ``next_row_id`` for fragments without a sequence (in order), and the
+    commit's ``version`` for missing version sequences and pending runs.
+    """
     out = []
     for frag in fragments:
+        n = frag.physical_rows
         if frag.row_id_sequence is None:
-            start, end = next_row_id, next_row_id + frag.physical_rows
-            versions = version_sequence(start, end, version)
-            frag = replace(
-                frag,
-                row_id_sequence=range_sequence(start, end),
-                created_at_version_sequence=frag.created_at_version_sequence or versions,
-                last_updated_at_version_sequence=(
-                    frag.last_updated_at_version_sequence or versions
-                ),
-            )
-            next_row_id = end
-        out.append(frag)
+            frag = replace(frag, row_id_sequence=encode_row_ids(
+                np.arange(next_row_id, next_row_id + n, dtype=np.uint64)))
+            next_row_id += n
+        elif isinstance(frag.row_id_sequence, bytes):
+            ids = decode_row_ids(frag.row_id_sequence)
+            fresh = ids == np.uint64(PENDING_VERSION)
+            if fresh.any():  # rows written alongside kept ones (merge_insert's inserts)
+                count = int(fresh.sum())
+                ids[fresh] = np.arange(next_row_id, next_row_id + count, dtype=np.uint64)
+                frag = replace(frag, row_id_sequence=encode_row_ids(ids))
+                next_row_id += count
+        created, updated = frag.created_at_version_sequence, frag.last_updated_at_version_sequence
+        created = _full(n, version) if created is None else (
+            _resolve(created, n, version) if isinstance(created, bytes) else created)
+        updated = _full(n, version) if updated is None else (
+            _resolve(updated, n, version) if isinstance(updated, bytes) else updated)
+        out.append(replace(frag, created_at_version_sequence=created,
+                           last_updated_at_version_sequence=updated))
     return tuple(out), next_row_id
+
+
+def externalize(store: ObjectStore, fragment: Fragment) -> tuple[Fragment, list[str]]:
+    """Move a row-id sequence over :data:`INLINE_LIMIT` bytes to its own file.
+
+    Returns the fragment (pointing at the file) and the keys written, for clean-up
+    if the commit fails.
+    """
+    seq = fragment.row_id_sequence
+    if not isinstance(seq, bytes) or len(seq) <= INLINE_LIMIT:
+        return fragment, []
+    key = f"{ROW_IDS_DIR}/{uuid.uuid4()}.binpb"
+    store.put(key, seq)
+    return replace(fragment, row_id_sequence=ExternalFile(key, 0, len(seq))), [key]
+
+
+def sequence_keys(fragment: Fragment) -> list[str]:
+    """Keys of external files a fragment's sequences point at (for clean-up)."""
+    return [s.path for s in (fragment.row_id_sequence, fragment.created_at_version_sequence,
+                             fragment.last_updated_at_version_sequence)
+            if isinstance(s, ExternalFile)]

@@ -37,11 +37,17 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.expr import columns as expr_columns
 from lance_sql.table.expr import parse_predicate, resolve, to_pyarrow
+from lance_sql.table.row_ids import load_lineage
 from lance_sql.table.write import refuse_json
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
-SYSTEM_COLUMNS = (ROW_ID, ROW_ADDR)
+ROW_CREATED = "_row_created_at_version"
+ROW_UPDATED = "_row_last_updated_at_version"
+VERSION_COLUMNS = (ROW_CREATED, ROW_UPDATED)
+SYSTEM_COLUMNS = (ROW_ID, ROW_ADDR, *VERSION_COLUMNS)
+# What a row carries along when rewritten (FragmentLineage's field order).
+LINEAGE_COLUMNS = (ROW_ID, *VERSION_COLUMNS)
 READABLE_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
 DEFAULT_BATCH_SIZE = 8192
 
@@ -139,6 +145,15 @@ class ScanPlan:
     # Top-level names the filter reads; None = unknown. Known, it lets a scan read the
     # filter's columns first and fetch the other output columns only for matching rows.
     filter_columns: frozenset[str] | None = None
+    # Row versions (_row_created_at_version / _row_last_updated_at_version) wanted.
+    need_row_versions: bool = False
+
+    @property
+    def system_names(self) -> tuple[str, ...]:
+        """System columns a fragment scan must produce, in a fixed order."""
+        wanted = {ROW_ID: self.need_row_id, ROW_ADDR: self.need_row_addr,
+                  ROW_CREATED: self.need_row_versions, ROW_UPDATED: self.need_row_versions}
+        return tuple(name for name, needed in wanted.items() if needed)
 
     def late_fields(self) -> tuple[LanceField, ...]:
         """Output data fields the filter does not read (fetched after filtering)."""
@@ -174,7 +189,7 @@ def plan_scan(
                 f"column {name!r} does not exist; columns: {', '.join(data_names)}"
             )
     full_arrow = schema.to_arrow()
-    system_fields = [pa.field(ROW_ID, pa.uint64()), pa.field(ROW_ADDR, pa.uint64())]
+    system_fields = [pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS]
     filter_schema = pa.schema(list(full_arrow) + system_fields)
     expr = None
     filter_names: set[str] = set()
@@ -199,6 +214,7 @@ def plan_scan(
         filter_text=filter,
         need_row_id=ROW_ID in needed,
         need_row_addr=ROW_ADDR in needed,
+        need_row_versions=bool(needed & set(VERSION_COLUMNS)),
         output_schema=pa.schema(out_fields, metadata=full_arrow.metadata),
     )
 
@@ -295,6 +311,34 @@ def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
     return pa.array(offsets.astype(np.uint64) | base, pa.uint64())
 
 
+def system_arrays(store: ObjectStore, manifest: Manifest, fragment: Fragment,
+                  rows: slice | np.ndarray, names: Sequence[str]) -> list[pa.Array]:
+    """System columns ``names`` for physical ``rows`` (a slice or offsets) of a fragment.
+
+    ``_rowid`` is the row address unless the table has stable row ids; the row
+    versions exist only on such tables.
+    """
+    stable = manifest.uses_stable_row_ids
+    if isinstance(rows, slice):
+        offsets = np.arange(rows.start, rows.stop, dtype=np.uint64)
+    else:
+        offsets = rows.astype(np.uint64)
+    out = []
+    for name in names:
+        if name == ROW_ADDR or (name == ROW_ID and not stable):
+            out.append(row_addresses(fragment.id, offsets))
+            continue
+        if not stable:
+            raise UnsupportedFeatureError(
+                f"{store.uri}: {name} exists only on tables created with stable row ids "
+                "(write_dataset(..., enable_stable_row_ids=True))")
+        lineage = load_lineage(store, manifest, fragment)
+        values = {ROW_ID: lineage.row_ids, ROW_CREATED: lineage.created,
+                  ROW_UPDATED: lineage.updated}[name]
+        out.append(pa.array(values[rows], pa.uint64()))
+    return out
+
+
 def scan_fragment(
     store: ObjectStore,
     manifest: Manifest,
@@ -313,19 +357,11 @@ def scan_fragment(
     reader = FragmentReader(store, manifest, fragment)
     arrays = reader.read(plan.read_fields, offset=offset, length=length)
     names = [f.name for f in plan.read_fields]
-    positions = np.arange(offset, offset + length, dtype=np.uint64)
-    if plan.need_row_id or plan.need_row_addr:
-        addresses = row_addresses(fragment.id, positions)
-        if plan.need_row_id:
-            if manifest.uses_stable_row_ids:
-                raise UnsupportedFeatureError(
-                    f"{store.uri}: _rowid of tables with stable row ids is not supported yet"
-                )
-            arrays.append(addresses)
-            names.append(ROW_ID)
-        if plan.need_row_addr:
-            arrays.append(addresses)
-            names.append(ROW_ADDR)
+    system = plan.system_names
+    if system:
+        arrays.extend(system_arrays(store, manifest, fragment,
+                                    slice(offset, offset + length), system))
+        names.extend(system)
     if names:
         table = pa.Table.from_arrays(arrays, names=names)
     else:  # count-only scans: a table with rows but no columns

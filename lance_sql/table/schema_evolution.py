@@ -212,8 +212,13 @@ def _write_columns(store: ObjectStore, base: Manifest, new_fields: LanceSchema,
                 table = table.cast(target)
             except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
                 raise SchemaError(f"new column values do not fit {target}: {exc}") from exc
-            data_file = _write_file(store, new_fields, table, base.data_format)
-            written.append((replace(frag, files=frag.files + (data_file,)), data_file.key))
+            data_file = write_columns_file(store, new_fields, table, base.data_format)
+            # New values for every row are a change to every row: on tables with stable
+            # row ids the commit sets their last-updated version (as the reference does).
+            changed = replace(frag, files=frag.files + (data_file,))
+            if base.uses_stable_row_ids:
+                changed = replace(changed, last_updated_at_version_sequence=None)
+            written.append((changed, data_file.key))
         check = getattr(values, "finish_check", None)
         if check is not None:
             check()
@@ -225,7 +230,7 @@ def _write_columns(store: ObjectStore, base: Manifest, new_fields: LanceSchema,
     return written
 
 
-def _write_file(store: ObjectStore, schema: LanceSchema, table: pa.Table,
+def write_columns_file(store: ObjectStore, schema: LanceSchema, table: pa.Table,
                 data_format: str) -> DataFile:
     writer = FragmentWriter(store, schema, max_rows_per_file=max(table.num_rows, 1),
                             data_format=data_format)

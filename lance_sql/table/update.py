@@ -1,46 +1,48 @@
-"""``UPDATE ... SET col = expr WHERE ...`` as an Update transaction (rewrite-rows mode).
+"""``UPDATE ... SET col = expr WHERE ...`` as an Update transaction, in either mode.
 
-The matching rows are deleted from their fragments (new deletion vectors, or the whole
-fragment when every row matches) and written, with the new values, to new fragments.
-The commit knows exactly which rows it touched, so a concurrent delete or update of
-other rows of the same fragments is rebased (deletion vectors merged); one touching the
-same rows is a retryable conflict.
+* ``rewrite_rows`` (default): matching rows are deleted from their fragments and
+  written, with the new values, to new fragments (:class:`RowRewrite`). The commit
+  knows exactly which rows it touched, so concurrent deletes or updates of other rows
+  of the same fragments are rebased; touching the same rows is a retryable conflict.
+* ``rewrite_columns``: each fragment with matches gets a new data file holding the
+  updated columns for all its rows (unchanged values copied), and those columns are
+  tombstoned in the old files. Cheaper when many rows of few columns change.
 
-Hook (row-lineage issue): on tables with stable row ids the new fragments must keep the
-rows' ids; until that lands such tables are refused here.
+On tables with stable row ids both keep every row's id and creation version and move
+its last-updated version to the commit's.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
-from lance_sql.errors import InvalidInputError, UnsupportedFeatureError
-from lance_sql.format.deletion import encode_deletions
-from lance_sql.format.fragment import DeletionFile
+from lance_sql.errors import InvalidInputError
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.row_ids import encode_versions
+from lance_sql.format.schema import LanceSchema
 from lance_sql.table.expr import parse_predicate, value_expression
 from lance_sql.table.operations import Transaction, Update
-from lance_sql.table.scan import (
-    ROW_ADDR,
-    FragmentReader,
-    deleted_offsets,
-    plan_scan,
-    scan_fragment,
-)
-from lance_sql.table.write import FragmentWriter
+from lance_sql.table.row_ids import PENDING_VERSION, load_lineage
+from lance_sql.table.row_rewrite import RowRewrite
+from lance_sql.table.scan import ROW_ADDR, FragmentReader, plan_scan, scan_fragment
+from lance_sql.table.schema_evolution import write_columns_file
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset
 
+UPDATE_MODES = ("rewrite_rows", "rewrite_columns")
+TOMBSTONE = -2
 
-def update(ds: LanceDataset, updates: Mapping[str, str],
-           where: str | None = None) -> tuple[int, Manifest | None]:
+
+def update(ds: LanceDataset, updates: Mapping[str, str], where: str | None = None,
+           update_mode: str = "rewrite_rows") -> tuple[int, Manifest | None]:
     """Apply ``updates`` (column -> SQL expression) to rows matching ``where``.
 
     Returns the number of rows updated and the committed manifest (None if no row
@@ -48,10 +50,9 @@ def update(ds: LanceDataset, updates: Mapping[str, str],
     """
     if not isinstance(updates, Mapping) or not updates:
         raise InvalidInputError("update needs a non-empty dict of column -> SQL expression")
+    if update_mode not in UPDATE_MODES:
+        raise InvalidInputError(f"update_mode must be one of {UPDATE_MODES}, got {update_mode!r}")
     base, naming = ds._latest_for_write()
-    if base.uses_stable_row_ids:
-        raise UnsupportedFeatureError(
-            f"{ds.store.uri}: update of tables with stable row ids is not supported yet")
     arrow = base.schema.to_arrow()
     exprs = {}
     for name, text in updates.items():
@@ -59,53 +60,78 @@ def update(ds: LanceDataset, updates: Mapping[str, str],
         if "." in name:
             raise InvalidInputError("update assigns whole top-level columns only")
         exprs[name] = value_expression(parse_predicate(text), arrow)
+    modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
     plan = plan_scan(base, columns=[], filter=where, with_row_address=True)
+    matches = []
+    for frag in base.fragments:
+        addresses = scan_fragment(ds.store, base, frag, plan).column(ROW_ADDR)
+        if len(addresses):
+            matches.append((frag, (addresses.to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.int64)))
+    if not matches:
+        return 0, None
+    if update_mode == "rewrite_columns":
+        return _rewrite_columns(ds, base, naming, exprs, matches, modified)
     fields = list(base.schema.fields)
-    writer = FragmentWriter(ds.store, base.schema, data_format=base.data_format)
-    updated, removed, deletion_files = [], [], []
-    affected: dict[int, np.ndarray] = {}
+    rewrite = RowRewrite(ds, base)
     count = 0
     try:
-        for frag in base.fragments:
-            addresses = scan_fragment(ds.store, base, frag, plan).column(ROW_ADDR)
-            if len(addresses) == 0:
-                continue
-            rows = (addresses.to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        for frag, rows in matches:
             table = pa.Table.from_arrays(FragmentReader(ds.store, base, frag).take(fields, rows),
                                          names=[f.name for f in fields])
-            projection = {f.name: exprs.get(f.name, pds.field(f.name)) for f in fields}
-            new = pds.dataset(table).to_table(columns=projection)
-            try:
-                new = new.cast(arrow)
-            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-                raise InvalidInputError(f"update values do not fit the columns: {exc}") from exc
-            for batch in new.to_batches():
-                writer.write(batch)
+            rewrite.rewrite(frag, rows, _evaluate(table, exprs, arrow))
             count += len(rows)
-            affected[frag.id] = rows.astype(np.uint32)
-            merged = np.union1d(deleted_offsets(ds.store, base, frag), rows).astype(np.uint32)
-            if len(merged) >= frag.physical_rows:
-                removed.append(frag.id)
-                continue
-            kind, data = encode_deletions(merged)
-            deletion = DeletionFile(kind, base.version, random.getrandbits(63), len(merged))
-            deletion_files.append((deletion.key(frag.id), data))
-            updated.append(frag.with_deletion(deletion))
-        if count == 0:
-            writer.abort()
-            return 0, None
-        new_fragments = tuple(writer.finish())
-        modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
-        op = Update(removed_fragment_ids=tuple(removed), updated_fragments=tuple(updated),
-                    new_fragments=new_fragments, fields_modified=modified,
-                    update_mode="rewrite_rows")
-        for key, data in deletion_files:
-            ds.store.put(key, data)
-        committed = ds._commit(base, naming, Transaction(base.version, op),
-                               affected_rows=affected)
     except BaseException:
-        writer.abort()
-        for key, _ in deletion_files:
+        rewrite.writer.abort()
+        raise
+    return count, rewrite.commit(naming, modified)
+
+
+def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Schema) -> pa.Table:
+    projection = {f.name: exprs.get(f.name, pds.field(f.name)) for f in arrow}
+    new = pds.dataset(table).to_table(columns=projection)
+    try:
+        return new.cast(arrow)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise InvalidInputError(f"update values do not fit the columns: {exc}") from exc
+
+
+def _rewrite_columns(ds: LanceDataset, base: Manifest, naming: object,
+                     exprs: Mapping[str, pc.Expression],
+                     matches: list[tuple], modified: tuple[int, ...]) -> tuple[int, Manifest]:
+    arrow = base.schema.to_arrow()
+    fields = list(base.schema.fields)
+    changed_fields = LanceSchema(tuple(f for f in fields if f.name in exprs))
+    target = changed_fields.to_arrow()
+    dropped = set(modified)
+    updated, keys, count = [], [], 0
+    try:
+        for frag, rows in matches:
+            table = pa.Table.from_arrays(FragmentReader(ds.store, base, frag).read(fields),
+                                         names=[f.name for f in fields])
+            new = _evaluate(table, exprs, arrow)
+            mask = np.zeros(frag.physical_rows, dtype=bool)
+            mask[rows] = True
+            hit = pa.array(mask)
+            columns = [pc.if_else(hit, new.column(f.name), table.column(f.name))
+                       for f in target]
+            data_file = write_columns_file(ds.store, changed_fields,
+                                           pa.Table.from_arrays(columns, schema=target),
+                                           base.data_format)
+            keys.append(data_file.key)
+            files = tuple(replace(d, fields=tuple(TOMBSTONE if i in dropped else i
+                                                  for i in d.fields)) for d in frag.files)
+            result = replace(frag, files=files + (data_file,))
+            if base.uses_stable_row_ids:
+                versions = load_lineage(ds.store, base, frag).updated.copy()
+                versions[rows] = PENDING_VERSION
+                result = replace(result, last_updated_at_version_sequence=encode_versions(versions))
+            updated.append(result)
+            count += len(rows)
+        op = Update(updated_fragments=tuple(updated), fields_modified=modified,
+                    update_mode="rewrite_columns")
+        committed = ds._commit(base, naming, Transaction(base.version, op))
+    except BaseException:
+        for key in keys:
             ds.store.delete(key)
         raise
     return count, committed.manifest

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -42,7 +43,7 @@ from lance_sql.table.operations import (
     UpdateMap,
     UpdateMemWalState,
 )
-from lance_sql.table.row_ids import range_sequence
+from lance_sql.format.row_ids import encode_row_ids
 
 
 def _apply(op, previous: Manifest | None = BASE, **kw) -> Manifest:  # noqa: ANN001
@@ -132,7 +133,7 @@ def test_append_assigns_ids_after_the_high_water_mark() -> None:
 def test_append_with_stable_row_ids_assigns_row_ids() -> None:
     base = replace(BASE, reader_feature_flags=2, writer_feature_flags=2, next_row_id=400)
     m = _apply(Append((frag(0, 5),)), base)
-    assert m.fragments[-1].row_id_sequence == range_sequence(400, 405)
+    assert m.fragments[-1].row_id_sequence == encode_row_ids(np.arange(400, 405))
     assert m.fragments[-1].created_at_version_sequence is not None
     assert m.next_row_id == 405 and m.uses_stable_row_ids
 

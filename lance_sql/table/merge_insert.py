@@ -1,0 +1,230 @@
+"""``merge_insert``: upsert a batch of rows into a table by key, as one Update commit.
+
+pylance's builder, same names and result::
+
+    ds.merge_insert("id") \\
+      .when_matched_update_all(condition="target.v != source.v") \\
+      .when_not_matched_insert_all() \\
+      .when_not_matched_by_source_delete("id > 5") \\
+      .execute(data)   # -> {"num_inserted_rows", "num_updated_rows", "num_deleted_rows"}
+
+The source is joined with the target's key columns (a pyarrow hash join, no per-row
+Python). Matched rows are rewritten with the source's values (columns the source
+lacks keep their old values) and, on tables with stable row ids, keep their row id and
+creation version; unmatched source rows are inserted (columns it lacks are NULL);
+target rows no source row matched are deleted when asked. A target row matched by two
+source rows is an error, as in pylance; NULL keys never match. Conditions see the
+joined row as two structs, ``target`` and ``source``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import InvalidInputError, SchemaError
+from lance_sql.format.manifest import Manifest
+from lance_sql.table.expr import parse_predicate, to_pyarrow
+from lance_sql.table.row_rewrite import RowRewrite
+from lance_sql.table.scan import ROW_ADDR, FragmentReader, plan_scan, scan_fragment
+from lance_sql.table.write import to_reader
+
+if TYPE_CHECKING:
+    from lance_sql.table.dataset import LanceDataset
+
+_SRC = "__merge_source_row"
+_ADDR = "__merge_target_addr"
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+class MergeInsertBuilder:
+    """What to do with matched, unmatched and unmatched-by-source rows (pylance's API)."""
+
+    def __init__(self, ds: LanceDataset, on: str | Sequence[str]) -> None:
+        keys = [on] if isinstance(on, str) else list(on)
+        if not keys:
+            raise InvalidInputError("merge_insert needs at least one key column")
+        self._ds = ds
+        self._on = keys
+        self._update = False
+        self._update_condition: str | None = None
+        self._insert = False
+        self._delete = False
+        self._delete_condition: str | None = None
+
+    def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
+        self._update, self._update_condition = True, condition
+        return self
+
+    def when_not_matched_insert_all(self) -> MergeInsertBuilder:
+        self._insert = True
+        return self
+
+    def when_not_matched_by_source_delete(self, expr: str | None = None) -> MergeInsertBuilder:
+        self._delete, self._delete_condition = True, expr
+        return self
+
+    def conflict_retries(self, retries: int) -> MergeInsertBuilder:  # noqa: ARG002
+        """Accepted for compatibility: the commit loop's retry policy applies."""
+        return self
+
+    def execute(self, data: Any, schema: pa.Schema | None = None) -> dict[str, int]:
+        stats, manifest = merge_insert(self._ds, self, to_reader(data, schema).read_all())
+        self._ds._moved_to(manifest)
+        return stats
+
+
+def _check_source(base: Manifest, source: pa.Table, keys: list[str]) -> pa.Table:
+    target = base.schema.to_arrow()
+    for key in keys:
+        if key not in source.column_names:
+            raise SchemaError(f"merge_insert key {key!r} is not a column of the source data")
+        if key not in target.names:
+            raise SchemaError(f"merge_insert key {key!r} is not a column of the table")
+    missing = [f for f in target if f.name not in source.column_names]
+    try:
+        base.schema.check_append_compatible(pa.schema(list(source.schema) + missing))
+    except SchemaError as exc:
+        raise SchemaError(f"merge_insert source does not fit the table: {exc}") from exc
+    return source.cast(pa.schema([target.field(n) for n in source.column_names]))
+
+
+def _target_keys(ds: LanceDataset, base: Manifest, columns: list[str]) -> pa.Table:
+    plan = plan_scan(base, columns, with_row_address=True)
+    parts = [scan_fragment(ds.store, base, f, plan) for f in base.fragments if f.num_rows]
+    if not parts:
+        return plan.output_schema.empty_table()
+    return pa.concat_tables(parts)
+
+
+def _condition(text: str, target: pa.Table, source: pa.Table) -> np.ndarray:
+    """Positions of the joined rows where ``text`` (over ``target.*``/``source.*``) holds."""
+    joined = pa.table({"target": target.to_struct_array(), "source": source.to_struct_array(),
+                       _SRC: pa.array(np.arange(target.num_rows))})
+    expr = to_pyarrow(parse_predicate(text), joined.schema)
+    return joined.filter(expr).column(_SRC).to_numpy()
+
+
+def _take_target(ds: LanceDataset, base: Manifest, addresses: np.ndarray,
+                 names: list[str]) -> pa.Table:
+    """Columns ``names`` of target rows at ``addresses`` (in that order)."""
+    fields = [base.schema.field(n) for n in names]
+    arrow = pa.schema([f.to_arrow() for f in fields])
+    if not len(addresses):
+        return arrow.empty_table()
+    order = np.argsort(addresses, kind="stable")
+    sorted_addr = addresses[order]
+    frag_ids = sorted_addr >> np.uint64(32)
+    bounds = np.flatnonzero(np.diff(frag_ids)) + 1
+    by_id = {f.id: f for f in base.fragments}
+    parts = []
+    for chunk in np.split(sorted_addr, bounds):
+        frag = by_id[int(chunk[0] >> np.uint64(32))]
+        offsets = (chunk & _LOW32).astype(np.int64)
+        arrays = FragmentReader(ds.store, base, frag).take(fields, offsets)
+        parts.append(pa.Table.from_arrays(arrays, schema=arrow))
+    table = pa.concat_tables(parts)
+    return table.take(pa.array(np.argsort(order, kind="stable")))
+
+
+def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
+                 source: pa.Table) -> tuple[dict[str, int], Manifest | None]:
+    """Run ``spec`` with ``source``; returns pylance's counts and the committed manifest."""
+    base, naming = ds._latest_for_write()
+    keys = spec._on
+    source = _check_source(base, source, keys)
+    target = _target_keys(ds, base, keys)
+    src = source.select(keys).append_column(_SRC, pa.array(np.arange(source.num_rows)))
+    tgt = target.select(keys).append_column(_ADDR, target.column(ROW_ADDR))
+    pairs = src.join(tgt, keys=keys, join_type="inner")
+    src_rows = pairs.column(_SRC).to_numpy()
+    addresses = pairs.column(_ADDR).to_numpy().astype(np.uint64)
+    unique_addr, counts = np.unique(addresses, return_counts=True)
+    if np.any(counts > 1):
+        row = _take_target(ds, base, unique_addr[counts > 1][:1], keys).to_pylist()[0]
+        raise InvalidInputError(
+            f"ambiguous merge_insert: several source rows match the target row with {row}; "
+            "each target row may be matched by at most one source row")
+    rewrite = RowRewrite(ds, base)
+    updated = inserted = deleted = 0
+    try:
+        if spec._update and len(src_rows):
+            if spec._update_condition is not None:
+                names = [f.name for f in base.schema.fields]
+                keep = _condition(spec._update_condition,
+                                  _take_target(ds, base, addresses, names),
+                                  source.take(pa.array(src_rows)))
+                src_rows, addresses = src_rows[keep], addresses[keep]
+            updated = _rewrite_matched(ds, base, rewrite, source, src_rows, addresses)
+        if spec._insert:
+            matched = np.zeros(source.num_rows, dtype=bool)
+            matched[pairs.column(_SRC).to_numpy()] = True
+            new_rows = source.filter(pa.array(~matched))
+            if new_rows.num_rows:
+                rewrite.insert(_complete(base, new_rows))
+                inserted = new_rows.num_rows
+        if spec._delete:
+            deleted = _delete_unmatched(ds, base, rewrite, target, unique_addr,
+                                        spec._delete_condition)
+    except BaseException:
+        rewrite.writer.abort()
+        raise
+    modified = tuple(leaf.id for top in base.schema.fields if top.name in source.column_names
+                     for leaf in top.walk()) if updated else ()
+    manifest = rewrite.commit(naming, modified)
+    return {"num_inserted_rows": inserted, "num_updated_rows": updated,
+            "num_deleted_rows": deleted}, manifest
+
+
+def _complete(base: Manifest, rows: pa.Table, old: pa.Table | None = None) -> pa.Table:
+    """``rows`` with every table column: missing ones from ``old`` or NULL."""
+    arrow = base.schema.to_arrow()
+    columns = []
+    for field in arrow:
+        if field.name in rows.column_names:
+            columns.append(rows.column(field.name))
+        elif old is not None:
+            columns.append(old.column(field.name))
+        elif not field.nullable:
+            raise SchemaError(f"merge_insert source lacks column {field.name!r}, which the "
+                              "table does not allow to be NULL")
+        else:
+            columns.append(pa.nulls(rows.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=arrow)
+
+
+def _rewrite_matched(ds: LanceDataset, base: Manifest, rewrite: RowRewrite, source: pa.Table,
+                     src_rows: np.ndarray, addresses: np.ndarray) -> int:
+    order = np.argsort(addresses, kind="stable")
+    addresses, src_rows = addresses[order], src_rows[order]
+    missing = [f.name for f in base.schema.fields if f.name not in source.column_names]
+    frag_ids = addresses >> np.uint64(32)
+    bounds = np.flatnonzero(np.diff(frag_ids)) + 1
+    by_id = {f.id: f for f in base.fragments}
+    for chunk, rows in zip(np.split(addresses, bounds), np.split(src_rows, bounds), strict=True):
+        frag = by_id[int(chunk[0] >> np.uint64(32))]
+        new = source.take(pa.array(rows))
+        old = _take_target(ds, base, chunk, missing) if missing else None
+        rewrite.rewrite(frag, (chunk & _LOW32).astype(np.int64), _complete(base, new, old))
+    return len(addresses)
+
+
+def _delete_unmatched(ds: LanceDataset, base: Manifest, rewrite: RowRewrite, target: pa.Table,
+                      matched: np.ndarray, condition: str | None) -> int:
+    all_addr = target.column(ROW_ADDR).to_numpy().astype(np.uint64)
+    doomed = np.setdiff1d(all_addr, matched)
+    if condition is not None and len(doomed):
+        names = [f.name for f in base.schema.fields]
+        rows = _take_target(ds, base, doomed, names)
+        expr = to_pyarrow(parse_predicate(condition), rows.schema)
+        keep = rows.append_column(_ADDR, pa.array(doomed)).filter(expr)
+        doomed = keep.column(_ADDR).to_numpy().astype(np.uint64)
+    frag_ids = doomed >> np.uint64(32)
+    bounds = np.flatnonzero(np.diff(frag_ids)) + 1
+    by_id = {f.id: f for f in base.fragments}
+    for chunk in np.split(doomed, bounds) if len(doomed) else []:
+        rewrite.remove(by_id[int(chunk[0] >> np.uint64(32))], (chunk & _LOW32).astype(np.int64))
+    return len(doomed)

@@ -1,0 +1,149 @@
+"""The write side of an Update transaction in rewrite-rows mode (update, merge_insert).
+
+Rows leave their fragments through deletion vectors and come back, with new values,
+in new fragments; new rows (merge_insert's inserts) are written alongside. On a table
+with stable row ids a rewritten row keeps its row id and creation version, and its
+last-updated version becomes the commit's; inserted rows get fresh ids. Both are
+expressed with :data:`~lance_sql.table.row_ids.PENDING_VERSION` placeholders that
+the commit resolves, so a rebased commit stays correct.
+
+Nothing is written to the table until :meth:`RowRewrite.commit`; on any failure the
+files written so far are removed.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.format.deletion import encode_deletions
+from lance_sql.format.fragment import DeletionFile, Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.table.operations import Transaction, Update
+from lance_sql.table.row_ids import (
+    PENDING_VERSION,
+    FragmentLineage,
+    externalize,
+    load_lineage,
+    with_lineage,
+)
+from lance_sql.table.scan import deleted_offsets
+from lance_sql.table.write import FragmentWriter
+
+if TYPE_CHECKING:
+    from lance_sql.format.manifest import ManifestNaming
+    from lance_sql.table.dataset import LanceDataset
+
+_PENDING = np.uint64(PENDING_VERSION)
+
+
+class RowRewrite:
+    """Collects removed rows and (re)written rows of one Update; commits them at once."""
+
+    def __init__(self, ds: LanceDataset, base: Manifest) -> None:
+        self.ds = ds
+        self.base = base
+        self.stable = base.uses_stable_row_ids
+        self.writer = FragmentWriter(ds.store, base.schema, data_format=base.data_format)
+        self.arrow = base.schema.to_arrow()
+        self._removed: dict[int, np.ndarray] = {}     # fragment id -> offsets leaving it
+        self._lineage: list[FragmentLineage] = []    # per written piece, in write order
+        self._written = 0
+        self._extra_keys: list[str] = []
+
+    @property
+    def rows_written(self) -> int:
+        return self._written
+
+    def remove(self, fragment: Fragment, offsets: np.ndarray) -> None:
+        """Delete physical rows ``offsets`` of ``fragment`` in this commit."""
+        if len(offsets) == 0:
+            return
+        old = self._removed.get(fragment.id)
+        offsets = np.asarray(offsets, dtype=np.uint32)
+        self._removed[fragment.id] = offsets if old is None else np.union1d(old, offsets)
+
+    def rewrite(self, fragment: Fragment, offsets: np.ndarray, table: pa.Table) -> None:
+        """Write ``table`` as the new contents of rows ``offsets`` of ``fragment``."""
+        self.remove(fragment, offsets)
+        lineage = None
+        if self.stable:
+            old = load_lineage(self.ds.store, self.base, fragment).take(
+                np.asarray(offsets, dtype=np.int64))
+            lineage = FragmentLineage(old.row_ids, old.created,
+                                      np.full(len(offsets), _PENDING, np.uint64))
+        self._write(table, lineage)
+
+    def insert(self, table: pa.Table) -> None:
+        """Write ``table`` as new rows."""
+        lineage = None
+        if self.stable:
+            pending = np.full(table.num_rows, _PENDING, np.uint64)
+            lineage = FragmentLineage(pending, pending, pending)
+        self._write(table, lineage)
+
+    def _write(self, table: pa.Table, lineage: FragmentLineage | None) -> None:
+        if table.num_rows == 0:
+            return
+        for batch in table.cast(self.arrow).to_batches():
+            if batch.num_rows:
+                self.writer.write(batch)
+        self._written += table.num_rows
+        if lineage is not None:
+            self._lineage.append(lineage)
+
+    def _new_fragments(self) -> tuple[Fragment, ...]:
+        fragments = self.writer.finish()
+        if not self.stable:
+            return tuple(fragments)
+        lineage = FragmentLineage.concat(self._lineage)
+        out, start = [], 0
+        for frag in fragments:
+            end = start + frag.physical_rows
+            part = lineage.take(np.arange(start, end))
+            frag, keys = externalize(self.ds.store,
+                                     with_lineage(frag, part.row_ids, part.created, part.updated))
+            self._extra_keys.extend(keys)
+            out.append(frag)
+            start = end
+        return tuple(out)
+
+    def commit(self, naming: ManifestNaming, fields_modified: tuple[int, ...] = ()
+               ) -> Manifest | None:
+        """Publish the Update; None (nothing committed) when no row changed."""
+        deletion_files: list[tuple[str, bytes]] = []
+        try:
+            if not self._removed and not self._written:
+                self.writer.abort()
+                return None
+            new_fragments = self._new_fragments()
+            updated, removed = [], []
+            by_id = {f.id: f for f in self.base.fragments}
+            for frag_id, offsets in self._removed.items():
+                frag = by_id[frag_id]
+                merged = np.union1d(deleted_offsets(self.ds.store, self.base, frag),
+                                    offsets).astype(np.uint32)
+                if len(merged) >= frag.physical_rows:
+                    removed.append(frag_id)
+                    continue
+                kind, data = encode_deletions(merged)
+                deletion = DeletionFile(kind, self.base.version, random.getrandbits(63),
+                                        len(merged))
+                deletion_files.append((deletion.key(frag_id), data))
+                updated.append(frag.with_deletion(deletion))
+            op = Update(removed_fragment_ids=tuple(removed), updated_fragments=tuple(updated),
+                        new_fragments=new_fragments, fields_modified=fields_modified,
+                        update_mode="rewrite_rows")
+            for key, data in deletion_files:
+                self.ds.store.put(key, data)
+            committed = self.ds._commit(self.base, naming, Transaction(self.base.version, op),
+                                        affected_rows=dict(self._removed))
+        except BaseException:
+            self.writer.abort()
+            for key in [k for k, _ in deletion_files] + self._extra_keys:
+                self.ds.store.delete(key)
+            raise
+        return committed.manifest
