@@ -32,6 +32,7 @@ from lance_sql.sql.catalog import (
     TableName,
     VersionResolver,
 )
+from lance_sql.sql.dml import DeleteStatement, UpdateStatement, parse_dml
 from lance_sql.sql.error_bridge import ErrorRegistry, translate
 from lance_sql.sql.explain import render_explain
 from lance_sql.sql.functions import make_table_versions, table_versions
@@ -163,7 +164,14 @@ class LanceSession:
 
     # -- queries ---------------------------------------------------------------------
     def sql(self, query: str) -> LanceDataFrame:
-        """Plan ``query`` (DataFusion SQL plus time travel); returns a lazy DataFrame."""
+        """Plan ``query`` (DataFusion SQL plus time travel); returns a lazy DataFrame.
+
+        ``UPDATE`` and ``DELETE`` statements on Lance tables run at once (they are
+        commits); their frame holds the number of rows changed.
+        """
+        statement = parse_dml(query)
+        if statement is not None:
+            return self._run_dml(statement)
         with self._lock:
             qid = str(next(self._ids))
         counter = itertools.count(1)
@@ -197,6 +205,17 @@ class LanceSession:
             raise translated from None
         self._limit_hints(df, planned)
         return self._frame(df)
+
+    def _run_dml(self, statement: UpdateStatement | DeleteStatement) -> LanceDataFrame:
+        ds = self.dataset(statement.table)
+        if isinstance(statement, UpdateStatement):
+            count = ds.update(statement.assignments, statement.where)["num_rows_updated"]
+            name = "num_rows_updated"
+        else:
+            before = ds.count_rows()
+            ds.delete(statement.where or "true")
+            count, name = before - ds.count_rows(), "num_deleted_rows"
+        return self._frame(self.ctx.from_arrow(pa.table({name: pa.array([count], pa.uint64())})))
 
     def explain(self, query: str) -> str:
         """The plan of ``query`` as text, with our scan operators beneath DataFusion's."""

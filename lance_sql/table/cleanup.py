@@ -24,13 +24,14 @@ from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import TRANSACTIONS_DIR, VERSIONS_DIR
 from lance_sql.io.store import ObjectStore
+from lance_sql.table.row_ids import ROW_IDS_DIR, sequence_keys
 from lance_sql.table.versions import list_versions, load_manifest, read_tags
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset
 
 DEFAULT_OLDER_THAN = timedelta(days=14)
-_SCANNED_DIRS = ("data", "_deletions", TRANSACTIONS_DIR)
+_SCANNED_DIRS = ("data", "_deletions", ROW_IDS_DIR, TRANSACTIONS_DIR)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ def referenced_files(store: ObjectStore, manifest: Manifest) -> set[str]:
         deletion = frag.deletion_file
         if deletion is not None and deletion.base_id is None:
             keys.add(deletion.key(frag.id))
+        keys.update(sequence_keys(frag))
     for index in decode_index_section(manifest.index_section):
         if not index.to_proto().HasField("base_id"):
             directory = f"_indices/{index.uuid}"

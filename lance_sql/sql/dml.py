@@ -1,0 +1,97 @@
+"""``UPDATE`` and ``DELETE`` statements on Lance tables, run through the table layer.
+
+DataFusion plans queries, not writes to our tables, so the session recognises these
+two statements itself and hands them to ``LanceDataset.update`` / ``delete``::
+
+    UPDATE t SET a = a + 1, b = 'x' WHERE id < 10
+    DELETE FROM t WHERE id = 3
+
+Expressions are the SQL subset of the table layer's filter parser. The statement's
+result is one row: ``num_rows_updated`` or ``num_deleted_rows``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.sql.tokens import Token, tokenize
+
+
+@dataclass(frozen=True)
+class UpdateStatement:
+    table: str
+    assignments: dict[str, str]
+    where: str | None
+
+
+@dataclass(frozen=True)
+class DeleteStatement:
+    table: str
+    where: str | None
+
+
+def _top_level_split(sql: str, tokens: list[Token], separator: str) -> list[str]:
+    """``sql`` split at ``separator`` tokens outside parentheses."""
+    parts, depth, start = [], 0, tokens[0].start if tokens else 0
+    for tok in tokens:
+        if tok.is_op("("):
+            depth += 1
+        elif tok.is_op(")"):
+            depth -= 1
+        elif depth == 0 and tok.is_op(separator):
+            parts.append(sql[start:tok.start])
+            start = tok.end
+    parts.append(sql[start:tokens[-1].end] if tokens else "")
+    return [p.strip() for p in parts]
+
+
+def _table_and_rest(sql: str, tokens: list[Token], i: int, statement: str) -> tuple[str, int]:
+    if i >= len(tokens) or tokens[i].identifier is None:
+        raise InvalidInputError(f"{statement}: expected a table name")
+    name = tokens[i].identifier
+    assert name is not None
+    return name, i + 1
+
+
+def _where(sql: str, tokens: list[Token], i: int, statement: str) -> str | None:
+    if i >= len(tokens):
+        return None
+    if not tokens[i].is_kw("WHERE") or i + 1 >= len(tokens):
+        raise InvalidInputError(f"{statement}: expected WHERE <condition>, got "
+                                f"{sql[tokens[i].start:].strip()!r}")
+    return sql[tokens[i + 1].start:tokens[-1].end].strip()
+
+
+def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
+    """The statement if ``sql`` is an UPDATE or DELETE, else None (a query)."""
+    tokens = tokenize(sql)
+    while tokens and tokens[-1].is_op(";"):
+        tokens.pop()
+    if not tokens:
+        return None
+    if tokens[0].is_kw("DELETE"):
+        if len(tokens) < 2 or not tokens[1].is_kw("FROM"):
+            raise InvalidInputError("DELETE: expected DELETE FROM <table> [WHERE ...]")
+        table, i = _table_and_rest(sql, tokens, 2, "DELETE")
+        return DeleteStatement(table, _where(sql, tokens, i, "DELETE"))
+    if not tokens[0].is_kw("UPDATE"):
+        return None
+    table, i = _table_and_rest(sql, tokens, 1, "UPDATE")
+    if i >= len(tokens) or not tokens[i].is_kw("SET"):
+        raise InvalidInputError("UPDATE: expected UPDATE <table> SET col = expr, ... [WHERE ...]")
+    end = next((j for j in range(i + 1, len(tokens)) if tokens[j].is_kw("WHERE")), len(tokens))
+    set_tokens = tokens[i + 1:end]
+    if not set_tokens:
+        raise InvalidInputError("UPDATE: SET needs at least one assignment")
+    assignments: dict[str, str] = {}
+    for part in _top_level_split(sql, set_tokens, ","):
+        ptoks = tokenize(part)
+        if len(ptoks) < 3 or ptoks[0].identifier is None or not ptoks[1].is_op("="):
+            raise InvalidInputError(f"UPDATE: expected column = expression, got {part!r}")
+        column = ptoks[0].identifier
+        assert column is not None
+        if column in assignments:
+            raise InvalidInputError(f"UPDATE: column {column!r} is assigned twice")
+        assignments[column] = part[ptoks[2].start:].strip()
+    return UpdateStatement(table, assignments, _where(sql, tokens, end, "UPDATE"))
