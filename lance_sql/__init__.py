@@ -15,6 +15,7 @@ from lance_sql.errors import (
     RetryableConflict,
     SchemaError,
     UnsupportedFeatureError,
+    VersionCleanedUpError,
     WriterFencedError,
 )
 from lance_sql.table.dataset import LanceDataset, dataset, write_dataset
@@ -44,6 +45,7 @@ __all__ = [
     "RetryableConflict",
     "SchemaError",
     "UnsupportedFeatureError",
+    "VersionCleanedUpError",
     "WriterFencedError",
     "connect",
     "dataset",

@@ -7,6 +7,7 @@ can catch the whole family or one branch of it::
     ├── FormatError              bytes that do not decode: corrupt, truncated, unsupported
     │   └── UnsupportedFeatureError   valid but beyond what we implement (flags, file versions)
     ├── NotFoundError            a table, version, tag, file or column that does not exist
+    │   └── VersionCleanedUpError    history (manifests, files) removed by cleanup_old_versions
     ├── SchemaError              data whose schema does not fit the table
     ├── InvalidInputError        a bad argument or expression from the caller
     ├── PathEscapeError          a path read from metadata leaves the table root
@@ -35,6 +36,10 @@ class UnsupportedFeatureError(FormatError):
 
 class NotFoundError(LanceError):
     """A table, version, tag, file or column does not exist."""
+
+
+class VersionCleanedUpError(NotFoundError):
+    """An old version, or a file it needs, was removed by ``cleanup_old_versions``."""
 
 
 class SchemaError(LanceError):

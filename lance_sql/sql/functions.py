@@ -1,4 +1,5 @@
-"""Table functions: ``table_versions('t')`` (history).
+"""Table functions: ``table_versions('t')`` (history) and ``table_changes('t', start, end)``
+(the change data feed, :mod:`lance_sql.sql.changes_provider`).
 
 DataFusion calls a table function during planning with constant-folded literal
 arguments. It must not call back into the session (DataFusion panics on
@@ -8,7 +9,6 @@ dataset.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import pyarrow as pa
@@ -17,9 +17,11 @@ from datafusion.catalog import Table
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.sql.catalog import VersionResolver
+from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
+from lance_sql.table.changes import resolve_window
 from lance_sql.table.operations import Transaction
-from lance_sql.table.versions import list_versions, load_transaction_bytes, read_tags
+from lance_sql.table.versions import commit_time, list_versions, load_transaction_bytes, read_tags
 
 VERSIONS_SCHEMA = pa.schema(
     [
@@ -68,8 +70,7 @@ def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
         rows.append(
             {
                 "version": ref.version,
-                "timestamp": dt.datetime.fromtimestamp(manifest.timestamp_ns / 1e9,
-                                                    dt.UTC),
+                "timestamp": commit_time(manifest.timestamp_ns),
                 "operation": Transaction.operation_name(txn) if txn else None,
                 "rows": manifest.num_rows,
                 "rows_added": added,
@@ -94,3 +95,23 @@ def make_table_versions(resolver: VersionResolver, errors: ErrorRegistry):  # no
             raise errors.wrap(exc) from exc
 
     return table_versions_udtf
+
+
+def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry):  # noqa: ANN201
+    """The ``table_changes('t', start[, end])`` callable: versions or timestamps, inclusive."""
+
+    def table_changes_udtf(*args: Any) -> Table:
+        try:
+            values = argument_values(args, "table_changes")
+            if len(values) not in (2, 3) or not isinstance(values[0], str):
+                raise InvalidInputError(
+                    "table_changes() takes a table name, a start and an optional end "
+                    "(versions or timestamps)")
+            name = values[0]
+            window = resolve_window(resolver.store(name), *values[1:],
+                                    manifest_of=lambda v: resolver.manifest(name, v))
+            return Table(ChangesDataset(name, window, errors))
+        except Exception as exc:  # noqa: BLE001 - carried through DataFusion
+            raise errors.wrap(exc) from exc
+
+    return table_changes_udtf

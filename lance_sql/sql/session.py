@@ -35,7 +35,7 @@ from lance_sql.sql.catalog import (
 from lance_sql.sql.dml import DeleteStatement, UpdateStatement, parse_dml
 from lance_sql.sql.error_bridge import ErrorRegistry, translate
 from lance_sql.sql.explain import render_explain
-from lance_sql.sql.functions import make_table_versions, table_versions
+from lance_sql.sql.functions import make_table_changes, make_table_versions, table_versions
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
 from lance_sql.sql.tokens import quote_identifier
@@ -136,6 +136,8 @@ class LanceSession:
         self.ctx.register_catalog_provider(CATALOG, LanceCatalog(self.schema_provider))
         versions_fn = make_table_versions(self.resolver, self.errors)
         self.ctx.register_udtf(udtf(versions_fn, "table_versions"))
+        self.ctx.register_udtf(udtf(make_table_changes(self.resolver, self.errors),
+                                    "table_changes"))
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 

@@ -88,7 +88,7 @@ class _Ctx:
         """Existing fragments an operation rewrote: pending row versions become ours."""
         if not self.stable:
             return fragments
-        result, _ = stamp_fragments(fragments, self.next_row_id, self.version)
+        result, _ = stamp_fragments(fragments, self.next_row_id, self.version, new=False)
         return result
 
 

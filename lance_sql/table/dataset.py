@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,7 @@ from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.table.changes import table_changes
 from lance_sql.table.commit import CommitConfig, commit_transaction
 from lance_sql.table.dataset_ops import MaintenanceMixin
 from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
@@ -46,6 +47,7 @@ from lance_sql.table.scan import (
 )
 from lance_sql.table.versions import (
     VersionRef,
+    commit_time,
     delete_tag,
     find_version,
     latest_version,
@@ -165,9 +167,7 @@ class LanceDataset(MaintenanceMixin):
             out.append(
                 {
                     "version": ref.version,
-                    "timestamp": datetime.fromtimestamp(
-                        manifest.timestamp_ns / 1e9, tz=UTC
-                    ),
+                    "timestamp": commit_time(manifest.timestamp_ns),
                     "operation": Transaction.operation_name(txn) if txn else None,
                     "num_rows": manifest.num_rows,
                     "metadata": dict(manifest.table_metadata),
@@ -257,6 +257,13 @@ class LanceDataset(MaintenanceMixin):
         return self.take_addresses(addresses[addresses != MISSING], columns)
 
     _take_rows = take_rows
+
+    def table_changes(self, start: int | str | datetime, end: int | str | datetime | None = None,
+                      columns: Sequence[str] | None = None,
+                      filter: str | None = None) -> pa.Table:  # noqa: A002
+        """Row changes of versions ``start..end`` (inclusive): the table's columns plus
+        ``_change_type``, ``_commit_version``, ``_commit_timestamp`` and ``_rowid``."""
+        return table_changes(self.store, start, end, columns, filter)
 
     def take_addresses(self, addresses: Sequence[int] | np.ndarray,
                        columns: Sequence[str] | None = None) -> pa.Table:

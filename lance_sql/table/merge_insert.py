@@ -139,7 +139,8 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
     target = _target_keys(ds, base, keys)
     src = source.select(keys).append_column(_SRC, pa.array(np.arange(source.num_rows)))
     tgt = target.select(keys).append_column(_ADDR, target.column(ROW_ADDR))
-    pairs = src.join(tgt, keys=keys, join_type="inner")
+    # The hash table is built on the right side: the (usually smaller) source.
+    pairs = tgt.join(src, keys=keys, join_type="inner")
     src_rows = pairs.column(_SRC).to_numpy()
     addresses = pairs.column(_ADDR).to_numpy().astype(np.uint64)
     unique_addr, counts = np.unique(addresses, return_counts=True)

@@ -170,11 +170,12 @@ def _full(n: int, version: int) -> bytes:
 
 
 def stamp_fragments(fragments: tuple[Fragment, ...], next_row_id: int,
-                    version: int) -> tuple[tuple[Fragment, ...], int]:
+                    version: int, *, new: bool = True) -> tuple[tuple[Fragment, ...], int]:
     """Fill in what writers left open; returns the fragments and the next free row id.
 
     Fresh ids from ``next_row_id`` for fragments without a sequence (in order), and the
-    commit's ``version`` for missing version sequences and pending runs.
+    commit's ``version`` for missing version sequences and pending runs. Fragments that
+    already existed (``new=False``) keep their ids unread.
     """
     out = []
     for frag in fragments:
@@ -183,7 +184,7 @@ def stamp_fragments(fragments: tuple[Fragment, ...], next_row_id: int,
             frag = replace(frag, row_id_sequence=encode_row_ids(
                 np.arange(next_row_id, next_row_id + n, dtype=np.uint64)))
             next_row_id += n
-        elif isinstance(frag.row_id_sequence, bytes):
+        elif new and isinstance(frag.row_id_sequence, bytes):
             ids = decode_row_ids(frag.row_id_sequence)
             fresh = ids == np.uint64(PENDING_VERSION)
             if fresh.any():  # rows written alongside kept ones (merge_insert's inserts)

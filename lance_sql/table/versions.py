@@ -7,6 +7,7 @@ never changes what a reader sees.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from dataclasses import dataclass
@@ -218,3 +219,12 @@ def delete_tag(store: ObjectStore, name: str) -> None:
     if not store.exists(tag_key(name)):
         raise NotFoundError(f"tag {name!r} does not exist in {store.uri}")
     store.delete(tag_key(name))
+
+
+def commit_time(timestamp_ns: int) -> dt.datetime:
+    """A manifest's commit time as a UTC datetime, truncated to microseconds (never
+    rounded up past the commit, so it can be fed back to time travel)."""
+    return _EPOCH + dt.timedelta(microseconds=timestamp_ns // 1000)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -1,0 +1,126 @@
+"""Row-lineage benchmark: change feed, merge_insert and the row-id index, vs pylance.
+
+Data: N rows of (id int64, x float64, s utf8), stable row ids, 1M rows per fragment,
+written once by lance_sql (pylance reads the same files). Version 2 updates 1% of the
+rows (every 100th id), scattered over every fragment.
+
+* change feed of version 2: lance_sql ``table_changes(t, 2, 2)`` (inserts, pre- and
+  post-images, deletes: the values of both sides) and the same through SQL, vs
+  pylance ``delta(begin_version=1, end_version=2)`` reading inserted + updated rows +
+  deleted row ids;
+* merge_insert of M source rows, half matching existing ids, half new: each library on
+  its own copy of the table (copies are made untimed);
+* the row-id index after the update: its size and the peak memory of building it.
+
+    python bench/bench_lineage.py --rows 10000000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import tracemalloc
+from pathlib import Path
+
+import lance
+import numpy as np
+import pyarrow as pa
+from timing import median_time  # bench/timing.py (scripts run from bench/)
+
+import lance_sql
+from lance_sql.table.changes import table_changes
+from lance_sql.table.row_id_index import RowIdIndex
+
+
+def make_table(rows: int, start: int = 0, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(start, start + rows, dtype=np.int64)
+    s = pa.compute.binary_join_element_wise(
+        "s", pa.array(rng.integers(10_000, 99_999, rows)).cast(pa.string()), "")
+    return pa.table({"id": ids, "x": rng.random(rows), "s": s})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--merge-rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+
+    work = Path(tempfile.mkdtemp(prefix="bench_lineage_"))
+    try:
+        path = str(work / "t")
+        lance_sql.write_dataset(make_table(args.rows), path, enable_stable_row_ids=True,
+                                max_rows_per_file=1_000_000)
+        lance_sql.dataset(path).update({"x": "x + 1"}, where="id % 100 = 0")
+        touched = args.rows // 100
+
+        def ours() -> None:
+            out = table_changes(path, 2, 2)
+            assert out.num_rows == 2 * touched, out.num_rows
+
+        session = lance_sql.connect(work)
+
+        def ours_sql() -> None:
+            out = session.sql("SELECT * FROM table_changes('t', 2, 2)").to_arrow_table()
+            assert out.num_rows == 2 * touched
+
+        def reference() -> None:
+            ds = lance.dataset(path)
+            n = ds.delta(begin_version=1, end_version=2).get_updated_rows().read_all().num_rows
+            ds.delta(begin_version=1, end_version=2).get_inserted_rows().read_all()
+            ds.delta(begin_version=1, end_version=2).get_deleted_row_ids().read_all()
+            assert n == touched, n
+
+        t_ours = median_time(ours, args.repeat)
+        t_sql = median_time(ours_sql, args.repeat)
+        t_ref = median_time(reference, args.repeat)
+        print(f"change feed of a 1% update ({touched} rows, {args.rows} total)")
+        print(f"  lance_sql table_changes {t_ours * 1e3:9.1f} ms  ratio {t_ours / t_ref:5.2f}x")
+        print(f"  lance_sql SQL           {t_sql * 1e3:9.1f} ms  ratio {t_sql / t_ref:5.2f}x")
+        print(f"  pylance delta()         {t_ref * 1e3:9.1f} ms")
+
+        half = args.merge_rows // 2
+        step = max(1, args.rows // half)
+        source = pa.concat_tables([
+            make_table(half, seed=1).set_column(
+                0, "id", pa.array(np.arange(half, dtype=np.int64) * step)),
+            make_table(args.merge_rows - half, start=args.rows, seed=2),
+        ])
+        copy = str(work / "copy")
+
+        def fresh_copy() -> None:
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(path, copy)
+
+        def merge_ours() -> None:
+            stats = (lance_sql.dataset(copy).merge_insert("id").when_matched_update_all()
+                     .when_not_matched_insert_all().execute(source))
+            assert stats["num_updated_rows"] == half, stats
+
+        def merge_ref() -> None:
+            stats = (lance.dataset(copy).merge_insert("id").when_matched_update_all()
+                     .when_not_matched_insert_all().execute(source))
+            assert stats["num_updated_rows"] == half, stats
+
+        m_ours = median_time(merge_ours, args.repeat, setup=fresh_copy)
+        m_ref = median_time(merge_ref, args.repeat, setup=fresh_copy)
+        print(f"merge_insert of {args.merge_rows} rows ({half} updates)")
+        print(f"  lance_sql {m_ours * 1e3:9.1f} ms  ratio {m_ours / m_ref:5.2f}x")
+        print(f"  pylance   {m_ref * 1e3:9.1f} ms")
+
+        ds = lance_sql.dataset(path)
+        tracemalloc.start()
+        index = RowIdIndex.build(ds.store, ds._manifest)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(f"row-id index after the update: {index.num_runs} runs, "
+              f"{index.nbytes / 2**20:.1f} MiB held, {peak / 2**20:.1f} MiB peak while building")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

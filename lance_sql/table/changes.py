@@ -1,0 +1,527 @@
+"""The change data feed: rows each version inserted, updated and deleted (Delta's shape).
+
+``table_changes(store, start, end)`` covers versions ``start..end`` *inclusive*, as Delta
+does; version ``v``'s changes are the difference between manifests ``v-1`` and ``v``
+(version 1 against an empty table). pylance's ``delta()`` excludes its start instead.
+Each row carries the table's columns plus ``_change_type`` (``insert``,
+``update_preimage``, ``update_postimage``, ``delete``), ``_commit_version``,
+``_commit_timestamp`` and ``_rowid``. Only tables with stable row ids have a feed.
+
+Work is split so that filters prune before data is read:
+
+1. :func:`plan_changes` compares manifests fragment by fragment (unchanged fragments cost
+   nothing) using row lineage and deletion vectors only, giving a :class:`ChangeRows`:
+   per change, its type, version, row id and where the row's values live.
+2. :class:`ChangeQuery` filters those rows on the metadata columns.
+3. :func:`read_changes` reads the projected data columns of the surviving rows (from the
+   old manifest's files for deletes and pre-images) and applies the whole filter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError, NotFoundError, VersionCleanedUpError
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.io.store import ObjectStore
+from lance_sql.io.uri import open_store
+from lance_sql.table.expr import columns as expr_columns
+from lance_sql.table.expr import parse_predicate, resolve, rowaddr_bounds, to_pyarrow
+from lance_sql.table.expr_model import Call, Expr
+from lance_sql.table.row_ids import FragmentLineage, load_lineage
+from lance_sql.table.scan import FragmentReader, cast_output, deleted_offsets
+from lance_sql.table.versions import list_versions, load_manifest
+
+__all__ = [
+    "CHANGE_TYPES",
+    "META_COLUMNS",
+    "ChangeQuery",
+    "ChangeRows",
+    "ChangeWindow",
+    "metadata_filter",
+    "plan_changes",
+    "read_changes",
+    "resolve_window",
+    "table_changes",
+]
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+ROW_ID = "_rowid"
+META_FIELDS = (
+    pa.field(CHANGE_TYPE, pa.string(), nullable=False),
+    pa.field(COMMIT_VERSION, pa.uint64(), nullable=False),
+    pa.field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field(ROW_ID, pa.uint64(), nullable=False),
+)
+META_COLUMNS = tuple(f.name for f in META_FIELDS)
+META_SCHEMA = pa.schema(META_FIELDS)
+
+# Change type codes, indexes into CHANGE_TYPES.
+INSERT, PREIMAGE, POSTIMAGE, DELETE = 0, 1, 2, 3
+CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
+# Output order within a version: inserts, then updates (pre-image right before its
+# post-image), then deletes.
+_GROUP = np.array([0, 1, 1, 2], np.int8)
+
+VersionArg = int | str | dt.datetime
+ManifestOf = Callable[[int], Manifest]
+
+
+# ---------------------------------------------------------------- the version window
+
+
+@dataclass(frozen=True)
+class ChangeWindow:
+    """Versions ``start..end`` (inclusive) and the manifests their changes need."""
+
+    store: ObjectStore
+    start: int
+    end: int
+    manifest_of: ManifestOf = field(repr=False, compare=False)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Data columns (the end version's) followed by the change metadata columns."""
+        data = self.manifest_of(self.end).schema.to_arrow()
+        return pa.schema(list(data) + list(META_FIELDS), metadata=data.metadata)
+
+
+def _as_point(value: VersionArg, what: str) -> int | dt.datetime:
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{what} must be a version number or a timestamp, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        try:
+            parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(
+                f"{what} {value!r} is neither a version number nor an ISO timestamp") from None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    raise InvalidInputError(f"{what} must be a version number or a timestamp, got {value!r}")
+
+
+def _micros(manifest: Manifest) -> int:
+    return manifest.timestamp_ns // 1000
+
+
+def _oldest_readable(versions: list[int]) -> int:
+    """The oldest version whose changes can still be computed (its parent exists)."""
+    return versions[0] if versions[0] == 1 else versions[0] + 1
+
+
+def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None = None,
+                   manifest_of: ManifestOf | None = None) -> ChangeWindow:
+    """The window for ``start..end`` (version numbers or timestamps; ``end`` None = latest).
+
+    A timestamp start means the first version committed at or after it, a timestamp end
+    the last committed at or before it.
+    """
+    refs = {r.version: r for r in list_versions(store)}
+    if not refs:
+        raise NotFoundError(f"no Lance table at {store.uri}")
+    versions = sorted(refs)
+    cache: dict[int, Manifest] = {}
+
+    def load(version: int) -> Manifest:
+        if version not in cache:
+            if version not in refs:
+                raise _missing(store, version, versions)
+            cache[version] = (manifest_of(version) if manifest_of is not None
+                              else load_manifest(store, refs[version]))
+        return cache[version]
+
+    first, last = _as_point(start, "start"), _as_point(versions[-1] if end is None else end,
+                                                      "end")
+    if isinstance(first, dt.datetime):
+        wanted = round(first.timestamp() * 1_000_000)
+        found = [v for v in versions if _micros(load(v)) >= wanted]
+        if not found:
+            raise NotFoundError(f"{store.uri} has no version committed at or after "
+                                f"{first.isoformat()} (latest is {versions[-1]})")
+        first = found[0]
+    if isinstance(last, dt.datetime):
+        wanted = round(last.timestamp() * 1_000_000)
+        found = [v for v in versions if _micros(load(v)) <= wanted]
+        if not found:
+            raise NotFoundError(f"{store.uri} has no version committed at or before "
+                                f"{last.isoformat()}")
+        last = found[-1]
+    if first < 1:
+        raise InvalidInputError(f"change versions start at 1, got start={first}")
+    if first > last:
+        raise InvalidInputError(f"start version {first} is after end version {last}")
+    for version in (first - 1, first, last):
+        if version >= 1 and version not in refs:
+            raise _missing(store, version, versions)
+    window = ChangeWindow(store, first, last, load)
+    _check_stable(window)
+    return window
+
+
+def _missing(store: ObjectStore, version: int, versions: list[int]) -> NotFoundError:
+    span = f"{versions[0]}..{versions[-1]}"
+    if version < versions[0]:
+        return VersionCleanedUpError(
+            f"the change window reaches version {version} of {store.uri}, which was removed "
+            f"by cleanup; versions {span} remain, changes are readable from version "
+            f"{_oldest_readable(versions)}")
+    return NotFoundError(f"version {version} of {store.uri} does not exist; versions: {span}")
+
+
+def _check_stable(window: ChangeWindow) -> None:
+    if not window.manifest_of(window.end).uses_stable_row_ids:
+        raise InvalidInputError(
+            f"{window.store.uri} has no change data feed: it needs stable row ids, which are "
+            "chosen when a table is created (write_dataset(..., enable_stable_row_ids=True))")
+
+
+@contextmanager
+def _history_guard(window: ChangeWindow) -> Iterator[None]:
+    """Missing files of old versions become a VersionCleanedUpError naming the window."""
+    try:
+        yield
+    except VersionCleanedUpError:
+        raise
+    except NotFoundError as exc:
+        versions = [r.version for r in list_versions(window.store)]
+        hint = f"; changes are readable from version {_oldest_readable(versions)}" \
+            if versions else ""
+        raise VersionCleanedUpError(
+            f"changes of versions {window.start}..{window.end} of {window.store.uri} need "
+            f"files that no longer exist (removed by cleanup?): {exc}{hint}") from exc
+
+
+# ------------------------------------------------------------------- the change plan
+
+
+@dataclass(frozen=True)
+class ChangeRows:
+    """Changes as parallel arrays; no data values, only where to find them."""
+
+    version: np.ndarray   # uint64: the commit
+    kind: np.ndarray      # int8: index into CHANGE_TYPES
+    row_id: np.ndarray    # uint64
+    source: np.ndarray    # int64: version of the manifest holding the row's values
+    fragment: np.ndarray  # int64: fragment id in that manifest
+    offset: np.ndarray    # int64: physical row offset in that fragment
+
+    def __len__(self) -> int:
+        return int(self.row_id.size)
+
+    def take(self, positions: np.ndarray) -> ChangeRows:
+        return ChangeRows(*(getattr(self, n)[positions] for n in _ROW_FIELDS))
+
+    @staticmethod
+    def concat(parts: Sequence[ChangeRows]) -> ChangeRows:
+        if not parts:
+            return ChangeRows(*(np.empty(0, t) for t in _ROW_TYPES))
+        return ChangeRows(*(np.concatenate([getattr(p, n) for p in parts])
+                            for n in _ROW_FIELDS))
+
+    def ordered(self) -> ChangeRows:
+        """By version; inserts, then updates (pre-image before post-image), then deletes."""
+        order = np.lexsort((self.kind, self.row_id, _GROUP[self.kind], self.version))
+        return self.take(order)
+
+    def metadata(self, timestamps: Mapping[int, int]) -> pa.Table:
+        """The metadata columns; ``timestamps`` maps version -> commit time (µs UTC)."""
+        versions = np.array(sorted(timestamps), np.uint64)
+        micros = np.array([timestamps[int(v)] for v in versions], np.int64)
+        at = micros[np.searchsorted(versions, self.version)] if len(self) else micros[:0]
+        kinds = pa.DictionaryArray.from_arrays(pa.array(self.kind, pa.int8()),
+                                               pa.array(CHANGE_TYPES))
+        return pa.Table.from_arrays(
+            [kinds.cast(pa.string()), pa.array(self.version, pa.uint64()),
+             pa.array(at, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+             pa.array(self.row_id, pa.uint64())], schema=META_SCHEMA)
+
+
+_ROW_FIELDS = ("version", "kind", "row_id", "source", "fragment", "offset")
+_ROW_TYPES = (np.uint64, np.int8, np.uint64, np.int64, np.int64, np.int64)
+
+
+def _same_rows(old: Fragment, new: Fragment) -> bool:
+    """Same physical rows with the same lineage (the deletion vector may differ)."""
+    return (old.files == new.files and old.physical_rows == new.physical_rows
+            and old.row_id_sequence == new.row_id_sequence
+            and old.created_at_version_sequence == new.created_at_version_sequence
+            and old.last_updated_at_version_sequence == new.last_updated_at_version_sequence)
+
+
+def _live(store: ObjectStore, manifest: Manifest, frag: Fragment) -> np.ndarray:
+    keep = np.ones(frag.physical_rows, dtype=bool)
+    keep[deleted_offsets(store, manifest, frag)] = False
+    return np.flatnonzero(keep)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """Candidate rows on one side of a version: fragment, offset and lineage."""
+
+    fragment: np.ndarray
+    offset: np.ndarray
+    lineage: FragmentLineage
+
+    @staticmethod
+    def build(parts: list[tuple[int, np.ndarray, FragmentLineage]]) -> _Side:
+        if not parts:
+            empty = np.empty(0, np.int64)
+            return _Side(empty, empty, FragmentLineage.concat([]))
+        return _Side(np.concatenate([np.full(o.size, f, np.int64) for f, o, _ in parts]),
+                     np.concatenate([o.astype(np.int64) for _, o, _ in parts]),
+                     FragmentLineage.concat([lin for _, _, lin in parts]))
+
+    def rows(self, mask: np.ndarray, kind: int, version: int, source: int) -> ChangeRows:
+        n = int(np.count_nonzero(mask))
+        return ChangeRows(np.full(n, version, np.uint64), np.full(n, kind, np.int8),
+                          self.lineage.row_ids[mask], np.full(n, source, np.int64),
+                          self.fragment[mask], self.offset[mask])
+
+
+def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> ChangeRows:
+    """Changes of the commit that turned ``old`` (None: empty table) into ``new``."""
+    version = new.version
+    old_frags = {} if old is None else {f.id: f for f in old.fragments}
+    new_frags = {f.id: f for f in new.fragments}
+    vanished: list[tuple[int, np.ndarray, FragmentLineage]] = []
+    appeared: list[tuple[int, np.ndarray, FragmentLineage]] = []
+    for frag in old_frags.values():
+        assert old is not None
+        now = new_frags.get(frag.id)
+        if now is not None and _same_rows(frag, now):
+            if now.deletion_file == frag.deletion_file:
+                continue
+            was, gone = deleted_offsets(store, old, frag), deleted_offsets(store, new, now)
+            offsets = np.setdiff1d(gone, was).astype(np.int64)
+            back = np.setdiff1d(was, gone).astype(np.int64)  # undeleted (a restore)
+            if back.size:
+                appeared.append((now.id, back, load_lineage(store, new, now).take(back)))
+        else:
+            offsets = _live(store, old, frag)
+        if offsets.size:
+            vanished.append((frag.id, offsets, load_lineage(store, old, frag).take(offsets)))
+    for frag in new_frags.values():
+        before = old_frags.get(frag.id)
+        if before is not None and _same_rows(before, frag):
+            continue
+        offsets = _live(store, new, frag)
+        if offsets.size:
+            appeared.append((frag.id, offsets, load_lineage(store, new, frag).take(offsets)))
+    gone, came = _Side.build(vanished), _Side.build(appeared)
+    # Match each appearing row to its vanishing copy by id: no copy means inserted (or
+    # brought back by a restore); a copy with another last-updated version means updated;
+    # the same version means merely moved (compaction).
+    order = np.argsort(gone.lineage.row_ids, kind="stable")
+    ids = gone.lineage.row_ids[order]
+    at = np.minimum(np.searchsorted(ids, came.lineage.row_ids), max(ids.size - 1, 0))
+    matched = ids[at] == came.lineage.row_ids if ids.size else np.zeros(len(at), bool)
+    was = gone.lineage.updated[order][at] if ids.size else came.lineage.updated
+    inserted = ~matched
+    post = matched & (came.lineage.updated != was)
+    pre = np.isin(gone.lineage.row_ids, came.lineage.row_ids[post])
+    deleted = ~np.isin(gone.lineage.row_ids, came.lineage.row_ids)
+    return ChangeRows.concat([
+        came.rows(inserted, INSERT, version, version),
+        gone.rows(pre, PREIMAGE, version, version - 1),
+        came.rows(post, POSTIMAGE, version, version),
+        gone.rows(deleted, DELETE, version, version - 1),
+    ])
+
+
+def plan_changes(window: ChangeWindow, versions: Sequence[int] | None = None) -> ChangeRows:
+    """Metadata-only changes of ``versions`` (default: the whole window), ordered."""
+    wanted = range(window.start, window.end + 1) if versions is None else versions
+    with _history_guard(window):
+        parts = [version_changes(window.store,
+                                 window.manifest_of(v - 1) if v > 1 else None,
+                                 window.manifest_of(v)) for v in wanted]
+    return ChangeRows.concat(parts).ordered()
+
+
+# ------------------------------------------------------------------------ querying
+
+
+def metadata_filter(expr: Expr) -> Expr | None:
+    """The top-level conjuncts of ``expr`` that read metadata columns only (None: none).
+
+    Rows these reject are rejected by ``expr`` too, so they can go before data is read.
+    """
+    parts = list(expr.args) if isinstance(expr, Call) and expr.op == "and" else [expr]
+    out = []
+    for part in parts:
+        if isinstance(part, Call) and part.op == "and":
+            nested = metadata_filter(part)
+            if nested is not None:
+                out.append(nested)
+            continue
+        names = {path[0] for path in expr_columns(part)}
+        if names and names <= set(META_COLUMNS) and not _has_unknown(part):
+            out.append(part)
+    if not out:
+        return None
+    return out[0] if len(out) == 1 else Call("and", tuple(out))
+
+
+def _has_unknown(expr: Expr) -> bool:
+    return isinstance(expr, Call) and (expr.op == "unknown" or any(map(_has_unknown, expr.args)))
+
+
+@dataclass(frozen=True)
+class ChangeQuery:
+    """What to return: output columns, the exact filter, and what prunes before reading."""
+
+    output: tuple[str, ...]
+    filter: pc.Expression | None = None
+    filter_columns: frozenset[str] = frozenset()
+    prefilter: pc.Expression | None = None
+    version_ranges: tuple[tuple[int, int], ...] | None = None
+
+    @classmethod
+    def build(cls, schema: pa.Schema, columns: Sequence[str] | None = None,
+              filter: str | Expr | None = None,  # noqa: A002 - pylance's name
+              exact: pc.Expression | None = None) -> ChangeQuery:
+        """From a SQL filter string or a filter tree; ``exact`` overrides the tree's
+        translation as the filter applied to rows (DataFusion's pushed expression)."""
+        if isinstance(columns, str):
+            raise InvalidInputError("columns must be a list of column names")
+        names = list(schema.names) if columns is None else list(columns)
+        for name in names:
+            if name not in schema.names:
+                raise NotFoundError(f"column {name!r} does not exist; columns: "
+                                    f"{', '.join(schema.names)}")
+        if isinstance(filter, str):
+            filter = parse_predicate(filter) if filter.strip() else None  # noqa: A001
+        if filter is None:
+            return cls(tuple(names), exact)
+        tree = filter
+        if exact is None:
+            tree = resolve(tree, schema)
+            exact = to_pyarrow(tree, schema)
+        meta = metadata_filter(tree)
+        prefilter = None
+        if meta is not None:
+            try:
+                prefilter = to_pyarrow(meta, META_SCHEMA)
+            except (InvalidInputError, NotFoundError):
+                prefilter = None  # not ours to judge; the exact filter still applies
+        ranges = rowaddr_bounds(tree, COMMIT_VERSION)
+        used = frozenset(path[0] for path in expr_columns(tree))
+        return cls(tuple(names), exact, used, prefilter,
+                   None if ranges is None else tuple(ranges))
+
+    @property
+    def read_columns(self) -> tuple[str, ...]:
+        extra = sorted(self.filter_columns - set(self.output))
+        return self.output + tuple(extra)
+
+    def versions(self, window: ChangeWindow) -> list[int]:
+        """The window's versions the filter can match."""
+        every = list(range(window.start, window.end + 1))
+        if self.version_ranges is None:
+            return every
+        return [v for v in every if any(lo <= v < hi for lo, hi in self.version_ranges)]
+
+    def prune(self, rows: ChangeRows, timestamps: Mapping[int, int]) -> ChangeRows:
+        """``rows`` the metadata part of the filter keeps."""
+        if self.prefilter is None or not len(rows):
+            return rows
+        table = rows.metadata(timestamps).append_column(
+            "_pos", pa.array(np.arange(len(rows), dtype=np.int64)))
+        kept = table.filter(self.prefilter).column("_pos").to_numpy()
+        return rows.take(kept)
+
+
+def timestamps_of(window: ChangeWindow, rows: ChangeRows) -> dict[int, int]:
+    """Commit time (µs UTC) of every version in ``rows``."""
+    return {int(v): _micros(window.manifest_of(int(v))) for v in np.unique(rows.version)}
+
+
+def read_changes(window: ChangeWindow, rows: ChangeRows, names: Sequence[str],
+                 schema: pa.Schema | None = None) -> pa.Table:
+    """Columns ``names`` of ``rows``, in their order; data values read only for them."""
+    schema = schema or window.schema
+    out_schema = pa.schema([schema.field(n) for n in names])
+    if not names:
+        return pa.table({"_": pa.nulls(len(rows))}).select([])
+    meta = rows.metadata(timestamps_of(window, rows))
+    lance_schema = window.manifest_of(window.end).schema
+    fields = [f for f in lance_schema.fields if f.name in names and f.name not in META_COLUMNS]
+    data: dict[str, pa.ChunkedArray | pa.Array] = {}
+    if fields:
+        with _history_guard(window):
+            data = _read_data(window, rows, fields, schema)
+    arrays = [meta.column(n) if n in META_COLUMNS else data[n] for n in names]
+    return pa.Table.from_arrays(arrays, schema=out_schema)
+
+
+def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,
+               schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
+    target = pa.schema([schema.field(f.name) for f in fields])
+    if not len(rows):
+        return {f.name: pa.chunked_array([], schema.field(f.name).type) for f in fields}
+    key = (rows.source << np.int64(32)) | rows.fragment
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(key[order]) != 0])
+    ends = np.r_[starts[1:], order.size]
+    by_version: dict[int, dict[int, Fragment]] = {}
+    pieces = []
+    for lo, hi in zip(starts, ends, strict=True):
+        picked = order[lo:hi]
+        source, frag_id = int(rows.source[picked[0]]), int(rows.fragment[picked[0]])
+        manifest = window.manifest_of(source)
+        frags = by_version.setdefault(source, {f.id: f for f in manifest.fragments})
+        frag = frags[frag_id]
+        arrays = FragmentReader(window.store, manifest, frag).take(fields, rows.offset[picked])
+        piece = pa.Table.from_arrays(arrays, names=[f.name for f in fields])
+        pieces.append(cast_output(piece, target, window.store, frag))
+    table = pa.concat_tables(pieces).take(pa.array(np.argsort(order, kind="stable")))
+    return {f.name: table.column(f.name) for f in fields}
+
+
+def run_query(window: ChangeWindow, query: ChangeQuery) -> pa.Table:
+    """Plan, prune on metadata, read, filter and project."""
+    rows = plan_changes(window, query.versions(window))
+    rows = query.prune(rows, timestamps_of(window, rows))
+    table = read_changes(window, rows, query.read_columns)
+    if query.filter is not None:
+        table = table.filter(query.filter)
+    return table.select(list(query.output))
+
+
+def table_changes(source: ObjectStore | str | os.PathLike[str], start: VersionArg,
+                  end: VersionArg | None = None, columns: Sequence[str] | None = None,
+                  filter: str | None = None) -> pa.Table:  # noqa: A002 - pylance's name
+    """Changes of versions ``start..end`` (inclusive; ``end`` None = latest) of a table.
+
+    ``start``/``end`` are version numbers or timestamps (datetime or ISO text);
+    ``filter`` is SQL over the data and metadata columns, ``columns`` a projection.
+    """
+    store = source if isinstance(source, ObjectStore) else open_store(os.fspath(source))
+    window = resolve_window(store, start, end)
+    schema = window.schema
+    _check_names(schema)
+    return run_query(window, ChangeQuery.build(schema, columns, filter))
+
+
+def _check_names(schema: pa.Schema) -> None:
+    clash = [n for n in schema.names[: len(schema) - len(META_COLUMNS)] if n in META_COLUMNS]
+    if clash:
+        raise InvalidInputError(f"the table's column {clash[0]!r} collides with the change "
+                                "feed's metadata column of that name")
