@@ -8,10 +8,25 @@ a job writes is named with a job-specific prefix, so an aborted job — includin
 tasks that died without sending a message — is cleaned up by that prefix.
 
 Reads make one input partition per fragment (large fragments split into row
-ranges). Options: ``version`` (number or tag), ``timestamp``, ``columns``,
-``withRowId`` / ``withRowAddress``. With ``spark.sql.python.filterPushdown.enabled``
-on, register with :func:`lance_sql.spark.register` and simple filters are
-evaluated inside the scan (and prune fragments by row address).
+ranges of ``rowsPerPartition`` rows). Options: ``version`` (number or tag),
+``timestamp``, ``columns`` (data and system columns, comma separated), ``withRowId`` /
+``withRowAddress`` / ``withRowVersions`` (``_row_created_at_version`` and
+``_row_last_updated_at_version``, tables with stable row ids only). With
+``spark.sql.python.filterPushdown.enabled`` on, register with
+:func:`lance_sql.spark.register` and simple filters are evaluated inside the scan (and
+prune fragments by row address).
+
+``readChangeFeed=true`` reads the change data feed instead (Delta's option names):
+``startingVersion`` or ``startingTimestamp`` (required), ``endingVersion`` or
+``endingTimestamp`` (default: the latest version, pinned when the read is planned);
+versions are inclusive at both ends. The columns are those of
+:func:`lance_sql.table.changes.table_changes`: the table's, then ``_change_type``,
+``_commit_version`` and ``_rowid`` (``decimal(20,0)``, as every ``uint64``) and
+``_commit_timestamp`` (``timestamp``). The driver plans the changes from metadata only
+and makes one input partition per commit version (split into chunks of
+``rowsPerPartition`` planned rows for large versions); executors read the data
+values. With pushdown on, filters on ``_change_type``, ``_commit_version`` and
+``_rowid`` prune versions and rows before any data is read.
 """
 
 from __future__ import annotations
@@ -20,7 +35,9 @@ import datetime as dt
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.datasource import (
@@ -44,13 +61,32 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from lance_sql.errors import InvalidInputError, UnsupportedFeatureError
+from lance_sql.errors import InvalidInputError
 from lance_sql.io.uri import open_store
 from lance_sql.spark.types import arrow_schema, check_writable, spark_schema
+from lance_sql.table.changes import (
+    CHANGE_TYPE,
+    COMMIT_VERSION,
+    ChangeQuery,
+    ChangeWindow,
+    plan_changes,
+    read_changes,
+    resolve_window,
+    timestamps_of,
+)
+from lance_sql.table.changes import ROW_ID as CHANGE_ROW_ID
+from lance_sql.table.changes import check_names as check_change_names
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.expr import Call, Column, Expr, Literal, rowaddr_bounds, to_pyarrow
 from lance_sql.table.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
-from lance_sql.table.scan import ROW_ADDR, ROW_ID, ScanPlan, scan_fragment
+from lance_sql.table.scan import (
+    ROW_ADDR,
+    ROW_ID,
+    SYSTEM_COLUMNS,
+    VERSION_COLUMNS,
+    ScanPlan,
+    scan_fragment,
+)
 from lance_sql.table.timetravel import version_at
 
 PARTITION_ROWS = 1 << 20
@@ -69,8 +105,19 @@ def _open(options: dict[str, str]) -> LanceDataset:
     return LanceDataset(options["path"], version)
 
 
+def _partition_rows(options: dict[str, str]) -> int:
+    """Rows per input partition (``rowsPerPartition`` option, default 2**20)."""
+    text = _option(options, "rowsPerPartition")
+    if text is None:
+        return PARTITION_ROWS
+    if not text.isdigit() or int(text) < 1:
+        raise InvalidInputError(f"rowsPerPartition must be a positive integer, got {text!r}")
+    return int(text)
+
+
 def _flag(options: dict[str, str], *names: str) -> bool:
-    return any(options.get(n, "false").lower() in _TRUE for n in names)
+    """Spark's options are case-insensitive: a plain dict of them has lower-case keys."""
+    return any((_option(options, n) or "false").lower() in _TRUE for n in names)
 
 
 class LanceDataSource(DataSource):
@@ -81,24 +128,31 @@ class LanceDataSource(DataSource):
         return "lance"
 
     def schema(self) -> T.StructType:
-        if _flag(self.options, "readChangeFeed"):
-            raise UnsupportedFeatureError(
-                "readChangeFeed needs the change data feed (table_changes), which lance_sql "
-                "does not provide yet"
-            )
-        ds = _open(dict(self.options))
-        table = ds.schema
-        columns = self.options.get("columns")
-        if columns:
-            table = pa.schema([table.field(c.strip()) for c in columns.split(",")])
-        fields = list(table)
-        if _flag(self.options, "withRowId", "with_row_id"):
-            fields.append(pa.field(ROW_ID, pa.uint64(), nullable=False))
-        if _flag(self.options, "withRowAddress", "with_row_address"):
-            fields.append(pa.field(ROW_ADDR, pa.uint64(), nullable=False))
+        options = dict(self.options)
+        if _change_feed(options):
+            window = _change_window(options)
+            return spark_schema(_project(window.schema, options))
+        ds = _open(options)
+        full = pa.schema(list(ds.schema) + [pa.field(n, pa.uint64(), nullable=False)
+                                            for n in SYSTEM_COLUMNS])
+        fields = list(_project(ds.schema, options, full))
+        wanted = []
+        if _flag(options, "withRowId", "with_row_id"):
+            wanted.append(ROW_ID)
+        if _flag(options, "withRowAddress", "with_row_address"):
+            wanted.append(ROW_ADDR)
+        if _flag(options, "withRowVersions", "with_row_versions"):
+            wanted.extend(VERSION_COLUMNS)
+        fields += [full.field(n) for n in wanted if n not in {f.name for f in fields}]
+        if any(f.name in VERSION_COLUMNS for f in fields) and not ds.manifest.uses_stable_row_ids:
+            raise InvalidInputError(
+                f"{options['path']} has no row-version columns: they need stable row ids, "
+                "chosen when a table is created (write_dataset(..., enable_stable_row_ids=True))")
         return spark_schema(pa.schema(fields))
 
-    def reader(self, schema: T.StructType) -> LanceReader:
+    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader:
+        if _change_feed(dict(self.options)):
+            return ChangeFeedReader(dict(self.options), schema)
         return LanceReader(dict(self.options), schema)
 
     def writer(self, schema: T.StructType, overwrite: bool) -> LanceWriter:
@@ -108,8 +162,171 @@ class LanceDataSource(DataSource):
 class FilteringLanceDataSource(LanceDataSource):
     """The same source with filter pushdown (needs Spark's Python pushdown flag on)."""
 
-    def reader(self, schema: T.StructType) -> LanceReader:
+    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader:
+        if _change_feed(dict(self.options)):
+            return FilteringChangeFeedReader(dict(self.options), schema)
         return FilteringLanceReader(dict(self.options), schema)
+
+
+def _project(table: pa.Schema, options: dict[str, str],
+             full: pa.Schema | None = None) -> pa.Schema:
+    """``table`` narrowed to the ``columns`` option (names looked up in ``full``)."""
+    columns = options.get("columns")
+    if not columns:
+        return table
+    full = full or table
+    names = [c.strip() for c in columns.split(",") if c.strip()]
+    for name in names:
+        if name not in full.names:
+            raise InvalidInputError(f"columns option: column {name!r} does not exist; "
+                                    f"columns: {', '.join(full.names)}")
+    return pa.schema([full.field(n) for n in names])
+
+
+# ------------------------------------------------------------------ the change feed
+
+
+def _change_feed(options: dict[str, str]) -> bool:
+    return _flag(options, "readChangeFeed")
+
+
+def _option(options: dict[str, str], name: str) -> str | None:
+    """An option by name; Spark keeps option names case-insensitively (lower-cased)."""
+    value = options.get(name, options.get(name.lower()))
+    return None if value is None or not str(value).strip() else str(value).strip()
+
+
+def _change_window(options: dict[str, str]) -> ChangeWindow:
+    """The feed's version window from Delta's options (the end pinned to a version)."""
+    if "path" not in options:
+        raise InvalidInputError("the lance data source needs a path: .load(uri)")
+    for name in ("version", "timestamp"):
+        if _option(options, name) is not None:
+            raise InvalidInputError(
+                f"readChangeFeed takes startingVersion/startingTimestamp and endingVersion/"
+                f"endingTimestamp, not the {name!r} option")
+    bounds = []
+    for side in ("starting", "ending"):
+        version = _option(options, f"{side}Version")
+        stamp = _option(options, f"{side}Timestamp")
+        if version is not None and stamp is not None:
+            raise InvalidInputError(
+                f"give either {side}Version or {side}Timestamp for readChangeFeed, not both")
+        if version is not None and not version.isdigit():
+            raise InvalidInputError(f"{side}Version must be a version number, got {version!r}")
+        if stamp is not None and stamp.isdigit():
+            raise InvalidInputError(f"{side}Timestamp must be a timestamp, got {stamp!r}")
+        bounds.append(int(version) if version is not None else stamp)
+    start, end = bounds
+    if start is None:
+        raise InvalidInputError(
+            "readChangeFeed needs startingVersion or startingTimestamp (endingVersion / "
+            "endingTimestamp are optional and default to the latest version)")
+    window = resolve_window(open_store(options["path"]), start, end)
+    check_change_names(window.schema)
+    return window
+
+
+@dataclass(frozen=True)
+class ChangeChunk(InputPartition):
+    """Planned change rows ``start..stop`` (after metadata pruning) of one commit."""
+
+    version: int
+    start: int
+    stop: int
+
+
+class ChangeFeedReader(DataSourceReader):
+    """Reads the change feed: plans on the driver, reads data values on executors."""
+
+    def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
+        window = _change_window(options)
+        self.uri = options["path"]
+        self.start, self.end = window.start, window.end
+        self.chunk = _partition_rows(options)
+        self.columns = [f.name for f in schema.fields]
+        self.spark_arrow = _spark_arrow_schema(window.schema, schema)
+        self.filters: list[Expr] = []
+
+    def _window(self) -> ChangeWindow:
+        return resolve_window(open_store(self.uri), self.start, self.end)
+
+    def _query(self, window: ChangeWindow) -> ChangeQuery:
+        tree = None
+        if self.filters:
+            tree = Call("and", tuple(self.filters)) if len(self.filters) > 1 else self.filters[0]
+        return ChangeQuery.build(window.schema, self.columns, tree)
+
+    def _rows(self, window: ChangeWindow, query: ChangeQuery, version: int):  # noqa: ANN202
+        rows = plan_changes(window, [version])
+        return query.prune(rows, timestamps_of(window, rows))
+
+    def partitions(self) -> Sequence[ChangeChunk]:
+        window = self._window()
+        query = self._query(window)
+        parts = []
+        for version in query.versions(window):
+            count = len(self._rows(window, query, version))
+            for start in range(0, count, self.chunk):
+                parts.append(ChangeChunk(version, start, min(count, start + self.chunk)))
+        return parts or [ChangeChunk(-1, 0, 0)]
+
+    def read(self, partition: ChangeChunk) -> Iterator[pa.RecordBatch]:
+        if partition.version < 0:
+            return
+        window = self._window()
+        query = self._query(window)
+        rows = self._rows(window, query, partition.version)
+        rows = rows.take(np.arange(partition.start, min(partition.stop, len(rows))))
+        table = read_changes(window, rows, query.read_columns)
+        if query.filter is not None:
+            table = table.filter(query.filter)
+        table = table.select(list(query.output))
+        for batch in table.to_batches(max_chunksize=1 << 20):
+            yield _to_spark_batch(batch, self.spark_arrow)
+
+
+# Metadata columns whose pushed filters the feed evaluates (before reading data values).
+_CHANGE_FILTER_COLUMNS = {CHANGE_TYPE: str, COMMIT_VERSION: int, CHANGE_ROW_ID: int}
+
+
+class FilteringChangeFeedReader(ChangeFeedReader):
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
+        for f in filters:
+            expr = _change_filter_expr(f)
+            if expr is None:
+                yield f
+            else:
+                self.filters.append(expr)
+
+
+def _change_filter_expr(f: Filter) -> Expr | None:
+    """A pushed filter on the feed's metadata columns, literals made exact; else None."""
+    if isinstance(f, Not):
+        inner = _change_filter_expr(f.child)
+        return None if inner is None else Call("not", (inner,))
+    attribute = getattr(f, "attribute", None)
+    if attribute is None or len(attribute) != 1 or attribute[0] not in _CHANGE_FILTER_COLUMNS:
+        return None
+    kind = _CHANGE_FILTER_COLUMNS[attribute[0]]
+    if isinstance(f, IsNull | IsNotNull):
+        return _filter_expr(f)
+    if not isinstance(f, tuple(_COMPARISONS) + (In,)) or isinstance(f, EqualNullSafe):
+        return None
+    values = list(f.value) if isinstance(f, In) else [f.value]
+    exact = []
+    for v in values:
+        if kind is str and isinstance(v, str):
+            exact.append(v)
+        elif (kind is int and isinstance(v, int | Decimal) and not isinstance(v, bool)
+              and v == int(v) and 0 <= int(v) < 1 << 64):
+            exact.append(int(v))
+        else:
+            return None
+    column = Column((attribute[0],))
+    if isinstance(f, In):
+        return Call("in", (column,) + tuple(Literal(v) for v in exact))
+    return Call(_COMPARISONS[type(f)], (column, Literal(exact[0])))
 
 
 @dataclass(frozen=True)
@@ -124,6 +341,7 @@ class LanceReader(DataSourceReader):
         ds = _open(options)
         self.uri = options["path"]
         self.version = ds.version
+        self.chunk = _partition_rows(options)
         self.columns = [f.name for f in schema.fields]
         self.spark_arrow = _spark_arrow_schema(ds.schema, schema)
         self.filters: list[Expr] = []
@@ -135,9 +353,9 @@ class LanceReader(DataSourceReader):
         for frag in ds.get_fragments():
             if frag.num_rows == 0 or not _overlaps(bounds, frag.id, frag.physical_rows):
                 continue
-            for start in range(0, frag.physical_rows, PARTITION_ROWS):
+            for start in range(0, frag.physical_rows, self.chunk):
                 parts.append(FragmentRange(frag.id, start,
-                                           min(frag.physical_rows, start + PARTITION_ROWS)))
+                                           min(frag.physical_rows, start + self.chunk)))
         return parts or [FragmentRange(-1, 0, 0)]
 
     def _address_bounds(self) -> list[tuple[int, int]] | None:
@@ -151,8 +369,7 @@ class LanceReader(DataSourceReader):
             return
         ds = LanceDataset(self.uri, self.version)
         frag = next(f for f in ds.get_fragments() if f.id == partition.fragment_id)
-        full = pa.schema(list(ds.schema) + [pa.field(ROW_ID, pa.uint64()),
-                                            pa.field(ROW_ADDR, pa.uint64())])
+        full = pa.schema(list(ds.schema) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS])
         filter_expr = None
         filter_columns: frozenset[str] | None = None
         needed = set(self.columns)
@@ -168,6 +385,7 @@ class LanceReader(DataSourceReader):
             filter_text=None,
             need_row_id=ROW_ID in needed,
             need_row_addr=ROW_ADDR in needed,
+            need_row_versions=bool(needed & set(VERSION_COLUMNS)),
             output_schema=pa.schema([full.field(c) for c in self.columns]),
             filter_columns=filter_columns,
         )
@@ -238,7 +456,7 @@ def _spark_arrow_schema(table: pa.Schema, spark: T.StructType) -> pa.Schema:
     """The Arrow schema Spark expects for ``spark`` (nullability included)."""
     out = []
     for f in spark.fields:
-        if f.name in (ROW_ID, ROW_ADDR):
+        if f.name in SYSTEM_COLUMNS and f.name not in table.names:
             out.append(pa.field(f.name, pa.decimal128(20, 0), f.nullable))
         else:
             out.append(pa.field(f.name, _spark_arrow(table.field(f.name).type, f.dataType),

@@ -47,6 +47,7 @@ __all__ = [
     "ChangeQuery",
     "ChangeRows",
     "ChangeWindow",
+    "check_names",
     "metadata_filter",
     "plan_changes",
     "read_changes",
@@ -516,11 +517,12 @@ def table_changes(source: ObjectStore | str | os.PathLike[str], start: VersionAr
     store = source if isinstance(source, ObjectStore) else open_store(os.fspath(source))
     window = resolve_window(store, start, end)
     schema = window.schema
-    _check_names(schema)
+    check_names(schema)
     return run_query(window, ChangeQuery.build(schema, columns, filter))
 
 
-def _check_names(schema: pa.Schema) -> None:
+def check_names(schema: pa.Schema) -> None:
+    """A table whose own columns use the feed's metadata names has no feed."""
     clash = [n for n in schema.names[: len(schema) - len(META_COLUMNS)] if n in META_COLUMNS]
     if clash:
         raise InvalidInputError(f"the table's column {clash[0]!r} collides with the change "

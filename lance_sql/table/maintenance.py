@@ -31,7 +31,13 @@ from lance_sql.table.operations import (
     UpdateConfig,
     UpdateMap,
 )
-from lance_sql.table.row_ids import FragmentLineage, externalize, with_lineage
+from lance_sql.table.row_ids import (
+    FragmentLineage,
+    externalize,
+    sequence_keys,
+    with_lineage,
+    writes_external_row_ids,
+)
 from lance_sql.table.scan import LINEAGE_COLUMNS, plan_scan, scan_fragment
 from lance_sql.table.write import FragmentWriter
 
@@ -132,6 +138,7 @@ def compact_files(
         return CompactionMetrics(), None
     writer = FragmentWriter(ds.store, base.schema, max_rows_per_file=target,
                             data_format=base.data_format)
+    new_groups: list[tuple[tuple[Fragment, ...], tuple[Fragment, ...]]] = []
     try:
         new_groups = _rewrite_groups(ds, base, groups, writer)
         total = sum(len(new) for _, new in new_groups)
@@ -145,6 +152,9 @@ def compact_files(
         committed = ds._commit(base, naming, Transaction(base.version, rewrite))
     except BaseException:
         writer.abort()
+        for _, new in new_groups:
+            for key in (k for frag in new for k in sequence_keys(frag)):
+                ds.store.delete(key)
         raise
     metrics = CompactionMetrics(
         fragments_removed=sum(len(old) for old, _ in new_groups),
@@ -179,18 +189,19 @@ def _rewrite_groups(ds: LanceDataset, base: Manifest, groups: list[tuple[Fragmen
         writer.finish()  # one group's rows never share a file with the next group's
         new = tuple(writer.fragments[start:])
         if stable:
-            new = _carry_lineage(ds, new, FragmentLineage.concat(lineage))
+            new = _carry_lineage(ds, base, new, FragmentLineage.concat(lineage))
         out.append((group, new))
     return out
 
 
-def _carry_lineage(ds: LanceDataset, fragments: tuple[Fragment, ...],
+def _carry_lineage(ds: LanceDataset, base: Manifest, fragments: tuple[Fragment, ...],
                    lineage: FragmentLineage) -> tuple[Fragment, ...]:
     out, start = [], 0
     for frag in fragments:
         part = lineage.take(np.arange(start, start + frag.physical_rows))
         frag, _ = externalize(ds.store, with_lineage(frag, part.row_ids, part.created,
-                                                     part.updated))
+                                                     part.updated),
+                              enabled=writes_external_row_ids(base))
         out.append(frag)
         start += frag.physical_rows
     return tuple(out)

@@ -13,8 +13,12 @@ sequence, or a run holding :data:`PENDING_VERSION`, becomes the commit's version
 the transaction is applied. That keeps rebasing a
 matter of re-applying the same transaction.
 
-Sequences above :data:`INLINE_LIMIT` bytes are written to ``_row_ids/`` files and
-referenced by range (:func:`externalize`); version sequences always stay inline
+External sequences are read wherever they appear. Writing them is opt-in, per table,
+with the config key ``lance_sql.external_row_ids = "true"``: then row-id sequences
+above :data:`INLINE_LIMIT` bytes go to ``_row_ids/`` files referenced by range
+(:func:`externalize`). Off by default because pylance 14.0.2 refuses to open a table
+holding one ("All fragments must have row ids"), and staying readable by the
+reference matters more than a smaller manifest. Version sequences always stay inline
 (run-length encoded they are small, and the reference cannot load external ones).
 """
 
@@ -44,6 +48,7 @@ PENDING_VERSION = (1 << 64) - 1
 # Sequences larger than this live in a separate file (the reference's threshold).
 INLINE_LIMIT = 200 * 1024
 ROW_IDS_DIR = "_row_ids"
+EXTERNAL_ROW_IDS_CONFIG = "lance_sql.external_row_ids"
 # Version assumed for rows of fragments written without version sequences (as the
 # reference does).
 UNKNOWN_VERSION = 1
@@ -53,6 +58,7 @@ __all__ = [
     "INLINE_LIMIT",
     "PENDING_VERSION",
     "externalize",
+    "writes_external_row_ids",
     "load_lineage",
     "sequence_keys",
     "stamp_fragments",
@@ -202,14 +208,20 @@ def stamp_fragments(fragments: tuple[Fragment, ...], next_row_id: int,
     return tuple(out), next_row_id
 
 
-def externalize(store: ObjectStore, fragment: Fragment) -> tuple[Fragment, list[str]]:
+def writes_external_row_ids(manifest: Manifest) -> bool:
+    """Whether the table opted in to external row-id files (see the module docstring)."""
+    return manifest.config.get(EXTERNAL_ROW_IDS_CONFIG, "").lower() == "true"
+
+
+def externalize(store: ObjectStore, fragment: Fragment, *,
+                enabled: bool = True) -> tuple[Fragment, list[str]]:
     """Move a row-id sequence over :data:`INLINE_LIMIT` bytes to its own file.
 
     Returns the fragment (pointing at the file) and the keys written, for clean-up
-    if the commit fails.
+    if the commit fails. Does nothing unless ``enabled``.
     """
     seq = fragment.row_id_sequence
-    if not isinstance(seq, bytes) or len(seq) <= INLINE_LIMIT:
+    if not enabled or not isinstance(seq, bytes) or len(seq) <= INLINE_LIMIT:
         return fragment, []
     key = f"{ROW_IDS_DIR}/{uuid.uuid4()}.binpb"
     store.put(key, seq)

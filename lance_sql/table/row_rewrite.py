@@ -29,6 +29,7 @@ from lance_sql.table.row_ids import (
     externalize,
     load_lineage,
     with_lineage,
+    writes_external_row_ids,
 )
 from lance_sql.table.scan import deleted_offsets
 from lance_sql.table.write import FragmentWriter
@@ -105,7 +106,8 @@ class RowRewrite:
             end = start + frag.physical_rows
             part = lineage.take(np.arange(start, end))
             frag, keys = externalize(self.ds.store,
-                                     with_lineage(frag, part.row_ids, part.created, part.updated))
+                                     with_lineage(frag, part.row_ids, part.created, part.updated),
+                                     enabled=writes_external_row_ids(self.base))
             self._extra_keys.extend(keys)
             out.append(frag)
             start = end

@@ -21,6 +21,7 @@ from lance_sql.format.fragment import BasePath
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.pb import transaction_pb2
+from lance_sql.format.row_ids import encode_row_ids
 from lance_sql.table.apply import apply_transaction
 from lance_sql.table.operations import (
     Append,
@@ -43,7 +44,6 @@ from lance_sql.table.operations import (
     UpdateMap,
     UpdateMemWalState,
 )
-from lance_sql.format.row_ids import encode_row_ids
 
 
 def _apply(op, previous: Manifest | None = BASE, **kw) -> Manifest:  # noqa: ANN001

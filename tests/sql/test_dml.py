@@ -1,0 +1,67 @@
+"""UPDATE and DELETE statements through the session."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.sql.dml import DeleteStatement, UpdateStatement, parse_dml
+
+
+def test_parse_update_splits_assignments_at_top_level_commas() -> None:
+    stmt = parse_dml("UPDATE t SET a = abs(b - 1), \"c d\" = 'x, y' WHERE id IN (1, 2);")
+    assert stmt == UpdateStatement("t", {"a": "abs(b - 1)", "c d": "'x, y'"}, "id IN (1, 2)")
+
+
+def test_parse_delete_and_queries() -> None:
+    assert parse_dml("delete from t where x > 3") == DeleteStatement("t", "x > 3")
+    assert parse_dml("DELETE FROM t") == DeleteStatement("t", None)
+    assert parse_dml("SELECT * FROM t") is None
+    assert parse_dml("-- just a comment") is None
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE t", "UPDATE t SET", "UPDATE t SET a", "UPDATE t SET a = 1, a = 2",
+    "UPDATE t SET a = 1 WHERE", "DELETE t WHERE x = 1", "DELETE FROM t x = 1",
+])
+def test_malformed_statements_are_invalid_input(sql: str) -> None:
+    with pytest.raises(InvalidInputError):
+        parse_dml(sql)
+
+
+@pytest.fixture
+def session(tmp_path):  # noqa: ANN001, ANN201
+    data = pa.table({"id": pa.array(range(6), pa.int64()), "v": [f"s{i}" for i in range(6)]})
+    lance_sql.write_dataset(data, tmp_path / "t", enable_stable_row_ids=True)
+    return lance_sql.connect(tmp_path)
+
+
+def test_update_commits_and_the_next_query_sees_it(session) -> None:  # noqa: ANN001
+    out = session.sql("UPDATE t SET v = upper(v), id = id * 10 WHERE id < 2").to_pydict()
+    assert out == {"num_rows_updated": [2]}
+    rows = session.sql("SELECT id, v, _rowid, _row_last_updated_at_version FROM t "
+                       "ORDER BY _rowid").to_pydict()
+    assert rows["id"] == [0, 10, 2, 3, 4, 5]
+    assert rows["v"] == ["S0", "S1", "s2", "s3", "s4", "s5"]
+    assert rows["_rowid"] == list(range(6))
+    assert rows["_row_last_updated_at_version"] == [2, 2, 1, 1, 1, 1]
+    before = session.sql("SELECT v FROM t VERSION AS OF 1 WHERE _rowid = 1").to_pydict()
+    assert before == {"v": ["s1"]}
+
+
+def test_delete_reports_rows_removed(session) -> None:  # noqa: ANN001
+    assert session.sql("DELETE FROM t WHERE id >= 4").to_pydict() == {"num_deleted_rows": [2]}
+    assert session.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [4]}
+    changes = session.sql("SELECT _rowid, _change_type FROM table_changes('t', 2, 2) "
+                          "ORDER BY _rowid").to_pydict()
+    assert changes == {"_rowid": [4, 5], "_change_type": ["delete", "delete"]}
+
+
+def test_statement_on_unknown_table_or_column(session) -> None:  # noqa: ANN001
+    with pytest.raises(NotFoundError):
+        session.sql("UPDATE nope SET v = 'x'")
+    with pytest.raises(NotFoundError):
+        session.sql("UPDATE t SET nope = 1")
+    assert session.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [6]}
