@@ -101,8 +101,8 @@ class ChangeWindow:
 def _as_point(value: VersionArg, what: str) -> int | dt.datetime:
     if isinstance(value, bool):
         raise InvalidInputError(f"{what} must be a version number or a timestamp, got {value!r}")
-    if isinstance(value, int):
-        return value
+    if isinstance(value, int | np.integer):
+        return int(value)
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     if isinstance(value, str):
