@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -74,6 +75,9 @@ CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 # Output order within a version: inserts, then updates (pre-image right before its
 # post-image), then deletes.
 _GROUP = np.array([0, 1, 1, 2], np.int8)
+
+# Fragments read in parallel when gathering the values of changed rows.
+READ_THREADS = min(8, os.cpu_count() or 1)
 
 VersionArg = int | str | dt.datetime
 ManifestOf = Callable[[int], Manifest]
@@ -310,8 +314,9 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
             if now.deletion_file == frag.deletion_file:
                 continue
             was, gone = deleted_offsets(store, old, frag), deleted_offsets(store, new, now)
-            offsets = np.setdiff1d(gone, was).astype(np.int64)
-            back = np.setdiff1d(was, gone).astype(np.int64)  # undeleted (a restore)
+            # Deletion vectors are sorted and unique.
+            offsets = np.setdiff1d(gone, was, assume_unique=True).astype(np.int64)
+            back = np.setdiff1d(was, gone, assume_unique=True).astype(np.int64)  # a restore
             if back.size:
                 appeared.append((now.id, back, load_lineage(store, new, now).take(back)))
         else:
@@ -336,8 +341,11 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
     was = gone.lineage.updated[order][at] if ids.size else came.lineage.updated
     inserted = ~matched
     post = matched & (came.lineage.updated != was)
-    pre = np.isin(gone.lineage.row_ids, came.lineage.row_ids[post])
-    deleted = ~np.isin(gone.lineage.row_ids, came.lineage.row_ids)
+    # Live ids are unique on each side, so each appearing row matches one vanishing row.
+    pre = np.zeros(ids.size, dtype=bool)
+    pre[order[at[post]]] = True
+    deleted = np.ones(ids.size, dtype=bool)
+    deleted[order[at[matched]]] = False
     return ChangeRows.concat([
         came.rows(inserted, INSERT, version, version),
         gone.rows(pre, PREIMAGE, version, version - 1),
@@ -393,6 +401,8 @@ class ChangeQuery:
     filter_columns: frozenset[str] = frozenset()
     prefilter: pc.Expression | None = None
     version_ranges: tuple[tuple[int, int], ...] | None = None
+    # The prefilter is the whole filter: rows it keeps need no second look.
+    prefilter_is_whole: bool = False
 
     @classmethod
     def build(cls, schema: pa.Schema, columns: Sequence[str] | None = None,
@@ -412,6 +422,7 @@ class ChangeQuery:
         if filter is None:
             return cls(tuple(names), exact)
         tree = filter
+        exact_given = exact
         if exact is None:
             tree = resolve(tree, schema)
             exact = to_pyarrow(tree, schema)
@@ -425,7 +436,8 @@ class ChangeQuery:
         ranges = rowaddr_bounds(tree, COMMIT_VERSION)
         used = frozenset(path[0] for path in expr_columns(tree))
         return cls(tuple(names), exact, used, prefilter,
-                   None if ranges is None else tuple(ranges))
+                   None if ranges is None else tuple(ranges),
+                   prefilter is not None and meta == tree and exact_given is None)
 
     @property
     def read_columns(self) -> tuple[str, ...]:
@@ -482,16 +494,32 @@ def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,
     starts = np.flatnonzero(np.r_[True, np.diff(key[order]) != 0])
     ends = np.r_[starts[1:], order.size]
     by_version: dict[int, dict[int, Fragment]] = {}
-    pieces = []
+    jobs = []
     for lo, hi in zip(starts, ends, strict=True):
         picked = order[lo:hi]
         source, frag_id = int(rows.source[picked[0]]), int(rows.fragment[picked[0]])
         manifest = window.manifest_of(source)
         frags = by_version.setdefault(source, {f.id: f for f in manifest.fragments})
-        frag = frags[frag_id]
-        arrays = FragmentReader(window.store, manifest, frag).take(fields, rows.offset[picked])
+        jobs.append((manifest, frags[frag_id], rows.offset[picked]))
+
+    def read(job: tuple[Manifest, Fragment, np.ndarray]) -> pa.Table:
+        manifest, frag, offsets = job
+        reader = FragmentReader(window.store, manifest, frag)
+        lo, hi = int(offsets.min()), int(offsets.max()) + 1
+        if hi - lo == offsets.size:  # a whole run of rows (a new fragment): read, not take
+            arrays = reader.read(fields, offset=lo, length=hi - lo)
+            if not np.all(offsets[1:] > offsets[:-1]):
+                arrays = [a.take(pa.array(offsets - lo)) for a in arrays]
+        else:
+            arrays = reader.take(fields, offsets)
         piece = pa.Table.from_arrays(arrays, names=[f.name for f in fields])
-        pieces.append(cast_output(piece, target, window.store, frag))
+        return cast_output(piece, target, window.store, frag)
+
+    if len(jobs) > 1 and READ_THREADS > 1:  # fragments are independent: read side by side
+        with ThreadPoolExecutor(min(len(jobs), READ_THREADS)) as pool:
+            pieces = list(pool.map(read, jobs))
+    else:
+        pieces = [read(job) for job in jobs]
     table = pa.concat_tables(pieces).take(pa.array(np.argsort(order, kind="stable")))
     return {f.name: table.column(f.name) for f in fields}
 
@@ -501,7 +529,7 @@ def run_query(window: ChangeWindow, query: ChangeQuery) -> pa.Table:
     rows = plan_changes(window, query.versions(window))
     rows = query.prune(rows, timestamps_of(window, rows))
     table = read_changes(window, rows, query.read_columns)
-    if query.filter is not None:
+    if query.filter is not None and not query.prefilter_is_whole:
         table = table.filter(query.filter)
     return table.select(list(query.output))
 
