@@ -24,8 +24,8 @@ from lance_sql.errors import FormatError, NotFoundError, SchemaError
 from lance_sql.format.pb import file_pb2
 
 __all__ = [
-    "EXT_METADATA_KEY", "EXT_NAME_KEY", "Encoding", "LanceField", "LanceSchema", "PK_KEY",
-    "PK_POSITION_KEY",
+    "BLOB_V1_DESCRIPTION", "BLOB_V2", "BLOB_V2_DESCRIPTION", "EXT_METADATA_KEY", "EXT_NAME_KEY",
+    "Encoding", "LanceField", "LanceSchema", "PK_KEY", "PK_POSITION_KEY",
 ]  # fmt: skip
 
 EXT_NAME_KEY = "ARROW:extension:name"
@@ -35,6 +35,19 @@ PK_POSITION_KEY = "lance-schema:unenforced-primary-key:position"
 _LANCE_JSON = "lance.json"
 _JSON_NAMES = ("arrow.json", _LANCE_JSON)
 _BF16 = "lance.bfloat16"
+BLOB_KEY = "lance-encoding:blob"
+PACKED_KEY = "lance-encoding:packed"
+BLOB_V2 = "lance.blob.v2"
+# What pylance's scanner returns for a blob column instead of its bytes: a description.
+# Legacy blobs (large_binary + lance-encoding:blob) in 2.0/2.1 files: position/size of the
+# bytes in the data file. Blob v2 (2.2 files): kind (0 inline in the data file, 1 dedicated
+# .blob file, 2 packed .pack file, 3 external uri), position, size, blob_id, blob_uri.
+BLOB_V1_DESCRIPTION = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
+BLOB_V2_DESCRIPTION = pa.struct([
+    pa.field("kind", pa.uint8(), False), pa.field("position", pa.uint64(), False),
+    pa.field("size", pa.uint64(), False), pa.field("blob_id", pa.uint32(), False),
+    pa.field("blob_uri", pa.string(), False),
+])  # fmt: skip
 
 
 class Encoding(IntEnum):
@@ -286,6 +299,44 @@ class LanceField:
     def _error(self, message: str) -> FormatError:
         return FormatError(f"field {self.name!r} (id {self.id}): {message}")
 
+    @property
+    def is_blob_v2(self) -> bool:
+        """A ``lance.blob.v2`` column (2.2 files store it as packed descriptions)."""
+        ext = self.extension_name or self.metadata.get(EXT_NAME_KEY, b"").decode(errors="replace")
+        return ext == BLOB_V2
+
+    @property
+    def is_legacy_blob(self) -> bool:
+        """A binary column marked ``lance-encoding:blob`` (bytes stored out of line)."""
+        flag = self.metadata.get(BLOB_KEY, b"").decode(errors="replace").lower()
+        return flag == "true" and self.logical_type in ("binary", "large_binary")
+
+    @property
+    def is_blob(self) -> bool:
+        """Any blob column: v2, legacy, or a 2.2 file's packed description struct."""
+        flag = self.metadata.get(BLOB_KEY, b"").decode(errors="replace").lower()
+        return self.is_blob_v2 or flag == "true"
+
+    def to_scan_arrow(self) -> pa.Field:
+        """The Arrow field pylance's scanner (``to_table``/``take``) returns for this field.
+
+        Blob columns come back as descriptions, not bytes (see ``BLOB_V*_DESCRIPTION``);
+        everything else as :meth:`to_arrow`.
+        """
+        if self.is_blob_v2:
+            meta = {PACKED_KEY: b"true", BLOB_KEY: b"true"}
+            return pa.field(self.name, BLOB_V2_DESCRIPTION, self.nullable, metadata=meta)
+        if self.is_legacy_blob:
+            f = self.to_arrow()
+            return pa.field(self.name, BLOB_V1_DESCRIPTION, self.nullable, metadata=f.metadata)
+        if self.logical_type == "struct" and any(
+            c.to_scan_arrow() is not c.to_arrow() for c in self.children
+        ):
+            f = self.to_arrow()
+            t = pa.struct([c.to_scan_arrow() for c in self.children])
+            return pa.field(self.name, t, self.nullable, metadata=f.metadata)
+        return self.to_arrow()
+
     def walk(self) -> Iterator[LanceField]:
         """This field and all descendants, pre-order (the order protos are written in)."""
         yield self
@@ -360,6 +411,27 @@ class LanceField:
         )
 
 
+def _adopt_blob_descriptions(protos: list[file_pb2.Field]) -> list[file_pb2.Field]:
+    """Attach the id -1 fields that follow a blob struct in a 2.2 file schema to it."""
+    if all(p.id >= 0 for p in protos):
+        return protos
+    out: list[file_pb2.Field] = []
+    owner: int | None = None
+    next_id = -2
+    for p in protos:
+        if p.id == -1 and p.parent_id == -1 and owner is not None:
+            q = file_pb2.Field()
+            q.CopyFrom(p)
+            q.id, q.parent_id = next_id, owner
+            next_id -= 1
+            out.append(q)
+            continue
+        is_blob = p.logical_type == "struct" and dict(p.metadata).get(BLOB_KEY) == b"true"
+        owner = p.id if is_blob and p.id >= 0 else None
+        out.append(p)
+    return out
+
+
 def _same_shape(a: LanceField, b: LanceField) -> bool:
     """Equal for appends: names, logical types and extensions; nullability/metadata ignored."""
     return (
@@ -406,16 +478,26 @@ class LanceSchema:
         """Arrow schema as pylance reports it (``lance.dataset(...).schema``)."""
         return pa.schema([f.to_arrow() for f in self.fields], metadata=self.metadata or None)
 
+    def to_scan_arrow(self) -> pa.Schema:
+        """Arrow schema of what pylance's scanner returns (blob columns as descriptions)."""
+        fields = [f.to_scan_arrow() for f in self.fields]
+        return pa.schema(fields, metadata=self.metadata or None)
+
     @classmethod
     def from_protos(
         cls, fields: Iterable[file_pb2.Field], metadata: Mapping[str, bytes] | None = None
     ) -> LanceSchema:
-        """Rebuild the tree from flat protos; siblings keep list order, parents may come late."""
-        protos = list(fields)
+        """Rebuild the tree from flat protos; siblings keep list order, parents may come late.
+
+        Data files of format 2.2 list the description fields of a blob column (``kind``,
+        ``position``, ...) right after it with id -1 and parent -1; they become its children
+        here, with ids -2, -3, ... (file-local, never referenced by a manifest).
+        """
+        protos = _adopt_blob_descriptions(list(fields))
         by_id: dict[int, file_pb2.Field] = {}
         kids: dict[int, list[file_pb2.Field]] = {}
         for p in protos:
-            if p.id < 0:
+            if p.id < 0 and not (p.id < -1 and p.parent_id >= 0):
                 raise FormatError(f"field {p.name!r} has invalid id {p.id}")
             if p.id in by_id:
                 raise FormatError(f"field {p.name!r} reuses id {p.id} of {by_id[p.id].name!r}")

@@ -93,6 +93,10 @@ PARTITION_ROWS = 1 << 20
 _TRUE = ("true", "1", "yes")
 
 
+# Rows per Arrow batch handed to Spark: small enough that the JVM converts one batch
+# while the Python worker produces the next.
+BATCH_ROWS = 1 << 16
+
 def _open(options: dict[str, str]) -> LanceDataset:
     if "path" not in options:
         raise InvalidInputError("the lance data source needs a path: .load(uri) or .save(uri)")
@@ -282,7 +286,7 @@ class ChangeFeedReader(DataSourceReader):
         if query.filter is not None:
             table = table.filter(query.filter)
         table = table.select(list(query.output))
-        for batch in table.to_batches(max_chunksize=1 << 20):
+        for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield _to_spark_batch(batch, self.spark_arrow)
 
 
@@ -391,7 +395,7 @@ class LanceReader(DataSourceReader):
         )
         table = scan_fragment(ds.store, ds.manifest, frag, plan, offset=partition.start,
                               length=partition.stop - partition.start)
-        for batch in table.to_batches(max_chunksize=1 << 20):
+        for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield _to_spark_batch(batch, self.spark_arrow)
 
 

@@ -173,7 +173,7 @@ class LanceTableDataset(pds.Dataset):
         self.errors = errors
         self.limit_hint: int | None = None
         self.pushed = PushedScan()
-        data = manifest.schema.to_arrow()
+        data = manifest.schema.to_scan_arrow()
         fields = list(data) + (list(SYSTEM_FIELDS) if system_columns else [])
         self._schema = pa.schema(fields, metadata=data.metadata)
         self.target_partitions = max(1, os.cpu_count() or 1)

@@ -310,9 +310,7 @@ class LanceDataset(MaintenanceMixin):
             return plan.output_schema.empty_table()
         table = pa.concat_tables(pieces)
         inverse = np.argsort(np.concatenate(order), kind="stable")
-        return table.take(pa.array(inverse)).select(list(plan.output_fields)).cast(
-            plan.output_schema
-        )
+        return table.take(pa.array(inverse)).select(list(plan.output_fields))  # pieces are cast
 
     # -- writes ---------------------------------------------------------------------
     def _latest_for_write(self) -> tuple[Manifest, ManifestNaming]:

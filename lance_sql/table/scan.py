@@ -188,7 +188,7 @@ def plan_scan(
             raise NotFoundError(
                 f"column {name!r} does not exist; columns: {', '.join(data_names)}"
             )
-    full_arrow = schema.to_arrow()
+    full_arrow = schema.to_scan_arrow()
     system_fields = [pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS]
     filter_schema = pa.schema(list(full_arrow) + system_fields)
     expr = None
@@ -264,12 +264,13 @@ class FragmentReader:
         for data_file, indices in self._groups(fields):
             wanted = [fields[i] for i in indices]
             if data_file is None:
-                arrays = [pa.nulls(length, f.arrow_type) for f in wanted]
+                arrays = [pa.nulls(length, f.to_scan_arrow().type) for f in wanted]
             else:
                 reader = open_data_file(self.store, self.manifest, data_file)
                 self._check_rows(reader, data_file)
                 arrays = reader.read(
-                    wanted, self._column_map(data_file), offset=offset, length=length
+                    wanted, self._column_map(data_file), offset=offset, length=length,
+                    blob_descriptions=True,
                 )
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
@@ -280,11 +281,12 @@ class FragmentReader:
         for data_file, indices in self._groups(fields):
             wanted = [fields[i] for i in indices]
             if data_file is None:
-                arrays = [pa.nulls(len(rows), f.arrow_type) for f in wanted]
+                arrays = [pa.nulls(len(rows), f.to_scan_arrow().type) for f in wanted]
             else:
                 reader = open_data_file(self.store, self.manifest, data_file)
                 self._check_rows(reader, data_file)
-                arrays = reader.take(wanted, self._column_map(data_file), rows)
+                arrays = reader.take(wanted, self._column_map(data_file), rows,
+                                     blob_descriptions=True)
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
         return out  # type: ignore[return-value]
@@ -411,7 +413,18 @@ def cast_output(table: pa.Table, schema: pa.Schema, store: ObjectStore,
     """``table`` as ``schema``; data that cannot be (nulls in a non-nullable column, say,
     from a damaged or inconsistent file) is a FormatError naming the fragment's files."""
     try:
-        return table.cast(schema)
+        columns = []
+        for column, field in zip(table.columns, schema, strict=True):
+            if column.type.equals(field.type):
+                # No cast: it would refuse the nulls pylance leaves in non-nullable
+                # children under null rows (blob descriptions); check the top level only.
+                if not field.nullable and column.null_count:
+                    raise ValueError(f"column {field.name!r} is not nullable but holds "
+                                     f"{column.null_count} null value(s)")
+            else:
+                column = column.cast(field.type)
+            columns.append(column)
+        return pa.Table.from_arrays(columns, schema=schema)
     except (ValueError, pa.ArrowException) as exc:
         files = ", ".join(f.key for f in fragment.files) or "no data files"
         raise FormatError(f"{store.uri}: fragment {fragment.id} ({files}): {exc}") from exc

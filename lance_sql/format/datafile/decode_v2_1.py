@@ -22,7 +22,7 @@ from lance_sql.format.datafile.blocks import Variable, to_arrow
 from lance_sql.format.datafile.fullzip import ConstantPage, FullZipPage
 from lance_sql.format.datafile.miniblock import MiniBlockPage
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
-from lance_sql.format.schema import LanceField
+from lance_sql.format.schema import BLOB_V1_DESCRIPTION, LanceField
 
 Reader = Callable[[int, int], bytes | memoryview]
 
@@ -148,8 +148,9 @@ class BlobPage:
             raise FormatError(f"{where}: blob null with an invalid rep/def word")
         valid = ~null
         if pa.types.is_struct(storage_type(self.leaf_type)):
+            mask = null if null.any() else None  # children take the nulls, as in pylance
             values = pa.StructArray.from_arrays(
-                [pa.array(pos, pa.uint64()), pa.array(size, pa.uint64())],
+                [pa.array(pos, pa.uint64(), mask=mask), pa.array(size, pa.uint64(), mask=mask)],
                 names=["position", "size"], mask=pa.array(null),
             )
             return repdef.LeafPiece(None, def_, values, self.layers, len(desc))
@@ -178,10 +179,22 @@ def is_packed_struct(field: LanceField) -> bool:
 
 
 def owns_column(field: LanceField) -> bool:
-    """Whether a 2.1+ file gives this field its own column (leaves, packed/empty structs)."""
+    """Whether a 2.1+ file gives this field its own column (leaves, packed structs, blobs)."""
     if not field.children:
         return True
-    return is_packed_struct(field)
+    return is_packed_struct(field) or field.is_blob_v2
+
+
+def read_type(field: LanceField, descriptions: bool) -> pa.DataType:
+    """The Arrow type a field is decoded to.
+
+    Blob v2 columns only exist as descriptions (a 2.2 file holds no bytes of dedicated,
+    packed or external blobs), so they always decode to them; legacy blob columns give
+    their bytes unless ``descriptions`` asks for what pylance's scanner returns.
+    """
+    if descriptions or any(f.is_blob_v2 for f in field.walk()):
+        return field.to_scan_arrow().type
+    return field.arrow_type
 
 
 def column_fields(field: LanceField) -> list[LanceField]:
@@ -201,12 +214,14 @@ def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
 class FieldReader:
     """Reads whole fields of a 2.1+ file for a set of row ranges."""
 
-    def __init__(self, columns: Callable[[int, LanceField], LeafColumn | None], path: str) -> None:
+    def __init__(self, columns: Callable[[int, LanceField, pa.DataType], LeafColumn | None],
+                 path: str) -> None:  # fmt: skip
         self.columns = columns
         self.path = path
 
     def read(self, field: LanceField, colmap: Mapping[int, int], starts: np.ndarray,
-             ends: np.ndarray) -> pa.Array:  # fmt: skip
+             ends: np.ndarray, descriptions: bool = False) -> pa.Array:  # fmt: skip
+        """Rows ``[starts[i], ends[i])`` of ``field``; ``descriptions``: see :func:`read_type`."""
         total = int((ends - starts).sum())
         leaves = column_fields(field)
         data: dict[int, tuple[list, pa.Array]] = {}
@@ -214,7 +229,11 @@ class FieldReader:
             index = colmap.get(leaf.id)
             if index is None:
                 continue
-            column = self.columns(index, leaf)
+            if leaf.is_legacy_blob and descriptions:
+                leaf_type = BLOB_V1_DESCRIPTION
+            else:
+                leaf_type = read_type(leaf, descriptions)
+            column = self.columns(index, leaf, leaf_type)
             if column is None:
                 continue
             if leaf.logical_type == "json":
@@ -231,8 +250,8 @@ class FieldReader:
                 )
             data[leaf.id] = (layers, values)
         if not data:
-            return pa.nulls(total, field.arrow_type)
-        out = self._build(field, 0, data, total)
+            return pa.nulls(total, read_type(field, descriptions))
+        out = self._build(field, 0, data, total, descriptions)
         if len(out) != total:
             raise FormatError(f"{self.path}: field {field.name!r} decoded {len(out)} rows, "
                               f"expected {total}")  # fmt: skip
@@ -251,8 +270,9 @@ class FieldReader:
 
         return find(root, 1) or 0  # a packed struct's children are not searched: it is found first
 
-    def _build(self, field: LanceField, depth: int, data: dict, count: int) -> pa.Array:
-        t = field.arrow_type
+    def _build(self, field: LanceField, depth: int, data: dict, count: int,
+               descriptions: bool = False) -> pa.Array:  # fmt: skip
+        t = read_type(field, descriptions)
         st = storage_type(t)
         present = [leaf.id for leaf in column_fields(field) if leaf.id in data]
         if not present:
@@ -274,13 +294,14 @@ class FieldReader:
         if pa.types.is_struct(st):
             if layer.is_list:
                 raise FormatError(f"{where}: struct stored with a list layer")
-            children = [self._build(c, depth + 1, data, count) for c in field.children]
+            children = [self._build(c, depth + 1, data, count, descriptions)
+                        for c in field.children]  # fmt: skip
             out = pa.Array.from_buffers(st, count, [_bitmap(layer.validity)], children=children)
         elif pa.types.is_list(st) or pa.types.is_large_list(st) or pa.types.is_map(st):
             if not layer.is_list:
                 raise FormatError(f"{where}: list stored without a list layer")
             offsets = layer.offsets
-            items = self._build(field.children[0], depth + 1, data, int(offsets[-1]))
+            items = self._build(field.children[0], depth + 1, data, int(offsets[-1]), descriptions)
             large = pa.types.is_large_list(st)
             if not large and int(offsets[-1]) >= 2**31:
                 raise FormatError(f"{where}: {int(offsets[-1])} items overflow 32-bit offsets")

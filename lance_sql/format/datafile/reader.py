@@ -25,7 +25,7 @@ from lance_sql.format.datafile.decode_v2_0 import (
     decode,
     end_offsets,
 )
-from lance_sql.format.datafile.decode_v2_1 import FieldReader, LeafColumn
+from lance_sql.format.datafile.decode_v2_1 import FieldReader, LeafColumn, read_type
 from lance_sql.format.datafile.source import RandomAccessSource
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 from lance_sql.format.schema import LanceField, LanceSchema
@@ -146,7 +146,7 @@ class LanceFileReader:
         self._checked: set[int] = set()
         self._checked_pages: set[tuple[int, int]] = set()
         self._list_bases: dict[int, np.ndarray] = {}
-        self._leaf_columns: dict[int, LeafColumn] = {}
+        self._leaf_columns: dict[tuple[int, pa.DataType], LeafColumn] = {}
         self._fields_v21 = FieldReader(self._leaf_column, path)
 
     def _check_buffer_layout(self) -> None:
@@ -213,9 +213,9 @@ class LanceFileReader:
             self._checked.add(index)
         return info
 
-    def _leaf_column(self, index: int, leaf: LanceField) -> LeafColumn:
+    def _leaf_column(self, index: int, leaf: LanceField, leaf_type: pa.DataType) -> LeafColumn:
         """The decoder of a 2.1+ leaf column, checked to hold every row of the file."""
-        column = self._leaf_columns.get(index)
+        column = self._leaf_columns.get((index, leaf_type))
         if column is None:
             info = self._column(index)
             where = f"{self.path}: column {index} (field {leaf.name!r})"
@@ -223,8 +223,8 @@ class LanceFileReader:
                 raise FormatError(
                     f"{where} has {int(info.row_starts[-1])} rows, the file {self.num_rows}"
                 )
-            column = LeafColumn(info, self._read, leaf.arrow_type, where)
-            self._leaf_columns[index] = column
+            column = LeafColumn(info, self._read, leaf_type, where)
+            self._leaf_columns[(index, leaf_type)] = column
         return column
 
     def _context(self, info: container.ColumnInfo, p: int) -> PageContext:
@@ -246,8 +246,15 @@ class LanceFileReader:
         *,
         offset: int = 0,
         length: int | None = None,
+        blob_descriptions: bool = False,
     ) -> list[pa.Array]:
-        """Rows ``[offset, offset+length)`` of each field (length defaults to the rest)."""
+        """Rows ``[offset, offset+length)`` of each field (length defaults to the rest).
+
+        Blob columns: a 2.2 blob (``lance.blob.v2``) always comes back as its descriptions
+        (``BLOB_V2_DESCRIPTION``); a legacy blob column as its bytes, or with
+        ``blob_descriptions`` as position/size descriptions. ``LanceField.to_scan_arrow``
+        gives the types pylance's scanner returns, which ``blob_descriptions=True`` matches.
+        """
         if length is None:
             length = self.num_rows - offset
         if offset < 0 or length < 0 or offset + length > self.num_rows:
@@ -256,12 +263,16 @@ class LanceFileReader:
             )
         starts = np.array([offset], np.int64)
         ends = np.array([offset + length], np.int64)
-        return self._guarded(fields, column_indices, starts, ends, None)
+        return self._guarded(fields, column_indices, starts, ends, None, blob_descriptions)
 
     def take(
-        self, fields: Sequence[LanceField], column_indices: Mapping[int, int], rows: np.ndarray
+        self, fields: Sequence[LanceField], column_indices: Mapping[int, int], rows: np.ndarray,
+        *, blob_descriptions: bool = False,
     ) -> list[pa.Array]:
-        """Rows at ``rows`` (any order, repeats allowed); only pages holding them are read."""
+        """Rows at ``rows`` (any order, repeats allowed); only pages holding them are read.
+
+        ``blob_descriptions``: as in :meth:`read`.
+        """
         rows = np.asarray(rows)
         if rows.size and not np.issubdtype(rows.dtype, np.integer):
             raise InvalidInputError(
@@ -277,12 +288,14 @@ class LanceFileReader:
         reorder = None
         if unique.size != rows.size or not np.array_equal(unique, rows):
             reorder = pa.array(inverse.reshape(-1).astype(np.int64))
-        return self._guarded(fields, column_indices, starts, ends, reorder)
+        return self._guarded(fields, column_indices, starts, ends, reorder, blob_descriptions)
 
-    def _guarded(self, fields, column_indices, starts, ends, reorder) -> list[pa.Array]:
+    def _guarded(self, fields, column_indices, starts, ends, reorder,
+                 blobs: bool = False) -> list[pa.Array]:  # fmt: skip
         try:
             rows = self.num_rows
-            out = [self._read_field(f, column_indices, starts, ends, rows) for f in fields]
+            out = [self._read_field(f, column_indices, starts, ends, rows, blobs)
+                   for f in fields]  # fmt: skip
             if reorder is not None:
                 out = [a.take(reorder) for a in out]
             return out
@@ -312,12 +325,13 @@ class LanceFileReader:
         starts: np.ndarray,
         ends: np.ndarray,
         rows: int,
+        blobs: bool = False,
     ) -> pa.Array:
         """Ranges of ``field``, whose column(s) hold ``rows`` values in total."""
         if self._structural:
             if int((ends - starts).sum()) == 0:
-                return pa.array([], field.arrow_type)
-            return self._fields_v21.read(field, colmap, starts, ends)
+                return pa.array([], read_type(field, blobs))
+            return self._fields_v21.read(field, colmap, starts, ends, blobs)
         dtype = field.arrow_type
         total = int((ends - starts).sum())
         if not any(f.id in colmap for f in field.walk()):

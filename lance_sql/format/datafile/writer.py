@@ -217,6 +217,11 @@ class _StructColumn(_Column):
 
 
 def _make_column(writer: LanceFileWriter, field: LanceField, path: str) -> _Column:
+    if field.is_blob:
+        raise UnsupportedFeatureError(
+            f"column {path!r}: writing blob columns (lance-encoding:blob / lance.blob.v2) is "
+            f"not supported"
+        )
     t = storage_type(field.arrow_type)
     if pa.types.is_struct(t):
         return _StructColumn(writer, field, path)

@@ -65,6 +65,11 @@ class LeafColumn:
 
 
 def _check_writable(field: LanceField, path: str) -> None:
+    if field.is_blob:
+        raise UnsupportedFeatureError(
+            f"column {path!r}: writing blob columns (lance-encoding:blob / lance.blob.v2) is "
+            f"not supported"
+        )
     t = field.arrow_type
     while isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
