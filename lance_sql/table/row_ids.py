@@ -24,9 +24,7 @@ reference matters more than a smaller manifest. Version sequences always stay in
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -41,6 +39,7 @@ from lance_sql.format.row_ids import (
     encode_versions,
 )
 from lance_sql.io.store import ObjectStore
+from lance_sql.table.cache import LruCache
 
 # The version of the commit that applies the transaction, not yet known to its writer;
 # as a row id: a fresh id from next_row_id.
@@ -87,29 +86,8 @@ class FragmentLineage:
                                  for name in ("row_ids", "created", "updated")))
 
 
-class _LineageCache:
-    """Decoded lineage per (table, fragment, sequences); sequences are immutable."""
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self._items: OrderedDict[tuple, FragmentLineage] = OrderedDict()
-        self._lock = threading.Lock()
-        self._capacity = capacity
-
-    def get_or_load(self, key: tuple, load) -> FragmentLineage:  # noqa: ANN001
-        with self._lock:
-            hit = self._items.get(key)
-            if hit is not None:
-                self._items.move_to_end(key)
-                return hit
-        value = load()
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
-        return value
-
-
-_CACHE = _LineageCache()
+# Decoded lineage per (table, fragment, sequences): sequences are immutable.
+_CACHE = LruCache(4096)
 
 
 def _sequence_bytes(store: ObjectStore, seq: Sequence, what: str) -> bytes:

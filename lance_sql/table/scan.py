@@ -11,8 +11,6 @@ projects. Everything is vectorised; no per-row Python.
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -35,6 +33,7 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.table.cache import LruCache
 from lance_sql.table.expr import columns as expr_columns
 from lance_sql.table.expr import parse_predicate, resolve, to_pyarrow
 from lance_sql.table.row_ids import load_lineage
@@ -52,31 +51,8 @@ READABLE_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
 DEFAULT_BATCH_SIZE = 8192
 
 
-class FileCache:
-    """Parsed data-file readers and deletion vectors, shared by all scans (thread safe).
-
-    Data and deletion files are immutable once written, so caching by key is safe.
-    """
-
-    def __init__(self, capacity: int = 512) -> None:
-        self._items: OrderedDict[tuple[str, str], object] = OrderedDict()
-        self._lock = threading.Lock()
-        self._capacity = capacity
-
-    def get_or_load(self, key: tuple[str, str], load):  # noqa: ANN001, ANN201
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        value = load()
-        with self._lock:
-            self._items[key] = value
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
-        return value
-
-
-FILE_CACHE = FileCache()
+# Parsed data-file readers and deletion vectors, shared by all scans (thread safe).
+FILE_CACHE = LruCache(512)
 
 
 def _base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> ObjectStore:

@@ -13,6 +13,7 @@ import lance_sql
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.io import MemoryStore
 from lance_sql.table import scan
+from lance_sql.table.cache import LruCache
 
 
 def _rows(ids: range, tag: str) -> pa.Table:
@@ -68,7 +69,7 @@ def _session(uri: str) -> lance_sql.LanceSession:
 @pytest.fixture
 def reads(uri: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Data-file keys read from the store while the test runs (file cache emptied first)."""
-    monkeypatch.setattr(scan, "FILE_CACHE", scan.FileCache())
+    monkeypatch.setattr(scan, "FILE_CACHE", LruCache(512))
     seen: list[str] = []
     store = MemoryStore(uri.removeprefix("memory://"))
     store.add_hook(lambda op, key: seen.append(key) if key.startswith("data/") else None)

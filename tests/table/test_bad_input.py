@@ -105,7 +105,7 @@ class Table:
 
     def assert_intact(self) -> None:
         """Readable at its last version, with the same rows, by lance_sql and pylance."""
-        scan.FILE_CACHE._items.clear()  # make sure the files are read again
+        scan.FILE_CACHE.clear()  # make sure the files are read again
         ds = lance_sql.dataset(self.uri)
         assert ds.version == 3
         assert ds.to_table() == self.expected
@@ -143,7 +143,7 @@ def fails_cleanly(
 ) -> LanceError:
     """``action`` raises ``error`` naming every one of ``names`` and writes nothing."""
     before = snapshot(uri)
-    scan.FILE_CACHE._items.clear()
+    scan.FILE_CACHE.clear()
     with pytest.raises(error) as info:
         action()
     assert isinstance(info.value, LanceError)
@@ -186,7 +186,7 @@ def fuzz(uri: str, path: str, positions, names: tuple[str, ...]) -> dict[str, in
     try:
         for pos in positions:
             write_bytes(path, flip(original, pos))
-            scan.FILE_CACHE._items.clear()
+            scan.FILE_CACHE.clear()
             try:
                 read_everything(uri)
                 outcome = "ok"
