@@ -40,8 +40,9 @@ PACKED_KEY = "lance-encoding:packed"
 BLOB_V2 = "lance.blob.v2"
 # What pylance's scanner returns for a blob column instead of its bytes: a description.
 # Legacy blobs (large_binary + lance-encoding:blob) in 2.0/2.1 files: position/size of the
-# bytes in the data file. Blob v2 (2.2 files): kind (0 inline in the data file, 1 dedicated
-# .blob file, 2 packed .pack file, 3 external uri), position, size, blob_id, blob_uri.
+# bytes in the data file. Blob v2 (2.2 files): kind (0 inside the data file, 1 a range of a
+# shared .blob sidecar, 2 a whole dedicated .blob file, 3 external: an absolute uri, or a
+# path under base path ``blob_id``), position, size, blob_id, blob_uri (see table/blobs.py).
 BLOB_V1_DESCRIPTION = pa.struct([("position", pa.uint64()), ("size", pa.uint64())])
 BLOB_V2_DESCRIPTION = pa.struct([
     pa.field("kind", pa.uint8(), False), pa.field("position", pa.uint64(), False),

@@ -30,6 +30,7 @@ from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.table.blobs import BlobFile, take_blobs
 from lance_sql.table.changes import table_changes
 from lance_sql.table.commit import CommitConfig, commit_transaction
 from lance_sql.table.dataset_ops import MaintenanceMixin
@@ -257,6 +258,13 @@ class LanceDataset(MaintenanceMixin):
         return self.take_addresses(addresses[addresses != MISSING], columns)
 
     _take_rows = take_rows
+
+    def take_blobs(self, blob_column: str, ids: Sequence[int] | None = None,
+                   addresses: Sequence[int] | None = None,
+                   indices: Sequence[int] | None = None) -> list[BlobFile | None]:
+        """Blobs of ``blob_column`` as lazy file objects (None for null rows), selected
+        by exactly one of row ids, row addresses or positions (see :mod:`blobs`)."""
+        return take_blobs(self, blob_column, ids=ids, addresses=addresses, indices=indices)
 
     def table_changes(self, start: int | str | datetime, end: int | str | datetime | None = None,
                       columns: Sequence[str] | None = None,
