@@ -13,6 +13,10 @@ version  committed (UTC)       operation                                   tag
 4        2024-01-04 00:00:00   append: ids 13-14 (user 4 is not in users)  -
 =======  ====================  ==========================================  =========
 
+``orders`` has stable row ids (ORDERS): 1 create ids 1-6 (status 'new'); 2 update ids 1-2
+to 'paid'; 3 merge_insert: id 3 'paid', new id 7; 4 delete id 4 (one day apart from
+2024-01-01, like events).
+
 Commit times are real when written; the fixture then sets each manifest's timestamp
 to the time in this table (re-encoding the manifest with lance_sql's own codec) so
 that ``TIMESTAMP AS OF`` and ``table_versions`` give the same answer on every run.
@@ -84,10 +88,24 @@ def build(root: Path) -> None:
         "country": ["UK", "US", "NL"],
     }), users)
     pin_timestamps(users, {1: DAY0})
+    _orders(str(root / "orders.lance"))
+
+
+def _orders(uri: str) -> None:
+    """``orders``: stable row ids, so row versions and a change feed (see ORDERS)."""
+    def rows(ids: list[int], status: list[str]) -> pa.Table:
+        return pa.table({"id": pa.array(ids, pa.int64()), "status": status})
+
+    write_dataset(rows([1, 2, 3, 4, 5, 6], ["new"] * 6), uri, enable_stable_row_ids=True)
+    dataset(uri).update({"status": "'paid'"}, where="id <= 2")
+    dataset(uri).merge_insert("id").when_matched_update_all().when_not_matched_insert_all() \
+        .execute(rows([3, 7], ["paid", "new"]))
+    dataset(uri).delete("id = 4")
+    pin_timestamps(uri, {v: DAY0 + dt.timedelta(days=v - 1) for v in range(1, 5)})
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python sql_examples/build_tables.py DIR")
     build(Path(sys.argv[1]))
-    print(f"built events and users in {sys.argv[1]}")
+    print(f"built events, users and orders in {sys.argv[1]}")
