@@ -18,14 +18,15 @@ from lance_sql.table.dataset import write_dataset
 
 
 def build_demo_tables(root: Path) -> None:
-    """``events`` v1 create (8 rows), v2 append (4 rows, tagged 'loaded'), v3 delete views."""
+    """``events`` (stable row ids) v1 create (8 rows), v2 append (4 rows, tagged 'loaded'),
+    v3 delete views; the showcase's UPDATE makes v4."""
     uri = str(root / "events.lance")
     write_dataset(pa.table({
         "id": pa.array(range(1, 9), pa.int64()),
         "user_id": pa.array([1, 2, 1, 3, 2, 1, 3, 2], pa.int64()),
         "kind": ["click", "view", "click", "buy", "view", "click", "buy", "view"],
         "amount": [1.5, 0.0, 2.25, 99.0, 0.0, 3.0, 42.0, 0.0],
-    }), uri)
+    }), uri, enable_stable_row_ids=True)
     ds = write_dataset(pa.table({
         "id": pa.array(range(9, 13), pa.int64()),
         "user_id": pa.array([1, 3, 3, 2], pa.int64()),
@@ -71,6 +72,12 @@ def showcase(session: LanceSession) -> list[tuple[str, str]]:
          "JOIN users u ON e.user_id = u.user_id GROUP BY u.name ORDER BY spent DESC"),
         ("EXPLAIN shows the Lance scan under DataFusion's plan",
          "EXPLAIN SELECT kind, sum(amount) FROM events WHERE amount > 1 GROUP BY kind"),
+        ("UPDATE commits version 4; rows keep their stable _rowid",
+         "UPDATE events SET amount = amount + 1 WHERE kind = 'buy'"),
+        ("The change feed of versions 3..4: the delete and the update's pre/post-images",
+         "SELECT _commit_version, _change_type, _rowid, id, kind, amount "
+         "FROM table_changes('events', 3, 4) "
+         "ORDER BY _commit_version, _rowid, _change_type DESC"),
     ]
 
 
