@@ -331,6 +331,14 @@ def test_demo_showcase(tmp_path: Path) -> None:
     removed = next(s for k, s in sections.items() if k.startswith("A self-join"))
     assert [line.split("|")[0].strip() for line in removed.splitlines()[4:8]] == [
         "2", "5", "8", "11"]
+    feed = next(s for k, s in sections.items() if k.startswith("The change feed"))
+    rows = [[c.strip() for c in line.split("|")] for line in feed.splitlines()[4:-2]]
+    assert [(r[1], r[3]) for r in rows if r[1] == "delete"] == [("delete", i)
+                                                               for i in ("2", "5", "8", "11")]
+    updates = [(r[1], r[3], r[5]) for r in rows if r[1].startswith("update")]
+    assert updates == [("update_preimage", "4", "99.0"), ("update_postimage", "4", "100.0"),
+                       ("update_preimage", "7", "42.0"), ("update_postimage", "7", "43.0"),
+                       ("update_preimage", "9", "15.0"), ("update_postimage", "9", "16.0")]
 
 
 def test_demo_command_from_a_fresh_process(tmp_path: Path) -> None:
