@@ -258,17 +258,11 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
     if np.any(buf.sizes % wb) or np.any(buf.sizes < (counts + 1) * wb):
         raise FormatError(f"{where}: string chunk too small for its offsets")
     words = _words(raw, dt)
-    idx = range_indices(starts // wb, counts + 1)
-    offs = words[idx].astype(np.int64)
-    heads = np.cumsum(counts + 1) - (counts + 1)
-    first = offs[heads]
-    last = offs[heads + counts]
+    heads = starts // wb  # word index of each chunk's first offset
+    first = words[heads].astype(np.int64)
+    last = words[heads + counts].astype(np.int64)
     if np.any(first != (counts + 1) * wb) or np.any(last > buf.sizes):
         raise FormatError(f"{where}: string offsets point outside their chunk")
-    diffs = np.diff(offs)
-    diffs[heads[1:] - 1] = 0  # boundaries between chunks
-    if np.any(diffs < 0):
-        raise FormatError(f"{where}: string offsets decrease")
     lens = last - first
     if counts.size > 1:
         lo = (starts + first).tolist()
@@ -276,11 +270,19 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
         data = np.frombuffer(b"".join([raw[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
     else:
         data = raw[int(starts[0] + first[0]) : int(starts[0] + last[0])]
+    # every offset but the chunk heads, rebased onto the joined data; a chunk's head equals
+    # the previous chunk's last offset once rebased, so the output starts with one 0
     base = np.cumsum(lens) - lens - first
-    keep = np.ones(offs.size, bool)
-    keep[heads[1:]] = False  # each chunk's first offset equals the previous chunk's last
-    rebased = offs + np.repeat(base, counts + 1)
-    return Variable(rebased[keep], data, int(counts.sum()))
+    n = int(counts.sum())
+    rebased = np.empty(n + 1, np.int64)
+    rebased[0] = 0
+    ends = words[range_indices(heads + 1, counts)]
+    if ends.dtype == np.uint64:
+        ends = ends.view(np.int64)  # offsets past 2**63 turn negative: caught as decreasing
+    np.add(ends, np.repeat(base, counts), out=rebased[1:])
+    if np.any(rebased[1:] < rebased[:-1]):
+        raise FormatError(f"{where}: string offsets decrease")
+    return Variable(rebased, data, n)
 
 
 def fsst_decode(table_bytes: bytes, inner: Block, where: str) -> Variable:

@@ -189,18 +189,22 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
             width = 8 if values.wide_offsets else 4
             counts = _variable_counts(values.offsets, width)
             var = encoding(variable=pb.Variable(offsets=flat_enc(width * 8)))
-            chunks = _variable_chunks(values, counts, width)
             layout.value_compression.CopyFrom(var)
-            squeezed = None
-            if sum(map(len, chunks)) > 4096 and _lz4_pays(chunks):
-                # LZ4 does better, and costs fewer calls, on larger chunks
-                counts = _variable_counts(values.offsets, width, LZ4_CHUNK_TARGET)
+            chunks = None
+            raw_size = int(values.offsets[-1] - values.offsets[0]) + (n + counts.size) * width
+            if raw_size > 4096:
+                # LZ4 does better, and costs fewer calls, on larger chunks; the plain chunks
+                # are only built when it does not pay
+                big_counts = _variable_counts(values.offsets, width, LZ4_CHUNK_TARGET)
+                big = _variable_chunks(values, big_counts, width)
+                if _lz4_pays(big):
+                    squeezed = [deflate(1, c) for c in big]
+                    if sum(map(len, squeezed)) < 0.85 * sum(map(len, big)):
+                        chunks, counts = squeezed, big_counts
+                        layout.value_compression.CopyFrom(encoding(general=pb.General(
+                            compression=pb.BufferCompression(scheme=LZ4), values=var)))  # fmt: skip
+            if chunks is None:
                 chunks = _variable_chunks(values, counts, width)
-                squeezed = [deflate(1, c) for c in chunks]
-            if squeezed and sum(map(len, squeezed)) < 0.85 * sum(map(len, chunks)):
-                chunks = squeezed
-                layout.value_compression.CopyFrom(encoding(general=pb.General(
-                    compression=pb.BufferCompression(scheme=LZ4), values=var)))  # fmt: skip
             buffers_per_chunk = [[c] for c in chunks]
     elif key_bits is not None:
         plan = _fixed_dictionary(values)

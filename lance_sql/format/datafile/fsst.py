@@ -8,8 +8,11 @@ symbol ``c`` and ``255`` escapes the next byte, which is copied as is.
 
 Decoding is vectorised: escapes are found from runs of 255 bytes (a run always starts on a
 code, so escapes and literals alternate inside it), every input byte gets an output length
-(symbol length, 0 for an escape, 1 for a literal) and at most eight masked scatters write
-the symbol bytes into place.
+(symbol length, 0 for an escape, 1 for a literal) and its symbol as one zero-padded 8-byte
+word; output positions are the running sum of the lengths, and one scatter in input order
+through a view with a one-byte stride writes the words, each word's padding overwritten by
+the next word. Large pages without escapes go two codes at a time (a 65536-entry table of
+16-byte words), which halves the per-code work.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import numpy as np
 from lance_sql.errors import FormatError
 
 TABLE_SIZE = 8 + 256 * 8 + 256
-_BLOCK = 1 << 18
+_BLOCK = 1 << 16  # pairs per scatter: 1 MiB of 16-byte words
+_PAIR_MIN = 1 << 16  # codes; smaller pages do not pay for building the pair table
 _MAGIC = b"TSSF"
 ESCAPE = 255
 
@@ -30,12 +34,7 @@ ESCAPE = 255
 class SymbolTable:
     enabled: bool
     lengths: np.ndarray  # (512,) uint8: codes 0..255, then 256 + b for literal byte b
-    symbols: np.ndarray  # (512,) uint64: the symbol bytes, little-endian
-    masks: np.ndarray  # (512,) uint64: 0x01 in each byte that belongs to the symbol
-
-    @property
-    def lengths64(self) -> np.ndarray:
-        return self.lengths.astype(np.int64)
+    symbols: np.ndarray  # (512,) uint64: the symbol bytes, little-endian, zero padded
 
 
 def parse_symbol_table(raw: bytes, where: str) -> SymbolTable:
@@ -57,10 +56,63 @@ def parse_symbol_table(raw: bytes, where: str) -> SymbolTable:
     lens[256:] = 1
     lens[nsym:256] = 0  # unused codes decode to nothing (corrupt input, never written)
     lens[ESCAPE] = 0  # an escape code itself produces nothing; its literal produces 1
-    masks = (np.arange(8)[None, :] < lens[:, None]).astype(np.uint8)
-    return SymbolTable(
-        enabled, lens, syms.view("<u8").reshape(-1).copy(), masks.view("<u8").reshape(-1).copy()
-    )
+    syms[np.arange(8)[None, :] >= lens[:, None]] = 0
+    return SymbolTable(enabled, lens, syms.view("<u8").reshape(-1).copy())
+
+
+def _pair_table(table: SymbolTable) -> tuple[np.ndarray, np.ndarray]:
+    """Codes taken two at a time: (65536,) 16-byte words and (65536,) byte lengths.
+
+    Entry ``a + 256 * b`` (code ``a`` then code ``b``, as a little-endian uint16) holds
+    symbol ``a``'s bytes followed by symbol ``b``'s, zero padded.
+    """
+    lens = table.lengths[:256].astype(np.uint64)
+    syms = table.symbols[:256]
+    a = np.tile(np.arange(256), 256)
+    b = np.repeat(np.arange(256), 256)
+    sa, sb, bits = syms[a], syms[b], lens[a] * np.uint64(8)
+    # numpy shifts of 64 bits are undefined, so 0- and 64-bit shifts are special cased
+    mid = (bits > 0) & (bits < 64)
+    sh = np.where(mid, bits, np.uint64(8))
+    words = np.empty((65536, 2), np.uint64)
+    words[:, 0] = np.where(mid, sa | (sb << sh), np.where(bits == 0, sb, sa))
+    words[:, 1] = np.where(mid, sb >> (np.uint64(64) - sh), np.where(bits == 0, 0, sb))
+    return words.view("V16").reshape(-1), (lens[a] + lens[b]).astype(np.uint8)
+
+
+def _scatter(out: np.ndarray, width: int, pos: np.ndarray, words: np.ndarray,
+             lengths: np.ndarray) -> None:
+    """Write ``words`` (``width`` bytes each) at byte offsets ``pos`` of ``out``, in order.
+
+    The target is a view of ``out`` with a one-byte stride, so word ``i`` covers bytes
+    ``pos[i]..pos[i]+width-1``; each write's zero padding is overwritten by the next word
+    (numpy's fancy assignment writes in index order), and ``out`` has ``width`` spare
+    bytes at the end for the last word's padding. numpy documents no order for repeated
+    indices, so :data:`_ORDERED` checks it once; without it each byte is written once,
+    byte plane by byte plane (``lengths``: the real bytes of each word).
+    """
+    if _ORDERED:
+        view = np.ndarray((out.size - width + 1,), f"V{width}", out, 0, (1,))
+        view[pos] = words
+        return
+    planes = words.view(np.uint8).reshape(-1, width)
+    for k in range(width):
+        keep = lengths > k
+        out[pos[keep] + k] = planes[keep, k]
+
+
+def _scatter_is_ordered() -> bool:
+    """Whether overlapping fancy assignments keep the last write (numpy's behaviour)."""
+    rng = np.random.default_rng(0)
+    pos = np.cumsum(rng.integers(1, 9, 20_000))
+    words = rng.integers(0, 1 << 63, pos.size, dtype=np.uint64)
+    out = np.zeros(int(pos[-1]) + 8, np.uint8)
+    np.ndarray((out.size - 7,), "V8", out, 0, (1,))[pos] = words.view("V8")
+    # ordered writes leave in each byte the last word starting at or before it
+    byte = np.arange(int(pos[0]), int(pos[-1]) + 8)
+    owner = np.searchsorted(pos, byte, side="right") - 1
+    expected = words.view(np.uint8).reshape(-1, 8)[owner, byte - pos[owner]]
+    return bool(np.array_equal(out[pos[0]:], expected))
 
 
 def decompress(
@@ -68,8 +120,11 @@ def decompress(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Decode strings ``data[offsets[i]:offsets[i+1]]``; returns (bytes, int64 offsets).
 
-    Each code is looked up as one 8-byte word (symbol bytes plus a byte mask), and a
-    boolean compress of the words keeps exactly the symbol bytes, in order.
+    Every code is looked up as one 8-byte word (symbol bytes, zero padded); output
+    positions are the running sum of symbol lengths, and one ordered scatter of the words
+    through a one-byte-stride view writes them, each word's padding overwritten by the
+    next. Large inputs without escapes go two codes at a time through a 65536-entry table
+    of 16-byte words, which halves the per-code work.
     """
     offsets = offsets.astype(np.int64, copy=False)
     start = int(offsets[0]) if offsets.size else 0
@@ -80,8 +135,13 @@ def decompress(
     n = codes.size
     if n == 0:
         return np.zeros(0, np.uint8), np.zeros(offsets.size, np.int64)
-    idx: np.ndarray = codes
+    bounds = offsets - start
+    if bounds.min() < 0 or bounds.max() > n:
+        raise FormatError(f"{where}: FSST string offsets outside the compressed data")
     esc = codes == ESCAPE
+    if n >= _PAIR_MIN and not esc.any():
+        return _decompress_pairs(table, codes, bounds)
+    idx: np.ndarray = codes
     if esc.any():
         # position inside each run of 255s: a run starts on a code, so escapes sit at even
         # positions and the literals they announce at odd ones
@@ -92,26 +152,47 @@ def decompress(
         if escape[-1]:
             raise FormatError(f"{where}: FSST data ends with an escape byte")
         literal = np.r_[False, escape[:-1]]
-        lit_pos = np.flatnonzero(literal) + start
-        if lit_pos.size and np.isin(lit_pos, offsets[1:-1]).any():
+        lit_pos = np.flatnonzero(literal)
+        if lit_pos.size and np.isin(lit_pos, bounds[1:-1]).any():
             raise FormatError(f"{where}: FSST escape crosses a string boundary")
         idx = codes.astype(np.int16)
         idx[literal] += 256
-    bounds = offsets - start
-    new_offsets = np.empty(offsets.size, np.int64)
-    parts = []
-    carry = 0
-    lens_table = table.lengths64
-    # blocks keep the 8-byte-per-code temporaries small (and in cache)
-    for a in range(0, n, _BLOCK):
-        b = min(n, a + _BLOCK)
-        ix = idx[a:b]
-        parts.append(table.symbols[ix].view(np.uint8)[table.masks[ix].view(bool)])
-        cum = np.cumsum(lens_table[ix])
-        j0, j1 = np.searchsorted(bounds, [a, b], "left")
-        p = bounds[j0:j1] - a
-        new_offsets[j0:j1] = carry + np.where(p > 0, cum[np.maximum(p - 1, 0)], 0)
-        carry += int(cum[-1])
-    new_offsets[bounds >= n] = carry
-    out = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return out, new_offsets
+    cum = np.empty(n + 1, np.int64)
+    cum[0] = 0
+    np.cumsum(np.take(table.lengths, idx), out=cum[1:])
+    total = int(cum[-1])
+    out = np.empty(total + 8, np.uint8)
+    _scatter(out, 8, cum[:-1], np.take(table.symbols, idx).view("V8"),
+             np.take(table.lengths, idx))
+    return out[:total], cum[bounds]
+
+
+def _decompress_pairs(
+    table: SymbolTable, codes: np.ndarray, bounds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    words, lens = _pair_table(table)
+    n = codes.size
+    even = n & ~1
+    pairs = codes[:even].view("<u2")
+    cum = np.empty(pairs.size + 1, np.int64)
+    cum[0] = 0
+    np.cumsum(np.take(lens, pairs), out=cum[1:])
+    total = int(cum[-1])
+    last = int(table.lengths[codes[-1]]) if n & 1 else 0
+    out = np.empty(total + last + 16, np.uint8)
+    for a in range(0, pairs.size, _BLOCK):  # blocks keep the 16-byte words in cache
+        p = pairs[a : a + _BLOCK]
+        _scatter(out, 16, cum[a : a + p.size], np.take(words, p), np.take(lens, p))
+    if n & 1:
+        out[total : total + 8] = table.symbols[codes[-1] : codes[-1] + 1].view(np.uint8)
+        total += last
+    # a string boundary after an odd number of codes falls inside a pair, after its first
+    # code (clipping only touches even boundaries, whose extra is multiplied by 0)
+    ends = np.take(cum, bounds >> 1)
+    extra = np.take(table.lengths, np.take(codes, bounds & ~1, mode="clip"))
+    extra *= (bounds & 1).astype(np.uint8)
+    ends += extra
+    return out[:total], ends
+
+
+_ORDERED = _scatter_is_ordered()

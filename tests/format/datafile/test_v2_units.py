@@ -86,6 +86,54 @@ def test_fsst_rejects_dangling_escapes() -> None:
         fsst.parse_symbol_table(b"\0" * 16, "t")
 
 
+def _fsst_reference(symbols: list[bytes], codes: bytes, offsets: list[int]) -> list[bytes]:
+    out = []
+    for a, b in zip(offsets[:-1], offsets[1:], strict=True):
+        s, i = bytearray(), a
+        while i < b:
+            if codes[i] == 255:
+                s.append(codes[i + 1])
+                i += 2
+            else:
+                s += symbols[codes[i]]
+                i += 1
+        out.append(bytes(s))
+    return out
+
+
+@pytest.mark.parametrize("ordered", [True, False])  # numpy's ordered scatter; byte planes
+@pytest.mark.parametrize("pair_min", [1 << 30, 2])  # one code at a time; two at a time
+@pytest.mark.parametrize("seed", range(6))
+def test_fsst_matches_reference(monkeypatch: pytest.MonkeyPatch, seed: int, pair_min: int,
+                                ordered: bool) -> None:
+    monkeypatch.setattr(fsst, "_PAIR_MIN", pair_min)
+    monkeypatch.setattr(fsst, "_ORDERED", ordered)
+    rng = np.random.default_rng(seed)
+    nsym = int(rng.integers(1, 256))
+    symbols = [rng.bytes(int(k)) for k in rng.integers(1, 9, nsym)]
+    raw = bytearray(_table(symbols))
+    raw[8 : 8 + 8 * nsym] = rng.bytes(8 * nsym)  # garbage after each symbol is ignored
+    table = fsst.parse_symbol_table(bytes(raw), "t")
+    symbols = [bytes(raw[8 + 8 * i : 8 + 8 * i + len(s)]) for i, s in enumerate(symbols)]
+    strings, escape_rate = [], [0.0, 0.05, 0.5][seed % 3]
+    for _ in range(int(rng.integers(1, 400))):
+        codes = []
+        for _ in range(int(rng.integers(0, 12))):
+            if rng.random() < escape_rate:
+                codes += [255, int(rng.integers(0, 256))]
+            else:
+                codes.append(int(rng.integers(0, min(nsym, 255))))
+        strings.append(bytes(codes))
+    lead = b"\x00\x01" * int(rng.integers(0, 3))  # data before the first offset is skipped
+    data = np.frombuffer(lead + b"".join(strings), np.uint8)
+    offsets = np.cumsum([len(lead)] + [len(s) for s in strings])
+    out, offs = fsst.decompress(table, data, offsets, "t")
+    got = [bytes(out[offs[i] : offs[i + 1]]) for i in range(len(strings))]
+    want = _fsst_reference(symbols, bytes(data), offsets.tolist())
+    assert got == want
+    assert offs[0] == 0 and offs[-1] == out.size
+
+
 @pytest.mark.parametrize("scheme", [1, 2])
 def test_general_compression_round_trip(scheme: int) -> None:
     data = b"lance " * 1000
