@@ -72,6 +72,7 @@ META_SCHEMA = pa.schema(META_FIELDS)
 # Change type codes, indexes into CHANGE_TYPES.
 INSERT, PREIMAGE, POSTIMAGE, DELETE = 0, 1, 2, 3
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
+_TYPE_NAMES = pa.array(CHANGE_TYPES, pa.string())
 # Output order within a version: inserts, then updates (pre-image right before its
 # post-image), then deletes.
 _GROUP = np.array([0, 1, 1, 2], np.int8)
@@ -253,14 +254,18 @@ class ChangeRows:
             order = np.lexsort((self.kind, self.row_id, _GROUP[self.kind], self.version))
         return self.take(order)
 
-    def metadata(self, timestamps: Mapping[int, int],
-                 names: Sequence[str] = META_COLUMNS) -> pa.Table:
-        """The metadata columns ``names``; ``timestamps``: version -> commit time (µs UTC)."""
+    def metadata(self, timestamps: Mapping[int, int], names: Sequence[str] = META_COLUMNS,
+                 *, encoded: bool = False) -> pa.Table:
+        """The metadata columns ``names``; ``timestamps``: version -> commit time (µs UTC).
+
+        ``encoded`` keeps ``_change_type`` dictionary encoded (faster to filter on).
+        """
         columns = []
         for name in names:
             if name == CHANGE_TYPE:
-                columns.append(pa.DictionaryArray.from_arrays(
-                    pa.array(self.kind, pa.int8()), pa.array(CHANGE_TYPES)).cast(pa.string()))
+                kinds = pa.array(self.kind, pa.int8())
+                columns.append(pa.DictionaryArray.from_arrays(kinds, _TYPE_NAMES) if encoded
+                               else pc.take(_TYPE_NAMES, kinds))
             elif name == COMMIT_VERSION:
                 columns.append(pa.array(self.version, pa.uint64()))
             elif name == COMMIT_TIMESTAMP:
@@ -270,8 +275,7 @@ class ChangeRows:
                 columns.append(pa.array(at, pa.int64()).cast(pa.timestamp("us", tz="UTC")))
             else:
                 columns.append(pa.array(self.row_id, pa.uint64()))
-        return pa.Table.from_arrays(columns, schema=pa.schema([META_SCHEMA.field(n)
-                                                               for n in names]))
+        return pa.Table.from_arrays(columns, names=list(names))
 
 
 _ROW_FIELDS = ("version", "kind", "row_id", "source", "fragment", "offset")
@@ -475,9 +479,15 @@ class ChangeQuery:
         """``rows`` the metadata part of the filter keeps."""
         if self.prefilter is None or not len(rows):
             return rows
-        table = rows.metadata(timestamps, self.prefilter_columns).append_column(
-            "_pos", pa.array(np.arange(len(rows), dtype=np.int64)))
-        kept = table.filter(self.prefilter).column("_pos").to_numpy()
+        positions = pa.array(np.arange(len(rows), dtype=np.int64))
+        try:
+            table = rows.metadata(timestamps, self.prefilter_columns, encoded=True)
+            kept = table.append_column("_pos", positions).filter(self.prefilter)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
+            # an operation without a dictionary kernel: filter the plain strings
+            table = rows.metadata(timestamps, self.prefilter_columns)
+            kept = table.append_column("_pos", positions).filter(self.prefilter)
+        kept = kept.column("_pos").to_numpy()
         return rows.take(kept)
 
 
