@@ -37,7 +37,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.expr import columns as expr_columns
 from lance_sql.table.expr import parse_predicate, resolve, rowaddr_bounds, to_pyarrow
-from lance_sql.table.expr_model import Call, Expr
+from lance_sql.table.expr_model import Call, Column, Expr, Literal
 from lance_sql.table.row_ids import FragmentLineage, load_lineage
 from lance_sql.table.scan import FragmentReader, cast_output, deleted_offsets
 from lance_sql.table.versions import list_versions, load_manifest
@@ -425,6 +425,7 @@ class ChangeQuery:
     # The prefilter is the whole filter: rows it keeps need no second look.
     prefilter_is_whole: bool = False
     prefilter_columns: tuple[str, ...] = META_COLUMNS  # the metadata columns it reads
+    prefilter_tree: Expr | None = None  # the same, as a tree (simple ones run on numpy)
 
     @classmethod
     def build(cls, schema: pa.Schema, columns: Sequence[str] | None = None,
@@ -461,7 +462,8 @@ class ChangeQuery:
                    None if ranges is None else tuple(ranges),
                    prefilter is not None and meta == tree and exact_given is None,
                    tuple(n for n in META_COLUMNS if meta is not None
-                         and n in {path[0] for path in expr_columns(meta)}))
+                         and n in {path[0] for path in expr_columns(meta)}),
+                   meta if prefilter is not None else None)
 
     @property
     def read_columns(self) -> tuple[str, ...]:
@@ -479,6 +481,9 @@ class ChangeQuery:
         """``rows`` the metadata part of the filter keeps."""
         if self.prefilter is None or not len(rows):
             return rows
+        mask = None if self.prefilter_tree is None else _metadata_mask(self.prefilter_tree, rows)
+        if mask is not None:
+            return rows.take(np.flatnonzero(mask))
         positions = pa.array(np.arange(len(rows), dtype=np.int64))
         try:
             table = rows.metadata(timestamps, self.prefilter_columns, encoded=True)
@@ -489,6 +494,58 @@ class ChangeQuery:
             kept = table.append_column("_pos", positions).filter(self.prefilter)
         kept = kept.column("_pos").to_numpy()
         return rows.take(kept)
+
+
+_NUMPY_COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+                  ">": np.greater, ">=": np.greater_equal}
+_FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _metadata_mask(expr: Expr, rows: ChangeRows) -> np.ndarray | None:
+    """``expr`` evaluated on the change rows with numpy, or None if it is not simple.
+
+    Simple: AND / OR / NOT of comparisons and IN lists between ``_change_type`` (equality
+    only), ``_commit_version`` or ``_rowid`` and integer / string literals. Metadata
+    columns are never NULL, so two-valued logic is exact here.
+    """
+    if not isinstance(expr, Call):
+        return None
+    if expr.op in ("and", "or"):
+        masks = [_metadata_mask(arg, rows) for arg in expr.args]
+        if any(m is None for m in masks):
+            return None
+        combine = np.logical_and if expr.op == "and" else np.logical_or
+        return combine.reduce(masks)
+    if expr.op == "not" and len(expr.args) == 1:
+        inner = _metadata_mask(expr.args[0], rows)
+        return None if inner is None else ~inner
+    if expr.op == "in" and expr.args and isinstance(expr.args[0], Column):
+        values = expr.args[1:]
+        if not all(isinstance(v, Literal) for v in values):
+            return None
+        masks = [_compare("=", expr.args[0], v, rows) for v in values]  # type: ignore[arg-type]
+        if any(m is None for m in masks):
+            return None
+        return np.logical_or.reduce(masks) if masks else np.zeros(len(rows), bool)
+    if expr.op in _NUMPY_COMPARE and len(expr.args) == 2:
+        left, right = expr.args
+        if isinstance(left, Literal) and isinstance(right, Column):
+            return _compare(_FLIPPED[expr.op], right, left, rows)
+        if isinstance(left, Column) and isinstance(right, Literal):
+            return _compare(expr.op, left, right, rows)
+    return None
+
+
+def _compare(op: str, column: Column, literal: Literal, rows: ChangeRows) -> np.ndarray | None:
+    name, value = column.path, literal.value
+    if name == (CHANGE_TYPE,) and isinstance(value, str) and op in ("=", "!="):
+        code = CHANGE_TYPES.index(value) if value in CHANGE_TYPES else -1
+        return _NUMPY_COMPARE[op](rows.kind, code)
+    if name in ((COMMIT_VERSION,), (ROW_ID,)) and isinstance(value, int) \
+            and not isinstance(value, bool) and 0 <= value < 1 << 64:
+        values = rows.version if name == (COMMIT_VERSION,) else rows.row_id
+        return _NUMPY_COMPARE[op](values, np.uint64(value))
+    return None
 
 
 def timestamps_of(window: ChangeWindow, rows: ChangeRows) -> dict[int, int]:
