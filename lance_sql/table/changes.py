@@ -607,7 +607,9 @@ def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,
             pieces = list(pool.map(read, jobs))
     else:
         pieces = [read(job) for job in jobs]
-    table = pa.concat_tables(pieces).take(pa.array(np.argsort(order, kind="stable")))
+    table = pa.concat_tables(pieces)
+    if np.any(order[1:] < order[:-1]):  # back to the rows' order, unless already in it
+        table = table.take(pa.array(np.argsort(order, kind="stable")))
     return {f.name: table.column(f.name) for f in fields}
 
 
