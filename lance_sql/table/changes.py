@@ -35,6 +35,7 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.table.cache import LruCache
 from lance_sql.table.expr import columns as expr_columns
 from lance_sql.table.expr import parse_predicate, resolve, rowaddr_bounds, to_pyarrow
 from lance_sql.table.expr_model import Call, Column, Expr, Literal
@@ -77,6 +78,9 @@ _TYPE_NAMES = pa.array(CHANGE_TYPES, pa.string())
 # post-image), then deletes.
 _GROUP = np.array([0, 1, 1, 2], np.int8)
 
+# Plans of recent versions (small ones only): see _cached_version_changes.
+_PLAN_CACHE = LruCache(64)
+_MAX_CACHED_ROWS = 1 << 20
 # Fragments read in parallel when gathering the values of changed rows.
 READ_THREADS = min(8, os.cpu_count() or 1)
 
@@ -379,10 +383,26 @@ def plan_changes(window: ChangeWindow, versions: Sequence[int] | None = None) ->
     """Metadata-only changes of ``versions`` (default: the whole window), ordered."""
     wanted = range(window.start, window.end + 1) if versions is None else versions
     with _history_guard(window):
-        parts = [version_changes(window.store,
-                                 window.manifest_of(v - 1) if v > 1 else None,
-                                 window.manifest_of(v)) for v in wanted]
-    return ChangeRows.concat(parts).ordered()
+        parts = [_cached_version_changes(window, v) for v in sorted(wanted)]
+    return parts[0] if len(parts) == 1 else ChangeRows.concat(parts).ordered()
+
+
+def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
+    """One version's ordered changes; kept for reuse (SQL plans then executes, and each
+    Spark executor re-plans its version). A commit never changes, so the key is the
+    table, the version and both manifests' commit times (a table re-created at the same
+    place has new ones)."""
+    old = window.manifest_of(version - 1) if version > 1 else None
+    new = window.manifest_of(version)
+    key = (window.store.uri, version, new.timestamp_ns, old.timestamp_ns if old else None)
+
+    def plan() -> ChangeRows:
+        return version_changes(window.store, old, new).ordered()
+
+    rows = _PLAN_CACHE.get_or_load(key, plan)
+    if len(rows) > _MAX_CACHED_ROWS:  # too big to keep around
+        _PLAN_CACHE.discard(key)
+    return rows
 
 
 # ------------------------------------------------------------------------ querying

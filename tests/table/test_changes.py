@@ -245,3 +245,21 @@ def test_metadata_prefilter_on_numpy_agrees_with_pyarrow(text: str) -> None:
     table = rows.metadata(stamps).append_column("_pos", pa.array(np.arange(n)))
     expected = table.filter(query.prefilter).column("_pos").to_numpy()
     assert got.offset.tolist() == expected.tolist()
+
+
+def test_cached_plans_never_outlive_the_table_they_describe(tmp_path: Path) -> None:
+    """Plans are cached per version; a table re-created at the same place is planned anew."""
+    import shutil
+
+    path = tmp_path / "t"
+    lance_sql.write_dataset(_rows(range(5), "a"), path, enable_stable_row_ids=True)
+    lance_sql.dataset(path).delete("id = 1")
+    first = table_changes(path, 2, 2)
+    assert actual(first) == expected(path, 2, 2)
+    assert actual(table_changes(path, 2, 2)) == actual(first)  # served from the cache
+    shutil.rmtree(path)
+    lance_sql.write_dataset(_rows(range(5), "b"), path, enable_stable_row_ids=True)
+    lance_sql.dataset(path).delete("id >= 3")
+    again = table_changes(path, 2, 2)
+    assert actual(again) == expected(path, 2, 2)
+    assert sorted(r[3] for r in actual(again)) == [3, 4]
