@@ -73,6 +73,8 @@ def main() -> None:
     spark.dataSource.register(_in_memory_source(args.rows, 10))
     read_floor = lambda: spark.read.format("in_memory_floor").load()  # noqa: E731
     assert read_floor().count() == args.rows
+    rows.append(("floor: write", median_time(
+        lambda: df.write.format("in_memory_floor").mode("append").save(), args.repeat), t_pq))
     rows.append(("floor: count", median_time(count(read_floor), args.repeat),
                  median_time(count(read_pq), args.repeat)))
     rows.append(("floor: sum over all columns", median_time(aggregate(read_floor), args.repeat),
@@ -83,7 +85,8 @@ def main() -> None:
     for name, ours, theirs in rows:
         print(f"{name:<28}{ours:>11.3f}{theirs:>13.3f}{ours / theirs:>7.2f}x")
     print("(ratio = lance / Spark's Parquet; below 1 means lance is faster; 'floor' rows are a "
-          "Python data source that reads nothing: the cost of the Python data source API)")
+          "Python data source that reads and writes nothing: the cost of the Python data source "
+          "API)")
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
 
@@ -93,7 +96,13 @@ def _in_memory_source(rows: int, partitions: int) -> type:
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
 
     step = -(-rows // partitions)
 
@@ -112,6 +121,11 @@ def _in_memory_source(rows: int, partitions: int) -> type:
             table = pa.table({"id": ids, "x": ids * 1.5, "s": s})
             yield from table.to_batches(max_chunksize=1 << 16)
 
+    class Discard(DataSourceArrowWriter):
+        def write(self, iterator):  # noqa: ANN001, ANN201
+            rows = sum(batch.num_rows for batch in iterator)
+            return WriterCommitMessage() if rows >= 0 else None
+
     class Source(DataSource):
         @classmethod
         def name(cls) -> str:
@@ -122,6 +136,9 @@ def _in_memory_source(rows: int, partitions: int) -> type:
 
         def reader(self, schema: object) -> Reader:
             return Reader()
+
+        def writer(self, schema: object, overwrite: bool) -> Discard:
+            return Discard()
 
     return Source
 
