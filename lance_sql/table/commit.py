@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lance_sql.errors import (
@@ -52,6 +53,9 @@ from lance_sql.table.versions import (
     write_hint,
 )
 
+# (the manifest we built on, the latest one) -> None, or raises a CommitConflict
+WinnerCheck = Callable[[Manifest, Manifest], None]
+
 
 @dataclass(frozen=True)
 class CommitConfig:
@@ -75,14 +79,19 @@ def commit_transaction(
     config: CommitConfig = CommitConfig(),
     affected_rows: AffectedRows | None = None,
     source: Manifest | None = None,
+    check_winners: WinnerCheck | None = None,
 ) -> Manifest:
     """Commit ``txn`` (built against ``previous``); returns the new manifest.
 
     ``affected_rows`` (fragment id -> row offsets) lets a Delete/Update rebase over a
     concurrent delete of other rows of the same fragments. ``source`` is the manifest a
     Restore or Clone copies (loaded here for a Restore when not given).
+    ``check_winners(base, latest)`` runs before rebasing over commits that won the race,
+    for checks the transaction rules cannot make (merge_insert: did a winner insert one
+    of our new keys?); it raises a CommitConflict to stop.
     """
     loop = _CommitLoop(store, naming, config, data_format, stable_row_ids, affected_rows)
+    loop.check_winners = check_winners
     try:
         return loop.run(previous, txn, source)
     except BaseException:
@@ -98,6 +107,7 @@ class _CommitLoop:
         self.handler = config.handler
         self.data_format, self.stable_row_ids = data_format, stable_row_ids
         self.affected_rows = affected_rows
+        self.check_winners: WinnerCheck | None = None
         self.txn_keys: list[str] = []     # transaction files we wrote (last one is current)
         self.rebase_files: list[str] = []  # deletion files merged by rebases
 
@@ -138,7 +148,10 @@ class _CommitLoop:
                 raise RetryableConflict(f"{self.store.uri}: {decision.reason}")
             if isinstance(decision, Incompatible):
                 raise IncompatibleConflict(f"{self.store.uri}: {decision.reason}")
-            base = load_manifest(self.store, latest_ref)
+            latest = load_manifest(self.store, latest_ref)
+            if self.check_winners is not None:
+                self.check_winners(base, latest)
+            base = latest
             if isinstance(decision, Rebase) and decision.merge_deletions:
                 assert self.affected_rows is not None
                 txn = merge_deletions(self.store, base, txn, decision.merge_deletions,

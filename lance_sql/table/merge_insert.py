@@ -19,13 +19,13 @@ joined row as two structs, ``target`` and ``source``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import InvalidInputError, SchemaError
+from lance_sql.errors import InvalidInputError, RetryableConflict, SchemaError
 from lance_sql.format.manifest import Manifest
 from lance_sql.table.expr import parse_predicate, to_pyarrow
 from lance_sql.table.row_rewrite import RowRewrite
@@ -151,6 +151,7 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
             "each target row may be matched by at most one source row")
     rewrite = RowRewrite(ds, base)
     updated = inserted = deleted = 0
+    new_keys: pa.Table | None = None
     try:
         if spec._update and len(src_rows):
             if spec._update_condition is not None:
@@ -167,6 +168,7 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
             if new_rows.num_rows:
                 rewrite.insert(_complete(base, new_rows))
                 inserted = new_rows.num_rows
+                new_keys = new_rows.select(keys)
         if spec._delete:
             deleted = _delete_unmatched(ds, base, rewrite, target, unique_addr,
                                         spec._delete_condition)
@@ -175,9 +177,35 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
         raise
     modified = tuple(leaf.id for top in base.schema.fields if top.name in source.column_names
                      for leaf in top.walk()) if updated else ()
-    manifest = rewrite.commit(naming, modified)
+    check = _no_concurrent_inserts(ds, keys, new_keys) if new_keys is not None else None
+    manifest = rewrite.commit(naming, modified, check)
     return {"num_inserted_rows": inserted, "num_updated_rows": updated,
             "num_deleted_rows": deleted}, manifest
+
+
+def _no_concurrent_inserts(ds: LanceDataset, keys: list[str], new_keys: pa.Table
+                           ) -> Callable[[Manifest, Manifest], None]:
+    """A commit check: no writer that won the race added rows with keys we insert.
+
+    The transaction rules let an Update rebase over a concurrent Append or Update, which
+    would leave two rows with one key; fragments added since our base are searched for
+    our new keys (reading their key columns only), and a hit is a retryable conflict.
+    """
+    def check(base: Manifest, latest: Manifest) -> None:
+        known = {f.id for f in base.fragments}
+        added = tuple(f for f in latest.fragments if f.id not in known and f.num_rows)
+        if not added:
+            return
+        plan = plan_scan(latest, keys)
+        theirs = pa.concat_tables([scan_fragment(ds.store, latest, f, plan) for f in added])
+        clash = new_keys.join(theirs.cast(new_keys.schema), keys=keys, join_type="inner")
+        if clash.num_rows:
+            raise RetryableConflict(
+                f"{ds.store.uri}: a concurrent commit inserted rows with keys this "
+                f"merge_insert inserts (e.g. {clash.slice(0, 1).to_pylist()[0]}); "
+                "run it again to update them instead")
+
+    return check
 
 
 def _complete(base: Manifest, rows: pa.Table, old: pa.Table | None = None) -> pa.Table:

@@ -36,6 +36,7 @@ from lance_sql.table.write import FragmentWriter
 
 if TYPE_CHECKING:
     from lance_sql.format.manifest import ManifestNaming
+    from lance_sql.table.commit import WinnerCheck
     from lance_sql.table.dataset import LanceDataset
 
 _PENDING = np.uint64(PENDING_VERSION)
@@ -113,9 +114,12 @@ class RowRewrite:
             start = end
         return tuple(out)
 
-    def commit(self, naming: ManifestNaming, fields_modified: tuple[int, ...] = ()
-               ) -> Manifest | None:
-        """Publish the Update; None (nothing committed) when no row changed."""
+    def commit(self, naming: ManifestNaming, fields_modified: tuple[int, ...] = (),
+               check_winners: WinnerCheck | None = None) -> Manifest | None:
+        """Publish the Update; None (nothing committed) when no row changed.
+
+        ``check_winners`` is passed to the commit loop (see ``commit_transaction``).
+        """
         deletion_files: list[tuple[str, bytes]] = []
         try:
             if not self._removed and not self._written:
@@ -142,7 +146,8 @@ class RowRewrite:
             for key, data in deletion_files:
                 self.ds.store.put(key, data)
             committed = self.ds._commit(self.base, naming, Transaction(self.base.version, op),
-                                        affected_rows=dict(self._removed))
+                                        affected_rows=dict(self._removed),
+                                        check_winners=check_winners)
         except BaseException:
             self.writer.abort()
             for key in [k for k, _ in deletion_files] + self._extra_keys:

@@ -301,3 +301,32 @@ def test_update_rebases_over_a_concurrent_append() -> None:
     _check(uri, model)
     ids = lance_sql.dataset(uri).to_table(columns=["_rowid"])["_rowid"].to_pylist()
     assert len(ids) == len(set(ids)) == N + 2
+
+
+def _upsert(uri: str, ids: list[int]) -> dict[str, int]:
+    return (lance_sql.dataset(uri).merge_insert("id").when_matched_update_all()
+            .when_not_matched_insert_all().execute(_data(ids)))
+
+
+def test_concurrent_merge_inserts_of_the_same_new_key_do_not_both_insert_it() -> None:
+    from lance_sql.errors import RetryableConflict
+
+    uri, store = _memory_table("lineage_mi_mi")
+    _when_committing(store, lambda: _upsert(uri, [500, 501]))
+    with pytest.raises(RetryableConflict, match="inserted rows with keys"):
+        _upsert(uri, [0, 501])  # the winner inserted 501 first
+    store.clear_hooks()
+    ids = lance_sql.dataset(uri).to_table(columns=["id"])["id"].to_pylist()
+    assert ids.count(501) == 1 and ids.count(0) == 1
+    assert _upsert(uri, [0, 501]) == {"num_inserted_rows": 0, "num_updated_rows": 2,
+                                      "num_deleted_rows": 0}  # the retry updates both
+
+
+def test_merge_insert_rebases_over_a_concurrent_insert_of_other_keys() -> None:
+    uri, store = _memory_table("lineage_mi_other")
+    _when_committing(store, lambda: _upsert(uri, [600]))
+    assert _upsert(uri, [1, 601]) == {"num_inserted_rows": 1, "num_updated_rows": 1,
+                                      "num_deleted_rows": 0}
+    store.clear_hooks()
+    ids = sorted(lance_sql.dataset(uri).to_table(columns=["id"])["id"].to_pylist())
+    assert ids == sorted(list(range(N)) + [600, 601])
