@@ -31,7 +31,7 @@ from lance_sql.format.feature_flags import (
 )
 from lance_sql.format.fragment import BasePath, Fragment
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
-from lance_sql.format.manifest import Manifest
+from lance_sql.format.manifest import WRITER_LIBRARY, WRITER_VERSION, Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.table.operations import (
     Append,
@@ -149,6 +149,10 @@ def apply_transaction(
         reader_feature_flags=reader,
         writer_feature_flags=writer,
         tag=txn.tag,
+        # Whoever wrote the previous version, this one is ours (the reference keys
+        # version-specific workarounds on the writer it finds here).
+        writer_library=WRITER_LIBRARY,
+        writer_version=WRITER_VERSION,
     )
 
 

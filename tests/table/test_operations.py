@@ -19,7 +19,7 @@ from lance_sql.errors import (
 )
 from lance_sql.format.fragment import BasePath
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
-from lance_sql.format.manifest import Manifest, ManifestCodec
+from lance_sql.format.manifest import WRITER_LIBRARY, WRITER_VERSION, Manifest, ManifestCodec
 from lance_sql.format.pb import transaction_pb2
 from lance_sql.format.row_ids import encode_row_ids
 from lance_sql.table.apply import apply_transaction
@@ -321,3 +321,10 @@ _ops = st.one_of(
 def test_random_transactions_round_trip(op, read_version: int, tag: str) -> None:  # noqa: ANN001
     txn = Transaction(read_version, op, tag=tag)
     assert Transaction.decode(txn.encode(), "prop") == txn
+
+
+def test_every_commit_names_lance_sql_as_its_writer() -> None:
+    """The reference keys workarounds on the writer; a version we wrote must say it is ours."""
+    reference = replace(BASE, writer_library="lance", writer_version="14.0.2")
+    m = _apply(Append((frag(0, 5),)), reference)
+    assert (m.writer_library, m.writer_version) == (WRITER_LIBRARY, WRITER_VERSION)
