@@ -24,21 +24,28 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.errors import InvalidInputError, NotFoundError, VersionCleanedUpError
+from lance_sql.errors import (
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    VersionCleanedUpError,
+)
 from lance_sql.format.fragment import Fragment
-from lance_sql.format.manifest import Manifest
+from lance_sql.format.manifest import WRITER_LIBRARY, Manifest
+from lance_sql.format.naming import TRANSACTIONS_DIR
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.cache import LruCache
 from lance_sql.table.expr import columns as expr_columns
 from lance_sql.table.expr import parse_predicate, resolve, rowaddr_bounds, to_pyarrow
 from lance_sql.table.expr_model import Call, Column, Expr, Literal
+from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import FragmentLineage, load_lineage
 from lance_sql.table.scan import FragmentReader, cast_output, deleted_offsets
 from lance_sql.table.versions import list_versions, load_manifest
@@ -231,6 +238,10 @@ class ChangeRows:
     source: np.ndarray    # int64: version of the manifest holding the row's values
     fragment: np.ndarray  # int64: fragment id in that manifest
     offset: np.ndarray    # int64: physical row offset in that fragment
+    # Pre-images only: where the post-image sits in the commit's own manifest (else -1);
+    # columns the update did not modify can be read there instead of from old files.
+    alt_fragment: np.ndarray  # int64
+    alt_offset: np.ndarray    # int64
 
     def __len__(self) -> int:
         return int(self.row_id.size)
@@ -282,9 +293,11 @@ class ChangeRows:
         return pa.Table.from_arrays(columns, names=list(names))
 
 
-_ROW_FIELDS = ("version", "kind", "row_id", "source", "fragment", "offset")
+_ROW_FIELDS = ("version", "kind", "row_id", "source", "fragment", "offset", "alt_fragment",
+               "alt_offset")
 _PACKABLE_ID = 1 << 60  # row ids below this fit a sort key beside a group and a kind
-_ROW_TYPES = (np.uint64, np.int8, np.uint64, np.int64, np.int64, np.int64)
+_ROW_TYPES = (np.uint64, np.int8, np.uint64, np.int64, np.int64, np.int64, np.int64,
+              np.int64)
 
 
 def _same_rows(old: Fragment, new: Fragment) -> bool:
@@ -318,11 +331,15 @@ class _Side:
                      np.concatenate([o.astype(np.int64) for _, o, _ in parts]),
                      FragmentLineage.concat([lin for _, _, lin in parts]))
 
-    def rows(self, mask: np.ndarray, kind: int, version: int, source: int) -> ChangeRows:
+    def rows(self, mask: np.ndarray, kind: int, version: int, source: int,
+             alternate: tuple[np.ndarray, np.ndarray] | None = None) -> ChangeRows:
         n = int(np.count_nonzero(mask))
+        none = np.full(n, -1, np.int64)
+        alt_fragment, alt_offset = (none, none) if alternate is None else (
+            alternate[0][mask], alternate[1][mask])
         return ChangeRows(np.full(n, version, np.uint64), np.full(n, kind, np.int8),
                           self.lineage.row_ids[mask], np.full(n, source, np.int64),
-                          self.fragment[mask], self.offset[mask])
+                          self.fragment[mask], self.offset[mask], alt_fragment, alt_offset)
 
 
 def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> ChangeRows:
@@ -371,9 +388,13 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
     pre[order[at[post]]] = True
     deleted = np.ones(ids.size, dtype=bool)
     deleted[order[at[matched]]] = False
+    partner_fragment = np.full(ids.size, -1, np.int64)  # each pre-image's post-image
+    partner_offset = np.full(ids.size, -1, np.int64)
+    partner_fragment[order[at[post]]] = came.fragment[post]
+    partner_offset[order[at[post]]] = came.offset[post]
     return ChangeRows.concat([
         came.rows(inserted, INSERT, version, version),
-        gone.rows(pre, PREIMAGE, version, version - 1),
+        gone.rows(pre, PREIMAGE, version, version - 1, (partner_fragment, partner_offset)),
         came.rows(post, POSTIMAGE, version, version),
         gone.rows(deleted, DELETE, version, version - 1),
     ])
@@ -586,9 +607,57 @@ def read_changes(window: ChangeWindow, rows: ChangeRows, names: Sequence[str],
     data: dict[str, pa.ChunkedArray | pa.Array] = {}
     if fields:
         with _history_guard(window):
-            data = _read_data(window, rows, fields, schema)
+            for group, located in _by_location(window, rows, fields):
+                data.update(_read_data(window, located, group, schema))
     arrays = [meta.column(n) if n in META_COLUMNS else data[n] for n in names]
     return pa.Table.from_arrays(arrays, schema=out_schema)
+
+
+def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
+                 ) -> list[tuple[list, ChangeRows]]:
+    """``fields`` grouped by where each row's values are read.
+
+    A pre-image's columns that its update did not modify hold the same values as its
+    post-image, which sits in the commit's own (newer, contiguous) files: those are read
+    there. Only updates lance_sql committed are trusted to list what they modified.
+    """
+    pre = (rows.kind == PREIMAGE) & (rows.alt_fragment >= 0)
+    versions = [int(v) for v in np.unique(rows.version[pre])]
+    modified = {v: _modified_fields(window, v) for v in versions}
+    groups: dict[tuple[int, ...], list] = {}
+    for column in fields:
+        ids = {f.id for f in column.walk()}
+        alternate = tuple(v for v in versions
+                          if modified[v] is not None and not ids & modified[v])
+        groups.setdefault(alternate, []).append(column)
+    out = []
+    for alternate, group in groups.items():
+        if not alternate:
+            out.append((group, rows))
+            continue
+        use = pre & np.isin(rows.version, np.array(alternate, np.uint64))
+        out.append((group, replace(
+            rows,
+            source=np.where(use, rows.version.astype(np.int64), rows.source),
+            fragment=np.where(use, rows.alt_fragment, rows.fragment),
+            offset=np.where(use, rows.alt_offset, rows.offset))))
+    return out
+
+
+def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | None:
+    """Field ids version ``version``'s Update modified, when it says so and we wrote it."""
+    manifest = window.manifest_of(version)
+    if manifest.writer_library != WRITER_LIBRARY or not manifest.transaction_file:
+        return None
+    key = f"{TRANSACTIONS_DIR}/{manifest.transaction_file}"
+    try:
+        txn = Transaction.decode(window.store.read(key), f"{window.store.uri}/{key}")
+    except LanceError:
+        return None  # unreadable: read every column from the old files
+    op = txn.operation
+    if not isinstance(op, Update) or not op.fields_modified:
+        return None
+    return frozenset(op.fields_modified)
 
 
 def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,

@@ -238,7 +238,8 @@ def test_metadata_prefilter_on_numpy_agrees_with_pyarrow(text: str) -> None:
     rows = changes.ChangeRows(
         version=rng.integers(1, 6, n).astype(np.uint64), kind=rng.integers(0, 4, n).astype(np.int8),
         row_id=rng.integers(0, 60, n).astype(np.uint64), source=np.zeros(n, np.int64),
-        fragment=np.zeros(n, np.int64), offset=np.arange(n, dtype=np.int64))
+        fragment=np.zeros(n, np.int64), offset=np.arange(n, dtype=np.int64),
+        alt_fragment=np.full(n, -1, np.int64), alt_offset=np.full(n, -1, np.int64))
     stamps = {v: 1_700_000_000_000_000 + v for v in range(1, 6)}
     query = changes.ChangeQuery.build(changes.META_SCHEMA, None, text)
     got = query.prune(rows, stamps)
@@ -263,3 +264,36 @@ def test_cached_plans_never_outlive_the_table_they_describe(tmp_path: Path) -> N
     again = table_changes(path, 2, 2)
     assert actual(again) == expected(path, 2, 2)
     assert sorted(r[3] for r in actual(again)) == [3, 4]
+
+
+def test_preimage_columns_the_update_did_not_modify_come_from_the_new_files(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the modified column of a pre-image is read from the old files."""
+    from lance_sql.io import MemoryStore
+    from lance_sql.table import scan
+    from lance_sql.table.cache import LruCache
+
+    MemoryStore.reset("cdf_preimage")
+    uri = "memory://cdf_preimage"
+    data = pa.table({"id": pa.array(range(40), pa.int64()), "v": [f"s{i}" for i in range(40)],
+                     "w": pa.array([i * 0.5 for i in range(40)])})
+    lance_sql.write_dataset(data, uri, enable_stable_row_ids=True, max_rows_per_file=20)
+    lance_sql.dataset(uri).update({"w": "w + 100"}, where="id % 7 = 0")
+    old_files = {f"data/{d.path}" for f in lance_sql.dataset(uri, 1).get_fragments()
+                 for d in f.files}
+    expected_pre = {r["_rowid"]: r for r in lance_sql.dataset(uri, 1).to_table(
+        columns=["id", "v", "w", "_rowid"]).to_pylist() if r["id"] % 7 == 0}
+    store = MemoryStore("cdf_preimage")
+    for columns, reads_old in ((["id", "v", "_rowid"], False), (["w", "_rowid"], True)):
+        monkeypatch.setattr(scan, "FILE_CACHE", LruCache(512))  # files are read again
+        changes._PLAN_CACHE.clear()
+        seen: list[str] = []
+        store.add_hook(lambda op, key, seen=seen: seen.append(key))
+        got = table_changes(uri, 2, 2, columns=columns,
+                            filter="_change_type = 'update_preimage'")
+        store.clear_hooks()
+        assert got.num_rows == len(expected_pre)
+        for row in got.to_pylist():
+            want = expected_pre[row["_rowid"]]
+            assert all(row[c] == want[c] for c in columns)
+        assert bool(set(seen) & old_files) == reads_old, (columns, seen)
