@@ -591,7 +591,14 @@ def _compare(op: str, column: Column, literal: Literal, rows: ChangeRows) -> np.
 
 def timestamps_of(window: ChangeWindow, rows: ChangeRows) -> dict[int, int]:
     """Commit time (µs UTC) of every version in ``rows``."""
-    return {int(v): _micros(window.manifest_of(int(v))) for v in np.unique(rows.version)}
+    return {v: _micros(window.manifest_of(v)) for v in _distinct(rows.version)}
+
+
+def _distinct(values: np.ndarray) -> list[int]:
+    """The distinct values, ascending (planned rows are sorted by version: no sort then)."""
+    if values.size and bool(np.all(values[1:] >= values[:-1])):
+        return values[np.r_[True, values[1:] != values[:-1]]].tolist()
+    return np.unique(values).tolist()
 
 
 def read_changes(window: ChangeWindow, rows: ChangeRows, names: Sequence[str],
@@ -622,7 +629,7 @@ def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
     there. Only updates lance_sql committed are trusted to list what they modified.
     """
     pre = (rows.kind == PREIMAGE) & (rows.alt_fragment >= 0)
-    versions = [int(v) for v in np.unique(rows.version[pre])]
+    versions = _distinct(rows.version[pre])
     modified = {v: _modified_fields(window, v) for v in versions}
     groups: dict[tuple[int, ...], list] = {}
     for column in fields:
@@ -682,9 +689,9 @@ def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,
         manifest, frag, offsets = job
         reader = FragmentReader(window.store, manifest, frag)
         lo, hi = int(offsets.min()), int(offsets.max()) + 1
-        if hi - lo == offsets.size:  # a whole run of rows (a new fragment): read, not take
+        if hi - lo <= 2 * offsets.size:  # dense (a new fragment): read the run, then pick
             arrays = reader.read(fields, offset=lo, length=hi - lo)
-            if not np.all(offsets[1:] > offsets[:-1]):
+            if hi - lo != offsets.size or not np.all(offsets[1:] > offsets[:-1]):
                 arrays = [a.take(pa.array(offsets - lo)) for a in arrays]
         else:
             arrays = reader.take(fields, offsets)

@@ -159,7 +159,9 @@ class MiniBlockPage:
         )
         c_hi = np.maximum(c_hi, c1)
         runs = range_indices(c0, c_hi - c0 + 1)
-        return np.unique(runs)
+        wanted = np.zeros(n, dtype=bool)  # chunk ids are small: a mask beats sorting
+        wanted[runs] = True
+        return np.flatnonzero(wanted)
 
     def _read_chunks(self, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bytes of the given chunks back to back, and each chunk's start in them."""

@@ -281,7 +281,10 @@ class LanceFileReader:
         rows = rows.astype(np.int64, copy=False).reshape(-1)
         if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= self.num_rows):
             raise InvalidInputError(f"{self.path}: row offsets out of range ({self.num_rows} rows)")
-        unique, inverse = np.unique(rows, return_inverse=True)
+        if rows.size < 2 or bool(np.all(rows[1:] > rows[:-1])):  # sorted, no repeats
+            unique, inverse = rows, np.arange(rows.size)
+        else:
+            unique, inverse = np.unique(rows, return_inverse=True)
         cut = np.flatnonzero(np.diff(unique) != 1) + 1
         starts = unique[np.r_[0, cut]] if unique.size else unique
         ends = unique[np.r_[cut - 1, unique.size - 1]] + 1 if unique.size else unique
