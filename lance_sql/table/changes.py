@@ -357,8 +357,11 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
                 continue
             was, gone = deleted_offsets(store, old, frag), deleted_offsets(store, new, now)
             # Deletion vectors are sorted and unique.
-            offsets = np.setdiff1d(gone, was, assume_unique=True).astype(np.int64)
-            back = np.setdiff1d(was, gone, assume_unique=True).astype(np.int64)  # a restore
+            if was.size == 0:  # the fragment's first deletions
+                offsets, back = gone.astype(np.int64), np.empty(0, np.int64)
+            else:
+                offsets = np.setdiff1d(gone, was, assume_unique=True).astype(np.int64)
+                back = np.setdiff1d(was, gone, assume_unique=True).astype(np.int64)  # restore
             if back.size:
                 appeared.append((now.id, back, load_lineage(store, new, now).take(back)))
         else:
@@ -369,9 +372,13 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
         before = old_frags.get(frag.id)
         if before is not None and _same_rows(before, frag):
             continue
+        lineage = load_lineage(store, new, frag)
+        if frag.deletion_file is None:  # every row is live: no copies needed
+            appeared.append((frag.id, np.arange(frag.physical_rows, dtype=np.int64), lineage))
+            continue
         offsets = _live(store, new, frag)
         if offsets.size:
-            appeared.append((frag.id, offsets, load_lineage(store, new, frag).take(offsets)))
+            appeared.append((frag.id, offsets, lineage.take(offsets)))
     gone, came = _Side.build(vanished), _Side.build(appeared)
     # Match each appearing row to its vanishing copy by id: no copy means inserted (or
     # brought back by a restore); a copy with another last-updated version means updated;
