@@ -15,29 +15,41 @@ from typing import Any
 
 
 class LruCache:
-    """At most ``capacity`` values; the least recently used goes first."""
+    """At most ``capacity`` values (and, with ``weigh``, at most ``max_weight`` in total,
+    e.g. bytes); the least recently used go first. A value heavier than ``max_weight``
+    is returned but not kept."""
 
-    def __init__(self, capacity: int) -> None:
-        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+    def __init__(self, capacity: int, *, max_weight: int | None = None,
+                 weigh: Callable[[Any], int] | None = None) -> None:
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
         self._capacity = capacity
+        self._max_weight = max_weight
+        self._weigh = weigh
+        self._weight = 0
 
     def get_or_load(self, key: Hashable, load: Callable[[], Any]) -> Any:  # noqa: ANN401
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
-                return self._items[key]
+                return self._items[key][0]
         value = load()  # outside the lock: loads of other keys proceed in parallel
+        weight = self._weigh(value) if self._weigh is not None else 0
+        if self._max_weight is not None and weight > self._max_weight:
+            return value
         with self._lock:
-            self._items[key] = value
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._weight -= old[1]
+            self._items[key] = (value, weight)
+            self._weight += weight
+            while len(self._items) > self._capacity or (
+                    self._max_weight is not None and self._weight > self._max_weight):
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._weight -= dropped
         return value
-
-    def discard(self, key: Hashable) -> None:
-        with self._lock:
-            self._items.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._weight = 0

@@ -85,9 +85,9 @@ _TYPE_NAMES = pa.array(CHANGE_TYPES, pa.string())
 # post-image), then deletes.
 _GROUP = np.array([0, 1, 1, 2], np.int8)
 
-# Plans of recent versions (small ones only): see _cached_version_changes.
-_PLAN_CACHE = LruCache(64)
-_MAX_CACHED_ROWS = 1 << 20
+# Plans of recent versions, at most 256 MiB of them: see _cached_version_changes.
+_PLAN_CACHE = LruCache(64, max_weight=256 << 20,
+                       weigh=lambda rows: sum(getattr(rows, n).nbytes for n in _ROW_FIELDS))
 # Fragments read in parallel when gathering the values of changed rows.
 READ_THREADS = min(8, os.cpu_count() or 1)
 
@@ -427,10 +427,7 @@ def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
     def plan() -> ChangeRows:
         return version_changes(window.store, old, new).ordered()
 
-    rows = _PLAN_CACHE.get_or_load(key, plan)
-    if len(rows) > _MAX_CACHED_ROWS:  # too big to keep around
-        _PLAN_CACHE.discard(key)
-    return rows
+    return _PLAN_CACHE.get_or_load(key, plan)
 
 
 # ------------------------------------------------------------------------ querying
