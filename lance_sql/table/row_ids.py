@@ -86,8 +86,10 @@ class FragmentLineage:
                                  for name in ("row_ids", "created", "updated")))
 
 
-# Decoded lineage per (table, fragment, sequences): sequences are immutable.
-_CACHE = LruCache(4096)
+# Decoded lineage per (table, fragment, sequences): sequences are immutable. Bounded by
+# bytes too: a 1M-row fragment decodes to 24 MB.
+_CACHE = LruCache(4096, max_weight=512 << 20,
+                  weigh=lambda lin: lin.row_ids.nbytes + lin.created.nbytes + lin.updated.nbytes)
 
 
 def _sequence_bytes(store: ObjectStore, seq: Sequence, what: str) -> bytes:
