@@ -64,17 +64,16 @@ from pyspark.sql.datasource import (
 from lance_sql.errors import InvalidInputError
 from lance_sql.io.uri import open_store
 from lance_sql.spark.types import arrow_schema, check_writable, spark_schema
+from lance_sql.table.change_query import ChangeQuery
+from lance_sql.table.change_rows import CHANGE_TYPE, COMMIT_VERSION
+from lance_sql.table.change_rows import ROW_ID as CHANGE_ROW_ID
 from lance_sql.table.changes import (
-    CHANGE_TYPE,
-    COMMIT_VERSION,
-    ChangeQuery,
     ChangeWindow,
     plan_changes,
     read_changes,
     resolve_window,
     timestamps_of,
 )
-from lance_sql.table.changes import ROW_ID as CHANGE_ROW_ID
 from lance_sql.table.changes import check_names as check_change_names
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.expr import Call, Column, Expr, Literal, rowaddr_bounds, to_pyarrow

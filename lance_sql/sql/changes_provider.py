@@ -19,9 +19,9 @@ import pyarrow.dataset as pds
 
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.table.change_query import ChangeQuery
+from lance_sql.table.change_rows import ChangeRows
 from lance_sql.table.changes import (
-    ChangeQuery,
-    ChangeRows,
     ChangeWindow,
     plan_changes,
     read_changes,

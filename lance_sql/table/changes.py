@@ -12,7 +12,8 @@ Work is split so that filters prune before data is read:
 1. :func:`plan_changes` compares manifests fragment by fragment (unchanged fragments cost
    nothing) using row lineage and deletion vectors only, giving a :class:`ChangeRows`:
    per change, its type, version, row id and where the row's values live.
-2. :class:`ChangeQuery` filters those rows on the metadata columns.
+2. :class:`~lance_sql.table.change_query.ChangeQuery` filters those rows on the metadata
+   columns (:mod:`lance_sql.table.change_rows` holds the rows and the column names).
 3. :func:`read_changes` reads the projected data columns of the surviving rows (from the
    old manifest's files for deletes and pre-images) and applies the whole filter.
 """
@@ -21,14 +22,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_sql.errors import (
     InvalidInputError,
@@ -42,52 +42,33 @@ from lance_sql.format.naming import TRANSACTIONS_DIR
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.cache import LruCache
-from lance_sql.table.expr import columns as expr_columns
-from lance_sql.table.expr import parse_predicate, resolve, rowaddr_bounds, to_pyarrow
-from lance_sql.table.expr_model import Call, Column, Expr, Literal
+from lance_sql.table.change_query import ChangeQuery
+from lance_sql.table.change_rows import (
+    DELETE,
+    INSERT,
+    META_COLUMNS,
+    META_FIELDS,
+    POSTIMAGE,
+    PREIMAGE,
+    ChangeRows,
+)
 from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import FragmentLineage, load_lineage
 from lance_sql.table.scan import FragmentReader, cast_output, deleted_offsets
 from lance_sql.table.versions import list_versions, load_manifest
 
 __all__ = [
-    "CHANGE_TYPES",
-    "META_COLUMNS",
-    "ChangeQuery",
-    "ChangeRows",
     "ChangeWindow",
     "check_names",
-    "metadata_filter",
     "plan_changes",
     "read_changes",
     "resolve_window",
     "table_changes",
 ]
 
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
-ROW_ID = "_rowid"
-META_FIELDS = (
-    pa.field(CHANGE_TYPE, pa.string(), nullable=False),
-    pa.field(COMMIT_VERSION, pa.uint64(), nullable=False),
-    pa.field(COMMIT_TIMESTAMP, pa.timestamp("us", tz="UTC"), nullable=False),
-    pa.field(ROW_ID, pa.uint64(), nullable=False),
-)
-META_COLUMNS = tuple(f.name for f in META_FIELDS)
-META_SCHEMA = pa.schema(META_FIELDS)
-
-# Change type codes, indexes into CHANGE_TYPES.
-INSERT, PREIMAGE, POSTIMAGE, DELETE = 0, 1, 2, 3
-CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
-_TYPE_NAMES = pa.array(CHANGE_TYPES, pa.string())
-# Output order within a version: inserts, then updates (pre-image right before its
-# post-image), then deletes.
-_GROUP = np.array([0, 1, 1, 2], np.int8)
-
 # Plans of recent versions, at most 256 MiB of them: see _cached_version_changes.
 _PLAN_CACHE = LruCache(64, max_weight=256 << 20,
-                       weigh=lambda rows: sum(getattr(rows, n).nbytes for n in _ROW_FIELDS))
+                       weigh=lambda rows: rows.nbytes)
 # Fragments read in parallel when gathering the values of changed rows.
 READ_THREADS = min(8, os.cpu_count() or 1)
 
@@ -228,76 +209,6 @@ def _history_guard(window: ChangeWindow) -> Iterator[None]:
 # ------------------------------------------------------------------- the change plan
 
 
-@dataclass(frozen=True)
-class ChangeRows:
-    """Changes as parallel arrays; no data values, only where to find them."""
-
-    version: np.ndarray   # uint64: the commit
-    kind: np.ndarray      # int8: index into CHANGE_TYPES
-    row_id: np.ndarray    # uint64
-    source: np.ndarray    # int64: version of the manifest holding the row's values
-    fragment: np.ndarray  # int64: fragment id in that manifest
-    offset: np.ndarray    # int64: physical row offset in that fragment
-    # Pre-images only: where the post-image sits in the commit's own manifest (else -1);
-    # columns the update did not modify can be read there instead of from old files.
-    alt_fragment: np.ndarray  # int64
-    alt_offset: np.ndarray    # int64
-
-    def __len__(self) -> int:
-        return int(self.row_id.size)
-
-    def take(self, positions: np.ndarray) -> ChangeRows:
-        return ChangeRows(*(getattr(self, n)[positions] for n in _ROW_FIELDS))
-
-    @staticmethod
-    def concat(parts: Sequence[ChangeRows]) -> ChangeRows:
-        if not parts:
-            return ChangeRows(*(np.empty(0, t) for t in _ROW_TYPES))
-        return ChangeRows(*(np.concatenate([getattr(p, n) for p in parts])
-                            for n in _ROW_FIELDS))
-
-    def ordered(self) -> ChangeRows:
-        """By version; inserts, then updates (pre-image before post-image), then deletes."""
-        if len(self) and int(self.row_id.max()) < _PACKABLE_ID:
-            # group, row id and kind packed into one key: one sort instead of three
-            key = ((_GROUP[self.kind].astype(np.uint64) << np.uint64(62))
-                   | (self.row_id << np.uint64(2)) | self.kind.astype(np.uint64))
-            order = np.argsort(key, kind="stable")
-            if self.version.size and self.version.min() != self.version.max():
-                order = order[np.argsort(self.version[order], kind="stable")]
-        else:
-            order = np.lexsort((self.kind, self.row_id, _GROUP[self.kind], self.version))
-        return self.take(order)
-
-    def metadata(self, timestamps: Mapping[int, int], names: Sequence[str] = META_COLUMNS,
-                 *, encoded: bool = False) -> pa.Table:
-        """The metadata columns ``names``; ``timestamps``: version -> commit time (µs UTC).
-
-        ``encoded`` keeps ``_change_type`` dictionary encoded (faster to filter on).
-        """
-        columns = []
-        for name in names:
-            if name == CHANGE_TYPE:
-                kinds = pa.array(self.kind, pa.int8())
-                columns.append(pa.DictionaryArray.from_arrays(kinds, _TYPE_NAMES) if encoded
-                               else pc.take(_TYPE_NAMES, kinds))
-            elif name == COMMIT_VERSION:
-                columns.append(pa.array(self.version, pa.uint64()))
-            elif name == COMMIT_TIMESTAMP:
-                versions = np.array(sorted(timestamps), np.uint64)
-                micros = np.array([timestamps[int(v)] for v in versions], np.int64)
-                at = micros[np.searchsorted(versions, self.version)] if len(self) else micros[:0]
-                columns.append(pa.array(at, pa.int64()).cast(pa.timestamp("us", tz="UTC")))
-            else:
-                columns.append(pa.array(self.row_id, pa.uint64()))
-        return pa.Table.from_arrays(columns, names=list(names))
-
-
-_ROW_FIELDS = ("version", "kind", "row_id", "source", "fragment", "offset", "alt_fragment",
-               "alt_offset")
-_PACKABLE_ID = 1 << 60  # row ids below this fit a sort key beside a group and a kind
-_ROW_TYPES = (np.uint64, np.int8, np.uint64, np.int64, np.int64, np.int64, np.int64,
-              np.int64)
 
 
 def _same_rows(old: Fragment, new: Fragment) -> bool:
@@ -431,166 +342,6 @@ def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
 
 
 # ------------------------------------------------------------------------ querying
-
-
-def metadata_filter(expr: Expr) -> Expr | None:
-    """The top-level conjuncts of ``expr`` that read metadata columns only (None: none).
-
-    Rows these reject are rejected by ``expr`` too, so they can go before data is read.
-    """
-    parts = list(expr.args) if isinstance(expr, Call) and expr.op == "and" else [expr]
-    out = []
-    for part in parts:
-        if isinstance(part, Call) and part.op == "and":
-            nested = metadata_filter(part)
-            if nested is not None:
-                out.append(nested)
-            continue
-        names = {path[0] for path in expr_columns(part)}
-        if names and names <= set(META_COLUMNS) and not _has_unknown(part):
-            out.append(part)
-    if not out:
-        return None
-    return out[0] if len(out) == 1 else Call("and", tuple(out))
-
-
-def _has_unknown(expr: Expr) -> bool:
-    return isinstance(expr, Call) and (expr.op == "unknown" or any(map(_has_unknown, expr.args)))
-
-
-@dataclass(frozen=True)
-class ChangeQuery:
-    """What to return: output columns, the exact filter, and what prunes before reading."""
-
-    output: tuple[str, ...]
-    filter: pc.Expression | None = None
-    filter_columns: frozenset[str] = frozenset()
-    prefilter: pc.Expression | None = None
-    version_ranges: tuple[tuple[int, int], ...] | None = None
-    # The prefilter is the whole filter: rows it keeps need no second look.
-    prefilter_is_whole: bool = False
-    prefilter_columns: tuple[str, ...] = META_COLUMNS  # the metadata columns it reads
-    prefilter_tree: Expr | None = None  # the same, as a tree (simple ones run on numpy)
-
-    @classmethod
-    def build(cls, schema: pa.Schema, columns: Sequence[str] | None = None,
-              filter: str | Expr | None = None,  # noqa: A002 - pylance's name
-              exact: pc.Expression | None = None) -> ChangeQuery:
-        """From a SQL filter string or a filter tree; ``exact`` overrides the tree's
-        translation as the filter applied to rows (DataFusion's pushed expression)."""
-        if isinstance(columns, str):
-            raise InvalidInputError("columns must be a list of column names")
-        names = list(schema.names) if columns is None else list(columns)
-        for name in names:
-            if name not in schema.names:
-                raise NotFoundError(f"column {name!r} does not exist; columns: "
-                                    f"{', '.join(schema.names)}")
-        if isinstance(filter, str):
-            filter = parse_predicate(filter) if filter.strip() else None  # noqa: A001
-        if filter is None:
-            return cls(tuple(names), exact)
-        tree = filter
-        exact_given = exact
-        if exact is None:
-            tree = resolve(tree, schema)
-            exact = to_pyarrow(tree, schema)
-        meta = metadata_filter(tree)
-        prefilter = None
-        if meta is not None:
-            try:
-                prefilter = to_pyarrow(meta, META_SCHEMA)
-            except (InvalidInputError, NotFoundError):
-                prefilter = None  # not ours to judge; the exact filter still applies
-        ranges = rowaddr_bounds(tree, COMMIT_VERSION)
-        used = frozenset(path[0] for path in expr_columns(tree))
-        return cls(tuple(names), exact, used, prefilter,
-                   None if ranges is None else tuple(ranges),
-                   prefilter is not None and meta == tree and exact_given is None,
-                   tuple(n for n in META_COLUMNS if meta is not None
-                         and n in {path[0] for path in expr_columns(meta)}),
-                   meta if prefilter is not None else None)
-
-    @property
-    def read_columns(self) -> tuple[str, ...]:
-        extra = sorted(self.filter_columns - set(self.output))
-        return self.output + tuple(extra)
-
-    def versions(self, window: ChangeWindow) -> list[int]:
-        """The window's versions the filter can match."""
-        every = list(range(window.start, window.end + 1))
-        if self.version_ranges is None:
-            return every
-        return [v for v in every if any(lo <= v < hi for lo, hi in self.version_ranges)]
-
-    def prune(self, rows: ChangeRows, timestamps: Mapping[int, int]) -> ChangeRows:
-        """``rows`` the metadata part of the filter keeps."""
-        if self.prefilter is None or not len(rows):
-            return rows
-        mask = None if self.prefilter_tree is None else _metadata_mask(self.prefilter_tree, rows)
-        if mask is not None:
-            return rows.take(np.flatnonzero(mask))
-        positions = pa.array(np.arange(len(rows), dtype=np.int64))
-        try:
-            table = rows.metadata(timestamps, self.prefilter_columns, encoded=True)
-            kept = table.append_column("_pos", positions).filter(self.prefilter)
-        except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
-            # an operation without a dictionary kernel: filter the plain strings
-            table = rows.metadata(timestamps, self.prefilter_columns)
-            kept = table.append_column("_pos", positions).filter(self.prefilter)
-        kept = kept.column("_pos").to_numpy()
-        return rows.take(kept)
-
-
-_NUMPY_COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
-                  ">": np.greater, ">=": np.greater_equal}
-_FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
-def _metadata_mask(expr: Expr, rows: ChangeRows) -> np.ndarray | None:
-    """``expr`` evaluated on the change rows with numpy, or None if it is not simple.
-
-    Simple: AND / OR / NOT of comparisons and IN lists between ``_change_type`` (equality
-    only), ``_commit_version`` or ``_rowid`` and integer / string literals. Metadata
-    columns are never NULL, so two-valued logic is exact here.
-    """
-    if not isinstance(expr, Call):
-        return None
-    if expr.op in ("and", "or"):
-        masks = [_metadata_mask(arg, rows) for arg in expr.args]
-        if any(m is None for m in masks):
-            return None
-        combine = np.logical_and if expr.op == "and" else np.logical_or
-        return combine.reduce(masks)
-    if expr.op == "not" and len(expr.args) == 1:
-        inner = _metadata_mask(expr.args[0], rows)
-        return None if inner is None else ~inner
-    if expr.op == "in" and expr.args and isinstance(expr.args[0], Column):
-        values = expr.args[1:]
-        if not all(isinstance(v, Literal) for v in values):
-            return None
-        masks = [_compare("=", expr.args[0], v, rows) for v in values]  # type: ignore[arg-type]
-        if any(m is None for m in masks):
-            return None
-        return np.logical_or.reduce(masks) if masks else np.zeros(len(rows), bool)
-    if expr.op in _NUMPY_COMPARE and len(expr.args) == 2:
-        left, right = expr.args
-        if isinstance(left, Literal) and isinstance(right, Column):
-            return _compare(_FLIPPED[expr.op], right, left, rows)
-        if isinstance(left, Column) and isinstance(right, Literal):
-            return _compare(expr.op, left, right, rows)
-    return None
-
-
-def _compare(op: str, column: Column, literal: Literal, rows: ChangeRows) -> np.ndarray | None:
-    name, value = column.path, literal.value
-    if name == (CHANGE_TYPE,) and isinstance(value, str) and op in ("=", "!="):
-        code = CHANGE_TYPES.index(value) if value in CHANGE_TYPES else -1
-        return _NUMPY_COMPARE[op](rows.kind, code)
-    if name in ((COMMIT_VERSION,), (ROW_ID,)) and isinstance(value, int) \
-            and not isinstance(value, bool) and 0 <= value < 1 << 64:
-        values = rows.version if name == (COMMIT_VERSION,) else rows.row_id
-        return _NUMPY_COMPARE[op](values, np.uint64(value))
-    return None
 
 
 def timestamps_of(window: ChangeWindow, rows: ChangeRows) -> dict[int, int]:

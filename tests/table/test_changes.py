@@ -15,7 +15,9 @@ import lance_sql
 from lance_sql.errors import InvalidInputError, NotFoundError, VersionCleanedUpError
 from lance_sql.io.uri import open_store
 from lance_sql.table import changes
-from lance_sql.table.changes import ChangeQuery, resolve_window, table_changes
+from lance_sql.table.change_query import ChangeQuery
+from lance_sql.table.change_rows import META_SCHEMA, ChangeRows
+from lance_sql.table.changes import resolve_window, table_changes
 
 DATA = ["id", "v"]
 LINEAGE = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
@@ -235,13 +237,13 @@ def test_metadata_prefilter_on_numpy_agrees_with_pyarrow(text: str) -> None:
     """Simple metadata filters run on numpy; the result must be pyarrow's, whatever path."""
     rng = np.random.default_rng(7)
     n = 500
-    rows = changes.ChangeRows(
+    rows = ChangeRows(
         version=rng.integers(1, 6, n).astype(np.uint64), kind=rng.integers(0, 4, n).astype(np.int8),
         row_id=rng.integers(0, 60, n).astype(np.uint64), source=np.zeros(n, np.int64),
         fragment=np.zeros(n, np.int64), offset=np.arange(n, dtype=np.int64),
         alt_fragment=np.full(n, -1, np.int64), alt_offset=np.full(n, -1, np.int64))
     stamps = {v: 1_700_000_000_000_000 + v for v in range(1, 6)}
-    query = changes.ChangeQuery.build(changes.META_SCHEMA, None, text)
+    query = ChangeQuery.build(META_SCHEMA, None, text)
     got = query.prune(rows, stamps)
     table = rows.metadata(stamps).append_column("_pos", pa.array(np.arange(n)))
     expected = table.filter(query.prefilter).column("_pos").to_numpy()
