@@ -11,12 +11,14 @@ Decoding returns a sorted, unique ``uint32`` numpy array either way.
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_sql.errors import FormatError
-from lance_sql.format.fragment import DeletionKind
+from lance_sql.format.fragment import DeletionFile, DeletionKind
 
 BITMAP_THRESHOLD = 5000
 _SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
@@ -65,3 +67,17 @@ def decode_deletions(kind: DeletionKind, data: bytes, path: str) -> np.ndarray:
     if len(values) and (values.min() < 0 or values.max() > np.iinfo(np.uint32).max):
         raise FormatError(f"{path}: deletion file has offsets outside the u32 range")
     return np.unique(values.astype(np.uint32))
+
+
+def merged_deletion(existing: np.ndarray, new: np.ndarray, physical_rows: int,
+                    read_version: int) -> tuple[DeletionFile, bytes] | None:
+    """A fragment's next deletion vector: its ``existing`` deleted offsets plus ``new``.
+
+    Returns the file's metadata (a fresh random id) and bytes, or None when every row
+    of the fragment is then deleted (the fragment is dropped instead).
+    """
+    merged = np.union1d(existing, new).astype(np.uint32)
+    if len(merged) >= physical_rows:
+        return None
+    kind, data = encode_deletions(merged)
+    return DeletionFile(kind, read_version, random.getrandbits(63), len(merged)), data

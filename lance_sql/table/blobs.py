@@ -36,14 +36,13 @@ from lance_sql.errors import (
     NotFoundError,
     UnsupportedFeatureError,
 )
-from lance_sql.format.datafile.decode_v2_1 import column_fields
 from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.local import LocalSource
 from lance_sql.io.store import ObjectStore, RandomAccessSource, check_key
 from lance_sql.io.uri import open_store
-from lance_sql.table.scan import ROW_ADDR, _base_store
+from lance_sql.table.scan import ROW_ADDR, FragmentReader, base_store
 
 INLINE, PACKED, DEDICATED, EXTERNAL = 0, 1, 2, 3
 
@@ -204,7 +203,6 @@ class _Locator:
         self.store = store
         self.manifest = manifest
         self.field = field
-        self._ids = {field.id} | {f.id for f in column_fields(field)}
         self._fragments = {f.id: f for f in manifest.fragments}
         self._files: dict[int, tuple[ObjectStore, DataFile]] = {}
         self._sources: dict[tuple[str, str], _LazySource] = {}
@@ -215,14 +213,11 @@ class _Locator:
             if fragment is None:
                 raise NotFoundError(f"row address refers to fragment {fragment_id}, "
                                     "which does not exist")
-            found = None
-            for data_file in fragment.files:  # later files win for a field id
-                if any(fid in self._ids for fid in data_file.fields if fid >= 0):
-                    found = data_file
+            found = FragmentReader(self.store, self.manifest, fragment).data_file_of(self.field)
             if found is None:
                 raise FormatError(f"{self.store.uri}: fragment {fragment_id} has a blob in "
                                   f"column {self.field.name!r} but no data file holds it")
-            root = _base_store(self.store, self.manifest, found.base_id)
+            root = base_store(self.store, self.manifest, found.base_id)
             self._files[fragment_id] = (root, found)
         return self._files[fragment_id]
 

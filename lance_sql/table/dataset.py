@@ -9,7 +9,6 @@ later commits; writing through it commits on top of the latest version.
 from __future__ import annotations
 
 import os
-import random
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -22,9 +21,9 @@ from lance_sql.errors import (
     NotFoundError,
     SchemaError,
 )
-from lance_sql.format.deletion import encode_deletions
+from lance_sql.format.deletion import merged_deletion
 from lance_sql.format.feature_flags import check_writable
-from lance_sql.format.fragment import DeletionFile, Fragment
+from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.schema import LanceSchema
@@ -37,13 +36,13 @@ from lance_sql.table.dataset_ops import MaintenanceMixin
 from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
 from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import (
-    ROW_ADDR,
     FragmentReader,
     Scanner,
+    by_fragment,
     cast_output,
     deleted_offsets,
+    matching_rows,
     plan_scan,
-    scan_fragment,
     system_arrays,
 )
 from lance_sql.table.versions import (
@@ -279,23 +278,12 @@ class LanceDataset(MaintenanceMixin):
 
         Addresses of deleted rows are skipped; an unknown fragment is an error.
         """
-        addrs = np.asarray(addresses, dtype=np.uint64)
         plan = plan_scan(self._manifest, columns)
-        by_id = {f.id: f for f in self._manifest.fragments}
-        frag_ids = (addrs >> np.uint64(32)).astype(np.int64)
-        offsets = (addrs & np.uint64(0xFFFFFFFF)).astype(np.int64)
         pieces, order = [], []
-        for frag_id in np.unique(frag_ids):
-            frag = by_id.get(int(frag_id))
-            if frag is None:
-                raise NotFoundError(
-                    f"row address refers to fragment {frag_id}, which does not exist"
-                )
-            where = np.flatnonzero(frag_ids == frag_id)
-            rows = offsets[where]
-            if len(rows) and rows.max() >= frag.physical_rows:
+        for frag, rows, where in by_fragment(self._manifest, np.asarray(addresses, np.uint64)):
+            if rows[-1] >= frag.physical_rows:  # rows are sorted
                 raise InvalidInputError(
-                    f"row offset {int(rows.max())} is past the end of fragment {frag_id}"
+                    f"row offset {int(rows[-1])} is past the end of fragment {frag.id}"
                 )
             reader = FragmentReader(self.store, self._manifest, frag)
             mask = reader.keep_mask()
@@ -347,24 +335,15 @@ class LanceDataset(MaintenanceMixin):
         updated, removed, files = [], [], []
         affected: dict[int, np.ndarray] = {}  # lets the commit rebase over other deletes
         # Read every fragment before writing anything: a failing read leaves no trace.
-        for frag in base.fragments:
-            matched = scan_fragment(self.store, base, frag, plan).column(ROW_ADDR)
-            if len(matched) == 0:
-                continue
-            new_rows = (matched.to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-            existing = deleted_offsets(self.store, base, frag)
-            all_deleted = np.union1d(existing, new_rows).astype(np.uint32)
+        for frag, offsets in matching_rows(self.store, base, plan):
+            new_rows = offsets.astype(np.uint32)
             affected[frag.id] = new_rows
-            if len(all_deleted) >= frag.physical_rows:
+            merged = merged_deletion(deleted_offsets(self.store, base, frag), new_rows,
+                                     frag.physical_rows, base.version)
+            if merged is None:
                 removed.append(frag.id)
                 continue
-            kind, data = encode_deletions(all_deleted)
-            deletion = DeletionFile(
-                kind=kind,
-                read_version=base.version,
-                id=random.getrandbits(63),
-                num_deleted_rows=len(all_deleted),
-            )
+            deletion, data = merged
             files.append((deletion.key(frag.id), data))
             updated.append(frag.with_deletion(deletion))
         txn = Transaction(

@@ -29,7 +29,13 @@ from lance_sql.errors import InvalidInputError, RetryableConflict, SchemaError
 from lance_sql.format.manifest import Manifest
 from lance_sql.table.expr import parse_predicate, to_pyarrow
 from lance_sql.table.row_rewrite import RowRewrite
-from lance_sql.table.scan import ROW_ADDR, FragmentReader, plan_scan, scan_fragment
+from lance_sql.table.scan import (
+    ROW_ADDR,
+    FragmentReader,
+    by_fragment,
+    plan_scan,
+    scan_fragment,
+)
 from lance_sql.table.write import to_reader
 
 if TYPE_CHECKING:
@@ -37,7 +43,6 @@ if TYPE_CHECKING:
 
 _SRC = "__merge_source_row"
 _ADDR = "__merge_target_addr"
-_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 class MergeInsertBuilder:
@@ -115,19 +120,12 @@ def _take_target(ds: LanceDataset, base: Manifest, addresses: np.ndarray,
     arrow = pa.schema([f.to_arrow() for f in fields])
     if not len(addresses):
         return arrow.empty_table()
-    order = np.argsort(addresses, kind="stable")
-    sorted_addr = addresses[order]
-    frag_ids = sorted_addr >> np.uint64(32)
-    bounds = np.flatnonzero(np.diff(frag_ids)) + 1
-    by_id = {f.id: f for f in base.fragments}
-    parts = []
-    for chunk in np.split(sorted_addr, bounds):
-        frag = by_id[int(chunk[0] >> np.uint64(32))]
-        offsets = (chunk & _LOW32).astype(np.int64)
+    parts, order = [], []
+    for frag, offsets, positions in by_fragment(base, addresses):
         arrays = FragmentReader(ds.store, base, frag).take(fields, offsets)
         parts.append(pa.Table.from_arrays(arrays, schema=arrow))
-    table = pa.concat_tables(parts)
-    return table.take(pa.array(np.argsort(order, kind="stable")))
+        order.append(positions)
+    return pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(order))))
 
 
 def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
@@ -227,17 +225,11 @@ def _complete(base: Manifest, rows: pa.Table, old: pa.Table | None = None) -> pa
 
 def _rewrite_matched(ds: LanceDataset, base: Manifest, rewrite: RowRewrite, source: pa.Table,
                      src_rows: np.ndarray, addresses: np.ndarray) -> int:
-    order = np.argsort(addresses, kind="stable")
-    addresses, src_rows = addresses[order], src_rows[order]
     missing = [f.name for f in base.schema.fields if f.name not in source.column_names]
-    frag_ids = addresses >> np.uint64(32)
-    bounds = np.flatnonzero(np.diff(frag_ids)) + 1
-    by_id = {f.id: f for f in base.fragments}
-    for chunk, rows in zip(np.split(addresses, bounds), np.split(src_rows, bounds), strict=True):
-        frag = by_id[int(chunk[0] >> np.uint64(32))]
-        new = source.take(pa.array(rows))
-        old = _take_target(ds, base, chunk, missing) if missing else None
-        rewrite.rewrite(frag, (chunk & _LOW32).astype(np.int64), _complete(base, new, old))
+    for frag, offsets, positions in by_fragment(base, addresses):
+        new = source.take(pa.array(src_rows[positions]))
+        old = _take_target(ds, base, addresses[positions], missing) if missing else None
+        rewrite.rewrite(frag, offsets, _complete(base, new, old))
     return len(addresses)
 
 
@@ -251,9 +243,6 @@ def _delete_unmatched(ds: LanceDataset, base: Manifest, rewrite: RowRewrite, tar
         expr = to_pyarrow(parse_predicate(condition), rows.schema)
         keep = rows.append_column(_ADDR, pa.array(doomed)).filter(expr)
         doomed = keep.column(_ADDR).to_numpy().astype(np.uint64)
-    frag_ids = doomed >> np.uint64(32)
-    bounds = np.flatnonzero(np.diff(frag_ids)) + 1
-    by_id = {f.id: f for f in base.fragments}
-    for chunk in np.split(doomed, bounds) if len(doomed) else []:
-        rewrite.remove(by_id[int(chunk[0] >> np.uint64(32))], (chunk & _LOW32).astype(np.int64))
+    for frag, offsets, _ in by_fragment(base, doomed):
+        rewrite.remove(frag, offsets)
     return len(doomed)

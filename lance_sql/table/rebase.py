@@ -10,14 +10,13 @@ files. A fragment whose rows are then all deleted is removed instead.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
 
 from lance_sql.errors import RetryableConflict
-from lance_sql.format.deletion import encode_deletions
+from lance_sql.format.deletion import merged_deletion
 from lance_sql.format.fragment import DeletionFile, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
@@ -56,13 +55,11 @@ def merge_deletions(
                 f"{store.uri}: this {op.name} and version {latest.version} both modified rows "
                 f"at addresses {sample}; retry the {op.name}"
             )
-        merged = np.union1d(theirs, ours).astype(np.uint32)
-        if len(merged) >= frag.physical_rows:
+        merged = merged_deletion(theirs, ours, frag.physical_rows, latest.version)
+        if merged is None:
             emptied.append(frag_id)
             continue
-        kind, data = encode_deletions(merged)
-        deletion = DeletionFile(kind=kind, read_version=latest.version,
-                                id=random.getrandbits(63), num_deleted_rows=len(merged))
+        deletion, data = merged
         pending.append((deletion.key(frag_id), data))
         new_deletions[frag_id] = deletion
     for key, data in pending:

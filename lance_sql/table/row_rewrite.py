@@ -13,14 +13,13 @@ files written so far are removed.
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.format.deletion import encode_deletions
-from lance_sql.format.fragment import DeletionFile, Fragment
+from lance_sql.format.deletion import merged_deletion
+from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import (
@@ -130,14 +129,12 @@ class RowRewrite:
             by_id = {f.id: f for f in self.base.fragments}
             for frag_id, offsets in self._removed.items():
                 frag = by_id[frag_id]
-                merged = np.union1d(deleted_offsets(self.ds.store, self.base, frag),
-                                    offsets).astype(np.uint32)
-                if len(merged) >= frag.physical_rows:
+                merged = merged_deletion(deleted_offsets(self.ds.store, self.base, frag),
+                                         offsets, frag.physical_rows, self.base.version)
+                if merged is None:
                     removed.append(frag_id)
                     continue
-                kind, data = encode_deletions(merged)
-                deletion = DeletionFile(kind, self.base.version, random.getrandbits(63),
-                                        len(merged))
+                deletion, data = merged
                 deletion_files.append((deletion.key(frag_id), data))
                 updated.append(frag.with_deletion(deletion))
             op = Update(removed_fragment_ids=tuple(removed), updated_fragments=tuple(updated),

@@ -55,7 +55,8 @@ DEFAULT_BATCH_SIZE = 8192
 FILE_CACHE = LruCache(512)
 
 
-def _base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> ObjectStore:
+def base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> ObjectStore:
+    """The store a file with ``base_id`` lives in (the table's own when None)."""
     if base_id is None:
         return store
     for base in manifest.base_paths:
@@ -66,7 +67,7 @@ def _base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> 
 
 def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) -> LanceFileReader:
     version = (data_file.file_major_version, data_file.file_minor_version)
-    root = _base_store(store, manifest, data_file.base_id)
+    root = base_store(store, manifest, data_file.base_id)
     path = f"{root.uri}/{data_file.key}"
     if version not in READABLE_FILE_VERSIONS:
         raise UnsupportedFeatureError(
@@ -85,7 +86,7 @@ def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) 
     deletion = fragment.deletion_file
     if deletion is None:
         return np.empty(0, dtype=np.uint32)
-    root = _base_store(store, manifest, deletion.base_id)
+    root = base_store(store, manifest, deletion.base_id)
     key = deletion.key(fragment.id)
     path = f"{root.uri}/{key}"
 
@@ -209,16 +210,20 @@ class FragmentReader:
                 if field_id >= 0:
                     self._locations[field_id] = (data_file, column)
 
+    def data_file_of(self, field: LanceField) -> DataFile | None:
+        """The data file holding ``field`` here (None: the fragment has no values for it)."""
+        location = self._locations.get(field.id)
+        if location is None:
+            # Files of format 2.1+ store leaves only: find the field by its first leaf.
+            location = next((self._locations[f.id] for f in column_fields(field)
+                             if f.id in self._locations), None)
+        return location[0] if location else None
+
     def _groups(self, fields: Sequence[LanceField]) -> list[tuple[DataFile | None, list[int]]]:
         groups: dict[str | None, tuple[DataFile | None, list[int]]] = {}
         for i, field in enumerate(fields):
             refuse_json(field, self.store.uri)
-            location = self._locations.get(field.id)
-            if location is None:
-                # Files of format 2.1+ store leaves only: find the field by its first leaf.
-                location = next((self._locations[f.id] for f in column_fields(field)
-                                 if f.id in self._locations), None)
-            data_file = location[0] if location else None
+            data_file = self.data_file_of(field)
             key = data_file.path if data_file else None
             groups.setdefault(key, (data_file, []))[1].append(i)
         return list(groups.values())
@@ -287,6 +292,42 @@ class FragmentReader:
 def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
     base = np.uint64(fragment_id) << np.uint64(32)
     return pa.array(offsets.astype(np.uint64) | base, pa.uint64())
+
+
+def row_offsets(addresses: pa.Array | np.ndarray) -> np.ndarray:
+    """The row offsets (low 32 bits, int64) of row addresses."""
+    if isinstance(addresses, pa.Array | pa.ChunkedArray):
+        addresses = addresses.to_numpy()
+    return (np.asarray(addresses, np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.int64)
+
+
+def by_fragment(manifest: Manifest, addresses: np.ndarray
+                ) -> Iterator[tuple[Fragment, np.ndarray, np.ndarray]]:
+    """Row addresses grouped by fragment: (fragment, its row offsets sorted, the positions
+    of those addresses in ``addresses``), fragments in address order."""
+    addresses = np.asarray(addresses, np.uint64)
+    order = np.argsort(addresses, kind="stable")
+    fragment_ids = addresses[order] >> np.uint64(32)
+    bounds = np.flatnonzero(np.diff(fragment_ids)) + 1
+    by_id = {f.id: f for f in manifest.fragments}
+    for positions in np.split(order, bounds) if len(order) else []:
+        frag_id = int(addresses[positions[0]] >> np.uint64(32))
+        frag = by_id.get(frag_id)
+        if frag is None:
+            raise NotFoundError(f"row address refers to fragment {frag_id}, which does not exist")
+        yield frag, row_offsets(addresses[positions]), positions
+
+
+def matching_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan
+                  ) -> Iterator[tuple[Fragment, np.ndarray]]:
+    """(fragment, offsets of its live rows ``plan`` keeps) for fragments with matches.
+
+    ``plan`` must output ``_rowaddr``.
+    """
+    for frag in manifest.fragments:
+        addresses = scan_fragment(store, manifest, frag, plan).column(ROW_ADDR)
+        if len(addresses):
+            yield frag, row_offsets(addresses)
 
 
 def system_arrays(store: ObjectStore, manifest: Manifest, fragment: Fragment,
@@ -374,7 +415,7 @@ def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan:
     matched = scan_fragment(store, manifest, fragment, probe, offset=offset, length=length)
     if matched.num_rows == 0:
         return plan.output_schema.empty_table()
-    rows = (matched.column(ROW_ADDR).to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    rows = row_offsets(matched.column(ROW_ADDR))
     fetched = FragmentReader(store, manifest, fragment).take(late, rows)
     columns = dict(zip((f.name for f in late), fetched, strict=True))
     table = pa.Table.from_arrays(

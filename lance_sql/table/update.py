@@ -31,7 +31,7 @@ from lance_sql.table.expr import parse_predicate, value_expression
 from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import PENDING_VERSION, load_lineage
 from lance_sql.table.row_rewrite import RowRewrite
-from lance_sql.table.scan import ROW_ADDR, FragmentReader, plan_scan, scan_fragment
+from lance_sql.table.scan import FragmentReader, matching_rows, plan_scan
 from lance_sql.table.schema_evolution import write_columns_file
 
 if TYPE_CHECKING:
@@ -62,11 +62,7 @@ def update(ds: LanceDataset, updates: Mapping[str, str], where: str | None = Non
         exprs[name] = value_expression(parse_predicate(text), arrow)
     modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
     plan = plan_scan(base, columns=[], filter=where, with_row_address=True)
-    matches = []
-    for frag in base.fragments:
-        addresses = scan_fragment(ds.store, base, frag, plan).column(ROW_ADDR)
-        if len(addresses):
-            matches.append((frag, (addresses.to_numpy() & np.uint64(0xFFFFFFFF)).astype(np.int64)))
+    matches = list(matching_rows(ds.store, base, plan))
     if not matches:
         return 0, None
     if update_mode == "rewrite_columns":
