@@ -69,8 +69,8 @@ from lance_sql.table.change_rows import CHANGE_TYPE, COMMIT_VERSION
 from lance_sql.table.change_rows import ROW_ID as CHANGE_ROW_ID
 from lance_sql.table.changes import (
     ChangeWindow,
+    answer,
     plan_changes,
-    read_changes,
     resolve_window,
     timestamps_of,
 )
@@ -281,10 +281,7 @@ class ChangeFeedReader(DataSourceReader):
         query = self._query(window)
         rows = self._rows(window, query, partition.version)
         rows = rows.take(np.arange(partition.start, min(partition.stop, len(rows))))
-        table = read_changes(window, rows, query.read_columns)
-        if query.filter is not None:
-            table = table.filter(query.filter)
-        table = table.select(list(query.output))
+        table = answer(window, query, rows)
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield _to_spark_batch(batch, self.spark_arrow)
 

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
 from lance_sql.sql.error_bridge import ErrorRegistry
+from lance_sql.sql.provider import PlanningScanner
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.table.change_query import ChangeQuery
 from lance_sql.table.change_rows import ChangeRows
@@ -101,11 +102,11 @@ class ChangesDataset(pds.Dataset):
         return self._schema
 
     def scanner(self, columns: list[str] | None = None,
-                filter: pc.Expression | None = None, **_: object) -> _PlanningScanner:  # noqa: A002
+                filter: pc.Expression | None = None, **_: object) -> PlanningScanner:  # noqa: A002
         self.pushed.columns = list(columns) if columns is not None else None
         self.pushed.filter = None if filter is None else str(filter)
         names = list(columns) if columns is not None else self._schema.names
-        return _PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
+        return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list[ChangeUnit]:  # noqa: A002
         try:
@@ -123,11 +124,3 @@ class ChangesDataset(pds.Dataset):
         self.pushed.rows_planned, self.pushed.rows_kept = len(rows), len(kept)
         return [ChangeUnit(self, kept.take(slice(i, i + UNIT_ROWS)))
                 for i in range(0, len(kept), UNIT_ROWS)]
-
-
-@dataclass
-class _PlanningScanner:
-    """What DataFusion reads at planning time: only the projected schema."""
-
-    projected_schema: pa.Schema
-    extra: dict = field(default_factory=dict)

@@ -187,11 +187,11 @@ class LanceTableDataset(pds.Dataset):
         return f"{self.name}[v={self.manifest.version}]"
 
     def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,  # noqa: A002
-                **_: object) -> UnitScanner | _PlanningScanner:
+                **_: object) -> UnitScanner | PlanningScanner:
         self.pushed.columns = list(columns) if columns is not None else None
         self.pushed.filter = None if filter is None else str(filter)
         names = list(columns) if columns is not None else self._schema.names
-        return _PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
+        return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list[ScanUnit]:  # noqa: A002
         try:
@@ -282,7 +282,7 @@ def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple
 
 
 @dataclass
-class _PlanningScanner:
+class PlanningScanner:
     """What DataFusion reads at planning time: only the projected schema."""
 
     projected_schema: pa.Schema

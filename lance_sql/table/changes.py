@@ -59,6 +59,7 @@ from lance_sql.table.versions import list_versions, load_manifest
 
 __all__ = [
     "ChangeWindow",
+    "answer",
     "check_names",
     "plan_changes",
     "read_changes",
@@ -476,7 +477,11 @@ def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,
 def run_query(window: ChangeWindow, query: ChangeQuery) -> pa.Table:
     """Plan, prune on metadata, read, filter and project."""
     rows = plan_changes(window, query.versions(window))
-    rows = query.prune(rows, timestamps_of(window, rows))
+    return answer(window, query, query.prune(rows, timestamps_of(window, rows)))
+
+
+def answer(window: ChangeWindow, query: ChangeQuery, rows: ChangeRows) -> pa.Table:
+    """``query``'s result for planned and pruned ``rows``: read, filter, project."""
     table = read_changes(window, rows, query.read_columns)
     if query.filter is not None and not query.prefilter_is_whole:
         table = table.filter(query.filter)
