@@ -17,8 +17,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
@@ -33,10 +31,8 @@ from lance_sql.table.operations import (
 )
 from lance_sql.table.row_ids import (
     FragmentLineage,
-    externalize,
+    attach_lineage,
     sequence_keys,
-    with_lineage,
-    writes_external_row_ids,
 )
 from lance_sql.table.scan import LINEAGE_COLUMNS, plan_scan, scan_fragment
 from lance_sql.table.write import FragmentWriter
@@ -189,22 +185,9 @@ def _rewrite_groups(ds: LanceDataset, base: Manifest, groups: list[tuple[Fragmen
         writer.finish()  # one group's rows never share a file with the next group's
         new = tuple(writer.fragments[start:])
         if stable:
-            new = _carry_lineage(ds, base, new, FragmentLineage.concat(lineage))
+            new, _ = attach_lineage(ds.store, base, new, FragmentLineage.concat(lineage))
         out.append((group, new))
     return out
-
-
-def _carry_lineage(ds: LanceDataset, base: Manifest, fragments: tuple[Fragment, ...],
-                   lineage: FragmentLineage) -> tuple[Fragment, ...]:
-    out, start = [], 0
-    for frag in fragments:
-        part = lineage.take(np.arange(start, start + frag.physical_rows))
-        frag, _ = externalize(ds.store, with_lineage(frag, part.row_ids, part.created,
-                                                     part.updated),
-                              enabled=writes_external_row_ids(base))
-        out.append(frag)
-        start += frag.physical_rows
-    return tuple(out)
 
 
 # -------------------------------------------------------------------------------- restore

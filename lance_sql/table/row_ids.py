@@ -25,6 +25,7 @@ reference matters more than a smaller manifest. Version sequences always stay in
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -56,6 +57,7 @@ __all__ = [
     "FragmentLineage",
     "INLINE_LIMIT",
     "PENDING_VERSION",
+    "attach_lineage",
     "externalize",
     "writes_external_row_ids",
     "load_lineage",
@@ -206,6 +208,23 @@ def externalize(store: ObjectStore, fragment: Fragment, *,
     key = f"{ROW_IDS_DIR}/{uuid.uuid4()}.binpb"
     store.put(key, seq)
     return replace(fragment, row_id_sequence=ExternalFile(key, 0, len(seq))), [key]
+
+
+def attach_lineage(store: ObjectStore, base: Manifest, fragments: Iterable[Fragment],
+                   lineage: FragmentLineage) -> tuple[tuple[Fragment, ...], list[str]]:
+    """Give fragments written in order their slices of ``lineage`` (one entry per row of
+    all of them); returns the fragments and the keys of any external sequence files."""
+    out, keys, start = [], [], 0
+    for frag in fragments:
+        end = start + frag.physical_rows
+        frag, written = externalize(
+            store, with_lineage(frag, lineage.row_ids[start:end], lineage.created[start:end],
+                                lineage.updated[start:end]),
+            enabled=writes_external_row_ids(base))
+        out.append(frag)
+        keys.extend(written)
+        start = end
+    return tuple(out), keys
 
 
 def sequence_keys(fragment: Fragment) -> list[str]:

@@ -25,10 +25,8 @@ from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import (
     PENDING_VERSION,
     FragmentLineage,
-    externalize,
+    attach_lineage,
     load_lineage,
-    with_lineage,
-    writes_external_row_ids,
 )
 from lance_sql.table.scan import deleted_offsets
 from lance_sql.table.write import FragmentWriter
@@ -100,18 +98,10 @@ class RowRewrite:
         fragments = self.writer.finish()
         if not self.stable:
             return tuple(fragments)
-        lineage = FragmentLineage.concat(self._lineage)
-        out, start = [], 0
-        for frag in fragments:
-            end = start + frag.physical_rows
-            part = lineage.take(np.arange(start, end))
-            frag, keys = externalize(self.ds.store,
-                                     with_lineage(frag, part.row_ids, part.created, part.updated),
-                                     enabled=writes_external_row_ids(self.base))
-            self._extra_keys.extend(keys)
-            out.append(frag)
-            start = end
-        return tuple(out)
+        out, keys = attach_lineage(self.ds.store, self.base, fragments,
+                                   FragmentLineage.concat(self._lineage))
+        self._extra_keys.extend(keys)
+        return out
 
     def commit(self, naming: ManifestNaming, fields_modified: tuple[int, ...] = (),
                check_winners: WinnerCheck | None = None) -> Manifest | None:
