@@ -4,6 +4,7 @@ Start with :func:`write_dataset` and :func:`dataset`; errors live in
 :mod:`lance_sql.errors`.
 """
 
+from lance_sql import allocator  # noqa: F401 - tunes malloc once, see its docstring
 from lance_sql.errors import (
     CommitConflict,
     FormatError,

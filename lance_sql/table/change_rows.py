@@ -38,13 +38,15 @@ META_SCHEMA = pa.schema(META_FIELDS)
 INSERT, PREIMAGE, POSTIMAGE, DELETE = 0, 1, 2, 3
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
 _TYPE_NAMES = pa.array(CHANGE_TYPES, pa.string())
-# Output order within a version: inserts, then updates (pre-image right before its
-# post-image), then deletes.
-_GROUP = np.array([0, 1, 1, 2], np.int8)
+
 
 @dataclass(frozen=True)
 class ChangeRows:
-    """Changes as parallel arrays; no data values, only where to find them."""
+    """Changes as parallel arrays; no data values, only where to find them.
+
+    The planner lays rows out in output order: by version; within one, inserts, then
+    updates (each pre-image right before its post-image), then deletes, each by row id.
+    """
 
     version: np.ndarray   # uint64: the commit
     kind: np.ndarray      # int8: index into CHANGE_TYPES
@@ -74,19 +76,6 @@ class ChangeRows:
         return ChangeRows(*(np.concatenate([getattr(p, n) for p in parts])
                             for n in _ROW_FIELDS))
 
-    def ordered(self) -> ChangeRows:
-        """By version; inserts, then updates (pre-image before post-image), then deletes."""
-        if len(self) and int(self.row_id.max()) < _PACKABLE_ID:
-            # group, row id and kind packed into one key: one sort instead of three
-            key = ((_GROUP[self.kind].astype(np.uint64) << np.uint64(62))
-                   | (self.row_id << np.uint64(2)) | self.kind.astype(np.uint64))
-            order = np.argsort(key, kind="stable")
-            if self.version.size and self.version.min() != self.version.max():
-                order = order[np.argsort(self.version[order], kind="stable")]
-        else:
-            order = np.lexsort((self.kind, self.row_id, _GROUP[self.kind], self.version))
-        return self.take(order)
-
     def metadata(self, timestamps: Mapping[int, int], names: Sequence[str] = META_COLUMNS,
                  *, encoded: bool = False) -> pa.Table:
         """The metadata columns ``names``; ``timestamps``: version -> commit time (µs UTC).
@@ -113,6 +102,5 @@ class ChangeRows:
 
 _ROW_FIELDS = ("version", "kind", "row_id", "source", "fragment", "offset", "alt_fragment",
                "alt_offset")
-_PACKABLE_ID = 1 << 60  # row ids below this fit a sort key beside a group and a kind
 _ROW_TYPES = (np.uint64, np.int8, np.uint64, np.int64, np.int64, np.int64, np.int64,
               np.int64)

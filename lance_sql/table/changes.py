@@ -70,6 +70,8 @@ __all__ = [
 # Plans of recent versions, at most 256 MiB of them: see _cached_version_changes.
 _PLAN_CACHE = LruCache(64, max_weight=256 << 20,
                        weigh=lambda rows: rows.nbytes)
+# What recent Updates modified (field ids), by transaction file.
+_MODIFIED_CACHE = LruCache(1024)
 # Fragments read in parallel when gathering the values of changed rows.
 READ_THREADS = min(8, os.cpu_count() or 1)
 
@@ -239,23 +241,35 @@ class _Side:
         if not parts:
             empty = np.empty(0, np.int64)
             return _Side(empty, empty, FragmentLineage.concat([]))
-        return _Side(np.concatenate([np.full(o.size, f, np.int64) for f, o, _ in parts]),
-                     np.concatenate([o.astype(np.int64) for _, o, _ in parts]),
+        if len(parts) == 1:
+            frag_id, offsets, lineage = parts[0]
+            return _Side(np.full(offsets.size, frag_id, np.int64),
+                         offsets.astype(np.int64, copy=False), lineage)
+        return _Side(np.repeat(np.array([f for f, _, _ in parts], np.int64),
+                               [o.size for _, o, _ in parts]),
+                     np.concatenate([o.astype(np.int64, copy=False) for _, o, _ in parts]),
                      FragmentLineage.concat([lin for _, _, lin in parts]))
 
-    def rows(self, mask: np.ndarray, kind: int, version: int, source: int,
-             alternate: tuple[np.ndarray, np.ndarray] | None = None) -> ChangeRows:
-        n = int(np.count_nonzero(mask))
-        none = np.full(n, -1, np.int64)
-        alt_fragment, alt_offset = (none, none) if alternate is None else (
-            alternate[0][mask], alternate[1][mask])
-        return ChangeRows(np.full(n, version, np.uint64), np.full(n, kind, np.int8),
-                          self.lineage.row_ids[mask], np.full(n, source, np.int64),
-                          self.fragment[mask], self.offset[mask], alt_fragment, alt_offset)
+
+def _id_order(ids: np.ndarray) -> np.ndarray | None:
+    """Positions of ``ids`` in ascending order; None when they already are (common:
+    fragments keep rows in id order)."""
+    if ids.size < 2 or bool(np.all(ids[1:] >= ids[:-1])):
+        return None
+    return np.argsort(ids, kind="stable")
+
+
+def _selected(mask: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """Positions where ``mask`` holds, in the given order (None: ascending positions)."""
+    return np.flatnonzero(mask) if order is None else order[mask[order]]
 
 
 def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> ChangeRows:
-    """Changes of the commit that turned ``old`` (None: empty table) into ``new``."""
+    """Changes of the commit that turned ``old`` (None: empty table) into ``new``.
+
+    In output order: inserts, then updates (each pre-image right before its post-image),
+    then deletes, each by row id.
+    """
     version = new.version
     old_frags = {} if old is None else {f.id: f for f in old.fragments}
     new_frags = {f.id: f for f in new.fragments}
@@ -292,31 +306,59 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
         if offsets.size:
             appeared.append((frag.id, offsets, lineage.take(offsets)))
     gone, came = _Side.build(vanished), _Side.build(appeared)
+    gone_ids, came_ids = gone.lineage.row_ids, came.lineage.row_ids
     # Match each appearing row to its vanishing copy by id: no copy means inserted (or
     # brought back by a restore); a copy with another last-updated version means updated;
-    # the same version means merely moved (compaction).
-    order = np.argsort(gone.lineage.row_ids, kind="stable")
-    ids = gone.lineage.row_ids[order]
-    at = np.minimum(np.searchsorted(ids, came.lineage.row_ids), max(ids.size - 1, 0))
-    matched = ids[at] == came.lineage.row_ids if ids.size else np.zeros(len(at), bool)
-    was = gone.lineage.updated[order][at] if ids.size else came.lineage.updated
-    inserted = ~matched
-    post = matched & (came.lineage.updated != was)
-    # Live ids are unique on each side, so each appearing row matches one vanishing row.
-    pre = np.zeros(ids.size, dtype=bool)
-    pre[order[at[post]]] = True
-    deleted = np.ones(ids.size, dtype=bool)
-    deleted[order[at[matched]]] = False
-    partner_fragment = np.full(ids.size, -1, np.int64)  # each pre-image's post-image
-    partner_offset = np.full(ids.size, -1, np.int64)
-    partner_fragment[order[at[post]]] = came.fragment[post]
-    partner_offset[order[at[post]]] = came.offset[post]
-    return ChangeRows.concat([
-        came.rows(inserted, INSERT, version, version),
-        gone.rows(pre, PREIMAGE, version, version - 1, (partner_fragment, partner_offset)),
-        came.rows(post, POSTIMAGE, version, version),
-        gone.rows(deleted, DELETE, version, version - 1),
-    ])
+    # the same version means merely moved (compaction). Live ids are unique on each
+    # side, so each appearing row matches at most one vanishing row.
+    order = _id_order(gone_ids)
+    ids = gone_ids if order is None else gone_ids[order]
+    if ids.size:
+        at = np.minimum(np.searchsorted(ids, came_ids), ids.size - 1)
+        matched = ids[at] == came_ids
+        partner = at if order is None else order[at]  # each appearing row's vanishing copy
+        post = matched & (came.lineage.updated != gone.lineage.updated[partner])
+    else:
+        partner = np.zeros(came_ids.size, np.int64)
+        matched = post = np.zeros(came_ids.size, bool)
+    deleted = np.ones(gone_ids.size, dtype=bool)
+    deleted[partner[matched]] = False
+    came_order = _id_order(came_ids)
+    ins_at = _selected(~matched, came_order)
+    post_at = _selected(post, came_order)
+    pre_at = partner[post_at]
+    del_at = _selected(deleted, order)
+    return _change_rows(version, came, gone, ins_at, pre_at, post_at, del_at)
+
+
+def _change_rows(version: int, came: _Side, gone: _Side, ins_at: np.ndarray,
+                 pre_at: np.ndarray, post_at: np.ndarray, del_at: np.ndarray) -> ChangeRows:
+    """Inserts, pre/post-image pairs and deletes, laid out directly in output order."""
+    n_ins, n_upd, n_del = ins_at.size, post_at.size, del_at.size
+    total = n_ins + 2 * n_upd + n_del
+    pre, post = slice(n_ins, n_ins + 2 * n_upd, 2), slice(n_ins + 1, n_ins + 2 * n_upd, 2)
+    dels = slice(n_ins + 2 * n_upd, total)
+
+    def lay_out(came_values: np.ndarray, gone_values: np.ndarray, dtype: type) -> np.ndarray:
+        out = np.empty(total, dtype)
+        out[:n_ins] = came_values[ins_at]
+        out[pre] = gone_values[pre_at]
+        out[post] = came_values[post_at]
+        out[dels] = gone_values[del_at]
+        return out
+
+    kind = np.empty(total, np.int8)
+    kind[:n_ins], kind[pre], kind[post], kind[dels] = INSERT, PREIMAGE, POSTIMAGE, DELETE
+    source = np.full(total, version, np.int64)
+    source[pre] = source[dels] = version - 1
+    alt_fragment = np.full(total, -1, np.int64)  # each pre-image's post-image
+    alt_offset = np.full(total, -1, np.int64)
+    alt_fragment[pre] = came.fragment[post_at]
+    alt_offset[pre] = came.offset[post_at]
+    row_id = lay_out(came.lineage.row_ids, gone.lineage.row_ids, np.uint64)
+    return ChangeRows(np.full(total, version, np.uint64), kind, row_id, source,
+                      lay_out(came.fragment, gone.fragment, np.int64),
+                      lay_out(came.offset, gone.offset, np.int64), alt_fragment, alt_offset)
 
 
 def plan_changes(window: ChangeWindow, versions: Sequence[int] | None = None) -> ChangeRows:
@@ -324,7 +366,7 @@ def plan_changes(window: ChangeWindow, versions: Sequence[int] | None = None) ->
     wanted = range(window.start, window.end + 1) if versions is None else versions
     with _history_guard(window):
         parts = [_cached_version_changes(window, v) for v in sorted(wanted)]
-    return parts[0] if len(parts) == 1 else ChangeRows.concat(parts).ordered()
+    return parts[0] if len(parts) == 1 else ChangeRows.concat(parts)  # versions ascend
 
 
 def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
@@ -337,7 +379,7 @@ def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
     key = (window.store.uri, version, new.timestamp_ns, old.timestamp_ns if old else None)
 
     def plan() -> ChangeRows:
-        return version_changes(window.store, old, new).ordered()
+        return version_changes(window.store, old, new)
 
     return _PLAN_CACHE.get_or_load(key, plan)
 
@@ -385,7 +427,10 @@ def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
     there. Only updates lance_sql committed are trusted to list what they modified.
     """
     pre = (rows.kind == PREIMAGE) & (rows.alt_fragment >= 0)
-    versions = _distinct(rows.version[pre])
+    if len(rows) and rows.version[0] == rows.version[-1]:  # one version (rows ascend)
+        versions = [int(rows.version[0])] if pre.any() else []
+    else:
+        versions = _distinct(rows.version[pre])
     modified = {v: _modified_fields(window, v) for v in versions}
     groups: dict[tuple[int, ...], list] = {}
     for column in fields:
@@ -398,7 +443,8 @@ def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
         if not alternate:
             out.append((group, rows))
             continue
-        use = pre & np.isin(rows.version, np.array(alternate, np.uint64))
+        use = pre if len(alternate) == len(versions) else (
+            pre & np.isin(rows.version, np.array(alternate, np.uint64)))
         out.append((group, replace(
             rows,
             source=np.where(use, rows.version.astype(np.int64), rows.source),
@@ -413,14 +459,19 @@ def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | Non
     if manifest.writer_library != WRITER_LIBRARY or not manifest.transaction_file:
         return None
     key = f"{TRANSACTIONS_DIR}/{manifest.transaction_file}"
-    try:
-        txn = Transaction.decode(window.store.read(key), f"{window.store.uri}/{key}")
-    except LanceError:
-        return None  # unreadable: read every column from the old files
-    op = txn.operation
-    if not isinstance(op, Update) or not op.fields_modified:
-        return None
-    return frozenset(op.fields_modified)
+
+    def load() -> frozenset[int] | None:
+        try:
+            txn = Transaction.decode(window.store.read(key), f"{window.store.uri}/{key}")
+        except LanceError:
+            return None  # unreadable: read every column from the old files
+        op = txn.operation
+        if not isinstance(op, Update) or not op.fields_modified:
+            return None
+        return frozenset(op.fields_modified)
+
+    # Transaction files are written once, under unique names.
+    return _MODIFIED_CACHE.get_or_load((window.store.uri, key), load)
 
 
 def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,
@@ -428,22 +479,12 @@ def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,
     target = pa.schema([schema.field(f.name) for f in fields])
     if not len(rows):
         return {f.name: pa.chunked_array([], schema.field(f.name).type) for f in fields}
-    key = (rows.source << np.int64(32)) | rows.fragment
-    groups = np.unique(key)  # a handful of (version, fragment) pairs
-    if groups.size <= 64:  # a pass per group beats sorting every row
-        parts = [np.flatnonzero(key == g) for g in groups.tolist()]
-        order = np.concatenate(parts)
-        ends = np.cumsum([p.size for p in parts])
-        starts = ends - np.array([p.size for p in parts])
-    else:
-        order = np.argsort(key, kind="stable")
-        starts = np.flatnonzero(np.r_[True, np.diff(key[order]) != 0])
-        ends = np.r_[starts[1:], order.size]
+    order, starts, ends = _location_groups(rows.source, rows.fragment)
     by_version: dict[int, dict[int, Fragment]] = {}
     jobs = []
-    for lo, hi in zip(starts, ends, strict=True):
-        picked = order[lo:hi]
-        source, frag_id = int(rows.source[picked[0]]), int(rows.fragment[picked[0]])
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        picked = slice(lo, hi) if order is None else order[lo:hi]
+        source, frag_id = int(rows.source[picked][0]), int(rows.fragment[picked][0])
         manifest = window.manifest_of(source)
         frags = by_version.setdefault(source, {f.id: f for f in manifest.fragments})
         jobs.append((manifest, frags[frag_id], rows.offset[picked]))
@@ -467,11 +508,43 @@ def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,
     else:
         pieces = [read(job) for job in jobs]
     table = pa.concat_tables(pieces)
-    if np.any(order[1:] < order[:-1]):  # back to the rows' order, unless already in it
+    if order is not None and np.any(order[1:] < order[:-1]):  # back to the rows' order
         inverse = np.empty_like(order)
         inverse[order] = np.arange(order.size)
         table = table.take(pa.array(inverse))
     return {f.name: table.column(f.name) for f in fields}
+
+
+def _location_groups(source: np.ndarray, fragment: np.ndarray
+                     ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Rows grouped by where their values live, (source version, fragment).
+
+    Returns ``(order, starts, ends)``: group ``i`` is ``order[starts[i]:ends[i]]``;
+    ``order`` None means the rows already come grouped (a few long runs, e.g. a new
+    fragment read whole), so no reordering is needed at all.
+    """
+    n = source.size
+    cuts = np.flatnonzero((source[1:] != source[:-1]) | (fragment[1:] != fragment[:-1])) + 1
+    if cuts.size < 64:
+        starts, ends = np.r_[0, cuts], np.r_[cuts, n]
+        where = list(zip(source[starts].tolist(), fragment[starts].tolist(), strict=True))
+        if len(set(where)) == len(where):
+            return None, starts, ends
+    s0, f0 = int(source.min()), int(fragment.min())
+    width = int(fragment.max()) - f0 + 1
+    span = (int(source.max()) - s0 + 1) * width
+    if span <= 1 << 16:  # small keys: numpy's stable sort of 16-bit keys is a radix sort
+        compact = ((source - s0) * width + (fragment - f0)).astype(np.uint16)
+        order = np.argsort(compact, kind="stable")
+        counts = np.bincount(compact, minlength=span)
+        sizes = counts[counts > 0]
+    else:
+        key = (source << np.int64(32)) | fragment
+        order = np.argsort(key, kind="stable")
+        firsts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])
+        sizes = np.diff(np.r_[firsts, n])
+    ends = np.cumsum(sizes)
+    return order, ends - sizes, ends
 
 
 def run_query(window: ChangeWindow, query: ChangeQuery) -> pa.Table:

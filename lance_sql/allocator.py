@@ -1,0 +1,81 @@
+"""Keep freed memory for reuse instead of handing it back to the OS after every array.
+
+Scans and the change feed allocate many short-lived numpy arrays of 0.1-30 MB. glibc's
+malloc serves each of those with a fresh ``mmap`` and returns it with ``munmap`` when
+freed, so every array pays a page fault per 4 KiB page the next time round; on virtual
+machines that is ~1 µs a page and can cost more than the work itself (measured: the
+change-feed plan of a 1% update of 10M rows takes 14 ms with glibc's defaults, 6.5 ms
+with the settings below). Raising the mmap threshold to 32 MiB (glibc's own ceiling
+for its adaptive threshold) and the trim threshold to 128 MiB lets freed blocks be
+reused. The price is up to ~128 MiB of freed memory the process keeps.
+
+Applied once, at ``import lance_sql``, only on Linux with glibc, and never over the
+user's own choices: set ``LANCE_SQL_TUNE_MALLOC=0`` to turn it off, and any of glibc's
+``MALLOC_*`` tunables in the environment leave the allocator alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+__all__ = ["OPT_OUT", "AllocatorTuning", "tune_allocator", "TUNING"]
+
+OPT_OUT = "LANCE_SQL_TUNE_MALLOC"
+MMAP_THRESHOLD = 32 << 20
+TRIM_THRESHOLD = 128 << 20
+# mallopt parameter numbers (glibc's malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+# Environment tunables with which the user has configured glibc's malloc already.
+_USER_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
+                  "MALLOC_MMAP_MAX_", "GLIBC_TUNABLES")
+
+
+@dataclass(frozen=True)
+class AllocatorTuning:
+    """Whether the allocator was tuned, and why (not)."""
+
+    applied: bool
+    reason: str
+
+
+def _glibc_mallopt() -> Callable[[int, int], int] | None:
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - present in glibc only (not musl)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    return mallopt
+
+
+def tune_allocator(environ: Mapping[str, str] | None = None,
+                   mallopt: Callable[[int, int], int] | None = None,
+                   platform: str | None = None) -> AllocatorTuning:
+    """Apply the settings above unless turned off or already configured by the user."""
+    environ = os.environ if environ is None else environ
+    platform = sys.platform if platform is None else platform
+    if environ.get(OPT_OUT, "").strip().lower() in ("0", "false", "no", "off"):
+        return AllocatorTuning(False, f"turned off by {OPT_OUT}")
+    if not platform.startswith("linux"):
+        return AllocatorTuning(False, f"not Linux ({platform})")
+    configured = [name for name in _USER_SETTINGS if name in environ]
+    if configured:
+        return AllocatorTuning(False, f"left to the user's {configured[0]}")
+    mallopt = mallopt or _glibc_mallopt()
+    if mallopt is None:
+        return AllocatorTuning(False, "not glibc's malloc")
+    if not (mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+            and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)):
+        return AllocatorTuning(False, "mallopt refused the settings")
+    return AllocatorTuning(True, f"mmap threshold {MMAP_THRESHOLD >> 20} MiB, "
+                                 f"trim threshold {TRIM_THRESHOLD >> 20} MiB")
+
+
+TUNING = tune_allocator()
