@@ -14,8 +14,10 @@ Two framings exist on disk:
 * out of line (``OutOfLineBitpacking``): ``W`` lives in the encoding and the buffer is
   just the packed blocks, the tail either packed (padded) or stored unpacked.
 
-Everything works on whole arrays of blocks at once: one numpy expression per row of the
-lane (at most 64), never a Python loop over values or blocks.
+Everything works on whole arrays of blocks at once, never a Python loop over values or
+blocks: :func:`unpack` spends one numpy expression per row of the lane (at most 64) on
+blocks of one width, which is cheapest per value for many blocks; :func:`unpack_blocks`
+takes blocks of any mix of widths in a fixed handful of numpy calls, for small reads.
 """
 
 from __future__ import annotations
@@ -100,6 +102,105 @@ def unpack(words: np.ndarray, width: int, bits: int, out: np.ndarray | None = No
                 np.left_shift(w3[:, w0 + 1, :], dt.type(bits - shift), out=tmp2)
                 np.bitwise_or(tmp, tmp2, out=tmp)
             np.bitwise_and(tmp, mask, out=target)
+    return out
+
+
+@cache
+def _mixed_tables(bits: int) -> tuple[np.ndarray, ...]:
+    """Per-width row tables for :func:`unpack_blocks`, each ``(bits + 1, bits)``.
+
+    Rows are listed in output order (row ``k`` of a table fills block positions
+    ``[k*LANES, (k+1)*LANES)``), so gathering whole lanes-wide rows of words in this order
+    yields the block already transposed. For width ``w`` and output row ``k``:
+    ``lo``/``hi`` are the word offsets (in words) of the first and spill word rows, ``shr``
+    the right shift of the low word; ``shl`` the left shift of the spill word when no
+    block is full width (``bits - 1`` for rows that do not spill: the mask drops what it
+    brings in), ``shl1`` the shift to apply after a first ``<< 1`` (so no shift reaches
+    ``bits``, which numpy leaves undefined). ``mask`` is ``(bits + 1,)``.
+    """
+    dt = _DTYPES[bits]
+    lanes = BLOCK // bits
+    base = _positions(bits)[:, 0]
+    rows = np.argsort(base)  # output row k is lane row rows[k]
+    assert np.array_equal(base[rows], np.arange(bits) * lanes)
+    lo = np.zeros((bits + 1, bits), np.int64)
+    hi = np.zeros((bits + 1, bits), np.int64)
+    shr = np.zeros((bits + 1, bits), dt)
+    shl = np.full((bits + 1, bits), bits - 1, dt)
+    shl1 = np.zeros((bits + 1, bits), dt)
+    for w in range(1, bits + 1):
+        for k, r in enumerate(rows.tolist()):
+            w0, s = divmod(r * w, bits)
+            lo[w, k] = w0 * lanes
+            hi[w, k] = min(w0 + 1, w - 1) * lanes  # past the block only for rows that do not spill
+            shr[w, k] = s
+            if s + w > bits:
+                shl[w, k] = bits - s
+            shl1[w, k] = bits - 1 - s
+    mask = np.array([(1 << w) - 1 for w in range(bits + 1)], np.uint64).astype(dt)
+    for a in (lo, hi, shr, shl, shl1, mask):
+        a.setflags(write=False)
+    return lo, hi, shr, shl, shl1, mask
+
+
+_MIXED_BATCH_BYTES = 1 << 19  # working arrays of a batch stay in L2
+
+
+def unpack_blocks(words: np.ndarray, starts: np.ndarray, widths: np.ndarray, bits: int,
+                  out: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """Unpack blocks of any mix of widths at once into ``(n_blocks, 1024)`` values.
+
+    ``words`` is a 1-D array of ``bits``-wide words; block ``i`` is packed to
+    ``widths[i]`` bits and its ``widths[i] * LANES`` words start at ``words[starts[i]]``.
+    Callers check that every block lies inside ``words`` (indices are clamped, never
+    trusted). A fixed number of numpy calls whatever the widths: each output row of a
+    block is ``LANES`` consecutive values drawn from ``LANES`` consecutive words, so two
+    row gathers (low word, spill word), two shifts, an or and a mask do all the work.
+    This beats :func:`unpack` when there are few blocks per width.
+    """
+    dt = _DTYPES[bits]
+    n = widths.shape[0]
+    if out is None:
+        out = np.empty((n, BLOCK), dt)
+    lanes = BLOCK // bits
+    if n == 0:
+        return out
+    if words.ndim != 1 or words.dtype != dt:
+        raise ValueError(f"unpack_blocks needs a 1-D array of {bits}-bit words")
+    widths = np.asarray(widths, np.intp)
+    if words.shape[0] < lanes or not widths.any():
+        if widths.any():
+            raise ValueError("unpack_blocks: blocks reach past the words")
+        out[:] = 0
+        return out
+    lo_t, hi_t, shr_t, shl_t, shl1_t, mask_t = _mixed_tables(bits)
+    full = bool((widths == bits).any())
+    step = words.strides[0]
+    nrows = words.shape[0] - lanes + 1
+    view = np.lib.stride_tricks.as_strided(words, shape=(nrows, lanes), strides=(step, step),
+                                           writeable=False)  # fmt: skip
+    starts = np.asarray(starts, np.int64)
+    batch = max(1, _MIXED_BATCH_BYTES // (BLOCK * dt.itemsize))
+    for b0 in range(0, n, batch):
+        b1 = min(n, b0 + batch)
+        w = widths[b0:b1]
+        s = starts[b0:b1, None]
+        rows = lo_t[w]
+        rows += s
+        np.clip(rows, 0, nrows - 1, out=rows)
+        low = view[rows]  # (blocks, bits, lanes)
+        rows = hi_t[w]
+        rows += s
+        np.clip(rows, 0, nrows - 1, out=rows)
+        high = view[rows]
+        np.right_shift(low, shr_t[w][:, :, None], out=low)
+        if full:
+            np.left_shift(high, dt.type(1), out=high)
+            np.left_shift(high, shl1_t[w][:, :, None], out=high)
+        else:
+            np.left_shift(high, shl_t[w][:, :, None], out=high)
+        np.bitwise_or(low, high, out=low)
+        np.bitwise_and(low, mask_t[w][:, None, None], out=out[b0:b1].reshape(b1 - b0, bits, lanes))
     return out
 
 

@@ -220,28 +220,66 @@ def _mb_inline(ib: pb.InlineBitpacking, buf: ChunkBuffers, counts: np.ndarray, w
     if not np.array_equal(buf.sizes, expect):
         raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
     out = np.empty((counts.size, bp.BLOCK), dt)
-    for w in np.unique(widths).tolist():
-        rows = np.flatnonzero(widths == w)
-        nwords = bp.packed_words(w, bits)
-        starts = first[rows] + 1
-        step = np.diff(starts)
-        if rows.size > 1 and np.all(step == step[0]) and step[0] >= nwords:
-            packed = np.lib.stride_tricks.as_strided(
-                words[int(starts[0]) :], shape=(rows.size, nwords),
-                strides=(int(step[0]) * wbytes, wbytes), writeable=False,
-            )  # fmt: skip
-        else:
-            packed = words[starts[:, None] + np.arange(nwords)[None, :]]
-        if rows.size == counts.size:
-            bp.unpack(packed, w, bits, out=out)
-        else:
-            out[rows] = bp.unpack(packed, w, bits)
+    _inline_unpack(words, first + 1, widths, bits, out)
     n = int(counts.sum())
     if np.all(counts[:-1] == bp.BLOCK):
         values = out.reshape(-1)[: (counts.size - 1) * bp.BLOCK + int(counts[-1])]
     else:
         values = out[np.arange(bp.BLOCK)[None, :] < counts[:, None]]
     return Fixed(values.view(np.uint8), bits, n)
+
+
+# Inline-bitpacked blocks are unpacked either a width at a time (bp.unpack: a few numpy calls
+# per row of the lane, cheap per value) or all widths at once (bp.unpack_blocks: a fixed
+# number of numpy calls, dearer per value). One width for every block goes the first way
+# from _INLINE_ALONE_MIN blocks; in a mix of widths, a width needs _INLINE_GROUP_MIN[bits]
+# blocks (its blocks must then be gathered and scattered back) and the rest go together.
+_INLINE_ALONE_MIN = 64
+_INLINE_GROUP_MIN = {8: 64, 16: 192, 32: 192, 64: 192}
+
+
+def _inline_unpack(words: np.ndarray, starts: np.ndarray, widths: np.ndarray, bits: int,
+                   out: np.ndarray) -> None:  # fmt: skip
+    """Unpack validated inline-bitpacked blocks (packed words at ``words[starts[i]:]``)."""
+    n = widths.size
+    if n == 0:
+        return
+    per_width = np.bincount(widths, minlength=bits + 1)
+    if n >= _INLINE_ALONE_MIN and widths[0] == widths[-1] and per_width[widths[0]] == n:
+        bp.unpack(_inline_packed(words, starts, int(widths[0]), bits), int(widths[0]), bits,
+                  out=out)  # fmt: skip
+        return
+    big = np.flatnonzero(per_width >= _INLINE_GROUP_MIN[bits])
+    if big.size == 0:
+        bp.unpack_blocks(words, starts, widths, bits, out=out)
+        return
+    for w in big.tolist():
+        rows = np.flatnonzero(widths == w)
+        out[rows] = bp.unpack(_inline_packed(words, starts[rows], w, bits), w, bits)
+    rest = np.flatnonzero(per_width[widths] < _INLINE_GROUP_MIN[bits])
+    if rest.size:
+        out[rest] = bp.unpack_blocks(words, starts[rest], widths[rest], bits)
+
+
+def _inline_packed(words: np.ndarray, starts: np.ndarray, width: int, bits: int) -> np.ndarray:
+    """``(blocks, packed words)`` of blocks packed to ``width`` bits starting at ``starts``."""
+    nwords = bp.packed_words(width, bits)
+    if nwords == 0:
+        return np.zeros((starts.size, 0), words.dtype)
+    step = np.diff(starts)
+    if starts.size > 1 and np.all(step == step[0]) and step[0] >= nwords:
+        return np.lib.stride_tricks.as_strided(
+            words[int(starts[0]) :], shape=(starts.size, nwords),
+            strides=(int(step[0]) * words.strides[0], words.strides[0]), writeable=False,
+        )  # fmt: skip
+    # gather lanes-wide rows of words (cheaper than word by word)
+    lanes = bp.BLOCK // bits
+    view = np.lib.stride_tricks.as_strided(
+        words, shape=(words.size - lanes + 1, lanes),
+        strides=(words.strides[0], words.strides[0]), writeable=False,
+    )  # fmt: skip
+    rows = starts[:, None] + np.arange(0, nwords, lanes)[None, :]
+    return view[rows].reshape(starts.size, nwords)
 
 
 def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Variable:
