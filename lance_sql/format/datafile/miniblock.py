@@ -11,7 +11,9 @@ per value buffer (u16, or u32 with large chunks), padded to 8 bytes; then rep, d
 each value buffer, each padded to 8 bytes.
 
 Reads decode only the chunks that hold the requested rows (a ``take`` reads just those
-chunks' bytes) and all of them in one vectorised pass.
+chunks' bytes) and all of them in one vectorised pass. Without lists a row is one item of
+one chunk; when every chunk but a shorter last one holds the same ``2**k`` items (checked
+once per page) a row's chunk is ``row >> k``, otherwise a ``searchsorted`` finds it.
 """
 
 from __future__ import annotations
@@ -139,12 +141,39 @@ class MiniBlockPage:
                 raise FormatError(f"{where}: {int(values.sum())} items for {self.num_rows} rows")
         self.row_starts = starts  # rows starting in each chunk
         self.first_row = np.cumsum(starts) - starts
+        self.row_end = self.first_row + starts
+        self.shift = None if self.has_rep else _uniform_shift(logs, values)
         self._loaded = True
 
     # ------------------------------------------------------------------ chunks
+    def _row_chunks(self, rows: np.ndarray) -> np.ndarray:
+        """Chunk id of each row (pages without lists: a row is one item of one chunk)."""
+        if self.shift is not None:  # every chunk but a shorter last one holds 2**shift rows
+            return rows >> self.shift
+        return np.searchsorted(self.row_end, rows, "right")
+
+    def _flat_chunks_for(self, starts: np.ndarray, ends: np.ndarray):
+        """Pages without lists: (sorted chunk ids, chunk of each start, chunk of each end).
+
+        Range ``[s, e)`` spans chunks ``chunk(s)..chunk(e - 1)``.
+        """
+        c0 = self._row_chunks(starts)
+        c1 = self._row_chunks(ends - 1)
+        n = self.chunk_sizes.size
+        if c0.size and int(c1[-1]) >= n:
+            raise FormatError(f"{self.where}: row {int(ends[-1]) - 1} past the page's chunks")
+        wanted = np.zeros(n, dtype=bool)  # chunk ids are small: a mask beats sorting
+        if np.array_equal(c0, c1):  # each range inside one chunk (e.g. single rows)
+            wanted[c0] = True
+        else:
+            wanted[range_indices(c0, c1 - c0 + 1)] = True
+        return np.flatnonzero(wanted), c0, c1
+
     def _chunks_for(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         """Sorted chunk ids holding rows [starts[i], ends[i])."""
-        row_end = self.first_row + self.row_starts
+        if not self.has_rep:
+            return self._flat_chunks_for(starts, ends)[0]
+        row_end = self.row_end
         n = self.chunk_sizes.size
         c0 = np.searchsorted(row_end, starts, "right")
         last_row = ends - 1
@@ -236,13 +265,12 @@ class MiniBlockPage:
         return rep, def_, values, num_levels, counts
 
     # ------------------------------------------------------------------ rows
-    def _decode_sparse(self, chunks: np.ndarray, rows: np.ndarray) -> repdef.LeafPiece | None:
-        """Just ``rows`` (no lists): only their values are unpacked inside the chunks."""
+    def _decode_sparse(self, chunks: np.ndarray, c: np.ndarray,
+                       p: np.ndarray) -> repdef.LeafPiece | None:  # fmt: skip
+        """Just item ``p[i]`` of chunk ``chunks[c[i]]`` for each row (no lists): only those
+        values are unpacked inside the chunks."""
         where = self.where
         num_levels, counts, joined = self._parse_chunks(chunks)
-        first_row = self.first_row[chunks]
-        c = np.searchsorted(first_row, rows, "right") - 1
-        p = rows - first_row[c]
         def_ = None
         i = 0
         if self.has_def:
@@ -257,17 +285,30 @@ class MiniBlockPage:
             return None
         valid = None if def_ is None else def_ == 0
         values = self._to_arrow(block, valid)
-        return repdef.LeafPiece(None, def_, values, self.layers, int(rows.size))
+        return repdef.LeafPiece(None, def_, values, self.layers, int(p.size))
 
     def decode(self, starts: np.ndarray, ends: np.ndarray) -> repdef.LeafPiece:
         """Rows ``[starts[i], ends[i])`` (page-local, sorted, disjoint, non-empty)."""
         self._load()
         where = self.where
-        chunks = self._chunks_for(starts, ends)
+        if self.has_rep:
+            chunks = self._chunks_for(starts, ends)
+        else:
+            chunks, cid0, cid1 = self._flat_chunks_for(starts, ends)
+            to_sel = _selected_index(chunks, self.chunk_sizes.size)
         wanted = int((ends - starts).sum())
         if (not self.has_rep and wanted * SPARSE_RATIO < int(self.chunk_values[chunks].sum())
                 and sparse.supported(self.layout.value_compression)):  # fmt: skip
-            piece = self._decode_sparse(chunks, range_indices(starts, ends - starts))
+            if wanted == starts.size:  # single rows: their chunks are known already
+                rows, cid = starts, cid0
+            else:
+                rows = range_indices(starts, ends - starts)
+                cid = self._row_chunks(rows)
+            if self.shift is not None:
+                p = rows & ((1 << self.shift) - 1)
+            else:
+                p = rows - self.first_row[cid]
+            piece = self._decode_sparse(chunks, to_sel(cid), p)
             if piece is not None:
                 return piece
         rep, def_, block, num_levels, counts = self._decode_chunks(chunks)
@@ -283,11 +324,9 @@ class MiniBlockPage:
         level_start = np.cumsum(num_levels) - num_levels
         # level span of each requested range
         if rep is None:
-            first_row = self.first_row[chunks]
-            c0 = np.searchsorted(first_row, starts, "right") - 1
-            c1 = np.searchsorted(first_row, ends - 1, "right") - 1
-            lo = level_start[c0] + (starts - first_row[c0])
-            hi = level_start[c1] + (ends - 1 - first_row[c1]) + 1
+            c0, c1 = to_sel(cid0), to_sel(cid1)
+            lo = level_start[c0] + (starts - self.first_row[cid0])
+            hi = level_start[c1] + (ends - 1 - self.first_row[cid1]) + 1
         else:
             lo, hi = self._row_spans(rep, chunks, level_start, num_levels, starts, ends)
         span_len = hi - lo
@@ -352,6 +391,32 @@ class MiniBlockPage:
             )
         mask = None if slot_valid is None else ~slot_valid
         return self.dictionary.take(pa.array(indices.astype(np.int64), mask=mask))
+
+
+def _uniform_shift(logs: np.ndarray, values: np.ndarray) -> int | None:
+    """``k`` when every chunk but the last holds ``2**k`` values and the last at most that
+    many (then a row's chunk is ``row >> k``), else None."""
+    n = values.size
+    if n == 0 or int(values[-1]) <= 0:
+        return None
+    if n == 1:
+        return 62  # all rows in chunk 0
+    k = int(logs[0])
+    if np.any(logs[:-1] != k) or int(values[-1]) > (1 << k):
+        return None
+    return k
+
+
+def _selected_index(chunks: np.ndarray, n: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Maps chunk ids (all in ``chunks``) to their index in the sorted ``chunks``."""
+    if chunks.size == 0:
+        return lambda cid: cid
+    first = int(chunks[0])
+    if int(chunks[-1]) - first + 1 == chunks.size:  # a contiguous run
+        return lambda cid: cid - first if first else cid
+    lut = np.zeros(n, np.int64)
+    lut[chunks] = np.arange(chunks.size, dtype=np.int64)
+    return lambda cid: lut[cid]
 
 
 def select(values: pa.Array, lo: np.ndarray, hi: np.ndarray) -> pa.Array:

@@ -9,6 +9,8 @@ through their two offsets. Other encodings decode whole chunks (see :mod:`compre
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 from lance_sql.errors import FormatError
@@ -40,30 +42,38 @@ def supported(enc: pb.CompressiveEncoding) -> bool:
 def decode(enc: pb.CompressiveEncoding, bufs: list[ChunkBuffers], counts: np.ndarray,
                   chunk: np.ndarray, pos: np.ndarray, where: str) -> Block | None:  # fmt: skip
     """Values ``pos[i]`` of chunk ``chunk[i]`` only (indices into the selected chunks)."""
-    if np.any(pos >= counts[chunk]):
-        raise FormatError(f"{where}: row past the values of its chunk")
     k = kind(enc)
     buf = bufs[0]
-    raw, base = buf.raw, buf.pos[chunk]
-    size = buf.sizes[chunk]
+    raw = buf.raw
     if k == "flat":
         width = int(enc.flat.bits_per_value) // 8
-        if width == 0 or np.any((pos + 1) * width > size):
+        # pos < counts and (pos + 1) * width <= size, checked per chunk in one pass
+        limit = np.minimum(counts, buf.sizes // width) if width else np.zeros_like(counts)
+        if np.any(pos >= limit[chunk]):
+            if np.any(pos >= counts[chunk]):
+                raise FormatError(f"{where}: row past the values of its chunk")
             raise FormatError(f"{where}: chunk holds fewer bytes than its values need")
-        idx = (base + pos * width)[:, None] + np.arange(width)[None, :]
+        words = gather_words(raw, buf.pos, width, chunk, pos)
+        if words is not None:
+            return Fixed(words, width * 8, pos.size)
+        idx = (buf.pos[chunk] + pos * width)[:, None] + np.arange(width)[None, :]
         return Fixed(raw[idx].reshape(-1), width * 8, pos.size)
+    if np.any(pos >= counts[chunk]):
+        raise FormatError(f"{where}: row past the values of its chunk")
     if k == "inline_bitpacking":
-        return _sparse_inline(enc.inline_bitpacking, raw, base, size, pos, where)
+        return _sparse_inline(enc.inline_bitpacking, buf, chunk, pos, where)
     if k in ("variable", "fsst"):
         var = enc.variable if k == "variable" else enc.fsst.values.variable
         width = int(var.offsets.flat.bits_per_value)
         if width not in (32, 64):
             raise FormatError(f"{where}: {width}-bit string offsets")
         wb = width // 8
+        base, size = buf.pos[chunk], buf.sizes[chunk]
         if np.any(size < (counts[chunk] + 1) * wb):
             raise FormatError(f"{where}: string chunk too small for its offsets")
-        lo = _read_uint(raw, base + pos * wb, wb)
-        hi = _read_uint(raw, base + (pos + 1) * wb, wb)
+        read = _word_reader(raw, buf.pos, wb)
+        lo = read(chunk, pos)
+        hi = read(chunk, pos + 1)
         if np.any(hi < lo) or np.any(hi > size) or np.any(lo < (counts[chunk] + 1) * wb):
             raise FormatError(f"{where}: string offsets point outside their chunk")
         lens = hi - lo
@@ -74,6 +84,48 @@ def decode(enc: pb.CompressiveEncoding, bufs: list[ChunkBuffers], counts: np.nda
     return None
 
 
+def word_view(raw: np.ndarray, starts: np.ndarray,
+              nbytes: int) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+    """``raw`` as little-endian words of ``nbytes`` (1, 2, 4 or 8) bytes and the word index
+    of each buffer start ``starts[i]``, or None when the starts differ modulo ``nbytes``.
+
+    The view may be unaligned in memory (numpy reads such arrays correctly).
+    """
+    if nbytes not in (1, 2, 4, 8):
+        return None
+    if nbytes == 1 or starts.size == 0:
+        return raw, starts
+    shift = int(starts[0]) % nbytes
+    if np.any(starts % nbytes != shift):
+        return None
+    nwords = (raw.size - shift) // nbytes
+    words = raw[shift : shift + nwords * nbytes].view(f"<u{nbytes}")
+    return words, (starts - shift) // nbytes
+
+
+def gather_words(raw: np.ndarray, starts: np.ndarray, width: int, chunk: np.ndarray,
+                 pos: np.ndarray) -> np.ndarray | None:  # fmt: skip
+    """Bytes of values ``pos[i]`` (``width`` bytes each) of the buffer starting at
+    ``raw[starts[chunk[i]]]``, gathered as whole words; None unless ``width`` is a word
+    size and every buffer starts at the same offset modulo ``width`` (the caller has
+    checked that the values lie inside their buffers)."""
+    view = word_view(raw, starts, width)
+    if view is None:
+        return None
+    words, first = view
+    return words[first[chunk] + pos].view(np.uint8)
+
+
+def _word_reader(raw: np.ndarray, starts: np.ndarray, nbytes: int):
+    """``read(chunk, j)``: word ``j[i]`` (``nbytes`` bytes, little-endian, unsigned) of the
+    buffer at ``raw[starts[chunk[i]]]``, as int64 (words within the buffers)."""
+    view = word_view(raw, starts, nbytes)
+    if view is None:
+        return lambda chunk, j: _read_uint(raw, starts[chunk] + j * nbytes, nbytes)
+    words, first = view
+    return lambda chunk, j: words[first[chunk] + j].astype(np.int64)
+
+
 def _read_uint(raw: np.ndarray, at: np.ndarray, nbytes: int) -> np.ndarray:
     out = np.zeros(at.shape, np.int64)
     for i in range(nbytes):
@@ -81,31 +133,56 @@ def _read_uint(raw: np.ndarray, at: np.ndarray, nbytes: int) -> np.ndarray:
     return out
 
 
-def _sparse_inline(ib: pb.InlineBitpacking, raw: np.ndarray, base: np.ndarray, size: np.ndarray,
+@cache
+def _row_lane(bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and lane of the FastLanes slot holding each block position."""
+    slot = bp.inverse_positions(bits).astype(np.int64)
+    lanes = bp.BLOCK // bits
+    return slot // lanes, slot % lanes
+
+
+def _sparse_inline(ib: pb.InlineBitpacking, buf: ChunkBuffers, chunk: np.ndarray,
                    pos: np.ndarray, where: str) -> Fixed:  # fmt: skip
     bits = int(ib.uncompressed_bits_per_value)
     if bits not in (8, 16, 32, 64):
         raise FormatError(f"{where}: inline bitpacking of {bits}-bit values")
     wb = bits // 8
-    width = _read_uint(raw, base, wb)
-    if np.any(width > bits):
-        raise FormatError(f"{where}: bit width {int(width.max())} over {bits} bits")
     lanes = bp.BLOCK // bits
-    if not np.array_equal(size, (1 + width * lanes) * wb):
+    raw, starts, sizes = buf.raw, buf.pos, buf.sizes
+    if np.any(sizes < wb):
         raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
-    slot = bp.inverse_positions(bits)[pos]
-    row, lane = slot // lanes, slot % lanes
+    dt = bp.dtype_for(bits)
+    view = word_view(raw, starts, wb)
+    if view is None:
+        width_c = _read_uint(raw, starts, wb)
+    else:
+        words, first = view
+        width_c = words[first].astype(np.int64)
+    # one bit width per chunk, the chunk holding exactly one packed block
+    if np.any(width_c > bits):
+        raise FormatError(f"{where}: bit width {int(width_c.max())} over {bits} bits")
+    if not np.array_equal(sizes, (1 + width_c * lanes) * wb):
+        raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+    mask_c = (np.uint64(1) << np.minimum(width_c, 63).astype(np.uint64)) - np.uint64(1)
+    mask_c = np.where(width_c >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), mask_c).astype(dt)
+    row_of, lane_of = _row_lane(bits)
+    row, lane = row_of[pos], lane_of[pos]
+    width = width_c[chunk]
     start = row * width
     w0, shift = start // bits, start % bits
-    word_at = np.where(width > 0, base + wb * (1 + w0 * lanes + lane), base)  # 0 bits: no words
-    lo = _read_uint(raw, word_at, wb).astype(np.uint64)
-    spill = (shift + width > bits) & (width > 0)
-    nxt = np.where(spill, word_at + wb * lanes, word_at)
-    hi = _read_uint(raw, nxt, wb).astype(np.uint64)
-    sh = shift.astype(np.uint64)
-    val = lo >> sh
-    val = np.where(spill, val | (hi << (np.uint64(bits) - sh)), val)
-    mask = np.where(width >= 64, np.uint64(0xFFFFFFFFFFFFFFFF),
-                    (np.uint64(1) << np.minimum(width, 63).astype(np.uint64)) - np.uint64(1))
-    val = np.where(width == 0, np.uint64(0), val & mask)
-    return Fixed(val.astype(bp.dtype_for(bits)).view(np.uint8), bits, pos.size)
+    j = np.where(width > 0, 1 + w0 * lanes + lane, 0)  # 0 bits: no words, read the header
+    spill = shift + width > bits  # the value continues in the next word of its lane
+    j_hi = np.where(spill, j + lanes, j)
+    if view is None:
+        lo = _read_uint(raw, starts[chunk] + j * wb, wb).astype(dt)
+        hi = _read_uint(raw, starts[chunk] + j_hi * wb, wb).astype(dt)
+    else:
+        at = first[chunk]
+        lo = words[at + j].astype(dt, copy=False)
+        hi = words[at + j_hi].astype(dt, copy=False)
+    sh = shift.astype(dt)
+    # without a spill the high part lands at bits >= width and is masked off; two shifts
+    # keep each below the word size
+    val = (lo >> sh) | ((hi << dt.type(1)) << (dt.type(bits - 1) - sh))
+    val &= mask_c[chunk]
+    return Fixed(val.view(np.uint8), bits, pos.size)
