@@ -230,25 +230,33 @@ def _live(store: ObjectStore, manifest: Manifest, frag: Fragment) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Side:
-    """Candidate rows on one side of a version: fragment, offset and lineage."""
+    """Candidate rows on one side of a version: fragment, offset, row id and the version
+    that last updated the row (what matching needs; creation versions are not)."""
 
     fragment: np.ndarray
     offset: np.ndarray
-    lineage: FragmentLineage
+    row_ids: np.ndarray
+    updated: np.ndarray
 
     @staticmethod
     def build(parts: list[tuple[int, np.ndarray, FragmentLineage]]) -> _Side:
+        """From ``(fragment id, offsets, that fragment's whole lineage)`` parts."""
         if not parts:
             empty = np.empty(0, np.int64)
-            return _Side(empty, empty, FragmentLineage.concat([]))
-        if len(parts) == 1:
-            frag_id, offsets, lineage = parts[0]
-            return _Side(np.full(offsets.size, frag_id, np.int64),
-                         offsets.astype(np.int64, copy=False), lineage)
+            return _Side(empty, empty, empty.astype(np.uint64), empty.astype(np.uint64))
+        whole = [o.size == lin.row_ids.size for _, o, lin in parts]  # all rows, in order
+        ids = [lin.row_ids if w else lin.row_ids[o] for (_, o, lin), w in zip(parts, whole,
+                                                                               strict=True)]
+        updated = [lin.updated if w else lin.updated[o]
+                   for (_, o, lin), w in zip(parts, whole, strict=True)]
         return _Side(np.repeat(np.array([f for f, _, _ in parts], np.int64),
                                [o.size for _, o, _ in parts]),
-                     np.concatenate([o.astype(np.int64, copy=False) for _, o, _ in parts]),
-                     FragmentLineage.concat([lin for _, _, lin in parts]))
+                     _joined([o.astype(np.int64, copy=False) for _, o, _ in parts]),
+                     _joined(ids), _joined(updated))
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _id_order(ids: np.ndarray) -> np.ndarray | None:
@@ -289,11 +297,11 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
                 offsets = np.setdiff1d(gone, was, assume_unique=True).astype(np.int64)
                 back = np.setdiff1d(was, gone, assume_unique=True).astype(np.int64)  # restore
             if back.size:
-                appeared.append((now.id, back, load_lineage(store, new, now).take(back)))
+                appeared.append((now.id, back, load_lineage(store, new, now)))
         else:
             offsets = _live(store, old, frag)
         if offsets.size:
-            vanished.append((frag.id, offsets, load_lineage(store, old, frag).take(offsets)))
+            vanished.append((frag.id, offsets, load_lineage(store, old, frag)))
     for frag in new_frags.values():
         before = old_frags.get(frag.id)
         if before is not None and _same_rows(before, frag):
@@ -304,20 +312,25 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
             continue
         offsets = _live(store, new, frag)
         if offsets.size:
-            appeared.append((frag.id, offsets, lineage.take(offsets)))
+            appeared.append((frag.id, offsets, lineage))
     gone, came = _Side.build(vanished), _Side.build(appeared)
-    gone_ids, came_ids = gone.lineage.row_ids, came.lineage.row_ids
+    gone_ids, came_ids = gone.row_ids, came.row_ids
     # Match each appearing row to its vanishing copy by id: no copy means inserted (or
     # brought back by a restore); a copy with another last-updated version means updated;
     # the same version means merely moved (compaction). Live ids are unique on each
     # side, so each appearing row matches at most one vanishing row.
     order = _id_order(gone_ids)
     ids = gone_ids if order is None else gone_ids[order]
-    if ids.size:
+    if ids.size and order is None and np.array_equal(ids, came_ids):
+        # the same ids on both sides, both in order (a rewrite): row i matches row i
+        matched = np.ones(ids.size, bool)
+        partner = np.arange(ids.size)
+        post = came.updated != gone.updated
+    elif ids.size:
         at = np.minimum(np.searchsorted(ids, came_ids), ids.size - 1)
         matched = ids[at] == came_ids
         partner = at if order is None else order[at]  # each appearing row's vanishing copy
-        post = matched & (came.lineage.updated != gone.lineage.updated[partner])
+        post = matched & (came.updated != gone.updated[partner])
     else:
         partner = np.zeros(came_ids.size, np.int64)
         matched = post = np.zeros(came_ids.size, bool)
@@ -355,7 +368,7 @@ def _change_rows(version: int, came: _Side, gone: _Side, ins_at: np.ndarray,
     alt_offset = np.full(total, -1, np.int64)
     alt_fragment[pre] = came.fragment[post_at]
     alt_offset[pre] = came.offset[post_at]
-    row_id = lay_out(came.lineage.row_ids, gone.lineage.row_ids, np.uint64)
+    row_id = lay_out(came.row_ids, gone.row_ids, np.uint64)
     return ChangeRows(np.full(total, version, np.uint64), kind, row_id, source,
                       lay_out(came.fragment, gone.fragment, np.int64),
                       lay_out(came.offset, gone.offset, np.int64), alt_fragment, alt_offset)
@@ -412,8 +425,11 @@ def read_changes(window: ChangeWindow, rows: ChangeRows, names: Sequence[str],
     data: dict[str, pa.ChunkedArray | pa.Array] = {}
     if fields:
         with _history_guard(window):
-            for group, located in _by_location(window, rows, fields):
-                data.update(_read_data(window, located, group, schema))
+            reads = [_GroupRead.plan(window, located, group, schema)
+                     for group, located in _by_location(window, rows, fields)]
+            _run_jobs([job for read in reads for job in read.jobs])
+        for read in reads:
+            data.update(read.columns())
     arrays = [meta.column(n) if n in META_COLUMNS else data[n] for n in names]
     return pa.Table.from_arrays(arrays, schema=out_schema)
 
@@ -474,45 +490,80 @@ def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | Non
     return _MODIFIED_CACHE.get_or_load((window.store.uri, key), load)
 
 
-def _read_data(window: ChangeWindow, rows: ChangeRows, fields: list,
-               schema: pa.Schema) -> dict[str, pa.ChunkedArray]:
-    target = pa.schema([schema.field(f.name) for f in fields])
-    if not len(rows):
-        return {f.name: pa.chunked_array([], schema.field(f.name).type) for f in fields}
-    order, starts, ends = _location_groups(rows.source, rows.fragment)
-    by_version: dict[int, dict[int, Fragment]] = {}
-    jobs = []
-    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-        picked = slice(lo, hi) if order is None else order[lo:hi]
-        source, frag_id = int(rows.source[picked][0]), int(rows.fragment[picked][0])
-        manifest = window.manifest_of(source)
-        frags = by_version.setdefault(source, {f.id: f for f in manifest.fragments})
-        jobs.append((manifest, frags[frag_id], rows.offset[picked]))
+@dataclass
+class _ReadJob:
+    """Rows of one fragment to read for one group of columns; ``result`` once read."""
 
-    def read(job: tuple[Manifest, Fragment, np.ndarray]) -> pa.Table:
-        manifest, frag, offsets = job
-        reader = FragmentReader(window.store, manifest, frag)
+    store: ObjectStore
+    manifest: Manifest
+    fragment: Fragment
+    offsets: np.ndarray
+    fields: list
+    target: pa.Schema
+    result: pa.Table | None = None
+
+    def run(self) -> None:
+        reader = FragmentReader(self.store, self.manifest, self.fragment)
+        offsets = self.offsets
         lo, hi = int(offsets.min()), int(offsets.max()) + 1
         if hi - lo <= 2 * offsets.size:  # dense (a new fragment): read the run, then pick
-            arrays = reader.read(fields, offset=lo, length=hi - lo)
+            arrays = reader.read(self.fields, offset=lo, length=hi - lo)
             if hi - lo != offsets.size or not np.all(offsets[1:] > offsets[:-1]):
                 arrays = [a.take(pa.array(offsets - lo)) for a in arrays]
         else:
-            arrays = reader.take(fields, offsets)
-        piece = pa.Table.from_arrays(arrays, names=[f.name for f in fields])
-        return cast_output(piece, target, window.store, frag)
+            arrays = reader.take(self.fields, offsets)
+        piece = pa.Table.from_arrays(arrays, names=[f.name for f in self.fields])
+        self.result = cast_output(piece, self.target, self.store, self.fragment)
 
-    if len(jobs) > 1 and READ_THREADS > 1:  # fragments are independent: read side by side
-        with ThreadPoolExecutor(min(len(jobs), READ_THREADS)) as pool:
-            pieces = list(pool.map(read, jobs))
-    else:
-        pieces = [read(job) for job in jobs]
-    table = pa.concat_tables(pieces)
-    if order is not None and np.any(order[1:] < order[:-1]):  # back to the rows' order
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(order.size)
-        table = table.take(pa.array(inverse))
-    return {f.name: table.column(f.name) for f in fields}
+
+@dataclass(frozen=True)
+class _GroupRead:
+    """One group of columns read for every row: a job per fragment, then the rows' order."""
+
+    target: pa.Schema
+    jobs: list[_ReadJob]
+    order: np.ndarray | None  # the jobs' rows, concatenated, are rows[order] (None: rows)
+
+    @staticmethod
+    def plan(window: ChangeWindow, rows: ChangeRows, fields: list,
+             schema: pa.Schema) -> _GroupRead:
+        target = pa.schema([schema.field(f.name) for f in fields])
+        if not len(rows):
+            return _GroupRead(target, [], None)
+        order, starts, ends = _location_groups(rows.source, rows.fragment)
+        by_version: dict[int, dict[int, Fragment]] = {}
+        jobs = []
+        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+            picked = slice(lo, hi) if order is None else order[lo:hi]
+            source, frag_id = int(rows.source[picked][0]), int(rows.fragment[picked][0])
+            manifest = window.manifest_of(source)
+            frags = by_version.setdefault(source, {f.id: f for f in manifest.fragments})
+            jobs.append(_ReadJob(window.store, manifest, frags[frag_id], rows.offset[picked],
+                                 fields, target))
+        return _GroupRead(target, jobs, order)
+
+    def columns(self) -> dict[str, pa.ChunkedArray]:
+        if not self.jobs:
+            return {f.name: pa.chunked_array([], f.type) for f in self.target}
+        table = pa.concat_tables([job.result for job in self.jobs])
+        order = self.order
+        if order is not None and np.any(order[1:] < order[:-1]):  # back to the rows' order
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(order.size)
+            table = table.take(pa.array(inverse))
+        return {name: table.column(name) for name in self.target.names}
+
+
+def _run_jobs(jobs: list[_ReadJob]) -> None:
+    """Fragments are independent: read them side by side, the largest first."""
+    if len(jobs) < 2 or READ_THREADS < 2:
+        for job in jobs:
+            job.run()
+        return
+    jobs = sorted(jobs, key=lambda job: -job.offsets.size)
+    with ThreadPoolExecutor(min(len(jobs), READ_THREADS)) as pool:
+        for _ in pool.map(_ReadJob.run, jobs):
+            pass
 
 
 def _location_groups(source: np.ndarray, fragment: np.ndarray
