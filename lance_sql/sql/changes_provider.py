@@ -29,7 +29,10 @@ from lance_sql.table.changes import (
     timestamps_of,
 )
 
-UNIT_ROWS = 64 * 1024
+# Change rows per partition. A partition already reads its fragments side by side
+# (read_changes), and every partition pays for its own reads of shared pages, so
+# partitions are large: splitting only bounds the memory one of them holds.
+UNIT_ROWS = 1 << 20
 
 
 @dataclass
