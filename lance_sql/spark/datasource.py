@@ -37,7 +37,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.datasource import (
@@ -280,7 +279,7 @@ class ChangeFeedReader(DataSourceReader):
         window = self._window()
         query = self._query(window)
         rows = self._rows(window, query, partition.version)
-        rows = rows.take(np.arange(partition.start, min(partition.stop, len(rows))))
+        rows = rows.take(slice(partition.start, partition.stop))
         table = answer(window, query, rows)
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield _to_spark_batch(batch, self.spark_arrow)
