@@ -52,6 +52,8 @@ input.  Work is vectorised per segment/run; Python loops only iterate over segme
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from google.protobuf.message import DecodeError
 
@@ -60,7 +62,11 @@ from lance_sql.format.pb import rowids_pb2
 
 __all__ = [
     "MAX_ROWS",
+    "RowIdPieces",
+    "VersionRuns",
+    "decode_row_id_pieces",
     "decode_row_ids",
+    "decode_version_runs",
     "decode_versions",
     "encode_row_ids",
     "encode_versions",
@@ -184,23 +190,119 @@ def row_id_segments(data: bytes, path: str = "<inline>") -> list[rowids_pb2.U64S
     return list(_parse(rowids_pb2.RowIdSequence(), data, path, "row id sequence").segments)
 
 
-def decode_row_ids(data: bytes, path: str = "<inline>") -> np.ndarray:
-    """The row ids of a fragment, in row order, as ``uint64``."""
+@dataclass(frozen=True)
+class RowIdPieces:
+    """A fragment's row ids without materialising them: pieces of consecutive rows.
+
+    Piece ``p`` covers rows ``starts[p] .. starts[p+1]``; a range piece holds the ids
+    ``first[p], first[p]+1, ...`` (``offset[p] == -1``), any other piece's ids are
+    ``values[offset[p]:]``. Fresh and compacted fragments are a few range pieces, so
+    ids at given rows cost arithmetic instead of a 8-byte-per-row array.
+    """
+
+    starts: np.ndarray  # int64, ascending, starts[0] == 0
+    first: np.ndarray   # uint64
+    offset: np.ndarray  # int64
+    values: np.ndarray  # uint64: the explicit pieces' ids, back to back
+    num_rows: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.starts.nbytes + self.first.nbytes + self.offset.nbytes
+                   + self.values.nbytes)
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """Ids at row ``positions`` (int64, each in ``[0, num_rows)``)."""
+        positions = np.asarray(positions, np.int64)
+        if self.starts.size == 1 and self.offset[0] < 0:  # one range: the common case
+            return positions.astype(np.uint64) + self.first[0]
+        piece = np.searchsorted(self.starts, positions, "right") - 1
+        within = positions - self.starts[piece]
+        if not self.values.size:
+            return within.astype(np.uint64) + self.first[piece]
+        offset = self.offset[piece]
+        explicit = self.values[np.maximum(offset, 0) + within * (offset >= 0)]
+        return np.where(offset < 0, within.astype(np.uint64) + self.first[piece], explicit)
+
+    def ranges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(first id, first row, length)`` per piece when every piece is a range."""
+        if self.values.size or not self.num_rows:
+            return None
+        return self.first, self.starts, np.diff(np.r_[self.starts, self.num_rows])
+
+    def materialize(self) -> np.ndarray:
+        """Every row's id (``uint64``)."""
+        return self.take(np.arange(self.num_rows, dtype=np.int64))
+
+
+def decode_row_id_pieces(data: bytes, path: str = "<inline>") -> RowIdPieces:
+    """The row ids of a fragment as :class:`RowIdPieces` (validated like :func:`decode_row_ids`)."""
     segments = row_id_segments(data, path)
+    starts, first, offset, explicit = [], [], [], []
+    rows = stored = 0
     try:
-        parts = [_segment_values(seg) for seg in segments]
+        for seg in segments:
+            if seg.WhichOneof("segment") == "range":
+                n = _check_range(seg.range.start, seg.range.end, "range")
+                if n:
+                    starts.append(rows)
+                    first.append(seg.range.start)
+                    offset.append(-1)
+                rows += n
+                continue
+            values = _segment_values(seg)
+            if values.size:
+                starts.append(rows)
+                first.append(0)
+                offset.append(stored)
+                explicit.append(values)
+                stored += values.size
+            rows += values.size
     except _Corrupt as exc:
         raise FormatError(f"{path}: corrupt row id sequence: {exc}") from exc
-    if not parts:
-        return _EMPTY.copy()
-    out = np.concatenate(parts).astype(np.uint64, copy=False)
-    if out.size > MAX_ROWS:
-        raise FormatError(f"{path}: row id sequence holds {out.size} rows, too many")
-    return out
+    if rows > MAX_ROWS:
+        raise FormatError(f"{path}: row id sequence holds {rows} rows, too many")
+    return RowIdPieces(np.array(starts or [0], np.int64),
+                       np.array(first or [0], np.uint64),
+                       np.array(offset or [-1], np.int64),
+                       np.concatenate(explicit).astype(np.uint64, copy=False) if explicit
+                       else _EMPTY, rows)
 
 
-def decode_versions(data: bytes, num_rows: int, path: str = "<inline>") -> np.ndarray:
-    """Per-row dataset versions (``uint64``) of a fragment with ``num_rows`` rows."""
+def decode_row_ids(data: bytes, path: str = "<inline>") -> np.ndarray:
+    """The row ids of a fragment, in row order, as ``uint64``."""
+    return decode_row_id_pieces(data, path).materialize()
+
+
+@dataclass(frozen=True)
+class VersionRuns:
+    """Per-row dataset versions, run-length encoded: run ``r`` starts at row ``starts[r]``."""
+
+    starts: np.ndarray    # int64, ascending, starts[0] == 0
+    versions: np.ndarray  # uint64
+    num_rows: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.starts.nbytes + self.versions.nbytes)
+
+    def take(self, positions: np.ndarray) -> np.ndarray:
+        """Versions at row ``positions`` (each in ``[0, num_rows)``)."""
+        if self.versions.size == 1:
+            return np.full(np.shape(positions), self.versions[0], np.uint64)
+        return self.versions[np.searchsorted(self.starts, positions, "right") - 1]
+
+    def materialize(self) -> np.ndarray:
+        return np.repeat(self.versions, np.diff(np.r_[self.starts, self.num_rows]))
+
+    @staticmethod
+    def uniform(version: int, num_rows: int) -> VersionRuns:
+        """Every row at ``version``."""
+        return VersionRuns(np.zeros(1, np.int64), np.array([version], np.uint64), num_rows)
+
+
+def decode_version_runs(data: bytes, num_rows: int, path: str = "<inline>") -> VersionRuns:
+    """The runs of a ``RowDatasetVersionSequence`` for a fragment of ``num_rows`` rows."""
     seq = _parse(rowids_pb2.RowDatasetVersionSequence(), data, path, "version sequence")
     lengths = np.zeros(len(seq.runs), dtype=np.int64)
     versions = np.zeros(len(seq.runs), dtype=np.uint64)
@@ -221,7 +323,16 @@ def decode_versions(data: bytes, num_rows: int, path: str = "<inline>") -> np.nd
             f"{path}: version sequence covers {'more than ' if total > num_rows else ''}"
             f"{total} rows, fragment has {num_rows}"
         )
-    return np.repeat(versions, lengths)
+    keep = lengths > 0
+    if not keep.any():
+        return VersionRuns(np.zeros(1, np.int64), np.zeros(1, np.uint64), num_rows)
+    lengths, versions = lengths[keep], versions[keep]
+    return VersionRuns(np.cumsum(lengths) - lengths, versions, num_rows)
+
+
+def decode_versions(data: bytes, num_rows: int, path: str = "<inline>") -> np.ndarray:
+    """Per-row dataset versions (``uint64``) of a fragment with ``num_rows`` rows."""
+    return decode_version_runs(data, num_rows, path).materialize()
 
 
 # --------------------------------------------------------------------------- encoding

@@ -244,11 +244,8 @@ class _Side:
         if not parts:
             empty = np.empty(0, np.int64)
             return _Side(empty, empty, empty.astype(np.uint64), empty.astype(np.uint64))
-        whole = [o.size == lin.row_ids.size for _, o, lin in parts]  # all rows, in order
-        ids = [lin.row_ids if w else lin.row_ids[o] for (_, o, lin), w in zip(parts, whole,
-                                                                               strict=True)]
-        updated = [lin.updated if w else lin.updated[o]
-                   for (_, o, lin), w in zip(parts, whole, strict=True)]
+        ids = [lin.ids_at(o) for _, o, lin in parts]
+        updated = [lin.updated_at(o) for _, o, lin in parts]
         return _Side(np.repeat(np.array([f for f, _, _ in parts], np.int64),
                                [o.size for _, o, _ in parts]),
                      _joined([o.astype(np.int64, copy=False) for _, o, _ in parts]),

@@ -50,13 +50,19 @@ class RowIdIndex:
         for frag in manifest.fragments:
             if frag.physical_rows == 0:
                 continue
-            ids = load_lineage(store, manifest, frag).row_ids
-            positions = np.arange(frag.physical_rows, dtype=np.uint64)
+            lineage = load_lineage(store, manifest, frag)
             deleted = deleted_offsets(store, manifest, frag)
-            if len(deleted):
-                keep = np.ones(frag.physical_rows, dtype=bool)
-                keep[deleted] = False
-                ids, positions = ids[keep], positions[keep]
+            runs = None if len(deleted) else lineage.id_runs()
+            if runs is not None:  # the sequence's ranges are the runs: nothing to build
+                first, at, length = runs
+                starts.append(first)
+                addrs.append(at.astype(np.uint64) | (np.uint64(frag.id) << np.uint64(32)))
+                lengths.append(length.astype(np.uint64))
+                continue
+            keep = np.ones(frag.physical_rows, dtype=bool)
+            keep[deleted] = False
+            positions = np.flatnonzero(keep).astype(np.uint64)
+            ids = lineage.ids_at(positions)  # live rows only, not cached
             if ids.size == 0:
                 continue
             breaks = np.flatnonzero((np.diff(ids) != 1) | (np.diff(positions) != 1)) + 1

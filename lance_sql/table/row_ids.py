@@ -25,8 +25,8 @@ reference matters more than a smaller manifest. Version sequences always stay in
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Hashable, Iterable
+from dataclasses import replace
 
 import numpy as np
 
@@ -34,7 +34,11 @@ from lance_sql.errors import FormatError
 from lance_sql.format.fragment import ExternalFile, Fragment, Sequence
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.row_ids import (
+    RowIdPieces,
+    VersionRuns,
+    decode_row_id_pieces,
     decode_row_ids,
+    decode_version_runs,
     decode_versions,
     encode_row_ids,
     encode_versions,
@@ -67,17 +71,93 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
 class FragmentLineage:
-    """Row ids and versions of every physical row of one fragment (``uint64`` arrays)."""
+    """Row ids and versions of every physical row of one fragment (``uint64`` arrays).
 
-    row_ids: np.ndarray
-    created: np.ndarray
-    updated: np.ndarray
+    Built either from arrays or, by :func:`load_lineage`, from a fragment's sequences
+    kept compact (:class:`RowIdPieces`, :class:`VersionRuns`): then ``take`` and the
+    ``*_at`` lookups answer by arithmetic, and the full arrays (24 bytes a row) are
+    built only when asked for, and cached (bounded by bytes) for the next caller.
+    """
 
-    def take(self, positions: np.ndarray) -> FragmentLineage:
-        return FragmentLineage(self.row_ids[positions], self.created[positions],
-                               self.updated[positions])
+    __slots__ = ("_arrays", "_compact", "_key")
+
+    def __init__(self, row_ids: np.ndarray, created: np.ndarray, updated: np.ndarray) -> None:
+        self._arrays: tuple[np.ndarray, ...] | None = (row_ids, created, updated)
+        self._compact: tuple[RowIdPieces, VersionRuns, VersionRuns] | None = None
+        self._key: Hashable = None
+
+    @classmethod
+    def from_sequences(cls, key: Hashable, row_ids: RowIdPieces, created: VersionRuns,
+                       updated: VersionRuns) -> FragmentLineage:
+        """Lineage read from sequences; ``key`` names them in the array cache."""
+        out = cls.__new__(cls)
+        out._arrays, out._compact, out._key = None, (row_ids, created, updated), key
+        return out
+
+    def _array(self, i: int) -> np.ndarray:
+        if self._arrays is not None:
+            return self._arrays[i]
+        compact = self._compact
+        assert compact is not None
+        return _ARRAYS.get_or_load((self._key, i), compact[i].materialize)
+
+    @property
+    def row_ids(self) -> np.ndarray:
+        return self._array(0)
+
+    @property
+    def created(self) -> np.ndarray:
+        return self._array(1)
+
+    @property
+    def updated(self) -> np.ndarray:
+        return self._array(2)
+
+    @property
+    def num_rows(self) -> int:
+        return self._compact[0].num_rows if self._compact is not None else int(
+            self.row_ids.size)
+
+    @property
+    def nbytes(self) -> int:
+        parts = self._compact if self._compact is not None else self._arrays
+        assert parts is not None
+        return sum(int(p.nbytes) for p in parts)
+
+    def _at(self, i: int, positions: np.ndarray | slice) -> np.ndarray:
+        if self._arrays is not None:
+            return self._arrays[i][positions]
+        compact = self._compact
+        assert compact is not None
+        if isinstance(positions, slice):
+            positions = np.arange(compact[i].num_rows, dtype=np.int64)[positions]
+        else:
+            positions = np.asarray(positions)
+            if positions.dtype == bool:
+                positions = np.flatnonzero(positions)
+        return compact[i].take(positions.astype(np.int64, copy=False))
+
+    def id_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(first id, first row, length)`` of each stretch of consecutive ids at
+        consecutive rows, when the sequence is made of ranges only (else None)."""
+        if self._compact is None:
+            return None
+        return self._compact[0].ranges()
+
+    def ids_at(self, positions: np.ndarray | slice) -> np.ndarray:
+        """Row ids of rows ``positions`` (offsets, a mask or a slice)."""
+        return self._at(0, positions)
+
+    def created_at(self, positions: np.ndarray | slice) -> np.ndarray:
+        return self._at(1, positions)
+
+    def updated_at(self, positions: np.ndarray | slice) -> np.ndarray:
+        return self._at(2, positions)
+
+    def take(self, positions: np.ndarray | slice) -> FragmentLineage:
+        return FragmentLineage(self.ids_at(positions), self.created_at(positions),
+                               self.updated_at(positions))
 
     @staticmethod
     def concat(parts: list[FragmentLineage]) -> FragmentLineage:
@@ -88,10 +168,10 @@ class FragmentLineage:
                                  for name in ("row_ids", "created", "updated")))
 
 
-# Decoded lineage per (table, fragment, sequences): sequences are immutable. Bounded by
-# bytes too: a 1M-row fragment decodes to 24 MB.
-_CACHE = LruCache(4096, max_weight=512 << 20,
-                  weigh=lambda lin: lin.row_ids.nbytes + lin.created.nbytes + lin.updated.nbytes)
+# Lineage per (table, fragment, sequences), compact: sequences are immutable.
+_CACHE = LruCache(4096, max_weight=64 << 20, weigh=lambda lin: lin.nbytes)
+# Their materialised arrays, when asked for: 8 bytes per row each, so bounded by bytes.
+_ARRAYS = LruCache(4096, max_weight=512 << 20, weigh=lambda arr: arr.nbytes)
 
 
 def _sequence_bytes(store: ObjectStore, seq: Sequence, what: str) -> bytes:
@@ -117,18 +197,18 @@ def load_lineage(store: ObjectStore, manifest: Manifest, fragment: Fragment) -> 
         if fragment.row_id_sequence is None:
             raise FormatError(f"{where} has no row id sequence, but the table uses stable "
                               "row ids")
-        ids = decode_row_ids(_sequence_bytes(store, fragment.row_id_sequence, "row ids"),
-                             f"{where} row ids")
-        if ids.size != n:
-            raise FormatError(f"{where}: row id sequence holds {ids.size} ids for {n} rows")
+        ids = decode_row_id_pieces(
+            _sequence_bytes(store, fragment.row_id_sequence, "row ids"), f"{where} row ids")
+        if ids.num_rows != n:
+            raise FormatError(f"{where}: row id sequence holds {ids.num_rows} ids for {n} rows")
         versions = []
         for seq, what in ((seqs[1], "created-at versions"), (seqs[2], "last-updated versions")):
             if seq is None:
-                versions.append(np.full(n, UNKNOWN_VERSION, np.uint64))
+                versions.append(VersionRuns.uniform(UNKNOWN_VERSION, n))
             else:
-                versions.append(decode_versions(_sequence_bytes(store, seq, what), n,
-                                                f"{where} {what}"))
-        return FragmentLineage(ids, versions[0], versions[1])
+                versions.append(decode_version_runs(_sequence_bytes(store, seq, what), n,
+                                                    f"{where} {what}"))
+        return FragmentLineage.from_sequences(key, ids, versions[0], versions[1])
 
     return _CACHE.get_or_load(key, load)
 
@@ -145,12 +225,19 @@ def with_lineage(fragment: Fragment, row_ids: np.ndarray, created: np.ndarray | 
 
 
 def _resolve(seq: bytes, n: int, version: int) -> bytes:
+    if not (decode_version_runs(seq, n).versions == np.uint64(PENDING_VERSION)).any():
+        return seq
     versions = decode_versions(seq, n)
     pending = versions == np.uint64(PENDING_VERSION)
-    if not pending.any():
-        return seq
     versions[pending] = version
     return encode_versions(versions)
+
+
+def _may_hold_pending(ids: RowIdPieces) -> bool:
+    """Whether a placeholder id can be among ``ids`` (ranges never reach it: their end
+    would overflow u64)."""
+    pending = np.uint64(PENDING_VERSION)
+    return bool((ids.values == pending).any() or ((ids.offset < 0) & (ids.first == pending)).any())
 
 
 def _full(n: int, version: int) -> bytes:
@@ -172,7 +259,8 @@ def stamp_fragments(fragments: tuple[Fragment, ...], next_row_id: int,
             frag = replace(frag, row_id_sequence=encode_row_ids(
                 np.arange(next_row_id, next_row_id + n, dtype=np.uint64)))
             next_row_id += n
-        elif new and isinstance(frag.row_id_sequence, bytes):
+        elif new and isinstance(frag.row_id_sequence, bytes) and _may_hold_pending(
+                decode_row_id_pieces(frag.row_id_sequence)):
             ids = decode_row_ids(frag.row_id_sequence)
             fresh = ids == np.uint64(PENDING_VERSION)
             if fresh.any():  # rows written alongside kept ones (merge_insert's inserts)

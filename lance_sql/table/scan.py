@@ -352,9 +352,9 @@ def system_arrays(store: ObjectStore, manifest: Manifest, fragment: Fragment,
                 f"{store.uri}: {name} exists only on tables created with stable row ids "
                 "(write_dataset(..., enable_stable_row_ids=True))")
         lineage = load_lineage(store, manifest, fragment)
-        values = {ROW_ID: lineage.row_ids, ROW_CREATED: lineage.created,
-                  ROW_UPDATED: lineage.updated}[name]
-        out.append(pa.array(values[rows], pa.uint64()))
+        values_at = {ROW_ID: lineage.ids_at, ROW_CREATED: lineage.created_at,
+                     ROW_UPDATED: lineage.updated_at}[name]
+        out.append(pa.array(values_at(rows), pa.uint64()))
     return out
 
 

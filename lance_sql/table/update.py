@@ -118,7 +118,7 @@ def _rewrite_columns(ds: LanceDataset, base: Manifest, naming: object,
                                                   for i in d.fields)) for d in frag.files)
             result = replace(frag, files=files + (data_file,))
             if base.uses_stable_row_ids:
-                versions = load_lineage(ds.store, base, frag).updated.copy()
+                versions = np.array(load_lineage(ds.store, base, frag).updated_at(slice(None)))
                 versions[rows] = PENDING_VERSION
                 result = replace(result, last_updated_at_version_sequence=encode_versions(versions))
             updated.append(result)

@@ -18,7 +18,9 @@ from lance_sql.errors import FormatError
 from lance_sql.format.manifest import ManifestCodec
 from lance_sql.format.pb import rowids_pb2
 from lance_sql.format.row_ids import (
+    decode_row_id_pieces,
     decode_row_ids,
+    decode_version_runs,
     decode_versions,
     encode_row_ids,
     encode_versions,
@@ -421,3 +423,63 @@ def test_interop_with_pylance(tmp_path, big: bool) -> None:
         _check_version(uri, path, stats)
     assert "range" in stats["kinds"]
     assert stats["kinds"] & {"range_with_bitmap", "range_with_holes", "array", "sorted_array"}
+
+
+# ------------------------------------------------------------- compact (unmaterialised) forms
+
+
+def _mixed_sequence(parts: list[tuple[str, int, int]]) -> tuple[bytes, np.ndarray]:
+    """A sequence of hand-chosen segment kinds, and the ids it holds."""
+    segments, ids = [], []
+    for kind, start, n in parts:
+        values = np.arange(start, start + n, dtype=np.uint64)
+        if kind == "range":
+            segments.append(rowids_pb2.U64Segment(range=rowids_pb2.U64Segment.Range(
+                start=start, end=start + n)))
+        else:
+            values = values[::-1].copy() if kind == "array" else values[::2].copy()
+            seq = rowids_pb2.RowIdSequence.FromString(encode_row_ids(values))
+            segments.extend(seq.segments)
+        ids.append(values)
+    data = rowids_pb2.RowIdSequence(segments=segments).SerializeToString()
+    return data, (np.concatenate(ids) if ids else np.zeros(0, np.uint64))
+
+
+@given(st.lists(st.tuples(st.sampled_from(["range", "array", "sorted"]),
+                          st.integers(0, 2**40), st.integers(0, 300)), max_size=8),
+       st.integers(0, 2**31))
+@settings(max_examples=150, deadline=None)
+def test_pieces_take_equals_materialised(parts: list[tuple[str, int, int]], seed: int) -> None:
+    data, expected = _mixed_sequence(parts)
+    pieces = decode_row_id_pieces(data)
+    assert pieces.num_rows == expected.size
+    assert np.array_equal(pieces.materialize(), expected)
+    assert np.array_equal(decode_row_ids(data), expected)
+    if expected.size:
+        positions = np.random.default_rng(seed).integers(0, expected.size, 50)
+        assert np.array_equal(pieces.take(positions), expected[positions])
+    ranges = pieces.ranges()
+    kinds = {seg.WhichOneof("segment") for seg in row_id_segments(data)
+             if seg.WhichOneof("segment") != "range" or seg.range.end > seg.range.start}
+    if kinds == {"range"}:
+        assert ranges is not None
+        first, at, length = ranges
+        rebuilt = np.concatenate([np.arange(f, f + n, dtype=np.uint64)
+                                  for f, n in zip(first.tolist(), length.tolist(), strict=True)])
+        assert np.array_equal(rebuilt, expected)
+        assert np.array_equal(at, np.r_[0, np.cumsum(length)[:-1]])
+    else:  # explicit ids somewhere (or no rows): no ranges to offer
+        assert ranges is None
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**40), st.integers(1, 50)), max_size=30),
+       st.integers(0, 2**31))
+@settings(max_examples=150, deadline=None)
+def test_version_runs_take_equals_materialised(runs: list[tuple[int, int]], seed: int) -> None:
+    versions = np.repeat(np.array([v for v, _ in runs], dtype=np.uint64),
+                         np.array([n for _, n in runs], dtype=np.int64))
+    compact = decode_version_runs(encode_versions(versions), versions.size)
+    assert np.array_equal(compact.materialize(), versions)
+    if versions.size:
+        positions = np.random.default_rng(seed).integers(0, versions.size, 50)
+        assert np.array_equal(compact.take(positions), versions[positions])
