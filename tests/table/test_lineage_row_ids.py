@@ -304,3 +304,53 @@ def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> 
     assert sorted(t.column("_rowid").to_pylist()) == sorted(ids[1:].tolist())
     assert dict(zip(t.column("id").to_pylist(), t.column("_rowid").to_pylist(),
                     strict=True)) == {i: int(ids[i]) for i in range(1, n)}
+
+
+def test_lineage_stays_compact_until_arrays_are_asked_for(tmp_path) -> None:  # noqa: ANN001
+    from lance_sql.table import row_ids as lineage_module
+
+    ds = _stable_table(tmp_path / "t", n=100_000, per_file=25_000)
+    lineage_module._ARRAYS.clear()
+    lineage_module._CACHE.clear()
+    RowIdIndex.build(ds.store, ds.manifest)  # ranges are the runs: no array needed
+    frag = ds.manifest.fragments[1]
+    lineage = load_lineage(ds.store, ds.manifest, frag)
+    picked = np.array([0, 7, 24_999])
+    assert lineage.ids_at(picked).tolist() == [25_000, 25_007, 49_999]
+    assert lineage.nbytes < 1_000  # not 24 bytes a row
+    assert len(lineage_module._ARRAYS._items) == 0
+    assert lineage.row_ids.tolist() == list(range(25_000, 50_000))
+    assert len(lineage_module._ARRAYS._items) == 1  # materialised once, then shared
+    assert load_lineage(ds.store, ds.manifest, frag).row_ids is lineage.row_ids
+
+
+def test_lineage_lookups_from_many_threads_agree(tmp_path) -> None:  # noqa: ANN001
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lance_sql.table import row_ids as lineage_module
+
+    ds = _stable_table(tmp_path / "t", n=4_000, per_file=1_000)
+    ds.update({"v": "'u'"}, where="id % 3 = 0")  # explicit ids in the rewritten rows
+    ds = lance_sql.dataset(tmp_path / "t")
+    truth = ds.to_table(columns=["_rowid", "_rowaddr"])
+    lineage_module._ARRAYS.clear()
+    lineage_module._CACHE.clear()
+
+    def check(seed: int) -> bool:
+        rng = np.random.default_rng(seed)
+        for frag in ds.manifest.fragments:
+            lineage = load_lineage(ds.store, ds.manifest, frag)
+            rows = np.sort(rng.integers(0, frag.physical_rows, 64))
+            mine = (truth["_rowaddr"].to_numpy() >> 32) == frag.id
+            offsets = truth["_rowaddr"].to_numpy()[mine] & 0xFFFFFFFF
+            ids = dict(zip(offsets.tolist(), truth["_rowid"].to_numpy()[mine].tolist(),
+                           strict=True))
+            live = [r for r in rows.tolist() if r in ids]
+            if lineage.ids_at(np.array(live, np.int64)).tolist() != [ids[r] for r in live]:
+                return False
+            if seed % 2 and lineage.row_ids[live].tolist() != [ids[r] for r in live]:
+                return False
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(check, range(32)))
