@@ -168,8 +168,9 @@ class FragmentLineage:
                                  for name in ("row_ids", "created", "updated")))
 
 
-# Lineage per (table, fragment, sequences), compact: sequences are immutable.
-_CACHE = LruCache(4096, max_weight=64 << 20, weigh=lambda lin: lin.nbytes)
+# Lineage per (table, fragment, sequences), compact (sequences are immutable): bytes for
+# ranges and version runs, 8 bytes an id for explicit ids (scattered rewrites).
+_CACHE = LruCache(4096, max_weight=256 << 20, weigh=lambda lin: lin.nbytes)
 # Their materialised arrays, when asked for: 8 bytes per row each, so bounded by bytes.
 _ARRAYS = LruCache(4096, max_weight=512 << 20, weigh=lambda arr: arr.nbytes)
 
