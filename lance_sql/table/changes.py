@@ -222,6 +222,15 @@ def _same_rows(old: Fragment, new: Fragment) -> bool:
             and old.last_updated_at_version_sequence == new.last_updated_at_version_sequence)
 
 
+def _sorted_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Values of ``a`` not in ``b`` (both sorted and unique), as int64."""
+    a = a.astype(np.int64, copy=False)
+    if not b.size or not a.size:
+        return a
+    at = np.minimum(np.searchsorted(b, a), b.size - 1)
+    return a[b[at] != a]
+
+
 def _live(store: ObjectStore, manifest: Manifest, frag: Fragment) -> np.ndarray:
     keep = np.ones(frag.physical_rows, dtype=bool)
     keep[deleted_offsets(store, manifest, frag)] = False
@@ -291,8 +300,8 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
             if was.size == 0:  # the fragment's first deletions
                 offsets, back = gone.astype(np.int64), np.empty(0, np.int64)
             else:
-                offsets = np.setdiff1d(gone, was, assume_unique=True).astype(np.int64)
-                back = np.setdiff1d(was, gone, assume_unique=True).astype(np.int64)  # restore
+                offsets = _sorted_difference(gone, was)
+                back = _sorted_difference(was, gone)  # rows a restore brought back
             if back.size:
                 appeared.append((now.id, back, load_lineage(store, new, now)))
         else:
@@ -529,14 +538,27 @@ class _GroupRead:
             return _GroupRead(target, [], None)
         order, starts, ends = _location_groups(rows.source, rows.fragment)
         by_version: dict[int, dict[int, Fragment]] = {}
-        jobs = []
+        # A fragment whose deletion vector changed has the same files in both versions:
+        # its rows of either version are read in one go.
+        same_files: dict[tuple, tuple[Manifest, Fragment, list]] = {}
         for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
             picked = slice(lo, hi) if order is None else order[lo:hi]
             source, frag_id = int(rows.source[picked][0]), int(rows.fragment[picked][0])
             manifest = window.manifest_of(source)
             frags = by_version.setdefault(source, {f.id: f for f in manifest.fragments})
-            jobs.append(_ReadJob(window.store, manifest, frags[frag_id], rows.offset[picked],
-                                 fields, target))
+            frag = frags[frag_id]
+            same_files.setdefault((frag.files, frag.physical_rows),
+                                  (manifest, frag, []))[2].append(picked)
+        jobs, picks = [], []
+        for manifest, frag, parts in same_files.values():
+            picked = parts[0] if len(parts) == 1 else np.concatenate(
+                [np.arange(p.start, p.stop) if isinstance(p, slice) else p for p in parts])
+            picks.append(picked)
+            jobs.append(_ReadJob(window.store, manifest, frag, rows.offset[picked], fields,
+                                 target))
+        if order is not None or len(picks) < len(starts):
+            order = np.concatenate([np.arange(p.start, p.stop) if isinstance(p, slice) else p
+                                    for p in picks])
         return _GroupRead(target, jobs, order)
 
     def columns(self) -> dict[str, pa.ChunkedArray]:

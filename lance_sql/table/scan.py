@@ -52,7 +52,11 @@ DEFAULT_BATCH_SIZE = 8192
 
 
 # Parsed data-file readers and deletion vectors, shared by all scans (thread safe).
+# Open data files (each holds a file descriptor and its parsed metadata).
 FILE_CACHE = LruCache(512)
+# Decoded deletion vectors (4 bytes a deleted row), bounded by bytes: change feeds over
+# many versions visit many of them.
+DELETION_CACHE = LruCache(16384, max_weight=256 << 20, weigh=lambda offsets: offsets.nbytes)
 
 
 def base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> ObjectStore:
@@ -105,7 +109,7 @@ def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) 
             )
         return offsets
 
-    return FILE_CACHE.get_or_load((root.uri, key), load)
+    return DELETION_CACHE.get_or_load((root.uri, key), load)
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ class Table:
 
     def assert_intact(self) -> None:
         """Readable at its last version, with the same rows, by lance_sql and pylance."""
-        scan.FILE_CACHE.clear()  # make sure the files are read again
+        forget_files()  # make sure the files are read again
         ds = lance_sql.dataset(self.uri)
         assert ds.version == 3
         assert ds.to_table() == self.expected
@@ -128,6 +128,12 @@ def table(tmp_path: Path) -> Table:
     return t
 
 
+def forget_files() -> None:
+    """Empty the caches of open data files and decoded deletion vectors."""
+    scan.FILE_CACHE.clear()
+    scan.DELETION_CACHE.clear()
+
+
 def snapshot(root: str) -> dict[str, bytes]:
     out = {}
     for dirpath, _dirs, files in os.walk(root):
@@ -143,7 +149,7 @@ def fails_cleanly(
 ) -> LanceError:
     """``action`` raises ``error`` naming every one of ``names`` and writes nothing."""
     before = snapshot(uri)
-    scan.FILE_CACHE.clear()
+    forget_files()
     with pytest.raises(error) as info:
         action()
     assert isinstance(info.value, LanceError)
@@ -186,7 +192,7 @@ def fuzz(uri: str, path: str, positions, names: tuple[str, ...]) -> dict[str, in
     try:
         for pos in positions:
             write_bytes(path, flip(original, pos))
-            scan.FILE_CACHE.clear()
+            forget_files()
             try:
                 read_everything(uri)
                 outcome = "ok"
