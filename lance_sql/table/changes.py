@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 # Plans of recent versions, at most 256 MiB of them: see _cached_version_changes.
-_PLAN_CACHE = LruCache(64, max_weight=256 << 20,
+_PLAN_CACHE = LruCache(4096, max_weight=256 << 20,
                        weigh=lambda rows: rows.nbytes)
 # What recent Updates modified (field ids), by transaction file.
 _MODIFIED_CACHE = LruCache(1024)
@@ -292,6 +292,8 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
     for frag in old_frags.values():
         assert old is not None
         now = new_frags.get(frag.id)
+        if now is frag:  # decoded from the same bytes: untouched by this commit
+            continue
         if now is not None and _same_rows(frag, now):
             if now.deletion_file == frag.deletion_file:
                 continue
@@ -310,7 +312,7 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
             vanished.append((frag.id, offsets, load_lineage(store, old, frag)))
     for frag in new_frags.values():
         before = old_frags.get(frag.id)
-        if before is not None and _same_rows(before, frag):
+        if before is frag or (before is not None and _same_rows(before, frag)):
             continue
         lineage = load_lineage(store, new, frag)
         if frag.deletion_file is None:  # every row is live: no copies needed

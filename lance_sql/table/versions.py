@@ -24,6 +24,7 @@ from lance_sql.format.naming import (
 )
 from lance_sql.io.commit import CommitHandler
 from lance_sql.io.store import ObjectStore
+from lance_sql.table.cache import LruCache
 
 
 @dataclass(frozen=True)
@@ -117,9 +118,16 @@ def find_version(store: ObjectStore, version: int,
     )
 
 
+# Decoded manifests by their bytes. The same bytes always decode to the same immutable
+# manifest, so the cache needs no invalidation (not even for a table re-created in
+# place). Weighed by twice their size: the bytes kept as the key and the decoded value.
+_MANIFESTS = LruCache(1024, max_weight=256 << 20, weigh=lambda entry: 2 * entry[1])
+
+
 def load_manifest(store: ObjectStore, ref: VersionRef) -> Manifest:
     data = store.read(ref.key)
-    return ManifestCodec.decode(data, f"{store.uri}/{ref.key}")
+    return _MANIFESTS.get_or_load(
+        data, lambda: (ManifestCodec.decode(data, f"{store.uri}/{ref.key}"), len(data)))[0]
 
 
 def load_transaction_bytes(store: ObjectStore, ref: VersionRef) -> bytes | None:
