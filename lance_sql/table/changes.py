@@ -72,8 +72,10 @@ _PLAN_CACHE = LruCache(4096, max_weight=256 << 20,
                        weigh=lambda rows: rows.nbytes)
 # What recent Updates modified (field ids), by transaction file.
 _MODIFIED_CACHE = LruCache(1024)
-# Fragments read in parallel when gathering the values of changed rows.
+# Fragments read in parallel when gathering the values of changed rows, and the fewest
+# rows a read needs to be worth a thread.
 READ_THREADS = min(8, os.cpu_count() or 1)
+PARALLEL_ROWS = 4096
 
 VersionArg = int | str | dt.datetime
 ManifestOf = Callable[[int], Manifest]
@@ -576,15 +578,24 @@ class _GroupRead:
 
 
 def _run_jobs(jobs: list[_ReadJob]) -> None:
-    """Fragments are independent: read them side by side, the largest first."""
-    if len(jobs) < 2 or READ_THREADS < 2:
+    """Fragments are independent: large reads run side by side, the largest first.
+
+    Reads of a few rows are mostly Python work that holds the GIL; threads only add
+    hand-offs to them, so they run in this thread while the pool does the large ones.
+    """
+    large = sorted((job for job in jobs if job.offsets.size >= PARALLEL_ROWS),
+                   key=lambda job: -job.offsets.size)
+    if len(large) < 2 or READ_THREADS < 2:
         for job in jobs:
             job.run()
         return
-    jobs = sorted(jobs, key=lambda job: -job.offsets.size)
-    with ThreadPoolExecutor(min(len(jobs), READ_THREADS)) as pool:
-        for _ in pool.map(_ReadJob.run, jobs):
-            pass
+    with ThreadPoolExecutor(min(len(large), READ_THREADS)) as pool:
+        pending = [pool.submit(job.run) for job in large]
+        for job in jobs:
+            if job.offsets.size < PARALLEL_ROWS:
+                job.run()
+        for future in pending:
+            future.result()
 
 
 def _location_groups(source: np.ndarray, fragment: np.ndarray
