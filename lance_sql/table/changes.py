@@ -435,7 +435,8 @@ def read_changes(window: ChangeWindow, rows: ChangeRows, names: Sequence[str],
     data: dict[str, pa.ChunkedArray | pa.Array] = {}
     if fields:
         with _history_guard(window):
-            reads = [_GroupRead.plan(window, located, group, schema)
+            by_version: dict[int, dict[int, Fragment]] = {}  # fragments by id, per version
+            reads = [_GroupRead.plan(window, located, group, schema, by_version)
                      for group, located in _by_location(window, rows, fields)]
             _run_jobs([job for read in reads for job in read.jobs])
         for read in reads:
@@ -535,13 +536,12 @@ class _GroupRead:
     order: np.ndarray | None  # the jobs' rows, concatenated, are rows[order] (None: rows)
 
     @staticmethod
-    def plan(window: ChangeWindow, rows: ChangeRows, fields: list,
-             schema: pa.Schema) -> _GroupRead:
+    def plan(window: ChangeWindow, rows: ChangeRows, fields: list, schema: pa.Schema,
+             by_version: dict[int, dict[int, Fragment]]) -> _GroupRead:
         target = pa.schema([schema.field(f.name) for f in fields])
         if not len(rows):
             return _GroupRead(target, [], None)
         order, starts, ends = _location_groups(rows.source, rows.fragment)
-        by_version: dict[int, dict[int, Fragment]] = {}
         # A fragment whose deletion vector changed has the same files in both versions:
         # its rows of either version are read in one go.
         same_files: dict[tuple, tuple[Manifest, Fragment, list]] = {}
@@ -549,7 +549,9 @@ class _GroupRead:
             picked = slice(lo, hi) if order is None else order[lo:hi]
             source, frag_id = int(rows.source[picked][0]), int(rows.fragment[picked][0])
             manifest = window.manifest_of(source)
-            frags = by_version.setdefault(source, {f.id: f for f in manifest.fragments})
+            frags = by_version.get(source)
+            if frags is None:
+                frags = by_version[source] = {f.id: f for f in manifest.fragments}
             frag = frags[frag_id]
             same_files.setdefault((frag.files, frag.physical_rows),
                                   (manifest, frag, []))[2].append(picked)
