@@ -7,6 +7,7 @@ change-type codes, and :class:`ChangeRows` itself.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,7 +38,12 @@ META_SCHEMA = pa.schema(META_FIELDS)
 # Change type codes, indexes into CHANGE_TYPES.
 INSERT, PREIMAGE, POSTIMAGE, DELETE = 0, 1, 2, 3
 CHANGE_TYPES = ("insert", "update_preimage", "update_postimage", "delete")
-_TYPE_NAMES = pa.array(CHANGE_TYPES, pa.string())
+
+
+@functools.cache
+def _type_names() -> pa.Array:
+    # Built on first use: converting Python values makes pyarrow import pandas (~0.2 s).
+    return pa.array(CHANGE_TYPES, pa.string())
 
 
 @dataclass(frozen=True)
@@ -86,8 +92,8 @@ class ChangeRows:
         for name in names:
             if name == CHANGE_TYPE:
                 kinds = pa.array(self.kind, pa.int8())
-                columns.append(pa.DictionaryArray.from_arrays(kinds, _TYPE_NAMES) if encoded
-                               else pc.take(_TYPE_NAMES, kinds))
+                columns.append(pa.DictionaryArray.from_arrays(kinds, _type_names()) if encoded
+                               else pc.take(_type_names(), kinds))
             elif name == COMMIT_VERSION:
                 columns.append(pa.array(self.version, pa.uint64()))
             elif name == COMMIT_TIMESTAMP:

@@ -26,6 +26,7 @@ so a filter string selects the same rows whichever path evaluates it:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 from decimal import Decimal
@@ -124,7 +125,13 @@ def resolve(expr: Expr, schema: pa.Schema) -> Expr:
 # ------------------------------------------------------------------- pyarrow translation
 
 _Typed: TypeAlias = tuple[pc.Expression, pa.DataType]
-_NULL_BOOL: _Typed = (pc.scalar(pa.scalar(None, pa.bool_())), pa.bool_())
+
+
+@functools.cache
+def _null_bool() -> _Typed:
+    # Built on first use: pyarrow imports pandas when it first makes a scalar (~0.2 s),
+    # which processes that never filter (Spark writers, the CLI's help) need not pay.
+    return pc.scalar(pa.scalar(None, pa.bool_())), pa.bool_()
 
 
 def _is_string(t: pa.DataType) -> bool:
@@ -308,11 +315,11 @@ class _Translator:
 
     def is_in(self, x_expr: Expr, items: tuple[Expr, ...]) -> _Typed:
         values = [i for i in items if not (isinstance(i, Literal) and i.value is None)]
-        result = self._value_set_lookup(x_expr, values) if values else _NULL_BOOL
+        result = self._value_set_lookup(x_expr, values) if values else _null_bool()
         if result is None:  # no exact common type: spell it out as x = a OR x = b ...
             result = _balanced("or_kleene", [self.compare("=", x_expr, v) for v in values])
         if len(values) < len(items):  # x IN (..., NULL) is never FALSE
-            result = _call("or_kleene", [result, _NULL_BOOL])
+            result = _call("or_kleene", [result, _null_bool()])
         return result
 
     def _value_set_lookup(self, x_expr: Expr, values: list[Expr]) -> _Typed | None:
@@ -340,13 +347,13 @@ class _Translator:
             probe = _call("add", [x, zero])
             value_set = pc.add(value_set, pa.scalar(0.0, x[1]))
         hit = _call("is_in", [probe], pc.SetLookupOptions(value_set, skip_nulls=True))
-        return _call("if_else", [_call("is_valid", [x]), hit, _NULL_BOOL])
+        return _call("if_else", [_call("is_valid", [x]), hit, _null_bool()])
 
     def match(self, op: str, x_expr: Expr, pattern: Expr) -> _Typed:
         if not isinstance(pattern, Literal) or not isinstance(pattern.value, str | None):
             raise InvalidInputError(f"{op} needs a string literal pattern, got {to_sql(pattern)}")
         if pattern.value is None:
-            return _NULL_BOOL
+            return _null_bool()
         options = pc.MatchSubstringOptions(pattern.value, ignore_case=op == "ilike")
         return _call(_MATCH_FN[op], [self.expr(x_expr)], options)
 

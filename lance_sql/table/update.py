@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pds
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.format.manifest import Manifest
@@ -83,6 +82,8 @@ def update(ds: LanceDataset, updates: Mapping[str, str], where: str | None = Non
 
 
 def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Schema) -> pa.Table:
+    import pyarrow.dataset as pds  # here: it imports pandas (~0.3 s) at import time
+
     projection = {f.name: exprs.get(f.name, pds.field(f.name)) for f in arrow}
     new = pds.dataset(table).to_table(columns=projection)
     try:
