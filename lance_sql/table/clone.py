@@ -14,7 +14,7 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from lance_sql.errors import FormatError, InvalidInputError
+from lance_sql.errors import InvalidInputError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
 from lance_sql.format.manifest import Manifest
@@ -22,20 +22,11 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.commit import commit_transaction
 from lance_sql.table.operations import Clone, Transaction
+from lance_sql.table.scan import base_store
 from lance_sql.table.versions import list_versions, read_tag
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset
-
-
-def base_root(store: ObjectStore, manifest: Manifest, base_id: int | None) -> ObjectStore:
-    """The store a file with ``base_id`` lives in (None: the table's own root)."""
-    if base_id is None:
-        return store
-    for base in manifest.base_paths:
-        if base.id == base_id:
-            return open_store(base.path)
-    raise FormatError(f"{store.uri}: manifest refers to unknown base path id {base_id}")
 
 
 def clone(ds: LanceDataset, target: str | os.PathLike[str],
@@ -86,18 +77,18 @@ def _copy_files(store: ObjectStore, source: Manifest, target: ObjectStore,
     for frag in source.fragments:
         files = []
         for data_file in frag.files:
-            _copy(base_root(store, source, data_file.base_id), target, data_file.key, copied)
+            _copy(base_store(store, source, data_file.base_id), target, data_file.key, copied)
             files.append(replace(data_file, base_id=None))
         deletion = frag.deletion_file
         if deletion is not None:
-            root = base_root(store, source, deletion.base_id)
+            root = base_store(store, source, deletion.base_id)
             _copy(root, target, deletion.key(frag.id), copied)
             deletion = replace(deletion, base_id=None)
         fragments.append(replace(frag, files=tuple(files), deletion_file=deletion))
     indices = []
     for index in decode_index_section(source.index_section):
         pb = index.to_proto()
-        root = base_root(store, source, pb.base_id if pb.HasField("base_id") else None)
+        root = base_store(store, source, pb.base_id if pb.HasField("base_id") else None)
         directory = f"_indices/{index.uuid}"
         for name in root.list_dir(directory):
             _copy(root, target, f"{directory}/{name}", copied)

@@ -115,11 +115,6 @@ class FragmentLineage:
         return self._array(2)
 
     @property
-    def num_rows(self) -> int:
-        return self._compact[0].num_rows if self._compact is not None else int(
-            self.row_ids.size)
-
-    @property
     def nbytes(self) -> int:
         parts = self._compact if self._compact is not None else self._arrays
         assert parts is not None

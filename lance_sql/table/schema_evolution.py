@@ -59,6 +59,12 @@ def add_columns(ds: LanceDataset, transforms: Any, read_columns: Sequence[str] |
     schema = base.schema.add_fields(new_arrow)
     new_fields = LanceSchema(schema.fields[len(base.schema.fields):])
     fragments = _write_columns(ds.store, base, new_fields, values)
+    return _commit_merge(ds, base, naming, schema, fragments)
+
+
+def _commit_merge(ds: LanceDataset, base: Manifest, naming: Any, schema: LanceSchema,
+                  fragments: list[tuple[Fragment, str]]) -> Manifest:
+    """Commit fragments carrying new column files; a failed commit removes those files."""
     try:
         return ds._commit(base, naming, Transaction(base.version, Merge(
             tuple(f for f, _ in fragments), schema))).manifest
@@ -362,14 +368,7 @@ def _commit_casts(ds: LanceDataset, base: Manifest, naming: Any, schema: LanceSc
         return pa.Table.from_arrays(cast, schema=target)
 
     fragments = _write_columns(ds.store, base, new_fields, compute)
-    try:
-        return ds._commit(base, naming, Transaction(base.version, Merge(
-            tuple(f for f, _ in fragments), schema))).manifest
-    except BaseException:
-        for _, key in fragments:
-            if key:
-                ds.store.delete(key)
-        raise
+    return _commit_merge(ds, base, naming, schema, fragments)
 
 
 def _old_name(base: Manifest, schema: LanceSchema, new_id: int) -> str:

@@ -138,7 +138,8 @@ def _validity_buffer(valid: np.ndarray | None) -> pa.Buffer | None:
     return pa.py_buffer(np.packbits(valid, bitorder="little"))
 
 
-def _fixed_width_bits(t: pa.DataType) -> int | None:
+def fixed_width_bits(t: pa.DataType) -> int | None:
+    """Bits per value of a fixed-width Arrow type (None: variable width)."""
     if pa.types.is_boolean(t):
         return 1
     if pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t):
@@ -209,7 +210,7 @@ def _to_storage(block: Block, t: pa.DataType, valid: np.ndarray | None, where: s
         raise FormatError(f"{where}: fixed-size list data for a {t} column")
     if block.bits == 0:  # items stored as "all null" (no data)
         return pa.nulls(n, t)
-    bits = _fixed_width_bits(t)
+    bits = fixed_width_bits(t)
     if bits is None:
         raise UnsupportedFeatureError(f"{where}: cannot decode values of type {t}")
     if block.bits != bits:
@@ -227,7 +228,7 @@ def _packed_struct(block: Fixed, t: pa.StructType, valid: np.ndarray | None,
     Children take the struct's nulls, as pylance returns them.
     """
     n = block.n
-    widths = [_fixed_width_bits(_storage(f.type)) for f in t]
+    widths = [fixed_width_bits(_storage(f.type)) for f in t]
     if block.fsl or any(w is None or w % 8 for w in widths):
         raise UnsupportedFeatureError(f"{where}: packed struct {t} with non-byte-wide children")
     if sum(widths) != block.bits:

@@ -252,27 +252,25 @@ def column_metadata(pages: list[file2_pb2.ColumnMetadata.Page]) -> bytes:
 def page_metadata(
     buffers: list[tuple[int, int]], length: int, priority: int, encoding: enc.ArrayEncoding
 ) -> file2_pb2.ColumnMetadata.Page:
-    page = file2_pb2.ColumnMetadata.Page(
-        buffer_offsets=[b[0] for b in buffers],
-        buffer_sizes=[b[1] for b in buffers],
-        length=length,
-        priority=priority,
-    )
-    page.encoding.direct.encoding = pack_any(ARRAY_ENCODING_URL, encoding)
-    return page
+    return _page(buffers, length, priority, pack_any(ARRAY_ENCODING_URL, encoding))
 
 
 def page_metadata_v21(
     buffers: list[tuple[int, int]], length: int, priority: int, layout
 ) -> file2_pb2.ColumnMetadata.Page:
     """Page metadata of a 2.1+ page (``layout`` is a ``lance.encodings21.PageLayout``)."""
+    return _page(buffers, length, priority, pack_any(V21_PAGE_LAYOUT_URL, layout))
+
+
+def _page(buffers: list[tuple[int, int]], length: int, priority: int,
+          encoding: bytes) -> file2_pb2.ColumnMetadata.Page:
     page = file2_pb2.ColumnMetadata.Page(
         buffer_offsets=[b[0] for b in buffers],
         buffer_sizes=[b[1] for b in buffers],
         length=length,
         priority=priority,
     )
-    page.encoding.direct.encoding = pack_any(V21_PAGE_LAYOUT_URL, layout)
+    page.encoding.direct.encoding = encoding
     return page
 
 

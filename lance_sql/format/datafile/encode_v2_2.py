@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile import repdef
+from lance_sql.format.datafile.blocks import fixed_width_bits
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 FULLZIP_MIN_BYTES = 256  # values this large (max length) go full-zip, as pylance does
@@ -76,17 +77,6 @@ class Values:
         return self.offsets is not None
 
 
-def _fixed_bits(t: pa.DataType) -> int | None:
-    if pa.types.is_boolean(t):
-        return 1
-    if pa.types.is_fixed_size_binary(t) or pa.types.is_decimal(t):
-        return t.byte_width * 8
-    try:
-        return t.bit_width
-    except ValueError:
-        return None
-
-
 def values_of(arr: pa.Array) -> Values:
     """Bytes of the slots of ``arr`` (nulls become zero bytes / empty strings)."""
     while isinstance(arr.type, pa.BaseExtensionType):
@@ -123,7 +113,7 @@ def values_of(arr: pa.Array) -> Values:
         cum = int(np.prod(dims))
         return Values(n, bits=items.bits * cum, data=items.data, fsl=dims,
                       item_bits=items.bits, item_validity=item_valid)  # fmt: skip
-    bits = _fixed_bits(t)
+    bits = fixed_width_bits(t)
     if bits is None:
         raise ValueError(f"cannot encode {t}")
     if bits == 1:
