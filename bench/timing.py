@@ -18,3 +18,23 @@ def median_time(fn: Callable[[], object], repeat: int,
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def interleaved_medians(operations: dict[str, tuple[Callable[[], object],
+                                                  Callable[[], None] | None]],
+                        repeat: int) -> dict[str, float]:
+    """Median wall time of each operation, run in rounds: one of each per round.
+
+    On a shared machine a slow spell then hits every operation alike instead of all
+    repeats of one. Each operation runs once untimed first (JIT, caches, workers).
+    """
+    times: dict[str, list[float]] = {name: [] for name in operations}
+    for round_ in range(repeat + 1):
+        for name, (fn, setup) in operations.items():
+            if setup is not None:
+                setup()
+            start = time.perf_counter()
+            fn()
+            if round_:
+                times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}

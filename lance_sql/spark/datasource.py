@@ -7,12 +7,13 @@ so a concurrent append rebases and a concurrent overwrite fails the job. Every f
 a job writes is named with a job-specific prefix, so an aborted job — including
 tasks that died without sending a message — is cleaned up by that prefix.
 
-Reads make one input partition per fragment (large fragments split into row
-ranges of ``rowsPerPartition`` rows). Options: ``version`` (number or tag),
-``timestamp``, ``columns`` (data and system columns, comma separated), ``withRowId`` /
-``withRowAddress`` / ``withRowVersions`` (``_row_created_at_version`` and
-``_row_last_updated_at_version``, tables with stable row ids only). With
-``spark.sql.python.filterPushdown.enabled`` on, register with
+Reads are cut into input partitions by bytes (see :mod:`lance_sql.spark.partitioning`;
+options ``maxPartitionBytes``, ``minPartitions``, ``openCostInBytes``), or one per
+fragment in chunks of ``rowsPerPartition`` rows when that is given. Other options:
+``version`` (number or tag), ``timestamp``, ``columns`` (data and system columns, comma
+separated), ``withRowId`` / ``withRowAddress`` / ``withRowVersions``
+(``_row_created_at_version`` and ``_row_last_updated_at_version``, tables with stable
+row ids only). With ``spark.sql.python.filterPushdown.enabled`` on, register with
 :func:`lance_sql.spark.register` and simple filters are evaluated inside the scan (and
 prune fragments by row address).
 
@@ -23,20 +24,23 @@ versions are inclusive at both ends. The columns are those of
 :func:`lance_sql.table.changes.table_changes`: the table's, then ``_change_type``,
 ``_commit_version`` and ``_rowid`` (``decimal(20,0)``, as every ``uint64``) and
 ``_commit_timestamp`` (``timestamp``). The driver plans the changes from metadata only
-and makes one input partition per commit version (split into chunks of
-``rowsPerPartition`` planned rows for large versions); executors read the data
-values. With pushdown on, filters on ``_change_type``, ``_commit_version`` and
-``_rowid`` prune versions and rows before any data is read.
+and cuts the planned change rows into input partitions the same way (a partition may
+span commits; with ``rowsPerPartition``, one per commit in chunks of that many rows);
+executors re-plan their commits from metadata and read the data values. With pushdown
+on, filters on ``_change_type``, ``_commit_version`` and ``_rowid`` prune versions and
+rows before any data is read.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.datasource import (
@@ -62,9 +66,18 @@ from pyspark.sql.datasource import (
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.io.uri import open_store
+from lance_sql.spark.partitioning import (
+    MAX_PARTITION_BYTES,
+    OPEN_COST_BYTES,
+    RowRange,
+    SizedPiece,
+    SplitPolicy,
+    fragment_size,
+    plan_partitions,
+)
 from lance_sql.spark.types import arrow_schema, check_writable, spark_schema
 from lance_sql.table.change_query import ChangeQuery
-from lance_sql.table.change_rows import CHANGE_TYPE, COMMIT_VERSION
+from lance_sql.table.change_rows import CHANGE_TYPE, COMMIT_VERSION, ChangeRows
 from lance_sql.table.change_rows import ROW_ID as CHANGE_ROW_ID
 from lance_sql.table.changes import (
     ChangeWindow,
@@ -87,7 +100,11 @@ from lance_sql.table.scan import (
 )
 from lance_sql.table.timetravel import version_at
 
-PARTITION_ROWS = 1 << 20
+# Bytes a change row is taken to cost when change-feed reads are cut into partitions
+# (a nominal width: the values are only read by the tasks).
+CHANGE_ROW_BYTES = 64
+# Rows scanned at a time within a partition of a table read.
+SCAN_ROWS = 1 << 20
 _TRUE = ("true", "1", "yes")
 
 
@@ -107,14 +124,22 @@ def _open(options: dict[str, str]) -> LanceDataset:
     return LanceDataset(options["path"], version)
 
 
-def _partition_rows(options: dict[str, str]) -> int:
-    """Rows per input partition (``rowsPerPartition`` option, default 2**20)."""
-    text = _option(options, "rowsPerPartition")
+def _positive_int(options: dict[str, str], name: str, default: int | None) -> int | None:
+    """A positive integer option (``default`` when absent)."""
+    text = _option(options, name)
     if text is None:
-        return PARTITION_ROWS
+        return default
     if not text.isdigit() or int(text) < 1:
-        raise InvalidInputError(f"rowsPerPartition must be a positive integer, got {text!r}")
+        raise InvalidInputError(f"{name} must be a positive integer, got {text!r}")
     return int(text)
+
+
+def _split_policy(options: dict[str, str]) -> SplitPolicy:
+    """How reads are cut into input partitions (see :mod:`lance_sql.spark.partitioning`)."""
+    return SplitPolicy(
+        max_partition_bytes=_positive_int(options, "maxPartitionBytes", MAX_PARTITION_BYTES),
+        min_partitions=_positive_int(options, "minPartitions", os.cpu_count() or 1),
+        open_cost_bytes=_positive_int(options, "openCostInBytes", OPEN_COST_BYTES))
 
 
 def _flag(options: dict[str, str], *names: str) -> bool:
@@ -230,12 +255,13 @@ def _change_window(options: dict[str, str]) -> ChangeWindow:
 
 
 @dataclass(frozen=True)
-class ChangeChunk(InputPartition):
-    """Planned change rows ``start..stop`` (after metadata pruning) of one commit."""
+class ChangePartition(InputPartition):
+    """Planned change rows (after metadata pruning) of one or more commits.
 
-    version: int
-    start: int
-    stop: int
+    Each range's key is a commit version; its rows are that commit's planned rows.
+    """
+
+    ranges: tuple[RowRange, ...]
 
 
 class ChangeFeedReader(DataSourceReader):
@@ -245,7 +271,8 @@ class ChangeFeedReader(DataSourceReader):
         window = _change_window(options)
         self.uri = options["path"]
         self.start, self.end = window.start, window.end
-        self.chunk = _partition_rows(options)
+        self.rows_per_partition = _positive_int(options, "rowsPerPartition", None)
+        self.policy = _split_policy(options)
         self.columns = [f.name for f in schema.fields]
         self.spark_arrow = _spark_arrow_schema(window.schema, schema)
         self.filters: list[Expr] = []
@@ -259,28 +286,37 @@ class ChangeFeedReader(DataSourceReader):
             tree = Call("and", tuple(self.filters)) if len(self.filters) > 1 else self.filters[0]
         return ChangeQuery.build(window.schema, self.columns, tree)
 
-    def _rows(self, window: ChangeWindow, query: ChangeQuery, version: int):  # noqa: ANN202
-        rows = plan_changes(window, [version])
+    def _rows(self, window: ChangeWindow, query: ChangeQuery,
+              versions: Sequence[int]) -> ChangeRows:
+        rows = plan_changes(window, versions)
         return query.prune(rows, timestamps_of(window, rows))
 
-    def partitions(self) -> Sequence[ChangeChunk]:
+    def partitions(self) -> Sequence[ChangePartition]:
         window = self._window()
         query = self._query(window)
-        parts = []
-        for version in query.versions(window):
-            count = len(self._rows(window, query, version))
-            for start in range(0, count, self.chunk):
-                parts.append(ChangeChunk(version, start, min(count, start + self.chunk)))
-        return parts or [ChangeChunk(-1, 0, 0)]
+        # Planned a commit at a time, so planning memory does not grow with the window.
+        counts = {v: len(self._rows(window, query, [v])) for v in query.versions(window)}
+        if self.rows_per_partition is not None:
+            step = self.rows_per_partition
+            parts = [ChangePartition((RowRange(v, start, min(n, start + step)),))
+                     for v, n in counts.items() for start in range(0, n, step)]
+        else:
+            pieces = [SizedPiece(v, n, n * CHANGE_ROW_BYTES) for v, n in counts.items()]
+            parts = [ChangePartition(r) for r in plan_partitions(pieces, self.policy)]
+        return parts or [ChangePartition(())]
 
-    def read(self, partition: ChangeChunk) -> Iterator[pa.RecordBatch]:
-        if partition.version < 0:
+    def read(self, partition: ChangePartition) -> Iterator[pa.RecordBatch]:
+        if not partition.ranges:
             return
         window = self._window()
         query = self._query(window)
-        rows = self._rows(window, query, partition.version)
-        rows = rows.take(slice(partition.start, partition.stop))
-        table = answer(window, query, rows)
+        versions = sorted({r.key for r in partition.ranges})
+        rows = self._rows(window, query, versions)  # in version order
+        first = dict(zip(versions, np.searchsorted(rows.version, np.array(versions, np.uint64))
+                         .tolist(), strict=True))
+        positions = np.concatenate([np.arange(first[r.key] + r.start, first[r.key] + r.stop)
+                                    for r in partition.ranges])
+        table = answer(window, query, rows.take(positions))
         for batch in table.to_batches(max_chunksize=BATCH_ROWS):
             yield _to_spark_batch(batch, self.spark_arrow)
 
@@ -329,10 +365,10 @@ def _change_filter_expr(f: Filter) -> Expr | None:
 
 
 @dataclass(frozen=True)
-class FragmentRange(InputPartition):
-    fragment_id: int
-    start: int
-    stop: int
+class ReadPartition(InputPartition):
+    """Row ranges of one or more fragments, read in table order by one Spark task."""
+
+    ranges: tuple[RowRange, ...]
 
 
 class LanceReader(DataSourceReader):
@@ -340,58 +376,73 @@ class LanceReader(DataSourceReader):
         ds = _open(options)
         self.uri = options["path"]
         self.version = ds.version
-        self.chunk = _partition_rows(options)
+        self.rows_per_partition = _positive_int(options, "rowsPerPartition", None)
+        self.policy = _split_policy(options)
         self.columns = [f.name for f in schema.fields]
         self.spark_arrow = _spark_arrow_schema(ds.schema, schema)
         self.filters: list[Expr] = []
 
-    def partitions(self) -> Sequence[FragmentRange]:
+    def partitions(self) -> Sequence[ReadPartition]:
         ds = LanceDataset(self.uri, self.version)
         bounds = self._address_bounds()
-        parts = []
-        for frag in ds.get_fragments():
-            if frag.num_rows == 0 or not _overlaps(bounds, frag.id, frag.physical_rows):
-                continue
-            for start in range(0, frag.physical_rows, self.chunk):
-                parts.append(FragmentRange(frag.id, start,
-                                           min(frag.physical_rows, start + self.chunk)))
-        return parts or [FragmentRange(-1, 0, 0)]
+        fragments = [f for f in ds.get_fragments()
+                     if f.num_rows > 0 and _overlaps(bounds, f.id, f.physical_rows)]
+        if self.rows_per_partition is not None:
+            step = self.rows_per_partition
+            parts = [ReadPartition((RowRange(f.id, start, min(f.physical_rows, start + step)),))
+                     for f in fragments for start in range(0, f.physical_rows, step)]
+        else:
+            wanted = self._needed()
+            read = [f for f in ds.manifest.schema.fields if f.name in wanted]
+            sizes = [fragment_size(f, read) for f in fragments]
+            parts = [ReadPartition(ranges) for ranges in plan_partitions(sizes, self.policy)]
+        return parts or [ReadPartition(())]
 
-    def _address_bounds(self) -> list[tuple[int, int]] | None:
+    def _filter_tree(self) -> Expr | None:
         if not self.filters:
             return None
-        tree = Call("and", tuple(self.filters)) if len(self.filters) > 1 else self.filters[0]
-        return rowaddr_bounds(tree, ROW_ADDR)
+        return Call("and", tuple(self.filters)) if len(self.filters) > 1 else self.filters[0]
 
-    def read(self, partition: FragmentRange) -> Iterator[pa.RecordBatch]:
-        if partition.fragment_id < 0:
+    def _needed(self) -> set[str]:
+        tree = self._filter_tree()
+        needed = set(self.columns)
+        if tree is not None:
+            needed |= {c.path[0] for c in _columns(tree)}
+        return needed
+
+    def _address_bounds(self) -> list[tuple[int, int]] | None:
+        tree = self._filter_tree()
+        return None if tree is None else rowaddr_bounds(tree, ROW_ADDR)
+
+    def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
+        if not partition.ranges:
             return
         ds = LanceDataset(self.uri, self.version)
-        frag = next(f for f in ds.get_fragments() if f.id == partition.fragment_id)
+        by_id = {f.id: f for f in ds.get_fragments()}
         full = pa.schema(list(ds.schema) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS])
-        filter_expr = None
-        filter_columns: frozenset[str] | None = None
-        needed = set(self.columns)
-        if self.filters:
-            tree = Call("and", tuple(self.filters)) if len(self.filters) > 1 else self.filters[0]
-            filter_expr = to_pyarrow(tree, full)
-            filter_columns = frozenset(c.path[0] for c in _columns(tree))
-            needed |= filter_columns
+        tree = self._filter_tree()
+        needed = self._needed()
         plan = ScanPlan(
             output_fields=tuple(self.columns),
             read_fields=tuple(f for f in ds.manifest.schema.fields if f.name in needed),
-            filter=filter_expr,
+            filter=None if tree is None else to_pyarrow(tree, full),
             filter_text=None,
             need_row_id=ROW_ID in needed,
             need_row_addr=ROW_ADDR in needed,
             need_row_versions=bool(needed & set(VERSION_COLUMNS)),
             output_schema=pa.schema([full.field(c) for c in self.columns]),
-            filter_columns=filter_columns,
+            filter_columns=None if tree is None else frozenset(
+                c.path[0] for c in _columns(tree)),
         )
-        table = scan_fragment(ds.store, ds.manifest, frag, plan, offset=partition.start,
-                              length=partition.stop - partition.start)
-        for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-            yield _to_spark_batch(batch, self.spark_arrow)
+        for part in partition.ranges:
+            frag = by_id[part.key]
+            # Scanned a slice at a time, so a task's memory does not grow with its bytes.
+            for start in range(part.start, part.stop, SCAN_ROWS):
+                stop = min(part.stop, start + SCAN_ROWS)
+                table = scan_fragment(ds.store, ds.manifest, frag, plan, offset=start,
+                                      length=stop - start)
+                for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+                    yield _to_spark_batch(batch, self.spark_arrow)
 
 
 class FilteringLanceReader(LanceReader):

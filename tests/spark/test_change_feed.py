@@ -66,7 +66,7 @@ def test_feed_matches_table_changes(spark, history: str, window) -> None:  # noq
     ours = table_changes(history, start, end)
     assert df.columns == ours.column_names
     assert _normal(df.toArrow()) == _normal(ours)
-    assert df.rdd.getNumPartitions() == (5 if end is None else end) - start + 1
+    assert df.rdd.getNumPartitions() == 1  # a few change rows are not worth a second task
 
 
 def test_feed_types_and_known_changes(spark, history: str) -> None:  # noqa: ANN001
@@ -105,9 +105,9 @@ def test_feed_by_timestamp(spark, history: str) -> None:  # noqa: ANN001
 
 
 def test_feed_pushdown_prunes_versions_and_rows(spark, history: str) -> None:  # noqa: ANN001
-    df = _feed(spark, history, startingVersion=1).filter(
+    df = _feed(spark, history, startingVersion=1, rowsPerPartition=100).filter(
         "_change_type = 'delete' AND _commit_version >= 3")
-    assert df.rdd.getNumPartitions() == 1  # only version 4 has deletes left
+    assert df.rdd.getNumPartitions() == 1  # a commit a partition, and only 4 has deletes left
     assert sorted(r["id"] for r in df.collect()) == [2, 3, 12]
     df = _feed(spark, history, startingVersion=1).filter(
         "_commit_version IN (2, 5) AND NOT (_change_type = 'update_preimage') AND id > 13")
@@ -127,6 +127,21 @@ def test_feed_columns_and_chunked_partitions(spark, history: str) -> None:  # no
     assert df.rdd.getNumPartitions() == 4 + 2 + 2 + 1 + 1
     ours = table_changes(history, 1, columns=["_rowid", "id", "_change_type"])
     assert _normal(df.toArrow()) == _normal(ours)
+
+
+def test_feed_partitions_pack_commits_by_size(spark, history: str) -> None:  # noqa: ANN001
+    # 24 change rows over 5 commits, cut into 3 parts of about 8 rows: parts span commits.
+    df = _feed(spark, history, startingVersion=1, minPartitions=3, openCostInBytes=1)
+    assert df.rdd.getNumPartitions() == 3
+    parts = df.select("_commit_version").rdd.glom().map(
+        lambda rows: [int(r["_commit_version"]) for r in rows]).collect()
+    assert [len(p) for p in parts] == [8, 8, 8]
+    assert [sorted(set(p)) for p in parts] == [[1], [1, 2, 3], [3, 4, 5]]
+    assert _normal(df.toArrow()) == _normal(table_changes(history, 1))
+    pruned = _feed(spark, history, startingVersion=1, minPartitions=3,
+                   openCostInBytes=1).filter("_change_type = 'update_postimage'")
+    assert pruned.rdd.getNumPartitions() == 2  # the two post-images only
+    assert sorted(r["id"] for r in pruned.collect()) == [1, 11]
 
 
 def test_feed_errors(spark, history: str, tmp_path: Path) -> None:  # noqa: ANN001

@@ -45,7 +45,34 @@ def test_data_source_write_append_read(spark, uri: str) -> None:  # noqa: ANN001
     back = spark.read.format("lance").load(uri)
     assert back.count() == 6000
     assert back.filter("id = 4242").collect()[0]["s"] == "s4242"
-    assert back.rdd.getNumPartitions() == len(ours.get_fragments())
+    assert back.rdd.getNumPartitions() == 1  # 6000 rows are not worth a second task
+    per_fragment = spark.read.format("lance").option("rowsPerPartition", 1 << 20).load(uri)
+    assert per_fragment.rdd.getNumPartitions() == len(ours.get_fragments())
+    assert sorted(r["id"] for r in per_fragment.select("id").collect()) == list(range(6000))
+
+
+def test_reads_are_cut_by_bytes_across_fragments(spark, uri: str) -> None:  # noqa: ANN001
+    _frame(spark, 0, 3000, parts=4).write.format("lance").mode("overwrite").save(uri)
+    _frame(spark, 3000, 100, parts=1).write.format("lance").mode("append").save(uri)
+    fragments = lance_sql.dataset(uri).get_fragments()
+    assert len(fragments) == 5
+
+    def read(**options: str):  # noqa: ANN202
+        return spark.read.format("lance").options(openCostInBytes="1", **options).load(uri)
+
+    three = read(minPartitions="3")
+    assert three.rdd.getNumPartitions() == 3
+    # Each partition reads its ranges in table order; together they read every row once.
+    parts = three.select("id").rdd.glom().map(lambda rows: [r["id"] for r in rows]).collect()
+    assert all(p == sorted(p) and p for p in parts)
+    assert sorted(i for p in parts for i in p) == list(range(3100))
+    # Cut by bytes, not by files: whole fragments would make 1500 / 1500 / 100 or so.
+    assert all(abs(len(p) - 3100 / 3) < 3100 / 3 * 0.2 for p in parts)
+    # maxPartitionBytes raises the count, rounded up to a multiple of minPartitions.
+    size = sum(f.file_size_bytes for frag in fragments for f in frag.files)
+    assert read(minPartitions="2", maxPartitionBytes=str(size // 3)).rdd.getNumPartitions() == 4
+    with pytest.raises(Exception, match="minPartitions must be a positive integer"):
+        read(minPartitions="0").count()
 
 
 def test_read_options(spark, uri: str) -> None:  # noqa: ANN001
