@@ -561,8 +561,8 @@ class LanceWriter(DataSourceArrowWriter):
         self.job = JobFiles.new(uuid.uuid4().hex[:16])
         self.max_rows_per_file = int(options.get("maxRowsPerFile", 1 << 20))
         self.target = open_for_write(self.uri, arrow_schema(schema), overwrite=overwrite)
-        if self.target.previous is not None and not overwrite:
-            check_writable(self.target.previous.schema.to_arrow(), schema)
+        if self.target.version is not None and not overwrite:
+            check_writable(self.target.schema.to_arrow(), schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
         fragments, keys = write_job_fragments(self.uri, self.target, self.job, iterator,

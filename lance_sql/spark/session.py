@@ -54,8 +54,7 @@ def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
     overwrite = mode == "overwrite" or not exists
     target = open_for_write(path, arrow_schema(df.schema), overwrite=overwrite)
     if exists and not overwrite:
-        assert target.previous is not None
-        check_writable(target.previous.schema.to_arrow(), df.schema)
+        check_writable(target.schema.to_arrow(), df.schema)
     job = JobFiles.new(uuid.uuid4().hex[:16])
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -33,7 +33,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.commit import commit_transaction
 from lance_sql.table.operations import Append, Overwrite, Transaction
-from lance_sql.table.versions import list_versions, load_manifest
+from lance_sql.table.versions import VersionRef, list_versions, load_manifest
 from lance_sql.table.write import (
     DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -69,12 +69,23 @@ class JobFiles:
 
 @dataclass(frozen=True)
 class WriteTarget:
-    """What a job writes against: the pinned version and the schema to write."""
+    """What a job writes against: the pinned version and the schema to write.
 
-    previous: Manifest | None
+    Engines ship this to every worker, so it names the pinned version rather than
+    holding its manifest (100k fragments take ~13 MB and ~1 s to unpickle, per task);
+    the commit loads that manifest again.
+    """
+
+    version: int | None  # the pinned version; None when there is no table yet
     naming: ManifestNaming
     schema: LanceSchema
     data_format: str
+
+    def pinned(self, store: ObjectStore) -> Manifest | None:
+        """The manifest of the pinned version (None when there was no table)."""
+        if self.version is None:
+            return None
+        return load_manifest(store, VersionRef(self.version, self.naming))
 
 
 def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
@@ -84,10 +95,11 @@ def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
     refs = list_versions(store)
     previous = load_manifest(store, refs[-1]) if refs else None
     naming = refs[-1].naming if refs else ManifestNaming.V2
+    version = previous.version if previous is not None else None
     if previous is not None and not overwrite:
-        return WriteTarget(previous, naming, previous.schema, previous.data_format)
+        return WriteTarget(version, naming, previous.schema, previous.data_format)
     data_format = previous.data_format if previous is not None else DEFAULT_DATA_FORMAT
-    return WriteTarget(previous, naming, LanceSchema.from_arrow(data_schema), data_format)
+    return WriteTarget(version, naming, LanceSchema.from_arrow(data_schema), data_format)
 
 
 def write_job_fragments(
@@ -143,7 +155,7 @@ def commit_job(
     """Commit everything the workers wrote as one transaction; on failure remove it all."""
     store: ObjectStore = open_store(uri)
     fragments = tuple(f for serialized in fragment_lists for f in decode_fragments(serialized))
-    previous = target.previous
+    previous = target.pinned(store)
     read_version = previous.version if previous is not None else 0
     if previous is not None and not overwrite:
         operation: Append | Overwrite = Append(fragments)
