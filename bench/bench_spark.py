@@ -28,7 +28,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    # Spark's Python workers import the floor source from here (the JVM passes it on).
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH")) if p)
     from pyspark.sql import SparkSession
+    from spark_floor import in_memory_source
 
     from lance_sql.spark import register, write_dataset
 
@@ -47,9 +52,9 @@ def main() -> None:
     def clean_then(path: str) -> Callable[[], None]:
         return lambda: shutil.rmtree(path, ignore_errors=True)
 
-    # The floor of any Python data source: the same rows built in memory per partition
-    # (no file, no encode or decode), exchanged with Spark as Arrow batches like ours.
-    spark.dataSource.register(_in_memory_source(args.rows, os.cpu_count() or 1))
+    # The floor of any Python data source: the same rows kept in the Python worker's
+    # memory (no file, no encode or decode), exchanged with Spark as Arrow batches.
+    spark.dataSource.register(in_memory_source(args.rows, os.cpu_count() or 1))
     writes = interleaved_medians({
         "parquet": (lambda: df.write.mode("overwrite").parquet(pq), clean_then(pq)),
         "data source": (lambda: df.write.format("lance").mode("overwrite").save(ds_uri),
@@ -96,58 +101,6 @@ def main() -> None:
           "hands every row and column to Spark.)")
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
-
-
-def _in_memory_source(rows: int, partitions: int) -> type:
-    """A Python data source serving the bench's rows from memory (no I/O, no decoding)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from pyspark.sql.datasource import (
-        DataSource,
-        DataSourceArrowWriter,
-        DataSourceReader,
-        InputPartition,
-        WriterCommitMessage,
-    )
-
-    step = -(-rows // partitions)
-
-    class Part(InputPartition):
-        def __init__(self, start: int) -> None:
-            self.start = start
-
-    class Reader(DataSourceReader):
-        def partitions(self) -> list[Part]:
-            return [Part(start) for start in range(0, rows, step)]
-
-        def read(self, partition: Part):  # noqa: ANN201
-            ids = np.arange(partition.start, min(rows, partition.start + step))
-            s = pc.binary_join_element_wise(
-                "s", pa.array(ids % 100_000).cast(pa.string()), "")
-            table = pa.table({"id": ids, "x": ids * 1.5, "s": s})
-            yield from table.to_batches(max_chunksize=1 << 16)
-
-    class Discard(DataSourceArrowWriter):
-        def write(self, iterator):  # noqa: ANN001, ANN201
-            rows = sum(batch.num_rows for batch in iterator)
-            return WriterCommitMessage() if rows >= 0 else None
-
-    class Source(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "in_memory_floor"
-
-        def schema(self) -> str:
-            return "id long, x double, s string"
-
-        def reader(self, schema: object) -> Reader:
-            return Reader()
-
-        def writer(self, schema: object, overwrite: bool) -> Discard:
-            return Discard()
-
-    return Source
 
 
 if __name__ == "__main__":

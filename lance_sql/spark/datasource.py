@@ -138,8 +138,15 @@ def _split_policy(options: dict[str, str]) -> SplitPolicy:
     """How reads are cut into input partitions (see :mod:`lance_sql.spark.partitioning`)."""
     return SplitPolicy(
         max_partition_bytes=_positive_int(options, "maxPartitionBytes", MAX_PARTITION_BYTES),
-        min_partitions=_positive_int(options, "minPartitions", os.cpu_count() or 1),
+        min_partitions=_positive_int(options, "minPartitions", _usable_cores()),
         open_cost_bytes=_positive_int(options, "openCostInBytes", OPEN_COST_BYTES))
+
+
+def _usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, where the OS reports one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def _flag(options: dict[str, str], *names: str) -> bool:
