@@ -100,9 +100,9 @@ from lance_sql.table.scan import (
 )
 from lance_sql.table.timetravel import version_at
 
-# Bytes a change row is taken to cost when change-feed reads are cut into partitions
-# (a nominal width: the values are only read by the tasks).
-CHANGE_ROW_BYTES = 64
+# Bytes of a change row's metadata (version, type, row id, timestamp), added to the
+# data's average row width when change-feed reads are cut into partitions.
+CHANGE_ROW_BYTES = 32
 # Rows scanned at a time within a partition of a table read.
 SCAN_ROWS = 1 << 20
 _TRUE = ("true", "1", "yes")
@@ -308,9 +308,20 @@ class ChangeFeedReader(DataSourceReader):
             parts = [ChangePartition((RowRange(v, start, min(n, start + step)),))
                      for v, n in counts.items() for start in range(0, n, step)]
         else:
-            pieces = [SizedPiece(v, n, n * CHANGE_ROW_BYTES) for v, n in counts.items()]
+            width = self._row_bytes(window)
+            pieces = [SizedPiece(v, n, n * width) for v, n in counts.items()]
             parts = [ChangePartition(r) for r in plan_partitions(pieces, self.policy)]
         return parts or [ChangePartition(())]
+
+    def _row_bytes(self, window: ChangeWindow) -> int:
+        """Bytes a change row is taken to cost: the end version's average for the columns
+        read, plus the change metadata."""
+        manifest = window.manifest_of(window.end)
+        wanted = [f for f in manifest.schema.fields if f.name in self.columns]
+        sizes = [fragment_size(f, wanted) for f in manifest.fragments]
+        rows = sum(s.rows for s in sizes)
+        data = sum(s.bytes for s in sizes) // rows if rows else 0
+        return data + CHANGE_ROW_BYTES
 
     def read(self, partition: ChangePartition) -> Iterator[pa.RecordBatch]:
         if not partition.ranges:
@@ -323,9 +334,11 @@ class ChangeFeedReader(DataSourceReader):
                          .tolist(), strict=True))
         positions = np.concatenate([np.arange(first[r.key] + r.start, first[r.key] + r.stop)
                                     for r in partition.ranges])
-        table = answer(window, query, rows.take(positions))
-        for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-            yield _to_spark_batch(batch, self.spark_arrow)
+        # Answered a slice at a time, so a task's memory does not grow with its rows.
+        for start in range(0, positions.size, SCAN_ROWS):
+            table = answer(window, query, rows.take(positions[start:start + SCAN_ROWS]))
+            for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+                yield _to_spark_batch(batch, self.spark_arrow)
 
 
 # Metadata columns whose pushed filters the feed evaluates (before reading data values).

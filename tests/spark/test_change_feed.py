@@ -175,3 +175,22 @@ def test_row_version_columns_in_normal_reads(spark, history: str) -> None:  # no
         (r["id"], r["_rowid"]) for r in api.to_pylist()}
     # Default schema has no system columns.
     assert spark.read.format("lance").load(history).columns == ["id", "v", "n"]
+
+
+def test_reader_answers_a_slice_at_a_time(history: str, monkeypatch) -> None:  # noqa: ANN001
+    # In this process, without a Spark session: the reader Spark's workers run.
+    from lance_sql.spark import datasource
+    from lance_sql.table.changes import answer
+
+    options = {"path": history, "readchangefeed": "true", "startingversion": "1"}
+    reader = datasource.ChangeFeedReader(options, datasource.LanceDataSource(options).schema())
+    [partition] = reader.partitions()
+    whole = pa.Table.from_batches(list(reader.read(partition)))
+    sizes: list[int] = []
+    monkeypatch.setattr(datasource, "SCAN_ROWS", 5)
+    monkeypatch.setattr(datasource, "answer",
+                        lambda window, query, rows: sizes.append(len(rows)) or
+                        answer(window, query, rows))
+    sliced = pa.Table.from_batches(list(reader.read(partition)))
+    assert sizes == [5, 5, 5, 5, 4]
+    assert sliced == whole and whole.num_rows == table_changes(history, 1).num_rows == 24

@@ -223,3 +223,25 @@ def test_task_failure_leaves_no_version_and_no_files(spark, uri: str) -> None:  
     assert lance_sql.dataset(uri).version == 1
     assert sorted(os.listdir(Path(uri) / "data")) == before
     assert _orphans(uri) == set()
+
+
+def test_reader_scans_a_slice_at_a_time(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    # In this process, without a Spark session: the reader Spark's workers run.
+    from lance_sql.spark import datasource
+
+    uri = str(tmp_path / "t.lance")
+    table = pa.table({"id": pa.array(range(23), pa.int64()), "s": [f"s{i}" for i in range(23)]})
+    lance_sql.write_dataset(table, uri, max_rows_per_file=10)
+    lance_sql.dataset(uri).delete("id IN (4, 15)")
+    options = {"path": uri}
+    reader = datasource.LanceReader(options, datasource.LanceDataSource(options).schema())
+    [partition] = reader.partitions()
+    assert [(r.start, r.stop) for r in partition.ranges] == [(0, 10), (0, 10), (0, 3)]
+    lengths: list[int] = []
+    scan = datasource.scan_fragment
+    monkeypatch.setattr(datasource, "SCAN_ROWS", 4)
+    monkeypatch.setattr(datasource, "scan_fragment", lambda *a, offset, length: lengths.append(
+        length) or scan(*a, offset=offset, length=length))
+    got = pa.Table.from_batches(list(reader.read(partition)))
+    assert lengths == [4, 4, 2, 4, 4, 2, 3]
+    assert got["id"].to_pylist() == [i for i in range(23) if i not in (4, 15)]
