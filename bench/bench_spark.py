@@ -26,6 +26,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--commits", type=int, default=199,
+                        help="commits in the change-feed window read through Spark")
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     # Spark's Python workers import the floor source from here (the JVM passes it on).
@@ -99,8 +101,50 @@ def main() -> None:
           "Python data source that reads and writes nothing: the cost of the Python data source "
           "API. Parquet answers count(*) from its footers; a Python data source cannot, it "
           "hands every row and column to Spark.)")
+    _change_feed(spark, os.path.join(work, "feed.lance"), args.commits, args.repeat)
     spark.stop()
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _change_feed(spark: object, path: str, commits: int, repeat: int) -> None:
+    """The change feed of many small commits through Spark: one task per commit (the
+    ``rowsPerPartition`` option) against partitions cut by size (the default)."""
+    import pyarrow as pa
+
+    import lance_sql
+    from lance_sql.table.changes import table_changes
+
+    def rows(start: int, n: int) -> pa.Table:
+        return pa.table({"id": pa.array(range(start, start + n), pa.int64()),
+                         "v": [f"v{i}" for i in range(start, start + n)]})
+
+    lance_sql.write_dataset(rows(0, 100_000), path, enable_stable_row_ids=True)
+    for i in range(commits):  # appends of 10 rows; every third commit updates 2% of rows
+        if i % 3 == 2:
+            lance_sql.dataset(path).update({"v": "'u'"}, where=f"id % 50 = {i % 50}")
+        else:
+            lance_sql.write_dataset(rows(1_000_000 + 10 * i, 10), path, mode="append")
+
+    def feed(**options: object) -> object:
+        reader = spark.read.format("lance").option("readChangeFeed", "true")  # type: ignore[attr-defined]
+        for name, value in {"startingVersion": 2, **options}.items():
+            reader = reader.option(name, str(value))
+        return reader.load(path)
+
+    per_commit, by_size = feed(rowsPerPartition=1 << 30), feed()
+    counts = {per_commit.count(), by_size.count(), table_changes(path, 2).num_rows}
+    assert len(counts) == 1
+    times = interleaved_medians({
+        "per commit": (lambda: feed(rowsPerPartition=1 << 30).count(), None),
+        "by size": (lambda: feed().count(), None),
+        "in process": (lambda: table_changes(path, 2), None),
+    }, repeat)
+    print(f"\nchange feed of {commits} commits ({counts.pop():,} change rows), Spark count(*):")
+    print(f"  one partition per commit ({per_commit.rdd.getNumPartitions()}): "
+          f"{times['per commit']:.3f} s")
+    print(f"  partitions by size ({by_size.rdd.getNumPartitions()}, the default): "
+          f"{times['by size']:.3f} s")
+    print(f"  table_changes in this process, for scale: {times['in process']:.3f} s")
 
 
 if __name__ == "__main__":
