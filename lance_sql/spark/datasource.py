@@ -36,7 +36,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -288,10 +288,7 @@ class ChangeFeedReader(DataSourceReader):
         return resolve_window(open_store(self.uri), self.start, self.end)
 
     def _query(self, window: ChangeWindow) -> ChangeQuery:
-        tree = None
-        if self.filters:
-            tree = Call("and", tuple(self.filters)) if len(self.filters) > 1 else self.filters[0]
-        return ChangeQuery.build(window.schema, self.columns, tree)
+        return ChangeQuery.build(window.schema, self.columns, _conjunction(self.filters))
 
     def _rows(self, window: ChangeWindow, query: ChangeQuery,
               versions: Sequence[int]) -> ChangeRows:
@@ -347,12 +344,7 @@ _CHANGE_FILTER_COLUMNS = {CHANGE_TYPE: str, COMMIT_VERSION: int, CHANGE_ROW_ID: 
 
 class FilteringChangeFeedReader(ChangeFeedReader):
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
-        for f in filters:
-            expr = _change_filter_expr(f)
-            if expr is None:
-                yield f
-            else:
-                self.filters.append(expr)
+        return _take_filters(filters, _change_filter_expr, self.filters)
 
 
 def _change_filter_expr(f: Filter) -> Expr | None:
@@ -418,20 +410,15 @@ class LanceReader(DataSourceReader):
             parts = [ReadPartition(ranges) for ranges in plan_partitions(sizes, self.policy)]
         return parts or [ReadPartition(())]
 
-    def _filter_tree(self) -> Expr | None:
-        if not self.filters:
-            return None
-        return Call("and", tuple(self.filters)) if len(self.filters) > 1 else self.filters[0]
-
     def _needed(self) -> set[str]:
-        tree = self._filter_tree()
+        tree = _conjunction(self.filters)
         needed = set(self.columns)
         if tree is not None:
             needed |= {c.path[0] for c in _columns(tree)}
         return needed
 
     def _address_bounds(self) -> list[tuple[int, int]] | None:
-        tree = self._filter_tree()
+        tree = _conjunction(self.filters)
         return None if tree is None else rowaddr_bounds(tree, ROW_ADDR)
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
@@ -440,7 +427,7 @@ class LanceReader(DataSourceReader):
         ds = LanceDataset(self.uri, self.version)
         by_id = {f.id: f for f in ds.get_fragments()}
         full = pa.schema(list(ds.schema) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS])
-        tree = self._filter_tree()
+        tree = _conjunction(self.filters)
         needed = self._needed()
         plan = ScanPlan(
             output_fields=tuple(self.columns),
@@ -467,12 +454,25 @@ class LanceReader(DataSourceReader):
 
 class FilteringLanceReader(LanceReader):
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
-        for f in filters:
-            expr = _filter_expr(f)
-            if expr is None:
-                yield f
-            else:
-                self.filters.append(expr)
+        return _take_filters(filters, _filter_expr, self.filters)
+
+
+def _take_filters(filters: list[Filter], convert: Callable[[Filter], Expr | None],
+                  taken: list[Expr]) -> Iterator[Filter]:
+    """Keep in ``taken`` the filters ``convert`` can evaluate; yield the rest back to Spark."""
+    for f in filters:
+        expr = convert(f)
+        if expr is None:
+            yield f
+        else:
+            taken.append(expr)
+
+
+def _conjunction(filters: list[Expr]) -> Expr | None:
+    """The pushed filters as one expression (None when there are none)."""
+    if not filters:
+        return None
+    return Call("and", tuple(filters)) if len(filters) > 1 else filters[0]
 
 
 def _columns(expr: Expr) -> list[Column]:
