@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pds
 
 from lance_sql.sql.error_bridge import ErrorRegistry
-from lance_sql.sql.provider import PlanningScanner
+from lance_sql.sql.provider import PlannedDataset
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.table.change_query import ChangeQuery
 from lance_sql.table.change_rows import ChangeRows
@@ -89,7 +88,7 @@ class ChangeUnitScanner:
                 yield batch
 
 
-class ChangesDataset(pds.Dataset):
+class ChangesDataset(PlannedDataset):
     """The change feed of one table over a version window."""
 
     def __init__(self, name: str, window: ChangeWindow, errors: ErrorRegistry) -> None:
@@ -99,23 +98,6 @@ class ChangesDataset(pds.Dataset):
         self.errors = errors
         self.pushed = PushedChanges()
         self._schema = window.schema
-
-    @property
-    def schema(self) -> pa.Schema:
-        return self._schema
-
-    def scanner(self, columns: list[str] | None = None,
-                filter: pc.Expression | None = None, **_: object) -> PlanningScanner:  # noqa: A002
-        self.pushed.columns = list(columns) if columns is not None else None
-        self.pushed.filter = None if filter is None else str(filter)
-        names = list(columns) if columns is not None else self._schema.names
-        return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
-
-    def get_fragments(self, filter: pc.Expression | None = None) -> list[ChangeUnit]:  # noqa: A002
-        try:
-            return self._units(filter)
-        except Exception as exc:  # noqa: BLE001
-            raise self.errors.wrap(exc) from exc
 
     def _units(self, filter: pc.Expression | None) -> list[ChangeUnit]:  # noqa: A002
         tree = decode(filter) if filter is not None else None

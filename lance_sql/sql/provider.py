@@ -22,6 +22,7 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -158,7 +159,41 @@ class UnitScanner:
             yield from rows_only(rows).to_batches()
 
 
-class LanceTableDataset(pds.Dataset):
+class PlannedDataset(pds.Dataset):
+    """A dataset DataFusion plans through without a C++ dataset behind it.
+
+    ``scanner`` only records what was pushed (columns and filter, in ``pushed``) and
+    hands back the projected schema; ``get_fragments`` plans the units of work
+    (``_units``, per subclass), with errors turned into the session's typed ones.
+    Subclasses set ``_schema``, ``pushed`` and ``errors``.
+    """
+
+    _schema: pa.Schema
+    pushed: Any  # a record with ``columns`` and ``filter`` (PushedScan, PushedChanges)
+    errors: ErrorRegistry
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,  # noqa: A002
+                **_: object) -> PlanningScanner:
+        self.pushed.columns = list(columns) if columns is not None else None
+        self.pushed.filter = None if filter is None else str(filter)
+        names = list(columns) if columns is not None else self._schema.names
+        return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
+
+    def get_fragments(self, filter: pc.Expression | None = None) -> list:  # noqa: A002
+        try:
+            return self._units(filter)
+        except Exception as exc:  # noqa: BLE001
+            raise self.errors.wrap(exc) from exc
+
+    def _units(self, filter: pc.Expression | None) -> list:  # noqa: A002
+        raise NotImplementedError
+
+
+class LanceTableDataset(PlannedDataset):
     """One pinned version of one table, with or without the system columns."""
 
     def __init__(self, name: str, store: ObjectStore, manifest: Manifest, *,
@@ -179,25 +214,8 @@ class LanceTableDataset(pds.Dataset):
         self.target_partitions = max(1, os.cpu_count() or 1)
 
     @property
-    def schema(self) -> pa.Schema:
-        return self._schema
-
-    @property
     def label(self) -> str:
         return f"{self.name}[v={self.manifest.version}]"
-
-    def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,  # noqa: A002
-                **_: object) -> UnitScanner | PlanningScanner:
-        self.pushed.columns = list(columns) if columns is not None else None
-        self.pushed.filter = None if filter is None else str(filter)
-        names = list(columns) if columns is not None else self._schema.names
-        return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
-
-    def get_fragments(self, filter: pc.Expression | None = None) -> list[ScanUnit]:  # noqa: A002
-        try:
-            return self._units(filter)
-        except Exception as exc:  # noqa: BLE001
-            raise self.errors.wrap(exc) from exc
 
     def _units(self, filter: pc.Expression | None) -> list[ScanUnit]:  # noqa: A002
         ranges = self._address_ranges(filter)
