@@ -52,6 +52,8 @@ class SizedPiece:
 
 @dataclass(frozen=True)
 class SplitPolicy:
+    """The limits a read is cut by (Spark's defaults for the byte sizes)."""
+
     max_partition_bytes: int = MAX_PARTITION_BYTES
     min_partitions: int = 1
     open_cost_bytes: int = OPEN_COST_BYTES
@@ -78,7 +80,7 @@ def fragment_size(fragment: Fragment, wanted: Iterable[LanceField]) -> SizedPiec
     guess: widths differ, but it only sets how many partitions there are). Files that
     record no size count ``8`` bytes a value.
     """
-    ids = {f.id for top in wanted for f in _walk(top)}
+    ids = {f.id for top in wanted for f in top.walk()}
     total = 0
     for data_file in fragment.files:
         stored = [i for i in data_file.fields if i >= 0]
@@ -91,12 +93,6 @@ def fragment_size(fragment: Fragment, wanted: Iterable[LanceField]) -> SizedPiec
     # System columns only (or a projection of nothing): row ids and addresses.
     return SizedPiece(fragment.id, fragment.physical_rows,
                         max(total, fragment.physical_rows * _FALLBACK_VALUE_BYTES))
-
-
-def _walk(field: LanceField) -> Iterable[LanceField]:
-    yield field
-    for child in field.children:
-        yield from _walk(child)
 
 
 def plan_partitions(pieces: Sequence[SizedPiece],
