@@ -21,6 +21,7 @@ from dataclasses import replace
 from functools import singledispatch
 
 from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.feature_flags import (
     BASE_PATHS,
     DELETION_FILES,
@@ -99,7 +100,7 @@ def apply_transaction(
     timestamp_ns: int,
     *,
     transaction_file: str = "",
-    data_format: str = "2.0",
+    data_format: str = DEFAULT_DATA_FORMAT,
     stable_row_ids: bool = False,
     source: Manifest | None = None,
 ) -> Manifest:

@@ -31,6 +31,7 @@ from lance_sql.errors import (
     RetryableConflict,
     UnsupportedFeatureError,
 )
+from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.naming import ManifestNaming, transaction_key
 from lance_sql.io.commit import DEFAULT_HANDLER, CommitHandler
@@ -74,7 +75,7 @@ def commit_transaction(
     naming: ManifestNaming,
     txn: Transaction,
     *,
-    data_format: str = "2.0",
+    data_format: str = DEFAULT_DATA_FORMAT,
     stable_row_ids: bool = False,
     config: CommitConfig = CommitConfig(),
     affected_rows: AffectedRows | None = None,
