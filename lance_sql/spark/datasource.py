@@ -579,7 +579,7 @@ class LanceWriter(DataSourceArrowWriter):
         self.uri = options["path"]
         self.overwrite = overwrite
         self.job = JobFiles.new(uuid.uuid4().hex[:16])
-        self.max_rows_per_file = int(options.get("maxRowsPerFile", 1 << 20))
+        self.max_rows_per_file = _positive_int(options, "maxRowsPerFile", 1 << 20)
         self.target = open_for_write(self.uri, arrow_schema(schema), overwrite=overwrite)
         if self.target.version is not None and not overwrite:
             check_writable(self.target.schema.to_arrow(), schema)

@@ -17,13 +17,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.io.uri import open_store
 from lance_sql.spark.datasource import FilteringLanceDataSource, LanceDataSource
 from lance_sql.spark.types import arrow_schema, check_writable
+from lance_sql.table.commit import CommitConfig
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
-from lance_sql.table.versions import list_versions
+from lance_sql.table.versions import latest_version
 
 PUSHDOWN_FLAG = "spark.sql.python.filterPushdown.enabled"
 _RESULT = pa.schema([pa.field("fragment", pa.binary())])
@@ -43,16 +44,27 @@ def register(spark: Any) -> type[LanceDataSource]:
 
 
 def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
-                  max_rows_per_file: int = 1 << 20) -> LanceDataset:
-    """Write a Spark DataFrame as one commit (``mode``: create, append or overwrite)."""
+                  max_rows_per_file: int = 1 << 20,
+                  commit_config: CommitConfig | None = None) -> LanceDataset:
+    """Write a Spark DataFrame as one commit (``mode``: create, append or overwrite).
+
+    ``commit_config`` is ``lance_sql.write_dataset``'s: a table kept in an external
+    manifest store is committed through it here too.
+    """
     if mode not in ("create", "append", "overwrite"):
         raise InvalidInputError(f"mode must be create, append or overwrite, got {mode!r}")
     path = os.path.abspath(os.fspath(uri)) if "://" not in os.fspath(uri) else os.fspath(uri)
-    exists = bool(list_versions(open_store(path)))
+    config = commit_config or CommitConfig()
+    try:
+        latest_version(open_store(path), config.handler)
+        exists = True
+    except NotFoundError:
+        exists = False
     if exists and mode == "create":
         raise InvalidInputError(f"a Lance table already exists at {path}; use append or overwrite")
     overwrite = mode == "overwrite" or not exists
-    target = open_for_write(path, arrow_schema(df.schema), overwrite=overwrite)
+    target = open_for_write(path, arrow_schema(df.schema), overwrite=overwrite,
+                            commit_config=config)
     if exists and not overwrite:
         check_writable(target.schema.to_arrow(), df.schema)
     job = JobFiles.new(uuid.uuid4().hex[:16])
@@ -69,5 +81,5 @@ def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
         job.remove_all(path)
         raise
     manifest = commit_job(path, target, job, [[bytes(r["fragment"]) for r in rows]],
-                          overwrite=overwrite)
-    return LanceDataset(path, manifest.version)
+                          overwrite=overwrite, commit_config=config)
+    return LanceDataset(path, manifest.version, commit_config=config)

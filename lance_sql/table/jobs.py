@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.feature_flags import check_writable
 from lance_sql.format.fragment import DATA_DIR, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
@@ -31,9 +32,9 @@ from lance_sql.format.pb import table_pb2
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
-from lance_sql.table.commit import commit_transaction
+from lance_sql.table.commit import CommitConfig, commit_transaction
 from lance_sql.table.operations import Append, Overwrite, Transaction
-from lance_sql.table.versions import VersionRef, list_versions, load_manifest
+from lance_sql.table.versions import VersionRef, latest_version, load_manifest
 from lance_sql.table.write import (
     DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -89,12 +90,23 @@ class WriteTarget:
 
 
 def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
-                   overwrite: bool) -> WriteTarget:
-    """Pin the table's current version (if any) and decide the schema files are written in."""
+                   overwrite: bool, commit_config: CommitConfig | None = None) -> WriteTarget:
+    """Pin the table's current version (if any) and decide the schema files are written in.
+
+    The latest version is found as every other writer finds it (through the commit
+    handler of ``commit_config``, e.g. an external manifest store), and a table whose
+    writer feature flags we do not know is refused before any worker writes a file.
+    """
     store = open_store(uri)
-    refs = list_versions(store)
-    previous = load_manifest(store, refs[-1]) if refs else None
-    naming = refs[-1].naming if refs else ManifestNaming.V2
+    config = commit_config or CommitConfig()
+    try:
+        latest: VersionRef | None = latest_version(store, config.handler)
+    except NotFoundError:
+        latest = None
+    previous = load_manifest(store, latest) if latest is not None else None
+    naming = latest.naming if latest is not None else ManifestNaming.V2
+    if previous is not None and latest is not None:
+        check_writable(previous.writer_feature_flags, f"{store.uri}/{latest.key}")
     version = previous.version if previous is not None else None
     if previous is not None and not overwrite:
         return WriteTarget(version, naming, previous.schema, previous.data_format)
@@ -151,8 +163,13 @@ def commit_job(
     fragment_lists: Iterable[Iterable[bytes]],
     *,
     overwrite: bool,
+    commit_config: CommitConfig | None = None,
 ) -> Manifest:
-    """Commit everything the workers wrote as one transaction; on failure remove it all."""
+    """Commit everything the workers wrote as one transaction; on failure remove it all.
+
+    This is the same commit loop ``write_dataset`` uses, with the same ``commit_config``
+    (its handler decides how the new manifest is published).
+    """
     store: ObjectStore = open_store(uri)
     fragments = tuple(f for serialized in fragment_lists for f in decode_fragments(serialized))
     previous = target.pinned(store)
@@ -165,7 +182,8 @@ def commit_job(
                       properties={"lance_sql.job": job.job_id})
     try:
         return commit_transaction(store, previous, target.naming, txn,
-                                  data_format=target.data_format)
+                                  data_format=target.data_format,
+                                  config=commit_config or CommitConfig())
     except BaseException:
         job.remove_all(os.fspath(uri), [f"{DATA_DIR}/{d.path}" for f in fragments
                                         for d in f.files])
