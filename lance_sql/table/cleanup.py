@@ -140,13 +140,20 @@ def cleanup_old_versions(
         for name, modified in store.list_temporaries(directory):
             if modified < grace_cutoff:
                 doomed.append(f"{directory}/{name}" if directory else name)
-    removed_bytes = removed_files = 0
+    # sizes first: a key that leads out of the root (PathEscapeError) stops cleanup
+    # before anything is deleted
+    sized = []
     for key in dict.fromkeys(doomed):
         try:
-            size = store.size(key)
-            store.delete(key)
+            sized.append((key, store.size(key)))
         except (NotFoundError, IsADirectoryError, PermissionError):
             continue  # gone already, or a directory (nested index layout): left alone
+    removed_bytes = removed_files = 0
+    for key, size in sized:
+        try:
+            store.delete(key)
+        except (NotFoundError, IsADirectoryError, PermissionError):
+            continue
         removed_bytes += size
         removed_files += 1
     return CleanupStats(removed_bytes, len(removed), removed_files)
