@@ -38,7 +38,7 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import TAGS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
-from lance_sql.io.store import ObjectStore
+from lance_sql.io.store import ObjectStore, is_temporary
 from lance_sql.table.row_ids import ROW_IDS_DIR, sequence_keys
 from lance_sql.table.versions import list_versions, load_manifest, read_tags
 
@@ -128,7 +128,7 @@ def cleanup_old_versions(
         for directory in _SCANNED_DIRS:
             for name in store.list_dir(directory):
                 key = f"{directory}/{name}"
-                if key not in everything:
+                if key not in everything and not is_temporary(name):  # those: below
                     doomed.append(key)
         # manifests staged for an external manifest store and already copied into place
         # (one not copied yet may be the only copy of a committed version: kept)
