@@ -193,10 +193,11 @@ class _CommitLoop:
                     f"{self.store.uri}: another writer created the table first")
             return VersionRef(0, self.naming), listed
         if latest is None or latest.version < base.version:
+            newest = "no version" if latest is None else f"version {latest.version}"
             raise RetryableConflict(
-                f"{self.store.uri}: version {base.version}, which this commit read, is no "
-                "longer the newest or older than it (the table was removed or re-created); "
-                "retry")
+                f"{self.store.uri}: the newest is {newest}, older than version "
+                f"{base.version} that this commit read (the table was removed or "
+                "re-created); retry")
         if latest.version < lost_at:  # published but not listed yet (eventual consistency)
             raise RetryableConflict(f"{self.store.uri}: version {lost_at} is taken but "
                                     "cannot be read yet; retry")
