@@ -40,7 +40,13 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import TAGS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
 from lance_sql.io.store import ObjectStore, is_temporary
 from lance_sql.table.row_ids import ROW_IDS_DIR, sequence_keys
-from lance_sql.table.versions import list_versions, load_manifest, read_tags
+from lance_sql.table.versions import (
+    list_versions,
+    load_manifest,
+    read_hint,
+    read_tags,
+    write_hint,
+)
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset
@@ -156,6 +162,10 @@ def cleanup_old_versions(
             continue
         removed_bytes += size
         removed_files += 1
+    if removed and (read_hint(store) or 0) < refs[-1].version:
+        # a stale hint naming a kept (tagged) version would now sit below a gap, and
+        # readers probing upward from it would stop there
+        write_hint(store, refs[-1].version)
     return CleanupStats(removed_bytes, len(removed), removed_files)
 
 

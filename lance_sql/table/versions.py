@@ -102,11 +102,8 @@ def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
     latest (a writer using the other scheme) also sends the caller to the listing,
     which reports the mixture.
     """
-    try:
-        hinted = int(json.loads(store.read(LATEST_HINT))["version"])
-    except (NotFoundError, ValueError, KeyError, TypeError):
-        return None
-    if hinted < 1:
+    hinted = read_hint(store)
+    if hinted is None or hinted < 1:
         return None
     for naming in (ManifestNaming.V2, ManifestNaming.V1):
         if store.exists(naming.key(hinted)):
@@ -162,6 +159,14 @@ def load_transaction_bytes(store: ObjectStore, ref: VersionRef) -> bytes | None:
     try:
         return store.read(f"_transactions/{manifest.transaction_file}")
     except NotFoundError:
+        return None
+
+
+def read_hint(store: ObjectStore) -> int | None:
+    """The version the hint names; None when it is missing or unreadable."""
+    try:
+        return int(json.loads(store.read(LATEST_HINT))["version"])
+    except (NotFoundError, ValueError, KeyError, TypeError):
         return None
 
 

@@ -159,3 +159,17 @@ def test_a_stale_hint_over_a_gap_never_leads_a_writer_to_an_old_number() -> None
     writer.delete("id = 3")  # from an old handle: the delete also lands after the newest
     assert [r.version for r in list_versions(store)] == [2, 4, 5, 6]
     assert ids(uri, config) == [i for i in range(10) if i != 3] + [100, 101, 102, 700]
+
+
+def test_cleanup_repairs_a_stale_hint_it_would_strand_below_a_gap() -> None:
+    """A racing writer left the hint at an older version; that version is tagged, so
+    cleanup keeps it and removes the versions above it: readers probing upward from the
+    hint would stop at the tagged version. Cleanup points the hint at the newest."""
+    config = CommitConfig()
+    uri, store = make_table(ManifestNaming.V2, config)
+    others_commit_three(uri, config)  # versions 1..4
+    lance_sql.dataset(uri).tags.create("keep", 2)
+    store.put(LATEST_HINT, json.dumps({"version": 2}).encode())
+    lance_sql.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    assert [r.version for r in list_versions(store)] == [2, 4]
+    assert lance_sql.dataset(uri).version == 4
