@@ -17,14 +17,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import InvalidInputError
 from lance_sql.io.uri import open_store
 from lance_sql.spark.datasource import FilteringLanceDataSource, LanceDataSource
 from lance_sql.spark.types import arrow_schema, check_writable
 from lance_sql.table.commit import CommitConfig
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
-from lance_sql.table.versions import latest_version
+from lance_sql.table.versions import latest_committed
 
 PUSHDOWN_FLAG = "spark.sql.python.filterPushdown.enabled"
 _RESULT = pa.schema([pa.field("fragment", pa.binary())])
@@ -55,11 +55,7 @@ def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
         raise InvalidInputError(f"mode must be create, append or overwrite, got {mode!r}")
     path = os.path.abspath(os.fspath(uri)) if "://" not in os.fspath(uri) else os.fspath(uri)
     config = commit_config or CommitConfig()
-    try:
-        latest_version(open_store(path), config.handler)
-        exists = True
-    except NotFoundError:
-        exists = False
+    exists = latest_committed(open_store(path), config.handler) is not None
     if exists and mode == "create":
         raise InvalidInputError(f"a Lance table already exists at {path}; use append or overwrite")
     overwrite = mode == "overwrite" or not exists

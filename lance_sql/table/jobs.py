@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import InvalidInputError
 from lance_sql.format.feature_flags import check_writable
 from lance_sql.format.fragment import DATA_DIR, Fragment
 from lance_sql.format.manifest import Manifest
@@ -34,7 +34,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.commit import CommitConfig, commit_transaction
 from lance_sql.table.operations import Append, Overwrite, Transaction
-from lance_sql.table.versions import VersionRef, latest_version, load_manifest
+from lance_sql.table.versions import VersionRef, latest_committed, load_manifest
 from lance_sql.table.write import (
     DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -99,10 +99,7 @@ def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
     """
     store = open_store(uri)
     config = commit_config or CommitConfig()
-    try:
-        latest: VersionRef | None = latest_version(store, config.handler)
-    except NotFoundError:
-        latest = None
+    latest = latest_committed(store, config.handler)
     previous = load_manifest(store, latest) if latest is not None else None
     naming = latest.naming if latest is not None else ManifestNaming.V2
     if previous is not None and latest is not None:
