@@ -2,10 +2,11 @@
 
 The design lives in the "MemWAL (LSM) design" section of the project's DESIGN.md and the
 format in the MemWAL specification (``spec/memwal.md`` in the shared specifications).
-So far: region specs (:mod:`.region_spec`), their transforms evaluated over Arrow data
+So far: region specs (values in :mod:`lance_sql.format.region_spec`), their transforms
+evaluated over Arrow data
 (:mod:`.transforms`) and the murmur3 hashing behind ``bucket`` (:mod:`.murmur3`).
 """
 
-from lance_sql.memwal.region_spec import RegionField, RegionSpec
+from lance_sql.format.region_spec import RegionField, RegionSpec
 
 __all__ = ["RegionField", "RegionSpec"]

@@ -32,9 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, SchemaError
+from lance_sql.format.region_spec import RegionField, RegionSpec
 from lance_sql.format.schema import arrow_type_of
 from lance_sql.memwal.murmur3 import bucket, murmur3_32, murmur3_32_concat
-from lance_sql.memwal.region_spec import RegionField, RegionSpec
 
 __all__ = ["evaluate_field", "region_values"]
 

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lance_sql.errors import InvalidInputError, SchemaError
+from lance_sql.format.region_spec import RegionField, RegionSpec
 from lance_sql.format.schema import arrow_type_of, logical_type_of
-from lance_sql.memwal.region_spec import RegionField, RegionSpec
 from lance_sql.memwal.transforms import evaluate_field, region_values
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from lance_sql.errors import InvalidInputError, SchemaError
+from lance_sql.format.region_spec import RegionField, RegionSpec
 from lance_sql.format.schema import LanceSchema
-from lance_sql.memwal.region_spec import RegionField, RegionSpec
 
 SCHEMA = LanceSchema.from_arrow(pa.schema([
     pa.field("id", pa.int64()), pa.field("name", pa.string()),

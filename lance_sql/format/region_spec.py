@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from lance_sql.errors import InvalidInputError, SchemaError
+from lance_sql.format.pb import memwal_pb2
 from lance_sql.format.schema import LanceSchema, arrow_type_of
 
 __all__ = ["TRANSFORMS", "RegionField", "RegionSpec"]
@@ -112,9 +113,32 @@ class RegionField:
     def __hash__(self) -> int:
         return hash(self._key())
 
+    def to_proto(self) -> memwal_pb2.RegionField:
+        """The field as stored: source columns by field id only (bind first)."""
+        if not self.source_ids:
+            raise InvalidInputError(f"region field {self.field_id!r} is not bound to a schema")
+        pb = memwal_pb2.RegionField(field_id=self.field_id, source_ids=list(self.source_ids),
+                                    result_type=self.result_type,
+                                    parameters=dict(self.parameters))
+        if self.transform is not None:
+            pb.transform = self.transform
+        if self.expression is not None:
+            pb.expression = self.expression
+        return pb
+
+    @classmethod
+    def from_proto(cls, pb: memwal_pb2.RegionField) -> RegionField:
+        """A stored field; its source columns are known by field id only."""
+        return cls(pb.field_id, (), transform=pb.transform if pb.HasField("transform") else None,
+                   expression=pb.expression if pb.HasField("expression") else None,
+                   result_type=pb.result_type, parameters=dict(pb.parameters),
+                   source_ids=tuple(pb.source_ids))
+
     def _key(self) -> tuple:
-        return (self.field_id, self.source_columns, self.transform, self.expression,
-                self.result_type, tuple(sorted(self.parameters.items())), self.source_ids)
+        # A bound field is what is stored: its sources are field ids, whatever their names.
+        sources = self.source_ids if self.source_ids else self.source_columns
+        return (self.field_id, sources, self.transform, self.expression,
+                self.result_type, tuple(sorted(self.parameters.items())))
 
 
 def _positive_int_parameter(f: RegionField, name: str) -> int:
@@ -155,6 +179,14 @@ class RegionSpec:
 
     def with_id(self, spec_id: int) -> RegionSpec:
         return replace(self, spec_id=spec_id)
+
+    def to_proto(self) -> memwal_pb2.RegionSpec:
+        return memwal_pb2.RegionSpec(spec_id=self.spec_id,
+                                     fields=[f.to_proto() for f in self.fields])
+
+    @classmethod
+    def from_proto(cls, pb: memwal_pb2.RegionSpec) -> RegionSpec:
+        return cls(tuple(RegionField.from_proto(f) for f in pb.fields), pb.spec_id)
 
     # ---------------------------------------------------------------- constructors
     @classmethod
