@@ -107,6 +107,11 @@ def _add_tables(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", metavar="ROOT", help="directory of Lance tables (or one table)")
     parser.add_argument("-t", "--table", action="append", default=[], metavar="NAME=PATH",
                         help="also register the table at PATH as NAME (repeatable)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="refuse every statement that writes (INSERT, CREATE TABLE, ...)")
+    parser.add_argument("--allow-external-files", action="store_true",
+                        help="let CREATE EXTERNAL TABLE read and COPY ... TO write files "
+                             "outside ROOT (refused by default)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,14 +175,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def open_session(root: str, tables: Sequence[str] = ()) -> LanceSession:
+def open_session(root: str, tables: Sequence[str] = (), *, read_only: bool = False,
+                 allow_external_files: bool = False) -> LanceSession:
     """A session over ROOT: a directory of tables, or a single table's directory."""
     path = Path(root)
+    access = {"read_only": read_only, "allow_external_files": allow_external_files}
     if (path / "_versions").is_dir():
-        session = LanceSession(None)
+        session = LanceSession(None, **access)
         session.register(path.name.removesuffix(".lance"), path)
     elif path.is_dir():
-        session = LanceSession(path)
+        session = LanceSession(path, **access)
     else:
         raise NotFoundError(f"{root} is not a directory of Lance tables")
     for spec in tables:
@@ -220,7 +227,8 @@ def _options(args: argparse.Namespace) -> OutputOptions:
 def _run(args: argparse.Namespace) -> int:
     out, err = sys.stdout, sys.stderr
     if args.command == "sql":
-        session = open_session(args.root, args.table)
+        session = open_session(args.root, args.table, read_only=args.read_only,
+                               allow_external_files=args.allow_external_files)
         statements, rest = split_statements(_read_sql(args))
         if rest.strip():
             statements.append(rest.strip())
@@ -228,7 +236,8 @@ def _run(args: argparse.Namespace) -> int:
             raise InvalidInputError("no SQL statement given")
         run_statements(session, statements, out, err, _options(args))
     elif args.command == "shell":
-        session = open_session(args.root, args.table)
+        session = open_session(args.root, args.table, read_only=args.read_only,
+                               allow_external_files=args.allow_external_files)
         return Shell(session, options=_options(args)).run()
     elif args.command == "log":
         session, name = _table_session(args.table)

@@ -323,10 +323,11 @@ class LanceDataset(MaintenanceMixin):
         )
         return LanceDataset._from_manifest(self, VersionRef(new.version, naming), new)
 
-    def delete(self, predicate: str) -> None:
+    def delete(self, predicate: str) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (SQL) and move to the new version.
 
-        Like pylance, the dataset object advances to the version the delete committed.
+        Like pylance, the dataset object advances to the version the delete committed;
+        returns ``{"num_deleted_rows": n}``, the rows this delete removed.
         """
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidInputError("delete needs a non-empty SQL predicate")
@@ -359,6 +360,7 @@ class LanceDataset(MaintenanceMixin):
                 self.store.delete(key)
             raise
         self._advance(newer)
+        return {"num_deleted_rows": int(sum(len(rows) for rows in affected.values()))}
 
     def _advance(self, newer: LanceDataset) -> None:
         self._ref, self._manifest = newer._ref, newer._manifest
