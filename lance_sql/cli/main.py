@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -284,5 +285,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def entry() -> None:
+    """The ``lance-sql`` console script: :func:`main`, then the exit status.
+
+    After Ctrl-C a query's worker may still be finishing the batch it was given (its
+    scans stop at the next one); the process exits at once rather than wait for it.
+    """
+    code = main()
+    if code == 130 and threading.active_count() > 1:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

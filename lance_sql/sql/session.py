@@ -36,6 +36,7 @@ from lance_sql.sql.dml import DeleteStatement, UpdateStatement, parse_dml
 from lance_sql.sql.error_bridge import ErrorRegistry, translate
 from lance_sql.sql.explain import render_explain
 from lance_sql.sql.functions import make_table_changes, make_table_versions, table_versions
+from lance_sql.sql.interrupt import run_interruptibly
 from lance_sql.sql.merge import parse_merge
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
@@ -48,19 +49,32 @@ from lance_sql.table.scan import SYSTEM_COLUMNS
 Translator = Callable[[BaseException], BaseException]
 
 
-class TypedStream:
-    """A record-batch stream whose errors come back typed (errors can surface mid-stream)."""
+# DataFrame methods that run the query: on the main thread they run on a worker so that
+# Ctrl-C reaches Python (see lance_sql.sql.interrupt).
+_EXECUTING = frozenset({
+    "cache", "collect", "collect_column", "collect_partitioned", "count", "describe",
+    "execute_stream", "execute_stream_partitioned", "show", "to_arrow_table", "to_pandas",
+    "to_polars", "to_pydict", "to_pylist", "write_csv", "write_json", "write_parquet",
+    "write_parquet_with_options", "write_table", "__repr__",
+})
 
-    def __init__(self, stream: Any, translator: Translator) -> None:
+
+class TypedStream:
+    """A record-batch stream whose errors come back typed (errors can surface mid-stream)
+    and whose batches can be waited for with Ctrl-C."""
+
+    def __init__(self, stream: Any, translator: Translator,
+                 cancel: threading.Event | None = None) -> None:
         self._stream = stream
         self._translate = translator
+        self._cancel = cancel
 
     def __iter__(self) -> TypedStream:
         return self
 
     def __next__(self) -> Any:
         try:
-            return next(self._stream)
+            return run_interruptibly(lambda: next(self._stream), self._cancel)
         except StopIteration:
             raise
         except LanceError:
@@ -80,9 +94,11 @@ def _typed(exc: BaseException, translator: Translator) -> BaseException:
 class LanceDataFrame(DataFrame):
     """A DataFusion DataFrame whose errors come back as lance_sql's typed exceptions."""
 
-    def __init__(self, df: Any, translator: Translator) -> None:
+    def __init__(self, df: Any, translator: Translator,
+                 cancel: threading.Event | None = None) -> None:
         super().__init__(df)
         self._translate = translator
+        self._cancel = cancel  # set on Ctrl-C: the query's Lance scans stop
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -91,7 +107,11 @@ class LanceDataFrame(DataFrame):
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
-                result = method(self, *args, **kwargs)
+                if method.__name__ in _EXECUTING:
+                    result = run_interruptibly(lambda: method(self, *args, **kwargs),
+                                               self._cancel)
+                else:
+                    result = method(self, *args, **kwargs)
             except LanceError:
                 raise
             except Exception as exc:  # noqa: BLE001 - translated below
@@ -100,11 +120,11 @@ class LanceDataFrame(DataFrame):
                     raise
                 raise translated from None
             if isinstance(result, DataFrame) and not isinstance(result, LanceDataFrame):
-                return LanceDataFrame(result.df, self._translate)
+                return LanceDataFrame(result.df, self._translate, self._cancel)
             if method.__name__.startswith("execute_stream"):
                 if isinstance(result, list):
-                    return [TypedStream(r, self._translate) for r in result]
-                return TypedStream(result, self._translate)
+                    return [TypedStream(r, self._translate, self._cancel) for r in result]
+                return TypedStream(result, self._translate, self._cancel)
             return result
 
         return call
@@ -241,7 +261,10 @@ class LanceSession:
                 raise
             raise translated from None
         self._limit_hints(df, planned)
-        return self._frame(df)
+        cancel = threading.Event()
+        for ds in planned:
+            ds.cancelled = cancel
+        return self._frame(df, cancel)
 
     def _run_dml(self, statement: UpdateStatement | DeleteStatement) -> LanceDataFrame:
         ds = self.dataset(statement.table)
@@ -284,8 +307,8 @@ class LanceSession:
         """The typed lance_sql exception for an error DataFusion raised (or ``exc``)."""
         return translate(exc, self.errors, self.tables)
 
-    def _frame(self, df: DataFrame) -> LanceDataFrame:
-        return LanceDataFrame(df.df, self.translate_error)
+    def _frame(self, df: DataFrame, cancel: threading.Event | None = None) -> LanceDataFrame:
+        return LanceDataFrame(df.df, self.translate_error, cancel)
 
     @staticmethod
     def _limit_hints(df: DataFrame, planned: list[LanceTableDataset]) -> None:
