@@ -16,6 +16,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from lance_sql import __version__
 from lance_sql.cli.demo import run_demo
 from lance_sql.cli.execute import (
     OutputOptions,
@@ -93,11 +94,22 @@ class _IntermixedParser(argparse.ArgumentParser):
             self._parsing = False
 
 
+def _row_count(text: str) -> int:
+    """``--max-rows``: a whole number of rows, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of rows, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _add_output(parser: argparse.ArgumentParser, *, streaming: bool) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="output format (default: table)")
     if streaming:
-        parser.add_argument("--max-rows", type=int, metavar="N",
+        parser.add_argument("--max-rows", type=_row_count, metavar="N",
                             help="table format: show at most N rows (the count shows all)")
         parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                             help="rows/batches/elapsed on stderr while a query runs "
@@ -119,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="lance-sql", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=raw)
+    parser.add_argument("--version", action="version", version=f"lance-sql {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_IntermixedParser)
 
@@ -192,6 +205,10 @@ def open_session(root: str, tables: Sequence[str] = (), *, read_only: bool = Fal
         name, eq, uri = spec.partition("=")
         if not eq or not name or not uri:
             raise InvalidInputError(f"--table expects NAME=PATH, got {spec!r}")
+        try:
+            dataset(uri)
+        except NotFoundError as exc:
+            raise NotFoundError(f"--table {spec}: {exc}") from None
         session.register(name, uri)
     return session
 
@@ -256,8 +273,11 @@ def _run(args: argparse.Namespace) -> int:
             out.write(f"deleted tag {args.tag!r}\n")
     elif args.command == "demo":
         if args.dir:
-            Path(args.dir).mkdir(parents=True, exist_ok=True)
-            run_demo(Path(args.dir), out, err)
+            target = Path(args.dir)
+            if target.exists() and not target.is_dir():
+                raise InvalidInputError(f"--dir {args.dir} exists and is not a directory")
+            target.mkdir(parents=True, exist_ok=True)
+            run_demo(target, out, err)
         else:
             with tempfile.TemporaryDirectory(prefix="lance-sql-demo-") as tmp:
                 run_demo(Path(tmp), out, err)
@@ -277,6 +297,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as exc:  # the file system said no (permissions, a full disk...)
+        if os.environ.get("LANCE_SQL_DEBUG"):
+            raise
+        sys.stdout.flush()
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"lance-sql: error: {exc.strerror or exc}{where}\n")
+        return 1
     except Exception as exc:
         if not is_query_error(exc):
             raise

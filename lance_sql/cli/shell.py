@@ -119,7 +119,8 @@ class Shell:
         """Read until end of input or ``.quit``; returns the process exit status."""
         history = _History() if self.interactive else None
         if self.interactive:
-            self.out.write(f"lance-sql shell: {len(self.session.tables())} tables. "
+            count = len(self.session.tables())
+            self.out.write(f"lance-sql shell: {count} table{'' if count == 1 else 's'}. "
                            "Type .help for help, .quit to leave.\n")
         buffer = ""
         first_line = history.lines_added() if history else 0
