@@ -83,7 +83,7 @@ def test_read_options(spark, uri: str) -> None:  # noqa: ANN001
         return spark.read.format("lance")
 
     assert reader().option("version", "1").load(uri).count() == 100
-    stamp = first.versions()[0]["timestamp"].isoformat()
+    stamp = first.versions()[0]["timestamp_utc"].isoformat()
     assert reader().option("timestamp", stamp).load(uri).count() == 100
     assert reader().load(uri).count() == 150
     cols = reader().option("columns", "s,id").load(uri)
