@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -43,8 +43,13 @@ def register(spark: Any) -> type[LanceDataSource]:
 
 
 def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
-                  max_rows_per_file: int = 1 << 20) -> LanceDataset:
-    """Write a Spark DataFrame as one commit (``mode``: create, append or overwrite)."""
+                  max_rows_per_file: int = 1 << 20, enable_stable_row_ids: bool = False,
+                  primary_key: str | Sequence[str] | None = None) -> LanceDataset:
+    """Write a Spark DataFrame as one commit (``mode``: create, append or overwrite).
+
+    ``enable_stable_row_ids`` and ``primary_key`` apply when the write creates (or
+    overwrites) the table, as in ``lance_sql.write_dataset``.
+    """
     if mode not in ("create", "append", "overwrite"):
         raise InvalidInputError(f"mode must be create, append or overwrite, got {mode!r}")
     path = os.path.abspath(os.fspath(uri)) if "://" not in os.fspath(uri) else os.fspath(uri)
@@ -52,7 +57,9 @@ def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
     if exists and mode == "create":
         raise InvalidInputError(f"a Lance table already exists at {path}; use append or overwrite")
     overwrite = mode == "overwrite" or not exists
-    target = open_for_write(path, arrow_schema(df.schema), overwrite=overwrite)
+    keys = [primary_key] if isinstance(primary_key, str) else list(primary_key or ())
+    target = open_for_write(path, arrow_schema(df.schema), overwrite=overwrite,
+                            primary_key=keys, stable_row_ids=enable_stable_row_ids)
     if exists and not overwrite:
         check_writable(target.schema.to_arrow(), df.schema)
     job = JobFiles.new(uuid.uuid4().hex[:16])
@@ -69,5 +76,5 @@ def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
         job.remove_all(path)
         raise
     manifest = commit_job(path, target, job, [[bytes(r["fragment"]) for r in rows]],
-                          overwrite=overwrite)
+                          overwrite=overwrite, stable_row_ids=enable_stable_row_ids)
     return LanceDataset(path, manifest.version)

@@ -245,3 +245,35 @@ def test_reader_scans_a_slice_at_a_time(tmp_path: Path, monkeypatch) -> None:  #
     got = pa.Table.from_batches(list(reader.read(partition)))
     assert lengths == [4, 4, 2, 4, 4, 2, 3]
     assert got["id"].to_pylist() == [i for i in range(23) if i not in (4, 15)]
+
+
+def test_created_tables_can_have_stable_row_ids_and_a_primary_key(spark, tmp_path: Path  # noqa: ANN001
+                                                                   ) -> None:
+    """Both write paths: a Spark-made table with a change feed and pylance's key metadata."""
+    source_uri, helper_uri = str(tmp_path / "source.lance"), str(tmp_path / "helper.lance")
+    (_frame(spark, 0, 100).write.format("lance").option("enableStableRowIds", "true")
+     .option("primaryKey", "id").mode("overwrite").save(source_uri))
+    from lance_sql.spark import write_dataset
+
+    write_dataset(_frame(spark, 0, 100), helper_uri, enable_stable_row_ids=True,
+                  primary_key=["id", "s"])
+    for uri, keys in ((source_uri, ["id"]), (helper_uri, ["id", "s"])):
+        ds = lance_sql.dataset(uri)
+        assert ds.manifest.uses_stable_row_ids
+        pk = [f.name for f in lance.dataset(uri).schema
+              if (f.metadata or {}).get(b"lance-schema:unenforced-primary-key") == b"true"]
+        assert pk == keys
+        assert not lance.dataset(uri).schema.field("id").nullable
+        ds.update({"x": "x + 1"}, where="id < 3")
+        changes = ds.table_changes(2, 2)
+        assert sorted(changes.filter(pa.compute.equal(changes["_change_type"],
+                                                      "update_postimage"))["id"].to_pylist()) \
+            == [0, 1, 2]
+    _frame(spark, 100, 10).write.format("lance").mode("append").save(source_uri)
+    assert lance_sql.dataset(source_uri).count_rows() == 110
+    plain = str(tmp_path / "plain.lance")
+    _frame(spark, 0, 10).write.format("lance").mode("overwrite").save(plain)
+    with pytest.raises(Exception, match="stable row ids"):
+        (_frame(spark, 0, 10).write.format("lance").option("enableStableRowIds", "true")
+         .mode("append").save(plain))
+    assert lance_sql.dataset(plain).version == 1
