@@ -58,6 +58,8 @@ Statements end at ';'; each result is printed in turn. Time travel:
   SELECT * FROM events AT (VERSION => 3)
 System columns (hidden from *): SELECT _rowid, _rowaddr, * FROM events WHERE _rowaddr = 4294967296
 History: SELECT * FROM table_versions('events')
+Writes, one commit each: CREATE TABLE t AS SELECT ..., INSERT INTO t VALUES ..., UPDATE,
+  DELETE, MERGE INTO, ALTER TABLE t ADD COLUMN ..., DROP TABLE t (--read-only refuses them)
 
 examples:
   lance-sql sql ./db "SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind"

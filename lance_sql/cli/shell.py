@@ -44,6 +44,8 @@ Enter SQL statements ending with ';' (they may span several lines), or a command
 Time travel: SELECT * FROM t VERSION AS OF 3 | VERSION AS OF 'tag' |
              TIMESTAMP AS OF '2025-01-01 00:00:00' | FOR SYSTEM_TIME AS OF ... |
              AT (VERSION => 3); history: SELECT * FROM table_versions('t');
+Writes (one commit each): CREATE TABLE t AS SELECT ...; INSERT INTO t VALUES (...);
+             UPDATE; DELETE; MERGE INTO; ALTER TABLE; DROP TABLE t;
 """
 
 
