@@ -228,7 +228,7 @@ class LanceSession:
                     "read-only (connect(..., read_only=True))")
             if isinstance(statement, UpdateStatement | DeleteStatement):
                 return self._run_dml(statement)
-            return self._frame(self.ctx.from_arrow(self._writes.run(statement)))
+            return self._frame(self._from_arrow(self._writes.run(statement)))
         with self._lock:
             qid = str(next(self._ids))
         counter = itertools.count(1)
@@ -252,7 +252,7 @@ class LanceSession:
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
                 plan = df.to_arrow_table()
-                return self._frame(self.ctx.from_arrow(render_explain(plan, planned)))
+                return self._frame(self._from_arrow(render_explain(plan, planned)))
         except LanceError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated into our types
@@ -274,7 +274,7 @@ class LanceSession:
         else:
             count = ds.delete(statement.where or "true")["num_deleted_rows"]
             name = "num_deleted_rows"
-        return self._frame(self.ctx.from_arrow(pa.table({name: pa.array([count], pa.uint64())})))
+        return self._frame(self._from_arrow(pa.table({name: pa.array([count], pa.uint64())})))
 
     def _external(self, query: str, statement: External) -> LanceDataFrame:
         """``CREATE EXTERNAL TABLE`` / ``COPY``: files outside the root, on request only."""
@@ -288,10 +288,22 @@ class LanceSession:
             df = self.ctx.sql(query, options=_options(ddl=statement.kind == "read",
                                                       dml=statement.kind == "write"))
             if statement.kind == "write":
-                df = self.ctx.from_arrow(df.to_arrow_table())  # COPY runs now, once
+                df = self._from_arrow(df.to_arrow_table())  # COPY runs now, once
         except Exception as exc:  # noqa: BLE001 - translated into our types
             raise self.translate_error(exc) from None
         return self._frame(df)
+
+    def _from_arrow(self, table: pa.Table) -> DataFrame:
+        """A frame over ``table`` that leaves no table behind in the catalog.
+
+        DataFusion's ``from_arrow`` registers its table in the default schema (ours);
+        the frame keeps its own reference, so the name can go at once.
+        """
+        with self._lock:
+            name = f"__lance_sql_result_{next(self._ids)}"
+        df = self.ctx.from_arrow(table, name=name)
+        self.schema_provider.deregister_table(name)
+        return df
 
     def plan_only(self, query: str) -> pa.Schema:
         """The result schema of a query, planned but not run."""

@@ -349,3 +349,13 @@ def test_a_read_only_session_refuses_every_write(root: Path, sql: str) -> None:
     assert sorted(os.listdir(root)) == ["t.lance"]
     assert versions(root / "t.lance") == [1]
     assert lance.dataset(root / "t.lance").schema.names == ["id", "v"]
+
+
+def test_statement_results_leave_no_tables_behind(root: Path) -> None:
+    session = lance_sql.connect(root)
+    session.sql("CREATE TABLE a AS SELECT 1 AS x")
+    session.sql("INSERT INTO a VALUES (2)")
+    session.sql("DELETE FROM a WHERE x = 2")
+    session.explain("SELECT * FROM a")
+    assert session.schema_provider.table_names == ["a", "t"]
+    assert session.tables() == ["a", "t"]
