@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,6 +44,7 @@ from lance_sql.table.scan import (
     cast_output,
     deleted_offsets,
     matching_rows,
+    open_data_file,
     plan_scan,
     system_arrays,
 )
@@ -441,11 +443,45 @@ def version_summary(manifest: Manifest) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class FieldStatistics:
+    """pylance's per-field statistics: the field's id and its (compressed) bytes."""
+
+    id: int
+    bytes_on_disk: int
+
+
+@dataclass(frozen=True)
+class DataStatistics:
+    fields: tuple[FieldStatistics, ...]
+
+
+LEGACY_FORMATS = ("0.1", "legacy")  # pylance reports 0 bytes for tables of this format
+
+
 class Stats:
     """``ds.stats``: pylance's dataset statistics, computed from the manifest."""
 
     def __init__(self, dataset: LanceDataset) -> None:
         self._ds = dataset
+
+    def data_stats(self) -> DataStatistics:
+        """Bytes each field's data takes in the data files (every field, in schema order;
+        a field with no pages of its own, such as a struct, has 0). Reads each data
+        file's footer and column metadata, not its data."""
+        manifest = self._ds.manifest
+        ids = [f.id for top in manifest.schema.fields for f in top.walk()]
+        sizes = dict.fromkeys(ids, 0)
+        if manifest.data_format not in LEGACY_FORMATS:
+            for frag in manifest.fragments:
+                for data_file in frag.files:
+                    columns = open_data_file(self._ds.store, manifest,
+                                             data_file).column_page_bytes()
+                    for field_id, column in zip(data_file.fields, data_file.column_indices,
+                                                strict=False):
+                        if field_id in sizes and 0 <= column < len(columns):
+                            sizes[field_id] += columns[column]
+        return DataStatistics(tuple(FieldStatistics(i, sizes[i]) for i in ids))
 
     def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
         """Deleted rows, fragments, and fragments smaller than ``max_rows_per_group``."""

@@ -134,3 +134,26 @@ def test_tag_names_pylance_cannot_use_are_refused(name: str, tmp_path: Path) -> 
         theirs = lance.write_dataset(pa.table({"a": [1]}), tmp_path / "theirs")
         with pytest.raises(Exception, match="[Rr]ef"):
             theirs.tags.create(name, 1)
+
+
+def _field_bytes(stats: object) -> list[tuple[int, int]]:
+    return [(f.id, f.bytes_on_disk) for f in stats.fields]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("writer", ["pylance", "lance_sql"])
+@pytest.mark.parametrize("data_format", ["2.0", "2.2"])
+def test_data_stats_match_pylance(writer: str, data_format: str, tmp_path: Path) -> None:
+    """Bytes per field (nested ones too) as pylance counts them, for either writer's files."""
+    uri = str(tmp_path / "t.lance")
+    table = pa.table({
+        "a": pa.array(range(3000), pa.int64()),
+        "b": ["x"] * 3000,
+        "s": pa.array([{"p": i, "q": str(i)} for i in range(3000)]),
+        "l": pa.array([[i, i + 1] for i in range(3000)]),
+    })
+    write = lance.write_dataset if writer == "pylance" else lance_sql.write_dataset
+    write(table, uri, max_rows_per_file=2000, data_storage_version=data_format)
+    lance.dataset(uri).add_columns({"c": "a * 2"})
+    ours = lance_sql.dataset(uri).stats.data_stats()
+    assert _field_bytes(ours) == _field_bytes(lance.dataset(uri).stats.data_stats())
+    assert len(ours.fields) == 8 and sum(b for _, b in _field_bytes(ours)) > 0
