@@ -224,8 +224,8 @@ class LanceSession:
         if statement is not None:
             if self.read_only:
                 raise StatementRefusedError(
-                    f"{type(statement).__name__} on {statement.table!r}: this session is "
-                    "read-only (connect(..., read_only=True))")
+                    f"this session is read-only (connect(..., read_only=True)); the statement "
+                    f"would write table {statement.table!r}")
             if isinstance(statement, UpdateStatement | DeleteStatement):
                 return self._run_dml(statement)
             return self._frame(self._from_arrow(self._writes.run(statement)))
