@@ -212,6 +212,8 @@ def _when(cur: Cursor, target: str, source: str, fields: dict[str, object]) -> N
     condition = None
     if cur.kw("AND"):
         then = _find(cur.tokens, cur.i, "THEN")
+        if then == cur.i or then >= len(cur.tokens):
+            cur.fail("expected <condition> THEN")
         condition = cur.sql[cur.tokens[cur.i].start:cur.tokens[then - 1].end].strip()
         cur.i = then
     cur.expect_kw("THEN")

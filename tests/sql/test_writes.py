@@ -11,6 +11,8 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lance_sql
 from lance_sql.errors import (
@@ -111,6 +113,17 @@ def test_merges_merge_insert_cannot_run_are_refused(sql: str) -> None:
         stmt = parse_merge(sql)
         assert stmt is not None
         stmt.source_sql()
+
+
+@pytest.mark.parametrize("sql", [
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND",
+    "MERGE INTO t USING s ON t.id = s.id", "MERGE INTO t USING (SELECT 1) ON t.id = 1",
+    "MERGE INTO t USING s ON WHEN MATCHED THEN UPDATE SET *",
+    "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id) VALUES (s.id, 2)",
+])
+def test_malformed_merges_are_invalid_input(sql: str) -> None:
+    with pytest.raises(InvalidInputError):
+        parse_merge(sql)
 
 
 # -- CREATE TABLE ------------------------------------------------------------------------------
@@ -359,3 +372,24 @@ def test_statement_results_leave_no_tables_behind(root: Path) -> None:
     session.explain("SELECT * FROM a")
     assert session.schema_provider.table_names == ["a", "t"]
     assert session.tables() == ["a", "t"]
+
+
+# -- hostile statement text ---------------------------------------------------------------
+_WORDS = ["CREATE", "TABLE", "INSERT", "INTO", "OVERWRITE", "DROP", "ALTER", "ADD", "COLUMN",
+          "RENAME", "TO", "MERGE", "USING", "ON", "WHEN", "MATCHED", "NOT", "BY", "SOURCE",
+          "THEN", "UPDATE", "SET", "DELETE", "VALUES", "SELECT", "AS", "OF", "VERSION", "TAG",
+          "RESTORE", "IF", "EXISTS", "PRIMARY", "KEY", "NULL", "t", "s", "x", "*", "(", ")",
+          ",", ".", "=", ";", "'v'", "1", '"q"', "AND"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=14))
+def test_statement_parsers_only_raise_typed_errors(words: list[str]) -> None:
+    sql = " ".join(words)
+    for parse in (parse_statement, parse_merge):
+        try:
+            stmt = parse(sql)
+            if stmt is not None and hasattr(stmt, "source_sql"):
+                stmt.source_sql()
+        except lance_sql.LanceError:
+            pass
