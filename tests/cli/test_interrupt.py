@@ -166,3 +166,33 @@ def test_interrupting_a_query_stops_its_scans(root: Path) -> None:
     assert not any(t.name == "lance-sql-query" and t.is_alive() for t in threading.enumerate())
     with pytest.raises(lance_sql.LanceError, match="cancelled"):
         df.to_arrow_table()  # a cancelled query stays cancelled
+
+
+SLOW_FEW_ROWS = ("SELECT a.x FROM t a JOIN t b ON a.x % 100 = b.x % 100 "
+                 "WHERE a.x + b.x < 1000")
+
+
+@pytest.mark.parametrize("statement", [
+    f"CREATE TABLE interrupted AS {SLOW_FEW_ROWS}",
+    f"INSERT INTO target {SLOW_FEW_ROWS}",
+])
+def test_an_interrupted_write_leaves_the_table_as_it_was(root: Path, statement: str) -> None:
+    target = root / "target.lance"
+    if not target.exists():
+        lance_sql.write_dataset(pa.table({"x": pa.array([1], pa.int64())}), target)
+    files_before = sorted(os.listdir(target / "data"))
+    session = lance_sql.connect(root)
+    timer = threading.Timer(1.0, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            session.sql(statement)
+    finally:
+        timer.cancel()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(
+            t.name == "lance-sql-query" and t.is_alive() for t in threading.enumerate()):
+        time.sleep(0.05)
+    assert not (root / "interrupted.lance").exists()
+    assert lance_sql.dataset(target).version == 1
+    assert sorted(os.listdir(target / "data")) == files_before
