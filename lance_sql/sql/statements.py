@@ -8,9 +8,9 @@ DataFusion sees it:
 * writes to Lance tables, parsed here into frozen values and run as Lance commits
   (see :mod:`lance_sql.sql.writes`)::
 
-      CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t AS <query>
+      CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t [TBLPROPERTIES (...)] AS <query>
       CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t (col TYPE [NOT NULL] [PRIMARY KEY], ...,
-                                                   [PRIMARY KEY (col, ...)])
+                                                   [PRIMARY KEY (col, ...)]) [TBLPROPERTIES (...)]
       INSERT INTO|OVERWRITE [TABLE] t [(col, ...)] <query or VALUES>
       DROP TABLE [IF EXISTS] t            TRUNCATE [TABLE] t
       ALTER TABLE t ADD [COLUMN|COLUMNS] col TYPE | (col TYPE, ...)
@@ -53,6 +53,7 @@ class CreateTable:
     query: str | None = None              # CREATE TABLE ... AS <query>
     if_not_exists: bool = False
     replace: bool = False
+    stable_row_ids: bool = False          # TBLPROPERTIES ('enable_stable_row_ids' = 'true')
 
 
 @dataclass(frozen=True)
@@ -360,18 +361,47 @@ def _create(cur: Cursor) -> CreateTable | External:
     if replace and if_not_exists:
         raise InvalidInputError("CREATE OR REPLACE TABLE cannot also say IF NOT EXISTS")
     table = cur.table_name()
+    stable = _properties(cur)
     if cur.kw("AS"):
         return CreateTable(table, query=cur.rest(), if_not_exists=if_not_exists,
-                           replace=replace)
+                           replace=replace, stable_row_ids=stable)
     tok = cur.peek()
     if tok is None or not tok.is_op("("):
         cur.fail("expected AS <query> or (column TYPE, ...)")
     columns = _column_defs(cur)
+    stable = _properties(cur) or stable
     if cur.kw("AS"):
         raise StatementRefusedError("CREATE TABLE t (columns) AS <query>: give either the "
                                     "columns or the query (cast in the query)")
     cur.end()
-    return CreateTable(table, columns, if_not_exists=if_not_exists, replace=replace)
+    return CreateTable(table, columns, if_not_exists=if_not_exists, replace=replace,
+                       stable_row_ids=stable)
+
+
+TABLE_PROPERTIES = ("enable_stable_row_ids",)
+
+
+def _properties(cur: Cursor) -> bool:
+    """``TBLPROPERTIES ('enable_stable_row_ids' = 'true')``: whether to give rows stable ids
+    (the only property a new table takes)."""
+    if not cur.kw("TBLPROPERTIES"):
+        return False
+    stable = False
+    for start, end in cur.parenthesised():
+        tokens = tokenize(cur.sql[start:end])
+        if len(tokens) != 3 or tokens[0].kind != "string" or not tokens[1].is_op("=") \
+                or tokens[2].kind not in ("string", "word"):
+            raise InvalidInputError(f"{cur.what}: expected 'key' = 'value' in TBLPROPERTIES, "
+                                    f"got {cur.sql[start:end].strip()!r}")
+        key = string_value(tokens[0])
+        value = string_value(tokens[2]) if tokens[2].kind == "string" else tokens[2].text
+        if key not in TABLE_PROPERTIES:
+            raise InvalidInputError(f"{cur.what}: unknown table property {key!r}; known: "
+                                    f"{', '.join(TABLE_PROPERTIES)}")
+        if value.lower() not in ("true", "false"):
+            raise InvalidInputError(f"{cur.what}: {key} must be 'true' or 'false'")
+        stable = value.lower() == "true"
+    return stable
 
 
 def _insert(cur: Cursor) -> Insert:

@@ -177,7 +177,8 @@ class WriteRunner:
             b.cast(schema) for b in batches))
         existed = os.path.exists(path)
         try:
-            ds = write_dataset(reader, path, mode=mode)
+            ds = write_dataset(reader, path, mode=mode,
+                               enable_stable_row_ids=stmt.stable_row_ids)
         except BaseException:
             if not existed and not os.path.isdir(os.path.join(path, "_versions")):
                 shutil.rmtree(path, ignore_errors=True)  # only what this statement made

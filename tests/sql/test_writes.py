@@ -393,3 +393,27 @@ def test_statement_parsers_only_raise_typed_errors(words: list[str]) -> None:
                 stmt.source_sql()
         except lance_sql.LanceError:
             pass
+
+
+def test_tables_made_with_sql_can_have_stable_row_ids_and_a_change_feed(root: Path) -> None:
+    session = lance_sql.connect(root)
+    session.sql("CREATE TABLE feed (id BIGINT PRIMARY KEY, v VARCHAR) "
+                "TBLPROPERTIES ('enable_stable_row_ids' = 'true')")
+    session.sql("CREATE TABLE copy TBLPROPERTIES ('enable_stable_row_ids' = true) AS "
+                "SELECT * FROM t")
+    assert lance_sql.dataset(root / "feed.lance").manifest.uses_stable_row_ids
+    assert lance_sql.dataset(root / "copy.lance").manifest.uses_stable_row_ids
+    session.sql("INSERT INTO feed VALUES (1, 'a'), (2, 'b')")
+    session.sql("UPDATE feed SET v = 'B' WHERE id = 2")
+    changes = rows(session, "SELECT _change_type, id, v FROM table_changes('feed', 3, 3) "
+                            "ORDER BY _change_type")
+    assert changes == {"_change_type": ["update_postimage", "update_preimage"],
+                       "id": [2, 2], "v": ["B", "b"]}
+    assert not lance_sql.dataset(root / "t.lance").manifest.uses_stable_row_ids
+    for bad in ("TBLPROPERTIES ('nope' = 'true')", "TBLPROPERTIES ('enable_stable_row_ids' = 'x')",
+                "TBLPROPERTIES (enable_stable_row_ids = true)"):
+        with pytest.raises(InvalidInputError):
+            session.sql(f"CREATE TABLE bad (a INT) {bad}")
+    with pytest.raises(InvalidInputError, match="stable row ids"):
+        session.sql("CREATE OR REPLACE TABLE t TBLPROPERTIES ('enable_stable_row_ids' = 'true') "
+                    "AS SELECT 1 AS x")
