@@ -5,14 +5,14 @@ can catch the whole family or one branch of it::
 
     LanceError
     ├── FormatError              bytes that do not decode: corrupt, truncated, unsupported
-    │   └── UnsupportedFeatureError   valid but beyond what we implement (flags, file versions)
+    │   ├── UnsupportedFeatureError   valid but beyond what we implement (flags, file versions)
+    │   └── PathEscapeError           a path read from metadata leaves the table root
     ├── NotFoundError            a table, version, tag, file or column that does not exist
     │   └── VersionCleanedUpError    history (manifests, files) removed by cleanup_old_versions
     ├── SchemaError              data whose schema does not fit the table
     ├── InvalidInputError        a bad argument or expression from the caller
     │   └── StatementRefusedError    SQL the session may not run (files outside its root,
     │                                writes in a read-only session, in-memory-only DDL)
-    ├── PathEscapeError          a path read from metadata leaves the table root
     ├── QueryError               the SQL engine failed while running a query (division by
     │                            zero, a failed cast...)
     ├── CommitConflict           another writer committed first

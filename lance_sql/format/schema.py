@@ -25,7 +25,8 @@ from lance_sql.format.pb import file_pb2
 
 __all__ = [
     "BLOB_V1_DESCRIPTION", "BLOB_V2", "BLOB_V2_DESCRIPTION", "EXT_METADATA_KEY", "EXT_NAME_KEY",
-    "Encoding", "LanceField", "LanceSchema", "PK_KEY", "PK_POSITION_KEY",
+    "Encoding", "LanceField", "LanceSchema", "PK_KEY", "PK_POSITION_KEY", "arrow_type_of",
+    "logical_type_of",
 ]  # fmt: skip
 
 EXT_NAME_KEY = "ARROW:extension:name"
@@ -653,3 +654,16 @@ class LanceSchema:
             raise SchemaError(f"columns already exist: {', '.join(map(repr, clash))}")
         new = LanceSchema.from_arrow(schema, first_id=self.max_field_id() + 1)
         return LanceSchema(self.fields + new.fields, self.metadata)
+
+
+def logical_type_of(t: pa.DataType) -> str:
+    """The Lance logical type string of a flat Arrow type (``int32``, ``timestamp:us:UTC``…)."""
+    return _leaf_logical(t)
+
+
+def arrow_type_of(logical_type: str) -> pa.DataType:
+    """The Arrow type of a flat Lance logical type string; SchemaError when malformed."""
+    try:
+        return _parse_leaf(logical_type)
+    except (ValueError, KeyError, pa.ArrowException) as exc:
+        raise SchemaError(f"{logical_type!r} is not a Lance logical type") from exc

@@ -9,29 +9,36 @@ Like the reference's local object store, nothing is fsynced by default: a proces
 crash never exposes partial files, but surviving power loss needs
 ``LocalStore(root, fsync=True)`` (which syncs every published file, data included;
 syncing manifests alone would not help, as they point at data files).
+
+Symlinks never lead out of the table: before every read, write, listing and delete the
+path below the root is resolved (one ``lstat`` per path segment; ``realpath`` only for
+a segment that is a link) and must stay under the root's real path, else
+:class:`PathEscapeError`. The root itself may be reached through links (``/tmp`` on
+some systems); other base paths (shallow clones) are stores of their own.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 import uuid
 from typing import BinaryIO
 
-from lance_sql.errors import FormatError, NotFoundError
-from lance_sql.io.store import ObjectStore, check_key
+from lance_sql.errors import FormatError, NotFoundError, PathEscapeError
+from lance_sql.io.store import ObjectStore, check_key, is_temporary
 
 
 class LocalSource:
     """Positional reads from one local file (``os.pread``: thread safe, no shared cursor)."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str, name: str | None = None) -> None:
+        self.path = path if name is None else name  # for messages: the path as addressed
         try:
             self._fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError as exc:
-            raise NotFoundError(f"file not found: {path}") from exc
+            raise NotFoundError(f"file not found: {self.path}") from exc
         self.size = os.fstat(self._fd).st_size
         self._lock = threading.Lock()
 
@@ -69,28 +76,67 @@ class LocalStore(ObjectStore):
         self.root = os.path.abspath(root)
         self.uri = self.root
         self.fsync = fsync
+        self._real_root: str | None = None
 
     def _path(self, key: str) -> str:
+        """The path as addressed (for messages)."""
         return os.path.join(self.root, *check_key(key).split("/"))
+
+    def _root_prefix(self) -> str:
+        real = self._real_root
+        if real is None:
+            real = os.path.realpath(self.root)
+            if os.path.isdir(real):  # cache once it exists (a new table creates it later)
+                self._real_root = real
+        return real
+
+    def _resolve(self, key: str, *, directory: bool = False) -> str:
+        """The real path of ``key``: links below the root are followed, and one leading
+        out of the root is refused. Segments that do not exist yet stay as spelt. The
+        empty key names the root, as a ``directory`` only."""
+        parts = check_key(key).split("/") if key or not directory else []
+        root = self._root_prefix()
+        inside = root if root.endswith(os.sep) else root + os.sep
+        path = root
+        for i, part in enumerate(parts):
+            candidate = os.path.join(path, part)
+            try:
+                mode = os.lstat(candidate).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                return os.path.join(candidate, *parts[i + 1:])
+            if stat.S_ISLNK(mode):
+                candidate = os.path.realpath(candidate)
+                if candidate != root and not candidate.startswith(inside):
+                    raise PathEscapeError(
+                        f"{self._path(key)}: {'/'.join(parts[:i + 1])} is a symbolic link "
+                        f"to {candidate}, outside the table root {self.root}")
+            path = candidate
+        return path
 
     def read(self, key: str) -> bytes:
         try:
-            with open(self._path(key), "rb") as f:
+            with open(self._resolve(key), "rb") as f:
                 return f.read()
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def open_source(self, key: str) -> LocalSource:
-        return LocalSource(self._path(key))
+        return LocalSource(self._resolve(key), self._path(key))
 
     def size(self, key: str) -> int:
         try:
-            return os.stat(self._path(key)).st_size
+            return os.stat(self._resolve(key)).st_size
+        except FileNotFoundError as exc:
+            raise NotFoundError(f"file not found: {self._path(key)}") from exc
+
+    def modified_ns(self, key: str) -> int:
+        try:
+            return os.stat(self._resolve(key)).st_mtime_ns
         except FileNotFoundError as exc:
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def exists(self, key: str) -> bool:
-        return os.path.exists(self._path(key))
+        return os.path.exists(self._resolve(key))
 
     def _temp_path(self, path: str) -> str:
         directory, name = os.path.split(path)
@@ -98,15 +144,19 @@ class LocalStore(ObjectStore):
         return os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
 
     def put(self, key: str, data: bytes) -> None:
-        path = self._path(key)
+        path = self._resolve(key)
         tmp = self._temp_path(path)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            self._sync(f)
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                self._sync(f)
+            os.replace(tmp, path)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        path = self._path(key)
+        path = self._resolve(key)
         tmp = self._temp_path(path)
         try:
             with open(tmp, "wb") as f:
@@ -117,29 +167,49 @@ class LocalStore(ObjectStore):
             _unlink_quietly(tmp)
 
     def rename_if_absent(self, src: str, dst: str) -> bool:
-        src_path, dst_path = self._path(src), self._path(dst)
+        src_path, dst_path = self._resolve(src), self._resolve(dst)
         os.makedirs(os.path.dirname(dst_path), exist_ok=True)
         try:
             created = _link_if_absent(src_path, dst_path)
         except FileNotFoundError as exc:
-            raise NotFoundError(f"file not found: {src_path}") from exc
+            raise NotFoundError(f"file not found: {self._path(src)}") from exc
         if created:
             _unlink_quietly(src_path)
         return created
 
     def list_dir(self, prefix: str) -> list[str]:
-        path = self._path(prefix) if prefix else self.root
         try:
-            return [n for n in os.listdir(path) if not n.startswith(".")]
+            return [n for n in os.listdir(self._resolve(prefix, directory=True))
+                    if not n.startswith(".")]
         except (FileNotFoundError, NotADirectoryError):
             return []
 
+    def list_temporaries(self, prefix: str) -> list[tuple[str, int]]:
+        directory = self._resolve(prefix, directory=True)
+        found = []
+        try:
+            names = [n for n in os.listdir(directory) if is_temporary(n)]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        for name in names:
+            try:
+                st = os.lstat(os.path.join(directory, name))
+            except FileNotFoundError:
+                continue  # published or removed meanwhile
+            if stat.S_ISREG(st.st_mode):
+                found.append((name, st.st_mtime_ns))
+        return found
+
     def delete(self, key: str) -> None:
-        _unlink_quietly(self._path(key))
+        """Removes the directory entry: a link inside the root is unlinked, never its
+        target; a linked directory leading out of the root is refused."""
+        directory, _, name = check_key(key).rpartition("/")
+        _unlink_quietly(os.path.join(self._resolve(directory, directory=True), name))
 
     def _open_writer(self, key: str) -> tuple[BinaryIO, object]:
-        tmp = self._temp_path(self._path(key))
-        return open(tmp, "wb"), tmp
+        path = self._resolve(key)
+        tmp = self._temp_path(path)
+        return open(tmp, "wb"), (tmp, path)
 
     def _sync(self, f: BinaryIO) -> None:
         if self.fsync:
@@ -147,17 +217,17 @@ class LocalStore(ObjectStore):
             os.fsync(f.fileno())
 
     def _commit_writer(self, key: str, token: object) -> None:
-        tmp = str(token)
+        tmp, path = token  # type: ignore[misc]
         if self.fsync:
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())
-        os.replace(tmp, self._path(key))
+        os.replace(tmp, path)
 
     def _abort_writer(self, key: str, token: object) -> None:
-        _unlink_quietly(str(token))
+        _unlink_quietly(token[0])  # type: ignore[index]
 
     def child(self, prefix: str) -> LocalStore:
-        return LocalStore(self._path(prefix), fsync=self.fsync)
+        return LocalStore(self._resolve(prefix), fsync=self.fsync)
 
 
 def _link_if_absent(src: str, dst: str) -> bool:

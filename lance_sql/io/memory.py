@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import io
 import threading
+import time
 from collections.abc import Callable
 from typing import BinaryIO
 
 from lance_sql.errors import FormatError, NotFoundError
-from lance_sql.io.store import ObjectStore, check_key
+from lance_sql.io.store import ObjectStore, check_key, is_temporary
 
 Hook = Callable[[str, str], None]
 
@@ -22,6 +23,7 @@ Hook = Callable[[str, str], None]
 class _Bucket:
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
+        self.modified: dict[str, int] = {}  # key -> time.time_ns() of its last write
         self.lock = threading.Lock()
         self.hooks: list[Hook] = []
 
@@ -121,6 +123,7 @@ class MemoryStore(ObjectStore):
         self._fire("put", full)
         with self._bucket.lock:
             self._bucket.objects[full] = bytes(data)
+            self._bucket.modified[full] = time.time_ns()
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         full = self._key(key)
@@ -129,6 +132,7 @@ class MemoryStore(ObjectStore):
             if full in self._bucket.objects:
                 return False
             self._bucket.objects[full] = bytes(data)
+            self._bucket.modified[full] = time.time_ns()
             return True
 
     def rename_if_absent(self, src: str, dst: str) -> bool:
@@ -141,6 +145,7 @@ class MemoryStore(ObjectStore):
                 self._bucket.objects[full_dst] = self._bucket.objects.pop(full_src)
             except KeyError:
                 raise NotFoundError(f"file not found: {self.uri}/{src}") from None
+            self._bucket.modified[full_dst] = self._bucket.modified.pop(full_src, 0)
             return True
 
     def list_dir(self, prefix: str) -> list[str]:
@@ -157,6 +162,25 @@ class MemoryStore(ObjectStore):
         self._fire("delete", full)
         with self._bucket.lock:
             self._bucket.objects.pop(full, None)
+            self._bucket.modified.pop(full, None)
+
+    def modified_ns(self, key: str) -> int:
+        full = self._key(key)
+        with self._bucket.lock:
+            if full not in self._bucket.objects:
+                raise NotFoundError(f"file not found: {self.uri}/{key}")
+            return self._bucket.modified.get(full, 0)
+
+    def set_modified_ns(self, key: str, when_ns: int) -> None:
+        """Back-date (or forward-date) an object, for grace-period tests."""
+        with self._bucket.lock:
+            self._bucket.modified[self._key(key)] = when_ns
+
+    def list_temporaries(self, prefix: str) -> list[tuple[str, int]]:
+        names = [n for n in self.list_dir(prefix) if is_temporary(n)]
+        with self._bucket.lock:
+            return [(n, self._bucket.modified.get(self._key(f"{prefix}/{n}" if prefix else n),
+                                                  0)) for n in names]
 
     def _open_writer(self, key: str) -> tuple[BinaryIO, object]:
         buf = _MemoryWriter()

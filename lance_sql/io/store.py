@@ -14,6 +14,7 @@ to create the same key, exactly one succeeds. Backends: :class:`LocalStore`
 from __future__ import annotations
 
 import posixpath
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +43,16 @@ def check_key(key: str) -> str:
     if normalised.startswith(".."):
         raise PathEscapeError(f"object key {key!r} escapes the table root")
     return normalised
+
+
+# Our temporaries: a store's staging file ``.{name}.{32 hex}.tmp`` and a rename
+# commit's ``.tmp-{name}-{32 hex}``. Only these are ever swept as temporaries.
+_TEMPORARY = re.compile(r"\.[^/]+\.[0-9a-f]{32}\.tmp|\.tmp-[^/]+-[0-9a-f]{32}")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` (one path segment) is one of our writers' temporary files."""
+    return _TEMPORARY.fullmatch(name) is not None
 
 
 def join_key(*parts: str) -> str:
@@ -87,6 +98,16 @@ class ObjectStore(ABC):
     @abstractmethod
     def delete(self, key: str) -> None:
         """Remove ``key``; absent keys are ignored."""
+
+    @abstractmethod
+    def modified_ns(self, key: str) -> int:
+        """When ``key`` was last written (ns since the epoch); :class:`NotFoundError` if absent."""
+
+    def list_temporaries(self, prefix: str) -> list[tuple[str, int]]:
+        """``(name, modified_ns)`` of the temporaries directly under ``prefix`` that a
+        writer of ours creates before publishing (see :func:`is_temporary`) — left
+        behind for ever if it died. Plain listings never show them."""
+        return []
 
     @abstractmethod
     def _open_writer(self, key: str) -> tuple[BinaryIO, object]:

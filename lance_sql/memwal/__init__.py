@@ -1,1 +1,13 @@
-"""lance_sql.memwal (see DESIGN.md)."""
+"""lance_sql.memwal: MemWAL (LSM) tables — regions, the region writer and background jobs.
+
+The design lives in the "MemWAL (LSM) design" section of the project's DESIGN.md and the
+format in the MemWAL specification (``spec/memwal.md`` in the shared specifications).
+So far: region specs (values in :mod:`lance_sql.format.region_spec`), their transforms
+evaluated over Arrow data
+(:mod:`.transforms`), the murmur3 hashing behind ``bucket`` (:mod:`.murmur3`), where a
+region's files live (:mod:`.naming`) and the primary-key bloom filter (:mod:`.bloom`).
+"""
+
+from lance_sql.format.region_spec import RegionField, RegionSpec
+
+__all__ = ["RegionField", "RegionSpec"]

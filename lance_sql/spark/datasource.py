@@ -583,7 +583,7 @@ class LanceWriter(DataSourceArrowWriter):
         self.uri = options["path"]
         self.overwrite = overwrite
         self.job = JobFiles.new(uuid.uuid4().hex[:16])
-        self.max_rows_per_file = int(options.get("maxRowsPerFile", 1 << 20))
+        self.max_rows_per_file = _positive_int(options, "maxRowsPerFile", 1 << 20)
         self.stable_row_ids = _flag(options, "enableStableRowIds")
         key = _option(options, "primaryKey")
         primary_key = [c.strip() for c in key.split(",") if c.strip()] if key else []

@@ -21,9 +21,10 @@ from lance_sql.errors import InvalidInputError
 from lance_sql.io.uri import open_store
 from lance_sql.spark.datasource import FilteringLanceDataSource, LanceDataSource
 from lance_sql.spark.types import arrow_schema, check_writable
+from lance_sql.table.commit import CommitConfig
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
-from lance_sql.table.versions import list_versions
+from lance_sql.table.versions import latest_committed
 
 PUSHDOWN_FLAG = "spark.sql.python.filterPushdown.enabled"
 _RESULT = pa.schema([pa.field("fragment", pa.binary())])
@@ -43,23 +44,28 @@ def register(spark: Any) -> type[LanceDataSource]:
 
 
 def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
-                  max_rows_per_file: int = 1 << 20, enable_stable_row_ids: bool = False,
+                  max_rows_per_file: int = 1 << 20,
+                  commit_config: CommitConfig | None = None, enable_stable_row_ids: bool = False,
                   primary_key: str | Sequence[str] | None = None) -> LanceDataset:
     """Write a Spark DataFrame as one commit (``mode``: create, append or overwrite).
 
-    ``enable_stable_row_ids`` and ``primary_key`` apply when the write creates (or
-    overwrites) the table, as in ``lance_sql.write_dataset``.
+    ``commit_config`` is ``lance_sql.write_dataset``'s: a table kept in an external
+    manifest store is committed through it here too. ``enable_stable_row_ids`` and
+    ``primary_key`` apply when the write creates (or overwrites) the table, as in
+    ``lance_sql.write_dataset``.
     """
     if mode not in ("create", "append", "overwrite"):
         raise InvalidInputError(f"mode must be create, append or overwrite, got {mode!r}")
     path = os.path.abspath(os.fspath(uri)) if "://" not in os.fspath(uri) else os.fspath(uri)
-    exists = bool(list_versions(open_store(path)))
+    config = commit_config or CommitConfig()
+    exists = latest_committed(open_store(path), config.handler) is not None
     if exists and mode == "create":
         raise InvalidInputError(f"a Lance table already exists at {path}; use append or overwrite")
     overwrite = mode == "overwrite" or not exists
     keys = [primary_key] if isinstance(primary_key, str) else list(primary_key or ())
     target = open_for_write(path, arrow_schema(df.schema), overwrite=overwrite,
-                            primary_key=keys, stable_row_ids=enable_stable_row_ids)
+                            commit_config=config, primary_key=keys,
+                            stable_row_ids=enable_stable_row_ids)
     if exists and not overwrite:
         check_writable(target.schema.to_arrow(), df.schema)
     job = JobFiles.new(uuid.uuid4().hex[:16])
@@ -76,5 +82,6 @@ def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
         job.remove_all(path)
         raise
     manifest = commit_job(path, target, job, [[bytes(r["fragment"]) for r in rows]],
-                          overwrite=overwrite, stable_row_ids=enable_stable_row_ids)
-    return LanceDataset(path, manifest.version)
+                          overwrite=overwrite, commit_config=config,
+                          stable_row_ids=enable_stable_row_ids)
+    return LanceDataset(path, manifest.version, commit_config=config)

@@ -21,6 +21,7 @@ from dataclasses import replace
 from functools import singledispatch
 
 from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.feature_flags import (
     BASE_PATHS,
     DELETION_FILES,
@@ -32,6 +33,12 @@ from lance_sql.format.feature_flags import (
 from lance_sql.format.fragment import BasePath, Fragment
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
 from lance_sql.format.manifest import WRITER_LIBRARY, WRITER_VERSION, Manifest
+from lance_sql.format.memwal import (
+    MEM_WAL_INDEX_NAME,
+    details_of,
+    record_merged,
+    with_details,
+)
 from lance_sql.format.schema import LanceSchema
 from lance_sql.table.operations import (
     Append,
@@ -99,7 +106,7 @@ def apply_transaction(
     timestamp_ns: int,
     *,
     transaction_file: str = "",
-    data_format: str = "2.0",
+    data_format: str = DEFAULT_DATA_FORMAT,
     stable_row_ids: bool = False,
     source: Manifest | None = None,
 ) -> Manifest:
@@ -234,8 +241,21 @@ def _(op: Update, previous: Manifest, ctx: _Ctx) -> Manifest:
             if i.fragment_ids is not None and modified & set(i.fields) else i
             for i in _indices(m)
         ))
-    # Hook (MemWAL issue): op.mem_wal_to_merge marks that MemWAL merged in the MemWAL index.
+    if op.merged_generations:
+        m = _record_merged(m, op, ctx)
     return _retain_relevant(m)
+
+
+def _record_merged(m: Manifest, op: Update, ctx: _Ctx) -> Manifest:
+    """A MemWAL merge's progress goes into the MemWAL index in the same commit."""
+    indices = _indices(m)
+    entry = next((i for i in indices if i.name == MEM_WAL_INDEX_NAME), None)
+    if entry is None:
+        raise InvalidInputError("an update records MemWAL merge progress, but the table has "
+                                "no MemWAL index")
+    details = record_merged(details_of(entry), op.merged_generations, MEM_WAL_INDEX_NAME)
+    new_entry = with_details(entry, details, ctx.version)
+    return _with_indices(m, tuple(new_entry if i is entry else i for i in indices))
 
 
 @_apply.register
@@ -409,7 +429,7 @@ def _(op: DataReplacement, previous: Manifest, ctx: _Ctx) -> Manifest:
 
 @_apply.register
 def _(op: UpdateMemWalState, previous: Manifest, ctx: _Ctx) -> Manifest:
-    # Hook (MemWAL issue): the MemWAL index entry records added/updated/removed MemWALs.
+    # The lance 1.x operation: nothing in today's MemWAL index records it.
     return previous
 
 

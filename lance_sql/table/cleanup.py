@@ -7,14 +7,29 @@ transaction file, and the data, deletion and index files under the table's own r
 is deleted unless a kept version references it too. Files under other base paths
 (shallow-clone sources) are never touched.
 
+No acknowledged commit is lost. A writer publishes version newest + 1 with
+put-if-not-exists, so a version number that cleanup freed must never come round again.
+The one window: a writer lists the versions (newest L), then others commit L+1 and
+L+2, then cleanup removes L+1 before the writer's put lands on it. Writers first write
+their transaction file ``_transactions/{read_version}-{uuid}.txn`` and only then list;
+cleanup lists versions first and transaction files second, and keeps every version
+after the read version of a transaction file no manifest references yet (a writer in
+flight) unless the file is older than :data:`WRITER_GRACE` (its writer died). So the
+window cannot open, and the rebase of a writer in flight finds every transaction it
+needs.
+
 Files no manifest references at all (left by failed or in-flight writes) are only
 removed with ``delete_unverified=True``: an in-flight writer's files look exactly
-like that, so only the caller can know none is running.
+like that, so only the caller can know none is running. Temporaries of our own writers
+(``data/.{name}.{hex}.tmp``, ...) are removed once untouched for :data:`WRITER_GRACE`,
+with or without ``delete_unverified``: a running writer keeps touching its temporary,
+and a published one no longer exists under that name.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -22,16 +37,25 @@ from typing import TYPE_CHECKING
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
-from lance_sql.format.naming import TRANSACTIONS_DIR, VERSIONS_DIR
-from lance_sql.io.store import ObjectStore
+from lance_sql.format.naming import TAGS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from lance_sql.io.store import ObjectStore, is_temporary
 from lance_sql.table.row_ids import ROW_IDS_DIR, sequence_keys
-from lance_sql.table.versions import list_versions, load_manifest, read_tags
+from lance_sql.table.versions import (
+    list_versions,
+    load_manifest,
+    read_hint,
+    read_tags,
+    write_hint,
+)
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset
 
 DEFAULT_OLDER_THAN = timedelta(days=14)
+WRITER_GRACE = timedelta(hours=1)
+"""How long a writer may go without touching its files before cleanup presumes it dead."""
 _SCANNED_DIRS = ("data", "_deletions", ROW_IDS_DIR, TRANSACTIONS_DIR)
+_TEMPORARY_DIRS = ("", *_SCANNED_DIRS, VERSIONS_DIR, TAGS_DIR)
 
 
 @dataclass(frozen=True)
@@ -80,12 +104,16 @@ def cleanup_old_versions(
     cutoff = None if older_than is None else now_ns - int(older_than.total_seconds() * 1e9)
     tagged = {t["version"] for t in read_tags(store).values()}
     manifests = {ref.version: load_manifest(store, ref) for ref in refs}
+    grace_cutoff = now_ns - int(WRITER_GRACE.total_seconds() * 1e9)
+    in_flight = _in_flight_read_version(store, manifests.values(), grace_cutoff)
     newest = {r.version for r in refs[-(retain_versions or 1):]}
     removed = []
     for ref in refs[:-1]:
         m = manifests[ref.version]
         if ref.version in newest or (cutoff is not None and m.timestamp_ns >= cutoff):
             continue
+        if in_flight is not None and ref.version > in_flight:
+            continue  # a running writer may still need it to rebase
         if ref.version in tagged:
             if keep_tags:
                 continue
@@ -106,7 +134,7 @@ def cleanup_old_versions(
         for directory in _SCANNED_DIRS:
             for name in store.list_dir(directory):
                 key = f"{directory}/{name}"
-                if key not in everything:
+                if key not in everything and not is_temporary(name):  # those: below
                     doomed.append(key)
         # manifests staged for an external manifest store and already copied into place
         # (one not copied yet may be the only copy of a committed version: kept)
@@ -114,13 +142,47 @@ def cleanup_old_versions(
             head, sep, _ = name.rpartition(".manifest-")
             if sep and store.exists(f"{VERSIONS_DIR}/{head}.manifest"):
                 doomed.append(f"{VERSIONS_DIR}/{name}")
-    removed_bytes = removed_files = 0
+    for directory in _TEMPORARY_DIRS:
+        for name, modified in store.list_temporaries(directory):
+            if modified < grace_cutoff:
+                doomed.append(f"{directory}/{name}" if directory else name)
+    # sizes first: a key that leads out of the root (PathEscapeError) stops cleanup
+    # before anything is deleted
+    sized = []
     for key in dict.fromkeys(doomed):
         try:
-            size = store.size(key)
-            store.delete(key)
+            sized.append((key, store.size(key)))
         except (NotFoundError, IsADirectoryError, PermissionError):
             continue  # gone already, or a directory (nested index layout): left alone
+    removed_bytes = removed_files = 0
+    for key, size in sized:
+        try:
+            store.delete(key)
+        except (NotFoundError, IsADirectoryError, PermissionError):
+            continue
         removed_bytes += size
         removed_files += 1
+    if removed and (read_hint(store) or 0) < refs[-1].version:
+        # a stale hint naming a kept (tagged) version would now sit below a gap, and
+        # readers probing upward from it would stop there
+        write_hint(store, refs[-1].version)
     return CleanupStats(removed_bytes, len(removed), removed_files)
+
+
+def _in_flight_read_version(store: ObjectStore, manifests: Iterable[Manifest],
+                            fresh_after_ns: int) -> int | None:
+    """The oldest read version of a writer that may still be committing: transaction
+    files no listed manifest references, touched after ``fresh_after_ns``."""
+    referenced = {m.transaction_file for m in manifests}
+    oldest = None
+    for name in store.list_dir(TRANSACTIONS_DIR):
+        head, sep, _ = name.partition("-")
+        if name in referenced or not sep or not head.isdigit():
+            continue
+        try:
+            if store.modified_ns(f"{TRANSACTIONS_DIR}/{name}") < fresh_after_ns:
+                continue  # its writer died long ago
+        except NotFoundError:
+            continue  # committed or abandoned meanwhile
+        oldest = int(head) if oldest is None else min(oldest, int(head))
+    return oldest

@@ -1,15 +1,19 @@
 """The commit loop: publish a transaction as the next version, or find out why not.
 
 1. Write the transaction file ``_transactions/{read_version}-{uuid}.txn``.
-2. Build the next manifest (pure :func:`apply_transaction`: fragment ids continue from
-   ``max_fragment_id``, row ids from ``next_row_id``) and publish it through the commit
-   handler (put-if-not-exists by default): of two writers racing for one version, one
-   wins.
-3. On losing, read the transactions of every version committed since our base (found by
-   probing the versions after it, so no listing), and let the pure rules of
+2. Find the newest committed version (the handler's record, else a listing of
+   ``_versions/``; never the hint). If versions were committed since our base, read
+   the transaction of every one of them and let the pure rules of
    :mod:`lance_sql.table.conflicts` decide: rebuild on the newest version (after
    merging deletion vectors if the rules ask for it), or fail with
-   :class:`RetryableConflict` / :class:`IncompatibleConflict`.
+   :class:`RetryableConflict` / :class:`IncompatibleConflict`. A version among them
+   that ``cleanup_old_versions`` already removed is a retryable conflict: what it
+   changed is unknown.
+3. Build the next manifest (pure :func:`apply_transaction`: fragment ids continue from
+   ``max_fragment_id``, row ids from ``next_row_id``) as newest + 1 and publish it
+   through the commit handler (put-if-not-exists by default): of two writers racing
+   for one version, one wins. Targeting newest + 1 (not read version + 1) is what
+   keeps a version number that cleanup freed from being written a second time.
 4. Retry, with jittered backoff, up to ``max_retries`` times and ``timeout_s`` seconds.
 
 A commit that fails leaves nothing behind: its transaction files and any deletion
@@ -31,6 +35,7 @@ from lance_sql.errors import (
     RetryableConflict,
     UnsupportedFeatureError,
 )
+from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.naming import ManifestNaming, transaction_key
 from lance_sql.io.commit import DEFAULT_HANDLER, CommitHandler
@@ -48,6 +53,8 @@ from lance_sql.table.rebase import AffectedRows, merge_deletions
 from lance_sql.table.versions import (
     VersionRef,
     find_version,
+    handler_latest,
+    list_versions,
     load_manifest,
     load_transaction_bytes,
     write_hint,
@@ -74,7 +81,7 @@ def commit_transaction(
     naming: ManifestNaming,
     txn: Transaction,
     *,
-    data_format: str = "2.0",
+    data_format: str = DEFAULT_DATA_FORMAT,
     stable_row_ids: bool = False,
     config: CommitConfig = CommitConfig(),
     affected_rows: AffectedRows | None = None,
@@ -123,7 +130,29 @@ class _CommitLoop:
         self.initial = state.initial
         deadline = time.monotonic() + self.config.timeout_s
         base = previous
-        for attempt in range(self.config.max_retries + 1):
+        lost_at = 0  # the version number we last failed to publish
+        rebases = 0  # each rebase over newer versions is one retry
+        while True:
+            latest_ref, listed = self._latest(base, lost_at)
+            if base is not None and latest_ref.version > base.version:
+                if rebases == self.config.max_retries or time.monotonic() > deadline:
+                    break
+                rebases += 1
+                decision = resolve(txn, self._winners(base, latest_ref, listed), state)
+                if isinstance(decision, Retryable):
+                    raise RetryableConflict(f"{self.store.uri}: {decision.reason}")
+                if isinstance(decision, Incompatible):
+                    raise IncompatibleConflict(f"{self.store.uri}: {decision.reason}")
+                latest = self._load_latest(latest_ref)
+                if self.check_winners is not None:
+                    self.check_winners(base, latest)
+                base = latest
+                if isinstance(decision, Rebase) and decision.merge_deletions:
+                    assert self.affected_rows is not None
+                    txn = merge_deletions(self.store, base, txn, decision.merge_deletions,
+                                          self.affected_rows, self.rebase_files)
+                    txn_bytes = self._write_txn(txn)
+                    state = rebase_state(txn, base, True)
             version = self._target_version(base, txn)
             manifest = apply_transaction(
                 base, txn, version, time.time_ns(),
@@ -140,30 +169,51 @@ class _CommitLoop:
                 raise IncompatibleConflict(
                     f"{self.store.uri}: another writer created the table first"
                 )
-            if attempt == self.config.max_retries or time.monotonic() > deadline:
-                break
-            winners, latest_ref = self._winners(base)
-            decision = resolve(txn, winners, state)
-            if isinstance(decision, Retryable):
-                raise RetryableConflict(f"{self.store.uri}: {decision.reason}")
-            if isinstance(decision, Incompatible):
-                raise IncompatibleConflict(f"{self.store.uri}: {decision.reason}")
-            latest = load_manifest(self.store, latest_ref)
-            if self.check_winners is not None:
-                self.check_winners(base, latest)
-            base = latest
-            if isinstance(decision, Rebase) and decision.merge_deletions:
-                assert self.affected_rows is not None
-                txn = merge_deletions(self.store, base, txn, decision.merge_deletions,
-                                      self.affected_rows, self.rebase_files)
-                txn_bytes = self._write_txn(txn)
-                state = rebase_state(txn, base, True)
-            self._backoff(attempt)
+            self._backoff(rebases if lost_at else 0)
+            lost_at = version
         raise RetryableConflict(
             f"{self.store.uri}: gave up committing {txn.operation.name} after "
             f"{self.config.max_retries} retries or {self.config.timeout_s}s; other writers "
             "keep winning"
         )
+
+    def _latest(self, base: Manifest | None, lost_at: int
+                ) -> tuple[VersionRef, frozenset[int] | None]:
+        """The newest committed version, found before every attempt (and every version
+        listed, unless the handler tracks versions itself): the next version is published
+        only after it, so a number that cleanup has freed is never reused."""
+        listed = None
+        latest = handler_latest(self.store, self.handler)
+        if latest is None:
+            refs = list_versions(self.store)
+            listed = frozenset(r.version for r in refs)
+            latest = refs[-1] if refs else None
+        if base is None:
+            if latest is not None:
+                raise IncompatibleConflict(
+                    f"{self.store.uri}: another writer created the table first")
+            return VersionRef(0, self.naming), listed
+        if latest is None or latest.version < base.version:
+            newest = "no version" if latest is None else f"version {latest.version}"
+            raise RetryableConflict(
+                f"{self.store.uri}: the newest is {newest}, older than version "
+                f"{base.version} that this commit read (the table was removed or "
+                "re-created); retry")
+        if latest.version < lost_at:  # published but not listed yet (eventual consistency)
+            raise RetryableConflict(f"{self.store.uri}: version {lost_at} is taken but "
+                                    "cannot be read yet; retry")
+        if latest.naming is not self.naming:
+            raise IncompatibleConflict(
+                f"{self.store.uri}: the table's manifests changed naming scheme meanwhile")
+        return latest, listed
+
+    def _load_latest(self, ref: VersionRef) -> Manifest:
+        try:
+            return load_manifest(self.store, ref)
+        except NotFoundError:  # superseded and cleaned up while we looked
+            raise RetryableConflict(f"{self.store.uri}: version {ref.version} was removed by "
+                                    "cleanup_old_versions while this commit read it; "
+                                    "retry") from None
 
     @staticmethod
     def _target_version(base: Manifest | None, txn: Transaction) -> int:
@@ -184,19 +234,24 @@ class _CommitLoop:
         self.txn_keys.append(key)
         return data
 
-    def _winners(self, base: Manifest) -> tuple[list[tuple[int, Transaction | None]],
-                                                 VersionRef]:
-        """Every version after ``base`` with its transaction (None if unreadable)."""
+    def _winners(self, base: Manifest, latest: VersionRef, listed: frozenset[int] | None,
+                 ) -> list[tuple[int, Transaction | None]]:
+        """Every version after ``base`` up to ``latest`` with its transaction (None if
+        unreadable). If one of them was removed by cleanup, the commit cannot prove itself
+        compatible with it: a retryable conflict, never a guess."""
         winners: list[tuple[int, Transaction | None]] = []
-        version = base.version + 1
-        while self.handler.exists(self.store, self.naming.key(version), version):
+        for version in range(base.version + 1, latest.version + 1):
             ref = VersionRef(version, self.naming)
+            present = (version in listed) if listed is not None else \
+                self.handler.exists(self.store, ref.key, version) and self.store.exists(ref.key)
+            if not present:
+                raise RetryableConflict(
+                    f"{self.store.uri}: version {version}, committed after version "
+                    f"{base.version} that this commit read, was removed by "
+                    "cleanup_old_versions, so its changes cannot be checked against this "
+                    "commit; retry")
             winners.append((version, self._read_txn(ref)))
-            version += 1
-        if not winners:  # published but not visible yet (eventually consistent listing)
-            raise RetryableConflict(f"{self.store.uri}: version {version} is taken but "
-                                    "cannot be read yet; retry")
-        return winners, VersionRef(version - 1, self.naming)
+        return winners
 
     def _read_txn(self, ref: VersionRef) -> Transaction | None:
         try:

@@ -32,7 +32,7 @@ from lance_sql.table.operations import (
     CreateIndex,
     DataReplacement,
     Delete,
-    MemWal,
+    LegacyMemWal,
     Merge,
     Operation,
     Overwrite,
@@ -174,13 +174,13 @@ def rows_overlap(ours: Operation, theirs: Operation, state: RebaseState) -> Deci
     return Rebase(frozenset(merge)) if merge else COMPATIBLE
 
 
-def _memwal_ids(mem_wals: Iterable[MemWal]) -> set[tuple[str, int]]:
+def _memwal_ids(mem_wals: Iterable[LegacyMemWal]) -> set[tuple[str, int]]:
     return {(m.region, m.generation) for m in mem_wals}
 
 
 def update_vs_memwal(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
     assert isinstance(ours, Update) and isinstance(theirs, UpdateMemWalState)
-    mine = _memwal_ids([ours.mem_wal_to_merge] if ours.mem_wal_to_merge else [])
+    mine = {(str(m.region_id), m.generation) for m in ours.merged_generations}
     if mine & _memwal_ids(theirs.added + theirs.updated):
         return incompatible(ours, theirs, state)
     return COMPATIBLE
@@ -199,8 +199,23 @@ def memwal_vs_memwal(ours: Operation, theirs: Operation, state: RebaseState) -> 
 
 def memwal_vs_update(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
     assert isinstance(theirs, Update)
-    return COMPATIBLE if theirs.mem_wal_to_merge is not None else incompatible(ours, theirs,
-                                                                                state)
+    return COMPATIBLE if theirs.merged_generations else incompatible(ours, theirs, state)
+
+
+def update_vs_update(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
+    """Row overlap decides, except that a MemWAL merge aborts (no retry) when the winner
+    already merged the same region's generation or a newer one: its rows are in the base
+    table, or superseded by newer ones (the spec's merger rule)."""
+    assert isinstance(ours, Update) and isinstance(theirs, Update)
+    done: dict = {}
+    for m in theirs.merged_generations:
+        done[m.region_id] = max(done.get(m.region_id, 0), m.generation)
+    for m in ours.merged_generations:
+        if done.get(m.region_id, 0) >= m.generation:
+            return Incompatible(
+                f"region {m.region_id}: generation {done[m.region_id]} was merged by a "
+                f"concurrent commit, so generation {m.generation} is merged or superseded")
+    return rows_overlap(ours, theirs, state)
 
 
 def index_vs_index(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
@@ -317,7 +332,8 @@ RULES: dict[type, dict[type, Rule]] = {
     Append: _row(ok, Overwrite=incompatible, Restore=incompatible,
                  UpdateMemWalState=incompatible),
     Delete: _row(ok, **_DELETE_ROW, UpdateMemWalState=incompatible),
-    Update: _row(ok, **_DELETE_ROW, UpdateMemWalState=update_vs_memwal),
+    Update: _row(ok, **{**_DELETE_ROW, "Update": update_vs_update},
+                 UpdateMemWalState=update_vs_memwal),
     CreateIndex: _row(ok, CreateIndex=index_vs_index, Rewrite=index_vs_rewrite,
                       DataReplacement=index_vs_replacement, Overwrite=incompatible,
                       Restore=incompatible, UpdateMemWalState=incompatible),

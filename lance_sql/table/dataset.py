@@ -53,6 +53,7 @@ from lance_sql.table.versions import (
     commit_time,
     delete_tag,
     find_version,
+    latest_committed,
     latest_version,
     list_versions,
     load_manifest,
@@ -360,7 +361,9 @@ class LanceDataset(MaintenanceMixin):
 
     # -- writes ---------------------------------------------------------------------
     def _latest_for_write(self) -> tuple[Manifest, ManifestNaming]:
-        ref = latest_version(self.store, self.commit_config.handler)
+        ref = latest_committed(self.store, self.commit_config.handler)
+        if ref is None:
+            raise NotFoundError(f"no Lance table at {self.store.uri}")
         manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
         check_writable(manifest.writer_feature_flags, f"{self.store.uri}/{ref.key}")
         return manifest, ref.naming
@@ -525,10 +528,7 @@ def write_dataset(
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
     store = open_store(uri)
     config = commit_config or CommitConfig()
-    try:
-        latest_ref: VersionRef | None = latest_version(store, config.handler)
-    except NotFoundError:
-        latest_ref = None
+    latest_ref = latest_committed(store, config.handler)
     if latest_ref is not None and mode == "create":
         raise InvalidInputError(f"a Lance table already exists at {store.uri}; use mode='append' "
                                 "or mode='overwrite'")

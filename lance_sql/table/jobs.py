@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.format.feature_flags import check_writable
 from lance_sql.format.fragment import DATA_DIR, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
@@ -31,9 +32,9 @@ from lance_sql.format.pb import table_pb2
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY, LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
-from lance_sql.table.commit import commit_transaction
+from lance_sql.table.commit import CommitConfig, commit_transaction
 from lance_sql.table.operations import Append, Overwrite, Transaction
-from lance_sql.table.versions import VersionRef, list_versions, load_manifest
+from lance_sql.table.versions import VersionRef, latest_committed, load_manifest
 from lance_sql.table.write import (
     DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -89,17 +90,23 @@ class WriteTarget:
 
 
 def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
-                   overwrite: bool, primary_key: Sequence[str] = (),
-                   stable_row_ids: bool = False) -> WriteTarget:
+                   overwrite: bool, commit_config: CommitConfig | None = None,
+                   primary_key: Sequence[str] = (), stable_row_ids: bool = False) -> WriteTarget:
     """Pin the table's current version (if any) and decide the schema files are written in.
 
+    The latest version is found as every other writer finds it (through the commit
+    handler of ``commit_config``, e.g. an external manifest store), and a table whose
+    writer feature flags we do not know is refused before any worker writes a file.
     ``primary_key`` (columns) and ``stable_row_ids`` are chosen when a table is created
     or overwritten; asking for them when appending to a table without them is an error.
     """
     store = open_store(uri)
-    refs = list_versions(store)
-    previous = load_manifest(store, refs[-1]) if refs else None
-    naming = refs[-1].naming if refs else ManifestNaming.V2
+    config = commit_config or CommitConfig()
+    latest = latest_committed(store, config.handler)
+    previous = load_manifest(store, latest) if latest is not None else None
+    naming = latest.naming if latest is not None else ManifestNaming.V2
+    if previous is not None and latest is not None:
+        check_writable(previous.writer_feature_flags, f"{store.uri}/{latest.key}")
     version = previous.version if previous is not None else None
     if stable_row_ids and previous is not None and not previous.uses_stable_row_ids:
         raise InvalidInputError(
@@ -185,11 +192,15 @@ def commit_job(
     fragment_lists: Iterable[Iterable[bytes]],
     *,
     overwrite: bool,
+    commit_config: CommitConfig | None = None,
     stable_row_ids: bool = False,
 ) -> Manifest:
     """Commit everything the workers wrote as one transaction; on failure remove it all.
 
-    ``stable_row_ids`` applies when the commit creates the table."""
+    This is the same commit loop ``write_dataset`` uses, with the same ``commit_config``
+    (its handler decides how the new manifest is published); ``stable_row_ids`` applies
+    when the commit creates the table.
+    """
     store: ObjectStore = open_store(uri)
     fragments = tuple(f for serialized in fragment_lists for f in decode_fragments(serialized))
     previous = target.pinned(store)
@@ -202,7 +213,9 @@ def commit_job(
                       properties={"lance_sql.job": job.job_id})
     try:
         return commit_transaction(store, previous, target.naming, txn,
-                                  data_format=target.data_format, stable_row_ids=stable_row_ids)
+                                  data_format=target.data_format,
+                                  config=commit_config or CommitConfig(),
+                                  stable_row_ids=stable_row_ids)
     except BaseException:
         job.remove_all(os.fspath(uri), [f"{DATA_DIR}/{d.path}" for f in fragments
                                         for d in f.files])

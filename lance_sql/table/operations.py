@@ -21,12 +21,13 @@ from google.protobuf.message import DecodeError
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.fragment import BasePath, DataFile, Fragment
 from lance_sql.format.index import uuid_from_bytes, uuid_to_bytes
+from lance_sql.format.memwal import MergedGeneration
 from lance_sql.format.pb import transaction_pb2
 from lance_sql.format.schema import LanceSchema
 from lance_sql.table.operations_meta import (
     Clone,
     CreateIndex,
-    MemWal,
+    LegacyMemWal,
     Merge,
     Project,
     Restore,
@@ -40,8 +41,9 @@ _Txn = transaction_pb2.Transaction
 
 __all__ = [
     "Append", "Clone", "CreateIndex", "DataReplacement", "DataReplacementGroup", "Delete",
-    "MemWal", "Merge", "Operation", "Overwrite", "Project", "ReserveFragments", "Restore",
-    "Rewrite", "RewriteGroup", "RewrittenIndex", "Transaction", "Update", "UpdateBases",
+    "LegacyMemWal", "Merge", "MergedGeneration", "Operation", "Overwrite", "Project",
+    "ReserveFragments", "Restore", "Rewrite", "RewriteGroup", "RewrittenIndex", "Transaction",
+    "Update", "UpdateBases",
     "UpdateConfig", "UpdateMap", "UpdateMemWalState",
 ]
 
@@ -139,7 +141,7 @@ class Update:
     updated_fragments: tuple[Fragment, ...] = ()
     new_fragments: tuple[Fragment, ...] = ()
     fields_modified: tuple[int, ...] = ()
-    mem_wal_to_merge: MemWal | None = None
+    merged_generations: tuple[MergedGeneration, ...] = ()  # a MemWAL merge's progress
     fields_for_preserving_frag_bitmap: tuple[int, ...] = ()
     update_mode: UpdateMode = "rewrite_rows"
 
@@ -152,8 +154,7 @@ class Update:
         op.updated_fragments.extend(f.to_proto() for f in self.updated_fragments)
         op.new_fragments.extend(f.to_proto() for f in self.new_fragments)
         op.fields_modified.extend(self.fields_modified)
-        if self.mem_wal_to_merge is not None:
-            op.mem_wal_to_merge.CopyFrom(self.mem_wal_to_merge.to_proto())
+        op.merged_generations.extend(m.to_proto() for m in self.merged_generations)
         op.fields_for_preserving_frag_bitmap.extend(self.fields_for_preserving_frag_bitmap)
         op.update_mode = _MODES.index(self.update_mode)
 
@@ -166,8 +167,8 @@ class Update:
             updated_fragments=_frags(pb.updated_fragments),
             new_fragments=_frags(pb.new_fragments),
             fields_modified=tuple(pb.fields_modified),
-            mem_wal_to_merge=(MemWal.from_proto(pb.mem_wal_to_merge)
-                              if pb.HasField("mem_wal_to_merge") else None),
+            merged_generations=tuple(MergedGeneration.from_proto(m)
+                                     for m in pb.merged_generations),
             fields_for_preserving_frag_bitmap=tuple(pb.fields_for_preserving_frag_bitmap),
             update_mode=_MODES[pb.update_mode],
         )

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from lance_sql.format.fragment import BasePath, Fragment
 from lance_sql.format.index import IndexMetadata
-from lance_sql.format.pb import table_pb2, transaction_pb2
+from lance_sql.format.pb import memwal_pb2, transaction_pb2
 from lance_sql.format.schema import LanceSchema
 
 _Txn = transaction_pb2.Transaction
@@ -239,19 +239,20 @@ class UpdateConfig:
 
 # ------------------------------------------------------------------------------- MemWAL
 @dataclass(frozen=True)
-class MemWal:
-    """A MemWAL entry: its identity is (region, generation); the rest stays as bytes."""
+class LegacyMemWal:
+    """A lance 1.x MemWAL entry: its identity is (region, generation); the rest stays as
+    bytes. Only the legacy UpdateMemWalState operation carries these."""
 
     region: str
     generation: int
     raw: bytes = field(default=b"", repr=False, compare=False)
 
     @classmethod
-    def from_proto(cls, pb: table_pb2.MemWalIndexDetails.MemWal) -> MemWal:
+    def from_proto(cls, pb: memwal_pb2.LegacyMemWal) -> LegacyMemWal:
         return cls(pb.id.region, pb.id.generation, pb.SerializeToString())
 
-    def to_proto(self) -> table_pb2.MemWalIndexDetails.MemWal:
-        pb = table_pb2.MemWalIndexDetails.MemWal()
+    def to_proto(self) -> memwal_pb2.LegacyMemWal:
+        pb = memwal_pb2.LegacyMemWal()
         if self.raw:
             pb.ParseFromString(self.raw)
         pb.id.region = self.region
@@ -261,11 +262,12 @@ class MemWal:
 
 @dataclass(frozen=True)
 class UpdateMemWalState:
-    """MemWAL bookkeeping. Carried and conflict-checked; applying it changes no fragments."""
+    """Lance 1.x MemWAL bookkeeping, read from old tables: carried and conflict-checked;
+    applying it changes nothing. MemWAL merges record their progress in an Update."""
 
-    added: tuple[MemWal, ...] = ()
-    updated: tuple[MemWal, ...] = ()
-    removed: tuple[MemWal, ...] = ()
+    added: tuple[LegacyMemWal, ...] = ()
+    updated: tuple[LegacyMemWal, ...] = ()
+    removed: tuple[LegacyMemWal, ...] = ()
 
     name = "update_mem_wal_state"
 
@@ -279,9 +281,9 @@ class UpdateMemWalState:
     @classmethod
     def from_proto(cls, pb: _Txn.UpdateMemWalState) -> UpdateMemWalState:
         return cls(
-            tuple(MemWal.from_proto(m) for m in pb.added),
-            tuple(MemWal.from_proto(m) for m in pb.updated),
-            tuple(MemWal.from_proto(m) for m in pb.removed),
+            tuple(LegacyMemWal.from_proto(m) for m in pb.added),
+            tuple(LegacyMemWal.from_proto(m) for m in pb.updated),
+            tuple(LegacyMemWal.from_proto(m) for m in pb.removed),
         )
 
 

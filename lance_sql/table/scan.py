@@ -76,7 +76,7 @@ def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) 
     if version not in READABLE_FILE_VERSIONS:
         raise UnsupportedFeatureError(
             f"{path} is Lance file format {data_file.version_string}; lance_sql reads "
-            "format 2.0 data files only so far"
+            "formats 2.0, 2.1 and 2.2"
         )
 
     def load() -> LanceFileReader:

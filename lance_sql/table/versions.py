@@ -58,12 +58,9 @@ def list_versions(store: ObjectStore) -> list[VersionRef]:
 def latest_version(store: ObjectStore, handler: CommitHandler | None = None) -> VersionRef:
     """The newest version; a handler that tracks versions itself (external manifest store)
     is asked first and repairs a half-finished commit of that version."""
-    if handler is not None:
-        found = handler.latest(store)
-        if found is not None:
-            parsed = parse_manifest_name(found[1].rpartition("/")[2])
-            if parsed is not None:
-                return VersionRef(found[0], parsed[1])
+    tracked = handler_latest(store, handler)
+    if tracked is not None:
+        return tracked
     fast = _latest_from_hint(store)
     if fast is not None:
         return fast
@@ -71,6 +68,28 @@ def latest_version(store: ObjectStore, handler: CommitHandler | None = None) -> 
     if not refs:
         raise NotFoundError(f"no Lance table at {store.uri} (no manifests in {VERSIONS_DIR}/)")
     return refs[-1]
+
+
+def latest_committed(store: ObjectStore, handler: CommitHandler | None = None
+                     ) -> VersionRef | None:
+    """The newest version as writers must see it (None for no table): the handler's own
+    record, else a listing of ``_versions/``, never the hint. Probing upward from a hint
+    stops at a gap that cleanup left above a kept (tagged) version, and a writer that
+    trusted such an answer would re-create a removed version number."""
+    tracked = handler_latest(store, handler)
+    if tracked is not None:
+        return tracked
+    refs = list_versions(store)
+    return refs[-1] if refs else None
+
+
+def handler_latest(store: ObjectStore, handler: CommitHandler | None) -> VersionRef | None:
+    """The newest version according to a handler that tracks versions itself, else None."""
+    found = handler.latest(store) if handler is not None else None
+    if found is None:
+        return None
+    parsed = parse_manifest_name(found[1].rpartition("/")[2])
+    return VersionRef(found[0], parsed[1]) if parsed is not None else None
 
 
 def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
@@ -83,11 +102,8 @@ def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
     latest (a writer using the other scheme) also sends the caller to the listing,
     which reports the mixture.
     """
-    try:
-        hinted = int(json.loads(store.read(LATEST_HINT))["version"])
-    except (NotFoundError, ValueError, KeyError, TypeError):
-        return None
-    if hinted < 1:
+    hinted = read_hint(store)
+    if hinted is None or hinted < 1:
         return None
     for naming in (ManifestNaming.V2, ManifestNaming.V1):
         if store.exists(naming.key(hinted)):
@@ -143,6 +159,14 @@ def load_transaction_bytes(store: ObjectStore, ref: VersionRef) -> bytes | None:
     try:
         return store.read(f"_transactions/{manifest.transaction_file}")
     except NotFoundError:
+        return None
+
+
+def read_hint(store: ObjectStore) -> int | None:
+    """The version the hint names; None when it is missing or unreadable."""
+    try:
+        return int(json.loads(store.read(LATEST_HINT))["version"])
+    except (NotFoundError, ValueError, KeyError, TypeError):
         return None
 
 

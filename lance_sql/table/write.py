@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, SchemaError, UnsupportedFeatureError
-from lance_sql.format.datafile import LanceFileWriter
+from lance_sql.format.datafile import DEFAULT_DATA_FORMAT, LanceFileWriter
+from lance_sql.format.datafile.writer import WRITABLE_VERSIONS
 from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.naming import data_file_name
 from lance_sql.format.schema import LanceField, LanceSchema
@@ -22,10 +23,7 @@ from lance_sql.io.store import ObjectStore
 
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_ROWS_PER_GROUP = 1024
-SUPPORTED_WRITE_FORMATS = ("2.0", "2.2")
-# New tables get format 2.2 (what pylance writes, and the first that stores null structs);
-# an existing table keeps the format its manifest records.
-DEFAULT_DATA_FORMAT = "2.2"
+SUPPORTED_WRITE_FORMATS = WRITABLE_VERSIONS
 
 
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
@@ -133,7 +131,7 @@ class FragmentWriter:
         schema: LanceSchema,
         *,
         max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-        data_format: str = "2.0",
+        data_format: str = DEFAULT_DATA_FORMAT,
         file_prefix: str = "",
     ) -> None:
         if max_rows_per_file <= 0:
@@ -228,7 +226,7 @@ def write_fragments(
     reader: pa.RecordBatchReader,
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-    data_format: str = "2.0",
+    data_format: str = DEFAULT_DATA_FORMAT,
 ) -> list[Fragment]:
     """Write all of ``reader`` as new fragments; on any error remove what was written."""
     writer = FragmentWriter(

@@ -247,6 +247,17 @@ def test_reader_scans_a_slice_at_a_time(tmp_path: Path, monkeypatch) -> None:  #
     assert got["id"].to_pylist() == [i for i in range(23) if i not in (4, 15)]
 
 
+def test_max_rows_per_file_option_is_honoured(spark, uri: str) -> None:  # noqa: ANN001
+    # PySpark hands a data source its options with lower-cased keys.
+    (_frame(spark, 0, 100, parts=1).write.format("lance").option("maxRowsPerFile", 30)
+     .mode("overwrite").save(uri))
+    fragments = lance_sql.dataset(uri).get_fragments()
+    assert sorted(f.physical_rows for f in fragments) == [10, 30, 30, 30]
+    with pytest.raises(Exception, match="maxRowsPerFile must be a positive integer"):
+        (_frame(spark, 0, 10, parts=1).write.format("lance").option("maxRowsPerFile", "0")
+         .mode("overwrite").save(uri))
+
+
 def test_created_tables_can_have_stable_row_ids_and_a_primary_key(spark, tmp_path: Path  # noqa: ANN001
                                                                    ) -> None:
     """Both write paths: a Spark-made table with a change feed and pylance's key metadata."""

@@ -7,8 +7,10 @@ Rows are our operation, columns the winner's, both in :data:`ORDER`.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
-from txn_samples import BASE, KINDS, deletion, ours, theirs
+from txn_samples import BASE, KINDS, deletion, frag, ours, theirs
 
 from lance_sql.table.conflicts import (
     RULES,
@@ -25,8 +27,10 @@ from lance_sql.table.operations import (
     OPERATION_TYPES,
     Append,
     Delete,
+    MergedGeneration,
     Restore,
     Transaction,
+    Update,
     UpdateConfig,
     UpdateMap,
 )
@@ -45,7 +49,7 @@ Rewrite         C  T  I  T  T  T  I  C  T  C  C  T  C  C  C
 Merge           T  T  I  C  T  T  I  C  T  I  C  T  I  C  C
 Restore         C  C  C  C  C  C  C  C  C  C  C  C  I  C  C
 ReserveFragments C C  I  C  C  C  I  C  C  C  C  C  C  C  C
-Update          C  R  I  C  T  T  I  C  R  C  C  T  I  C  C
+Update          C  R  I  C  T  T  I  C  I  C  C  T  I  C  C
 Project         C  C  I  C  C  T  I  C  C  T  C  C  I  C  C
 UpdateConfig    C  C  I  C  C  C  C  C  C  C  I  C  C  C  C
 DataReplacement C  C  I  T  T  C  I  C  C  C  C  T  I  C  C
@@ -172,3 +176,29 @@ def test_config_rules_follow_keys() -> None:
     assert isinstance(check_pair(c, a, state), Incompatible)
     assert isinstance(check_pair(c, c, state), Compatible)  # deleting twice is harmless
     assert isinstance(check_pair(a, d, state), Compatible)  # table metadata is separate
+
+
+# ------------------------------------------------------------- MemWAL mergers (Appendix 2)
+A, B = uuid.UUID(int=10), uuid.UUID(int=11)
+
+
+def _merge(region: uuid.UUID, generation: int, fragment: int) -> Update:
+    """A merger's commit: new rows, and the region's generation recorded as merged."""
+    return Update(new_fragments=(frag(10 + fragment, 5),),
+                  merged_generations=(MergedGeneration(region, generation),))
+
+
+@pytest.mark.parametrize(("winner", "expected"), [
+    ((A, 6), Incompatible),   # raced on the same generation: abort, do not retry
+    ((A, 7), Incompatible),   # a newer generation is merged: ours is superseded
+    ((A, 5), Compatible),     # the previous generation: ours goes on top of it
+    ((B, 9), Compatible),     # another region: regions never share keys
+])
+def test_concurrent_mergers(winner: tuple[uuid.UUID, int], expected: type) -> None:
+    ours_op = _merge(A, 6, 1)
+    decision = check_pair(ours_op, _merge(*winner, 2),
+                          rebase_state(Transaction(BASE.version, ours_op), BASE,
+                                       affected_rows_known=True))
+    assert isinstance(decision, expected), decision
+    if expected is Incompatible:
+        assert "merged" in decision.reason

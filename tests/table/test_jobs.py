@@ -9,9 +9,14 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import CommitConflict
+from lance_sql.errors import CommitConflict, UnsupportedFeatureError
+from lance_sql.format.manifest import ManifestCodec
+from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
+from lance_sql.io.local import LocalStore
 from lance_sql.io.uri import open_store
+from lance_sql.table.commit import CommitConfig
 from lance_sql.table.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
+from lance_sql.table.versions import latest_version
 
 
 def _batch(start: int, n: int) -> pa.RecordBatch:
@@ -78,3 +83,38 @@ def test_the_target_shipped_to_workers_does_not_grow_with_the_table(tmp_path: Pa
     sizes = [len(pickle.dumps(open_for_write(u, _batch(0, 1).schema, overwrite=False)))
              for u in (small, large)]
     assert sizes[0] == sizes[1] < 4096
+
+
+def test_jobs_commit_through_the_tables_commit_handler(tmp_path: Path) -> None:
+    """A job on a table kept in an external manifest store publishes through that store."""
+    uri = str(tmp_path / "t.lance")
+    manifests = SqliteManifestStore(tmp_path / "m.db")
+    config = CommitConfig(handler=ExternalManifestCommit(manifests))
+    lance_sql.write_dataset(pa.Table.from_batches([_batch(0, 4)]), uri, commit_config=config)
+    target = open_for_write(uri, _batch(0, 1).schema, overwrite=False, commit_config=config)
+    assert target.version == 1
+    job = JobFiles.new("jobext")
+    fragments, _ = write_job_fragments(uri, target, job, [_batch(10, 3)])
+    manifest = commit_job(uri, target, job, [[f.to_proto().SerializeToString()
+                                              for f in fragments]], overwrite=False,
+                          commit_config=config)
+    assert manifest.version == 2
+    assert manifests.latest(LocalStore(uri).uri)[0] == 2
+    ds = lance_sql.dataset(uri, commit_config=config)
+    assert sorted(ds.to_table()["id"].to_pylist()) == [0, 1, 2, 3, 10, 11, 12]
+
+
+def test_jobs_refuse_a_table_with_unknown_writer_flags(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(pa.Table.from_batches([_batch(0, 4)]), uri)
+    store = open_store(uri)
+    ref = latest_version(store)
+    raw = store.read(ref.key)
+    manifest = ManifestCodec.decode(raw, ref.key)
+    flagged = manifest.evolve(version=2,
+                              writer_feature_flags=manifest.writer_feature_flags | 1 << 20)
+    assert store.put_if_absent(ref.naming.key(2), ManifestCodec.encode(
+        flagged, ManifestCodec.decode_transaction(raw, ref.key)))
+    with pytest.raises(UnsupportedFeatureError):
+        open_for_write(uri, _batch(0, 1).schema, overwrite=False)
+    assert not list((Path(uri) / "data").glob("job-*"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 import numpy as np
@@ -9,7 +10,17 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from txn_samples import BASE, KINDS, SCHEMA, data_file, deletion, frag, ours, theirs
+from txn_samples import (
+    BASE,
+    BASE_WITH_MEM_WAL,
+    KINDS,
+    SCHEMA,
+    data_file,
+    deletion,
+    frag,
+    ours,
+    theirs,
+)
 
 from lance_sql.errors import (
     FormatError,
@@ -20,7 +31,14 @@ from lance_sql.errors import (
 from lance_sql.format.fragment import BasePath
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
 from lance_sql.format.manifest import WRITER_LIBRARY, WRITER_VERSION, Manifest, ManifestCodec
-from lance_sql.format.pb import transaction_pb2
+from lance_sql.format.memwal import (
+    MEM_WAL_INDEX_NAME,
+    MemWalIndexDetails,
+    MergedGeneration,
+    details_of,
+    record_merged,
+)
+from lance_sql.format.pb import memwal_pb2, transaction_pb2
 from lance_sql.format.row_ids import encode_row_ids
 from lance_sql.table.apply import apply_transaction
 from lance_sql.table.operations import (
@@ -148,7 +166,7 @@ def test_delete_replaces_and_removes() -> None:
 
 
 def test_update_both_modes() -> None:
-    rows = _apply(ours("Update"))
+    rows = _apply(ours("Update"), BASE_WITH_MEM_WAL)
     assert [f.id for f in rows.fragments] == [0, 1, 2, 3, 4]
     assert rows.fragments[1].deletion_file is not None
     tomb = replace(BASE.fragments[1], files=(
@@ -328,3 +346,42 @@ def test_every_commit_names_lance_sql_as_its_writer() -> None:
     reference = replace(BASE, writer_library="lance", writer_version="14.0.2")
     m = _apply(Append((frag(0, 5),)), reference)
     assert (m.writer_library, m.writer_version) == (WRITER_LIBRARY, WRITER_VERSION)
+
+
+# ------------------------------------------------------------------------ MemWAL merges
+def _mem_wal_details(m: Manifest) -> MemWalIndexDetails:
+    (entry,) = [i for i in decode_index_section(m.index_section)
+                if i.name == MEM_WAL_INDEX_NAME]
+    return MemWalIndexDetails.decode(details_of(entry), "test")
+
+
+def test_a_merging_update_records_its_progress_in_the_mem_wal_index() -> None:
+    a, b = uuid.UUID(int=1), uuid.UUID(int=2)
+    first = _apply(Update(new_fragments=(frag(0, 5),),
+                          merged_generations=(MergedGeneration(a, 3),)), BASE_WITH_MEM_WAL)
+    details = _mem_wal_details(first)
+    assert details.merged_generation(a) == 3 and details.merged_generation(b) == 0
+    (entry,) = decode_index_section(first.index_section)
+    assert entry.dataset_version == first.version  # rewritten as of the merge's version
+    (before,) = decode_index_section(BASE_WITH_MEM_WAL.index_section)
+    assert entry.uuid != before.uuid
+    second = _apply(Update(merged_generations=(MergedGeneration(b, 1),
+                                               MergedGeneration(a, 4))), first)
+    assert _mem_wal_details(second).merged_generations == (MergedGeneration(a, 4),
+                                                           MergedGeneration(b, 1))
+    stale = _apply(Update(merged_generations=(MergedGeneration(a, 2),)), second)
+    assert _mem_wal_details(stale).merged_generation(a) == 4  # progress never goes back
+
+
+def test_merge_progress_needs_a_mem_wal_index() -> None:
+    with pytest.raises(InvalidInputError, match="no MemWAL index"):
+        _apply(Update(merged_generations=(MergedGeneration(uuid.UUID(int=1), 1),)))
+
+
+def test_merge_progress_keeps_fields_we_do_not_model() -> None:
+    pb = memwal_pb2.MemWalIndexDetails(num_regions=3, maintained_indexes=["idx"])
+    raw = pb.SerializeToString() + b"\xa0\x06\x2a"  # unknown field 100 = 42
+    details = record_merged(raw, [MergedGeneration(uuid.UUID(int=9), 2)], "t")
+    back = memwal_pb2.MemWalIndexDetails.FromString(details)
+    assert back.num_regions == 3 and list(back.maintained_indexes) == ["idx"]
+    assert b"\xa0\x06\x2a" in back.SerializeToString()

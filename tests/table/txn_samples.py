@@ -2,20 +2,23 @@
 
 ``BASE`` is a manifest (no files behind it) with fragments 0-3 and fields ``id`` (0) and
 ``s`` (1). ``ours(kind)`` touches fragment 1, field 1, config key ``k``, schema metadata,
-field 1's metadata, MemWAL ``("r", 1)`` and base path ``/b``; ``theirs(kind, overlap)``
-touches the same things (``overlap=True``) or different ones (fragment 2, field 0, key
-``k2``, MemWAL ``("r", 2)``, base ``/c``).
+field 1's metadata, MemWAL region 1's generation 1 and base path ``/b``;
+``theirs(kind, overlap)`` touches the same things (``overlap=True``) or different ones
+(fragment 2, field 0, key ``k2``, region 2's generation 2, base ``/c``).
+``BASE_WITH_MEM_WAL`` adds a MemWAL index, which a merging Update records progress in.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 import pyarrow as pa
 
 from lance_sql.format.fragment import BasePath, DataFile, DeletionFile, Fragment
-from lance_sql.format.index import IndexMetadata
+from lance_sql.format.index import IndexMetadata, encode_index_section
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.memwal import MEM_WAL_INDEX_NAME, MemWalIndexDetails, with_details
 from lance_sql.format.schema import LanceSchema
 from lance_sql.table.operations import (
     OPERATION_TYPES,
@@ -25,8 +28,9 @@ from lance_sql.table.operations import (
     DataReplacement,
     DataReplacementGroup,
     Delete,
-    MemWal,
+    LegacyMemWal,
     Merge,
+    MergedGeneration,
     Operation,
     Overwrite,
     Project,
@@ -58,8 +62,12 @@ def deletion(n: int, version: int = 1, ident: int = 7) -> DeletionFile:
     return DeletionFile("arrow", version, ident, n)
 
 
+MEM_WAL_INDEX = with_details(IndexMetadata.new(MEM_WAL_INDEX_NAME, [], 3, None),
+                             MemWalIndexDetails().encode(), 3,
+                             uuid.UUID("00000000-0000-0000-0000-0000000000aa"))
 BASE = Manifest(schema=SCHEMA, fragments=tuple(frag(i) for i in range(4)), version=3,
                 max_fragment_id=3, config={"k": "v0"})
+BASE_WITH_MEM_WAL = replace(BASE, index_section=encode_index_section([MEM_WAL_INDEX]))
 
 
 def _index(name: str, field: int, fragment: int) -> IndexMetadata:
@@ -77,7 +85,8 @@ def _operation(kind: str, f: int, field: int, key: str, region_gen: int, path: s
     """The representative ``kind`` operation touching fragment ``f`` and field ``field``."""
     target = BASE.fragments[f]
     added = SCHEMA.add_fields(pa.schema([pa.field(f"new{ident}", pa.int32())]))
-    mem_wal = MemWal("r", region_gen)
+    region = uuid.UUID(int=region_gen)  # overlapping samples share region and generation
+    mem_wal = LegacyMemWal(str(region), region_gen)
     ops: dict[str, Operation] = {
         "Append": Append((frag(0, 10),)),
         "Delete": Delete((target.with_deletion(deletion(5, ident=ident)),), (), "id < 5"),
@@ -89,7 +98,7 @@ def _operation(kind: str, f: int, field: int, key: str, region_gen: int, path: s
         "ReserveFragments": ReserveFragments(2),
         "Update": Update(updated_fragments=(target.with_deletion(deletion(3, ident=ident)),),
                          new_fragments=(frag(0, 3),), fields_modified=(field,),
-                         mem_wal_to_merge=mem_wal),
+                         merged_generations=(MergedGeneration(region, region_gen),)),
         "Project": Project(LanceSchema(SCHEMA.fields[:1])),
         "DataReplacement": DataReplacement((DataReplacementGroup(
             f, data_file(f"r{ident}.lance", (field,))),)),

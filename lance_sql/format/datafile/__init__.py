@@ -11,6 +11,7 @@ encodings), ``bitpacking`` (FastLanes), ``fsst``, ``blocks`` (decoded data to Ar
 from lance_sql.format.datafile.reader import LanceFileReader
 from lance_sql.format.datafile.source import BytesSource, RandomAccessSource
 from lance_sql.format.datafile.writer import (
+    DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_PAGE_BYTES,
     DEFAULT_PAGE_BYTES,
     LanceFileWriter,
@@ -18,6 +19,7 @@ from lance_sql.format.datafile.writer import (
 )
 
 __all__ = [
+    "DEFAULT_DATA_FORMAT",
     "DEFAULT_MAX_PAGE_BYTES",
     "DEFAULT_PAGE_BYTES",
     "BytesSource",

@@ -37,6 +37,9 @@ from lance_sql.format.pb import file2_pb2, file_pb2
 from lance_sql.format.schema import LanceField, LanceSchema
 
 WRITABLE_VERSIONS = ("2.0", "2.2")
+# New tables get format 2.2 (what pylance writes, and the first that stores null structs);
+# an existing table keeps the format its manifest records. The one default, used everywhere.
+DEFAULT_DATA_FORMAT = "2.2"
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_PAGE_BYTES = 32 * 1024 * 1024
 _PADDING = b"H" * container.PAGE_ALIGNMENT  # pylance pads with 72s; any byte would do

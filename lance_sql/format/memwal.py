@@ -1,0 +1,275 @@
+"""MemWAL metadata as values: region manifests, merge progress and the MemWAL index details.
+
+Pure codecs (protobuf at the edge, no I/O). The MemWAL index is an entry named
+``__lance_mem_wal`` in the manifest's index section whose ``index_details`` is a
+``MemWalIndexDetails``; a region manifest is a raw ``RegionManifest`` protobuf file.
+Unknown fields survive a decode/encode round trip (we keep the message bytes), so
+metadata another implementation added is never lost when we rewrite it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
+
+from lance_sql.errors import FormatError, InvalidInputError
+from lance_sql.format.index import IndexMetadata
+from lance_sql.format.pb import memwal_pb2, table_pb2
+from lance_sql.format.region_spec import RegionSpec
+
+__all__ = [
+    "DETAILS_TYPE_URL", "MEM_WAL_INDEX_NAME", "FlushedGeneration", "IndexCatchupProgress",
+    "MemWalIndexDetails", "MergedGeneration", "RegionManifest", "details_of", "record_merged",
+    "with_details",
+]
+
+MEM_WAL_INDEX_NAME = "__lance_mem_wal"
+DETAILS_TYPE_URL = "/lance.table.MemWalIndexDetails"
+
+
+def _uuid_of(pb: table_pb2.UUID, what: str) -> uuid.UUID:
+    if len(pb.uuid) != 16:
+        raise FormatError(f"{what}: a region id must be 16 bytes, got {len(pb.uuid)}")
+    return uuid.UUID(bytes=pb.uuid)
+
+
+@dataclass(frozen=True, order=True)
+class MergedGeneration:
+    """The newest generation of ``region_id`` whose rows are in the base table."""
+
+    region_id: uuid.UUID
+    generation: int
+
+    def to_proto(self) -> memwal_pb2.MergedGeneration:
+        return memwal_pb2.MergedGeneration(region_id=table_pb2.UUID(uuid=self.region_id.bytes),
+                                           generation=self.generation)
+
+    @classmethod
+    def from_proto(cls, pb: memwal_pb2.MergedGeneration) -> MergedGeneration:
+        return cls(_uuid_of(pb.region_id, "merged generation"), pb.generation)
+
+
+@dataclass(frozen=True)
+class IndexCatchupProgress:
+    """How far a base-table index has been rebuilt over merged generations, per region."""
+
+    index_name: str
+    caught_up: tuple[MergedGeneration, ...] = ()
+
+    def generation_for(self, region_id: uuid.UUID) -> int | None:
+        """The caught-up generation of a region; None: not tracked (fully caught up)."""
+        return next((m.generation for m in self.caught_up if m.region_id == region_id), None)
+
+    def to_proto(self) -> memwal_pb2.IndexCatchupProgress:
+        return memwal_pb2.IndexCatchupProgress(
+            index_name=self.index_name, caught_up_generations=[m.to_proto()
+                                                               for m in self.caught_up])
+
+    @classmethod
+    def from_proto(cls, pb: memwal_pb2.IndexCatchupProgress) -> IndexCatchupProgress:
+        return cls(pb.index_name, tuple(MergedGeneration.from_proto(m)
+                                        for m in pb.caught_up_generations))
+
+
+@dataclass(frozen=True)
+class FlushedGeneration:
+    """A flushed MemTable: generation and directory (relative to the region's root)."""
+
+    generation: int
+    path: str
+    in_memory_bytes: int | None = None
+    physical_rows: int | None = None
+    primary_key_bytes: int | None = None
+
+    def to_proto(self) -> memwal_pb2.FlushedGeneration:
+        pb = memwal_pb2.FlushedGeneration(generation=self.generation, path=self.path)
+        for name in ("in_memory_bytes", "physical_rows", "primary_key_bytes"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(pb, name, value)
+        return pb
+
+    @classmethod
+    def from_proto(cls, pb: memwal_pb2.FlushedGeneration) -> FlushedGeneration:
+        def opt(name: str) -> int | None:
+            return getattr(pb, name) if pb.HasField(name) else None
+
+        return cls(pb.generation, pb.path, opt("in_memory_bytes"), opt("physical_rows"),
+                   opt("primary_key_bytes"))
+
+
+@dataclass(frozen=True)
+class RegionManifest:
+    """One version of a region's state; the region's own manifests are authoritative."""
+
+    region_id: uuid.UUID
+    version: int
+    region_spec_id: int = 0
+    writer_epoch: int = 0
+    replay_after_wal_id: int = 0
+    wal_id_last_seen: int = 0
+    current_generation: int = 1
+    flushed_generations: tuple[FlushedGeneration, ...] = ()
+    raw: bytes = field(default=b"", repr=False, compare=False)
+
+    def encode(self) -> bytes:
+        pb = memwal_pb2.RegionManifest()
+        if self.raw:
+            pb.ParseFromString(self.raw)  # keep fields we do not model
+        pb.region_id.uuid = self.region_id.bytes
+        pb.version = self.version
+        pb.region_spec_id = self.region_spec_id
+        pb.writer_epoch = self.writer_epoch
+        pb.replay_after_wal_id = self.replay_after_wal_id
+        pb.wal_id_last_seen = self.wal_id_last_seen
+        pb.current_generation = self.current_generation
+        del pb.flushed_generations[:]
+        pb.flushed_generations.extend(g.to_proto() for g in self.flushed_generations)
+        return pb.SerializeToString()
+
+    @classmethod
+    def decode(cls, data: bytes, path: str) -> RegionManifest:
+        pb = memwal_pb2.RegionManifest()
+        try:
+            pb.ParseFromString(data)
+        except DecodeError as exc:
+            raise FormatError(f"{path}: not a region manifest ({exc})") from exc
+        if pb.version < 1:
+            raise FormatError(f"{path}: region manifest version {pb.version} (versions start "
+                              "at 1)")
+        generations = tuple(FlushedGeneration.from_proto(g) for g in pb.flushed_generations)
+        numbers = [g.generation for g in generations]
+        if numbers != sorted(set(numbers)) or any(n >= pb.current_generation for n in numbers):
+            raise FormatError(f"{path}: flushed generations {numbers} are not increasing and "
+                              f"below the current generation {pb.current_generation}")
+        return cls(_uuid_of(pb.region_id, path), pb.version, pb.region_spec_id,
+                   pb.writer_epoch, pb.replay_after_wal_id, pb.wal_id_last_seen,
+                   pb.current_generation, generations, data)
+
+    def evolve(self, **changes: object) -> RegionManifest:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class MemWalIndexDetails:
+    """The MemWAL index: configuration, merge progress and a snapshot of the regions."""
+
+    region_specs: tuple[RegionSpec, ...] = ()
+    maintained_indexes: tuple[str, ...] = ()
+    merged_generations: tuple[MergedGeneration, ...] = ()
+    index_catchup: tuple[IndexCatchupProgress, ...] = ()
+    writer_config_defaults: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}))
+    snapshot_ts_millis: int = 0
+    num_regions: int = 0
+    inline_snapshots: bytes | None = None
+    maintain_all_indexes: bool | None = None
+    raw: bytes = field(default=b"", repr=False, compare=False)
+
+    def merged_generation(self, region_id: uuid.UUID) -> int:
+        """The last generation of a region merged into the base table (0: none yet)."""
+        return max((m.generation for m in self.merged_generations
+                    if m.region_id == region_id), default=0)
+
+    def encode(self) -> bytes:
+        pb = memwal_pb2.MemWalIndexDetails()
+        if self.raw:
+            pb.ParseFromString(self.raw)
+        pb.snapshot_ts_millis = self.snapshot_ts_millis
+        pb.num_regions = self.num_regions
+        if self.inline_snapshots is None:
+            pb.ClearField("inline_snapshots")
+        else:
+            pb.inline_snapshots = self.inline_snapshots
+        for name, values in (("region_specs", [s.to_proto() for s in self.region_specs]),
+                             ("maintained_indexes", list(self.maintained_indexes)),
+                             ("merged_generations",
+                              [m.to_proto() for m in self.merged_generations]),
+                             ("index_catchup", [c.to_proto() for c in self.index_catchup])):
+            del getattr(pb, name)[:]
+            getattr(pb, name).extend(values)
+        pb.writer_config_defaults.clear()
+        pb.writer_config_defaults.update(self.writer_config_defaults)
+        if self.maintain_all_indexes is None:
+            pb.ClearField("maintain_all_indexes")
+        else:
+            pb.maintain_all_indexes = self.maintain_all_indexes
+        return pb.SerializeToString()
+
+    @classmethod
+    def decode(cls, data: bytes, where: str) -> MemWalIndexDetails:
+        pb = memwal_pb2.MemWalIndexDetails()
+        try:
+            pb.ParseFromString(data)
+        except DecodeError as exc:
+            raise FormatError(f"{where}: corrupt MemWAL index details ({exc})") from exc
+        try:
+            specs = tuple(RegionSpec.from_proto(s) for s in pb.region_specs)
+        except InvalidInputError as exc:
+            raise FormatError(f"{where}: a region spec lance_sql cannot use: {exc}") from exc
+        return cls(
+            region_specs=specs,
+            maintained_indexes=tuple(pb.maintained_indexes),
+            merged_generations=tuple(MergedGeneration.from_proto(m)
+                                     for m in pb.merged_generations),
+            index_catchup=tuple(IndexCatchupProgress.from_proto(c) for c in pb.index_catchup),
+            writer_config_defaults=MappingProxyType(dict(pb.writer_config_defaults)),
+            snapshot_ts_millis=pb.snapshot_ts_millis,
+            num_regions=pb.num_regions,
+            inline_snapshots=(pb.inline_snapshots if pb.HasField("inline_snapshots")
+                              else None),
+            maintain_all_indexes=(pb.maintain_all_indexes
+                                  if pb.HasField("maintain_all_indexes") else None),
+            raw=data,
+        )
+
+    def evolve(self, **changes: object) -> MemWalIndexDetails:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def details_of(meta: IndexMetadata) -> bytes:
+    """The raw ``MemWalIndexDetails`` bytes of the MemWAL index entry."""
+    pb = meta.to_proto()
+    if pb.index_details.type_url.rpartition("/")[2] != DETAILS_TYPE_URL.lstrip("/"):
+        raise FormatError(f"index {meta.name!r}: details are {pb.index_details.type_url!r}, "
+                          f"not {DETAILS_TYPE_URL!r}")
+    return pb.index_details.value
+
+
+def with_details(meta: IndexMetadata, details: bytes, dataset_version: int,
+                 index_uuid: uuid.UUID | None = None) -> IndexMetadata:
+    """The MemWAL index entry rewritten with new details, as of ``dataset_version``.
+
+    The entry gets a new uuid, as the reference gives it whenever the details change.
+    """
+    pb = meta.to_proto()
+    pb.uuid.uuid = (index_uuid or uuid.uuid4()).bytes
+    pb.dataset_version = dataset_version
+    pb.index_details.CopyFrom(any_pb2.Any(type_url=DETAILS_TYPE_URL, value=details))
+    return IndexMetadata.from_proto(pb)
+
+
+def record_merged(details: bytes, merged: Iterable[MergedGeneration], where: str) -> bytes:
+    """``details`` with each region's merge progress set to its generation in ``merged``.
+
+    Only field 9 changes (other fields, ours or not, are kept byte for byte); a region's
+    progress never moves backwards.
+    """
+    pb = memwal_pb2.MemWalIndexDetails()
+    try:
+        pb.ParseFromString(details)
+    except DecodeError as exc:
+        raise FormatError(f"{where}: corrupt MemWAL index details ({exc})") from exc
+    progress = {MergedGeneration.from_proto(m).region_id: m.generation
+                for m in pb.merged_generations}
+    for m in merged:
+        progress[m.region_id] = max(progress.get(m.region_id, 0), m.generation)
+    del pb.merged_generations[:]
+    pb.merged_generations.extend(MergedGeneration(r, g).to_proto()
+                                 for r, g in sorted(progress.items()))
+    return pb.SerializeToString()

@@ -1,0 +1,205 @@
+"""The primary-key bloom filter of a generation (``bloom_filter.bin``), vectorised.
+
+Readers ask "may this generation hold key k?" before opening it (point lookups) and to
+drop stale search candidates, so the filter must never answer "no" for a key it holds.
+
+Layout, the same bytes the reference writes (checked bit for bit against pylance 14.0.2):
+a split-block bloom filter as Parquet defines it — 1024 blocks of eight little-endian
+32-bit words, 32 KiB, no header. A key's 64-bit hash ``h`` picks block
+``((h >> 32) * blocks) >> 32`` and sets one bit in each of its words: bit
+``((h & 0xFFFFFFFF) * SALT[i] mod 2^32) >> 27`` of word ``i``.
+
+The hash is SipHash-1-3 with a zero key over the key's bytes: for each primary-key column
+in key order a null marker byte (0 = a value follows, 1 = null) and then the value —
+integers as little-endian bytes of their own width, booleans as one byte, floats as the
+little-endian bytes of their IEEE value, strings and binaries as their bytes followed by
+0xFF (the reference hashes int32, int64, strings and composite keys this way; the other
+encodings are ours, chosen in the same spirit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import FormatError, InvalidInputError
+
+__all__ = ["BLOOM_BYTES", "PrimaryKeyBloom", "key_hashes"]
+
+BLOCKS = 1024
+BLOOM_BYTES = BLOCKS * 32
+_SALT = np.array([0x47B6137B, 0x44974D91, 0x8824AD5B, 0xA2B7289D, 0x705495C7, 0x2DF1424B,
+                  0x9EFC4947, 0x5C6BFB31], np.uint32)
+_U64 = np.uint64
+_INIT = (_U64(0x736F6D6570736575), _U64(0x646F72616E646F6D), _U64(0x6C7967656E657261),
+         _U64(0x7465646279746573))
+
+
+def _rotl(x: np.ndarray, b: int) -> np.ndarray:
+    return (x << _U64(b)) | (x >> _U64(64 - b))
+
+
+def _sip_round(v0: np.ndarray, v1: np.ndarray, v2: np.ndarray, v3: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    v0 = v0 + v1
+    v1 = _rotl(v1, 13) ^ v0
+    v0 = _rotl(v0, 32)
+    v2 = v2 + v3
+    v3 = _rotl(v3, 16) ^ v2
+    v0 = v0 + v3
+    v3 = _rotl(v3, 21) ^ v0
+    v2 = v2 + v1
+    v1 = _rotl(v1, 17) ^ v2
+    v2 = _rotl(v2, 32)
+    return v0, v1, v2, v3
+
+
+def _siphash13(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+    """SipHash-1-3, key 0, of every message ``data[offsets[i]:offsets[i+1]]``.
+
+    Messages are laid out as zero-padded rows of 64-bit words, so word ``j`` of every
+    message is one column: one numpy step per word position, not per message.
+    """
+    lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
+    n = lengths.size
+    words_full = lengths // 8
+    width = int(words_full.max(initial=0)) + 1
+    dense = np.zeros(n * 8 * width, np.uint8)
+    total = int(lengths.sum())
+    if total:
+        first = np.cumsum(lengths) - lengths
+        dest = np.arange(total, dtype=np.int64)
+        dest += np.repeat(np.arange(n, dtype=np.int64) * (8 * width) - first, lengths)
+        dense[dest] = data[int(offsets[0]):int(offsets[0]) + total]
+    words = dense.view("<u8").reshape(n, width)
+    v0, v1, v2, v3 = (np.full(n, v, np.uint64) for v in _INIT)
+    with np.errstate(over="ignore"):
+        for j in range(width - 1):
+            live = words_full > j
+            m = words[:, j]
+            r0, r1, r2, r3 = _sip_round(v0, v1, v2, v3 ^ m)
+            r0 = r0 ^ m
+            v0, v1, v2, v3 = (np.where(live, r, v) for r, v in
+                              ((r0, v0), (r1, v1), (r2, v2), (r3, v3)))
+        last = words[np.arange(n), words_full] | (
+            (lengths & 0xFF).astype(np.uint64) << _U64(56))
+        v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3 ^ last)
+        v0 = v0 ^ last
+        v2 = v2 ^ _U64(0xFF)
+        for _ in range(3):
+            v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3)
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+def _column_bytes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths, bytes) each value contributes: the null marker, then the value."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    t = column.type
+    n = len(column)
+    valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), bool)
+    if pa.types.is_dictionary(t):
+        return _column_bytes(column.dictionary_decode())
+    if pa.types.is_boolean(t):
+        column, t = column.cast(pa.uint8()), pa.uint8()
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t):
+        width = t.bit_width // 8
+        raw = column.cast(t)  # buffers start at the slice's first value
+        values = np.frombuffer(raw.buffers()[1], np.uint8,
+                               count=width * (n + raw.offset))[width * raw.offset:]
+        values = values.reshape(n, width)
+        body = np.zeros((n, width + 1), np.uint8)
+        body[:, 1:] = values
+        body[~valid] = 0
+        body[~valid, 0] = 1
+        lengths = np.where(valid, width + 1, 1).astype(np.int64)
+        keep = np.arange(width + 1)[None, :] < lengths[:, None]
+        return lengths, body[keep]
+    if (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t)):
+        big = column.cast(pa.large_binary())
+        big = big.cast(big.type)
+        offsets = np.frombuffer(big.buffers()[1], np.int64, count=n + 1 + big.offset)
+        offsets = offsets[big.offset:]
+        data_buf = big.buffers()[2]
+        data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(
+            0, np.uint8)
+        sizes = np.where(valid, offsets[1:] - offsets[:-1], 0).astype(np.int64)
+        lengths = np.where(valid, sizes + 2, 1).astype(np.int64)
+        out = np.empty(int(lengths.sum()), np.uint8)
+        starts = np.cumsum(lengths) - lengths
+        out[starts] = np.where(valid, 0, 1).astype(np.uint8)
+        value_at = _ranges(starts + 1, sizes)
+        out[value_at] = data[_ranges(offsets[:-1].astype(np.int64), sizes)]
+        out[(starts + 1 + sizes)[valid]] = 0xFF
+        return lengths, out
+    raise InvalidInputError(f"primary-key column of type {t} cannot go in a bloom filter")
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    before = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
+
+
+def key_hashes(columns: Sequence[pa.Array]) -> np.ndarray:
+    """The 64-bit hash of every row's primary key (columns in key order)."""
+    if not columns:
+        raise InvalidInputError("a primary key needs at least one column")
+    n = len(columns[0])
+    parts = [_column_bytes(c) for c in columns]
+    lengths = np.sum([p[0] for p in parts], axis=0).astype(np.int64) if n else np.zeros(
+        0, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = np.empty(int(offsets[-1]), np.uint8)
+    written = offsets[:-1].copy()
+    for column_lengths, column_bytes in parts:
+        source_starts = np.cumsum(column_lengths) - column_lengths
+        data[_ranges(written, column_lengths)] = column_bytes[
+            _ranges(source_starts, column_lengths)]
+        written += column_lengths
+    return _siphash13(offsets, data) if n else np.zeros(0, np.uint64)
+
+
+class PrimaryKeyBloom:
+    """A split-block bloom filter over primary keys (never a false "no")."""
+
+    def __init__(self, words: np.ndarray | None = None) -> None:
+        self.words = (np.zeros((BLOCKS, 8), np.uint32) if words is None
+                      else words.reshape(BLOCKS, 8).astype(np.uint32, copy=True))
+
+    @staticmethod
+    def _bits(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each key's block and the bit (0-31) it sets in each of the block's 8 words."""
+        block = (((hashes >> _U64(32)) * _U64(BLOCKS)) >> _U64(32)).astype(np.int64)
+        key = (hashes & _U64(0xFFFFFFFF)).astype(np.uint32)
+        with np.errstate(over="ignore"):
+            bits = (key[:, None] * _SALT[None, :]) >> np.uint32(27)
+        return block, bits.astype(np.int64)
+
+    def add(self, columns: Sequence[pa.Array]) -> None:
+        """Insert every row's key."""
+        block, bits = self._bits(key_hashes(columns))
+        # Setting bits in a flat boolean map is idempotent, so keys sharing a block need no
+        # read-modify-write; the map is packed back into words LSB first.
+        flat = np.zeros(BLOCKS * 8 * 32, bool)
+        flat[(block[:, None] * 8 + np.arange(8)[None, :]) * 32 + bits] = True
+        packed = np.packbits(flat, bitorder="little").view("<u4").reshape(BLOCKS, 8)
+        self.words |= packed
+
+    def might_contain(self, columns: Sequence[pa.Array]) -> np.ndarray:
+        """For each row's key: False means the key is certainly absent."""
+        block, bits = self._bits(key_hashes(columns))
+        masks = np.left_shift(np.uint32(1), bits.astype(np.uint32))
+        return np.all((self.words[block] & masks) == masks, axis=1)
+
+    def to_bytes(self) -> bytes:
+        return self.words.astype("<u4").tobytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str) -> PrimaryKeyBloom:
+        if len(data) != BLOOM_BYTES:
+            raise FormatError(f"{path}: a primary-key bloom filter is {BLOOM_BYTES} bytes, "
+                              f"this one has {len(data)}")
+        return cls(np.frombuffer(data, "<u4"))
