@@ -15,7 +15,13 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 
-from lance_sql.errors import InvalidInputError, LanceError, NotFoundError, QueryError
+from lance_sql.errors import (
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    QueryError,
+    StatementRefusedError,
+)
 
 _TOKEN = re.compile(r"\[lance_sql:([0-9a-f]{32})\]")
 
@@ -45,6 +51,7 @@ class ErrorRegistry:
             return self._items.pop(match.group(1), None)
 
 
+_REFUSED = re.compile(r"(?:DDL|DML|Statement) not supported: \w+")
 _UNKNOWN_COLUMN = re.compile(r"No field named ([^\s.]+(?:\.[^\s.]+)*)")
 _UNKNOWN_TABLE = re.compile(r"table '([^']+)' not found")
 
@@ -61,6 +68,11 @@ def translate(exc: BaseException, registry: ErrorRegistry,
     original = registry.lookup(message)
     if original is not None:
         return original
+    refused = _REFUSED.search(message)
+    if refused:
+        return StatementRefusedError(
+            f"{refused.group(0)}: the session runs queries, and writes only as Lance "
+            "operations under its root")
     if "SQL error" in message or "ParserError" in message:
         return InvalidInputError(f"invalid SQL: {_strip(message)}")
     column = _UNKNOWN_COLUMN.search(message)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
+from lance_sql.errors import QueryError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
@@ -128,12 +130,14 @@ class UnitScanner:
             return
         for start in range(unit.start, unit.stop, CHUNK_ROWS):
             length = min(CHUNK_ROWS, unit.stop - start)
+            table.check_cancelled()
             chunk = self._read_chunk(start, length)
             if remaining is not None:
                 chunk = chunk.slice(0, remaining)
                 remaining -= chunk.num_rows
             for batch in chunk.to_batches(max_chunksize=self.batch_size):
                 if batch.num_rows:
+                    table.check_cancelled()
                     yield batch
             if remaining == 0:
                 return
@@ -171,6 +175,11 @@ class PlannedDataset(pds.Dataset):
     _schema: pa.Schema
     pushed: Any  # a record with ``columns`` and ``filter`` (PushedScan, PushedChanges)
     errors: ErrorRegistry
+    cancelled: threading.Event | None = None  # set by the session on Ctrl-C: scans stop
+
+    def check_cancelled(self) -> None:
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise QueryError("the query was cancelled")
 
     @property
     def schema(self) -> pa.Schema:

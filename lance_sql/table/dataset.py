@@ -9,8 +9,10 @@ later commits; writing through it commits on top of the latest version.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -42,6 +44,7 @@ from lance_sql.table.scan import (
     cast_output,
     deleted_offsets,
     matching_rows,
+    open_data_file,
     plan_scan,
     system_arrays,
 )
@@ -69,6 +72,35 @@ from lance_sql.table.write import (
 WRITE_MODES = ("create", "append", "overwrite")
 
 
+_TAG_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+MAX_TAG_BYTES = 200  # NAME.json and its temporary name must fit a file name (255 bytes)
+
+
+def check_tag_name(tag: object) -> str:
+    """``tag`` if pylance accepts it as a tag name, else :class:`InvalidInputError`.
+
+    pylance's rules: ASCII letters, digits, ``.``, ``-`` and ``_``; not empty, no leading
+    or trailing dot, no ``..``, no ``.lock`` suffix. (pylance also takes non-ASCII
+    letters but then cannot list them, so lance_sql refuses those.)
+    """
+    if not isinstance(tag, str) or not tag:
+        raise InvalidInputError(f"a tag name must be a non-empty string, got {tag!r}")
+    problem = None
+    if not _TAG_CHARS.fullmatch(tag):
+        problem = "use only ASCII letters, digits, '.', '-' and '_'"
+    elif tag.startswith(".") or tag.endswith("."):
+        problem = "it may not begin or end with '.'"
+    elif ".." in tag:
+        problem = "it may not contain '..'"
+    elif tag.endswith(".lock"):
+        problem = "it may not end with '.lock'"
+    elif len(tag) > MAX_TAG_BYTES:
+        problem = f"it may be at most {MAX_TAG_BYTES} characters long"
+    if problem:
+        raise InvalidInputError(f"invalid tag name {tag[:60]!r}: {problem}")
+    return tag
+
+
 class Tags:
     """``ds.tags``: named pointers to versions, stored under ``_refs/tags/``."""
 
@@ -79,9 +111,11 @@ class Tags:
         return read_tags(self._ds.store)
 
     def create(self, tag: str, version: int) -> None:
+        check_tag_name(tag)
         write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=False)
 
     def update(self, tag: str, version: int) -> None:
+        check_tag_name(tag)
         write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=True)
 
     def delete(self, tag: str) -> None:
@@ -160,21 +194,37 @@ class LanceDataset(MaintenanceMixin):
         return list(self._manifest.fragments)
 
     def versions(self) -> list[dict[str, Any]]:
-        """Every version with its commit time (UTC) and operation."""
+        """Every version, as pylance lists them: ``version``, ``timestamp`` (the commit
+        time as a naive local datetime, pylance's convention) and ``metadata`` (pylance's
+        summary of the version's files and rows, as strings). Extras: ``timestamp_utc``
+        (the same instant, timezone-aware), ``operation``, ``num_rows`` and
+        ``table_metadata`` (the table's key-value metadata at that version)."""
         out = []
         for ref in list_versions(self.store):
             manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
             txn = load_transaction_bytes(self.store, ref)
+            utc = commit_time(manifest.timestamp_ns)
             out.append(
                 {
                     "version": ref.version,
-                    "timestamp": commit_time(manifest.timestamp_ns),
+                    "timestamp": _pylance_timestamp(manifest.timestamp_ns),
+                    "metadata": version_summary(manifest),
+                    "timestamp_utc": utc,
                     "operation": Transaction.operation_name(txn) if txn else None,
                     "num_rows": manifest.num_rows,
-                    "metadata": dict(manifest.table_metadata),
+                    "table_metadata": dict(manifest.table_metadata),
                 }
             )
         return out
+
+    @property
+    def stats(self) -> Stats:
+        """``ds.stats.dataset_stats()``, as in pylance."""
+        return Stats(self)
+
+    def head(self, num_rows: int, **kwargs: Any) -> pa.Table:
+        """The first ``num_rows`` rows (``scanner`` options apply), as pylance's ``head``."""
+        return self.scanner(limit=num_rows, **kwargs).to_table()
 
     def checkout_version(self, version: int | str) -> LanceDataset:
         ref = self._resolve(version)
@@ -326,10 +376,11 @@ class LanceDataset(MaintenanceMixin):
         )
         return LanceDataset._from_manifest(self, VersionRef(new.version, naming), new)
 
-    def delete(self, predicate: str) -> None:
+    def delete(self, predicate: str) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (SQL) and move to the new version.
 
-        Like pylance, the dataset object advances to the version the delete committed.
+        Like pylance, the dataset object advances to the version the delete committed;
+        returns ``{"num_deleted_rows": n}``, the rows this delete removed.
         """
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidInputError("delete needs a non-empty SQL predicate")
@@ -362,6 +413,7 @@ class LanceDataset(MaintenanceMixin):
                 self.store.delete(key)
             raise
         self._advance(newer)
+        return {"num_deleted_rows": int(sum(len(rows) for rows in affected.values()))}
 
     def _advance(self, newer: LanceDataset) -> None:
         self._ref, self._manifest = newer._ref, newer._manifest
@@ -371,6 +423,77 @@ class LanceDataset(MaintenanceMixin):
 
     def __len__(self) -> int:
         return self.count_rows()
+
+
+def _pylance_timestamp(ns: int) -> datetime:
+    """A commit time exactly as pylance's ``versions()`` shows it: naive local time, its
+    microseconds computed in floating point (so they may differ from ``timestamp_utc``'s
+    by one)."""
+    return datetime.fromtimestamp(ns // 1e9) + timedelta(microseconds=(ns % 1e9) // 1e3)
+
+
+def version_summary(manifest: Manifest) -> dict[str, str]:
+    """pylance's per-version summary (``versions()[i]["metadata"]``), from the manifest."""
+    frags = manifest.fragments
+    return {
+        "total_data_file_rows": str(sum(f.physical_rows for f in frags)),
+        "total_data_files": str(sum(len(f.files) for f in frags)),
+        "total_deletion_file_rows": str(sum(f.num_deleted_rows for f in frags)),
+        "total_deletion_files": str(sum(f.deletion_file is not None for f in frags)),
+        "total_files_size": str(sum(d.file_size_bytes for f in frags for d in f.files)),
+        "total_fragments": str(len(frags)),
+        "total_rows": str(manifest.num_rows),
+    }
+
+
+@dataclass(frozen=True)
+class FieldStatistics:
+    """pylance's per-field statistics: the field's id and its (compressed) bytes."""
+
+    id: int
+    bytes_on_disk: int
+
+
+@dataclass(frozen=True)
+class DataStatistics:
+    fields: tuple[FieldStatistics, ...]
+
+
+LEGACY_FORMATS = ("0.1", "legacy")  # pylance reports 0 bytes for tables of this format
+
+
+class Stats:
+    """``ds.stats``: pylance's dataset statistics, computed from the manifest."""
+
+    def __init__(self, dataset: LanceDataset) -> None:
+        self._ds = dataset
+
+    def data_stats(self) -> DataStatistics:
+        """Bytes each field's data takes in the data files (every field, in schema order;
+        a field with no pages of its own, such as a struct, has 0). Reads each data
+        file's footer and column metadata, not its data."""
+        manifest = self._ds.manifest
+        ids = [f.id for top in manifest.schema.fields for f in top.walk()]
+        sizes = dict.fromkeys(ids, 0)
+        if manifest.data_format not in LEGACY_FORMATS:
+            for frag in manifest.fragments:
+                for data_file in frag.files:
+                    columns = open_data_file(self._ds.store, manifest,
+                                             data_file).column_page_bytes()
+                    for field_id, column in zip(data_file.fields, data_file.column_indices,
+                                                strict=False):
+                        if field_id in sizes and 0 <= column < len(columns):
+                            sizes[field_id] += columns[column]
+        return DataStatistics(tuple(FieldStatistics(i, sizes[i]) for i in ids))
+
+    def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
+        """Deleted rows, fragments, and fragments smaller than ``max_rows_per_group``."""
+        frags = self._ds.manifest.fragments
+        return {
+            "num_deleted_rows": self._ds.count_deleted_rows(),
+            "num_fragments": len(frags),
+            "num_small_files": sum(f.physical_rows < max_rows_per_group for f in frags),
+        }
 
 
 def dataset(

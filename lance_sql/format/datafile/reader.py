@@ -192,6 +192,11 @@ class LanceFileReader:
     def num_columns(self) -> int:
         return len(self._columns)
 
+    def column_page_bytes(self) -> list[int]:
+        """Bytes in each column's pages (its stored data, after compression)."""
+        return [sum(size for page in col.pages for _, size in page.buffers)
+                for col in self._columns]
+
     def _column(self, index: int) -> container.ColumnInfo:
         if not 0 <= index < len(self._columns):
             raise FormatError(
