@@ -131,7 +131,8 @@ def _bitmap_mask(seg, n: int) -> np.ndarray:
     return bits[:n].astype(bool)
 
 
-def _holes_mask(seg, n: int) -> np.ndarray:
+def _holes(seg) -> np.ndarray:
+    """The validated holes of a ``range_with_holes``: sorted, unique, inside the range."""
     if not seg.HasField("holes"):
         raise _Corrupt("range_with_holes has no holes array")
     holes = _decode_array(seg.holes)
@@ -141,6 +142,11 @@ def _holes_mask(seg, n: int) -> np.ndarray:
         or (holes.size > 1 and not np.all(holes[1:] > holes[:-1]))
     ):
         raise _Corrupt("range_with_holes holes are unsorted or outside the range")
+    return holes
+
+
+def _holes_mask(seg, n: int) -> np.ndarray:
+    holes = _holes(seg)
     mask = np.ones(n, dtype=bool)
     mask[(holes - np.uint64(seg.start)).astype(np.int64)] = False
     return mask
@@ -172,8 +178,8 @@ def _segment_len(seg: rowids_pb2.U64Segment) -> int:
     n = _check_range(sub.start, sub.end, kind)
     if kind == "range":
         return n
-    if kind == "range_with_holes":
-        return int(_holes_mask(sub, n).sum())
+    if kind == "range_with_holes":  # holes are unique and inside: no need to expand
+        return n - int(_holes(sub).size)
     return int(_bitmap_mask(sub, n).sum())
 
 
@@ -235,22 +241,35 @@ class RowIdPieces:
         return self.take(np.arange(self.num_rows, dtype=np.int64))
 
 
-def decode_row_id_pieces(data: bytes, path: str = "<inline>") -> RowIdPieces:
-    """The row ids of a fragment as :class:`RowIdPieces` (validated like :func:`decode_row_ids`)."""
+def decode_row_id_pieces(data: bytes, path: str = "<inline>",
+                         num_rows: int = MAX_ROWS) -> RowIdPieces:
+    """The row ids of a fragment as :class:`RowIdPieces` (validated like :func:`decode_row_ids`).
+
+    A sequence holding more than ``num_rows`` ids (the fragment's rows) is refused before
+    the segment that crosses the count is expanded: a few bytes of ``range_with_holes``
+    can claim 2**32 ids.
+    """
     segments = row_id_segments(data, path)
     starts, first, offset, explicit = [], [], [], []
     rows = stored = 0
+    limit = min(num_rows, MAX_ROWS)
     try:
         for seg in segments:
-            if seg.WhichOneof("segment") == "range":
-                n = _check_range(seg.range.start, seg.range.end, "range")
+            kind = seg.WhichOneof("segment")
+            # explicit arrays are as large as their bytes; ranges are counted first
+            values = _segment_values(seg) if kind in ("sorted_array", "array") else None
+            n = _segment_len(seg) if values is None else int(values.size)
+            if rows + n > limit:
+                raise FormatError(f"{path}: row id sequence holds more than {limit} ids")
+            if kind == "range":
                 if n:
                     starts.append(rows)
                     first.append(seg.range.start)
                     offset.append(-1)
                 rows += n
                 continue
-            values = _segment_values(seg)
+            if values is None:
+                values = _segment_values(seg)
             if values.size:
                 starts.append(rows)
                 first.append(0)
@@ -260,8 +279,6 @@ def decode_row_id_pieces(data: bytes, path: str = "<inline>") -> RowIdPieces:
             rows += values.size
     except _Corrupt as exc:
         raise FormatError(f"{path}: corrupt row id sequence: {exc}") from exc
-    if rows > MAX_ROWS:
-        raise FormatError(f"{path}: row id sequence holds {rows} rows, too many")
     return RowIdPieces(np.array(starts or [0], np.int64),
                        np.array(first or [0], np.uint64),
                        np.array(offset or [-1], np.int64),

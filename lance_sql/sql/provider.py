@@ -52,6 +52,7 @@ SYSTEM_FIELDS = tuple(pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS)
 # when it names at most this many ids; wider ones scan every fragment.
 MAX_INDEXED_IDS = 1 << 20
 CHUNK_ROWS = 128 * 1024
+COUNT_BATCH_ROWS = 1 << 22
 MIN_UNIT_ROWS = 64 * 1024
 
 
@@ -153,10 +154,11 @@ class UnitScanner:
                 rows = int(np.count_nonzero(mask[unit.start : unit.stop]))
         if limit is not None:
             rows = min(rows, limit)
-        if rows:
-            # One batch for the whole unit: each batch crossing into DataFusion costs more
-            # than counting, and a column-less batch holds no data however many rows it has.
-            yield from rows_only(rows).to_batches()
+        # Few, large batches: each batch crossing into DataFusion costs more than counting.
+        # Not one per unit, though: DataFusion counts by evaluating a literal over the batch
+        # (4 bytes a row), and a unit counted from metadata may claim up to 2**32 rows.
+        for start in range(0, rows, COUNT_BATCH_ROWS):
+            yield from rows_only(min(COUNT_BATCH_ROWS, rows - start)).to_batches()
 
 
 class PlannedDataset(pds.Dataset):

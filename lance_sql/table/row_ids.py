@@ -194,7 +194,7 @@ def load_lineage(store: ObjectStore, manifest: Manifest, fragment: Fragment) -> 
             raise FormatError(f"{where} has no row id sequence, but the table uses stable "
                               "row ids")
         ids = decode_row_id_pieces(
-            _sequence_bytes(store, fragment.row_id_sequence, "row ids"), f"{where} row ids")
+            _sequence_bytes(store, fragment.row_id_sequence, "row ids"), f"{where} row ids", n)
         if ids.num_rows != n:
             raise FormatError(f"{where}: row id sequence holds {ids.num_rows} ids for {n} rows")
         versions = []
