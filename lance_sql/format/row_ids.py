@@ -241,13 +241,31 @@ class RowIdPieces:
         return self.take(np.arange(self.num_rows, dtype=np.int64))
 
 
+def _range_runs(seg: rowids_pb2.U64Segment) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(first id, length)`` of each run of consecutive ids of a ``range`` or
+    ``range_with_holes`` segment (None for other kinds): as many runs as holes, so a
+    few bytes claiming 2**32 ids stay a few bytes."""
+    kind = seg.WhichOneof("segment")
+    if kind == "range":
+        n = _check_range(seg.range.start, seg.range.end, kind)
+        return np.array([seg.range.start], np.uint64), np.array([n], np.int64)
+    if kind != "range_with_holes":
+        return None
+    sub = seg.range_with_holes
+    _check_range(sub.start, sub.end, kind)
+    holes = _holes(sub)
+    firsts = np.concatenate(([np.uint64(sub.start)], holes + np.uint64(1)))
+    ends = np.concatenate((holes, [np.uint64(sub.end)]))
+    return firsts, (ends - firsts).astype(np.int64)
+
+
 def decode_row_id_pieces(data: bytes, path: str = "<inline>",
                          num_rows: int = MAX_ROWS) -> RowIdPieces:
     """The row ids of a fragment as :class:`RowIdPieces` (validated like :func:`decode_row_ids`).
 
-    A sequence holding more than ``num_rows`` ids (the fragment's rows) is refused before
-    the segment that crosses the count is expanded: a few bytes of ``range_with_holes``
-    can claim 2**32 ids.
+    Ranges (with or without holes) stay ranges; only explicit arrays and bitmaps, whose
+    size follows their bytes, are expanded. A sequence of more than ``num_rows`` ids (the
+    fragment's rows) is refused.
     """
     segments = row_id_segments(data, path)
     starts, first, offset, explicit = [], [], [], []
@@ -255,33 +273,37 @@ def decode_row_id_pieces(data: bytes, path: str = "<inline>",
     limit = min(num_rows, MAX_ROWS)
     try:
         for seg in segments:
-            kind = seg.WhichOneof("segment")
-            # explicit arrays are as large as their bytes; ranges are counted first
-            values = _segment_values(seg) if kind in ("sorted_array", "array") else None
-            n = _segment_len(seg) if values is None else int(values.size)
-            if rows + n > limit:
-                raise FormatError(f"{path}: row id sequence holds more than {limit} ids")
-            if kind == "range":
-                if n:
-                    starts.append(rows)
-                    first.append(seg.range.start)
-                    offset.append(-1)
+            runs = _range_runs(seg)
+            if runs is not None:
+                firsts, lengths = runs
+                keep = lengths > 0
+                firsts, lengths = firsts[keep], lengths[keep]
+                n = int(lengths.sum())
+                if rows + n > limit:
+                    raise FormatError(f"{path}: row id sequence holds more than {limit} ids")
+                starts.append(rows + np.cumsum(lengths) - lengths)
+                first.append(firsts)
+                offset.append(np.full(firsts.size, -1, np.int64))
                 rows += n
                 continue
-            if values is None:
-                values = _segment_values(seg)
+            values = _segment_values(seg)
+            if rows + values.size > limit:
+                raise FormatError(f"{path}: row id sequence holds more than {limit} ids")
             if values.size:
-                starts.append(rows)
-                first.append(0)
-                offset.append(stored)
+                starts.append(np.array([rows], np.int64))
+                first.append(np.zeros(1, np.uint64))
+                offset.append(np.array([stored], np.int64))
                 explicit.append(values)
                 stored += values.size
             rows += values.size
     except _Corrupt as exc:
         raise FormatError(f"{path}: corrupt row id sequence: {exc}") from exc
-    return RowIdPieces(np.array(starts or [0], np.int64),
-                       np.array(first or [0], np.uint64),
-                       np.array(offset or [-1], np.int64),
+    if not starts or not sum(a.size for a in starts):
+        return RowIdPieces(np.zeros(1, np.int64), np.zeros(1, np.uint64),
+                           np.full(1, -1, np.int64), _EMPTY, rows)
+    return RowIdPieces(np.concatenate(starts).astype(np.int64, copy=False),
+                       np.concatenate(first).astype(np.uint64, copy=False),
+                       np.concatenate(offset).astype(np.int64, copy=False),
                        np.concatenate(explicit).astype(np.uint64, copy=False) if explicit
                        else _EMPTY, rows)
 
