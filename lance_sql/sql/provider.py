@@ -33,7 +33,7 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
-from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
 from lance_sql.table.expr import rowaddr_bounds
 from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import (
@@ -85,7 +85,7 @@ class ScanUnit:
         **_: object,
     ) -> UnitScanner:
         try:
-            return UnitScanner(self, columns, filter, batch_size or 8192)
+            return UnitScanner(self, columns, as_expression(filter), batch_size or 8192)
         except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
             raise self.table.errors.wrap(exc) from exc
 
@@ -180,6 +180,7 @@ class PlannedDataset(pds.Dataset):
 
     def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,  # noqa: A002
                 **_: object) -> PlanningScanner:
+        filter = as_expression(filter)  # noqa: A001
         self.pushed.columns = list(columns) if columns is not None else None
         self.pushed.filter = None if filter is None else str(filter)
         names = list(columns) if columns is not None else self._schema.names
@@ -187,7 +188,7 @@ class PlannedDataset(pds.Dataset):
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list:  # noqa: A002
         try:
-            return self._units(filter)
+            return self._units(as_expression(filter))
         except Exception as exc:  # noqa: BLE001
             raise self.errors.wrap(exc) from exc
 

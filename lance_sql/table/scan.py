@@ -511,10 +511,9 @@ class Scanner:
         self.plan = plan_scan(
             manifest, columns, filter, with_row_id=with_row_id, with_row_address=with_row_address
         )
-        if batch_size is not None and batch_size <= 0:
-            raise InvalidInputError("batch_size must be positive")
-        if limit is not None and limit < 0 or offset is not None and offset < 0:
-            raise InvalidInputError("limit and offset must not be negative")
+        _check_count(batch_size, "batch_size", low=1)
+        _check_count(limit, "limit")
+        _check_count(offset, "offset")
         self.batch_size = batch_size or DEFAULT_BATCH_SIZE
         self.limit = limit
         self.offset = offset or 0
@@ -589,6 +588,20 @@ class Scanner:
         if self.plan.filter is None and self.limit is None and not self.offset:
             return sum(f.num_rows for f in self.fragments)
         return sum(t.num_rows for t in self._limited_tables())
+
+
+# Counts are int64 inside Arrow: larger ones cannot be sliced by.
+MAX_COUNT = (1 << 63) - 1
+
+
+def _check_count(value: object, what: str, low: int = 0) -> None:
+    """``value`` is None or an integer in ``[low, MAX_COUNT]``; else InvalidInputError."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidInputError(f"{what} must be an integer, got {value!r}")
+    if not low <= int(value) <= MAX_COUNT:
+        raise InvalidInputError(f"{what} must be between {low} and {MAX_COUNT}, got {value!r}")
 
 
 def rows_only(num_rows: int) -> pa.Table:
