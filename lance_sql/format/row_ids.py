@@ -113,6 +113,18 @@ def _decode_array(arr: rowids_pb2.EncodedU64Array) -> np.ndarray:
     return offsets + np.uint64(sub.base)
 
 
+def _array_len(arr: rowids_pb2.EncodedU64Array) -> int:
+    """Values in an EncodedU64Array, from its byte length (decoding checks the rest)."""
+    kind = arr.WhichOneof("array")
+    if kind is None:
+        raise _Corrupt("EncodedU64Array has no array kind")
+    raw = arr.u64_array.values if kind == "u64_array" else getattr(arr, kind).offsets
+    width = {"u64_array": 8, "u32_array": 4, "u16_array": 2}[kind]
+    if len(raw) % width:
+        raise _Corrupt(f"{kind} has {len(raw)} bytes, not a multiple of {width}")
+    return len(raw) // width
+
+
 def _check_range(start: int, end: int, kind: str) -> int:
     if end < start:
         raise _Corrupt(f"{kind} end {end} < start {start}")
@@ -121,14 +133,29 @@ def _check_range(start: int, end: int, kind: str) -> int:
     return end - start
 
 
-def _bitmap_mask(seg, n: int) -> np.ndarray:
-    data = seg.bitmap
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+def _bitmap_bytes(seg, n: int) -> np.ndarray:
+    data = np.frombuffer(seg.bitmap, dtype=np.uint8)
     if len(data) != (n + 7) // 8:
         raise _Corrupt(f"range_with_bitmap of {n} values has {len(data)} bitmap bytes")
-    bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
-    if bits[n:].any():
+    if n % 8 and data.size and int(data[-1]) >> (n % 8):
         raise _Corrupt("range_with_bitmap has bits set past the end of its range")
-    return bits[:n].astype(bool)
+    return data
+
+
+def _bitmap_count(seg, n: int) -> int:
+    return int(_POPCOUNT[_bitmap_bytes(seg, n)].sum(dtype=np.int64))
+
+
+def _bitmap_positions(seg, n: int) -> np.ndarray:
+    """Offsets of the set bits (LSB first), expanding only the non-zero bytes: a range of
+    2**32 values with a few bits set stays small."""
+    data = _bitmap_bytes(seg, n)
+    nonzero = np.flatnonzero(data)
+    bits = np.unpackbits(data[nonzero], bitorder="little").reshape(-1, 8).astype(bool)
+    return ((nonzero[:, None] * 8) + np.arange(8))[bits].astype(np.uint64)
 
 
 def _holes(seg) -> np.ndarray:
@@ -160,11 +187,12 @@ def _segment_values(seg: rowids_pb2.U64Segment) -> np.ndarray:
         return _decode_array(getattr(seg, kind))
     sub = getattr(seg, kind)
     n = _check_range(sub.start, sub.end, kind)
+    if kind == "range_with_bitmap":
+        return _bitmap_positions(sub, n) + np.uint64(sub.start)
     values = np.arange(n, dtype=np.uint64) + np.uint64(sub.start)
     if kind == "range":
         return values
-    mask = _holes_mask(sub, n) if kind == "range_with_holes" else _bitmap_mask(sub, n)
-    return values[mask]
+    return values[_holes_mask(sub, n)]
 
 
 def _segment_len(seg: rowids_pb2.U64Segment) -> int:
@@ -173,14 +201,14 @@ def _segment_len(seg: rowids_pb2.U64Segment) -> int:
     if kind is None:
         raise _Corrupt("U64Segment has no segment kind")
     if kind in ("sorted_array", "array"):
-        return int(_decode_array(getattr(seg, kind)).size)
+        return _array_len(getattr(seg, kind))
     sub = getattr(seg, kind)
     n = _check_range(sub.start, sub.end, kind)
     if kind == "range":
         return n
     if kind == "range_with_holes":  # holes are unique and inside: no need to expand
         return n - int(_holes(sub).size)
-    return int(_bitmap_mask(sub, n).sum())
+    return _bitmap_count(sub, n)
 
 
 def _parse(message, data: bytes, path: str, what: str):
@@ -286,9 +314,9 @@ def decode_row_id_pieces(data: bytes, path: str = "<inline>",
                 offset.append(np.full(firsts.size, -1, np.int64))
                 rows += n
                 continue
-            values = _segment_values(seg)
-            if rows + values.size > limit:
+            if rows + _segment_len(seg) > limit:  # counted before a bitmap is expanded
                 raise FormatError(f"{path}: row id sequence holds more than {limit} ids")
+            values = _segment_values(seg)
             if values.size:
                 starts.append(np.array([rows], np.int64))
                 first.append(np.zeros(1, np.uint64))

@@ -28,6 +28,7 @@ import pytest
 from pyroaring import BitMap
 
 import lance_sql
+from lance_sql.errors import FormatError
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.pb import rowids_pb2
 from lance_sql.io import open_store
@@ -388,3 +389,29 @@ def test_row_ids_as_a_range_with_holes_read_back(tmp_path: Path) -> None:
         1, 2999]
     assert lance_sql.dataset(table.uri).take_rows([11, 500]).num_rows == 0
 
+
+
+def test_sparse_bitmap_of_a_wide_range_decodes_in_memory_of_its_bytes() -> None:
+    """A ``range_with_bitmap`` over 2**26 values with three bits set is 8 MB of bytes:
+    decoding it may not cost the 512 MB of expanding every value of the range."""
+    import tracemalloc
+
+    from lance_sql.format.row_ids import decode_row_id_pieces, decode_row_ids
+
+    span = 1 << 26
+    bits = np.zeros(span // 8, np.uint8)
+    bits[[0, 1000, span // 8 - 1]] = [0b1, 0b100, 0b10000000]
+    seq = rowids_pb2.RowIdSequence()
+    seg = seq.segments.add().range_with_bitmap
+    seg.start, seg.end, seg.bitmap = 5, 5 + span, bits.tobytes()
+    data = seq.SerializeToString()
+    tracemalloc.start()
+    try:
+        values = decode_row_ids(data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert values.tolist() == [5, 5 + 8002, 5 + span - 1]
+    assert peak < 4 * len(data), peak
+    with pytest.raises(FormatError, match="seq: row id sequence holds more than 2 ids"):
+        decode_row_id_pieces(data, "seq", num_rows=2)
