@@ -319,12 +319,15 @@ class FragmentReader:
                 f"{self.fragment.id} declares {self.fragment.physical_rows}"
             )
 
-    def keep_mask(self) -> np.ndarray | None:
-        """Boolean mask of live rows, or None when nothing is deleted."""
+    def keep_mask(self, *, small_ok: bool = False) -> np.ndarray | None:
+        """Boolean mask of live rows, or None when nothing is deleted. ``small_ok``: see
+        :func:`checked_rows` (for counts that, like ``count_rows()``, trust the manifest)."""
         deleted = deleted_offsets(self.store, self.manifest, self.fragment)
         if len(deleted) == 0:
             return None
-        mask = np.ones(self.check_rows(), dtype=bool)
+        rows = (checked_rows(self.store, self.manifest, self.fragment, small_ok=True)
+                if small_ok else self.check_rows())
+        mask = np.ones(rows, dtype=bool)
         mask[deleted] = False
         return mask
 
