@@ -317,6 +317,34 @@ def test_row_count_claim_without_deletions(hostile: Hostile) -> None:
                                    "sql_max_rowaddr", "sql_select"], hostile.data_path(0))
 
 
+@pytest.mark.parametrize("data_format", ["2.0", "2.2"])
+def test_data_file_descriptor_and_manifest_agreeing_on_a_huge_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_format: str) -> None:
+    """A data file whose descriptor claims 2**32 rows over pages of 3000, and a manifest
+    that agrees: the pages refute it when the file is opened, so even reads that decode no
+    column (row addresses, counts) fail instead of producing 2**32 rows."""
+    from lance_sql.format.datafile.writer import LanceFileWriter
+
+    finish = LanceFileWriter.finish
+
+    def inflated(self: LanceFileWriter):  # noqa: ANN202
+        self._rows = 1 << 32
+        return finish(self)
+
+    monkeypatch.setattr(LanceFileWriter, "finish", inflated)
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(pa.table({"id": pa.array(np.arange(3000), pa.int64())}), uri,
+                            data_storage_version=data_format)
+    monkeypatch.undo()
+    table = Hostile(tmp_path, uri, "lance_sql")
+    assert table.manifest().fragments[0].physical_rows == 1 << 32
+    results = table.read({name: ACTIONS[name] for name in (
+        "to_table", "count_filter", "take", "sql_max_rowaddr", "sql_select")})
+    assert_format_errors(results, list(results), table.data_path(0))
+    for result in results.values():
+        assert "has 3000 rows but the file descriptor says 4294967296" in result["message"]
+
+
 # --------------------------------------------------------------------------------------------
 # row-id and row-version sequences
 # --------------------------------------------------------------------------------------------
