@@ -81,11 +81,19 @@ def translate(exc: BaseException, registry: ErrorRegistry,
         return InvalidInputError(f"invalid literal: {_strip(message)}")
     if "only supports a single SQL statement" in message:
         return InvalidInputError(f"one SQL statement at a time: {_strip(message)}")
+    if _CONSTANT_OPERAND in message:
+        return QueryError(
+            "DataFusion cannot push this filter into a Lance scan: a constant (such as NULL) "
+            "comes before a column condition under AND/OR; write the constant last, or "
+            f"leave it out ({_strip(message)})")
     if any(marker in message for marker in _ENGINE_MARKERS):
         return QueryError(_strip(message))
     return exc
 
 
+# DataFusion 55 builds pushed filters as pyarrow expressions; a constant operand first
+# (``NULL AND x = 1``) becomes a pyarrow scalar, which has no ``&`` / ``|`` with them.
+_CONSTANT_OPERAND = "'pyarrow.lib.BooleanScalar' and 'pyarrow._compute.Expression'"
 _ENGINE_MARKERS = ("DataFusion error", "Arrow error", "Execution error", "Cast error",
                    "Optimizer rule", "External error")
 

@@ -305,11 +305,13 @@ def _literal_item(item: list[Token]) -> bool:
 
 
 def _nulls_last(sql: str, tokens: list[Token]) -> list[tuple[int, int, str]]:
-    """Edits moving the NULLs of literal ``IN (...)`` lists to the end (``IN`` ignores order).
+    """Edits keeping NULLs of literal ``IN (...)`` lists out of DataFusion's way.
 
     DataFusion 55 rewrites ``x IN (NULL, 3)`` to ``NULL OR x = 3`` *after* deciding to push
     it into the scan, then fails to build that as a pyarrow expression (a pyarrow scalar
-    has no ``|`` with an expression). ``x = 3 OR NULL`` builds. The result is the same.
+    has no ``|`` with an expression). With the NULLs at the end (``IN`` ignores order)
+    it builds ``x = 3 OR NULL``. A list of NULLs only is left alone: DataFusion folds it
+    to a constant, which the scan reads (see ``pyarrow_filter.as_expression``).
     """
     edits = []
     for i, tok in enumerate(tokens):
