@@ -212,6 +212,25 @@ def test_damaged_manifest_is_a_format_error(root: Path, change: Callable, culpri
     assert lance_sql.dataset(uri_of(root), version=2).count_rows() == 99
 
 
+def test_next_row_id_without_room_is_a_format_error(tmp_path: Path) -> None:
+    """A manifest whose next_row_id leaves no room below 2**64 - 1 (the placeholder id):
+    an append failed with a builtin ValueError from protobuf before."""
+    uri = str(tmp_path / "s.lance")
+    data = pa.table({"id": pa.array(np.arange(10), pa.int64())})
+    lance_sql.write_dataset(data, uri, enable_stable_row_ids=True)
+    store = open_store(uri)
+    ref = latest_version(store)
+    raw = store.read(ref.key)
+    crafted = ManifestCodec.decode(raw, ref.key).evolve(version=2, next_row_id=(1 << 64) - 5)
+    store.put_if_absent(ref.naming.key(2), ManifestCodec.encode(
+        crafted, ManifestCodec.decode_transaction(raw, ref.key)))
+    raises(FormatError, lambda: lance_sql.write_dataset(data, uri, mode="append"),
+           "manifest of version 2", str((1 << 64) - 5))
+    assert lance_sql.dataset(uri).version == 2
+    assert sorted(os.listdir(os.path.join(uri, "data"))) == sorted(
+        f.files[0].path for f in lance_sql.dataset(uri).get_fragments())  # nothing left
+
+
 # --------------------------------------------------------------------------------------------
 # time travel by instant
 # --------------------------------------------------------------------------------------------
