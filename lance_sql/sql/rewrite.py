@@ -11,7 +11,8 @@ System columns (``_rowid``, ``_rowaddr``...) are hidden from ``*``: a query that
 never names them is planned against providers without them; a query that does is
 planned against providers with them, and its wildcards over Lance tables become
 ``* EXCLUDE (...)``. Any time-travel clause left over after the rewrite is an error,
-never ignored.
+never ignored. One statement per call; NULLs in literal ``IN`` lists go last (see
+:func:`_nulls_last`).
 """
 
 from __future__ import annotations
