@@ -253,14 +253,14 @@ class LanceSession:
             if rewritten.explain:
                 plan = df.to_arrow_table()
                 return self._frame(self._from_arrow(render_explain(plan, planned)))
+            self._limit_hints(df, planned)  # optimizes the plan: planning errors show here
         except LanceError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated into our types
-            translated = self.translate_error(exc)
+            translated = translate(exc, self.errors, self.tables, planning=True)
             if translated is exc:
                 raise
             raise translated from None
-        self._limit_hints(df, planned)
         cancel = threading.Event()
         for ds in planned:
             ds.cancelled = cancel

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import replace
 from functools import singledispatch
 
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.feature_flags import (
     BASE_PATHS,
@@ -90,7 +90,12 @@ class _Ctx:
             out.append(frag)
         result = tuple(out)
         if self.stable:
-            result, self.next_row_id = stamp_fragments(result, self.next_row_id, self.version)
+            try:
+                result, self.next_row_id = stamp_fragments(result, self.next_row_id,
+                                                           self.version)
+            except FormatError as exc:  # next_row_id comes from the previous manifest
+                version = self.previous.version if self.previous else 0
+                raise FormatError(f"manifest of version {version}: {exc}") from exc
         return result
 
     def changed_fragments(self, fragments: tuple[Fragment, ...]) -> tuple[Fragment, ...]:

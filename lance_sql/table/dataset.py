@@ -48,6 +48,7 @@ from lance_sql.table.scan import (
     plan_scan,
     system_arrays,
 )
+from lance_sql.table.timetravel import parse_instant, version_at
 from lance_sql.table.versions import (
     VersionRef,
     commit_time,
@@ -70,6 +71,32 @@ from lance_sql.table.write import (
 )
 
 WRITE_MODES = ("create", "append", "overwrite")
+# What names a version: its number, a tag, or an instant (the latest version committed at
+# or before it); None is the latest.
+Version = int | str | datetime | None
+U64_MAX = (1 << 64) - 1
+
+
+def _integers(values: Sequence[int] | np.ndarray, what: str, high: int) -> np.ndarray:
+    """``values`` as a 1-d integer array, each in ``[0, high]``; InvalidInputError naming the
+    first that is not (None, a float, -1, 2**64...) instead of numpy's overflow errors."""
+    try:
+        arr = values if isinstance(values, np.ndarray) else np.asarray(values)
+    except (TypeError, ValueError, OverflowError) as exc:  # ragged or odd input
+        raise InvalidInputError(f"{what}: expected a sequence of integers ({exc})") from None
+    if arr.ndim != 1:
+        raise InvalidInputError(f"{what}: expected a flat sequence of integers")
+    if arr.size == 0:
+        return np.empty(0, np.uint64)
+    if arr.dtype.kind in "iu" and int(arr.min()) >= 0 and int(arr.max()) <= high:
+        return arr
+    items = arr.tolist()  # only integers beyond int64, mixed input, or an error from here
+    if arr.dtype.kind == "O" and all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= high for v in items):
+        return np.array(items, dtype=np.uint64)
+    bad = next(v for v in items if isinstance(v, bool) or not isinstance(v, int)
+               or not 0 <= v <= high)
+    raise InvalidInputError(f"{what}: {bad!r} is not an integer between 0 and {high}")
 
 
 _TAG_CHARS = re.compile(r"[A-Za-z0-9._-]+")
@@ -131,7 +158,7 @@ class LanceDataset(MaintenanceMixin):
     def __init__(
         self,
         uri: str | os.PathLike[str],
-        version: int | str | None = None,
+        version: Version = None,
         *,
         store: ObjectStore | None = None,
         commit_config: CommitConfig | None = None,
@@ -151,14 +178,18 @@ class LanceDataset(MaintenanceMixin):
         ds._ref, ds._manifest = ref, manifest
         return ds
 
-    def _resolve(self, version: int | str | None) -> VersionRef:
+    def _resolve(self, version: Version) -> VersionRef:
         handler = self.commit_config.handler
         if version is None:
             return latest_version(self.store, handler)
+        if isinstance(version, datetime):  # the latest committed at or before it
+            return find_version(self.store, version_at(self.store, version), handler)
         if isinstance(version, str) and not version.isdigit():
             return find_version(self.store, read_tag(self.store, version)["version"], handler)
-        if isinstance(version, bool) or int(version) < 1:
-            raise InvalidInputError(f"invalid version {version!r}")
+        if isinstance(version, bool) or not isinstance(version, int | str | np.integer) or int(
+                version) < 1:
+            raise InvalidInputError(f"invalid version {version!r}: a version number, a tag "
+                                    "name or a datetime")
         return find_version(self.store, int(version), handler)
 
     # -- metadata --------------------------------------------------------------------
@@ -226,7 +257,7 @@ class LanceDataset(MaintenanceMixin):
         """The first ``num_rows`` rows (``scanner`` options apply), as pylance's ``head``."""
         return self.scanner(limit=num_rows, **kwargs).to_table()
 
-    def checkout_version(self, version: int | str) -> LanceDataset:
+    def checkout_version(self, version: int | str | datetime) -> LanceDataset:
         ref = self._resolve(version)
         return LanceDataset._from_manifest(self, ref, load_manifest(self.store, ref))
 
@@ -275,10 +306,9 @@ class LanceDataset(MaintenanceMixin):
     def take(self, indices: Sequence[int] | np.ndarray,
              columns: Sequence[str] | None = None) -> pa.Table:
         """Rows at positions ``indices`` of this version (0 .. count_rows-1), in that order."""
-        positions = np.asarray(indices, dtype=np.int64)
         total = self.count_rows()
-        if len(positions) and (positions.min() < 0 or positions.max() >= total):
-            raise InvalidInputError(f"take index out of range for a table of {total} rows")
+        positions = _integers(indices, f"take index (the table has {total} rows)",
+                              total - 1).astype(np.int64)
         frags = [f for f in self._manifest.fragments if f.num_rows]
         starts = np.cumsum([0] + [f.num_rows for f in frags])
         frag_index = np.searchsorted(starts, positions, side="right") - 1
@@ -301,10 +331,10 @@ class LanceDataset(MaintenanceMixin):
         Without stable row ids a row id is the row address. With them, ids are looked
         up in the row-id index; ids of deleted or unknown rows are skipped, as in pylance.
         """
+        ids = _integers(row_ids, "row id", U64_MAX).astype(np.uint64)
         if not self._manifest.uses_stable_row_ids:
-            return self.take_addresses(row_ids, columns)
-        addresses = row_id_index(self.store, self._manifest).lookup(
-            np.asarray(row_ids, dtype=np.uint64))
+            return self.take_addresses(ids, columns)
+        addresses = row_id_index(self.store, self._manifest).lookup(ids)
         return self.take_addresses(addresses[addresses != MISSING], columns)
 
     _take_rows = take_rows
@@ -331,7 +361,8 @@ class LanceDataset(MaintenanceMixin):
         """
         plan = plan_scan(self._manifest, columns)
         pieces, order = [], []
-        for frag, rows, where in by_fragment(self._manifest, np.asarray(addresses, np.uint64)):
+        addresses = _integers(addresses, "row address", U64_MAX).astype(np.uint64)
+        for frag, rows, where in by_fragment(self._manifest, addresses):
             if rows[-1] >= frag.physical_rows:  # rows are sorted
                 raise InvalidInputError(
                     f"row offset {int(rows[-1])} is past the end of fragment {frag.id}"
@@ -498,11 +529,21 @@ class Stats:
 
 def dataset(
     uri: str | os.PathLike[str],
-    version: int | str | None = None,
+    version: Version = None,
     *,
+    asof: datetime | str | None = None,
     commit_config: CommitConfig | None = None,
 ) -> LanceDataset:
-    """Open a table at its latest version, a version number or a tag name."""
+    """Open a table at its latest version, a version number, a tag name, or as of an
+    instant: ``version=datetime`` or pylance's ``asof=`` (a datetime or an ISO string,
+    UTC when naive) opens the latest version committed at or before it."""
+    if asof is not None:
+        if version is not None:
+            raise InvalidInputError("give either version or asof, not both")
+        version = parse_instant(asof) if isinstance(asof, str) else asof
+        if not isinstance(version, datetime):
+            raise InvalidInputError(f"asof must be a datetime or an ISO-8601 string, got "
+                                    f"{asof!r}")
     return LanceDataset(uri, version, commit_config=commit_config)
 
 
