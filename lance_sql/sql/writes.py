@@ -180,8 +180,10 @@ class WriteRunner:
             ds = write_dataset(reader, path, mode=mode,
                                enable_stable_row_ids=stmt.stable_row_ids)
         except BaseException:
-            if not existed and not os.path.isdir(os.path.join(path, "_versions")):
-                shutil.rmtree(path, ignore_errors=True)  # only what this statement made
+            if not existed:
+                # write_dataset removed the files it wrote; the directories it made go too,
+                # unless someone else's files are in them now (a racing CREATE of one name)
+                _remove_empty_dirs(path)
             raise
         finally:
             self.session.resolver.forget(path)
@@ -324,3 +326,11 @@ class _Counter:
             self.rows += batch.num_rows
             yield batch
 
+
+def _remove_empty_dirs(path: str) -> None:
+    """Remove ``path`` and the directories below it that hold no file, deepest first."""
+    for directory, _, _ in sorted(os.walk(path), key=lambda w: -len(w[0])):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass  # not empty (or gone): it is kept

@@ -20,7 +20,7 @@ from lance_sql.format.index import IndexMetadata, decode_index_section, encode_i
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
-from lance_sql.table.commit import commit_transaction
+from lance_sql.table.commit import commit_transaction, committed_version
 from lance_sql.table.operations import Clone, Transaction
 from lance_sql.table.scan import base_store
 from lance_sql.table.versions import list_versions, read_tag
@@ -57,9 +57,10 @@ def clone(ds: LanceDataset, target: str | os.PathLike[str],
         local = _copy_files(ds.store, source, target_store, copied)
         manifest = commit_transaction(target_store, None, naming, txn, source=local,
                                       data_format=source.data_format, config=ds.commit_config)
-    except BaseException:
-        for key in copied:
-            target_store.delete(key)
+    except BaseException as exc:
+        if committed_version(exc) is None:
+            for key in copied:
+                target_store.delete(key)
         raise
     return target_store, manifest
 

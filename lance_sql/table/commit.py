@@ -101,9 +101,26 @@ def commit_transaction(
     loop.check_winners = check_winners
     try:
         return loop.run(previous, txn, source)
-    except BaseException:
-        loop.clean_up()
+    except BaseException as exc:
+        if loop.published is None:
+            loop.clean_up()
+        else:  # e.g. Ctrl-C while writing the hint: the version is live, keep its files
+            setattr(exc, _COMMITTED, loop.published.version)
+            exc.add_note(f"lance_sql: version {loop.published.version} of {store.uri} was "
+                         "committed before this error; its files are kept")
         raise
+
+
+_COMMITTED = "lance_sql_committed_version"
+
+
+def committed_version(exc: BaseException) -> int | None:
+    """The version a commit published before ``exc`` interrupted it (None: none was).
+
+    A writer's clean-up after a failed commit must check this: the files of a published
+    version are live, and deleting them would break the table.
+    """
+    return getattr(exc, _COMMITTED, None)
 
 
 class _CommitLoop:
@@ -117,6 +134,7 @@ class _CommitLoop:
         self.check_winners: WinnerCheck | None = None
         self.txn_keys: list[str] = []     # transaction files we wrote (last one is current)
         self.rebase_files: list[str] = []  # deletion files merged by rebases
+        self.published: Manifest | None = None  # set the moment our manifest is live
 
     def run(self, previous: Manifest | None, txn: Transaction,
             source: Manifest | None) -> Manifest:
@@ -161,9 +179,20 @@ class _CommitLoop:
                 source=source,
             )
             data = ManifestCodec.encode(manifest, txn_bytes)
-            if self.handler.commit(self.store, self.naming.key(version), version, data):
-                write_hint(self.store, version)
-                self._forget_superseded(original, txn)
+            key = self.naming.key(version)
+            try:
+                won = self.handler.commit(self.store, key, version, data)
+            except BaseException:
+                if self._is_ours(key, data):  # interrupted after the manifest landed
+                    self.published = manifest
+                raise
+            if won:
+                self.published = manifest
+                try:  # best effort from here: the version is committed
+                    write_hint(self.store, version)
+                    self._forget_superseded(original, txn)
+                except Exception:  # noqa: BLE001, S110 - a stale hint or spare file is harmless
+                    pass
                 return manifest
             if base is None:
                 raise IncompatibleConflict(
@@ -176,6 +205,13 @@ class _CommitLoop:
             f"{self.config.max_retries} retries or {self.config.timeout_s}s; other writers "
             "keep winning"
         )
+
+    def _is_ours(self, key: str, data: bytes) -> bool:
+        """Whether ``key`` holds exactly the manifest we tried to publish."""
+        try:
+            return self.store.exists(key) and self.store.read(key) == data
+        except Exception:  # noqa: BLE001 - cannot tell: assume it did not land
+            return False
 
     def _latest(self, base: Manifest | None, lost_at: int
                 ) -> tuple[VersionRef, frozenset[int] | None]:

@@ -33,7 +33,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.blobs import BlobFile, take_blobs
 from lance_sql.table.changes import table_changes
-from lance_sql.table.commit import CommitConfig, commit_transaction
+from lance_sql.table.commit import CommitConfig, commit_transaction, committed_version
 from lance_sql.table.dataset_ops import MaintenanceMixin
 from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
 from lance_sql.table.row_id_index import MISSING, row_id_index
@@ -439,9 +439,10 @@ class LanceDataset(MaintenanceMixin):
             for key, data in files:
                 self.store.put(key, data)
             newer = self._commit(base, naming, txn, affected_rows=affected)
-        except BaseException:
-            for key, _ in files:
-                self.store.delete(key)
+        except BaseException as exc:
+            if committed_version(exc) is None:
+                for key, _ in files:
+                    self.store.delete(key)
             raise
         self._advance(newer)
         return {"num_deleted_rows": int(sum(len(rows) for rows in affected.values()))}
@@ -611,10 +612,11 @@ def write_dataset(
             store, previous, naming, txn, data_format=data_format, config=config,
             stable_row_ids=enable_stable_row_ids,
         )
-    except BaseException:
-        for frag in fragments:
-            for data_file in frag.files:
-                store.delete(data_file.key)
+    except BaseException as exc:
+        if committed_version(exc) is None:
+            for frag in fragments:
+                for data_file in frag.files:
+                    store.delete(data_file.key)
         raise
     ds = LanceDataset.__new__(LanceDataset)
     ds.uri, ds.store, ds.commit_config = os.fspath(uri), store, config

@@ -32,7 +32,7 @@ from lance_sql.format.pb import table_pb2
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY, LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
-from lance_sql.table.commit import CommitConfig, commit_transaction
+from lance_sql.table.commit import CommitConfig, commit_transaction, committed_version
 from lance_sql.table.operations import Append, Overwrite, Transaction
 from lance_sql.table.versions import VersionRef, latest_committed, load_manifest
 from lance_sql.table.write import (
@@ -216,7 +216,8 @@ def commit_job(
                                   data_format=target.data_format,
                                   config=commit_config or CommitConfig(),
                                   stable_row_ids=stable_row_ids)
-    except BaseException:
-        job.remove_all(os.fspath(uri), [f"{DATA_DIR}/{d.path}" for f in fragments
-                                        for d in f.files])
+    except BaseException as exc:
+        if committed_version(exc) is None:
+            job.remove_all(os.fspath(uri), [f"{DATA_DIR}/{d.path}" for f in fragments
+                                            for d in f.files])
         raise

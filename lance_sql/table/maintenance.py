@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
+from lance_sql.table.commit import committed_version
 from lance_sql.table.operations import (
     ReserveFragments,
     Restore,
@@ -146,7 +147,9 @@ def compact_files(
             RewriteGroup(old, tuple(f.with_id(next(ids)) for f in new))
             for old, new in new_groups))
         committed = ds._commit(base, naming, Transaction(base.version, rewrite))
-    except BaseException:
+    except BaseException as exc:
+        if committed_version(exc) is not None:
+            raise
         writer.abort()
         for _, new in new_groups:
             for key in (k for frag in new for k in sequence_keys(frag)):

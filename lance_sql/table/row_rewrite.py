@@ -22,6 +22,7 @@ from lance_sql.format.deletion import merged_deletion
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
+from lance_sql.table.commit import committed_version
 from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import (
     PENDING_VERSION,
@@ -138,9 +139,10 @@ class RowRewrite:
             committed = self.ds._commit(self.base, naming, Transaction(self.base.version, op),
                                         affected_rows=dict(self._removed),
                                         check_winners=check_winners)
-        except BaseException:
-            self.writer.abort()
-            for key in [k for k, _ in deletion_files] + self._extra_keys:
-                self.ds.store.delete(key)
+        except BaseException as exc:
+            if committed_version(exc) is None:
+                self.writer.abort()
+                for key in [k for k, _ in deletion_files] + self._extra_keys:
+                    self.ds.store.delete(key)
             raise
         return committed.manifest

@@ -28,6 +28,7 @@ from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField, LanceSchema
 from lance_sql.io.store import ObjectStore
+from lance_sql.table.commit import committed_version
 from lance_sql.table.expr import parse_predicate, value_expression
 from lance_sql.table.operations import Merge, Project, Transaction
 from lance_sql.table.scan import FragmentReader
@@ -68,10 +69,11 @@ def _commit_merge(ds: LanceDataset, base: Manifest, naming: Any, schema: LanceSc
     try:
         return ds._commit(base, naming, Transaction(base.version, Merge(
             tuple(f for f, _ in fragments), schema))).manifest
-    except BaseException:
-        for _, key in fragments:
-            if key:
-                ds.store.delete(key)
+    except BaseException as exc:
+        if committed_version(exc) is None:
+            for _, key in fragments:
+                if key:
+                    ds.store.delete(key)
         raise
 
 

@@ -26,6 +26,7 @@ from lance_sql.errors import InvalidInputError
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.row_ids import encode_versions
 from lance_sql.format.schema import LanceSchema
+from lance_sql.table.commit import committed_version
 from lance_sql.table.expr import parse_predicate, value_expression
 from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import PENDING_VERSION, load_lineage
@@ -127,8 +128,9 @@ def _rewrite_columns(ds: LanceDataset, base: Manifest, naming: object,
         op = Update(updated_fragments=tuple(updated), fields_modified=modified,
                     update_mode="rewrite_columns")
         committed = ds._commit(base, naming, Transaction(base.version, op))
-    except BaseException:
-        for key in keys:
-            ds.store.delete(key)
+    except BaseException as exc:
+        if committed_version(exc) is None:
+            for key in keys:
+                ds.store.delete(key)
         raise
     return count, committed.manifest
