@@ -209,9 +209,17 @@ class LocalStore(ObjectStore):
 
     def delete_prefix(self, prefix: str) -> None:
         """Removes the directory tree; links inside it are unlinked, never followed."""
-        path = self._resolve(prefix, directory=True)
-        if path == self._root_prefix():
+        parent, _, name = check_key(prefix).rpartition("/") if prefix else ("", "", "")
+        if not name:
             raise PathEscapeError(f"{self.root}: refusing to delete the whole root")
+        path = os.path.join(self._resolve(parent, directory=True), name)
+        try:
+            mode = os.lstat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        if not stat.S_ISDIR(mode):  # a link (to anything) or a file: only the entry goes
+            os.unlink(path)
+            return
         shutil.rmtree(path, onerror=_ignore_missing)
 
     def delete(self, key: str) -> None:

@@ -60,10 +60,28 @@ def _sip_round(v0: np.ndarray, v1: np.ndarray, v2: np.ndarray, v3: np.ndarray
 def _siphash13(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     """SipHash-1-3, key 0, of every message ``data[offsets[i]:offsets[i+1]]``.
 
-    Messages are laid out as zero-padded rows of 64-bit words, so word ``j`` of every
-    message is one column: one numpy step per word position, not per message.
+    Messages are hashed in groups whose longest is at most twice the shortest (in words),
+    so one long key never makes every short one pay for its padding.
     """
     lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
+    starts = offsets[:-1].astype(np.int64)
+    words = lengths // 8 + 1
+    order = np.argsort(words, kind="stable")
+    sorted_words = words[order]
+    out = np.empty(lengths.size, np.uint64)
+    cut = 0
+    while cut < lengths.size:
+        stop = int(np.searchsorted(sorted_words, 2 * int(sorted_words[cut]), side="right"))
+        rows = order[cut:stop]
+        out[rows] = _siphash13_dense(starts[rows], lengths[rows], data)
+        cut = stop
+    return out
+
+
+def _siphash13_dense(starts: np.ndarray, lengths: np.ndarray, data: np.ndarray
+                     ) -> np.ndarray:
+    """SipHash-1-3 of messages laid out as zero-padded rows of 64-bit words: word ``j``
+    of every message is one column, one numpy step per word position."""
     n = lengths.size
     words_full = lengths // 8
     width = int(words_full.max(initial=0)) + 1
@@ -73,7 +91,7 @@ def _siphash13(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
         first = np.cumsum(lengths) - lengths
         dest = np.arange(total, dtype=np.int64)
         dest += np.repeat(np.arange(n, dtype=np.int64) * (8 * width) - first, lengths)
-        dense[dest] = data[int(offsets[0]):int(offsets[0]) + total]
+        dense[dest] = data[_ranges(starts, lengths)]
     words = dense.view("<u8").reshape(n, width)
     v0, v1, v2, v3 = (np.full(n, v, np.uint64) for v in _INIT)
     with np.errstate(over="ignore"):

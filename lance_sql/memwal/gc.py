@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from lance_sql.errors import FormatError, NotFoundError
+from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
 from lance_sql.format.index import decode_index_section
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME, MemWalIndexDetails, details_of
 from lance_sql.io.store import ObjectStore
@@ -100,7 +100,7 @@ def collect_garbage(ds: LanceDataset, *, keep_manifests: int = 10,
                     grace: timedelta = DEFAULT_GRACE) -> GcResult:
     """Remove what no reader or writer can need any more (see the module docstring)."""
     if keep_manifests < 1:
-        raise ValueError("keep_manifests must be at least 1")
+        raise InvalidInputError("keep_manifests must be at least 1")
     current = dataset(ds.uri, commit_config=ds.commit_config)
     loaded = mem_wal_index.load(current)
     if loaded is None:

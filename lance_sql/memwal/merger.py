@@ -119,6 +119,9 @@ def _merge_one(base: LanceDataset, region_id: uuid.UUID, generation: int, path: 
     try:
         stats = builder.execute(source)
     except IncompatibleConflict:
+        loaded = mem_wal_index.load(dataset(base.uri, commit_config=base.commit_config))
+        if loaded is None or loaded[1].merged_generation(region_id) < generation:
+            raise  # refused for another reason: not ours to hide
         return MergeResult(region_id, generation, None)  # merged by someone else first
     return MergeResult(region_id, generation, base.version, stats["num_inserted_rows"],
                        stats["num_updated_rows"], stats["num_deleted_rows"])

@@ -17,7 +17,7 @@ import json
 import uuid
 from collections.abc import Callable
 
-from lance_sql.errors import FormatError, NotFoundError, WriterFencedError
+from lance_sql.errors import FormatError, InvalidInputError, NotFoundError, WriterFencedError
 from lance_sql.format.memwal import RegionManifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.naming import RegionPaths, parse_manifest_name
@@ -77,8 +77,8 @@ class RegionLog:
     def commit(self, manifest: RegionManifest) -> bool:
         """Write ``manifest`` as its version if nobody has; False when another won."""
         if manifest.region_id != self.region_id:
-            raise ValueError(f"manifest of region {manifest.region_id} given to "
-                             f"{self.region_id}'s log")
+            raise InvalidInputError(f"manifest of region {manifest.region_id} given to "
+                                    f"{self.region_id}'s log")
         if not self.store.put_if_absent(self.paths.manifest(manifest.version),
                                         manifest.encode()):
             return False

@@ -59,7 +59,7 @@ def decode_region_values(data: bytes, where: str) -> pa.Table:
     try:
         table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
         table.validate(full=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise FormatError(f"{where}: corrupt region values ({exc})") from exc
     if table.num_rows != 1:
         raise FormatError(f"{where}: region values hold {table.num_rows} rows, not one")

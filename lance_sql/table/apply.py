@@ -261,7 +261,8 @@ def _record_merged(m: Manifest, op: Update, ctx: _Ctx) -> Manifest:
         raise InvalidInputError("an update records MemWAL merge progress, but the table has "
                                 "no MemWAL index")
     details = record_merged(details_of(entry), op.merged_generations, MEM_WAL_INDEX_NAME)
-    new_entry = with_details(entry, details, ctx.version)
+    # the uuid stays: it names the directory of the region snapshot file, if any
+    new_entry = with_details(entry, details, ctx.version, uuid.UUID(entry.uuid))
     return _with_indices(m, tuple(new_entry if i is entry else i for i in indices))
 
 

@@ -123,3 +123,12 @@ def test_local_delete_prefix_never_leaves_the_root(tmp_path: Path) -> None:
     assert not (tmp_path / "root" / "gen").exists()
     with pytest.raises(PathEscapeError):
         store.delete_prefix("")
+
+
+def test_local_delete_prefix_on_a_link_removes_only_the_link(tmp_path: Path) -> None:
+    store = LocalStore(str(tmp_path / "root"))
+    store.put("data/keep.lance", b"x")
+    (tmp_path / "root" / "a_gen_1").symlink_to(tmp_path / "root" / "data")
+    store.delete_prefix("a_gen_1")
+    assert store.read("data/keep.lance") == b"x"
+    assert not (tmp_path / "root" / "a_gen_1").is_symlink()

@@ -11,6 +11,7 @@ import pytest
 from test_merger import A, B, _base, _flush, _rows
 
 import lance_sql
+from lance_sql.errors import InvalidInputError
 from lance_sql.format.memwal import IndexCatchupProgress, MemWalIndexDetails, MergedGeneration
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.gc import _catchup_limit, collect_garbage
@@ -82,5 +83,5 @@ def test_orphans_and_old_manifests(tmp_path: Path) -> None:
 
 def test_bad_arguments(tmp_path: Path) -> None:
     ds = _base(tmp_path)
-    with pytest.raises(ValueError, match="keep_manifests"):
+    with pytest.raises(InvalidInputError, match="keep_manifests"):
         collect_garbage(ds, keep_manifests=0)
