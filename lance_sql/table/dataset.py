@@ -33,6 +33,7 @@ from lance_sql.table.blobs import BlobFile, take_blobs
 from lance_sql.table.changes import table_changes
 from lance_sql.table.commit import CommitConfig, commit_transaction
 from lance_sql.table.dataset_ops import MaintenanceMixin
+from lance_sql.table.index import index_hook
 from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
 from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import (
@@ -191,7 +192,11 @@ class LanceDataset(MaintenanceMixin):
         with_row_id: bool = False,
         with_row_address: bool = False,
         fragments: Sequence[Fragment] | None = None,
+        use_scalar_index: bool | None = None,
     ) -> Scanner:
+        """``use_scalar_index``: None (default) answers filters from BTREE indices where
+        they help, scanning with an IndexFallbackWarning when an index is unreadable;
+        True raises that error instead; False never uses indices."""
         return Scanner(
             self.store,
             self._manifest,
@@ -203,6 +208,7 @@ class LanceDataset(MaintenanceMixin):
             with_row_id=with_row_id,
             with_row_address=with_row_address,
             fragments=fragments,
+            indexed=index_hook(self.store, self._manifest, use_scalar_index),
         )
 
     def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,  # noqa: A002
