@@ -20,8 +20,8 @@ from lance_sql.format.index import IndexMetadata
 from lance_sql.format.manifest import Manifest
 from lance_sql.table import cleanup as cleanup_mod
 from lance_sql.table import clone as clone_mod
-from lance_sql.table import maintenance, schema_evolution
 from lance_sql.table import index as index_mod
+from lance_sql.table import maintenance, schema_evolution
 from lance_sql.table import update as update_mod
 from lance_sql.table.merge_insert import MergeInsertBuilder
 from lance_sql.table.operations import CreateIndex, Transaction, UpdateBases
