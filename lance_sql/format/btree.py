@@ -11,7 +11,8 @@ Facts measured against pylance 14.0.2 (``ds.create_scalar_index(col, "BTREE")``)
   fragments, schema ``values: <key type>`` (nullable), ``ids: uint64 not null``, sorted by
   value with nulls first and, among equal values, by row address. ``ids`` are *row
   addresses* (``fragment << 32 | offset``) -- also on stable-row-id tables, where pylance
-  remaps them when compaction moves rows.
+  remaps them when compaction moves rows. On such tables it writes ``index_version = 1``
+  and reads an ``index_version = 0`` index as holding stable row ids (so must we).
 * ``_indices/{uuid}/page_lookup.lance`` (Lance file 2.2) has one row per page of
   ``batch_size`` (4096) consecutive entries of page_data: ``min`` and ``max`` (key type;
   simply the page's first and last entry, so ``min`` is null when the page starts with
@@ -46,6 +47,9 @@ INDEX_FILES = (PAGE_DATA, PAGE_LOOKUP)
 BATCH_SIZE = 4096
 VALUES, IDS = "values", "ids"
 INDEX_VERSION = 0
+# On stable-row-id tables an index_version below this means ``ids`` are stable row ids;
+# pylance 14.0.2 writes this version there and stores row addresses.
+ROW_ADDRESS_IDS = 1
 
 
 def page_data_schema(key_type: pa.DataType) -> pa.Schema:
@@ -67,7 +71,16 @@ def sort_entries(values: pa.Array, ids: np.ndarray) -> pa.Table:
     table = pa.table({VALUES: values, IDS: pa.array(ids, pa.uint64())})
     if len(ids) > 1 and bool(np.any(ids[1:] < ids[:-1])):
         table = table.take(pa.array(np.argsort(ids, kind="stable")))
-    order = pc.sort_indices(table, sort_keys=[(VALUES, "ascending", "at_start")])
+    values = table.column(VALUES).combine_chunks()
+    if pa.types.is_floating(values.type):
+        # IEEE total order: NaN after +inf (Arrow's sort would put NaN next to the nulls)
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        present = np.flatnonzero(valid)
+        numbers = values.to_numpy(zero_copy_only=False)[present]
+        order = pa.array(np.concatenate([np.flatnonzero(~valid),
+                                         present[np.argsort(numbers, kind="stable")]]))
+    else:
+        order = pc.sort_indices(table, sort_keys=[(VALUES, "ascending", "at_start")])
     return table.take(order).cast(page_data_schema(values.type))
 
 

@@ -20,7 +20,13 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
-from lance_sql.format.btree import INDEX_FILES, INDEX_VERSION, TYPE_URL, sort_entries
+from lance_sql.format.btree import (
+    INDEX_FILES,
+    INDEX_VERSION,
+    ROW_ADDRESS_IDS,
+    TYPE_URL,
+    sort_entries,
+)
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
@@ -29,6 +35,7 @@ from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.index.btree import BTreeIndex, index_key, write_btree
 from lance_sql.table.operations import CreateIndex, Transaction
+from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import ROW_ADDR, Scanner, deleted_offsets
 
 if TYPE_CHECKING:
@@ -80,9 +87,12 @@ def _entries(store: ObjectStore, manifest: Manifest, column: str,
 
 
 def _metadata(index_uuid: str, name: str, field_id: int, dataset_version: int,
-              fragment_ids: set[int], files: tuple[tuple[str, int], ...]) -> IndexMetadata:
+              fragment_ids: set[int], files: tuple[tuple[str, int], ...],
+              stable_row_ids: bool) -> IndexMetadata:
+    """The manifest entry; on stable-row-id tables the version says "ids are addresses"."""
+    version = ROW_ADDRESS_IDS if stable_row_ids else INDEX_VERSION
     pb = table_pb2.IndexMetadata(name=name, dataset_version=dataset_version,
-                                 index_version=INDEX_VERSION,
+                                 index_version=version,
                                  created_at=int(time.time() * 1000))
     pb.uuid.uuid = uuidlib.UUID(index_uuid).bytes
     pb.fields.append(field_id)
@@ -127,7 +137,7 @@ def create_scalar_index(ds: LanceDataset, column: str, index_type: str,
     data = _entries(ds.store, base, column, base.fragments)
     files = write_btree(ds.store, index_uuid, data)
     meta = _metadata(index_uuid, name, field.id, base.version, {f.id for f in base.fragments},
-                     files)
+                     files, base.uses_stable_row_ids)
     _commit(ds, base, naming, [meta], existing, [index_key(index_uuid, f) for f in INDEX_FILES])
 
 
@@ -184,6 +194,8 @@ def optimize_indices(ds: LanceDataset) -> None:
             continue
         field = top[index.fields[0]]
         old = BTreeIndex.open(ds.store, base, index, field.to_arrow().type).entries()
+        if base.uses_stable_row_ids and index.index_version < ROW_ADDRESS_IDS:
+            old = _ids_to_addresses(ds.store, base, old)
         old = _live_entries(ds.store, base, old, covered)
         fresh = _entries(ds.store, base, field.name, missing)
         merged = pa.concat_tables([old, fresh])
@@ -192,7 +204,8 @@ def optimize_indices(ds: LanceDataset) -> None:
         files = write_btree(ds.store, index_uuid, data)
         written += [index_key(index_uuid, f) for f in INDEX_FILES]
         new.append(_metadata(index_uuid, index.name, field.id, index.dataset_version,
-                             covered | {f.id for f in missing}, files))
+                             covered | {f.id for f in missing}, files,
+                             base.uses_stable_row_ids))
         removed.append(index)
     if new:
         _commit(ds, base, naming, new, removed, written)
@@ -210,3 +223,12 @@ def _live_entries(store: ObjectStore, manifest: Manifest, entries: pa.Table,
             gone = (np.uint64(frag.id) << np.uint64(32)) | deleted
             keep &= ~np.isin(ids, gone)
     return entries.filter(pa.array(keep))
+
+
+def _ids_to_addresses(store: ObjectStore, manifest: Manifest, entries: pa.Table) -> pa.Table:
+    """Entries of an index holding stable row ids, moved to row addresses (rows no longer
+    in the table dropped)."""
+    addresses = row_id_index(store, manifest).lookup(entries.column(1).to_numpy())
+    keep = addresses != MISSING
+    return pa.table({entries.column_names[0]: entries.column(0).filter(pa.array(keep)),
+                     entries.column_names[1]: pa.array(addresses[keep], pa.uint64())})

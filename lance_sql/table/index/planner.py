@@ -28,13 +28,22 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError, IndexFallbackWarning, LanceError
-from lance_sql.format.btree import TYPE_URL, VALUES, KeyIsNull, KeyQuery, KeyRange, KeySet
+from lance_sql.format.btree import (
+    ROW_ADDRESS_IDS,
+    TYPE_URL,
+    VALUES,
+    KeyIsNull,
+    KeyQuery,
+    KeyRange,
+    KeySet,
+)
 from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.expr import Call, Column, Expr, Literal, exact_literal, to_pyarrow, to_sql
 from lance_sql.table.index.btree import BTreeIndex
+from lance_sql.table.row_id_index import MISSING, row_id_index
 
 _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
@@ -213,7 +222,12 @@ def _evaluate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> np.nda
         key_type = tree.field.to_scan_arrow().type
         index = BTreeIndex.open(store, manifest, tree.index, key_type)
         match = to_pyarrow(tree.match, pa.schema([pa.field(VALUES, key_type)]))
-        return np.unique(index.search(tree.query, match))
+        ids = index.search(tree.query, match)
+        if manifest.uses_stable_row_ids and tree.index.index_version < ROW_ADDRESS_IDS:
+            # older indices of stable-row-id tables hold row ids: find their rows
+            ids = row_id_index(store, manifest).lookup(ids)
+            ids = ids[ids != MISSING]
+        return np.unique(ids)
     results = [_evaluate(p, store, manifest) for p in tree.parts]
     combine = np.intersect1d if isinstance(tree, Both) else np.union1d
     out = results[0]
