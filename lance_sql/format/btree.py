@@ -300,3 +300,50 @@ def _ranges_union(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     before = np.cumsum(lengths) - lengths
     members = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
     return np.unique(members)
+
+
+# --------------------------------------------------------------------- matching entries
+def matches(values: pa.Array, query: KeyQuery) -> np.ndarray:
+    """Which ``values`` satisfy ``query``, as SQL compares them (a NULL never matches; for
+    floats NaN equals NaN and is above every number, and -0.0 equals 0.0, as DataFusion
+    and lance_sql's scans order them)."""
+    if isinstance(query, KeyIsNull):
+        return values.is_null().to_numpy(zero_copy_only=False)
+    floating = pa.types.is_floating(values.type)
+    if isinstance(query, KeySet):
+        probe, wanted = values, query.values
+        if floating:  # set lookup tells -0.0 from 0.0; SQL does not
+            zero = pa.scalar(0.0, values.type)
+            probe, wanted = pc.add(values, zero), pc.add(wanted, zero)
+        return _true(pc.is_in(probe, value_set=wanted, skip_nulls=True))
+    if floating:
+        return _float_range(values, query)
+    keep = np.ones(len(values), dtype=bool)
+    if query.lower is not None:
+        keep &= _true((pc.greater_equal if query.lower_inclusive else pc.greater)(
+            values, query.lower))
+    if query.upper is not None:
+        keep &= _true((pc.less_equal if query.upper_inclusive else pc.less)(
+            values, query.upper))
+    return keep
+
+
+def _float_range(values: pa.Array, query: KeyRange) -> np.ndarray:
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    v = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    nan = np.isnan(v) & valid
+    keep = valid.copy()
+    with np.errstate(invalid="ignore"):
+        if query.lower is not None:
+            k = float(query.lower.as_py())
+            if np.isnan(k):
+                keep &= nan if query.lower_inclusive else False
+            else:
+                keep &= ((v >= k) if query.lower_inclusive else (v > k)) | nan
+        if query.upper is not None:
+            k = float(query.upper.as_py())
+            if np.isnan(k):
+                keep &= True if query.upper_inclusive else ~nan
+            else:
+                keep &= (v <= k) if query.upper_inclusive else (v < k)
+    return keep

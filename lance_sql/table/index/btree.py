@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, LanceError, NotFoundError
 from lance_sql.format.btree import (
@@ -21,11 +20,11 @@ from lance_sql.format.btree import (
     PAGE_DATA,
     PAGE_LOOKUP,
     VALUES,
-    KeyIsNull,
     KeyQuery,
     PageBounds,
     PageLookup,
     build_lookup,
+    matches,
     page_data_schema,
 )
 from lance_sql.format.datafile import LanceFileReader, LanceFileWriter
@@ -143,19 +142,17 @@ class BTreeIndex:
 
         return PAGE_CACHE.get_or_load((self.path, self.uuid, page), load)
 
-    def search(self, query: KeyQuery, match: pc.Expression | None) -> np.ndarray:
-        """Ids (row addresses) of entries matching ``query``; ``match`` is the exact test
-        of a value (over the column ``values``), applied to the pages that may match."""
+    def search(self, query: KeyQuery) -> np.ndarray:
+        """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
+        ``query``; only pages whose bounds allow a match are read."""
         pages = self.bounds.pages(query)
         if not len(pages):
             return np.empty(0, np.uint64)
         tables = [self.page(int(p)) for p in pages]
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        if isinstance(query, KeyIsNull):
-            match = pc.field(VALUES).is_null()
-        if match is not None:
-            table = table.filter(match)
-        return table.column(IDS).to_numpy()
+        values = table.column(VALUES).combine_chunks()
+        ids = table.column(IDS).to_numpy()
+        return ids[matches(values, query)]
 
     def entries(self) -> pa.Table:
         """Every (value, id) entry, sorted (for merging into a new index)."""

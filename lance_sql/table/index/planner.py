@@ -9,8 +9,8 @@ Only fragments every used index covers (its fragment bitmap) and that still exis
 answered this way; the caller scans the others with the whole filter. Indexed row
 addresses of deleted rows are dropped by the reader (deletion vectors), addresses of
 fragments that are gone are never read. Each leaf is tested on the index's values with
-the same pyarrow expression a scan would use, so an index answers exactly what a scan
-would.
+SQL's comparison semantics (:func:`lance_sql.format.btree.matches`), against literals
+converted exactly to the key type, so an index answers exactly what a scan would.
 
 An index that cannot be opened (missing, truncated, of the wrong type) makes the query
 fall back to scanning with an :class:`~lance_sql.errors.IndexFallbackWarning`, unless the
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, IndexFallbackWarning, LanceError
 from lance_sql.format.btree import (
     ROW_ADDRESS_IDS,
     TYPE_URL,
-    VALUES,
     KeyIsNull,
     KeyQuery,
     KeyRange,
@@ -41,7 +41,8 @@ from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.expr import Call, Column, Expr, Literal, exact_literal, to_pyarrow, to_sql
+from lance_sql.table.cache import LruCache
+from lance_sql.table.expr import Call, Column, Expr, Literal, exact_literal, to_sql
 from lance_sql.table.index.btree import BTreeIndex
 from lance_sql.table.row_id_index import MISSING, row_id_index
 
@@ -55,7 +56,6 @@ class Leaf:
     index: IndexMetadata
     field: LanceField
     query: KeyQuery
-    match: Expr  # the test, over the column ``values``
     text: str    # the test as written, for EXPLAIN
 
 
@@ -85,9 +85,18 @@ class IndexedRows:
         return fragment_id in self.rows
 
 
+_SECTIONS = LruCache(64)
+
+
 def btree_indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
-    return tuple(i for i in decode_index_section(manifest.index_section)
-                 if i.type_url == TYPE_URL and len(i.fields) == 1)
+    """The manifest's single-column BTREE indices (decoded once per index section)."""
+    section = manifest.index_section
+
+    def load() -> tuple[IndexMetadata, ...]:
+        return tuple(i for i in decode_index_section(section)
+                     if i.type_url == TYPE_URL and len(i.fields) == 1)
+
+    return _SECTIONS.get_or_load(section, load) if section else ()
 
 
 def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None, *,
@@ -113,6 +122,7 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
         (indexed if tree is not None else rest).append(part if tree is None else tree)
     if not indexed:
         return None
+    indexed = _merge_ranges(indexed)  # type: ignore[arg-type]
     tree = indexed[0] if len(indexed) == 1 else Both(tuple(indexed))  # type: ignore[arg-type]
     live = {f.id for f in manifest.fragments}
     if fragment_ids is not None:
@@ -183,12 +193,10 @@ def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]]
         return None
     index, field = found
     key_type = field.to_scan_arrow().type
-    values = Column((VALUES,))
     literals = args[1:]
     if not all(isinstance(a, Literal) for a in literals):
         return None
     scalars = [exact_literal(a, key_type) for a in literals]  # type: ignore[arg-type]
-    match = Call(op, (values, *literals))
     query: KeyQuery
     if op == "is_null" and not literals:
         query = KeyIsNull()
@@ -207,7 +215,47 @@ def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]]
         query = KeySet(pa.array(present, key_type))
     else:
         return None
-    return Leaf(index, field, query, match, to_sql(expr))
+    return Leaf(index, field, query, to_sql(expr))
+
+
+def _merge_ranges(parts: list[IndexExpr]) -> list[IndexExpr]:
+    """ANDed ranges of one column as one range (``a >= 1 AND a < 5`` reads a few pages,
+    not two halves of the index)."""
+    out: list[IndexExpr] = []
+    by_index: dict[str, int] = {}
+    for part in parts:
+        if isinstance(part, Leaf) and isinstance(part.query, KeyRange):
+            at = by_index.get(part.index.uuid)
+            if at is not None:
+                other = out[at]
+                assert isinstance(other, Leaf) and isinstance(other.query, KeyRange)
+                out[at] = Leaf(part.index, part.field, _intersect(other.query, part.query),
+                               f"{other.text} AND {part.text}")
+                continue
+            by_index[part.index.uuid] = len(out)
+        out.append(part)
+    return out
+
+
+def _intersect(a: KeyRange, b: KeyRange) -> KeyRange:
+    lower, lower_inc = _tighter(a.lower, a.lower_inclusive, b.lower, b.lower_inclusive, True)
+    upper, upper_inc = _tighter(a.upper, a.upper_inclusive, b.upper, b.upper_inclusive, False)
+    return KeyRange(lower, upper, lower_inc, upper_inc)
+
+
+def _tighter(x: pa.Scalar | None, x_inc: bool, y: pa.Scalar | None, y_inc: bool,
+             lower: bool) -> tuple[pa.Scalar | None, bool]:
+    """The tighter of two bounds (both lower or both upper); a NaN bound is kept loose."""
+    if x is None:
+        return y, y_inc
+    if y is None:
+        return x, x_inc
+    if x.equals(y):
+        return x, x_inc and y_inc
+    x_wins = (pc.greater if lower else pc.less)(x, y).as_py()
+    if x_wins is None:  # unordered (NaN): either bound is a safe superset
+        return x, x_inc
+    return (x, x_inc) if x_wins else (y, y_inc)
 
 
 def _leaves(tree: IndexExpr) -> list[Leaf]:
@@ -221,8 +269,7 @@ def _evaluate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> np.nda
     if isinstance(tree, Leaf):
         key_type = tree.field.to_scan_arrow().type
         index = BTreeIndex.open(store, manifest, tree.index, key_type)
-        match = to_pyarrow(tree.match, pa.schema([pa.field(VALUES, key_type)]))
-        ids = index.search(tree.query, match)
+        ids = index.search(tree.query)
         if manifest.uses_stable_row_ids and tree.index.index_version < ROW_ADDRESS_IDS:
             # older indices of stable-row-id tables hold row ids: find their rows
             ids = row_id_index(store, manifest).lookup(ids)

@@ -32,8 +32,10 @@ class IndexedScan:
         return self.answer.covers(fragment_id)
 
     def read(self, fragment: Fragment) -> pa.Table:
-        return scan_rows(self.store, self.manifest, fragment, self.plan,
-                         self.answer.rows[fragment.id])
+        rows = self.answer.rows[fragment.id]
+        if not len(rows):
+            return self.plan.output_schema.empty_table()
+        return scan_rows(self.store, self.manifest, fragment, self.plan, rows)
 
 
 def indexed_scan(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
