@@ -390,3 +390,25 @@ def test_index_build_racing_an_append_covers_what_it_read(tmp_path: Path,
     [info] = lance_sql.dataset(path).list_indices()
     assert sorted(info["fragment_ids"]) == [0, 1, 2]
     _check(path, "i64 < 400", index_names={"i64_idx"})
+
+
+def test_index_build_racing_an_in_place_update_of_its_column(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The winner rewrote the key column of one fragment in place: our index, committed
+    after it, must not claim that fragment (its values there are stale)."""
+    path = tmp_path / "t.lance"
+    lance_sql.write_dataset(_table(), path, max_rows_per_file=1000)
+    ds = lance_sql.dataset(path)
+    write = manage.write_btree
+
+    def update_meanwhile(*args: object, **kwargs: object) -> object:
+        lance_sql.dataset(path).update({"i64": "i64 + 1"}, where="i64 < 3000",
+                                       update_mode="rewrite_columns")
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(manage, "write_btree", update_meanwhile)
+    ds.create_scalar_index("i64", "BTREE")
+    [info] = lance_sql.dataset(path).list_indices()
+    assert sorted(info["fragment_ids"]) == [0, 1]
+    for flt in ("i64 = 301", "i64 = 300", "i64 < 400", "i64 > 8990"):
+        _check(path, flt, index_names={"i64_idx"})

@@ -7,6 +7,8 @@ Rows are our operation, columns the winner's, both in :data:`ORDER`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from txn_samples import BASE, KINDS, deletion, ours, theirs
 
@@ -20,6 +22,7 @@ from lance_sql.table.conflicts import (
     check_pair,
     rebase_state,
     resolve,
+    without_stale,
 )
 from lance_sql.table.operations import (
     OPERATION_TYPES,
@@ -172,3 +175,26 @@ def test_config_rules_follow_keys() -> None:
     assert isinstance(check_pair(c, a, state), Incompatible)
     assert isinstance(check_pair(c, c, state), Compatible)  # deleting twice is harmless
     assert isinstance(check_pair(a, d, state), Compatible)  # table metadata is separate
+
+
+def test_index_build_racing_an_update_of_its_column_drops_those_fragments() -> None:
+    """As in the reference: compatible, but the new index stops covering fragments whose
+    indexed column the winner rewrote in place (their indexed values are stale)."""
+    mine, winner = ours("CreateIndex"), theirs("Update", overlap=True)
+    decision = check_pair(mine, winner, _state("CreateIndex"))
+    assert decision == Compatible(frozenset({(1, 1)}))
+    resolved = resolve(Transaction(BASE.version, mine), [(4, Transaction(3, winner))],
+                       _state("CreateIndex"))
+    assert resolved == decision
+    [index] = without_stale(mine, decision.unindexed).new_indices
+    assert index.fragment_ids == frozenset() and index.uuid == mine.new_indices[0].uuid
+    other_field = replace(winner, fields_modified=(0,))
+    assert check_pair(mine, other_field, _state("CreateIndex")) == Compatible()
+
+
+def test_two_builds_of_one_index_name_conflict() -> None:
+    mine = ours("CreateIndex")
+    same_name = replace(theirs("CreateIndex", overlap=False), new_indices=tuple(
+        replace(i, name=mine.new_indices[0].name) for i in
+        theirs("CreateIndex", overlap=False).new_indices))
+    assert isinstance(check_pair(mine, same_name, _state("CreateIndex")), Retryable)
