@@ -407,7 +407,15 @@ def _(op: DataReplacement, previous: Manifest, ctx: _Ctx) -> Manifest:
                 f"data replacement file {new.path} matches no data file of fragment {frag.id}"
             )
         changed[frag.id] = result
-    return replace(previous, fragments=tuple(changed.get(f.id, f) for f in previous.fragments))
+    m = replace(previous, fragments=tuple(changed.get(f.id, f) for f in previous.fragments))
+    if m.index_section is None:
+        return m
+    # indices of the replaced columns no longer describe the replaced fragments
+    fields = {fid for r in op.replacements for fid in r.new_file.fields}
+    return _with_indices(m, tuple(
+        i.with_fragments(i.fragment_ids - set(changed))
+        if i.fragment_ids is not None and fields & set(i.fields) else i
+        for i in _indices(m)))
 
 
 @_apply.register

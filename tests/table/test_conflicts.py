@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from txn_samples import BASE, KINDS, deletion, ours, theirs
+from txn_samples import BASE, KINDS, data_file, deletion, ours, theirs
 
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.index import IndexMetadata
+from lance_sql.table.apply import _indices, _with_indices, apply_transaction
 from lance_sql.table.conflicts import (
     RULES,
     Compatible,
@@ -27,6 +30,8 @@ from lance_sql.table.conflicts import (
 from lance_sql.table.operations import (
     OPERATION_TYPES,
     Append,
+    DataReplacement,
+    DataReplacementGroup,
     Delete,
     Restore,
     Transaction,
@@ -198,3 +203,14 @@ def test_two_builds_of_one_index_name_conflict() -> None:
         replace(i, name=mine.new_indices[0].name) for i in
         theirs("CreateIndex", overlap=False).new_indices))
     assert isinstance(check_pair(mine, same_name, _state("CreateIndex")), Retryable)
+
+
+def test_data_replacement_of_an_indexed_column_uncovers_those_fragments() -> None:
+    split = tuple(Fragment(i, (data_file(f"a{i}", (0,)), data_file(f"b{i}", (1,))), 100)
+                  for i in range(3))
+    index = IndexMetadata.new("s_idx", [1], 3, [0, 1, 2])
+    other = IndexMetadata.new("id_idx", [0], 3, [0, 1, 2])
+    base = _with_indices(replace(BASE, fragments=split), (index, other))
+    txn = Transaction(3, DataReplacement((DataReplacementGroup(1, data_file("r1", (1,))),)))
+    after = {i.name: i.fragment_ids for i in _indices(apply_transaction(base, txn, 4, 0))}
+    assert after == {"s_idx": frozenset({0, 2}), "id_idx": frozenset({0, 1, 2})}
