@@ -66,22 +66,43 @@ def lookup_schema(key_type: pa.DataType, batch_size: int = BATCH_SIZE) -> pa.Sch
 
 
 def sort_entries(values: pa.Array, ids: np.ndarray) -> pa.Table:
-    """page_data's rows: (value, id) sorted by value, nulls first, ties by id."""
+    """page_data's rows: (value, id) sorted by value, nulls first; floats by IEEE total
+    order (NaN last, as pylance). The order of equal values is unspecified (readers collect
+    the ids of a key into a set, as pylance's do)."""
     ids = np.asarray(ids, np.uint64)
-    table = pa.table({VALUES: values, IDS: pa.array(ids, pa.uint64())})
-    if len(ids) > 1 and bool(np.any(ids[1:] < ids[:-1])):
-        table = table.take(pa.array(np.argsort(ids, kind="stable")))
-    values = table.column(VALUES).combine_chunks()
-    if pa.types.is_floating(values.type):
-        # IEEE total order: NaN after +inf (Arrow's sort would put NaN next to the nulls)
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    keys = _order_keys(values)
+    if keys is None:
+        order = pc.array_sort_indices(values, order="ascending", null_placement="at_start")
+        return pa.Table.from_arrays([values.take(order), pa.array(ids[order.to_numpy()])],
+                                    schema=page_data_schema(values.type))
+    if values.null_count:
         valid = values.is_valid().to_numpy(zero_copy_only=False)
         present = np.flatnonzero(valid)
-        numbers = values.to_numpy(zero_copy_only=False)[present]
-        order = pa.array(np.concatenate([np.flatnonzero(~valid),
-                                         present[np.argsort(numbers, kind="stable")]]))
+        order = np.concatenate([np.flatnonzero(~valid),
+                                present[np.argsort(keys[present], kind="quicksort")]])
     else:
-        order = pc.sort_indices(table, sort_keys=[(VALUES, "ascending", "at_start")])
-    return table.take(order).cast(page_data_schema(values.type))
+        order = np.argsort(keys, kind="quicksort")
+    return pa.Table.from_arrays([values.take(pa.array(order)), pa.array(ids[order])],
+                                schema=page_data_schema(values.type))
+
+
+def _order_keys(values: pa.Array) -> np.ndarray | None:
+    """Numbers sorting like the values (nulls arbitrary), or None for non-numeric keys."""
+    t = values.type
+    if pa.types.is_floating(t):
+        width = {16: np.int16, 32: np.int32, 64: np.int64}[t.bit_width]
+        bits = values.fill_null(pa.scalar(0, t)).to_numpy(zero_copy_only=False).view(width)
+        # IEEE total order as integers: negative numbers count down from the sign bit
+        return bits ^ ((bits >> (t.bit_width - 1)) & np.array(np.iinfo(width).max, width))
+    if pa.types.is_boolean(t):
+        return values.fill_null(False).to_numpy(zero_copy_only=False).view(np.uint8)
+    if pa.types.is_integer(t):
+        return values.fill_null(pa.scalar(0, t)).to_numpy(zero_copy_only=False)
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        ints = values.view(pa.int32() if t.bit_width == 32 else pa.int64())
+        return ints.fill_null(0).to_numpy(zero_copy_only=False)
+    return None
 
 
 def build_lookup(data: pa.Table, batch_size: int = BATCH_SIZE) -> pa.Table:
