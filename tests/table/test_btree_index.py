@@ -412,3 +412,17 @@ def test_index_build_racing_an_in_place_update_of_its_column(
     assert sorted(info["fragment_ids"]) == [0, 1]
     for flt in ("i64 = 301", "i64 = 300", "i64 < 400", "i64 > 8990"):
         _check(path, flt, index_names={"i64_idx"})
+
+
+def test_schema_changes(tmp_path: Path) -> None:
+    """A renamed column keeps its index (same field id); a re-typed one loses it."""
+    path = tmp_path / "t.lance"
+    ds = lance_sql.write_dataset(_table(), path, max_rows_per_file=1000)
+    ds.create_scalar_index("i64", "BTREE")
+    ds.alter_columns({"path": "i64", "name": "key"})
+    _check(path, "key = 300", index_names={"i64_idx"})
+    ds.add_columns({"twice": "key * 2"})
+    _check(path, "key = 300 AND twice = 600", index_names={"i64_idx"})
+    ds.alter_columns({"path": "key", "data_type": pa.float64()})
+    assert ds.list_indices() == []
+    assert ds.to_table(filter="key = 300")["payload"].to_pylist() == ["row-2899"]
