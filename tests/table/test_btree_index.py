@@ -26,6 +26,7 @@ from lance_sql.errors import (
     NotFoundError,
     RetryableConflict,
 )
+from lance_sql.format.btree import sort_entries
 from lance_sql.io import local
 from lance_sql.table import scan as scan_mod
 from lance_sql.table.index import btree as btree_mod
@@ -426,3 +427,18 @@ def test_schema_changes(tmp_path: Path) -> None:
     ds.alter_columns({"path": "key", "data_type": pa.float64()})
     assert ds.list_indices() == []
     assert ds.to_table(filter="key = 300")["payload"].to_pylist() == ["row-2899"]
+
+
+def test_index_pointing_past_a_fragment_is_refused(tmp_path: Path) -> None:
+    """An index whose row addresses do not exist is corrupt: scan instead (or raise)."""
+    path = tmp_path / "t.lance"
+    ds = lance_sql.write_dataset(_table(100), path)
+    data = sort_entries(pa.array([7, 8], pa.int64()), np.array([5, 500], np.uint64))
+    files = btree_mod.write_btree(ds.store, "00000000-0000-0000-0000-0000000000ab", data)
+    meta = manage._metadata("00000000-0000-0000-0000-0000000000ab", "bad_idx", 0, ds.version,
+                            {0}, files, False)
+    ds.commit_index_metadata([meta])
+    with pytest.warns(IndexFallbackWarning, match="bad_idx"):
+        assert ds.count_rows("i64 = 8") == 0
+    with pytest.raises(FormatError, match="row 500 of fragment 0 does not exist"):
+        ds.scanner(filter="i64 = 8", use_scalar_index=True)
