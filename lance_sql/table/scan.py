@@ -512,6 +512,8 @@ class IndexedRead(Protocol):
 
     def covers(self, fragment_id: int) -> bool: ...
 
+    def num_rows(self, fragment_id: int) -> int: ...
+
     def read(self, fragment: Fragment) -> pa.Table: ...
 
 
@@ -573,11 +575,12 @@ class Scanner:
     def _fragment_tables(self) -> Iterator[pa.Table]:
         """Fragment results in order, read ahead in a small thread pool."""
         frags = [f for f in self.fragments if f.physical_rows > 0]
-        if self.indexed is not None:  # answered fragments cost a few page reads: no threads
-            covered = [f for f in frags if self.indexed.covers(f.id)]
-            if len(covered) == len(frags):
-                for frag in frags:
-                    yield self.indexed.read(frag)
+        if self.indexed is not None:
+            indexed = self.indexed
+            frags = [f for f in frags if not indexed.covers(f.id) or indexed.num_rows(f.id)]
+            if all(indexed.covers(f.id) for f in frags):
+                for frag in frags:  # takes of the rows found: threads did not pay (measured)
+                    yield indexed.read(frag)
                 return
         if len(frags) <= 1 or self.num_threads <= 1:
             for frag in frags:

@@ -31,6 +31,10 @@ class IndexedScan:
     def covers(self, fragment_id: int) -> bool:
         return self.answer.covers(fragment_id)
 
+    def num_rows(self, fragment_id: int) -> int:
+        """Rows the index found there (deleted ones included)."""
+        return len(self.answer.rows[fragment_id])
+
     def read(self, fragment: Fragment) -> pa.Table:
         rows = self.answer.rows[fragment.id]
         if not len(rows):
