@@ -339,7 +339,7 @@ def matches(values: pa.Array, query: KeyQuery) -> np.ndarray:
         return _true(pc.is_in(probe, value_set=wanted, skip_nulls=True))
     if floating:
         return _float_range(values, query)
-    keep = np.ones(len(values), dtype=bool)
+    keep = values.is_valid().to_numpy(zero_copy_only=False)
     if query.lower is not None:
         keep &= _true((pc.greater_equal if query.lower_inclusive else pc.greater)(
             values, query.lower))
@@ -368,3 +368,56 @@ def _float_range(values: pa.Array, query: KeyRange) -> np.ndarray:
             else:
                 keep &= (v <= k) if query.upper_inclusive else (v < k)
     return keep
+
+
+@dataclass(frozen=True)
+class SortedPage:
+    """One page of page_data, ready to search: its sorted non-null keys as numbers when
+    the key type has such a form (binary search), else tested value by value."""
+
+    values: pa.Array
+    ids: np.ndarray
+    keys: np.ndarray | None  # sortable form of values[nulls:], None: not searchable
+    nulls: int
+
+    @classmethod
+    def of(cls, table: pa.Table) -> SortedPage:
+        values = table.column(VALUES).combine_chunks()
+        ids = table.column(IDS).to_numpy()
+        nulls = values.null_count
+        keys = None
+        if nulls == 0 or not values.slice(0, nulls).is_valid().to_numpy(
+                zero_copy_only=False).any():
+            rest = values.slice(nulls)
+            if not (pa.types.is_string(rest.type) or pa.types.is_large_string(rest.type)
+                    or pa.types.is_binary(rest.type) or pa.types.is_large_binary(rest.type)):
+                keys = sortable(rest)
+                if keys is not None and not is_sorted(keys):
+                    keys = None
+        return cls(values, ids, keys, nulls)
+
+    @property
+    def nbytes(self) -> int:
+        return self.values.nbytes + self.ids.nbytes + (0 if self.keys is None else
+                                                       self.keys.nbytes)
+
+    def select(self, query: KeyQuery) -> np.ndarray:
+        """Ids of the entries matching ``query`` (SQL semantics, as :func:`matches`)."""
+        keys = self.keys
+        if keys is None or isinstance(query, KeyIsNull):
+            return self.ids[matches(self.values, query)]
+        ids = self.ids[self.nulls:]
+        if isinstance(query, KeySet):
+            wanted = sortable(query.values)
+            if wanted is None:
+                return self.ids[matches(self.values, query)]
+            return ids[_ranges_union(np.searchsorted(keys, wanted, side="left"),
+                                     np.searchsorted(keys, wanted, side="right"))]
+        first, stop = 0, len(keys)
+        if query.lower is not None:
+            side = "left" if query.lower_inclusive else "right"
+            first = int(np.searchsorted(keys, sortable(query.lower)[0], side=side))
+        if query.upper is not None:
+            side = "right" if query.upper_inclusive else "left"
+            stop = int(np.searchsorted(keys, sortable(query.upper)[0], side=side))
+        return ids[first:max(first, stop)]

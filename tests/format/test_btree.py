@@ -17,6 +17,7 @@ from lance_sql.format.btree import (
     KeySet,
     PageBounds,
     PageLookup,
+    SortedPage,
     build_lookup,
     matches,
     sort_entries,
@@ -88,6 +89,7 @@ def test_selected_pages_hold_every_match(values: list, lo: int | None, hi: int |
             needed = _pages_with_matches(data, query)
             for bounds_ in (searched, compared):
                 assert needed <= set(bounds_.pages(query).tolist()), query
+            _same_selection(data, query)
 
 
 floats = st.lists(st.one_of(st.none(), st.sampled_from(
@@ -115,6 +117,17 @@ def test_float_matching_is_sql_comparison(values: list, lo: float | None, hi: fl
     assert np.flatnonzero(matches(arr, query)).tolist() == expected
     data, bounds_ = _index(arr)
     assert _pages_with_matches(data, query) <= set(bounds_.pages(query).tolist())
+    _same_selection(data, query)
+    if lo is not None:
+        _same_selection(data, KeySet(pa.array([lo, 1.5], pa.float64())))
+
+
+def _same_selection(data: pa.Table, query: object) -> None:
+    """Binary search in sorted pages finds exactly what testing every value finds."""
+    for start in range(0, data.num_rows, BATCH):
+        page = SortedPage.of(data.slice(start, BATCH))
+        expected = page.ids[matches(page.values, query)]
+        assert sorted(page.select(query).tolist()) == sorted(expected.tolist()), query
 
 
 def _sql_float(v: float) -> str:

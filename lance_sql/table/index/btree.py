@@ -7,7 +7,6 @@ index uuid, since index files never change once written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +22,8 @@ from lance_sql.format.btree import (
     KeyQuery,
     PageBounds,
     PageLookup,
+    SortedPage,
     build_lookup,
-    matches,
     page_data_schema,
 )
 from lance_sql.format.datafile import LanceFileReader, LanceFileWriter
@@ -38,7 +37,7 @@ from lance_sql.table.scan import base_store
 INDEX_DIR = "_indices"
 # Opened indices (file readers + page bounds) and decoded pages, shared by all scans.
 OPEN_CACHE = LruCache(256)
-PAGE_CACHE = LruCache(1 << 16, max_weight=256 << 20, weigh=lambda t: t.nbytes)
+PAGE_CACHE = LruCache(1 << 16, max_weight=256 << 20, weigh=lambda page: page.nbytes)
 
 
 def index_key(uuid: str, name: str) -> str:
@@ -132,11 +131,11 @@ class BTreeIndex:
         keys = [k for k in (self.bounds.min_keys, self.bounds.max_keys) if k is not None]
         return self.lookup.nbytes() + sum(k.nbytes for k in keys)
 
-    def page(self, page: int) -> pa.Table:
-        def load() -> pa.Table:
+    def page(self, page: int) -> SortedPage:
+        def load() -> SortedPage:
             start, length = self.lookup.page_rows(page)
             try:
-                return _read_all(self.data, start, length)
+                return SortedPage.of(_read_all(self.data, start, length))
             except LanceError as exc:
                 raise FormatError(f"{self.path}: page {page}: {exc}") from exc
 
@@ -145,19 +144,20 @@ class BTreeIndex:
     def search(self, query: KeyQuery) -> np.ndarray:
         """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
         ``query``; only pages whose bounds allow a match are read."""
-        pages = self.bounds.pages(query)
-        if not len(pages):
+        found = [self.page(int(p)).select(query) for p in self.bounds.pages(query)]
+        if not found:
             return np.empty(0, np.uint64)
-        tables = [self.page(int(p)) for p in pages]
-        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        values = table.column(VALUES).combine_chunks()
-        ids = table.column(IDS).to_numpy()
-        return ids[matches(values, query)]
+        return found[0] if len(found) == 1 else np.concatenate(found)
 
     def entries(self) -> pa.Table:
         """Every (value, id) entry, sorted (for merging into a new index)."""
-        pages: Sequence[pa.Table] = [self.page(p) for p in range(self.lookup.num_pages)]
-        return pa.concat_tables(pages) if pages else page_data_schema(self.key_type).empty_table()
+        pages = [self.page(p) for p in range(self.lookup.num_pages)]
+        if not pages:
+            return page_data_schema(self.key_type).empty_table()
+        return pa.Table.from_arrays(
+            [pa.concat_arrays([p.values for p in pages]),
+             pa.array(np.concatenate([p.ids for p in pages]), pa.uint64())],
+            schema=page_data_schema(self.key_type))
 
 
 def _open(root: ObjectStore, key: str) -> LanceFileReader:
