@@ -24,6 +24,7 @@ from lance_sql.format.btree import (
     PageLookup,
     SortedPage,
     build_lookup,
+    matches,
     page_data_schema,
 )
 from lance_sql.format.datafile import LanceFileReader, LanceFileWriter
@@ -144,7 +145,15 @@ class BTreeIndex:
     def search(self, query: KeyQuery) -> np.ndarray:
         """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
         ``query``; only pages whose bounds allow a match are read."""
-        found = [self.page(int(p)).select(query) for p in self.bounds.pages(query)]
+        pages = [self.page(int(p)) for p in self.bounds.pages(query)]
+        found = [p.select(query) for p in pages if p.keys is not None]
+        tested = [p for p in pages if p.keys is None]
+        if len(tested) == 1:
+            found.append(tested[0].select(query))
+        elif tested:  # one vectorised test over all of them (a set is hashed once)
+            values = pa.concat_arrays([p.values for p in tested])
+            ids = np.concatenate([p.ids for p in tested])
+            found.append(ids[matches(values, query)])
         if not found:
             return np.empty(0, np.uint64)
         return found[0] if len(found) == 1 else np.concatenate(found)
