@@ -72,10 +72,17 @@ def sort_entries(values: pa.Array, ids: np.ndarray) -> pa.Table:
     ids = np.asarray(ids, np.uint64)
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     keys = _order_keys(values)
-    if keys is None:
-        order = pc.array_sort_indices(values, order="ascending", null_placement="at_start")
-        return pa.Table.from_arrays([values.take(order), pa.array(ids[order.to_numpy()])],
+    if keys is None and _is_bytes(values.type):
+        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        present = np.flatnonzero(valid)
+        order = np.concatenate([np.flatnonzero(~valid), present[bytes_order(values, present)]])
+        return pa.Table.from_arrays([values.take(pa.array(order)), pa.array(ids[order])],
                                     schema=page_data_schema(values.type))
+    if keys is None:
+        arrow_order = pc.array_sort_indices(values, order="ascending", null_placement="at_start")
+        return pa.Table.from_arrays(
+            [values.take(arrow_order), pa.array(ids[arrow_order.to_numpy()])],
+            schema=page_data_schema(values.type))
     if values.null_count:
         valid = values.is_valid().to_numpy(zero_copy_only=False)
         present = np.flatnonzero(valid)
@@ -103,6 +110,75 @@ def _order_keys(values: pa.Array) -> np.ndarray | None:
         ints = values.view(pa.int32() if t.bit_width == 32 else pa.int64())
         return ints.fill_null(0).to_numpy(zero_copy_only=False)
     return None
+
+
+def _is_bytes(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t))
+
+
+def bytes_order(values: pa.Array, rows: np.ndarray) -> np.ndarray:
+    """How to order ``rows`` (positions of non-null entries of a string or binary array)
+    byte-wise: the positions into ``rows``, sorted.
+
+    Arrow sorts strings one comparison at a time; this sorts integers instead: first by
+    each string's leading 8 bytes (big-endian, zero-padded), then, only inside groups
+    still tied, by the next few bytes with the group's rank in the high bits and a
+    "string ended" flag (an ended string sorts first, shorter before longer), until every
+    group is resolved or holds equal strings.
+    """
+    n = len(rows)
+    if n < 2:
+        return np.arange(n)
+    wide = pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)
+    offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)
+    offsets = offsets[values.offset: values.offset + len(values) + 1].astype(np.int64)
+    buffer = values.buffers()[2]
+    data = np.frombuffer(buffer, np.uint8) if buffer is not None else np.empty(0, np.uint8)
+    padded = np.concatenate([data, np.zeros(8, np.uint8)])
+    # every 8-byte window of the data, without copying: window i starts at byte i
+    windows = np.lib.stride_tricks.as_strided(padded, (len(data) + 1, 8), (1, 1),
+                                              writeable=False)
+    starts, lens = offsets[rows], offsets[rows + 1] - offsets[rows]
+    keep = np.array([~np.uint64(0) << np.uint64(64 - 8 * k) if k else np.uint64(0)
+                     for k in range(9)], np.uint64)  # the leading k bytes of a word
+
+    def block(idx: np.ndarray, skip: int, width: int) -> np.ndarray:
+        """Bytes [skip, skip+width) of strings ``idx`` as big-endian integers (0-padded)."""
+        first = np.minimum(starts[idx] + skip, len(data))
+        words = windows[first].view(">u8").reshape(-1).astype(np.uint64)
+        words &= keep[np.clip(lens[idx] - skip, 0, 8)]
+        return words >> np.uint64(64 - 8 * width)
+
+    everyone = np.arange(n)
+    head = (block(everyone, 0, 8) ^ np.uint64(1 << 63)).view(np.int64)
+    order = np.argsort(head, kind="quicksort")
+    ordered = head[order]
+    boundary = np.r_[True, ordered[1:] != ordered[:-1]]
+    final = np.zeros(n, dtype=bool)
+    rank_bits = n.bit_length()
+    width = max(1, (62 - rank_bits) // 8)
+    payload_bits = 8 * width
+    done_before, skip = 0, 8
+    while True:
+        starts_at = np.flatnonzero(boundary)
+        sizes = np.diff(np.r_[starts_at, n])
+        active = np.repeat(sizes > 1, sizes) & ~final
+        if not active.any():
+            return order
+        rank = (np.cumsum(boundary) - 1).astype(np.int64)
+        pos = np.flatnonzero(active)
+        members = order[pos]
+        more = lens[members] > skip
+        tail = np.where(more, block(members, skip, width).astype(np.int64),
+                        lens[members] - done_before)
+        key = (rank[pos] << (payload_bits + 1)) | (more.astype(np.int64) << payload_bits) | tail
+        o = np.argsort(key, kind="quicksort")
+        order[pos] = members[o]
+        key = key[o]
+        boundary[pos[1:]] |= key[1:] != key[:-1]
+        final[pos] = ~more[o]  # ended strings of equal length: equal, nothing left to sort
+        done_before, skip = skip, skip + width
 
 
 def build_lookup(data: pa.Table, batch_size: int = BATCH_SIZE) -> pa.Table:

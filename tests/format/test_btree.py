@@ -163,3 +163,28 @@ def _total_order(x: float) -> int:
     -0.0 < 0.0 < ... < inf < NaN."""
     bits = struct.unpack("<q", struct.pack("<d", x))[0]
     return bits ^ ((bits >> 63) & 0x7FFFFFFFFFFFFFFF)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=20),
+                          st.sampled_from([b"", b"\x00", b"a", b"a\x00", b"a\x00\x00b",
+                                           b"abcdefgh", b"abcdefgh\x00", b"abcdefghi"])),
+                max_size=60),
+       st.sampled_from([pa.binary(), pa.large_binary(), pa.string(), pa.large_string()]),
+       st.integers(0, 3))
+def test_byte_strings_sort_like_bytes(values: list, t: pa.DataType, cut: int) -> None:
+    """The integer radix order of strings equals byte-wise order (zero bytes, prefixes,
+    sliced arrays and every string type included)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        values = [None if v is None else v.decode("latin-1") for v in values]
+    arr = pa.array(values, t).slice(min(cut, len(values)))
+    data = sort_entries(arr, np.arange(len(arr), dtype=np.uint64))
+    got = data.column("values").to_pylist()
+    nulls = arr.null_count
+    present = [v for v in arr.to_pylist() if v is not None]
+    as_bytes = (lambda v: v.encode()) if isinstance(present[0] if present else b"", str) \
+        else (lambda v: v)
+    assert got[:nulls] == [None] * nulls
+    assert got[nulls:] == sorted(present, key=as_bytes)
+    ids = data.column("ids").to_numpy()
+    assert [arr[int(i)].as_py() for i in ids] == got
