@@ -442,3 +442,26 @@ def test_index_pointing_past_a_fragment_is_refused(tmp_path: Path) -> None:
         assert ds.count_rows("i64 = 8") == 0
     with pytest.raises(FormatError, match="row 500 of fragment 0 does not exist"):
         ds.scanner(filter="i64 = 8", use_scalar_index=True)
+
+
+def test_lance_sql_maintains_a_pylance_index(tmp_path: Path) -> None:
+    """lance_sql's optimize_indices and compaction on an index pylance built; both read it."""
+    path = tmp_path / "t.lance"
+    theirs = lance.write_dataset(_table(), str(path), max_rows_per_file=1000)
+    theirs.create_scalar_index("s", "BTREE")
+    lance.write_dataset(_table(700, start=N), str(path), mode="append")
+    lance.dataset(str(path)).delete("i64 % 11 = 0")
+    ds = lance_sql.dataset(path)
+    assert "indexed 3 of 4 fragments" in ds.scanner(filter="s = 'k0005'").explain_plan()
+    ds.optimize.optimize_indices()
+    assert _their_indices(path)[0]["fragment_ids"] == {0, 1, 2, 3}
+    flts = ["s = 'k0005'", "s IN ('k0001', 'k0300')", "s >= 'k0390'", "s IS NULL"]
+    for flt in flts:
+        _check(path, flt, index_names={"s_idx"})
+        assert "indexed 4 of 4" in ds.scanner(filter=flt).explain_plan()
+    ds.optimize.compact_files(target_rows_per_fragment=2000)
+    live = len(ds.get_fragments())
+    for flt in flts:
+        _check(path, flt, index_names={"s_idx"})
+        assert f"indexed {live} of {live}" in ds.scanner(filter=flt).explain_plan()
+        assert "ScalarIndexQuery" in lance.dataset(str(path)).scanner(filter=flt).explain_plan()
