@@ -465,3 +465,26 @@ def test_lance_sql_maintains_a_pylance_index(tmp_path: Path) -> None:
         _check(path, flt, index_names={"s_idx"})
         assert f"indexed {live} of {live}" in ds.scanner(filter=flt).explain_plan()
         assert "ScalarIndexQuery" in lance.dataset(str(path)).scanner(filter=flt).explain_plan()
+
+
+def test_broad_queries_scan_instead(tmp_path: Path) -> None:
+    """Taking many scattered rows is slower than scanning: an index matching a large share
+    of the rows is skipped (before reading its pages when they are many), unless asked for."""
+    path = tmp_path / "t.lance"
+    rows = 300_000
+    keys = np.random.default_rng(3).permutation(rows)
+    ds = lance_sql.write_dataset(pa.table({"k": keys, "v": keys % 7}), path,
+                                 max_rows_per_file=100_000)
+    ds.create_scalar_index("k", "BTREE")
+    ds.create_scalar_index("v", "BTREE")
+    wide = ds.scanner(filter="k >= 1000")
+    assert "not used: up to" in wide.explain_plan() and wide.count_rows() == rows - 1000
+    forced = ds.scanner(filter="k >= 1000", use_scalar_index=True)
+    assert "indexed 3 of 3 fragments" in forced.explain_plan()
+    assert forced.count_rows() == rows - 1000
+    narrow = ds.scanner(filter="k < 1000 OR k IN (5000, 7000)")
+    assert "indexed 3 of 3 fragments, 1002 rows" in narrow.explain_plan()
+    assert narrow.count_rows() == 1002
+    few_pages = ds.scanner(filter="v = 3")  # 11 pages, but a seventh of every fragment
+    assert "3 fragments scanned instead" in few_pages.explain_plan()
+    assert few_pages.to_table().equals(ds.to_table(filter="v = 3", use_scalar_index=False))

@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, IndexFallbackWarning, LanceError
 from lance_sql.format.btree import (
+    BATCH_SIZE,
     ROW_ADDRESS_IDS,
     TYPE_URL,
     KeyIsNull,
@@ -47,6 +48,13 @@ from lance_sql.table.index.btree import BTreeIndex
 from lance_sql.table.row_id_index import MISSING, row_id_index
 
 _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+# A fragment where the index finds more than this share of the rows is scanned instead
+# (unless the index was asked for): taking that many scattered rows is slower (measured:
+# 10% of 1M rows, 57 ms taken vs 43 ms scanned; 1%, 29 vs 37 ms).
+SCAN_FRACTION = 0.05
+# ...and a query whose index pages would hold more than that share is not looked up at all
+# when it needs more than this many pages (small indices are always worth a look).
+MAX_PAGES = 64
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,12 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
     if not covered:
         return None
     try:
+        if use_index is None:
+            pages, estimate = _estimate(tree, store, manifest)
+            covered_rows = sum(f.physical_rows for f in manifest.fragments if f.id in covered)
+            if pages > MAX_PAGES and estimate > SCAN_FRACTION * covered_rows:
+                return IndexedRows({}, None, f"ScalarIndexQuery: query=[{_describe(tree)}] "
+                                   f"not used: up to {estimate} rows match, scanning")
         rows = _by_fragment(_evaluate(tree, store, manifest), covered, manifest, used)
     except LanceError as exc:
         if use_index:
@@ -145,11 +159,18 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
     residual = None
     if rest:
         residual = rest[0] if len(rest) == 1 else Call("and", tuple(rest))
+    broad = set()
+    if use_index is None:  # taking many scattered rows costs more than scanning them
+        physical = {f.id: f.physical_rows for f in manifest.fragments}
+        broad = {f for f, r in rows.items() if len(r) > SCAN_FRACTION * physical[f]}
     description = (f"ScalarIndexQuery: query=[{_describe(tree)}], "
                    f"indexed {len(covered)} of {len(live)} fragments, "
                    f"{sum(len(r) for r in rows.values())} rows"
-                   + (f", refine=[{to_sql(residual)}]" if residual is not None else ""))
-    return IndexedRows(rows, residual, description)
+                   + (f", refine=[{to_sql(residual)}]" if residual is not None else "")
+                   + (f", {len(broad)} fragments scanned instead (over "
+                      f"{SCAN_FRACTION:.0%} of their rows match)" if broad else ""))
+    kept = {f: r for f, r in rows.items() if f not in broad}
+    return IndexedRows(kept, residual, description)
 
 
 def _indices_by_column(manifest: Manifest, indices: tuple[IndexMetadata, ...]
@@ -281,6 +302,26 @@ def _evaluate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> np.nda
     for r in results[1:]:
         out = combine(out, r)
     return out
+
+
+def _estimate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> tuple[int, int]:
+    """(index pages ``tree`` would read, rows it may match at most, roughly), from the page
+    bounds alone: a range matches whole pages, a key set about a row per key plus every
+    further page its keys fill, IS NULL the pages' null counts."""
+    if isinstance(tree, Leaf):
+        key_type = tree.field.to_scan_arrow().type
+        bounds = BTreeIndex.open(store, manifest, tree.index, key_type).bounds
+        pages = bounds.pages(tree.query)
+        if isinstance(tree.query, KeyIsNull):
+            return len(pages), int(bounds.lookup.null_counts[pages].sum())
+        if isinstance(tree.query, KeySet):
+            keys = len(tree.query.values)
+            return len(pages), keys + max(0, len(pages) - keys) * BATCH_SIZE
+        return len(pages), len(pages) * BATCH_SIZE
+    parts = [_estimate(p, store, manifest) for p in tree.parts]
+    pages = sum(p for p, _ in parts)
+    rows = [r for _, r in parts]
+    return pages, (min(rows) if isinstance(tree, Both) else sum(rows))
 
 
 def _by_fragment(addresses: np.ndarray, covered: set[int], manifest: Manifest,
