@@ -22,7 +22,9 @@ Facts measured against pylance 14.0.2 (``ds.create_scalar_index(col, "BTREE")``)
 * Floats sort by IEEE total order (NaN after +inf), so a page holding NaN has a NaN max.
 * ``optimize_indices`` commits a CreateIndex whose new entry (new uuid, same name and
   ``dataset_version``) covers the old fragments plus the new ones, with the old entry in
-  ``removed_indices``: one merged index, not a delta.
+  ``removed_indices``: one merged index, not a delta. ``drop_index`` commits a CreateIndex
+  with no new entry and the dropped one in ``removed_indices``. Deletes change nothing in
+  the index (readers filter by deletion vectors).
 * Compaction (Rewrite) lists ``rewritten_indices`` (old uuid -> new uuid, new details and
   files); the new index holds the moved rows at their new addresses and the bitmap
   loses the old fragments and gains the new ones. Entries of fragments that were deleted
