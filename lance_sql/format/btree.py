@@ -9,7 +9,8 @@ Facts measured against pylance 14.0.2 (``ds.create_scalar_index(col, "BTREE")``)
   ``created_at`` (ms since the epoch) and ``files`` (name and size of each file below).
 * ``_indices/{uuid}/page_data.lance`` (Lance file 2.2) holds every row of the covered
   fragments, schema ``values: <key type>`` (nullable), ``ids: uint64 not null``, sorted by
-  value with nulls first and, among equal values, by row address. ``ids`` are *row
+  value with nulls first; equal values mostly come in row-address order, but not always
+  (equal NaNs did not), so nothing may rely on it. ``ids`` are *row
   addresses* (``fragment << 32 | offset``) -- also on stable-row-id tables, where pylance
   remaps them when compaction moves rows. On such tables it writes ``index_version = 1``
   and reads an ``index_version = 0`` index as holding stable row ids (so must we).
@@ -19,7 +20,8 @@ Facts measured against pylance 14.0.2 (``ds.create_scalar_index(col, "BTREE")``)
   nulls), ``null_count: uint32``, ``page_idx: uint32``; schema metadata ``batch_size`` =
   "4096" and ``range_partitioned`` = "false". Page ``i`` is rows
   ``[i * batch_size, (i + 1) * batch_size)`` of page_data.
-* Floats sort by IEEE total order (NaN after +inf), so a page holding NaN has a NaN max.
+* Floats sort by IEEE total order (NaN after +inf, a negative NaN before -inf), so a page
+  holding NaN has a NaN max.
 * ``optimize_indices`` commits a CreateIndex whose new entry (new uuid, same name and
   ``dataset_version``) covers the old fragments plus the new ones, with the old entry in
   ``removed_indices``: one merged index, not a delta. ``drop_index`` commits a CreateIndex
