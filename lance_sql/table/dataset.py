@@ -341,7 +341,8 @@ class LanceDataset(MaintenanceMixin):
         updated, removed, files = [], [], []
         affected: dict[int, np.ndarray] = {}  # lets the commit rebase over other deletes
         # Read every fragment before writing anything: a failing read leaves no trace.
-        for frag, offsets in matching_rows(self.store, base, plan):
+        for frag, offsets in matching_rows(self.store, base, plan,
+                                           index_hook(self.store, base)):
             new_rows = offsets.astype(np.uint32)
             affected[frag.id] = new_rows
             merged = merged_deletion(deleted_offsets(self.store, base, frag), new_rows,

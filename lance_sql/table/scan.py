@@ -349,14 +349,23 @@ def by_fragment(manifest: Manifest, addresses: np.ndarray
         yield frag, row_offsets(addresses[positions]), positions
 
 
-def matching_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan
-                  ) -> Iterator[tuple[Fragment, np.ndarray]]:
-    """(fragment, offsets of its live rows ``plan`` keeps) for fragments with matches.
+def matching_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
+                  indexed: Callable[[ScanPlan, Sequence[Fragment]], IndexedRead | None]
+                  | None = None) -> Iterator[tuple[Fragment, np.ndarray]]:
+    """(fragment, offsets of its live rows ``plan`` keeps) for fragments with matches;
+    ``indexed`` may answer some fragments from an index (as in :class:`Scanner`).
 
     ``plan`` must output ``_rowaddr``.
     """
+    answer = indexed(plan, manifest.fragments) if indexed is not None else None
     for frag in manifest.fragments:
-        addresses = scan_fragment(store, manifest, frag, plan).column(ROW_ADDR)
+        if answer is not None and answer.covers(frag.id):
+            if not answer.num_rows(frag.id):
+                continue
+            table = answer.read(frag)
+        else:
+            table = scan_fragment(store, manifest, frag, plan)
+        addresses = table.column(ROW_ADDR)
         if len(addresses):
             yield frag, row_offsets(addresses)
 

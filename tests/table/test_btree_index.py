@@ -239,7 +239,12 @@ def test_index_answers_without_reading_the_key_column(tmp_path: Path,
     assert ds.to_table(columns=["payload"], filter="i64 = 300")["payload"].to_pylist() == [
         "row-2899"]
     assert ds.count_rows("i64 IN (3, 6, 9)") == 3
+    ds.delete("i64 = 303 OR i64 BETWEEN 6000 AND 6010")  # deletes find their rows alike
     assert reads and not key_pages_read()
+    assert ds.count_rows() == N - 5 and lance.dataset(str(path)).count_rows() == N - 5
+    assert lance.dataset(str(path)).count_rows("i64 = 303 OR i64 = 6003") == 0
+    ds.update({"payload": "'changed'"}, where="i64 = 3")
+    assert ds.to_table(filter="payload = 'changed'")["i64"].to_pylist() == [3]
     ds.to_table(columns=["payload"], filter="i64 = 300", use_scalar_index=False)
     assert key_pages_read()  # the check can see a scan
 
