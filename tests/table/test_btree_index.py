@@ -493,3 +493,33 @@ def test_broad_queries_scan_instead(tmp_path: Path) -> None:
     few_pages = ds.scanner(filter="v = 3")  # 11 pages, but a seventh of every fragment
     assert "3 fragments scanned instead" in few_pages.explain_plan()
     assert few_pages.to_table().equals(ds.to_table(filter="v = 3", use_scalar_index=False))
+
+
+@pytest.mark.parametrize("key", sorted(FILTERS))
+@pytest.mark.parametrize("builder", ["lance_sql", "pylance"])
+def test_every_key_type_through_changes(tmp_path: Path, key: str, builder: str) -> None:
+    """Append (unindexed rows), delete, compact (lance_sql), optimize_indices (the other
+    library), for each key type: both libraries answer every filter alike, from the index."""
+    path = tmp_path / "t.lance"
+    if builder == "pylance":
+        lance.write_dataset(_table(), str(path), max_rows_per_file=1000).create_scalar_index(
+            key, "BTREE")
+    else:
+        lance_sql.write_dataset(_table(), path, max_rows_per_file=1000).create_scalar_index(
+            key, "BTREE")
+    lance_sql.write_dataset(_table(600, start=N), path, mode="append")
+    lance_sql.dataset(path).delete("i64 % 4 = 1")
+    stages = {
+        "appended and deleted": lambda: None,
+        "compacted": lambda: lance_sql.dataset(path).optimize.compact_files(
+            target_rows_per_fragment=1500),
+        "optimized": lambda: (lance.dataset(str(path)) if builder == "lance_sql" else
+                              lance_sql.dataset(path)).optimize.optimize_indices(),
+    }
+    for stage, change in stages.items():
+        change()
+        found = sum(_check(path, flt, index_names={f"{key}_idx"}).num_rows
+                    for flt in FILTERS[key])
+        assert found, stage
+    [info] = _their_indices(path)
+    assert info["fragment_ids"] >= {f.fragment_id for f in lance.dataset(str(path)).get_fragments()}
