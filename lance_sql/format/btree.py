@@ -469,11 +469,9 @@ class SortedPage:
         if nulls == 0 or not values.slice(0, nulls).is_valid().to_numpy(
                 zero_copy_only=False).any():
             rest = values.slice(nulls)
-            if not (pa.types.is_string(rest.type) or pa.types.is_large_string(rest.type)
-                    or pa.types.is_binary(rest.type) or pa.types.is_large_binary(rest.type)):
-                keys = sortable(rest)
-                if keys is not None and not is_sorted(keys):
-                    keys = None
+            keys = padded_bytes(rest) if _is_bytes(rest.type) else sortable(rest)
+            if keys is not None and not is_sorted(keys):
+                keys = None
         return cls(values, ids, keys, nulls)
 
     @property
@@ -486,6 +484,8 @@ class SortedPage:
         keys = self.keys
         if keys is None or isinstance(query, KeyIsNull):
             return self.ids[matches(self.values, query)]
+        if keys.dtype.kind == "S":
+            return self._select_bytes(keys, query)
         ids = self.ids[self.nulls:]
         if isinstance(query, KeySet):
             wanted = sortable(query.values)
@@ -501,3 +501,52 @@ class SortedPage:
             side = "right" if query.upper_inclusive else "left"
             stop = int(np.searchsorted(keys, sortable(query.upper)[0], side=side))
         return ids[first:max(first, stop)]
+
+    def _select_bytes(self, keys: np.ndarray, query: KeyRange | KeySet) -> np.ndarray:
+        """Binary search on zero-padded bytes, which cannot tell strings differing only by
+        trailing zero bytes apart: the candidates are tested exactly afterwards."""
+        def as_keys(scalars: list) -> np.ndarray:
+            raw = [v.encode() if isinstance(v, str) else v for v in scalars]
+            return np.array(raw, dtype=f"S{max([1, *map(len, raw)])}")
+
+        def widened(bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            width = max(keys.dtype.itemsize, bounds.dtype.itemsize)
+            return keys.astype(f"S{width}"), bounds.astype(f"S{width}")
+
+        if isinstance(query, KeySet):
+            page, wanted = widened(as_keys(query.values.to_pylist()))
+            where = _ranges_union(np.searchsorted(page, wanted, side="left"),
+                                  np.searchsorted(page, wanted, side="right"))
+        else:
+            bounds = [b.as_py() for b in (query.lower, query.upper) if b is not None]
+            page, edges = widened(as_keys(bounds)) if bounds else (keys, keys[:0])
+            first, stop, i = 0, len(keys), 0
+            if query.lower is not None:
+                first = int(np.searchsorted(page, edges[i], side="left"))
+                i += 1
+            if query.upper is not None:
+                stop = int(np.searchsorted(page, edges[i], side="right"))
+            where = np.arange(first, max(first, stop))
+        where = where + self.nulls
+        found = self.values.take(pa.array(where))
+        return self.ids[where][matches(found, query)]
+
+
+def padded_bytes(values: pa.Array, max_width: int = 64) -> np.ndarray | None:
+    """Non-null strings / binaries as a numpy ``S`` array (zero-padded to the longest), or
+    None when one is longer than ``max_width`` bytes."""
+    wide = pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)
+    offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)
+    offsets = offsets[values.offset: values.offset + len(values) + 1].astype(np.int64)
+    lens = np.diff(offsets)
+    width = int(lens.max()) if len(lens) else 0
+    if width > max_width:
+        return None
+    width = max(width, 1)
+    out = np.zeros((len(lens), width), np.uint8)
+    if len(lens) and offsets[-1] > offsets[0]:
+        data = np.frombuffer(values.buffers()[2], np.uint8)[offsets[0]:offsets[-1]]
+        rows = np.repeat(np.arange(len(lens)), lens)
+        cols = np.arange(len(data)) - np.repeat(offsets[:-1] - offsets[0], lens)
+        out[rows, cols] = data
+    return out.view(f"S{width}").reshape(-1)
