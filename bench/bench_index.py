@@ -34,6 +34,7 @@ import pyarrow as pa
 
 import lance_sql
 from lance_sql.table.index import btree as btree_mod
+from lance_sql.table.index.planner import btree_indices
 
 
 def make_table(rows: int, seed: int = 7) -> pa.Table:
@@ -61,6 +62,60 @@ def _interleaved(ops: dict[str, Callable[[int], object]], repeat: int) -> dict[s
     return {name: _median_ms(t) for name, t in times.items()}
 
 
+def _bench_key(key: str, data: pa.Table, ours_uri: Path, ref_uri: Path,
+               session: lance_sql.LanceSession, args: argparse.Namespace) -> None:
+    """Build, then time the lookups of one key column; prints one line per operation."""
+    import lance
+
+    rows = data.num_rows
+    ours, ref = lance_sql.dataset(ours_uri), lance.dataset(str(ref_uri))
+    build: dict[str, list[float]] = {"ours": [], "ref": []}
+    for _ in range(args.build_repeat):
+        start = time.perf_counter()
+        ours.create_scalar_index(key, "BTREE", replace=True)
+        build["ours"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        ref.create_scalar_index(key, "BTREE", replace=True)
+        build["ref"].append(time.perf_counter() - start)
+    ours, ref = lance_sql.dataset(ours_uri), lance.dataset(str(ref_uri))
+    b_ours, b_ref = _median_ms(build["ours"]), _median_ms(build["ref"])
+    print(f"{key:<4} {'build':<10} {b_ours:>13.1f} {b_ref:>11.1f} {b_ours / b_ref:>6.2f}")
+    rng = np.random.default_rng(1)
+    ids = data.column("id").to_numpy()
+    strings = data.column("s").to_pylist()
+    picks = rng.integers(0, rows, size=args.repeat + 1)
+
+    def lit(i: int) -> str:
+        return str(int(ids[i])) if key == "id" else f"'{strings[i]}'"
+
+    in_filter = f"{key} IN ({', '.join(lit(int(i)) for i in rng.integers(0, rows, 100))})"
+    lo, width = int(rows * 0.3), max(1, rows // 1000)
+    if key == "id":
+        range_filter = f"id >= {lo} AND id < {lo + width}"
+    else:
+        ordered = sorted(strings[:: max(1, rows // 100_000)])
+        a = ordered[len(ordered) // 3]
+        b = ordered[len(ordered) // 3 + max(1, len(ordered) // 1000)]
+        range_filter = f"s >= '{a}' AND s < '{b}'"
+    filters = {"point": lambda r: f"{key} = {lit(picks[r])}",
+               "in100": lambda r: in_filter, "range": lambda r: range_filter}
+    for name, flt in filters.items():
+        got, want = ours.to_table(filter=flt(0)), ref.to_table(filter=flt(0))
+        assert got.num_rows == want.num_rows, (name, got.num_rows, want.num_rows)
+        res = _interleaved({"ours": lambda r, f=flt: ours.to_table(filter=f(r)),
+                            "ref": lambda r, f=flt: ref.to_table(filter=f(r))}, args.repeat)
+        print(f"{key:<4} {name:<10} {res['ours']:>13.2f} {res['ref']:>11.2f} "
+              f"{res['ours'] / res['ref']:>6.2f}")
+    sql = _interleaved({"sql": lambda r: session.sql(
+        f"SELECT * FROM t WHERE {key} = {lit(picks[r])}").to_arrow_table()}, args.repeat)
+    print(f"{key:<4} {'sql point':<10} {sql['sql']:>13.2f} {'-':>11} {'-':>6}")
+    [meta] = [i for i in btree_indices(ours.manifest) if i.name == f"{key}_idx"]
+    opened = btree_mod.BTreeIndex.open(ours.store, ours.manifest, meta,
+                                       data.schema.field(key).type)
+    print(f"{key:<4} memory: page bounds {opened.nbytes() / 2**20:.2f} MiB per open index; "
+          f"page cache {btree_mod.PAGE_CACHE.weight / 2**20:.1f} MiB (bounded at 256 MiB)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -76,64 +131,12 @@ def main() -> None:
         ours_uri, ref_uri = work / "ours" / "t.lance", work / "ref.lance"
         lance_sql.write_dataset(data, ours_uri, max_rows_per_file=1_000_000)
         lance.write_dataset(data, str(ref_uri), max_rows_per_file=1_000_000)
-        ours, ref = lance_sql.dataset(ours_uri), lance.dataset(str(ref_uri))
         session = lance_sql.connect(work / "ours")
-        rng = np.random.default_rng(1)
-        ids = data.column("id").to_numpy()
-        strings = data.column("s").to_pylist()
         print(f"rows={rows:,} repeat={args.repeat}")
         print(f"{'key':<4} {'operation':<10} {'lance_sql ms':>13} {'pylance ms':>11} "
               f"{'ratio':>6}")
         for key in ("id", "s"):
-            build: dict[str, list[float]] = {"ours": [], "ref": []}
-            for _ in range(args.build_repeat):
-                start = time.perf_counter()
-                ours.create_scalar_index(key, "BTREE", replace=True)
-                build["ours"].append(time.perf_counter() - start)
-                start = time.perf_counter()
-                ref.create_scalar_index(key, "BTREE", replace=True)
-                build["ref"].append(time.perf_counter() - start)
-            ours, ref = lance_sql.dataset(ours_uri), lance.dataset(str(ref_uri))
-            b_ours, b_ref = _median_ms(build["ours"]), _median_ms(build["ref"])
-            print(f"{key:<4} {'build':<10} {b_ours:>13.1f} {b_ref:>11.1f} {b_ours / b_ref:>6.2f}")
-            picks = rng.integers(0, rows, size=args.repeat + 1)
-
-            def lit(i: int, key: str = key) -> str:
-                return str(int(ids[i])) if key == "id" else f"'{strings[i]}'"
-
-            many = [lit(int(i)) for i in rng.integers(0, rows, size=100)]
-            in_filter = f"{key} IN ({', '.join(many)})"
-            lo = int(rows * 0.3)
-            width = max(1, rows // 1000)
-            if key == "id":
-                range_filter = f"id >= {lo} AND id < {lo + width}"
-            else:
-                ordered = sorted(strings[:: max(1, rows // 100_000)])
-                a = ordered[len(ordered) // 3]
-                b = ordered[len(ordered) // 3 + max(1, len(ordered) // 1000)]
-                range_filter = f"s >= '{a}' AND s < '{b}'"
-            ops_pairs = {
-                "point": (lambda r, k=key: ours.to_table(filter=f"{k} = {lit(picks[r])}"),
-                          lambda r, k=key: ref.to_table(filter=f"{k} = {lit(picks[r])}")),
-                "in100": (lambda r: ours.to_table(filter=in_filter),
-                          lambda r: ref.to_table(filter=in_filter)),
-                "range": (lambda r: ours.to_table(filter=range_filter),
-                          lambda r: ref.to_table(filter=range_filter)),
-            }
-            for name, (fo, fr) in ops_pairs.items():
-                got, want = fo(0), fr(0)
-                assert got.num_rows == want.num_rows, (name, got.num_rows, want.num_rows)
-                res = _interleaved({"ours": fo, "ref": fr}, args.repeat)
-                print(f"{key:<4} {name:<10} {res['ours']:>13.2f} {res['ref']:>11.2f} "
-                      f"{res['ours'] / res['ref']:>6.2f}")
-            sql = _interleaved({"sql": lambda r, k=key: session.sql(
-                f"SELECT * FROM t WHERE {k} = {lit(picks[r])}").to_arrow_table()}, args.repeat)
-            print(f"{key:<4} {'sql point':<10} {sql['sql']:>13.2f} {'-':>11} {'-':>6}")
-            opened = [btree_mod.OPEN_CACHE._items[k][0] for k in list(btree_mod.OPEN_CACHE._items)]
-            bounds = sum(i.nbytes() for i in opened if i.key_type == data.schema.field(key).type)
-            print(f"{key:<4} memory: page bounds {bounds / 2**20:.2f} MiB per open index; "
-                  f"page cache {btree_mod.PAGE_CACHE._weight / 2**20:.1f} MiB "
-                  f"(bounded at 256 MiB)")
+            _bench_key(key, data, ours_uri, ref_uri, session, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
