@@ -155,7 +155,18 @@ def bytes_order(values: pa.Array, rows: np.ndarray) -> np.ndarray:
         return words >> np.uint64(64 - 8 * width)
 
     everyone = np.arange(n)
-    head = (block(everyone, 0, 8) ^ np.uint64(1 << 63)).view(np.int64)
+    # bytes every string starts with tell nothing: skip them (keys like "user-123...")
+    shortest, done_before = int(lens.min()), 0
+    head = block(everyone, 0, 8)
+    while shortest > done_before:
+        spread = np.bitwise_or.reduce(head ^ head[0])
+        same = 8 if spread == 0 else (63 - int(spread).bit_length() + 1) // 8
+        same = min(same, shortest - done_before)
+        if same == 0:
+            break
+        done_before += same
+        head = block(everyone, done_before, 8)
+    head = (head ^ np.uint64(1 << 63)).view(np.int64)
     order = np.argsort(head, kind="quicksort")
     ordered = head[order]
     boundary = np.r_[True, ordered[1:] != ordered[:-1]]
@@ -163,7 +174,7 @@ def bytes_order(values: pa.Array, rows: np.ndarray) -> np.ndarray:
     rank_bits = n.bit_length()
     width = max(1, (62 - rank_bits) // 8)
     payload_bits = 8 * width
-    done_before, skip = 0, 8
+    skip = done_before + 8
     while True:
         starts_at = np.flatnonzero(boundary)
         sizes = np.diff(np.r_[starts_at, n])
