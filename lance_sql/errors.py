@@ -19,6 +19,9 @@ can catch the whole family or one branch of it::
     │   ├── RetryableConflict        retrying against the new version may succeed
     │   └── IncompatibleConflict     the transaction can never apply on top of the winner
     └── WriterFencedError        a newer writer has taken over (MemWAL)
+
+Warnings: IndexFallbackWarning (a UserWarning) when a query scans because an index it
+would have used is unreadable.
 """
 
 from __future__ import annotations
@@ -79,3 +82,7 @@ class IncompatibleConflict(CommitConflict):
 
 class WriterFencedError(LanceError):
     """A newer writer epoch has fenced this writer out."""
+
+
+class IndexFallbackWarning(UserWarning):
+    """An index could not be used (missing, corrupt); the query scanned instead."""

@@ -1,10 +1,9 @@
 """Index metadata as a manifest lists it (``IndexSection``), kept as values plus raw bytes.
 
-lance_sql does not build or read index files; it only has to carry index metadata
-through commits correctly (CreateIndex, and the index bookkeeping other operations do:
-dropping indices whose fields vanished, forgetting fragments a rewrite replaced). So an
-:class:`IndexMetadata` exposes the few fields those rules need and keeps the whole
-protobuf message as bytes, which it writes back unchanged apart from what a rule edits.
+Index metadata must survive commits unchanged apart from what a rule edits (CreateIndex,
+dropping indices whose fields vanished, forgetting fragments a rewrite replaced), so an
+:class:`IndexMetadata` exposes the fields those rules and index readers need and keeps
+the whole protobuf message as bytes. The index files themselves: :mod:`btree`.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from google.protobuf.message import DecodeError
 from pyroaring import BitMap
@@ -75,6 +75,32 @@ class IndexMetadata:
             bitmap.run_optimize()
             pb.fragment_bitmap = bitmap.serialize()
         return pb
+
+    @cached_property
+    def _pb(self) -> table_pb2.IndexMetadata:
+        return self.to_proto()
+
+    @property
+    def type_url(self) -> str:
+        """The Any type URL of ``index_details`` ("" when absent)."""
+        return self._pb.index_details.type_url
+
+    @property
+    def base_id(self) -> int | None:
+        return self._pb.base_id if self._pb.HasField("base_id") else None
+
+    @property
+    def index_version(self) -> int:
+        return self._pb.index_version
+
+    @property
+    def created_at_ms(self) -> int | None:
+        return self._pb.created_at if self._pb.HasField("created_at") else None
+
+    @property
+    def files(self) -> tuple[tuple[str, int], ...]:
+        """(name, size) of the index files, when the writer recorded them."""
+        return tuple((f.path, f.size_bytes) for f in self._pb.files)
 
     def with_fragments(self, fragment_ids: Iterable[int] | None) -> IndexMetadata:
         ids = None if fragment_ids is None else frozenset(fragment_ids)

@@ -27,6 +27,8 @@ def scan_lines(ds: LanceTableDataset, indent: str) -> list[str]:
         f"{indent}  FragmentPruning: kept {pushed.fragments_kept} of {pushed.fragments_total} "
         f"fragments, {pushed.units} partitions"
     )
+    if pushed.index is not None:
+        lines.append(f"{indent}  {pushed.index}")
     return lines
 
 

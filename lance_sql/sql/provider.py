@@ -37,6 +37,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
 from lance_sql.table.expr import rowaddr_bounds
+from lance_sql.table.index.planner import IndexedRows, plan_indexed
 from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import (
     ROW_ADDR,
@@ -45,8 +46,10 @@ from lance_sql.table.scan import (
     VERSION_COLUMNS,
     FragmentReader,
     ScanPlan,
+    narrowed,
     rows_only,
     scan_fragment,
+    scan_rows,
 )
 
 SYSTEM_FIELDS = tuple(pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS)
@@ -67,6 +70,7 @@ class PushedScan:
     units: int = 0
     fragments_total: int = 0
     fragments_kept: int = 0
+    index: str | None = None  # how a scalar index answered (None: no index used)
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,45 @@ class UnitScanner:
             yield from rows_only(min(COUNT_BATCH_ROWS, rows - start)).to_batches()
 
 
+@dataclass(frozen=True)
+class IndexUnit:
+    """One partition answered by a scalar index: given rows of one fragment."""
+
+    table: LanceTableDataset
+    fragment: Fragment
+    rows: np.ndarray
+    exact: bool            # the index alone decides the planned filter
+    planned_filter: str | None
+
+    def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
+                filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
+                batch_size: int | None = None, **_: object) -> IndexUnitScanner:
+        try:
+            return IndexUnitScanner(self, columns, filter, batch_size or 8192)
+        except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
+            raise self.table.errors.wrap(exc) from exc
+
+
+class IndexUnitScanner(UnitScanner):
+    """Reads the rows an index found; the filter is applied only when the index did not
+    decide it alone (it is then read for those rows only)."""
+
+    unit: IndexUnit  # type: ignore[assignment]
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        unit, table = self.unit, self.unit.table
+        plan = self.plan
+        if unit.exact and (None if self.filter is None else str(self.filter)) == \
+                unit.planned_filter:
+            plan = narrowed(plan, table.manifest, None)
+        result = scan_rows(table.store, table.manifest, unit.fragment, plan, unit.rows)
+        if table.limit_hint is not None:
+            result = result.slice(0, table.limit_hint)
+        for batch in result.to_batches(max_chunksize=self.batch_size):
+            if batch.num_rows:
+                yield batch
+
+
 class PlannedDataset(pds.Dataset):
     """A dataset DataFusion plans through without a C++ dataset behind it.
 
@@ -253,11 +296,29 @@ class LanceTableDataset(PlannedDataset):
                 kept.append(candidate)
                 rows += candidate[0].num_rows
             candidates = kept
-        units = self._split(candidates)
+        indexed = self._indexed(filter, [c[0].id for c in candidates])
+        self.pushed.index = None
+        units: list = []
+        if indexed is not None:
+            self.pushed.index = indexed.description
+            planned = None if filter is None else str(filter)
+            units = [IndexUnit(self, c[0], indexed.rows[c[0].id], indexed.residual is None,
+                               planned) for c in candidates
+                     if indexed.covers(c[0].id) and len(indexed.rows[c[0].id])]
+            candidates = [c for c in candidates if not indexed.covers(c[0].id)]
+        units += self._split(candidates)
         self.pushed.units = len(units)
         self.pushed.fragments_total = len(self.manifest.fragments)
-        self.pushed.fragments_kept = len({c[0].id for c in candidates})
+        self.pushed.fragments_kept = len({u.fragment.id for u in units})
         return units
+
+    def _indexed(self, filter: pc.Expression | None,  # noqa: A002
+                 fragment_ids: list[int]) -> IndexedRows | None:
+        """Rows scalar indices find for ``filter`` (None: scan)."""
+        if filter is None or self.manifest.index_section is None:
+            return None
+        tree = decode(filter)
+        return plan_indexed(self.store, self.manifest, tree, fragment_ids=fragment_ids)
 
     def _address_ranges(self, filter: pc.Expression | None) -> list[tuple[int, int]] | None:  # noqa: A002
         if filter is None or not self.system_columns:

@@ -309,7 +309,7 @@ def _keep_mem_wal_progress(new: IndexMetadata, existing: tuple[IndexMetadata, ..
 @_apply.register
 def _(op: Rewrite, previous: Manifest, ctx: _Ctx) -> Manifest:
     fragments = list(previous.fragments)
-    replaced: dict[int, set[int]] = {}  # old fragment id -> new ids (for index bitmaps)
+    replaced: list[tuple[set[int], set[int]]] = []  # (old ids, new ids) of each group
     for group in op.groups:
         if not group.old_fragments:
             raise InvalidInputError("a rewrite group must replace at least one fragment")
@@ -324,24 +324,27 @@ def _(op: Rewrite, previous: Manifest, ctx: _Ctx) -> Manifest:
         start = positions[0]
         fragments = [f for f in fragments if f.id not in set(old_ids)]
         fragments[start:start] = new  # in place: row order is kept
-        for old in old_ids:
-            replaced[old] = {f.id for f in new}
+        replaced.append((set(old_ids), {f.id for f in new}))
     m = replace(previous, fragments=tuple(fragments))
     if m.index_section is None:
         return m
-    renamed = {r.old_id: r.new_id for r in op.rewritten_indices}
+    renamed = {r.old_id: r for r in op.rewritten_indices}
     indices = []
     for index in _indices(m):
         if index.uuid in renamed and index.fragment_ids is not None:
+            # New fragments are covered only when every fragment their rows came from
+            # was: a group mixing in rows the index never saw is not covered.
             ids = set(index.fragment_ids)
-            for old, new_ids in replaced.items():
-                if old in ids:
-                    ids = (ids - {old}) | new_ids
-            index = replace(index.with_fragments(ids), uuid=renamed[index.uuid])
-            index = IndexMetadata.from_proto(index.to_proto())
+            for old_ids, new_ids in replaced:
+                covered = old_ids <= ids
+                ids -= old_ids
+                if covered:
+                    ids |= new_ids
+            index = renamed[index.uuid].applied_to(index.with_fragments(ids))
         elif index.fragment_ids is not None:
             # Not remapped: the rewritten fragments are simply no longer covered.
-            index = index.with_fragments(index.fragment_ids - set(replaced))
+            gone = set().union(*(old for old, _ in replaced))
+            index = index.with_fragments(index.fragment_ids - gone)
         indices.append(index)
     return _with_indices(m, tuple(indices))
 
@@ -446,7 +449,15 @@ def _(op: DataReplacement, previous: Manifest, ctx: _Ctx) -> Manifest:
                 f"data replacement file {new.path} matches no data file of fragment {frag.id}"
             )
         changed[frag.id] = result
-    return replace(previous, fragments=tuple(changed.get(f.id, f) for f in previous.fragments))
+    m = replace(previous, fragments=tuple(changed.get(f.id, f) for f in previous.fragments))
+    if m.index_section is None:
+        return m
+    # indices of the replaced columns no longer describe the replaced fragments
+    fields = {fid for r in op.replacements for fid in r.new_file.fields}
+    return _with_indices(m, tuple(
+        i.with_fragments(i.fragment_ids - set(changed))
+        if i.fragment_ids is not None and fields & set(i.fields) else i
+        for i in _indices(m)))
 
 
 @_apply.register

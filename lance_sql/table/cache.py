@@ -49,6 +49,11 @@ class LruCache:
                 self._weight -= dropped
         return value
 
+    @property
+    def weight(self) -> int:
+        """Total weight of what is kept (0 without ``weigh``)."""
+        return self._weight
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

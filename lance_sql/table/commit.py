@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lance_sql.errors import (
     FormatError,
@@ -42,13 +42,15 @@ from lance_sql.io.commit import DEFAULT_HANDLER, CommitHandler
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.apply import apply_transaction
 from lance_sql.table.conflicts import (
+    Compatible,
     Incompatible,
     Rebase,
     Retryable,
     rebase_state,
     resolve,
+    without_stale,
 )
-from lance_sql.table.operations import Clone, Delete, Restore, Transaction, Update
+from lance_sql.table.operations import Clone, CreateIndex, Delete, Restore, Transaction, Update
 from lance_sql.table.rebase import AffectedRows, merge_deletions
 from lance_sql.table.versions import (
     VersionRef,
@@ -171,6 +173,13 @@ class _CommitLoop:
                                           self.affected_rows, self.rebase_files)
                     txn_bytes = self._write_txn(txn)
                     state = rebase_state(txn, base, True)
+                if isinstance(decision, Compatible) and decision.unindexed:
+                    # a winner rewrote indexed values in place: our index must not claim
+                    # the fragments it changed
+                    assert isinstance(txn.operation, CreateIndex)
+                    txn = replace(txn, operation=without_stale(txn.operation,
+                                                               decision.unindexed))
+                    txn_bytes = self._write_txn(txn)
             version = self._target_version(base, txn)
             manifest = apply_transaction(
                 base, txn, version, time.time_ns(),

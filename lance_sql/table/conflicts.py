@@ -21,7 +21,7 @@ whose transaction is missing or cannot be decoded is a retryable conflict.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
@@ -51,7 +51,10 @@ from lance_sql.table.operations import (
 # ---------------------------------------------------------------------------- decisions
 @dataclass(frozen=True)
 class Compatible:
-    pass
+    """``unindexed``: (field id, fragment id) pairs a winner rewrote in place, which our
+    CreateIndex must stop claiming to cover (its values there are stale)."""
+
+    unindexed: frozenset[tuple[int, int]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -219,12 +222,39 @@ def update_vs_update(ours: Operation, theirs: Operation, state: RebaseState) -> 
 
 
 def index_vs_index(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
-    """Indices have distinct UUIDs; only two fragment-reuse indices collide."""
+    """Indices have distinct UUIDs; two fragment-reuse indices collide, and so do two
+    builds of an index of the same name (the later would silently replace the other)."""
     assert isinstance(ours, CreateIndex) and isinstance(theirs, CreateIndex)
     reuse = "__lance_frag_reuse"
     both = any(i.name == reuse for i in ours.new_indices) and any(
         i.name == reuse for i in theirs.new_indices)
-    return _retry_if(both, ours, theirs, "the fragment reuse index")
+    if both:
+        return _retry_if(both, ours, theirs, "the fragment reuse index")
+    names = {i.name for i in ours.new_indices} & {i.name for i in theirs.new_indices}
+    return _retry_if(bool(names - {reuse}), ours, theirs, f"indices named {sorted(names)}")
+
+
+def index_vs_update(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
+    """Compatible; but fragments whose indexed columns the update rewrote in place are no
+    longer covered by our new indices (their indexed values are stale)."""
+    assert isinstance(ours, CreateIndex) and isinstance(theirs, Update)
+    modified = set(theirs.fields_modified)
+    updated = {f.id for f in theirs.updated_fragments}
+    stale = frozenset(
+        (field_id, frag) for index in ours.new_indices for field_id in index.fields
+        if field_id in modified for frag in (index.fragment_ids or ()) if frag in updated)
+    return Compatible(stale) if stale else COMPATIBLE
+
+
+def without_stale(op: CreateIndex, unindexed: frozenset[tuple[int, int]]) -> CreateIndex:
+    """``op`` whose new indices no longer cover the (field, fragment) pairs given."""
+    indices = []
+    for index in op.new_indices:
+        gone = {frag for field_id, frag in unindexed if field_id in index.fields}
+        if gone and index.fragment_ids is not None:
+            index = index.with_fragments(index.fragment_ids - gone)
+        indices.append(index)
+    return replace(op, new_indices=tuple(indices))
 
 
 def _indexed_fragments(op: CreateIndex) -> set[int] | None:
@@ -335,8 +365,9 @@ RULES: dict[type, dict[type, Rule]] = {
     Update: _row(ok, **{**_DELETE_ROW, "Update": update_vs_update},
                  UpdateMemWalState=update_vs_memwal),
     CreateIndex: _row(ok, CreateIndex=index_vs_index, Rewrite=index_vs_rewrite,
-                      DataReplacement=index_vs_replacement, Overwrite=incompatible,
-                      Restore=incompatible, UpdateMemWalState=incompatible),
+                      Update=index_vs_update, DataReplacement=index_vs_replacement,
+                      Overwrite=incompatible, Restore=incompatible,
+                      UpdateMemWalState=incompatible),
     Rewrite: _row(ok, Delete=fragments_overlap, Update=fragments_overlap,
                   Rewrite=fragments_overlap, DataReplacement=fragments_overlap, Merge=retry,
                   CreateIndex=index_vs_rewrite, Overwrite=incompatible, Restore=incompatible),
@@ -373,6 +404,7 @@ def resolve(txn: Transaction, winners: Iterable[tuple[int, Transaction | None]],
     The first retryable or incompatible decision wins; rebases accumulate.
     """
     merge: set[int] = set()
+    unindexed: set[tuple[int, int]] = set()
     for version, winner in winners:
         if winner is None:
             return Retryable(
@@ -385,4 +417,8 @@ def resolve(txn: Transaction, winners: Iterable[tuple[int, Transaction | None]],
             return type(decision)(reason)
         if isinstance(decision, Rebase):
             merge |= decision.merge_deletions
-    return Rebase(frozenset(merge)) if merge else COMPATIBLE
+        if isinstance(decision, Compatible):
+            unindexed |= decision.unindexed
+    if merge:
+        return Rebase(frozenset(merge))
+    return Compatible(frozenset(unindexed)) if unindexed else COMPATIBLE

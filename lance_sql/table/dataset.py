@@ -35,6 +35,7 @@ from lance_sql.table.blobs import BlobFile, take_blobs
 from lance_sql.table.changes import table_changes
 from lance_sql.table.commit import CommitConfig, commit_transaction, committed_version
 from lance_sql.table.dataset_ops import MaintenanceMixin
+from lance_sql.table.index import index_hook
 from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
 from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import (
@@ -273,7 +274,11 @@ class LanceDataset(MaintenanceMixin):
         with_row_id: bool = False,
         with_row_address: bool = False,
         fragments: Sequence[Fragment] | None = None,
+        use_scalar_index: bool | None = None,
     ) -> Scanner:
+        """``use_scalar_index``: None (default) answers filters from BTREE indices where
+        they help, scanning with an IndexFallbackWarning when an index is unreadable;
+        True raises that error instead; False never uses indices."""
         return Scanner(
             self.store,
             self._manifest,
@@ -285,6 +290,7 @@ class LanceDataset(MaintenanceMixin):
             with_row_id=with_row_id,
             with_row_address=with_row_address,
             fragments=fragments,
+            indexed=index_hook(self.store, self._manifest, use_scalar_index),
         )
 
     def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,  # noqa: A002
@@ -420,7 +426,8 @@ class LanceDataset(MaintenanceMixin):
         updated, removed, files = [], [], []
         affected: dict[int, np.ndarray] = {}  # lets the commit rebase over other deletes
         # Read every fragment before writing anything: a failing read leaves no trace.
-        for frag, offsets in matching_rows(self.store, base, plan):
+        for frag, offsets in matching_rows(self.store, base, plan,
+                                           index_hook(self.store, base)):
             new_rows = offsets.astype(np.uint32)
             affected[frag.id] = new_rows
             merged = merged_deletion(deleted_offsets(self.store, base, frag), new_rows,

@@ -20,6 +20,7 @@ from lance_sql.format.index import IndexMetadata
 from lance_sql.format.manifest import Manifest
 from lance_sql.table import cleanup as cleanup_mod
 from lance_sql.table import clone as clone_mod
+from lance_sql.table import index as index_mod
 from lance_sql.table import maintenance, schema_evolution
 from lance_sql.table import update as update_mod
 from lance_sql.table.merge_insert import MergeInsertBuilder
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 
 class Optimizer:
-    """``ds.optimize``: compaction (index optimisation is not implemented)."""
+    """``ds.optimize``: compaction and index optimisation."""
 
     def __init__(self, dataset: LanceDataset) -> None:
         self._ds = dataset
@@ -39,6 +40,10 @@ class Optimizer:
     def compact_files(self, **options: Any) -> maintenance.CompactionMetrics:
         """Rewrite small / deletion-heavy fragments; see :func:`maintenance.compact_files`."""
         return self._ds.compact_files(**options)
+
+    def optimize_indices(self, **_: Any) -> None:
+        """Fold fragments added since each BTREE index was built into a new index."""
+        index_mod.optimize_indices(self._ds)
 
 
 class MaintenanceMixin:
@@ -181,6 +186,22 @@ class MaintenanceMixin:
         base, naming = self._latest_for_write()
         txn = Transaction(base.version, UpdateBases(tuple(new_bases)))
         self._moved_to(self._commit(base, naming, txn).manifest)
+
+    # -- scalar indices -------------------------------------------------------------------
+    def create_scalar_index(self: LanceDataset, column: str, index_type: str,  # type: ignore[misc]
+                            name: str | None = None, *, replace: bool = False,
+                            **_: Any) -> None:
+        """Build a BTREE index of ``column`` (pylance's signature) and commit it."""
+        index_mod.create_scalar_index(self, column, index_type, name, replace=replace)
+
+    def list_indices(self: LanceDataset) -> list[dict]:  # type: ignore[misc]
+        return index_mod.list_indices(self._manifest)
+
+    def describe_indices(self: LanceDataset) -> list[index_mod.IndexDescription]:  # type: ignore[misc]
+        return index_mod.describe_indices(self.store, self._manifest)
+
+    def drop_index(self: LanceDataset, name: str) -> None:  # type: ignore[misc]
+        index_mod.drop_index(self, name)
 
     def commit_index_metadata(self: LanceDataset, new: Sequence[IndexMetadata],  # type: ignore[misc]
                               removed: Sequence[IndexMetadata] = ()) -> None:

@@ -57,7 +57,7 @@ from lance_sql.table.expr_parser import parse_predicate, to_sql
 __all__ = [
     "ARITHMETIC", "COMPARISONS", "FUNCTIONS", "OPS", "Call", "Column", "Expr", "Literal",
     "col", "columns", "lit", "literal_type", "parse_predicate", "resolve", "resolve_column",
-    "rowaddr_bounds", "to_pyarrow", "to_sql",
+    "exact_literal", "rowaddr_bounds", "to_pyarrow", "to_sql",
 ]
 
 _UNARY_FN = {"lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked",
@@ -218,6 +218,33 @@ def _literal_as(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
     except (ValueError, ArithmeticError, pa.ArrowException) as err:
         raise InvalidInputError(f"cannot compare {target} with literal {v!r}: {err}") from None
     return None
+
+
+def exact_literal(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
+    """``lit`` as a ``target`` value when comparing a ``target`` column with it means
+    comparing with exactly that value (so a sorted index of the column can answer), else
+    None (NULL, or SQL would compare in another type, e.g. an int column with 1.5)."""
+    if lit.value is None:
+        return None
+    try:
+        s = _literal_as(lit, target)
+    except InvalidInputError:
+        return None
+    if s is None:
+        s = _scalar(lit)
+        binary = all(pa.types.is_binary(t) or pa.types.is_large_binary(t)
+                     for t in (s.type, target))
+        if not binary and (_family(s.type) != _family(target) or _family(s.type) == "other"):
+            return None
+    if pa.types.is_floating(s.type) and not pa.types.is_floating(target):
+        return None  # SQL compares an integer column with a float in floating point
+    try:
+        exact = s.cast(target)
+        if not exact.cast(s.type).equals(s):
+            return None
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    return exact
 
 
 def _int_as_decimal(t: pa.DataType) -> pa.DataType:

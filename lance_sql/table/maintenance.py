@@ -21,6 +21,7 @@ from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatur
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.table.commit import committed_version
+from lance_sql.table.index.remap import remap_indices
 from lance_sql.table.operations import (
     ReserveFragments,
     Restore,
@@ -136,6 +137,7 @@ def compact_files(
     writer = FragmentWriter(ds.store, base.schema, max_rows_per_file=target,
                             data_format=base.data_format)
     new_groups: list[tuple[tuple[Fragment, ...], tuple[Fragment, ...]]] = []
+    index_keys: list[str] = []
     try:
         new_groups = _rewrite_groups(ds, base, groups, writer)
         total = sum(len(new) for _, new in new_groups)
@@ -143,14 +145,17 @@ def compact_files(
         top = reserved.manifest.max_fragment_id
         assert top is not None
         ids = iter(range(top - total + 1, top + 1))
-        rewrite = Rewrite(tuple(
-            RewriteGroup(old, tuple(f.with_id(next(ids)) for f in new))
-            for old, new in new_groups))
+        final = [(old, tuple(f.with_id(next(ids)) for f in new)) for old, new in new_groups]
+        # BTREE indices over the rewritten fragments follow their rows to the new ones
+        rewritten, index_keys = remap_indices(ds.store, base, final)
+        rewrite = Rewrite(tuple(RewriteGroup(old, new) for old, new in final), rewritten)
         committed = ds._commit(base, naming, Transaction(base.version, rewrite))
     except BaseException as exc:
         if committed_version(exc) is not None:
             raise
         writer.abort()
+        for key in index_keys:
+            ds.store.delete(key)
         for _, new in new_groups:
             for key in (k for frag in new for k in sequence_keys(frag)):
                 ds.store.delete(key)

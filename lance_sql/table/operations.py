@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.fragment import BasePath, DataFile, Fragment
-from lance_sql.format.index import uuid_from_bytes, uuid_to_bytes
+from lance_sql.format.index import IndexMetadata, uuid_from_bytes, uuid_to_bytes
 from lance_sql.format.memwal import MergedGeneration
 from lance_sql.format.pb import transaction_pb2
 from lance_sql.format.schema import LanceSchema
@@ -202,6 +202,20 @@ class RewrittenIndex:
     def from_proto(cls, pb: _Txn.Rewrite.RewrittenIndex) -> RewrittenIndex:
         return cls(uuid_from_bytes(pb.old_id.uuid), uuid_from_bytes(pb.new_id.uuid),
                    pb.SerializeToString())
+
+    def applied_to(self, index: IndexMetadata) -> IndexMetadata:
+        """``index`` (the old one) as the new index: new uuid, and the new details,
+        version and files when the rewrite recorded them."""
+        mine = self.to_proto()
+        pb = index.to_proto()
+        pb.uuid.uuid = uuid_to_bytes(self.new_id)
+        if mine.HasField("new_index_details"):
+            pb.index_details.CopyFrom(mine.new_index_details)
+            pb.index_version = mine.new_index_version
+        if mine.new_index_files:
+            del pb.files[:]
+            pb.files.extend(mine.new_index_files)
+        return IndexMetadata.from_proto(pb)
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ projects. Everything is vectorised; no per-row Python.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -34,8 +35,8 @@ from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.cache import LruCache
+from lance_sql.table.expr import Expr, parse_predicate, resolve, to_pyarrow
 from lance_sql.table.expr import columns as expr_columns
-from lance_sql.table.expr import parse_predicate, resolve, to_pyarrow
 from lance_sql.table.row_ids import load_lineage
 from lance_sql.table.write import refuse_json
 
@@ -153,6 +154,9 @@ class ScanPlan:
     filter_columns: frozenset[str] | None = None
     # Row versions (_row_created_at_version / _row_last_updated_at_version) wanted.
     need_row_versions: bool = False
+    # The filter as an expression tree with the schema's column names (None: no filter
+    # or not known), for answering it from indices.
+    predicate: Expr | None = None
 
     @property
     def system_names(self) -> tuple[str, ...]:
@@ -198,12 +202,14 @@ def plan_scan(
     system_fields = [pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS]
     filter_schema = pa.schema(list(full_arrow) + system_fields)
     expr = None
+    predicate = None
     filter_names: set[str] = set()
     if filter is not None and str(filter).strip():
         parsed = parse_predicate(str(filter))
         expr = to_pyarrow(parsed, filter_schema)
         # Resolve first: unquoted names match the schema ignoring case.
-        filter_names = {path[0] for path in expr_columns(resolve(parsed, filter_schema))}
+        predicate = resolve(parsed, filter_schema)
+        filter_names = {path[0] for path in expr_columns(predicate)}
     needed = set(wanted) | filter_names
     read_fields = tuple(f for f in schema.fields if f.name in needed)
     out_fields = []
@@ -222,6 +228,27 @@ def plan_scan(
         need_row_addr=ROW_ADDR in needed,
         need_row_versions=bool(needed & set(VERSION_COLUMNS)),
         output_schema=pa.schema(out_fields, metadata=full_arrow.metadata),
+        predicate=predicate,
+    )
+
+
+def narrowed(plan: ScanPlan, manifest: Manifest, predicate: Expr | None) -> ScanPlan:
+    """``plan`` with its filter replaced by ``predicate`` (None: no filter), reading only
+    the columns the output and ``predicate`` need."""
+    names = set(plan.output_fields)
+    expr = None
+    filter_names: frozenset[str] | None = None
+    if predicate is not None:
+        full = manifest.schema.to_scan_arrow()
+        schema = pa.schema(list(full) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS])
+        expr = to_pyarrow(predicate, schema)
+        filter_names = frozenset(path[0] for path in expr_columns(predicate))
+        names |= filter_names
+    return replace(
+        plan, filter=expr, filter_columns=filter_names, predicate=predicate,
+        read_fields=tuple(f for f in manifest.schema.fields if f.name in names),
+        need_row_id=ROW_ID in names, need_row_addr=ROW_ADDR in names,
+        need_row_versions=bool(names & set(VERSION_COLUMNS)),
     )
 
 
@@ -361,14 +388,23 @@ def by_fragment(manifest: Manifest, addresses: np.ndarray
         yield frag, row_offsets(addresses[positions]), positions
 
 
-def matching_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan
-                  ) -> Iterator[tuple[Fragment, np.ndarray]]:
-    """(fragment, offsets of its live rows ``plan`` keeps) for fragments with matches.
+def matching_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
+                  indexed: Callable[[ScanPlan, Sequence[Fragment]], IndexedRead | None]
+                  | None = None) -> Iterator[tuple[Fragment, np.ndarray]]:
+    """(fragment, offsets of its live rows ``plan`` keeps) for fragments with matches;
+    ``indexed`` may answer some fragments from an index (as in :class:`Scanner`).
 
     ``plan`` must output ``_rowaddr``.
     """
+    answer = indexed(plan, manifest.fragments) if indexed is not None else None
     for frag in manifest.fragments:
-        addresses = scan_fragment(store, manifest, frag, plan).column(ROW_ADDR)
+        if answer is not None and answer.covers(frag.id):
+            if not answer.num_rows(frag.id):
+                continue
+            table = answer.read(frag)
+        else:
+            table = scan_fragment(store, manifest, frag, plan)
+        addresses = table.column(ROW_ADDR)
         if len(addresses):
             yield frag, row_offsets(addresses)
 
@@ -440,6 +476,33 @@ def scan_fragment(
     return cast_output(table, plan.output_schema, store, fragment)
 
 
+def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
+              rows: np.ndarray) -> pa.Table:
+    """The plan applied to the physical ``rows`` (sorted offsets) of one fragment; deleted
+    rows are dropped. Only the pages holding those rows are read."""
+    reader = FragmentReader(store, manifest, fragment)
+    mask = reader.keep_mask()
+    if mask is not None and len(rows):
+        rows = rows[mask[rows]]
+    arrays = reader.take(plan.read_fields, rows) if len(rows) else [
+        pa.array([], f.to_scan_arrow().type) for f in plan.read_fields]
+    names = [f.name for f in plan.read_fields]
+    system = plan.system_names
+    if system:
+        arrays.extend(system_arrays(store, manifest, fragment, rows, system))
+        names.extend(system)
+    if not names:
+        table = rows_only(len(rows))
+    else:
+        table = pa.Table.from_arrays(arrays, names=names)
+    if plan.filter is not None:
+        table = table.filter(plan.filter)
+    table = table.select(list(plan.output_fields))
+    if not plan.output_fields:
+        return table
+    return cast_output(table, plan.output_schema, store, fragment)
+
+
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
                late: tuple[LanceField, ...], offset: int, length: int) -> pa.Table:
     """Filter on the filter's columns first, then fetch ``late`` columns for matches only."""
@@ -491,6 +554,18 @@ def cast_output(table: pa.Table, schema: pa.Schema, store: ObjectStore,
         raise FormatError(f"{store.uri}: fragment {fragment.id} ({files}): {exc}") from exc
 
 
+class IndexedRead(Protocol):
+    """Fragments an index answers (see :mod:`lance_sql.table.index.planner`)."""
+
+    description: str
+
+    def covers(self, fragment_id: int) -> bool: ...
+
+    def num_rows(self, fragment_id: int) -> int: ...
+
+    def read(self, fragment: Fragment) -> pa.Table: ...
+
+
 class Scanner:
     """A configured read of one table version (pylance's ``LanceScanner`` shape)."""
 
@@ -508,7 +583,10 @@ class Scanner:
         with_row_address: bool = False,
         fragments: Sequence[Fragment] | None = None,
         num_threads: int | None = None,
+        indexed: Callable[[ScanPlan, Sequence[Fragment]], IndexedRead | None] | None = None,
     ) -> None:
+        """``indexed``, given the plan and the fragments, may answer some fragments from an
+        index (see :class:`IndexedRead`); the others are scanned."""
         self.store = store
         self.manifest = manifest
         self.plan = plan_scan(
@@ -522,6 +600,21 @@ class Scanner:
         self.offset = offset or 0
         self.fragments = tuple(manifest.fragments if fragments is None else fragments)
         self.num_threads = num_threads or min(8, os.cpu_count() or 1)
+        self.indexed = indexed(self.plan, self.fragments) if indexed is not None else None
+
+    def _read_fragment(self, fragment: Fragment) -> pa.Table:
+        if self.indexed is not None and self.indexed.covers(fragment.id):
+            return self.indexed.read(fragment)
+        return scan_fragment(self.store, self.manifest, fragment, self.plan)
+
+    def explain_plan(self) -> str:
+        """How this scan reads: which fragments an index answers, which it scans."""
+        lines = [f"LanceScan: {len(self.fragments)} fragments, "
+                 f"projection=[{', '.join(self.plan.output_fields)}], "
+                 f"filter=[{self.plan.filter_text or ''}]"]
+        if self.indexed is not None:
+            lines.append(f"  {self.indexed.description}")
+        return "\n".join(lines) + "\n"
 
     @property
     def projected_schema(self) -> pa.Schema:
@@ -530,25 +623,25 @@ class Scanner:
     def _fragment_tables(self) -> Iterator[pa.Table]:
         """Fragment results in order, read ahead in a small thread pool."""
         frags = [f for f in self.fragments if f.physical_rows > 0]
+        if self.indexed is not None:
+            indexed = self.indexed
+            frags = [f for f in frags if not indexed.covers(f.id) or indexed.num_rows(f.id)]
+            if all(indexed.covers(f.id) for f in frags):
+                for frag in frags:  # takes of the rows found: threads did not pay (measured)
+                    yield indexed.read(frag)
+                return
         if len(frags) <= 1 or self.num_threads <= 1:
             for frag in frags:
-                yield scan_fragment(self.store, self.manifest, frag, self.plan)
+                yield self._read_fragment(frag)
             return
         with ThreadPoolExecutor(self.num_threads) as pool:
             window = self.num_threads
-            futures = [
-                pool.submit(scan_fragment, self.store, self.manifest, f, self.plan)
-                for f in frags[:window]
-            ]
+            futures = [pool.submit(self._read_fragment, f) for f in frags[:window]]
             next_index = window
             while futures:
                 table = futures.pop(0).result()
                 if next_index < len(frags):
-                    futures.append(
-                        pool.submit(
-                            scan_fragment, self.store, self.manifest, frags[next_index], self.plan
-                        )
-                    )
+                    futures.append(pool.submit(self._read_fragment, frags[next_index]))
                     next_index += 1
                 yield table
 

@@ -28,6 +28,7 @@ from lance_sql.format.row_ids import encode_versions
 from lance_sql.format.schema import LanceSchema
 from lance_sql.table.commit import committed_version
 from lance_sql.table.expr import parse_predicate, value_expression
+from lance_sql.table.index import index_hook
 from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import PENDING_VERSION, load_lineage
 from lance_sql.table.row_rewrite import RowRewrite
@@ -62,7 +63,7 @@ def update(ds: LanceDataset, updates: Mapping[str, str], where: str | None = Non
         exprs[name] = value_expression(parse_predicate(text), arrow)
     modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
     plan = plan_scan(base, columns=[], filter=where, with_row_address=True)
-    matches = list(matching_rows(ds.store, base, plan))
+    matches = list(matching_rows(ds.store, base, plan, index_hook(ds.store, base)))
     if not matches:
         return 0, None
     if update_mode == "rewrite_columns":

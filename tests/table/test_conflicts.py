@@ -8,10 +8,14 @@ Rows are our operation, columns the winner's, both in :data:`ORDER`.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 import pytest
-from txn_samples import BASE, KINDS, deletion, frag, ours, theirs
+from txn_samples import BASE, KINDS, data_file, deletion, frag, ours, theirs
 
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.index import IndexMetadata
+from lance_sql.table.apply import _indices, _with_indices, apply_transaction
 from lance_sql.table.conflicts import (
     RULES,
     Compatible,
@@ -22,10 +26,13 @@ from lance_sql.table.conflicts import (
     check_pair,
     rebase_state,
     resolve,
+    without_stale,
 )
 from lance_sql.table.operations import (
     OPERATION_TYPES,
     Append,
+    DataReplacement,
+    DataReplacementGroup,
     Delete,
     MergedGeneration,
     Restore,
@@ -202,3 +209,37 @@ def test_concurrent_mergers(winner: tuple[uuid.UUID, int], expected: type) -> No
     assert isinstance(decision, expected), decision
     if expected is Incompatible:
         assert "merged" in decision.reason
+
+
+def test_index_build_racing_an_update_of_its_column_drops_those_fragments() -> None:
+    """As in the reference: compatible, but the new index stops covering fragments whose
+    indexed column the winner rewrote in place (their indexed values are stale)."""
+    mine, winner = ours("CreateIndex"), theirs("Update", overlap=True)
+    decision = check_pair(mine, winner, _state("CreateIndex"))
+    assert decision == Compatible(frozenset({(1, 1)}))
+    resolved = resolve(Transaction(BASE.version, mine), [(4, Transaction(3, winner))],
+                       _state("CreateIndex"))
+    assert resolved == decision
+    [index] = without_stale(mine, decision.unindexed).new_indices
+    assert index.fragment_ids == frozenset() and index.uuid == mine.new_indices[0].uuid
+    other_field = replace(winner, fields_modified=(0,))
+    assert check_pair(mine, other_field, _state("CreateIndex")) == Compatible()
+
+
+def test_two_builds_of_one_index_name_conflict() -> None:
+    mine = ours("CreateIndex")
+    same_name = replace(theirs("CreateIndex", overlap=False), new_indices=tuple(
+        replace(i, name=mine.new_indices[0].name) for i in
+        theirs("CreateIndex", overlap=False).new_indices))
+    assert isinstance(check_pair(mine, same_name, _state("CreateIndex")), Retryable)
+
+
+def test_data_replacement_of_an_indexed_column_uncovers_those_fragments() -> None:
+    split = tuple(Fragment(i, (data_file(f"a{i}", (0,)), data_file(f"b{i}", (1,))), 100)
+                  for i in range(3))
+    index = IndexMetadata.new("s_idx", [1], 3, [0, 1, 2])
+    other = IndexMetadata.new("id_idx", [0], 3, [0, 1, 2])
+    base = _with_indices(replace(BASE, fragments=split), (index, other))
+    txn = Transaction(3, DataReplacement((DataReplacementGroup(1, data_file("r1", (1,))),)))
+    after = {i.name: i.fragment_ids for i in _indices(apply_transaction(base, txn, 4, 0))}
+    assert after == {"s_idx": frozenset({0, 2}), "id_idx": frozenset({0, 1, 2})}

@@ -369,7 +369,7 @@ def test_a_merging_update_records_its_progress_in_the_mem_wal_index() -> None:
     (entry,) = decode_index_section(first.index_section)
     assert entry.dataset_version == first.version  # rewritten as of the merge's version
     (before,) = decode_index_section(BASE_WITH_MEM_WAL.index_section)
-    assert entry.uuid != before.uuid
+    assert entry.uuid == before.uuid  # it names the snapshot file's directory
     second = _apply(Update(merged_generations=(MergedGeneration(b, 1),
                                                MergedGeneration(a, 4))), first)
     assert _mem_wal_details(second).merged_generations == (MergedGeneration(a, 4),

@@ -1,0 +1,178 @@
+"""BTREE index files on a store: write them, open them, search them.
+
+An opened index keeps its page lookup (a few KB per million rows) and reads pages of
+page_data on demand; both are cached process-wide (bounded, thread safe), keyed by the
+index uuid, since index files never change once written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import FormatError, LanceError, NotFoundError
+from lance_sql.format.btree import (
+    BATCH_SIZE,
+    IDS,
+    PAGE_DATA,
+    PAGE_LOOKUP,
+    VALUES,
+    KeyQuery,
+    PageBounds,
+    PageLookup,
+    SortedPage,
+    build_lookup,
+    matches,
+    page_data_schema,
+)
+from lance_sql.format.datafile import LanceFileReader, LanceFileWriter
+from lance_sql.format.index import IndexMetadata
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.schema import LanceSchema
+from lance_sql.io.store import ObjectStore
+from lance_sql.table.cache import LruCache
+from lance_sql.table.scan import base_store
+
+INDEX_DIR = "_indices"
+# Opened indices (file readers + page bounds) and decoded pages, shared by all scans.
+OPEN_CACHE = LruCache(256)
+PAGE_CACHE = LruCache(1 << 16, max_weight=256 << 20, weigh=lambda page: page.nbytes)
+
+
+def index_key(uuid: str, name: str) -> str:
+    return f"{INDEX_DIR}/{uuid}/{name}"
+
+
+def index_store(store: ObjectStore, manifest: Manifest, meta: IndexMetadata) -> ObjectStore:
+    return base_store(store, manifest, meta.base_id)
+
+
+def write_file(store: ObjectStore, key: str, table: pa.Table) -> int:
+    """Write ``table`` as a Lance 2.2 file (schema metadata kept); returns its size."""
+    schema = LanceSchema.from_arrow(table.schema)
+    with store.open_writer(key) as sink:
+        writer = LanceFileWriter(sink, schema, path=f"{store.uri}/{key}", version="2.2")
+        if table.num_rows:
+            writer.write_batch(table)
+        written = writer.finish()
+    return written.size_bytes
+
+
+def write_btree(store: ObjectStore, uuid: str, data: pa.Table,
+                batch_size: int = BATCH_SIZE) -> tuple[tuple[str, int], ...]:
+    """Write sorted page data and its lookup under ``_indices/{uuid}``; (name, size) each."""
+    lookup = build_lookup(data, batch_size)
+    return ((PAGE_DATA, write_file(store, index_key(uuid, PAGE_DATA), data)),
+            (PAGE_LOOKUP, write_file(store, index_key(uuid, PAGE_LOOKUP), lookup)))
+
+
+def _read_all(reader: LanceFileReader, offset: int = 0, length: int | None = None) -> pa.Table:
+    fields = reader.schema.fields
+    colmap = {f.id: i for i, f in enumerate(reader.schema.walk())}
+    arrays = reader.read(fields, colmap, offset=offset, length=length)
+    return pa.Table.from_arrays(arrays, schema=reader.schema.to_arrow())
+
+
+@dataclass(frozen=True)
+class BTreeIndex:
+    """An opened BTREE index: the page bounds in memory, the pages read on demand."""
+
+    uuid: str
+    path: str
+    data: LanceFileReader
+    bounds: PageBounds
+    key_type: pa.DataType
+
+    @classmethod
+    def open(cls, store: ObjectStore, manifest: Manifest, meta: IndexMetadata,
+             key_type: pa.DataType) -> BTreeIndex:
+        """Open (or take from the cache) the files of ``meta``; a missing, truncated or
+        foreign file is a NotFoundError / FormatError naming it."""
+        root = index_store(store, manifest, meta)
+
+        def load() -> BTreeIndex:
+            return cls._load(root, meta, key_type)
+
+        return OPEN_CACHE.get_or_load((root.uri, meta.uuid, str(key_type)), load)
+
+    @classmethod
+    def _load(cls, root: ObjectStore, meta: IndexMetadata, key_type: pa.DataType) -> BTreeIndex:
+        data_key, lookup_key = index_key(meta.uuid, PAGE_DATA), index_key(meta.uuid, PAGE_LOOKUP)
+        data = _open(root, data_key)
+        path = f"{root.uri}/{data_key}"
+        expected = page_data_schema(key_type)
+        try:
+            got = data.schema.to_arrow()
+        except LanceError as exc:
+            raise FormatError(f"{path}: unreadable schema ({exc})") from exc
+        if got.names != expected.names or got.field(IDS).type != pa.uint64() or \
+                got.field(VALUES).type != key_type:
+            raise FormatError(f"{path}: not BTREE page data for a {key_type} key "
+                              f"(schema {got.to_string(show_schema_metadata=False)!r})")
+        lookup_path = f"{root.uri}/{lookup_key}"
+        lookup_reader = _open(root, lookup_key)
+        try:
+            lookup_table = _read_all(lookup_reader)
+        except LanceError as exc:
+            raise FormatError(f"{lookup_path}: {exc}") from exc
+        if lookup_table.num_columns and lookup_table.schema.field(0).type != key_type:
+            raise FormatError(f"{lookup_path}: page bounds of type "
+                              f"{lookup_table.schema.field(0).type}, the key is {key_type}")
+        lookup = PageLookup.decode(lookup_table, data.num_rows, lookup_path)
+        return cls(meta.uuid, path, data, PageBounds.of(lookup), key_type)
+
+    @property
+    def lookup(self) -> PageLookup:
+        return self.bounds.lookup
+
+    def nbytes(self) -> int:
+        """Memory the index holds while open (page bounds; pages are cached apart)."""
+        keys = [k for k in (self.bounds.min_keys, self.bounds.max_keys) if k is not None]
+        return self.lookup.nbytes() + sum(k.nbytes for k in keys)
+
+    def page(self, page: int) -> SortedPage:
+        def load() -> SortedPage:
+            start, length = self.lookup.page_rows(page)
+            try:
+                return SortedPage.of(_read_all(self.data, start, length))
+            except LanceError as exc:
+                raise FormatError(f"{self.path}: page {page}: {exc}") from exc
+
+        return PAGE_CACHE.get_or_load((self.path, self.uuid, page), load)
+
+    def search(self, query: KeyQuery) -> np.ndarray:
+        """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
+        ``query``; only pages whose bounds allow a match are read."""
+        pages = [self.page(int(p)) for p in self.bounds.pages(query)]
+        found = [p.select(query) for p in pages if p.keys is not None]
+        tested = [p for p in pages if p.keys is None]
+        if len(tested) == 1:
+            found.append(tested[0].select(query))
+        elif tested:  # one vectorised test over all of them (a set is hashed once)
+            values = pa.concat_arrays([p.values for p in tested])
+            ids = np.concatenate([p.ids for p in tested])
+            found.append(ids[matches(values, query)])
+        if not found:
+            return np.empty(0, np.uint64)
+        return found[0] if len(found) == 1 else np.concatenate(found)
+
+    def entries(self) -> pa.Table:
+        """Every (value, id) entry, sorted (for merging into a new index)."""
+        pages = [self.page(p) for p in range(self.lookup.num_pages)]
+        if not pages:
+            return page_data_schema(self.key_type).empty_table()
+        return pa.Table.from_arrays(
+            [pa.concat_arrays([p.values for p in pages]),
+             pa.array(np.concatenate([p.ids for p in pages]), pa.uint64())],
+            schema=page_data_schema(self.key_type))
+
+
+def _open(root: ObjectStore, key: str) -> LanceFileReader:
+    try:
+        return LanceFileReader(root.open_source(key))
+    except NotFoundError as exc:
+        raise NotFoundError(f"index file {root.uri}/{key} is missing ({exc})") from exc
+    except LanceError as exc:
+        raise FormatError(f"index file {root.uri}/{key}: {exc}") from exc

@@ -1,0 +1,234 @@
+"""Building and maintaining scalar indices: create, list, describe, drop, optimize.
+
+Each change is one CreateIndex transaction, as pylance commits it: a new index is a new
+entry (fresh uuid, files under ``_indices/{uuid}/``); replacing or optimizing one lists
+the old entry in ``removed_indices``; dropping one removes it without adding anything.
+``optimize_indices`` merges the rows of fragments appended since the build into one new
+index (pylance 14.0.2 does the same: no delta indices).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid as uuidlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
+from lance_sql.format.btree import (
+    INDEX_FILES,
+    INDEX_VERSION,
+    ROW_ADDRESS_IDS,
+    TYPE_URL,
+    sort_entries,
+)
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.index import IndexMetadata, decode_index_section
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.pb import table_pb2
+from lance_sql.format.schema import LanceField
+from lance_sql.io.store import ObjectStore
+from lance_sql.table.index.btree import BTreeIndex, index_key, write_btree
+from lance_sql.table.operations import CreateIndex, Transaction
+from lance_sql.table.row_id_index import MISSING, row_id_index
+from lance_sql.table.scan import ROW_ADDR, Scanner, deleted_offsets
+
+if TYPE_CHECKING:
+    from lance_sql.table.dataset import LanceDataset
+
+INDEX_TYPES = {"BTREE": "BTree"}
+
+
+@dataclass(frozen=True)
+class IndexDescription:
+    """One index as ``describe_indices`` reports it (pylance's field names)."""
+
+    name: str
+    type_url: str
+    num_rows_indexed: int
+    fields: tuple[int, ...]
+    field_names: tuple[str, ...]
+    num_segments: int
+    total_size_bytes: int
+
+
+def key_type_supported(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_date(t) or pa.types.is_timestamp(t))
+
+
+def _field(manifest: Manifest, column: str) -> LanceField:
+    for f in manifest.schema.fields:
+        if f.name == column:
+            return f
+    raise NotFoundError(f"cannot index column {column!r}: no such top-level column "
+                        f"({', '.join(f.name for f in manifest.schema.fields)})")
+
+
+def _field_names(manifest: Manifest, index: IndexMetadata) -> list[str]:
+    by_id = {f.id: f.name for f in manifest.schema.walk()}
+    return [by_id.get(i, f"<field {i}>") for i in index.fields]
+
+
+def _entries(store: ObjectStore, manifest: Manifest, column: str,
+             fragments: Sequence[Fragment]) -> pa.Table:
+    """(values, row addresses) of the live rows of ``fragments``."""
+    scanner = Scanner(store, manifest, columns=[column], with_row_address=True,
+                      fragments=fragments)
+    table = scanner.to_table()
+    return sort_entries(table.column(column).combine_chunks(),
+                        table.column(ROW_ADDR).to_numpy())
+
+
+def _metadata(index_uuid: str, name: str, field_id: int, dataset_version: int,
+              fragment_ids: set[int], files: tuple[tuple[str, int], ...],
+              stable_row_ids: bool) -> IndexMetadata:
+    """The manifest entry; on stable-row-id tables the version says "ids are addresses"."""
+    version = ROW_ADDRESS_IDS if stable_row_ids else INDEX_VERSION
+    pb = table_pb2.IndexMetadata(name=name, dataset_version=dataset_version,
+                                 index_version=version,
+                                 created_at=int(time.time() * 1000))
+    pb.uuid.uuid = uuidlib.UUID(index_uuid).bytes
+    pb.fields.append(field_id)
+    bitmap = BitMap(sorted(fragment_ids))
+    bitmap.run_optimize()
+    pb.fragment_bitmap = bitmap.serialize()
+    pb.index_details.type_url = TYPE_URL
+    for path, size in files:
+        pb.files.add(path=path, size_bytes=size)
+    return IndexMetadata.from_proto(pb)
+
+
+def _commit(ds: LanceDataset, base: Manifest, naming: object, new: Sequence[IndexMetadata],
+            removed: Sequence[IndexMetadata], written: Sequence[str]) -> None:
+    txn = Transaction(base.version, CreateIndex(tuple(new), tuple(removed)))
+    try:
+        ds._moved_to(ds._commit(base, naming, txn).manifest)  # type: ignore[arg-type]
+    except BaseException:
+        for key in written:
+            ds.store.delete(key)
+        raise
+
+
+def create_scalar_index(ds: LanceDataset, column: str, index_type: str,
+                        name: str | None = None, *, replace: bool = False) -> None:
+    """Build a BTREE index of ``column`` over every fragment and commit it."""
+    if str(index_type).upper() not in INDEX_TYPES:
+        raise UnsupportedFeatureError(f"index type {index_type!r} is not supported "
+                                      f"(supported: {', '.join(INDEX_TYPES)})")
+    base, naming = ds._latest_for_write()
+    field = _field(base, column)
+    key_type = field.to_arrow().type
+    if not key_type_supported(key_type):
+        raise InvalidInputError(f"a BTREE index cannot be built on column {column!r} of type "
+                                f"{key_type}")
+    name = name or f"{column}_idx"
+    existing = [i for i in decode_index_section(base.index_section) if i.name == name]
+    if existing and not replace:
+        raise InvalidInputError(f"an index named {name!r} already exists on {ds.uri} "
+                                "(pass replace=True to rebuild it)")
+    index_uuid = str(uuidlib.uuid4())
+    data = _entries(ds.store, base, column, base.fragments)
+    files = write_btree(ds.store, index_uuid, data)
+    meta = _metadata(index_uuid, name, field.id, base.version, {f.id for f in base.fragments},
+                     files, base.uses_stable_row_ids)
+    _commit(ds, base, naming, [meta], existing, [index_key(index_uuid, f) for f in INDEX_FILES])
+
+
+def list_indices(manifest: Manifest) -> list[dict]:
+    """Indices as pylance's ``list_indices`` reports them."""
+    out = []
+    for index in decode_index_section(manifest.index_section):
+        kind = "BTree" if index.type_url == TYPE_URL else index.type_url.rsplit(".", 1)[-1]
+        out.append({"name": index.name, "type": kind, "uuid": index.uuid,
+                    "fields": _field_names(manifest, index), "version": index.dataset_version,
+                    "fragment_ids": set(index.fragment_ids or ()), "base_id": index.base_id})
+    return out
+
+
+def describe_indices(store: ObjectStore, manifest: Manifest) -> list[IndexDescription]:
+    """One description per index name (segments: entries sharing the name)."""
+    by_name: dict[str, list[IndexMetadata]] = {}
+    for index in decode_index_section(manifest.index_section):
+        by_name.setdefault(index.name, []).append(index)
+    live = {f.id: f.num_rows for f in manifest.fragments}
+    out = []
+    for name, segments in by_name.items():
+        covered = set().union(*(s.fragment_ids or set() for s in segments))
+        first = segments[0]
+        out.append(IndexDescription(
+            name=name, type_url=first.type_url,
+            num_rows_indexed=sum(live.get(f, 0) for f in covered),
+            fields=first.fields, field_names=tuple(_field_names(manifest, first)),
+            num_segments=len(segments),
+            total_size_bytes=sum(size for s in segments for _, size in s.files)))
+    return out
+
+
+def drop_index(ds: LanceDataset, name: str) -> None:
+    base, naming = ds._latest_for_write()
+    existing = [i for i in decode_index_section(base.index_section) if i.name == name]
+    if not existing:
+        raise NotFoundError(f"{ds.uri} has no index named {name!r}")
+    _commit(ds, base, naming, [], existing, [])
+
+
+def optimize_indices(ds: LanceDataset) -> None:
+    """Fold fragments appended since each BTREE index was built into a new index."""
+    base, naming = ds._latest_for_write()
+    new, removed, written = [], [], []
+    live = {f.id: f for f in base.fragments}
+    top = {f.id: f for f in base.schema.fields}
+    for index in decode_index_section(base.index_section):
+        if index.type_url != TYPE_URL or len(index.fields) != 1 or index.fields[0] not in top:
+            continue
+        covered = set(index.fragment_ids or ()) & set(live)
+        missing = [f for f in base.fragments if f.id not in covered]
+        if not missing:
+            continue
+        field = top[index.fields[0]]
+        old = BTreeIndex.open(ds.store, base, index, field.to_arrow().type).entries()
+        if base.uses_stable_row_ids and index.index_version < ROW_ADDRESS_IDS:
+            old = _ids_to_addresses(ds.store, base, old)
+        old = _live_entries(ds.store, base, old, covered)
+        fresh = _entries(ds.store, base, field.name, missing)
+        merged = pa.concat_tables([old, fresh])
+        data = sort_entries(merged.column(0).combine_chunks(), merged.column(1).to_numpy())
+        index_uuid = str(uuidlib.uuid4())
+        files = write_btree(ds.store, index_uuid, data)
+        written += [index_key(index_uuid, f) for f in INDEX_FILES]
+        new.append(_metadata(index_uuid, index.name, field.id, index.dataset_version,
+                             covered | {f.id for f in missing}, files,
+                             base.uses_stable_row_ids))
+        removed.append(index)
+    if new:
+        _commit(ds, base, naming, new, removed, written)
+
+
+def _live_entries(store: ObjectStore, manifest: Manifest, entries: pa.Table,
+                  covered: set[int]) -> pa.Table:
+    """``entries`` without rows of fragments no longer covered and without deleted rows."""
+    ids = entries.column(1).to_numpy()
+    frags = (ids >> np.uint64(32)).astype(np.int64)
+    keep = np.isin(frags, np.fromiter(covered, np.int64, len(covered)))
+    for frag in manifest.fragments:
+        if frag.id in covered and frag.deletion_file is not None:
+            deleted = deleted_offsets(store, manifest, frag).astype(np.uint64)
+            gone = (np.uint64(frag.id) << np.uint64(32)) | deleted
+            keep &= ~np.isin(ids, gone)
+    return entries.filter(pa.array(keep))
+
+
+def _ids_to_addresses(store: ObjectStore, manifest: Manifest, entries: pa.Table) -> pa.Table:
+    """Entries of an index holding stable row ids, moved to row addresses (rows no longer
+    in the table dropped)."""
+    addresses = row_id_index(store, manifest).lookup(entries.column(1).to_numpy())
+    keep = addresses != MISSING
+    return pa.table({entries.column_names[0]: entries.column(0).filter(pa.array(keep)),
+                     entries.column_names[1]: pa.array(addresses[keep], pa.uint64())})
