@@ -34,6 +34,7 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.sql.streams import ScanScope, current_scope
 from lance_sql.table.expr import rowaddr_bounds
 from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import (
@@ -68,12 +69,13 @@ class PushedScan:
 
 @dataclass(frozen=True)
 class ScanUnit:
-    """One partition: a row range of one fragment."""
+    """One partition: a row range of one fragment, read in the execution ``scope``."""
 
     table: LanceTableDataset
     fragment: Fragment
     start: int
     stop: int
+    scope: ScanScope
 
     def scanner(
         self,
@@ -84,9 +86,11 @@ class ScanUnit:
         **_: object,
     ) -> UnitScanner:
         try:
-            return UnitScanner(self, columns, filter, batch_size or 8192)
+            scanner = UnitScanner(self, columns, filter, batch_size or 8192)
+            self.scope.open(scanner)
         except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
             raise self.table.errors.wrap(exc) from exc
+        return scanner
 
 
 class UnitScanner:
@@ -127,6 +131,7 @@ class UnitScanner:
             yield from self._count_only(remaining)
             return
         for start in range(unit.start, unit.stop, CHUNK_ROWS):
+            unit.scope.check()  # the query ended: stop before reading more
             length = min(CHUNK_ROWS, unit.stop - start)
             chunk = self._read_chunk(start, length)
             if remaining is not None:
@@ -134,6 +139,7 @@ class UnitScanner:
                 remaining -= chunk.num_rows
             for batch in chunk.to_batches(max_chunksize=self.batch_size):
                 if batch.num_rows:
+                    unit.scope.check()
                     yield batch
             if remaining == 0:
                 return
@@ -184,12 +190,13 @@ class PlannedDataset(pds.Dataset):
         return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list:  # noqa: A002
+        # Called on the thread that runs the query: its units belong to that execution.
         try:
-            return self._units(filter)
+            return self._units(filter, current_scope())
         except Exception as exc:  # noqa: BLE001
             raise self.errors.wrap(exc) from exc
 
-    def _units(self, filter: pc.Expression | None) -> list:  # noqa: A002
+    def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list:  # noqa: A002
         raise NotImplementedError
 
 
@@ -217,7 +224,8 @@ class LanceTableDataset(PlannedDataset):
     def label(self) -> str:
         return f"{self.name}[v={self.manifest.version}]"
 
-    def _units(self, filter: pc.Expression | None) -> list[ScanUnit]:  # noqa: A002
+    def _units(self, filter: pc.Expression | None,  # noqa: A002
+               scope: ScanScope) -> list[ScanUnit]:
         ranges = self._address_ranges(filter)
         candidates: list[tuple[Fragment, int, int]] = []
         for frag in self.manifest.fragments:
@@ -241,7 +249,7 @@ class LanceTableDataset(PlannedDataset):
                 kept.append(candidate)
                 rows += candidate[0].num_rows
             candidates = kept
-        units = self._split(candidates)
+        units = self._split(candidates, scope)
         self.pushed.units = len(units)
         self.pushed.fragments_total = len(self.manifest.fragments)
         self.pushed.fragments_kept = len({c[0].id for c in candidates})
@@ -277,7 +285,8 @@ class LanceTableDataset(PlannedDataset):
         ends = addresses[np.append(breaks, addresses.size) - 1] + np.uint64(1)
         return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
-    def _split(self, candidates: list[tuple[Fragment, int, int]]) -> list[ScanUnit]:
+    def _split(self, candidates: list[tuple[Fragment, int, int]],
+               scope: ScanScope) -> list[ScanUnit]:
         total = sum(stop - start for _, start, stop in candidates)
         unit_rows = max(MIN_UNIT_ROWS, math.ceil(total / max(1, self.target_partitions)))
         units = []
@@ -285,7 +294,7 @@ class LanceTableDataset(PlannedDataset):
             pieces = max(1, math.ceil((stop - start) / unit_rows))
             step = math.ceil((stop - start) / pieces)
             for s in range(start, stop, step):
-                units.append(ScanUnit(self, frag, s, min(stop, s + step)))
+                units.append(ScanUnit(self, frag, s, min(stop, s + step), scope))
         return units
 
 

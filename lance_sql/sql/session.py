@@ -38,34 +38,92 @@ from lance_sql.sql.explain import render_explain
 from lance_sql.sql.functions import make_table_changes, make_table_versions, table_versions
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
+from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
 from lance_sql.sql.tokens import quote_identifier
 from lance_sql.table.dataset import LanceDataset, dataset
 from lance_sql.table.scan import SYSTEM_COLUMNS
 
 Translator = Callable[[BaseException], BaseException]
+MAX_ROWS = (1 << 63) - 1  # no table holds more rows than an int64 counts
+
+
+class _StreamGroup:
+    """The streams of one execution (one, or one per partition): when the last is
+    closed, the execution is over and its scans are settled."""
+
+    def __init__(self, scope: ScanScope, members: int) -> None:
+        self.scope = scope
+        self._open = members
+        self._lock = threading.Lock()
+
+    def closed_one(self, wait: bool) -> None:
+        with self._lock:
+            self._open -= 1
+            last = self._open == 0
+        if last:
+            if wait:
+                self.scope.settle()
+            else:
+                self.scope.cancel("its stream was dropped")
 
 
 class TypedStream:
-    """A record-batch stream whose errors come back typed (errors can surface mid-stream)."""
+    """A record-batch stream whose errors come back typed (errors can surface mid-stream).
 
-    def __init__(self, stream: Any, translator: Translator) -> None:
+    Exhausted, failed, closed or dropped, it lets go of DataFusion's stream and waits
+    until the scans DataFusion was running for it have stopped.
+    """
+
+    def __init__(self, stream: Any, translator: Translator, group: _StreamGroup) -> None:
         self._stream = stream
         self._translate = translator
+        self._group = group
+        self._closed = False
+        keep_track(self)
 
     def __iter__(self) -> TypedStream:
         return self
 
     def __next__(self) -> Any:
+        if self._stream is None:
+            raise StopIteration
         try:
             return next(self._stream)
         except StopIteration:
+            self.close()
             raise
         except LanceError:
+            self.close()
             raise
         except Exception as exc:  # noqa: BLE001 - translated below
+            self.close()
             raise _typed(exc, self._translate) from None
+        except BaseException:  # Ctrl-C: stop the scans too
+            self.close()
+            raise
+
+    def close(self, *, wait: bool = True) -> None:
+        """Stop reading: DataFusion's tasks end, and (``wait``) we wait for its scans."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stream = None  # dropping DataFusion's stream cancels its tasks
+        self._group.closed_one(wait)
+
+    def __enter__(self) -> TypedStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            # Never wait on one of DataFusion's threads: it may be what we wait for.
+            self.close(wait=not is_engine_thread())
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._stream, name)
 
 
@@ -87,8 +145,20 @@ class LanceDataFrame(DataFrame):
     def _guard(self, method: Any) -> Any:
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
+            # Scans planned by this call belong to it: when it returns or fails they
+            # are stopped and waited for, unless it hands out streams that read on.
+            scope = ScanScope(f"query ({method.__name__})")
+            streams = None
             try:
-                result = method(self, *args, **kwargs)
+                with active(scope):
+                    result = method(self, *args, **kwargs)
+                if method.__name__.startswith("execute_stream"):
+                    many = isinstance(result, list)
+                    group = _StreamGroup(scope, len(result) if many else 1)
+                    streams = [TypedStream(r, self._translate, group)
+                               for r in (result if many else [result])]
+                    if many and not result:
+                        streams = None
             except LanceError:
                 raise
             except Exception as exc:  # noqa: BLE001 - translated below
@@ -96,12 +166,13 @@ class LanceDataFrame(DataFrame):
                 if translated is exc:
                     raise
                 raise translated from None
+            finally:
+                if streams is None:
+                    scope.settle()
+            if streams is not None:
+                return streams if isinstance(result, list) else streams[0]
             if isinstance(result, DataFrame) and not isinstance(result, LanceDataFrame):
                 return LanceDataFrame(result.df, self._translate)
-            if method.__name__.startswith("execute_stream"):
-                if isinstance(result, list):
-                    return [TypedStream(r, self._translate) for r in result]
-                return TypedStream(result, self._translate)
             return result
 
         return call
@@ -196,7 +267,12 @@ class LanceSession:
             df = self.ctx.sql(rewritten.text)
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
-                plan = df.to_arrow_table()
+                scope = ScanScope("EXPLAIN")
+                try:
+                    with active(scope):  # EXPLAIN ANALYZE runs the query
+                        plan = df.to_arrow_table()
+                finally:
+                    scope.settle()
                 return self._frame(self.ctx.from_arrow(render_explain(plan, planned)))
         except LanceError:
             raise
@@ -246,7 +322,8 @@ class LanceSession:
                 table_name = variant.table_name().removeprefix(f"{CATALOG}.{SCHEMA}.")
                 name = TableName.parse(table_name.strip('"'))
                 if name.query_id:
-                    fetches[name.query_id] = variant.fetch()
+                    # LIMIT n OFFSET m fetches n + m rows, which may exceed any table
+                    fetches[name.query_id] = min(variant.fetch(), MAX_ROWS)
             stack.extend(plan.inputs())
         for ds in planned:
             if ds.query_id in fetches:
