@@ -58,6 +58,7 @@ class ChangeUnit:
                 filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
                 batch_size: int | None = None, **_: object) -> ChangeUnitScanner:
         try:
+            self.scope.check()  # the execution has ended: start nothing new
             scanner = ChangeUnitScanner(self, columns, filter, batch_size or 8192)
             self.scope.open(scanner)
         except Exception as exc:  # noqa: BLE001 - surfaced typed by the session

@@ -86,6 +86,7 @@ class ScanUnit:
         **_: object,
     ) -> UnitScanner:
         try:
+            self.scope.check()  # the execution has ended: start nothing new
             scanner = UnitScanner(self, columns, filter, batch_size or 8192)
             self.scope.open(scanner)
         except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
@@ -190,9 +191,11 @@ class PlannedDataset(pds.Dataset):
         return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list:  # noqa: A002
-        # Called on the thread that runs the query: its units belong to that execution.
+        # Called on the thread that runs the query: its units belong to that execution,
+        # which ends only once DataFusion has let go of all of them (its plan is gone).
         try:
-            return self._units(filter, current_scope())
+            scope = current_scope()
+            return scope.adopt(self._units(filter, scope))
         except Exception as exc:  # noqa: BLE001
             raise self.errors.wrap(exc) from exc
 

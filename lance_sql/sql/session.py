@@ -16,6 +16,7 @@ import functools
 import itertools
 import os
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -51,9 +52,10 @@ class _StreamGroup:
     """The streams of one execution (one, or one per partition): when the last is
     closed, the execution is over and its scans are settled."""
 
-    def __init__(self, scope: ScanScope, members: int) -> None:
+    def __init__(self, scope: ScanScope, members: int, frame: DataFrame) -> None:
         self.scope = scope
         self._open = members
+        self._frame: DataFrame | None = frame  # holds the plan the streams run
         self._lock = threading.Lock()
 
     def closed_one(self, wait: bool) -> None:
@@ -61,6 +63,7 @@ class _StreamGroup:
             self._open -= 1
             last = self._open == 0
         if last:
+            self._frame = None
             if wait:
                 self.scope.settle()
             else:
@@ -92,15 +95,12 @@ class TypedStream:
         except StopIteration:
             self.close()
             raise
-        except LanceError:
+        except BaseException as exc:  # errors and Ctrl-C both end the stream
+            _release_frames(exc)
             self.close()
-            raise
-        except Exception as exc:  # noqa: BLE001 - translated below
-            self.close()
+            if isinstance(exc, LanceError) or not isinstance(exc, Exception):
+                raise
             raise _typed(exc, self._translate) from None
-        except BaseException:  # Ctrl-C: stop the scans too
-            self.close()
-            raise
 
     def close(self, *, wait: bool = True) -> None:
         """Stop reading: DataFusion's tasks end, and (``wait``) we wait for its scans."""
@@ -127,17 +127,25 @@ class TypedStream:
         return getattr(self._stream, name)
 
 
+def _release_frames(exc: BaseException) -> None:
+    """Clear the locals of the finished frames ``exc`` passed through: DataFusion's
+    stream wrapper is one of them, and while it is pinned its tasks cannot end."""
+    traceback.clear_frames(exc.__traceback__)
+
+
 def _typed(exc: BaseException, translator: Translator) -> BaseException:
     translated = translator(exc)
     return exc if translated is exc else translated
 
 
 class LanceDataFrame(DataFrame):
-    """A DataFusion DataFrame whose errors come back as lance_sql's typed exceptions."""
+    """A DataFusion DataFrame whose errors come back as lance_sql's typed exceptions, and
+    whose executions end completely (:mod:`lance_sql.sql.streams`)."""
 
-    def __init__(self, df: Any, translator: Translator) -> None:
+    def __init__(self, df: Any, translator: Translator, ctx: SessionContext) -> None:
         super().__init__(df)
         self._translate = translator
+        self._ctx = ctx
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -145,37 +153,46 @@ class LanceDataFrame(DataFrame):
     def _guard(self, method: Any) -> Any:
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
+            name = method.__name__
             # Scans planned by this call belong to it: when it returns or fails they
             # are stopped and waited for, unless it hands out streams that read on.
-            scope = ScanScope(f"query ({method.__name__})")
-            streams = None
+            scope = ScanScope(f"query ({name})", strict=name not in _HANDS_OUT_PLAN)
+            # Run on a copy of this frame: DataFusion keeps the last plan a frame ran
+            # (with its scan units); the copy's plan goes when the execution does.
+            target: DataFrame | None = DataFrame(
+                self._ctx.create_dataframe_from_logical_plan(DataFrame.logical_plan(self)).df)
+            group = None
             try:
                 with active(scope):
-                    result = method(self, *args, **kwargs)
-                if method.__name__.startswith("execute_stream"):
+                    result = method(target, *args, **kwargs)
+                if name.startswith("execute_stream"):
                     many = isinstance(result, list)
-                    group = _StreamGroup(scope, len(result) if many else 1)
-                    streams = [TypedStream(r, self._translate, group)
-                               for r in (result if many else [result])]
-                    if many and not result:
-                        streams = None
-            except LanceError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - translated below
+                    members = result if many else [result]
+                    if members:
+                        group = _StreamGroup(scope, len(members), target)
+                        streams = [TypedStream(r, self._translate, group) for r in members]
+                        result = streams if many else streams[0]
+            except BaseException as exc:
+                _release_frames(exc)
+                if isinstance(exc, LanceError) or not isinstance(exc, Exception):
+                    raise
                 translated = _typed(exc, self._translate)
                 if translated is exc:
                     raise
                 raise translated from None
             finally:
-                if streams is None:
+                target = None
+                if group is None:
                     scope.settle()
-            if streams is not None:
-                return streams if isinstance(result, list) else streams[0]
             if isinstance(result, DataFrame) and not isinstance(result, LanceDataFrame):
-                return LanceDataFrame(result.df, self._translate)
+                return LanceDataFrame(result.df, self._translate, self._ctx)
             return result
 
         return call
+
+
+# Methods whose result holds the physical plan (and its scan units) for the caller.
+_HANDS_OUT_PLAN = frozenset({"execution_plan"})
 
 
 def _install_guards() -> None:
@@ -267,7 +284,7 @@ class LanceSession:
             df = self.ctx.sql(rewritten.text)
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
-                scope = ScanScope("EXPLAIN")
+                scope = ScanScope("EXPLAIN", strict=False)
                 try:
                     with active(scope):  # EXPLAIN ANALYZE runs the query
                         plan = df.to_arrow_table()
@@ -306,7 +323,7 @@ class LanceSession:
         return translate(exc, self.errors, self.tables)
 
     def _frame(self, df: DataFrame) -> LanceDataFrame:
-        return LanceDataFrame(df.df, self.translate_error)
+        return LanceDataFrame(df.df, self.translate_error, self.ctx)
 
     @staticmethod
     def _limit_hints(df: DataFrame, planned: list[LanceTableDataset]) -> None:
