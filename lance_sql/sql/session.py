@@ -41,6 +41,7 @@ from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
 from lance_sql.sql.tokens import quote_identifier
+from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
 from lance_sql.table.dataset import LanceDataset, dataset
 from lance_sql.table.scan import SYSTEM_COLUMNS
 
@@ -262,6 +263,10 @@ class LanceSession:
         statement = parse_dml(query)
         if statement is not None:
             return self._run_dml(statement)
+        # Long OR-ed equality lists become IN lists; what is still too wide to plan is
+        # refused (DataFusion would overflow its stack planning it).
+        query = fold_disjunctions(query)
+        check_chains(query)
         with self._lock:
             qid = str(next(self._ids))
         counter = itertools.count(1)
