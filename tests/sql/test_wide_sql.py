@@ -12,12 +12,15 @@ from pathlib import Path
 import lance
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError
+from lance_sql.sql.pyarrow_filter import decode
 from lance_sql.sql.session import connect
 from lance_sql.sql.wide_filters import MAX_CHAIN, check_chains, fold_disjunctions
+from lance_sql.table.expr import Call
 
 ROWS = 30_000
 REPO = Path(__file__).resolve().parents[2]
@@ -113,3 +116,19 @@ def test_cli_answers_a_10k_or_query(root: Path, tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == [{"n": 10_000}]
+
+
+def test_wide_filter_not_foldable_with_system_columns(root: Path) -> None:
+    """900 OR-ed conjunctions reach the scan as a 900-deep pyarrow expression, which the
+    scan decodes (to prune by row address) without recursing."""
+    where = " OR ".join(f"(id > {i * 30} AND k = {i})" for i in range(900))
+    table = connect(root).sql(f"SELECT _rowid, id FROM w WHERE {where}").to_arrow_table()
+    assert sorted(table.column("id").to_pylist()) == reference_ids(root, where)
+
+
+def test_deep_pushed_expression_decodes_flat() -> None:
+    expression = pc.field("id") == 0
+    for i in range(1, 3000):
+        expression = expression | (pc.field("id") == i)
+    tree = decode(expression)
+    assert isinstance(tree, Call) and tree.op == "or" and len(tree.args) == 3000
