@@ -81,7 +81,7 @@ class WorkerPool:
 
     def __del__(self) -> None:
         # A pool its owner forgot: stop it without waiting (we may be in any thread).
-        if not self._closed:
+        if not getattr(self, "_closed", True):
             self._closed = True
             self._executor.shutdown(wait=False, cancel_futures=True)
 
