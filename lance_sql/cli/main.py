@@ -318,10 +318,13 @@ def entry() -> None:
     """The ``lance-sql`` console script: :func:`main`, then the exit status.
 
     After Ctrl-C a query's worker may still be finishing the batch it was given (its
-    scans stop at the next one); the process exits at once rather than wait for it.
+    scans stop at the next one), also when the shell went on and exits later; the
+    process exits at once rather than wait for it.
     """
     code = main()
-    if code == 130 and threading.active_count() > 1:
+    finishing = any(t.name == "lance-sql-query" and t.is_alive()
+                    for t in threading.enumerate())
+    if finishing or (code == 130 and threading.active_count() > 1):
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

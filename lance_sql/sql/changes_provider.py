@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset
 from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
+from lance_sql.sql.streams import ScanScope
 from lance_sql.table.change_query import ChangeQuery
 from lance_sql.table.change_rows import ChangeRows
 from lance_sql.table.changes import (
@@ -51,11 +52,18 @@ class ChangeUnit:
 
     table: ChangesDataset
     rows: ChangeRows
+    scope: ScanScope
 
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
                 filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
                 batch_size: int | None = None, **_: object) -> ChangeUnitScanner:
-        return ChangeUnitScanner(self, columns, as_expression(filter), batch_size or 8192)
+        try:
+            self.scope.check()  # the execution has ended: start nothing new
+            scanner = ChangeUnitScanner(self, columns, as_expression(filter), batch_size or 8192)
+            self.scope.open(scanner)
+        except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
+            raise self.table.errors.wrap(exc) from exc
+        return scanner
 
 
 class ChangeUnitScanner:
@@ -73,6 +81,7 @@ class ChangeUnitScanner:
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         table = self.unit.table
         try:
+            self.unit.scope.check()
             extra = referenced_columns(self.filter) if self.filter is not None else set()
             names = self.names + sorted(extra - set(self.names))
             data = read_changes(table.window, self.unit.rows, names, table.schema)
@@ -85,6 +94,7 @@ class ChangeUnitScanner:
             raise table.errors.wrap(exc) from exc
         for batch in data.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
+                self.unit.scope.check()
                 yield batch
 
 
@@ -99,7 +109,8 @@ class ChangesDataset(PlannedDataset):
         self.pushed = PushedChanges()
         self._schema = window.schema
 
-    def _units(self, filter: pc.Expression | None) -> list[ChangeUnit]:  # noqa: A002
+    def _units(self, filter: pc.Expression | None,  # noqa: A002
+               scope: ScanScope) -> list[ChangeUnit]:
         tree = decode(filter) if filter is not None else None
         query = ChangeQuery.build(self._schema, None, tree, exact=filter)
         versions = query.versions(self.window)
@@ -107,5 +118,5 @@ class ChangesDataset(PlannedDataset):
         kept = query.prune(rows, timestamps_of(self.window, rows))
         self.pushed.versions_planned = versions
         self.pushed.rows_planned, self.pushed.rows_kept = len(rows), len(kept)
-        return [ChangeUnit(self, kept.take(slice(i, i + UNIT_ROWS)))
+        return [ChangeUnit(self, kept.take(slice(i, i + UNIT_ROWS)), scope)
                 for i in range(0, len(kept), UNIT_ROWS)]

@@ -37,6 +37,7 @@ class ErrorRegistry:
     def wrap(self, exc: BaseException) -> RuntimeError:
         """A RuntimeError to raise in DataFusion's place, pointing back at ``exc``."""
         token = uuid.uuid4().hex
+        _detach(exc)
         with self._lock:
             self._items[token] = exc
             while len(self._items) > self._capacity:
@@ -52,6 +53,27 @@ class ErrorRegistry:
 
 
 _REFUSED = re.compile(r"(?:DDL|DML|Statement) not supported: \w+")
+
+
+def _detach(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and the errors it chains to before keeping it.
+
+    A traceback pins every frame it passes through, and with them the scan that
+    failed — its data and its scanner, which DataFusion must be able to release for the
+    query to end (:mod:`lance_sql.sql.streams`). The session re-raises the error with a
+    traceback of its own.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = None
+        pending.extend((current.__cause__, current.__context__))
+
+
 _UNKNOWN_COLUMN = re.compile(r"No field named ([^\s.]+(?:\.[^\s.]+)*)")
 _UNKNOWN_TABLE = re.compile(r"table '([^']+)' not found")
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,12 +29,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
-from lance_sql.errors import QueryError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
+from lance_sql.sql.streams import ScanScope, current_scope
 from lance_sql.table.expr import rowaddr_bounds
 from lance_sql.table.index.planner import IndexedRows, plan_indexed
 from lance_sql.table.row_id_index import MISSING, row_id_index
@@ -75,12 +74,13 @@ class PushedScan:
 
 @dataclass(frozen=True)
 class ScanUnit:
-    """One partition: a row range of one fragment."""
+    """One partition: a row range of one fragment, read in the execution ``scope``."""
 
     table: LanceTableDataset
     fragment: Fragment
     start: int
     stop: int
+    scope: ScanScope
 
     def scanner(
         self,
@@ -91,9 +91,12 @@ class ScanUnit:
         **_: object,
     ) -> UnitScanner:
         try:
-            return UnitScanner(self, columns, as_expression(filter), batch_size or 8192)
+            self.scope.check()  # the execution has ended: start nothing new
+            scanner = UnitScanner(self, columns, as_expression(filter), batch_size or 8192)
+            self.scope.open(scanner)
         except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
             raise self.table.errors.wrap(exc) from exc
+        return scanner
 
 
 class UnitScanner:
@@ -134,15 +137,15 @@ class UnitScanner:
             yield from self._count_only(remaining)
             return
         for start in range(unit.start, unit.stop, CHUNK_ROWS):
+            unit.scope.check()  # the query ended: stop before reading more
             length = min(CHUNK_ROWS, unit.stop - start)
-            table.check_cancelled()
             chunk = self._read_chunk(start, length)
             if remaining is not None:
                 chunk = chunk.slice(0, remaining)
                 remaining -= chunk.num_rows
             for batch in chunk.to_batches(max_chunksize=self.batch_size):
                 if batch.num_rows:
-                    table.check_cancelled()
+                    unit.scope.check()
                     yield batch
             if remaining == 0:
                 return
@@ -178,14 +181,18 @@ class IndexUnit:
     rows: np.ndarray
     exact: bool            # the index alone decides the planned filter
     planned_filter: str | None
+    scope: ScanScope
 
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
                 filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
                 batch_size: int | None = None, **_: object) -> IndexUnitScanner:
         try:
-            return IndexUnitScanner(self, columns, filter, batch_size or 8192)
+            self.scope.check()  # the execution has ended: start nothing new
+            scanner = IndexUnitScanner(self, columns, as_expression(filter), batch_size or 8192)
+            self.scope.open(scanner)
         except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
             raise self.table.errors.wrap(exc) from exc
+        return scanner
 
 
 class IndexUnitScanner(UnitScanner):
@@ -205,6 +212,7 @@ class IndexUnitScanner(UnitScanner):
             result = result.slice(0, table.limit_hint)
         for batch in result.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
+                unit.scope.check()
                 yield batch
 
 
@@ -220,12 +228,6 @@ class PlannedDataset(pds.Dataset):
     _schema: pa.Schema
     pushed: Any  # a record with ``columns`` and ``filter`` (PushedScan, PushedChanges)
     errors: ErrorRegistry
-    cancelled: threading.Event | None = None  # set by the session on Ctrl-C: scans stop
-
-    def check_cancelled(self) -> None:
-        if self.cancelled is not None and self.cancelled.is_set():
-            raise QueryError("the query was cancelled")
-
     @property
     def schema(self) -> pa.Schema:
         return self._schema
@@ -239,12 +241,15 @@ class PlannedDataset(pds.Dataset):
         return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list:  # noqa: A002
+        # Called on the thread that runs the query: its units belong to that execution,
+        # which ends only once DataFusion has let go of all of them (its plan is gone).
         try:
-            return self._units(as_expression(filter))
+            scope = current_scope()
+            return scope.adopt(self._units(as_expression(filter), scope))
         except Exception as exc:  # noqa: BLE001
             raise self.errors.wrap(exc) from exc
 
-    def _units(self, filter: pc.Expression | None) -> list:  # noqa: A002
+    def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list:  # noqa: A002
         raise NotImplementedError
 
 
@@ -272,7 +277,8 @@ class LanceTableDataset(PlannedDataset):
     def label(self) -> str:
         return f"{self.name}[v={self.manifest.version}]"
 
-    def _units(self, filter: pc.Expression | None) -> list[ScanUnit]:  # noqa: A002
+    def _units(self, filter: pc.Expression | None,  # noqa: A002
+               scope: ScanScope) -> list[ScanUnit]:
         ranges = self._address_ranges(filter)
         candidates: list[tuple[Fragment, int, int]] = []
         for frag in self.manifest.fragments:
@@ -303,10 +309,10 @@ class LanceTableDataset(PlannedDataset):
             self.pushed.index = indexed.description
             planned = None if filter is None else str(filter)
             units = [IndexUnit(self, c[0], indexed.rows[c[0].id], indexed.residual is None,
-                               planned) for c in candidates
+                               planned, scope) for c in candidates
                      if indexed.covers(c[0].id) and len(indexed.rows[c[0].id])]
             candidates = [c for c in candidates if not indexed.covers(c[0].id)]
-        units += self._split(candidates)
+        units += self._split(candidates, scope)
         self.pushed.units = len(units)
         self.pushed.fragments_total = len(self.manifest.fragments)
         self.pushed.fragments_kept = len({u.fragment.id for u in units})
@@ -350,7 +356,8 @@ class LanceTableDataset(PlannedDataset):
         ends = addresses[np.append(breaks, addresses.size) - 1] + np.uint64(1)
         return list(zip(starts.tolist(), ends.tolist(), strict=True))
 
-    def _split(self, candidates: list[tuple[Fragment, int, int]]) -> list[ScanUnit]:
+    def _split(self, candidates: list[tuple[Fragment, int, int]],
+               scope: ScanScope) -> list[ScanUnit]:
         total = sum(stop - start for _, start, stop in candidates)
         unit_rows = max(MIN_UNIT_ROWS, math.ceil(total / max(1, self.target_partitions)))
         units = []
@@ -358,7 +365,7 @@ class LanceTableDataset(PlannedDataset):
             pieces = max(1, math.ceil((stop - start) / unit_rows))
             step = math.ceil((stop - start) / pieces)
             for s in range(start, stop, step):
-                units.append(ScanUnit(self, frag, s, min(stop, s + step)))
+                units.append(ScanUnit(self, frag, s, min(stop, s + step), scope))
         return units
 
 

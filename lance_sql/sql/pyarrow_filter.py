@@ -105,49 +105,47 @@ def referenced_columns(expression: pc.Expression) -> set[str]:
 
 
 def decode(expression: pc.Expression) -> Expr | None:
-    """The expression in lance_sql's filter model; None if it cannot be read at all."""
+    """The expression in lance_sql's filter model; None if it cannot be read at all.
+
+    Read with an explicit stack, not recursion: DataFusion hands over long OR chains as
+    one nested call per operand.
+    """
     pairs, table = _read(expression)
-    state = {"pos": 0}
-
-    def literal(index: int) -> Literal:
-        column = table.column(index)
-        return Literal(column[0].as_py(), column.type)
-
-    def node() -> Expr | None:
-        key, value = pairs[state["pos"]]
-        state["pos"] += 1
-        if key == "field_ref":
-            return Column(tuple(value.split(".")))
-        if key == "literal":
-            return literal(int(value))
-        if key != "call":
-            raise ValueError(f"unexpected {key}")
-        args: list[Expr | None] = []
-        options: Any = None
-        while True:
-            k, v = pairs[state["pos"]]
-            if k == "end":
-                state["pos"] += 1
-                break
-            if k == "options":
-                options = table.column(int(v))[0].as_py()
-                state["pos"] += 1
-                continue
-            args.append(node())
-        return _call(value, args, options)
-
+    calls: list[tuple[str, list[Expr], list[Any]]] = []  # (name, args, [options])
     try:
-        return node()
+        for key, value in pairs:
+            if key == "call":
+                calls.append((value, [], [None]))
+                continue
+            if key == "options":
+                calls[-1][2][0] = table.column(int(value))[0].as_py()
+                continue
+            if key == "end":
+                name, args, options = calls.pop()
+                item = _call(name, args, options[0])
+            elif key == "field_ref":
+                item = Column(tuple(value.split(".")))
+            elif key == "literal":
+                column = table.column(int(value))
+                item = Literal(column[0].as_py(), column.type)
+            else:
+                return None
+            if not calls:
+                return item
+            calls[-1][1].append(item)
     except (IndexError, ValueError, KeyError, struct.error):
-        return None
+        pass
+    return None
 
 
 def _call(name: str, args: list[Expr | None], options: Any) -> Expr:
     exprs = tuple(a if a is not None else UNKNOWN for a in args)
     if name in _COMPARE:
         return Call(_COMPARE[name], exprs)
-    if name in _LOGIC:
-        return Call(_LOGIC[name], exprs)
+    if name in _LOGIC:  # nested ANDs (ORs) become one n-ary node
+        op = _LOGIC[name]
+        return Call(op, tuple(p for e in exprs
+                              for p in (e.args if isinstance(e, Call) and e.op == op else (e,))))
     if name == "invert":
         return Call("not", exprs)
     if name == "is_null":

@@ -16,6 +16,7 @@ import functools
 import itertools
 import os
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -41,12 +42,37 @@ from lance_sql.sql.merge import parse_merge
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
 from lance_sql.sql.statements import External, parse_statement
+from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
 from lance_sql.sql.tokens import quote_identifier
+from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
 from lance_sql.sql.writes import WriteRunner
 from lance_sql.table.dataset import LanceDataset, dataset
 from lance_sql.table.scan import SYSTEM_COLUMNS
 
 Translator = Callable[[BaseException], BaseException]
+MAX_ROWS = (1 << 63) - 1  # no table holds more rows than an int64 counts
+
+
+class _StreamGroup:
+    """The streams of one execution (one, or one per partition): when the last is
+    closed, the execution is over and its scans are settled."""
+
+    def __init__(self, scope: ScanScope, members: int, frame: DataFrame) -> None:
+        self.scope = scope
+        self._open = members
+        self._frame: DataFrame | None = frame  # holds the plan the streams run
+        self._lock = threading.Lock()
+
+    def closed_one(self, wait: bool) -> None:
+        with self._lock:
+            self._open -= 1
+            last = self._open == 0
+        if last:
+            self._frame = None
+            if wait:
+                self.scope.settle()
+            else:
+                self.scope.cancel("its stream was dropped")
 
 
 # DataFrame methods that run the query: on the main thread they run on a worker so that
@@ -59,31 +85,85 @@ _EXECUTING = frozenset({
 })
 
 
+class _CancelScope:
+    """What :func:`run_interruptibly` sets on Ctrl-C: the execution's scans stop."""
+
+    def __init__(self, scope: ScanScope) -> None:
+        self._scope = scope
+
+    def set(self) -> None:
+        self._scope.cancel("the query was interrupted (Ctrl-C)")
+
+
 class TypedStream:
     """A record-batch stream whose errors come back typed (errors can surface mid-stream)
-    and whose batches can be waited for with Ctrl-C."""
+    and whose batches can be waited for with Ctrl-C.
 
-    def __init__(self, stream: Any, translator: Translator,
-                 cancel: threading.Event | None = None) -> None:
+    Exhausted, failed, closed or dropped, it lets go of DataFusion's stream and waits
+    until the scans DataFusion was running for it have stopped.
+    """
+
+    def __init__(self, stream: Any, translator: Translator, group: _StreamGroup) -> None:
         self._stream = stream
         self._translate = translator
-        self._cancel = cancel
+        self._group = group
+        self._closed = False
+        keep_track(self)
 
     def __iter__(self) -> TypedStream:
         return self
 
     def __next__(self) -> Any:
+        if self._stream is None:
+            raise StopIteration
         try:
-            return run_interruptibly(lambda: next(self._stream), self._cancel)
+            # no local reference to DataFusion's stream: once closed, nothing may pin it
+            return run_interruptibly(self._pull, _CancelScope(self._group.scope))
         except StopIteration:
+            self.close()
             raise
-        except LanceError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - translated below
+        except BaseException as exc:  # errors and Ctrl-C both end the stream
+            _release_frames(exc)
+            # Ctrl-C: its scans are cancelled, but a join mid-batch is not waited for
+            self.close(wait=not isinstance(exc, KeyboardInterrupt))
+            if isinstance(exc, LanceError) or not isinstance(exc, Exception):
+                raise
             raise _typed(exc, self._translate) from None
 
+    def _pull(self) -> Any:
+        if self._stream is None:
+            raise StopIteration
+        return next(self._stream)
+
+    def close(self, *, wait: bool = True) -> None:
+        """Stop reading: DataFusion's tasks end, and (``wait``) we wait for its scans."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stream = None  # dropping DataFusion's stream cancels its tasks
+        self._group.closed_one(wait)
+
+    def __enter__(self) -> TypedStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            # Never wait on one of DataFusion's threads: it may be what we wait for.
+            self.close(wait=not is_engine_thread())
+
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._stream, name)
+
+
+def _release_frames(exc: BaseException) -> None:
+    """Clear the locals of the finished frames ``exc`` passed through: DataFusion's
+    stream wrapper is one of them, and while it is pinned its tasks cannot end."""
+    traceback.clear_frames(exc.__traceback__)
 
 
 def _typed(exc: BaseException, translator: Translator) -> BaseException:
@@ -92,13 +172,13 @@ def _typed(exc: BaseException, translator: Translator) -> BaseException:
 
 
 class LanceDataFrame(DataFrame):
-    """A DataFusion DataFrame whose errors come back as lance_sql's typed exceptions."""
+    """A DataFusion DataFrame whose errors come back as lance_sql's typed exceptions, and
+    whose executions end completely (:mod:`lance_sql.sql.streams`)."""
 
-    def __init__(self, df: Any, translator: Translator,
-                 cancel: threading.Event | None = None) -> None:
+    def __init__(self, df: Any, translator: Translator, ctx: SessionContext) -> None:
         super().__init__(df)
         self._translate = translator
-        self._cancel = cancel  # set on Ctrl-C: the query's Lance scans stop
+        self._ctx = ctx
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -106,28 +186,57 @@ class LanceDataFrame(DataFrame):
     def _guard(self, method: Any) -> Any:
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
+            name = method.__name__
+            # Scans planned by this call belong to it: when it returns or fails they
+            # are stopped and waited for, unless it hands out streams that read on.
+            scope = ScanScope(f"query ({name})", strict=name not in _HANDS_OUT_PLAN)
+            # Run on a copy of this frame: DataFusion keeps the last plan a frame ran
+            # (with its scan units); the copy's plan goes when the execution does.
+            target: DataFrame | None = DataFrame(
+                self._ctx.create_dataframe_from_logical_plan(DataFrame.logical_plan(self)).df)
+            group = None
+            interrupted = False
             try:
-                if method.__name__ in _EXECUTING:
-                    result = run_interruptibly(lambda: method(self, *args, **kwargs),
-                                               self._cancel)
+                def run() -> Any:
+                    with active(scope):  # planning happens on the thread that runs it
+                        return method(target, *args, **kwargs)
+
+                if name in _EXECUTING:
+                    result = run_interruptibly(run, _CancelScope(scope))
                 else:
-                    result = method(self, *args, **kwargs)
-            except LanceError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - translated below
+                    result = run()
+                if name.startswith("execute_stream"):
+                    many = isinstance(result, list)
+                    members = result if many else [result]
+                    if members:
+                        group = _StreamGroup(scope, len(members), target)
+                        streams = [TypedStream(r, self._translate, group) for r in members]
+                        result = streams if many else streams[0]
+            except BaseException as exc:
+                _release_frames(exc)
+                interrupted = isinstance(exc, KeyboardInterrupt)
+                if isinstance(exc, LanceError) or not isinstance(exc, Exception):
+                    raise
                 translated = _typed(exc, self._translate)
                 if translated is exc:
                     raise
                 raise translated from None
+            finally:
+                target = None
+                if group is None:
+                    if interrupted:  # Ctrl-C: scans stop; a join mid-batch is not awaited
+                        scope.cancel("the query was interrupted (Ctrl-C)")
+                    else:
+                        scope.settle()
             if isinstance(result, DataFrame) and not isinstance(result, LanceDataFrame):
-                return LanceDataFrame(result.df, self._translate, self._cancel)
-            if method.__name__.startswith("execute_stream"):
-                if isinstance(result, list):
-                    return [TypedStream(r, self._translate, self._cancel) for r in result]
-                return TypedStream(result, self._translate, self._cancel)
+                return LanceDataFrame(result.df, self._translate, self._ctx)
             return result
 
         return call
+
+
+# Methods whose result holds the physical plan (and its scan units) for the caller.
+_HANDS_OUT_PLAN = frozenset({"execution_plan"})
 
 
 def _install_guards() -> None:
@@ -229,6 +338,10 @@ class LanceSession:
             if isinstance(statement, UpdateStatement | DeleteStatement):
                 return self._run_dml(statement)
             return self._frame(self._from_arrow(self._writes.run(statement)))
+        # Long OR-ed equality lists become IN lists; what is still too wide to plan is
+        # refused (DataFusion would overflow its stack planning it).
+        query = fold_disjunctions(query)
+        check_chains(query)
         with self._lock:
             qid = str(next(self._ids))
         counter = itertools.count(1)
@@ -251,7 +364,12 @@ class LanceSession:
             df = self.ctx.sql(rewritten.text, options=_options())
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
-                plan = df.to_arrow_table()
+                scope = ScanScope("EXPLAIN", strict=False)
+                try:
+                    with active(scope):  # EXPLAIN ANALYZE runs the query
+                        plan = df.to_arrow_table()
+                finally:
+                    scope.settle()
                 return self._frame(self._from_arrow(render_explain(plan, planned)))
             self._limit_hints(df, planned)  # optimizes the plan: planning errors show here
         except LanceError:
@@ -261,10 +379,7 @@ class LanceSession:
             if translated is exc:
                 raise
             raise translated from None
-        cancel = threading.Event()
-        for ds in planned:
-            ds.cancelled = cancel
-        return self._frame(df, cancel)
+        return self._frame(df)
 
     def _run_dml(self, statement: UpdateStatement | DeleteStatement) -> LanceDataFrame:
         ds = self.dataset(statement.table)
@@ -319,8 +434,8 @@ class LanceSession:
         """The typed lance_sql exception for an error DataFusion raised (or ``exc``)."""
         return translate(exc, self.errors, self.tables)
 
-    def _frame(self, df: DataFrame, cancel: threading.Event | None = None) -> LanceDataFrame:
-        return LanceDataFrame(df.df, self.translate_error, cancel)
+    def _frame(self, df: DataFrame) -> LanceDataFrame:
+        return LanceDataFrame(df.df, self.translate_error, self.ctx)
 
     @staticmethod
     def _limit_hints(df: DataFrame, planned: list[LanceTableDataset]) -> None:
@@ -336,7 +451,8 @@ class LanceSession:
                 table_name = variant.table_name().removeprefix(f"{CATALOG}.{SCHEMA}.")
                 name = TableName.parse(table_name.strip('"'))
                 if name.query_id:
-                    fetches[name.query_id] = variant.fetch()
+                    # LIMIT n OFFSET m fetches n + m rows, which may exceed any table
+                    fetches[name.query_id] = min(variant.fetch(), MAX_ROWS)
             stack.extend(plan.inputs())
         for ds in planned:
             if ds.query_id in fetches:

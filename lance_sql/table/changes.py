@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -56,6 +55,7 @@ from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import FragmentLineage, load_lineage
 from lance_sql.table.scan import FragmentReader, cast_output, checked_rows, deleted_offsets
 from lance_sql.table.versions import list_versions, load_manifest
+from lance_sql.table.workers import WorkerPool
 
 __all__ = [
     "ChangeWindow",
@@ -592,7 +592,7 @@ def _run_jobs(jobs: list[_ReadJob]) -> None:
         for job in jobs:
             job.run()
         return
-    with ThreadPoolExecutor(min(len(large), READ_THREADS)) as pool:
+    with WorkerPool("changes", min(len(large), READ_THREADS)) as pool:
         pending = [pool.submit(job.run) for job in large]
         for job in jobs:
             if job.offsets.size < PARALLEL_ROWS:

@@ -64,6 +64,10 @@ _UNARY_FN = {"lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked",
              "length": "utf8_length", "negate": "negate"}
 _MATCH_FN = {"like": "match_like", "ilike": "match_like", "starts_with": "starts_with",
              "ends_with": "ends_with"}
+# Terms one AND/OR joins directly (pyarrow's recursion depth), and terms one AND/OR may
+# have at all (after folding equalities into IN lists).
+CHAIN = 64
+MAX_TERMS = 100_000
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
@@ -292,8 +296,14 @@ class _Translator:
             return pc.scalar(s), s.type
         op, args = e.op, e.args
         if op in ("and", "or"):
+            if op == "or":
+                args = fold_equalities(args)
+            if len(args) > MAX_TERMS:
+                raise InvalidInputError(
+                    f"filter has {len(args)} {op.upper()}ed terms; at most {MAX_TERMS} are "
+                    "supported (equalities of one column are folded into IN lists first)")
             parts = [self.boolean(a) for a in args]
-            return _balanced(f"{op}_kleene", parts)
+            return _combine(f"{op}_kleene", parts)
         if op == "not":
             return _call("invert", [self.boolean(args[0])])
         if op in COMPARISONS:
@@ -344,7 +354,7 @@ class _Translator:
         values = [i for i in items if not (isinstance(i, Literal) and i.value is None)]
         result = self._value_set_lookup(x_expr, values) if values else _null_bool()
         if result is None:  # no exact common type: spell it out as x = a OR x = b ...
-            result = _balanced("or_kleene", [self.compare("=", x_expr, v) for v in values])
+            result = _combine("or_kleene", [self.compare("=", x_expr, v) for v in values])
         if len(values) < len(items):  # x IN (..., NULL) is never FALSE
             result = _call("or_kleene", [result, _null_bool()])
         return result
@@ -395,12 +405,72 @@ def _family(t: pa.DataType) -> str:
     return "bool" if pa.types.is_boolean(t) else "other"
 
 
-def _balanced(fn: str, parts: list[_Typed]) -> _Typed:
-    """Combine with a binary kernel as a balanced tree, so long OR chains stay shallow."""
+def _combine(fn: str, parts: list[_Typed]) -> _Typed:
+    """``parts`` joined with an associative kernel (``and_kleene``/``or_kleene``) so that
+    pyarrow never recurses deeply through the result.
+
+    pyarrow flattens nested calls of one associative kernel into a single left-deep chain
+    before evaluating, and walks that chain recursively: 10,000 terms overflow its
+    stack. So at most :data:`CHAIN` parts are joined directly; longer lists are joined in
+    groups, each behind a no-op cast to boolean that pyarrow does not flatten through,
+    and the groups joined the same way, level after level.
+    """
     while len(parts) > 1:
-        pairs = [_call(fn, parts[i : i + 2]) for i in range(0, len(parts) - 1, 2)]
-        parts = pairs + (parts[-1:] if len(parts) % 2 else [])
+        groups = [_chain(fn, parts[i : i + CHAIN]) for i in range(0, len(parts), CHAIN)]
+        if len(groups) == 1:
+            return groups[0]
+        parts = [_call("cast", [g], pc.CastOptions(pa.bool_())) for g in groups]
     return parts[0]
+
+
+def _chain(fn: str, parts: list[_Typed]) -> _Typed:
+    out = parts[0]
+    for part in parts[1:]:
+        out = _call(fn, [out, part])
+    return out
+
+
+def fold_equalities(args: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """The operands of an OR with equalities of one column to literals (and that column's
+    IN lists) merged into one IN list per column: ``a = 1 OR b = 2 OR a = 3`` is
+    ``a IN (1, 3) OR b = 2``. The same under three-valued logic (IN is defined as that
+    disjunction), and one set lookup instead of thousands of comparisons."""
+    groups: dict[tuple[str, ...], list[Literal]] = {}
+    members: dict[tuple[str, ...], int] = {}
+    for arg in args:
+        found = _equality_values(arg)
+        if found is not None:
+            groups.setdefault(found[0].path, []).extend(found[1])
+            members[found[0].path] = members.get(found[0].path, 0) + 1
+    if all(count < 2 for count in members.values()):
+        return args
+    out: list[Expr] = []
+    placed: set[tuple[str, ...]] = set()
+    for arg in args:
+        found = _equality_values(arg)
+        if found is None or members[found[0].path] < 2:
+            out.append(arg)
+        elif found[0].path not in placed:
+            placed.add(found[0].path)
+            out.append(Call("in", (found[0], *groups[found[0].path])))
+    return tuple(out)
+
+
+def _equality_values(e: Expr) -> tuple[Column, list[Literal]] | None:
+    """(column, literals) when ``e`` is ``column = literal`` (either way round) or
+    ``column IN (literals)``."""
+    if not isinstance(e, Call):
+        return None
+    if e.op == "=" and len(e.args) == 2:
+        a, b = e.args
+        if isinstance(a, Literal) and isinstance(b, Column):
+            a, b = b, a
+        if isinstance(a, Column) and isinstance(b, Literal):
+            return a, [b]
+    if e.op == "in" and isinstance(e.args[0], Column) and all(
+            isinstance(v, Literal) for v in e.args[1:]):
+        return e.args[0], list(e.args[1:])  # type: ignore[arg-type]
+    return None
 
 
 def _nan_compare(op: str, left: _Typed, right: _Typed) -> _Typed:

@@ -79,7 +79,8 @@ def parse_predicate(text: str) -> Expr:
     try:
         return _Parser(text).parse()
     except RecursionError:
-        raise InvalidInputError(f"filter nested too deeply: '{text}'") from None
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise InvalidInputError(f"filter nested too deeply: '{shown}'") from None
 
 
 def tokenize(text: str) -> list[_Token]:

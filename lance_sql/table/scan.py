@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -38,6 +37,7 @@ from lance_sql.table.cache import LruCache
 from lance_sql.table.expr import Expr, parse_predicate, resolve, to_pyarrow
 from lance_sql.table.expr import columns as expr_columns
 from lance_sql.table.row_ids import load_lineage
+from lance_sql.table.workers import WorkerPool
 from lance_sql.table.write import refuse_json
 
 ROW_ID = "_rowid"
@@ -621,7 +621,11 @@ class Scanner:
         return self.plan.output_schema
 
     def _fragment_tables(self) -> Iterator[pa.Table]:
-        """Fragment results in order, read ahead in a small thread pool."""
+        """Fragment results in order, read ahead in a pool owned by this iterator.
+
+        Closing the iterator (a limit reached, the consumer gone, an error) closes the
+        pool: reads not started are dropped and running ones joined.
+        """
         frags = [f for f in self.fragments if f.physical_rows > 0]
         if self.indexed is not None:
             indexed = self.indexed
@@ -634,16 +638,8 @@ class Scanner:
             for frag in frags:
                 yield self._read_fragment(frag)
             return
-        with ThreadPoolExecutor(self.num_threads) as pool:
-            window = self.num_threads
-            futures = [pool.submit(self._read_fragment, f) for f in frags[:window]]
-            next_index = window
-            while futures:
-                table = futures.pop(0).result()
-                if next_index < len(frags):
-                    futures.append(pool.submit(self._read_fragment, frags[next_index]))
-                    next_index += 1
-                yield table
+        with WorkerPool("scan", self.num_threads) as pool:
+            yield from pool.ordered(self._read_fragment, frags, self.num_threads)
 
     def _limited_tables(self) -> Iterator[pa.Table]:
         skip = self.offset
