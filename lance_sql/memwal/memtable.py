@@ -207,7 +207,9 @@ class MemTable:
         result = np.full(n, -1, np.int64)
         if not frags or not n:
             return result
-        query = [keys.column(k).combine_chunks() for k in self.primary_key]
+        # hashes cover the stored bytes, so the query must have the stored types
+        query = [keys.column(k).combine_chunks().cast(self.arrow_schema.field(k).type)
+                 for k in self.primary_key]
         qhash = key_hashes(query)
         sorted_hashes, sorted_addr = self._sorted_index(frags)
         lo = np.searchsorted(sorted_hashes, qhash, "left")
@@ -225,7 +227,7 @@ class MemTable:
         for q_col, s_col in zip(query, stored, strict=True):
             a = q_col.take(pa.array(q_of))
             b = s_col.take(pa.array(flat))
-            equal &= pc.fill_null(pc.equal(a, b.cast(a.type)), False).to_numpy(
+            equal &= pc.fill_null(pc.equal(a, b), False).to_numpy(
                 zero_copy_only=False)
         q_of, cand = q_of[equal], cand[equal].astype(np.int64)
         np.maximum.at(result, q_of, cand)

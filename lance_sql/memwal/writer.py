@@ -353,9 +353,16 @@ class RegionWriter:
     def flush(self) -> None:
         """WAL flush now: every pending fragment goes into one new WAL entry."""
         self._check()
+        self._flush_active()
+
+    def _flush_active(self) -> None:
         with self._wal_lock:
-            self._check()
+            self._raise_failure()
             self._flush_pending(self._active)
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
 
     def _flush_wal(self, memtable: MemTable, fragment_id: int) -> None:
         with self._wal_lock:
@@ -406,9 +413,12 @@ class RegionWriter:
         """Seal the active MemTable and flush it (and any earlier sealed one still waiting)
         as generations; returns the last generation flushed (None: nothing to flush)."""
         self._check()
+        return self._flush_memtables()
+
+    def _flush_memtables(self) -> FlushedGeneration | None:
         with self._flush_lock:
             with self._wal_lock:
-                self._check()
+                self._raise_failure()
                 memtable = self._active
                 if memtable.num_fragments:
                     self._flush_pending(memtable)
@@ -547,10 +557,10 @@ class RegionWriter:
             self._want_flush = False
         active = self._active
         if not config.durable_write and active.has_unflushed():
-            self.flush()
+            self._flush_active()
         if (want_memtable or self._sealed or active.num_rows >= config.max_memtable_rows
                 or active.nbytes >= config.max_memtable_bytes):
-            self.flush_memtable()
+            self._flush_memtables()
         return True
 
 
