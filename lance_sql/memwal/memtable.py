@@ -7,10 +7,16 @@ write. Alongside the fragments the MemTable keeps:
 
 * the WAL fragment mapping: fragment id -> (WAL entry id, position inside the entry);
 * the primary-key bloom filter (written as the generation's ``bloom_filter.bin``);
-* a primary-key index for point lookups: every row's 64-bit key hash, sorted lazily when a
-  lookup follows writes; candidates with an equal hash are confirmed by comparing keys,
-  and the highest address wins (last write wins);
+* a primary-key index for point lookups: every row's key code (an integer key itself,
+  else its 64-bit hash), sorted lazily when a lookup follows writes; candidates with an
+  equal code are confirmed by comparing keys, and the highest address wins (last write
+  wins);
 * row and byte counts for the flush thresholds.
+
+The key structures are brought up to date by :meth:`MemTable.refresh_index` — by a put
+itself for indexed writes, otherwise by the writer's background thread (the lookup index)
+— and always before they are read (a lookup; the bloom filter when it is asked for, at a
+flush at the latest), so a reader never misses a key and puts pay no hashing.
 
 Thread safe: the writer inserts while readers look up and scan.
 """
@@ -28,22 +34,18 @@ import pyarrow.compute as pc
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hashes
 
-__all__ = ["ROW_ADDR", "MemFragment", "MemTable", "primary_key_bytes"]
+__all__ = ["ROW_ADDR", "MemFragment", "MemTable", "key_codes", "primary_key_bytes"]
 
 ROW_ADDR = "_rowaddr"
 
 
 @dataclass(frozen=True)
 class MemFragment:
-    """One put (or one replayed WAL entry): its rows and its key hashes."""
+    """One put (or one replayed WAL entry) and its size in memory."""
 
     fragment_id: int
     rows: pa.Table
-    hashes: np.ndarray
-
-    @property
-    def nbytes(self) -> int:
-        return self.rows.nbytes
+    nbytes: int
 
 
 def primary_key_bytes(keys: Sequence[pa.Array]) -> int:
@@ -70,7 +72,10 @@ class MemTable:
         self.arrow_schema = schema.to_arrow()
         self.primary_key = tuple(primary_key)
         self.generation = generation
-        self.bloom = PrimaryKeyBloom()
+        self._bloom = PrimaryKeyBloom()
+        self._codes: list[np.ndarray] = []           # lookup codes of the first fragments
+        self._bloom_rows = 0                         # fragments already in the bloom filter
+        self._index_lock = threading.Lock()          # one refresh_index at a time
         self._lock = threading.Lock()
         self._fragments: list[MemFragment] = []
         self._wal: dict[int, tuple[int, int]] = {}   # fragment id -> (WAL id, position)
@@ -90,12 +95,11 @@ class MemTable:
         ``wal_entry``: the rows come from that WAL entry (replay: a 1:1 mapping);
         None: they wait for the next WAL flush.
         """
-        keys = [rows.column(k).combine_chunks() for k in self.primary_key]
-        hashes = key_hashes(keys)
+        nbytes = rows.nbytes
         with self._lock:
             if self.sealed:
                 raise RuntimeError(f"MemTable generation {self.generation} is sealed")
-            fragment = MemFragment(len(self._fragments), rows, hashes)
+            fragment = MemFragment(len(self._fragments), rows, nbytes)
             self._fragments.append(fragment)
             self._rows += rows.num_rows
             self._bytes += fragment.nbytes
@@ -104,8 +108,41 @@ class MemTable:
                 self._unflushed_bytes += fragment.nbytes
             else:
                 self._wal[fragment.fragment_id] = (wal_entry, 0)
-            self.bloom.add_hashes(hashes)
         return fragment
+
+    def _new_keys(self, done: int) -> tuple[list[MemFragment], list[pa.Array]]:
+        with self._lock:
+            new = self._fragments[done:]
+        keys = [pa.concat_arrays([f.rows.column(k).combine_chunks() for f in new])
+                for k in self.primary_key] if new else []
+        return new, keys
+
+    def refresh_index(self, *, bloom: bool = False) -> None:
+        """Bring the lookup index (and with ``bloom`` the bloom filter) up to date with
+        the fragments added since, in one vectorised pass."""
+        with self._index_lock:
+            new, keys = self._new_keys(len(self._codes))
+            if new:
+                codes = key_codes(keys)
+                parts = np.split(codes, np.cumsum([f.rows.num_rows for f in new])[:-1])
+                with self._lock:
+                    self._codes.extend(parts)
+            if bloom:
+                new, keys = self._new_keys(self._bloom_rows)
+                if new:
+                    self._bloom.add_hashes(key_hashes(keys))
+                    self._bloom_rows += len(new)
+
+    @property
+    def bloom(self) -> PrimaryKeyBloom:
+        """The bloom filter over every key inserted so far."""
+        self.refresh_index(bloom=True)
+        return self._bloom
+
+    def _codes_of(self, count: int) -> list[np.ndarray]:
+        self.refresh_index()
+        with self._lock:
+            return self._codes[:count]
 
     def take_unflushed(self) -> list[MemFragment]:
         """The fragments waiting for a WAL flush, oldest first (they stay unflushed until
@@ -186,12 +223,13 @@ class MemTable:
         return table
 
     def _sorted_index(self, frags: list[MemFragment]) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted key codes, their row addresses) over ``frags``."""
         with self._lock:
             index = self._index
         if index is not None and index[0] == len(frags):
             return index[1], index[2]
-        hashes = (np.concatenate([f.hashes for f in frags]) if frags
-                  else np.zeros(0, np.uint64))
+        per_fragment = self._codes_of(len(frags))
+        hashes = (np.concatenate(per_fragment) if frags else np.zeros(0, np.int64))
         addresses = _addresses(frags)
         order = np.argsort(hashes, kind="stable")
         with self._lock:
@@ -210,7 +248,7 @@ class MemTable:
         # hashes cover the stored bytes, so the query must have the stored types
         query = [keys.column(k).combine_chunks().cast(self.arrow_schema.field(k).type)
                  for k in self.primary_key]
-        qhash = key_hashes(query)
+        qhash = key_codes(query)
         sorted_hashes, sorted_addr = self._sorted_index(frags)
         lo = np.searchsorted(sorted_hashes, qhash, "left")
         hi = np.searchsorted(sorted_hashes, qhash, "right")
@@ -239,6 +277,16 @@ class MemTable:
         table = (pa.concat_tables([f.rows for f in frags]) if frags
                  else self.arrow_schema.empty_table())
         return table.take(pa.array(_flat_positions(frags, np.asarray(addresses, np.uint64))))
+
+
+def key_codes(keys: Sequence[pa.Array]) -> np.ndarray:
+    """Sortable codes of keys, equal for equal keys: a single integer key is its own code
+    (no hashing on the write path); other keys use the bloom filter's 64-bit hash, and
+    lookups confirm equal codes by comparing the keys."""
+    if len(keys) == 1 and pa.types.is_integer(keys[0].type):
+        values = keys[0].to_numpy(zero_copy_only=False)
+        return values.view(np.int64) if values.dtype == np.uint64 else values.astype(np.int64)
+    return key_hashes(keys).view(np.int64)
 
 
 def _addresses(frags: list[MemFragment]) -> np.ndarray:

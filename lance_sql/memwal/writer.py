@@ -81,6 +81,9 @@ class WriterConfig:
     """Writer options (the names the MemWAL index records as writer defaults)."""
 
     durable_write: bool = True
+    # indexed: a put returns once its keys are in the bloom filter and lookup index;
+    # otherwise the background thread adds them (lookups catch up by themselves anyway)
+    indexed_write: bool = False
     max_wal_flush_interval_ms: int = 100
     max_wal_buffer_bytes: int = 10 * 1024 * 1024
     max_unflushed_bytes: int = 1024 * 1024 * 1024
@@ -325,14 +328,13 @@ class RegionWriter:
             memtable = self._active
             fragment = memtable.insert(rows.cast(self._arrow))
         config = self.config
+        if config.indexed_write:
+            memtable.refresh_index(bloom=True)
         if config.durable_write:
             self._flush_wal(memtable, fragment.fragment_id)
-        if (memtable.num_rows >= config.max_memtable_rows
-                or memtable.nbytes >= config.max_memtable_bytes
-                or (not config.durable_write
-                    and memtable.unflushed_bytes >= config.max_wal_buffer_bytes)):
-            self._wake(memtable_flush=memtable.num_rows >= config.max_memtable_rows
-                       or memtable.nbytes >= config.max_memtable_bytes)
+        if self._full(memtable) or (not config.durable_write and
+                                    memtable.unflushed_bytes >= config.max_wal_buffer_bytes):
+            self._wake()
 
     def _admit(self) -> None:
         """Backpressure: wait while the MemTables hold more than ``max_unflushed_bytes``."""
@@ -344,9 +346,8 @@ class RegionWriter:
                 self._cond.notify_all()
                 self._cond.wait(0.05)
 
-    def _wake(self, *, memtable_flush: bool = False) -> None:
+    def _wake(self) -> None:
         with self._cond:
-            self._want_flush = self._want_flush or memtable_flush
             self._cond.notify_all()
 
     # ------------------------------------------------------------------ WAL flush
@@ -415,12 +416,14 @@ class RegionWriter:
         self._check()
         return self._flush_memtables()
 
-    def _flush_memtables(self) -> FlushedGeneration | None:
+    def _flush_memtables(self, *, only_when_full: bool = False) -> FlushedGeneration | None:
+        """``only_when_full``: seal the active MemTable only if it reached a threshold
+        (checked under the locks: a flush that ran meanwhile may have emptied it)."""
         with self._flush_lock:
             with self._wal_lock:
                 self._raise_failure()
                 memtable = self._active
-                if memtable.num_fragments:
+                if memtable.num_fragments and (not only_when_full or self._full(memtable)):
                     self._flush_pending(memtable)
                     with self._state:
                         memtable.seal()
@@ -558,10 +561,14 @@ class RegionWriter:
         active = self._active
         if not config.durable_write and active.has_unflushed():
             self._flush_active()
-        if (want_memtable or self._sealed or active.num_rows >= config.max_memtable_rows
-                or active.nbytes >= config.max_memtable_bytes):
-            self._flush_memtables()
+        active.refresh_index()
+        if want_memtable or self._full(active):
+            self._flush_memtables(only_when_full=not want_memtable)
         return True
+
+    def _full(self, memtable: MemTable) -> bool:
+        return (memtable.num_rows >= self.config.max_memtable_rows
+                or memtable.nbytes >= self.config.max_memtable_bytes)
 
 
 def _background(ref: weakref.ref[RegionWriter]) -> None:
