@@ -64,7 +64,7 @@ from lance_sql.table.commit import commit_transaction
 from lance_sql.table.operations import Overwrite, Transaction
 from lance_sql.table.write import check_nulls
 
-__all__ = ["BLOOM_FILE", "RegionWriter", "WriterConfig", "open_writers"]
+__all__ = ["BLOOM_FILE", "RegionWriter", "WriterConfig", "open_memtables", "open_writers"]
 
 BLOOM_FILE = "bloom_filter.bin"
 WAL_BASE_ID = 0
@@ -108,6 +108,12 @@ def open_writers(table_uri: str | None = None) -> list[RegionWriter]:
     reader here can see their MemTables (strongly consistent reads)."""
     with _REGISTRY_LOCK:
         return [w for (uri, _), w in _REGISTRY.items() if table_uri in (None, uri)]
+
+
+def open_memtables(table_uri: str) -> dict[uuid.UUID, list[MemTable]]:
+    """Per region of the table at ``table_uri``, the unflushed MemTables of this process's
+    writer, oldest first (sealed ones still being flushed, then the active one)."""
+    return {w.region_id: w.memtables() for w in open_writers(table_uri)}
 
 
 def _close_all_at_exit() -> None:

@@ -24,7 +24,13 @@ from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.naming import GenerationDir, RegionPaths
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.wal import WalLog
-from lance_sql.memwal.writer import BLOOM_FILE, RegionWriter, WriterConfig, open_writers
+from lance_sql.memwal.writer import (
+    BLOOM_FILE,
+    RegionWriter,
+    WriterConfig,
+    open_memtables,
+    open_writers,
+)
 
 PATHS = RegionPaths(REGION)
 
@@ -173,6 +179,8 @@ def test_registry_lists_open_writers_and_their_memtables() -> None:
     assert {x.region_id for x in open_writers(ds.store.uri)} == {REGION, other}
     found = next(x for x in open_writers(ds.store.uri) if x.region_id == REGION)
     assert found.memtables()[-1].lookup(pa.table({"id": [7]})).tolist() == [0]
+    memtables = open_memtables(ds.store.uri)
+    assert set(memtables) == {REGION, other} and memtables[other][-1].num_rows == 0
     w.close()
     v.close()
     assert open_writers(ds.store.uri) == []
