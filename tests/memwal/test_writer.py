@@ -291,3 +291,36 @@ def test_config_is_validated() -> None:
     with pytest.raises(InvalidInputError, match="max_unflushed_bytes"):
         WriterConfig(max_unflushed_bytes=-5)
 
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_concurrent_puts_from_threads_are_all_kept(durable: bool) -> None:
+    import threading
+
+    ds = memory_table()
+    w = open_writer(ds, durable_write=durable, max_wal_flush_interval_ms=5,
+                    max_memtable_rows=300)
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        try:
+            for i in range(25):
+                w.put(rows([t * 1000 + i]))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    w.close()
+    wal = WalLog(ds.store, REGION)
+    ids = list(wal.ids_after(RegionLog(ds.store, REGION).latest().replay_after_wal_id))
+    if durable:  # group commit: a put's flush may carry others along, never lose them
+        assert len(ids) <= 100
+    recovered = open_writer(ds)
+    assert set(region_state(ds, recovered)) == {t * 1000 + i for t in range(4)
+                                                for i in range(25)}
+    recovered.close()
