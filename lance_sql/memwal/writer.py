@@ -241,8 +241,15 @@ class RegionWriter:
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:
             self._failure = error
+        if isinstance(error, WriterFencedError):
+            self._unregister()  # the new writer's MemTable is the one readers must see
         with self._cond:
             self._cond.notify_all()
+
+    def _unregister(self) -> None:
+        with _REGISTRY_LOCK:
+            if _REGISTRY.get((self.store.uri, self.region_id)) is self:
+                del _REGISTRY[(self.store.uri, self.region_id)]
 
     def _unflushed_bytes(self) -> int:
         with self._state:
@@ -514,9 +521,7 @@ class RegionWriter:
             self._cond.notify_all()
         if self._thread is not threading.current_thread():
             self._thread.join()
-        with _REGISTRY_LOCK:
-            if _REGISTRY.get((self.store.uri, self.region_id)) is self:
-                del _REGISTRY[(self.store.uri, self.region_id)]
+        self._unregister()
 
     def close(self) -> None:
         """Flush pending rows to the WAL, stop the background thread, unregister.

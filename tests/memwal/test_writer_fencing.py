@@ -17,6 +17,7 @@ from lance_sql.format.memwal import RegionManifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.wal import WalLog, encode_entry, memtable_schema
+from lance_sql.memwal.writer import open_writers
 
 
 def _seed_appendix_state(ds) -> None:  # noqa: ANN001
@@ -57,8 +58,10 @@ def test_appendix_1_writer_fencing_step_by_step() -> None:
     b.put(rows([17], "b"))
     assert [wal.read(i).writer_epoch for i in (16, 17)] == [7, 7]
     # 7-9: A tries to flush its MemTable, sees epoch 7 > 6: fenced, aborts everything
+    registry = {(w.region_id, w.epoch) for w in open_writers()}
     with pytest.raises(WriterFencedError, match="epoch 6"):
         a.flush_memtable()
+    assert a not in open_writers() and (REGION, 7) in registry
     with pytest.raises(WriterFencedError):
         a.put(rows([99], "a"))
     with pytest.raises(WriterFencedError):
@@ -82,6 +85,7 @@ def test_losing_a_wal_position_fences_and_fails_the_pending_put() -> None:
     a.put(rows([1], "a"))
     b = open_writer(ds)          # replays entry 1
     b.put(rows([2], "b"))        # takes position 2 with epoch 2
+    assert open_writers(ds.store.uri) == [b]   # B replaced A in this process's registry
     with pytest.raises(WriterFencedError, match="taken by writer epoch 2"):
         a.put(rows([3], "a"))    # durable: the put fails, it is not acknowledged
     with pytest.raises(WriterFencedError):
