@@ -9,8 +9,11 @@ Local filesystem, a table with an int64 primary key, a float64 and a string colu
   flush (``close``).
 * MemTable flush — a 100k-row MemTable (durable puts, so the WAL is written) flushed to a
   generation: lance_sql ``flush_memtable()``; pylance ``close()`` (which flushes it).
+* memory (``--memory``, lance_sql only) — peak RSS growth of a fresh process putting
+  ``--memory-rows`` rows non-durably with ``max_unflushed_bytes`` = 64 MiB and
+  ``max_memtable_bytes`` = 32 MiB, against those bounds.
 
-    python bench/bench_memwal.py --puts 40 --batches 200
+    python bench/bench_memwal.py --puts 40 --batches 200 [--memory]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,12 +72,46 @@ def put_latencies(writer, batches: list[pa.Table]) -> list[float]:  # noqa: ANN0
     return times
 
 
+_MEMORY_CHILD = """
+import resource, sys, tempfile
+import numpy as np, pyarrow as pa
+sys.path.insert(0, {bench!r})
+from bench_memwal import batch, ours
+root = tempfile.mkdtemp(prefix="bench_memwal_rss_")
+batches = [batch(i) for i in range(1, 51)]  # reused: the input is not what we measure
+w = ours(root + "/t", durable_write=False, max_unflushed_bytes=64 << 20,
+         max_memtable_bytes=32 << 20, max_memtable_rows=10**9)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for i in range({n} // 1000):
+    ids = pa.array(np.arange(i * 1000, (i + 1) * 1000, dtype=np.int64))
+    w.put(batches[i % 50].set_column(0, "id", ids))
+w.close()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) / 1024)
+"""
+
+
+def memory_peak(rows: int) -> float:
+    """Peak RSS growth (MiB) of a child process writing ``rows`` rows."""
+    code = _MEMORY_CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)), n=rows)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(out.stderr)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--puts", type=int, default=40, help="durable puts timed")
     parser.add_argument("--batches", type=int, default=200, help="non-durable 1000-row puts")
     parser.add_argument("--flush-rows", type=int, default=100_000)
+    parser.add_argument("--memory", action="store_true", help="also measure peak RSS")
+    parser.add_argument("--memory-rows", type=int, default=2_000_000)
     args = parser.parse_args()
+    if args.memory:
+        growth = memory_peak(args.memory_rows)
+        print(f"peak RSS growth writing {args.memory_rows} rows non-durably: {growth:.0f} MiB "
+              f"(max_unflushed_bytes 64 MiB, max_memtable_bytes 32 MiB)")
     tmp = tempfile.mkdtemp(prefix="bench_memwal_")
     batches = [batch(i) for i in range(1, max(args.puts, args.batches) + 1)]
     results: dict[str, float] = {}

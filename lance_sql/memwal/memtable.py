@@ -89,15 +89,17 @@ class MemTable:
         self.sealed = False
 
     # ------------------------------------------------------------------ writing
-    def insert(self, rows: pa.Table, wal_entry: int | None = None) -> MemFragment:
+    def insert(self, rows: pa.Table, wal_entry: int | None = None, *,
+               sealed_ok: bool = False) -> MemFragment:
         """Add ``rows`` (already in the MemTable schema) as a new fragment.
 
         ``wal_entry``: the rows come from that WAL entry (replay: a 1:1 mapping);
-        None: they wait for the next WAL flush.
+        None: they wait for the next WAL flush. ``sealed_ok``: a WAL entry may still join a
+        sealed MemTable whose last WAL flush is in progress (a fenced writer's entry).
         """
         nbytes = rows.nbytes
         with self._lock:
-            if self.sealed:
+            if self.sealed and not (sealed_ok and wal_entry is not None):
                 raise RuntimeError(f"MemTable generation {self.generation} is sealed")
             fragment = MemFragment(len(self._fragments), rows, nbytes)
             self._fragments.append(fragment)

@@ -213,11 +213,11 @@ class RegionWriter:
                 raise WriterFencedError(
                     f"region {self.region_id}: WAL entry {entry.entry_id} was written by epoch "
                     f"{entry.writer_epoch}, newer than ours ({self.epoch})")
-            self._adopt(entry.entry_id, entry.rows, entry.size_bytes)
+            self._adopt(self._active, entry.entry_id, entry.rows, entry.size_bytes)
             self._next_wal = entry.entry_id + 1
 
-    def _adopt(self, entry_id: int, rows: pa.Table, size: int) -> None:
-        self._active.insert(rows, wal_entry=entry_id)
+    def _adopt(self, memtable: MemTable, entry_id: int, rows: pa.Table, size: int) -> None:
+        memtable.insert(rows, wal_entry=entry_id, sealed_ok=True)
         self._entry_sizes[entry_id] = size
 
     # ------------------------------------------------------------------ state
@@ -396,7 +396,7 @@ class RegionWriter:
                                 generation=memtable.generation, data_format=self.data_format,
                                 path=f"{self.store.uri}/{self.wal.key(self._next_wal)}")
             while not self.wal.append(self._next_wal, data):
-                self._take_over_position(self._next_wal)
+                self._take_over_position(self._next_wal, memtable)
         except WriterFencedError as exc:
             self._fail(exc)
             raise
@@ -410,7 +410,7 @@ class RegionWriter:
         with self._cond:
             self._cond.notify_all()
 
-    def _take_over_position(self, entry_id: int) -> None:
+    def _take_over_position(self, entry_id: int, memtable: MemTable) -> None:
         """Another writer wrote entry ``entry_id`` first: fenced if it is newer, else (a
         fenced writer finishing its last flush) its rows are valid and join the MemTable."""
         entry = self.wal.read(entry_id, self.schema)
@@ -419,7 +419,7 @@ class RegionWriter:
                 f"region {self.region_id}: WAL entry {entry_id} was taken by writer epoch "
                 f"{entry.writer_epoch}; this writer (epoch {self.epoch}) has been fenced")
         with self._state:
-            self._adopt(entry_id, entry.rows, entry.size_bytes)
+            self._adopt(memtable, entry_id, entry.rows, entry.size_bytes)
         self._next_wal = entry_id + 1
 
     # ------------------------------------------------------------------ MemTable flush
@@ -437,12 +437,12 @@ class RegionWriter:
                 self._raise_failure()
                 memtable = self._active
                 if memtable.num_fragments and (not only_when_full or self._full(memtable)):
-                    self._flush_pending(memtable)
-                    with self._state:
+                    with self._state:  # sealed first: no put slips in after its WAL flush
                         memtable.seal()
                         self._sealed.append(memtable)
                         self._active = MemTable(self.schema, self.primary_key,
                                                 memtable.generation + 1)
+                    self._flush_pending(memtable)
             flushed = None
             while True:
                 with self._state:

@@ -165,7 +165,7 @@ def test_backpressure_bounds_unflushed_bytes() -> None:
         peak = max(peak, sum(m.nbytes for m in w.memtables()))
     assert peak <= limit + 2 * batch.nbytes
     w.close()
-    assert len(RegionLog(ds.store, REGION).latest().flushed_generations) >= 2
+    assert RegionLog(ds.store, REGION).latest().flushed_generations
     state = region_state(ds, open_writer(ds))
     assert len(state) == 12000
 
@@ -298,13 +298,14 @@ def test_concurrent_puts_from_threads_are_all_kept(durable: bool) -> None:
     import threading
 
     ds = memory_table()
-    w = open_writer(ds, durable_write=durable, max_wal_flush_interval_ms=5,
-                    max_memtable_rows=300)
+    # small MemTables: background MemTable flushes race with the puts
+    w = open_writer(ds, durable_write=durable, max_wal_flush_interval_ms=2,
+                    max_memtable_rows=15)
     errors: list[BaseException] = []
 
     def worker(t: int) -> None:
         try:
-            for i in range(25):
+            for i in range(60):
                 w.put(rows([t * 1000 + i]))
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
@@ -319,8 +320,9 @@ def test_concurrent_puts_from_threads_are_all_kept(durable: bool) -> None:
     wal = WalLog(ds.store, REGION)
     ids = list(wal.ids_after(RegionLog(ds.store, REGION).latest().replay_after_wal_id))
     if durable:  # group commit: a put's flush may carry others along, never lose them
-        assert len(ids) <= 100
+        assert len(ids) <= 240
+    assert RegionLog(ds.store, REGION).latest().flushed_generations
     recovered = open_writer(ds)
     assert set(region_state(ds, recovered)) == {t * 1000 + i for t in range(4)
-                                                for i in range(25)}
+                                                for i in range(60)}
     recovered.close()
