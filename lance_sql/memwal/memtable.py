@@ -37,6 +37,7 @@ from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hashes
 __all__ = ["ROW_ADDR", "MemFragment", "MemTable", "key_codes", "primary_key_bytes"]
 
 ROW_ADDR = "_rowaddr"
+_HASH_SLICE = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -131,9 +132,12 @@ class MemTable:
                     self._codes.extend(parts)
             if bloom:
                 new, keys = self._new_keys(self._bloom_rows)
-                if new:
-                    self._bloom.add_hashes(key_hashes(keys))
-                    self._bloom_rows += len(new)
+                total = len(keys[0]) if keys else 0
+                # in slices: hashing allocates several temporaries per key
+                for start in range(0, total, _HASH_SLICE):
+                    self._bloom.add_hashes(key_hashes([k.slice(start, _HASH_SLICE)
+                                                       for k in keys]))
+                self._bloom_rows += len(new)
 
     @property
     def bloom(self) -> PrimaryKeyBloom:

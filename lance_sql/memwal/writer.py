@@ -7,9 +7,9 @@ Lifecycle (the spec's Writer Expectations):
    fragment per entry.
 3. **Put / delete**: validate, insert a MemTable fragment (readable at once). Durable
    writers return once a WAL entry holding the rows exists; others return at once and a
-   background thread flushes the WAL every ``max_wal_flush_interval_ms`` or when
-   ``max_wal_buffer_bytes`` are pending. Puts block while the MemTables hold more than
-   ``max_unflushed_bytes`` (bounded memory).
+   background thread flushes the WAL every ``max_wal_flush_interval_ms`` (the put that
+   fills ``max_wal_buffer_bytes`` flushes it itself). Puts block while the MemTables hold
+   more than ``max_unflushed_bytes`` (bounded memory).
 4. **WAL flush**: the pending fragments become one entry, written put-if-absent at the next
    id. A position taken by a newer epoch fences this writer; one taken by an older (fenced)
    writer still finishing is adopted into the MemTable and the next id is tried.
@@ -343,10 +343,11 @@ class RegionWriter:
         config = self.config
         if config.indexed_write:
             memtable.refresh_index(bloom=True)
-        if config.durable_write:
+        if config.durable_write or memtable.unflushed_bytes >= config.max_wal_buffer_bytes:
+            # durable: wait for the WAL; non-durable with a full buffer: the put that
+            # filled it flushes it (the background thread may be lagging behind)
             self._flush_wal(memtable, fragment.fragment_id)
-        if self._full(memtable) or (not config.durable_write and
-                                    memtable.unflushed_bytes >= config.max_wal_buffer_bytes):
+        if self._full(memtable):
             self._wake()
 
     def _admit(self) -> None:
