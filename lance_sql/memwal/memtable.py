@@ -14,9 +14,9 @@ write. Alongside the fragments the MemTable keeps:
 * row and byte counts for the flush thresholds.
 
 The key structures are brought up to date by :meth:`MemTable.refresh_index` — by a put
-itself for indexed writes, otherwise by the writer's background thread (the lookup index)
-— and always before they are read (a lookup; the bloom filter when it is asked for, at a
-flush at the latest), so a reader never misses a key and puts pay no hashing.
+itself for indexed writes, otherwise by the writer's background thread — and always
+before they are read (a lookup; the bloom filter when it is asked for, at a flush at the
+latest), so a reader never misses a key and puts pay no hashing.
 
 Thread safe: the writer inserts while readers look up and scan.
 """

@@ -573,7 +573,7 @@ class RegionWriter:
         active = self._active
         if not config.durable_write and active.has_unflushed():
             self._flush_active()
-        active.refresh_index()
+        active.refresh_index(bloom=True)  # off the flush path: the flush hashes the tail
         if want_memtable or self._full(active):
             self._flush_memtables(only_when_full=not want_memtable)
         return True
