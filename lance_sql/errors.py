@@ -11,6 +11,8 @@ can catch the whole family or one branch of it::
     │   └── VersionCleanedUpError    history (manifests, files) removed by cleanup_old_versions
     ├── SchemaError              data whose schema does not fit the table
     ├── InvalidInputError        a bad argument or expression from the caller
+    │   └── StatementRefusedError    SQL the session may not run (files outside its root,
+    │                                writes in a read-only session, in-memory-only DDL)
     ├── QueryError               the SQL engine failed while running a query (division by
     │                            zero, a failed cast...)
     ├── CommitConflict           another writer committed first
@@ -48,6 +50,11 @@ class SchemaError(LanceError):
 
 class InvalidInputError(LanceError, ValueError):
     """A malformed argument from the caller (bad filter expression, bad mode...)."""
+
+
+class StatementRefusedError(InvalidInputError):
+    """A SQL statement this session refuses: it would read or write files outside the
+    session's root, write in a read-only session, or change nothing lasting."""
 
 
 class PathEscapeError(FormatError):

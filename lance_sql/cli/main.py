@@ -12,9 +12,11 @@ import argparse
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from lance_sql import __version__
 from lance_sql.cli.demo import run_demo
 from lance_sql.cli.execute import (
     OutputOptions,
@@ -56,6 +58,8 @@ Statements end at ';'; each result is printed in turn. Time travel:
   SELECT * FROM events AT (VERSION => 3)
 System columns (hidden from *): SELECT _rowid, _rowaddr, * FROM events WHERE _rowaddr = 4294967296
 History: SELECT * FROM table_versions('events')
+Writes, one commit each: CREATE TABLE t AS SELECT ..., INSERT INTO t VALUES ..., UPDATE,
+  DELETE, MERGE INTO, ALTER TABLE t ADD COLUMN ..., DROP TABLE t (--read-only refuses them)
 
 examples:
   lance-sql sql ./db "SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind"
@@ -92,11 +96,22 @@ class _IntermixedParser(argparse.ArgumentParser):
             self._parsing = False
 
 
+def _row_count(text: str) -> int:
+    """``--max-rows``: a whole number of rows, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of rows, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _add_output(parser: argparse.ArgumentParser, *, streaming: bool) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="output format (default: table)")
     if streaming:
-        parser.add_argument("--max-rows", type=int, metavar="N",
+        parser.add_argument("--max-rows", type=_row_count, metavar="N",
                             help="table format: show at most N rows (the count shows all)")
         parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                             help="rows/batches/elapsed on stderr while a query runs "
@@ -107,12 +122,18 @@ def _add_tables(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", metavar="ROOT", help="directory of Lance tables (or one table)")
     parser.add_argument("-t", "--table", action="append", default=[], metavar="NAME=PATH",
                         help="also register the table at PATH as NAME (repeatable)")
+    parser.add_argument("--read-only", action="store_true",
+                        help="refuse every statement that writes (INSERT, CREATE TABLE, ...)")
+    parser.add_argument("--allow-external-files", action="store_true",
+                        help="let CREATE EXTERNAL TABLE read and COPY ... TO write files "
+                             "outside ROOT (refused by default)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="lance-sql", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=raw)
+    parser.add_argument("--version", action="version", version=f"lance-sql {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 parser_class=_IntermixedParser)
 
@@ -170,20 +191,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def open_session(root: str, tables: Sequence[str] = ()) -> LanceSession:
+def open_session(root: str, tables: Sequence[str] = (), *, read_only: bool = False,
+                 allow_external_files: bool = False) -> LanceSession:
     """A session over ROOT: a directory of tables, or a single table's directory."""
     path = Path(root)
+    access = {"read_only": read_only, "allow_external_files": allow_external_files}
     if (path / "_versions").is_dir():
-        session = LanceSession(None)
+        session = LanceSession(None, **access)
         session.register(path.name.removesuffix(".lance"), path)
     elif path.is_dir():
-        session = LanceSession(path)
+        session = LanceSession(path, **access)
     else:
         raise NotFoundError(f"{root} is not a directory of Lance tables")
     for spec in tables:
         name, eq, uri = spec.partition("=")
         if not eq or not name or not uri:
             raise InvalidInputError(f"--table expects NAME=PATH, got {spec!r}")
+        try:
+            dataset(uri)
+        except NotFoundError as exc:
+            raise NotFoundError(f"--table {spec}: {exc}") from None
         session.register(name, uri)
     return session
 
@@ -220,7 +247,8 @@ def _options(args: argparse.Namespace) -> OutputOptions:
 def _run(args: argparse.Namespace) -> int:
     out, err = sys.stdout, sys.stderr
     if args.command == "sql":
-        session = open_session(args.root, args.table)
+        session = open_session(args.root, args.table, read_only=args.read_only,
+                               allow_external_files=args.allow_external_files)
         statements, rest = split_statements(_read_sql(args))
         if rest.strip():
             statements.append(rest.strip())
@@ -228,7 +256,8 @@ def _run(args: argparse.Namespace) -> int:
             raise InvalidInputError("no SQL statement given")
         run_statements(session, statements, out, err, _options(args))
     elif args.command == "shell":
-        session = open_session(args.root, args.table)
+        session = open_session(args.root, args.table, read_only=args.read_only,
+                               allow_external_files=args.allow_external_files)
         return Shell(session, options=_options(args)).run()
     elif args.command == "log":
         session, name = _table_session(args.table)
@@ -246,8 +275,11 @@ def _run(args: argparse.Namespace) -> int:
             out.write(f"deleted tag {args.tag!r}\n")
     elif args.command == "demo":
         if args.dir:
-            Path(args.dir).mkdir(parents=True, exist_ok=True)
-            run_demo(Path(args.dir), out, err)
+            target = Path(args.dir)
+            if target.exists() and not target.is_dir():
+                raise InvalidInputError(f"--dir {args.dir} exists and is not a directory")
+            target.mkdir(parents=True, exist_ok=True)
+            run_demo(target, out, err)
         else:
             with tempfile.TemporaryDirectory(prefix="lance-sql-demo-") as tmp:
                 run_demo(Path(tmp), out, err)
@@ -267,6 +299,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as exc:  # the file system said no (permissions, a full disk...)
+        if os.environ.get("LANCE_SQL_DEBUG"):
+            raise
+        sys.stdout.flush()
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"lance-sql: error: {exc.strerror or exc}{where}\n")
+        return 1
     except Exception as exc:
         if not is_query_error(exc):
             raise
@@ -275,5 +314,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def entry() -> None:
+    """The ``lance-sql`` console script: :func:`main`, then the exit status.
+
+    After Ctrl-C a query's worker may still be finishing the batch it was given (its
+    scans stop at the next one); the process exits at once rather than wait for it.
+    """
+    code = main()
+    if code == 130 and threading.active_count() > 1:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

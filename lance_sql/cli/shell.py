@@ -44,6 +44,8 @@ Enter SQL statements ending with ';' (they may span several lines), or a command
 Time travel: SELECT * FROM t VERSION AS OF 3 | VERSION AS OF 'tag' |
              TIMESTAMP AS OF '2025-01-01 00:00:00' | FOR SYSTEM_TIME AS OF ... |
              AT (VERSION => 3); history: SELECT * FROM table_versions('t');
+Writes (one commit each): CREATE TABLE t AS SELECT ...; INSERT INTO t VALUES (...);
+             UPDATE; DELETE; MERGE INTO; ALTER TABLE; DROP TABLE t;
 """
 
 
@@ -119,7 +121,8 @@ class Shell:
         """Read until end of input or ``.quit``; returns the process exit status."""
         history = _History() if self.interactive else None
         if self.interactive:
-            self.out.write(f"lance-sql shell: {len(self.session.tables())} tables. "
+            count = len(self.session.tables())
+            self.out.write(f"lance-sql shell: {count} table{'' if count == 1 else 's'}. "
                            "Type .help for help, .quit to leave.\n")
         buffer = ""
         first_line = history.lines_added() if history else 0

@@ -43,29 +43,58 @@ def encode_deletions(offsets: np.ndarray) -> tuple[DeletionKind, bytes]:
     return kind, sink.getvalue().to_pybytes()
 
 
-def decode_deletions(kind: DeletionKind, data: bytes, path: str) -> np.ndarray:
-    """Deleted row offsets from a deletion file's bytes; FormatError if corrupt."""
+def decode_deletions(kind: DeletionKind, data: bytes, path: str,
+                     physical_rows: int) -> np.ndarray:
+    """Deleted row offsets from a deletion file's bytes; FormatError if corrupt.
+
+    Every offset must lie below ``physical_rows`` (the fragment's row count). Sizes in
+    the file are checked against it *before* anything is expanded: a hostile file can
+    claim a 2**40-row batch or a bitmap of all 2**32 offsets in a few bytes.
+    """
     if kind == "bitmap":
-        try:
-            bitmap = BitMap.deserialize(data)
-        except Exception as exc:  # pyroaring raises ValueError/OverflowError variants
-            raise FormatError(f"{path}: corrupt roaring deletion bitmap ({exc})") from exc
-        return np.asarray(bitmap.to_array(), dtype=np.uint32)
+        return _decode_bitmap(data, path, physical_rows)
+    return _decode_arrow(data, path, physical_rows)
+
+
+def _decode_bitmap(data: bytes, path: str, physical_rows: int) -> np.ndarray:
+    try:
+        bitmap = BitMap.deserialize(data)
+    except Exception as exc:  # pyroaring raises ValueError/OverflowError variants
+        raise FormatError(f"{path}: corrupt roaring deletion bitmap ({exc})") from exc
+    if len(bitmap) and bitmap.max() >= physical_rows:
+        raise FormatError(f"{path}: deletes row {bitmap.max()} but the fragment has "
+                          f"{physical_rows} rows")
+    return np.asarray(bitmap.to_array(), dtype=np.uint32)
+
+
+def _decode_arrow(data: bytes, path: str, physical_rows: int) -> np.ndarray:
     try:
         reader = pa.ipc.open_file(pa.py_buffer(data))
-        table = reader.read_all()
-        types = [f.type for f in table.schema]
-        column = table.column(0) if len(types) == 1 else None  # reads the (UTF-8) name
+        types = [f.type for f in reader.schema]
+        if len(types) != 1 or not pa.types.is_integer(types[0]):
+            raise FormatError(f"{path}: deletion file must hold one integer column, got "
+                              f"{types}")
+        chunks, rows = [], 0
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            rows += batch.num_rows
+            if rows > physical_rows:  # an offset is deleted at most once
+                raise FormatError(f"{path}: deletion file holds {rows} or more rows but the "
+                                  f"fragment has {physical_rows}")
+            # Lengths in the IPC metadata are not checked against the buffers by the
+            # reader: a patched one would read far past them. Check before touching.
+            batch.validate(full=True)
+            chunks.append(batch.column(0))  # reads the (UTF-8) name
     # corrupt IPC metadata surfaces as any Arrow error (incl. huge allocations) or bad UTF-8
     except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise FormatError(f"{path}: corrupt Arrow deletion file ({exc})") from exc
-    if column is None or not pa.types.is_integer(types[0]):
-        raise FormatError(f"{path}: deletion file must hold one integer column, got {types}")
+    column = pa.chunked_array(chunks, types[0])
     if column.null_count:
         raise FormatError(f"{path}: deletion file contains nulls")
     values = column.to_numpy()
-    if len(values) and (values.min() < 0 or values.max() > np.iinfo(np.uint32).max):
-        raise FormatError(f"{path}: deletion file has offsets outside the u32 range")
+    if len(values) and (values.min() < 0 or values.max() >= physical_rows):
+        bad = int(values.min()) if values.min() < 0 else int(values.max())
+        raise FormatError(f"{path}: deletes row {bad} but the fragment has {physical_rows} rows")
     return np.unique(values.astype(np.uint32))
 
 

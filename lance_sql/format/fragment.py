@@ -14,10 +14,14 @@ from typing import Literal
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
+from lance_sql.errors import FormatError
 from lance_sql.format.pb import table_pb2
 
 DATA_DIR = "data"
 DELETIONS_DIR = "_deletions"
+# Row offsets inside a fragment are u32 (a row address is ``fragment id << 32 | offset``),
+# so no fragment can hold more rows than this; a larger claim is corrupt metadata.
+MAX_PHYSICAL_ROWS = 1 << 32
 
 
 def unknown_fields(msg: Message) -> bytes:
@@ -210,6 +214,9 @@ class Fragment:
 
     @classmethod
     def from_proto(cls, pb: table_pb2.DataFragment) -> Fragment:
+        """The fragment ``pb`` describes; FormatError when its counts or paths cannot be
+        true (checked here, before any of them sizes an allocation)."""
+        _check_counts(pb)
         return cls(
             id=pb.id,
             files=tuple(DataFile.from_proto(f) for f in pb.files),
@@ -249,6 +256,20 @@ class Fragment:
         if self.unknown:
             pb.MergeFromString(self.unknown)
         return pb
+
+
+def _check_counts(pb: table_pb2.DataFragment) -> None:
+    where = f"fragment {pb.id}"
+    if pb.physical_rows > MAX_PHYSICAL_ROWS:
+        raise FormatError(f"{where} claims {pb.physical_rows} rows; a fragment holds at most "
+                          f"{MAX_PHYSICAL_ROWS} (row offsets are u32)")
+    if pb.HasField("deletion_file") and pb.deletion_file.num_deleted_rows > pb.physical_rows:
+        raise FormatError(f"{where} claims {pb.deletion_file.num_deleted_rows} deleted rows "
+                          f"of {pb.physical_rows}")
+    for data_file in pb.files:
+        if not data_file.path or data_file.path.endswith("/"):
+            raise FormatError(f"{where} lists a data file with an empty name "
+                              f"({data_file.path!r})")
 
 
 @dataclass(frozen=True)

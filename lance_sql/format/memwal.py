@@ -24,8 +24,8 @@ from lance_sql.format.region_spec import RegionSpec
 
 __all__ = [
     "DETAILS_TYPE_URL", "MEM_WAL_INDEX_NAME", "FlushedGeneration", "IndexCatchupProgress",
-    "MemWalIndexDetails", "MergedGeneration", "RegionManifest", "details_of", "record_merged",
-    "with_details",
+    "MemWalIndexDetails", "MergedGeneration", "RegionManifest", "carry_progress", "details_of",
+    "record_merged", "with_details",
 ]
 
 MEM_WAL_INDEX_NAME = "__lance_mem_wal"
@@ -115,6 +115,7 @@ class RegionManifest:
     wal_id_last_seen: int = 0
     current_generation: int = 1
     flushed_generations: tuple[FlushedGeneration, ...] = ()
+    region_values: bytes | None = None  # Arrow IPC, one row (see the .proto)
     raw: bytes = field(default=b"", repr=False, compare=False)
 
     def encode(self) -> bytes:
@@ -130,6 +131,10 @@ class RegionManifest:
         pb.current_generation = self.current_generation
         del pb.flushed_generations[:]
         pb.flushed_generations.extend(g.to_proto() for g in self.flushed_generations)
+        if self.region_values is None:
+            pb.ClearField("region_values")
+        else:
+            pb.region_values = self.region_values
         return pb.SerializeToString()
 
     @classmethod
@@ -149,7 +154,8 @@ class RegionManifest:
                               f"below the current generation {pb.current_generation}")
         return cls(_uuid_of(pb.region_id, path), pb.version, pb.region_spec_id,
                    pb.writer_epoch, pb.replay_after_wal_id, pb.wal_id_last_seen,
-                   pb.current_generation, generations, data)
+                   pb.current_generation, generations,
+                   pb.region_values if pb.HasField("region_values") else None, data)
 
     def evolve(self, **changes: object) -> RegionManifest:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -272,4 +278,33 @@ def record_merged(details: bytes, merged: Iterable[MergedGeneration], where: str
     del pb.merged_generations[:]
     pb.merged_generations.extend(MergedGeneration(r, g).to_proto()
                                  for r, g in sorted(progress.items()))
+    return pb.SerializeToString()
+
+
+def carry_progress(previous: bytes, new: bytes, where: str) -> bytes:
+    """``new`` details with the merge and index catch-up progress of ``previous`` kept.
+
+    Whoever replaces the MemWAL index entry (the index builder refreshing snapshots)
+    computed its details from the version it read; merges committed since then must not
+    be undone, so each region's progress is the larger of the two, per index too.
+    """
+    old = MemWalIndexDetails.decode(previous, where)
+    pb = memwal_pb2.MemWalIndexDetails()
+    try:
+        pb.ParseFromString(new)
+    except DecodeError as exc:
+        raise FormatError(f"{where}: corrupt MemWAL index details ({exc})") from exc
+    merged = record_merged(new, old.merged_generations, where)
+    pb.ParseFromString(merged)
+    catchup: dict[str, dict[uuid.UUID, int]] = {}
+    for entry in (*old.index_catchup,
+                  *(IndexCatchupProgress.from_proto(c) for c in pb.index_catchup)):
+        regions = catchup.setdefault(entry.index_name, {})
+        for m in entry.caught_up:
+            regions[m.region_id] = max(regions.get(m.region_id, 0), m.generation)
+    del pb.index_catchup[:]
+    pb.index_catchup.extend(
+        IndexCatchupProgress(name, tuple(MergedGeneration(r, g)
+                                         for r, g in sorted(regions.items()))).to_proto()
+        for name, regions in catchup.items())
     return pb.SerializeToString()

@@ -113,6 +113,18 @@ def _decode_array(arr: rowids_pb2.EncodedU64Array) -> np.ndarray:
     return offsets + np.uint64(sub.base)
 
 
+def _array_len(arr: rowids_pb2.EncodedU64Array) -> int:
+    """Values in an EncodedU64Array, from its byte length (decoding checks the rest)."""
+    kind = arr.WhichOneof("array")
+    if kind is None:
+        raise _Corrupt("EncodedU64Array has no array kind")
+    raw = arr.u64_array.values if kind == "u64_array" else getattr(arr, kind).offsets
+    width = {"u64_array": 8, "u32_array": 4, "u16_array": 2}[kind]
+    if len(raw) % width:
+        raise _Corrupt(f"{kind} has {len(raw)} bytes, not a multiple of {width}")
+    return len(raw) // width
+
+
 def _check_range(start: int, end: int, kind: str) -> int:
     if end < start:
         raise _Corrupt(f"{kind} end {end} < start {start}")
@@ -121,17 +133,33 @@ def _check_range(start: int, end: int, kind: str) -> int:
     return end - start
 
 
-def _bitmap_mask(seg, n: int) -> np.ndarray:
-    data = seg.bitmap
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+def _bitmap_bytes(seg, n: int) -> np.ndarray:
+    data = np.frombuffer(seg.bitmap, dtype=np.uint8)
     if len(data) != (n + 7) // 8:
         raise _Corrupt(f"range_with_bitmap of {n} values has {len(data)} bitmap bytes")
-    bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
-    if bits[n:].any():
+    if n % 8 and data.size and int(data[-1]) >> (n % 8):
         raise _Corrupt("range_with_bitmap has bits set past the end of its range")
-    return bits[:n].astype(bool)
+    return data
 
 
-def _holes_mask(seg, n: int) -> np.ndarray:
+def _bitmap_count(seg, n: int) -> int:
+    return int(_POPCOUNT[_bitmap_bytes(seg, n)].sum(dtype=np.int64))
+
+
+def _bitmap_positions(seg, n: int) -> np.ndarray:
+    """Offsets of the set bits (LSB first), expanding only the non-zero bytes: a range of
+    2**32 values with a few bits set stays small."""
+    data = _bitmap_bytes(seg, n)
+    nonzero = np.flatnonzero(data)
+    bits = np.unpackbits(data[nonzero], bitorder="little").reshape(-1, 8).astype(bool)
+    return ((nonzero[:, None] * 8) + np.arange(8))[bits].astype(np.uint64)
+
+
+def _holes(seg) -> np.ndarray:
+    """The validated holes of a ``range_with_holes``: sorted, unique, inside the range."""
     if not seg.HasField("holes"):
         raise _Corrupt("range_with_holes has no holes array")
     holes = _decode_array(seg.holes)
@@ -141,6 +169,11 @@ def _holes_mask(seg, n: int) -> np.ndarray:
         or (holes.size > 1 and not np.all(holes[1:] > holes[:-1]))
     ):
         raise _Corrupt("range_with_holes holes are unsorted or outside the range")
+    return holes
+
+
+def _holes_mask(seg, n: int) -> np.ndarray:
+    holes = _holes(seg)
     mask = np.ones(n, dtype=bool)
     mask[(holes - np.uint64(seg.start)).astype(np.int64)] = False
     return mask
@@ -154,11 +187,12 @@ def _segment_values(seg: rowids_pb2.U64Segment) -> np.ndarray:
         return _decode_array(getattr(seg, kind))
     sub = getattr(seg, kind)
     n = _check_range(sub.start, sub.end, kind)
+    if kind == "range_with_bitmap":
+        return _bitmap_positions(sub, n) + np.uint64(sub.start)
     values = np.arange(n, dtype=np.uint64) + np.uint64(sub.start)
     if kind == "range":
         return values
-    mask = _holes_mask(sub, n) if kind == "range_with_holes" else _bitmap_mask(sub, n)
-    return values[mask]
+    return values[_holes_mask(sub, n)]
 
 
 def _segment_len(seg: rowids_pb2.U64Segment) -> int:
@@ -167,14 +201,14 @@ def _segment_len(seg: rowids_pb2.U64Segment) -> int:
     if kind is None:
         raise _Corrupt("U64Segment has no segment kind")
     if kind in ("sorted_array", "array"):
-        return int(_decode_array(getattr(seg, kind)).size)
+        return _array_len(getattr(seg, kind))
     sub = getattr(seg, kind)
     n = _check_range(sub.start, sub.end, kind)
     if kind == "range":
         return n
-    if kind == "range_with_holes":
-        return int(_holes_mask(sub, n).sum())
-    return int(_bitmap_mask(sub, n).sum())
+    if kind == "range_with_holes":  # holes are unique and inside: no need to expand
+        return n - int(_holes(sub).size)
+    return _bitmap_count(sub, n)
 
 
 def _parse(message, data: bytes, path: str, what: str):
@@ -235,36 +269,69 @@ class RowIdPieces:
         return self.take(np.arange(self.num_rows, dtype=np.int64))
 
 
-def decode_row_id_pieces(data: bytes, path: str = "<inline>") -> RowIdPieces:
-    """The row ids of a fragment as :class:`RowIdPieces` (validated like :func:`decode_row_ids`)."""
+def _range_runs(seg: rowids_pb2.U64Segment) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(first id, length)`` of each run of consecutive ids of a ``range`` or
+    ``range_with_holes`` segment (None for other kinds): as many runs as holes, so a
+    few bytes claiming 2**32 ids stay a few bytes."""
+    kind = seg.WhichOneof("segment")
+    if kind == "range":
+        n = _check_range(seg.range.start, seg.range.end, kind)
+        return np.array([seg.range.start], np.uint64), np.array([n], np.int64)
+    if kind != "range_with_holes":
+        return None
+    sub = seg.range_with_holes
+    _check_range(sub.start, sub.end, kind)
+    holes = _holes(sub)
+    firsts = np.concatenate(([np.uint64(sub.start)], holes + np.uint64(1)))
+    ends = np.concatenate((holes, [np.uint64(sub.end)]))
+    return firsts, (ends - firsts).astype(np.int64)
+
+
+def decode_row_id_pieces(data: bytes, path: str = "<inline>",
+                         num_rows: int = MAX_ROWS) -> RowIdPieces:
+    """The row ids of a fragment as :class:`RowIdPieces` (validated like :func:`decode_row_ids`).
+
+    Ranges (with or without holes) stay ranges; only explicit arrays and bitmaps, whose
+    size follows their bytes, are expanded. A sequence of more than ``num_rows`` ids (the
+    fragment's rows) is refused.
+    """
     segments = row_id_segments(data, path)
     starts, first, offset, explicit = [], [], [], []
     rows = stored = 0
+    limit = min(num_rows, MAX_ROWS)
     try:
         for seg in segments:
-            if seg.WhichOneof("segment") == "range":
-                n = _check_range(seg.range.start, seg.range.end, "range")
-                if n:
-                    starts.append(rows)
-                    first.append(seg.range.start)
-                    offset.append(-1)
+            runs = _range_runs(seg)
+            if runs is not None:
+                firsts, lengths = runs
+                keep = lengths > 0
+                firsts, lengths = firsts[keep], lengths[keep]
+                n = int(lengths.sum())
+                if rows + n > limit:
+                    raise FormatError(f"{path}: row id sequence holds more than {limit} ids")
+                starts.append(rows + np.cumsum(lengths) - lengths)
+                first.append(firsts)
+                offset.append(np.full(firsts.size, -1, np.int64))
                 rows += n
                 continue
+            if rows + _segment_len(seg) > limit:  # counted before a bitmap is expanded
+                raise FormatError(f"{path}: row id sequence holds more than {limit} ids")
             values = _segment_values(seg)
             if values.size:
-                starts.append(rows)
-                first.append(0)
-                offset.append(stored)
+                starts.append(np.array([rows], np.int64))
+                first.append(np.zeros(1, np.uint64))
+                offset.append(np.array([stored], np.int64))
                 explicit.append(values)
                 stored += values.size
             rows += values.size
     except _Corrupt as exc:
         raise FormatError(f"{path}: corrupt row id sequence: {exc}") from exc
-    if rows > MAX_ROWS:
-        raise FormatError(f"{path}: row id sequence holds {rows} rows, too many")
-    return RowIdPieces(np.array(starts or [0], np.int64),
-                       np.array(first or [0], np.uint64),
-                       np.array(offset or [-1], np.int64),
+    if not starts or not sum(a.size for a in starts):
+        return RowIdPieces(np.zeros(1, np.int64), np.zeros(1, np.uint64),
+                           np.full(1, -1, np.int64), _EMPTY, rows)
+    return RowIdPieces(np.concatenate(starts).astype(np.int64, copy=False),
+                       np.concatenate(first).astype(np.uint64, copy=False),
+                       np.concatenate(offset).astype(np.int64, copy=False),
                        np.concatenate(explicit).astype(np.uint64, copy=False) if explicit
                        else _EMPTY, rows)
 

@@ -295,7 +295,8 @@ class LanceField:
             return out
         except FormatError:
             raise
-        except (ValueError, KeyError, TypeError, pa.ArrowException) as e:
+        # OverflowError: a size beyond what Arrow can hold (fixed_size_list:int64:99999999999)
+        except (ValueError, KeyError, TypeError, OverflowError, pa.ArrowException) as e:
             raise self._error(f"invalid logical type {lt!r}: {e}") from e
 
     def _error(self, message: str) -> FormatError:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import threading
 import uuid
@@ -28,6 +29,12 @@ from typing import BinaryIO
 
 from lance_sql.errors import FormatError, NotFoundError, PathEscapeError
 from lance_sql.io.store import ObjectStore, check_key, is_temporary
+
+
+def _ignore_missing(function: object, path: str, info: tuple) -> None:
+    """rmtree's error handler: a file removed meanwhile is fine, anything else is not."""
+    if not isinstance(info[1], FileNotFoundError):
+        raise info[1]
 
 
 class LocalSource:
@@ -199,6 +206,13 @@ class LocalStore(ObjectStore):
             if stat.S_ISREG(st.st_mode):
                 found.append((name, st.st_mtime_ns))
         return found
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Removes the directory tree; links inside it are unlinked, never followed."""
+        path = self._resolve(prefix, directory=True)
+        if path == self._root_prefix():
+            raise PathEscapeError(f"{self.root}: refusing to delete the whole root")
+        shutil.rmtree(path, onerror=_ignore_missing)
 
     def delete(self, key: str) -> None:
         """Removes the directory entry: a link inside the root is unlinked, never its

@@ -99,6 +99,15 @@ class ObjectStore(ABC):
     def delete(self, key: str) -> None:
         """Remove ``key``; absent keys are ignored."""
 
+    def delete_prefix(self, prefix: str) -> None:
+        """Remove every object under directory ``prefix`` (absent prefixes are ignored)."""
+        for name in self.list_dir(prefix):
+            key = f"{prefix}/{name}"
+            if self.list_dir(key):
+                self.delete_prefix(key)
+            else:
+                self.delete(key)
+
     @abstractmethod
     def modified_ns(self, key: str) -> int:
         """When ``key`` was last written (ns since the epoch); :class:`NotFoundError` if absent."""

@@ -89,16 +89,19 @@ class RegionLog:
             pass
         return True
 
-    def claim(self, region_spec_id: int = 0) -> RegionManifest:
+    def claim(self, region_spec_id: int = 0, region_values: bytes | None = None
+              ) -> RegionManifest:
         """Become the region's writer: commit the next version with the epoch raised.
 
-        A new region starts at version 1, epoch 1. Losing a race to another claimant
-        reloads and tries again with a higher epoch.
+        A new region starts at version 1, epoch 1, with its spec id and region values
+        (see ``RegionManifest.region_values``). Losing a race to another claimant reloads
+        and tries again with a higher epoch.
         """
         for _ in range(_MAX_CLAIM_ATTEMPTS):
             current = self.latest()
             if current is None:
-                claimed = RegionManifest(self.region_id, 1, region_spec_id, writer_epoch=1)
+                claimed = RegionManifest(self.region_id, 1, region_spec_id, writer_epoch=1,
+                                         region_values=region_values)
             else:
                 claimed = current.evolve(version=current.version + 1,
                                          writer_epoch=current.writer_epoch + 1)

@@ -17,6 +17,10 @@ row ids only). With ``spark.sql.python.filterPushdown.enabled`` on, register wit
 :func:`lance_sql.spark.register` and simple filters are evaluated inside the scan (and
 prune fragments by row address).
 
+Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
+``enableStableRowIds=true`` (row ids for life, so the table has a change feed) and
+``primaryKey=col[,col...]`` (the unenforced primary key, recorded as pylance does).
+
 ``readChangeFeed=true`` reads the change data feed instead (Delta's option names):
 ``startingVersion`` or ``startingTimestamp`` (required), ``endingVersion`` or
 ``endingTimestamp`` (default: the latest version, pinned when the read is planned);
@@ -580,7 +584,12 @@ class LanceWriter(DataSourceArrowWriter):
         self.overwrite = overwrite
         self.job = JobFiles.new(uuid.uuid4().hex[:16])
         self.max_rows_per_file = _positive_int(options, "maxRowsPerFile", 1 << 20)
-        self.target = open_for_write(self.uri, arrow_schema(schema), overwrite=overwrite)
+        self.stable_row_ids = _flag(options, "enableStableRowIds")
+        key = _option(options, "primaryKey")
+        primary_key = [c.strip() for c in key.split(",") if c.strip()] if key else []
+        self.target = open_for_write(self.uri, arrow_schema(schema), overwrite=overwrite,
+                                     primary_key=primary_key,
+                                     stable_row_ids=self.stable_row_ids)
         if self.target.version is not None and not overwrite:
             check_writable(self.target.schema.to_arrow(), schema)
 
@@ -591,7 +600,7 @@ class LanceWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[LanceCommitMessage | None]) -> None:
         commit_job(self.uri, self.target, self.job, [m.fragments for m in messages if m],
-                   overwrite=self.overwrite)
+                   overwrite=self.overwrite, stable_row_ids=self.stable_row_ids)
 
     def abort(self, messages: list[LanceCommitMessage | None]) -> None:
         self.job.remove_all(self.uri, [k for m in messages if m for k in m.keys])

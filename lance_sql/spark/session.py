@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -45,11 +45,14 @@ def register(spark: Any) -> type[LanceDataSource]:
 
 def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
                   max_rows_per_file: int = 1 << 20,
-                  commit_config: CommitConfig | None = None) -> LanceDataset:
+                  commit_config: CommitConfig | None = None, enable_stable_row_ids: bool = False,
+                  primary_key: str | Sequence[str] | None = None) -> LanceDataset:
     """Write a Spark DataFrame as one commit (``mode``: create, append or overwrite).
 
     ``commit_config`` is ``lance_sql.write_dataset``'s: a table kept in an external
-    manifest store is committed through it here too.
+    manifest store is committed through it here too. ``enable_stable_row_ids`` and
+    ``primary_key`` apply when the write creates (or overwrites) the table, as in
+    ``lance_sql.write_dataset``.
     """
     if mode not in ("create", "append", "overwrite"):
         raise InvalidInputError(f"mode must be create, append or overwrite, got {mode!r}")
@@ -59,8 +62,10 @@ def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
     if exists and mode == "create":
         raise InvalidInputError(f"a Lance table already exists at {path}; use append or overwrite")
     overwrite = mode == "overwrite" or not exists
+    keys = [primary_key] if isinstance(primary_key, str) else list(primary_key or ())
     target = open_for_write(path, arrow_schema(df.schema), overwrite=overwrite,
-                            commit_config=config)
+                            commit_config=config, primary_key=keys,
+                            stable_row_ids=enable_stable_row_ids)
     if exists and not overwrite:
         check_writable(target.schema.to_arrow(), df.schema)
     job = JobFiles.new(uuid.uuid4().hex[:16])
@@ -77,5 +82,6 @@ def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
         job.remove_all(path)
         raise
     manifest = commit_job(path, target, job, [[bytes(r["fragment"]) for r in rows]],
-                          overwrite=overwrite, commit_config=config)
+                          overwrite=overwrite, commit_config=config,
+                          stable_row_ids=enable_stable_row_ids)
     return LanceDataset(path, manifest.version, commit_config=config)

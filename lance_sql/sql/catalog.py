@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import threading
 import weakref
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from lance_sql.table.versions import (
 CATALOG = "lance"
 SCHEMA = "default"
 SUFFIX = ".lance"
+_TABLE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,26 @@ class TableDirectory:
             f"unknown table {name!r}; tables: {', '.join(self.names()) or '(none)'}"
         )
 
+    def under_root(self, name: str) -> str | None:
+        """The directory of table ``name`` if it was found under the root (not registered)."""
+        with self._lock:
+            if name in self._registered:
+                return None
+        found = dict(self._discovered())
+        if name not in found:
+            found = {k.lower(): v for k, v in found.items()}
+            name = name.lower()
+        return found.get(name)
+
+    def new_table_path(self, name: str) -> str:
+        """Where ``CREATE TABLE name`` writes: ``ROOT/name.lance``."""
+        if self.root is None:
+            raise InvalidInputError("this session has no root directory to create tables in")
+        if not _TABLE_NAME.fullmatch(name):
+            raise InvalidInputError(f"invalid table name {name!r}: use letters, digits, '_' "
+                                    "and '-' (at most 128)")
+        return os.path.join(self.root, name + SUFFIX)
+
     def _discovered(self) -> list[tuple[str, str]]:
         if self.root is None or not os.path.isdir(self.root):
             return []
@@ -159,6 +181,14 @@ class VersionResolver:
                 f"table {table!r} has no version committed at or before "
                 f"{spec.value.isoformat()}"
             ) from None
+
+    def forget(self, uri: str) -> None:
+        """Drop what is cached for the table at ``uri`` (it was dropped or replaced)."""
+        with self._lock:
+            store = self._stores.pop(uri, None)
+            if store is not None:
+                for key in [k for k in self._manifests if k[0] == store.uri]:
+                    del self._manifests[key]
 
     def manifest(self, table: str, version: int) -> Manifest:
         store = self.store(table)
@@ -233,6 +263,11 @@ class LanceSchemaProvider(SchemaProvider):
         except NotFoundError:
             return False
         return True
+
+    def is_external(self, name: str) -> bool:
+        """True for tables DataFusion registered itself (``CREATE EXTERNAL TABLE``)."""
+        with self._lock:
+            return name in self._others
 
     def register_table(self, name: str, table: Table) -> None:
         """Other tables (memory tables, views) DataFusion registers in our schema."""

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset
-from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
 from lance_sql.table.change_query import ChangeQuery
 from lance_sql.table.change_rows import ChangeRows
 from lance_sql.table.changes import (
@@ -55,7 +55,7 @@ class ChangeUnit:
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
                 filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
                 batch_size: int | None = None, **_: object) -> ChangeUnitScanner:
-        return ChangeUnitScanner(self, columns, filter, batch_size or 8192)
+        return ChangeUnitScanner(self, columns, as_expression(filter), batch_size or 8192)
 
 
 class ChangeUnitScanner:

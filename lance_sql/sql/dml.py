@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.sql.tokens import Token, tokenize
+from lance_sql.sql.tokens import Token, check_single_statement, tokenize
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ def _where(sql: str, tokens: list[Token], i: int, statement: str) -> str | None:
 def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
     """The statement if ``sql`` is an UPDATE or DELETE, else None (a query)."""
     tokens = tokenize(sql)
+    check_single_statement(tokens)
     while tokens and tokens[-1].is_op(";"):
         tokens.pop()
     if not tokens:

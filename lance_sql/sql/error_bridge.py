@@ -15,7 +15,13 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 
-from lance_sql.errors import InvalidInputError, LanceError, NotFoundError, QueryError
+from lance_sql.errors import (
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    QueryError,
+    StatementRefusedError,
+)
 
 _TOKEN = re.compile(r"\[lance_sql:([0-9a-f]{32})\]")
 
@@ -45,15 +51,20 @@ class ErrorRegistry:
             return self._items.pop(match.group(1), None)
 
 
+_REFUSED = re.compile(r"(?:DDL|DML|Statement) not supported: \w+")
 _UNKNOWN_COLUMN = re.compile(r"No field named ([^\s.]+(?:\.[^\s.]+)*)")
 _UNKNOWN_TABLE = re.compile(r"table '([^']+)' not found")
 
 
 def translate(exc: BaseException, registry: ErrorRegistry,
-              tables: Callable[[], list[str]] | None = None) -> BaseException:
+              tables: Callable[[], list[str]] | None = None, *,
+              planning: bool = False) -> BaseException:
     """The exception the caller should see for an error out of DataFusion.
 
-    ``tables`` lists the known table names, for "unknown table" messages.
+    ``tables`` lists the known table names, for "unknown table" messages. ``planning``:
+    the error came while planning, before any data was read (as any optimizer error
+    does), so a failed cast is of a literal the query wrote (``LIMIT 18446744073709551615``,
+    ``_rowid = 'abc'``).
     """
     if isinstance(exc, LanceError):
         return exc
@@ -61,6 +72,11 @@ def translate(exc: BaseException, registry: ErrorRegistry,
     original = registry.lookup(message)
     if original is not None:
         return original
+    refused = _REFUSED.search(message)
+    if refused:
+        return StatementRefusedError(
+            f"{refused.group(0)}: the session runs queries, and writes only as Lance "
+            "operations under its root")
     if "SQL error" in message or "ParserError" in message:
         return InvalidInputError(f"invalid SQL: {_strip(message)}")
     column = _UNKNOWN_COLUMN.search(message)
@@ -73,11 +89,23 @@ def translate(exc: BaseException, registry: ErrorRegistry,
         return NotFoundError(f"unknown table {name!r}" + (f"; tables: {known}" if known else ""))
     if "Error during planning" in message or "Schema error" in message:
         return InvalidInputError(_strip(message))
+    if (planning or "Optimizer rule" in message) and "Cast error" in message:
+        return InvalidInputError(f"invalid literal: {_strip(message)}")
+    if "only supports a single SQL statement" in message:
+        return InvalidInputError(f"one SQL statement at a time: {_strip(message)}")
+    if _CONSTANT_OPERAND in message:
+        return QueryError(
+            "DataFusion cannot push this filter into a Lance scan: a constant (such as NULL) "
+            "comes before a column condition under AND/OR; write the constant last, or "
+            f"leave it out ({_strip(message)})")
     if any(marker in message for marker in _ENGINE_MARKERS):
         return QueryError(_strip(message))
     return exc
 
 
+# DataFusion 55 builds pushed filters as pyarrow expressions; a constant operand first
+# (``NULL AND x = 1``) becomes a pyarrow scalar, which has no ``&`` / ``|`` with them.
+_CONSTANT_OPERAND = "'pyarrow.lib.BooleanScalar' and 'pyarrow._compute.Expression'"
 _ENGINE_MARKERS = ("DataFusion error", "Arrow error", "Execution error", "Cast error",
                    "Optimizer rule", "External error")
 

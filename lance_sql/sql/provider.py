@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,11 +30,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
+from lance_sql.errors import QueryError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
-from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
 from lance_sql.table.expr import rowaddr_bounds
 from lance_sql.table.row_id_index import MISSING, row_id_index
 from lance_sql.table.scan import (
@@ -52,6 +54,7 @@ SYSTEM_FIELDS = tuple(pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS)
 # when it names at most this many ids; wider ones scan every fragment.
 MAX_INDEXED_IDS = 1 << 20
 CHUNK_ROWS = 128 * 1024
+COUNT_BATCH_ROWS = 1 << 22
 MIN_UNIT_ROWS = 64 * 1024
 
 
@@ -84,7 +87,7 @@ class ScanUnit:
         **_: object,
     ) -> UnitScanner:
         try:
-            return UnitScanner(self, columns, filter, batch_size or 8192)
+            return UnitScanner(self, columns, as_expression(filter), batch_size or 8192)
         except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
             raise self.table.errors.wrap(exc) from exc
 
@@ -128,12 +131,14 @@ class UnitScanner:
             return
         for start in range(unit.start, unit.stop, CHUNK_ROWS):
             length = min(CHUNK_ROWS, unit.stop - start)
+            table.check_cancelled()
             chunk = self._read_chunk(start, length)
             if remaining is not None:
                 chunk = chunk.slice(0, remaining)
                 remaining -= chunk.num_rows
             for batch in chunk.to_batches(max_chunksize=self.batch_size):
                 if batch.num_rows:
+                    table.check_cancelled()
                     yield batch
             if remaining == 0:
                 return
@@ -148,15 +153,16 @@ class UnitScanner:
         rows = unit.stop - unit.start
         if unit.fragment.deletion_file is not None:
             reader = FragmentReader(unit.table.store, unit.table.manifest, unit.fragment)
-            mask = reader.keep_mask()
+            mask = reader.keep_mask(small_ok=True)  # counted as count_rows() does
             if mask is not None:
                 rows = int(np.count_nonzero(mask[unit.start : unit.stop]))
         if limit is not None:
             rows = min(rows, limit)
-        if rows:
-            # One batch for the whole unit: each batch crossing into DataFusion costs more
-            # than counting, and a column-less batch holds no data however many rows it has.
-            yield from rows_only(rows).to_batches()
+        # Few, large batches: each batch crossing into DataFusion costs more than counting.
+        # Not one per unit, though: DataFusion counts by evaluating a literal over the batch
+        # (4 bytes a row), and a unit counted from metadata may claim up to 2**32 rows.
+        for start in range(0, rows, COUNT_BATCH_ROWS):
+            yield from rows_only(min(COUNT_BATCH_ROWS, rows - start)).to_batches()
 
 
 class PlannedDataset(pds.Dataset):
@@ -171,6 +177,11 @@ class PlannedDataset(pds.Dataset):
     _schema: pa.Schema
     pushed: Any  # a record with ``columns`` and ``filter`` (PushedScan, PushedChanges)
     errors: ErrorRegistry
+    cancelled: threading.Event | None = None  # set by the session on Ctrl-C: scans stop
+
+    def check_cancelled(self) -> None:
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise QueryError("the query was cancelled")
 
     @property
     def schema(self) -> pa.Schema:
@@ -178,6 +189,7 @@ class PlannedDataset(pds.Dataset):
 
     def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,  # noqa: A002
                 **_: object) -> PlanningScanner:
+        filter = as_expression(filter)  # noqa: A001
         self.pushed.columns = list(columns) if columns is not None else None
         self.pushed.filter = None if filter is None else str(filter)
         names = list(columns) if columns is not None else self._schema.names
@@ -185,7 +197,7 @@ class PlannedDataset(pds.Dataset):
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list:  # noqa: A002
         try:
-            return self._units(filter)
+            return self._units(as_expression(filter))
         except Exception as exc:  # noqa: BLE001
             raise self.errors.wrap(exc) from exc
 

@@ -23,9 +23,24 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.errors import QueryError
 from lance_sql.table.expr import Call, Column, Expr, Literal
 
 UNKNOWN = Call("unknown", ())
+
+
+def as_expression(pushed: object) -> pc.Expression | None:
+    """A filter DataFusion pushed, as an expression (None: no filter).
+
+    A filter that folded to a constant arrives as a pyarrow scalar, not an expression
+    (``x IN (NULL)`` is NULL): it filters as that constant does, true keeping every row,
+    false and NULL none.
+    """
+    if pushed is None or isinstance(pushed, pc.Expression):
+        return pushed
+    if isinstance(pushed, pa.Scalar):
+        return None if pushed.as_py() is True else pc.scalar(False)
+    raise QueryError(f"DataFusion pushed a filter lance_sql cannot read: {pushed!r}")
 
 
 class _ArrowSchema(ctypes.Structure):

@@ -11,7 +11,8 @@ System columns (``_rowid``, ``_rowaddr``...) are hidden from ``*``: a query that
 never names them is planned against providers without them; a query that does is
 planned against providers with them, and its wildcards over Lance tables become
 ``* EXCLUDE (...)``. Any time-travel clause left over after the rewrite is an error,
-never ignored.
+never ignored. One statement per call; NULLs in literal ``IN`` lists go last (see
+:func:`_nulls_last`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.sql.tokens import Token, quote_identifier, string_value, tokenize
+from lance_sql.sql.tokens import (
+    Token,
+    check_single_statement,
+    quote_identifier,
+    string_value,
+    tokenize,
+)
+from lance_sql.table.timetravel import parse_instant
 
 _CLAUSE_END = {
     "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "QUALIFY", "WINDOW", "UNION",
@@ -79,12 +87,9 @@ Resolve = Callable[[str, VersionSpec | None, bool], str]
 def parse_timestamp(text: str) -> dt.datetime:
     """A timestamp literal; naive values are UTC (manifests record UTC times)."""
     try:
-        value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
+        return parse_instant(text)
+    except InvalidInputError:
         raise InvalidInputError(f"invalid timestamp {text!r} in time-travel clause") from None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return value
 
 
 def _literal_spec(tokens: list[Token], i: int, kind: str) -> tuple[VersionSpec, int]:
@@ -183,10 +188,11 @@ def rewrite(sql: str, is_lance: IsLance, resolve: Resolve,
     tokens = tokenize(sql)
     if not tokens:
         raise InvalidInputError("empty SQL statement")
+    check_single_statement(tokens)
     explain = tokens[0].is_kw("EXPLAIN")
     ctes = _cte_names(tokens)
     system = _has_system_column(tokens, system_columns)
-    edits: list[tuple[int, int, str]] = []
+    edits: list[tuple[int, int, str]] = _nulls_last(sql, tokens)
     consumed: set[int] = set()
     scopes: list[_Scope] = []
     tables: list[str] = []
@@ -290,6 +296,44 @@ def _relation(tokens: list[Token], i: int, frame: _Frame, ctes: set[str], is_lan
     frame.scope.relations.append(_Relation(name, alias or name))
     tables.append(name)
     return j
+
+
+def _literal_item(item: list[Token]) -> bool:
+    if len(item) == 2 and item[0].is_op("-", "+"):
+        item = item[1:]
+    return len(item) == 1 and (item[0].kind in ("number", "string") or item[0].is_kw(
+        "NULL", "TRUE", "FALSE"))
+
+
+def _nulls_last(sql: str, tokens: list[Token]) -> list[tuple[int, int, str]]:
+    """Edits keeping NULLs of literal ``IN (...)`` lists out of DataFusion's way.
+
+    DataFusion 55 rewrites ``x IN (NULL, 3)`` to ``NULL OR x = 3`` *after* deciding to push
+    it into the scan, then fails to build that as a pyarrow expression (a pyarrow scalar
+    has no ``|`` with an expression). With the NULLs at the end (``IN`` ignores order)
+    it builds ``x = 3 OR NULL``. A list of NULLs only is left alone: DataFusion folds it
+    to a constant, which the scan reads (see ``pyarrow_filter.as_expression``).
+    """
+    edits = []
+    for i, tok in enumerate(tokens):
+        if not (tok.is_kw("IN") and i + 1 < len(tokens) and tokens[i + 1].is_op("(")):
+            continue
+        items: list[list[Token]] = [[]]
+        j = i + 2
+        while j < len(tokens) and not tokens[j].is_op(")", "("):
+            if tokens[j].is_op(","):
+                items.append([])
+            else:
+                items[-1].append(tokens[j])
+            j += 1
+        if j >= len(tokens) or not tokens[j].is_op(")") or not all(map(_literal_item, items)):
+            continue
+        nulls = [item for item in items if item[0].is_kw("NULL")]
+        ordered = [item for item in items if not item[0].is_kw("NULL")] + nulls
+        if ordered != items:
+            text = ", ".join(sql[item[0].start:item[-1].end] for item in ordered)
+            edits.append((items[0][0].start, items[-1][-1].end, text))
+    return edits
 
 
 def _check_leftover_time_travel(tokens: list[Token], consumed: set[int]) -> None:

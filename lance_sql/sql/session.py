@@ -20,9 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-from datafusion import DataFrame, SessionConfig, SessionContext, udtf
+from datafusion import DataFrame, SessionConfig, SessionContext, SQLOptions, udtf
 
-from lance_sql.errors import LanceError
+from lance_sql.errors import InvalidInputError, LanceError, NotFoundError, StatementRefusedError
 from lance_sql.sql.catalog import (
     CATALOG,
     SCHEMA,
@@ -36,28 +36,45 @@ from lance_sql.sql.dml import DeleteStatement, UpdateStatement, parse_dml
 from lance_sql.sql.error_bridge import ErrorRegistry, translate
 from lance_sql.sql.explain import render_explain
 from lance_sql.sql.functions import make_table_changes, make_table_versions, table_versions
+from lance_sql.sql.interrupt import run_interruptibly
+from lance_sql.sql.merge import parse_merge
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
+from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.tokens import quote_identifier
+from lance_sql.sql.writes import WriteRunner
 from lance_sql.table.dataset import LanceDataset, dataset
 from lance_sql.table.scan import SYSTEM_COLUMNS
 
 Translator = Callable[[BaseException], BaseException]
 
 
-class TypedStream:
-    """A record-batch stream whose errors come back typed (errors can surface mid-stream)."""
+# DataFrame methods that run the query: on the main thread they run on a worker so that
+# Ctrl-C reaches Python (see lance_sql.sql.interrupt).
+_EXECUTING = frozenset({
+    "cache", "collect", "collect_column", "collect_partitioned", "count", "describe",
+    "execute_stream", "execute_stream_partitioned", "show", "to_arrow_table", "to_pandas",
+    "to_polars", "to_pydict", "to_pylist", "write_csv", "write_json", "write_parquet",
+    "write_parquet_with_options", "write_table", "__repr__",
+})
 
-    def __init__(self, stream: Any, translator: Translator) -> None:
+
+class TypedStream:
+    """A record-batch stream whose errors come back typed (errors can surface mid-stream)
+    and whose batches can be waited for with Ctrl-C."""
+
+    def __init__(self, stream: Any, translator: Translator,
+                 cancel: threading.Event | None = None) -> None:
         self._stream = stream
         self._translate = translator
+        self._cancel = cancel
 
     def __iter__(self) -> TypedStream:
         return self
 
     def __next__(self) -> Any:
         try:
-            return next(self._stream)
+            return run_interruptibly(lambda: next(self._stream), self._cancel)
         except StopIteration:
             raise
         except LanceError:
@@ -77,9 +94,11 @@ def _typed(exc: BaseException, translator: Translator) -> BaseException:
 class LanceDataFrame(DataFrame):
     """A DataFusion DataFrame whose errors come back as lance_sql's typed exceptions."""
 
-    def __init__(self, df: Any, translator: Translator) -> None:
+    def __init__(self, df: Any, translator: Translator,
+                 cancel: threading.Event | None = None) -> None:
         super().__init__(df)
         self._translate = translator
+        self._cancel = cancel  # set on Ctrl-C: the query's Lance scans stop
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -88,7 +107,11 @@ class LanceDataFrame(DataFrame):
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
-                result = method(self, *args, **kwargs)
+                if method.__name__ in _EXECUTING:
+                    result = run_interruptibly(lambda: method(self, *args, **kwargs),
+                                               self._cancel)
+                else:
+                    result = method(self, *args, **kwargs)
             except LanceError:
                 raise
             except Exception as exc:  # noqa: BLE001 - translated below
@@ -97,11 +120,11 @@ class LanceDataFrame(DataFrame):
                     raise
                 raise translated from None
             if isinstance(result, DataFrame) and not isinstance(result, LanceDataFrame):
-                return LanceDataFrame(result.df, self._translate)
+                return LanceDataFrame(result.df, self._translate, self._cancel)
             if method.__name__.startswith("execute_stream"):
                 if isinstance(result, list):
-                    return [TypedStream(r, self._translate) for r in result]
-                return TypedStream(result, self._translate)
+                    return [TypedStream(r, self._translate, self._cancel) for r in result]
+                return TypedStream(result, self._translate, self._cancel)
             return result
 
         return call
@@ -122,11 +145,26 @@ def _install_guards() -> None:
 _install_guards()
 
 
+def _options(*, ddl: bool = False, dml: bool = False) -> SQLOptions:
+    """What DataFusion may run itself: by default queries only (no DDL, DML, ``SET``...)."""
+    return SQLOptions().with_allow_ddl(ddl).with_allow_dml(dml).with_allow_statements(False)
+
+
 class LanceSession:
     """SQL over Lance tables. Create with :func:`connect`."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *,
-                 config: SessionConfig | None = None) -> None:
+                 config: SessionConfig | None = None, read_only: bool = False,
+                 allow_external_files: bool = False, create: bool = False) -> None:
+        if root is not None and not os.path.isdir(root):
+            if os.path.exists(root):
+                raise InvalidInputError(f"{os.fspath(root)} is not a directory")
+            if not create:
+                raise NotFoundError(f"no directory {os.fspath(root)} (pass create=True to "
+                                    "start an empty one)")
+            os.makedirs(root, exist_ok=True)
+        self.read_only = read_only
+        self.allow_external_files = allow_external_files
         self.directory = TableDirectory(root)
         self.resolver = VersionResolver(self.directory)
         self.errors = ErrorRegistry()
@@ -140,6 +178,7 @@ class LanceSession:
                                     "table_changes"))
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._writes = WriteRunner(self)
 
     # -- tables --------------------------------------------------------------------
     def register(self, name: str, uri: str | os.PathLike[str]) -> None:
@@ -168,12 +207,28 @@ class LanceSession:
     def sql(self, query: str) -> LanceDataFrame:
         """Plan ``query`` (DataFusion SQL plus time travel); returns a lazy DataFrame.
 
-        ``UPDATE`` and ``DELETE`` statements on Lance tables run at once (they are
-        commits); their frame holds the number of rows changed.
+        Write statements (``CREATE TABLE``, ``INSERT``, ``UPDATE``, ``DELETE``, ``MERGE``,
+        ``ALTER TABLE``, ``DROP TABLE``...; see :mod:`lance_sql.sql.statements`) run at
+        once as Lance commits under the root; their frame says what they did. Statements
+        DataFusion would run in memory only, or against files outside the root, raise
+        :class:`StatementRefusedError` (external files: see ``allow_external_files``).
         """
-        statement = parse_dml(query)
+        try:
+            statement = parse_dml(query) or parse_merge(query) or parse_statement(query)
+        except LanceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - translated into our types
+            raise self.translate_error(exc) from None
+        if isinstance(statement, External):
+            return self._external(query, statement)
         if statement is not None:
-            return self._run_dml(statement)
+            if self.read_only:
+                raise StatementRefusedError(
+                    f"this session is read-only (connect(..., read_only=True)); the statement "
+                    f"would write table {statement.table!r}")
+            if isinstance(statement, UpdateStatement | DeleteStatement):
+                return self._run_dml(statement)
+            return self._frame(self._from_arrow(self._writes.run(statement)))
         with self._lock:
             qid = str(next(self._ids))
         counter = itertools.count(1)
@@ -193,20 +248,23 @@ class LanceSession:
 
         try:
             rewritten = rewrite(query, is_lance, resolve, SYSTEM_COLUMNS)
-            df = self.ctx.sql(rewritten.text)
+            df = self.ctx.sql(rewritten.text, options=_options())
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
                 plan = df.to_arrow_table()
-                return self._frame(self.ctx.from_arrow(render_explain(plan, planned)))
+                return self._frame(self._from_arrow(render_explain(plan, planned)))
+            self._limit_hints(df, planned)  # optimizes the plan: planning errors show here
         except LanceError:
             raise
         except Exception as exc:  # noqa: BLE001 - translated into our types
-            translated = self.translate_error(exc)
+            translated = translate(exc, self.errors, self.tables, planning=True)
             if translated is exc:
                 raise
             raise translated from None
-        self._limit_hints(df, planned)
-        return self._frame(df)
+        cancel = threading.Event()
+        for ds in planned:
+            ds.cancelled = cancel
+        return self._frame(df, cancel)
 
     def _run_dml(self, statement: UpdateStatement | DeleteStatement) -> LanceDataFrame:
         ds = self.dataset(statement.table)
@@ -214,10 +272,42 @@ class LanceSession:
             count = ds.update(statement.assignments, statement.where)["num_rows_updated"]
             name = "num_rows_updated"
         else:
-            before = ds.count_rows()
-            ds.delete(statement.where or "true")
-            count, name = before - ds.count_rows(), "num_deleted_rows"
-        return self._frame(self.ctx.from_arrow(pa.table({name: pa.array([count], pa.uint64())})))
+            count = ds.delete(statement.where or "true")["num_deleted_rows"]
+            name = "num_deleted_rows"
+        return self._frame(self._from_arrow(pa.table({name: pa.array([count], pa.uint64())})))
+
+    def _external(self, query: str, statement: External) -> LanceDataFrame:
+        """``CREATE EXTERNAL TABLE`` / ``COPY``: files outside the root, on request only."""
+        if not self.allow_external_files:
+            raise StatementRefusedError(
+                f"{statement.what} reads or writes files outside the session's root; "
+                "connect(..., allow_external_files=True) allows it")
+        if statement.kind == "write" and self.read_only:
+            raise StatementRefusedError(f"{statement.what}: this session is read-only")
+        try:
+            df = self.ctx.sql(query, options=_options(ddl=statement.kind == "read",
+                                                      dml=statement.kind == "write"))
+            if statement.kind == "write":
+                df = self._from_arrow(df.to_arrow_table())  # COPY runs now, once
+        except Exception as exc:  # noqa: BLE001 - translated into our types
+            raise self.translate_error(exc) from None
+        return self._frame(df)
+
+    def _from_arrow(self, table: pa.Table) -> DataFrame:
+        """A frame over ``table`` that leaves no table behind in the catalog.
+
+        DataFusion's ``from_arrow`` registers its table in the default schema (ours);
+        the frame keeps its own reference, so the name can go at once.
+        """
+        with self._lock:
+            name = f"__lance_sql_result_{next(self._ids)}"
+        df = self.ctx.from_arrow(table, name=name)
+        self.schema_provider.deregister_table(name)
+        return df
+
+    def plan_only(self, query: str) -> pa.Schema:
+        """The result schema of a query, planned but not run."""
+        return self.ctx.sql(query, options=_options()).schema()
 
     def explain(self, query: str) -> str:
         """The plan of ``query`` as text, with our scan operators beneath DataFusion's."""
@@ -229,8 +319,8 @@ class LanceSession:
         """The typed lance_sql exception for an error DataFusion raised (or ``exc``)."""
         return translate(exc, self.errors, self.tables)
 
-    def _frame(self, df: DataFrame) -> LanceDataFrame:
-        return LanceDataFrame(df.df, self.translate_error)
+    def _frame(self, df: DataFrame, cancel: threading.Event | None = None) -> LanceDataFrame:
+        return LanceDataFrame(df.df, self.translate_error, cancel)
 
     @staticmethod
     def _limit_hints(df: DataFrame, planned: list[LanceTableDataset]) -> None:
@@ -253,6 +343,14 @@ class LanceSession:
                 ds.limit_hint = fetches[ds.query_id]
 
 
-def connect(root: str | os.PathLike[str] | None = None) -> LanceSession:
-    """A session over every Lance table in ``root`` (and any you ``register``)."""
-    return LanceSession(root)
+def connect(root: str | os.PathLike[str] | None = None, *, read_only: bool = False,
+            allow_external_files: bool = False, create: bool = False) -> LanceSession:
+    """A session over every Lance table in ``root`` (and any you ``register``).
+
+    SQL may read and write Lance tables under ``root`` only: ``read_only=True`` refuses
+    every write statement; ``allow_external_files=True`` lets ``CREATE EXTERNAL TABLE``
+    read and ``COPY ... TO`` write files anywhere the process can. A missing ``root`` is
+    an error unless ``create=True``.
+    """
+    return LanceSession(root, read_only=read_only, allow_external_files=allow_external_files,
+                        create=create)

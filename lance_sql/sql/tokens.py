@@ -69,6 +69,18 @@ def tokenize(sql: str) -> list[Token]:
     return tokens
 
 
+def check_single_statement(tokens: list[Token]) -> None:
+    """One statement per call (trailing semicolons allowed); InvalidInputError naming
+    where the second one starts."""
+    for k, tok in enumerate(tokens):
+        if tok.is_op(";"):
+            rest = [t for t in tokens[k + 1:] if not t.is_op(";")]
+            if rest:
+                raise InvalidInputError(
+                    f"one SQL statement at a time: a second statement starts at position "
+                    f"{rest[0].start} ({rest[0].text!r})")
+
+
 def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 

@@ -17,10 +17,11 @@ the caller loads it and passes it as ``source``.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from functools import singledispatch
 
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.feature_flags import (
     BASE_PATHS,
@@ -35,6 +36,7 @@ from lance_sql.format.index import IndexMetadata, decode_index_section, encode_i
 from lance_sql.format.manifest import WRITER_LIBRARY, WRITER_VERSION, Manifest
 from lance_sql.format.memwal import (
     MEM_WAL_INDEX_NAME,
+    carry_progress,
     details_of,
     record_merged,
     with_details,
@@ -88,7 +90,12 @@ class _Ctx:
             out.append(frag)
         result = tuple(out)
         if self.stable:
-            result, self.next_row_id = stamp_fragments(result, self.next_row_id, self.version)
+            try:
+                result, self.next_row_id = stamp_fragments(result, self.next_row_id,
+                                                           self.version)
+            except FormatError as exc:  # next_row_id comes from the previous manifest
+                version = self.previous.version if self.previous else 0
+                raise FormatError(f"manifest of version {version}: {exc}") from exc
         return result
 
     def changed_fragments(self, fragments: tuple[Fragment, ...]) -> tuple[Fragment, ...]:
@@ -280,8 +287,22 @@ def _(op: Overwrite, previous: Manifest | None, ctx: _Ctx) -> Manifest:
 def _(op: CreateIndex, previous: Manifest, ctx: _Ctx) -> Manifest:
     names = {i.name for i in op.new_indices}
     removed = {i.uuid for i in op.removed_indices}
-    kept = tuple(i for i in _indices(previous) if i.name not in names and i.uuid not in removed)
-    return _with_indices(previous, kept + op.new_indices)
+    existing = _indices(previous)
+    kept = tuple(i for i in existing if i.name not in names and i.uuid not in removed)
+    return _with_indices(previous, kept + tuple(_keep_mem_wal_progress(i, existing)
+                                                for i in op.new_indices))
+
+
+def _keep_mem_wal_progress(new: IndexMetadata, existing: tuple[IndexMetadata, ...]
+                           ) -> IndexMetadata:
+    """A replaced MemWAL index entry keeps the merge progress committed since it was read."""
+    if new.name != MEM_WAL_INDEX_NAME:
+        return new
+    old = next((i for i in existing if i.name == MEM_WAL_INDEX_NAME), None)
+    if old is None:
+        return new
+    details = carry_progress(details_of(old), details_of(new), MEM_WAL_INDEX_NAME)
+    return with_details(new, details, new.dataset_version, uuid.UUID(new.uuid))
 
 
 @_apply.register

@@ -54,7 +54,7 @@ from lance_sql.table.change_rows import (
 )
 from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import FragmentLineage, load_lineage
-from lance_sql.table.scan import FragmentReader, cast_output, deleted_offsets
+from lance_sql.table.scan import FragmentReader, cast_output, checked_rows, deleted_offsets
 from lance_sql.table.versions import list_versions, load_manifest
 
 __all__ = [
@@ -234,7 +234,7 @@ def _sorted_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _live(store: ObjectStore, manifest: Manifest, frag: Fragment) -> np.ndarray:
-    keep = np.ones(frag.physical_rows, dtype=bool)
+    keep = np.ones(checked_rows(store, manifest, frag, small_ok=True), dtype=bool)
     keep[deleted_offsets(store, manifest, frag)] = False
     return np.flatnonzero(keep)
 
@@ -318,7 +318,8 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
             continue
         lineage = load_lineage(store, new, frag)
         if frag.deletion_file is None:  # every row is live: no copies needed
-            appeared.append((frag.id, np.arange(frag.physical_rows, dtype=np.int64), lineage))
+            rows = checked_rows(store, new, frag, small_ok=True)
+            appeared.append((frag.id, np.arange(rows, dtype=np.int64), lineage))
             continue
         offsets = _live(store, new, frag)
         if offsets.size:

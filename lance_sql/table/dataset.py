@@ -9,8 +9,10 @@ later commits; writing through it commits on top of the latest version.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -42,9 +44,11 @@ from lance_sql.table.scan import (
     cast_output,
     deleted_offsets,
     matching_rows,
+    open_data_file,
     plan_scan,
     system_arrays,
 )
+from lance_sql.table.timetravel import parse_instant, version_at
 from lance_sql.table.versions import (
     VersionRef,
     commit_time,
@@ -67,6 +71,61 @@ from lance_sql.table.write import (
 )
 
 WRITE_MODES = ("create", "append", "overwrite")
+# What names a version: its number, a tag, or an instant (the latest version committed at
+# or before it); None is the latest.
+Version = int | str | datetime | None
+U64_MAX = (1 << 64) - 1
+
+
+def _integers(values: Sequence[int] | np.ndarray, what: str, high: int) -> np.ndarray:
+    """``values`` as a 1-d integer array, each in ``[0, high]``; InvalidInputError naming the
+    first that is not (None, a float, -1, 2**64...) instead of numpy's overflow errors."""
+    try:
+        arr = values if isinstance(values, np.ndarray) else np.asarray(values)
+    except (TypeError, ValueError, OverflowError) as exc:  # ragged or odd input
+        raise InvalidInputError(f"{what}: expected a sequence of integers ({exc})") from None
+    if arr.ndim != 1:
+        raise InvalidInputError(f"{what}: expected a flat sequence of integers")
+    if arr.size == 0:
+        return np.empty(0, np.uint64)
+    if arr.dtype.kind in "iu" and int(arr.min()) >= 0 and int(arr.max()) <= high:
+        return arr
+    items = arr.tolist()  # only integers beyond int64, mixed input, or an error from here
+    if arr.dtype.kind == "O" and all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= high for v in items):
+        return np.array(items, dtype=np.uint64)
+    bad = next(v for v in items if isinstance(v, bool) or not isinstance(v, int)
+               or not 0 <= v <= high)
+    raise InvalidInputError(f"{what}: {bad!r} is not an integer between 0 and {high}")
+
+
+_TAG_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+MAX_TAG_BYTES = 200  # NAME.json and its temporary name must fit a file name (255 bytes)
+
+
+def check_tag_name(tag: object) -> str:
+    """``tag`` if pylance accepts it as a tag name, else :class:`InvalidInputError`.
+
+    pylance's rules: ASCII letters, digits, ``.``, ``-`` and ``_``; not empty, no leading
+    or trailing dot, no ``..``, no ``.lock`` suffix. (pylance also takes non-ASCII
+    letters but then cannot list them, so lance_sql refuses those.)
+    """
+    if not isinstance(tag, str) or not tag:
+        raise InvalidInputError(f"a tag name must be a non-empty string, got {tag!r}")
+    problem = None
+    if not _TAG_CHARS.fullmatch(tag):
+        problem = "use only ASCII letters, digits, '.', '-' and '_'"
+    elif tag.startswith(".") or tag.endswith("."):
+        problem = "it may not begin or end with '.'"
+    elif ".." in tag:
+        problem = "it may not contain '..'"
+    elif tag.endswith(".lock"):
+        problem = "it may not end with '.lock'"
+    elif len(tag) > MAX_TAG_BYTES:
+        problem = f"it may be at most {MAX_TAG_BYTES} characters long"
+    if problem:
+        raise InvalidInputError(f"invalid tag name {tag[:60]!r}: {problem}")
+    return tag
 
 
 class Tags:
@@ -79,9 +138,11 @@ class Tags:
         return read_tags(self._ds.store)
 
     def create(self, tag: str, version: int) -> None:
+        check_tag_name(tag)
         write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=False)
 
     def update(self, tag: str, version: int) -> None:
+        check_tag_name(tag)
         write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=True)
 
     def delete(self, tag: str) -> None:
@@ -97,7 +158,7 @@ class LanceDataset(MaintenanceMixin):
     def __init__(
         self,
         uri: str | os.PathLike[str],
-        version: int | str | None = None,
+        version: Version = None,
         *,
         store: ObjectStore | None = None,
         commit_config: CommitConfig | None = None,
@@ -117,14 +178,18 @@ class LanceDataset(MaintenanceMixin):
         ds._ref, ds._manifest = ref, manifest
         return ds
 
-    def _resolve(self, version: int | str | None) -> VersionRef:
+    def _resolve(self, version: Version) -> VersionRef:
         handler = self.commit_config.handler
         if version is None:
             return latest_version(self.store, handler)
+        if isinstance(version, datetime):  # the latest committed at or before it
+            return find_version(self.store, version_at(self.store, version), handler)
         if isinstance(version, str) and not version.isdigit():
             return find_version(self.store, read_tag(self.store, version)["version"], handler)
-        if isinstance(version, bool) or int(version) < 1:
-            raise InvalidInputError(f"invalid version {version!r}")
+        if isinstance(version, bool) or not isinstance(version, int | str | np.integer) or int(
+                version) < 1:
+            raise InvalidInputError(f"invalid version {version!r}: a version number, a tag "
+                                    "name or a datetime")
         return find_version(self.store, int(version), handler)
 
     # -- metadata --------------------------------------------------------------------
@@ -160,23 +225,39 @@ class LanceDataset(MaintenanceMixin):
         return list(self._manifest.fragments)
 
     def versions(self) -> list[dict[str, Any]]:
-        """Every version with its commit time (UTC) and operation."""
+        """Every version, as pylance lists them: ``version``, ``timestamp`` (the commit
+        time as a naive local datetime, pylance's convention) and ``metadata`` (pylance's
+        summary of the version's files and rows, as strings). Extras: ``timestamp_utc``
+        (the same instant, timezone-aware), ``operation``, ``num_rows`` and
+        ``table_metadata`` (the table's key-value metadata at that version)."""
         out = []
         for ref in list_versions(self.store):
             manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
             txn = load_transaction_bytes(self.store, ref)
+            utc = commit_time(manifest.timestamp_ns)
             out.append(
                 {
                     "version": ref.version,
-                    "timestamp": commit_time(manifest.timestamp_ns),
+                    "timestamp": _pylance_timestamp(manifest.timestamp_ns),
+                    "metadata": version_summary(manifest),
+                    "timestamp_utc": utc,
                     "operation": Transaction.operation_name(txn) if txn else None,
                     "num_rows": manifest.num_rows,
-                    "metadata": dict(manifest.table_metadata),
+                    "table_metadata": dict(manifest.table_metadata),
                 }
             )
         return out
 
-    def checkout_version(self, version: int | str) -> LanceDataset:
+    @property
+    def stats(self) -> Stats:
+        """``ds.stats.dataset_stats()``, as in pylance."""
+        return Stats(self)
+
+    def head(self, num_rows: int, **kwargs: Any) -> pa.Table:
+        """The first ``num_rows`` rows (``scanner`` options apply), as pylance's ``head``."""
+        return self.scanner(limit=num_rows, **kwargs).to_table()
+
+    def checkout_version(self, version: int | str | datetime) -> LanceDataset:
         ref = self._resolve(version)
         return LanceDataset._from_manifest(self, ref, load_manifest(self.store, ref))
 
@@ -225,10 +306,9 @@ class LanceDataset(MaintenanceMixin):
     def take(self, indices: Sequence[int] | np.ndarray,
              columns: Sequence[str] | None = None) -> pa.Table:
         """Rows at positions ``indices`` of this version (0 .. count_rows-1), in that order."""
-        positions = np.asarray(indices, dtype=np.int64)
         total = self.count_rows()
-        if len(positions) and (positions.min() < 0 or positions.max() >= total):
-            raise InvalidInputError(f"take index out of range for a table of {total} rows")
+        positions = _integers(indices, f"take index (the table has {total} rows)",
+                              total - 1).astype(np.int64)
         frags = [f for f in self._manifest.fragments if f.num_rows]
         starts = np.cumsum([0] + [f.num_rows for f in frags])
         frag_index = np.searchsorted(starts, positions, side="right") - 1
@@ -251,10 +331,10 @@ class LanceDataset(MaintenanceMixin):
         Without stable row ids a row id is the row address. With them, ids are looked
         up in the row-id index; ids of deleted or unknown rows are skipped, as in pylance.
         """
+        ids = _integers(row_ids, "row id", U64_MAX).astype(np.uint64)
         if not self._manifest.uses_stable_row_ids:
-            return self.take_addresses(row_ids, columns)
-        addresses = row_id_index(self.store, self._manifest).lookup(
-            np.asarray(row_ids, dtype=np.uint64))
+            return self.take_addresses(ids, columns)
+        addresses = row_id_index(self.store, self._manifest).lookup(ids)
         return self.take_addresses(addresses[addresses != MISSING], columns)
 
     _take_rows = take_rows
@@ -281,7 +361,8 @@ class LanceDataset(MaintenanceMixin):
         """
         plan = plan_scan(self._manifest, columns)
         pieces, order = [], []
-        for frag, rows, where in by_fragment(self._manifest, np.asarray(addresses, np.uint64)):
+        addresses = _integers(addresses, "row address", U64_MAX).astype(np.uint64)
+        for frag, rows, where in by_fragment(self._manifest, addresses):
             if rows[-1] >= frag.physical_rows:  # rows are sorted
                 raise InvalidInputError(
                     f"row offset {int(rows[-1])} is past the end of fragment {frag.id}"
@@ -326,10 +407,11 @@ class LanceDataset(MaintenanceMixin):
         )
         return LanceDataset._from_manifest(self, VersionRef(new.version, naming), new)
 
-    def delete(self, predicate: str) -> None:
+    def delete(self, predicate: str) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (SQL) and move to the new version.
 
-        Like pylance, the dataset object advances to the version the delete committed.
+        Like pylance, the dataset object advances to the version the delete committed;
+        returns ``{"num_deleted_rows": n}``, the rows this delete removed.
         """
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidInputError("delete needs a non-empty SQL predicate")
@@ -362,6 +444,7 @@ class LanceDataset(MaintenanceMixin):
                 self.store.delete(key)
             raise
         self._advance(newer)
+        return {"num_deleted_rows": int(sum(len(rows) for rows in affected.values()))}
 
     def _advance(self, newer: LanceDataset) -> None:
         self._ref, self._manifest = newer._ref, newer._manifest
@@ -373,13 +456,94 @@ class LanceDataset(MaintenanceMixin):
         return self.count_rows()
 
 
+def _pylance_timestamp(ns: int) -> datetime:
+    """A commit time exactly as pylance's ``versions()`` shows it: naive local time, its
+    microseconds computed in floating point (so they may differ from ``timestamp_utc``'s
+    by one)."""
+    return datetime.fromtimestamp(ns // 1e9) + timedelta(microseconds=(ns % 1e9) // 1e3)
+
+
+def version_summary(manifest: Manifest) -> dict[str, str]:
+    """pylance's per-version summary (``versions()[i]["metadata"]``), from the manifest."""
+    frags = manifest.fragments
+    return {
+        "total_data_file_rows": str(sum(f.physical_rows for f in frags)),
+        "total_data_files": str(sum(len(f.files) for f in frags)),
+        "total_deletion_file_rows": str(sum(f.num_deleted_rows for f in frags)),
+        "total_deletion_files": str(sum(f.deletion_file is not None for f in frags)),
+        "total_files_size": str(sum(d.file_size_bytes for f in frags for d in f.files)),
+        "total_fragments": str(len(frags)),
+        "total_rows": str(manifest.num_rows),
+    }
+
+
+@dataclass(frozen=True)
+class FieldStatistics:
+    """pylance's per-field statistics: the field's id and its (compressed) bytes."""
+
+    id: int
+    bytes_on_disk: int
+
+
+@dataclass(frozen=True)
+class DataStatistics:
+    fields: tuple[FieldStatistics, ...]
+
+
+LEGACY_FORMATS = ("0.1", "legacy")  # pylance reports 0 bytes for tables of this format
+
+
+class Stats:
+    """``ds.stats``: pylance's dataset statistics, computed from the manifest."""
+
+    def __init__(self, dataset: LanceDataset) -> None:
+        self._ds = dataset
+
+    def data_stats(self) -> DataStatistics:
+        """Bytes each field's data takes in the data files (every field, in schema order;
+        a field with no pages of its own, such as a struct, has 0). Reads each data
+        file's footer and column metadata, not its data."""
+        manifest = self._ds.manifest
+        ids = [f.id for top in manifest.schema.fields for f in top.walk()]
+        sizes = dict.fromkeys(ids, 0)
+        if manifest.data_format not in LEGACY_FORMATS:
+            for frag in manifest.fragments:
+                for data_file in frag.files:
+                    columns = open_data_file(self._ds.store, manifest,
+                                             data_file).column_page_bytes()
+                    for field_id, column in zip(data_file.fields, data_file.column_indices,
+                                                strict=False):
+                        if field_id in sizes and 0 <= column < len(columns):
+                            sizes[field_id] += columns[column]
+        return DataStatistics(tuple(FieldStatistics(i, sizes[i]) for i in ids))
+
+    def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
+        """Deleted rows, fragments, and fragments smaller than ``max_rows_per_group``."""
+        frags = self._ds.manifest.fragments
+        return {
+            "num_deleted_rows": self._ds.count_deleted_rows(),
+            "num_fragments": len(frags),
+            "num_small_files": sum(f.physical_rows < max_rows_per_group for f in frags),
+        }
+
+
 def dataset(
     uri: str | os.PathLike[str],
-    version: int | str | None = None,
+    version: Version = None,
     *,
+    asof: datetime | str | None = None,
     commit_config: CommitConfig | None = None,
 ) -> LanceDataset:
-    """Open a table at its latest version, a version number or a tag name."""
+    """Open a table at its latest version, a version number, a tag name, or as of an
+    instant: ``version=datetime`` or pylance's ``asof=`` (a datetime or an ISO string,
+    UTC when naive) opens the latest version committed at or before it."""
+    if asof is not None:
+        if version is not None:
+            raise InvalidInputError("give either version or asof, not both")
+        version = parse_instant(asof) if isinstance(asof, str) else asof
+        if not isinstance(version, datetime):
+            raise InvalidInputError(f"asof must be a datetime or an ISO-8601 string, got "
+                                    f"{asof!r}")
     return LanceDataset(uri, version, commit_config=commit_config)
 
 

@@ -29,7 +29,7 @@ from lance_sql.format.fragment import DATA_DIR, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.pb import table_pb2
-from lance_sql.format.schema import LanceSchema
+from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY, LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.commit import CommitConfig, commit_transaction
@@ -90,12 +90,15 @@ class WriteTarget:
 
 
 def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
-                   overwrite: bool, commit_config: CommitConfig | None = None) -> WriteTarget:
+                   overwrite: bool, commit_config: CommitConfig | None = None,
+                   primary_key: Sequence[str] = (), stable_row_ids: bool = False) -> WriteTarget:
     """Pin the table's current version (if any) and decide the schema files are written in.
 
     The latest version is found as every other writer finds it (through the commit
     handler of ``commit_config``, e.g. an external manifest store), and a table whose
     writer feature flags we do not know is refused before any worker writes a file.
+    ``primary_key`` (columns) and ``stable_row_ids`` are chosen when a table is created
+    or overwritten; asking for them when appending to a table without them is an error.
     """
     store = open_store(uri)
     config = commit_config or CommitConfig()
@@ -105,10 +108,39 @@ def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
     if previous is not None and latest is not None:
         check_writable(previous.writer_feature_flags, f"{store.uri}/{latest.key}")
     version = previous.version if previous is not None else None
+    if stable_row_ids and previous is not None and not previous.uses_stable_row_ids:
+        raise InvalidInputError(
+            f"{store.uri} was created without stable row ids; they can only be enabled when "
+            "a table is created")
     if previous is not None and not overwrite:
+        if primary_key and [f.name for f in previous.schema.fields
+                            if f.unenforced_primary_key] != list(primary_key):
+            raise InvalidInputError(f"{store.uri}: the primary key is set when a table is "
+                                    "created; appending cannot change it")
         return WriteTarget(version, naming, previous.schema, previous.data_format)
     data_format = previous.data_format if previous is not None else DEFAULT_DATA_FORMAT
-    return WriteTarget(version, naming, LanceSchema.from_arrow(data_schema), data_format)
+    schema = with_primary_key(data_schema, primary_key)
+    return WriteTarget(version, naming, LanceSchema.from_arrow(schema), data_format)
+
+
+def with_primary_key(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
+    """``schema`` with ``columns`` marked as its (unenforced) primary key, in that order:
+    field metadata ``lance-schema:unenforced-primary-key`` (and ``:position`` for
+    composite keys), and not nullable."""
+    missing = [c for c in columns if c not in schema.names]
+    if missing or len(set(columns)) != len(columns):
+        raise InvalidInputError(f"primary key {list(columns)}: every column must exist once; "
+                                f"columns: {schema.names}")
+    fields = []
+    for field in schema:
+        if field.name in columns:
+            metadata = dict(field.metadata or {})
+            metadata[PK_KEY.encode()] = b"true"
+            if len(columns) > 1:
+                metadata[PK_POSITION_KEY.encode()] = str(columns.index(field.name) + 1).encode()
+            field = field.with_nullable(False).with_metadata(metadata)
+        fields.append(field)
+    return pa.schema(fields, metadata=schema.metadata)
 
 
 def write_job_fragments(
@@ -161,11 +193,13 @@ def commit_job(
     *,
     overwrite: bool,
     commit_config: CommitConfig | None = None,
+    stable_row_ids: bool = False,
 ) -> Manifest:
     """Commit everything the workers wrote as one transaction; on failure remove it all.
 
     This is the same commit loop ``write_dataset`` uses, with the same ``commit_config``
-    (its handler decides how the new manifest is published).
+    (its handler decides how the new manifest is published); ``stable_row_ids`` applies
+    when the commit creates the table.
     """
     store: ObjectStore = open_store(uri)
     fragments = tuple(f for serialized in fragment_lists for f in decode_fragments(serialized))
@@ -180,7 +214,8 @@ def commit_job(
     try:
         return commit_transaction(store, previous, target.naming, txn,
                                   data_format=target.data_format,
-                                  config=commit_config or CommitConfig())
+                                  config=commit_config or CommitConfig(),
+                                  stable_row_ids=stable_row_ids)
     except BaseException:
         job.remove_all(os.fspath(uri), [f"{DATA_DIR}/{d.path}" for f in fragments
                                         for d in f.files])

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError, RetryableConflict, SchemaError
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.memwal import MergedGeneration
 from lance_sql.table.expr import parse_predicate, to_pyarrow
 from lance_sql.table.row_rewrite import RowRewrite
 from lance_sql.table.scan import (
@@ -59,6 +60,8 @@ class MergeInsertBuilder:
         self._insert = False
         self._delete = False
         self._delete_condition: str | None = None
+        self._tombstone: str | None = None
+        self._merged: tuple[MergedGeneration, ...] = ()
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
         self._update, self._update_condition = True, condition
@@ -70,6 +73,20 @@ class MergeInsertBuilder:
 
     def when_not_matched_by_source_delete(self, expr: str | None = None) -> MergeInsertBuilder:
         self._delete, self._delete_condition = True, expr
+        return self
+
+    def when_matched_delete_if(self, column: str) -> MergeInsertBuilder:
+        """Source rows whose boolean ``column`` is true delete the target row they match
+        (and insert nothing): how MemWAL tombstones reach the base table."""
+        self._tombstone = column
+        return self
+
+    def mark_generations_merged(self, generations: Sequence[MergedGeneration]
+                                ) -> MergeInsertBuilder:
+        """Record these MemWAL generations as merged in the same commit (pylance's
+        ``mark_sstables_as_compacted``); the commit happens even when no row changes, and
+        is refused (IncompatibleConflict) if a concurrent commit merged them first."""
+        self._merged = tuple(generations)
         return self
 
     def conflict_retries(self, retries: int) -> MergeInsertBuilder:  # noqa: ARG002
@@ -133,6 +150,13 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
     """Run ``spec`` with ``source``; returns pylance's counts and the committed manifest."""
     base, naming = ds._latest_for_write()
     keys = spec._on
+    tombstones = np.zeros(source.num_rows, dtype=bool)
+    if spec._tombstone is not None:
+        if spec._tombstone not in source.column_names:
+            raise SchemaError(f"merge_insert source has no column {spec._tombstone!r}")
+        flags = source.column(spec._tombstone)
+        tombstones = np.asarray(flags.fill_null(False).to_numpy(zero_copy_only=False), bool)
+        source = source.drop_columns([spec._tombstone])
     source = _check_source(base, source, keys)
     target = _target_keys(ds, base, keys)
     src = source.select(keys).append_column(_SRC, pa.array(np.arange(source.num_rows)))
@@ -151,6 +175,12 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
     updated = inserted = deleted = 0
     new_keys: pa.Table | None = None
     try:
+        if tombstones.any():
+            doomed = tombstones[src_rows]
+            for frag, offsets, _ in by_fragment(base, addresses[doomed]):
+                rewrite.remove(frag, offsets)
+            deleted += int(doomed.sum())
+            src_rows, addresses = src_rows[~doomed], addresses[~doomed]
         if spec._update and len(src_rows):
             if spec._update_condition is not None:
                 names = [f.name for f in base.schema.fields]
@@ -162,21 +192,21 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
         if spec._insert:
             matched = np.zeros(source.num_rows, dtype=bool)
             matched[pairs.column(_SRC).to_numpy()] = True
-            new_rows = source.filter(pa.array(~matched))
+            new_rows = source.filter(pa.array(~matched & ~tombstones))
             if new_rows.num_rows:
                 rewrite.insert(_complete(base, new_rows))
                 inserted = new_rows.num_rows
                 new_keys = new_rows.select(keys)
         if spec._delete:
-            deleted = _delete_unmatched(ds, base, rewrite, target, unique_addr,
-                                        spec._delete_condition)
+            deleted += _delete_unmatched(ds, base, rewrite, target, unique_addr,
+                                         spec._delete_condition)
     except BaseException:
         rewrite.writer.abort()
         raise
     modified = tuple(leaf.id for top in base.schema.fields if top.name in source.column_names
                      for leaf in top.walk()) if updated else ()
     check = _no_concurrent_inserts(ds, keys, new_keys) if new_keys is not None else None
-    manifest = rewrite.commit(naming, modified, check)
+    manifest = rewrite.commit(naming, modified, check, merged_generations=spec._merged)
     return {"num_inserted_rows": inserted, "num_updated_rows": updated,
             "num_deleted_rows": deleted}, manifest
 

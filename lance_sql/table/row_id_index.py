@@ -18,7 +18,7 @@ from lance_sql.errors import FormatError
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.row_ids import load_lineage
-from lance_sql.table.scan import deleted_offsets
+from lance_sql.table.scan import checked_rows, deleted_offsets
 
 MISSING = np.uint64((1 << 64) - 1)
 
@@ -59,7 +59,7 @@ class RowIdIndex:
                 addrs.append(at.astype(np.uint64) | (np.uint64(frag.id) << np.uint64(32)))
                 lengths.append(length.astype(np.uint64))
                 continue
-            keep = np.ones(frag.physical_rows, dtype=bool)
+            keep = np.ones(checked_rows(store, manifest, frag, small_ok=True), dtype=bool)
             keep[deleted] = False
             positions = np.flatnonzero(keep).astype(np.uint64)
             ids = lineage.ids_at(positions)  # live rows only, not cached

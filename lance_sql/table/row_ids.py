@@ -194,7 +194,7 @@ def load_lineage(store: ObjectStore, manifest: Manifest, fragment: Fragment) -> 
             raise FormatError(f"{where} has no row id sequence, but the table uses stable "
                               "row ids")
         ids = decode_row_id_pieces(
-            _sequence_bytes(store, fragment.row_id_sequence, "row ids"), f"{where} row ids")
+            _sequence_bytes(store, fragment.row_id_sequence, "row ids"), f"{where} row ids", n)
         if ids.num_rows != n:
             raise FormatError(f"{where}: row id sequence holds {ids.num_rows} ids for {n} rows")
         versions = []
@@ -240,6 +240,14 @@ def _full(n: int, version: int) -> bytes:
     return encode_versions(np.full(n, version, np.uint64))
 
 
+def _check_room(next_row_id: int, count: int) -> None:
+    """Fresh ids stay below :data:`PENDING_VERSION` (a damaged ``next_row_id`` would
+    overflow u64 or hand out the placeholder)."""
+    if next_row_id + count > PENDING_VERSION:
+        raise FormatError(f"the table's next row id {next_row_id} leaves no room for {count} "
+                          "new row ids below 2**64 - 1 (a damaged manifest?)")
+
+
 def stamp_fragments(fragments: tuple[Fragment, ...], next_row_id: int,
                     version: int, *, new: bool = True) -> tuple[tuple[Fragment, ...], int]:
     """Fill in what writers left open; returns the fragments and the next free row id.
@@ -252,6 +260,7 @@ def stamp_fragments(fragments: tuple[Fragment, ...], next_row_id: int,
     for frag in fragments:
         n = frag.physical_rows
         if frag.row_id_sequence is None:
+            _check_room(next_row_id, n)
             frag = replace(frag, row_id_sequence=encode_row_ids(
                 np.arange(next_row_id, next_row_id + n, dtype=np.uint64)))
             next_row_id += n
@@ -261,6 +270,7 @@ def stamp_fragments(fragments: tuple[Fragment, ...], next_row_id: int,
             fresh = ids == np.uint64(PENDING_VERSION)
             if fresh.any():  # rows written alongside kept ones (merge_insert's inserts)
                 count = int(fresh.sum())
+                _check_room(next_row_id, count)
                 ids[fresh] = np.arange(next_row_id, next_row_id + count, dtype=np.uint64)
                 frag = replace(frag, row_id_sequence=encode_row_ids(ids))
                 next_row_id += count

@@ -21,6 +21,7 @@ import pyarrow as pa
 from lance_sql.format.deletion import merged_deletion
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.memwal import MergedGeneration
 from lance_sql.table.operations import Transaction, Update
 from lance_sql.table.row_ids import (
     PENDING_VERSION,
@@ -104,14 +105,16 @@ class RowRewrite:
         return out
 
     def commit(self, naming: ManifestNaming, fields_modified: tuple[int, ...] = (),
-               check_winners: WinnerCheck | None = None) -> Manifest | None:
-        """Publish the Update; None (nothing committed) when no row changed.
+               check_winners: WinnerCheck | None = None,
+               merged_generations: tuple[MergedGeneration, ...] = ()) -> Manifest | None:
+        """Publish the Update; None (nothing committed) when no row changed and there is
+        no MemWAL merge progress (``merged_generations``) to record.
 
         ``check_winners`` is passed to the commit loop (see ``commit_transaction``).
         """
         deletion_files: list[tuple[str, bytes]] = []
         try:
-            if not self._removed and not self._written:
+            if not self._removed and not self._written and not merged_generations:
                 self.writer.abort()
                 return None
             new_fragments = self._new_fragments()
@@ -129,7 +132,7 @@ class RowRewrite:
                 updated.append(frag.with_deletion(deletion))
             op = Update(removed_fragment_ids=tuple(removed), updated_fragments=tuple(updated),
                         new_fragments=new_fragments, fields_modified=fields_modified,
-                        update_mode="rewrite_rows")
+                        merged_generations=merged_generations, update_mode="rewrite_rows")
             for key, data in deletion_files:
                 self.ds.store.put(key, data)
             committed = self.ds._commit(self.base, naming, Transaction(self.base.version, op),

@@ -49,6 +49,9 @@ SYSTEM_COLUMNS = (ROW_ID, ROW_ADDR, *VERSION_COLUMNS)
 LINEAGE_COLUMNS = (ROW_ID, *VERSION_COLUMNS)
 READABLE_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
 DEFAULT_BATCH_SIZE = 8192
+# Row counts up to this may size arrays before the data file confirms them (8 MB of
+# int64 offsets at most); see checked_rows.
+UNCHECKED_ROWS = 1 << 20
 
 
 # Parsed data-file readers and deletion vectors, shared by all scans (thread safe).
@@ -95,6 +98,31 @@ def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) 
     return FILE_CACHE.get_or_load((root.uri, key), load)
 
 
+def checked_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, *,
+                 small_ok: bool = False) -> int:
+    """``fragment.physical_rows``, once it agrees with the row count in the footer of the
+    fragment's first data file (opened and cached as any read would).
+
+    Call before the count sizes anything (masks, row addresses, null columns, lineage):
+    a manifest may claim 2**32 rows for a 100-row file. With ``small_ok``, claims of at
+    most :data:`UNCHECKED_ROWS` are taken as they are, for callers that must not open
+    data files they may never read: what such a claim sizes is small, and reading the
+    rows checks the file then. A fragment without data files has nothing to check
+    against; the manifest codec bounds its claim.
+    """
+    if not fragment.files or (small_ok and fragment.physical_rows <= UNCHECKED_ROWS):
+        return fragment.physical_rows
+    data_file = fragment.files[0]
+    reader = open_data_file(store, manifest, data_file)
+    if reader.num_rows != fragment.physical_rows:
+        root = base_store(store, manifest, data_file.base_id)
+        raise FormatError(
+            f"{root.uri}/{data_file.key}: has {reader.num_rows} rows but fragment "
+            f"{fragment.id} declares {fragment.physical_rows}"
+        )
+    return fragment.physical_rows
+
+
 def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) -> np.ndarray:
     """Sorted deleted row offsets of ``fragment`` (empty when it has no deletion file)."""
     deletion = fragment.deletion_file
@@ -105,12 +133,9 @@ def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) 
     path = f"{root.uri}/{key}"
 
     def load() -> np.ndarray:
-        offsets = decode_deletions(deletion.kind, root.read(key), path)
-        if len(offsets) and int(offsets[-1]) >= fragment.physical_rows:
-            raise FormatError(
-                f"{path}: deletes row {int(offsets[-1])} but fragment {fragment.id} has "
-                f"{fragment.physical_rows} rows"
-            )
+        # bounds what decoding may expand
+        rows = checked_rows(store, manifest, fragment, small_ok=True)
+        offsets = decode_deletions(deletion.kind, root.read(key), path, rows)
         # 0 means "not recorded" (old writers); otherwise counts and scans must agree
         if deletion.num_deleted_rows and len(offsets) != deletion.num_deleted_rows:
             raise FormatError(
@@ -217,6 +242,7 @@ class FragmentReader:
         self.store = store
         self.manifest = manifest
         self.fragment = fragment
+        self._rows_checked = False
         # field id -> (data file, column index); later files win for a field id.
         self._locations: dict[int, tuple[DataFile, int]] = {}
         for data_file in fragment.files:
@@ -253,6 +279,7 @@ class FragmentReader:
         self, fields: Sequence[LanceField], *, offset: int = 0, length: int | None = None
     ) -> list[pa.Array]:
         """Physical rows ``[offset, offset+length)`` of ``fields`` (deleted rows included)."""
+        self.check_rows()
         if length is None:
             length = self.fragment.physical_rows - offset
         out: list[pa.Array | None] = [None] * len(fields)
@@ -262,7 +289,7 @@ class FragmentReader:
                 arrays = [pa.nulls(length, f.to_scan_arrow().type) for f in wanted]
             else:
                 reader = open_data_file(self.store, self.manifest, data_file)
-                self._check_rows(reader, data_file)
+                self._check_file_rows(reader, data_file)
                 arrays = reader.read(
                     wanted, self._column_map(data_file), offset=offset, length=length,
                     blob_descriptions=True,
@@ -272,6 +299,7 @@ class FragmentReader:
         return out  # type: ignore[return-value]
 
     def take(self, fields: Sequence[LanceField], rows: np.ndarray) -> list[pa.Array]:
+        self.check_rows()
         out: list[pa.Array | None] = [None] * len(fields)
         for data_file, indices in self._groups(fields):
             wanted = [fields[i] for i in indices]
@@ -279,26 +307,37 @@ class FragmentReader:
                 arrays = [pa.nulls(len(rows), f.to_scan_arrow().type) for f in wanted]
             else:
                 reader = open_data_file(self.store, self.manifest, data_file)
-                self._check_rows(reader, data_file)
+                self._check_file_rows(reader, data_file)
                 arrays = reader.take(wanted, self._column_map(data_file), rows,
                                      blob_descriptions=True)
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
         return out  # type: ignore[return-value]
 
-    def _check_rows(self, reader: LanceFileReader, data_file: DataFile) -> None:
+    def check_rows(self) -> int:
+        """The fragment's row count, checked against its data files (see
+        :func:`checked_rows`) once per reader, before it sizes anything."""
+        if not self._rows_checked:
+            checked_rows(self.store, self.manifest, self.fragment)
+            self._rows_checked = True
+        return self.fragment.physical_rows
+
+    def _check_file_rows(self, reader: LanceFileReader, data_file: DataFile) -> None:
         if reader.num_rows != self.fragment.physical_rows:
             raise FormatError(
                 f"{self.store.uri}/{data_file.key}: has {reader.num_rows} rows but fragment "
                 f"{self.fragment.id} declares {self.fragment.physical_rows}"
             )
 
-    def keep_mask(self) -> np.ndarray | None:
-        """Boolean mask of live rows, or None when nothing is deleted."""
+    def keep_mask(self, *, small_ok: bool = False) -> np.ndarray | None:
+        """Boolean mask of live rows, or None when nothing is deleted. ``small_ok``: see
+        :func:`checked_rows` (for counts that, like ``count_rows()``, trust the manifest)."""
         deleted = deleted_offsets(self.store, self.manifest, self.fragment)
         if len(deleted) == 0:
             return None
-        mask = np.ones(self.fragment.physical_rows, dtype=bool)
+        rows = (checked_rows(self.store, self.manifest, self.fragment, small_ok=True)
+                if small_ok else self.check_rows())
+        mask = np.ones(rows, dtype=bool)
         mask[deleted] = False
         return mask
 
@@ -382,12 +421,13 @@ def scan_fragment(
     length: int | None = None,
 ) -> pa.Table:
     """The plan applied to physical rows ``[offset, offset+length)`` of one fragment."""
+    reader = FragmentReader(store, manifest, fragment)
+    rows = reader.check_rows()  # before the count sizes row addresses or empty columns
     if length is None:
-        length = fragment.physical_rows - offset
+        length = rows - offset
     late = plan.late_fields()
     if late:
         return _scan_late(store, manifest, fragment, plan, late, offset, length)
-    reader = FragmentReader(store, manifest, fragment)
     arrays = reader.read(plan.read_fields, offset=offset, length=length)
     names = [f.name for f in plan.read_fields]
     system = plan.system_names
@@ -484,10 +524,9 @@ class Scanner:
         self.plan = plan_scan(
             manifest, columns, filter, with_row_id=with_row_id, with_row_address=with_row_address
         )
-        if batch_size is not None and batch_size <= 0:
-            raise InvalidInputError("batch_size must be positive")
-        if limit is not None and limit < 0 or offset is not None and offset < 0:
-            raise InvalidInputError("limit and offset must not be negative")
+        _check_count(batch_size, "batch_size", low=1)
+        _check_count(limit, "limit")
+        _check_count(offset, "offset")
         self.batch_size = batch_size or DEFAULT_BATCH_SIZE
         self.limit = limit
         self.offset = offset or 0
@@ -562,6 +601,20 @@ class Scanner:
         if self.plan.filter is None and self.limit is None and not self.offset:
             return sum(f.num_rows for f in self.fragments)
         return sum(t.num_rows for t in self._limited_tables())
+
+
+# Counts are int64 inside Arrow: larger ones cannot be sliced by.
+MAX_COUNT = (1 << 63) - 1
+
+
+def _check_count(value: object, what: str, low: int = 0) -> None:
+    """``value`` is None or an integer in ``[low, MAX_COUNT]``; else InvalidInputError."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidInputError(f"{what} must be an integer, got {value!r}")
+    if not low <= int(value) <= MAX_COUNT:
+        raise InvalidInputError(f"{what} must be between {low} and {MAX_COUNT}, got {value!r}")
 
 
 def rows_only(num_rows: int) -> pa.Table:

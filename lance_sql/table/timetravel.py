@@ -5,10 +5,19 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
-from lance_sql.errors import NotFoundError
+from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.versions import VersionRef, list_versions, load_manifest
+
+
+def parse_instant(text: str) -> dt.datetime:
+    """An ISO-8601 instant (``Z`` allowed); naive values are UTC, as manifests record."""
+    try:
+        value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInputError(f"invalid timestamp {text!r}") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
 def version_at(

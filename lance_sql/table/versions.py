@@ -188,9 +188,19 @@ def _ranges(refs: list[VersionRef]) -> str:
 # -- tags -------------------------------------------------------------------------------
 
 
+# A tag is the file _refs/tags/<name>.json, written through a temporary sibling whose
+# name adds ~45 bytes: file systems allow 255 bytes a name.
+MAX_TAG_BYTES = 200
+
+
 def _check_tag_name(name: str) -> None:
+    if not isinstance(name, str):
+        raise InvalidInputError(f"a tag name is a string, got {name!r}")
     if not name or "/" in name or name.startswith(".") or not name.isprintable():
         raise InvalidInputError(f"invalid tag name {name!r}")
+    if len(name.encode()) > MAX_TAG_BYTES:
+        raise InvalidInputError(f"tag name {name[:40]!r}... is {len(name.encode())} bytes long; "
+                                f"at most {MAX_TAG_BYTES} are allowed")
     if name.isdigit():
         raise InvalidInputError(f"tag name {name!r} would be confused with a version number")
 

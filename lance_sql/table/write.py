@@ -42,6 +42,11 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
         return pa.RecordBatchReader.from_stream(data, schema=schema)
     if isinstance(data, dict):
         return to_reader(pa.table(data), schema)
+    if isinstance(data, list | tuple) and data and isinstance(data[0], dict):
+        try:
+            return to_reader(pa.Table.from_pylist(list(data), schema=schema))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise SchemaError(f"cannot convert the rows to Arrow: {exc}") from None
     if isinstance(data, Iterable):
         items = iter(data)
         if schema is None:

@@ -16,7 +16,7 @@ from lance_sql.format.deletion import BITMAP_THRESHOLD, decode_deletions, encode
 def test_round_trip_small(values: list[int]) -> None:
     kind, data = encode_deletions(np.array(values, dtype=np.uint64).astype(np.uint32))
     assert kind == "arrow"
-    assert decode_deletions(kind, data, "d").tolist() == sorted(set(values))
+    assert decode_deletions(kind, data, "d", 1 << 32).tolist() == sorted(set(values))
 
 
 def test_large_sets_use_the_bitmap() -> None:
@@ -24,7 +24,7 @@ def test_large_sets_use_the_bitmap() -> None:
     kind, data = encode_deletions(values)
     assert kind == "bitmap"
     assert data[:2] in (b"\x3a\x30", b"\x3b\x30")  # portable roaring cookies
-    assert np.array_equal(decode_deletions(kind, data, "d"), values)
+    assert np.array_equal(decode_deletions(kind, data, "d", 1 << 32), values)
     kind, _ = encode_deletions(values[: BITMAP_THRESHOLD - 1])
     assert kind == "arrow"
 
@@ -35,4 +35,4 @@ def test_corrupt_files_raise_format_error(kind: str) -> None:
     _, data = encode_deletions(np.arange(n, dtype=np.uint32))
     for cut in (0, 1, len(data) // 2, len(data) - 1):
         with pytest.raises(FormatError, match="frag-1"):
-            decode_deletions(kind, data[:cut], "frag-1")
+            decode_deletions(kind, data[:cut], "frag-1", n)

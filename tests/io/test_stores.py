@@ -101,3 +101,25 @@ def test_open_store_uris(tmp_path: Path) -> None:
     assert isinstance(mem, MemoryStore) and mem.uri == "memory://bucket/prefix"
     with pytest.raises(ValueError):
         open_store("s3://bucket/table")
+
+
+def test_delete_prefix_removes_a_tree(store) -> None:  # noqa: ANN001
+    for key in ("gen/a", "gen/sub/b", "gen/sub/deeper/c", "keep/d"):
+        store.put(key, b"x")
+    store.delete_prefix("gen")
+    assert store.list_dir("gen") == [] and store.read("keep/d") == b"x"
+    store.delete_prefix("absent")  # nothing there: nothing happens
+
+
+def test_local_delete_prefix_never_leaves_the_root(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_bytes(b"keep me")
+    store = LocalStore(str(tmp_path / "root"))
+    store.put("gen/a", b"x")
+    (tmp_path / "root" / "gen" / "link").symlink_to(outside)
+    store.delete_prefix("gen")
+    assert (outside / "precious").read_bytes() == b"keep me"
+    assert not (tmp_path / "root" / "gen").exists()
+    with pytest.raises(PathEscapeError):
+        store.delete_prefix("")

@@ -95,7 +95,7 @@ def test_feed_types_and_known_changes(spark, history: str) -> None:  # noqa: ANN
 
 
 def test_feed_by_timestamp(spark, history: str) -> None:  # noqa: ANN001
-    versions = {v["version"]: v["timestamp"] for v in lance_sql.dataset(history).versions()}
+    versions = {v["version"]: v["timestamp_utc"] for v in lance_sql.dataset(history).versions()}
     df = _feed(spark, history, startingTimestamp=versions[3].isoformat(),
                endingTimestamp=versions[4].isoformat())
     assert _normal(df.toArrow()) == _normal(table_changes(history, 3, 4))

@@ -83,7 +83,7 @@ def test_read_options(spark, uri: str) -> None:  # noqa: ANN001
         return spark.read.format("lance")
 
     assert reader().option("version", "1").load(uri).count() == 100
-    stamp = first.versions()[0]["timestamp"].isoformat()
+    stamp = first.versions()[0]["timestamp_utc"].isoformat()
     assert reader().option("timestamp", stamp).load(uri).count() == 100
     assert reader().load(uri).count() == 150
     cols = reader().option("columns", "s,id").load(uri)
@@ -256,3 +256,35 @@ def test_max_rows_per_file_option_is_honoured(spark, uri: str) -> None:  # noqa:
     with pytest.raises(Exception, match="maxRowsPerFile must be a positive integer"):
         (_frame(spark, 0, 10, parts=1).write.format("lance").option("maxRowsPerFile", "0")
          .mode("overwrite").save(uri))
+
+
+def test_created_tables_can_have_stable_row_ids_and_a_primary_key(spark, tmp_path: Path  # noqa: ANN001
+                                                                   ) -> None:
+    """Both write paths: a Spark-made table with a change feed and pylance's key metadata."""
+    source_uri, helper_uri = str(tmp_path / "source.lance"), str(tmp_path / "helper.lance")
+    (_frame(spark, 0, 100).write.format("lance").option("enableStableRowIds", "true")
+     .option("primaryKey", "id").mode("overwrite").save(source_uri))
+    from lance_sql.spark import write_dataset
+
+    write_dataset(_frame(spark, 0, 100), helper_uri, enable_stable_row_ids=True,
+                  primary_key=["id", "s"])
+    for uri, keys in ((source_uri, ["id"]), (helper_uri, ["id", "s"])):
+        ds = lance_sql.dataset(uri)
+        assert ds.manifest.uses_stable_row_ids
+        pk = [f.name for f in lance.dataset(uri).schema
+              if (f.metadata or {}).get(b"lance-schema:unenforced-primary-key") == b"true"]
+        assert pk == keys
+        assert not lance.dataset(uri).schema.field("id").nullable
+        ds.update({"x": "x + 1"}, where="id < 3")
+        changes = ds.table_changes(2, 2)
+        assert sorted(changes.filter(pa.compute.equal(changes["_change_type"],
+                                                      "update_postimage"))["id"].to_pylist()) \
+            == [0, 1, 2]
+    _frame(spark, 100, 10).write.format("lance").mode("append").save(source_uri)
+    assert lance_sql.dataset(source_uri).count_rows() == 110
+    plain = str(tmp_path / "plain.lance")
+    _frame(spark, 0, 10).write.format("lance").mode("overwrite").save(plain)
+    with pytest.raises(Exception, match="stable row ids"):
+        (_frame(spark, 0, 10).write.format("lance").option("enableStableRowIds", "true")
+         .mode("append").save(plain))
+    assert lance_sql.dataset(plain).version == 1

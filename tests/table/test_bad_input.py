@@ -754,7 +754,7 @@ def test_racing_deletes_of_one_fragment_rebase(table: Table,
         results = _race([lambda a=ds_a, n=attempt: a.delete(f"id = {5700 + n}"),
                          lambda b=ds_b, n=attempt: b.delete(f"id = {5800 + n}")])
         monkeypatch.undo()
-        assert results == [None, None], results
+        assert results == [{"num_deleted_rows": 1}] * 2, results
         assert lance_sql.dataset(table.uri).version == start + 2
         assert sorted([ds_a.version, ds_b.version]) == [start + 1, start + 2]
         assert _manifest_files(table.uri) == sorted(
@@ -782,7 +782,7 @@ def test_racing_deletes_of_one_row_conflict(table: Table,
     monkeypatch.setattr(lance_sql.LanceDataset, "_latest_for_write", lambda self: base)
     results = _race([lambda: ds_a.delete("id = 5700"), lambda: ds_b.delete("id = 5700")])
     monkeypatch.undo()
-    errors = [r for r in results if r is not None]
+    errors = [r for r in results if r != {"num_deleted_rows": 1}]
     assert len(errors) == 1 and isinstance(errors[0], RetryableConflict), results
     assert lance_sql.dataset(table.uri).version == start + 1
     final = lance_sql.dataset(table.uri)

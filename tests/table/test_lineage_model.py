@@ -165,7 +165,7 @@ def _check(uri: str, model: Model, new_versions: range, rng: np.random.Generator
         versions = sorted(set(new_versions) | {int(x) for x in rng.integers(1, latest + 1, 2)})
     for v in versions:
         assert _read(uri, v) == model.snapshots[v], f"version {v} differs from the model"
-    stamps = {v["version"]: v["timestamp"] for v in ds.versions()}
+    stamps = {v["version"]: v["timestamp_utc"] for v in ds.versions()}
     assert sorted(stamps) == list(range(1, latest + 1))
 
     def sample(n: int) -> list[tuple[int, int]]:

@@ -318,9 +318,14 @@ _data_files = st.builds(
 _deletions = st.none() | st.builds(
     lambda kind, v, i, n: deletion(n, v, i).__class__(kind, v, i, n),
     st.sampled_from(["arrow", "bitmap"]), _u64, _u64, _u64)
+# Decoding refuses what cannot be true: more than 2**32 rows (offsets are u32), or more
+# deleted rows than rows.
 _fragments = st.builds(
-    lambda i, files, rows, dele, seq: frag(0).__class__(i, tuple(files), rows, dele, seq),
-    _u64, st.lists(_data_files, max_size=3), _u64, _deletions, st.none() | st.binary(max_size=8))
+    lambda i, files, rows, dele, seq: frag(0).__class__(
+        i, tuple(files), rows,
+        dele and replace(dele, num_deleted_rows=min(dele.num_deleted_rows, rows)), seq),
+    _u64, st.lists(_data_files, max_size=3), st.integers(0, 2**32), _deletions,
+    st.none() | st.binary(max_size=8))
 _frag_tuples = st.lists(_fragments, max_size=3).map(tuple)
 _ops = st.one_of(
     st.builds(Append, _frag_tuples),

@@ -30,6 +30,7 @@ from lance_sql.format.datafile.source import RandomAccessSource
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 from lance_sql.format.schema import LanceField, LanceSchema
 
+_V21_LAYOUT = container.V21_PAGE_LAYOUT_URL.rpartition("/")[2]
 COALESCE_BYTES = 256 * 1024  # read through gaps smaller than this; split reads at larger ones
 _UNEXPECTED = (
     pa.ArrowException,
@@ -141,7 +142,9 @@ class LanceFileReader:
             for i, (pos, length) in enumerate(cmo)
         ]
         self._check_buffer_layout()
-        if not self._structural:
+        if self._structural:
+            self._check_leaf_row_counts()
+        else:
             self._check_row_counts()
         self._checked: set[int] = set()
         self._checked_pages: set[tuple[int, int]] = set()
@@ -188,9 +191,29 @@ class LanceFileReader:
                     f"rows but the file descriptor says {self.num_rows}"
                 )
 
+    def _check_leaf_row_counts(self) -> None:
+        """Every 2.1+ column (one per leaf) holds the descriptor's row count.
+
+        Checked when the file is opened, as for 2.0, so a row count that is not backed by
+        pages fails even reads that decode no column (counts, row addresses).
+        """
+        for column in self._columns:
+            rows = int(column.row_starts[-1])
+            layouts = {p.encoding_url.rpartition("/")[2] for p in column.pages}
+            if layouts == {_V21_LAYOUT} and rows != self.num_rows:  # else refused on read
+                raise FormatError(
+                    f"{self.path}: column {column.index} has {rows} rows but the file "
+                    f"descriptor says {self.num_rows}"
+                )
+
     @property
     def num_columns(self) -> int:
         return len(self._columns)
+
+    def column_page_bytes(self) -> list[int]:
+        """Bytes in each column's pages (its stored data, after compression)."""
+        return [sum(size for page in col.pages for _, size in page.buffers)
+                for col in self._columns]
 
     def _column(self, index: int) -> container.ColumnInfo:
         if not 0 <= index < len(self._columns):

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import table_pb2 as table__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cmemwal.proto\x12\x0blance.table\x1a\x0btable.proto\"\xcb\x01\n\x11\x46lushedGeneration\x12\x12\n\ngeneration\x18\x01 \x01(\x04\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x1c\n\x0fin_memory_bytes\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x1a\n\rphysical_rows\x18\x04 \x01(\x04H\x01\x88\x01\x01\x12\x1e\n\x11primary_key_bytes\x18\x05 \x01(\x04H\x02\x88\x01\x01\x42\x12\n\x10_in_memory_bytesB\x10\n\x0e_physical_rowsB\x14\n\x12_primary_key_bytes\"\x8b\x02\n\x0eRegionManifest\x12$\n\tregion_id\x18\x0b \x01(\x0b\x32\x11.lance.table.UUID\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x16\n\x0eregion_spec_id\x18\n \x01(\r\x12\x14\n\x0cwriter_epoch\x18\x02 \x01(\x04\x12\x1b\n\x13replay_after_wal_id\x18\x03 \x01(\x04\x12\x18\n\x10wal_id_last_seen\x18\x04 \x01(\x04\x12\x1a\n\x12\x63urrent_generation\x18\x06 \x01(\x04\x12;\n\x13\x66lushed_generations\x18\x08 \x03(\x0b\x32\x1e.lance.table.FlushedGenerationJ\x04\x08\x07\x10\x08\"\x87\x02\n\x0bRegionField\x12\x10\n\x08\x66ield_id\x18\x01 \x01(\t\x12\x12\n\nsource_ids\x18\x02 \x03(\x05\x12\x16\n\ttransform\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nexpression\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x13\n\x0bresult_type\x18\x05 \x01(\t\x12<\n\nparameters\x18\x06 \x03(\x0b\x32(.lance.table.RegionField.ParametersEntry\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0c\n\n_transformB\r\n\x0b_expression\"G\n\nRegionSpec\x12\x0f\n\x07spec_id\x18\x01 \x01(\r\x12(\n\x06\x66ields\x18\x02 \x03(\x0b\x32\x18.lance.table.RegionField\"L\n\x10MergedGeneration\x12$\n\tregion_id\x18\x01 \x01(\x0b\x32\x11.lance.table.UUID\x12\x12\n\ngeneration\x18\x02 \x01(\x04\"h\n\x14IndexCatchupProgress\x12\x12\n\nindex_name\x18\x01 \x01(\t\x12<\n\x15\x63\x61ught_up_generations\x18\x02 \x03(\x0b\x32\x1d.lance.table.MergedGeneration\"\x8d\x04\n\x12MemWalIndexDetails\x12\x1a\n\x12snapshot_ts_millis\x18\x01 \x01(\x03\x12\x13\n\x0bnum_regions\x18\x02 \x01(\r\x12\x1d\n\x10inline_snapshots\x18\x03 \x01(\x0cH\x00\x88\x01\x01\x12-\n\x0cregion_specs\x18\x07 \x03(\x0b\x32\x17.lance.table.RegionSpec\x12\x1a\n\x12maintained_indexes\x18\x08 \x03(\t\x12\x39\n\x12merged_generations\x18\t \x03(\x0b\x32\x1d.lance.table.MergedGeneration\x12\x38\n\rindex_catchup\x18\n \x03(\x0b\x32!.lance.table.IndexCatchupProgress\x12Y\n\x16writer_config_defaults\x18\x0b \x03(\x0b\x32\x39.lance.table.MemWalIndexDetails.WriterConfigDefaultsEntry\x12!\n\x14maintain_all_indexes\x18\x0c \x01(\x08H\x01\x88\x01\x01\x1a;\n\x19WriterConfigDefaultsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x13\n\x11_inline_snapshotsB\x17\n\x15_maintain_all_indexes\"4\n\x0eLegacyMemWalId\x12\x0e\n\x06region\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\"\x9e\x02\n\x0cLegacyMemWal\x12\'\n\x02id\x18\x01 \x01(\x0b\x32\x1b.lance.table.LegacyMemWalId\x12\x1a\n\x12mem_table_location\x18\x02 \x01(\t\x12\x14\n\x0cwal_location\x18\x03 \x01(\t\x12\x13\n\x0bwal_entries\x18\x04 \x01(\x0c\x12.\n\x05state\x18\x05 \x01(\x0e\x32\x1f.lance.table.LegacyMemWal.State\x12\x10\n\x08owner_id\x18\x06 \x01(\t\x12$\n\x1clast_updated_dataset_version\x18\x07 \x01(\x04\"6\n\x05State\x12\x08\n\x04OPEN\x10\x00\x12\n\n\x06SEALED\x10\x01\x12\x0b\n\x07\x46LUSHED\x10\x02\x12\n\n\x06MERGED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cmemwal.proto\x12\x0blance.table\x1a\x0btable.proto\"\xcb\x01\n\x11\x46lushedGeneration\x12\x12\n\ngeneration\x18\x01 \x01(\x04\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x1c\n\x0fin_memory_bytes\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x1a\n\rphysical_rows\x18\x04 \x01(\x04H\x01\x88\x01\x01\x12\x1e\n\x11primary_key_bytes\x18\x05 \x01(\x04H\x02\x88\x01\x01\x42\x12\n\x10_in_memory_bytesB\x10\n\x0e_physical_rowsB\x14\n\x12_primary_key_bytes\"\xba\x02\n\x0eRegionManifest\x12$\n\tregion_id\x18\x0b \x01(\x0b\x32\x11.lance.table.UUID\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x16\n\x0eregion_spec_id\x18\n \x01(\r\x12\x14\n\x0cwriter_epoch\x18\x02 \x01(\x04\x12\x1b\n\x13replay_after_wal_id\x18\x03 \x01(\x04\x12\x18\n\x10wal_id_last_seen\x18\x04 \x01(\x04\x12\x1a\n\x12\x63urrent_generation\x18\x06 \x01(\x04\x12;\n\x13\x66lushed_generations\x18\x08 \x03(\x0b\x32\x1e.lance.table.FlushedGeneration\x12\x1b\n\rregion_values\x18\xe8\x07 \x01(\x0cH\x00\x88\x01\x01\x42\x10\n\x0e_region_valuesJ\x04\x08\x07\x10\x08\"\x87\x02\n\x0bRegionField\x12\x10\n\x08\x66ield_id\x18\x01 \x01(\t\x12\x12\n\nsource_ids\x18\x02 \x03(\x05\x12\x16\n\ttransform\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nexpression\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x13\n\x0bresult_type\x18\x05 \x01(\t\x12<\n\nparameters\x18\x06 \x03(\x0b\x32(.lance.table.RegionField.ParametersEntry\x1a\x31\n\x0fParametersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0c\n\n_transformB\r\n\x0b_expression\"G\n\nRegionSpec\x12\x0f\n\x07spec_id\x18\x01 \x01(\r\x12(\n\x06\x66ields\x18\x02 \x03(\x0b\x32\x18.lance.table.RegionField\"L\n\x10MergedGeneration\x12$\n\tregion_id\x18\x01 \x01(\x0b\x32\x11.lance.table.UUID\x12\x12\n\ngeneration\x18\x02 \x01(\x04\"h\n\x14IndexCatchupProgress\x12\x12\n\nindex_name\x18\x01 \x01(\t\x12<\n\x15\x63\x61ught_up_generations\x18\x02 \x03(\x0b\x32\x1d.lance.table.MergedGeneration\"\x8d\x04\n\x12MemWalIndexDetails\x12\x1a\n\x12snapshot_ts_millis\x18\x01 \x01(\x03\x12\x13\n\x0bnum_regions\x18\x02 \x01(\r\x12\x1d\n\x10inline_snapshots\x18\x03 \x01(\x0cH\x00\x88\x01\x01\x12-\n\x0cregion_specs\x18\x07 \x03(\x0b\x32\x17.lance.table.RegionSpec\x12\x1a\n\x12maintained_indexes\x18\x08 \x03(\t\x12\x39\n\x12merged_generations\x18\t \x03(\x0b\x32\x1d.lance.table.MergedGeneration\x12\x38\n\rindex_catchup\x18\n \x03(\x0b\x32!.lance.table.IndexCatchupProgress\x12Y\n\x16writer_config_defaults\x18\x0b \x03(\x0b\x32\x39.lance.table.MemWalIndexDetails.WriterConfigDefaultsEntry\x12!\n\x14maintain_all_indexes\x18\x0c \x01(\x08H\x01\x88\x01\x01\x1a;\n\x19WriterConfigDefaultsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x13\n\x11_inline_snapshotsB\x17\n\x15_maintain_all_indexes\"4\n\x0eLegacyMemWalId\x12\x0e\n\x06region\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\"\x9e\x02\n\x0cLegacyMemWal\x12\'\n\x02id\x18\x01 \x01(\x0b\x32\x1b.lance.table.LegacyMemWalId\x12\x1a\n\x12mem_table_location\x18\x02 \x01(\t\x12\x14\n\x0cwal_location\x18\x03 \x01(\t\x12\x13\n\x0bwal_entries\x18\x04 \x01(\x0c\x12.\n\x05state\x18\x05 \x01(\x0e\x32\x1f.lance.table.LegacyMemWal.State\x12\x10\n\x08owner_id\x18\x06 \x01(\t\x12$\n\x1clast_updated_dataset_version\x18\x07 \x01(\x04\"6\n\x05State\x12\x08\n\x04OPEN\x10\x00\x12\n\n\x06SEALED\x10\x01\x12\x0b\n\x07\x46LUSHED\x10\x02\x12\n\n\x06MERGED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,25 +39,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FLUSHEDGENERATION']._serialized_start=43
   _globals['_FLUSHEDGENERATION']._serialized_end=246
   _globals['_REGIONMANIFEST']._serialized_start=249
-  _globals['_REGIONMANIFEST']._serialized_end=516
-  _globals['_REGIONFIELD']._serialized_start=519
-  _globals['_REGIONFIELD']._serialized_end=782
-  _globals['_REGIONFIELD_PARAMETERSENTRY']._serialized_start=704
-  _globals['_REGIONFIELD_PARAMETERSENTRY']._serialized_end=753
-  _globals['_REGIONSPEC']._serialized_start=784
-  _globals['_REGIONSPEC']._serialized_end=855
-  _globals['_MERGEDGENERATION']._serialized_start=857
-  _globals['_MERGEDGENERATION']._serialized_end=933
-  _globals['_INDEXCATCHUPPROGRESS']._serialized_start=935
-  _globals['_INDEXCATCHUPPROGRESS']._serialized_end=1039
-  _globals['_MEMWALINDEXDETAILS']._serialized_start=1042
-  _globals['_MEMWALINDEXDETAILS']._serialized_end=1567
-  _globals['_MEMWALINDEXDETAILS_WRITERCONFIGDEFAULTSENTRY']._serialized_start=1462
-  _globals['_MEMWALINDEXDETAILS_WRITERCONFIGDEFAULTSENTRY']._serialized_end=1521
-  _globals['_LEGACYMEMWALID']._serialized_start=1569
-  _globals['_LEGACYMEMWALID']._serialized_end=1621
-  _globals['_LEGACYMEMWAL']._serialized_start=1624
-  _globals['_LEGACYMEMWAL']._serialized_end=1910
-  _globals['_LEGACYMEMWAL_STATE']._serialized_start=1856
-  _globals['_LEGACYMEMWAL_STATE']._serialized_end=1910
+  _globals['_REGIONMANIFEST']._serialized_end=563
+  _globals['_REGIONFIELD']._serialized_start=566
+  _globals['_REGIONFIELD']._serialized_end=829
+  _globals['_REGIONFIELD_PARAMETERSENTRY']._serialized_start=751
+  _globals['_REGIONFIELD_PARAMETERSENTRY']._serialized_end=800
+  _globals['_REGIONSPEC']._serialized_start=831
+  _globals['_REGIONSPEC']._serialized_end=902
+  _globals['_MERGEDGENERATION']._serialized_start=904
+  _globals['_MERGEDGENERATION']._serialized_end=980
+  _globals['_INDEXCATCHUPPROGRESS']._serialized_start=982
+  _globals['_INDEXCATCHUPPROGRESS']._serialized_end=1086
+  _globals['_MEMWALINDEXDETAILS']._serialized_start=1089
+  _globals['_MEMWALINDEXDETAILS']._serialized_end=1614
+  _globals['_MEMWALINDEXDETAILS_WRITERCONFIGDEFAULTSENTRY']._serialized_start=1509
+  _globals['_MEMWALINDEXDETAILS_WRITERCONFIGDEFAULTSENTRY']._serialized_end=1568
+  _globals['_LEGACYMEMWALID']._serialized_start=1616
+  _globals['_LEGACYMEMWALID']._serialized_end=1668
+  _globals['_LEGACYMEMWAL']._serialized_start=1671
+  _globals['_LEGACYMEMWAL']._serialized_end=1957
+  _globals['_LEGACYMEMWAL_STATE']._serialized_start=1903
+  _globals['_LEGACYMEMWAL_STATE']._serialized_end=1957
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,326 @@
+"""Run the session's write statements as Lance operations, one commit each.
+
+The statements come parsed from :mod:`lance_sql.sql.statements` and
+:mod:`lance_sql.sql.merge`. Queries inside them (``CREATE TABLE ... AS``, ``INSERT
+... SELECT``, a MERGE source) are planned by the session like any query, so they see
+one pinned version of each table, and their rows are streamed into the write (the
+result is never held in memory as a whole, except a MERGE source, which
+``merge_insert`` joins in memory).
+
+Each statement returns a one-row table saying what it did (counts, the new version).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import (
+    InvalidInputError,
+    NotFoundError,
+    PathEscapeError,
+    SchemaError,
+    StatementRefusedError,
+)
+from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY
+from lance_sql.sql.merge import Merge
+from lance_sql.sql.statements import (
+    AddColumns,
+    ColumnDef,
+    CreateTable,
+    CreateTag,
+    DropColumns,
+    DropTable,
+    DropTag,
+    Insert,
+    RenameColumn,
+    Restore,
+    Statement,
+    Truncate,
+)
+from lance_sql.sql.tokens import quote_identifier
+from lance_sql.table.dataset import LanceDataset, write_dataset
+
+if TYPE_CHECKING:
+    from lance_sql.sql.session import LanceSession
+
+
+def storable_type(t: pa.DataType) -> pa.DataType:
+    """DataFusion's view types (``VARCHAR`` is ``string_view``) as the types Lance stores."""
+    if pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        item = t.value_field.with_type(storable_type(t.value_type))
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(item, t.list_size)
+        return pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
+    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        return pa.list_(t.value_field.with_type(storable_type(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(storable_type(f.type)) for f in t])
+    return t
+
+
+def storable_schema(schema: pa.Schema, *, nullable: bool = False) -> pa.Schema:
+    return pa.schema([pa.field(f.name, storable_type(f.type), nullable or f.nullable, f.metadata)
+                      for f in schema])
+
+
+def _one_row(**values: Any) -> pa.Table:
+    columns = {}
+    for name, value in values.items():
+        if isinstance(value, bool):
+            columns[name] = pa.array([value], pa.bool_())
+        elif isinstance(value, int):
+            columns[name] = pa.array([value], pa.uint64())
+        else:
+            columns[name] = pa.array([value], pa.string())
+    return pa.table(columns)
+
+
+class WriteRunner:
+    """Runs write statements for one session (which plans their queries)."""
+
+    def __init__(self, session: LanceSession) -> None:
+        self.session = session
+        self.directory = session.directory
+
+    def run(self, stmt: Statement | Merge) -> pa.Table:
+        handler: Callable[[Any], pa.Table] = getattr(self, "_" + type(stmt).__name__.lower())
+        return handler(stmt)
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _batches(self, query: str) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """The schema and streamed batches of ``query``, planned by the session."""
+        df = self.session.sql(query)
+        schema = df.schema()
+
+        def stream() -> Iterator[pa.RecordBatch]:
+            for item in df.execute_stream():
+                yield item.to_pyarrow()
+
+        return schema, stream()
+
+    def _exists(self, name: str) -> bool:
+        try:
+            self.directory.uri(name)
+        except NotFoundError:
+            return self.session.schema_provider.is_external(name)
+        return True
+
+    def _types(self, columns: tuple[ColumnDef, ...], what: str) -> pa.Schema:
+        """Arrow fields for SQL column definitions, typed by DataFusion's own parser."""
+        select = ", ".join(f"CAST(NULL AS {c.type_sql}) AS {quote_identifier(c.name)}"
+                           for c in columns)
+        try:
+            schema = self.session.plan_only(f"SELECT {select}")
+        except Exception as exc:  # noqa: BLE001 - one message for a bad type
+            raise InvalidInputError(f"{what}: unsupported column type: {exc}") from None
+        keys = [c.name for c in columns if c.primary_key]
+        fields = []
+        for col, field in zip(columns, schema, strict=True):
+            metadata = None
+            if col.primary_key:
+                metadata = {PK_KEY: "true"}
+                if len(keys) > 1:
+                    metadata[PK_POSITION_KEY] = str(keys.index(col.name) + 1)
+            fields.append(pa.field(col.name, storable_type(field.type), not col.not_null,
+                                   metadata))
+        return pa.schema(fields)
+
+    def _owned(self, name: str, what: str) -> str:
+        """The directory of a table under the root, checked to be one; else refuse."""
+        path = self.directory.under_root(name)
+        if path is None:
+            self.directory.uri(name)  # NotFoundError for unknown tables
+            raise StatementRefusedError(
+                f"{what}: table {name!r} was registered from outside the session's root; only "
+                "tables under the root can be dropped or replaced")
+        root = os.path.realpath(self.directory.root or "")
+        if os.path.islink(path) or os.path.dirname(os.path.realpath(path)) != root:
+            raise PathEscapeError(f"{what}: {path} does not resolve to a directory directly "
+                                  f"under the session's root {root}")
+        if not os.path.isdir(os.path.join(path, "_versions")):
+            raise NotFoundError(f"{what}: {path} is not a Lance table")
+        return path
+
+    # -- CREATE TABLE ------------------------------------------------------------------------
+    def _createtable(self, stmt: CreateTable) -> pa.Table:
+        mode = "create"
+        if self._exists(stmt.table):
+            if stmt.if_not_exists:
+                return _one_row(table=stmt.table, version=self.session.dataset(stmt.table)
+                                .version, num_inserted_rows=0)
+            if not stmt.replace:
+                raise InvalidInputError(f"CREATE TABLE: table {stmt.table!r} already exists "
+                                        "(say IF NOT EXISTS, or CREATE OR REPLACE TABLE)")
+            if self.session.schema_provider.is_external(stmt.table):
+                raise StatementRefusedError(f"CREATE OR REPLACE TABLE: {stmt.table!r} is an "
+                                            "external table")
+            path, mode = self._owned(stmt.table, "CREATE OR REPLACE TABLE"), "overwrite"
+        else:
+            path = self.directory.new_table_path(stmt.table)
+        if stmt.query is not None:
+            query_schema, batches = self._batches(stmt.query)
+            schema = storable_schema(query_schema, nullable=True)
+        else:
+            schema, batches = self._types(stmt.columns, "CREATE TABLE"), iter(())
+        counter = _Counter()
+        reader = pa.RecordBatchReader.from_batches(schema, counter.count(
+            b.cast(schema) for b in batches))
+        existed = os.path.exists(path)
+        try:
+            ds = write_dataset(reader, path, mode=mode,
+                               enable_stable_row_ids=stmt.stable_row_ids)
+        except BaseException:
+            if not existed and not os.path.isdir(os.path.join(path, "_versions")):
+                shutil.rmtree(path, ignore_errors=True)  # only what this statement made
+            raise
+        finally:
+            self.session.resolver.forget(path)
+        return _one_row(table=stmt.table, version=ds.version, num_inserted_rows=counter.rows)
+
+    # -- INSERT --------------------------------------------------------------------------------
+    def _insert(self, stmt: Insert) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        target = ds.schema
+        names = list(stmt.columns) if stmt.columns is not None else target.names
+        unknown = [n for n in names if n not in target.names]
+        if unknown:
+            raise NotFoundError(f"INSERT: table {stmt.table!r} has no column(s) {unknown}; "
+                                f"columns: {target.names}")
+        query_schema, batches = self._batches(stmt.query)
+        if len(query_schema) != len(names):
+            raise SchemaError(f"INSERT: the query gives {len(query_schema)} column(s) but "
+                              f"{len(names)} are inserted into ({', '.join(names)})")
+        position = {n: i for i, n in enumerate(names)}
+
+        def conform(batch: pa.RecordBatch) -> pa.RecordBatch:
+            arrays = []
+            for field in target:
+                if field.name not in position:
+                    arrays.append(pa.nulls(batch.num_rows, field.type))
+                    continue
+                column = batch.column(position[field.name])
+                try:
+                    arrays.append(pc.cast(column, field.type))
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                    raise SchemaError(f"INSERT: cannot store {column.type} values in column "
+                                      f"{field.name!r} ({field.type}): {exc}") from None
+            return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+        counter = _Counter()
+        reader = pa.RecordBatchReader.from_batches(target, counter.count(
+            conform(b) for b in batches))
+        mode = "overwrite" if stmt.overwrite else "append"
+        new = write_dataset(reader, ds.uri, mode=mode, commit_config=ds.commit_config,
+                            enable_stable_row_ids=ds.manifest.uses_stable_row_ids)
+        return _one_row(num_inserted_rows=counter.rows, version=new.version)
+
+    # -- DROP / TRUNCATE ------------------------------------------------------------------------
+    def _droptable(self, stmt: DropTable) -> pa.Table:
+        provider = self.session.schema_provider
+        if provider.is_external(stmt.table):
+            provider.deregister_table(stmt.table)
+            return _one_row(table=stmt.table, dropped=True)
+        try:
+            self.directory.uri(stmt.table)
+        except NotFoundError:
+            if stmt.if_exists:
+                return _one_row(table=stmt.table, dropped=False)
+            raise
+        path = self._owned(stmt.table, "DROP TABLE")
+        self.session.resolver.forget(path)
+        shutil.rmtree(path)
+        return _one_row(table=stmt.table, dropped=True)
+
+    def _truncate(self, stmt: Truncate) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        deleted = ds.delete("true")["num_deleted_rows"]
+        return _one_row(num_deleted_rows=deleted, version=ds.version)
+
+    # -- ALTER TABLE ------------------------------------------------------------------------------
+    def _addcolumns(self, stmt: AddColumns) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        existing = [c.name for c in stmt.columns if c.name in ds.schema.names]
+        if existing:
+            raise InvalidInputError(f"ALTER TABLE ADD COLUMN: {stmt.table!r} already has "
+                                    f"column(s) {existing}")
+        ds.add_columns(self._types(stmt.columns, "ALTER TABLE ADD COLUMN"))
+        return _one_row(table=stmt.table, version=ds.version)
+
+    def _dropcolumns(self, stmt: DropColumns) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        names = list(stmt.columns)
+        if stmt.if_exists:
+            names = [n for n in names if n in ds.schema.names]
+            if not names:
+                return _one_row(table=stmt.table, version=ds.version)
+        ds.drop_columns(names)
+        return _one_row(table=stmt.table, version=ds.version)
+
+    def _renamecolumn(self, stmt: RenameColumn) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        ds.alter_columns({"path": stmt.old, "name": stmt.new})
+        return _one_row(table=stmt.table, version=ds.version)
+
+    # -- tags and history ----------------------------------------------------------------------
+    def _createtag(self, stmt: CreateTag) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        version = stmt.version if stmt.version is not None else ds.version
+        ds.tags.create(stmt.tag, version)
+        return _one_row(table=stmt.table, tag=stmt.tag, version=version)
+
+    def _droptag(self, stmt: DropTag) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        if stmt.if_exists and stmt.tag not in ds.tags.list():
+            return _one_row(table=stmt.table, tag=stmt.tag, dropped=False)
+        ds.tags.delete(stmt.tag)
+        return _one_row(table=stmt.table, tag=stmt.tag, dropped=True)
+
+    def _restore(self, stmt: Restore) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        restored = ds.checkout_version(stmt.version).version
+        ds.restore(restored)
+        return _one_row(table=stmt.table, version=ds.version, restored_version=restored)
+
+    # -- MERGE ----------------------------------------------------------------------------------
+    def _merge(self, stmt: Merge) -> pa.Table:
+        ds: LanceDataset = self.session.dataset(stmt.table)
+        target = ds.schema
+        for key, _ in stmt.keys:
+            if key not in target.names:
+                raise NotFoundError(f"MERGE: table {stmt.table!r} has no column {key!r}")
+        source = self.session.sql(stmt.source_sql()).to_arrow_table()
+        source = source.cast(storable_schema(source.schema, nullable=True))
+        builder = ds.merge_insert([k for k, _ in stmt.keys])
+        if stmt.update:
+            builder.when_matched_update_all(stmt.update_condition)
+        if stmt.insert:
+            builder.when_not_matched_insert_all()
+        if stmt.delete_by_source:
+            builder.when_not_matched_by_source_delete(stmt.delete_condition)
+        stats = builder.execute(source)
+        return _one_row(num_inserted_rows=stats["num_inserted_rows"],
+                        num_updated_rows=stats["num_updated_rows"],
+                        num_deleted_rows=stats["num_deleted_rows"], version=ds.version)
+
+
+class _Counter:
+    """Counts the rows streaming through it."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def count(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            self.rows += batch.num_rows
+            yield batch
+

@@ -1,0 +1,86 @@
+"""The MemWAL garbage collector: what it removes, and what it must keep."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from test_merger import A, B, _base, _flush, _rows
+
+import lance_sql
+from lance_sql.format.memwal import IndexCatchupProgress, MemWalIndexDetails, MergedGeneration
+from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.gc import _catchup_limit, collect_garbage
+from lance_sql.memwal.merger import merge
+from lance_sql.memwal.naming import GenerationDir, RegionPaths
+from lance_sql.memwal.region_log import RegionLog
+
+
+def _dirs(ds: lance_sql.LanceDataset, region: uuid.UUID) -> list[str]:
+    root = RegionPaths(region).root
+    return sorted(n for n in ds.store.list_dir(root)
+                  if GenerationDir.parse(n) and ds.store.list_dir(f"{root}/{n}"))
+
+
+def test_merged_generations_go_once_no_kept_version_needs_them(tmp_path: Path) -> None:
+    ds = _base(tmp_path)
+    _flush(ds, A, [(1, "a", False)])
+    _flush(ds, A, [(2, "b", False)])
+    _flush(ds, B, [(3, "c", False)])
+    # Every version is kept, including the one before any merge: nothing may go.
+    merge(ds)
+    assert collect_garbage(ds).generations == []
+    assert len(_dirs(ds, A)) == 2
+    # Once cleanup removes the old base versions, merged generations go.
+    lance_sql.dataset(ds.uri).cleanup_old_versions(older_than=timedelta(0))
+    result = collect_garbage(ds)
+    assert sorted(result.generations) == sorted([(A, 1), (A, 2), (B, 1)])
+    assert _dirs(ds, A) == [] and _dirs(ds, B) == []
+    assert RegionLog(ds.store, A).latest().flushed_generations == ()
+    assert _rows(ds)[2] == "b"  # the data lives on in the base table
+
+
+def test_unmerged_and_lagging_index_generations_stay(tmp_path: Path) -> None:
+    ds = _base(tmp_path)
+    _flush(ds, A, [(1, "a", False)])
+    _flush(ds, A, [(2, "b", False)])
+    merge(ds, max_generations=1)  # generation 2 stays unmerged
+    lance_sql.dataset(ds.uri).cleanup_old_versions(older_than=timedelta(0))
+    assert collect_garbage(ds).generations == [(A, 1)]
+    assert [g.generation for g in RegionLog(ds.store, A).latest().flushed_generations] == [2]
+    # An index that has caught up only to generation 1 holds back generation 2's removal.
+    merge(ds)
+    _, details = mem_wal_index.load(lance_sql.dataset(ds.uri))
+    lagging = details.evolve(index_catchup=(IndexCatchupProgress(
+        "id_idx", (MergedGeneration(A, 1),)),))
+    assert _catchup_limit(lagging, A) == 1 and _catchup_limit(details, A) is None
+    assert _catchup_limit(MemWalIndexDetails(), B) is None
+
+
+def test_orphans_and_old_manifests(tmp_path: Path) -> None:
+    ds = _base(tmp_path)
+    _flush(ds, A, [(1, "a", False)])
+    root = RegionPaths(A).root
+    failed_earlier = GenerationDir("0badf00d", 1)  # a failed attempt at generation 1
+    in_progress = GenerationDir("0badcafe", 2)     # perhaps a flush running now
+    for d in (failed_earlier, in_progress):
+        lance_sql.write_dataset(pa.table({"id": [1]}), f"{ds.uri}/{root}/{d.name}")
+    for _ in range(12):
+        RegionLog(ds.store, A).update(lambda m: m.evolve(wal_id_last_seen=m.wal_id_last_seen
+                                                         + 1))
+    result = collect_garbage(ds, keep_manifests=5)
+    assert result.orphans == [f"{root}/{failed_earlier.name}"]
+    assert in_progress.name in _dirs(ds, A)
+    assert result.manifests == RegionLog(ds.store, A).latest_version() - 5
+    assert RegionLog(ds.store, A).latest() is not None
+    result = collect_garbage(ds, grace=timedelta(0))
+    assert result.orphans == [f"{root}/{in_progress.name}"]
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    ds = _base(tmp_path)
+    with pytest.raises(ValueError, match="keep_manifests"):
+        collect_garbage(ds, keep_manifests=0)

@@ -1,0 +1,159 @@
+"""Where pylance users notice: the same inputs, names and return values, side by side."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import lance
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import InvalidInputError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+def inputs() -> dict[str, object]:
+    rows = [{"id": 1, "name": "a"}, {"id": 2, "name": None}, {"id": 3, "name": "c"}]
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    return {
+        "list of dicts": rows,
+        "pandas": pd.DataFrame({"id": [1, 2, 3], "name": ["a", None, "c"]}),
+        "reader": pa.RecordBatchReader.from_batches(SCHEMA, table.to_batches(max_chunksize=2)),
+        "iterable": iter(table.to_batches(max_chunksize=1)),
+    }
+
+
+@pytest.mark.parametrize("kind", list(inputs()))
+def test_write_dataset_accepts_what_pylance_accepts(kind: str, tmp_path: Path) -> None:
+    ours = lance_sql.write_dataset(inputs()[kind], tmp_path / "ours", schema=SCHEMA)
+    theirs = lance.write_dataset(inputs()[kind], tmp_path / "theirs", schema=SCHEMA)
+    assert ours.to_table() == theirs.to_table()
+    assert ours.schema.names == theirs.schema.names
+    assert [f.type for f in ours.schema] == [f.type for f in theirs.schema]
+    assert lance.dataset(tmp_path / "ours").to_table() == theirs.to_table()
+
+
+def test_list_of_dicts_infers_the_schema_like_pylance(tmp_path: Path) -> None:
+    rows = [{"a": 1, "b": "x"}, {"a": 2, "b": None}]
+    ours = lance_sql.write_dataset(rows, tmp_path / "ours")
+    theirs = lance.write_dataset(rows, tmp_path / "theirs")
+    assert ours.to_table() == theirs.to_table()
+
+
+def test_an_iterable_of_batches_is_streamed_in_bounded_memory(tmp_path: Path) -> None:
+    rows, batches = 500_000, 40  # 4 MB per batch, 160 MB in all
+    schema = pa.schema([("x", pa.int64())])
+    peak = 0
+
+    def produce() -> Iterator[pa.RecordBatch]:
+        nonlocal peak
+        for i in range(batches):
+            peak = max(peak, pa.total_allocated_bytes())
+            yield pa.record_batch([pa.array(range(i * rows, (i + 1) * rows), pa.int64())],
+                                  schema=schema)
+
+    base = pa.total_allocated_bytes()
+    ds = lance_sql.write_dataset(produce(), tmp_path / "t", schema=schema,
+                                 max_rows_per_file=2 * rows)
+    assert ds.count_rows() == rows * batches
+    assert peak - base < 64 * 1024 * 1024, f"{(peak - base) / 2**20:.0f} MiB held at once"
+
+
+def test_delete_returns_what_pylance_returns(tmp_path: Path) -> None:
+    data = pa.table({"id": list(range(10))})
+    ours = lance_sql.write_dataset(data, tmp_path / "ours")
+    theirs = lance.write_dataset(data, tmp_path / "theirs")
+    for predicate in ("id < 3", "id < 5", "id > 100"):
+        assert ours.delete(predicate) == theirs.delete(predicate)
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> str:
+    """A pylance-written table with appends, a delete and a new column."""
+    uri = str(tmp_path / "h.lance")
+    lance.write_dataset(pa.table({"id": list(range(3000))}), uri, max_rows_per_file=2000)
+    lance.write_dataset(pa.table({"id": [5000, 5001]}), uri, mode="append")
+    ds = lance.dataset(uri)
+    ds.delete("id < 10")
+    ds.add_columns({"twice": "id * 2"})
+    return uri
+
+
+def test_versions_match_pylance(history: str) -> None:
+    ours = lance_sql.dataset(history).versions()
+    theirs = lance.dataset(history).versions()
+    assert [{k: v[k] for k in ("version", "timestamp", "metadata")} for v in ours] == theirs
+    for ours_v in ours:
+        assert ours_v["timestamp"].tzinfo is None
+        assert ours_v["timestamp_utc"].tzinfo is dt.UTC
+        local = ours_v["timestamp_utc"].astimezone().replace(tzinfo=None)
+        assert abs(local - ours_v["timestamp"]) <= dt.timedelta(microseconds=1)
+    assert [v["operation"] for v in ours] == ["overwrite", "append", "delete", "merge"]
+
+
+def test_versions_of_our_tables_summarise_like_pylance(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": list(range(100))}), uri, max_rows_per_file=60)
+    ds.delete("id < 5")
+    assert lance_sql.dataset(uri).versions()[-1]["metadata"] == \
+        lance.dataset(uri).versions()[-1]["metadata"]
+
+
+def test_head_and_stats_match_pylance(history: str) -> None:
+    ours, theirs = lance_sql.dataset(history), lance.dataset(history)
+    assert ours.head(5) == theirs.head(5)
+    assert ours.head(3, columns=["twice"]) == theirs.head(3, columns=["twice"])
+    for rows in (1024, 1500, 5000):
+        assert ours.stats.dataset_stats(max_rows_per_group=rows) == \
+            theirs.stats.dataset_stats(max_rows_per_group=rows)
+    assert ours.stats.dataset_stats() == theirs.stats.dataset_stats()
+
+
+@pytest.mark.parametrize("name", ["ok", "v1.2", "a-b_c", "_x", "x-", "A" * 200])
+def test_tag_names_pylance_accepts_work_in_both(name: str, tmp_path: Path) -> None:
+    ds = lance_sql.write_dataset(pa.table({"a": [1]}), tmp_path / "t")
+    ds.tags.create(name, 1)
+    assert lance.dataset(tmp_path / "t").tags.list()[name]["version"] == 1
+
+
+@pytest.mark.parametrize("name", ["", "bad tag", "a/b", "../up", ".x", "x.", "a..b", "x.lock",
+                                  "x~", "a@b", "A" * 201, "日本"])
+def test_tag_names_pylance_cannot_use_are_refused(name: str, tmp_path: Path) -> None:
+    ds = lance_sql.write_dataset(pa.table({"a": [1]}), tmp_path / "t")
+    with pytest.raises(InvalidInputError, match="tag name"):
+        ds.tags.create(name, 1)
+    with pytest.raises(InvalidInputError):
+        ds.tags.update(name, 1)
+    assert ds.tags.list() == {}
+    if name.isascii() and len(name) <= 200:
+        theirs = lance.write_dataset(pa.table({"a": [1]}), tmp_path / "theirs")
+        with pytest.raises(Exception, match="[Rr]ef"):
+            theirs.tags.create(name, 1)
+
+
+def _field_bytes(stats: object) -> list[tuple[int, int]]:
+    return [(f.id, f.bytes_on_disk) for f in stats.fields]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("writer", ["pylance", "lance_sql"])
+@pytest.mark.parametrize("data_format", ["2.0", "2.2"])
+def test_data_stats_match_pylance(writer: str, data_format: str, tmp_path: Path) -> None:
+    """Bytes per field (nested ones too) as pylance counts them, for either writer's files."""
+    uri = str(tmp_path / "t.lance")
+    table = pa.table({
+        "a": pa.array(range(3000), pa.int64()),
+        "b": ["x"] * 3000,
+        "s": pa.array([{"p": i, "q": str(i)} for i in range(3000)]),
+        "l": pa.array([[i, i + 1] for i in range(3000)]),
+    })
+    write = lance.write_dataset if writer == "pylance" else lance_sql.write_dataset
+    write(table, uri, max_rows_per_file=2000, data_storage_version=data_format)
+    lance.dataset(uri).add_columns({"c": "a * 2"})
+    ours = lance_sql.dataset(uri).stats.data_stats()
+    assert _field_bytes(ours) == _field_bytes(lance.dataset(uri).stats.data_stats())
+    assert len(ours.fields) == 8 and sum(b for _, b in _field_bytes(ours)) > 0
