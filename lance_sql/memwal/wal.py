@@ -31,23 +31,12 @@ from lance_sql.memwal.naming import RegionPaths, bit_reversed
 
 __all__ = [
     "EPOCH_KEY", "GENERATION_KEY", "TOMBSTONE", "WalEntry", "WalLog", "decode_entry",
-    "encode_entry", "memtable_schema", "primary_key_names",
+    "encode_entry", "memtable_schema",
 ]
 
 TOMBSTONE = "_tombstone"
 EPOCH_KEY = "writer_epoch"
 GENERATION_KEY = "generation"
-
-
-def primary_key_names(schema: LanceSchema) -> tuple[str, ...]:
-    """The table's primary-key columns in key order; SchemaError when it has none."""
-    keys = [f for f in schema.fields if f.unenforced_primary_key]
-    if not keys:
-        raise SchemaError(
-            "MemWAL needs a primary key: mark the key columns with the field metadata "
-            "'lance-schema:unenforced-primary-key': 'true' (top-level, non-nullable columns)")
-    keys.sort(key=lambda f: (f.unenforced_primary_key_position or 0))
-    return tuple(f.name for f in keys)
 
 
 def memtable_schema(table: LanceSchema) -> LanceSchema:

@@ -46,11 +46,13 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import FlushedGeneration, RegionManifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.region_spec import RegionSpec
-from lance_sql.format.schema import LanceSchema
+from lance_sql.format.schema import LanceSchema, arrow_type_of
 from lance_sql.io.store import ObjectStore
+from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, primary_key_columns
 from lance_sql.memwal.memtable import MemTable, primary_key_bytes
 from lance_sql.memwal.naming import GenerationDir
 from lance_sql.memwal.region_log import RegionLog
+from lance_sql.memwal.routing import decode_region_values, encode_region_values
 from lance_sql.memwal.transforms import region_values
 from lance_sql.memwal.wal import (
     TOMBSTONE,
@@ -58,7 +60,6 @@ from lance_sql.memwal.wal import (
     data_file_of,
     encode_entry,
     memtable_schema,
-    primary_key_names,
 )
 from lance_sql.table.commit import commit_transaction
 from lance_sql.table.operations import Overwrite, Transaction
@@ -89,6 +90,23 @@ class WriterConfig:
     max_unflushed_bytes: int = 1024 * 1024 * 1024
     max_memtable_rows: int = 100_000
     max_memtable_bytes: int = 256 * 1024 * 1024
+
+    @classmethod
+    def from_defaults(cls, recorded: Mapping[str, str], **overrides: object) -> WriterConfig:
+        """The options the MemWAL index records (strings), then ``overrides``."""
+        values: dict[str, object] = {}
+        for key, text in recorded.items():
+            if key not in WRITER_DEFAULT_KEYS:
+                continue  # another implementation's option
+            if key == "durable_write":
+                values[key] = text.lower() == "true"
+            elif text.isdigit():
+                values[key] = int(text)
+            else:
+                raise InvalidInputError(f"MemWAL writer default {key}={text!r} is not a "
+                                        "number")
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         for name in ("max_wal_flush_interval_ms", "max_wal_buffer_bytes",
@@ -155,7 +173,7 @@ class RegionWriter:
         self.config = config or WriterConfig()
         self.data_format = data_format
         self.table_schema = schema
-        self.primary_key = primary_key_names(schema)
+        self.primary_key = tuple(primary_key_columns(schema))
         self.schema = memtable_schema(schema)
         self._put_schema = schema.to_arrow()
         self._arrow = self.schema.to_arrow()
@@ -171,7 +189,9 @@ class RegionWriter:
         self._want_flush = False
         self._entry_sizes: dict[int, int] = {}
         self._sealed: list[MemTable] = []
-        manifest = self.log.claim(region_spec.spec_id if region_spec is not None else 0)
+        manifest = self.log.claim(self.region_spec.spec_id if self.region_spec else 0,
+                                  self._region_values_bytes())
+        self._check_claimed_region(manifest)
         self.epoch = manifest.writer_epoch
         self._active = MemTable(self.schema, self.primary_key, manifest.current_generation)
         self._next_wal = manifest.replay_after_wal_id + 1
@@ -204,6 +224,33 @@ class RegionWriter:
             raise InvalidInputError(f"the region's values must name the fields {sorted(wanted)},"
                                     f" got {sorted(region or {})}")
         return spec, dict(region)
+
+    def _region_values_table(self) -> pa.Table | None:
+        if self.region_spec is None or self.region is None:
+            return None
+        columns = {}
+        for f in self.region_spec.fields:
+            value_type = arrow_type_of(f.result_type) if f.result_type else None
+            columns[f.field_id] = pa.array([self.region[f.field_id]], value_type)
+        return pa.table(columns)
+
+    def _region_values_bytes(self) -> bytes | None:
+        values = self._region_values_table()
+        return None if values is None else encode_region_values(values)
+
+    def _check_claimed_region(self, manifest: RegionManifest) -> None:
+        """The region we claimed must be the one we were asked for (spec and values)."""
+        spec_id = self.region_spec.spec_id if self.region_spec else 0
+        where = f"region {self.region_id}"
+        if manifest.region_spec_id != spec_id:
+            raise InvalidInputError(f"{where} belongs to region spec "
+                                    f"{manifest.region_spec_id}, not {spec_id}")
+        ours = self._region_values_table()
+        if ours is not None and manifest.region_values is not None:
+            stored = decode_region_values(manifest.region_values, where)
+            if not stored.equals(ours):
+                raise InvalidInputError(f"{where} holds region values {stored.to_pylist()}, "
+                                        f"not {ours.to_pylist()}")
 
     # ------------------------------------------------------------------ recovery
     def _replay(self, manifest: RegionManifest) -> None:

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from memwal_writer_helpers import PK, REGION, SCHEMA
 
-from lance_sql.errors import FormatError, NotFoundError, SchemaError
+from lance_sql.errors import FormatError, NotFoundError
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.memory import MemoryStore
 from lance_sql.memwal.naming import bit_reversed
@@ -17,7 +17,6 @@ from lance_sql.memwal.wal import (
     decode_entry,
     encode_entry,
     memtable_schema,
-    primary_key_names,
 )
 
 _names = itertools.count()
@@ -48,16 +47,6 @@ def test_memtable_schema_keeps_field_ids_and_adds_the_tombstone() -> None:
                                                pa.field("n", pa.int32(), False)]))
     assert memtable_schema(strict).fields[1].nullable
     assert not memtable_schema(strict).fields[0].nullable
-
-
-def test_primary_key_required_and_ordered() -> None:
-    with pytest.raises(SchemaError, match="primary key"):
-        primary_key_names(LanceSchema.from_arrow(pa.schema([pa.field("a", pa.int64())])))
-    two = pa.schema([
-        pa.field("a", pa.int32(), False, {"lance-schema:unenforced-primary-key:position": "2"}),
-        pa.field("b", pa.string(), False, {"lance-schema:unenforced-primary-key:position": "1"}),
-    ])
-    assert primary_key_names(LanceSchema.from_arrow(two)) == ("b", "a")
 
 
 @pytest.mark.parametrize("data_format", ["2.0", "2.2"])

@@ -326,3 +326,54 @@ def test_concurrent_puts_from_threads_are_all_kept(durable: bool) -> None:
     assert set(region_state(ds, recovered)) == {t * 1000 + i for t in range(4)
                                                 for i in range(60)}
     recovered.close()
+
+
+def test_region_values_are_recorded_and_checked_at_claim() -> None:
+    from lance_sql.memwal.routing import decode_region_values
+
+    ds = memory_table()
+    spec = RegionSpec.identity("s").with_id(1)
+    w = RegionWriter.for_dataset(ds, REGION, region_spec=spec, region={"identity_s": "a"},
+                                 config=quiet_config())
+    w.close()
+    stored = RegionLog(ds.store, REGION).latest().region_values
+    assert decode_region_values(stored, "m").to_pylist() == [{"identity_s": "a"}]
+    with pytest.raises(InvalidInputError, match="region values"):
+        RegionWriter.for_dataset(ds, REGION, region_spec=spec, region={"identity_s": "b"},
+                                 config=quiet_config())
+    with pytest.raises(InvalidInputError, match="region spec"):
+        open_writer(ds)  # a manual writer (spec 0) on a spec's region
+
+
+def test_writer_config_from_recorded_defaults() -> None:
+    config = WriterConfig.from_defaults({"durable_write": "false", "max_memtable_rows": "77",
+                                         "someone_elses": "x"}, max_unflushed_bytes=5)
+    assert (config.durable_write, config.max_memtable_rows, config.max_unflushed_bytes) == (
+        False, 77, 5)
+    with pytest.raises(InvalidInputError):
+        WriterConfig.from_defaults({"max_memtable_rows": "lots"})
+
+
+def test_generations_written_by_the_writer_merge_into_the_base_table(tmp_path) -> None:
+    import lance
+
+    from lance_sql.memwal import index as mem_wal_index
+    from lance_sql.memwal.merger import merge
+
+    ds = mem_wal_index.initialize(lance_sql.write_dataset(rows([1, 2, 3]),
+                                                          str(tmp_path / "t.lance")))
+    with RegionWriter.for_dataset(ds, REGION, config=quiet_config()) as w:
+        w.put(rows([3, 4], "new"))
+        w.put(rows([4], "newer").set_column(1, "v", pa.array([40.0])))
+        w.flush_memtable()
+        w.delete(pa.table({"id": [1]}))
+        w.put(rows([5]))
+        w.flush_memtable()
+    results = merge(lance_sql.dataset(ds.uri))
+    assert [r.generation for r in results] == [1, 2]
+    base = lance_sql.dataset(ds.uri).to_table().sort_by("id")
+    assert base.column("id").to_pylist() == [2, 3, 4, 5]
+    assert base.column("v").to_pylist() == [2.0, 3.0, 40.0, 5.0]
+    assert base.column("s").to_pylist() == ["x2", "new3", "newer4", "x5"]
+    theirs = lance.dataset(ds.uri).to_table().sort_by("id")
+    assert theirs.column("s").to_pylist() == ["x2", "new3", "newer4", "x5"]
