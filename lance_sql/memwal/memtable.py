@@ -204,6 +204,28 @@ class MemTable:
         with self._lock:
             return sorted({entry for entry, _ in self._wal.values()})
 
+    def flushed_addresses(self) -> np.ndarray:
+        """For every row, in ``_rowaddr`` order, its row address in the flushed generation
+        (whose fragment ``i`` is WAL entry ``wal_entries()[i]``): what an index built over
+        MemTable addresses is remapped with at flush. Every fragment must be in the WAL."""
+        frags = self.fragments()
+        mapping = self.wal_mapping()
+        entry_index = {e: i for i, e in enumerate(self.wal_entries())}
+        order = sorted(range(len(frags)), key=lambda i: mapping[i])  # entry, position
+        starts = np.zeros(len(frags), np.int64)
+        seen: dict[int, int] = {}
+        for i in order:  # one step per fragment, not per row
+            entry = mapping[i][0]
+            starts[i] = seen.get(entry, 0)
+            seen[entry] = starts[i] + frags[i].rows.num_rows
+        sizes = np.array([f.rows.num_rows for f in frags], np.int64)
+        gen_fragment = np.array([entry_index[mapping[i][0]] for i in range(len(frags))],
+                                np.uint64)
+        within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(sizes) - sizes, sizes)
+        offsets = (np.repeat(starts, sizes) + within).astype(np.uint64)
+        return (np.repeat(gen_fragment, sizes) << np.uint64(32)) | offsets
+
     def fragments(self) -> list[MemFragment]:
         with self._lock:
             return list(self._fragments)

@@ -72,7 +72,8 @@ WAL_BASE_ID = 0
 
 # Called with (generation store, sealed MemTable, generation manifest) after the generation's
 # data is written and before the region manifest records it: the primary-key BTREE index
-# (built in the btree-index branch) plugs in here. None: no index yet.
+# (built in the btree-index branch) plugs in here, remapping MemTable row addresses with
+# ``MemTable.flushed_addresses()``. None: no index yet.
 PrimaryKeyIndexHook = Callable[[ObjectStore, MemTable, Manifest], None]
 primary_key_index_hook: PrimaryKeyIndexHook | None = None
 

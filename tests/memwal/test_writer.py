@@ -377,3 +377,34 @@ def test_generations_written_by_the_writer_merge_into_the_base_table(tmp_path) -
     assert base.column("s").to_pylist() == ["x2", "new3", "newer4", "x5"]
     theirs = lance.dataset(ds.uri).to_table().sort_by("id")
     assert theirs.column("s").to_pylist() == ["x2", "new3", "newer4", "x5"]
+
+
+def test_flushed_addresses_remap_memtable_rows_to_the_generation() -> None:
+    import lance_sql.memwal.writer as writer_module
+
+    ds = memory_table()
+    seen: list[tuple] = []
+
+    def hook(gen_store, memtable, manifest) -> None:  # noqa: ANN001
+        seen.append((memtable.to_table().column("id").to_pylist(),
+                     memtable.flushed_addresses()))
+
+    w = open_writer(ds, durable_write=False)
+    w.put(rows([1, 2]))
+    w.put(rows([3]))
+    w.flush()                      # one entry holding two fragments
+    w.put(rows([4, 5, 6]))
+    w.flush()
+    writer_module.primary_key_index_hook = hook
+    try:
+        flushed = w.flush_memtable()
+    finally:
+        writer_module.primary_key_index_hook = None
+    w.close()
+    ids, addresses = seen[0]
+    gen = lance_sql.dataset(f"{ds.store.uri}/{PATHS.generation(flushed.path)}").to_table(
+        with_row_address=True)
+    by_address = dict(zip(gen.column("_rowaddr").to_pylist(), gen.column("id").to_pylist(),
+                          strict=True))
+    assert [by_address[int(a)] for a in addresses] == ids == [1, 2, 3, 4, 5, 6]
+    assert addresses.tolist() == [0, 1, 2, 1 << 32, (1 << 32) + 1, (1 << 32) + 2]
