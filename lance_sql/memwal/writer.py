@@ -256,7 +256,10 @@ class RegionWriter:
     # ------------------------------------------------------------------ recovery
     def _replay(self, manifest: RegionManifest) -> None:
         """Reload the WAL entries not yet in a flushed generation, one fragment each."""
-        for entry in self.wal.read_after(manifest.replay_after_wal_id, self.schema):
+        # find the end with existence checks first: they outpace an older writer still
+        # appending, where reading entry by entry could chase it for a long time
+        for entry_id in list(self.wal.ids_after(manifest.replay_after_wal_id)):
+            entry = self.wal.read(entry_id, self.schema)
             if entry.writer_epoch > self.epoch:
                 raise WriterFencedError(
                     f"region {self.region_id}: WAL entry {entry.entry_id} was written by epoch "
@@ -444,8 +447,7 @@ class RegionWriter:
             data = encode_entry(self.schema, rows, writer_epoch=self.epoch,
                                 generation=memtable.generation, data_format=self.data_format,
                                 path=f"{self.store.uri}/{self.wal.key(self._next_wal)}")
-            while not self.wal.append(self._next_wal, data):
-                self._take_over_position(self._next_wal, memtable)
+            entry_id = self._append(data, memtable)
         except WriterFencedError as exc:
             self._fail(exc)
             raise
@@ -453,23 +455,42 @@ class RegionWriter:
             # the entry may or may not exist: this writer cannot know its WAL any more
             self._fail(exc)
             raise
-        memtable.mark_flushed([f.fragment_id for f in fragments], self._next_wal)
-        self._entry_sizes[self._next_wal] = len(data)
-        self._next_wal += 1
+        memtable.mark_flushed([f.fragment_id for f in fragments], entry_id)
+        self._entry_sizes[entry_id] = len(data)
+        self._next_wal = entry_id + 1
         with self._cond:
             self._cond.notify_all()
 
-    def _take_over_position(self, entry_id: int, memtable: MemTable) -> None:
-        """Another writer wrote entry ``entry_id`` first: fenced if it is newer, else (a
-        fenced writer finishing its last flush) its rows are valid and join the MemTable."""
-        entry = self.wal.read(entry_id, self.schema)
-        if entry.writer_epoch >= self.epoch:
+    def _append(self, data: bytes, memtable: MemTable) -> int:
+        """Write ``data`` as the next WAL entry; returns its id.
+
+        A position already taken by a newer epoch fences us. One taken by an older writer
+        (fenced, still finishing) holds valid rows: we skip to the first free position
+        (existence checks, faster than its writes), take it — which fences that writer at
+        its next flush — and then adopt the entries we skipped into the MemTable.
+        """
+        first_lost, entry_id = None, self._next_wal
+        while not self.wal.append(entry_id, data):
+            if first_lost is None:
+                first_lost = self.wal.read(entry_id, self.schema)
+                self._check_not_newer(first_lost.writer_epoch, entry_id)
+            entry_id += 1
+            while self.wal.exists(entry_id):
+                entry_id += 1
+        for skipped in range(self._next_wal, entry_id):
+            entry = first_lost if skipped == self._next_wal else self.wal.read(skipped,
+                                                                                self.schema)
+            assert entry is not None
+            self._check_not_newer(entry.writer_epoch, skipped)
+            with self._state:
+                self._adopt(memtable, skipped, entry.rows, entry.size_bytes)
+        return entry_id
+
+    def _check_not_newer(self, epoch: int, entry_id: int) -> None:
+        if epoch >= self.epoch:
             raise WriterFencedError(
                 f"region {self.region_id}: WAL entry {entry_id} was taken by writer epoch "
-                f"{entry.writer_epoch}; this writer (epoch {self.epoch}) has been fenced")
-        with self._state:
-            self._adopt(memtable, entry_id, entry.rows, entry.size_bytes)
-        self._next_wal = entry_id + 1
+                f"{epoch}; this writer (epoch {self.epoch}) has been fenced")
 
     # ------------------------------------------------------------------ MemTable flush
     def flush_memtable(self) -> FlushedGeneration | None:

@@ -139,3 +139,24 @@ def test_entries_of_a_newer_epoch_fence_a_replaying_writer() -> None:
                                                     generation=1, data_format="2.2"))
     with pytest.raises(WriterFencedError, match="epoch 50"):
         open_writer(ds)
+
+
+def test_a_new_writer_skips_past_a_running_older_writer_and_adopts_its_entries() -> None:
+    ds = memory_table()
+    a = open_writer(ds)
+    b = open_writer(ds)                    # epoch 2; nothing to replay; next position 1
+    for key in (1, 2, 3):
+        a.put(rows([key], "a"))            # A does not know yet: entries 1, 2, 3
+    ops: list[str] = []
+    ds.store.add_hook(lambda op, key: ops.append(op))
+    b.put(rows([4], "b"))                  # lands at 4 (one lost put, then probes)
+    ds.store.clear_hooks()
+    assert ops.count("put_if_absent") == 2
+    wal = WalLog(ds.store, REGION)
+    assert [wal.read(i).writer_epoch for i in (1, 2, 3, 4)] == [1, 1, 1, 2]
+    assert b.memtables()[-1].wal_entries() == [1, 2, 3, 4]
+    with pytest.raises(WriterFencedError):
+        a.put(rows([5], "a"))
+    assert set(region_state(ds, b)) == {1, 2, 3, 4}
+    a.abort()
+    b.close()
