@@ -12,7 +12,10 @@ Lifecycle (the spec's Writer Expectations):
    more than ``max_unflushed_bytes`` (bounded memory).
 4. **WAL flush**: the pending fragments become one entry, written put-if-absent at the next
    id. A position taken by a newer epoch fences this writer; one taken by an older (fenced)
-   writer still finishing is adopted into the MemTable and the next id is tried.
+   writer still appending makes it skip to the first free id, take it, and adopt the
+   skipped entries into the MemTable (they hold acknowledged rows). Known limit: until the
+   MemTable is flushed, adopted rows count as newer than this writer's rows that were
+   pending at that moment, while the WAL (and so the generation) orders them first.
 5. **MemTable flush** (thresholds or ``flush_memtable()``): seal the MemTable, write
    ``{rand8}_gen_{g}/`` — a Lance table whose fragments are the WAL entries, reached
    through a base path — plus ``bloom_filter.bin``, then commit the region manifest with
