@@ -17,7 +17,7 @@ from types import MappingProxyType
 from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError
 
-from lance_sql.errors import FormatError, InvalidInputError
+from lance_sql.errors import FormatError, IncompatibleConflict, InvalidInputError
 from lance_sql.format.index import IndexMetadata
 from lance_sql.format.pb import memwal_pb2, table_pb2
 from lance_sql.format.region_spec import RegionSpec
@@ -260,11 +260,14 @@ def with_details(meta: IndexMetadata, details: bytes, dataset_version: int,
     return IndexMetadata.from_proto(pb)
 
 
-def record_merged(details: bytes, merged: Iterable[MergedGeneration], where: str) -> bytes:
+def record_merged(details: bytes, merged: Iterable[MergedGeneration], where: str, *,
+                  strict: bool = True) -> bytes:
     """``details`` with each region's merge progress set to its generation in ``merged``.
 
-    Only field 9 changes (other fields, ours or not, are kept byte for byte); a region's
-    progress never moves backwards.
+    Only field 9 changes (other fields, ours or not, are kept byte for byte). A generation
+    the details already count as merged is an IncompatibleConflict: whatever version a
+    merger read, a generation is never merged twice (a later merge of an older generation
+    would overwrite newer rows). Not ``strict``: progress is only ever raised.
     """
     pb = memwal_pb2.MemWalIndexDetails()
     try:
@@ -274,7 +277,14 @@ def record_merged(details: bytes, merged: Iterable[MergedGeneration], where: str
     progress = {MergedGeneration.from_proto(m).region_id: m.generation
                 for m in pb.merged_generations}
     for m in merged:
-        progress[m.region_id] = max(progress.get(m.region_id, 0), m.generation)
+        done = progress.get(m.region_id, 0)
+        if m.generation <= done:
+            if strict:
+                raise IncompatibleConflict(
+                    f"{where}: region {m.region_id} generation {m.generation} is already "
+                    f"merged (merged up to generation {done})")
+            continue
+        progress[m.region_id] = m.generation
     del pb.merged_generations[:]
     pb.merged_generations.extend(MergedGeneration(r, g).to_proto()
                                  for r, g in sorted(progress.items()))
@@ -294,7 +304,7 @@ def carry_progress(previous: bytes, new: bytes, where: str) -> bytes:
         pb.ParseFromString(new)
     except DecodeError as exc:
         raise FormatError(f"{where}: corrupt MemWAL index details ({exc})") from exc
-    merged = record_merged(new, old.merged_generations, where)
+    merged = record_merged(new, old.merged_generations, where, strict=False)
     pb.ParseFromString(merged)
     catchup: dict[str, dict[uuid.UUID, int]] = {}
     for entry in (*old.index_catchup,

@@ -5,9 +5,13 @@ format in the MemWAL specification (``spec/memwal.md`` in the shared specificati
 So far: region specs (values in :mod:`lance_sql.format.region_spec`), their transforms
 evaluated over Arrow data
 (:mod:`.transforms`), the murmur3 hashing behind ``bucket`` (:mod:`.murmur3`), where a
-region's files live (:mod:`.naming`) and the primary-key bloom filter (:mod:`.bloom`).
+region's files live (:mod:`.naming`), the primary-key bloom filter (:mod:`.bloom`), region
+manifests (:mod:`.region_log`), WAL entries (:mod:`.wal`), the MemTable (:mod:`.memtable`)
+and the region writer (:mod:`.writer`).
 """
 
 from lance_sql.format.region_spec import RegionField, RegionSpec
+from lance_sql.memwal.writer import RegionWriter, WriterConfig, open_memtables, open_writers
 
-__all__ = ["RegionField", "RegionSpec"]
+__all__ = ["RegionField", "RegionSpec", "RegionWriter", "WriterConfig", "open_memtables",
+           "open_writers"]

@@ -198,7 +198,13 @@ class PrimaryKeyBloom:
 
     def add(self, columns: Sequence[pa.Array]) -> None:
         """Insert every row's key."""
-        block, bits = self._bits(key_hashes(columns))
+        self.add_hashes(key_hashes(columns))
+
+    def add_hashes(self, hashes: np.ndarray) -> None:
+        """Insert keys by their :func:`key_hashes` (computed once, shared with an index)."""
+        if not hashes.size:
+            return
+        block, bits = self._bits(hashes)
         # Setting bits in a flat boolean map is idempotent, so keys sharing a block need no
         # read-modify-write; the map is packed back into words LSB first.
         flat = np.zeros(BLOCKS * 8 * 32, bool)

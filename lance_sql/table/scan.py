@@ -73,10 +73,20 @@ def base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> O
     raise FormatError(f"{store.uri}: manifest refers to unknown base path id {base_id}")
 
 
+def data_file_key(manifest: Manifest, data_file: DataFile) -> str:
+    """A data file's key in its base store: under ``data/``, except in a base path that is
+    a data directory itself (``is_dataset_root`` false, e.g. a MemWAL generation's WAL)."""
+    if data_file.base_id is not None and any(
+            b.id == data_file.base_id and not b.is_dataset_root for b in manifest.base_paths):
+        return data_file.path
+    return data_file.key
+
+
 def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) -> LanceFileReader:
     version = (data_file.file_major_version, data_file.file_minor_version)
     root = base_store(store, manifest, data_file.base_id)
-    path = f"{root.uri}/{data_file.key}"
+    key = data_file_key(manifest, data_file)
+    path = f"{root.uri}/{key}"
     if version not in READABLE_FILE_VERSIONS:
         raise UnsupportedFeatureError(
             f"{path} is Lance file format {data_file.version_string}; lance_sql reads "
@@ -84,9 +94,9 @@ def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) 
         )
 
     def load() -> LanceFileReader:
-        return LanceFileReader(root.open_source(data_file.key))
+        return LanceFileReader(root.open_source(key))
 
-    return FILE_CACHE.get_or_load((root.uri, data_file.key), load)
+    return FILE_CACHE.get_or_load((root.uri, key), load)
 
 
 def checked_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, *,

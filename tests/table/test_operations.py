@@ -24,6 +24,7 @@ from txn_samples import (
 
 from lance_sql.errors import (
     FormatError,
+    IncompatibleConflict,
     InvalidInputError,
     NotFoundError,
     UnsupportedFeatureError,
@@ -374,8 +375,10 @@ def test_a_merging_update_records_its_progress_in_the_mem_wal_index() -> None:
                                                MergedGeneration(a, 4))), first)
     assert _mem_wal_details(second).merged_generations == (MergedGeneration(a, 4),
                                                            MergedGeneration(b, 1))
-    stale = _apply(Update(merged_generations=(MergedGeneration(a, 2),)), second)
-    assert _mem_wal_details(stale).merged_generation(a) == 4  # progress never goes back
+    with pytest.raises(IncompatibleConflict, match="already merged"):  # never twice, never back
+        _apply(Update(merged_generations=(MergedGeneration(a, 4),)), second)
+    with pytest.raises(IncompatibleConflict, match="already merged"):
+        _apply(Update(merged_generations=(MergedGeneration(a, 2),)), second)
 
 
 def test_merge_progress_needs_a_mem_wal_index() -> None:

@@ -1,0 +1,176 @@
+"""MemWAL region writer: lance_sql's RegionWriter vs pylance 14.0.2's ShardWriter, same run.
+
+Local filesystem, a table with an int64 primary key, a float64 and a string column.
+
+* durable put — latency of ``put`` of a 1000-row batch in durable mode (each put waits
+  for its WAL entry); median and p90. lance_sql twice: the default local store (no
+  fsync, as every lance_sql write) and ``LocalStore(fsync=True)``.
+* non-durable put — rows/s of ``put`` with background WAL flushes, including the final
+  flush (``close``).
+* MemTable flush — a 100k-row MemTable (durable puts, so the WAL is written) flushed to a
+  generation: lance_sql ``flush_memtable()``; pylance ``close()`` (which flushes it).
+* memory (``--memory``, lance_sql only) — peak RSS growth of a fresh process putting
+  ``--memory-rows`` rows non-durably with ``max_unflushed_bytes`` = 64 MiB and
+  ``max_memtable_bytes`` = 32 MiB, against those bounds.
+
+    python bench/bench_memwal.py --puts 40 --batches 200 [--memory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pyarrow as pa
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import lance_sql  # noqa: E402
+from lance_sql.io.local import LocalStore  # noqa: E402
+from lance_sql.memwal.writer import RegionWriter, WriterConfig  # noqa: E402
+
+PK = {"lance-schema:unenforced-primary-key": "true"}
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                    pa.field("v", pa.float64()), pa.field("s", pa.string())])
+
+
+def batch(i: int, n: int = 1000) -> pa.Table:
+    ids = pa.array(range(i * n, (i + 1) * n), pa.int64())
+    return pa.table({"id": ids, "v": pa.array([float(x) for x in range(n)]),
+                     "s": pa.array([f"value-{x}" for x in range(i * n, (i + 1) * n)])},
+                    schema=SCHEMA)
+
+
+def ours(root: str, *, fsync: bool = False, **config: object) -> RegionWriter:
+    ds = lance_sql.write_dataset(batch(0, 1), root)
+    store = LocalStore(root, fsync=fsync)
+    return RegionWriter(store, uuid.uuid4(), ds.manifest.schema,
+                        data_format=ds.manifest.data_format,
+                        config=WriterConfig(**config))  # type: ignore[arg-type]
+
+
+def theirs(root: str, **config: object):  # noqa: ANN201
+    import lance
+
+    lance.write_dataset(batch(0, 1), root).initialize_mem_wal()
+    return lance.dataset(root).mem_wal_writer(str(uuid.uuid4()), **config)
+
+
+def put_latencies(writer, batches: list[pa.Table]) -> list[float]:  # noqa: ANN001
+    times = []
+    for b in batches:
+        start = time.perf_counter()
+        writer.put(b)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+_MEMORY_CHILD = """
+import resource, sys, tempfile
+import numpy as np, pyarrow as pa
+sys.path.insert(0, {bench!r})
+from bench_memwal import batch, ours
+root = tempfile.mkdtemp(prefix="bench_memwal_rss_")
+batches = [batch(i) for i in range(1, 51)]  # reused: the input is not what we measure
+w = ours(root + "/t", durable_write=False, max_unflushed_bytes=64 << 20,
+         max_memtable_bytes=32 << 20, max_memtable_rows=10**9)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for i in range({n} // 1000):
+    ids = pa.array(np.arange(i * 1000, (i + 1) * 1000, dtype=np.int64))
+    w.put(batches[i % 50].set_column(0, "id", ids))
+w.close()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) / 1024)
+"""
+
+
+def memory_peak(rows: int) -> float:
+    """Peak RSS growth (MiB) of a child process writing ``rows`` rows."""
+    code = _MEMORY_CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)), n=rows)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(out.stderr)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--puts", type=int, default=40, help="durable puts timed")
+    parser.add_argument("--batches", type=int, default=200, help="non-durable 1000-row puts")
+    parser.add_argument("--flush-rows", type=int, default=100_000)
+    parser.add_argument("--memory", action="store_true", help="also measure peak RSS")
+    parser.add_argument("--memory-rows", type=int, default=2_000_000)
+    args = parser.parse_args()
+    if args.memory:
+        growth = memory_peak(args.memory_rows)
+        print(f"peak RSS growth writing {args.memory_rows} rows non-durably: {growth:.0f} MiB "
+              f"(max_unflushed_bytes 64 MiB, max_memtable_bytes 32 MiB)")
+    tmp = tempfile.mkdtemp(prefix="bench_memwal_")
+    batches = [batch(i) for i in range(1, max(args.puts, args.batches) + 1)]
+    results: dict[str, float] = {}
+    try:
+        # ---- durable put latency
+        for name, make in (("lance_sql", lambda r: ours(r, max_memtable_rows=10**7)),
+                           ("lance_sql+fsync", lambda r: ours(r, fsync=True,
+                                                              max_memtable_rows=10**7)),
+                           ("pylance", lambda r: theirs(r, durable_write=True,
+                                                        max_memtable_rows=10**7))):
+            root = os.path.join(tmp, f"durable_{name}")
+            w = make(root)
+            put_latencies(w, batches[:3])  # warm up
+            lat = put_latencies(w, batches[3:args.puts + 3])
+            w.close()
+            lat.sort()
+            results[f"durable put ms median {name}"] = 1000 * statistics.median(lat)
+            results[f"durable put ms p90 {name}"] = 1000 * lat[int(0.9 * (len(lat) - 1))]
+        # ---- non-durable throughput
+        for name, make in (("lance_sql", lambda r: ours(r, durable_write=False,
+                                                        max_memtable_rows=10**7)),
+                           ("pylance", lambda r: theirs(r, durable_write=False,
+                                                        max_memtable_rows=10**7))):
+            root = os.path.join(tmp, f"fast_{name}")
+            w = make(root)
+            start = time.perf_counter()
+            for b in batches[:args.batches]:
+                w.put(b)
+            if name == "lance_sql":
+                w.flush()
+            else:
+                pass  # pylance's close below flushes; both closes are timed
+            w.close()
+            elapsed = time.perf_counter() - start
+            results[f"non-durable rows/s {name}"] = args.batches * 1000 / elapsed
+        # ---- 100k-row MemTable flush
+        n = args.flush_rows // 1000
+        for name, make in (("lance_sql", lambda r: ours(r, max_memtable_rows=10**7)),
+                           ("pylance", lambda r: theirs(r, durable_write=True,
+                                                        max_memtable_rows=10**7))):
+            root = os.path.join(tmp, f"flush_{name}")
+            w = make(root)
+            for i in range(n):
+                w.put(batch(1000 + i))
+            start = time.perf_counter()
+            if name == "lance_sql":
+                w.flush_memtable()
+            w.close()
+            results[f"memtable flush s ({args.flush_rows} rows) {name}"] = (
+                time.perf_counter() - start)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    for key, value in results.items():
+        print(f"{key:45s} {value:12.2f}")
+    for metric in ("durable put ms median", "non-durable rows/s",
+                   f"memtable flush s ({args.flush_rows} rows)"):
+        print(f"ratio lance_sql/pylance {metric}: "
+              f"{results[f'{metric} lance_sql'] / results[f'{metric} pylance']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,337 @@
+"""The MemTable: a region's unflushed rows, readable the moment a put returns.
+
+Each put (or replayed WAL entry) becomes one in-memory fragment, an Arrow table in the
+MemTable schema (table columns + ``_tombstone``). Rows are addressed like Lance rows:
+``_rowaddr = fragment_id << 32 | offset``, so within a MemTable a higher address is a later
+write. Alongside the fragments the MemTable keeps:
+
+* the WAL fragment mapping: fragment id -> (WAL entry id, position inside the entry);
+* the primary-key bloom filter (written as the generation's ``bloom_filter.bin``);
+* a primary-key index for point lookups: every row's key code (an integer key itself,
+  else its 64-bit hash), sorted lazily when a lookup follows writes; candidates with an
+  equal code are confirmed by comparing keys, and the highest address wins (last write
+  wins);
+* row and byte counts for the flush thresholds.
+
+The key structures are brought up to date by :meth:`MemTable.refresh_index` — by a put
+itself for indexed writes, otherwise by the writer's background thread — and always
+before they are read (a lookup; the bloom filter when it is asked for, at a flush at the
+latest), so a reader never misses a key and puts pay no hashing.
+
+Thread safe: the writer inserts while readers look up and scan.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.format.schema import LanceSchema
+from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hashes
+
+__all__ = ["ROW_ADDR", "MemFragment", "MemTable", "key_codes", "primary_key_bytes"]
+
+ROW_ADDR = "_rowaddr"
+_HASH_SLICE = 1 << 16
+
+
+@dataclass(frozen=True)
+class MemFragment:
+    """One put (or one replayed WAL entry) and its size in memory."""
+
+    fragment_id: int
+    rows: pa.Table
+    nbytes: int
+
+
+def primary_key_bytes(keys: Sequence[pa.Array]) -> int:
+    """Bytes of the key values, counted as the reference does: the fixed width per value,
+    or a variable-width value's bytes plus its 4-byte (8 for large types) offset."""
+    total = 0
+    for column in keys:
+        t, n = column.type, len(column)
+        if pa.types.is_string(t) or pa.types.is_binary(t):
+            total += int(pc.sum(pc.binary_length(column)).as_py() or 0) + 4 * n
+        elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+            total += int(pc.sum(pc.binary_length(column)).as_py() or 0) + 8 * n
+        else:
+            total += (max(t.bit_width, 8) // 8) * n
+    return total
+
+
+class MemTable:
+    """The fragments of one MemTable generation (see the module docstring)."""
+
+    def __init__(self, schema: LanceSchema, primary_key: Sequence[str], generation: int
+                 ) -> None:
+        self.schema = schema
+        self.arrow_schema = schema.to_arrow()
+        self.primary_key = tuple(primary_key)
+        self.generation = generation
+        self._bloom = PrimaryKeyBloom()
+        self._codes: list[np.ndarray] = []           # lookup codes of the first fragments
+        self._bloom_rows = 0                         # fragments already in the bloom filter
+        self._index_lock = threading.Lock()          # one refresh_index at a time
+        self._lock = threading.Lock()
+        self._fragments: list[MemFragment] = []
+        self._wal: dict[int, tuple[int, int]] = {}   # fragment id -> (WAL id, position)
+        self._unflushed: list[int] = []              # fragment ids not in the WAL yet
+        self._rows = 0
+        self._bytes = 0
+        self._unflushed_bytes = 0
+        # (fragments covered, sorted hashes, their addresses); fragments only get appended,
+        # so an index over the first k fragments stays right for a snapshot of k
+        self._index: tuple[int, np.ndarray, np.ndarray] | None = None
+        self.sealed = False
+
+    # ------------------------------------------------------------------ writing
+    def insert(self, rows: pa.Table, wal_entry: int | None = None, *,
+               sealed_ok: bool = False) -> MemFragment:
+        """Add ``rows`` (already in the MemTable schema) as a new fragment.
+
+        ``wal_entry``: the rows come from that WAL entry (replay: a 1:1 mapping);
+        None: they wait for the next WAL flush. ``sealed_ok``: a WAL entry may still join a
+        sealed MemTable whose last WAL flush is in progress (a fenced writer's entry).
+        """
+        nbytes = rows.nbytes
+        with self._lock:
+            if self.sealed and not (sealed_ok and wal_entry is not None):
+                raise RuntimeError(f"MemTable generation {self.generation} is sealed")
+            fragment = MemFragment(len(self._fragments), rows, nbytes)
+            self._fragments.append(fragment)
+            self._rows += rows.num_rows
+            self._bytes += fragment.nbytes
+            if wal_entry is None:
+                self._unflushed.append(fragment.fragment_id)
+                self._unflushed_bytes += fragment.nbytes
+            else:
+                self._wal[fragment.fragment_id] = (wal_entry, 0)
+        return fragment
+
+    def _new_keys(self, done: int) -> tuple[list[MemFragment], list[pa.Array]]:
+        with self._lock:
+            new = self._fragments[done:]
+        keys = [pa.concat_arrays([f.rows.column(k).combine_chunks() for f in new])
+                for k in self.primary_key] if new else []
+        return new, keys
+
+    def refresh_index(self, *, bloom: bool = False) -> None:
+        """Bring the lookup index (and with ``bloom`` the bloom filter) up to date with
+        the fragments added since, in one vectorised pass."""
+        with self._index_lock:
+            new, keys = self._new_keys(len(self._codes))
+            if new:
+                codes = key_codes(keys)
+                parts = np.split(codes, np.cumsum([f.rows.num_rows for f in new])[:-1])
+                with self._lock:
+                    self._codes.extend(parts)
+            if bloom:
+                new, keys = self._new_keys(self._bloom_rows)
+                total = len(keys[0]) if keys else 0
+                # in slices: hashing allocates several temporaries per key
+                for start in range(0, total, _HASH_SLICE):
+                    self._bloom.add_hashes(key_hashes([k.slice(start, _HASH_SLICE)
+                                                       for k in keys]))
+                self._bloom_rows += len(new)
+
+    @property
+    def bloom(self) -> PrimaryKeyBloom:
+        """The bloom filter over every key inserted so far."""
+        self.refresh_index(bloom=True)
+        return self._bloom
+
+    def _codes_of(self, count: int) -> list[np.ndarray]:
+        self.refresh_index()
+        with self._lock:
+            return self._codes[:count]
+
+    def take_unflushed(self) -> list[MemFragment]:
+        """The fragments waiting for a WAL flush, oldest first (they stay unflushed until
+        :meth:`mark_flushed`)."""
+        with self._lock:
+            return [self._fragments[i] for i in self._unflushed]
+
+    def mark_flushed(self, fragment_ids: Sequence[int], wal_entry: int) -> None:
+        """Record that ``fragment_ids`` (in this order) now live in WAL entry ``wal_entry``."""
+        with self._lock:
+            done = set(fragment_ids)
+            for position, fid in enumerate(fragment_ids):
+                self._wal[fid] = (wal_entry, position)
+                self._unflushed_bytes -= self._fragments[fid].nbytes
+            self._unflushed = [i for i in self._unflushed if i not in done]
+
+    def seal(self) -> None:
+        with self._lock:
+            self.sealed = True
+
+    # ------------------------------------------------------------------ state
+    @property
+    def num_rows(self) -> int:
+        return self._rows
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    @property
+    def unflushed_bytes(self) -> int:
+        return self._unflushed_bytes
+
+    @property
+    def num_fragments(self) -> int:
+        return len(self._fragments)
+
+    def has_unflushed(self) -> bool:
+        with self._lock:
+            return bool(self._unflushed)
+
+    def is_flushed(self, fragment_id: int) -> bool:
+        with self._lock:
+            return fragment_id in self._wal
+
+    def wal_mapping(self) -> dict[int, tuple[int, int]]:
+        """Fragment id -> (WAL entry id, position in the entry)."""
+        with self._lock:
+            return dict(self._wal)
+
+    def wal_entries(self) -> list[int]:
+        """The WAL entries holding this MemTable's rows, ascending."""
+        with self._lock:
+            return sorted({entry for entry, _ in self._wal.values()})
+
+    def flushed_addresses(self) -> np.ndarray:
+        """For every row, in ``_rowaddr`` order, its row address in the flushed generation
+        (whose fragment ``i`` is WAL entry ``wal_entries()[i]``): what an index built over
+        MemTable addresses is remapped with at flush. Every fragment must be in the WAL."""
+        frags = self.fragments()
+        mapping = self.wal_mapping()
+        entry_index = {e: i for i, e in enumerate(self.wal_entries())}
+        order = sorted(range(len(frags)), key=lambda i: mapping[i])  # entry, position
+        starts = np.zeros(len(frags), np.int64)
+        seen: dict[int, int] = {}
+        for i in order:  # one step per fragment, not per row
+            entry = mapping[i][0]
+            starts[i] = seen.get(entry, 0)
+            seen[entry] = starts[i] + frags[i].rows.num_rows
+        sizes = np.array([f.rows.num_rows for f in frags], np.int64)
+        gen_fragment = np.array([entry_index[mapping[i][0]] for i in range(len(frags))],
+                                np.uint64)
+        within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(sizes) - sizes, sizes)
+        offsets = (np.repeat(starts, sizes) + within).astype(np.uint64)
+        return (np.repeat(gen_fragment, sizes) << np.uint64(32)) | offsets
+
+    def fragments(self) -> list[MemFragment]:
+        with self._lock:
+            return list(self._fragments)
+
+    def key_columns(self) -> list[pa.Array]:
+        """Every row's key columns, in address order."""
+        frags = self.fragments()
+        return [pa.concat_arrays([f.rows.column(k).combine_chunks() for f in frags])
+                if frags else pa.array([], self.arrow_schema.field(k).type)
+                for k in self.primary_key]
+
+    # ------------------------------------------------------------------ reading
+    def to_table(self, *, with_row_address: bool = True) -> pa.Table:
+        """All rows (tombstones included), in write order, with ``_rowaddr``."""
+        frags = self.fragments()
+        if not frags:
+            table = self.arrow_schema.empty_table()
+        else:
+            table = pa.concat_tables([f.rows for f in frags])
+        if with_row_address:
+            table = table.append_column(pa.field(ROW_ADDR, pa.uint64(), False),
+                                        pa.array(_addresses(frags), pa.uint64()))
+        return table
+
+    def _sorted_index(self, frags: list[MemFragment]) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted key codes, their row addresses) over ``frags``."""
+        with self._lock:
+            index = self._index
+        if index is not None and index[0] == len(frags):
+            return index[1], index[2]
+        per_fragment = self._codes_of(len(frags))
+        hashes = (np.concatenate(per_fragment) if frags else np.zeros(0, np.int64))
+        addresses = _addresses(frags)
+        order = np.argsort(hashes, kind="stable")
+        with self._lock:
+            if self._index is None or self._index[0] < len(frags):
+                self._index = (len(frags), hashes[order], addresses[order])
+        return hashes[order], addresses[order]
+
+    def lookup(self, keys: pa.Table) -> np.ndarray:
+        """For each row of ``keys`` (the key columns), the ``_rowaddr`` of the latest row
+        with that key, or -1 when the MemTable has none (tombstones count as rows)."""
+        frags = self.fragments()
+        n = keys.num_rows
+        result = np.full(n, -1, np.int64)
+        if not frags or not n:
+            return result
+        # hashes cover the stored bytes, so the query must have the stored types
+        query = [keys.column(k).combine_chunks().cast(self.arrow_schema.field(k).type)
+                 for k in self.primary_key]
+        qhash = key_codes(query)
+        sorted_hashes, sorted_addr = self._sorted_index(frags)
+        lo = np.searchsorted(sorted_hashes, qhash, "left")
+        hi = np.searchsorted(sorted_hashes, qhash, "right")
+        counts = hi - lo
+        if not counts.any():
+            return result
+        q_of = np.repeat(np.arange(n), counts)
+        starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
+        cand = sorted_addr[starts + np.arange(q_of.size)]
+        # confirm candidates by comparing the actual key values
+        flat = _flat_positions(frags, cand)
+        stored = self.key_columns()
+        equal = np.ones(q_of.size, bool)
+        for q_col, s_col in zip(query, stored, strict=True):
+            a = q_col.take(pa.array(q_of))
+            b = s_col.take(pa.array(flat))
+            equal &= pc.fill_null(pc.equal(a, b), False).to_numpy(
+                zero_copy_only=False)
+        q_of, cand = q_of[equal], cand[equal].astype(np.int64)
+        np.maximum.at(result, q_of, cand)
+        return result
+
+    def take(self, addresses: np.ndarray) -> pa.Table:
+        """Rows by ``_rowaddr`` (addresses must exist)."""
+        frags = self.fragments()
+        table = (pa.concat_tables([f.rows for f in frags]) if frags
+                 else self.arrow_schema.empty_table())
+        return table.take(pa.array(_flat_positions(frags, np.asarray(addresses, np.uint64))))
+
+
+def key_codes(keys: Sequence[pa.Array]) -> np.ndarray:
+    """Sortable codes of keys, equal for equal keys: a single integer key is its own code
+    (no hashing on the write path); other keys use the bloom filter's 64-bit hash, and
+    lookups confirm equal codes by comparing the keys."""
+    if len(keys) == 1 and pa.types.is_integer(keys[0].type):
+        values = keys[0].to_numpy(zero_copy_only=False)
+        return values.view(np.int64) if values.dtype == np.uint64 else values.astype(np.int64)
+    return key_hashes(keys).view(np.int64)
+
+
+def _addresses(frags: list[MemFragment]) -> np.ndarray:
+    if not frags:
+        return np.zeros(0, np.uint64)
+    sizes = np.array([f.rows.num_rows for f in frags], np.int64)
+    ids = np.repeat(np.array([f.fragment_id for f in frags], np.uint64), sizes)
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    offsets = (np.arange(int(sizes.sum()), dtype=np.int64) - starts).astype(np.uint64)
+    return (ids << np.uint64(32)) | offsets
+
+
+def _flat_positions(frags: list[MemFragment], addresses: np.ndarray) -> np.ndarray:
+    """Row positions in the concatenation of ``frags`` for row addresses."""
+    addresses = np.asarray(addresses).astype(np.uint64)
+    sizes = np.array([f.rows.num_rows for f in frags], np.int64)
+    firsts = np.cumsum(sizes) - sizes
+    fids = (addresses >> np.uint64(32)).astype(np.int64)
+    offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    return firsts[fids] + offsets

@@ -1,0 +1,183 @@
+"""WAL entries: Lance data files of a region's MemTable rows, one per WAL flush.
+
+An entry holds the MemTable schema — the table's columns with their field ids plus
+``_tombstone: bool not null`` (id = the table's largest id + 1) — and records the writer's
+epoch (and the MemTable generation) in the file's schema metadata. Entries are written
+put-if-absent at ``_mem_wal/{region}/wal/{bit-reversed id}.lance``: a writer that loses a
+position learns that another writer wrote there (:class:`WalLog.append` tells who by the
+epoch). Recovery reads entries from ``replay_after_wal_id + 1`` upward until one is
+missing, with existence checks rather than listings.
+
+Encoding and decoding are pure (bytes in, values out); :class:`WalLog` does the I/O.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+from lance_sql.errors import FormatError, LanceError, NotFoundError, SchemaError
+from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter
+from lance_sql.format.datafile.decode_v2_1 import column_fields
+from lance_sql.format.fragment import DataFile
+from lance_sql.format.schema import LanceField, LanceSchema
+from lance_sql.io.store import ObjectStore
+from lance_sql.memwal.naming import RegionPaths, bit_reversed
+
+__all__ = [
+    "EPOCH_KEY", "GENERATION_KEY", "TOMBSTONE", "WalEntry", "WalLog", "decode_entry",
+    "encode_entry", "memtable_schema",
+]
+
+TOMBSTONE = "_tombstone"
+EPOCH_KEY = "writer_epoch"
+GENERATION_KEY = "generation"
+
+
+def memtable_schema(table: LanceSchema) -> LanceSchema:
+    """The table's schema (same field ids) plus ``_tombstone``, as WAL entries and flushed
+    generations store it.
+
+    Columns other than the key become nullable: a tombstone row carries only its key.
+    """
+    if any(f.name == TOMBSTONE for f in table.fields):
+        raise SchemaError(f"the table already has a column named {TOMBSTONE!r}")
+    fields = tuple(f if f.unenforced_primary_key or f.nullable else replace(f, nullable=True)
+                   for f in table.fields)
+    ids = itertools.count(table.max_field_id() + 1)
+    tombstone = LanceField.from_arrow(pa.field(TOMBSTONE, pa.bool_(), nullable=False), ids)
+    return LanceSchema((*fields, tombstone), {})
+
+
+def data_file_of(schema: LanceSchema, path: str, size: int, version: tuple[int, int],
+                 base_id: int | None) -> DataFile:
+    """The manifest entry of a file holding every column of ``schema``, one per leaf."""
+    leaves = [c for f in schema.fields for c in column_fields(f)]
+    return DataFile(path=path, fields=tuple(f.id for f in leaves),
+                    column_indices=tuple(range(len(leaves))), file_major_version=version[0],
+                    file_minor_version=version[1], file_size_bytes=size, base_id=base_id)
+
+
+@dataclass(frozen=True)
+class WalEntry:
+    """One WAL entry: who wrote it (epoch), for which generation, and its rows."""
+
+    entry_id: int
+    writer_epoch: int
+    generation: int
+    rows: pa.Table
+    size_bytes: int
+    file_version: tuple[int, int]
+
+
+def encode_entry(schema: LanceSchema, rows: pa.Table, *, writer_epoch: int, generation: int,
+                 data_format: str, path: str = "<wal entry>") -> bytes:
+    """The bytes of a WAL entry holding ``rows`` (columns of ``schema``, in order)."""
+    tagged = LanceSchema(schema.fields, {EPOCH_KEY: str(writer_epoch).encode(),
+                                         GENERATION_KEY: str(generation).encode()})
+    sink = io.BytesIO()
+    writer = LanceFileWriter(sink, tagged, path=path, version=data_format)
+    if rows.num_rows:
+        writer.write_batch(rows)
+    writer.finish()
+    return sink.getvalue()
+
+
+def _metadata_int(schema: LanceSchema, key: str, path: str, *, required: bool) -> int:
+    raw = schema.metadata.get(key)
+    if raw is None:
+        if required:
+            raise FormatError(f"{path}: not a WAL entry (no {key!r} in the schema metadata)")
+        return 0
+    text = bytes(raw).decode(errors="replace")
+    if not text.isdigit():
+        raise FormatError(f"{path}: WAL entry {key} is {text!r}, not a number")
+    return int(text)
+
+
+def decode_entry(data: bytes, entry_id: int, path: str,
+                 expected: LanceSchema | None = None) -> WalEntry:
+    """Parse a WAL entry; FormatError naming ``path`` when it is corrupt or truncated.
+
+    With ``expected`` (the writer's MemTable schema) the entry must hold exactly those
+    field ids with those names and types.
+    """
+    try:
+        reader = LanceFileReader(BytesSource(data, path))
+        schema = reader.schema
+        epoch = _metadata_int(schema, EPOCH_KEY, path, required=True)
+        generation = _metadata_int(schema, GENERATION_KEY, path, required=False)
+        if expected is not None:
+            got = [(f.id, f.name, f.logical_type) for f in schema.walk()]
+            want = [(f.id, f.name, f.logical_type) for f in expected.walk()]
+            if got != want:
+                raise FormatError(f"{path}: WAL entry columns {got} are not the MemTable's "
+                                  f"{want}")
+        leaves = [c for f in schema.fields for c in column_fields(f)]
+        colmap = {f.id: i for i, f in enumerate(leaves)}
+        arrays = reader.read(list(schema.fields), colmap)
+        target = (expected or schema).to_arrow()
+        rows = pa.Table.from_arrays(arrays, schema=pa.schema(
+            [target.field(f.name) for f in schema.fields]))
+    except FormatError:
+        raise
+    except LanceError as exc:
+        raise FormatError(f"{path}: corrupt WAL entry: {exc}") from exc
+    except (pa.ArrowException, ValueError, TypeError, IndexError) as exc:
+        raise FormatError(f"{path}: corrupt WAL entry: {exc}") from exc
+    return WalEntry(entry_id, epoch, generation, rows, len(data),
+                    (reader.major, reader.minor))
+
+
+class WalLog:
+    """A region's WAL entries in ``store`` (rooted at the table)."""
+
+    def __init__(self, store: ObjectStore, region_id: uuid.UUID) -> None:
+        self.store = store
+        self.paths = RegionPaths(region_id)
+
+    def key(self, entry_id: int) -> str:
+        return self.paths.wal_entry(entry_id)
+
+    @staticmethod
+    def file_name(entry_id: int) -> str:
+        """The entry's name inside the WAL directory (a generation's data file path)."""
+        return f"{bit_reversed(entry_id)}.lance"
+
+    def uri(self) -> str:
+        """Where the WAL directory is, as a flushed generation's base path records it."""
+        return f"{self.store.uri}/{self.paths.wal_dir}"
+
+    def append(self, entry_id: int, data: bytes) -> bool:
+        """Write entry ``entry_id`` unless the position is taken; False when it was."""
+        return self.store.put_if_absent(self.key(entry_id), data)
+
+    def exists(self, entry_id: int) -> bool:
+        return self.store.exists(self.key(entry_id))
+
+    def read(self, entry_id: int, expected: LanceSchema | None = None) -> WalEntry:
+        """Entry ``entry_id``; NotFoundError when absent, FormatError when corrupt."""
+        key = self.key(entry_id)
+        return decode_entry(self.store.read(key), entry_id, f"{self.store.uri}/{key}",
+                            expected)
+
+    def ids_after(self, after: int) -> Iterator[int]:
+        """Ids of the entries after ``after``, probed one by one until one is missing."""
+        entry_id = after + 1
+        while self.exists(entry_id):
+            yield entry_id
+            entry_id += 1
+
+    def read_after(self, after: int, expected: LanceSchema | None = None
+                   ) -> Iterator[WalEntry]:
+        """The entries after ``after`` in order (stops at the first missing one)."""
+        for entry_id in self.ids_after(after):
+            try:
+                yield self.read(entry_id, expected)
+            except NotFoundError:  # removed between the probe and the read (GC)
+                return

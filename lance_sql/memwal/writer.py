@@ -1,0 +1,683 @@
+"""The region writer: claim a region, take puts and deletes, flush the WAL and MemTables.
+
+Lifecycle (the spec's Writer Expectations):
+
+1. **Claim** the region: commit the next region-manifest version with the epoch raised.
+2. **Replay** the WAL entries after ``replay_after_wal_id`` (epoch <= ours), one MemTable
+   fragment per entry.
+3. **Put / delete**: validate, insert a MemTable fragment (readable at once). Durable
+   writers return once a WAL entry holding the rows exists; others return at once and a
+   background thread flushes the WAL every ``max_wal_flush_interval_ms`` (the put that
+   fills ``max_wal_buffer_bytes`` flushes it itself). Puts block while the MemTables hold
+   more than ``max_unflushed_bytes`` (bounded memory).
+4. **WAL flush**: the pending fragments become one entry, written put-if-absent at the next
+   id. A position taken by a newer epoch fences this writer; one taken by an older (fenced)
+   writer still appending makes it skip to the first free id, take it, and adopt the
+   skipped entries into the MemTable (they hold acknowledged rows). Known limit: until the
+   MemTable is flushed, adopted rows count as newer than this writer's rows that were
+   pending at that moment, while the WAL (and so the generation) orders them first.
+5. **MemTable flush** (thresholds or ``flush_memtable()``): seal the MemTable, write
+   ``{rand8}_gen_{g}/`` — a Lance table whose fragments are the WAL entries, reached
+   through a base path — plus ``bloom_filter.bin``, then commit the region manifest with
+   our epoch. A newer epoch there raises :class:`WriterFencedError`. A failed attempt
+   leaves its directory behind for the garbage collector; the retry uses a new one.
+
+Once fenced (or after any failure of a background step), every pending and later call
+raises the recorded error: nothing is dropped silently. ``close()`` flushes the WAL,
+stops the background thread and unregisters the writer; ``abort()`` stops without I/O.
+Writers still open at interpreter exit are closed (best effort) by an ``atexit`` hook.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import uuid
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError, LanceError, SchemaError, WriterFencedError
+from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
+from lance_sql.format.fragment import BasePath, Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.memwal import FlushedGeneration, RegionManifest
+from lance_sql.format.naming import ManifestNaming
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.format.schema import LanceSchema, arrow_type_of
+from lance_sql.io.store import ObjectStore
+from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, primary_key_columns
+from lance_sql.memwal.memtable import MemTable, primary_key_bytes
+from lance_sql.memwal.naming import GenerationDir
+from lance_sql.memwal.region_log import RegionLog
+from lance_sql.memwal.routing import decode_region_values, encode_region_values
+from lance_sql.memwal.transforms import region_values
+from lance_sql.memwal.wal import (
+    TOMBSTONE,
+    WalLog,
+    data_file_of,
+    encode_entry,
+    memtable_schema,
+)
+from lance_sql.table.commit import commit_transaction
+from lance_sql.table.operations import Overwrite, Transaction
+from lance_sql.table.write import check_nulls
+
+__all__ = ["BLOOM_FILE", "RegionWriter", "WriterConfig", "open_memtables", "open_writers"]
+
+BLOOM_FILE = "bloom_filter.bin"
+WAL_BASE_ID = 0
+
+# Called with (generation store, sealed MemTable, generation manifest) after the generation's
+# data is written and before the region manifest records it: the primary-key BTREE index
+# (built in the btree-index branch) plugs in here, remapping MemTable row addresses with
+# ``MemTable.flushed_addresses()``. None: no index yet.
+PrimaryKeyIndexHook = Callable[[ObjectStore, MemTable, Manifest], None]
+primary_key_index_hook: PrimaryKeyIndexHook | None = None
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    """Writer options (the names the MemWAL index records as writer defaults)."""
+
+    durable_write: bool = True
+    # indexed: a put returns once its keys are in the bloom filter and lookup index;
+    # otherwise the background thread adds them (lookups catch up by themselves anyway)
+    indexed_write: bool = False
+    max_wal_flush_interval_ms: int = 100
+    max_wal_buffer_bytes: int = 10 * 1024 * 1024
+    max_unflushed_bytes: int = 1024 * 1024 * 1024
+    max_memtable_rows: int = 100_000
+    max_memtable_bytes: int = 256 * 1024 * 1024
+
+    @classmethod
+    def from_defaults(cls, recorded: Mapping[str, str], **overrides: object) -> WriterConfig:
+        """The options the MemWAL index records (strings), then ``overrides``."""
+        values: dict[str, object] = {}
+        for key, text in recorded.items():
+            if key not in WRITER_DEFAULT_KEYS:
+                continue  # another implementation's option
+            if key == "durable_write":
+                values[key] = text.lower() == "true"
+            elif text.isdigit():
+                values[key] = int(text)
+            else:
+                raise InvalidInputError(f"MemWAL writer default {key}={text!r} is not a "
+                                        "number")
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        for name in ("max_wal_flush_interval_ms", "max_wal_buffer_bytes",
+                     "max_unflushed_bytes", "max_memtable_rows", "max_memtable_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+
+
+# ---------------------------------------------------------------------- registry
+_REGISTRY: dict[tuple[str, uuid.UUID], RegionWriter] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def open_writers(table_uri: str | None = None) -> list[RegionWriter]:
+    """The open writers of this process (of one table when ``table_uri`` is given), so a
+    reader here can see their MemTables (strongly consistent reads)."""
+    with _REGISTRY_LOCK:
+        return [w for (uri, _), w in _REGISTRY.items() if table_uri in (None, uri)]
+
+
+def open_memtables(table_uri: str) -> dict[uuid.UUID, list[MemTable]]:
+    """Per region of the table at ``table_uri``, the unflushed MemTables of this process's
+    writer, oldest first (sealed ones still being flushed, then the active one)."""
+    return {w.region_id: w.memtables() for w in open_writers(table_uri)}
+
+
+def _close_all_at_exit() -> None:
+    for writer in open_writers():
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001 - exiting: keep closing the others
+            writer.abort()
+
+
+atexit.register(_close_all_at_exit)
+
+
+def _as_table(data: Any) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if isinstance(data, dict):
+        return pa.table(data)
+    raise InvalidInputError(f"put takes an Arrow table or record batch, not "
+                            f"{type(data).__name__}")
+
+
+class RegionWriter:
+    """The one writer of a region (see the module docstring)."""
+
+    def __init__(self, store: ObjectStore, region_id: uuid.UUID, schema: LanceSchema, *,
+                 data_format: str = DEFAULT_DATA_FORMAT, region_spec: RegionSpec | None = None,
+                 region: Mapping[str, Any] | None = None,
+                 config: WriterConfig | None = None) -> None:
+        """``store`` is rooted at the table; ``schema`` is the table's (with its primary
+        key). With ``region_spec`` (its ``spec_id`` set), ``region`` maps each region
+        field id to this region's value and every row put must evaluate to it."""
+        self.store = store
+        self.region_id = region_id
+        self.config = config or WriterConfig()
+        self.data_format = data_format
+        self.table_schema = schema
+        self.primary_key = tuple(primary_key_columns(schema))
+        self.schema = memtable_schema(schema)
+        self._put_schema = schema.to_arrow()
+        self._arrow = self.schema.to_arrow()
+        self.region_spec, self.region = self._bind_region(region_spec, region)
+        self.log = RegionLog(store, region_id)
+        self.wal = WalLog(store, region_id)
+        self._wal_lock = threading.Lock()       # one WAL flush at a time
+        self._flush_lock = threading.Lock()     # one MemTable flush at a time
+        self._state = threading.Lock()          # active MemTable swaps and inserts
+        self._cond = threading.Condition()      # wakes the background thread and puts
+        self._failure: BaseException | None = None
+        self._closed = False
+        self._want_flush = False
+        self._entry_sizes: dict[int, int] = {}
+        self._sealed: list[MemTable] = []
+        manifest = self.log.claim(self.region_spec.spec_id if self.region_spec else 0,
+                                  self._region_values_bytes())
+        self._check_claimed_region(manifest)
+        self.epoch = manifest.writer_epoch
+        self._active = MemTable(self.schema, self.primary_key, manifest.current_generation)
+        self._next_wal = manifest.replay_after_wal_id + 1
+        self._replay(manifest)
+        with _REGISTRY_LOCK:
+            _REGISTRY[(store.uri, region_id)] = self
+        self._thread = threading.Thread(target=_background, args=(weakref.ref(self),),
+                                        name=f"memwal-writer-{region_id}", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def for_dataset(cls, dataset: Any, region_id: uuid.UUID, **kwargs: Any) -> RegionWriter:
+        """A writer of ``dataset``'s region (a ``lance_sql`` LanceDataset)."""
+        manifest = dataset.manifest
+        return cls(dataset.store, region_id, manifest.schema,
+                   data_format=manifest.data_format, **kwargs)
+
+    def _bind_region(self, spec: RegionSpec | None, region: Mapping[str, Any] | None
+                     ) -> tuple[RegionSpec | None, dict[str, Any] | None]:
+        if spec is None:
+            if region:
+                raise InvalidInputError("region values given without a region spec")
+            return None, None
+        if spec.spec_id == 0:
+            raise InvalidInputError("a region spec needs its spec id (0 is for manual regions)")
+        if any(not f.source_ids for f in spec.fields):
+            spec = spec.bind(self.table_schema)
+        wanted = {f.field_id for f in spec.fields}
+        if region is None or set(region) != wanted:
+            raise InvalidInputError(f"the region's values must name the fields {sorted(wanted)},"
+                                    f" got {sorted(region or {})}")
+        return spec, dict(region)
+
+    def _region_values_table(self) -> pa.Table | None:
+        if self.region_spec is None or self.region is None:
+            return None
+        columns = {}
+        for f in self.region_spec.fields:
+            value_type = arrow_type_of(f.result_type) if f.result_type else None
+            columns[f.field_id] = pa.array([self.region[f.field_id]], value_type)
+        return pa.table(columns)
+
+    def _region_values_bytes(self) -> bytes | None:
+        values = self._region_values_table()
+        return None if values is None else encode_region_values(values)
+
+    def _check_claimed_region(self, manifest: RegionManifest) -> None:
+        """The region we claimed must be the one we were asked for (spec and values)."""
+        spec_id = self.region_spec.spec_id if self.region_spec else 0
+        where = f"region {self.region_id}"
+        if manifest.region_spec_id != spec_id:
+            raise InvalidInputError(f"{where} belongs to region spec "
+                                    f"{manifest.region_spec_id}, not {spec_id}")
+        ours = self._region_values_table()
+        if ours is not None and manifest.region_values is not None:
+            stored = decode_region_values(manifest.region_values, where)
+            if not stored.equals(ours):
+                raise InvalidInputError(f"{where} holds region values {stored.to_pylist()}, "
+                                        f"not {ours.to_pylist()}")
+
+    # ------------------------------------------------------------------ recovery
+    def _replay(self, manifest: RegionManifest) -> None:
+        """Reload the WAL entries not yet in a flushed generation, one fragment each."""
+        # find the end with existence checks first: they outpace an older writer still
+        # appending, where reading entry by entry could chase it for a long time
+        for entry_id in list(self.wal.ids_after(manifest.replay_after_wal_id)):
+            entry = self.wal.read(entry_id, self.schema)
+            if entry.writer_epoch > self.epoch:
+                raise WriterFencedError(
+                    f"region {self.region_id}: WAL entry {entry.entry_id} was written by epoch "
+                    f"{entry.writer_epoch}, newer than ours ({self.epoch})")
+            self._adopt(self._active, entry.entry_id, entry.rows, entry.size_bytes)
+            self._next_wal = entry.entry_id + 1
+
+    def _adopt(self, memtable: MemTable, entry_id: int, rows: pa.Table, size: int) -> None:
+        memtable.insert(rows, wal_entry=entry_id, sealed_ok=True)
+        self._entry_sizes[entry_id] = size
+
+    # ------------------------------------------------------------------ state
+    @property
+    def generation(self) -> int:
+        """The active MemTable's generation."""
+        return self._active.generation
+
+    def memtables(self) -> list[MemTable]:
+        """Unflushed MemTables, oldest first (sealed ones waiting for their flush, then the
+        active one): what a reader in this process adds to the flushed generations."""
+        with self._state:
+            return [*self._sealed, self._active]
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._closed:
+            raise InvalidInputError(f"the writer of region {self.region_id} is closed")
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failure is None:
+            self._failure = error
+        if isinstance(error, WriterFencedError):
+            self._unregister()  # the new writer's MemTable is the one readers must see
+        with self._cond:
+            self._cond.notify_all()
+
+    def _unregister(self) -> None:
+        with _REGISTRY_LOCK:
+            if _REGISTRY.get((self.store.uri, self.region_id)) is self:
+                del _REGISTRY[(self.store.uri, self.region_id)]
+
+    def _unflushed_bytes(self) -> int:
+        with self._state:
+            return sum(m.nbytes for m in self._sealed) + self._active.nbytes
+
+    # ------------------------------------------------------------------ validation
+    def _conform(self, table: pa.Table, names: tuple[str, ...] | None) -> pa.Table:
+        """``table`` cast (safely) to the table's columns ``names`` (all when None)."""
+        target = self._put_schema
+        wanted = list(target.names) if names is None else list(names)
+        given = set(table.column_names)
+        missing = [n for n in wanted if n not in given]
+        extra = sorted(given - set(wanted)) if names is None else []
+        if missing or extra:
+            raise SchemaError(f"region {self.region_id}: the data's columns do not match the "
+                              f"table's (missing {missing}, unknown {extra})")
+        columns = []
+        for name in wanted:
+            field = target.field(name)
+            column = table.column(name)
+            if not column.type.equals(field.type):
+                try:
+                    column = column.cast(field.type, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                    raise SchemaError(f"column {name!r}: {table.column(name).type} does not "
+                                      f"fit the table's {field.type}: {exc}") from exc
+            columns.append(column.combine_chunks())
+        for name, column in zip(wanted, columns, strict=True):
+            if name in self.primary_key and column.null_count:
+                raise InvalidInputError(f"primary key column {name!r} has {column.null_count} "
+                                        "null value(s)")
+            check_nulls(column, target.field(name), name)
+        return pa.Table.from_arrays(columns, names=wanted)
+
+    def _check_region(self, rows: pa.Table) -> None:
+        spec, region = self.region_spec, self.region
+        if spec is None or region is None:
+            return
+        names = spec.source_names(self.table_schema)
+        if any(n is None or n not in rows.column_names for n in names):
+            return  # a delete whose keys do not determine the region
+        values = region_values(spec, [rows.column(n) for n in names], rows.num_rows)
+        for f in spec.fields:
+            column = values.column(f.field_id)
+            expected = region[f.field_id]
+            if expected is None:
+                wrong = pc.sum(pc.is_valid(column)).as_py()
+            else:
+                same = pc.fill_null(pc.equal(column, pa.scalar(expected, column.type)), False)
+                wrong = pc.sum(pc.invert(same)).as_py()
+            if wrong:
+                raise InvalidInputError(
+                    f"{wrong} row(s) do not belong to region {self.region_id} (region field "
+                    f"{f.field_id!r} must be {expected!r})")
+
+    def _prepare(self, data: Any) -> pa.Table:
+        rows = self._conform(_as_table(data), None)
+        self._check_region(rows)
+        return rows.append_column(self._arrow.field(TOMBSTONE),
+                                  _falses(rows.num_rows))
+
+    def _prepare_delete(self, keys: Any) -> pa.Table:
+        key_rows = self._conform(_as_table(keys), self.primary_key)
+        self._check_region(key_rows)
+        n = key_rows.num_rows
+        columns = [key_rows.column(f.name) if f.name in self.primary_key
+                   else pa.nulls(n, f.type) for f in self._arrow if f.name != TOMBSTONE]
+        columns.append(pc.invert(_falses(n)))
+        return pa.Table.from_arrays(columns, schema=self._arrow)
+
+    # ------------------------------------------------------------------ writing
+    def put(self, data: Any) -> None:
+        """Upsert rows (a table or batch of the table's columns)."""
+        self._check()
+        rows = self._prepare(data)
+        self._write(rows)
+
+    def delete(self, keys: Any) -> None:
+        """Delete rows by key: ``keys`` holds the primary-key columns."""
+        self._check()
+        self._write(self._prepare_delete(keys))
+
+    def _write(self, rows: pa.Table) -> None:
+        if not rows.num_rows:
+            return
+        self._admit()
+        with self._state:
+            self._check()
+            memtable = self._active
+            fragment = memtable.insert(rows.cast(self._arrow))
+        config = self.config
+        if config.indexed_write:
+            memtable.refresh_index(bloom=True)
+        if config.durable_write or memtable.unflushed_bytes >= config.max_wal_buffer_bytes:
+            # durable: wait for the WAL; non-durable with a full buffer: the put that
+            # filled it flushes it (the background thread may be lagging behind)
+            self._flush_wal(memtable, fragment.fragment_id)
+        if self._full(memtable):
+            self._wake()
+
+    def _admit(self) -> None:
+        """Backpressure: wait while the MemTables hold more than ``max_unflushed_bytes``."""
+        limit = self.config.max_unflushed_bytes
+        while self._unflushed_bytes() > limit:
+            self._check()
+            with self._cond:
+                self._want_flush = True
+                self._cond.notify_all()
+                self._cond.wait(0.05)
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------ WAL flush
+    def flush(self) -> None:
+        """WAL flush now: every pending fragment goes into one new WAL entry."""
+        self._check()
+        self._flush_active()
+
+    def _flush_active(self) -> None:
+        with self._wal_lock:
+            self._raise_failure()
+            self._flush_pending(self._active)
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _flush_wal(self, memtable: MemTable, fragment_id: int) -> None:
+        with self._wal_lock:
+            if memtable.is_flushed(fragment_id):
+                return  # another put's flush took it along (group commit)
+            self._check()
+            self._flush_pending(memtable)
+
+    def _flush_pending(self, memtable: MemTable) -> None:
+        """Write ``memtable``'s pending fragments as the next WAL entry (``_wal_lock`` held)."""
+        fragments = memtable.take_unflushed()
+        if not fragments:
+            return
+        rows = pa.concat_tables([f.rows for f in fragments])
+        try:
+            data = encode_entry(self.schema, rows, writer_epoch=self.epoch,
+                                generation=memtable.generation, data_format=self.data_format,
+                                path=f"{self.store.uri}/{self.wal.key(self._next_wal)}")
+            entry_id = self._append(data, memtable)
+        except WriterFencedError as exc:
+            self._fail(exc)
+            raise
+        except BaseException as exc:
+            # the entry may or may not exist: this writer cannot know its WAL any more
+            self._fail(exc)
+            raise
+        memtable.mark_flushed([f.fragment_id for f in fragments], entry_id)
+        self._entry_sizes[entry_id] = len(data)
+        self._next_wal = entry_id + 1
+        with self._cond:
+            self._cond.notify_all()
+
+    def _append(self, data: bytes, memtable: MemTable) -> int:
+        """Write ``data`` as the next WAL entry; returns its id.
+
+        A position already taken by a newer epoch fences us. One taken by an older writer
+        (fenced, still finishing) holds valid rows: we skip to the first free position
+        (existence checks, faster than its writes), take it — which fences that writer at
+        its next flush — and then adopt the entries we skipped into the MemTable.
+        """
+        first_lost, entry_id = None, self._next_wal
+        while not self.wal.append(entry_id, data):
+            if first_lost is None:
+                first_lost = self.wal.read(entry_id, self.schema)
+                self._check_not_newer(first_lost.writer_epoch, entry_id)
+            entry_id += 1
+            while self.wal.exists(entry_id):
+                entry_id += 1
+        for skipped in range(self._next_wal, entry_id):
+            entry = first_lost if skipped == self._next_wal else self.wal.read(skipped,
+                                                                                self.schema)
+            assert entry is not None
+            self._check_not_newer(entry.writer_epoch, skipped)
+            with self._state:
+                self._adopt(memtable, skipped, entry.rows, entry.size_bytes)
+        return entry_id
+
+    def _check_not_newer(self, epoch: int, entry_id: int) -> None:
+        if epoch >= self.epoch:
+            raise WriterFencedError(
+                f"region {self.region_id}: WAL entry {entry_id} was taken by writer epoch "
+                f"{epoch}; this writer (epoch {self.epoch}) has been fenced")
+
+    # ------------------------------------------------------------------ MemTable flush
+    def flush_memtable(self) -> FlushedGeneration | None:
+        """Seal the active MemTable and flush it (and any earlier sealed one still waiting)
+        as generations; returns the last generation flushed (None: nothing to flush)."""
+        self._check()
+        return self._flush_memtables()
+
+    def _flush_memtables(self, *, only_when_full: bool = False) -> FlushedGeneration | None:
+        """``only_when_full``: seal the active MemTable only if it reached a threshold
+        (checked under the locks: a flush that ran meanwhile may have emptied it)."""
+        with self._flush_lock:
+            with self._wal_lock:
+                self._raise_failure()
+                memtable = self._active
+                if memtable.num_fragments and (not only_when_full or self._full(memtable)):
+                    with self._state:  # sealed first: no put slips in after its WAL flush
+                        memtable.seal()
+                        self._sealed.append(memtable)
+                        self._active = MemTable(self.schema, self.primary_key,
+                                                memtable.generation + 1)
+                    self._flush_pending(memtable)
+            flushed = None
+            while True:
+                with self._state:
+                    if not self._sealed:
+                        break
+                    oldest = self._sealed[0]
+                flushed = self._flush_generation(oldest)
+                with self._state:
+                    self._sealed.pop(0)
+                with self._cond:
+                    self._cond.notify_all()
+            return flushed
+
+    def _flush_generation(self, memtable: MemTable) -> FlushedGeneration:
+        try:
+            current = self.log.check_epoch(self.epoch)
+            if current.current_generation > memtable.generation:
+                # an earlier attempt committed it but failed afterwards: do not add it twice
+                return next(g for g in current.flushed_generations
+                            if g.generation == memtable.generation)
+            return self._write_generation(memtable)
+        except WriterFencedError as exc:
+            self._fail(exc)
+            raise
+
+    def _write_generation(self, memtable: MemTable) -> FlushedGeneration:
+        entries = memtable.wal_entries()
+        mapping = memtable.wal_mapping()
+        rows_per_entry = dict.fromkeys(entries, 0)
+        for fragment in memtable.fragments():
+            rows_per_entry[mapping[fragment.fragment_id][0]] += fragment.rows.num_rows
+        version = _file_version(self.data_format)
+        fragments = tuple(
+            Fragment(id=i, files=(data_file_of(self.schema, WalLog.file_name(e),
+                                               self._entry_size(e), version, WAL_BASE_ID),),
+                     physical_rows=rows_per_entry[e])
+            for i, e in enumerate(entries))
+        directory = GenerationDir.new(memtable.generation)
+        gen_store = self.store.child(self.log.paths.generation(directory))
+        gen_store.put(BLOOM_FILE, memtable.bloom.to_bytes())
+        op = Overwrite(fragments, self.schema,
+                       initial_bases=(BasePath(WAL_BASE_ID, self.wal.uri(), False),))
+        manifest = commit_transaction(gen_store, None, ManifestNaming.V2,
+                                      Transaction(read_version=0, operation=op),
+                                      data_format=self.data_format)
+        if primary_key_index_hook is not None:
+            primary_key_index_hook(gen_store, memtable, manifest)
+        flushed = FlushedGeneration(
+            memtable.generation, directory.name, in_memory_bytes=memtable.nbytes,
+            physical_rows=memtable.num_rows,
+            primary_key_bytes=primary_key_bytes(memtable.key_columns()))
+        last_entry = entries[-1]
+        seen = self._next_wal - 1
+
+        def record(m: RegionManifest) -> RegionManifest:
+            if m.current_generation != memtable.generation:
+                raise WriterFencedError(
+                    f"region {self.region_id}: the region manifest expects generation "
+                    f"{m.current_generation}, this writer flushed {memtable.generation}")
+            return m.evolve(replay_after_wal_id=last_entry,
+                            wal_id_last_seen=max(m.wal_id_last_seen, seen, last_entry),
+                            current_generation=memtable.generation + 1,
+                            flushed_generations=(*m.flushed_generations, flushed))
+
+        self.log.update(record, epoch=self.epoch)
+        return flushed
+
+    def _entry_size(self, entry_id: int) -> int:
+        size = self._entry_sizes.get(entry_id)
+        return size if size is not None else self.store.size(self.wal.key(entry_id))
+
+    # ------------------------------------------------------------------ closing
+    def _stop_thread(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        self._unregister()
+
+    def close(self) -> None:
+        """Flush pending rows to the WAL, stop the background thread, unregister.
+
+        Raises the writer's failure (e.g. WriterFencedError) if it has one; the thread is
+        stopped either way. MemTables are not flushed: the next writer replays the WAL.
+        """
+        if self._closed:
+            return
+        try:
+            if self._failure is None:
+                with self._wal_lock:
+                    if self._failure is None:
+                        self._flush_pending(self._active)
+        finally:
+            self._stop_thread()
+        if self._failure is not None:
+            raise self._failure
+
+    def abort(self) -> None:
+        """Stop without any I/O (a crash, as far as the region is concerned): rows not yet
+        in the WAL are lost."""
+        self._stop_thread()
+
+    def __enter__(self) -> RegionWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            try:
+                self.close()
+            except LanceError:
+                pass  # the original error matters more
+
+    # ------------------------------------------------------------------ background
+    def _background_step(self) -> bool:
+        """One round of the background thread; False when it should stop."""
+        config = self.config
+        with self._cond:
+            if not self._closed and not self._want_flush:
+                self._cond.wait(config.max_wal_flush_interval_ms / 1000)
+            if self._closed or self._failure is not None:
+                return False
+            want_memtable = self._want_flush
+            self._want_flush = False
+        active = self._active
+        if not config.durable_write and active.has_unflushed():
+            self._flush_active()
+        active.refresh_index(bloom=True)  # off the flush path: the flush hashes the tail
+        if want_memtable or self._full(active):
+            self._flush_memtables(only_when_full=not want_memtable)
+        return True
+
+    def _full(self, memtable: MemTable) -> bool:
+        return (memtable.num_rows >= self.config.max_memtable_rows
+                or memtable.nbytes >= self.config.max_memtable_bytes)
+
+
+def _background(ref: weakref.ref[RegionWriter]) -> None:
+    """The writer's background thread: WAL flushes (non-durable mode) and MemTable flushes.
+
+    Holds the writer weakly between rounds, so an abandoned writer can be collected.
+    """
+    while True:
+        writer = ref()
+        if writer is None:
+            return
+        try:
+            if not writer._background_step():
+                return
+        except BaseException as exc:  # noqa: BLE001 - recorded; every later call raises it
+            writer._fail(exc)
+            return
+        finally:
+            del writer
+
+
+def _falses(n: int) -> pa.Array:
+    return pa.array(np.zeros(n, bool))
+
+
+def _file_version(data_format: str) -> tuple[int, int]:
+    major, _, minor = data_format.partition(".")
+    return int(major), int(minor or 0)

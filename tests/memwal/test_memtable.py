@@ -1,0 +1,90 @@
+"""The MemTable: fragments per put, row addresses, WAL mapping, key lookups, accounting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from memwal_writer_helpers import SCHEMA
+
+from lance_sql.format.schema import LanceSchema
+from lance_sql.memwal.bloom import PrimaryKeyBloom
+from lance_sql.memwal.memtable import MemTable, primary_key_bytes
+from lance_sql.memwal.wal import memtable_schema
+
+MEMTABLE = memtable_schema(LanceSchema.from_arrow(SCHEMA))
+
+
+def _rows(ids: list[int], v: float, dead: bool = False) -> pa.Table:
+    return pa.table({"id": ids, "v": [v] * len(ids), "s": [str(v)] * len(ids),
+                     "_tombstone": [dead] * len(ids)}, schema=MEMTABLE.to_arrow())
+
+
+def test_fragments_addresses_and_last_write_wins() -> None:
+    m = MemTable(MEMTABLE, ["id"], generation=3)
+    m.insert(_rows([1, 2, 3], 1.0))
+    m.insert(_rows([2, 2], 2.0))          # a repeated key inside one put: the later row wins
+    m.insert(_rows([3], 0.0, dead=True))  # a delete is a row too
+    table = m.to_table()
+    assert table.column("_rowaddr").to_pylist() == [0, 1, 2, 1 << 32, (1 << 32) + 1, 2 << 32]
+    found = m.lookup(pa.table({"id": [2, 3, 1, 99]}))
+    assert found.tolist() == [(1 << 32) + 1, 2 << 32, 0, -1]
+    got = m.take(found[:3])
+    assert got.column("v").to_pylist() == [2.0, 0.0, 1.0]
+    assert got.column("_tombstone").to_pylist() == [False, True, False]
+    assert (m.num_rows, m.num_fragments, m.generation) == (6, 3, 3)
+
+
+def test_lookup_after_more_writes_sees_them() -> None:
+    m = MemTable(MEMTABLE, ["id"], generation=1)
+    m.insert(_rows(list(range(1000)), 1.0))
+    assert m.lookup(pa.table({"id": [500]})).tolist() == [500]
+    m.insert(_rows([500], 2.0))
+    assert m.lookup(pa.table({"id": [500]})).tolist() == [1 << 32]
+
+
+def test_composite_string_keys_confirm_hash_matches() -> None:
+    schema = memtable_schema(LanceSchema.from_arrow(pa.schema([
+        pa.field("a", pa.int32(), False, {"lance-schema:unenforced-primary-key:position": "2"}),
+        pa.field("b", pa.string(), False, {"lance-schema:unenforced-primary-key:position": "1"}),
+        pa.field("x", pa.int64())])))
+    m = MemTable(schema, ["b", "a"], generation=1)
+    m.insert(pa.table({"a": [1, 1, 2], "b": ["p", "q", "p"], "x": [10, 11, 12],
+                       "_tombstone": [False] * 3}, schema=schema.to_arrow()))
+    m.insert(pa.table({"a": [1], "b": ["q"], "x": [21], "_tombstone": [False]},
+                      schema=schema.to_arrow()))
+    found = m.lookup(pa.table({"b": ["q", "p", "p", "z"], "a": [1, 2, 1, 1]}))
+    assert found.tolist() == [1 << 32, 2, 0, -1]
+
+
+def test_wal_mapping_and_pending_accounting() -> None:
+    m = MemTable(MEMTABLE, ["id"], generation=1)
+    m.insert(_rows([1], 1.0), wal_entry=11)   # replayed: 1:1, position 0
+    a = m.insert(_rows([2, 3], 1.0))
+    b = m.insert(_rows([4], 1.0))
+    assert [f.fragment_id for f in m.take_unflushed()] == [1, 2]
+    assert m.unflushed_bytes == a.nbytes + b.nbytes
+    m.mark_flushed([1, 2], 12)
+    assert m.wal_mapping() == {0: (11, 0), 1: (12, 0), 2: (12, 1)}
+    assert m.wal_entries() == [11, 12] and m.unflushed_bytes == 0 and not m.has_unflushed()
+    m.seal()
+    with pytest.raises(RuntimeError):
+        m.insert(_rows([5], 1.0))
+
+
+def test_bloom_filter_holds_every_key() -> None:
+    m = MemTable(MEMTABLE, ["id"], generation=1)
+    keys = np.arange(0, 5000, 7)
+    m.insert(_rows(keys.tolist(), 1.0))
+    assert m.bloom.might_contain([pa.array(keys)]).all()
+    same = PrimaryKeyBloom()
+    same.add([pa.array(keys)])
+    assert m.bloom.to_bytes() == same.to_bytes()
+
+
+def test_primary_key_bytes_as_the_reference_counts() -> None:
+    # pylance 14.0.2: int64 keys 8 bytes each; strings their bytes + 4 each
+    assert primary_key_bytes([pa.array(list(range(30)), pa.int64())]) == 240
+    assert primary_key_bytes([pa.array(["", "ab", "ü"])]) == 0 + 2 + 2 + 12
+    assert primary_key_bytes([pa.array([1, 2], pa.int32()), pa.array(["x", "yz"])]) == 8 + 11
+

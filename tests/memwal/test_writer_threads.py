@@ -1,0 +1,89 @@
+"""No writer thread outlives its writer: close, errors, and interpreter exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+from memwal_writer_helpers import REGION, memory_table, open_writer, rows
+
+from lance_sql.memwal.wal import WalLog
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _writer_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("memwal-writer-")]
+
+
+def test_close_and_context_exit_join_the_thread() -> None:
+    ds = memory_table()
+    before = set(_writer_threads())
+    with open_writer(ds, durable_write=False) as w:
+        w.put(rows([1]))
+        assert w._thread.is_alive()
+    assert not w._thread.is_alive()
+    assert set(_writer_threads()) <= before
+    a = open_writer(ds)
+    a.abort()
+    assert not a._thread.is_alive()
+
+
+def test_a_failed_background_flush_stops_the_thread_and_surfaces() -> None:
+    ds = memory_table()
+    w = open_writer(ds, durable_write=False, max_wal_flush_interval_ms=10)
+
+    def broken(op: str, key: str) -> None:
+        if op == "put_if_absent" and "/wal/" in key:
+            raise OSError("disk on fire")
+
+    ds.store.add_hook(broken)
+    w.put(rows([1]))
+    w._thread.join(10)
+    ds.store.clear_hooks()
+    assert not w._thread.is_alive()
+    try:
+        w.put(rows([2]))
+    except OSError as exc:
+        assert "disk on fire" in str(exc)
+    else:
+        raise AssertionError("the background failure was not reported")
+    try:
+        w.close()
+    except OSError:
+        pass
+    assert not w._thread.is_alive()
+
+
+def test_process_exiting_without_close_ends_cleanly_and_keeps_its_rows(tmp_path) -> None:
+    uri = str(tmp_path / "t.lance")
+    script = textwrap.dedent(f"""
+        import pyarrow as pa, uuid, lance_sql
+        from lance_sql.memwal.writer import RegionWriter, WriterConfig
+        pk = {{"lance-schema:unenforced-primary-key": "true"}}
+        schema = pa.schema([pa.field("id", pa.int64(), False, pk), pa.field("v", pa.float64()),
+                            pa.field("s", pa.string())])
+        ds = lance_sql.write_dataset(pa.table({{"id": [0], "v": [0.0], "s": ["a"]}},
+                                              schema=schema), {uri!r})
+        w = RegionWriter.for_dataset(ds, uuid.UUID({str(REGION)!r}),
+                                     config=WriterConfig(durable_write=False,
+                                                         max_wal_flush_interval_ms=3600000))
+        w.put(pa.table({{"id": [1, 2], "v": [1.0, 2.0], "s": ["b", "c"]}}, schema=schema))
+        print("put done", flush=True)
+        # no close(): the interpreter must still exit, and the rows reach the WAL
+    """)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "put done" in done.stdout
+    import lance_sql
+
+    ds = lance_sql.dataset(uri)
+    wal = WalLog(ds.store, REGION)
+    assert list(wal.ids_after(0)) == [1]
+    assert wal.read(1).rows.column("id").to_pylist() == [1, 2]
