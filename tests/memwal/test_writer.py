@@ -166,8 +166,11 @@ def test_backpressure_bounds_unflushed_bytes() -> None:
     assert peak <= limit + 2 * batch.nbytes
     w.close()
     assert RegionLog(ds.store, REGION).latest().flushed_generations
-    state = region_state(ds, open_writer(ds))
-    assert len(state) == 12000
+    reopened = open_writer(ds)
+    try:
+        assert len(region_state(ds, reopened)) == 12000
+    finally:
+        reopened.close()
 
 
 def test_registry_lists_open_writers_and_their_memtables() -> None:
