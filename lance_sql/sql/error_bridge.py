@@ -99,6 +99,8 @@ def translate(exc: BaseException, registry: ErrorRegistry,
         return StatementRefusedError(
             f"{refused.group(0)}: the session runs queries, and writes only as Lance "
             "operations under its root")
+    if "This feature is not implemented" in message:
+        return StatementRefusedError(f"DataFusion cannot run this statement: {_strip(message)}")
     if "SQL error" in message or "ParserError" in message:
         return InvalidInputError(f"invalid SQL: {_strip(message)}")
     column = _UNKNOWN_COLUMN.search(message)

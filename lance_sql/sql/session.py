@@ -383,12 +383,20 @@ class LanceSession:
 
     def _run_dml(self, statement: UpdateStatement | DeleteStatement) -> LanceDataFrame:
         ds = self.dataset(statement.table)
-        if isinstance(statement, UpdateStatement):
-            count = ds.update(statement.assignments, statement.where)["num_rows_updated"]
-            name = "num_rows_updated"
-        else:
-            count = ds.delete(statement.where or "true")["num_deleted_rows"]
-            name = "num_deleted_rows"
+        verb = "UPDATE" if isinstance(statement, UpdateStatement) else "DELETE"
+        try:
+            if isinstance(statement, UpdateStatement):
+                count = ds.update(statement.assignments, statement.where)["num_rows_updated"]
+                name = "num_rows_updated"
+            else:
+                count = ds.delete(statement.where or "true")["num_deleted_rows"]
+                name = "num_deleted_rows"
+        except LanceError:
+            raise
+        except (pa.ArrowException, ValueError, TypeError, ArithmeticError) as exc:
+            # the values do not evaluate (division by zero, a failed cast, NULL into a
+            # NOT NULL column): nothing was committed
+            raise InvalidInputError(f"{verb} {statement.table}: {exc}") from exc
         return self._frame(self._from_arrow(pa.table({name: pa.array([count], pa.uint64())})))
 
     def _external(self, query: str, statement: External) -> LanceDataFrame:

@@ -417,3 +417,22 @@ def test_tables_made_with_sql_can_have_stable_row_ids_and_a_change_feed(root: Pa
     with pytest.raises(InvalidInputError, match="stable row ids"):
         session.sql("CREATE OR REPLACE TABLE t TBLPROPERTIES ('enable_stable_row_ids' = 'true') "
                     "AS SELECT 1 AS x")
+
+
+@pytest.mark.parametrize(("statement", "error", "message"), [
+    ("UPDATE typed SET id = id / 0", "InvalidInputError", "UPDATE typed"),
+    ("DELETE FROM typed WHERE v > 1", "InvalidInputError", "DELETE typed"),
+    ("UPDATE typed SET id = NULL", "InvalidInputError", "UPDATE typed"),
+    ("WITH x AS (SELECT 1 AS id) INSERT INTO typed SELECT id, 'a' FROM x",
+     "StatementRefusedError", "cannot run this statement"),
+])
+def test_statements_whose_values_fail_are_typed_and_change_nothing(
+        tmp_path: Path, statement: str, error: str, message: str) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    lance_sql.write_dataset(pa.table({"id": [1, 2], "v": ["a", "b"]}, schema=schema),
+                            str(tmp_path / "typed.lance"))
+    session = lance_sql.connect(tmp_path)
+    with pytest.raises(getattr(lance_sql.errors, error), match=message):
+        session.sql(statement)
+    ds = lance_sql.dataset(str(tmp_path / "typed.lance"))
+    assert ds.version == 1 and ds.to_table().to_pydict() == {"id": [1, 2], "v": ["a", "b"]}
