@@ -12,7 +12,6 @@ import argparse
 import os
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -317,21 +316,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> None:
     """The ``lance-sql`` console script: :func:`main`, then the exit status.
 
-    After Ctrl-C a query's worker may still be finishing the batch it was given (its
-    scans stop at the next one), also when the shell went on and exits later; the
-    process exits at once rather than wait for it.
+    The command has printed everything by then; it leaves with ``os._exit`` after
+    flushing, so nothing at interpreter shutdown can make it wait — notably a query
+    interrupted with Ctrl-C whose worker is still finishing the batch it was given
+    (its scans stop at the next one).
     """
     code = main()
-    finishing = any(t.name == "lance-sql-query" and t.is_alive()
-                    for t in threading.enumerate())
-    if finishing or (code == 130 and threading.active_count() > 1):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(code)
-    sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

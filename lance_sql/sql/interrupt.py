@@ -29,6 +29,7 @@ def run_interruptibly(fn: Callable[[], T], cancel: threading.Event | None,
     if threading.current_thread() is not threading.main_thread():
         return fn()
     done = threading.Event()
+    abandoned = threading.Event()
     result: list[T] = []
     error: list[BaseException] = []
 
@@ -39,6 +40,9 @@ def run_interruptibly(fn: Callable[[], T], cancel: threading.Event | None,
             error.append(exc)
         finally:
             done.set()
+            if abandoned.is_set():  # nobody will read it: keep nothing of the query alive
+                result.clear()
+                error.clear()
 
     worker = threading.Thread(target=work, name="lance-sql-query", daemon=True)
     worker.start()
@@ -46,9 +50,13 @@ def run_interruptibly(fn: Callable[[], T], cancel: threading.Event | None,
         while not done.wait(_POLL_S):
             pass
     except BaseException:
+        abandoned.set()
         if cancel is not None:
             cancel.set()
         done.wait(grace_s)
+        if done.is_set():
+            result.clear()
+            error.clear()
         raise
     worker.join()
     if error:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import threading
 import time
 import warnings
@@ -234,6 +235,9 @@ def _at_exit() -> None:
         streams = list(_STREAMS)
     for stream in streams:
         stream.close()
+    # An error kept in a reference cycle (an interrupted query's, with its traceback)
+    # can pin a plan's units until the collector runs: let it run before waiting.
+    gc.collect()
     settle_all()
 
 
