@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, InvalidInputError
+from lance_sql.memwal.byte_rows import padded_rows, ranges
 
 __all__ = ["BLOOM_BYTES", "PrimaryKeyBloom", "key_hashes"]
 
@@ -85,13 +86,7 @@ def _siphash13_dense(starts: np.ndarray, lengths: np.ndarray, data: np.ndarray
     n = lengths.size
     words_full = lengths // 8
     width = int(words_full.max(initial=0)) + 1
-    dense = np.zeros(n * 8 * width, np.uint8)
-    total = int(lengths.sum())
-    if total:
-        first = np.cumsum(lengths) - lengths
-        dest = np.arange(total, dtype=np.int64)
-        dest += np.repeat(np.arange(n, dtype=np.int64) * (8 * width) - first, lengths)
-        dense[dest] = data[_ranges(starts, lengths)]
+    dense = padded_rows(starts, lengths, data, 8)
     words = dense.view("<u8").reshape(n, width)
     v0, v1, v2, v3 = (np.full(n, v, np.uint64) for v in _INIT)
     with np.errstate(over="ignore"):
@@ -149,16 +144,11 @@ def _column_bytes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         out = np.empty(int(lengths.sum()), np.uint8)
         starts = np.cumsum(lengths) - lengths
         out[starts] = np.where(valid, 0, 1).astype(np.uint8)
-        value_at = _ranges(starts + 1, sizes)
-        out[value_at] = data[_ranges(offsets[:-1].astype(np.int64), sizes)]
+        value_at = ranges(starts + 1, sizes)
+        out[value_at] = data[ranges(offsets[:-1].astype(np.int64), sizes)]
         out[(starts + 1 + sizes)[valid]] = 0xFF
         return lengths, out
     raise InvalidInputError(f"primary-key column of type {t} cannot go in a bloom filter")
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    before = np.cumsum(lengths) - lengths
-    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
 
 
 def key_hashes(columns: Sequence[pa.Array]) -> np.ndarray:
@@ -174,8 +164,8 @@ def key_hashes(columns: Sequence[pa.Array]) -> np.ndarray:
     written = offsets[:-1].copy()
     for column_lengths, column_bytes in parts:
         source_starts = np.cumsum(column_lengths) - column_lengths
-        data[_ranges(written, column_lengths)] = column_bytes[
-            _ranges(source_starts, column_lengths)]
+        data[ranges(written, column_lengths)] = column_bytes[
+            ranges(source_starts, column_lengths)]
         written += column_lengths
     return _siphash13(offsets, data) if n else np.zeros(0, np.uint64)
 

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.memwal.byte_rows import padded_rows, ranges
 
 __all__ = ["bucket", "hash_input", "murmur3_32", "murmur3_32_concat"]
 
@@ -127,20 +128,7 @@ def _hash_dense(starts: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> np
     n = lengths.size
     blocks = lengths // 4
     width = int(blocks.max(initial=0)) + 1
-    dense = np.zeros(n * 4 * width, np.uint8)
-    total = int(lengths.sum())
-    if total:
-        first = np.cumsum(lengths) - lengths
-        row_base = np.arange(n, dtype=np.int64) * (4 * width)
-        dest = np.arange(total, dtype=np.int64)
-        dest += np.repeat(row_base - first, lengths)
-        contiguous = n == 1 or bool(np.all(starts[1:] == starts[:-1] + lengths[:-1]))
-        if contiguous:
-            dense[dest] = data[int(starts[0]) : int(starts[0]) + total]
-        else:
-            src = np.arange(total, dtype=np.int64)
-            src += np.repeat(starts - first, lengths)
-            dense[dest] = data[src]
+    dense = padded_rows(starts, lengths, data, 4)
     words = dense.view("<u4").reshape(n, width)
     h = np.zeros(n, np.uint32)
     for j in range(width - 1):
@@ -295,13 +283,6 @@ def _binary_parts(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return offsets, data
 
 
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + n)`` for each (s, n)."""
-    total = int(lengths.sum())
-    before = np.cumsum(lengths) - lengths
-    return np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
-
-
 def murmur3_32_concat(columns: list[pa.Array]) -> pa.Array:
     """Hash of each row's non-null values' bytes, concatenated in column order.
 
@@ -321,7 +302,7 @@ def murmur3_32_concat(columns: list[pa.Array]) -> pa.Array:
     out = np.empty(int(out_offsets[-1]), np.uint8)
     written = out_offsets[:-1].copy()
     for (starts, data, _), length in zip(parts, lengths, strict=True):
-        out[_ranges(written, length)] = data[_ranges(starts, length)]
+        out[ranges(written, length)] = data[ranges(starts, length)]
         written += length
     hashes = _hash_binary(out_offsets, out) if n else np.zeros(0, np.uint32)
     any_valid = np.logical_or.reduce([valid for _, _, valid in parts])

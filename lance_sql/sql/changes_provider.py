@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.sql.error_bridge import ErrorRegistry
-from lance_sql.sql.provider import PlannedDataset
-from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
+from lance_sql.sql.provider import PlannedDataset, open_scanner
+from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.sql.streams import ScanScope
 from lance_sql.table.change_query import ChangeQuery
 from lance_sql.table.change_rows import ChangeRows
@@ -57,13 +57,7 @@ class ChangeUnit:
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
                 filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
                 batch_size: int | None = None, **_: object) -> ChangeUnitScanner:
-        try:
-            self.scope.check()  # the execution has ended: start nothing new
-            scanner = ChangeUnitScanner(self, columns, as_expression(filter), batch_size or 8192)
-            self.scope.open(scanner)
-        except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
-            raise self.table.errors.wrap(exc) from exc
-        return scanner
+        return open_scanner(self, ChangeUnitScanner, columns, filter, batch_size)
 
 
 class ChangeUnitScanner:

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -90,13 +90,23 @@ class ScanUnit:
         batch_size: int | None = None,
         **_: object,
     ) -> UnitScanner:
-        try:
-            self.scope.check()  # the execution has ended: start nothing new
-            scanner = UnitScanner(self, columns, as_expression(filter), batch_size or 8192)
-            self.scope.open(scanner)
-        except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
-            raise self.table.errors.wrap(exc) from exc
-        return scanner
+        return open_scanner(self, UnitScanner, columns, filter, batch_size)
+
+
+S = TypeVar("S")
+
+
+def open_scanner(unit: Any, make: Callable[..., S], columns: list[str] | None,
+                 filter: Any, batch_size: int | None) -> S:  # noqa: A002
+    """Start one partition's scanner for DataFusion: refused once the unit's execution has
+    ended, counted as running until DataFusion drops it, errors typed by the session."""
+    try:
+        unit.scope.check()  # the execution has ended: start nothing new
+        scanner = make(unit, columns, as_expression(filter), batch_size or 8192)
+        unit.scope.open(scanner)
+    except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
+        raise unit.table.errors.wrap(exc) from exc
+    return scanner
 
 
 class UnitScanner:
@@ -186,13 +196,7 @@ class IndexUnit:
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
                 filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
                 batch_size: int | None = None, **_: object) -> IndexUnitScanner:
-        try:
-            self.scope.check()  # the execution has ended: start nothing new
-            scanner = IndexUnitScanner(self, columns, as_expression(filter), batch_size or 8192)
-            self.scope.open(scanner)
-        except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
-            raise self.table.errors.wrap(exc) from exc
-        return scanner
+        return open_scanner(self, IndexUnitScanner, columns, filter, batch_size)
 
 
 class IndexUnitScanner(UnitScanner):
