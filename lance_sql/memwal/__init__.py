@@ -2,16 +2,17 @@
 
 The design lives in the "MemWAL (LSM) design" section of the project's DESIGN.md and the
 format in the MemWAL specification (``spec/memwal.md`` in the shared specifications).
-So far: region specs (values in :mod:`lance_sql.format.region_spec`), their transforms
-evaluated over Arrow data
-(:mod:`.transforms`), the murmur3 hashing behind ``bucket`` (:mod:`.murmur3`), where a
-region's files live (:mod:`.naming`), the primary-key bloom filter (:mod:`.bloom`), region
-manifests (:mod:`.region_log`), WAL entries (:mod:`.wal`), the MemTable (:mod:`.memtable`)
-and the region writer (:mod:`.writer`).
+Start at :class:`MemWal` (:mod:`.api`). Underneath: region specs (values in
+:mod:`lance_sql.format.region_spec`) evaluated over Arrow data (:mod:`.transforms`,
+:mod:`.murmur3`), routing rows to regions (:mod:`.routing`), where a region's files live
+(:mod:`.naming`), region manifests (:mod:`.region_log`), WAL entries (:mod:`.wal`), the
+MemTable (:mod:`.memtable`) and its bloom filter (:mod:`.bloom`), the region writer
+(:mod:`.writer`), and the jobs: :mod:`.merger`, :mod:`.index_builder`, :mod:`.gc`.
 """
 
 from lance_sql.format.region_spec import RegionField, RegionSpec
+from lance_sql.memwal.api import MemWal, RoutingWriter
 from lance_sql.memwal.writer import RegionWriter, WriterConfig, open_memtables, open_writers
 
-__all__ = ["RegionField", "RegionSpec", "RegionWriter", "WriterConfig", "open_memtables",
-           "open_writers"]
+__all__ = ["MemWal", "RegionField", "RegionSpec", "RegionWriter", "RoutingWriter",
+           "WriterConfig", "open_memtables", "open_writers"]

@@ -1,0 +1,183 @@
+"""The MemWAL of one table, as users handle it: set it up, write through it, run its jobs.
+
+``MemWal.initialize(ds, region_spec=RegionSpec.bucket("id", 8))`` records the MemWAL index;
+``MemWal(ds).writer()`` routes each row to its region by the spec (claiming a region on
+first use) and ``writer(region=uuid)`` writes one manually created region; ``merge()``,
+``refresh_index()`` and ``collect_garbage()`` are the background jobs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pyarrow as pa
+
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal import gc, index_builder, merger
+from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.region_log import RegionLog
+from lance_sql.memwal.routing import group_by_region, region_id_for
+from lance_sql.memwal.transforms import region_values
+from lance_sql.memwal.writer import RegionWriter, WriterConfig
+from lance_sql.table.dataset import LanceDataset, dataset
+
+__all__ = ["MemWal", "RoutingWriter"]
+
+
+class MemWal:
+    """The MemWAL of a table that has one (see the module docstring)."""
+
+    def __init__(self, ds: LanceDataset) -> None:
+        loaded = mem_wal_index.load(ds)
+        if loaded is None:
+            raise NotFoundError(f"{ds.uri} has no MemWAL (MemWal.initialize(ds, ...) sets it "
+                                "up)")
+        self.dataset = ds
+        self.details: MemWalIndexDetails = loaded[1]
+
+    @classmethod
+    def initialize(cls, ds: LanceDataset, region_spec: RegionSpec | None = None, *,
+                   maintained_indexes: list[str] | None = None,
+                   **writer_defaults: object) -> MemWal:
+        """Commit the MemWAL index; ``writer_defaults`` (``durable_write``,
+        ``max_memtable_rows``...) are recorded for every writer."""
+        new = mem_wal_index.initialize(ds, region_spec, maintained_indexes=maintained_indexes,
+                                       writer_defaults=writer_defaults)
+        return cls(new)
+
+    @property
+    def region_spec(self) -> RegionSpec | None:
+        """The newest region spec (None: regions are created by hand)."""
+        return max(self.details.region_specs, key=lambda s: s.spec_id, default=None)
+
+    def _config(self, options: dict[str, Any]) -> WriterConfig:
+        return WriterConfig.from_defaults(self.details.writer_config_defaults, **options)
+
+    def writer(self, region: uuid.UUID | None = None, **options: Any
+               ) -> RoutingWriter | RegionWriter:
+        """A writer routing rows by the region spec, or of one manual ``region``."""
+        ds = self.dataset
+        config = self._config(options)
+        if region is not None:
+            if self.region_spec is not None:
+                raise InvalidInputError(
+                    f"{ds.uri} routes rows by its region spec; manual regions are for a "
+                    "MemWAL initialised with region_spec=None")
+            return RegionWriter(ds.store, region, ds.manifest.schema,
+                                data_format=ds.manifest.data_format, config=config)
+        spec = self.region_spec
+        if spec is None:
+            raise InvalidInputError(f"{ds.uri} has no region spec: pass writer(region=uuid)")
+        return RoutingWriter(ds, spec, config)
+
+    def regions(self) -> list[RegionManifest]:
+        """The latest manifest of every region."""
+        out = []
+        for region_id in merger.region_ids(self.dataset):
+            manifest = RegionLog(self.dataset.store, region_id).latest()
+            if manifest is not None:
+                out.append(manifest)
+        return out
+
+    def merge(self) -> list[merger.MergeResult]:
+        return merger.merge(self.dataset)
+
+    def refresh_index(self) -> LanceDataset:
+        return index_builder.refresh_index(self.dataset)
+
+    def collect_garbage(self, **options: Any) -> gc.GcResult:
+        return gc.collect_garbage(self.dataset, **options)
+
+    def status(self) -> list[dict[str, Any]]:
+        """One row per region: epoch, generations flushed and merged, WAL backlog."""
+        current = dataset(self.dataset.uri, commit_config=self.dataset.commit_config)
+        loaded = mem_wal_index.load(current)
+        details = loaded[1] if loaded is not None else self.details
+        rows = []
+        for m in self.regions():
+            rows.append({
+                "region": str(m.region_id), "writer_epoch": m.writer_epoch,
+                "flushed": [g.generation for g in m.flushed_generations],
+                "merged_up_to": details.merged_generation(m.region_id),
+                "wal_backlog": max(0, m.wal_id_last_seen - m.replay_after_wal_id),
+            })
+        return rows
+
+
+class RoutingWriter:
+    """Puts and deletes routed to one :class:`RegionWriter` per region of the spec.
+
+    A region is claimed the first time a row of it arrives; its id is derived from its
+    values, so every process sends a key to the same region.
+    """
+
+    def __init__(self, ds: LanceDataset, spec: RegionSpec, config: WriterConfig) -> None:
+        self.dataset = ds
+        self.spec = spec
+        self.config = config
+        self._schema = ds.manifest.schema
+        self._writers: dict[uuid.UUID, RegionWriter] = {}
+
+    @property
+    def writers(self) -> list[RegionWriter]:
+        return list(self._writers.values())
+
+    def _route(self, rows: pa.Table) -> list[tuple[RegionWriter, pa.Table]]:
+        names = self.spec.source_names(self._schema)
+        missing = [n for n in names if n is not None and n not in rows.column_names]
+        if missing:
+            raise InvalidInputError(f"rows lack the region spec's columns {missing}")
+        arrays = [rows.column(n).combine_chunks() if n is not None else None for n in names]
+        values = region_values(self.spec, arrays, rows.num_rows)
+        out = []
+        for positions in group_by_region(values):
+            first = int(positions[0])
+            region_id = region_id_for(self.spec, values, first)
+            writer = self._writers.get(region_id)
+            if writer is None:
+                region = {f.field_id: values.column(f.field_id)[first].as_py()
+                          for f in self.spec.fields}
+                writer = RegionWriter(self.dataset.store, region_id, self._schema,
+                                      data_format=self.dataset.manifest.data_format,
+                                      region_spec=self.spec, region=region,
+                                      config=self.config)
+                self._writers[region_id] = writer
+            out.append((writer, rows.take(pa.array(positions))))
+        return out
+
+    def put(self, data: pa.Table | pa.RecordBatch) -> None:
+        rows = pa.table(data) if isinstance(data, pa.RecordBatch) else data
+        for writer, part in self._route(rows):
+            writer.put(part)
+
+    def delete(self, keys: pa.Table | pa.RecordBatch) -> None:
+        rows = pa.table(keys) if isinstance(keys, pa.RecordBatch) else keys
+        for writer, part in self._route(rows):
+            writer.delete(part)
+
+    def flush(self) -> None:
+        for writer in self.writers:
+            writer.flush()
+
+    def flush_memtable(self) -> None:
+        for writer in self.writers:
+            writer.flush_memtable()
+
+    def close(self) -> None:
+        errors = []
+        for writer in self.writers:
+            try:
+                writer.close()
+            except Exception as exc:  # noqa: BLE001 - every writer is closed, then raise
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> RoutingWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

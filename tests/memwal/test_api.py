@@ -1,0 +1,77 @@
+"""The MemWal handle: routed writes claim one region per region value, in every process
+alike; manual regions; the jobs and the status table."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal.api import MemWal
+
+PK = {"lance-schema:unenforced-primary-key": "true"}
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                    pa.field("v", pa.string())])
+
+
+def _rows(ids: range, tag: str) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "v": [f"{tag}{i}" for i in ids]},
+                    schema=SCHEMA)
+
+
+def _table(tmp_path: Path) -> lance_sql.LanceDataset:
+    return lance_sql.write_dataset(_rows(range(10), "base"), str(tmp_path / "t.lance"))
+
+
+def test_routed_writes_merge_into_the_base(tmp_path: Path) -> None:
+    mw = MemWal.initialize(_table(tmp_path), RegionSpec.bucket("id", 4), durable_write=False)
+    with mw.writer() as w:
+        w.put(_rows(range(5, 40), "new"))
+        w.delete(pa.table({"id": pa.array([6, 7], pa.int64())}))
+        assert 1 <= len(w.writers) <= 4
+        w.flush_memtable()
+    regions = mw.regions()
+    assert len(regions) == len(w.writers)
+    assert all(r.region_spec_id == 1 and r.region_values for r in regions)
+    merged = mw.merge()
+    assert {r.region_id for r in merged} == {r.region_id for r in regions}
+    table = lance_sql.dataset(mw.dataset.uri).to_table()
+    got = dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist(), strict=True))
+    assert 6 not in got and 7 not in got and got[5] == "new5" and got[39] == "new39"
+    assert got[0] == "base0" and len(got) == 38
+    status = mw.status()
+    assert all(row["merged_up_to"] == 1 and row["flushed"] == [1] for row in status)
+
+
+def test_a_second_process_routes_a_key_to_the_same_region(tmp_path: Path) -> None:
+    mw = MemWal.initialize(_table(tmp_path), RegionSpec.bucket("id", 4))
+    with mw.writer() as first:
+        first.put(_rows(range(100, 101), "a"))
+        (region,) = [w.region_id for w in first.writers]
+    with MemWal(lance_sql.dataset(mw.dataset.uri)).writer() as second:
+        second.put(_rows(range(100, 101), "b"))
+        assert [w.region_id for w in second.writers] == [region]
+        assert second.writers[0].epoch == 2
+
+
+def test_manual_regions_and_refusals(tmp_path: Path) -> None:
+    ds = _table(tmp_path)
+    with pytest.raises(NotFoundError, match="no MemWAL"):
+        MemWal(ds)
+    mw = MemWal.initialize(ds)
+    with pytest.raises(InvalidInputError, match="region=uuid"):
+        mw.writer()
+    region = uuid.uuid4()
+    with mw.writer(region=region) as w:
+        w.put(_rows(range(3), "m"))
+    assert [r.region_id for r in mw.regions()] == [region]
+    bucketed = MemWal.initialize(_table(tmp_path / "b"), RegionSpec.bucket("id", 2))
+    with pytest.raises(InvalidInputError, match="manual regions"):
+        bucketed.writer(region=region)
+    with bucketed.writer() as w, pytest.raises(InvalidInputError, match="lack"):
+        w.put(pa.table({"v": ["x"]}))
