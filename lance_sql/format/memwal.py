@@ -13,9 +13,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import TypeVar
 
 from google.protobuf import any_pb2
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from lance_sql.errors import FormatError, IncompatibleConflict, InvalidInputError
 from lance_sql.format.index import IndexMetadata
@@ -30,6 +31,27 @@ __all__ = [
 
 MEM_WAL_INDEX_NAME = "__lance_mem_wal"
 DETAILS_TYPE_URL = "/lance.table.MemWalIndexDetails"
+
+
+M = TypeVar("M", bound=Message)
+
+
+def _parse(message: type[M], data: bytes, what: str) -> M:
+    """``data`` parsed as ``message``; bytes that do not decode are a FormatError."""
+    pb = message()
+    try:
+        pb.ParseFromString(data)
+    except DecodeError as exc:
+        raise FormatError(f"{what} ({exc})") from exc
+    return pb
+
+
+def _set_optional(pb: Message, name: str, value: object) -> None:
+    """Set an optional field, or clear it for None."""
+    if value is None:
+        pb.ClearField(name)
+    else:
+        setattr(pb, name, value)
 
 
 def _uuid_of(pb: table_pb2.UUID, what: str) -> uuid.UUID:
@@ -131,19 +153,12 @@ class RegionManifest:
         pb.current_generation = self.current_generation
         del pb.flushed_generations[:]
         pb.flushed_generations.extend(g.to_proto() for g in self.flushed_generations)
-        if self.region_values is None:
-            pb.ClearField("region_values")
-        else:
-            pb.region_values = self.region_values
+        _set_optional(pb, "region_values", self.region_values)
         return pb.SerializeToString()
 
     @classmethod
     def decode(cls, data: bytes, path: str) -> RegionManifest:
-        pb = memwal_pb2.RegionManifest()
-        try:
-            pb.ParseFromString(data)
-        except DecodeError as exc:
-            raise FormatError(f"{path}: not a region manifest ({exc})") from exc
+        pb = _parse(memwal_pb2.RegionManifest, data, f"{path}: not a region manifest")
         if pb.version < 1:
             raise FormatError(f"{path}: region manifest version {pb.version} (versions start "
                               "at 1)")
@@ -188,10 +203,7 @@ class MemWalIndexDetails:
             pb.ParseFromString(self.raw)
         pb.snapshot_ts_millis = self.snapshot_ts_millis
         pb.num_regions = self.num_regions
-        if self.inline_snapshots is None:
-            pb.ClearField("inline_snapshots")
-        else:
-            pb.inline_snapshots = self.inline_snapshots
+        _set_optional(pb, "inline_snapshots", self.inline_snapshots)
         for name, values in (("region_specs", [s.to_proto() for s in self.region_specs]),
                              ("maintained_indexes", list(self.maintained_indexes)),
                              ("merged_generations",
@@ -201,19 +213,13 @@ class MemWalIndexDetails:
             getattr(pb, name).extend(values)
         pb.writer_config_defaults.clear()
         pb.writer_config_defaults.update(self.writer_config_defaults)
-        if self.maintain_all_indexes is None:
-            pb.ClearField("maintain_all_indexes")
-        else:
-            pb.maintain_all_indexes = self.maintain_all_indexes
+        _set_optional(pb, "maintain_all_indexes", self.maintain_all_indexes)
         return pb.SerializeToString()
 
     @classmethod
     def decode(cls, data: bytes, where: str) -> MemWalIndexDetails:
-        pb = memwal_pb2.MemWalIndexDetails()
-        try:
-            pb.ParseFromString(data)
-        except DecodeError as exc:
-            raise FormatError(f"{where}: corrupt MemWAL index details ({exc})") from exc
+        pb = _parse(memwal_pb2.MemWalIndexDetails, data,
+                    f"{where}: corrupt MemWAL index details")
         try:
             specs = tuple(RegionSpec.from_proto(s) for s in pb.region_specs)
         except InvalidInputError as exc:
@@ -269,11 +275,8 @@ def record_merged(details: bytes, merged: Iterable[MergedGeneration], where: str
     merger read, a generation is never merged twice (a later merge of an older generation
     would overwrite newer rows). Not ``strict``: progress is only ever raised.
     """
-    pb = memwal_pb2.MemWalIndexDetails()
-    try:
-        pb.ParseFromString(details)
-    except DecodeError as exc:
-        raise FormatError(f"{where}: corrupt MemWAL index details ({exc})") from exc
+    pb = _parse(memwal_pb2.MemWalIndexDetails, details,
+                f"{where}: corrupt MemWAL index details")
     progress = {MergedGeneration.from_proto(m).region_id: m.generation
                 for m in pb.merged_generations}
     for m in merged:
@@ -299,13 +302,8 @@ def carry_progress(previous: bytes, new: bytes, where: str) -> bytes:
     be undone, so each region's progress is the larger of the two, per index too.
     """
     old = MemWalIndexDetails.decode(previous, where)
-    pb = memwal_pb2.MemWalIndexDetails()
-    try:
-        pb.ParseFromString(new)
-    except DecodeError as exc:
-        raise FormatError(f"{where}: corrupt MemWAL index details ({exc})") from exc
     merged = record_merged(new, old.merged_generations, where, strict=False)
-    pb.ParseFromString(merged)
+    pb = _parse(memwal_pb2.MemWalIndexDetails, merged, f"{where}: corrupt MemWAL index details")
     catchup: dict[str, dict[uuid.UUID, int]] = {}
     for entry in (*old.index_catchup,
                   *(IndexCatchupProgress.from_proto(c) for c in pb.index_catchup)):

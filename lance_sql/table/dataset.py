@@ -9,7 +9,6 @@ later commits; writing through it commits on top of the latest version.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -52,6 +51,7 @@ from lance_sql.table.scan import (
 from lance_sql.table.timetravel import parse_instant, version_at
 from lance_sql.table.versions import (
     VersionRef,
+    check_tag_name,
     commit_time,
     delete_tag,
     find_version,
@@ -99,36 +99,6 @@ def _integers(values: Sequence[int] | np.ndarray, what: str, high: int) -> np.nd
                or not 0 <= v <= high)
     raise InvalidInputError(f"{what}: {bad!r} is not an integer between 0 and {high}")
 
-
-_TAG_CHARS = re.compile(r"[A-Za-z0-9._-]+")
-MAX_TAG_BYTES = 200  # NAME.json and its temporary name must fit a file name (255 bytes)
-
-
-def check_tag_name(tag: object) -> str:
-    """``tag`` if pylance accepts it as a tag name, else :class:`InvalidInputError`.
-
-    pylance's rules: ASCII letters, digits, ``.``, ``-`` and ``_``; not empty, no leading
-    or trailing dot, no ``..``, no ``.lock`` suffix. (pylance also takes non-ASCII
-    letters but then cannot list them, so lance_sql refuses those.)
-    """
-    if not isinstance(tag, str) or not tag:
-        raise InvalidInputError(f"a tag name must be a non-empty string, got {tag!r}")
-    problem = None
-    if not _TAG_CHARS.fullmatch(tag):
-        problem = "use only ASCII letters, digits, '.', '-' and '_'"
-    elif tag.startswith(".") or tag.endswith("."):
-        problem = "it may not begin or end with '.'"
-    elif ".." in tag:
-        problem = "it may not contain '..'"
-    elif tag.endswith(".lock"):
-        problem = "it may not end with '.lock'"
-    elif len(tag) > MAX_TAG_BYTES:
-        problem = f"it may be at most {MAX_TAG_BYTES} characters long"
-    if problem:
-        raise InvalidInputError(f"invalid tag name {tag[:60]!r}: {problem}")
-    return tag
-
-
 class Tags:
     """``ds.tags``: named pointers to versions, stored under ``_refs/tags/``."""
 
@@ -139,11 +109,11 @@ class Tags:
         return read_tags(self._ds.store)
 
     def create(self, tag: str, version: int) -> None:
-        check_tag_name(tag)
+        check_tag_name(tag, creating=True)
         write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=False)
 
     def update(self, tag: str, version: int) -> None:
-        check_tag_name(tag)
+        check_tag_name(tag, creating=True)
         write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=True)
 
     def delete(self, tag: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
 from dataclasses import dataclass
 
@@ -191,18 +192,38 @@ def _ranges(refs: list[VersionRef]) -> str:
 # A tag is the file _refs/tags/<name>.json, written through a temporary sibling whose
 # name adds ~45 bytes: file systems allow 255 bytes a name.
 MAX_TAG_BYTES = 200
+_TAG_CHARS = re.compile(r"[A-Za-z0-9._-]+")
 
 
-def _check_tag_name(name: str) -> None:
-    if not isinstance(name, str):
-        raise InvalidInputError(f"a tag name is a string, got {name!r}")
-    if not name or "/" in name or name.startswith(".") or not name.isprintable():
-        raise InvalidInputError(f"invalid tag name {name!r}")
-    if len(name.encode()) > MAX_TAG_BYTES:
-        raise InvalidInputError(f"tag name {name[:40]!r}... is {len(name.encode())} bytes long; "
-                                f"at most {MAX_TAG_BYTES} are allowed")
-    if name.isdigit():
-        raise InvalidInputError(f"tag name {name!r} would be confused with a version number")
+def check_tag_name(name: object, *, creating: bool = False) -> str:
+    """``name`` if it can name a tag, else :class:`InvalidInputError`.
+
+    Any tag must be a printable, non-numeric file name of at most ``MAX_TAG_BYTES``
+    bytes. A tag being ``creating`` must also pass pylance's rules, so pylance can use
+    every tag we write: ASCII letters, digits, ``.``, ``-`` and ``_``; no leading or
+    trailing dot, no ``..``, no ``.lock`` suffix. (pylance takes non-ASCII letters too but
+    then cannot list them, so lance_sql refuses those.)
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"a tag name must be a non-empty string, got {name!r}")
+    problem = None
+    if creating and not _TAG_CHARS.fullmatch(name):
+        problem = "use only ASCII letters, digits, '.', '-' and '_'"
+    elif "/" in name or not name.isprintable():
+        problem = "it must be a printable file name"
+    elif name.startswith(".") or (creating and name.endswith(".")):
+        problem = "it may not begin or end with '.'"
+    elif creating and ".." in name:
+        problem = "it may not contain '..'"
+    elif creating and name.endswith(".lock"):
+        problem = "it may not end with '.lock'"
+    elif len(name.encode()) > MAX_TAG_BYTES:
+        problem = f"it may be at most {MAX_TAG_BYTES} characters long"
+    elif name.isdigit():
+        problem = "it would be confused with a version number"
+    if problem:
+        raise InvalidInputError(f"invalid tag name {name[:60]!r}: {problem}")
+    return name
 
 
 def read_tags(store: ObjectStore) -> dict[str, dict]:
@@ -215,7 +236,7 @@ def read_tags(store: ObjectStore) -> dict[str, dict]:
 
 
 def read_tag(store: ObjectStore, name: str) -> dict:
-    _check_tag_name(name)
+    check_tag_name(name)
     key = tag_key(name)
     try:
         raw = store.read(key)
@@ -237,7 +258,7 @@ def read_tag(store: ObjectStore, name: str) -> dict:
 
 
 def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) -> None:
-    _check_tag_name(name)
+    check_tag_name(name)
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
     body = {
         "branch": None,
@@ -257,7 +278,7 @@ def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) 
 
 
 def delete_tag(store: ObjectStore, name: str) -> None:
-    _check_tag_name(name)
+    check_tag_name(name)
     if not store.exists(tag_key(name)):
         raise NotFoundError(f"tag {name!r} does not exist in {store.uri}")
     store.delete(tag_key(name))
