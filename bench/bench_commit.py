@@ -29,10 +29,10 @@ from pathlib import Path
 import pyarrow as pa
 
 import lance_sql
-from lance_sql.table.commit import CommitConfig, commit_transaction
-from lance_sql.table.operations import Append, Transaction
-from lance_sql.table.versions import latest_version, list_versions, load_manifest
-from lance_sql.table.write import write_fragments
+from lance_sql.table.meta.versions import latest_version, list_versions, load_manifest
+from lance_sql.table.txn.commit import CommitConfig, commit_transaction
+from lance_sql.table.txn.operations import Append, Transaction
+from lance_sql.table.write.fragments import write_fragments
 
 ROW = pa.table({"id": pa.array([1], pa.int64()), "s": pa.array(["x"], pa.string())})
 

@@ -36,9 +36,9 @@ import pyarrow as pa
 from timing import median_time  # bench/timing.py (scripts run from bench/)
 
 import lance_sql
-from lance_sql.table import changes as changes_module
-from lance_sql.table.changes import table_changes
-from lance_sql.table.row_id_index import RowIdIndex
+from lance_sql.table.changes import feed as changes_module
+from lance_sql.table.changes.feed import table_changes
+from lance_sql.table.files.row_id_index import RowIdIndex
 
 
 def make_table(rows: int, start: int = 0, seed: int = 0) -> pa.Table:
@@ -200,7 +200,7 @@ _FIRST_CALL = """
 import sys, time
 import lance
 import lance_sql
-from lance_sql.table.changes import table_changes
+from lance_sql.table.changes.feed import table_changes
 path, which = sys.argv[1], sys.argv[2]
 start = time.perf_counter()
 if which == "ours":

@@ -112,7 +112,7 @@ def _change_feed(spark: object, path: str, commits: int, repeat: int) -> None:
     import pyarrow as pa
 
     import lance_sql
-    from lance_sql.table.changes import table_changes
+    from lance_sql.table.changes.feed import table_changes
 
     def rows(start: int, n: int) -> pa.Table:
         return pa.table({"id": pa.array(range(start, start + n), pa.int64()),

@@ -35,7 +35,7 @@ import pyarrow as pa
 from lance_sql.format.manifest import ManifestCodec
 from lance_sql.io.uri import open_store
 from lance_sql.table.dataset import dataset, write_dataset
-from lance_sql.table.versions import list_versions
+from lance_sql.table.meta.versions import list_versions
 
 DAY0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 

@@ -9,7 +9,7 @@ import sys
 
 
 def test_import_does_not_load_pandas() -> None:
-    probe = ("import sys, lance_sql, lance_sql.table.jobs, lance_sql.table.write; "
+    probe = ("import sys, lance_sql, lance_sql.table.write.jobs, lance_sql.table.write.fragments; "
              "print(sorted(m for m in ('pandas', 'pyarrow.dataset') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True)

@@ -33,7 +33,7 @@ from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.naming import GenerationDir, RegionPaths, parse_manifest_name, parse_wal_name
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.table.dataset import LanceDataset, dataset
-from lance_sql.table.versions import list_versions, load_manifest
+from lance_sql.table.meta.versions import list_versions, load_manifest
 
 __all__ = ["GcResult", "collect_garbage"]
 

@@ -21,7 +21,7 @@ from lance_sql.format.memwal import (
 )
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema
-from lance_sql.table.operations import CreateIndex, Transaction
+from lance_sql.table.txn.operations import CreateIndex, Transaction
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset

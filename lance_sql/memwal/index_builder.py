@@ -29,7 +29,7 @@ from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values
 from lance_sql.table.dataset import LanceDataset, dataset
-from lance_sql.table.operations import CreateIndex, Transaction
+from lance_sql.table.txn.operations import CreateIndex, Transaction
 
 __all__ = ["INLINE_THRESHOLD", "read_snapshot", "refresh_index", "snapshot_schema"]
 

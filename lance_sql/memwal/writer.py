@@ -64,9 +64,9 @@ from lance_sql.memwal.wal import (
     encode_entry,
     memtable_schema,
 )
-from lance_sql.table.commit import commit_transaction
-from lance_sql.table.operations import Overwrite, Transaction
-from lance_sql.table.write import check_nulls
+from lance_sql.table.txn.commit import commit_transaction
+from lance_sql.table.txn.operations import Overwrite, Transaction
+from lance_sql.table.write.fragments import check_nulls
 
 __all__ = ["BLOOM_FILE", "RegionWriter", "WriterConfig", "open_memtables", "open_writers"]
 

@@ -25,7 +25,7 @@ Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
 ``startingVersion`` or ``startingTimestamp`` (required), ``endingVersion`` or
 ``endingTimestamp`` (default: the latest version, pinned when the read is planned);
 versions are inclusive at both ends. The columns are those of
-:func:`lance_sql.table.changes.table_changes`: the table's, then ``_change_type``,
+:func:`lance_sql.table.changes.feed.table_changes`: the table's, then ``_change_type``,
 ``_commit_version`` and ``_rowid`` (``decimal(20,0)``, as every ``uint64``) and
 ``_commit_timestamp`` (``timestamp``). The driver plans the changes from metadata only
 and cuts the planned change rows into input partitions the same way (a partition may
@@ -69,6 +69,7 @@ from pyspark.sql.datasource import (
 )
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.expr import Call, Column, Expr, Literal, rowaddr_bounds, to_pyarrow
 from lance_sql.io.uri import open_store
 from lance_sql.spark.partitioning import (
     MAX_PARTITION_BYTES,
@@ -80,29 +81,22 @@ from lance_sql.spark.partitioning import (
     plan_partitions,
 )
 from lance_sql.spark.types import arrow_schema, check_writable, spark_schema
-from lance_sql.table.change_query import ChangeQuery
-from lance_sql.table.change_rows import CHANGE_TYPE, COMMIT_VERSION, ChangeRows
-from lance_sql.table.change_rows import ROW_ID as CHANGE_ROW_ID
-from lance_sql.table.changes import (
+from lance_sql.table.changes.feed import (
     ChangeWindow,
     answer,
     plan_changes,
     resolve_window,
     timestamps_of,
 )
-from lance_sql.table.changes import check_names as check_change_names
+from lance_sql.table.changes.feed import check_names as check_change_names
+from lance_sql.table.changes.query import ChangeQuery
+from lance_sql.table.changes.rows import CHANGE_TYPE, COMMIT_VERSION, ChangeRows
+from lance_sql.table.changes.rows import ROW_ID as CHANGE_ROW_ID
 from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.expr import Call, Column, Expr, Literal, rowaddr_bounds, to_pyarrow
-from lance_sql.table.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
-from lance_sql.table.scan import (
-    ROW_ADDR,
-    ROW_ID,
-    SYSTEM_COLUMNS,
-    VERSION_COLUMNS,
-    ScanPlan,
-    scan_fragment,
-)
-from lance_sql.table.timetravel import version_at
+from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, SYSTEM_COLUMNS, VERSION_COLUMNS
+from lance_sql.table.meta.timetravel import version_at
+from lance_sql.table.read.scan import ScanPlan, scan_fragment
+from lance_sql.table.write.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
 
 # Bytes of a change row's metadata (version, type, row id, timestamp), added to the
 # data's average row width when change-feed reads are cut into partitions.

@@ -20,14 +20,14 @@ from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.sql.streams import ScanScope
-from lance_sql.table.change_query import ChangeQuery
-from lance_sql.table.change_rows import ChangeRows
-from lance_sql.table.changes import (
+from lance_sql.table.changes.feed import (
     ChangeWindow,
     plan_changes,
     read_changes,
     timestamps_of,
 )
+from lance_sql.table.changes.query import ChangeQuery
+from lance_sql.table.changes.rows import ChangeRows
 
 # Change rows per partition. A partition already reads its fragments side by side
 # (read_changes), and every partition pays for its own reads of shared pages, so

@@ -19,9 +19,14 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.sql.catalog import VersionResolver
 from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
-from lance_sql.table.changes import resolve_window
-from lance_sql.table.operations import Transaction
-from lance_sql.table.versions import commit_time, list_versions, load_transaction_bytes, read_tags
+from lance_sql.table.changes.feed import resolve_window
+from lance_sql.table.meta.versions import (
+    commit_time,
+    list_versions,
+    load_transaction_bytes,
+    read_tags,
+)
+from lance_sql.table.txn.operations import Transaction
 
 VERSIONS_SCHEMA = pa.schema(
     [

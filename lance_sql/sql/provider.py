@@ -29,27 +29,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
+from lance_sql.expr import rowaddr_bounds
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
 from lance_sql.sql.streams import ScanScope, current_scope
-from lance_sql.table.expr import rowaddr_bounds
-from lance_sql.table.index.planner import IndexedRows, plan_indexed
-from lance_sql.table.row_id_index import MISSING, row_id_index
-from lance_sql.table.scan import (
+from lance_sql.table.files.reader import (
     ROW_ADDR,
     ROW_ID,
     SYSTEM_COLUMNS,
     VERSION_COLUMNS,
     FragmentReader,
-    ScanPlan,
-    narrowed,
-    rows_only,
-    scan_fragment,
-    scan_rows,
 )
+from lance_sql.table.files.row_id_index import MISSING, row_id_index
+from lance_sql.table.index.planner import IndexedRows, plan_indexed
+from lance_sql.table.read.scan import ScanPlan, narrowed, rows_only, scan_fragment, scan_rows
 
 SYSTEM_FIELDS = tuple(pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS)
 # A `_rowid` filter on a table with stable ids is resolved through the row-id index

@@ -7,7 +7,7 @@ whose schema metadata lists the tree in prefix order (``call``/``field_ref``/
 ``Schema.metadata`` would collapse the repeated keys, so the ordered pairs are read
 through the Arrow C data interface.
 
-The decoded tree uses lance_sql's own filter model (:mod:`lance_sql.table.expr`), so
+The decoded tree uses lance_sql's own filter model (:mod:`lance_sql.expr.arrow`), so
 the scan can tell which columns a filter reads and which fragments it can skip. The
 original pyarrow expression is still what filters rows, so decoding only ever needs
 to be conservative: a call we do not model becomes ``Call("unknown", ...)``, which
@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import QueryError
-from lance_sql.table.expr import Call, Column, Expr, Literal
+from lance_sql.expr import Call, Column, Expr, Literal
 
 UNKNOWN = Call("unknown", ())
 

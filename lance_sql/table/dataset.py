@@ -30,26 +30,19 @@ from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
-from lance_sql.table.blobs import BlobFile, take_blobs
-from lance_sql.table.changes import table_changes
-from lance_sql.table.commit import CommitConfig, commit_transaction, committed_version
+from lance_sql.table.changes.feed import table_changes
 from lance_sql.table.dataset_ops import MaintenanceMixin
-from lance_sql.table.index import index_hook
-from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
-from lance_sql.table.row_id_index import MISSING, row_id_index
-from lance_sql.table.scan import (
+from lance_sql.table.files.reader import (
     FragmentReader,
-    Scanner,
     by_fragment,
-    cast_output,
     deleted_offsets,
-    matching_rows,
     open_data_file,
-    plan_scan,
     system_arrays,
 )
-from lance_sql.table.timetravel import parse_instant, version_at
-from lance_sql.table.versions import (
+from lance_sql.table.files.row_id_index import MISSING, row_id_index
+from lance_sql.table.index import index_hook
+from lance_sql.table.meta.timetravel import parse_instant, version_at
+from lance_sql.table.meta.versions import (
     VersionRef,
     check_tag_name,
     commit_time,
@@ -64,12 +57,11 @@ from lance_sql.table.versions import (
     read_tags,
     write_tag,
 )
-from lance_sql.table.write import (
-    DEFAULT_DATA_FORMAT,
-    DEFAULT_MAX_ROWS_PER_FILE,
-    to_reader,
-    write_fragments,
-)
+from lance_sql.table.read.blobs import BlobFile, take_blobs
+from lance_sql.table.read.scan import Scanner, cast_output, matching_rows, plan_scan
+from lance_sql.table.txn.commit import CommitConfig, commit_transaction, committed_version
+from lance_sql.table.txn.operations import Append, Delete, Overwrite, Transaction
+from lance_sql.table.write.fragments import DEFAULT_DATA_FORMAT, DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments
 
 WRITE_MODES = ("create", "append", "overwrite")
 # What names a version: its number, a tag, or an instant (the latest version committed at

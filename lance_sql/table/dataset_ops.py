@@ -18,14 +18,14 @@ from lance_sql.errors import InvalidInputError
 from lance_sql.format.fragment import BasePath
 from lance_sql.format.index import IndexMetadata
 from lance_sql.format.manifest import Manifest
-from lance_sql.table import cleanup as cleanup_mod
-from lance_sql.table import clone as clone_mod
 from lance_sql.table import index as index_mod
-from lance_sql.table import maintenance, schema_evolution
-from lance_sql.table import update as update_mod
-from lance_sql.table.merge_insert import MergeInsertBuilder
-from lance_sql.table.operations import CreateIndex, Transaction, UpdateBases
-from lance_sql.table.versions import VersionRef
+from lance_sql.table.meta.versions import VersionRef
+from lance_sql.table.ops import cleanup as cleanup_mod
+from lance_sql.table.ops import clone as clone_mod
+from lance_sql.table.ops import maintenance, schema_evolution
+from lance_sql.table.ops import update as update_mod
+from lance_sql.table.ops.merge_insert import MergeInsertBuilder
+from lance_sql.table.txn.operations import CreateIndex, Transaction, UpdateBases
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset
@@ -92,7 +92,7 @@ class MaintenanceMixin:
                where: str | None = None, *, update_mode: str = "rewrite_rows") -> dict[str, int]:
         """Set columns to SQL expressions for the rows matching ``where`` (all rows when
         None); returns ``{"num_rows_updated": n}`` like pylance. ``update_mode`` is
-        ``"rewrite_rows"`` or ``"rewrite_columns"`` (see :mod:`lance_sql.table.update`)."""
+        ``"rewrite_rows"`` or ``"rewrite_columns"`` (see :mod:`lance_sql.table.ops.update`)."""
         count, manifest = update_mod.update(self, updates, where, update_mode)
         self._moved_to(manifest)
         return {"num_rows_updated": count}

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lance_sql.errors import FormatError
+from lance_sql.expr import parse_predicate, to_pyarrow
 from lance_sql.format.btree import (
     KeyIsNull,
     KeyRange,
@@ -22,7 +23,6 @@ from lance_sql.format.btree import (
     matches,
     sort_entries,
 )
-from lance_sql.table.expr import parse_predicate, to_pyarrow
 
 BATCH = 8
 

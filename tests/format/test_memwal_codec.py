@@ -32,7 +32,7 @@ from lance_sql.format.memwal import (
 )
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema
-from lance_sql.table.operations import Transaction, Update
+from lance_sql.table.txn.operations import Transaction, Update
 
 REGION = uuid.UUID("11111111-2222-4333-8444-555555555555")
 SCHEMA = LanceSchema.from_arrow(pa.schema([pa.field("id", pa.int64()),

@@ -13,7 +13,7 @@ import pytest
 import lance_sql
 from lance_sql.io import LocalStore, MemoryStore
 from lance_sql.io.commit import PutIfAbsentCommit, RenameCommit
-from lance_sql.table.commit import CommitConfig
+from lance_sql.table.txn.commit import CommitConfig
 
 HANDLERS = [PutIfAbsentCommit(), RenameCommit()]
 

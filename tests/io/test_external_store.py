@@ -21,7 +21,7 @@ from lance_sql.io.external import (
     final_key,
     is_staged,
 )
-from lance_sql.table.commit import CommitConfig
+from lance_sql.table.txn.commit import CommitConfig
 
 _names = itertools.count()
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.table.changes import table_changes
+from lance_sql.table.changes.feed import table_changes
 
 KEY = ["_commit_version", "_change_type", "_rowid"]
 
@@ -180,7 +180,7 @@ def test_row_version_columns_in_normal_reads(spark, history: str) -> None:  # no
 def test_reader_answers_a_slice_at_a_time(history: str, monkeypatch) -> None:  # noqa: ANN001
     # In this process, without a Spark session: the reader Spark's workers run.
     from lance_sql.spark import datasource
-    from lance_sql.table.changes import answer
+    from lance_sql.table.changes.feed import answer
 
     options = {"path": history, "readchangefeed": "true", "startingversion": "1"}
     reader = datasource.ChangeFeedReader(options, datasource.LanceDataSource(options).schema())

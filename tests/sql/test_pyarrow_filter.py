@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.expr import Call, Column, Literal, rowaddr_bounds
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
-from lance_sql.table.expr import Call, Column, Literal, rowaddr_bounds
 
 
 def test_tree_and_columns() -> None:

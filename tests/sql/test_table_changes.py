@@ -12,8 +12,8 @@ import pytest
 import lance_sql
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.io import MemoryStore
-from lance_sql.table import scan
-from lance_sql.table.cache import LruCache
+from lance_sql.table.files import reader as file_reader
+from lance_sql.table.runtime.cache import LruCache
 
 
 def _rows(ids: range, tag: str) -> pa.Table:
@@ -69,7 +69,7 @@ def _session(uri: str) -> lance_sql.LanceSession:
 @pytest.fixture
 def reads(uri: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Data-file keys read from the store while the test runs (file cache emptied first)."""
-    monkeypatch.setattr(scan, "FILE_CACHE", LruCache(512))
+    monkeypatch.setattr(file_reader, "FILE_CACHE", LruCache(512))
     seen: list[str] = []
     store = MemoryStore(uri.removeprefix("memory://"))
     store.add_hook(lambda op, key: seen.append(key) if key.startswith("data/") else None)

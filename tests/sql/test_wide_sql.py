@@ -17,10 +17,10 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError
+from lance_sql.expr import Call
 from lance_sql.sql.pyarrow_filter import decode
 from lance_sql.sql.session import connect
 from lance_sql.sql.wide_filters import MAX_CHAIN, check_chains, fold_disjunctions
-from lance_sql.table.expr import Call
 
 ROWS = 30_000
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 import lance_sql
 from lance_sql.errors import NotFoundError, RetryableConflict
-from lance_sql.table.commit import CommitConfig
+from lance_sql.table.txn.commit import CommitConfig
 
 
 def append_many(uri: str, worker: int, count: int, start_at: float, queue) -> None:  # noqa: ANN001

@@ -36,11 +36,11 @@ from lance_sql.errors import (
 from lance_sql.format.fragment import DataFile
 from lance_sql.format.manifest import FOOTER, Manifest, ManifestCodec
 from lance_sql.io import open_store
-from lance_sql.table import scan
-from lance_sql.table.commit import CommitConfig, commit_transaction
-from lance_sql.table.operations import Append, Delete, Overwrite, Transaction
-from lance_sql.table.versions import latest_version, list_versions, load_manifest
-from lance_sql.table.write import write_fragments
+from lance_sql.table.files import reader as file_reader
+from lance_sql.table.meta.versions import latest_version, list_versions, load_manifest
+from lance_sql.table.txn.commit import CommitConfig, commit_transaction
+from lance_sql.table.txn.operations import Append, Delete, Overwrite, Transaction
+from lance_sql.table.write.fragments import write_fragments
 
 ROWS = 6000
 FIRST_FILE = 5500
@@ -130,8 +130,8 @@ def table(tmp_path: Path) -> Table:
 
 def forget_files() -> None:
     """Empty the caches of open data files and decoded deletion vectors."""
-    scan.FILE_CACHE.clear()
-    scan.DELETION_CACHE.clear()
+    file_reader.FILE_CACHE.clear()
+    file_reader.DELETION_CACHE.clear()
 
 
 def snapshot(root: str) -> dict[str, bytes]:

@@ -24,8 +24,8 @@ from lance_sql.errors import (
     UnsupportedFeatureError,
 )
 from lance_sql.format.fragment import BasePath
-from lance_sql.table.blobs import BlobFile, _Locator, blob_file_name
 from lance_sql.table.dataset import dataset
+from lance_sql.table.read.blobs import BlobFile, _Locator, blob_file_name
 
 lance = pytest.importorskip("lance")
 Blob = pytest.importorskip("lance.blob").Blob

@@ -28,7 +28,7 @@ from lance_sql.errors import (
 )
 from lance_sql.format.btree import sort_entries
 from lance_sql.io import local
-from lance_sql.table import scan as scan_mod
+from lance_sql.table.files import reader as file_reader
 from lance_sql.table.index import btree as btree_mod
 from lance_sql.table.index import manage
 
@@ -210,7 +210,7 @@ def _key_page_spans(path: Path, column: str) -> list[tuple[str, int, int]]:
     for frag in ds.get_fragments():
         for data_file in frag.files:
             col = data_file.column_indices[list(data_file.fields).index(field_id)]
-            reader = scan_mod.open_data_file(ds.store, ds.manifest, data_file)
+            reader = file_reader.open_data_file(ds.store, ds.manifest, data_file)
             full = os.path.join(str(path), data_file.key)
             for page in reader._columns[col].pages:
                 spans += [(full, pos, pos + size) for pos, size in page.buffers if size]

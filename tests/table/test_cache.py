@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from lance_sql.table.cache import LruCache
+from lance_sql.table.runtime.cache import LruCache
 
 
 def test_least_recently_used_goes_first() -> None:

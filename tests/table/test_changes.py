@@ -14,10 +14,10 @@ import pytest
 import lance_sql
 from lance_sql.errors import InvalidInputError, NotFoundError, VersionCleanedUpError
 from lance_sql.io.uri import open_store
-from lance_sql.table import changes
-from lance_sql.table.change_query import ChangeQuery
-from lance_sql.table.change_rows import META_SCHEMA, ChangeRows
-from lance_sql.table.changes import resolve_window, table_changes
+from lance_sql.table.changes import feed as changes
+from lance_sql.table.changes.feed import resolve_window, table_changes
+from lance_sql.table.changes.query import ChangeQuery
+from lance_sql.table.changes.rows import META_SCHEMA, ChangeRows
 
 DATA = ["id", "v"]
 LINEAGE = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
@@ -272,8 +272,8 @@ def test_preimage_columns_the_update_did_not_modify_come_from_the_new_files(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the modified column of a pre-image is read from the old files."""
     from lance_sql.io import MemoryStore
-    from lance_sql.table import scan
-    from lance_sql.table.cache import LruCache
+    from lance_sql.table.files import reader as file_reader
+    from lance_sql.table.runtime.cache import LruCache
 
     MemoryStore.reset("cdf_preimage")
     uri = "memory://cdf_preimage"
@@ -287,7 +287,7 @@ def test_preimage_columns_the_update_did_not_modify_come_from_the_new_files(
         columns=["id", "v", "w", "_rowid"]).to_pylist() if r["id"] % 7 == 0}
     store = MemoryStore("cdf_preimage")
     for columns, reads_old in ((["id", "v", "_rowid"], False), (["w", "_rowid"], True)):
-        monkeypatch.setattr(scan, "FILE_CACHE", LruCache(512))  # files are read again
+        monkeypatch.setattr(file_reader, "FILE_CACHE", LruCache(512))  # files are read again
         changes._PLAN_CACHE.clear()
         seen: list[str] = []
         store.add_hook(lambda op, key, seen=seen: seen.append(key))

@@ -19,7 +19,7 @@ import pyarrow as pa
 from mp_worker import cleanup_loop, mixed_writer
 
 import lance_sql
-from lance_sql.table.versions import list_versions
+from lance_sql.table.meta.versions import list_versions
 
 UPDATERS = 3
 UPDATES = 10

@@ -21,11 +21,11 @@ from lance_sql.errors import RetryableConflict
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import LATEST_HINT, ManifestNaming, transaction_key
 from lance_sql.io import ExternalManifestCommit, MemoryManifestStore, MemoryStore
-from lance_sql.table.cleanup import WRITER_GRACE
-from lance_sql.table.commit import CommitConfig, commit_transaction
-from lance_sql.table.operations import Append, Transaction
-from lance_sql.table.versions import list_versions, load_manifest
-from lance_sql.table.write import write_fragments
+from lance_sql.table.meta.versions import list_versions, load_manifest
+from lance_sql.table.ops.cleanup import WRITER_GRACE
+from lance_sql.table.txn.commit import CommitConfig, commit_transaction
+from lance_sql.table.txn.operations import Append, Transaction
+from lance_sql.table.write.fragments import write_fragments
 
 _names = itertools.count()
 NAMINGS = [ManifestNaming.V1, ManifestNaming.V2]

@@ -14,8 +14,8 @@ import pyarrow as pa
 
 import lance_sql
 from lance_sql.io import LocalStore, MemoryStore, RenameCommit
-from lance_sql.table.cleanup import WRITER_GRACE
-from lance_sql.table.commit import CommitConfig
+from lance_sql.table.ops.cleanup import WRITER_GRACE
+from lance_sql.table.txn.commit import CommitConfig
 
 _KILLED_WRITER = """
 import os, sys

@@ -24,10 +24,10 @@ from lance_sql.errors import IncompatibleConflict, RetryableConflict
 from lance_sql.format.fragment import DeletionFile
 from lance_sql.format.manifest import ManifestCodec
 from lance_sql.io import MemoryStore
-from lance_sql.table.commit import CommitConfig, commit_transaction
-from lance_sql.table.operations import Transaction, Update
-from lance_sql.table.versions import latest_version, list_versions
-from lance_sql.table.write import write_fragments
+from lance_sql.table.meta.versions import latest_version, list_versions
+from lance_sql.table.txn.commit import CommitConfig, commit_transaction
+from lance_sql.table.txn.operations import Transaction, Update
+from lance_sql.table.write.fragments import write_fragments
 
 _names = itertools.count()
 MUTATING = {"put", "put_if_absent", "rename_if_absent", "delete"}

@@ -11,7 +11,7 @@ import pytest
 
 import lance_sql
 from lance_sql.io.memory import MemoryStore
-from lance_sql.table.commit import committed_version
+from lance_sql.table.txn.commit import committed_version
 
 _names = itertools.count()
 

@@ -15,8 +15,8 @@ from txn_samples import BASE, KINDS, data_file, deletion, frag, ours, theirs
 
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.index import IndexMetadata
-from lance_sql.table.apply import _indices, _with_indices, apply_transaction
-from lance_sql.table.conflicts import (
+from lance_sql.table.txn.apply import _indices, _with_indices, apply_transaction
+from lance_sql.table.txn.conflicts import (
     RULES,
     Compatible,
     Incompatible,
@@ -28,7 +28,7 @@ from lance_sql.table.conflicts import (
     resolve,
     without_stale,
 )
-from lance_sql.table.operations import (
+from lance_sql.table.txn.operations import (
     OPERATION_TYPES,
     Append,
     DataReplacement,

@@ -8,10 +8,10 @@ from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.memory import MemoryStore
-from lance_sql.table.apply import apply_transaction
-from lance_sql.table.commit import commit_transaction
-from lance_sql.table.operations import Overwrite, Transaction
-from lance_sql.table.write import write_fragments
+from lance_sql.table.txn.apply import apply_transaction
+from lance_sql.table.txn.commit import commit_transaction
+from lance_sql.table.txn.operations import Overwrite, Transaction
+from lance_sql.table.write.fragments import write_fragments
 
 DATA = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lance_sql.errors import InvalidInputError, NotFoundError
-from lance_sql.table.expr import (
+from lance_sql.expr import (
     Call,
     Column,
     Literal,

@@ -32,8 +32,8 @@ from lance_sql.errors import FormatError
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.pb import rowids_pb2
 from lance_sql.io import open_store
-from lance_sql.table.scan import UNCHECKED_ROWS
-from lance_sql.table.versions import latest_version
+from lance_sql.table.files.reader import UNCHECKED_ROWS
+from lance_sql.table.meta.versions import latest_version
 
 # Address space the child may add once started (imports, DataFusion's threads and
 # allocator reservations take 2-3 GB of it before any read, more with more cores): every

@@ -14,9 +14,9 @@ from lance_sql.format.manifest import ManifestCodec
 from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
 from lance_sql.io.local import LocalStore
 from lance_sql.io.uri import open_store
-from lance_sql.table.commit import CommitConfig
-from lance_sql.table.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
-from lance_sql.table.versions import latest_version
+from lance_sql.table.meta.versions import latest_version
+from lance_sql.table.txn.commit import CommitConfig
+from lance_sql.table.write.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
 
 
 def _batch(start: int, n: int) -> pa.RecordBatch:

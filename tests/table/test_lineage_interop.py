@@ -17,8 +17,8 @@ import pytest
 import lance_sql
 from lance_sql.format.fragment import ExternalFile
 from lance_sql.format.row_ids import encode_row_ids
-from lance_sql.table.operations import Transaction, Update
-from lance_sql.table.row_ids import externalize
+from lance_sql.table.files.lineage import externalize
+from lance_sql.table.txn.operations import Transaction, Update
 
 SYSTEM = ["_rowid", "_rowaddr", "_row_created_at_version", "_row_last_updated_at_version"]
 

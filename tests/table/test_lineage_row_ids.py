@@ -18,8 +18,7 @@ from lance_sql.format.row_ids import (
     encode_row_ids,
     encode_versions,
 )
-from lance_sql.table.row_id_index import MISSING, RowIdIndex, row_id_index
-from lance_sql.table.row_ids import (
+from lance_sql.table.files.lineage import (
     INLINE_LIMIT,
     PENDING_VERSION,
     externalize,
@@ -27,6 +26,7 @@ from lance_sql.table.row_ids import (
     stamp_fragments,
     with_lineage,
 )
+from lance_sql.table.files.row_id_index import MISSING, RowIdIndex, row_id_index
 
 SYSTEM = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
 P = PENDING_VERSION
@@ -93,8 +93,8 @@ def test_rebase_reapplies_with_the_later_version_and_counter() -> None:
 
 def test_rebase_through_commits_gives_unique_ids(tmp_path) -> None:  # noqa: ANN001
     """Two appends built on the same version: the loser's rows get ids after the winner's."""
-    from lance_sql.table.operations import Append, Transaction
-    from lance_sql.table.write import write_fragments
+    from lance_sql.table.txn.operations import Append, Transaction
+    from lance_sql.table.write.fragments import write_fragments
 
     ds = _stable_table(tmp_path / "t", n=10)
     base, naming = ds._latest_for_write()
@@ -185,7 +185,7 @@ def test_large_sequence_goes_to_a_file_and_reads_back(tmp_path) -> None:  # noqa
 
 def test_scattered_update_commits_an_external_sequence(tmp_path) -> None:  # noqa: ANN001
     """Committing a fragment whose ids are scattered: readers see every id."""
-    from lance_sql.table.operations import Transaction, Update
+    from lance_sql.table.txn.operations import Transaction, Update
 
     n = 70_000
     ds = _stable_table(tmp_path / "t", n=n, per_file=n)
@@ -243,7 +243,7 @@ def test_truncated_external_row_ids(tmp_path) -> None:  # noqa: ANN001
 
 
 def test_damaged_sequence_in_a_table_fails_the_read(tmp_path) -> None:  # noqa: ANN001
-    from lance_sql.table.operations import Transaction, Update
+    from lance_sql.table.txn.operations import Transaction, Update
 
     ds = _stable_table(tmp_path / "t", n=20, per_file=10)
     frag = ds.get_fragments()[1]
@@ -282,7 +282,7 @@ def test_stable_row_ids_cannot_be_enabled_later(tmp_path) -> None:  # noqa: ANN0
 @pytest.mark.parametrize("opted_in", [False, True])
 def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> None:  # noqa: ANN001
     """pylance 14.0.2 cannot open tables with external row ids: writing them is opt-in."""
-    from lance_sql.table.operations import Transaction, Update
+    from lance_sql.table.txn.operations import Transaction, Update
 
     n = 70_000
     ds = _stable_table(tmp_path / "t", n=n, per_file=n)
@@ -307,7 +307,7 @@ def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> 
 
 
 def test_lineage_stays_compact_until_arrays_are_asked_for(tmp_path) -> None:  # noqa: ANN001
-    from lance_sql.table import row_ids as lineage_module
+    from lance_sql.table.files import lineage as lineage_module
 
     ds = _stable_table(tmp_path / "t", n=100_000, per_file=25_000)
     lineage_module._ARRAYS.clear()
@@ -327,7 +327,7 @@ def test_lineage_stays_compact_until_arrays_are_asked_for(tmp_path) -> None:  # 
 def test_lineage_lookups_from_many_threads_agree(tmp_path) -> None:  # noqa: ANN001
     from concurrent.futures import ThreadPoolExecutor
 
-    from lance_sql.table import row_ids as lineage_module
+    from lance_sql.table.files import lineage as lineage_module
 
     ds = _stable_table(tmp_path / "t", n=4_000, per_file=1_000)
     ds.update({"v": "'u'"}, where="id % 3 = 0")  # explicit ids in the rewritten rows

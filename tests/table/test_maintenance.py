@@ -13,7 +13,7 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError
-from lance_sql.table.maintenance import CompactionMetrics, plan_compaction
+from lance_sql.table.ops.maintenance import CompactionMetrics, plan_compaction
 
 
 def _data(start: int, n: int) -> pa.Table:

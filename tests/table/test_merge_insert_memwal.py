@@ -21,7 +21,7 @@ from lance_sql.format.memwal import (
     with_details,
 )
 from lance_sql.io.memory import MemoryStore
-from lance_sql.table.operations import CreateIndex, Transaction
+from lance_sql.table.txn.operations import CreateIndex, Transaction
 
 REGION = uuid.UUID("11111111-2222-4333-8444-555555555555")
 _names = itertools.count()

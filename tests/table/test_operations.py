@@ -41,8 +41,8 @@ from lance_sql.format.memwal import (
 )
 from lance_sql.format.pb import memwal_pb2, transaction_pb2
 from lance_sql.format.row_ids import encode_row_ids
-from lance_sql.table.apply import apply_transaction
-from lance_sql.table.operations import (
+from lance_sql.table.txn.apply import apply_transaction
+from lance_sql.table.txn.operations import (
     Append,
     Clone,
     CreateIndex,

@@ -28,7 +28,7 @@ from lance_sql.errors import (
 )
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.io import open_store
-from lance_sql.table.versions import latest_version
+from lance_sql.table.meta.versions import latest_version
 
 
 @pytest.fixture

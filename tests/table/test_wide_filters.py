@@ -19,8 +19,8 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError
-from lance_sql.table import expr as expr_module
-from lance_sql.table.expr import Call, Column, Literal, fold_equalities, parse_predicate
+from lance_sql.expr import Call, Column, Literal, fold_equalities, parse_predicate
+from lance_sql.expr import arrow as expr_module
 
 ROWS = 30_000
 REPO = Path(__file__).resolve().parents[2]

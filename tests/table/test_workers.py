@@ -15,8 +15,8 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import NotFoundError
-from lance_sql.table.scan import Scanner
-from lance_sql.table.workers import WorkerPool, live_workers
+from lance_sql.table.read.scan import Scanner
+from lance_sql.table.runtime.workers import WorkerPool, live_workers
 
 REPO = Path(__file__).resolve().parents[2]
 

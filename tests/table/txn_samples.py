@@ -20,7 +20,7 @@ from lance_sql.format.index import IndexMetadata, encode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME, MemWalIndexDetails, with_details
 from lance_sql.format.schema import LanceSchema
-from lance_sql.table.operations import (
+from lance_sql.table.txn.operations import (
     OPERATION_TYPES,
     Append,
     Clone,

@@ -32,8 +32,8 @@ from lance_sql.format.index import IndexMetadata
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.cache import LruCache
-from lance_sql.table.scan import base_store
+from lance_sql.table.files.reader import base_store
+from lance_sql.table.runtime.cache import LruCache
 
 INDEX_DIR = "_indices"
 # Opened indices (file readers + page bounds) and decoded pages, shared by all scans.

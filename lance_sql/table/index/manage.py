@@ -33,10 +33,11 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.pb import table_pb2
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
+from lance_sql.table.files.reader import ROW_ADDR, deleted_offsets
+from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.btree import BTreeIndex, index_key, write_btree
-from lance_sql.table.operations import CreateIndex, Transaction
-from lance_sql.table.row_id_index import MISSING, row_id_index
-from lance_sql.table.scan import ROW_ADDR, Scanner, deleted_offsets
+from lance_sql.table.read.scan import Scanner
+from lance_sql.table.txn.operations import CreateIndex, Transaction
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset

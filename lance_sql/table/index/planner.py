@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, IndexFallbackWarning, LanceError
+from lance_sql.expr import Call, Column, Expr, Literal, exact_literal, to_sql
 from lance_sql.format.btree import (
     BATCH_SIZE,
     ROW_ADDRESS_IDS,
@@ -42,10 +43,9 @@ from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.cache import LruCache
-from lance_sql.table.expr import Call, Column, Expr, Literal, exact_literal, to_sql
+from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.btree import BTreeIndex
-from lance_sql.table.row_id_index import MISSING, row_id_index
+from lance_sql.table.runtime.cache import LruCache
 
 _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # A fragment where the index finds more than this share of the rows is scanned instead

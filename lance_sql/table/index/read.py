@@ -11,7 +11,7 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.index.planner import IndexedRows, plan_indexed
-from lance_sql.table.scan import ScanPlan, narrowed, scan_rows
+from lance_sql.table.read.scan import ScanPlan, narrowed, scan_rows
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def indexed_scan(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
 
 def index_hook(store: ObjectStore, manifest: Manifest, use_index: bool | None = None
                ) -> Callable[[ScanPlan, Sequence[Fragment]], IndexedScan | None]:
-    """What :class:`~lance_sql.table.scan.Scanner` calls to let indices answer."""
+    """What :class:`~lance_sql.table.read.scan.Scanner` calls to let indices answer."""
 
     def hook(plan: ScanPlan, fragments: Sequence[Fragment]) -> IndexedScan | None:
         return indexed_scan(store, manifest, plan, fragments, use_index)

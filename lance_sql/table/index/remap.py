@@ -22,9 +22,9 @@ from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.pb import transaction_pb2
 from lance_sql.io.store import ObjectStore
+from lance_sql.table.files.reader import deleted_offsets
 from lance_sql.table.index.btree import BTreeIndex, index_key, write_btree
-from lance_sql.table.operations import RewrittenIndex
-from lance_sql.table.scan import deleted_offsets
+from lance_sql.table.txn.operations import RewrittenIndex
 
 Group = tuple[Sequence[Fragment], Sequence[Fragment]]
 

@@ -1,0 +1,524 @@
+"""Engine-neutral filter expressions and their translation to pyarrow.
+
+Filters reach lance_sql as SQL predicate strings, as in pylance
+(``ds.to_table(filter="x > 5")``, ``ds.delete("id IN (1, 2)")``).
+:func:`parse_predicate` turns them into the small tree defined here; keeping that tree free of
+any engine lets a scan learn which columns to read (:func:`columns`), prune fragments by row
+address (:mod:`lance_sql.expr.bounds`) and evaluate rows with pyarrow (:func:`to_pyarrow`).
+
+Semantics follow SQL as DataFusion (the engine lance_sql answers queries with) implements it,
+so a filter string selects the same rows whichever path evaluates it:
+
+* three-valued logic: a comparison with NULL is NULL and a NULL predicate drops the row;
+  ``x IN (1, NULL)`` is TRUE or NULL, never FALSE; the field of a NULL struct is NULL;
+* floats order every NaN above every number and equal to itself, and -0.0 = 0.0
+  (DataFusion looks at a NaN's sign bit, and its IN lists tell -0.0 from 0.0: we do not);
+* integer ``/`` truncates toward zero, ``%`` takes the dividend's sign, integer overflow wraps,
+  dividing an integer by zero fails when the filter runs; CAST truncates toward zero;
+* a literal compared with an expression takes that expression's type where SQL coerces it:
+  strings against dates/timestamps/numbers, DATE/TIMESTAMP against timestamp columns (a naive
+  timestamp is wall-clock time in the column's time zone, a DATE is UTC midnight), NULL against
+  anything; each IN item is coerced the same way on its own. A string expression compared with
+  a number is cast to that number's type; integers meet decimals as decimals; integers and
+  decimals meet floats as float64. Dictionary-encoded columns are decoded first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import re
+from decimal import Decimal
+from typing import Any, TypeAlias
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.expr.model import (
+    ARITHMETIC,
+    COMPARISONS,
+    FUNCTIONS,
+    OPS,
+    Call,
+    Column,
+    Expr,
+    Literal,
+    col,
+    lit,
+    literal_type,
+)
+from lance_sql.expr.model import scalar_of as _scalar
+from lance_sql.expr.parser import parse_predicate, to_sql
+
+__all__ = [
+    "ARITHMETIC", "COMPARISONS", "FUNCTIONS", "OPS", "Call", "Column", "Expr", "Literal",
+    "col", "columns", "lit", "literal_type", "parse_predicate", "resolve", "resolve_column",
+    "exact_literal", "to_pyarrow", "to_sql",
+]
+
+_UNARY_FN = {"lower": "utf8_lower", "upper": "utf8_upper", "abs": "abs_checked",
+             "length": "utf8_length", "negate": "negate"}
+_MATCH_FN = {"like": "match_like", "ilike": "match_like", "starts_with": "starts_with",
+             "ends_with": "ends_with"}
+# Terms one AND/OR joins directly (pyarrow's recursion depth), and terms one AND/OR may
+# have at all (after folding equalities into IN lists).
+CHAIN = 64
+MAX_TERMS = 100_000
+
+
+def columns(expr: Expr) -> set[tuple[str, ...]]:
+    """Every column path ``expr`` reads, as written (see :func:`resolve` for schema names)."""
+    if isinstance(expr, Column):
+        return {expr.path}
+    if isinstance(expr, Call):
+        return set().union(*(columns(a) for a in expr.args))
+    return set()
+
+
+# ---------------------------------------------------------------------- schema binding
+
+
+def _schema_paths(fields: list[pa.Field], prefix: str = "") -> list[str]:
+    out = []
+    for f in fields:
+        out.append(prefix + f.name)
+        if pa.types.is_struct(f.type):
+            out += _schema_paths(list(f.type), prefix + f.name + ".")
+    return out
+
+
+def resolve_column(schema: pa.Schema, path: tuple[str, ...]) -> tuple[tuple[str, ...], pa.DataType]:
+    """The schema's spelling and type of ``path``.
+
+    Names match exactly, else case-insensitively when that is unambiguous (SQL folds unquoted
+    identifiers; pylance resolves ``filter="X > 1"`` against column ``x``).
+    """
+    fields: list[pa.Field] = list(schema)
+    names: list[str] = []
+    for part in path:
+        matches = [f for f in fields if f.name == part]
+        if not matches:
+            matches = [f for f in fields if f.name.lower() == part.lower()]
+        if len(matches) != 1:
+            available = ", ".join(_schema_paths(list(schema))) or "(none)"
+            problem = "is ambiguous" if matches else "not found"
+            raise NotFoundError(
+                f"column '{'.'.join(path)}' {problem} in filter; available columns: {available}"
+            )
+        names.append(matches[0].name)
+        typ = matches[0].type
+        fields = list(typ) if pa.types.is_struct(typ) else []
+    return tuple(names), typ
+
+
+def resolve(expr: Expr, schema: pa.Schema) -> Expr:
+    """``expr`` with every column path spelled as in ``schema`` (NotFoundError if missing)."""
+    if isinstance(expr, Column):
+        return Column(resolve_column(schema, expr.path)[0])
+    if isinstance(expr, Call):
+        return Call(expr.op, tuple(resolve(a, schema) for a in expr.args))
+    return expr
+
+
+# ------------------------------------------------------------------- pyarrow translation
+
+_Typed: TypeAlias = tuple[pc.Expression, pa.DataType]
+
+
+@functools.cache
+def _null_bool() -> _Typed:
+    # Built on first use: pyarrow imports pandas when it first makes a scalar (~0.2 s),
+    # which processes that never filter (Spark writers, the CLI's help) need not pay.
+    return pc.scalar(pa.scalar(None, pa.bool_())), pa.bool_()
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _is_numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None) -> _Typed:
+    """Apply a pyarrow kernel, finding its result type (and type errors) on empty arrays now."""
+    try:
+        empties = [pa.array([], t) for _, t in args]
+        out_type = pc.call_function(fn, empties, options).type
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as err:
+        types = ", ".join(str(t) for _, t in args)
+        raise InvalidInputError(f"cannot apply {fn} to ({types}) in filter: {err}") from None
+    return pc.Expression._call(fn, [e for e, _ in args], options), out_type
+
+
+def _cast(x: _Typed, target: pa.DataType) -> _Typed:
+    """SQL CAST: floats and decimals truncate toward zero; out-of-range values fail."""
+    if pa.types.is_integer(x[1]) and pa.types.is_decimal(target):
+        # pyarrow wants room for every int64 before it looks at the values; SQL does not
+        wide = _int_as_decimal(x[1])
+        precision = wide.precision + target.scale
+        wide = (pa.decimal128 if precision <= 38 else pa.decimal256)(precision, target.scale)
+        if wide != target:
+            x = _cast(x, wide)
+    options = pc.CastOptions(target, allow_float_truncate=True, allow_decimal_truncate=True)
+    return _call("cast", [x], options)
+
+
+def _tzinfo(tz: str) -> dt.tzinfo:
+    m = re.fullmatch(r"([+-])(\d\d):?(\d\d)", tz)
+    if m:
+        delta = dt.timedelta(hours=int(m[2]), minutes=int(m[3]))
+        return dt.timezone(-delta if m[1] == "-" else delta)
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as err:
+        raise InvalidInputError(f"unknown time zone {tz!r}: {err}") from None
+
+
+def _as_timestamp(v: Any, target: pa.TimestampType) -> pa.Scalar:
+    """A date/datetime literal as an instant of ``target``, as DataFusion coerces it."""
+    if not isinstance(v, dt.datetime):  # a DATE: midnight, UTC for zoned columns
+        v = dt.datetime.combine(v, dt.time(), dt.UTC if target.tz else None)
+    if target.tz is None and v.tzinfo is not None:
+        v = v.astimezone(dt.UTC).replace(tzinfo=None)
+    elif target.tz is not None and v.tzinfo is None:
+        v = v.replace(tzinfo=_tzinfo(target.tz))  # naive: wall-clock time in the column's zone
+    unit = target.unit if target.unit in ("us", "ns") else "us"
+    return pa.scalar(v, pa.timestamp(unit, target.tz))
+
+
+def _literal_as(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
+    """``lit`` coerced to ``target`` where SQL coerces a literal to the other side's type."""
+    v = lit.value
+    if v is None:
+        try:
+            return pa.scalar(None, target)
+        except (pa.ArrowException, TypeError):
+            return None
+    if isinstance(v, int) and not isinstance(v, bool) and pa.types.is_integer(target):
+        # Keep the column's type when the literal fits: otherwise pyarrow widens a uint64
+        # column to int64 and fails on values of 2**63 and above.
+        try:
+            return pa.scalar(v, target)
+        except (pa.ArrowException, OverflowError):
+            return None
+    try:
+        if pa.types.is_timestamp(target) and isinstance(v, str | dt.date):
+            return _as_timestamp(dt.datetime.fromisoformat(v) if isinstance(v, str) else v, target)
+        if pa.types.is_date(target) and isinstance(v, str):
+            return pa.scalar(dt.date.fromisoformat(v.strip()), target)
+        if isinstance(v, str) and pa.types.is_integer(target):
+            return pa.scalar(int(v.strip()))
+        if isinstance(v, str) and pa.types.is_floating(target):
+            return pa.scalar(float(v))
+        if isinstance(v, str) and pa.types.is_decimal(target):
+            return pa.scalar(Decimal(v.strip()))
+    except (ValueError, ArithmeticError, pa.ArrowException) as err:
+        raise InvalidInputError(f"cannot compare {target} with literal {v!r}: {err}") from None
+    return None
+
+
+def exact_literal(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
+    """``lit`` as a ``target`` value when comparing a ``target`` column with it means
+    comparing with exactly that value (so a sorted index of the column can answer), else
+    None (NULL, or SQL would compare in another type, e.g. an int column with 1.5)."""
+    if lit.value is None:
+        return None
+    try:
+        s = _literal_as(lit, target)
+    except InvalidInputError:
+        return None
+    if s is None:
+        s = _scalar(lit)
+        binary = all(pa.types.is_binary(t) or pa.types.is_large_binary(t)
+                     for t in (s.type, target))
+        if not binary and (_family(s.type) != _family(target) or _family(s.type) == "other"):
+            return None
+    if pa.types.is_floating(s.type) and not pa.types.is_floating(target):
+        return None  # SQL compares an integer column with a float in floating point
+    try:
+        exact = s.cast(target)
+        if not exact.cast(s.type).equals(s):
+            return None
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    return exact
+
+
+def _int_as_decimal(t: pa.DataType) -> pa.DataType:
+    """The narrowest decimal holding every value of integer type ``t``."""
+    signed = pa.types.is_signed_integer(t)
+    return pa.decimal128(len(str(2 ** (t.bit_width - signed))), 0)
+
+
+def _unify(left: _Typed, right: _Typed) -> tuple[_Typed, _Typed]:
+    """Casts SQL makes that pyarrow would not, or would make differently: a string meeting a
+    number becomes that number, integers meet decimals as decimals, integers and decimals meet
+    floats as float64 (pyarrow may pick float32 for two constants)."""
+    for swap in (False, True):
+        (a, at), (b, bt) = (right, left) if swap else (left, right)
+        if _is_string(at) and _is_numeric(bt):
+            a, at = _cast((a, at), bt)
+        elif pa.types.is_decimal(at) and pa.types.is_integer(bt):
+            b, bt = _cast((b, bt), _int_as_decimal(bt))
+        elif at == pa.uint64() and pa.types.is_signed_integer(bt):
+            # No integer type holds both; compare as exact decimals instead.
+            wide = pa.decimal128(20, 0)
+            a, at = _cast((a, at), wide)
+            b, bt = _cast((b, bt), wide)
+        elif (pa.types.is_decimal(at) or pa.types.is_integer(at)) and pa.types.is_floating(bt):
+            a, at = _cast((a, at), pa.float64())
+            if bt != pa.float64():
+                b, bt = _cast((b, bt), pa.float64())
+        else:
+            continue
+        return ((b, bt), (a, at)) if swap else ((a, at), (b, bt))
+    return left, right
+
+
+class _Translator:
+    def __init__(self, schema: pa.Schema) -> None:
+        self.schema = schema
+
+    def expr(self, e: Expr) -> _Typed:
+        if isinstance(e, Column):
+            path, t = resolve_column(self.schema, e.path)
+            x: _Typed = (pc.field(*path), t)
+            return _cast(x, t.value_type) if pa.types.is_dictionary(t) else x
+        if isinstance(e, Literal):
+            s = _scalar(e)
+            return pc.scalar(s), s.type
+        op, args = e.op, e.args
+        if op in ("and", "or"):
+            if op == "or":
+                args = fold_equalities(args)
+            if len(args) > MAX_TERMS:
+                raise InvalidInputError(
+                    f"filter has {len(args)} {op.upper()}ed terms; at most {MAX_TERMS} are "
+                    "supported (equalities of one column are folded into IN lists first)")
+            parts = [self.boolean(a) for a in args]
+            return _combine(f"{op}_kleene", parts)
+        if op == "not":
+            return _call("invert", [self.boolean(args[0])])
+        if op in COMPARISONS:
+            return self.compare(op, args[0], args[1])
+        if op in ("is_null", "is_not_null"):
+            return _call("is_null" if op == "is_null" else "is_valid", [self.expr(args[0])])
+        if op == "in":
+            return self.is_in(args[0], args[1:])
+        if op == "between":
+            low, high = self.compare(">=", args[0], args[1]), self.compare("<=", args[0], args[2])
+            return _call("and_kleene", [low, high])
+        if op in ARITHMETIC:
+            left, right = self.coerce(args[0], args[1])
+            return _call(ARITHMETIC[op], [left, right])
+        if op in _MATCH_FN:
+            return self.match(op, args[0], args[1])
+        if op in _UNARY_FN:
+            return _call(_UNARY_FN[op], [self.expr(args[0])])
+        if op == "cast":
+            return _cast(self.expr(args[0]), args[1].type)
+        raise InvalidInputError(f"unknown operator {op!r} in filter")
+
+    def boolean(self, e: Expr) -> _Typed:
+        x = self.expr(e)
+        if x[1] == pa.null():
+            return _cast(x, pa.bool_())
+        if x[1] != pa.bool_():
+            raise InvalidInputError(f"expected a boolean in filter, got {x[1]}: {to_sql(e)}")
+        return x
+
+    def coerce(self, a: Expr, b: Expr) -> tuple[_Typed, _Typed]:
+        left, right = self.expr(a), self.expr(b)
+        if isinstance(b, Literal) and not isinstance(a, Literal):
+            s = _literal_as(b, left[1])
+            right = right if s is None else (pc.scalar(s), s.type)
+        elif isinstance(a, Literal) and not isinstance(b, Literal):
+            s = _literal_as(a, right[1])
+            left = left if s is None else (pc.scalar(s), s.type)
+        return _unify(left, right)
+
+    def compare(self, op: str, a: Expr, b: Expr) -> _Typed:
+        left, right = self.coerce(a, b)
+        if pa.types.is_floating(left[1]) or pa.types.is_floating(right[1]):
+            return _nan_compare(op, left, right)
+        return _call(COMPARISONS[op], [left, right])
+
+    def is_in(self, x_expr: Expr, items: tuple[Expr, ...]) -> _Typed:
+        values = [i for i in items if not (isinstance(i, Literal) and i.value is None)]
+        result = self._value_set_lookup(x_expr, values) if values else _null_bool()
+        if result is None:  # no exact common type: spell it out as x = a OR x = b ...
+            result = _combine("or_kleene", [self.compare("=", x_expr, v) for v in values])
+        if len(values) < len(items):  # x IN (..., NULL) is never FALSE
+            result = _call("or_kleene", [result, _null_bool()])
+        return result
+
+    def _value_set_lookup(self, x_expr: Expr, values: list[Expr]) -> _Typed | None:
+        """``is_in`` against one typed array, when every literal converts exactly to x's type."""
+        x = self.expr(x_expr)
+        scalars = []
+        for v in values:
+            if not isinstance(v, Literal):
+                return None
+            s = _literal_as(v, x[1])
+            s = _scalar(v) if s is None else s
+            if _family(s.type) != _family(x[1]) or _family(s.type) == "other":
+                return None
+            try:
+                exact = s.cast(x[1])
+                if not exact.cast(s.type).equals(s):  # e.g. 1.505 as decimal(10, 2)
+                    return None
+            except (pa.ArrowException, TypeError):
+                return None
+            scalars.append(exact)
+        value_set = pa.array(scalars, x[1])
+        probe = x
+        if pa.types.is_floating(x[1]):  # the hash lookup tells -0.0 from 0.0; SQL does not
+            zero: _Typed = (pc.scalar(pa.scalar(0.0, x[1])), x[1])
+            probe = _call("add", [x, zero])
+            value_set = pc.add(value_set, pa.scalar(0.0, x[1]))
+        hit = _call("is_in", [probe], pc.SetLookupOptions(value_set, skip_nulls=True))
+        return _call("if_else", [_call("is_valid", [x]), hit, _null_bool()])
+
+    def match(self, op: str, x_expr: Expr, pattern: Expr) -> _Typed:
+        if not isinstance(pattern, Literal) or not isinstance(pattern.value, str | None):
+            raise InvalidInputError(f"{op} needs a string literal pattern, got {to_sql(pattern)}")
+        if pattern.value is None:
+            return _null_bool()
+        options = pc.MatchSubstringOptions(pattern.value, ignore_case=op == "ilike")
+        return _call(_MATCH_FN[op], [self.expr(x_expr)], options)
+
+
+def _family(t: pa.DataType) -> str:
+    if _is_numeric(t):
+        return "number"
+    if _is_string(t):
+        return "string"
+    if pa.types.is_temporal(t):
+        return "time"
+    return "bool" if pa.types.is_boolean(t) else "other"
+
+
+def _combine(fn: str, parts: list[_Typed]) -> _Typed:
+    """``parts`` joined with an associative kernel (``and_kleene``/``or_kleene``) so that
+    pyarrow never recurses deeply through the result.
+
+    pyarrow flattens nested calls of one associative kernel into a single left-deep chain
+    before evaluating, and walks that chain recursively: 10,000 terms overflow its
+    stack. So at most :data:`CHAIN` parts are joined directly; longer lists are joined in
+    groups, each behind a no-op cast to boolean that pyarrow does not flatten through,
+    and the groups joined the same way, level after level.
+    """
+    while len(parts) > 1:
+        groups = [_chain(fn, parts[i : i + CHAIN]) for i in range(0, len(parts), CHAIN)]
+        if len(groups) == 1:
+            return groups[0]
+        parts = [_call("cast", [g], pc.CastOptions(pa.bool_())) for g in groups]
+    return parts[0]
+
+
+def _chain(fn: str, parts: list[_Typed]) -> _Typed:
+    out = parts[0]
+    for part in parts[1:]:
+        out = _call(fn, [out, part])
+    return out
+
+
+def fold_equalities(args: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    """The operands of an OR with equalities of one column to literals (and that column's
+    IN lists) merged into one IN list per column: ``a = 1 OR b = 2 OR a = 3`` is
+    ``a IN (1, 3) OR b = 2``. The same under three-valued logic (IN is defined as that
+    disjunction), and one set lookup instead of thousands of comparisons."""
+    groups: dict[tuple[str, ...], list[Literal]] = {}
+    members: dict[tuple[str, ...], int] = {}
+    for arg in args:
+        found = _equality_values(arg)
+        if found is not None:
+            groups.setdefault(found[0].path, []).extend(found[1])
+            members[found[0].path] = members.get(found[0].path, 0) + 1
+    if all(count < 2 for count in members.values()):
+        return args
+    out: list[Expr] = []
+    placed: set[tuple[str, ...]] = set()
+    for arg in args:
+        found = _equality_values(arg)
+        if found is None or members[found[0].path] < 2:
+            out.append(arg)
+        elif found[0].path not in placed:
+            placed.add(found[0].path)
+            out.append(Call("in", (found[0], *groups[found[0].path])))
+    return tuple(out)
+
+
+def _equality_values(e: Expr) -> tuple[Column, list[Literal]] | None:
+    """(column, literals) when ``e`` is ``column = literal`` (either way round) or
+    ``column IN (literals)``."""
+    if not isinstance(e, Call):
+        return None
+    if e.op == "=" and len(e.args) == 2:
+        a, b = e.args
+        if isinstance(a, Literal) and isinstance(b, Column):
+            a, b = b, a
+        if isinstance(a, Column) and isinstance(b, Literal):
+            return a, [b]
+    if e.op == "in" and isinstance(e.args[0], Column) and all(
+            isinstance(v, Literal) for v in e.args[1:]):
+        return e.args[0], list(e.args[1:])  # type: ignore[arg-type]
+    return None
+
+
+def _nan_compare(op: str, left: _Typed, right: _Typed) -> _Typed:
+    """Compare with NaN equal to itself and above every number (DataFusion's float order)."""
+
+    def is_nan(x: _Typed) -> _Typed | None:
+        return _call("is_nan", [x]) if pa.types.is_floating(x[1]) else None
+
+    def eq(a: _Typed, b: _Typed) -> _Typed:
+        plain, na, nb = _call("equal", [a, b]), is_nan(a), is_nan(b)
+        if na is None or nb is None:
+            return plain
+        return _call("or_kleene", [plain, _call("and_kleene", [na, nb])])
+
+    def lt(a: _Typed, b: _Typed) -> _Typed:
+        plain, na, nb = _call("less", [a, b]), is_nan(a), is_nan(b)
+        if nb is None:
+            return plain
+        a_number = _call("is_valid", [a]) if na is None else _call("invert", [na])
+        return _call("or_kleene", [plain, _call("and_kleene", [a_number, nb])])
+
+    builders = {
+        "=": lambda: eq(left, right), "!=": lambda: _call("invert", [eq(left, right)]),
+        "<": lambda: lt(left, right), ">": lambda: lt(right, left),
+        "<=": lambda: _call("invert", [lt(right, left)]),
+        ">=": lambda: _call("invert", [lt(left, right)]),
+    }
+    return builders[op]()
+
+
+def to_pyarrow(expr: Expr | str, schema: pa.Schema) -> pc.Expression:
+    """A boolean pyarrow expression for ``expr`` over ``schema``, for ``Table.filter`` or a
+    dataset scan (both drop rows where it is NULL).
+
+    Raises NotFoundError for unknown columns and InvalidInputError for type errors, both
+    before any data is read.
+    """
+    if isinstance(expr, str):
+        expr = parse_predicate(expr)
+    translator = _Translator(schema)
+    try:
+        return translator.boolean(expr)[0]
+    except RecursionError:
+        raise InvalidInputError("filter is nested too deeply") from None
+
+
+def value_expression(expr: Expr | str, schema: pa.Schema) -> pc.Expression:
+    """A pyarrow expression computing ``expr`` (of any type) over ``schema``: the SQL
+    expressions of ``add_columns``. Errors as for :func:`to_pyarrow`."""
+    if isinstance(expr, str):
+        expr = parse_predicate(expr)
+    try:
+        return _Translator(schema).expr(expr)[0]
+    except RecursionError:
+        raise InvalidInputError("expression is nested too deeply") from None

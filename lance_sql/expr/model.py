@@ -1,0 +1,79 @@
+"""The filter expression tree: three frozen node types, no engine attached.
+
+:mod:`lance_sql.expr.parser` builds it from SQL text and
+:mod:`lance_sql.expr.arrow` translates it to pyarrow and analyses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import pyarrow as pa
+
+from lance_sql.errors import InvalidInputError
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column reference; several parts walk into struct fields (``a.b`` is ``("a", "b")``)."""
+
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Literal:
+    """A constant. ``type`` None means "whatever pyarrow infers from ``value``"."""
+
+    value: Any
+    type: pa.DataType | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """An operator or function applied to ``args`` (see :data:`OPS`).
+
+    ``in`` takes the tested expression then the list's literals; ``between`` takes
+    ``(x, low, high)``; ``cast`` takes ``(x, Literal(None, target_type))``. Negated SQL forms
+    (``NOT IN``, ``NOT LIKE``, ``NOT BETWEEN``) are ``not`` around the positive form, which is
+    exactly their meaning under three-valued logic.
+    """
+
+    op: str
+    args: tuple[Expr, ...]
+
+
+Expr: TypeAlias = Column | Literal | Call
+
+COMPARISONS = {
+    "=": "equal", "!=": "not_equal", "<": "less",
+    "<=": "less_equal", ">": "greater", ">=": "greater_equal",
+}
+ARITHMETIC = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "remainder"}
+FUNCTIONS = {"lower": 1, "upper": 1, "abs": 1, "length": 1, "starts_with": 2, "ends_with": 2}
+OPS = frozenset(
+    {"and", "or", "not", "is_null", "is_not_null", "in", "between", "like", "ilike",
+     "negate", "cast"} | COMPARISONS.keys() | ARITHMETIC.keys() | FUNCTIONS.keys()
+)
+
+
+def col(name: str) -> Column:
+    """``col("a.b")``: a column reference from a dotted name (no quoting)."""
+    return Column(tuple(name.split(".")))
+
+
+def lit(value: Any, type: pa.DataType | None = None) -> Literal:
+    return Literal(value, type)
+
+
+def literal_type(lit: Literal) -> pa.DataType:
+    return scalar_of(lit).type
+
+
+def scalar_of(lit: Literal) -> pa.Scalar:
+    big = lit.type is None and isinstance(lit.value, int) and lit.value >= 2**63
+    try:
+        return pa.scalar(lit.value, pa.uint64() if big else lit.type)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:
+        message = f"invalid literal {lit.value!r} of type {lit.type}: {err}"
+        raise InvalidInputError(message) from None

@@ -1,0 +1,477 @@
+"""SQL predicate strings to :mod:`lance_sql.expr.arrow` trees, and back (:func:`to_sql`).
+
+Hand-written (a tokenizer and a precedence-climbing parser) so that the accepted language is
+exactly what the translators understand and every error names a character position.
+Precedence, loosest first: OR, AND, NOT, comparisons (= == != <> < <= > >= IS IN BETWEEN
+LIKE ILIKE), + -, * / %, unary minus. Unquoted identifiers keep their spelling; binding to a
+schema matches them case-insensitively when no exact name exists.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+import pyarrow as pa
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.expr.model import (
+    ARITHMETIC,
+    COMPARISONS,
+    FUNCTIONS,
+    Call,
+    Column,
+    Expr,
+    Literal,
+    literal_type,
+)
+
+_KEYWORDS = frozenset(
+    {"AND", "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "LIKE", "ILIKE", "TRUE", "FALSE", "AS"}
+)
+_OPS = ("<=", ">=", "<>", "!=", "==", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",", ".")
+_NUMBER = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_IDENT = re.compile(r"[^\W\d]\w*")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_TIMESTAMP = re.compile(
+    r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}(:?\d{2})?)?", re.ASCII
+)
+_ALIASES = {"==": "=", "<>": "!=", "char_length": "length", "character_length": "length"}
+_BINARY_BP = {"OR": 1, "AND": 2, "=": 4, "==": 4, "!=": 4, "<>": 4, "<": 4, "<=": 4, ">": 4,
+              ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+_PREDICATE_BP = 4  # IS, IN, BETWEEN, LIKE, ILIKE and their NOT forms
+_NOT_BP = 3  # NOT's operand stops before AND/OR but takes comparisons
+_UNARY_BP = 7
+_TYPES = {"INT": pa.int32(), "INTEGER": pa.int32(), "BIGINT": pa.int64(),
+          "SMALLINT": pa.int16(), "TINYINT": pa.int8(), "FLOAT": pa.float32(),
+          "REAL": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
+          "STRING": pa.string(), "TEXT": pa.string(), "CHAR": pa.string(),
+          "BOOLEAN": pa.bool_(), "BOOL": pa.bool_(), "DATE": pa.date32(),
+          "TIMESTAMP": pa.timestamp("us")}
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str  # "ident", "qident", "string", "int", "float", "op" or "eof"
+    text: str  # source text; decoded contents for strings and quoted identifiers
+    pos: int
+
+    def describe(self) -> str:
+        if self.kind == "eof":
+            return "end of input"
+        if self.kind == "string":
+            return "string '" + self.text.replace("'", "''") + "'"
+        return f"token '{self.text}'"
+
+
+def parse_predicate(text: str) -> Expr:
+    """Parse a SQL boolean expression such as ``"x > 5 AND name LIKE 'a%'"``.
+
+    Raises InvalidInputError quoting ``text`` and the 0-based position of the problem.
+    """
+    if not isinstance(text, str):
+        raise InvalidInputError(f"filter must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise InvalidInputError(f"empty filter '{text}'")
+    try:
+        return _Parser(text).parse()
+    except RecursionError:
+        shown = text if len(text) <= 200 else text[:200] + "..."
+        raise InvalidInputError(f"filter nested too deeply: '{shown}'") from None
+
+
+def tokenize(text: str) -> list[_Token]:
+    tokens, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c.isspace():
+            i += 1
+        elif c in "'\"`":
+            end, value = _quoted(text, i)
+            if c != "'" and not value:
+                raise _error(text, "empty quoted identifier", i)
+            tokens.append(_Token("string" if c == "'" else "qident", value, i))
+            i = end
+        elif m := _NUMBER.match(text, i):
+            kind = "float" if "." in m[0] or m[2] else "int"
+            tokens.append(_Token(kind, m[0], i))
+            i = m.end()
+        elif m := _IDENT.match(text, i):
+            tokens.append(_Token("ident", m[0], i))
+            i = m.end()
+        else:
+            op = next((o for o in _OPS if text.startswith(o, i)), None)
+            if op is None:
+                raise _error(text, f"unexpected character '{c}'", i)
+            tokens.append(_Token("op", op, i))
+            i += len(op)
+    tokens.append(_Token("eof", "", n))
+    return tokens
+
+
+def _quoted(text: str, start: int) -> tuple[int, str]:
+    """Read a quoted run starting at ``start``; a doubled quote stands for one."""
+    q, i, parts = text[start], start + 1, []
+    while True:
+        j = text.find(q, i)
+        if j < 0:
+            what = "string literal" if q == "'" else "quoted identifier"
+            raise _error(text, f"unterminated {what}", start)
+        parts.append(text[i:j])
+        if text.startswith(q * 2, j):
+            parts.append(q)
+            i = j + 2
+        else:
+            return j + 1, "".join(parts)
+
+
+def _error(text: str, message: str, pos: int) -> InvalidInputError:
+    return InvalidInputError(f"{message} at position {pos} in filter '{text}'")
+
+
+def _int_literal(value: int) -> Literal | None:
+    if -(2**63) <= value < 2**63:
+        return Literal(value, pa.int64())
+    if 0 <= value < 2**64:
+        return Literal(value, pa.uint64())
+    return None
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+
+    # -- token helpers
+    def peek(self, k: int = 0) -> _Token:
+        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+
+    def advance(self) -> _Token:
+        tok = self.peek()
+        self.i += 1
+        return tok
+
+    def error(self, message: str, tok: _Token) -> InvalidInputError:
+        return _error(self.text, message, tok.pos)
+
+    def unexpected(self, tok: _Token) -> InvalidInputError:
+        return self.error(f"unexpected {tok.describe()}", tok)
+
+    @staticmethod
+    def keyword(tok: _Token) -> str | None:
+        return tok.text.upper() if tok.kind == "ident" and tok.text.upper() in _KEYWORDS else None
+
+    def expect_op(self, op: str) -> _Token:
+        tok = self.advance()
+        if tok.kind != "op" or tok.text != op:
+            raise self.error(f"expected '{op}' but found {tok.describe()}", tok)
+        return tok
+
+    def expect_keyword(self, word: str) -> None:
+        tok = self.advance()
+        if self.keyword(tok) != word:
+            raise self.error(f"expected {word} but found {tok.describe()}", tok)
+
+    # -- grammar
+    def parse(self) -> Expr:
+        expr = self.expr(0)
+        if self.peek().kind != "eof":
+            raise self.unexpected(self.peek())
+        return expr
+
+    def expr(self, min_bp: int) -> Expr:
+        left = self.prefix()
+        while True:
+            tok = self.peek()
+            word = self.keyword(tok)
+            if tok.kind == "op" and tok.text in _BINARY_BP or word in ("AND", "OR"):
+                name = word or tok.text
+                bp = _BINARY_BP[name]
+                if bp < min_bp:
+                    return left
+                self.advance()
+                operands = [left, self.expr(bp + 1)]
+                while word and self.keyword(self.peek()) == word:  # a chain of ANDs or ORs
+                    self.advance()
+                    operands.append(self.expr(bp + 1))
+                left = self.combine(_ALIASES.get(name, name).lower(), operands)
+            elif word in ("IS", "IN", "BETWEEN", "LIKE", "ILIKE", "NOT"):
+                if _PREDICATE_BP < min_bp:
+                    return left
+                left = self.predicate(left)
+            else:
+                return left
+
+    @staticmethod
+    def combine(op: str, operands: list[Expr]) -> Expr:
+        if op in ("and", "or"):  # one flat n-ary node: chains of thousands of ORs stay shallow
+            parts = [p for e in operands
+                     for p in (e.args if isinstance(e, Call) and e.op == op else (e,))]
+            return Call(op, tuple(parts))
+        return Call(op, tuple(operands))
+
+    def predicate(self, left: Expr) -> Expr:
+        tok = self.advance()
+        word = self.keyword(tok)
+        if word == "IS":
+            negated = self.keyword(self.peek()) == "NOT"
+            if negated:
+                self.advance()
+            self.expect_keyword("NULL")
+            return Call("is_not_null" if negated else "is_null", (left,))
+        if word == "NOT":
+            inner = self.keyword(self.peek())
+            if inner not in ("IN", "BETWEEN", "LIKE", "ILIKE"):
+                raise self.unexpected(tok)
+            return Call("not", (self.predicate(left),))
+        if word == "IN":
+            self.expect_op("(")
+            items = [self.list_item()]
+            while self.peek().text == "," and self.peek().kind == "op":
+                self.advance()
+                items.append(self.list_item())
+            self.expect_op(")")
+            return Call("in", (left, *items))
+        if word == "BETWEEN":
+            low = self.expr(_PREDICATE_BP + 1)
+            self.expect_keyword("AND")
+            return Call("between", (left, low, self.expr(_PREDICATE_BP + 1)))
+        pattern_tok = self.peek()
+        pattern = self.expr(_PREDICATE_BP + 1)
+        if not isinstance(pattern, Literal) or not isinstance(pattern.value, str | None):
+            raise self.error(f"{word} needs a string literal pattern", pattern_tok)
+        return Call(word.lower(), (left, pattern))
+
+    def list_item(self) -> Literal:
+        tok = self.peek()
+        item = self.expr(_PREDICATE_BP + 1)
+        if not isinstance(item, Literal):
+            raise self.error("IN lists may hold only literals", tok)
+        return item
+
+    def prefix(self) -> Expr:
+        tok = self.advance()
+        word = self.keyword(tok)
+        if tok.kind == "op" and tok.text == "(":
+            inner = self.expr(0)
+            self.expect_op(")")
+            return inner
+        if tok.kind == "op" and tok.text in "+-":
+            operand = self.expr(_UNARY_BP)
+            if tok.text == "+":
+                return operand
+            return self.negate(operand, tok)
+        if word == "NOT":
+            return Call("not", (self.expr(_NOT_BP + 1),))
+        if word in ("TRUE", "FALSE"):
+            return Literal(word == "TRUE", pa.bool_())
+        if word == "NULL":
+            return Literal(None, pa.null())
+        if tok.kind == "int":
+            lit = _int_literal(int(tok.text))
+            if lit is None:
+                raise self.error(f"integer literal {tok.text} out of range", tok)
+            return lit
+        if tok.kind == "float":
+            return Literal(float(tok.text), pa.float64())
+        if tok.kind == "string":
+            return Literal(tok.text, pa.string())
+        if tok.kind == "qident":
+            return self.column(tok.text)
+        if tok.kind == "ident" and word is None:
+            return self.identifier(tok)
+        raise self.unexpected(tok)
+
+    def negate(self, operand: Expr, tok: _Token) -> Expr:
+        if isinstance(operand, Literal) and isinstance(operand.value, int | float):
+            if isinstance(operand.value, float):
+                return Literal(-operand.value, pa.float64())
+            if not isinstance(operand.value, bool):
+                lit = _int_literal(-operand.value)
+                if lit is None:
+                    raise self.error(f"integer literal -{operand.value} out of range", tok)
+                return lit
+        return Call("negate", (operand,))
+
+    def identifier(self, tok: _Token) -> Expr:
+        name, nxt = tok.text.upper(), self.peek()
+        if name == "DATE" and nxt.kind == "string":
+            self.advance()
+            try:
+                if not _DATE.fullmatch(nxt.text):
+                    raise ValueError("expected YYYY-MM-DD")
+                return Literal(dt.date.fromisoformat(nxt.text), pa.date32())
+            except ValueError as err:
+                raise self.error(f"invalid DATE literal ({err})", nxt) from None
+        if name == "TIMESTAMP" and nxt.kind == "string":
+            self.advance()
+            return self.timestamp(nxt)
+        if nxt.kind == "op" and nxt.text == "(":
+            self.advance()
+            return self.cast() if name == "CAST" else self.function(tok)
+        return self.column(tok.text)
+
+    def timestamp(self, tok: _Token) -> Literal:
+        try:
+            if not _TIMESTAMP.fullmatch(tok.text):
+                raise ValueError("expected YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][Z|+HH:MM]")
+            value = dt.datetime.fromisoformat(tok.text)
+        except ValueError as err:
+            raise self.error(f"invalid TIMESTAMP literal ({err})", tok) from None
+        if value.tzinfo is None:
+            return Literal(value, pa.timestamp("us"))
+        return Literal(value.astimezone(dt.UTC), pa.timestamp("us", "UTC"))
+
+    def column(self, first: str) -> Column:
+        path = [first]
+        while self.peek().text == "." and self.peek().kind == "op":
+            self.advance()
+            part = self.advance()
+            if part.kind not in ("ident", "qident"):
+                raise self.error(f"expected a field name after '.' but found {part.describe()}",
+                                 part)
+            path.append(part.text)
+        return Column(tuple(path))
+
+    def function(self, name_tok: _Token) -> Call:
+        name = _ALIASES.get(name_tok.text.lower(), name_tok.text.lower())
+        if name not in FUNCTIONS:
+            supported = ", ".join(sorted(FUNCTIONS) + ["char_length", "cast"])
+            raise self.error(f"unknown function '{name_tok.text}' (supported: {supported})",
+                             name_tok)
+        args: list[Expr] = []
+        if not (self.peek().kind == "op" and self.peek().text == ")"):
+            args.append(self.expr(0))
+            while self.peek().kind == "op" and self.peek().text == ",":
+                self.advance()
+                args.append(self.expr(0))
+        self.expect_op(")")
+        if len(args) != FUNCTIONS[name]:
+            raise self.error(f"{name} takes {FUNCTIONS[name]} argument(s), got {len(args)}",
+                             name_tok)
+        if name in ("starts_with", "ends_with") and not (
+            isinstance(args[1], Literal) and isinstance(args[1].value, str | None)
+        ):
+            raise self.error(f"{name} needs a string literal as its second argument", name_tok)
+        return Call(name, tuple(args))
+
+    def cast(self) -> Call:
+        value = self.expr(0)
+        self.expect_keyword("AS")
+        target = self.type_name()
+        self.expect_op(")")
+        return Call("cast", (value, Literal(None, target)))
+
+    def type_name(self) -> pa.DataType:
+        tok = self.advance()
+        name = tok.text.upper() if tok.kind == "ident" else ""
+        if name == "DOUBLE" and self.peek().text.upper() == "PRECISION":
+            self.advance()
+        params: list[int] = []
+        if self.peek().kind == "op" and self.peek().text == "(":
+            self.advance()
+            while True:
+                num = self.advance()
+                if num.kind != "int":
+                    raise self.error(f"expected an integer but found {num.describe()}", num)
+                params.append(int(num.text))
+                if self.expect_any_op(",", ")") == ")":
+                    break
+        if name in ("DECIMAL", "NUMERIC"):
+            precision, scale = (params + [0])[:2] if params else (38, 10)
+            if len(params) > 2 or not 0 < precision <= 76 or not 0 <= scale <= precision:
+                raise self.error(f"invalid DECIMAL({', '.join(map(str, params))})", tok)
+            return (pa.decimal128 if precision <= 38 else pa.decimal256)(precision, scale)
+        if name not in _TYPES:
+            raise self.error(f"unknown type {tok.describe()} in CAST", tok)
+        if params and name not in ("VARCHAR", "CHAR"):
+            raise self.error(f"type {name} takes no parameters", tok)
+        return _TYPES[name]
+
+    def expect_any_op(self, *ops: str) -> str:
+        tok = self.advance()
+        if tok.kind != "op" or tok.text not in ops:
+            expected = " or ".join(f"'{o}'" for o in ops)
+            raise self.error(f"expected {expected} but found {tok.describe()}", tok)
+        return tok.text
+
+
+# ---------------------------------------------------------------------- rendering
+
+
+_PLAIN_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
+_RESERVED = frozenset({"and", "or", "not", "is", "null", "in", "between", "like", "ilike",
+                       "true", "false", "as", "date", "timestamp", "cast"})
+_SQL_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT",
+              pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE",
+              pa.string(): "VARCHAR", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
+              pa.timestamp("us"): "TIMESTAMP"}
+
+
+def _quote_ident(name: str) -> str:
+    if _PLAIN_IDENT.fullmatch(name) and name not in _RESERVED:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def sql_type_name(t: pa.DataType) -> str:
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision},{t.scale})"
+    if t in _SQL_TYPES:
+        return _SQL_TYPES[t]
+    raise InvalidInputError(f"type {t} has no SQL name in lance_sql filters")
+
+
+def _literal_sql(lit: Literal) -> str:
+    v = lit.value
+    if v is None:
+        text = "NULL"
+    elif isinstance(v, bool):
+        text = "TRUE" if v else "FALSE"
+    elif isinstance(v, int):
+        text = str(v)
+    elif isinstance(v, float):
+        text = repr(v) if math.isfinite(v) else f"CAST('{v}' AS DOUBLE)"
+    elif isinstance(v, str):
+        text = "'" + v.replace("'", "''") + "'"
+    elif isinstance(v, dt.datetime):
+        return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
+    elif isinstance(v, dt.date):
+        return f"DATE '{v.isoformat()}'"
+    elif isinstance(v, Decimal):
+        return f"CAST('{v}' AS {sql_type_name(literal_type(lit))})"
+    else:
+        raise InvalidInputError(f"cannot render literal {v!r} as SQL")
+    if lit.type is not None and lit.type != pa.null() and lit.type != literal_type(Literal(v)):
+        return f"CAST({text} AS {sql_type_name(lit.type)})"
+    return text
+
+
+def to_sql(expr: Expr) -> str:
+    """Render ``expr`` as SQL text that :func:`parse_predicate` (and DataFusion) reads back.
+
+    Fully parenthesised; column names are quoted unless plain lower-case identifiers.
+    """
+    if isinstance(expr, Column):
+        return ".".join(_quote_ident(p) for p in expr.path)
+    if isinstance(expr, Literal):
+        return _literal_sql(expr)
+    op, a = expr.op, [to_sql(x) for x in expr.args]
+    if op in ("and", "or"):
+        return "(" + f" {op.upper()} ".join(a) + ")"
+    if op in COMPARISONS or op in ARITHMETIC:
+        return f"({a[0]} {op} {a[1]})"
+    if op == "cast":
+        return f"CAST({a[0]} AS {sql_type_name(expr.args[1].type)})"
+    simple = {"not": "(NOT {0})", "negate": "(- {0})", "is_null": "({0} IS NULL)",
+              "is_not_null": "({0} IS NOT NULL)", "between": "({0} BETWEEN {1} AND {2})",
+              "like": "({0} LIKE {1})", "ilike": "({0} ILIKE {1})"}
+    if op in simple:
+        return simple[op].format(*a)
+    if op == "in":
+        return f"({a[0]} IN ({', '.join(a[1:])}))"
+    return f"{op}({', '.join(a)})"

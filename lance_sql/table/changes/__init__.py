@@ -1,0 +1,1 @@
+"""The change data feed: which rows each version inserted, updated and deleted."""

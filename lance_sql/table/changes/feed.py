@@ -1,0 +1,671 @@
+"""The change data feed: rows each version inserted, updated and deleted (Delta's shape).
+
+``table_changes(store, start, end)`` covers versions ``start..end`` *inclusive*, as Delta
+does; version ``v``'s changes are the difference between manifests ``v-1`` and ``v``
+(version 1 against an empty table). pylance's ``delta()`` excludes its start instead.
+Each row carries the table's columns plus ``_change_type`` (``insert``,
+``update_preimage``, ``update_postimage``, ``delete``), ``_commit_version``,
+``_commit_timestamp`` and ``_rowid``. Only tables with stable row ids have a feed.
+
+Work is split so that filters prune before data is read:
+
+1. :func:`plan_changes` compares manifests fragment by fragment (unchanged fragments cost
+   nothing) using row lineage and deletion vectors only, giving a :class:`ChangeRows`:
+   per change, its type, version, row id and where the row's values live.
+2. :class:`~lance_sql.table.changes.query.ChangeQuery` filters those rows on the metadata
+   columns (:mod:`lance_sql.table.changes.rows` holds the rows and the column names).
+3. :func:`read_changes` reads the projected data columns of the surviving rows (from the
+   old manifest's files for deletes and pre-images) and applies the whole filter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import (
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    VersionCleanedUpError,
+)
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.manifest import WRITER_LIBRARY, Manifest
+from lance_sql.format.naming import TRANSACTIONS_DIR
+from lance_sql.io.store import ObjectStore
+from lance_sql.io.uri import open_store
+from lance_sql.table.changes.query import ChangeQuery
+from lance_sql.table.changes.rows import (
+    DELETE,
+    INSERT,
+    META_COLUMNS,
+    META_FIELDS,
+    POSTIMAGE,
+    PREIMAGE,
+    ChangeRows,
+)
+from lance_sql.table.files.lineage import FragmentLineage, load_lineage
+from lance_sql.table.files.reader import FragmentReader, checked_rows, deleted_offsets
+from lance_sql.table.meta.versions import list_versions, load_manifest
+from lance_sql.table.read.scan import cast_output
+from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.workers import WorkerPool
+from lance_sql.table.txn.operations import Transaction, Update
+
+__all__ = [
+    "ChangeWindow",
+    "answer",
+    "check_names",
+    "plan_changes",
+    "read_changes",
+    "resolve_window",
+    "table_changes",
+]
+
+# Plans of recent versions, at most 256 MiB of them: see _cached_version_changes.
+_PLAN_CACHE = LruCache(4096, max_weight=256 << 20,
+                       weigh=lambda rows: rows.nbytes)
+# What recent Updates modified (field ids), by transaction file.
+_MODIFIED_CACHE = LruCache(1024)
+# Fragments read in parallel when gathering the values of changed rows, and the fewest
+# rows a read needs to be worth a thread.
+READ_THREADS = min(8, os.cpu_count() or 1)
+PARALLEL_ROWS = 4096
+
+VersionArg = int | str | dt.datetime
+ManifestOf = Callable[[int], Manifest]
+
+
+# ---------------------------------------------------------------- the version window
+
+
+@dataclass(frozen=True)
+class ChangeWindow:
+    """Versions ``start..end`` (inclusive) and the manifests their changes need."""
+
+    store: ObjectStore
+    start: int
+    end: int
+    manifest_of: ManifestOf = field(repr=False, compare=False)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Data columns (the end version's) followed by the change metadata columns."""
+        data = self.manifest_of(self.end).schema.to_arrow()
+        return pa.schema(list(data) + list(META_FIELDS), metadata=data.metadata)
+
+
+def _as_point(value: VersionArg, what: str) -> int | dt.datetime:
+    if isinstance(value, bool):
+        raise InvalidInputError(f"{what} must be a version number or a timestamp, got {value!r}")
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        try:
+            parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInputError(
+                f"{what} {value!r} is neither a version number nor an ISO timestamp") from None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    raise InvalidInputError(f"{what} must be a version number or a timestamp, got {value!r}")
+
+
+def _micros(manifest: Manifest) -> int:
+    return manifest.timestamp_ns // 1000
+
+
+def _oldest_readable(versions: list[int]) -> int:
+    """The oldest version whose changes can still be computed (its parent exists)."""
+    return versions[0] if versions[0] == 1 else versions[0] + 1
+
+
+def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None = None,
+                   manifest_of: ManifestOf | None = None) -> ChangeWindow:
+    """The window for ``start..end`` (version numbers or timestamps; ``end`` None = latest).
+
+    A timestamp start means the first version committed at or after it, a timestamp end
+    the last committed at or before it.
+    """
+    refs = {r.version: r for r in list_versions(store)}
+    if not refs:
+        raise NotFoundError(f"no Lance table at {store.uri}")
+    versions = sorted(refs)
+    cache: dict[int, Manifest] = {}
+
+    def load(version: int) -> Manifest:
+        if version not in cache:
+            if version not in refs:
+                raise _missing(store, version, versions)
+            cache[version] = (manifest_of(version) if manifest_of is not None
+                              else load_manifest(store, refs[version]))
+        return cache[version]
+
+    first, last = _as_point(start, "start"), _as_point(versions[-1] if end is None else end,
+                                                      "end")
+    if isinstance(first, dt.datetime):
+        wanted = round(first.timestamp() * 1_000_000)
+        found = [v for v in versions if _micros(load(v)) >= wanted]
+        if not found:
+            raise NotFoundError(f"{store.uri} has no version committed at or after "
+                                f"{first.isoformat()} (latest is {versions[-1]})")
+        first = found[0]
+    if isinstance(last, dt.datetime):
+        wanted = round(last.timestamp() * 1_000_000)
+        found = [v for v in versions if _micros(load(v)) <= wanted]
+        if not found:
+            raise NotFoundError(f"{store.uri} has no version committed at or before "
+                                f"{last.isoformat()}")
+        last = found[-1]
+    if first < 1:
+        raise InvalidInputError(f"change versions start at 1, got start={first}")
+    if first > last:
+        raise InvalidInputError(f"start version {first} is after end version {last}")
+    for version in (first - 1, first, last):
+        if version >= 1 and version not in refs:
+            raise _missing(store, version, versions)
+    window = ChangeWindow(store, first, last, load)
+    _check_stable(window)
+    return window
+
+
+def _missing(store: ObjectStore, version: int, versions: list[int]) -> NotFoundError:
+    span = f"{versions[0]}..{versions[-1]}"
+    if version < versions[0]:
+        return VersionCleanedUpError(
+            f"the change window reaches version {version} of {store.uri}, which was removed "
+            f"by cleanup; versions {span} remain, changes are readable from version "
+            f"{_oldest_readable(versions)}")
+    return NotFoundError(f"version {version} of {store.uri} does not exist; versions: {span}")
+
+
+def _check_stable(window: ChangeWindow) -> None:
+    if not window.manifest_of(window.end).uses_stable_row_ids:
+        raise InvalidInputError(
+            f"{window.store.uri} has no change data feed: it needs stable row ids, which are "
+            "chosen when a table is created (write_dataset(..., enable_stable_row_ids=True))")
+
+
+@contextmanager
+def _history_guard(window: ChangeWindow) -> Iterator[None]:
+    """Missing files of old versions become a VersionCleanedUpError naming the window."""
+    try:
+        yield
+    except VersionCleanedUpError:
+        raise
+    except NotFoundError as exc:
+        versions = [r.version for r in list_versions(window.store)]
+        hint = f"; changes are readable from version {_oldest_readable(versions)}" \
+            if versions else ""
+        raise VersionCleanedUpError(
+            f"changes of versions {window.start}..{window.end} of {window.store.uri} need "
+            f"files that no longer exist (removed by cleanup?): {exc}{hint}") from exc
+
+
+# ------------------------------------------------------------------- the change plan
+
+
+
+
+def _same_rows(old: Fragment, new: Fragment) -> bool:
+    """Same physical rows with the same lineage (the deletion vector may differ)."""
+    return (old.files == new.files and old.physical_rows == new.physical_rows
+            and old.row_id_sequence == new.row_id_sequence
+            and old.created_at_version_sequence == new.created_at_version_sequence
+            and old.last_updated_at_version_sequence == new.last_updated_at_version_sequence)
+
+
+def _sorted_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Values of ``a`` not in ``b`` (both sorted and unique), as int64."""
+    a = a.astype(np.int64, copy=False)
+    if not b.size or not a.size:
+        return a
+    at = np.minimum(np.searchsorted(b, a), b.size - 1)
+    return a[b[at] != a]
+
+
+def _live(store: ObjectStore, manifest: Manifest, frag: Fragment) -> np.ndarray:
+    keep = np.ones(checked_rows(store, manifest, frag, small_ok=True), dtype=bool)
+    keep[deleted_offsets(store, manifest, frag)] = False
+    return np.flatnonzero(keep)
+
+
+@dataclass(frozen=True)
+class _Side:
+    """Candidate rows on one side of a version: fragment, offset, row id and the version
+    that last updated the row (what matching needs; creation versions are not)."""
+
+    fragment: np.ndarray
+    offset: np.ndarray
+    row_ids: np.ndarray
+    updated: np.ndarray
+
+    @staticmethod
+    def build(parts: list[tuple[int, np.ndarray, FragmentLineage]]) -> _Side:
+        """From ``(fragment id, offsets, that fragment's whole lineage)`` parts."""
+        if not parts:
+            empty = np.empty(0, np.int64)
+            return _Side(empty, empty, empty.astype(np.uint64), empty.astype(np.uint64))
+        ids = [lin.ids_at(o) for _, o, lin in parts]
+        updated = [lin.updated_at(o) for _, o, lin in parts]
+        return _Side(np.repeat(np.array([f for f, _, _ in parts], np.int64),
+                               [o.size for _, o, _ in parts]),
+                     _joined([o.astype(np.int64, copy=False) for _, o, _ in parts]),
+                     _joined(ids), _joined(updated))
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _id_order(ids: np.ndarray) -> np.ndarray | None:
+    """Positions of ``ids`` in ascending order; None when they already are (common:
+    fragments keep rows in id order)."""
+    if ids.size < 2 or bool(np.all(ids[1:] >= ids[:-1])):
+        return None
+    return np.argsort(ids, kind="stable")
+
+
+def _selected(mask: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """Positions where ``mask`` holds, in the given order (None: ascending positions)."""
+    return np.flatnonzero(mask) if order is None else order[mask[order]]
+
+
+def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> ChangeRows:
+    """Changes of the commit that turned ``old`` (None: empty table) into ``new``.
+
+    In output order: inserts, then updates (each pre-image right before its post-image),
+    then deletes, each by row id.
+    """
+    version = new.version
+    old_frags = {} if old is None else {f.id: f for f in old.fragments}
+    new_frags = {f.id: f for f in new.fragments}
+    vanished: list[tuple[int, np.ndarray, FragmentLineage]] = []
+    appeared: list[tuple[int, np.ndarray, FragmentLineage]] = []
+    for frag in old_frags.values():
+        assert old is not None
+        now = new_frags.get(frag.id)
+        if now is frag:  # decoded from the same bytes: untouched by this commit
+            continue
+        if now is not None and _same_rows(frag, now):
+            if now.deletion_file == frag.deletion_file:
+                continue
+            was, gone = deleted_offsets(store, old, frag), deleted_offsets(store, new, now)
+            # Deletion vectors are sorted and unique.
+            if was.size == 0:  # the fragment's first deletions
+                offsets, back = gone.astype(np.int64), np.empty(0, np.int64)
+            else:
+                offsets = _sorted_difference(gone, was)
+                back = _sorted_difference(was, gone)  # rows a restore brought back
+            if back.size:
+                appeared.append((now.id, back, load_lineage(store, new, now)))
+        else:
+            offsets = _live(store, old, frag)
+        if offsets.size:
+            vanished.append((frag.id, offsets, load_lineage(store, old, frag)))
+    for frag in new_frags.values():
+        before = old_frags.get(frag.id)
+        if before is frag or (before is not None and _same_rows(before, frag)):
+            continue
+        lineage = load_lineage(store, new, frag)
+        if frag.deletion_file is None:  # every row is live: no copies needed
+            rows = checked_rows(store, new, frag, small_ok=True)
+            appeared.append((frag.id, np.arange(rows, dtype=np.int64), lineage))
+            continue
+        offsets = _live(store, new, frag)
+        if offsets.size:
+            appeared.append((frag.id, offsets, lineage))
+    gone, came = _Side.build(vanished), _Side.build(appeared)
+    gone_ids, came_ids = gone.row_ids, came.row_ids
+    # Match each appearing row to its vanishing copy by id: no copy means inserted (or
+    # brought back by a restore); a copy with another last-updated version means updated;
+    # the same version means merely moved (compaction). Live ids are unique on each
+    # side, so each appearing row matches at most one vanishing row.
+    order = _id_order(gone_ids)
+    ids = gone_ids if order is None else gone_ids[order]
+    if ids.size and order is None and np.array_equal(ids, came_ids):
+        # the same ids on both sides, both in order (a rewrite): row i matches row i
+        matched = np.ones(ids.size, bool)
+        partner = np.arange(ids.size)
+        post = came.updated != gone.updated
+    elif ids.size:
+        at = np.minimum(np.searchsorted(ids, came_ids), ids.size - 1)
+        matched = ids[at] == came_ids
+        partner = at if order is None else order[at]  # each appearing row's vanishing copy
+        post = matched & (came.updated != gone.updated[partner])
+    else:
+        partner = np.zeros(came_ids.size, np.int64)
+        matched = post = np.zeros(came_ids.size, bool)
+    deleted = np.ones(gone_ids.size, dtype=bool)
+    deleted[partner[matched]] = False
+    came_order = _id_order(came_ids)
+    ins_at = _selected(~matched, came_order)
+    post_at = _selected(post, came_order)
+    pre_at = partner[post_at]
+    del_at = _selected(deleted, order)
+    return _change_rows(version, came, gone, ins_at, pre_at, post_at, del_at)
+
+
+def _change_rows(version: int, came: _Side, gone: _Side, ins_at: np.ndarray,
+                 pre_at: np.ndarray, post_at: np.ndarray, del_at: np.ndarray) -> ChangeRows:
+    """Inserts, pre/post-image pairs and deletes, laid out directly in output order."""
+    n_ins, n_upd, n_del = ins_at.size, post_at.size, del_at.size
+    total = n_ins + 2 * n_upd + n_del
+    pre, post = slice(n_ins, n_ins + 2 * n_upd, 2), slice(n_ins + 1, n_ins + 2 * n_upd, 2)
+    dels = slice(n_ins + 2 * n_upd, total)
+
+    def lay_out(came_values: np.ndarray, gone_values: np.ndarray, dtype: type) -> np.ndarray:
+        out = np.empty(total, dtype)
+        out[:n_ins] = came_values[ins_at]
+        out[pre] = gone_values[pre_at]
+        out[post] = came_values[post_at]
+        out[dels] = gone_values[del_at]
+        return out
+
+    kind = np.empty(total, np.int8)
+    kind[:n_ins], kind[pre], kind[post], kind[dels] = INSERT, PREIMAGE, POSTIMAGE, DELETE
+    source = np.full(total, version, np.int64)
+    source[pre] = source[dels] = version - 1
+    alt_fragment = np.full(total, -1, np.int64)  # each pre-image's post-image
+    alt_offset = np.full(total, -1, np.int64)
+    alt_fragment[pre] = came.fragment[post_at]
+    alt_offset[pre] = came.offset[post_at]
+    row_id = lay_out(came.row_ids, gone.row_ids, np.uint64)
+    return ChangeRows(np.full(total, version, np.uint64), kind, row_id, source,
+                      lay_out(came.fragment, gone.fragment, np.int64),
+                      lay_out(came.offset, gone.offset, np.int64), alt_fragment, alt_offset)
+
+
+def plan_changes(window: ChangeWindow, versions: Sequence[int] | None = None) -> ChangeRows:
+    """Metadata-only changes of ``versions`` (default: the whole window), ordered."""
+    wanted = range(window.start, window.end + 1) if versions is None else versions
+    with _history_guard(window):
+        parts = [_cached_version_changes(window, v) for v in sorted(wanted)]
+    return parts[0] if len(parts) == 1 else ChangeRows.concat(parts)  # versions ascend
+
+
+def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
+    """One version's ordered changes; kept for reuse (SQL plans then executes, and each
+    Spark executor re-plans its version). A commit never changes, so the key is the
+    table, the version and both manifests' commit times (a table re-created at the same
+    place has new ones)."""
+    old = window.manifest_of(version - 1) if version > 1 else None
+    new = window.manifest_of(version)
+    key = (window.store.uri, version, new.timestamp_ns, old.timestamp_ns if old else None)
+
+    def plan() -> ChangeRows:
+        return version_changes(window.store, old, new)
+
+    return _PLAN_CACHE.get_or_load(key, plan)
+
+
+# ------------------------------------------------------------------------ querying
+
+
+def timestamps_of(window: ChangeWindow, rows: ChangeRows) -> dict[int, int]:
+    """Commit time (µs UTC) of every version in ``rows``."""
+    return {v: _micros(window.manifest_of(v)) for v in _distinct(rows.version)}
+
+
+def _distinct(values: np.ndarray) -> list[int]:
+    """The distinct values, ascending (planned rows are sorted by version: no sort then)."""
+    if values.size and bool(np.all(values[1:] >= values[:-1])):
+        return values[np.r_[True, values[1:] != values[:-1]]].tolist()
+    return np.unique(values).tolist()
+
+
+def read_changes(window: ChangeWindow, rows: ChangeRows, names: Sequence[str],
+                 schema: pa.Schema | None = None) -> pa.Table:
+    """Columns ``names`` of ``rows``, in their order; data values read only for them."""
+    schema = schema or window.schema
+    out_schema = pa.schema([schema.field(n) for n in names])
+    if not names:
+        return pa.table({"_": pa.nulls(len(rows))}).select([])
+    meta = rows.metadata(timestamps_of(window, rows))
+    lance_schema = window.manifest_of(window.end).schema
+    fields = [f for f in lance_schema.fields if f.name in names and f.name not in META_COLUMNS]
+    data: dict[str, pa.ChunkedArray | pa.Array] = {}
+    if fields:
+        with _history_guard(window):
+            by_version: dict[int, dict[int, Fragment]] = {}  # fragments by id, per version
+            reads = [_GroupRead.plan(window, located, group, schema, by_version)
+                     for group, located in _by_location(window, rows, fields)]
+            _run_jobs([job for read in reads for job in read.jobs])
+        for read in reads:
+            data.update(read.columns())
+    arrays = [meta.column(n) if n in META_COLUMNS else data[n] for n in names]
+    return pa.Table.from_arrays(arrays, schema=out_schema)
+
+
+def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
+                 ) -> list[tuple[list, ChangeRows]]:
+    """``fields`` grouped by where each row's values are read.
+
+    A pre-image's columns that its update did not modify hold the same values as its
+    post-image, which sits in the commit's own (newer, contiguous) files: those are read
+    there. Only updates lance_sql committed are trusted to list what they modified.
+    """
+    pre = (rows.kind == PREIMAGE) & (rows.alt_fragment >= 0)
+    if len(rows) and rows.version[0] == rows.version[-1]:  # one version (rows ascend)
+        versions = [int(rows.version[0])] if pre.any() else []
+    else:
+        versions = _distinct(rows.version[pre])
+    modified = {v: _modified_fields(window, v) for v in versions}
+    groups: dict[tuple[int, ...], list] = {}
+    for column in fields:
+        ids = {f.id for f in column.walk()}
+        alternate = tuple(v for v in versions
+                          if modified[v] is not None and not ids & modified[v])
+        groups.setdefault(alternate, []).append(column)
+    out = []
+    for alternate, group in groups.items():
+        if not alternate:
+            out.append((group, rows))
+            continue
+        use = pre if len(alternate) == len(versions) else (
+            pre & np.isin(rows.version, np.array(alternate, np.uint64)))
+        out.append((group, replace(
+            rows,
+            source=np.where(use, rows.version.astype(np.int64), rows.source),
+            fragment=np.where(use, rows.alt_fragment, rows.fragment),
+            offset=np.where(use, rows.alt_offset, rows.offset))))
+    return out
+
+
+def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | None:
+    """Field ids version ``version``'s Update modified, when it says so and we wrote it."""
+    manifest = window.manifest_of(version)
+    if manifest.writer_library != WRITER_LIBRARY or not manifest.transaction_file:
+        return None
+    key = f"{TRANSACTIONS_DIR}/{manifest.transaction_file}"
+
+    def load() -> frozenset[int] | None:
+        try:
+            txn = Transaction.decode(window.store.read(key), f"{window.store.uri}/{key}")
+        except LanceError:
+            return None  # unreadable: read every column from the old files
+        op = txn.operation
+        if not isinstance(op, Update) or not op.fields_modified:
+            return None
+        return frozenset(op.fields_modified)
+
+    # Transaction files are written once, under unique names.
+    return _MODIFIED_CACHE.get_or_load((window.store.uri, key), load)
+
+
+@dataclass
+class _ReadJob:
+    """Rows of one fragment to read for one group of columns; ``result`` once read."""
+
+    store: ObjectStore
+    manifest: Manifest
+    fragment: Fragment
+    offsets: np.ndarray
+    fields: list
+    target: pa.Schema
+    result: pa.Table | None = None
+
+    def run(self) -> None:
+        reader = FragmentReader(self.store, self.manifest, self.fragment)
+        offsets = self.offsets
+        lo, hi = int(offsets.min()), int(offsets.max()) + 1
+        if hi - lo <= 2 * offsets.size:  # dense (a new fragment): read the run, then pick
+            arrays = reader.read(self.fields, offset=lo, length=hi - lo)
+            if hi - lo != offsets.size or not np.all(offsets[1:] > offsets[:-1]):
+                arrays = [a.take(pa.array(offsets - lo)) for a in arrays]
+        else:
+            arrays = reader.take(self.fields, offsets)
+        piece = pa.Table.from_arrays(arrays, names=[f.name for f in self.fields])
+        self.result = cast_output(piece, self.target, self.store, self.fragment)
+
+
+@dataclass(frozen=True)
+class _GroupRead:
+    """One group of columns read for every row: a job per fragment, then the rows' order."""
+
+    target: pa.Schema
+    jobs: list[_ReadJob]
+    order: np.ndarray | None  # the jobs' rows, concatenated, are rows[order] (None: rows)
+
+    @staticmethod
+    def plan(window: ChangeWindow, rows: ChangeRows, fields: list, schema: pa.Schema,
+             by_version: dict[int, dict[int, Fragment]]) -> _GroupRead:
+        target = pa.schema([schema.field(f.name) for f in fields])
+        if not len(rows):
+            return _GroupRead(target, [], None)
+        order, starts, ends = _location_groups(rows.source, rows.fragment)
+        # A fragment whose deletion vector changed has the same files in both versions:
+        # its rows of either version are read in one go.
+        same_files: dict[tuple, tuple[Manifest, Fragment, list]] = {}
+        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+            picked = slice(lo, hi) if order is None else order[lo:hi]
+            source, frag_id = int(rows.source[picked][0]), int(rows.fragment[picked][0])
+            manifest = window.manifest_of(source)
+            frags = by_version.get(source)
+            if frags is None:
+                frags = by_version[source] = {f.id: f for f in manifest.fragments}
+            frag = frags[frag_id]
+            same_files.setdefault((frag.files, frag.physical_rows),
+                                  (manifest, frag, []))[2].append(picked)
+        jobs, picks = [], []
+        for manifest, frag, parts in same_files.values():
+            picked = parts[0] if len(parts) == 1 else np.concatenate(
+                [np.arange(p.start, p.stop) if isinstance(p, slice) else p for p in parts])
+            picks.append(picked)
+            jobs.append(_ReadJob(window.store, manifest, frag, rows.offset[picked], fields,
+                                 target))
+        if order is not None or len(picks) < len(starts):
+            order = np.concatenate([np.arange(p.start, p.stop) if isinstance(p, slice) else p
+                                    for p in picks])
+        return _GroupRead(target, jobs, order)
+
+    def columns(self) -> dict[str, pa.ChunkedArray]:
+        if not self.jobs:
+            return {f.name: pa.chunked_array([], f.type) for f in self.target}
+        table = pa.concat_tables([job.result for job in self.jobs])
+        order = self.order
+        if order is not None and np.any(order[1:] < order[:-1]):  # back to the rows' order
+            inverse = np.empty_like(order)
+            inverse[order] = np.arange(order.size)
+            table = table.take(pa.array(inverse))
+        return {name: table.column(name) for name in self.target.names}
+
+
+def _run_jobs(jobs: list[_ReadJob]) -> None:
+    """Fragments are independent: large reads run side by side, the largest first.
+
+    Reads of a few rows are mostly Python work that holds the GIL; threads only add
+    hand-offs to them, so they run in this thread while the pool does the large ones.
+    """
+    large = sorted((job for job in jobs if job.offsets.size >= PARALLEL_ROWS),
+                   key=lambda job: -job.offsets.size)
+    if len(large) < 2 or READ_THREADS < 2:
+        for job in jobs:
+            job.run()
+        return
+    with WorkerPool("changes", min(len(large), READ_THREADS)) as pool:
+        pending = [pool.submit(job.run) for job in large]
+        for job in jobs:
+            if job.offsets.size < PARALLEL_ROWS:
+                job.run()
+        for future in pending:
+            future.result()
+
+
+def _location_groups(source: np.ndarray, fragment: np.ndarray
+                     ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Rows grouped by where their values live, (source version, fragment).
+
+    Returns ``(order, starts, ends)``: group ``i`` is ``order[starts[i]:ends[i]]``;
+    ``order`` None means the rows already come grouped (a few long runs, e.g. a new
+    fragment read whole), so no reordering is needed at all.
+    """
+    n = source.size
+    cuts = np.flatnonzero((source[1:] != source[:-1]) | (fragment[1:] != fragment[:-1])) + 1
+    if cuts.size < 64:
+        starts, ends = np.r_[0, cuts], np.r_[cuts, n]
+        where = list(zip(source[starts].tolist(), fragment[starts].tolist(), strict=True))
+        if len(set(where)) == len(where):
+            return None, starts, ends
+    s0, f0 = int(source.min()), int(fragment.min())
+    width = int(fragment.max()) - f0 + 1
+    span = (int(source.max()) - s0 + 1) * width
+    if span <= 1 << 16:  # small keys: numpy's stable sort of 16-bit keys is a radix sort
+        compact = ((source - s0) * width + (fragment - f0)).astype(np.uint16)
+        order = np.argsort(compact, kind="stable")
+        counts = np.bincount(compact, minlength=span)
+        sizes = counts[counts > 0]
+    else:
+        key = (source << np.int64(32)) | fragment
+        order = np.argsort(key, kind="stable")
+        firsts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])
+        sizes = np.diff(np.r_[firsts, n])
+    ends = np.cumsum(sizes)
+    return order, ends - sizes, ends
+
+
+def run_query(window: ChangeWindow, query: ChangeQuery) -> pa.Table:
+    """Plan, prune on metadata, read, filter and project."""
+    rows = plan_changes(window, query.versions(window))
+    return answer(window, query, query.prune(rows, timestamps_of(window, rows)))
+
+
+def answer(window: ChangeWindow, query: ChangeQuery, rows: ChangeRows) -> pa.Table:
+    """``query``'s result for planned and pruned ``rows``: read, filter, project."""
+    table = read_changes(window, rows, query.read_columns)
+    if query.filter is not None and not query.prefilter_is_whole:
+        table = table.filter(query.filter)
+    return table.select(list(query.output))
+
+
+def table_changes(source: ObjectStore | str | os.PathLike[str], start: VersionArg,
+                  end: VersionArg | None = None, columns: Sequence[str] | None = None,
+                  filter: str | None = None) -> pa.Table:  # noqa: A002 - pylance's name
+    """Changes of versions ``start..end`` (inclusive; ``end`` None = latest) of a table.
+
+    ``start``/``end`` are version numbers or timestamps (datetime or ISO text);
+    ``filter`` is SQL over the data and metadata columns, ``columns`` a projection.
+    """
+    store = source if isinstance(source, ObjectStore) else open_store(os.fspath(source))
+    window = resolve_window(store, start, end)
+    schema = window.schema
+    check_names(schema)
+    return run_query(window, ChangeQuery.build(schema, columns, filter))
+
+
+def check_names(schema: pa.Schema) -> None:
+    """A table whose own columns use the feed's metadata names has no feed."""
+    clash = [n for n in schema.names[: len(schema) - len(META_COLUMNS)] if n in META_COLUMNS]
+    if clash:
+        raise InvalidInputError(f"the table's column {clash[0]!r} collides with the change "
+                                "feed's metadata column of that name")

@@ -1,0 +1,311 @@
+"""Opening the files of one fragment: data files, deletion vectors, row addresses.
+
+Everything a reader of a fragment needs below the scan plan: which data file holds a
+column, the open (cached) file readers, the decoded deletion vector, the physical row count
+checked against the data file, and the system columns (``_rowid``, ``_rowaddr``, row
+versions) computed from row offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import (
+    FormatError,
+    NotFoundError,
+    UnsupportedFeatureError,
+)
+from lance_sql.format.datafile import LanceFileReader
+from lance_sql.format.datafile.decode_v2_1 import column_fields
+from lance_sql.format.deletion import decode_deletions
+from lance_sql.format.fragment import DataFile, Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.schema import LanceField
+from lance_sql.io.store import ObjectStore
+from lance_sql.io.uri import open_store
+from lance_sql.table.files.lineage import load_lineage
+from lance_sql.table.runtime.cache import LruCache
+
+ROW_ID = "_rowid"
+ROW_ADDR = "_rowaddr"
+ROW_CREATED = "_row_created_at_version"
+ROW_UPDATED = "_row_last_updated_at_version"
+VERSION_COLUMNS = (ROW_CREATED, ROW_UPDATED)
+SYSTEM_COLUMNS = (ROW_ID, ROW_ADDR, *VERSION_COLUMNS)
+# What a row carries along when rewritten (FragmentLineage's field order).
+LINEAGE_COLUMNS = (ROW_ID, *VERSION_COLUMNS)
+READABLE_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
+# Row counts up to this may size arrays before the data file confirms them (8 MB of
+# int64 offsets at most); see checked_rows.
+UNCHECKED_ROWS = 1 << 20
+
+
+# Parsed data-file readers and deletion vectors, shared by all scans (thread safe).
+# Open data files (each holds a file descriptor and its parsed metadata).
+FILE_CACHE = LruCache(512)
+# Decoded deletion vectors (4 bytes a deleted row), bounded by bytes: change feeds over
+# many versions visit many of them.
+DELETION_CACHE = LruCache(16384, max_weight=256 << 20, weigh=lambda offsets: offsets.nbytes)
+
+
+def base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> ObjectStore:
+    """The store a file with ``base_id`` lives in (the table's own when None)."""
+    if base_id is None:
+        return store
+    for base in manifest.base_paths:
+        if base.id == base_id:
+            return open_store(base.path)
+    raise FormatError(f"{store.uri}: manifest refers to unknown base path id {base_id}")
+
+
+def data_file_key(manifest: Manifest, data_file: DataFile) -> str:
+    """A data file's key in its base store: under ``data/``, except in a base path that is
+    a data directory itself (``is_dataset_root`` false, e.g. a MemWAL generation's WAL)."""
+    if data_file.base_id is not None and any(
+            b.id == data_file.base_id and not b.is_dataset_root for b in manifest.base_paths):
+        return data_file.path
+    return data_file.key
+
+
+def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) -> LanceFileReader:
+    version = (data_file.file_major_version, data_file.file_minor_version)
+    root = base_store(store, manifest, data_file.base_id)
+    key = data_file_key(manifest, data_file)
+    path = f"{root.uri}/{key}"
+    if version not in READABLE_FILE_VERSIONS:
+        raise UnsupportedFeatureError(
+            f"{path} is Lance file format {data_file.version_string}; lance_sql reads "
+            "formats 2.0, 2.1 and 2.2"
+        )
+
+    def load() -> LanceFileReader:
+        return LanceFileReader(root.open_source(key))
+
+    return FILE_CACHE.get_or_load((root.uri, key), load)
+
+
+def checked_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, *,
+                 small_ok: bool = False) -> int:
+    """``fragment.physical_rows``, once it agrees with the row count in the footer of the
+    fragment's first data file (opened and cached as any read would).
+
+    Call before the count sizes anything (masks, row addresses, null columns, lineage):
+    a manifest may claim 2**32 rows for a 100-row file. With ``small_ok``, claims of at
+    most :data:`UNCHECKED_ROWS` are taken as they are, for callers that must not open
+    data files they may never read: what such a claim sizes is small, and reading the
+    rows checks the file then. A fragment without data files has nothing to check
+    against; the manifest codec bounds its claim.
+    """
+    if not fragment.files or (small_ok and fragment.physical_rows <= UNCHECKED_ROWS):
+        return fragment.physical_rows
+    data_file = fragment.files[0]
+    reader = open_data_file(store, manifest, data_file)
+    if reader.num_rows != fragment.physical_rows:
+        root = base_store(store, manifest, data_file.base_id)
+        raise FormatError(
+            f"{root.uri}/{data_file.key}: has {reader.num_rows} rows but fragment "
+            f"{fragment.id} declares {fragment.physical_rows}"
+        )
+    return fragment.physical_rows
+
+
+def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) -> np.ndarray:
+    """Sorted deleted row offsets of ``fragment`` (empty when it has no deletion file)."""
+    deletion = fragment.deletion_file
+    if deletion is None:
+        return np.empty(0, dtype=np.uint32)
+    root = base_store(store, manifest, deletion.base_id)
+    key = deletion.key(fragment.id)
+    path = f"{root.uri}/{key}"
+
+    def load() -> np.ndarray:
+        # bounds what decoding may expand
+        rows = checked_rows(store, manifest, fragment, small_ok=True)
+        offsets = decode_deletions(deletion.kind, root.read(key), path, rows)
+        # 0 means "not recorded" (old writers); otherwise counts and scans must agree
+        if deletion.num_deleted_rows and len(offsets) != deletion.num_deleted_rows:
+            raise FormatError(
+                f"{path}: holds {len(offsets)} deleted rows but the manifest says "
+                f"{deletion.num_deleted_rows}"
+            )
+        return offsets
+
+    return DELETION_CACHE.get_or_load((root.uri, key), load)
+
+
+class FragmentReader:
+    """Reads rows of one fragment, columns spread over its data files."""
+
+    def __init__(self, store: ObjectStore, manifest: Manifest, fragment: Fragment) -> None:
+        self.store = store
+        self.manifest = manifest
+        self.fragment = fragment
+        self._rows_checked = False
+        # field id -> (data file, column index); later files win for a field id.
+        self._locations: dict[int, tuple[DataFile, int]] = {}
+        for data_file in fragment.files:
+            for field_id, column in zip(data_file.fields, data_file.column_indices, strict=False):
+                if field_id >= 0:
+                    self._locations[field_id] = (data_file, column)
+
+    def data_file_of(self, field: LanceField) -> DataFile | None:
+        """The data file holding ``field`` here (None: the fragment has no values for it)."""
+        location = self._locations.get(field.id)
+        if location is None:
+            # Files of format 2.1+ store leaves only: find the field by its first leaf.
+            location = next((self._locations[f.id] for f in column_fields(field)
+                             if f.id in self._locations), None)
+        return location[0] if location else None
+
+    def _groups(self, fields: Sequence[LanceField]) -> list[tuple[DataFile | None, list[int]]]:
+        groups: dict[str | None, tuple[DataFile | None, list[int]]] = {}
+        for i, field in enumerate(fields):
+            refuse_json(field, self.store.uri)
+            data_file = self.data_file_of(field)
+            key = data_file.path if data_file else None
+            groups.setdefault(key, (data_file, []))[1].append(i)
+        return list(groups.values())
+
+    def _column_map(self, data_file: DataFile) -> dict[int, int]:
+        return {
+            fid: col
+            for fid, col in zip(data_file.fields, data_file.column_indices, strict=False)
+            if fid >= 0
+        }
+
+    def read(
+        self, fields: Sequence[LanceField], *, offset: int = 0, length: int | None = None
+    ) -> list[pa.Array]:
+        """Physical rows ``[offset, offset+length)`` of ``fields`` (deleted rows included)."""
+        self.check_rows()
+        if length is None:
+            length = self.fragment.physical_rows - offset
+        out: list[pa.Array | None] = [None] * len(fields)
+        for data_file, indices in self._groups(fields):
+            wanted = [fields[i] for i in indices]
+            if data_file is None:
+                arrays = [pa.nulls(length, f.to_scan_arrow().type) for f in wanted]
+            else:
+                reader = open_data_file(self.store, self.manifest, data_file)
+                self._check_file_rows(reader, data_file)
+                arrays = reader.read(
+                    wanted, self._column_map(data_file), offset=offset, length=length,
+                    blob_descriptions=True,
+                )
+            for i, array in zip(indices, arrays, strict=False):
+                out[i] = array
+        return out  # type: ignore[return-value]
+
+    def take(self, fields: Sequence[LanceField], rows: np.ndarray) -> list[pa.Array]:
+        self.check_rows()
+        out: list[pa.Array | None] = [None] * len(fields)
+        for data_file, indices in self._groups(fields):
+            wanted = [fields[i] for i in indices]
+            if data_file is None:
+                arrays = [pa.nulls(len(rows), f.to_scan_arrow().type) for f in wanted]
+            else:
+                reader = open_data_file(self.store, self.manifest, data_file)
+                self._check_file_rows(reader, data_file)
+                arrays = reader.take(wanted, self._column_map(data_file), rows,
+                                     blob_descriptions=True)
+            for i, array in zip(indices, arrays, strict=False):
+                out[i] = array
+        return out  # type: ignore[return-value]
+
+    def check_rows(self) -> int:
+        """The fragment's row count, checked against its data files (see
+        :func:`checked_rows`) once per reader, before it sizes anything."""
+        if not self._rows_checked:
+            checked_rows(self.store, self.manifest, self.fragment)
+            self._rows_checked = True
+        return self.fragment.physical_rows
+
+    def _check_file_rows(self, reader: LanceFileReader, data_file: DataFile) -> None:
+        if reader.num_rows != self.fragment.physical_rows:
+            raise FormatError(
+                f"{self.store.uri}/{data_file.key}: has {reader.num_rows} rows but fragment "
+                f"{self.fragment.id} declares {self.fragment.physical_rows}"
+            )
+
+    def keep_mask(self, *, small_ok: bool = False) -> np.ndarray | None:
+        """Boolean mask of live rows, or None when nothing is deleted. ``small_ok``: see
+        :func:`checked_rows` (for counts that, like ``count_rows()``, trust the manifest)."""
+        deleted = deleted_offsets(self.store, self.manifest, self.fragment)
+        if len(deleted) == 0:
+            return None
+        rows = (checked_rows(self.store, self.manifest, self.fragment, small_ok=True)
+                if small_ok else self.check_rows())
+        mask = np.ones(rows, dtype=bool)
+        mask[deleted] = False
+        return mask
+
+
+def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
+    base = np.uint64(fragment_id) << np.uint64(32)
+    return pa.array(offsets.astype(np.uint64) | base, pa.uint64())
+
+
+def row_offsets(addresses: pa.Array | np.ndarray) -> np.ndarray:
+    """The row offsets (low 32 bits, int64) of row addresses."""
+    if isinstance(addresses, pa.Array | pa.ChunkedArray):
+        addresses = addresses.to_numpy()
+    return (np.asarray(addresses, np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.int64)
+
+
+def by_fragment(manifest: Manifest, addresses: np.ndarray
+                ) -> Iterator[tuple[Fragment, np.ndarray, np.ndarray]]:
+    """Row addresses grouped by fragment: (fragment, its row offsets sorted, the positions
+    of those addresses in ``addresses``), fragments in address order."""
+    addresses = np.asarray(addresses, np.uint64)
+    order = np.argsort(addresses, kind="stable")
+    fragment_ids = addresses[order] >> np.uint64(32)
+    bounds = np.flatnonzero(np.diff(fragment_ids)) + 1
+    by_id = {f.id: f for f in manifest.fragments}
+    for positions in np.split(order, bounds) if len(order) else []:
+        frag_id = int(addresses[positions[0]] >> np.uint64(32))
+        frag = by_id.get(frag_id)
+        if frag is None:
+            raise NotFoundError(f"row address refers to fragment {frag_id}, which does not exist")
+        yield frag, row_offsets(addresses[positions]), positions
+
+
+def system_arrays(store: ObjectStore, manifest: Manifest, fragment: Fragment,
+                  rows: slice | np.ndarray, names: Sequence[str]) -> list[pa.Array]:
+    """System columns ``names`` for physical ``rows`` (a slice or offsets) of a fragment.
+
+    ``_rowid`` is the row address unless the table has stable row ids; the row
+    versions exist only on such tables.
+    """
+    stable = manifest.uses_stable_row_ids
+    if isinstance(rows, slice):
+        offsets = np.arange(rows.start, rows.stop, dtype=np.uint64)
+    else:
+        offsets = rows.astype(np.uint64)
+    out = []
+    for name in names:
+        if name == ROW_ADDR or (name == ROW_ID and not stable):
+            out.append(row_addresses(fragment.id, offsets))
+            continue
+        if not stable:
+            raise UnsupportedFeatureError(
+                f"{store.uri}: {name} exists only on tables created with stable row ids "
+                "(write_dataset(..., enable_stable_row_ids=True))")
+        lineage = load_lineage(store, manifest, fragment)
+        values_at = {ROW_ID: lineage.ids_at, ROW_CREATED: lineage.created_at,
+                     ROW_UPDATED: lineage.updated_at}[name]
+        out.append(pa.array(values_at(rows), pa.uint64()))
+    return out
+
+
+def refuse_json(field: LanceField, where: str) -> None:
+    """Lance stores ``json`` columns as binary JSONB, which lance_sql does not decode yet:
+    refuse them rather than hand back bytes that look like text but are not."""
+    for f in field.walk():
+        if f.logical_type == "json":
+            raise UnsupportedFeatureError(
+                f"{where}: column {f.name!r} is a Lance JSON (JSONB) column, which lance_sql "
+                "cannot read or write yet"
+            )

@@ -1,0 +1,1 @@
+"""Versions of a table: listing and loading manifests, tags, and time travel."""

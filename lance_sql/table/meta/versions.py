@@ -1,0 +1,293 @@
+"""Finding and loading versions: manifest listing, naming scheme, latest, tags.
+
+The ``latest_version_hint.json`` file is only a hint: it is written after each
+commit, but listing ``_versions/`` is what decides, so a stale or corrupt hint
+never changes what a reader sees.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import time
+from dataclasses import dataclass
+
+from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
+from lance_sql.format.manifest import Manifest, ManifestCodec
+from lance_sql.format.naming import (
+    LATEST_HINT,
+    TAGS_DIR,
+    VERSIONS_DIR,
+    ManifestNaming,
+    parse_manifest_name,
+    tag_key,
+)
+from lance_sql.io.commit import CommitHandler
+from lance_sql.io.store import ObjectStore
+from lance_sql.table.runtime.cache import LruCache
+
+
+@dataclass(frozen=True)
+class VersionRef:
+    """A manifest file found in ``_versions/``."""
+
+    version: int
+    naming: ManifestNaming
+
+    @property
+    def key(self) -> str:
+        return self.naming.key(self.version)
+
+
+def list_versions(store: ObjectStore) -> list[VersionRef]:
+    """Every committed version, ascending. A mixture of naming schemes is an error."""
+    refs = []
+    for name in store.list_dir(VERSIONS_DIR):
+        parsed = parse_manifest_name(name)
+        if parsed is not None:
+            refs.append(VersionRef(*parsed))
+    schemes = {r.naming for r in refs}
+    if len(schemes) > 1:
+        raise FormatError(
+            f"{store.uri}/{VERSIONS_DIR}: manifests use both the V1 and V2 naming schemes; "
+            "the table is inconsistent"
+        )
+    return sorted(refs, key=lambda r: r.version)
+
+
+def latest_version(store: ObjectStore, handler: CommitHandler | None = None) -> VersionRef:
+    """The newest version; a handler that tracks versions itself (external manifest store)
+    is asked first and repairs a half-finished commit of that version."""
+    tracked = handler_latest(store, handler)
+    if tracked is not None:
+        return tracked
+    fast = _latest_from_hint(store)
+    if fast is not None:
+        return fast
+    refs = list_versions(store)
+    if not refs:
+        raise NotFoundError(f"no Lance table at {store.uri} (no manifests in {VERSIONS_DIR}/)")
+    return refs[-1]
+
+
+def latest_committed(store: ObjectStore, handler: CommitHandler | None = None
+                     ) -> VersionRef | None:
+    """The newest version as writers must see it (None for no table): the handler's own
+    record, else a listing of ``_versions/``, never the hint. Probing upward from a hint
+    stops at a gap that cleanup left above a kept (tagged) version, and a writer that
+    trusted such an answer would re-create a removed version number."""
+    tracked = handler_latest(store, handler)
+    if tracked is not None:
+        return tracked
+    refs = list_versions(store)
+    return refs[-1] if refs else None
+
+
+def handler_latest(store: ObjectStore, handler: CommitHandler | None) -> VersionRef | None:
+    """The newest version according to a handler that tracks versions itself, else None."""
+    found = handler.latest(store) if handler is not None else None
+    if found is None:
+        return None
+    parsed = parse_manifest_name(found[1].rpartition("/")[2])
+    return VersionRef(found[0], parsed[1]) if parsed is not None else None
+
+
+def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
+    """The latest version in O(1) store requests, or None to fall back to listing.
+
+    Versions are committed one after another (v+1 only once v exists), so from a version
+    ``h`` that exists, probing ``h+1, h+2, ...`` finds the latest. ``h`` comes from the
+    hint; if the hint is missing, unreadable, or names a version that is not there, the
+    caller lists ``_versions/``. A manifest of the other naming scheme right after the
+    latest (a writer using the other scheme) also sends the caller to the listing,
+    which reports the mixture.
+    """
+    hinted = read_hint(store)
+    if hinted is None or hinted < 1:
+        return None
+    for naming in (ManifestNaming.V2, ManifestNaming.V1):
+        if store.exists(naming.key(hinted)):
+            version = hinted
+            while store.exists(naming.key(version + 1)):
+                version += 1
+            other = ManifestNaming.V1 if naming is ManifestNaming.V2 else ManifestNaming.V2
+            if store.exists(other.key(version + 1)) or store.exists(other.key(version)):
+                return None
+            return VersionRef(version, naming)
+    return None
+
+
+def find_version(store: ObjectStore, version: int,
+                 handler: CommitHandler | None = None) -> VersionRef:
+    refs = list_versions(store)
+    for ref in refs:
+        if ref.version == version:
+            return ref
+    if handler is not None and refs:
+        ref = VersionRef(version, refs[-1].naming)
+        if handler.exists(store, ref.key, version):  # repairs a half-finished commit
+            return ref
+    if not refs:
+        raise NotFoundError(f"no Lance table at {store.uri}")
+    raise NotFoundError(
+        f"version {version} of {store.uri} does not exist; versions: {_ranges(refs)}"
+    )
+
+
+# Decoded manifests by their bytes. The same bytes always decode to the same immutable
+# manifest, so the cache needs no invalidation (not even for a table re-created in
+# place). Weighed by twice their size: the bytes kept as the key and the decoded value.
+_MANIFESTS = LruCache(1024, max_weight=256 << 20, weigh=lambda entry: 2 * entry[1])
+
+
+def load_manifest(store: ObjectStore, ref: VersionRef) -> Manifest:
+    data = store.read(ref.key)
+    return _MANIFESTS.get_or_load(
+        data, lambda: (ManifestCodec.decode(data, f"{store.uri}/{ref.key}"), len(data)))[0]
+
+
+def load_transaction_bytes(store: ObjectStore, ref: VersionRef) -> bytes | None:
+    """The transaction that produced ``ref``: inline copy first, then the .txn file."""
+    key = ref.key
+    data = store.read(key)
+    inline = ManifestCodec.decode_transaction(data, f"{store.uri}/{key}")
+    if inline is not None:
+        return inline
+    manifest = ManifestCodec.decode(data, f"{store.uri}/{key}", check_flags=False)
+    if not manifest.transaction_file:
+        return None
+    try:
+        return store.read(f"_transactions/{manifest.transaction_file}")
+    except NotFoundError:
+        return None
+
+
+def read_hint(store: ObjectStore) -> int | None:
+    """The version the hint names; None when it is missing or unreadable."""
+    try:
+        return int(json.loads(store.read(LATEST_HINT))["version"])
+    except (NotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_hint(store: ObjectStore, version: int) -> None:
+    """Best effort: a failed hint write never fails a commit."""
+    try:
+        store.put(LATEST_HINT, json.dumps({"version": version}, separators=(",", ":")).encode())
+    except Exception:  # noqa: BLE001 - the hint is optional by design
+        pass
+
+
+def _ranges(refs: list[VersionRef]) -> str:
+    versions = [r.version for r in refs]
+    if len(versions) <= 12:
+        return ", ".join(map(str, versions))
+    return f"{versions[0]}..{versions[-1]} ({len(versions)} versions)"
+
+
+# -- tags -------------------------------------------------------------------------------
+
+
+# A tag is the file _refs/tags/<name>.json, written through a temporary sibling whose
+# name adds ~45 bytes: file systems allow 255 bytes a name.
+MAX_TAG_BYTES = 200
+_TAG_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def check_tag_name(name: object, *, creating: bool = False) -> str:
+    """``name`` if it can name a tag, else :class:`InvalidInputError`.
+
+    Any tag must be a printable, non-numeric file name of at most ``MAX_TAG_BYTES``
+    bytes. A tag being ``creating`` must also pass pylance's rules, so pylance can use
+    every tag we write: ASCII letters, digits, ``.``, ``-`` and ``_``; no leading or
+    trailing dot, no ``..``, no ``.lock`` suffix. (pylance takes non-ASCII letters too but
+    then cannot list them, so lance_sql refuses those.)
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"a tag name must be a non-empty string, got {name!r}")
+    problem = None
+    if creating and not _TAG_CHARS.fullmatch(name):
+        problem = "use only ASCII letters, digits, '.', '-' and '_'"
+    elif "/" in name or not name.isprintable():
+        problem = "it must be a printable file name"
+    elif name.startswith(".") or (creating and name.endswith(".")):
+        problem = "it may not begin or end with '.'"
+    elif creating and ".." in name:
+        problem = "it may not contain '..'"
+    elif creating and name.endswith(".lock"):
+        problem = "it may not end with '.lock'"
+    elif len(name.encode()) > MAX_TAG_BYTES:
+        problem = f"it may be at most {MAX_TAG_BYTES} characters long"
+    elif name.isdigit():
+        problem = "it would be confused with a version number"
+    if problem:
+        raise InvalidInputError(f"invalid tag name {name[:60]!r}: {problem}")
+    return name
+
+
+def read_tags(store: ObjectStore) -> dict[str, dict]:
+    tags = {}
+    for name in store.list_dir(TAGS_DIR):
+        if name.endswith(".json"):
+            tag = name[: -len(".json")]
+            tags[tag] = read_tag(store, tag)
+    return dict(sorted(tags.items()))
+
+
+def read_tag(store: ObjectStore, name: str) -> dict:
+    check_tag_name(name)
+    key = tag_key(name)
+    try:
+        raw = store.read(key)
+    except NotFoundError:
+        raise NotFoundError(f"tag {name!r} does not exist in {store.uri}") from None
+    try:
+        content = json.loads(raw)
+        version = int(content["version"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise FormatError(f"{store.uri}/{key}: corrupt tag file ({exc})") from exc
+    return {
+        "version": version,
+        "manifest_size": content.get("manifestSize"),
+        "branch": content.get("branch"),
+        "created_at": content.get("createdAt"),
+        "updated_at": content.get("updatedAt"),
+        "metadata": content.get("metadata") or {},
+    }
+
+
+def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) -> None:
+    check_tag_name(name)
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    body = {
+        "branch": None,
+        "version": ref.version,
+        "manifestSize": store.size(ref.key),
+        "createdAt": now,
+        "updatedAt": now,
+        "metadata": {},
+    }
+    data = json.dumps(body).encode()
+    if replace:
+        if not store.exists(tag_key(name)):
+            raise NotFoundError(f"tag {name!r} does not exist in {store.uri}")
+        store.put(tag_key(name), data)
+    elif not store.put_if_absent(tag_key(name), data):
+        raise InvalidInputError(f"tag {name!r} already exists in {store.uri}")
+
+
+def delete_tag(store: ObjectStore, name: str) -> None:
+    check_tag_name(name)
+    if not store.exists(tag_key(name)):
+        raise NotFoundError(f"tag {name!r} does not exist in {store.uri}")
+    store.delete(tag_key(name))
+
+
+def commit_time(timestamp_ns: int) -> dt.datetime:
+    """A manifest's commit time as a UTC datetime, truncated to microseconds (never
+    rounded up past the commit, so it can be fed back to time travel)."""
+    return _EPOCH + dt.timedelta(microseconds=timestamp_ns // 1000)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -1,0 +1,188 @@
+"""Removing old versions and the files only they need.
+
+A version is removed when it is older than ``older_than`` (and, with
+``retain_versions``, not among the newest N), is not the latest, and is not tagged
+(``keep_tags``). Then every file a removed version referenced — its manifest,
+transaction file, and the data, deletion and index files under the table's own root —
+is deleted unless a kept version references it too. Files under other base paths
+(shallow-clone sources) are never touched.
+
+No acknowledged commit is lost. A writer publishes version newest + 1 with
+put-if-not-exists, so a version number that cleanup freed must never come round again.
+The one window: a writer lists the versions (newest L), then others commit L+1 and
+L+2, then cleanup removes L+1 before the writer's put lands on it. Writers first write
+their transaction file ``_transactions/{read_version}-{uuid}.txn`` and only then list;
+cleanup lists versions first and transaction files second, and keeps every version
+after the read version of a transaction file no manifest references yet (a writer in
+flight) unless the file is older than :data:`WRITER_GRACE` (its writer died). So the
+window cannot open, and the rebase of a writer in flight finds every transaction it
+needs.
+
+Files no manifest references at all (left by failed or in-flight writes) are only
+removed with ``delete_unverified=True``: an in-flight writer's files look exactly
+like that, so only the caller can know none is running. Temporaries of our own writers
+(``data/.{name}.{hex}.tmp``, ...) are removed once untouched for :data:`WRITER_GRACE`,
+with or without ``delete_unverified``: a running writer keeps touching its temporary,
+and a published one no longer exists under that name.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.index import decode_index_section
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.naming import TAGS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from lance_sql.io.store import ObjectStore, is_temporary
+from lance_sql.table.files.lineage import ROW_IDS_DIR, sequence_keys
+from lance_sql.table.meta.versions import (
+    list_versions,
+    load_manifest,
+    read_hint,
+    read_tags,
+    write_hint,
+)
+
+if TYPE_CHECKING:
+    from lance_sql.table.dataset import LanceDataset
+
+DEFAULT_OLDER_THAN = timedelta(days=14)
+WRITER_GRACE = timedelta(hours=1)
+"""How long a writer may go without touching its files before cleanup presumes it dead."""
+_SCANNED_DIRS = ("data", "_deletions", ROW_IDS_DIR, TRANSACTIONS_DIR)
+_TEMPORARY_DIRS = ("", *_SCANNED_DIRS, VERSIONS_DIR, TAGS_DIR)
+
+
+@dataclass(frozen=True)
+class CleanupStats:
+    bytes_removed: int = 0
+    old_versions: int = 0
+    files_removed: int = 0
+
+
+def referenced_files(store: ObjectStore, manifest: Manifest) -> set[str]:
+    """Keys below the table root that ``manifest``'s version needs (its manifest aside)."""
+    keys = set()
+    if manifest.transaction_file:
+        keys.add(f"{TRANSACTIONS_DIR}/{manifest.transaction_file}")
+    for frag in manifest.fragments:
+        keys.update(d.key for d in frag.files if d.base_id is None)
+        deletion = frag.deletion_file
+        if deletion is not None and deletion.base_id is None:
+            keys.add(deletion.key(frag.id))
+        keys.update(sequence_keys(frag))
+    for index in decode_index_section(manifest.index_section):
+        if not index.to_proto().HasField("base_id"):
+            directory = f"_indices/{index.uuid}"
+            keys.update(f"{directory}/{name}" for name in store.list_dir(directory))
+    return keys
+
+
+def cleanup_old_versions(
+    ds: LanceDataset,
+    older_than: timedelta | None = None,
+    retain_versions: int | None = None,
+    *,
+    keep_tags: bool = True,
+    delete_unverified: bool = False,
+    now_ns: int | None = None,
+) -> CleanupStats:
+    store = ds.store
+    if older_than is None and retain_versions is None:
+        older_than = DEFAULT_OLDER_THAN
+    if retain_versions is not None and retain_versions < 1:
+        raise InvalidInputError("retain_versions must be positive")
+    refs = list_versions(store)
+    if not refs:
+        raise NotFoundError(f"no Lance table at {store.uri}")
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    cutoff = None if older_than is None else now_ns - int(older_than.total_seconds() * 1e9)
+    tagged = {t["version"] for t in read_tags(store).values()}
+    manifests = {ref.version: load_manifest(store, ref) for ref in refs}
+    grace_cutoff = now_ns - int(WRITER_GRACE.total_seconds() * 1e9)
+    in_flight = _in_flight_read_version(store, manifests.values(), grace_cutoff)
+    newest = {r.version for r in refs[-(retain_versions or 1):]}
+    removed = []
+    for ref in refs[:-1]:
+        m = manifests[ref.version]
+        if ref.version in newest or (cutoff is not None and m.timestamp_ns >= cutoff):
+            continue
+        if in_flight is not None and ref.version > in_flight:
+            continue  # a running writer may still need it to rebase
+        if ref.version in tagged:
+            if keep_tags:
+                continue
+            raise InvalidInputError(
+                f"version {ref.version} is tagged; delete its tag or pass keep_tags=True")
+        removed.append(ref)
+    removed_versions = {r.version for r in removed}
+    kept_files: set[str] = set()
+    for version, m in manifests.items():
+        if version not in removed_versions:
+            kept_files |= referenced_files(store, m)
+    doomed: list[str] = []
+    for ref in removed:  # oldest first: a crash part-way leaves a valid, shorter history
+        doomed.append(ref.key)
+        doomed.extend(sorted(referenced_files(store, manifests[ref.version]) - kept_files))
+    if delete_unverified:
+        everything = kept_files | set(doomed)
+        for directory in _SCANNED_DIRS:
+            for name in store.list_dir(directory):
+                key = f"{directory}/{name}"
+                if key not in everything and not is_temporary(name):  # those: below
+                    doomed.append(key)
+        # manifests staged for an external manifest store and already copied into place
+        # (one not copied yet may be the only copy of a committed version: kept)
+        for name in store.list_dir(VERSIONS_DIR):
+            head, sep, _ = name.rpartition(".manifest-")
+            if sep and store.exists(f"{VERSIONS_DIR}/{head}.manifest"):
+                doomed.append(f"{VERSIONS_DIR}/{name}")
+    for directory in _TEMPORARY_DIRS:
+        for name, modified in store.list_temporaries(directory):
+            if modified < grace_cutoff:
+                doomed.append(f"{directory}/{name}" if directory else name)
+    # sizes first: a key that leads out of the root (PathEscapeError) stops cleanup
+    # before anything is deleted
+    sized = []
+    for key in dict.fromkeys(doomed):
+        try:
+            sized.append((key, store.size(key)))
+        except (NotFoundError, IsADirectoryError, PermissionError):
+            continue  # gone already, or a directory (nested index layout): left alone
+    removed_bytes = removed_files = 0
+    for key, size in sized:
+        try:
+            store.delete(key)
+        except (NotFoundError, IsADirectoryError, PermissionError):
+            continue
+        removed_bytes += size
+        removed_files += 1
+    if removed and (read_hint(store) or 0) < refs[-1].version:
+        # a stale hint naming a kept (tagged) version would now sit below a gap, and
+        # readers probing upward from it would stop there
+        write_hint(store, refs[-1].version)
+    return CleanupStats(removed_bytes, len(removed), removed_files)
+
+
+def _in_flight_read_version(store: ObjectStore, manifests: Iterable[Manifest],
+                            fresh_after_ns: int) -> int | None:
+    """The oldest read version of a writer that may still be committing: transaction
+    files no listed manifest references, touched after ``fresh_after_ns``."""
+    referenced = {m.transaction_file for m in manifests}
+    oldest = None
+    for name in store.list_dir(TRANSACTIONS_DIR):
+        head, sep, _ = name.partition("-")
+        if name in referenced or not sep or not head.isdigit():
+            continue
+        try:
+            if store.modified_ns(f"{TRANSACTIONS_DIR}/{name}") < fresh_after_ns:
+                continue  # its writer died long ago
+        except NotFoundError:
+            continue  # committed or abandoned meanwhile
+        oldest = int(head) if oldest is None else min(oldest, int(head))
+    return oldest

@@ -1,0 +1,262 @@
+"""Table maintenance built on transactions: compaction, restore, config and metadata.
+
+``compact_files`` is a Rewrite: small neighbouring fragments (and fragments with many
+deleted rows) are read, their live rows written to new fragments in the same order,
+ids for those reserved with a ReserveFragments commit first, and the Rewrite replaces
+each group in place, so row order is kept and deletions are materialised. A concurrent
+delete or update of a rewritten fragment makes the Rewrite a retryable conflict.
+
+Functions take the dataset (duck-typed: ``store``, ``_latest_for_write``, ``_commit``)
+and return the committed manifest; :mod:`lance_sql.table.dataset_ops` wraps them as
+``LanceDataset`` methods named like pylance's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.table.files.lineage import (
+    FragmentLineage,
+    attach_lineage,
+    sequence_keys,
+)
+from lance_sql.table.files.reader import LINEAGE_COLUMNS
+from lance_sql.table.index.remap import remap_indices
+from lance_sql.table.read.scan import plan_scan, scan_fragment
+from lance_sql.table.txn.commit import committed_version
+from lance_sql.table.txn.operations import (
+    ReserveFragments,
+    Restore,
+    Rewrite,
+    RewriteGroup,
+    Transaction,
+    UpdateConfig,
+    UpdateMap,
+)
+from lance_sql.table.write.fragments import FragmentWriter
+
+if TYPE_CHECKING:
+    from lance_sql.table.dataset import LanceDataset
+
+DEFAULT_TARGET_ROWS = 1024 * 1024
+DEFAULT_DELETION_THRESHOLD = 0.1
+
+
+# ------------------------------------------------------------------------------ compaction
+@dataclass(frozen=True)
+class CompactionMetrics:
+    fragments_removed: int = 0
+    fragments_added: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+
+
+def plan_compaction(
+    manifest: Manifest,
+    *,
+    target_rows_per_fragment: int = DEFAULT_TARGET_ROWS,
+    materialize_deletions: bool = True,
+    materialize_deletions_threshold: float = DEFAULT_DELETION_THRESHOLD,
+) -> list[tuple[Fragment, ...]]:
+    """Groups of adjacent fragments worth rewriting (pure).
+
+    A fragment is a candidate if it is smaller than the target or (with
+    ``materialize_deletions``) more than ``threshold`` of its rows are deleted.
+    Adjacent candidates form groups of up to about the target size; a group of one
+    fragment without deletions would be rewritten to itself and is skipped.
+    """
+    if target_rows_per_fragment <= 0:
+        raise InvalidInputError("target_rows_per_fragment must be positive")
+
+    def candidate(f: Fragment) -> bool:
+        if f.physical_rows < target_rows_per_fragment:
+            return True
+        return materialize_deletions and f.physical_rows > 0 and (
+            f.num_deleted_rows / f.physical_rows > materialize_deletions_threshold)
+
+    groups: list[list[Fragment]] = []
+    current: list[Fragment] = []
+    rows = 0
+    for frag in manifest.fragments:
+        if not candidate(frag):
+            if current:
+                groups.append(current)
+            current, rows = [], 0
+            continue
+        if current and rows + frag.num_rows > target_rows_per_fragment and rows > 0:
+            groups.append(current)
+            current, rows = [], 0
+        current.append(frag)
+        rows += frag.num_rows
+    if current:
+        groups.append(current)
+    return [tuple(g) for g in groups
+            if len(g) > 1 or (materialize_deletions and g[0].deletion_file is not None)]
+
+
+def compact_files(
+    ds: LanceDataset,
+    *,
+    target_rows_per_fragment: int | None = None,
+    max_rows_per_group: int | None = None,
+    materialize_deletions: bool | None = None,
+    materialize_deletions_threshold: float | None = None,
+    num_threads: int | None = None,
+    batch_size: int | None = None,
+    **unsupported: Any,
+) -> tuple[CompactionMetrics, Manifest | None]:
+    """Rewrite small or deletion-heavy fragments; returns metrics and the new manifest.
+
+    Defaults come from the table config (``lance.compaction.*``), as in pylance.
+    ``max_rows_per_group``, ``num_threads`` and ``batch_size`` are accepted for
+    compatibility; they do not change the 2.0 files written.
+    """
+    given = {k: v for k, v in unsupported.items() if v is not None}
+    if given:
+        raise UnsupportedFeatureError(f"compact_files options not supported: {sorted(given)}")
+    base, naming = ds._latest_for_write()
+    cfg = base.config
+    target = target_rows_per_fragment or int(
+        cfg.get("lance.compaction.target_rows_per_fragment", DEFAULT_TARGET_ROWS))
+    if materialize_deletions is None:
+        materialize_deletions = cfg.get("lance.compaction.materialize_deletions",
+                                        "true").lower() != "false"
+    threshold = materialize_deletions_threshold
+    if threshold is None:
+        threshold = float(cfg.get("lance.compaction.materialize_deletions_threshold",
+                                  DEFAULT_DELETION_THRESHOLD))
+    groups = plan_compaction(base, target_rows_per_fragment=target,
+                             materialize_deletions=materialize_deletions,
+                             materialize_deletions_threshold=threshold)
+    if not groups:
+        return CompactionMetrics(), None
+    writer = FragmentWriter(ds.store, base.schema, max_rows_per_file=target,
+                            data_format=base.data_format)
+    new_groups: list[tuple[tuple[Fragment, ...], tuple[Fragment, ...]]] = []
+    index_keys: list[str] = []
+    try:
+        new_groups = _rewrite_groups(ds, base, groups, writer)
+        total = sum(len(new) for _, new in new_groups)
+        reserved = ds._commit(base, naming, Transaction(base.version, ReserveFragments(total)))
+        top = reserved.manifest.max_fragment_id
+        assert top is not None
+        ids = iter(range(top - total + 1, top + 1))
+        final = [(old, tuple(f.with_id(next(ids)) for f in new)) for old, new in new_groups]
+        # BTREE indices over the rewritten fragments follow their rows to the new ones
+        rewritten, index_keys = remap_indices(ds.store, base, final)
+        rewrite = Rewrite(tuple(RewriteGroup(old, new) for old, new in final), rewritten)
+        committed = ds._commit(base, naming, Transaction(base.version, rewrite))
+    except BaseException as exc:
+        if committed_version(exc) is not None:
+            raise
+        writer.abort()
+        for key in index_keys:
+            ds.store.delete(key)
+        for _, new in new_groups:
+            for key in (k for frag in new for k in sequence_keys(frag)):
+                ds.store.delete(key)
+        raise
+    metrics = CompactionMetrics(
+        fragments_removed=sum(len(old) for old, _ in new_groups),
+        fragments_added=total,
+        files_removed=sum(len(f.files) for old, _ in new_groups for f in old),
+        files_added=sum(len(f.files) for _, new in new_groups for f in new),
+    )
+    return metrics, committed.manifest
+
+
+def _rewrite_groups(ds: LanceDataset, base: Manifest, groups: list[tuple[Fragment, ...]],
+                    writer: FragmentWriter) -> list[tuple[tuple[Fragment, ...],
+                                                           tuple[Fragment, ...]]]:
+    stable = base.uses_stable_row_ids
+    data_names = [f.name for f in base.schema.fields]
+    # Every column of the schema (dropped columns are left behind) and, on tables with
+    # stable row ids, each row's id and versions, which the rewritten rows keep.
+    plan = plan_scan(base, data_names + (list(LINEAGE_COLUMNS) if stable else []))
+    out = []
+    for group in groups:
+        start = len(writer.fragments)
+        lineage = []
+        for frag in group:
+            table = scan_fragment(ds.store, base, frag, plan)
+            if stable:
+                lineage.append(FragmentLineage(*(table.column(n).to_numpy()
+                                                 for n in LINEAGE_COLUMNS)))
+                table = table.select(data_names)
+            for batch in table.to_batches():
+                if batch.num_rows:
+                    writer.write(batch)
+        writer.finish()  # one group's rows never share a file with the next group's
+        new = tuple(writer.fragments[start:])
+        if stable:
+            new, _ = attach_lineage(ds.store, base, new, FragmentLineage.concat(lineage))
+        out.append((group, new))
+    return out
+
+
+# -------------------------------------------------------------------------------- restore
+def restore(ds: LanceDataset, version: int) -> Manifest:
+    """Commit the content of ``version`` as the newest version."""
+    base, naming = ds._latest_for_write()
+    return ds._commit(base, naming, Transaction(base.version, Restore(version))).manifest
+
+
+# ------------------------------------------------------------------------ config/metadata
+def _check_values(values: Mapping[str, str | None], what: str) -> dict[str, str | None]:
+    if not isinstance(values, Mapping):
+        raise InvalidInputError(f"{what} must be a dict of str -> str or None")
+    for key, value in values.items():
+        if not isinstance(key, str) or not (value is None or isinstance(value, str)):
+            raise InvalidInputError(f"{what} must map str -> str or None, got {key!r}: "
+                                    f"{value!r}")
+    return dict(values)
+
+
+def update_config(ds: LanceDataset, op: UpdateConfig) -> Manifest:
+    base, naming = ds._latest_for_write()
+    return ds._commit(base, naming, Transaction(base.version, op)).manifest
+
+
+def config_update(values: Mapping[str, str | None], *, replace: bool = False) -> UpdateConfig:
+    return UpdateConfig(config_updates=UpdateMap.of(_check_values(values, "config"),
+                                                    replace=replace))
+
+
+def table_metadata_update(values: Mapping[str, str | None], *,
+                          replace: bool = False) -> UpdateConfig:
+    return UpdateConfig(table_metadata_updates=UpdateMap.of(
+        _check_values(values, "table metadata"), replace=replace))
+
+
+def schema_metadata_update(values: Mapping[str, str | None], *,
+                           replace: bool = False) -> UpdateConfig:
+    return UpdateConfig(schema_metadata_updates=UpdateMap.of(
+        _check_values(values, "schema metadata"), replace=replace))
+
+
+def field_metadata_update(manifest: Manifest,
+                          updates: Mapping[str, Mapping[str, str | None]], *,
+                          replace: bool = False) -> UpdateConfig:
+    """Per-field edits, fields named by (dotted) path."""
+    out = {}
+    for name, values in updates.items():
+        try:
+            field_id = manifest.schema.field(name).id
+        except NotFoundError:
+            raise NotFoundError(f"cannot update metadata of {name!r}: no such field") from None
+        out[field_id] = UpdateMap.of(_check_values(values, f"metadata of {name!r}"),
+                                     replace=replace)
+    return UpdateConfig(field_metadata_updates=out)
+
+
+def delete_keys(keys: Iterable[str]) -> UpdateConfig:
+    return config_update({k: None for k in keys})
+
+
+def decoded(metadata: Mapping[str, bytes]) -> dict[str, str]:
+    return {k: v.decode("utf-8", "replace") for k, v in metadata.items()}

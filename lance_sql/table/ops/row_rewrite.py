@@ -1,0 +1,148 @@
+"""The write side of an Update transaction in rewrite-rows mode (update, merge_insert).
+
+Rows leave their fragments through deletion vectors and come back, with new values,
+in new fragments; new rows (merge_insert's inserts) are written alongside. On a table
+with stable row ids a rewritten row keeps its row id and creation version, and its
+last-updated version becomes the commit's; inserted rows get fresh ids. Both are
+expressed with :data:`~lance_sql.table.files.lineage.PENDING_VERSION` placeholders that
+the commit resolves, so a rebased commit stays correct.
+
+Nothing is written to the table until :meth:`RowRewrite.commit`; on any failure the
+files written so far are removed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.format.deletion import merged_deletion
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.memwal import MergedGeneration
+from lance_sql.table.files.lineage import (
+    PENDING_VERSION,
+    FragmentLineage,
+    attach_lineage,
+    load_lineage,
+)
+from lance_sql.table.files.reader import deleted_offsets
+from lance_sql.table.txn.commit import committed_version
+from lance_sql.table.txn.operations import Transaction, Update
+from lance_sql.table.write.fragments import FragmentWriter
+
+if TYPE_CHECKING:
+    from lance_sql.format.manifest import ManifestNaming
+    from lance_sql.table.dataset import LanceDataset
+    from lance_sql.table.txn.commit import WinnerCheck
+
+_PENDING = np.uint64(PENDING_VERSION)
+
+
+class RowRewrite:
+    """Collects removed rows and (re)written rows of one Update; commits them at once."""
+
+    def __init__(self, ds: LanceDataset, base: Manifest) -> None:
+        self.ds = ds
+        self.base = base
+        self.stable = base.uses_stable_row_ids
+        self.writer = FragmentWriter(ds.store, base.schema, data_format=base.data_format)
+        self.arrow = base.schema.to_arrow()
+        self._removed: dict[int, np.ndarray] = {}     # fragment id -> offsets leaving it
+        self._lineage: list[FragmentLineage] = []    # per written piece, in write order
+        self._written = 0
+        self._extra_keys: list[str] = []
+
+    @property
+    def rows_written(self) -> int:
+        return self._written
+
+    def remove(self, fragment: Fragment, offsets: np.ndarray) -> None:
+        """Delete physical rows ``offsets`` of ``fragment`` in this commit."""
+        if len(offsets) == 0:
+            return
+        old = self._removed.get(fragment.id)
+        offsets = np.asarray(offsets, dtype=np.uint32)
+        self._removed[fragment.id] = offsets if old is None else np.union1d(old, offsets)
+
+    def rewrite(self, fragment: Fragment, offsets: np.ndarray, table: pa.Table) -> None:
+        """Write ``table`` as the new contents of rows ``offsets`` of ``fragment``."""
+        self.remove(fragment, offsets)
+        lineage = None
+        if self.stable:
+            old = load_lineage(self.ds.store, self.base, fragment).take(
+                np.asarray(offsets, dtype=np.int64))
+            lineage = FragmentLineage(old.row_ids, old.created,
+                                      np.full(len(offsets), _PENDING, np.uint64))
+        self._write(table, lineage)
+
+    def insert(self, table: pa.Table) -> None:
+        """Write ``table`` as new rows."""
+        lineage = None
+        if self.stable:
+            pending = np.full(table.num_rows, _PENDING, np.uint64)
+            lineage = FragmentLineage(pending, pending, pending)
+        self._write(table, lineage)
+
+    def _write(self, table: pa.Table, lineage: FragmentLineage | None) -> None:
+        if table.num_rows == 0:
+            return
+        for batch in table.cast(self.arrow).to_batches():
+            if batch.num_rows:
+                self.writer.write(batch)
+        self._written += table.num_rows
+        if lineage is not None:
+            self._lineage.append(lineage)
+
+    def _new_fragments(self) -> tuple[Fragment, ...]:
+        fragments = self.writer.finish()
+        if not self.stable:
+            return tuple(fragments)
+        out, keys = attach_lineage(self.ds.store, self.base, fragments,
+                                   FragmentLineage.concat(self._lineage))
+        self._extra_keys.extend(keys)
+        return out
+
+    def commit(self, naming: ManifestNaming, fields_modified: tuple[int, ...] = (),
+               check_winners: WinnerCheck | None = None,
+               merged_generations: tuple[MergedGeneration, ...] = ()) -> Manifest | None:
+        """Publish the Update; None (nothing committed) when no row changed and there is
+        no MemWAL merge progress (``merged_generations``) to record.
+
+        ``check_winners`` is passed to the commit loop (see ``commit_transaction``).
+        """
+        deletion_files: list[tuple[str, bytes]] = []
+        try:
+            if not self._removed and not self._written and not merged_generations:
+                self.writer.abort()
+                return None
+            new_fragments = self._new_fragments()
+            updated, removed = [], []
+            by_id = {f.id: f for f in self.base.fragments}
+            for frag_id, offsets in self._removed.items():
+                frag = by_id[frag_id]
+                merged = merged_deletion(deleted_offsets(self.ds.store, self.base, frag),
+                                         offsets, frag.physical_rows, self.base.version)
+                if merged is None:
+                    removed.append(frag_id)
+                    continue
+                deletion, data = merged
+                deletion_files.append((deletion.key(frag_id), data))
+                updated.append(frag.with_deletion(deletion))
+            op = Update(removed_fragment_ids=tuple(removed), updated_fragments=tuple(updated),
+                        new_fragments=new_fragments, fields_modified=fields_modified,
+                        merged_generations=merged_generations, update_mode="rewrite_rows")
+            for key, data in deletion_files:
+                self.ds.store.put(key, data)
+            committed = self.ds._commit(self.base, naming, Transaction(self.base.version, op),
+                                        affected_rows=dict(self._removed),
+                                        check_winners=check_winners)
+        except BaseException as exc:
+            if committed_version(exc) is None:
+                self.writer.abort()
+                for key in [k for k, _ in deletion_files] + self._extra_keys:
+                    self.ds.store.delete(key)
+            raise
+        return committed.manifest

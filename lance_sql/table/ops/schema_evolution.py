@@ -1,0 +1,379 @@
+"""Schema evolution: add, drop and alter columns (Merge and Project transactions).
+
+* ``add_columns`` writes, for every fragment, one new data file holding only the new
+  columns (ids after the schema's largest), covering all physical rows (deleted ones
+  too, so offsets line up), and commits a Merge listing every fragment with its new
+  file. Values come from SQL expressions over existing columns, from Arrow data aligned
+  with the table's rows (as ``to_table()`` returns them; deleted rows get NULL), or
+  from a function of each fragment's batch. Arrow fields alone add all-NULL columns
+  without writing anything.
+* ``drop_columns`` and renames / nullability changes in ``alter_columns`` are Project
+  commits: metadata only. A type change rewrites that column under a new field id (a
+  Merge), as the reference does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError
+from lance_sql.expr import parse_predicate, value_expression
+from lance_sql.format.fragment import DataFile, Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.schema import LanceField, LanceSchema
+from lance_sql.io.store import ObjectStore
+from lance_sql.table.files.reader import FragmentReader
+from lance_sql.table.txn.commit import committed_version
+from lance_sql.table.txn.operations import Merge, Project, Transaction
+from lance_sql.table.write.fragments import FragmentWriter, to_reader
+
+if TYPE_CHECKING:
+    from lance_sql.table.dataset import LanceDataset
+
+Values = Callable[[Fragment, ObjectStore], pa.Table]  # fragment -> its new columns
+
+
+# ---------------------------------------------------------------------------- add columns
+def add_columns(ds: LanceDataset, transforms: Any, read_columns: Sequence[str] | None = None,
+                reader_schema: pa.Schema | None = None) -> Manifest:
+    base, naming = ds._latest_for_write()
+    if isinstance(transforms, pa.Field):
+        transforms = pa.schema([transforms])
+    elif isinstance(transforms, list) and transforms and \
+            all(isinstance(f, pa.Field) for f in transforms):
+        transforms = pa.schema(transforms)
+    if isinstance(transforms, pa.Schema):
+        return _add_null_columns(ds, base, naming, transforms)
+    if isinstance(transforms, Mapping):
+        new_arrow, values = _sql_values(base, transforms)
+    elif callable(transforms) and not isinstance(transforms, pa.Table | pa.RecordBatchReader):
+        new_arrow, values = _udf_values(ds.store, base, transforms, read_columns)
+    else:
+        new_arrow, values = _aligned_values(base, to_reader(transforms, reader_schema))
+    schema = base.schema.add_fields(new_arrow)
+    new_fields = LanceSchema(schema.fields[len(base.schema.fields):])
+    fragments = _write_columns(ds.store, base, new_fields, values)
+    return _commit_merge(ds, base, naming, schema, fragments)
+
+
+def _commit_merge(ds: LanceDataset, base: Manifest, naming: Any, schema: LanceSchema,
+                  fragments: list[tuple[Fragment, str]]) -> Manifest:
+    """Commit fragments carrying new column files; a failed commit removes those files."""
+    try:
+        return ds._commit(base, naming, Transaction(base.version, Merge(
+            tuple(f for f, _ in fragments), schema))).manifest
+    except BaseException as exc:
+        if committed_version(exc) is None:
+            for _, key in fragments:
+                if key:
+                    ds.store.delete(key)
+        raise
+
+
+def _add_null_columns(ds: LanceDataset, base: Manifest, naming: Any,
+                      schema: pa.Schema) -> Manifest:
+    bad = [f.name for f in schema if not f.nullable]
+    if bad:
+        raise SchemaError(f"columns added without data must be nullable: {bad}")
+    new = base.schema.add_fields(schema)
+    return ds._commit(base, naming, Transaction(base.version, Merge(base.fragments, new))
+                      ).manifest
+
+
+def _sql_values(base: Manifest, exprs: Mapping[str, str]) -> tuple[pa.Schema, Values]:
+    import pyarrow.dataset as pds  # here: it imports pandas (~0.3 s) at import time
+
+    arrow = base.schema.to_arrow()
+    compiled = {}
+    for name, text in exprs.items():
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise InvalidInputError("add_columns with a dict maps new column names to SQL")
+        compiled[name] = value_expression(parse_predicate(text), arrow)
+    types = pds.dataset(arrow.empty_table()).to_table(columns=dict(compiled)).schema
+    needed = sorted({c for e in exprs.values() for c in _referenced(e, arrow)})
+
+    def compute(frag: Fragment, table: pa.Table) -> pa.Table:
+        return pds.dataset(table).to_table(columns=dict(compiled)).cast(types)
+
+    return types, _reading(base, needed, compute)
+
+
+def _referenced(text: str, arrow: pa.Schema) -> set[str]:
+    wanted = set()
+    parsed = parse_predicate(text)
+    stack = [parsed]
+    while stack:
+        node = stack.pop()
+        path = getattr(node, "path", None)
+        if path is not None:
+            match = next((n for n in arrow.names if n.lower() == path[0].lower()), None)
+            if match is None:
+                raise NotFoundError(f"no column {path[0]!r}")
+            wanted.add(match if path[0] not in arrow.names else path[0])
+        stack.extend(getattr(node, "args", ()))
+    return wanted
+
+
+def _reading(base: Manifest, names: Sequence[str],
+             compute: Callable[[Fragment, pa.Table], pa.Table]) -> Values:
+    """Wrap ``compute`` so it receives the named columns of each fragment."""
+    fields = [base.schema.field(n) for n in names]
+
+    def values(frag: Fragment, store: Any) -> pa.Table:
+        reader = FragmentReader(store, base, frag)
+        arrays = reader.read(fields)
+        if fields:
+            table = pa.Table.from_arrays(arrays, names=[f.name for f in fields])
+        else:
+            table = pa.table({"_": pa.nulls(frag.physical_rows)}).select([])
+        return compute(frag, table)
+
+    return values
+
+
+def _udf_values(store: ObjectStore, base: Manifest, udf: Callable,
+                read_columns: Sequence[str] | None) -> tuple[pa.Schema, Values]:
+    names = list(read_columns) if read_columns is not None else [f.name for f in
+                                                                 base.schema.fields]
+
+    def compute(frag: Fragment, table: pa.Table) -> pa.Table:
+        result = udf(table.combine_chunks().to_batches()[0] if table.num_rows else
+                     pa.RecordBatch.from_pylist([], schema=table.schema))
+        if type(result).__module__.startswith("pandas"):
+            result = pa.Table.from_pandas(result, preserve_index=False)
+        if isinstance(result, pa.RecordBatch):
+            result = pa.Table.from_batches([result])
+        if not isinstance(result, pa.Table) or result.num_rows != table.num_rows:
+            raise InvalidInputError("an add_columns function must return one row per input row")
+        return result
+
+    values = _reading(base, names, compute)
+    probe = next((f for f in base.fragments if f.physical_rows), None)
+    if probe is None:
+        raise InvalidInputError("cannot infer the new columns' types from an empty table")
+    schema = values(probe, store).schema
+    return schema, values
+
+
+def _aligned_values(base: Manifest, reader: pa.RecordBatchReader) -> tuple[pa.Schema, Values]:
+    """Rows of ``reader`` belong to the table's live rows in scan order."""
+    batches = iter(reader)
+    pending: list[pa.Table] = []
+    buffered = 0
+    total = base.num_rows
+
+    def take(n: int) -> pa.Table:
+        nonlocal buffered
+        while buffered < n:
+            batch = next(batches, None)
+            if batch is None:
+                raise InvalidInputError(f"add_columns data has fewer rows than the table "
+                                        f"({total})")
+            pending.append(pa.Table.from_batches([batch]))
+            buffered += batch.num_rows
+        table = pa.concat_tables(pending) if pending else reader.schema.empty_table()
+        pending[:] = [table.slice(n)]
+        buffered -= n
+        return table.slice(0, n)
+
+    def values(frag: Fragment, store: Any) -> pa.Table:
+        live = take(frag.num_rows)
+        if frag.num_deleted_rows == 0:
+            return live
+        mask = FragmentReader(store, base, frag).keep_mask()
+        assert mask is not None
+        positions = np.full(frag.physical_rows, -1, dtype=np.int64)
+        positions[mask] = np.arange(frag.num_rows)
+        index = pa.array(positions, mask=positions < 0)
+        return live.take(index)
+
+    def finish_check() -> None:
+        if buffered or next(batches, None) is not None:
+            raise InvalidInputError(f"add_columns data has more rows than the table ({total})")
+
+    values.finish_check = finish_check  # type: ignore[attr-defined]
+    return reader.schema, values
+
+
+def _write_columns(store: ObjectStore, base: Manifest, new_fields: LanceSchema,
+                   values: Values) -> list[tuple[Fragment, str]]:
+    """Every fragment with a new data file for ``new_fields``; keys written, for clean-up."""
+    target = new_fields.to_arrow()
+    written: list[tuple[Fragment, str]] = []
+    try:
+        for frag in base.fragments:
+            if frag.physical_rows == 0:
+                written.append((frag, ""))
+                continue
+            table = values(frag, store)  # type: ignore[arg-type]
+            if table.num_rows != frag.physical_rows:
+                raise InvalidInputError(f"new column values for fragment {frag.id} have "
+                                        f"{table.num_rows} rows, expected {frag.physical_rows}")
+            table = table.select(target.names)
+            try:
+                table = table.cast(target)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
+                raise SchemaError(f"new column values do not fit {target}: {exc}") from exc
+            data_file = write_columns_file(store, new_fields, table, base.data_format)
+            # New values for every row are a change to every row: on tables with stable
+            # row ids the commit sets their last-updated version (as the reference does).
+            changed = replace(frag, files=frag.files + (data_file,))
+            if base.uses_stable_row_ids:
+                changed = replace(changed, last_updated_at_version_sequence=None)
+            written.append((changed, data_file.key))
+        check = getattr(values, "finish_check", None)
+        if check is not None:
+            check()
+    except BaseException:
+        for _, key in written:
+            if key:
+                store.delete(key)
+        raise
+    return written
+
+
+def write_columns_file(store: ObjectStore, schema: LanceSchema, table: pa.Table,
+                data_format: str) -> DataFile:
+    writer = FragmentWriter(store, schema, max_rows_per_file=max(table.num_rows, 1),
+                            data_format=data_format)
+    try:
+        for batch in table.to_batches():
+            if batch.num_rows:
+                writer.write(batch)
+        (frag,) = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return frag.files[0]
+
+
+# --------------------------------------------------------------------------- drop / alter
+def _without(fields: Iterable[LanceField], drop: set[int]) -> tuple[LanceField, ...]:
+    out = []
+    for f in fields:
+        if f.id in drop:
+            continue
+        if f.children and f.logical_type == "struct":
+            kids = _without(f.children, drop)
+            if not kids:
+                raise InvalidInputError(f"dropping every member of struct {f.name!r}; drop "
+                                        "the struct instead")
+            f = replace(f, children=kids)
+        out.append(f)
+    return tuple(out)
+
+
+def drop_columns(ds: LanceDataset, columns: Sequence[str]) -> Manifest:
+    if isinstance(columns, str):
+        raise InvalidInputError("drop_columns takes a list of column names")
+    base, naming = ds._latest_for_write()
+    drop = {base.schema.field(name).id for name in columns}
+    kept = _without(base.schema.fields, drop)
+    if not kept:
+        raise InvalidInputError("cannot drop every column of a table")
+    schema = LanceSchema(kept, base.schema.metadata)
+    return ds._commit(base, naming, Transaction(base.version, Project(schema))).manifest
+
+
+_ALTER_KEYS = {"path", "name", "nullable", "data_type"}
+
+
+def alter_columns(ds: LanceDataset, alterations: Sequence[Mapping[str, Any]]) -> Manifest:
+    base, naming = ds._latest_for_write()
+    schema = base.schema
+    casts: dict[int, LanceField] = {}  # old field id -> replacement field (new id)
+    next_id = itertools.count(schema.max_field_id() + 1)
+    for alt in alterations:
+        unknown = set(alt) - _ALTER_KEYS
+        if unknown or "path" not in alt:
+            raise InvalidInputError(f"an alteration needs 'path' and may have name, nullable, "
+                                    f"data_type; got {sorted(alt)}")
+        path = alt["path"]
+        field = schema.field(path)
+        changed = field
+        if alt.get("name") is not None:
+            changed = replace(changed, name=_check_rename(schema, path, alt["name"]))
+        if alt.get("nullable") is not None:
+            nullable = bool(alt["nullable"])
+            if not nullable and field.nullable:
+                _check_no_nulls(ds, base, path)
+            changed = replace(changed, nullable=nullable)
+        if alt.get("data_type") is not None:
+            if "." in path or field.children:
+                raise InvalidInputError("only top-level, non-nested columns can change type")
+            arrow = pa.field(changed.name, alt["data_type"], changed.nullable,
+                             metadata=field.to_arrow().metadata)
+            changed = LanceField.from_arrow(arrow, next_id)
+            casts[changed.id] = changed
+        schema = _replace_by_id(schema, field.id, changed)
+    if not casts:
+        return ds._commit(base, naming, Transaction(base.version, Project(schema))).manifest
+    return _commit_casts(ds, base, naming, schema, casts)
+
+
+def _check_rename(schema: LanceSchema, path: str, name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"invalid new name {name!r} for {path!r}")
+    parent = path.rpartition(".")[0] if "." in path else ""
+    siblings = schema.field(parent).children if parent else schema.fields
+    if any(s.name == name for s in siblings if s.name != path.rpartition(".")[2]):
+        raise InvalidInputError(f"cannot rename {path!r} to {name!r}: the name is taken")
+    return name
+
+
+def _check_no_nulls(ds: LanceDataset, base: Manifest, path: str) -> None:
+    top, _, rest = path.partition(".")
+    for frag in base.fragments:
+        reader = FragmentReader(ds.store, base, frag)
+        (array,) = reader.read([base.schema.field(top)])
+        mask = reader.keep_mask()
+        if mask is not None:
+            array = array.filter(pa.array(mask))
+        for part in rest.split(".") if rest else ():
+            array = pc.struct_field(array, part)
+        if array.null_count:
+            raise InvalidInputError(f"column {path!r} has NULL values; it cannot be made "
+                                    "non-nullable")
+
+
+def _replace_by_id(schema: LanceSchema, field_id: int, new: LanceField) -> LanceSchema:
+    def walk(f: LanceField) -> LanceField:
+        if f.id == field_id:
+            return new
+        return replace(f, children=tuple(walk(c) for c in f.children)) if f.children else f
+
+    return LanceSchema(tuple(walk(f) for f in schema.fields), schema.metadata)
+
+
+def _commit_casts(ds: LanceDataset, base: Manifest, naming: Any, schema: LanceSchema,
+                  casts: dict[int, LanceField]) -> Manifest:
+    olds = {new_id: next(f for f in base.schema.fields
+                         if f.name == _old_name(base, schema, new_id))
+            for new_id in casts}
+    new_fields = LanceSchema(tuple(casts.values()))
+    target = new_fields.to_arrow()
+
+    def compute(frag: Fragment, store: Any) -> pa.Table:
+        reader = FragmentReader(store, base, frag)
+        arrays = reader.read([olds[i] for i in casts])
+        try:
+            cast = [a.cast(f.type) for a, f in zip(arrays, target, strict=True)]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise InvalidInputError(f"cannot cast column: {exc}") from exc
+        return pa.Table.from_arrays(cast, schema=target)
+
+    fragments = _write_columns(ds.store, base, new_fields, compute)
+    return _commit_merge(ds, base, naming, schema, fragments)
+
+
+def _old_name(base: Manifest, schema: LanceSchema, new_id: int) -> str:
+    """Name in ``base`` of the top-level column now represented by ``new_id``."""
+    position = next(i for i, f in enumerate(schema.fields) if f.id == new_id)
+    return base.schema.fields[position].name

@@ -1,0 +1,1 @@
+"""Reading a version: scan plans, the scanner, taking rows and blobs."""

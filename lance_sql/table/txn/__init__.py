@@ -1,0 +1,2 @@
+"""Transactions: operations as data, applying them, conflict rules, rebasing and the commit
+loop."""

@@ -1,0 +1,1 @@
+"""Writing rows into new fragments, and distributed write jobs."""

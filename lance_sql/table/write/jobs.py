@@ -1,0 +1,218 @@
+"""Distributed write jobs: many workers write files, one coordinator commits.
+
+An engine (Spark, or anything that can run functions on workers) uses this in
+three steps:
+
+1. the coordinator calls :func:`open_for_write` once, pinning the version the job
+   reads (and so the version its single commit is built against);
+2. each worker calls :func:`write_job_fragments` on its share of the data; files are
+   named with the job's prefix and the fragments come back serialized;
+3. the coordinator calls :func:`commit_job` with everything the workers returned —
+   one transaction, rebased over concurrent commits by the commit loop — or
+   :meth:`JobFiles.remove_all` to abort.
+
+Because every file carries the job prefix, an abort also finds files written by
+workers that died before reporting them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.format.feature_flags import check_writable
+from lance_sql.format.fragment import DATA_DIR, Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.format.naming import ManifestNaming
+from lance_sql.format.pb import table_pb2
+from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY, LanceSchema
+from lance_sql.io.store import ObjectStore
+from lance_sql.io.uri import open_store
+from lance_sql.table.meta.versions import VersionRef, latest_committed, load_manifest
+from lance_sql.table.txn.commit import CommitConfig, commit_transaction, committed_version
+from lance_sql.table.txn.operations import Append, Overwrite, Transaction
+from lance_sql.table.write.fragments import DEFAULT_DATA_FORMAT, DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter, conform_batch
+
+
+@dataclass(frozen=True)
+class JobFiles:
+    """The naming scheme of one job's files."""
+
+    job_id: str
+
+    @classmethod
+    def new(cls, job_id: str) -> JobFiles:
+        if not job_id.isalnum():
+            raise InvalidInputError(f"job id {job_id!r} must be alphanumeric")
+        return cls(job_id)
+
+    @property
+    def prefix(self) -> str:
+        return f"job-{self.job_id}-"
+
+    def remove_all(self, uri: str, keys: Sequence[str] = ()) -> None:
+        """Delete ``keys`` and every data file carrying this job's prefix."""
+        store = open_store(uri)
+        names = {k for k in keys}
+        names |= {f"{DATA_DIR}/{n}" for n in store.list_dir(DATA_DIR) if n.startswith(self.prefix)}
+        for key in names:
+            store.delete(key)
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """What a job writes against: the pinned version and the schema to write.
+
+    Engines ship this to every worker, so it names the pinned version rather than
+    holding its manifest (100k fragments take ~13 MB and ~1 s to unpickle, per task);
+    the commit loads that manifest again.
+    """
+
+    version: int | None  # the pinned version; None when there is no table yet
+    naming: ManifestNaming
+    schema: LanceSchema
+    data_format: str
+
+    def pinned(self, store: ObjectStore) -> Manifest | None:
+        """The manifest of the pinned version (None when there was no table)."""
+        if self.version is None:
+            return None
+        return load_manifest(store, VersionRef(self.version, self.naming))
+
+
+def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
+                   overwrite: bool, commit_config: CommitConfig | None = None,
+                   primary_key: Sequence[str] = (), stable_row_ids: bool = False) -> WriteTarget:
+    """Pin the table's current version (if any) and decide the schema files are written in.
+
+    The latest version is found as every other writer finds it (through the commit
+    handler of ``commit_config``, e.g. an external manifest store), and a table whose
+    writer feature flags we do not know is refused before any worker writes a file.
+    ``primary_key`` (columns) and ``stable_row_ids`` are chosen when a table is created
+    or overwritten; asking for them when appending to a table without them is an error.
+    """
+    store = open_store(uri)
+    config = commit_config or CommitConfig()
+    latest = latest_committed(store, config.handler)
+    previous = load_manifest(store, latest) if latest is not None else None
+    naming = latest.naming if latest is not None else ManifestNaming.V2
+    if previous is not None and latest is not None:
+        check_writable(previous.writer_feature_flags, f"{store.uri}/{latest.key}")
+    version = previous.version if previous is not None else None
+    if stable_row_ids and previous is not None and not previous.uses_stable_row_ids:
+        raise InvalidInputError(
+            f"{store.uri} was created without stable row ids; they can only be enabled when "
+            "a table is created")
+    if previous is not None and not overwrite:
+        if primary_key and [f.name for f in previous.schema.fields
+                            if f.unenforced_primary_key] != list(primary_key):
+            raise InvalidInputError(f"{store.uri}: the primary key is set when a table is "
+                                    "created; appending cannot change it")
+        return WriteTarget(version, naming, previous.schema, previous.data_format)
+    data_format = previous.data_format if previous is not None else DEFAULT_DATA_FORMAT
+    schema = with_primary_key(data_schema, primary_key)
+    return WriteTarget(version, naming, LanceSchema.from_arrow(schema), data_format)
+
+
+def with_primary_key(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
+    """``schema`` with ``columns`` marked as its (unenforced) primary key, in that order:
+    field metadata ``lance-schema:unenforced-primary-key`` (and ``:position`` for
+    composite keys), and not nullable."""
+    missing = [c for c in columns if c not in schema.names]
+    if missing or len(set(columns)) != len(columns):
+        raise InvalidInputError(f"primary key {list(columns)}: every column must exist once; "
+                                f"columns: {schema.names}")
+    fields = []
+    for field in schema:
+        if field.name in columns:
+            metadata = dict(field.metadata or {})
+            metadata[PK_KEY.encode()] = b"true"
+            if len(columns) > 1:
+                metadata[PK_POSITION_KEY.encode()] = str(columns.index(field.name) + 1).encode()
+            field = field.with_nullable(False).with_metadata(metadata)
+        fields.append(field)
+    return pa.schema(fields, metadata=schema.metadata)
+
+
+def write_job_fragments(
+    uri: str | os.PathLike[str],
+    target: WriteTarget,
+    job: JobFiles,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> tuple[list[Fragment], list[str]]:
+    """Write one worker's batches; returns the fragments and the keys of their files."""
+    store = open_store(uri)
+    writer = FragmentWriter(store, target.schema, max_rows_per_file=max_rows_per_file,
+                            data_format=target.data_format, file_prefix=job.prefix)
+    table_schema = target.schema.to_arrow()
+    try:
+        for batch in batches:
+            if batch.num_rows:
+                writer.write(cast_to_table(batch, table_schema))
+        fragments = writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+    return fragments, list(writer.written_keys)
+
+
+def cast_to_table(batch: pa.RecordBatch, table: pa.Schema) -> pa.RecordBatch:
+    """An engine's batch in the table's types (checked casts: overflow is an error)."""
+    columns = []
+    for field in table:
+        index = batch.schema.get_field_index(field.name)
+        if index < 0:
+            raise InvalidInputError(f"column {field.name!r} is missing from the data")
+        column = batch.column(index)
+        if column.type != field.type:
+            column = column.cast(field.type)
+        columns.append(column)
+    return conform_batch(pa.RecordBatch.from_arrays(columns, names=table.names), table)
+
+
+def decode_fragments(serialized: Iterable[bytes]) -> list[Fragment]:
+    return [Fragment.from_proto(table_pb2.DataFragment.FromString(b)) for b in serialized]
+
+
+def commit_job(
+    uri: str | os.PathLike[str],
+    target: WriteTarget,
+    job: JobFiles,
+    fragment_lists: Iterable[Iterable[bytes]],
+    *,
+    overwrite: bool,
+    commit_config: CommitConfig | None = None,
+    stable_row_ids: bool = False,
+) -> Manifest:
+    """Commit everything the workers wrote as one transaction; on failure remove it all.
+
+    This is the same commit loop ``write_dataset`` uses, with the same ``commit_config``
+    (its handler decides how the new manifest is published); ``stable_row_ids`` applies
+    when the commit creates the table.
+    """
+    store: ObjectStore = open_store(uri)
+    fragments = tuple(f for serialized in fragment_lists for f in decode_fragments(serialized))
+    previous = target.pinned(store)
+    read_version = previous.version if previous is not None else 0
+    if previous is not None and not overwrite:
+        operation: Append | Overwrite = Append(fragments)
+    else:
+        operation = Overwrite(fragments, target.schema)
+    txn = Transaction(read_version=read_version, operation=operation,
+                      properties={"lance_sql.job": job.job_id})
+    try:
+        return commit_transaction(store, previous, target.naming, txn,
+                                  data_format=target.data_format,
+                                  config=commit_config or CommitConfig(),
+                                  stable_row_ids=stable_row_ids)
+    except BaseException as exc:
+        if committed_version(exc) is None:
+            job.remove_all(os.fspath(uri), [f"{DATA_DIR}/{d.path}" for f in fragments
+                                            for d in f.files])
+        raise
