@@ -61,7 +61,12 @@ from lance_sql.table.read.blobs import BlobFile, take_blobs
 from lance_sql.table.read.scan import Scanner, cast_output, matching_rows, plan_scan
 from lance_sql.table.txn.commit import CommitConfig, commit_transaction, committed_version
 from lance_sql.table.txn.operations import Append, Delete, Overwrite, Transaction
-from lance_sql.table.write.fragments import DEFAULT_DATA_FORMAT, DEFAULT_MAX_ROWS_PER_FILE, to_reader, write_fragments
+from lance_sql.table.write.fragments import (
+    DEFAULT_DATA_FORMAT,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    to_reader,
+    write_fragments,
+)
 
 WRITE_MODES = ("create", "append", "overwrite")
 # What names a version: its number, a tag, or an instant (the latest version committed at

@@ -35,7 +35,12 @@ from lance_sql.io.uri import open_store
 from lance_sql.table.meta.versions import VersionRef, latest_committed, load_manifest
 from lance_sql.table.txn.commit import CommitConfig, commit_transaction, committed_version
 from lance_sql.table.txn.operations import Append, Overwrite, Transaction
-from lance_sql.table.write.fragments import DEFAULT_DATA_FORMAT, DEFAULT_MAX_ROWS_PER_FILE, FragmentWriter, conform_batch
+from lance_sql.table.write.fragments import (
+    DEFAULT_DATA_FORMAT,
+    DEFAULT_MAX_ROWS_PER_FILE,
+    FragmentWriter,
+    conform_batch,
+)
 
 
 @dataclass(frozen=True)
