@@ -150,7 +150,7 @@ def main() -> None:
 
         ds = lance_sql.dataset(path)
         tracemalloc.start()
-        index = RowIdIndex.build(ds.store, ds._manifest)
+        index = RowIdIndex.build(ds.store, ds.manifest)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         print(f"row-id index after the update: {index.num_runs} runs, "

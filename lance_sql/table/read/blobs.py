@@ -301,7 +301,7 @@ def take_blobs(dataset, blob_column: str, ids=None, addresses=None,  # noqa: ANN
     given = [v is not None for v in (ids, addresses, indices)]
     if sum(given) != 1:
         raise InvalidInputError("exactly one of ids, addresses or indices must be given")
-    manifest: Manifest = dataset._manifest
+    manifest: Manifest = dataset.manifest
     field = next((f for f in manifest.schema.fields if f.name == blob_column), None)
     if field is None:
         names = ", ".join(f.name for f in manifest.schema.fields)
