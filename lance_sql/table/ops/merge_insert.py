@@ -20,6 +20,7 @@ joined row as two structs, ``target`` and ``source``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -40,8 +41,22 @@ _SRC = "__merge_source_row"
 _ADDR = "__merge_target_addr"
 
 
+@dataclass(frozen=True)
+class MergeSpec:
+    """What a merge_insert does with matched, unmatched and unmatched-by-source rows."""
+
+    on: tuple[str, ...]
+    update: bool = False
+    update_condition: str | None = None
+    insert: bool = False
+    delete: bool = False
+    delete_condition: str | None = None
+    tombstone: str | None = None  # a boolean source column: true deletes the matched row
+    merged: tuple[MergedGeneration, ...] = ()
+
+
 class MergeInsertBuilder:
-    """What to do with matched, unmatched and unmatched-by-source rows (pylance's API).
+    """Builds a :class:`MergeSpec` with pylance's API and runs it.
 
     ``execute`` opens a write with ``begin`` and hands what it committed (None: nothing)
     to ``done``; ``LanceDataset.merge_insert`` passes its own, so the dataset moves to
@@ -50,44 +65,36 @@ class MergeInsertBuilder:
 
     def __init__(self, on: str | Sequence[str], begin: Callable[[], WriteContext],
                  done: Callable[[Manifest | None], None]) -> None:
-        keys = [on] if isinstance(on, str) else list(on)
+        keys = (on,) if isinstance(on, str) else tuple(on)
         if not keys:
             raise InvalidInputError("merge_insert needs at least one key column")
         self._begin, self._done = begin, done
-        self._on = keys
-        self._update = False
-        self._update_condition: str | None = None
-        self._insert = False
-        self._delete = False
-        self._delete_condition: str | None = None
-        self._tombstone: str | None = None
-        self._merged: tuple[MergedGeneration, ...] = ()
+        self.spec = MergeSpec(keys)
+
+    def _with(self, **changes: Any) -> MergeInsertBuilder:
+        self.spec = replace(self.spec, **changes)
+        return self
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
-        self._update, self._update_condition = True, condition
-        return self
+        return self._with(update=True, update_condition=condition)
 
     def when_not_matched_insert_all(self) -> MergeInsertBuilder:
-        self._insert = True
-        return self
+        return self._with(insert=True)
 
     def when_not_matched_by_source_delete(self, expr: str | None = None) -> MergeInsertBuilder:
-        self._delete, self._delete_condition = True, expr
-        return self
+        return self._with(delete=True, delete_condition=expr)
 
     def when_matched_delete_if(self, column: str) -> MergeInsertBuilder:
         """Source rows whose boolean ``column`` is true delete the target row they match
         (and insert nothing): how MemWAL tombstones reach the base table."""
-        self._tombstone = column
-        return self
+        return self._with(tombstone=column)
 
     def mark_generations_merged(self, generations: Sequence[MergedGeneration]
                                 ) -> MergeInsertBuilder:
         """Record these MemWAL generations as merged in the same commit (pylance's
         ``mark_sstables_as_compacted``); the commit happens even when no row changes, and
         is refused (IncompatibleConflict) if a concurrent commit merged them first."""
-        self._merged = tuple(generations)
-        return self
+        return self._with(merged=tuple(generations))
 
     def conflict_retries(self, retries: int) -> MergeInsertBuilder:  # noqa: ARG002
         """Accepted for compatibility: the commit loop's retry policy applies."""
@@ -95,7 +102,7 @@ class MergeInsertBuilder:
 
     def execute(self, data: Any, schema: pa.Schema | None = None) -> dict[str, int]:
         source = to_reader(data, schema).read_all()
-        stats, manifest = merge_insert(self._begin(), self, source)
+        stats, manifest = merge_insert(self._begin(), self.spec, source)
         self._done(manifest)
         return stats
 
@@ -146,18 +153,18 @@ def _take_target(store: ObjectStore, base: Manifest, addresses: np.ndarray,
     return pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(order))))
 
 
-def merge_insert(ctx: WriteContext, spec: MergeInsertBuilder,
+def merge_insert(ctx: WriteContext, spec: MergeSpec,
                  source: pa.Table) -> tuple[dict[str, int], Manifest | None]:
     """Run ``spec`` with ``source``; returns pylance's counts and the committed manifest."""
     base, store = ctx.table, ctx.store
-    keys = spec._on
+    keys = list(spec.on)
     tombstones = np.zeros(source.num_rows, dtype=bool)
-    if spec._tombstone is not None:
-        if spec._tombstone not in source.column_names:
-            raise SchemaError(f"merge_insert source has no column {spec._tombstone!r}")
-        flags = source.column(spec._tombstone)
+    if spec.tombstone is not None:
+        if spec.tombstone not in source.column_names:
+            raise SchemaError(f"merge_insert source has no column {spec.tombstone!r}")
+        flags = source.column(spec.tombstone)
         tombstones = np.asarray(flags.fill_null(False).to_numpy(zero_copy_only=False), bool)
-        source = source.drop_columns([spec._tombstone])
+        source = source.drop_columns([spec.tombstone])
     source = _check_source(base, source, keys)
     target = _target_keys(store, base, keys)
     src = source.select(keys).append_column(_SRC, pa.array(np.arange(source.num_rows)))
@@ -182,15 +189,15 @@ def merge_insert(ctx: WriteContext, spec: MergeInsertBuilder,
                 rewrite.remove(frag, offsets)
             deleted += int(doomed.sum())
             src_rows, addresses = src_rows[~doomed], addresses[~doomed]
-        if spec._update and len(src_rows):
-            if spec._update_condition is not None:
+        if spec.update and len(src_rows):
+            if spec.update_condition is not None:
                 names = [f.name for f in base.schema.fields]
-                keep = _condition(spec._update_condition,
+                keep = _condition(spec.update_condition,
                                   _take_target(store, base, addresses, names),
                                   source.take(pa.array(src_rows)))
                 src_rows, addresses = src_rows[keep], addresses[keep]
             updated = _rewrite_matched(store, base, rewrite, source, src_rows, addresses)
-        if spec._insert:
+        if spec.insert:
             matched = np.zeros(source.num_rows, dtype=bool)
             matched[pairs.column(_SRC).to_numpy()] = True
             new_rows = source.filter(pa.array(~matched & ~tombstones))
@@ -198,16 +205,16 @@ def merge_insert(ctx: WriteContext, spec: MergeInsertBuilder,
                 rewrite.insert(_complete(base, new_rows))
                 inserted = new_rows.num_rows
                 new_keys = new_rows.select(keys)
-        if spec._delete:
+        if spec.delete:
             deleted += _delete_unmatched(store, base, rewrite, target, unique_addr,
-                                         spec._delete_condition)
+                                         spec.delete_condition)
     except BaseException:
         rewrite.writer.abort()
         raise
     modified = tuple(leaf.id for top in base.schema.fields if top.name in source.column_names
                      for leaf in top.walk()) if updated else ()
     check = _no_concurrent_inserts(store, keys, new_keys) if new_keys is not None else None
-    manifest = rewrite.commit(modified, check, merged_generations=spec._merged)
+    manifest = rewrite.commit(modified, check, merged_generations=spec.merged)
     return {"num_inserted_rows": inserted, "num_updated_rows": updated,
             "num_deleted_rows": deleted}, manifest
 
