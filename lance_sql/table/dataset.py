@@ -68,6 +68,7 @@ from lance_sql.table.txn.operations import (
     Overwrite,
     Transaction,
     UpdateBases,
+    UpdateConfig,
 )
 from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import (
@@ -558,7 +559,7 @@ class LanceDataset:
     def replace_field_metadata(self, field_name: str, new_metadata: Mapping[str, str]) -> None:
         self.update_field_metadata({field_name: new_metadata}, replace=True)
 
-    def _update_config(self, op: maintenance.UpdateConfig) -> None:
+    def _update_config(self, op: UpdateConfig) -> None:
         self._moved_to(maintenance.update_config(self.write_context(), op))
 
     # -- bases and indices --------------------------------------------------------------
