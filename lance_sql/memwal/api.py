@@ -44,6 +44,9 @@ class MemWal:
                    **writer_defaults: object) -> MemWal:
         """Commit the MemWAL index; ``writer_defaults`` (``durable_write``,
         ``max_memtable_rows``...) are recorded for every writer."""
+        # bad values fail here, not in every writer later (unknown names: initialize)
+        WriterConfig(**{k: v for k, v in writer_defaults.items()  # type: ignore[arg-type]
+                        if k in mem_wal_index.WRITER_DEFAULT_KEYS})
         new = mem_wal_index.initialize(ds, region_spec, maintained_indexes=maintained_indexes,
                                        writer_defaults=writer_defaults)
         return cls(new)

@@ -230,7 +230,7 @@ class LanceDataset(MaintenanceMixin):
 
     def checkout_version(self, version: int | str | datetime) -> LanceDataset:
         ref = self._resolve(version)
-        return LanceDataset._from_manifest(self, ref, load_manifest(self.store, ref))
+        return type(self)._from_manifest(self, ref, load_manifest(self.store, ref))
 
     # -- reads --------------------------------------------------------------------
     def scanner(
@@ -381,7 +381,7 @@ class LanceDataset(MaintenanceMixin):
             self.store, manifest, naming, txn, config=self.commit_config,
             data_format=manifest.data_format, **options,
         )
-        return LanceDataset._from_manifest(self, VersionRef(new.version, naming), new)
+        return type(self)._from_manifest(self, VersionRef(new.version, naming), new)
 
     def delete(self, predicate: str) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (SQL) and move to the new version.
@@ -428,7 +428,7 @@ class LanceDataset(MaintenanceMixin):
         self._ref, self._manifest = newer._ref, newer._manifest
 
     def __repr__(self) -> str:
-        return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+        return f"{type(self).__name__}(uri={self.uri!r}, version={self.version})"
 
     def __len__(self) -> int:
         return self.count_rows()
