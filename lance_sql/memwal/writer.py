@@ -18,7 +18,8 @@ Lifecycle (the spec's Writer Expectations):
    pending at that moment, while the WAL (and so the generation) orders them first.
 5. **MemTable flush** (thresholds or ``flush_memtable()``): seal the MemTable, write
    ``{rand8}_gen_{g}/`` — a Lance table whose fragments are the WAL entries, reached
-   through a base path — plus ``bloom_filter.bin``, then commit the region manifest with
+   through a base path — plus ``bloom_filter.bin`` and the primary-key BTREE index
+   (:mod:`.pk_index`), then commit the region manifest with
    our epoch. A newer epoch there raises :class:`WriterFencedError`. A failed attempt
    leaves its directory behind for the garbage collector; the retry uses a new one.
 
@@ -34,7 +35,7 @@ import atexit
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +46,6 @@ import pyarrow.compute as pc
 from lance_sql.errors import InvalidInputError, LanceError, SchemaError, WriterFencedError
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.fragment import BasePath, Fragment
-from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import FlushedGeneration, RegionManifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.region_spec import RegionSpec
@@ -54,6 +54,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, primary_key_columns
 from lance_sql.memwal.memtable import MemTable, primary_key_bytes
 from lance_sql.memwal.naming import GenerationDir
+from lance_sql.memwal.pk_index import write_primary_key_index
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values, encode_region_values
 from lance_sql.memwal.transforms import region_values
@@ -72,13 +73,6 @@ __all__ = ["BLOOM_FILE", "RegionWriter", "WriterConfig", "open_memtables", "open
 
 BLOOM_FILE = "bloom_filter.bin"
 WAL_BASE_ID = 0
-
-# Called with (generation store, sealed MemTable, generation manifest) after the generation's
-# data is written and before the region manifest records it: the primary-key BTREE index
-# (built in the btree-index branch) plugs in here, remapping MemTable row addresses with
-# ``MemTable.flushed_addresses()``. None: no index yet.
-PrimaryKeyIndexHook = Callable[[ObjectStore, MemTable, Manifest], None]
-primary_key_index_hook: PrimaryKeyIndexHook | None = None
 
 
 @dataclass(frozen=True)
@@ -561,8 +555,7 @@ class RegionWriter:
         manifest = commit_transaction(gen_store, None, ManifestNaming.V2,
                                       Transaction(read_version=0, operation=op),
                                       data_format=self.data_format)
-        if primary_key_index_hook is not None:
-            primary_key_index_hook(gen_store, memtable, manifest)
+        write_primary_key_index(gen_store, memtable, manifest)
         flushed = FlushedGeneration(
             memtable.generation, directory.name, in_memory_bytes=memtable.nbytes,
             physical_rows=memtable.num_rows,
