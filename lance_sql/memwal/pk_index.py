@@ -22,6 +22,7 @@ get no index; lookups then scan the generation.
 
 from __future__ import annotations
 
+from lance_sql.format.btree import sort_entries
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.schema import LanceField
@@ -51,9 +52,9 @@ def write_primary_key_index(store: ObjectStore, memtable: MemTable, manifest: Ma
     field = indexed_key_field(manifest, memtable.primary_key)
     if field is None:
         return manifest
-    keys = memtable.key_columns()[0]
-    meta = write_btree_index(store, manifest, field.name, index_name(field.name), keys,
-                             memtable.flushed_addresses())
+    # sorted here, so the unsorted inputs are freed before the files are encoded
+    entries = sort_entries(memtable.key_columns()[0], memtable.flushed_addresses())
+    meta = write_btree_index(store, manifest, field.name, index_name(field.name), entries)
     txn = Transaction(manifest.version, CreateIndex((meta,)))
     return commit_transaction(store, manifest, ManifestNaming.V2, txn,
                               data_format=manifest.data_format)

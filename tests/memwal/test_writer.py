@@ -406,3 +406,26 @@ def test_flushed_addresses_remap_memtable_rows_to_the_generation() -> None:
                           strict=True))
     assert [by_address[int(a)] for a in addresses] == ids == [1, 2, 3, 4, 5, 6]
     assert addresses.tolist() == [0, 1, 2, 1 << 32, (1 << 32) + 1, (1 << 32) + 2]
+
+
+def test_a_full_memtable_is_sealed_by_the_put_that_fills_it() -> None:
+    """The MemTable never outgrows its threshold by more than one put, however far behind
+    the background thread is (here: slowed down by the store); nothing is lost."""
+    ds = memory_table()
+
+    def slow_generations(op: str, key: str) -> None:
+        if op == "put" and "_gen_" in key:
+            time.sleep(0.05)
+
+    ds.store.add_hook(slow_generations)
+    w = open_writer(ds, durable_write=False, max_memtable_rows=50)
+    for i in range(12):
+        w.put(rows(list(range(i * 20, i * 20 + 20))))
+        assert w.memtables()[-1].num_rows < 50
+    w.flush_memtable()
+    ds.store.clear_hooks()
+    assert [m.generation for m in w.memtables()] == [w.generation]
+    w.close()
+    manifest = RegionLog(ds.store, REGION).latest()
+    assert len(manifest.flushed_generations) >= 4
+    assert sum(t.num_rows for t in flushed_rows(ds)) == 240

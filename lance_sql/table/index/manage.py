@@ -117,17 +117,16 @@ def _commit(ds: LanceDataset, base: Manifest, naming: object, new: Sequence[Inde
 
 
 def write_btree_index(store: ObjectStore, manifest: Manifest, column: str, name: str,
-                      values: pa.Array, addresses: np.ndarray) -> IndexMetadata:
-    """Write a BTREE index of ``column`` from every row's value and row address (all the
-    rows of ``manifest``'s fragments, in any order) and return its entry, to commit.
-
-    For writers that already hold the values (a MemWAL flush), so nothing is re-read."""
+                      entries: pa.Table) -> IndexMetadata:
+    """Write a BTREE index of ``column`` from ``entries`` -- every row of ``manifest``'s
+    fragments as (value, row address), sorted by :func:`sort_entries` -- and return its
+    entry, to commit. For writers that already hold the values (a MemWAL flush)."""
     field = _field(manifest, column)
     if not key_type_supported(field.to_arrow().type):
         raise InvalidInputError(f"a BTREE index cannot be built on column {column!r} of type "
                                 f"{field.to_arrow().type}")
     index_uuid = str(uuidlib.uuid4())
-    files = write_btree(store, index_uuid, sort_entries(values, addresses))
+    files = write_btree(store, index_uuid, entries)
     return _metadata(index_uuid, name, field.id, manifest.version,
                      {f.id for f in manifest.fragments}, files, manifest.uses_stable_row_ids)
 
