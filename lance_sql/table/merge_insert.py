@@ -33,6 +33,7 @@ from lance_sql.table.row_rewrite import RowRewrite
 from lance_sql.table.scan import (
     ROW_ADDR,
     FragmentReader,
+    Scanner,
     by_fragment,
     plan_scan,
     scan_fragment,
@@ -115,11 +116,9 @@ def _check_source(base: Manifest, source: pa.Table, keys: list[str]) -> pa.Table
 
 
 def _target_keys(ds: LanceDataset, base: Manifest, columns: list[str]) -> pa.Table:
-    plan = plan_scan(base, columns, with_row_address=True)
-    parts = [scan_fragment(ds.store, base, f, plan) for f in base.fragments if f.num_rows]
-    if not parts:
-        return plan.output_schema.empty_table()
-    return pa.concat_tables(parts)
+    """The key columns and row address of every live target row (fragments read in
+    parallel by the scanner's pool)."""
+    return Scanner(ds.store, base, columns=columns, with_row_address=True).to_table()
 
 
 def _condition(text: str, target: pa.Table, source: pa.Table) -> np.ndarray:
