@@ -9,7 +9,8 @@ Start at ``ds.initialize_mem_wal(...)`` / ``ds.mem_wal`` (:class:`MemWalDataset`
 :mod:`.murmur3`), routing rows to regions (:mod:`.routing`), where a region's files live
 (:mod:`.naming`), region manifests (:mod:`.region_log`), WAL entries (:mod:`.wal`), the
 MemTable (:mod:`.memtable`) and its bloom filter (:mod:`.bloom`), the region writer
-(:mod:`.writer`), each generation's primary-key index (:mod:`.pk_index`), and the jobs: :mod:`.merger`, :mod:`.index_builder`, :mod:`.gc`.
+(:mod:`.writer`), each generation's primary-key index (:mod:`.pk_index`), and the jobs:
+:mod:`.merger`, :mod:`.index_builder`, :mod:`.gc`.
 """
 
 from lance_sql.format.region_spec import RegionField, RegionSpec
