@@ -34,6 +34,11 @@ from lance_sql.table.operations import CreateIndex, Transaction
 
 __all__ = ["index_name", "indexed_key_field", "write_primary_key_index"]
 
+# Pages of 1 MiB instead of the default 8: encoding a page takes a few times its size in
+# temporaries, on top of the writer's MemTables (measured: ~15 MiB less peak RSS per
+# 1M-row flush); lookups read a 4096-entry index page either way.
+INDEX_PAGE_BYTES = 1 << 20
+
 
 def indexed_key_field(manifest: Manifest, primary_key: tuple[str, ...]) -> LanceField | None:
     """The key column a generation's index covers (None: its type cannot be indexed)."""
@@ -54,7 +59,8 @@ def write_primary_key_index(store: ObjectStore, memtable: MemTable, manifest: Ma
         return manifest
     # sorted here, so the unsorted inputs are freed before the files are encoded
     entries = sort_entries(memtable.key_columns()[0], memtable.flushed_addresses())
-    meta = write_btree_index(store, manifest, field.name, index_name(field.name), entries)
+    meta = write_btree_index(store, manifest, field.name, index_name(field.name), entries,
+                             page_bytes=INDEX_PAGE_BYTES)
     txn = Transaction(manifest.version, CreateIndex((meta,)))
     return commit_transaction(store, manifest, ManifestNaming.V2, txn,
                               data_format=manifest.data_format)
