@@ -91,8 +91,11 @@ class MemWal:
         return merger.merge(self.dataset, max_generations=max_generations)
 
     def refresh_index(self, *, skip_unchanged: bool = False) -> LanceDataset:
-        """Snapshot every region into the MemWAL index (see :mod:`.index_builder`)."""
-        return index_builder.refresh_index(self.dataset, skip_unchanged=skip_unchanged)
+        """Snapshot every region into the MemWAL index (see :mod:`.index_builder`); the
+        table at the version that holds it, of the class of this handle's dataset."""
+        ds = self.dataset
+        new = index_builder.refresh_index(ds, skip_unchanged=skip_unchanged)
+        return type(ds)._from_manifest(ds, new._ref, new.manifest)
 
     def collect_garbage(self, **options: Any) -> gc.GcResult:
         return gc.collect_garbage(self.dataset, **options)

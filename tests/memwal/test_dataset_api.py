@@ -47,6 +47,9 @@ def test_initialize_and_open_through_the_dataset(tmp_path: Path) -> None:
                  r.config.max_wal_flush_interval_ms) for r in w.writers} == {(False, 5000, 20)}
         w.flush_memtable()
     handle.merge()
+    refreshed = handle.refresh_index()
+    assert isinstance(refreshed, MemWalDataset) and refreshed.mem_wal is not None
+    assert refreshed.mem_wal.details.num_regions == len(handle.regions()) >= 2
     got = lance_sql.dataset(uri).to_table().sort_by("id")
     assert got.column("v").to_pylist() == [f"base{i}" for i in range(5)] + [
         f"new{i}" for i in range(5, 15)]
