@@ -78,11 +78,14 @@ from lance_sql.errors import CommitConflict
 from lance_sql.memwal.merger import merge
 uri, stop = sys.argv[1:3]
 merged = conflicts = 0
-while not os.path.exists(stop):
+while True:  # at least one round after the stop file appears
+    last = os.path.exists(stop)
     try:
         merged += sum(r.version is not None for r in merge(lance_sql.dataset(uri)))
     except CommitConflict:
         conflicts += 1
+    if last:
+        break
     time.sleep(0.05)
 print("merged", merged, "conflicts", conflicts, flush=True)
 """
@@ -91,15 +94,17 @@ COLLECTOR = """
 import os, sys, time
 from datetime import timedelta
 import lance_sql
-from lance_sql.errors import CommitConflict
 from lance_sql.memwal.gc import collect_garbage
 uri, stop = sys.argv[1:3]
 removed = rounds = 0
-while not os.path.exists(stop):
+while True:
+    last = os.path.exists(stop)
     lance_sql.dataset(uri).cleanup_old_versions(older_than=timedelta(seconds=1))
     removed += len(collect_garbage(lance_sql.dataset(uri), keep_manifests=5,
                                    grace=timedelta(seconds=30)).generations)
     rounds += 1
+    if last:
+        break
     time.sleep(0.2)
 print("removed", removed, "rounds", rounds, flush=True)
 """
