@@ -9,11 +9,18 @@ Local filesystem, a table with an int64 primary key, a float64 and a string colu
   flush (``close``).
 * MemTable flush — a 100k-row MemTable (durable puts, so the WAL is written) flushed to a
   generation: lance_sql ``flush_memtable()``; pylance ``close()`` (which flushes it).
+* merge (``--merge``) — a ``--gen-rows`` generation (half updates of existing keys, half
+  new keys) merged into a ``--base-rows`` table: lance_sql's merger (``mw.merge()``:
+  reads the generation, keeps each key's newest row, one merge_insert that also records
+  the progress) vs pylance's ``merge_insert(...).when_matched_update_all()
+  .when_not_matched_insert_all().execute(rows)`` of the same rows on a twin copy of the
+  table.
 * memory (``--memory``, lance_sql only) — peak RSS growth of a fresh process putting
   ``--memory-rows`` rows non-durably with ``max_unflushed_bytes`` = 64 MiB and
   ``max_memtable_bytes`` = 32 MiB, against those bounds.
 
     python bench/bench_memwal.py --puts 40 --batches 200 [--memory]
+    python bench/bench_memwal.py --merge-only --base-rows 10000000 --gen-rows 100000
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ import tempfile
 import time
 import uuid
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -100,6 +109,55 @@ def memory_peak(rows: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def base_table(n: int, chunk: int = 1_000_000) -> pa.RecordBatchReader:
+    """``n`` rows of the bench schema, made a chunk at a time (ids 0..n-1)."""
+    def chunks():  # noqa: ANN202
+        for start in range(0, n, chunk):
+            ids = np.arange(start, min(n, start + chunk), dtype=np.int64)
+            yield pa.record_batch([pa.array(ids), pa.array(ids * 0.5),
+                                   pc.binary_join_element_wise("value-", pc.cast(
+                                       pa.array(ids), pa.string()), "")], schema=SCHEMA)
+    return pa.RecordBatchReader.from_batches(SCHEMA, chunks())
+
+
+def merge_bench(tmp: str, base_rows: int, gen_rows: int) -> dict[str, float]:
+    """Seconds to merge one generation: lance_sql's merger vs pylance's merge_insert."""
+    import lance
+
+    root = os.path.join(tmp, "merge_ours")
+    twin = os.path.join(tmp, "merge_theirs")
+    start = time.perf_counter()
+    ds = lance_sql.write_dataset(base_table(base_rows), root, max_rows_per_file=1 << 20)
+    mw = ds.initialize_mem_wal()
+    rng = np.random.default_rng(7)
+    updated = rng.choice(base_rows, gen_rows // 2, replace=False).astype(np.int64)
+    new = np.arange(base_rows, base_rows + gen_rows - len(updated), dtype=np.int64)
+    ids = pa.array(np.concatenate([updated, new]))
+    rows = pa.table({"id": ids, "v": pc.multiply(pc.cast(ids, pa.float64()), -1.0),
+                     "s": pc.binary_join_element_wise("new-", pc.cast(ids, pa.string()), "")},
+                    schema=SCHEMA)
+    with mw.writer(region=uuid.uuid4(), durable_write=False) as w:
+        for piece in rows.to_batches(max_chunksize=10_000):
+            w.put(piece)
+        w.flush_memtable()
+    shutil.copytree(root, twin)  # the same files, MemWAL and all, for pylance
+    print(f"(setup: {base_rows} base rows, a {gen_rows}-row generation, "
+          f"{time.perf_counter() - start:.1f} s)", flush=True)
+    start = time.perf_counter()
+    (result,) = lance_sql.dataset(root).mem_wal.merge()
+    ours_s = time.perf_counter() - start
+    assert result.inserted + result.updated == gen_rows, result
+    theirs_ds = lance.dataset(twin)
+    start = time.perf_counter()
+    stats = (theirs_ds.merge_insert("id").when_matched_update_all()
+             .when_not_matched_insert_all().execute(rows))
+    theirs_s = time.perf_counter() - start
+    assert stats["num_inserted_rows"] + stats["num_updated_rows"] == gen_rows, stats
+    assert lance.dataset(twin).count_rows() == lance_sql.dataset(root).count_rows()
+    return {f"merge s ({gen_rows} into {base_rows}) lance_sql": ours_s,
+            f"merge s ({gen_rows} into {base_rows}) pylance": theirs_s}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--puts", type=int, default=40, help="durable puts timed")
@@ -107,7 +165,24 @@ def main() -> None:
     parser.add_argument("--flush-rows", type=int, default=100_000)
     parser.add_argument("--memory", action="store_true", help="also measure peak RSS")
     parser.add_argument("--memory-rows", type=int, default=2_000_000)
+    parser.add_argument("--merge", action="store_true", help="also time a generation merge")
+    parser.add_argument("--merge-only", action="store_true", help="only the merge")
+    parser.add_argument("--base-rows", type=int, default=10_000_000,
+                        help="rows of the base table the generation merges into")
+    parser.add_argument("--gen-rows", type=int, default=100_000,
+                        help="rows of the merged generation (half updates, half new)")
     args = parser.parse_args()
+    if args.merge_only:
+        tmp = tempfile.mkdtemp(prefix="bench_memwal_")
+        try:
+            timings = merge_bench(tmp, args.base_rows, args.gen_rows)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        for key, value in timings.items():
+            print(f"{key:45s} {value:12.2f}")
+        ours_s, theirs_s = timings.values()
+        print(f"ratio lance_sql/pylance merge: {ours_s / theirs_s:.2f}")
+        return
     if args.memory:
         growth = memory_peak(args.memory_rows)
         print(f"peak RSS growth writing {args.memory_rows} rows non-durably: {growth:.0f} MiB "
@@ -162,12 +237,18 @@ def main() -> None:
             w.close()
             results[f"memtable flush s ({args.flush_rows} rows) {name}"] = (
                 time.perf_counter() - start)
+        if args.merge:
+            results.update(merge_bench(tmp, args.base_rows, args.gen_rows))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for key, value in results.items():
         print(f"{key:45s} {value:12.2f}")
     for metric in ("durable put ms median", "non-durable rows/s",
                    f"memtable flush s ({args.flush_rows} rows)"):
+        print(f"ratio lance_sql/pylance {metric}: "
+              f"{results[f'{metric} lance_sql'] / results[f'{metric} pylance']:.2f}")
+    if args.merge:
+        metric = f"merge s ({args.gen_rows} into {args.base_rows})"
         print(f"ratio lance_sql/pylance {metric}: "
               f"{results[f'{metric} lance_sql'] / results[f'{metric} pylance']:.2f}")
 

@@ -21,7 +21,8 @@ from lance_sql.errors import (
     VersionCleanedUpError,
     WriterFencedError,
 )
-from lance_sql.table.dataset import LanceDataset, dataset, write_dataset
+from lance_sql.memwal.dataset import MemWalDataset, dataset, write_dataset
+from lance_sql.table.dataset import LanceDataset
 
 __version__ = "0.1.0"
 
@@ -43,6 +44,7 @@ __all__ = [
     "LanceDataset",
     "LanceError",
     "LanceSession",
+    "MemWalDataset",
     "NotFoundError",
     "PathEscapeError",
     "QueryError",

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["OPT_OUT", "AllocatorTuning", "tune_allocator", "TUNING"]
+__all__ = ["OPT_OUT", "AllocatorTuning", "release_free_memory", "tune_allocator", "TUNING"]
 
 OPT_OUT = "LANCE_SQL_TUNE_MALLOC"
 MMAP_THRESHOLD = 32 << 20
@@ -79,3 +79,34 @@ def tune_allocator(environ: Mapping[str, str] | None = None,
 
 
 TUNING = tune_allocator()
+
+
+def _glibc_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - glibc only
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return trim
+
+
+_MALLOC_TRIM = _glibc_malloc_trim() if sys.platform.startswith("linux") else None
+
+
+def release_free_memory() -> None:
+    """Hand memory freed so far back to the OS: Arrow's pool (mimalloc or jemalloc keep
+    freed pages) and glibc's heaps (kept up to the trim threshold above, and in thread
+    arenas).
+
+    For long-running processes with a memory bound after their big steps -- a MemWAL
+    writer after each MemTable flush, whose freed MemTable and flush temporaries would
+    otherwise stay resident (measured: 160 MiB after writing 2M rows). Costs a few ms.
+    """
+    import pyarrow as pa  # not at import: this module runs first in `import lance_sql`
+
+    pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)

@@ -1,8 +1,9 @@
 """The ``lance-sql`` command: SQL over a directory of Lance tables, from a shell or a script.
 
 Subcommands: ``sql`` (run statements), ``shell`` (interactive prompt), ``log`` (a
-table's versions), ``tag`` (create, list, delete tags), ``demo`` (build sample tables
-and show off). Errors from lance_sql are one line on stderr and exit status 1;
+table's versions), ``tag`` (create, list, delete tags), ``memwal`` (a MemWAL table's
+status and background jobs, see :mod:`.memwal`), ``demo`` (build sample tables and
+show off). Errors from lance_sql are one line on stderr and exit status 1;
 usage errors exit 2 (argparse).
 """
 
@@ -24,6 +25,7 @@ from lance_sql.cli.execute import (
     run_statements,
     split_statements,
 )
+from lance_sql.cli.memwal import add_memwal_parser, run_memwal
 from lance_sql.cli.render import FORMATS, render_table
 from lance_sql.cli.shell import Shell, tags_table
 from lance_sql.errors import InvalidInputError, NotFoundError
@@ -45,6 +47,7 @@ examples:
   lance-sql shell ./db
   lance-sql log ./db/events.lance
   lance-sql tag create ./db/events.lance release-1 3
+  lance-sql memwal run ./db/events.lance --every 10s   merge, snapshot, collect garbage
 
 Run "lance-sql COMMAND --help" for a command's options."""
 
@@ -179,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     tag_delete.add_argument("table", metavar="TABLE_PATH")
     tag_delete.add_argument("tag", metavar="TAG")
 
+    add_memwal_parser(sub, _IntermixedParser,
+                      lambda p: _add_output(p, streaming=False))
+
     demo = sub.add_parser("demo", help="build demo tables in a temporary directory and query them",
                           description="Builds 'events' (3 versions and a tag) and 'users', then "
                                       "runs showcase queries: time travel, system columns, "
@@ -272,6 +278,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             session.delete_tag(name, args.tag)
             out.write(f"deleted tag {args.tag!r}\n")
+    elif args.command == "memwal":
+        return run_memwal(args, out, err)
     elif args.command == "demo":
         if args.dir:
             target = Path(args.dir)

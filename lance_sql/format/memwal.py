@@ -26,7 +26,7 @@ from lance_sql.format.region_spec import RegionSpec
 __all__ = [
     "DETAILS_TYPE_URL", "MEM_WAL_INDEX_NAME", "FlushedGeneration", "IndexCatchupProgress",
     "MemWalIndexDetails", "MergedGeneration", "RegionManifest", "carry_progress", "details_of",
-    "record_merged", "with_details",
+    "record_catchup", "record_merged", "with_details",
 ]
 
 MEM_WAL_INDEX_NAME = "__lance_mem_wal"
@@ -315,4 +315,27 @@ def carry_progress(previous: bytes, new: bytes, where: str) -> bytes:
         IndexCatchupProgress(name, tuple(MergedGeneration(r, g)
                                          for r, g in sorted(regions.items()))).to_proto()
         for name, regions in catchup.items())
+    return pb.SerializeToString()
+
+
+def record_catchup(details: bytes, index_names: Iterable[str], where: str) -> bytes:
+    """``details`` with each named base-table index caught up to the merge progress the
+    details record: the base index builder's step after rebuilding an index over the whole
+    table. Only field 10 changes; progress is never lowered, and nothing is recorded while
+    no generation has been merged (an index without an entry counts as caught up)."""
+    pb = _parse(memwal_pb2.MemWalIndexDetails, details, f"{where}: corrupt MemWAL index details")
+    merged = {MergedGeneration.from_proto(m).region_id: m.generation
+              for m in pb.merged_generations}
+    if not merged:
+        return details
+    catchup = {c.index_name: IndexCatchupProgress.from_proto(c) for c in pb.index_catchup}
+    for name in index_names:
+        old = catchup.get(name)
+        regions = dict(merged)
+        for m in old.caught_up if old is not None else ():
+            regions[m.region_id] = max(regions.get(m.region_id, 0), m.generation)
+        catchup[name] = IndexCatchupProgress(
+            name, tuple(MergedGeneration(r, g) for r, g in sorted(regions.items())))
+    del pb.index_catchup[:]
+    pb.index_catchup.extend(c.to_proto() for c in catchup.values())
     return pb.SerializeToString()

@@ -44,6 +44,9 @@ class MemWal:
                    **writer_defaults: object) -> MemWal:
         """Commit the MemWAL index; ``writer_defaults`` (``durable_write``,
         ``max_memtable_rows``...) are recorded for every writer."""
+        # bad values fail here, not in every writer later (unknown names: initialize)
+        WriterConfig(**{k: v for k, v in writer_defaults.items()  # type: ignore[arg-type]
+                        if k in mem_wal_index.WRITER_DEFAULT_KEYS})
         new = mem_wal_index.initialize(ds, region_spec, maintained_indexes=maintained_indexes,
                                        writer_defaults=writer_defaults)
         return cls(new)
@@ -82,27 +85,42 @@ class MemWal:
                 out.append(manifest)
         return out
 
-    def merge(self) -> list[merger.MergeResult]:
-        return merger.merge(self.dataset)
+    def merge(self, max_generations: int | None = None) -> list[merger.MergeResult]:
+        """Merge flushed generations into the table, oldest first (at most
+        ``max_generations``; default all)."""
+        return merger.merge(self.dataset, max_generations=max_generations)
 
-    def refresh_index(self) -> LanceDataset:
-        return index_builder.refresh_index(self.dataset)
+    def refresh_index(self, *, skip_unchanged: bool = False) -> LanceDataset:
+        """Snapshot every region into the MemWAL index (see :mod:`.index_builder`); the
+        table at the version that holds it, of the class of this handle's dataset."""
+        ds = self.dataset
+        new = index_builder.refresh_index(ds, skip_unchanged=skip_unchanged)
+        return ds.at_manifest(new.manifest)
 
     def collect_garbage(self, **options: Any) -> gc.GcResult:
         return gc.collect_garbage(self.dataset, **options)
 
     def status(self) -> list[dict[str, Any]]:
-        """One row per region: epoch, generations flushed and merged, WAL backlog."""
+        """One row per region, from its latest manifest and the latest MemWAL index:
+        ``region``, ``spec_id``, ``writer_epoch``, ``manifest_version``,
+        ``current_generation`` (the one being written), ``flushed`` (generations on
+        disk), ``merged_up_to``, ``unmerged`` (flushed, not yet merged) and
+        ``wal_backlog`` (WAL entries not yet in a flushed generation, found by probing
+        the WAL: rows in a writer's MemTable, or waiting for a new writer's replay)."""
         current = dataset(self.dataset.uri, commit_config=self.dataset.commit_config)
         loaded = mem_wal_index.load(current)
         details = loaded[1] if loaded is not None else self.details
         rows = []
         for m in self.regions():
+            merged = details.merged_generation(m.region_id)
+            flushed = [g.generation for g in m.flushed_generations]
+            last = RegionLog(current.store, m.region_id).last_wal_entry(m)
             rows.append({
-                "region": str(m.region_id), "writer_epoch": m.writer_epoch,
-                "flushed": [g.generation for g in m.flushed_generations],
-                "merged_up_to": details.merged_generation(m.region_id),
-                "wal_backlog": max(0, m.wal_id_last_seen - m.replay_after_wal_id),
+                "region": str(m.region_id), "spec_id": m.region_spec_id,
+                "writer_epoch": m.writer_epoch, "manifest_version": m.version,
+                "current_generation": m.current_generation, "flushed": flushed,
+                "merged_up_to": merged, "unmerged": sum(g > merged for g in flushed),
+                "wal_backlog": max(0, last - m.replay_after_wal_id),
             })
         return rows
 

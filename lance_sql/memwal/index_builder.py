@@ -52,14 +52,6 @@ def snapshot_schema(spec: RegionSpec | None) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _last_wal_entry(log: RegionLog, manifest: RegionManifest) -> int:
-    """The last WAL entry that exists, probing upward from what the manifest knows."""
-    last = max(manifest.wal_id_last_seen, manifest.replay_after_wal_id)
-    while log.store.exists(log.paths.wal_entry(last + 1)):
-        last += 1
-    return last
-
-
 def _snapshot_rows(manifests: list[RegionManifest], spec: RegionSpec | None) -> pa.Table:
     schema = snapshot_schema(spec)
     columns: dict[str, list] = {f.name: [] for f in schema}
@@ -89,9 +81,13 @@ def _lance_file_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def refresh_index(ds: LanceDataset, *, inline_threshold: int = INLINE_THRESHOLD
-                  ) -> LanceDataset:
-    """Build a new region snapshot and commit it; returns the table at the new version."""
+def refresh_index(ds: LanceDataset, *, inline_threshold: int = INLINE_THRESHOLD,
+                  skip_unchanged: bool = False) -> LanceDataset:
+    """Build a new region snapshot and commit it; returns the table at the new version.
+
+    ``skip_unchanged``: when every region's state equals the snapshot the index holds,
+    commit nothing and return the latest version (a periodic job would otherwise add a
+    table version each round)."""
     current = dataset(ds.uri, commit_config=ds.commit_config)
     loaded = mem_wal_index.load(current)
     if loaded is None:
@@ -103,7 +99,7 @@ def refresh_index(ds: LanceDataset, *, inline_threshold: int = INLINE_THRESHOLD
         manifest = log.latest()
         if manifest is None:
             continue
-        last = _last_wal_entry(log, manifest)
+        last = log.last_wal_entry(manifest)
         if last > manifest.wal_id_last_seen:
             try:  # a hint: losing it to a racing writer or job costs nothing
                 manifest = log.update(lambda m, seen=last: m.evolve(
@@ -112,7 +108,11 @@ def refresh_index(ds: LanceDataset, *, inline_threshold: int = INLINE_THRESHOLD
                 pass
         manifests.append(manifest)
     spec = max(details.region_specs, key=lambda s: s.spec_id, default=None)
-    snapshot = _lance_file_bytes(_snapshot_rows(manifests, spec))
+    rows = _snapshot_rows(manifests, spec)
+    if skip_unchanged and (details.num_regions or rows.num_rows) and \
+            read_snapshot(current).equals(rows):
+        return current
+    snapshot = _lance_file_bytes(rows)
     new_uuid = uuid.uuid4()
     inline = None
     if len(manifests) <= inline_threshold:

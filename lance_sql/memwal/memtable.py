@@ -49,7 +49,7 @@ class MemFragment:
     nbytes: int
 
 
-def primary_key_bytes(keys: Sequence[pa.Array]) -> int:
+def primary_key_bytes(keys: Sequence[pa.Array | pa.ChunkedArray]) -> int:
     """Bytes of the key values, counted as the reference does: the fixed width per value,
     or a variable-width value's bytes plus its 4-byte (8 for large types) offset."""
     total = 0
@@ -221,10 +221,15 @@ class MemTable:
         sizes = np.array([f.rows.num_rows for f in frags], np.int64)
         gen_fragment = np.array([entry_index[mapping[i][0]] for i in range(len(frags))],
                                 np.uint64)
-        within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(
-            np.cumsum(sizes) - sizes, sizes)
-        offsets = (np.repeat(starts, sizes) + within).astype(np.uint64)
-        return (np.repeat(gen_fragment, sizes) << np.uint64(32)) | offsets
+        # row j of fragment i (flat position first_i + j) goes to
+        # (gen_fragment_i << 32) + start_i + j: one per-fragment base, repeated, plus the
+        # flat position, in wrapping uint64 arithmetic (the base may be "negative"); two
+        # row-sized arrays, as the MemTable flush builds its index on these
+        firsts = (np.cumsum(sizes) - sizes).astype(np.uint64)
+        base = (gen_fragment << np.uint64(32)) + starts.astype(np.uint64) - firsts
+        out = np.repeat(base, sizes)
+        out += np.arange(len(out), dtype=np.uint64)
+        return out
 
     def fragments(self) -> list[MemFragment]:
         with self._lock:

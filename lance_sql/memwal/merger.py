@@ -106,7 +106,13 @@ def merge(ds: LanceDataset, *, regions: list[uuid.UUID] | None = None,
 def _merge_one(base: LanceDataset, region_id: uuid.UUID, generation: int, path: str,
                keys: list[str]) -> MergeResult:
     gen_uri = f"{base.uri.rstrip('/')}/{RegionPaths(region_id).generation(path)}"
-    rows = dataset(gen_uri).to_table(with_row_address=True)
+    try:
+        rows = dataset(gen_uri).to_table(with_row_address=True)
+    except NotFoundError:
+        # another merger merged it since we looked, and the collector removed it
+        if _merged_now(base, region_id) >= generation:
+            return MergeResult(region_id, generation, None)
+        raise
     rows = latest_rows(rows, keys)
     columns = [f.name for f in base.manifest.schema.fields]
     source = rows.select([c for c in columns if c in rows.column_names]
@@ -119,9 +125,14 @@ def _merge_one(base: LanceDataset, region_id: uuid.UUID, generation: int, path: 
     try:
         stats = builder.execute(source)
     except IncompatibleConflict:
-        loaded = mem_wal_index.load(dataset(base.uri, commit_config=base.commit_config))
-        if loaded is None or loaded[1].merged_generation(region_id) < generation:
+        if _merged_now(base, region_id) < generation:
             raise  # refused for another reason: not ours to hide
         return MergeResult(region_id, generation, None)  # merged by someone else first
     return MergeResult(region_id, generation, base.version, stats["num_inserted_rows"],
                        stats["num_updated_rows"], stats["num_deleted_rows"])
+
+
+def _merged_now(base: LanceDataset, region_id: uuid.UUID) -> int:
+    """The region's merge progress at the table's latest version."""
+    loaded = mem_wal_index.load(dataset(base.uri, commit_config=base.commit_config))
+    return loaded[1].merged_generation(region_id) if loaded is not None else 0

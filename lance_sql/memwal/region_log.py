@@ -73,6 +73,14 @@ class RegionLog:
         version = self.latest_version()
         return self.load(version) if version else None
 
+    def last_wal_entry(self, manifest: RegionManifest) -> int:
+        """The last WAL entry that exists, probing upward from what ``manifest`` knows
+        (existence checks; writers do not record every WAL flush in the manifest)."""
+        last = max(manifest.wal_id_last_seen, manifest.replay_after_wal_id)
+        while self.store.exists(self.paths.wal_entry(last + 1)):
+            last += 1
+        return last
+
     # ------------------------------------------------------------------ writing
     def commit(self, manifest: RegionManifest) -> bool:
         """Write ``manifest`` as its version if nobody has; False when another won."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-import datafusion
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -152,6 +151,10 @@ def _run_sql(sql: str, arrays: list[pa.Array], num_rows: int) -> pa.Array:
     """``SELECT sql FROM (col0, col1, …)`` in DataFusion, one value per row, in row order."""
     ctx = getattr(_local, "ctx", None)
     if ctx is None:  # one context per thread: writers route on their own threads
+        # loaded on first use: DataFusion (and the pandas it loads) costs ~0.2 s, which
+        # `import lance_sql` (it returns MemWAL-capable datasets) must not pay
+        import datafusion
+
         ctx = _local.ctx = datafusion.SessionContext()
     names = [f"col{i}" for i in range(len(arrays))]
     batch = pa.record_batch(arrays or [pa.nulls(num_rows)], names=names or ["col0"])

@@ -18,7 +18,8 @@ Lifecycle (the spec's Writer Expectations):
    pending at that moment, while the WAL (and so the generation) orders them first.
 5. **MemTable flush** (thresholds or ``flush_memtable()``): seal the MemTable, write
    ``{rand8}_gen_{g}/`` — a Lance table whose fragments are the WAL entries, reached
-   through a base path — plus ``bloom_filter.bin``, then commit the region manifest with
+   through a base path — plus ``bloom_filter.bin`` and the primary-key BTREE index
+   (:mod:`.pk_index`), then commit the region manifest with
    our epoch. A newer epoch there raises :class:`WriterFencedError`. A failed attempt
    leaves its directory behind for the garbage collector; the retry uses a new one.
 
@@ -34,7 +35,7 @@ import atexit
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,10 +43,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.allocator import release_free_memory
 from lance_sql.errors import InvalidInputError, LanceError, SchemaError, WriterFencedError
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.fragment import BasePath, Fragment
-from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import FlushedGeneration, RegionManifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.region_spec import RegionSpec
@@ -54,6 +55,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, primary_key_columns
 from lance_sql.memwal.memtable import MemTable, primary_key_bytes
 from lance_sql.memwal.naming import GenerationDir
+from lance_sql.memwal.pk_index import write_primary_key_index
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values, encode_region_values
 from lance_sql.memwal.transforms import region_values
@@ -72,13 +74,6 @@ __all__ = ["BLOOM_FILE", "RegionWriter", "WriterConfig", "open_memtables", "open
 
 BLOOM_FILE = "bloom_filter.bin"
 WAL_BASE_ID = 0
-
-# Called with (generation store, sealed MemTable, generation manifest) after the generation's
-# data is written and before the region manifest records it: the primary-key BTREE index
-# (built in the btree-index branch) plugs in here, remapping MemTable row addresses with
-# ``MemTable.flushed_addresses()``. None: no index yet.
-PrimaryKeyIndexHook = Callable[[ObjectStore, MemTable, Manifest], None]
-primary_key_index_hook: PrimaryKeyIndexHook | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +186,7 @@ class RegionWriter:
         self._failure: BaseException | None = None
         self._closed = False
         self._want_flush = False
+        self._sealed_by_put = False  # a put sealed a full MemTable: write its generation
         self._entry_sizes: dict[int, int] = {}
         self._sealed: list[MemTable] = []
         manifest = self.log.claim(self.region_spec.spec_id if self.region_spec else 0,
@@ -402,7 +398,24 @@ class RegionWriter:
             # filled it flushes it (the background thread may be lagging behind)
             self._flush_wal(memtable, fragment.fragment_id)
         if self._full(memtable):
-            self._wake()
+            self._seal_full(memtable)
+
+    def _seal_full(self, memtable: MemTable) -> None:
+        """Seal the MemTable this put filled, its pending rows going to the WAL first, and
+        leave the generation to the background thread: a MemTable never outgrows its
+        thresholds by more than one put while the thread is busy (bounded memory)."""
+        with self._wal_lock:
+            self._raise_failure()
+            if memtable is not self._active or not self._full(memtable):
+                return  # sealed meanwhile (another put, the background thread)
+            with self._state:
+                memtable.seal()
+                self._sealed.append(memtable)
+                self._active = MemTable(self.schema, self.primary_key, memtable.generation + 1)
+            self._flush_pending(memtable)
+        with self._cond:
+            self._sealed_by_put = True
+            self._cond.notify_all()
 
     def _admit(self) -> None:
         """Backpressure: wait while the MemTables hold more than ``max_unflushed_bytes``."""
@@ -413,10 +426,6 @@ class RegionWriter:
                 self._want_flush = True
                 self._cond.notify_all()
                 self._cond.wait(0.05)
-
-    def _wake(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
 
     # ------------------------------------------------------------------ WAL flush
     def flush(self) -> None:
@@ -517,17 +526,30 @@ class RegionWriter:
                                                 memtable.generation + 1)
                     self._flush_pending(memtable)
             flushed = None
-            while True:
-                with self._state:
-                    if not self._sealed:
-                        break
-                    oldest = self._sealed[0]
-                flushed = self._flush_generation(oldest)
-                with self._state:
-                    self._sealed.pop(0)
-                with self._cond:
-                    self._cond.notify_all()
+            while (done := self._flush_oldest_sealed()) is not None:
+                flushed = done
+            if flushed is not None:
+                # the flushed MemTables and the flush's temporaries are free now: give
+                # them back, or the allocators keep them resident (bounded memory)
+                release_free_memory()
             return flushed
+
+    def _flush_oldest_sealed(self) -> FlushedGeneration | None:
+        """Write the oldest sealed MemTable's generation and drop the MemTable (None: no
+        sealed MemTable)."""
+        with self._state:
+            if not self._sealed:
+                return None
+            oldest = self._sealed[0]
+        with self._wal_lock:  # a put that sealed it may be writing its last entry
+            self._raise_failure()
+            self._flush_pending(oldest)
+        flushed = self._flush_generation(oldest)
+        with self._state:
+            self._sealed.pop(0)
+        with self._cond:
+            self._cond.notify_all()
+        return flushed
 
     def _flush_generation(self, memtable: MemTable) -> FlushedGeneration:
         try:
@@ -561,12 +583,13 @@ class RegionWriter:
         manifest = commit_transaction(gen_store, None, ManifestNaming.V2,
                                       Transaction(read_version=0, operation=op),
                                       data_format=self.data_format)
-        if primary_key_index_hook is not None:
-            primary_key_index_hook(gen_store, memtable, manifest)
+        write_primary_key_index(gen_store, memtable, manifest)
         flushed = FlushedGeneration(
             memtable.generation, directory.name, in_memory_bytes=memtable.nbytes,
             physical_rows=memtable.num_rows,
-            primary_key_bytes=primary_key_bytes(memtable.key_columns()))
+            primary_key_bytes=sum(  # per fragment: no copy of every key
+                primary_key_bytes([f.rows.column(k) for k in self.primary_key])
+                for f in memtable.fragments()))
         last_entry = entries[-1]
         seen = self._next_wal - 1
 
@@ -636,17 +659,17 @@ class RegionWriter:
         """One round of the background thread; False when it should stop."""
         config = self.config
         with self._cond:
-            if not self._closed and not self._want_flush:
+            if not self._closed and not self._want_flush and not self._sealed_by_put:
                 self._cond.wait(config.max_wal_flush_interval_ms / 1000)
             if self._closed or self._failure is not None:
                 return False
-            want_memtable = self._want_flush
-            self._want_flush = False
+            want_memtable, sealed_by_put = self._want_flush, self._sealed_by_put
+            self._want_flush = self._sealed_by_put = False
         active = self._active
         if not config.durable_write and active.has_unflushed():
             self._flush_active()
         active.refresh_index(bloom=True)  # off the flush path: the flush hashes the tail
-        if want_memtable or self._full(active):
+        if want_memtable or sealed_by_put or self._full(active):
             self._flush_memtables(only_when_full=not want_memtable)
         return True
 

@@ -592,7 +592,7 @@ class LanceDataset:
         self._moved_to(self.write_context().commit(CreateIndex(tuple(new), tuple(removed))))
 
     def __repr__(self) -> str:
-        return f"LanceDataset(uri={self.uri!r}, version={self.version})"
+        return f"{type(self).__name__}(uri={self.uri!r}, version={self.version})"
 
     def __len__(self) -> int:
         return self.count_rows()

@@ -28,6 +28,7 @@ from lance_sql.format.memwal import (
     MergedGeneration,
     RegionManifest,
     details_of,
+    record_catchup,
     with_details,
 )
 from lance_sql.format.region_spec import RegionSpec
@@ -84,6 +85,25 @@ def test_index_details_round_trip_and_progress() -> None:
     assert (back.snapshot_ts_millis, back.num_regions, back.inline_snapshots,
             back.maintain_all_indexes) == (1234, 2, b"LANC", False)
     assert MemWalIndexDetails.decode(MemWalIndexDetails().encode(), "t").inline_snapshots is None
+
+
+def test_catchup_follows_merge_progress_and_never_goes_back() -> None:
+    other = uuid.UUID(int=5)
+    unmerged = MemWalIndexDetails(maintained_indexes=("id_idx",)).encode()
+    assert record_catchup(unmerged, ["id_idx"], "t") == unmerged  # nothing merged yet
+    details = MemWalIndexDetails(
+        merged_generations=(MergedGeneration(REGION, 4), MergedGeneration(other, 1)),
+        index_catchup=(IndexCatchupProgress("id_idx", (MergedGeneration(other, 7),)),
+                       IndexCatchupProgress("v_idx", (MergedGeneration(REGION, 1),))),
+        writer_config_defaults={"durable_write": "true"})
+    back = MemWalIndexDetails.decode(record_catchup(details.encode(), ["id_idx", "x_idx"],
+                                                    "t"), "t")
+    catchup = {c.index_name: dict((m.region_id, m.generation) for m in c.caught_up)
+               for c in back.index_catchup}
+    assert catchup == {"id_idx": {REGION: 4, other: 7}, "v_idx": {REGION: 1},
+                       "x_idx": {REGION: 4, other: 1}}
+    assert back.merged_generations == details.merged_generations
+    assert dict(back.writer_config_defaults) == {"durable_write": "true"}
 
 
 def test_index_entries_hold_their_details() -> None:

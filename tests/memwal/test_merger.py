@@ -15,7 +15,7 @@ import lance_sql
 from lance_sql.errors import NotFoundError
 from lance_sql.format.memwal import FlushedGeneration
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.merger import latest_rows, merge, region_ids
+from lance_sql.memwal.merger import MergeResult, _merge_one, latest_rows, merge, region_ids
 from lance_sql.memwal.naming import GenerationDir, RegionPaths
 from lance_sql.memwal.region_log import RegionLog
 
@@ -131,3 +131,18 @@ def test_a_table_without_mem_wal_is_refused(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="no MemWAL index"):
         merge(ds)
     assert region_ids(ds) == []
+
+
+def test_a_generation_merged_and_collected_meanwhile_is_skipped(tmp_path: Path) -> None:
+    ds = _base(tmp_path)
+    _flush(ds, A, [(1, "a", False)])
+    (first,) = RegionLog(ds.store, A).latest().flushed_generations
+    stale = lance_sql.dataset(ds.uri)  # a merger that looked before the others merged
+    merge(ds)
+    ds.store.delete_prefix(RegionPaths(A).generation(first.path))  # and the GC collected
+    assert _merge_one(stale, A, 1, first.path, ["id"]) == MergeResult(A, 1, None)
+    _flush(ds, A, [(2, "b", False)])  # missing although nobody merged it: an error
+    second = RegionLog(ds.store, A).latest().flushed_generations[-1]
+    ds.store.delete_prefix(RegionPaths(A).generation(second.path))
+    with pytest.raises(NotFoundError):
+        merge(ds)

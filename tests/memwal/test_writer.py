@@ -19,6 +19,7 @@ from memwal_writer_helpers import (
 
 import lance_sql
 from lance_sql.errors import FormatError, InvalidInputError, SchemaError
+from lance_sql.format.index import decode_index_section
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.naming import GenerationDir, RegionPaths
@@ -31,6 +32,7 @@ from lance_sql.memwal.writer import (
     open_memtables,
     open_writers,
 )
+from lance_sql.table.index.btree import BTreeIndex
 
 PATHS = RegionPaths(REGION)
 
@@ -383,31 +385,47 @@ def test_generations_written_by_the_writer_merge_into_the_base_table(tmp_path) -
 
 
 def test_flushed_addresses_remap_memtable_rows_to_the_generation() -> None:
-    import lance_sql.memwal.writer as writer_module
-
+    """The generation's primary-key index holds each row at its address in the
+    generation (WAL entry i = fragment i), not its MemTable address."""
     ds = memory_table()
-    seen: list[tuple] = []
-
-    def hook(gen_store, memtable, manifest) -> None:  # noqa: ANN001
-        seen.append((memtable.to_table().column("id").to_pylist(),
-                     memtable.flushed_addresses()))
-
     w = open_writer(ds, durable_write=False)
     w.put(rows([1, 2]))
     w.put(rows([3]))
     w.flush()                      # one entry holding two fragments
     w.put(rows([4, 5, 6]))
     w.flush()
-    writer_module.primary_key_index_hook = hook
-    try:
-        flushed = w.flush_memtable()
-    finally:
-        writer_module.primary_key_index_hook = None
+    flushed = w.flush_memtable()
     w.close()
-    ids, addresses = seen[0]
-    gen = lance_sql.dataset(f"{ds.store.uri}/{PATHS.generation(flushed.path)}").to_table(
-        with_row_address=True)
+    gen_ds = lance_sql.dataset(f"{ds.store.uri}/{PATHS.generation(flushed.path)}")
+    (meta,) = decode_index_section(gen_ds.manifest.index_section)
+    entries = BTreeIndex.open(gen_ds.store, gen_ds.manifest, meta, pa.int64()).entries()
+    ids = entries.column("values").to_pylist()
+    addresses = entries.column("ids").to_numpy()
+    gen = gen_ds.to_table(with_row_address=True)
     by_address = dict(zip(gen.column("_rowaddr").to_pylist(), gen.column("id").to_pylist(),
                           strict=True))
     assert [by_address[int(a)] for a in addresses] == ids == [1, 2, 3, 4, 5, 6]
     assert addresses.tolist() == [0, 1, 2, 1 << 32, (1 << 32) + 1, (1 << 32) + 2]
+
+
+def test_a_full_memtable_is_sealed_by_the_put_that_fills_it() -> None:
+    """The MemTable never outgrows its threshold by more than one put, however far behind
+    the background thread is (here: slowed down by the store); nothing is lost."""
+    ds = memory_table()
+
+    def slow_generations(op: str, key: str) -> None:
+        if op == "put" and "_gen_" in key:
+            time.sleep(0.05)
+
+    ds.store.add_hook(slow_generations)
+    w = open_writer(ds, durable_write=False, max_memtable_rows=50)
+    for i in range(12):
+        w.put(rows(list(range(i * 20, i * 20 + 20))))
+        assert w.memtables()[-1].num_rows < 50
+    w.flush_memtable()
+    ds.store.clear_hooks()
+    assert [m.generation for m in w.memtables()] == [w.generation]
+    w.close()
+    manifest = RegionLog(ds.store, REGION).latest()
+    assert len(manifest.flushed_generations) >= 4
+    assert sum(t.num_rows for t in flushed_rows(ds)) == 240

@@ -245,7 +245,9 @@ class FragmentReader:
 
 def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
     base = np.uint64(fragment_id) << np.uint64(32)
-    return pa.array(offsets.astype(np.uint64) | base, pa.uint64())
+    addresses = offsets.astype(np.uint64)  # a copy: the caller's offsets stay as they are
+    addresses |= base
+    return pa.array(addresses, pa.uint64())
 
 
 def row_offsets(addresses: pa.Array | np.ndarray) -> np.ndarray:
@@ -280,14 +282,15 @@ def system_arrays(store: ObjectStore, manifest: Manifest, fragment: Fragment,
     versions exist only on such tables.
     """
     stable = manifest.uses_stable_row_ids
-    if isinstance(rows, slice):
-        offsets = np.arange(rows.start, rows.stop, dtype=np.uint64)
-    else:
-        offsets = rows.astype(np.uint64)
     out = []
     for name in names:
         if name == ROW_ADDR or (name == ROW_ID and not stable):
-            out.append(row_addresses(fragment.id, offsets))
+            if isinstance(rows, slice):  # consecutive addresses, made in one pass
+                first = (fragment.id << 32) | rows.start
+                out.append(pa.array(np.arange(first, first + rows.stop - rows.start,
+                                              dtype=np.uint64), pa.uint64()))
+            else:
+                out.append(row_addresses(fragment.id, rows))
             continue
         if not stable:
             raise UnsupportedFeatureError(

@@ -49,11 +49,16 @@ def index_store(store: ObjectStore, manifest: Manifest, meta: IndexMetadata) -> 
     return base_store(store, manifest, meta.base_id)
 
 
-def write_file(store: ObjectStore, key: str, table: pa.Table) -> int:
-    """Write ``table`` as a Lance 2.2 file (schema metadata kept); returns its size."""
+def write_file(store: ObjectStore, key: str, table: pa.Table,
+               page_bytes: int | None = None) -> int:
+    """Write ``table`` as a Lance 2.2 file (schema metadata kept); returns its size.
+    ``page_bytes``: cut pages smaller than the default (less memory while encoding)."""
     schema = LanceSchema.from_arrow(table.schema)
+    pages = {} if page_bytes is None else {"page_bytes": page_bytes,
+                                           "max_page_bytes": page_bytes}
     with store.open_writer(key) as sink:
-        writer = LanceFileWriter(sink, schema, path=f"{store.uri}/{key}", version="2.2")
+        writer = LanceFileWriter(sink, schema, path=f"{store.uri}/{key}", version="2.2",
+                                 **pages)
         if table.num_rows:
             writer.write_batch(table)
         written = writer.finish()
@@ -61,10 +66,11 @@ def write_file(store: ObjectStore, key: str, table: pa.Table) -> int:
 
 
 def write_btree(store: ObjectStore, uuid: str, data: pa.Table,
-                batch_size: int = BATCH_SIZE) -> tuple[tuple[str, int], ...]:
+                batch_size: int = BATCH_SIZE, page_bytes: int | None = None
+                ) -> tuple[tuple[str, int], ...]:
     """Write sorted page data and its lookup under ``_indices/{uuid}``; (name, size) each."""
     lookup = build_lookup(data, batch_size)
-    return ((PAGE_DATA, write_file(store, index_key(uuid, PAGE_DATA), data)),
+    return ((PAGE_DATA, write_file(store, index_key(uuid, PAGE_DATA), data, page_bytes)),
             (PAGE_LOOKUP, write_file(store, index_key(uuid, PAGE_LOOKUP), lookup)))
 
 

@@ -110,6 +110,22 @@ def _commit(ctx: WriteContext, new: Sequence[IndexMetadata],
         return ctx.commit(CreateIndex(tuple(new), tuple(removed)))
 
 
+def write_btree_index(store: ObjectStore, manifest: Manifest, column: str, name: str,
+                      entries: pa.Table, *, page_bytes: int | None = None) -> IndexMetadata:
+    """Write a BTREE index of ``column`` from ``entries`` -- every row of ``manifest``'s
+    fragments as (value, row address), sorted by :func:`sort_entries` -- and return its
+    entry, to commit. For writers that already hold the values (a MemWAL flush);
+    ``page_bytes`` bounds the file pages (and the memory encoding one takes)."""
+    field = _field(manifest, column)
+    if not key_type_supported(field.to_arrow().type):
+        raise InvalidInputError(f"a BTREE index cannot be built on column {column!r} of type "
+                                f"{field.to_arrow().type}")
+    index_uuid = str(uuidlib.uuid4())
+    files = write_btree(store, index_uuid, entries, page_bytes=page_bytes)
+    return _metadata(index_uuid, name, field.id, manifest.version,
+                     {f.id for f in manifest.fragments}, files, manifest.uses_stable_row_ids)
+
+
 def create_scalar_index(ctx: WriteContext, column: str, index_type: str,
                         name: str | None = None, *, replace: bool = False) -> Manifest:
     """Build a BTREE index of ``column`` over every fragment and commit it."""

@@ -33,7 +33,7 @@ from lance_sql.format.memwal import MergedGeneration
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
 from lance_sql.table.ops.row_rewrite import RowRewrite
-from lance_sql.table.read.scan import plan_scan, scan_fragment
+from lance_sql.table.read.scan import Scanner, plan_scan, scan_fragment
 from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import to_reader
 
@@ -123,11 +123,9 @@ def _check_source(base: Manifest, source: pa.Table, keys: list[str]) -> pa.Table
 
 
 def _target_keys(store: ObjectStore, base: Manifest, columns: list[str]) -> pa.Table:
-    plan = plan_scan(base, columns, with_row_address=True)
-    parts = [scan_fragment(store, base, f, plan) for f in base.fragments if f.num_rows]
-    if not parts:
-        return plan.output_schema.empty_table()
-    return pa.concat_tables(parts)
+    """The key columns and row address of every live target row (fragments read in
+    parallel by the scanner's pool)."""
+    return Scanner(store, base, columns=columns, with_row_address=True).to_table()
 
 
 def _condition(text: str, target: pa.Table, source: pa.Table) -> np.ndarray:

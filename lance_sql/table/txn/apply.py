@@ -38,6 +38,7 @@ from lance_sql.format.memwal import (
     MEM_WAL_INDEX_NAME,
     carry_progress,
     details_of,
+    record_catchup,
     record_merged,
     with_details,
 )
@@ -290,8 +291,27 @@ def _(op: CreateIndex, previous: Manifest, ctx: _Ctx) -> Manifest:
     removed = {i.uuid for i in op.removed_indices}
     existing = _indices(previous)
     kept = tuple(i for i in existing if i.name not in names and i.uuid not in removed)
-    return _with_indices(previous, kept + tuple(_keep_mem_wal_progress(i, existing)
-                                                for i in op.new_indices))
+    m = _with_indices(previous, kept + tuple(_keep_mem_wal_progress(i, existing)
+                                             for i in op.new_indices))
+    return _record_catchup(m, op, ctx)
+
+
+def _record_catchup(m: Manifest, op: CreateIndex, ctx: _Ctx) -> Manifest:
+    """A new index covering every fragment covers every merged MemWAL generation: its
+    ``index_catchup`` advances to the merge progress (the spec's base index builder)."""
+    live = {f.id for f in m.fragments}
+    names = [i.name for i in op.new_indices if not i.name.startswith("__lance")
+             and i.fragment_ids is not None and live <= set(i.fragment_ids)]
+    indices = _indices(m)
+    entry = next((i for i in indices if i.name == MEM_WAL_INDEX_NAME), None)
+    if not names or entry is None:
+        return m
+    old = details_of(entry)
+    details = record_catchup(old, names, MEM_WAL_INDEX_NAME)
+    if details == old:
+        return m
+    new_entry = with_details(entry, details, ctx.version, uuid.UUID(entry.uuid))
+    return _with_indices(m, tuple(new_entry if i is entry else i for i in indices))
 
 
 def _keep_mem_wal_progress(new: IndexMetadata, existing: tuple[IndexMetadata, ...]

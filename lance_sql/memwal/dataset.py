@@ -1,0 +1,93 @@
+"""Tables with ``ds.initialize_mem_wal(...)`` and ``ds.mem_wal``, as pylance users call them.
+
+``lance_sql.dataset(...)`` and ``lance_sql.write_dataset(...)`` return a
+:class:`MemWalDataset`: a :class:`~lance_sql.table.dataset.LanceDataset` (every read and
+write method unchanged) that also sets up and hands out the table's MemWAL. The table
+layer cannot know about MemWAL (layers point one way), so the methods live in this
+subclass; versions reached from it (``checkout_version``, the dataset a commit returns)
+keep the class.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal.api import MemWal
+from lance_sql.memwal.index import load as load_mem_wal_index
+from lance_sql.table import dataset as table_dataset
+from lance_sql.table.dataset import LanceDataset
+
+__all__ = ["MemWalDataset", "dataset", "write_dataset"]
+
+
+class MemWalDataset(LanceDataset):
+    """A Lance table version that can also set up and open its MemWAL."""
+
+    @classmethod
+    def of(cls, ds: LanceDataset) -> MemWalDataset:
+        """``ds`` (same version, store and commit settings) as a MemWalDataset."""
+        if isinstance(ds, cls):
+            return ds
+        return cls._opened(ds.uri, ds.store, ds.commit_config, ds._ref,  # type: ignore[return-value]
+                           ds.manifest)
+
+    def initialize_mem_wal(
+        self,
+        region_spec: RegionSpec | None = None,
+        maintained_indexes: list[str] | None = None,
+        *,
+        durable_write: bool | None = None,
+        max_memtable_rows: int | None = None,
+        max_memtable_bytes: int | None = None,
+        max_wal_flush_interval_ms: int | None = None,
+        max_unflushed_bytes: int | None = None,
+    ) -> MemWal:
+        """Set up the table's MemWAL (one CreateIndex commit) and return its handle.
+
+        ``region_spec`` routes each row to a region (``RegionSpec.bucket("id", 8)``, combine
+        specs with ``+``); None: regions are created by hand (``mw.writer(region=uuid)``).
+        ``maintained_indexes``: base-table indexes MemTables keep (None: all of them).
+        The writer options given are recorded in the MemWAL index as every writer's
+        defaults (a writer may still override them); options left None keep the writer
+        defaults (durable writes, 100k-row / 256 MiB MemTables, a WAL flush every 100 ms
+        when not durable, 1 GiB of unflushed rows before puts block).
+
+        Like pylance's mutating methods, this dataset object moves to the version the
+        commit created. Raises ``InvalidInputError`` if the table already has a MemWAL
+        (or an option is invalid) and ``SchemaError`` if it has no primary key.
+        """
+        options = {"durable_write": durable_write, "max_memtable_rows": max_memtable_rows,
+                   "max_memtable_bytes": max_memtable_bytes,
+                   "max_wal_flush_interval_ms": max_wal_flush_interval_ms,
+                   "max_unflushed_bytes": max_unflushed_bytes}
+        given = {k: v for k, v in options.items() if v is not None}
+        handle = MemWal.initialize(self, region_spec, maintained_indexes=maintained_indexes,
+                                   **given)
+        self._moved_to(handle.dataset.manifest)
+        return MemWal(self)
+
+    @property
+    def mem_wal(self) -> MemWal | None:
+        """The MemWAL of this version of the table, or None when it has none (set one
+        up with :meth:`initialize_mem_wal`)."""
+        if load_mem_wal_index(self) is None:
+            return None
+        return MemWal(self)
+
+
+def dataset(uri: str | os.PathLike[str], *args: Any, **kwargs: Any) -> MemWalDataset:
+    return MemWalDataset.of(table_dataset.dataset(uri, *args, **kwargs))
+
+
+def write_dataset(data: Any, uri: str | os.PathLike[str], *args: Any,
+                  **kwargs: Any) -> MemWalDataset:
+    return MemWalDataset.of(table_dataset.write_dataset(data, uri, *args, **kwargs))
+
+
+# The table layer's signatures and docstrings (``help()`` shows them), not copies that drift.
+for _ours, _theirs in ((dataset, table_dataset.dataset),
+                       (write_dataset, table_dataset.write_dataset)):
+    functools.update_wrapper(_ours, _theirs, assigned=("__doc__",), updated=())
