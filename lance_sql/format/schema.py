@@ -551,6 +551,14 @@ class LanceSchema:
         return file_pb2.Schema(fields=self.to_protos(), metadata=self.metadata)
 
     # ---- lookups
+    @property
+    def primary_key(self) -> list[str]:
+        """The unenforced primary-key columns in key position order (fields without a
+        position follow, in schema order); empty when the table has none."""
+        keyed = [(f.unenforced_primary_key_position or 2**31, i, f.name)
+                 for i, f in enumerate(self.fields) if f.unenforced_primary_key]
+        return [name for _, _, name in sorted(keyed)]
+
     def walk(self) -> Iterator[LanceField]:
         """Every field, pre-order."""
         for f in self.fields:

@@ -36,13 +36,12 @@ WRITER_DEFAULT_KEYS = ("durable_write", "max_memtable_rows", "max_memtable_bytes
 def primary_key_columns(schema: LanceSchema) -> list[str]:
     """The table's primary-key columns in key position order (fields without a position
     come after, in schema order), or SchemaError when it has none."""
-    keyed = [(f.unenforced_primary_key_position or 2**31, i, f.name)
-             for i, f in enumerate(schema.fields) if f.unenforced_primary_key]
+    keyed = schema.primary_key
     if not keyed:
         raise SchemaError(
             "MemWAL needs a primary key: create the table with primary_key=[...] (field "
             "metadata 'lance-schema:unenforced-primary-key': 'true')")
-    return [name for _, _, name in sorted(keyed)]
+    return keyed
 
 
 def load(ds: LanceDataset) -> tuple[IndexMetadata, MemWalIndexDetails] | None:

@@ -75,6 +75,7 @@ from lance_sql.table.write.fragments import (
     DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
     to_reader,
+    with_primary_key,
     write_fragments,
 )
 
@@ -701,11 +702,15 @@ def write_dataset(
     enable_v2_manifest_paths: bool = True,
     enable_stable_row_ids: bool = False,
     commit_config: CommitConfig | None = None,
+    primary_key: Sequence[str] | None = None,
 ) -> LanceDataset:
     """Create, append to or overwrite the table at ``uri`` (pylance's signature).
 
     ``max_rows_per_group`` is accepted for compatibility; format 2.0 sizes pages
-    by bytes, so it does not change the files.
+    by bytes, so it does not change the files. ``primary_key`` (columns, in key order)
+    marks the table's unenforced primary key as pylance does (field metadata
+    ``lance-schema:unenforced-primary-key``); the key columns become non-nullable. It is
+    chosen when a table is created or overwritten; an append may only repeat it.
     """
     if mode not in WRITE_MODES:
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
@@ -723,13 +728,19 @@ def write_dataset(
             "when a table is created (write it anew to another location to get them)")
     if previous is not None and mode == "append":
         table_schema = previous.schema
+        if primary_key and table_schema.primary_key != list(primary_key):
+            raise InvalidInputError(f"{store.uri}: the primary key is set when a table is "
+                                    "created; appending cannot change it")
         try:
             table_schema.check_append_compatible(reader.schema)
         except SchemaError as exc:
             raise SchemaError(f"cannot append to {store.uri}: {exc}") from exc
         data_format = previous.data_format
     else:
-        table_schema = LanceSchema.from_arrow(reader.schema)
+        arrow_schema = reader.schema
+        if primary_key:
+            arrow_schema = with_primary_key(arrow_schema, list(primary_key))
+        table_schema = LanceSchema.from_arrow(arrow_schema)
         data_format = data_storage_version or (
             previous.data_format if previous is not None else DEFAULT_DATA_FORMAT
         )

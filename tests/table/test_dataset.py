@@ -14,6 +14,7 @@ from lance_sql.errors import (
     InvalidInputError,
     NotFoundError,
     RetryableConflict,
+    SchemaError,
     UnsupportedFeatureError,
 )
 from lance_sql.io import MemoryStore
@@ -211,3 +212,28 @@ def test_filters_match_column_names_ignoring_case_and_u64_range(uri: str) -> Non
     assert ds.count_rows("u > 5") == 2 and ds.count_rows("u > -1") == 3
     assert ds.count_rows("u > 9223372036854775807") == 1
 
+
+
+def test_write_dataset_marks_the_primary_key_as_pylance_does(tmp_path: Path) -> None:
+    import lance
+
+    data = pa.table({"a": [1, 2, 3], "b": ["x", "y", "z"], "v": [0.5, 1.5, 2.5]})
+    uri = str(tmp_path / "pk")
+    ds = lance_sql.write_dataset(data, uri, primary_key=["b", "a"])
+    assert ds.manifest.schema.primary_key == ["b", "a"]
+    fields = {f.name: f for f in lance.dataset(uri).schema}
+    assert fields["b"].metadata[b"lance-schema:unenforced-primary-key"] == b"true"
+    assert fields["b"].metadata[b"lance-schema:unenforced-primary-key:position"] == b"1"
+    assert fields["a"].metadata[b"lance-schema:unenforced-primary-key:position"] == b"2"
+    assert not fields["a"].nullable and fields["v"].nullable
+    assert lance.dataset(uri).to_table().equals(ds.to_table())
+    # appends may repeat the key, never change it; a null key is refused
+    lance_sql.write_dataset(data, uri, mode="append", primary_key=["b", "a"])
+    with pytest.raises(InvalidInputError, match="primary key"):
+        lance_sql.write_dataset(data, uri, mode="append", primary_key=["a"])
+    with pytest.raises(SchemaError):
+        lance_sql.write_dataset(pa.table({"a": [1, None]}), str(tmp_path / "nulls"),
+                                primary_key=["a"])
+    with pytest.raises(InvalidInputError, match="primary key"):
+        lance_sql.write_dataset(data, str(tmp_path / "missing"), primary_key=["nope"])
+    assert lance_sql.dataset(uri).count_rows() == 6

@@ -33,12 +33,11 @@ from lance_sql.table.meta.versions import latest_version, list_versions
 from lance_sql.table.txn.commit import CommitConfig, committed_version
 from lance_sql.table.txn.operations import Append, Delete, Overwrite, UpdateConfig
 from lance_sql.table.txn.writer import WriteContext
-from lance_sql.table.write.fragments import write_fragments
+from lance_sql.table.write.fragments import with_primary_key, write_fragments
 from lance_sql.table.write.jobs import (
     JobFiles,
     commit_job,
     open_for_write,
-    with_primary_key,
     write_job_fragments,
 )
 

@@ -7,7 +7,7 @@ written are removed, so a failed write leaves no trace besides nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -18,7 +18,7 @@ from lance_sql.format.datafile import DEFAULT_DATA_FORMAT, LanceFileWriter
 from lance_sql.format.datafile.writer import WRITABLE_VERSIONS
 from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.naming import data_file_name
-from lance_sql.format.schema import LanceSchema
+from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY, LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import refuse_json
 
@@ -232,3 +232,23 @@ def write_fragments(
     except BaseException:
         writer.abort()
         raise
+
+
+def with_primary_key(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
+    """``schema`` with ``columns`` marked as its (unenforced) primary key, in that order:
+    field metadata ``lance-schema:unenforced-primary-key`` (and ``:position`` for
+    composite keys), and not nullable."""
+    missing = [c for c in columns if c not in schema.names]
+    if missing or len(set(columns)) != len(columns):
+        raise InvalidInputError(f"primary key {list(columns)}: every column must exist once; "
+                                f"columns: {schema.names}")
+    fields = []
+    for field in schema:
+        if field.name in columns:
+            metadata = dict(field.metadata or {})
+            metadata[PK_KEY.encode()] = b"true"
+            if len(columns) > 1:
+                metadata[PK_POSITION_KEY.encode()] = str(columns.index(field.name) + 1).encode()
+            field = field.with_nullable(False).with_metadata(metadata)
+        fields.append(field)
+    return pa.schema(fields, metadata=schema.metadata)

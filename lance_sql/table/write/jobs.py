@@ -28,7 +28,7 @@ from lance_sql.format.fragment import DATA_DIR, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.pb import table_pb2
-from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY, LanceSchema
+from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.meta.versions import VersionRef, load_manifest
@@ -40,6 +40,7 @@ from lance_sql.table.write.fragments import (
     DEFAULT_MAX_ROWS_PER_FILE,
     FragmentWriter,
     conform_batch,
+    with_primary_key,
 )
 
 
@@ -109,8 +110,7 @@ def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
             f"{store.uri} was created without stable row ids; they can only be enabled when "
             "a table is created")
     if previous is not None and not overwrite:
-        if primary_key and [f.name for f in previous.schema.fields
-                            if f.unenforced_primary_key] != list(primary_key):
+        if primary_key and previous.schema.primary_key != list(primary_key):
             raise InvalidInputError(f"{store.uri}: the primary key is set when a table is "
                                     "created; appending cannot change it")
         return WriteTarget(version, naming, previous.schema, previous.data_format)
@@ -118,25 +118,6 @@ def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
     schema = with_primary_key(data_schema, primary_key)
     return WriteTarget(version, naming, LanceSchema.from_arrow(schema), data_format)
 
-
-def with_primary_key(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
-    """``schema`` with ``columns`` marked as its (unenforced) primary key, in that order:
-    field metadata ``lance-schema:unenforced-primary-key`` (and ``:position`` for
-    composite keys), and not nullable."""
-    missing = [c for c in columns if c not in schema.names]
-    if missing or len(set(columns)) != len(columns):
-        raise InvalidInputError(f"primary key {list(columns)}: every column must exist once; "
-                                f"columns: {schema.names}")
-    fields = []
-    for field in schema:
-        if field.name in columns:
-            metadata = dict(field.metadata or {})
-            metadata[PK_KEY.encode()] = b"true"
-            if len(columns) > 1:
-                metadata[PK_POSITION_KEY.encode()] = str(columns.index(field.name) + 1).encode()
-            field = field.with_nullable(False).with_metadata(metadata)
-        fields.append(field)
-    return pa.schema(fields, metadata=schema.metadata)
 
 
 def write_job_fragments(
