@@ -21,7 +21,7 @@ from lance_sql.errors import (
     VersionCleanedUpError,
     WriterFencedError,
 )
-from lance_sql.table.dataset import LanceDataset, dataset, write_dataset
+from lance_sql.table import LanceDataset, dataset, write_dataset
 
 __version__ = "0.1.0"
 

@@ -33,11 +33,8 @@ from lance_sql.io.uri import open_store
 from lance_sql.table.changes.feed import table_changes
 from lance_sql.table.dataset_ops import MaintenanceMixin
 from lance_sql.table.files.reader import (
-    FragmentReader,
-    by_fragment,
     deleted_offsets,
     open_data_file,
-    system_arrays,
 )
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index import index_hook
@@ -52,14 +49,14 @@ from lance_sql.table.meta.versions import (
     latest_version,
     list_versions,
     load_manifest,
-    load_transaction_bytes,
     read_tag,
     read_tags,
     write_tag,
 )
 from lance_sql.table.read.blobs import BlobFile, take_blobs
-from lance_sql.table.read.scan import Scanner, cast_output, matching_rows, plan_scan
+from lance_sql.table.read.scan import Scanner, matching_rows, plan_scan, take_addresses
 from lance_sql.table.txn.commit import CommitConfig, commit_transaction, committed_version
+from lance_sql.table.txn.history import operation_of
 from lance_sql.table.txn.operations import Append, Delete, Overwrite, Transaction
 from lance_sql.table.write.fragments import (
     DEFAULT_DATA_FORMAT,
@@ -201,7 +198,6 @@ class LanceDataset(MaintenanceMixin):
         out = []
         for ref in list_versions(self.store):
             manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
-            txn = load_transaction_bytes(self.store, ref)
             utc = commit_time(manifest.timestamp_ns)
             out.append(
                 {
@@ -209,7 +205,7 @@ class LanceDataset(MaintenanceMixin):
                     "timestamp": _pylance_timestamp(manifest.timestamp_ns),
                     "metadata": version_summary(manifest),
                     "timestamp_utc": utc,
-                    "operation": Transaction.operation_name(txn) if txn else None,
+                    "operation": operation_of(self.store, ref),
                     "num_rows": manifest.num_rows,
                     "table_metadata": dict(manifest.table_metadata),
                 }
@@ -332,36 +328,8 @@ class LanceDataset(MaintenanceMixin):
 
         Addresses of deleted rows are skipped; an unknown fragment is an error.
         """
-        plan = plan_scan(self._manifest, columns)
-        pieces, order = [], []
         addresses = _integers(addresses, "row address", U64_MAX).astype(np.uint64)
-        for frag, rows, where in by_fragment(self._manifest, addresses):
-            if rows[-1] >= frag.physical_rows:  # rows are sorted
-                raise InvalidInputError(
-                    f"row offset {int(rows[-1])} is past the end of fragment {frag.id}"
-                )
-            reader = FragmentReader(self.store, self._manifest, frag)
-            mask = reader.keep_mask()
-            if mask is not None:
-                live = mask[rows]
-                where, rows = where[live], rows[live]
-            arrays = reader.take(plan.read_fields, rows)
-            names = [f.name for f in plan.read_fields]
-            system = [n for n in plan.system_names if n in plan.output_fields]
-            arrays.extend(system_arrays(self.store, self._manifest, frag, rows, system))
-            names.extend(system)
-            piece = (pa.Table.from_arrays(arrays, names=names) if names else
-                     pa.table({"_": pa.nulls(len(rows))}).select([]))
-            if names:  # damaged files fail here with a FormatError naming them
-                piece = cast_output(piece.select(list(plan.output_fields)), plan.output_schema,
-                                    self.store, frag)
-            pieces.append(piece)
-            order.append(where)
-        if not pieces:
-            return plan.output_schema.empty_table()
-        table = pa.concat_tables(pieces)
-        inverse = np.argsort(np.concatenate(order), kind="stable")
-        return table.take(pa.array(inverse)).select(list(plan.output_fields))  # pieces are cast
+        return take_addresses(self.store, self._manifest, addresses, columns)
 
     # -- writes ---------------------------------------------------------------------
     def _latest_for_write(self) -> tuple[Manifest, ManifestNaming]:
