@@ -22,7 +22,6 @@ from lance_sql.errors import (
     NotFoundError,
     SchemaError,
 )
-from lance_sql.format.deletion import merged_deletion
 from lance_sql.format.feature_flags import check_writable
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
@@ -32,6 +31,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.changes.feed import table_changes
 from lance_sql.table.dataset_ops import MaintenanceMixin
+from lance_sql.table.files.deletions import add_deletions
 from lance_sql.table.files.reader import (
     deleted_offsets,
     open_data_file,
@@ -358,24 +358,15 @@ class LanceDataset(MaintenanceMixin):
             raise InvalidInputError("delete needs a non-empty SQL predicate")
         base, naming = self._latest_for_write()
         plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
-        updated, removed, files = [], [], []
-        affected: dict[int, np.ndarray] = {}  # lets the commit rebase over other deletes
         # Read every fragment before writing anything: a failing read leaves no trace.
-        for frag, offsets in matching_rows(self.store, base, plan,
-                                           index_hook(self.store, base)):
-            new_rows = offsets.astype(np.uint32)
-            affected[frag.id] = new_rows
-            merged = merged_deletion(deleted_offsets(self.store, base, frag), new_rows,
-                                     frag.physical_rows, base.version)
-            if merged is None:
-                removed.append(frag.id)
-                continue
-            deletion, data = merged
-            files.append((deletion.key(frag.id), data))
-            updated.append(frag.with_deletion(deletion))
+        matched = [(frag, offsets.astype(np.uint32)) for frag, offsets in
+                   matching_rows(self.store, base, plan, index_hook(self.store, base))]
+        affected = {frag.id: rows for frag, rows in matched}  # lets the commit rebase
+        merged = add_deletions(self.store, base, matched)
+        files = merged.files
         txn = Transaction(
             read_version=base.version,
-            operation=Delete(tuple(updated), tuple(removed), predicate),
+            operation=Delete(merged.apply(f for f, _ in matched), merged.removed, predicate),
         )
         try:
             for key, data in files:
