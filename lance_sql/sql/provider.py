@@ -113,12 +113,12 @@ class UnitScanner:
         self.unit = unit
         self.batch_size = batch_size
         self.filter = filter
-        self.projected_schema = pa.schema([table.schema.field(n) for n in names])
         self.names = names
         self.plan = build_scan_plan(
             table.manifest, names, filter=filter,
             filter_columns=referenced_columns(filter) if filter is not None else None,
             schema_metadata=False)
+        self.projected_schema = self.plan.output_schema
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:

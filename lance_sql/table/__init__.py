@@ -20,7 +20,7 @@ from lance_sql.table.changes.rows import (
     COMMIT_VERSION,
     ChangeRows,
 )
-from lance_sql.table.dataset import LanceDataset, Version, dataset, write_dataset
+from lance_sql.table.dataset import LanceDataset, dataset, write_dataset
 from lance_sql.table.files.reader import (
     ROW_ADDR,
     ROW_CREATED,
@@ -53,7 +53,7 @@ __all__ = [
     # system columns
     "ROW_ADDR", "ROW_CREATED", "ROW_ID", "ROW_UPDATED", "SYSTEM_COLUMNS", "VERSION_COLUMNS",
     # opening, writing and committing
-    "CommitConfig", "LanceDataset", "Version", "dataset", "write_dataset",
+    "CommitConfig", "LanceDataset", "dataset", "write_dataset",
     # distributed (Spark) write jobs
     "JobFiles", "commit_job", "open_for_write", "write_job_fragments",
     # versions, tags and time travel
