@@ -100,7 +100,7 @@ class ChangesDataset(PlannedDataset):
         query = ChangeQuery.build(self._schema, None, tree, exact=filter)
         planned = plan_query(self.window, query)
         kept = planned.rows
-        self.pushed.versions_planned = planned.versions
+        self.pushed.versions_planned = list(planned.versions)
         self.pushed.rows_planned, self.pushed.rows_kept = planned.planned, len(kept)
         return [ChangeUnit(self, kept.take(slice(i, i + UNIT_ROWS)), scope)
                 for i in range(0, len(kept), UNIT_ROWS)]

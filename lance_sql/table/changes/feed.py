@@ -138,7 +138,8 @@ def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None
     """The window for ``start..end`` (version numbers or timestamps; ``end`` None = latest).
 
     A timestamp start means the first version committed at or after it, a timestamp end
-    the last committed at or before it.
+    the last committed at or before it. A table without stable row ids, or whose own
+    columns use the feed's metadata names, has no feed (InvalidInputError).
     """
     refs = {r.version: r for r in list_versions(store)}
     if not refs:
@@ -633,7 +634,7 @@ def _location_groups(source: np.ndarray, fragment: np.ndarray
 class PlannedChanges:
     """A query's change rows after metadata pruning, and what planning them took."""
 
-    versions: list[int]  # the versions planned (those the query's filter can match)
+    versions: tuple[int, ...]  # the versions planned (those the query's filter can match)
     planned: int         # change rows before pruning
     rows: ChangeRows     # the rows the metadata part of the filter keeps
 
@@ -642,7 +643,7 @@ def plan_query(window: ChangeWindow, query: ChangeQuery,
                versions: Sequence[int] | None = None) -> PlannedChanges:
     """The change rows of ``query`` from metadata only: plan the versions it can match
     (or ``versions``), then prune on the metadata part of its filter."""
-    wanted = query.versions(window) if versions is None else list(versions)
+    wanted = tuple(query.versions(window) if versions is None else versions)
     rows = plan_changes(window, wanted)
     return PlannedChanges(wanted, len(rows), query.prune(rows, timestamps_of(window, rows)))
 
