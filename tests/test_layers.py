@@ -142,6 +142,15 @@ def test_upper_layers_use_the_table_facade(path: Path) -> None:
                 "lance_sql.table, which does not export them"
 
 
+@pytest.mark.parametrize("path", FACADE_SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_scan_plans_come_from_the_one_builder(path: Path) -> None:
+    """Upper layers get scan plans from ``build_scan_plan``; none builds one by hand."""
+    tree = ast.parse(path.read_text())
+    built = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "ScanPlan"]
+    assert not built, f"{path.relative_to(PACKAGE)} builds a ScanPlan at lines {built}"
+
+
 @pytest.mark.parametrize("path", TABLE_SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_table_modules_do_not_import_the_facade(path: Path) -> None:
     """The facade imports every module of table/: one importing it back would be a cycle."""

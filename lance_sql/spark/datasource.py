@@ -25,7 +25,7 @@ Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
 ``startingVersion`` or ``startingTimestamp`` (required), ``endingVersion`` or
 ``endingTimestamp`` (default: the latest version, pinned when the read is planned);
 versions are inclusive at both ends. The columns are those of
-:func:`lance_sql.table.changes.feed.table_changes`: the table's, then ``_change_type``,
+:func:`lance_sql.table.table_changes`: the table's, then ``_change_type``,
 ``_commit_version`` and ``_rowid`` (``decimal(20,0)``, as every ``uint64``) and
 ``_commit_timestamp`` (``timestamp``). The driver plans the changes from metadata only
 and cuts the planned change rows into input partitions the same way (a partition may
@@ -70,7 +70,6 @@ from pyspark.sql.datasource import (
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr import Call, Column, Expr, Literal
-from lance_sql.expr import columns as expr_columns
 from lance_sql.io.uri import open_store
 from lance_sql.spark.partitioning import (
     MAX_PARTITION_BYTES,
@@ -94,6 +93,7 @@ from lance_sql.table import (
     ChangeWindow,
     JobFiles,
     LanceDataset,
+    ScanPlan,
     address_ranges,
     build_scan_plan,
     commit_job,
@@ -407,26 +407,22 @@ class LanceReader(DataSourceReader):
             parts = [ReadPartition((RowRange(f.id, start, min(f.physical_rows, start + step)),))
                      for f in fragments for start in range(0, f.physical_rows, step)]
         else:
-            wanted = self._needed()
-            read = [f for f in ds.manifest.schema.fields if f.name in wanted]
+            read = list(self._plan(ds).read_fields)
             sizes = [fragment_size(f, read) for f in fragments]
             parts = [ReadPartition(ranges) for ranges in plan_partitions(sizes, self.policy)]
         return parts or [ReadPartition(())]
 
-    def _needed(self) -> set[str]:
-        tree = _conjunction(self.filters)
-        needed = set(self.columns)
-        if tree is not None:
-            needed |= {path[0] for path in expr_columns(tree)}
-        return needed
+    def _plan(self, ds: LanceDataset) -> ScanPlan:
+        """The columns read and the pushed filters, as every fragment's scan applies them."""
+        return build_scan_plan(ds.manifest, self.columns, predicate=_conjunction(self.filters),
+                               schema_metadata=False)
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
         if not partition.ranges:
             return
         ds = LanceDataset(self.uri, self.version)
         by_id = {f.id: f for f in ds.get_fragments()}
-        plan = build_scan_plan(ds.manifest, self.columns, predicate=_conjunction(self.filters),
-                               schema_metadata=False)
+        plan = self._plan(ds)
         for part in partition.ranges:
             frag = by_id[part.key]
             # Scanned a slice at a time, so a task's memory does not grow with its bytes.

@@ -44,7 +44,13 @@ from lance_sql.table.meta.versions import (
     read_tags,
 )
 from lance_sql.table.read.prune import address_ranges, fragment_spans
-from lance_sql.table.read.scan import build_scan_plan, rows_only, scan_fragment, scan_rows
+from lance_sql.table.read.scan import (
+    ScanPlan,
+    build_scan_plan,
+    rows_only,
+    scan_fragment,
+    scan_rows,
+)
 from lance_sql.table.txn.commit import CommitConfig
 from lance_sql.table.txn.history import operation_of
 from lance_sql.table.write.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
@@ -60,8 +66,8 @@ __all__ = [
     "VersionRef", "commit_time", "find_version", "latest_committed", "latest_version",
     "list_versions", "load_manifest", "operation_of", "parse_instant", "read_tag", "read_tags",
     "version_at",
-    # scans cut into units of work by an engine
-    "IndexedRows", "address_ranges", "build_scan_plan", "fragment_spans", "live_rows",
+    # scans cut into units of work by an engine (plans are made by build_scan_plan only)
+    "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_rows",
     "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
     # the change feed
     "CHANGE_TYPE", "COMMIT_TIMESTAMP", "COMMIT_VERSION", "ChangeQuery", "ChangeRows",
