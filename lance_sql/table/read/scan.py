@@ -92,9 +92,8 @@ def plan_scan(
 ) -> ScanPlan:
     """The plan of a Python-API scan: ``columns`` (None: every data column) and a SQL
     ``filter``, plus the system columns asked for."""
-    data_names = [f.name for f in manifest.schema.fields]
     if columns is None:
-        wanted = list(data_names)
+        wanted = [f.name for f in manifest.schema.fields]
     else:
         if isinstance(columns, str):
             raise InvalidInputError("columns must be a list of column names")
@@ -123,9 +122,11 @@ def filter_schema(manifest: Manifest) -> pa.Schema:
 
 
 def _check_names(manifest: Manifest, names: Sequence[str]) -> None:
+    """NotFoundError for the first of ``names`` that is neither a column nor a system one."""
     data_names = [f.name for f in manifest.schema.fields]
+    known = set(data_names).union(SYSTEM_COLUMNS)
     for name in names:
-        if name not in SYSTEM_COLUMNS and name not in data_names:
+        if not isinstance(name, str) or name not in known:
             raise NotFoundError(
                 f"column {name!r} does not exist; columns: {', '.join(data_names)}"
             )
