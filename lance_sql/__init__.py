@@ -22,7 +22,7 @@ from lance_sql.errors import (
     WriterFencedError,
 )
 from lance_sql.memwal.dataset import MemWalDataset, dataset, write_dataset
-from lance_sql.table.dataset import LanceDataset
+from lance_sql.table import LanceDataset
 
 __version__ = "0.1.0"
 

@@ -1,10 +1,11 @@
 """Imports point one way: {format, expr} <- io <- table <- {memwal, sql, spark, cli}, and
 inside table/: runtime <- meta <- files <- txn <- write <- read <- index <- {ops, changes}
-<- dataset."""
+<- dataset <- the facade (table/__init__.py), which is all sql/, spark/ and cli/ may use."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,8 @@ def _table_rank(part: str) -> int:
 @pytest.mark.parametrize("path", TABLE_SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_table_subpackages_point_down(path: Path) -> None:
     rel = path.relative_to(PACKAGE / "table").parts
+    if rel == ("__init__.py",):
+        return  # the facade re-exports from every sub-package
     own = rel[0] if len(rel) > 1 else rel[0].removesuffix(".py")
     for module in _imports(path):
         parts = module.split(".")
@@ -87,3 +90,64 @@ def test_table_subpackages_point_down(path: Path) -> None:
             continue
         ok = _table_rank(parts[2]) < _table_rank(own)
         assert ok, f"table/{'/'.join(rel)} imports {module}: {own} may not depend on {parts[2]}"
+
+
+# Layers above table that reach it only through its facade, ``lance_sql.table`` (its
+# ``__all__``). memwal/ still imports table's modules directly (it is being built on a
+# transaction context that has not landed yet).
+FACADE_USERS = ("sql", "spark", "cli")
+FACADE = importlib.import_module("lance_sql.table")
+TABLE_PACKAGES = {p.name for p in (PACKAGE / "table").iterdir() if p.is_dir()} | {
+    p.stem for p in (PACKAGE / "table").glob("*.py")}
+
+
+def _from_imports(path: Path) -> list[tuple[str, list[str]]]:
+    tree = ast.parse(path.read_text())
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((a.name, []) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, [a.name for a in node.names]))
+    return out
+
+
+FACADE_SOURCES = [p for p in SOURCES if p.relative_to(PACKAGE).parts[0] in FACADE_USERS] + [
+    PACKAGE / "__init__.py"]
+
+
+@pytest.mark.parametrize("path", FACADE_SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_upper_layers_use_the_table_facade(path: Path) -> None:
+    for module, names in _from_imports(path):
+        if module.startswith("lance_sql.table."):
+            pytest.fail(f"{path.relative_to(PACKAGE)} imports {module}: use lance_sql.table")
+        if module == "lance_sql.table":
+            private = [n for n in names if n not in FACADE.__all__]
+            assert not private, f"{path.relative_to(PACKAGE)} imports {private} from " \
+                "lance_sql.table, which does not export them"
+
+
+@pytest.mark.parametrize("path", FACADE_SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_scan_plans_come_from_the_one_builder(path: Path) -> None:
+    """Upper layers get scan plans from ``build_scan_plan``; none builds one by hand."""
+    tree = ast.parse(path.read_text())
+    built = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "ScanPlan"]
+    assert not built, f"{path.relative_to(PACKAGE)} builds a ScanPlan at lines {built}"
+
+
+@pytest.mark.parametrize("path", TABLE_SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_table_modules_do_not_import_the_facade(path: Path) -> None:
+    """The facade imports every module of table/: one importing it back would be a cycle."""
+    if path.relative_to(PACKAGE).parts == ("table", "__init__.py"):
+        return
+    for module, names in _from_imports(path):
+        if module == "lance_sql.table":
+            exported = [n for n in names if n not in TABLE_PACKAGES]
+            assert not exported, f"{path.relative_to(PACKAGE)} imports {exported} from the " \
+                "facade; import it from the module that defines it"
+
+
+def test_facade_exports_exist() -> None:
+    missing = [n for n in FACADE.__all__ if not hasattr(FACADE, n)]
+    assert not missing and len(set(FACADE.__all__)) == len(FACADE.__all__)

@@ -14,7 +14,7 @@ import pyarrow as pa
 from lance_sql.cli.execute import OutputOptions, run_query
 from lance_sql.errors import InvalidInputError
 from lance_sql.sql.session import LanceSession, connect
-from lance_sql.table.dataset import write_dataset
+from lance_sql.table import write_dataset
 
 
 def build_demo_tables(root: Path) -> None:

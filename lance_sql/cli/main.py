@@ -30,7 +30,7 @@ from lance_sql.cli.render import FORMATS, render_table
 from lance_sql.cli.shell import Shell, tags_table
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.sql.session import LanceSession
-from lance_sql.table.dataset import dataset
+from lance_sql.table import dataset
 
 DESCRIPTION = """\
 SQL over Lance tables (DataFusion), with time travel, tags and system columns.

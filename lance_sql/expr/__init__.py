@@ -16,7 +16,7 @@ from lance_sql.expr.arrow import (
     to_pyarrow,
     value_expression,
 )
-from lance_sql.expr.bounds import rowaddr_bounds
+from lance_sql.expr.bounds import intersect_ranges, rowaddr_bounds
 from lance_sql.expr.model import (
     ARITHMETIC,
     COMPARISONS,
@@ -34,7 +34,7 @@ from lance_sql.expr.parser import parse_predicate, to_sql
 
 __all__ = [
     "ARITHMETIC", "COMPARISONS", "FUNCTIONS", "OPS", "Call", "Column", "Expr", "Literal",
-    "col", "columns", "exact_literal", "fold_equalities", "lit", "literal_type",
+    "col", "columns", "exact_literal", "fold_equalities", "intersect_ranges", "lit", "literal_type",
     "parse_predicate", "resolve", "resolve_column", "rowaddr_bounds", "to_pyarrow", "to_sql",
     "value_expression",
 ]

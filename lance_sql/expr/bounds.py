@@ -44,7 +44,7 @@ def _bounds(e: Expr, path: tuple[str, ...], negated: bool) -> _Ranges | None:
         parts = [_bounds(a, path, negated) for a in args]
         if (op == "and") != negated:  # a conjunction (after De Morgan)
             known = [p for p in parts if p is not None]
-            return reduce(_intersect, known) if known else None
+            return reduce(intersect_ranges, known) if known else None
         if any(p is None for p in parts):
             return None
         return _normalize([r for p in parts for r in p])  # type: ignore[union-attr]
@@ -84,7 +84,7 @@ def _union_known(*parts: _Ranges | None) -> _Ranges | None:
 def _intersect_known(a: _Ranges | None, b: _Ranges | None) -> _Ranges | None:
     if a is None or b is None:
         return b if a is None else a
-    return _intersect(a, b)
+    return intersect_ranges(a, b)
 
 
 def _compare_range(op: str, v: Any) -> _Ranges | None:
@@ -122,8 +122,8 @@ def _normalize(ranges: _Ranges) -> _Ranges:
     return out
 
 
-def _intersect(a: _Ranges, b: _Ranges) -> _Ranges:
-    """Intersection of two normalized range lists, in one merge pass."""
+def intersect_ranges(a: _Ranges, b: _Ranges) -> _Ranges:
+    """Intersection of two sorted lists of disjoint half-open ranges, in one merge pass."""
     out: _Ranges = []
     i = j = 0
     while i < len(a) and j < len(b):

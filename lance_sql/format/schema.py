@@ -8,10 +8,8 @@ projections; this module keeps them on an immutable tree and converts it, both w
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import itertools
-import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -21,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_sql.errors import FormatError, NotFoundError, SchemaError
+from lance_sql.format.arrow_c import c_metadata
 from lance_sql.format.pb import file_pb2
 
 __all__ = [
@@ -83,49 +82,12 @@ _VAR_BINARY = frozenset({"string", "large_string", "binary", "large_binary", "js
 
 
 # --------------------------------------------------------------------------- extension types
-class _CArrowSchema(ctypes.Structure):
-    """The Arrow C data interface struct.
-
-    pyarrow offers no public way to read the serialized metadata of C++ extension types
-    (arrow.uuid, arrow.fixed_shape_tensor, ...), but exporting the type through the C interface
-    yields exactly the ``ARROW:extension:*`` metadata that pylance records.
-    """
-
-
-_CArrowSchema._fields_ = [
-    ("format", ctypes.c_char_p), ("name", ctypes.c_char_p), ("metadata", ctypes.c_void_p),
-    ("flags", ctypes.c_int64), ("n_children", ctypes.c_int64), ("children", ctypes.c_void_p),
-    ("dictionary", ctypes.c_void_p),
-    ("release", ctypes.CFUNCTYPE(None, ctypes.POINTER(_CArrowSchema))),
-    ("private_data", ctypes.c_void_p),
-]  # fmt: skip
-
-
-def _c_export_metadata(t: pa.DataType) -> dict[str, bytes]:
-    c = _CArrowSchema()
-    t._export_to_c(ctypes.addressof(c))
-    try:
-        out: dict[str, bytes] = {}
-        if not c.metadata:
-            return out
-        pos = c.metadata + 4
-        for _ in range(struct.unpack("<i", ctypes.string_at(c.metadata, 4))[0]):
-            items = []
-            for _kv in range(2):
-                n = struct.unpack("<i", ctypes.string_at(pos, 4))[0]
-                items.append(ctypes.string_at(pos + 4, n))
-                pos += 4 + n
-            out[items[0].decode()] = items[1]
-        return out
-    finally:
-        c.release(ctypes.byref(c))
-
-
 def _extension_metadata(t: pa.BaseExtensionType) -> bytes:
     serialize = getattr(t, "__arrow_ext_serialize__", None)
     if serialize is not None:
         return bytes(serialize())
-    return _c_export_metadata(t).get(EXT_METADATA_KEY, b"")
+    exported = {key.decode(): value for key, value in c_metadata(t)}
+    return exported.get(EXT_METADATA_KEY, b"")
 
 
 def _resolve_extension(f: pa.Field) -> pa.Field:

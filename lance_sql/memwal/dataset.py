@@ -17,8 +17,9 @@ from typing import Any
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.index import load as load_mem_wal_index
-from lance_sql.table import dataset as table_dataset
 from lance_sql.table.dataset import LanceDataset
+from lance_sql.table.dataset import dataset as open_table
+from lance_sql.table.dataset import write_dataset as write_table
 
 __all__ = ["MemWalDataset", "dataset", "write_dataset"]
 
@@ -79,15 +80,15 @@ class MemWalDataset(LanceDataset):
 
 
 def dataset(uri: str | os.PathLike[str], *args: Any, **kwargs: Any) -> MemWalDataset:
-    return MemWalDataset.of(table_dataset.dataset(uri, *args, **kwargs))
+    return MemWalDataset.of(open_table(uri, *args, **kwargs))
 
 
 def write_dataset(data: Any, uri: str | os.PathLike[str], *args: Any,
                   **kwargs: Any) -> MemWalDataset:
-    return MemWalDataset.of(table_dataset.write_dataset(data, uri, *args, **kwargs))
+    return MemWalDataset.of(write_table(data, uri, *args, **kwargs))
 
 
 # The table layer's signatures and docstrings (``help()`` shows them), not copies that drift.
-for _ours, _theirs in ((dataset, table_dataset.dataset),
-                       (write_dataset, table_dataset.write_dataset)):
+for _ours, _theirs in ((dataset, open_table),
+                       (write_dataset, write_table)):
     functools.update_wrapper(_ours, _theirs, assigned=("__doc__",), updated=())

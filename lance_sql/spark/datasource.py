@@ -25,7 +25,7 @@ Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
 ``startingVersion`` or ``startingTimestamp`` (required), ``endingVersion`` or
 ``endingTimestamp`` (default: the latest version, pinned when the read is planned);
 versions are inclusive at both ends. The columns are those of
-:func:`lance_sql.table.changes.feed.table_changes`: the table's, then ``_change_type``,
+:func:`lance_sql.table.table_changes`: the table's, then ``_change_type``,
 ``_commit_version`` and ``_rowid`` (``decimal(20,0)``, as every ``uint64``) and
 ``_commit_timestamp`` (``timestamp``). The driver plans the changes from metadata only
 and cuts the planned change rows into input partitions the same way (a partition may
@@ -69,7 +69,7 @@ from pyspark.sql.datasource import (
 )
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.expr import Call, Column, Expr, Literal, rowaddr_bounds, to_pyarrow
+from lance_sql.expr import Call, Column, Expr, Literal
 from lance_sql.io.uri import open_store
 from lance_sql.spark.partitioning import (
     MAX_PARTITION_BYTES,
@@ -81,22 +81,31 @@ from lance_sql.spark.partitioning import (
     plan_partitions,
 )
 from lance_sql.spark.types import arrow_schema, check_writable, spark_schema
-from lance_sql.table.changes.feed import (
+from lance_sql.table import (
+    CHANGE_TYPE,
+    COMMIT_VERSION,
+    ROW_ADDR,
+    ROW_ID,
+    SYSTEM_COLUMNS,
+    VERSION_COLUMNS,
+    ChangeQuery,
+    ChangeRows,
     ChangeWindow,
-    answer,
-    plan_changes,
+    JobFiles,
+    LanceDataset,
+    ScanPlan,
+    address_ranges,
+    build_scan_plan,
+    commit_job,
+    fragment_spans,
+    open_for_write,
+    parse_instant,
+    plan_query,
+    read_query,
     resolve_window,
-    timestamps_of,
+    scan_fragment,
+    write_job_fragments,
 )
-from lance_sql.table.changes.feed import check_names as check_change_names
-from lance_sql.table.changes.query import ChangeQuery
-from lance_sql.table.changes.rows import CHANGE_TYPE, COMMIT_VERSION, ChangeRows
-from lance_sql.table.changes.rows import ROW_ID as CHANGE_ROW_ID
-from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, SYSTEM_COLUMNS, VERSION_COLUMNS
-from lance_sql.table.meta.timetravel import version_at
-from lance_sql.table.read.scan import ScanPlan, scan_fragment
-from lance_sql.table.write.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
 
 # Bytes of a change row's metadata (version, type, row id, timestamp), added to the
 # data's average row width when change-feed reads are cut into partitions.
@@ -113,12 +122,11 @@ BATCH_ROWS = 1 << 16
 def _open(options: dict[str, str]) -> LanceDataset:
     if "path" not in options:
         raise InvalidInputError("the lance data source needs a path: .load(uri) or .save(uri)")
-    version: int | str | None = options.get("version")
+    version: int | str | dt.datetime | None = options.get("version")
     if "timestamp" in options:
         if version is not None:
             raise InvalidInputError("give either the version or the timestamp option, not both")
-        when = dt.datetime.fromisoformat(options["timestamp"].replace("Z", "+00:00"))
-        version = version_at(open_store(options["path"]), when)
+        version = parse_instant(options["timestamp"])  # the latest version at or before it
     return LanceDataset(options["path"], version)
 
 
@@ -254,9 +262,7 @@ def _change_window(options: dict[str, str]) -> ChangeWindow:
         raise InvalidInputError(
             "readChangeFeed needs startingVersion or startingTimestamp (endingVersion / "
             "endingTimestamp are optional and default to the latest version)")
-    window = resolve_window(open_store(options["path"]), start, end)
-    check_change_names(window.schema)
-    return window
+    return resolve_window(open_store(options["path"]), start, end)
 
 
 @dataclass(frozen=True)
@@ -290,8 +296,7 @@ class ChangeFeedReader(DataSourceReader):
 
     def _rows(self, window: ChangeWindow, query: ChangeQuery,
               versions: Sequence[int]) -> ChangeRows:
-        rows = plan_changes(window, versions)
-        return query.prune(rows, timestamps_of(window, rows))
+        return plan_query(window, query, versions).rows
 
     def partitions(self) -> Sequence[ChangePartition]:
         window = self._window()
@@ -331,13 +336,13 @@ class ChangeFeedReader(DataSourceReader):
                                     for r in partition.ranges])
         # Answered a slice at a time, so a task's memory does not grow with its rows.
         for start in range(0, positions.size, SCAN_ROWS):
-            table = answer(window, query, rows.take(positions[start:start + SCAN_ROWS]))
+            table = read_query(window, query, rows.take(positions[start:start + SCAN_ROWS]))
             for batch in table.to_batches(max_chunksize=BATCH_ROWS):
                 yield _to_spark_batch(batch, self.spark_arrow)
 
 
 # Metadata columns whose pushed filters the feed evaluates (before reading data values).
-_CHANGE_FILTER_COLUMNS = {CHANGE_TYPE: str, COMMIT_VERSION: int, CHANGE_ROW_ID: int}
+_CHANGE_FILTER_COLUMNS = {CHANGE_TYPE: str, COMMIT_VERSION: int, ROW_ID: int}
 
 
 class FilteringChangeFeedReader(ChangeFeedReader):
@@ -394,51 +399,30 @@ class LanceReader(DataSourceReader):
 
     def partitions(self) -> Sequence[ReadPartition]:
         ds = LanceDataset(self.uri, self.version)
-        bounds = self._address_bounds()
-        fragments = [f for f in ds.get_fragments()
-                     if f.num_rows > 0 and _overlaps(bounds, f.id, f.physical_rows)]
+        tree = _conjunction(self.filters)
+        bounds = None if tree is None else address_ranges(ds.store, ds.manifest, tree)
+        fragments = [frag for frag, _, _ in fragment_spans(ds.manifest.fragments, bounds)]
         if self.rows_per_partition is not None:
             step = self.rows_per_partition
             parts = [ReadPartition((RowRange(f.id, start, min(f.physical_rows, start + step)),))
                      for f in fragments for start in range(0, f.physical_rows, step)]
         else:
-            wanted = self._needed()
-            read = [f for f in ds.manifest.schema.fields if f.name in wanted]
+            read = list(self._plan(ds).read_fields)
             sizes = [fragment_size(f, read) for f in fragments]
             parts = [ReadPartition(ranges) for ranges in plan_partitions(sizes, self.policy)]
         return parts or [ReadPartition(())]
 
-    def _needed(self) -> set[str]:
-        tree = _conjunction(self.filters)
-        needed = set(self.columns)
-        if tree is not None:
-            needed |= {c.path[0] for c in _columns(tree)}
-        return needed
-
-    def _address_bounds(self) -> list[tuple[int, int]] | None:
-        tree = _conjunction(self.filters)
-        return None if tree is None else rowaddr_bounds(tree, ROW_ADDR)
+    def _plan(self, ds: LanceDataset) -> ScanPlan:
+        """The columns read and the pushed filters, as every fragment's scan applies them."""
+        return build_scan_plan(ds.manifest, self.columns, predicate=_conjunction(self.filters),
+                               schema_metadata=False)
 
     def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
         if not partition.ranges:
             return
         ds = LanceDataset(self.uri, self.version)
         by_id = {f.id: f for f in ds.get_fragments()}
-        full = pa.schema(list(ds.schema) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS])
-        tree = _conjunction(self.filters)
-        needed = self._needed()
-        plan = ScanPlan(
-            output_fields=tuple(self.columns),
-            read_fields=tuple(f for f in ds.manifest.schema.fields if f.name in needed),
-            filter=None if tree is None else to_pyarrow(tree, full),
-            filter_text=None,
-            need_row_id=ROW_ID in needed,
-            need_row_addr=ROW_ADDR in needed,
-            need_row_versions=bool(needed & set(VERSION_COLUMNS)),
-            output_schema=pa.schema([full.field(c) for c in self.columns]),
-            filter_columns=None if tree is None else frozenset(
-                c.path[0] for c in _columns(tree)),
-        )
+        plan = self._plan(ds)
         for part in partition.ranges:
             frag = by_id[part.key]
             # Scanned a slice at a time, so a task's memory does not grow with its bytes.
@@ -471,21 +455,6 @@ def _conjunction(filters: list[Expr]) -> Expr | None:
     if not filters:
         return None
     return Call("and", tuple(filters)) if len(filters) > 1 else filters[0]
-
-
-def _columns(expr: Expr) -> list[Column]:
-    if isinstance(expr, Column):
-        return [expr]
-    if isinstance(expr, Call):
-        return [c for a in expr.args for c in _columns(a)]
-    return []
-
-
-def _overlaps(bounds: list[tuple[int, int]] | None, fragment_id: int, rows: int) -> bool:
-    if bounds is None:
-        return True
-    lo, hi = fragment_id << 32, (fragment_id << 32) + rows
-    return any(b_lo < hi and b_hi > lo for b_lo, b_hi in bounds)
 
 
 _COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",

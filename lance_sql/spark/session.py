@@ -21,10 +21,15 @@ from lance_sql.errors import InvalidInputError
 from lance_sql.io.uri import open_store
 from lance_sql.spark.datasource import FilteringLanceDataSource, LanceDataSource
 from lance_sql.spark.types import arrow_schema, check_writable
-from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.meta.versions import latest_committed
-from lance_sql.table.txn.commit import CommitConfig
-from lance_sql.table.write.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
+from lance_sql.table import (
+    CommitConfig,
+    JobFiles,
+    LanceDataset,
+    commit_job,
+    latest_committed,
+    open_for_write,
+    write_job_fragments,
+)
 
 PUSHDOWN_FLAG = "spark.sql.python.filterPushdown.enabled"
 _RESULT = pa.schema([pa.field("fragment", pa.binary())])

@@ -31,13 +31,7 @@ from lance_sql.io.uri import open_store
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, parse_timestamp
-from lance_sql.table.meta.timetravel import version_at
-from lance_sql.table.meta.versions import (
-    find_version,
-    latest_version,
-    load_manifest,
-    read_tag,
-)
+from lance_sql.table import find_version, latest_version, load_manifest, read_tag, version_at
 
 CATALOG = "lance"
 SCHEMA = "default"

@@ -20,14 +20,7 @@ from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.sql.streams import ScanScope
-from lance_sql.table.changes.feed import (
-    ChangeWindow,
-    plan_changes,
-    read_changes,
-    timestamps_of,
-)
-from lance_sql.table.changes.query import ChangeQuery
-from lance_sql.table.changes.rows import ChangeRows
+from lance_sql.table import ChangeQuery, ChangeRows, ChangeWindow, plan_query, read_query
 
 # Change rows per partition. A partition already reads its fragments side by side
 # (read_changes), and every partition pays for its own reads of shared pages, so
@@ -76,12 +69,10 @@ class ChangeUnitScanner:
         table = self.unit.table
         try:
             self.unit.scope.check()
-            extra = referenced_columns(self.filter) if self.filter is not None else set()
-            names = self.names + sorted(extra - set(self.names))
-            data = read_changes(table.window, self.unit.rows, names, table.schema)
-            if self.filter is not None:
-                data = data.filter(self.filter)
-            data = data.select(self.names)
+            used = referenced_columns(self.filter) if self.filter is not None else set()
+            query = ChangeQuery(output=tuple(self.names), filter=self.filter,
+                                filter_columns=frozenset(used))
+            data = read_query(table.window, query, self.unit.rows)
             if self.names:  # casting a table without columns would lose its row count
                 data = data.cast(self.projected_schema)
         except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
@@ -107,10 +98,9 @@ class ChangesDataset(PlannedDataset):
                scope: ScanScope) -> list[ChangeUnit]:
         tree = decode(filter) if filter is not None else None
         query = ChangeQuery.build(self._schema, None, tree, exact=filter)
-        versions = query.versions(self.window)
-        rows = plan_changes(self.window, versions)
-        kept = query.prune(rows, timestamps_of(self.window, rows))
-        self.pushed.versions_planned = versions
-        self.pushed.rows_planned, self.pushed.rows_kept = len(rows), len(kept)
+        planned = plan_query(self.window, query)
+        kept = planned.rows
+        self.pushed.versions_planned = list(planned.versions)
+        self.pushed.rows_planned, self.pushed.rows_kept = planned.planned, len(kept)
         return [ChangeUnit(self, kept.take(slice(i, i + UNIT_ROWS)), scope)
                 for i in range(0, len(kept), UNIT_ROWS)]

@@ -19,14 +19,7 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.sql.catalog import VersionResolver
 from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
-from lance_sql.table.changes.feed import resolve_window
-from lance_sql.table.meta.versions import (
-    commit_time,
-    list_versions,
-    load_transaction_bytes,
-    read_tags,
-)
-from lance_sql.table.txn.operations import Transaction
+from lance_sql.table import commit_time, list_versions, operation_of, read_tags, resolve_window
 
 VERSIONS_SCHEMA = pa.schema(
     [
@@ -67,7 +60,6 @@ def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
     previous = None
     for ref in refs:
         manifest = resolver.manifest(table, ref.version)
-        txn = load_transaction_bytes(store, ref)
         old_ids = {} if previous is None else {f.id: f for f in previous.fragments}
         added = sum(f.num_rows for f in manifest.fragments if f.id not in old_ids)
         before = 0 if previous is None else previous.num_rows
@@ -76,7 +68,7 @@ def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
             {
                 "version": ref.version,
                 "timestamp": commit_time(manifest.timestamp_ns),
-                "operation": Transaction.operation_name(txn) if txn else None,
+                "operation": operation_of(store, ref),
                 "rows": manifest.num_rows,
                 "rows_added": added,
                 "rows_removed": removed,

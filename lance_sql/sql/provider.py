@@ -29,28 +29,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pds
 
-from lance_sql.expr import rowaddr_bounds
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
 from lance_sql.sql.streams import ScanScope, current_scope
-from lance_sql.table.files.reader import (
-    ROW_ADDR,
-    ROW_ID,
+from lance_sql.table import (
     SYSTEM_COLUMNS,
-    VERSION_COLUMNS,
-    FragmentReader,
+    IndexedRows,
+    address_ranges,
+    build_scan_plan,
+    fragment_spans,
+    live_rows,
+    plan_indexed,
+    rows_only,
+    scan_fragment,
+    scan_rows,
 )
-from lance_sql.table.files.row_id_index import MISSING, row_id_index
-from lance_sql.table.index.planner import IndexedRows, plan_indexed
-from lance_sql.table.read.scan import ScanPlan, narrowed, rows_only, scan_fragment, scan_rows
 
 SYSTEM_FIELDS = tuple(pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS)
-# A `_rowid` filter on a table with stable ids is resolved through the row-id index
-# when it names at most this many ids; wider ones scan every fragment.
-MAX_INDEXED_IDS = 1 << 20
 CHUNK_ROWS = 128 * 1024
 COUNT_BATCH_ROWS = 1 << 22
 MIN_UNIT_ROWS = 64 * 1024
@@ -115,20 +113,12 @@ class UnitScanner:
         self.unit = unit
         self.batch_size = batch_size
         self.filter = filter
-        self.projected_schema = pa.schema([table.schema.field(n) for n in names])
-        needed = set(names) | (referenced_columns(filter) if filter is not None else set())
-        data_fields = tuple(f for f in table.manifest.schema.fields if f.name in needed)
-        self.plan = ScanPlan(
-            output_fields=tuple(names),
-            read_fields=data_fields,
-            filter=filter,
-            filter_text=None,
-            need_row_id=ROW_ID in needed,
-            need_row_addr=ROW_ADDR in needed,
-            need_row_versions=bool(needed & set(VERSION_COLUMNS)),
-            output_schema=self.projected_schema,
+        self.names = names
+        self.plan = build_scan_plan(
+            table.manifest, names, filter=filter,
             filter_columns=referenced_columns(filter) if filter is not None else None,
-        )
+            schema_metadata=False)
+        self.projected_schema = self.plan.output_schema
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:
@@ -163,12 +153,8 @@ class UnitScanner:
 
     def _count_only(self, limit: int | None) -> Iterator[pa.RecordBatch]:
         unit = self.unit
-        rows = unit.stop - unit.start
-        if unit.fragment.deletion_file is not None:
-            reader = FragmentReader(unit.table.store, unit.table.manifest, unit.fragment)
-            mask = reader.keep_mask(small_ok=True)  # counted as count_rows() does
-            if mask is not None:
-                rows = int(np.count_nonzero(mask[unit.start : unit.stop]))
+        rows = live_rows(unit.table.store, unit.table.manifest, unit.fragment, unit.start,
+                         unit.stop)
         if limit is not None:
             rows = min(rows, limit)
         # Few, large batches: each batch crossing into DataFusion costs more than counting.
@@ -206,7 +192,7 @@ class IndexUnitScanner(UnitScanner):
         plan = self.plan
         if unit.exact and (None if self.filter is None else str(self.filter)) == \
                 unit.planned_filter:
-            plan = narrowed(plan, table.manifest, None)
+            plan = build_scan_plan(table.manifest, self.names, schema_metadata=False)
         result = scan_rows(table.store, table.manifest, unit.fragment, plan, unit.rows)
         if table.limit_hint is not None:
             result = result.slice(0, table.limit_hint)
@@ -279,21 +265,7 @@ class LanceTableDataset(PlannedDataset):
 
     def _units(self, filter: pc.Expression | None,  # noqa: A002
                scope: ScanScope) -> list[ScanUnit]:
-        ranges = self._address_ranges(filter)
-        candidates: list[tuple[Fragment, int, int]] = []
-        for frag in self.manifest.fragments:
-            if frag.physical_rows == 0 or frag.num_rows == 0:
-                continue
-            base = frag.id << 32
-            if ranges is None:
-                candidates.append((frag, 0, frag.physical_rows))
-                continue
-            lows = [max(lo, base) - base for lo, hi in ranges if hi > base and lo < base +
-                    frag.physical_rows]
-            highs = [min(hi, base + frag.physical_rows) - base for lo, hi in ranges
-                     if hi > base and lo < base + frag.physical_rows]
-            if lows:
-                candidates.append((frag, min(lows), max(highs)))
+        candidates = fragment_spans(self.manifest.fragments, self._address_ranges(filter))
         if self.limit_hint is not None and filter is None:
             kept, rows = [], 0
             for candidate in candidates:
@@ -330,31 +302,7 @@ class LanceTableDataset(PlannedDataset):
         if filter is None or not self.system_columns:
             return None
         tree = decode(filter)
-        if tree is None:
-            return None
-        ranges = rowaddr_bounds(tree, ROW_ADDR)
-        by_id = rowaddr_bounds(tree, ROW_ID)
-        if by_id is not None and self.manifest.uses_stable_row_ids:
-            by_id = self._id_ranges_to_addresses(by_id)
-        if by_id is not None:
-            ranges = by_id if ranges is None else _intersect(ranges, by_id)
-        return ranges
-
-    def _id_ranges_to_addresses(self, ranges: list[tuple[int, int]]
-                                ) -> list[tuple[int, int]] | None:
-        """Stable row-id ranges as the address ranges of their live rows (via the index)."""
-        if sum(hi - lo for lo, hi in ranges) > MAX_INDEXED_IDS:
-            return None
-        ids = np.concatenate([np.arange(lo, hi, dtype=np.uint64) for lo, hi in ranges]
-                             or [np.empty(0, np.uint64)])
-        addresses = row_id_index(self.store, self.manifest).lookup(ids)
-        addresses = np.unique(addresses[addresses != MISSING])
-        if addresses.size == 0:
-            return []
-        breaks = np.flatnonzero(np.diff(addresses) != 1) + 1
-        starts = addresses[np.concatenate(([0], breaks))]
-        ends = addresses[np.append(breaks, addresses.size) - 1] + np.uint64(1)
-        return list(zip(starts.tolist(), ends.tolist(), strict=True))
+        return None if tree is None else address_ranges(self.store, self.manifest, tree)
 
     def _split(self, candidates: list[tuple[Fragment, int, int]],
                scope: ScanScope) -> list[ScanUnit]:
@@ -367,16 +315,6 @@ class LanceTableDataset(PlannedDataset):
             for s in range(start, stop, step):
                 units.append(ScanUnit(self, frag, s, min(stop, s + step), scope))
         return units
-
-
-def _intersect(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = []
-    for lo1, hi1 in a:
-        for lo2, hi2 in b:
-            lo, hi = max(lo1, lo2), min(hi1, hi2)
-            if lo < hi:
-                out.append((lo, hi))
-    return sorted(out)
 
 
 @dataclass

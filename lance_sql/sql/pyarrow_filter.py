@@ -16,7 +16,6 @@ analyses treat as "could be anything".
 
 from __future__ import annotations
 
-import ctypes
 import struct
 from typing import Any
 
@@ -25,6 +24,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import QueryError
 from lance_sql.expr import Call, Column, Expr, Literal
+from lance_sql.format.arrow_c import c_metadata
 
 UNKNOWN = Call("unknown", ())
 
@@ -43,44 +43,8 @@ def as_expression(pushed: object) -> pc.Expression | None:
     raise QueryError(f"DataFusion pushed a filter lance_sql cannot read: {pushed!r}")
 
 
-class _ArrowSchema(ctypes.Structure):
-    pass
-
-
-_ArrowSchema._fields_ = [
-    ("format", ctypes.c_char_p),
-    ("name", ctypes.c_char_p),
-    ("metadata", ctypes.c_void_p),
-    ("flags", ctypes.c_int64),
-    ("n_children", ctypes.c_int64),
-    ("children", ctypes.c_void_p),
-    ("dictionary", ctypes.c_void_p),
-    ("release", ctypes.CFUNCTYPE(None, ctypes.POINTER(_ArrowSchema))),
-    ("private_data", ctypes.c_void_p),
-]
-
-
 def _ordered_metadata(schema: pa.Schema) -> list[tuple[str, str]]:
-    c_schema = _ArrowSchema()
-    schema._export_to_c(ctypes.addressof(c_schema))
-    try:
-        if not c_schema.metadata:
-            return []
-        n = ctypes.c_int32.from_address(c_schema.metadata).value
-        pos = c_schema.metadata + 4
-        pairs = []
-        for _ in range(n):
-            klen = ctypes.c_int32.from_address(pos).value
-            key = ctypes.string_at(pos + 4, klen).decode()
-            pos += 4 + klen
-            vlen = ctypes.c_int32.from_address(pos).value
-            value = ctypes.string_at(pos + 4, vlen).decode(errors="replace")
-            pos += 4 + vlen
-            pairs.append((key, value))
-        return pairs
-    finally:
-        if c_schema.release:
-            c_schema.release(ctypes.byref(c_schema))
+    return [(key.decode(), value.decode(errors="replace")) for key, value in c_metadata(schema)]
 
 
 _COMPARE = {"equal": "=", "not_equal": "!=", "less": "<", "less_equal": "<=",

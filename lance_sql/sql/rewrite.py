@@ -29,7 +29,7 @@ from lance_sql.sql.tokens import (
     string_value,
     tokenize,
 )
-from lance_sql.table.meta.timetravel import parse_instant
+from lance_sql.table import parse_instant
 
 _CLAUSE_END = {
     "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "QUALIFY", "WINDOW", "UNION",

@@ -46,8 +46,7 @@ from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_trac
 from lance_sql.sql.tokens import quote_identifier
 from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
 from lance_sql.sql.writes import WriteRunner
-from lance_sql.table.dataset import LanceDataset, dataset
-from lance_sql.table.files.reader import SYSTEM_COLUMNS
+from lance_sql.table import SYSTEM_COLUMNS, LanceDataset, dataset
 
 Translator = Callable[[BaseException], BaseException]
 MAX_ROWS = (1 << 63) - 1  # no table holds more rows than an int64 counts

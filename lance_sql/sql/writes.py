@@ -44,7 +44,7 @@ from lance_sql.sql.statements import (
     Truncate,
 )
 from lance_sql.sql.tokens import quote_identifier
-from lance_sql.table.dataset import LanceDataset, write_dataset
+from lance_sql.table import LanceDataset, write_dataset
 
 if TYPE_CHECKING:
     from lance_sql.sql.session import LanceSession

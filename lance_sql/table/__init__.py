@@ -1,1 +1,76 @@
-"""Table semantics: versions, operations, commits, scans and writes."""
+"""Table semantics: versions, operations, commits, scans and writes.
+
+This module is the table layer's public surface: what ``lance_sql.sql``, ``lance_sql.spark``
+and ``lance_sql.cli`` may use (tests/test_layers.py checks they import nothing deeper). The
+sub-packages behind it (see README.md, Layout) are internal and may change.
+"""
+
+from lance_sql.table.changes.feed import (
+    ChangeWindow,
+    PlannedChanges,
+    plan_query,
+    read_query,
+    resolve_window,
+    table_changes,
+)
+from lance_sql.table.changes.query import ChangeQuery
+from lance_sql.table.changes.rows import (
+    CHANGE_TYPE,
+    COMMIT_TIMESTAMP,
+    COMMIT_VERSION,
+    ChangeRows,
+)
+from lance_sql.table.dataset import LanceDataset, dataset, write_dataset
+from lance_sql.table.files.reader import (
+    ROW_ADDR,
+    ROW_CREATED,
+    ROW_ID,
+    ROW_UPDATED,
+    SYSTEM_COLUMNS,
+    VERSION_COLUMNS,
+    live_rows,
+)
+from lance_sql.table.index.planner import IndexedRows, plan_indexed
+from lance_sql.table.meta.timetravel import parse_instant, version_at
+from lance_sql.table.meta.versions import (
+    VersionRef,
+    commit_time,
+    find_version,
+    latest_committed,
+    latest_version,
+    list_versions,
+    load_manifest,
+    read_tag,
+    read_tags,
+)
+from lance_sql.table.read.prune import address_ranges, fragment_spans
+from lance_sql.table.read.scan import (
+    ScanPlan,
+    build_scan_plan,
+    rows_only,
+    scan_fragment,
+    scan_rows,
+)
+from lance_sql.table.txn.commit import CommitConfig
+from lance_sql.table.txn.history import operation_of
+from lance_sql.table.write.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
+
+__all__ = [
+    # system columns
+    "ROW_ADDR", "ROW_CREATED", "ROW_ID", "ROW_UPDATED", "SYSTEM_COLUMNS", "VERSION_COLUMNS",
+    # opening, writing and committing
+    "CommitConfig", "LanceDataset", "dataset", "write_dataset",
+    # distributed (Spark) write jobs
+    "JobFiles", "commit_job", "open_for_write", "write_job_fragments",
+    # versions, tags and time travel
+    "VersionRef", "commit_time", "find_version", "latest_committed", "latest_version",
+    "list_versions", "load_manifest", "operation_of", "parse_instant", "read_tag", "read_tags",
+    "version_at",
+    # scans cut into units of work by an engine (plans are made by build_scan_plan only)
+    "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_rows",
+    "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
+    # the change feed
+    "CHANGE_TYPE", "COMMIT_TIMESTAMP", "COMMIT_VERSION", "ChangeQuery", "ChangeRows",
+    "ChangeWindow", "PlannedChanges", "plan_query", "read_query", "resolve_window",
+    "table_changes",
+]

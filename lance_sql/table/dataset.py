@@ -21,7 +21,6 @@ from lance_sql.errors import (
     InvalidInputError,
     SchemaError,
 )
-from lance_sql.format.deletion import merged_deletion
 from lance_sql.format.fragment import BasePath, Fragment
 from lance_sql.format.index import IndexMetadata
 from lance_sql.format.manifest import Manifest
@@ -31,12 +30,10 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table import index as indices
 from lance_sql.table.changes.feed import table_changes
+from lance_sql.table.files.deletions import add_deletions
 from lance_sql.table.files.reader import (
-    FragmentReader,
-    by_fragment,
     deleted_offsets,
     open_data_file,
-    system_arrays,
 )
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.meta.timetravel import parse_instant, version_at
@@ -49,7 +46,6 @@ from lance_sql.table.meta.versions import (
     latest_version,
     list_versions,
     load_manifest,
-    load_transaction_bytes,
     read_tag,
     read_tags,
     write_tag,
@@ -59,14 +55,14 @@ from lance_sql.table.ops import clone as cloning
 from lance_sql.table.ops import update as updating
 from lance_sql.table.ops.merge_insert import MergeInsertBuilder
 from lance_sql.table.read.blobs import BlobFile, take_blobs
-from lance_sql.table.read.scan import Scanner, cast_output, matching_rows, plan_scan
+from lance_sql.table.read.scan import Scanner, matching_rows, plan_scan, take_addresses
 from lance_sql.table.txn.commit import CommitConfig
+from lance_sql.table.txn.history import operation_of
 from lance_sql.table.txn.operations import (
     Append,
     CreateIndex,
     Delete,
     Overwrite,
-    Transaction,
     UpdateBases,
     UpdateConfig,
 )
@@ -231,7 +227,6 @@ class LanceDataset:
         out = []
         for ref in list_versions(self.store):
             manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
-            txn = load_transaction_bytes(self.store, ref)
             utc = commit_time(manifest.timestamp_ns)
             out.append(
                 {
@@ -239,7 +234,7 @@ class LanceDataset:
                     "timestamp": _pylance_timestamp(manifest.timestamp_ns),
                     "metadata": version_summary(manifest),
                     "timestamp_utc": utc,
-                    "operation": Transaction.operation_name(txn) if txn else None,
+                    "operation": operation_of(self.store, ref),
                     "num_rows": manifest.num_rows,
                     "table_metadata": dict(manifest.table_metadata),
                 }
@@ -363,36 +358,8 @@ class LanceDataset:
 
         Addresses of deleted rows are skipped; an unknown fragment is an error.
         """
-        plan = plan_scan(self._manifest, columns)
-        pieces, order = [], []
         addresses = _integers(addresses, "row address", U64_MAX).astype(np.uint64)
-        for frag, rows, where in by_fragment(self._manifest, addresses):
-            if rows[-1] >= frag.physical_rows:  # rows are sorted
-                raise InvalidInputError(
-                    f"row offset {int(rows[-1])} is past the end of fragment {frag.id}"
-                )
-            reader = FragmentReader(self.store, self._manifest, frag)
-            mask = reader.keep_mask()
-            if mask is not None:
-                live = mask[rows]
-                where, rows = where[live], rows[live]
-            arrays = reader.take(plan.read_fields, rows)
-            names = [f.name for f in plan.read_fields]
-            system = [n for n in plan.system_names if n in plan.output_fields]
-            arrays.extend(system_arrays(self.store, self._manifest, frag, rows, system))
-            names.extend(system)
-            piece = (pa.Table.from_arrays(arrays, names=names) if names else
-                     pa.table({"_": pa.nulls(len(rows))}).select([]))
-            if names:  # damaged files fail here with a FormatError naming them
-                piece = cast_output(piece.select(list(plan.output_fields)), plan.output_schema,
-                                    self.store, frag)
-            pieces.append(piece)
-            order.append(where)
-        if not pieces:
-            return plan.output_schema.empty_table()
-        table = pa.concat_tables(pieces)
-        inverse = np.argsort(np.concatenate(order), kind="stable")
-        return table.take(pa.array(inverse)).select(list(plan.output_fields))  # pieces are cast
+        return take_addresses(self.store, self._manifest, addresses, columns)
 
     # -- writes ---------------------------------------------------------------------
     def write_context(self) -> WriteContext:
@@ -422,27 +389,19 @@ class LanceDataset:
         ctx = self.write_context()
         base = ctx.table
         plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
-        updated, removed, files = [], [], []
-        affected: dict[int, np.ndarray] = {}  # lets the commit rebase over other deletes
         # Read every fragment before writing anything: a failing read leaves no trace.
-        for frag, offsets in matching_rows(self.store, base, plan,
-                                           indices.index_hook(self.store, base)):
-            new_rows = offsets.astype(np.uint32)
-            affected[frag.id] = new_rows
-            merged = merged_deletion(deleted_offsets(self.store, base, frag), new_rows,
-                                     frag.physical_rows, base.version)
-            if merged is None:
-                removed.append(frag.id)
-                continue
-            deletion, data = merged
-            files.append((deletion.key(frag.id), data))
-            updated.append(frag.with_deletion(deletion))
+        matched = [(frag, offsets.astype(np.uint32)) for frag, offsets in
+                   matching_rows(self.store, base, plan, indices.index_hook(self.store, base))]
+        affected = {frag.id: rows for frag, rows in matched}  # lets the commit rebase
+        merged = add_deletions(self.store, base, matched)
+        files = merged.files
         with ctx.staging() as staged:
             for key, data in files:
                 staged.add(key)
                 self.store.put(key, data)
-            self._moved_to(ctx.commit(Delete(tuple(updated), tuple(removed), predicate),
-                                      affected_rows=affected))
+            self._moved_to(ctx.commit(
+                Delete(merged.apply(f for f, _ in matched), merged.removed, predicate),
+                affected_rows=affected))
         return {"num_deleted_rows": int(sum(len(rows) for rows in affected.values()))}
 
     @property

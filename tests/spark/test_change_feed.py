@@ -180,7 +180,7 @@ def test_row_version_columns_in_normal_reads(spark, history: str) -> None:  # no
 def test_reader_answers_a_slice_at_a_time(history: str, monkeypatch) -> None:  # noqa: ANN001
     # In this process, without a Spark session: the reader Spark's workers run.
     from lance_sql.spark import datasource
-    from lance_sql.table.changes.feed import answer
+    from lance_sql.table import read_query
 
     options = {"path": history, "readchangefeed": "true", "startingversion": "1"}
     reader = datasource.ChangeFeedReader(options, datasource.LanceDataSource(options).schema())
@@ -188,9 +188,9 @@ def test_reader_answers_a_slice_at_a_time(history: str, monkeypatch) -> None:  #
     whole = pa.Table.from_batches(list(reader.read(partition)))
     sizes: list[int] = []
     monkeypatch.setattr(datasource, "SCAN_ROWS", 5)
-    monkeypatch.setattr(datasource, "answer",
+    monkeypatch.setattr(datasource, "read_query",
                         lambda window, query, rows: sizes.append(len(rows)) or
-                        answer(window, query, rows))
+                        read_query(window, query, rows))
     sliced = pa.Table.from_batches(list(reader.read(partition)))
     assert sizes == [5, 5, 5, 5, 4]
     assert sliced == whole and whole.num_rows == table_changes(history, 1).num_rows == 24

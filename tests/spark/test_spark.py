@@ -247,6 +247,28 @@ def test_reader_scans_a_slice_at_a_time(tmp_path: Path, monkeypatch) -> None:  #
     assert got["id"].to_pylist() == [i for i in range(23) if i not in (4, 15)]
 
 
+def test_pushed_rowid_filters_prune_fragments(tmp_path: Path) -> None:
+    # In this process, without a Spark session: Spark hands uint64 values over as decimals.
+    from decimal import Decimal
+
+    from pyspark.sql.datasource import EqualTo
+
+    from lance_sql.spark import datasource
+
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(pa.table({"id": pa.array(range(23), pa.int64())}), uri,
+                            max_rows_per_file=10)
+    options = {"path": uri, "withrowid": "true"}
+    reader = datasource.FilteringLanceReader(options,
+                                             datasource.LanceDataSource(options).schema())
+    kept = list(reader.pushFilters([EqualTo(("_rowid",), Decimal((1 << 32) + 3))]))
+    assert kept == []
+    [partition] = reader.partitions()
+    assert [r.key for r in partition.ranges] == [1]  # without stable ids, _rowid is the address
+    got = pa.Table.from_batches(list(reader.read(partition)))
+    assert got["id"].to_pylist() == [13]
+
+
 def test_max_rows_per_file_option_is_honoured(spark, uri: str) -> None:  # noqa: ANN001
     # PySpark hands a data source its options with lower-cased keys.
     (_frame(spark, 0, 100, parts=1).write.format("lance").option("maxRowsPerFile", 30)

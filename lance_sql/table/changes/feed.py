@@ -52,6 +52,13 @@ from lance_sql.table.changes.rows import (
 )
 from lance_sql.table.files.lineage import FragmentLineage, load_lineage
 from lance_sql.table.files.reader import FragmentReader, checked_rows, deleted_offsets
+from lance_sql.table.meta.timetravel import (
+    as_utc,
+    commit_micros,
+    parse_instant,
+    version_at,
+    version_since,
+)
 from lance_sql.table.meta.versions import list_versions, load_manifest
 from lance_sql.table.read.scan import cast_output
 from lance_sql.table.runtime.cache import LruCache
@@ -60,10 +67,11 @@ from lance_sql.table.txn.operations import Transaction, Update
 
 __all__ = [
     "ChangeWindow",
-    "answer",
-    "check_names",
+    "PlannedChanges",
     "plan_changes",
+    "plan_query",
     "read_changes",
+    "read_query",
     "resolve_window",
     "table_changes",
 ]
@@ -107,22 +115,17 @@ def _as_point(value: VersionArg, what: str) -> int | dt.datetime:
     if isinstance(value, int | np.integer):
         return int(value)
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return as_utc(value)
     if isinstance(value, str):
         text = value.strip()
         if text.isdigit():
             return int(text)
         try:
-            parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
+            return parse_instant(text)
+        except InvalidInputError:
             raise InvalidInputError(
                 f"{what} {value!r} is neither a version number nor an ISO timestamp") from None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
     raise InvalidInputError(f"{what} must be a version number or a timestamp, got {value!r}")
-
-
-def _micros(manifest: Manifest) -> int:
-    return manifest.timestamp_ns // 1000
 
 
 def _oldest_readable(versions: list[int]) -> int:
@@ -135,7 +138,8 @@ def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None
     """The window for ``start..end`` (version numbers or timestamps; ``end`` None = latest).
 
     A timestamp start means the first version committed at or after it, a timestamp end
-    the last committed at or before it.
+    the last committed at or before it. A table without stable row ids, or whose own
+    columns use the feed's metadata names, has no feed (InvalidInputError).
     """
     refs = {r.version: r for r in list_versions(store)}
     if not refs:
@@ -153,20 +157,11 @@ def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None
 
     first, last = _as_point(start, "start"), _as_point(versions[-1] if end is None else end,
                                                       "end")
+    listed = [refs[v] for v in versions]
     if isinstance(first, dt.datetime):
-        wanted = round(first.timestamp() * 1_000_000)
-        found = [v for v in versions if _micros(load(v)) >= wanted]
-        if not found:
-            raise NotFoundError(f"{store.uri} has no version committed at or after "
-                                f"{first.isoformat()} (latest is {versions[-1]})")
-        first = found[0]
+        first = version_since(store, first, lambda ref: load(ref.version), refs=listed)
     if isinstance(last, dt.datetime):
-        wanted = round(last.timestamp() * 1_000_000)
-        found = [v for v in versions if _micros(load(v)) <= wanted]
-        if not found:
-            raise NotFoundError(f"{store.uri} has no version committed at or before "
-                                f"{last.isoformat()}")
-        last = found[-1]
+        last = version_at(store, last, lambda ref: load(ref.version), refs=listed)
     if first < 1:
         raise InvalidInputError(f"change versions start at 1, got start={first}")
     if first > last:
@@ -176,6 +171,7 @@ def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None
             raise _missing(store, version, versions)
     window = ChangeWindow(store, first, last, load)
     _check_stable(window)
+    _check_names(window.schema)
     return window
 
 
@@ -414,7 +410,7 @@ def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
 
 def timestamps_of(window: ChangeWindow, rows: ChangeRows) -> dict[int, int]:
     """Commit time (µs UTC) of every version in ``rows``."""
-    return {v: _micros(window.manifest_of(v)) for v in _distinct(rows.version)}
+    return {v: commit_micros(window.manifest_of(v)) for v in _distinct(rows.version)}
 
 
 def _distinct(values: np.ndarray) -> list[int]:
@@ -634,13 +630,30 @@ def _location_groups(source: np.ndarray, fragment: np.ndarray
     return order, ends - sizes, ends
 
 
+@dataclass(frozen=True)
+class PlannedChanges:
+    """A query's change rows after metadata pruning, and what planning them took."""
+
+    versions: tuple[int, ...]  # the versions planned (those the query's filter can match)
+    planned: int         # change rows before pruning
+    rows: ChangeRows     # the rows the metadata part of the filter keeps
+
+
+def plan_query(window: ChangeWindow, query: ChangeQuery,
+               versions: Sequence[int] | None = None) -> PlannedChanges:
+    """The change rows of ``query`` from metadata only: plan the versions it can match
+    (or ``versions``), then prune on the metadata part of its filter."""
+    wanted = tuple(query.versions(window) if versions is None else versions)
+    rows = plan_changes(window, wanted)
+    return PlannedChanges(wanted, len(rows), query.prune(rows, timestamps_of(window, rows)))
+
+
 def run_query(window: ChangeWindow, query: ChangeQuery) -> pa.Table:
     """Plan, prune on metadata, read, filter and project."""
-    rows = plan_changes(window, query.versions(window))
-    return answer(window, query, query.prune(rows, timestamps_of(window, rows)))
+    return read_query(window, query, plan_query(window, query).rows)
 
 
-def answer(window: ChangeWindow, query: ChangeQuery, rows: ChangeRows) -> pa.Table:
+def read_query(window: ChangeWindow, query: ChangeQuery, rows: ChangeRows) -> pa.Table:
     """``query``'s result for planned and pruned ``rows``: read, filter, project."""
     table = read_changes(window, rows, query.read_columns)
     if query.filter is not None and not query.prefilter_is_whole:
@@ -658,12 +671,10 @@ def table_changes(source: ObjectStore | str | os.PathLike[str], start: VersionAr
     """
     store = source if isinstance(source, ObjectStore) else open_store(os.fspath(source))
     window = resolve_window(store, start, end)
-    schema = window.schema
-    check_names(schema)
-    return run_query(window, ChangeQuery.build(schema, columns, filter))
+    return run_query(window, ChangeQuery.build(window.schema, columns, filter))
 
 
-def check_names(schema: pa.Schema) -> None:
+def _check_names(schema: pa.Schema) -> None:
     """A table whose own columns use the feed's metadata names has no feed."""
     clash = [n for n in schema.names[: len(schema) - len(META_COLUMNS)] if n in META_COLUMNS]
     if clash:

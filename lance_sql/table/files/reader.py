@@ -243,6 +243,18 @@ class FragmentReader:
         return mask
 
 
+def live_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, start: int,
+              stop: int) -> int:
+    """Live rows among physical rows ``[start, stop)`` of ``fragment``, counted as
+    ``count_rows()`` counts (trusting the manifest's row count, see :func:`checked_rows`)."""
+    rows = stop - start
+    if fragment.deletion_file is not None:
+        mask = FragmentReader(store, manifest, fragment).keep_mask(small_ok=True)
+        if mask is not None:
+            rows = int(np.count_nonzero(mask[start:stop]))
+    return rows
+
+
 def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
     base = np.uint64(fragment_id) << np.uint64(32)
     addresses = offsets.astype(np.uint64)  # a copy: the caller's offsets stay as they are

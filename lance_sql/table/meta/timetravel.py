@@ -1,14 +1,20 @@
-"""Which version a point in time means: the latest committed at or before it."""
+"""Which version a point in time means: the latest committed at or before it (time travel),
+or the first committed at or after it (the start of a change window).
+
+The one place instants are parsed from text and compared with commit times.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.meta.versions import VersionRef, list_versions, load_manifest
+
+ManifestOfRef = Callable[[VersionRef], Manifest]
 
 
 def parse_instant(text: str) -> dt.datetime:
@@ -17,29 +23,71 @@ def parse_instant(text: str) -> dt.datetime:
         value = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         raise InvalidInputError(f"invalid timestamp {text!r}") from None
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+    return as_utc(value)
+
+
+def as_utc(when: dt.datetime) -> dt.datetime:
+    """``when`` with a time zone: naive times are UTC."""
+    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+
+
+def commit_micros(manifest: Manifest) -> int:
+    """A version's commit time in microseconds since the epoch (UTC)."""
+    return manifest.timestamp_ns // 1000
+
+
+def _micros(when: dt.datetime) -> int:
+    return round(as_utc(when).timestamp() * 1_000_000)
 
 
 def version_at(
     store: ObjectStore,
     when: dt.datetime,
-    manifest_of: Callable[[VersionRef], Manifest] | None = None,
+    manifest_of: ManifestOfRef | None = None,
+    *,
+    refs: Sequence[VersionRef] | None = None,
 ) -> int:
     """The latest version committed at or before ``when``.
 
     Compared in microseconds, the precision of the timestamps users see and type,
     so the instant a version reports is inside that version. Naive times are UTC.
+    ``refs``: the table's versions, when the caller has listed them already.
     """
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    wanted_us = round(when.timestamp() * 1_000_000)
-    load = manifest_of or (lambda ref: load_manifest(store, ref))
-    best = None
-    for ref in list_versions(store):
-        if load(ref).timestamp_ns // 1000 <= wanted_us:
-            best = ref.version
-    if best is None:
+    when = as_utc(when)
+    found = _committed(store, when, manifest_of, refs, after=False)
+    if not found:
         raise NotFoundError(
             f"{store.uri} has no version committed at or before {when.isoformat()}"
         )
-    return best
+    return found[-1]
+
+
+def version_since(
+    store: ObjectStore,
+    when: dt.datetime,
+    manifest_of: ManifestOfRef | None = None,
+    *,
+    refs: Sequence[VersionRef] | None = None,
+) -> int:
+    """The first version committed at or after ``when`` (see :func:`version_at`)."""
+    when = as_utc(when)
+    refs = list_versions(store) if refs is None else refs
+    found = _committed(store, when, manifest_of, refs, after=True)
+    if not found:
+        latest = f" (latest is {refs[-1].version})" if refs else ""
+        raise NotFoundError(f"{store.uri} has no version committed at or after "
+                            f"{when.isoformat()}{latest}")
+    return found[0]
+
+
+def _committed(store: ObjectStore, when: dt.datetime, manifest_of: ManifestOfRef | None,
+               refs: Sequence[VersionRef] | None, *, after: bool) -> list[int]:
+    """Versions committed at or after (``after``) or at or before ``when``, ascending."""
+    wanted = _micros(when)
+    load = manifest_of or (lambda ref: load_manifest(store, ref))
+    out = []
+    for ref in list_versions(store) if refs is None else refs:
+        micros = commit_micros(load(ref))
+        if (micros >= wanted) if after else (micros <= wanted):
+            out.append(ref.version)
+    return out

@@ -31,9 +31,9 @@ from lance_sql.expr import parse_predicate, to_pyarrow
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
+from lance_sql.table.files.reader import ROW_ADDR, by_fragment
 from lance_sql.table.ops.row_rewrite import RowRewrite
-from lance_sql.table.read.scan import Scanner, plan_scan, scan_fragment
+from lance_sql.table.read.scan import Scanner, plan_scan, scan_fragment, take_addresses
 from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import to_reader
 
@@ -139,16 +139,7 @@ def _condition(text: str, target: pa.Table, source: pa.Table) -> np.ndarray:
 def _take_target(store: ObjectStore, base: Manifest, addresses: np.ndarray,
                  names: list[str]) -> pa.Table:
     """Columns ``names`` of target rows at ``addresses`` (in that order)."""
-    fields = [base.schema.field(n) for n in names]
-    arrow = pa.schema([f.to_arrow() for f in fields])
-    if not len(addresses):
-        return arrow.empty_table()
-    parts, order = [], []
-    for frag, offsets, positions in by_fragment(base, addresses):
-        arrays = FragmentReader(store, base, frag).take(fields, offsets)
-        parts.append(pa.Table.from_arrays(arrays, schema=arrow))
-        order.append(positions)
-    return pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(order))))
+    return take_addresses(store, base, addresses, names)
 
 
 def merge_insert(ctx: WriteContext, spec: MergeSpec,

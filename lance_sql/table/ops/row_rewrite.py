@@ -16,17 +16,16 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.format.deletion import merged_deletion
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
+from lance_sql.table.files.deletions import add_deletions
 from lance_sql.table.files.lineage import (
     PENDING_VERSION,
     FragmentLineage,
     attach_lineage,
     load_lineage,
 )
-from lance_sql.table.files.reader import deleted_offsets
 from lance_sql.table.txn.commit import WinnerCheck
 from lance_sql.table.txn.operations import Update
 from lance_sql.table.txn.writer import WriteContext
@@ -115,19 +114,12 @@ class RowRewrite:
                 return None
             new_fragments = self._new_fragments()
             staged.add(*self._extra_keys)
-            updated, removed, deletion_files = [], [], []
             by_id = {f.id: f for f in self.base.fragments}
-            for frag_id, offsets in self._removed.items():
-                frag = by_id[frag_id]
-                merged = merged_deletion(deleted_offsets(self.store, self.base, frag),
-                                         offsets, frag.physical_rows, self.base.version)
-                if merged is None:
-                    removed.append(frag_id)
-                    continue
-                deletion, data = merged
-                deletion_files.append((deletion.key(frag_id), data))
-                updated.append(frag.with_deletion(deletion))
-            op = Update(removed_fragment_ids=tuple(removed), updated_fragments=tuple(updated),
+            merged = add_deletions(self.store, self.base,
+                                   [(by_id[i], rows) for i, rows in self._removed.items()])
+            deletion_files = list(merged.files)
+            op = Update(removed_fragment_ids=merged.removed,
+                        updated_fragments=merged.apply(by_id[i] for i in self._removed),
                         new_fragments=new_fragments, fields_modified=fields_modified,
                         merged_generations=merged_generations, update_mode="rewrite_rows")
             for key, data in deletion_files:

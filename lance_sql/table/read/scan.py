@@ -11,7 +11,7 @@ projects. Everything is vectorised; no per-row Python.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -38,6 +38,7 @@ from lance_sql.table.files.reader import (
     SYSTEM_COLUMNS,
     VERSION_COLUMNS,
     FragmentReader,
+    by_fragment,
     row_offsets,
     system_arrays,
 )
@@ -89,10 +90,10 @@ def plan_scan(
     with_row_id: bool = False,
     with_row_address: bool = False,
 ) -> ScanPlan:
-    schema = manifest.schema
-    data_names = [f.name for f in schema.fields]
+    """The plan of a Python-API scan: ``columns`` (None: every data column) and a SQL
+    ``filter``, plus the system columns asked for."""
     if columns is None:
-        wanted = list(data_names)
+        wanted = [f.name for f in manifest.schema.fields]
     else:
         if isinstance(columns, str):
             raise InvalidInputError("columns must be a list of column names")
@@ -101,41 +102,77 @@ def plan_scan(
         wanted.append(ROW_ID)
     if with_row_address and ROW_ADDR not in wanted:
         wanted.append(ROW_ADDR)
-    for name in wanted:
-        if name not in SYSTEM_COLUMNS and name not in data_names:
+    _check_names(manifest, wanted)
+    expr = predicate = None
+    if filter is not None and str(filter).strip():
+        parsed = parse_predicate(str(filter))
+        schema = filter_schema(manifest)
+        expr = to_pyarrow(parsed, schema)
+        # Resolve first: unquoted names match the schema ignoring case.
+        predicate = resolve(parsed, schema)
+    return build_scan_plan(manifest, wanted, predicate=predicate, filter=expr, filter_text=filter)
+
+
+def filter_schema(manifest: Manifest) -> pa.Schema:
+    """What a scan's filter and output may name: the data columns as scans return them,
+    then the system columns."""
+    full = manifest.schema.to_scan_arrow()
+    return pa.schema(list(full) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS],
+                     metadata=full.metadata)
+
+
+def _check_names(manifest: Manifest, names: Sequence[str]) -> None:
+    """NotFoundError for the first of ``names`` that is neither a column nor a system one."""
+    data_names = [f.name for f in manifest.schema.fields]
+    known = set(data_names).union(SYSTEM_COLUMNS)
+    for name in names:
+        if not isinstance(name, str) or name not in known:
             raise NotFoundError(
                 f"column {name!r} does not exist; columns: {', '.join(data_names)}"
             )
-    full_arrow = schema.to_scan_arrow()
-    system_fields = [pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS]
-    filter_schema = pa.schema(list(full_arrow) + system_fields)
-    expr = None
-    predicate = None
-    filter_names: set[str] = set()
-    if filter is not None and str(filter).strip():
-        parsed = parse_predicate(str(filter))
-        expr = to_pyarrow(parsed, filter_schema)
-        # Resolve first: unquoted names match the schema ignoring case.
-        predicate = resolve(parsed, filter_schema)
-        filter_names = {path[0] for path in expr_columns(predicate)}
-    needed = set(wanted) | filter_names
-    read_fields = tuple(f for f in schema.fields if f.name in needed)
-    out_fields = []
-    for name in wanted:
-        if name in SYSTEM_COLUMNS:
-            out_fields.append(pa.field(name, pa.uint64()))
-        else:
-            out_fields.append(full_arrow.field(name))
+
+
+def build_scan_plan(
+    manifest: Manifest,
+    names: Sequence[str],
+    *,
+    predicate: Expr | None = None,
+    filter: pc.Expression | None = None,  # noqa: A002
+    filter_columns: Collection[str] | None = None,
+    filter_text: str | None = None,
+    schema_metadata: bool = True,
+) -> ScanPlan:
+    """The one way a scan plan is made: output ``names`` (data or system columns), kept
+    where the filter holds.
+
+    The filter is ``predicate`` (a tree over the table's columns; translated to pyarrow
+    unless ``filter`` is given too) or a pyarrow ``filter`` alone, which then needs the
+    top-level names it reads as ``filter_columns``. ``schema_metadata`` keeps the table's
+    schema metadata on the output schema (the Python API does, as pylance).
+    """
+    _check_names(manifest, names)
+    schema = filter_schema(manifest)
+    if predicate is not None:
+        if filter is None:
+            filter = to_pyarrow(predicate, schema)  # noqa: A001
+        if filter_columns is None:
+            filter_columns = {path[0] for path in expr_columns(predicate)}
+    elif filter is not None and filter_columns is None:
+        raise InvalidInputError("a pyarrow filter needs the columns it reads")
+    used = frozenset(filter_columns) if filter is not None and filter_columns is not None \
+        else None
+    needed = set(names) | (used or set())
     return ScanPlan(
-        filter_columns=frozenset(filter_names) if expr is not None else None,
-        output_fields=tuple(wanted),
-        read_fields=read_fields,
-        filter=expr,
-        filter_text=filter,
+        output_fields=tuple(names),
+        read_fields=tuple(f for f in manifest.schema.fields if f.name in needed),
+        filter=filter,
+        filter_text=filter_text,
         need_row_id=ROW_ID in needed,
         need_row_addr=ROW_ADDR in needed,
         need_row_versions=bool(needed & set(VERSION_COLUMNS)),
-        output_schema=pa.schema(out_fields, metadata=full_arrow.metadata),
+        output_schema=pa.schema([schema.field(n) for n in names],
+                                metadata=schema.metadata if schema_metadata else None),
+        filter_columns=used,
         predicate=predicate,
     )
 
@@ -143,21 +180,8 @@ def plan_scan(
 def narrowed(plan: ScanPlan, manifest: Manifest, predicate: Expr | None) -> ScanPlan:
     """``plan`` with its filter replaced by ``predicate`` (None: no filter), reading only
     the columns the output and ``predicate`` need."""
-    names = set(plan.output_fields)
-    expr = None
-    filter_names: frozenset[str] | None = None
-    if predicate is not None:
-        full = manifest.schema.to_scan_arrow()
-        schema = pa.schema(list(full) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS])
-        expr = to_pyarrow(predicate, schema)
-        filter_names = frozenset(path[0] for path in expr_columns(predicate))
-        names |= filter_names
-    return replace(
-        plan, filter=expr, filter_columns=filter_names, predicate=predicate,
-        read_fields=tuple(f for f in manifest.schema.fields if f.name in names),
-        need_row_id=ROW_ID in names, need_row_addr=ROW_ADDR in names,
-        need_row_versions=bool(names & set(VERSION_COLUMNS)),
-    )
+    new = build_scan_plan(manifest, plan.output_fields, predicate=predicate)
+    return replace(new, output_schema=plan.output_schema, filter_text=plan.filter_text)
 
 
 def matching_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
@@ -221,11 +245,12 @@ def scan_fragment(
 
 
 def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
-              rows: np.ndarray) -> pa.Table:
+              rows: np.ndarray, *, live: bool = False) -> pa.Table:
     """The plan applied to the physical ``rows`` (sorted offsets) of one fragment; deleted
-    rows are dropped. Only the pages holding those rows are read."""
+    rows are dropped (``live``: the caller already did). Only the pages holding those
+    rows are read."""
     reader = FragmentReader(store, manifest, fragment)
-    mask = reader.keep_mask()
+    mask = None if live else reader.keep_mask()
     if mask is not None and len(rows):
         rows = rows[mask[rows]]
     arrays = reader.take(plan.read_fields, rows) if len(rows) else [
@@ -245,6 +270,33 @@ def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: 
     if not plan.output_fields:
         return table
     return cast_output(table, plan.output_schema, store, fragment)
+
+
+def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray,
+                   columns: Sequence[str] | None = None) -> pa.Table:
+    """Rows by row address (uint64 ``fragment_id << 32 | offset``), in the order given.
+
+    Addresses of deleted rows are skipped; an unknown fragment, or an offset past its
+    fragment's end, is an error.
+    """
+    plan = plan_scan(manifest, columns)
+    pieces, order = [], []
+    for frag, rows, where in by_fragment(manifest, addresses):
+        if rows[-1] >= frag.physical_rows:  # rows are sorted
+            raise InvalidInputError(
+                f"row offset {int(rows[-1])} is past the end of fragment {frag.id}"
+            )
+        mask = FragmentReader(store, manifest, frag).keep_mask()
+        if mask is not None:
+            live = mask[rows]
+            where, rows = where[live], rows[live]
+        pieces.append(scan_rows(store, manifest, frag, plan, rows, live=True))
+        order.append(where)
+    if not pieces:
+        return plan.output_schema.empty_table()
+    table = pa.concat_tables(pieces)
+    inverse = np.argsort(np.concatenate(order), kind="stable")
+    return table.take(pa.array(inverse))  # pieces are cast
 
 
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,

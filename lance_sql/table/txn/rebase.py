@@ -16,10 +16,10 @@ from dataclasses import replace
 import numpy as np
 
 from lance_sql.errors import RetryableConflict
-from lance_sql.format.deletion import merged_deletion
-from lance_sql.format.fragment import DeletionFile, Fragment
+from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
+from lance_sql.table.files.deletions import add_deletions
 from lance_sql.table.files.reader import deleted_offsets
 from lance_sql.table.txn.operations import Delete, Transaction, Update
 
@@ -38,9 +38,7 @@ def merge_deletions(
     op = txn.operation
     assert isinstance(op, Delete | Update)
     current = {f.id: f for f in latest.fragments}
-    new_deletions: dict[int, DeletionFile] = {}
-    emptied: list[int] = []
-    pending: list[tuple[str, bytes]] = []
+    ours_by_fragment: list[tuple[Fragment, np.ndarray]] = []
     for frag_id in sorted(fragment_ids):
         frag = current.get(frag_id)
         if frag is None:
@@ -55,26 +53,16 @@ def merge_deletions(
                 f"{store.uri}: this {op.name} and version {latest.version} both modified rows "
                 f"at addresses {sample}; retry the {op.name}"
             )
-        merged = merged_deletion(theirs, ours, frag.physical_rows, latest.version)
-        if merged is None:
-            emptied.append(frag_id)
-            continue
-        deletion, data = merged
-        pending.append((deletion.key(frag_id), data))
-        new_deletions[frag_id] = deletion
-    for key, data in pending:
+        ours_by_fragment.append((frag, ours))
+    merged = add_deletions(store, latest, ours_by_fragment)
+    for key, data in merged.files:
         written.append(key)
         store.put(key, data)
-
-    def updated(frags: tuple[Fragment, ...]) -> tuple[Fragment, ...]:
-        return tuple(f.with_deletion(new_deletions[f.id]) if f.id in new_deletions else f
-                     for f in frags if f.id not in emptied)
-
     if isinstance(op, Delete):
         new_op: Delete | Update = replace(
-            op, updated_fragments=updated(op.updated_fragments),
-            deleted_fragment_ids=op.deleted_fragment_ids + tuple(emptied))
+            op, updated_fragments=merged.apply(op.updated_fragments),
+            deleted_fragment_ids=op.deleted_fragment_ids + merged.removed)
     else:
-        new_op = replace(op, updated_fragments=updated(op.updated_fragments),
-                         removed_fragment_ids=op.removed_fragment_ids + tuple(emptied))
+        new_op = replace(op, updated_fragments=merged.apply(op.updated_fragments),
+                         removed_fragment_ids=op.removed_fragment_ids + merged.removed)
     return replace(txn, operation=new_op, read_version=latest.version)
