@@ -155,6 +155,7 @@ def _throughput(library: str, uri: str, procs: int, count: int) -> tuple[float, 
 
 
 def main() -> None:
+    lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--versions", default="10,1000")
     parser.add_argument("--commits", type=int, default=200, help="latency samples")

@@ -101,6 +101,7 @@ def memory_peak(rows: int) -> float:
 
 
 def main() -> None:
+    lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--puts", type=int, default=40, help="durable puts timed")
     parser.add_argument("--batches", type=int, default=200, help="non-durable 1000-row puts")

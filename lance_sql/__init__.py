@@ -1,10 +1,12 @@
 """lance_sql: the Lance table format in pure Python, queried with SQL.
 
 Start with :func:`write_dataset` and :func:`dataset`; errors live in
-:mod:`lance_sql.errors`.
+:mod:`lance_sql.errors`. Reads share a bounded cache owned by a :class:`Runtime`
+(:func:`default_runtime` unless another is active). Importing lance_sql changes nothing
+process-wide; :func:`tune_allocator` is an opt-in speed-up (see its module).
 """
 
-from lance_sql import allocator  # noqa: F401 - tunes malloc once, see its docstring
+from lance_sql.allocator import tune_allocator
 from lance_sql.errors import (
     CommitConflict,
     FormatError,
@@ -22,6 +24,8 @@ from lance_sql.errors import (
     WriterFencedError,
 )
 from lance_sql.table.dataset import LanceDataset, dataset, write_dataset
+from lance_sql.table.runtime.cache import CacheStats
+from lance_sql.table.runtime.context import Runtime, default_runtime
 
 __version__ = "0.1.0"
 
@@ -36,6 +40,7 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'lance_sql' has no attribute {name!r}")
 
 __all__ = [
+    "CacheStats",
     "CommitConflict",
     "FormatError",
     "IncompatibleConflict",
@@ -47,6 +52,7 @@ __all__ = [
     "PathEscapeError",
     "QueryError",
     "RetryableConflict",
+    "Runtime",
     "SchemaError",
     "StatementRefusedError",
     "UnsupportedFeatureError",
@@ -54,5 +60,7 @@ __all__ = [
     "WriterFencedError",
     "connect",
     "dataset",
+    "default_runtime",
+    "tune_allocator",
     "write_dataset",
 ]

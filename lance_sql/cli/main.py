@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lance_sql import __version__
+from lance_sql.allocator import tune_allocator
 from lance_sql.cli.demo import run_demo
 from lance_sql.cli.execute import (
     OutputOptions,
@@ -319,8 +320,10 @@ def entry() -> None:
     The command has printed everything by then; it leaves with ``os._exit`` after
     flushing, so nothing at interpreter shutdown can make it wait — notably a query
     interrupted with Ctrl-C whose worker is still finishing the batch it was given
-    (its scans stop at the next one).
+    (its scans stop at the next one). The command opts in to the allocator tuning
+    (:func:`lance_sql.tune_allocator`).
     """
+    tune_allocator()
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:

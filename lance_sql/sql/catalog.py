@@ -16,6 +16,7 @@ writers after the session started are seen by the next query.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import re
 import threading
@@ -35,9 +36,11 @@ from lance_sql.table.meta.timetravel import version_at
 from lance_sql.table.meta.versions import (
     find_version,
     latest_version,
-    load_manifest,
+    read_manifest,
     read_tag,
 )
+from lance_sql.table.runtime.cache import TABLE_VERSIONS
+from lance_sql.table.runtime.context import Runtime, current_runtime
 
 CATALOG = "lance"
 SCHEMA = "default"
@@ -148,13 +151,22 @@ class TableDirectory:
         return out
 
 
-class VersionResolver:
-    """Turns (table, spec) into a manifest; caches manifests (they are immutable)."""
+_RESOLVERS = itertools.count()
 
-    def __init__(self, directory: TableDirectory) -> None:
+
+class VersionResolver:
+    """Turns (table, spec) into a manifest; caches manifests (they are immutable) in the
+    runtime's ``table_versions`` cache, under this resolver's name for the table."""
+
+    def __init__(self, directory: TableDirectory, runtime: Runtime | None = None) -> None:
         self.directory = directory
+        self.runtime = runtime or current_runtime()
         self._stores: dict[str, ObjectStore] = {}
-        self._manifests: dict[tuple[str, int], Manifest] = {}
+        # what the cache keys start with: a table re-created at the same place (forget)
+        # gets a new prefix, and its old entries age out unused
+        self._prefixes: dict[str, tuple[int, int]] = {}
+        self._id = next(_RESOLVERS)
+        self._generations = itertools.count()
         self._lock = threading.Lock()
 
     def store(self, table: str) -> ObjectStore:
@@ -187,20 +199,18 @@ class VersionResolver:
         with self._lock:
             store = self._stores.pop(uri, None)
             if store is not None:
-                for key in [k for k in self._manifests if k[0] == store.uri]:
-                    del self._manifests[key]
+                self._prefixes.pop(store.uri, None)
 
     def manifest(self, table: str, version: int) -> Manifest:
+        """Version ``version`` of ``table``."""
         store = self.store(table)
-        key = (store.uri, version)
         with self._lock:
-            cached = self._manifests.get(key)
-        if cached is not None:
-            return cached
-        manifest = load_manifest(store, find_version(store, version))
-        with self._lock:
-            self._manifests[key] = manifest
-        return manifest
+            prefix = self._prefixes.get(store.uri)
+            if prefix is None:
+                prefix = self._prefixes[store.uri] = (self._id, next(self._generations))
+        return self.runtime.cache.get_or_load(
+            TABLE_VERSIONS, (*prefix, store.uri, version),
+            lambda: read_manifest(store, find_version(store, version)))[0]
 
 
 class LanceSchemaProvider(SchemaProvider):

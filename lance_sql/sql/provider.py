@@ -132,7 +132,7 @@ class UnitScanner:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:
-            yield from self._batches()
+            yield from self.unit.scope.reading(self._batches())
         except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
             raise self.unit.table.errors.wrap(exc) from exc
 

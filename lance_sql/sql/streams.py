@@ -40,6 +40,7 @@ from typing import Protocol, TypeVar
 import datafusion
 
 from lance_sql.errors import QueryError
+from lance_sql.table.runtime.context import Runtime
 
 # How long ending an execution waits for DataFusion to let go of it. A running
 # partition stops at its next chunk (milliseconds); the bound only matters if something
@@ -58,12 +59,15 @@ class ScanScope:
     """The units one execution of a query planned and the scans it started.
 
     ``strict``: :meth:`settle` waits for the planned units too (the execution owns its
-    plan); otherwise only for the scans DataFusion started.
+    plan); otherwise only for the scans DataFusion started. ``runtime``: what its scans
+    read with on DataFusion's threads (None: whatever is current there).
     """
 
-    def __init__(self, label: str = "query", *, strict: bool = True) -> None:
+    def __init__(self, label: str = "query", *, strict: bool = True,
+                 runtime: Runtime | None = None) -> None:
         self.label = label
         self.strict = strict
+        self.runtime = runtime
         self._cond = threading.Condition()
         self._units = 0
         self._scans = 0
@@ -117,6 +121,10 @@ class ScanScope:
 
     def _held(self) -> int:
         return self._scans + (self._units if self.strict else 0)
+
+    def reading(self, batches: Iterator[U]) -> Iterator[U]:
+        """``batches`` of one of its scans, each read on the scope's runtime."""
+        return batches if self.runtime is None else self.runtime.each(batches)
 
     def check(self) -> None:
         """Raise once the execution has ended; scans call this between chunks."""

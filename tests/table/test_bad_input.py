@@ -36,7 +36,6 @@ from lance_sql.errors import (
 from lance_sql.format.fragment import DataFile
 from lance_sql.format.manifest import FOOTER, Manifest, ManifestCodec
 from lance_sql.io import open_store
-from lance_sql.table.files import reader as file_reader
 from lance_sql.table.meta.versions import latest_version, list_versions, load_manifest
 from lance_sql.table.txn.commit import CommitConfig, commit_transaction
 from lance_sql.table.txn.operations import Append, Delete, Overwrite, Transaction
@@ -130,8 +129,7 @@ def table(tmp_path: Path) -> Table:
 
 def forget_files() -> None:
     """Empty the caches of open data files and decoded deletion vectors."""
-    file_reader.FILE_CACHE.clear()
-    file_reader.DELETION_CACHE.clear()
+    lance_sql.default_runtime().clear("data_files", "deletions")
 
 
 def snapshot(root: str) -> dict[str, bytes]:

@@ -307,34 +307,29 @@ def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> 
 
 
 def test_lineage_stays_compact_until_arrays_are_asked_for(tmp_path) -> None:  # noqa: ANN001
-    from lance_sql.table.files import lineage as lineage_module
-
     ds = _stable_table(tmp_path / "t", n=100_000, per_file=25_000)
-    lineage_module._ARRAYS.clear()
-    lineage_module._CACHE.clear()
+    runtime = lance_sql.default_runtime()
+    runtime.clear("lineage_arrays", "lineage")
     RowIdIndex.build(ds.store, ds.manifest)  # ranges are the runs: no array needed
     frag = ds.manifest.fragments[1]
     lineage = load_lineage(ds.store, ds.manifest, frag)
     picked = np.array([0, 7, 24_999])
     assert lineage.ids_at(picked).tolist() == [25_000, 25_007, 49_999]
     assert lineage.nbytes < 1_000  # not 24 bytes a row
-    assert len(lineage_module._ARRAYS._items) == 0
+    assert runtime.stats()["lineage_arrays"].entries == 0
     assert lineage.row_ids.tolist() == list(range(25_000, 50_000))
-    assert len(lineage_module._ARRAYS._items) == 1  # materialised once, then shared
+    assert runtime.stats()["lineage_arrays"].entries == 1  # materialised once, then shared
     assert load_lineage(ds.store, ds.manifest, frag).row_ids is lineage.row_ids
 
 
 def test_lineage_lookups_from_many_threads_agree(tmp_path) -> None:  # noqa: ANN001
     from concurrent.futures import ThreadPoolExecutor
 
-    from lance_sql.table.files import lineage as lineage_module
-
     ds = _stable_table(tmp_path / "t", n=4_000, per_file=1_000)
     ds.update({"v": "'u'"}, where="id % 3 = 0")  # explicit ids in the rewritten rows
     ds = lance_sql.dataset(tmp_path / "t")
     truth = ds.to_table(columns=["_rowid", "_rowaddr"])
-    lineage_module._ARRAYS.clear()
-    lineage_module._CACHE.clear()
+    lance_sql.default_runtime().clear("lineage_arrays", "lineage")
 
     def check(seed: int) -> bool:
         rng = np.random.default_rng(seed)

@@ -129,6 +129,8 @@ class LanceFileReader:
         if not gbo:
             raise FormatError(f"{path}: no global buffers, so no file descriptor")
         self._global_buffers = tuple(gbo)
+        # what the parsed metadata was read from (caches weigh open files by it)
+        self.metadata_bytes = len(region) + container.FOOTER_SIZE + gbo[0][1]
         descriptor = container.parse_file_descriptor(self._read(*gbo[0]), path)
         self.num_rows = int(descriptor.length)
         try:

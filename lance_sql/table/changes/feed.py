@@ -54,7 +54,8 @@ from lance_sql.table.files.lineage import FragmentLineage, load_lineage
 from lance_sql.table.files.reader import FragmentReader, checked_rows, deleted_offsets
 from lance_sql.table.meta.versions import list_versions, load_manifest
 from lance_sql.table.read.scan import cast_output
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import CHANGE_FIELDS, CHANGE_PLANS
+from lance_sql.table.runtime.context import current_runtime
 from lance_sql.table.runtime.workers import WorkerPool
 from lance_sql.table.txn.operations import Transaction, Update
 
@@ -68,11 +69,6 @@ __all__ = [
     "table_changes",
 ]
 
-# Plans of recent versions, at most 256 MiB of them: see _cached_version_changes.
-_PLAN_CACHE = LruCache(4096, max_weight=256 << 20,
-                       weigh=lambda rows: rows.nbytes)
-# What recent Updates modified (field ids), by transaction file.
-_MODIFIED_CACHE = LruCache(1024)
 # Fragments read in parallel when gathering the values of changed rows, and the fewest
 # rows a read needs to be worth a thread.
 READ_THREADS = min(8, os.cpu_count() or 1)
@@ -406,7 +402,7 @@ def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
     def plan() -> ChangeRows:
         return version_changes(window.store, old, new)
 
-    return _PLAN_CACHE.get_or_load(key, plan)
+    return current_runtime().cache.get_or_load(CHANGE_PLANS, key, plan)
 
 
 # ------------------------------------------------------------------------ querying
@@ -500,7 +496,7 @@ def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | Non
         return frozenset(op.fields_modified)
 
     # Transaction files are written once, under unique names.
-    return _MODIFIED_CACHE.get_or_load((window.store.uri, key), load)
+    return current_runtime().cache.get_or_load(CHANGE_FIELDS, (window.store.uri, key), load)
 
 
 @dataclass

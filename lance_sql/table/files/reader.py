@@ -27,7 +27,8 @@ from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.files.lineage import load_lineage
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import DATA_FILES, DELETIONS
+from lance_sql.table.runtime.context import current_runtime
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -42,13 +43,6 @@ READABLE_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
 # int64 offsets at most); see checked_rows.
 UNCHECKED_ROWS = 1 << 20
 
-
-# Parsed data-file readers and deletion vectors, shared by all scans (thread safe).
-# Open data files (each holds a file descriptor and its parsed metadata).
-FILE_CACHE = LruCache(512)
-# Decoded deletion vectors (4 bytes a deleted row), bounded by bytes: change feeds over
-# many versions visit many of them.
-DELETION_CACHE = LruCache(16384, max_weight=256 << 20, weigh=lambda offsets: offsets.nbytes)
 
 
 def base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> ObjectStore:
@@ -84,7 +78,8 @@ def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) 
     def load() -> LanceFileReader:
         return LanceFileReader(root.open_source(key))
 
-    return FILE_CACHE.get_or_load((root.uri, key), load)
+    # shared by all scans: each holds a file descriptor and its parsed metadata
+    return current_runtime().cache.get_or_load(DATA_FILES, (root.uri, key), load)
 
 
 def checked_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, *,
@@ -133,7 +128,7 @@ def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) 
             )
         return offsets
 
-    return DELETION_CACHE.get_or_load((root.uri, key), load)
+    return current_runtime().cache.get_or_load(DELETIONS, (root.uri, key), load)
 
 
 class FragmentReader:

@@ -45,7 +45,8 @@ from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.btree import BTreeIndex
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import INDEX_SECTIONS
+from lance_sql.table.runtime.context import current_runtime
 
 _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # A fragment where the index finds more than this share of the rows is scanned instead
@@ -93,18 +94,18 @@ class IndexedRows:
         return fragment_id in self.rows
 
 
-_SECTIONS = LruCache(64)
-
-
 def btree_indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
     """The manifest's single-column BTREE indices (decoded once per index section)."""
     section = manifest.index_section
 
-    def load() -> tuple[IndexMetadata, ...]:
-        return tuple(i for i in decode_index_section(section)
-                     if i.type_url == TYPE_URL and len(i.fields) == 1)
+    def load() -> tuple[tuple[IndexMetadata, ...], int]:
+        found = tuple(i for i in decode_index_section(section)
+                      if i.type_url == TYPE_URL and len(i.fields) == 1)
+        return found, len(section)
 
-    return _SECTIONS.get_or_load(section, load) if section else ()
+    if not section:
+        return ()
+    return current_runtime().cache.get_or_load(INDEX_SECTIONS, section, load)[0]
 
 
 def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None, *,

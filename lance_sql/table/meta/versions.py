@@ -25,7 +25,8 @@ from lance_sql.format.naming import (
 )
 from lance_sql.io.commit import CommitHandler
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import MANIFESTS
+from lance_sql.table.runtime.context import current_runtime
 
 
 @dataclass(frozen=True)
@@ -135,16 +136,21 @@ def find_version(store: ObjectStore, version: int,
     )
 
 
-# Decoded manifests by their bytes. The same bytes always decode to the same immutable
-# manifest, so the cache needs no invalidation (not even for a table re-created in
-# place). Weighed by twice their size: the bytes kept as the key and the decoded value.
-_MANIFESTS = LruCache(1024, max_weight=256 << 20, weigh=lambda entry: 2 * entry[1])
-
-
 def load_manifest(store: ObjectStore, ref: VersionRef) -> Manifest:
+    """The manifest of ``ref``, decoded (or taken from the cache)."""
+    return read_manifest(store, ref)[0]
+
+
+def read_manifest(store: ObjectStore, ref: VersionRef) -> tuple[Manifest, int]:
+    """The manifest of ``ref`` and the size of its bytes.
+
+    Cached by the bytes: the same bytes always decode to the same immutable manifest, so
+    the cache needs no invalidation (not even for a table re-created in place).
+    """
     data = store.read(ref.key)
-    return _MANIFESTS.get_or_load(
-        data, lambda: (ManifestCodec.decode(data, f"{store.uri}/{ref.key}"), len(data)))[0]
+    return current_runtime().cache.get_or_load(
+        MANIFESTS, data,
+        lambda: (ManifestCodec.decode(data, f"{store.uri}/{ref.key}"), len(data)))
 
 
 def load_transaction_bytes(store: ObjectStore, ref: VersionRef) -> bytes | None:
