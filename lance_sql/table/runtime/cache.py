@@ -137,6 +137,9 @@ LINEAGE = CacheKind(
 LINEAGE_ARRAYS = CacheKind(
     "lineage_arrays", 512 * MiB, 4096, _nbytes,
     "materialised row-id and version arrays (8 bytes a row each)")
+ROW_ID_INDEXES = CacheKind(
+    "row_id_indexes", 256 * MiB, 1024, _nbytes,
+    "row id -> address indices per table version (24 bytes a run of rows)")
 CHANGE_PLANS = CacheKind(
     "change_plans", 256 * MiB, 4096, _nbytes,
     "metadata-only change-feed plans per table version")
@@ -157,8 +160,8 @@ INDEX_SECTIONS = CacheKind(
     "a manifest's decoded BTREE index list, by the index section's bytes; twice their size")
 
 KINDS: tuple[CacheKind, ...] = (
-    MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, CHANGE_PLANS,
-    CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
+    MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
+    CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
 
