@@ -119,7 +119,7 @@ def _find_latest(uri: str, library: str, count: int = 200) -> float:
     return statistics.median(_timed(fn, count)) * 1e3
 
 
-def _worker(library: str, uri: str, count: int, start_at: float, queue) -> None:  # noqa: ANN001
+def _worker(library: str, uri: str, count: int, start_at: float, queue) -> None:
     import lance
 
     config = CommitConfig(max_retries=10_000, timeout_s=600)

@@ -95,7 +95,8 @@ def main() -> None:
             updated = ds.delta(begin_version=1, end_version=2).get_updated_rows().read_all()
             ds.delta(begin_version=1, end_version=2).get_inserted_rows().read_all()
             ds.delta(begin_version=1, end_version=2).get_deleted_row_ids().read_all()
-            lance.dataset(path, version=1)._take_rows(updated.column("_rowid").to_pylist())
+            old = lance.dataset(path, version=1)  # pylance takes by row id privately only
+            old._take_rows(updated.column("_rowid").to_pylist())  # noqa: SLF001
 
         t_ours = median_time(ours, args.repeat)
         t_cold = median_time(ours, args.repeat, setup=_forget_plans)
@@ -154,7 +155,7 @@ def main() -> None:
 
         ds = lance_sql.dataset(path)
         tracemalloc.start()
-        index = RowIdIndex.build(ds.store, ds._manifest)
+        index = RowIdIndex.build(ds.store, ds.manifest)
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         print(f"row-id index after the update: {index.num_runs} runs, "

@@ -32,9 +32,9 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import lance_sql  # noqa: E402
-from lance_sql.io.local import LocalStore  # noqa: E402
-from lance_sql.memwal.writer import RegionWriter, WriterConfig  # noqa: E402
+import lance_sql
+from lance_sql.io.local import LocalStore
+from lance_sql.memwal.writer import RegionWriter, WriterConfig
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
@@ -56,14 +56,14 @@ def ours(root: str, *, fsync: bool = False, **config: object) -> RegionWriter:
                         config=WriterConfig(**config))  # type: ignore[arg-type]
 
 
-def theirs(root: str, **config: object):  # noqa: ANN201
+def theirs(root: str, **config: object):
     import lance
 
     lance.write_dataset(batch(0, 1), root).initialize_mem_wal()
     return lance.dataset(root).mem_wal_writer(str(uuid.uuid4()), **config)
 
 
-def put_latencies(writer, batches: list[pa.Table]) -> list[float]:  # noqa: ANN001
+def put_latencies(writer, batches: list[pa.Table]) -> list[float]:
     times = []
     for b in batches:
         start = time.perf_counter()

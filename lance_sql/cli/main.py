@@ -86,8 +86,9 @@ class _IntermixedParser(argparse.ArgumentParser):
 
     _parsing = False
 
-    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's
-        if self._parsing or any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
+    def parse_known_args(self, args=None, namespace=None):
+        subparsers = argparse._SubParsersAction  # noqa: SLF001 - argparse names it nowhere else
+        if self._parsing or any(isinstance(a, subparsers) for a in self._actions):
             return super().parse_known_args(args, namespace)
         self._parsing = True
         try:
@@ -130,6 +131,7 @@ def _add_tables(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``lance-sql`` argument parser, every subcommand included."""
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="lance-sql", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=raw)
@@ -287,6 +289,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv``; returns the exit status (0, 1 on errors, 130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     try:
         return _run(args)

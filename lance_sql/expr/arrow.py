@@ -150,7 +150,8 @@ def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as err:
         types = ", ".join(str(t) for _, t in args)
         raise InvalidInputError(f"cannot apply {fn} to ({types}) in filter: {err}") from None
-    return pc.Expression._call(fn, [e for e, _ in args], options), out_type
+    # pyarrow builds a call by name only through its private constructor
+    return pc.Expression._call(fn, [e for e, _ in args], options), out_type  # noqa: SLF001
 
 
 def _cast(x: _Typed, target: pa.DataType) -> _Typed:

@@ -84,6 +84,7 @@ def parse_predicate(text: str) -> Expr:
 
 
 def tokenize(text: str) -> list[_Token]:
+    """The tokens of filter text ``text``; bad characters or strings are an InvalidInputError."""
     tokens, i, n = [], 0, len(text)
     while i < n:
         c = text[i]
@@ -419,6 +420,7 @@ def _quote_ident(name: str) -> str:
 
 
 def sql_type_name(t: pa.DataType) -> str:
+    """How filters name Arrow type ``t`` in SQL (``CAST(x AS <name>)``)."""
     if pa.types.is_decimal(t):
         return f"DECIMAL({t.precision},{t.scale})"
     if t in _SQL_TYPES:

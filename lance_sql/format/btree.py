@@ -57,10 +57,12 @@ ROW_ADDRESS_IDS = 1
 
 
 def page_data_schema(key_type: pa.DataType) -> pa.Schema:
+    """Schema of a BTREE index's sorted page data: key values and row ids."""
     return pa.schema([pa.field(VALUES, key_type), pa.field(IDS, pa.uint64(), nullable=False)])
 
 
 def lookup_schema(key_type: pa.DataType, batch_size: int = BATCH_SIZE) -> pa.Schema:
+    """Schema of a BTREE index's page lookup: per page, its key range and null count."""
     return pa.schema(
         [pa.field("min", key_type), pa.field("max", key_type),
          pa.field("null_count", pa.uint32(), nullable=False),
@@ -313,6 +315,7 @@ def sortable(values: pa.Array | pa.Scalar) -> np.ndarray | None:
 
 
 def is_sorted(keys: np.ndarray) -> bool:
+    """True when ``keys`` ascend (NaN last for floats, as the sort puts them)."""
     if len(keys) < 2:
         return True
     if keys.dtype.kind == "f":

@@ -257,7 +257,7 @@ class ManifestCodec:
         return data[offset + 4 : offset + 4 + length]
 
     @classmethod
-    def _decode_block(cls, data: bytes, path: str, offset: int, message_type: type):  # noqa: ANN206
+    def _decode_block(cls, data: bytes, path: str, offset: int, message_type: type):
         block = cls._block(data, path, offset)
         msg = message_type()
         try:

@@ -103,7 +103,7 @@ _CArrowSchema._fields_ = [
 
 def _c_export_metadata(t: pa.DataType) -> dict[str, bytes]:
     c = _CArrowSchema()
-    t._export_to_c(ctypes.addressof(c))
+    t._export_to_c(ctypes.addressof(c))  # noqa: SLF001 - pyarrow's C data interface
     try:
         out: dict[str, bytes] = {}
         if not c.metadata:

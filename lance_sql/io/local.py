@@ -72,7 +72,7 @@ class LocalSource:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a finalizer has no caller to tell
             pass
 
 

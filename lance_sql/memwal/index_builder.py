@@ -40,6 +40,7 @@ _GENERATIONS = pa.list_(pa.struct([pa.field("generation", pa.uint64()),
 
 
 def snapshot_schema(spec: RegionSpec | None) -> pa.Schema:
+    """Schema of the MemWAL index's region snapshot table (region values per ``spec``)."""
     fields = [
         pa.field("region_id", pa.binary(16)), pa.field("version", pa.uint64()),
         pa.field("region_spec_id", pa.uint32()), pa.field("writer_epoch", pa.uint64()),

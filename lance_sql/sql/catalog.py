@@ -290,6 +290,7 @@ class LanceSchemaProvider(SchemaProvider):
 
 
 class LanceCatalog(CatalogProvider):
+    """The ``lance`` catalog: one schema, ``default``, of Lance tables."""
     def __init__(self, schema: LanceSchemaProvider) -> None:
         self._schema = schema
 

@@ -87,7 +87,7 @@ def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=VERSIONS_SCHEMA)
 
 
-def make_table_versions(resolver: VersionResolver, errors: ErrorRegistry):  # noqa: ANN201
+def make_table_versions(resolver: VersionResolver, errors: ErrorRegistry):
     """The ``table_versions`` callable DataFusion registers; errors travel typed."""
 
     def table_versions_udtf(*args: Any) -> Table:
@@ -96,13 +96,13 @@ def make_table_versions(resolver: VersionResolver, errors: ErrorRegistry):  # no
             if len(values) != 1 or not isinstance(values[0], str):
                 raise InvalidInputError("table_versions() takes one argument: the table name")
             return Table(pds.dataset(table_versions(resolver, values[0])))
-        except Exception as exc:  # noqa: BLE001 - carried through DataFusion
+        except Exception as exc:  # carried through DataFusion
             raise errors.wrap(exc) from exc
 
     return table_versions_udtf
 
 
-def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry):  # noqa: ANN201
+def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry):
     """The ``table_changes('t', start[, end])`` callable: versions or timestamps, inclusive."""
 
     def table_changes_udtf(*args: Any) -> Table:
@@ -116,7 +116,7 @@ def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry):  # noq
             window = resolve_window(resolver.store(name), *values[1:],
                                     manifest_of=lambda v: resolver.manifest(name, v))
             return Table(ChangesDataset(name, window, errors))
-        except Exception as exc:  # noqa: BLE001 - carried through DataFusion
+        except Exception as exc:  # carried through DataFusion
             raise errors.wrap(exc) from exc
 
     return table_changes_udtf

@@ -62,7 +62,7 @@ _ArrowSchema._fields_ = [
 
 def _ordered_metadata(schema: pa.Schema) -> list[tuple[str, str]]:
     c_schema = _ArrowSchema()
-    schema._export_to_c(ctypes.addressof(c_schema))
+    schema._export_to_c(ctypes.addressof(c_schema))  # noqa: SLF001 - pyarrow's C data interface
     try:
         if not c_schema.metadata:
             return []

@@ -392,7 +392,7 @@ class LanceSession:
             self._limit_hints(df, planned)  # optimizes the plan: planning errors show here
         except LanceError:
             raise
-        except Exception as exc:  # noqa: BLE001 - translated into our types
+        except Exception as exc:  # translated into our types
             translated = translate(exc, self.errors, self.tables, planning=True)
             if translated is exc:
                 raise

@@ -52,6 +52,7 @@ U = TypeVar("U")
 
 
 class ClosableStream(Protocol):
+    """What the exit hook closes: a stream holding DataFusion's tasks."""
     def close(self) -> None: ...
 
 
@@ -188,7 +189,8 @@ def _register(scope: ScanScope) -> None:
 def is_engine_thread() -> bool:
     """True on a thread Python did not start (one of DataFusion's workers): code there
     must never wait for DataFusion's tasks, as it may be one of them."""
-    return isinstance(threading.current_thread(), threading._DummyThread)
+    # threading's only mark of a thread it did not start
+    return isinstance(threading.current_thread(), threading._DummyThread)  # noqa: SLF001
 
 
 def current_scope() -> ScanScope:

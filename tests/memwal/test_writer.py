@@ -35,7 +35,7 @@ from lance_sql.memwal.writer import (
 PATHS = RegionPaths(REGION)
 
 
-def _wait_for(condition, timeout: float = 10.0) -> None:  # noqa: ANN001
+def _wait_for(condition, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -388,7 +388,7 @@ def test_flushed_addresses_remap_memtable_rows_to_the_generation() -> None:
     ds = memory_table()
     seen: list[tuple] = []
 
-    def hook(gen_store, memtable, manifest) -> None:  # noqa: ANN001
+    def hook(gen_store, memtable, manifest) -> None:
         seen.append((memtable.to_table().column("id").to_pylist(),
                      memtable.flushed_addresses()))
 

@@ -139,7 +139,7 @@ def test_joins_with_the_table(uri: str) -> None:
     assert got == [{"id": 0, "now": "x"}, {"id": 4, "now": "x"}]
 
 
-def test_errors_are_typed(uri: str, tmp_path) -> None:  # noqa: ANN001
+def test_errors_are_typed(uri: str, tmp_path) -> None:
     s = _session(uri)
     with pytest.raises(InvalidInputError, match="after end"):
         s.sql("SELECT * FROM table_changes('t', 4, 2)").to_arrow_table()

@@ -20,7 +20,7 @@ def test_least_recently_used_goes_first() -> None:
     cache = LruCache(2)
     loads: list[str] = []
 
-    def load(key: str):  # noqa: ANN202
+    def load(key: str):
         return lambda: loads.append(key) or key.upper()
 
     assert cache.get_or_load("a", load("a")) == "A"

@@ -28,6 +28,7 @@ MAX_INFLATE = 1 << 31  # refuse to allocate more than this for one decompressed 
 
 @dataclass
 class Fixed:
+    """A block of fixed-width values (``bits`` each), possibly under fixed-size lists."""
     data: np.ndarray  # uint8
     bits: int  # bits per item (after flattening fixed-size lists)
     n: int  # number of values (rows of the outermost fixed-size list, if any)
@@ -44,6 +45,7 @@ class Fixed:
 
 @dataclass
 class Variable:
+    """A block of variable-width values: ``n`` byte strings given by ``offsets``."""
     offsets: np.ndarray  # int64, n + 1 entries, offsets[0] == 0
     data: np.ndarray  # uint8
     n: int

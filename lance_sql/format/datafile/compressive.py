@@ -29,6 +29,7 @@ from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 
 def kind(enc: pb.CompressiveEncoding) -> str:
+    """Which compression ``enc`` names (``none`` when unset)."""
     return enc.WhichOneof("compression") or "none"
 
 
@@ -324,6 +325,7 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
 
 
 def fsst_decode(table_bytes: bytes, inner: Block, where: str) -> Variable:
+    """Expand FSST-compressed strings ``inner`` with the symbol table ``table_bytes``."""
     if not isinstance(inner, Variable):
         raise FormatError(f"{where}: FSST over fixed-width data")
     table = fsst.parse_symbol_table(table_bytes, where)
@@ -376,7 +378,9 @@ def _mb_bss(bss: pb.ByteStreamSplit, buf: ChunkBuffers, counts: np.ndarray, wher
     return Fixed(out, bits, int(counts.sum()))
 
 
-def _fsl_layers(enc: pb.CompressiveEncoding, where: str) -> tuple[list[tuple[int, bool]], int]:
+def fsl_layers(enc: pb.CompressiveEncoding, where: str) -> tuple[list[tuple[int, bool]], int]:
+    """The fixed-size-list layers around ``enc`` (dimension, has validity), outermost first, and the
+    bits of the innermost item."""
     layers = []
     while kind(enc) == "fixed_size_list":
         fsl = enc.fixed_size_list
@@ -393,7 +397,7 @@ def _fsl_layers(enc: pb.CompressiveEncoding, where: str) -> tuple[list[tuple[int
 def _mb_fsl(
     enc: pb.CompressiveEncoding, bufs: list[ChunkBuffers], counts: np.ndarray, where: str
 ) -> Fixed:
-    layers, bits = _fsl_layers(enc, where)
+    layers, bits = fsl_layers(enc, where)
     cum = 1
     out_layers = []
     used = 0
@@ -450,7 +454,7 @@ def decode_block(enc: pb.CompressiveEncoding, buf: bytes | memoryview | np.ndarr
     if k == "rle":
         return _block_rle(enc.rle, data, n, where)
     if k == "fixed_size_list":
-        layers, bits = _fsl_layers(enc, where)
+        layers, bits = fsl_layers(enc, where)
         if any(v for _, v in layers):
             raise UnsupportedFeatureError(f"{where}: fixed-size list validity in a block")
         cum = int(np.prod([d for d, _ in layers]))

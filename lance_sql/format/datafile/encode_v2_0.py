@@ -67,6 +67,7 @@ def fixed_bit_width(t: pa.DataType) -> int | None:
 
 
 def is_binary_like(t: pa.DataType) -> bool:
+    """True for the (large) string and binary types, which 2.0 stores as offsets and bytes."""
     return (
         pa.types.is_string(t)
         or pa.types.is_binary(t)
@@ -335,4 +336,5 @@ def encode_list_page(offsets: np.ndarray, validity: np.ndarray | None) -> tuple[
 
 
 def struct_page_encoding() -> enc.ArrayEncoding:
+    """The array encoding of a struct column's (bufferless) page."""
     return enc.ArrayEncoding(struct=enc.SimpleStruct())

@@ -35,6 +35,7 @@ LZ4 = pb.COMPRESSION_ALGORITHM_LZ4
 
 @dataclass
 class EncodedPage:
+    """One encoded 2.2 page: its layout and the buffers to write."""
     layout: pb.PageLayout
     buffers: list[bytes | memoryview | np.ndarray] = field(default_factory=list)
 
@@ -44,14 +45,17 @@ def _pad8(n: int) -> int:
 
 
 def encoding(**kw) -> pb.CompressiveEncoding:
+    """A CompressiveEncoding with the given fields set."""
     return pb.CompressiveEncoding(**kw)
 
 
 def flat_enc(bits: int) -> pb.CompressiveEncoding:
+    """Uncompressed values of ``bits`` bits each."""
     return encoding(flat=pb.Flat(bits_per_value=bits))
 
 
 def storage_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with extension types unwrapped to their storage type."""
     while isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
     return t
@@ -153,12 +157,14 @@ def ool_pack(levels: np.ndarray, width: int) -> bytes:
 
 
 def levels_encoding(width: int) -> pb.CompressiveEncoding:
+    """How rep/def levels of ``width`` bits are stored (bitpacked out of line)."""
     return encoding(out_of_line_bitpacking=pb.OutOfLineBitpacking(
         uncompressed_bits_per_value=16, values=flat_enc(width)))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- constant
 def constant_page(rep, def_, layers, values: Values | None, inline: bytes | None) -> EncodedPage:
+    """A constant-layout page: every value the same (``inline``, or one value buffer)."""
     layout = pb.ConstantLayout(layers=layers)
     if inline is not None:
         layout.inline_value = inline
@@ -188,6 +194,7 @@ def constant_value(values: Values) -> bytes | None:
 # --------------------------------------------------------------------------- full-zip
 def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
                   num_rows: int) -> EncodedPage:  # fmt: skip
+    """A full-zip page: levels and values of each row zipped together (for wide values)."""
     max_rep = repdef.max_rep(layers)
     max_def = repdef.max_def(layers)
     bits_rep = max_rep.bit_length() if rep is not None else 0
@@ -265,6 +272,7 @@ def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
 
 
 def fsl_encoding(values: Values) -> pb.CompressiveEncoding:
+    """The encoding of ``values``: flat items wrapped in their fixed-size-list layers."""
     if not values.fsl:
         return flat_enc(values.bits)
     enc = flat_enc(values.item_bits)
@@ -277,6 +285,7 @@ def fsl_encoding(values: Values) -> pb.CompressiveEncoding:
 
 
 def needs_full_zip(values: Values) -> bool:
+    """True when values are wide enough for the full-zip layout, as the reference decides."""
     if values.variable:
         return bool(values.n) and int(np.diff(values.offsets).max()) >= FULLZIP_MIN_BYTES
     return values.bits >= FULLZIP_MIN_BYTES * 8 and values.item_validity is None

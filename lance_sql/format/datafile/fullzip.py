@@ -64,6 +64,7 @@ def _coalesced_reads(read: Reader, base: int, lo: np.ndarray, hi: np.ndarray):
 
 
 class FullZipPage:
+    """Reads a full-zip page: each row's levels and value stored together."""
     def __init__(self, read: Reader, buffers, layout: pb.FullZipLayout, num_rows: int,
                  leaf_type: pa.DataType, where: str) -> None:  # fmt: skip
         self.read = read
@@ -343,7 +344,7 @@ def _fixed_from_rows(enc: pb.CompressiveEncoding, data: np.ndarray, n: int, widt
         if bits != width * 8:
             raise FormatError(f"{where}: {bits}-bit values in {width}-byte slots")
         return Fixed(data, bits, n)
-    layers, bits = cz._fsl_layers(enc, where)
+    layers, bits = cz.fsl_layers(enc, where)
     rows = data.reshape(n, width) if n else data.reshape(0, width)
     col = 0
     cum = 1
@@ -366,6 +367,7 @@ def _fixed_from_rows(enc: pb.CompressiveEncoding, data: np.ndarray, n: int, widt
 
 
 class ConstantPage:
+    """Reads a constant-layout page: one value (or only nulls) for every row."""
     def __init__(self, read: Reader, buffers, layout: pb.ConstantLayout, num_rows: int,
                  leaf_type: pa.DataType, where: str) -> None:  # fmt: skip
         self.where = where

@@ -48,6 +48,7 @@ def _pad8(n: np.ndarray) -> np.ndarray:
 
 
 class MiniBlockPage:
+    """Reads a mini-block page: small chunks of levels and values, decoded per chunk."""
     def __init__(
         self,
         read: Reader,

@@ -39,7 +39,7 @@ EMPTYABLE_LIST = pb.REPDEF_EMPTYABLE_LIST
 NULL_AND_EMPTY_LIST = pb.REPDEF_NULL_AND_EMPTY_LIST
 
 _LISTS = (ALL_VALID_LIST, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST)
-_DEF_LEVELS = {
+DEF_LEVELS = {
     ALL_VALID_ITEM: 0,
     ALL_VALID_LIST: 0,
     NULLABLE_ITEM: 1,
@@ -50,25 +50,29 @@ _DEF_LEVELS = {
 
 
 def is_list(layer: int) -> bool:
+    """True for the layer kinds that are lists (they add a repetition level)."""
     return layer in _LISTS
 
 
 def check_layers(layers: list[int], where: str) -> None:
+    """Refuse a page whose rep/def layers are missing or unknown."""
     if not layers:
         raise FormatError(f"{where}: page has no rep/def layers")
     for layer in layers:
-        if layer not in _DEF_LEVELS:
+        if layer not in DEF_LEVELS:
             raise FormatError(f"{where}: unknown rep/def layer {layer}")
     if is_list(layers[0]):
         raise FormatError(f"{where}: the innermost rep/def layer is a list")
 
 
 def max_rep(layers: list[int]) -> int:
+    """The highest repetition level of ``layers`` (one per list)."""
     return sum(1 for layer in layers if is_list(layer))
 
 
 def max_def(layers: list[int]) -> int:
-    return sum(_DEF_LEVELS[layer] for layer in layers)
+    """The highest definition level of ``layers``."""
+    return sum(DEF_LEVELS[layer] for layer in layers)
 
 
 def max_visible_def(layers: list[int]) -> int:
@@ -77,7 +81,7 @@ def max_visible_def(layers: list[int]) -> int:
     for layer in layers:
         if is_list(layer):
             break
-        total += _DEF_LEVELS[layer]
+        total += DEF_LEVELS[layer]
     return total
 
 
@@ -122,7 +126,7 @@ def unravel(
     of value slots (visible items).
     """
     outer_first = list(reversed(layers))
-    nd = [_DEF_LEVELS[layer] for layer in outer_first]
+    nd = [DEF_LEVELS[layer] for layer in outer_first]
     # base[j]: def levels strictly inside layer j
     base = [sum(nd[j + 1 :]) for j in range(len(nd))]
     lists_inside = [sum(1 for x in outer_first[j:] if is_list(x)) for j in range(len(nd))]

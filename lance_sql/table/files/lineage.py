@@ -83,18 +83,22 @@ class FragmentLineage:
 
     __slots__ = ("_arrays", "_compact", "_key")
 
-    def __init__(self, row_ids: np.ndarray, created: np.ndarray, updated: np.ndarray) -> None:
-        self._arrays: tuple[np.ndarray, ...] | None = (row_ids, created, updated)
-        self._compact: tuple[RowIdPieces, VersionRuns, VersionRuns] | None = None
-        self._key: Hashable = None
+    def __init__(self, row_ids: np.ndarray, created: np.ndarray, updated: np.ndarray,
+                 *, compact: tuple[RowIdPieces, VersionRuns, VersionRuns] | None = None,
+                 key: Hashable = None) -> None:
+        """From arrays, or (``compact``, with the ``key`` of the array cache) from
+        sequences, the arrays then being built on demand."""
+        self._arrays: tuple[np.ndarray, ...] | None = \
+            None if compact is not None else (row_ids, created, updated)
+        self._compact = compact
+        self._key: Hashable = key
 
     @classmethod
     def from_sequences(cls, key: Hashable, row_ids: RowIdPieces, created: VersionRuns,
                        updated: VersionRuns) -> FragmentLineage:
         """Lineage read from sequences; ``key`` names them in the array cache."""
-        out = cls.__new__(cls)
-        out._arrays, out._compact, out._key = None, (row_ids, created, updated), key
-        return out
+        empty = np.empty(0, np.uint64)
+        return cls(empty, empty, empty, compact=(row_ids, created, updated), key=key)
 
     def _array(self, i: int) -> np.ndarray:
         if self._arrays is not None:

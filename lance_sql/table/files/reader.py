@@ -65,6 +65,7 @@ def data_file_key(manifest: Manifest, data_file: DataFile) -> str:
 
 
 def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) -> LanceFileReader:
+    """The open reader of ``data_file`` (cached); a format lance_sql cannot read is refused."""
     version = (data_file.file_major_version, data_file.file_minor_version)
     root = base_store(store, manifest, data_file.base_id)
     key = data_file_key(manifest, data_file)
@@ -239,6 +240,7 @@ class FragmentReader:
 
 
 def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
+    """Row addresses (fragment id << 32 | offset) of ``offsets`` in a fragment."""
     base = np.uint64(fragment_id) << np.uint64(32)
     return pa.array(offsets.astype(np.uint64) | base, pa.uint64())
 

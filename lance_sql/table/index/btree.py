@@ -40,10 +40,12 @@ INDEX_DIR = "_indices"
 
 
 def index_key(uuid: str, name: str) -> str:
+    """Key of file ``name`` of index ``uuid``."""
     return f"{INDEX_DIR}/{uuid}/{name}"
 
 
 def index_store(store: ObjectStore, manifest: Manifest, meta: IndexMetadata) -> ObjectStore:
+    """The store holding the files of index ``meta``."""
     return base_store(store, manifest, meta.base_id)
 
 

@@ -70,11 +70,13 @@ class Leaf:
 
 @dataclass(frozen=True)
 class Both:
+    """Rows all of ``parts`` match (AND)."""
     parts: tuple[IndexExpr, ...]
 
 
 @dataclass(frozen=True)
 class Either:
+    """Rows any of ``parts`` matches (OR)."""
     parts: tuple[IndexExpr, ...]
 
 

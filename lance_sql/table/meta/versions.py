@@ -121,6 +121,8 @@ def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
 
 def find_version(store: ObjectStore, version: int,
                  handler: CommitHandler | None = None) -> VersionRef:
+    """The ref of ``version``; with ``handler``, a half-finished commit of it is repaired
+    and found."""
     refs = list_versions(store)
     for ref in refs:
         if ref.version == version:
@@ -233,6 +235,7 @@ def check_tag_name(name: object, *, creating: bool = False) -> str:
 
 
 def read_tags(store: ObjectStore) -> dict[str, dict]:
+    """Every tag of the table: name -> its JSON body."""
     tags = {}
     for name in store.list_dir(TAGS_DIR):
         if name.endswith(".json"):
@@ -242,6 +245,7 @@ def read_tags(store: ObjectStore) -> dict[str, dict]:
 
 
 def read_tag(store: ObjectStore, name: str) -> dict:
+    """Tag ``name``'s JSON body (``version``, ``manifestSize``...); a NotFoundError if missing."""
     check_tag_name(name)
     key = tag_key(name)
     try:
@@ -264,6 +268,7 @@ def read_tag(store: ObjectStore, name: str) -> dict:
 
 
 def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) -> None:
+    """Write tag ``name`` for ``ref`` (``replace``: over an existing one)."""
     check_tag_name(name)
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
     body = {
@@ -284,6 +289,7 @@ def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) 
 
 
 def delete_tag(store: ObjectStore, name: str) -> None:
+    """Delete tag ``name``; a NotFoundError if it does not exist."""
     check_tag_name(name)
     if not store.exists(tag_key(name)):
         raise NotFoundError(f"tag {name!r} does not exist in {store.uri}")

@@ -43,7 +43,7 @@ class LruCache:
         self.hits = 0
         self.misses = 0
 
-    def get_or_load(self, key: Hashable, load: Callable[[], Any]) -> Any:  # noqa: ANN401
+    def get_or_load(self, key: Hashable, load: Callable[[], Any]) -> Any:
         """The value cached under ``key``, else ``load()`` (kept if it fits)."""
         with self._lock:
             if key in self._items:
@@ -108,7 +108,7 @@ class CacheKind:
     holds: str
 
 
-def _nbytes(value: Any) -> int:  # noqa: ANN401
+def _nbytes(value: Any) -> int:
     return int(value.nbytes)
 
 
@@ -192,7 +192,7 @@ class TableCache:
         self._bounds = {kind.name: kind.max_bytes for kind in KINDS}
         self.configure(**dict(max_bytes or {}))
 
-    def get_or_load(self, kind: CacheKind, key: Hashable, load: Callable[[], Any]) -> Any:  # noqa: ANN401
+    def get_or_load(self, kind: CacheKind, key: Hashable, load: Callable[[], Any]) -> Any:
         """The ``kind`` value cached under ``key``, else ``load()`` (kept if it fits)."""
         return self._caches[kind.name].get_or_load(key, load)
 

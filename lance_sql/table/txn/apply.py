@@ -412,8 +412,8 @@ def _(op: UpdateConfig, previous: Manifest, ctx: _Ctx) -> Manifest:
     return replace(m, schema=schema)
 
 
-def _replace_field(schema: LanceSchema, field_id: int, change) -> LanceSchema:  # noqa: ANN001
-    def walk(f):  # noqa: ANN001, ANN202
+def _replace_field(schema: LanceSchema, field_id: int, change) -> LanceSchema:
+    def walk(f):
         if f.id == field_id:
             return change(f)
         if not f.children:

@@ -268,6 +268,7 @@ class ReserveFragments:
 
 @dataclass(frozen=True)
 class DataReplacementGroup:
+    """One replaced data file: which fragment, and the file with its new fields."""
     fragment_id: int
     new_file: DataFile
 
