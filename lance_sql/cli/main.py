@@ -197,12 +197,13 @@ def open_session(root: str, tables: Sequence[str] = (), *, read_only: bool = Fal
                  allow_external_files: bool = False) -> LanceSession:
     """A session over ROOT: a directory of tables, or a single table's directory."""
     path = Path(root)
-    access = {"read_only": read_only, "allow_external_files": allow_external_files}
     if (path / "_versions").is_dir():
-        session = LanceSession(None, **access)
+        session = LanceSession(None, read_only=read_only,
+                               allow_external_files=allow_external_files)
         session.register(path.name.removesuffix(".lance"), path)
     elif path.is_dir():
-        session = LanceSession(path, **access)
+        session = LanceSession(path, read_only=read_only,
+                               allow_external_files=allow_external_files)
     else:
         raise NotFoundError(f"{root} is not a directory of Lance tables")
     for spec in tables:

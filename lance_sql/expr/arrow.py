@@ -45,6 +45,7 @@ from lance_sql.expr.model import (
     Column,
     Expr,
     Literal,
+    cast_target,
     col,
     lit,
     literal_type,
@@ -320,7 +321,7 @@ class _Translator:
         if op in _UNARY_FN:
             return _call(_UNARY_FN[op], [self.expr(args[0])])
         if op == "cast":
-            return _cast(self.expr(args[0]), args[1].type)
+            return _cast(self.expr(args[0]), cast_target(e))
         raise InvalidInputError(f"unknown operator {op!r} in filter")
 
     def boolean(self, e: Expr) -> _Typed:

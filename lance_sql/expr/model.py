@@ -67,6 +67,14 @@ def lit(value: Any, type: pa.DataType | None = None) -> Literal:
     return Literal(value, type)
 
 
+def cast_target(call: Call) -> pa.DataType:
+    """The type a ``cast`` call converts to (its second argument, a typed literal)."""
+    target = call.args[1]
+    if not isinstance(target, Literal) or target.type is None:
+        raise InvalidInputError(f"cast needs a type as its second argument, got {target!r}")
+    return target.type
+
+
 def literal_type(lit: Literal) -> pa.DataType:
     """The Arrow type ``lit`` evaluates to."""
     return scalar_of(lit).type

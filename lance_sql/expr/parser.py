@@ -26,6 +26,7 @@ from lance_sql.expr.model import (
     Column,
     Expr,
     Literal,
+    cast_target,
     literal_type,
 )
 
@@ -245,6 +246,7 @@ class _Parser:
         pattern = self.expr(_PREDICATE_BP + 1)
         if not isinstance(pattern, Literal) or not isinstance(pattern.value, str | None):
             raise self.error(f"{word} needs a string literal pattern", pattern_tok)
+        assert word is not None  # LIKE or ILIKE
         return Call(word.lower(), (left, pattern))
 
     def list_item(self) -> Literal:
@@ -468,7 +470,7 @@ def to_sql(expr: Expr) -> str:
     if op in COMPARISONS or op in ARITHMETIC:
         return f"({a[0]} {op} {a[1]})"
     if op == "cast":
-        return f"CAST({a[0]} AS {sql_type_name(expr.args[1].type)})"
+        return f"CAST({a[0]} AS {sql_type_name(cast_target(expr))})"
     simple = {"not": "(NOT {0})", "negate": "(- {0})", "is_null": "({0} IS NULL)",
               "is_not_null": "({0} IS NOT NULL)", "between": "({0} BETWEEN {1} AND {2})",
               "like": "({0} LIKE {1})", "ilike": "({0} ILIKE {1})"}

@@ -25,7 +25,7 @@ import shutil
 import stat
 import threading
 import uuid
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from lance_sql.errors import FormatError, NotFoundError, PathEscapeError
 from lance_sql.io.store import ObjectStore, check_key, is_temporary
@@ -239,7 +239,7 @@ class LocalStore(ObjectStore):
             os.fsync(f.fileno())
 
     def _commit_writer(self, key: str, token: object) -> None:
-        tmp, path = token  # type: ignore[misc]
+        tmp, path = cast(tuple[str, str], token)
         if self.fsync:
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())

@@ -22,6 +22,7 @@ import re
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from datafusion.catalog import CatalogProvider, SchemaProvider, Table
 
@@ -220,11 +221,11 @@ class LanceSchemaProvider(SchemaProvider):
         self.resolver = resolver
         self.errors = errors
         self._planned: dict[str, weakref.WeakSet[LanceTableDataset]] = {}
-        self._others: dict[str, Table] = {}
+        self._others: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    @property
-    def table_names(self) -> list[str]:  # DataFusion wants a sequence property
+    @property  # DataFusion 55 reads a sequence property, whatever its stubs declare
+    def table_names(self) -> list[str]:  # type: ignore[override]
         with self._lock:
             others = list(self._others)
         return sorted(set(self.resolver.directory.names()) | set(others))
@@ -279,7 +280,7 @@ class LanceSchemaProvider(SchemaProvider):
         with self._lock:
             return name in self._others
 
-    def register_table(self, name: str, table: Table) -> None:
+    def register_table(self, name: str, table: Any) -> None:
         """Other tables (memory tables, views) DataFusion registers in our schema."""
         with self._lock:
             self._others[name] = table
@@ -297,5 +298,6 @@ class LanceCatalog(CatalogProvider):
     def schema_names(self) -> set[str]:
         return {SCHEMA}
 
-    def schema(self, name: str) -> LanceSchemaProvider | None:
+    # DataFusion 55 takes a schema provider here, though its stubs say a Schema
+    def schema(self, name: str) -> LanceSchemaProvider | None:  # type: ignore[override]
         return self._schema if name == SCHEMA else None

@@ -9,6 +9,7 @@ dataset.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ import pyarrow.dataset as pds
 from datafusion.catalog import Table
 
 from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.fragment import Fragment
 from lance_sql.sql.catalog import VersionResolver
 from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
@@ -68,7 +70,8 @@ def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
     for ref in refs:
         manifest = resolver.manifest(table, ref.version)
         txn = load_transaction_bytes(store, ref)
-        old_ids = {} if previous is None else {f.id: f for f in previous.fragments}
+        old_ids: dict[int, Fragment] = {} if previous is None else {
+            f.id: f for f in previous.fragments}
         added = sum(f.num_rows for f in manifest.fragments if f.id not in old_ids)
         before = 0 if previous is None else previous.num_rows
         removed = max(0, before - (manifest.num_rows - added))
@@ -87,7 +90,8 @@ def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=VERSIONS_SCHEMA)
 
 
-def make_table_versions(resolver: VersionResolver, errors: ErrorRegistry):
+def make_table_versions(resolver: VersionResolver,
+                        errors: ErrorRegistry) -> Callable[..., Table]:
     """The ``table_versions`` callable DataFusion registers; errors travel typed."""
 
     def table_versions_udtf(*args: Any) -> Table:
@@ -102,7 +106,8 @@ def make_table_versions(resolver: VersionResolver, errors: ErrorRegistry):
     return table_versions_udtf
 
 
-def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry):
+def make_table_changes(resolver: VersionResolver,
+                       errors: ErrorRegistry) -> Callable[..., Table]:
     """The ``table_changes('t', start[, end])`` callable: versions or timestamps, inclusive."""
 
     def table_changes_udtf(*args: Any) -> Table:
@@ -113,7 +118,8 @@ def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry):
                     "table_changes() takes a table name, a start and an optional end "
                     "(versions or timestamps)")
             name = values[0]
-            window = resolve_window(resolver.store(name), *values[1:],
+            end = values[2] if len(values) == 3 else None
+            window = resolve_window(resolver.store(name), values[1], end,
                                     manifest_of=lambda v: resolver.manifest(name, v))
             return Table(ChangesDataset(name, window, errors))
         except Exception as exc:  # carried through DataFusion

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -138,7 +139,7 @@ def decode(expression: pc.Expression) -> Expr | None:
     return None
 
 
-def _call(name: str, args: list[Expr | None], options: Any) -> Expr:
+def _call(name: str, args: Sequence[Expr | None], options: Any) -> Expr:
     exprs = tuple(a if a is not None else UNKNOWN for a in args)
     if name in _COMPARE:
         return Call(_COMPARE[name], exprs)

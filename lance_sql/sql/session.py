@@ -214,6 +214,7 @@ class LanceDataFrame(DataFrame):
                     many = isinstance(result, list)
                     members = result if many else [result]
                     if members:
+                        assert target is not None
                         group = _StreamGroup(scope, len(members), target)
                         streams = [TypedStream(r, self._translate, group) for r in members]
                         result = streams if many else streams[0]

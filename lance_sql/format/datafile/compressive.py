@@ -18,6 +18,7 @@ Every size, width and offset is checked before use; anything inconsistent raises
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -80,7 +81,7 @@ class ChunkBuffers:
                 self._data = self.raw[a : a + int(self.sizes.sum())]
             else:
                 lo, hi = self.pos.tolist(), (self.pos + self.sizes).tolist()
-                joined = b"".join([self.raw[a:b] for a, b in zip(lo, hi, strict=True)])
+                joined = b"".join([self.raw[a:b].data for a, b in zip(lo, hi, strict=True)])
                 self._data = np.frombuffer(joined, np.uint8)
         return self._data
 
@@ -91,7 +92,8 @@ class ChunkBuffers:
         return ChunkBuffers(data, np.cumsum(sizes) - sizes, sizes)
 
     @staticmethod
-    def join(pieces: list[bytes | memoryview]) -> ChunkBuffers:
+    def join(pieces: Sequence[bytes | memoryview]) -> ChunkBuffers:
+        """One buffer holding ``pieces`` back to back."""
         sizes = np.fromiter((len(p) for p in pieces), np.int64, len(pieces))
         return ChunkBuffers.of(np.frombuffer(b"".join(pieces), np.uint8), sizes)
 
@@ -306,7 +308,8 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
     if counts.size > 1:
         lo = (starts + first).tolist()
         hi = (starts + last).tolist()
-        data = np.frombuffer(b"".join([raw[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
+        data = np.frombuffer(b"".join([raw[a:b].data for a, b in zip(lo, hi, strict=True)]),
+                             np.uint8)
     else:
         data = raw[int(starts[0] + first[0]) : int(starts[0] + last[0])]
     # every offset but the chunk heads, rebased onto the joined data; a chunk's head equals
@@ -465,27 +468,28 @@ def decode_block(enc: pb.CompressiveEncoding, buf: bytes | memoryview | np.ndarr
 
 
 def _block_variable(data: np.ndarray, n: int, where: str) -> Variable:
+    header = data.data  # for struct
     if data.size < 9:
         raise FormatError(f"{where}: variable-width block of {data.size} bytes")
     if data[1] or data[2] or data[3]:  # older framing: u8 width, count, data start
         width = int(data[0])
         if width == 32:
-            count, start = struct.unpack_from("<II", data, 1)
+            count, start = struct.unpack_from("<II", header, 1)
             off0 = 9
         elif width == 64 and data.size >= 17:
-            count, start = struct.unpack_from("<QQ", data, 1)
+            count, start = struct.unpack_from("<QQ", header, 1)
             off0 = 17
         else:
             raise FormatError(f"{where}: {width}-bit offsets in a variable-width block")
         if count != n:
             raise FormatError(f"{where}: variable-width block of {count} values, expected {n}")
     else:
-        width = int(struct.unpack_from("<I", data)[0])
+        width = int(struct.unpack_from("<I", header)[0])
         if width == 32:
-            start = struct.unpack_from("<I", data, 4)[0]
+            start = struct.unpack_from("<I", header, 4)[0]
             off0 = 8
         elif width == 64 and data.size >= 16:
-            start = struct.unpack_from("<Q", data, 8)[0]
+            start = struct.unpack_from("<Q", header, 8)[0]
             off0 = 16
         else:
             raise FormatError(f"{where}: {width}-bit offsets in a variable-width block")
@@ -570,7 +574,7 @@ def _block_rle(rle: pb.Rle, data: np.ndarray, n: int, where: str) -> Fixed:
         raise FormatError(f"{where}: RLE needs byte-wide values and 8-bit run lengths")
     if data.size < 8:
         raise FormatError(f"{where}: RLE block of {data.size} bytes")
-    vbytes = int(struct.unpack_from("<Q", data)[0])
+    vbytes = int(struct.unpack_from("<Q", data.data)[0])
     width = bits // 8
     if vbytes % width or 8 + vbytes > data.size or (data.size - 8 - vbytes) != vbytes // width:
         raise FormatError(f"{where}: RLE block sizes are inconsistent")

@@ -419,9 +419,9 @@ class LanceFileReader:
         pieces = []
         for p, ls, le in self._spans(info, starts, ends):
             a, b = int(ls[0]), int(le[-1])
-            arr = decode(
-                self._context(info, p), info.pages[p].encoding, dtype, info.pages[p].length, a, b
-            )
+            encoding = info.pages[p].encoding
+            assert encoding is not None  # a 2.0 page
+            arr = decode(self._context(info, p), encoding, dtype, info.pages[p].length, a, b)
             if len(ls) > 1:
                 arr = arr.take(pa.array(_range_indices(ls - a, le - a)))
             pieces.append(arr)
@@ -463,6 +463,7 @@ class LanceFileReader:
         any_null = False
         for p, ls, le in self._spans(info, starts, ends):
             page = info.pages[p]
+            assert page.encoding is not None  # a 2.0 page
             lst = page.encoding.list
             a, b = int(ls[0]), int(le[-1])
             ctx = self._context(info, p)

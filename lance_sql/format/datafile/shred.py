@@ -13,6 +13,7 @@ vectorised per layer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,7 @@ class ShreddedLeaf:
     field: LanceField  # the field that owns the column
     rep: np.ndarray | None  # uint16 per level entry, None without lists
     def_: np.ndarray | None  # uint16 per level entry, None when nothing is null or empty
-    layers: list[int]  # innermost first
+    layers: Sequence[int]  # innermost first
     values: pa.Array  # one per value slot (storage type); null where def != 0
     num_rows: int
 

@@ -69,7 +69,7 @@ class _Output:
         self.pos = 0
 
     def write(self, data: BufferLike) -> int:
-        view = memoryview(data).cast("B")
+        view = (data.data if isinstance(data, np.ndarray) else memoryview(data)).cast("B")
         if view.nbytes:
             self.sink.write(view)
         self.pos += view.nbytes
@@ -285,6 +285,7 @@ class LanceFileWriter:
         self.fixed_size_binary = fixed_size_binary
         self.out = _Output(sink)
         self.columns: list = []
+        self._top: list[_Column | StructuralField]
         if version == "2.0":
             self._top = [_make_column(self, f, f.name) for f in schema.fields]
         else:

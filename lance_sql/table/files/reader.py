@@ -193,7 +193,7 @@ class FragmentReader:
                 )
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
-        return out  # type: ignore[return-value]
+        return out
 
     def take(self, fields: Sequence[LanceField], rows: np.ndarray) -> list[pa.Array]:
         self.check_rows()
@@ -209,7 +209,7 @@ class FragmentReader:
                                      blob_descriptions=True)
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
-        return out  # type: ignore[return-value]
+        return out
 
     def check_rows(self) -> int:
         """The fragment's row count, checked against its data files (see

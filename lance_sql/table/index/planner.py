@@ -99,14 +99,14 @@ class IndexedRows:
 def btree_indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
     """The manifest's single-column BTREE indices (decoded once per index section)."""
     section = manifest.index_section
+    if not section:
+        return ()
 
     def load() -> tuple[tuple[IndexMetadata, ...], int]:
         found = tuple(i for i in decode_index_section(section)
                       if i.type_url == TYPE_URL and len(i.fields) == 1)
         return found, len(section)
 
-    if not section:
-        return ()
     return current_runtime().cache.get_or_load(INDEX_SECTIONS, section, load)[0]
 
 
@@ -129,12 +129,15 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
     indexed: list[IndexExpr] = []
     rest: list[Expr] = []
     for part in conjuncts:
-        tree = _sargable(part, by_field)
-        (indexed if tree is not None else rest).append(part if tree is None else tree)
+        sargable = _sargable(part, by_field)
+        if sargable is None:
+            rest.append(part)
+        else:
+            indexed.append(sargable)
     if not indexed:
         return None
-    indexed = _merge_ranges(indexed)  # type: ignore[arg-type]
-    tree = indexed[0] if len(indexed) == 1 else Both(tuple(indexed))  # type: ignore[arg-type]
+    indexed = _merge_ranges(indexed)
+    tree = indexed[0] if len(indexed) == 1 else Both(tuple(indexed))
     live = {f.id for f in manifest.fragments}
     if fragment_ids is not None:
         live &= set(fragment_ids)
@@ -322,9 +325,8 @@ def _estimate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> tuple[
             return len(pages), keys + max(0, len(pages) - keys) * BATCH_SIZE
         return len(pages), len(pages) * BATCH_SIZE
     parts = [_estimate(p, store, manifest) for p in tree.parts]
-    pages = sum(p for p, _ in parts)
     rows = [r for _, r in parts]
-    return pages, (min(rows) if isinstance(tree, Both) else sum(rows))
+    return sum(p for p, _ in parts), (min(rows) if isinstance(tree, Both) else sum(rows))
 
 
 def _by_fragment(addresses: np.ndarray, covered: set[int], manifest: Manifest,

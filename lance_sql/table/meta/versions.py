@@ -271,7 +271,7 @@ def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) 
     """Write tag ``name`` for ``ref`` (``replace``: over an existing one)."""
     check_tag_name(name)
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
-    body = {
+    body: dict[str, object] = {
         "branch": None,
         "version": ref.version,
         "manifestSize": store.size(ref.key),
