@@ -413,15 +413,21 @@ class LanceFileReader:
             for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(ls)], strict=True):
                 yield p, ls[lo:hi], le[lo:hi]
 
+    def _encoding(self, info: container.ColumnInfo, p: int) -> enc.ArrayEncoding:
+        """Page ``p``'s 2.0 array encoding; a page without one is corrupt."""
+        encoding = info.pages[p].encoding
+        if encoding is None:
+            raise FormatError(f"{self.path}: page {p} of a 2.0 column has no array encoding")
+        return encoding
+
     def _read_leaf(
         self, info: container.ColumnInfo, dtype: pa.DataType, starts: np.ndarray, ends: np.ndarray
     ) -> pa.Array:
         pieces = []
         for p, ls, le in self._spans(info, starts, ends):
             a, b = int(ls[0]), int(le[-1])
-            encoding = info.pages[p].encoding
-            assert encoding is not None  # a 2.0 page
-            arr = decode(self._context(info, p), encoding, dtype, info.pages[p].length, a, b)
+            arr = decode(self._context(info, p), self._encoding(info, p), dtype,
+                         info.pages[p].length, a, b)
             if len(ls) > 1:
                 arr = arr.take(pa.array(_range_indices(ls - a, le - a)))
             pieces.append(arr)
@@ -463,8 +469,7 @@ class LanceFileReader:
         any_null = False
         for p, ls, le in self._spans(info, starts, ends):
             page = info.pages[p]
-            assert page.encoding is not None  # a 2.0 page
-            lst = page.encoding.list
+            lst = self._encoding(info, p).list
             a, b = int(ls[0]), int(le[-1])
             ctx = self._context(info, p)
             first, page_ends, valid = end_offsets(
