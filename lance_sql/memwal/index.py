@@ -21,7 +21,7 @@ from lance_sql.format.memwal import (
 )
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema
-from lance_sql.table.txn.operations import CreateIndex, Transaction
+from lance_sql.table.txn.operations import CreateIndex
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset
@@ -63,7 +63,8 @@ def initialize(ds: LanceDataset, region_spec: RegionSpec | None = None, *,
     means regions are created by hand (spec id 0). ``maintained_indexes`` names base-table
     indexes MemTables keep up to date (None: all of them).
     """
-    base, naming = ds._latest_for_write()
+    ctx = ds.write_context()
+    base = ctx.table
     entries = decode_index_section(base.index_section)
     if any(i.name == MEM_WAL_INDEX_NAME for i in entries):
         raise InvalidInputError(f"{ds.uri} already has a MemWAL index")
@@ -88,4 +89,4 @@ def initialize(ds: LanceDataset, region_spec: RegionSpec | None = None, *,
         maintain_all_indexes=maintained_indexes is None)
     entry = with_details(IndexMetadata.new(MEM_WAL_INDEX_NAME, [], base.version, None),
                          details.encode(), base.version)
-    return ds._commit(base, naming, Transaction(base.version, CreateIndex((entry,))))
+    return ds.at_manifest(ctx.commit(CreateIndex((entry,))))

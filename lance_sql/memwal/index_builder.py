@@ -29,7 +29,7 @@ from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values
 from lance_sql.table.dataset import LanceDataset, dataset
-from lance_sql.table.txn.operations import CreateIndex, Transaction
+from lance_sql.table.txn.operations import CreateIndex
 
 __all__ = ["INLINE_THRESHOLD", "read_snapshot", "refresh_index", "snapshot_schema"]
 
@@ -125,10 +125,9 @@ def refresh_index(ds: LanceDataset, *, inline_threshold: int = INLINE_THRESHOLD
         current.store.put(f"_indices/{new_uuid}/{SNAPSHOT_FILE}", snapshot)
     refreshed = details.evolve(snapshot_ts_millis=int(time.time() * 1000),
                                num_regions=len(manifests), inline_snapshots=inline)
-    base, naming = current._latest_for_write()
-    new_entry = with_details(entry, refreshed.encode(), base.version, new_uuid)
-    txn = Transaction(base.version, CreateIndex((new_entry,), (entry,)))
-    return current._commit(base, naming, txn)
+    ctx = current.write_context()
+    new_entry = with_details(entry, refreshed.encode(), ctx.table.version, new_uuid)
+    return current.at_manifest(ctx.commit(CreateIndex((new_entry,), (entry,))))
 
 
 def read_snapshot(ds: LanceDataset) -> pa.Table:

@@ -9,7 +9,7 @@ later commits; writing through it commits on top of the latest version.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,19 +19,18 @@ import pyarrow as pa
 
 from lance_sql.errors import (
     InvalidInputError,
-    NotFoundError,
     SchemaError,
 )
 from lance_sql.format.deletion import merged_deletion
-from lance_sql.format.feature_flags import check_writable
-from lance_sql.format.fragment import Fragment
+from lance_sql.format.fragment import BasePath, Fragment
+from lance_sql.format.index import IndexMetadata
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.table import index as indices
 from lance_sql.table.changes.feed import table_changes
-from lance_sql.table.dataset_ops import MaintenanceMixin
 from lance_sql.table.files.reader import (
     FragmentReader,
     by_fragment,
@@ -40,7 +39,6 @@ from lance_sql.table.files.reader import (
     system_arrays,
 )
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
-from lance_sql.table.index import index_hook
 from lance_sql.table.meta.timetravel import parse_instant, version_at
 from lance_sql.table.meta.versions import (
     VersionRef,
@@ -48,7 +46,6 @@ from lance_sql.table.meta.versions import (
     commit_time,
     delete_tag,
     find_version,
-    latest_committed,
     latest_version,
     list_versions,
     load_manifest,
@@ -57,10 +54,23 @@ from lance_sql.table.meta.versions import (
     read_tags,
     write_tag,
 )
+from lance_sql.table.ops import cleanup, maintenance, schema_evolution
+from lance_sql.table.ops import clone as cloning
+from lance_sql.table.ops import update as updating
+from lance_sql.table.ops.merge_insert import MergeInsertBuilder
 from lance_sql.table.read.blobs import BlobFile, take_blobs
 from lance_sql.table.read.scan import Scanner, cast_output, matching_rows, plan_scan
-from lance_sql.table.txn.commit import CommitConfig, commit_transaction, committed_version
-from lance_sql.table.txn.operations import Append, Delete, Overwrite, Transaction
+from lance_sql.table.txn.commit import CommitConfig
+from lance_sql.table.txn.operations import (
+    Append,
+    CreateIndex,
+    Delete,
+    Overwrite,
+    Transaction,
+    UpdateBases,
+    UpdateConfig,
+)
+from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import (
     DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -120,8 +130,28 @@ class Tags:
         return read_tag(self._ds.store, tag)["version"]
 
 
-class LanceDataset(MaintenanceMixin):
-    """One version of a Lance table (maintenance methods: :mod:`dataset_ops`)."""
+class Optimizer:
+    """``ds.optimize``: compaction and index optimisation."""
+
+    def __init__(self, compact: Callable[..., maintenance.CompactionMetrics],
+                 indices: Callable[[], None]) -> None:
+        self._compact, self._indices = compact, indices
+
+    def compact_files(self, **options: Any) -> maintenance.CompactionMetrics:
+        """Rewrite small / deletion-heavy fragments; see :func:`maintenance.compact_files`."""
+        return self._compact(**options)
+
+    def optimize_indices(self, **_: Any) -> None:
+        """Fold fragments added since each BTREE index was built into a new index."""
+        self._indices()
+
+
+class LanceDataset:
+    """One version of a Lance table.
+
+    Every write goes through a :class:`WriteContext` on the newest version and, like
+    pylance, moves the dataset object to the version it committed.
+    """
 
     def __init__(
         self,
@@ -138,11 +168,10 @@ class LanceDataset(MaintenanceMixin):
         self._manifest = load_manifest(self.store, self._ref)
 
     @classmethod
-    def _from_manifest(
-        cls, base: LanceDataset, ref: VersionRef, manifest: Manifest
-    ) -> LanceDataset:
+    def _opened(cls, uri: str, store: ObjectStore, config: CommitConfig, ref: VersionRef,
+                manifest: Manifest) -> LanceDataset:
         ds = cls.__new__(cls)
-        ds.uri, ds.store, ds.commit_config = base.uri, base.store, base.commit_config
+        ds.uri, ds.store, ds.commit_config = uri, store, config
         ds._ref, ds._manifest = ref, manifest
         return ds
 
@@ -227,7 +256,8 @@ class LanceDataset(MaintenanceMixin):
 
     def checkout_version(self, version: int | str | datetime) -> LanceDataset:
         ref = self._resolve(version)
-        return LanceDataset._from_manifest(self, ref, load_manifest(self.store, ref))
+        return self._opened(self.uri, self.store, self.commit_config, ref,
+                            load_manifest(self.store, ref))
 
     # -- reads --------------------------------------------------------------------
     def scanner(
@@ -257,7 +287,7 @@ class LanceDataset(MaintenanceMixin):
             with_row_id=with_row_id,
             with_row_address=with_row_address,
             fragments=fragments,
-            indexed=index_hook(self.store, self._manifest, use_scalar_index),
+            indexed=indices.index_hook(self.store, self._manifest, use_scalar_index),
         )
 
     def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,  # noqa: A002
@@ -364,21 +394,21 @@ class LanceDataset(MaintenanceMixin):
         return table.take(pa.array(inverse)).select(list(plan.output_fields))  # pieces are cast
 
     # -- writes ---------------------------------------------------------------------
-    def _latest_for_write(self) -> tuple[Manifest, ManifestNaming]:
-        ref = latest_committed(self.store, self.commit_config.handler)
-        if ref is None:
-            raise NotFoundError(f"no Lance table at {self.store.uri}")
-        manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
-        check_writable(manifest.writer_feature_flags, f"{self.store.uri}/{ref.key}")
-        return manifest, ref.naming
+    def write_context(self) -> WriteContext:
+        """A write on the newest version of this table (NotFoundError if it is gone; refused
+        for writer feature flags we do not know). Every write of this class starts here."""
+        return WriteContext.open(self.store, self.commit_config, must_exist=True,
+                                 known=(self._ref, self._manifest))
 
-    def _commit(self, manifest: Manifest, naming: ManifestNaming, txn: Transaction,
-                **options: Any) -> LanceDataset:
-        new = commit_transaction(
-            self.store, manifest, naming, txn, config=self.commit_config,
-            data_format=manifest.data_format, **options,
-        )
-        return LanceDataset._from_manifest(self, VersionRef(new.version, naming), new)
+    def at_manifest(self, manifest: Manifest) -> LanceDataset:
+        """This table at ``manifest``, a version a write context of it committed (no read)."""
+        return self._opened(self.uri, self.store, self.commit_config,
+                            VersionRef(manifest.version, self._ref.naming), manifest)
+
+    def _moved_to(self, manifest: Manifest | None) -> None:
+        if manifest is not None:
+            self._ref = VersionRef(manifest.version, self._ref.naming)
+            self._manifest = manifest
 
     def delete(self, predicate: str) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (SQL) and move to the new version.
@@ -388,13 +418,14 @@ class LanceDataset(MaintenanceMixin):
         """
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidInputError("delete needs a non-empty SQL predicate")
-        base, naming = self._latest_for_write()
+        ctx = self.write_context()
+        base = ctx.table
         plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
         updated, removed, files = [], [], []
         affected: dict[int, np.ndarray] = {}  # lets the commit rebase over other deletes
         # Read every fragment before writing anything: a failing read leaves no trace.
         for frag, offsets in matching_rows(self.store, base, plan,
-                                           index_hook(self.store, base)):
+                                           indices.index_hook(self.store, base)):
             new_rows = offsets.astype(np.uint32)
             affected[frag.id] = new_rows
             merged = merged_deletion(deleted_offsets(self.store, base, frag), new_rows,
@@ -405,24 +436,160 @@ class LanceDataset(MaintenanceMixin):
             deletion, data = merged
             files.append((deletion.key(frag.id), data))
             updated.append(frag.with_deletion(deletion))
-        txn = Transaction(
-            read_version=base.version,
-            operation=Delete(tuple(updated), tuple(removed), predicate),
-        )
-        try:
+        with ctx.staging() as staged:
             for key, data in files:
+                staged.add(key)
                 self.store.put(key, data)
-            newer = self._commit(base, naming, txn, affected_rows=affected)
-        except BaseException as exc:
-            if committed_version(exc) is None:
-                for key, _ in files:
-                    self.store.delete(key)
-            raise
-        self._advance(newer)
+            self._moved_to(ctx.commit(Delete(tuple(updated), tuple(removed), predicate),
+                                      affected_rows=affected))
         return {"num_deleted_rows": int(sum(len(rows) for rows in affected.values()))}
 
-    def _advance(self, newer: LanceDataset) -> None:
-        self._ref, self._manifest = newer._ref, newer._manifest
+    @property
+    def optimize(self) -> Optimizer:
+        return Optimizer(self.compact_files, self._optimize_indices)
+
+    def compact_files(self, **options: Any) -> maintenance.CompactionMetrics:
+        metrics, manifest = maintenance.compact_files(self.write_context(), **options)
+        self._moved_to(manifest)
+        return metrics
+
+    def add_columns(self, transforms: Any, read_columns: Sequence[str] | None = None,
+                    reader_schema: pa.Schema | None = None,
+                    batch_size: int | None = None) -> None:
+        """New columns from SQL expressions (``{"c": "a * 3"}``), Arrow data aligned with
+        the rows, a function of each batch, or Arrow fields (all NULL, metadata only)."""
+        self._moved_to(schema_evolution.add_columns(self.write_context(), transforms,
+                                                    read_columns, reader_schema))
+
+    def drop_columns(self, columns: Sequence[str]) -> None:
+        self._moved_to(schema_evolution.drop_columns(self.write_context(), columns))
+
+    def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
+        """Each alteration: ``{"path": ..., "name"?: ..., "nullable"?: ..., "data_type"?: ...}``."""
+        self._moved_to(schema_evolution.alter_columns(self.write_context(), alterations))
+
+    def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
+        """Upsert by key: ``.when_matched_update_all()``, ``.when_not_matched_insert_all()``,
+        ``.when_not_matched_by_source_delete()``, then ``.execute(data)`` (pylance's API)."""
+        return MergeInsertBuilder(on, self.write_context, self._moved_to)
+
+    def update(self, updates: Mapping[str, str], where: str | None = None, *,
+               update_mode: str = "rewrite_rows") -> dict[str, int]:
+        """Set columns to SQL expressions for the rows matching ``where`` (all rows when
+        None); returns ``{"num_rows_updated": n}`` like pylance. ``update_mode`` is
+        ``"rewrite_rows"`` or ``"rewrite_columns"`` (see :mod:`lance_sql.table.ops.update`)."""
+        count, manifest = updating.update(self.write_context(), updates, where, update_mode)
+        self._moved_to(manifest)
+        return {"num_rows_updated": count}
+
+    def restore(self, version: int | str | None = None) -> None:
+        """Make this version (or ``version``) the newest one; pylance's ``restore()``."""
+        target = self.version if version is None else self.checkout_version(version).version
+        self._moved_to(maintenance.restore(self.write_context(), target))
+
+    def cleanup_old_versions(self, older_than: timedelta | None = None,
+                             retain_versions: int | None = None, *, keep_tags: bool = True,
+                             delete_unverified: bool = False,
+                             error_if_tagged_old_versions: bool | None = None,
+                             ) -> cleanup.CleanupStats:
+        """Remove versions older than ``older_than`` (default 14 days) and the files only
+        they need. Tagged versions are kept (``keep_tags``); with ``keep_tags=False`` a
+        tagged version in range is an error, as pylance's ``error_if_tagged_old_versions``."""
+        del error_if_tagged_old_versions  # accepted for pylance compatibility
+        return cleanup.cleanup_old_versions(self.store, older_than, retain_versions,
+                                            keep_tags=keep_tags,
+                                            delete_unverified=delete_unverified)
+
+    def shallow_clone(self, target_path: str | os.PathLike[str],
+                      reference: int | str | None = None) -> LanceDataset:
+        return self.clone(target_path, reference, shallow=True)
+
+    def deep_clone(self, target_path: str | os.PathLike[str],
+                   reference: int | str | None = None) -> LanceDataset:
+        return self.clone(target_path, reference, shallow=False)
+
+    def clone(self, target: str | os.PathLike[str], reference: int | str | None = None, *,
+              shallow: bool = True) -> LanceDataset:
+        """Version ``reference`` (number, tag, or None: this version) cloned to ``target``."""
+        tag = reference if isinstance(reference, str) and not reference.isdigit() else None
+        source = self if reference is None else self.checkout_version(reference)
+        store, manifest = cloning.clone(self.store, source.manifest, self._ref.naming,
+                                        target, self.commit_config, shallow=shallow,
+                                        ref_name=tag)
+        return type(self)(os.fspath(target), manifest.version, store=store,
+                          commit_config=self.commit_config)
+
+    # -- config and metadata ----------------------------------------------------------
+    def config(self) -> dict[str, str]:
+        return dict(self._manifest.config)
+
+    @property
+    def table_metadata(self) -> dict[str, str]:
+        return dict(self._manifest.table_metadata)
+
+    def update_config(self, values: Mapping[str, str | None], *,
+                      replace: bool = False) -> dict[str, str]:
+        """Set (or with None delete) config keys; returns the new config."""
+        self._update_config(maintenance.config_update(values, replace=replace))
+        return dict(self._manifest.config)
+
+    def delete_config_keys(self, keys: Iterable[str]) -> None:
+        self._update_config(maintenance.delete_keys(keys))
+
+    def update_metadata(self, values: Mapping[str, str | None], *,
+                        replace: bool = False) -> dict[str, str]:
+        """Edit the table metadata (manifest ``table_metadata``); returns it."""
+        self._update_config(maintenance.table_metadata_update(values, replace=replace))
+        return dict(self._manifest.table_metadata)
+
+    def update_schema_metadata(self, values: Mapping[str, str | None], *,
+                               replace: bool = False) -> dict[str, str]:
+        self._update_config(maintenance.schema_metadata_update(values, replace=replace))
+        return maintenance.decoded(self._manifest.schema.metadata)
+
+    def replace_schema_metadata(self, new_metadata: Mapping[str, str]) -> None:
+        self.update_schema_metadata(new_metadata, replace=True)
+
+    def update_field_metadata(self, field_updates: Mapping[str, Mapping[str, str | None]], *,
+                              replace: bool = False) -> None:
+        ctx = self.write_context()
+        op = maintenance.field_metadata_update(ctx.table, field_updates, replace=replace)
+        self._moved_to(maintenance.update_config(ctx, op))
+
+    def replace_field_metadata(self, field_name: str, new_metadata: Mapping[str, str]) -> None:
+        self.update_field_metadata({field_name: new_metadata}, replace=True)
+
+    def _update_config(self, op: UpdateConfig) -> None:
+        self._moved_to(maintenance.update_config(self.write_context(), op))
+
+    # -- bases and indices --------------------------------------------------------------
+    def add_bases(self, new_bases: Sequence[BasePath]) -> None:
+        if not all(isinstance(b, BasePath) for b in new_bases):
+            raise InvalidInputError("add_bases takes lance_sql BasePath values")
+        self._moved_to(self.write_context().commit(UpdateBases(tuple(new_bases))))
+
+    def create_scalar_index(self, column: str, index_type: str, name: str | None = None, *,
+                            replace: bool = False, **_: Any) -> None:
+        """Build a BTREE index of ``column`` (pylance's signature) and commit it."""
+        self._moved_to(indices.create_scalar_index(self.write_context(), column, index_type,
+                                                   name, replace=replace))
+
+    def list_indices(self) -> list[dict]:
+        return indices.list_indices(self._manifest)
+
+    def describe_indices(self) -> list[indices.IndexDescription]:
+        return indices.describe_indices(self.store, self._manifest)
+
+    def drop_index(self, name: str) -> None:
+        self._moved_to(indices.drop_index(self.write_context(), name))
+
+    def _optimize_indices(self) -> None:
+        self._moved_to(indices.optimize_indices(self.write_context()))
+
+    def commit_index_metadata(self, new: Sequence[IndexMetadata],
+                              removed: Sequence[IndexMetadata] = ()) -> None:
+        """Commit a CreateIndex of ready-made index metadata (no index files are built)."""
+        self._moved_to(self.write_context().commit(CreateIndex(tuple(new), tuple(removed))))
 
     def __repr__(self) -> str:
         return f"LanceDataset(uri={self.uri!r}, version={self.version})"
@@ -543,22 +710,17 @@ def write_dataset(
     if mode not in WRITE_MODES:
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
     store = open_store(uri)
-    config = commit_config or CommitConfig()
-    latest_ref = latest_committed(store, config.handler)
-    if latest_ref is not None and mode == "create":
+    naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
+    ctx = WriteContext.open(store, commit_config, naming=naming)
+    previous = ctx.base
+    if previous is not None and mode == "create":
         raise InvalidInputError(f"a Lance table already exists at {store.uri}; use mode='append' "
                                 "or mode='overwrite'")
     reader = to_reader(data, schema)
-    previous: Manifest | None = None
-    naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
-    if latest_ref is not None:
-        previous = load_manifest(store, latest_ref)
-        naming = latest_ref.naming
-        check_writable(previous.writer_feature_flags, f"{store.uri}/{latest_ref.key}")
-        if enable_stable_row_ids and not previous.uses_stable_row_ids:
-            raise InvalidInputError(
-                f"{store.uri} was created without stable row ids; they can only be enabled "
-                "when a table is created (write it anew to another location to get them)")
+    if previous is not None and enable_stable_row_ids and not previous.uses_stable_row_ids:
+        raise InvalidInputError(
+            f"{store.uri} was created without stable row ids; they can only be enabled "
+            "when a table is created (write it anew to another location to get them)")
     if previous is not None and mode == "append":
         table_schema = previous.schema
         try:
@@ -571,28 +733,16 @@ def write_dataset(
         data_format = data_storage_version or (
             previous.data_format if previous is not None else DEFAULT_DATA_FORMAT
         )
-    fragments = write_fragments(
+    fragments = tuple(write_fragments(
         store, table_schema, reader, max_rows_per_file=max_rows_per_file, data_format=data_format
-    )
+    ))
     if previous is not None and mode == "append":
-        txn = Transaction(read_version=previous.version, operation=Append(tuple(fragments)))
+        operation: Append | Overwrite = Append(fragments)
     else:
-        txn = Transaction(
-            read_version=previous.version if previous is not None else 0,
-            operation=Overwrite(tuple(fragments), table_schema),
-        )
-    try:
-        new = commit_transaction(
-            store, previous, naming, txn, data_format=data_format, config=config,
-            stable_row_ids=enable_stable_row_ids,
-        )
-    except BaseException as exc:
-        if committed_version(exc) is None:
-            for frag in fragments:
-                for data_file in frag.files:
-                    store.delete(data_file.key)
-        raise
-    ds = LanceDataset.__new__(LanceDataset)
-    ds.uri, ds.store, ds.commit_config = os.fspath(uri), store, config
-    ds._ref, ds._manifest = VersionRef(new.version, naming), new
-    return ds
+        operation = Overwrite(fragments, table_schema)
+    with ctx.staging() as staged:
+        staged.add(*(d.key for frag in fragments for d in frag.files))
+        new = ctx.commit(operation, data_format=data_format,
+                         stable_row_ids=enable_stable_row_ids)
+    return LanceDataset._opened(os.fspath(uri), store, ctx.config,
+                                VersionRef(new.version, ctx.naming), new)

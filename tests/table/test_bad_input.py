@@ -745,10 +745,10 @@ def test_racing_deletes_of_one_fragment_rebase(table: Table,
     for attempt in range(3):
         ds_a, ds_b = lance_sql.dataset(table.uri), lance_sql.dataset(table.uri)
         start = ds_a.version
-        base = ds_a._latest_for_write()
+        ctx = ds_a.write_context()
         # both read the same version, however the threads happen to be scheduled
-        monkeypatch.setattr(lance_sql.LanceDataset, "_latest_for_write",
-                            lambda self, base=base: base)
+        monkeypatch.setattr(lance_sql.LanceDataset, "write_context",
+                            lambda self, ctx=ctx: ctx)
         results = _race([lambda a=ds_a, n=attempt: a.delete(f"id = {5700 + n}"),
                          lambda b=ds_b, n=attempt: b.delete(f"id = {5800 + n}")])
         monkeypatch.undo()
@@ -776,8 +776,8 @@ def test_racing_deletes_of_one_row_conflict(table: Table,
     removes the deletion file it wrote."""
     ds_a, ds_b = lance_sql.dataset(table.uri), lance_sql.dataset(table.uri)
     start = ds_a.version
-    base = ds_a._latest_for_write()
-    monkeypatch.setattr(lance_sql.LanceDataset, "_latest_for_write", lambda self: base)
+    ctx = ds_a.write_context()
+    monkeypatch.setattr(lance_sql.LanceDataset, "write_context", lambda self: ctx)
     results = _race([lambda: ds_a.delete("id = 5700"), lambda: ds_b.delete("id = 5700")])
     monkeypatch.undo()
     errors = [r for r in results if r != {"num_deleted_rows": 1}]

@@ -227,7 +227,7 @@ def test_blob_file_names() -> None:
 
 def test_external_uris_are_checked(tables, tmp_path) -> None:
     ds = dataset(tables["2.2"])
-    manifest = ds._manifest
+    manifest = ds.manifest
     manifest = replace(manifest, base_paths=(BasePath(id=7, path=str(tmp_path)),))
     field = next(f for f in manifest.schema.fields if f.name == "b")
     locator = _Locator(ds.store, manifest, field)

@@ -18,7 +18,7 @@ import lance_sql
 from lance_sql.format.fragment import ExternalFile
 from lance_sql.format.row_ids import encode_row_ids
 from lance_sql.table.files.lineage import externalize
-from lance_sql.table.txn.operations import Transaction, Update
+from lance_sql.table.txn.operations import Update
 
 SYSTEM = ["_rowid", "_rowaddr", "_row_created_at_version", "_row_last_updated_at_version"]
 
@@ -182,9 +182,8 @@ def test_external_row_ids_are_not_readable_by_pylance_14(tmp_path) -> None:
     frag = ds.get_fragments()[0]
     moved, _ = externalize(ds.store, replace(frag, row_id_sequence=encode_row_ids(ids)))
     assert isinstance(moved.row_id_sequence, ExternalFile)
-    base, naming = ds._latest_for_write()
-    ds._commit(base, naming, Transaction(base.version, Update(updated_fragments=(moved,),
-                                                               update_mode="rewrite_columns")))
+    ds.write_context().commit(Update(updated_fragments=(moved,),
+                                     update_mode="rewrite_columns"))
     t = lance_sql.dataset(p).to_table(columns=["id", "_rowid"])
     assert t["_rowid"].to_numpy().tolist() == ids[t["id"].to_numpy()].tolist()
     # the version before is fine in pylance

@@ -93,18 +93,19 @@ def test_rebase_reapplies_with_the_later_version_and_counter() -> None:
 
 def test_rebase_through_commits_gives_unique_ids(tmp_path) -> None:
     """Two appends built on the same version: the loser's rows get ids after the winner's."""
-    from lance_sql.table.txn.operations import Append, Transaction
+    from lance_sql.table.txn.operations import Append
     from lance_sql.table.write.fragments import write_fragments
 
     ds = _stable_table(tmp_path / "t", n=10)
-    base, naming = ds._latest_for_write()
+    ctx = ds.write_context()
+    base = ctx.table
     frags = []
     for start in (100, 200):
         reader = pa.table({"id": pa.array(range(start, start + 3), pa.int64()),
                            "v": ["n"] * 3}).to_reader()
         frags.append(write_fragments(ds.store, base.schema, reader))
-    ds._commit(base, naming, Transaction(base.version, Append(tuple(frags[0]))))
-    ds._commit(base, naming, Transaction(base.version, Append(tuple(frags[1]))))  # rebases
+    ctx.commit(Append(tuple(frags[0])))
+    ctx.commit(Append(tuple(frags[1])))  # rebases
     t = lance_sql.dataset(tmp_path / "t").to_table(columns=["id"] + SYSTEM).sort_by("id")
     assert t["id"].to_pylist() == list(range(10)) + [100, 101, 102, 200, 201, 202]
     assert t["_rowid"].to_pylist() == list(range(16))
@@ -185,16 +186,15 @@ def test_large_sequence_goes_to_a_file_and_reads_back(tmp_path) -> None:
 
 def test_scattered_update_commits_an_external_sequence(tmp_path) -> None:
     """Committing a fragment whose ids are scattered: readers see every id."""
-    from lance_sql.table.txn.operations import Transaction, Update
+    from lance_sql.table.txn.operations import Update
 
     n = 70_000
     ds = _stable_table(tmp_path / "t", n=n, per_file=n)
     frag = ds.get_fragments()[0]
     ids = np.random.default_rng(2).permutation(n).astype(np.uint64)
     moved, _ = externalize(ds.store, replace(frag, row_id_sequence=encode_row_ids(ids)))
-    base, naming = ds._latest_for_write()
-    ds._commit(base, naming, Transaction(base.version, Update(updated_fragments=(moved,),
-                                                               update_mode="rewrite_columns")))
+    ds.write_context().commit(Update(updated_fragments=(moved,),
+                                     update_mode="rewrite_columns"))
     ds = lance_sql.dataset(tmp_path / "t")
     assert isinstance(ds.get_fragments()[0].row_id_sequence, ExternalFile)
     t = ds.to_table(columns=["id", "_rowid"])
@@ -243,14 +243,13 @@ def test_truncated_external_row_ids(tmp_path) -> None:
 
 
 def test_damaged_sequence_in_a_table_fails_the_read(tmp_path) -> None:
-    from lance_sql.table.txn.operations import Transaction, Update
+    from lance_sql.table.txn.operations import Update
 
     ds = _stable_table(tmp_path / "t", n=20, per_file=10)
     frag = ds.get_fragments()[1]
     bad = replace(frag, row_id_sequence=encode_row_ids(_u64(range(100, 103))))
-    base, naming = ds._latest_for_write()
-    ds._commit(base, naming, Transaction(base.version, Update(updated_fragments=(bad,),
-                                                               update_mode="rewrite_columns")))
+    ds.write_context().commit(Update(updated_fragments=(bad,),
+                                     update_mode="rewrite_columns"))
     ds = lance_sql.dataset(tmp_path / "t")
     with pytest.raises(FormatError, match=f"fragment {frag.id}"):
         ds.to_table(columns=["id", "_rowid"])
@@ -282,16 +281,15 @@ def test_stable_row_ids_cannot_be_enabled_later(tmp_path) -> None:
 @pytest.mark.parametrize("opted_in", [False, True])
 def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> None:
     """pylance 14.0.2 cannot open tables with external row ids: writing them is opt-in."""
-    from lance_sql.table.txn.operations import Transaction, Update
+    from lance_sql.table.txn.operations import Update
 
     n = 70_000
     ds = _stable_table(tmp_path / "t", n=n, per_file=n)
     frag = ds.get_fragments()[0]
     ids = np.random.default_rng(3).permutation(n).astype(np.uint64)
     scattered = replace(frag, row_id_sequence=encode_row_ids(ids))
-    base, naming = ds._latest_for_write()
-    ds._commit(base, naming, Transaction(base.version, Update(updated_fragments=(scattered,),
-                                                               update_mode="rewrite_columns")))
+    ds.write_context().commit(Update(updated_fragments=(scattered,),
+                                     update_mode="rewrite_columns"))
     ds = lance_sql.dataset(tmp_path / "t")
     if opted_in:
         ds.update_config({"lance_sql.external_row_ids": "true"})

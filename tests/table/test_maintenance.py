@@ -94,10 +94,10 @@ def test_compaction_drops_dropped_columns_from_files(tmp_path: Path) -> None:
 def test_compaction_conflicts_with_a_concurrent_delete_cleanly(tmp_path: Path) -> None:
     ds = _table(tmp_path, fragments=3)
     stale = lance_sql.dataset(ds.uri)
-    base = stale._latest_for_write()
+    ctx = stale.write_context()
     lance_sql.dataset(ds.uri).delete("id = 5")
     before = set(os.listdir(os.path.join(ds.uri, "data")))
-    stale._latest_for_write = lambda: base  # type: ignore[method-assign]
+    stale.write_context = lambda: ctx  # type: ignore[method-assign]
     with pytest.raises(lance_sql.RetryableConflict):
         stale.compact_files()
     assert set(os.listdir(os.path.join(ds.uri, "data"))) == before

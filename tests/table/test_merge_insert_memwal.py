@@ -21,7 +21,7 @@ from lance_sql.format.memwal import (
     with_details,
 )
 from lance_sql.io.memory import MemoryStore
-from lance_sql.table.txn.operations import CreateIndex, Transaction
+from lance_sql.table.txn.operations import CreateIndex
 
 REGION = uuid.UUID("11111111-2222-4333-8444-555555555555")
 _names = itertools.count()
@@ -32,8 +32,7 @@ def _table(uri: str) -> lance_sql.LanceDataset:
                                            "v": [f"v{i}" for i in range(10)]}), uri)
     entry = with_details(IndexMetadata.new(MEM_WAL_INDEX_NAME, [], ds.version, None),
                          MemWalIndexDetails().encode(), ds.version)
-    base, naming = ds._latest_for_write()
-    return ds._commit(base, naming, Transaction(base.version, CreateIndex((entry,))))
+    return ds.at_manifest(ds.write_context().commit(CreateIndex((entry,))))
 
 
 def _merged(ds: lance_sql.LanceDataset) -> int:

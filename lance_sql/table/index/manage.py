@@ -13,7 +13,6 @@ import time
 import uuid as uuidlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -37,10 +36,8 @@ from lance_sql.table.files.reader import ROW_ADDR, deleted_offsets
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.btree import BTreeIndex, index_key, write_btree
 from lance_sql.table.read.scan import Scanner
-from lance_sql.table.txn.operations import CreateIndex, Transaction
-
-if TYPE_CHECKING:
-    from lance_sql.table.dataset import LanceDataset
+from lance_sql.table.txn.operations import CreateIndex
+from lance_sql.table.txn.writer import WriteContext
 
 INDEX_TYPES = {"BTREE": "BTree"}
 
@@ -106,24 +103,20 @@ def _metadata(index_uuid: str, name: str, field_id: int, dataset_version: int,
     return IndexMetadata.from_proto(pb)
 
 
-def _commit(ds: LanceDataset, base: Manifest, naming: object, new: Sequence[IndexMetadata],
-            removed: Sequence[IndexMetadata], written: Sequence[str]) -> None:
-    txn = Transaction(base.version, CreateIndex(tuple(new), tuple(removed)))
-    try:
-        ds._moved_to(ds._commit(base, naming, txn).manifest)  # type: ignore[arg-type]
-    except BaseException:
-        for key in written:
-            ds.store.delete(key)
-        raise
+def _commit(ctx: WriteContext, new: Sequence[IndexMetadata],
+            removed: Sequence[IndexMetadata], written: Sequence[str]) -> Manifest:
+    with ctx.staging() as staged:
+        staged.add(*written)
+        return ctx.commit(CreateIndex(tuple(new), tuple(removed)))
 
 
-def create_scalar_index(ds: LanceDataset, column: str, index_type: str,
-                        name: str | None = None, *, replace: bool = False) -> None:
+def create_scalar_index(ctx: WriteContext, column: str, index_type: str,
+                        name: str | None = None, *, replace: bool = False) -> Manifest:
     """Build a BTREE index of ``column`` over every fragment and commit it."""
     if str(index_type).upper() not in INDEX_TYPES:
         raise UnsupportedFeatureError(f"index type {index_type!r} is not supported "
                                       f"(supported: {', '.join(INDEX_TYPES)})")
-    base, naming = ds._latest_for_write()
+    base, store = ctx.table, ctx.store
     field = _field(base, column)
     key_type = field.to_arrow().type
     if not key_type_supported(key_type):
@@ -132,14 +125,14 @@ def create_scalar_index(ds: LanceDataset, column: str, index_type: str,
     name = name or f"{column}_idx"
     existing = [i for i in decode_index_section(base.index_section) if i.name == name]
     if existing and not replace:
-        raise InvalidInputError(f"an index named {name!r} already exists on {ds.uri} "
+        raise InvalidInputError(f"an index named {name!r} already exists on {store.uri} "
                                 "(pass replace=True to rebuild it)")
     index_uuid = str(uuidlib.uuid4())
-    data = _entries(ds.store, base, column, base.fragments)
-    files = write_btree(ds.store, index_uuid, data)
+    data = _entries(store, base, column, base.fragments)
+    files = write_btree(store, index_uuid, data)
     meta = _metadata(index_uuid, name, field.id, base.version, {f.id for f in base.fragments},
                      files, base.uses_stable_row_ids)
-    _commit(ds, base, naming, [meta], existing, [index_key(index_uuid, f) for f in INDEX_FILES])
+    return _commit(ctx, [meta], existing, [index_key(index_uuid, f) for f in INDEX_FILES])
 
 
 def list_indices(manifest: Manifest) -> list[dict]:
@@ -172,17 +165,17 @@ def describe_indices(store: ObjectStore, manifest: Manifest) -> list[IndexDescri
     return out
 
 
-def drop_index(ds: LanceDataset, name: str) -> None:
-    base, naming = ds._latest_for_write()
-    existing = [i for i in decode_index_section(base.index_section) if i.name == name]
+def drop_index(ctx: WriteContext, name: str) -> Manifest:
+    existing = [i for i in decode_index_section(ctx.table.index_section) if i.name == name]
     if not existing:
-        raise NotFoundError(f"{ds.uri} has no index named {name!r}")
-    _commit(ds, base, naming, [], existing, [])
+        raise NotFoundError(f"{ctx.store.uri} has no index named {name!r}")
+    return _commit(ctx, [], existing, [])
 
 
-def optimize_indices(ds: LanceDataset) -> None:
-    """Fold fragments appended since each BTREE index was built into a new index."""
-    base, naming = ds._latest_for_write()
+def optimize_indices(ctx: WriteContext) -> Manifest | None:
+    """Fold fragments appended since each BTREE index was built into a new index; None
+    when every index is up to date (nothing committed)."""
+    base, store = ctx.table, ctx.store
     new, removed, written = [], [], []
     live = {f.id: f for f in base.fragments}
     top = {f.id: f for f in base.schema.fields}
@@ -194,22 +187,21 @@ def optimize_indices(ds: LanceDataset) -> None:
         if not missing:
             continue
         field = top[index.fields[0]]
-        old = BTreeIndex.open(ds.store, base, index, field.to_arrow().type).entries()
+        old = BTreeIndex.open(store, base, index, field.to_arrow().type).entries()
         if base.uses_stable_row_ids and index.index_version < ROW_ADDRESS_IDS:
-            old = _ids_to_addresses(ds.store, base, old)
-        old = _live_entries(ds.store, base, old, covered)
-        fresh = _entries(ds.store, base, field.name, missing)
+            old = _ids_to_addresses(store, base, old)
+        old = _live_entries(store, base, old, covered)
+        fresh = _entries(store, base, field.name, missing)
         merged = pa.concat_tables([old, fresh])
         data = sort_entries(merged.column(0).combine_chunks(), merged.column(1).to_numpy())
         index_uuid = str(uuidlib.uuid4())
-        files = write_btree(ds.store, index_uuid, data)
+        files = write_btree(store, index_uuid, data)
         written += [index_key(index_uuid, f) for f in INDEX_FILES]
         new.append(_metadata(index_uuid, index.name, field.id, index.dataset_version,
                              covered | {f.id for f in missing}, files,
                              base.uses_stable_row_ids))
         removed.append(index)
-    if new:
-        _commit(ds, base, naming, new, removed, written)
+    return _commit(ctx, new, removed, written) if new else None
 
 
 def _live_entries(store: ObjectStore, manifest: Manifest, entries: pa.Table,

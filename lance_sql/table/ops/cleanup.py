@@ -32,7 +32,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.index import decode_index_section
@@ -47,9 +46,6 @@ from lance_sql.table.meta.versions import (
     read_tags,
     write_hint,
 )
-
-if TYPE_CHECKING:
-    from lance_sql.table.dataset import LanceDataset
 
 DEFAULT_OLDER_THAN = timedelta(days=14)
 WRITER_GRACE = timedelta(hours=1)
@@ -84,7 +80,7 @@ def referenced_files(store: ObjectStore, manifest: Manifest) -> set[str]:
 
 
 def cleanup_old_versions(
-    ds: LanceDataset,
+    store: ObjectStore,
     older_than: timedelta | None = None,
     retain_versions: int | None = None,
     *,
@@ -92,7 +88,6 @@ def cleanup_old_versions(
     delete_unverified: bool = False,
     now_ns: int | None = None,
 ) -> CleanupStats:
-    store = ds.store
     if older_than is None and retain_versions is None:
         older_than = DEFAULT_OLDER_THAN
     if retain_versions is not None and retain_versions < 1:

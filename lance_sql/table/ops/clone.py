@@ -12,57 +12,38 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.naming import ManifestNaming
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.files.reader import base_store
-from lance_sql.table.meta.versions import list_versions, read_tag
-from lance_sql.table.txn.commit import commit_transaction, committed_version
-from lance_sql.table.txn.operations import Clone, Transaction
-
-if TYPE_CHECKING:
-    from lance_sql.table.dataset import LanceDataset
+from lance_sql.table.txn.commit import CommitConfig
+from lance_sql.table.txn.operations import Clone
+from lance_sql.table.txn.writer import WriteContext
 
 
-def clone(ds: LanceDataset, target: str | os.PathLike[str],
-          reference: int | str | None = None, *, shallow: bool = True) -> tuple[
-              ObjectStore, Manifest]:
-    """Clone version ``reference`` (number, tag, or None for ``ds``'s version) to ``target``."""
-    ref_name = reference if isinstance(reference, str) and not reference.isdigit() else None
-    if ref_name is not None:
-        version = read_tag(ds.store, ref_name)["version"]
-    else:
-        version = ds.version if reference is None else int(reference)
-    source_ds = ds if version == ds.version else ds.checkout_version(version)
-    source = source_ds.manifest
+def clone(store: ObjectStore, source: Manifest, naming: ManifestNaming,
+          target: str | os.PathLike[str], config: CommitConfig, *, shallow: bool = True,
+          ref_name: str | None = None) -> tuple[ObjectStore, Manifest]:
+    """Clone ``source`` (a version of the table at ``store``, tagged ``ref_name`` if it
+    was named by a tag) to ``target``; returns the new table's store and manifest."""
     target_store = open_store(target)
-    existing = list_versions(target_store)
-    if existing:
+    ctx = WriteContext.open(target_store, config, naming=naming)
+    if ctx.base is not None:
         raise InvalidInputError(f"cannot clone into {target_store.uri}: a table exists there")
-    naming = source_ds._ref.naming
-    op = Clone(is_shallow=shallow, ref_version=version, ref_path=ds.store.uri,
+    op = Clone(is_shallow=shallow, ref_version=source.version, ref_path=store.uri,
                ref_name=ref_name)
-    txn = Transaction(read_version=version, operation=op)
     if shallow:
-        manifest = commit_transaction(target_store, None, naming, txn, source=source,
-                                      data_format=source.data_format, config=ds.commit_config)
-        return target_store, manifest
-    copied: list[str] = []
-    try:
-        local = _copy_files(ds.store, source, target_store, copied)
-        manifest = commit_transaction(target_store, None, naming, txn, source=local,
-                                      data_format=source.data_format, config=ds.commit_config)
-    except BaseException as exc:
-        if committed_version(exc) is None:
-            for key in copied:
-                target_store.delete(key)
-        raise
-    return target_store, manifest
+        return target_store, ctx.commit(op, read_version=source.version, source=source,
+                                        data_format=source.data_format)
+    with ctx.staging() as staged:
+        local = _copy_files(store, source, target_store, staged.keys)
+        return target_store, ctx.commit(op, read_version=source.version, source=local,
+                                        data_format=source.data_format)
 
 
 def _copy(src: ObjectStore, dst: ObjectStore, key: str, copied: list[str]) -> None:

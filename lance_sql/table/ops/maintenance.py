@@ -6,20 +6,20 @@ ids for those reserved with a ReserveFragments commit first, and the Rewrite rep
 each group in place, so row order is kept and deletions are materialised. A concurrent
 delete or update of a rewritten fragment makes the Rewrite a retryable conflict.
 
-Functions take the dataset (duck-typed: ``store``, ``_latest_for_write``, ``_commit``)
-and return the committed manifest; :mod:`lance_sql.table.dataset_ops` wraps them as
-``LanceDataset`` methods named like pylance's.
+Functions take a :class:`WriteContext` on the latest version and return the committed
+manifest; ``LanceDataset`` calls them from its methods named like pylance's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
+from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.lineage import (
     FragmentLineage,
     attach_lineage,
@@ -28,20 +28,16 @@ from lance_sql.table.files.lineage import (
 from lance_sql.table.files.reader import LINEAGE_COLUMNS
 from lance_sql.table.index.remap import remap_indices
 from lance_sql.table.read.scan import plan_scan, scan_fragment
-from lance_sql.table.txn.commit import committed_version
 from lance_sql.table.txn.operations import (
     ReserveFragments,
     Restore,
     Rewrite,
     RewriteGroup,
-    Transaction,
     UpdateConfig,
     UpdateMap,
 )
+from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import FragmentWriter
-
-if TYPE_CHECKING:
-    from lance_sql.table.dataset import LanceDataset
 
 DEFAULT_TARGET_ROWS = 1024 * 1024
 DEFAULT_DELETION_THRESHOLD = 0.1
@@ -100,7 +96,7 @@ def plan_compaction(
 
 
 def compact_files(
-    ds: LanceDataset,
+    ctx: WriteContext,
     *,
     target_rows_per_fragment: int | None = None,
     max_rows_per_group: int | None = None,
@@ -119,7 +115,7 @@ def compact_files(
     given = {k: v for k, v in unsupported.items() if v is not None}
     if given:
         raise UnsupportedFeatureError(f"compact_files options not supported: {sorted(given)}")
-    base, naming = ds._latest_for_write()
+    base = ctx.table
     cfg = base.config
     target = target_rows_per_fragment or int(
         cfg.get("lance.compaction.target_rows_per_fragment", DEFAULT_TARGET_ROWS))
@@ -135,42 +131,33 @@ def compact_files(
                              materialize_deletions_threshold=threshold)
     if not groups:
         return CompactionMetrics(), None
-    writer = FragmentWriter(ds.store, base.schema, max_rows_per_file=target,
+    writer = FragmentWriter(ctx.store, base.schema, max_rows_per_file=target,
                             data_format=base.data_format)
-    new_groups: list[tuple[tuple[Fragment, ...], tuple[Fragment, ...]]] = []
-    index_keys: list[str] = []
-    try:
-        new_groups = _rewrite_groups(ds, base, groups, writer)
+    with ctx.staging() as staged:
+        staged.on_abort(writer.abort)
+        new_groups = _rewrite_groups(ctx.store, base, groups, writer)
+        staged.add(*(k for _, new in new_groups for frag in new for k in sequence_keys(frag)))
         total = sum(len(new) for _, new in new_groups)
-        reserved = ds._commit(base, naming, Transaction(base.version, ReserveFragments(total)))
-        top = reserved.manifest.max_fragment_id
+        reserved = ctx.commit(ReserveFragments(total))
+        top = reserved.max_fragment_id
         assert top is not None
         ids = iter(range(top - total + 1, top + 1))
         final = [(old, tuple(f.with_id(next(ids)) for f in new)) for old, new in new_groups]
         # BTREE indices over the rewritten fragments follow their rows to the new ones
-        rewritten, index_keys = remap_indices(ds.store, base, final)
+        rewritten, index_keys = remap_indices(ctx.store, base, final)
+        staged.add(*index_keys)
         rewrite = Rewrite(tuple(RewriteGroup(old, new) for old, new in final), rewritten)
-        committed = ds._commit(base, naming, Transaction(base.version, rewrite))
-    except BaseException as exc:
-        if committed_version(exc) is not None:
-            raise
-        writer.abort()
-        for key in index_keys:
-            ds.store.delete(key)
-        for _, new in new_groups:
-            for key in (k for frag in new for k in sequence_keys(frag)):
-                ds.store.delete(key)
-        raise
+        committed = ctx.commit(rewrite)
     metrics = CompactionMetrics(
         fragments_removed=sum(len(old) for old, _ in new_groups),
         fragments_added=total,
         files_removed=sum(len(f.files) for old, _ in new_groups for f in old),
         files_added=sum(len(f.files) for _, new in new_groups for f in new),
     )
-    return metrics, committed.manifest
+    return metrics, committed
 
 
-def _rewrite_groups(ds: LanceDataset, base: Manifest, groups: list[tuple[Fragment, ...]],
+def _rewrite_groups(store: ObjectStore, base: Manifest, groups: list[tuple[Fragment, ...]],
                     writer: FragmentWriter) -> list[tuple[tuple[Fragment, ...],
                                                            tuple[Fragment, ...]]]:
     stable = base.uses_stable_row_ids
@@ -183,7 +170,7 @@ def _rewrite_groups(ds: LanceDataset, base: Manifest, groups: list[tuple[Fragmen
         start = len(writer.fragments)
         lineage = []
         for frag in group:
-            table = scan_fragment(ds.store, base, frag, plan)
+            table = scan_fragment(store, base, frag, plan)
             if stable:
                 lineage.append(FragmentLineage(*(table.column(n).to_numpy()
                                                  for n in LINEAGE_COLUMNS)))
@@ -194,16 +181,15 @@ def _rewrite_groups(ds: LanceDataset, base: Manifest, groups: list[tuple[Fragmen
         writer.finish()  # one group's rows never share a file with the next group's
         new = tuple(writer.fragments[start:])
         if stable:
-            new, _ = attach_lineage(ds.store, base, new, FragmentLineage.concat(lineage))
+            new, _ = attach_lineage(store, base, new, FragmentLineage.concat(lineage))
         out.append((group, new))
     return out
 
 
 # -------------------------------------------------------------------------------- restore
-def restore(ds: LanceDataset, version: int) -> Manifest:
+def restore(ctx: WriteContext, version: int) -> Manifest:
     """Commit the content of ``version`` as the newest version."""
-    base, naming = ds._latest_for_write()
-    return ds._commit(base, naming, Transaction(base.version, Restore(version))).manifest
+    return ctx.commit(Restore(version))
 
 
 # ------------------------------------------------------------------------ config/metadata
@@ -217,9 +203,8 @@ def _check_values(values: Mapping[str, str | None], what: str) -> dict[str, str 
     return dict(values)
 
 
-def update_config(ds: LanceDataset, op: UpdateConfig) -> Manifest:
-    base, naming = ds._latest_for_write()
-    return ds._commit(base, naming, Transaction(base.version, op)).manifest
+def update_config(ctx: WriteContext, op: UpdateConfig) -> Manifest:
+    return ctx.commit(op)
 
 
 def config_update(values: Mapping[str, str | None], *, replace: bool = False) -> UpdateConfig:

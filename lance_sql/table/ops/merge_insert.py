@@ -20,7 +20,8 @@ joined row as two structs, ``target`` and ``source``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,68 +30,80 @@ from lance_sql.errors import InvalidInputError, RetryableConflict, SchemaError
 from lance_sql.expr import parse_predicate, to_pyarrow
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
+from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
 from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.read.scan import plan_scan, scan_fragment
+from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import to_reader
-
-if TYPE_CHECKING:
-    from lance_sql.table.dataset import LanceDataset
 
 _SRC = "__merge_source_row"
 _ADDR = "__merge_target_addr"
 
 
-class MergeInsertBuilder:
-    """What to do with matched, unmatched and unmatched-by-source rows (pylance's API)."""
+@dataclass(frozen=True)
+class MergeSpec:
+    """What a merge_insert does with matched, unmatched and unmatched-by-source rows."""
 
-    def __init__(self, ds: LanceDataset, on: str | Sequence[str]) -> None:
-        keys = [on] if isinstance(on, str) else list(on)
+    on: tuple[str, ...]
+    update: bool = False
+    update_condition: str | None = None
+    insert: bool = False
+    delete: bool = False
+    delete_condition: str | None = None
+    tombstone: str | None = None  # a boolean source column: true deletes the matched row
+    merged: tuple[MergedGeneration, ...] = ()
+
+
+class MergeInsertBuilder:
+    """Builds a :class:`MergeSpec` with pylance's API and runs it.
+
+    ``execute`` opens a write with ``begin`` and hands what it committed (None: nothing)
+    to ``done``; ``LanceDataset.merge_insert`` passes its own, so the dataset moves to
+    the new version as pylance's does.
+    """
+
+    def __init__(self, on: str | Sequence[str], begin: Callable[[], WriteContext],
+                 done: Callable[[Manifest | None], None]) -> None:
+        keys = (on,) if isinstance(on, str) else tuple(on)
         if not keys:
             raise InvalidInputError("merge_insert needs at least one key column")
-        self._ds = ds
-        self._on = keys
-        self._update = False
-        self._update_condition: str | None = None
-        self._insert = False
-        self._delete = False
-        self._delete_condition: str | None = None
-        self._tombstone: str | None = None
-        self._merged: tuple[MergedGeneration, ...] = ()
+        self._begin, self._done = begin, done
+        self.spec = MergeSpec(keys)
+
+    def _with(self, **changes: Any) -> MergeInsertBuilder:
+        self.spec = replace(self.spec, **changes)
+        return self
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
-        self._update, self._update_condition = True, condition
-        return self
+        return self._with(update=True, update_condition=condition)
 
     def when_not_matched_insert_all(self) -> MergeInsertBuilder:
-        self._insert = True
-        return self
+        return self._with(insert=True)
 
     def when_not_matched_by_source_delete(self, expr: str | None = None) -> MergeInsertBuilder:
-        self._delete, self._delete_condition = True, expr
-        return self
+        return self._with(delete=True, delete_condition=expr)
 
     def when_matched_delete_if(self, column: str) -> MergeInsertBuilder:
         """Source rows whose boolean ``column`` is true delete the target row they match
         (and insert nothing): how MemWAL tombstones reach the base table."""
-        self._tombstone = column
-        return self
+        return self._with(tombstone=column)
 
     def mark_generations_merged(self, generations: Sequence[MergedGeneration]
                                 ) -> MergeInsertBuilder:
         """Record these MemWAL generations as merged in the same commit (pylance's
         ``mark_sstables_as_compacted``); the commit happens even when no row changes, and
         is refused (IncompatibleConflict) if a concurrent commit merged them first."""
-        self._merged = tuple(generations)
-        return self
+        return self._with(merged=tuple(generations))
 
     def conflict_retries(self, retries: int) -> MergeInsertBuilder:  # noqa: ARG002
         """Accepted for compatibility: the commit loop's retry policy applies."""
         return self
 
     def execute(self, data: Any, schema: pa.Schema | None = None) -> dict[str, int]:
-        stats, manifest = merge_insert(self._ds, self, to_reader(data, schema).read_all())
-        self._ds._moved_to(manifest)
+        source = to_reader(data, schema).read_all()
+        stats, manifest = merge_insert(self._begin(), self.spec, source)
+        self._done(manifest)
         return stats
 
 
@@ -109,9 +122,9 @@ def _check_source(base: Manifest, source: pa.Table, keys: list[str]) -> pa.Table
     return source.cast(pa.schema([target.field(n) for n in source.column_names]))
 
 
-def _target_keys(ds: LanceDataset, base: Manifest, columns: list[str]) -> pa.Table:
+def _target_keys(store: ObjectStore, base: Manifest, columns: list[str]) -> pa.Table:
     plan = plan_scan(base, columns, with_row_address=True)
-    parts = [scan_fragment(ds.store, base, f, plan) for f in base.fragments if f.num_rows]
+    parts = [scan_fragment(store, base, f, plan) for f in base.fragments if f.num_rows]
     if not parts:
         return plan.output_schema.empty_table()
     return pa.concat_tables(parts)
@@ -125,7 +138,7 @@ def _condition(text: str, target: pa.Table, source: pa.Table) -> np.ndarray:
     return joined.filter(expr).column(_SRC).to_numpy()
 
 
-def _take_target(ds: LanceDataset, base: Manifest, addresses: np.ndarray,
+def _take_target(store: ObjectStore, base: Manifest, addresses: np.ndarray,
                  names: list[str]) -> pa.Table:
     """Columns ``names`` of target rows at ``addresses`` (in that order)."""
     fields = [base.schema.field(n) for n in names]
@@ -134,26 +147,26 @@ def _take_target(ds: LanceDataset, base: Manifest, addresses: np.ndarray,
         return arrow.empty_table()
     parts, order = [], []
     for frag, offsets, positions in by_fragment(base, addresses):
-        arrays = FragmentReader(ds.store, base, frag).take(fields, offsets)
+        arrays = FragmentReader(store, base, frag).take(fields, offsets)
         parts.append(pa.Table.from_arrays(arrays, schema=arrow))
         order.append(positions)
     return pa.concat_tables(parts).take(pa.array(np.argsort(np.concatenate(order))))
 
 
-def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
+def merge_insert(ctx: WriteContext, spec: MergeSpec,
                  source: pa.Table) -> tuple[dict[str, int], Manifest | None]:
     """Run ``spec`` with ``source``; returns pylance's counts and the committed manifest."""
-    base, naming = ds._latest_for_write()
-    keys = spec._on
+    base, store = ctx.table, ctx.store
+    keys = list(spec.on)
     tombstones = np.zeros(source.num_rows, dtype=bool)
-    if spec._tombstone is not None:
-        if spec._tombstone not in source.column_names:
-            raise SchemaError(f"merge_insert source has no column {spec._tombstone!r}")
-        flags = source.column(spec._tombstone)
+    if spec.tombstone is not None:
+        if spec.tombstone not in source.column_names:
+            raise SchemaError(f"merge_insert source has no column {spec.tombstone!r}")
+        flags = source.column(spec.tombstone)
         tombstones = np.asarray(flags.fill_null(False).to_numpy(zero_copy_only=False), bool)
-        source = source.drop_columns([spec._tombstone])
+        source = source.drop_columns([spec.tombstone])
     source = _check_source(base, source, keys)
-    target = _target_keys(ds, base, keys)
+    target = _target_keys(store, base, keys)
     src = source.select(keys).append_column(_SRC, pa.array(np.arange(source.num_rows)))
     tgt = target.select(keys).append_column(_ADDR, target.column(ROW_ADDR))
     # The hash table is built on the right side: the (usually smaller) source.
@@ -162,11 +175,11 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
     addresses = pairs.column(_ADDR).to_numpy().astype(np.uint64)
     unique_addr, counts = np.unique(addresses, return_counts=True)
     if np.any(counts > 1):
-        row = _take_target(ds, base, unique_addr[counts > 1][:1], keys).to_pylist()[0]
+        row = _take_target(store, base, unique_addr[counts > 1][:1], keys).to_pylist()[0]
         raise InvalidInputError(
             f"ambiguous merge_insert: several source rows match the target row with {row}; "
             "each target row may be matched by at most one source row")
-    rewrite = RowRewrite(ds, base)
+    rewrite = RowRewrite(ctx)
     updated = inserted = deleted = 0
     new_keys: pa.Table | None = None
     try:
@@ -176,15 +189,15 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
                 rewrite.remove(frag, offsets)
             deleted += int(doomed.sum())
             src_rows, addresses = src_rows[~doomed], addresses[~doomed]
-        if spec._update and len(src_rows):
-            if spec._update_condition is not None:
+        if spec.update and len(src_rows):
+            if spec.update_condition is not None:
                 names = [f.name for f in base.schema.fields]
-                keep = _condition(spec._update_condition,
-                                  _take_target(ds, base, addresses, names),
+                keep = _condition(spec.update_condition,
+                                  _take_target(store, base, addresses, names),
                                   source.take(pa.array(src_rows)))
                 src_rows, addresses = src_rows[keep], addresses[keep]
-            updated = _rewrite_matched(ds, base, rewrite, source, src_rows, addresses)
-        if spec._insert:
+            updated = _rewrite_matched(store, base, rewrite, source, src_rows, addresses)
+        if spec.insert:
             matched = np.zeros(source.num_rows, dtype=bool)
             matched[pairs.column(_SRC).to_numpy()] = True
             new_rows = source.filter(pa.array(~matched & ~tombstones))
@@ -192,21 +205,21 @@ def merge_insert(ds: LanceDataset, spec: MergeInsertBuilder,
                 rewrite.insert(_complete(base, new_rows))
                 inserted = new_rows.num_rows
                 new_keys = new_rows.select(keys)
-        if spec._delete:
-            deleted += _delete_unmatched(ds, base, rewrite, target, unique_addr,
-                                         spec._delete_condition)
+        if spec.delete:
+            deleted += _delete_unmatched(store, base, rewrite, target, unique_addr,
+                                         spec.delete_condition)
     except BaseException:
         rewrite.writer.abort()
         raise
     modified = tuple(leaf.id for top in base.schema.fields if top.name in source.column_names
                      for leaf in top.walk()) if updated else ()
-    check = _no_concurrent_inserts(ds, keys, new_keys) if new_keys is not None else None
-    manifest = rewrite.commit(naming, modified, check, merged_generations=spec._merged)
+    check = _no_concurrent_inserts(store, keys, new_keys) if new_keys is not None else None
+    manifest = rewrite.commit(modified, check, merged_generations=spec.merged)
     return {"num_inserted_rows": inserted, "num_updated_rows": updated,
             "num_deleted_rows": deleted}, manifest
 
 
-def _no_concurrent_inserts(ds: LanceDataset, keys: list[str], new_keys: pa.Table
+def _no_concurrent_inserts(store: ObjectStore, keys: list[str], new_keys: pa.Table
                            ) -> Callable[[Manifest, Manifest], None]:
     """A commit check: no writer that won the race added rows with keys we insert.
 
@@ -220,11 +233,11 @@ def _no_concurrent_inserts(ds: LanceDataset, keys: list[str], new_keys: pa.Table
         if not added:
             return
         plan = plan_scan(latest, keys)
-        theirs = pa.concat_tables([scan_fragment(ds.store, latest, f, plan) for f in added])
+        theirs = pa.concat_tables([scan_fragment(store, latest, f, plan) for f in added])
         clash = new_keys.join(theirs.cast(new_keys.schema), keys=keys, join_type="inner")
         if clash.num_rows:
             raise RetryableConflict(
-                f"{ds.store.uri}: a concurrent commit inserted rows with keys this "
+                f"{store.uri}: a concurrent commit inserted rows with keys this "
                 f"merge_insert inserts (e.g. {clash.slice(0, 1).to_pylist()[0]}); "
                 "run it again to update them instead")
 
@@ -248,23 +261,23 @@ def _complete(base: Manifest, rows: pa.Table, old: pa.Table | None = None) -> pa
     return pa.Table.from_arrays(columns, schema=arrow)
 
 
-def _rewrite_matched(ds: LanceDataset, base: Manifest, rewrite: RowRewrite, source: pa.Table,
+def _rewrite_matched(store: ObjectStore, base: Manifest, rewrite: RowRewrite, source: pa.Table,
                      src_rows: np.ndarray, addresses: np.ndarray) -> int:
     missing = [f.name for f in base.schema.fields if f.name not in source.column_names]
     for frag, offsets, positions in by_fragment(base, addresses):
         new = source.take(pa.array(src_rows[positions]))
-        old = _take_target(ds, base, addresses[positions], missing) if missing else None
+        old = _take_target(store, base, addresses[positions], missing) if missing else None
         rewrite.rewrite(frag, offsets, _complete(base, new, old))
     return len(addresses)
 
 
-def _delete_unmatched(ds: LanceDataset, base: Manifest, rewrite: RowRewrite, target: pa.Table,
+def _delete_unmatched(store: ObjectStore, base: Manifest, rewrite: RowRewrite, target: pa.Table,
                       matched: np.ndarray, condition: str | None) -> int:
     all_addr = target.column(ROW_ADDR).to_numpy().astype(np.uint64)
     doomed = np.setdiff1d(all_addr, matched)
     if condition is not None and len(doomed):
         names = [f.name for f in base.schema.fields]
-        rows = _take_target(ds, base, doomed, names)
+        rows = _take_target(store, base, doomed, names)
         expr = to_pyarrow(parse_predicate(condition), rows.schema)
         keep = rows.append_column(_ADDR, pa.array(doomed)).filter(expr)
         doomed = keep.column(_ADDR).to_numpy().astype(np.uint64)

@@ -13,8 +13,6 @@ files written so far are removed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pyarrow as pa
 
@@ -29,14 +27,10 @@ from lance_sql.table.files.lineage import (
     load_lineage,
 )
 from lance_sql.table.files.reader import deleted_offsets
-from lance_sql.table.txn.commit import committed_version
-from lance_sql.table.txn.operations import Transaction, Update
+from lance_sql.table.txn.commit import WinnerCheck
+from lance_sql.table.txn.operations import Update
+from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import FragmentWriter
-
-if TYPE_CHECKING:
-    from lance_sql.format.manifest import ManifestNaming
-    from lance_sql.table.dataset import LanceDataset
-    from lance_sql.table.txn.commit import WinnerCheck
 
 _PENDING = np.uint64(PENDING_VERSION)
 
@@ -44,11 +38,12 @@ _PENDING = np.uint64(PENDING_VERSION)
 class RowRewrite:
     """Collects removed rows and (re)written rows of one Update; commits them at once."""
 
-    def __init__(self, ds: LanceDataset, base: Manifest) -> None:
-        self.ds = ds
-        self.base = base
+    def __init__(self, ctx: WriteContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        self.base = base = ctx.table
         self.stable = base.uses_stable_row_ids
-        self.writer = FragmentWriter(ds.store, base.schema, data_format=base.data_format)
+        self.writer = FragmentWriter(ctx.store, base.schema, data_format=base.data_format)
         self.arrow = base.schema.to_arrow()
         self._removed: dict[int, np.ndarray] = {}     # fragment id -> offsets leaving it
         self._lineage: list[FragmentLineage] = []    # per written piece, in write order
@@ -72,7 +67,7 @@ class RowRewrite:
         self.remove(fragment, offsets)
         lineage = None
         if self.stable:
-            old = load_lineage(self.ds.store, self.base, fragment).take(
+            old = load_lineage(self.store, self.base, fragment).take(
                 np.asarray(offsets, dtype=np.int64))
             lineage = FragmentLineage(old.row_ids, old.created,
                                       np.full(len(offsets), _PENDING, np.uint64))
@@ -100,12 +95,12 @@ class RowRewrite:
         fragments = self.writer.finish()
         if not self.stable:
             return tuple(fragments)
-        out, keys = attach_lineage(self.ds.store, self.base, fragments,
+        out, keys = attach_lineage(self.store, self.base, fragments,
                                    FragmentLineage.concat(self._lineage))
         self._extra_keys.extend(keys)
         return out
 
-    def commit(self, naming: ManifestNaming, fields_modified: tuple[int, ...] = (),
+    def commit(self, fields_modified: tuple[int, ...] = (),
                check_winners: WinnerCheck | None = None,
                merged_generations: tuple[MergedGeneration, ...] = ()) -> Manifest | None:
         """Publish the Update; None (nothing committed) when no row changed and there is
@@ -113,17 +108,18 @@ class RowRewrite:
 
         ``check_winners`` is passed to the commit loop (see ``commit_transaction``).
         """
-        deletion_files: list[tuple[str, bytes]] = []
-        try:
+        with self.ctx.staging() as staged:
+            staged.on_abort(self.writer.abort)
             if not self._removed and not self._written and not merged_generations:
                 self.writer.abort()
                 return None
             new_fragments = self._new_fragments()
-            updated, removed = [], []
+            staged.add(*self._extra_keys)
+            updated, removed, deletion_files = [], [], []
             by_id = {f.id: f for f in self.base.fragments}
             for frag_id, offsets in self._removed.items():
                 frag = by_id[frag_id]
-                merged = merged_deletion(deleted_offsets(self.ds.store, self.base, frag),
+                merged = merged_deletion(deleted_offsets(self.store, self.base, frag),
                                          offsets, frag.physical_rows, self.base.version)
                 if merged is None:
                     removed.append(frag_id)
@@ -135,14 +131,7 @@ class RowRewrite:
                         new_fragments=new_fragments, fields_modified=fields_modified,
                         merged_generations=merged_generations, update_mode="rewrite_rows")
             for key, data in deletion_files:
-                self.ds.store.put(key, data)
-            committed = self.ds._commit(self.base, naming, Transaction(self.base.version, op),
-                                        affected_rows=dict(self._removed),
-                                        check_winners=check_winners)
-        except BaseException as exc:
-            if committed_version(exc) is None:
-                self.writer.abort()
-                for key in [k for k, _ in deletion_files] + self._extra_keys:
-                    self.ds.store.delete(key)
-            raise
-        return committed.manifest
+                staged.add(key)
+                self.store.put(key, data)
+            return self.ctx.commit(op, affected_rows=dict(self._removed),
+                                   check_winners=check_winners)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -30,61 +30,49 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField, LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import FragmentReader
-from lance_sql.table.txn.commit import committed_version
-from lance_sql.table.txn.operations import Merge, Project, Transaction
+from lance_sql.table.txn.operations import Merge, Project
+from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import FragmentWriter, to_reader
-
-if TYPE_CHECKING:
-    from lance_sql.table.dataset import LanceDataset
 
 Values = Callable[[Fragment, ObjectStore], pa.Table]  # fragment -> its new columns
 
 
 # ---------------------------------------------------------------------------- add columns
-def add_columns(ds: LanceDataset, transforms: Any, read_columns: Sequence[str] | None = None,
+def add_columns(ctx: WriteContext, transforms: Any, read_columns: Sequence[str] | None = None,
                 reader_schema: pa.Schema | None = None) -> Manifest:
-    base, naming = ds._latest_for_write()
+    base = ctx.table
     if isinstance(transforms, pa.Field):
         transforms = pa.schema([transforms])
     elif isinstance(transforms, list) and transforms and \
             all(isinstance(f, pa.Field) for f in transforms):
         transforms = pa.schema(transforms)
     if isinstance(transforms, pa.Schema):
-        return _add_null_columns(ds, base, naming, transforms)
+        return _add_null_columns(ctx, transforms)
     if isinstance(transforms, Mapping):
         new_arrow, values = _sql_values(base, transforms)
     elif callable(transforms) and not isinstance(transforms, pa.Table | pa.RecordBatchReader):
-        new_arrow, values = _udf_values(ds.store, base, transforms, read_columns)
+        new_arrow, values = _udf_values(ctx.store, base, transforms, read_columns)
     else:
         new_arrow, values = _aligned_values(base, to_reader(transforms, reader_schema))
     schema = base.schema.add_fields(new_arrow)
     new_fields = LanceSchema(schema.fields[len(base.schema.fields):])
-    fragments = _write_columns(ds.store, base, new_fields, values)
-    return _commit_merge(ds, base, naming, schema, fragments)
+    fragments = _write_columns(ctx.store, base, new_fields, values)
+    return _commit_merge(ctx, schema, fragments)
 
 
-def _commit_merge(ds: LanceDataset, base: Manifest, naming: Any, schema: LanceSchema,
+def _commit_merge(ctx: WriteContext, schema: LanceSchema,
                   fragments: list[tuple[Fragment, str]]) -> Manifest:
     """Commit fragments carrying new column files; a failed commit removes those files."""
-    try:
-        return ds._commit(base, naming, Transaction(base.version, Merge(
-            tuple(f for f, _ in fragments), schema))).manifest
-    except BaseException as exc:
-        if committed_version(exc) is None:
-            for _, key in fragments:
-                if key:
-                    ds.store.delete(key)
-        raise
+    with ctx.staging() as staged:
+        staged.add(*(key for _, key in fragments if key))
+        return ctx.commit(Merge(tuple(f for f, _ in fragments), schema))
 
 
-def _add_null_columns(ds: LanceDataset, base: Manifest, naming: Any,
-                      schema: pa.Schema) -> Manifest:
+def _add_null_columns(ctx: WriteContext, schema: pa.Schema) -> Manifest:
     bad = [f.name for f in schema if not f.nullable]
     if bad:
         raise SchemaError(f"columns added without data must be nullable: {bad}")
-    new = base.schema.add_fields(schema)
-    return ds._commit(base, naming, Transaction(base.version, Merge(base.fragments, new))
-                      ).manifest
+    return ctx.commit(Merge(ctx.table.fragments, ctx.table.schema.add_fields(schema)))
 
 
 def _sql_values(base: Manifest, exprs: Mapping[str, str]) -> tuple[pa.Schema, Values]:
@@ -270,23 +258,23 @@ def _without(fields: Iterable[LanceField], drop: set[int]) -> tuple[LanceField, 
     return tuple(out)
 
 
-def drop_columns(ds: LanceDataset, columns: Sequence[str]) -> Manifest:
+def drop_columns(ctx: WriteContext, columns: Sequence[str]) -> Manifest:
     if isinstance(columns, str):
         raise InvalidInputError("drop_columns takes a list of column names")
-    base, naming = ds._latest_for_write()
+    base = ctx.table
     drop = {base.schema.field(name).id for name in columns}
     kept = _without(base.schema.fields, drop)
     if not kept:
         raise InvalidInputError("cannot drop every column of a table")
     schema = LanceSchema(kept, base.schema.metadata)
-    return ds._commit(base, naming, Transaction(base.version, Project(schema))).manifest
+    return ctx.commit(Project(schema))
 
 
 _ALTER_KEYS = {"path", "name", "nullable", "data_type"}
 
 
-def alter_columns(ds: LanceDataset, alterations: Sequence[Mapping[str, Any]]) -> Manifest:
-    base, naming = ds._latest_for_write()
+def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -> Manifest:
+    base = ctx.table
     schema = base.schema
     casts: dict[int, LanceField] = {}  # old field id -> replacement field (new id)
     next_id = itertools.count(schema.max_field_id() + 1)
@@ -303,7 +291,7 @@ def alter_columns(ds: LanceDataset, alterations: Sequence[Mapping[str, Any]]) ->
         if alt.get("nullable") is not None:
             nullable = bool(alt["nullable"])
             if not nullable and field.nullable:
-                _check_no_nulls(ds, base, path)
+                _check_no_nulls(ctx.store, base, path)
             changed = replace(changed, nullable=nullable)
         if alt.get("data_type") is not None:
             if "." in path or field.children:
@@ -314,8 +302,8 @@ def alter_columns(ds: LanceDataset, alterations: Sequence[Mapping[str, Any]]) ->
             casts[changed.id] = changed
         schema = _replace_by_id(schema, field.id, changed)
     if not casts:
-        return ds._commit(base, naming, Transaction(base.version, Project(schema))).manifest
-    return _commit_casts(ds, base, naming, schema, casts)
+        return ctx.commit(Project(schema))
+    return _commit_casts(ctx, schema, casts)
 
 
 def _check_rename(schema: LanceSchema, path: str, name: str) -> str:
@@ -328,10 +316,10 @@ def _check_rename(schema: LanceSchema, path: str, name: str) -> str:
     return name
 
 
-def _check_no_nulls(ds: LanceDataset, base: Manifest, path: str) -> None:
+def _check_no_nulls(store: ObjectStore, base: Manifest, path: str) -> None:
     top, _, rest = path.partition(".")
     for frag in base.fragments:
-        reader = FragmentReader(ds.store, base, frag)
+        reader = FragmentReader(store, base, frag)
         (array,) = reader.read([base.schema.field(top)])
         mask = reader.keep_mask()
         if mask is not None:
@@ -352,8 +340,9 @@ def _replace_by_id(schema: LanceSchema, field_id: int, new: LanceField) -> Lance
     return LanceSchema(tuple(walk(f) for f in schema.fields), schema.metadata)
 
 
-def _commit_casts(ds: LanceDataset, base: Manifest, naming: Any, schema: LanceSchema,
+def _commit_casts(ctx: WriteContext, schema: LanceSchema,
                   casts: dict[int, LanceField]) -> Manifest:
+    base = ctx.table
     olds = {new_id: next(f for f in base.schema.fields
                          if f.name == _old_name(base, schema, new_id))
             for new_id in casts}
@@ -369,8 +358,8 @@ def _commit_casts(ds: LanceDataset, base: Manifest, naming: Any, schema: LanceSc
             raise InvalidInputError(f"cannot cast column: {exc}") from exc
         return pa.Table.from_arrays(cast, schema=target)
 
-    fragments = _write_columns(ds.store, base, new_fields, compute)
-    return _commit_merge(ds, base, naming, schema, fragments)
+    fragments = _write_columns(ctx.store, base, new_fields, compute)
+    return _commit_merge(ctx, schema, fragments)
 
 
 def _old_name(base: Manifest, schema: LanceSchema, new_id: int) -> str:

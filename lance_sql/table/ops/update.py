@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -33,17 +32,14 @@ from lance_sql.table.index import index_hook
 from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.ops.schema_evolution import write_columns_file
 from lance_sql.table.read.scan import matching_rows, plan_scan
-from lance_sql.table.txn.commit import committed_version
-from lance_sql.table.txn.operations import Transaction, Update
-
-if TYPE_CHECKING:
-    from lance_sql.table.dataset import LanceDataset
+from lance_sql.table.txn.operations import Update
+from lance_sql.table.txn.writer import WriteContext
 
 UPDATE_MODES = ("rewrite_rows", "rewrite_columns")
 TOMBSTONE = -2
 
 
-def update(ds: LanceDataset, updates: Mapping[str, str], where: str | None = None,
+def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = None,
            update_mode: str = "rewrite_rows") -> tuple[int, Manifest | None]:
     """Apply ``updates`` (column -> SQL expression) to rows matching ``where``.
 
@@ -54,7 +50,7 @@ def update(ds: LanceDataset, updates: Mapping[str, str], where: str | None = Non
         raise InvalidInputError("update needs a non-empty dict of column -> SQL expression")
     if update_mode not in UPDATE_MODES:
         raise InvalidInputError(f"update_mode must be one of {UPDATE_MODES}, got {update_mode!r}")
-    base, naming = ds._latest_for_write()
+    base, store = ctx.table, ctx.store
     arrow = base.schema.to_arrow()
     exprs = {}
     for name, text in updates.items():
@@ -64,24 +60,24 @@ def update(ds: LanceDataset, updates: Mapping[str, str], where: str | None = Non
         exprs[name] = value_expression(parse_predicate(text), arrow)
     modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
     plan = plan_scan(base, columns=[], filter=where, with_row_address=True)
-    matches = list(matching_rows(ds.store, base, plan, index_hook(ds.store, base)))
+    matches = list(matching_rows(store, base, plan, index_hook(store, base)))
     if not matches:
         return 0, None
     if update_mode == "rewrite_columns":
-        return _rewrite_columns(ds, base, naming, exprs, matches, modified)
+        return _rewrite_columns(ctx, exprs, matches, modified)
     fields = list(base.schema.fields)
-    rewrite = RowRewrite(ds, base)
+    rewrite = RowRewrite(ctx)
     count = 0
     try:
         for frag, rows in matches:
-            table = pa.Table.from_arrays(FragmentReader(ds.store, base, frag).take(fields, rows),
+            table = pa.Table.from_arrays(FragmentReader(store, base, frag).take(fields, rows),
                                          names=[f.name for f in fields])
             rewrite.rewrite(frag, rows, _evaluate(table, exprs, arrow))
             count += len(rows)
     except BaseException:
         rewrite.writer.abort()
         raise
-    return count, rewrite.commit(naming, modified)
+    return count, rewrite.commit(modified)
 
 
 def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Schema) -> pa.Table:
@@ -95,18 +91,18 @@ def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Sch
         raise InvalidInputError(f"update values do not fit the columns: {exc}") from exc
 
 
-def _rewrite_columns(ds: LanceDataset, base: Manifest, naming: object,
-                     exprs: Mapping[str, pc.Expression],
+def _rewrite_columns(ctx: WriteContext, exprs: Mapping[str, pc.Expression],
                      matches: list[tuple], modified: tuple[int, ...]) -> tuple[int, Manifest]:
+    base, store = ctx.table, ctx.store
     arrow = base.schema.to_arrow()
     fields = list(base.schema.fields)
     changed_fields = LanceSchema(tuple(f for f in fields if f.name in exprs))
     target = changed_fields.to_arrow()
     dropped = set(modified)
-    updated, keys, count = [], [], 0
-    try:
+    updated, count = [], 0
+    with ctx.staging() as staged:
         for frag, rows in matches:
-            table = pa.Table.from_arrays(FragmentReader(ds.store, base, frag).read(fields),
+            table = pa.Table.from_arrays(FragmentReader(store, base, frag).read(fields),
                                          names=[f.name for f in fields])
             new = _evaluate(table, exprs, arrow)
             mask = np.zeros(frag.physical_rows, dtype=bool)
@@ -114,25 +110,20 @@ def _rewrite_columns(ds: LanceDataset, base: Manifest, naming: object,
             hit = pa.array(mask)
             columns = [pc.if_else(hit, new.column(f.name), table.column(f.name))
                        for f in target]
-            data_file = write_columns_file(ds.store, changed_fields,
+            data_file = write_columns_file(store, changed_fields,
                                            pa.Table.from_arrays(columns, schema=target),
                                            base.data_format)
-            keys.append(data_file.key)
+            staged.add(data_file.key)
             files = tuple(replace(d, fields=tuple(TOMBSTONE if i in dropped else i
                                                   for i in d.fields)) for d in frag.files)
             result = replace(frag, files=files + (data_file,))
             if base.uses_stable_row_ids:
-                versions = np.array(load_lineage(ds.store, base, frag).updated_at(slice(None)))
+                versions = np.array(load_lineage(store, base, frag).updated_at(slice(None)))
                 versions[rows] = PENDING_VERSION
                 result = replace(result, last_updated_at_version_sequence=encode_versions(versions))
             updated.append(result)
             count += len(rows)
         op = Update(updated_fragments=tuple(updated), fields_modified=modified,
                     update_mode="rewrite_columns")
-        committed = ds._commit(base, naming, Transaction(base.version, op))
-    except BaseException as exc:
-        if committed_version(exc) is None:
-            for key in keys:
-                ds.store.delete(key)
-        raise
-    return count, committed.manifest
+        committed = ctx.commit(op)
+    return count, committed

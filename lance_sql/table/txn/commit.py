@@ -8,7 +8,8 @@
    merging deletion vectors if the rules ask for it), or fail with
    :class:`RetryableConflict` / :class:`IncompatibleConflict`. A version among them
    that ``cleanup_old_versions`` already removed is a retryable conflict: what it
-   changed is unknown.
+   changed is unknown; a newest version needing writer features we do not know is
+   refused (UnsupportedFeatureError).
 3. Build the next manifest (pure :func:`apply_transaction`: fragment ids continue from
    ``max_fragment_id``, row ids from ``next_row_id``) as newest + 1 and publish it
    through the commit handler (put-if-not-exists by default): of two writers racing
@@ -36,6 +37,7 @@ from lance_sql.errors import (
     UnsupportedFeatureError,
 )
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
+from lance_sql.format.feature_flags import check_writable
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.naming import ManifestNaming, transaction_key
 from lance_sql.io.commit import DEFAULT_HANDLER, CommitHandler
@@ -164,6 +166,8 @@ class _CommitLoop:
                 if isinstance(decision, Incompatible):
                     raise IncompatibleConflict(f"{self.store.uri}: {decision.reason}")
                 latest = self._load_latest(latest_ref)
+                # a winner may have turned on a writer feature we do not know
+                check_writable(latest.writer_feature_flags, f"{self.store.uri}/{latest_ref.key}")
                 if self.check_winners is not None:
                     self.check_winners(base, latest)
                 base = latest

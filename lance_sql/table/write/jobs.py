@@ -24,7 +24,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.format.feature_flags import check_writable
 from lance_sql.format.fragment import DATA_DIR, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
@@ -32,9 +31,10 @@ from lance_sql.format.pb import table_pb2
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY, LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
-from lance_sql.table.meta.versions import VersionRef, latest_committed, load_manifest
-from lance_sql.table.txn.commit import CommitConfig, commit_transaction, committed_version
-from lance_sql.table.txn.operations import Append, Overwrite, Transaction
+from lance_sql.table.meta.versions import VersionRef, load_manifest
+from lance_sql.table.txn.commit import CommitConfig
+from lance_sql.table.txn.operations import Append, Overwrite
+from lance_sql.table.txn.writer import WriteContext, staging
 from lance_sql.table.write.fragments import (
     DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -101,12 +101,8 @@ def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
     or overwritten; asking for them when appending to a table without them is an error.
     """
     store = open_store(uri)
-    config = commit_config or CommitConfig()
-    latest = latest_committed(store, config.handler)
-    previous = load_manifest(store, latest) if latest is not None else None
-    naming = latest.naming if latest is not None else ManifestNaming.V2
-    if previous is not None and latest is not None:
-        check_writable(previous.writer_feature_flags, f"{store.uri}/{latest.key}")
+    ctx = WriteContext.open(store, commit_config)
+    previous, naming = ctx.base, ctx.naming
     version = previous.version if previous is not None else None
     if stable_row_ids and previous is not None and not previous.uses_stable_row_ids:
         raise InvalidInputError(
@@ -197,27 +193,20 @@ def commit_job(
 ) -> Manifest:
     """Commit everything the workers wrote as one transaction; on failure remove it all.
 
-    This is the same commit loop ``write_dataset`` uses, with the same ``commit_config``
-    (its handler decides how the new manifest is published); ``stable_row_ids`` applies
-    when the commit creates the table.
+    This is the commit ``write_dataset`` makes, through a :class:`WriteContext` with the
+    same ``commit_config`` (its handler decides how the new manifest is published) on the
+    pinned version (writer feature flags checked again); ``stable_row_ids`` applies when
+    the commit creates the table.
     """
     store: ObjectStore = open_store(uri)
     fragments = tuple(f for serialized in fragment_lists for f in decode_fragments(serialized))
-    previous = target.pinned(store)
-    read_version = previous.version if previous is not None else 0
-    if previous is not None and not overwrite:
-        operation: Append | Overwrite = Append(fragments)
-    else:
-        operation = Overwrite(fragments, target.schema)
-    txn = Transaction(read_version=read_version, operation=operation,
-                      properties={"lance_sql.job": job.job_id})
-    try:
-        return commit_transaction(store, previous, target.naming, txn,
-                                  data_format=target.data_format,
-                                  config=commit_config or CommitConfig(),
-                                  stable_row_ids=stable_row_ids)
-    except BaseException as exc:
-        if committed_version(exc) is None:
-            job.remove_all(os.fspath(uri), [f"{DATA_DIR}/{d.path}" for f in fragments
-                                            for d in f.files])
-        raise
+    with staging(store) as staged:
+        staged.on_abort(lambda: job.remove_all(os.fspath(uri), [
+            f"{DATA_DIR}/{d.path}" for f in fragments for d in f.files]))
+        ctx = WriteContext.pinned(store, commit_config, target.version, target.naming)
+        if ctx.base is not None and not overwrite:
+            operation: Append | Overwrite = Append(fragments)
+        else:
+            operation = Overwrite(fragments, target.schema)
+        return ctx.commit(operation, properties={"lance_sql.job": job.job_id},
+                          data_format=target.data_format, stable_row_ids=stable_row_ids)

@@ -90,7 +90,7 @@ def _files(path: Path):
     """(manifest, [(reader, column map)]) of every data file, fragment order."""
     from lance_sql.table.dataset import dataset
 
-    manifest: Manifest = dataset(str(path))._manifest
+    manifest: Manifest = dataset(str(path)).manifest
     out = []
     for frag in manifest.fragments:
         (df,) = frag.files
