@@ -119,7 +119,7 @@ def _find_latest(uri: str, library: str, count: int = 200) -> float:
     return statistics.median(_timed(fn, count)) * 1e3
 
 
-def _worker(library: str, uri: str, count: int, start_at: float, queue) -> None:  # noqa: ANN001
+def _worker(library: str, uri: str, count: int, start_at: float, queue) -> None:
     import lance
 
     config = CommitConfig(max_retries=10_000, timeout_s=600)
@@ -155,6 +155,7 @@ def _throughput(library: str, uri: str, procs: int, count: int) -> tuple[float, 
 
 
 def main() -> None:
+    lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--versions", default="10,1000")
     parser.add_argument("--commits", type=int, default=200, help="latency samples")

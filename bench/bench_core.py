@@ -32,6 +32,7 @@ def make_table(rows: int, seed: int = 0) -> pa.Table:
 
 
 def main() -> None:
+    lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--rows-per-file", type=int, default=1_000_000)

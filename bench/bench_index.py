@@ -112,11 +112,13 @@ def _bench_key(key: str, data: pa.Table, ours_uri: Path, ref_uri: Path,
     [meta] = [i for i in btree_indices(ours.manifest) if i.name == f"{key}_idx"]
     opened = btree_mod.BTreeIndex.open(ours.store, ours.manifest, meta,
                                        data.schema.field(key).type)
+    pages = lance_sql.default_runtime().stats()["index_pages"]
     print(f"{key:<4} memory: page bounds {opened.nbytes() / 2**20:.2f} MiB per open index; "
-          f"page cache {btree_mod.PAGE_CACHE.weight / 2**20:.1f} MiB (bounded at 256 MiB)")
+          f"page cache {pages.bytes / 2**20:.1f} MiB (bounded at {pages.max_bytes >> 20} MiB)")
 
 
 def main() -> None:
+    lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=30)

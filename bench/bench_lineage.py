@@ -36,9 +36,12 @@ import pyarrow as pa
 from timing import median_time  # bench/timing.py (scripts run from bench/)
 
 import lance_sql
-from lance_sql.table.changes import feed as changes_module
 from lance_sql.table.changes.feed import table_changes
 from lance_sql.table.files.row_id_index import RowIdIndex
+
+
+def _forget_plans() -> None:
+    lance_sql.default_runtime().clear("change_plans")
 
 
 def make_table(rows: int, start: int = 0, seed: int = 0) -> pa.Table:
@@ -50,6 +53,7 @@ def make_table(rows: int, start: int = 0, seed: int = 0) -> pa.Table:
 
 
 def main() -> None:
+    lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--merge-rows", type=int, default=1_000_000)
@@ -91,13 +95,14 @@ def main() -> None:
             updated = ds.delta(begin_version=1, end_version=2).get_updated_rows().read_all()
             ds.delta(begin_version=1, end_version=2).get_inserted_rows().read_all()
             ds.delta(begin_version=1, end_version=2).get_deleted_row_ids().read_all()
-            lance.dataset(path, version=1)._take_rows(updated.column("_rowid").to_pylist())
+            old = lance.dataset(path, version=1)  # pylance takes by row id privately only
+            old._take_rows(updated.column("_rowid").to_pylist())  # noqa: SLF001
 
         t_ours = median_time(ours, args.repeat)
-        t_cold = median_time(ours, args.repeat, setup=changes_module._PLAN_CACHE.clear)
+        t_cold = median_time(ours, args.repeat, setup=_forget_plans)
         t_same = median_time(ours_same_rows, args.repeat)
         t_same_cold = median_time(ours_same_rows, args.repeat,
-                                  setup=changes_module._PLAN_CACHE.clear)
+                                  setup=_forget_plans)
         t_sql = median_time(ours_sql, args.repeat)
         t_ref = median_time(reference, args.repeat)
         t_ref_pre = median_time(reference_with_preimages, args.repeat)
@@ -186,7 +191,7 @@ def _long_window(work: Path, versions: int, repeat: int) -> None:
 
     rows = table_changes(path, 2, end).num_rows
     t_ours = median_time(ours, repeat)
-    t_cold = median_time(ours, repeat, setup=changes_module._PLAN_CACHE.clear)
+    t_cold = median_time(ours, repeat, setup=_forget_plans)
     t_ref = median_time(reference, repeat)
     print(f"change feed of a {end - 1}-version window ({rows} change rows, every commit's "
           "own changes)")
@@ -201,6 +206,7 @@ import sys, time
 import lance
 import lance_sql
 from lance_sql.table.changes.feed import table_changes
+lance_sql.tune_allocator()
 path, which = sys.argv[1], sys.argv[2]
 start = time.perf_counter()
 if which == "ours":

@@ -41,9 +41,9 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import lance_sql  # noqa: E402
-from lance_sql.io.local import LocalStore  # noqa: E402
-from lance_sql.memwal.writer import RegionWriter, WriterConfig  # noqa: E402
+import lance_sql
+from lance_sql.io.local import LocalStore
+from lance_sql.memwal.writer import RegionWriter, WriterConfig
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
@@ -65,14 +65,14 @@ def ours(root: str, *, fsync: bool = False, **config: object) -> RegionWriter:
                         config=WriterConfig(**config))  # type: ignore[arg-type]
 
 
-def theirs(root: str, **config: object):  # noqa: ANN201
+def theirs(root: str, **config: object):
     import lance
 
     lance.write_dataset(batch(0, 1), root).initialize_mem_wal()
     return lance.dataset(root).mem_wal_writer(str(uuid.uuid4()), **config)
 
 
-def put_latencies(writer, batches: list[pa.Table]) -> list[float]:  # noqa: ANN001
+def put_latencies(writer, batches: list[pa.Table]) -> list[float]:
     times = []
     for b in batches:
         start = time.perf_counter()
@@ -111,7 +111,7 @@ def memory_peak(rows: int) -> float:
 
 def base_table(n: int, chunk: int = 1_000_000) -> pa.RecordBatchReader:
     """``n`` rows of the bench schema, made a chunk at a time (ids 0..n-1)."""
-    def chunks():  # noqa: ANN202
+    def chunks():
         for start in range(0, n, chunk):
             ids = np.arange(start, min(n, start + chunk), dtype=np.int64)
             yield pa.record_batch([pa.array(ids), pa.array(ids * 0.5),
@@ -159,6 +159,7 @@ def merge_bench(tmp: str, base_rows: int, gen_rows: int) -> dict[str, float]:
 
 
 def main() -> None:
+    lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--puts", type=int, default=40, help="durable puts timed")
     parser.add_argument("--batches", type=int, default=200, help="non-durable 1000-row puts")

@@ -23,6 +23,7 @@ import lance_sql
 
 
 def main() -> None:
+    lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--terms", type=int, default=10_000)

@@ -1,10 +1,12 @@
 """lance_sql: the Lance table format in pure Python, queried with SQL.
 
 Start with :func:`write_dataset` and :func:`dataset`; errors live in
-:mod:`lance_sql.errors`.
+:mod:`lance_sql.errors`. Reads share a bounded cache owned by a :class:`Runtime`
+(:func:`default_runtime` unless another is active). Importing lance_sql changes nothing
+process-wide; :func:`tune_allocator` is an opt-in speed-up (see its module).
 """
 
-from lance_sql import allocator  # noqa: F401 - tunes malloc once, see its docstring
+from lance_sql.allocator import tune_allocator
 from lance_sql.errors import (
     CommitConflict,
     FormatError,
@@ -22,7 +24,7 @@ from lance_sql.errors import (
     WriterFencedError,
 )
 from lance_sql.memwal.dataset import MemWalDataset, dataset, write_dataset
-from lance_sql.table import LanceDataset
+from lance_sql.table import CacheStats, LanceDataset, Runtime, default_runtime
 
 __version__ = "0.1.0"
 
@@ -37,6 +39,7 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'lance_sql' has no attribute {name!r}")
 
 __all__ = [
+    "CacheStats",
     "CommitConflict",
     "FormatError",
     "IncompatibleConflict",
@@ -49,6 +52,7 @@ __all__ = [
     "PathEscapeError",
     "QueryError",
     "RetryableConflict",
+    "Runtime",
     "SchemaError",
     "StatementRefusedError",
     "UnsupportedFeatureError",
@@ -56,5 +60,7 @@ __all__ = [
     "WriterFencedError",
     "connect",
     "dataset",
+    "default_runtime",
+    "tune_allocator",
     "write_dataset",
 ]

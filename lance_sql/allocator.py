@@ -9,20 +9,23 @@ with the settings below). Raising the mmap threshold to 32 MiB (glibc's own ceil
 for its adaptive threshold) and the trim threshold to 128 MiB lets freed blocks be
 reused. The price is up to ~128 MiB of freed memory the process keeps.
 
-Applied once, at ``import lance_sql``, only on Linux with glibc, and never over the
-user's own choices: set ``LANCE_SQL_TUNE_MALLOC=0`` to turn it off, and any of glibc's
+This changes the whole process, so it is opt-in: importing lance_sql leaves malloc
+alone; :func:`tune_allocator` applies the settings (the ``lance-sql`` command and the
+benchmarks call it at start). It acts only on Linux with glibc, and never over the
+user's own choices: ``LANCE_SQL_TUNE_MALLOC=0`` turns it off, and any of glibc's
 ``MALLOC_*`` tunables in the environment leave the allocator alone.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["OPT_OUT", "AllocatorTuning", "release_free_memory", "tune_allocator", "TUNING"]
+__all__ = ["OPT_OUT", "AllocatorTuning", "release_free_memory", "tune_allocator"]
 
 OPT_OUT = "LANCE_SQL_TUNE_MALLOC"
 MMAP_THRESHOLD = 32 << 20
@@ -58,7 +61,9 @@ def _glibc_mallopt() -> Callable[[int, int], int] | None:
 def tune_allocator(environ: Mapping[str, str] | None = None,
                    mallopt: Callable[[int, int], int] | None = None,
                    platform: str | None = None) -> AllocatorTuning:
-    """Apply the settings above unless turned off or already configured by the user."""
+    """Apply the settings above to this process unless turned off or already configured
+    by the user; says whether it did and why. ``environ``, ``mallopt`` and ``platform``
+    default to the process's own (tests pass fakes)."""
     environ = os.environ if environ is None else environ
     platform = sys.platform if platform is None else platform
     if environ.get(OPT_OUT, "").strip().lower() in ("0", "false", "no", "off"):
@@ -78,10 +83,11 @@ def tune_allocator(environ: Mapping[str, str] | None = None,
                                  f"trim threshold {TRIM_THRESHOLD >> 20} MiB")
 
 
-TUNING = tune_allocator()
 
-
+@functools.cache
 def _glibc_malloc_trim() -> Callable[[int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 - glibc only
@@ -91,9 +97,6 @@ def _glibc_malloc_trim() -> Callable[[int], int] | None:
     trim.argtypes = (ctypes.c_size_t,)
     trim.restype = ctypes.c_int
     return trim
-
-
-_MALLOC_TRIM = _glibc_malloc_trim() if sys.platform.startswith("linux") else None
 
 
 def release_free_memory() -> None:
@@ -108,5 +111,6 @@ def release_free_memory() -> None:
     import pyarrow as pa  # not at import: this module runs first in `import lance_sql`
 
     pa.default_memory_pool().release_unused()
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
+    trim = _glibc_malloc_trim()
+    if trim is not None:
+        trim(0)

@@ -1,4 +1,5 @@
-"""Regenerate the Python protobuf modules in lance_sql/format/pb from protos/.
+"""Regenerate the Python protobuf modules in lance_sql/format/pb from protos/, with their
+type stubs (``.pyi``, read by the type checker).
 
 protoc writes top-level imports (``import file_pb2``); we rewrite them to
 package-relative ones so the modules live inside our package. The test suite
@@ -28,12 +29,13 @@ def generate(out_dir: Path) -> list[Path]:
     include = Path(grpc_tools.__file__).parent / "_proto"
     protos = sorted(p.name for p in PROTO_DIR.glob("*.proto"))
     with tempfile.TemporaryDirectory() as tmp:
-        args = ["protoc", f"-I{PROTO_DIR}", f"-I{include}", f"--python_out={tmp}", *protos]
+        args = ["protoc", f"-I{PROTO_DIR}", f"-I{include}", f"--python_out={tmp}",
+                f"--pyi_out={tmp}", *protos]
         if protoc.main(args) != 0:
             raise RuntimeError("protoc failed")
         written = []
         out_dir.mkdir(parents=True, exist_ok=True)
-        for generated in sorted(Path(tmp).glob("*_pb2.py")):
+        for generated in sorted(Path(tmp).glob("*_pb2.py*")):
             text = _TOP_LEVEL_IMPORT.sub(r"from . import \1 as \2", generated.read_text())
             target = out_dir / generated.name
             target.write_text(text)

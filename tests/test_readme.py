@@ -39,7 +39,7 @@ def test_every_python_snippet_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             continue
         code = block.replace("/tmp/", f"{tmp_path}/")
         with contextlib.redirect_stdout(io.StringIO()):
-            exec(compile(code, f"README.md python block {index + 1}", "exec"), namespace)  # noqa: S102
+            exec(compile(code, f"README.md python block {index + 1}", "exec"), namespace)
         ran += 1
     assert ran == len(python_blocks()) - 1
     assert (tmp_path / "lake" / "events.lance" / "_versions").is_dir()

@@ -127,7 +127,7 @@ def run_query(session: LanceSession, sql: str, out: TextIO, err: TextIO,
                     renderer.batch(batch)
         except LanceError:
             raise
-        except Exception as exc:  # noqa: BLE001 - DataFusion's flattened errors, typed here
+        except Exception as exc:  # DataFusion's flattened errors, typed here
             translated = session.translate_error(exc)
             if translated is exc:
                 raise

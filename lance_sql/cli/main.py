@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lance_sql import __version__
+from lance_sql.allocator import tune_allocator
 from lance_sql.cli.demo import run_demo
 from lance_sql.cli.execute import (
     OutputOptions,
@@ -88,8 +89,9 @@ class _IntermixedParser(argparse.ArgumentParser):
 
     _parsing = False
 
-    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201 - argparse's
-        if self._parsing or any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
+    def parse_known_args(self, args=None, namespace=None):
+        subparsers = argparse._SubParsersAction  # noqa: SLF001 - argparse names it nowhere else
+        if self._parsing or any(isinstance(a, subparsers) for a in self._actions):
             return super().parse_known_args(args, namespace)
         self._parsing = True
         try:
@@ -132,6 +134,7 @@ def _add_tables(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``lance-sql`` argument parser, every subcommand included."""
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="lance-sql", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=raw)
@@ -200,12 +203,13 @@ def open_session(root: str, tables: Sequence[str] = (), *, read_only: bool = Fal
                  allow_external_files: bool = False) -> LanceSession:
     """A session over ROOT: a directory of tables, or a single table's directory."""
     path = Path(root)
-    access = {"read_only": read_only, "allow_external_files": allow_external_files}
     if (path / "_versions").is_dir():
-        session = LanceSession(None, **access)
+        session = LanceSession(None, read_only=read_only,
+                               allow_external_files=allow_external_files)
         session.register(path.name.removesuffix(".lance"), path)
     elif path.is_dir():
-        session = LanceSession(path, **access)
+        session = LanceSession(path, read_only=read_only,
+                               allow_external_files=allow_external_files)
     else:
         raise NotFoundError(f"{root} is not a directory of Lance tables")
     for spec in tables:
@@ -294,6 +298,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv``; returns the exit status (0, 1 on errors, 130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
@@ -327,8 +332,10 @@ def entry() -> None:
     The command has printed everything by then; it leaves with ``os._exit`` after
     flushing, so nothing at interpreter shutdown can make it wait — notably a query
     interrupted with Ctrl-C whose worker is still finishing the batch it was given
-    (its scans stop at the next one).
+    (its scans stop at the next one). The command opts in to the allocator tuning
+    (:func:`lance_sql.tune_allocator`).
     """
+    tune_allocator()
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -338,6 +338,7 @@ class JsonRenderer(Renderer):
 
 
 def make_renderer(fmt: str, out: TextIO, max_rows: int | None = None) -> Renderer:
+    """The renderer for output format ``fmt`` (one of :data:`FORMATS`), writing to ``out``."""
     if fmt == "table":
         return TableRenderer(out, max_rows)
     if fmt == "csv":

@@ -50,6 +50,7 @@ Writes (one commit each): CREATE TABLE t AS SELECT ...; INSERT INTO t VALUES (..
 
 
 def history_path() -> Path:
+    """Where the shell keeps its history: ``$LANCE_SQL_HISTORY``, else ``~/.lance_sql_history``."""
     override = os.environ.get("LANCE_SQL_HISTORY")
     return Path(override) if override else Path.home() / ".lance_sql_history"
 
@@ -59,7 +60,7 @@ class _History:
 
     def __init__(self) -> None:
         try:
-            import readline  # noqa: PLC0415 - optional, and only for terminals
+            import readline  # optional, and only for terminals
         except ImportError:  # e.g. Windows without pyreadline
             self.readline: Any = None
             return

@@ -45,6 +45,7 @@ from lance_sql.expr.model import (
     Column,
     Expr,
     Literal,
+    cast_target,
     col,
     lit,
     literal_type,
@@ -150,7 +151,8 @@ def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as err:
         types = ", ".join(str(t) for _, t in args)
         raise InvalidInputError(f"cannot apply {fn} to ({types}) in filter: {err}") from None
-    return pc.Expression._call(fn, [e for e, _ in args], options), out_type
+    # pyarrow builds a call by name only through its private constructor
+    return pc.Expression._call(fn, [e for e, _ in args], options), out_type  # noqa: SLF001
 
 
 def _cast(x: _Typed, target: pa.DataType) -> _Typed:
@@ -319,7 +321,7 @@ class _Translator:
         if op in _UNARY_FN:
             return _call(_UNARY_FN[op], [self.expr(args[0])])
         if op == "cast":
-            return _cast(self.expr(args[0]), args[1].type)
+            return _cast(self.expr(args[0]), cast_target(e))
         raise InvalidInputError(f"unknown operator {op!r} in filter")
 
     def boolean(self, e: Expr) -> _Typed:

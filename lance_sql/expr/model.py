@@ -63,14 +63,25 @@ def col(name: str) -> Column:
 
 
 def lit(value: Any, type: pa.DataType | None = None) -> Literal:
+    """A literal of ``value`` (typed by pyarrow when ``type`` is None)."""
     return Literal(value, type)
 
 
+def cast_target(call: Call) -> pa.DataType:
+    """The type a ``cast`` call converts to (its second argument, a typed literal)."""
+    target = call.args[1]
+    if not isinstance(target, Literal) or target.type is None:
+        raise InvalidInputError(f"cast needs a type as its second argument, got {target!r}")
+    return target.type
+
+
 def literal_type(lit: Literal) -> pa.DataType:
+    """The Arrow type ``lit`` evaluates to."""
     return scalar_of(lit).type
 
 
 def scalar_of(lit: Literal) -> pa.Scalar:
+    """``lit`` as a pyarrow scalar; an unrepresentable value is an InvalidInputError."""
     big = lit.type is None and isinstance(lit.value, int) and lit.value >= 2**63
     try:
         return pa.scalar(lit.value, pa.uint64() if big else lit.type)

@@ -26,6 +26,7 @@ from lance_sql.expr.model import (
     Column,
     Expr,
     Literal,
+    cast_target,
     literal_type,
 )
 
@@ -84,6 +85,7 @@ def parse_predicate(text: str) -> Expr:
 
 
 def tokenize(text: str) -> list[_Token]:
+    """The tokens of filter text ``text``; bad characters or strings are an InvalidInputError."""
     tokens, i, n = [], 0, len(text)
     while i < n:
         c = text[i]
@@ -244,6 +246,7 @@ class _Parser:
         pattern = self.expr(_PREDICATE_BP + 1)
         if not isinstance(pattern, Literal) or not isinstance(pattern.value, str | None):
             raise self.error(f"{word} needs a string literal pattern", pattern_tok)
+        assert word is not None  # LIKE or ILIKE
         return Call(word.lower(), (left, pattern))
 
     def list_item(self) -> Literal:
@@ -419,6 +422,7 @@ def _quote_ident(name: str) -> str:
 
 
 def sql_type_name(t: pa.DataType) -> str:
+    """How filters name Arrow type ``t`` in SQL (``CAST(x AS <name>)``)."""
     if pa.types.is_decimal(t):
         return f"DECIMAL({t.precision},{t.scale})"
     if t in _SQL_TYPES:
@@ -466,7 +470,7 @@ def to_sql(expr: Expr) -> str:
     if op in COMPARISONS or op in ARITHMETIC:
         return f"({a[0]} {op} {a[1]})"
     if op == "cast":
-        return f"CAST({a[0]} AS {sql_type_name(expr.args[1].type)})"
+        return f"CAST({a[0]} AS {sql_type_name(cast_target(expr))})"
     simple = {"not": "(NOT {0})", "negate": "(- {0})", "is_null": "({0} IS NULL)",
               "is_not_null": "({0} IS NOT NULL)", "between": "({0} BETWEEN {1} AND {2})",
               "like": "({0} LIKE {1})", "ilike": "({0} ILIKE {1})"}

@@ -32,7 +32,7 @@ def c_metadata(obj: pa.DataType | pa.Field | pa.Schema) -> list[tuple[bytes, byt
     """The metadata ``obj`` exports through the C data interface, pairs in order (keys may
     repeat)."""
     c = _CArrowSchema()
-    obj._export_to_c(ctypes.addressof(c))
+    obj._export_to_c(ctypes.addressof(c))  # noqa: SLF001 - pyarrow's C data interface
     try:
         if not c.metadata:
             return []

@@ -37,6 +37,7 @@ Facts measured against pylance 14.0.2 (``ds.create_scalar_index(col, "BTREE")``)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -57,10 +58,12 @@ ROW_ADDRESS_IDS = 1
 
 
 def page_data_schema(key_type: pa.DataType) -> pa.Schema:
+    """Schema of a BTREE index's sorted page data: key values and row ids."""
     return pa.schema([pa.field(VALUES, key_type), pa.field(IDS, pa.uint64(), nullable=False)])
 
 
 def lookup_schema(key_type: pa.DataType, batch_size: int = BATCH_SIZE) -> pa.Schema:
+    """Schema of a BTREE index's page lookup: per page, its key range and null count."""
     return pa.schema(
         [pa.field("min", key_type), pa.field("max", key_type),
          pa.field("null_count", pa.uint32(), nullable=False),
@@ -102,7 +105,7 @@ def _order_keys(values: pa.Array) -> np.ndarray | None:
     """Numbers sorting like the values (nulls arbitrary), or None for non-numeric keys."""
     t = values.type
     if pa.types.is_floating(t):
-        width = {16: np.int16, 32: np.int32, 64: np.int64}[t.bit_width]
+        width = np.dtype({16: "<i2", 32: "<i4", 64: "<i8"}[t.bit_width])
         bits = values.fill_null(pa.scalar(0, t)).to_numpy(zero_copy_only=False).view(width)
         # IEEE total order as integers: negative numbers count down from the sign bit
         return bits ^ ((bits >> (t.bit_width - 1)) & np.array(np.iinfo(width).max, width))
@@ -291,6 +294,16 @@ class KeyIsNull:
 KeyQuery = KeyRange | KeySet | KeyIsNull
 
 
+Side = Literal["left", "right"]  # of a binary search
+
+
+def _sortable_key(value: pa.Scalar) -> Any:
+    """The sort key of ``value``, whose type has one (pages with ``keys`` hold such)."""
+    key = sortable(value)
+    assert key is not None
+    return key[0]
+
+
 def sortable(values: pa.Array | pa.Scalar) -> np.ndarray | None:
     """``values`` as a numpy array ordered like the index (nulls as the lowest key), or
     None for key types without such a form."""
@@ -313,6 +326,7 @@ def sortable(values: pa.Array | pa.Scalar) -> np.ndarray | None:
 
 
 def is_sorted(keys: np.ndarray) -> bool:
+    """True when ``keys`` ascend (NaN last for floats, as the sort puts them)."""
     if len(keys) < 2:
         return True
     if keys.dtype.kind == "f":
@@ -350,15 +364,14 @@ class PageBounds:
             keys = sortable(query.values)
             if keys is None:
                 return self._compared(query)
-            first = np.searchsorted(hi_keys, keys, side="left")
-            stop = np.searchsorted(lo_keys, keys, side="right")
-            return _ranges_union(first, stop)
+            return _ranges_union(np.searchsorted(hi_keys, keys, side="left"),
+                                 np.searchsorted(lo_keys, keys, side="right"))
         first, stop = 0, len(hi_keys)
         if query.lower is not None:
             key = sortable(query.lower)
             if key is None:
                 return self._compared(query)
-            side = "left" if query.lower_inclusive else "right"
+            side: Side = "left" if query.lower_inclusive else "right"
             first = int(np.searchsorted(hi_keys, key[0], side=side))
         if query.upper is not None:
             key = sortable(query.upper)
@@ -506,11 +519,11 @@ class SortedPage:
                                      np.searchsorted(keys, wanted, side="right"))]
         first, stop = 0, len(keys)
         if query.lower is not None:
-            side = "left" if query.lower_inclusive else "right"
-            first = int(np.searchsorted(keys, sortable(query.lower)[0], side=side))
+            side: Side = "left" if query.lower_inclusive else "right"
+            first = int(np.searchsorted(keys, _sortable_key(query.lower), side=side))
         if query.upper is not None:
             side = "right" if query.upper_inclusive else "left"
-            stop = int(np.searchsorted(keys, sortable(query.upper)[0], side=side))
+            stop = int(np.searchsorted(keys, _sortable_key(query.upper), side=side))
         return ids[first:max(first, stop)]
 
     def _select_bytes(self, keys: np.ndarray, query: KeyRange | KeySet) -> np.ndarray:

@@ -25,6 +25,7 @@ _SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
 
 
 def choose_kind(num_deleted: int) -> DeletionKind:
+    """The deletion-file kind the reference picks for ``num_deleted`` rows."""
     return "bitmap" if num_deleted >= BITMAP_THRESHOLD else "arrow"
 
 

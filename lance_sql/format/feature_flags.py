@@ -47,6 +47,7 @@ def _unknown(flags: int, known: int) -> list[int]:
 
 
 def check_readable(reader_flags: int, path: str) -> None:
+    """Refuse to read a table needing reader feature flags lance_sql does not know."""
     unknown = _unknown(reader_flags, KNOWN_READER_FLAGS)
     if unknown:
         raise UnsupportedFeatureError(
@@ -56,6 +57,7 @@ def check_readable(reader_flags: int, path: str) -> None:
 
 
 def check_writable(writer_flags: int, path: str) -> None:
+    """Refuse to write a table needing writer feature flags lance_sql does not know."""
     unknown = _unknown(writer_flags, KNOWN_WRITER_FLAGS)
     if unknown:
         raise UnsupportedFeatureError(

@@ -21,10 +21,12 @@ from lance_sql.format.pb import table_pb2
 
 
 def uuid_from_bytes(raw: bytes) -> str:
+    """An index uuid as text (hex when not 16 bytes)."""
     return str(uuidlib.UUID(bytes=raw)) if len(raw) == 16 else raw.hex()
 
 
 def uuid_to_bytes(text: str) -> bytes:
+    """The bytes of an index uuid given as text (inverse of :func:`uuid_from_bytes`)."""
     try:
         return uuidlib.UUID(text).bytes
     except ValueError:

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -116,7 +117,8 @@ class Manifest:
     def next_fragment_id(self) -> int:
         return 0 if self.max_fragment_id is None else self.max_fragment_id + 1
 
-    def evolve(self, **changes: object) -> Manifest:
+    def evolve(self, **changes: Any) -> Manifest:
+        """A copy with ``changes`` (field name -> new value)."""
         return replace(self, **changes)
 
 
@@ -257,7 +259,7 @@ class ManifestCodec:
         return data[offset + 4 : offset + 4 + length]
 
     @classmethod
-    def _decode_block(cls, data: bytes, path: str, offset: int, message_type: type):  # noqa: ANN206
+    def _decode_block(cls, data: bytes, path: str, offset: int, message_type: type):
         block = cls._block(data, path, offset)
         msg = message_type()
         try:

@@ -20,6 +20,8 @@ U64_MAX = (1 << 64) - 1
 
 
 class ManifestNaming(Enum):
+    """How manifest files are named: V1 ``{v}.manifest``, V2 ``{u64::MAX - v:020}.manifest``
+    (newest first when listed)."""
     V1 = 1
     V2 = 2
 
@@ -46,14 +48,17 @@ def parse_manifest_name(name: str) -> tuple[int, ManifestNaming] | None:
 
 
 def transaction_key(read_version: int, txn_uuid: str) -> str:
+    """Key of the transaction file of a commit read at ``read_version``."""
     return f"{TRANSACTIONS_DIR}/{transaction_file_name(read_version, txn_uuid)}"
 
 
 def transaction_file_name(read_version: int, txn_uuid: str) -> str:
+    """Name of a transaction file: ``{read_version}-{uuid}.txn``."""
     return f"{read_version}-{txn_uuid}.txn"
 
 
 def tag_key(name: str) -> str:
+    """Key of tag ``name``'s file."""
     return f"{TAGS_DIR}/{name}.json"
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -368,7 +368,7 @@ class LanceField:
             parent_id=parent_id,
             logical_type=self.logical_type,
             nullable=self.nullable,
-            encoding=self.encoding,
+            encoding=cast("file_pb2.Encoding", self.encoding),  # a protobuf enum is an int
             extension_name=self.extension_name,
             metadata=self.metadata,
             unenforced_primary_key=self.unenforced_primary_key,

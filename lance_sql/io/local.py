@@ -25,7 +25,7 @@ import shutil
 import stat
 import threading
 import uuid
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from lance_sql.errors import FormatError, NotFoundError, PathEscapeError
 from lance_sql.io.store import ObjectStore, check_key, is_temporary
@@ -72,7 +72,7 @@ class LocalSource:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a finalizer has no caller to tell
             pass
 
 
@@ -239,7 +239,7 @@ class LocalStore(ObjectStore):
             os.fsync(f.fileno())
 
     def _commit_writer(self, key: str, token: object) -> None:
-        tmp, path = token  # type: ignore[misc]
+        tmp, path = cast(tuple[str, str], token)
         if self.fsync:
             with open(tmp, "rb+") as f:
                 os.fsync(f.fileno())

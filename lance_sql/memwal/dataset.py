@@ -32,8 +32,8 @@ class MemWalDataset(LanceDataset):
         """``ds`` (same version, store and commit settings) as a MemWalDataset."""
         if isinstance(ds, cls):
             return ds
-        return cls._opened(ds.uri, ds.store, ds.commit_config, ds._ref,  # type: ignore[return-value]
-                           ds.manifest)
+        return cls._opened(ds.uri, ds.store, ds.commit_config,  # type: ignore[return-value]
+                           ds._ref, ds.manifest)  # noqa: SLF001 - a view of the base class's own state
 
     def initialize_mem_wal(
         self,
@@ -80,11 +80,13 @@ class MemWalDataset(LanceDataset):
 
 
 def dataset(uri: str | os.PathLike[str], *args: Any, **kwargs: Any) -> MemWalDataset:
+    """Open a table (see :func:`lance_sql.table.dataset.dataset`)."""
     return MemWalDataset.of(open_table(uri, *args, **kwargs))
 
 
 def write_dataset(data: Any, uri: str | os.PathLike[str], *args: Any,
                   **kwargs: Any) -> MemWalDataset:
+    """Write a table (see :func:`lance_sql.table.dataset.write_dataset`)."""
     return MemWalDataset.of(write_table(data, uri, *args, **kwargs))
 
 

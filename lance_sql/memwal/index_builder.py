@@ -40,6 +40,7 @@ _GENERATIONS = pa.list_(pa.struct([pa.field("generation", pa.uint64()),
 
 
 def snapshot_schema(spec: RegionSpec | None) -> pa.Schema:
+    """Schema of the MemWAL index's region snapshot table (region values per ``spec``)."""
     fields = [
         pa.field("region_id", pa.binary(16)), pa.field("version", pa.uint64()),
         pa.field("region_spec_id", pa.uint32()), pa.field("writer_epoch", pa.uint64()),
@@ -67,8 +68,9 @@ def _snapshot_rows(manifests: list[RegionManifest], spec: RegionSpec | None) -> 
             values = decode_region_values(m.region_values, f"region {m.region_id}")
         for f in spec.fields if spec is not None else ():
             name = f"region_field_{f.field_id}"
-            present = values is not None and f.field_id in values.column_names
-            columns[name].append(values.column(f.field_id)[0].as_py() if present else None)
+            columns[name].append(
+                values.column(f.field_id)[0].as_py()
+                if values is not None and f.field_id in values.column_names else None)
     return pa.table(columns, schema=schema)
 
 
@@ -102,8 +104,10 @@ def refresh_index(ds: LanceDataset, *, inline_threshold: int = INLINE_THRESHOLD,
         last = log.last_wal_entry(manifest)
         if last > manifest.wal_id_last_seen:
             try:  # a hint: losing it to a racing writer or job costs nothing
-                manifest = log.update(lambda m, seen=last: m.evolve(
-                    wal_id_last_seen=max(m.wal_id_last_seen, seen)))
+                def note(m: RegionManifest, seen: int = last) -> RegionManifest:
+                    return m.evolve(wal_id_last_seen=max(m.wal_id_last_seen, seen))
+
+                manifest = log.update(note)
             except LanceError:
                 pass
         manifests.append(manifest)

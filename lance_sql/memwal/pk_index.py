@@ -47,6 +47,7 @@ def indexed_key_field(manifest: Manifest, primary_key: tuple[str, ...]) -> Lance
 
 
 def index_name(column: str) -> str:
+    """The name of a generation's primary-key index (pylance's default index name)."""
     return f"{column}_idx"
 
 

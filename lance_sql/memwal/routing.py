@@ -56,6 +56,8 @@ def encode_region_values(values: pa.Table) -> bytes:
 
 
 def decode_region_values(data: bytes, where: str) -> pa.Table:
+    """A region's values from their Arrow IPC bytes; bad bytes are a FormatError naming
+    ``where``."""
     try:
         table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
         table.validate(full=True)

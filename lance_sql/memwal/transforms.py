@@ -84,7 +84,7 @@ def _identity(f: RegionField, arrays: list[pa.Array]) -> pa.Array:
     return arrays[0]
 
 
-def _date_part(part: str):  # noqa: ANN202 - a transform of the table below
+def _date_part(part: str):  # a transform of the table below
     fn = {"year": pc.year, "month": pc.month, "day": pc.day, "hour": pc.hour}[part]
 
     def transform(f: RegionField, arrays: list[pa.Array]) -> pa.Array:

@@ -688,10 +688,11 @@ def _background(ref: weakref.ref[RegionWriter]) -> None:
         if writer is None:
             return
         try:
-            if not writer._background_step():
+            # this module's own loop: the writer's methods, called through a weak reference
+            if not writer._background_step():  # noqa: SLF001
                 return
         except BaseException as exc:  # noqa: BLE001 - recorded; every later call raises it
-            writer._fail(exc)
+            writer._fail(exc)  # noqa: SLF001
             return
         finally:
             del writer

@@ -346,7 +346,9 @@ _CHANGE_FILTER_COLUMNS = {CHANGE_TYPE: str, COMMIT_VERSION: int, ROW_ID: int}
 
 
 class FilteringChangeFeedReader(ChangeFeedReader):
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
+    """The change-feed reader that also takes the filters Spark pushes down."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         return _take_filters(filters, _change_filter_expr, self.filters)
 
 
@@ -387,6 +389,8 @@ class ReadPartition(InputPartition):
 
 
 class LanceReader(DataSourceReader):
+    """Reads one table version, one Spark partition per slice of fragments."""
+
     def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
         ds = _open(options)
         self.uri = options["path"]
@@ -435,7 +439,9 @@ class LanceReader(DataSourceReader):
 
 
 class FilteringLanceReader(LanceReader):
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
+    """The table reader that also takes the filters Spark pushes down."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         return _take_filters(filters, _filter_expr, self.filters)
 
 
@@ -540,6 +546,8 @@ class LanceCommitMessage(WriterCommitMessage):
 
 
 class LanceWriter(DataSourceArrowWriter):
+    """Writes Spark tasks' Arrow batches into fragments, committed once by the driver."""
+
     def __init__(self, options: dict[str, str], schema: T.StructType, overwrite: bool) -> None:
         if "path" not in options:
             raise InvalidInputError("the lance data source needs a path: .save(uri)")

@@ -80,6 +80,7 @@ def spark_type(t: pa.DataType, column: str) -> T.DataType:
 
 
 def spark_schema(schema: pa.Schema) -> T.StructType:
+    """The Spark schema of Arrow ``schema``."""
     return T.StructType([
         T.StructField(f.name, spark_type(f.type, f.name), f.nullable) for f in schema
     ])
@@ -114,6 +115,7 @@ def arrow_type(t: T.DataType, column: str) -> pa.DataType:
 
 
 def arrow_schema(schema: T.StructType) -> pa.Schema:
+    """The Arrow schema of Spark ``schema``."""
     return pa.schema([
         pa.field(f.name, arrow_type(f.dataType, f.name), f.nullable) for f in schema.fields
     ])

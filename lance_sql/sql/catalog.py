@@ -16,11 +16,13 @@ writers after the session started are seen by the next query.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 import re
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from datafusion.catalog import CatalogProvider, SchemaProvider, Table
 
@@ -31,7 +33,16 @@ from lance_sql.io.uri import open_store
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, parse_timestamp
-from lance_sql.table import find_version, latest_version, load_manifest, read_tag, version_at
+from lance_sql.table import (
+    TABLE_VERSIONS,
+    Runtime,
+    current_runtime,
+    find_version,
+    latest_version,
+    read_manifest,
+    read_tag,
+    version_at,
+)
 
 CATALOG = "lance"
 SCHEMA = "default"
@@ -142,13 +153,22 @@ class TableDirectory:
         return out
 
 
-class VersionResolver:
-    """Turns (table, spec) into a manifest; caches manifests (they are immutable)."""
+_RESOLVERS = itertools.count()
 
-    def __init__(self, directory: TableDirectory) -> None:
+
+class VersionResolver:
+    """Turns (table, spec) into a manifest; caches manifests (they are immutable) in the
+    runtime's ``table_versions`` cache, under this resolver's name for the table."""
+
+    def __init__(self, directory: TableDirectory, runtime: Runtime | None = None) -> None:
         self.directory = directory
+        self.runtime = runtime or current_runtime()
         self._stores: dict[str, ObjectStore] = {}
-        self._manifests: dict[tuple[str, int], Manifest] = {}
+        # what the cache keys start with: a table re-created at the same place (forget)
+        # gets a new prefix, and its old entries age out unused
+        self._prefixes: dict[str, tuple[int, int]] = {}
+        self._id = next(_RESOLVERS)
+        self._generations = itertools.count()
         self._lock = threading.Lock()
 
     def store(self, table: str) -> ObjectStore:
@@ -181,20 +201,18 @@ class VersionResolver:
         with self._lock:
             store = self._stores.pop(uri, None)
             if store is not None:
-                for key in [k for k in self._manifests if k[0] == store.uri]:
-                    del self._manifests[key]
+                self._prefixes.pop(store.uri, None)
 
     def manifest(self, table: str, version: int) -> Manifest:
+        """Version ``version`` of ``table``."""
         store = self.store(table)
-        key = (store.uri, version)
         with self._lock:
-            cached = self._manifests.get(key)
-        if cached is not None:
-            return cached
-        manifest = load_manifest(store, find_version(store, version))
-        with self._lock:
-            self._manifests[key] = manifest
-        return manifest
+            prefix = self._prefixes.get(store.uri)
+            if prefix is None:
+                prefix = self._prefixes[store.uri] = (self._id, next(self._generations))
+        return self.runtime.cache.get_or_load(
+            TABLE_VERSIONS, (*prefix, store.uri, version),
+            lambda: read_manifest(store, find_version(store, version)))[0]
 
 
 class LanceSchemaProvider(SchemaProvider):
@@ -204,11 +222,11 @@ class LanceSchemaProvider(SchemaProvider):
         self.resolver = resolver
         self.errors = errors
         self._planned: dict[str, weakref.WeakSet[LanceTableDataset]] = {}
-        self._others: dict[str, Table] = {}
+        self._others: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    @property
-    def table_names(self) -> list[str]:  # DataFusion wants a sequence property
+    @property  # DataFusion 55 reads a sequence property, whatever its stubs declare
+    def table_names(self) -> list[str]:  # type: ignore[override]
         with self._lock:
             others = list(self._others)
         return sorted(set(self.resolver.directory.names()) | set(others))
@@ -263,7 +281,7 @@ class LanceSchemaProvider(SchemaProvider):
         with self._lock:
             return name in self._others
 
-    def register_table(self, name: str, table: Table) -> None:
+    def register_table(self, name: str, table: Any) -> None:
         """Other tables (memory tables, views) DataFusion registers in our schema."""
         with self._lock:
             self._others[name] = table
@@ -274,11 +292,13 @@ class LanceSchemaProvider(SchemaProvider):
 
 
 class LanceCatalog(CatalogProvider):
+    """The ``lance`` catalog: one schema, ``default``, of Lance tables."""
     def __init__(self, schema: LanceSchemaProvider) -> None:
         self._schema = schema
 
     def schema_names(self) -> set[str]:
         return {SCHEMA}
 
-    def schema(self, name: str) -> LanceSchemaProvider | None:
+    # DataFusion 55 takes a schema provider here, though its stubs say a Schema
+    def schema(self, name: str) -> LanceSchemaProvider | None:  # type: ignore[override]
         return self._schema if name == SCHEMA else None

@@ -48,7 +48,7 @@ class ChangeUnit:
     scope: ScanScope
 
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
-                filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
+                filter: pc.Expression | None = None,
                 batch_size: int | None = None, **_: object) -> ChangeUnitScanner:
         return open_scanner(self, ChangeUnitScanner, columns, filter, batch_size)
 
@@ -57,7 +57,7 @@ class ChangeUnitScanner:
     """Reads one unit's rows: projected columns plus what the filter needs."""
 
     def __init__(self, unit: ChangeUnit, columns: list[str] | None,
-                 filter: pc.Expression | None, batch_size: int) -> None:  # noqa: A002
+                 filter: pc.Expression | None, batch_size: int) -> None:
         schema = unit.table.schema
         self.unit = unit
         self.names = list(columns) if columns is not None else schema.names
@@ -75,7 +75,7 @@ class ChangeUnitScanner:
             data = read_query(table.window, query, self.unit.rows)
             if self.names:  # casting a table without columns would lose its row count
                 data = data.cast(self.projected_schema)
-        except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
+        except Exception as exc:
             raise table.errors.wrap(exc) from exc
         for batch in data.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
@@ -94,7 +94,7 @@ class ChangesDataset(PlannedDataset):
         self.pushed = PushedChanges()
         self._schema = window.schema
 
-    def _units(self, filter: pc.Expression | None,  # noqa: A002
+    def _units(self, filter: pc.Expression | None,
                scope: ScanScope) -> list[ChangeUnit]:
         tree = decode(filter) if filter is not None else None
         query = ChangeQuery.build(self._schema, None, tree, exact=filter)

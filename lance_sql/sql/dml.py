@@ -20,6 +20,7 @@ from lance_sql.sql.tokens import Token, check_single_statement, tokenize
 
 @dataclass(frozen=True)
 class UpdateStatement:
+    """A parsed SQL ``UPDATE``: SET expressions per column and the WHERE text."""
     table: str
     assignments: dict[str, str]
     where: str | None
@@ -27,6 +28,7 @@ class UpdateStatement:
 
 @dataclass(frozen=True)
 class DeleteStatement:
+    """A parsed SQL ``DELETE``: the table and the WHERE text."""
     table: str
     where: str | None
 

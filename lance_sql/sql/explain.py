@@ -16,6 +16,7 @@ from lance_sql.sql.provider import LanceTableDataset
 
 
 def scan_lines(ds: LanceTableDataset, indent: str) -> list[str]:
+    """EXPLAIN lines of one planned scan: what was pushed into it and what it reads."""
     pushed = ds.pushed
     projection = ", ".join(pushed.columns) if pushed.columns is not None else "*"
     lines = [
@@ -43,6 +44,7 @@ def _match(line: str, candidates: list[LanceTableDataset]) -> LanceTableDataset 
 
 
 def annotate_physical_plan(plan: str, planned: list[LanceTableDataset]) -> str:
+    """DataFusion's physical plan with our scan's lines under each of its scans."""
     remaining = list(planned)
     out = []
     for line in plan.splitlines():

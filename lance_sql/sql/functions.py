@@ -9,6 +9,7 @@ dataset.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -79,7 +80,8 @@ def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=VERSIONS_SCHEMA)
 
 
-def make_table_versions(resolver: VersionResolver, errors: ErrorRegistry):  # noqa: ANN201
+def make_table_versions(resolver: VersionResolver,
+                        errors: ErrorRegistry) -> Callable[..., Table]:
     """The ``table_versions`` callable DataFusion registers; errors travel typed."""
 
     def table_versions_udtf(*args: Any) -> Table:
@@ -88,13 +90,14 @@ def make_table_versions(resolver: VersionResolver, errors: ErrorRegistry):  # no
             if len(values) != 1 or not isinstance(values[0], str):
                 raise InvalidInputError("table_versions() takes one argument: the table name")
             return Table(pds.dataset(table_versions(resolver, values[0])))
-        except Exception as exc:  # noqa: BLE001 - carried through DataFusion
+        except Exception as exc:  # carried through DataFusion
             raise errors.wrap(exc) from exc
 
     return table_versions_udtf
 
 
-def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry):  # noqa: ANN201
+def make_table_changes(resolver: VersionResolver,
+                       errors: ErrorRegistry) -> Callable[..., Table]:
     """The ``table_changes('t', start[, end])`` callable: versions or timestamps, inclusive."""
 
     def table_changes_udtf(*args: Any) -> Table:
@@ -105,10 +108,11 @@ def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry):  # noq
                     "table_changes() takes a table name, a start and an optional end "
                     "(versions or timestamps)")
             name = values[0]
-            window = resolve_window(resolver.store(name), *values[1:],
+            end = values[2] if len(values) == 3 else None
+            window = resolve_window(resolver.store(name), values[1], end,
                                     manifest_of=lambda v: resolver.manifest(name, v))
             return Table(ChangesDataset(name, window, errors))
-        except Exception as exc:  # noqa: BLE001 - carried through DataFusion
+        except Exception as exc:  # carried through DataFusion
             raise errors.wrap(exc) from exc
 
     return table_changes_udtf

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -23,7 +23,13 @@ GRACE_S = 1.0
 _POLL_S = 0.05
 
 
-def run_interruptibly(fn: Callable[[], T], cancel: threading.Event | None,
+class Cancel(Protocol):
+    """What Ctrl-C sets (a ``threading.Event``, or a query's scope)."""
+
+    def set(self) -> None: ...
+
+
+def run_interruptibly(fn: Callable[[], T], cancel: Cancel | None,
                       grace_s: float = GRACE_S) -> T:
     """``fn()``, on a worker thread when called from the main thread (see the module)."""
     if threading.current_thread() is not threading.main_thread():

@@ -28,6 +28,7 @@ Assignments = tuple[tuple[str, str], ...]   # (target column, source expression)
 
 @dataclass(frozen=True)
 class Merge:
+    """A parsed SQL ``MERGE INTO``: target, source query, join keys and clauses."""
     table: str
     target_alias: str
     source_query: str

@@ -80,7 +80,7 @@ class ScanUnit:
         self,
         schema: pa.Schema | None = None,
         columns: list[str] | None = None,
-        filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
+        filter: pc.Expression | None = None,
         batch_size: int | None = None,
         **_: object,
     ) -> UnitScanner:
@@ -91,14 +91,14 @@ S = TypeVar("S")
 
 
 def open_scanner(unit: Any, make: Callable[..., S], columns: list[str] | None,
-                 filter: Any, batch_size: int | None) -> S:  # noqa: A002
+                 filter: Any, batch_size: int | None) -> S:
     """Start one partition's scanner for DataFusion: refused once the unit's execution has
     ended, counted as running until DataFusion drops it, errors typed by the session."""
     try:
         unit.scope.check()  # the execution has ended: start nothing new
         scanner = make(unit, columns, as_expression(filter), batch_size or 8192)
         unit.scope.open(scanner)
-    except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
+    except Exception as exc:
         raise unit.table.errors.wrap(exc) from exc
     return scanner
 
@@ -107,7 +107,7 @@ class UnitScanner:
     """Reads one unit lazily, chunk by chunk."""
 
     def __init__(self, unit: ScanUnit, columns: list[str] | None,
-                 filter: pc.Expression | None, batch_size: int) -> None:  # noqa: A002
+                 filter: pc.Expression | None, batch_size: int) -> None:
         table = unit.table
         names = list(columns) if columns is not None else table.schema.names
         self.unit = unit
@@ -122,8 +122,8 @@ class UnitScanner:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:
-            yield from self._batches()
-        except Exception as exc:  # noqa: BLE001 - surfaced typed by the session
+            yield from self.unit.scope.reading(self._batches())
+        except Exception as exc:
             raise self.unit.table.errors.wrap(exc) from exc
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
@@ -176,7 +176,7 @@ class IndexUnit:
     scope: ScanScope
 
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
-                filter: pc.Expression | None = None,  # noqa: A002 - DataFusion's keyword
+                filter: pc.Expression | None = None,
                 batch_size: int | None = None, **_: object) -> IndexUnitScanner:
         return open_scanner(self, IndexUnitScanner, columns, filter, batch_size)
 
@@ -218,24 +218,24 @@ class PlannedDataset(pds.Dataset):
     def schema(self) -> pa.Schema:
         return self._schema
 
-    def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,  # noqa: A002
+    def scanner(self, columns: list[str] | None = None, filter: pc.Expression | None = None,
                 **_: object) -> PlanningScanner:
-        filter = as_expression(filter)  # noqa: A001
+        filter = as_expression(filter)
         self.pushed.columns = list(columns) if columns is not None else None
         self.pushed.filter = None if filter is None else str(filter)
         names = list(columns) if columns is not None else self._schema.names
         return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
 
-    def get_fragments(self, filter: pc.Expression | None = None) -> list:  # noqa: A002
+    def get_fragments(self, filter: pc.Expression | None = None) -> list:
         # Called on the thread that runs the query: its units belong to that execution,
         # which ends only once DataFusion has let go of all of them (its plan is gone).
         try:
             scope = current_scope()
             return scope.adopt(self._units(as_expression(filter), scope))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise self.errors.wrap(exc) from exc
 
-    def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list:  # noqa: A002
+    def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list:
         raise NotImplementedError
 
 
@@ -263,7 +263,7 @@ class LanceTableDataset(PlannedDataset):
     def label(self) -> str:
         return f"{self.name}[v={self.manifest.version}]"
 
-    def _units(self, filter: pc.Expression | None,  # noqa: A002
+    def _units(self, filter: pc.Expression | None,
                scope: ScanScope) -> list[ScanUnit]:
         candidates = fragment_spans(self.manifest.fragments, self._address_ranges(filter))
         if self.limit_hint is not None and filter is None:
@@ -290,7 +290,7 @@ class LanceTableDataset(PlannedDataset):
         self.pushed.fragments_kept = len({u.fragment.id for u in units})
         return units
 
-    def _indexed(self, filter: pc.Expression | None,  # noqa: A002
+    def _indexed(self, filter: pc.Expression | None,
                  fragment_ids: list[int]) -> IndexedRows | None:
         """Rows scalar indices find for ``filter`` (None: scan)."""
         if filter is None or self.manifest.index_section is None:
@@ -298,7 +298,7 @@ class LanceTableDataset(PlannedDataset):
         tree = decode(filter)
         return plan_indexed(self.store, self.manifest, tree, fragment_ids=fragment_ids)
 
-    def _address_ranges(self, filter: pc.Expression | None) -> list[tuple[int, int]] | None:  # noqa: A002
+    def _address_ranges(self, filter: pc.Expression | None) -> list[tuple[int, int]] | None:
         if filter is None or not self.system_columns:
             return None
         tree = decode(filter)

@@ -17,6 +17,7 @@ analyses treat as "could be anything".
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -102,7 +103,7 @@ def decode(expression: pc.Expression) -> Expr | None:
     return None
 
 
-def _call(name: str, args: list[Expr | None], options: Any) -> Expr:
+def _call(name: str, args: Sequence[Expr | None], options: Any) -> Expr:
     exprs = tuple(a if a is not None else UNKNOWN for a in args)
     if name in _COMPARE:
         return Call(_COMPARE[name], exprs)

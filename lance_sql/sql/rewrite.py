@@ -73,6 +73,7 @@ class _Frame:
 
 @dataclass(frozen=True)
 class RewrittenQuery:
+    """A query with time travel rewritten to pinned table names, and what it names."""
     text: str
     explain: bool
     system_columns: bool

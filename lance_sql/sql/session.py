@@ -46,7 +46,7 @@ from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_trac
 from lance_sql.sql.tokens import quote_identifier
 from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
 from lance_sql.sql.writes import WriteRunner
-from lance_sql.table import SYSTEM_COLUMNS, LanceDataset, dataset
+from lance_sql.table import SYSTEM_COLUMNS, LanceDataset, Runtime, current_runtime, dataset
 
 Translator = Callable[[BaseException], BaseException]
 MAX_ROWS = (1 << 63) - 1  # no table holds more rows than an int64 counts
@@ -174,10 +174,12 @@ class LanceDataFrame(DataFrame):
     """A DataFusion DataFrame whose errors come back as lance_sql's typed exceptions, and
     whose executions end completely (:mod:`lance_sql.sql.streams`)."""
 
-    def __init__(self, df: Any, translator: Translator, ctx: SessionContext) -> None:
+    def __init__(self, df: Any, translator: Translator, ctx: SessionContext,
+                 runtime: Runtime | None = None) -> None:
         super().__init__(df)
         self._translate = translator
         self._ctx = ctx
+        self._runtime = runtime or current_runtime()
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -188,7 +190,8 @@ class LanceDataFrame(DataFrame):
             name = method.__name__
             # Scans planned by this call belong to it: when it returns or fails they
             # are stopped and waited for, unless it hands out streams that read on.
-            scope = ScanScope(f"query ({name})", strict=name not in _HANDS_OUT_PLAN)
+            scope = ScanScope(f"query ({name})", strict=name not in _HANDS_OUT_PLAN,
+                              runtime=self._runtime)
             # Run on a copy of this frame: DataFusion keeps the last plan a frame ran
             # (with its scan units); the copy's plan goes when the execution does.
             target: DataFrame | None = DataFrame(
@@ -197,7 +200,8 @@ class LanceDataFrame(DataFrame):
             interrupted = False
             try:
                 def run() -> Any:
-                    with active(scope):  # planning happens on the thread that runs it
+                    # planning happens on the thread that runs it
+                    with active(scope), self._runtime.activate():
                         return method(target, *args, **kwargs)
 
                 if name in _EXECUTING:
@@ -208,6 +212,7 @@ class LanceDataFrame(DataFrame):
                     many = isinstance(result, list)
                     members = result if many else [result]
                     if members:
+                        assert target is not None
                         group = _StreamGroup(scope, len(members), target)
                         streams = [TypedStream(r, self._translate, group) for r in members]
                         result = streams if many else streams[0]
@@ -228,7 +233,7 @@ class LanceDataFrame(DataFrame):
                     else:
                         scope.settle()
             if isinstance(result, DataFrame) and not isinstance(result, LanceDataFrame):
-                return LanceDataFrame(result.df, self._translate, self._ctx)
+                return LanceDataFrame(result.df, self._translate, self._ctx, self._runtime)
             return result
 
         return call
@@ -263,7 +268,10 @@ class LanceSession:
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *,
                  config: SessionConfig | None = None, read_only: bool = False,
-                 allow_external_files: bool = False, create: bool = False) -> None:
+                 allow_external_files: bool = False, create: bool = False,
+                 runtime: Runtime | None = None) -> None:
+        """See :func:`connect`; ``runtime`` owns the caches the session's reads use (by
+        default the one current when the session is created)."""
         if root is not None and not os.path.isdir(root):
             if os.path.exists(root):
                 raise InvalidInputError(f"{os.fspath(root)} is not a directory")
@@ -273,8 +281,9 @@ class LanceSession:
             os.makedirs(root, exist_ok=True)
         self.read_only = read_only
         self.allow_external_files = allow_external_files
+        self.runtime = runtime or current_runtime()
         self.directory = TableDirectory(root)
-        self.resolver = VersionResolver(self.directory)
+        self.resolver = VersionResolver(self.directory, self.runtime)
         self.errors = ErrorRegistry()
         self.schema_provider = LanceSchemaProvider(self.resolver, self.errors)
         config = config or SessionConfig()
@@ -297,10 +306,14 @@ class LanceSession:
         return self.directory.names()
 
     def dataset(self, name: str, version: int | str | None = None) -> LanceDataset:
-        return dataset(self.directory.uri(name), version)
+        """The table ``name`` (at ``version``) as a dataset; it reads on the runtime
+        current where it is used (``with session.runtime.activate():`` for the session's)."""
+        with self.runtime.activate():
+            return dataset(self.directory.uri(name), version)
 
     def versions(self, name: str) -> pa.Table:
-        return table_versions(self.resolver, name)
+        with self.runtime.activate():
+            return table_versions(self.resolver, name)
 
     def create_tag(self, table: str, tag: str, version: int) -> None:
         self.dataset(table).tags.create(tag, version)
@@ -320,7 +333,12 @@ class LanceSession:
         once as Lance commits under the root; their frame says what they did. Statements
         DataFusion would run in memory only, or against files outside the root, raise
         :class:`StatementRefusedError` (external files: see ``allow_external_files``).
+        What it reads is cached in the session's runtime.
         """
+        with self.runtime.activate():
+            return self._sql(query)
+
+    def _sql(self, query: str) -> LanceDataFrame:
         try:
             statement = parse_dml(query) or parse_merge(query) or parse_statement(query)
         except LanceError:
@@ -363,7 +381,7 @@ class LanceSession:
             df = self.ctx.sql(rewritten.text, options=_options())
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
-                scope = ScanScope("EXPLAIN", strict=False)
+                scope = ScanScope("EXPLAIN", strict=False, runtime=self.runtime)
                 try:
                     with active(scope):  # EXPLAIN ANALYZE runs the query
                         plan = df.to_arrow_table()
@@ -373,7 +391,7 @@ class LanceSession:
             self._limit_hints(df, planned)  # optimizes the plan: planning errors show here
         except LanceError:
             raise
-        except Exception as exc:  # noqa: BLE001 - translated into our types
+        except Exception as exc:  # translated into our types
             translated = translate(exc, self.errors, self.tables, planning=True)
             if translated is exc:
                 raise
@@ -442,7 +460,7 @@ class LanceSession:
         return translate(exc, self.errors, self.tables)
 
     def _frame(self, df: DataFrame) -> LanceDataFrame:
-        return LanceDataFrame(df.df, self.translate_error, self.ctx)
+        return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime)
 
     @staticmethod
     def _limit_hints(df: DataFrame, planned: list[LanceTableDataset]) -> None:
@@ -467,13 +485,15 @@ class LanceSession:
 
 
 def connect(root: str | os.PathLike[str] | None = None, *, read_only: bool = False,
-            allow_external_files: bool = False, create: bool = False) -> LanceSession:
+            allow_external_files: bool = False, create: bool = False,
+            runtime: Runtime | None = None) -> LanceSession:
     """A session over every Lance table in ``root`` (and any you ``register``).
 
     SQL may read and write Lance tables under ``root`` only: ``read_only=True`` refuses
     every write statement; ``allow_external_files=True`` lets ``CREATE EXTERNAL TABLE``
     read and ``COPY ... TO`` write files anywhere the process can. A missing ``root`` is
-    an error unless ``create=True``.
+    an error unless ``create=True``. ``runtime`` owns the caches its reads fill (see
+    :class:`lance_sql.Runtime`; by default the current one, normally process-wide).
     """
     return LanceSession(root, read_only=read_only, allow_external_files=allow_external_files,
-                        create=create)
+                        create=create, runtime=runtime)

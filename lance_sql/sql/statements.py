@@ -40,6 +40,7 @@ from lance_sql.sql.tokens import Token, string_value, tokenize
 
 @dataclass(frozen=True)
 class ColumnDef:
+    """A column of ``CREATE TABLE`` or ``ADD COLUMNS``."""
     name: str
     type_sql: str          # the SQL type as written, e.g. "DECIMAL(10, 2)"
     not_null: bool = False
@@ -48,6 +49,7 @@ class ColumnDef:
 
 @dataclass(frozen=True)
 class CreateTable:
+    """``CREATE TABLE``, from columns or ``AS`` a query."""
     table: str
     columns: tuple[ColumnDef, ...] = ()   # empty with a query
     query: str | None = None              # CREATE TABLE ... AS <query>
@@ -58,6 +60,7 @@ class CreateTable:
 
 @dataclass(frozen=True)
 class Insert:
+    """``INSERT INTO`` / ``INSERT OVERWRITE`` a query's rows."""
     table: str
     columns: tuple[str, ...] | None
     query: str                            # a SELECT, VALUES (...) or any query
@@ -66,23 +69,27 @@ class Insert:
 
 @dataclass(frozen=True)
 class DropTable:
+    """``DROP TABLE``."""
     table: str
     if_exists: bool = False
 
 
 @dataclass(frozen=True)
 class Truncate:
+    """``TRUNCATE TABLE``: a new version without rows."""
     table: str
 
 
 @dataclass(frozen=True)
 class AddColumns:
+    """``ALTER TABLE ... ADD COLUMN(S)``, filled with nulls."""
     table: str
     columns: tuple[ColumnDef, ...]
 
 
 @dataclass(frozen=True)
 class DropColumns:
+    """``ALTER TABLE ... DROP COLUMN(S)``."""
     table: str
     columns: tuple[str, ...]
     if_exists: bool = False
@@ -90,6 +97,7 @@ class DropColumns:
 
 @dataclass(frozen=True)
 class RenameColumn:
+    """``ALTER TABLE ... RENAME COLUMN``."""
     table: str
     old: str
     new: str
@@ -97,6 +105,7 @@ class RenameColumn:
 
 @dataclass(frozen=True)
 class CreateTag:
+    """``CREATE TAG``: name a version (the latest by default)."""
     table: str
     tag: str
     version: int | None = None
@@ -104,6 +113,7 @@ class CreateTag:
 
 @dataclass(frozen=True)
 class DropTag:
+    """``DROP TAG``."""
     table: str
     tag: str
     if_exists: bool = False
@@ -111,6 +121,7 @@ class DropTag:
 
 @dataclass(frozen=True)
 class Restore:
+    """``RESTORE TABLE ... TO`` a version or tag."""
     table: str
     version: int | str
 

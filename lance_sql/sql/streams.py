@@ -40,6 +40,7 @@ from typing import Protocol, TypeVar
 import datafusion
 
 from lance_sql.errors import QueryError
+from lance_sql.table import Runtime
 
 # How long ending an execution waits for DataFusion to let go of it. A running
 # partition stops at its next chunk (milliseconds); the bound only matters if something
@@ -51,6 +52,7 @@ U = TypeVar("U")
 
 
 class ClosableStream(Protocol):
+    """What the exit hook closes: a stream holding DataFusion's tasks."""
     def close(self) -> None: ...
 
 
@@ -58,12 +60,15 @@ class ScanScope:
     """The units one execution of a query planned and the scans it started.
 
     ``strict``: :meth:`settle` waits for the planned units too (the execution owns its
-    plan); otherwise only for the scans DataFusion started.
+    plan); otherwise only for the scans DataFusion started. ``runtime``: what its scans
+    read with on DataFusion's threads (None: whatever is current there).
     """
 
-    def __init__(self, label: str = "query", *, strict: bool = True) -> None:
+    def __init__(self, label: str = "query", *, strict: bool = True,
+                 runtime: Runtime | None = None) -> None:
         self.label = label
         self.strict = strict
+        self.runtime = runtime
         self._cond = threading.Condition()
         self._units = 0
         self._scans = 0
@@ -117,6 +122,10 @@ class ScanScope:
 
     def _held(self) -> int:
         return self._scans + (self._units if self.strict else 0)
+
+    def reading(self, batches: Iterator[U]) -> Iterator[U]:
+        """``batches`` of one of its scans, each read on the scope's runtime."""
+        return batches if self.runtime is None else self.runtime.each(batches)
 
     def check(self) -> None:
         """Raise once the execution has ended; scans call this between chunks."""
@@ -180,7 +189,8 @@ def _register(scope: ScanScope) -> None:
 def is_engine_thread() -> bool:
     """True on a thread Python did not start (one of DataFusion's workers): code there
     must never wait for DataFusion's tasks, as it may be one of them."""
-    return isinstance(threading.current_thread(), threading._DummyThread)
+    # threading's only mark of a thread it did not start
+    return isinstance(threading.current_thread(), threading._DummyThread)  # noqa: SLF001
 
 
 def current_scope() -> ScanScope:

@@ -27,6 +27,7 @@ _TOKEN = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _SPEC
 
 @dataclass(frozen=True)
 class Token:
+    """One SQL token and where it sits in the text."""
     kind: str   # word, quoted, string, number, op (whitespace and comments are dropped)
     text: str
     start: int
@@ -54,6 +55,7 @@ class Token:
 
 
 def tokenize(sql: str) -> list[Token]:
+    """The tokens of ``sql`` (whitespace and comments dropped)."""
     tokens = []
     pos = 0
     while pos < len(sql):
@@ -82,6 +84,7 @@ def check_single_statement(tokens: list[Token]) -> None:
 
 
 def quote_identifier(name: str) -> str:
+    """``name`` as a double-quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
 
 

@@ -69,6 +69,8 @@ def storable_type(t: pa.DataType) -> pa.DataType:
 
 
 def storable_schema(schema: pa.Schema, *, nullable: bool = False) -> pa.Schema:
+    """``schema`` with types Lance cannot store mapped to ones it can (``nullable``: every
+    field nullable)."""
     return pa.schema([pa.field(f.name, storable_type(f.type), nullable or f.nullable, f.metadata)
                       for f in schema])
 

@@ -40,6 +40,7 @@ from lance_sql.table.meta.versions import (
     latest_version,
     list_versions,
     load_manifest,
+    read_manifest,
     read_tag,
     read_tags,
 )
@@ -51,6 +52,8 @@ from lance_sql.table.read.scan import (
     scan_fragment,
     scan_rows,
 )
+from lance_sql.table.runtime.cache import TABLE_VERSIONS, CacheStats
+from lance_sql.table.runtime.context import Runtime, current_runtime, default_runtime
 from lance_sql.table.txn.commit import CommitConfig
 from lance_sql.table.txn.history import operation_of
 from lance_sql.table.write.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
@@ -64,8 +67,10 @@ __all__ = [
     "JobFiles", "commit_job", "open_for_write", "write_job_fragments",
     # versions, tags and time travel
     "VersionRef", "commit_time", "find_version", "latest_committed", "latest_version",
-    "list_versions", "load_manifest", "operation_of", "parse_instant", "read_tag", "read_tags",
-    "version_at",
+    "list_versions", "load_manifest", "operation_of", "parse_instant", "read_manifest",
+    "read_tag", "read_tags", "version_at",
+    # the runtime that owns the caches (configurable, clearable, per session if wanted)
+    "TABLE_VERSIONS", "CacheStats", "Runtime", "current_runtime", "default_runtime",
     # scans cut into units of work by an engine (plans are made by build_scan_plan only)
     "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_rows",
     "plan_indexed", "rows_only", "scan_fragment", "scan_rows",

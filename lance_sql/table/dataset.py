@@ -169,7 +169,7 @@ class LanceDataset:
                 manifest: Manifest) -> LanceDataset:
         ds = cls.__new__(cls)
         ds.uri, ds.store, ds.commit_config = uri, store, config
-        ds._ref, ds._manifest = ref, manifest
+        ds._ref, ds._manifest = ref, manifest  # noqa: SLF001 - its own alternate constructor
         return ds
 
     def _resolve(self, version: Version) -> VersionRef:
@@ -259,7 +259,7 @@ class LanceDataset:
     def scanner(
         self,
         columns: Sequence[str] | None = None,
-        filter: str | None = None,  # noqa: A002 - pylance's name
+        filter: str | None = None,  # pylance's name
         *,
         batch_size: int | None = None,
         limit: int | None = None,
@@ -286,15 +286,15 @@ class LanceDataset:
             indexed=indices.index_hook(self.store, self._manifest, use_scalar_index),
         )
 
-    def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,  # noqa: A002
+    def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,
                  **kwargs: Any) -> pa.Table:
         return self.scanner(columns, filter, **kwargs).to_table()
 
-    def to_batches(self, columns: Sequence[str] | None = None, filter: str | None = None,  # noqa: A002
-                   **kwargs: Any):  # noqa: ANN201
+    def to_batches(self, columns: Sequence[str] | None = None, filter: str | None = None,
+                   **kwargs: Any):
         return self.scanner(columns, filter, **kwargs).to_batches()
 
-    def count_rows(self, filter: str | None = None) -> int:  # noqa: A002
+    def count_rows(self, filter: str | None = None) -> int:
         if filter is None:
             return self._manifest.num_rows
         return self.scanner(columns=[], filter=filter).count_rows()
@@ -347,7 +347,7 @@ class LanceDataset:
 
     def table_changes(self, start: int | str | datetime, end: int | str | datetime | None = None,
                       columns: Sequence[str] | None = None,
-                      filter: str | None = None) -> pa.Table:  # noqa: A002
+                      filter: str | None = None) -> pa.Table:
         """Row changes of versions ``start..end`` (inclusive): the table's columns plus
         ``_change_type``, ``_commit_version``, ``_commit_timestamp`` and ``_rowid``."""
         return table_changes(self.store, start, end, columns, filter)
@@ -589,6 +589,7 @@ class FieldStatistics:
 
 @dataclass(frozen=True)
 class DataStatistics:
+    """``ds.stats.data_stats()``: per-field bytes on disk, as pylance reports them."""
     fields: tuple[FieldStatistics, ...]
 
 
@@ -714,5 +715,5 @@ def write_dataset(
         staged.add(*(d.key for frag in fragments for d in frag.files))
         new = ctx.commit(operation, data_format=data_format,
                          stable_row_ids=enable_stable_row_ids)
-    return LanceDataset._opened(os.fspath(uri), store, ctx.config,
+    return LanceDataset._opened(os.fspath(uri), store, ctx.config,  # noqa: SLF001 - same module
                                 VersionRef(new.version, ctx.naming), new)

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _generator():  # noqa: ANN202
+def _generator():
     spec = importlib.util.spec_from_file_location("gen_protos", ROOT / "scripts" / "gen_protos.py")
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
@@ -25,7 +25,8 @@ def test_regenerating_protos_changes_nothing(tmp_path: Path) -> None:
             f"{path.name} is stale: run `python scripts/gen_protos.py`"
         )
     expected = {p.name for p in written} | {"__init__.py"}
-    assert {p.name for p in checked_in.glob("*.py")} == expected
+    assert {p.name for p in checked_in.glob("*.py*")} == expected
+    assert {p.suffix for p in written} == {".py", ".pyi"}
 
 
 def test_reference_field_numbers() -> None:

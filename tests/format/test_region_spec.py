@@ -43,7 +43,7 @@ def test_binding_resolves_field_ids_and_result_types() -> None:
     assert spec.source_names(dropped) == ["name", None]
 
 
-def _renamed(field, name: str):  # noqa: ANN001, ANN202
+def _renamed(field, name: str):
     return replace(field, name=name)
 
 
@@ -70,7 +70,7 @@ def test_binding_refuses_missing_and_nested_columns() -> None:
                          parameters={"num_buckets": "4"}), "one source column"),
     (lambda: RegionField("x", ("id",), transform="identity", expression="col0"), "exactly one"),
 ], ids=lambda v: v if isinstance(v, str) else "")
-def test_bad_specs_are_refused(make, message: str) -> None:  # noqa: ANN001
+def test_bad_specs_are_refused(make, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         make()
 

@@ -19,7 +19,7 @@ HANDLERS = [PutIfAbsentCommit(), RenameCommit()]
 
 
 @pytest.fixture(params=["local", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path):  # noqa: ANN201
+def store(request: pytest.FixtureRequest, tmp_path: Path):
     if request.param == "local":
         return LocalStore(str(tmp_path / "root"))
     name = f"handlers-{request.node.name}"
@@ -28,7 +28,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path):  # noqa: ANN201
 
 
 @pytest.mark.parametrize("handler", HANDLERS, ids=lambda h: h.name)
-def test_exactly_one_writer_wins_a_version(store, handler) -> None:  # noqa: ANN001
+def test_exactly_one_writer_wins_a_version(store, handler) -> None:
     barrier = threading.Barrier(8)
     wins: list[int] = []
 
@@ -50,7 +50,7 @@ def test_exactly_one_writer_wins_a_version(store, handler) -> None:  # noqa: ANN
 
 
 @pytest.mark.parametrize("handler", HANDLERS, ids=lambda h: h.name)
-def test_tables_committed_with_each_handler(tmp_path: Path, handler) -> None:  # noqa: ANN001
+def test_tables_committed_with_each_handler(tmp_path: Path, handler) -> None:
     uri = str(tmp_path / "t.lance")
     config = CommitConfig(handler=handler)
     lance_sql.write_dataset(pa.table({"id": [1, 2]}), uri, commit_config=config)

@@ -31,13 +31,13 @@ def _row(i: int) -> pa.Table:
 
 
 @pytest.fixture(params=["sqlite", "memory"])
-def manifest_store(request: pytest.FixtureRequest, tmp_path: Path):  # noqa: ANN201
+def manifest_store(request: pytest.FixtureRequest, tmp_path: Path):
     if request.param == "sqlite":
         return SqliteManifestStore(tmp_path / "manifests.db")
     return MemoryManifestStore()
 
 
-def test_store_operations(manifest_store) -> None:  # noqa: ANN001
+def test_store_operations(manifest_store) -> None:
     assert manifest_store.get("t", 1) is None and manifest_store.latest("t") is None
     assert manifest_store.put_if_not_exists("t", 1, "_versions/a.manifest-x")
     assert not manifest_store.put_if_not_exists("t", 1, "_versions/b.manifest")
@@ -52,7 +52,7 @@ def test_store_operations(manifest_store) -> None:  # noqa: ANN001
     assert manifest_store.latest("t") is None and manifest_store.latest("other") is not None
 
 
-def test_one_winner_per_version_across_threads(manifest_store) -> None:  # noqa: ANN001
+def test_one_winner_per_version_across_threads(manifest_store) -> None:
     barrier = threading.Barrier(8)
     wins: list[int] = []
 
@@ -69,7 +69,7 @@ def test_one_winner_per_version_across_threads(manifest_store) -> None:  # noqa:
     assert len(wins) == 1 and manifest_store.get("t", 7) == f"p{wins[0]}"
 
 
-def _claim(path: str, version: int, queue) -> None:  # noqa: ANN001
+def _claim(path: str, version: int, queue) -> None:
     store = SqliteManifestStore(path)
     queue.put(store.put_if_not_exists("t", version, f"p{os.getpid()}"))
 
@@ -88,7 +88,7 @@ def test_one_winner_per_version_across_processes(tmp_path: Path) -> None:
     assert sorted(results) == [False, False, True, True]
 
 
-def test_table_committed_through_the_store(tmp_path: Path, manifest_store) -> None:  # noqa: ANN001
+def test_table_committed_through_the_store(tmp_path: Path, manifest_store) -> None:
     uri = str(tmp_path / "t.lance")
     config = CommitConfig(handler=ExternalManifestCommit(manifest_store))
     lance_sql.write_dataset(_row(0), uri, commit_config=config)
@@ -151,7 +151,7 @@ def _setup() -> tuple[str, MemoryStore, MemoryManifestStore, CommitConfig]:
     return uri, MemoryStore(name), manifests, config
 
 
-def _hook_both(store: MemoryStore, manifests: MemoryManifestStore, hook) -> None:  # noqa: ANN001
+def _hook_both(store: MemoryStore, manifests: MemoryManifestStore, hook) -> None:
     store.add_hook(lambda op, key: hook(op, key))
     manifests.hooks.append(lambda op, uri, version: hook(op, f"ext:{version}"))
 
@@ -196,7 +196,7 @@ def test_crash_at_every_step_then_repair(step: int) -> None:
     _hook_both(store, manifests, crash)
     try:
         _append(uri, config)
-    except Exception:  # noqa: BLE001, S110 - the crash, or a clean-up failing after it
+    except Exception:  # noqa: BLE001 - the crash, or a clean-up failing after it
         pass
     else:
         assert "hint" in STEPS[step][1]  # only the best-effort hint write may fail silently

@@ -12,7 +12,7 @@ from lance_sql.io import LocalStore, MemoryStore, open_store
 
 
 @pytest.fixture(params=["local", "memory"])
-def store(request: pytest.FixtureRequest, tmp_path: Path):  # noqa: ANN201
+def store(request: pytest.FixtureRequest, tmp_path: Path):
     if request.param == "local":
         return LocalStore(str(tmp_path / "root"))
     name = f"stores-{request.node.name}"
@@ -20,7 +20,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path):  # noqa: ANN201
     return MemoryStore(name)
 
 
-def test_put_read_list_delete(store) -> None:  # noqa: ANN001
+def test_put_read_list_delete(store) -> None:
     store.put("a/b.bin", b"hello")
     assert store.read("a/b.bin") == b"hello"
     assert store.size("a/b.bin") == 5
@@ -32,7 +32,7 @@ def test_put_read_list_delete(store) -> None:  # noqa: ANN001
         store.read("a/b.bin")
 
 
-def test_put_if_absent_has_exactly_one_winner(store) -> None:  # noqa: ANN001
+def test_put_if_absent_has_exactly_one_winner(store) -> None:
     results: list[bool] = []
     barrier = threading.Barrier(8)
 
@@ -49,7 +49,7 @@ def test_put_if_absent_has_exactly_one_winner(store) -> None:  # noqa: ANN001
     assert store.read("v/1.manifest").startswith(b"writer ")
 
 
-def test_rename_if_absent(store) -> None:  # noqa: ANN001
+def test_rename_if_absent(store) -> None:
     store.put("staging/x", b"1")
     store.put("final/y", b"old")
     assert store.rename_if_absent("staging/x", "final/y") is False
@@ -60,14 +60,14 @@ def test_rename_if_absent(store) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("key", ["../x", "a/../../x", "/etc/passwd", "a/./b", "", "a\\b"])
-def test_keys_cannot_escape_the_root(store, key: str) -> None:  # noqa: ANN001
+def test_keys_cannot_escape_the_root(store, key: str) -> None:
     with pytest.raises(PathEscapeError):
         store.read(key)
     with pytest.raises(PathEscapeError):
         store.put(key, b"x")
 
 
-def test_failed_stream_write_leaves_nothing(store) -> None:  # noqa: ANN001
+def test_failed_stream_write_leaves_nothing(store) -> None:
     with pytest.raises(RuntimeError):
         with store.open_writer("data/f.lance") as sink:
             sink.write(b"partial")
@@ -103,7 +103,7 @@ def test_open_store_uris(tmp_path: Path) -> None:
         open_store("s3://bucket/table")
 
 
-def test_delete_prefix_removes_a_tree(store) -> None:  # noqa: ANN001
+def test_delete_prefix_removes_a_tree(store) -> None:
     for key in ("gen/a", "gen/sub/b", "gen/sub/deeper/c", "keep/d"):
         store.put(key, b"x")
     store.delete_prefix("gen")

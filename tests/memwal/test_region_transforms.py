@@ -45,7 +45,7 @@ INT_SPECS = [RegionSpec.identity("c"), RegionSpec.bucket("c", 7), RegionSpec.tru
 # ---------------------------------------------------------------- 1 + 2: deterministic, stateless
 @settings(max_examples=40, deadline=None)
 @given(SMALL_INTS, st.randoms(use_true_random=False), st.sampled_from(INT_SPECS))
-def test_values_depend_on_the_row_alone(values: list, rnd, spec: RegionSpec) -> None:  # noqa: ANN001
+def test_values_depend_on_the_row_alone(values: list, rnd, spec: RegionSpec) -> None:
     arr = pa.array(values, pa.int64())
     whole = _eval(spec, arr)
     assert _eval(spec, arr) == whole  # deterministic

@@ -37,7 +37,7 @@ from lance_sql.table.index.btree import BTreeIndex
 PATHS = RegionPaths(REGION)
 
 
-def _wait_for(condition, timeout: float = 10.0) -> None:  # noqa: ANN001
+def _wait_for(condition, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"

@@ -28,7 +28,7 @@ class Crash(Exception):
     """The process died here."""
 
 
-def _script(writer, acked: dict[int, bool]) -> None:  # noqa: ANN001
+def _script(writer, acked: dict[int, bool]) -> None:
     """Puts and deletes with distinct keys; ``acked[key] = deleted?`` once acknowledged."""
     steps: list[tuple[str, list[int]]] = [
         ("put", [1, 2, 3]), ("put", [4]), ("flush_memtable", []),
@@ -57,7 +57,7 @@ def _count_writes() -> int:
     return count[0]
 
 
-def _crash_at(k: int):  # noqa: ANN202
+def _crash_at(k: int):
     seen = [0]
 
     def hook(op: str, key: str) -> None:
@@ -69,7 +69,7 @@ def _crash_at(k: int):  # noqa: ANN202
     return hook
 
 
-def _check_recovered(ds, acked: dict[int, bool]) -> None:  # noqa: ANN001
+def _check_recovered(ds, acked: dict[int, bool]) -> None:
     manifest = RegionLog(ds.store, REGION).latest()
     if manifest is not None:
         numbers = [g.generation for g in manifest.flushed_generations]

@@ -20,7 +20,7 @@ from lance_sql.memwal.wal import WalLog, encode_entry, memtable_schema
 from lance_sql.memwal.writer import open_writers
 
 
-def _seed_appendix_state(ds) -> None:  # noqa: ANN001
+def _seed_appendix_state(ds) -> None:
     """Region manifest v1: epoch 5, replay_after_wal_id 10, wal_id_last_seen 12, with WAL
     entries 11 and 12 (epoch 5) not yet in a generation."""
     log = RegionLog(ds.store, REGION)

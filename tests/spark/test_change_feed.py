@@ -35,7 +35,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> str:
     return path
 
 
-def _feed(spark, path: str, **options: object):  # noqa: ANN001, ANN202
+def _feed(spark, path: str, **options: object):
     reader = spark.read.format("lance").option("readChangeFeed", "true")
     for name, value in options.items():
         reader = reader.option(name, str(value))
@@ -59,7 +59,7 @@ def _normal(table: pa.Table) -> list[tuple]:
 
 
 @pytest.mark.parametrize("window", [(1, 5), (2, 4), (3, 3), (4, None), (5, 5)])
-def test_feed_matches_table_changes(spark, history: str, window) -> None:  # noqa: ANN001
+def test_feed_matches_table_changes(spark, history: str, window) -> None:
     start, end = window
     options = {"startingVersion": start} | ({} if end is None else {"endingVersion": end})
     df = _feed(spark, history, **options)
@@ -69,7 +69,7 @@ def test_feed_matches_table_changes(spark, history: str, window) -> None:  # noq
     assert df.rdd.getNumPartitions() == 1  # a few change rows are not worth a second task
 
 
-def test_feed_types_and_known_changes(spark, history: str) -> None:  # noqa: ANN001
+def test_feed_types_and_known_changes(spark, history: str) -> None:
     from pyspark.sql import types as T
 
     df = _feed(spark, history, startingVersion=1)
@@ -94,7 +94,7 @@ def test_feed_types_and_known_changes(spark, history: str) -> None:  # noqa: ANN
     assert ids[("update_preimage", 1)] == ids[("update_postimage", 1)] == ids[("insert", 1)]
 
 
-def test_feed_by_timestamp(spark, history: str) -> None:  # noqa: ANN001
+def test_feed_by_timestamp(spark, history: str) -> None:
     versions = {v["version"]: v["timestamp_utc"] for v in lance_sql.dataset(history).versions()}
     df = _feed(spark, history, startingTimestamp=versions[3].isoformat(),
                endingTimestamp=versions[4].isoformat())
@@ -104,7 +104,7 @@ def test_feed_by_timestamp(spark, history: str) -> None:  # noqa: ANN001
     assert all(int(r["_commit_version"]) in (3, 4) for r in df.collect())
 
 
-def test_feed_pushdown_prunes_versions_and_rows(spark, history: str) -> None:  # noqa: ANN001
+def test_feed_pushdown_prunes_versions_and_rows(spark, history: str) -> None:
     df = _feed(spark, history, startingVersion=1, rowsPerPartition=100).filter(
         "_change_type = 'delete' AND _commit_version >= 3")
     assert df.rdd.getNumPartitions() == 1  # a commit a partition, and only 4 has deletes left
@@ -119,7 +119,7 @@ def test_feed_pushdown_prunes_versions_and_rows(spark, history: str) -> None:  #
     assert _normal(df.toArrow()) == _normal(ours) and ours.num_rows == 4
 
 
-def test_feed_columns_and_chunked_partitions(spark, history: str) -> None:  # noqa: ANN001
+def test_feed_columns_and_chunked_partitions(spark, history: str) -> None:
     df = _feed(spark, history, startingVersion=1, columns="_rowid,id,_change_type",
                rowsPerPartition=3)
     assert df.columns == ["_rowid", "id", "_change_type"]
@@ -129,7 +129,7 @@ def test_feed_columns_and_chunked_partitions(spark, history: str) -> None:  # no
     assert _normal(df.toArrow()) == _normal(ours)
 
 
-def test_feed_partitions_pack_commits_by_size(spark, history: str) -> None:  # noqa: ANN001
+def test_feed_partitions_pack_commits_by_size(spark, history: str) -> None:
     # 24 change rows over 5 commits, cut into 3 parts of about 8 rows: parts span commits.
     df = _feed(spark, history, startingVersion=1, minPartitions=3, openCostInBytes=1)
     assert df.rdd.getNumPartitions() == 3
@@ -144,7 +144,7 @@ def test_feed_partitions_pack_commits_by_size(spark, history: str) -> None:  # n
     assert sorted(r["id"] for r in pruned.collect()) == [1, 11]
 
 
-def test_feed_errors(spark, history: str, tmp_path: Path) -> None:  # noqa: ANN001
+def test_feed_errors(spark, history: str, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="startingVersion or startingTimestamp"):
         _feed(spark, history).collect()
     with pytest.raises(Exception, match="start version 4 is after end version 2"):
@@ -157,7 +157,7 @@ def test_feed_errors(spark, history: str, tmp_path: Path) -> None:  # noqa: ANN0
         _feed(spark, plain, startingVersion=1).collect()
 
 
-def test_row_version_columns_in_normal_reads(spark, history: str) -> None:  # noqa: ANN001
+def test_row_version_columns_in_normal_reads(spark, history: str) -> None:
     df = spark.read.format("lance").option("withRowVersions", "true").load(history)
     assert df.columns == ["id", "v", "n", "_row_created_at_version",
                           "_row_last_updated_at_version"]
@@ -177,7 +177,7 @@ def test_row_version_columns_in_normal_reads(spark, history: str) -> None:  # no
     assert spark.read.format("lance").load(history).columns == ["id", "v", "n"]
 
 
-def test_reader_answers_a_slice_at_a_time(history: str, monkeypatch) -> None:  # noqa: ANN001
+def test_reader_answers_a_slice_at_a_time(history: str, monkeypatch) -> None:
     # In this process, without a Spark session: the reader Spark's workers run.
     from lance_sql.spark import datasource
     from lance_sql.table import read_query

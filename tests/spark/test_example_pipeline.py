@@ -8,7 +8,7 @@ from pathlib import Path
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_pipeline.py"
 
 
-def test_spark_pipeline(spark, tmp_path: Path) -> None:  # noqa: ANN001
+def test_spark_pipeline(spark, tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("spark_pipeline", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None

@@ -16,7 +16,7 @@ from lance_sql.errors import SchemaError
 lance = pytest.importorskip("lance")
 
 
-def _frame(spark, start: int, n: int, parts: int = 4):  # noqa: ANN001, ANN202
+def _frame(spark, start: int, n: int, parts: int = 4):
     return spark.range(start, start + n, numPartitions=parts).selectExpr(
         "id", "cast(id * 1.5 as double) AS x", "concat('s', cast(id as string)) AS s"
     )
@@ -30,7 +30,7 @@ def _orphans(uri: str) -> set[str]:
     return {p.name for p in (Path(uri) / "data").glob("*.lance")} - used
 
 
-def test_data_source_write_append_read(spark, uri: str) -> None:  # noqa: ANN001
+def test_data_source_write_append_read(spark, uri: str) -> None:
     _frame(spark, 0, 5000).write.format("lance").mode("overwrite").save(uri)
     _frame(spark, 5000, 1000).write.format("lance").mode("append").save(uri)
     ours = lance_sql.dataset(uri)
@@ -51,13 +51,13 @@ def test_data_source_write_append_read(spark, uri: str) -> None:  # noqa: ANN001
     assert sorted(r["id"] for r in per_fragment.select("id").collect()) == list(range(6000))
 
 
-def test_reads_are_cut_by_bytes_across_fragments(spark, uri: str) -> None:  # noqa: ANN001
+def test_reads_are_cut_by_bytes_across_fragments(spark, uri: str) -> None:
     _frame(spark, 0, 3000, parts=4).write.format("lance").mode("overwrite").save(uri)
     _frame(spark, 3000, 100, parts=1).write.format("lance").mode("append").save(uri)
     fragments = lance_sql.dataset(uri).get_fragments()
     assert len(fragments) == 5
 
-    def read(**options: str):  # noqa: ANN202
+    def read(**options: str):
         return spark.read.format("lance").options(openCostInBytes="1", **options).load(uri)
 
     three = read(minPartitions="3")
@@ -75,11 +75,11 @@ def test_reads_are_cut_by_bytes_across_fragments(spark, uri: str) -> None:  # no
         read(minPartitions="0").count()
 
 
-def test_read_options(spark, uri: str) -> None:  # noqa: ANN001
+def test_read_options(spark, uri: str) -> None:
     _frame(spark, 0, 100, parts=2).write.format("lance").mode("overwrite").save(uri)
     first = lance_sql.dataset(uri)
     _frame(spark, 100, 50, parts=1).write.format("lance").mode("append").save(uri)
-    def reader():  # noqa: ANN202 - a DataFrameReader keeps options, so start fresh each time
+    def reader():  # a DataFrameReader keeps options, so start fresh each time
         return spark.read.format("lance")
 
     assert reader().option("version", "1").load(uri).count() == 100
@@ -98,7 +98,7 @@ def test_read_options(spark, uri: str) -> None:  # noqa: ANN001
         reader().option("readChangeFeed", "true").option("startingVersion", "1").load(uri)
 
 
-def test_pushed_filters_prune_by_row_address(spark, uri: str) -> None:  # noqa: ANN001
+def test_pushed_filters_prune_by_row_address(spark, uri: str) -> None:
     _frame(spark, 0, 400, parts=4).write.format("lance").mode("overwrite").save(uri)
     frags = lance_sql.dataset(uri).get_fragments()
     target = (frags[2].id << 32) | 5
@@ -108,7 +108,7 @@ def test_pushed_filters_prune_by_row_address(spark, uri: str) -> None:  # noqa: 
     assert len(df.collect()) == 1
 
 
-def test_write_dataset_helper(spark, uri: str) -> None:  # noqa: ANN001
+def test_write_dataset_helper(spark, uri: str) -> None:
     from lance_sql.spark import write_dataset
 
     ds = write_dataset(_frame(spark, 0, 3000), uri)
@@ -119,7 +119,7 @@ def test_write_dataset_helper(spark, uri: str) -> None:  # noqa: ANN001
         write_dataset(_frame(spark, 0, 1), uri)
 
 
-def test_types_round_trip_and_mapping(spark, tmp_path: Path) -> None:  # noqa: ANN001
+def test_types_round_trip_and_mapping(spark, tmp_path: Path) -> None:
     uri = str(tmp_path / "types.lance")
     table = pa.table({
         "u8": pa.array([1, 255, None], pa.uint8()),
@@ -147,7 +147,7 @@ def test_types_round_trip_and_mapping(spark, tmp_path: Path) -> None:  # noqa: A
     assert back.slice(3).sort_by("u32") == table.sort_by("u32")
 
 
-def test_unsupported_types_name_the_column(spark, tmp_path: Path) -> None:  # noqa: ANN001
+def test_unsupported_types_name_the_column(spark, tmp_path: Path) -> None:
     uri = str(tmp_path / "time.lance")
     lance_sql.write_dataset(pa.table({"t": pa.array([1, 2], pa.time64("us"))}), uri)
     with pytest.raises(Exception, match="'t'"):
@@ -158,7 +158,7 @@ def test_unsupported_types_name_the_column(spark, tmp_path: Path) -> None:  # no
         spark_type(pa.time64("us"), "t")
 
 
-def test_overwrite_with_new_schema(spark, uri: str) -> None:  # noqa: ANN001
+def test_overwrite_with_new_schema(spark, uri: str) -> None:
     _frame(spark, 0, 10).write.format("lance").mode("overwrite").save(uri)
     spark.range(3).selectExpr("cast(id as int) AS k").write.format("lance").mode(
         "overwrite").save(uri)
@@ -167,7 +167,7 @@ def test_overwrite_with_new_schema(spark, uri: str) -> None:  # noqa: ANN001
     assert lance_sql.dataset(uri, version=1).count_rows() == 10
 
 
-def test_append_with_wrong_schema_fails_cleanly(spark, uri: str) -> None:  # noqa: ANN001
+def test_append_with_wrong_schema_fails_cleanly(spark, uri: str) -> None:
     _frame(spark, 0, 10).write.format("lance").mode("overwrite").save(uri)
     with pytest.raises(Exception, match="not in the table"):
         spark.range(3).selectExpr("id", "id AS extra").write.format("lance").mode(
@@ -175,8 +175,8 @@ def test_append_with_wrong_schema_fails_cleanly(spark, uri: str) -> None:  # noq
     assert lance_sql.dataset(uri).version == 1
 
 
-def _append_inside_task(uri: str, mode: str):  # noqa: ANN202
-    def fn(batches):  # noqa: ANN001, ANN202
+def _append_inside_task(uri: str, mode: str):
+    def fn(batches):
         for i, batch in enumerate(batches):
             if i == 0 and batch.num_rows and batch.column(0)[0].as_py() == 0:
                 data = pa.table({"id": pa.array([-1], pa.int64()), "x": [0.0], "s": ["other"]})
@@ -185,7 +185,7 @@ def _append_inside_task(uri: str, mode: str):  # noqa: ANN202
     return fn
 
 
-def test_concurrent_append_lands_with_spark_job(spark, uri: str) -> None:  # noqa: ANN001
+def test_concurrent_append_lands_with_spark_job(spark, uri: str) -> None:
     _frame(spark, 0, 10).write.format("lance").mode("overwrite").save(uri)
     df = _frame(spark, 0, 100, parts=2)
     df = df.mapInArrow(_append_inside_task(uri, "append"), df.schema)
@@ -196,7 +196,7 @@ def test_concurrent_append_lands_with_spark_job(spark, uri: str) -> None:  # noq
     assert ops == ["overwrite", "append", "append"]
 
 
-def test_concurrent_overwrite_fails_the_job(spark, uri: str) -> None:  # noqa: ANN001
+def test_concurrent_overwrite_fails_the_job(spark, uri: str) -> None:
     _frame(spark, 0, 10).write.format("lance").mode("overwrite").save(uri)
     df = _frame(spark, 0, 100, parts=2)
     df = df.mapInArrow(_append_inside_task(uri, "overwrite"), df.schema)
@@ -207,11 +207,11 @@ def test_concurrent_overwrite_fails_the_job(spark, uri: str) -> None:  # noqa: A
     assert _orphans(uri) == set()
 
 
-def test_task_failure_leaves_no_version_and_no_files(spark, uri: str) -> None:  # noqa: ANN001
+def test_task_failure_leaves_no_version_and_no_files(spark, uri: str) -> None:
     _frame(spark, 0, 10).write.format("lance").mode("overwrite").save(uri)
     before = sorted(os.listdir(Path(uri) / "data"))
 
-    def explode(batches):  # noqa: ANN001, ANN202
+    def explode(batches):
         for batch in batches:
             yield batch
             if batch.column(0)[0].as_py() >= 50:
@@ -225,7 +225,7 @@ def test_task_failure_leaves_no_version_and_no_files(spark, uri: str) -> None:  
     assert _orphans(uri) == set()
 
 
-def test_reader_scans_a_slice_at_a_time(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_reader_scans_a_slice_at_a_time(tmp_path: Path, monkeypatch) -> None:
     # In this process, without a Spark session: the reader Spark's workers run.
     from lance_sql.spark import datasource
 
@@ -269,7 +269,7 @@ def test_pushed_rowid_filters_prune_fragments(tmp_path: Path) -> None:
     assert got["id"].to_pylist() == [13]
 
 
-def test_max_rows_per_file_option_is_honoured(spark, uri: str) -> None:  # noqa: ANN001
+def test_max_rows_per_file_option_is_honoured(spark, uri: str) -> None:
     # PySpark hands a data source its options with lower-cased keys.
     (_frame(spark, 0, 100, parts=1).write.format("lance").option("maxRowsPerFile", 30)
      .mode("overwrite").save(uri))
@@ -280,7 +280,7 @@ def test_max_rows_per_file_option_is_honoured(spark, uri: str) -> None:  # noqa:
          .mode("overwrite").save(uri))
 
 
-def test_created_tables_can_have_stable_row_ids_and_a_primary_key(spark, tmp_path: Path  # noqa: ANN001
+def test_created_tables_can_have_stable_row_ids_and_a_primary_key(spark, tmp_path: Path
                                                                    ) -> None:
     """Both write paths: a Spark-made table with a change feed and pylance's key metadata."""
     source_uri, helper_uri = str(tmp_path / "source.lance"), str(tmp_path / "helper.lance")

@@ -33,11 +33,11 @@ class RecordingCommit(ExternalManifestCommit):
         return won
 
 
-def _frame(spark, start: int, n: int):  # noqa: ANN001, ANN202
+def _frame(spark, start: int, n: int):
     return spark.range(start, start + n, numPartitions=2).selectExpr("id", "cast(id as string) v")
 
 
-def test_spark_writes_publish_through_the_tables_commit_handler(spark, uri: str) -> None:  # noqa: ANN001
+def test_spark_writes_publish_through_the_tables_commit_handler(spark, uri: str) -> None:
     handler = RecordingCommit()
     config = CommitConfig(handler=handler)
     write_dataset(_frame(spark, 0, 100), uri, commit_config=config)
@@ -48,7 +48,7 @@ def test_spark_writes_publish_through_the_tables_commit_handler(spark, uri: str)
     assert handler.manifest_store.latest(LocalStore(uri).uri)[0] == 3
 
 
-def test_spark_writes_refuse_unknown_writer_flags(spark, uri: str) -> None:  # noqa: ANN001
+def test_spark_writes_refuse_unknown_writer_flags(spark, uri: str) -> None:
     lance_sql.write_dataset(_frame(spark, 0, 4).toArrow(), uri)
     store = open_store(uri)
     ref = latest_version(store)
@@ -59,7 +59,7 @@ def test_spark_writes_refuse_unknown_writer_flags(spark, uri: str) -> None:  # n
         ManifestCodec.decode_transaction(raw, ref.key)))
     for write in (lambda: write_dataset(_frame(spark, 10, 3), uri, mode="append"),
                   lambda: _frame(spark, 10, 3).write.format("lance").mode("append").save(uri)):
-        with pytest.raises(Exception) as caught:  # noqa: PT011 - Spark may wrap it
+        with pytest.raises(Exception) as caught:  # Spark may wrap it
             write()
         assert isinstance(caught.value, UnsupportedFeatureError) or \
             "writer feature" in str(caught.value)

@@ -32,13 +32,13 @@ def test_malformed_statements_are_invalid_input(sql: str) -> None:
 
 
 @pytest.fixture
-def session(tmp_path):  # noqa: ANN001, ANN201
+def session(tmp_path):
     data = pa.table({"id": pa.array(range(6), pa.int64()), "v": [f"s{i}" for i in range(6)]})
     lance_sql.write_dataset(data, tmp_path / "t", enable_stable_row_ids=True)
     return lance_sql.connect(tmp_path)
 
 
-def test_update_commits_and_the_next_query_sees_it(session) -> None:  # noqa: ANN001
+def test_update_commits_and_the_next_query_sees_it(session) -> None:
     out = session.sql("UPDATE t SET v = upper(v), id = id * 10 WHERE id < 2").to_pydict()
     assert out == {"num_rows_updated": [2]}
     rows = session.sql("SELECT id, v, _rowid, _row_last_updated_at_version FROM t "
@@ -51,7 +51,7 @@ def test_update_commits_and_the_next_query_sees_it(session) -> None:  # noqa: AN
     assert before == {"v": ["s1"]}
 
 
-def test_delete_reports_rows_removed(session) -> None:  # noqa: ANN001
+def test_delete_reports_rows_removed(session) -> None:
     assert session.sql("DELETE FROM t WHERE id >= 4").to_pydict() == {"num_deleted_rows": [2]}
     assert session.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [4]}
     changes = session.sql("SELECT _rowid, _change_type FROM table_changes('t', 2, 2) "
@@ -59,7 +59,7 @@ def test_delete_reports_rows_removed(session) -> None:  # noqa: ANN001
     assert changes == {"_rowid": [4, 5], "_change_type": ["delete", "delete"]}
 
 
-def test_statement_on_unknown_table_or_column(session) -> None:  # noqa: ANN001
+def test_statement_on_unknown_table_or_column(session) -> None:
     with pytest.raises(NotFoundError):
         session.sql("UPDATE nope SET v = 'x'")
     with pytest.raises(NotFoundError):

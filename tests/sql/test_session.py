@@ -37,7 +37,7 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _rows(session, query: str) -> list[dict]:  # noqa: ANN001
+def _rows(session, query: str) -> list[dict]:
     return session.sql(query).to_arrow_table().to_pylist()
 
 
@@ -257,7 +257,7 @@ def test_reads_pylance_tables(tmp_path: Path) -> None:
     ours = s.sql("SELECT *, _rowid FROM ref ORDER BY id").to_arrow_table()
     theirs = ref.to_table(with_row_id=True).sort_by("id")
     assert ours == theirs
-    time.sleep(0)  # noqa: ASYNC251 - keep the interpreter honest about thread switches
+    time.sleep(0)  # keep the interpreter honest about thread switches
 
 
 def test_engine_errors_are_typed(root: Path) -> None:

@@ -12,8 +12,6 @@ import pytest
 import lance_sql
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.io import MemoryStore
-from lance_sql.table.files import reader as file_reader
-from lance_sql.table.runtime.cache import LruCache
 
 
 def _rows(ids: range, tag: str) -> pa.Table:
@@ -67,9 +65,9 @@ def _session(uri: str) -> lance_sql.LanceSession:
 
 
 @pytest.fixture
-def reads(uri: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+def reads(uri: str) -> Iterator[list[str]]:
     """Data-file keys read from the store while the test runs (file cache emptied first)."""
-    monkeypatch.setattr(file_reader, "FILE_CACHE", LruCache(512))
+    lance_sql.default_runtime().clear("data_files")
     seen: list[str] = []
     store = MemoryStore(uri.removeprefix("memory://"))
     store.add_hook(lambda op, key: seen.append(key) if key.startswith("data/") else None)
@@ -141,7 +139,7 @@ def test_joins_with_the_table(uri: str) -> None:
     assert got == [{"id": 0, "now": "x"}, {"id": 4, "now": "x"}]
 
 
-def test_errors_are_typed(uri: str, tmp_path) -> None:  # noqa: ANN001
+def test_errors_are_typed(uri: str, tmp_path) -> None:
     s = _session(uri)
     with pytest.raises(InvalidInputError, match="after end"):
         s.sql("SELECT * FROM table_changes('t', 4, 2)").to_arrow_table()

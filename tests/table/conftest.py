@@ -78,7 +78,7 @@ def _mask(rng: np.random.Generator, n: int, p: float = 0.1) -> np.ndarray:
     return rng.random(n) < p
 
 
-def _lists(rng: np.random.Generator, n: int, make_item) -> list:  # noqa: ANN001
+def _lists(rng: np.random.Generator, n: int, make_item) -> list:
     """Python lists with ~10% null lists, ~10% empty lists, 1-5 items otherwise."""
     out: list = []
     kinds = rng.random(n)
@@ -100,7 +100,7 @@ def make_table(n: int, *, start: int = 0, seed: int = 0) -> pa.Table:
     schema = full_schema()
     cols: dict[str, pa.Array] = {"id": pa.array(np.arange(start, start + n, dtype=np.int64))}
 
-    def put(name: str, values, p: float = 0.1) -> None:  # noqa: ANN001
+    def put(name: str, values, p: float = 0.1) -> None:
         cols[name] = pa.array(values, schema.field(name).type, mask=_mask(rng, n, p))
 
     for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):

@@ -12,7 +12,7 @@ from lance_sql.errors import NotFoundError, RetryableConflict
 from lance_sql.table.txn.commit import CommitConfig
 
 
-def append_many(uri: str, worker: int, count: int, start_at: float, queue) -> None:  # noqa: ANN001
+def append_many(uri: str, worker: int, count: int, start_at: float, queue) -> None:
     """Append ``count`` one-row commits; report the versions they became."""
     config = CommitConfig(max_retries=10_000, timeout_s=300)
     while time.time() < start_at:  # start together, so the writers really race
@@ -30,7 +30,7 @@ def append_many(uri: str, worker: int, count: int, start_at: float, queue) -> No
 
 
 # -- writers next to a zero-retention cleanup loop (test_cleanup_multiprocess.py) ----------
-def _acknowledged(action, attempts: int = 200) -> tuple[bool, int]:  # noqa: ANN001
+def _acknowledged(action, attempts: int = 200) -> tuple[bool, int]:
     """Run ``action`` until it returns (acknowledged) or ``attempts`` run out. Retried:
     conflicts, and reads of a version that cleanup removed under us (nothing committed)."""
     for attempt in range(attempts):
@@ -42,7 +42,7 @@ def _acknowledged(action, attempts: int = 200) -> tuple[bool, int]:  # noqa: ANN
     return False, attempts
 
 
-def mixed_writer(uri: str, kind: str, keys: list[int], start_at: float, queue) -> None:  # noqa: ANN001
+def mixed_writer(uri: str, kind: str, keys: list[int], start_at: float, queue) -> None:
     """``kind`` is "update" (``c = c + 1`` on row ``keys[0]``, ``len(keys)`` times),
     "delete" (each key once) or "merge" (upsert each key). Reports what was acknowledged."""
     config = CommitConfig(max_retries=10_000, timeout_s=120)
@@ -73,7 +73,7 @@ def mixed_writer(uri: str, kind: str, keys: list[int], start_at: float, queue) -
         queue.put((kind, keys, acked, retries, repr(exc)))
 
 
-def cleanup_loop(uri: str, stop, queue) -> None:  # noqa: ANN001
+def cleanup_loop(uri: str, stop, queue) -> None:
     """``cleanup_old_versions(older_than=0)`` over and over until ``stop`` is set."""
     runs = removed = 0
     try:

@@ -36,7 +36,6 @@ from lance_sql.errors import (
 from lance_sql.format.fragment import DataFile
 from lance_sql.format.manifest import FOOTER, Manifest, ManifestCodec
 from lance_sql.io import open_store
-from lance_sql.table.files import reader as file_reader
 from lance_sql.table.meta.versions import latest_version, list_versions, load_manifest
 from lance_sql.table.txn.commit import CommitConfig, commit_transaction
 from lance_sql.table.txn.operations import Append, Delete, Overwrite, Transaction
@@ -82,7 +81,7 @@ class Table:
     expected: pa.Table  # rows of the latest version (3)
 
     @property
-    def store(self):  # noqa: ANN201
+    def store(self):
         return open_store(self.uri)
 
     def manifest(self, version: int | None = None) -> Manifest:
@@ -130,8 +129,7 @@ def table(tmp_path: Path) -> Table:
 
 def forget_files() -> None:
     """Empty the caches of open data files and decoded deletion vectors."""
-    file_reader.FILE_CACHE.clear()
-    file_reader.DELETION_CACHE.clear()
+    lance_sql.default_runtime().clear("data_files", "deletions")
 
 
 def snapshot(root: str) -> dict[str, bytes]:
@@ -183,7 +181,7 @@ def read_everything(uri: str) -> None:
     assert ds.count_rows("id % 2 = 0") == int(np.sum(table["id"].to_numpy() % 2 == 0))
 
 
-def fuzz(uri: str, path: str, positions, names: tuple[str, ...]) -> dict[str, int]:  # noqa: ANN001
+def fuzz(uri: str, path: str, positions, names: tuple[str, ...]) -> dict[str, int]:
     """Flip each position of ``path`` in turn: every read either succeeds consistently or
     raises a LanceError naming one of ``names``; nothing is ever written."""
     original = read_bytes(path)
@@ -327,7 +325,7 @@ def test_bit_flipped_data_file_fuzz(table: Table) -> None:
     table.assert_intact()
 
 
-def test_bit_flipped_data_file_of_every_type(tmp_path: Path, tables) -> None:  # noqa: ANN001
+def test_bit_flipped_data_file_of_every_type(tmp_path: Path, tables) -> None:
     """The same for a file holding every type (its column metadata is the tail)."""
     uri = str(tmp_path / "all.lance")
     data = tables.make(60, seed=9)
@@ -615,7 +613,7 @@ def _null_struct_in_list(t: pa.Table) -> pa.Table:
 
 @pytest.mark.parametrize(("make", "column"), [(_null_struct, "st"),
                                               (_null_struct_in_list, "ls")])
-def test_null_struct_values_in_a_2_0_table(tmp_path: Path, make, column) -> None:  # noqa: ANN001
+def test_null_struct_values_in_a_2_0_table(tmp_path: Path, make, column) -> None:
     bad = make(rows(9000, 40))
     assert bad.schema == SCHEMA
     uri20 = str(tmp_path / "t20.lance")
@@ -633,7 +631,7 @@ def test_null_struct_values_in_a_2_0_table(tmp_path: Path, make, column) -> None
 
 
 @pytest.mark.parametrize("make", [_null_struct, _null_struct_in_list])
-def test_null_struct_values_round_trip_in_2_2(tmp_path: Path, make) -> None:  # noqa: ANN001
+def test_null_struct_values_round_trip_in_2_2(tmp_path: Path, make) -> None:
     data = make(rows(9000, 40))
     uri = str(tmp_path / "t22.lance")
     ds = lance_sql.write_dataset(data, uri)

@@ -336,7 +336,7 @@ def test_data_file_descriptor_and_manifest_agreeing_on_a_huge_count(
 
     finish = LanceFileWriter.finish
 
-    def inflated(self: LanceFileWriter):  # noqa: ANN202
+    def inflated(self: LanceFileWriter):
         self._rows = 1 << 32
         return finish(self)
 

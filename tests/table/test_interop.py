@@ -61,7 +61,7 @@ def _first_column(table: pa.Table) -> str:
     return table.column_names[0]
 
 
-def check_version(history: History, version: int, tables) -> None:  # noqa: ANN001
+def check_version(history: History, version: int, tables) -> None:
     """lance_sql and pylance agree with the model (and each other) at ``version``."""
     expected = history.expected[version]
     sql = lance_sql.dataset(history.uri, version=version)
@@ -95,7 +95,7 @@ def check_version(history: History, version: int, tables) -> None:  # noqa: ANN0
     assert sql_addr["_rowaddr"].equals(py_sys["_rowaddr"])
 
 
-def check_all_versions(history: History, tables) -> None:  # noqa: ANN001
+def check_all_versions(history: History, tables) -> None:
     for version in sorted(history.expected):
         check_version(history, version, tables)
     sql_versions = [v["version"] for v in lance_sql.dataset(history.uri).versions()]
@@ -119,7 +119,7 @@ def file_format(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def sql_history(tmp_path_factory: pytest.TempPathFactory, tables,  # noqa: ANN001
+def sql_history(tmp_path_factory: pytest.TempPathFactory, tables,
                 file_format: str) -> History:
     """create / append / delete (.bin, .arrow, whole fragment) / overwrite / append."""
     uri = str(tmp_path_factory.mktemp("sql") / "t.lance")
@@ -151,7 +151,7 @@ def sql_history(tmp_path_factory: pytest.TempPathFactory, tables,  # noqa: ANN00
     return h
 
 
-def test_lance_sql_tables_read_identically_in_pylance(sql_history: History, tables) -> None:  # noqa: ANN001
+def test_lance_sql_tables_read_identically_in_pylance(sql_history: History, tables) -> None:
     check_all_versions(sql_history, tables)
 
 
@@ -172,7 +172,7 @@ def test_lance_sql_writes_both_deletion_file_kinds(sql_history: History) -> None
     ]
 
 
-def test_pylance_continues_a_lance_sql_table(tmp_path: Path, tables) -> None:  # noqa: ANN001
+def test_pylance_continues_a_lance_sql_table(tmp_path: Path, tables) -> None:
     """lance_sql writes, pylance appends and deletes (both kinds), lance_sql continues."""
     h = History(str(tmp_path / "t.lance"))
     first = tables.make(BIG, seed=21)
@@ -225,7 +225,7 @@ def test_pylance_continues_a_lance_sql_table(tmp_path: Path, tables) -> None:  #
 
 
 @pytest.fixture(scope="module")
-def py_history(tmp_path_factory: pytest.TempPathFactory, tables,  # noqa: ANN001
+def py_history(tmp_path_factory: pytest.TempPathFactory, tables,
                file_format: str) -> History:
     uri = str(tmp_path_factory.mktemp("py") / "t.lance")
     h = History(uri)
@@ -284,7 +284,7 @@ def test_same_operations_give_the_same_fragments(sql_history: History,
         assert sql_manifest.writer_feature_flags == py_manifest.writer_feature_flags
 
 
-def test_pylance_tables_read_identically_in_lance_sql(py_history: History, tables) -> None:  # noqa: ANN001
+def test_pylance_tables_read_identically_in_lance_sql(py_history: History, tables) -> None:
     check_all_versions(py_history, tables)
 
 
@@ -340,7 +340,7 @@ def any_history(request: pytest.FixtureRequest, file_format: str) -> History:
 @pytest.mark.parametrize(("version", "predicate"),
                          [(4, p) for p in FULL_PREDICATES] + [(7, p) for p in OTHER_PREDICATES])
 def test_filters_agree_with_pylance(any_history: History, version: int, predicate: str,
-                                    tables) -> None:  # noqa: ANN001
+                                    tables) -> None:
     py_history = any_history
     sql = lance_sql.dataset(py_history.uri, version=version)
     py = lance.dataset(py_history.uri, version=version)
@@ -383,7 +383,7 @@ def test_filters_pylance_rejects_are_typed_errors(py_history: History, predicate
 
 @pytest.mark.parametrize("version", [2, 4, 5, 7])
 def test_take_and_take_rows_agree_with_pylance(any_history: History, version: int,
-                                               tables) -> None:  # noqa: ANN001
+                                               tables) -> None:
     py_history = any_history
     sql = lance_sql.dataset(py_history.uri, version=version)
     py = lance.dataset(py_history.uri, version=version)
@@ -412,7 +412,7 @@ def test_take_and_take_rows_agree_with_pylance(any_history: History, version: in
     assert sql.take_rows(gone).num_rows == 0
 
 
-def test_lance_sql_writes_on_a_pylance_table(tmp_path: Path, tables) -> None:  # noqa: ANN001
+def test_lance_sql_writes_on_a_pylance_table(tmp_path: Path, tables) -> None:
     """The other direction on pylance's own files: lance_sql appends and deletes."""
     h = History(str(tmp_path / "t.lance"))
     first = tables.make(400, seed=31)
@@ -435,7 +435,7 @@ def test_lance_sql_writes_on_a_pylance_table(tmp_path: Path, tables) -> None:  #
     check_all_versions(h, tables)
 
 
-def test_multi_page_pylance_files(tmp_path: Path, tables) -> None:  # noqa: ANN001
+def test_multi_page_pylance_files(tmp_path: Path, tables) -> None:
     """Small pages: every column spans several pages; scans, takes and filters cross them."""
     from lance.file import LanceFileReader as PylanceFileReader
 
@@ -599,7 +599,7 @@ def test_v2_manifest_names_match_pylance(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("v2_first", [True, False])
-def test_mixed_manifest_naming_is_an_error(tmp_path: Path, v2_first: bool, tables) -> None:  # noqa: ANN001
+def test_mixed_manifest_naming_is_an_error(tmp_path: Path, v2_first: bool, tables) -> None:
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(_small(0, 10), uri, data_storage_version="2.0",
                         enable_v2_manifest_paths=v2_first)
@@ -619,7 +619,7 @@ def test_mixed_manifest_naming_is_an_error(tmp_path: Path, v2_first: bool, table
     assert tables.snapshot(uri) == before
 
 
-def test_time_travel_by_tag_and_number_agree(py_history: History, tables) -> None:  # noqa: ANN001
+def test_time_travel_by_tag_and_number_agree(py_history: History, tables) -> None:
     """pylance and lance_sql resolve the same tag to the same rows."""
     py = lance.dataset(py_history.uri)
     py.tags.create("interop-v3", 3)

@@ -23,17 +23,17 @@ from lance_sql.table.txn.operations import Update
 SYSTEM = ["_rowid", "_rowaddr", "_row_created_at_version", "_row_last_updated_at_version"]
 
 
-def _data(ids, v: str = "s") -> pa.Table:  # noqa: ANN001
+def _data(ids, v: str = "s") -> pa.Table:
     ids = list(ids)
     return pa.table({"id": pa.array(ids, pa.int64()), "v": [f"{v}{i}" for i in ids]})
 
 
-def _read(lib, path, version: int, columns: list[str]) -> pa.Table:  # noqa: ANN001
+def _read(lib, path, version: int, columns: list[str]) -> pa.Table:
     t = lib.dataset(str(path), version=version).to_table(columns=columns + SYSTEM)
     return t.sort_by("_rowid")
 
 
-def _same_everywhere(path, columns_by_version: dict[int, list[str]]) -> dict[int, pa.Table]:  # noqa: ANN001
+def _same_everywhere(path, columns_by_version: dict[int, list[str]]) -> dict[int, pa.Table]:
     """Both libraries read every version identically; returns the tables."""
     out = {}
     latest = lance.dataset(str(path)).version
@@ -51,11 +51,11 @@ def _same_everywhere(path, columns_by_version: dict[int, list[str]]) -> dict[int
     return out
 
 
-def _versions(path) -> int:  # noqa: ANN001
+def _versions(path) -> int:
     return lance.dataset(str(path)).version
 
 
-def test_pylance_history_reads_identically(tmp_path) -> None:  # noqa: ANN001
+def test_pylance_history_reads_identically(tmp_path) -> None:
     p = str(tmp_path / "t")
     cols = {}
     lance.write_dataset(_data(range(20)), p, enable_stable_row_ids=True, max_rows_per_file=8)
@@ -98,7 +98,7 @@ def test_pylance_history_reads_identically(tmp_path) -> None:  # noqa: ANN001
             py.to_table(columns=["id"], filter=f"_rowid = {rid}").to_pylist()
 
 
-def test_lance_sql_history_reads_identically_in_pylance(tmp_path) -> None:  # noqa: ANN001
+def test_lance_sql_history_reads_identically_in_pylance(tmp_path) -> None:
     p = tmp_path / "t"
     cols = {}
     lance_sql.write_dataset(_data(range(20)), p, enable_stable_row_ids=True, max_rows_per_file=8)
@@ -149,7 +149,7 @@ def test_lance_sql_history_reads_identically_in_pylance(tmp_path) -> None:  # no
         "_rowid"].to_pylist() == [27]
 
 
-def test_large_inline_sequence_from_pylance(tmp_path) -> None:  # noqa: ANN001
+def test_large_inline_sequence_from_pylance(tmp_path) -> None:
     """pylance keeps even very large sequences inline; we read them (and compact them)."""
     p = str(tmp_path / "t")
     n = 160_000
@@ -169,7 +169,7 @@ def test_large_inline_sequence_from_pylance(tmp_path) -> None:  # noqa: ANN001
         _read(lance_sql, p, 2, ["id", "v"]).drop_columns(["_rowaddr"]))
 
 
-def test_external_row_ids_are_not_readable_by_pylance_14(tmp_path) -> None:  # noqa: ANN001
+def test_external_row_ids_are_not_readable_by_pylance_14(tmp_path) -> None:
     """KNOWN INCOMPATIBILITY: pylance 14.0.2 refuses any table with an external row-id
     sequence (``ValueError: ... All fragments must have row ids``, manifest.rs:1064),
     even for a plain scan. lance_sql reads it. If pylance learns to read them, this test
@@ -208,7 +208,7 @@ MERGES = {
 
 
 @pytest.mark.parametrize("name", sorted(MERGES))
-def test_merge_insert_matches_pylance_on_twin_tables(tmp_path, name) -> None:  # noqa: ANN001
+def test_merge_insert_matches_pylance_on_twin_tables(tmp_path, name) -> None:
     import shutil
 
     build, keys = MERGES[name]

@@ -16,17 +16,17 @@ SYSTEM = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
 N = 30
 
 
-def _data(ids, v: str = "s") -> pa.Table:  # noqa: ANN001
+def _data(ids, v: str = "s") -> pa.Table:
     ids = list(ids)
     return pa.table({"id": pa.array(ids, pa.int64()), "v": [f"{v}{i}" for i in ids]})
 
 
-def _create(path, n: int = N, per_file: int = 10):  # noqa: ANN001, ANN202
+def _create(path, n: int = N, per_file: int = 10):
     return lance_sql.write_dataset(_data(range(n)), path, enable_stable_row_ids=True,
                                    max_rows_per_file=per_file)
 
 
-def _rows(path, version: int | None = None, columns=("id", "v")) -> list[tuple]:  # noqa: ANN001
+def _rows(path, version: int | None = None, columns=("id", "v")) -> list[tuple]:
     t = lance_sql.dataset(path, version=version).to_table(columns=list(columns) + SYSTEM)
     return sorted(tuple(r.values()) for r in t.to_pylist())
 
@@ -40,13 +40,13 @@ def _model(n: int = N) -> dict:
     return {i: (i, f"s{i}", 1, 1) for i in range(n)}
 
 
-def _check(path, model: dict, version: int | None = None) -> None:  # noqa: ANN001
+def _check(path, model: dict, version: int | None = None) -> None:
     assert sorted(_rows(path, version), key=lambda r: r[2]) == sorted(_as_rows(model),
                                                                       key=lambda r: r[2])
 
 
 # ------------------------------------------------------------------ write paths
-def test_append_rows_are_created_at_the_commit_version(tmp_path) -> None:  # noqa: ANN001
+def test_append_rows_are_created_at_the_commit_version(tmp_path) -> None:
     p = tmp_path / "t"
     _create(p)
     model = _model()
@@ -59,7 +59,7 @@ def test_append_rows_are_created_at_the_commit_version(tmp_path) -> None:  # noq
 
 
 @pytest.mark.parametrize("mode", ["rewrite_rows", "rewrite_columns"])
-def test_update_keeps_ids_and_creation_and_bumps_last_updated(tmp_path, mode) -> None:  # noqa: ANN001
+def test_update_keeps_ids_and_creation_and_bumps_last_updated(tmp_path, mode) -> None:
     p = tmp_path / "t"
     _create(p)
     lance_sql.write_dataset(_data(range(100, 105)), p, mode="append")  # v2
@@ -83,14 +83,14 @@ def test_update_keeps_ids_and_creation_and_bumps_last_updated(tmp_path, mode) ->
     assert lance_sql.dataset(p).manifest.next_row_id == N + 5  # updates take no new ids
 
 
-def test_update_matching_nothing_commits_nothing(tmp_path) -> None:  # noqa: ANN001
+def test_update_matching_nothing_commits_nothing(tmp_path) -> None:
     p = tmp_path / "t"
     _create(p)
     assert lance_sql.dataset(p).update({"v": "'x'"}, where="id < 0") == {"num_rows_updated": 0}
     _check(p, _model())
 
 
-def test_delete_changes_no_versions(tmp_path) -> None:  # noqa: ANN001
+def test_delete_changes_no_versions(tmp_path) -> None:
     p = tmp_path / "t"
     _create(p)
     ds = lance_sql.dataset(p)
@@ -104,7 +104,7 @@ def test_delete_changes_no_versions(tmp_path) -> None:  # noqa: ANN001
     _check(p, model)
 
 
-def test_compaction_keeps_ids_and_both_versions(tmp_path) -> None:  # noqa: ANN001
+def test_compaction_keeps_ids_and_both_versions(tmp_path) -> None:
     p = tmp_path / "t"
     _create(p, n=40, per_file=5)
     model = _model(40)
@@ -138,7 +138,7 @@ def test_compaction_keeps_ids_and_both_versions(tmp_path) -> None:  # noqa: ANN0
         "_rowid"].to_pylist() == [43]
 
 
-def test_add_columns_with_values_bumps_every_row_null_columns_do_not(tmp_path) -> None:  # noqa: ANN001
+def test_add_columns_with_values_bumps_every_row_null_columns_do_not(tmp_path) -> None:
     p = tmp_path / "t"
     _create(p)
     lance_sql.dataset(p).update({"v": "'u'"}, where="id = 4")  # v2
@@ -158,7 +158,7 @@ def test_add_columns_with_values_bumps_every_row_null_columns_do_not(tmp_path) -
     assert lance_sql.dataset(p).version == 5
 
 
-def test_drop_and_rename_columns_change_no_versions(tmp_path) -> None:  # noqa: ANN001
+def test_drop_and_rename_columns_change_no_versions(tmp_path) -> None:
     p = tmp_path / "t"
     _create(p)
     lance_sql.dataset(p).update({"v": "'u'"}, where="id < 2")  # v2
@@ -171,7 +171,7 @@ def test_drop_and_rename_columns_change_no_versions(tmp_path) -> None:  # noqa: 
 
 
 # ------------------------------------------------------------------ lookups by id
-def test_take_rows_by_stable_id(tmp_path) -> None:  # noqa: ANN001
+def test_take_rows_by_stable_id(tmp_path) -> None:
     p = tmp_path / "t"
     _create(p)
     lance_sql.dataset(p).update({"v": "'u'"}, where="id = 0 or id = 1")
@@ -193,7 +193,7 @@ def test_take_rows_by_stable_id(tmp_path) -> None:  # noqa: ANN001
     assert ds._take_rows([2]).num_rows == 0
 
 
-def test_rowid_filters(tmp_path) -> None:  # noqa: ANN001
+def test_rowid_filters(tmp_path) -> None:
     p = tmp_path / "t"
     _create(p)
     lance_sql.dataset(p).update({"v": "'u'"}, where="id = 11")
@@ -211,7 +211,7 @@ def test_rowid_filters(tmp_path) -> None:  # noqa: ANN001
     assert ds.count_rows("_rowid < 13") == 12
 
 
-def test_sql_rowid_lookup_and_the_change_patterns(tmp_path) -> None:  # noqa: ANN001
+def test_sql_rowid_lookup_and_the_change_patterns(tmp_path) -> None:
     p = tmp_path / "t"
     _create(p)                                                        # v1: 0..29
     lance_sql.write_dataset(_data(range(100, 104)), p, mode="append")  # v2: rowids 30..33
@@ -242,14 +242,14 @@ def test_sql_rowid_lookup_and_the_change_patterns(tmp_path) -> None:  # noqa: AN
 
 
 # ------------------------------------------------------------------ concurrency
-def _memory_table(name: str):  # noqa: ANN202
+def _memory_table(name: str):
     MemoryStore.reset(name)
     uri = f"memory://{name}"
     _create(uri)
     return uri, MemoryStore(name)
 
 
-def _when_committing(store: MemoryStore, winner) -> None:  # noqa: ANN001
+def _when_committing(store: MemoryStore, winner) -> None:
     started: list[bool] = []
 
     def hook(op: str, key: str) -> None:

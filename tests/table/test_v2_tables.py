@@ -108,7 +108,7 @@ def test_mixed_2_0_and_2_2_files(tmp_path) -> None:
     _same(sql.take(rows), py.take(rows))
 
 
-def test_struct_layers_above_lists_read_in_pylance(tmp_path) -> None:  # noqa: ANN001
+def test_struct_layers_above_lists_read_in_pylance(tmp_path) -> None:
     """Two shapes pylance 14's reader is picky about: struct nulls that start only in a
     later page, and empty outer lists above a struct that holds a list."""
     n = 400_000  # several pages per column

@@ -29,7 +29,8 @@ import numpy as np
 BLOCK = 1024
 _ORDER = (0, 4, 2, 6, 1, 5, 3, 7)
 _BATCH_BYTES = 1 << 23  # per ufunc call overhead dominates below ~1M values a batch
-_DTYPES = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
+_DTYPES: dict[int, np.dtype] = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"),
+                                64: np.dtype("<u8")}
 
 
 def dtype_for(bits: int) -> np.dtype:
@@ -99,6 +100,7 @@ def unpack(words: np.ndarray, width: int, bits: int, out: np.ndarray | None = No
             else:
                 tmp[...] = w3[:, w0, :]
             if spill:
+                assert tmp2 is not None  # a value spills into the next word only when width < bits
                 np.left_shift(w3[:, w0 + 1, :], dt.type(bits - shift), out=tmp2)
                 np.bitwise_or(tmp, tmp2, out=tmp)
             np.bitwise_and(tmp, mask, out=target)

@@ -28,6 +28,7 @@ MAX_INFLATE = 1 << 31  # refuse to allocate more than this for one decompressed 
 
 @dataclass
 class Fixed:
+    """A block of fixed-width values (``bits`` each), possibly under fixed-size lists."""
     data: np.ndarray  # uint8
     bits: int  # bits per item (after flattening fixed-size lists)
     n: int  # number of values (rows of the outermost fixed-size list, if any)
@@ -44,6 +45,7 @@ class Fixed:
 
 @dataclass
 class Variable:
+    """A block of variable-width values: ``n`` byte strings given by ``offsets``."""
     offsets: np.ndarray  # int64, n + 1 entries, offsets[0] == 0
     data: np.ndarray  # uint8
     n: int
@@ -72,13 +74,13 @@ def _zstd_frame_size(buf: bytes | memoryview) -> int | None:
     return value + 256 if size == 2 else value
 
 
-def inflate(scheme: int, buf: bytes | memoryview, where: str) -> bytes:
+def inflate(scheme: int, buf: bytes | memoryview | np.ndarray, where: str) -> bytes:
     """Undo Lance's general compression of one buffer (1 = LZ4 block, 2 = ZSTD frame).
 
     LZ4 buffers start with a u32 uncompressed size; ZSTD buffers with a u64 size or,
     from older writers, directly with a frame that records its content size.
     """
-    buf = memoryview(buf).cast("B")
+    buf = (buf.data if isinstance(buf, np.ndarray) else memoryview(buf)).cast("B")
     try:
         if scheme == 1:
             if len(buf) < 4:
@@ -228,8 +230,9 @@ def _packed_struct(block: Fixed, t: pa.StructType, valid: np.ndarray | None,
     Children take the struct's nulls, as pylance returns them.
     """
     n = block.n
-    widths = [fixed_width_bits(_storage(f.type)) for f in t]
-    if block.fsl or any(w is None or w % 8 for w in widths):
+    found = [fixed_width_bits(_storage(f.type)) for f in t]
+    widths = [w for w in found if w is not None and w % 8 == 0]
+    if block.fsl or len(widths) != len(found):
         raise UnsupportedFeatureError(f"{where}: packed struct {t} with non-byte-wide children")
     if sum(widths) != block.bits:
         raise FormatError(f"{where}: packed rows of {block.bits} bits for {t}")

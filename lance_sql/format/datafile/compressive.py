@@ -18,6 +18,7 @@ Every size, width and offset is checked before use; anything inconsistent raises
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 
 def kind(enc: pb.CompressiveEncoding) -> str:
+    """Which compression ``enc`` names (``none`` when unset)."""
     return enc.WhichOneof("compression") or "none"
 
 
@@ -79,7 +81,7 @@ class ChunkBuffers:
                 self._data = self.raw[a : a + int(self.sizes.sum())]
             else:
                 lo, hi = self.pos.tolist(), (self.pos + self.sizes).tolist()
-                joined = b"".join([self.raw[a:b] for a, b in zip(lo, hi, strict=True)])
+                joined = b"".join([self.raw[a:b].data for a, b in zip(lo, hi, strict=True)])
                 self._data = np.frombuffer(joined, np.uint8)
         return self._data
 
@@ -90,7 +92,8 @@ class ChunkBuffers:
         return ChunkBuffers(data, np.cumsum(sizes) - sizes, sizes)
 
     @staticmethod
-    def join(pieces: list[bytes | memoryview]) -> ChunkBuffers:
+    def join(pieces: Sequence[bytes | memoryview]) -> ChunkBuffers:
+        """One buffer holding ``pieces`` back to back."""
         sizes = np.fromiter((len(p) for p in pieces), np.int64, len(pieces))
         return ChunkBuffers.of(np.frombuffer(b"".join(pieces), np.uint8), sizes)
 
@@ -305,7 +308,8 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
     if counts.size > 1:
         lo = (starts + first).tolist()
         hi = (starts + last).tolist()
-        data = np.frombuffer(b"".join([raw[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
+        data = np.frombuffer(b"".join([raw[a:b].data for a, b in zip(lo, hi, strict=True)]),
+                             np.uint8)
     else:
         data = raw[int(starts[0] + first[0]) : int(starts[0] + last[0])]
     # every offset but the chunk heads, rebased onto the joined data; a chunk's head equals
@@ -324,6 +328,7 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
 
 
 def fsst_decode(table_bytes: bytes, inner: Block, where: str) -> Variable:
+    """Expand FSST-compressed strings ``inner`` with the symbol table ``table_bytes``."""
     if not isinstance(inner, Variable):
         raise FormatError(f"{where}: FSST over fixed-width data")
     table = fsst.parse_symbol_table(table_bytes, where)
@@ -376,7 +381,9 @@ def _mb_bss(bss: pb.ByteStreamSplit, buf: ChunkBuffers, counts: np.ndarray, wher
     return Fixed(out, bits, int(counts.sum()))
 
 
-def _fsl_layers(enc: pb.CompressiveEncoding, where: str) -> tuple[list[tuple[int, bool]], int]:
+def fsl_layers(enc: pb.CompressiveEncoding, where: str) -> tuple[list[tuple[int, bool]], int]:
+    """The fixed-size-list layers around ``enc`` (dimension, has validity), outermost first, and the
+    bits of the innermost item."""
     layers = []
     while kind(enc) == "fixed_size_list":
         fsl = enc.fixed_size_list
@@ -393,7 +400,7 @@ def _fsl_layers(enc: pb.CompressiveEncoding, where: str) -> tuple[list[tuple[int
 def _mb_fsl(
     enc: pb.CompressiveEncoding, bufs: list[ChunkBuffers], counts: np.ndarray, where: str
 ) -> Fixed:
-    layers, bits = _fsl_layers(enc, where)
+    layers, bits = fsl_layers(enc, where)
     cum = 1
     out_layers = []
     used = 0
@@ -450,7 +457,7 @@ def decode_block(enc: pb.CompressiveEncoding, buf: bytes | memoryview | np.ndarr
     if k == "rle":
         return _block_rle(enc.rle, data, n, where)
     if k == "fixed_size_list":
-        layers, bits = _fsl_layers(enc, where)
+        layers, bits = fsl_layers(enc, where)
         if any(v for _, v in layers):
             raise UnsupportedFeatureError(f"{where}: fixed-size list validity in a block")
         cum = int(np.prod([d for d, _ in layers]))
@@ -461,27 +468,28 @@ def decode_block(enc: pb.CompressiveEncoding, buf: bytes | memoryview | np.ndarr
 
 
 def _block_variable(data: np.ndarray, n: int, where: str) -> Variable:
+    header = data.data  # for struct
     if data.size < 9:
         raise FormatError(f"{where}: variable-width block of {data.size} bytes")
     if data[1] or data[2] or data[3]:  # older framing: u8 width, count, data start
         width = int(data[0])
         if width == 32:
-            count, start = struct.unpack_from("<II", data, 1)
+            count, start = struct.unpack_from("<II", header, 1)
             off0 = 9
         elif width == 64 and data.size >= 17:
-            count, start = struct.unpack_from("<QQ", data, 1)
+            count, start = struct.unpack_from("<QQ", header, 1)
             off0 = 17
         else:
             raise FormatError(f"{where}: {width}-bit offsets in a variable-width block")
         if count != n:
             raise FormatError(f"{where}: variable-width block of {count} values, expected {n}")
     else:
-        width = int(struct.unpack_from("<I", data)[0])
+        width = int(struct.unpack_from("<I", header)[0])
         if width == 32:
-            start = struct.unpack_from("<I", data, 4)[0]
+            start = struct.unpack_from("<I", header, 4)[0]
             off0 = 8
         elif width == 64 and data.size >= 16:
-            start = struct.unpack_from("<Q", data, 8)[0]
+            start = struct.unpack_from("<Q", header, 8)[0]
             off0 = 16
         else:
             raise FormatError(f"{where}: {width}-bit offsets in a variable-width block")
@@ -566,7 +574,7 @@ def _block_rle(rle: pb.Rle, data: np.ndarray, n: int, where: str) -> Fixed:
         raise FormatError(f"{where}: RLE needs byte-wide values and 8-bit run lengths")
     if data.size < 8:
         raise FormatError(f"{where}: RLE block of {data.size} bytes")
-    vbytes = int(struct.unpack_from("<Q", data)[0])
+    vbytes = int(struct.unpack_from("<Q", data.data)[0])
     width = bits // 8
     if vbytes % width or 8 + vbytes > data.size or (data.size - 8 - vbytes) != vbytes // width:
         raise FormatError(f"{where}: RLE block sizes are inconsistent")

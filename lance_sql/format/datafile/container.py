@@ -52,6 +52,7 @@ V2_0_MANIFEST_VERSION = (2, 0)
 
 @dataclass(frozen=True)
 class Footer:
+    """The fixed-size footer of a Lance file: where its metadata sections start."""
     column_meta_start: int
     cmo_table_start: int
     gbo_table_start: int
@@ -230,6 +231,7 @@ def parse_column(data: bytes | memoryview, index: int, data_limit: int, path: st
 
 
 def parse_file_descriptor(data: bytes | memoryview, path: str) -> file_pb2.FileDescriptor:
+    """Decode the FileDescriptor (schema and row count) held in the first global buffer."""
     return _parse(file_pb2.FileDescriptor, data, "file descriptor", path)
 
 
@@ -244,6 +246,7 @@ def column_encoding_bytes() -> bytes:
 
 
 def column_metadata(pages: list[file2_pb2.ColumnMetadata.Page]) -> bytes:
+    """A column's serialized ColumnMetadata for ``pages``."""
     meta = file2_pb2.ColumnMetadata(pages=pages)
     meta.encoding.direct.encoding = column_encoding_bytes()
     return meta.SerializeToString()
@@ -252,6 +255,7 @@ def column_metadata(pages: list[file2_pb2.ColumnMetadata.Page]) -> bytes:
 def page_metadata(
     buffers: list[tuple[int, int]], length: int, priority: int, encoding: enc.ArrayEncoding
 ) -> file2_pb2.ColumnMetadata.Page:
+    """Metadata of one 2.0 page: its buffers, row count, priority and array encoding."""
     return _page(buffers, length, priority, pack_any(ARRAY_ENCODING_URL, encoding))
 
 

@@ -28,12 +28,15 @@ Reader = Callable[[int, int], bytes | memoryview]
 
 
 def storage_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with extension types unwrapped to their storage type."""
     while isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
     return t
 
 
 def parse_layout(page: container.PageInfo, where: str) -> pb.PageLayout:
+    """The PageLayout of a 2.1+ page; layouts lance_sql cannot read are an
+    UnsupportedFeatureError."""
     if page.encoding_url == container.V23_PLANAR_LAYOUT_URL:
         raise UnsupportedFeatureError(
             f"{where} uses the Lance 2.3 PlanarLayout encoding ({page.encoding_url}), "
@@ -96,6 +99,7 @@ class LeafColumn:
 
 def make_page(layout: pb.PageLayout, page: container.PageInfo, read: Reader,
               leaf_type: pa.DataType, where: str):  # fmt: skip
+    """The reader for one page of ``layout`` (mini-block, full-zip or constant)."""
     kind = layout.WhichOneof("layout")
     if kind == "mini_block_layout":
         return MiniBlockPage(read, page.buffers, layout.mini_block_layout, page.length,

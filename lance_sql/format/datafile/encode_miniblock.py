@@ -61,7 +61,7 @@ def _variable_counts(offsets: np.ndarray, width: int, target: int = CHUNK_TARGET
     sizes = offsets[bounds[1:]] - offsets[bounds[:-1]] + (counts + 1) * width
     if n and int(sizes.max()) <= 2 * target:
         return counts
-    counts = []
+    greedy: list[int] = []
     i = 0
     while i < n:
         k = 1
@@ -72,15 +72,15 @@ def _variable_counts(offsets: np.ndarray, width: int, target: int = CHUNK_TARGET
             rest = n - i
             if (offsets[n] - offsets[i]) + (rest + 1) * width <= target:
                 k = rest
-        counts.append(k)
+        greedy.append(k)
         i += k
-    return np.array(counts, np.int64)
+    return np.array(greedy, np.int64)
 
 
 def _variable_chunks(values: Values, counts: np.ndarray, width: int) -> list[bytes]:
     """Each chunk: its ``count + 1`` offsets (relative to the chunk) then its bytes."""
     bounds = np.r_[0, np.cumsum(counts)]
-    offs = values.offsets
+    offs = values.var_offsets
     per = counts + 1
     idx = range_indices(bounds[:-1], per)
     first = np.repeat(offs[bounds[:-1]] - per * width, per)
@@ -187,15 +187,16 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
             dict_buf = items[1]
         else:
             width = 8 if values.wide_offsets else 4
-            counts = _variable_counts(values.offsets, width)
+            counts = _variable_counts(values.var_offsets, width)
             var = encoding(variable=pb.Variable(offsets=flat_enc(width * 8)))
             layout.value_compression.CopyFrom(var)
             chunks = None
-            raw_size = int(values.offsets[-1] - values.offsets[0]) + (n + counts.size) * width
+            offsets = values.var_offsets
+            raw_size = int(offsets[-1] - offsets[0]) + (n + counts.size) * width
             if raw_size > 4096:
                 # LZ4 does better, and costs fewer calls, on larger chunks; the plain chunks
                 # are only built when it does not pay
-                big_counts = _variable_counts(values.offsets, width, LZ4_CHUNK_TARGET)
+                big_counts = _variable_counts(values.var_offsets, width, LZ4_CHUNK_TARGET)
                 big = _variable_chunks(values, big_counts, width)
                 if _lz4_pays(big):
                     squeezed = [deflate(1, c) for c in big]
@@ -255,10 +256,10 @@ def _dictionary(values: Values, force: bool = False):
     n = values.n
     if n < 100 and not force:
         return None
-    small = int(values.offsets[-1]) < 2**31
+    small = int(values.var_offsets[-1]) < 2**31
     arr = pa.Array.from_buffers(
         pa.binary() if small else pa.large_binary(), n,
-        [None, pa.py_buffer(values.offsets.astype(np.int32) if small else values.offsets),
+        [None, pa.py_buffer(values.var_offsets.astype(np.int32) if small else values.var_offsets),
          pa.py_buffer(values.data)])  # fmt: skip
     if not force:
         probe = arr.slice(0, 4096)
@@ -344,7 +345,7 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
         hdr[:, 2:6] = sizes.astype("<u4").view(np.uint8).reshape(-1, 4)
         hb = hdr.tobytes()
         pads = (-sizes % 8).tolist()
-        out = []
+        out: list[bytes] = []
         for c, v in enumerate(value_bufs):
             out += (hb[8 * c : 8 * c + 8], v[0], pad[: pads[c]])
         total = 8 + sizes + (-sizes % 8)
@@ -367,7 +368,8 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
             chunk = b"".join(parts)
             meta[c] = ((len(chunk) // 8 - 1) << 4) | int(logs[c])
             out.append(chunk)
-    buffers = [meta.astype("<u4").tobytes(), b"".join(out)]
+    buffers: list[bytes | memoryview | np.ndarray] = [meta.astype("<u4").tobytes(),
+                                                      b"".join(out)]
     if dict_buf is not None:
         buffers.append(dict_buf)
     if rep is not None:

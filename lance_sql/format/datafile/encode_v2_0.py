@@ -16,6 +16,7 @@ Buffers are returned as zero-copy views of the Arrow buffers wherever the layout
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +29,7 @@ DICT_MIN_ROWS = 100  # pylance: no dictionary below this many rows in a page
 DICT_MAX_CARDINALITY = 100  # pylance: dictionary only if distinct values < this
 _DICT_PROBE_ROWS = 4096  # a prefix with >= 100 distinct values rules the page out cheaply
 
-BufferLike = pa.Buffer | memoryview | bytes | np.ndarray
+BufferLike: TypeAlias = pa.Buffer | memoryview | bytes | np.ndarray
 
 
 @dataclass
@@ -67,6 +68,7 @@ def fixed_bit_width(t: pa.DataType) -> int | None:
 
 
 def is_binary_like(t: pa.DataType) -> bool:
+    """True for the (large) string and binary types, which 2.0 stores as offsets and bytes."""
     return (
         pa.types.is_string(t)
         or pa.types.is_binary(t)
@@ -335,4 +337,5 @@ def encode_list_page(offsets: np.ndarray, validity: np.ndarray | None) -> tuple[
 
 
 def struct_page_encoding() -> enc.ArrayEncoding:
+    """The array encoding of a struct column's (bufferless) page."""
     return enc.ArrayEncoding(struct=enc.SimpleStruct())

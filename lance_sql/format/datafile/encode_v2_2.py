@@ -35,6 +35,7 @@ LZ4 = pb.COMPRESSION_ALGORITHM_LZ4
 
 @dataclass
 class EncodedPage:
+    """One encoded 2.2 page: its layout and the buffers to write."""
     layout: pb.PageLayout
     buffers: list[bytes | memoryview | np.ndarray] = field(default_factory=list)
 
@@ -44,14 +45,17 @@ def _pad8(n: int) -> int:
 
 
 def encoding(**kw) -> pb.CompressiveEncoding:
+    """A CompressiveEncoding with the given fields set."""
     return pb.CompressiveEncoding(**kw)
 
 
 def flat_enc(bits: int) -> pb.CompressiveEncoding:
+    """Uncompressed values of ``bits`` bits each."""
     return encoding(flat=pb.Flat(bits_per_value=bits))
 
 
 def storage_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with extension types unwrapped to their storage type."""
     while isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
     return t
@@ -64,7 +68,7 @@ class Values:
 
     n: int
     bits: int = 0  # fixed: bits per value (items * item bits for fixed-size lists)
-    data: np.ndarray | None = None  # uint8
+    data: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint8))  # uint8
     offsets: np.ndarray | None = None  # int64, variable only
     wide_offsets: bool = False  # 64-bit offsets (large types)
     fsl: list[int] = field(default_factory=list)  # fixed-size list dimensions, outer first
@@ -74,7 +78,14 @@ class Values:
 
     @property
     def variable(self) -> bool:
+        """True for variable-width values (offsets and bytes)."""
         return self.offsets is not None
+
+    @property
+    def var_offsets(self) -> np.ndarray:
+        """The offsets of variable-width values (``variable`` must be true)."""
+        assert self.offsets is not None, "fixed-width values have no offsets"
+        return self.offsets
 
 
 def values_of(arr: pa.Array) -> Values:
@@ -153,12 +164,14 @@ def ool_pack(levels: np.ndarray, width: int) -> bytes:
 
 
 def levels_encoding(width: int) -> pb.CompressiveEncoding:
+    """How rep/def levels of ``width`` bits are stored (bitpacked out of line)."""
     return encoding(out_of_line_bitpacking=pb.OutOfLineBitpacking(
         uncompressed_bits_per_value=16, values=flat_enc(width)))  # fmt: skip
 
 
 # --------------------------------------------------------------------------- constant
 def constant_page(rep, def_, layers, values: Values | None, inline: bytes | None) -> EncodedPage:
+    """A constant-layout page: every value the same (``inline``, or one value buffer)."""
     layout = pb.ConstantLayout(layers=layers)
     if inline is not None:
         layout.inline_value = inline
@@ -188,6 +201,7 @@ def constant_value(values: Values) -> bytes | None:
 # --------------------------------------------------------------------------- full-zip
 def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
                   num_rows: int) -> EncodedPage:  # fmt: skip
+    """A full-zip page: levels and values of each row zipped together (for wide values)."""
     max_rep = repdef.max_rep(layers)
     max_def = repdef.max_def(layers)
     bits_rep = max_rep.bit_length() if rep is not None else 0
@@ -197,7 +211,7 @@ def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
     n_entries = rep.size if rep is not None else (def_.size if def_ is not None else values.n)
     layout = pb.FullZipLayout(bits_rep=bits_rep, bits_def=bits_def, layers=layers,
                               num_items=n_entries, num_visible_items=values.n)  # fmt: skip
-    words = None
+    words: np.ndarray | None = None
     if cw:
         r = rep.astype(np.uint32) if rep is not None else np.zeros(n_entries, np.uint32)
         d = def_.astype(np.uint32) if def_ is not None else np.zeros(n_entries, np.uint32)
@@ -216,6 +230,7 @@ def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
         sizes = np.where(vis, cw + width, cw)
         out = np.zeros(int(sizes.sum()), np.uint8)
         starts = np.cumsum(sizes) - sizes
+        assert words is not None  # cw > 0
         out[starts[:, None] + np.arange(cw)[None, :]] = words
         vstart = starts[vis] + cw
         out[vstart[:, None] + np.arange(width)[None, :]] = rows
@@ -225,7 +240,7 @@ def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
         layout.bits_per_offset = lw * 8
         layout.value_compression.CopyFrom(
             encoding(variable=pb.Variable(offsets=flat_enc(lw * 8))))
-        lens = np.diff(values.offsets)
+        lens = np.diff(values.var_offsets)
         has_value = np.zeros(n_entries, bool)
         has_value[np.flatnonzero(vis)[valid_slot]] = True
         entry_len = np.zeros(n_entries, np.int64)
@@ -240,7 +255,7 @@ def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
         head_bytes = heads.tobytes()
         hl = cw + lw
         slot_of = np.cumsum(vis) - 1
-        offs = values.offsets.tolist()
+        offs = values.var_offsets.tolist()
         data = values.data
         hv = has_value.tolist()
         so = slot_of.tolist()
@@ -265,6 +280,7 @@ def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
 
 
 def fsl_encoding(values: Values) -> pb.CompressiveEncoding:
+    """The encoding of ``values``: flat items wrapped in their fixed-size-list layers."""
     if not values.fsl:
         return flat_enc(values.bits)
     enc = flat_enc(values.item_bits)
@@ -277,6 +293,7 @@ def fsl_encoding(values: Values) -> pb.CompressiveEncoding:
 
 
 def needs_full_zip(values: Values) -> bool:
+    """True when values are wide enough for the full-zip layout, as the reference decides."""
     if values.variable:
-        return bool(values.n) and int(np.diff(values.offsets).max()) >= FULLZIP_MIN_BYTES
+        return bool(values.n) and int(np.diff(values.var_offsets).max()) >= FULLZIP_MIN_BYTES
     return values.bits >= FULLZIP_MIN_BYTES * 8 and values.item_validity is None

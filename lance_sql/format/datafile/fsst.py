@@ -32,12 +32,14 @@ ESCAPE = 255
 
 @dataclass(frozen=True)
 class SymbolTable:
+    """An FSST symbol table, as lookup arrays by code."""
     enabled: bool
     lengths: np.ndarray  # (512,) uint8: codes 0..255, then 256 + b for literal byte b
     symbols: np.ndarray  # (512,) uint64: the symbol bytes, little-endian, zero padded
 
 
 def parse_symbol_table(raw: bytes, where: str) -> SymbolTable:
+    """Decode an FSST symbol table; a malformed one is a FormatError naming ``where``."""
     if len(raw) < 8 or raw[4:8] != _MAGIC:
         raise FormatError(f"{where}: FSST symbol table has no TSSF header")
     nsym = raw[0]

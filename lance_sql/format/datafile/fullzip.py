@@ -25,7 +25,7 @@ import pyarrow as pa
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import compressive as cz
 from lance_sql.format.datafile import repdef
-from lance_sql.format.datafile.blocks import Fixed, Variable, inflate, to_arrow
+from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate, to_arrow
 from lance_sql.format.datafile.compressive import range_indices
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
@@ -64,6 +64,7 @@ def _coalesced_reads(read: Reader, base: int, lo: np.ndarray, hi: np.ndarray):
 
 
 class FullZipPage:
+    """Reads a full-zip page: each row's levels and value stored together."""
     def __init__(self, read: Reader, buffers, layout: pb.FullZipLayout, num_rows: int,
                  leaf_type: pa.DataType, where: str) -> None:  # fmt: skip
         self.read = read
@@ -243,8 +244,8 @@ class FullZipPage:
             else:
                 idx = vs[:, None] + np.arange(self.width)[None, :]
                 data = raw[idx].reshape(-1)
-            block = _fixed_from_rows(enc, data, vs.size, self.width, where)
-            return to_arrow(block, self.leaf_type, valid, where)
+            return to_arrow(_fixed_from_rows(enc, data, vs.size, self.width, where),
+                            self.leaf_type, valid, where)
         k = cz.kind(enc)
         if k == "variable_packed_struct":
             return _variable_packed_struct(enc.variable_packed_struct, raw, vs, vl, valid,
@@ -252,7 +253,7 @@ class FullZipPage:
         offsets = np.zeros(vs.size + 1, np.int64)
         np.cumsum(vl, out=offsets[1:])
         data = raw[range_indices(vs, vl)]
-        block = Variable(offsets, data, vs.size)
+        block: Block = Variable(offsets, data, vs.size)
         if k == "fsst":
             block = cz.fsst_decode(enc.fsst.symbol_table, block, where)
         elif k == "general":
@@ -343,7 +344,7 @@ def _fixed_from_rows(enc: pb.CompressiveEncoding, data: np.ndarray, n: int, widt
         if bits != width * 8:
             raise FormatError(f"{where}: {bits}-bit values in {width}-byte slots")
         return Fixed(data, bits, n)
-    layers, bits = cz._fsl_layers(enc, where)
+    layers, bits = cz.fsl_layers(enc, where)
     rows = data.reshape(n, width) if n else data.reshape(0, width)
     col = 0
     cum = 1
@@ -366,6 +367,7 @@ def _fixed_from_rows(enc: pb.CompressiveEncoding, data: np.ndarray, n: int, widt
 
 
 class ConstantPage:
+    """Reads a constant-layout page: one value (or only nulls) for every row."""
     def __init__(self, read: Reader, buffers, layout: pb.ConstantLayout, num_rows: int,
                  leaf_type: pa.DataType, where: str) -> None:  # fmt: skip
         self.where = where
@@ -375,7 +377,7 @@ class ConstantPage:
         repdef.check_layers(self.layers, where)
         self.max_rep = repdef.max_rep(self.layers)
         bufs = list(buffers)
-        value = None
+        value: bytes | tuple[bytes, ...] | None = None
         if layout.HasField("inline_value"):
             value = layout.inline_value
         elif len(bufs) in (1, 3):

@@ -43,11 +43,12 @@ def _u32(raw: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return _u16(raw, pos) | (_u16(raw, pos + 2) << 16)
 
 
-def _pad8(n: np.ndarray) -> np.ndarray:
+def _pad8(n: np.ndarray | np.integer) -> np.ndarray:
     return (n + 7) & ~7
 
 
 class MiniBlockPage:
+    """Reads a mini-block page: small chunks of levels and values, decoded per chunk."""
     def __init__(
         self,
         read: Reader,

@@ -129,6 +129,8 @@ class LanceFileReader:
         if not gbo:
             raise FormatError(f"{path}: no global buffers, so no file descriptor")
         self._global_buffers = tuple(gbo)
+        # what the parsed metadata was read from (caches weigh open files by it)
+        self.metadata_bytes = len(region) + container.FOOTER_SIZE + gbo[0][1]
         descriptor = container.parse_file_descriptor(self._read(*gbo[0]), path)
         self.num_rows = int(descriptor.length)
         try:
@@ -411,15 +413,21 @@ class LanceFileReader:
             for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(ls)], strict=True):
                 yield p, ls[lo:hi], le[lo:hi]
 
+    def _encoding(self, info: container.ColumnInfo, p: int) -> enc.ArrayEncoding:
+        """Page ``p``'s 2.0 array encoding; a page without one is corrupt."""
+        encoding = info.pages[p].encoding
+        if encoding is None:
+            raise FormatError(f"{self.path}: page {p} of a 2.0 column has no array encoding")
+        return encoding
+
     def _read_leaf(
         self, info: container.ColumnInfo, dtype: pa.DataType, starts: np.ndarray, ends: np.ndarray
     ) -> pa.Array:
         pieces = []
         for p, ls, le in self._spans(info, starts, ends):
             a, b = int(ls[0]), int(le[-1])
-            arr = decode(
-                self._context(info, p), info.pages[p].encoding, dtype, info.pages[p].length, a, b
-            )
+            arr = decode(self._context(info, p), self._encoding(info, p), dtype,
+                         info.pages[p].length, a, b)
             if len(ls) > 1:
                 arr = arr.take(pa.array(_range_indices(ls - a, le - a)))
             pieces.append(arr)
@@ -461,7 +469,7 @@ class LanceFileReader:
         any_null = False
         for p, ls, le in self._spans(info, starts, ends):
             page = info.pages[p]
-            lst = page.encoding.list
+            lst = self._encoding(info, p).list
             a, b = int(ls[0]), int(le[-1])
             ctx = self._context(info, p)
             first, page_ends, valid = end_offsets(

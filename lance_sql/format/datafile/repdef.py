@@ -23,6 +23,7 @@ That makes each layer one boolean mask and one ``flatnonzero`` over the entries.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +40,7 @@ EMPTYABLE_LIST = pb.REPDEF_EMPTYABLE_LIST
 NULL_AND_EMPTY_LIST = pb.REPDEF_NULL_AND_EMPTY_LIST
 
 _LISTS = (ALL_VALID_LIST, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST)
-_DEF_LEVELS = {
+DEF_LEVELS: dict[int, int] = {
     ALL_VALID_ITEM: 0,
     ALL_VALID_LIST: 0,
     NULLABLE_ITEM: 1,
@@ -50,38 +51,42 @@ _DEF_LEVELS = {
 
 
 def is_list(layer: int) -> bool:
+    """True for the layer kinds that are lists (they add a repetition level)."""
     return layer in _LISTS
 
 
-def check_layers(layers: list[int], where: str) -> None:
+def check_layers(layers: Sequence[int], where: str) -> None:
+    """Refuse a page whose rep/def layers are missing or unknown."""
     if not layers:
         raise FormatError(f"{where}: page has no rep/def layers")
     for layer in layers:
-        if layer not in _DEF_LEVELS:
+        if layer not in DEF_LEVELS:
             raise FormatError(f"{where}: unknown rep/def layer {layer}")
     if is_list(layers[0]):
         raise FormatError(f"{where}: the innermost rep/def layer is a list")
 
 
-def max_rep(layers: list[int]) -> int:
+def max_rep(layers: Sequence[int]) -> int:
+    """The highest repetition level of ``layers`` (one per list)."""
     return sum(1 for layer in layers if is_list(layer))
 
 
-def max_def(layers: list[int]) -> int:
-    return sum(_DEF_LEVELS[layer] for layer in layers)
+def max_def(layers: Sequence[int]) -> int:
+    """The highest definition level of ``layers``."""
+    return sum(DEF_LEVELS[layer] for layer in layers)
 
 
-def max_visible_def(layers: list[int]) -> int:
+def max_visible_def(layers: Sequence[int]) -> int:
     """Highest def level that still has a value slot (levels inside the innermost list)."""
     total = 0
     for layer in layers:
         if is_list(layer):
             break
-        total += _DEF_LEVELS[layer]
+        total += DEF_LEVELS[layer]
     return total
 
 
-def visible(def_: np.ndarray | None, layers: list[int]) -> np.ndarray | None:
+def visible(def_: np.ndarray | None, layers: Sequence[int]) -> np.ndarray | None:
     """Mask of level entries that own a value slot (None: all of them)."""
     if def_ is None or not any(is_list(layer) for layer in layers):
         return None
@@ -95,7 +100,7 @@ class LeafPiece:
     rep: np.ndarray | None  # uint16 per level entry (None: no lists)
     def_: np.ndarray | None  # uint16 per level entry (None: nothing null or empty)
     values: pa.Array  # one per value slot, leaf nulls applied
-    layers: list[int]  # innermost first
+    layers: Sequence[int]  # innermost first
     num_entries: int  # level entries (= rows when there are no lists)
 
 
@@ -112,7 +117,7 @@ class LayerData:
 def unravel(
     rep: np.ndarray | None,
     def_: np.ndarray | None,
-    layers: list[int],
+    layers: Sequence[int],
     num_entries: int,
     where: str,
 ) -> list[LayerData]:
@@ -122,7 +127,7 @@ def unravel(
     of value slots (visible items).
     """
     outer_first = list(reversed(layers))
-    nd = [_DEF_LEVELS[layer] for layer in outer_first]
+    nd = [DEF_LEVELS[layer] for layer in outer_first]
     # base[j]: def levels strictly inside layer j
     base = [sum(nd[j + 1 :]) for j in range(len(nd))]
     lists_inside = [sum(1 for x in outer_first[j:] if is_list(x)) for j in range(len(nd))]
@@ -140,6 +145,7 @@ def unravel(
         if rep is None and def_ is None:
             pos = None
         elif rep is None:
+            assert def_ is not None
             pos = None if enclosing_d is None else np.flatnonzero(def_ <= enclosing_d)
         else:
             mask = rep >= k if k else np.ones(rep.size, bool)
@@ -204,6 +210,7 @@ def concat(pieces: list[list[LayerData]], where: str) -> list[LayerData]:
             parts = [np.zeros(1, np.int64)]
             base = 0
             for x in layer:
+                assert x.offsets is not None  # a list layer
                 parts.append(x.offsets[1:] - x.offsets[0] + base)
                 base += int(x.offsets[-1] - x.offsets[0])
             offsets = np.concatenate(parts)

@@ -13,6 +13,7 @@ vectorised per layer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,10 +27,11 @@ from lance_sql.format.schema import LanceField
 
 @dataclass
 class ShreddedLeaf:
+    """One leaf column of shredded rows: levels, layers and values."""
     field: LanceField  # the field that owns the column
     rep: np.ndarray | None  # uint16 per level entry, None without lists
     def_: np.ndarray | None  # uint16 per level entry, None when nothing is null or empty
-    layers: list[int]  # innermost first
+    layers: Sequence[int]  # innermost first
     values: pa.Array  # one per value slot (storage type); null where def != 0
     num_rows: int
 
@@ -170,7 +172,7 @@ def _finish(field: LanceField, arr: pa.Array, st: _State, n: int) -> ShreddedLea
         else:
             kinds.append(repdef.ALL_VALID_LIST)
     layers = list(reversed(kinds))  # innermost first
-    nd = [repdef._DEF_LEVELS[k] for k in kinds]
+    nd = [repdef.DEF_LEVELS[k] for k in kinds]
     base = [sum(nd[j + 1 :]) for j in range(len(nd))]
     table = np.zeros(2 * len(outer) + 1, np.int32)
     for j in range(len(outer)):

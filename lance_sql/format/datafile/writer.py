@@ -69,7 +69,7 @@ class _Output:
         self.pos = 0
 
     def write(self, data: BufferLike) -> int:
-        view = memoryview(data).cast("B")
+        view = (data.data if isinstance(data, np.ndarray) else memoryview(data)).cast("B")
         if view.nbytes:
             self.sink.write(view)
         self.pos += view.nbytes
@@ -91,13 +91,13 @@ class _Column:
         self.writer = writer
         self.field = field
         self.path = path  # dotted field path, for error messages
-        self.index = len(writer._columns)
-        writer._columns.append(self)
+        self.index = len(writer.columns)
+        writer.columns.append(self)
         self.pages: list[file2_pb2.ColumnMetadata.Page] = []
         self.rows = 0  # rows in written pages (items, for a list's child)
 
     def emit(self, page: EncodedPage, length: int) -> None:
-        out = self.writer._out
+        out = self.writer.out
         buffers = [out.write_buffer(b) for b in page.buffers]
         self.pages.append(container.page_metadata(buffers, length, self.rows, page.encoding))
         self.rows += length
@@ -239,6 +239,7 @@ def _make_column(writer: LanceFileWriter, field: LanceField, path: str) -> _Colu
 
 
 def storage_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with extension types unwrapped to their storage type."""
     while isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
     return t
@@ -282,8 +283,9 @@ class LanceFileWriter:
         self.page_bytes = page_bytes
         self.max_page_bytes = max_page_bytes
         self.fixed_size_binary = fixed_size_binary
-        self._out = _Output(sink)
-        self._columns: list = []
+        self.out = _Output(sink)
+        self.columns: list = []
+        self._top: list[_Column | StructuralField]
         if version == "2.0":
             self._top = [_make_column(self, f, f.name) for f in schema.fields]
         else:
@@ -326,14 +328,14 @@ class LanceFileWriter:
             return self._finished
         for column in self._top:
             column.finish()
-        out = self._out
+        out = self.out
         descriptor = file_pb2.FileDescriptor(
             schema=self.schema.to_proto_schema(), length=self._rows
         ).SerializeToString()
         global_buffers = [(out.pos, out.write(descriptor))]
         column_meta_start = out.pos
         positions = []
-        for column in self._columns:
+        for column in self.columns:
             meta = container.column_metadata(column.pages)
             positions.append((out.pos, out.write(meta)))
         cmo_table_start = out.pos
@@ -349,12 +351,12 @@ class LanceFileWriter:
             cmo_table_start,
             gbo_table_start,
             len(global_buffers),
-            len(self._columns),
+            len(self.columns),
             major,
             minor,
         )
         out.write(footer.encode())
-        ids = tuple(c.field.id for c in self._columns)
+        ids = tuple(c.field.id for c in self.columns)
         self._finished = WrittenFile(
             num_rows=self._rows,
             fields=ids,

@@ -61,7 +61,7 @@ class LeafColumn:
         self.field = field
         self.pages: list[file2_pb2.ColumnMetadata.Page] = []
         self.rows = 0
-        writer._columns.append(self)
+        writer.columns.append(self)
 
 
 def _check_writable(field: LanceField, path: str) -> None:
@@ -123,7 +123,7 @@ class StructuralField:
             self.rows += len(part)
 
     def _emit(self, column: LeafColumn, page, length: int) -> None:
-        out = self.writer._out
+        out = self.writer.out
         buffers = [out.write_buffer(b) for b in page.buffers]
         column.pages.append(
             container.page_metadata_v21(buffers, length, column.rows, page.layout)

@@ -61,7 +61,8 @@ from lance_sql.table.meta.timetravel import (
 )
 from lance_sql.table.meta.versions import list_versions, load_manifest
 from lance_sql.table.read.scan import cast_output
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import CHANGE_FIELDS, CHANGE_PLANS
+from lance_sql.table.runtime.context import current_runtime
 from lance_sql.table.runtime.workers import WorkerPool
 from lance_sql.table.txn.operations import Transaction, Update
 
@@ -76,11 +77,6 @@ __all__ = [
     "table_changes",
 ]
 
-# Plans of recent versions, at most 256 MiB of them: see _cached_version_changes.
-_PLAN_CACHE = LruCache(4096, max_weight=256 << 20,
-                       weigh=lambda rows: rows.nbytes)
-# What recent Updates modified (field ids), by transaction file.
-_MODIFIED_CACHE = LruCache(1024)
 # Fragments read in parallel when gathering the values of changed rows, and the fewest
 # rows a read needs to be worth a thread.
 READ_THREADS = min(8, os.cpu_count() or 1)
@@ -402,7 +398,7 @@ def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
     def plan() -> ChangeRows:
         return version_changes(window.store, old, new)
 
-    return _PLAN_CACHE.get_or_load(key, plan)
+    return current_runtime().cache.get_or_load(CHANGE_PLANS, key, plan)
 
 
 # ------------------------------------------------------------------------ querying
@@ -496,7 +492,7 @@ def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | Non
         return frozenset(op.fields_modified)
 
     # Transaction files are written once, under unique names.
-    return _MODIFIED_CACHE.get_or_load((window.store.uri, key), load)
+    return current_runtime().cache.get_or_load(CHANGE_FIELDS, (window.store.uri, key), load)
 
 
 @dataclass
@@ -663,7 +659,7 @@ def read_query(window: ChangeWindow, query: ChangeQuery, rows: ChangeRows) -> pa
 
 def table_changes(source: ObjectStore | str | os.PathLike[str], start: VersionArg,
                   end: VersionArg | None = None, columns: Sequence[str] | None = None,
-                  filter: str | None = None) -> pa.Table:  # noqa: A002 - pylance's name
+                  filter: str | None = None) -> pa.Table:
     """Changes of versions ``start..end`` (inclusive; ``end`` None = latest) of a table.
 
     ``start``/``end`` are version numbers or timestamps (datetime or ISO text);

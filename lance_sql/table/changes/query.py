@@ -77,7 +77,7 @@ class ChangeQuery:
 
     @classmethod
     def build(cls, schema: pa.Schema, columns: Sequence[str] | None = None,
-              filter: str | Expr | None = None,  # noqa: A002 - pylance's name
+              filter: str | Expr | None = None,
               exact: pc.Expression | None = None) -> ChangeQuery:
         """From a SQL filter string or a filter tree; ``exact`` overrides the tree's
         translation as the filter applied to rows (DataFusion's pushed expression)."""
@@ -89,7 +89,7 @@ class ChangeQuery:
                 raise NotFoundError(f"column {name!r} does not exist; columns: "
                                     f"{', '.join(schema.names)}")
         if isinstance(filter, str):
-            filter = parse_predicate(filter) if filter.strip() else None  # noqa: A001
+            filter = parse_predicate(filter) if filter.strip() else None
         if filter is None:
             return cls(tuple(names), exact)
         tree = filter

@@ -44,7 +44,8 @@ from lance_sql.format.row_ids import (
     encode_versions,
 )
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import LINEAGE, LINEAGE_ARRAYS
+from lance_sql.table.runtime.context import current_runtime
 
 # The version of the commit that applies the transaction, not yet known to its writer;
 # as a row id: a fresh id from next_row_id.
@@ -82,25 +83,30 @@ class FragmentLineage:
 
     __slots__ = ("_arrays", "_compact", "_key")
 
-    def __init__(self, row_ids: np.ndarray, created: np.ndarray, updated: np.ndarray) -> None:
-        self._arrays: tuple[np.ndarray, ...] | None = (row_ids, created, updated)
-        self._compact: tuple[RowIdPieces, VersionRuns, VersionRuns] | None = None
-        self._key: Hashable = None
+    def __init__(self, row_ids: np.ndarray, created: np.ndarray, updated: np.ndarray,
+                 *, compact: tuple[RowIdPieces, VersionRuns, VersionRuns] | None = None,
+                 key: Hashable = None) -> None:
+        """From arrays, or (``compact``, with the ``key`` of the array cache) from
+        sequences, the arrays then being built on demand."""
+        self._arrays: tuple[np.ndarray, ...] | None = \
+            None if compact is not None else (row_ids, created, updated)
+        self._compact = compact
+        self._key: Hashable = key
 
     @classmethod
     def from_sequences(cls, key: Hashable, row_ids: RowIdPieces, created: VersionRuns,
                        updated: VersionRuns) -> FragmentLineage:
         """Lineage read from sequences; ``key`` names them in the array cache."""
-        out = cls.__new__(cls)
-        out._arrays, out._compact, out._key = None, (row_ids, created, updated), key
-        return out
+        empty = np.empty(0, np.uint64)
+        return cls(empty, empty, empty, compact=(row_ids, created, updated), key=key)
 
     def _array(self, i: int) -> np.ndarray:
         if self._arrays is not None:
             return self._arrays[i]
         compact = self._compact
         assert compact is not None
-        return _ARRAYS.get_or_load((self._key, i), compact[i].materialize)
+        return current_runtime().cache.get_or_load(LINEAGE_ARRAYS, (self._key, i),
+                                                   compact[i].materialize)
 
     @property
     def row_ids(self) -> np.ndarray:
@@ -163,13 +169,6 @@ class FragmentLineage:
                                  for name in ("row_ids", "created", "updated")))
 
 
-# Lineage per (table, fragment, sequences), compact (sequences are immutable): bytes for
-# ranges and version runs, 8 bytes an id for explicit ids (scattered rewrites).
-_CACHE = LruCache(4096, max_weight=256 << 20, weigh=lambda lin: lin.nbytes)
-# Their materialised arrays, when asked for: 8 bytes per row each, so bounded by bytes.
-_ARRAYS = LruCache(4096, max_weight=512 << 20, weigh=lambda arr: arr.nbytes)
-
-
 def _sequence_bytes(store: ObjectStore, seq: Sequence, what: str) -> bytes:
     if isinstance(seq, ExternalFile):
         data = bytes(store.open_source(seq.path).read_at(seq.offset, seq.size))
@@ -206,7 +205,8 @@ def load_lineage(store: ObjectStore, manifest: Manifest, fragment: Fragment) -> 
                                                     f"{where} {what}"))
         return FragmentLineage.from_sequences(key, ids, versions[0], versions[1])
 
-    return _CACHE.get_or_load(key, load)
+    # cached per (table, fragment, sequences), compact: sequences are immutable
+    return current_runtime().cache.get_or_load(LINEAGE, key, load)
 
 
 def with_lineage(fragment: Fragment, row_ids: np.ndarray, created: np.ndarray | None,

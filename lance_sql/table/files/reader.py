@@ -27,7 +27,8 @@ from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.files.lineage import load_lineage
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import DATA_FILES, DELETIONS
+from lance_sql.table.runtime.context import current_runtime
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -42,13 +43,6 @@ READABLE_FILE_VERSIONS = {(2, 0), (2, 1), (2, 2)}
 # int64 offsets at most); see checked_rows.
 UNCHECKED_ROWS = 1 << 20
 
-
-# Parsed data-file readers and deletion vectors, shared by all scans (thread safe).
-# Open data files (each holds a file descriptor and its parsed metadata).
-FILE_CACHE = LruCache(512)
-# Decoded deletion vectors (4 bytes a deleted row), bounded by bytes: change feeds over
-# many versions visit many of them.
-DELETION_CACHE = LruCache(16384, max_weight=256 << 20, weigh=lambda offsets: offsets.nbytes)
 
 
 def base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> ObjectStore:
@@ -71,6 +65,7 @@ def data_file_key(manifest: Manifest, data_file: DataFile) -> str:
 
 
 def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) -> LanceFileReader:
+    """The open reader of ``data_file`` (cached); a format lance_sql cannot read is refused."""
     version = (data_file.file_major_version, data_file.file_minor_version)
     root = base_store(store, manifest, data_file.base_id)
     key = data_file_key(manifest, data_file)
@@ -84,7 +79,8 @@ def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) 
     def load() -> LanceFileReader:
         return LanceFileReader(root.open_source(key))
 
-    return FILE_CACHE.get_or_load((root.uri, key), load)
+    # shared by all scans: each holds a file descriptor and its parsed metadata
+    return current_runtime().cache.get_or_load(DATA_FILES, (root.uri, key), load)
 
 
 def checked_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, *,
@@ -133,7 +129,7 @@ def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) 
             )
         return offsets
 
-    return DELETION_CACHE.get_or_load((root.uri, key), load)
+    return current_runtime().cache.get_or_load(DELETIONS, (root.uri, key), load)
 
 
 class FragmentReader:
@@ -197,7 +193,7 @@ class FragmentReader:
                 )
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
-        return out  # type: ignore[return-value]
+        return out
 
     def take(self, fields: Sequence[LanceField], rows: np.ndarray) -> list[pa.Array]:
         self.check_rows()
@@ -213,7 +209,7 @@ class FragmentReader:
                                      blob_descriptions=True)
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
-        return out  # type: ignore[return-value]
+        return out
 
     def check_rows(self) -> int:
         """The fragment's row count, checked against its data files (see
@@ -256,6 +252,7 @@ def live_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, start:
 
 
 def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
+    """Row addresses (fragment id << 32 | offset) of ``offsets`` in a fragment."""
     base = np.uint64(fragment_id) << np.uint64(32)
     addresses = offsets.astype(np.uint64)  # a copy: the caller's offsets stay as they are
     addresses |= base

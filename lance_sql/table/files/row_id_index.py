@@ -10,8 +10,6 @@ binary search over the run starts.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from lance_sql.errors import FormatError
@@ -19,6 +17,8 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.lineage import load_lineage
 from lance_sql.table.files.reader import checked_rows, deleted_offsets
+from lance_sql.table.runtime.cache import ROW_ID_INDEXES
+from lance_sql.table.runtime.context import current_runtime
 
 MISSING = np.uint64((1 << 64) - 1)
 
@@ -88,17 +88,10 @@ class RowIdIndex:
         return np.where(found, self.addresses[safe] + delta, MISSING)
 
 
-_BUILD_LOCK = threading.Lock()
-
-
 def row_id_index(store: ObjectStore, manifest: Manifest) -> RowIdIndex:
-    """The index of this manifest, built once and kept with it (thread safe)."""
-    cached = manifest.__dict__.get("_row_id_index")
-    if cached is not None:
-        return cached
-    with _BUILD_LOCK:
-        cached = manifest.__dict__.get("_row_id_index")
-        if cached is None:
-            cached = RowIdIndex.build(store, manifest)
-            object.__setattr__(manifest, "_row_id_index", cached)
-    return cached
+    """The index of this manifest, built on first use and cached (thread safe). A commit
+    never changes, so the key is the table, the version and its commit time (a table
+    re-created at the same place has a new one)."""
+    key = (store.uri, manifest.version, manifest.timestamp_ns)
+    return current_runtime().cache.get_or_load(
+        ROW_ID_INDEXES, key, lambda: RowIdIndex.build(store, manifest))

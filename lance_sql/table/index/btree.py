@@ -33,19 +33,19 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import base_store
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import INDEX_FILES, INDEX_PAGES
+from lance_sql.table.runtime.context import current_runtime
 
 INDEX_DIR = "_indices"
-# Opened indices (file readers + page bounds) and decoded pages, shared by all scans.
-OPEN_CACHE = LruCache(256)
-PAGE_CACHE = LruCache(1 << 16, max_weight=256 << 20, weigh=lambda page: page.nbytes)
 
 
 def index_key(uuid: str, name: str) -> str:
+    """Key of file ``name`` of index ``uuid``."""
     return f"{INDEX_DIR}/{uuid}/{name}"
 
 
 def index_store(store: ObjectStore, manifest: Manifest, meta: IndexMetadata) -> ObjectStore:
+    """The store holding the files of index ``meta``."""
     return base_store(store, manifest, meta.base_id)
 
 
@@ -101,7 +101,8 @@ class BTreeIndex:
         def load() -> BTreeIndex:
             return cls._load(root, meta, key_type)
 
-        return OPEN_CACHE.get_or_load((root.uri, meta.uuid, str(key_type)), load)
+        return current_runtime().cache.get_or_load(
+            INDEX_FILES, (root.uri, meta.uuid, str(key_type)), load)
 
     @classmethod
     def _load(cls, root: ObjectStore, meta: IndexMetadata, key_type: pa.DataType) -> BTreeIndex:
@@ -146,7 +147,8 @@ class BTreeIndex:
             except LanceError as exc:
                 raise FormatError(f"{self.path}: page {page}: {exc}") from exc
 
-        return PAGE_CACHE.get_or_load((self.path, self.uuid, page), load)
+        return current_runtime().cache.get_or_load(INDEX_PAGES, (self.path, self.uuid, page),
+                                                   load)
 
     def search(self, query: KeyQuery) -> np.ndarray:
         """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching

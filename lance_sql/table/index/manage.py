@@ -56,6 +56,7 @@ class IndexDescription:
 
 
 def key_type_supported(t: pa.DataType) -> bool:
+    """True for the key types a BTREE index of lance_sql can hold."""
     return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
             or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
             or pa.types.is_large_binary(t) or pa.types.is_date(t) or pa.types.is_timestamp(t))
@@ -182,6 +183,7 @@ def describe_indices(store: ObjectStore, manifest: Manifest) -> list[IndexDescri
 
 
 def drop_index(ctx: WriteContext, name: str) -> Manifest:
+    """Commit the table without index ``name``; a NotFoundError if there is none."""
     existing = [i for i in decode_index_section(ctx.table.index_section) if i.name == name]
     if not existing:
         raise NotFoundError(f"{ctx.store.uri} has no index named {name!r}")

@@ -45,7 +45,8 @@ from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.btree import BTreeIndex
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import INDEX_SECTIONS
+from lance_sql.table.runtime.context import current_runtime
 
 _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # A fragment where the index finds more than this share of the rows is scanned instead
@@ -69,11 +70,13 @@ class Leaf:
 
 @dataclass(frozen=True)
 class Both:
+    """Rows all of ``parts`` match (AND)."""
     parts: tuple[IndexExpr, ...]
 
 
 @dataclass(frozen=True)
 class Either:
+    """Rows any of ``parts`` matches (OR)."""
     parts: tuple[IndexExpr, ...]
 
 
@@ -93,18 +96,18 @@ class IndexedRows:
         return fragment_id in self.rows
 
 
-_SECTIONS = LruCache(64)
-
-
 def btree_indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
     """The manifest's single-column BTREE indices (decoded once per index section)."""
     section = manifest.index_section
+    if not section:
+        return ()
 
-    def load() -> tuple[IndexMetadata, ...]:
-        return tuple(i for i in decode_index_section(section)
-                     if i.type_url == TYPE_URL and len(i.fields) == 1)
+    def load() -> tuple[tuple[IndexMetadata, ...], int]:
+        found = tuple(i for i in decode_index_section(section)
+                      if i.type_url == TYPE_URL and len(i.fields) == 1)
+        return found, len(section)
 
-    return _SECTIONS.get_or_load(section, load) if section else ()
+    return current_runtime().cache.get_or_load(INDEX_SECTIONS, section, load)[0]
 
 
 def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None, *,
@@ -126,12 +129,15 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
     indexed: list[IndexExpr] = []
     rest: list[Expr] = []
     for part in conjuncts:
-        tree = _sargable(part, by_field)
-        (indexed if tree is not None else rest).append(part if tree is None else tree)
+        sargable = _sargable(part, by_field)
+        if sargable is None:
+            rest.append(part)
+        else:
+            indexed.append(sargable)
     if not indexed:
         return None
-    indexed = _merge_ranges(indexed)  # type: ignore[arg-type]
-    tree = indexed[0] if len(indexed) == 1 else Both(tuple(indexed))  # type: ignore[arg-type]
+    indexed = _merge_ranges(indexed)
+    tree = indexed[0] if len(indexed) == 1 else Both(tuple(indexed))
     live = {f.id for f in manifest.fragments}
     if fragment_ids is not None:
         live &= set(fragment_ids)
@@ -319,9 +325,8 @@ def _estimate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> tuple[
             return len(pages), keys + max(0, len(pages) - keys) * BATCH_SIZE
         return len(pages), len(pages) * BATCH_SIZE
     parts = [_estimate(p, store, manifest) for p in tree.parts]
-    pages = sum(p for p, _ in parts)
     rows = [r for _, r in parts]
-    return pages, (min(rows) if isinstance(tree, Both) else sum(rows))
+    return sum(p for p, _ in parts), (min(rows) if isinstance(tree, Both) else sum(rows))
 
 
 def _by_fragment(addresses: np.ndarray, covered: set[int], manifest: Manifest,

@@ -25,7 +25,8 @@ from lance_sql.format.naming import (
 )
 from lance_sql.io.commit import CommitHandler
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import MANIFESTS
+from lance_sql.table.runtime.context import current_runtime
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,8 @@ def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
 
 def find_version(store: ObjectStore, version: int,
                  handler: CommitHandler | None = None) -> VersionRef:
+    """The ref of ``version``; with ``handler``, a half-finished commit of it is repaired
+    and found."""
     refs = list_versions(store)
     for ref in refs:
         if ref.version == version:
@@ -135,16 +138,21 @@ def find_version(store: ObjectStore, version: int,
     )
 
 
-# Decoded manifests by their bytes. The same bytes always decode to the same immutable
-# manifest, so the cache needs no invalidation (not even for a table re-created in
-# place). Weighed by twice their size: the bytes kept as the key and the decoded value.
-_MANIFESTS = LruCache(1024, max_weight=256 << 20, weigh=lambda entry: 2 * entry[1])
-
-
 def load_manifest(store: ObjectStore, ref: VersionRef) -> Manifest:
+    """The manifest of ``ref``, decoded (or taken from the cache)."""
+    return read_manifest(store, ref)[0]
+
+
+def read_manifest(store: ObjectStore, ref: VersionRef) -> tuple[Manifest, int]:
+    """The manifest of ``ref`` and the size of its bytes.
+
+    Cached by the bytes: the same bytes always decode to the same immutable manifest, so
+    the cache needs no invalidation (not even for a table re-created in place).
+    """
     data = store.read(ref.key)
-    return _MANIFESTS.get_or_load(
-        data, lambda: (ManifestCodec.decode(data, f"{store.uri}/{ref.key}"), len(data)))[0]
+    return current_runtime().cache.get_or_load(
+        MANIFESTS, data,
+        lambda: (ManifestCodec.decode(data, f"{store.uri}/{ref.key}"), len(data)))
 
 
 def load_transaction_bytes(store: ObjectStore, ref: VersionRef) -> bytes | None:
@@ -227,6 +235,7 @@ def check_tag_name(name: object, *, creating: bool = False) -> str:
 
 
 def read_tags(store: ObjectStore) -> dict[str, dict]:
+    """Every tag of the table: name -> its JSON body."""
     tags = {}
     for name in store.list_dir(TAGS_DIR):
         if name.endswith(".json"):
@@ -236,6 +245,7 @@ def read_tags(store: ObjectStore) -> dict[str, dict]:
 
 
 def read_tag(store: ObjectStore, name: str) -> dict:
+    """Tag ``name``'s JSON body (``version``, ``manifestSize``...); a NotFoundError if missing."""
     check_tag_name(name)
     key = tag_key(name)
     try:
@@ -258,9 +268,10 @@ def read_tag(store: ObjectStore, name: str) -> dict:
 
 
 def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) -> None:
+    """Write tag ``name`` for ``ref`` (``replace``: over an existing one)."""
     check_tag_name(name)
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
-    body = {
+    body: dict[str, object] = {
         "branch": None,
         "version": ref.version,
         "manifestSize": store.size(ref.key),
@@ -278,6 +289,7 @@ def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) 
 
 
 def delete_tag(store: ObjectStore, name: str) -> None:
+    """Delete tag ``name``; a NotFoundError if it does not exist."""
     check_tag_name(name)
     if not store.exists(tag_key(name)):
         raise NotFoundError(f"tag {name!r} does not exist in {store.uri}")

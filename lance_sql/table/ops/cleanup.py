@@ -56,6 +56,7 @@ _TEMPORARY_DIRS = ("", *_SCANNED_DIRS, VERSIONS_DIR, TAGS_DIR)
 
 @dataclass(frozen=True)
 class CleanupStats:
+    """What a cleanup removed: bytes, old versions and files."""
     bytes_removed: int = 0
     old_versions: int = 0
     files_removed: int = 0
@@ -88,6 +89,8 @@ def cleanup_old_versions(
     delete_unverified: bool = False,
     now_ns: int | None = None,
 ) -> CleanupStats:
+    """Remove versions older than ``older_than`` (or beyond the newest ``retain_versions``) and
+    the files only they used; tagged versions stay unless ``keep_tags`` is false."""
     if older_than is None and retain_versions is None:
         older_than = DEFAULT_OLDER_THAN
     if retain_versions is not None and retain_versions < 1:

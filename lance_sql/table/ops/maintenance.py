@@ -46,6 +46,7 @@ DEFAULT_DELETION_THRESHOLD = 0.1
 # ------------------------------------------------------------------------------ compaction
 @dataclass(frozen=True)
 class CompactionMetrics:
+    """What a compaction did: fragments and files removed and added."""
     fragments_removed: int = 0
     fragments_added: int = 0
     files_removed: int = 0
@@ -204,22 +205,26 @@ def _check_values(values: Mapping[str, str | None], what: str) -> dict[str, str 
 
 
 def update_config(ctx: WriteContext, op: UpdateConfig) -> Manifest:
+    """Commit the configuration or metadata change ``op``."""
     return ctx.commit(op)
 
 
 def config_update(values: Mapping[str, str | None], *, replace: bool = False) -> UpdateConfig:
+    """An UpdateConfig setting (None: deleting) table config keys; ``replace`` drops the others."""
     return UpdateConfig(config_updates=UpdateMap.of(_check_values(values, "config"),
                                                     replace=replace))
 
 
 def table_metadata_update(values: Mapping[str, str | None], *,
                           replace: bool = False) -> UpdateConfig:
+    """An UpdateConfig setting (None: deleting) table metadata keys."""
     return UpdateConfig(table_metadata_updates=UpdateMap.of(
         _check_values(values, "table metadata"), replace=replace))
 
 
 def schema_metadata_update(values: Mapping[str, str | None], *,
                            replace: bool = False) -> UpdateConfig:
+    """An UpdateConfig setting (None: deleting) schema metadata keys."""
     return UpdateConfig(schema_metadata_updates=UpdateMap.of(
         _check_values(values, "schema metadata"), replace=replace))
 
@@ -240,8 +245,10 @@ def field_metadata_update(manifest: Manifest,
 
 
 def delete_keys(keys: Iterable[str]) -> UpdateConfig:
+    """An UpdateConfig deleting config ``keys``."""
     return config_update({k: None for k in keys})
 
 
 def decoded(metadata: Mapping[str, bytes]) -> dict[str, str]:
+    """Byte-valued metadata as text (undecodable bytes replaced)."""
     return {k: v.decode("utf-8", "replace") for k, v in metadata.items()}

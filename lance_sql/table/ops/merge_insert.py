@@ -96,7 +96,7 @@ class MergeInsertBuilder:
         is refused (IncompatibleConflict) if a concurrent commit merged them first."""
         return self._with(merged=tuple(generations))
 
-    def conflict_retries(self, retries: int) -> MergeInsertBuilder:  # noqa: ARG002
+    def conflict_retries(self, retries: int) -> MergeInsertBuilder:
         """Accepted for compatibility: the commit loop's retry policy applies."""
         return self
 

@@ -40,6 +40,8 @@ Values = Callable[[Fragment, ObjectStore], pa.Table]  # fragment -> its new colu
 # ---------------------------------------------------------------------------- add columns
 def add_columns(ctx: WriteContext, transforms: Any, read_columns: Sequence[str] | None = None,
                 reader_schema: pa.Schema | None = None) -> Manifest:
+    """Commit new columns from ``transforms``: SQL expressions (a mapping), a UDF over
+    ``read_columns``, an Arrow schema (all-null columns), or rows aligned with the table."""
     base = ctx.table
     if isinstance(transforms, pa.Field):
         transforms = pa.schema([transforms])
@@ -200,7 +202,7 @@ def _write_columns(store: ObjectStore, base: Manifest, new_fields: LanceSchema,
             if frag.physical_rows == 0:
                 written.append((frag, ""))
                 continue
-            table = values(frag, store)  # type: ignore[arg-type]
+            table = values(frag, store)
             if table.num_rows != frag.physical_rows:
                 raise InvalidInputError(f"new column values for fragment {frag.id} have "
                                         f"{table.num_rows} rows, expected {frag.physical_rows}")
@@ -229,6 +231,7 @@ def _write_columns(store: ObjectStore, base: Manifest, new_fields: LanceSchema,
 
 def write_columns_file(store: ObjectStore, schema: LanceSchema, table: pa.Table,
                 data_format: str) -> DataFile:
+    """Write ``table`` (new columns of one fragment) as one data file of ``schema``."""
     writer = FragmentWriter(store, schema, max_rows_per_file=max(table.num_rows, 1),
                             data_format=data_format)
     try:
@@ -259,6 +262,7 @@ def _without(fields: Iterable[LanceField], drop: set[int]) -> tuple[LanceField, 
 
 
 def drop_columns(ctx: WriteContext, columns: Sequence[str]) -> Manifest:
+    """Commit the table without ``columns`` (their data stays until compaction)."""
     if isinstance(columns, str):
         raise InvalidInputError("drop_columns takes a list of column names")
     base = ctx.table
@@ -274,6 +278,7 @@ _ALTER_KEYS = {"path", "name", "nullable", "data_type"}
 
 
 def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -> Manifest:
+    """Commit renames, nullability and type changes of columns (one mapping per column)."""
     base = ctx.table
     schema = base.schema
     casts: dict[int, LanceField] = {}  # old field id -> replacement field (new id)

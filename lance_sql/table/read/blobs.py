@@ -143,7 +143,7 @@ class BlobFile(io.RawIOBase):
         self._cursor = int(target)
         return self._cursor
 
-    def readinto(self, buffer) -> int:  # noqa: ANN001 - any writable buffer
+    def readinto(self, buffer) -> int:  # any writable buffer
         self._check_open()
         view = memoryview(buffer).cast("B")
         data = self._read(self._cursor, min(len(view), self.size() - self._cursor))
@@ -295,7 +295,7 @@ def _blob_files(locator: _Locator, descriptions: pa.StructArray,
     return out
 
 
-def take_blobs(dataset, blob_column: str, ids=None, addresses=None,  # noqa: ANN001
+def take_blobs(dataset, blob_column: str, ids=None, addresses=None,
                indices=None) -> list[BlobFile | None]:
     """pylance's ``LanceDataset.take_blobs``: one file (or None for a null) per row."""
     given = [v is not None for v in (ids, addresses, indices)]
@@ -323,13 +323,13 @@ def take_blobs(dataset, blob_column: str, ids=None, addresses=None,  # noqa: ANN
     return _blob_files(locator, descriptions, row_addresses)
 
 
-def _ints(values) -> list[int] | np.ndarray:  # noqa: ANN001
+def _ints(values) -> list[int] | np.ndarray:
     if isinstance(values, pa.ChunkedArray | pa.Array):
         return values.to_numpy(zero_copy_only=False)
     return values
 
 
-def _u64(values) -> np.ndarray:  # noqa: ANN001
+def _u64(values) -> np.ndarray:
     array = np.asarray(_ints(values))
     if array.size and array.dtype.kind == "i" and int(array.min()) < 0:
         raise InvalidInputError("row ids and addresses must not be negative")

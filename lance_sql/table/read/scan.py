@@ -85,7 +85,7 @@ class ScanPlan:
 def plan_scan(
     manifest: Manifest,
     columns: Sequence[str] | None = None,
-    filter: str | None = None,  # noqa: A002 - pylance's name
+    filter: str | None = None,
     *,
     with_row_id: bool = False,
     with_row_address: bool = False,
@@ -137,7 +137,7 @@ def build_scan_plan(
     names: Sequence[str],
     *,
     predicate: Expr | None = None,
-    filter: pc.Expression | None = None,  # noqa: A002
+    filter: pc.Expression | None = None,
     filter_columns: Collection[str] | None = None,
     filter_text: str | None = None,
     schema_metadata: bool = True,
@@ -154,7 +154,7 @@ def build_scan_plan(
     schema = filter_schema(manifest)
     if predicate is not None:
         if filter is None:
-            filter = to_pyarrow(predicate, schema)  # noqa: A001
+            filter = to_pyarrow(predicate, schema)
         if filter_columns is None:
             filter_columns = {path[0] for path in expr_columns(predicate)}
     elif filter is not None and filter_columns is None:
@@ -371,7 +371,7 @@ class Scanner:
         manifest: Manifest,
         *,
         columns: Sequence[str] | None = None,
-        filter: str | None = None,  # noqa: A002
+        filter: str | None = None,
         batch_size: int | None = None,
         limit: int | None = None,
         offset: int | None = None,

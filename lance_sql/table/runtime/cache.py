@@ -1,23 +1,36 @@
-"""A small thread-safe LRU cache for immutable things read from a table.
+"""Bounded, thread-safe caches for immutable things read from a table.
 
-Data files, deletion vectors and row-lineage sequences never change once written, so
-whatever is decoded from them can be shared by every scan and every thread, keyed by
-what identifies the bytes. Two threads missing the same key may both load it; the
-result is the same, so the race costs time, never correctness.
+Data files, deletion vectors, manifests and row-lineage sequences never change once
+written, so whatever is decoded from them can be shared by every scan and every thread,
+keyed by what identifies the bytes. Two threads missing the same key may both load it;
+the result is the same, so the race costs time, never correctness.
+
+One :class:`TableCache` holds a cache per :class:`CacheKind`; each kind has a byte bound
+(and an entry bound) that the bytes it keeps never exceed. The kinds and their default
+bounds are listed in :data:`KINDS`. A value's bytes are what it holds in memory; for
+open data files and indices, whose parsed metadata is Python objects, they are an
+estimate (documented per kind).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from lance_sql.errors import InvalidInputError
+
+MiB = 1 << 20
+# What an open file costs beyond its metadata (descriptor, parsed objects).
+OPEN_FILE_OVERHEAD = 16 << 10
 
 
 class LruCache:
-    """At most ``capacity`` values (and, with ``weigh``, at most ``max_weight`` in total,
-    e.g. bytes); the least recently used go first. A value heavier than ``max_weight``
-    is returned but not kept."""
+    """At most ``capacity`` values and ``max_weight`` in total (e.g. bytes, with
+    ``weigh``); the least recently used go first. A value heavier than ``max_weight`` is
+    returned but not kept."""
 
     def __init__(self, capacity: int, *, max_weight: int | None = None,
                  weigh: Callable[[Any], int] | None = None) -> None:
@@ -27,34 +40,191 @@ class LruCache:
         self._max_weight = max_weight
         self._weigh = weigh
         self._weight = 0
+        self.hits = 0
+        self.misses = 0
 
-    def get_or_load(self, key: Hashable, load: Callable[[], Any]) -> Any:  # noqa: ANN401
+    def get_or_load(self, key: Hashable, load: Callable[[], Any]) -> Any:
+        """The value cached under ``key``, else ``load()`` (kept if it fits)."""
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
+                self.hits += 1
                 return self._items[key][0]
+            self.misses += 1
         value = load()  # outside the lock: loads of other keys proceed in parallel
         weight = self._weigh(value) if self._weigh is not None else 0
-        if self._max_weight is not None and weight > self._max_weight:
-            return value
         with self._lock:
+            if self._max_weight is not None and weight > self._max_weight:
+                return value
             old = self._items.pop(key, None)
             if old is not None:
                 self._weight -= old[1]
             self._items[key] = (value, weight)
             self._weight += weight
-            while len(self._items) > self._capacity or (
-                    self._max_weight is not None and self._weight > self._max_weight):
-                _, (_, dropped) = self._items.popitem(last=False)
-                self._weight -= dropped
+            self._evict()
         return value
+
+    def _evict(self) -> None:
+        while len(self._items) > self._capacity or (
+                self._max_weight is not None and self._weight > self._max_weight):
+            _, (_, dropped) = self._items.popitem(last=False)
+            self._weight -= dropped
+
+    def resize(self, capacity: int, max_weight: int | None) -> None:
+        """New bounds; what no longer fits goes at once (least recently used first)."""
+        with self._lock:
+            self._capacity = capacity
+            self._max_weight = max_weight
+            self._evict()
+
+    def snapshot(self) -> tuple[int, int, int, int]:
+        """Entries, total weight, hits and misses, read together."""
+        with self._lock:
+            return len(self._items), self._weight, self.hits, self.misses
 
     @property
     def weight(self) -> int:
         """Total weight of what is kept (0 without ``weigh``)."""
         return self._weight
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def clear(self) -> None:
+        """Drop every value (hit and miss counts stay)."""
         with self._lock:
             self._items.clear()
             self._weight = 0
+
+
+@dataclass(frozen=True)
+class CacheKind:
+    """One kind of cached value: its name, default bounds and how its bytes are counted."""
+
+    name: str
+    max_bytes: int
+    max_entries: int
+    weigh: Callable[[Any], int]
+    holds: str
+
+
+def _nbytes(value: Any) -> int:
+    return int(value.nbytes)
+
+
+def _sized(entry: tuple[Any, int]) -> int:
+    # (decoded value, size of its bytes): the bytes kept as the key and the decoded value
+    return 2 * entry[1]
+
+
+MANIFESTS = CacheKind(
+    "manifests", 256 * MiB, 1024, _sized,
+    "decoded manifests by their bytes; twice the manifest's size (key and value)")
+TABLE_VERSIONS = CacheKind(
+    "table_versions", 64 * MiB, 4096, _sized,
+    "a SQL session's manifests by (table, version); twice the manifest's size")
+DATA_FILES = CacheKind(
+    "data_files", 128 * MiB, 512,
+    lambda reader: 2 * reader.metadata_bytes + OPEN_FILE_OVERHEAD,
+    "open data files (a file descriptor each, at most 512); estimated as twice the "
+    "file's metadata bytes plus 16 KiB")
+DELETIONS = CacheKind(
+    "deletions", 256 * MiB, 16384, _nbytes,
+    "decoded deletion vectors (4 bytes a deleted row)")
+LINEAGE = CacheKind(
+    "lineage", 256 * MiB, 4096, _nbytes,
+    "row lineage per fragment, compact (ranges and runs; 8 bytes an explicit id)")
+LINEAGE_ARRAYS = CacheKind(
+    "lineage_arrays", 512 * MiB, 4096, _nbytes,
+    "materialised row-id and version arrays (8 bytes a row each)")
+ROW_ID_INDEXES = CacheKind(
+    "row_id_indexes", 256 * MiB, 1024, _nbytes,
+    "row id -> address indices per table version (24 bytes a run of rows)")
+CHANGE_PLANS = CacheKind(
+    "change_plans", 256 * MiB, 4096, _nbytes,
+    "metadata-only change-feed plans per table version")
+CHANGE_FIELDS = CacheKind(
+    "change_fields", 1 * MiB, 1024,
+    lambda fields: 64 + 8 * len(fields or ()),
+    "field ids an Update modified, per transaction file")
+INDEX_FILES = CacheKind(
+    "index_files", 64 * MiB, 256,
+    lambda index: index.nbytes() + 2 * index.data.metadata_bytes + OPEN_FILE_OVERHEAD,
+    "open BTREE indices: page bounds plus the page file's metadata (estimated as for "
+    "data files)")
+INDEX_PAGES = CacheKind(
+    "index_pages", 256 * MiB, 1 << 16, _nbytes,
+    "decoded BTREE index pages")
+INDEX_SECTIONS = CacheKind(
+    "index_sections", 16 * MiB, 64, _sized,
+    "a manifest's decoded BTREE index list, by the index section's bytes; twice their size")
+
+KINDS: tuple[CacheKind, ...] = (
+    MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
+    CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
+)
+_BY_NAME = {kind.name: kind for kind in KINDS}
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """One kind's cache now: what it keeps, its bounds, and lookups so far."""
+
+    kind: str
+    entries: int
+    bytes: int
+    max_bytes: int
+    max_entries: int
+    hits: int
+    misses: int
+
+
+class TableCache:
+    """One cache per :class:`CacheKind`, each bounded by bytes and entries.
+
+    ``max_bytes`` overrides the default byte bound of the kinds it names (0 keeps
+    nothing of that kind).
+    """
+
+    def __init__(self, max_bytes: Mapping[str, int] | None = None) -> None:
+        self._caches = {kind.name: LruCache(kind.max_entries, max_weight=kind.max_bytes,
+                                            weigh=kind.weigh) for kind in KINDS}
+        self._bounds = {kind.name: kind.max_bytes for kind in KINDS}
+        self.configure(**dict(max_bytes or {}))
+
+    def get_or_load(self, kind: CacheKind, key: Hashable, load: Callable[[], Any]) -> Any:
+        """The ``kind`` value cached under ``key``, else ``load()`` (kept if it fits)."""
+        return self._caches[kind.name].get_or_load(key, load)
+
+    def configure(self, **max_bytes: int) -> None:
+        """Set the byte bound of each kind named (e.g. ``deletions=64 << 20``); a smaller
+        bound evicts at once."""
+        for name, bound in max_bytes.items():
+            kind = _kind(name)
+            if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
+                raise InvalidInputError(f"cache bound for {name!r} must be a byte count "
+                                        f">= 0, got {bound!r}")
+            self._bounds[name] = bound
+            self._caches[name].resize(kind.max_entries, bound)
+
+    def clear(self, *kinds: str) -> None:
+        """Drop everything cached of ``kinds`` (all kinds when none are named)."""
+        for name in kinds or tuple(self._caches):
+            self._caches[_kind(name).name].clear()
+
+    def stats(self) -> dict[str, CacheStats]:
+        """Entries, bytes, bounds, hits and misses of every kind."""
+        out = {}
+        for kind in KINDS:
+            entries, weight, hits, misses = self._caches[kind.name].snapshot()
+            out[kind.name] = CacheStats(kind.name, entries, weight, self._bounds[kind.name],
+                                        kind.max_entries, hits, misses)
+        return out
+
+
+def _kind(name: str) -> CacheKind:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise InvalidInputError(f"no cache kind {name!r}; kinds: "
+                                f"{', '.join(_BY_NAME)}") from None

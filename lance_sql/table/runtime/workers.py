@@ -4,7 +4,8 @@ A scan reads fragments side by side in a few threads. Those threads belong to th
 scan: however it stops — its last row read, a limit reached, its iterator closed or
 dropped, an error, Ctrl-C — the pool is closed, which drops the work not yet started
 and joins the threads before the scan's caller gets control back. Threads are named
-``lance_sql-<what>_<n>`` so that a leftover would be easy to spot.
+``lance_sql-<what>_<n>`` so that a leftover would be easy to spot. Work runs in the
+context of the code that submitted it, so it uses the same runtime (caches).
 
 At interpreter exit Python itself joins executor threads (before ``atexit`` hooks);
 pools still open then are closed by :func:`close_all` as well.
@@ -13,6 +14,7 @@ pools still open then are closed by :func:`close_all` as well.
 from __future__ import annotations
 
 import atexit
+import contextvars
 import threading
 import weakref
 from collections import deque
@@ -39,7 +41,8 @@ class WorkerPool:
             _LIVE.add(self)
 
     def submit(self, fn: Callable[..., R], /, *args: object) -> Future[R]:
-        return self._executor.submit(fn, *args)
+        """Run ``fn(*args)`` on a worker, in the caller's context (its runtime)."""
+        return self._executor.submit(contextvars.copy_context().run, fn, *args)
 
     def ordered(self, fn: Callable[[T], R], items: Iterable[T], window: int) -> Iterator[R]:
         """``fn(item)`` for each item, in order, at most ``window`` computed ahead.

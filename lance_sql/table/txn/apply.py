@@ -31,7 +31,7 @@ from lance_sql.format.feature_flags import (
     TABLE_CONFIG,
     flags_for,
 )
-from lance_sql.format.fragment import BasePath, Fragment
+from lance_sql.format.fragment import BasePath, DataFile, Fragment
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
 from lance_sql.format.manifest import WRITER_LIBRARY, WRITER_VERSION, Manifest
 from lance_sql.format.memwal import (
@@ -355,11 +355,11 @@ def _(op: Rewrite, previous: Manifest, ctx: _Ctx) -> Manifest:
             # New fragments are covered only when every fragment their rows came from
             # was: a group mixing in rows the index never saw is not covered.
             ids = set(index.fragment_ids)
-            for old_ids, new_ids in replaced:
-                covered = old_ids <= ids
-                ids -= old_ids
+            for sources, results in replaced:
+                covered = sources <= ids
+                ids -= sources
                 if covered:
-                    ids |= new_ids
+                    ids |= results
             index = renamed[index.uuid].applied_to(index.with_fragments(ids))
         elif index.fragment_ids is not None:
             # Not remapped: the rewritten fragments are simply no longer covered.
@@ -432,8 +432,8 @@ def _(op: UpdateConfig, previous: Manifest, ctx: _Ctx) -> Manifest:
     return replace(m, schema=schema)
 
 
-def _replace_field(schema: LanceSchema, field_id: int, change) -> LanceSchema:  # noqa: ANN001
-    def walk(f):  # noqa: ANN001, ANN202
+def _replace_field(schema: LanceSchema, field_id: int, change) -> LanceSchema:
+    def walk(f):
         if f.id == field_id:
             return change(f)
         if not f.children:
@@ -454,7 +454,8 @@ def _(op: DataReplacement, previous: Manifest, ctx: _Ctx) -> Manifest:
         if frag is None:
             raise NotFoundError(f"data replacement: fragment {r.fragment_id} does not exist")
         new = r.new_file
-        files, covered = [], set()
+        files: list[DataFile] = []
+        covered: set[int] = set()
         for d in frag.files:
             covered.update(d.fields)
             same = (d.fields == new.fields and d.file_major_version == new.file_major_version

@@ -204,7 +204,7 @@ class _CommitLoop:
                 try:  # best effort from here: the version is committed
                     write_hint(self.store, version)
                     self._forget_superseded(original, txn)
-                except Exception:  # noqa: BLE001, S110 - a stale hint or spare file is harmless
+                except Exception:  # noqa: BLE001 - a stale hint or spare file is harmless
                     pass
                 return manifest
             if base is None:

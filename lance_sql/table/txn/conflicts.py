@@ -66,11 +66,13 @@ class Rebase:
 
 @dataclass(frozen=True)
 class Retryable:
+    """Our commit must be retried from the new version (redo the work)."""
     reason: str
 
 
 @dataclass(frozen=True)
 class Incompatible:
+    """Our commit can never apply over theirs."""
     reason: str
 
 
@@ -111,6 +113,7 @@ def modified_fragment_ids(op: Operation) -> frozenset[int]:
 
 def rebase_state(txn: Transaction, read_manifest: Manifest | None,
                  affected_rows_known: bool) -> RebaseState:
+    """What rebasing ``txn`` needs: the fragments it modified as it read them."""
     ids = modified_fragment_ids(txn.operation)
     frags = read_manifest.fragments if read_manifest is not None else ()
     return RebaseState({f.id: f for f in frags if f.id in ids}, affected_rows_known)
@@ -118,14 +121,17 @@ def rebase_state(txn: Transaction, read_manifest: Manifest | None,
 
 # ---------------------------------------------------------------------- rule building
 def ok(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
+    """Rule: the two operations commute."""
     return COMPATIBLE
 
 
 def retry(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
+    """Rule: ours must be redone over theirs."""
     return Retryable(f"{ours.name} was preempted by a concurrent {theirs.name}; retry it")
 
 
 def incompatible(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
+    """Rule: ours can never follow theirs."""
     return Incompatible(f"{ours.name} is incompatible with a concurrent {theirs.name}")
 
 
@@ -182,6 +188,7 @@ def _memwal_ids(mem_wals: Iterable[LegacyMemWal]) -> set[tuple[str, int]]:
 
 
 def update_vs_memwal(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
+    """Rule: an Update merging MemWAL generations against a MemWAL state change."""
     assert isinstance(ours, Update) and isinstance(theirs, UpdateMemWalState)
     mine = {(str(m.region_id), m.generation) for m in ours.merged_generations}
     if mine & _memwal_ids(theirs.added + theirs.updated):
@@ -190,6 +197,7 @@ def update_vs_memwal(ours: Operation, theirs: Operation, state: RebaseState) -> 
 
 
 def memwal_vs_memwal(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
+    """Rule: two MemWAL state changes; they conflict when they touch the same region."""
     assert isinstance(ours, UpdateMemWalState) and isinstance(theirs, UpdateMemWalState)
     mine = ours.added + ours.updated
     committed = theirs.added + theirs.updated
@@ -201,6 +209,7 @@ def memwal_vs_memwal(ours: Operation, theirs: Operation, state: RebaseState) -> 
 
 
 def memwal_vs_update(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
+    """Rule: a MemWAL state change after an Update (fine unless the Update merged none)."""
     assert isinstance(theirs, Update)
     return COMPATIBLE if theirs.merged_generations else incompatible(ours, theirs, state)
 
@@ -286,6 +295,7 @@ def index_vs_replacement(ours: Operation, theirs: Operation, state: RebaseState)
 
 def replacement_vs_replacement(ours: Operation, theirs: Operation,
                                state: RebaseState) -> Decision:
+    """Rule: two data replacements conflict when they replace the same fields of a fragment."""
     assert isinstance(ours, DataReplacement) and isinstance(theirs, DataReplacement)
     overlap = any(a.fragment_id == b.fragment_id and set(a.new_file.fields) & set(b.new_file.fields)
                   for a in ours.replacements for b in theirs.replacements)
@@ -334,6 +344,7 @@ def config_vs_overwrite(ours: Operation, theirs: Operation, state: RebaseState) 
 
 
 def bases_vs_bases(ours: Operation, theirs: Operation, state: RebaseState) -> Decision:
+    """Rule: two base-path additions conflict on a shared id, name or path."""
     assert isinstance(ours, UpdateBases) and isinstance(theirs, UpdateBases)
     for a in ours.new_bases:
         for b in theirs.new_bases:

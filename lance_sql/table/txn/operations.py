@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from google.protobuf.message import DecodeError
 
@@ -108,8 +108,8 @@ class Overwrite:
         op.schema.extend(self.schema.to_protos())
         for key, value in self.schema.metadata.items():
             op.schema_metadata[key] = value
-        for key, value in self.config_upsert_values.items():
-            op.config_upsert_values[key] = value
+        for key, text in self.config_upsert_values.items():
+            op.config_upsert_values[key] = text
         op.initial_bases.extend(b.to_proto() for b in self.initial_bases)
 
     @classmethod
@@ -124,6 +124,7 @@ class Overwrite:
 
 UpdateMode = Literal["rewrite_rows", "rewrite_columns"]
 _MODES: tuple[UpdateMode, UpdateMode] = ("rewrite_rows", "rewrite_columns")
+_PB_MODES = (_Txn.REWRITE_ROWS, _Txn.REWRITE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -156,7 +157,7 @@ class Update:
         op.fields_modified.extend(self.fields_modified)
         op.merged_generations.extend(m.to_proto() for m in self.merged_generations)
         op.fields_for_preserving_frag_bitmap.extend(self.fields_for_preserving_frag_bitmap)
-        op.update_mode = _MODES.index(self.update_mode)
+        op.update_mode = _PB_MODES[_MODES.index(self.update_mode)]
 
     @classmethod
     def from_proto(cls, pb: _Txn.Update) -> Update:
@@ -268,6 +269,7 @@ class ReserveFragments:
 
 @dataclass(frozen=True)
 class DataReplacementGroup:
+    """One replaced data file: which fragment, and the file with its new fields."""
     fragment_id: int
     new_file: DataFile
 
@@ -296,11 +298,12 @@ Operation = (Append | Delete | Overwrite | CreateIndex | Rewrite | Merge | Resto
              | ReserveFragments | Update | Project | UpdateConfig | DataReplacement
              | UpdateMemWalState | Clone | UpdateBases)
 
-OPERATION_TYPES: tuple[type, ...] = (
+# the operation classes: each has a ``name`` (its oneof field) and ``from_proto``
+OPERATION_TYPES: tuple[Any, ...] = (
     Append, Delete, Overwrite, CreateIndex, Rewrite, Merge, Restore, ReserveFragments, Update,
     Project, UpdateConfig, DataReplacement, UpdateMemWalState, Clone, UpdateBases,
 )
-_DECODERS = {t.name: t for t in OPERATION_TYPES}  # type: ignore[attr-defined]
+_DECODERS = {t.name: t for t in OPERATION_TYPES}
 
 
 @dataclass(frozen=True)

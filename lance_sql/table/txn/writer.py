@@ -59,12 +59,12 @@ class Staged:
         for abort in self.aborts:
             try:
                 abort()
-            except Exception:  # noqa: BLE001, S110 - the original error matters more
+            except Exception:  # noqa: BLE001 - the original error matters more
                 pass
         for key in self.keys:
             try:
                 self.store.delete(key)
-            except Exception:  # noqa: BLE001, S110 - a leftover file is harmless
+            except Exception:  # noqa: BLE001 - a leftover file is harmless
                 pass
 
 

@@ -159,6 +159,7 @@ def cast_to_table(batch: pa.RecordBatch, table: pa.Schema) -> pa.RecordBatch:
 
 
 def decode_fragments(serialized: Iterable[bytes]) -> list[Fragment]:
+    """Fragments from the serialized DataFragment messages tasks hand the driver."""
     return [Fragment.from_proto(table_pb2.DataFragment.FromString(b)) for b in serialized]
 
 

@@ -14,7 +14,6 @@ import pytest
 import lance_sql
 from lance_sql.errors import InvalidInputError, NotFoundError, VersionCleanedUpError
 from lance_sql.io.uri import open_store
-from lance_sql.table.changes import feed as changes
 from lance_sql.table.changes.feed import resolve_window, table_changes
 from lance_sql.table.changes.query import ChangeQuery
 from lance_sql.table.changes.rows import META_SCHEMA, ChangeRows
@@ -268,12 +267,9 @@ def test_cached_plans_never_outlive_the_table_they_describe(tmp_path: Path) -> N
     assert sorted(r[3] for r in actual(again)) == [3, 4]
 
 
-def test_preimage_columns_the_update_did_not_modify_come_from_the_new_files(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_preimage_columns_the_update_did_not_modify_come_from_the_new_files() -> None:
     """Only the modified column of a pre-image is read from the old files."""
     from lance_sql.io import MemoryStore
-    from lance_sql.table.files import reader as file_reader
-    from lance_sql.table.runtime.cache import LruCache
 
     MemoryStore.reset("cdf_preimage")
     uri = "memory://cdf_preimage"
@@ -287,8 +283,8 @@ def test_preimage_columns_the_update_did_not_modify_come_from_the_new_files(
         columns=["id", "v", "w", "_rowid"]).to_pylist() if r["id"] % 7 == 0}
     store = MemoryStore("cdf_preimage")
     for columns, reads_old in ((["id", "v", "_rowid"], False), (["w", "_rowid"], True)):
-        monkeypatch.setattr(file_reader, "FILE_CACHE", LruCache(512))  # files are read again
-        changes._PLAN_CACHE.clear()
+        # files are read again, plans made again
+        lance_sql.default_runtime().clear("data_files", "change_plans")
         seen: list[str] = []
         store.add_hook(lambda op, key, seen=seen: seen.append(key))
         got = table_changes(uri, 2, 2, columns=columns,

@@ -65,7 +65,7 @@ from lance_sql.table.txn.operations import (
 )
 
 
-def _apply(op, previous: Manifest | None = BASE, **kw) -> Manifest:  # noqa: ANN001
+def _apply(op, previous: Manifest | None = BASE, **kw) -> Manifest:
     version = (previous.version if previous is not None else 0) + 1
     return apply_transaction(previous, Transaction(3, op), version, 123, **kw)
 
@@ -342,7 +342,7 @@ _ops = st.one_of(
 
 
 @given(_ops, _u64, st.text(max_size=6))
-def test_random_transactions_round_trip(op, read_version: int, tag: str) -> None:  # noqa: ANN001
+def test_random_transactions_round_trip(op, read_version: int, tag: str) -> None:
     txn = Transaction(read_version, op, tag=tag)
     assert Transaction.decode(txn.encode(), "prop") == txn
 

@@ -18,7 +18,7 @@ from lance_sql.errors import NotFoundError
 from lance_sql.table.read.scan import Scanner
 from lance_sql.table.runtime.workers import WorkerPool, live_workers
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def scan(uri: str, **kwargs: object) -> Scanner:

@@ -311,8 +311,7 @@ def _damage(path: Path, name: str, how: str) -> None:
         other.create_scalar_index("x", "BTREE")
         [ouuid] = os.listdir(path.parent / "o" / "_indices")
         shutil.copy(path.parent / "o" / "_indices" / ouuid / name, target)
-    btree_mod.OPEN_CACHE.clear()
-    btree_mod.PAGE_CACHE.clear()
+    lance_sql.default_runtime().clear("index_files", "index_pages")
 
 
 @pytest.mark.parametrize(("name", "how", "error"), [

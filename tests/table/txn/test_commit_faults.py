@@ -304,7 +304,7 @@ def test_crash_at_every_step(name: str, step: int) -> None:
         crashed = False
     except Crash:
         crashed = True
-    except Exception as exc:  # clean-up after the crash failed too: still the crash
+    except Exception as exc:  # noqa: BLE001 - clean-up after the crash failed too: still the crash
         crashed = isinstance(exc.__context__, Crash) or "Crash" in repr(exc)
     store.clear_hooks()
     ds = lance_sql.dataset(uri)

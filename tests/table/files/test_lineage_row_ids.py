@@ -32,11 +32,11 @@ SYSTEM = ["_rowid", "_row_created_at_version", "_row_last_updated_at_version"]
 P = PENDING_VERSION
 
 
-def _u64(values) -> np.ndarray:  # noqa: ANN001
+def _u64(values) -> np.ndarray:
     return np.asarray(values, dtype=np.uint64)
 
 
-def _frag(fid: int, n: int, **seqs) -> Fragment:  # noqa: ANN003
+def _frag(fid: int, n: int, **seqs) -> Fragment:
     return Fragment(fid, (), n, **seqs)
 
 
@@ -47,7 +47,7 @@ def _lineage_of(frag: Fragment) -> tuple[list[int], list[int], list[int]]:
             decode_versions(frag.last_updated_at_version_sequence, n).tolist())
 
 
-def _stable_table(path, n: int = 30, per_file: int = 10):  # noqa: ANN001, ANN202
+def _stable_table(path, n: int = 30, per_file: int = 10):
     data = pa.table({"id": pa.array(range(n), pa.int64()), "v": [f"s{i}" for i in range(n)]})
     return lance_sql.write_dataset(data, path, enable_stable_row_ids=True,
                                    max_rows_per_file=per_file)
@@ -91,7 +91,7 @@ def test_rebase_reapplies_with_the_later_version_and_counter() -> None:
     assert (n1, n2) == (22, 25)
 
 
-def test_rebase_through_commits_gives_unique_ids(tmp_path) -> None:  # noqa: ANN001
+def test_rebase_through_commits_gives_unique_ids(tmp_path) -> None:
     """Two appends built on the same version: the loser's rows get ids after the winner's."""
     from lance_sql.table.txn.operations import Append
     from lance_sql.table.write.fragments import write_fragments
@@ -115,7 +115,7 @@ def test_rebase_through_commits_gives_unique_ids(tmp_path) -> None:  # noqa: ANN
 
 
 # ------------------------------------------------------------------ RowIdIndex
-def test_index_maps_every_live_id_to_its_address(tmp_path) -> None:  # noqa: ANN001
+def test_index_maps_every_live_id_to_its_address(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=30, per_file=10)
     ds.update({"v": "'u'"}, where="id % 7 = 0")
     ds = lance_sql.dataset(tmp_path / "t")
@@ -134,7 +134,7 @@ def test_index_maps_every_live_id_to_its_address(tmp_path) -> None:  # noqa: ANN
     assert row_id_index(ds.store, ds.manifest) is row_id_index(ds.store, ds.manifest)
 
 
-def test_index_is_a_few_runs_for_fresh_data(tmp_path) -> None:  # noqa: ANN001
+def test_index_is_a_few_runs_for_fresh_data(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=100_000, per_file=25_000)
     index = RowIdIndex.build(ds.store, ds.manifest)
     assert index.num_runs == 4
@@ -144,7 +144,7 @@ def test_index_is_a_few_runs_for_fresh_data(tmp_path) -> None:  # noqa: ANN001
     assert index.lookup(ids).tolist() == expected
 
 
-def test_index_of_an_empty_table(tmp_path) -> None:  # noqa: ANN001
+def test_index_of_an_empty_table(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=5)
     ds.delete("true")
     ds = lance_sql.dataset(tmp_path / "t")
@@ -163,13 +163,13 @@ def test_index_refuses_an_id_claimed_by_two_live_rows() -> None:
 
 
 # ------------------------------------------------------------------ externalize
-def test_small_sequences_stay_inline(tmp_path) -> None:  # noqa: ANN001
+def test_small_sequences_stay_inline(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=10)
     frag = ds.get_fragments()[0]
     assert externalize(ds.store, frag) == (frag, [])
 
 
-def test_large_sequence_goes_to_a_file_and_reads_back(tmp_path) -> None:  # noqa: ANN001
+def test_large_sequence_goes_to_a_file_and_reads_back(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=70_000, per_file=70_000)
     frag = ds.get_fragments()[0]
     ids = np.random.default_rng(1).permutation(70_000).astype(np.uint64)
@@ -184,7 +184,7 @@ def test_large_sequence_goes_to_a_file_and_reads_back(tmp_path) -> None:  # noqa
     assert lineage.created.tolist() == [1] * 70_000
 
 
-def test_scattered_update_commits_an_external_sequence(tmp_path) -> None:  # noqa: ANN001
+def test_scattered_update_commits_an_external_sequence(tmp_path) -> None:
     """Committing a fragment whose ids are scattered: readers see every id."""
     from lance_sql.table.txn.operations import Update
 
@@ -214,7 +214,7 @@ def test_scattered_update_commits_an_external_sequence(tmp_path) -> None:  # noq
 
 
 # ------------------------------------------------------------------ damaged sequences
-def test_corrupt_row_ids_name_the_fragment(tmp_path) -> None:  # noqa: ANN001
+def test_corrupt_row_ids_name_the_fragment(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=5)
     store, m = ds.store, ds.manifest
     with pytest.raises(FormatError, match="fragment 71"):
@@ -233,7 +233,7 @@ def test_corrupt_row_ids_name_the_fragment(tmp_path) -> None:  # noqa: ANN001
                                      last_updated_at_version_sequence=short))
 
 
-def test_truncated_external_row_ids(tmp_path) -> None:  # noqa: ANN001
+def test_truncated_external_row_ids(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=5)
     seq = encode_row_ids(_u64(range(5)))
     ds.store.put("_row_ids/short.binpb", seq[:-1])
@@ -242,7 +242,7 @@ def test_truncated_external_row_ids(tmp_path) -> None:  # noqa: ANN001
         load_lineage(ds.store, ds.manifest, frag)
 
 
-def test_damaged_sequence_in_a_table_fails_the_read(tmp_path) -> None:  # noqa: ANN001
+def test_damaged_sequence_in_a_table_fails_the_read(tmp_path) -> None:
     from lance_sql.table.txn.operations import Update
 
     ds = _stable_table(tmp_path / "t", n=20, per_file=10)
@@ -258,7 +258,7 @@ def test_damaged_sequence_in_a_table_fails_the_read(tmp_path) -> None:  # noqa: 
 
 
 # ------------------------------------------------------------------ errors
-def test_version_columns_need_stable_row_ids(tmp_path) -> None:  # noqa: ANN001
+def test_version_columns_need_stable_row_ids(tmp_path) -> None:
     data = pa.table({"id": pa.array(range(5), pa.int64())})
     ds = lance_sql.write_dataset(data, tmp_path / "t")
     for column in ("_row_created_at_version", "_row_last_updated_at_version"):
@@ -268,7 +268,7 @@ def test_version_columns_need_stable_row_ids(tmp_path) -> None:  # noqa: ANN001
     assert ds.to_table(columns=["_rowid"])["_rowid"].to_pylist() == list(range(5))
 
 
-def test_stable_row_ids_cannot_be_enabled_later(tmp_path) -> None:  # noqa: ANN001
+def test_stable_row_ids_cannot_be_enabled_later(tmp_path) -> None:
     data = pa.table({"id": pa.array(range(5), pa.int64())})
     lance_sql.write_dataset(data, tmp_path / "t")
     for mode in ("append", "overwrite"):
@@ -279,7 +279,7 @@ def test_stable_row_ids_cannot_be_enabled_later(tmp_path) -> None:  # noqa: ANN0
 
 
 @pytest.mark.parametrize("opted_in", [False, True])
-def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> None:  # noqa: ANN001
+def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> None:
     """pylance 14.0.2 cannot open tables with external row ids: writing them is opt-in."""
     from lance_sql.table.txn.operations import Update
 
@@ -304,35 +304,30 @@ def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> 
                     strict=True)) == {i: int(ids[i]) for i in range(1, n)}
 
 
-def test_lineage_stays_compact_until_arrays_are_asked_for(tmp_path) -> None:  # noqa: ANN001
-    from lance_sql.table.files import lineage as lineage_module
-
+def test_lineage_stays_compact_until_arrays_are_asked_for(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=100_000, per_file=25_000)
-    lineage_module._ARRAYS.clear()
-    lineage_module._CACHE.clear()
+    runtime = lance_sql.default_runtime()
+    runtime.clear("lineage_arrays", "lineage")
     RowIdIndex.build(ds.store, ds.manifest)  # ranges are the runs: no array needed
     frag = ds.manifest.fragments[1]
     lineage = load_lineage(ds.store, ds.manifest, frag)
     picked = np.array([0, 7, 24_999])
     assert lineage.ids_at(picked).tolist() == [25_000, 25_007, 49_999]
     assert lineage.nbytes < 1_000  # not 24 bytes a row
-    assert len(lineage_module._ARRAYS._items) == 0
+    assert runtime.stats()["lineage_arrays"].entries == 0
     assert lineage.row_ids.tolist() == list(range(25_000, 50_000))
-    assert len(lineage_module._ARRAYS._items) == 1  # materialised once, then shared
+    assert runtime.stats()["lineage_arrays"].entries == 1  # materialised once, then shared
     assert load_lineage(ds.store, ds.manifest, frag).row_ids is lineage.row_ids
 
 
-def test_lineage_lookups_from_many_threads_agree(tmp_path) -> None:  # noqa: ANN001
+def test_lineage_lookups_from_many_threads_agree(tmp_path) -> None:
     from concurrent.futures import ThreadPoolExecutor
-
-    from lance_sql.table.files import lineage as lineage_module
 
     ds = _stable_table(tmp_path / "t", n=4_000, per_file=1_000)
     ds.update({"v": "'u'"}, where="id % 3 = 0")  # explicit ids in the rewritten rows
     ds = lance_sql.dataset(tmp_path / "t")
     truth = ds.to_table(columns=["_rowid", "_rowaddr"])
-    lineage_module._ARRAYS.clear()
-    lineage_module._CACHE.clear()
+    lance_sql.default_runtime().clear("lineage_arrays", "lineage")
 
     def check(seed: int) -> bool:
         rng = np.random.default_rng(seed)

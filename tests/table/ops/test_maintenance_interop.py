@@ -20,7 +20,7 @@ import lance_sql
 ROWS, FRAGMENTS = 240, 4
 
 
-def _create(tmp_path: Path, tables, writer: str) -> str:  # noqa: ANN001
+def _create(tmp_path: Path, tables, writer: str) -> str:
     uri = str(tmp_path / "t.lance")
     data = tables.make(ROWS)
     per = ROWS // FRAGMENTS
@@ -35,7 +35,7 @@ def _create(tmp_path: Path, tables, writer: str) -> str:  # noqa: ANN001
     return uri
 
 
-def _same(tables, uri: str, what: str) -> None:  # noqa: ANN001
+def _same(tables, uri: str, what: str) -> None:
     ours, theirs = lance_sql.dataset(uri), lance.dataset(uri)
     assert ours.version == theirs.version, what
     tables.assert_equal(ours.to_table(), theirs.to_table(), what)
@@ -73,7 +73,7 @@ OURS: dict[str, Callable[[lance_sql.LanceDataset], object]] = {
 
 
 @pytest.mark.parametrize("name", OURS)
-def test_pylance_reads_what_we_changed(tmp_path: Path, tables, name: str) -> None:  # noqa: ANN001
+def test_pylance_reads_what_we_changed(tmp_path: Path, tables, name: str) -> None:
     uri = _create(tmp_path, tables, "lance_sql")
     OURS[name](lance_sql.dataset(uri))
     _same(tables, uri, name)
@@ -90,7 +90,7 @@ def test_pylance_reads_what_we_changed(tmp_path: Path, tables, name: str) -> Non
 
 
 @pytest.mark.parametrize("shallow", [True, False])
-def test_pylance_reads_our_clones(tmp_path: Path, tables, shallow: bool) -> None:  # noqa: ANN001
+def test_pylance_reads_our_clones(tmp_path: Path, tables, shallow: bool) -> None:
     uri = _create(tmp_path, tables, "lance_sql")
     ds = lance_sql.dataset(uri)
     ds.delete("id % 9 = 2")
@@ -124,7 +124,7 @@ THEIRS: dict[str, Callable[[lance.LanceDataset], object]] = {
 
 
 @pytest.mark.parametrize("name", THEIRS)
-def test_we_read_what_pylance_changed(tmp_path: Path, tables, name: str) -> None:  # noqa: ANN001
+def test_we_read_what_pylance_changed(tmp_path: Path, tables, name: str) -> None:
     uri = _create(tmp_path, tables, "pylance")
     THEIRS[name](lance.dataset(uri))
     _same(tables, uri, name)
@@ -141,7 +141,7 @@ def test_we_read_what_pylance_changed(tmp_path: Path, tables, name: str) -> None
 
 
 @pytest.mark.parametrize("shallow", [True, False])
-def test_we_read_pylance_clones(tmp_path: Path, tables, shallow: bool) -> None:  # noqa: ANN001
+def test_we_read_pylance_clones(tmp_path: Path, tables, shallow: bool) -> None:
     uri = _create(tmp_path, tables, "pylance")
     py = lance.dataset(uri)
     py.delete("id % 9 = 2")
@@ -156,7 +156,7 @@ def test_we_read_pylance_clones(tmp_path: Path, tables, shallow: bool) -> None: 
                         "clone + our append")
 
 
-def test_index_survives_our_changes(tmp_path: Path, tables) -> None:  # noqa: ANN001
+def test_index_survives_our_changes(tmp_path: Path, tables) -> None:
     """pylance's BTREE index stays correct for pylance after our delete and compaction."""
     uri = _create(tmp_path, tables, "pylance")
     lance.dataset(uri).create_scalar_index("id", "BTREE")

@@ -23,7 +23,7 @@ from lance_sql.expr import Call, Column, Literal, fold_equalities, parse_predica
 from lance_sql.expr import arrow as expr_module
 
 ROWS = 30_000
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def wide_or(n: int) -> str:
