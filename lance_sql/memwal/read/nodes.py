@@ -1,0 +1,592 @@
+"""The MemWAL spec's execution nodes, as operators over Arrow record-batch streams.
+
+Every node has an output ``schema``, ``children``, ``execute()`` (an iterator of
+``pa.RecordBatch``; lookup nodes also take the keys still to resolve) and ``describe()``
+(its line in EXPLAIN); :func:`format_plan` prints a tree in the spec's shape.
+
+Scans: ``DeduplicateExec`` over a ``UnionExec`` of ``ScanExec`` s. The newest row of a key
+is decided before any filter (DESIGN decision 6): the newer sources are small, so the
+node first reads their keys (key columns only), works out which of their rows are the
+newest of their key (:class:`NewestRows`), and then streams every source — each with the
+user's filter pushed into it — keeping a newer source's row only if it is its key's
+winner, and a base-table row only if no newer source holds its key. Nothing is
+materialised but the newer sources' keys.
+
+Lookups: ``CoalesceFirstExec`` over ``BloomFilterGuardExec`` + ``TakeLastExec`` per
+generation, newest first, then the base table's ``TakeLastExec``; keys found (a
+tombstone counts: the key is deleted) are not asked of older sources, and once none are
+left the remaining inputs never run.
+
+Search: ``KNNExec`` per source (exact top-k), ``FilterStaleExec`` drops candidates a
+newer generation may hold (bloom filters; or exact keys), ``SortExec``,
+``GlobalLimitExec``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.memwal.read.keys import Keys, KeySet
+from lance_sql.memwal.read.sources import Source
+from lance_sql.memwal.wal import TOMBSTONE
+from lance_sql.table.expr import Call, Expr, columns, to_pyarrow, to_sql
+from lance_sql.table.scan import ROW_ADDR
+
+__all__ = [
+    "GEN", "REGION", "DISTANCE", "BloomFilterGuardExec", "CoalesceFirstExec",
+    "DeduplicateExec", "ExecNode", "FilterStaleExec", "GlobalLimitExec", "KNNExec",
+    "NewestRows", "ProjectionExec", "ScanExec", "SortExec", "TakeLastExec", "UnionExec",
+    "conform", "format_plan",
+]
+
+GEN = "_gen"
+REGION = "_region"
+DISTANCE = "_distance"
+KEY_POSITION = "_key"
+SOURCE_COLUMNS = (GEN, REGION)
+METRICS = ("l2", "cosine", "dot")
+
+
+def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``data`` as a batch of exactly ``schema`` (missing columns NULL, types cast)."""
+    n = data.num_rows
+    arrays = []
+    for f in schema:
+        if f.name in data.column_names:
+            a = data.column(f.name)
+            a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+            if not a.type.equals(f.type):
+                a = a.cast(f.type)
+            arrays.append(a)
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _source_columns(source: Source, n: int) -> dict[str, pa.Array]:
+    region = None if source.region is None else str(source.region)
+    return {GEN: pa.array(np.full(n, source.gen, np.int64)),
+            REGION: pa.array([region] * n, pa.string())}
+
+
+def _conjuncts(expr: Expr | None) -> list[Expr]:
+    if expr is None:
+        return []
+    if isinstance(expr, Call) and expr.op == "and":
+        return [c for a in expr.args for c in _conjuncts(a)]
+    return [expr]
+
+
+def _and(parts: list[Expr]) -> Expr | None:
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else Call("and", tuple(parts))
+
+
+class ExecNode:
+    """A plan node (see the module docstring)."""
+
+    schema: pa.Schema
+    children: tuple[ExecNode, ...] = ()
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return self.execute()
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def to_table(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.execute()), schema=self.schema)
+
+
+def format_plan(node: ExecNode, indent: int = 0) -> str:
+    """The tree, one node a line, children indented by two spaces."""
+    lines = ["  " * indent + node.describe()]
+    lines += [format_plan(c, indent + 1) for c in node.children]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- scans
+
+
+class ScanExec(ExecNode):
+    """Rows of one source: ``schema``'s columns (``_gen`` / ``_region`` are the source's
+    constants) where ``predicate`` holds; the parts of the predicate on data columns are
+    pushed into the source's own scan (indices and pruning apply there)."""
+
+    def __init__(self, source: Source, schema: pa.Schema, predicate: Expr | None = None
+                 ) -> None:
+        self.source = source
+        self.schema = schema
+        self.predicate = predicate
+        pushed, residual = [], []
+        for part in _conjuncts(predicate):
+            names = {p[0] for p in columns(part)}
+            (residual if names & set(SOURCE_COLUMNS) else pushed).append(part)
+        self.pushed, self.residual = _and(pushed), _and(residual)
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        wanted = [n for n in self.schema.names if n not in SOURCE_COLUMNS]
+        residual = None
+        if self.residual is not None:
+            residual = to_pyarrow(self.residual, self.schema)
+        for batch in self.source.scan(wanted, self.pushed):
+            if not batch.num_rows:
+                continue
+            extra = _source_columns(self.source, batch.num_rows)
+            table = pa.Table.from_batches([batch])
+            for name, values in extra.items():
+                if name in self.schema.names:
+                    table = table.append_column(name, values)
+            out = conform(table, self.schema)
+            if residual is not None:
+                out = pa.Table.from_batches([out]).filter(residual)
+                out = conform(out, self.schema)
+            if out.num_rows:
+                yield out
+
+    def describe(self) -> str:
+        text = to_sql(self.predicate) if self.predicate is not None else ""
+        return f"ScanExec: {self.source.label}, source={self.source.kind}, filter=[{text}]"
+
+
+class UnionExec(ExecNode):
+    """Its children's batches, one child after the other."""
+
+    def __init__(self, children: Sequence[ExecNode]) -> None:
+        if not children:
+            raise InvalidInputError("a union needs at least one input")
+        self.children = tuple(children)
+        self.schema = children[0].schema
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        for child in self.children:
+            for batch in child.execute():
+                yield batch if batch.schema.equals(self.schema) else conform(batch,
+                                                                             self.schema)
+
+
+class NewestRows:
+    """Which rows of a set of sources are their key's newest version.
+
+    Per region, generations newest first: a source's row wins when it is the newest row
+    of its key in that source (highest ``_rowaddr``), no newer generation of the region
+    holds the key, and it is not a tombstone. A base-table row wins when no generation
+    of any region holds its key. Only key columns are read.
+    """
+
+    def __init__(self, sources: Sequence[Source], key_types: Sequence[pa.DataType]) -> None:
+        self.key_types = list(key_types)
+        self._winners: dict[int, np.ndarray] = {}
+        self._all_keys: list[list[pa.Array]] = []
+        self._all: KeySet | None = None
+        groups: dict[object, list[Source]] = {}
+        for s in sources:
+            if not s.is_base:
+                groups.setdefault(s.region, []).append(s)
+        for group in groups.values():
+            newer: list[KeySet] = []
+            for s in sorted(group, key=lambda x: -x.gen):
+                rows = s.key_rows()
+                latest = rows.latest()
+                keys = self._cast([k.take(pa.array(latest)) for k in rows.keys])
+                stale = np.zeros(latest.size, bool)
+                for older_than in newer:
+                    stale |= older_than.contains(keys)
+                win = latest[~stale & ~rows.tombstone[latest]]
+                self._winners[id(s)] = np.sort(rows.rowaddr[win])
+                newer.append(KeySet(keys))
+                self._all_keys.append(keys)
+
+    def _cast(self, keys: list[pa.Array]) -> list[pa.Array]:
+        return [k if k.type.equals(t) else k.cast(t) for k, t in zip(keys, self.key_types,
+                                                                      strict=True)]
+
+    def all_keys(self) -> KeySet:
+        """Every key any generation holds (tombstones too)."""
+        if self._all is None:
+            if self._all_keys:
+                merged = [pa.concat_arrays([k[i] for k in self._all_keys])
+                          for i in range(len(self.key_types))]
+            else:
+                merged = [pa.array([], t) for t in self.key_types]
+            self._all = KeySet(merged)
+        return self._all
+
+    def keep(self, source: Source, keys: list[pa.Array], rowaddr: np.ndarray) -> np.ndarray:
+        """For each row of ``source`` (its keys and addresses), whether it is the winner."""
+        if source.is_base:
+            if not self._all_keys:
+                return np.ones(rowaddr.size, bool)
+            return ~self.all_keys().contains(self._cast(keys))
+        winners = self._winners.get(id(source))
+        if winners is None or not winners.size:
+            return np.zeros(rowaddr.size, bool)
+        pos = np.minimum(np.searchsorted(winners, rowaddr), winners.size - 1)
+        return winners[pos] == rowaddr
+
+
+def _scans(node: ExecNode) -> list[ScanExec]:
+    if isinstance(node, ScanExec):
+        return [node]
+    if isinstance(node, UnionExec):
+        return [s for c in node.children for s in _scans(c)]
+    raise InvalidInputError(f"DeduplicateExec reads scans of sources, not {node.describe()}")
+
+
+class DeduplicateExec(ExecNode):
+    """Per primary key, only the row with the highest (``_gen``, ``_rowaddr``); a
+    tombstone removes the key. Its input is a union of :class:`ScanExec` s whose batches
+    carry the key columns and ``_rowaddr``; ``sources`` are every source of the view
+    (also ones pruned from the union by region), whose keys decide the winners."""
+
+    def __init__(self, child: ExecNode, key_columns: Sequence[str],
+                 sources: Sequence[Source] | None = None) -> None:
+        self.children = (child,)
+        self.schema = child.schema
+        self.key_columns = tuple(key_columns)
+        for name in (*self.key_columns, ROW_ADDR):
+            if name not in self.schema.names:
+                raise InvalidInputError(f"DeduplicateExec needs column {name!r} in its input")
+        self.scans = _scans(child)
+        self.sources = list(sources) if sources is not None else [s.source for s in
+                                                                  self.scans]
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        types = [self.schema.field(k).type for k in self.key_columns]
+        newest = NewestRows(self.sources, types)
+        for scan in self.scans:
+            for batch in scan.execute():
+                keys = [batch.column(k) for k in self.key_columns]
+                rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
+                mask = newest.keep(scan.source, keys, rowaddr)
+                if mask.all():
+                    yield batch
+                elif mask.any():
+                    yield batch.filter(pa.array(mask))
+
+    def describe(self) -> str:
+        return (f"DeduplicateExec: partition_by=[{', '.join(self.key_columns)}], "
+                f"order_by=[{GEN} DESC, {ROW_ADDR} DESC]")
+
+
+class ProjectionExec(ExecNode):
+    def __init__(self, child: ExecNode, names: Sequence[str]) -> None:
+        self.children = (child,)
+        self.names = list(names)
+        self.schema = pa.schema([child.schema.field(n) for n in self.names])
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        for batch in self.children[0].execute():
+            yield batch.select(self.names)
+
+    def describe(self) -> str:
+        return f"ProjectionExec: columns=[{', '.join(self.names)}]"
+
+
+class GlobalLimitExec(ExecNode):
+    """The first ``limit`` rows; the input stops being read once they are there."""
+
+    def __init__(self, child: ExecNode, limit: int) -> None:
+        if limit < 0:
+            raise InvalidInputError(f"limit must not be negative, got {limit}")
+        self.children = (child,)
+        self.schema = child.schema
+        self.limit = limit
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        remaining = self.limit
+        if not remaining:
+            return
+        stream = self.children[0].execute()
+        try:
+            for batch in stream:
+                batch = batch.slice(0, remaining)
+                remaining -= batch.num_rows
+                if batch.num_rows:
+                    yield batch
+                if not remaining:
+                    return
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    def describe(self) -> str:
+        return f"GlobalLimitExec: limit={self.limit}"
+
+
+class SortExec(ExecNode):
+    """All input rows sorted by one column ascending (inputs here are top-k lists)."""
+
+    def __init__(self, child: ExecNode, column: str) -> None:
+        self.children = (child,)
+        self.schema = child.schema
+        self.column = column
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        table = self.children[0].to_table()
+        if table.num_rows:
+            yield from table.sort_by([(self.column, "ascending")]).combine_chunks().to_batches()
+
+    def describe(self) -> str:
+        return f"SortExec: order_by=[{self.column} ASC]"
+
+
+# ---------------------------------------------------------------------- lookups
+
+
+def _key_text(key_columns: Sequence[str], keys: Keys | None) -> str:
+    if keys is None:
+        return ", ".join(key_columns) + " = target"
+    if keys.num_rows == 1:
+        row = keys.table.slice(0, 1).to_pylist()[0]
+        return " AND ".join(f"{k} = {row[k]!r}" for k in key_columns)
+    names = ", ".join(key_columns)
+    return f"({names}) IN ({keys.num_rows} keys)" if len(key_columns) > 1 else \
+        f"{names} IN ({keys.num_rows} keys)"
+
+
+class TakeLastExec(ExecNode):
+    """The newest row of each key in one source (with ``_tombstone``: a deleted key is
+    found too); key columns, ``columns``, ``_rowaddr``, ``_gen``, ``_region`` and
+    ``_key`` (the key's position in the keys given)."""
+
+    def __init__(self, source: Source, schema: pa.Schema, keys: Keys | None = None) -> None:
+        self.source = source
+        self.schema = schema
+        self.keys = keys
+        self.runs = 0
+
+    def execute(self, keys: Keys | None = None) -> Iterator[pa.RecordBatch]:
+        keys = keys if keys is not None else self.keys
+        if keys is None or not keys.num_rows:
+            return
+        self.runs += 1
+        wanted = [n for n in self.schema.names if n not in (*SOURCE_COLUMNS, KEY_POSITION)]
+        table = self.source.lookup(keys, wanted)
+        at = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
+        table = table.set_column(table.schema.get_field_index(KEY_POSITION), KEY_POSITION,
+                                 pa.array(keys.position[at]))
+        for name, values in _source_columns(self.source, table.num_rows).items():
+            table = table.append_column(name, values)
+        if table.num_rows:
+            yield conform(table, self.schema)
+
+    def describe(self) -> str:
+        how = ""
+        index = getattr(self.source, "key_index", None)
+        if index is not None:
+            name = index()
+            how = f", index={name}" if name else ", reverse_scan"
+        return (f"TakeLastExec: {self.source.label}, "
+                f"filter=[{_key_text(self.source.key_columns, self.keys)}]{how}")
+
+
+class BloomFilterGuardExec(ExecNode):
+    """Runs its child only for the keys the source's bloom filter may hold; when it
+    holds none of them, the child is not run at all."""
+
+    def __init__(self, source: Source, child: TakeLastExec) -> None:
+        self.source = source
+        self.children = (child,)
+        self.schema = child.schema
+        self.skipped = 0
+
+    def execute(self, keys: Keys | None = None) -> Iterator[pa.RecordBatch]:
+        child = self.children[0]
+        assert isinstance(child, TakeLastExec)
+        keys = keys if keys is not None else child.keys
+        if keys is None or not keys.num_rows:
+            return
+        bloom = self.source.bloom()
+        if bloom is not None:
+            maybe = bloom.might_contain_hashes(keys.hashes)
+            if not maybe.any():
+                self.skipped += 1
+                return
+            if not maybe.all():
+                keys = keys.take(maybe)
+        yield from child.execute(keys)
+
+    def describe(self) -> str:
+        return f"BloomFilterGuardExec: bf[{self.source.label.replace('[', '][', 1)}"
+
+
+class CoalesceFirstExec(ExecNode):
+    """Asks its inputs in order for the keys not resolved yet; stops when none are left.
+    A key is resolved by the first input that has it; a tombstone resolves it as deleted
+    (it is not returned). Rows come out in the order of the keys given."""
+
+    def __init__(self, children: Sequence[ExecNode], keys: Keys) -> None:
+        self.children = tuple(children)
+        self.schema = children[0].schema
+        self.keys = keys
+        self.evaluated = 0
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        remaining = self.keys
+        found: list[pa.RecordBatch] = []
+        for child in self.children:
+            if not remaining.num_rows:
+                break
+            self.evaluated += 1
+            local = remaining.for_region(getattr(getattr(child, "source", None),
+                                                 "region_index", None))
+            batches = list(child.execute(local))  # type: ignore[call-arg]
+            if not batches:
+                continue
+            table = pa.Table.from_batches(batches, schema=self.schema)
+            original = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
+            resolved = np.isin(remaining.position, original)
+            live = pc.invert(pc.fill_null(table.column(TOMBSTONE), False))
+            found.extend(table.filter(live).to_batches())
+            remaining = remaining.take(~resolved)
+        if not found:
+            return
+        table = pa.Table.from_batches(found, schema=self.schema)
+        order = pc.sort_indices(table.column(KEY_POSITION))
+        yield from table.take(order).combine_chunks().to_batches()
+
+    def describe(self) -> str:
+        return "CoalesceFirstExec: return_first_non_null"
+
+
+# ---------------------------------------------------------------------- search
+
+
+def _vectors(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of non-null vectors, the vectors as a float matrix)."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    valid = np.flatnonzero(np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False)))
+    present = column.take(pa.array(valid))
+    if not len(present):
+        return valid, np.zeros((0, 0), np.float32)
+    lengths = pc.list_value_length(present).to_numpy(zero_copy_only=False)
+    if lengths.min() != lengths.max():
+        raise InvalidInputError("vectors of different lengths cannot be compared")
+    flat = present.flatten().to_numpy(zero_copy_only=False)
+    return valid, np.asarray(flat, np.float64).reshape(len(present), int(lengths[0]))
+
+
+def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
+    """Distance of every row of ``matrix`` to ``query``: ``l2`` is the squared euclidean
+    distance, ``cosine`` one minus the cosine similarity, ``dot`` the negated inner
+    product (smaller is closer for all three)."""
+    if metric == "l2":
+        diff = matrix - query[None, :]
+        return np.einsum("ij,ij->i", diff, diff)
+    if metric == "dot":
+        return -(matrix @ query)
+    if metric == "cosine":
+        norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(query)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sim = (matrix @ query) / norms
+        return 1.0 - np.where(norms > 0, sim, 0.0)
+    raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+
+
+class KNNExec(ExecNode):
+    """The ``k`` rows of one source nearest to ``query`` in ``column`` (exact, flat),
+    among rows where ``predicate`` holds, with ``_distance``; streaming, keeping only the
+    best ``k`` seen so far."""
+
+    def __init__(self, source: Source, schema: pa.Schema, column: str, query: np.ndarray,
+                 k: int, metric: str = "l2", predicate: Expr | None = None) -> None:
+        if metric not in METRICS:
+            raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+        if k < 1:
+            raise InvalidInputError(f"k must be at least 1, got {k}")
+        self.source = source
+        self.schema = schema
+        self.column = column
+        self.query = np.asarray(query, np.float64).reshape(-1)
+        self.k = k
+        self.metric = metric
+        self.scan = ScanExec(source, pa.schema([f for f in schema if f.name != DISTANCE]),
+                             predicate)
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        best: pa.Table | None = None
+        for batch in self.scan.execute():
+            valid, matrix = _vectors(batch.column(self.column))
+            if not valid.size:
+                continue
+            if matrix.shape[1] != self.query.size:
+                raise InvalidInputError(f"column {self.column!r} holds {matrix.shape[1]}-"
+                                        f"dimensional vectors, the query has "
+                                        f"{self.query.size}")
+            d = distances(matrix, self.query, self.metric)
+            rows = pa.Table.from_batches([batch]).take(pa.array(valid))
+            rows = rows.append_column(DISTANCE, pa.array(d.astype(np.float32)))
+            best = rows if best is None else pa.concat_tables([best, rows])
+            if best.num_rows > self.k:
+                dist = best.column(DISTANCE).to_numpy()
+                top = np.argpartition(dist, self.k - 1)[:self.k]
+                best = best.take(pa.array(np.sort(top)))
+        if best is not None and best.num_rows:
+            yield conform(best, self.schema)
+
+    def describe(self) -> str:
+        return f"KNNExec: {self.source.label}, k={self.k}, metric={self.metric}"
+
+
+class FilterStaleExec(ExecNode):
+    """Drops candidates a newer generation of their region may also hold: for a row of
+    generation G, the bloom filters of the generations newer than G (base-table rows:
+    every generation). Bloom false positives may drop a valid candidate, as the spec
+    allows for search; ``exact`` checks the real keys instead (and also drops a
+    generation's older rows of a key it updated twice)."""
+
+    def __init__(self, child: ExecNode, sources: Sequence[Source],
+                 key_columns: Sequence[str], *, exact: bool = False) -> None:
+        self.children = (child,)
+        self.schema = child.schema
+        self.sources = [s for s in sources if not s.is_base]
+        self.all_sources = list(sources)
+        self.key_columns = tuple(key_columns)
+        self.exact = exact
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        types = [self.schema.field(k).type for k in self.key_columns]
+        newest = NewestRows(self.all_sources, types) if self.exact else None
+        by_origin = {(None if s.region is None else str(s.region), s.gen): s
+                     for s in self.all_sources}
+        for batch in self.children[0].execute():
+            gens = np.asarray(batch.column(GEN).to_numpy(zero_copy_only=False), np.int64)
+            regions = np.asarray(batch.column(REGION).to_pylist(), object)
+            keys = [batch.column(k) for k in self.key_columns]
+            if newest is not None:
+                keep = np.zeros(batch.num_rows, bool)
+                rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
+                for (region, gen), source in by_origin.items():
+                    rows = (gens == gen) & (regions == region)
+                    if rows.any():
+                        keep[rows] = newest.keep(source, [k.filter(pa.array(rows))
+                                                          for k in keys], rowaddr[rows])
+            else:
+                keep = np.ones(batch.num_rows, bool)
+                hashes = Keys(pa.table(keys, names=list(self.key_columns))).hashes
+                for source in self.sources:
+                    region = str(source.region) if source.region is not None else None
+                    older = (gens < source.gen) & ((regions == region) | (gens < 0))
+                    if older.any():
+                        maybe = source.bloom().might_contain_hashes(hashes[older])
+                        keep[np.flatnonzero(older)[maybe]] = False
+            if keep.any():
+                yield batch.filter(pa.array(keep))
+
+    def describe(self) -> str:
+        if self.exact:
+            return f"FilterStaleExec: exact_keys=[{len(self.sources)} generations]"
+        names = ", ".join(f"bf[{s.label.replace('[', '][', 1)}" for s in self.sources)
+        return f"FilterStaleExec: bloom_filters=[{names}]"
+
