@@ -184,8 +184,9 @@ class Keys:
         return out
 
     def for_region(self, region: int | None) -> Keys:
-        """The keys that may live in ``region`` (all when None or unknown)."""
+        """The keys that may live in ``region`` (all when None); a key routed to no
+        region (-2) lives in none, one of unknown region (-1) in any."""
         if region is None:
             return self
-        mask = (self.region == region) | (self.region < 0)
+        mask = (self.region == region) | (self.region == -1)
         return self if mask.all() else self.take(mask)

@@ -128,11 +128,11 @@ class _LanceSource(Source):
         return self.dataset.manifest.schema.to_scan_arrow()
 
     def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
-        names = [c for c in columns if c in self.schema.names or c == ROW_ADDR]
+        names = [c for c in dict.fromkeys(columns) if c in self.schema.names or c == ROW_ADDR]
         return lance_scanner(self.dataset, names, predicate).to_batches()
 
     def _take(self, addresses: np.ndarray, columns: Sequence[str]) -> pa.Table:
-        names = [c for c in columns if c in self.schema.names or c == ROW_ADDR]
+        names = [c for c in dict.fromkeys(columns) if c in self.schema.names or c == ROW_ADDR]
         return self.dataset.take_addresses(addresses, names)
 
 
@@ -197,7 +197,8 @@ class BaseSource(_LanceSource):
         wanted = list(dict.fromkeys([*self.key_columns, *columns]))
         if self.key_index() is not None and keys.num_rows <= _LOOKUP_IN_LIMIT:
             predicate = _in_list(self.key_columns[0], keys.columns[0])
-            table = lance_scanner(self.dataset, [*wanted, ROW_ADDR], predicate).to_table()
+            names = list(dict.fromkeys([*wanted, ROW_ADDR]))
+            table = lance_scanner(self.dataset, names, predicate).to_table()
         else:
             table = self._reverse_scan(keys, wanted)
         position = KeySet(keys.columns).find(
