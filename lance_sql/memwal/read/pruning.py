@@ -46,6 +46,8 @@ _TICKS = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
 class _Bounds:
     lo: pa.Scalar | None = None
     hi: pa.Scalar | None = None
+    lo_strict: bool = False
+    hi_strict: bool = False
 
 
 @dataclass
@@ -80,7 +82,7 @@ class _Constraints:
             if op == "=":
                 self._values(name, [s])
             else:
-                self._bound(name, s, op in (">", ">="))
+                self._bound(name, s, op in (">", ">="), op in ("<", ">"))
             return True
         if e.op == "in" and isinstance(e.args[0], Column):
             name = self._name(e.args[0])
@@ -124,12 +126,18 @@ class _Constraints:
             scalars = [s for s in self.values[name] if s.as_py() in keep]
         self.values[name] = scalars
 
-    def _bound(self, name: str, s: pa.Scalar, lower: bool) -> None:
+    def _bound(self, name: str, s: pa.Scalar, lower: bool, strict: bool = False) -> None:
         b = self.bounds.setdefault(name, _Bounds())
         if lower:
-            b.lo = s if b.lo is None or pc.greater(s, b.lo).as_py() else b.lo
+            if b.lo is None or pc.greater(s, b.lo).as_py():
+                b.lo, b.lo_strict = s, strict
+            elif pc.equal(s, b.lo).as_py():
+                b.lo_strict = b.lo_strict or strict
         else:
-            b.hi = s if b.hi is None or pc.less(s, b.hi).as_py() else b.hi
+            if b.hi is None or pc.less(s, b.hi).as_py():
+                b.hi, b.hi_strict = s, strict
+            elif pc.equal(s, b.hi).as_py():
+                b.hi_strict = b.hi_strict or strict
 
 
 def prune_regions(predicate: Expr | None, spec: RegionSpec, sources: Sequence[str | None],
@@ -201,7 +209,11 @@ class _Pruner:
         b = c.bounds[name]
         if f.order_preserving:
             out = np.asarray(pc.is_valid(region).to_numpy(zero_copy_only=False), bool)
-            for bound, fn in ((b.lo, pc.greater_equal), (b.hi, pc.less_equal)):
+            # strict bounds stay strict only where the transform is one to one
+            exact = f.transform == "identity"
+            lo_fn = pc.greater if exact and b.lo_strict else pc.greater_equal
+            hi_fn = pc.less if exact and b.hi_strict else pc.less_equal
+            for bound, fn in ((b.lo, lo_fn), (b.hi, hi_fn)):
                 if bound is None:
                     continue
                 value = self._evaluate(f, [pa.array([bound.as_py()], self.types[name])], 1)
