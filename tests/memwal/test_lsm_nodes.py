@@ -22,6 +22,7 @@ from lance_sql.memwal.read.nodes import (
     KNNExec,
     ScanExec,
     SortExec,
+    StaleCheck,
     TakeLastExec,
     UnionExec,
     distances,
@@ -188,12 +189,14 @@ def test_filter_stale_drops_candidates_a_newer_generation_holds() -> None:
     g1 = vec_source([2, 3], [[9, 9], None], 1, A)  # key 2 moved away, key 3 deleted
     knns = [KNNExec(s, KNN_SCHEMA, "e", np.zeros(2), 3) for s in (b, g1)]
     for exact in (False, True):
-        stale = FilterStaleExec(UnionExec(knns), [b, g1], ["id"], exact=exact)
+        check = StaleCheck([b, g1], ["id"], [pa.int64()], exact=exact)
+        stale = FilterStaleExec(UnionExec(knns), check)
         top = GlobalLimitExec(SortExec(stale, DISTANCE), 2)
         assert top.to_table()["id"].to_pylist() == [1, 2]
         assert top.to_table()[GEN].to_pylist() == [-1, 1]
-    text = format_plan(GlobalLimitExec(SortExec(FilterStaleExec(UnionExec(knns), [b, g1],
-                                                                ["id"]), DISTANCE), 2))
+    check = StaleCheck([b, g1], ["id"], [pa.int64()])
+    text = format_plan(GlobalLimitExec(SortExec(FilterStaleExec(UnionExec(knns), check),
+                                                DISTANCE), 2))
     assert text.splitlines() == [
         "GlobalLimitExec: limit=2",
         "  SortExec: order_by=[_distance ASC]",
@@ -220,3 +223,15 @@ def test_global_limit_stops_reading_its_input() -> None:
     node.source.table = node.source.table.combine_chunks()
     got = GlobalLimitExec(node, 5).to_table()
     assert got.num_rows == 5 and len(pulled) == 1
+
+
+def test_stale_rows_never_crowd_live_ones_out_of_the_top_k() -> None:
+    # the base's two nearest rows are both stale; with the check inside KNNExec the
+    # next live ones still fill k
+    b = vec_source([1, 2, 3, 4], [[0, 0], [0, 0.1], [3, 3], [4, 4]], -1, None)
+    g1 = vec_source([1, 2], [[9, 9], [9, 9]], 1, A)
+    for exact in (False, True):
+        check = StaleCheck([b, g1], ["id"], [pa.int64()], exact=exact)
+        knns = [KNNExec(s, KNN_SCHEMA, "e", np.zeros(2), 2, stale=check) for s in (b, g1)]
+        top = GlobalLimitExec(SortExec(FilterStaleExec(UnionExec(knns), check), DISTANCE), 2)
+        assert top.to_table()["id"].to_pylist() == [3, 4]

@@ -40,7 +40,8 @@ from lance_sql.table.scan import ROW_ADDR
 __all__ = [
     "GEN", "REGION", "DISTANCE", "BloomFilterGuardExec", "CoalesceFirstExec",
     "DeduplicateExec", "ExecNode", "FilterStaleExec", "GlobalLimitExec", "KNNExec",
-    "NewestRows", "ProjectionExec", "ScanExec", "SortExec", "TakeLastExec", "UnionExec",
+    "NewestRows", "ProjectionExec", "ScanExec", "SortExec", "StaleCheck", "TakeLastExec",
+    "UnionExec",
     "conform", "format_plan",
 ]
 
@@ -497,10 +498,12 @@ def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
 class KNNExec(ExecNode):
     """The ``k`` rows of one source nearest to ``query`` in ``column`` (exact, flat),
     among rows where ``predicate`` holds, with ``_distance``; streaming, keeping only the
-    best ``k`` seen so far."""
+    best ``k`` seen so far. With ``stale``, rows it calls stale are dropped before they
+    compete (so stale rows never crowd live ones out of the top ``k``)."""
 
     def __init__(self, source: Source, schema: pa.Schema, column: str, query: np.ndarray,
-                 k: int, metric: str = "l2", predicate: Expr | None = None) -> None:
+                 k: int, metric: str = "l2", predicate: Expr | None = None,
+                 stale: StaleCheck | None = None) -> None:
         if metric not in METRICS:
             raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
         if k < 1:
@@ -511,12 +514,18 @@ class KNNExec(ExecNode):
         self.query = np.asarray(query, np.float64).reshape(-1)
         self.k = k
         self.metric = metric
+        self.stale = stale
         self.scan = ScanExec(source, pa.schema([f for f in schema if f.name != DISTANCE]),
                              predicate)
 
     def execute(self) -> Iterator[pa.RecordBatch]:
         best: pa.Table | None = None
         for batch in self.scan.execute():
+            if self.stale is not None:  # before the top-k: k live rows when there are k
+                live = self.stale.keep(self.source, batch)
+                if not live.any():
+                    continue
+                batch = batch.filter(pa.array(live))
             valid, matrix = _vectors(batch.column(self.column))
             if not valid.size:
                 continue
@@ -539,54 +548,68 @@ class KNNExec(ExecNode):
         return f"KNNExec: {self.source.label}, k={self.k}, metric={self.metric}"
 
 
-class FilterStaleExec(ExecNode):
-    """Drops candidates a newer generation of their region may also hold: for a row of
-    generation G, the bloom filters of the generations newer than G (base-table rows:
-    every generation). Bloom false positives may drop a valid candidate, as the spec
-    allows for search; ``exact`` checks the real keys instead (and also drops a
-    generation's older rows of a key it updated twice)."""
+class StaleCheck:
+    """Whether candidates of a source are stale: a newer generation of their region may
+    hold their key (bloom filters; base-table rows: every generation), or with ``exact``
+    is not their key's newest row (the real keys, as :class:`NewestRows` decides)."""
 
-    def __init__(self, child: ExecNode, sources: Sequence[Source],
-                 key_columns: Sequence[str], *, exact: bool = False) -> None:
+    def __init__(self, sources: Sequence[Source], key_columns: Sequence[str],
+                 key_types: Sequence[pa.DataType], *, exact: bool = False) -> None:
+        self.sources = list(sources)
+        self.key_columns = tuple(key_columns)
+        self.key_types = list(key_types)
+        self.exact = exact
+        self._newest: NewestRows | None = None
+
+    def keep(self, source: Source, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
+        keys = [batch.column(k) for k in self.key_columns]
+        keys = [k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k for k in keys]
+        if self.exact:
+            if self._newest is None:
+                self._newest = NewestRows(self.sources, self.key_types)
+            rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
+            return self._newest.keep(source, keys, rowaddr)
+        keep = np.ones(batch.num_rows, bool)
+        newer = [s for s in self.sources if not s.is_base and s.gen > source.gen
+                 and (source.is_base or s.region == source.region)]
+        if newer and batch.num_rows:
+            hashes = Keys(pa.table(keys, names=list(self.key_columns))).hashes
+            for s in newer:
+                bloom = s.bloom()
+                if bloom is not None:
+                    keep &= ~bloom.might_contain_hashes(hashes)
+        return keep
+
+
+class FilterStaleExec(ExecNode):
+    """Drops candidates a newer generation of their region may also hold (see
+    :class:`StaleCheck`). Bloom false positives may drop a valid candidate, as the spec
+    allows for search; ``exact`` checks the real keys instead (and also drops a
+    generation's older rows of a key it updated twice). Candidates carry ``_gen`` and
+    ``_region``, which name their source."""
+
+    def __init__(self, child: ExecNode, check: StaleCheck) -> None:
         self.children = (child,)
         self.schema = child.schema
-        self.sources = [s for s in sources if not s.is_base]
-        self.all_sources = list(sources)
-        self.key_columns = tuple(key_columns)
-        self.exact = exact
+        self.check = check
 
     def execute(self) -> Iterator[pa.RecordBatch]:
-        types = [self.schema.field(k).type for k in self.key_columns]
-        newest = NewestRows(self.all_sources, types) if self.exact else None
         by_origin = {(None if s.region is None else str(s.region), s.gen): s
-                     for s in self.all_sources}
+                     for s in self.check.sources}
         for batch in self.children[0].execute():
             gens = np.asarray(batch.column(GEN).to_numpy(zero_copy_only=False), np.int64)
             regions = np.asarray(batch.column(REGION).to_pylist(), object)
-            keys = [batch.column(k) for k in self.key_columns]
-            if newest is not None:
-                keep = np.zeros(batch.num_rows, bool)
-                rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
-                for (region, gen), source in by_origin.items():
-                    rows = (gens == gen) & (regions == region)
-                    if rows.any():
-                        keep[rows] = newest.keep(source, [k.filter(pa.array(rows))
-                                                          for k in keys], rowaddr[rows])
-            else:
-                keep = np.ones(batch.num_rows, bool)
-                hashes = Keys(pa.table(keys, names=list(self.key_columns))).hashes
-                for source in self.sources:
-                    region = str(source.region) if source.region is not None else None
-                    older = (gens < source.gen) & ((regions == region) | (gens < 0))
-                    if older.any():
-                        maybe = source.bloom().might_contain_hashes(hashes[older])
-                        keep[np.flatnonzero(older)[maybe]] = False
+            keep = np.zeros(batch.num_rows, bool)
+            for (region, gen), source in by_origin.items():
+                rows = (gens == gen) & (regions == region)
+                if rows.any():
+                    keep[rows] = self.check.keep(source, batch.filter(pa.array(rows)))
             if keep.any():
                 yield batch.filter(pa.array(keep))
 
     def describe(self) -> str:
-        if self.exact:
-            return f"FilterStaleExec: exact_keys=[{len(self.sources)} generations]"
-        names = ", ".join(f"bf[{s.label.replace('[', '][', 1)}" for s in self.sources)
+        generations = [s for s in self.check.sources if not s.is_base]
+        if self.check.exact:
+            return f"FilterStaleExec: exact_keys=[{len(generations)} generations]"
+        names = ", ".join(f"bf[{s.label.replace('[', '][', 1)}" for s in generations)
         return f"FilterStaleExec: bloom_filters=[{names}]"
-

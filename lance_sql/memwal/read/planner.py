@@ -52,6 +52,7 @@ from lance_sql.memwal.read.nodes import (
     ProjectionExec,
     ScanExec,
     SortExec,
+    StaleCheck,
     TakeLastExec,
     UnionExec,
     format_plan,
@@ -266,6 +267,8 @@ class LsmView:
             return pa.field(name, pa.uint64() if name == ROW_ADDR else pa.int64())
         if name == TOMBSTONE:
             return pa.field(TOMBSTONE, pa.bool_())
+        if name == DISTANCE:
+            return pa.field(DISTANCE, pa.float32())
         if name not in self.arrow_schema.names:
             raise NotFoundError(f"column {name!r} does not exist; columns: "
                                 f"{', '.join(self.arrow_schema.names)}")
@@ -387,9 +390,11 @@ class LsmView:
         schema = self._schema([*output, column, *self.key_columns, ROW_ADDR, GEN, REGION,
                                DISTANCE])
         vector = np.asarray(query, np.float64)
-        knns = [KNNExec(s, schema, column, vector, k, metric, predicate) for s in sources]
-        node: ExecNode = FilterStaleExec(UnionExec(knns), sources, self.key_columns,
-                                         exact=exact)
+        check = StaleCheck(sources, self.key_columns,
+                           [schema.field(c).type for c in self.key_columns], exact=exact)
+        knns = [KNNExec(s, schema, column, vector, k, metric, predicate, check)
+                for s in sources]
+        node: ExecNode = FilterStaleExec(UnionExec(knns), check)
         node = GlobalLimitExec(SortExec(node, DISTANCE), k)
         node = ProjectionExec(node, [*output, DISTANCE])
         return LsmPlan(node, self._header("LsmSearch"))
