@@ -185,3 +185,15 @@ def test_reads_follow_merges_and_skip_merged_generations(spec_setup) -> None:  #
     after = mw.scanner().to_table().sort_by([("tenant", "ascending"), ("id", "ascending")])
     assert after.equals(before)
     assert np.all(np.asarray(mw.scanner(["_gen"]).to_table().column("_gen")) <= 3)
+
+
+def test_a_memtable_flushed_while_planning_is_read_once(spec_setup) -> None:  # noqa: ANN001
+    mw, w = spec_setup
+    want = mw.scanner().to_table().sort_by([("tenant", "ascending"), ("id", "ascending")])
+    view = mw.view()             # MemTables taken here ...
+    w.flush_memtable()           # ... flushed before the manifests are read
+    plan = view.scan_plan()
+    text = plan.explain()
+    assert "source=memtable" not in text and text.count("source=flushed") == 5
+    got = plan.to_table().sort_by([("tenant", "ascending"), ("id", "ascending")])
+    assert got.equals(want)

@@ -69,6 +69,7 @@ from lance_sql.memwal.routing import decode_region_values
 from lance_sql.memwal.transforms import region_values
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables
+from lance_sql.table.cache import LruCache
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.expr import Expr, columns, parse_predicate, resolve
 from lance_sql.table.scan import ROW_ADDR
@@ -79,6 +80,7 @@ CONSISTENCY = ("strong", "snapshot")
 SYSTEM = (GEN, REGION, ROW_ADDR)
 _VALUES: dict[tuple[str, uuid.UUID], tuple[int, pa.Table | None]] = {}
 _VALUES_LOCK = threading.Lock()
+_GENERATIONS = LruCache(1024)
 
 
 @dataclass(frozen=True)
@@ -245,8 +247,12 @@ class LsmView:
                     ) -> GenerationSource | None:
         key = RegionPaths(region.region_id).generation(path)
         store = self.base.store.child(key)
-        try:
-            ds = LanceDataset(f"{self.base.uri.rstrip('/')}/{key}", store=store)
+
+        def load() -> LanceDataset:
+            return LanceDataset(f"{self.base.uri.rstrip('/')}/{key}", store=store)
+
+        try:  # a flushed generation never changes: opened once per process
+            ds = _GENERATIONS.get_or_load(store.uri, load)
         except NotFoundError:
             return None  # collected after its merge: its rows are in the base table
         return GenerationSource(ds, gen, region.region_id, index, self.key_columns)
