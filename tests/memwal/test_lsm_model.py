@@ -63,8 +63,13 @@ def test_lsm_reads_match_a_last_write_wins_model(seed: int) -> None:
     MemoryStore.reset(name)
     model: dict[int, tuple[int, str]] = {i: (i, f"a{i}") for i in range(0, KEYS, 3)}
     ds = lance_sql.write_dataset(rows(model, sorted(model)), f"memory://{name}")
+    if seed % 2:  # base lookups through the key's BTREE index, else by reverse scan
+        ds.create_scalar_index("id", "BTREE")
+        ds = lance_sql.dataset(ds.uri)
     mw = MemWal.initialize(ds, RegionSpec.bucket("id", 4), durable_write=False,
                            max_wal_flush_interval_ms=3_600_000)
+    plan = mw.view().lookup_plan(pa.table({"id": pa.array([3], pa.int64())})).explain()
+    assert ("index=id_idx" if seed % 2 else "reverse_scan") in plan
     writer = mw.writer()
     collected = merged = 0
     try:

@@ -197,7 +197,8 @@ class BaseSource(_LanceSource):
         wanted = list(dict.fromkeys([*self.key_columns, *columns]))
         if self.key_index() is not None and keys.num_rows <= _LOOKUP_IN_LIMIT:
             predicate = _in_list(self.key_columns[0], keys.columns[0])
-            names = list(dict.fromkeys([*wanted, ROW_ADDR]))
+            names = [c for c in dict.fromkeys([*wanted, ROW_ADDR])
+                     if c in self.schema.names or c == ROW_ADDR]
             table = lance_scanner(self.dataset, names, predicate).to_table()
         else:
             table = self._reverse_scan(keys, wanted)
