@@ -15,6 +15,7 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.io.memory import MemoryStore
 from lance_sql.memwal.api import MemWal, RoutingWriter
+from lance_sql.table.workers import live_workers
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 VEC = pa.list_(pa.float32(), 2)
@@ -197,3 +198,12 @@ def test_a_memtable_flushed_while_planning_is_read_once(spec_setup) -> None:  # 
     assert "source=memtable" not in text and text.count("source=flushed") == 5
     got = plan.to_table().sort_by([("tenant", "ascending"), ("id", "ascending")])
     assert got.equals(want)
+
+
+def test_no_worker_outlives_a_scan_stopped_early(spec_setup) -> None:  # noqa: ANN001
+    mw, _ = spec_setup
+    batches = mw.scanner().to_batches()
+    next(batches)
+    batches.close()
+    assert mw.scanner(limit=1).to_table().num_rows == 1
+    assert live_workers() == []

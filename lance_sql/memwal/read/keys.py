@@ -22,6 +22,8 @@ from lance_sql.memwal.memtable import key_codes
 
 __all__ = ["KeyRows", "KeySet", "Keys", "latest_positions"]
 
+_DENSE_LIMIT = 1 << 26  # entries of a membership map (bytes)
+
 
 def _combined(a: pa.Array | pa.ChunkedArray) -> pa.Array:
     return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
@@ -43,6 +45,15 @@ class KeySet:
         self.order = order  # sorted position -> position in the arrays given
         self.codes = codes[order]
         self.keys = [] if self.int_key else [k.take(pa.array(order)) for k in keys]
+        # dense integer keys: a membership map, one step per probe instead of a search
+        self._dense: tuple[int, np.ndarray] | None = None
+        if self.int_key and self.codes.size:
+            low, high = int(self.codes[0]), int(self.codes[-1])
+            span = high - low + 1
+            if span <= min(_DENSE_LIMIT, 32 * self.codes.size + 65536):
+                present = np.zeros(span, bool)
+                present[self.codes - low] = True
+                self._dense = (low, present)
 
     def __len__(self) -> int:
         return int(self.codes.size)
@@ -51,6 +62,14 @@ class KeySet:
                  ) -> np.ndarray:
         """For each row of ``keys`` (same types as the set's), whether the set holds it.
         ``codes``: the rows' :func:`key_codes`, when the caller has them already."""
+        if self._dense is not None and len(keys[0]):
+            q = key_codes([_combined(k) for k in keys]) if codes is None else codes
+            low, present = self._dense
+            at = q - low
+            inside = (at >= 0) & (at < present.size)
+            out = np.zeros(q.size, bool)
+            out[inside] = present[at[inside]]
+            return out
         return self.find(keys, codes) >= 0
 
     def find(self, keys: Sequence[pa.Array], codes: np.ndarray | None = None

@@ -36,6 +36,7 @@ from lance_sql.memwal.read.sources import Source
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.expr import Call, Expr, columns, to_pyarrow, to_sql
 from lance_sql.table.scan import ROW_ADDR
+from lance_sql.table.workers import WorkerPool
 
 __all__ = [
     "GEN", "REGION", "DISTANCE", "BloomFilterGuardExec", "CoalesceFirstExec",
@@ -55,6 +56,9 @@ METRICS = ("l2", "cosine", "dot")
 
 def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``data`` as a batch of exactly ``schema`` (missing columns NULL, types cast)."""
+    if (isinstance(data, pa.RecordBatch) and data.schema.names == schema.names
+            and all(a.type.equals(f.type) for a, f in zip(data.columns, schema, strict=True))):
+        return pa.RecordBatch.from_arrays(data.columns, schema=schema)  # no copy
     n = data.num_rows
     arrays = []
     for f in schema:
@@ -69,10 +73,16 @@ def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatc
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _source_columns(source: Source, n: int) -> dict[str, pa.Array]:
-    region = None if source.region is None else str(source.region)
-    return {GEN: pa.array(np.full(n, source.gen, np.int64)),
-            REGION: pa.array([region] * n, pa.string())}
+def _source_columns(source: Source, n: int, names: Sequence[str] = SOURCE_COLUMNS
+                    ) -> dict[str, pa.Array]:
+    """The source's ``_gen`` / ``_region`` constants for ``n`` rows (those in ``names``)."""
+    out = {}
+    if GEN in names:
+        out[GEN] = pa.array(np.full(n, source.gen, np.int64))
+    if REGION in names:
+        region = None if source.region is None else str(source.region)
+        out[REGION] = pa.repeat(pa.scalar(region, pa.string()), n)
+    return out
 
 
 def _conjuncts(expr: Expr | None) -> list[Expr]:
@@ -142,12 +152,10 @@ class ScanExec(ExecNode):
         for batch in self.source.scan(wanted, self.pushed):
             if not batch.num_rows:
                 continue
-            extra = _source_columns(self.source, batch.num_rows)
-            table = pa.Table.from_batches([batch])
+            extra = _source_columns(self.source, batch.num_rows, self.schema.names)
             for name, values in extra.items():
-                if name in self.schema.names:
-                    table = table.append_column(name, values)
-            out = conform(table, self.schema)
+                batch = batch.append_column(name, values)
+            out = conform(batch.select(self.schema.names) if extra else batch, self.schema)
             if residual is not None:
                 out = pa.Table.from_batches([out]).filter(residual)
                 out = conform(out, self.schema)
@@ -264,7 +272,8 @@ class DeduplicateExec(ExecNode):
     def execute(self) -> Iterator[pa.RecordBatch]:
         types = [self.schema.field(k).type for k in self.key_columns]
         newest = NewestRows(self.sources, types)
-        for scan in self.scans:
+
+        def winners(scan: ScanExec) -> Iterator[pa.RecordBatch]:
             for batch in scan.execute():
                 keys = [batch.column(k) for k in self.key_columns]
                 rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
@@ -273,6 +282,20 @@ class DeduplicateExec(ExecNode):
                     yield batch
                 elif mask.any():
                     yield batch.filter(pa.array(mask))
+
+        newer = [s for s in self.scans if not s.source.is_base]
+        if not newer or len(newer) == len(self.scans):
+            for scan in self.scans:
+                yield from winners(scan)
+            return
+        # the newer sources are small: read them (in a thread the query owns) while the
+        # base table streams, then hand their rows out after the base's
+        with WorkerPool("lsm", 1) as pool:
+            ahead = pool.submit(lambda: [b for scan in newer for b in winners(scan)])
+            for scan in self.scans:
+                if scan.source.is_base:
+                    yield from winners(scan)
+            yield from ahead.result()
 
     def describe(self) -> str:
         return (f"DeduplicateExec: partition_by=[{', '.join(self.key_columns)}], "
