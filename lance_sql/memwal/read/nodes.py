@@ -458,6 +458,8 @@ class CoalesceFirstExec(ExecNode):
 
     def execute(self) -> Iterator[pa.RecordBatch]:
         remaining = self.keys
+        if any(isinstance(c, BloomFilterGuardExec) for c in self.children):
+            remaining.hashes  # noqa: B018 - hashed once; the subsets below inherit them
         found: list[pa.RecordBatch] = []
         for child in self.children:
             if not remaining.num_rows:
