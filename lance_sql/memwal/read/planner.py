@@ -366,6 +366,8 @@ class LsmView:
                                keys.num_rows)
         listed = self._listed()
         known = [i for i, r in enumerate(listed) if r[1] == spec.spec_id and r[2] is not None]
+        if len(known) < len(listed):
+            return None  # regions outside the spec (made by hand) may hold any key
         routed = np.full(keys.num_rows, -1, np.int64)
         if not known or not keys.num_rows:
             return routed
