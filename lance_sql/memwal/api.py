@@ -106,7 +106,7 @@ class MemWal:
         Stale candidates are dropped with the newer generations' bloom filters, so a
         false positive may drop a valid one; ``exact=True`` checks the real keys."""
         view = self.view(consistency)
-        return view.knn_plan(column, query_vector, k, metric=metric, columns_=columns,
+        return view.knn_plan(column, query_vector, k, metric=metric, columns=columns,
                              filter=filter, exact=exact).to_table()
 
     def regions(self) -> list[RegionManifest]:

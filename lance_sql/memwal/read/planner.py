@@ -71,7 +71,8 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables
 from lance_sql.table.cache import LruCache
 from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.expr import Expr, columns, parse_predicate, resolve
+from lance_sql.table.expr import Expr, parse_predicate, resolve
+from lance_sql.table.expr import columns as expr_columns
 from lance_sql.table.scan import ROW_ADDR
 
 __all__ = ["CONSISTENCY", "LsmPlan", "LsmScanner", "LsmView", "RegionState"]
@@ -301,14 +302,14 @@ class LsmView:
         return resolve(expr, full)
 
     # ------------------------------------------------------------------ plans
-    def scan_plan(self, columns_: Sequence[str] | None = None,
+    def scan_plan(self, columns: Sequence[str] | None = None,
                   filter: str | Expr | None = None,  # noqa: A002
                   limit: int | None = None) -> LsmPlan:
-        """Every key's newest row where ``filter`` holds: ``columns_`` (default the
+        """Every key's newest row where ``filter`` holds: ``columns`` (default the
         table's; ``_gen``, ``_region``, ``_rowaddr`` when named), at most ``limit``."""
-        output = self._columns(columns_)
+        output = self._columns(columns)
         predicate = self._predicate(filter)
-        filter_names = [p[0] for p in columns(predicate)] if predicate is not None else []
+        filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
         internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
             n for n in filter_names if n in (GEN, REGION))])
         regions = self.regions(predicate)
@@ -320,10 +321,10 @@ class LsmView:
             node = GlobalLimitExec(node, limit)
         return LsmPlan(node, self._header("LsmScan"))
 
-    def lookup_plan(self, keys: pa.Table, columns_: Sequence[str] | None = None) -> LsmPlan:
+    def lookup_plan(self, keys: pa.Table, columns: Sequence[str] | None = None) -> LsmPlan:
         """The newest live row of every key in ``keys`` (the primary-key columns), in the
         keys' order; keys without one are left out."""
-        output = self._columns(columns_)
+        output = self._columns(columns)
         missing = [k for k in self.key_columns if k not in keys.column_names]
         if missing:
             raise InvalidInputError(f"lookup keys lack the primary-key columns {missing}")
@@ -392,12 +393,12 @@ class LsmView:
         return routed
 
     def knn_plan(self, column: str, query: Sequence[float] | np.ndarray, k: int, *,
-                 metric: str = "l2", columns_: Sequence[str] | None = None,
+                 metric: str = "l2", columns: Sequence[str] | None = None,
                  filter: str | Expr | None = None, exact: bool = False  # noqa: A002
                  ) -> LsmPlan:
         """The ``k`` newest rows nearest to ``query`` in ``column`` where ``filter``
         holds, with ``_distance``."""
-        output = self._columns(columns_)
+        output = self._columns(columns)
         self._field(column)
         predicate = self._predicate(filter)
         regions = self.regions(predicate)
@@ -430,13 +431,13 @@ class LsmScanner:
     """A configured read of the LSM view (``MemWal.scanner(...)``); planned on first use,
     so the sources are those of that moment."""
 
-    def __init__(self, view: LsmView, columns_: Sequence[str] | None,
+    def __init__(self, view: LsmView, columns: Sequence[str] | None,
                  filter: str | Expr | None, limit: int | None) -> None:  # noqa: A002
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative integer, got {limit!r}")
         self.view = view
-        self.columns = columns_
+        self.columns = columns
         self.filter = filter
         self.limit = limit
         self._plan: LsmPlan | None = None
