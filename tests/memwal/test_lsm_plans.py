@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from datetime import timedelta
 
 import numpy as np
 import pyarrow as pa
@@ -207,3 +208,16 @@ def test_no_worker_outlives_a_scan_stopped_early(spec_setup) -> None:  # noqa: A
     batches.close()
     assert mw.scanner(limit=1).to_table().num_rows == 1
     assert live_workers() == []
+
+
+def test_a_stale_snapshot_still_reads_correctly(spec_setup) -> None:  # noqa: ANN001
+    mw, w = spec_setup
+    w.flush_memtable()
+    mw.refresh_index()                     # the snapshot lists every generation ...
+    want = mw.scanner().to_table().sort_by([("tenant", "ascending"), ("id", "ascending")])
+    mw.merge()                             # ... which are then merged
+    lance_sql.dataset(mw.dataset.uri).cleanup_old_versions(older_than=timedelta(0))
+    assert mw.collect_garbage(grace=timedelta(0)).generations  # ... and removed
+    got = mw.scanner(consistency="snapshot").to_table()
+    assert got.sort_by([("tenant", "ascending"), ("id", "ascending")]).equals(want)
+    assert "source=flushed" not in mw.scanner(consistency="snapshot").explain()
