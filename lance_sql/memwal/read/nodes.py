@@ -212,7 +212,10 @@ class NewestRows:
                     stale |= older_than.contains(keys)
                 win = latest[~stale & ~rows.tombstone[latest]]
                 self._winners[id(s)] = np.sort(rows.rowaddr[win])
-                newer.append(KeySet(keys))
+                same = all(k.type.equals(t) for k, t in zip(rows.keys, self.key_types,
+                                                            strict=True))
+                # a generation's key set is cached with its key rows: built once
+                newer.append(rows.key_set() if same else KeySet(keys))
                 self._all_keys.append(keys)
 
     def _cast(self, keys: list[pa.Array]) -> list[pa.Array]:
