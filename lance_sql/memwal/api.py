@@ -79,17 +79,30 @@ class MemWal:
         return RoutingWriter(ds, spec, config)
 
     # ------------------------------------------------------------------ reads
-    def view(self, consistency: str = "strong") -> LsmView:
-        """The LSM view over the latest base version (see :mod:`.read.planner`)."""
-        base = dataset(self.dataset.uri, commit_config=self.dataset.commit_config)
+    def view(self, consistency: str = "strong", version: int | str | None = None
+             ) -> LsmView:
+        """The LSM view over the latest base version (see :mod:`.read.planner`).
+
+        ``version`` (a number or tag) reads the table as of that base version: its rows
+        plus the generations that version's MemWAL index snapshot lists as flushed and
+        not merged (so ``consistency`` must be "snapshot", the default then)."""
+        if version is not None:
+            if consistency == "strong":
+                consistency = "snapshot"
+            if consistency != "snapshot":
+                raise InvalidInputError("an older version is read from its index snapshot: "
+                                        "consistency='snapshot'")
+        base = dataset(self.dataset.uri, version, commit_config=self.dataset.commit_config)
         return LsmView(base, consistency=consistency)
 
     def scanner(self, columns: Sequence[str] | None = None, filter: str | None = None,  # noqa: A002
-                *, limit: int | None = None, consistency: str = "strong") -> LsmScanner:
+                *, limit: int | None = None, consistency: str = "strong",
+                version: int | str | None = None) -> LsmScanner:
         """Every key's newest row (``to_table()``, ``to_batches()``, ``count_rows()``,
         ``explain()``); ``filter`` applies to that row only, never to older versions.
-        ``_gen``, ``_region`` and ``_rowaddr`` are returned when named."""
-        return LsmScanner(self.view(consistency), columns, filter, limit)
+        ``_gen``, ``_region`` and ``_rowaddr`` are returned when named; ``version``
+        reads as of an older base version (see :meth:`view`)."""
+        return LsmScanner(self.view(consistency, version), columns, filter, limit)
 
     def get(self, keys: pa.Table | pa.RecordBatch | dict, columns: Sequence[str] | None = None,
             *, consistency: str = "strong") -> pa.Table:

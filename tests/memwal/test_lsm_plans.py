@@ -221,3 +221,21 @@ def test_a_stale_snapshot_still_reads_correctly(spec_setup) -> None:  # noqa: AN
     got = mw.scanner(consistency="snapshot").to_table()
     assert got.sort_by([("tenant", "ascending"), ("id", "ascending")]).equals(want)
     assert "source=flushed" not in mw.scanner(consistency="snapshot").explain()
+
+
+def test_an_older_version_reads_its_own_snapshot(spec_setup) -> None:  # noqa: ANN001
+    mw, w = spec_setup
+    w.flush_memtable()
+    then = mw.refresh_index().version
+    want = mw.scanner().to_table().sort_by([("tenant", "ascending"), ("id", "ascending")])
+    w.put(rows("A", [0, 1, 2, 3], 9))
+    w.delete(pa.table({"tenant": ["B"], "id": pa.array([0], pa.int64())}))
+    w.flush_memtable()
+    mw.merge()
+    mw.refresh_index()
+    assert mw.scanner(filter="v = 9").count_rows() == 4
+    old = mw.scanner(version=then).to_table()
+    assert old.sort_by([("tenant", "ascending"), ("id", "ascending")]).equals(want)
+    assert f"base version={then}" in mw.scanner(version=then).explain()
+    with pytest.raises(InvalidInputError, match="snapshot"):
+        mw.view("eventual", version=then)
