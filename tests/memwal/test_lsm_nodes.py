@@ -17,17 +17,14 @@ from lance_sql.memwal.read.nodes import (
     BloomFilterGuardExec,
     CoalesceFirstExec,
     DeduplicateExec,
-    FilterStaleExec,
     GlobalLimitExec,
-    KNNExec,
     ScanExec,
     SortExec,
-    StaleCheck,
     TakeLastExec,
     UnionExec,
-    distances,
     format_plan,
 )
+from lance_sql.memwal.read.search import FilterStaleExec, KNNExec, StaleCheck, distances
 from lance_sql.memwal.read.sources import InMemorySource
 from lance_sql.table.expr import parse_predicate
 

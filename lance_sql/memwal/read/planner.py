@@ -46,18 +46,16 @@ from lance_sql.memwal.read.nodes import (
     CoalesceFirstExec,
     DeduplicateExec,
     ExecNode,
-    FilterStaleExec,
     GlobalLimitExec,
-    KNNExec,
     ProjectionExec,
     ScanExec,
     SortExec,
-    StaleCheck,
     TakeLastExec,
     UnionExec,
     format_plan,
 )
 from lance_sql.memwal.read.pruning import prune_regions
+from lance_sql.memwal.read.search import FilterStaleExec, KNNExec, StaleCheck
 from lance_sql.memwal.read.sources import (
     BaseSource,
     GenerationSource,
