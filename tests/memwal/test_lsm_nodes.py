@@ -232,3 +232,19 @@ def test_stale_rows_never_crowd_live_ones_out_of_the_top_k() -> None:
         knns = [KNNExec(s, KNN_SCHEMA, "e", np.zeros(2), 2, stale=check) for s in (b, g1)]
         top = GlobalLimitExec(SortExec(FilterStaleExec(UnionExec(knns), check), DISTANCE), 2)
         assert top.to_table()["id"].to_pylist() == [3, 4]
+
+
+@pytest.mark.parametrize("span", [100, 2**40])  # a dense membership map, and a search
+def test_key_set_membership_matches_a_python_set(span: int) -> None:
+    rng = np.random.default_rng(span % 97)
+    stored = rng.integers(-span, span, 500)
+    probe = np.concatenate([rng.choice(stored, 300), rng.integers(-span, span, 300)])
+    ks = KeySet([pa.array(stored, pa.int64())])
+    want = np.isin(probe, stored)
+    assert ks.contains([pa.array(probe, pa.int64())]).tolist() == want.tolist()
+    found = ks.find([pa.array(probe, pa.int64())])
+    assert (found >= 0).tolist() == want.tolist()
+    assert np.array_equal(stored[found[found >= 0]], probe[found >= 0])
+    words = [f"k{v}" for v in stored]
+    sk = KeySet([pa.array(words)])
+    assert sk.contains([pa.array([f"k{v}" for v in probe])]).tolist() == want.tolist()
