@@ -3,14 +3,18 @@
 ``MemWal.initialize(ds, region_spec=RegionSpec.bucket("id", 8))`` records the MemWAL index;
 ``MemWal(ds).writer()`` routes each row to its region by the spec (claiming a region on
 first use) and ``writer(region=uuid)`` writes one manually created region; ``merge()``,
-``refresh_index()`` and ``collect_garbage()`` are the background jobs.
+``refresh_index()`` and ``collect_garbage()`` are the background jobs. Reads see the LSM
+view (each key's newest row over the base table, flushed generations and this process's
+MemTables): ``scanner()``, ``get()`` point lookups and ``nearest()`` top-k search.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError, NotFoundError
@@ -18,6 +22,7 @@ from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import gc, index_builder, merger
 from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.read.planner import LsmScanner, LsmView
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import group_by_region, region_id_for
 from lance_sql.memwal.transforms import region_values
@@ -75,6 +80,50 @@ class MemWal:
         if spec is None:
             raise InvalidInputError(f"{ds.uri} has no region spec: pass writer(region=uuid)")
         return RoutingWriter(ds, spec, config)
+
+    # ------------------------------------------------------------------ reads
+    def view(self, consistency: str = "strong", version: int | str | None = None
+             ) -> LsmView:
+        """The LSM view over the latest base version (see :mod:`.read.planner`).
+
+        ``version`` (a number or tag) reads the table as of that base version: its rows
+        plus the generations that version's MemWAL index snapshot lists as flushed and
+        not merged (so ``consistency`` must be "snapshot", the default then)."""
+        if version is not None:
+            if consistency == "strong":
+                consistency = "snapshot"
+            if consistency != "snapshot":
+                raise InvalidInputError("an older version is read from its index snapshot: "
+                                        "consistency='snapshot'")
+        base = dataset(self.dataset.uri, version, commit_config=self.dataset.commit_config)
+        return LsmView(base, consistency=consistency)
+
+    def scanner(self, columns: Sequence[str] | None = None, filter: str | None = None,
+                *, limit: int | None = None, consistency: str = "strong",
+                version: int | str | None = None) -> LsmScanner:
+        """Every key's newest row (``to_table()``, ``to_batches()``, ``count_rows()``,
+        ``explain()``); ``filter`` applies to that row only, never to older versions.
+        ``_gen``, ``_region`` and ``_rowaddr`` are returned when named; ``version``
+        reads as of an older base version (see :meth:`view`)."""
+        return LsmScanner(self.view(consistency, version), columns, filter, limit)
+
+    def get(self, keys: pa.Table | pa.RecordBatch | dict, columns: Sequence[str] | None = None,
+            *, consistency: str = "strong") -> pa.Table:
+        """Point lookups: the newest live row of each key in ``keys`` (its primary-key
+        columns), in the keys' order; deleted and unknown keys are left out."""
+        table = pa.table(keys) if not isinstance(keys, pa.Table) else keys
+        return self.view(consistency).lookup_plan(table, columns).to_table()
+
+    def nearest(self, column: str, query_vector: Sequence[float] | np.ndarray, k: int = 10,
+                *, metric: str = "l2", columns: Sequence[str] | None = None,
+                filter: str | None = None, exact: bool = False,
+                consistency: str = "strong") -> pa.Table:
+        """The ``k`` rows nearest to ``query_vector`` (exact distances, ``_distance``).
+        Stale candidates are dropped with the newer generations' bloom filters, so a
+        false positive may drop a valid one; ``exact=True`` checks the real keys."""
+        view = self.view(consistency)
+        return view.knn_plan(column, query_vector, k, metric=metric, columns=columns,
+                             filter=filter, exact=exact).to_table()
 
     def regions(self) -> list[RegionManifest]:
         """The latest manifest of every region."""

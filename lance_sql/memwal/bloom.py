@@ -204,7 +204,12 @@ class PrimaryKeyBloom:
 
     def might_contain(self, columns: Sequence[pa.Array]) -> np.ndarray:
         """For each row's key: False means the key is certainly absent."""
-        block, bits = self._bits(key_hashes(columns))
+        return self.might_contain_hashes(key_hashes(columns))
+
+    def might_contain_hashes(self, hashes: np.ndarray) -> np.ndarray:
+        """:meth:`might_contain` for keys given by their :func:`key_hashes` (hashed once,
+        checked against many filters)."""
+        block, bits = self._bits(hashes)
         masks = np.left_shift(np.uint32(1), bits.astype(np.uint32))
         return np.all((self.words[block] & masks) == masks, axis=1)
 

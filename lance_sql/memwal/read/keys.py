@@ -1,0 +1,211 @@
+"""Primary-key sets and key batches for LSM reads, vectorised.
+
+A :class:`KeySet` answers "is this key in the set?" for a whole batch at once: integer
+keys by binary search over their sorted values, other keys by their 64-bit hash with every
+hash match confirmed against the stored key (so a hash collision never masks a row).
+:class:`KeyRows` are the key columns of every row of one source (with row addresses and
+tombstone flags); from them the planner derives which row of each key is the newest.
+:class:`Keys` are the keys a point lookup still has to resolve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.memwal.bloom import key_hashes
+from lance_sql.memwal.memtable import key_codes
+
+__all__ = ["KeyRows", "KeySet", "Keys", "latest_positions"]
+
+_DENSE_LIMIT = 1 << 26  # entries of a membership map (bytes)
+
+
+def _combined(a: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def _is_int_key(keys: Sequence[pa.Array]) -> bool:
+    return len(keys) == 1 and pa.types.is_integer(keys[0].type)
+
+
+class KeySet:
+    """A set of primary keys (see the module docstring). Built once, probed per batch."""
+
+    def __init__(self, keys: Sequence[pa.Array]) -> None:
+        keys = [_combined(k) for k in keys]
+        self.types = [k.type for k in keys]
+        self.int_key = _is_int_key(keys)
+        codes = key_codes(keys) if len(keys[0]) else np.zeros(0, np.int64)
+        order = np.argsort(codes, kind="stable")
+        self.order = order  # sorted position -> position in the arrays given
+        self.codes = codes[order]
+        self.keys = [] if self.int_key else [k.take(pa.array(order)) for k in keys]
+        # dense integer keys: a membership map, one step per probe instead of a search
+        self._dense: tuple[int, np.ndarray] | None = None
+        if self.int_key and self.codes.size:
+            low, high = int(self.codes[0]), int(self.codes[-1])
+            span = high - low + 1
+            if span <= min(_DENSE_LIMIT, 32 * self.codes.size + 65536):
+                present = np.zeros(span, bool)
+                present[self.codes - low] = True
+                self._dense = (low, present)
+
+    def __len__(self) -> int:
+        return int(self.codes.size)
+
+    def contains(self, keys: Sequence[pa.Array], codes: np.ndarray | None = None
+                 ) -> np.ndarray:
+        """For each row of ``keys`` (same types as the set's), whether the set holds it.
+        ``codes``: the rows' :func:`key_codes`, when the caller has them already."""
+        if self._dense is not None and len(keys[0]):
+            q = key_codes([_combined(k) for k in keys]) if codes is None else codes
+            low, present = self._dense
+            at = q - low
+            inside = (at >= 0) & (at < present.size)
+            out = np.zeros(q.size, bool)
+            out[inside] = present[at[inside]]
+            return out
+        return self.find(keys, codes) >= 0
+
+    def find(self, keys: Sequence[pa.Array], codes: np.ndarray | None = None
+             ) -> np.ndarray:
+        """For each row of ``keys``, its position in the arrays the set was built from
+        (keys are distinct there), or -1."""
+        n = len(keys[0])
+        found = np.full(n, -1, np.int64)
+        if not self.codes.size or not n:
+            return found
+        keys = [_combined(k) for k in keys]
+        q = key_codes(keys) if codes is None else codes
+        pos = np.searchsorted(self.codes, q, "left")
+        size = self.codes.size
+        hit = self.codes[np.minimum(pos, size - 1)] == q
+        hit &= pos < size
+        if self.int_key:
+            found[hit] = self.order[pos[hit]]
+            return found
+        rows = np.flatnonzero(hit)
+        at = pos[rows]
+        while rows.size:  # confirm hash matches; more than one round only on collisions
+            equal = np.ones(rows.size, bool)
+            for query, stored in zip(keys, self.keys, strict=True):
+                same = pc.equal(query.take(pa.array(rows)), stored.take(pa.array(at)))
+                equal &= np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False))
+            found[rows[equal]] = self.order[at[equal]]
+            rows, at = rows[~equal], at[~equal] + 1
+            more = at < size
+            rows, at = rows[more], at[more]
+            more = self.codes[at] == q[rows]
+            rows, at = rows[more], at[more]
+        return found
+
+
+def latest_positions(keys: Sequence[pa.Array], rowaddr: np.ndarray) -> np.ndarray:
+    """Positions of the row with the highest address for every distinct key."""
+    n = rowaddr.size
+    if n <= 1:
+        return np.arange(n)
+    columns = {f"k{i}": k for i, k in enumerate(keys)}
+    table = pa.table({**columns, "_a": pa.array(rowaddr, pa.uint64()),
+                      "_p": pa.array(np.arange(n))})
+    order = table.sort_by([(name, "ascending") for name in columns] + [("_a", "descending")])
+    first = np.ones(n, bool)
+    same = np.ones(n - 1, bool)
+    for name in columns:
+        c = order.column(name).combine_chunks()
+        eq = pc.fill_null(pc.equal(c.slice(1), c.slice(0, n - 1)), False)
+        same &= np.asarray(eq.to_numpy(zero_copy_only=False), bool)
+    first[1:] = ~same
+    return np.asarray(order.column("_p").to_numpy())[first]
+
+
+@dataclass
+class KeyRows:
+    """Every row's key of one source, its row address and whether it is a tombstone."""
+
+    keys: list[pa.Array]
+    rowaddr: np.ndarray          # uint64
+    tombstone: np.ndarray        # bool
+    _latest: np.ndarray | None = field(default=None, repr=False)
+    _set: KeySet | None = field(default=None, repr=False)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.rowaddr.size)
+
+    def latest(self) -> np.ndarray:
+        """Positions of each key's newest row (the highest ``_rowaddr``)."""
+        if self._latest is None:
+            self._latest = latest_positions(self.keys, self.rowaddr)
+        return self._latest
+
+    def key_set(self) -> KeySet:
+        """The distinct keys of the source (tombstones included: they hide older rows)."""
+        if self._set is None:
+            pos = pa.array(self.latest())
+            self._set = KeySet([k.take(pos) for k in self.keys])
+        return self._set
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(k.nbytes for k in self.keys) + self.rowaddr.nbytes * 3)
+
+
+class Keys:
+    """Keys a lookup still has to resolve: the key columns, their hash and key codes
+    computed once and shared by every bloom filter and key set they meet."""
+
+    def __init__(self, table: pa.Table, region: np.ndarray | None = None,
+                 position: np.ndarray | None = None) -> None:
+        self.table = table
+        n = table.num_rows
+        # the region (index into the plan's regions) each key routes to; -1: any
+        self.region = region if region is not None else np.full(n, -1, np.int64)
+        # each key's row in the caller's keys table
+        self.position = position if position is not None else np.arange(n)
+        self._hashes: np.ndarray | None = None
+        self._codes: np.ndarray | None = None
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def columns(self) -> list[pa.Array]:
+        return [_combined(c) for c in self.table.columns]
+
+    @property
+    def hashes(self) -> np.ndarray:
+        if self._hashes is None:
+            self._hashes = key_hashes(self.columns)
+        return self._hashes
+
+    @property
+    def codes(self) -> np.ndarray:
+        if self._codes is None:
+            if _is_int_key(self.columns):
+                self._codes = key_codes(self.columns)
+            else:
+                self._codes = self.hashes.view(np.int64)
+        return self._codes
+
+    def take(self, mask: np.ndarray) -> Keys:
+        out = Keys(self.table.filter(pa.array(mask)), self.region[mask], self.position[mask])
+        if self._hashes is not None:
+            out._hashes = self._hashes[mask]
+        if self._codes is not None:
+            out._codes = self._codes[mask]
+        return out
+
+    def for_region(self, region: int | None) -> Keys:
+        """The keys that may live in ``region`` (all when None); a key routed to no
+        region (-2) lives in none, one of unknown region (-1) in any."""
+        if region is None:
+            return self
+        mask = (self.region == region) | (self.region == -1)
+        return self if mask.all() else self.take(mask)

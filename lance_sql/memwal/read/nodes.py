@@ -1,0 +1,488 @@
+"""The MemWAL spec's execution nodes, as operators over Arrow record-batch streams.
+
+Every node has an output ``schema``, ``children``, ``execute()`` (an iterator of
+``pa.RecordBatch``; lookup nodes also take the keys still to resolve) and ``describe()``
+(its line in EXPLAIN); :func:`format_plan` prints a tree in the spec's shape.
+
+Scans: ``DeduplicateExec`` over a ``UnionExec`` of ``ScanExec`` s. The newest row of a key
+is decided before any filter (DESIGN decision 6): the newer sources are small, so the
+node first reads their keys (key columns only), works out which of their rows are the
+newest of their key (:class:`NewestRows`), and then streams every source — each with the
+user's filter pushed into it — keeping a newer source's row only if it is its key's
+winner, and a base-table row only if no newer source holds its key. Nothing is
+materialised but the newer sources' keys.
+
+Lookups: ``CoalesceFirstExec`` over ``BloomFilterGuardExec`` + ``TakeLastExec`` per
+generation, newest first, then the base table's ``TakeLastExec``; keys found (a
+tombstone counts: the key is deleted) are not asked of older sources, and once none are
+left the remaining inputs never run.
+
+Search (:mod:`.search`): ``KNNExec`` per source (exact top-k), ``FilterStaleExec`` drops
+candidates a newer generation may hold (bloom filters; or exact keys), ``SortExec``,
+``GlobalLimitExec``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.expr.arrow import Call, Expr, columns, to_pyarrow, to_sql
+from lance_sql.memwal.read.keys import Keys, KeySet
+from lance_sql.memwal.read.sources import Source
+from lance_sql.memwal.wal import TOMBSTONE
+from lance_sql.table.files.reader import ROW_ADDR
+from lance_sql.table.runtime.workers import WorkerPool
+
+__all__ = [
+    "GEN", "REGION", "DISTANCE", "BloomFilterGuardExec", "CoalesceFirstExec",
+    "DeduplicateExec", "ExecNode", "GlobalLimitExec", "NewestRows", "ProjectionExec",
+    "ScanExec", "SortExec", "TakeLastExec", "UnionExec", "conform", "format_plan",
+]
+
+GEN = "_gen"
+REGION = "_region"
+DISTANCE = "_distance"
+KEY_POSITION = "_key"
+SOURCE_COLUMNS = (GEN, REGION)
+
+
+def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``data`` as a batch of exactly ``schema`` (missing columns NULL, types cast)."""
+    if (isinstance(data, pa.RecordBatch) and data.schema.names == schema.names
+            and all(a.type.equals(f.type) for a, f in zip(data.columns, schema, strict=True))):
+        return pa.RecordBatch.from_arrays(data.columns, schema=schema)  # no copy
+    n = data.num_rows
+    arrays = []
+    for f in schema:
+        if f.name in data.column_names:
+            a = data.column(f.name)
+            a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+            if not a.type.equals(f.type):
+                a = a.cast(f.type)
+            arrays.append(a)
+        else:
+            arrays.append(pa.nulls(n, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _source_columns(source: Source, n: int, names: Sequence[str] = SOURCE_COLUMNS
+                    ) -> dict[str, pa.Array]:
+    """The source's ``_gen`` / ``_region`` constants for ``n`` rows (those in ``names``)."""
+    out = {}
+    if GEN in names:
+        out[GEN] = pa.array(np.full(n, source.gen, np.int64))
+    if REGION in names:
+        region = None if source.region is None else str(source.region)
+        out[REGION] = pa.repeat(pa.scalar(region, pa.string()), n)
+    return out
+
+
+def _conjuncts(expr: Expr | None) -> list[Expr]:
+    if expr is None:
+        return []
+    if isinstance(expr, Call) and expr.op == "and":
+        return [c for a in expr.args for c in _conjuncts(a)]
+    return [expr]
+
+
+def _and(parts: list[Expr]) -> Expr | None:
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else Call("and", tuple(parts))
+
+
+class ExecNode:
+    """A plan node (see the module docstring)."""
+
+    schema: pa.Schema
+    children: tuple[ExecNode, ...] = ()
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return self.execute()
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def to_table(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.execute()), schema=self.schema)
+
+
+def format_plan(node: ExecNode, indent: int = 0) -> str:
+    """The tree, one node a line, children indented by two spaces."""
+    lines = ["  " * indent + node.describe()]
+    lines += [format_plan(c, indent + 1) for c in node.children]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- scans
+
+
+class ScanExec(ExecNode):
+    """Rows of one source: ``schema``'s columns (``_gen`` / ``_region`` are the source's
+    constants) where ``predicate`` holds; the parts of the predicate on data columns are
+    pushed into the source's own scan (indices and pruning apply there)."""
+
+    def __init__(self, source: Source, schema: pa.Schema, predicate: Expr | None = None
+                 ) -> None:
+        self.source = source
+        self.schema = schema
+        self.predicate = predicate
+        pushed, residual = [], []
+        for part in _conjuncts(predicate):
+            names = {p[0] for p in columns(part)}
+            (residual if names & set(SOURCE_COLUMNS) else pushed).append(part)
+        self.pushed, self.residual = _and(pushed), _and(residual)
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        wanted = [n for n in self.schema.names if n not in SOURCE_COLUMNS]
+        residual = None
+        if self.residual is not None:
+            residual = to_pyarrow(self.residual, self.schema)
+        for batch in self.source.scan(wanted, self.pushed):
+            if not batch.num_rows:
+                continue
+            extra = _source_columns(self.source, batch.num_rows, self.schema.names)
+            for name, values in extra.items():
+                batch = batch.append_column(name, values)
+            out = conform(batch.select(self.schema.names) if extra else batch, self.schema)
+            if residual is not None:
+                out = pa.Table.from_batches([out]).filter(residual)
+                out = conform(out, self.schema)
+            if out.num_rows:
+                yield out
+
+    def describe(self) -> str:
+        text = to_sql(self.predicate) if self.predicate is not None else ""
+        return f"ScanExec: {self.source.label}, source={self.source.kind}, filter=[{text}]"
+
+
+class UnionExec(ExecNode):
+    """Its children's batches, one child after the other."""
+
+    def __init__(self, children: Sequence[ExecNode]) -> None:
+        if not children:
+            raise InvalidInputError("a union needs at least one input")
+        self.children = tuple(children)
+        self.schema = children[0].schema
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        for child in self.children:
+            for batch in child.execute():
+                yield batch if batch.schema.equals(self.schema) else conform(batch,
+                                                                             self.schema)
+
+
+class NewestRows:
+    """Which rows of a set of sources are their key's newest version.
+
+    Per region, generations newest first: a source's row wins when it is the newest row
+    of its key in that source (highest ``_rowaddr``), no newer generation of the region
+    holds the key, and it is not a tombstone. A base-table row wins when no generation
+    of any region holds its key. Only key columns are read.
+    """
+
+    def __init__(self, sources: Sequence[Source], key_types: Sequence[pa.DataType]) -> None:
+        self.key_types = list(key_types)
+        self._winners: dict[int, np.ndarray] = {}
+        self._all_keys: list[list[pa.Array]] = []
+        self._all: KeySet | None = None
+        groups: dict[object, list[Source]] = {}
+        for s in sources:
+            if not s.is_base:
+                groups.setdefault(s.region, []).append(s)
+        for group in groups.values():
+            newer: list[KeySet] = []
+            for s in sorted(group, key=lambda x: -x.gen):
+                rows = s.key_rows()
+                latest = rows.latest()
+                keys = self._cast([k.take(pa.array(latest)) for k in rows.keys])
+                stale = np.zeros(latest.size, bool)
+                for older_than in newer:
+                    stale |= older_than.contains(keys)
+                win = latest[~stale & ~rows.tombstone[latest]]
+                self._winners[id(s)] = np.sort(rows.rowaddr[win])
+                same = all(k.type.equals(t) for k, t in zip(rows.keys, self.key_types,
+                                                            strict=True))
+                # a generation's key set is cached with its key rows: built once
+                newer.append(rows.key_set() if same else KeySet(keys))
+                self._all_keys.append(keys)
+
+    def _cast(self, keys: list[pa.Array]) -> list[pa.Array]:
+        return [k if k.type.equals(t) else k.cast(t) for k, t in zip(keys, self.key_types,
+                                                                      strict=True)]
+
+    def all_keys(self) -> KeySet:
+        """Every key any generation holds (tombstones too)."""
+        if self._all is None:
+            if self._all_keys:
+                merged = [pa.concat_arrays([k[i] for k in self._all_keys])
+                          for i in range(len(self.key_types))]
+            else:
+                merged = [pa.array([], t) for t in self.key_types]
+            self._all = KeySet(merged)
+        return self._all
+
+    def keep(self, source: Source, keys: list[pa.Array], rowaddr: np.ndarray) -> np.ndarray:
+        """For each row of ``source`` (its keys and addresses), whether it is the winner."""
+        if source.is_base:
+            if not self._all_keys:
+                return np.ones(rowaddr.size, bool)
+            return ~self.all_keys().contains(self._cast(keys))
+        winners = self._winners.get(id(source))
+        if winners is None or not winners.size:
+            return np.zeros(rowaddr.size, bool)
+        pos = np.minimum(np.searchsorted(winners, rowaddr), winners.size - 1)
+        return winners[pos] == rowaddr
+
+
+def _scans(node: ExecNode) -> list[ScanExec]:
+    if isinstance(node, ScanExec):
+        return [node]
+    if isinstance(node, UnionExec):
+        return [s for c in node.children for s in _scans(c)]
+    raise InvalidInputError(f"DeduplicateExec reads scans of sources, not {node.describe()}")
+
+
+class DeduplicateExec(ExecNode):
+    """Per primary key, only the row with the highest (``_gen``, ``_rowaddr``); a
+    tombstone removes the key. Its input is a union of :class:`ScanExec` s whose batches
+    carry the key columns and ``_rowaddr``; ``sources`` are every source of the view
+    (also ones pruned from the union by region), whose keys decide the winners."""
+
+    def __init__(self, child: ExecNode, key_columns: Sequence[str],
+                 sources: Sequence[Source] | None = None) -> None:
+        self.children = (child,)
+        self.schema = child.schema
+        self.key_columns = tuple(key_columns)
+        for name in (*self.key_columns, ROW_ADDR):
+            if name not in self.schema.names:
+                raise InvalidInputError(f"DeduplicateExec needs column {name!r} in its input")
+        self.scans = _scans(child)
+        self.sources = list(sources) if sources is not None else [s.source for s in
+                                                                  self.scans]
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        types = [self.schema.field(k).type for k in self.key_columns]
+        newest = NewestRows(self.sources, types)
+
+        def winners(scan: ScanExec) -> Iterator[pa.RecordBatch]:
+            for batch in scan.execute():
+                keys = [batch.column(k) for k in self.key_columns]
+                rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
+                mask = newest.keep(scan.source, keys, rowaddr)
+                if mask.all():
+                    yield batch
+                elif mask.any():
+                    yield batch.filter(pa.array(mask))
+
+        newer = [s for s in self.scans if not s.source.is_base]
+        if not newer or len(newer) == len(self.scans):
+            for scan in self.scans:
+                yield from winners(scan)
+            return
+        # the newer sources are small: read them (in a thread the query owns) while the
+        # base table streams, then hand their rows out after the base's
+        with WorkerPool("lsm", 1) as pool:
+            ahead = pool.submit(lambda: [b for scan in newer for b in winners(scan)])
+            for scan in self.scans:
+                if scan.source.is_base:
+                    yield from winners(scan)
+            yield from ahead.result()
+
+    def describe(self) -> str:
+        return (f"DeduplicateExec: partition_by=[{', '.join(self.key_columns)}], "
+                f"order_by=[{GEN} DESC, {ROW_ADDR} DESC]")
+
+
+class ProjectionExec(ExecNode):
+    """Its child's batches with only the named columns, in that order."""
+
+    def __init__(self, child: ExecNode, names: Sequence[str]) -> None:
+        self.children = (child,)
+        self.names = list(names)
+        self.schema = pa.schema([child.schema.field(n) for n in self.names])
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        for batch in self.children[0].execute():
+            yield batch.select(self.names)
+
+    def describe(self) -> str:
+        return f"ProjectionExec: columns=[{', '.join(self.names)}]"
+
+
+class GlobalLimitExec(ExecNode):
+    """The first ``limit`` rows; the input stops being read once they are there."""
+
+    def __init__(self, child: ExecNode, limit: int) -> None:
+        if limit < 0:
+            raise InvalidInputError(f"limit must not be negative, got {limit}")
+        self.children = (child,)
+        self.schema = child.schema
+        self.limit = limit
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        remaining = self.limit
+        if not remaining:
+            return
+        stream = self.children[0].execute()
+        try:
+            for batch in stream:
+                batch = batch.slice(0, remaining)
+                remaining -= batch.num_rows
+                if batch.num_rows:
+                    yield batch
+                if not remaining:
+                    return
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    def describe(self) -> str:
+        return f"GlobalLimitExec: limit={self.limit}"
+
+
+class SortExec(ExecNode):
+    """All input rows sorted by one column ascending (inputs here are top-k lists)."""
+
+    def __init__(self, child: ExecNode, column: str) -> None:
+        self.children = (child,)
+        self.schema = child.schema
+        self.column = column
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        table = self.children[0].to_table()
+        if table.num_rows:
+            yield from table.sort_by([(self.column, "ascending")]).combine_chunks().to_batches()
+
+    def describe(self) -> str:
+        return f"SortExec: order_by=[{self.column} ASC]"
+
+
+# ---------------------------------------------------------------------- lookups
+
+
+def _key_text(key_columns: Sequence[str], keys: Keys | None) -> str:
+    if keys is None:
+        return ", ".join(key_columns) + " = target"
+    if keys.num_rows == 1:
+        row = keys.table.slice(0, 1).to_pylist()[0]
+        return " AND ".join(f"{k} = {row[k]!r}" for k in key_columns)
+    names = ", ".join(key_columns)
+    return f"({names}) IN ({keys.num_rows} keys)" if len(key_columns) > 1 else \
+        f"{names} IN ({keys.num_rows} keys)"
+
+
+class TakeLastExec(ExecNode):
+    """The newest row of each key in one source (with ``_tombstone``: a deleted key is
+    found too); key columns, ``columns``, ``_rowaddr``, ``_gen``, ``_region`` and
+    ``_key`` (the key's position in the keys given)."""
+
+    def __init__(self, source: Source, schema: pa.Schema, keys: Keys | None = None) -> None:
+        self.source = source
+        self.schema = schema
+        self.keys = keys
+        self.runs = 0
+
+    def execute(self, keys: Keys | None = None) -> Iterator[pa.RecordBatch]:
+        keys = keys if keys is not None else self.keys
+        if keys is None or not keys.num_rows:
+            return
+        self.runs += 1
+        wanted = [n for n in self.schema.names if n not in (*SOURCE_COLUMNS, KEY_POSITION)]
+        table = self.source.lookup(keys, wanted)
+        at = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
+        table = table.set_column(table.schema.get_field_index(KEY_POSITION), KEY_POSITION,
+                                 pa.array(keys.position[at]))
+        for name, values in _source_columns(self.source, table.num_rows).items():
+            table = table.append_column(name, values)
+        if table.num_rows:
+            yield conform(table, self.schema)
+
+    def describe(self) -> str:
+        how = ""
+        index = getattr(self.source, "key_index", None)
+        if index is not None:
+            name = index()
+            how = f", index={name}" if name else ", reverse_scan"
+        return (f"TakeLastExec: {self.source.label}, "
+                f"filter=[{_key_text(self.source.key_columns, self.keys)}]{how}")
+
+
+class BloomFilterGuardExec(ExecNode):
+    """Runs its child only for the keys the source's bloom filter may hold; when it
+    holds none of them, the child is not run at all."""
+
+    def __init__(self, source: Source, child: TakeLastExec) -> None:
+        self.source = source
+        self.children = (child,)
+        self.schema = child.schema
+        self.skipped = 0
+
+    def execute(self, keys: Keys | None = None) -> Iterator[pa.RecordBatch]:
+        child = self.children[0]
+        assert isinstance(child, TakeLastExec)
+        keys = keys if keys is not None else child.keys
+        if keys is None or not keys.num_rows:
+            return
+        bloom = self.source.bloom()
+        if bloom is not None:
+            maybe = bloom.might_contain_hashes(keys.hashes)
+            if not maybe.any():
+                self.skipped += 1
+                return
+            if not maybe.all():
+                keys = keys.take(maybe)
+        yield from child.execute(keys)
+
+    def describe(self) -> str:
+        return f"BloomFilterGuardExec: bf[{self.source.label.replace('[', '][', 1)}"
+
+
+class CoalesceFirstExec(ExecNode):
+    """Asks its inputs in order for the keys not resolved yet; stops when none are left.
+    A key is resolved by the first input that has it; a tombstone resolves it as deleted
+    (it is not returned). Rows come out in the order of the keys given."""
+
+    def __init__(self, children: Sequence[ExecNode], keys: Keys) -> None:
+        self.children = tuple(children)
+        self.schema = children[0].schema
+        self.keys = keys
+        self.evaluated = 0
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        remaining = self.keys
+        if any(isinstance(c, BloomFilterGuardExec) for c in self.children):
+            remaining.hashes  # noqa: B018 - hashed once; the subsets below inherit them
+        found: list[pa.RecordBatch] = []
+        for child in self.children:
+            if not remaining.num_rows:
+                break
+            self.evaluated += 1
+            local = remaining.for_region(getattr(getattr(child, "source", None),
+                                                 "region_index", None))
+            batches = list(child.execute(local))  # type: ignore[call-arg]
+            if not batches:
+                continue
+            table = pa.Table.from_batches(batches, schema=self.schema)
+            original = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
+            resolved = np.isin(remaining.position, original)
+            live = pc.invert(pc.fill_null(table.column(TOMBSTONE), False))
+            found.extend(table.filter(live).to_batches())
+            remaining = remaining.take(~resolved)
+        if not found:
+            return
+        table = pa.Table.from_batches(found, schema=self.schema)
+        order = pc.sort_indices(table.column(KEY_POSITION))
+        yield from table.take(order).combine_chunks().to_batches()
+
+    def describe(self) -> str:
+        return "CoalesceFirstExec: return_first_non_null"

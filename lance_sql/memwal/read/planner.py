@@ -1,0 +1,460 @@
+"""The LSM view of a MemWAL table: which sources a read sees, and the plan over them.
+
+Sources: the base table (generation -1), each region's flushed generations not yet merged
+into that base version, and — with ``consistency="strong"`` (the default) — the unflushed
+MemTables of writers open in this process. Strong reads take the regions' state from
+their manifests (authoritative); ``consistency="snapshot"`` takes it from the MemWAL
+index's region snapshot instead (no manifest reads, no MemTables: as fresh as the last
+``refresh_index()``). A generation the garbage collector removed meanwhile is skipped:
+its rows are in the base table by then.
+
+Regions are pruned by the filter (:mod:`.pruning`) before any of their generations or
+MemTables is opened. A region's spec id and values never change once it exists, so they
+are remembered per process: a query whose filter prunes a region does not even read
+that region's manifest after the first time.
+
+Plans (see :mod:`.nodes`): :meth:`LsmView.scan_plan` (dedup over a union of scans),
+:meth:`LsmView.lookup_plan` (coalesce over guarded take-lasts, newest first) and
+:meth:`LsmView.knn_plan` (top-k with stale filtering). An engine calls them with
+(columns, filter expression, limit) and gets a node to ``execute()`` and ``explain()``.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.expr.arrow import Expr, parse_predicate, resolve
+from lance_sql.expr.arrow import columns as expr_columns
+from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.index_builder import read_snapshot
+from lance_sql.memwal.merger import region_ids
+from lance_sql.memwal.naming import RegionPaths
+from lance_sql.memwal.read.keys import Keys
+from lance_sql.memwal.read.nodes import (
+    DISTANCE,
+    GEN,
+    KEY_POSITION,
+    REGION,
+    BloomFilterGuardExec,
+    CoalesceFirstExec,
+    DeduplicateExec,
+    ExecNode,
+    GlobalLimitExec,
+    ProjectionExec,
+    ScanExec,
+    SortExec,
+    TakeLastExec,
+    UnionExec,
+    format_plan,
+)
+from lance_sql.memwal.read.pruning import prune_regions
+from lance_sql.memwal.read.search import FilterStaleExec, KNNExec, StaleCheck
+from lance_sql.memwal.read.sources import (
+    BaseSource,
+    GenerationSource,
+    MemTableSource,
+    Source,
+)
+from lance_sql.memwal.region_log import RegionLog
+from lance_sql.memwal.routing import decode_region_values
+from lance_sql.memwal.transforms import region_values
+from lance_sql.memwal.wal import TOMBSTONE
+from lance_sql.memwal.writer import open_memtables
+from lance_sql.table.dataset import LanceDataset
+from lance_sql.table.files.reader import ROW_ADDR
+from lance_sql.table.runtime.cache import LruCache
+
+__all__ = ["CONSISTENCY", "LsmPlan", "LsmScanner", "LsmView", "RegionState"]
+
+CONSISTENCY = ("strong", "snapshot")
+SYSTEM = (GEN, REGION, ROW_ADDR)
+_VALUES: dict[tuple[str, uuid.UUID], tuple[int, pa.Table | None]] = {}
+_VALUES_LOCK = threading.Lock()
+_GENERATIONS = LruCache(1024)
+_FEW_KEYS = 16
+
+
+@dataclass(frozen=True)
+class RegionState:
+    """A region as a read sees it: its flushed generations and spec values."""
+
+    region_id: uuid.UUID
+    spec_id: int
+    values: pa.Table | None  # one row, a column per region field (None: manual)
+    manifest: RegionManifest | None = None
+    flushed: tuple[tuple[int, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        text = f"region_{self.region_id.hex[:8]}"
+        if self.values is not None:
+            row = self.values.to_pylist()[0]
+            text += "(" + ", ".join(f"{k}={v!r}" for k, v in row.items()) + ")"
+        return text
+
+
+@dataclass
+class LsmPlan:
+    """A plan and what EXPLAIN says about it."""
+
+    root: ExecNode
+    header: list[str]
+
+    def execute(self):
+        return self.root.execute()
+
+    def to_table(self) -> pa.Table:
+        return self.root.to_table()
+
+    def explain(self) -> str:
+        return "\n".join([*self.header, format_plan(self.root)])
+
+
+def _parse(filter: str | Expr | None) -> Expr | None:
+    if filter is None:
+        return None
+    if isinstance(filter, str):
+        return parse_predicate(filter) if filter.strip() else None
+    return filter
+
+
+class LsmView:
+    """The sources of one read of a MemWAL table (see the module docstring)."""
+
+    def __init__(self, base: LanceDataset, *, consistency: str = "strong") -> None:
+        if consistency not in CONSISTENCY:
+            raise InvalidInputError(f"consistency must be one of {CONSISTENCY}, got "
+                                    f"{consistency!r}")
+        loaded = mem_wal_index.load(base)
+        if loaded is None:
+            raise NotFoundError(f"{base.uri} has no MemWAL index")
+        self.base = base
+        self.consistency = consistency
+        self.details: MemWalIndexDetails = loaded[1]
+        self.spec: RegionSpec | None = max(self.details.region_specs,
+                                           key=lambda s: s.spec_id, default=None)
+        self.key_columns = mem_wal_index.primary_key_columns(base.manifest.schema)
+        self.arrow_schema = base.manifest.schema.to_scan_arrow()
+        # MemTables first, manifests after: a MemTable flushed in between is then found
+        # as a generation, never missed (and never read twice: see _memtables)
+        self._memtables = (open_memtables(base.store.uri) if consistency == "strong"
+                           else {})
+        self._listed_cache: list | None = None
+        self.kept: list[RegionState] = []
+        self.total_regions = 0
+
+    # ------------------------------------------------------------------ regions
+    def _listed(self) -> list[tuple[uuid.UUID, int, pa.Table | None, RegionManifest | None,
+                                    tuple[tuple[int, str], ...] | None]]:
+        """(region, spec id, values, manifest if read, flushed if known) per region."""
+        if self._listed_cache is not None:
+            return self._listed_cache
+        out = self._listed_cache = []
+        if self.consistency == "snapshot":
+            snap = read_snapshot(self.base)
+            for row in range(snap.num_rows):
+                rid = uuid.UUID(bytes=snap.column("region_id")[row].as_py())
+                spec_id = snap.column("region_spec_id")[row].as_py()
+                values = None
+                if self.spec is not None and spec_id == self.spec.spec_id:
+                    values = pa.table({f.field_id: snap.column(f"region_field_{f.field_id}")
+                                       .slice(row, 1) for f in self.spec.fields})
+                flushed = tuple((g["generation"], g["path"]) for g in
+                                snap.column("flushed_generations")[row].as_py())
+                out.append((rid, spec_id, values, None, flushed))
+            return out
+        uri = self.base.store.uri
+        for rid in region_ids(self.base):
+            with _VALUES_LOCK:
+                known = _VALUES.get((uri, rid))
+            manifest = None
+            if known is None:
+                manifest = RegionLog(self.base.store, rid).latest()
+                if manifest is None:
+                    continue
+                values = (decode_region_values(manifest.region_values, f"region {rid}")
+                          if manifest.region_values is not None else None)
+                known = (manifest.region_spec_id, values)
+                with _VALUES_LOCK:
+                    _VALUES[(uri, rid)] = known
+            out.append((rid, known[0], known[1], manifest, None))
+        return out
+
+    def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None
+                ) -> list[RegionState]:
+        """The regions ``predicate`` may select rows of (all without a predicate), of
+        ``only`` when given."""
+        listed = self._listed()
+        self.total_regions = len(listed)
+        keep = np.ones(len(listed), bool)
+        if only is not None:
+            keep = np.array([r[0] in only for r in listed], bool)
+        spec = self.spec
+        if predicate is not None and spec is not None:
+            pruned = [i for i, r in enumerate(listed)
+                      if r[1] == spec.spec_id and r[2] is not None]
+            if pruned:
+                values = pa.concat_tables([listed[i][2] for i in pruned])  # type: ignore[misc]
+                names = spec.source_names(self.base.manifest.schema)
+                types = {n: self.arrow_schema.field(n).type for n in names if n is not None}
+                mask = prune_regions(predicate, spec, names, types, values)
+                keep[np.array(pruned)[~mask]] = False
+        kept = []
+        for (rid, spec_id, values, manifest, flushed), ok in zip(listed, keep, strict=True):
+            if not ok:
+                continue
+            if flushed is None:
+                manifest = manifest or RegionLog(self.base.store, rid).latest()
+                if manifest is None:
+                    continue
+                flushed = tuple((g.generation, g.path) for g in manifest.flushed_generations)
+            kept.append(RegionState(rid, spec_id, values, manifest, flushed))
+        self.kept = kept
+        return kept
+
+    def sources(self, regions: Sequence[RegionState]) -> list[Source]:
+        """Base first, then per region its generations newest first."""
+        out: list[Source] = [BaseSource(self.base, self.key_columns)]
+        for index, region in enumerate(regions):
+            merged = self.details.merged_generation(region.region_id)
+            mine: list[Source] = []
+            flushed_up_to = 0
+            for gen, path in region.flushed:
+                flushed_up_to = max(flushed_up_to, gen)
+                if gen <= merged:
+                    continue
+                source = self._generation(region, index, gen, path)
+                if source is not None:
+                    mine.append(source)
+            if region.manifest is not None:
+                flushed_up_to = max(flushed_up_to, region.manifest.current_generation - 1)
+            for memtable in self._memtables.get(region.region_id, []):
+                if memtable.generation > flushed_up_to and memtable.num_rows:
+                    mine.append(MemTableSource(memtable, region.region_id, index))
+            out.extend(sorted(mine, key=lambda s: -s.gen))
+        return out
+
+    def _generation(self, region: RegionState, index: int, gen: int, path: str
+                    ) -> GenerationSource | None:
+        key = RegionPaths(region.region_id).generation(path)
+        store = self.base.store.child(key)
+
+        def load() -> LanceDataset:
+            return LanceDataset(f"{self.base.uri.rstrip('/')}/{key}", store=store)
+
+        try:  # a flushed generation never changes: opened once per process
+            ds = _GENERATIONS.get_or_load(store.uri, load)
+        except NotFoundError:
+            return None  # collected after its merge: its rows are in the base table
+        return GenerationSource(ds, gen, region.region_id, index, self.key_columns)
+
+    def _header(self, what: str) -> list[str]:
+        kept = ", ".join(r.label for r in self.kept) or "none"
+        return [f"{what}: consistency={self.consistency}, base version={self.base.version}",
+                f"RegionPruning: kept {len(self.kept)} of {self.total_regions} regions "
+                f"[{kept}]"]
+
+    # ------------------------------------------------------------------ schemas
+    def _field(self, name: str) -> pa.Field:
+        if name == GEN:
+            return pa.field(GEN, pa.int64())
+        if name == REGION:
+            return pa.field(REGION, pa.string())
+        if name in (ROW_ADDR, KEY_POSITION):
+            return pa.field(name, pa.uint64() if name == ROW_ADDR else pa.int64())
+        if name == TOMBSTONE:
+            return pa.field(TOMBSTONE, pa.bool_())
+        if name == DISTANCE:
+            return pa.field(DISTANCE, pa.float32())
+        if name not in self.arrow_schema.names:
+            raise NotFoundError(f"column {name!r} does not exist; columns: "
+                                f"{', '.join(self.arrow_schema.names)}")
+        return self.arrow_schema.field(name)
+
+    def _schema(self, names: Sequence[str]) -> pa.Schema:
+        return pa.schema([self._field(n) for n in dict.fromkeys(names)])
+
+    def _columns(self, wanted: Sequence[str] | None) -> list[str]:
+        if wanted is None:
+            return list(self.arrow_schema.names)
+        if isinstance(wanted, str):
+            raise InvalidInputError("columns must be a list of column names")
+        for name in wanted:
+            self._field(name)
+        return list(wanted)
+
+    def _predicate(self, filter: str | Expr | None) -> Expr | None:
+        expr = _parse(filter)
+        if expr is None:
+            return None
+        full = pa.schema([*self.arrow_schema, *(self._field(n) for n in SYSTEM)])
+        return resolve(expr, full)
+
+    # ------------------------------------------------------------------ plans
+    def scan_plan(self, columns: Sequence[str] | None = None,
+                  filter: str | Expr | None = None,
+                  limit: int | None = None) -> LsmPlan:
+        """Every key's newest row where ``filter`` holds: ``columns`` (default the
+        table's; ``_gen``, ``_region``, ``_rowaddr`` when named), at most ``limit``."""
+        output = self._columns(columns)
+        predicate = self._predicate(filter)
+        filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
+        internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
+            n for n in filter_names if n in (GEN, REGION))])
+        regions = self.regions(predicate)
+        sources = self.sources(regions)
+        scans = [ScanExec(s, internal, predicate) for s in sources]
+        node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources)
+        node = ProjectionExec(node, output)
+        if limit is not None:
+            node = GlobalLimitExec(node, limit)
+        return LsmPlan(node, self._header("LsmScan"))
+
+    def lookup_plan(self, keys: pa.Table, columns: Sequence[str] | None = None) -> LsmPlan:
+        """The newest live row of every key in ``keys`` (the primary-key columns), in the
+        keys' order; keys without one are left out."""
+        output = self._columns(columns)
+        missing = [k for k in self.key_columns if k not in keys.column_names]
+        if missing:
+            raise InvalidInputError(f"lookup keys lack the primary-key columns {missing}")
+        key_table = pa.table({k: _cast(keys.column(k), self._field(k).type, k)
+                              for k in self.key_columns})
+        routed = self._route(key_table)
+        if routed is None:
+            regions = self.regions(None)
+            region_index = None
+        else:
+            listed = self._listed()
+            wanted = {listed[i][0] for i in np.unique(routed[routed >= 0])}
+            regions = self.regions(None, only=wanted)
+            by_id = {r.region_id: i for i, r in enumerate(regions)}
+            # listed position -> kept position; keys of no existing region: -2 (base only)
+            remap = np.array([by_id.get(r[0], -2) for r in listed] + [-2], np.int64)
+            region_index = remap[np.where(routed >= 0, routed, len(listed))]
+        sources = self.sources(regions)
+        schema = self._schema([*self.key_columns, *output, ROW_ADDR, TOMBSTONE, GEN, REGION,
+                               KEY_POSITION])
+        lookup_keys = Keys(key_table, region_index)
+        children: list[ExecNode] = []
+        for source in sources[1:]:
+            children.append(BloomFilterGuardExec(source, TakeLastExec(source, schema,
+                                                                      lookup_keys)))
+        children.append(TakeLastExec(sources[0], schema, lookup_keys))
+        node = ProjectionExec(CoalesceFirstExec(children, lookup_keys), output)
+        return LsmPlan(node, self._header("LsmPointLookup"))
+
+    def _route(self, keys: pa.Table) -> np.ndarray | None:
+        """Each key's region (a position in the listed regions; -1: no region has its
+        values) when the region spec is a function of the key; None otherwise."""
+        spec = self.spec
+        if spec is None:
+            return None
+        names = spec.source_names(self.base.manifest.schema)
+        if any(n is None or n not in self.key_columns for n in names):
+            return None
+        values = region_values(spec, [keys.column(n) for n in names],  # type: ignore[arg-type]
+                               keys.num_rows)
+        listed = self._listed()
+        known = [i for i, r in enumerate(listed) if r[1] == spec.spec_id and r[2] is not None]
+        if len(known) < len(listed):
+            return None  # regions outside the spec (made by hand) may hold any key
+        routed = np.full(keys.num_rows, -1, np.int64)
+        if not known or not keys.num_rows:
+            return routed
+        if keys.num_rows <= _FEW_KEYS:  # a few keys: a dictionary beats a join's setup
+            where = {tuple(listed[i][2].to_pylist()[0].values()): i  # type: ignore[union-attr]
+                     for i in known}
+            for n, row in enumerate(values.to_pylist()):
+                routed[n] = where.get(tuple(row.values()), -1)
+            return routed
+        fields = [f.field_id for f in spec.fields]
+        table = pa.concat_tables([listed[i][2] for i in known])  # type: ignore[misc]
+        table = table.append_column("__region", pa.array(known, pa.int64()))
+        probe = values.append_column("__key", pa.array(np.arange(keys.num_rows)))
+        try:
+            joined = probe.join(table.cast(pa.schema([*(values.schema.field(f) for f in fields),
+                                                      table.schema.field("__region")])),
+                                fields, join_type="inner", use_threads=False)
+        except pa.ArrowException:
+            return None  # values of another type: ask every region
+        at = np.asarray(joined.column("__key").to_numpy(), np.int64)
+        routed[at] = np.asarray(joined.column("__region").to_numpy(), np.int64)
+        return routed
+
+    def knn_plan(self, column: str, query: Sequence[float] | np.ndarray, k: int, *,
+                 metric: str = "l2", columns: Sequence[str] | None = None,
+                 filter: str | Expr | None = None, exact: bool = False
+                 ) -> LsmPlan:
+        """The ``k`` newest rows nearest to ``query`` in ``column`` where ``filter``
+        holds, with ``_distance``."""
+        output = self._columns(columns)
+        self._field(column)
+        predicate = self._predicate(filter)
+        regions = self.regions(predicate)
+        sources = self.sources(regions)
+        schema = self._schema([*output, column, *self.key_columns, ROW_ADDR, GEN, REGION,
+                               DISTANCE])
+        vector = np.asarray(query, np.float64)
+        check = StaleCheck(sources, self.key_columns,
+                           [schema.field(c).type for c in self.key_columns], exact=exact)
+        knns = [KNNExec(s, schema, column, vector, k, metric, predicate, check)
+                for s in sources]
+        node: ExecNode = FilterStaleExec(UnionExec(knns), check)
+        node = GlobalLimitExec(SortExec(node, DISTANCE), k)
+        node = ProjectionExec(node, [*output, DISTANCE])
+        return LsmPlan(node, self._header("LsmSearch"))
+
+
+def _cast(column: pa.ChunkedArray | pa.Array, t: pa.DataType, name: str) -> pa.Array:
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if column.null_count:
+        raise InvalidInputError(f"lookup key column {name!r} has null values")
+    try:
+        return column if column.type.equals(t) else column.cast(t)
+    except pa.ArrowException as exc:
+        raise InvalidInputError(f"lookup key column {name!r}: {column.type} does not fit "
+                                f"the key's {t}: {exc}") from exc
+
+
+class LsmScanner:
+    """A configured read of the LSM view (``MemWal.scanner(...)``); planned on first use,
+    so the sources are those of that moment."""
+
+    def __init__(self, view: LsmView, columns: Sequence[str] | None,
+                 filter: str | Expr | None, limit: int | None) -> None:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 0):
+            raise InvalidInputError(f"limit must be a non-negative integer, got {limit!r}")
+        self.view = view
+        self.columns = columns
+        self.filter = filter
+        self.limit = limit
+        self._plan: LsmPlan | None = None
+
+    @property
+    def plan(self) -> LsmPlan:
+        if self._plan is None:
+            self._plan = self.view.scan_plan(self.columns, self.filter, self.limit)
+        return self._plan
+
+    def to_batches(self):
+        return self.plan.execute()
+
+    def to_table(self) -> pa.Table:
+        return self.plan.to_table()
+
+    def count_rows(self) -> int:
+        plan = self.view.scan_plan(self.view.key_columns, self.filter, self.limit)
+        return sum(b.num_rows for b in plan.execute())
+
+    def explain(self) -> str:
+        return self.plan.explain()

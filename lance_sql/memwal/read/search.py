@@ -1,0 +1,185 @@
+"""Top-k search nodes: exact flat ``KNNExec`` per source and ``FilterStaleExec``.
+
+Candidates a newer generation may also hold are stale: :class:`StaleCheck` decides it
+with the newer generations' bloom filters (as the spec allows for search: a false
+positive may drop a valid candidate) or, ``exact``, with their real keys. ``KNNExec``
+applies the check before its top-k, so stale rows never crowd live ones out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.expr.arrow import Expr
+from lance_sql.memwal.read.keys import Keys
+from lance_sql.memwal.read.nodes import (
+    DISTANCE,
+    GEN,
+    REGION,
+    ExecNode,
+    NewestRows,
+    ScanExec,
+    conform,
+)
+from lance_sql.memwal.read.sources import Source
+from lance_sql.table.files.reader import ROW_ADDR
+
+__all__ = ["METRICS", "FilterStaleExec", "KNNExec", "StaleCheck", "distances"]
+
+METRICS = ("l2", "cosine", "dot")
+
+
+def _vectors(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of non-null vectors, the vectors as a float matrix)."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    valid = np.flatnonzero(np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False)))
+    present = column.take(pa.array(valid))
+    if not len(present):
+        return valid, np.zeros((0, 0), np.float32)
+    lengths = pc.list_value_length(present).to_numpy(zero_copy_only=False)
+    if lengths.min() != lengths.max():
+        raise InvalidInputError("vectors of different lengths cannot be compared")
+    flat = present.flatten().to_numpy(zero_copy_only=False)
+    return valid, np.asarray(flat, np.float64).reshape(len(present), int(lengths[0]))
+
+
+def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
+    """Distance of every row of ``matrix`` to ``query``: ``l2`` is the squared euclidean
+    distance, ``cosine`` one minus the cosine similarity, ``dot`` the negated inner
+    product (smaller is closer for all three)."""
+    if metric == "l2":
+        diff = matrix - query[None, :]
+        return np.einsum("ij,ij->i", diff, diff)
+    if metric == "dot":
+        return -(matrix @ query)
+    if metric == "cosine":
+        norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(query)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            sim = (matrix @ query) / norms
+        return 1.0 - np.where(norms > 0, sim, 0.0)
+    raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+
+
+class KNNExec(ExecNode):
+    """The ``k`` rows of one source nearest to ``query`` in ``column`` (exact, flat),
+    among rows where ``predicate`` holds, with ``_distance``; streaming, keeping only the
+    best ``k`` seen so far. With ``stale``, rows it calls stale are dropped before they
+    compete (so stale rows never crowd live ones out of the top ``k``)."""
+
+    def __init__(self, source: Source, schema: pa.Schema, column: str, query: np.ndarray,
+                 k: int, metric: str = "l2", predicate: Expr | None = None,
+                 stale: StaleCheck | None = None) -> None:
+        if metric not in METRICS:
+            raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
+        if k < 1:
+            raise InvalidInputError(f"k must be at least 1, got {k}")
+        self.source = source
+        self.schema = schema
+        self.column = column
+        self.query = np.asarray(query, np.float64).reshape(-1)
+        self.k = k
+        self.metric = metric
+        self.stale = stale
+        self.scan = ScanExec(source, pa.schema([f for f in schema if f.name != DISTANCE]),
+                             predicate)
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        best: pa.Table | None = None
+        for batch in self.scan.execute():
+            if self.stale is not None:  # before the top-k: k live rows when there are k
+                live = self.stale.keep(self.source, batch)
+                if not live.any():
+                    continue
+                batch = batch.filter(pa.array(live))
+            valid, matrix = _vectors(batch.column(self.column))
+            if not valid.size:
+                continue
+            if matrix.shape[1] != self.query.size:
+                raise InvalidInputError(f"column {self.column!r} holds {matrix.shape[1]}-"
+                                        f"dimensional vectors, the query has "
+                                        f"{self.query.size}")
+            d = distances(matrix, self.query, self.metric)
+            rows = pa.Table.from_batches([batch]).take(pa.array(valid))
+            rows = rows.append_column(DISTANCE, pa.array(d.astype(np.float32)))
+            best = rows if best is None else pa.concat_tables([best, rows])
+            if best.num_rows > self.k:
+                dist = best.column(DISTANCE).to_numpy()
+                top = np.argpartition(dist, self.k - 1)[:self.k]
+                best = best.take(pa.array(np.sort(top)))
+        if best is not None and best.num_rows:
+            yield conform(best, self.schema)
+
+    def describe(self) -> str:
+        return f"KNNExec: {self.source.label}, k={self.k}, metric={self.metric}"
+
+
+class StaleCheck:
+    """Whether candidates of a source are stale: a newer generation of their region may
+    hold their key (bloom filters; base-table rows: every generation), or with ``exact``
+    is not their key's newest row (the real keys, as :class:`NewestRows` decides)."""
+
+    def __init__(self, sources: Sequence[Source], key_columns: Sequence[str],
+                 key_types: Sequence[pa.DataType], *, exact: bool = False) -> None:
+        self.sources = list(sources)
+        self.key_columns = tuple(key_columns)
+        self.key_types = list(key_types)
+        self.exact = exact
+        self._newest: NewestRows | None = None
+
+    def keep(self, source: Source, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
+        keys = [batch.column(k) for k in self.key_columns]
+        keys = [k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k for k in keys]
+        if self.exact:
+            if self._newest is None:
+                self._newest = NewestRows(self.sources, self.key_types)
+            rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
+            return self._newest.keep(source, keys, rowaddr)
+        keep = np.ones(batch.num_rows, bool)
+        newer = [s for s in self.sources if not s.is_base and s.gen > source.gen
+                 and (source.is_base or s.region == source.region)]
+        if newer and batch.num_rows:
+            hashes = Keys(pa.table(keys, names=list(self.key_columns))).hashes
+            for s in newer:
+                bloom = s.bloom()
+                if bloom is not None:
+                    keep &= ~bloom.might_contain_hashes(hashes)
+        return keep
+
+
+class FilterStaleExec(ExecNode):
+    """Drops candidates a newer generation of their region may also hold (see
+    :class:`StaleCheck`). Bloom false positives may drop a valid candidate, as the spec
+    allows for search; ``exact`` checks the real keys instead (and also drops a
+    generation's older rows of a key it updated twice). Candidates carry ``_gen`` and
+    ``_region``, which name their source."""
+
+    def __init__(self, child: ExecNode, check: StaleCheck) -> None:
+        self.children = (child,)
+        self.schema = child.schema
+        self.check = check
+
+    def execute(self) -> Iterator[pa.RecordBatch]:
+        by_origin = {(None if s.region is None else str(s.region), s.gen): s
+                     for s in self.check.sources}
+        for batch in self.children[0].execute():
+            gens = np.asarray(batch.column(GEN).to_numpy(zero_copy_only=False), np.int64)
+            regions = np.asarray(batch.column(REGION).to_pylist(), object)
+            keep = np.zeros(batch.num_rows, bool)
+            for (region, gen), source in by_origin.items():
+                rows = (gens == gen) & (regions == region)
+                if rows.any():
+                    keep[rows] = self.check.keep(source, batch.filter(pa.array(rows)))
+            if keep.any():
+                yield batch.filter(pa.array(keep))
+
+    def describe(self) -> str:
+        generations = [s for s in self.check.sources if not s.is_base]
+        if self.check.exact:
+            return f"FilterStaleExec: exact_keys=[{len(generations)} generations]"
+        names = ", ".join(f"bf[{s.label.replace('[', '][', 1)}" for s in generations)
+        return f"FilterStaleExec: bloom_filters=[{names}]"

@@ -1,0 +1,324 @@
+"""The sources of an LSM read: the base table, flushed generations and MemTables.
+
+Each source is tagged with its generation (``-1`` for the base table) and its region, and
+knows how to
+
+* stream its rows with a projection and a pushed-down filter (:meth:`Source.scan`),
+* list every row's key, address and tombstone flag (:meth:`Source.key_rows`) — the small
+  newer sources do this so that their keys can mask older sources,
+* find the newest row of given keys (:meth:`Source.lookup`), and
+* hand out its primary-key bloom filter (generations and MemTables).
+
+Flushed generations never change once written, so their key rows and bloom filters are
+cached per process (bounded) and shared by every query, the way a writer's in-memory
+index is "retained as a cache for readers in the same process".
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve, to_pyarrow
+from lance_sql.memwal.bloom import PrimaryKeyBloom
+from lance_sql.memwal.memtable import MemTable
+from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
+from lance_sql.memwal.wal import TOMBSTONE
+from lance_sql.table.dataset import LanceDataset
+from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
+from lance_sql.table.index import index_hook
+from lance_sql.table.index.planner import btree_indices
+from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
+from lance_sql.table.runtime.cache import LruCache
+
+__all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource", "Source",
+           "BLOOM_FILE"]
+
+BLOOM_FILE = "bloom_filter.bin"
+BASE_GEN = -1
+# Key rows and bloom filters of flushed generations (immutable), bounded by bytes.
+_KEY_CACHE = LruCache(256, max_weight=512 << 20, weigh=lambda rows: rows.nbytes)
+_BLOOM_CACHE = LruCache(1024)
+_LOOKUP_IN_LIMIT = 4096  # keys answered through the base's BTREE index in one IN list
+BATCH_ROWS = 8192
+
+
+def _filter_schema(schema: pa.Schema) -> pa.Schema:
+    extra = [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS if n not in schema.names]
+    return pa.schema(list(schema) + extra)
+
+
+class Source:
+    """One dataset of the LSM tree (see the module docstring)."""
+
+    kind = "source"
+
+    def __init__(self, gen: int, region: uuid.UUID | None, region_index: int | None,
+                 key_columns: Sequence[str]) -> None:
+        self.gen = gen
+        self.region = region
+        self.region_index = region_index
+        self.key_columns = tuple(key_columns)
+
+    @property
+    def label(self) -> str:
+        """The name EXPLAIN prints: ``base_table[gen=-1]``, ``region_1a2b3c4d[gen=2]``."""
+        if self.region is None:
+            return f"base_table[gen={self.gen}]"
+        return f"region_{self.region.hex[:8]}[gen={self.gen}]"
+
+    @property
+    def is_base(self) -> bool:
+        return self.gen == BASE_GEN
+
+    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
+        """Rows (tombstones included for non-base sources) with ``columns`` (data columns
+        and ``_rowaddr``), where ``predicate`` holds."""
+        raise NotImplementedError
+
+    def key_rows(self) -> KeyRows:
+        raise NotImplementedError
+
+    def bloom(self) -> PrimaryKeyBloom | None:
+        return None
+
+    def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
+        """The newest row of every key of ``keys`` the source holds: the key columns,
+        ``columns``, ``_rowaddr`` and ``_tombstone``, plus ``_key`` (the key's position in
+        ``keys``)."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return f"{self.label} ({self.kind})"
+
+
+# ---------------------------------------------------------------------- Lance-backed
+
+
+def lance_scanner(ds: LanceDataset, columns: Sequence[str], predicate: Expr | None, *,
+                  fragments: Sequence | None = None, use_index: bool | None = None
+                  ) -> Scanner:
+    """A scanner of ``ds`` with a filter given as an expression tree (no SQL text round
+    trip): indices answer it where they help, as for a filter string."""
+    scanner = Scanner(ds.store, ds.manifest, columns=list(columns), fragments=fragments)
+    if predicate is not None:
+        schema = _filter_schema(ds.manifest.schema.to_scan_arrow())
+        resolved = resolve(predicate, schema)
+        scanner.plan = narrowed(scanner.plan, ds.manifest, resolved)
+        scanner.indexed = index_hook(ds.store, ds.manifest, use_index)(
+            scanner.plan, scanner.fragments)
+    return scanner
+
+
+def _in_list(column: str, values: pa.Array) -> Expr:
+    return Call("in", (Column((column,)), *(Literal(v, values.type)
+                                          for v in values.to_pylist())))
+
+
+class _LanceSource(Source):
+    def __init__(self, ds: LanceDataset, gen: int, region: uuid.UUID | None,
+                 region_index: int | None, key_columns: Sequence[str]) -> None:
+        super().__init__(gen, region, region_index, key_columns)
+        self.dataset = ds
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.dataset.manifest.schema.to_scan_arrow()
+
+    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
+        names = [c for c in dict.fromkeys(columns) if c in self.schema.names or c == ROW_ADDR]
+        return lance_scanner(self.dataset, names, predicate).to_batches()
+
+    def _take(self, addresses: np.ndarray, columns: Sequence[str]) -> pa.Table:
+        names = [c for c in dict.fromkeys(columns) if c in self.schema.names or c == ROW_ADDR]
+        return self.dataset.take_addresses(addresses, names)
+
+
+class GenerationSource(_LanceSource):
+    """A flushed MemTable: a Lance table of the table's columns plus ``_tombstone``."""
+
+    kind = "flushed"
+
+    def key_rows(self) -> KeyRows:
+        ds = self.dataset
+
+        def load() -> KeyRows:
+            columns = [*self.key_columns, TOMBSTONE, ROW_ADDR]
+            table = lance_scanner(ds, columns, None).to_table()
+            return KeyRows([table.column(k).combine_chunks() for k in self.key_columns],
+                           np.asarray(table.column(ROW_ADDR).to_numpy(), np.uint64),
+                           np.asarray(table.column(TOMBSTONE).to_numpy(
+                               zero_copy_only=False), bool))
+
+        return _KEY_CACHE.get_or_load((ds.store.uri, ds.version), load)
+
+    def bloom(self) -> PrimaryKeyBloom:
+        store = self.dataset.store
+
+        def load() -> PrimaryKeyBloom:
+            return PrimaryKeyBloom.from_bytes(store.read(BLOOM_FILE),
+                                              f"{store.uri}/{BLOOM_FILE}")
+
+        return _BLOOM_CACHE.get_or_load(store.uri, load)
+
+    def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
+        rows = self.key_rows()
+        latest = rows.latest()
+        found = rows.key_set().find(keys.columns, keys.codes)
+        hit = found >= 0
+        addresses = rows.rowaddr[latest[found[hit]]]
+        wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
+        table = self._take(addresses, wanted)
+        return table.append_column("_key", pa.array(np.flatnonzero(hit)))
+
+
+class BaseSource(_LanceSource):
+    """The base table (generation -1); its keys are unique (merge_insert keeps them so)."""
+
+    kind = "base"
+
+    def __init__(self, ds: LanceDataset, key_columns: Sequence[str]) -> None:
+        super().__init__(ds, BASE_GEN, None, None, key_columns)
+
+    def key_index(self) -> str | None:
+        """The BTREE index on the (single) primary-key column, if any."""
+        if len(self.key_columns) != 1:
+            return None
+        schema = self.dataset.manifest.schema
+        field_ids = {f.id for f in schema.fields if f.name == self.key_columns[0]}
+        for index in btree_indices(self.dataset.manifest):
+            if set(index.fields) <= field_ids:
+                return index.name
+        return None
+
+    def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
+        wanted = list(dict.fromkeys([*self.key_columns, *columns]))
+        if self.key_index() is not None and keys.num_rows <= _LOOKUP_IN_LIMIT:
+            predicate = _in_list(self.key_columns[0], keys.columns[0])
+            names = [c for c in dict.fromkeys([*wanted, ROW_ADDR])
+                     if c in self.schema.names or c == ROW_ADDR]
+            table = lance_scanner(self.dataset, names, predicate).to_table()
+        else:
+            table = self._reverse_scan(keys, wanted)
+        position = KeySet(keys.columns).find(
+            [table.column(k).combine_chunks() for k in self.key_columns])
+        keep = position >= 0
+        table = table.filter(pa.array(keep))
+        table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
+        return table.append_column("_key", pa.array(position[keep]))
+
+    def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
+        """Fragments last to first, key columns only, until every key is found; then the
+        rows found are taken by address."""
+        ds = self.dataset
+        wanted = KeySet(keys.columns)
+        plan = lance_scanner(ds, [*self.key_columns, ROW_ADDR], None).plan
+        remaining = keys.num_rows
+        found: list[np.ndarray] = []
+        for fragment in reversed(ds.manifest.fragments):
+            if not remaining:
+                break
+            part = scan_fragment(ds.store, ds.manifest, fragment, plan)
+            hit = wanted.contains([part.column(k).combine_chunks()
+                                   for k in self.key_columns])
+            if hit.any():
+                found.append(np.asarray(part.column(ROW_ADDR).to_numpy(), np.uint64)[hit])
+                remaining -= int(hit.sum())
+        addresses = np.concatenate(found) if found else np.zeros(0, np.uint64)
+        return self._take(addresses, [*columns, ROW_ADDR])
+
+
+# ---------------------------------------------------------------------- in memory
+
+
+class InMemorySource(Source):
+    """Rows held in memory: an Arrow table with the key columns, ``_rowaddr`` and
+    ``_tombstone`` (tests build sources this way; MemTables are one)."""
+
+    kind = "memory"
+
+    def __init__(self, table: pa.Table, gen: int, region: uuid.UUID | None,
+                 region_index: int | None, key_columns: Sequence[str]) -> None:
+        super().__init__(gen, region, region_index, key_columns)
+        if ROW_ADDR not in table.column_names:
+            table = table.append_column(ROW_ADDR, pa.array(np.arange(table.num_rows,
+                                                                     dtype=np.uint64)))
+        if TOMBSTONE not in table.column_names:
+            table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
+        self.table = table
+        self._rows: KeyRows | None = None
+
+    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
+        table = self.table
+        if predicate is not None:
+            resolved = resolve(predicate, _filter_schema(table.schema))
+            table = table.filter(to_pyarrow(resolved, table.schema))
+        names = [c for c in columns if c in table.column_names]
+        yield from table.select(names).to_batches(max_chunksize=BATCH_ROWS)
+
+    def key_rows(self) -> KeyRows:
+        if self._rows is None:
+            t = self.table
+            self._rows = KeyRows([t.column(k).combine_chunks() for k in self.key_columns],
+                                 np.asarray(t.column(ROW_ADDR).to_numpy(), np.uint64),
+                                 np.asarray(t.column(TOMBSTONE).to_numpy(
+                                     zero_copy_only=False), bool))
+        return self._rows
+
+    def bloom(self) -> PrimaryKeyBloom:
+        bloom = PrimaryKeyBloom()
+        bloom.add(self.key_rows().keys)
+        return bloom
+
+    def _rows_at(self, positions: np.ndarray, columns: Sequence[str]) -> pa.Table:
+        wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
+        names = [c for c in wanted if c in self.table.column_names]
+        return self.table.select(names).take(pa.array(positions, pa.int64()))
+
+    def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
+        rows = self.key_rows()
+        latest = rows.latest()
+        found = rows.key_set().find(keys.columns, keys.codes)
+        hit = found >= 0
+        table = self._rows_at(latest[found[hit]], columns)
+        return table.append_column("_key", pa.array(np.flatnonzero(hit)))
+
+
+class MemTableSource(InMemorySource):
+    """A writer's MemTable in this process, as of the moment the plan was made (rows put
+    later are not seen: the snapshot is of its fragments then). Lookups use the
+    MemTable's own key index."""
+
+    kind = "memtable"
+
+    def __init__(self, memtable: MemTable, region: uuid.UUID, region_index: int | None
+                 ) -> None:
+        frags = memtable.fragments()
+        table = (pa.concat_tables([f.rows for f in frags]) if frags
+                 else memtable.arrow_schema.empty_table())
+        sizes = np.array([f.rows.num_rows for f in frags], np.int64)
+        ids = np.repeat(np.array([f.fragment_id for f in frags], np.uint64), sizes)
+        offsets = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(sizes) - sizes, sizes)
+        addresses = (ids << np.uint64(32)) | offsets.astype(np.uint64)
+        table = table.append_column(pa.field(ROW_ADDR, pa.uint64(), False),
+                                    pa.array(addresses, pa.uint64()))
+        super().__init__(table, memtable.generation, region, region_index,
+                         memtable.primary_key)
+        self.memtable = memtable
+
+    def bloom(self) -> PrimaryKeyBloom:
+        return self.memtable.bloom
+
+    def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
+        # rows put since the plan was made may answer too: they are newer still
+        addresses = self.memtable.lookup(keys.table)
+        hit = addresses >= 0
+        rows = self.memtable.take(addresses[hit])
+        rows = rows.append_column(ROW_ADDR, pa.array(addresses[hit].astype(np.uint64)))
+        wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
+        out = rows.select([c for c in wanted if c in rows.column_names])
+        return out.append_column("_key", pa.array(np.flatnonzero(hit)))
