@@ -177,6 +177,11 @@ class PrimaryKeyBloom:
         self.words = (np.zeros((BLOCKS, 8), np.uint32) if words is None
                       else words.reshape(BLOCKS, 8).astype(np.uint32, copy=True))
 
+    @property
+    def nbytes(self) -> int:
+        """Memory the filter holds."""
+        return int(self.words.nbytes)
+
     @staticmethod
     def _bits(hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each key's block and the bit (0-31) it sets in each of the block's 8 words."""

@@ -21,7 +21,6 @@ Plans (see :mod:`.nodes`): :meth:`LsmView.scan_plan` (dedup over a union of scan
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,16 +70,18 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import GENERATION_TABLES, REGION_VALUES
+from lance_sql.table.runtime.context import current_runtime
 
 __all__ = ["CONSISTENCY", "LsmPlan", "LsmScanner", "LsmView", "RegionState"]
 
 CONSISTENCY = ("strong", "snapshot")
 SYSTEM = (GEN, REGION, ROW_ADDR)
-_VALUES: dict[tuple[str, uuid.UUID], tuple[int, pa.Table | None]] = {}
-_VALUES_LOCK = threading.Lock()
-_GENERATIONS = LruCache(1024)
 _FEW_KEYS = 16
+
+
+class _Unclaimed(Exception):
+    """A region listed before its first manifest was written."""
 
 
 @dataclass(frozen=True)
@@ -173,19 +174,25 @@ class LsmView:
                 out.append((rid, spec_id, values, None, flushed))
             return out
         uri = self.base.store.uri
+        cache = current_runtime().cache
         for rid in region_ids(self.base):
-            with _VALUES_LOCK:
-                known = _VALUES.get((uri, rid))
-            manifest = None
-            if known is None:
+            read: list[RegionManifest] = []
+
+            def load(rid: uuid.UUID = rid, read: list[RegionManifest] = read
+                     ) -> tuple[int, pa.Table | None]:
                 manifest = RegionLog(self.base.store, rid).latest()
                 if manifest is None:
-                    continue
+                    raise _Unclaimed  # nothing to remember yet
+                read.append(manifest)
                 values = (decode_region_values(manifest.region_values, f"region {rid}")
                           if manifest.region_values is not None else None)
-                known = (manifest.region_spec_id, values)
-                with _VALUES_LOCK:
-                    _VALUES[(uri, rid)] = known
+                return manifest.region_spec_id, values
+
+            try:  # a region's spec id and values never change once it exists
+                known = cache.get_or_load(REGION_VALUES, (uri, rid), load)
+            except _Unclaimed:
+                continue
+            manifest = read[0] if read else None
             out.append((rid, known[0], known[1], manifest, None))
         return out
 
@@ -252,7 +259,7 @@ class LsmView:
             return LanceDataset(f"{self.base.uri.rstrip('/')}/{key}", store=store)
 
         try:  # a flushed generation never changes: opened once per process
-            ds = _GENERATIONS.get_or_load(store.uri, load)
+            ds = current_runtime().cache.get_or_load(GENERATION_TABLES, store.uri, load)
         except NotFoundError:
             return None  # collected after its merge: its rows are in the base table
         return GenerationSource(ds, gen, region.region_id, index, self.key_columns)

@@ -32,16 +32,14 @@ from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
 from lance_sql.table.index.planner import btree_indices
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
-from lance_sql.table.runtime.cache import LruCache
+from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS
+from lance_sql.table.runtime.context import current_runtime
 
 __all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource", "Source",
            "BLOOM_FILE"]
 
 BLOOM_FILE = "bloom_filter.bin"
 BASE_GEN = -1
-# Key rows and bloom filters of flushed generations (immutable), bounded by bytes.
-_KEY_CACHE = LruCache(256, max_weight=512 << 20, weigh=lambda rows: rows.nbytes)
-_BLOOM_CACHE = LruCache(1024)
 _LOOKUP_IN_LIMIT = 4096  # keys answered through the base's BTREE index in one IN list
 BATCH_ROWS = 8192
 
@@ -153,7 +151,8 @@ class GenerationSource(_LanceSource):
                            np.asarray(table.column(TOMBSTONE).to_numpy(
                                zero_copy_only=False), bool))
 
-        return _KEY_CACHE.get_or_load((ds.store.uri, ds.version), load)
+        return current_runtime().cache.get_or_load(GENERATION_KEYS, (ds.store.uri, ds.version),
+                                                   load)
 
     def bloom(self) -> PrimaryKeyBloom:
         store = self.dataset.store
@@ -162,7 +161,7 @@ class GenerationSource(_LanceSource):
             return PrimaryKeyBloom.from_bytes(store.read(BLOOM_FILE),
                                               f"{store.uri}/{BLOOM_FILE}")
 
-        return _BLOOM_CACHE.get_or_load(store.uri, load)
+        return current_runtime().cache.get_or_load(GENERATION_BLOOMS, store.uri, load)
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         rows = self.key_rows()

@@ -159,9 +159,25 @@ INDEX_SECTIONS = CacheKind(
     "index_sections", 16 * MiB, 64, _sized,
     "a manifest's decoded BTREE index list, by the index section's bytes; twice their size")
 
+# MemWAL reads (lance_sql.memwal.read): flushed generations never change once written.
+GENERATION_TABLES = CacheKind(
+    "generation_tables", 64 * MiB, 1024,
+    lambda ds: 2 * len(ds.manifest.schema.fields) * 256 + OPEN_FILE_OVERHEAD,
+    "opened flushed MemWAL generations (their manifests), estimated from their schema")
+GENERATION_KEYS = CacheKind(
+    "generation_keys", 512 * MiB, 256, _nbytes,
+    "key columns and row addresses of flushed MemWAL generations, read by LSM scans")
+GENERATION_BLOOMS = CacheKind(
+    "generation_blooms", 64 * MiB, 1024, _nbytes,
+    "primary-key bloom filters of flushed MemWAL generations")
+REGION_VALUES = CacheKind(
+    "region_values", 16 * MiB, 65536, lambda entry: 1024,
+    "each MemWAL region's spec id and values (fixed once the region is created)")
+
 KINDS: tuple[CacheKind, ...] = (
     MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
+    GENERATION_TABLES, GENERATION_KEYS, GENERATION_BLOOMS, REGION_VALUES,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
 
