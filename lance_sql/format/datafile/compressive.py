@@ -303,24 +303,55 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
         raise FormatError(f"{where}: string offsets point outside their chunk")
     lens = last - first
     if counts.size > 1:
+        mv = memoryview(raw)
         lo = (starts + first).tolist()
         hi = (starts + last).tolist()
-        data = np.frombuffer(b"".join([raw[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
+        data = np.frombuffer(b"".join([mv[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
     else:
         data = raw[int(starts[0] + first[0]) : int(starts[0] + last[0])]
     # every offset but the chunk heads, rebased onto the joined data; a chunk's head equals
-    # the previous chunk's last offset once rebased, so the output starts with one 0
+    # the previous chunk's last offset once rebased, so the output starts with one 0.
+    # Offsets may still decrease inside a chunk: to_arrow checks that for every block.
     base = np.cumsum(lens) - lens - first
     n = int(counts.sum())
-    rebased = np.empty(n + 1, np.int64)
+    small = int(lens.sum()) < 2**31 and width == 32
+    rebased = np.empty(n + 1, np.int32 if small else np.int64)
     rebased[0] = 0
-    ends = words[range_indices(heads + 1, counts)]
-    if ends.dtype == np.uint64:
-        ends = ends.view(np.int64)  # offsets past 2**63 turn negative: caught as decreasing
-    np.add(ends, np.repeat(base, counts), out=rebased[1:])
-    if np.any(rebased[1:] < rebased[:-1]):
-        raise FormatError(f"{where}: string offsets decrease")
+    _gather_runs(words, heads + 1, counts, base, rebased[1:])
     return Variable(rebased, data, n)
+
+
+def _gather_runs(words: np.ndarray, src: np.ndarray, counts: np.ndarray, add: np.ndarray,
+                 out: np.ndarray) -> None:  # fmt: skip
+    """``out`` = the runs ``words[src[i] : src[i] + counts[i]] + add[i]`` back to back.
+
+    Runs of one length are copied as rows of a strided view (one row gather and one add
+    per distinct length, a handful in mini-block pages), so no per-value index array is
+    built. Callers check that every run lies inside ``words``.
+    """
+    if counts.size == 1:
+        a, c = int(src[0]), int(counts[0])
+        np.add(words[a : a + c], add[0], out=out, casting="unsafe")
+        return
+    dst = np.cumsum(counts) - counts
+    step_in, step_out = words.strides[0], out.strides[0]
+    for c in np.unique(counts).tolist():
+        if c == 0:
+            continue
+        rows = np.flatnonzero(counts == c) if counts.size else counts
+        rows_in = np.lib.stride_tricks.as_strided(
+            words, shape=(words.size - c + 1, c), strides=(step_in, step_in), writeable=False)
+        rows_out = np.lib.stride_tricks.as_strided(
+            out, shape=(out.size - c + 1, c), strides=(step_out, step_out))
+        if rows.size == counts.size:  # every run of this length: no selection needed
+            values = rows_in[src]
+            values_add = add[:, None]
+            target = dst
+        else:
+            values = rows_in[src[rows]]
+            values_add = add[rows][:, None]
+            target = dst[rows]
+        rows_out[target] = values + values_add
 
 
 def fsst_decode(table_bytes: bytes, inner: Block, where: str) -> Variable:
