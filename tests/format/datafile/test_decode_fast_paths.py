@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lance_sql.errors import FormatError
+from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile.blocks import Variable, to_arrow
 from lance_sql.format.datafile.compressive import _gather_runs
 
@@ -55,3 +56,17 @@ def test_string_blocks_with_bad_utf8_are_refused(data, offsets):
 def test_string_blocks_with_bad_offsets_are_refused(offsets):
     with pytest.raises(FormatError, match="offsets"):
         _strings(b"abcdef", offsets)
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32, 64])
+def test_unpack_matches_pack_for_every_width_across_batches(bits):
+    rng = np.random.default_rng(bits)
+    dt = bp.dtype_for(bits)
+    n = bp._BATCH_BYTES // (bp.BLOCK * dt.itemsize) + 2  # two batches, the last short
+    for width in range(bits + 1):
+        values = rng.integers(0, 1 << width, (n, bp.BLOCK), dtype=np.uint64).astype(dt)
+        packed = bp.pack(values, width, bits)
+        np.testing.assert_array_equal(bp.unpack(packed, width, bits), values)
+        # the inline framing hands over a strided view (one width word before each block)
+        framed = np.concatenate([np.full((n, 1), width, dt), packed], axis=1)
+        np.testing.assert_array_equal(bp.unpack(framed[:, 1:], width, bits), values)
