@@ -78,10 +78,28 @@ class ChunkBuffers:
                 a = int(self.pos[0])
                 self._data = self.raw[a : a + int(self.sizes.sum())]
             else:
-                lo, hi = self.pos.tolist(), (self.pos + self.sizes).tolist()
-                joined = b"".join([self.raw[a:b] for a, b in zip(lo, hi, strict=True)])
-                self._data = np.frombuffer(joined, np.uint8)
+                self._data = self._gather()
         return self._data
+
+    def _gather(self) -> np.ndarray:
+        """The buffers copied back to back: as rows of a strided view when they are evenly
+        spaced and (but the last) of one size, as mini-block pages of fixed-width values
+        are; else one join of slices."""
+        pos, sizes, raw = self.pos, self.sizes, self.raw
+        n = pos.size
+        size0, step = int(sizes[0]), int(pos[1] - pos[0])
+        last_end = int(pos[-1] + sizes[-1])
+        if (n > 2 and step >= size0 and last_end <= raw.size
+                and np.all(sizes[:-1] == size0) and np.all(np.diff(pos) == step)):  # fmt: skip
+            out = np.empty(int(sizes.sum()), np.uint8)
+            rows = np.lib.stride_tricks.as_strided(
+                raw[int(pos[0]) :], shape=(n - 1, size0), strides=(step, 1), writeable=False)
+            out[: (n - 1) * size0].reshape(n - 1, size0)[...] = rows
+            out[(n - 1) * size0 :] = raw[int(pos[-1]) : last_end]
+            return out
+        mv = memoryview(raw)
+        lo, hi = pos.tolist(), (pos + sizes).tolist()
+        return np.frombuffer(b"".join([mv[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
 
     @staticmethod
     def of(data: np.ndarray, sizes: np.ndarray) -> ChunkBuffers:

@@ -11,7 +11,7 @@ import pytest
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile.blocks import Variable, to_arrow
-from lance_sql.format.datafile.compressive import _gather_runs
+from lance_sql.format.datafile.compressive import ChunkBuffers, _gather_runs
 
 
 @pytest.mark.parametrize("counts", [[5], [4, 4, 4, 2], [8, 2, 8, 1, 2, 8], [0, 3, 0, 3]])
@@ -70,3 +70,19 @@ def test_unpack_matches_pack_for_every_width_across_batches(bits):
         # the inline framing hands over a strided view (one width word before each block)
         framed = np.concatenate([np.full((n, 1), width, dt), packed], axis=1)
         np.testing.assert_array_equal(bp.unpack(framed[:, 1:], width, bits), values)
+
+
+@pytest.mark.parametrize("sizes,gaps", [
+    ([16, 16, 16, 5], [8, 8, 8, 8]),    # evenly spaced, one size but the last: strided rows
+    ([16, 16, 16, 16], [8, 8, 8, 8]),
+    ([16, 12, 16, 5], [8, 8, 8, 8]),    # sizes differ: joined slices
+    ([16, 16, 16, 5], [8, 3, 8, 8]),    # spacing differs
+    ([4, 4], [2, 2]),
+])
+def test_chunk_buffers_gather_their_bytes_in_order(sizes, gaps):
+    rng = np.random.default_rng(sum(sizes))
+    raw = rng.integers(0, 256, sum(sizes) + sum(gaps) + 3, dtype=np.uint8)
+    pos = np.cumsum(np.array(gaps) + np.r_[0, sizes[:-1]])
+    buf = ChunkBuffers(raw, pos, np.array(sizes))
+    expected = np.concatenate([raw[p : p + s] for p, s in zip(pos, sizes, strict=True)])
+    np.testing.assert_array_equal(buf.data, expected)
