@@ -29,6 +29,7 @@ import time
 import uuid
 
 import pyarrow as pa
+from timing import formats_line  # bench/timing.py (scripts run from bench/)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -108,6 +109,11 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="also measure peak RSS")
     parser.add_argument("--memory-rows", type=int, default=2_000_000)
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:  # the base tables' format (both libraries)
+        root_ours, root_ref = os.path.join(tmp, "ours"), os.path.join(tmp, "ref")
+        lance_sql.write_dataset(batch(0, 1), root_ours)
+        __import__("lance").write_dataset(batch(0, 1), root_ref)
+        print(formats_line(lance_sql=root_ours, pylance=root_ref))
     if args.memory:
         growth = memory_peak(args.memory_rows)
         print(f"peak RSS growth writing {args.memory_rows} rows non-durably: {growth:.0f} MiB "
