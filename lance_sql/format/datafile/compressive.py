@@ -362,14 +362,15 @@ def _gather_runs(words: np.ndarray, src: np.ndarray, counts: np.ndarray, add: np
         rows_out = np.lib.stride_tricks.as_strided(
             out, shape=(out.size - c + 1, c), strides=(step_out, step_out))
         if rows.size == counts.size:  # every run of this length: no selection needed
-            values = rows_in[src]
-            values_add = add[:, None]
-            target = dst
+            values, values_add, target = rows_in[src], add[:, None], dst
         else:
-            values = rows_in[src[rows]]
-            values_add = add[rows][:, None]
-            target = dst[rows]
-        rows_out[target] = values + values_add
+            values, values_add, target = rows_in[src[rows]], add[rows][:, None], dst[rows]
+        first = int(target[0])
+        if int(target[-1]) - first == (target.size - 1) * c:  # the runs follow each other
+            block = out[first : first + target.size * c].reshape(target.size, c)
+            np.add(values, values_add, out=block, casting="unsafe")
+        else:
+            rows_out[target] = values + values_add
 
 
 def fsst_decode(table_bytes: bytes, inner: Block, where: str) -> Variable:
