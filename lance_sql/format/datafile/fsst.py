@@ -138,33 +138,42 @@ def decompress(
     bounds = offsets - start
     if bounds.min() < 0 or bounds.max() > n:
         raise FormatError(f"{where}: FSST string offsets outside the compressed data")
-    esc = codes == ESCAPE
-    if n >= _PAIR_MIN and not esc.any():
+    escapes = np.flatnonzero(codes == ESCAPE)
+    if n >= _PAIR_MIN and not escapes.size:
         return _decompress_pairs(table, codes, bounds)
-    idx: np.ndarray = codes
-    if esc.any():
-        # position inside each run of 255s: a run starts on a code, so escapes sit at even
-        # positions and the literals they announce at odd ones
-        run_start = esc & ~np.r_[False, esc[:-1]]
-        first = np.flatnonzero(run_start)
-        pos = np.arange(n) - first[np.maximum(np.cumsum(run_start.astype(np.int64)) - 1, 0)]
-        escape = esc & (pos % 2 == 0)
-        if escape[-1]:
-            raise FormatError(f"{where}: FSST data ends with an escape byte")
-        literal = np.r_[False, escape[:-1]]
-        lit_pos = np.flatnonzero(literal)
-        if lit_pos.size and np.isin(lit_pos, bounds[1:-1]).any():
+    lengths = np.take(table.lengths, codes)
+    words = np.take(table.symbols, codes)
+    if escapes.size:
+        lit = _literals(escapes, n, where)
+        starts = np.zeros(n + 1, bool)
+        starts[bounds[1:-1]] = True
+        if starts[lit].any():
             raise FormatError(f"{where}: FSST escape crosses a string boundary")
-        idx = codes.astype(np.int16)
-        idx[literal] += 256
+        lengths[lit] = 1  # a literal is its own byte (its escape code yields nothing)
+        words[lit] = codes[lit]
     cum = np.empty(n + 1, np.int64)
     cum[0] = 0
-    np.cumsum(np.take(table.lengths, idx), out=cum[1:])
+    np.cumsum(lengths, out=cum[1:])
     total = int(cum[-1])
     out = np.empty(total + 8, np.uint8)
-    _scatter(out, 8, cum[:-1], np.take(table.symbols, idx).view("V8"),
-             np.take(table.lengths, idx))
+    _scatter(out, 8, cum[:-1], words.view("V8"), lengths)
     return out[:total], cum[bounds]
+
+
+def _literals(escapes: np.ndarray, n: int, where: str) -> np.ndarray:
+    """Positions of the escaped (literal) bytes, from the positions of all 255 bytes.
+
+    A byte after a non-255 byte is a code, so a run of 255s starts on a code: inside a
+    run escapes sit at even offsets and the literals they announce at odd ones. Only the
+    255s are looked at (few in practice), never every code.
+    """
+    k = np.arange(escapes.size)
+    run_start = np.r_[True, np.diff(escapes) != 1]
+    first = np.maximum.accumulate(np.where(run_start, k, 0))
+    lit = escapes[(k - first) % 2 == 0] + 1
+    if lit.size and int(lit[-1]) >= n:
+        raise FormatError(f"{where}: FSST data ends with an escape byte")
+    return lit
 
 
 def _decompress_pairs(
