@@ -183,15 +183,18 @@ def _decompress_pairs(
     n = codes.size
     even = n & ~1
     pairs = codes[:even].view("<u2")
-    cum = np.empty(pairs.size + 1, np.int64)
-    cum[0] = 0
-    np.cumsum(np.take(lens, pairs), out=cum[1:])
-    total = int(cum[-1])
+    pair_lens = np.take(lens, pairs)
+    total = int(pair_lens.sum(dtype=np.int64))
     last = int(table.lengths[codes[-1]]) if n & 1 else 0
     out = np.empty(total + last + 16, np.uint8)
-    for a in range(0, pairs.size, _BLOCK):  # blocks keep the 16-byte words in cache
-        p = pairs[a : a + _BLOCK]
-        _scatter(out, 16, cum[a : a + p.size], np.take(words, p), np.take(lens, p))
+    cum = np.empty(pairs.size + 1, np.int64)
+    cum[0] = 0
+    for a in range(0, pairs.size, _BLOCK):  # a block's positions, words and output in cache
+        p, pl = pairs[a : a + _BLOCK], pair_lens[a : a + _BLOCK]
+        seg = cum[a + 1 : a + 1 + p.size]
+        np.cumsum(pl, out=seg)
+        seg += cum[a]
+        _scatter(out, 16, cum[a : a + p.size], np.take(words, p), pl)
     if n & 1:
         out[total : total + 8] = table.symbols[codes[-1] : codes[-1] + 1].view(np.uint8)
         total += last
