@@ -160,10 +160,10 @@ def decode_chunks(
     if k == "general":
         comp = enc.general.compression
         first = bufs[0]
-        starts = first.starts
+        raw = memoryview(first.raw)  # each chunk's buffer in place: no gather first
         pieces = [
-            inflate(comp.scheme, first.data[s : s + n], where)
-            for s, n in zip(starts.tolist(), first.sizes.tolist(), strict=True)
+            inflate(comp.scheme, raw[s : s + n], where)
+            for s, n in zip(first.pos.tolist(), first.sizes.tolist(), strict=True)
         ]
         return decode_chunks(enc.general.values, [ChunkBuffers.join(pieces), *bufs[1:]], counts,
                              where)  # fmt: skip
