@@ -165,6 +165,8 @@ def decode_chunks(
             inflate(comp.scheme, raw[s : s + n], where)
             for s, n in zip(first.pos.tolist(), first.sizes.tolist(), strict=True)
         ]
+        if kind(enc.general.values) == "variable" and len(bufs) == 1:
+            return _variable_pieces(enc.general.values.variable, pieces, counts, where)
         return decode_chunks(enc.general.values, [ChunkBuffers.join(pieces), *bufs[1:]], counts,
                              where)  # fmt: skip
     if k == "rle":
@@ -300,14 +302,52 @@ def _inline_packed(words: np.ndarray, starts: np.ndarray, width: int, bits: int)
     return view[rows].reshape(starts.size, nwords)
 
 
-def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Variable:
+def _offset_dtype(var: pb.Variable, where: str) -> np.dtype:
     if kind(var.offsets) != "flat" or var.HasField("values"):
         raise UnsupportedFeatureError(f"{where}: variable-width chunks with compressed offsets")
     width = int(var.offsets.flat.bits_per_value)
     if width not in (32, 64):
         raise FormatError(f"{where}: {width}-bit string offsets")
-    dt = np.dtype("<u4") if width == 32 else np.dtype("<u8")
+    return np.dtype("<u4") if width == 32 else np.dtype("<u8")
+
+
+def _variable_pieces(var: pb.Variable, pieces: list[bytes], counts: np.ndarray,
+                     where: str) -> Variable:  # fmt: skip
+    """String chunks that were each inflated on their own (General over Variable).
+
+    Each piece is its offsets then its bytes; the bytes of all pieces are joined once and
+    the offsets apart, instead of joining whole pieces and then their bytes again.
+    """
+    dt = _offset_dtype(var, where)
     wb = dt.itemsize
+    sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
+    if sizes.size != counts.size or np.any(sizes < (counts + 1) * wb):
+        raise FormatError(f"{where}: string chunk too small for its offsets")
+    fmt = "<I" if wb == 4 else "<Q"
+    first = np.fromiter((struct.unpack_from(fmt, p)[0] for p in pieces), np.int64, sizes.size)
+    last = np.fromiter((struct.unpack_from(fmt, p, c * wb)[0]
+                        for p, c in zip(pieces, counts.tolist(), strict=True)),
+                       np.int64, sizes.size)  # fmt: skip
+    if np.any(first != (counts + 1) * wb) or np.any(last > sizes) or np.any(last < first):
+        raise FormatError(f"{where}: string offsets point outside their chunk")
+    views = [memoryview(p) for p in pieces]
+    lo, hi = first.tolist(), last.tolist()
+    data = np.frombuffer(b"".join([v[a:b] for v, a, b in zip(views, lo, hi, strict=True)]),
+                         np.uint8)  # fmt: skip
+    words = np.frombuffer(b"".join([v[wb:a] for v, a in zip(views, lo, strict=True)]), dt)
+    lens = last - first
+    n = int(counts.sum())
+    rebased = np.empty(n + 1, np.int32 if int(lens.sum()) < 2**31 and wb == 4 else np.int64)
+    rebased[0] = 0
+    _gather_runs(words, np.cumsum(counts) - counts, counts, np.cumsum(lens) - lens - first,
+                 rebased[1:])  # fmt: skip
+    return Variable(rebased, data, n)
+
+
+def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Variable:
+    dt = _offset_dtype(var, where)
+    wb = dt.itemsize
+    width = wb * 8
     raw, starts = buf.raw, buf.pos
     if np.any(starts % wb) or raw.ctypes.data % wb:
         raw, starts = buf.data, buf.starts

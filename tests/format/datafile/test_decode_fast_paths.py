@@ -11,7 +11,8 @@ import pytest
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile.blocks import Variable, to_arrow
-from lance_sql.format.datafile.compressive import ChunkBuffers, _gather_runs
+from lance_sql.format.datafile.compressive import ChunkBuffers, _gather_runs, _variable_pieces
+from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 
 @pytest.mark.parametrize("counts", [[5], [4, 4, 4, 2], [8, 2, 8, 1, 2, 8], [0, 3, 0, 3]])
@@ -86,3 +87,33 @@ def test_chunk_buffers_gather_their_bytes_in_order(sizes, gaps):
     buf = ChunkBuffers(raw, pos, np.array(sizes))
     expected = np.concatenate([raw[p : p + s] for p, s in zip(pos, sizes, strict=True)])
     np.testing.assert_array_equal(buf.data, expected)
+
+
+def _piece(strings: list[bytes]) -> bytes:
+    """One string chunk as the writer lays it out: offsets (from the chunk start), bytes."""
+    head = 4 * (len(strings) + 1)
+    ends = np.cumsum([0] + [len(s) for s in strings]) + head
+    body = ends.astype("<u4").tobytes() + b"".join(strings)
+    return body + bytes(-len(body) % 4)
+
+
+def test_inflated_string_pieces_join_their_bytes_and_offsets():
+    var = pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=32)))
+    chunks = [[b"ab", b"", b"cde", b"f"], [b"ghij", b"k", b"", b"l"], [b"xyz"]]
+    block = _variable_pieces(var, [_piece(c) for c in chunks], np.array([4, 4, 1]), "t")
+    expected = [s.decode() for c in chunks for s in c]
+    assert to_arrow(block, pa.string(), None, "t").to_pylist() == expected
+
+
+@pytest.mark.parametrize("damage", ["short", "first", "last"])
+def test_inflated_string_pieces_with_bad_offsets_are_refused(damage):
+    var = pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=32)))
+    piece = bytearray(_piece([b"ab", b"cd"]))
+    if damage == "short":
+        piece = piece[:8]
+    elif damage == "first":
+        piece[0] = 99
+    else:
+        piece[8] = 200  # the last offset points past the chunk
+    with pytest.raises(FormatError, match="offsets|too small"):
+        _variable_pieces(var, [bytes(piece)], np.array([2]), "t")
