@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+from timing import formats_line  # bench/timing.py (scripts run from bench/)
 
 import lance_sql
 from lance_sql.table.meta.versions import latest_version, list_versions, load_manifest
@@ -183,6 +184,7 @@ def main() -> None:
                 _grow(uri, versions, library)
                 rate, _ = _throughput(library, uri, args.procs, args.appends)
                 rows.append((versions, library, lat, _stats(only), rate, latest))
+                print(formats_line(**{library: uri}))
                 print(f"versions={versions:5d} {library:4s} append median/p99 "
                       f"{lat[0]:6.2f}/{lat[1]:6.2f} ms  commit-only median/p99 "
                       f"{_stats(only)[0]:6.2f}/{_stats(only)[1]:6.2f} ms  "

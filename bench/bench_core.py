@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from timing import median_time  # bench/timing.py (scripts run from bench/)
+from timing import formats_line, median_time  # bench/timing.py (scripts run from bench/)
 
 import lance_sql
 
@@ -84,6 +84,7 @@ def main() -> None:
                     median_time(lambda: lance.dataset(ref_uri).count_rows(), args.repeat)))
 
     print(f"\n{args.rows:,} rows, {args.rows_per_file:,} rows per file, median of {args.repeat}")
+    print(formats_line(lance_sql=ours_uri, pylance=ref_uri))
     print(f"{'operation':<24}{'lance_sql (s)':>15}{'pylance (s)':>14}{'ratio':>9}")
     for name, ours_t, ref_t in results:
         print(f"{name:<24}{ours_t:>15.4f}{ref_t:>14.4f}{ours_t / ref_t:>8.2f}x")

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from timing import formats_line  # bench/timing.py (scripts run from bench/)
 
 import lance_sql
 from lance_sql.errors import LanceError
@@ -180,6 +181,7 @@ def main() -> None:
             uri = str(work / f"{label}.lance")
             lance.write_dataset(table, uri)  # pylance defaults: 2.2, 1M rows per file
             assert lance.dataset(uri).data_storage_version == "2.2"
+            print(f"{label}: {formats_line(pylance=uri)} (our 2.2 writer measured on it too)")
             results += bench_reads(lance, uri, label, args.repeat, args.take)
             results += bench_write(lance, table, work, label, args.repeat)
             del table

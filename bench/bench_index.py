@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from timing import formats_line  # bench/timing.py (scripts run from bench/)
 
 import lance_sql
 from lance_sql.table.index import btree as btree_mod
@@ -135,6 +136,7 @@ def main() -> None:
         lance.write_dataset(data, str(ref_uri), max_rows_per_file=1_000_000)
         session = lance_sql.connect(work / "ours")
         print(f"rows={rows:,} repeat={args.repeat}")
+        print(formats_line(lance_sql=ours_uri, pylance=ref_uri))
         print(f"{'key':<4} {'operation':<10} {'lance_sql ms':>13} {'pylance ms':>11} "
               f"{'ratio':>6}")
         for key in ("id", "s"):

@@ -33,7 +33,7 @@ from pathlib import Path
 import lance
 import numpy as np
 import pyarrow as pa
-from timing import median_time  # bench/timing.py (scripts run from bench/)
+from timing import formats_line, median_time  # bench/timing.py (scripts run from bench/)
 
 import lance_sql
 from lance_sql.table.changes.feed import table_changes
@@ -69,6 +69,7 @@ def main() -> None:
                                 max_rows_per_file=1_000_000)
         lance_sql.dataset(path).update({"x": "x + 1"}, where="id % 100 = 0")
         touched = args.rows // 100
+        print(formats_line(lance_sql=path))
 
         def ours() -> None:
             out = table_changes(path, 2, 2)

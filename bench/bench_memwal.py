@@ -38,6 +38,7 @@ import uuid
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from timing import formats_line  # bench/timing.py (scripts run from bench/)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -184,6 +185,11 @@ def main() -> None:
         ours_s, theirs_s = timings.values()
         print(f"ratio lance_sql/pylance merge: {ours_s / theirs_s:.2f}")
         return
+    with tempfile.TemporaryDirectory() as tmp:  # the base tables' format (both libraries)
+        root_ours, root_ref = os.path.join(tmp, "ours"), os.path.join(tmp, "ref")
+        lance_sql.write_dataset(batch(0, 1), root_ours)
+        __import__("lance").write_dataset(batch(0, 1), root_ref)
+        print(formats_line(lance_sql=root_ours, pylance=root_ref))
     if args.memory:
         growth = memory_peak(args.memory_rows)
         print(f"peak RSS growth writing {args.memory_rows} rows non-durably: {growth:.0f} MiB "

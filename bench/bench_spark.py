@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-from timing import interleaved_medians  # bench/timing.py (scripts run from bench/)
+from timing import formats_line, interleaved_medians  # bench/timing.py (scripts run from bench/)
 
 
 def main() -> None:
@@ -94,6 +94,7 @@ def main() -> None:
     ]
     print(f"\n{args.rows:,} rows, {args.partitions} partitions, Spark local[2], "
           f"median of {args.repeat} interleaved rounds after one untimed")
+    print(formats_line(data_source=ds_uri, write_dataset=helper_uri))
     print(f"{'operation':<28}{'lance (s)':>11}{'parquet (s)':>13}{'ratio':>8}")
     for name, ours, theirs in rows:
         print(f"{name:<28}{ours:>11.3f}{theirs:>13.3f}{ours / theirs:>7.2f}x")

@@ -4,17 +4,18 @@ Data: bench_core's table (id int64, x float64, s utf8) plus ``cat``, a utf8 colu
 16 distinct values for GROUP BY; N rows, 1M rows per Lance fragment / Parquet file.
 The same rows are read three ways:
 
-* lance_sql: ``lance_sql.connect(dir).sql(q)`` over the Lance table (format 2.0);
+* lance_sql: ``lance_sql.connect(dir).sql(q)`` over the Lance table, once written in file
+  format 2.0 and once in 2.2 (the default of new tables), both by lance_sql;
 * DataFusion on Parquet: ``ctx.register_parquet`` over the same rows as Parquet files;
-* pylance: ``lance.dataset(uri).to_table(columns, filter)`` of the same Lance table, then the
-  same SQL in DataFusion over that Arrow table (``ctx.from_arrow``).
+* pylance: ``lance.dataset(uri).to_table(columns, filter)`` of the same Lance table (each
+  format), then the same SQL in DataFusion over that Arrow table (``ctx.from_arrow``).
 
 Each figure is the median of --repeat runs after one warm-up run (page cache warm for all),
-the three contenders interleaved run by run.
-Targets (issue 3): aggregations within 1.3x of DataFusion on Parquet; count(*) and
+all contenders of a query interleaved run by run. Targets (issues 3 and 19): aggregations
+within 1.3x of DataFusion on Parquet, and on 2.2 within 1.0x of pylance; count(*) and
 _rowid/_rowaddr lookups under 5 ms.
 
-    python bench/bench_sql.py --rows 10000000 --repeat 5 [--data DIR]
+    python bench/bench_sql.py --rows 10000000 --repeat 5 [--formats 2.0,2.2] [--data DIR]
 """
 
 from __future__ import annotations
@@ -96,25 +97,33 @@ def median_times(runs: dict[str, Callable[[], object]], repeat: int
     return {name: (statistics.median(ts), min(ts)) for name, ts in times.items()}
 
 
-def prepare(work: Path, rows: int, rows_per_file: int) -> tuple[Path, Path]:
-    """The Lance table and the Parquet directory; reused when ``work`` already has them."""
-    lance_dir, parquet_dir = work / "lance", work / "parquet"
+def prepare(work: Path, rows: int, rows_per_file: int,
+            formats: list[str]) -> tuple[dict[str, Path], Path]:
+    """The Lance table of each format and the Parquet directory; reused when ``work``
+    already has them (``<work>/lance-<format>/t.lance``, ``<work>/parquet``)."""
+    lance_dirs = {v: work / f"lance-{v}" for v in formats}
+    parquet_dir = work / "parquet"
     stamp = work / f"rows-{rows}-{rows_per_file}"
-    if stamp.exists():
-        return lance_dir, parquet_dir
-    shutil.rmtree(lance_dir, ignore_errors=True)
-    shutil.rmtree(parquet_dir, ignore_errors=True)
-    for old in work.glob("rows-*"):
-        old.unlink()
-    table = bench_table(rows)
-    start = time.perf_counter()
-    lance_sql.write_dataset(table, lance_dir / "t.lance", max_rows_per_file=rows_per_file)
-    print(f"wrote the Lance table in {time.perf_counter() - start:.1f} s")
-    parquet_dir.mkdir(parents=True)
-    for i, first in enumerate(range(0, rows, rows_per_file)):
-        pq.write_table(table.slice(first, rows_per_file), parquet_dir / f"part-{i:04d}.parquet")
-    stamp.touch()
-    return lance_dir, parquet_dir
+    table = None
+    if not stamp.exists():
+        for old in work.glob("rows-*"):
+            old.unlink()
+        for d in [parquet_dir, *work.glob("lance-*")]:
+            shutil.rmtree(d, ignore_errors=True)
+        table = bench_table(rows)
+        parquet_dir.mkdir(parents=True)
+        for i, first in enumerate(range(0, rows, rows_per_file)):
+            pq.write_table(table.slice(first, rows_per_file), parquet_dir / f"part-{i:04d}.parquet")
+        stamp.touch()
+    for version, lance_dir in lance_dirs.items():
+        if (lance_dir / "t.lance").exists():
+            continue
+        table = table if table is not None else bench_table(rows)
+        start = time.perf_counter()
+        lance_sql.write_dataset(table, lance_dir / "t.lance", max_rows_per_file=rows_per_file,
+                                data_storage_version=version)
+        print(f"wrote the {version} Lance table in {time.perf_counter() - start:.1f} s")
+    return lance_dirs, parquet_dir
 
 
 def main() -> None:
@@ -124,55 +133,74 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--rows-per-file", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--formats", default="2.0,2.2",
+                        help="Lance file formats to measure, comma separated")
     parser.add_argument("--data", type=Path, help="keep (and reuse) the tables in this directory")
     args = parser.parse_args()
+    formats = [v.strip() for v in args.formats.split(",") if v.strip()]
 
     import lance  # the reference, imported here so the package never depends on it
 
     work = args.data or Path(tempfile.mkdtemp(prefix="lance-sql-bench-sql-"))
     work.mkdir(parents=True, exist_ok=True)
-    lance_dir, parquet_dir = prepare(work, args.rows, args.rows_per_file)
-    uri = str(lance_dir / "t.lance")
-
-    session = lance_sql.connect(lance_dir)
+    lance_dirs, parquet_dir = prepare(work, args.rows, args.rows_per_file, formats)
+    sessions, uris = {}, {}
+    for version, lance_dir in lance_dirs.items():
+        uris[version] = str(lance_dir / "t.lance")
+        written = lance_sql.dataset(uris[version]).data_storage_version
+        assert written == version, f"the {version} table is in format {written}"
+        sessions[version] = lance_sql.connect(lance_dir)
     parquet = SessionContext()
     parquet.register_parquet("t", str(parquet_dir))
 
-    def ours(q: Query) -> pa.Table:
-        return session.sql(q.sql).to_arrow_table()
+    def ours(version: str, q: Query) -> pa.Table:
+        return sessions[version].sql(q.sql).to_arrow_table()
 
     def on_parquet(q: Query) -> pa.Table:
         return parquet.sql(q.sql).to_arrow_table()
 
-    def reference(q: Query) -> pa.Table:
-        data = lance.dataset(uri).to_table(columns=q.columns, filter=q.lance_filter,
-                                           with_row_id=q.row_id, with_row_address=q.row_addr)
+    def reference(version: str, q: Query) -> pa.Table:
+        data = lance.dataset(uris[version]).to_table(
+            columns=q.columns, filter=q.lance_filter, with_row_id=q.row_id,
+            with_row_address=q.row_addr)
         ctx = SessionContext()
         ctx.register_view("t", ctx.from_arrow(data))
         return ctx.sql(q.reference_sql or q.sql).to_arrow_table()
 
     results = []
     for q in queries(args.rows):
-        expected = ours(q)
-        got = reference(q)
-        assert _rows(expected) == _rows(got), f"{q.name}: lance_sql and pylance differ"
+        runs: dict[str, Callable[[], object]] = {}
+        expected = None
+        for v in formats:
+            got = _rows(ours(v, q))
+            expected = got if expected is None else expected
+            assert got == expected, f"{q.name}: lance_sql on {v} differs"
+            assert _rows(reference(v, q)) == expected, f"{q.name}: pylance on {v} differs"
+            runs[f"ours {v}"] = lambda q=q, v=v: ours(v, q)
+            runs[f"pylance {v}"] = lambda q=q, v=v: reference(v, q)
         if q.parquet:
-            assert _rows(expected) == _rows(on_parquet(q)), f"{q.name}: differs from Parquet"
-        runs = {"ours": lambda q=q: ours(q), "reference": lambda q=q: reference(q)}
-        if q.parquet:
+            assert _rows(on_parquet(q)) == expected, f"{q.name}: differs from Parquet"
             runs["parquet"] = lambda q=q: on_parquet(q)
-        medians = median_times(runs, args.repeat)
-        results.append((q, medians["ours"], medians.get("parquet"), medians["reference"]))
+        results.append((q, median_times(runs, args.repeat)))
 
     print(f"\n{args.rows:,} rows, {args.rows_per_file:,} rows per file, median of {args.repeat} "
           "(interleaved, after one warm-up); best run in parentheses")
-    print(f"{'query':<20}{'lance_sql ms':>17}{'parquet ms':>17}{'pylance ms':>17}"
-          f"{'vs parquet':>12}{'vs pylance':>12}   target")
-    for q, ours_t, parquet_t, ref_t in results:
-        print(f"{q.name:<20}{_ms(ours_t)}{_ms(parquet_t)}{_ms(ref_t)}"
-              f"{_ratio(ours_t, parquet_t)}{_ratio(ours_t, ref_t)}   "
-              f"{_target(q, ours_t, parquet_t)}")
-    print("(ratio = lance_sql / other, of the medians; below 1 means lance_sql is faster)")
+    print("file formats measured: " + ", ".join(
+        f"{v} ({lance_sql.dataset(uris[v]).data_storage_version} as read back)" for v in formats))
+    header = f"{'query':<20}{'parquet ms':>17}"
+    for v in formats:
+        header += f"{'lance_sql ' + v + ' ms':>21}{'pylance ' + v + ' ms':>19}{'vs pylance':>11}"
+    print(header + f"{'vs parquet':>11}   target")
+    for q, m in results:
+        line = f"{q.name:<20}{_ms(m.get('parquet'))}"
+        for v in formats:
+            line += f"    {_ms(m[f'ours {v}'])}  {_ms(m[f'pylance {v}'])}"
+            line += _ratio(m[f"ours {v}"], m[f"pylance {v}"], 11)
+        newest = formats[-1]
+        line += _ratio(m[f"ours {newest}"], m.get("parquet"), 11)
+        print(f"{line}   {_target(q, m[f'ours {newest}'], m.get('parquet'))} ({newest})")
+    print("(ratio = lance_sql / other, of the medians; below 1 means lance_sql is faster; "
+          "vs parquet and target are for the last format)")
     if args.data is None:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -181,8 +209,8 @@ def _ms(t: tuple[float, float] | None) -> str:
     return f"{'n/a':>17}" if t is None else f"{t[0] * 1e3:9.1f} ({t[1] * 1e3:5.1f})"
 
 
-def _ratio(ours: tuple[float, float], other: tuple[float, float] | None) -> str:
-    return f"{'n/a':>12}" if other is None else f"{ours[0] / other[0]:11.2f}x"
+def _ratio(ours: tuple[float, float], other: tuple[float, float] | None, width: int = 12) -> str:
+    return f"{'n/a':>{width}}" if other is None else f"{ours[0] / other[0]:{width - 1}.2f}x"
 
 
 def _target(q: Query, ours: tuple[float, float], parquet: tuple[float, float] | None) -> str:

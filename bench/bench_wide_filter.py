@@ -17,7 +17,10 @@ from pathlib import Path
 import lance
 import numpy as np
 import pyarrow as pa
-from timing import interleaved_medians
+from timing import (
+    formats_line,  # bench/timing.py (scripts run from bench/)
+    interleaved_medians,
+)
 
 import lance_sql
 
@@ -36,6 +39,7 @@ def main() -> None:
             pa.table({"id": ids, "k": ids % 7, "s": pa.array(ids.astype(str))}),
             root / "m.lance", max_rows_per_file=50_000)
         uri = str(root / "m.lance")
+        print(formats_line(lance_sql=uri))
         step = max(1, args.rows // args.terms)
         filters = {
             "equalities": " OR ".join(f"id = {i * step}" for i in range(args.terms)),

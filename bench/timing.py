@@ -38,3 +38,13 @@ def interleaved_medians(operations: dict[str, tuple[Callable[[], object],
             if round_:
                 times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def formats_line(**uris: object) -> str:
+    """One line naming the Lance file format of each table a bench measured, as read back
+    from the table (``label=uri``), e.g. ``file format: ours 2.2, pylance 2.2``."""
+    import lance_sql  # bench scripts run with the package on the path
+
+    parts = [f"{label} {lance_sql.dataset(str(uri)).data_storage_version}"
+             for label, uri in uris.items()]
+    return "file format: " + ", ".join(parts)

@@ -181,14 +181,18 @@ def _to_storage(block: Block, t: pa.DataType, valid: np.ndarray | None, where: s
             raise FormatError(f"{where}: fixed-width data for a {t} column")
         large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
         offs = block.offsets
-        if int(offs[-1]) > block.data.size:
+        if offs.size != n + 1:
+            raise FormatError(f"{where}: {offs.size} string offsets for {n} values")
+        if n and (int(offs[0]) < 0 or int(offs[-1]) > block.data.size):
             raise FormatError(f"{where}: string offsets run past the data")
         if not large and int(offs[-1]) >= 2**31:
             raise FormatError(f"{where}: {int(offs[-1])} bytes overflow 32-bit string offsets")
-        offs_buf = pa.py_buffer(offs if large else offs.astype(np.int32))
-        arr = pa.Array.from_buffers(t, n, [vbuf, offs_buf, pa.py_buffer(block.data)])
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            try:
+        if n and np.any(offs[1:] < offs[:-1]):
+            raise FormatError(f"{where}: string offsets decrease")
+        offs = offs.astype(np.int64 if large else np.int32, copy=False)
+        arr = pa.Array.from_buffers(t, n, [vbuf, pa.py_buffer(offs), pa.py_buffer(block.data)])
+        if (pa.types.is_string(t) or pa.types.is_large_string(t)) and not _ascii(block.data):
+            try:  # offsets are checked above; what is left to check is the UTF-8 itself
                 arr.validate(full=True)
             except pa.ArrowInvalid as exc:
                 raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
@@ -221,6 +225,17 @@ def _to_storage(block: Block, t: pa.DataType, valid: np.ndarray | None, where: s
     if block.data.size < need:
         raise FormatError(f"{where}: {block.data.size} bytes hold fewer than {n} values")
     return pa.Array.from_buffers(t, n, [vbuf, pa.py_buffer(block.data[:need])])
+
+
+def _ascii(data: np.ndarray) -> bool:
+    """Whether every byte is below 0x80: then any split of ``data`` is valid UTF-8, and the
+    per-value UTF-8 check (the dearest part of decoding short strings) can be skipped."""
+    if data.size == 0:
+        return True
+    usable = data.size & ~7
+    top = int(np.bitwise_or.reduce(data[:usable].view(np.uint64))) if usable else 0
+    tail = int(np.bitwise_or.reduce(data[usable:])) if usable < data.size else 0
+    return not ((top & 0x8080808080808080) or (tail & 0x80))
 
 
 def _packed_struct(block: Fixed, t: pa.StructType, valid: np.ndarray | None,

@@ -80,10 +80,28 @@ class ChunkBuffers:
                 a = int(self.pos[0])
                 self._data = self.raw[a : a + int(self.sizes.sum())]
             else:
-                lo, hi = self.pos.tolist(), (self.pos + self.sizes).tolist()
-                joined = b"".join([self.raw[a:b].data for a, b in zip(lo, hi, strict=True)])
-                self._data = np.frombuffer(joined, np.uint8)
+                self._data = self._gather()
         return self._data
+
+    def _gather(self) -> np.ndarray:
+        """The buffers copied back to back: as rows of a strided view when they are evenly
+        spaced and (but the last) of one size, as mini-block pages of fixed-width values
+        are; else one join of slices."""
+        pos, sizes, raw = self.pos, self.sizes, self.raw
+        n = pos.size
+        size0, step = int(sizes[0]), int(pos[1] - pos[0])
+        last_end = int(pos[-1] + sizes[-1])
+        if (n > 2 and step >= size0 and last_end <= raw.size
+                and np.all(sizes[:-1] == size0) and np.all(np.diff(pos) == step)):  # fmt: skip
+            out = np.empty(int(sizes.sum()), np.uint8)
+            rows = np.lib.stride_tricks.as_strided(
+                raw[int(pos[0]) :], shape=(n - 1, size0), strides=(step, 1), writeable=False)
+            out[: (n - 1) * size0].reshape(n - 1, size0)[...] = rows
+            out[(n - 1) * size0 :] = raw[int(pos[-1]) : last_end]
+            return out
+        mv = raw.data
+        lo, hi = pos.tolist(), (pos + sizes).tolist()
+        return np.frombuffer(b"".join([mv[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
 
     @staticmethod
     def of(data: np.ndarray, sizes: np.ndarray) -> ChunkBuffers:
@@ -145,11 +163,13 @@ def decode_chunks(
     if k == "general":
         comp = enc.general.compression
         first = bufs[0]
-        starts = first.starts
+        raw = first.raw.data  # each chunk's buffer in place: no gather first
         pieces = [
-            inflate(comp.scheme, first.data[s : s + n], where)
-            for s, n in zip(starts.tolist(), first.sizes.tolist(), strict=True)
+            inflate(comp.scheme, raw[s : s + n], where)
+            for s, n in zip(first.pos.tolist(), first.sizes.tolist(), strict=True)
         ]
+        if kind(enc.general.values) == "variable" and len(bufs) == 1:
+            return _variable_pieces(enc.general.values.variable, pieces, counts, where)
         return decode_chunks(enc.general.values, [ChunkBuffers.join(pieces), *bufs[1:]], counts,
                              where)  # fmt: skip
     if k == "rle":
@@ -285,14 +305,52 @@ def _inline_packed(words: np.ndarray, starts: np.ndarray, width: int, bits: int)
     return view[rows].reshape(starts.size, nwords)
 
 
-def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Variable:
+def _offset_dtype(var: pb.Variable, where: str) -> np.dtype:
     if kind(var.offsets) != "flat" or var.HasField("values"):
         raise UnsupportedFeatureError(f"{where}: variable-width chunks with compressed offsets")
     width = int(var.offsets.flat.bits_per_value)
     if width not in (32, 64):
         raise FormatError(f"{where}: {width}-bit string offsets")
-    dt = np.dtype("<u4") if width == 32 else np.dtype("<u8")
+    return np.dtype("<u4") if width == 32 else np.dtype("<u8")
+
+
+def _variable_pieces(var: pb.Variable, pieces: list[bytes], counts: np.ndarray,
+                     where: str) -> Variable:  # fmt: skip
+    """String chunks that were each inflated on their own (General over Variable).
+
+    Each piece is its offsets then its bytes; the bytes of all pieces are joined once and
+    the offsets apart, instead of joining whole pieces and then their bytes again.
+    """
+    dt = _offset_dtype(var, where)
     wb = dt.itemsize
+    sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
+    if sizes.size != counts.size or np.any(sizes < (counts + 1) * wb):
+        raise FormatError(f"{where}: string chunk too small for its offsets")
+    fmt = "<I" if wb == 4 else "<Q"
+    first = np.fromiter((struct.unpack_from(fmt, p)[0] for p in pieces), np.int64, sizes.size)
+    last = np.fromiter((struct.unpack_from(fmt, p, c * wb)[0]
+                        for p, c in zip(pieces, counts.tolist(), strict=True)),
+                       np.int64, sizes.size)  # fmt: skip
+    if np.any(first != (counts + 1) * wb) or np.any(last > sizes) or np.any(last < first):
+        raise FormatError(f"{where}: string offsets point outside their chunk")
+    views = [memoryview(p) for p in pieces]
+    lo, hi = first.tolist(), last.tolist()
+    data = np.frombuffer(b"".join([v[a:b] for v, a, b in zip(views, lo, hi, strict=True)]),
+                         np.uint8)  # fmt: skip
+    words = np.frombuffer(b"".join([v[wb:a] for v, a in zip(views, lo, strict=True)]), dt)
+    lens = last - first
+    n = int(counts.sum())
+    rebased = np.empty(n + 1, np.int32 if int(lens.sum()) < 2**31 and wb == 4 else np.int64)
+    rebased[0] = 0
+    _gather_runs(words, np.cumsum(counts) - counts, counts, np.cumsum(lens) - lens - first,
+                 rebased[1:])  # fmt: skip
+    return Variable(rebased, data, n)
+
+
+def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Variable:
+    dt = _offset_dtype(var, where)
+    wb = dt.itemsize
+    width = wb * 8
     raw, starts = buf.raw, buf.pos
     if np.any(starts % wb) or raw.ctypes.data % wb:
         raw, starts = buf.data, buf.starts
@@ -306,25 +364,56 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
         raise FormatError(f"{where}: string offsets point outside their chunk")
     lens = last - first
     if counts.size > 1:
+        mv = raw.data
         lo = (starts + first).tolist()
         hi = (starts + last).tolist()
-        data = np.frombuffer(b"".join([raw[a:b].data for a, b in zip(lo, hi, strict=True)]),
-                             np.uint8)
+        data = np.frombuffer(b"".join([mv[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
     else:
         data = raw[int(starts[0] + first[0]) : int(starts[0] + last[0])]
     # every offset but the chunk heads, rebased onto the joined data; a chunk's head equals
-    # the previous chunk's last offset once rebased, so the output starts with one 0
+    # the previous chunk's last offset once rebased, so the output starts with one 0.
+    # Offsets may still decrease inside a chunk: to_arrow checks that for every block.
     base = np.cumsum(lens) - lens - first
     n = int(counts.sum())
-    rebased = np.empty(n + 1, np.int64)
+    small = int(lens.sum()) < 2**31 and width == 32
+    rebased = np.empty(n + 1, np.int32 if small else np.int64)
     rebased[0] = 0
-    ends = words[range_indices(heads + 1, counts)]
-    if ends.dtype == np.uint64:
-        ends = ends.view(np.int64)  # offsets past 2**63 turn negative: caught as decreasing
-    np.add(ends, np.repeat(base, counts), out=rebased[1:])
-    if np.any(rebased[1:] < rebased[:-1]):
-        raise FormatError(f"{where}: string offsets decrease")
+    _gather_runs(words, heads + 1, counts, base, rebased[1:])
     return Variable(rebased, data, n)
+
+
+def _gather_runs(words: np.ndarray, src: np.ndarray, counts: np.ndarray, add: np.ndarray,
+                 out: np.ndarray) -> None:  # fmt: skip
+    """``out`` = the runs ``words[src[i] : src[i] + counts[i]] + add[i]`` back to back.
+
+    Runs of one length are copied as rows of a strided view (one row gather and one add
+    per distinct length, a handful in mini-block pages), so no per-value index array is
+    built. Callers check that every run lies inside ``words``.
+    """
+    if counts.size == 1:
+        a, c = int(src[0]), int(counts[0])
+        np.add(words[a : a + c], add[0], out=out, casting="unsafe")
+        return
+    dst = np.cumsum(counts) - counts
+    step_in, step_out = words.strides[0], out.strides[0]
+    for c in np.unique(counts).tolist():
+        if c == 0:
+            continue
+        rows = np.flatnonzero(counts == c) if counts.size else counts
+        rows_in = np.lib.stride_tricks.as_strided(
+            words, shape=(words.size - c + 1, c), strides=(step_in, step_in), writeable=False)
+        rows_out = np.lib.stride_tricks.as_strided(
+            out, shape=(out.size - c + 1, c), strides=(step_out, step_out))
+        if rows.size == counts.size:  # every run of this length: no selection needed
+            values, values_add, target = rows_in[src], add[:, None], dst
+        else:
+            values, values_add, target = rows_in[src[rows]], add[rows][:, None], dst[rows]
+        first = int(target[0])
+        if int(target[-1]) - first == (target.size - 1) * c:  # the runs follow each other
+            block = out[first : first + target.size * c].reshape(target.size, c)
+            np.add(values, values_add, out=block, casting="unsafe")
+        else:
+            rows_out[target] = values + values_add
 
 
 def fsst_decode(table_bytes: bytes, inner: Block, where: str) -> Variable:

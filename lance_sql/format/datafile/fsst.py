@@ -26,6 +26,7 @@ from lance_sql.errors import FormatError
 TABLE_SIZE = 8 + 256 * 8 + 256
 _BLOCK = 1 << 16  # pairs per scatter: 1 MiB of 16-byte words
 _PAIR_MIN = 1 << 16  # codes; smaller pages do not pay for building the pair table
+_PAIR_MAX_LITERALS = 64  # pairs are patched where literals sit: worth it below 1 in 64 codes
 _MAGIC = b"TSSF"
 ESCAPE = 255
 
@@ -140,58 +141,101 @@ def decompress(
     bounds = offsets - start
     if bounds.min() < 0 or bounds.max() > n:
         raise FormatError(f"{where}: FSST string offsets outside the compressed data")
-    esc = codes == ESCAPE
-    if n >= _PAIR_MIN and not esc.any():
-        return _decompress_pairs(table, codes, bounds)
-    idx: np.ndarray = codes
-    if esc.any():
-        # position inside each run of 255s: a run starts on a code, so escapes sit at even
-        # positions and the literals they announce at odd ones
-        run_start = esc & ~np.r_[False, esc[:-1]]
-        first = np.flatnonzero(run_start)
-        pos = np.arange(n) - first[np.maximum(np.cumsum(run_start.astype(np.int64)) - 1, 0)]
-        escape = esc & (pos % 2 == 0)
-        if escape[-1]:
-            raise FormatError(f"{where}: FSST data ends with an escape byte")
-        literal = np.r_[False, escape[:-1]]
-        lit_pos = np.flatnonzero(literal)
-        if lit_pos.size and np.isin(lit_pos, bounds[1:-1]).any():
+    escapes = np.flatnonzero(codes == ESCAPE)
+    lit = np.zeros(0, np.int64)
+    if escapes.size:
+        lit = _literals(escapes, n, where)
+        starts = np.zeros(n + 1, bool)
+        starts[bounds[1:-1]] = True
+        if starts[lit].any():
             raise FormatError(f"{where}: FSST escape crosses a string boundary")
-        idx = codes.astype(np.int16)
-        idx[literal] += 256
+    if n >= _PAIR_MIN and lit.size * _PAIR_MAX_LITERALS <= n:
+        return _decompress_pairs(table, codes, bounds, lit)
+    lengths = np.take(table.lengths, codes)
+    words = np.take(table.symbols, codes)
+    if lit.size:
+        lengths[lit] = 1  # a literal is its own byte (its escape code yields nothing)
+        words[lit] = codes[lit]
     cum = np.empty(n + 1, np.int64)
     cum[0] = 0
-    np.cumsum(np.take(table.lengths, idx), out=cum[1:])
+    np.cumsum(lengths, out=cum[1:])
     total = int(cum[-1])
     out = np.empty(total + 8, np.uint8)
-    _scatter(out, 8, cum[:-1], np.take(table.symbols, idx).view("V8"),
-             np.take(table.lengths, idx))
+    _scatter(out, 8, cum[:-1], words.view("V8"), lengths)
     return out[:total], cum[bounds]
 
 
+def _literals(escapes: np.ndarray, n: int, where: str) -> np.ndarray:
+    """Positions of the escaped (literal) bytes, from the positions of all 255 bytes.
+
+    A byte after a non-255 byte is a code, so a run of 255s starts on a code: inside a
+    run escapes sit at even offsets and the literals they announce at odd ones. Only the
+    255s are looked at (few in practice), never every code.
+    """
+    k = np.arange(escapes.size)
+    run_start = np.r_[True, np.diff(escapes) != 1]
+    first = np.maximum.accumulate(np.where(run_start, k, 0))
+    lit = escapes[(k - first) % 2 == 0] + 1
+    if lit.size and int(lit[-1]) >= n:
+        raise FormatError(f"{where}: FSST data ends with an escape byte")
+    return lit
+
+
 def _decompress_pairs(
-    table: SymbolTable, codes: np.ndarray, bounds: np.ndarray
+    table: SymbolTable, codes: np.ndarray, bounds: np.ndarray, lit: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Two codes at a time; ``lit`` (sorted) are the literal bytes' positions.
+
+    The pair table reads every code as a symbol, so the few pairs holding a literal are
+    patched: a literal second in its pair follows its escape (the pair is just the byte);
+    one first in its pair (its escape ended the previous pair) is the byte followed by
+    the next code's symbol. A pair never holds two literals.
+    """
     words, lens = _pair_table(table)
     n = codes.size
     even = n & ~1
     pairs = codes[:even].view("<u2")
+    pair_lens = np.take(lens, pairs)
+    inside = lit[lit < even]
+    fix = inside >> 1  # sorted, distinct
+    if fix.size:
+        second = (inside & 1).astype(bool)
+        byte = codes[inside].astype(np.uint64)
+        after = codes[np.where(second, inside, inside + 1)]  # the next code if first
+        sym = table.symbols[after]
+        fixed = np.empty((fix.size, 2), np.uint64)
+        fixed[:, 0] = np.where(second, byte, byte | (sym << np.uint64(8)))
+        fixed[:, 1] = np.where(second, np.uint64(0), sym >> np.uint64(56))
+        fix_words = fixed.view("V16").reshape(-1)
+        pair_lens[fix] = np.where(second, 1, 1 + table.lengths[after])
+    total = int(pair_lens.sum(dtype=np.int64))
+    tail_literal = bool(n & 1) and lit.size > 0 and int(lit[-1]) == n - 1
+    last = (1 if tail_literal else int(table.lengths[codes[-1]])) if n & 1 else 0
+    out = np.empty(total + last + 16, np.uint8)
     cum = np.empty(pairs.size + 1, np.int64)
     cum[0] = 0
-    np.cumsum(np.take(lens, pairs), out=cum[1:])
-    total = int(cum[-1])
-    last = int(table.lengths[codes[-1]]) if n & 1 else 0
-    out = np.empty(total + last + 16, np.uint8)
-    for a in range(0, pairs.size, _BLOCK):  # blocks keep the 16-byte words in cache
-        p = pairs[a : a + _BLOCK]
-        _scatter(out, 16, cum[a : a + p.size], np.take(words, p), np.take(lens, p))
+    for a in range(0, pairs.size, _BLOCK):  # a block's positions, words and output in cache
+        p, pl = pairs[a : a + _BLOCK], pair_lens[a : a + _BLOCK]
+        seg = cum[a + 1 : a + 1 + p.size]
+        np.cumsum(pl, out=seg)
+        seg += cum[a]
+        w = np.take(words, p)
+        if fix.size:
+            k0, k1 = np.searchsorted(fix, [a, a + p.size]).tolist()
+            w[fix[k0:k1] - a] = fix_words[k0:k1]
+        _scatter(out, 16, cum[a : a + p.size], w, pl)
     if n & 1:
-        out[total : total + 8] = table.symbols[codes[-1] : codes[-1] + 1].view(np.uint8)
+        tail = codes[-1:].astype(np.uint64) if tail_literal else table.symbols[codes[-1:]]
+        out[total : total + 8] = tail.view(np.uint8)
         total += last
     # a string boundary after an odd number of codes falls inside a pair, after its first
     # code (clipping only touches even boundaries, whose extra is multiplied by 0)
     ends = np.take(cum, bounds >> 1)
-    extra = np.take(table.lengths, np.take(codes, bounds & ~1, mode="clip"))
+    first_code = bounds & ~1
+    extra = np.take(table.lengths, np.take(codes, first_code, mode="clip"))
+    if inside.size:  # a literal first in its pair yields one byte
+        at = np.minimum(np.searchsorted(inside, first_code), inside.size - 1)
+        extra[inside[at] == first_code] = 1
     extra *= (bounds & 1).astype(np.uint8)
     ends += extra
     return out[:total], ends

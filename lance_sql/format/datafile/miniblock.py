@@ -390,8 +390,9 @@ class MiniBlockPage:
                 f"{where}: dictionary index {int(check.max())} out of range "
                 f"({len(self.dictionary)} items)"
             )
-        mask = None if slot_valid is None else ~slot_valid
-        return self.dictionary.take(pa.array(indices.astype(np.int64), mask=mask))
+        if slot_valid is None:  # the indices as they are (no widening copy)
+            return self.dictionary.take(pa.array(indices))
+        return self.dictionary.take(pa.array(indices, mask=~slot_valid))
 
 
 def _uniform_shift(logs: np.ndarray, values: np.ndarray) -> int | None:

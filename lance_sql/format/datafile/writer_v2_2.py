@@ -16,7 +16,7 @@ import pyarrow as pa
 from lance_sql.errors import SchemaError, UnsupportedFeatureError
 from lance_sql.format.datafile import container, repdef
 from lance_sql.format.datafile.decode_v2_1 import column_fields, is_packed_struct
-from lance_sql.format.datafile.encode_miniblock import mini_block_page
+from lance_sql.format.datafile.encode_miniblock import StringCompression, mini_block_page
 from lance_sql.format.datafile.encode_v2_2 import (
     EncodedPage,
     constant_page,
@@ -35,8 +35,10 @@ if TYPE_CHECKING:
     from lance_sql.format.datafile.writer import LanceFileWriter
 
 
-def encode_page(rep, def_, layers, values_arr: pa.Array, num_rows: int) -> EncodedPage:
-    """Pick the layout for one page of a leaf and encode it."""
+def encode_page(rep, def_, layers, values_arr: pa.Array, num_rows: int,
+                compression: StringCompression | None = None) -> EncodedPage:
+    """Pick the layout for one page of a leaf and encode it (``compression``: what the
+    leaf's field metadata asks for string chunks)."""
     visible = repdef.visible(def_, layers)
     if len(values_arr) == 0 or values_arr.null_count == len(values_arr):
         return constant_page(rep, def_, layers, None, None)
@@ -48,7 +50,8 @@ def encode_page(rep, def_, layers, values_arr: pa.Array, num_rows: int) -> Encod
         return full_zip_page(rep, def_, layers, values, visible, num_rows)
     t = storage_type(values_arr.type)
     key_bits = t.index_type.bit_width if pa.types.is_dictionary(t) else None
-    page = mini_block_page(rep, def_, layers, values, visible, key_bits=key_bits)
+    page = mini_block_page(rep, def_, layers, values, visible, key_bits=key_bits,
+                           compression=compression)
     if page is None:
         return full_zip_page(rep, def_, layers, values, visible, num_rows)
     return page
@@ -103,6 +106,8 @@ class StructuralField:
         self.writer = writer
         self.field = field
         self.leaves = {f.id: LeafColumn(writer, f) for f in column_fields(field)}
+        self.compression = {f.id: StringCompression.from_metadata(f.metadata, f.name)
+                            for f in column_fields(field)}
         self.buffer = PageBuffer(writer.page_bytes, writer.max_page_bytes)
         self.rows = 0
 
@@ -118,7 +123,8 @@ class StructuralField:
     def flush(self) -> None:
         for part in self.buffer.drain():
             for leaf in shred(self.field, part):
-                page = encode_page(leaf.rep, leaf.def_, leaf.layers, leaf.values, len(part))
+                page = encode_page(leaf.rep, leaf.def_, leaf.layers, leaf.values, len(part),
+                                   self.compression.get(leaf.field.id))
                 self._emit(self.leaves[leaf.field.id], page, len(part))
             self.rows += len(part)
 

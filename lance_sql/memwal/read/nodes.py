@@ -135,7 +135,8 @@ class ScanExec(ExecNode):
         self.source = source
         self.schema = schema
         self.predicate = predicate
-        pushed, residual = [], []
+        pushed: list[Expr] = []
+        residual: list[Expr] = []
         for part in _conjuncts(predicate):
             names = {p[0] for p in columns(part)}
             (residual if names & set(SOURCE_COLUMNS) else pushed).append(part)

@@ -210,7 +210,7 @@ class LsmView:
             pruned = [i for i, r in enumerate(listed)
                       if r[1] == spec.spec_id and r[2] is not None]
             if pruned:
-                values = pa.concat_tables([listed[i][2] for i in pruned])  # type: ignore[misc]
+                values = pa.concat_tables([listed[i][2] for i in pruned])
                 names = spec.source_names(self.base.manifest.schema)
                 types = {n: self.arrow_schema.field(n).type for n in names if n is not None}
                 mask = prune_regions(predicate, spec, names, types, values)
@@ -368,7 +368,7 @@ class LsmView:
         names = spec.source_names(self.base.manifest.schema)
         if any(n is None or n not in self.key_columns for n in names):
             return None
-        values = region_values(spec, [keys.column(n) for n in names],  # type: ignore[arg-type]
+        values = region_values(spec, [keys.column(n) for n in names],
                                keys.num_rows)
         listed = self._listed()
         known = [i for i, r in enumerate(listed) if r[1] == spec.spec_id and r[2] is not None]
@@ -384,7 +384,7 @@ class LsmView:
                 routed[n] = where.get(tuple(row.values()), -1)
             return routed
         fields = [f.field_id for f in spec.fields]
-        table = pa.concat_tables([listed[i][2] for i in known])  # type: ignore[misc]
+        table = pa.concat_tables([listed[i][2] for i in known])
         table = table.append_column("__region", pa.array(known, pa.int64()))
         probe = values.append_column("__key", pa.array(np.arange(keys.num_rows)))
         try:

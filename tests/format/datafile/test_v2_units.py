@@ -103,11 +103,13 @@ def _fsst_reference(symbols: list[bytes], codes: bytes, offsets: list[int]) -> l
 
 @pytest.mark.parametrize("ordered", [True, False])  # numpy's ordered scatter; byte planes
 @pytest.mark.parametrize("pair_min", [1 << 30, 2])  # one code at a time; two at a time
+@pytest.mark.parametrize("pair_max_literals", [64, 1 << 30])  # pairs patched at any rate
 @pytest.mark.parametrize("seed", range(6))
 def test_fsst_matches_reference(monkeypatch: pytest.MonkeyPatch, seed: int, pair_min: int,
-                                ordered: bool) -> None:
+                                ordered: bool, pair_max_literals: int) -> None:
     monkeypatch.setattr(fsst, "_PAIR_MIN", pair_min)
     monkeypatch.setattr(fsst, "_ORDERED", ordered)
+    monkeypatch.setattr(fsst, "_PAIR_MAX_LITERALS", pair_max_literals)
     rng = np.random.default_rng(seed)
     nsym = int(rng.integers(1, 256))
     symbols = [rng.bytes(int(k)) for k in rng.integers(1, 9, nsym)]

@@ -1,0 +1,119 @@
+"""The vectorised shortcuts of 2.1/2.2 decoding agree with the plain definitions and still
+refuse bad input: run gathers of string offsets, the ASCII shortcut of UTF-8 checking,
+the one-call bitpacking unpack."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_sql.errors import FormatError
+from lance_sql.format.datafile import bitpacking as bp
+from lance_sql.format.datafile.blocks import Variable, to_arrow
+from lance_sql.format.datafile.compressive import ChunkBuffers, _gather_runs, _variable_pieces
+from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+
+@pytest.mark.parametrize("counts", [[5], [4, 4, 4, 2], [8, 2, 8, 1, 2, 8], [0, 3, 0, 3]])
+def test_gather_runs_matches_a_plain_loop(counts):
+    rng = np.random.default_rng(len(counts))
+    words = rng.integers(0, 1 << 20, 64, dtype=np.uint64).astype(np.uint32)
+    counts = np.array(counts, np.int64)
+    src = rng.integers(0, 64 - int(counts.max()), counts.size)
+    add = rng.integers(-100, 100, counts.size)
+    expected = np.concatenate([words[s : s + c].astype(np.int64) + a
+                               for s, c, a in zip(src, counts, add, strict=True)])
+    for dtype in (np.int32, np.int64):
+        out = np.full(int(counts.sum()), -1, dtype)
+        _gather_runs(words, src, counts, add, out)
+        np.testing.assert_array_equal(out, expected)
+
+
+def _strings(data: bytes, offsets: list[int]) -> pa.Array:
+    block = Variable(np.array(offsets, np.int32), np.frombuffer(data, np.uint8), len(offsets) - 1)
+    return to_arrow(block, pa.string(), None, "test")
+
+
+def test_string_blocks_ascii_and_utf8_are_read():
+    assert _strings(b"abcdef", [0, 2, 2, 6]).to_pylist() == ["ab", "", "cdef"]
+    text = "héllo wörld €".encode()
+    assert _strings(text, [0, 6, len(text)]).to_pylist() == ["héllo", " wörld €"]
+    # an ASCII tail shorter than a word is checked too
+    assert _strings(b"abcdefghi", [0, 9]).to_pylist() == ["abcdefghi"]
+
+
+@pytest.mark.parametrize("data,offsets", [
+    (b"ab\xffcdefgh", [0, 3, 9]),          # not UTF-8 at all
+    (b"abcdefgh\xc3", [0, 9]),             # a truncated sequence in the tail
+    ("é".encode() + b"abcdefg", [0, 1, 9]),  # a split inside a two-byte character
+])
+def test_string_blocks_with_bad_utf8_are_refused(data, offsets):
+    with pytest.raises(FormatError, match="UTF-8"):
+        _strings(data, offsets)
+
+
+@pytest.mark.parametrize("offsets", [[0, 4, 2, 6], [0, 2, 7], [-1, 2, 6]])
+def test_string_blocks_with_bad_offsets_are_refused(offsets):
+    with pytest.raises(FormatError, match="offsets"):
+        _strings(b"abcdef", offsets)
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32, 64])
+def test_unpack_matches_pack_for_every_width_across_batches(bits):
+    rng = np.random.default_rng(bits)
+    dt = bp.dtype_for(bits)
+    n = bp._BATCH_BYTES // (bp.BLOCK * dt.itemsize) + 2  # two batches, the last short
+    for width in range(bits + 1):
+        values = rng.integers(0, 1 << width, (n, bp.BLOCK), dtype=np.uint64).astype(dt)
+        packed = bp.pack(values, width, bits)
+        np.testing.assert_array_equal(bp.unpack(packed, width, bits), values)
+        # the inline framing hands over a strided view (one width word before each block)
+        framed = np.concatenate([np.full((n, 1), width, dt), packed], axis=1)
+        np.testing.assert_array_equal(bp.unpack(framed[:, 1:], width, bits), values)
+
+
+@pytest.mark.parametrize("sizes,gaps", [
+    ([16, 16, 16, 5], [8, 8, 8, 8]),    # evenly spaced, one size but the last: strided rows
+    ([16, 16, 16, 16], [8, 8, 8, 8]),
+    ([16, 12, 16, 5], [8, 8, 8, 8]),    # sizes differ: joined slices
+    ([16, 16, 16, 5], [8, 3, 8, 8]),    # spacing differs
+    ([4, 4], [2, 2]),
+])
+def test_chunk_buffers_gather_their_bytes_in_order(sizes, gaps):
+    rng = np.random.default_rng(sum(sizes))
+    raw = rng.integers(0, 256, sum(sizes) + sum(gaps) + 3, dtype=np.uint8)
+    pos = np.cumsum(np.array(gaps) + np.r_[0, sizes[:-1]])
+    buf = ChunkBuffers(raw, pos, np.array(sizes))
+    expected = np.concatenate([raw[p : p + s] for p, s in zip(pos, sizes, strict=True)])
+    np.testing.assert_array_equal(buf.data, expected)
+
+
+def _piece(strings: list[bytes]) -> bytes:
+    """One string chunk as the writer lays it out: offsets (from the chunk start), bytes."""
+    head = 4 * (len(strings) + 1)
+    ends = np.cumsum([0] + [len(s) for s in strings]) + head
+    body = ends.astype("<u4").tobytes() + b"".join(strings)
+    return body + bytes(-len(body) % 4)
+
+
+def test_inflated_string_pieces_join_their_bytes_and_offsets():
+    var = pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=32)))
+    chunks = [[b"ab", b"", b"cde", b"f"], [b"ghij", b"k", b"", b"l"], [b"xyz"]]
+    block = _variable_pieces(var, [_piece(c) for c in chunks], np.array([4, 4, 1]), "t")
+    expected = [s.decode() for c in chunks for s in c]
+    assert to_arrow(block, pa.string(), None, "t").to_pylist() == expected
+
+
+@pytest.mark.parametrize("damage", ["short", "first", "last"])
+def test_inflated_string_pieces_with_bad_offsets_are_refused(damage):
+    var = pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=32)))
+    piece = bytearray(_piece([b"ab", b"cd"]))
+    if damage == "short":
+        piece = piece[:8]
+    elif damage == "first":
+        piece[0] = 99
+    else:
+        piece[8] = 200  # the last offset points past the chunk
+    with pytest.raises(FormatError, match="offsets|too small"):
+        _variable_pieces(var, [bytes(piece)], np.array([2]), "t")
