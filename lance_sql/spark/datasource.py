@@ -38,6 +38,7 @@ rows before any data is read.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -70,6 +71,7 @@ from pyspark.sql.datasource import (
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr import Call, Column, Expr, Literal
+from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
 from lance_sql.io.uri import open_store
 from lance_sql.spark.partitioning import (
     MAX_PARTITION_BYTES,
@@ -91,6 +93,7 @@ from lance_sql.table import (
     ChangeQuery,
     ChangeRows,
     ChangeWindow,
+    CommitConfig,
     JobFiles,
     LanceDataset,
     ScanPlan,
@@ -234,6 +237,30 @@ def _option(options: dict[str, str], name: str) -> str | None:
     """An option by name; Spark keeps option names case-insensitively (lower-cased)."""
     value = options.get(name, options.get(name.lower()))
     return None if value is None or not str(value).strip() else str(value).strip()
+
+
+def _commit_config(options: dict[str, str]) -> CommitConfig | None:
+    """The ``commitConfig`` option, for tables kept in an external manifest store (Spark's
+    options are strings, so the store is named, not passed): ``"sqlite:/path/db"`` for the
+    built-in SQLite manifest store, or ``"package.module:name"`` of a CommitConfig (or of a
+    function returning one) importable where Spark runs the job's driver side."""
+    spec = _option(options, "commitConfig")
+    if spec is None:
+        return None
+    if spec.startswith("sqlite:"):
+        return CommitConfig(handler=ExternalManifestCommit(
+            SqliteManifestStore(spec.removeprefix("sqlite:"))))
+    module_name, _, attr = spec.partition(":")
+    try:
+        found = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise InvalidInputError(f"commitConfig {spec!r}: not an importable "
+                                f"'package.module:name' ({exc})") from exc
+    config = found() if callable(found) and not isinstance(found, CommitConfig) else found
+    if not isinstance(config, CommitConfig):
+        raise InvalidInputError(f"commitConfig {spec!r} gave {type(config).__name__}, "
+                                "not a lance_sql CommitConfig")
+    return config
 
 
 def _change_window(options: dict[str, str]) -> ChangeWindow:
@@ -558,7 +585,9 @@ class LanceWriter(DataSourceArrowWriter):
         self.stable_row_ids = _flag(options, "enableStableRowIds")
         key = _option(options, "primaryKey")
         primary_key = [c.strip() for c in key.split(",") if c.strip()] if key else []
+        self.commit_config = _commit_config(options)
         self.target = open_for_write(self.uri, arrow_schema(schema), overwrite=overwrite,
+                                     commit_config=self.commit_config,
                                      primary_key=primary_key,
                                      stable_row_ids=self.stable_row_ids)
         if self.target.version is not None and not overwrite:
@@ -571,7 +600,8 @@ class LanceWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[LanceCommitMessage | None]) -> None:
         commit_job(self.uri, self.target, self.job, [m.fragments for m in messages if m],
-                   overwrite=self.overwrite, stable_row_ids=self.stable_row_ids)
+                   overwrite=self.overwrite, commit_config=self.commit_config,
+                   stable_row_ids=self.stable_row_ids)
 
     def abort(self, messages: list[LanceCommitMessage | None]) -> None:
         self.job.remove_all(self.uri, [k for m in messages if m for k in m.keys])

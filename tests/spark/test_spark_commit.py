@@ -10,7 +10,7 @@ import pytest
 import lance_sql
 from lance_sql.errors import UnsupportedFeatureError
 from lance_sql.format.manifest import ManifestCodec
-from lance_sql.io.external import ExternalManifestCommit, MemoryManifestStore
+from lance_sql.io.external import ExternalManifestCommit, MemoryManifestStore, SqliteManifestStore
 from lance_sql.io.local import LocalStore
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
@@ -65,3 +65,22 @@ def test_spark_writes_refuse_unknown_writer_flags(spark, uri: str) -> None:
             "writer feature" in str(caught.value)
     assert latest_version(store).version == 2
     assert not list((Path(uri) / "data").glob("job-*"))
+
+
+def test_the_lance_data_source_commits_through_a_named_manifest_store(
+        spark, uri: str, tmp_path: Path) -> None:
+    """``df.write.format("lance")`` cannot be handed a CommitConfig object: the option names
+    the table's external manifest store, and every version goes through it."""
+    db = tmp_path / "manifests.db"
+    _frame(spark, 0, 20).write.format("lance").option("commitConfig", f"sqlite:{db}") \
+        .mode("overwrite").save(uri)
+    _frame(spark, 20, 5).write.format("lance").option("commitConfig", f"sqlite:{db}") \
+        .mode("append").save(uri)
+    store = SqliteManifestStore(db)
+    assert store.latest(LocalStore(uri).uri)[0] == 2
+    config = CommitConfig(handler=ExternalManifestCommit(store))
+    assert lance_sql.dataset(uri, commit_config=config).count_rows() == 25
+    with pytest.raises(Exception) as caught:  # Spark may wrap it
+        _frame(spark, 0, 1).write.format("lance").option("commitConfig", "no_such_module:x") \
+            .mode("append").save(uri)
+    assert "commitConfig" in str(caught.value)
