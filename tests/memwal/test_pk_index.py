@@ -31,6 +31,8 @@ def _latest_by_scan(gen: lance_sql.LanceDataset, key: str) -> dict:
 
 
 def _write_generation(ds: lance_sql.LanceDataset, **config: object) -> str:
+    # WAL entries only where the script flushes: no timed flush in between on a slow machine
+    config.setdefault("max_wal_flush_interval_ms", 3_600_000)
     with open_writer(ds, durable_write=False, **config) as w:
         w.put(rows(list(range(1, 300))))
         w.flush()                                  # WAL entry 1
