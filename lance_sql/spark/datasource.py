@@ -44,6 +44,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TypeVar, overload
 
 import numpy as np
 import pyarrow as pa
@@ -133,6 +134,10 @@ def _open(options: dict[str, str]) -> LanceDataset:
     return LanceDataset(options["path"], version)
 
 
+@overload
+def _positive_int(options: dict[str, str], name: str, default: int) -> int: ...
+@overload
+def _positive_int(options: dict[str, str], name: str, default: None) -> int | None: ...
 def _positive_int(options: dict[str, str], name: str, default: int | None) -> int | None:
     """A positive integer option (``default`` when absent)."""
     text = _option(options, name)
@@ -292,6 +297,16 @@ def _change_window(options: dict[str, str]) -> ChangeWindow:
     return resolve_window(open_store(options["path"]), start, end)
 
 
+_Partition = TypeVar("_Partition", bound=InputPartition)
+
+
+def _own_partition(partition: InputPartition, kind: type[_Partition]) -> _Partition:
+    """``partition`` as the ``kind`` the reader planned (Spark hands each task one back)."""
+    if not isinstance(partition, kind):
+        raise InvalidInputError(f"expected a {kind.__name__}, got {type(partition).__name__}")
+    return partition
+
+
 @dataclass(frozen=True)
 class ChangePartition(InputPartition):
     """Planned change rows (after metadata pruning) of one or more commits.
@@ -350,7 +365,8 @@ class ChangeFeedReader(DataSourceReader):
         data = sum(s.bytes for s in sizes) // rows if rows else 0
         return data + CHANGE_ROW_BYTES
 
-    def read(self, partition: ChangePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        partition = _own_partition(partition, ChangePartition)
         if not partition.ranges:
             return
         window = self._window()
@@ -390,10 +406,13 @@ def _change_filter_expr(f: Filter) -> Expr | None:
     kind = _CHANGE_FILTER_COLUMNS[attribute[0]]
     if isinstance(f, IsNull | IsNotNull):
         return _filter_expr(f)
-    if not isinstance(f, tuple(_COMPARISONS) + (In,)) or isinstance(f, EqualNullSafe):
+    if isinstance(f, In):
+        values = list(f.value)
+    elif isinstance(f, _COMPARISON_TYPES):
+        values = [f.value]
+    else:
         return None
-    values = list(f.value) if isinstance(f, In) else [f.value]
-    exact = []
+    exact: list[str | int] = []
     for v in values:
         if kind is str and isinstance(v, str):
             exact.append(v)
@@ -448,7 +467,8 @@ class LanceReader(DataSourceReader):
         return build_scan_plan(ds.manifest, self.columns, predicate=_conjunction(self.filters),
                                schema_metadata=False)
 
-    def read(self, partition: ReadPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        partition = _own_partition(partition, ReadPartition)
         if not partition.ranges:
             return
         ds = LanceDataset(self.uri, self.version)
@@ -490,8 +510,9 @@ def _conjunction(filters: list[Expr]) -> Expr | None:
     return Call("and", tuple(filters)) if len(filters) > 1 else filters[0]
 
 
-_COMPARISONS = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<",
-                LessThanOrEqual: "<="}
+_COMPARISON_TYPES = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+_COMPARISONS: dict[type[Filter], str] = dict(
+    zip(_COMPARISON_TYPES, ("=", ">", ">=", "<", "<="), strict=True))
 
 
 def _filter_expr(f: Filter) -> Expr | None:
@@ -503,8 +524,9 @@ def _filter_expr(f: Filter) -> Expr | None:
     if attribute is None or len(attribute) != 1:
         return None  # nested fields stay with Spark
     column = Column((attribute[0],))
-    if type(f) in _COMPARISONS:
-        return Call(_COMPARISONS[type(f)], (column, Literal(f.value)))
+    op = _COMPARISONS.get(type(f))
+    if op is not None and isinstance(f, _COMPARISON_TYPES):  # exact types, not subclasses
+        return Call(op, (column, Literal(f.value)))
     if isinstance(f, EqualNullSafe):
         if f.value is None:
             return Call("is_null", (column,))
@@ -598,11 +620,24 @@ class LanceWriter(DataSourceArrowWriter):
                                               max_rows_per_file=self.max_rows_per_file)
         return LanceCommitMessage([f.to_proto().SerializeToString() for f in fragments], keys)
 
-    def commit(self, messages: list[LanceCommitMessage | None]) -> None:
-        commit_job(self.uri, self.target, self.job, [m.fragments for m in messages if m],
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        commit_job(self.uri, self.target, self.job,
+                   [m.fragments for m in _own_messages(messages)],
                    overwrite=self.overwrite, commit_config=self.commit_config,
                    stable_row_ids=self.stable_row_ids)
 
-    def abort(self, messages: list[LanceCommitMessage | None]) -> None:
-        self.job.remove_all(self.uri, [k for m in messages if m for k in m.keys])
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self.job.remove_all(self.uri, [k for m in _own_messages(messages) for k in m.keys])
+
+
+def _own_messages(messages: list[WriterCommitMessage | None]) -> list[LanceCommitMessage]:
+    """The tasks' commit messages (None: a task that sent none), checked to be ours."""
+    own: list[LanceCommitMessage] = []
+    for m in messages:
+        if m is None:
+            continue
+        if not isinstance(m, LanceCommitMessage):
+            raise InvalidInputError(f"not a lance commit message: {type(m).__name__}")
+        own.append(m)
+    return own
 

@@ -61,7 +61,7 @@ def table_versions(resolver: VersionResolver, table: str) -> pa.Table:
     previous = None
     for ref in refs:
         manifest = resolver.manifest(table, ref.version)
-        old_ids = {} if previous is None else {f.id: f for f in previous.fragments}
+        old_ids: set[int] = set() if previous is None else {f.id for f in previous.fragments}
         added = sum(f.num_rows for f in manifest.fragments if f.id not in old_ids)
         before = 0 if previous is None else previous.num_rows
         removed = max(0, before - (manifest.num_rows - added))

@@ -292,13 +292,13 @@ def version_changes(store: ObjectStore, old: Manifest | None, new: Manifest) -> 
         if now is not None and _same_rows(frag, now):
             if now.deletion_file == frag.deletion_file:
                 continue
-            was, gone = deleted_offsets(store, old, frag), deleted_offsets(store, new, now)
+            was, now_deleted = deleted_offsets(store, old, frag), deleted_offsets(store, new, now)
             # Deletion vectors are sorted and unique.
             if was.size == 0:  # the fragment's first deletions
-                offsets, back = gone.astype(np.int64), np.empty(0, np.int64)
+                offsets, back = now_deleted.astype(np.int64), np.empty(0, np.int64)
             else:
-                offsets = _sorted_difference(gone, was)
-                back = _sorted_difference(was, gone)  # rows a restore brought back
+                offsets = _sorted_difference(now_deleted, was)
+                back = _sorted_difference(was, now_deleted)  # rows a restore brought back
             if back.size:
                 appeared.append((now.id, back, load_lineage(store, new, now)))
         else:
@@ -357,7 +357,7 @@ def _change_rows(version: int, came: _Side, gone: _Side, ins_at: np.ndarray,
     dels = slice(n_ins + 2 * n_upd, total)
 
     def lay_out(came_values: np.ndarray, gone_values: np.ndarray, dtype: type) -> np.ndarray:
-        out = np.empty(total, dtype)
+        out: np.ndarray = np.empty(total, dtype)
         out[:n_ins] = came_values[ins_at]
         out[pre] = gone_values[pre_at]
         out[post] = came_values[post_at]
@@ -452,12 +452,13 @@ def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
         versions = [int(rows.version[0])] if pre.any() else []
     else:
         versions = _distinct(rows.version[pre])
-    modified = {v: _modified_fields(window, v) for v in versions}
+    # versions whose Update lists the fields it modified, with those fields
+    modified = {v: changed for v in versions
+                if (changed := _modified_fields(window, v)) is not None}
     groups: dict[tuple[int, ...], list] = {}
     for column in fields:
         ids = {f.id for f in column.walk()}
-        alternate = tuple(v for v in versions
-                          if modified[v] is not None and not ids & modified[v])
+        alternate = tuple(v for v in versions if v in modified and not ids & modified[v])
         groups.setdefault(alternate, []).append(column)
     out = []
     for alternate, group in groups.items():

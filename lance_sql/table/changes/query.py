@@ -159,8 +159,8 @@ def _metadata_mask(expr: Expr, rows: ChangeRows) -> np.ndarray | None:
     if not isinstance(expr, Call):
         return None
     if expr.op in ("and", "or"):
-        masks = [_metadata_mask(arg, rows) for arg in expr.args]
-        if any(m is None for m in masks):
+        masks = [m for m in (_metadata_mask(arg, rows) for arg in expr.args) if m is not None]
+        if len(masks) < len(expr.args):
             return None
         combine = np.logical_and if expr.op == "and" else np.logical_or
         return combine.reduce(masks)
@@ -168,11 +168,12 @@ def _metadata_mask(expr: Expr, rows: ChangeRows) -> np.ndarray | None:
         inner = _metadata_mask(expr.args[0], rows)
         return None if inner is None else ~inner
     if expr.op == "in" and expr.args and isinstance(expr.args[0], Column):
-        values = expr.args[1:]
-        if not all(isinstance(v, Literal) for v in values):
+        values = [v for v in expr.args[1:] if isinstance(v, Literal)]
+        if len(values) < len(expr.args) - 1:
             return None
-        masks = [_compare("=", expr.args[0], v, rows) for v in values]  # type: ignore[arg-type]
-        if any(m is None for m in masks):
+        column = expr.args[0]
+        masks = [m for m in (_compare("=", column, v, rows) for v in values) if m is not None]
+        if len(masks) < len(values):
             return None
         return np.logical_or.reduce(masks) if masks else np.zeros(len(rows), bool)
     if expr.op in _NUMPY_COMPARE and len(expr.args) == 2:

@@ -72,7 +72,7 @@ class ChangeRows:
     def nbytes(self) -> int:
         return sum(getattr(self, n).nbytes for n in _ROW_FIELDS)
 
-    def take(self, positions: np.ndarray) -> ChangeRows:
+    def take(self, positions: np.ndarray | slice) -> ChangeRows:
         return ChangeRows(*(getattr(self, n)[positions] for n in _ROW_FIELDS))
 
     @staticmethod

@@ -27,7 +27,12 @@ from lance_sql.format.btree import (
     matches,
     page_data_schema,
 )
-from lance_sql.format.datafile import LanceFileReader, LanceFileWriter
+from lance_sql.format.datafile import (
+    DEFAULT_MAX_PAGE_BYTES,
+    DEFAULT_PAGE_BYTES,
+    LanceFileReader,
+    LanceFileWriter,
+)
 from lance_sql.format.index import IndexMetadata
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
@@ -54,11 +59,11 @@ def write_file(store: ObjectStore, key: str, table: pa.Table,
     """Write ``table`` as a Lance 2.2 file (schema metadata kept); returns its size.
     ``page_bytes``: cut pages smaller than the default (less memory while encoding)."""
     schema = LanceSchema.from_arrow(table.schema)
-    pages = {} if page_bytes is None else {"page_bytes": page_bytes,
-                                           "max_page_bytes": page_bytes}
+    page, max_page = ((DEFAULT_PAGE_BYTES, DEFAULT_MAX_PAGE_BYTES) if page_bytes is None
+                      else (page_bytes, page_bytes))
     with store.open_writer(key) as sink:
         writer = LanceFileWriter(sink, schema, path=f"{store.uri}/{key}", version="2.2",
-                                 **pages)
+                                 page_bytes=page, max_page_bytes=max_page)
         if table.num_rows:
             writer.write_batch(table)
         written = writer.finish()

@@ -353,7 +353,8 @@ def cast_output(table: pa.Table, schema: pa.Schema, store: ObjectStore,
 class IndexedRead(Protocol):
     """Fragments an index answers (see :mod:`lance_sql.table.index.planner`)."""
 
-    description: str
+    @property
+    def description(self) -> str: ...
 
     def covers(self, fragment_id: int) -> bool: ...
 
