@@ -89,25 +89,30 @@ sys.path.insert(0, {bench!r})
 from bench_memwal import batch, ours
 root = tempfile.mkdtemp(prefix="bench_memwal_rss_")
 batches = [batch(i) for i in range(1, 51)]  # reused: the input is not what we measure
-w = ours(root + "/t", durable_write=False, max_unflushed_bytes=64 << 20,
-         max_memtable_bytes=32 << 20, max_memtable_rows=10**9)
+w = ours(root + "/t", durable_write=False, max_unflushed_bytes={unflushed} << 20,
+         max_memtable_bytes={memtable} << 20, max_memtable_rows=10**9)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 for i in range({n} // 1000):
     ids = pa.array(np.arange(i * 1000, (i + 1) * 1000, dtype=np.int64))
     w.put(batches[i % 50].set_column(0, "id", ids))
 w.close()
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print((after - before) / 1024)
+print((after - before) / 1024, pa.default_memory_pool().max_memory() / 2**20)
 """
+MEMORY_UNFLUSHED_MIB = 64
+MEMORY_MEMTABLE_MIB = 32
 
 
-def memory_peak(rows: int) -> float:
-    """Peak RSS growth (MiB) of a child process writing ``rows`` rows."""
-    code = _MEMORY_CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)), n=rows)
+def memory_peak(rows: int) -> tuple[float, float]:
+    """(peak RSS growth, peak bytes of Arrow's default pool), in MiB, of a child process
+    writing ``rows`` rows."""
+    code = _MEMORY_CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)), n=rows,
+                                unflushed=MEMORY_UNFLUSHED_MIB, memtable=MEMORY_MEMTABLE_MIB)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(out.stderr)
-    return float(out.stdout.strip().splitlines()[-1])
+    rss, pool = out.stdout.strip().splitlines()[-1].split()
+    return float(rss), float(pool)
 
 
 def base_table(n: int, chunk: int = 1_000_000) -> pa.RecordBatchReader:
@@ -191,9 +196,12 @@ def main() -> None:
         __import__("lance").write_dataset(batch(0, 1), root_ref)
         print(formats_line(lance_sql=root_ours, pylance=root_ref))
     if args.memory:
-        growth = memory_peak(args.memory_rows)
+        growth, pool = memory_peak(args.memory_rows)
+        target = MEMORY_UNFLUSHED_MIB + MEMORY_MEMTABLE_MIB
         print(f"peak RSS growth writing {args.memory_rows} rows non-durably: {growth:.0f} MiB "
-              f"(max_unflushed_bytes 64 MiB, max_memtable_bytes 32 MiB)")
+              f"(Arrow pool peak {pool:.0f} MiB); target max_unflushed_bytes "
+              f"{MEMORY_UNFLUSHED_MIB} MiB + one MemTable {MEMORY_MEMTABLE_MIB} MiB = "
+              f"{target} MiB: {'met' if growth < target else 'NOT met'}")
     tmp = tempfile.mkdtemp(prefix="bench_memwal_")
     batches = [batch(i) for i in range(1, max(args.puts, args.batches) + 1)]
     results: dict[str, float] = {}
