@@ -20,7 +20,8 @@ Local filesystem, a table with an int64 primary key, a float64 and a string colu
   ``max_memtable_bytes`` = 32 MiB, against those bounds.
 
     python bench/bench_memwal.py --puts 40 --batches 200 [--memory]
-    python bench/bench_memwal.py --merge-only --base-rows 10000000 --gen-rows 100000
+    python bench/bench_memwal.py --merge-only --base-rows 10000000 --gen-rows 100000 \
+        [--merge-repeat 3]
 """
 
 from __future__ import annotations
@@ -89,25 +90,30 @@ sys.path.insert(0, {bench!r})
 from bench_memwal import batch, ours
 root = tempfile.mkdtemp(prefix="bench_memwal_rss_")
 batches = [batch(i) for i in range(1, 51)]  # reused: the input is not what we measure
-w = ours(root + "/t", durable_write=False, max_unflushed_bytes=64 << 20,
-         max_memtable_bytes=32 << 20, max_memtable_rows=10**9)
+w = ours(root + "/t", durable_write=False, max_unflushed_bytes={unflushed} << 20,
+         max_memtable_bytes={memtable} << 20, max_memtable_rows=10**9)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 for i in range({n} // 1000):
     ids = pa.array(np.arange(i * 1000, (i + 1) * 1000, dtype=np.int64))
     w.put(batches[i % 50].set_column(0, "id", ids))
 w.close()
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print((after - before) / 1024)
+print((after - before) / 1024, pa.default_memory_pool().max_memory() / 2**20)
 """
+MEMORY_UNFLUSHED_MIB = 64
+MEMORY_MEMTABLE_MIB = 32
 
 
-def memory_peak(rows: int) -> float:
-    """Peak RSS growth (MiB) of a child process writing ``rows`` rows."""
-    code = _MEMORY_CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)), n=rows)
+def memory_peak(rows: int) -> tuple[float, float]:
+    """(peak RSS growth, peak bytes of Arrow's default pool), in MiB, of a child process
+    writing ``rows`` rows."""
+    code = _MEMORY_CHILD.format(bench=os.path.dirname(os.path.abspath(__file__)), n=rows,
+                                unflushed=MEMORY_UNFLUSHED_MIB, memtable=MEMORY_MEMTABLE_MIB)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(out.stderr)
-    return float(out.stdout.strip().splitlines()[-1])
+    rss, pool = out.stdout.strip().splitlines()[-1].split()
+    return float(rss), float(pool)
 
 
 def base_table(n: int, chunk: int = 1_000_000) -> pa.RecordBatchReader:
@@ -121,12 +127,13 @@ def base_table(n: int, chunk: int = 1_000_000) -> pa.RecordBatchReader:
     return pa.RecordBatchReader.from_batches(SCHEMA, chunks())
 
 
-def merge_bench(tmp: str, base_rows: int, gen_rows: int) -> dict[str, float]:
-    """Seconds to merge one generation: lance_sql's merger vs pylance's merge_insert."""
+def merge_bench(tmp: str, base_rows: int, gen_rows: int, repeat: int = 1
+                ) -> dict[str, float]:
+    """Seconds to merge one generation: lance_sql's merger vs pylance's merge_insert,
+    median of ``repeat`` interleaved runs (each on its own copy of the table)."""
     import lance
 
-    root = os.path.join(tmp, "merge_ours")
-    twin = os.path.join(tmp, "merge_theirs")
+    root = os.path.join(tmp, "merge_setup")
     start = time.perf_counter()
     ds = lance_sql.write_dataset(base_table(base_rows), root, max_rows_per_file=1 << 20)
     mw = ds.initialize_mem_wal()
@@ -141,22 +148,31 @@ def merge_bench(tmp: str, base_rows: int, gen_rows: int) -> dict[str, float]:
         for piece in rows.to_batches(max_chunksize=10_000):
             w.put(piece)
         w.flush_memtable()
-    shutil.copytree(root, twin)  # the same files, MemWAL and all, for pylance
     print(f"(setup: {base_rows} base rows, a {gen_rows}-row generation, "
           f"{time.perf_counter() - start:.1f} s)", flush=True)
-    start = time.perf_counter()
-    (result,) = lance_sql.dataset(root).mem_wal.merge()
-    ours_s = time.perf_counter() - start
-    assert result.inserted + result.updated == gen_rows, result
-    theirs_ds = lance.dataset(twin)
-    start = time.perf_counter()
-    stats = (theirs_ds.merge_insert("id").when_matched_update_all()
-             .when_not_matched_insert_all().execute(rows))
-    theirs_s = time.perf_counter() - start
-    assert stats["num_inserted_rows"] + stats["num_updated_rows"] == gen_rows, stats
-    assert lance.dataset(twin).count_rows() == lance_sql.dataset(root).count_rows()
-    return {f"merge s ({gen_rows} into {base_rows}) lance_sql": ours_s,
-            f"merge s ({gen_rows} into {base_rows}) pylance": theirs_s}
+    ours_s, theirs_s = [], []
+    for i in range(repeat):
+        # the same files, MemWAL and all, for each run of each library
+        mine, twin = os.path.join(tmp, f"merge_ours_{i}"), os.path.join(tmp, f"merge_theirs_{i}")
+        shutil.copytree(root, mine)
+        shutil.copytree(root, twin)
+        start = time.perf_counter()
+        (result,) = lance_sql.dataset(mine).mem_wal.merge()
+        ours_s.append(time.perf_counter() - start)
+        assert result.inserted + result.updated == gen_rows, result
+        theirs_ds = lance.dataset(twin)
+        start = time.perf_counter()
+        stats = (theirs_ds.merge_insert("id").when_matched_update_all()
+                 .when_not_matched_insert_all().execute(rows))
+        theirs_s.append(time.perf_counter() - start)
+        assert stats["num_inserted_rows"] + stats["num_updated_rows"] == gen_rows, stats
+        assert lance.dataset(twin).count_rows() == lance_sql.dataset(mine).count_rows()
+        shutil.rmtree(mine)
+        shutil.rmtree(twin)
+    print(f"(merge runs, s: lance_sql {[round(t, 3) for t in ours_s]}, "
+          f"pylance {[round(t, 3) for t in theirs_s]})", flush=True)
+    return {f"merge s ({gen_rows} into {base_rows}) lance_sql": statistics.median(ours_s),
+            f"merge s ({gen_rows} into {base_rows}) pylance": statistics.median(theirs_s)}
 
 
 def main() -> None:
@@ -173,11 +189,13 @@ def main() -> None:
                         help="rows of the base table the generation merges into")
     parser.add_argument("--gen-rows", type=int, default=100_000,
                         help="rows of the merged generation (half updates, half new)")
+    parser.add_argument("--merge-repeat", type=int, default=3,
+                        help="interleaved merge runs (medians reported)")
     args = parser.parse_args()
     if args.merge_only:
         tmp = tempfile.mkdtemp(prefix="bench_memwal_")
         try:
-            timings = merge_bench(tmp, args.base_rows, args.gen_rows)
+            timings = merge_bench(tmp, args.base_rows, args.gen_rows, args.merge_repeat)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         for key, value in timings.items():
@@ -191,9 +209,12 @@ def main() -> None:
         __import__("lance").write_dataset(batch(0, 1), root_ref)
         print(formats_line(lance_sql=root_ours, pylance=root_ref))
     if args.memory:
-        growth = memory_peak(args.memory_rows)
+        growth, pool = memory_peak(args.memory_rows)
+        target = MEMORY_UNFLUSHED_MIB + MEMORY_MEMTABLE_MIB
         print(f"peak RSS growth writing {args.memory_rows} rows non-durably: {growth:.0f} MiB "
-              f"(max_unflushed_bytes 64 MiB, max_memtable_bytes 32 MiB)")
+              f"(Arrow pool peak {pool:.0f} MiB); target max_unflushed_bytes "
+              f"{MEMORY_UNFLUSHED_MIB} MiB + one MemTable {MEMORY_MEMTABLE_MIB} MiB = "
+              f"{target} MiB: {'met' if growth < target else 'NOT met'}")
     tmp = tempfile.mkdtemp(prefix="bench_memwal_")
     batches = [batch(i) for i in range(1, max(args.puts, args.batches) + 1)]
     results: dict[str, float] = {}
@@ -245,7 +266,8 @@ def main() -> None:
             results[f"memtable flush s ({args.flush_rows} rows) {name}"] = (
                 time.perf_counter() - start)
         if args.merge:
-            results.update(merge_bench(tmp, args.base_rows, args.gen_rows))
+            results.update(merge_bench(tmp, args.base_rows, args.gen_rows,
+                                       args.merge_repeat))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for key, value in results.items():

@@ -97,8 +97,13 @@ def sort_entries(values: pa.Array, ids: np.ndarray) -> pa.Table:
                                 present[np.argsort(keys[present], kind="quicksort")]])
     else:
         order = np.argsort(keys, kind="quicksort")
-    return pa.Table.from_arrays([values.take(pa.array(order)), pa.array(ids[order])],
-                                schema=page_data_schema(values.type))
+    # one row-sized array at a time: a MemWAL flush sorts a whole MemTable's keys
+    del keys
+    sorted_ids = pa.array(ids[order])
+    del ids
+    sorted_values = values.take(pa.array(order))
+    return pa.Table.from_arrays([sorted_values, sorted_ids],
+                                schema=page_data_schema(sorted_values.type))
 
 
 def _order_keys(values: pa.Array) -> np.ndarray | None:
@@ -112,6 +117,8 @@ def _order_keys(values: pa.Array) -> np.ndarray | None:
     if pa.types.is_boolean(t):
         return values.fill_null(False).to_numpy(zero_copy_only=False).view(np.uint8)
     if pa.types.is_integer(t):
+        if not values.null_count:  # a view: fill_null would copy the values
+            return values.to_numpy(zero_copy_only=False)
         return values.fill_null(pa.scalar(0, t)).to_numpy(zero_copy_only=False)
     if pa.types.is_date(t) or pa.types.is_timestamp(t):
         ints = values.view(pa.int32() if t.bit_width == 32 else pa.int64())

@@ -24,7 +24,7 @@ Thread safe: the writer inserts while readers look up and scan.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +75,9 @@ class MemTable:
         self.generation = generation
         self._bloom = PrimaryKeyBloom()
         self._codes: list[np.ndarray] = []           # lookup codes of the first fragments
+        # an int64 key is its own code: the codes are views of the rows (no copy)
+        key_type = self.arrow_schema.field(self.primary_key[0]).type
+        self._own_codes = len(self.primary_key) > 1 or not pa.types.is_int64(key_type)
         self._bloom_rows = 0                         # fragments already in the bloom filter
         self._index_lock = threading.Lock()          # one refresh_index at a time
         self._lock = threading.Lock()
@@ -113,31 +116,48 @@ class MemTable:
                 self._wal[fragment.fragment_id] = (wal_entry, 0)
         return fragment
 
-    def _new_keys(self, done: int) -> tuple[list[MemFragment], list[pa.Array]]:
+    def _new_keys(self, done: int) -> Iterator[tuple[list[MemFragment], list[pa.Array]]]:
+        """The key columns of the fragments from ``done`` on, a group of whole fragments
+        of about ``_HASH_SLICE`` rows at a time: hashing and sorting allocate several
+        temporaries per key, so a long backlog is worked off in bounded steps."""
         with self._lock:
             new = self._fragments[done:]
-        keys = [pa.concat_arrays([f.rows.column(k).combine_chunks() for f in new])
-                for k in self.primary_key] if new else []
-        return new, keys
+        start = 0
+        while start < len(new):
+            end, rows = start, 0
+            while end < len(new) and (end == start or rows < _HASH_SLICE):
+                rows += new[end].rows.num_rows
+                end += 1
+            group = new[start:end]
+            yield group, [pa.concat_arrays([f.rows.column(k).combine_chunks() for f in group])
+                          for k in self.primary_key]
+            start = end
 
     def refresh_index(self, *, bloom: bool = False) -> None:
         """Bring the lookup index (and with ``bloom`` the bloom filter) up to date with
-        the fragments added since, in one vectorised pass."""
+        the fragments added since, vectorised over groups of fragments."""
         with self._index_lock:
-            new, keys = self._new_keys(len(self._codes))
-            if new:
-                codes = key_codes(keys)
-                parts = np.split(codes, np.cumsum([f.rows.num_rows for f in new])[:-1])
+            done = len(self._codes)
+            if self._own_codes:
+                for group, keys in self._new_keys(done):
+                    codes = key_codes(keys)
+                    parts = np.split(codes, np.cumsum([f.rows.num_rows for f in group])[:-1])
+                    with self._lock:
+                        self._codes.extend(parts)
+            else:
                 with self._lock:
-                    self._codes.extend(parts)
+                    new = self._fragments[done:]
+                views = [_int64_view(f.rows.column(self.primary_key[0])) for f in new]
+                with self._lock:
+                    self._codes.extend(views)
             if bloom:
-                new, keys = self._new_keys(self._bloom_rows)
-                total = len(keys[0]) if keys else 0
-                # in slices: hashing allocates several temporaries per key
-                for start in range(0, total, _HASH_SLICE):
-                    self._bloom.add_hashes(key_hashes([k.slice(start, _HASH_SLICE)
-                                                       for k in keys]))
-                self._bloom_rows += len(new)
+                for group, keys in self._new_keys(self._bloom_rows):
+                    total = len(keys[0])
+                    # in slices: one put may be larger than a slice
+                    for start in range(0, total, _HASH_SLICE):
+                        self._bloom.add_hashes(key_hashes([k.slice(start, _HASH_SLICE)
+                                                           for k in keys]))
+                    self._bloom_rows += len(group)
 
     @property
     def bloom(self) -> PrimaryKeyBloom:
@@ -320,6 +340,14 @@ def key_codes(keys: Sequence[pa.Array]) -> np.ndarray:
         values = keys[0].to_numpy(zero_copy_only=False)
         return values.view(np.int64) if values.dtype == np.uint64 else values.astype(np.int64)
     return key_hashes(keys).view(np.int64)
+
+
+def _int64_view(column: pa.ChunkedArray) -> np.ndarray:
+    """The values of an int64 key column (never null), without a copy when it has one
+    chunk, as a put's rows do."""
+    if column.num_chunks == 1:
+        return column.chunk(0).to_numpy(zero_copy_only=False)
+    return column.to_numpy()
 
 
 def _addresses(frags: list[MemFragment]) -> np.ndarray:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import itertools
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -75,15 +75,22 @@ class WalEntry:
     file_version: tuple[int, int]
 
 
-def encode_entry(schema: LanceSchema, rows: pa.Table, *, writer_epoch: int, generation: int,
-                 data_format: str, path: str = "<wal entry>") -> bytes:
-    """The bytes of a WAL entry holding ``rows`` (columns of ``schema``, in order)."""
+def encode_entry(schema: LanceSchema, rows: pa.Table | Sequence[pa.Table], *,
+                 writer_epoch: int, generation: int, data_format: str,
+                 path: str = "<wal entry>") -> bytes:
+    """The bytes of a WAL entry holding ``rows`` (columns of ``schema``, in order).
+
+    Several tables (a WAL flush's MemTable fragments) are written one after the other,
+    never concatenated: the file writer buffers each column up to a page anyway, so an
+    entry costs its pages' encoding, not another copy of every row.
+    """
     tagged = LanceSchema(schema.fields, {EPOCH_KEY: str(writer_epoch).encode(),
                                          GENERATION_KEY: str(generation).encode()})
     sink = io.BytesIO()
     writer = LanceFileWriter(sink, tagged, path=path, version=data_format)
-    if rows.num_rows:
-        writer.write_batch(rows)
+    for part in [rows] if isinstance(rows, pa.Table) else rows:
+        if part.num_rows:
+            writer.write_batch(part)
     writer.finish()
     return sink.getvalue()
 

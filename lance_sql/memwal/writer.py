@@ -454,9 +454,8 @@ class RegionWriter:
         fragments = memtable.take_unflushed()
         if not fragments:
             return
-        rows = pa.concat_tables([f.rows for f in fragments])
         try:
-            data = encode_entry(self.schema, rows, writer_epoch=self.epoch,
+            data = encode_entry(self.schema, [f.rows for f in fragments], writer_epoch=self.epoch,
                                 generation=memtable.generation, data_format=self.data_format,
                                 path=f"{self.store.uri}/{self.wal.key(self._next_wal)}")
             entry_id = self._append(data, memtable)

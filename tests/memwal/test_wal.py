@@ -59,6 +59,19 @@ def test_entry_round_trip_records_epoch_and_generation(data_format: str) -> None
     assert entry.file_version == tuple(int(x) for x in data_format.split("."))
 
 
+@pytest.mark.parametrize("data_format", ["2.0", "2.2"])
+def test_entry_of_several_fragments_holds_them_in_order(data_format: str) -> None:
+    # a WAL flush hands over its pending fragments without concatenating them
+    parts = [_rows([4, 2]), _rows([]), _rows([9], dead=True), _rows([7, 1, 3])]
+    data = encode_entry(MEMTABLE, parts, writer_epoch=2, generation=1,
+                        data_format=data_format)
+    entry = decode_entry(data, 5, "wal/5", MEMTABLE)
+    assert entry.rows.equals(pa.concat_tables(parts))
+    assert encode_entry(MEMTABLE, [], writer_epoch=2, generation=1,
+                        data_format=data_format) == encode_entry(
+        MEMTABLE, _rows([]), writer_epoch=2, generation=1, data_format=data_format)
+
+
 def test_entry_is_readable_by_pylance(tmp_path) -> None:
     import lance.file
 
