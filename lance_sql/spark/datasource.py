@@ -32,7 +32,10 @@ and cuts the planned change rows into input partitions the same way (a partition
 span commits; with ``rowsPerPartition``, one per commit in chunks of that many rows);
 executors re-plan their commits from metadata and read the data values. With pushdown
 on, filters on ``_change_type``, ``_commit_version`` and ``_rowid`` prune versions and
-rows before any data is read.
+rows before any data is read. ``changeMode=net`` reads the net feed instead (one change
+per row for the whole window, see :mod:`lance_sql.table.changes.net`; pushed filters
+then apply to the net rows): the driver plans the whole window and partitions are
+ranges of its net rows.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ from lance_sql.table import (
     ScanPlan,
     address_ranges,
     build_scan_plan,
+    check_mode,
     commit_job,
     fragment_spans,
     open_for_write,
@@ -282,6 +286,8 @@ class ChangeFeedReader(DataSourceReader):
         window = _change_window(options)
         self.uri = options["path"]
         self.start, self.end = window.start, window.end
+        self.mode = _option(options, "changeMode") or "all"
+        self.net = check_mode(self.mode)
         self.rows_per_partition = _positive_int(options, "rowsPerPartition", None)
         self.policy = _split_policy(options)
         self.columns = [f.name for f in schema.fields]
@@ -292,15 +298,25 @@ class ChangeFeedReader(DataSourceReader):
         return resolve_window(open_store(self.uri), self.start, self.end)
 
     def _query(self, window: ChangeWindow) -> ChangeQuery:
-        return ChangeQuery.build(window.schema, self.columns, _conjunction(self.filters))
+        return ChangeQuery.build(window.schema, self.columns, _conjunction(self.filters),
+                                 mode=self.mode)
 
     def _rows(self, window: ChangeWindow, query: ChangeQuery,
-              versions: Sequence[int]) -> ChangeRows:
+              versions: Sequence[int] | None) -> ChangeRows:
         return plan_query(window, query, versions).rows
 
     def partitions(self) -> Sequence[ChangePartition]:
         window = self._window()
         query = self._query(window)
+        if self.net:  # net rows need the whole window: one piece, cut into row ranges
+            n = len(self._rows(window, query, None))
+            if self.rows_per_partition is not None:
+                step = self.rows_per_partition
+                return [ChangePartition((RowRange(0, start, min(n, start + step)),))
+                        for start in range(0, n, step)] or [ChangePartition(())]
+            piece = SizedPiece(0, n, n * self._row_bytes(window))
+            return [ChangePartition(r) for r in plan_partitions([piece], self.policy)] or [
+                ChangePartition(())]
         # Planned a commit at a time, so planning memory does not grow with the window.
         counts = {v: len(self._rows(window, query, [v])) for v in query.versions(window)}
         if self.rows_per_partition is not None:
@@ -328,10 +344,15 @@ class ChangeFeedReader(DataSourceReader):
             return
         window = self._window()
         query = self._query(window)
-        versions = sorted({r.key for r in partition.ranges})
-        rows = self._rows(window, query, versions)  # in version order
-        first = dict(zip(versions, np.searchsorted(rows.version, np.array(versions, np.uint64))
-                         .tolist(), strict=True))
+        if self.net:  # each commit's plan is cached: re-planning the window is cheap
+            rows = self._rows(window, query, None)
+            first = {0: 0}
+        else:
+            versions = sorted({r.key for r in partition.ranges})
+            rows = self._rows(window, query, versions)  # in version order
+            first = dict(zip(versions, np.searchsorted(rows.version,
+                                                       np.array(versions, np.uint64))
+                             .tolist(), strict=True))
         positions = np.concatenate([np.arange(first[r.key] + r.start, first[r.key] + r.stop)
                                     for r in partition.ranges])
         # Answered a slice at a time, so a task's memory does not grow with its rows.
