@@ -17,6 +17,14 @@ row ids only). With ``spark.sql.python.filterPushdown.enabled`` on, register wit
 :func:`lance_sql.spark.register` and simple filters are evaluated inside the scan (and
 prune fragments by row address).
 
+A table with a MemWAL reads as its LSM view (each key's newest row over the base table
+and the flushed generations not merged yet; MemTables of writers are not seen, executors
+are other processes), one Spark partition per region when the region spec's columns are
+primary-key columns (base rows are assigned to regions by evaluating the spec on them),
+else one partition; ``version``/``timestamp`` read as of that base version.
+``baseOnly=true`` reads the base table alone (with every option above). Filters on the
+view stay with Spark, which applies them to the deduplicated rows.
+
 Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
 ``enableStableRowIds=true`` (row ids for life, so the table has a change feed) and
 ``primaryKey=col[,col...]`` (the unenforced primary key, recorded as pylance does).
@@ -74,6 +82,9 @@ from pyspark.sql.datasource import (
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr import Call, Column, Expr, Literal
 from lance_sql.io.uri import open_store
+from lance_sql.memwal.index import load as load_mem_wal_index
+from lance_sql.memwal.read.planner import LsmView
+from lance_sql.memwal.read.split import RegionSplit, region_plan, region_split
 from lance_sql.spark.partitioning import (
     MAX_PARTITION_BYTES,
     OPEN_COST_BYTES,
@@ -177,6 +188,13 @@ class LanceDataSource(DataSource):
             window = _change_window(options)
             return spark_schema(_project(window.schema, options))
         ds = _open(options)
+        if _lsm(ds, options):
+            if _flag(options, "withRowId", "with_row_id", "withRowAddress",
+                     "with_row_address", "withRowVersions", "with_row_versions"):
+                raise InvalidInputError(
+                    f"{options['path']} is read as its LSM view, which has no row ids, "
+                    "addresses or versions; option baseOnly=true reads the base table")
+            return spark_schema(_project(ds.schema, options))
         full = pa.schema(list(ds.schema) + [pa.field(n, pa.uint64(), nullable=False)
                                             for n in SYSTEM_COLUMNS])
         fields = list(_project(ds.schema, options, full))
@@ -194,10 +212,13 @@ class LanceDataSource(DataSource):
                 "chosen when a table is created (write_dataset(..., enable_stable_row_ids=True))")
         return spark_schema(pa.schema(fields))
 
-    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader:
-        if _change_feed(dict(self.options)):
-            return ChangeFeedReader(dict(self.options), schema)
-        return LanceReader(dict(self.options), schema)
+    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader | LsmReader:
+        options = dict(self.options)
+        if _change_feed(options):
+            return ChangeFeedReader(options, schema)
+        if _lsm(_open(options), options):
+            return LsmReader(options, schema)
+        return LanceReader(options, schema)
 
     def writer(self, schema: T.StructType, overwrite: bool) -> LanceWriter:
         return LanceWriter(dict(self.options), schema, overwrite)
@@ -206,10 +227,13 @@ class LanceDataSource(DataSource):
 class FilteringLanceDataSource(LanceDataSource):
     """The same source with filter pushdown (needs Spark's Python pushdown flag on)."""
 
-    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader:
-        if _change_feed(dict(self.options)):
-            return FilteringChangeFeedReader(dict(self.options), schema)
-        return FilteringLanceReader(dict(self.options), schema)
+    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader | LsmReader:
+        options = dict(self.options)
+        if _change_feed(options):
+            return FilteringChangeFeedReader(options, schema)
+        if _lsm(_open(options), options):
+            return LsmReader(options, schema)  # Spark applies the filters, after dedup
+        return FilteringLanceReader(options, schema)
 
 
 def _project(table: pa.Schema, options: dict[str, str],
@@ -400,6 +424,59 @@ def _change_filter_expr(f: Filter) -> Expr | None:
     if isinstance(f, In):
         return Call("in", (column,) + tuple(Literal(v) for v in exact))
     return Call(_COMPARISONS[type(f)], (column, Literal(exact[0])))
+
+
+# ------------------------------------------------------------------ MemWAL tables
+
+
+def _lsm(ds: LanceDataset, options: dict[str, str]) -> bool:
+    """Whether a read is of the LSM view: a table with a MemWAL, unless baseOnly."""
+    return not _flag(options, "baseOnly") and load_mem_wal_index(ds) is not None
+
+
+@dataclass(frozen=True)
+class LsmPartition(InputPartition):
+    """Part ``part`` of the regions ``regions`` (``part`` -1: the whole view in one)."""
+
+    part: int
+    regions: tuple[uuid.UUID, ...] = ()
+
+
+class LsmReader(DataSourceReader):
+    """Reads a MemWAL table's LSM view: one partition per region, each deduplicating
+    alone (see :mod:`lance_sql.memwal.read.split`), or a single partition when the
+    region spec cannot assign base rows to regions."""
+
+    def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
+        ds = _open(options)
+        self.uri = options["path"]
+        self.version = ds.version
+        pinned = _option(options, "version") or _option(options, "timestamp")
+        # an older version is read from its MemWAL index snapshot (the generations it
+        # lists as unmerged); the latest from the region manifests
+        self.consistency = "snapshot" if pinned else "strong"
+        self.columns = [f.name for f in schema.fields]
+        self.spark_arrow = _spark_arrow_schema(ds.schema, schema)
+
+    def _view(self) -> LsmView:
+        return LsmView(LanceDataset(self.uri, self.version), consistency=self.consistency)
+
+    def partitions(self) -> Sequence[LsmPartition]:
+        split = region_split(self._view())
+        if split is None:
+            return [LsmPartition(-1)]
+        return [LsmPartition(i, split.regions) for i in range(len(split.regions))]
+
+    def read(self, partition: LsmPartition) -> Iterator[pa.RecordBatch]:
+        view = self._view()
+        if partition.part < 0:
+            node = view.scan_plan(self.columns).root
+        else:
+            node = region_plan(view, RegionSplit(partition.regions), partition.part,
+                               self.columns)
+        for batch in node.execute():
+            for piece in pa.Table.from_batches([batch]).to_batches(max_chunksize=BATCH_ROWS):
+                yield _to_spark_batch(piece, self.spark_arrow)
 
 
 @dataclass(frozen=True)
