@@ -17,6 +17,14 @@ row ids only). With ``spark.sql.python.filterPushdown.enabled`` on, register wit
 :func:`lance_sql.spark.register` and simple filters are evaluated inside the scan (and
 prune fragments by row address).
 
+A table with a MemWAL reads as its LSM view (each key's newest row over the base table
+and the flushed generations not merged yet; MemTables of writers are not seen, executors
+are other processes), one Spark partition per region when the region spec's columns are
+primary-key columns (base rows are assigned to regions by evaluating the spec on them),
+else one partition; ``version``/``timestamp`` read as of that base version.
+``baseOnly=true`` reads the base table alone (with every option above). Filters on the
+view stay with Spark, which applies them to the deduplicated rows.
+
 Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
 ``enableStableRowIds=true`` (row ids for life, so the table has a change feed) and
 ``primaryKey=col[,col...]`` (the unenforced primary key, recorded as pylance does).
@@ -32,7 +40,10 @@ and cuts the planned change rows into input partitions the same way (a partition
 span commits; with ``rowsPerPartition``, one per commit in chunks of that many rows);
 executors re-plan their commits from metadata and read the data values. With pushdown
 on, filters on ``_change_type``, ``_commit_version`` and ``_rowid`` prune versions and
-rows before any data is read.
+rows before any data is read. ``changeMode=net`` reads the net feed instead (one change
+per row for the whole window, see :mod:`lance_sql.table.changes.net`; pushed filters
+then apply to the net rows): the driver plans the whole window and partitions are
+ranges of its net rows.
 """
 
 from __future__ import annotations
@@ -74,6 +85,9 @@ from lance_sql.errors import InvalidInputError
 from lance_sql.expr import Call, Column, Expr, Literal
 from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
 from lance_sql.io.uri import open_store
+from lance_sql.memwal.index import load as load_mem_wal_index
+from lance_sql.memwal.read.planner import LsmView
+from lance_sql.memwal.read.split import RegionSplit, region_plan, region_split
 from lance_sql.spark.partitioning import (
     MAX_PARTITION_BYTES,
     OPEN_COST_BYTES,
@@ -100,6 +114,7 @@ from lance_sql.table import (
     ScanPlan,
     address_ranges,
     build_scan_plan,
+    check_mode,
     commit_job,
     fragment_spans,
     open_for_write,
@@ -181,6 +196,13 @@ class LanceDataSource(DataSource):
             window = _change_window(options)
             return spark_schema(_project(window.schema, options))
         ds = _open(options)
+        if _lsm(ds, options):
+            if _flag(options, "withRowId", "with_row_id", "withRowAddress",
+                     "with_row_address", "withRowVersions", "with_row_versions"):
+                raise InvalidInputError(
+                    f"{options['path']} is read as its LSM view, which has no row ids, "
+                    "addresses or versions; option baseOnly=true reads the base table")
+            return spark_schema(_project(ds.schema, options))
         full = pa.schema(list(ds.schema) + [pa.field(n, pa.uint64(), nullable=False)
                                             for n in SYSTEM_COLUMNS])
         fields = list(_project(ds.schema, options, full))
@@ -198,10 +220,13 @@ class LanceDataSource(DataSource):
                 "chosen when a table is created (write_dataset(..., enable_stable_row_ids=True))")
         return spark_schema(pa.schema(fields))
 
-    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader:
-        if _change_feed(dict(self.options)):
-            return ChangeFeedReader(dict(self.options), schema)
-        return LanceReader(dict(self.options), schema)
+    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader | LsmReader:
+        options = dict(self.options)
+        if _change_feed(options):
+            return ChangeFeedReader(options, schema)
+        if _lsm(_open(options), options):
+            return LsmReader(options, schema)
+        return LanceReader(options, schema)
 
     def writer(self, schema: T.StructType, overwrite: bool) -> LanceWriter:
         return LanceWriter(dict(self.options), schema, overwrite)
@@ -210,10 +235,13 @@ class LanceDataSource(DataSource):
 class FilteringLanceDataSource(LanceDataSource):
     """The same source with filter pushdown (needs Spark's Python pushdown flag on)."""
 
-    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader:
-        if _change_feed(dict(self.options)):
-            return FilteringChangeFeedReader(dict(self.options), schema)
-        return FilteringLanceReader(dict(self.options), schema)
+    def reader(self, schema: T.StructType) -> LanceReader | ChangeFeedReader | LsmReader:
+        options = dict(self.options)
+        if _change_feed(options):
+            return FilteringChangeFeedReader(options, schema)
+        if _lsm(_open(options), options):
+            return LsmReader(options, schema)  # Spark applies the filters, after dedup
+        return FilteringLanceReader(options, schema)
 
 
 def _project(table: pa.Schema, options: dict[str, str],
@@ -324,6 +352,8 @@ class ChangeFeedReader(DataSourceReader):
         window = _change_window(options)
         self.uri = options["path"]
         self.start, self.end = window.start, window.end
+        self.mode = _option(options, "changeMode") or "all"
+        self.net = check_mode(self.mode)
         self.rows_per_partition = _positive_int(options, "rowsPerPartition", None)
         self.policy = _split_policy(options)
         self.columns = [f.name for f in schema.fields]
@@ -334,15 +364,25 @@ class ChangeFeedReader(DataSourceReader):
         return resolve_window(open_store(self.uri), self.start, self.end)
 
     def _query(self, window: ChangeWindow) -> ChangeQuery:
-        return ChangeQuery.build(window.schema, self.columns, _conjunction(self.filters))
+        return ChangeQuery.build(window.schema, self.columns, _conjunction(self.filters),
+                                 mode=self.mode)
 
     def _rows(self, window: ChangeWindow, query: ChangeQuery,
-              versions: Sequence[int]) -> ChangeRows:
+              versions: Sequence[int] | None) -> ChangeRows:
         return plan_query(window, query, versions).rows
 
     def partitions(self) -> Sequence[ChangePartition]:
         window = self._window()
         query = self._query(window)
+        if self.net:  # net rows need the whole window: one piece, cut into row ranges
+            n = len(self._rows(window, query, None))
+            if self.rows_per_partition is not None:
+                step = self.rows_per_partition
+                return [ChangePartition((RowRange(0, start, min(n, start + step)),))
+                        for start in range(0, n, step)] or [ChangePartition(())]
+            piece = SizedPiece(0, n, n * self._row_bytes(window))
+            return [ChangePartition(r) for r in plan_partitions([piece], self.policy)] or [
+                ChangePartition(())]
         # Planned a commit at a time, so planning memory does not grow with the window.
         counts = {v: len(self._rows(window, query, [v])) for v in query.versions(window)}
         if self.rows_per_partition is not None:
@@ -371,10 +411,15 @@ class ChangeFeedReader(DataSourceReader):
             return
         window = self._window()
         query = self._query(window)
-        versions = sorted({r.key for r in partition.ranges})
-        rows = self._rows(window, query, versions)  # in version order
-        first = dict(zip(versions, np.searchsorted(rows.version, np.array(versions, np.uint64))
-                         .tolist(), strict=True))
+        if self.net:  # each commit's plan is cached: re-planning the window is cheap
+            rows = self._rows(window, query, None)
+            first = {0: 0}
+        else:
+            versions = sorted({r.key for r in partition.ranges})
+            rows = self._rows(window, query, versions)  # in version order
+            first = dict(zip(versions, np.searchsorted(rows.version,
+                                                       np.array(versions, np.uint64))
+                             .tolist(), strict=True))
         positions = np.concatenate([np.arange(first[r.key] + r.start, first[r.key] + r.stop)
                                     for r in partition.ranges])
         # Answered a slice at a time, so a task's memory does not grow with its rows.
@@ -425,6 +470,59 @@ def _change_filter_expr(f: Filter) -> Expr | None:
     if isinstance(f, In):
         return Call("in", (column,) + tuple(Literal(v) for v in exact))
     return Call(_COMPARISONS[type(f)], (column, Literal(exact[0])))
+
+
+# ------------------------------------------------------------------ MemWAL tables
+
+
+def _lsm(ds: LanceDataset, options: dict[str, str]) -> bool:
+    """Whether a read is of the LSM view: a table with a MemWAL, unless baseOnly."""
+    return not _flag(options, "baseOnly") and load_mem_wal_index(ds) is not None
+
+
+@dataclass(frozen=True)
+class LsmPartition(InputPartition):
+    """Part ``part`` of the regions ``regions`` (``part`` -1: the whole view in one)."""
+
+    part: int
+    regions: tuple[uuid.UUID, ...] = ()
+
+
+class LsmReader(DataSourceReader):
+    """Reads a MemWAL table's LSM view: one partition per region, each deduplicating
+    alone (see :mod:`lance_sql.memwal.read.split`), or a single partition when the
+    region spec cannot assign base rows to regions."""
+
+    def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
+        ds = _open(options)
+        self.uri = options["path"]
+        self.version = ds.version
+        pinned = _option(options, "version") or _option(options, "timestamp")
+        # an older version is read from its MemWAL index snapshot (the generations it
+        # lists as unmerged); the latest from the region manifests
+        self.consistency = "snapshot" if pinned else "strong"
+        self.columns = [f.name for f in schema.fields]
+        self.spark_arrow = _spark_arrow_schema(ds.schema, schema)
+
+    def _view(self) -> LsmView:
+        return LsmView(LanceDataset(self.uri, self.version), consistency=self.consistency)
+
+    def partitions(self) -> Sequence[LsmPartition]:
+        split = region_split(self._view())
+        if split is None:
+            return [LsmPartition(-1)]
+        return [LsmPartition(i, split.regions) for i in range(len(split.regions))]
+
+    def read(self, partition: LsmPartition) -> Iterator[pa.RecordBatch]:
+        view = self._view()
+        if partition.part < 0:
+            node = view.scan_plan(self.columns).root
+        else:
+            node = region_plan(view, RegionSplit(partition.regions), partition.part,
+                               self.columns)
+        for batch in node.execute():
+            for piece in pa.Table.from_batches([batch]).to_batches(max_chunksize=BATCH_ROWS):
+                yield _to_spark_batch(piece, self.spark_arrow)
 
 
 @dataclass(frozen=True)

@@ -86,18 +86,20 @@ class ChangeUnitScanner:
 class ChangesDataset(PlannedDataset):
     """The change feed of one table over a version window."""
 
-    def __init__(self, name: str, window: ChangeWindow, errors: ErrorRegistry) -> None:
+    def __init__(self, name: str, window: ChangeWindow, errors: ErrorRegistry,
+                 mode: str = "all") -> None:
         # pyarrow's own __init__ must not run: this object has no C++ dataset behind it.
         self.name = name
         self.window = window
         self.errors = errors
+        self.mode = mode
         self.pushed = PushedChanges()
         self._schema = window.schema
 
     def _units(self, filter: pc.Expression | None,
                scope: ScanScope) -> list[ChangeUnit]:
         tree = decode(filter) if filter is not None else None
-        query = ChangeQuery.build(self._schema, None, tree, exact=filter)
+        query = ChangeQuery.build(self._schema, None, tree, exact=filter, mode=self.mode)
         planned = plan_query(self.window, query)
         kept = planned.rows
         self.pushed.versions_planned = list(planned.versions)

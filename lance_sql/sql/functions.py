@@ -20,7 +20,14 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.sql.catalog import VersionResolver
 from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
-from lance_sql.table import commit_time, list_versions, operation_of, read_tags, resolve_window
+from lance_sql.table import (
+    check_mode,
+    commit_time,
+    list_versions,
+    operation_of,
+    read_tags,
+    resolve_window,
+)
 
 VERSIONS_SCHEMA = pa.schema(
     [
@@ -98,20 +105,23 @@ def make_table_versions(resolver: VersionResolver,
 
 def make_table_changes(resolver: VersionResolver,
                        errors: ErrorRegistry) -> Callable[..., Table]:
-    """The ``table_changes('t', start[, end])`` callable: versions or timestamps, inclusive."""
+    """The ``table_changes('t', start[, end[, mode]])`` callable: versions or timestamps,
+    inclusive; mode 'all' (default) or 'net' (one change per row for the window)."""
 
     def table_changes_udtf(*args: Any) -> Table:
         try:
             values = argument_values(args, "table_changes")
-            if len(values) not in (2, 3) or not isinstance(values[0], str):
+            if len(values) not in (2, 3, 4) or not isinstance(values[0], str):
                 raise InvalidInputError(
-                    "table_changes() takes a table name, a start and an optional end "
-                    "(versions or timestamps)")
+                    "table_changes() takes a table name, a start, an optional end "
+                    "(versions or timestamps) and an optional mode ('all' or 'net')")
             name = values[0]
-            end = values[2] if len(values) == 3 else None
+            end = values[2] if len(values) >= 3 else None
+            mode = values[3] if len(values) == 4 else "all"
+            check_mode(mode)
             window = resolve_window(resolver.store(name), values[1], end,
                                     manifest_of=lambda v: resolver.manifest(name, v))
-            return Table(ChangesDataset(name, window, errors))
+            return Table(ChangesDataset(name, window, errors, mode))
         except Exception as exc:  # carried through DataFusion
             raise errors.wrap(exc) from exc
 

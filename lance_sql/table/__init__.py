@@ -13,6 +13,7 @@ from lance_sql.table.changes.feed import (
     resolve_window,
     table_changes,
 )
+from lance_sql.table.changes.net import check_mode
 from lance_sql.table.changes.query import ChangeQuery
 from lance_sql.table.changes.rows import (
     CHANGE_TYPE,
@@ -76,6 +77,6 @@ __all__ = [
     "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
     # the change feed
     "CHANGE_TYPE", "COMMIT_TIMESTAMP", "COMMIT_VERSION", "ChangeQuery", "ChangeRows",
-    "ChangeWindow", "PlannedChanges", "plan_query", "read_query", "resolve_window",
+    "ChangeWindow", "PlannedChanges", "check_mode", "plan_query", "read_query", "resolve_window",
     "table_changes",
 ]

@@ -347,10 +347,11 @@ class LanceDataset:
 
     def table_changes(self, start: int | str | datetime, end: int | str | datetime | None = None,
                       columns: Sequence[str] | None = None,
-                      filter: str | None = None) -> pa.Table:
+                      filter: str | None = None, mode: str = "all") -> pa.Table:
         """Row changes of versions ``start..end`` (inclusive): the table's columns plus
-        ``_change_type``, ``_commit_version``, ``_commit_timestamp`` and ``_rowid``."""
-        return table_changes(self.store, start, end, columns, filter)
+        ``_change_type``, ``_commit_version``, ``_commit_timestamp`` and ``_rowid``;
+        ``mode="net"``: one change per row for the whole window, its net effect."""
+        return table_changes(self.store, start, end, columns, filter, mode)
 
     def take_addresses(self, addresses: Sequence[int] | np.ndarray,
                        columns: Sequence[str] | None = None) -> pa.Table:

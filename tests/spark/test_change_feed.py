@@ -194,3 +194,29 @@ def test_reader_answers_a_slice_at_a_time(history: str, monkeypatch) -> None:
     sliced = pa.Table.from_batches(list(reader.read(partition)))
     assert sizes == [5, 5, 5, 5, 4]
     assert sliced == whole and whole.num_rows == table_changes(history, 1).num_rows == 24
+
+
+@pytest.mark.parametrize("window", [(1, 5), (2, 5), (3, 4)])
+def test_net_feed_matches_table_changes(spark, history: str, window) -> None:
+    start, end = window
+    ours = table_changes(history, start, end, mode="net")
+    for chunk in ({}, {"rowsPerPartition": 2}):
+        df = _feed(spark, history, startingVersion=start, endingVersion=end,
+                   changeMode="net", **chunk)
+        assert _normal(df.toArrow()) == _normal(ours)
+        if chunk:
+            assert df.rdd.getNumPartitions() == -(-ours.num_rows // 2)
+    # v2 appended 10..14, v4 deleted 12: inserted and deleted in the window, so absent
+    ids = {r["id"] for r in _feed(spark, history, startingVersion=2, changeMode="net")
+           .collect()}
+    assert 12 not in ids and {10, 11, 13, 14} <= ids
+
+
+def test_net_feed_pushed_filters_apply_to_net_rows(spark, history: str) -> None:
+    """Row 11 (appended in v2, updated in v3) is a net insert of v3: a pushed
+    ``_commit_version = 2`` must not see v2's insert of it."""
+    df = _feed(spark, history, startingVersion=2, changeMode="net").filter(
+        "_commit_version = 2")
+    assert sorted(r["id"] for r in df.collect()) == [10, 13, 14]
+    with pytest.raises(Exception, match="change mode"):
+        _feed(spark, history, startingVersion=2, changeMode="latest").collect()

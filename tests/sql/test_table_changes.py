@@ -152,3 +152,30 @@ def test_errors_are_typed(uri: str, tmp_path) -> None:
     s.register("plain", plain)
     with pytest.raises(InvalidInputError, match="stable row ids"):
         s.sql("SELECT * FROM table_changes('plain', 1, 1)").to_arrow_table()
+
+
+def test_net_mode_is_the_python_net_feed(uri: str) -> None:
+    s = _session(uri)
+    ds = lance_sql.dataset(uri)
+    for start, end in ((1, 5), (2, 5), (3, 4)):
+        got = s.sql(f"SELECT * FROM table_changes('t', {start}, {end}, 'net')").to_arrow_table()
+        assert _tuples(got) == _tuples(ds.table_changes(start, end, mode="net"))
+    # v2 appended 6..8, v3 deleted 7: row 7 came and went inside the window
+    got = s.sql("SELECT id, _change_type FROM table_changes('t', 2, 5, 'net') "
+                "WHERE _change_type <> 'update_preimage' ORDER BY id").to_pylist()
+    assert got == [{"id": 0, "_change_type": "update_postimage"},
+                   {"id": 1, "_change_type": "delete"},
+                   {"id": 4, "_change_type": "update_postimage"},
+                   {"id": 6, "_change_type": "insert"},
+                   {"id": 8, "_change_type": "insert"},
+                   {"id": 9, "_change_type": "insert"}]
+    # a metadata filter applies to the net rows: rows 0 and 4, created in v1 and updated
+    # in v4, are net inserts carrying v4 (every change of v4 would be two update pairs)
+    assert s.sql("SELECT count(*) AS n FROM table_changes('t', 1, 5, 'net') "
+                 "WHERE _commit_version = 4").to_pylist() == [{"n": 2}]
+    assert s.sql("SELECT count(*) AS n FROM table_changes('t', 1, 5) "
+                 "WHERE _commit_version = 4").to_pylist() == [{"n": 4}]
+    assert _tuples(s.sql("SELECT * FROM table_changes('t', 1, 5, 'all')").to_arrow_table()) \
+        == _expected(uri, 1, 5)
+    with pytest.raises(InvalidInputError, match="change mode"):
+        s.sql("SELECT * FROM table_changes('t', 1, 5, 'latest')").to_arrow_table()

@@ -40,6 +40,7 @@ from lance_sql.format.manifest import WRITER_LIBRARY, Manifest
 from lance_sql.format.naming import TRANSACTIONS_DIR
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.table.changes.net import check_mode, net_changes
 from lance_sql.table.changes.query import ChangeQuery
 from lance_sql.table.changes.rows import (
     DELETE,
@@ -639,9 +640,14 @@ class PlannedChanges:
 def plan_query(window: ChangeWindow, query: ChangeQuery,
                versions: Sequence[int] | None = None) -> PlannedChanges:
     """The change rows of ``query`` from metadata only: plan the versions it can match
-    (or ``versions``), then prune on the metadata part of its filter."""
+    (or ``versions``), then prune on the metadata part of its filter. A net query plans
+    the whole window (``versions`` must be None) and prunes its net rows."""
+    if query.net and versions is not None:
+        raise InvalidInputError("net changes are planned for the whole window at once")
     wanted = tuple(query.versions(window) if versions is None else versions)
     rows = plan_changes(window, wanted)
+    if query.net:
+        rows = net_changes(rows)
     return PlannedChanges(wanted, len(rows), query.prune(rows, timestamps_of(window, rows)))
 
 
@@ -660,15 +666,18 @@ def read_query(window: ChangeWindow, query: ChangeQuery, rows: ChangeRows) -> pa
 
 def table_changes(source: ObjectStore | str | os.PathLike[str], start: VersionArg,
                   end: VersionArg | None = None, columns: Sequence[str] | None = None,
-                  filter: str | None = None) -> pa.Table:
+                  filter: str | None = None, mode: str = "all") -> pa.Table:
     """Changes of versions ``start..end`` (inclusive; ``end`` None = latest) of a table.
 
     ``start``/``end`` are version numbers or timestamps (datetime or ISO text);
     ``filter`` is SQL over the data and metadata columns, ``columns`` a projection.
+    ``mode="net"``: one row per changed row for the whole window, its net effect (see
+    :mod:`lance_sql.table.changes.net`); the filter applies to those rows.
     """
     store = source if isinstance(source, ObjectStore) else open_store(os.fspath(source))
+    check_mode(mode)  # before any version is resolved
     window = resolve_window(store, start, end)
-    return run_query(window, ChangeQuery.build(window.schema, columns, filter))
+    return run_query(window, ChangeQuery.build(window.schema, columns, filter, mode=mode))
 
 
 def _check_names(schema: pa.Schema) -> None:

@@ -20,6 +20,7 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr import columns as expr_columns
 from lance_sql.expr import parse_predicate, resolve, rowaddr_bounds, to_pyarrow
 from lance_sql.expr.model import Call, Column, Expr, Literal
+from lance_sql.table.changes.net import check_mode
 from lance_sql.table.changes.rows import (
     CHANGE_TYPE,
     CHANGE_TYPES,
@@ -74,13 +75,18 @@ class ChangeQuery:
     prefilter_is_whole: bool = False
     prefilter_columns: tuple[str, ...] = META_COLUMNS  # the metadata columns it reads
     prefilter_tree: Expr | None = None  # the same, as a tree (simple ones run on numpy)
+    # Net changes (one per row for the whole window, :mod:`.net`): the filter then
+    # applies to the net rows, so it never narrows the versions planned.
+    net: bool = False
 
     @classmethod
     def build(cls, schema: pa.Schema, columns: Sequence[str] | None = None,
               filter: str | Expr | None = None,
-              exact: pc.Expression | None = None) -> ChangeQuery:
+              exact: pc.Expression | None = None, mode: str = "all") -> ChangeQuery:
         """From a SQL filter string or a filter tree; ``exact`` overrides the tree's
-        translation as the filter applied to rows (DataFusion's pushed expression)."""
+        translation as the filter applied to rows (DataFusion's pushed expression);
+        ``mode`` "all" (every change) or "net" (one per row, :mod:`.net`)."""
+        net = check_mode(mode)
         if isinstance(columns, str):
             raise InvalidInputError("columns must be a list of column names")
         names = list(schema.names) if columns is None else list(columns)
@@ -91,7 +97,7 @@ class ChangeQuery:
         if isinstance(filter, str):
             filter = parse_predicate(filter) if filter.strip() else None
         if filter is None:
-            return cls(tuple(names), exact)
+            return cls(tuple(names), exact, net=net)
         tree = filter
         exact_given = exact
         if exact is None:
@@ -111,7 +117,7 @@ class ChangeQuery:
                    prefilter is not None and meta == tree and exact_given is None,
                    tuple(n for n in META_COLUMNS if meta is not None
                          and n in {path[0] for path in expr_columns(meta)}),
-                   meta if prefilter is not None else None)
+                   meta if prefilter is not None else None, net)
 
     @property
     def read_columns(self) -> tuple[str, ...]:
@@ -121,7 +127,7 @@ class ChangeQuery:
     def versions(self, window: ChangeWindow) -> list[int]:
         """The window's versions the filter can match."""
         every = list(range(window.start, window.end + 1))
-        if self.version_ranges is None:
+        if self.version_ranges is None or self.net:
             return every
         return [v for v in every if any(lo <= v < hi for lo, hi in self.version_ranges)]
 
