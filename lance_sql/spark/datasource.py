@@ -513,7 +513,8 @@ class LsmReader(DataSourceReader):
             return [LsmPartition(-1)]
         return [LsmPartition(i, split.regions) for i in range(len(split.regions))]
 
-    def read(self, partition: LsmPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        partition = _own_partition(partition, LsmPartition)
         view = self._view()
         if partition.part < 0:
             node = view.scan_plan(self.columns).root
