@@ -95,7 +95,7 @@ class LsmScanner:
             for batch in stream:
                 unit.scope.check()  # the query ended: stop reading
                 if unit.residual is not None:
-                    batch = pa.Table.from_batches([batch]).filter(unit.residual)
+                    batch = self._with_nulls(batch).filter(unit.residual)
                     batch = batch.combine_chunks().to_batches()[0] if batch.num_rows \
                         else None
                 if batch is None or not batch.num_rows:
@@ -110,6 +110,15 @@ class LsmScanner:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+
+    @staticmethod
+    def _with_nulls(batch: pa.RecordBatch) -> pa.Table:
+        table = pa.Table.from_batches([batch])
+        for name in NULL_SYSTEM:
+            if name not in table.column_names:
+                table = table.append_column(pa.field(name, pa.uint64()),
+                                            pa.nulls(table.num_rows, pa.uint64()))
+        return table
 
     def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         arrays = []
@@ -156,11 +165,13 @@ class LsmTableDataset(PlannedDataset):
         wanted = self.pushed.columns if self.pushed.columns is not None \
             else list(self._schema.names)
         output = [c for c in wanted if c not in NULL_SYSTEM]
-        tree = decode(filter) if filter is not None else None
+        refs = referenced_columns(filter) if filter is not None else set()
+        nulls = refs & set(NULL_SYSTEM)  # NULL on the view: the filter is applied here
+        tree = decode(filter) if filter is not None and not nulls else None
         plan, columns, residual = None, output, None
         keys = _lookup_keys(tree, view) if tree is not None else None
-        if keys is not None and filter is not None:
-            columns = _with(output, referenced_columns(filter))
+        if keys is not None:
+            columns = _with(output, refs)
             try:
                 plan = view.lookup_plan(keys, columns)
             except InvalidInputError:
@@ -168,8 +179,7 @@ class LsmTableDataset(PlannedDataset):
             residual = filter
         if plan is None:
             pushed, residual = _pushable(tree, filter)
-            columns = output if residual is None else \
-                _with(output, referenced_columns(residual))
+            columns = output if residual is None else _with(output, refs - nulls)
             limit = self.limit_hint if residual is None else None
             plan = view.scan_plan(columns, pushed, limit)
         self.pushed.plan = plan

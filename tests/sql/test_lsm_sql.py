@@ -16,12 +16,15 @@ import textwrap
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError, LanceError
+from lance_sql.expr import Call, Column, Literal
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
+from lance_sql.sql.lsm_provider import _pushable
 from lance_sql.sql.session import connect
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
@@ -169,6 +172,20 @@ def test_system_columns_hidden_from_star_returned_when_named(table) -> None:
     assert gens[0] == -1 and gens[1] == 1 and gens[2] == 2 and gens[11] == 2
     newest = q(session, "SELECT id FROM t WHERE _gen >= 1 ORDER BY id")
     assert newest["id"].to_pylist() == [1, 2, 11]
+    # row ids mean nothing across sources: NULL on the view, filters on them still exact
+    nulls = q(session, "SELECT id, _rowid FROM t WHERE _rowid IS NULL AND v > 0 ORDER BY id")
+    assert nulls.to_pylist() == [{"id": k, "_rowid": None} for k in (1, 2, 11)]
+    assert q(session, "SELECT id FROM t WHERE _rowid = 1").num_rows == 0
+
+
+def test_filters_the_planner_cannot_read_apply_above_the_view() -> None:
+    known = Call(">", (Column(("v",)), Literal(3)))
+    unknown = Call("unknown", (Column(("s",)),))
+    expr = pc.field("v") > 3
+    assert _pushable(known, expr) == (known, None)
+    pushed, residual = _pushable(Call("and", (known, unknown)), expr)
+    assert pushed == known and residual is expr  # the readable part still prunes
+    assert _pushable(unknown, expr) == (None, expr)
 
 
 def test_point_lookups_plan_as_the_spec_lookup_and_equal_get(table) -> None:
