@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from datetime import timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -103,7 +104,8 @@ def test_sql_matches_a_last_write_wins_model(tmp_path: Path, seed: int) -> None:
     try:
         check(session, mw, model, rng)
         for step in range(30):
-            op = rng.choices(["put", "delete", "memtable", "merge"], weights=[6, 2, 2, 1])[0]
+            op = rng.choices(["put", "delete", "memtable", "merge", "gc"],
+                             weights=[6, 2, 2, 1, 1])[0]
             if op == "put":
                 ids = list(dict.fromkeys(rng.randrange(KEYS) for _ in range(rng.randint(1, 8))))
                 for i in ids:
@@ -116,8 +118,11 @@ def test_sql_matches_a_last_write_wins_model(tmp_path: Path, seed: int) -> None:
                 writer.delete(pa.table({"id": pa.array(ids, pa.int64())}))
             elif op == "memtable":
                 writer.flush_memtable()
-            else:
+            elif op == "merge":
                 merged += len(mw.merge())
+            else:  # merged generations and old versions go
+                lance_sql.dataset(mw.dataset.uri).cleanup_old_versions(older_than=timedelta(0))
+                mw.collect_garbage(grace=timedelta(0))
             check(session, mw, model, rng)
         writer.flush_memtable()
         merged += len(mw.merge())
