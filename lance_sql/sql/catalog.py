@@ -287,7 +287,9 @@ class LanceSchemaProvider(SchemaProvider):
         base = dataset(self.resolver.directory.uri(parsed.table), version)
         if mem_wal_index.load(base) is None:
             return None
-        consistency = "snapshot" if parsed.travel else self.consistency
+        # a versioned name the front door did not pin ("t@3" written by hand) travels too
+        travel = parsed.travel or (parsed.spec is not None and parsed.query_id is None)
+        consistency = "snapshot" if travel else self.consistency
         return LsmTableDataset(parsed.table, base, consistency=consistency,
                                system_columns=parsed.system_columns, errors=self.errors,
                                query_id=parsed.query_id)

@@ -280,6 +280,7 @@ def test_version_as_of_reads_base_plus_that_versions_generations(table) -> None:
     at = as_dict(q(session, f"SELECT id, v, s FROM t VERSION AS OF {version}"))
     assert at == as_dict(mw.scanner(version=version).to_table())
     assert at[1] == (1, "b1") and at[3] == (1, "b3") and 11 not in at
+    assert as_dict(q(session, f'SELECT id, v, s FROM "t@{version}"')) == at
     older = as_dict(q(session, f"SELECT id, v, s FROM t VERSION AS OF {version - 1}"))
     assert older == {i: (0, f"a{i}") for i in range(10)}
     plan = session.explain(f"SELECT id FROM t VERSION AS OF {version}")
