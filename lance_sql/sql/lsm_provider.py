@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.errors import InvalidInputError, LanceError
+from lance_sql.errors import InvalidInputError, LanceError, QueryError
 from lance_sql.expr import Call, Column, Expr, Literal
 from lance_sql.memwal.read.planner import LsmPlan, LsmView
 from lance_sql.sql.error_bridge import ErrorRegistry
@@ -78,6 +78,9 @@ class LsmScanner:
         self.unit = unit
         self.names = names
         self.projected_schema = pa.schema([table.schema.field(n) for n in names])
+        missing = [n for n in names if n not in unit.columns and n not in NULL_SYSTEM]
+        if missing:  # DataFusion asked for other columns than it planned with
+            raise QueryError(f"{table.name}: columns {missing} were not planned for this scan")
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:
