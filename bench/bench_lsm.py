@@ -15,6 +15,7 @@ Timed (medians, operations interleaved round by round):
 * a selective filter on a non-key column (``cat = 7``, 0.1% of rows): LSM vs base;
 * point lookups through Python (``mw.get``): a key whose newest row is in the MemTable, a
   key only in the base table, vs pylance's LsmPointLookupPlanner; a 1000-key lookup;
+* the lookups, ``cat = 7`` and ``count(*)`` through SQL (``lance_sql.connect``);
 * ``--scaling``: a single-key lookup on a small table with 1 region and with 64.
 
     python bench/bench_lsm.py --rows 10000000 [--repeat 5] [--scaling]
@@ -211,6 +212,19 @@ def main() -> None:
             results["lookup ms: pylance, key in a generation"] = 1000 * per_call_median(
                 lambda k: planner.plan_lookup(pa.array([k], pa.int64())).to_table(),
                 gens[-1][: args.lookups])
+        # the same reads through SQL (the session's LSM view of table "ours")
+        session = lance_sql.connect(tmp)
+        results["SQL lookup ms: key in MemTable"] = 1000 * per_call_median(
+            lambda k: session.sql(f"SELECT * FROM ours WHERE id = {k}").to_arrow_table(),
+            in_memtable)
+        results["SQL lookup ms: key only in base"] = 1000 * per_call_median(
+            lambda k: session.sql(f"SELECT * FROM ours WHERE id = {k}").to_arrow_table(),
+            only_base)
+        results["SQL cat = 7 s: LSM"] = median_time(
+            lambda: session.sql("SELECT * FROM ours WHERE cat = 7").to_arrow_table(),
+            args.repeat)
+        results["SQL count(*) s: LSM"] = median_time(
+            lambda: session.sql("SELECT count(*) FROM ours").to_arrow_table(), args.repeat)
         writer.close()
         if args.scaling:
             results.update(scaling(tmp, args.lookups))

@@ -30,13 +30,16 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.memwal import index as mem_wal_index
 from lance_sql.sql.error_bridge import ErrorRegistry
+from lance_sql.sql.lsm_provider import LsmTableDataset
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, parse_timestamp
 from lance_sql.table import (
     TABLE_VERSIONS,
     Runtime,
     current_runtime,
+    dataset,
     find_version,
     latest_version,
     read_manifest,
@@ -44,9 +47,11 @@ from lance_sql.table import (
     version_at,
 )
 
+CONSISTENCY = ("strong", "snapshot", "base")
 CATALOG = "lance"
 SCHEMA = "default"
 SUFFIX = ".lance"
+Planned = LanceTableDataset | LsmTableDataset
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
 
 
@@ -58,22 +63,24 @@ class TableName:
     spec: VersionSpec | None = None
     system_columns: bool = False
     query_id: str | None = None
+    travel: bool = False  # the query asked for this version (time travel)
 
     @classmethod
     def parse(cls, text: str) -> TableName:
         base, *flags = text.split("#")
         system = "sys" in flags
+        travel = "tt" in flags
         query = next((f[1:] for f in flags if f.startswith("q")), None)
         table, at, version = base.rpartition("@")
         if not at:
-            return cls(base, None, system, query)
+            return cls(base, None, system, query, travel)
         if version.isdigit():
             spec = VersionSpec("version", int(version))
         elif version[:4].isdigit() and len(version) >= 10 and version[4] == "-":
             spec = VersionSpec("timestamp", parse_timestamp(version))
         else:
             spec = VersionSpec("tag", version)
-        return cls(table, spec, system, query)
+        return cls(table, spec, system, query, travel)
 
     def render(self) -> str:
         text = self.table
@@ -82,6 +89,8 @@ class TableName:
             text += "@" + (value.isoformat() if isinstance(value, dt.datetime) else str(value))
         if self.system_columns:
             text += "#sys"
+        if self.travel:
+            text += "#tt"
         if self.query_id:
             text += f"#q{self.query_id}"
         return text
@@ -218,10 +227,15 @@ class VersionResolver:
 class LanceSchemaProvider(SchemaProvider):
     """``lance.default``: every table of a :class:`TableDirectory`, resolved lazily."""
 
-    def __init__(self, resolver: VersionResolver, errors: ErrorRegistry) -> None:
+    def __init__(self, resolver: VersionResolver, errors: ErrorRegistry,
+                 consistency: str = "strong") -> None:
+        if consistency not in CONSISTENCY:
+            raise InvalidInputError(f"consistency must be one of {CONSISTENCY}, got "
+                                    f"{consistency!r}")
         self.resolver = resolver
         self.errors = errors
-        self._planned: dict[str, weakref.WeakSet[LanceTableDataset]] = {}
+        self.consistency = consistency
+        self._planned: dict[str, weakref.WeakSet[Planned]] = {}
         self._others: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -247,9 +261,12 @@ class LanceSchemaProvider(SchemaProvider):
                 self._planned.setdefault(parsed.query_id, weakref.WeakSet()).add(dataset)
         return Table(dataset)
 
-    def dataset(self, parsed: TableName) -> LanceTableDataset:
+    def dataset(self, parsed: TableName) -> Planned:
         version = self.resolver.version_of(parsed.table, parsed.spec)
         manifest = self.resolver.manifest(parsed.table, version)
+        lsm = self._lsm(parsed, version, manifest)
+        if lsm is not None:
+            return lsm
         return LanceTableDataset(
             parsed.table,
             self.resolver.store(parsed.table),
@@ -259,7 +276,25 @@ class LanceSchemaProvider(SchemaProvider):
             query_id=parsed.query_id,
         )
 
-    def planned(self, query_id: str) -> list[LanceTableDataset]:
+    def _lsm(self, parsed: TableName, version: int, manifest: Manifest
+             ) -> LsmTableDataset | None:
+        """The LSM view of a table with a MemWAL index (None: read the table itself).
+
+        The latest version reads with the session's consistency; an older one (time
+        travel) from that version's MemWAL index snapshot."""
+        if self.consistency == "base" or manifest.index_section is None:
+            return None
+        base = dataset(self.resolver.directory.uri(parsed.table), version)
+        if mem_wal_index.load(base) is None:
+            return None
+        # a versioned name the front door did not pin ("t@3" written by hand) travels too
+        travel = parsed.travel or (parsed.spec is not None and parsed.query_id is None)
+        consistency = "snapshot" if travel else self.consistency
+        return LsmTableDataset(parsed.table, base, consistency=consistency,
+                               system_columns=parsed.system_columns, errors=self.errors,
+                               query_id=parsed.query_id)
+
+    def planned(self, query_id: str) -> list[Planned]:
         """Providers created while planning ``query_id`` (and forget the query)."""
         prefix = f"{query_id}."
         with self._lock:

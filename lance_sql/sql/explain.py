@@ -12,11 +12,29 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from lance_sql.sql.lsm_provider import LsmTableDataset
 from lance_sql.sql.provider import LanceTableDataset
 
+Planned = LanceTableDataset | LsmTableDataset
 
-def scan_lines(ds: LanceTableDataset, indent: str) -> list[str]:
+
+def lsm_lines(ds: LsmTableDataset, indent: str) -> list[str]:
+    """EXPLAIN lines of an LSM view: the planner's tree (regions kept, sources read)."""
+    pushed = ds.pushed
+    projection = ", ".join(pushed.columns) if pushed.columns is not None else "*"
+    lines = [f"{indent}LsmViewExec: {ds.label}, filter=[{pushed.filter or ''}], "
+             f"projection=[{projection}]"
+             + (f", limit={ds.limit_hint}" if ds.limit_hint is not None else "")
+             + (", filter applied above the view" if pushed.residual else "")]
+    if pushed.plan is not None:
+        lines += [f"{indent}  {line}" for line in pushed.plan.explain().splitlines()]
+    return lines
+
+
+def scan_lines(ds: Planned, indent: str) -> list[str]:
     """EXPLAIN lines of one planned scan: what was pushed into it and what it reads."""
+    if isinstance(ds, LsmTableDataset):
+        return lsm_lines(ds, indent)
     pushed = ds.pushed
     projection = ", ".join(pushed.columns) if pushed.columns is not None else "*"
     lines = [
@@ -33,7 +51,7 @@ def scan_lines(ds: LanceTableDataset, indent: str) -> list[str]:
     return lines
 
 
-def _match(line: str, candidates: list[LanceTableDataset]) -> LanceTableDataset | None:
+def _match(line: str, candidates: list[Planned]) -> Planned | None:
     for ds in candidates:
         projection = ", ".join(ds.pushed.columns or [])
         if f"projection=[{projection}]" in line and (
@@ -43,7 +61,7 @@ def _match(line: str, candidates: list[LanceTableDataset]) -> LanceTableDataset 
     return candidates[0] if candidates else None
 
 
-def annotate_physical_plan(plan: str, planned: list[LanceTableDataset]) -> str:
+def annotate_physical_plan(plan: str, planned: list[Planned]) -> str:
     """DataFusion's physical plan with our scan's lines under each of its scans."""
     remaining = list(planned)
     out = []
@@ -58,7 +76,7 @@ def annotate_physical_plan(plan: str, planned: list[LanceTableDataset]) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_explain(table: pa.Table, planned: list[LanceTableDataset]) -> pa.Table:
+def render_explain(table: pa.Table, planned: list[Planned]) -> pa.Table:
     """DataFusion's EXPLAIN result with the physical plan annotated."""
     types = table.column("plan_type").to_pylist()
     plans = table.column("plan").to_pylist()

@@ -1,5 +1,7 @@
-"""Table functions: ``table_versions('t')`` (history) and ``table_changes('t', start, end)``
-(the change data feed, :mod:`lance_sql.sql.changes_provider`).
+"""Table functions: ``table_versions('t')`` (history), ``table_changes('t', start, end)``
+(the change data feed, :mod:`lance_sql.sql.changes_provider`) and
+``nearest('t', 'column', [query vector], k[, metric])`` (top-k over a MemWAL table's LSM
+view, exact distances, ``_distance``).
 
 DataFusion calls a table function during planning with constant-folded literal
 arguments. It must not call back into the session (DataFusion panics on
@@ -17,17 +19,22 @@ import pyarrow.dataset as pds
 from datafusion.catalog import Table
 
 from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.memwal.read.planner import LsmView
 from lance_sql.sql.catalog import VersionResolver
 from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.table import (
     check_mode,
     commit_time,
+    dataset,
     list_versions,
     operation_of,
     read_tags,
     resolve_window,
 )
+
+METRICS = ("l2", "cosine", "dot")
+MAX_K = 1_000_000
 
 VERSIONS_SCHEMA = pa.schema(
     [
@@ -126,3 +133,40 @@ def make_table_changes(resolver: VersionResolver,
             raise errors.wrap(exc) from exc
 
     return table_changes_udtf
+
+
+def make_nearest(resolver: VersionResolver, errors: ErrorRegistry,
+                 consistency: str) -> Callable[..., Table]:
+    """The ``nearest('t', 'column', [vector], k[, metric])`` callable: the ``k`` rows of
+    the LSM view nearest to the vector, with ``_distance`` (top-k is small: computed at
+    planning, through the planner's ``knn_plan``)."""
+
+    def nearest_udtf(*args: Any) -> Table:
+        try:
+            values = argument_values(args, "nearest")
+            if len(values) not in (4, 5):
+                raise InvalidInputError(
+                    "nearest() takes a table name, a column name, a query vector, k and an "
+                    "optional metric ('l2', 'cosine' or 'dot')")
+            name, column, vector, k = values[:4]
+            metric = values[4] if len(values) == 5 else "l2"
+            if not isinstance(name, str) or not isinstance(column, str):
+                raise InvalidInputError("nearest(): the table and column are names (strings)")
+            if not isinstance(vector, list) or not vector or not all(
+                    isinstance(x, int | float) and not isinstance(x, bool) for x in vector):
+                raise InvalidInputError(
+                    f"nearest(): the query vector is a list of numbers, got {vector!r}")
+            if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= MAX_K:
+                raise InvalidInputError(f"nearest(): k is an integer in 1..{MAX_K}, got {k!r}")
+            if metric not in METRICS:
+                raise InvalidInputError(f"nearest(): metric is one of {METRICS}, got "
+                                        f"{metric!r}")
+            base = dataset(resolver.directory.uri(name))
+            view = LsmView(base, consistency="snapshot" if consistency == "snapshot"
+                           else "strong")
+            result = view.knn_plan(column, vector, k, metric=metric).to_table()
+            return Table(pds.dataset(result))
+        except Exception as exc:  # carried through DataFusion
+            raise errors.wrap(exc) from exc
+
+    return nearest_udtf

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import itertools
 import os
+import re
 import threading
 import traceback
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from lance_sql.sql.catalog import (
     SCHEMA,
     LanceCatalog,
     LanceSchemaProvider,
+    Planned,
     TableDirectory,
     TableName,
     VersionResolver,
@@ -36,10 +38,15 @@ from lance_sql.sql.catalog import (
 from lance_sql.sql.dml import DeleteStatement, UpdateStatement, parse_dml
 from lance_sql.sql.error_bridge import ErrorRegistry, translate
 from lance_sql.sql.explain import render_explain
-from lance_sql.sql.functions import make_table_changes, make_table_versions, table_versions
+from lance_sql.sql.functions import (
+    make_nearest,
+    make_table_changes,
+    make_table_versions,
+    table_versions,
+)
 from lance_sql.sql.interrupt import run_interruptibly
+from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
-from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
 from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
@@ -263,13 +270,24 @@ def _options(*, ddl: bool = False, dml: bool = False) -> SQLOptions:
     return SQLOptions().with_allow_ddl(ddl).with_allow_dml(dml).with_allow_statements(False)
 
 
+_NAMES_LSM_COLUMN = re.compile(r"\b(_gen|_region)\b", re.IGNORECASE)
+
+
+def _system_columns(query: str) -> tuple[str, ...]:
+    """The hidden columns of the query's tables: the LSM view's ``_gen`` and ``_region``
+    join the table's own when the query names one of them."""
+    if _NAMES_LSM_COLUMN.search(query):
+        return (*SYSTEM_COLUMNS, *LSM_ONLY)
+    return SYSTEM_COLUMNS
+
+
 class LanceSession:
     """SQL over Lance tables. Create with :func:`connect`."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *,
                  config: SessionConfig | None = None, read_only: bool = False,
                  allow_external_files: bool = False, create: bool = False,
-                 runtime: Runtime | None = None) -> None:
+                 runtime: Runtime | None = None, consistency: str = "strong") -> None:
         """See :func:`connect`; ``runtime`` owns the caches the session's reads use (by
         default the one current when the session is created)."""
         if root is not None and not os.path.isdir(root):
@@ -285,7 +303,8 @@ class LanceSession:
         self.directory = TableDirectory(root)
         self.resolver = VersionResolver(self.directory, self.runtime)
         self.errors = ErrorRegistry()
-        self.schema_provider = LanceSchemaProvider(self.resolver, self.errors)
+        self.schema_provider = LanceSchemaProvider(self.resolver, self.errors, consistency)
+        self.consistency = consistency
         config = config or SessionConfig()
         self.ctx = SessionContext(config.with_default_catalog_and_schema(CATALOG, SCHEMA))
         self.ctx.register_catalog_provider(CATALOG, LanceCatalog(self.schema_provider))
@@ -293,6 +312,8 @@ class LanceSession:
         self.ctx.register_udtf(udtf(versions_fn, "table_versions"))
         self.ctx.register_udtf(udtf(make_table_changes(self.resolver, self.errors),
                                     "table_changes"))
+        self.ctx.register_udtf(udtf(make_nearest(self.resolver, self.errors, consistency),
+                                    "nearest"))
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._writes = WriteRunner(self)
@@ -366,7 +387,7 @@ class LanceSession:
         def resolve(name: str, spec: VersionSpec | None, system: bool) -> str:
             version = self.resolver.version_of(name, spec)
             pinned = TableName(name, VersionSpec("version", version), system,
-                               f"{qid}.{next(counter)}")
+                               f"{qid}.{next(counter)}", travel=spec is not None)
             return f"{CATALOG}.{SCHEMA}.{quote_identifier(pinned.render())}"
 
         def is_lance(name: str) -> bool:
@@ -377,7 +398,7 @@ class LanceSession:
             return True
 
         try:
-            rewritten = rewrite(query, is_lance, resolve, SYSTEM_COLUMNS)
+            rewritten = rewrite(query, is_lance, resolve, _system_columns(query))
             df = self.ctx.sql(rewritten.text, options=_options())
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
@@ -463,7 +484,7 @@ class LanceSession:
         return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime)
 
     @staticmethod
-    def _limit_hints(df: DataFrame, planned: list[LanceTableDataset]) -> None:
+    def _limit_hints(df: DataFrame, planned: list[Planned]) -> None:
         """Tell each scan the LIMIT DataFusion pushed into it, so it can stop early."""
         if not planned:
             return
@@ -486,7 +507,7 @@ class LanceSession:
 
 def connect(root: str | os.PathLike[str] | None = None, *, read_only: bool = False,
             allow_external_files: bool = False, create: bool = False,
-            runtime: Runtime | None = None) -> LanceSession:
+            runtime: Runtime | None = None, consistency: str = "strong") -> LanceSession:
     """A session over every Lance table in ``root`` (and any you ``register``).
 
     SQL may read and write Lance tables under ``root`` only: ``read_only=True`` refuses
@@ -494,6 +515,11 @@ def connect(root: str | os.PathLike[str] | None = None, *, read_only: bool = Fal
     read and ``COPY ... TO`` write files anywhere the process can. A missing ``root`` is
     an error unless ``create=True``. ``runtime`` owns the caches its reads fill (see
     :class:`lance_sql.Runtime`; by default the current one, normally process-wide).
+
+    Tables with a MemWAL index read as their LSM view (each key's newest row):
+    ``consistency="strong"`` (default) takes the regions from their manifests plus this
+    process's MemTables; ``"snapshot"`` from the MemWAL index snapshot (as fresh as its
+    last refresh); ``"base"`` reads the base table alone.
     """
     return LanceSession(root, read_only=read_only, allow_external_files=allow_external_files,
-                        create=create, runtime=runtime)
+                        create=create, runtime=runtime, consistency=consistency)

@@ -1,0 +1,270 @@
+"""A MemWAL table's LSM view as DataFusion sees it: a ``pyarrow.dataset.Dataset`` subclass.
+
+The view (:class:`lance_sql.memwal.read.planner.LsmView`) is one stream — the newest row
+of every key over the base table, its flushed generations and this process's MemTables
+— so the table is one partition. At planning (``get_fragments``) the view's sources are
+fixed and its plan is built from the pushed projection and filter:
+
+* a filter that pins every primary-key column to literals (``pk = k``, ``pk IN (...)``,
+  composite keys with one conjunct per column) plans as the spec's point lookup;
+* otherwise the LSM scan, with the filter pushed into the planner (it prunes regions and
+  is applied to each key's newest row only, never to older versions).
+
+Filters DataFusion pushes are exact, so whatever the planner does not take (a call our
+filter model cannot read) and the filter of a lookup are applied here, to the view's
+rows. ``LIMIT`` stops the stream early. ``_gen``, ``_region`` and ``_rowaddr`` (within its
+source) are the view's system columns; ``_rowid`` and the row-version columns are NULL
+on it (rows of different sources have no common row ids).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError, LanceError, QueryError
+from lance_sql.expr import Call, Column, Expr, Literal
+from lance_sql.memwal.read.planner import LsmPlan, LsmView
+from lance_sql.sql.error_bridge import ErrorRegistry
+from lance_sql.sql.provider import PlannedDataset, open_scanner
+from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.sql.streams import ScanScope
+from lance_sql.table import SYSTEM_COLUMNS, LanceDataset
+
+LSM_ONLY = ("_gen", "_region")
+LSM_SYSTEM = (*LSM_ONLY, "_rowaddr")
+NULL_SYSTEM = tuple(c for c in SYSTEM_COLUMNS if c not in LSM_SYSTEM)
+MAX_LOOKUP_KEYS = 100_000  # key combinations a composite lookup may expand to
+
+
+@dataclass
+class PushedLsm:
+    """What DataFusion asked of the view during planning, and the plan it got."""
+
+    columns: list[str] | None = None
+    filter: str | None = None
+    plan: LsmPlan | None = None
+    residual: bool = False  # the pushed filter is applied here, above the plan
+
+
+@dataclass(frozen=True)
+class LsmUnit:
+    """The one partition of an LSM read."""
+
+    table: LsmTableDataset
+    plan: LsmPlan
+    columns: list[str]        # what the plan returns (output plus residual filter columns)
+    residual: pc.Expression | None
+    scope: ScanScope
+
+    def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
+                filter: pc.Expression | None = None, batch_size: int | None = None,
+                **_: object) -> LsmScanner:
+        return open_scanner(self, LsmScanner, columns, filter, batch_size)
+
+
+class LsmScanner:
+    """Streams the unit's plan, cast to the projected schema, stopping at the LIMIT."""
+
+    def __init__(self, unit: LsmUnit, columns: list[str] | None,
+                 filter: pc.Expression | None, batch_size: int) -> None:
+        table = unit.table
+        names = list(columns) if columns is not None else table.schema.names
+        self.unit = unit
+        self.names = names
+        self.projected_schema = pa.schema([table.schema.field(n) for n in names])
+        missing = [n for n in names if n not in unit.columns and n not in NULL_SYSTEM]
+        if missing:  # DataFusion asked for other columns than it planned with
+            raise QueryError(f"{table.name}: columns {missing} were not planned for this scan")
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self.unit.scope.reading(self._batches())
+        except Exception as exc:
+            raise self.unit.table.errors.wrap(exc) from exc
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
+        unit = self.unit
+        remaining = unit.table.limit_hint
+        if remaining == 0:
+            return
+        stream = unit.plan.execute()
+        try:
+            for batch in stream:
+                unit.scope.check()  # the query ended: stop reading
+                if unit.residual is not None:
+                    batch = self._with_nulls(batch).filter(unit.residual)
+                    batch = batch.combine_chunks().to_batches()[0] if batch.num_rows \
+                        else None
+                if batch is None or not batch.num_rows:
+                    continue
+                if remaining is not None:
+                    batch = batch.slice(0, remaining)
+                    remaining -= batch.num_rows
+                yield self._conform(batch)
+                if remaining == 0:
+                    return
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    @staticmethod
+    def _with_nulls(batch: pa.RecordBatch) -> pa.Table:
+        table = pa.Table.from_batches([batch])
+        for name in NULL_SYSTEM:
+            if name not in table.column_names:
+                table = table.append_column(pa.field(name, pa.uint64()),
+                                            pa.nulls(table.num_rows, pa.uint64()))
+        return table
+
+    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        arrays = []
+        for field in self.projected_schema:
+            if field.name in NULL_SYSTEM:
+                arrays.append(pa.nulls(batch.num_rows, field.type))
+                continue
+            array = batch.column(field.name)
+            arrays.append(array if array.type.equals(field.type) else array.cast(field.type))
+        if not arrays:
+            return batch.select([])  # count(*): no columns, the rows still counted
+        return pa.RecordBatch.from_arrays(arrays, schema=self.projected_schema)
+
+
+class LsmTableDataset(PlannedDataset):
+    """One pinned base version of a MemWAL table read as its LSM view."""
+
+    def __init__(self, name: str, base: LanceDataset, *, consistency: str,
+                 system_columns: bool, errors: ErrorRegistry,
+                 query_id: str | None = None) -> None:
+        # pyarrow's own __init__ must not run: this object has no C++ dataset behind it.
+        self.name = name
+        self.base = base
+        self.consistency = consistency
+        self.query_id = query_id
+        self.errors = errors
+        self.system_columns = system_columns
+        self.limit_hint: int | None = None
+        self.pushed = PushedLsm()
+        data = base.manifest.schema.to_scan_arrow()
+        fields = list(data)
+        if system_columns:
+            fields += [pa.field("_gen", pa.int64()), pa.field("_region", pa.string()),
+                       pa.field("_rowaddr", pa.uint64()),
+                       *(pa.field(c, pa.uint64()) for c in NULL_SYSTEM)]
+        self._schema = pa.schema(fields, metadata=data.metadata)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}[v={self.base.version}, lsm {self.consistency}]"
+
+    def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list[LsmUnit]:
+        view = LsmView(self.base, consistency=self.consistency)
+        wanted = self.pushed.columns if self.pushed.columns is not None \
+            else list(self._schema.names)
+        output = [c for c in wanted if c not in NULL_SYSTEM]
+        refs = referenced_columns(filter) if filter is not None else set()
+        nulls = refs & set(NULL_SYSTEM)  # NULL on the view: the filter is applied here
+        tree = decode(filter) if filter is not None and not nulls else None
+        plan, columns, residual = None, output, None
+        keys = _lookup_keys(tree, view) if tree is not None else None
+        if keys is not None:
+            columns = _with(output, refs)
+            try:
+                plan = view.lookup_plan(keys, columns)
+            except InvalidInputError:
+                plan = None  # a literal that does not fit the key's type: scan instead
+            residual = filter
+        if plan is None:
+            pushed, residual = _pushable(tree, filter)
+            columns = output if residual is None else _with(output, refs - nulls)
+            limit = self.limit_hint if residual is None else None
+            plan = view.scan_plan(columns, pushed, limit)
+        self.pushed.plan = plan
+        self.pushed.residual = residual is not None
+        return [LsmUnit(self, plan, columns, residual, scope)]
+
+
+def _with(names: list[str], extra: set[str]) -> list[str]:
+    return list(dict.fromkeys([*names, *sorted(extra - set(names))]))
+
+
+def _conjuncts(expr: Expr) -> list[Expr]:
+    if isinstance(expr, Call) and expr.op == "and":
+        return [p for a in expr.args for p in _conjuncts(a)]
+    return [expr]
+
+
+def _known(expr: Expr) -> bool:
+    if isinstance(expr, Call):
+        return expr.op != "unknown" and all(_known(a) for a in expr.args)
+    return True
+
+
+def _pushable(tree: Expr | None, filter: pc.Expression | None
+              ) -> tuple[Expr | None, pc.Expression | None]:
+    """(what the planner applies, what is applied here): all to the planner when it reads
+    the whole filter; otherwise the readable conjuncts there, the whole filter here."""
+    if filter is None:
+        return None, None
+    if tree is not None and _known(tree):
+        return tree, None
+    parts = [p for p in _conjuncts(tree) if _known(p)] if tree is not None else []
+    pushed = None if not parts else parts[0] if len(parts) == 1 else Call("and", tuple(parts))
+    return pushed, filter
+
+
+def _values(expr: Expr, column: str) -> list[Any] | None:
+    """The literals ``expr`` pins ``column`` to (``=``, ``IN``, an OR of those)."""
+    if not isinstance(expr, Call):
+        return None
+    args = expr.args
+    if expr.op == "=" and len(args) == 2:
+        col, lit = (args[0], args[1]) if isinstance(args[0], Column) else (args[1], args[0])
+        if isinstance(col, Column) and col.path == (column,) and isinstance(lit, Literal):
+            return None if lit.value is None else [lit.value]
+        return None
+    if expr.op == "in" and args and isinstance(args[0], Column) and args[0].path == (column,):
+        if all(isinstance(a, Literal) for a in args[1:]):
+            return [a.value for a in args[1:] if a.value is not None]  # type: ignore[union-attr]
+        return None
+    if expr.op == "or":
+        out: list[Any] = []
+        for part in args:
+            found = _values(part, column)
+            if found is None:
+                return None
+            out += found
+        return out
+    return None
+
+
+def _lookup_keys(tree: Expr, view: LsmView) -> pa.Table | None:
+    """The key table a filter pins every primary-key column to (None: not a lookup)."""
+    parts = _conjuncts(tree)
+    per_column: list[list[Any]] = []
+    for key in view.key_columns:
+        found = next((v for p in parts if (v := _values(p, key)) is not None), None)
+        if found is None:
+            return None
+        per_column.append(list(dict.fromkeys(found)))
+    combos = 1
+    for values in per_column:
+        combos *= len(values)
+    if combos > MAX_LOOKUP_KEYS:
+        return None
+    rows = list(itertools.product(*per_column)) if len(per_column) > 1 else None
+    arrays = []
+    for i, key in enumerate(view.key_columns):
+        values = per_column[i] if rows is None else [r[i] for r in rows]
+        key_type = view.arrow_schema.field(key).type
+        try:
+            arrays.append(pa.array(values, type=key_type))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError, LanceError):
+            return None  # e.g. 2.5 for an integer key: the scan answers (exactly)
+    return pa.table(dict(zip(view.key_columns, arrays, strict=True)))
