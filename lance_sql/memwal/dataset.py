@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
 
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.index import load as load_mem_wal_index
+from lance_sql.memwal.read.flat_search import table_knn_plan
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.dataset import dataset as open_table
 from lance_sql.table.dataset import write_dataset as write_table
@@ -69,6 +74,18 @@ class MemWalDataset(LanceDataset):
                                    **given)
         self._moved_to(handle.dataset.manifest)
         return MemWal(self)
+
+    def nearest(self, column: str, query_vector: Sequence[float] | np.ndarray, k: int = 10,
+                *, metric: str = "l2", columns: Sequence[str] | None = None,
+                filter: str | None = None) -> pa.Table:
+        """The ``k`` rows nearest to ``query_vector`` in ``column`` (exact, ``_distance``
+        added; ``metric`` l2, cosine or dot): over the LSM view when the table has a
+        MemWAL (see :meth:`MemWal.nearest`), else over this version of the table."""
+        if load_mem_wal_index(self) is not None:
+            return MemWal(self).nearest(column, query_vector, k, metric=metric,
+                                        columns=columns, filter=filter)
+        return table_knn_plan(self, column, query_vector, k, metric=metric, columns=columns,
+                              filter=filter).to_table()
 
     @property
     def mem_wal(self) -> MemWal | None:

@@ -19,6 +19,8 @@ import pyarrow.dataset as pds
 from datafusion.catalog import Table
 
 from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.memwal.index import load as load_mem_wal_index
+from lance_sql.memwal.read.flat_search import table_knn_plan
 from lance_sql.memwal.read.planner import LsmView
 from lance_sql.sql.catalog import VersionResolver
 from lance_sql.sql.changes_provider import ChangesDataset
@@ -162,9 +164,12 @@ def make_nearest(resolver: VersionResolver, errors: ErrorRegistry,
                 raise InvalidInputError(f"nearest(): metric is one of {METRICS}, got "
                                         f"{metric!r}")
             base = dataset(resolver.directory.uri(name))
-            view = LsmView(base, consistency="snapshot" if consistency == "snapshot"
-                           else "strong")
-            result = view.knn_plan(column, vector, k, metric=metric).to_table()
+            if load_mem_wal_index(base) is None:  # a plain table: one source
+                result = table_knn_plan(base, column, vector, k, metric=metric).to_table()
+            else:
+                view = LsmView(base, consistency="snapshot" if consistency == "snapshot"
+                               else "strong")
+                result = view.knn_plan(column, vector, k, metric=metric).to_table()
             return Table(pds.dataset(result))
         except Exception as exc:  # carried through DataFusion
             raise errors.wrap(exc) from exc

@@ -1,0 +1,46 @@
+"""Top-k search on a plain Lance table: the LSM search plan with one source.
+
+A table without a MemWAL has nothing newer to mask rows with, so the spec's search plan
+reduces to one exact ``KNNExec`` over the table, then the global sort and limit. SQL's
+``nearest()`` and ``MemWalDataset.nearest`` use it for such tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import InvalidInputError
+from lance_sql.expr import Expr, parse_predicate, resolve
+from lance_sql.memwal.read.nodes import DISTANCE, GlobalLimitExec, ProjectionExec, SortExec
+from lance_sql.memwal.read.planner import LsmPlan
+from lance_sql.memwal.read.search import KNNExec
+from lance_sql.memwal.read.sources import BaseSource
+from lance_sql.table.dataset import LanceDataset
+
+
+def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.ndarray, k: int,
+                   *, metric: str = "l2", columns: Sequence[str] | None = None,
+                   filter: str | Expr | None = None) -> LsmPlan:
+    """The ``k`` rows of ``ds`` nearest to ``query`` in ``column`` where ``filter`` holds,
+    with ``_distance`` (exact distances, vectorised, streaming over the table)."""
+    schema = ds.manifest.schema.to_scan_arrow()
+    if column not in schema.names:
+        raise InvalidInputError(f"{ds.uri} has no column {column!r}")
+    output = list(schema.names if columns is None else columns)
+    missing = [c for c in output if c not in schema.names]
+    if missing:
+        raise InvalidInputError(f"{ds.uri} has no columns {missing}")
+    predicate = parse_predicate(filter) if isinstance(filter, str) and filter.strip() else (
+        filter if isinstance(filter, Expr) else None)
+    if predicate is not None:
+        predicate = resolve(predicate, schema)
+    wanted = list(dict.fromkeys([*output, column]))
+    scan_schema = pa.schema([schema.field(n) for n in wanted] + [pa.field(DISTANCE, pa.float64())])
+    source = BaseSource(ds, [])
+    node = KNNExec(source, scan_schema, column, np.asarray(query, np.float64), k, metric,
+                   predicate)
+    root = ProjectionExec(GlobalLimitExec(SortExec(node, DISTANCE), k), [*output, DISTANCE])
+    return LsmPlan(root, [f"TableSearch: {ds.uri} v{ds.version} (no MemWAL: one source)"])
