@@ -291,6 +291,9 @@ class MemTable:
         q_of = np.repeat(np.arange(n), counts)
         starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
         cand = sorted_addr[starts + np.arange(q_of.size)]
+        if _exact_codes(query) and not query[0].null_count:  # its own code: no confirming
+            np.maximum.at(result, q_of, cand.astype(np.int64))
+            return result
         # confirm candidates by comparing the actual key values
         stored = _gather(frags, cand, self.primary_key)
         equal = np.ones(q_of.size, bool)
@@ -311,11 +314,16 @@ class MemTable:
         return _gather(frags, np.asarray(addresses, np.uint64), None)
 
 
+def _exact_codes(keys: Sequence[pa.Array]) -> bool:
+    """Whether :func:`key_codes` of ``keys`` is the key itself (equal codes: equal keys)."""
+    return len(keys) == 1 and pa.types.is_integer(keys[0].type)
+
+
 def key_codes(keys: Sequence[pa.Array]) -> np.ndarray:
     """Sortable codes of keys, equal for equal keys: a single integer key is its own code
     (no hashing on the write path); other keys use the bloom filter's 64-bit hash, and
     lookups confirm equal codes by comparing the keys."""
-    if len(keys) == 1 and pa.types.is_integer(keys[0].type):
+    if _exact_codes(keys):
         values = keys[0].to_numpy(zero_copy_only=False)
         return values.view(np.int64) if values.dtype == np.uint64 else values.astype(np.int64)
     return key_hashes(keys).view(np.int64)
