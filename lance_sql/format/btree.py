@@ -314,6 +314,10 @@ def _sortable_key(value: pa.Scalar) -> Any:
 def sortable(values: pa.Array | pa.Scalar) -> np.ndarray | None:
     """``values`` as a numpy array ordered like the index (nulls as the lowest key), or
     None for key types without such a form."""
+    if isinstance(values, pa.Scalar) and values.is_valid and (
+            pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+        # one key of a point query: no one-element Arrow round trip (a hot path)
+        return np.array([values.as_py()], values.type.to_pandas_dtype())
     array = values if isinstance(values, pa.Array) else pa.array([values], values.type)
     t = array.type
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):

@@ -311,13 +311,15 @@ class MemTable:
         q_of = np.repeat(np.arange(n), counts)
         starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
         cand = sorted_addr[starts + np.arange(q_of.size)]
+        if _exact_codes(query) and not query[0].null_count:  # its own code: no confirming
+            np.maximum.at(result, q_of, cand.astype(np.int64))
+            return result
         # confirm candidates by comparing the actual key values
-        flat = _flat_positions(frags, cand)
-        stored = self.key_columns()
+        stored = _gather(frags, cand, self.primary_key)
         equal = np.ones(q_of.size, bool)
-        for q_col, s_col in zip(query, stored, strict=True):
+        for q_col, name in zip(query, self.primary_key, strict=True):
             a = q_col.take(pa.array(q_of))
-            b = s_col.take(pa.array(flat))
+            b = stored.column(name)
             equal &= pc.fill_null(pc.equal(a, b), False).to_numpy(
                 zero_copy_only=False)
         q_of, cand = q_of[equal], cand[equal].astype(np.int64)
@@ -327,16 +329,21 @@ class MemTable:
     def take(self, addresses: np.ndarray) -> pa.Table:
         """Rows by ``_rowaddr`` (addresses must exist)."""
         frags = self.fragments()
-        table = (pa.concat_tables([f.rows for f in frags]) if frags
-                 else self.arrow_schema.empty_table())
-        return table.take(pa.array(_flat_positions(frags, np.asarray(addresses, np.uint64))))
+        if not frags:
+            return self.arrow_schema.empty_table()
+        return _gather(frags, np.asarray(addresses, np.uint64), None)
+
+
+def _exact_codes(keys: Sequence[pa.Array]) -> bool:
+    """Whether :func:`key_codes` of ``keys`` is the key itself (equal codes: equal keys)."""
+    return len(keys) == 1 and pa.types.is_integer(keys[0].type)
 
 
 def key_codes(keys: Sequence[pa.Array]) -> np.ndarray:
     """Sortable codes of keys, equal for equal keys: a single integer key is its own code
     (no hashing on the write path); other keys use the bloom filter's 64-bit hash, and
     lookups confirm equal codes by comparing the keys."""
-    if len(keys) == 1 and pa.types.is_integer(keys[0].type):
+    if _exact_codes(keys):
         values = keys[0].to_numpy(zero_copy_only=False)
         return values.view(np.int64) if values.dtype == np.uint64 else values.astype(np.int64)
     return key_hashes(keys).view(np.int64)
@@ -358,6 +365,37 @@ def _addresses(frags: list[MemFragment]) -> np.ndarray:
     starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
     offsets = (np.arange(int(sizes.sum()), dtype=np.int64) - starts).astype(np.uint64)
     return (ids << np.uint64(32)) | offsets
+
+
+_GATHER_FRAGMENTS = 8  # above this many fragments touched, one concatenation is cheaper
+
+
+def _gather(frags: list[MemFragment], addresses: np.ndarray,
+            columns: Sequence[str] | None) -> pa.Table:
+    """Rows at ``addresses`` (in that order), ``columns`` of them (all when None),
+    taken from only the fragments they live in: a lookup touches one or a few
+    fragments, and concatenating every fragment per lookup costs more than the take."""
+    addresses = np.asarray(addresses).astype(np.uint64)
+    fids = (addresses >> np.uint64(32)).astype(np.int64)
+    offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    touched = np.unique(fids)
+
+    def rows(f: MemFragment) -> pa.Table:
+        return f.rows if columns is None else f.rows.select(list(columns))
+
+    if touched.size == 0:
+        return rows(frags[0]).slice(0, 0)
+    if touched.size == 1:
+        return rows(frags[int(touched[0])]).take(pa.array(offsets))
+    if touched.size > _GATHER_FRAGMENTS:
+        table = pa.concat_tables([rows(f) for f in frags])
+        return table.take(pa.array(_flat_positions(frags, addresses)))
+    order = np.argsort(fids, kind="stable")
+    parts = [rows(frags[int(f)]).take(pa.array(offsets[order][fids[order] == f]))
+             for f in touched]
+    back = np.empty(order.size, np.int64)
+    back[order] = np.arange(order.size)
+    return pa.concat_tables(parts).take(pa.array(back))
 
 
 def _flat_positions(frags: list[MemFragment], addresses: np.ndarray) -> np.ndarray:

@@ -119,6 +119,23 @@ def test_point_lookup_plan_has_the_spec_shape(spec_setup) -> None:
     assert got.to_pylist() == [{"id": 3, "v": 3}, {"id": 4, "v": 2}, {"id": 9, "v": 0}]
 
 
+def test_a_key_the_memtable_answers_is_never_hashed(spec_setup) -> None:
+    """The MemTable's exact key index answers first: bloom hashing waits for the keys
+    that get past it (and the MemTable's rows are not assembled for a lookup)."""
+    mw, _ = spec_setup
+    view = mw.view()
+    plan = view.lookup_plan(pa.table({"tenant": ["A"], "id": pa.array([4], pa.int64())}))
+    assert plan.to_table().column("v").to_pylist() == [2]
+    coalesce = plan.root.children[0]
+    assert coalesce.keys._hashes is None
+    memtables = [c.source for c in coalesce.children
+                 if getattr(c, "source", None) is not None and c.source.kind == "memtable"]
+    assert memtables and all(m._table is None for m in memtables)
+    plan = view.lookup_plan(pa.table({"tenant": ["A"], "id": pa.array([1], pa.int64())}))
+    assert plan.to_table().column("v").to_pylist() == [1]  # from gen 1, past the MemTable
+    assert plan.root.children[0].keys._hashes is not None
+
+
 def test_search_plan_has_the_spec_shape(spec_setup) -> None:
     mw, w = spec_setup
     text = mw.view().knn_plan("e", [0.0, 0.0], 3).explain()

@@ -35,6 +35,22 @@ def test_fragments_addresses_and_last_write_wins() -> None:
     assert (m.num_rows, m.num_fragments, m.generation) == (6, 3, 3)
 
 
+def test_take_and_lookup_touch_only_the_fragments_asked_for() -> None:
+    """Rows come back in the order asked whether they live in one fragment, a few or
+    many (more than the per-fragment gather handles), and taking none returns none."""
+    m = MemTable(MEMTABLE, ["id"], generation=1)
+    for f in range(12):
+        m.insert(_rows([10 * f + i for i in range(3)], float(f)))
+    assert m.take(np.zeros(0, np.int64)).num_rows == 0
+    for ids in ([21, 20], [112, 2, 51, 2], [110 - 10 * f + f % 3 for f in range(12)]):
+        found = m.lookup(pa.table({"id": ids}))
+        assert (found >= 0).all()
+        got = m.take(found)
+        assert got.column("id").to_pylist() == ids
+        assert got.column("v").to_pylist() == [float(i // 10) for i in ids]
+    assert m.lookup(pa.table({"id": [4, 999]})).tolist() == [-1, -1]
+
+
 def test_lookup_after_more_writes_sees_them() -> None:
     m = MemTable(MEMTABLE, ["id"], generation=1)
     m.insert(_rows(list(range(1000)), 1.0))

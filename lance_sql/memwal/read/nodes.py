@@ -434,7 +434,8 @@ class BloomFilterGuardExec(ExecNode):
         keys = keys if keys is not None else child.keys
         if keys is None or not keys.num_rows:
             return
-        bloom = self.source.bloom()
+        # a source whose own key index is exact answers faster than its bloom filter
+        bloom = None if self.source.exact_lookup else self.source.bloom()
         if bloom is not None:
             maybe = bloom.might_contain_hashes(keys.hashes)
             if not maybe.any():
@@ -461,12 +462,14 @@ class CoalesceFirstExec(ExecNode):
 
     def execute(self) -> Iterator[pa.RecordBatch]:
         remaining = self.keys
-        if any(isinstance(c, BloomFilterGuardExec) for c in self.children):
-            remaining.hashes  # noqa: B018 - hashed once; the subsets below inherit them
         found: list[pa.RecordBatch] = []
         for child in self.children:
             if not remaining.num_rows:
                 break
+            if isinstance(child, BloomFilterGuardExec) and not child.source.exact_lookup:
+                # hashed once, when a bloom filter first needs them (a key a MemTable
+                # answers is never hashed); the subsets below inherit them
+                remaining.hashes  # noqa: B018
             self.evaluated += 1
             local = remaining.for_region(getattr(getattr(child, "source", None),
                                                  "region_index", None))

@@ -120,6 +120,11 @@ class LsmPlan:
         return "\n".join([*self.header, format_plan(self.root)])
 
 
+def _first_row(table: pa.Table, row: int = 0) -> tuple:
+    """Row ``row`` of ``table`` as a tuple of Python values (cheaper than to_pylist)."""
+    return tuple(c[row].as_py() for c in table.columns)
+
+
 def _parse(filter: str | Expr | None) -> Expr | None:
     if filter is None:
         return None
@@ -378,10 +383,9 @@ class LsmView:
         if not known or not keys.num_rows:
             return routed
         if keys.num_rows <= _FEW_KEYS:  # a few keys: a dictionary beats a join's setup
-            where = {tuple(listed[i][2].to_pylist()[0].values()): i  # type: ignore[union-attr]
-                     for i in known}
-            for n, row in enumerate(values.to_pylist()):
-                routed[n] = where.get(tuple(row.values()), -1)
+            where = {_first_row(listed[i][2]): i for i in known}
+            for n in range(keys.num_rows):
+                routed[n] = where.get(_first_row(values, n), -1)
             return routed
         fields = [f.field_id for f in spec.fields]
         table = pa.concat_tables([listed[i][2] for i in known])

@@ -53,6 +53,7 @@ class Source:
     """One dataset of the LSM tree (see the module docstring)."""
 
     kind = "source"
+    exact_lookup = False  # lookups go through an exact in-memory key index (no bloom)
 
     def __init__(self, gen: int, region: uuid.UUID | None, region_index: int | None,
                  key_columns: Sequence[str]) -> None:
@@ -292,22 +293,37 @@ class MemTableSource(InMemorySource):
     MemTable's own key index."""
 
     kind = "memtable"
+    exact_lookup = True
 
     def __init__(self, memtable: MemTable, region: uuid.UUID, region_index: int | None
                  ) -> None:
-        frags = memtable.fragments()
-        table = (pa.concat_tables([f.rows for f in frags]) if frags
-                 else memtable.arrow_schema.empty_table())
-        sizes = np.array([f.rows.num_rows for f in frags], np.int64)
-        ids = np.repeat(np.array([f.fragment_id for f in frags], np.uint64), sizes)
-        offsets = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(
-            np.cumsum(sizes) - sizes, sizes)
-        addresses = (ids << np.uint64(32)) | offsets.astype(np.uint64)
-        table = table.append_column(pa.field(ROW_ADDR, pa.uint64(), False),
-                                    pa.array(addresses, pa.uint64()))
-        super().__init__(table, memtable.generation, region, region_index,
-                         memtable.primary_key)
+        Source.__init__(self, memtable.generation, region, region_index,
+                        memtable.primary_key)
         self.memtable = memtable
+        self._fragments = memtable.fragments()  # the snapshot; rows built when scanned
+        self._table: pa.Table | None = None
+        self._rows = None
+
+    @property
+    def table(self) -> pa.Table:
+        """The snapshot's rows with ``_rowaddr`` and ``_tombstone``, built on first use
+        (a point lookup answered by the MemTable's key index never needs them)."""
+        if self._table is None:
+            frags = self._fragments
+            table = (pa.concat_tables([f.rows for f in frags]) if frags
+                     else self.memtable.arrow_schema.empty_table())
+            sizes = np.array([f.rows.num_rows for f in frags], np.int64)
+            ids = np.repeat(np.array([f.fragment_id for f in frags], np.uint64), sizes)
+            offsets = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(
+                np.cumsum(sizes) - sizes, sizes)
+            addresses = (ids << np.uint64(32)) | offsets.astype(np.uint64)
+            table = table.append_column(pa.field(ROW_ADDR, pa.uint64(), False),
+                                        pa.array(addresses, pa.uint64()))
+            if TOMBSTONE not in table.column_names:
+                table = table.append_column(TOMBSTONE,
+                                            pa.array(np.zeros(table.num_rows, bool)))
+            self._table = table
+        return self._table
 
     def bloom(self) -> PrimaryKeyBloom:
         return self.memtable.bloom

@@ -20,12 +20,14 @@ from lance_sql.format.btree import (
     PAGE_LOOKUP,
     VALUES,
     KeyQuery,
+    KeySet,
     PageBounds,
     PageLookup,
     SortedPage,
     build_lookup,
     matches,
     page_data_schema,
+    sortable,
 )
 from lance_sql.format.datafile import (
     DEFAULT_MAX_PAGE_BYTES,
@@ -159,7 +161,13 @@ class BTreeIndex:
         """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
         ``query``; only pages whose bounds allow a match are read."""
         pages = [self.page(int(p)) for p in self.bounds.pages(query)]
-        found = [p.select(query) for p in pages if p.keys is not None]
+        wanted = _sorted_numbers(query) if len(pages) > 1 else None
+        if wanted is not None:  # many pages, many keys: each page meets only its keys
+            found = [_select_numbers(p, wanted) if p.keys is not None and
+                     p.keys.dtype.kind == wanted.dtype.kind else p.select(query)
+                     for p in pages if p.keys is not None]
+        else:
+            found = [p.select(query) for p in pages if p.keys is not None]
         tested = [p for p in pages if p.keys is None]
         if len(tested) == 1:
             found.append(tested[0].select(query))
@@ -180,6 +188,39 @@ class BTreeIndex:
             [pa.concat_arrays([p.values for p in pages]),
              pa.array(np.concatenate([p.ids for p in pages]), pa.uint64())],
             schema=page_data_schema(self.key_type))
+
+
+def _sorted_numbers(query: KeyQuery) -> np.ndarray | None:
+    """The keys of a set query as sorted unique numbers (None: not a numeric set)."""
+    if not isinstance(query, KeySet) or len(query.values) < 2:
+        return None
+    keys = sortable(query.values)
+    if keys is None or keys.dtype.kind not in "iufb":
+        return None
+    return np.unique(keys)
+
+
+def _select_numbers(page: SortedPage, wanted: np.ndarray) -> np.ndarray:
+    """Ids of ``page``'s entries equal to one of ``wanted`` (sorted unique numbers of the
+    page's key form): only the wanted keys within the page's key range are searched,
+    so a set of many keys over many pages costs about one search per key."""
+    keys = page.keys
+    assert keys is not None
+    if not len(keys):
+        return np.empty(0, np.uint64)
+    first = int(np.searchsorted(wanted, keys[0], side="left"))
+    stop = int(np.searchsorted(wanted, keys[-1], side="right"))
+    if stop <= first:
+        return np.empty(0, np.uint64)
+    here = wanted[first:stop]
+    starts = np.searchsorted(keys, here, side="left")
+    lengths = np.searchsorted(keys, here, side="right") - starts
+    total = int(lengths.sum())
+    if not total:
+        return np.empty(0, np.uint64)
+    before = np.cumsum(lengths) - lengths  # disjoint ranges: the keys are unique
+    at = np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
+    return page.ids[page.nulls:][at]
 
 
 def _open(root: ObjectStore, key: str) -> LanceFileReader:

@@ -522,3 +522,39 @@ def test_every_key_type_through_changes(tmp_path: Path, key: str, builder: str) 
         assert found, stage
     [info] = _their_indices(path)
     assert info["fragment_ids"] >= {f.fragment_id for f in lance.dataset(str(path)).get_fragments()}
+
+
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_many_keys_over_many_pages_match_page_by_page(kind: str) -> None:
+    """A set of many keys is searched in each page only for the keys within the page's
+    range: the same ids as asking each page for the whole set (duplicates, nulls, NaN)."""
+    rng = np.random.default_rng(5)
+    raw = rng.integers(0, 3000, 20_000)
+    values = (pa.array(raw, pa.int64(), mask=raw % 97 == 0) if kind == "int" else
+              pa.array(np.where(raw % 11 == 0, np.nan, raw / 4), pa.float64(),
+                       mask=raw % 97 == 0))
+    table = sort_entries(values, np.arange(20_000, dtype=np.uint64))
+    pages = [btree_mod.SortedPage.of(table.slice(s, 4096)) for s in range(0, 20_000, 4096)]
+    asked = pa.array(np.concatenate([rng.integers(0, 3000, 400), [5000]]), pa.int64())
+    if kind == "float":
+        asked = pa.array(np.concatenate([asked.to_numpy() / 4, [np.nan]]), pa.float64())
+    query = btree_mod.KeySet(asked)
+    wanted = btree_mod._sorted_numbers(query)
+    assert wanted is not None
+    for page in pages:
+        got = btree_mod._select_numbers(page, wanted)
+        assert sorted(got.tolist()) == sorted(page.select(query).tolist())
+    assert sum(len(btree_mod._select_numbers(p, wanted)) for p in pages) > 1000
+
+
+def test_many_keys_in_through_the_index(tmp_path: Path) -> None:
+    """An IN of many keys on a table of several index pages: the rows a scan finds."""
+    ids = np.arange(40_000, dtype=np.int64) % 17_000
+    ds = lance_sql.write_dataset(pa.table({"id": ids, "v": np.arange(40_000)}),
+                                 str(tmp_path / "t"))
+    ds.create_scalar_index("id", "BTREE")
+    asked = np.arange(-5, 17_010, 37)
+    flt = f"id IN ({', '.join(str(k) for k in asked)})"
+    got = ds.to_table(filter=flt)
+    assert _same(got, ds.to_table(filter=flt, use_scalar_index=False)), flt
+    assert got.num_rows == int(np.isin(ids, asked).sum()) > 900
