@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 import uuid
 import weakref
 from collections.abc import Mapping
@@ -188,6 +189,7 @@ class RegionWriter:
         self._want_flush = False
         self._sealed_by_put = False  # a put sealed a full MemTable: write its generation
         self._entry_sizes: dict[int, int] = {}
+        self._last_wal_flush = time.monotonic()  # non-durable mode flushes on this clock
         self._sealed: list[MemTable] = []
         manifest = self.log.claim(self.region_spec.spec_id if self.region_spec else 0,
                                   self._region_values_bytes())
@@ -469,6 +471,7 @@ class RegionWriter:
         memtable.mark_flushed([f.fragment_id for f in fragments], entry_id)
         self._entry_sizes[entry_id] = len(data)
         self._next_wal = entry_id + 1
+        self._last_wal_flush = time.monotonic()
         with self._cond:
             self._cond.notify_all()
 
@@ -657,16 +660,21 @@ class RegionWriter:
     def _background_step(self) -> bool:
         """One round of the background thread; False when it should stop."""
         config = self.config
+        interval = config.max_wal_flush_interval_ms / 1000
         with self._cond:
             if not self._closed and not self._want_flush and not self._sealed_by_put:
-                self._cond.wait(config.max_wal_flush_interval_ms / 1000)
+                # woken early by other news (a WAL entry written, a MemTable sealed), the
+                # timed WAL flush still waits for its interval
+                self._cond.wait(max(0.0, interval - (time.monotonic() - self._last_wal_flush)))
             if self._closed or self._failure is not None:
                 return False
             want_memtable, sealed_by_put = self._want_flush, self._sealed_by_put
             self._want_flush = self._sealed_by_put = False
         active = self._active
-        if not config.durable_write and active.has_unflushed():
-            self._flush_active()
+        if time.monotonic() - self._last_wal_flush >= interval:  # the timed WAL flush
+            if not config.durable_write and active.has_unflushed():
+                self._flush_active()
+            self._last_wal_flush = time.monotonic()  # (also when there was nothing to flush)
         active.refresh_index(bloom=True)  # off the flush path: the flush hashes the tail
         if want_memtable or sealed_by_put or self._full(active):
             self._flush_memtables(only_when_full=not want_memtable)
