@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lance_sql import __version__
 from lance_sql.allocator import tune_allocator
+from lance_sql.cli.arguments import whole_number
 from lance_sql.cli.demo import run_demo
 from lance_sql.cli.execute import (
     OutputOptions,
@@ -100,22 +101,13 @@ class _IntermixedParser(argparse.ArgumentParser):
             self._parsing = False
 
 
-def _row_count(text: str) -> int:
-    """``--max-rows``: a whole number of rows, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of rows, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
 
 
 def _add_output(parser: argparse.ArgumentParser, *, streaming: bool) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="output format (default: table)")
     if streaming:
-        parser.add_argument("--max-rows", type=_row_count, metavar="N",
+        parser.add_argument("--max-rows", type=whole_number(0), metavar="N",
                             help="table format: show at most N rows (the count shows all)")
         parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                             help="rows/batches/elapsed on stderr while a query runs "

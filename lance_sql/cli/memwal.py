@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
+from lance_sql.cli.arguments import whole_number
 from lance_sql.cli.render import render_table
 from lance_sql.errors import InvalidInputError, LanceError
 from lance_sql.format.region_spec import RegionSpec
@@ -59,14 +60,6 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
 
 
 def add_memwal_parser(sub: Any, parser_class: type[argparse.ArgumentParser],
@@ -87,7 +80,7 @@ def add_memwal_parser(sub: Any, parser_class: type[argparse.ArgumentParser],
     merge = actions.add_parser("merge", help="merge flushed generations into the table, "
                                              "oldest first")
     merge.add_argument("table", metavar="TABLE_PATH")
-    merge.add_argument("--max-generations", type=_positive, metavar="N",
+    merge.add_argument("--max-generations", type=whole_number(1), metavar="N",
                        help="merge at most N generations (default: all)")
     refresh = actions.add_parser("refresh", help="snapshot every region into the MemWAL "
                                                  "index (and bring WAL hints forward)")
@@ -106,13 +99,13 @@ def add_memwal_parser(sub: Any, parser_class: type[argparse.ArgumentParser],
     run.add_argument("--every", type=parse_duration, default=10.0, metavar="DURATION",
                      help="time between the starts of two rounds: 10s, 500ms, 2m... "
                           "(default: 10s)")
-    run.add_argument("--rounds", type=_positive, metavar="N",
+    run.add_argument("--rounds", type=whole_number(1), metavar="N",
                      help="stop after N rounds (default: until interrupted)")
     _add_gc_options(run)
 
 
 def _add_gc_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--keep-manifests", type=_positive, default=10, metavar="N",
+    parser.add_argument("--keep-manifests", type=whole_number(1), default=10, metavar="N",
                         help="region manifest versions to keep per region (default: 10)")
     parser.add_argument("--grace", type=parse_duration, metavar="DURATION",
                         default=DEFAULT_GRACE.total_seconds(),

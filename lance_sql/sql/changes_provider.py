@@ -88,13 +88,9 @@ class ChangesDataset(PlannedDataset):
 
     def __init__(self, name: str, window: ChangeWindow, errors: ErrorRegistry,
                  mode: str = "all") -> None:
-        # pyarrow's own __init__ must not run: this object has no C++ dataset behind it.
-        self.name = name
         self.window = window
-        self.errors = errors
         self.mode = mode
-        self.pushed = PushedChanges()
-        self._schema = window.schema
+        self._start(name, window.schema, PushedChanges(), errors)
 
     def _units(self, filter: pc.Expression | None,
                scope: ScanScope) -> list[ChangeUnit]:

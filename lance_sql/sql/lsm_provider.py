@@ -142,22 +142,16 @@ class LsmTableDataset(PlannedDataset):
     def __init__(self, name: str, base: LanceDataset, *, consistency: str,
                  system_columns: bool, errors: ErrorRegistry,
                  query_id: str | None = None) -> None:
-        # pyarrow's own __init__ must not run: this object has no C++ dataset behind it.
-        self.name = name
         self.base = base
         self.consistency = consistency
-        self.query_id = query_id
-        self.errors = errors
-        self.system_columns = system_columns
-        self.limit_hint: int | None = None
-        self.pushed = PushedLsm()
         data = base.manifest.schema.to_scan_arrow()
         fields = list(data)
         if system_columns:
             fields += [pa.field("_gen", pa.int64()), pa.field("_region", pa.string()),
                        pa.field("_rowaddr", pa.uint64()),
                        *(pa.field(c, pa.uint64()) for c in NULL_SYSTEM)]
-        self._schema = pa.schema(fields, metadata=data.metadata)
+        self._start(name, pa.schema(fields, metadata=data.metadata), PushedLsm(), errors,
+                    query_id=query_id, system_columns=system_columns)
 
     @property
     def label(self) -> str:

@@ -208,12 +208,26 @@ class PlannedDataset(pds.Dataset):
     ``scanner`` only records what was pushed (columns and filter, in ``pushed``) and
     hands back the projected schema; ``get_fragments`` plans the units of work
     (``_units``, per subclass), with errors turned into the session's typed ones.
-    Subclasses set ``_schema``, ``pushed`` and ``errors``.
+    Subclasses call :meth:`_start` instead of ``pyarrow``'s ``__init__`` (there is no C++
+    dataset behind them).
     """
 
     _schema: pa.Schema
     pushed: Any  # a record with ``columns`` and ``filter`` (PushedScan, PushedChanges)
     errors: ErrorRegistry
+
+    def _start(self, name: str, schema: pa.Schema, pushed: Any, errors: ErrorRegistry, *,
+               query_id: str | None = None, system_columns: bool = False) -> None:
+        """The state every planned dataset has: its table name, schema, the record of
+        what DataFusion pushed, the session's error registry and the query it serves."""
+        self.name = name
+        self._schema = schema
+        self.pushed = pushed
+        self.errors = errors
+        self.query_id = query_id
+        self.system_columns = system_columns
+        self.limit_hint: int | None = None
+
     @property
     def schema(self) -> pa.Schema:
         return self._schema
@@ -245,18 +259,12 @@ class LanceTableDataset(PlannedDataset):
     def __init__(self, name: str, store: ObjectStore, manifest: Manifest, *,
                  system_columns: bool, errors: ErrorRegistry,
                  query_id: str | None = None) -> None:
-        # pyarrow's own __init__ must not run: this object has no C++ dataset behind it.
-        self.name = name
-        self.query_id = query_id
         self.store = store
         self.manifest = manifest
-        self.system_columns = system_columns
-        self.errors = errors
-        self.limit_hint: int | None = None
-        self.pushed = PushedScan()
         data = manifest.schema.to_scan_arrow()
         fields = list(data) + (list(SYSTEM_FIELDS) if system_columns else [])
-        self._schema = pa.schema(fields, metadata=data.metadata)
+        self._start(name, pa.schema(fields, metadata=data.metadata), PushedScan(), errors,
+                    query_id=query_id, system_columns=system_columns)
         self.target_partitions = max(1, os.cpu_count() or 1)
 
     @property
