@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, LanceError, QueryError
 from lance_sql.expr import Call, Column, Expr, Literal
+from lance_sql.memwal.read.nodes import conform
 from lance_sql.memwal.read.planner import LsmPlan, LsmView
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
@@ -124,16 +125,10 @@ class LsmScanner:
         return table
 
     def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        arrays = []
-        for field in self.projected_schema:
-            if field.name in NULL_SYSTEM:
-                arrays.append(pa.nulls(batch.num_rows, field.type))
-                continue
-            array = batch.column(field.name)
-            arrays.append(array if array.type.equals(field.type) else array.cast(field.type))
-        if not arrays:
+        """``batch`` as the projected schema (the NULL system columns added, types cast)."""
+        if not len(self.projected_schema):
             return batch.select([])  # count(*): no columns, the rows still counted
-        return pa.RecordBatch.from_arrays(arrays, schema=self.projected_schema)
+        return conform(batch, self.projected_schema)
 
 
 class LsmTableDataset(PlannedDataset):
