@@ -22,8 +22,11 @@ and the flushed generations not merged yet; MemTables of writers are not seen, e
 are other processes), one Spark partition per region when the region spec's columns are
 primary-key columns (base rows are assigned to regions by evaluating the spec on them),
 else one partition; ``version``/``timestamp`` read as of that base version.
-``baseOnly=true`` reads the base table alone (with every option above). Filters on the
-view stay with Spark, which applies them to the deduplicated rows.
+``baseOnly=true`` reads the base table alone (with every option above). With pushdown on,
+the simple filters Spark pushes prune regions before any partition is planned (only
+regions whose values can match get a partition; a pruned region's generations are never
+opened) and are pushed into every source, each key's newest row decided first (a key
+whose newest version fails the filter never shows an older one).
 
 Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
 ``enableStableRowIds=true`` (row ids for life, so the table has a change feed) and
@@ -87,7 +90,13 @@ from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
 from lance_sql.io.uri import open_store
 from lance_sql.memwal.index import load as load_mem_wal_index
 from lance_sql.memwal.read.planner import LsmView
-from lance_sql.memwal.read.split import RegionSplit, region_plan, region_split
+from lance_sql.memwal.read.split import (
+    RegionPart,
+    RegionSplit,
+    region_parts,
+    region_plan,
+    region_split,
+)
 from lance_sql.spark.partitioning import (
     MAX_PARTITION_BYTES,
     OPEN_COST_BYTES,
@@ -240,7 +249,7 @@ class FilteringLanceDataSource(LanceDataSource):
         if _change_feed(options):
             return FilteringChangeFeedReader(options, schema)
         if _lsm(_open(options), options):
-            return LsmReader(options, schema)  # Spark applies the filters, after dedup
+            return FilteringLsmReader(options, schema)
         return FilteringLanceReader(options, schema)
 
 
@@ -482,10 +491,13 @@ def _lsm(ds: LanceDataset, options: dict[str, str]) -> bool:
 
 @dataclass(frozen=True)
 class LsmPartition(InputPartition):
-    """Part ``part`` of the regions ``regions`` (``part`` -1: the whole view in one)."""
+    """One region ``region`` of the split ``regions`` (None: no region's rows), with the
+    base rows of unclaimed region values when ``unclaimed``; or, ``whole``, the view."""
 
-    part: int
+    whole: bool
     regions: tuple[uuid.UUID, ...] = ()
+    region: uuid.UUID | None = None
+    unclaimed: bool = False
 
 
 class LsmReader(DataSourceReader):
@@ -503,27 +515,40 @@ class LsmReader(DataSourceReader):
         self.consistency = "snapshot" if pinned else "strong"
         self.columns = [f.name for f in schema.fields]
         self.spark_arrow = _spark_arrow_schema(ds.schema, schema)
+        self.filters: list[Expr] = []
 
     def _view(self) -> LsmView:
         return LsmView(LanceDataset(self.uri, self.version), consistency=self.consistency)
 
     def partitions(self) -> Sequence[LsmPartition]:
-        split = region_split(self._view())
+        view = self._view()
+        split = region_split(view)
         if split is None:
-            return [LsmPartition(-1)]
-        return [LsmPartition(i, split.regions) for i in range(len(split.regions))]
+            return [LsmPartition(True)]
+        return [LsmPartition(False, split.regions, p.region, p.unclaimed)
+                for p in region_parts(view, split, _conjunction(self.filters))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         partition = _own_partition(partition, LsmPartition)
         view = self._view()
-        if partition.part < 0:
-            node = view.scan_plan(self.columns).root
+        predicate = _conjunction(self.filters)
+        if partition.whole:
+            node = view.scan_plan(self.columns, predicate).root
         else:
-            node = region_plan(view, RegionSplit(partition.regions), partition.part,
-                               self.columns)
+            node = region_plan(view, RegionSplit(partition.regions),
+                               RegionPart(partition.region, partition.unclaimed),
+                               self.columns, predicate)
         for batch in node.execute():
             for piece in pa.Table.from_batches([batch]).to_batches(max_chunksize=BATCH_ROWS):
                 yield _to_spark_batch(piece, self.spark_arrow)
+
+
+class FilteringLsmReader(LsmReader):
+    """The LSM reader that also takes the filters Spark pushes down: they prune regions
+    and go into every source, each key's newest row decided before they apply."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        return _take_filters(filters, _filter_expr, self.filters)
 
 
 @dataclass(frozen=True)

@@ -65,3 +65,26 @@ def test_spec_over_non_key_columns_cannot_split(tmp_path: Path) -> None:
         w.put(rows([1, 2], "new"))
         w.flush_memtable()
     assert region_split(mw.view()) is None
+
+
+def test_pruning_on_a_non_key_spec_never_returns_a_stale_row(tmp_path: Path) -> None:
+    """Key 1 moves from g=1 (its base row) to g=0 (region g=0): a filter g = 1 prunes
+    region g=0, whose newer row must still hide key 1's base row."""
+    ds = lance_sql.write_dataset(rows([1, 2, 3], "base"), str(tmp_path / "t.lance"))
+    mw = ds.initialize_mem_wal(RegionSpec.identity("g"))
+    moved = pa.table({"id": [1, 4], "g": [0, 0], "v": ["moved1", "new4"]},
+                     schema=rows([], "").schema)
+    with mw.writer() as w:
+        w.put(moved)
+        w.flush_memtable()
+    with mw.writer() as w:
+        w.put(rows([2], "again"))  # region g=0 only
+        w.flush_memtable()
+    everything = {r["id"]: r for r in mw.scanner().to_table().to_pylist()}
+    assert everything[1]["v"] == "moved1"
+    scan = mw.scanner(filter="g = 1")
+    got = scan.to_table().to_pylist()
+    assert got == [r for r in everything.values() if r["g"] == 1]  # 3 only: not "base1"
+    assert "kept 0 of 1 regions" in scan.explain()
+    assert mw.view().scan_plan(["id"], "g = 1 AND v LIKE 'base%'").to_table()[
+        "id"].to_pylist() == [3]

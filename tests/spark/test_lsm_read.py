@@ -80,3 +80,92 @@ def test_spec_over_a_non_key_column_reads_in_one_partition(spark, tmp_path: Path
     df = spark.read.format("lance").load(mw.dataset.uri)
     assert df.rdd.getNumPartitions() == 1
     assert _sorted(df.toArrow()) == _sorted(mw.scanner().to_table())
+
+
+# Filters Spark pushes: the LSM view's newest row per key decides, before the filter.
+FILTERS = ["v LIKE 'base%'",              # stale rows: keys updated since must not show
+           "g = 0 AND v < 'second9'",
+           "id IN (2, 7, 50, 61)",        # updated, deleted, deleted, new
+           "id = 3",
+           "v IS NULL OR id > 38"]
+
+
+def test_pushed_filters_prune_regions_and_apply_to_the_newest_rows(spark, table) -> None:
+    uri, mw = table
+    for where in FILTERS:
+        # a DataFrame per query: PySpark 4.3 reuses the reader of a query with pushed
+        # filters for a later query on the same DataFrame that pushes none
+        got = spark.read.format("lance").load(uri).filter(where).toArrow()
+        assert _sorted(got) == _sorted(mw.scanner(filter=where).to_table()), where
+    df = spark.read.format("lance").load(uri)
+    stale = {r["id"] for r in df.filter("v LIKE 'base%'").collect()}
+    assert stale and not stale & {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}  # updated or deleted
+    assert df.filter("id = 3").rdd.getNumPartitions() == 1  # one region of three
+    assert df.filter("id = 3").first()["v"] == "third3"
+
+
+def test_pushed_filters_are_evaluated_in_each_region_part() -> None:
+    """In this process (no JVM): the filters are taken, prune the partitions, and a
+    pruned region's files are never read; a kept part returns the newest rows."""
+    from pyspark.sql.datasource import GreaterThan, In, StringStartsWith
+
+    from lance_sql.io.memory import MemoryStore
+    from lance_sql.spark import datasource
+
+    name = "spark-lsm-prune"
+    MemoryStore.reset(name)
+    ds = lance_sql.write_dataset(_rows(list(range(40)), "base"), f"memory://{name}")
+    mw = ds.initialize_mem_wal(RegionSpec.bucket("id", 4))
+    with mw.writer() as w:
+        w.put(_rows(list(range(0, 60, 3)), "new"))
+        w.flush_memtable()
+    options = {"path": f"memory://{name}"}
+    reader = datasource.FilteringLsmReader(options, datasource.LanceDataSource(options)
+                                           .schema())
+    pushed = [In(("id",), (6, 7)), StringStartsWith(("v",), "base")]
+    assert list(reader.pushFilters(pushed)) == []
+    store = MemoryStore(name)
+    touched: list[str] = []
+    store.add_hook(lambda op, key: touched.append(key))
+    try:
+        parts = reader.partitions()
+        assert 1 <= len(parts) <= 2
+        got = [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
+        assert got == [{"id": 7, "g": 1, "v": "base7"}]  # 6's newest row is "new6"
+        mine = {str(p.region) for p in parts}
+        regions = [k.split("/") for k in touched if k.startswith("_mem_wal/")]
+        outside = [k for k in regions if len(k) > 2 and k[1] not in mine]
+        assert outside and all(k[2] == "manifest" for k in outside)  # to learn their values
+    finally:
+        store.clear_hooks()
+    reader = datasource.FilteringLsmReader(options, datasource.LanceDataSource(options)
+                                           .schema())
+    assert list(reader.pushFilters([GreaterThan(("id",), 35)])) == []
+    parts = reader.partitions()
+    assert len(parts) == 4  # a range does not prune buckets
+    got = pa.concat_tables([pa.Table.from_batches(list(reader.read(p)), schema=SCHEMA)
+                            for p in parts])
+    assert _sorted(got) == _sorted(MemWal(lance_sql.dataset(f"memory://{name}")).scanner(
+        filter="id > 35").to_table())
+
+
+def test_a_pruned_regions_generations_are_never_opened_by_executors(spark, tmp_path: Path
+                                                                     ) -> None:
+    """Executors are other processes: the pruned regions' generation files are made
+    unreadable on disk, and a read the filter prunes them from still succeeds."""
+    mw = _lsm(tmp_path / "t.lance", RegionSpec.bucket("id", 3))
+    expected = _sorted(mw.scanner(filter="id IN (2, 3)").to_table())
+    view = mw.view()
+    kept = {r.region_id for r in view.regions(view._predicate("id IN (2, 3)"))}
+    assert 0 < len(kept) < 3
+    broken = [f for region in (tmp_path / "t.lance" / "_mem_wal").iterdir()
+              if region.name not in {str(r) for r in kept}
+              for f in region.glob("*_gen_*/**/*") if f.is_file()]
+    assert broken
+    for f in broken:
+        f.write_bytes(b"not a lance file")
+    df = spark.read.format("lance").load(mw.dataset.uri).filter("id IN (2, 3)")
+    assert df.rdd.getNumPartitions() == len(kept)
+    assert _sorted(df.toArrow()) == expected
+    with pytest.raises(Exception, match="FormatError"):  # unfiltered: the broken files are read
+        spark.read.format("lance").load(mw.dataset.uri).collect()

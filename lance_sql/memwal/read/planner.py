@@ -255,6 +255,31 @@ class LsmView:
             out.extend(sorted(mine, key=lambda s: -s.gen))
         return out
 
+    @property
+    def key_routed(self) -> bool:
+        """Whether every source column of the region spec is a primary-key column, so a
+        key always lives in one region (a spec over other columns moves a key between
+        regions when such a column changes)."""
+        spec = self.spec
+        if spec is None:
+            return False
+        names = spec.source_names(self.base.manifest.schema)
+        return bool(names) and all(n is not None and n in self.key_columns for n in names)
+
+    def pruned_sources(self, predicate: Expr | None) -> tuple[list[Source], list[Source]]:
+        """(the sources a read with ``predicate`` scans, the sources whose keys decide
+        the winners). Usually the same regions' sources; but when the spec is not over
+        key columns, a pruned region may hold the newest version of a key whose older
+        row matches, so its sources still mask (their keys are read; their rows not)."""
+        regions = self.regions(predicate)
+        if predicate is None or self.key_routed or len(regions) == self.total_regions:
+            sources = self.sources(regions)
+            return sources, sources
+        kept = {r.region_id for r in regions}
+        every = self.sources(self.regions(None))
+        self.kept = regions  # EXPLAIN lists the regions scanned
+        return [s for s in every if s.is_base or s.region in kept], every
+
     def _generation(self, region: RegionState, index: int, gen: int, path: str
                     ) -> GenerationSource | None:
         key = RegionPaths(region.region_id).generation(path)
@@ -322,9 +347,8 @@ class LsmView:
         filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
         internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
             n for n in filter_names if n in (GEN, REGION))])
-        regions = self.regions(predicate)
-        sources = self.sources(regions)
-        scans = [ScanExec(s, internal, predicate) for s in sources]
+        scanned, sources = self.pruned_sources(predicate)
+        scans = [ScanExec(s, internal, predicate) for s in scanned]
         node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources)
         node = ProjectionExec(node, output)
         if limit is not None:
@@ -410,15 +434,14 @@ class LsmView:
         output = self._columns(columns)
         self._field(column)
         predicate = self._predicate(filter)
-        regions = self.regions(predicate)
-        sources = self.sources(regions)
+        scanned, sources = self.pruned_sources(predicate)
         schema = self._schema([*output, column, *self.key_columns, ROW_ADDR, GEN, REGION,
                                DISTANCE])
         vector = np.asarray(query, np.float64)
         check = StaleCheck(sources, self.key_columns,
                            [schema.field(c).type for c in self.key_columns], exact=exact)
         knns = [KNNExec(s, schema, column, vector, k, metric, predicate, check)
-                for s in sources]
+                for s in scanned]
         node: ExecNode = FilterStaleExec(UnionExec(knns), check)
         node = GlobalLimitExec(SortExec(node, DISTANCE), k)
         node = ProjectionExec(node, [*output, DISTANCE])

@@ -8,6 +8,11 @@ that region's generations, and deduplicates alone with the usual operators. Base
 region values no region has claimed yet (no generation can hold their keys) go to the
 first part, so the parts are exactly the regions and cover every row once.
 
+A filter prunes the parts before any is planned (:func:`region_parts`): only regions whose
+values can match get a part, so a pruned region's generations are never opened; the
+filter is then pushed into each part's sources under the usual newest-row-wins rule (the
+winners are decided by the region's keys before the filter applies).
+
 When the spec cannot assign base rows — no spec (manual regions), a spec over non-key
 columns (a key's row may move between regions when such a column changes), or regions
 written under an older spec — :func:`region_split` returns None and a reader should read
@@ -24,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.expr.arrow import Expr
+from lance_sql.expr.arrow import Expr, parse_predicate, resolve
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.read.nodes import (
     DeduplicateExec,
@@ -40,7 +45,8 @@ from lance_sql.memwal.transforms import region_values
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR
 
-__all__ = ["RegionBaseSource", "RegionSplit", "region_plan", "region_split"]
+__all__ = ["RegionBaseSource", "RegionPart", "RegionSplit", "region_parts", "region_plan",
+           "region_split"]
 
 
 @dataclass(frozen=True)
@@ -68,12 +74,44 @@ def region_split(view: LsmView) -> RegionSplit | None:
     return RegionSplit(tuple(sorted((r.region_id for r in regions), key=str)))
 
 
+@dataclass(frozen=True)
+class RegionPart:
+    """One part of a split read: the rows of region ``region`` (None: no region's), and
+    when ``unclaimed`` also the base rows of region values no region has claimed."""
+
+    region: uuid.UUID | None
+    unclaimed: bool
+
+
+def _predicate(view: LsmView, filter: str | Expr | None) -> Expr | None:
+    """``filter`` resolved against the view's columns (None: no filter)."""
+    if filter is None or (isinstance(filter, str) and not filter.strip()):
+        return None
+    expr = parse_predicate(filter) if isinstance(filter, str) else filter
+    return resolve(expr, view.arrow_schema)
+
+
+def region_parts(view: LsmView, split: RegionSplit, filter: str | Expr | None = None
+                 ) -> list[RegionPart]:
+    """The parts a read with ``filter`` needs: one per region of ``split`` whose values
+    can match it (region pruning), the first also taking the base rows of unclaimed
+    region values; when every region is pruned, one part for those base rows alone."""
+    predicate = _predicate(view, filter)
+    kept = {r.region_id for r in view.regions(predicate)} if predicate is not None else set(
+        split.regions)
+    regions = [r for r in split.regions if r in kept]
+    if not regions:
+        return [RegionPart(None, True)]
+    return [RegionPart(r, i == 0) for i, r in enumerate(regions)]
+
+
 class RegionBaseSource(BaseSource):
     """The base table's rows that belong to one region (and, for the first part, those of
     region values no region has claimed)."""
 
     def __init__(self, ds: LanceDataset, key_columns: Sequence[str], spec: RegionSpec,
-                 region: uuid.UUID, known: frozenset[uuid.UUID], unclaimed: bool) -> None:
+                 region: uuid.UUID | None, known: frozenset[uuid.UUID], unclaimed: bool
+                 ) -> None:
         super().__init__(ds, key_columns)
         self.spec = spec
         self.mine = region
@@ -83,7 +121,8 @@ class RegionBaseSource(BaseSource):
 
     @property
     def label(self) -> str:
-        return f"base_table[gen=-1, region_{self.mine.hex[:8]}]"
+        mine = "unclaimed" if self.mine is None else f"region_{self.mine.hex[:8]}"
+        return f"base_table[gen=-1, {mine}]"
 
     def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
         wanted = list(dict.fromkeys([*columns, *self.spec_columns]))
@@ -104,27 +143,34 @@ class RegionBaseSource(BaseSource):
         return keep
 
 
-def region_plan(view: LsmView, split: RegionSplit, part: int,
-                columns: Sequence[str] | None = None) -> ExecNode:
-    """The newest row of every key of region ``split.regions[part]``: ``columns``
-    (default the table's) of its base rows and generations, deduplicated."""
-    if not 0 <= part < len(split.regions):
-        raise InvalidInputError(f"part {part} of {len(split.regions)} regions")
+def region_plan(view: LsmView, split: RegionSplit, part: int | RegionPart,
+                columns: Sequence[str] | None = None, filter: str | Expr | None = None
+                ) -> ExecNode:
+    """The newest row of every key of one part (``split.regions[part]``, or a
+    :class:`RegionPart` of :func:`region_parts`) where ``filter`` holds: ``columns``
+    (default the table's) of its base rows and generations, deduplicated before the
+    filter applies (the filter is pushed into every source; a region's keys mask)."""
+    if isinstance(part, int):
+        if not 0 <= part < len(split.regions):
+            raise InvalidInputError(f"part {part} of {len(split.regions)} regions")
+        part = RegionPart(split.regions[part], part == 0)
+    elif part.region is not None and part.region not in split.regions:
+        raise InvalidInputError(f"region {part.region} is not one of the split's")
     spec = view.spec
     assert spec is not None  # a split exists only for a spec
-    region = split.regions[part]
     output = list(view.arrow_schema.names if columns is None else columns)
     for name in output:
         if name not in view.arrow_schema.names:
             raise InvalidInputError(f"column {name!r} does not exist; columns: "
                                     f"{', '.join(view.arrow_schema.names)}")
+    predicate = _predicate(view, filter)
     names = list(dict.fromkeys([*output, *view.key_columns]))
     internal = pa.schema([view.arrow_schema.field(n) for n in names]
                          + [pa.field(ROW_ADDR, pa.uint64())])
-    regions = view.regions(None, only={region})
-    sources = view.sources(regions)
-    sources[0] = RegionBaseSource(view.base, view.key_columns, spec, region,
-                                  frozenset(split.regions), unclaimed=part == 0)
-    scans = [ScanExec(s, internal) for s in sources]
+    mine = set() if part.region is None else {part.region}
+    sources = view.sources(view.regions(None, only=mine))
+    sources[0] = RegionBaseSource(view.base, view.key_columns, spec, part.region,
+                                  frozenset(split.regions), unclaimed=part.unclaimed)
+    scans = [ScanExec(s, internal, predicate) for s in sources]
     node: ExecNode = DeduplicateExec(UnionExec(scans), view.key_columns, sources)
     return ProjectionExec(node, output)
