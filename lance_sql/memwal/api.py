@@ -117,11 +117,12 @@ class MemWal:
     def nearest(self, column: str, query_vector: Sequence[float] | np.ndarray, k: int = 10,
                 *, metric: str = "l2", columns: Sequence[str] | None = None,
                 filter: str | None = None, exact: bool = False,
-                consistency: str = "strong") -> pa.Table:
+                consistency: str = "strong", version: int | str | None = None) -> pa.Table:
         """The ``k`` rows nearest to ``query_vector`` (exact distances, ``_distance``).
         Stale candidates are dropped with the newer generations' bloom filters, so a
-        false positive may drop a valid one; ``exact=True`` checks the real keys."""
-        view = self.view(consistency)
+        false positive may drop a valid one; ``exact=True`` checks the real keys.
+        ``version`` searches the view as of that base version (see :meth:`view`)."""
+        view = self.view(consistency, version)
         return view.knn_plan(column, query_vector, k, metric=metric, columns=columns,
                              filter=filter, exact=exact).to_table()
 

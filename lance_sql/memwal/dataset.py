@@ -77,14 +77,19 @@ class MemWalDataset(LanceDataset):
 
     def nearest(self, column: str, query_vector: Sequence[float] | np.ndarray, k: int = 10,
                 *, metric: str = "l2", columns: Sequence[str] | None = None,
-                filter: str | None = None) -> pa.Table:
+                filter: str | None = None, version: int | str | None = None) -> pa.Table:
         """The ``k`` rows nearest to ``query_vector`` in ``column`` (exact, ``_distance``
         added; ``metric`` l2, cosine or dot): over the LSM view when the table has a
-        MemWAL (see :meth:`MemWal.nearest`), else over this version of the table."""
-        if load_mem_wal_index(self) is not None:
-            return MemWal(self).nearest(column, query_vector, k, metric=metric,
-                                        columns=columns, filter=filter)
-        return table_knn_plan(self, column, query_vector, k, metric=metric, columns=columns,
+        MemWAL (see :meth:`MemWal.nearest`), else over this version of the table.
+        ``version`` (a number or tag) searches the table as of that version instead: its
+        LSM view then (see :meth:`MemWal.view`) when that version has a MemWAL."""
+        ds: LanceDataset = self
+        if version is not None:
+            ds = open_table(self.uri, version, commit_config=self.commit_config)
+        if load_mem_wal_index(ds) is not None:
+            return MemWal(ds).nearest(column, query_vector, k, metric=metric,
+                                      columns=columns, filter=filter, version=version)
+        return table_knn_plan(ds, column, query_vector, k, metric=metric, columns=columns,
                               filter=filter).to_table()
 
     @property

@@ -1,7 +1,8 @@
 """Table functions: ``table_versions('t')`` (history), ``table_changes('t', start, end)``
 (the change data feed, :mod:`lance_sql.sql.changes_provider`) and
-``nearest('t', 'column', [query vector], k[, metric])`` (top-k over a MemWAL table's LSM
-view, exact distances, ``_distance``).
+``nearest('t', 'column', [query vector], k[, metric[, version]])`` (top-k over a MemWAL
+table's LSM view, exact distances, ``_distance``; ``version`` a number, tag or timestamp
+reads the table as ``VERSION AS OF`` does, as does a versioned name ``'t@3'``).
 
 DataFusion calls a table function during planning with constant-folded literal
 arguments. It must not call back into the session (DataFusion panics on
@@ -22,7 +23,7 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.memwal.index import load as load_mem_wal_index
 from lance_sql.memwal.read.flat_search import table_knn_plan
 from lance_sql.memwal.read.planner import LsmView
-from lance_sql.sql.catalog import VersionResolver
+from lance_sql.sql.catalog import TableName, VersionResolver
 from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.table import (
@@ -139,19 +140,23 @@ def make_table_changes(resolver: VersionResolver,
 
 def make_nearest(resolver: VersionResolver, errors: ErrorRegistry,
                  consistency: str) -> Callable[..., Table]:
-    """The ``nearest('t', 'column', [vector], k[, metric])`` callable: the ``k`` rows of
-    the LSM view nearest to the vector, with ``_distance`` (top-k is small: computed at
-    planning, through the planner's ``knn_plan``)."""
+    """The ``nearest('t', 'column', [vector], k[, metric[, version]])`` callable: the
+    ``k`` rows of the LSM view nearest to the vector, with ``_distance`` (top-k is small:
+    computed at planning, through the planner's ``knn_plan``). The latest version reads
+    with the session's consistency; an older one (``version``, or a name ``'t@v'``) is
+    base version v plus the generations its MemWAL index lists as unmerged, as ``VERSION
+    AS OF`` reads it."""
 
     def nearest_udtf(*args: Any) -> Table:
         try:
             values = argument_values(args, "nearest")
-            if len(values) not in (4, 5):
+            if len(values) not in (4, 5, 6):
                 raise InvalidInputError(
-                    "nearest() takes a table name, a column name, a query vector, k and an "
-                    "optional metric ('l2', 'cosine' or 'dot')")
+                    "nearest() takes a table name, a column name, a query vector, k, an "
+                    "optional metric ('l2', 'cosine' or 'dot') and an optional version "
+                    "(a number, tag or timestamp)")
             name, column, vector, k = values[:4]
-            metric = values[4] if len(values) == 5 else "l2"
+            metric = values[4] if len(values) >= 5 else "l2"
             if not isinstance(name, str) or not isinstance(column, str):
                 raise InvalidInputError("nearest(): the table and column are names (strings)")
             if not isinstance(vector, list) or not vector or not all(
@@ -163,12 +168,28 @@ def make_nearest(resolver: VersionResolver, errors: ErrorRegistry,
             if metric not in METRICS:
                 raise InvalidInputError(f"nearest(): metric is one of {METRICS}, got "
                                         f"{metric!r}")
-            base = dataset(resolver.directory.uri(name))
+            parsed = TableName.parse(name)
+            if len(values) == 6:
+                version = values[5]
+                if parsed.spec is not None:
+                    raise InvalidInputError(
+                        f"nearest(): {name!r} names a version; do not give one again")
+                if isinstance(version, bool) or not isinstance(version, int | str) or (
+                        isinstance(version, int) and version < 0) or version == "":
+                    raise InvalidInputError("nearest(): the version is a version number, a "
+                                            f"tag or a timestamp, got {version!r}")
+                parsed = TableName.parse(f"{parsed.table}@{version}")
+            uri = resolver.directory.uri(parsed.table)
+            if parsed.spec is None:
+                base = dataset(uri)
+                mode = "snapshot" if consistency == "snapshot" else "strong"
+            else:  # time travel: that version's own MemWAL index snapshot
+                base = dataset(uri, resolver.version_of(parsed.table, parsed.spec))
+                mode = "snapshot"
             if load_mem_wal_index(base) is None:  # a plain table: one source
                 result = table_knn_plan(base, column, vector, k, metric=metric).to_table()
             else:
-                view = LsmView(base, consistency="snapshot" if consistency == "snapshot"
-                               else "strong")
+                view = LsmView(base, consistency=mode)
                 result = view.knn_plan(column, vector, k, metric=metric).to_table()
             return Table(pds.dataset(result))
         except Exception as exc:  # carried through DataFusion

@@ -11,6 +11,7 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError
+from lance_sql.format.region_spec import RegionSpec
 
 N, DIM = 3000, 8
 
@@ -64,3 +65,77 @@ def test_sql_nearest_on_a_plain_table(tmp_path: Path) -> None:
                                               np.ones(N, bool))
     with pytest.raises(InvalidInputError):
         lance_sql.dataset(str(tmp_path / "t.lance")).nearest("nope", query, k=3)
+
+
+PK = {"lance-schema:unenforced-primary-key": "true"}
+LSM = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                 pa.field("vec", pa.list_(pa.float32(), 4))])
+
+
+def _lsm_rows(model: dict[int, np.ndarray], ids: list[int], rng: np.random.Generator
+              ) -> pa.Table:
+    vectors = rng.normal(size=(len(ids), 4)).astype(np.float32)
+    model.update(zip(ids, vectors.astype(np.float64), strict=True))
+    return pa.table({"id": ids, "vec": pa.FixedSizeListArray.from_arrays(
+        pa.array(vectors.reshape(-1)), 4)}, schema=LSM)
+
+
+def _brute(model: dict[int, np.ndarray], query: np.ndarray, k: int) -> list[int]:
+    ids = np.array(sorted(model))
+    vectors = np.stack([model[i] for i in ids])
+    return ids[_expected(vectors, query, "l2", k, np.ones(len(ids), bool))].tolist()
+
+
+def test_nearest_reads_an_old_version_of_an_lsm_table(tmp_path: Path) -> None:
+    """version=n searches base version n plus the generations its MemWAL index lists as
+    unmerged (as VERSION AS OF scans), from Python and SQL, against brute force."""
+    rng = np.random.default_rng(11)
+    model: dict[int, np.ndarray] = {}
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(_lsm_rows(model, list(range(300)), rng), uri,
+                                 max_rows_per_file=100)
+    plain_then = ds.version
+    plain_model = dict(model)
+    mw = ds.initialize_mem_wal(RegionSpec.bucket("id", 2))
+    with mw.writer() as w:
+        w.put(_lsm_rows(model, list(range(0, 300, 7)) + [400, 401], rng))
+        w.delete(pa.table({"id": pa.array([3, 4, 5], pa.int64())}))
+        for gone in (3, 4, 5):
+            model.pop(gone)
+        w.flush_memtable()
+    then = mw.refresh_index().version  # lists the flushed generations as unmerged
+    old = dict(model)
+    query = np.array([0.3, -0.2, 0.5, 0.1])
+    with mw.writer() as w:  # afterwards: new rows right at the query, merged
+        near = _lsm_rows(model, list(range(1, 300, 5)), rng)
+        w.put(near.set_column(1, "vec", pa.FixedSizeListArray.from_arrays(pa.array(
+            np.tile(query, near.num_rows).astype(np.float32)), 4)))
+        w.flush_memtable()
+    mw.merge()
+    mw.refresh_index()
+    want = _brute(old, query, 9)
+    latest = lance_sql.dataset(uri)
+    assert latest.nearest("vec", query, k=9, columns=["id"])["id"].to_pylist() != want
+    view = latest.mem_wal.scanner(version=then).to_table()
+    assert {r["id"] for r in view.to_pylist()} == set(old)  # the view at version `then`
+    assert latest.nearest("vec", query, k=9, columns=["id"], version=then)[
+        "id"].to_pylist() == want
+    assert latest.mem_wal.nearest("vec", query, 9, columns=["id"], exact=True,
+                                  version=then)["id"].to_pylist() == want
+    session = lance_sql.connect(str(tmp_path))
+    q = query.tolist()
+    for sql in (f"SELECT id FROM nearest('t', 'vec', {q}, 9, 'l2', {then}) "
+                "ORDER BY _distance",
+                f"SELECT id FROM nearest('t@{then}', 'vec', {q}, 9) ORDER BY _distance"):
+        assert session.sql(sql).to_arrow_table()["id"].to_pylist() == want
+    # a version before the MemWAL: the plain table's own rows
+    assert latest.nearest("vec", query, k=5, columns=["id"], version=plain_then)[
+        "id"].to_pylist() == _brute(plain_model, query, 5)
+    got = session.sql(f"SELECT id FROM nearest('t', 'vec', {q}, 5, 'l2', {plain_then}) "
+                      "ORDER BY _distance").to_arrow_table()
+    assert got["id"].to_pylist() == _brute(plain_model, query, 5)
+    with pytest.raises(InvalidInputError, match="version"):
+        session.sql(f"SELECT * FROM nearest('t@{then}', 'vec', {q}, 9, 'l2', {then})"
+                    ).to_arrow_table()
+    with pytest.raises(lance_sql.LanceError):
+        session.sql(f"SELECT * FROM nearest('t', 'vec', {q}, 9, 'l2', 999)").to_arrow_table()
