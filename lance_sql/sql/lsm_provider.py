@@ -13,8 +13,8 @@ fixed and its plan is built from the pushed projection and filter:
 Filters DataFusion pushes are exact, so whatever the planner does not take (a call our
 filter model cannot read) and the filter of a lookup are applied here, to the view's
 rows. ``LIMIT`` stops the stream early. ``_gen``, ``_region`` and ``_rowaddr`` (within its
-source) are the view's system columns; ``_rowid`` and the row-version columns are NULL
-on it (rows of different sources have no common row ids).
+source) are the view's system columns; ``_rowid`` and the row-version columns are the base
+table's on its rows and NULL on rows not merged into it yet (they have no row id yet).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from lance_sql.table import SYSTEM_COLUMNS, LanceDataset
 
 LSM_ONLY = ("_gen", "_region")
 LSM_SYSTEM = (*LSM_ONLY, "_rowaddr")
-NULL_SYSTEM = tuple(c for c in SYSTEM_COLUMNS if c not in LSM_SYSTEM)
+BASE_SYSTEM = tuple(c for c in SYSTEM_COLUMNS if c not in LSM_SYSTEM)  # NULL if unmerged
 MAX_LOOKUP_KEYS = 100_000  # key combinations a composite lookup may expand to
 
 
@@ -79,7 +79,7 @@ class LsmScanner:
         self.unit = unit
         self.names = names
         self.projected_schema = pa.schema([table.schema.field(n) for n in names])
-        missing = [n for n in names if n not in unit.columns and n not in NULL_SYSTEM]
+        missing = [n for n in names if n not in unit.columns]
         if missing:  # DataFusion asked for other columns than it planned with
             raise QueryError(f"{table.name}: columns {missing} were not planned for this scan")
 
@@ -99,7 +99,7 @@ class LsmScanner:
             for batch in stream:
                 unit.scope.check()  # the query ended: stop reading
                 if unit.residual is not None:
-                    batch = self._with_nulls(batch).filter(unit.residual)
+                    batch = pa.Table.from_batches([batch]).filter(unit.residual)
                     batch = batch.combine_chunks().to_batches()[0] if batch.num_rows \
                         else None
                 if batch is None or not batch.num_rows:
@@ -115,17 +115,8 @@ class LsmScanner:
             if close is not None:
                 close()
 
-    @staticmethod
-    def _with_nulls(batch: pa.RecordBatch) -> pa.Table:
-        table = pa.Table.from_batches([batch])
-        for name in NULL_SYSTEM:
-            if name not in table.column_names:
-                table = table.append_column(pa.field(name, pa.uint64()),
-                                            pa.nulls(table.num_rows, pa.uint64()))
-        return table
-
     def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """``batch`` as the projected schema (the NULL system columns added, types cast)."""
+        """``batch`` as the projected schema (types cast)."""
         if not len(self.projected_schema):
             return batch.select([])  # count(*): no columns, the rows still counted
         return conform(batch, self.projected_schema)
@@ -144,7 +135,7 @@ class LsmTableDataset(PlannedDataset):
         if system_columns:
             fields += [pa.field("_gen", pa.int64()), pa.field("_region", pa.string()),
                        pa.field("_rowaddr", pa.uint64()),
-                       *(pa.field(c, pa.uint64()) for c in NULL_SYSTEM)]
+                       *(pa.field(c, pa.uint64()) for c in BASE_SYSTEM)]
         self._start(name, pa.schema(fields, metadata=data.metadata), PushedLsm(), errors,
                     query_id=query_id, system_columns=system_columns)
 
@@ -156,10 +147,9 @@ class LsmTableDataset(PlannedDataset):
         view = LsmView(self.base, consistency=self.consistency)
         wanted = self.pushed.columns if self.pushed.columns is not None \
             else list(self._schema.names)
-        output = [c for c in wanted if c not in NULL_SYSTEM]
+        output = list(wanted)
         refs = referenced_columns(filter) if filter is not None else set()
-        nulls = refs & set(NULL_SYSTEM)  # NULL on the view: the filter is applied here
-        tree = decode(filter) if filter is not None and not nulls else None
+        tree = decode(filter) if filter is not None else None
         plan, columns, residual = None, output, None
         keys = _lookup_keys(tree, view) if tree is not None else None
         if keys is not None:
@@ -171,7 +161,7 @@ class LsmTableDataset(PlannedDataset):
             residual = filter
         if plan is None:
             pushed, residual = _pushable(tree, filter)
-            columns = output if residual is None else _with(output, refs - nulls)
+            columns = output if residual is None else _with(output, refs)
             limit = self.limit_hint if residual is None else None
             plan = view.scan_plan(columns, pushed, limit)
         self.pushed.plan = plan

@@ -177,7 +177,7 @@ def test_system_columns_hidden_from_star_returned_when_named(table) -> None:
     assert gens[0] == -1 and gens[1] == 1 and gens[2] == 2 and gens[11] == 2
     newest = q(session, "SELECT id FROM t WHERE _gen >= 1 ORDER BY id")
     assert newest["id"].to_pylist() == [1, 2, 11]
-    # row ids mean nothing across sources: NULL on the view, filters on them still exact
+    # rows not merged yet have no row id: NULL (base rows keep theirs), filters exact
     nulls = q(session, "SELECT id, _rowid FROM t WHERE _rowid IS NULL AND v > 0 ORDER BY id")
     assert nulls.to_pylist() == [{"id": k, "_rowid": None} for k in (1, 2, 11)]
     assert q(session, "SELECT id FROM t WHERE _rowid = 1").num_rows == 0

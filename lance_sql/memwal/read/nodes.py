@@ -35,11 +35,11 @@ from lance_sql.expr.arrow import Call, Expr, columns, to_pyarrow, to_sql
 from lance_sql.memwal.read.keys import Keys, KeySet
 from lance_sql.memwal.read.sources import Source
 from lance_sql.memwal.wal import TOMBSTONE
-from lance_sql.table.files.reader import ROW_ADDR
+from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, VERSION_COLUMNS
 from lance_sql.table.runtime.workers import WorkerPool
 
 __all__ = [
-    "GEN", "REGION", "DISTANCE", "BloomFilterGuardExec", "CoalesceFirstExec",
+    "BASE_ONLY", "GEN", "REGION", "DISTANCE", "BloomFilterGuardExec", "CoalesceFirstExec",
     "DeduplicateExec", "ExecNode", "GlobalLimitExec", "NewestRows", "ProjectionExec",
     "ScanExec", "SortExec", "TakeLastExec", "UnionExec", "conform", "format_plan",
 ]
@@ -49,6 +49,8 @@ REGION = "_region"
 DISTANCE = "_distance"
 KEY_POSITION = "_key"
 SOURCE_COLUMNS = (GEN, REGION)
+# The base table's row ids and versions: NULL on rows of newer sources (not merged yet)
+BASE_ONLY = (ROW_ID, *VERSION_COLUMNS)
 
 
 def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -127,8 +129,9 @@ def format_plan(node: ExecNode, indent: int = 0) -> str:
 
 class ScanExec(ExecNode):
     """Rows of one source: ``schema``'s columns (``_gen`` / ``_region`` are the source's
-    constants) where ``predicate`` holds; the parts of the predicate on data columns are
-    pushed into the source's own scan (indices and pruning apply there)."""
+    constants; ``_rowid`` and the row versions NULL but on the base table) where
+    ``predicate`` holds; the parts of the predicate on data columns are pushed into the
+    source's own scan (indices and pruning apply there), the others apply to its rows."""
 
     def __init__(self, source: Source, schema: pa.Schema, predicate: Expr | None = None
                  ) -> None:
@@ -137,9 +140,10 @@ class ScanExec(ExecNode):
         self.predicate = predicate
         pushed: list[Expr] = []
         residual: list[Expr] = []
+        local = set(SOURCE_COLUMNS) if source.is_base else {*SOURCE_COLUMNS, *BASE_ONLY}
         for part in _conjuncts(predicate):
             names = {p[0] for p in columns(part)}
-            (residual if names & set(SOURCE_COLUMNS) else pushed).append(part)
+            (residual if names & local else pushed).append(part)
         self.pushed, self.residual = _and(pushed), _and(residual)
 
     def execute(self) -> Iterator[pa.RecordBatch]:
@@ -153,7 +157,7 @@ class ScanExec(ExecNode):
             extra = _source_columns(self.source, batch.num_rows, self.schema.names)
             for name, values in extra.items():
                 batch = batch.append_column(name, values)
-            out = conform(batch.select(self.schema.names) if extra else batch, self.schema)
+            out = conform(batch, self.schema)
             if residual is not None:
                 out = pa.Table.from_batches([out]).filter(residual)
                 out = conform(out, self.schema)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from lance_sql.expr.arrow import Expr, parse_predicate, resolve
 from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
@@ -39,6 +39,7 @@ from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.nodes import (
+    BASE_ONLY,
     DISTANCE,
     GEN,
     KEY_POSITION,
@@ -69,14 +70,14 @@ from lance_sql.memwal.transforms import region_values
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables
 from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.files.reader import ROW_ADDR
+from lance_sql.table.files.reader import ROW_ADDR, VERSION_COLUMNS
 from lance_sql.table.runtime.cache import GENERATION_TABLES, REGION_VALUES
 from lance_sql.table.runtime.context import current_runtime
 
 __all__ = ["CONSISTENCY", "LsmPlan", "LsmScanner", "LsmView", "RegionState"]
 
 CONSISTENCY = ("strong", "snapshot")
-SYSTEM = (GEN, REGION, ROW_ADDR)
+SYSTEM = (GEN, REGION, ROW_ADDR, *BASE_ONLY)
 _FEW_KEYS = 16
 
 
@@ -308,6 +309,12 @@ class LsmView:
             return pa.field(REGION, pa.string())
         if name in (ROW_ADDR, KEY_POSITION):
             return pa.field(name, pa.uint64() if name == ROW_ADDR else pa.int64())
+        if name in BASE_ONLY:  # the base table's; NULL on rows not merged yet
+            if name in VERSION_COLUMNS and not self.base.manifest.uses_stable_row_ids:
+                raise UnsupportedFeatureError(
+                    f"{self.base.uri}: {name} exists only on tables created with stable "
+                    "row ids (write_dataset(..., enable_stable_row_ids=True))")
+            return pa.field(name, pa.uint64())
         if name == TOMBSTONE:
             return pa.field(TOMBSTONE, pa.bool_())
         if name == DISTANCE:
@@ -333,8 +340,13 @@ class LsmView:
         expr = _parse(filter)
         if expr is None:
             return None
-        full = pa.schema([*self.arrow_schema, *(self._field(n) for n in SYSTEM)])
-        return resolve(expr, full)
+        full = pa.schema([*self.arrow_schema, *(self._field(n) for n in SYSTEM
+                                                 if n not in BASE_ONLY),
+                          *(pa.field(n, pa.uint64()) for n in BASE_ONLY)])
+        resolved = resolve(expr, full)
+        for path in expr_columns(resolved):
+            self._field(path[0])  # row versions need stable row ids
+        return resolved
 
     # ------------------------------------------------------------------ plans
     def scan_plan(self, columns: Sequence[str] | None = None,
@@ -346,7 +358,7 @@ class LsmView:
         predicate = self._predicate(filter)
         filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
         internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
-            n for n in filter_names if n in (GEN, REGION))])
+            n for n in filter_names if n in (GEN, REGION, *BASE_ONLY))])
         scanned, sources = self.pruned_sources(predicate)
         scans = [ScanExec(s, internal, predicate) for s in scanned]
         node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources)
@@ -435,8 +447,9 @@ class LsmView:
         self._field(column)
         predicate = self._predicate(filter)
         scanned, sources = self.pruned_sources(predicate)
+        filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
         schema = self._schema([*output, column, *self.key_columns, ROW_ADDR, GEN, REGION,
-                               DISTANCE])
+                               *(n for n in filter_names if n in BASE_ONLY), DISTANCE])
         vector = np.asarray(query, np.float64)
         check = StaleCheck(sources, self.key_columns,
                            [schema.field(c).type for c in self.key_columns], exact=exact)

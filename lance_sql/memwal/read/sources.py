@@ -127,13 +127,19 @@ class _LanceSource(Source):
     def schema(self) -> pa.Schema:
         return self.dataset.manifest.schema.to_scan_arrow()
 
+    # system columns a source answers: a generation's row ids are its own, not the table's
+    system: tuple[str, ...] = (ROW_ADDR,)
+
+    def _readable(self, columns: Sequence[str]) -> list[str]:
+        """``columns`` this source holds (the others come out NULL)."""
+        data = self.schema.names
+        return [c for c in dict.fromkeys(columns) if c in data or c in self.system]
+
     def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
-        names = [c for c in dict.fromkeys(columns) if c in self.schema.names or c == ROW_ADDR]
-        return lance_scanner(self.dataset, names, predicate).to_batches()
+        return lance_scanner(self.dataset, self._readable(columns), predicate).to_batches()
 
     def _take(self, addresses: np.ndarray, columns: Sequence[str]) -> pa.Table:
-        names = [c for c in dict.fromkeys(columns) if c in self.schema.names or c == ROW_ADDR]
-        return self.dataset.take_addresses(addresses, names)
+        return self.dataset.take_addresses(addresses, self._readable(columns))
 
 
 class GenerationSource(_LanceSource):
@@ -176,9 +182,11 @@ class GenerationSource(_LanceSource):
 
 
 class BaseSource(_LanceSource):
-    """The base table (generation -1); its keys are unique (merge_insert keeps them so)."""
+    """The base table (generation -1); its keys are unique (merge_insert keeps them so).
+    Its rows have the table's ``_rowid`` and row versions."""
 
     kind = "base"
+    system = SYSTEM_COLUMNS
 
     def __init__(self, ds: LanceDataset, key_columns: Sequence[str]) -> None:
         super().__init__(ds, BASE_GEN, None, None, key_columns)
@@ -198,9 +206,8 @@ class BaseSource(_LanceSource):
         wanted = list(dict.fromkeys([*self.key_columns, *columns]))
         if self.key_index() is not None and keys.num_rows <= _LOOKUP_IN_LIMIT:
             predicate = _in_list(self.key_columns[0], keys.columns[0])
-            names = [c for c in dict.fromkeys([*wanted, ROW_ADDR])
-                     if c in self.schema.names or c == ROW_ADDR]
-            table = lance_scanner(self.dataset, names, predicate).to_table()
+            table = lance_scanner(self.dataset, self._readable([*wanted, ROW_ADDR]),
+                                  predicate).to_table()
         else:
             table = self._reverse_scan(keys, wanted)
         position = KeySet(keys.columns).find(
