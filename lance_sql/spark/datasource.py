@@ -19,8 +19,9 @@ prune fragments by row address).
 
 A table with a MemWAL reads as its LSM view (each key's newest row over the base table
 and the flushed generations not merged yet; MemTables of writers are not seen, executors
-are other processes), one Spark partition per region when the region spec's columns are
-primary-key columns (base rows are assigned to regions by evaluating the spec on them),
+are other processes; ``_rowid`` and the row versions are the base table's, NULL on rows
+not merged yet, ``_rowaddr`` is within the row's source), one Spark partition per region
+when the region spec's columns are primary-key columns (base rows are assigned to regions by evaluating the spec on them),
 else one partition; ``version``/``timestamp`` read as of that base version.
 ``baseOnly=true`` reads the base table alone (with every option above). With pushdown on,
 the simple filters Spark pushes prune regions before any partition is planned (only
@@ -205,15 +206,11 @@ class LanceDataSource(DataSource):
             window = _change_window(options)
             return spark_schema(_project(window.schema, options))
         ds = _open(options)
-        if _lsm(ds, options):
-            if _flag(options, "withRowId", "with_row_id", "withRowAddress",
-                     "with_row_address", "withRowVersions", "with_row_versions"):
-                raise InvalidInputError(
-                    f"{options['path']} is read as its LSM view, which has no row ids, "
-                    "addresses or versions; option baseOnly=true reads the base table")
-            return spark_schema(_project(ds.schema, options))
-        full = pa.schema(list(ds.schema) + [pa.field(n, pa.uint64(), nullable=False)
-                                            for n in SYSTEM_COLUMNS])
+        # on the LSM view, rows not merged into the base table yet have no row id or
+        # versions (NULL); _rowaddr is within the row's source
+        lsm = _lsm(ds, options)
+        full = pa.schema(list(ds.schema) + [
+            pa.field(n, pa.uint64(), nullable=lsm and n != ROW_ADDR) for n in SYSTEM_COLUMNS])
         fields = list(_project(ds.schema, options, full))
         wanted = []
         if _flag(options, "withRowId", "with_row_id"):

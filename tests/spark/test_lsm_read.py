@@ -70,8 +70,16 @@ def test_base_only_reads_the_base_table(spark, table) -> None:
     df = spark.read.format("lance").option("baseOnly", "true").load(uri)
     assert _sorted(df.toArrow()) == _sorted(lance_sql.dataset(uri).to_table())
     assert df.filter("id = 7").count() == 1  # its delete is not merged yet
-    with pytest.raises(Exception, match="baseOnly"):
-        spark.read.format("lance").option("withRowId", "true").load(uri).collect()
+    # the view's _rowid: the base table's on its rows, NULL on rows not merged yet
+    got = spark.read.format("lance").option("withRowId", "true").load(uri).toArrow()
+    assert got.column_names == ["id", "g", "v", "_rowid"]
+    ids = {r["id"]: r["_rowid"] for r in got.to_pylist()}
+    want = mw.scanner(["id", "_rowid", "_gen"]).to_table().to_pylist()
+    assert ids == {r["id"]: r["_rowid"] for r in want}
+    base = {r["id"]: r["_rowid"] for r in lance_sql.dataset(uri).to_table(
+        columns=["id", "_rowid"]).to_pylist()}
+    assert all(ids[r["id"]] == (base[r["id"]] if r["_gen"] < 0 else None) for r in want)
+    assert ids[39] == base[39] and ids[2] is None  # 2 was updated since the merge
 
 
 def test_spec_over_a_non_key_column_reads_in_one_partition(spark, tmp_path: Path) -> None:

@@ -43,7 +43,11 @@ from lance_sql.memwal.read.sources import BaseSource
 from lance_sql.memwal.routing import group_by_region, region_id_for
 from lance_sql.memwal.transforms import region_values
 from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.files.reader import ROW_ADDR
+from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
+
+# _rowaddr within its source; _rowid and the row versions the base table's (NULL on rows
+# not merged yet: see the LSM view)
+SYSTEM = SYSTEM_COLUMNS
 
 __all__ = ["RegionBaseSource", "RegionPart", "RegionSplit", "region_parts", "region_plan",
            "region_split"]
@@ -160,13 +164,13 @@ def region_plan(view: LsmView, split: RegionSplit, part: int | RegionPart,
     assert spec is not None  # a split exists only for a spec
     output = list(view.arrow_schema.names if columns is None else columns)
     for name in output:
-        if name not in view.arrow_schema.names:
+        if name not in view.arrow_schema.names and name not in SYSTEM:
             raise InvalidInputError(f"column {name!r} does not exist; columns: "
                                     f"{', '.join(view.arrow_schema.names)}")
     predicate = _predicate(view, filter)
-    names = list(dict.fromkeys([*output, *view.key_columns]))
-    internal = pa.schema([view.arrow_schema.field(n) for n in names]
-                         + [pa.field(ROW_ADDR, pa.uint64())])
+    names = list(dict.fromkeys([*output, *view.key_columns, ROW_ADDR]))
+    internal = pa.schema([pa.field(n, pa.uint64()) if n in SYSTEM
+                          else view.arrow_schema.field(n) for n in names])
     mine = set() if part.region is None else {part.region}
     sources = view.sources(view.regions(None, only=mine))
     sources[0] = RegionBaseSource(view.base, view.key_columns, spec, part.region,
