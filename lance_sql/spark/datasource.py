@@ -21,9 +21,9 @@ A table with a MemWAL reads as its LSM view (each key's newest row over the base
 and the flushed generations not merged yet; MemTables of writers are not seen, executors
 are other processes; ``_rowid`` and the row versions are the base table's, NULL on rows
 not merged yet, ``_rowaddr`` is within the row's source), one Spark partition per region
-when the region spec's columns are primary-key columns (base rows are assigned to regions by evaluating the spec on them),
-else one partition; ``version``/``timestamp`` read as of that base version.
-``baseOnly=true`` reads the base table alone (with every option above). With pushdown on,
+when the region spec's columns are primary-key columns (base rows are assigned to regions
+by evaluating the spec on them), else one partition; ``version``/``timestamp`` read as of
+that base version. ``baseOnly=true`` reads the base table alone (with every option above). With pushdown on,
 the simple filters Spark pushes prune regions before any partition is planned (only
 regions whose values can match get a partition; a pruned region's generations are never
 opened) and are pushed into every source, each key's newest row decided first (a key
