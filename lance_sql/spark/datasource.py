@@ -23,11 +23,12 @@ are other processes; ``_rowid`` and the row versions are the base table's, NULL 
 not merged yet, ``_rowaddr`` is within the row's source), one Spark partition per region
 when the region spec's columns are primary-key columns (base rows are assigned to regions
 by evaluating the spec on them), else one partition; ``version``/``timestamp`` read as of
-that base version. ``baseOnly=true`` reads the base table alone (with every option above). With pushdown on,
-the simple filters Spark pushes prune regions before any partition is planned (only
-regions whose values can match get a partition; a pruned region's generations are never
-opened) and are pushed into every source, each key's newest row decided first (a key
-whose newest version fails the filter never shows an older one).
+that base version. ``baseOnly=true`` reads the base table alone (with every option
+above). With pushdown on, the simple filters Spark pushes prune regions before any
+partition is planned (only regions whose values can match get a partition; a pruned
+region's generations are never opened) and are pushed into every source, each key's
+newest row decided first (a key whose newest version fails the filter never shows an
+older one).
 
 Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
 ``enableStableRowIds=true`` (row ids for life, so the table has a change feed) and
