@@ -10,7 +10,7 @@ from lsm_split_helpers import lsm_table, rows
 import lance_sql
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.read.nodes import format_plan
-from lance_sql.memwal.read.split import region_plan, region_split
+from lance_sql.memwal.read.split import RegionPart, region_parts, region_plan, region_split
 from lance_sql.memwal.routing import region_id_for
 from lance_sql.memwal.transforms import region_values
 
@@ -88,3 +88,35 @@ def test_pruning_on_a_non_key_spec_never_returns_a_stale_row(tmp_path: Path) -> 
     assert "kept 0 of 1 regions" in scan.explain()
     assert mw.view().scan_plan(["id"], "g = 1 AND v LIKE 'base%'").to_table()[
         "id"].to_pylist() == [3]
+
+
+def test_a_filter_prunes_the_parts(tmp_path: Path) -> None:
+    """Only regions whose values can match get a part; when none can, one part reads the
+    base rows of unclaimed region values alone."""
+    mw = lsm_table(tmp_path / "t.lance", RegionSpec.bucket("id", 64))
+    view = mw.view()
+    split = region_split(view)
+    assert split is not None
+    spec = mw.region_spec
+    assert spec is not None
+
+    def region_of(key: int):
+        return region_id_for(spec, region_values(spec, [pa.array([key], pa.int64())], 1))
+
+    claimed = next(k for k in range(40) if region_of(k) in split.regions)
+    unclaimed = next(k for k in range(40) if region_of(k) not in split.regions)
+    for key, want in ((claimed, [RegionPart(region_of(claimed), True)]),
+                      (unclaimed, [RegionPart(None, True)])):
+        where = f"id = {key}"
+        parts = region_parts(view, split, where)
+        assert parts == want
+        got = pa.concat_tables([region_plan(view, split, p, ["id", "v"], where).to_table()
+                                for p in parts])
+        assert got.to_pylist() == mw.scanner(["id", "v"], filter=where).to_table().to_pylist()
+        assert got.num_rows == (0 if key in (7, 8, 9, 10, 11, 20, 50) else 1)
+    every = region_parts(view, split, "v LIKE 'third%'")
+    assert [p.region for p in every] == list(split.regions)  # no pruning on v
+    got = pa.concat_tables([region_plan(view, split, p, ["id", "v"], "v LIKE 'third%'")
+                            .to_table() for p in every])
+    assert _sorted(got) == _sorted(mw.scanner(["id", "v"], filter="v LIKE 'third%'")
+                                   .to_table())
