@@ -115,7 +115,9 @@ def test_pushed_filters_prune_regions_and_apply_to_the_newest_rows(spark, table)
 def test_pushed_filters_are_evaluated_in_each_region_part() -> None:
     """In this process (no JVM): the filters are taken, prune the partitions, and a
     pruned region's files are never read; a kept part returns the newest rows."""
-    from pyspark.sql.datasource import GreaterThan, In, StringStartsWith
+    from decimal import Decimal
+
+    from pyspark.sql.datasource import EqualTo, GreaterThan, In, StringStartsWith
 
     from lance_sql.io.memory import MemoryStore
     from lance_sql.spark import datasource
@@ -151,6 +153,17 @@ def test_pushed_filters_are_evaluated_in_each_region_part() -> None:
     assert list(reader.pushFilters([GreaterThan(("id",), 35)])) == []
     parts = reader.partitions()
     assert len(parts) == 4  # a range does not prune buckets
+    # _rowid on the view: the base table's; a key updated since has none (stale-row case)
+    with_ids = {**options, "withrowid": "true"}
+    schema = datasource.LanceDataSource(with_ids).schema()
+    ids = {r["id"]: r["_rowid"] for r in lance_sql.dataset(f"memory://{name}").to_table(
+        columns=["id", "_rowid"]).to_pylist()}
+    for key, want in ((7, [{"id": 7, "_rowid": ids[7]}]), (6, [])):  # 6: updated since
+        by_id = datasource.FilteringLsmReader(with_ids, schema)
+        assert list(by_id.pushFilters([EqualTo(("_rowid",), Decimal(ids[key]))])) == []
+        got = [{"id": r["id"], "_rowid": None if r["_rowid"] is None else int(r["_rowid"])}
+               for p in by_id.partitions() for b in by_id.read(p) for r in b.to_pylist()]
+        assert got == want
     got = pa.concat_tables([pa.Table.from_batches(list(reader.read(p)), schema=SCHEMA)
                             for p in parts])
     assert _sorted(got) == _sorted(MemWal(lance_sql.dataset(f"memory://{name}")).scanner(

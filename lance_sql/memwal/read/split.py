@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr.arrow import Expr, parse_predicate, resolve
+from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.read.nodes import (
     DeduplicateExec,
@@ -92,7 +93,8 @@ def _predicate(view: LsmView, filter: str | Expr | None) -> Expr | None:
     if filter is None or (isinstance(filter, str) and not filter.strip()):
         return None
     expr = parse_predicate(filter) if isinstance(filter, str) else filter
-    return resolve(expr, view.arrow_schema)
+    return resolve(expr, pa.schema([*view.arrow_schema,
+                                    *(pa.field(n, pa.uint64()) for n in SYSTEM)]))
 
 
 def region_parts(view: LsmView, split: RegionSplit, filter: str | Expr | None = None
@@ -168,7 +170,8 @@ def region_plan(view: LsmView, split: RegionSplit, part: int | RegionPart,
             raise InvalidInputError(f"column {name!r} does not exist; columns: "
                                     f"{', '.join(view.arrow_schema.names)}")
     predicate = _predicate(view, filter)
-    names = list(dict.fromkeys([*output, *view.key_columns, ROW_ADDR]))
+    system = [p[0] for p in expr_columns(predicate) if p[0] in SYSTEM] if predicate else []
+    names = list(dict.fromkeys([*output, *view.key_columns, ROW_ADDR, *system]))
     internal = pa.schema([pa.field(n, pa.uint64()) if n in SYSTEM
                           else view.arrow_schema.field(n) for n in names])
     mine = set() if part.region is None else {part.region}
