@@ -107,7 +107,10 @@ class MergeInsertBuilder:
         return stats
 
 
-def _check_source(base: Manifest, source: pa.Table, keys: list[str]) -> pa.Table:
+def _check_source(base: Manifest, source: pa.Table, keys: list[str],
+                  tombstones: np.ndarray | None = None) -> pa.Table:
+    """``source`` cast to the table's types. Tombstone rows (``tombstones``) carry only
+    their keys: their other values may be NULL even where the table forbids it."""
     target = base.schema.to_arrow()
     for key in keys:
         if key not in source.column_names:
@@ -119,7 +122,12 @@ def _check_source(base: Manifest, source: pa.Table, keys: list[str]) -> pa.Table
         base.schema.check_append_compatible(pa.schema(list(source.schema) + missing))
     except SchemaError as exc:
         raise SchemaError(f"merge_insert source does not fit the table: {exc}") from exc
-    return source.cast(pa.schema([target.field(n) for n in source.column_names]))
+    schema = pa.schema([target.field(n) for n in source.column_names])
+    if tombstones is None or not tombstones.any():
+        return source.cast(schema)
+    source.filter(pa.array(~tombstones)).cast(schema)  # the rows written must fit
+    return source.cast(pa.schema([f if f.name in keys else f.with_nullable(True)
+                                  for f in schema]))
 
 
 def _target_keys(store: ObjectStore, base: Manifest, columns: list[str]) -> pa.Table:
@@ -154,7 +162,7 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
         flags = source.column(spec.tombstone)
         tombstones = np.asarray(flags.fill_null(False).to_numpy(zero_copy_only=False), bool)
         source = source.drop_columns([spec.tombstone])
-    source = _check_source(base, source, keys)
+    source = _check_source(base, source, keys, tombstones)
     target = _target_keys(store, base, keys)
     src = source.select(keys).append_column(_SRC, pa.array(np.arange(source.num_rows)))
     tgt = target.select(keys).append_column(_ADDR, target.column(ROW_ADDR))

@@ -106,3 +106,25 @@ def test_appendix_2_racing_mergers(tmp_path: Path) -> None:
     assert _merged(final) == 6
     assert final.count_rows() == 11  # 70 inserted once
     assert final.count_rows("id = 70") == 1
+
+
+def test_tombstones_may_hold_nulls_where_the_table_forbids_them(tmp_path: Path) -> None:
+    """A MemWAL delete writes a tombstone with the key alone: its other columns are NULL
+    even when the table's are not nullable; the rows written must still fit."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                        pa.field("g", pa.int64(), nullable=False)])
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2, 3], "g": [0, 0, 0]}, schema=schema),
+                                 str(tmp_path / "t.lance"))
+    source = pa.table({"id": pa.array([1, 3, 9, 4], pa.int64()),
+                       "g": pa.array([None, 5, None, 6], pa.int64()),
+                       "_tombstone": [True, False, True, False]})
+    stats = (ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+             .when_matched_delete_if("_tombstone").execute(source))
+    assert stats == {"num_inserted_rows": 1, "num_updated_rows": 1, "num_deleted_rows": 1}
+    got = lance_sql.dataset(ds.uri).to_table().sort_by("id")
+    assert got.to_pylist() == [{"id": 2, "g": 0}, {"id": 3, "g": 5}, {"id": 4, "g": 6}]
+    assert got.schema.field("g").nullable is False
+    written = source.set_column(2, "_tombstone", pa.array([True, False, False, False]))
+    with pytest.raises((pa.ArrowInvalid, ValueError), match="null"):  # 9 would be written
+        (lance_sql.dataset(ds.uri).merge_insert("id").when_matched_update_all()
+         .when_not_matched_insert_all().when_matched_delete_if("_tombstone").execute(written))
