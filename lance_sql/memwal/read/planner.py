@@ -21,9 +21,11 @@ Plans (see :mod:`.nodes`): :meth:`LsmView.scan_plan` (dedup over a union of scan
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +38,7 @@ from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
-from lance_sql.memwal.naming import RegionPaths
+from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.nodes import (
     DISTANCE,
@@ -65,13 +67,16 @@ from lance_sql.memwal.read.sources import (
 )
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values
-from lance_sql.memwal.transforms import region_values
+from lance_sql.memwal.transforms import region_values, scalar_region_values
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR
 from lance_sql.table.runtime.cache import GENERATION_TABLES, REGION_VALUES
 from lance_sql.table.runtime.context import current_runtime
+
+if TYPE_CHECKING:
+    from lance_sql.memwal.read.warm import WarmState
 
 __all__ = ["CONSISTENCY", "LsmPlan", "LsmScanner", "LsmView", "RegionState"]
 
@@ -136,7 +141,10 @@ def _parse(filter: str | Expr | None) -> Expr | None:
 class LsmView:
     """The sources of one read of a MemWAL table (see the module docstring)."""
 
-    def __init__(self, base: LanceDataset, *, consistency: str = "strong") -> None:
+    def __init__(self, base: LanceDataset, *, consistency: str = "strong",
+                 warm: WarmState | None = None) -> None:
+        """``warm``: state a :class:`~.warm.WarmView` keeps between reads (region
+        listings and manifests revalidated per read instead of re-read)."""
         if consistency not in CONSISTENCY:
             raise InvalidInputError(f"consistency must be one of {CONSISTENCY}, got "
                                     f"{consistency!r}")
@@ -154,9 +162,29 @@ class LsmView:
         # as a generation, never missed (and never read twice: see _memtables)
         self._memtables = (open_memtables(base.store.uri) if consistency == "strong"
                            else {})
+        self.warm = warm
         self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
+
+    def fresh(self) -> LsmView:
+        """This view's base version and MemWAL index with this moment's MemTables and
+        regions (what a strong read must re-read; see :mod:`.warm`)."""
+        view = copy.copy(self)
+        view._reset()  # noqa: SLF001 - its own copy
+        return view
+
+    def _reset(self) -> None:
+        # MemTables first, manifests after (see __init__)
+        self._memtables = (open_memtables(self.base.store.uri)
+                           if self.consistency == "strong" else {})
+        self._listed_cache = None
+        self.kept = []
+        self.total_regions = 0
+
+    def _latest_manifest(self, rid: uuid.UUID) -> RegionManifest | None:
+        log = RegionLog(self.base.store, rid)
+        return log.latest() if self.warm is None else self.warm.latest_manifest(log)
 
     # ------------------------------------------------------------------ regions
     def _listed(self) -> list[tuple[uuid.UUID, int, pa.Table | None, RegionManifest | None,
@@ -180,7 +208,20 @@ class LsmView:
             return out
         uri = self.base.store.uri
         cache = current_runtime().cache
-        for rid in region_ids(self.base):
+        warm = self.warm
+        names: tuple[str, ...] = ()
+        if warm is not None:
+            names = tuple(self.base.store.list_dir(MEM_WAL_DIR))
+            if warm.listing is not None and warm.listing[0] == names:
+                # every region there had a manifest then; spec ids and values are fixed
+                self._listed_cache = warm.listing[1]
+                return warm.listing[1]
+            found = [RegionPaths.parse_region_dir(n) for n in names]
+            rids = sorted(p.region_id for p in found if p is not None)
+        else:
+            rids = region_ids(self.base)
+        unclaimed = False
+        for rid in rids:
             read: list[RegionManifest] = []
 
             def load(rid: uuid.UUID = rid, read: list[RegionManifest] = read
@@ -196,9 +237,17 @@ class LsmView:
             try:  # a region's spec id and values never change once it exists
                 known = cache.get_or_load(REGION_VALUES, (uri, rid), load)
             except _Unclaimed:
+                unclaimed = True
                 continue
             manifest = read[0] if read else None
             out.append((rid, known[0], known[1], manifest, None))
+            if manifest is not None and warm is not None:
+                warm.manifests[rid] = manifest
+        if warm is not None:
+            warm.routes = None
+            warm.listing = None
+            if not unclaimed:  # an unclaimed region may be claimed later: list again
+                warm.listing = (names, [(r[0], r[1], r[2], None, None) for r in out])
         return out
 
     def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None
@@ -225,7 +274,7 @@ class LsmView:
             if not ok:
                 continue
             if flushed is None:
-                manifest = manifest or RegionLog(self.base.store, rid).latest()
+                manifest = manifest or self._latest_manifest(rid)
                 if manifest is None:
                     continue
                 flushed = tuple((g.generation, g.path) for g in manifest.flushed_generations)
@@ -258,13 +307,14 @@ class LsmView:
     def _generation(self, region: RegionState, index: int, gen: int, path: str
                     ) -> GenerationSource | None:
         key = RegionPaths(region.region_id).generation(path)
-        store = self.base.store.child(key)
 
         def load() -> LanceDataset:
-            return LanceDataset(f"{self.base.uri.rstrip('/')}/{key}", store=store)
+            return LanceDataset(f"{self.base.uri.rstrip('/')}/{key}",
+                                store=self.base.store.child(key))
 
         try:  # a flushed generation never changes: opened once per process
-            ds = current_runtime().cache.get_or_load(GENERATION_TABLES, store.uri, load)
+            ds = current_runtime().cache.get_or_load(GENERATION_TABLES,
+                                                     (self.base.store.uri, key), load)
         except NotFoundError:
             return None  # collected after its merge: its rows are in the base table
         return GenerationSource(ds, gen, region.region_id, index, self.key_columns)
@@ -373,8 +423,6 @@ class LsmView:
         names = spec.source_names(self.base.manifest.schema)
         if any(n is None or n not in self.key_columns for n in names):
             return None
-        values = region_values(spec, [keys.column(n) for n in names],
-                               keys.num_rows)
         listed = self._listed()
         known = [i for i, r in enumerate(listed) if r[1] == spec.spec_id and r[2] is not None]
         if len(known) < len(listed):
@@ -383,10 +431,18 @@ class LsmView:
         if not known or not keys.num_rows:
             return routed
         if keys.num_rows <= _FEW_KEYS:  # a few keys: a dictionary beats a join's setup
-            where = {_first_row(listed[i][2]): i for i in known}
+            where = self._routes(listed, known)
+            if keys.num_rows == 1:  # one key: routed without Arrow arrays when it can be
+                one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
+                                           [keys.schema.field(n).type for n in names])
+                if one is not None:
+                    routed[0] = where.get(one, -1)
+                    return routed
+            values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
             for n in range(keys.num_rows):
                 routed[n] = where.get(_first_row(values, n), -1)
             return routed
+        values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
         fields = [f.field_id for f in spec.fields]
         table = pa.concat_tables([listed[i][2] for i in known])
         table = table.append_column("__region", pa.array(known, pa.int64()))
@@ -400,6 +456,19 @@ class LsmView:
         at = np.asarray(joined.column("__key").to_numpy(), np.int64)
         routed[at] = np.asarray(joined.column("__region").to_numpy(), np.int64)
         return routed
+
+    def _routes(self, listed: list, known: list[int]) -> dict[tuple, int]:
+        """Region values (as Python tuples) -> position in ``listed``; a warm view keeps
+        it while the same listing comes back."""
+        warm = self.warm
+        spec_id = self.spec.spec_id if self.spec is not None else 0
+        ours = warm is not None and warm.listing is not None and warm.listing[1] is listed
+        if ours and warm.routes is not None and warm.routes[0] == spec_id:
+            return warm.routes[1]
+        where = {_first_row(listed[i][2]): i for i in known}
+        if ours:  # reset whenever the listing is replaced
+            warm.routes = (spec_id, where)
+        return where
 
     def knn_plan(self, column: str, query: Sequence[float] | np.ndarray, k: int, *,
                  metric: str = "l2", columns: Sequence[str] | None = None,
