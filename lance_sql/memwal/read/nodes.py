@@ -436,7 +436,11 @@ class BloomFilterGuardExec(ExecNode):
             return
         # a source whose own key index is exact answers faster than its bloom filter
         bloom = None if self.source.exact_lookup else self.source.bloom()
-        if bloom is not None:
+        if bloom is not None and keys.num_rows == 1:
+            if not bloom.might_contain_hash(int(keys.hashes[0])):
+                self.skipped += 1
+                return
+        elif bloom is not None:
             maybe = bloom.might_contain_hashes(keys.hashes)
             if not maybe.any():
                 self.skipped += 1
