@@ -62,7 +62,7 @@ def scalar_region_values(spec: RegionSpec, values: Sequence[object],
     read back with ``as_py``), without building Arrow arrays: a single-key lookup routes
     itself this way. None when a field is not a ``bucket`` or ``identity`` of an integer,
     string or binary value (the caller then evaluates :func:`region_values`)."""
-    out = []
+    out: list[object] = []
     at = 0
     for f in spec.fields:
         width = len(f.source_ids) or len(f.source_columns)

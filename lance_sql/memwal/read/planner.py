@@ -462,12 +462,12 @@ class LsmView:
         it while the same listing comes back."""
         warm = self.warm
         spec_id = self.spec.spec_id if self.spec is not None else 0
-        ours = warm is not None and warm.listing is not None and warm.listing[1] is listed
-        if ours and warm.routes is not None and warm.routes[0] == spec_id:
+        if warm is None or warm.listing is None or warm.listing[1] is not listed:
+            return {_first_row(listed[i][2]): i for i in known}
+        if warm.routes is not None and warm.routes[0] == spec_id:
             return warm.routes[1]
         where = {_first_row(listed[i][2]): i for i in known}
-        if ours:  # reset whenever the listing is replaced
-            warm.routes = (spec_id, where)
+        warm.routes = (spec_id, where)  # reset whenever the listing is replaced
         return where
 
     def knn_plan(self, column: str, query: Sequence[float] | np.ndarray, k: int, *,
