@@ -480,6 +480,11 @@ class CoalesceFirstExec(ExecNode):
             batches = list(child.execute(local))  # type: ignore[call-arg]
             if not batches:
                 continue
+            if self.keys.num_rows == 1 and len(batches) == 1 and batches[0].num_rows == 1:
+                # the one key's newest row: returned unless it is a tombstone
+                if not batches[0].column(TOMBSTONE)[0].as_py():
+                    yield batches[0]
+                return
             table = pa.Table.from_batches(batches, schema=self.schema)
             original = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
             resolved = np.isin(remaining.position, original)

@@ -163,6 +163,7 @@ class LsmView:
         self._memtables = (open_memtables(base.store.uri) if consistency == "strong"
                            else {})
         self.warm = warm
+        self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
         self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
@@ -403,8 +404,10 @@ class LsmView:
             remap = np.array([by_id.get(r[0], -2) for r in listed] + [-2], np.int64)
             region_index = remap[np.where(routed >= 0, routed, len(listed))]
         sources = self.sources(regions)
-        schema = self._schema([*self.key_columns, *output, ROW_ADDR, TOMBSTONE, GEN, REGION,
-                               KEY_POSITION])
+        names = (*self.key_columns, *output, ROW_ADDR, TOMBSTONE, GEN, REGION, KEY_POSITION)
+        schema = self._lookup_schemas.get(names)
+        if schema is None:  # shared by a warm view's fresh copies (same base schema)
+            schema = self._lookup_schemas[names] = self._schema(names)
         lookup_keys = Keys(key_table, region_index)
         children: list[ExecNode] = []
         for source in sources[1:]:
