@@ -53,6 +53,10 @@ SOURCE_COLUMNS = (GEN, REGION)
 
 def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``data`` as a batch of exactly ``schema`` (missing columns NULL, types cast)."""
+    if isinstance(data, pa.Table) and data.schema.names == schema.names:
+        batches = data.combine_chunks().to_batches()
+        if len(batches) == 1:
+            data = batches[0]
     if (isinstance(data, pa.RecordBatch) and data.schema.names == schema.names
             and all(a.type.equals(f.type) for a, f in zip(data.columns, schema, strict=True))):
         return pa.RecordBatch.from_arrays(data.columns, schema=schema)  # no copy
@@ -401,11 +405,11 @@ class TakeLastExec(ExecNode):
         wanted = [n for n in self.schema.names if n not in (*SOURCE_COLUMNS, KEY_POSITION)]
         table = self.source.lookup(keys, wanted)
         at = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
-        table = table.set_column(table.schema.get_field_index(KEY_POSITION), KEY_POSITION,
-                                 pa.array(keys.position[at]))
+        table = table.remove_column(table.schema.get_field_index(KEY_POSITION))
         for name, values in _source_columns(self.source, table.num_rows).items():
             table = table.append_column(name, values)
-        if table.num_rows:
+        table = table.append_column(KEY_POSITION, pa.array(keys.position[at]))
+        if table.num_rows:  # columns in the schema's order: conform copies nothing
             yield conform(table, self.schema)
 
     def describe(self) -> str:

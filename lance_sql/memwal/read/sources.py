@@ -372,5 +372,6 @@ class MemTableSource(InMemorySource):
         rows = self.memtable.take(addresses[hit])
         rows = rows.append_column(ROW_ADDR, pa.array(addresses[hit].astype(np.uint64)))
         wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
-        out = rows.select([c for c in wanted if c in rows.column_names])
+        present = set(rows.column_names)
+        out = rows.select([c for c in wanted if c in present])
         return out.append_column("_key", pa.array(np.flatnonzero(hit)))
