@@ -251,12 +251,15 @@ class LsmView:
                 warm.listing = (names, [(r[0], r[1], r[2], None, None) for r in out])
         return out
 
-    def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None
-                ) -> list[RegionState]:
+    def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None, *,
+                at: np.ndarray | None = None) -> list[RegionState]:
         """The regions ``predicate`` may select rows of (all without a predicate), of
-        ``only`` when given."""
+        ``only`` when given, of the listed positions ``at`` (sorted) when given."""
         listed = self._listed()
         self.total_regions = len(listed)
+        if at is not None and predicate is None:  # a few routed regions of many
+            self.kept = self._states([(i, listed[i]) for i in at.tolist()])
+            return self.kept
         keep = np.ones(len(listed), bool)
         if only is not None:
             keep = np.array([r[0] in only for r in listed], bool)
@@ -270,17 +273,18 @@ class LsmView:
                 types = {n: self.arrow_schema.field(n).type for n in names if n is not None}
                 mask = prune_regions(predicate, spec, names, types, values)
                 keep[np.array(pruned)[~mask]] = False
+        self.kept = self._states([(int(i), listed[i]) for i in np.flatnonzero(keep)])
+        return self.kept
+
+    def _states(self, rows: list[tuple[int, tuple]]) -> list[RegionState]:
         kept = []
-        for (rid, spec_id, values, manifest, flushed), ok in zip(listed, keep, strict=True):
-            if not ok:
-                continue
+        for _, (rid, spec_id, values, manifest, flushed) in rows:
             if flushed is None:
                 manifest = manifest or self._latest_manifest(rid)
                 if manifest is None:
                     continue
                 flushed = tuple((g.generation, g.path) for g in manifest.flushed_generations)
             kept.append(RegionState(rid, spec_id, values, manifest, flushed))
-        self.kept = kept
         return kept
 
     def sources(self, regions: Sequence[RegionState]) -> list[Source]:
@@ -397,11 +401,13 @@ class LsmView:
             region_index = None
         else:
             listed = self._listed()
-            wanted = {listed[i][0] for i in np.unique(routed[routed >= 0])}
-            regions = self.regions(None, only=wanted)
-            by_id = {r.region_id: i for i, r in enumerate(regions)}
+            at = np.unique(routed[routed >= 0])
+            regions = self.regions(None, at=at)
+            kept_ids = {r.region_id: i for i, r in enumerate(regions)}
             # listed position -> kept position; keys of no existing region: -2 (base only)
-            remap = np.array([by_id.get(r[0], -2) for r in listed] + [-2], np.int64)
+            remap = np.full(len(listed) + 1, -2, np.int64)
+            for position in at.tolist():
+                remap[position] = kept_ids.get(listed[position][0], -2)
             region_index = remap[np.where(routed >= 0, routed, len(listed))]
         sources = self.sources(regions)
         names = (*self.key_columns, *output, ROW_ADDR, TOMBSTONE, GEN, REGION, KEY_POSITION)
@@ -427,14 +433,13 @@ class LsmView:
         if any(n is None or n not in self.key_columns for n in names):
             return None
         listed = self._listed()
-        known = [i for i, r in enumerate(listed) if r[1] == spec.spec_id and r[2] is not None]
+        known, where = self._routes(listed)
         if len(known) < len(listed):
             return None  # regions outside the spec (made by hand) may hold any key
         routed = np.full(keys.num_rows, -1, np.int64)
         if not known or not keys.num_rows:
             return routed
         if keys.num_rows <= _FEW_KEYS:  # a few keys: a dictionary beats a join's setup
-            where = self._routes(listed, known)
             if keys.num_rows == 1:  # one key: routed without Arrow arrays when it can be
                 one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
                                            [keys.schema.field(n).type for n in names])
@@ -460,18 +465,20 @@ class LsmView:
         routed[at] = np.asarray(joined.column("__region").to_numpy(), np.int64)
         return routed
 
-    def _routes(self, listed: list, known: list[int]) -> dict[tuple, int]:
-        """Region values (as Python tuples) -> position in ``listed``; a warm view keeps
-        it while the same listing comes back."""
+    def _routes(self, listed: list) -> tuple[list[int], dict[tuple, int]]:
+        """The positions in ``listed`` of the regions of the current spec, and their
+        region values (as Python tuples) -> position; a warm view keeps them while the
+        same listing comes back."""
         warm = self.warm
         spec_id = self.spec.spec_id if self.spec is not None else 0
-        if warm is None or warm.listing is None or warm.listing[1] is not listed:
-            return {_first_row(listed[i][2]): i for i in known}
-        if warm.routes is not None and warm.routes[0] == spec_id:
+        ours = warm is not None and warm.listing is not None and warm.listing[1] is listed
+        if ours and warm is not None and warm.routes is not None and warm.routes[0] == spec_id:
             return warm.routes[1]
+        known = [i for i, r in enumerate(listed) if r[1] == spec_id and r[2] is not None]
         where = {_first_row(listed[i][2]): i for i in known}
-        warm.routes = (spec_id, where)  # reset whenever the listing is replaced
-        return where
+        if ours and warm is not None:  # reset whenever the listing is replaced
+            warm.routes = (spec_id, (known, where))
+        return known, where
 
     def knn_plan(self, column: str, query: Sequence[float] | np.ndarray, k: int, *,
                  metric: str = "l2", columns: Sequence[str] | None = None,
