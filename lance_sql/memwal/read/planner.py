@@ -245,7 +245,6 @@ class LsmView:
             if manifest is not None and warm is not None:
                 warm.manifests[rid] = manifest
         if warm is not None:
-            warm.routes = None
             warm.listing = None
             if not unclaimed:  # an unclaimed region may be claimed later: list again
                 warm.listing = (names, [(r[0], r[1], r[2], None, None) for r in out])
@@ -258,7 +257,7 @@ class LsmView:
         listed = self._listed()
         self.total_regions = len(listed)
         if at is not None and predicate is None:  # a few routed regions of many
-            self.kept = self._states([(i, listed[i]) for i in at.tolist()])
+            self.kept = self._states([listed[i] for i in at.tolist()])
             return self.kept
         keep = np.ones(len(listed), bool)
         if only is not None:
@@ -273,12 +272,13 @@ class LsmView:
                 types = {n: self.arrow_schema.field(n).type for n in names if n is not None}
                 mask = prune_regions(predicate, spec, names, types, values)
                 keep[np.array(pruned)[~mask]] = False
-        self.kept = self._states([(int(i), listed[i]) for i in np.flatnonzero(keep)])
+        self.kept = self._states([listed[i] for i in np.flatnonzero(keep)])
         return self.kept
 
-    def _states(self, rows: list[tuple[int, tuple]]) -> list[RegionState]:
+    def _states(self, rows: list[tuple]) -> list[RegionState]:
+        """The listed regions ``rows`` as a read sees them (latest manifests)."""
         kept = []
-        for _, (rid, spec_id, values, manifest, flushed) in rows:
+        for rid, spec_id, values, manifest, flushed in rows:
             if flushed is None:
                 manifest = manifest or self._latest_manifest(rid)
                 if manifest is None:
@@ -471,13 +471,14 @@ class LsmView:
         same listing comes back."""
         warm = self.warm
         spec_id = self.spec.spec_id if self.spec is not None else 0
-        ours = warm is not None and warm.listing is not None and warm.listing[1] is listed
-        if ours and warm is not None and warm.routes is not None and warm.routes[0] == spec_id:
-            return warm.routes[1]
+        if warm is not None:
+            routes = warm.routes  # tied to the listing object itself: no mix-up between
+            if routes is not None and routes[0] is listed and routes[1] == spec_id:
+                return routes[2], routes[3]  # threads replacing the listing
         known = [i for i, r in enumerate(listed) if r[1] == spec_id and r[2] is not None]
         where = {_first_row(listed[i][2]): i for i in known}
-        if ours and warm is not None:  # reset whenever the listing is replaced
-            warm.routes = (spec_id, (known, where))
+        if warm is not None and warm.listing is not None and warm.listing[1] is listed:
+            warm.routes = (listed, spec_id, known, where)
         return known, where
 
     def knn_plan(self, column: str, query: Sequence[float] | np.ndarray, k: int, *,

@@ -44,9 +44,9 @@ class WarmState:
 
     # the listing's names -> what they resolved to (region, spec id, values)
     listing: tuple[tuple[str, ...], list] | None = None
-    # (spec id, (positions of that spec's regions in the listing, {region values as a
-    # Python tuple: position})) of that listing
-    routes: tuple[int, tuple[list[int], dict]] | None = None
+    # (that listing, spec id, positions of the spec's regions in it, {region values as a
+    # Python tuple: position})
+    routes: tuple[list, int, list[int], dict] | None = None
     manifests: dict[uuid.UUID, RegionManifest] = field(default_factory=dict)
 
     def latest_manifest(self, log: RegionLog) -> RegionManifest | None:
