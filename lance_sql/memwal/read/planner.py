@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -113,7 +114,7 @@ class LsmPlan:
     """A plan and what EXPLAIN says about it."""
 
     root: ExecNode
-    header: list[str]
+    header: list[str] | Callable[[], list[str]]  # a callable: made when explained
 
     def execute(self):
         return self.root.execute()
@@ -122,7 +123,8 @@ class LsmPlan:
         return self.root.to_table()
 
     def explain(self) -> str:
-        return "\n".join([*self.header, format_plan(self.root)])
+        header = self.header() if callable(self.header) else self.header
+        return "\n".join([*header, format_plan(self.root)])
 
 
 def _first_row(table: pa.Table, row: int = 0) -> tuple:
@@ -324,11 +326,13 @@ class LsmView:
             return None  # collected after its merge: its rows are in the base table
         return GenerationSource(ds, gen, region.region_id, index, self.key_columns)
 
-    def _header(self, what: str) -> list[str]:
-        kept = ", ".join(r.label for r in self.kept) or "none"
+    def _header(self, what: str, regions: Sequence[RegionState] | None = None,
+                total: int | None = None) -> list[str]:
+        regions = self.kept if regions is None else regions
+        total = self.total_regions if total is None else total
+        kept = ", ".join(r.label for r in regions) or "none"
         return [f"{what}: consistency={self.consistency}, base version={self.base.version}",
-                f"RegionPruning: kept {len(self.kept)} of {self.total_regions} regions "
-                f"[{kept}]"]
+                f"RegionPruning: kept {len(regions)} of {total} regions [{kept}]"]
 
     # ------------------------------------------------------------------ schemas
     def _field(self, name: str) -> pa.Field:
@@ -421,7 +425,9 @@ class LsmView:
                                                                       lookup_keys)))
         children.append(TakeLastExec(sources[0], schema, lookup_keys))
         node = ProjectionExec(CoalesceFirstExec(children, lookup_keys), output)
-        return LsmPlan(node, self._header("LsmPointLookup"))
+        # the header (region labels) is made only if the plan is explained
+        return LsmPlan(node, partial(self._header, "LsmPointLookup", self.kept,
+                                     self.total_regions))
 
     def _route(self, keys: pa.Table) -> np.ndarray | None:
         """Each key's region (a position in the listed regions; -1: no region has its
