@@ -23,6 +23,7 @@ from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import gc, index_builder, merger
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.read.planner import LsmScanner, LsmView
+from lance_sql.memwal.read.warm import WarmView
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import group_by_region, region_id_for
 from lance_sql.memwal.transforms import region_values
@@ -42,6 +43,7 @@ class MemWal:
                                 "up)")
         self.dataset = ds
         self.details: MemWalIndexDetails = loaded[1]
+        self._warm = WarmView(ds.uri, ds.commit_config)  # strong point lookups
 
     @classmethod
     def initialize(cls, ds: LanceDataset, region_spec: RegionSpec | None = None, *,
@@ -112,7 +114,8 @@ class MemWal:
         """Point lookups: the newest live row of each key in ``keys`` (its primary-key
         columns), in the keys' order; deleted and unknown keys are left out."""
         table = pa.table(keys) if not isinstance(keys, pa.Table) else keys
-        return self.view(consistency).lookup_plan(table, columns).to_table()
+        view = self._warm.view() if consistency == "strong" else self.view(consistency)
+        return view.lookup_plan(table, columns).to_table()
 
     def nearest(self, column: str, query_vector: Sequence[float] | np.ndarray, k: int = 10,
                 *, metric: str = "l2", columns: Sequence[str] | None = None,

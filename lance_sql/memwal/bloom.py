@@ -28,12 +28,13 @@ import pyarrow.compute as pc
 from lance_sql.errors import FormatError, InvalidInputError
 from lance_sql.memwal.byte_rows import padded_rows, ranges
 
-__all__ = ["BLOOM_BYTES", "PrimaryKeyBloom", "key_hashes"]
+__all__ = ["BLOOM_BYTES", "PrimaryKeyBloom", "key_hash_one", "key_hashes"]
 
 BLOCKS = 1024
 BLOOM_BYTES = BLOCKS * 32
 _SALT = np.array([0x47B6137B, 0x44974D91, 0x8824AD5B, 0xA2B7289D, 0x705495C7, 0x2DF1424B,
                   0x9EFC4947, 0x5C6BFB31], np.uint32)
+_SALT_INTS = tuple(int(v) for v in _SALT)
 _U64 = np.uint64
 _INIT = (_U64(0x736F6D6570736575), _U64(0x646F72616E646F6D), _U64(0x6C7967656E657261),
          _U64(0x7465646279746573))
@@ -170,6 +171,68 @@ def key_hashes(columns: Sequence[pa.Array]) -> np.ndarray:
     return _siphash13(offsets, data) if n else np.zeros(0, np.uint64)
 
 
+_M64 = (1 << 64) - 1
+_INIT_INTS = tuple(int(v) for v in _INIT)
+
+
+def _rotl_one(x: int, b: int) -> int:
+    return ((x << b) | (x >> (64 - b))) & _M64
+
+
+def _sip_round_one(v0: int, v1: int, v2: int, v3: int) -> tuple[int, int, int, int]:
+    v0 = (v0 + v1) & _M64
+    v1 = _rotl_one(v1, 13) ^ v0
+    v0 = _rotl_one(v0, 32)
+    v2 = (v2 + v3) & _M64
+    v3 = _rotl_one(v3, 16) ^ v2
+    v0 = (v0 + v3) & _M64
+    v3 = _rotl_one(v3, 21) ^ v0
+    v2 = (v2 + v1) & _M64
+    v1 = _rotl_one(v1, 17) ^ v2
+    v2 = _rotl_one(v2, 32)
+    return v0, v1, v2, v3
+
+
+def _siphash13_one(message: bytes) -> int:
+    """SipHash-1-3 (key 0) of one message, in Python ints: :func:`_siphash13` for a
+    single key without numpy's per-call overhead."""
+    v0, v1, v2, v3 = _INIT_INTS
+    full = len(message) // 8
+    for j in range(full):
+        m = int.from_bytes(message[8 * j: 8 * j + 8], "little")
+        v0, v1, v2, v3 = _sip_round_one(v0, v1, v2, v3 ^ m)
+        v0 ^= m
+    last = int.from_bytes(message[8 * full:], "little") | ((len(message) & 0xFF) << 56)
+    v0, v1, v2, v3 = _sip_round_one(v0, v1, v2, v3 ^ last)
+    v0 ^= last
+    v2 ^= 0xFF
+    for _ in range(3):
+        v0, v1, v2, v3 = _sip_round_one(v0, v1, v2, v3)
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+def key_hash_one(values: Sequence[object], types: Sequence[pa.DataType]) -> int | None:
+    """:func:`key_hashes` of one key given as Python values (non-null integers, strings
+    or binaries, of Arrow ``types``), or None for other keys (hash them with
+    :func:`key_hashes`). A single-key lookup meets several bloom filters; this hashes
+    its key without building arrays."""
+    parts = []
+    for value, t in zip(values, types, strict=True):
+        if pa.types.is_integer(t) and isinstance(value, int) and not isinstance(value, bool):
+            width = t.bit_width // 8
+            if not -(1 << (8 * width)) < value < (1 << (8 * width)):
+                return None
+            parts.append(b"\x00" + (value & ((1 << (8 * width)) - 1)).to_bytes(width, "little"))
+        elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and isinstance(value, str):
+            parts.append(b"\x00" + value.encode("utf-8") + b"\xff")
+        elif (pa.types.is_binary(t) or pa.types.is_large_binary(t)) and isinstance(
+                value, bytes):
+            parts.append(b"\x00" + value + b"\xff")
+        else:
+            return None
+    return _siphash13_one(b"".join(parts)) if parts else None
+
+
 class PrimaryKeyBloom:
     """A split-block bloom filter over primary keys (never a false "no")."""
 
@@ -217,6 +280,16 @@ class PrimaryKeyBloom:
         block, bits = self._bits(hashes)
         masks = np.left_shift(np.uint32(1), bits.astype(np.uint32))
         return np.all((self.words[block] & masks) == masks, axis=1)
+
+    def might_contain_hash(self, h: int) -> bool:
+        """:meth:`might_contain_hashes` of one key's hash, in Python ints."""
+        block = ((h >> 32) * BLOCKS) >> 32
+        key = h & 0xFFFFFFFF
+        words = self.words[block].tolist()
+        for word, salt in zip(words, _SALT_INTS, strict=True):
+            if not (word >> (((key * salt) & 0xFFFFFFFF) >> 27)) & 1:
+                return False
+        return True
 
     def to_bytes(self) -> bytes:
         return self.words.astype("<u4").tobytes()

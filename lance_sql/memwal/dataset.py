@@ -95,10 +95,16 @@ class MemWalDataset(LanceDataset):
     @property
     def mem_wal(self) -> MemWal | None:
         """The MemWAL of this version of the table, or None when it has none (set one
-        up with :meth:`initialize_mem_wal`)."""
+        up with :meth:`initialize_mem_wal`). The same handle while this object stays
+        at one version, so ``ds.mem_wal.get(...)`` keeps its lookup view warm."""
+        held = getattr(self, "_mem_wal_handle", None)
+        if held is not None and held[0] == self.version:
+            return held[1]
         if load_mem_wal_index(self) is None:
             return None
-        return MemWal(self)
+        handle = MemWal(self)
+        self._mem_wal_handle = (self.version, handle)
+        return handle
 
 
 def dataset(uri: str | os.PathLike[str], *args: Any, **kwargs: Any) -> MemWalDataset:

@@ -299,7 +299,7 @@ class MemTable:
         if not frags or not n:
             return result
         # hashes cover the stored bytes, so the query must have the stored types
-        query = [keys.column(k).combine_chunks().cast(self.arrow_schema.field(k).type)
+        query = [_typed(keys.column(k).combine_chunks(), self.arrow_schema.field(k).type)
                  for k in self.primary_key]
         qhash = key_codes(query)
         sorted_hashes, sorted_addr = self._sorted_index(frags)
@@ -332,6 +332,10 @@ class MemTable:
         if not frags:
             return self.arrow_schema.empty_table()
         return _gather(frags, np.asarray(addresses, np.uint64), None)
+
+
+def _typed(column: pa.Array, t: pa.DataType) -> pa.Array:
+    return column if column.type.equals(t) else column.cast(t)
 
 
 def _exact_codes(keys: Sequence[pa.Array]) -> bool:

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from lance_sql.errors import InvalidInputError
 from lance_sql.memwal.byte_rows import padded_rows, ranges
 
-__all__ = ["bucket", "hash_input", "murmur3_32", "murmur3_32_concat"]
+__all__ = ["bucket", "hash_input", "murmur3_32", "murmur3_32_concat", "scalar_hash"]
 
 _C1 = np.uint32(0xCC9E2D51)
 _C2 = np.uint32(0x1B873593)
@@ -270,6 +270,24 @@ def murmur3_32(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     if values.null_count:
         out = pc.if_else(pc.is_valid(values), out, pa.scalar(None, pa.int32()))
     return out
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def scalar_hash(value: object, t: pa.DataType) -> int | None:
+    """:func:`murmur3_32` of one non-null Python ``value`` of Arrow type ``t`` (signed),
+    for integers, strings and binaries; None for other types. Routing a single key this
+    way skips building Arrow arrays; tests hold it equal to the vectorised hash."""
+    if pa.types.is_integer(t) and isinstance(value, int):
+        data = (value & _MASK64).to_bytes(8, "little")
+    elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and isinstance(value, str):
+        data = value.encode("utf-8")
+    elif (pa.types.is_binary(t) or pa.types.is_large_binary(t)) and isinstance(value, bytes):
+        data = value
+    else:
+        return None
+    return int(mmh3.hash(data, 0, signed=True))
 
 
 def _binary_parts(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:

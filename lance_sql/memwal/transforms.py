@@ -33,9 +33,9 @@ import pyarrow.compute as pc
 from lance_sql.errors import InvalidInputError, SchemaError
 from lance_sql.format.region_spec import RegionField, RegionSpec
 from lance_sql.format.schema import arrow_type_of
-from lance_sql.memwal.murmur3 import bucket, murmur3_32, murmur3_32_concat
+from lance_sql.memwal.murmur3 import bucket, murmur3_32, murmur3_32_concat, scalar_hash
 
-__all__ = ["evaluate_field", "region_values"]
+__all__ = ["evaluate_field", "region_values", "scalar_region_values"]
 
 _local = threading.local()
 
@@ -53,6 +53,43 @@ def region_values(spec: RegionSpec, columns: Sequence[pa.Array | None],
         out.append(evaluate_field(f, list(columns[at:at + width]), num_rows))
         at += width
     return pa.table(out, names=[f.field_id for f in spec.fields])
+
+
+def scalar_region_values(spec: RegionSpec, values: Sequence[object],
+                         types: Sequence[pa.DataType]) -> tuple | None:
+    """The region values of one row given as Python ``values`` (of Arrow ``types``, the
+    spec's source columns in order), as :func:`region_values` would compute them (then
+    read back with ``as_py``), without building Arrow arrays: a single-key lookup routes
+    itself this way. None when a field is not a ``bucket`` or ``identity`` of an integer,
+    string or binary value (the caller then evaluates :func:`region_values`)."""
+    out: list[object] = []
+    at = 0
+    for f in spec.fields:
+        width = len(f.source_ids) or len(f.source_columns)
+        if width != 1 or f.expression is not None or at >= len(values):
+            return None
+        value, t = values[at], types[at]
+        at += 1
+        if value is None:
+            return None
+        if f.transform == "bucket":
+            h = scalar_hash(value, t)
+            if h is None:
+                return None
+            out.append(abs(h) % f.parameter("num_buckets"))
+        elif f.transform == "identity" and _plain_type(t):
+            result = arrow_type_of(f.result_type) if f.result_type else t
+            if not result.equals(t):
+                return None
+            out.append(value)
+        else:
+            return None
+    return tuple(out)
+
+
+def _plain_type(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
 def evaluate_field(f: RegionField, sources: list[pa.Array | None], num_rows: int) -> pa.Array:

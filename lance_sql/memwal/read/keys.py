@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.memwal.bloom import key_hashes
+from lance_sql.memwal.bloom import key_hash_one, key_hashes
 from lance_sql.memwal.memtable import key_codes
 
 __all__ = ["KeyRows", "KeySet", "Keys", "latest_positions"]
@@ -182,7 +182,12 @@ class Keys:
     @property
     def hashes(self) -> np.ndarray:
         if self._hashes is None:
-            self._hashes = key_hashes(self.columns)
+            one = None
+            if self.num_rows == 1:  # one key: hashed in Python ints, no arrays
+                one = key_hash_one([c[0].as_py() for c in self.table.columns],
+                                   [f.type for f in self.table.schema])
+            self._hashes = (key_hashes(self.columns) if one is None
+                            else np.array([one], np.uint64))
         return self._hashes
 
     @property

@@ -55,6 +55,10 @@ BASE_ONLY = (ROW_ID, *VERSION_COLUMNS)
 
 def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``data`` as a batch of exactly ``schema`` (missing columns NULL, types cast)."""
+    if isinstance(data, pa.Table) and data.schema.names == schema.names:
+        batches = data.combine_chunks().to_batches()
+        if len(batches) == 1:
+            data = batches[0]
     if (isinstance(data, pa.RecordBatch) and data.schema.names == schema.names
             and all(a.type.equals(f.type) for a, f in zip(data.columns, schema, strict=True))):
         return pa.RecordBatch.from_arrays(data.columns, schema=schema)  # no copy
@@ -405,11 +409,11 @@ class TakeLastExec(ExecNode):
         wanted = [n for n in self.schema.names if n not in (*SOURCE_COLUMNS, KEY_POSITION)]
         table = self.source.lookup(keys, wanted)
         at = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
-        table = table.set_column(table.schema.get_field_index(KEY_POSITION), KEY_POSITION,
-                                 pa.array(keys.position[at]))
+        table = table.remove_column(table.schema.get_field_index(KEY_POSITION))
         for name, values in _source_columns(self.source, table.num_rows).items():
             table = table.append_column(name, values)
-        if table.num_rows:
+        table = table.append_column(KEY_POSITION, pa.array(keys.position[at]))
+        if table.num_rows:  # columns in the schema's order: conform copies nothing
             yield conform(table, self.schema)
 
     def describe(self) -> str:
@@ -440,7 +444,11 @@ class BloomFilterGuardExec(ExecNode):
             return
         # a source whose own key index is exact answers faster than its bloom filter
         bloom = None if self.source.exact_lookup else self.source.bloom()
-        if bloom is not None:
+        if bloom is not None and keys.num_rows == 1:
+            if not bloom.might_contain_hash(int(keys.hashes[0])):
+                self.skipped += 1
+                return
+        elif bloom is not None:
             maybe = bloom.might_contain_hashes(keys.hashes)
             if not maybe.any():
                 self.skipped += 1
@@ -480,6 +488,11 @@ class CoalesceFirstExec(ExecNode):
             batches = list(child.execute(local))  # type: ignore[call-arg]
             if not batches:
                 continue
+            if self.keys.num_rows == 1 and len(batches) == 1 and batches[0].num_rows == 1:
+                # the one key's newest row: returned unless it is a tombstone
+                if not batches[0].column(TOMBSTONE)[0].as_py():
+                    yield batches[0]
+                return
             table = pa.Table.from_batches(batches, schema=self.schema)
             original = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
             resolved = np.isin(remaining.position, original)

@@ -21,9 +21,12 @@ Plans (see :mod:`.nodes`): :meth:`LsmView.scan_plan` (dedup over a union of scan
 
 from __future__ import annotations
 
+import copy
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +39,7 @@ from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
-from lance_sql.memwal.naming import RegionPaths
+from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.nodes import (
     BASE_ONLY,
@@ -66,13 +69,16 @@ from lance_sql.memwal.read.sources import (
 )
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values
-from lance_sql.memwal.transforms import region_values
+from lance_sql.memwal.transforms import region_values, scalar_region_values
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, VERSION_COLUMNS
 from lance_sql.table.runtime.cache import GENERATION_TABLES, REGION_VALUES
 from lance_sql.table.runtime.context import current_runtime
+
+if TYPE_CHECKING:
+    from lance_sql.memwal.read.warm import WarmState
 
 __all__ = ["CONSISTENCY", "LsmPlan", "LsmScanner", "LsmView", "RegionState"]
 
@@ -109,7 +115,7 @@ class LsmPlan:
     """A plan and what EXPLAIN says about it."""
 
     root: ExecNode
-    header: list[str]
+    header: list[str] | Callable[[], list[str]]  # a callable: made when explained
 
     def execute(self):
         return self.root.execute()
@@ -118,7 +124,8 @@ class LsmPlan:
         return self.root.to_table()
 
     def explain(self) -> str:
-        return "\n".join([*self.header, format_plan(self.root)])
+        header = self.header() if callable(self.header) else self.header
+        return "\n".join([*header, format_plan(self.root)])
 
 
 def _first_row(table: pa.Table, row: int = 0) -> tuple:
@@ -137,7 +144,10 @@ def _parse(filter: str | Expr | None) -> Expr | None:
 class LsmView:
     """The sources of one read of a MemWAL table (see the module docstring)."""
 
-    def __init__(self, base: LanceDataset, *, consistency: str = "strong") -> None:
+    def __init__(self, base: LanceDataset, *, consistency: str = "strong",
+                 warm: WarmState | None = None) -> None:
+        """``warm``: state a :class:`~.warm.WarmView` keeps between reads (region
+        listings and manifests revalidated per read instead of re-read)."""
         if consistency not in CONSISTENCY:
             raise InvalidInputError(f"consistency must be one of {CONSISTENCY}, got "
                                     f"{consistency!r}")
@@ -155,9 +165,30 @@ class LsmView:
         # as a generation, never missed (and never read twice: see _memtables)
         self._memtables = (open_memtables(base.store.uri) if consistency == "strong"
                            else {})
+        self.warm = warm
+        self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
         self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
+
+    def fresh(self) -> LsmView:
+        """This view's base version and MemWAL index with this moment's MemTables and
+        regions (what a strong read must re-read; see :mod:`.warm`)."""
+        view = copy.copy(self)
+        view._reset()  # noqa: SLF001 - its own copy
+        return view
+
+    def _reset(self) -> None:
+        # MemTables first, manifests after (see __init__)
+        self._memtables = (open_memtables(self.base.store.uri)
+                           if self.consistency == "strong" else {})
+        self._listed_cache = None
+        self.kept = []
+        self.total_regions = 0
+
+    def _latest_manifest(self, rid: uuid.UUID) -> RegionManifest | None:
+        log = RegionLog(self.base.store, rid)
+        return log.latest() if self.warm is None else self.warm.latest_manifest(log)
 
     # ------------------------------------------------------------------ regions
     def _listed(self) -> list[tuple[uuid.UUID, int, pa.Table | None, RegionManifest | None,
@@ -181,7 +212,20 @@ class LsmView:
             return out
         uri = self.base.store.uri
         cache = current_runtime().cache
-        for rid in region_ids(self.base):
+        warm = self.warm
+        names: tuple[str, ...] = ()
+        if warm is not None:
+            names = tuple(self.base.store.list_dir(MEM_WAL_DIR))
+            if warm.listing is not None and warm.listing[0] == names:
+                # every region there had a manifest then; spec ids and values are fixed
+                self._listed_cache = warm.listing[1]
+                return warm.listing[1]
+            found = [RegionPaths.parse_region_dir(n) for n in names]
+            rids = sorted(p.region_id for p in found if p is not None)
+        else:
+            rids = region_ids(self.base)
+        unclaimed = False
+        for rid in rids:
             read: list[RegionManifest] = []
 
             def load(rid: uuid.UUID = rid, read: list[RegionManifest] = read
@@ -197,17 +241,27 @@ class LsmView:
             try:  # a region's spec id and values never change once it exists
                 known = cache.get_or_load(REGION_VALUES, (uri, rid), load)
             except _Unclaimed:
+                unclaimed = True
                 continue
             manifest = read[0] if read else None
             out.append((rid, known[0], known[1], manifest, None))
+            if manifest is not None and warm is not None:
+                warm.manifests[rid] = manifest
+        if warm is not None:
+            warm.listing = None
+            if not unclaimed:  # an unclaimed region may be claimed later: list again
+                warm.listing = (names, [(r[0], r[1], r[2], None, None) for r in out])
         return out
 
-    def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None
-                ) -> list[RegionState]:
+    def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None, *,
+                at: np.ndarray | None = None) -> list[RegionState]:
         """The regions ``predicate`` may select rows of (all without a predicate), of
-        ``only`` when given."""
+        ``only`` when given, of the listed positions ``at`` (sorted) when given."""
         listed = self._listed()
         self.total_regions = len(listed)
+        if at is not None and predicate is None:  # a few routed regions of many
+            self.kept = self._states([listed[i] for i in at.tolist()])
+            return self.kept
         keep = np.ones(len(listed), bool)
         if only is not None:
             keep = np.array([r[0] in only for r in listed], bool)
@@ -221,17 +275,19 @@ class LsmView:
                 types = {n: self.arrow_schema.field(n).type for n in names if n is not None}
                 mask = prune_regions(predicate, spec, names, types, values)
                 keep[np.array(pruned)[~mask]] = False
+        self.kept = self._states([listed[i] for i in np.flatnonzero(keep)])
+        return self.kept
+
+    def _states(self, rows: list[tuple]) -> list[RegionState]:
+        """The listed regions ``rows`` as a read sees them (latest manifests)."""
         kept = []
-        for (rid, spec_id, values, manifest, flushed), ok in zip(listed, keep, strict=True):
-            if not ok:
-                continue
+        for rid, spec_id, values, manifest, flushed in rows:
             if flushed is None:
-                manifest = manifest or RegionLog(self.base.store, rid).latest()
+                manifest = manifest or self._latest_manifest(rid)
                 if manifest is None:
                     continue
                 flushed = tuple((g.generation, g.path) for g in manifest.flushed_generations)
             kept.append(RegionState(rid, spec_id, values, manifest, flushed))
-        self.kept = kept
         return kept
 
     def sources(self, regions: Sequence[RegionState]) -> list[Source]:
@@ -284,22 +340,25 @@ class LsmView:
     def _generation(self, region: RegionState, index: int, gen: int, path: str
                     ) -> GenerationSource | None:
         key = RegionPaths(region.region_id).generation(path)
-        store = self.base.store.child(key)
 
         def load() -> LanceDataset:
-            return LanceDataset(f"{self.base.uri.rstrip('/')}/{key}", store=store)
+            return LanceDataset(f"{self.base.uri.rstrip('/')}/{key}",
+                                store=self.base.store.child(key))
 
         try:  # a flushed generation never changes: opened once per process
-            ds = current_runtime().cache.get_or_load(GENERATION_TABLES, store.uri, load)
+            ds = current_runtime().cache.get_or_load(GENERATION_TABLES,
+                                                     (self.base.store.uri, key), load)
         except NotFoundError:
             return None  # collected after its merge: its rows are in the base table
         return GenerationSource(ds, gen, region.region_id, index, self.key_columns)
 
-    def _header(self, what: str) -> list[str]:
-        kept = ", ".join(r.label for r in self.kept) or "none"
+    def _header(self, what: str, regions: Sequence[RegionState] | None = None,
+                total: int | None = None) -> list[str]:
+        regions = self.kept if regions is None else regions
+        total = self.total_regions if total is None else total
+        kept = ", ".join(r.label for r in regions) or "none"
         return [f"{what}: consistency={self.consistency}, base version={self.base.version}",
-                f"RegionPruning: kept {len(self.kept)} of {self.total_regions} regions "
-                f"[{kept}]"]
+                f"RegionPruning: kept {len(regions)} of {total} regions [{kept}]"]
 
     # ------------------------------------------------------------------ schemas
     def _field(self, name: str) -> pa.Field:
@@ -382,15 +441,19 @@ class LsmView:
             region_index = None
         else:
             listed = self._listed()
-            wanted = {listed[i][0] for i in np.unique(routed[routed >= 0])}
-            regions = self.regions(None, only=wanted)
-            by_id = {r.region_id: i for i, r in enumerate(regions)}
+            at = np.unique(routed[routed >= 0])
+            regions = self.regions(None, at=at)
+            kept_ids = {r.region_id: i for i, r in enumerate(regions)}
             # listed position -> kept position; keys of no existing region: -2 (base only)
-            remap = np.array([by_id.get(r[0], -2) for r in listed] + [-2], np.int64)
+            remap = np.full(len(listed) + 1, -2, np.int64)
+            for position in at.tolist():
+                remap[position] = kept_ids.get(listed[position][0], -2)
             region_index = remap[np.where(routed >= 0, routed, len(listed))]
         sources = self.sources(regions)
-        schema = self._schema([*self.key_columns, *output, ROW_ADDR, TOMBSTONE, GEN, REGION,
-                               KEY_POSITION])
+        names = (*self.key_columns, *output, ROW_ADDR, TOMBSTONE, GEN, REGION, KEY_POSITION)
+        schema = self._lookup_schemas.get(names)
+        if schema is None:  # shared by a warm view's fresh copies (same base schema)
+            schema = self._lookup_schemas[names] = self._schema(names)
         lookup_keys = Keys(key_table, region_index)
         children: list[ExecNode] = []
         for source in sources[1:]:
@@ -398,7 +461,9 @@ class LsmView:
                                                                       lookup_keys)))
         children.append(TakeLastExec(sources[0], schema, lookup_keys))
         node = ProjectionExec(CoalesceFirstExec(children, lookup_keys), output)
-        return LsmPlan(node, self._header("LsmPointLookup"))
+        # the header (region labels) is made only if the plan is explained
+        return LsmPlan(node, partial(self._header, "LsmPointLookup", self.kept,
+                                     self.total_regions))
 
     def _route(self, keys: pa.Table) -> np.ndarray | None:
         """Each key's region (a position in the listed regions; -1: no region has its
@@ -409,20 +474,25 @@ class LsmView:
         names = spec.source_names(self.base.manifest.schema)
         if any(n is None or n not in self.key_columns for n in names):
             return None
-        values = region_values(spec, [keys.column(n) for n in names],
-                               keys.num_rows)
         listed = self._listed()
-        known = [i for i, r in enumerate(listed) if r[1] == spec.spec_id and r[2] is not None]
+        known, where = self._routes(listed)
         if len(known) < len(listed):
             return None  # regions outside the spec (made by hand) may hold any key
         routed = np.full(keys.num_rows, -1, np.int64)
         if not known or not keys.num_rows:
             return routed
         if keys.num_rows <= _FEW_KEYS:  # a few keys: a dictionary beats a join's setup
-            where = {_first_row(listed[i][2]): i for i in known}
+            if keys.num_rows == 1:  # one key: routed without Arrow arrays when it can be
+                one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
+                                           [keys.schema.field(n).type for n in names])
+                if one is not None:
+                    routed[0] = where.get(one, -1)
+                    return routed
+            values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
             for n in range(keys.num_rows):
                 routed[n] = where.get(_first_row(values, n), -1)
             return routed
+        values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
         fields = [f.field_id for f in spec.fields]
         table = pa.concat_tables([listed[i][2] for i in known])
         table = table.append_column("__region", pa.array(known, pa.int64()))
@@ -436,6 +506,22 @@ class LsmView:
         at = np.asarray(joined.column("__key").to_numpy(), np.int64)
         routed[at] = np.asarray(joined.column("__region").to_numpy(), np.int64)
         return routed
+
+    def _routes(self, listed: list) -> tuple[list[int], dict[tuple, int]]:
+        """The positions in ``listed`` of the regions of the current spec, and their
+        region values (as Python tuples) -> position; a warm view keeps them while the
+        same listing comes back."""
+        warm = self.warm
+        spec_id = self.spec.spec_id if self.spec is not None else 0
+        if warm is not None:
+            routes = warm.routes  # tied to the listing object itself: no mix-up between
+            if routes is not None and routes[0] is listed and routes[1] == spec_id:
+                return routes[2], routes[3]  # threads replacing the listing
+        known = [i for i, r in enumerate(listed) if r[1] == spec_id and r[2] is not None]
+        where = {_first_row(listed[i][2]): i for i in known}
+        if warm is not None and warm.listing is not None and warm.listing[1] is listed:
+            warm.routes = (listed, spec_id, known, where)
+        return known, where
 
     def knn_plan(self, column: str, query: Sequence[float] | np.ndarray, k: int, *,
                  metric: str = "l2", columns: Sequence[str] | None = None,

@@ -22,7 +22,11 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve, to_pyarrow
+from lance_sql.format.btree import ROW_ADDRESS_IDS
+from lance_sql.format.btree import KeySet as IndexKeySet
+from lance_sql.format.index import IndexMetadata
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
@@ -30,6 +34,7 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
+from lance_sql.table.index.btree import BTreeIndex
 from lance_sql.table.index.planner import btree_indices
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS
@@ -191,20 +196,52 @@ class BaseSource(_LanceSource):
     def __init__(self, ds: LanceDataset, key_columns: Sequence[str]) -> None:
         super().__init__(ds, BASE_GEN, None, None, key_columns)
 
-    def key_index(self) -> str | None:
-        """The BTREE index on the (single) primary-key column, if any."""
+    def _key_index(self) -> IndexMetadata | None:
         if len(self.key_columns) != 1:
             return None
         schema = self.dataset.manifest.schema
         field_ids = {f.id for f in schema.fields if f.name == self.key_columns[0]}
         for index in btree_indices(self.dataset.manifest):
             if set(index.fields) <= field_ids:
-                return index.name
+                return index
         return None
+
+    def key_index(self) -> str | None:
+        """The BTREE index on the (single) primary-key column, if any."""
+        index = self._key_index()
+        return index.name if index is not None else None
+
+    def _indexed_addresses(self, keys: Keys) -> np.ndarray | None:
+        """The row addresses of ``keys`` (sorted, deleted rows included) straight from
+        the key's BTREE index, when one covers every fragment and holds addresses; None
+        otherwise (the scanner then finds the keys, scanning what the index misses)."""
+        meta = self._key_index()
+        manifest = self.dataset.manifest
+        if meta is None or meta.fragment_ids is None:
+            return None
+        if manifest.uses_stable_row_ids and meta.index_version < ROW_ADDRESS_IDS:
+            return None  # it holds row ids
+        live = np.array(sorted(f.id for f in manifest.fragments), np.int64)
+        if not set(live.tolist()) <= meta.fragment_ids:
+            return None
+        field = next(f for f in manifest.schema.fields if f.id == meta.fields[0])
+        try:
+            index = BTreeIndex.open(self.dataset.store, manifest, meta,
+                                    field.to_scan_arrow().type)
+            ids = index.search(IndexKeySet(keys.columns[0]))
+        except LanceError:
+            return None  # the scanner's path falls back to a scan (with a warning)
+        # an index may still list fragments compaction has since removed
+        ids = np.unique(np.asarray(ids, np.uint64))
+        return ids[np.isin((ids >> np.uint64(32)).astype(np.int64), live)]
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         wanted = list(dict.fromkeys([*self.key_columns, *columns]))
-        if self.key_index() is not None and keys.num_rows <= _LOOKUP_IN_LIMIT:
+        addresses = (self._indexed_addresses(keys) if keys.num_rows <= _LOOKUP_IN_LIMIT
+                     else None)
+        if addresses is not None:  # index search and a take: no scanner
+            table = self._take(addresses, [*wanted, ROW_ADDR])
+        elif self.key_index() is not None and keys.num_rows <= _LOOKUP_IN_LIMIT:
             predicate = _in_list(self.key_columns[0], keys.columns[0])
             table = lance_scanner(self.dataset, self._readable([*wanted, ROW_ADDR]),
                                   predicate).to_table()
@@ -342,5 +379,6 @@ class MemTableSource(InMemorySource):
         rows = self.memtable.take(addresses[hit])
         rows = rows.append_column(ROW_ADDR, pa.array(addresses[hit].astype(np.uint64)))
         wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
-        out = rows.select([c for c in wanted if c in rows.column_names])
+        present = set(rows.column_names)
+        out = rows.select([c for c in wanted if c in present])
         return out.append_column("_key", pa.array(np.flatnonzero(hit)))

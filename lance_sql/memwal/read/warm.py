@@ -1,0 +1,85 @@
+"""A strong-consistency LSM view kept warm between point lookups of one ``MemWal`` handle.
+
+A strong read must see the latest base version, this process's MemTables and every
+region's latest manifest. Re-reading all of that costs more than a lookup itself, so
+:class:`WarmView` keeps what cannot have changed and revalidates the rest per read,
+without any staleness window:
+
+* the base table and its MemWAL index are reused while the table's latest version is
+  the one they were opened at (one version probe per read, as ``dataset()`` does);
+  any commit (a merge, an index refresh) opens the new version;
+* the MemTables are taken from the in-process writer registry on every read;
+* the regions are listed on every read (one listing); what a listing resolves to
+  (regions' spec ids and values, fixed once a region exists) is reused while the same
+  names come back, and only when every region listed had a manifest;
+* a region's manifest is reused while it is still the latest: version ``v`` is latest
+  when ``v + 1`` does not exist and ``v`` still does (versions are written one after
+  another and the garbage collector removes the oldest first, so a missing ``v + 1``
+  with ``v`` present cannot hide a newer version). Two existence checks instead of
+  reading the hint, probing and decoding the manifest.
+
+State lives in the handle (no module-level cache); it is only ever a shortcut to the
+same answer the cold path gives, which the tests check after flushes, merges, GC and
+new regions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from lance_sql.format.memwal import RegionManifest
+from lance_sql.memwal.read.planner import LsmView
+from lance_sql.memwal.region_log import RegionLog
+from lance_sql.table.dataset import dataset
+from lance_sql.table.meta.versions import latest_version
+from lance_sql.table.txn.commit import CommitConfig
+
+__all__ = ["WarmState", "WarmView"]
+
+
+@dataclass
+class WarmState:
+    """What a warm view remembers between reads (see the module docstring)."""
+
+    # the listing's names -> what they resolved to (region, spec id, values)
+    listing: tuple[tuple[str, ...], list] | None = None
+    # (that listing, spec id, positions of the spec's regions in it, {region values as a
+    # Python tuple: position})
+    routes: tuple[list, int, list[int], dict] | None = None
+    manifests: dict[uuid.UUID, RegionManifest] = field(default_factory=dict)
+
+    def latest_manifest(self, log: RegionLog) -> RegionManifest | None:
+        """The region's latest manifest, reusing the one seen last when still latest."""
+        known = self.manifests.get(log.region_id)
+        if known is not None:
+            store, paths = log.store, log.paths
+            if (not store.exists(paths.manifest(known.version + 1))
+                    and store.exists(paths.manifest(known.version))):
+                return known
+        manifest = log.latest()
+        if manifest is not None:
+            self.manifests[log.region_id] = manifest
+        return manifest
+
+
+class WarmView:
+    """Hands out strong LSM views of one table, reusing a warm one when still current."""
+
+    def __init__(self, uri: str, commit_config: CommitConfig) -> None:
+        self.uri = uri
+        self.commit_config = commit_config
+        self.state = WarmState()
+        self._view: LsmView | None = None
+
+    def view(self) -> LsmView:
+        """A strong view as of now: the warm one refreshed, or a new one after a commit."""
+        warm = self._view
+        if warm is not None:
+            ref = latest_version(warm.base.store, self.commit_config.handler)
+            if ref.version == warm.base.version:
+                return warm.fresh()
+        view = LsmView(dataset(self.uri, commit_config=self.commit_config),
+                       consistency="strong", warm=self.state)
+        self._view = view
+        return view
