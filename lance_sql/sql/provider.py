@@ -117,7 +117,7 @@ class UnitScanner:
         self.plan = build_scan_plan(
             table.manifest, names, filter=filter,
             filter_columns=referenced_columns(filter) if filter is not None else None,
-            schema_metadata=False)
+            schema_metadata=False, filter_tree=decode(filter) if filter is not None else None)
         self.projected_schema = self.plan.output_schema
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
