@@ -1,5 +1,6 @@
-"""Scan units hand DataFusion one batch per chunk read (up to 128k rows), not batches of
-DataFusion's 8192-row batch size: each batch crossing into DataFusion has a fixed cost."""
+"""Scan units read large chunks (sized by the columns' widths) and hand DataFusion one batch
+per chunk, not batches of DataFusion's 8192-row batch size: each read and each batch
+crossing into DataFusion has a fixed cost."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 
 import lance_sql
-from lance_sql.sql.provider import CHUNK_ROWS
+from lance_sql.sql.provider import CHUNK_ROWS, MAX_CHUNK_ROWS, chunk_rows
+from lance_sql.table import build_scan_plan
 
 
 def test_scans_hand_over_whole_chunks(tmp_path: Path) -> None:
@@ -20,6 +22,36 @@ def test_scans_hand_over_whole_chunks(tmp_path: Path) -> None:
     for query in ["SELECT id, x FROM t", "SELECT id, x FROM t WHERE x >= 0"]:
         got = session.sql(query).to_arrow_table()
         sizes = [len(chunk) for chunk in got.column("id").chunks]
-        assert max(sizes) == CHUNK_ROWS, (query, sizes)
+        assert max(sizes) == rows // 2, (query, sizes)  # each of the two units in one read
         assert sum(sizes) == rows
         assert got.sort_by("id").equals(table), query
+
+
+def test_chunks_are_sized_by_the_columns_widths(tmp_path: Path) -> None:
+    rows = 1000
+    table = pa.table({
+        "id": np.arange(rows),
+        "x": np.zeros(rows),
+        "s": [str(i) for i in range(rows)],
+        "v": pa.FixedSizeListArray.from_arrays(pa.array(np.zeros(rows * 512, np.float32)), 512),
+    })
+    ds = lance_sql.write_dataset(table, tmp_path / "t.lance")
+
+    def rows_for(names: list[str], limited: bool = False) -> int:
+        return chunk_rows(build_scan_plan(ds.manifest, names), limited=limited)
+
+    assert rows_for(["x"]) == MAX_CHUNK_ROWS          # 8 bytes a row: the most rows
+    assert rows_for(["id", "x", "s"]) == 16 * 2**20 // 48
+    assert rows_for(["v"]) == CHUNK_ROWS               # 2 KiB a row: the fewest rows
+    assert rows_for(["x"], limited=True) == CHUNK_ROWS
+    assert rows_for(["x", "_rowaddr"]) == 16 * 2**20 // 16
+
+
+def test_limit_queries_read_small_chunks(tmp_path: Path) -> None:
+    rows = 300_000
+    lance_sql.write_dataset(pa.table({"id": np.arange(rows)}), tmp_path / "t.lance",
+                            max_rows_per_file=rows)
+    session = lance_sql.connect(tmp_path)
+    got = session.sql("SELECT id FROM t LIMIT 200000").to_arrow_table()
+    assert got.num_rows == 200_000
+    assert max(len(c) for c in got.column("id").chunks) <= CHUNK_ROWS

@@ -285,20 +285,21 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     if local.size == 0:
         return plan.output_schema.empty_table()
     rows = local + offset
-    selection = pa.array(keep)
+    many = local.size * 4 >= length  # then reading the range beats a scattered take
+    selection = pa.array(keep) if many else pa.array(local)
+    pick = (lambda a: a.filter(selection)) if many else (lambda a: a.take(selection))
     others = [f for f in plan.read_fields
               if f.name in plan.output_fields and f.name not in tested]
     if not others:
         fetched: list[pa.Array] = []
-    elif local.size * 4 >= length:  # many match: reading the range beats a scattered take
-        fetched = [a.filter(selection)
-                   for a in reader.read(others, offset=offset, length=length)]
+    elif many:
+        fetched = [pick(a) for a in reader.read(others, offset=offset, length=length)]
     else:
         fetched = reader.take(others, rows)
     columns = {f.name: a for f, a in zip(others, fetched, strict=True)}
     for name, array in tested.items():
         if name in plan.output_fields:
-            columns[name] = array.filter(selection)
+            columns[name] = pick(array)
     system = plan.system_names
     columns.update(zip(system, system_arrays(store, manifest, fragment, rows, system),
                        strict=True))
