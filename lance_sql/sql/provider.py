@@ -122,7 +122,8 @@ class UnitScanner:
             filter_columns=referenced_columns(filter) if filter is not None else None,
             schema_metadata=False, filter_tree=decode(filter) if filter is not None else None)
         self.projected_schema = self.plan.output_schema
-        self.chunk_rows = chunk_rows(self.plan, limited=table.limit_hint is not None)
+        self.chunk_rows, self.widths_known = chunk_rows(
+            self.plan, limited=table.limit_hint is not None)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:
@@ -136,18 +137,26 @@ class UnitScanner:
         if not self.plan.output_fields and self.filter is None:
             yield from self._count_only(remaining)
             return
-        step = self.chunk_rows
-        for start in range(unit.start, unit.stop, step):
+        # With variable-width columns the first read is small; later ones are sized by
+        # the bytes a row of the previous read took.
+        step = self.chunk_rows if self.widths_known else min(self.chunk_rows, CHUNK_ROWS)
+        start = unit.start
+        while start < unit.stop:
             unit.scope.check()  # the query ended: stop before reading more
             length = min(step, unit.stop - start)
             chunk = self._read_chunk(start, length)
+            start += length
+            if chunk.num_rows and remaining is None:
+                step = _rows_for(chunk.nbytes / chunk.num_rows)
+            elif remaining is None:
+                step = self.chunk_rows
             if remaining is not None:
                 chunk = chunk.slice(0, remaining)
                 remaining -= chunk.num_rows
             # One batch per chunk read, however small DataFusion's batch size: each batch
             # crossing into DataFusion costs tens of microseconds (measured: 8192-row
             # batches made sum(x) over 10M rows ~1.5x slower), and its operators take any size.
-            for batch in chunk.to_batches(max_chunksize=max(self.batch_size, step)):
+            for batch in chunk.to_batches(max_chunksize=max(self.batch_size, length)):
                 if batch.num_rows:
                     unit.scope.check()
                     yield batch
@@ -172,31 +181,38 @@ class UnitScanner:
             yield from rows_only(min(COUNT_BATCH_ROWS, rows - start)).to_batches()
 
 
-def chunk_rows(plan: ScanPlan, *, limited: bool) -> int:
-    """Rows a scan unit reads at a time: as many as fit ``CHUNK_BYTES`` decoded (by the
-    read columns' widths), between ``CHUNK_ROWS`` and ``MAX_CHUNK_ROWS``. Each read and
-    batch has a fixed Python cost (measured: ``sum(x)`` over 10M rows took 1.7x the CPU
-    in 128k-row reads than in 1M-row ones). Queries with a LIMIT read ``CHUNK_ROWS`` at a
-    time, to stop early."""
+def chunk_rows(plan: ScanPlan, *, limited: bool) -> tuple[int, bool]:
+    """Rows a scan unit reads at a time, and whether that is known to fit: as many as fit
+    ``CHUNK_BYTES`` decoded (by the read columns' widths, variable-width values guessed at
+    32 bytes), between ``CHUNK_ROWS`` and ``MAX_CHUNK_ROWS``. Each read and batch has a
+    fixed Python cost (measured: ``sum(x)`` over 10M rows took 1.7x the CPU in 128k-row
+    reads than in 1M-row ones). Queries with a LIMIT read ``CHUNK_ROWS`` at a time, to
+    stop early."""
     if limited:
-        return CHUNK_ROWS
-    width = sum(_value_bytes(f.to_scan_arrow().type) for f in plan.read_fields)
-    width += 8 * len(plan.system_names)
-    return max(CHUNK_ROWS, min(MAX_CHUNK_ROWS, CHUNK_BYTES // max(width, 1)))
+        return CHUNK_ROWS, True
+    widths = [_value_bytes(f.to_scan_arrow().type) for f in plan.read_fields]
+    width = sum(32 if w is None else w for w in widths) + 8 * len(plan.system_names)
+    return _rows_for(width), None not in widths
 
 
-def _value_bytes(t: pa.DataType) -> int:
-    """Decoded bytes of one value of ``t`` (a guess of 32 for variable-width values)."""
+def _rows_for(width: float) -> int:
+    return int(max(CHUNK_ROWS, min(MAX_CHUNK_ROWS, CHUNK_BYTES // max(width, 1))))
+
+
+def _value_bytes(t: pa.DataType) -> int | None:
+    """Decoded bytes of one value of ``t`` (None: variable width)."""
     while isinstance(t, pa.BaseExtensionType):
         t = t.storage_type
     if pa.types.is_fixed_size_list(t):
-        return t.list_size * _value_bytes(t.value_type)
+        inner = _value_bytes(t.value_type)
+        return None if inner is None else t.list_size * inner
     if pa.types.is_struct(t):
-        return sum(_value_bytes(f.type) for f in t)
+        parts = [_value_bytes(f.type) for f in t]
+        return None if None in parts else sum(p for p in parts if p is not None)
     try:
         return max(1, t.bit_width // 8)
     except ValueError:
-        return 32
+        return None
 
 
 @dataclass(frozen=True)

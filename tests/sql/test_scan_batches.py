@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 import lance_sql
+from lance_sql.sql import provider
 from lance_sql.sql.provider import CHUNK_ROWS, MAX_CHUNK_ROWS, chunk_rows
 from lance_sql.table import build_scan_plan
 
@@ -37,14 +38,39 @@ def test_chunks_are_sized_by_the_columns_widths(tmp_path: Path) -> None:
     })
     ds = lance_sql.write_dataset(table, tmp_path / "t.lance")
 
-    def rows_for(names: list[str], limited: bool = False) -> int:
+    def rows_for(names: list[str], limited: bool = False) -> tuple[int, bool]:
         return chunk_rows(build_scan_plan(ds.manifest, names), limited=limited)
 
-    assert rows_for(["x"]) == MAX_CHUNK_ROWS          # 8 bytes a row: the most rows
-    assert rows_for(["id", "x", "s"]) == 16 * 2**20 // 48
-    assert rows_for(["v"]) == CHUNK_ROWS               # 2 KiB a row: the fewest rows
-    assert rows_for(["x"], limited=True) == CHUNK_ROWS
-    assert rows_for(["x", "_rowaddr"]) == 16 * 2**20 // 16
+    assert rows_for(["x"]) == (MAX_CHUNK_ROWS, True)          # 8 bytes a row: the most rows
+    assert rows_for(["id", "x", "s"]) == (16 * 2**20 // 48, False)  # strings: a guess
+    assert rows_for(["v"]) == (CHUNK_ROWS, True)               # 2 KiB a row: the fewest rows
+    assert rows_for(["x"], limited=True) == (CHUNK_ROWS, True)
+    assert rows_for(["x", "_rowaddr"]) == (16 * 2**20 // 16, True)
+
+
+def test_reads_of_long_strings_are_sized_by_what_rows_take(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    """Variable-width columns: a first read of CHUNK_ROWS, then reads sized by the bytes
+    a row took (long strings: no more rows than before; short ones: more)."""
+    reads: list[int] = []
+    original = provider.UnitScanner._read_chunk
+
+    def counted(self, start: int, length: int) -> pa.Table:
+        reads.append(length)
+        return original(self, start, length)
+
+    monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
+    rows = 600_000
+    for name, text in [("long", "x" * 200), ("short", "y")]:
+        lance_sql.write_dataset(pa.table({"s": pa.array([text] * rows)}),
+                                tmp_path / f"{name}.lance", max_rows_per_file=rows)
+    session = lance_sql.connect(tmp_path)
+    reads.clear()
+    assert session.sql("SELECT count(s) FROM long").to_arrow_table()[0][0].as_py() == rows
+    assert reads[0] == CHUNK_ROWS and max(reads) == CHUNK_ROWS and sum(reads) == rows
+    reads.clear()
+    assert session.sql("SELECT count(s) FROM short").to_arrow_table()[0][0].as_py() == rows
+    assert reads[0] == CHUNK_ROWS and max(reads) > CHUNK_ROWS and sum(reads) == rows
 
 
 def test_limit_queries_read_small_chunks(tmp_path: Path) -> None:
