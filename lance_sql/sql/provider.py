@@ -153,10 +153,10 @@ class UnitScanner:
             if remaining is not None:
                 chunk = chunk.slice(0, remaining)
                 remaining -= chunk.num_rows
-            # One batch per chunk read, however small DataFusion's batch size: each batch
-            # crossing into DataFusion costs tens of microseconds (measured: 8192-row
-            # batches made sum(x) over 10M rows ~1.5x slower), and its operators take any size.
-            for batch in chunk.to_batches(max_chunksize=max(self.batch_size, length)):
+            # Batches of DataFusion's batch size, though larger ones would cost less to
+            # hand over: some operators (a nested-loop join) check for cancellation only
+            # between batches, and their work per batch grows with its size.
+            for batch in chunk.to_batches(max_chunksize=self.batch_size):
                 if batch.num_rows:
                     unit.scope.check()
                     yield batch
@@ -184,10 +184,9 @@ class UnitScanner:
 def chunk_rows(plan: ScanPlan, *, limited: bool) -> tuple[int, bool]:
     """Rows a scan unit reads at a time, and whether that is known to fit: as many as fit
     ``CHUNK_BYTES`` decoded (by the read columns' widths, variable-width values guessed at
-    32 bytes), between ``CHUNK_ROWS`` and ``MAX_CHUNK_ROWS``. Each read and batch has a
-    fixed Python cost (measured: ``sum(x)`` over 10M rows took 1.7x the CPU in 128k-row
-    reads than in 1M-row ones). Queries with a LIMIT read ``CHUNK_ROWS`` at a time, to
-    stop early."""
+    32 bytes), between ``CHUNK_ROWS`` and ``MAX_CHUNK_ROWS``. Each read has a fixed
+    Python cost (per column read, filter and cast). Queries with a LIMIT read
+    ``CHUNK_ROWS`` at a time, to stop early."""
     if limited:
         return CHUNK_ROWS, True
     widths = [_value_bytes(f.to_scan_arrow().type) for f in plan.read_fields]

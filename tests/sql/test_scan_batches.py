@@ -1,6 +1,6 @@
-"""Scan units read large chunks (sized by the columns' widths) and hand DataFusion one batch
-per chunk, not batches of DataFusion's 8192-row batch size: each read and each batch
-crossing into DataFusion has a fixed cost."""
+"""Scan units read large chunks (sized by the columns' widths: each read has a fixed cost)
+but hand DataFusion batches of its own batch size (operators such as a nested-loop join
+check for cancellation between batches only)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,26 @@ from lance_sql.sql.provider import CHUNK_ROWS, MAX_CHUNK_ROWS, chunk_rows
 from lance_sql.table import build_scan_plan
 
 
-def test_scans_hand_over_whole_chunks(tmp_path: Path) -> None:
+def test_whole_units_read_at_once_in_batches_of_datafusions_size(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    reads: list[int] = []
+    original = provider.UnitScanner._read_chunk
+
+    def counted(self, start: int, length: int) -> pa.Table:
+        reads.append(length)
+        return original(self, start, length)
+
+    monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
     rows = 300_000
     table = pa.table({"id": np.arange(rows), "x": np.linspace(0, 1, rows)})
     lance_sql.write_dataset(table, tmp_path / "t.lance")
     session = lance_sql.connect(tmp_path)
     for query in ["SELECT id, x FROM t", "SELECT id, x FROM t WHERE x >= 0"]:
+        reads.clear()
         got = session.sql(query).to_arrow_table()
+        assert sorted(reads) == [rows // 2, rows // 2], query  # each unit in one read
         sizes = [len(chunk) for chunk in got.column("id").chunks]
-        assert max(sizes) == rows // 2, (query, sizes)  # each of the two units in one read
-        assert sum(sizes) == rows
+        assert max(sizes) <= 8192 and sum(sizes) == rows, (query, sizes)
         assert got.sort_by("id").equals(table), query
 
 
