@@ -16,6 +16,7 @@ within 1.3x of DataFusion on Parquet, and on 2.2 within 1.0x of pylance; count(*
 _rowid/_rowaddr lookups under 5 ms.
 
     python bench/bench_sql.py --rows 10000000 --repeat 5 [--formats 2.0,2.2] [--data DIR]
+                              [--only 'sum,id =']
 """
 
 from __future__ import annotations
@@ -136,6 +137,9 @@ def main() -> None:
     parser.add_argument("--formats", default="2.0,2.2",
                         help="Lance file formats to measure, comma separated")
     parser.add_argument("--data", type=Path, help="keep (and reuse) the tables in this directory")
+    parser.add_argument("--only", default="",
+                        help="measure only the queries whose names contain one of these "
+                             "comma-separated words (e.g. 'sum,id =')")
     args = parser.parse_args()
     formats = [v.strip() for v in args.formats.split(",") if v.strip()]
 
@@ -167,8 +171,11 @@ def main() -> None:
         ctx.register_view("t", ctx.from_arrow(data))
         return ctx.sql(q.reference_sql or q.sql).to_arrow_table()
 
+    only = [w.strip() for w in args.only.split(",") if w.strip()]
     results = []
     for q in queries(args.rows):
+        if only and not any(w in q.name for w in only):
+            continue
         runs: dict[str, Callable[[], object]] = {}
         expected = None
         for v in formats:

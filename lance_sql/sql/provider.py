@@ -38,6 +38,7 @@ from lance_sql.sql.streams import ScanScope, current_scope
 from lance_sql.table import (
     SYSTEM_COLUMNS,
     IndexedRows,
+    ScanPlan,
     address_ranges,
     build_scan_plan,
     fragment_spans,
@@ -49,7 +50,9 @@ from lance_sql.table import (
 )
 
 SYSTEM_FIELDS = tuple(pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS)
-CHUNK_ROWS = 128 * 1024
+CHUNK_ROWS = 128 * 1024  # rows per read when the query has a LIMIT, and at least otherwise
+MAX_CHUNK_ROWS = 1 << 20
+CHUNK_BYTES = 16 << 20  # decoded bytes a read aims at: wide rows are read fewer at a time
 COUNT_BATCH_ROWS = 1 << 22
 MIN_UNIT_ROWS = 64 * 1024
 
@@ -117,8 +120,10 @@ class UnitScanner:
         self.plan = build_scan_plan(
             table.manifest, names, filter=filter,
             filter_columns=referenced_columns(filter) if filter is not None else None,
-            schema_metadata=False)
+            schema_metadata=False, filter_tree=decode(filter) if filter is not None else None)
         self.projected_schema = self.plan.output_schema
+        self.chunk_rows, self.widths_known = chunk_rows(
+            self.plan, limited=table.limit_hint is not None)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:
@@ -132,13 +137,25 @@ class UnitScanner:
         if not self.plan.output_fields and self.filter is None:
             yield from self._count_only(remaining)
             return
-        for start in range(unit.start, unit.stop, CHUNK_ROWS):
+        # With variable-width columns the first read is small; later ones are sized by
+        # the bytes a row of the previous read took.
+        step = self.chunk_rows if self.widths_known else min(self.chunk_rows, CHUNK_ROWS)
+        start = unit.start
+        while start < unit.stop:
             unit.scope.check()  # the query ended: stop before reading more
-            length = min(CHUNK_ROWS, unit.stop - start)
+            length = min(step, unit.stop - start)
             chunk = self._read_chunk(start, length)
+            start += length
+            if chunk.num_rows and remaining is None:
+                step = _rows_for(chunk.nbytes / chunk.num_rows)
+            elif remaining is None:
+                step = self.chunk_rows
             if remaining is not None:
                 chunk = chunk.slice(0, remaining)
                 remaining -= chunk.num_rows
+            # Batches of DataFusion's batch size, though larger ones would cost less to
+            # hand over: some operators (a nested-loop join) check for cancellation only
+            # between batches, and their work per batch grows with its size.
             for batch in chunk.to_batches(max_chunksize=self.batch_size):
                 if batch.num_rows:
                     unit.scope.check()
@@ -162,6 +179,39 @@ class UnitScanner:
         # (4 bytes a row), and a unit counted from metadata may claim up to 2**32 rows.
         for start in range(0, rows, COUNT_BATCH_ROWS):
             yield from rows_only(min(COUNT_BATCH_ROWS, rows - start)).to_batches()
+
+
+def chunk_rows(plan: ScanPlan, *, limited: bool) -> tuple[int, bool]:
+    """Rows a scan unit reads at a time, and whether that is known to fit: as many as fit
+    ``CHUNK_BYTES`` decoded (by the read columns' widths, variable-width values guessed at
+    32 bytes), between ``CHUNK_ROWS`` and ``MAX_CHUNK_ROWS``. Each read has a fixed
+    Python cost (per column read, filter and cast). Queries with a LIMIT read
+    ``CHUNK_ROWS`` at a time, to stop early."""
+    if limited:
+        return CHUNK_ROWS, True
+    widths = [_value_bytes(f.to_scan_arrow().type) for f in plan.read_fields]
+    width = sum(32 if w is None else w for w in widths) + 8 * len(plan.system_names)
+    return _rows_for(width), None not in widths
+
+
+def _rows_for(width: float) -> int:
+    return int(max(CHUNK_ROWS, min(MAX_CHUNK_ROWS, CHUNK_BYTES // max(width, 1))))
+
+
+def _value_bytes(t: pa.DataType) -> int | None:
+    """Decoded bytes of one value of ``t`` (None: variable width)."""
+    while isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
+    if pa.types.is_fixed_size_list(t):
+        inner = _value_bytes(t.value_type)
+        return None if inner is None else t.list_size * inner
+    if pa.types.is_struct(t):
+        parts = [_value_bytes(f.type) for f in t]
+        return None if None in parts else sum(p for p in parts if p is not None)
+    try:
+        return max(1, t.bit_width // 8)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

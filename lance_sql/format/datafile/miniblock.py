@@ -291,6 +291,10 @@ class MiniBlockPage:
     def decode(self, starts: np.ndarray, ends: np.ndarray) -> repdef.LeafPiece:
         """Rows ``[starts[i], ends[i])`` (page-local, sorted, disjoint, non-empty)."""
         self._load()
+        if starts.size == 1 and self.shift is not None and not self.has_def:
+            piece = self._decode_range(int(starts[0]), int(ends[0]))
+            if piece is not None:
+                return piece
         where = self.where
         if self.has_rep:
             chunks = self._chunks_for(starts, ends)
@@ -393,6 +397,51 @@ class MiniBlockPage:
         if slot_valid is None:  # the indices as they are (no widening copy)
             return self.dictionary.take(pa.array(indices))
         return self.dictionary.take(pa.array(indices, mask=~slot_valid))
+
+
+    def _decode_range(self, start: int, end: int) -> repdef.LeafPiece | None:
+        """Rows ``[start, end)`` of a page without levels whose chunks hold ``2**shift``
+        values each (the last fewer): a scan's slice, in a fixed handful of numpy calls
+        (one read, the chunk headers at once, one decode of the value buffers).
+
+        None when the general path must decide: few rows of big chunks (single values
+        are unpacked there), several value buffers, or any header that does not add up
+        (the general path then raises its usual error).
+        """
+        k = self.shift
+        assert k is not None and not self.has_rep and not self.has_def
+        n = self.chunk_sizes.size
+        c0, c1 = start >> k, (end - 1) >> k
+        if self.nbuf != 1 or end <= start or c1 >= n:
+            return None
+        counts = self.chunk_values[c0 : c1 + 1]
+        total = int(counts.sum())
+        if (end - start) * SPARSE_RATIO < total and sparse.supported(
+                self.layout.value_compression):  # fmt: skip
+            return None
+        offs = self.chunk_offsets[c0 : c1 + 1]
+        csize = self.chunk_sizes[c0 : c1 + 1]
+        first = int(offs[0])
+        data = self.read(self.buffers[1][0] + first, int(offs[-1] + csize[-1]) - first)
+        raw = np.frombuffer(data, np.uint8)
+        cstart = offs - first
+        width = 4 if self.large else 2
+        hl = int(_pad8(np.int64(2 + width)))
+        if np.any(csize < hl):
+            return None
+        size = (_u32 if self.large else _u16)(raw, cstart + 2)
+        if np.any(hl + _pad8(size) > csize):
+            return None
+        where = self.where
+        block = cz.decode_chunks(self.layout.value_compression,
+                                 [ChunkBuffers(raw, cstart + hl, size)], counts, where)
+        if block.n != total:
+            return None
+        values = self._to_arrow(block, None)
+        lo = start - (c0 << k)
+        if lo or end - start != total:
+            values = values.slice(lo, end - start)
+        return repdef.LeafPiece(None, None, values, self.layers, end - start)
 
 
 def _uniform_shift(logs: np.ndarray, values: np.ndarray) -> int | None:

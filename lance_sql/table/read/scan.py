@@ -42,6 +42,7 @@ from lance_sql.table.files.reader import (
     row_offsets,
     system_arrays,
 )
+from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask
 from lance_sql.table.runtime.workers import WorkerPool
 
 DEFAULT_BATCH_SIZE = 8192
@@ -66,6 +67,9 @@ class ScanPlan:
     # The filter as an expression tree with the schema's column names (None: no filter
     # or not known), for answering it from indices.
     predicate: Expr | None = None
+    # The filter as comparisons of data columns with constants that must all hold, when
+    # it is known to be exactly that (None: apply ``filter`` as a pyarrow expression).
+    comparisons: tuple[Comparison, ...] | None = None
 
     @property
     def system_names(self) -> tuple[str, ...]:
@@ -141,6 +145,7 @@ def build_scan_plan(
     filter_columns: Collection[str] | None = None,
     filter_text: str | None = None,
     schema_metadata: bool = True,
+    filter_tree: Expr | None = None,
 ) -> ScanPlan:
     """The one way a scan plan is made: output ``names`` (data or system columns), kept
     where the filter holds.
@@ -149,6 +154,8 @@ def build_scan_plan(
     unless ``filter`` is given too) or a pyarrow ``filter`` alone, which then needs the
     top-level names it reads as ``filter_columns``. ``schema_metadata`` keeps the table's
     schema metadata on the output schema (the Python API does, as pylance).
+    ``filter_tree`` is the pyarrow ``filter`` decoded, when known to be exactly it: if it is
+    a conjunction of comparisons with constants, scans evaluate those directly.
     """
     _check_names(manifest, names)
     schema = filter_schema(manifest)
@@ -162,6 +169,10 @@ def build_scan_plan(
     used = frozenset(filter_columns) if filter is not None and filter_columns is not None \
         else None
     needed = set(names) | (used or set())
+    comparisons = conjunction(filter_tree) if filter is not None else None
+    data_names = {f.name for f in manifest.schema.fields}
+    if comparisons is not None and not columns_of(comparisons) <= (used or set()) & data_names:
+        comparisons = None
     return ScanPlan(
         output_fields=tuple(names),
         read_fields=tuple(f for f in manifest.schema.fields if f.name in needed),
@@ -174,6 +185,7 @@ def build_scan_plan(
                                 metadata=schema.metadata if schema_metadata else None),
         filter_columns=used,
         predicate=predicate,
+        comparisons=comparisons,
     )
 
 
@@ -219,6 +231,10 @@ def scan_fragment(
     rows = reader.check_rows()  # before the count sizes row addresses or empty columns
     if length is None:
         length = rows - offset
+    if plan.comparisons is not None and plan.filter is not None:
+        compared = _scan_compared(reader, store, manifest, fragment, plan, offset, length)
+        if compared is not None:
+            return compared
     late = plan.late_fields()
     if late:
         return _scan_late(store, manifest, fragment, plan, late, offset, length)
@@ -241,6 +257,54 @@ def scan_fragment(
     table = table.select(list(plan.output_fields))
     if not plan.output_fields:
         return table  # casting a table without columns would lose its row count
+    return cast_output(table, plan.output_schema, store, fragment)
+
+
+def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifest,
+                   fragment: Fragment, plan: ScanPlan, offset: int, length: int
+                   ) -> pa.Table | None:
+    """:func:`scan_fragment` for a plan whose filter is ``plan.comparisons``: the compared
+    columns are read and tested first; the other output columns and the system columns
+    are then made for the matching rows only (taken when few match). None when a
+    comparison needs the general path (its constant is not of its column's type)."""
+    assert plan.comparisons is not None
+    by_name = {f.name: f for f in plan.read_fields}
+    tested_names = sorted(columns_of(plan.comparisons))
+    tested = dict(zip(tested_names,
+                      reader.read([by_name[n] for n in tested_names], offset=offset,
+                                  length=length), strict=True))
+    keep = mask(plan.comparisons, tested)
+    if keep is None:
+        return None
+    live = reader.keep_mask()
+    if live is not None:
+        keep &= live[offset : offset + length]
+    local = np.flatnonzero(keep)
+    if not plan.output_fields:
+        return rows_only(int(local.size))
+    if local.size == 0:
+        return plan.output_schema.empty_table()
+    rows = local + offset
+    many = local.size * 4 >= length  # then reading the range beats a scattered take
+    selection = pa.array(keep) if many else pa.array(local)
+    pick = (lambda a: a.filter(selection)) if many else (lambda a: a.take(selection))
+    others = [f for f in plan.read_fields
+              if f.name in plan.output_fields and f.name not in tested]
+    if not others:
+        fetched: list[pa.Array] = []
+    elif many:
+        fetched = [pick(a) for a in reader.read(others, offset=offset, length=length)]
+    else:
+        fetched = reader.take(others, rows)
+    columns = {f.name: a for f, a in zip(others, fetched, strict=True)}
+    for name, array in tested.items():
+        if name in plan.output_fields:
+            columns[name] = pick(array)
+    system = plan.system_names
+    columns.update(zip(system, system_arrays(store, manifest, fragment, rows, system),
+                       strict=True))
+    table = pa.Table.from_arrays([columns[n] for n in plan.output_fields],
+                                 names=list(plan.output_fields))
     return cast_output(table, plan.output_schema, store, fragment)
 
 
@@ -314,6 +378,7 @@ def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan:
         output_schema=pa.schema([by_name.get(n) or pa.field(ROW_ADDR, pa.uint64())
                                  for n in outputs]),
         filter_columns=None,
+        comparisons=None,
     )
     matched = scan_fragment(store, manifest, fragment, probe, offset=offset, length=length)
     if matched.num_rows == 0:
