@@ -49,7 +49,8 @@ def _base(path: Path, kind: str, *, null_target_key: bool) -> None:
     last: list[int | None] = list(range(200, 300))
     if null_target_key:
         last[7] = None
-    lance_sql.write_dataset(_table(kind, list(range(100)), "a"), path)
+    lance_sql.write_dataset(_table(kind, list(range(100)), "a"), path,
+                            enable_stable_row_ids=True)
     lance_sql.write_dataset(_table(kind, shuffled, "b"), path, mode="append")
     lance_sql.write_dataset(_table(kind, last, "c"), path, mode="append")
     fifths = ", ".join(str(float(i)) for i in range(0, 100, 5))
@@ -75,8 +76,9 @@ def _run(path: Path, source: pa.Table, tombstones: list[bool] | None) -> dict[st
     return builder.execute(source)
 
 
-def _contents(path: Path, library=lance_sql) -> list[dict]:
-    rows = library.dataset(str(path)).to_table(columns=["k", "v", "w"]).to_pylist()
+def _contents(path: Path, library=lance_sql, columns=("k", "v", "w")) -> list[dict]:
+    """The rows, sorted; with ``_rowid`` a rewritten row must also keep its identity."""
+    rows = library.dataset(str(path)).to_table(columns=list(columns)).to_pylist()
     return sorted(rows, key=lambda r: (r["k"] is None, str(r["k"]), r["v"]))
 
 
@@ -106,7 +108,9 @@ def test_lookup_equals_the_general_join(tmp_path: Path, monkeypatch: pytest.Monk
         general = _run(tmp_path / "general", source, tombstones)
     assert fast == general
     assert fast == {"num_inserted_rows": 5, "num_updated_rows": 8, "num_deleted_rows": 1}
-    assert _contents(tmp_path / "fast") == _contents(tmp_path / "general")
+    columns = ("k", "v", "w", "_rowid", "_row_created_at_version")
+    assert _contents(tmp_path / "fast", columns=columns) == _contents(tmp_path / "general",
+                                                                     columns=columns)
 
 
 @pytest.mark.parametrize("kind", ["int64", "string"])
@@ -123,7 +127,10 @@ def test_lookup_equals_pylance_merge_insert(tmp_path: Path, monkeypatch: pytest.
               .when_matched_update_all().when_not_matched_insert_all().execute(source))
     assert {k: ours[k] for k in ("num_inserted_rows", "num_updated_rows")} == {
         k: theirs[k] for k in ("num_inserted_rows", "num_updated_rows")}
-    assert _contents(tmp_path / "ours") == _contents(tmp_path / "theirs", lance)
+    columns = ("k", "v", "w", "_rowid", "_row_created_at_version",
+               "_row_last_updated_at_version")
+    assert _contents(tmp_path / "ours", columns=columns) == _contents(tmp_path / "theirs", lance,
+                                                                      columns=columns)
 
 
 def test_composite_keys_take_the_join_and_equal_pylance(tmp_path: Path) -> None:
