@@ -192,3 +192,33 @@ def test_matcher_sorted_and_unsorted_fragments_agree() -> None:
     assert hashed is not None
     positions, rows = hashed.match(pa.array(["a", None, "c", "b", "a"]))
     assert positions.tolist() == [0, 3, 4] and rows.tolist() == [2, 0, 2]
+
+
+@pytest.mark.parametrize("spread", [1, 1 << 20])  # a flag table, or a binary search
+def test_matcher_dense_and_wide_key_spans_agree(spread: int) -> None:
+    rng = np.random.default_rng(5)
+    source = rng.choice(200_000, 3000, replace=False).astype(np.int64) * spread - 7
+    matcher = KeyMatcher.build(pa.array(source))
+    assert matcher is not None and (matcher.shift > 0) == (spread > 1)
+    target = rng.permutation(np.arange(-50, 200_000, dtype=np.int64) * spread)
+    target -= rng.integers(6, 9, len(target))  # neighbours of keys share their buckets
+    target[::3] = source[rng.integers(0, len(source), len(target[::3]))]
+    nulls = rng.random(len(target)) < 0.01
+    positions, rows = matcher.match(pa.array(target, mask=nulls))
+    expect = np.flatnonzero(np.isin(target, source) & ~nulls)
+    assert np.array_equal(positions, expect)
+    assert np.array_equal(source[rows], target[positions])
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int8, np.int32])
+def test_matcher_at_the_ends_of_integer_types(dtype: type) -> None:
+    info = np.iinfo(dtype)
+    source = np.array([info.min, info.min + 1, 0, info.max - 1, info.max], dtype=dtype)
+    source = np.unique(source)
+    matcher = KeyMatcher.build(pa.array(source[::-1]))
+    assert matcher is not None
+    target = np.array([info.max, 3, info.min, info.max - 2, 0, info.min + 1, 1], dtype=dtype)
+    for values in (target, np.sort(target)):
+        positions, rows = matcher.match(pa.array(values))
+        assert np.array_equal(positions, np.flatnonzero(np.isin(values, source)))
+        assert np.array_equal(source[::-1][rows], values[positions])
