@@ -37,7 +37,7 @@ from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hashes
 __all__ = ["ROW_ADDR", "MemFragment", "MemTable", "key_codes", "primary_key_bytes"]
 
 ROW_ADDR = "_rowaddr"
-_HASH_SLICE = 1 << 16
+_HASH_SLICE = 1 << 14  # rows hashed at once: ~120-400 bytes of temporaries per row
 
 
 @dataclass(frozen=True)
