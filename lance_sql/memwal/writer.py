@@ -54,7 +54,7 @@ from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema, arrow_type_of
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, primary_key_columns
-from lance_sql.memwal.memtable import MemTable, primary_key_bytes
+from lance_sql.memwal.memtable import MemFragment, MemTable, primary_key_bytes
 from lance_sql.memwal.naming import GenerationDir
 from lance_sql.memwal.pk_index import write_primary_key_index
 from lance_sql.memwal.region_log import RegionLog
@@ -75,6 +75,10 @@ __all__ = ["BLOOM_FILE", "RegionWriter", "WriterConfig", "open_memtables", "open
 
 BLOOM_FILE = "bloom_filter.bin"
 WAL_BASE_ID = 0
+# A WAL flush of more pending rows than this writes several entries (the spec allows
+# "one or more Lance files per write"): encoding an entry takes about 2-3x its rows in
+# temporaries (measured), which count against the writer's memory bound.
+WAL_ENTRY_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -452,10 +456,14 @@ class RegionWriter:
             self._flush_pending(memtable)
 
     def _flush_pending(self, memtable: MemTable) -> None:
-        """Write ``memtable``'s pending fragments as the next WAL entry (``_wal_lock`` held)."""
-        fragments = memtable.take_unflushed()
-        if not fragments:
-            return
+        """Write ``memtable``'s pending fragments as the next WAL entries (``_wal_lock``
+        held): one per run of fragments of up to ``WAL_ENTRY_BYTES`` (a larger fragment
+        alone), as encoding an entry takes a few times its rows in temporaries."""
+        for group in _entry_groups(memtable.take_unflushed(), WAL_ENTRY_BYTES):
+            self._flush_fragments(memtable, group)
+
+    def _flush_fragments(self, memtable: MemTable, fragments: list[MemFragment]) -> None:
+        """Write ``fragments`` (pending, in order) as the next WAL entry."""
         try:
             data = encode_entry(self.schema, [f.rows for f in fragments], writer_epoch=self.epoch,
                                 generation=memtable.generation, data_format=self.data_format,
@@ -703,6 +711,20 @@ def _background(ref: weakref.ref[RegionWriter]) -> None:
             return
         finally:
             del writer
+
+
+def _entry_groups(fragments: list[MemFragment], limit: int) -> list[list[MemFragment]]:
+    """``fragments`` cut, in order, into runs of at most ``limit`` bytes (a fragment
+    larger than that alone)."""
+    groups: list[list[MemFragment]] = []
+    size = limit
+    for fragment in fragments:
+        if size + fragment.nbytes > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(fragment)
+        size += fragment.nbytes
+    return groups
 
 
 def _falses(n: int) -> pa.Array:
