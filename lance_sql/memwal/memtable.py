@@ -224,10 +224,15 @@ class MemTable:
         with self._lock:
             return sorted({entry for entry, _ in self._wal.values()})
 
-    def flushed_addresses(self) -> np.ndarray:
+    def flushed_addresses(self, positions: np.ndarray | None = None) -> np.ndarray:
         """For every row, in ``_rowaddr`` order, its row address in the flushed generation
         (whose fragment ``i`` is WAL entry ``wal_entries()[i]``): what an index built over
-        MemTable addresses is remapped with at flush. Every fragment must be in the WAL."""
+        MemTable addresses is remapped with at flush. Every fragment must be in the WAL.
+
+        ``positions``: only the rows at these flat positions (row numbers across the
+        fragments in order), in that order, written over ``positions`` itself (int64 or
+        uint64) a slice at a time: a sorted index's permutation becomes its addresses
+        without another row-sized array."""
         frags = self.fragments()
         mapping = self.wal_mapping()
         entry_index = {e: i for i, e in enumerate(self.wal_entries())}
@@ -247,6 +252,13 @@ class MemTable:
         # row-sized arrays, as the MemTable flush builds its index on these
         firsts = (np.cumsum(sizes) - sizes).astype(np.uint64)
         base = (gen_fragment << np.uint64(32)) + starts.astype(np.uint64) - firsts
+        if positions is not None:
+            out = positions.view(np.uint64)
+            for start in range(0, len(out), _HASH_SLICE):
+                flat = out[start:start + _HASH_SLICE]
+                fragment = np.searchsorted(firsts, flat, side="right") - 1
+                flat += base[fragment]  # wrapping, as above
+            return out
         out = np.repeat(base, sizes)
         out += np.arange(len(out), dtype=np.uint64)
         return out
