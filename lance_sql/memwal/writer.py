@@ -79,6 +79,7 @@ WAL_BASE_ID = 0
 # "one or more Lance files per write"): encoding an entry takes about 2-3x its rows in
 # temporaries (measured), which count against the writer's memory bound.
 WAL_ENTRY_BYTES = 4 << 20
+RELEASE_AFTER_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -458,9 +459,17 @@ class RegionWriter:
     def _flush_pending(self, memtable: MemTable) -> None:
         """Write ``memtable``'s pending fragments as the next WAL entries (``_wal_lock``
         held): one per run of fragments of up to ``WAL_ENTRY_BYTES`` (a larger fragment
-        alone), as encoding an entry takes a few times its rows in temporaries."""
-        for group in _entry_groups(memtable.take_unflushed(), WAL_ENTRY_BYTES):
+        alone), as encoding an entry takes a few times its rows in temporaries.
+
+        After a flush of ``RELEASE_AFTER_BYTES`` or more, the memory its temporaries used
+        goes back to the OS: the allocators keep freed blocks (per thread, for glibc), and
+        the writer's memory bound counts resident memory (measured: ~15 MiB lower peak
+        RSS writing 2M rows; ~0.1 ms a call). Small flushes (durable puts) skip it."""
+        pending = memtable.take_unflushed()
+        for group in _entry_groups(pending, WAL_ENTRY_BYTES):
             self._flush_fragments(memtable, group)
+        if sum(f.nbytes for f in pending) >= RELEASE_AFTER_BYTES:
+            release_free_memory()
 
     def _flush_fragments(self, memtable: MemTable, fragments: list[MemFragment]) -> None:
         """Write ``fragments`` (pending, in order) as the next WAL entry."""
