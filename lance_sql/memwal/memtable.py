@@ -267,6 +267,13 @@ class MemTable:
         with self._lock:
             return list(self._fragments)
 
+    def column(self, name: str) -> pa.Array:
+        """Every row's value of column ``name``, in address order."""
+        frags = self.fragments()
+        if not frags:
+            return pa.array([], self.arrow_schema.field(name).type)
+        return pa.concat_arrays([f.rows.column(name).combine_chunks() for f in frags])
+
     def key_columns(self) -> list[pa.Array]:
         """Every row's key columns, in address order."""
         frags = self.fragments()

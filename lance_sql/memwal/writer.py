@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, primary_key_columns
 from lance_sql.memwal.memtable import MemFragment, MemTable, primary_key_bytes
 from lance_sql.memwal.naming import GenerationDir
-from lance_sql.memwal.pk_index import write_primary_key_index
+from lance_sql.memwal.pk_index import MaintainedIndex, write_generation_indexes
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values, encode_region_values
 from lance_sql.memwal.transforms import region_values
@@ -169,15 +169,23 @@ class RegionWriter:
     def __init__(self, store: ObjectStore, region_id: uuid.UUID, schema: LanceSchema, *,
                  data_format: str = DEFAULT_DATA_FORMAT, region_spec: RegionSpec | None = None,
                  region: Mapping[str, Any] | None = None,
-                 config: WriterConfig | None = None) -> None:
+                 config: WriterConfig | None = None,
+                 maintained_indexes: Sequence[MaintainedIndex] = ()) -> None:
         """``store`` is rooted at the table; ``schema`` is the table's (with its primary
         key). With ``region_spec`` (its ``spec_id`` set), ``region`` maps each region
-        field id to this region's value and every row put must evaluate to it."""
+        field id to this region's value and every row put must evaluate to it.
+        ``maintained_indexes``: BTREE indexes every flushed generation carries besides
+        the primary key's (see :func:`~.pk_index.maintained_btrees`)."""
         self.store = store
         self.region_id = region_id
         self.config = config or WriterConfig()
         self.data_format = data_format
         self.table_schema = schema
+        self.maintained_indexes = tuple(maintained_indexes)
+        for index in self.maintained_indexes:
+            if index.column not in {f.name for f in schema.fields}:
+                raise InvalidInputError(f"maintained index {index.name!r}: the table has no "
+                                        f"column {index.column!r}")
         self.primary_key = tuple(primary_key_columns(schema))
         self.schema = memtable_schema(schema)
         self._put_schema = schema.to_arrow()
@@ -602,7 +610,7 @@ class RegionWriter:
         manifest = commit_transaction(gen_store, None, ManifestNaming.V2,
                                       Transaction(read_version=0, operation=op),
                                       data_format=self.data_format)
-        write_primary_key_index(gen_store, memtable, manifest)
+        write_generation_indexes(gen_store, memtable, manifest, self.maintained_indexes)
         flushed = FlushedGeneration(
             memtable.generation, directory.name, in_memory_bytes=memtable.nbytes,
             physical_rows=memtable.num_rows,
