@@ -87,18 +87,18 @@ def maintained_btrees(manifest: Manifest, details: MemWalIndexDetails,
     top = {f.id: f for f in manifest.schema.fields}
     out = []
     for name in names:
-        entry = entries.get(name)
-        if entry is None:
+        found = entries.get(name)
+        if found is None:
             continue  # dropped from the base table since: nothing left to maintain
-        field = top.get(entry.fields[0]) if len(entry.fields) == 1 else None
-        supported = (entry.type_url == BTREE_TYPE_URL and field is not None
+        field = top.get(found.fields[0]) if len(found.fields) == 1 else None
+        supported = (found.type_url == BTREE_TYPE_URL and field is not None
                      and key_type_supported(field.to_arrow().type))
         if not supported:
             if explicit:
                 raise UnsupportedFeatureError(
                     f"MemTables maintain BTREE indexes of one top-level column; the base "
-                    f"table's index {name!r} ({entry.type_url.rsplit('.', 1)[-1]} on field "
-                    f"ids {list(entry.fields)}) is not one")
+                    f"table's index {name!r} ({found.type_url.rsplit('.', 1)[-1]} on field "
+                    f"ids {list(found.fields)}) is not one")
             continue
         assert field is not None
         if field.name == primary_key[0]:
