@@ -84,7 +84,7 @@ def put_latencies(writer, batches: list[pa.Table]) -> list[float]:
 
 
 _MEMORY_CHILD = """
-import resource, sys, tempfile
+import resource, shutil, sys, tempfile
 import numpy as np, pyarrow as pa
 sys.path.insert(0, {bench!r})
 from bench_memwal import batch, ours
@@ -98,6 +98,7 @@ for i in range({n} // 1000):
     w.put(batches[i % 50].set_column(0, "id", ids))
 w.close()
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+shutil.rmtree(root, ignore_errors=True)
 print((after - before) / 1024, pa.default_memory_pool().max_memory() / 2**20)
 """
 MEMORY_UNFLUSHED_MIB = 64
