@@ -734,9 +734,9 @@ def _entry_groups(fragments: list[MemFragment], limit: int) -> list[list[MemFrag
     """``fragments`` cut, in order, into runs of at most ``limit`` bytes (a fragment
     larger than that alone)."""
     groups: list[list[MemFragment]] = []
-    size = limit
+    size = 0
     for fragment in fragments:
-        if size + fragment.nbytes > limit:
+        if not groups or size + fragment.nbytes > limit:
             groups.append([])
             size = 0
         groups[-1].append(fragment)
