@@ -22,6 +22,7 @@ from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import gc, index_builder, merger
 from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.pk_index import MaintainedIndex, maintained_btrees
 from lance_sql.memwal.read.planner import LsmScanner, LsmView
 from lance_sql.memwal.read.warm import WarmView
 from lance_sql.memwal.region_log import RegionLog
@@ -77,11 +78,19 @@ class MemWal:
                     f"{ds.uri} routes rows by its region spec; manual regions are for a "
                     "MemWAL initialised with region_spec=None")
             return RegionWriter(ds.store, region, ds.manifest.schema,
-                                data_format=ds.manifest.data_format, config=config)
+                                data_format=ds.manifest.data_format, config=config,
+                                maintained_indexes=self.maintained_indexes())
         spec = self.region_spec
         if spec is None:
             raise InvalidInputError(f"{ds.uri} has no region spec: pass writer(region=uuid)")
-        return RoutingWriter(ds, spec, config)
+        return RoutingWriter(ds, spec, config, self.maintained_indexes())
+
+    def maintained_indexes(self) -> tuple[MaintainedIndex, ...]:
+        """The base-table indexes each flushed generation carries besides the primary
+        key's (BTREE indexes the MemWAL index lists; see :mod:`.pk_index`)."""
+        manifest = self.dataset.manifest
+        return maintained_btrees(manifest, self.details,
+                                 mem_wal_index.primary_key_columns(manifest.schema))
 
     # ------------------------------------------------------------------ reads
     def view(self, consistency: str = "strong", version: int | str | None = None
@@ -185,10 +194,12 @@ class RoutingWriter:
     values, so every process sends a key to the same region.
     """
 
-    def __init__(self, ds: LanceDataset, spec: RegionSpec, config: WriterConfig) -> None:
+    def __init__(self, ds: LanceDataset, spec: RegionSpec, config: WriterConfig,
+                 maintained_indexes: tuple[MaintainedIndex, ...] = ()) -> None:
         self.dataset = ds
         self.spec = spec
         self.config = config
+        self.maintained_indexes = maintained_indexes
         self._schema = ds.manifest.schema
         self._writers: dict[uuid.UUID, RegionWriter] = {}
 
@@ -214,7 +225,8 @@ class RoutingWriter:
                 writer = RegionWriter(self.dataset.store, region_id, self._schema,
                                       data_format=self.dataset.manifest.data_format,
                                       region_spec=self.spec, region=region,
-                                      config=self.config)
+                                      config=self.config,
+                                      maintained_indexes=self.maintained_indexes)
                 self._writers[region_id] = writer
             out.append((writer, rows.take(pa.array(positions))))
         return out

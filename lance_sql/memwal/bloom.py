@@ -152,10 +152,71 @@ def _column_bytes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     raise InvalidInputError(f"primary-key column of type {t} cannot go in a bloom filter")
 
 
+def _fixed_width_bits(column: pa.Array) -> tuple[np.ndarray, int] | None:
+    """A fixed-width column's values as zero-extended little-endian bits (uint64) and
+    their width in bytes; None for other types."""
+    t = column.type
+    if pa.types.is_boolean(t):
+        column, t = column.cast(pa.uint8()), pa.uint8()
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)):
+        return None
+    width = t.bit_width // 8
+    if width not in (1, 2, 4, 8):
+        return None
+    n = len(column)
+    data = column.buffers()[1]
+    values = np.frombuffer(data, f"<u{width}", count=n + column.offset)[column.offset:]
+    return values.astype(np.uint64), width
+
+
+def _siphash13_words(full: np.ndarray | None, last: np.ndarray) -> np.ndarray:
+    """SipHash-1-3 (key 0) of messages of at most one full 64-bit word (``full``) and the
+    tail word ``last`` (with the length in its top byte), vectorised."""
+    v0, v1, v2, v3 = (np.full(len(last), v, np.uint64) for v in _INIT)
+    with np.errstate(over="ignore"):
+        if full is not None:
+            v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3 ^ full)
+            v0 ^= full
+        v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3 ^ last)
+        v0 ^= last
+        v2 ^= _U64(0xFF)
+        for _ in range(3):
+            v0, v1, v2, v3 = _sip_round(v0, v1, v2, v3)
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+def _fixed_width_hashes(column: pa.Array) -> np.ndarray | None:
+    """:func:`key_hashes` of a one-column key of a fixed width up to 8 bytes, straight
+    from its values: a message is the marker byte and the value (at most 9 bytes, so at
+    most one full word), no byte layout needed. None for other columns."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    found = _fixed_width_bits(column)
+    if found is None:
+        return None
+    values, width = found
+    length = _U64(width + 1) << _U64(56)
+    if width == 8:  # marker 0 and the low 7 bytes, then the top byte in the tail
+        hashes = _siphash13_words(values << _U64(8), (values >> _U64(56)) | length)
+    else:
+        hashes = _siphash13_words(None, (values << _U64(8)) | length)
+    if column.null_count:
+        valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), bool)
+        null_message = np.array([1 | (1 << 56)], np.uint64)  # marker 1, length 1
+        hashes[~valid] = _siphash13_words(None, null_message)[0]
+    return hashes
+
+
 def key_hashes(columns: Sequence[pa.Array]) -> np.ndarray:
     """The 64-bit hash of every row's primary key (columns in key order)."""
     if not columns:
         raise InvalidInputError("a primary key needs at least one column")
+    if len(columns) == 1 and (fast := _fixed_width_hashes(columns[0])) is not None:
+        return fast
+    return _key_hashes_of_bytes(columns)
+
+
+def _key_hashes_of_bytes(columns: Sequence[pa.Array]) -> np.ndarray:
+    """:func:`key_hashes` for any key: each row's message laid out as bytes, hashed."""
     n = len(columns[0])
     parts = [_column_bytes(c) for c in columns]
     lengths = np.sum([p[0] for p in parts], axis=0).astype(np.int64) if n else np.zeros(

@@ -37,7 +37,7 @@ from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hashes
 __all__ = ["ROW_ADDR", "MemFragment", "MemTable", "key_codes", "primary_key_bytes"]
 
 ROW_ADDR = "_rowaddr"
-_HASH_SLICE = 1 << 16
+_HASH_SLICE = 1 << 14  # rows hashed at once: ~120-400 bytes of temporaries per row
 
 
 @dataclass(frozen=True)
@@ -224,10 +224,15 @@ class MemTable:
         with self._lock:
             return sorted({entry for entry, _ in self._wal.values()})
 
-    def flushed_addresses(self) -> np.ndarray:
+    def flushed_addresses(self, positions: np.ndarray | None = None) -> np.ndarray:
         """For every row, in ``_rowaddr`` order, its row address in the flushed generation
         (whose fragment ``i`` is WAL entry ``wal_entries()[i]``): what an index built over
-        MemTable addresses is remapped with at flush. Every fragment must be in the WAL."""
+        MemTable addresses is remapped with at flush. Every fragment must be in the WAL.
+
+        ``positions``: only the rows at these flat positions (row numbers across the
+        fragments in order), in that order, written over ``positions`` itself (int64 or
+        uint64) a slice at a time: a sorted index's permutation becomes its addresses
+        without another row-sized array."""
         frags = self.fragments()
         mapping = self.wal_mapping()
         entry_index = {e: i for i, e in enumerate(self.wal_entries())}
@@ -247,6 +252,13 @@ class MemTable:
         # row-sized arrays, as the MemTable flush builds its index on these
         firsts = (np.cumsum(sizes) - sizes).astype(np.uint64)
         base = (gen_fragment << np.uint64(32)) + starts.astype(np.uint64) - firsts
+        if positions is not None:
+            out = positions.view(np.uint64)
+            for start in range(0, len(out), _HASH_SLICE):
+                flat = out[start:start + _HASH_SLICE]
+                fragment = np.searchsorted(firsts, flat, side="right") - 1
+                flat += base[fragment]  # wrapping, as above
+            return out
         out = np.repeat(base, sizes)
         out += np.arange(len(out), dtype=np.uint64)
         return out
@@ -254,6 +266,13 @@ class MemTable:
     def fragments(self) -> list[MemFragment]:
         with self._lock:
             return list(self._fragments)
+
+    def column(self, name: str) -> pa.Array:
+        """Every row's value of column ``name``, in address order."""
+        frags = self.fragments()
+        if not frags:
+            return pa.array([], self.arrow_schema.field(name).type)
+        return pa.concat_arrays([f.rows.column(name).combine_chunks() for f in frags])
 
     def key_columns(self) -> list[pa.Array]:
         """Every row's key columns, in address order."""

@@ -52,10 +52,23 @@ def region_ids(ds: LanceDataset) -> list[uuid.UUID]:
 
 
 def latest_rows(rows: pa.Table, keys: list[str]) -> pa.Table:
-    """For each key the row with the highest ``_rowaddr`` (vectorised; no per-row Python)."""
+    """For each key the row with the highest ``_rowaddr`` (vectorised; no per-row Python),
+    in key order."""
     n = rows.num_rows
     if n <= 1:
         return rows
+    column = rows.column(keys[0])
+    if len(keys) == 1 and pa.types.is_integer(column.type) and not column.null_count:
+        # one integer key: a stable sort of the keys, newest first, keeps the first of each
+        newest_first = np.argsort(rows.column(_ROWADDR).to_numpy(), kind="stable")[::-1]
+        _, first = np.unique(column.to_numpy()[newest_first], return_index=True)
+        return rows.take(pa.array(newest_first[first]))
+    return _latest_rows_sorted(rows, keys)
+
+
+def _latest_rows_sorted(rows: pa.Table, keys: list[str]) -> pa.Table:
+    """:func:`latest_rows` for any keys: a sort by the keys and ``_rowaddr`` descending."""
+    n = rows.num_rows
     order = rows.sort_by([(k, "ascending") for k in keys] + [(_ROWADDR, "descending")])
     same_as_previous = np.ones(n - 1, dtype=bool)
     for key in keys:

@@ -8,6 +8,7 @@ import threading
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -15,7 +16,14 @@ import lance_sql
 from lance_sql.errors import NotFoundError
 from lance_sql.format.memwal import FlushedGeneration
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.merger import MergeResult, _merge_one, latest_rows, merge, region_ids
+from lance_sql.memwal.merger import (
+    MergeResult,
+    _latest_rows_sorted,
+    _merge_one,
+    latest_rows,
+    merge,
+    region_ids,
+)
 from lance_sql.memwal.naming import GenerationDir, RegionPaths
 from lance_sql.memwal.region_log import RegionLog
 
@@ -124,6 +132,18 @@ def test_latest_rows_keeps_the_newest_per_key() -> None:
                      "_rowaddr": pa.array([5, 1, 9, 3, 4, 0], pa.uint64())})
     kept = latest_rows(rows, ["k", "n"]).sort_by("_rowaddr").to_pydict()
     assert kept["_rowaddr"] == [1, 4, 5, 9]
+
+
+@pytest.mark.parametrize("kind", [pa.int64(), pa.uint32(), pa.int8()])
+def test_latest_rows_of_one_integer_key_equal_the_general_sort(kind: pa.DataType) -> None:
+    rng = np.random.default_rng(2)
+    n = 5000
+    rows = pa.table({"k": pa.array(rng.integers(0, 100, n), kind),
+                     "v": pa.array(rng.random(n)),
+                     "_rowaddr": pa.array(rng.permutation(n * 3)[:n].astype(np.uint64))})
+    fast = latest_rows(rows, ["k"])
+    assert fast.equals(_latest_rows_sorted(rows, ["k"]))
+    assert fast.num_rows == len(np.unique(rows["k"].to_numpy()))
 
 
 def test_a_table_without_mem_wal_is_refused(tmp_path: Path) -> None:

@@ -11,9 +11,10 @@ import pyarrow.compute as pc
 from memwal_writer_helpers import REGION, SCHEMA, open_writer, rows
 
 import lance_sql
-from lance_sql.format.btree import KeySet
+from lance_sql.format.btree import KeySet, sort_entries
 from lance_sql.format.index import decode_index_section
 from lance_sql.memwal.naming import RegionPaths
+from lance_sql.memwal.pk_index import _sorted_entries
 from lance_sql.table.index.btree import BTreeIndex
 
 PATHS = RegionPaths(REGION)
@@ -141,3 +142,31 @@ def test_a_large_generation_index_spans_several_pages(tmp_path: Path) -> None:
         ours = gen.to_table(filter=f"id = {key}", use_scalar_index=True)
         assert ours.column("v").to_pylist() == [float(key)]
         assert theirs.to_table(filter=f"id = {key}").column("v").to_pylist() == [float(key)]
+
+
+def test_integer_keys_sort_in_place_like_the_general_sort(tmp_path: Path) -> None:
+    """The lean integer path (keys sorted in place, the permutation remapped in place)
+    gives the general sort's entries: keys in order, each with its generation address."""
+    ds = lance_sql.write_dataset(rows([0]), str(tmp_path / "t.lance"))
+    rng = np.random.default_rng(8)
+    with open_writer(ds, durable_write=False, max_wal_flush_interval_ms=3_600_000) as w:
+        for i in range(6):
+            w.put(rows(rng.integers(-500, 500, 200 + i).tolist()))
+            if i % 2:
+                w.flush()                       # entries of one and of two fragments
+        w.delete(pa.table({"id": [3, -4]}))
+        w.flush()
+        memtable = w.memtables()[-1]
+        lean = _sorted_entries(memtable, pa.int64())
+        general = sort_entries(memtable.key_columns()[0], memtable.flushed_addresses())
+        order = np.argsort(np.arange(memtable.num_rows)[::-1])  # any permutation
+        assert np.array_equal(memtable.flushed_addresses(order.copy()),
+                              memtable.flushed_addresses()[order])
+        w.abort()
+    keys = lean.column("values").to_numpy()
+    assert np.all(keys[1:] >= keys[:-1])
+    assert np.array_equal(keys, general.column("values").to_numpy())
+    pairs = sorted(zip(keys.tolist(), lean.column("ids").to_pylist(), strict=True))
+    assert pairs == sorted(zip(general.column("values").to_pylist(),
+                               general.column("ids").to_pylist(), strict=True))
+    assert lean.schema == general.schema

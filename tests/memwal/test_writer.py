@@ -21,6 +21,7 @@ import lance_sql
 from lance_sql.errors import FormatError, InvalidInputError, SchemaError
 from lance_sql.format.index import decode_index_section
 from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal import writer as writer_module
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.naming import GenerationDir, RegionPaths
 from lance_sql.memwal.region_log import RegionLog
@@ -142,6 +143,33 @@ def test_non_durable_writes_flush_in_the_background() -> None:
     entries = [wal.read(i).rows.column("id").to_pylist() for i in wal.ids_after(0)]
     assert sorted(k for e in entries for k in e) == [1, 2, 3]
     assert not w._thread.is_alive()
+
+
+def test_a_large_wal_flush_writes_several_bounded_entries(monkeypatch) -> None:
+    """Pending rows beyond WAL_ENTRY_BYTES go into several entries (a larger put alone),
+    in order; the mapping, replay and the flushed generation see every row once."""
+    monkeypatch.setattr(writer_module, "WAL_ENTRY_BYTES", 2000)
+    ds = memory_table()
+    w = open_writer(ds, durable_write=False)
+    puts = [list(range(i * 40, i * 40 + 40)) for i in range(6)] + [list(range(240, 600))]
+    for ids in puts:
+        w.put(rows(ids))
+    sizes = [f.nbytes for f in w.memtables()[-1].fragments()]
+    assert 2 * sizes[0] <= 2000 < 3 * sizes[0] and sizes[-1] > 2000
+    w.flush()
+    wal = WalLog(ds.store, REGION)
+    entries = [wal.read(i).rows.column("id").to_pylist() for i in wal.ids_after(0)]
+    assert len(entries) == 4  # 2+2+2 puts of 40 rows, then the 360-row put alone
+    assert [k for e in entries for k in e] == list(range(600))
+    assert w.memtables()[-1].wal_mapping() == {0: (1, 0), 1: (1, 1), 2: (2, 0), 3: (2, 1),
+                                               4: (3, 0), 5: (3, 1), 6: (4, 0)}
+    w.abort()
+    again = open_writer(ds)
+    assert again.memtables()[-1].num_rows == 600
+    flushed = again.flush_memtable()
+    assert flushed_rows(ds)[0].column("id").to_pylist() == list(range(600))
+    assert flushed.physical_rows == 600
+    again.close()
 
 
 def test_memtable_thresholds_trigger_a_background_flush() -> None:

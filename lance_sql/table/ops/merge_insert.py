@@ -19,6 +19,7 @@ joined row as two structs, ``target`` and ``source``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,12 +29,15 @@ import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError, RetryableConflict, SchemaError
 from lance_sql.expr import parse_predicate, to_pyarrow
+from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.files.reader import ROW_ADDR, by_fragment
+from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
+from lance_sql.table.ops.key_match import KeyMatcher
 from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.read.scan import Scanner, plan_scan, scan_fragment, take_addresses
+from lance_sql.table.runtime.workers import WorkerPool
 from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import to_reader
 
@@ -163,13 +167,9 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
         tombstones = np.asarray(flags.fill_null(False).to_numpy(zero_copy_only=False), bool)
         source = source.drop_columns([spec.tombstone])
     source = _check_source(base, source, keys, tombstones)
-    target = _target_keys(store, base, keys)
-    src = source.select(keys).append_column(_SRC, pa.array(np.arange(source.num_rows)))
-    tgt = target.select(keys).append_column(_ADDR, target.column(ROW_ADDR))
-    # The hash table is built on the right side: the (usually smaller) source.
-    pairs = tgt.join(src, keys=keys, join_type="inner")
-    src_rows = pairs.column(_SRC).to_numpy()
-    addresses = pairs.column(_ADDR).to_numpy().astype(np.uint64)
+    src_rows, addresses, target = _matches(store, base, spec, source, keys)
+    matched = np.zeros(source.num_rows, dtype=bool)
+    matched[src_rows] = True
     unique_addr, counts = np.unique(addresses, return_counts=True)
     if np.any(counts > 1):
         row = _take_target(store, base, unique_addr[counts > 1][:1], keys).to_pylist()[0]
@@ -195,14 +195,13 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
                 src_rows, addresses = src_rows[keep], addresses[keep]
             updated = _rewrite_matched(store, base, rewrite, source, src_rows, addresses)
         if spec.insert:
-            matched = np.zeros(source.num_rows, dtype=bool)
-            matched[pairs.column(_SRC).to_numpy()] = True
             new_rows = source.filter(pa.array(~matched & ~tombstones))
             if new_rows.num_rows:
                 rewrite.insert(_complete(base, new_rows))
                 inserted = new_rows.num_rows
                 new_keys = new_rows.select(keys)
         if spec.delete:
+            assert target is not None  # deleting unmatched rows reads every target key
             deleted += _delete_unmatched(store, base, rewrite, target, unique_addr,
                                          spec.delete_condition)
     except BaseException:
@@ -214,6 +213,55 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
     manifest = rewrite.commit(modified, check, merged_generations=spec.merged)
     return {"num_inserted_rows": inserted, "num_updated_rows": updated,
             "num_deleted_rows": deleted}, manifest
+
+
+def _matches(store: ObjectStore, base: Manifest, spec: MergeSpec, source: pa.Table,
+             keys: list[str]) -> tuple[np.ndarray, np.ndarray, pa.Table | None]:
+    """(source row, target row address) of every match, and the target's keys and row
+    addresses when this needed them all (the general path).
+
+    One key column whose non-null source values are unique is looked up fragment by
+    fragment (:mod:`key_match`), without a join or the table's row addresses; other
+    shapes, and deleting unmatched target rows, take the general join.
+    """
+    if len(keys) == 1 and not spec.delete and source.num_rows:
+        matcher = KeyMatcher.build(source.column(keys[0]))
+        if matcher is not None:
+            return (*_matched_by_fragment(store, base, keys[0], matcher), None)
+    target = _target_keys(store, base, keys)
+    src = source.select(keys).append_column(_SRC, pa.array(np.arange(source.num_rows)))
+    tgt = target.select(keys).append_column(_ADDR, target.column(ROW_ADDR))
+    # The hash table is built on the right side: the (usually smaller) source.
+    pairs = tgt.join(src, keys=keys, join_type="inner")
+    src_rows = np.asarray(pairs.column(_SRC).to_numpy(), np.int64)
+    addresses = pairs.column(_ADDR).to_numpy().astype(np.uint64)
+    return src_rows, addresses, target
+
+
+def _matched_by_fragment(store: ObjectStore, base: Manifest, key: str, matcher: KeyMatcher
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Matches of ``matcher`` in each fragment's key column (read in a scoped pool),
+    live rows only."""
+    field = next(f for f in base.schema.fields if f.name == key)
+
+    def one(frag: Fragment) -> tuple[np.ndarray, np.ndarray]:
+        reader = FragmentReader(store, base, frag)
+        (keys,) = reader.read([field])
+        positions, rows = matcher.match(keys)
+        mask = reader.keep_mask()
+        if mask is not None and len(positions):
+            live = mask[positions]
+            positions, rows = positions[live], rows[live]
+        return rows, positions.astype(np.uint64) | (np.uint64(frag.id) << np.uint64(32))
+
+    frags = [f for f in base.fragments if f.physical_rows > 0]
+    threads = min(8, os.cpu_count() or 1, max(1, len(frags)))
+    with WorkerPool("merge", threads) as pool:
+        found = list(pool.ordered(one, frags, threads))
+    if not found:
+        return np.zeros(0, np.int64), np.zeros(0, np.uint64)
+    return (np.concatenate([rows for rows, _ in found]),
+            np.concatenate([addresses for _, addresses in found]))
 
 
 def _no_concurrent_inserts(store: ObjectStore, keys: list[str], new_keys: pa.Table
