@@ -24,7 +24,7 @@ candidates a newer generation may hold (bloom filters; or exact keys), ``SortExe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -32,8 +32,9 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr.arrow import Call, Expr, columns, to_pyarrow, to_sql
+from lance_sql.memwal.read.hidden import HiddenRows, hidden_base_rows
 from lance_sql.memwal.read.keys import Keys, KeySet
-from lance_sql.memwal.read.sources import Source
+from lance_sql.memwal.read.sources import BaseSource, Source
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.files.reader import ROW_ADDR
 from lance_sql.table.runtime.workers import WorkerPool
@@ -142,12 +143,16 @@ class ScanExec(ExecNode):
             (residual if names & set(SOURCE_COLUMNS) else pushed).append(part)
         self.pushed, self.residual = _and(pushed), _and(residual)
 
-    def execute(self) -> Iterator[pa.RecordBatch]:
+    def execute(self, drop_rows: Mapping[int, np.ndarray] | None = None
+                ) -> Iterator[pa.RecordBatch]:
+        """``drop_rows``: the source's rows to leave out (see :meth:`Source.scan`)."""
         wanted = [n for n in self.schema.names if n not in SOURCE_COLUMNS]
         residual = None
         if self.residual is not None:
             residual = to_pyarrow(self.residual, self.schema)
-        for batch in self.source.scan(wanted, self.pushed):
+        scan = (self.source.scan(wanted, self.pushed) if not drop_rows
+                else self.source.scan(wanted, self.pushed, drop_rows))
+        for batch in scan:
             if not batch.num_rows:
                 continue
             extra = _source_columns(self.source, batch.num_rows, self.schema.names)
@@ -192,6 +197,9 @@ class NewestRows:
 
     def __init__(self, sources: Sequence[Source], key_types: Sequence[pa.DataType]) -> None:
         self.key_types = list(key_types)
+        # base rows hidden by newer keys, left out by the base scan itself (see
+        # :mod:`.hidden`); base rows of fragments it covers need no key comparison
+        self.hidden: HiddenRows | None = None
         self._winners: dict[int, np.ndarray] = {}
         self._all_keys: list[list[pa.Array]] = []
         self._all: KeySet | None = None
@@ -231,10 +239,25 @@ class NewestRows:
             self._all = KeySet(merged)
         return self._all
 
+    @property
+    def has_newer(self) -> bool:
+        return bool(self._all_keys)
+
+    def _hidden_dropped(self, rowaddr: np.ndarray) -> bool:
+        """Whether the base scan already left out the hidden rows among ``rowaddr``."""
+        hidden = self.hidden
+        if hidden is None or not rowaddr.size:
+            return hidden is not None
+        first, last = int(rowaddr[0]) >> 32, int(rowaddr[-1]) >> 32
+        if first == last:  # a base batch holds rows of one fragment
+            return first in hidden.covered
+        fragments = np.unique(rowaddr >> np.uint64(32))
+        return hidden.covers_all(fragments.tolist())
+
     def keep(self, source: Source, keys: list[pa.Array], rowaddr: np.ndarray) -> np.ndarray:
         """For each row of ``source`` (its keys and addresses), whether it is the winner."""
         if source.is_base:
-            if not self._all_keys:
+            if not self._all_keys or self._hidden_dropped(rowaddr):
                 return np.ones(rowaddr.size, bool)
             return ~self.all_keys().contains(self._cast(keys))
         winners = self._winners.get(id(source))
@@ -273,9 +296,13 @@ class DeduplicateExec(ExecNode):
     def execute(self) -> Iterator[pa.RecordBatch]:
         types = [self.schema.field(k).type for k in self.key_columns]
         newest = NewestRows(self.sources, types)
+        base = [s for s in self.sources if isinstance(s, BaseSource)]
+        if base and newest.has_newer and any(s.source.is_base for s in self.scans):
+            newest.hidden = hidden_base_rows(base[0], self.sources)
+        drop = newest.hidden.rows if newest.hidden is not None else None
 
         def winners(scan: ScanExec) -> Iterator[pa.RecordBatch]:
-            for batch in scan.execute():
+            for batch in scan.execute(drop if scan.source.is_base else None):
                 keys = [batch.column(k) for k in self.key_columns]
                 rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
                 mask = newest.keep(scan.source, keys, rowaddr)

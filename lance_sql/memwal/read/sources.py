@@ -17,14 +17,15 @@ index is "retained as a cache for readers in the same process".
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve, to_pyarrow
 from lance_sql.memwal.bloom import PrimaryKeyBloom
-from lance_sql.memwal.memtable import MemTable
+from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.dataset import LanceDataset
@@ -73,9 +74,12 @@ class Source:
     def is_base(self) -> bool:
         return self.gen == BASE_GEN
 
-    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None
+             ) -> Iterator[pa.RecordBatch]:
         """Rows (tombstones included for non-base sources) with ``columns`` (data columns
-        and ``_rowaddr``), where ``predicate`` holds."""
+        and ``_rowaddr``), where ``predicate`` holds; ``drop_rows`` (Lance-backed
+        sources): physical offsets per fragment to leave out as if deleted."""
         raise NotImplementedError
 
     def key_rows(self) -> KeyRows:
@@ -98,18 +102,31 @@ class Source:
 
 
 def lance_scanner(ds: LanceDataset, columns: Sequence[str], predicate: Expr | None, *,
-                  fragments: Sequence | None = None, use_index: bool | None = None
-                  ) -> Scanner:
+                  fragments: Sequence | None = None, use_index: bool | None = None,
+                  drop_rows: Mapping[int, np.ndarray] | None = None) -> Scanner:
     """A scanner of ``ds`` with a filter given as an expression tree (no SQL text round
-    trip): indices answer it where they help, as for a filter string."""
-    scanner = Scanner(ds.store, ds.manifest, columns=list(columns), fragments=fragments)
+    trip): indices answer it where they help, as for a filter string. ``drop_rows``:
+    physical offsets per fragment left out as if deleted (also from index answers)."""
+    scanner = Scanner(ds.store, ds.manifest, columns=list(columns), fragments=fragments,
+                      drop_rows=drop_rows)
     if predicate is not None:
         schema = _filter_schema(ds.manifest.schema.to_scan_arrow())
         resolved = resolve(predicate, schema)
         scanner.plan = narrowed(scanner.plan, ds.manifest, resolved)
-        scanner.indexed = index_hook(ds.store, ds.manifest, use_index)(
-            scanner.plan, scanner.fragments)
+        indexed = index_hook(ds.store, ds.manifest, use_index)(scanner.plan,
+                                                               scanner.fragments)
+        if indexed is not None and drop_rows:
+            rows = {f: _without(r, drop_rows.get(f)) for f, r in indexed.answer.rows.items()}
+            indexed = replace(indexed, answer=replace(indexed.answer, rows=rows))
+        scanner.indexed = indexed
     return scanner
+
+
+def _without(rows: np.ndarray, drop: np.ndarray | None) -> np.ndarray:
+    """Sorted offsets ``rows`` less those in ``drop``."""
+    if drop is None or not len(drop) or not len(rows):
+        return rows
+    return rows[~np.isin(rows, drop)]
 
 
 def _in_list(column: str, values: pa.Array) -> Expr:
@@ -127,9 +144,13 @@ class _LanceSource(Source):
     def schema(self) -> pa.Schema:
         return self.dataset.manifest.schema.to_scan_arrow()
 
-    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None
+             ) -> Iterator[pa.RecordBatch]:
         names = [c for c in dict.fromkeys(columns) if c in self.schema.names or c == ROW_ADDR]
-        return lance_scanner(self.dataset, names, predicate).to_batches()
+        scanner = lance_scanner(self.dataset, names, predicate, drop_rows=drop_rows)
+        for table in scanner.to_tables():  # a fragment's rows as they are: no re-chunking
+            yield from table.to_batches()
 
     def _take(self, addresses: np.ndarray, columns: Sequence[str]) -> pa.Table:
         names = [c for c in dict.fromkeys(columns) if c in self.schema.names or c == ROW_ADDR]
@@ -251,7 +272,9 @@ class InMemorySource(Source):
         self.table = table
         self._rows: KeyRows | None = None
 
-    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None
+             ) -> Iterator[pa.RecordBatch]:
         table = self.table
         if predicate is not None:
             resolved = resolve(predicate, _filter_schema(table.schema))
@@ -303,6 +326,11 @@ class MemTableSource(InMemorySource):
         self._fragments = memtable.fragments()  # the snapshot; rows built when scanned
         self._table: pa.Table | None = None
         self._rows = None
+
+    @property
+    def snapshot(self) -> list[MemFragment]:
+        """The MemTable's fragments when the plan was made."""
+        return self._fragments
 
     @property
     def table(self) -> pa.Table:

@@ -170,6 +170,11 @@ GENERATION_KEYS = CacheKind(
 GENERATION_BLOOMS = CacheKind(
     "generation_blooms", 64 * MiB, 1024, _nbytes,
     "primary-key bloom filters of flushed MemWAL generations")
+BASE_ROWS_HIDDEN = CacheKind(
+    "base_rows_hidden", 256 * MiB, 1 << 16,
+    lambda rows: 64 + sum(int(r.nbytes) + 64 for r in rows.values()),
+    "per base-table version and newer MemWAL source (a flushed generation, a MemTable "
+    "fragment), the base rows whose keys that source holds, by base fragment")
 REGION_VALUES = CacheKind(
     "region_values", 16 * MiB, 65536, lambda entry: 1024,
     "each MemWAL region's spec id and values (fixed once the region is created)")
@@ -177,7 +182,7 @@ REGION_VALUES = CacheKind(
 KINDS: tuple[CacheKind, ...] = (
     MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
-    GENERATION_TABLES, GENERATION_KEYS, GENERATION_BLOOMS, REGION_VALUES,
+    GENERATION_TABLES, GENERATION_KEYS, GENERATION_BLOOMS, BASE_ROWS_HIDDEN, REGION_VALUES,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
 
