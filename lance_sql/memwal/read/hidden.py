@@ -96,7 +96,7 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
                                          .field(column).type)))
     except _NoIndex:
         return None
-    covered = frozenset(parts[0])
+    covered = frozenset(parts[0]).intersection(*parts[1:])  # the same set for one base
     rows = {}
     for fragment in covered:
         pieces = [p[fragment] for p in parts if len(p.get(fragment, _EMPTY))]

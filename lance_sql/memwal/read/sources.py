@@ -24,6 +24,7 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 
+from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve, to_pyarrow
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemFragment, MemTable
@@ -32,7 +33,7 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
-from lance_sql.table.index.planner import btree_indices
+from lance_sql.table.index.planner import btree_indices, key_rows
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS
 from lance_sql.table.runtime.context import current_runtime
@@ -229,7 +230,13 @@ class BaseSource(_LanceSource):
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         wanted = list(dict.fromkeys([*self.key_columns, *columns]))
-        if self.key_index() is not None and keys.num_rows <= _LOOKUP_IN_LIMIT:
+        indexed = self.key_index() is not None
+        table = None
+        if indexed and keys.num_rows > 1:  # many keys: one index search, one take
+            table = self._indexed_take(keys, wanted)
+        if table is not None:
+            pass
+        elif indexed and keys.num_rows <= _LOOKUP_IN_LIMIT:
             predicate = _in_list(self.key_columns[0], keys.columns[0])
             names = [c for c in dict.fromkeys([*wanted, ROW_ADDR])
                      if c in self.schema.names or c == ROW_ADDR]
@@ -242,6 +249,21 @@ class BaseSource(_LanceSource):
         table = table.filter(pa.array(keep))
         table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
         return table.append_column("_key", pa.array(position[keep]))
+
+    def _indexed_take(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
+        """The rows of ``keys`` found by one search of the key index for all of them and
+        one take of their addresses (None: the index does not cover every fragment)."""
+        ds = self.dataset
+        try:
+            found = key_rows(ds.store, ds.manifest, self.key_columns[0], keys.columns[0])
+        except LanceError:
+            return None  # unusable index: the general path scans instead
+        if found is None or any(f.id not in found.rows for f in ds.manifest.fragments):
+            return None
+        pieces = [(np.uint64(f) << np.uint64(32)) | r.astype(np.uint64)
+                  for f, r in found.rows.items() if len(r)]
+        addresses = np.sort(np.concatenate(pieces)) if pieces else np.zeros(0, np.uint64)
+        return self._take(addresses, [*columns, ROW_ADDR])
 
     def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """Fragments last to first, key columns only, until every key is found; then the
