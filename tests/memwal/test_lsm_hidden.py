@@ -14,11 +14,13 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
+from lance_sql.expr.arrow import parse_predicate
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.io.memory import MemoryStore
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.read.hidden import hidden_base_rows
-from lance_sql.memwal.read.sources import BaseSource
+from lance_sql.memwal.read.keys import Keys
+from lance_sql.memwal.read.sources import BaseSource, GenerationSource, _LanceSource
 from lance_sql.table.runtime.context import current_runtime
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
@@ -152,5 +154,35 @@ def test_cached_results_follow_every_change_of_the_sources() -> None:
         check()
         put([605, 600], "after")
         check()
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("filter", [None, "cat = 3", "v > 100", "v IS NULL",
+                                    "s LIKE 'g1-1%'", "id IN (3, 6, 1210)", "_rowaddr < 20",
+                                    "_rowid < 20"])  # _rowid: not in memory, scanned
+def test_generations_read_from_memory_equal_their_lance_scan(filter) -> None:
+    mw, writer = build(True)
+    try:
+        view = mw.view()
+        sources = [s for s in view.sources(view.regions(None))
+                   if isinstance(s, GenerationSource)]
+        assert len(sources) >= 4
+        predicate = parse_predicate(filter) if filter else None
+        columns = ["id", "v", "s", "_rowaddr", "_tombstone"]
+        for source in sources:
+            got = [r for b in source.scan(columns, predicate) for r in b.to_pylist()]
+            want = [r for b in _LanceSource.scan(source, columns, predicate)
+                    for r in b.to_pylist()]
+            assert got == want
+            keys = Keys(pa.table({"id": pa.array([0, 3, 6, 7, 1210, 999999], pa.int64())}))
+            found = source.lookup(keys, ["v", "s"])
+            rows = source.key_rows()
+            hit = rows.key_set().find(keys.columns) >= 0
+            taken = source.dataset.take_addresses(
+                rows.rowaddr[rows.latest()[rows.key_set().find(keys.columns)[hit]]],
+                ["id", "v", "s", "_rowaddr", "_tombstone"])
+            assert found.select(taken.column_names).equals(taken)
+        assert current_runtime().cache.stats()["generation_rows"].entries >= len(sources)
     finally:
         writer.close()

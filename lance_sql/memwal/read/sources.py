@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve, to_pyarrow
+from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
@@ -35,7 +36,7 @@ from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
 from lance_sql.table.index.planner import btree_indices, key_rows
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
-from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS
+from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
 
 __all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource", "Source",
@@ -175,12 +176,37 @@ class GenerationSource(_LanceSource):
         ds = self.dataset
         return ("generation", ds.store.uri, ds.version, self.gen, self.region)
 
+    def rows(self) -> pa.Table:
+        """Every row of the generation (all columns, ``_rowaddr``), in address order,
+        decoded once per process (bounded cache): a generation never changes, and it is
+        small next to the base table, so scans and lookups read it from memory."""
+        ds = self.dataset
+
+        def load() -> pa.Table:
+            names = [*self.schema.names, ROW_ADDR]
+            return lance_scanner(ds, names, None).to_table().combine_chunks()
+
+        return current_runtime().cache.get_or_load(GENERATION_ROWS, (ds.store.uri, ds.version),
+                                                   load)
+
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None
+             ) -> Iterator[pa.RecordBatch]:
+        table = self.rows()
+        if predicate is not None:
+            if not {p[0] for p in expr_columns(predicate)} <= set(table.column_names):
+                yield from super().scan(columns, predicate)  # e.g. _rowid: the scanner's
+                return
+            resolved = resolve(predicate, table.schema)
+            table = table.filter(to_pyarrow(resolved, table.schema))
+        names = [c for c in dict.fromkeys(columns) if c in table.column_names]
+        yield from table.select(names).to_batches()
+
     def key_rows(self) -> KeyRows:
         ds = self.dataset
 
         def load() -> KeyRows:
-            columns = [*self.key_columns, TOMBSTONE, ROW_ADDR]
-            table = lance_scanner(ds, columns, None).to_table()
+            table = self.rows()
             return KeyRows([table.column(k).combine_chunks() for k in self.key_columns],
                            np.asarray(table.column(ROW_ADDR).to_numpy(), np.uint64),
                            np.asarray(table.column(TOMBSTONE).to_numpy(
@@ -203,9 +229,10 @@ class GenerationSource(_LanceSource):
         latest = rows.latest()
         found = rows.key_set().find(keys.columns, keys.codes)
         hit = found >= 0
-        addresses = rows.rowaddr[latest[found[hit]]]
         wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
-        table = self._take(addresses, wanted)
+        table = self.rows()  # key rows are in the same (address) order
+        table = table.select([c for c in wanted if c in table.column_names])
+        table = table.take(pa.array(latest[found[hit]], pa.int64()))
         return table.append_column("_key", pa.array(np.flatnonzero(hit)))
 
 

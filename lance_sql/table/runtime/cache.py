@@ -168,6 +168,10 @@ GENERATION_KEYS = CacheKind(
     "generation_keys", 512 * MiB, 256, _nbytes,
     "key columns and row addresses of flushed MemWAL generations (and of snapshots of "
     "MemTables, which only grow), read by LSM scans")
+GENERATION_ROWS = CacheKind(
+    "generation_rows", 256 * MiB, 1024, _nbytes,
+    "decoded rows of flushed MemWAL generations (small next to the base table), read by "
+    "LSM scans and lookups")
 GENERATION_BLOOMS = CacheKind(
     "generation_blooms", 64 * MiB, 1024, _nbytes,
     "primary-key bloom filters of flushed MemWAL generations")
@@ -187,8 +191,8 @@ REGION_VALUES = CacheKind(
 KINDS: tuple[CacheKind, ...] = (
     MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
-    GENERATION_TABLES, GENERATION_KEYS, GENERATION_BLOOMS, BASE_ROWS_HIDDEN, LSM_WINNERS,
-    REGION_VALUES,
+    GENERATION_TABLES, GENERATION_KEYS, GENERATION_ROWS, GENERATION_BLOOMS,
+    BASE_ROWS_HIDDEN, LSM_WINNERS, REGION_VALUES,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
 
