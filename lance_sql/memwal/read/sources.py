@@ -9,8 +9,8 @@ knows how to
 * find the newest row of given keys (:meth:`Source.lookup`), and
 * hand out its primary-key bloom filter (generations and MemTables).
 
-Flushed generations never change once written, so their key rows and bloom filters are
-cached per process (bounded) and shared by every query, the way a writer's in-memory
+Flushed generations never change once written, so their decoded rows, key rows and bloom
+filters are cached per process (bounded) and shared by every query, the way a writer's in-memory
 index is "retained as a cache for readers in the same process".
 """
 
