@@ -29,7 +29,8 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
                     pa.field("s", pa.string())])
 _names = itertools.count()
 FILTERS = [None, "cat = 3", "v > 500", "s LIKE 'g1%'", "v IS NULL", "id < 300",
-           "id IN (1, 2, 3, 400, 1005)", "cat = 3 AND id > 100"]
+           "id IN (1, 2, 3, 400, 1005)", "cat = 3 AND id > 100",
+           "_gen = -1 OR _rowaddr < 40", "_gen > 0 OR id < 30", "_gen = -1 AND id > 990"]
 
 
 def rows(ids, tag: str) -> pa.Table:
@@ -84,10 +85,12 @@ def test_scans_through_the_key_index_equal_the_general_path(partial_index: bool)
         assert (hidden.covered == fragments) != partial_index
         assert hidden_base_rows(BaseSource(slow.dataset, ["id"]), sources) is None
         for filter in FILTERS:
-            for columns in (None, ["s", "id"], ["id", "_gen"], ["id", "_rowaddr"]):
+            for columns in (None, ["s", "id"], ["id", "_gen"], ["id", "_rowaddr"], ["cat"],
+                            []):
                 want = sorted_table(slow.scanner(columns=columns, filter=filter).to_table())
                 got = sorted_table(fast.scanner(columns=columns, filter=filter).to_table())
                 assert got.equals(want), (filter, columns)
+                assert got.num_rows == want.num_rows
             assert (fast.scanner(filter=filter).count_rows()
                     == slow.scanner(filter=filter).count_rows())
         keys = pa.table({"id": pa.array([0, 1, 2, 5, 10, 13, 99, 1000, 1050, 1210, 2000,

@@ -150,11 +150,12 @@ class ScanExec(ExecNode):
     def execute(self, drop_rows: Mapping[int, np.ndarray] | None = None,
                 omit: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
         """``drop_rows``: the source's rows to leave out (see :meth:`Source.scan`);
-        ``omit``: columns nobody reads, not read (NULL)."""
-        wanted = [n for n in self.schema.names if n not in SOURCE_COLUMNS and n not in omit]
+        ``omit``: columns nobody reads after this node, not read (NULL)."""
         residual = None
         if self.residual is not None:
             residual = to_pyarrow(self.residual, self.schema)
+            omit = [n for n in omit if n not in {p[0] for p in columns(self.residual)}]
+        wanted = [n for n in self.schema.names if n not in SOURCE_COLUMNS and n not in omit]
         scan = (self.source.scan(wanted, self.pushed) if not drop_rows
                 else self.source.scan(wanted, self.pushed, drop_rows))
         for batch in scan:
@@ -345,8 +346,8 @@ class DeduplicateExec(ExecNode):
         # its rows stream as read, without their addresses unless those are asked for
         settled = hidden is not None and hidden.covers_all(
             [f.id for f in base[0].dataset.manifest.fragments])
-        omit = ((ROW_ADDR,) if settled and self.needed is not None
-                and ROW_ADDR not in self.needed else ())
+        omit = ([n for n in (ROW_ADDR, *self.key_columns) if n not in self.needed]
+                if settled and self.needed is not None else [])
 
         def winners(scan: ScanExec) -> Iterator[pa.RecordBatch]:
             if scan.source.is_base and settled:

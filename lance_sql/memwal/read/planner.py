@@ -465,7 +465,7 @@ class LsmScanner:
         return self.plan.to_table()
 
     def count_rows(self) -> int:
-        plan = self.view.scan_plan(self.view.key_columns, self.filter, self.limit)
+        plan = self.view.scan_plan([], self.filter, self.limit)
         return sum(b.num_rows for b in plan.execute())
 
     def explain(self) -> str:
