@@ -18,7 +18,11 @@ Timed (medians, operations interleaved round by round):
 * the lookups, ``cat = 7`` and ``count(*)`` through SQL (``lance_sql.connect``);
 * ``--scaling``: a single-key lookup on a small table with 1 region and with 64.
 
-    python bench/bench_lsm.py --rows 10000000 [--repeat 5] [--scaling]
+    python bench/bench_lsm.py --rows 10000000 [--repeat 5] [--scaling] [--path DIR]
+
+``--path DIR`` keeps the tables in ``DIR`` and reuses lance_sql's base table and flushed
+generations when they are there (same ``--rows`` etc. expected); the MemTable is put
+again each run, and the writer is aborted at the end so its rows never reach the WAL.
 """
 
 from __future__ import annotations
@@ -87,6 +91,11 @@ def per_call_median(fn: Callable[[int], object], keys: np.ndarray) -> float:
 
 def build_ours(root: str, args: argparse.Namespace, gens: list[np.ndarray],
                memtable: np.ndarray):
+    if args.path is not None and os.path.isdir(os.path.join(root, "_versions")):
+        mw = MemWal(lance_sql.dataset(root))  # reused: base and generations are there
+        writer = mw.writer()
+        writer.put(rows(memtable, len(gens) + 1))
+        return mw, writer
     ds = lance_sql.write_dataset(base_batches(args.rows), root, schema=SCHEMA)
     ds.create_scalar_index("id", "BTREE")
     mw = MemWal.initialize(lance_sql.dataset(root), RegionSpec.bucket("id", args.regions),
@@ -156,6 +165,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--lookups", type=int, default=200)
     parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--path", default=None,
+                        help="keep the tables here and reuse them when present")
     parser.add_argument("--no-pylance", action="store_true")
     parser.add_argument("--pylance-scan-repeat", type=int, default=1,
                         help="runs of pylance's full LSM scan (slow)")
@@ -166,7 +177,9 @@ def main() -> None:
         gens.append(generation_ids(rng, args.rows, args.gen_rows, new_from))
         new_from += args.gen_rows
     memtable = generation_ids(rng, args.rows, args.memtable_rows, new_from)
-    tmp = tempfile.mkdtemp(prefix="bench_lsm_")
+    if args.path is not None:
+        os.makedirs(args.path, exist_ok=True)
+    tmp = args.path or tempfile.mkdtemp(prefix="bench_lsm_")
     results: dict[str, float] = {}
     try:
         start = time.perf_counter()
@@ -225,11 +238,16 @@ def main() -> None:
             args.repeat)
         results["SQL count(*) s: LSM"] = median_time(
             lambda: session.sql("SELECT count(*) FROM ours").to_arrow_table(), args.repeat)
-        writer.close()
+        if args.path is None:
+            writer.close()
+        else:  # a kept table's MemTable stays out of its WAL: the next run puts it again
+            for region_writer in writer.writers:
+                region_writer.abort()
         if args.scaling:
             results.update(scaling(tmp, args.lookups))
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if args.path is None:
+            shutil.rmtree(tmp, ignore_errors=True)
     for key, value in results.items():
         print(f"{key:45s} {value:10.4f}")
     r = results

@@ -24,6 +24,7 @@ Thread safe: the writer inserts while readers look up and scan.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -73,6 +74,7 @@ class MemTable:
         self.arrow_schema = schema.to_arrow()
         self.primary_key = tuple(primary_key)
         self.generation = generation
+        self.token = uuid.uuid4()  # this MemTable's identity, for caches of readers
         self._bloom = PrimaryKeyBloom()
         self._codes: list[np.ndarray] = []           # lookup codes of the first fragments
         # an int64 key is its own code: the codes are views of the rows (no copy)

@@ -10,7 +10,9 @@ node first reads their keys (key columns only), works out which of their rows ar
 newest of their key (:class:`NewestRows`), and then streams every source — each with the
 user's filter pushed into it — keeping a newer source's row only if it is its key's
 winner, and a base-table row only if no newer source holds its key. Nothing is
-materialised but the newer sources' keys.
+materialised but the newer sources' keys. The winners are cached per set of immutable
+newer sources; with a BTREE index on the key, the base rows newer keys hide are found
+in it and left out by the base scan itself (:mod:`.hidden`), so base rows stream as read.
 
 Lookups: ``CoalesceFirstExec`` over ``BloomFilterGuardExec`` + ``TakeLastExec`` per
 generation, newest first, then the base table's ``TakeLastExec``; keys found (a
@@ -24,7 +26,7 @@ candidates a newer generation may hold (bloom filters; or exact keys), ``SortExe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -32,10 +34,13 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr.arrow import Call, Expr, columns, to_pyarrow, to_sql
+from lance_sql.memwal.read.hidden import HiddenRows, hidden_base_rows
 from lance_sql.memwal.read.keys import Keys, KeySet
-from lance_sql.memwal.read.sources import Source
+from lance_sql.memwal.read.sources import BaseSource, Source
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, VERSION_COLUMNS
+from lance_sql.table.runtime.cache import LSM_WINNERS
+from lance_sql.table.runtime.context import current_runtime
 from lance_sql.table.runtime.workers import WorkerPool
 
 __all__ = [
@@ -150,12 +155,18 @@ class ScanExec(ExecNode):
             (residual if names & local else pushed).append(part)
         self.pushed, self.residual = _and(pushed), _and(residual)
 
-    def execute(self) -> Iterator[pa.RecordBatch]:
-        wanted = [n for n in self.schema.names if n not in SOURCE_COLUMNS]
+    def execute(self, drop_rows: Mapping[int, np.ndarray] | None = None,
+                omit: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
+        """``drop_rows``: the source's rows to leave out (see :meth:`Source.scan`);
+        ``omit``: columns nobody reads after this node, not read (NULL)."""
         residual = None
         if self.residual is not None:
             residual = to_pyarrow(self.residual, self.schema)
-        for batch in self.source.scan(wanted, self.pushed):
+            omit = [n for n in omit if n not in {p[0] for p in columns(self.residual)}]
+        wanted = [n for n in self.schema.names if n not in SOURCE_COLUMNS and n not in omit]
+        scan = (self.source.scan(wanted, self.pushed) if not drop_rows
+                else self.source.scan(wanted, self.pushed, drop_rows))
+        for batch in scan:
             if not batch.num_rows:
                 continue
             extra = _source_columns(self.source, batch.num_rows, self.schema.names)
@@ -189,6 +200,56 @@ class UnionExec(ExecNode):
                                                                              self.schema)
 
 
+def _cast(keys: list[pa.Array], types: Sequence[pa.DataType]) -> list[pa.Array]:
+    return [k if k.type.equals(t) else k.cast(t) for k, t in zip(keys, types, strict=True)]
+
+
+class _Winners:
+    """The newest rows' addresses of each of a list of (non-base) sources, and the keys
+    each holds (see :class:`NewestRows`)."""
+
+    def __init__(self, winners: list[np.ndarray], keys: list[list[pa.Array]]) -> None:
+        self.winners = winners
+        self.keys = keys
+        self._all: KeySet | None = None  # built on first use (no base key index)
+        self.nbytes = (sum(int(w.nbytes) for w in winners)
+                       + sum(int(a.nbytes) for k in keys for a in k))
+
+    @classmethod
+    def of(cls, sources: Sequence[Source], key_types: Sequence[pa.DataType]) -> _Winners:
+        winners: dict[int, np.ndarray] = {}
+        keys: list[list[pa.Array]] = []
+        groups: dict[object, list[Source]] = {}
+        for s in sources:
+            groups.setdefault(s.region, []).append(s)
+        for group in groups.values():
+            newer: list[KeySet] = []
+            for s in sorted(group, key=lambda x: -x.gen):
+                rows = s.key_rows()
+                latest = rows.latest()
+                held = _cast([k.take(pa.array(latest)) for k in rows.keys], key_types)
+                stale = np.zeros(latest.size, bool)
+                for older_than in newer:
+                    stale |= older_than.contains(held)
+                win = latest[~stale & ~rows.tombstone[latest]]
+                winners[id(s)] = np.sort(rows.rowaddr[win])
+                same = all(k.type.equals(t) for k, t in zip(rows.keys, key_types, strict=True))
+                # a generation's key set is cached with its key rows: built once
+                newer.append(rows.key_set() if same else KeySet(held))
+                keys.append(held)
+        return cls([winners[id(s)] for s in sources], keys)
+
+    def all_keys(self, key_types: Sequence[pa.DataType]) -> KeySet:
+        if self._all is None:
+            if self.keys:
+                merged = [pa.concat_arrays([k[i] for k in self.keys])
+                          for i in range(len(key_types))]
+            else:
+                merged = [pa.array([], t) for t in key_types]
+            self._all = KeySet(merged)
+        return self._all
+
+
 class NewestRows:
     """Which rows of a set of sources are their key's newest version.
 
@@ -200,49 +261,48 @@ class NewestRows:
 
     def __init__(self, sources: Sequence[Source], key_types: Sequence[pa.DataType]) -> None:
         self.key_types = list(key_types)
-        self._winners: dict[int, np.ndarray] = {}
-        self._all_keys: list[list[pa.Array]] = []
-        self._all: KeySet | None = None
-        groups: dict[object, list[Source]] = {}
-        for s in sources:
-            if not s.is_base:
-                groups.setdefault(s.region, []).append(s)
-        for group in groups.values():
-            newer: list[KeySet] = []
-            for s in sorted(group, key=lambda x: -x.gen):
-                rows = s.key_rows()
-                latest = rows.latest()
-                keys = self._cast([k.take(pa.array(latest)) for k in rows.keys])
-                stale = np.zeros(latest.size, bool)
-                for older_than in newer:
-                    stale |= older_than.contains(keys)
-                win = latest[~stale & ~rows.tombstone[latest]]
-                self._winners[id(s)] = np.sort(rows.rowaddr[win])
-                same = all(k.type.equals(t) for k, t in zip(rows.keys, self.key_types,
-                                                            strict=True))
-                # a generation's key set is cached with its key rows: built once
-                newer.append(rows.key_set() if same else KeySet(keys))
-                self._all_keys.append(keys)
+        # base rows hidden by newer keys, left out by the base scan itself (see
+        # :mod:`.hidden`); base rows of fragments it covers need no key comparison
+        self.hidden: HiddenRows | None = None
+        newer = [s for s in sources if not s.is_base]
+        identities = [s.identity for s in newer]
+        if all(i is not None for i in identities):
+            # the same immutable sources (generations, MemTable snapshots) give the same
+            # winners: worked out once per set of sources
+            key = (tuple(identities), tuple(str(t) for t in self.key_types))
+            found = current_runtime().cache.get_or_load(
+                LSM_WINNERS, key, lambda: _Winners.of(newer, self.key_types))
+        else:
+            found = _Winners.of(newer, self.key_types)
+        self._found: _Winners = found
+        self._winners = {id(s): w for s, w in zip(newer, found.winners, strict=True)}
 
     def _cast(self, keys: list[pa.Array]) -> list[pa.Array]:
-        return [k if k.type.equals(t) else k.cast(t) for k, t in zip(keys, self.key_types,
-                                                                      strict=True)]
+        return _cast(keys, self.key_types)
 
     def all_keys(self) -> KeySet:
         """Every key any generation holds (tombstones too)."""
-        if self._all is None:
-            if self._all_keys:
-                merged = [pa.concat_arrays([k[i] for k in self._all_keys])
-                          for i in range(len(self.key_types))]
-            else:
-                merged = [pa.array([], t) for t in self.key_types]
-            self._all = KeySet(merged)
-        return self._all
+        return self._found.all_keys(self.key_types)
+
+    @property
+    def has_newer(self) -> bool:
+        return bool(self._found.keys)
+
+    def _hidden_dropped(self, rowaddr: np.ndarray) -> bool:
+        """Whether the base scan already left out the hidden rows among ``rowaddr``."""
+        hidden = self.hidden
+        if hidden is None or not rowaddr.size:
+            return hidden is not None
+        first, last = int(rowaddr[0]) >> 32, int(rowaddr[-1]) >> 32
+        if first == last:  # a base batch holds rows of one fragment
+            return first in hidden.covered
+        fragments = np.unique(rowaddr >> np.uint64(32))
+        return hidden.covers_all(fragments.tolist())
 
     def keep(self, source: Source, keys: list[pa.Array], rowaddr: np.ndarray) -> np.ndarray:
         """For each row of ``source`` (its keys and addresses), whether it is the winner."""
         if source.is_base:
-            if not self._all_keys:
+            if not self.has_newer or self._hidden_dropped(rowaddr):
                 return np.ones(rowaddr.size, bool)
             return ~self.all_keys().contains(self._cast(keys))
         winners = self._winners.get(id(source))
@@ -267,8 +327,11 @@ class DeduplicateExec(ExecNode):
     (also ones pruned from the union by region), whose keys decide the winners."""
 
     def __init__(self, child: ExecNode, key_columns: Sequence[str],
-                 sources: Sequence[Source] | None = None) -> None:
+                 sources: Sequence[Source] | None = None,
+                 needed: Sequence[str] | None = None) -> None:
+        """``needed``: the columns read from its output (None: all)."""
         self.children = (child,)
+        self.needed = None if needed is None else frozenset(needed)
         self.schema = child.schema
         self.key_columns = tuple(key_columns)
         for name in (*self.key_columns, ROW_ADDR):
@@ -281,9 +344,23 @@ class DeduplicateExec(ExecNode):
     def execute(self) -> Iterator[pa.RecordBatch]:
         types = [self.schema.field(k).type for k in self.key_columns]
         newest = NewestRows(self.sources, types)
+        base = [s for s in self.sources if isinstance(s, BaseSource)]
+        if base and newest.has_newer and any(s.source.is_base for s in self.scans):
+            newest.hidden = hidden_base_rows(base[0], self.sources)
+        hidden = newest.hidden
+        drop = hidden.rows if hidden is not None else None
+        # every base row left is a winner when the index covered all the base's fragments:
+        # its rows stream as read, without their addresses unless those are asked for
+        settled = hidden is not None and hidden.covers_all(
+            [f.id for f in base[0].dataset.manifest.fragments])
+        omit = ([n for n in (ROW_ADDR, *self.key_columns) if n not in self.needed]
+                if settled and self.needed is not None else [])
 
         def winners(scan: ScanExec) -> Iterator[pa.RecordBatch]:
-            for batch in scan.execute():
+            if scan.source.is_base and settled:
+                yield from scan.execute(drop, omit)
+                return
+            for batch in scan.execute(drop if scan.source.is_base else None):
                 keys = [batch.column(k) for k in self.key_columns]
                 rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
                 mask = newest.keep(scan.source, keys, rowaddr)

@@ -420,7 +420,8 @@ class LsmView:
             n for n in filter_names if n in (GEN, REGION, *BASE_ONLY))])
         scanned, sources = self.pruned_sources(predicate)
         scans = [ScanExec(s, internal, predicate) for s in scanned]
-        node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources)
+        node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources,
+                                         needed=output)
         node = ProjectionExec(node, output)
         if limit is not None:
             node = GlobalLimitExec(node, limit)
@@ -586,7 +587,7 @@ class LsmScanner:
         return self.plan.to_table()
 
     def count_rows(self) -> int:
-        plan = self.view.scan_plan(self.view.key_columns, self.filter, self.limit)
+        plan = self.view.scan_plan([], self.filter, self.limit)
         return sum(b.num_rows for b in plan.execute())
 
     def explain(self) -> str:

@@ -9,15 +9,17 @@ knows how to
 * find the newest row of given keys (:meth:`Source.lookup`), and
 * hand out its primary-key bloom filter (generations and MemTables).
 
-Flushed generations never change once written, so their key rows and bloom filters are
-cached per process (bounded) and shared by every query, the way a writer's in-memory
+Flushed generations never change once written, so their decoded rows, key rows and bloom
+filters are cached per process (bounded) and shared by every query, the way a writer's in-memory
 index is "retained as a cache for readers in the same process".
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -27,17 +29,18 @@ from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve, to_pyarro
 from lance_sql.format.btree import ROW_ADDRESS_IDS
 from lance_sql.format.btree import KeySet as IndexKeySet
 from lance_sql.format.index import IndexMetadata
+from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.memwal.bloom import PrimaryKeyBloom
-from lance_sql.memwal.memtable import MemTable
+from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
 from lance_sql.table.index.btree import BTreeIndex
-from lance_sql.table.index.planner import btree_indices
+from lance_sql.table.index.planner import btree_indices, key_rows
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
-from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS
+from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
 
 __all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource", "Source",
@@ -78,9 +81,18 @@ class Source:
     def is_base(self) -> bool:
         return self.gen == BASE_GEN
 
-    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
+    @property
+    def identity(self) -> Hashable | None:
+        """What identifies the source's rows for caches of what is derived from them
+        (None: they may change, nothing is cached)."""
+        return None
+
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None
+             ) -> Iterator[pa.RecordBatch]:
         """Rows (tombstones included for non-base sources) with ``columns`` (data columns
-        and ``_rowaddr``), where ``predicate`` holds."""
+        and ``_rowaddr``), where ``predicate`` holds; ``drop_rows`` (Lance-backed
+        sources): physical offsets per fragment to leave out as if deleted."""
         raise NotImplementedError
 
     def key_rows(self) -> KeyRows:
@@ -103,18 +115,31 @@ class Source:
 
 
 def lance_scanner(ds: LanceDataset, columns: Sequence[str], predicate: Expr | None, *,
-                  fragments: Sequence | None = None, use_index: bool | None = None
-                  ) -> Scanner:
+                  fragments: Sequence | None = None, use_index: bool | None = None,
+                  drop_rows: Mapping[int, np.ndarray] | None = None) -> Scanner:
     """A scanner of ``ds`` with a filter given as an expression tree (no SQL text round
-    trip): indices answer it where they help, as for a filter string."""
-    scanner = Scanner(ds.store, ds.manifest, columns=list(columns), fragments=fragments)
+    trip): indices answer it where they help, as for a filter string. ``drop_rows``:
+    physical offsets per fragment left out as if deleted (also from index answers)."""
+    scanner = Scanner(ds.store, ds.manifest, columns=list(columns), fragments=fragments,
+                      drop_rows=drop_rows)
     if predicate is not None:
         schema = _filter_schema(ds.manifest.schema.to_scan_arrow())
         resolved = resolve(predicate, schema)
         scanner.plan = narrowed(scanner.plan, ds.manifest, resolved)
-        scanner.indexed = index_hook(ds.store, ds.manifest, use_index)(
-            scanner.plan, scanner.fragments)
+        indexed = index_hook(ds.store, ds.manifest, use_index)(scanner.plan,
+                                                               scanner.fragments)
+        if indexed is not None and drop_rows:
+            rows = {f: _without(r, drop_rows.get(f)) for f, r in indexed.answer.rows.items()}
+            indexed = replace(indexed, answer=replace(indexed.answer, rows=rows))
+        scanner.indexed = indexed
     return scanner
+
+
+def _without(rows: np.ndarray, drop: np.ndarray | None) -> np.ndarray:
+    """Sorted offsets ``rows`` less those in ``drop``."""
+    if drop is None or not len(drop) or not len(rows):
+        return rows
+    return rows[~np.isin(rows, drop)]
 
 
 def _in_list(column: str, values: pa.Array) -> Expr:
@@ -140,8 +165,13 @@ class _LanceSource(Source):
         data = self.schema.names
         return [c for c in dict.fromkeys(columns) if c in data or c in self.system]
 
-    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
-        return lance_scanner(self.dataset, self._readable(columns), predicate).to_batches()
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None
+             ) -> Iterator[pa.RecordBatch]:
+        scanner = lance_scanner(self.dataset, self._readable(columns), predicate,
+                                drop_rows=drop_rows)
+        for table in scanner.to_tables():  # a fragment's rows as they are: no re-chunking
+            yield from table.to_batches()
 
     def _take(self, addresses: np.ndarray, columns: Sequence[str]) -> pa.Table:
         return self.dataset.take_addresses(addresses, self._readable(columns))
@@ -152,12 +182,42 @@ class GenerationSource(_LanceSource):
 
     kind = "flushed"
 
+    @property
+    def identity(self) -> Hashable:
+        ds = self.dataset
+        return ("generation", ds.store.uri, ds.version, self.gen, self.region)
+
+    def rows(self) -> pa.Table:
+        """Every row of the generation (all columns, ``_rowaddr``), in address order,
+        decoded once per process (bounded cache): a generation never changes, and it is
+        small next to the base table, so scans and lookups read it from memory."""
+        ds = self.dataset
+
+        def load() -> pa.Table:
+            names = [*self.schema.names, ROW_ADDR]
+            return lance_scanner(ds, names, None).to_table().combine_chunks()
+
+        return current_runtime().cache.get_or_load(GENERATION_ROWS, (ds.store.uri, ds.version),
+                                                   load)
+
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None
+             ) -> Iterator[pa.RecordBatch]:
+        table = self.rows()
+        if predicate is not None:
+            if not {p[0] for p in expr_columns(predicate)} <= set(table.column_names):
+                yield from super().scan(columns, predicate)  # e.g. _rowid: the scanner's
+                return
+            resolved = resolve(predicate, table.schema)
+            table = table.filter(to_pyarrow(resolved, table.schema))
+        names = [c for c in dict.fromkeys(columns) if c in table.column_names]
+        yield from table.select(names).to_batches()
+
     def key_rows(self) -> KeyRows:
         ds = self.dataset
 
         def load() -> KeyRows:
-            columns = [*self.key_columns, TOMBSTONE, ROW_ADDR]
-            table = lance_scanner(ds, columns, None).to_table()
+            table = self.rows()
             return KeyRows([table.column(k).combine_chunks() for k in self.key_columns],
                            np.asarray(table.column(ROW_ADDR).to_numpy(), np.uint64),
                            np.asarray(table.column(TOMBSTONE).to_numpy(
@@ -180,9 +240,10 @@ class GenerationSource(_LanceSource):
         latest = rows.latest()
         found = rows.key_set().find(keys.columns, keys.codes)
         hit = found >= 0
-        addresses = rows.rowaddr[latest[found[hit]]]
         wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
-        table = self._take(addresses, wanted)
+        table = self.rows()  # key rows are in the same (address) order
+        table = table.select([c for c in wanted if c in table.column_names])
+        table = table.take(pa.array(latest[found[hit]], pa.int64()))
         return table.append_column("_key", pa.array(np.flatnonzero(hit)))
 
 
@@ -237,15 +298,19 @@ class BaseSource(_LanceSource):
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         wanted = list(dict.fromkeys([*self.key_columns, *columns]))
-        addresses = (self._indexed_addresses(keys) if keys.num_rows <= _LOOKUP_IN_LIMIT
-                     else None)
-        if addresses is not None:  # index search and a take: no scanner
-            table = self._take(addresses, [*wanted, ROW_ADDR])
-        elif self.key_index() is not None and keys.num_rows <= _LOOKUP_IN_LIMIT:
+        indexed = self.key_index() is not None
+        table = None
+        if keys.num_rows == 1:  # one key: the index search and a take, no scanner
+            addresses = self._indexed_addresses(keys)
+            if addresses is not None:
+                table = self._take(addresses, [*wanted, ROW_ADDR])
+        elif indexed:  # many keys: one index search, one take
+            table = self._indexed_take(keys, wanted)
+        if table is None and indexed and keys.num_rows <= _LOOKUP_IN_LIMIT:
             predicate = _in_list(self.key_columns[0], keys.columns[0])
             table = lance_scanner(self.dataset, self._readable([*wanted, ROW_ADDR]),
                                   predicate).to_table()
-        else:
+        elif table is None:
             table = self._reverse_scan(keys, wanted)
         position = KeySet(keys.columns).find(
             [table.column(k).combine_chunks() for k in self.key_columns])
@@ -253,6 +318,21 @@ class BaseSource(_LanceSource):
         table = table.filter(pa.array(keep))
         table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
         return table.append_column("_key", pa.array(position[keep]))
+
+    def _indexed_take(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
+        """The rows of ``keys`` found by one search of the key index for all of them and
+        one take of their addresses (None: the index does not cover every fragment)."""
+        ds = self.dataset
+        try:
+            found = key_rows(ds.store, ds.manifest, self.key_columns[0], keys.columns[0])
+        except LanceError:
+            return None  # unusable index: the general path scans instead
+        if found is None or any(f.id not in found.rows for f in ds.manifest.fragments):
+            return None
+        pieces = [(np.uint64(f) << np.uint64(32)) | r.astype(np.uint64)
+                  for f, r in found.rows.items() if len(r)]
+        addresses = np.sort(np.concatenate(pieces)) if pieces else np.zeros(0, np.uint64)
+        return self._take(addresses, [*columns, ROW_ADDR])
 
     def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """Fragments last to first, key columns only, until every key is found; then the
@@ -295,7 +375,9 @@ class InMemorySource(Source):
         self.table = table
         self._rows: KeyRows | None = None
 
-    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None
+             ) -> Iterator[pa.RecordBatch]:
         table = self.table
         if predicate is not None:
             resolved = resolve(predicate, _filter_schema(table.schema))
@@ -349,6 +431,15 @@ class MemTableSource(InMemorySource):
         self._rows = None
 
     @property
+    def identity(self) -> Hashable:
+        return ("memtable", self.memtable.token, len(self._fragments), self.gen, self.region)
+
+    @property
+    def snapshot(self) -> list[MemFragment]:
+        """The MemTable's fragments when the plan was made."""
+        return self._fragments
+
+    @property
     def table(self) -> pa.Table:
         """The snapshot's rows with ``_rowaddr`` and ``_tombstone``, built on first use
         (a point lookup answered by the MemTable's key index never needs them)."""
@@ -368,6 +459,15 @@ class MemTableSource(InMemorySource):
                                             pa.array(np.zeros(table.num_rows, bool)))
             self._table = table
         return self._table
+
+    def key_rows(self) -> KeyRows:
+        """Cached per MemTable and snapshot size: a MemTable only gets fragments appended,
+        so the first n fragments never change."""
+        if self._rows is None:
+            key = ("memtable", self.memtable.token, len(self._fragments))
+            self._rows = current_runtime().cache.get_or_load(
+                GENERATION_KEYS, key, partial(InMemorySource.key_rows, self))
+        return self._rows
 
     def bloom(self) -> PrimaryKeyBloom:
         return self.memtable.bloom

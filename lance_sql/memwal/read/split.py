@@ -22,7 +22,7 @@ the view as one part (``LsmView.scan_plan``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,9 +130,11 @@ class RegionBaseSource(BaseSource):
         mine = "unclaimed" if self.mine is None else f"region_{self.mine.hex[:8]}"
         return f"base_table[gen=-1, {mine}]"
 
-    def scan(self, columns: Sequence[str], predicate: Expr | None) -> Iterator[pa.RecordBatch]:
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None
+             ) -> Iterator[pa.RecordBatch]:
         wanted = list(dict.fromkeys([*columns, *self.spec_columns]))
-        for batch in super().scan(wanted, predicate):
+        for batch in super().scan(wanted, predicate, drop_rows):
             keep = self._mask(batch)
             out = batch.filter(pa.array(keep)) if not keep.all() else batch
             if out.num_rows:

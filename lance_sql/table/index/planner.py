@@ -179,6 +179,26 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
     return IndexedRows(kept, residual, description)
 
 
+def key_rows(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array
+             ) -> IndexedRows | None:
+    """Rows whose ``column`` equals one of ``values`` (no nulls), found by a BTREE index
+    on it with one search of all the values (no IN list is built): offsets per fragment
+    the index covers (deleted rows included; covered fragments without a match map to
+    an empty array). None when no index covers the column."""
+    if manifest.index_section is None:
+        return None
+    found = _indices_by_column(manifest, btree_indices(manifest)).get(column)
+    if found is None:
+        return None
+    index, field = found
+    key_type = field.to_scan_arrow().type
+    values = values if values.type.equals(key_type) else values.cast(key_type)
+    covered = {f.id for f in manifest.fragments} & (index.fragment_ids or set())
+    leaf = Leaf(index, field, KeySet(values), f"{column} IN (<{len(values)} keys>)")
+    rows = _by_fragment(_evaluate(leaf, store, manifest), covered, manifest, [leaf])
+    return IndexedRows(rows, None, f"ScalarIndexQuery: query=[{_describe(leaf)}]")
+
+
 def _indices_by_column(manifest: Manifest, indices: tuple[IndexMetadata, ...]
                        ) -> dict[str, tuple[IndexMetadata, LanceField]]:
     top = {f.id: f for f in manifest.schema.fields}

@@ -11,7 +11,7 @@ projects. Everything is vectorised; no per-row Python.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -225,19 +225,22 @@ def scan_fragment(
     *,
     offset: int = 0,
     length: int | None = None,
+    drop: np.ndarray | None = None,
 ) -> pa.Table:
-    """The plan applied to physical rows ``[offset, offset+length)`` of one fragment."""
+    """The plan applied to physical rows ``[offset, offset+length)`` of one fragment;
+    ``drop``: physical row offsets to leave out as if deleted (sorted or not)."""
     reader = FragmentReader(store, manifest, fragment)
     rows = reader.check_rows()  # before the count sizes row addresses or empty columns
     if length is None:
         length = rows - offset
     if plan.comparisons is not None and plan.filter is not None:
-        compared = _scan_compared(reader, store, manifest, fragment, plan, offset, length)
+        compared = _scan_compared(reader, store, manifest, fragment, plan, offset, length,
+                                  drop)
         if compared is not None:
             return compared
     late = plan.late_fields()
     if late:
-        return _scan_late(store, manifest, fragment, plan, late, offset, length)
+        return _scan_late(store, manifest, fragment, plan, late, offset, length, drop)
     arrays = reader.read(plan.read_fields, offset=offset, length=length)
     names = [f.name for f in plan.read_fields]
     system = plan.system_names
@@ -249,9 +252,9 @@ def scan_fragment(
         table = pa.Table.from_arrays(arrays, names=names)
     else:  # count-only scans: a table with rows but no columns
         table = pa.table({"_": pa.nulls(length, pa.null())}).select([])
-    mask = reader.keep_mask()
+    mask = _live_mask(reader, drop)
     if mask is not None:
-        table = table.filter(pa.array(mask[offset : offset + length]))
+        table = _keep_rows(table, mask[offset : offset + length])
     if plan.filter is not None:
         table = table.filter(plan.filter)
     table = table.select(list(plan.output_fields))
@@ -261,8 +264,8 @@ def scan_fragment(
 
 
 def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifest,
-                   fragment: Fragment, plan: ScanPlan, offset: int, length: int
-                   ) -> pa.Table | None:
+                   fragment: Fragment, plan: ScanPlan, offset: int, length: int,
+                   drop: np.ndarray | None) -> pa.Table | None:
     """:func:`scan_fragment` for a plan whose filter is ``plan.comparisons``: the compared
     columns are read and tested first; the other output columns and the system columns
     are then made for the matching rows only (taken when few match). None when a
@@ -276,7 +279,7 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     keep = mask(plan.comparisons, tested)
     if keep is None:
         return None
-    live = reader.keep_mask()
+    live = _live_mask(reader, drop)
     if live is not None:
         keep &= live[offset : offset + length]
     local = np.flatnonzero(keep)
@@ -306,6 +309,24 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     table = pa.Table.from_arrays([columns[n] for n in plan.output_fields],
                                  names=list(plan.output_fields))
     return cast_output(table, plan.output_schema, store, fragment)
+
+
+def _live_mask(reader: FragmentReader, drop: np.ndarray | None) -> np.ndarray | None:
+    """The fragment's rows not deleted and not in ``drop``; None when every row is."""
+    mask = reader.keep_mask()
+    if drop is not None and len(drop):
+        mask = np.ones(reader.check_rows(), bool) if mask is None else mask.copy()
+        mask[drop] = False
+    return mask
+
+
+def _keep_rows(table: pa.Table, mask: np.ndarray) -> pa.Table:
+    """The rows of ``table`` where ``mask`` is true; column by column (measured: about
+    half the time of ``Table.filter``'s general path)."""
+    if not table.num_columns:
+        return rows_only(int(np.count_nonzero(mask)))
+    keep = pa.array(mask)
+    return pa.Table.from_arrays([c.filter(keep) for c in table.columns], schema=table.schema)
 
 
 def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
@@ -364,7 +385,8 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
 
 
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
-               late: tuple[LanceField, ...], offset: int, length: int) -> pa.Table:
+               late: tuple[LanceField, ...], offset: int, length: int,
+               drop: np.ndarray | None = None) -> pa.Table:
     """Filter on the filter's columns first, then fetch ``late`` columns for matches only."""
     late_names = {f.name for f in late}
     early = [n for n in plan.output_fields if n not in late_names]
@@ -380,7 +402,8 @@ def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan:
         filter_columns=None,
         comparisons=None,
     )
-    matched = scan_fragment(store, manifest, fragment, probe, offset=offset, length=length)
+    matched = scan_fragment(store, manifest, fragment, probe, offset=offset, length=length,
+                            drop=drop)
     if matched.num_rows == 0:
         return plan.output_schema.empty_table()
     rows = row_offsets(matched.column(ROW_ADDR))
@@ -446,9 +469,12 @@ class Scanner:
         fragments: Sequence[Fragment] | None = None,
         num_threads: int | None = None,
         indexed: Callable[[ScanPlan, Sequence[Fragment]], IndexedRead | None] | None = None,
+        drop_rows: Mapping[int, np.ndarray] | None = None,
     ) -> None:
         """``indexed``, given the plan and the fragments, may answer some fragments from an
-        index (see :class:`IndexedRead`); the others are scanned."""
+        index (see :class:`IndexedRead`); the others are scanned. ``drop_rows``: per
+        fragment id, physical row offsets the scan leaves out as if deleted (rows an
+        index answers are the hook's to leave out)."""
         self.store = store
         self.manifest = manifest
         self.plan = plan_scan(
@@ -463,11 +489,13 @@ class Scanner:
         self.fragments = tuple(manifest.fragments if fragments is None else fragments)
         self.num_threads = num_threads or min(8, os.cpu_count() or 1)
         self.indexed = indexed(self.plan, self.fragments) if indexed is not None else None
+        self.drop_rows = drop_rows or {}
 
     def _read_fragment(self, fragment: Fragment) -> pa.Table:
         if self.indexed is not None and self.indexed.covers(fragment.id):
             return self.indexed.read(fragment)
-        return scan_fragment(self.store, self.manifest, fragment, self.plan)
+        return scan_fragment(self.store, self.manifest, fragment, self.plan,
+                             drop=self.drop_rows.get(fragment.id))
 
     def explain_plan(self) -> str:
         """How this scan reads: which fragments an index answers, which it scans."""
@@ -523,6 +551,10 @@ class Scanner:
             if remaining == 0:
                 return
 
+    def to_tables(self) -> Iterator[pa.Table]:
+        """The result a table per fragment (fewer, larger pieces than batches; no copy)."""
+        return self._limited_tables()
+
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         for table in self._limited_tables():
             yield from table.combine_chunks().to_batches(max_chunksize=self.batch_size)
@@ -539,7 +571,8 @@ class Scanner:
         return pa.concat_tables(tables)
 
     def count_rows(self) -> int:
-        if self.plan.filter is None and self.limit is None and not self.offset:
+        if (self.plan.filter is None and self.limit is None and not self.offset
+                and not any(len(d) for d in self.drop_rows.values())):
             return sum(f.num_rows for f in self.fragments)
         return sum(t.num_rows for t in self._limited_tables())
 

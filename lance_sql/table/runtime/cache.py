@@ -166,10 +166,24 @@ GENERATION_TABLES = CacheKind(
     "opened flushed MemWAL generations (their manifests), estimated from their schema")
 GENERATION_KEYS = CacheKind(
     "generation_keys", 512 * MiB, 256, _nbytes,
-    "key columns and row addresses of flushed MemWAL generations, read by LSM scans")
+    "key columns and row addresses of flushed MemWAL generations (and of snapshots of "
+    "MemTables, which only grow), read by LSM scans")
+GENERATION_ROWS = CacheKind(
+    "generation_rows", 256 * MiB, 1024, _nbytes,
+    "decoded rows of flushed MemWAL generations (small next to the base table), read by "
+    "LSM scans and lookups")
 GENERATION_BLOOMS = CacheKind(
     "generation_blooms", 64 * MiB, 1024, _nbytes,
     "primary-key bloom filters of flushed MemWAL generations")
+BASE_ROWS_HIDDEN = CacheKind(
+    "base_rows_hidden", 256 * MiB, 1 << 16,
+    lambda rows: 64 + sum(int(r.nbytes) + 64 for r in rows.values()),
+    "per base-table version and newer MemWAL source (a flushed generation, a MemTable "
+    "fragment), the base rows whose keys that source holds, by base fragment")
+LSM_WINNERS = CacheKind(
+    "lsm_winners", 256 * MiB, 4096, _nbytes,
+    "per set of newer MemWAL sources (generations, MemTable snapshots), each one's newest "
+    "rows and the keys they hold, decided by LSM scans")
 REGION_VALUES = CacheKind(
     "region_values", 16 * MiB, 65536, lambda entry: 1024,
     "each MemWAL region's spec id and values (fixed once the region is created)")
@@ -177,7 +191,8 @@ REGION_VALUES = CacheKind(
 KINDS: tuple[CacheKind, ...] = (
     MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
-    GENERATION_TABLES, GENERATION_KEYS, GENERATION_BLOOMS, REGION_VALUES,
+    GENERATION_TABLES, GENERATION_KEYS, GENERATION_ROWS, GENERATION_BLOOMS,
+    BASE_ROWS_HIDDEN, LSM_WINNERS, REGION_VALUES,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
 

@@ -1,0 +1,114 @@
+"""Base-table rows that newer sources hide, found through the base's primary-key index.
+
+A base row loses to any newer source holding its key (a row or a tombstone). When the
+base has a BTREE index on its (single) primary-key column, the newer sources' keys are
+looked up in it, giving the hidden rows' addresses directly: the base scan then leaves
+them out like deleted rows (:class:`HiddenRows`), streaming every other row without
+comparing keys, and needs its key column only when it is projected.
+
+Every lookup is cached in the runtime's TableCache (kind ``base_rows_hidden``), keyed by
+what makes it immutable: a flushed generation's per (base version, generation table
+version); a MemTable's per (base version, MemTable, fragment), since a MemTable only ever
+gets fragments appended. A new base version (a merge) or a new generation is a new key,
+so nothing cached can go stale; a MemTable that grew costs a lookup of its new
+fragments only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import LanceError
+from lance_sql.memwal.memtable import MemFragment
+from lance_sql.memwal.read.sources import BaseSource, GenerationSource, MemTableSource, Source
+from lance_sql.table.index.planner import key_rows
+from lance_sql.table.runtime.cache import BASE_ROWS_HIDDEN
+from lance_sql.table.runtime.context import current_runtime
+
+__all__ = ["HiddenRows", "hidden_base_rows"]
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+@dataclass(frozen=True)
+class HiddenRows:
+    """Base rows to leave out: physical offsets per fragment (repeats and deleted rows
+    allowed), complete for the fragments in ``covered`` (those the index covers)."""
+
+    rows: dict[int, np.ndarray]
+    covered: frozenset[int]
+
+    def covers_all(self, fragment_ids: Sequence[int]) -> bool:
+        return all(f in self.covered for f in fragment_ids)
+
+
+class _NoIndex(Exception):
+    """The base's key index cannot answer (gone, unusable)."""
+
+
+def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows | None:
+    """The base rows any of ``sources`` (the newer ones; the base itself is skipped)
+    hides, or None when the base has no usable BTREE index on its primary key."""
+    if base.key_index() is None:
+        return None
+    ds = base.dataset
+    column = base.key_columns[0]
+    cache = current_runtime().cache
+    where = (ds.store.uri, ds.version)
+
+    def lookup(values: pa.Array) -> dict[int, np.ndarray]:
+        try:
+            found = key_rows(ds.store, ds.manifest, column, values)
+        except LanceError as exc:
+            raise _NoIndex from exc
+        if found is None:
+            raise _NoIndex
+        return found.rows
+
+    def cached(key: tuple[Hashable, ...], values: Callable[[], pa.Array]
+               ) -> dict[int, np.ndarray]:
+        return cache.get_or_load(BASE_ROWS_HIDDEN, (*where, *key), lambda: lookup(values()))
+
+    parts: list[dict[int, np.ndarray]] = []
+    try:
+        for source in sources:
+            if source.is_base:
+                continue
+            if isinstance(source, GenerationSource):
+                gen = source.dataset
+                parts.append(cached(("generation", gen.store.uri, gen.version),
+                                    partial(_distinct_keys, source)))
+            elif isinstance(source, MemTableSource):
+                token = source.memtable.token
+                for piece in source.snapshot:
+                    if piece.rows.num_rows:
+                        parts.append(cached(("memtable", token, piece.fragment_id),
+                                            partial(_key_column, piece, column)))
+            elif source.key_rows().num_rows:
+                parts.append(lookup(_distinct_keys(source)))
+        if not parts:  # no newer rows at all: which fragments the index covers
+            parts.append(lookup(pa.array([], ds.manifest.schema.to_scan_arrow()
+                                         .field(column).type)))
+    except _NoIndex:
+        return None
+    covered = frozenset(parts[0]).intersection(*parts[1:])  # the same set for one base
+    rows = {}
+    for fragment in covered:
+        pieces = [p[fragment] for p in parts if len(p.get(fragment, _EMPTY))]
+        if pieces:
+            rows[fragment] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+    return HiddenRows(rows, covered)
+
+
+def _key_column(piece: MemFragment, column: str) -> pa.Array:
+    return piece.rows.column(column).combine_chunks()
+
+
+def _distinct_keys(source: Source) -> pa.Array:
+    rows = source.key_rows()
+    return rows.keys[0].take(pa.array(rows.latest()))
