@@ -26,10 +26,10 @@ import pyarrow as pa
 
 from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve, to_pyarrow
+from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.btree import ROW_ADDRESS_IDS
 from lance_sql.format.btree import KeySet as IndexKeySet
 from lance_sql.format.index import IndexMetadata
-from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
