@@ -38,6 +38,7 @@ from lance_sql.sql.streams import ScanScope, current_scope
 from lance_sql.table import (
     SYSTEM_COLUMNS,
     IndexedRows,
+    ScanPlan,
     address_ranges,
     build_scan_plan,
     fragment_spans,
@@ -114,11 +115,15 @@ class UnitScanner:
         self.batch_size = batch_size
         self.filter = filter
         self.names = names
-        self.plan = build_scan_plan(
-            table.manifest, names, filter=filter,
+        self.plan = self._plan()
+        self.projected_schema = self.plan.output_schema
+
+    def _plan(self) -> ScanPlan:
+        filter = self.filter
+        return build_scan_plan(
+            self.unit.table.manifest, self.names, filter=filter,
             filter_columns=referenced_columns(filter) if filter is not None else None,
             schema_metadata=False)
-        self.projected_schema = self.plan.output_schema
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:
@@ -187,13 +192,16 @@ class IndexUnitScanner(UnitScanner):
 
     unit: IndexUnit  # type: ignore[assignment]
 
+    def _plan(self) -> ScanPlan:
+        unit = self.unit
+        if unit.exact and (None if self.filter is None else str(self.filter)) == \
+                unit.planned_filter:  # the index decided the filter: read the rows only
+            return build_scan_plan(unit.table.manifest, self.names, schema_metadata=False)
+        return super()._plan()
+
     def _batches(self) -> Iterator[pa.RecordBatch]:
         unit, table = self.unit, self.unit.table
-        plan = self.plan
-        if unit.exact and (None if self.filter is None else str(self.filter)) == \
-                unit.planned_filter:
-            plan = build_scan_plan(table.manifest, self.names, schema_metadata=False)
-        result = scan_rows(table.store, table.manifest, unit.fragment, plan, unit.rows)
+        result = scan_rows(table.store, table.manifest, unit.fragment, self.plan, unit.rows)
         if table.limit_hint is not None:
             result = result.slice(0, table.limit_hint)
         for batch in result.to_batches(max_chunksize=self.batch_size):

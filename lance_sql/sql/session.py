@@ -47,7 +47,9 @@ from lance_sql.sql.functions import (
 from lance_sql.sql.interrupt import run_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
+from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
+from lance_sql.sql.shortcuts import count_result, counted_table, live_row_count
 from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
 from lance_sql.sql.tokens import quote_identifier
@@ -182,11 +184,14 @@ class LanceDataFrame(DataFrame):
     whose executions end completely (:mod:`lance_sql.sql.streams`)."""
 
     def __init__(self, df: Any, translator: Translator, ctx: SessionContext,
-                 runtime: Runtime | None = None) -> None:
+                 runtime: Runtime | None = None, *, in_memory: bool = False) -> None:
         super().__init__(df)
         self._translate = translator
         self._ctx = ctx
         self._runtime = runtime or current_runtime()
+        # the frame reads one in-memory table only (no scan, nothing to interrupt):
+        # it runs on the calling thread (frames derived from it do not)
+        self._in_memory = in_memory
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -211,7 +216,7 @@ class LanceDataFrame(DataFrame):
                     with active(scope), self._runtime.activate():
                         return method(target, *args, **kwargs)
 
-                if name in _EXECUTING:
+                if name in _EXECUTING and not self._in_memory:
                     result = run_interruptibly(run, _CancelScope(scope))
                 else:
                     result = run()
@@ -375,7 +380,13 @@ class LanceSession:
                     f"would write table {statement.table!r}")
             if isinstance(statement, UpdateStatement | DeleteStatement):
                 return self._run_dml(statement)
-            return self._frame(self._from_arrow(self._writes.run(statement)))
+            return self._memory_frame(self._writes.run(statement))
+        with self.directory.one_listing():  # the tables a query names, looked up once
+            return self._query(query)
+
+    def _query(self, query: str) -> LanceDataFrame:
+        """Plan a read query: its tables pinned, its LIMITs handed to the scans, a
+        ``count(*)`` answered from metadata when it can be."""
         # Long OR-ed equality lists become IN lists; what is still too wide to plan is
         # refused (DataFusion would overflow its stack planning it).
         query = fold_disjunctions(query)
@@ -408,8 +419,13 @@ class LanceSession:
                         plan = df.to_arrow_table()
                 finally:
                     scope.settle()
-                return self._frame(self._from_arrow(render_explain(plan, planned)))
-            self._limit_hints(df, planned)  # optimizes the plan: planning errors show here
+                return self._memory_frame(render_explain(plan, planned))
+            if planned:
+                optimized = df.optimized_logical_plan()  # planning errors show here
+                self._limit_hints(optimized, planned)
+                counted = self._metadata_count(df, optimized, planned)
+                if counted is not None:
+                    return counted
         except LanceError:
             raise
         except Exception as exc:  # translated into our types
@@ -435,7 +451,7 @@ class LanceSession:
             # the values do not evaluate (division by zero, a failed cast, NULL into a
             # NOT NULL column): nothing was committed
             raise InvalidInputError(f"{verb} {statement.table}: {exc}") from exc
-        return self._frame(self._from_arrow(pa.table({name: pa.array([count], pa.uint64())})))
+        return self._memory_frame(pa.table({name: pa.array([count], pa.uint64())}))
 
     def _external(self, query: str, statement: External) -> LanceDataFrame:
         """``CREATE EXTERNAL TABLE`` / ``COPY``: files outside the root, on request only."""
@@ -466,6 +482,10 @@ class LanceSession:
         self.schema_provider.deregister_table(name)
         return df
 
+    def _memory_frame(self, table: pa.Table) -> LanceDataFrame:
+        """A frame over ``table``, run on the calling thread (it reads no Lance table)."""
+        return self._frame(self._from_arrow(table), in_memory=True)
+
     def plan_only(self, query: str) -> pa.Schema:
         """The result schema of a query, planned but not run."""
         return self.ctx.sql(query, options=_options()).schema()
@@ -480,16 +500,29 @@ class LanceSession:
         """The typed lance_sql exception for an error DataFusion raised (or ``exc``)."""
         return translate(exc, self.errors, self.tables)
 
-    def _frame(self, df: DataFrame) -> LanceDataFrame:
-        return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime)
+    def _frame(self, df: DataFrame, *, in_memory: bool = False) -> LanceDataFrame:
+        return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime,
+                              in_memory=in_memory)
+
+    def _metadata_count(self, df: DataFrame, optimized: Any,
+                        planned: list[Planned]) -> LanceDataFrame | None:
+        """The frame of a ``count(*)``-only query answered from the pinned version's
+        metadata (None: the query runs; see :mod:`lance_sql.sql.shortcuts`)."""
+        name = counted_table(optimized)
+        if name is None:
+            return None
+        parsed = TableName.parse(name.removeprefix(f"{CATALOG}.{SCHEMA}.").strip('"'))
+        found = [ds for ds in planned if ds.query_id == parsed.query_id]
+        if len(found) != 1 or not isinstance(found[0], LanceTableDataset):
+            return None  # the LSM view counts each key's newest row: it runs
+        result = count_result(df.schema(), live_row_count(found[0]))
+        return self._memory_frame(result)
 
     @staticmethod
-    def _limit_hints(df: DataFrame, planned: list[Planned]) -> None:
+    def _limit_hints(optimized: Any, planned: list[Planned]) -> None:
         """Tell each scan the LIMIT DataFusion pushed into it, so it can stop early."""
-        if not planned:
-            return
         fetches: dict[str, int] = {}
-        stack = [df.optimized_logical_plan()]
+        stack = [optimized]
         while stack:
             plan = stack.pop()
             variant = plan.to_variant()

@@ -1,0 +1,227 @@
+"""The session's per-query shortcuts give exactly what the general path gives.
+
+* ``count(*)`` answered from the pinned version's metadata (``lance_sql.sql.shortcuts``):
+  checked against the scan it replaces (the shortcut switched off), pylance's
+  ``count_rows`` and plain arithmetic, after deletes, appends, overwrites and time travel,
+  with commits made by other handles and another library between queries; and every
+  query shape it must not take (filters, non-literal counts, DISTINCT, FILTER, GROUP BY,
+  LIMIT, joins, the LSM view) still runs the scan.
+* in-memory result frames run on the calling thread; frames derived from them do not
+  skip the query thread.
+* one listing of the root per query: a table created between queries is seen by the next.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import NotFoundError
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal.api import MemWal
+from lance_sql.sql import session as session_module
+from lance_sql.sql.provider import PlannedDataset
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _table(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "x": pa.array([None if i % 7 == 0 else i * 0.5 for i in ids], pa.float64()),
+        "s": pa.array([None if i % 5 == 0 else f"s{i % 11}" for i in ids], pa.string()),
+    })
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    uri = tmp_path / "t.lance"
+    lance_sql.write_dataset(_table(0, 1000), uri, max_rows_per_file=300)    # 4 fragments
+    lance_sql.write_dataset(_table(1000, 250), uri, mode="append")         # a 5th
+    lance_sql.dataset(uri).delete("id % 9 = 0 OR (id >= 300 AND id < 600)")  # one gone
+    lance_sql.write_dataset(_table(0, 3), tmp_path / "u.lance")
+    return tmp_path
+
+
+def _general(session: lance_sql.LanceSession, sql: str,
+             monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """``sql`` with the metadata count switched off (the scan answers)."""
+    with monkeypatch.context() as m:
+        m.setattr(session_module, "counted_table", lambda plan: None)
+        return session.sql(sql).to_arrow_table().to_pylist()
+
+
+def _no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every Lance scan fail: what still answers was answered from metadata."""
+    def refuse(self: object, filter: object = None) -> list:
+        raise AssertionError("a Lance scan was planned")
+    monkeypatch.setattr(PlannedDataset, "get_fragments", refuse)
+
+
+def _live(uri: Path) -> int:
+    return lance_sql.dataset(uri).to_table(columns=["id"]).num_rows
+
+
+COUNT_QUERIES = [
+    "SELECT count(*) FROM t",
+    "SELECT count(*) AS n FROM t",
+    "SELECT count(1) AS a, count(*) AS b, count(*) FROM t",
+    'SELECT count(*) AS "n" FROM lance.default.t',
+    "SELECT count(*) FROM t AS x",
+    "SELECT count(*) FROM (SELECT * FROM t)",
+]
+
+
+@pytest.mark.parametrize("sql", COUNT_QUERIES)
+def test_metadata_count_equals_the_scan(root: Path, sql: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    session = lance_sql.connect(root)
+    want = _general(session, sql, monkeypatch)
+    live = _live(root / "t.lance")
+    assert live == 1250 - 300 - len([i for i in range(1250) if i % 9 == 0
+                                     and not 300 <= i < 600])
+    assert all(v == live for row in want for v in row.values())
+    with monkeypatch.context() as m:
+        _no_scan(m)
+        got = session.sql(sql).to_arrow_table()
+    assert got.to_pylist() == want
+    assert got.schema == session.sql(sql).schema()  # the names and types DataFusion gives
+
+
+def test_metadata_count_agrees_with_pylance_after_its_commits(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lance = pytest.importorskip("lance")
+    uri = str(root / "t.lance")
+    session = lance_sql.connect(root)
+    live_before = _live(root / "t.lance")
+    before = session.sql("SELECT count(*) AS n FROM t")  # pinned now
+    lance.dataset(uri).delete("id < 50 OR id = 1100")   # another library's deletion files
+    lance.write_dataset(_table(5000, 40), uri, mode="append")
+    want = lance.dataset(uri).count_rows()
+    _no_scan(monkeypatch)
+    assert session.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": want}]
+    assert before.to_pylist() == [{"n": live_before}]
+    assert live_before != want
+    monkeypatch.undo()
+    assert _general(session, "SELECT count(*) AS n FROM t", monkeypatch) == [{"n": want}]
+
+
+def test_metadata_count_sees_commits_of_another_process(root: Path) -> None:
+    session = lance_sql.connect(root)
+    assert session.sql("SELECT count(*) AS n FROM t").to_pylist() == \
+        [{"n": _live(root / "t.lance")}]
+    script = textwrap.dedent(f"""
+        import pyarrow as pa, lance_sql
+        uri = {str(root / "t.lance")!r}
+        lance_sql.write_dataset(pa.table({{"id": pa.array(range(7), pa.int64()),
+                                           "x": [1.0] * 7, "s": ["a"] * 7}}), uri,
+                                mode="overwrite")
+        lance_sql.dataset(uri).delete("id = 3")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], env={"PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert session.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 6}]
+    assert session.sql("SELECT count(*) AS n FROM t VERSION AS OF 1").to_pylist() == \
+        [{"n": 1000}]
+
+
+def test_metadata_count_of_time_travel_and_empty_tables(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lance_sql.write_dataset(_table(0, 0), root / "empty.lance")
+    session = lance_sql.connect(root)
+    queries = {"SELECT count(*) AS n FROM t VERSION AS OF 1": 1000,
+               "SELECT count(*) AS n FROM t VERSION AS OF 2": 1250,
+               "SELECT count(*) AS n FROM empty": 0}
+    for sql, n in queries.items():
+        assert _general(session, sql, monkeypatch) == [{"n": n}]
+    # a version named by hand is not pinned by the front door: it scans, rightly
+    assert session.sql('SELECT count(*) AS n FROM "t@2"').to_pylist() == [{"n": 1250}]
+    _no_scan(monkeypatch)
+    for sql, n in queries.items():
+        assert session.sql(sql).to_pylist() == [{"n": n}], sql
+
+
+@pytest.mark.parametrize("sql, want", [
+    ("SELECT count(*) AS n FROM t WHERE id < 100", lambda ids: sum(i < 100 for i in ids)),
+    ("SELECT count(x) AS n FROM t", lambda ids: sum(i % 7 != 0 for i in ids)),
+    ("SELECT count(s) AS n FROM t", lambda ids: sum(i % 5 != 0 for i in ids)),
+    ("SELECT count(NULL) AS n FROM t", lambda ids: 0),
+    ("SELECT count(DISTINCT 1) AS n FROM t", lambda ids: 1),
+    ("SELECT count(*) FILTER (WHERE id > 1000) AS n FROM t",
+     lambda ids: sum(i > 1000 for i in ids)),
+    ("SELECT count(*) + 1 AS n FROM t", lambda ids: len(ids) + 1),
+    ("SELECT n FROM (SELECT count(*) AS n FROM t) WHERE n > 1000000",
+     lambda ids: None),
+    ("SELECT count(*) AS n FROM t GROUP BY id % 2 ORDER BY n LIMIT 1",
+     lambda ids: min(sum(i % 2 == 0 for i in ids), sum(i % 2 == 1 for i in ids))),
+    ("SELECT count(*) AS n FROM t, u", lambda ids: 3 * len(ids)),
+    ("SELECT count(*) AS n FROM t WHERE _rowid < 4294967296",
+     lambda ids: sum(i < 300 for i in ids)),
+])
+def test_other_counts_still_scan(root: Path, sql: str, want,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = lance_sql.dataset(root / "t.lance").to_table(columns=["id"])["id"].to_pylist()
+    session = lance_sql.connect(root)
+    expected = want(ids)
+    assert session.sql(sql).to_pylist() == ([] if expected is None else [{"n": expected}])
+    _no_scan(monkeypatch)
+    with pytest.raises(Exception, match="a Lance scan was planned"):
+        session.sql(sql).to_pylist()
+
+
+def test_lsm_count_is_not_answered_from_the_base(tmp_path: Path) -> None:
+    pk = {"lance-schema:unenforced-primary-key": "true"}
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=pk),
+                        pa.field("v", pa.int64())])
+    ds = lance_sql.write_dataset(pa.table({"id": range(10), "v": range(10)}, schema=schema),
+                                 tmp_path / "t.lance")
+    mw = MemWal.initialize(ds, RegionSpec.bucket("id", 2), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    session = lance_sql.connect(tmp_path)
+    with mw.writer() as writer:
+        assert session.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 10}]
+        writer.put(pa.table({"id": [3, 4, 50], "v": [0, 0, 0]}, schema=schema))
+        # strong consistency: the put made after the previous query is seen, each key once
+        assert session.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 11}]
+        writer.put(pa.table({"id": [51], "v": [1]}, schema=schema))
+        assert session.sql("SELECT count(*) AS n FROM t").to_pylist() == [{"n": 12}]
+        assert session.sql("SELECT v FROM t WHERE id = 51").to_pylist() == [{"v": 1}]
+
+
+def test_in_memory_frames_run_on_the_calling_thread(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    session = lance_sql.connect(root)
+    calls = []
+    real = session_module.run_interruptibly
+
+    def spy(fn, cancel):
+        calls.append(fn)
+        return real(fn, cancel)
+
+    monkeypatch.setattr(session_module, "run_interruptibly", spy)
+    counted = session.sql("SELECT count(*) AS n FROM t")
+    assert counted.to_pylist() == [{"n": _live(root / "t.lance")}]
+    assert session.sql("CREATE TABLE v (a BIGINT)").to_pylist()[0]["table"] == "v"
+    assert calls == []  # neither started the query thread
+    # a frame derived from an in-memory one may read Lance tables: it runs as any query
+    both = counted.union(session.sql("SELECT count(*) AS n FROM u WHERE id > 0"))
+    assert sorted(r["n"] for r in both.to_pylist()) == [2, _live(root / "t.lance")]
+    assert len(calls) == 1
+
+
+def test_a_table_created_between_queries_is_seen(root: Path) -> None:
+    session = lance_sql.connect(root)
+    with pytest.raises(NotFoundError):
+        session.sql("SELECT count(*) FROM fresh").to_pylist()
+    lance_sql.write_dataset(_table(0, 4), root / "fresh.lance")
+    assert session.sql("SELECT count(*) AS n FROM fresh").to_pylist() == [{"n": 4}]
+    assert session.sql("SELECT count(*) AS n FROM fresh JOIN u ON fresh.id = u.id"
+                       ).to_pylist() == [{"n": 3}]
