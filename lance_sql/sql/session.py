@@ -184,7 +184,8 @@ class LanceDataFrame(DataFrame):
     whose executions end completely (:mod:`lance_sql.sql.streams`)."""
 
     def __init__(self, df: Any, translator: Translator, ctx: SessionContext,
-                 runtime: Runtime | None = None, *, in_memory: bool = False) -> None:
+                 runtime: Runtime | None = None, *, in_memory: bool = False,
+                 optimized: Any = None) -> None:
         super().__init__(df)
         self._translate = translator
         self._ctx = ctx
@@ -192,6 +193,9 @@ class LanceDataFrame(DataFrame):
         # the frame reads one in-memory table only (no scan, nothing to interrupt):
         # it runs on the calling thread (frames derived from it do not)
         self._in_memory = in_memory
+        # the frame's plan as the session optimized it when planning (None: not known);
+        # executions start from it (DataFusion's optimizer then has little left to do)
+        self._optimized = optimized
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -206,8 +210,11 @@ class LanceDataFrame(DataFrame):
                               runtime=self._runtime)
             # Run on a copy of this frame: DataFusion keeps the last plan a frame ran
             # (with its scan units); the copy's plan goes when the execution does.
+            executing = name in _EXECUTING
+            plan = self._optimized if executing and self._optimized is not None \
+                else DataFrame.logical_plan(self)
             target: DataFrame | None = DataFrame(
-                self._ctx.create_dataframe_from_logical_plan(DataFrame.logical_plan(self)).df)
+                self._ctx.create_dataframe_from_logical_plan(plan).df)
             group = None
             interrupted = False
             try:
@@ -216,7 +223,7 @@ class LanceDataFrame(DataFrame):
                     with active(scope), self._runtime.activate():
                         return method(target, *args, **kwargs)
 
-                if name in _EXECUTING and not self._in_memory:
+                if executing and not self._in_memory:
                     result = run_interruptibly(run, _CancelScope(scope))
                 else:
                     result = run()
@@ -273,6 +280,18 @@ _install_guards()
 def _options(*, ddl: bool = False, dml: bool = False) -> SQLOptions:
     """What DataFusion may run itself: by default queries only (no DDL, DML, ``SET``...)."""
     return SQLOptions().with_allow_ddl(ddl).with_allow_dml(dml).with_allow_statements(False)
+
+
+# The first word of a statement, after any comments; a query's (see _plainly_a_query).
+_FIRST_WORD = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*([A-Za-z_]+|\()", re.S)
+_QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "EXPLAIN", "("})
+
+
+def _plainly_a_query(sql: str) -> bool:
+    """True when ``sql`` starts as only a query does (``SELECT``, ``WITH``...): none of the
+    session's statements (:mod:`~lance_sql.sql.statements`, DML, MERGE) starts so."""
+    found = _FIRST_WORD.match(sql)
+    return found is not None and found.group(1).upper() in _QUERY_STARTS
 
 
 _NAMES_LSM_COLUMN = re.compile(r"\b(_gen|_region)\b", re.IGNORECASE)
@@ -365,6 +384,9 @@ class LanceSession:
             return self._sql(query)
 
     def _sql(self, query: str) -> LanceDataFrame:
+        if _plainly_a_query(query):  # no statement starts so: skip the statement parsers
+            with self.directory.one_listing():
+                return self._query(query)
         try:
             statement = parse_dml(query) or parse_merge(query) or parse_statement(query)
         except LanceError:
@@ -426,6 +448,7 @@ class LanceSession:
                 counted = self._metadata_count(df, optimized, planned)
                 if counted is not None:
                     return counted
+                return self._frame(df, optimized=optimized)
         except LanceError:
             raise
         except Exception as exc:  # translated into our types
@@ -500,9 +523,10 @@ class LanceSession:
         """The typed lance_sql exception for an error DataFusion raised (or ``exc``)."""
         return translate(exc, self.errors, self.tables)
 
-    def _frame(self, df: DataFrame, *, in_memory: bool = False) -> LanceDataFrame:
+    def _frame(self, df: DataFrame, *, in_memory: bool = False,
+               optimized: Any = None) -> LanceDataFrame:
         return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime,
-                              in_memory=in_memory)
+                              in_memory=in_memory, optimized=optimized)
 
     def _metadata_count(self, df: DataFrame, optimized: Any,
                         planned: list[Planned]) -> LanceDataFrame | None:
