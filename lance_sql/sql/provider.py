@@ -53,6 +53,9 @@ SYSTEM_FIELDS = tuple(pa.field(name, pa.uint64()) for name in SYSTEM_COLUMNS)
 CHUNK_ROWS = 128 * 1024
 COUNT_BATCH_ROWS = 1 << 22
 MIN_UNIT_ROWS = 64 * 1024
+# At most this many rows are read on the calling thread (ScanScope.inline): about a
+# chunk's reading, so Ctrl-C waits no longer than that.
+INLINE_MAX_ROWS = 2 * CHUNK_ROWS
 
 
 @dataclass
@@ -76,6 +79,11 @@ class ScanUnit:
     start: int
     stop: int
     scope: ScanScope
+
+    @property
+    def inline_rows(self) -> int | None:
+        """Physical rows it reads at most (see :meth:`PlannedDataset._inline`)."""
+        return self.stop - self.start
 
     def scanner(
         self,
@@ -180,6 +188,10 @@ class IndexUnit:
     planned_filter: str | None
     scope: ScanScope
 
+    @property
+    def inline_rows(self) -> int | None:
+        return len(self.rows)
+
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
                 filter: pc.Expression | None = None,
                 batch_size: int | None = None, **_: object) -> IndexUnitScanner:
@@ -208,6 +220,35 @@ class IndexUnitScanner(UnitScanner):
             if batch.num_rows:
                 unit.scope.check()
                 yield batch
+
+
+@dataclass(frozen=True)
+class SequentialUnit:
+    """Several small units read one after the other as one partition, so that an
+    execution on the calling thread reads them all there (see ``ScanScope.inline``)."""
+
+    table: PlannedDataset
+    units: tuple[Any, ...]
+    scope: ScanScope
+
+    def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
+                filter: pc.Expression | None = None, batch_size: int | None = None,
+                **_: object) -> SequentialScanner:
+        return open_scanner(self, SequentialScanner, columns, filter, batch_size)
+
+
+class SequentialScanner:
+    """The scanners of a :class:`SequentialUnit`'s units, read in turn."""
+
+    def __init__(self, unit: SequentialUnit, columns: list[str] | None,
+                 filter: pc.Expression | None, batch_size: int) -> None:
+        self.parts = [(IndexUnitScanner if isinstance(part, IndexUnit) else UnitScanner)(
+            part, columns, filter, batch_size) for part in unit.units]
+        self.projected_schema = self.parts[0].projected_schema
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        for part in self.parts:
+            yield from part.to_batches()
 
 
 class PlannedDataset(pds.Dataset):
@@ -253,9 +294,27 @@ class PlannedDataset(pds.Dataset):
         # which ends only once DataFusion has let go of all of them (its plan is gone).
         try:
             scope = current_scope()
-            return scope.adopt(self._units(as_expression(filter), scope))
+            units = self._units(as_expression(filter), scope)
+            if scope.inline:
+                units = self._inline(units, scope)
+            return scope.adopt(units)
         except Exception as exc:
             raise self.errors.wrap(exc) from exc
+
+    def _inline(self, units: list, scope: ScanScope) -> list:
+        """The units as one partition when they are small enough to read on the calling
+        thread; else the execution moves to a worker thread (``ScanScope.want_worker``)."""
+        rows = 0
+        for unit in units:
+            size = getattr(unit, "inline_rows", None)
+            if size is None:
+                scope.want_worker()
+            rows += size
+        if rows > INLINE_MAX_ROWS:
+            scope.want_worker()
+        if len(units) <= 1:
+            return units
+        return [SequentialUnit(self, tuple(units), scope)]
 
     def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list:
         raise NotImplementedError

@@ -44,12 +44,12 @@ from lance_sql.sql.functions import (
     make_table_versions,
     table_versions,
 )
-from lance_sql.sql.interrupt import run_interruptibly
+from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
-from lance_sql.sql.shortcuts import count_result, counted_table, live_row_count
+from lance_sql.sql.shortcuts import count_result, counted_table, live_row_count, only_streams
 from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
 from lance_sql.sql.tokens import quote_identifier
@@ -101,6 +101,23 @@ class _CancelScope:
 
     def set(self) -> None:
         self._scope.cancel("the query was interrupted (Ctrl-C)")
+
+    # what run_streaming_interruptibly reads and sets: the scope's own flags
+    @property
+    def inline(self) -> bool:
+        return self._scope.inline
+
+    @inline.setter
+    def inline(self, value: bool) -> None:
+        self._scope.inline = value
+
+    @property
+    def worker_wanted(self) -> bool:
+        return self._scope.worker_wanted
+
+    @worker_wanted.setter
+    def worker_wanted(self, value: bool) -> None:
+        self._scope.worker_wanted = value
 
 
 class TypedStream:
@@ -185,7 +202,7 @@ class LanceDataFrame(DataFrame):
 
     def __init__(self, df: Any, translator: Translator, ctx: SessionContext,
                  runtime: Runtime | None = None, *, in_memory: bool = False,
-                 optimized: Any = None) -> None:
+                 optimized: Any = None, streaming: bool = False) -> None:
         super().__init__(df)
         self._translate = translator
         self._ctx = ctx
@@ -196,6 +213,9 @@ class LanceDataFrame(DataFrame):
         # the frame's plan as the session optimized it when planning (None: not known);
         # executions start from it (DataFusion's optimizer then has little left to do)
         self._optimized = optimized
+        # the plan only streams one scan: it runs on the calling thread, Ctrl-C still
+        # stopping it (lance_sql.sql.interrupt.run_streaming_interruptibly)
+        self._streaming = streaming
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -223,7 +243,9 @@ class LanceDataFrame(DataFrame):
                     with active(scope), self._runtime.activate():
                         return method(target, *args, **kwargs)
 
-                if executing and not self._in_memory:
+                if executing and self._streaming:
+                    result = run_streaming_interruptibly(run, _CancelScope(scope))
+                elif executing and not self._in_memory:
                     result = run_interruptibly(run, _CancelScope(scope))
                 else:
                     result = run()
@@ -448,7 +470,7 @@ class LanceSession:
                 counted = self._metadata_count(df, optimized, planned)
                 if counted is not None:
                     return counted
-                return self._frame(df, optimized=optimized)
+                return self._frame(df, optimized=optimized, streaming=only_streams(optimized))
         except LanceError:
             raise
         except Exception as exc:  # translated into our types
@@ -523,10 +545,10 @@ class LanceSession:
         """The typed lance_sql exception for an error DataFusion raised (or ``exc``)."""
         return translate(exc, self.errors, self.tables)
 
-    def _frame(self, df: DataFrame, *, in_memory: bool = False,
-               optimized: Any = None) -> LanceDataFrame:
+    def _frame(self, df: DataFrame, *, in_memory: bool = False, optimized: Any = None,
+               streaming: bool = False) -> LanceDataFrame:
         return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime,
-                              in_memory=in_memory, optimized=optimized)
+                              in_memory=in_memory, optimized=optimized, streaming=streaming)
 
     def _metadata_count(self, df: DataFrame, optimized: Any,
                         planned: list[Planned]) -> LanceDataFrame | None:

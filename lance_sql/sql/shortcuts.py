@@ -1,4 +1,4 @@
-"""Queries answered from table metadata, without running a scan.
+"""Queries answered from table metadata, without running a scan; plans that only stream.
 
 ``SELECT count(*) FROM t`` (any number of ``count(*)`` / ``count(<integer literal>)``
 columns, aliased or not) over one plain Lance table, with no filter, grouping, limit or
@@ -8,6 +8,8 @@ deleted rows, counted exactly as the scan's count-only units count them
 logical plan, so whatever SQL spelling DataFusion reduces to that plan qualifies, and
 anything else (a ``WHERE``, ``count(col)``, ``count(DISTINCT ...)``, ``FILTER``, the LSM
 view of a MemWAL table, a join, ``LIMIT``) runs as usual.
+
+:func:`only_streams` tells the session which plans may run on the calling thread.
 """
 
 from __future__ import annotations
@@ -92,3 +94,23 @@ def live_row_count(table: LanceTableDataset) -> int:
 def count_result(schema: pa.Schema, count: int) -> pa.Table:
     """The one-row result of a ``count(*)``-only query: ``count`` in every column."""
     return pa.table([pa.array([count], field.type) for field in schema], schema=schema)
+
+
+# plan nodes that pass a scan's batches on, each batch's work bounded by its size
+_STREAMING = frozenset({"Projection", "SubqueryAlias", "Filter", "Limit", "TableScan",
+                        "EmptyRelation"})
+
+
+def only_streams(plan: Any) -> bool:
+    """True when the plan is at most one table scan with projections, filters and limits
+    above it: its work is all in the scan (see :func:`lance_sql.sql.interrupt.
+    run_streaming_interruptibly`)."""
+    stack, scans = [plan], 0
+    while stack:
+        node = stack.pop()
+        kind, _ = _variant(node)
+        if kind not in _STREAMING:
+            return False
+        scans += kind == "TableScan"
+        stack.extend(node.inputs())
+    return scans <= 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,6 +26,7 @@ import lance_sql
 from lance_sql.errors import NotFoundError
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
+from lance_sql.sql import interrupt, provider
 from lance_sql.sql import session as session_module
 from lance_sql.sql.provider import PlannedDataset
 
@@ -225,3 +227,109 @@ def test_a_table_created_between_queries_is_seen(root: Path) -> None:
     assert session.sql("SELECT count(*) AS n FROM fresh").to_pylist() == [{"n": 4}]
     assert session.sql("SELECT count(*) AS n FROM fresh JOIN u ON fresh.id = u.id"
                        ).to_pylist() == [{"n": 3}]
+
+
+INTERRUPT_SCRIPT = """
+import os, signal, sys, threading, time
+import pyarrow as pa
+import lance_sql
+from lance_sql.sql import interrupt, provider, session as session_module
+from lance_sql.sql.streams import held_units, running_scans, settle_all
+
+root, rows, per_file, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+lance_sql.write_dataset(pa.table({"x": pa.array(range(rows), pa.int64())}),
+                        root + "/t.lance", max_rows_per_file=per_file)
+session = lance_sql.connect(root)
+provider.CHUNK_ROWS = 1000
+real = provider.scan_fragment
+
+def slow(*args, **kwargs):
+    time.sleep(0.1)
+    return real(*args, **kwargs)
+
+provider.scan_fragment = slow
+started = []
+real_run = interrupt.run_interruptibly
+spy = lambda fn, cancel: started.append(1) or real_run(fn, cancel)
+session_module.run_interruptibly = interrupt.run_interruptibly = spy
+df = session.sql("SELECT x FROM t WHERE x % 3 = 0")
+baseline = threading.active_count()
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+start = time.monotonic()
+try:
+    df.to_arrow_table()
+    sys.exit("not interrupted")
+except KeyboardInterrupt:
+    took = time.monotonic() - start
+assert took < 3.0, took
+assert len(started) == threads, started
+assert settle_all(timeout=10)  # the scans DataFusion was still dropping are let go of
+assert running_scans() == 0 and held_units() == 0, (running_scans(), held_units())
+assert threading.active_count() == baseline, threading.enumerate()
+# the session still works, and SIGINT is Python's again
+provider.scan_fragment = real
+assert session.sql("SELECT count(*) AS n FROM t WHERE x < 10").to_pylist() == [{"n": 10}]
+assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("rows, per_file, threads", [
+    (60_000, 60_000, 0), (200_000, 4_000, 0), (600_000, 100_000, 1)],
+    ids=["one-unit-inline", "many-units-inline", "large-on-a-worker"])
+def test_ctrl_c_stops_a_streaming_query_run_on_the_calling_thread(
+        tmp_path: Path, rows: int, per_file: int, threads: int) -> None:
+    """A scan-only plan with small scans runs on the main thread (no query thread, its
+    units read as one partition); one with large scans moves to a worker thread. Either
+    way Ctrl-C stops the scans at their next chunk and raises KeyboardInterrupt, leaving
+    no thread or scan behind."""
+    done = subprocess.run([sys.executable, "-c", INTERRUPT_SCRIPT, str(tmp_path), str(rows),
+                           str(per_file), str(threads)], env={"PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("ok")
+
+
+INLINE_QUERIES = [
+    "SELECT * FROM t WHERE x < 100",
+    "SELECT id, s FROM t WHERE _rowid IN (0, 5, 4294967296, 17179869184, 17179869185)",
+    "SELECT * FROM t WHERE _rowaddr = 8589934593",
+    "SELECT id FROM t WHERE s = 's3' LIMIT 7",
+    "SELECT id + 1 AS j FROM t WHERE id BETWEEN 200 AND 900",
+]
+
+
+@pytest.mark.parametrize("sql", INLINE_QUERIES)
+def test_small_scans_read_on_the_calling_thread_as_in_parallel(
+        root: Path, sql: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the main thread a scan-only query's small units are read as one partition,
+    with the same rows as the units read in parallel (from another thread)."""
+    lance_sql.dataset(root / "t.lance").create_scalar_index("id", "BTREE")
+    session = lance_sql.connect(root)
+    elsewhere: list[pa.Table] = []
+    worker = threading.Thread(target=lambda: elsewhere.append(
+        session.sql(sql).to_arrow_table()))
+    worker.start()
+    worker.join()
+    sequential = []
+    real = provider.SequentialScanner.__init__
+
+    def spy(self, unit, *args):
+        sequential.append(len(unit.units))
+        real(self, unit, *args)
+
+    monkeypatch.setattr(provider.SequentialScanner, "__init__", spy)
+    started = []
+    for module in (session_module, interrupt):
+        monkeypatch.setattr(module, "run_interruptibly",
+                            lambda fn, cancel: started.append(1) or fn())
+    here = session.sql(sql).to_arrow_table()
+    assert started == []
+    key = "j" if "j" in here.column_names else "id"
+    if "LIMIT" in sql:  # which rows is up to the scan order; how many is not
+        assert here.num_rows == elsewhere[0].num_rows == 7
+    else:
+        assert here.sort_by(key) == elsewhere[0].sort_by(key)
+        assert here.num_rows > 0
+    if "x < 100" in sql:  # no index: the 4 fragments left scanned, one partition here
+        assert sequential == [4]
