@@ -11,8 +11,9 @@ catalog, DataFusion planning, the query thread), not reading data:
   flushed generations and an open MemTable): a key in the MemTable and a key only in the
   base table, strong consistency.
 
-Each figure is the median of --repeat runs after a warm-up, the queries interleaved round
-by round. ``--profile QUERY`` instead runs one query --repeat times under cProfile and
+Each figure is the median (and 10th percentile) wall time of --repeat runs after a
+warm-up, plus the median CPU time of the process (all threads), the queries interleaved
+round by round. ``--profile QUERY`` instead runs one query --repeat times under cProfile and
 prints where the time went. The plain table is kept in ``--data`` when given (reused when
 present); the LSM table is rebuilt every run (its MemTable lives in this process).
 
@@ -121,15 +122,21 @@ def queries(session: lance_sql.LanceSession, rows: int, lsm: tuple | None
     return out
 
 
-def interleaved(ops: dict[str, Callable[[int], object]], repeat: int) -> dict[str, float]:
+def interleaved(ops: dict[str, Callable[[int], object]], repeat: int
+                ) -> dict[str, tuple[float, float, float]]:
+    """(median wall ms, 10th percentile wall ms, median CPU ms of the process) per
+    query; CPU time counts every thread and is less swayed by other processes' load."""
     times: dict[str, list[float]] = {name: [] for name in ops}
+    cpu: dict[str, list[float]] = {name: [] for name in ops}
     for round_ in range(repeat + 1):
         for name, fn in ops.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn(round_)
             if round_:
                 times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
+                cpu[name].append(time.process_time() - start_cpu)
+    return {name: (statistics.median(ts) * 1e3, sorted(ts)[len(ts) // 10] * 1e3,
+                   statistics.median(cpu[name]) * 1e3) for name, ts in times.items()}
 
 
 def main() -> None:
@@ -175,8 +182,10 @@ def main() -> None:
             stats.sort_stats("cumulative").print_stats(args.top)
             stats.sort_stats("tottime").print_stats(args.top)
             return
-        for name, ms in interleaved(ops, args.repeat).items():
-            print(f"{name:<24} {ms:8.2f} ms (median of {args.repeat})")
+        print(f"{'query':<24} {'median ms':>10} {'p10 ms':>8} {'CPU ms':>8}  "
+              f"(of {args.repeat}, interleaved)")
+        for name, (ms, p10, cpu_ms) in interleaved(ops, args.repeat).items():
+            print(f"{name:<24} {ms:10.2f} {p10:8.2f} {cpu_ms:8.2f}")
     finally:
         if lsm is not None:
             lsm[0].close()  # type: ignore[attr-defined]

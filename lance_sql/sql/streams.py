@@ -159,7 +159,18 @@ class ScanScope:
         self.cancel(reason)
         timeout = SETTLE_TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        released = False
         while True:
+            with self._cond:
+                held = self._held()
+                if held <= 0:
+                    return True
+            if not released:
+                # What DataFusion dropped as the execution ended is usually only queued
+                # (see _release_pending): free it before waiting at all.
+                _release_pending()
+                released = True
+                continue
             with self._cond:
                 held = self._held()
                 if held <= 0:
