@@ -169,6 +169,8 @@ class LsmTableDataset(PlannedDataset):
         tree = decode(filter) if filter is not None and not nulls else None
         plan, columns, residual, lookup = None, output, None, False
         keys = _lookup_keys(tree, view) if tree is not None else None
+        if scope.inline and (keys is None or keys.num_rows > MAX_INLINE_KEYS):
+            scope.want_worker()  # before planning a scan that would run on a worker
         if keys is not None:
             columns = _with(output, refs)
             try:

@@ -333,6 +333,7 @@ class LanceTableDataset(PlannedDataset):
         self._start(name, pa.schema(fields, metadata=data.metadata), PushedScan(), errors,
                     query_id=query_id, system_columns=system_columns)
         self.target_partitions = max(1, os.cpu_count() or 1)
+        self._last_indexed: tuple[pc.Expression, list[int], IndexedRows | None] | None = None
 
     @property
     def label(self) -> str:
@@ -349,7 +350,7 @@ class LanceTableDataset(PlannedDataset):
                 kept.append(candidate)
                 rows += candidate[0].num_rows
             candidates = kept
-        indexed = self._indexed(filter, [c[0].id for c in candidates])
+        indexed = self._indexed(filter, [c[0].id for c in candidates], scope.inline)
         self.pushed.index = None
         units: list = []
         if indexed is not None:
@@ -365,13 +366,22 @@ class LanceTableDataset(PlannedDataset):
         self.pushed.fragments_kept = len({u.fragment.id for u in units})
         return units
 
-    def _indexed(self, filter: pc.Expression | None,
-                 fragment_ids: list[int]) -> IndexedRows | None:
+    def _indexed(self, filter: pc.Expression | None, fragment_ids: list[int],
+                 inline: bool = False) -> IndexedRows | None:
         """Rows scalar indices find for ``filter`` (None: scan)."""
         if filter is None or self.manifest.index_section is None:
             return None
+        # an execution on the calling thread may move to a worker thread (see
+        # ScanScope.want_worker) and plan again with the same filter: the index is not
+        # searched twice (what it found is kept for that next planning only)
+        last, self._last_indexed = self._last_indexed, None
+        if last is not None and last[1] == fragment_ids and last[0].equals(filter):
+            return last[2]
         tree = decode(filter)
-        return plan_indexed(self.store, self.manifest, tree, fragment_ids=fragment_ids)
+        found = plan_indexed(self.store, self.manifest, tree, fragment_ids=fragment_ids)
+        if inline:
+            self._last_indexed = (filter, list(fragment_ids), found)
+        return found
 
     def _address_ranges(self, filter: pc.Expression | None) -> list[tuple[int, int]] | None:
         if filter is None or not self.system_columns:

@@ -470,7 +470,9 @@ class LanceSession:
                 counted = self._metadata_count(df, optimized, planned)
                 if counted is not None:
                     return counted
-                return self._frame(df, optimized=optimized, streaming=only_streams(optimized))
+                ids = {ds.query_id for ds in planned}
+                streaming = only_streams(optimized, lambda name: _query_id(name) in ids)
+                return self._frame(df, optimized=optimized, streaming=streaming)
         except LanceError:
             raise
         except Exception as exc:  # translated into our types
@@ -573,15 +575,21 @@ class LanceSession:
             plan = stack.pop()
             variant = plan.to_variant()
             if type(variant).__name__ == "TableScan" and variant.fetch() is not None:
-                table_name = variant.table_name().removeprefix(f"{CATALOG}.{SCHEMA}.")
-                name = TableName.parse(table_name.strip('"'))
-                if name.query_id:
+                query_id = _query_id(variant.table_name())
+                if query_id:
                     # LIMIT n OFFSET m fetches n + m rows, which may exceed any table
-                    fetches[name.query_id] = min(variant.fetch(), MAX_ROWS)
+                    fetches[query_id] = min(variant.fetch(), MAX_ROWS)
             stack.extend(plan.inputs())
         for ds in planned:
             if ds.query_id in fetches:
                 ds.limit_hint = fetches[ds.query_id]
+
+
+def _query_id(table_name: str) -> str | None:
+    """The query (and reference) id of a provider name in a plan (None: not pinned by
+    the front door)."""
+    name = table_name.removeprefix(f"{CATALOG}.{SCHEMA}.").strip('"')
+    return TableName.parse(name).query_id
 
 
 def connect(root: str | os.PathLike[str] | None = None, *, read_only: bool = False,

@@ -15,6 +15,7 @@ view of a MemWAL table, a join, ``LIMIT``) runs as usual.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -101,16 +102,19 @@ _STREAMING = frozenset({"Projection", "SubqueryAlias", "Filter", "Limit", "Table
                         "EmptyRelation"})
 
 
-def only_streams(plan: Any) -> bool:
-    """True when the plan is at most one table scan with projections, filters and limits
-    above it: its work is all in the scan (see :func:`lance_sql.sql.interrupt.
-    run_streaming_interruptibly`)."""
+def only_streams(plan: Any, pinned: Callable[[str], bool]) -> bool:
+    """True when the plan is one scan of a table the query pinned (``pinned(name)``) with
+    projections, filters and limits above it: its work is all in that scan (see
+    :func:`lance_sql.sql.interrupt.run_streaming_interruptibly`)."""
     stack, scans = [plan], 0
     while stack:
         node = stack.pop()
-        kind, _ = _variant(node)
+        kind, variant = _variant(node)
         if kind not in _STREAMING:
             return False
-        scans += kind == "TableScan"
+        if kind == "TableScan":
+            if not pinned(str(variant.table_name())):
+                return False
+            scans += 1
         stack.extend(node.inputs())
-    return scans <= 1
+    return scans == 1

@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lance_sql
@@ -232,6 +233,7 @@ def test_a_table_created_between_queries_is_seen(root: Path) -> None:
 INTERRUPT_SCRIPT = """
 import os, signal, sys, threading, time
 import pyarrow as pa
+import pyarrow.compute as pc
 import lance_sql
 from lance_sql.sql import interrupt, provider, session as session_module
 from lance_sql.sql.streams import held_units, running_scans, settle_all
@@ -333,3 +335,28 @@ def test_small_scans_read_on_the_calling_thread_as_in_parallel(
         assert here.num_rows > 0
     if "x < 100" in sql:  # no index: the 4 fragments left scanned, one partition here
         assert sequential == [4]
+
+
+def test_a_large_indexed_read_moves_to_a_worker_with_one_index_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planned on the calling thread, an index range too large to read there moves to a
+    worker thread; the index is searched once, and the rows are those of a plain scan."""
+    ids = pa.array(range(300_000), pa.int64())
+    lance_sql.write_dataset(pa.table({"id": ids, "v": pc.multiply(ids, 2)}),
+                            tmp_path / "t.lance", max_rows_per_file=100_000)
+    lance_sql.dataset(tmp_path / "t.lance").create_scalar_index("id", "BTREE")
+    session = lance_sql.connect(tmp_path)
+    searches, started = [], []
+    real_search, real_run = provider.plan_indexed, interrupt.run_interruptibly
+    monkeypatch.setattr(provider, "plan_indexed",
+                        lambda *a, **k: searches.append(1) or real_search(*a, **k))
+    for module in (session_module, interrupt):
+        monkeypatch.setattr(module, "run_interruptibly",
+                            lambda fn, cancel: started.append(1) or real_run(fn, cancel))
+    got = session.sql("SELECT v FROM t WHERE id >= 10000 AND id < 290000").to_arrow_table()
+    assert started == [1] and searches == [1]
+    assert sorted(got["v"].to_pylist()) == list(range(20_000, 580_000, 2))
+    started.clear()
+    searches.clear()
+    got = session.sql("SELECT v FROM t WHERE id = 123").to_arrow_table()  # small: here
+    assert started == [] and searches == [1] and got["v"].to_pylist() == [246]
