@@ -13,10 +13,12 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -292,6 +294,15 @@ def test_ctrl_c_stops_a_streaming_query_run_on_the_calling_thread(
     assert done.stdout.strip().endswith("ok")
 
 
+@pytest.fixture
+def python_sigint() -> Iterator[None]:
+    """Python's own Ctrl-C handling (libraries such as PySpark install their own, which
+    sends every query to the worker thread)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 INLINE_QUERIES = [
     "SELECT * FROM t WHERE x < 100",
     "SELECT id, s FROM t WHERE _rowid IN (0, 5, 4294967296, 17179869184, 17179869185)",
@@ -303,7 +314,7 @@ INLINE_QUERIES = [
 
 @pytest.mark.parametrize("sql", INLINE_QUERIES)
 def test_small_scans_read_on_the_calling_thread_as_in_parallel(
-        root: Path, sql: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        root: Path, sql: str, monkeypatch: pytest.MonkeyPatch, python_sigint: None) -> None:
     """On the main thread a scan-only query's small units are read as one partition,
     with the same rows as the units read in parallel (from another thread)."""
     lance_sql.dataset(root / "t.lance").create_scalar_index("id", "BTREE")
@@ -338,7 +349,7 @@ def test_small_scans_read_on_the_calling_thread_as_in_parallel(
 
 
 def test_a_large_indexed_read_moves_to_a_worker_with_one_index_search(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, python_sigint: None) -> None:
     """Planned on the calling thread, an index range too large to read there moves to a
     worker thread; the index is searched once, and the rows are those of a plain scan."""
     ids = pa.array(range(300_000), pa.int64())
@@ -360,3 +371,21 @@ def test_a_large_indexed_read_moves_to_a_worker_with_one_index_search(
     searches.clear()
     got = session.sql("SELECT v FROM t WHERE id = 123").to_arrow_table()  # small: here
     assert started == [] and searches == [1] and got["v"].to_pylist() == [246]
+
+
+def test_someone_elses_ctrl_c_handler_keeps_the_worker_thread(
+        root: Path, monkeypatch: pytest.MonkeyPatch, python_sigint: None) -> None:
+    """With a SIGINT handler other than Python's, a small scan runs on the worker thread
+    as before (that handler, not ours, decides what Ctrl-C does)."""
+    session = lance_sql.connect(root)
+    started = []
+    real_run = interrupt.run_interruptibly
+    for module in (session_module, interrupt):
+        monkeypatch.setattr(module, "run_interruptibly",
+                            lambda fn, cancel: started.append(1) or real_run(fn, cancel))
+    sql = "SELECT id FROM t WHERE _rowaddr = 8589934593"
+    assert session.sql(sql).to_pylist() == [{"id": 601}]
+    assert started == []
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    assert session.sql(sql).to_pylist() == [{"id": 601}]
+    assert started == [1]
