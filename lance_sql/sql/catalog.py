@@ -15,12 +15,14 @@ writers after the session started are seen by the next query.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import os
 import re
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,7 @@ from datafusion.catalog import CatalogProvider, SchemaProvider, Table
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.memwal import index as mem_wal_index
@@ -103,6 +106,20 @@ class TableDirectory:
         self.root = os.fspath(root) if root is not None else None
         self._registered: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._listing = threading.local()  # see one_listing
+
+    @contextlib.contextmanager
+    def one_listing(self) -> Iterator[None]:
+        """Within the block, this thread lists the root once: one query's many name
+        lookups see one listing (the next query lists again, so it sees new tables)."""
+        outer = getattr(self._listing, "found", None)
+        if outer is None:
+            self._listing.found = self._list()
+        try:
+            yield
+        finally:
+            if outer is None:
+                self._listing.found = None
 
     def register(self, name: str, uri: str | os.PathLike[str]) -> None:
         if not name or "@" in name or "#" in name:
@@ -151,6 +168,10 @@ class TableDirectory:
         return os.path.join(self.root, name + SUFFIX)
 
     def _discovered(self) -> list[tuple[str, str]]:
+        found = getattr(self._listing, "found", None)
+        return self._list() if found is None else found
+
+    def _list(self) -> list[tuple[str, str]]:
         if self.root is None or not os.path.isdir(self.root):
             return []
         out = []
@@ -262,7 +283,10 @@ class LanceSchemaProvider(SchemaProvider):
         return Table(dataset)
 
     def dataset(self, parsed: TableName) -> Planned:
-        version = self.resolver.version_of(parsed.table, parsed.spec)
+        if parsed.query_id and parsed.spec is not None and parsed.spec.kind == "version":
+            version = int(parsed.spec.value)  # type: ignore[arg-type]  # pinned, checked
+        else:
+            version = self.resolver.version_of(parsed.table, parsed.spec)
         manifest = self.resolver.manifest(parsed.table, version)
         lsm = self._lsm(parsed, version, manifest)
         if lsm is not None:
@@ -284,6 +308,8 @@ class LanceSchemaProvider(SchemaProvider):
         travel) from that version's MemWAL index snapshot."""
         if self.consistency == "base" or manifest.index_section is None:
             return None
+        if MEM_WAL_INDEX_NAME.encode() not in manifest.index_section:
+            return None  # the index's name is stored as is: without it, no MemWAL
         base = dataset(self.resolver.directory.uri(parsed.table), version)
         if mem_wal_index.load(base) is None:
             return None

@@ -41,6 +41,7 @@ LSM_ONLY = ("_gen", "_region")
 LSM_SYSTEM = (*LSM_ONLY, "_rowaddr")
 BASE_SYSTEM = tuple(c for c in SYSTEM_COLUMNS if c not in LSM_SYSTEM)  # NULL if unmerged
 MAX_LOOKUP_KEYS = 100_000  # key combinations a composite lookup may expand to
+MAX_INLINE_KEYS = 1_000  # lookups of at most this many keys may run on the calling thread
 
 
 @dataclass
@@ -62,6 +63,12 @@ class LsmUnit:
     columns: list[str]        # what the plan returns (output plus residual filter columns)
     residual: pc.Expression | None
     scope: ScanScope
+    lookup: bool = False  # the plan is a point lookup (reads a few keys' rows)
+
+    @property
+    def inline_rows(self) -> int | None:
+        """A lookup reads next to nothing; a scan may read the whole view (unknown)."""
+        return 0 if self.lookup else None
 
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
                 filter: pc.Expression | None = None, batch_size: int | None = None,
@@ -150,12 +157,15 @@ class LsmTableDataset(PlannedDataset):
         output = list(wanted)
         refs = referenced_columns(filter) if filter is not None else set()
         tree = decode(filter) if filter is not None else None
-        plan, columns, residual = None, output, None
+        plan, columns, residual, lookup = None, output, None, False
         keys = _lookup_keys(tree, view) if tree is not None else None
+        if scope.inline and (keys is None or keys.num_rows > MAX_INLINE_KEYS):
+            scope.want_worker()  # before planning a scan that would run on a worker
         if keys is not None:
             columns = _with(output, refs)
             try:
                 plan = view.lookup_plan(keys, columns)
+                lookup = keys.num_rows <= MAX_INLINE_KEYS
             except InvalidInputError:
                 plan = None  # a literal that does not fit the key's type: scan instead
             residual = filter
@@ -166,7 +176,7 @@ class LsmTableDataset(PlannedDataset):
             plan = view.scan_plan(columns, pushed, limit)
         self.pushed.plan = plan
         self.pushed.residual = residual is not None
-        return [LsmUnit(self, plan, columns, residual, scope)]
+        return [LsmUnit(self, plan, columns, residual, scope, lookup=lookup)]
 
 
 def _with(names: list[str], extra: set[str]) -> list[str]:

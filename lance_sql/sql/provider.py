@@ -55,6 +55,9 @@ MAX_CHUNK_ROWS = 1 << 20
 CHUNK_BYTES = 16 << 20  # decoded bytes a read aims at: wide rows are read fewer at a time
 COUNT_BATCH_ROWS = 1 << 22
 MIN_UNIT_ROWS = 64 * 1024
+# At most this many rows are read on the calling thread (ScanScope.inline): about a
+# chunk's reading, so Ctrl-C waits no longer than that.
+INLINE_MAX_ROWS = 2 * CHUNK_ROWS
 
 
 @dataclass
@@ -78,6 +81,11 @@ class ScanUnit:
     start: int
     stop: int
     scope: ScanScope
+
+    @property
+    def inline_rows(self) -> int | None:
+        """Physical rows it reads at most (see :meth:`PlannedDataset._inline`)."""
+        return self.stop - self.start
 
     def scanner(
         self,
@@ -117,13 +125,17 @@ class UnitScanner:
         self.batch_size = batch_size
         self.filter = filter
         self.names = names
-        self.plan = build_scan_plan(
-            table.manifest, names, filter=filter,
-            filter_columns=referenced_columns(filter) if filter is not None else None,
-            schema_metadata=False, filter_tree=decode(filter) if filter is not None else None)
+        self.plan = self._plan()
         self.projected_schema = self.plan.output_schema
         self.chunk_rows, self.widths_known = chunk_rows(
             self.plan, limited=table.limit_hint is not None)
+
+    def _plan(self) -> ScanPlan:
+        filter = self.filter
+        return build_scan_plan(
+            self.unit.table.manifest, self.names, filter=filter,
+            filter_columns=referenced_columns(filter) if filter is not None else None,
+            schema_metadata=False, filter_tree=decode(filter) if filter is not None else None)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:
@@ -225,6 +237,10 @@ class IndexUnit:
     planned_filter: str | None
     scope: ScanScope
 
+    @property
+    def inline_rows(self) -> int | None:
+        return len(self.rows)
+
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
                 filter: pc.Expression | None = None,
                 batch_size: int | None = None, **_: object) -> IndexUnitScanner:
@@ -237,19 +253,51 @@ class IndexUnitScanner(UnitScanner):
 
     unit: IndexUnit  # type: ignore[assignment]
 
+    def _plan(self) -> ScanPlan:
+        unit = self.unit
+        if unit.exact and (None if self.filter is None else str(self.filter)) == \
+                unit.planned_filter:  # the index decided the filter: read the rows only
+            return build_scan_plan(unit.table.manifest, self.names, schema_metadata=False)
+        return super()._plan()
+
     def _batches(self) -> Iterator[pa.RecordBatch]:
         unit, table = self.unit, self.unit.table
-        plan = self.plan
-        if unit.exact and (None if self.filter is None else str(self.filter)) == \
-                unit.planned_filter:
-            plan = build_scan_plan(table.manifest, self.names, schema_metadata=False)
-        result = scan_rows(table.store, table.manifest, unit.fragment, plan, unit.rows)
+        result = scan_rows(table.store, table.manifest, unit.fragment, self.plan, unit.rows)
         if table.limit_hint is not None:
             result = result.slice(0, table.limit_hint)
         for batch in result.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
                 unit.scope.check()
                 yield batch
+
+
+@dataclass(frozen=True)
+class SequentialUnit:
+    """Several small units read one after the other as one partition, so that an
+    execution on the calling thread reads them all there (see ``ScanScope.inline``)."""
+
+    table: PlannedDataset
+    units: tuple[Any, ...]
+    scope: ScanScope
+
+    def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
+                filter: pc.Expression | None = None, batch_size: int | None = None,
+                **_: object) -> SequentialScanner:
+        return open_scanner(self, SequentialScanner, columns, filter, batch_size)
+
+
+class SequentialScanner:
+    """The scanners of a :class:`SequentialUnit`'s units, read in turn."""
+
+    def __init__(self, unit: SequentialUnit, columns: list[str] | None,
+                 filter: pc.Expression | None, batch_size: int) -> None:
+        self.parts = [(IndexUnitScanner if isinstance(part, IndexUnit) else UnitScanner)(
+            part, columns, filter, batch_size) for part in unit.units]
+        self.projected_schema = self.parts[0].projected_schema
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        for part in self.parts:
+            yield from part.to_batches()
 
 
 class PlannedDataset(pds.Dataset):
@@ -295,9 +343,27 @@ class PlannedDataset(pds.Dataset):
         # which ends only once DataFusion has let go of all of them (its plan is gone).
         try:
             scope = current_scope()
-            return scope.adopt(self._units(as_expression(filter), scope))
+            units = self._units(as_expression(filter), scope)
+            if scope.inline:
+                units = self._inline(units, scope)
+            return scope.adopt(units)
         except Exception as exc:
             raise self.errors.wrap(exc) from exc
+
+    def _inline(self, units: list, scope: ScanScope) -> list:
+        """The units as one partition when they are small enough to read on the calling
+        thread; else the execution moves to a worker thread (``ScanScope.want_worker``)."""
+        rows = 0
+        for unit in units:
+            size = getattr(unit, "inline_rows", None)
+            if size is None:
+                scope.want_worker()
+            rows += size
+        if rows > INLINE_MAX_ROWS:
+            scope.want_worker()
+        if len(units) <= 1:
+            return units
+        return [SequentialUnit(self, tuple(units), scope)]
 
     def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list:
         raise NotImplementedError
@@ -316,6 +382,7 @@ class LanceTableDataset(PlannedDataset):
         self._start(name, pa.schema(fields, metadata=data.metadata), PushedScan(), errors,
                     query_id=query_id, system_columns=system_columns)
         self.target_partitions = max(1, os.cpu_count() or 1)
+        self._last_indexed: tuple[pc.Expression, list[int], IndexedRows | None] | None = None
 
     @property
     def label(self) -> str:
@@ -332,7 +399,7 @@ class LanceTableDataset(PlannedDataset):
                 kept.append(candidate)
                 rows += candidate[0].num_rows
             candidates = kept
-        indexed = self._indexed(filter, [c[0].id for c in candidates])
+        indexed = self._indexed(filter, [c[0].id for c in candidates], scope.inline)
         self.pushed.index = None
         units: list = []
         if indexed is not None:
@@ -348,13 +415,22 @@ class LanceTableDataset(PlannedDataset):
         self.pushed.fragments_kept = len({u.fragment.id for u in units})
         return units
 
-    def _indexed(self, filter: pc.Expression | None,
-                 fragment_ids: list[int]) -> IndexedRows | None:
+    def _indexed(self, filter: pc.Expression | None, fragment_ids: list[int],
+                 inline: bool = False) -> IndexedRows | None:
         """Rows scalar indices find for ``filter`` (None: scan)."""
         if filter is None or self.manifest.index_section is None:
             return None
+        # an execution on the calling thread may move to a worker thread (see
+        # ScanScope.want_worker) and plan again with the same filter: the index is not
+        # searched twice (what it found is kept for that next planning only)
+        last, self._last_indexed = self._last_indexed, None
+        if last is not None and last[1] == fragment_ids and last[0].equals(filter):
+            return last[2]
         tree = decode(filter)
-        return plan_indexed(self.store, self.manifest, tree, fragment_ids=fragment_ids)
+        found = plan_indexed(self.store, self.manifest, tree, fragment_ids=fragment_ids)
+        if inline:
+            self._last_indexed = (filter, list(fragment_ids), found)
+        return found
 
     def _address_ranges(self, filter: pc.Expression | None) -> list[tuple[int, int]] | None:
         if filter is None or not self.system_columns:

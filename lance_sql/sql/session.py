@@ -44,10 +44,12 @@ from lance_sql.sql.functions import (
     make_table_versions,
     table_versions,
 )
-from lance_sql.sql.interrupt import run_interruptibly
+from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
+from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
+from lance_sql.sql.shortcuts import count_result, counted_table, live_row_count, only_streams
 from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
 from lance_sql.sql.tokens import quote_identifier
@@ -99,6 +101,23 @@ class _CancelScope:
 
     def set(self) -> None:
         self._scope.cancel("the query was interrupted (Ctrl-C)")
+
+    # what run_streaming_interruptibly reads and sets: the scope's own flags
+    @property
+    def inline(self) -> bool:
+        return self._scope.inline
+
+    @inline.setter
+    def inline(self, value: bool) -> None:
+        self._scope.inline = value
+
+    @property
+    def worker_wanted(self) -> bool:
+        return self._scope.worker_wanted
+
+    @worker_wanted.setter
+    def worker_wanted(self, value: bool) -> None:
+        self._scope.worker_wanted = value
 
 
 class TypedStream:
@@ -182,11 +201,21 @@ class LanceDataFrame(DataFrame):
     whose executions end completely (:mod:`lance_sql.sql.streams`)."""
 
     def __init__(self, df: Any, translator: Translator, ctx: SessionContext,
-                 runtime: Runtime | None = None) -> None:
+                 runtime: Runtime | None = None, *, in_memory: bool = False,
+                 optimized: Any = None, streaming: bool = False) -> None:
         super().__init__(df)
         self._translate = translator
         self._ctx = ctx
         self._runtime = runtime or current_runtime()
+        # the frame reads one in-memory table only (no scan, nothing to interrupt):
+        # it runs on the calling thread (frames derived from it do not)
+        self._in_memory = in_memory
+        # the frame's plan as the session optimized it when planning (None: not known);
+        # executions start from it (DataFusion's optimizer then has little left to do)
+        self._optimized = optimized
+        # the plan only streams one scan: it runs on the calling thread, Ctrl-C still
+        # stopping it (lance_sql.sql.interrupt.run_streaming_interruptibly)
+        self._streaming = streaming
 
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
@@ -201,8 +230,11 @@ class LanceDataFrame(DataFrame):
                               runtime=self._runtime)
             # Run on a copy of this frame: DataFusion keeps the last plan a frame ran
             # (with its scan units); the copy's plan goes when the execution does.
+            executing = name in _EXECUTING
+            plan = self._optimized if executing and self._optimized is not None \
+                else DataFrame.logical_plan(self)
             target: DataFrame | None = DataFrame(
-                self._ctx.create_dataframe_from_logical_plan(DataFrame.logical_plan(self)).df)
+                self._ctx.create_dataframe_from_logical_plan(plan).df)
             group = None
             interrupted = False
             try:
@@ -211,7 +243,9 @@ class LanceDataFrame(DataFrame):
                     with active(scope), self._runtime.activate():
                         return method(target, *args, **kwargs)
 
-                if name in _EXECUTING:
+                if executing and self._streaming:
+                    result = run_streaming_interruptibly(run, _CancelScope(scope))
+                elif executing and not self._in_memory:
                     result = run_interruptibly(run, _CancelScope(scope))
                 else:
                     result = run()
@@ -268,6 +302,18 @@ _install_guards()
 def _options(*, ddl: bool = False, dml: bool = False) -> SQLOptions:
     """What DataFusion may run itself: by default queries only (no DDL, DML, ``SET``...)."""
     return SQLOptions().with_allow_ddl(ddl).with_allow_dml(dml).with_allow_statements(False)
+
+
+# The first word of a statement, after any comments; a query's (see _plainly_a_query).
+_FIRST_WORD = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*([A-Za-z_]+|\()", re.S)
+_QUERY_STARTS = frozenset({"SELECT", "WITH", "VALUES", "EXPLAIN", "("})
+
+
+def _plainly_a_query(sql: str) -> bool:
+    """True when ``sql`` starts as only a query does (``SELECT``, ``WITH``...): none of the
+    session's statements (:mod:`~lance_sql.sql.statements`, DML, MERGE) starts so."""
+    found = _FIRST_WORD.match(sql)
+    return found is not None and found.group(1).upper() in _QUERY_STARTS
 
 
 _NAMES_LSM_COLUMN = re.compile(r"\b(_gen|_region)\b", re.IGNORECASE)
@@ -360,6 +406,9 @@ class LanceSession:
             return self._sql(query)
 
     def _sql(self, query: str) -> LanceDataFrame:
+        if _plainly_a_query(query):  # no statement starts so: skip the statement parsers
+            with self.directory.one_listing():
+                return self._query(query)
         try:
             statement = parse_dml(query) or parse_merge(query) or parse_statement(query)
         except LanceError:
@@ -375,7 +424,13 @@ class LanceSession:
                     f"would write table {statement.table!r}")
             if isinstance(statement, UpdateStatement | DeleteStatement):
                 return self._run_dml(statement)
-            return self._frame(self._from_arrow(self._writes.run(statement)))
+            return self._memory_frame(self._writes.run(statement))
+        with self.directory.one_listing():  # the tables a query names, looked up once
+            return self._query(query)
+
+    def _query(self, query: str) -> LanceDataFrame:
+        """Plan a read query: its tables pinned, its LIMITs handed to the scans, a
+        ``count(*)`` answered from metadata when it can be."""
         # Long OR-ed equality lists become IN lists; what is still too wide to plan is
         # refused (DataFusion would overflow its stack planning it).
         query = fold_disjunctions(query)
@@ -408,8 +463,16 @@ class LanceSession:
                         plan = df.to_arrow_table()
                 finally:
                     scope.settle()
-                return self._frame(self._from_arrow(render_explain(plan, planned)))
-            self._limit_hints(df, planned)  # optimizes the plan: planning errors show here
+                return self._memory_frame(render_explain(plan, planned))
+            if planned:
+                optimized = df.optimized_logical_plan()  # planning errors show here
+                self._limit_hints(optimized, planned)
+                counted = self._metadata_count(df, optimized, planned)
+                if counted is not None:
+                    return counted
+                ids = {ds.query_id for ds in planned}
+                streaming = only_streams(optimized, lambda name: _query_id(name) in ids)
+                return self._frame(df, optimized=optimized, streaming=streaming)
         except LanceError:
             raise
         except Exception as exc:  # translated into our types
@@ -435,7 +498,7 @@ class LanceSession:
             # the values do not evaluate (division by zero, a failed cast, NULL into a
             # NOT NULL column): nothing was committed
             raise InvalidInputError(f"{verb} {statement.table}: {exc}") from exc
-        return self._frame(self._from_arrow(pa.table({name: pa.array([count], pa.uint64())})))
+        return self._memory_frame(pa.table({name: pa.array([count], pa.uint64())}))
 
     def _external(self, query: str, statement: External) -> LanceDataFrame:
         """``CREATE EXTERNAL TABLE`` / ``COPY``: files outside the root, on request only."""
@@ -466,6 +529,10 @@ class LanceSession:
         self.schema_provider.deregister_table(name)
         return df
 
+    def _memory_frame(self, table: pa.Table) -> LanceDataFrame:
+        """A frame over ``table``, run on the calling thread (it reads no Lance table)."""
+        return self._frame(self._from_arrow(table), in_memory=True)
+
     def plan_only(self, query: str) -> pa.Schema:
         """The result schema of a query, planned but not run."""
         return self.ctx.sql(query, options=_options()).schema()
@@ -480,29 +547,49 @@ class LanceSession:
         """The typed lance_sql exception for an error DataFusion raised (or ``exc``)."""
         return translate(exc, self.errors, self.tables)
 
-    def _frame(self, df: DataFrame) -> LanceDataFrame:
-        return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime)
+    def _frame(self, df: DataFrame, *, in_memory: bool = False, optimized: Any = None,
+               streaming: bool = False) -> LanceDataFrame:
+        return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime,
+                              in_memory=in_memory, optimized=optimized, streaming=streaming)
+
+    def _metadata_count(self, df: DataFrame, optimized: Any,
+                        planned: list[Planned]) -> LanceDataFrame | None:
+        """The frame of a ``count(*)``-only query answered from the pinned version's
+        metadata (None: the query runs; see :mod:`lance_sql.sql.shortcuts`)."""
+        name = counted_table(optimized)
+        if name is None:
+            return None
+        parsed = TableName.parse(name.removeprefix(f"{CATALOG}.{SCHEMA}.").strip('"'))
+        found = [ds for ds in planned if ds.query_id == parsed.query_id]
+        if len(found) != 1 or not isinstance(found[0], LanceTableDataset):
+            return None  # the LSM view counts each key's newest row: it runs
+        result = count_result(df.schema(), live_row_count(found[0]))
+        return self._memory_frame(result)
 
     @staticmethod
-    def _limit_hints(df: DataFrame, planned: list[Planned]) -> None:
+    def _limit_hints(optimized: Any, planned: list[Planned]) -> None:
         """Tell each scan the LIMIT DataFusion pushed into it, so it can stop early."""
-        if not planned:
-            return
         fetches: dict[str, int] = {}
-        stack = [df.optimized_logical_plan()]
+        stack = [optimized]
         while stack:
             plan = stack.pop()
             variant = plan.to_variant()
             if type(variant).__name__ == "TableScan" and variant.fetch() is not None:
-                table_name = variant.table_name().removeprefix(f"{CATALOG}.{SCHEMA}.")
-                name = TableName.parse(table_name.strip('"'))
-                if name.query_id:
+                query_id = _query_id(variant.table_name())
+                if query_id:
                     # LIMIT n OFFSET m fetches n + m rows, which may exceed any table
-                    fetches[name.query_id] = min(variant.fetch(), MAX_ROWS)
+                    fetches[query_id] = min(variant.fetch(), MAX_ROWS)
             stack.extend(plan.inputs())
         for ds in planned:
             if ds.query_id in fetches:
                 ds.limit_hint = fetches[ds.query_id]
+
+
+def _query_id(table_name: str) -> str | None:
+    """The query (and reference) id of a provider name in a plan (None: not pinned by
+    the front door)."""
+    name = table_name.removeprefix(f"{CATALOG}.{SCHEMA}.").strip('"')
+    return TableName.parse(name).query_id
 
 
 def connect(root: str | os.PathLike[str] | None = None, *, read_only: bool = False,

@@ -35,7 +35,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Iterator
-from typing import Protocol, TypeVar
+from typing import NoReturn, Protocol, TypeVar
 
 import datafusion
 
@@ -77,6 +77,18 @@ class ScanScope:
         # exit hook waits for these.
         self._refs: dict[int, weakref.ref] = {}
         self._cancelled: str | None = None
+        # Running on the calling (main) thread, where only scans running there see
+        # Ctrl-C: the scans must be small and in one partition (see
+        # lance_sql.sql.interrupt.run_streaming_interruptibly); worker_wanted: they were
+        # not, and the execution starts again on a worker thread.
+        self.inline = False
+        self.worker_wanted = False
+
+    def want_worker(self) -> NoReturn:
+        """Planning found the scans too large to run on the calling thread: fail this
+        attempt (the caller runs it again on a worker thread)."""
+        self.worker_wanted = True
+        raise QueryError(f"{self.label}: larger than an inline scan; run on a worker thread")
 
     @property
     def units(self) -> int:
@@ -147,7 +159,18 @@ class ScanScope:
         self.cancel(reason)
         timeout = SETTLE_TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        released = False
         while True:
+            with self._cond:
+                held = self._held()
+                if held <= 0:
+                    return True
+            if not released:
+                # What DataFusion dropped as the execution ended is usually only queued
+                # (see _release_pending): free it before waiting at all.
+                _release_pending()
+                released = True
+                continue
             with self._cond:
                 held = self._held()
                 if held <= 0:
