@@ -244,7 +244,7 @@ root, rows, per_file, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
 lance_sql.write_dataset(pa.table({"x": pa.array(range(rows), pa.int64())}),
                         root + "/t.lance", max_rows_per_file=per_file)
 session = lance_sql.connect(root)
-provider.CHUNK_ROWS = 1000
+provider.CHUNK_ROWS = provider.MAX_CHUNK_ROWS = 1000  # many short reads
 real = provider.scan_fragment
 
 def slow(*args, **kwargs):
