@@ -486,19 +486,17 @@ def _float_range(values: pa.Array, query: KeyRange) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class SortedPage:
-    """One page of page_data, ready to search: its sorted non-null keys as numbers when
-    the key type has such a form (binary search), else tested value by value."""
+class SortedKeys:
+    """The values of one page of page_data, ready to search: its sorted non-null keys as
+    numbers when the key type has such a form (binary search), else tested value by
+    value. Searches give positions in the page; the ids there are read apart."""
 
     values: pa.Array
-    ids: np.ndarray
     keys: np.ndarray | None  # sortable form of values[nulls:], None: not searchable
     nulls: int
 
     @classmethod
-    def of(cls, table: pa.Table) -> SortedPage:
-        values = table.column(VALUES).combine_chunks()
-        ids = table.column(IDS).to_numpy()
+    def of(cls, values: pa.Array) -> SortedKeys:
         nulls = values.null_count
         keys = None
         if nulls == 0 or not values.slice(0, nulls).is_valid().to_numpy(
@@ -507,27 +505,26 @@ class SortedPage:
             keys = padded_bytes(rest) if _is_bytes(rest.type) else sortable(rest)
             if keys is not None and not is_sorted(keys):
                 keys = None
-        return cls(values, ids, keys, nulls)
+        return cls(values, keys, nulls)
 
     @property
     def nbytes(self) -> int:
-        return self.values.nbytes + self.ids.nbytes + (0 if self.keys is None else
-                                                       self.keys.nbytes)
+        return self.values.nbytes + (0 if self.keys is None else self.keys.nbytes)
 
-    def select(self, query: KeyQuery) -> np.ndarray:
-        """Ids of the entries matching ``query`` (SQL semantics, as :func:`matches`)."""
+    def positions(self, query: KeyQuery) -> np.ndarray:
+        """Sorted positions (in the page) of the entries matching ``query`` (SQL
+        semantics, as :func:`matches`)."""
         keys = self.keys
         if keys is None or isinstance(query, KeyIsNull):
-            return self.ids[matches(self.values, query)]
+            return np.flatnonzero(matches(self.values, query))
         if keys.dtype.kind == "S":
-            return self._select_bytes(keys, query)
-        ids = self.ids[self.nulls:]
+            return self._positions_bytes(keys, query)
         if isinstance(query, KeySet):
             wanted = sortable(query.values)
             if wanted is None:
-                return self.ids[matches(self.values, query)]
-            return ids[_ranges_union(np.searchsorted(keys, wanted, side="left"),
-                                     np.searchsorted(keys, wanted, side="right"))]
+                return np.flatnonzero(matches(self.values, query))
+            return self.nulls + _ranges_union(np.searchsorted(keys, wanted, side="left"),
+                                              np.searchsorted(keys, wanted, side="right"))
         first, stop = 0, len(keys)
         if query.lower is not None:
             side: Side = "left" if query.lower_inclusive else "right"
@@ -535,9 +532,9 @@ class SortedPage:
         if query.upper is not None:
             side = "right" if query.upper_inclusive else "left"
             stop = int(np.searchsorted(keys, _sortable_key(query.upper), side=side))
-        return ids[first:max(first, stop)]
+        return np.arange(self.nulls + first, self.nulls + max(first, stop), dtype=np.int64)
 
-    def _select_bytes(self, keys: np.ndarray, query: KeyRange | KeySet) -> np.ndarray:
+    def _positions_bytes(self, keys: np.ndarray, query: KeyRange | KeySet) -> np.ndarray:
         """Binary search on zero-padded bytes, which cannot tell strings differing only by
         trailing zero bytes apart: the candidates are tested exactly afterwards."""
         def as_keys(scalars: list) -> np.ndarray:
@@ -546,6 +543,8 @@ class SortedPage:
 
         def widened(bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             width = max(keys.dtype.itemsize, bounds.dtype.itemsize)
+            if width == keys.dtype.itemsize:
+                return keys, bounds.astype(f"S{width}")
             return keys.astype(f"S{width}"), bounds.astype(f"S{width}")
 
         if isinstance(query, KeySet):
@@ -564,7 +563,40 @@ class SortedPage:
             where = np.arange(first, max(first, stop))
         where = where + self.nulls
         found = self.values.take(pa.array(where))
-        return self.ids[where][matches(found, query)]
+        return where[matches(found, query)]
+
+
+@dataclass(frozen=True)
+class SortedPage:
+    """One whole page of page_data: its values ready to search and their ids."""
+
+    entries: SortedKeys
+    ids: np.ndarray
+
+    @classmethod
+    def of(cls, table: pa.Table) -> SortedPage:
+        return cls(SortedKeys.of(table.column(VALUES).combine_chunks()),
+                   table.column(IDS).to_numpy())
+
+    @property
+    def values(self) -> pa.Array:
+        return self.entries.values
+
+    @property
+    def keys(self) -> np.ndarray | None:
+        return self.entries.keys
+
+    @property
+    def nulls(self) -> int:
+        return self.entries.nulls
+
+    @property
+    def nbytes(self) -> int:
+        return self.entries.nbytes + self.ids.nbytes
+
+    def select(self, query: KeyQuery) -> np.ndarray:
+        """Ids of the entries matching ``query`` (SQL semantics, as :func:`matches`)."""
+        return self.ids[self.entries.positions(query)]
 
 
 def padded_bytes(values: pa.Array, max_width: int = 64) -> np.ndarray | None:
