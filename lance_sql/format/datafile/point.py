@@ -12,14 +12,16 @@ takes the general path, which gives the same values.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import compressive as cz
 from lance_sql.format.datafile import sparse
-from lance_sql.format.datafile.blocks import inflate
-from lance_sql.format.datafile.compressive import ChunkBuffers
+from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate
+from lance_sql.format.datafile.compressive import ChunkBuffers, fsst_decode
 from lance_sql.format.datafile.decode_v2_1 import LeafColumn
 from lance_sql.format.datafile.miniblock import MiniBlockPage
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
@@ -74,6 +76,10 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         return None
     assert isinstance(page, MiniBlockPage)
     page.load()
+    if rows.size == 1:
+        one = _take_one(page, int(rows[0]))
+        if one is not None:
+            return one if one.type == column.leaf_type else None
     where = page.where
     n = page.chunk_sizes.size
     if page.shift is not None:  # every chunk but a shorter last one holds 2**shift rows
@@ -154,3 +160,109 @@ def _split(page: MiniBlockPage, raw: np.ndarray, cstart: np.ndarray,
         raise FormatError(f"{where}: chunk with levels has no level count")
     bufs = [ChunkBuffers(raw, cstart + starts[:, i], sizes[:, i]) for i in range(nsizes)]
     return bufs, num_levels
+
+
+# ------------------------------------------------------------------ one row
+def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
+    """Row ``row`` of a loaded page: the one chunk read and its header parsed with
+    ``struct``, the value located with integer arithmetic (no arrays until the end)."""
+    where = page.where
+    found = _values(page.layout.value_compression)
+    assert found is not None
+    enc, scheme = found
+    if page.shift is not None:
+        c, p = row >> page.shift, row & ((1 << page.shift) - 1)
+    else:
+        c = int(np.searchsorted(page.row_end, row, "right"))
+        p = row - int(page.first_row[c]) if c < page.chunk_sizes.size else 0
+    if c >= page.chunk_sizes.size:
+        raise FormatError(f"{where}: row {row} past the page's chunks")
+    csize, count = int(page.chunk_sizes[c]), int(page.chunk_values[c])
+    data = memoryview(_read_chunk(page, c)).cast("B")
+    nlev = int(page.has_def)
+    head = (2 + 2 * nlev + (4 if page.large else 2) * page.nbuf + 7) & ~7
+    if csize < head:
+        raise FormatError(f"{where}: chunk smaller than its header")
+    fmt = "<H" + "H" * nlev + ("I" if page.large else "H") * page.nbuf
+    num_levels, *sizes = struct.unpack_from(fmt, data)
+    starts, at = [], head
+    for size in sizes:
+        starts.append(at)
+        at += (size + 7) & ~7
+    if at > csize:
+        raise FormatError(f"{where}: chunk buffers run past the chunk")
+    if p >= count:
+        raise FormatError(f"{where}: row past the values of its chunk")
+    valid = None
+    if nlev:
+        if num_levels <= 0:
+            raise FormatError(f"{where}: chunk with levels has no level count")
+        raw = np.frombuffer(data, np.uint8)
+        levels = cz.decode_levels(page.layout.def_compression,
+                                  ChunkBuffers(raw, np.array([starts[0]]), np.array([sizes[0]])),
+                                  np.array([num_levels]), where)
+        if levels.size != num_levels or num_levels != count:
+            raise FormatError(f"{where}: def levels do not match the chunk values")
+        valid = np.array([levels[p] == 0])
+    vstart, vsize = starts[nlev], sizes[nlev]
+    values: bytes | memoryview = data
+    if scheme is not None:
+        values = inflate(scheme, data[vstart : vstart + vsize], where)
+        vstart, vsize = 0, len(values)
+    block = _one_value(enc, values, vstart, vsize, count, p, where)
+    if block is None:
+        return None
+    return page.values_to_arrow(block, valid)
+
+
+def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int, size: int,
+               count: int, p: int, where: str) -> Block | None:
+    """Value ``p`` of the ``count`` values in ``buf[start:start+size]`` (one chunk's value
+    buffer, encoded as ``enc``), or None for encodings not handled here."""
+    k = cz.kind(enc)
+    if k == "flat":
+        width = int(enc.flat.bits_per_value) // 8
+        if width == 0:
+            raise FormatError(f"{where}: flat values of {enc.flat.bits_per_value} bits")
+        if (p + 1) * width > size:
+            raise FormatError(f"{where}: chunk holds fewer bytes than its values need")
+        return Fixed(np.frombuffer(buf, np.uint8, width, start + p * width), width * 8, 1)
+    if k == "inline_bitpacking":
+        bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+        if bits not in (8, 16, 32, 64):
+            raise FormatError(f"{where}: inline bitpacking of {bits}-bit values")
+        wb, lanes = bits // 8, 1024 // bits
+        if size < wb:
+            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        width = int.from_bytes(buf[start : start + wb], "little")
+        if width > bits:
+            raise FormatError(f"{where}: bit width {width} over {bits} bits")
+        if size != (1 + width * lanes) * wb:
+            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        value = 0
+        if width:
+            row_of, lane_of = sparse.row_lane(bits)
+            w0, shift = divmod(int(row_of[p]) * width, bits)
+            j = start + (1 + w0 * lanes + int(lane_of[p])) * wb
+            value = int.from_bytes(buf[j : j + wb], "little") >> shift
+            if shift + width > bits:  # continues in the next word of its lane
+                j += lanes * wb
+                value |= int.from_bytes(buf[j : j + wb], "little") << (bits - shift)
+            value &= (1 << width) - 1
+        return Fixed(np.frombuffer(value.to_bytes(wb, "little"), np.uint8), bits, 1)
+    if k in ("variable", "fsst"):
+        var = enc.variable if k == "variable" else enc.fsst.values.variable
+        width = int(var.offsets.flat.bits_per_value)
+        if width not in (32, 64):
+            raise FormatError(f"{where}: {width}-bit string offsets")
+        wb = width // 8
+        if size < (count + 1) * wb:
+            raise FormatError(f"{where}: string chunk too small for its offsets")
+        fmt = "<II" if wb == 4 else "<QQ"
+        lo, hi = struct.unpack_from(fmt, buf, start + p * wb)
+        if hi < lo or hi > size or lo < (count + 1) * wb:
+            raise FormatError(f"{where}: string offsets point outside their chunk")
+        block = Variable(np.array([0, hi - lo], np.int64),
+                         np.frombuffer(buf, np.uint8, hi - lo, start + lo), 1)
+        return block if k == "variable" else fsst_decode(enc.fsst.symbol_table, block, where)
+    return None
