@@ -29,6 +29,8 @@ from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 # Takes of at most this many rows use this path; larger ones the general one (whose
 # vectorised chunk handling wins once the rows are many).
 MAX_ROWS = 64
+# Reads of at most this many consecutive rows within one page use :func:`read_run`.
+MAX_RUN = 8192
 
 
 def take_leaf(column: LeafColumn, rows: np.ndarray) -> pa.Array | None:
@@ -50,6 +52,48 @@ def take_leaf(column: LeafColumn, rows: np.ndarray) -> pa.Array | None:
             return None
         pieces.append(piece)
     return pa.concat_arrays(pieces)
+
+
+def read_run(column: LeafColumn, start: int, stop: int) -> pa.Array | None:
+    """Rows ``[start, stop)`` of a leaf column (a short run, e.g. one page of an index),
+    as its leaf type: the chunks holding them decoded in one call; None when the run
+    leaves its page or the page is not a mini-block page without lists."""
+    row_starts = column.info.row_starts
+    p = int(np.searchsorted(row_starts, start, "right")) - 1
+    if stop > int(row_starts[p + 1]):
+        return None
+    page = column.page(p)
+    if not isinstance(page, MiniBlockPage) or page.has_rep:
+        return None
+    page.load()
+    where = page.where
+    a, b = start - int(row_starts[p]), stop - int(row_starts[p])
+    if page.shift is not None:
+        c0, c1 = a >> page.shift, (b - 1) >> page.shift
+    else:
+        c0, c1 = np.searchsorted(page.row_end, [a, b - 1], "right").tolist()
+    if c1 >= page.chunk_sizes.size:
+        raise FormatError(f"{where}: row {b - 1} past the page's chunks")
+    chunks = np.arange(c0, c1 + 1)
+    raw, cstart = page.chunk_bytes(chunks)
+    counts = page.chunk_values[c0 : c1 + 1]
+    bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[c0 : c1 + 1])
+    total = int(counts.sum())
+    valid = None
+    if page.has_def:
+        levels = cz.decode_levels(page.layout.def_compression, bufs[0], num_levels, where)
+        if levels.size != total or not np.array_equal(num_levels, counts):
+            raise FormatError(f"{where}: def levels do not match the chunk values")
+        valid = levels == 0
+        bufs = bufs[1:]
+    block = cz.decode_chunks(page.layout.value_compression, bufs, counts, where)
+    if block.n != total:
+        raise FormatError(f"{where}: {block.n} values for {total} value slots")
+    values = page.values_to_arrow(block, valid)
+    if values.type != column.leaf_type:
+        return None
+    first = a - int(page.first_row[c0])
+    return values if first == 0 and b - a == total else values.slice(first, b - a)
 
 
 def suits(page: object) -> bool:

@@ -295,6 +295,19 @@ class LanceFileReader:
         ends = np.array([offset + length], np.int64)
         return self._guarded(fields, column_indices, starts, ends, None, blob_descriptions)
 
+    def read_short(self, fields: Sequence[LanceField], column_indices: Mapping[int, int],
+                   offset: int, length: int) -> list[pa.Array]:
+        """:meth:`read` of a short run of rows (an index page, say): leaf columns of 2.1+
+        files decode just the chunks holding it, in one call (:func:`point.read_run`)."""
+        if offset < 0 or length < 0 or offset + length > self.num_rows:
+            raise InvalidInputError(
+                f"{self.path}: rows {offset}..{offset + length} out of range ({self.num_rows} rows)"
+            )
+        starts = np.array([offset], np.int64)
+        ends = np.array([offset + length], np.int64)
+        run = self._structural and 0 < length <= point.MAX_RUN
+        return self._guarded(fields, column_indices, starts, ends, None, run=run)
+
     def take(
         self, fields: Sequence[LanceField], column_indices: Mapping[int, int], rows: np.ndarray,
         *, blob_descriptions: bool = False,
@@ -329,14 +342,17 @@ class LanceFileReader:
                              few)
 
     def _guarded(self, fields, column_indices, starts, ends, reorder,
-                 blobs: bool = False, few: np.ndarray | None = None
+                 blobs: bool = False, few: np.ndarray | None = None, run: bool = False
                  ) -> list[pa.Array]:  # fmt: skip
-        """``few``: the rows of a small take, which leaf columns take on the point path."""
+        """``few``: the rows of a small take, which leaf columns take on the point path;
+        ``run``: the one range is short, leaf columns read it on that path too."""
         try:
             rows = self.num_rows
             out = []
             for f in fields:
-                got = None if few is None else self._take_point(f, column_indices, few, blobs)
+                got = None
+                if few is not None or run:
+                    got = self._take_point(f, column_indices, few, blobs, starts, ends)
                 out.append(got if got is not None else
                            self._read_field(f, column_indices, starts, ends, rows, blobs))
             if reorder is not None:
@@ -347,9 +363,11 @@ class LanceFileReader:
         except _UNEXPECTED as exc:
             raise FormatError(f"{self.path}: corrupt data: {exc}") from exc
 
-    def _take_point(self, field: LanceField, colmap: Mapping[int, int], rows: np.ndarray,
-                    blobs: bool) -> pa.Array | None:
-        """A 2.1+ leaf field's ``rows`` through :mod:`point` (None: the general path)."""
+    def _take_point(self, field: LanceField, colmap: Mapping[int, int],
+                    rows: np.ndarray | None, blobs: bool, starts: np.ndarray,
+                    ends: np.ndarray) -> pa.Array | None:
+        """A 2.1+ leaf field's ``rows`` (None: its one range ``starts[0]..ends[0]``)
+        through :mod:`point` (None: the general path)."""
         index = colmap.get(field.id)
         if index is None or not owns_column(field) or field.children or \
                 field.is_legacy_blob or field.is_blob_v2 or field.logical_type == "json":
@@ -357,7 +375,10 @@ class LanceFileReader:
         leaf_type = read_type(field, blobs)
         if leaf_type != field.arrow_type:
             return None
-        return point.take_leaf(self._leaf_column(index, field, leaf_type), rows)
+        column = self._leaf_column(index, field, leaf_type)
+        if rows is None:
+            return point.read_run(column, int(starts[0]), int(ends[0]))
+        return point.take_leaf(column, rows)
 
     # ------------------------------------------------------------------ fields
     def _column_for(self, field: LanceField, colmap: Mapping[int, int], rows: int):

@@ -169,8 +169,7 @@ class BTreeIndex:
             start, length = self.lookup.page_rows(page)
             fields = self.data.schema.fields[:1]
             try:
-                [values] = self.data.read(fields, _columns(self.data), offset=start,
-                                          length=length)
+                [values] = self.data.read_short(fields, _columns(self.data), start, length)
             except LanceError as exc:
                 raise FormatError(f"{self.path}: page {page}: {exc}") from exc
             return SortedKeys.of(values)

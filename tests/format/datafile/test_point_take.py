@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 from datafile_helpers import assert_same
 
-from lance_sql.errors import FormatError
+from lance_sql.errors import FormatError, InvalidInputError
 from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter, point
 from lance_sql.format.datafile.decode_v2_1 import column_fields
 from lance_sql.format.schema import LanceSchema
@@ -171,3 +171,39 @@ def test_corrupt_chunk_header_is_a_format_error(written) -> None:
     reader, cmap = _open(bytes(damaged))
     with pytest.raises(FormatError):
         reader.take([field], cmap, np.array([0]))
+
+
+def test_short_reads_match_general_read(written, monkeypatch) -> None:
+    """``read_short`` (chunks decoded in one call) gives what ``read`` gives, for runs
+    inside a chunk, across chunks, whole chunks, at and across page edges, and over
+    :data:`point.MAX_RUN` (the general path)."""
+    version, table, data, full, edges = written
+    fields = LanceFileReader(BytesSource(data)).schema.fields
+    answered: list[str] = []
+    read_run = point.read_run
+
+    def counted(column, start, stop):
+        out = read_run(column, start, stop)
+        if out is not None:
+            answered.append(column.where)
+        return out
+
+    monkeypatch.setattr(point, "read_run", counted)
+    runs = [(0, 1), (5, 10), (1000, 48), (1024, 1024), (0, 4096), (4000, 300), (N - 3, 3),
+            (N - 5000, 5000), (123, point.MAX_RUN), (77, point.MAX_RUN + 1)]
+    runs += [(e - 2, 4) for e in edges[:5]] + [(e, 1000) for e in edges[:5]]
+    for offset, length in runs:
+        reader, cmap = _open(data)
+        got = reader.read_short(fields, cmap, offset, length)
+        want = _open(data)[0].read(fields, cmap, offset=offset, length=length)
+        for field, a, b in zip(fields, got, want, strict=True):
+            assert_same(a, b, f"{version} {field.name} rows {offset}+{length}")
+            assert_same(a, table.column(field.name).slice(offset, length), field.name)
+    names = " ".join(answered)
+    if version == "2.0":
+        assert not answered
+    else:
+        for name in ("i64", "i32_null", "f64", "s_null", "s_lz4", "flag", "cat"):
+            assert f"(field {name!r})" in names, name
+    with pytest.raises(InvalidInputError):
+        _open(data)[0].read_short(fields, _open(data)[1], N - 1, 2)
