@@ -321,14 +321,18 @@ def sortable(values: pa.Array | pa.Scalar) -> np.ndarray | None:
     array = values if isinstance(values, pa.Array) else pa.array([values], values.type)
     t = array.type
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        fill = (False if pa.types.is_boolean(t) else
-                -np.inf if pa.types.is_floating(t) else np.iinfo(t.to_pandas_dtype()).min)
-        return array.fill_null(pa.scalar(fill, t)).to_numpy(zero_copy_only=False)
+        if array.null_count:
+            fill = (False if pa.types.is_boolean(t) else
+                    -np.inf if pa.types.is_floating(t) else np.iinfo(t.to_pandas_dtype()).min)
+            array = array.fill_null(pa.scalar(fill, t))
+        return array.to_numpy(zero_copy_only=False)
     if pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or \
             pa.types.is_duration(t):
         width = pa.int32() if t.bit_width == 32 else pa.int64()
         ints = array.view(width)
-        return ints.fill_null(pa.scalar(np.iinfo(width.to_pandas_dtype()).min, width)).to_numpy()
+        if ints.null_count:
+            ints = ints.fill_null(pa.scalar(np.iinfo(width.to_pandas_dtype()).min, width))
+        return ints.to_numpy(zero_copy_only=False)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return np.array(["" if v is None else v for v in array.to_pylist()], dtype=object)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
