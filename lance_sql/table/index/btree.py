@@ -198,10 +198,11 @@ class BTreeIndex:
         found, tested, bases = [], [], []
         for p in pages:
             page, base = self.keys(p), p * self.lookup.batch_size
-            if page.keys is None:
+            if page.keys is None and not page.ordered_bytes:
                 tested.append(page)
                 bases.append(base)
-            elif wanted is not None and page.keys.dtype.kind == wanted.dtype.kind:
+            elif wanted is not None and page.keys is not None and \
+                    page.keys.dtype.kind == wanted.dtype.kind:
                 # many pages, many keys: each page meets only its keys
                 found.append(base + _select_numbers(page, wanted))
             else:
