@@ -76,7 +76,7 @@ def _bench_key(key: str, data: pa.Table, ours_uri: Path, ref_uri: Path,
     build: dict[str, list[float]] = {"ours": [], "ref": []}
     if not args.build_repeat and not (
             any(i.name == f"{key}_idx" for i in btree_indices(ours.manifest))
-            and any(i.name == f"{key}_idx" for i in ref.list_indices())):
+            and any(i["name"] == f"{key}_idx" for i in ref.list_indices())):
         ours.create_scalar_index(key, "BTREE", replace=True)
         ref.create_scalar_index(key, "BTREE", replace=True)
     for _ in range(args.build_repeat):
