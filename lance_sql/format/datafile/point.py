@@ -256,6 +256,13 @@ def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
     block = _one_value(enc, values, vstart, vsize, count, p, where)
     if block is None:
         return None
+    t = page.leaf_type
+    if isinstance(block, Fixed) and page.dictionary is None and not block.fsl and (
+            pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)) \
+            and t.bit_width == block.bits:  # a plain number: straight to Arrow
+        null = valid is not None and not valid[0]
+        return pa.Array.from_buffers(t, 1, [pa.py_buffer(b"\x00") if null else None,
+                                            pa.py_buffer(block.data)])
     return page.values_to_arrow(block, valid)
 
 
