@@ -3,11 +3,17 @@
 A ``take`` of a few rows (what an index lookup asks for) spends most of its time in
 per-call overhead of the general range machinery: page spans, chunk selection masks,
 rep/def unravelling, field assembly. For a leaf column whose touched pages are mini-block
-pages without lists, whose values can be located inside a chunk (see :mod:`sparse`), this
-module goes straight from row numbers to values: page and chunk of each row from the
-cached page metadata, one read per chunk, the chunk headers parsed together, then only
-the wanted values (and def levels) unpacked. Anything else returns None and the caller
-takes the general path, which gives the same values.
+pages without lists, whose values can be located inside a chunk (see :mod:`sparse`; LZ4 /
+ZSTD chunks of flat or variable values are inflated one by one first), this module goes
+straight from row numbers to values: page and chunk of each row from the cached page
+metadata, one read per chunk, the chunk headers parsed together, then only the wanted
+values (and def levels) unpacked. A single row skips arrays altogether: its chunk header
+is parsed with ``struct`` and its value found with integer arithmetic. :func:`read_run`
+is the same idea for a short run of consecutive rows (a page of an index): the chunks
+holding it decoded in one call.
+
+Anything else returns None and the caller takes the general path, which gives the same
+values (tests compare the two).
 """
 
 from __future__ import annotations
@@ -131,9 +137,7 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         pos = rows & ((1 << page.shift) - 1)
     else:
         cid = np.searchsorted(page.row_end, rows, "right")
-        if int(cid[-1]) >= n:
-            raise FormatError(f"{where}: row {int(rows[-1])} past the page's chunks")
-        pos = rows - page.first_row[cid]
+        pos = rows - page.first_row[np.minimum(cid, n - 1)]
     if int(cid[-1]) >= n:
         raise FormatError(f"{where}: row {int(rows[-1])} past the page's chunks")
     if rows.size == 1 or int(cid[0]) == int(cid[-1]):  # one chunk (rows are sorted)
@@ -159,9 +163,9 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
     enc, scheme = found
     if scheme is not None:  # each chunk's value buffer compressed on its own
         first = bufs[0]
-        bufs = [ChunkBuffers.join([inflate(scheme, raw[a : a + n], where) for a, n in
-                                   zip(first.pos.tolist(), first.sizes.tolist(), strict=True)]),
-                *bufs[1:]]
+        pieces = [inflate(scheme, raw[a : a + size], where) for a, size in
+                  zip(first.pos.tolist(), first.sizes.tolist(), strict=True)]
+        bufs = [ChunkBuffers.join(pieces), *bufs[1:]]
     block = sparse.decode(enc, bufs, counts, sel, pos, where)
     if block is None:
         return None
