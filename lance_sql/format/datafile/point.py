@@ -39,17 +39,27 @@ MAX_ROWS = 64
 MAX_RUN = 8192
 
 
-def take_leaf(column: LeafColumn, rows: np.ndarray) -> pa.Array | None:
+def take_leaf(column: LeafColumn, rows: np.ndarray, *,
+              compressed_only: bool = False) -> pa.Array | None:
     """Rows ``rows`` (sorted, unique, in range) of a leaf column, as its leaf type; None
-    when a touched page does not suit this path."""
+    when a touched page does not suit this path.
+
+    ``compressed_only`` (for larger takes): only when every touched page holds LZ4 / ZSTD
+    chunks, where the general path would decode every value of each chunk inflated
+    (this path locates just the wanted ones); None otherwise, before reading anything.
+    """
     row_starts = column.info.row_starts
     if row_starts.size == 2:  # one page
-        return _take_page(column, 0, rows)
-    pages = np.searchsorted(row_starts, rows, "right") - 1
+        pages = np.zeros(1, np.int64)
+    else:
+        pages = np.searchsorted(row_starts, rows, "right") - 1
     first, last = int(pages[0]), int(pages[-1])
+    cuts = np.flatnonzero(pages[1:] != pages[:-1]) + 1 if first != last else np.empty(0, int)
+    if compressed_only and not all(_compressed(column.page(int(pages[i])))
+                                   for i in [0, *cuts.tolist()]):
+        return None
     if first == last:
         return _take_page(column, first, rows - int(row_starts[first]))
-    cuts = np.flatnonzero(pages[1:] != pages[:-1]) + 1
     pieces = []
     for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), rows.size], strict=True):
         p = int(pages[lo])
@@ -107,6 +117,15 @@ def suits(page: object) -> bool:
     if not isinstance(page, MiniBlockPage) or page.has_rep:
         return False
     return _values(page.layout.value_compression) is not None
+
+
+def _compressed(page: object) -> bool:
+    """A page this module takes from whose chunks are compressed (LZ4 / ZSTD)."""
+    if not suits(page):
+        return False
+    assert isinstance(page, MiniBlockPage)
+    found = _values(page.layout.value_compression)
+    return found is not None and found[1] is not None
 
 
 def _values(enc: pb.CompressiveEncoding) -> tuple[pb.CompressiveEncoding, int | None] | None:

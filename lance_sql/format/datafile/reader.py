@@ -337,7 +337,8 @@ class LanceFileReader:
         reorder = None
         if unique.size != rows.size or (rows.size > 1 and not np.array_equal(unique, rows)):
             reorder = pa.array(inverse.reshape(-1).astype(np.int64))
-        few = unique if self._structural and 0 < unique.size <= point.MAX_ROWS else None
+        # small takes: the point path; larger ones too for compressed chunks (see point)
+        few = unique if self._structural and unique.size else None
         return self._guarded(fields, column_indices, starts, ends, reorder, blob_descriptions,
                              few)
 
@@ -378,6 +379,8 @@ class LanceFileReader:
         column = self._leaf_column(index, field, leaf_type)
         if rows is None:
             return point.read_run(column, int(starts[0]), int(ends[0]))
+        if rows.size > point.MAX_ROWS:
+            return point.take_leaf(column, rows, compressed_only=True)
         return point.take_leaf(column, rows)
 
     # ------------------------------------------------------------------ fields

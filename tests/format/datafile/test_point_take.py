@@ -101,7 +101,8 @@ def _row_sets(edges: list[int]) -> list[np.ndarray]:
         sets.append(np.sort(rng.choice(N, count, replace=False)))
     sets.append(rng.integers(0, N, 20))  # unsorted, may repeat
     sets.append(np.array([7, 7, 3]))  # repeats
-    sets.append(np.arange(100, 100 + point.MAX_ROWS + 1))  # just over: the general path
+    sets.append(np.arange(100, 100 + point.MAX_ROWS + 1))  # just over: compressed pages only
+    sets.append(np.sort(rng.choice(N, 3000, replace=False)))  # many chunks, many pages
     return sets
 
 
@@ -111,10 +112,10 @@ def answered(monkeypatch) -> list[str]:
     seen: list[str] = []
     take_leaf = point.take_leaf
 
-    def counted(column, rows):
-        out = take_leaf(column, rows)
+    def counted(column, rows, **kw):
+        out = take_leaf(column, rows, **kw)
         if out is not None:
-            seen.append(column.where)
+            seen.append(column.where + (" large" if kw.get("compressed_only") else ""))
         return out
 
     monkeypatch.setattr(point, "take_leaf", counted)
@@ -128,7 +129,7 @@ def test_point_take_matches_general_path(written, answered, monkeypatch) -> None
         reader, cmap = _open(data)  # fresh: no page decoder cached by an earlier take
         got = reader.take(fields, cmap, rows)
         with monkeypatch.context() as m:
-            m.setattr(point, "MAX_ROWS", 0)
+            m.setattr(point, "take_leaf", lambda *a, **k: None)  # the general path
             general = _open(data)[0].take(fields, cmap, rows)
         idx = pa.array(rows.astype(np.int64))
         for field, a, b in zip(fields, got, general, strict=True):
@@ -142,6 +143,9 @@ def test_point_take_matches_general_path(written, answered, monkeypatch) -> None
         for name in ("i64", "i32_null", "f64", "f32_null", "s", "s_null", "s_lz4", "bin",
                      "ts"):
             assert f"(field {name!r})" in names, name
+        # larger takes: LZ4 chunks on this path, other pages on the general one
+        assert "(field 's_lz4') large" in names
+        assert "(field 'i64') large" not in names
 
 
 def test_lz4_strings_are_compressed(written) -> None:
