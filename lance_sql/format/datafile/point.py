@@ -49,17 +49,19 @@ def take_leaf(column: LeafColumn, rows: np.ndarray, *,
     (this path locates just the wanted ones); None otherwise, before reading anything.
     """
     row_starts = column.info.row_starts
+    if compressed_only:  # every page the rows span (a cheap superset of those touched)
+        ends = np.searchsorted(row_starts, [rows[0], rows[-1]], "right") - 1
+        if not all(_compressed(column.page(p)) for p in range(int(ends[0]), int(ends[1]) + 1)
+                   if row_starts[p + 1] > row_starts[p]):
+            return None
     if row_starts.size == 2:  # one page
         pages = np.zeros(1, np.int64)
     else:
         pages = np.searchsorted(row_starts, rows, "right") - 1
     first, last = int(pages[0]), int(pages[-1])
-    cuts = np.flatnonzero(pages[1:] != pages[:-1]) + 1 if first != last else np.empty(0, int)
-    if compressed_only and not all(_compressed(column.page(int(pages[i])))
-                                   for i in [0, *cuts.tolist()]):
-        return None
     if first == last:
         return _take_page(column, first, rows - int(row_starts[first]))
+    cuts = np.flatnonzero(pages[1:] != pages[:-1]) + 1
     pieces = []
     for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), rows.size], strict=True):
         p = int(pages[lo])
