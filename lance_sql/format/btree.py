@@ -321,14 +321,18 @@ def sortable(values: pa.Array | pa.Scalar) -> np.ndarray | None:
     array = values if isinstance(values, pa.Array) else pa.array([values], values.type)
     t = array.type
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        fill = (False if pa.types.is_boolean(t) else
-                -np.inf if pa.types.is_floating(t) else np.iinfo(t.to_pandas_dtype()).min)
-        return array.fill_null(pa.scalar(fill, t)).to_numpy(zero_copy_only=False)
+        if array.null_count:
+            fill = (False if pa.types.is_boolean(t) else
+                    -np.inf if pa.types.is_floating(t) else np.iinfo(t.to_pandas_dtype()).min)
+            array = array.fill_null(pa.scalar(fill, t))
+        return array.to_numpy(zero_copy_only=False)
     if pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or \
             pa.types.is_duration(t):
         width = pa.int32() if t.bit_width == 32 else pa.int64()
         ints = array.view(width)
-        return ints.fill_null(pa.scalar(np.iinfo(width.to_pandas_dtype()).min, width)).to_numpy()
+        if ints.null_count:
+            ints = ints.fill_null(pa.scalar(np.iinfo(width.to_pandas_dtype()).min, width))
+        return ints.to_numpy(zero_copy_only=False)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return np.array(["" if v is None else v for v in array.to_pylist()], dtype=object)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
@@ -486,48 +490,52 @@ def _float_range(values: pa.Array, query: KeyRange) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class SortedPage:
-    """One page of page_data, ready to search: its sorted non-null keys as numbers when
-    the key type has such a form (binary search), else tested value by value."""
+class SortedKeys:
+    """The values of one page of page_data, ready to search: its sorted non-null keys as
+    numbers when the key type has such a form, or the strings / binaries themselves when
+    they ascend (binary search either way), else tested value by value. Searches give
+    positions in the page; the ids there are read apart."""
 
     values: pa.Array
-    ids: np.ndarray
     keys: np.ndarray | None  # sortable form of values[nulls:], None: not searchable
     nulls: int
+    ordered_bytes: bool = False  # values[nulls:] are strings / binaries in byte order
 
     @classmethod
-    def of(cls, table: pa.Table) -> SortedPage:
-        values = table.column(VALUES).combine_chunks()
-        ids = table.column(IDS).to_numpy()
+    def of(cls, values: pa.Array) -> SortedKeys:
         nulls = values.null_count
-        keys = None
-        if nulls == 0 or not values.slice(0, nulls).is_valid().to_numpy(
-                zero_copy_only=False).any():
-            rest = values.slice(nulls)
-            keys = padded_bytes(rest) if _is_bytes(rest.type) else sortable(rest)
-            if keys is not None and not is_sorted(keys):
-                keys = None
-        return cls(values, ids, keys, nulls)
+        if nulls and values.slice(0, nulls).is_valid().to_numpy(zero_copy_only=False).any():
+            return cls(values, None, nulls)  # nulls not first: test value by value
+        rest = values.slice(nulls)
+        if _is_bytes(rest.type):
+            ordered = len(rest) < 2 or bool(pc.all(pc.less_equal(
+                rest.slice(0, len(rest) - 1), rest.slice(1))).as_py())
+            return cls(values, None, nulls, ordered)
+        keys = sortable(rest)
+        if keys is not None and not is_sorted(keys):
+            keys = None
+        return cls(values, keys, nulls)
 
     @property
     def nbytes(self) -> int:
-        return self.values.nbytes + self.ids.nbytes + (0 if self.keys is None else
-                                                       self.keys.nbytes)
+        return self.values.nbytes + (0 if self.keys is None else self.keys.nbytes)
 
-    def select(self, query: KeyQuery) -> np.ndarray:
-        """Ids of the entries matching ``query`` (SQL semantics, as :func:`matches`)."""
+    def positions(self, query: KeyQuery) -> np.ndarray:
+        """Sorted positions (in the page) of the entries matching ``query`` (SQL
+        semantics, as :func:`matches`)."""
         keys = self.keys
-        if keys is None or isinstance(query, KeyIsNull):
-            return self.ids[matches(self.values, query)]
-        if keys.dtype.kind == "S":
-            return self._select_bytes(keys, query)
-        ids = self.ids[self.nulls:]
+        if isinstance(query, KeyIsNull) or (keys is None and not (
+                self.ordered_bytes and isinstance(query, KeyRange))):
+            return np.flatnonzero(matches(self.values, query))
+        if keys is None:
+            assert isinstance(query, KeyRange)
+            return self._positions_bytes(query)
         if isinstance(query, KeySet):
             wanted = sortable(query.values)
             if wanted is None:
-                return self.ids[matches(self.values, query)]
-            return ids[_ranges_union(np.searchsorted(keys, wanted, side="left"),
-                                     np.searchsorted(keys, wanted, side="right"))]
+                return np.flatnonzero(matches(self.values, query))
+            return self.nulls + _ranges_union(np.searchsorted(keys, wanted, side="left"),
+                                              np.searchsorted(keys, wanted, side="right"))
         first, stop = 0, len(keys)
         if query.lower is not None:
             side: Side = "left" if query.lower_inclusive else "right"
@@ -535,53 +543,70 @@ class SortedPage:
         if query.upper is not None:
             side = "right" if query.upper_inclusive else "left"
             stop = int(np.searchsorted(keys, _sortable_key(query.upper), side=side))
-        return ids[first:max(first, stop)]
+        return np.arange(self.nulls + first, self.nulls + max(first, stop), dtype=np.int64)
 
-    def _select_bytes(self, keys: np.ndarray, query: KeyRange | KeySet) -> np.ndarray:
-        """Binary search on zero-padded bytes, which cannot tell strings differing only by
-        trailing zero bytes apart: the candidates are tested exactly afterwards."""
-        def as_keys(scalars: list) -> np.ndarray:
-            raw = [v.encode() if isinstance(v, str) else v for v in scalars]
-            return np.array(raw, dtype=f"S{max([1, *map(len, raw)])}")
-
-        def widened(bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            width = max(keys.dtype.itemsize, bounds.dtype.itemsize)
-            return keys.astype(f"S{width}"), bounds.astype(f"S{width}")
-
-        if isinstance(query, KeySet):
-            page, wanted = widened(as_keys(query.values.to_pylist()))
-            where = _ranges_union(np.searchsorted(page, wanted, side="left"),
-                                  np.searchsorted(page, wanted, side="right"))
-        else:
-            bounds = [b.as_py() for b in (query.lower, query.upper) if b is not None]
-            page, edges = widened(as_keys(bounds)) if bounds else (keys, keys[:0])
-            first, stop, i = 0, len(keys), 0
-            if query.lower is not None:
-                first = int(np.searchsorted(page, edges[i], side="left"))
-                i += 1
-            if query.upper is not None:
-                stop = int(np.searchsorted(page, edges[i], side="right"))
-            where = np.arange(first, max(first, stop))
-        where = where + self.nulls
-        found = self.values.take(pa.array(where))
-        return self.ids[where][matches(found, query)]
+    def _positions_bytes(self, query: KeyRange) -> np.ndarray:
+        """A range of strings / binaries: two binary searches on the byte strings."""
+        rest = self.values.slice(self.nulls)
+        first, stop = 0, len(rest)
+        if query.lower is not None:
+            first = _bisect_bytes(rest, _as_bytes(query.lower), not query.lower_inclusive)
+        if query.upper is not None:
+            stop = _bisect_bytes(rest, _as_bytes(query.upper), query.upper_inclusive)
+        return np.arange(self.nulls + first, self.nulls + max(first, stop), dtype=np.int64)
 
 
-def padded_bytes(values: pa.Array, max_width: int = 64) -> np.ndarray | None:
-    """Non-null strings / binaries as a numpy ``S`` array (zero-padded to the longest), or
-    None when one is longer than ``max_width`` bytes."""
+def _as_bytes(value: pa.Scalar) -> bytes:
+    v = value.as_py()
+    return v.encode() if isinstance(v, str) else bytes(v)
+
+
+def _bisect_bytes(values: pa.Array, key: bytes, right: bool) -> int:
+    """Where ``key`` goes in ``values`` (non-null strings / binaries in byte order): before
+    its equals, or after them with ``right``; a binary search of about log2(n) probes."""
     wide = pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)
-    offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32)
-    offsets = offsets[values.offset: values.offset + len(values) + 1].astype(np.int64)
-    lens = np.diff(offsets)
-    width = int(lens.max()) if len(lens) else 0
-    if width > max_width:
-        return None
-    width = max(width, 1)
-    out = np.zeros((len(lens), width), np.uint8)
-    if len(lens) and offsets[-1] > offsets[0]:
-        data = np.frombuffer(values.buffers()[2], np.uint8)[offsets[0]:offsets[-1]]
-        rows = np.repeat(np.arange(len(lens)), lens)
-        cols = np.arange(len(data)) - np.repeat(offsets[:-1] - offsets[0], lens)
-        out[rows, cols] = data
-    return out.view(f"S{width}").reshape(-1)
+    offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32,
+                            len(values) + 1, values.offset * (8 if wide else 4))
+    data = memoryview(values.buffers()[2] or b"")
+    lo, hi = 0, len(values)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        probe = bytes(data[int(offsets[mid]) : int(offsets[mid + 1])])
+        if probe < key or (right and probe == key):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@dataclass(frozen=True)
+class SortedPage:
+    """One whole page of page_data: its values ready to search and their ids."""
+
+    entries: SortedKeys
+    ids: np.ndarray
+
+    @classmethod
+    def of(cls, table: pa.Table) -> SortedPage:
+        return cls(SortedKeys.of(table.column(VALUES).combine_chunks()),
+                   table.column(IDS).to_numpy())
+
+    @property
+    def values(self) -> pa.Array:
+        return self.entries.values
+
+    @property
+    def keys(self) -> np.ndarray | None:
+        return self.entries.keys
+
+    @property
+    def nulls(self) -> int:
+        return self.entries.nulls
+
+    @property
+    def nbytes(self) -> int:
+        return self.entries.nbytes + self.ids.nbytes
+
+    def select(self, query: KeyQuery) -> np.ndarray:
+        """Ids of the entries matching ``query`` (SQL semantics, as :func:`matches`)."""
+        return self.ids[self.entries.positions(query)]

@@ -188,7 +188,7 @@ def test_byte_strings_sort_like_bytes(values: list, t: pa.DataType, cut: int) ->
     assert got[nulls:] == sorted(present, key=as_bytes)
     ids = data.column("ids").to_numpy()
     assert [arr[int(i)].as_py() for i in ids] == got
-    # binary search over zero-padded bytes finds exactly what testing every value finds
+    # binary search over the byte strings finds exactly what testing every value finds
     probes = present[:3] + ([b"a", b"a\x00"] if not isinstance(present[0] if present else b"",
                                                                  str) else ["a", "a\x00"])
     _same_selection(data, KeySet(pa.array(probes, t)))

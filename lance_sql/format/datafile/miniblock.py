@@ -398,6 +398,19 @@ class MiniBlockPage:
             return self.dictionary.take(pa.array(indices))
         return self.dictionary.take(pa.array(indices, mask=~slot_valid))
 
+    # the pieces the point-take path (:mod:`point`) builds on
+    def load(self) -> None:
+        """Parse the chunk metadata (once)."""
+        self._load()
+
+    def chunk_bytes(self, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes of the sorted ``chunks`` back to back, and each chunk's start in them."""
+        return self._read_chunks(chunks)
+
+    def values_to_arrow(self, block, slot_valid: np.ndarray | None) -> pa.Array:
+        """Decoded values (dictionary indices included) as the leaf type."""
+        return self._to_arrow(block, slot_valid)
+
 
     def _decode_range(self, start: int, end: int) -> repdef.LeafPiece | None:
         """Rows ``[start, end)`` of a page without levels whose chunks hold ``2**shift``

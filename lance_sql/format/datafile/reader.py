@@ -18,14 +18,19 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from lance_sql.errors import FormatError, InvalidInputError, LanceError, UnsupportedFeatureError
-from lance_sql.format.datafile import container
+from lance_sql.format.datafile import container, point
 from lance_sql.format.datafile.decode_v2_0 import (
     PageContext,
     check_buffer_references,
     decode,
     end_offsets,
 )
-from lance_sql.format.datafile.decode_v2_1 import FieldReader, LeafColumn, read_type
+from lance_sql.format.datafile.decode_v2_1 import (
+    FieldReader,
+    LeafColumn,
+    owns_column,
+    read_type,
+)
 from lance_sql.format.datafile.source import RandomAccessSource
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 from lance_sql.format.schema import LanceField, LanceSchema
@@ -290,6 +295,19 @@ class LanceFileReader:
         ends = np.array([offset + length], np.int64)
         return self._guarded(fields, column_indices, starts, ends, None, blob_descriptions)
 
+    def read_short(self, fields: Sequence[LanceField], column_indices: Mapping[int, int],
+                   offset: int, length: int) -> list[pa.Array]:
+        """:meth:`read` of a short run of rows (an index page, say): leaf columns of 2.1+
+        files decode just the chunks holding it, in one call (:func:`point.read_run`)."""
+        if offset < 0 or length < 0 or offset + length > self.num_rows:
+            raise InvalidInputError(
+                f"{self.path}: rows {offset}..{offset + length} out of range ({self.num_rows} rows)"
+            )
+        starts = np.array([offset], np.int64)
+        ends = np.array([offset + length], np.int64)
+        run = self._structural and 0 < length <= point.MAX_RUN
+        return self._guarded(fields, column_indices, starts, ends, None, run=run)
+
     def take(
         self, fields: Sequence[LanceField], column_indices: Mapping[int, int], rows: np.ndarray,
         *, blob_descriptions: bool = False,
@@ -310,20 +328,34 @@ class LanceFileReader:
             unique, inverse = rows, np.arange(rows.size)
         else:
             unique, inverse = np.unique(rows, return_inverse=True)
-        cut = np.flatnonzero(np.diff(unique) != 1) + 1
-        starts = unique[np.r_[0, cut]] if unique.size else unique
-        ends = unique[np.r_[cut - 1, unique.size - 1]] + 1 if unique.size else unique
+        if unique.size <= 1:
+            starts, ends = unique, unique + 1
+        else:
+            cut = np.flatnonzero(np.diff(unique) != 1) + 1
+            starts = unique[np.r_[0, cut]]
+            ends = unique[np.r_[cut - 1, unique.size - 1]] + 1
         reorder = None
-        if unique.size != rows.size or not np.array_equal(unique, rows):
+        if unique.size != rows.size or (rows.size > 1 and not np.array_equal(unique, rows)):
             reorder = pa.array(inverse.reshape(-1).astype(np.int64))
-        return self._guarded(fields, column_indices, starts, ends, reorder, blob_descriptions)
+        # small takes: the point path; larger ones too for compressed chunks (see point)
+        few = unique if self._structural and unique.size else None
+        return self._guarded(fields, column_indices, starts, ends, reorder, blob_descriptions,
+                             few)
 
     def _guarded(self, fields, column_indices, starts, ends, reorder,
-                 blobs: bool = False) -> list[pa.Array]:  # fmt: skip
+                 blobs: bool = False, few: np.ndarray | None = None, run: bool = False
+                 ) -> list[pa.Array]:  # fmt: skip
+        """``few``: the rows of a small take, which leaf columns take on the point path;
+        ``run``: the one range is short, leaf columns read it on that path too."""
         try:
             rows = self.num_rows
-            out = [self._read_field(f, column_indices, starts, ends, rows, blobs)
-                   for f in fields]  # fmt: skip
+            out = []
+            for f in fields:
+                got = None
+                if few is not None or run:
+                    got = self._take_point(f, column_indices, few, blobs, starts, ends)
+                out.append(got if got is not None else
+                           self._read_field(f, column_indices, starts, ends, rows, blobs))
             if reorder is not None:
                 out = [a.take(reorder) for a in out]
             return out
@@ -331,6 +363,25 @@ class LanceFileReader:
             raise
         except _UNEXPECTED as exc:
             raise FormatError(f"{self.path}: corrupt data: {exc}") from exc
+
+    def _take_point(self, field: LanceField, colmap: Mapping[int, int],
+                    rows: np.ndarray | None, blobs: bool, starts: np.ndarray,
+                    ends: np.ndarray) -> pa.Array | None:
+        """A 2.1+ leaf field's ``rows`` (None: its one range ``starts[0]..ends[0]``)
+        through :mod:`point` (None: the general path)."""
+        index = colmap.get(field.id)
+        if index is None or not owns_column(field) or field.children or \
+                field.is_legacy_blob or field.is_blob_v2 or field.logical_type == "json":
+            return None
+        leaf_type = read_type(field, blobs)
+        if leaf_type != field.arrow_type:
+            return None
+        column = self._leaf_column(index, field, leaf_type)
+        if rows is None:
+            return point.read_run(column, int(starts[0]), int(ends[0]))
+        if rows.size > point.MAX_ROWS:
+            return point.take_leaf(column, rows, compressed_only=True)
+        return point.take_leaf(column, rows)
 
     # ------------------------------------------------------------------ fields
     def _column_for(self, field: LanceField, colmap: Mapping[int, int], rows: int):

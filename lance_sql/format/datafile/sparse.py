@@ -134,7 +134,7 @@ def _read_uint(raw: np.ndarray, at: np.ndarray, nbytes: int) -> np.ndarray:
 
 
 @cache
-def _row_lane(bits: int) -> tuple[np.ndarray, np.ndarray]:
+def row_lane(bits: int) -> tuple[np.ndarray, np.ndarray]:
     """Row and lane of the FastLanes slot holding each block position."""
     slot = bp.inverse_positions(bits).astype(np.int64)
     lanes = bp.BLOCK // bits
@@ -165,7 +165,7 @@ def _sparse_inline(ib: pb.InlineBitpacking, buf: ChunkBuffers, chunk: np.ndarray
         raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
     mask_c = (np.uint64(1) << np.minimum(width_c, 63).astype(np.uint64)) - np.uint64(1)
     mask_c = np.where(width_c >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), mask_c).astype(dt)
-    row_of, lane_of = _row_lane(bits)
+    row_of, lane_of = row_lane(bits)
     row, lane = row_of[pos], lane_of[pos]
     width = width_c[chunk]
     start = row * width

@@ -23,6 +23,7 @@ from lance_sql.format.btree import (
     KeySet,
     PageBounds,
     PageLookup,
+    SortedKeys,
     SortedPage,
     build_lookup,
     matches,
@@ -81,10 +82,14 @@ def write_btree(store: ObjectStore, uuid: str, data: pa.Table,
             (PAGE_LOOKUP, write_file(store, index_key(uuid, PAGE_LOOKUP), lookup)))
 
 
+def _columns(reader: LanceFileReader) -> dict[int, int]:
+    """Field id -> column of an index file (flat schemas: one column per field)."""
+    return {f.id: i for i, f in enumerate(reader.schema.walk())}
+
+
 def _read_all(reader: LanceFileReader, offset: int = 0, length: int | None = None) -> pa.Table:
     fields = reader.schema.fields
-    colmap = {f.id: i for i, f in enumerate(reader.schema.walk())}
-    arrays = reader.read(fields, colmap, offset=offset, length=length)
+    arrays = reader.read(fields, _columns(reader), offset=offset, length=length)
     return pa.Table.from_arrays(arrays, schema=reader.schema.to_arrow())
 
 
@@ -157,27 +162,64 @@ class BTreeIndex:
         return current_runtime().cache.get_or_load(INDEX_PAGES, (self.path, self.uuid, page),
                                                    load)
 
+    def keys(self, page: int) -> SortedKeys:
+        """The values of page ``page``, ready to search (cached; a search reads the ids of
+        the entries it finds apart, so a lookup decodes one column of page_data)."""
+        def load() -> SortedKeys:
+            start, length = self.lookup.page_rows(page)
+            fields = self.data.schema.fields[:1]
+            try:
+                [values] = self.data.read_short(fields, _columns(self.data), start, length)
+            except LanceError as exc:
+                raise FormatError(f"{self.path}: page {page}: {exc}") from exc
+            return SortedKeys.of(values)
+
+        return current_runtime().cache.get_or_load(
+            INDEX_PAGES, (self.path, self.uuid, page, VALUES), load)
+
+    def ids_at(self, rows: np.ndarray) -> np.ndarray:
+        """The ids of page_data entries ``rows`` (sorted positions in the file)."""
+        if not rows.size:
+            return np.empty(0, np.uint64)
+        try:
+            [ids] = self.data.take(self.data.schema.fields[1:], _columns(self.data), rows)
+        except LanceError as exc:
+            raise FormatError(f"{self.path}: {exc}") from exc
+        if ids.null_count:
+            raise FormatError(f"{self.path}: null ids in the page data")
+        return ids.to_numpy(zero_copy_only=False)
+
     def search(self, query: KeyQuery) -> np.ndarray:
         """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
-        ``query``; only pages whose bounds allow a match are read."""
-        pages = [self.page(int(p)) for p in self.bounds.pages(query)]
+        ``query``; only pages whose bounds allow a match are read, and only the ids of
+        the entries found."""
+        pages = self.bounds.pages(query).tolist()
         wanted = _sorted_numbers(query) if len(pages) > 1 else None
-        if wanted is not None:  # many pages, many keys: each page meets only its keys
-            found = [_select_numbers(p, wanted) if p.keys is not None and
-                     p.keys.dtype.kind == wanted.dtype.kind else p.select(query)
-                     for p in pages if p.keys is not None]
-        else:
-            found = [p.select(query) for p in pages if p.keys is not None]
-        tested = [p for p in pages if p.keys is None]
+        found, tested, bases = [], [], []
+        for p in pages:
+            page, base = self.keys(p), p * self.lookup.batch_size
+            if page.keys is None and not page.ordered_bytes:
+                tested.append(page)
+                bases.append(base)
+            elif wanted is not None and page.keys is not None and \
+                    page.keys.dtype.kind == wanted.dtype.kind:
+                # many pages, many keys: each page meets only its keys
+                found.append(base + _select_numbers(page, wanted))
+            else:
+                found.append(base + page.positions(query))
         if len(tested) == 1:
-            found.append(tested[0].select(query))
+            found.append(bases[0] + tested[0].positions(query))
         elif tested:  # one vectorised test over all of them (a set is hashed once)
             values = pa.concat_arrays([p.values for p in tested])
-            ids = np.concatenate([p.ids for p in tested])
-            found.append(ids[matches(values, query)])
+            rows = np.concatenate([np.arange(len(p.values), dtype=np.int64) + b
+                                   for p, b in zip(tested, bases, strict=True)])
+            found.append(rows[matches(values, query)])
         if not found:
             return np.empty(0, np.uint64)
-        return found[0] if len(found) == 1 else np.concatenate(found)
+        rows = found[0] if len(found) == 1 else np.concatenate(found)
+        if tested and len(found) > 1:
+            rows = np.sort(rows)
+        return self.ids_at(rows)
 
     def entries(self) -> pa.Table:
         """Every (value, id) entry, sorted (for merging into a new index)."""
@@ -200,27 +242,27 @@ def _sorted_numbers(query: KeyQuery) -> np.ndarray | None:
     return np.unique(keys)
 
 
-def _select_numbers(page: SortedPage, wanted: np.ndarray) -> np.ndarray:
-    """Ids of ``page``'s entries equal to one of ``wanted`` (sorted unique numbers of the
+def _select_numbers(page: SortedKeys, wanted: np.ndarray) -> np.ndarray:
+    """Positions of ``page``'s entries equal to one of ``wanted`` (sorted unique numbers of the
     page's key form): only the wanted keys within the page's key range are searched,
     so a set of many keys over many pages costs about one search per key."""
     keys = page.keys
     assert keys is not None
     if not len(keys):
-        return np.empty(0, np.uint64)
+        return np.empty(0, np.int64)
     first = int(np.searchsorted(wanted, keys[0], side="left"))
     stop = int(np.searchsorted(wanted, keys[-1], side="right"))
     if stop <= first:
-        return np.empty(0, np.uint64)
+        return np.empty(0, np.int64)
     here = wanted[first:stop]
     starts = np.searchsorted(keys, here, side="left")
     lengths = np.searchsorted(keys, here, side="right") - starts
     total = int(lengths.sum())
     if not total:
-        return np.empty(0, np.uint64)
+        return np.empty(0, np.int64)
     before = np.cumsum(lengths) - lengths  # disjoint ranges: the keys are unique
     at = np.arange(total, dtype=np.int64) + np.repeat(starts - before, lengths)
-    return page.ids[page.nulls:][at]
+    return page.nulls + at
 
 
 def _open(root: ObjectStore, key: str) -> LanceFileReader:

@@ -356,9 +356,9 @@ def _by_fragment(addresses: np.ndarray, covered: set[int], manifest: Manifest,
     cuts = np.flatnonzero(np.diff(fragment_ids)) + 1
     rows: dict[int, np.ndarray] = {f: np.empty(0, np.int64) for f in covered}
     physical = {f.id: f.physical_rows for f in manifest.fragments}
-    starts = np.r_[0, cuts] if len(addresses) else np.empty(0, np.int64)
-    ends = np.r_[cuts, len(addresses)] if len(addresses) else starts
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+    starts = [0, *cuts.tolist()] if len(addresses) else []
+    ends = [*cuts.tolist(), len(addresses)] if len(addresses) else []
+    for start, end in zip(starts, ends, strict=True):
         frag = int(fragment_ids[start])
         if frag not in covered:
             continue

@@ -93,9 +93,12 @@ def plan_scan(
     *,
     with_row_id: bool = False,
     with_row_address: bool = False,
+    translate: bool = True,
 ) -> ScanPlan:
     """The plan of a Python-API scan: ``columns`` (None: every data column) and a SQL
-    ``filter``, plus the system columns asked for."""
+    ``filter``, plus the system columns asked for. ``translate=False`` leaves the pyarrow
+    form of the filter for later (:func:`translated`): the plan then has a ``predicate``
+    but no ``filter`` and must not be scanned with as it is."""
     if columns is None:
         wanted = [f.name for f in manifest.schema.fields]
     else:
@@ -111,10 +114,19 @@ def plan_scan(
     if filter is not None and str(filter).strip():
         parsed = parse_predicate(str(filter))
         schema = filter_schema(manifest)
-        expr = to_pyarrow(parsed, schema)
         # Resolve first: unquoted names match the schema ignoring case.
         predicate = resolve(parsed, schema)
-    return build_scan_plan(manifest, wanted, predicate=predicate, filter=expr, filter_text=filter)
+        if translate:
+            expr = to_pyarrow(parsed, schema)
+    return build_scan_plan(manifest, wanted, predicate=predicate, filter=expr, filter_text=filter,
+                           translate=translate)
+
+
+def translated(plan: ScanPlan, manifest: Manifest) -> ScanPlan:
+    """``plan`` with the pyarrow form of its predicate (a no-op when it has it)."""
+    if plan.filter is not None or plan.predicate is None:
+        return plan
+    return replace(plan, filter=to_pyarrow(plan.predicate, filter_schema(manifest)))
 
 
 def filter_schema(manifest: Manifest) -> pa.Schema:
@@ -146,6 +158,7 @@ def build_scan_plan(
     filter_text: str | None = None,
     schema_metadata: bool = True,
     filter_tree: Expr | None = None,
+    translate: bool = True,
 ) -> ScanPlan:
     """The one way a scan plan is made: output ``names`` (data or system columns), kept
     where the filter holds.
@@ -156,18 +169,19 @@ def build_scan_plan(
     schema metadata on the output schema (the Python API does, as pylance).
     ``filter_tree`` is the pyarrow ``filter`` decoded, when known to be exactly it: if it is
     a conjunction of comparisons with constants, scans evaluate those directly.
+    ``translate=False`` leaves a predicate's pyarrow form for :func:`translated`.
     """
     _check_names(manifest, names)
     schema = filter_schema(manifest)
     if predicate is not None:
-        if filter is None:
+        if filter is None and translate:
             filter = to_pyarrow(predicate, schema)
         if filter_columns is None:
             filter_columns = {path[0] for path in expr_columns(predicate)}
     elif filter is not None and filter_columns is None:
         raise InvalidInputError("a pyarrow filter needs the columns it reads")
-    used = frozenset(filter_columns) if filter is not None and filter_columns is not None \
-        else None
+    used = frozenset(filter_columns) if (filter is not None or predicate is not None) and \
+        filter_columns is not None else None
     needed = set(names) | (used or set())
     comparisons = conjunction(filter_tree) if filter is not None else None
     data_names = {f.name for f in manifest.schema.fields}
@@ -477,9 +491,8 @@ class Scanner:
         index answers are the hook's to leave out)."""
         self.store = store
         self.manifest = manifest
-        self.plan = plan_scan(
-            manifest, columns, filter, with_row_id=with_row_id, with_row_address=with_row_address
-        )
+        self._plan = plan_scan(manifest, columns, filter, with_row_id=with_row_id,
+                               with_row_address=with_row_address, translate=False)
         _check_count(batch_size, "batch_size", low=1)
         _check_count(limit, "limit")
         _check_count(offset, "offset")
@@ -488,8 +501,22 @@ class Scanner:
         self.offset = offset or 0
         self.fragments = tuple(manifest.fragments if fragments is None else fragments)
         self.num_threads = num_threads or min(8, os.cpu_count() or 1)
-        self.indexed = indexed(self.plan, self.fragments) if indexed is not None else None
+        self.indexed = indexed(self._plan, self.fragments) if indexed is not None else None
         self.drop_rows = drop_rows or {}
+        answered = self.indexed
+        if answered is None or not all(answered.covers(f.id) for f in self.fragments):
+            self._plan = translated(self._plan, manifest)  # fragments to scan: now
+
+    @property
+    def plan(self) -> ScanPlan:
+        """What this scan reads. The pyarrow form of the filter is made when first needed:
+        a scan whose fragments indices answer in full never needs it."""
+        self._plan = translated(self._plan, self.manifest)
+        return self._plan
+
+    @plan.setter
+    def plan(self, plan: ScanPlan) -> None:
+        self._plan = plan
 
     def _read_fragment(self, fragment: Fragment) -> pa.Table:
         if self.indexed is not None and self.indexed.covers(fragment.id):
@@ -500,15 +527,15 @@ class Scanner:
     def explain_plan(self) -> str:
         """How this scan reads: which fragments an index answers, which it scans."""
         lines = [f"LanceScan: {len(self.fragments)} fragments, "
-                 f"projection=[{', '.join(self.plan.output_fields)}], "
-                 f"filter=[{self.plan.filter_text or ''}]"]
+                 f"projection=[{', '.join(self._plan.output_fields)}], "
+                 f"filter=[{self._plan.filter_text or ''}]"]
         if self.indexed is not None:
             lines.append(f"  {self.indexed.description}")
         return "\n".join(lines) + "\n"
 
     @property
     def projected_schema(self) -> pa.Schema:
-        return self.plan.output_schema
+        return self._plan.output_schema
 
     def _fragment_tables(self) -> Iterator[pa.Table]:
         """Fragment results in order, read ahead in a pool owned by this iterator.
@@ -566,13 +593,13 @@ class Scanner:
         tables = list(self._limited_tables())
         if not tables:
             return self.projected_schema.empty_table()
-        if not self.plan.output_fields:  # concatenating column-less tables loses their rows
+        if not self._plan.output_fields:  # concatenating column-less tables loses rows
             return pa.table({"_": pa.nulls(sum(t.num_rows for t in tables))}).select([])
         return pa.concat_tables(tables)
 
     def count_rows(self) -> int:
-        if (self.plan.filter is None and self.limit is None and not self.offset
-                and not any(len(d) for d in self.drop_rows.values())):
+        if (self._plan.predicate is None and self._plan.filter is None and self.limit is None
+                and not self.offset and not any(len(d) for d in self.drop_rows.values())):
             return sum(f.num_rows for f in self.fragments)
         return sum(t.num_rows for t in self._limited_tables())
 

@@ -542,9 +542,10 @@ def test_many_keys_over_many_pages_match_page_by_page(kind: str) -> None:
     wanted = btree_mod._sorted_numbers(query)
     assert wanted is not None
     for page in pages:
-        got = btree_mod._select_numbers(page, wanted)
-        assert sorted(got.tolist()) == sorted(page.select(query).tolist())
-    assert sum(len(btree_mod._select_numbers(p, wanted)) for p in pages) > 1000
+        got = btree_mod._select_numbers(page.entries, wanted)
+        assert sorted(got.tolist()) == sorted(page.entries.positions(query).tolist())
+        assert sorted(page.ids[got].tolist()) == sorted(page.select(query).tolist())
+    assert sum(len(btree_mod._select_numbers(p.entries, wanted)) for p in pages) > 1000
 
 
 def test_many_keys_in_through_the_index(tmp_path: Path) -> None:

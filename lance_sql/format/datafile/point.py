@@ -1,0 +1,344 @@
+"""Taking a handful of rows of a 2.1/2.2 leaf column (the point-lookup path).
+
+A ``take`` of a few rows (what an index lookup asks for) spends most of its time in
+per-call overhead of the general range machinery: page spans, chunk selection masks,
+rep/def unravelling, field assembly. For a leaf column whose touched pages are mini-block
+pages without lists, whose values can be located inside a chunk (see :mod:`sparse`; LZ4 /
+ZSTD chunks of flat or variable values are inflated one by one first), this module goes
+straight from row numbers to values: page and chunk of each row from the cached page
+metadata, one read per chunk, the chunk headers parsed together, then only the wanted
+values (and def levels) unpacked. A single row skips arrays altogether: its chunk header
+is parsed with ``struct`` and its value found with integer arithmetic. :func:`read_run`
+is the same idea for a short run of consecutive rows (a page of an index): the chunks
+holding it decoded in one call.
+
+Anything else returns None and the caller takes the general path, which gives the same
+values (tests compare the two).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import FormatError
+from lance_sql.format.datafile import compressive as cz
+from lance_sql.format.datafile import sparse
+from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate
+from lance_sql.format.datafile.compressive import ChunkBuffers, fsst_decode
+from lance_sql.format.datafile.decode_v2_1 import LeafColumn
+from lance_sql.format.datafile.miniblock import MiniBlockPage
+from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+# Takes of at most this many rows use this path; larger ones the general one (whose
+# vectorised chunk handling wins once the rows are many).
+MAX_ROWS = 64
+# Reads of at most this many consecutive rows within one page use :func:`read_run`.
+MAX_RUN = 8192
+
+
+def take_leaf(column: LeafColumn, rows: np.ndarray, *,
+              compressed_only: bool = False) -> pa.Array | None:
+    """Rows ``rows`` (sorted, unique, in range) of a leaf column, as its leaf type; None
+    when a touched page does not suit this path.
+
+    ``compressed_only`` (for larger takes): only when every touched page holds LZ4 / ZSTD
+    chunks, where the general path would decode every value of each chunk inflated
+    (this path locates just the wanted ones); None otherwise, before reading anything.
+    """
+    row_starts = column.info.row_starts
+    if compressed_only:  # every page the rows span (a cheap superset of those touched)
+        ends = np.searchsorted(row_starts, [rows[0], rows[-1]], "right") - 1
+        if not all(_compressed(column.page(p)) for p in range(int(ends[0]), int(ends[1]) + 1)
+                   if row_starts[p + 1] > row_starts[p]):
+            return None
+    if row_starts.size == 2:  # one page
+        pages = np.zeros(1, np.int64)
+    else:
+        pages = np.searchsorted(row_starts, rows, "right") - 1
+    first, last = int(pages[0]), int(pages[-1])
+    if first == last:
+        return _take_page(column, first, rows - int(row_starts[first]))
+    cuts = np.flatnonzero(pages[1:] != pages[:-1]) + 1
+    pieces = []
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), rows.size], strict=True):
+        p = int(pages[lo])
+        piece = _take_page(column, p, rows[lo:hi] - int(row_starts[p]))
+        if piece is None:
+            return None
+        pieces.append(piece)
+    return pa.concat_arrays(pieces)
+
+
+def read_run(column: LeafColumn, start: int, stop: int) -> pa.Array | None:
+    """Rows ``[start, stop)`` of a leaf column (a short run, e.g. one page of an index),
+    as its leaf type: the chunks holding them decoded in one call; None when the run
+    leaves its page or the page is not a mini-block page without lists."""
+    row_starts = column.info.row_starts
+    p = int(np.searchsorted(row_starts, start, "right")) - 1
+    if stop > int(row_starts[p + 1]):
+        return None
+    page = column.page(p)
+    if not isinstance(page, MiniBlockPage) or page.has_rep:
+        return None
+    page.load()
+    where = page.where
+    a, b = start - int(row_starts[p]), stop - int(row_starts[p])
+    if page.shift is not None:
+        c0, c1 = a >> page.shift, (b - 1) >> page.shift
+    else:
+        c0, c1 = np.searchsorted(page.row_end, [a, b - 1], "right").tolist()
+    if c1 >= page.chunk_sizes.size:
+        raise FormatError(f"{where}: row {b - 1} past the page's chunks")
+    chunks = np.arange(c0, c1 + 1)
+    raw, cstart = page.chunk_bytes(chunks)
+    counts = page.chunk_values[c0 : c1 + 1]
+    bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[c0 : c1 + 1])
+    total = int(counts.sum())
+    valid = None
+    if page.has_def:
+        levels = cz.decode_levels(page.layout.def_compression, bufs[0], num_levels, where)
+        if levels.size != total or not np.array_equal(num_levels, counts):
+            raise FormatError(f"{where}: def levels do not match the chunk values")
+        valid = levels == 0
+        bufs = bufs[1:]
+    block = cz.decode_chunks(page.layout.value_compression, bufs, counts, where)
+    if block.n != total:
+        raise FormatError(f"{where}: {block.n} values for {total} value slots")
+    values = page.values_to_arrow(block, valid)
+    if values.type != column.leaf_type:
+        return None
+    first = a - int(page.first_row[c0])
+    return values if first == 0 and b - a == total else values.slice(first, b - a)
+
+
+def suits(page: object) -> bool:
+    """Whether ``page`` (a page decoder) can be taken from by this module."""
+    if not isinstance(page, MiniBlockPage) or page.has_rep:
+        return False
+    return _values(page.layout.value_compression) is not None
+
+
+def _compressed(page: object) -> bool:
+    """A page this module takes from whose chunks are compressed (LZ4 / ZSTD)."""
+    if not suits(page):
+        return False
+    assert isinstance(page, MiniBlockPage)
+    found = _values(page.layout.value_compression)
+    return found is not None and found[1] is not None
+
+
+def _values(enc: pb.CompressiveEncoding) -> tuple[pb.CompressiveEncoding, int | None] | None:
+    """(encoding to locate values in, general compression scheme around it or None), or
+    None when values cannot be located inside a chunk."""
+    if cz.kind(enc) == "general" and sparse.supported(enc.general.values) and \
+            cz.kind(enc.general.values) in ("flat", "variable"):
+        return enc.general.values, int(enc.general.compression.scheme)
+    if sparse.supported(enc):
+        return enc, None
+    return None
+
+
+def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
+    page = column.page(p)
+    if not suits(page):
+        return None
+    assert isinstance(page, MiniBlockPage)
+    page.load()
+    if rows.size == 1:
+        one = _take_one(page, int(rows[0]))
+        if one is not None:
+            return one if one.type == column.leaf_type else None
+    where = page.where
+    n = page.chunk_sizes.size
+    if page.shift is not None:  # every chunk but a shorter last one holds 2**shift rows
+        cid = rows >> page.shift
+        pos = rows & ((1 << page.shift) - 1)
+    else:
+        cid = np.searchsorted(page.row_end, rows, "right")
+        pos = rows - page.first_row[np.minimum(cid, n - 1)]
+    if int(cid[-1]) >= n:
+        raise FormatError(f"{where}: row {int(rows[-1])} past the page's chunks")
+    if rows.size == 1 or int(cid[0]) == int(cid[-1]):  # one chunk (rows are sorted)
+        chunks = cid[:1]
+        sel = np.zeros(rows.size, np.int64)
+        raw = np.frombuffer(_read_chunk(page, int(chunks[0])), np.uint8)
+        cstart = np.zeros(1, np.int64)
+    else:
+        chunks, sel = np.unique(cid, return_inverse=True)
+        raw, cstart = page.chunk_bytes(chunks)
+    counts = page.chunk_values[chunks]
+    bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[chunks])
+    valid = None
+    if page.has_def:
+        levels = cz.decode_levels(page.layout.def_compression, bufs[0], num_levels, where)
+        if levels.size != int(num_levels.sum()) or not np.array_equal(num_levels, counts):
+            raise FormatError(f"{where}: def levels do not match the chunk values")
+        at = pos if chunks.size == 1 else (np.cumsum(num_levels) - num_levels)[sel] + pos
+        valid = levels[at] == 0
+        bufs = bufs[1:]
+    found = _values(page.layout.value_compression)
+    assert found is not None
+    enc, scheme = found
+    if scheme is not None:  # each chunk's value buffer compressed on its own
+        first = bufs[0]
+        pieces = [inflate(scheme, raw[a : a + size], where) for a, size in
+                  zip(first.pos.tolist(), first.sizes.tolist(), strict=True)]
+        bufs = [ChunkBuffers.join(pieces), *bufs[1:]]
+    block = sparse.decode(enc, bufs, counts, sel, pos, where)
+    if block is None:
+        return None
+    values = page.values_to_arrow(block, valid)
+    return values if values.type == column.leaf_type else None
+
+
+def _read_chunk(page: MiniBlockPage, chunk: int) -> bytes | memoryview:
+    start = int(page.chunk_offsets[chunk])
+    return page.read(page.buffers[1][0] + start, int(page.chunk_sizes[chunk]))
+
+
+def _split(page: MiniBlockPage, raw: np.ndarray, cstart: np.ndarray,
+           csize: np.ndarray) -> tuple[list[ChunkBuffers], np.ndarray]:
+    """The buffers (def levels if any, then values) of the chunks at ``cstart`` in
+    ``raw``, and each chunk's level count; checked to lie inside their chunks."""
+    where = page.where
+    nlev = int(page.has_def)  # no rep here
+    width = 4 if page.large else 2
+    nsizes = nlev + page.nbuf
+    head = (2 + 2 * nlev + width * page.nbuf + 7) & ~7
+    if int(csize.min()) < head:
+        raise FormatError(f"{where}: chunk smaller than its header")
+    # the headers side by side: (chunks, head) bytes, read as little-endian words
+    header = raw[cstart[:, None] + np.arange(head)].astype(np.int64)
+    words = header[:, 0::2] | (header[:, 1::2] << 8)
+    num_levels = words[:, 0]
+    if width == 2:
+        sizes = words[:, 1 : 1 + nsizes]
+    else:
+        level_sizes = words[:, 1 : 1 + nlev]
+        big = words[:, 1 + nlev : 1 + nlev + 2 * page.nbuf]
+        sizes = np.concatenate([level_sizes, big[:, 0::2] | (big[:, 1::2] << 16)], axis=1)
+    padded = (sizes + 7) & ~7
+    ends = np.cumsum(padded, axis=1) + head
+    starts = ends - padded
+    if np.any(ends[:, -1] > csize):
+        raise FormatError(f"{where}: chunk buffers run past the chunk")
+    if nlev and int(num_levels.min()) <= 0:
+        raise FormatError(f"{where}: chunk with levels has no level count")
+    bufs = [ChunkBuffers(raw, cstart + starts[:, i], sizes[:, i]) for i in range(nsizes)]
+    return bufs, num_levels
+
+
+# ------------------------------------------------------------------ one row
+def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
+    """Row ``row`` of a loaded page: the one chunk read and its header parsed with
+    ``struct``, the value located with integer arithmetic (no arrays until the end)."""
+    where = page.where
+    found = _values(page.layout.value_compression)
+    assert found is not None
+    enc, scheme = found
+    if page.shift is not None:
+        c, p = row >> page.shift, row & ((1 << page.shift) - 1)
+    else:
+        c = int(np.searchsorted(page.row_end, row, "right"))
+        p = row - int(page.first_row[c]) if c < page.chunk_sizes.size else 0
+    if c >= page.chunk_sizes.size:
+        raise FormatError(f"{where}: row {row} past the page's chunks")
+    csize, count = int(page.chunk_sizes[c]), int(page.chunk_values[c])
+    data = memoryview(_read_chunk(page, c)).cast("B")
+    nlev = int(page.has_def)
+    head = (2 + 2 * nlev + (4 if page.large else 2) * page.nbuf + 7) & ~7
+    if csize < head:
+        raise FormatError(f"{where}: chunk smaller than its header")
+    fmt = "<H" + "H" * nlev + ("I" if page.large else "H") * page.nbuf
+    num_levels, *sizes = struct.unpack_from(fmt, data)
+    starts, at = [], head
+    for size in sizes:
+        starts.append(at)
+        at += (size + 7) & ~7
+    if at > csize:
+        raise FormatError(f"{where}: chunk buffers run past the chunk")
+    if p >= count:
+        raise FormatError(f"{where}: row past the values of its chunk")
+    valid = None
+    if nlev:
+        if num_levels <= 0:
+            raise FormatError(f"{where}: chunk with levels has no level count")
+        raw = np.frombuffer(data, np.uint8)
+        levels = cz.decode_levels(page.layout.def_compression,
+                                  ChunkBuffers(raw, np.array([starts[0]]), np.array([sizes[0]])),
+                                  np.array([num_levels]), where)
+        if levels.size != num_levels or num_levels != count:
+            raise FormatError(f"{where}: def levels do not match the chunk values")
+        valid = np.array([levels[p] == 0])
+    vstart, vsize = starts[nlev], sizes[nlev]
+    values: bytes | memoryview = data
+    if scheme is not None:
+        values = inflate(scheme, data[vstart : vstart + vsize], where)
+        vstart, vsize = 0, len(values)
+    block = _one_value(enc, values, vstart, vsize, count, p, where)
+    if block is None:
+        return None
+    t = page.leaf_type
+    if isinstance(block, Fixed) and page.dictionary is None and not block.fsl and (
+            pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)) \
+            and t.bit_width == block.bits:  # a plain number: straight to Arrow
+        null = valid is not None and not valid[0]
+        return pa.Array.from_buffers(t, 1, [pa.py_buffer(b"\x00") if null else None,
+                                            pa.py_buffer(block.data)])
+    return page.values_to_arrow(block, valid)
+
+
+def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int, size: int,
+               count: int, p: int, where: str) -> Block | None:
+    """Value ``p`` of the ``count`` values in ``buf[start:start+size]`` (one chunk's value
+    buffer, encoded as ``enc``), or None for encodings not handled here."""
+    k = cz.kind(enc)
+    if k == "flat":
+        width = int(enc.flat.bits_per_value) // 8
+        if width == 0:
+            raise FormatError(f"{where}: flat values of {enc.flat.bits_per_value} bits")
+        if (p + 1) * width > size:
+            raise FormatError(f"{where}: chunk holds fewer bytes than its values need")
+        return Fixed(np.frombuffer(buf, np.uint8, width, start + p * width), width * 8, 1)
+    if k == "inline_bitpacking":
+        bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+        if bits not in (8, 16, 32, 64):
+            raise FormatError(f"{where}: inline bitpacking of {bits}-bit values")
+        wb, lanes = bits // 8, 1024 // bits
+        if size < wb:
+            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        width = int.from_bytes(buf[start : start + wb], "little")
+        if width > bits:
+            raise FormatError(f"{where}: bit width {width} over {bits} bits")
+        if size != (1 + width * lanes) * wb:
+            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        value = 0
+        if width:
+            row_of, lane_of = sparse.row_lane(bits)
+            w0, shift = divmod(int(row_of[p]) * width, bits)
+            j = start + (1 + w0 * lanes + int(lane_of[p])) * wb
+            value = int.from_bytes(buf[j : j + wb], "little") >> shift
+            if shift + width > bits:  # continues in the next word of its lane
+                j += lanes * wb
+                value |= int.from_bytes(buf[j : j + wb], "little") << (bits - shift)
+            value &= (1 << width) - 1
+        return Fixed(np.frombuffer(value.to_bytes(wb, "little"), np.uint8), bits, 1)
+    if k in ("variable", "fsst"):
+        var = enc.variable if k == "variable" else enc.fsst.values.variable
+        width = int(var.offsets.flat.bits_per_value)
+        if width not in (32, 64):
+            raise FormatError(f"{where}: {width}-bit string offsets")
+        wb = width // 8
+        if size < (count + 1) * wb:
+            raise FormatError(f"{where}: string chunk too small for its offsets")
+        fmt = "<II" if wb == 4 else "<QQ"
+        lo, hi = struct.unpack_from(fmt, buf, start + p * wb)
+        if hi < lo or hi > size or lo < (count + 1) * wb:
+            raise FormatError(f"{where}: string offsets point outside their chunk")
+        block = Variable(np.array([0, hi - lo], np.int64),
+                         np.frombuffer(buf, np.uint8, hi - lo, start + lo), 1)
+        return block if k == "variable" else fsst_decode(enc.fsst.symbol_table, block, where)
+    return None

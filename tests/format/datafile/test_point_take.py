@@ -1,0 +1,213 @@
+"""The point-take path (``format/datafile/point.py``): small takes of 2.1/2.2 leaf columns.
+
+Every take is compared with the general path (the point path switched off) and with a
+full read, over integer, float, string (plain and LZ4), binary, boolean, timestamp and
+dictionary columns with and without nulls, rows at chunk and page edges and in several
+pages, sorted or not, with repeats; files of format 2.0, 2.1 and 2.2 (2.0 has no point
+path and must still agree). A counter checks the point path really answered.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from datafile_helpers import assert_same
+
+from lance_sql.errors import FormatError, InvalidInputError
+from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter, point
+from lance_sql.format.datafile.decode_v2_1 import column_fields
+from lance_sql.format.schema import LanceSchema
+
+N = 50_003
+
+
+def _table(n: int, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    some_null = rng.random(n) < 0.2
+    ints = rng.integers(-(2**40), 2**40, n)
+    small = rng.integers(0, 300, n).astype(np.int32)
+    words = [f"key-{i}-{'x' * (i % 7)}" for i in rng.integers(0, 10**6, n)]
+    return pa.table({
+        "i64": pa.array(ints),
+        "i32_null": pa.array(small, mask=some_null),
+        "u8": pa.array(rng.integers(0, 255, n).astype(np.uint8)),
+        "f64": pa.array(rng.standard_normal(n)),
+        "f32_null": pa.array(rng.standard_normal(n).astype(np.float32), mask=some_null),
+        "s": pa.array(words),
+        "s_null": pa.array(words, mask=some_null),
+        "s_lz4": pa.array([w * 4 for w in words]),
+        "bin": pa.array([w.encode() for w in words], pa.binary()),
+        "flag": pa.array(rng.random(n) < 0.5),
+        "ts": pa.array(ints % 10**15, pa.timestamp("us")),
+        "cat": pa.array([f"c{i}" for i in rng.integers(0, 20, n)], mask=some_null),
+    })
+
+
+def _schema(table: pa.Table) -> LanceSchema:
+    fields = [f.with_metadata({"lance-encoding:compression": "lz4"}) if f.name == "s_lz4"
+              else f for f in table.schema]
+    return LanceSchema.from_arrow(pa.schema(fields))
+
+
+def _write(table: pa.Table, version: str, tmp: Path) -> bytes:
+    if version == "2.1":  # lance_sql writes 2.0 and 2.2; pylance writes 2.1
+        import lance.file
+
+        path = tmp / "f.lance"
+        arrow = _schema(table).to_arrow()
+        with lance.file.LanceFileWriter(str(path), arrow, version="2.1") as writer:
+            for batch in table.to_batches(max_chunksize=20_000):
+                writer.write_batch(pa.RecordBatch.from_arrays(batch.columns, schema=arrow))
+        return path.read_bytes()
+    sink = io.BytesIO()
+    writer = LanceFileWriter(sink, _schema(table), version=version, page_bytes=32 * 1024,
+                             max_page_bytes=128 * 1024)
+    for batch in table.to_batches(max_chunksize=20_000):
+        writer.write_batch(pa.Table.from_batches([batch]))
+    writer.finish()
+    return sink.getvalue()
+
+
+def _open(data: bytes) -> tuple[LanceFileReader, dict[int, int]]:
+    reader = LanceFileReader(BytesSource(data))
+    fields = [c for f in reader.schema.fields for c in column_fields(f)]
+    if reader.major == 2 and reader.minor == 0:
+        fields = list(reader.schema.walk())
+    return reader, {f.id: i for i, f in enumerate(fields)}
+
+
+@pytest.fixture(scope="module", params=["2.0", "2.1", "2.2"])
+def written(request, tmp_path_factory):
+    table = _table(N)
+    data = _write(table, request.param, tmp_path_factory.mktemp("point"))
+    reader, cmap = _open(data)
+    full = pa.table(reader.read(reader.schema.fields, cmap), schema=reader.schema.to_arrow())
+    for name in table.column_names:
+        assert_same(full.column(name), table.column(name), f"full read of {name}")
+    edges = sorted({int(r) for col in reader._columns for r in col.row_starts[1:-1]})
+    return request.param, table, data, full, edges
+
+
+def _row_sets(edges: list[int]) -> list[np.ndarray]:
+    rng = np.random.default_rng(11)
+    sets = [np.array([r]) for r in (0, 1, 1023, 1024, 1025, 4095, 4096, N // 2, N - 1)]
+    sets += [np.array([e]) for e in edges[:6]] + [np.array([e - 1]) for e in edges[:6]]
+    sets += [np.array(edges[:3]), np.array([0, N - 1]), np.arange(1020, 1030)]
+    for count in (2, 3, 8, 31, point.MAX_ROWS):
+        sets.append(np.sort(rng.choice(N, count, replace=False)))
+    sets.append(rng.integers(0, N, 20))  # unsorted, may repeat
+    sets.append(np.array([7, 7, 3]))  # repeats
+    sets.append(np.arange(100, 100 + point.MAX_ROWS + 1))  # just over: compressed pages only
+    sets.append(np.sort(rng.choice(N, 3000, replace=False)))  # many chunks, many pages
+    return sets
+
+
+@pytest.fixture
+def answered(monkeypatch) -> list[str]:
+    """Names of the columns the point path answered."""
+    seen: list[str] = []
+    take_leaf = point.take_leaf
+
+    def counted(column, rows, **kw):
+        out = take_leaf(column, rows, **kw)
+        if out is not None:
+            seen.append(column.where + (" large" if kw.get("compressed_only") else ""))
+        return out
+
+    monkeypatch.setattr(point, "take_leaf", counted)
+    return seen
+
+
+def test_point_take_matches_general_path(written, answered, monkeypatch) -> None:
+    version, table, data, full, edges = written
+    fields = LanceFileReader(BytesSource(data)).schema.fields
+    for rows in _row_sets(edges):
+        reader, cmap = _open(data)  # fresh: no page decoder cached by an earlier take
+        got = reader.take(fields, cmap, rows)
+        with monkeypatch.context() as m:
+            m.setattr(point, "take_leaf", lambda *a, **k: None)  # the general path
+            general = _open(data)[0].take(fields, cmap, rows)
+        idx = pa.array(rows.astype(np.int64))
+        for field, a, b in zip(fields, got, general, strict=True):
+            assert_same(a, b, f"{version} take of {field.name} at {rows[:5]}")
+            assert_same(a, full.column(field.name).take(idx), f"{version} {field.name}")
+            assert_same(a, table.column(field.name).take(idx), f"{version} {field.name}")
+    if version == "2.0":
+        assert not answered
+    else:
+        names = " ".join(answered)
+        for name in ("i64", "i32_null", "f64", "f32_null", "s", "s_null", "s_lz4", "bin",
+                     "ts"):
+            assert f"(field {name!r})" in names, name
+        # larger takes: LZ4 chunks on this path, other pages on the general one
+        assert "(field 's_lz4') large" in names
+        assert "(field 'i64') large" not in names
+
+
+def test_lz4_strings_are_compressed(written) -> None:
+    """The LZ4 column really is General(LZ4) chunks in 2.1+ (so that path is exercised)."""
+    version, _, data, _, _ = written
+    if version == "2.0":
+        return
+    reader, cmap = _open(data)
+    field = next(f for f in reader.schema.fields if f.name == "s_lz4")
+    column = reader._leaf_column(cmap[field.id], field, field.arrow_type)
+    assert column.page(0).layout.value_compression.WhichOneof("compression") == "general"
+
+
+def test_corrupt_chunk_header_is_a_format_error(written) -> None:
+    """A chunk whose buffer sizes run past the chunk: a typed error, not a crash."""
+    version, table, data, _, _ = written
+    if version == "2.0":
+        return
+    reader, cmap = _open(data)
+    field = next(f for f in reader.schema.fields if f.name == "s")
+    column = reader._leaf_column(cmap[field.id], field, field.arrow_type)
+    page = column.page(0)
+    page._load()
+    start = page.buffers[1][0] + int(page.chunk_offsets[0])
+    damaged = bytearray(data)
+    damaged[start + 2 : start + 4] = (0xFFFF).to_bytes(2, "little")  # value buffer size
+    reader, cmap = _open(bytes(damaged))
+    with pytest.raises(FormatError):
+        reader.take([field], cmap, np.array([0]))
+
+
+def test_short_reads_match_general_read(written, monkeypatch) -> None:
+    """``read_short`` (chunks decoded in one call) gives what ``read`` gives, for runs
+    inside a chunk, across chunks, whole chunks, at and across page edges, and over
+    :data:`point.MAX_RUN` (the general path)."""
+    version, table, data, full, edges = written
+    fields = LanceFileReader(BytesSource(data)).schema.fields
+    answered: list[str] = []
+    read_run = point.read_run
+
+    def counted(column, start, stop):
+        out = read_run(column, start, stop)
+        if out is not None:
+            answered.append(column.where)
+        return out
+
+    monkeypatch.setattr(point, "read_run", counted)
+    runs = [(0, 1), (5, 10), (1000, 48), (1024, 1024), (0, 4096), (4000, 300), (N - 3, 3),
+            (N - 5000, 5000), (123, point.MAX_RUN), (77, point.MAX_RUN + 1)]
+    runs += [(e - 2, 4) for e in edges[:5]] + [(e, 1000) for e in edges[:5]]
+    for offset, length in runs:
+        reader, cmap = _open(data)
+        got = reader.read_short(fields, cmap, offset, length)
+        want = _open(data)[0].read(fields, cmap, offset=offset, length=length)
+        for field, a, b in zip(fields, got, want, strict=True):
+            assert_same(a, b, f"{version} {field.name} rows {offset}+{length}")
+            assert_same(a, table.column(field.name).slice(offset, length), field.name)
+    names = " ".join(answered)
+    if version == "2.0":
+        assert not answered
+    else:
+        for name in ("i64", "i32_null", "f64", "s_null", "s_lz4", "flag", "cat"):
+            assert f"(field {name!r})" in names, name
+    with pytest.raises(InvalidInputError):
+        _open(data)[0].read_short(fields, _open(data)[1], N - 1, 2)
