@@ -116,3 +116,15 @@ def test_sql_table_changes_repeated(history: tuple[Path, int]) -> None:
     expected = table_changes(path, 3, 3)
     assert first.num_rows == expected.num_rows
     assert sorted(first["_rowid"].to_pylist()) == sorted(expected["_rowid"].to_pylist())
+
+
+def test_commit_timestamps_for_one_and_many_versions(history: tuple[Path, int]) -> None:
+    path, last = history
+    micros = {v: lance_sql.dataset(path, v).manifest.timestamp_ns // 1000
+              for v in range(1, last + 1)}
+    for start, end in ((3, 3), (1, last), (2, 4)):
+        got = table_changes(path, start, end, columns=["_commit_version", "_commit_timestamp"])
+        assert got.schema.field("_commit_timestamp").type == pa.timestamp("us", tz="UTC")
+        stamps = got["_commit_timestamp"].cast(pa.int64()).to_pylist()
+        assert stamps == [micros[v] for v in got["_commit_version"].to_pylist()]
+        assert got.num_rows > 0
