@@ -9,9 +9,10 @@ rows (every 100th id), scattered over every fragment.
   rows ``delta()`` returns) and the full feed through SQL, vs
   pylance ``delta(begin_version=1, end_version=2)`` reading inserted + updated rows +
   deleted row ids;
-  Repeated runs reuse the cached per-version plan (as SQL and Spark executors do); the
-  "first time" lines clear it before each run, and the "new process" line times the
-  first call of a fresh interpreter (every cache empty), imports excluded;
+  Repeated runs reuse the cached per-version plan and read plan (as SQL and Spark
+  executors do); the "first time" lines clear both before each run, and the "new
+  process" line times the first call of a fresh interpreter (every cache empty), imports
+  excluded. These lines are timed in interleaved rounds (one run of each per round);
 * merge_insert of M source rows, half matching existing ids, half new: each library on
   its own copy of the table (copies are made untimed);
 * the row-id index after the update: its size and the peak memory of building it.
@@ -33,7 +34,11 @@ from pathlib import Path
 import lance
 import numpy as np
 import pyarrow as pa
-from timing import formats_line, median_time  # bench/timing.py (scripts run from bench/)
+from timing import (  # bench/timing.py (scripts run from bench/)
+    formats_line,
+    interleaved_medians,
+    median_time,
+)
 
 import lance_sql
 from lance_sql.table.changes.feed import table_changes
@@ -99,14 +104,14 @@ def main() -> None:
             old = lance.dataset(path, version=1)  # pylance takes by row id privately only
             old._take_rows(updated.column("_rowid").to_pylist())  # noqa: SLF001
 
-        t_ours = median_time(ours, args.repeat)
-        t_cold = median_time(ours, args.repeat, setup=_forget_plans)
-        t_same = median_time(ours_same_rows, args.repeat)
-        t_same_cold = median_time(ours_same_rows, args.repeat,
-                                  setup=_forget_plans)
-        t_sql = median_time(ours_sql, args.repeat)
-        t_ref = median_time(reference, args.repeat)
-        t_ref_pre = median_time(reference_with_preimages, args.repeat)
+        # interleaved rounds: a slow spell of the shared machine hits every line alike
+        t = interleaved_medians({
+            "ours": (ours, None), "cold": (ours, _forget_plans),
+            "same": (ours_same_rows, None), "same_cold": (ours_same_rows, _forget_plans),
+            "sql": (ours_sql, None), "ref": (reference, None),
+            "ref_pre": (reference_with_preimages, None)}, args.repeat)
+        t_ours, t_cold, t_same, t_same_cold = t["ours"], t["cold"], t["same"], t["same_cold"]
+        t_sql, t_ref, t_ref_pre = t["sql"], t["ref"], t["ref_pre"]
         t_fresh, t_fresh_ref = _first_call_in_new_process(path, args.repeat)
         print(f"change feed of a 1% update ({touched} rows, {args.rows} total)")
         print(f"  lance_sql table_changes {t_ours * 1e3:9.1f} ms  ratio {t_ours / t_ref:5.2f}x")

@@ -394,12 +394,17 @@ def _cached_version_changes(window: ChangeWindow, version: int) -> ChangeRows:
     place has new ones)."""
     old = window.manifest_of(version - 1) if version > 1 else None
     new = window.manifest_of(version)
-    key = (window.store.uri, version, new.timestamp_ns, old.timestamp_ns if old else None)
 
     def plan() -> ChangeRows:
         return version_changes(window.store, old, new)
 
-    return current_runtime().cache.get_or_load(CHANGE_PLANS, key, plan)
+    return current_runtime().cache.get_or_load(CHANGE_PLANS, _plan_key(window, version), plan)
+
+
+def _plan_key(window: ChangeWindow, version: int) -> tuple:
+    old = window.manifest_of(version - 1) if version > 1 else None
+    new = window.manifest_of(version)
+    return (window.store.uri, version, new.timestamp_ns, old.timestamp_ns if old else None)
 
 
 # ------------------------------------------------------------------------ querying
@@ -424,20 +429,56 @@ def read_changes(window: ChangeWindow, rows: ChangeRows, names: Sequence[str],
     out_schema = pa.schema([schema.field(n) for n in names])
     if not names:
         return pa.table({"_": pa.nulls(len(rows))}).select([])
-    meta = rows.metadata(timestamps_of(window, rows))
     lance_schema = window.manifest_of(window.end).schema
     fields = [f for f in lance_schema.fields if f.name in names and f.name not in META_COLUMNS]
     data: dict[str, pa.ChunkedArray | pa.Array] = {}
-    if fields:
-        with _history_guard(window):
-            by_version: dict[int, dict[int, Fragment]] = {}  # fragments by id, per version
-            reads = [_GroupRead.plan(window, located, group, schema, by_version)
-                     for group, located in _by_location(window, rows, fields)]
-            _run_jobs([job for read in reads for job in read.jobs])
-        for read in reads:
-            data.update(read.columns())
-    arrays = [meta.column(n) if n in META_COLUMNS else data[n] for n in names]
+    with _history_guard(window):
+        plan = _read_plan(window, rows, fields, schema)
+        results = _run_jobs([job for read in plan.reads for job in read.jobs])
+    done = 0
+    for read in plan.reads:
+        data.update(read.columns(results[done:done + len(read.jobs)]))
+        done += len(read.jobs)
+    arrays = [plan.meta.column(n) if n in META_COLUMNS else data[n] for n in names]
     return pa.Table.from_arrays(arrays, schema=out_schema)
+
+
+@dataclass(frozen=True)
+class _ReadPlan:
+    """How to read ``rows``' data columns, and their metadata columns: everything of a
+    read that does not depend on the values read."""
+
+    rows: ChangeRows
+    meta: pa.Table
+    reads: list[_GroupRead]
+
+    @property
+    def nbytes(self) -> int:
+        jobs = [job for read in self.reads for job in read.jobs]
+        return (self.meta.nbytes + sum(job.offsets.nbytes + 512 for job in jobs)
+                + sum(0 if r.inverse is None else r.inverse.nbytes for r in self.reads))
+
+
+def _read_plan(window: ChangeWindow, rows: ChangeRows, fields: list,
+               schema: pa.Schema) -> _ReadPlan:
+    """The read plan of ``rows``; kept with the change plans when ``rows`` is one
+    version's whole cached plan (a repeated query then only reads values)."""
+
+    def build() -> _ReadPlan:
+        by_version: dict[int, dict[int, Fragment]] = {}  # fragments by id, per version
+        reads = [_GroupRead.plan(window, located, group, schema, by_version)
+                 for group, located in _by_location(window, rows, fields)] if fields else []
+        return _ReadPlan(rows, rows.metadata(timestamps_of(window, rows)), reads)
+
+    if not len(rows) or rows.version[0] != rows.version[-1]:
+        return build()
+    version = int(rows.version[0])
+    if _cached_version_changes(window, version) is not rows:
+        return build()  # pruned or built elsewhere: planned for this call only
+    targets = tuple((f.id, f.name, schema.field(f.name).type) for f in fields)
+    key = ("read", _plan_key(window, version), targets)
+    plan = current_runtime().cache.get_or_load(CHANGE_PLANS, key, build)
+    return plan if plan.rows is rows else build()
 
 
 def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
@@ -497,9 +538,9 @@ def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | Non
     return current_runtime().cache.get_or_load(CHANGE_FIELDS, (window.store.uri, key), load)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _ReadJob:
-    """Rows of one fragment to read for one group of columns; ``result`` once read."""
+    """Rows of one fragment to read for one group of columns."""
 
     store: ObjectStore
     manifest: Manifest
@@ -507,9 +548,8 @@ class _ReadJob:
     offsets: np.ndarray
     fields: list
     target: pa.Schema
-    result: pa.Table | None = None
 
-    def run(self) -> None:
+    def run(self) -> pa.Table:
         reader = FragmentReader(self.store, self.manifest, self.fragment)
         offsets = self.offsets
         lo, hi = int(offsets.min()), int(offsets.max()) + 1
@@ -520,7 +560,7 @@ class _ReadJob:
         else:
             arrays = reader.take(self.fields, offsets)
         piece = pa.Table.from_arrays(arrays, names=[f.name for f in self.fields])
-        self.result = cast_output(piece, self.target, self.store, self.fragment)
+        return cast_output(piece, self.target, self.store, self.fragment)
 
 
 @dataclass(frozen=True)
@@ -529,7 +569,8 @@ class _GroupRead:
 
     target: pa.Schema
     jobs: list[_ReadJob]
-    order: np.ndarray | None  # the jobs' rows, concatenated, are rows[order] (None: rows)
+    # the jobs' rows, concatenated and taken at ``inverse``, are the rows (None: already)
+    inverse: np.ndarray | None
 
     @staticmethod
     def plan(window: ChangeWindow, rows: ChangeRows, fields: list, schema: pa.Schema,
@@ -561,39 +602,42 @@ class _GroupRead:
         if order is not None or len(picks) < len(starts):
             order = np.concatenate([np.arange(p.start, p.stop) if isinstance(p, slice) else p
                                     for p in picks])
-        return _GroupRead(target, jobs, order)
-
-    def columns(self) -> dict[str, pa.ChunkedArray]:
-        if not self.jobs:
-            return {f.name: pa.chunked_array([], f.type) for f in self.target}
-        table = pa.concat_tables([job.result for job in self.jobs])
-        order = self.order
+        inverse = None
         if order is not None and np.any(order[1:] < order[:-1]):  # back to the rows' order
             inverse = np.empty_like(order)
             inverse[order] = np.arange(order.size)
-            table = table.take(pa.array(inverse))
+        return _GroupRead(target, jobs, inverse)
+
+    def columns(self, results: list[pa.Table]) -> dict[str, pa.ChunkedArray]:
+        """The group's columns in the rows' order, from its jobs' ``results``."""
+        if not self.jobs:
+            return {f.name: pa.chunked_array([], f.type) for f in self.target}
+        table = pa.concat_tables(results)
+        if self.inverse is not None:
+            table = table.take(pa.array(self.inverse))
         return {name: table.column(name) for name in self.target.names}
 
 
-def _run_jobs(jobs: list[_ReadJob]) -> None:
-    """Fragments are independent: large reads run side by side, the largest first.
+def _run_jobs(jobs: list[_ReadJob]) -> list[pa.Table]:
+    """Each job's rows, in the jobs' order. Fragments are independent: large reads run
+    side by side, the largest first.
 
     Reads of a few rows are mostly Python work that holds the GIL; threads only add
     hand-offs to them, so they run in this thread while the pool does the large ones.
     """
-    large = sorted((job for job in jobs if job.offsets.size >= PARALLEL_ROWS),
-                   key=lambda job: -job.offsets.size)
+    large = sorted((i for i, job in enumerate(jobs) if job.offsets.size >= PARALLEL_ROWS),
+                   key=lambda i: -jobs[i].offsets.size)
     if len(large) < 2 or READ_THREADS < 2:
-        for job in jobs:
-            job.run()
-        return
+        return [job.run() for job in jobs]
+    results: list[pa.Table | None] = [None] * len(jobs)
     with WorkerPool("changes", min(len(large), READ_THREADS)) as pool:
-        pending = [pool.submit(job.run) for job in large]
-        for job in jobs:
+        pending = [(i, pool.submit(jobs[i].run)) for i in large]
+        for i, job in enumerate(jobs):
             if job.offsets.size < PARALLEL_ROWS:
-                job.run()
-        for future in pending:
-            future.result()
+                results[i] = job.run()
+        for i, future in pending:
+            results[i] = future.result()
+    return [r for r in results if r is not None]
 
 
 def _location_groups(source: np.ndarray, fragment: np.ndarray

@@ -33,6 +33,7 @@ META_FIELDS = (
     pa.field(ROW_ID, pa.uint64(), nullable=False),
 )
 META_COLUMNS = tuple(f.name for f in META_FIELDS)
+_TIMESTAMP = META_FIELDS[2].type
 META_SCHEMA = pa.schema(META_FIELDS)
 
 # Change type codes, indexes into CHANGE_TYPES.
@@ -97,13 +98,21 @@ class ChangeRows:
             elif name == COMMIT_VERSION:
                 columns.append(pa.array(self.version, pa.uint64()))
             elif name == COMMIT_TIMESTAMP:
-                versions = np.array(sorted(timestamps), np.uint64)
-                micros = np.array([timestamps[int(v)] for v in versions], np.int64)
-                at = micros[np.searchsorted(versions, self.version)] if len(self) else micros[:0]
-                columns.append(pa.array(at, pa.int64()).cast(pa.timestamp("us", tz="UTC")))
+                columns.append(self._timestamps(timestamps))
             else:
                 columns.append(pa.array(self.row_id, pa.uint64()))
         return pa.Table.from_arrays(columns, names=list(names))
+
+    def _timestamps(self, timestamps: Mapping[int, int]) -> pa.Array:
+        """Each row's commit time, wrapped as a timestamp array without a cast kernel
+        (a process's first cast costs far more than the column)."""
+        if len(timestamps) == 1:  # one version: no lookup per row
+            at = np.full(len(self), next(iter(timestamps.values())), np.int64)
+        else:
+            versions = np.array(sorted(timestamps), np.uint64)
+            micros = np.array([timestamps[int(v)] for v in versions], np.int64)
+            at = micros[np.searchsorted(versions, self.version)] if len(self) else micros[:0]
+        return pa.Array.from_buffers(_TIMESTAMP, at.size, [None, pa.py_buffer(at)])
 
 
 _ROW_FIELDS = ("version", "kind", "row_id", "source", "fragment", "offset", "alt_fragment",

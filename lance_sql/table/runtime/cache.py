@@ -142,7 +142,7 @@ ROW_ID_INDEXES = CacheKind(
     "row id -> address indices per table version (24 bytes a run of rows)")
 CHANGE_PLANS = CacheKind(
     "change_plans", 256 * MiB, 4096, _nbytes,
-    "metadata-only change-feed plans per table version")
+    "metadata-only change-feed plans per table version, and each whole version's read plan")
 CHANGE_FIELDS = CacheKind(
     "change_fields", 1 * MiB, 1024,
     lambda fields: 64 + 8 * len(fields or ()),
