@@ -35,7 +35,7 @@ from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.sql.streams import ScanScope
-from lance_sql.table import SYSTEM_COLUMNS, LanceDataset
+from lance_sql.table import SYSTEM_COLUMNS
 
 LSM_ONLY = ("_gen", "_region")
 LSM_SYSTEM = (*LSM_ONLY, "_rowaddr")
@@ -132,12 +132,13 @@ class LsmScanner:
 class LsmTableDataset(PlannedDataset):
     """One pinned base version of a MemWAL table read as its LSM view."""
 
-    def __init__(self, name: str, base: LanceDataset, *, consistency: str,
-                 system_columns: bool, errors: ErrorRegistry,
-                 query_id: str | None = None) -> None:
-        self.base = base
-        self.consistency = consistency
-        data = base.manifest.schema.to_scan_arrow()
+    def __init__(self, name: str, view: LsmView, *, system_columns: bool,
+                 errors: ErrorRegistry, query_id: str | None = None) -> None:
+        """``view``: the sources this query reads (the catalog's, warm when strong)."""
+        self.view = view
+        self.base = view.base
+        self.consistency = view.consistency
+        data = view.arrow_schema
         fields = list(data)
         if system_columns:
             fields += [pa.field("_gen", pa.int64()), pa.field("_region", pa.string()),
@@ -151,7 +152,7 @@ class LsmTableDataset(PlannedDataset):
         return f"{self.name}[v={self.base.version}, lsm {self.consistency}]"
 
     def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list[LsmUnit]:
-        view = LsmView(self.base, consistency=self.consistency)
+        view = self.view
         wanted = self.pushed.columns if self.pushed.columns is not None \
             else list(self._schema.names)
         output = list(wanted)
