@@ -159,7 +159,8 @@ class LsmTableDataset(PlannedDataset):
         refs = referenced_columns(filter) if filter is not None else set()
         tree = decode(filter) if filter is not None else None
         plan, columns, residual, lookup = None, output, None, False
-        keys = _lookup_keys(tree, view) if tree is not None else None
+        found = _lookup_keys(tree, view) if tree is not None else None
+        keys, exact = found if found is not None else (None, False)
         if scope.inline and (keys is None or keys.num_rows > MAX_INLINE_KEYS):
             scope.want_worker()  # before planning a scan that would run on a worker
         if keys is not None:
@@ -169,7 +170,9 @@ class LsmTableDataset(PlannedDataset):
                 lookup = keys.num_rows <= MAX_INLINE_KEYS
             except InvalidInputError:
                 plan = None  # a literal that does not fit the key's type: scan instead
-            residual = filter
+            # a filter that is nothing but the keys' pins selects exactly the rows the
+            # lookup returns: applying it again would only cost a filter pass
+            residual = None if exact else filter
         if plan is None:
             pushed, residual = _pushable(tree, filter)
             columns = output if residual is None else _with(output, refs)
@@ -234,27 +237,35 @@ def _values(expr: Expr, column: str) -> list[Any] | None:
     return None
 
 
-def _lookup_keys(tree: Expr, view: LsmView) -> pa.Table | None:
-    """The key table a filter pins every primary-key column to (None: not a lookup)."""
+def _lookup_keys(tree: Expr, view: LsmView) -> tuple[pa.Table, bool] | None:
+    """The key table a filter pins every primary-key column to (None: not a lookup), and
+    whether the filter is exactly those pins (every conjunct used, every literal kept
+    as is by the key's type: then it holds on exactly the rows of those keys)."""
     parts = _conjuncts(tree)
     per_column: list[list[Any]] = []
+    used: set[int] = set()
     for key in view.key_columns:
-        found = next((v for p in parts if (v := _values(p, key)) is not None), None)
+        found = next(((i, v) for i, p in enumerate(parts)
+                      if (v := _values(p, key)) is not None), None)
         if found is None:
             return None
-        per_column.append(list(dict.fromkeys(found)))
+        used.add(found[0])
+        per_column.append(list(dict.fromkeys(found[1])))
     combos = 1
     for values in per_column:
         combos *= len(values)
     if combos > MAX_LOOKUP_KEYS:
         return None
+    exact = len(used) == len(parts)
     rows = list(itertools.product(*per_column)) if len(per_column) > 1 else None
     arrays = []
     for i, key in enumerate(view.key_columns):
-        values = per_column[i] if rows is None else [r[i] for r in rows]
         key_type = view.arrow_schema.field(key).type
         try:
+            if exact:  # each literal unchanged by the key's type (no NaN, no rounding)
+                exact = pa.array(per_column[i], type=key_type).to_pylist() == per_column[i]
+            values = per_column[i] if rows is None else [r[i] for r in rows]
             arrays.append(pa.array(values, type=key_type))
         except (pa.ArrowException, TypeError, ValueError, OverflowError, LanceError):
             return None  # e.g. 2.5 for an integer key: the scan answers (exactly)
-    return pa.table(dict(zip(view.key_columns, arrays, strict=True)))
+    return pa.table(dict(zip(view.key_columns, arrays, strict=True))), exact
