@@ -156,7 +156,6 @@ class LsmTableDataset(PlannedDataset):
         wanted = self.pushed.columns if self.pushed.columns is not None \
             else list(self._schema.names)
         output = list(wanted)
-        refs = referenced_columns(filter) if filter is not None else set()
         tree = decode(filter) if filter is not None else None
         plan, columns, residual, lookup = None, output, None, False
         found = _lookup_keys(tree, view) if tree is not None else None
@@ -164,18 +163,19 @@ class LsmTableDataset(PlannedDataset):
         if scope.inline and (keys is None or keys.num_rows > MAX_INLINE_KEYS):
             scope.want_worker()  # before planning a scan that would run on a worker
         if keys is not None:
-            columns = _with(output, refs)
+            # a filter that is nothing but the keys' pins selects exactly the rows the
+            # lookup returns: applying it again would only cost a filter pass
+            residual = None if exact else filter
+            columns = output if exact else _with(output, referenced_columns(filter))
             try:
                 plan = view.lookup_plan(keys, columns)
                 lookup = keys.num_rows <= MAX_INLINE_KEYS
             except InvalidInputError:
                 plan = None  # a literal that does not fit the key's type: scan instead
-            # a filter that is nothing but the keys' pins selects exactly the rows the
-            # lookup returns: applying it again would only cost a filter pass
-            residual = None if exact else filter
         if plan is None:
             pushed, residual = _pushable(tree, filter)
-            columns = output if residual is None else _with(output, refs)
+            columns = output if residual is None else _with(output,
+                                                            referenced_columns(filter))
             limit = self.limit_hint if residual is None else None
             plan = view.scan_plan(columns, pushed, limit)
         self.pushed.plan = plan

@@ -177,3 +177,7 @@ def test_lookup_results_equal_the_scan_for_edge_filters(tmp_path: Path) -> None:
             scanned = session.sql(f"SELECT id, v, s FROM t WHERE ({where}) AND id + 0 = id "
                                   "ORDER BY id")
             assert looked.to_arrow_table() == scanned.to_arrow_table(), where
+            counted = session.sql(f"SELECT count(*) AS n, max(s) AS m FROM t WHERE {where}")
+            want = session.sql(f"SELECT count(*) AS n, max(s) AS m FROM t "
+                               f"WHERE ({where}) AND id + 0 = id")
+            assert counted.to_arrow_table() == want.to_arrow_table(), where
