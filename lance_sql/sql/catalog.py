@@ -34,12 +34,15 @@ from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.read.planner import LsmView
+from lance_sql.memwal.read.warm import WarmView
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.lsm_provider import LsmTableDataset
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, parse_timestamp
 from lance_sql.table import (
     TABLE_VERSIONS,
+    CommitConfig,
     Runtime,
     current_runtime,
     dataset,
@@ -258,6 +261,7 @@ class LanceSchemaProvider(SchemaProvider):
         self.consistency = consistency
         self._planned: dict[str, weakref.WeakSet[Planned]] = {}
         self._others: dict[str, Any] = {}
+        self._warm: dict[str, WarmView] = {}  # per table: strong LSM views kept warm
         self._lock = threading.Lock()
 
     @property  # DataFusion 55 reads a sequence property, whatever its stubs declare
@@ -310,15 +314,36 @@ class LanceSchemaProvider(SchemaProvider):
             return None
         if MEM_WAL_INDEX_NAME.encode() not in manifest.index_section:
             return None  # the index's name is stored as is: without it, no MemWAL
-        base = dataset(self.resolver.directory.uri(parsed.table), version)
-        if mem_wal_index.load(base) is None:
-            return None
+        uri = self.resolver.directory.uri(parsed.table)
         # a versioned name the front door did not pin ("t@3" written by hand) travels too
         travel = parsed.travel or (parsed.spec is not None and parsed.query_id is None)
         consistency = "snapshot" if travel else self.consistency
-        return LsmTableDataset(parsed.table, base, consistency=consistency,
-                               system_columns=parsed.system_columns, errors=self.errors,
-                               query_id=parsed.query_id)
+
+        def open_view() -> LsmView | None:
+            base = dataset(uri, version)
+            if mem_wal_index.load(base) is None:
+                return None
+            warm = self._warm_view(uri) if consistency == "strong" else None
+            return LsmView(base, consistency=consistency,
+                           warm=warm.state if warm is not None else None)
+
+        if consistency == "strong":  # the latest version: a warm view, revalidated
+            view = self._warm_view(uri).view_of(manifest, open_view)
+        else:
+            view = open_view()
+        if view is None:
+            return None
+        return LsmTableDataset(parsed.table, view, system_columns=parsed.system_columns,
+                               errors=self.errors, query_id=parsed.query_id)
+
+    def _warm_view(self, uri: str) -> WarmView:
+        """The table's warm strong view (a strong read keyed by the manifest the resolver
+        gave: a new version, or the table re-created, resolves to another object)."""
+        with self._lock:
+            warm = self._warm.get(uri)
+            if warm is None:
+                warm = self._warm[uri] = WarmView(uri, CommitConfig())
+            return warm
 
     def planned(self, query_id: str) -> list[Planned]:
         """Providers created while planning ``query_id`` (and forget the query)."""

@@ -35,7 +35,7 @@ from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.sql.streams import ScanScope
-from lance_sql.table import SYSTEM_COLUMNS, LanceDataset
+from lance_sql.table import SYSTEM_COLUMNS
 
 LSM_ONLY = ("_gen", "_region")
 LSM_SYSTEM = (*LSM_ONLY, "_rowaddr")
@@ -132,12 +132,13 @@ class LsmScanner:
 class LsmTableDataset(PlannedDataset):
     """One pinned base version of a MemWAL table read as its LSM view."""
 
-    def __init__(self, name: str, base: LanceDataset, *, consistency: str,
-                 system_columns: bool, errors: ErrorRegistry,
-                 query_id: str | None = None) -> None:
-        self.base = base
-        self.consistency = consistency
-        data = base.manifest.schema.to_scan_arrow()
+    def __init__(self, name: str, view: LsmView, *, system_columns: bool,
+                 errors: ErrorRegistry, query_id: str | None = None) -> None:
+        """``view``: the sources this query reads (the catalog's, warm when strong)."""
+        self.view = view
+        self.base = view.base
+        self.consistency = view.consistency
+        data = view.arrow_schema
         fields = list(data)
         if system_columns:
             fields += [pa.field("_gen", pa.int64()), pa.field("_region", pa.string()),
@@ -151,27 +152,30 @@ class LsmTableDataset(PlannedDataset):
         return f"{self.name}[v={self.base.version}, lsm {self.consistency}]"
 
     def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list[LsmUnit]:
-        view = LsmView(self.base, consistency=self.consistency)
+        view = self.view
         wanted = self.pushed.columns if self.pushed.columns is not None \
             else list(self._schema.names)
         output = list(wanted)
-        refs = referenced_columns(filter) if filter is not None else set()
         tree = decode(filter) if filter is not None else None
         plan, columns, residual, lookup = None, output, None, False
-        keys = _lookup_keys(tree, view) if tree is not None else None
+        found = _lookup_keys(tree, view) if tree is not None else None
+        keys, exact = found if found is not None else (None, False)
         if scope.inline and (keys is None or keys.num_rows > MAX_INLINE_KEYS):
             scope.want_worker()  # before planning a scan that would run on a worker
         if keys is not None:
-            columns = _with(output, refs)
+            # a filter that is nothing but the keys' pins selects exactly the rows the
+            # lookup returns: applying it again would only cost a filter pass
+            residual = None if exact else filter
+            columns = output if exact else _with(output, referenced_columns(filter))
             try:
                 plan = view.lookup_plan(keys, columns)
                 lookup = keys.num_rows <= MAX_INLINE_KEYS
             except InvalidInputError:
                 plan = None  # a literal that does not fit the key's type: scan instead
-            residual = filter
         if plan is None:
             pushed, residual = _pushable(tree, filter)
-            columns = output if residual is None else _with(output, refs)
+            columns = output if residual is None else _with(output,
+                                                            referenced_columns(filter))
             limit = self.limit_hint if residual is None else None
             plan = view.scan_plan(columns, pushed, limit)
         self.pushed.plan = plan
@@ -233,27 +237,35 @@ def _values(expr: Expr, column: str) -> list[Any] | None:
     return None
 
 
-def _lookup_keys(tree: Expr, view: LsmView) -> pa.Table | None:
-    """The key table a filter pins every primary-key column to (None: not a lookup)."""
+def _lookup_keys(tree: Expr, view: LsmView) -> tuple[pa.Table, bool] | None:
+    """The key table a filter pins every primary-key column to (None: not a lookup), and
+    whether the filter is exactly those pins (every conjunct used, every literal kept
+    as is by the key's type: then it holds on exactly the rows of those keys)."""
     parts = _conjuncts(tree)
     per_column: list[list[Any]] = []
+    used: set[int] = set()
     for key in view.key_columns:
-        found = next((v for p in parts if (v := _values(p, key)) is not None), None)
+        found = next(((i, v) for i, p in enumerate(parts)
+                      if (v := _values(p, key)) is not None), None)
         if found is None:
             return None
-        per_column.append(list(dict.fromkeys(found)))
+        used.add(found[0])
+        per_column.append(list(dict.fromkeys(found[1])))
     combos = 1
     for values in per_column:
         combos *= len(values)
     if combos > MAX_LOOKUP_KEYS:
         return None
+    exact = len(used) == len(parts)
     rows = list(itertools.product(*per_column)) if len(per_column) > 1 else None
     arrays = []
     for i, key in enumerate(view.key_columns):
-        values = per_column[i] if rows is None else [r[i] for r in rows]
         key_type = view.arrow_schema.field(key).type
         try:
+            if exact:  # each literal unchanged by the key's type (no NaN, no rounding)
+                exact = pa.array(per_column[i], type=key_type).to_pylist() == per_column[i]
+            values = per_column[i] if rows is None else [r[i] for r in rows]
             arrays.append(pa.array(values, type=key_type))
         except (pa.ArrowException, TypeError, ValueError, OverflowError, LanceError):
             return None  # e.g. 2.5 for an integer key: the scan answers (exactly)
-    return pa.table(dict(zip(view.key_columns, arrays, strict=True)))
+    return pa.table(dict(zip(view.key_columns, arrays, strict=True))), exact

@@ -26,6 +26,7 @@ new regions.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lance_sql.format.memwal import RegionManifest
@@ -71,6 +72,8 @@ class WarmView:
         self.commit_config = commit_config
         self.state = WarmState()
         self._view: LsmView | None = None
+        # (what the caller named the base version by, the view over it): see view_of
+        self._keyed: tuple[object, LsmView] | None = None
 
     def view(self) -> LsmView:
         """A strong view as of now: the warm one refreshed, or a new one after a commit."""
@@ -82,4 +85,17 @@ class WarmView:
         view = LsmView(dataset(self.uri, commit_config=self.commit_config),
                        consistency="strong", warm=self.state)
         self._view = view
+        return view
+
+    def view_of(self, base: object, open: Callable[[], LsmView | None]) -> LsmView | None:
+        """A strong view over the base version the caller resolved as the latest, named by
+        the object ``base`` (SQL's catalog passes the manifest it resolved; the very same
+        object means the same version of the same table): the warm view refreshed when it
+        was made for that object, else ``open()``'s view (None: no LSM view), kept warm."""
+        keyed = self._keyed  # one read: another thread may replace it meanwhile
+        if keyed is not None and keyed[0] is base:
+            return keyed[1].fresh()
+        view = open()
+        if view is not None:
+            self._keyed = (base, view)
         return view
