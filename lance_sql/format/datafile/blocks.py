@@ -113,6 +113,46 @@ def inflate(scheme: int, buf: bytes | memoryview | np.ndarray, where: str) -> by
     raise UnsupportedFeatureError(f"{where}: unknown general compression scheme {scheme}")
 
 
+def inflate_many(scheme: int, raw: memoryview, pos: list[int], sizes: list[int],
+                 where: str) -> list[bytes | memoryview]:  # fmt: skip
+    """:func:`inflate` of the buffers ``raw[pos[i] : pos[i] + sizes[i]]``.
+
+    ZSTD buffers in the framing pylance writes (u64 size, then a frame recording the same
+    content size) are joined and inflated in one codec call: each call costs ~25 us of
+    context set-up, as much as inflating a 64 KiB chunk. zstd checks every frame's output
+    against its recorded size, so a lying prefix still fails; anything else goes one by one.
+    """
+    if scheme == 2 and len(pos) > 1:
+        frames = []
+        total = 0
+        for s, n in zip(pos, sizes, strict=True):
+            buf = raw[s : s + n]
+            if n < 14 or bytes(buf[8:12]) != _ZSTD_MAGIC or bytes(buf[:4]) == _ZSTD_MAGIC \
+                    or buf[12] & 0x08:  # fmt: skip
+                break
+            size = int.from_bytes(bytes(buf[:8]), "little")
+            if size == 0 or _zstd_frame_size(buf[8:]) != size:
+                break
+            frames.append(buf[8:])
+            total += size
+        else:
+            if total > MAX_INFLATE:
+                raise FormatError(f"{where}: ZSTD buffers claim {total} bytes")
+            try:
+                out = _codec("zstd").decompress(b"".join(frames), decompressed_size=total,
+                                                asbytes=True)  # fmt: skip
+            except (OSError, pa.ArrowException, ValueError) as exc:
+                raise FormatError(f"{where}: corrupt compressed buffer: {exc}") from exc
+            if len(out) != total:
+                raise FormatError(f"{where}: ZSTD buffers inflate to {len(out)} bytes, not "
+                                  f"{total}")  # fmt: skip
+            view = memoryview(out)
+            bounds = np.cumsum([int.from_bytes(bytes(raw[s : s + 8]), "little") for s in pos])
+            starts = [0, *bounds[:-1].tolist()]
+            return [view[a:b] for a, b in zip(starts, bounds.tolist(), strict=True)]
+    return [inflate(scheme, raw[s : s + n], where) for s, n in zip(pos, sizes, strict=True)]
+
+
 @cache
 def _codec(name: str, level: int | None = None) -> pa.Codec:
     return pa.Codec(name) if level is None else pa.Codec(name, compression_level=level)

@@ -25,7 +25,7 @@ import numpy as np
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile import fsst
-from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate
+from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate, inflate_many
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 
@@ -164,10 +164,7 @@ def decode_chunks(
         comp = enc.general.compression
         first = bufs[0]
         raw = first.raw.data  # each chunk's buffer in place: no gather first
-        pieces = [
-            inflate(comp.scheme, raw[s : s + n], where)
-            for s, n in zip(first.pos.tolist(), first.sizes.tolist(), strict=True)
-        ]
+        pieces = inflate_many(comp.scheme, raw, first.pos.tolist(), first.sizes.tolist(), where)
         if kind(enc.general.values) == "variable" and len(bufs) == 1:
             return _variable_pieces(enc.general.values.variable, pieces, counts, where)
         return decode_chunks(enc.general.values, [ChunkBuffers.join(pieces), *bufs[1:]], counts,
@@ -314,7 +311,7 @@ def _offset_dtype(var: pb.Variable, where: str) -> np.dtype:
     return np.dtype("<u4") if width == 32 else np.dtype("<u8")
 
 
-def _variable_pieces(var: pb.Variable, pieces: list[bytes], counts: np.ndarray,
+def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | memoryview], counts: np.ndarray,
                      where: str) -> Variable:  # fmt: skip
     """String chunks that were each inflated on their own (General over Variable).
 
