@@ -12,7 +12,9 @@ import pytest
 from v2_helpers import open_ours, page_layouts
 
 import lance_sql
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import FormatError, InvalidInputError
+from lance_sql.format.datafile import blocks
+from lance_sql.format.datafile.blocks import deflate
 from lance_sql.format.datafile.encode_miniblock import LZ4_CHUNK_TARGET, StringCompression
 from lance_sql.format.pb import encodings_v2_1_pb2 as e21
 
@@ -110,3 +112,35 @@ def test_bad_compression_metadata_is_refused(tmp_path, metadata, match):
     with pytest.raises(InvalidInputError, match=match):
         _write(tmp_path, _text(100), metadata)
     assert StringCompression.from_metadata({}, "s") is None
+# --------------------------------------------------------------------------- joined zstd
+def _frames(pieces: list[bytes], prefix: bool = True) -> tuple[memoryview, list[int], list[int]]:
+    bufs = [deflate(2, p, 1) if prefix else deflate(2, p, 1)[8:] for p in pieces]
+    pos = np.cumsum([0] + [len(b) for b in bufs])[:-1].tolist()
+    return memoryview(b"".join(bufs)), pos, [len(b) for b in bufs]
+
+
+def test_inflate_many_joins_zstd_frames_like_one_by_one(monkeypatch):
+    pieces = [bytes(_text(200 + i, seed=i).to_pylist()[0] * (i + 1), "utf8") for i in range(9)]
+    raw, pos, sizes = _frames(pieces)
+    calls = []
+    inflate = blocks.inflate
+    monkeypatch.setattr(blocks, "inflate", lambda *a: calls.append(1) or inflate(*a))
+    out = blocks.inflate_many(2, raw, pos, sizes, "x")
+    assert [bytes(p) for p in out] == pieces and not calls  # one joined call
+    # frames without the u64 prefix (older writers) go one by one, same bytes
+    raw, pos, sizes = _frames(pieces, prefix=False)
+    assert [bytes(p) for p in blocks.inflate_many(2, raw, pos, sizes, "x")] == pieces
+    assert len(calls) == len(pieces)
+
+
+def test_inflate_many_refuses_corrupt_zstd_chunks():
+    pieces = [b"abc" * 500, b"xyz" * 700, b"hello" * 90]
+    raw, pos, sizes = _frames(pieces)
+    lying = bytearray(raw)
+    lying[pos[1] : pos[1] + 8] = (len(pieces[1]) + 5).to_bytes(8, "little")
+    with pytest.raises(FormatError):  # prefix disagrees with the frame: one by one, refused
+        blocks.inflate_many(2, memoryview(bytes(lying)), pos, sizes, "x")
+    broken = bytearray(raw)
+    broken[pos[2] + 20 : pos[2] + 30] = b"\xff" * 10
+    with pytest.raises(FormatError):
+        blocks.inflate_many(2, memoryview(bytes(broken)), pos, sizes, "x")
