@@ -208,7 +208,9 @@ def bytes_order(values: pa.Array, rows: np.ndarray) -> np.ndarray:
 
 def build_lookup(data: pa.Table, batch_size: int = BATCH_SIZE) -> pa.Table:
     """page_lookup's rows for sorted ``data`` (see :func:`sort_entries`)."""
-    values = data.column(VALUES).combine_chunks()
+    column = data.column(VALUES)
+    # combine_chunks copies even a single chunk: a whole column, on a MemWAL flush's path
+    values = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     n = len(values)
     starts = np.arange(0, n, batch_size, dtype=np.int64)
     ends = np.minimum(starts + batch_size, n)
