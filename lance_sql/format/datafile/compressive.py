@@ -21,6 +21,7 @@ import struct
 from collections.abc import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
@@ -110,7 +111,7 @@ class ChunkBuffers:
         return ChunkBuffers(data, np.cumsum(sizes) - sizes, sizes)
 
     @staticmethod
-    def join(pieces: Sequence[bytes | memoryview]) -> ChunkBuffers:
+    def join(pieces: Sequence[bytes | memoryview | pa.Buffer]) -> ChunkBuffers:
         """One buffer holding ``pieces`` back to back."""
         sizes = np.fromiter((len(p) for p in pieces), np.int64, len(pieces))
         return ChunkBuffers.of(np.frombuffer(b"".join(pieces), np.uint8), sizes)
@@ -165,7 +166,7 @@ def decode_chunks(
         first = bufs[0]
         raw = first.raw.data  # each chunk's buffer in place: no gather first
         pieces = [
-            inflate(comp.scheme, raw[s : s + n], where)
+            inflate(comp.scheme, raw[s : s + n], where, buffer=True)
             for s, n in zip(first.pos.tolist(), first.sizes.tolist(), strict=True)
         ]
         if kind(enc.general.values) == "variable" and len(bufs) == 1:
@@ -314,7 +315,7 @@ def _offset_dtype(var: pb.Variable, where: str) -> np.dtype:
     return np.dtype("<u4") if width == 32 else np.dtype("<u8")
 
 
-def _variable_pieces(var: pb.Variable, pieces: list[bytes], counts: np.ndarray,
+def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | pa.Buffer], counts: np.ndarray,
                      where: str) -> Variable:  # fmt: skip
     """String chunks that were each inflated on their own (General over Variable).
 

@@ -37,6 +37,16 @@ from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 MAX_ROWS = 64
 # Reads of at most this many consecutive rows within one page use :func:`read_run`.
 MAX_RUN = 8192
+# Larger takes of scattered rows (mostly isolated, at most this many) use this path too:
+# their chunks are read and parsed together and only the wanted values unpacked, which
+# beats the general path's range machinery.
+MAX_SCATTERED = 16384
+
+
+def scattered(rows: int, runs: int) -> bool:
+    """Whether a take of ``rows`` rows in ``runs`` runs of consecutive rows is a scattered
+    one this module handles whatever the chunks' compression."""
+    return rows <= MAX_SCATTERED and 2 * runs >= rows
 
 
 def take_leaf(column: LeafColumn, rows: np.ndarray, *,
@@ -184,7 +194,7 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
     enc, scheme = found
     if scheme is not None:  # each chunk's value buffer compressed on its own
         first = bufs[0]
-        pieces = [inflate(scheme, raw[a : a + size], where) for a, size in
+        pieces = [inflate(scheme, raw[a : a + size], where, buffer=True) for a, size in
                   zip(first.pos.tolist(), first.sizes.tolist(), strict=True)]
         bufs = [ChunkBuffers.join(pieces), *bufs[1:]]
     block = sparse.decode(enc, bufs, counts, sel, pos, where)
