@@ -318,3 +318,45 @@ def test_scattered_take_with_deletions(tmp_path) -> None:
         expected = full.take(pa.array(pos))
         for name in table.column_names:
             assert_same(got.column(name), expected.column(name), f"{name}, {count} rows")
+
+
+def test_scattered_lz4_strings_copy_only_the_wanted_rows(written, monkeypatch) -> None:
+    """LZ4 string chunks of a scattered take go through ``_inflated_strings`` (offsets and
+    bytes of the wanted rows only) and equal the source rows."""
+    version, table, data, _, _ = written
+    if version == "2.0":
+        return
+    calls: list[int] = []
+    inner = point._inflated_strings
+
+    def counted(enc, pieces, counts, sel, pos, where):
+        calls.append(int(pos.size))
+        return inner(enc, pieces, counts, sel, pos, where)
+
+    monkeypatch.setattr(point, "_inflated_strings", counted)
+    reader, cmap = _open(data)
+    field = next(f for f in reader.schema.fields if f.name == "s_lz4")
+    rows = np.sort(np.random.default_rng(4).choice(N, 3000, replace=False))
+    [got] = reader.take([field], cmap, rows)
+    assert_same(got, table.column("s_lz4").take(pa.array(rows)), "s_lz4")
+    assert sum(calls) == rows.size
+
+
+def test_inflated_strings_with_bad_offsets_are_a_format_error() -> None:
+    """Offsets running backwards or past their chunk: a typed error."""
+    from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+    enc = pb.CompressiveEncoding()
+    enc.variable.offsets.flat.bits_per_value = 32
+    good = np.array([12, 14, 17], "<u4").tobytes() + b"abcde"
+    counts, sel, pos = np.array([2]), np.array([0, 0]), np.array([0, 1])
+    block = point._inflated_strings(enc, [good], counts, sel, pos, "t")
+    assert block.data.tobytes() == b"abcde" and block.offsets.tolist() == [0, 2, 5]
+    for bad in (np.array([12, 18, 17], "<u4").tobytes() + b"abcde",  # backwards
+                np.array([12, 14, 40], "<u4").tobytes() + b"abcde",  # past the chunk
+                np.array([4, 14, 17], "<u4").tobytes() + b"abcde",  # into the offsets
+                np.array([12, 14], "<u4").tobytes()):  # too small for its offsets
+        with pytest.raises(FormatError):
+            point._inflated_strings(enc, [bad], counts, sel, pos, "t")
+    with pytest.raises(FormatError):  # a row past the chunk's values
+        point._inflated_strings(enc, [good], counts, sel, np.array([0, 2]), "t")
