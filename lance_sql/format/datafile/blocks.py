@@ -74,8 +74,12 @@ def _zstd_frame_size(buf: bytes | memoryview) -> int | None:
     return value + 256 if size == 2 else value
 
 
-def inflate(scheme: int, buf: bytes | memoryview | np.ndarray, where: str) -> bytes:
+def inflate(scheme: int, buf: bytes | memoryview | np.ndarray, where: str, *,
+            buffer: bool = False) -> bytes | pa.Buffer:
     """Undo Lance's general compression of one buffer (1 = LZ4 block, 2 = ZSTD frame).
+
+    ``buffer``: return the codec's Arrow buffer as is (no copy into ``bytes``; for callers
+    that join or view the result anyway).
 
     LZ4 buffers start with a u32 uncompressed size; ZSTD buffers with a u64 size or,
     from older writers, directly with a frame that records its content size.
@@ -90,7 +94,8 @@ def inflate(scheme: int, buf: bytes | memoryview | np.ndarray, where: str) -> by
                 return b""
             if size > min(MAX_INFLATE, 255 * len(buf) + 64):
                 raise FormatError(f"{where}: LZ4 buffer claims {size} bytes from {len(buf)}")
-            return _codec("lz4_raw").decompress(buf[4:], decompressed_size=size, asbytes=True)
+            return _codec("lz4_raw").decompress(buf[4:], decompressed_size=size,
+                                               asbytes=not buffer)
         if scheme == 2:
             if not len(buf):
                 return b""
@@ -107,15 +112,16 @@ def inflate(scheme: int, buf: bytes | memoryview | np.ndarray, where: str) -> by
                 return b""
             if size > MAX_INFLATE:
                 raise FormatError(f"{where}: ZSTD buffer claims {size} bytes")
-            return _codec("zstd").decompress(frame, decompressed_size=size, asbytes=True)
+            return _codec("zstd").decompress(frame, decompressed_size=size, asbytes=not buffer)
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise FormatError(f"{where}: corrupt compressed buffer: {exc}") from exc
     raise UnsupportedFeatureError(f"{where}: unknown general compression scheme {scheme}")
 
 
 def inflate_many(scheme: int, raw: memoryview, pos: list[int], sizes: list[int],
-                 where: str) -> list[bytes | memoryview]:  # fmt: skip
-    """:func:`inflate` of the buffers ``raw[pos[i] : pos[i] + sizes[i]]``.
+                 where: str) -> list[bytes | memoryview | pa.Buffer]:  # fmt: skip
+    """:func:`inflate` of the buffers ``raw[pos[i] : pos[i] + sizes[i]]`` (views of the
+    codec's output, not copies).
 
     ZSTD buffers in the framing pylance writes (u64 size, then a frame recording the same
     content size) are joined and inflated in one codec call: each call costs ~25 us of
@@ -150,7 +156,8 @@ def inflate_many(scheme: int, raw: memoryview, pos: list[int], sizes: list[int],
             bounds = np.cumsum([int.from_bytes(bytes(raw[s : s + 8]), "little") for s in pos])
             starts = [0, *bounds[:-1].tolist()]
             return [view[a:b] for a, b in zip(starts, bounds.tolist(), strict=True)]
-    return [inflate(scheme, raw[s : s + n], where) for s, n in zip(pos, sizes, strict=True)]
+    return [inflate(scheme, raw[s : s + n], where, buffer=True)
+            for s, n in zip(pos, sizes, strict=True)]
 
 
 @cache

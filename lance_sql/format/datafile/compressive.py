@@ -21,6 +21,7 @@ import struct
 from collections.abc import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
@@ -110,7 +111,7 @@ class ChunkBuffers:
         return ChunkBuffers(data, np.cumsum(sizes) - sizes, sizes)
 
     @staticmethod
-    def join(pieces: Sequence[bytes | memoryview]) -> ChunkBuffers:
+    def join(pieces: Sequence[bytes | memoryview | pa.Buffer]) -> ChunkBuffers:
         """One buffer holding ``pieces`` back to back."""
         sizes = np.fromiter((len(p) for p in pieces), np.int64, len(pieces))
         return ChunkBuffers.of(np.frombuffer(b"".join(pieces), np.uint8), sizes)
@@ -311,8 +312,8 @@ def _offset_dtype(var: pb.Variable, where: str) -> np.dtype:
     return np.dtype("<u4") if width == 32 else np.dtype("<u8")
 
 
-def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | memoryview], counts: np.ndarray,
-                     where: str) -> Variable:  # fmt: skip
+def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | memoryview | pa.Buffer],
+                     counts: np.ndarray, where: str) -> Variable:  # fmt: skip
     """String chunks that were each inflated on their own (General over Variable).
 
     Each piece is its offsets then its bytes; the bytes of all pieces are joined once and

@@ -37,6 +37,16 @@ from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 MAX_ROWS = 64
 # Reads of at most this many consecutive rows within one page use :func:`read_run`.
 MAX_RUN = 8192
+# Larger takes of scattered rows (mostly isolated, at most this many) use this path too:
+# their chunks are read and parsed together and only the wanted values unpacked, which
+# beats the general path's range machinery.
+MAX_SCATTERED = 16384
+
+
+def scattered(rows: int, runs: int) -> bool:
+    """Whether a take of ``rows`` rows in ``runs`` runs of consecutive rows is a scattered
+    one this module handles whatever the chunks' compression."""
+    return rows <= MAX_SCATTERED and 2 * runs >= rows
 
 
 def take_leaf(column: LeafColumn, rows: np.ndarray, *,
@@ -184,14 +194,62 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
     enc, scheme = found
     if scheme is not None:  # each chunk's value buffer compressed on its own
         first = bufs[0]
-        pieces = [inflate(scheme, raw[a : a + size], where) for a, size in
+        pieces = [inflate(scheme, raw[a : a + size], where, buffer=True) for a, size in
                   zip(first.pos.tolist(), first.sizes.tolist(), strict=True)]
+        if len(bufs) == 1 and cz.kind(enc) in ("variable", "fsst"):
+            block = _inflated_strings(enc, pieces, counts, sel, pos, where)
+            return _arrow(page, column, block, valid)
         bufs = [ChunkBuffers.join(pieces), *bufs[1:]]
-    block = sparse.decode(enc, bufs, counts, sel, pos, where)
+    return _arrow(page, column, sparse.decode(enc, bufs, counts, sel, pos, where), valid)
+
+
+def _arrow(page: MiniBlockPage, column: LeafColumn, block: Block | None,
+           valid: np.ndarray | None) -> pa.Array | None:
+    """The taken values as the column's leaf type (None: not handled here)."""
     if block is None:
         return None
     values = page.values_to_arrow(block, valid)
     return values if values.type == column.leaf_type else None
+
+
+def _inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarray,
+                      sel: np.ndarray, pos: np.ndarray, where: str) -> Block:
+    """Strings ``pos[i]`` of inflated chunk ``pieces[sel[i]]`` (each its offsets, then its
+    bytes; ``sel`` non-decreasing, ``pos`` increasing within a chunk): only the offsets
+    of the wanted rows and the bytes between them are copied out of the chunks."""
+    var = enc.variable if cz.kind(enc) == "variable" else enc.fsst.values.variable
+    width = int(var.offsets.flat.bits_per_value)
+    if cz.kind(var.offsets) != "flat" or width not in (32, 64):
+        raise FormatError(f"{where}: {width}-bit string offsets")
+    wb = width // 8
+    sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
+    if np.any(pos >= counts[sel]):
+        raise FormatError(f"{where}: row past the values of its chunk")
+    if np.any(sizes < (counts + 1) * wb):
+        raise FormatError(f"{where}: string chunk too small for its offsets")
+    head = np.flatnonzero(np.r_[True, sel[1:] != sel[:-1]])  # each chunk's first row
+    tail = np.r_[head[1:], sel.size] - 1
+    p0, p1 = pos[head], pos[tail] + 2  # the offset words each chunk's rows need
+    views = [memoryview(p).cast("B") for p in pieces]
+    words = np.frombuffer(b"".join([v[a * wb : b * wb] for v, a, b in
+                                    zip(views, p0.tolist(), p1.tolist(), strict=True)]),
+                          f"<u{wb}").astype(np.int64)
+    at = (np.cumsum(p1 - p0) - (p1 - p0))[sel] + pos - p0[sel]
+    lo, hi = words[at], words[at + 1]
+    if np.any(hi < lo) or np.any(hi > sizes[sel]) or np.any(lo < ((counts + 1) * wb)[sel]):
+        raise FormatError(f"{where}: string offsets point outside their chunk")
+    d0 = np.minimum.reduceat(lo, head)  # the bytes each chunk's rows span
+    d1 = np.maximum.reduceat(hi, head)
+    data = np.frombuffer(b"".join([v[a:b] for v, a, b in
+                                   zip(views, d0.tolist(), d1.tolist(), strict=True)]),
+                         np.uint8)
+    lens = hi - lo
+    offsets = np.zeros(pos.size + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    start = (np.cumsum(d1 - d0) - (d1 - d0))[sel] + lo - d0[sel]
+    block = Variable(offsets, data[cz.range_indices(start, lens)], pos.size)
+    return block if cz.kind(enc) == "variable" else fsst_decode(enc.fsst.symbol_table, block,
+                                                                where)
 
 
 def _read_chunk(page: MiniBlockPage, chunk: int) -> bytes | memoryview:

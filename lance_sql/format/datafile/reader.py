@@ -379,7 +379,7 @@ class LanceFileReader:
         column = self._leaf_column(index, field, leaf_type)
         if rows is None:
             return point.read_run(column, int(starts[0]), int(ends[0]))
-        if rows.size > point.MAX_ROWS:
+        if rows.size > point.MAX_ROWS and not point.scattered(rows.size, starts.size):
             return point.take_leaf(column, rows, compressed_only=True)
         return point.take_leaf(column, rows)
 

@@ -15,7 +15,13 @@ import pytest
 from datafile_helpers import assert_same
 
 from lance_sql.errors import FormatError
-from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter, sparse
+from lance_sql.format.datafile import (
+    BytesSource,
+    LanceFileReader,
+    LanceFileWriter,
+    point,
+    sparse,
+)
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile import miniblock as mb
 from lance_sql.format.datafile.compressive import ChunkBuffers
@@ -237,8 +243,11 @@ def test_small_pages(n: int) -> None:
             assert_same(arr, full.column(field.name).take(pa.array(rows)), field.name)
 
 
-def test_pylance_v21_file(tmp_path, counters: Counters) -> None:
+def test_pylance_v21_file(tmp_path, counters: Counters, monkeypatch) -> None:
     lance_file = pytest.importorskip("lance.file")
+    # the general path's fast paths on a pylance file (scattered takes would otherwise go
+    # through format/datafile/point.py, compared with this path in test_point_take.py)
+    monkeypatch.setattr(point, "take_leaf", lambda *a, **k: None)
     n = 20_011
     table = _table(n, seed=3)
     path = tmp_path / "f.lance"

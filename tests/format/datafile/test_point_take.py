@@ -211,3 +211,152 @@ def test_short_reads_match_general_read(written, monkeypatch) -> None:
             assert f"(field {name!r})" in names, name
     with pytest.raises(InvalidInputError):
         _open(data)[0].read_short(fields, _open(data)[1], N - 1, 2)
+
+
+def _scattered_sets(edges: list[int]) -> list[np.ndarray]:
+    """Takes of many scattered rows (over :data:`point.MAX_ROWS`), 10 to 5000 rows."""
+    rng = np.random.default_rng(23)
+    sets = [np.sort(rng.choice(N, count, replace=False)) for count in (10, 65, 200, 1000, 5000)]
+    sets.append(rng.integers(0, N, 2000))  # unsorted, with repeats
+    sets.append(np.array(sorted({0, N - 1, *edges, *(e - 1 for e in edges)})))  # page edges
+    sets.append(np.arange(1, N, 37))  # a regular stride: every chunk, each row alone
+    return sets
+
+
+@pytest.fixture
+def sizes_answered(monkeypatch) -> list[tuple[str, int, bool]]:
+    """(column, rows, compressed_only) of each take the point path answered."""
+    seen: list[tuple[str, int, bool]] = []
+    take_leaf = point.take_leaf
+
+    def counted(column, rows, **kw):
+        out = take_leaf(column, rows, **kw)
+        if out is not None:
+            seen.append((column.where, int(rows.size), bool(kw.get("compressed_only"))))
+        return out
+
+    monkeypatch.setattr(point, "take_leaf", counted)
+    return seen
+
+
+def test_scattered_takes_match_general_path(written, sizes_answered, monkeypatch) -> None:
+    """Takes of tens to thousands of scattered rows go through the point path for every
+    leaf column of 2.1/2.2 files (not only compressed ones) and equal the general path."""
+    version, table, data, full, edges = written
+    fields = LanceFileReader(BytesSource(data)).schema.fields
+    for rows in _scattered_sets(edges):
+        reader, cmap = _open(data)
+        got = reader.take(fields, cmap, rows)
+        with monkeypatch.context() as m:
+            m.setattr(point, "take_leaf", lambda *a, **k: None)
+            general = _open(data)[0].take(fields, cmap, rows)
+        idx = pa.array(rows.astype(np.int64))
+        for field, a, b in zip(fields, got, general, strict=True):
+            assert_same(a, b, f"{version} take of {field.name}, {rows.size} rows")
+            assert_same(a, table.column(field.name).take(idx), f"{version} {field.name}")
+    if version == "2.0":
+        assert not sizes_answered
+        return
+    for name in ("i64", "i32_null", "u8", "f64", "f32_null", "s", "s_null", "s_lz4", "bin",
+                 "ts"):
+        big = [n for where, n, only in sizes_answered
+               if f"(field {name!r})" in where and not only and n > point.MAX_ROWS]
+        assert big and max(big) >= 4000, name
+
+
+def test_dense_large_takes_stay_on_the_general_path(written, sizes_answered) -> None:
+    """Long runs of consecutive rows are not scattered: uncompressed columns keep the
+    general path (only LZ4 pages are taken on the point path)."""
+    version, _, data, full, _ = written
+    reader, cmap = _open(data)
+    rows = np.arange(500, 6500)
+    got = reader.take(reader.schema.fields, cmap, rows)
+    for field, a in zip(reader.schema.fields, got, strict=True):
+        assert_same(a, full.column(field.name).slice(500, 6000), field.name)
+    assert not [w for w, _, only in sizes_answered if "'i64'" in w and not only]
+
+
+@pytest.mark.parametrize("name", ["s", "s_lz4", "i64"])
+def test_scattered_take_of_a_corrupt_chunk_is_a_format_error(written, name) -> None:
+    """A damaged chunk among many touched: a typed error from the many-row path."""
+    version, _, data, _, _ = written
+    if version == "2.0":
+        return
+    reader, cmap = _open(data)
+    field = next(f for f in reader.schema.fields if f.name == name)
+    column = reader._leaf_column(cmap[field.id], field, field.arrow_type)
+    page = column.page(0)
+    page._load()
+    start = page.buffers[1][0] + int(page.chunk_offsets[1])
+    damaged = bytearray(data)
+    if name == "s_lz4":  # the LZ4 payload itself (past the chunk header and size prefix)
+        size = int(page.chunk_sizes[1])
+        damaged[start + 16 : start + size] = b"\xff" * (size - 16)
+    else:  # a value buffer size running past the chunk
+        damaged[start + 2 : start + 4] = (0xFFFF).to_bytes(2, "little")
+    reader, cmap = _open(bytes(damaged))
+    rows = np.sort(np.random.default_rng(5).choice(N, 1000, replace=False))
+    rows = np.union1d(rows, [int(page.first_row[1]) if page.first_row.size > 1 else 1])
+    with pytest.raises(FormatError):
+        reader.take([field], cmap, rows)
+
+
+def test_scattered_take_with_deletions(tmp_path) -> None:
+    """A 2.2 table with deleted rows: a take of many scattered positions equals the same
+    positions of a full read."""
+    import lance_sql
+
+    table = _table(30_000, seed=3)
+    ds = lance_sql.write_dataset(table, str(tmp_path / "t"), data_storage_version="2.2",
+                                 max_rows_per_file=12_000)
+    ds.delete("i32_null < 40 OR u8 = 7")
+    full = ds.to_table()
+    rng = np.random.default_rng(9)
+    for count in (10, 300, 3000):
+        pos = rng.choice(full.num_rows, count, replace=False)
+        got = ds.take(pos)
+        expected = full.take(pa.array(pos))
+        for name in table.column_names:
+            assert_same(got.column(name), expected.column(name), f"{name}, {count} rows")
+
+
+def test_scattered_lz4_strings_copy_only_the_wanted_rows(written, monkeypatch) -> None:
+    """LZ4 string chunks of a scattered take go through ``_inflated_strings`` (offsets and
+    bytes of the wanted rows only) and equal the source rows."""
+    version, table, data, _, _ = written
+    if version == "2.0":
+        return
+    calls: list[int] = []
+    inner = point._inflated_strings
+
+    def counted(enc, pieces, counts, sel, pos, where):
+        calls.append(int(pos.size))
+        return inner(enc, pieces, counts, sel, pos, where)
+
+    monkeypatch.setattr(point, "_inflated_strings", counted)
+    reader, cmap = _open(data)
+    field = next(f for f in reader.schema.fields if f.name == "s_lz4")
+    rows = np.sort(np.random.default_rng(4).choice(N, 3000, replace=False))
+    [got] = reader.take([field], cmap, rows)
+    assert_same(got, table.column("s_lz4").take(pa.array(rows)), "s_lz4")
+    assert sum(calls) == rows.size
+
+
+def test_inflated_strings_with_bad_offsets_are_a_format_error() -> None:
+    """Offsets running backwards or past their chunk: a typed error."""
+    from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+    enc = pb.CompressiveEncoding()
+    enc.variable.offsets.flat.bits_per_value = 32
+    good = np.array([12, 14, 17], "<u4").tobytes() + b"abcde"
+    counts, sel, pos = np.array([2]), np.array([0, 0]), np.array([0, 1])
+    block = point._inflated_strings(enc, [good], counts, sel, pos, "t")
+    assert block.data.tobytes() == b"abcde" and block.offsets.tolist() == [0, 2, 5]
+    for bad in (np.array([12, 18, 17], "<u4").tobytes() + b"abcde",  # backwards
+                np.array([12, 14, 40], "<u4").tobytes() + b"abcde",  # past the chunk
+                np.array([4, 14, 17], "<u4").tobytes() + b"abcde",  # into the offsets
+                np.array([12, 14], "<u4").tobytes()):  # too small for its offsets
+        with pytest.raises(FormatError):
+            point._inflated_strings(enc, [bad], counts, sel, pos, "t")
+    with pytest.raises(FormatError):  # a row past the chunk's values
+        point._inflated_strings(enc, [good], counts, sel, np.array([0, 2]), "t")

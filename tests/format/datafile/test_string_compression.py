@@ -124,7 +124,7 @@ def test_inflate_many_joins_zstd_frames_like_one_by_one(monkeypatch):
     raw, pos, sizes = _frames(pieces)
     calls = []
     inflate = blocks.inflate
-    monkeypatch.setattr(blocks, "inflate", lambda *a: calls.append(1) or inflate(*a))
+    monkeypatch.setattr(blocks, "inflate", lambda *a, **k: calls.append(1) or inflate(*a, **k))
     out = blocks.inflate_many(2, raw, pos, sizes, "x")
     assert [bytes(p) for p in out] == pieces and not calls  # one joined call
     # frames without the u64 prefix (older writers) go one by one, same bytes

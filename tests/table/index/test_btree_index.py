@@ -546,6 +546,14 @@ def test_many_keys_over_many_pages_match_page_by_page(kind: str) -> None:
         assert sorted(got.tolist()) == sorted(page.entries.positions(query).tolist())
         assert sorted(page.ids[got].tolist()) == sorted(page.select(query).tolist())
     assert sum(len(btree_mod._select_numbers(p.entries, wanted)) for p in pages) > 1000
+    # all pages searched together (as the index does): the same positions, page bases added
+    bases = [4096 * i for i in range(len(pages))]
+    together = btree_mod._select_many([(p.entries, b) for p, b in zip(pages, bases, strict=True)],
+                                      wanted)
+    expected = np.concatenate([b + p.entries.positions(query)
+                               for p, b in zip(pages, bases, strict=True)])
+    assert together.tolist() == np.sort(expected).tolist()
+    assert btree_mod._select_many([(p.entries, 0) for p in pages[:1]], wanted[:0]).size == 0
 
 
 def test_many_keys_in_through_the_index(tmp_path: Path) -> None:
