@@ -143,6 +143,7 @@ def scaling(tmp: str, repeat_keys: int) -> dict[str, float]:
     rng = np.random.default_rng(7)
     for regions in (1, 64):
         root = os.path.join(tmp, f"scaling_{regions}")
+        shutil.rmtree(root, ignore_errors=True)  # small: built afresh even under --path
         lance_sql.write_dataset(base_batches(200_000), root, schema=SCHEMA)
         mw = MemWal.initialize(lance_sql.dataset(root), RegionSpec.bucket("id", regions),
                                durable_write=False, max_wal_flush_interval_ms=3_600_000)
