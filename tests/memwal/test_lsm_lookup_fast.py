@@ -282,14 +282,14 @@ def test_the_base_index_path_equals_a_scan(tmp_path: Path, indexed: bool) -> Non
     source = BaseSource(ds, ["id"])
     probe = [0, 1, 699, 700, 701, 2999, 3000, -5, 14, 15]
     keys = Keys(pa.table({"id": pa.array(probe, pa.int64())}))
-    assert (source._indexed_addresses(keys) is not None) == indexed
+    assert (source._indexed_take(keys, ["id"]) is not None) == indexed
     for key in probe:
         assert _base_lookup(ds, [key]) == ({key: model[key]} if key in model else {})
     assert _base_lookup(ds, probe) == {k: model[k] for k in probe if k in model}
     # rows appended after the index was built: not covered, found by the scanner
     lance_sql.write_dataset(_rows(range(5000, 5010), "n"), uri, mode="append")
     ds = lance_sql.dataset(uri)
-    assert BaseSource(ds, ["id"])._indexed_addresses(keys) is None
+    assert BaseSource(ds, ["id"])._indexed_take(keys, ["id"]) is None
     assert _base_lookup(ds, [5003, 1]) == {5003: "n5003", 1: "b1"}
 
 
@@ -301,7 +301,7 @@ def test_the_base_index_path_skips_fragments_that_are_gone(tmp_path: Path) -> No
     ds = lance_sql.dataset(uri)
     assert 0 not in {f.id for f in ds.manifest.fragments}
     keys = Keys(pa.table({"id": pa.array([10, 150], pa.int64())}))
-    assert BaseSource(ds, ["id"])._indexed_addresses(keys) is not None
+    assert BaseSource(ds, ["id"])._indexed_take(keys, ["id"]) is not None
     assert _base_lookup(ds, [10, 150]) == {150: "c150"}
     ds.compact_files(target_rows_per_fragment=1000)
     ds = lance_sql.dataset(uri)

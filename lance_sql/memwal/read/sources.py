@@ -27,9 +27,6 @@ import pyarrow as pa
 from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve, to_pyarrow
 from lance_sql.expr.arrow import columns as expr_columns
-from lance_sql.format.btree import ROW_ADDRESS_IDS
-from lance_sql.format.btree import KeySet as IndexKeySet
-from lance_sql.format.index import IndexMetadata
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
@@ -37,7 +34,6 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
-from lance_sql.table.index.btree import BTreeIndex
 from lance_sql.table.index.planner import btree_indices, key_rows
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
@@ -257,55 +253,22 @@ class BaseSource(_LanceSource):
     def __init__(self, ds: LanceDataset, key_columns: Sequence[str]) -> None:
         super().__init__(ds, BASE_GEN, None, None, key_columns)
 
-    def _key_index(self) -> IndexMetadata | None:
+    def key_index(self) -> str | None:
+        """The BTREE index on the (single) primary-key column, if any."""
         if len(self.key_columns) != 1:
             return None
         schema = self.dataset.manifest.schema
         field_ids = {f.id for f in schema.fields if f.name == self.key_columns[0]}
         for index in btree_indices(self.dataset.manifest):
             if set(index.fields) <= field_ids:
-                return index
+                return index.name
         return None
-
-    def key_index(self) -> str | None:
-        """The BTREE index on the (single) primary-key column, if any."""
-        index = self._key_index()
-        return index.name if index is not None else None
-
-    def _indexed_addresses(self, keys: Keys) -> np.ndarray | None:
-        """The row addresses of ``keys`` (sorted, deleted rows included) straight from
-        the key's BTREE index, when one covers every fragment and holds addresses; None
-        otherwise (the scanner then finds the keys, scanning what the index misses)."""
-        meta = self._key_index()
-        manifest = self.dataset.manifest
-        if meta is None or meta.fragment_ids is None:
-            return None
-        if manifest.uses_stable_row_ids and meta.index_version < ROW_ADDRESS_IDS:
-            return None  # it holds row ids
-        live = np.array(sorted(f.id for f in manifest.fragments), np.int64)
-        if not set(live.tolist()) <= meta.fragment_ids:
-            return None
-        field = next(f for f in manifest.schema.fields if f.id == meta.fields[0])
-        try:
-            index = BTreeIndex.open(self.dataset.store, manifest, meta,
-                                    field.to_scan_arrow().type)
-            ids = index.search(IndexKeySet(keys.columns[0]))
-        except LanceError:
-            return None  # the scanner's path falls back to a scan (with a warning)
-        # an index may still list fragments compaction has since removed
-        ids = np.unique(np.asarray(ids, np.uint64))
-        return ids[np.isin((ids >> np.uint64(32)).astype(np.int64), live)]
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         wanted = list(dict.fromkeys([*self.key_columns, *columns]))
         indexed = self.key_index() is not None
-        table = None
-        if keys.num_rows == 1:  # one key: the index search and a take, no scanner
-            addresses = self._indexed_addresses(keys)
-            if addresses is not None:
-                table = self._take(addresses, [*wanted, ROW_ADDR])
-        elif indexed:  # many keys: one index search, one take
-            table = self._indexed_take(keys, wanted)
+        # one search of the key index for every key and one take, no scanner
+        table = self._indexed_take(keys, wanted) if indexed else None
         if table is None and indexed and keys.num_rows <= _LOOKUP_IN_LIMIT:
             predicate = _in_list(self.key_columns[0], keys.columns[0])
             table = lance_scanner(self.dataset, self._readable([*wanted, ROW_ADDR]),
@@ -321,7 +284,8 @@ class BaseSource(_LanceSource):
 
     def _indexed_take(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
         """The rows of ``keys`` found by one search of the key index for all of them and
-        one take of their addresses (None: the index does not cover every fragment)."""
+        one take of their addresses (None: the index does not cover every fragment, or
+        cannot be read — the scanner then finds the keys, with its warning)."""
         ds = self.dataset
         try:
             found = key_rows(ds.store, ds.manifest, self.key_columns[0], keys.columns[0])
