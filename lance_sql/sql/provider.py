@@ -54,6 +54,11 @@ CHUNK_ROWS = 128 * 1024  # rows per read when the query has a LIMIT, and at leas
 MAX_CHUNK_ROWS = 1 << 20
 CHUNK_BYTES = 16 << 20  # decoded bytes a read aims at: wide rows are read fewer at a time
 COUNT_BATCH_ROWS = 1 << 22
+# Rows per batch handed to DataFusion by scans whose batches only feed an aggregate or a
+# sort (PlannedDataset.bulk_batches): each batch costs ~30 us of interpreter time to hand
+# over, and 16x DataFusion's default size makes that negligible while keeping an
+# operator's work between two cancellation checks short.
+BULK_BATCH_ROWS = 128 * 1024
 MIN_UNIT_ROWS = 64 * 1024
 # At most this many rows are read on the calling thread (ScanScope.inline): about a
 # chunk's reading, so Ctrl-C waits no longer than that.
@@ -122,7 +127,8 @@ class UnitScanner:
         table = unit.table
         names = list(columns) if columns is not None else table.schema.names
         self.unit = unit
-        self.batch_size = batch_size
+        self.batch_size = max(batch_size, BULK_BATCH_ROWS) if table.bulk_batches \
+            else batch_size
         self.filter = filter
         self.names = names
         self.plan = self._plan()
@@ -167,7 +173,8 @@ class UnitScanner:
                 remaining -= chunk.num_rows
             # Batches of DataFusion's batch size, though larger ones would cost less to
             # hand over: some operators (a nested-loop join) check for cancellation only
-            # between batches, and their work per batch grows with its size.
+            # between batches, and their work per batch grows with its size. Larger
+            # (BULK_BATCH_ROWS) when they feed only an aggregate or a sort.
             for batch in chunk.to_batches(max_chunksize=self.batch_size):
                 if batch.num_rows:
                     unit.scope.check()
@@ -325,6 +332,9 @@ class PlannedDataset(pds.Dataset):
         self.query_id = query_id
         self.system_columns = system_columns
         self.limit_hint: int | None = None
+        # its batches feed only an aggregate or a sort (shortcuts.bulk_scans): its scans
+        # hand DataFusion batches of BULK_BATCH_ROWS
+        self.bulk_batches = False
 
     @property
     def schema(self) -> pa.Schema:

@@ -49,7 +49,13 @@ from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
-from lance_sql.sql.shortcuts import count_result, counted_table, live_row_count, only_streams
+from lance_sql.sql.shortcuts import (
+    bulk_scans,
+    count_result,
+    counted_table,
+    live_row_count,
+    only_streams,
+)
 from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
 from lance_sql.sql.tokens import quote_identifier
@@ -467,6 +473,9 @@ class LanceSession:
             if planned:
                 optimized = df.optimized_logical_plan()  # planning errors show here
                 self._limit_hints(optimized, planned)
+                bulk = {_query_id(name) for name in bulk_scans(optimized)}
+                for ds in planned:
+                    ds.bulk_batches = ds.query_id in bulk
                 counted = self._metadata_count(df, optimized, planned)
                 if counted is not None:
                     return counted

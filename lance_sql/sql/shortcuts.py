@@ -9,7 +9,8 @@ logical plan, so whatever SQL spelling DataFusion reduces to that plan qualifies
 anything else (a ``WHERE``, ``count(col)``, ``count(DISTINCT ...)``, ``FILTER``, the LSM
 view of a MemWAL table, a join, ``LIMIT``) runs as usual.
 
-:func:`only_streams` tells the session which plans may run on the calling thread.
+:func:`only_streams` tells the session which plans may run on the calling thread, and
+:func:`bulk_scans` which scans may hand DataFusion large batches.
 """
 
 from __future__ import annotations
@@ -118,3 +119,37 @@ def only_streams(plan: Any, pinned: Callable[[str], bool]) -> bool:
             scans += 1
         stack.extend(node.inputs())
     return scans == 1
+
+
+# nodes that take in all of a scan's batches and give out batches of their own, each
+# batch's work linear in its size: a scan beneath one feeds it only
+_ABSORBING = frozenset({"Aggregate", "Distinct", "Sort"})
+# nodes that pass a scan's batches on to the node above, each batch's work linear in its size
+_PASSING = frozenset({"Projection", "SubqueryAlias", "Filter", "Limit", "Union"})
+
+
+def bulk_scans(plan: Any) -> set[str]:
+    """Provider names of the scans whose batches reach only an aggregate or a sort, through
+    projections, filters, limits and unions alone.
+
+    Such a scan may hand DataFusion batches larger than its batch size: each batch
+    crossing into DataFusion costs tens of microseconds of interpreter time, and these
+    operators check for cancellation between batches while their work on one grows only
+    linearly with its size. Batches reaching a join (a nested loop's work per batch is the
+    size of the other side), a window or the caller keep DataFusion's size. Nodes above
+    the aggregate or sort see its batches, not the scan's, so they do not matter.
+    """
+    absorbed: set[str] = set()
+    exposed: set[str] = set()
+    stack: list[tuple[Any, bool]] = [(plan, False)]
+    while stack:
+        node, under = stack.pop()
+        kind, variant = _variant(node)
+        if kind == "TableScan":
+            (absorbed if under else exposed).add(str(variant.table_name()))
+        if kind in _ABSORBING:
+            under = True
+        elif kind not in _PASSING:
+            under = False
+        stack.extend((child, under) for child in node.inputs())
+    return absorbed - exposed
