@@ -4,10 +4,15 @@ check for cancellation between batches only)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 import lance_sql
 from lance_sql.sql import provider
@@ -91,3 +96,126 @@ def test_limit_queries_read_small_chunks(tmp_path: Path) -> None:
     got = session.sql("SELECT id FROM t LIMIT 200000").to_arrow_table()
     assert got.num_rows == 200_000
     assert max(len(c) for c in got.column("id").chunks) <= CHUNK_ROWS
+
+
+BULK_QUERIES = [
+    ("SELECT sum(x) AS v FROM t", lambda t: [(float(np.sum(t["x"])),)]),
+    ("SELECT k, sum(x) AS v, count(*) AS n FROM t GROUP BY k ORDER BY k",
+     lambda t: [(k, float(np.sum(t["x"][t["k"] == k])), int(np.sum(t["k"] == k)))
+                for k in range(7)]),
+    ("SELECT id FROM t WHERE x > 0.5 ORDER BY id DESC LIMIT 3",
+     lambda t: [(int(i),) for i in np.sort(t["id"][t["x"] > 0.5])[::-1][:3]]),
+    ("SELECT DISTINCT k FROM t ORDER BY k", lambda t: [(k,) for k in range(7)]),
+    ("SELECT count(*) AS n, min(x) AS lo FROM (SELECT x FROM t UNION ALL SELECT x FROM t)",
+     lambda t: [(2 * len(t["x"]), float(np.min(t["x"])))]),
+]
+SMALL_QUERIES = [
+    "SELECT id, x FROM t",                                        # batches reach the caller
+    "SELECT id FROM t WHERE x > 0.5",
+    "SELECT count(*) FROM t a JOIN t b ON a.id = b.id",           # batches reach a join
+    "SELECT sum(x) OVER (PARTITION BY k) AS w FROM t",            # ... a window
+    "SELECT sum(x) FROM t WHERE id IN (SELECT k FROM t)",         # a semi join
+]
+
+
+@pytest.fixture(scope="module")
+def bulk_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("bulk")
+    rows = 400_000
+    rng = np.random.default_rng(3)
+    columns = {"id": np.arange(rows), "x": rng.random(rows), "k": np.arange(rows) % 7}
+    lance_sql.write_dataset(pa.table(columns), root / "t.lance", max_rows_per_file=rows)
+    return root, columns
+
+
+def _batch_sizes(monkeypatch) -> list[int]:
+    sizes: list[int] = []
+    original = provider.UnitScanner._batches
+
+    def counted(self):
+        for batch in original(self):
+            sizes.append(batch.num_rows)
+            yield batch
+
+    monkeypatch.setattr(provider.UnitScanner, "_batches", counted)
+    return sizes
+
+
+@pytest.mark.parametrize(("query", "expected"), BULK_QUERIES, ids=[q for q, _ in BULK_QUERIES])
+def test_scans_feeding_only_an_aggregate_or_a_sort_hand_over_large_batches(
+        bulk_root: tuple[Path, dict], monkeypatch, query: str, expected) -> None:
+    root, columns = bulk_root
+    sizes = _batch_sizes(monkeypatch)
+    got = lance_sql.connect(root).sql(query).to_arrow_table()
+    assert max(sizes) > 8192 and max(sizes) <= provider.BULK_BATCH_ROWS, sizes
+    rows = [tuple(round(v, 6) if isinstance(v, float) else v for v in row.values())
+            for row in got.to_pylist()]
+    want = [tuple(round(v, 6) if isinstance(v, float) else v for v in row)
+            for row in expected(columns)]
+    assert rows == want
+
+
+@pytest.mark.parametrize("query", SMALL_QUERIES)
+def test_other_scans_keep_datafusions_batch_size(bulk_root: tuple[Path, dict], monkeypatch,
+                                                 query: str) -> None:
+    root, _ = bulk_root
+    sizes = _batch_sizes(monkeypatch)
+    session = lance_sql.connect(root)
+    got = session.sql(query).to_arrow_table()
+    assert sizes and max(sizes) <= 8192, sizes
+    # the same answer as a plan that takes the scan's batches into an aggregate
+    assert session.sql(f"SELECT count(*) AS n FROM ({query})").to_arrow_table()[0][0].as_py() \
+        == got.num_rows
+
+
+# A long aggregate over large batches (each takes tens of milliseconds to evaluate): Ctrl-C
+# must still come back at once, and the query's scans and thread must end.
+SLOW_AGGREGATE = ("SELECT max(regexp_replace(repeat(s, 20), '(1+)', 'a', 'g')) AS m FROM ("
+                  + " UNION ALL ".join(["SELECT s FROM t"] * 40) + ")")
+
+
+def test_ctrl_c_stops_an_aggregate_over_large_batches(tmp_path: Path) -> None:
+    lance_sql.write_dataset(pa.table({"s": pa.array(np.arange(500_000).astype(str))}),
+                            tmp_path / "t.lance")
+    code = f"""
+import sys, threading, time
+import lance_sql
+from lance_sql.sql import provider, streams
+sizes = []
+original = provider.UnitScanner._batches
+def counted(self):
+    for batch in original(self):
+        sizes.append(batch.num_rows)
+        yield batch
+provider.UnitScanner._batches = counted
+df = lance_sql.connect({str(tmp_path)!r}).sql({SLOW_AGGREGATE!r})
+print("running", flush=True)
+try:
+    df.to_arrow_table()
+except KeyboardInterrupt:
+    returned = time.monotonic()
+    def busy():
+        return streams.running_scans() or any(
+            t.name == "lance-sql-query" and t.is_alive() for t in threading.enumerate())
+    while busy() and time.monotonic() - returned < 20:
+        time.sleep(0.02)
+    print("interrupted", max(sizes) > 8192, busy(), threading.active_count(), flush=True)
+    sys.exit(0)
+sys.exit(3)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "running\n"
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+        assert time.monotonic() - started < 10, (out, err)
+        # large batches were handed over, nothing is left running, the interpreter exits
+        assert (proc.returncode, out) == (0, "interrupted True False 1\n"), err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
