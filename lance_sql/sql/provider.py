@@ -135,6 +135,7 @@ class UnitScanner:
         self.projected_schema = self.plan.output_schema
         self.chunk_rows, self.widths_known = chunk_rows(
             self.plan, limited=table.limit_hint is not None)
+        self.filter_width = filter_width(self.plan)
 
     def _plan(self) -> ScanPlan:
         filter = self.filter
@@ -164,10 +165,8 @@ class UnitScanner:
             length = min(step, unit.stop - start)
             chunk = self._read_chunk(start, length)
             start += length
-            if chunk.num_rows and remaining is None:
-                step = _rows_for(chunk.nbytes / chunk.num_rows)
-            elif remaining is None:
-                step = self.chunk_rows
+            if remaining is None:
+                step = self._next_step(chunk, length)
             if remaining is not None:
                 chunk = chunk.slice(0, remaining)
                 remaining -= chunk.num_rows
@@ -181,6 +180,16 @@ class UnitScanner:
                     yield batch
             if remaining == 0:
                 return
+
+    def _next_step(self, chunk: pa.Table, length: int) -> int:
+        """Rows to read next, by what the last read of ``length`` rows decoded."""
+        if self.filter_width is not None:
+            # the filter's columns are decoded for every row, the others for matching
+            # rows only: a selective filter reads many rows at a time
+            return _rows_for(self.filter_width + chunk.nbytes / max(length, 1))
+        if chunk.num_rows:
+            return _rows_for(chunk.nbytes / chunk.num_rows)
+        return self.chunk_rows
 
     def _read_chunk(self, start: int, length: int) -> pa.Table:
         table = self.unit.table
@@ -211,6 +220,19 @@ def chunk_rows(plan: ScanPlan, *, limited: bool) -> tuple[int, bool]:
     widths = [_value_bytes(f.to_scan_arrow().type) for f in plan.read_fields]
     width = sum(32 if w is None else w for w in widths) + 8 * len(plan.system_names)
     return _rows_for(width), None not in widths
+
+
+def filter_width(plan: ScanPlan) -> int | None:
+    """Decoded bytes a row of the columns the plan's filter reads (variable-width values
+    guessed at 32 bytes); None when there is no filter or its columns are not known.
+
+    A scan reads those columns first, for every row, and the others for the matching
+    rows only (see ``lance_sql.table.scan_fragment``)."""
+    if plan.filter is None or plan.filter_columns is None:
+        return None
+    widths = [_value_bytes(f.to_scan_arrow().type) for f in plan.read_fields
+              if f.name in plan.filter_columns]
+    return sum(32 if w is None else w for w in widths)
 
 
 def _rows_for(width: float) -> int:

@@ -219,3 +219,29 @@ sys.exit(3)
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_selective_filters_read_many_rows_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    """A filter's columns are read for every row, the others for matching rows only: after
+    a first read of CHUNK_ROWS, reads are sized by the filter's columns and what matched
+    (few matches: the rest of the unit at once; every row matching wide rows: small)."""
+    reads: list[int] = []
+    original = provider.UnitScanner._read_chunk
+
+    def counted(self, start: int, length: int) -> pa.Table:
+        reads.append(length)
+        return original(self, start, length)
+
+    monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
+    rows = 600_000
+    wide = pa.array(["w" * 60] * rows)
+    table = pa.table({"id": np.arange(rows), "a": wide, "b": wide, "c": wide, "d": wide})
+    lance_sql.write_dataset(table, tmp_path / "t.lance", max_rows_per_file=rows)
+    session = lance_sql.connect(tmp_path)
+    got = session.sql("SELECT * FROM t WHERE id = 345678").to_arrow_table()
+    assert got.to_pylist() == table.slice(345_678, 1).to_pylist()
+    half = rows // 2
+    assert sorted(reads) == sorted([CHUNK_ROWS, half - CHUNK_ROWS] * 2), reads
+    reads.clear()
+    got = session.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
+    assert got.num_rows == rows and max(reads) == CHUNK_ROWS, reads

@@ -83,6 +83,10 @@ def _uniform_tables(width: int, bits: int) -> tuple[np.ndarray, ...]:
 
 
 _BATCH_BYTES = 1 << 18  # output of one batch: its working arrays stay in L2
+# 64-bit values of fewer than 32 bits are worked on as 32-bit halves of their words: half
+# the bytes per numpy pass, so batches can be 4x larger for the same cache footprint
+# (fewer calls: scans decoding in threads hand the interpreter lock over less often)
+_NARROW_BATCH_BYTES = 1 << 20
 
 
 def unpack(words: np.ndarray, width: int, bits: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -102,6 +106,8 @@ def unpack(words: np.ndarray, width: int, bits: int, out: np.ndarray | None = No
     if width == 0 or n == 0:
         out[:] = 0
         return out
+    if bits == 64 and width < 32:
+        return _unpack_narrow(words, width, out)
     lanes = BLOCK // bits
     lo, hi, shr, shl = _uniform_tables(width, bits)
     mask = dt.type((1 << width) - 1)
@@ -119,6 +125,49 @@ def unpack(words: np.ndarray, width: int, bits: int, out: np.ndarray | None = No
         np.left_shift(high, shl, out=high)
         np.bitwise_or(low, high, out=low)
         np.bitwise_and(low, mask, out=dst)
+    return out
+
+
+@cache
+def _narrow_tables(width: int) -> tuple[np.ndarray, ...]:
+    """:func:`_uniform_tables` for 64-bit blocks of ``width < 32`` read as 32-bit words:
+    lane ``l``'s 64-bit word ``w`` is its 32-bit words ``2w`` (low half) and ``2w + 1``."""
+    rows = np.argsort(_positions(64)[:, 0])  # output row k is lane row rows[k]
+    lo = np.empty(64, np.intp)
+    hi = np.empty(64, np.intp)
+    shr = np.empty((64, 1), np.uint32)
+    shl = np.full((64, 1), 31, np.uint32)
+    for k, r in enumerate(rows.tolist()):
+        j, s = divmod(r * width, 32)
+        lo[k], hi[k], shr[k] = j, min(j + 1, 2 * width - 1), s
+        if s + width > 32:
+            shl[k] = 32 - s
+    for t in (lo, hi, shr, shl):
+        t.setflags(write=False)
+    return lo, hi, shr, shl
+
+
+def _unpack_narrow(words: np.ndarray, width: int, out: np.ndarray) -> np.ndarray:
+    """:func:`unpack` of 64-bit blocks packed to ``width < 32`` bits: each lane's words are
+    split into 32-bit halves (one small copy of the packed words), unpacked as 32-bit
+    values (~20% less time than at 64 bits) and widened as they are masked into ``out``."""
+    lo, hi, shr, shl = _narrow_tables(width)
+    mask = np.uint32((1 << width) - 1)
+    lanes = BLOCK // 64
+    n = words.shape[0]
+    batch = max(1, _NARROW_BATCH_BYTES // (BLOCK * 8))
+    for b0 in range(0, n, batch):
+        b1 = min(n, b0 + batch)
+        m = b1 - b0
+        # (blocks, word, lane) of 64 bits -> (blocks, 32-bit word of the lane, lane)
+        halves = np.ascontiguousarray(words[b0:b1]).view("<u4").reshape(m, width, lanes, 2)
+        w3 = np.ascontiguousarray(halves.transpose(0, 1, 3, 2)).reshape(m, 2 * width, lanes)
+        low = np.take(w3, lo, axis=1)
+        high = np.take(w3, hi, axis=1)
+        np.right_shift(low, shr, out=low)
+        np.left_shift(high, shl, out=high)
+        np.bitwise_or(low, high, out=low)
+        np.bitwise_and(low, mask, out=out[b0:b1].reshape(m, 64, lanes), casting="safe")
     return out
 
 

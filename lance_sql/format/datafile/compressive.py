@@ -276,7 +276,12 @@ def _inline_unpack(words: np.ndarray, starts: np.ndarray, widths: np.ndarray, bi
         return
     for w in big.tolist():
         rows = np.flatnonzero(widths == w)
-        out[rows] = bp.unpack(_inline_packed(words, starts[rows], w, bits), w, bits)
+        packed = _inline_packed(words, starts[rows], w, bits)
+        first, last = int(rows[0]), int(rows[-1])
+        if last - first + 1 == rows.size:  # one run of blocks: unpacked in place
+            bp.unpack(packed, w, bits, out=out[first : last + 1])
+        else:
+            out[rows] = bp.unpack(packed, w, bits)
     rest = np.flatnonzero(per_width[widths] < _INLINE_GROUP_MIN[bits])
     if rest.size:
         out[rest] = bp.unpack_blocks(words, starts[rest], widths[rest], bits)

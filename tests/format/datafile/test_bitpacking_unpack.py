@@ -238,3 +238,36 @@ def test_small_read_goes_through_unpack_blocks(arrow_type, monkeypatch) -> None:
     got = lance_sql.dataset(path).to_table(columns=["x"]).column("x").to_numpy()
     assert calls["mixed"] == 0
     assert np.array_equal(got, values)
+
+
+@pytest.mark.parametrize("width", [1, 7, 17, 24, 31])
+def test_narrow_64_bit_unpack_over_many_batches(width: int) -> None:
+    """64-bit blocks under 32 bits wide are unpacked as 32-bit halves, in batches: many
+    blocks (several batches, the last one partial) from contiguous and strided words."""
+    rng = np.random.default_rng(400 + width)
+    n = 3 * (bp._NARROW_BATCH_BYTES // (bp.BLOCK * 8)) + 5
+    values = _values(rng, n, width, 64)
+    packed = bp.pack(values, width, 64)
+    got = bp.unpack(packed, width, 64)
+    assert got.dtype == np.uint64 and np.array_equal(got, values)
+    padded = np.zeros((n, packed.shape[1] + 3), np.uint64)
+    padded[:, 1 : 1 + packed.shape[1]] = packed
+    out = np.full((n, bp.BLOCK), 9, np.uint64)
+    assert bp.unpack(padded[:, 1 : 1 + packed.shape[1]], width, 64, out=out) is out
+    assert np.array_equal(out, values)
+    # the same blocks through the mixed-width unpacker
+    words, starts = _inline_stream(values[:40], [width] * 40, 64)
+    assert np.array_equal(bp.unpack_blocks(words, starts, np.full(40, width), 64), values[:40])
+
+
+@pytest.mark.parametrize("bits", BITS)
+def test_inline_run_of_one_width_among_others(bits: int, path: str) -> None:
+    """A run of blocks of one width between blocks of others (unpacked in place on the
+    hybrid path) and the same width again later (not one run: gathered and scattered)."""
+    rng = np.random.default_rng(500 + bits)
+    w = bits // 2 + 1
+    for widths in ([1] + [w] * 9 + [2, 3], [1] + [w] * 5 + [2] + [w] * 4 + [3]):
+        values = np.concatenate([_values(rng, 1, x, bits) for x in widths])
+        counts = [bp.BLOCK] * (len(widths) - 1) + [100]
+        expect = values.reshape(-1)[: (len(widths) - 1) * bp.BLOCK + 100]
+        assert np.array_equal(_decoded(*_chunks(values, widths, bits, counts), bits), expect)
