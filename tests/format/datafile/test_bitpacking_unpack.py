@@ -271,3 +271,13 @@ def test_inline_run_of_one_width_among_others(bits: int, path: str) -> None:
         counts = [bp.BLOCK] * (len(widths) - 1) + [100]
         expect = values.reshape(-1)[: (len(widths) - 1) * bp.BLOCK + 100]
         assert np.array_equal(_decoded(*_chunks(values, widths, bits, counts), bits), expect)
+
+
+def test_narrow_unpack_of_words_strided_along_a_row() -> None:
+    """Packed words whose rows are not contiguous (every other word) are copied first."""
+    rng = np.random.default_rng(9)
+    values = _values(rng, 5, 13, 64)
+    packed = bp.pack(values, 13, 64)
+    spread = np.zeros((5, packed.shape[1] * 2), np.uint64)
+    spread[:, ::2] = packed
+    assert np.array_equal(bp.unpack(spread[:, ::2], 13, 64), values)
