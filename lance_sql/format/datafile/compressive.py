@@ -255,8 +255,10 @@ def _mb_inline(ib: pb.InlineBitpacking, buf: ChunkBuffers, counts: np.ndarray, w
 # number of numpy calls, dearer per value). One width for every block goes the first way
 # from _INLINE_ALONE_MIN blocks; in a mix of widths, a width needs _INLINE_GROUP_MIN[bits]
 # blocks (its blocks must then be gathered and scattered back) and the rest go together.
+# (64-bit: a run of 32 blocks of one width unpacks in place at ~2.1 ns a value, against
+# ~3.7 mixed with others, measured with the 32-bit-halves unpack of bp.unpack)
 _INLINE_ALONE_MIN = 64
-_INLINE_GROUP_MIN = {8: 64, 16: 192, 32: 192, 64: 192}
+_INLINE_GROUP_MIN = {8: 64, 16: 192, 32: 192, 64: 32}
 
 
 def _inline_unpack(words: np.ndarray, starts: np.ndarray, widths: np.ndarray, bits: int,
