@@ -481,6 +481,8 @@ class LanceSession:
                     return counted
                 ids = {ds.query_id for ds in planned}
                 streaming = only_streams(optimized, lambda name: _query_id(name) in ids)
+                for ds in planned:
+                    ds.streams_only = streaming
                 return self._frame(df, optimized=optimized, streaming=streaming)
         except LanceError:
             raise

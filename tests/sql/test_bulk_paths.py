@@ -5,7 +5,8 @@ several fragments:
 * scans feeding only an aggregate or a sort hand DataFusion large batches
   (``shortcuts.bulk_scans``; general path: DataFusion's batch size);
 * filtered scans size their reads by the filter's columns (``provider.filter_width``;
-  general path: by all the columns read);
+  general path: by all the columns read), and those of queries that only stream them
+  read as one partition (general path: one partition per unit, on the query thread);
 * 64-bit bitpacked blocks under 32 bits wide unpack as 32-bit halves
   (``bitpacking._unpack_narrow``; general path: the mixed-width unpacker).
 """
@@ -89,6 +90,7 @@ QUERIES = [
 
 def _general(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session_module, "bulk_scans", lambda plan: set())
+    monkeypatch.setattr(session_module, "only_streams", lambda plan, pinned: False)
     monkeypatch.setattr(provider, "filter_width", lambda plan: None)
     monkeypatch.setattr(compressive, "_INLINE_ALONE_MIN", 10**9)
     monkeypatch.setattr(compressive, "_INLINE_GROUP_MIN", dict.fromkeys((8, 16, 32, 64), 10**9))
