@@ -193,14 +193,16 @@ class MiniBlockPage:
         wanted[runs] = True
         return np.flatnonzero(wanted)
 
-    def _read_chunks(self, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bytes of the given chunks back to back, and each chunk's start in them."""
+    def _read_chunks(self, chunks: np.ndarray, coalesce: int = COALESCE
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes of the given chunks back to back, and each chunk's start in them (reads
+        of chunks less than ``coalesce`` bytes apart joined into one)."""
         off0 = self.buffers[1][0]
         offs = self.chunk_offsets[chunks]
         sizes = self.chunk_sizes[chunks]
         ends = offs + sizes
         gap = offs[1:] - ends[:-1]
-        cut = np.flatnonzero(gap > COALESCE) + 1
+        cut = np.flatnonzero(gap > coalesce) + 1
         lo = np.r_[0, cut]
         hi = np.r_[cut, chunks.size]
         pieces = []
@@ -403,9 +405,11 @@ class MiniBlockPage:
         """Parse the chunk metadata (once)."""
         self._load()
 
-    def chunk_bytes(self, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bytes of the sorted ``chunks`` back to back, and each chunk's start in them."""
-        return self._read_chunks(chunks)
+    def chunk_bytes(self, chunks: np.ndarray, coalesce: int = COALESCE
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes of the sorted ``chunks`` back to back, and each chunk's start in them;
+        chunks less than ``coalesce`` bytes apart are read together."""
+        return self._read_chunks(chunks, coalesce)
 
     def values_to_arrow(self, block, slot_valid: np.ndarray | None) -> pa.Array:
         """Decoded values (dictionary indices included) as the leaf type."""
