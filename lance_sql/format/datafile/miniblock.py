@@ -205,6 +205,13 @@ class MiniBlockPage:
         cut = np.flatnonzero(gap > coalesce) + 1
         lo = np.r_[0, cut]
         hi = np.r_[cut, chunks.size]
+        ranges = getattr(self.read, "ranges", None)
+        if ranges is not None and lo.size > 1:  # many reads straight into one buffer
+            starts, stops = offs[lo], ends[hi - 1]
+            raw = ranges(off0 + starts, stops - starts)
+            base = np.cumsum(stops - starts) - (stops - starts)
+            which = np.repeat(np.arange(lo.size), hi - lo)
+            return raw, offs - starts[which] + base[which]
         pieces = []
         for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
             start, stop = int(offs[a]), int(ends[b - 1])

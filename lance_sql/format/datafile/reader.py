@@ -31,7 +31,7 @@ from lance_sql.format.datafile.decode_v2_1 import (
     owns_column,
     read_type,
 )
-from lance_sql.format.datafile.source import RandomAccessSource
+from lance_sql.format.datafile.source import RandomAccessSource, SourceReads
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 from lance_sql.format.schema import LanceField, LanceSchema
 
@@ -91,6 +91,8 @@ class LanceFileReader:
     def __init__(self, source: RandomAccessSource) -> None:
         self.source = source
         self.path = source.path
+        # checked reads; page decoders also read many ranges at once through it
+        self._read = SourceReads(source)
         try:
             self._open()
         except LanceError:
@@ -99,12 +101,6 @@ class LanceFileReader:
             raise FormatError(f"{self.path}: corrupt file metadata: {exc}") from exc
 
     # ------------------------------------------------------------------ opening
-    def _read(self, offset: int, length: int) -> bytes | memoryview:
-        data = self.source.read_at(offset, length)
-        if len(data) != length:
-            raise FormatError(f"{self.path}: short read at {offset} ({len(data)} of {length})")
-        return data
-
     def _open(self) -> None:
         size = self.source.size
         path = self.path
