@@ -401,3 +401,36 @@ def test_scattered_take_reads_about_the_chunks_it_needs() -> None:
         read = source.bytes_read - before
         assert read <= 2 * rows.size * int(page.chunk_sizes.max()), (name, read)
         assert_same(got, table.column(name).take(pa.array(rows)), name)
+
+
+def test_read_runs_match_read_short(written, monkeypatch) -> None:
+    """Many short runs of every column at once (index pages, say): each equals
+    ``read_short`` of the run alone and the table's rows; runs leaving their page (small
+    pages here) still come out right, and the batched path answered most runs."""
+    version, table, data, full, edges = written
+    reader, cmap = _open(data)
+    starts = np.array([0, 5, 1023, 1024, 4000, *(e - 3 for e in edges[:8]), N - 10])
+    starts = np.unique(starts[(starts >= 0) & (starts < N)])
+    stops = np.minimum(np.r_[starts[1:], N], starts + np.array([1, 7, 600, 64] * 20)
+                       [: starts.size])
+    batched = point.read_runs
+    answered: list[int] = []
+
+    def counted(column, a, b):
+        out = batched(column, a, b)
+        answered.append(sum(x is not None for x in out))
+        return out
+
+    monkeypatch.setattr(point, "read_runs", counted)
+    for field in reader.schema.fields:
+        got = reader.read_runs(field, cmap, starts, stops)
+        assert len(got) == starts.size
+        for array, s, e in zip(got, starts.tolist(), stops.tolist(), strict=True):
+            [alone] = _open(data)[0].read_short([field], cmap, s, e - s)
+            assert_same(array, alone, f"{version} {field.name} [{s}, {e})")
+            assert_same(array, table.column(field.name).slice(s, e - s).combine_chunks(),
+                        f"{version} {field.name}")
+    if version != "2.0":
+        assert sum(answered) > len(reader.schema.fields) * starts.size // 2
+    with pytest.raises(InvalidInputError):
+        reader.read_runs(reader.schema.fields[0], cmap, np.array([5, 3]), np.array([6, 4]))
