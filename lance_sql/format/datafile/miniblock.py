@@ -203,8 +203,8 @@ class MiniBlockPage:
         ends = offs + sizes
         gap = offs[1:] - ends[:-1]
         cut = np.flatnonzero(gap > coalesce) + 1
-        lo = np.r_[0, cut]
-        hi = np.r_[cut, chunks.size]
+        lo = np.concatenate(([0], cut))  # (np.r_ is slow for these)
+        hi = np.concatenate((cut, [chunks.size]))
         ranges = getattr(self.read, "ranges", None)
         if ranges is not None and lo.size > 1:  # many reads straight into one buffer
             starts, stops = offs[lo], ends[hi - 1]

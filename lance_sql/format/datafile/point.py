@@ -285,8 +285,9 @@ def _inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndar
         raise FormatError(f"{where}: row past the values of its chunk")
     if np.any(sizes < (counts + 1) * wb):
         raise FormatError(f"{where}: string chunk too small for its offsets")
-    head = np.flatnonzero(np.r_[True, sel[1:] != sel[:-1]])  # each chunk's first row
-    tail = np.r_[head[1:], sel.size] - 1
+    # each chunk's first row and last row (np.r_ is slow for these few-element joins)
+    head = np.flatnonzero(np.concatenate(([True], sel[1:] != sel[:-1])))
+    tail = np.concatenate((head[1:], [sel.size])) - 1
     p0, p1 = pos[head], pos[tail] + 2  # the offset words each chunk's rows need
     views = [memoryview(p).cast("B") for p in pieces]
     words = np.frombuffer(b"".join([v[a * wb : b * wb] for v, a, b in

@@ -357,8 +357,8 @@ class LanceFileReader:
             starts, ends = unique, unique + 1
         else:
             cut = np.flatnonzero(np.diff(unique) != 1) + 1
-            starts = unique[np.r_[0, cut]]
-            ends = unique[np.r_[cut - 1, unique.size - 1]] + 1
+            starts = unique[np.concatenate(([0], cut))]
+            ends = unique[np.concatenate((cut - 1, [unique.size - 1]))] + 1
         reorder = None
         if unique.size != rows.size or (rows.size > 1 and not np.array_equal(unique, rows)):
             reorder = pa.array(inverse.reshape(-1).astype(np.int64))
