@@ -138,3 +138,31 @@ def test_many_string_keys_equal_the_scan(tmp_path: Path, monkeypatch) -> None:
             got = mw.get({"k": pa.array(asked)})
             assert list(zip(got.column("k").to_pylist(), got.column("n").to_pylist(),
                             strict=True)) == expected, batch_pages
+
+
+@pytest.mark.parametrize("kind", ["int", "string"])
+def test_key_subsets_and_code_probes_equal_the_general_ones(kind: str) -> None:
+    """Subsets of subsets of lookup keys (taken lazily) hold the rows a filter gives, and
+    probing a key set by codes alone finds what probing by the key columns finds."""
+    from lance_sql.memwal.read.keys import Keys, KeySet
+
+    rng = np.random.default_rng(2)
+    raw = rng.integers(0, 500, 300)
+    column = pa.array(raw) if kind == "int" else pa.array([f"s{v}" for v in raw])
+    keys = Keys(pa.table({"k": column}))
+    keys.codes  # noqa: B018 - inherited by the subsets below
+    first = rng.random(300) < 0.6
+    sub = keys.take(first)
+    second = rng.random(sub.num_rows) < 0.5
+    subsub = sub.take(second)
+    expected = pa.table({"k": column}).filter(pa.array(first)).filter(pa.array(second))
+    assert subsub.num_rows == expected.num_rows
+    assert subsub.table.equals(expected)
+    assert subsub.position.tolist() == np.flatnonzero(first)[second].tolist()
+    stored = pa.array(np.arange(0, 500, 3)) if kind == "int" else pa.array(
+        [f"s{v}" for v in range(0, 500, 3)])
+    key_set = KeySet([stored])
+    for probe in (keys, sub, subsub):
+        general = key_set.find(probe.columns)
+        assert probe.find_in(key_set).tolist() == general.tolist()
+        assert (general >= 0).any() and (general < 0).any()

@@ -234,7 +234,7 @@ class GenerationSource(_LanceSource):
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         rows = self.key_rows()
         latest = rows.latest()
-        found = rows.key_set().find(keys.columns, keys.codes)
+        found = keys.find_in(rows.key_set())
         hit = found >= 0
         wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
         table = self.rows()  # key rows are in the same (address) order
@@ -374,7 +374,7 @@ class InMemorySource(Source):
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         rows = self.key_rows()
         latest = rows.latest()
-        found = rows.key_set().find(keys.columns, keys.codes)
+        found = keys.find_in(rows.key_set())
         hit = found >= 0
         table = self._rows_at(latest[found[hit]], columns)
         return table.append_column("_key", pa.array(np.flatnonzero(hit)))
