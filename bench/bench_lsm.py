@@ -56,6 +56,15 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
                     pa.field("s", pa.string())])
 
 
+def with_s_compression(compression: str | None) -> None:
+    """Write column ``s`` with this ``lance-encoding:compression`` (None: the writer's
+    default, LZ4 chunks of 64 KiB)."""
+    global SCHEMA
+    if compression is not None:
+        meta = {"lance-encoding:compression": compression}
+        SCHEMA = SCHEMA.set(3, SCHEMA.field("s").with_metadata(meta))
+
+
 def rows(ids: np.ndarray, tag: int) -> pa.Table:
     ids = np.asarray(ids, np.int64)
     return pa.table({"id": ids, "v": ids.astype(np.float64) + tag,
@@ -156,6 +165,30 @@ def scaling(tmp: str, repeat_keys: int) -> dict[str, float]:
     return out
 
 
+def only_lookups(mw: MemWal, writer, tmp: str, args: argparse.Namespace,
+                 rng: np.random.Generator) -> None:
+    """The 1000-key lookups alone, Python and SQL ``IN``, after a first run of each (the
+    index pages it touches cached, as a full LSM scan leaves them in the full run)."""
+    session = lance_sql.connect(tmp)
+
+    def keys() -> np.ndarray:
+        return rng.choice(args.rows, 1000)
+
+    def sql_in() -> pa.Table:
+        listed = ",".join(map(str, keys().tolist()))
+        return session.sql(f"SELECT * FROM ours WHERE id IN ({listed})").to_arrow_table()
+
+    for _ in range(3):  # warm: every index page cached
+        mw.get({"id": rng.choice(args.rows, 20_000)})
+    results = interleaved_medians({"1000-key lookup s: LSM": (lambda: mw.get({"id": keys()}),
+                                                              None),
+                                   "SQL 1000-key IN s: LSM": (sql_in, None)}, args.repeat)
+    for region_writer in writer.writers:
+        region_writer.abort()
+    for key, value in results.items():
+        print(f"{key:45s} {value:10.4f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -169,9 +202,14 @@ def main() -> None:
     parser.add_argument("--path", default=None,
                         help="keep the tables here and reuse them when present")
     parser.add_argument("--no-pylance", action="store_true")
+    parser.add_argument("--only-lookups", action="store_true",
+                        help="time only the 1000-key lookups (Python and SQL IN)")
+    parser.add_argument("--s-compression", default=None,
+                        help="lance-encoding:compression of column s (e.g. none)")
     parser.add_argument("--pylance-scan-repeat", type=int, default=1,
                         help="runs of pylance's full LSM scan (slow)")
     args = parser.parse_args()
+    with_s_compression(args.s_compression)
     rng = np.random.default_rng(1)
     gens, new_from = [], args.rows
     for _ in range(args.gens):
@@ -187,6 +225,9 @@ def main() -> None:
         mw, writer = build_ours(os.path.join(tmp, "ours"), args, gens, memtable)
         print(f"lance_sql setup {time.perf_counter() - start:.1f} s")
         base = lance_sql.dataset(os.path.join(tmp, "ours"))
+        if args.only_lookups:
+            only_lookups(mw, writer, tmp, args, rng)
+            return
         ops = {
             "full scan s: LSM": (lambda: mw.scanner().to_table(), None),
             "full scan s: base only": (lambda: base.to_table(), None),

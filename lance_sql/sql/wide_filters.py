@@ -110,6 +110,8 @@ def _term_at(tokens: list[Token], i: int, sql: str) -> _Term | None:
 def fold_disjunctions(sql: str) -> str:
     """``sql`` with every run of at least :data:`FOLD_MIN_TERMS` OR-ed equalities
     (``col = literal``) rewritten as IN lists, one per column and kind of literal."""
+    if sql.lower().count("or") < FOLD_MIN_TERMS - 1:  # (an overcount) no run is possible:
+        return sql  # a long IN list need not be tokenised here
     tokens = tokenize(sql)
     runs: list[list[_Term]] = []
     i = 0
@@ -151,6 +153,9 @@ def _folded(run: list[_Term]) -> str:
 def check_chains(sql: str) -> None:
     """Refuse SQL with more than :data:`MAX_CHAIN` AND/OR operators at one nesting level
     (DataFusion's planner would overflow its stack on it)."""
+    text = sql.lower()
+    if text.count("and") + text.count("or") <= MAX_CHAIN:  # an overcount: nothing to find
+        return
     counts = [0]
     for tok in tokenize(sql):
         if tok.is_op("("):

@@ -132,3 +132,29 @@ def test_local_delete_prefix_on_a_link_removes_only_the_link(tmp_path: Path) -> 
     store.delete_prefix("a_gen_1")
     assert store.read("data/keep.lance") == b"x"
     assert not (tmp_path / "root" / "a_gen_1").is_symlink()
+
+
+def test_local_read_ranges_equal_read_at(tmp_path: Path) -> None:
+    """A local file's ``read_ranges`` gives the bytes of each range back to back, as
+    ``read_at`` of each; a range outside the file is a ``FormatError``; a reader's
+    ``ranges`` over a source without ``read_ranges`` gives the same bytes."""
+    import numpy as np
+
+    from lance_sql.errors import FormatError
+    from lance_sql.format.datafile import BytesSource
+    from lance_sql.format.datafile.source import SourceReads
+    from lance_sql.io.local import LocalSource
+
+    data = np.random.default_rng(0).integers(0, 256, 200_000).astype(np.uint8).tobytes()
+    (tmp_path / "f").write_bytes(data)
+    source = LocalSource(str(tmp_path / "f"))
+    offsets = np.array([0, 5, 70_000, 199_990, 1234, 100_000], np.int64)
+    lengths = np.array([3, 0, 65_536, 10, 99, 1], np.int64)
+    expected = b"".join(data[o : o + n] for o, n in zip(offsets, lengths, strict=True))
+    assert source.read_ranges(offsets, lengths).tobytes() == expected
+    assert SourceReads(source).ranges(offsets, lengths).tobytes() == expected
+    assert SourceReads(BytesSource(data)).ranges(offsets, lengths).tobytes() == expected
+    for bad_offset, bad_length in ((199_999, 2), (-1, 1), (0, -1)):
+        with pytest.raises(FormatError):
+            source.read_ranges(np.array([0, bad_offset]), np.array([1, bad_length]))
+    source.close()

@@ -132,3 +132,24 @@ def test_deep_pushed_expression_decodes_flat() -> None:
         expression = expression | (pc.field("id") == i)
     tree = decode(expression)
     assert isinstance(tree, Call) and tree.op == "or" and len(tree.args) == 3000
+
+
+def test_the_text_precheck_never_skips_a_fold_or_a_refusal() -> None:
+    """fold_disjunctions / check_chains return early when the text has too few "or" /
+    "and" letters to matter: the shortest foldable run (any case of OR) is still folded,
+    the first chain over the limit is still refused, and a long IN list is left as is."""
+    from lance_sql.sql.wide_filters import FOLD_MIN_TERMS
+
+    ops = ["OR", "or", "Or", "oR"]
+    run = " ".join(f"id = {i} {ops[i % 4]}" for i in range(FOLD_MIN_TERMS - 1))
+    sql = f"SELECT * FROM t WHERE {run} id = 99"
+    folded = fold_disjunctions(sql)
+    assert " IN (" in folded and folded.count("99") == 1
+    short = "SELECT * FROM t WHERE " + " OR ".join(f"id = {i}" for i in range(FOLD_MIN_TERMS - 1))
+    assert fold_disjunctions(short) == short
+    listed = "SELECT * FROM t WHERE id IN (" + ", ".join(map(str, range(3000))) + ")"
+    assert fold_disjunctions(listed) == listed
+    check_chains(listed)
+    check_chains("SELECT 1 WHERE " + " aNd ".join(["x"] * (MAX_CHAIN + 1)))
+    with pytest.raises(InvalidInputError):
+        check_chains("SELECT 1 WHERE " + " aNd ".join(["x"] * (MAX_CHAIN + 2)))

@@ -193,16 +193,25 @@ class MiniBlockPage:
         wanted[runs] = True
         return np.flatnonzero(wanted)
 
-    def _read_chunks(self, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bytes of the given chunks back to back, and each chunk's start in them."""
+    def _read_chunks(self, chunks: np.ndarray, coalesce: int = COALESCE
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes of the given chunks back to back, and each chunk's start in them (reads
+        of chunks less than ``coalesce`` bytes apart joined into one)."""
         off0 = self.buffers[1][0]
         offs = self.chunk_offsets[chunks]
         sizes = self.chunk_sizes[chunks]
         ends = offs + sizes
         gap = offs[1:] - ends[:-1]
-        cut = np.flatnonzero(gap > COALESCE) + 1
-        lo = np.r_[0, cut]
-        hi = np.r_[cut, chunks.size]
+        cut = np.flatnonzero(gap > coalesce) + 1
+        lo = np.concatenate(([0], cut))  # (np.r_ is slow for these)
+        hi = np.concatenate((cut, [chunks.size]))
+        ranges = getattr(self.read, "ranges", None)
+        if ranges is not None and lo.size > 1:  # many reads straight into one buffer
+            starts, stops = offs[lo], ends[hi - 1]
+            raw = ranges(off0 + starts, stops - starts)
+            base = np.cumsum(stops - starts) - (stops - starts)
+            which = np.repeat(np.arange(lo.size), hi - lo)
+            return raw, offs - starts[which] + base[which]
         pieces = []
         for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
             start, stop = int(offs[a]), int(ends[b - 1])
@@ -403,9 +412,11 @@ class MiniBlockPage:
         """Parse the chunk metadata (once)."""
         self._load()
 
-    def chunk_bytes(self, chunks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Bytes of the sorted ``chunks`` back to back, and each chunk's start in them."""
-        return self._read_chunks(chunks)
+    def chunk_bytes(self, chunks: np.ndarray, coalesce: int = COALESCE
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """Bytes of the sorted ``chunks`` back to back, and each chunk's start in them;
+        chunks less than ``coalesce`` bytes apart are read together."""
+        return self._read_chunks(chunks, coalesce)
 
     def values_to_arrow(self, block, slot_valid: np.ndarray | None) -> pa.Array:
         """Decoded values (dictionary indices included) as the leaf type."""

@@ -41,6 +41,10 @@ MAX_RUN = 8192
 # their chunks are read and parsed together and only the wanted values unpacked, which
 # beats the general path's range machinery.
 MAX_SCATTERED = 16384
+# Scattered chunks less than this many bytes apart are read in one read. A read costs
+# about as much as copying ~16 KiB more, and the general path's 64 KiB gap would make a
+# take of 100 rows spread over a 1M-row column read nearly all of it.
+SCATTERED_GAP = 16 * 1024
 
 
 def scattered(rows: int, runs: int) -> bool:
@@ -124,6 +128,60 @@ def read_run(column: LeafColumn, start: int, stop: int) -> pa.Array | None:
     return values if first == 0 and b - a == total else values.slice(first, b - a)
 
 
+def read_runs(column: LeafColumn, starts: np.ndarray, stops: np.ndarray
+              ) -> list[pa.Array | None]:
+    """:func:`read_run` of many runs ``[starts[i], stops[i])`` (sorted, disjoint, non-empty;
+    many pages of an index, say): the chunks of all the runs within one page read
+    together and decoded in one call, each run a slice of the values. A run that leaves
+    its page, or lies in a page this path does not take, is None (the caller reads it
+    alone)."""
+    row_starts = column.info.row_starts
+    out: list[pa.Array | None] = [None] * len(starts)
+    pages = np.searchsorted(row_starts, starts, "right") - 1
+    inside = stops <= row_starts[pages + 1]
+    for p in np.unique(pages[inside]).tolist():
+        at = np.flatnonzero(inside & (pages == p))
+        page = column.page(p)
+        if not isinstance(page, MiniBlockPage) or page.has_rep:
+            continue
+        page.load()
+        where = page.where
+        a, b = starts[at] - int(row_starts[p]), stops[at] - int(row_starts[p])
+        if page.shift is not None:
+            c0, c1 = a >> page.shift, (b - 1) >> page.shift
+        else:
+            c0 = np.searchsorted(page.row_end, a, "right")
+            c1 = np.searchsorted(page.row_end, b - 1, "right")
+        if int(c1.max()) >= page.chunk_sizes.size:
+            raise FormatError(f"{where}: row {int(b.max()) - 1} past the page's chunks")
+        wanted = np.zeros(page.chunk_sizes.size, bool)
+        wanted[cz.range_indices(c0, c1 - c0 + 1)] = True
+        chunks = np.flatnonzero(wanted)
+        raw, cstart = page.chunk_bytes(chunks, SCATTERED_GAP)
+        counts = page.chunk_values[chunks]
+        bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[chunks])
+        total = int(counts.sum())
+        valid = None
+        if page.has_def:
+            levels = cz.decode_levels(page.layout.def_compression, bufs[0], num_levels, where)
+            if levels.size != total or not np.array_equal(num_levels, counts):
+                raise FormatError(f"{where}: def levels do not match the chunk values")
+            valid = levels == 0
+            bufs = bufs[1:]
+        block = cz.decode_chunks(page.layout.value_compression, bufs, counts, where)
+        if block.n != total:
+            raise FormatError(f"{where}: {block.n} values for {total} value slots")
+        values = page.values_to_arrow(block, valid)
+        if values.type != column.leaf_type:
+            continue
+        # where each run starts among the values of the chunks read
+        before = np.cumsum(counts) - counts
+        first = before[np.searchsorted(chunks, c0)] + a - page.first_row[c0]
+        for i, f, n in zip(at.tolist(), first.tolist(), (b - a).tolist(), strict=True):
+            out[i] = values.slice(f, n)
+    return out
+
+
 def suits(page: object) -> bool:
     """Whether ``page`` (a page decoder) can be taken from by this module."""
     if not isinstance(page, MiniBlockPage) or page.has_rep:
@@ -178,7 +236,7 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         cstart = np.zeros(1, np.int64)
     else:
         chunks, sel = np.unique(cid, return_inverse=True)
-        raw, cstart = page.chunk_bytes(chunks)
+        raw, cstart = page.chunk_bytes(chunks, SCATTERED_GAP)
     counts = page.chunk_values[chunks]
     bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[chunks])
     valid = None
@@ -227,8 +285,9 @@ def _inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndar
         raise FormatError(f"{where}: row past the values of its chunk")
     if np.any(sizes < (counts + 1) * wb):
         raise FormatError(f"{where}: string chunk too small for its offsets")
-    head = np.flatnonzero(np.r_[True, sel[1:] != sel[:-1]])  # each chunk's first row
-    tail = np.r_[head[1:], sel.size] - 1
+    # each chunk's first row and last row (np.r_ is slow for these few-element joins)
+    head = np.flatnonzero(np.concatenate(([True], sel[1:] != sel[:-1])))
+    tail = np.concatenate((head[1:], [sel.size])) - 1
     p0, p1 = pos[head], pos[tail] + 2  # the offset words each chunk's rows need
     views = [memoryview(p).cast("B") for p in pieces]
     words = np.frombuffer(b"".join([v[a * wb : b * wb] for v, a, b in

@@ -31,7 +31,7 @@ from lance_sql.format.datafile.decode_v2_1 import (
     owns_column,
     read_type,
 )
-from lance_sql.format.datafile.source import RandomAccessSource
+from lance_sql.format.datafile.source import RandomAccessSource, SourceReads
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 from lance_sql.format.schema import LanceField, LanceSchema
 
@@ -91,6 +91,8 @@ class LanceFileReader:
     def __init__(self, source: RandomAccessSource) -> None:
         self.source = source
         self.path = source.path
+        # checked reads; page decoders also read many ranges at once through it
+        self._read = SourceReads(source)
         try:
             self._open()
         except LanceError:
@@ -99,12 +101,6 @@ class LanceFileReader:
             raise FormatError(f"{self.path}: corrupt file metadata: {exc}") from exc
 
     # ------------------------------------------------------------------ opening
-    def _read(self, offset: int, length: int) -> bytes | memoryview:
-        data = self.source.read_at(offset, length)
-        if len(data) != length:
-            raise FormatError(f"{self.path}: short read at {offset} ({len(data)} of {length})")
-        return data
-
     def _open(self) -> None:
         size = self.source.size
         path = self.path
@@ -308,6 +304,35 @@ class LanceFileReader:
         run = self._structural and 0 < length <= point.MAX_RUN
         return self._guarded(fields, column_indices, starts, ends, None, run=run)
 
+    def read_runs(self, field: LanceField, column_indices: Mapping[int, int],
+                  starts: np.ndarray, stops: np.ndarray) -> list[pa.Array]:
+        """:meth:`read_short` of one field for many short runs ``[starts[i], stops[i])``
+        (sorted, disjoint, non-empty: pages of an index): a 2.1+ leaf column reads the
+        chunks of all runs in a page together and decodes them in one call
+        (:func:`point.read_runs`); other runs are read one by one."""
+        starts = np.asarray(starts, np.int64)
+        stops = np.asarray(stops, np.int64)
+        if starts.size and (int(starts.min()) < 0 or int(stops.max()) > self.num_rows
+                            or bool(np.any(stops <= starts))
+                            or bool(np.any(starts[1:] < stops[:-1]))):
+            raise InvalidInputError(f"{self.path}: runs out of range or not sorted and "
+                                    f"disjoint ({self.num_rows} rows)")
+        got: list[pa.Array | None] = [None] * starts.size
+        index = column_indices.get(field.id)
+        if self._structural and index is not None and owns_column(field) and \
+                not field.children and not field.is_legacy_blob and not field.is_blob_v2 \
+                and field.logical_type != "json" and read_type(field, False) == field.arrow_type:
+            try:
+                column = self._leaf_column(index, field, field.arrow_type)
+                got = point.read_runs(column, starts, stops)
+            except LanceError:
+                raise
+            except _UNEXPECTED as exc:
+                raise FormatError(f"{self.path}: corrupt data: {exc}") from exc
+        return [a if a is not None else
+                self.read_short([field], column_indices, s, e - s)[0]
+                for a, s, e in zip(got, starts.tolist(), stops.tolist(), strict=True)]
+
     def take(
         self, fields: Sequence[LanceField], column_indices: Mapping[int, int], rows: np.ndarray,
         *, blob_descriptions: bool = False,
@@ -332,8 +357,8 @@ class LanceFileReader:
             starts, ends = unique, unique + 1
         else:
             cut = np.flatnonzero(np.diff(unique) != 1) + 1
-            starts = unique[np.r_[0, cut]]
-            ends = unique[np.r_[cut - 1, unique.size - 1]] + 1
+            starts = unique[np.concatenate(([0], cut))]
+            ends = unique[np.concatenate((cut - 1, [unique.size - 1]))] + 1
         reorder = None
         if unique.size != rows.size or (rows.size > 1 and not np.array_equal(unique, rows)):
             reorder = pa.array(inverse.reshape(-1).astype(np.int64))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 from lance_sql.errors import FormatError
 
 
@@ -39,3 +41,33 @@ class BytesSource:
             )
         self.reads += 1
         return self._data[offset : offset + length]
+
+
+class SourceReads:
+    """Checked positional reads of one source, as page decoders call them:
+    ``reads(offset, length)``, and :meth:`ranges` for many ranges at once (a source
+    with its own ``read_ranges`` reads them straight into one buffer)."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: RandomAccessSource) -> None:
+        self.source = source
+
+    def __call__(self, offset: int, length: int) -> bytes | memoryview:
+        data = self.source.read_at(offset, length)
+        if len(data) != length:
+            raise FormatError(f"{self.source.path}: short read at {offset} "
+                              f"({len(data)} of {length})")
+        return data
+
+    def ranges(self, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The bytes of ranges ``[offsets[i], offsets[i] + lengths[i])`` back to back,
+        as a uint8 array."""
+        many = getattr(self.source, "read_ranges", None)
+        if many is not None:
+            out = many(offsets, lengths)
+            if out.size != int(lengths.sum()):
+                raise FormatError(f"{self.source.path}: short read of {len(offsets)} ranges")
+            return out
+        return np.frombuffer(b"".join([self(o, n) for o, n in zip(
+            offsets.tolist(), lengths.tolist(), strict=True)]), np.uint8)

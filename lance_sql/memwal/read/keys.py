@@ -72,15 +72,17 @@ class KeySet:
             return out
         return self.find(keys, codes) >= 0
 
-    def find(self, keys: Sequence[pa.Array], codes: np.ndarray | None = None
+    def find(self, keys: Sequence[pa.Array] | None, codes: np.ndarray | None = None
              ) -> np.ndarray:
         """For each row of ``keys``, its position in the arrays the set was built from
-        (keys are distinct there), or -1."""
-        n = len(keys[0])
+        (keys are distinct there), or -1. ``keys`` may be None when ``codes`` are given
+        and the set's key is one integer column (the codes decide alone)."""
+        n = len(codes) if codes is not None else len(keys[0])  # type: ignore[index]
         found = np.full(n, -1, np.int64)
         if not self.codes.size or not n:
             return found
-        keys = [_combined(k) for k in keys]
+        assert keys is not None or self.int_key, "hashed keys are confirmed on the keys"
+        keys = [_combined(k) for k in keys] if keys is not None else []
         q = key_codes(keys) if codes is None else codes
         pos = np.searchsorted(self.codes, q, "left")
         size = self.codes.size
@@ -160,10 +162,14 @@ class Keys:
     """Keys a lookup still has to resolve: the key columns, their hash and key codes
     computed once and shared by every bloom filter and key set they meet."""
 
-    def __init__(self, table: pa.Table, region: np.ndarray | None = None,
-                 position: np.ndarray | None = None) -> None:
-        self.table = table
-        n = table.num_rows
+    def __init__(self, table: pa.Table | None, region: np.ndarray | None = None,
+                 position: np.ndarray | None = None, *,
+                 rows_of: tuple[pa.Table, np.ndarray] | None = None) -> None:
+        self._table = table
+        # a subset's rows in a table not taken yet: (that table, row numbers); see take
+        self._rows_of = rows_of
+        assert table is not None or rows_of is not None, "Keys need a table or rows of one"
+        n = table.num_rows if table is not None else int(rows_of[1].size)  # type: ignore[index]
         # the region (index into the plan's regions) each key routes to; -1: any
         self.region = region if region is not None else np.full(n, -1, np.int64)
         # each key's row in the caller's keys table
@@ -172,8 +178,19 @@ class Keys:
         self._codes: np.ndarray | None = None
 
     @property
+    def table(self) -> pa.Table:
+        """The key columns (a subset's are taken from its origin on first use: most
+        subsets only ever meet bloom filters and key codes)."""
+        if self._table is None:
+            assert self._rows_of is not None
+            origin, rows = self._rows_of
+            self._table = origin.take(pa.array(rows, pa.int64()))
+            self._rows_of = None
+        return self._table
+
+    @property
     def num_rows(self) -> int:
-        return self.table.num_rows
+        return int(self.position.size)
 
     @property
     def columns(self) -> list[pa.Array]:
@@ -199,8 +216,23 @@ class Keys:
                 self._codes = self.hashes.view(np.int64)
         return self._codes
 
+    def find_in(self, key_set: KeySet) -> np.ndarray:
+        """``key_set.find`` of these keys: by their codes alone when the set's key is
+        one integer column and the codes are known (a subset's key columns are then
+        never taken)."""
+        if key_set.int_key and self._codes is not None:
+            return key_set.find(None, self._codes)
+        return key_set.find(self.columns, self.codes)
+
     def take(self, mask: np.ndarray) -> Keys:
-        out = Keys(self.table.filter(pa.array(mask)), self.region[mask], self.position[mask])
+        rows = np.flatnonzero(mask)
+        if self._table is not None:
+            rows_of = (self._table, rows)
+        else:  # a subset of a subset: rows of the same origin
+            assert self._rows_of is not None
+            origin, within = self._rows_of
+            rows_of = (origin, within[rows])
+        out = Keys(None, self.region[rows], self.position[rows], rows_of=rows_of)
         if self._hashes is not None:
             out._hashes = self._hashes[mask]
         if self._codes is not None:

@@ -557,8 +557,11 @@ class CoalesceFirstExec(ExecNode):
                 break
             if isinstance(child, BloomFilterGuardExec) and not child.source.exact_lookup:
                 # hashed once, when a bloom filter first needs them (a key a MemTable
-                # answers is never hashed); the subsets below inherit them
+                # answers is never hashed); the subsets below inherit them, and the key
+                # codes too (many keys: a subset's key set probe then needs no columns)
                 remaining.hashes  # noqa: B018
+                if remaining.num_rows > 1:
+                    remaining.codes  # noqa: B018
             self.evaluated += 1
             local = remaining.for_region(getattr(getattr(child, "source", None),
                                                  "region_index", None))

@@ -234,11 +234,12 @@ class GenerationSource(_LanceSource):
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         rows = self.key_rows()
         latest = rows.latest()
-        found = rows.key_set().find(keys.columns, keys.codes)
+        found = keys.find_in(rows.key_set())
         hit = found >= 0
         wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
         table = self.rows()  # key rows are in the same (address) order
-        table = table.select([c for c in wanted if c in table.column_names])
+        present = set(table.column_names)  # (column_names builds a new list per call)
+        table = table.select([c for c in wanted if c in present])
         table = table.take(pa.array(latest[found[hit]], pa.int64()))
         return table.append_column("_key", pa.array(np.flatnonzero(hit)))
 
@@ -275,12 +276,13 @@ class BaseSource(_LanceSource):
                                   predicate).to_table()
         elif table is None:
             table = self._reverse_scan(keys, wanted)
-        position = KeySet(keys.columns).find(
-            [table.column(k).combine_chunks() for k in self.key_columns])
-        keep = position >= 0
-        table = table.filter(pa.array(keep))
+        # each key's row (a key asked twice gets its row twice, as from the other sources)
+        found = KeySet([table.column(k).combine_chunks() for k in self.key_columns]).find(
+            keys.columns, keys.codes)
+        hit = found >= 0
+        table = table.take(pa.array(found[hit], pa.int64()))
         table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
-        return table.append_column("_key", pa.array(position[keep]))
+        return table.append_column("_key", pa.array(np.flatnonzero(hit)))
 
     def _indexed_take(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
         """The rows of ``keys`` found by one search of the key index for all of them and
@@ -365,13 +367,14 @@ class InMemorySource(Source):
 
     def _rows_at(self, positions: np.ndarray, columns: Sequence[str]) -> pa.Table:
         wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
-        names = [c for c in wanted if c in self.table.column_names]
+        present = set(self.table.column_names)
+        names = [c for c in wanted if c in present]
         return self.table.select(names).take(pa.array(positions, pa.int64()))
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         rows = self.key_rows()
         latest = rows.latest()
-        found = rows.key_set().find(keys.columns, keys.codes)
+        found = keys.find_in(rows.key_set())
         hit = found >= 0
         table = self._rows_at(latest[found[hit]], columns)
         return table.append_column("_key", pa.array(np.flatnonzero(hit)))

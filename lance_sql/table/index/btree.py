@@ -45,6 +45,8 @@ from lance_sql.table.runtime.cache import INDEX_FILES, INDEX_PAGES
 from lance_sql.table.runtime.context import current_runtime
 
 INDEX_DIR = "_indices"
+# A search touching at least this many pages reads those not cached together (keys_of).
+BATCH_PAGES = 8
 
 
 def index_key(uuid: str, name: str) -> str:
@@ -177,6 +179,29 @@ class BTreeIndex:
         return current_runtime().cache.get_or_load(
             INDEX_PAGES, (self.path, self.uuid, page, VALUES), load)
 
+    def keys_of(self, pages: list[int]) -> list[SortedKeys]:
+        """:meth:`keys` of many pages (ascending); the pages not cached are read
+        together: their chunks in one read per page of page_data, decoded in one call."""
+        def load(missing: list) -> list[SortedKeys]:
+            runs = [self.lookup.page_rows(key[2]) for key in missing]
+            starts = np.array([start for start, _ in runs], np.int64)
+            stops = starts + np.array([length for _, length in runs], np.int64)
+            field = self.data.schema.fields[0]
+            full = stops > starts
+            values: list[pa.Array] = [pa.array([], field.arrow_type)] * len(runs)
+            try:
+                read = self.data.read_runs(field, _columns(self.data), starts[full],
+                                           stops[full])
+            except LanceError as exc:
+                raise FormatError(f"{self.path}: pages {[k[2] for k in missing]}: "
+                                  f"{exc}") from exc
+            for i, array in zip(np.flatnonzero(full).tolist(), read, strict=True):
+                values[i] = array
+            return [SortedKeys.of(v) for v in values]
+
+        return current_runtime().cache.get_or_load_many(
+            INDEX_PAGES, [(self.path, self.uuid, p, VALUES) for p in pages], load)
+
     def ids_at(self, rows: np.ndarray) -> np.ndarray:
         """The ids of page_data entries ``rows`` (sorted positions in the file)."""
         if not rows.size:
@@ -197,8 +222,10 @@ class BTreeIndex:
         wanted = _sorted_numbers(query) if len(pages) > 1 else None
         found, tested, bases = [], [], []
         numeric: list[tuple[SortedKeys, int]] = []
-        for p in pages:
-            page, base = self.keys(p), p * self.lookup.batch_size
+        loaded = (self.keys_of(pages) if len(pages) >= BATCH_PAGES
+                  else [self.keys(p) for p in pages])
+        for p, page in zip(pages, loaded, strict=True):
+            base = p * self.lookup.batch_size
             if page.keys is None and not page.ordered_bytes:
                 tested.append(page)
                 bases.append(base)

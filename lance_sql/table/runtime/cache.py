@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,15 +54,44 @@ class LruCache:
         value = load()  # outside the lock: loads of other keys proceed in parallel
         weight = self._weigh(value) if self._weigh is not None else 0
         with self._lock:
-            if self._max_weight is not None and weight > self._max_weight:
-                return value
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._weight -= old[1]
-            self._items[key] = (value, weight)
-            self._weight += weight
-            self._evict()
+            self._keep(key, value, weight)
         return value
+
+    def get_or_load_many(self, keys: Sequence[Hashable],
+                         load: Callable[[list[Hashable]], list[Any]]) -> list[Any]:
+        """The values cached under ``keys``; the missing ones from a single
+        ``load(missing keys)`` (its values in that order), each kept if it fits."""
+        out: list[Any] = [None] * len(keys)
+        missing: list[int] = []
+        with self._lock:
+            for i, key in enumerate(keys):
+                if key in self._items:
+                    self._items.move_to_end(key)
+                    self.hits += 1
+                    out[i] = self._items[key][0]
+                else:
+                    missing.append(i)
+                    self.misses += 1
+        if not missing:
+            return out
+        values = load([keys[i] for i in missing])  # outside the lock, as above
+        weights = [self._weigh(v) if self._weigh is not None else 0 for v in values]
+        with self._lock:
+            for i, value, weight in zip(missing, values, weights, strict=True):
+                out[i] = value
+                self._keep(keys[i], value, weight)
+        return out
+
+    def _keep(self, key: Hashable, value: Any, weight: int) -> None:
+        """Store ``value`` unless it is heavier than the bound (lock held)."""
+        if self._max_weight is not None and weight > self._max_weight:
+            return
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._weight -= old[1]
+        self._items[key] = (value, weight)
+        self._weight += weight
+        self._evict()
 
     def _evict(self) -> None:
         while len(self._items) > self._capacity or (
@@ -226,6 +255,12 @@ class TableCache:
     def get_or_load(self, kind: CacheKind, key: Hashable, load: Callable[[], Any]) -> Any:
         """The ``kind`` value cached under ``key``, else ``load()`` (kept if it fits)."""
         return self._caches[kind.name].get_or_load(key, load)
+
+    def get_or_load_many(self, kind: CacheKind, keys: Sequence[Hashable],
+                         load: Callable[[list[Hashable]], list[Any]]) -> list[Any]:
+        """The ``kind`` values cached under ``keys``; the missing ones from one
+        ``load(missing keys)`` call (each kept if it fits)."""
+        return self._caches[kind.name].get_or_load_many(keys, load)
 
     def configure(self, **max_bytes: int) -> None:
         """Set the byte bound of each kind named (e.g. ``deletions=64 << 20``); a smaller

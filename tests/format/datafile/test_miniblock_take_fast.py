@@ -196,8 +196,8 @@ def test_unaligned_chunk_bytes(written, counters: Counters, monkeypatch) -> None
     """Chunk bytes at an odd address: the word views are unaligned and still exact."""
     read_chunks = mb.MiniBlockPage._read_chunks
 
-    def shifted(self, chunks):
-        raw, starts = read_chunks(self, chunks)
+    def shifted(self, chunks, *coalesce):
+        raw, starts = read_chunks(self, chunks, *coalesce)
         buf = np.zeros(raw.size + 1, np.uint8)[1:]
         buf[:] = raw
         assert buf.ctypes.data % 2 == 1

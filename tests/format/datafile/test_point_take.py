@@ -360,3 +360,77 @@ def test_inflated_strings_with_bad_offsets_are_a_format_error() -> None:
             point._inflated_strings(enc, [bad], counts, sel, pos, "t")
     with pytest.raises(FormatError):  # a row past the chunk's values
         point._inflated_strings(enc, [good], counts, sel, np.array([0, 2]), "t")
+
+
+class _CountingSource(BytesSource):
+    """Counts the bytes read (``read_at``) so a test can bound a take's I/O."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.bytes_read = 0
+
+    def read_at(self, offset: int, length: int) -> memoryview:
+        self.bytes_read += length
+        return super().read_at(offset, length)
+
+
+def test_scattered_take_reads_about_the_chunks_it_needs() -> None:
+    """Rows ~40 KiB apart in one big page: each row's chunk is read on its own, not the
+    whole span between the first and the last (a 64 KiB coalescing gap would read
+    nearly all of it), and the values equal the general path's."""
+    n = 400_000
+    values = np.random.default_rng(2).integers(-(2**62), 2**62, n)
+    table = pa.table({"i64": pa.array(values), "f": pa.array(values.astype(np.float64))})
+    sink = io.BytesIO()
+    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version="2.2")
+    writer.write_batch(table)
+    writer.finish()
+    data = sink.getvalue()
+    rows = np.arange(17, n, 5000)  # 5000 rows of 8 bytes apart: ~40 KiB gaps
+    for name in ("i64", "f"):
+        source = _CountingSource(data)
+        reader = LanceFileReader(source)
+        fields = [f for f in reader.schema.fields if f.name == name]
+        cmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
+        reader.take(fields, cmap, rows[:1])  # page metadata loaded and counted apart
+        column = reader._leaf_column(cmap[fields[0].id], fields[0], fields[0].arrow_type)
+        assert column.info.row_starts.size == 2, "one page expected"
+        page = column.page(0)
+        before = source.bytes_read
+        [got] = reader.take(fields, cmap, rows)
+        read = source.bytes_read - before
+        assert read <= 2 * rows.size * int(page.chunk_sizes.max()), (name, read)
+        assert_same(got, table.column(name).take(pa.array(rows)), name)
+
+
+def test_read_runs_match_read_short(written, monkeypatch) -> None:
+    """Many short runs of every column at once (index pages, say): each equals
+    ``read_short`` of the run alone and the table's rows; runs leaving their page (small
+    pages here) still come out right, and the batched path answered most runs."""
+    version, table, data, full, edges = written
+    reader, cmap = _open(data)
+    starts = np.array([0, 5, 1023, 1024, 4000, *(e - 3 for e in edges[:8]), N - 10])
+    starts = np.unique(starts[(starts >= 0) & (starts < N)])
+    stops = np.minimum(np.r_[starts[1:], N], starts + np.array([1, 7, 600, 64] * 20)
+                       [: starts.size])
+    batched = point.read_runs
+    answered: list[int] = []
+
+    def counted(column, a, b):
+        out = batched(column, a, b)
+        answered.append(sum(x is not None for x in out))
+        return out
+
+    monkeypatch.setattr(point, "read_runs", counted)
+    for field in reader.schema.fields:
+        got = reader.read_runs(field, cmap, starts, stops)
+        assert len(got) == starts.size
+        for array, s, e in zip(got, starts.tolist(), stops.tolist(), strict=True):
+            [alone] = _open(data)[0].read_short([field], cmap, s, e - s)
+            assert_same(array, alone, f"{version} {field.name} [{s}, {e})")
+            assert_same(array, table.column(field.name).slice(s, e - s).combine_chunks(),
+                        f"{version} {field.name}")
+    if version != "2.0":
+        assert sum(answered) > len(reader.schema.fields) * starts.size // 2
+    with pytest.raises(InvalidInputError):
+        reader.read_runs(reader.schema.fields[0], cmap, np.array([5, 3]), np.array([6, 4]))

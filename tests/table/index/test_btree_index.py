@@ -567,3 +567,63 @@ def test_many_keys_in_through_the_index(tmp_path: Path) -> None:
     got = ds.to_table(filter=flt)
     assert _same(got, ds.to_table(filter=flt, use_scalar_index=False)), flt
     assert got.num_rows == int(np.isin(ids, asked).sum()) > 900
+
+
+@pytest.mark.parametrize("key", ["int", "float", "string"])
+def test_batched_page_loads_equal_page_by_page(tmp_path: Path, key: str, monkeypatch) -> None:
+    """A search over many index pages reads the pages not cached together
+    (``BTreeIndex.keys_of``): the rows found equal those of loading page by page and of
+    a scan, for int (nulls), float (nulls, NaN) and string keys, duplicates in the keys
+    asked and in the table, absent keys, deletions, several fragments and an unindexed
+    one; half the pages cached beforehand."""
+    from lance_sql.table.index.planner import key_rows
+    from lance_sql.table.runtime.context import current_runtime
+
+    rng = np.random.default_rng(8)
+    raw = rng.integers(0, 30_000, 50_000)
+    null = raw % 101 == 0
+    if key == "int":
+        column = pa.array(raw, pa.int64(), mask=null)
+        asked = pa.array(np.r_[rng.integers(-50, 30_050, 700), raw[:50]], pa.int64())
+    elif key == "float":
+        column = pa.array(np.where(raw % 13 == 0, np.nan, raw / 8), pa.float64(), mask=null)
+        asked = pa.array(np.r_[rng.integers(-50, 30_050, 700) / 8, np.nan], pa.float64())
+    else:
+        column = pa.array([f"k{v:06d}" for v in raw], mask=null)
+        asked = pa.array([f"k{v:06d}" for v in rng.integers(-50, 30_050, 700)] + ["zz", "k"])
+    table = pa.table({"k": column, "v": np.arange(50_000)})
+    path = str(tmp_path / "t")
+    ds = lance_sql.write_dataset(table, path, max_rows_per_file=20_000)
+    ds.create_scalar_index("k", "BTREE")
+    ds.delete("v % 7 = 3")
+    ds = lance_sql.write_dataset(table.slice(0, 3000), path, mode="append")  # unindexed
+
+    def found(batch_pages: int, warm: bool) -> dict[int, list[int]]:
+        monkeypatch.setattr(btree_mod, "BATCH_PAGES", batch_pages)
+        current_runtime().cache.clear("index_pages")
+        if warm:  # every other key searched first: some pages cached, some not
+            key_rows(ds.store, ds.manifest, "k", asked.take(pa.array(range(0, len(asked), 2))))
+        rows = key_rows(ds.store, ds.manifest, "k", asked)
+        assert rows is not None
+        return {f: r.tolist() for f, r in rows.rows.items()}
+
+    loads: list[int] = []
+    keys_of = btree_mod.BTreeIndex.keys_of
+
+    def counted(self, pages):
+        loads.append(len(pages))
+        return keys_of(self, pages)
+
+    monkeypatch.setattr(btree_mod.BTreeIndex, "keys_of", counted)
+    expected = found(10**9, warm=False)
+    assert not loads
+    for warm in (False, True):
+        assert found(1, warm) == expected
+    assert loads and max(loads) >= 8
+    assert sum(len(r) for r in expected.values()) > 300
+    if key != "float":  # the same rows through a scan with and without the index
+        literals = [str(k) if key == "int" else f"'{k}'" for k in asked.to_pylist()]
+        flt = f"k IN ({', '.join(literals)})"
+        got = ds.to_table(filter=flt)
+        assert _same(got, ds.to_table(filter=flt, use_scalar_index=False))
+        assert got.num_rows > 300

@@ -206,3 +206,21 @@ def test_the_session_cache_of_versions_is_bounded(tmp_path: Path) -> None:
         stats = runtime.stats()["table_versions"]
         assert 0 < stats.bytes <= 3000
     assert runtime.stats()["table_versions"].entries < 6
+
+
+def test_get_or_load_many_loads_only_the_missing_once() -> None:
+    """Cached keys come back without a load; the missing ones from one call, in order,
+    kept within the bounds (a value over the weight bound is returned, not kept)."""
+    cache = LruCache(3, max_weight=100, weigh=lambda v: v)
+    cache.get_or_load("a", lambda: 10)
+    calls: list[list] = []
+
+    def load(keys: list) -> list[int]:
+        calls.append(keys)
+        return [{"b": 20, "c": 30, "big": 500}[k] for k in keys]
+
+    assert cache.get_or_load_many(["b", "a", "big", "c"], load) == [20, 10, 500, 30]
+    assert calls == [["b", "big", "c"]]
+    assert cache.get_or_load_many(["a", "b", "c"], load) == [10, 20, 30]
+    assert len(calls) == 1 and cache.hits == 3 + 1 and len(cache) == 3
+    assert cache.get_or_load_many([], load) == [] and len(calls) == 1
