@@ -20,6 +20,7 @@ from lance_sql.format.btree import (
     PAGE_LOOKUP,
     VALUES,
     KeyQuery,
+    KeyRange,
     KeySet,
     PageBounds,
     PageLookup,
@@ -194,6 +195,10 @@ class BTreeIndex:
         ``query``; only pages whose bounds allow a match are read, and only the ids of
         the entries found."""
         pages = self.bounds.pages(query).tolist()
+        if len(pages) == 1:
+            one = self._search_one(pages[0], query)
+            if one is not None:
+                return self.ids_at(one)
         wanted = _sorted_numbers(query) if len(pages) > 1 else None
         found, tested, bases = [], [], []
         numeric: list[tuple[SortedKeys, int]] = []
@@ -222,6 +227,27 @@ class BTreeIndex:
         rows = found[0] if len(found) == 1 else np.sort(np.concatenate(found))
         return self.ids_at(rows)
 
+    def _search_one(self, page: int, query: KeyQuery) -> np.ndarray | None:
+        """The entries of page ``page`` equal to the one integer key of ``query``, found
+        by a binary search of the page's values in the file (the page is not decoded),
+        when the page's keys are not cached already; None: the caller searches the
+        decoded page."""
+        key = _one_integer(query, self.key_type)
+        if key is None:
+            return None
+        cache = current_runtime().cache
+        if cache.peek(INDEX_PAGES, (self.path, self.uuid, page, VALUES)) is not None:
+            return None  # decoded already: searched there
+        start, length = self.lookup.page_rows(page)
+        try:
+            found = self.data.search_sorted(self.data.schema.fields[0], _columns(self.data),
+                                            start, start + length, key)
+        except LanceError as exc:
+            raise FormatError(f"{self.path}: page {page}: {exc}") from exc
+        if found is None:
+            return None
+        return np.arange(found[0], found[1], dtype=np.int64)
+
     def entries(self) -> pa.Table:
         """Every (value, id) entry, sorted (for merging into a new index)."""
         pages = [self.page(p) for p in range(self.lookup.num_pages)]
@@ -231,6 +257,24 @@ class BTreeIndex:
             [pa.concat_arrays([p.values for p in pages]),
              pa.array(np.concatenate([p.ids for p in pages]), pa.uint64())],
             schema=page_data_schema(self.key_type))
+
+
+def _one_integer(query: KeyQuery, key_type: pa.DataType) -> int | None:
+    """The key of a query for one integer key (``=`` or a one-key set), else None."""
+    if not pa.types.is_integer(key_type):
+        return None
+    if isinstance(query, KeySet):
+        if len(query.values) != 1 or not query.values.type.equals(key_type):
+            return None
+        value = query.values[0]
+    elif isinstance(query, KeyRange) and query.lower is not None and \
+            query.lower_inclusive and query.upper_inclusive and query.lower is query.upper:
+        value = query.lower
+    else:
+        return None
+    if not value.is_valid or not value.type.equals(key_type):
+        return None
+    return int(value.as_py())
 
 
 def _sorted_numbers(query: KeyQuery) -> np.ndarray | None:

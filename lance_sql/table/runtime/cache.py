@@ -64,6 +64,16 @@ class LruCache:
             self._evict()
         return value
 
+    def peek(self, key: Hashable) -> Any:
+        """The value cached under ``key`` (marked as used), or None; nothing is loaded."""
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return found[0]
+
     def _evict(self) -> None:
         while len(self._items) > self._capacity or (
                 self._max_weight is not None and self._weight > self._max_weight):
@@ -226,6 +236,10 @@ class TableCache:
     def get_or_load(self, kind: CacheKind, key: Hashable, load: Callable[[], Any]) -> Any:
         """The ``kind`` value cached under ``key``, else ``load()`` (kept if it fits)."""
         return self._caches[kind.name].get_or_load(key, load)
+
+    def peek(self, kind: CacheKind, key: Hashable) -> Any:
+        """The ``kind`` value cached under ``key``, or None (nothing is loaded)."""
+        return self._caches[kind.name].peek(key)
 
     def configure(self, **max_bytes: int) -> None:
         """Set the byte bound of each kind named (e.g. ``deletions=64 << 20``); a smaller
