@@ -275,9 +275,17 @@ class BaseSource(_LanceSource):
                                   predicate).to_table()
         elif table is None:
             table = self._reverse_scan(keys, wanted)
-        position = KeySet(keys.columns).find(
-            [table.column(k).combine_chunks() for k in self.key_columns])
-        keep = position >= 0
+        if keys.num_rows == 1 and table.num_rows <= 1:  # one key: compared as Python values
+            wanted_key = [c[0].as_py() for c in keys.table.columns]
+            keep = np.array([table.num_rows == 1 and all(
+                table.column(k)[0].as_py() == w
+                for k, w in zip(self.key_columns, wanted_key, strict=True))][:table.num_rows],
+                bool)
+            position = np.zeros(table.num_rows, np.int64)
+        else:
+            position = KeySet(keys.columns).find(
+                [table.column(k).combine_chunks() for k in self.key_columns])
+            keep = position >= 0
         table = table.filter(pa.array(keep))
         table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
         return table.append_column("_key", pa.array(position[keep]))
@@ -440,6 +448,13 @@ class MemTableSource(InMemorySource):
         # rows put since the plan was made may answer too: they are newer still
         addresses = self.memtable.lookup(keys.table)
         hit = addresses >= 0
+        if not hit.any():  # the usual answer of a MemTable: nothing read
+            schema = self.memtable.arrow_schema
+            names = set(schema.names)
+            fields = [schema.field(c) for c in dict.fromkeys([*self.key_columns, *columns])
+                      if c in names]
+            return pa.schema([*fields, pa.field(ROW_ADDR, pa.uint64()),
+                              pa.field("_key", pa.int64())]).empty_table()
         rows = self.memtable.take(addresses[hit])
         rows = rows.append_column(ROW_ADDR, pa.array(addresses[hit].astype(np.uint64)))
         wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))
