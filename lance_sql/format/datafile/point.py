@@ -411,6 +411,24 @@ def search_sorted(column: LeafColumn, start: int, stop: int, key: int
     whole run. None when the run leaves its page or the page is not a mini-block page
     of plain (flat or inline-bitpacked, uncompressed, non-null) integers: the caller
     decodes the run."""
+    found = _plain_ints(column, start, stop)
+    if found is None:
+        return None
+    page, kind, bits, a, c0, c1 = found
+    base = start - a
+    b = a + stop - start
+    t = column.leaf_type
+    value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(t), c0, c1)
+    lo = _bisect(value, a, b, key, right=False)
+    hi = _bisect(value, lo, b, key, right=True)
+    return base + lo, base + hi
+
+
+def _plain_ints(column: LeafColumn, start: int, stop: int
+                ) -> tuple[MiniBlockPage, str, int, int, int, int] | None:
+    """(page, encoding kind, bits, page row of ``start``, first and last chunk) when rows
+    ``[start, stop)`` lie in one mini-block page of plain non-null integers (flat or
+    inline-bitpacked, no dictionary, no general compression), else None."""
     t = column.leaf_type
     if not pa.types.is_integer(t) or stop <= start:
         return None
@@ -442,12 +460,20 @@ def search_sorted(column: LeafColumn, start: int, stop: int, key: int
         c0, c1 = np.searchsorted(page.row_end, [a, b - 1], "right").tolist()
     if c1 >= page.chunk_sizes.size:
         raise FormatError(f"{page.where}: row {b - 1} past the page's chunks")
-    raw, cstart = page.chunk_bytes(np.arange(c0, c1 + 1))
-    value = _SortedValues(page, kind, bits, pa.types.is_signed_integer(t), raw.tobytes(),
-                          cstart.tolist(), c0)
-    lo = _bisect(value, a, b, key, right=False)
-    hi = _bisect(value, lo, b, key, right=True)
-    return base + lo, base + hi
+    return page, kind, bits, a, c0, c1
+
+
+def ints_at(column: LeafColumn, start: int, stop: int) -> list[int] | None:
+    """The values of rows ``[start, stop)`` (a few) of a column of plain integers, read
+    one by one from their chunks (one read); None when the rows are not of such a page
+    (see :func:`search_sorted`)."""
+    found = _plain_ints(column, start, stop)
+    if found is None:
+        return None
+    page, kind, bits, a, c0, c1 = found
+    value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(column.leaf_type),
+                             c0, c1)
+    return [value(r) for r in range(a, a + stop - start)]
 
 
 def _bisect(value: _SortedValues, lo: int, hi: int, key: int, *, right: bool) -> int:
@@ -478,6 +504,13 @@ class _SortedValues:
         self.lanes = 1024 // bits
         self.row_of: np.ndarray | None = None
         self.lane_of: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, page: MiniBlockPage, kind: str, bits: int, signed: bool, c0: int, c1: int
+           ) -> _SortedValues:
+        """The values of chunks ``c0..c1`` of ``page``, their bytes read at once."""
+        raw, cstart = page.chunk_bytes(np.arange(c0, c1 + 1))
+        return cls(page, kind, bits, signed, raw.tobytes(), cstart.tolist(), c0)
 
     def _chunk(self, c: int) -> tuple[int, int, int]:
         found = self.chunks.get(c)

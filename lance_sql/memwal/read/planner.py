@@ -499,6 +499,8 @@ class LsmView:
             if source.region_index is not None and region != -1 and \
                     source.region_index != region:
                 continue  # the key routes to another region
+            if source.exact_lookup and not source.might_hold(lookup_keys):
+                continue
             if not source.exact_lookup and not source.is_base:
                 bloom = source.bloom()
                 if bloom is not None and \

@@ -97,6 +97,11 @@ class Source:
     def bloom(self) -> PrimaryKeyBloom | None:
         return None
 
+    def might_hold(self, keys: Keys) -> bool:
+        """False when the source surely holds none of ``keys`` (a cheap check before a
+        lookup; sources with an exact key index know)."""
+        return True
+
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """The newest row of every key of ``keys`` the source holds: the key columns,
         ``columns``, ``_rowaddr`` and ``_tombstone``, plus ``_key`` (the key's position in
@@ -401,6 +406,7 @@ class MemTableSource(InMemorySource):
         self._fragments = memtable.fragments()  # the snapshot; rows built when scanned
         self._table: pa.Table | None = None
         self._rows = None
+        self._found: tuple[Keys, np.ndarray] | None = None  # see might_hold
 
     @property
     def identity(self) -> Hashable:
@@ -444,9 +450,16 @@ class MemTableSource(InMemorySource):
     def bloom(self) -> PrimaryKeyBloom:
         return self.memtable.bloom
 
+    def might_hold(self, keys: Keys) -> bool:
+        addresses = self.memtable.lookup(keys.table)
+        self._found = (keys, addresses)  # the lookup right after needs not search again
+        return bool((addresses >= 0).any())
+
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         # rows put since the plan was made may answer too: they are newer still
-        addresses = self.memtable.lookup(keys.table)
+        found, self._found = self._found, None
+        addresses = (found[1] if found is not None and found[0] is keys
+                     else self.memtable.lookup(keys.table))
         hit = addresses >= 0
         if not hit.any():  # the usual answer of a MemTable: nothing read
             schema = self.memtable.arrow_schema

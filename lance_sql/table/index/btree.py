@@ -46,6 +46,7 @@ from lance_sql.table.runtime.cache import INDEX_FILES, INDEX_PAGES
 from lance_sql.table.runtime.context import current_runtime
 
 INDEX_DIR = "_indices"
+_FEW_IDS = 16  # ids of at most this many entries found by a one-key search: read singly
 
 
 def index_key(uuid: str, name: str) -> str:
@@ -198,7 +199,7 @@ class BTreeIndex:
         if len(pages) == 1:
             one = self._search_one(pages[0], query)
             if one is not None:
-                return self.ids_at(one)
+                return one
         wanted = _sorted_numbers(query) if len(pages) > 1 else None
         found, tested, bases = [], [], []
         numeric: list[tuple[SortedKeys, int]] = []
@@ -228,10 +229,10 @@ class BTreeIndex:
         return self.ids_at(rows)
 
     def _search_one(self, page: int, query: KeyQuery) -> np.ndarray | None:
-        """The entries of page ``page`` equal to the one integer key of ``query``, found
-        by a binary search of the page's values in the file (the page is not decoded),
-        when the page's keys are not cached already; None: the caller searches the
-        decoded page."""
+        """The ids of the entries of page ``page`` equal to the one integer key of
+        ``query``, found by a binary search of the page's values in the file (the page
+        is not decoded) when its keys are not cached already; None: the caller searches
+        the decoded page."""
         key = _one_integer(query, self.key_type)
         if key is None:
             return None
@@ -246,7 +247,16 @@ class BTreeIndex:
             raise FormatError(f"{self.path}: page {page}: {exc}") from exc
         if found is None:
             return None
-        return np.arange(found[0], found[1], dtype=np.int64)
+        lo, hi = found
+        if hi - lo <= _FEW_IDS:  # the ids read one by one too (a unique key: one)
+            try:
+                ids = self.data.ints_at(self.data.schema.fields[1], _columns(self.data),
+                                        lo, hi) if hi > lo else []
+            except LanceError as exc:
+                raise FormatError(f"{self.path}: {exc}") from exc
+            if ids is not None:
+                return np.array(ids, np.uint64)
+        return self.ids_at(np.arange(lo, hi, dtype=np.int64))
 
     def entries(self) -> pa.Table:
         """Every (value, id) entry, sorted (for merging into a new index)."""
