@@ -167,13 +167,17 @@ class LsmView:
                            else {})
         self.warm = warm
         self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
+        # a snapshot view's regions come from its base version's MemWAL index: read once,
+        # shared by its fresh copies
+        self._snapshot_listing: list[list] = []
         self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
 
     def fresh(self) -> LsmView:
         """This view's base version and MemWAL index with this moment's MemTables and
-        regions (what a strong read must re-read; see :mod:`.warm`)."""
+        regions (what a strong read must re-read; see :mod:`.warm`). A snapshot view's
+        regions are its base version's, read once."""
         view = copy.copy(self)
         view._reset()  # noqa: SLF001 - its own copy
         return view
@@ -196,6 +200,9 @@ class LsmView:
         """(region, spec id, values, manifest if read, flushed if known) per region."""
         if self._listed_cache is not None:
             return self._listed_cache
+        if self.consistency == "snapshot" and self._snapshot_listing:
+            self._listed_cache = self._snapshot_listing[0]
+            return self._listed_cache
         out = self._listed_cache = []
         if self.consistency == "snapshot":
             snap = read_snapshot(self.base)
@@ -209,6 +216,7 @@ class LsmView:
                 flushed = tuple((g["generation"], g["path"]) for g in
                                 snap.column("flushed_generations")[row].as_py())
                 out.append((rid, spec_id, values, None, flushed))
+            self._snapshot_listing[:] = [out]
             return out
         uri = self.base.store.uri
         cache = current_runtime().cache

@@ -197,12 +197,16 @@ LSM_WINNERS = CacheKind(
 REGION_VALUES = CacheKind(
     "region_values", 16 * MiB, 65536, lambda entry: 1024,
     "each MemWAL region's spec id and values (fixed once the region is created)")
+LSM_VIEWS = CacheKind(
+    "lsm_views", 16 * MiB, 256, lambda view: 16 << 10,
+    "a SQL session's LSM views read from a MemWAL index snapshot (consistency='snapshot', "
+    "time travel), per table version; 16 KiB each")
 
 KINDS: tuple[CacheKind, ...] = (
     MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
     GENERATION_TABLES, GENERATION_KEYS, GENERATION_ROWS, GENERATION_BLOOMS,
-    BASE_ROWS_HIDDEN, LSM_WINNERS, REGION_VALUES,
+    BASE_ROWS_HIDDEN, LSM_WINNERS, REGION_VALUES, LSM_VIEWS,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
 
