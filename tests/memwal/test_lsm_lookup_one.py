@@ -1,5 +1,5 @@
-"""The one-key lookup path (``LsmView.lookup_one``, what ``MemWal.get`` takes for one key)
-equals the plan's answer (``lookup_plan(...).to_table()``) key by key: keys whose newest
+"""The one-key lookup path (``LsmView.lookup_one``, what ``MemWal.get`` and a one-key plan
+take) equals the plan nodes' answer (``lookup_plan(...).root``) key by key: keys whose newest
 row is in a MemTable, a flushed generation or the base table, deleted in any of them,
 unknown keys, keys of no region; int and string keys, with and without the base's BTREE
 index, routed by a spec or in a manual region; every projection, system columns too."""
@@ -78,12 +78,17 @@ def test_one_key_lookup_equals_the_plan(tmp_path: Path, key: pa.DataType, indexe
             keys = _deletes([i], key)
             for columns in projections:
                 one = view.lookup_one(keys, columns)
-                plan = view.lookup_plan(keys, columns).to_table()
+                plan = view.lookup_plan(keys, columns)
+                nodes = plan.root.to_table()  # the plan's nodes
                 assert one is not None
-                assert one.schema.equals(plan.schema) and one.equals(plan), (i, columns)
+                assert one.schema.equals(nodes.schema) and one.equals(nodes), (i, columns)
+                # a one-key plan runs the same way (SQL lookups), its nodes for EXPLAIN
+                assert plan.to_table().equals(nodes)
+                streamed = list(plan.execute())
+                assert pa.Table.from_batches(streamed, nodes.schema).equals(nodes)
                 answered += one.num_rows
             got = mw.get(keys)  # the handle's warm view takes this path too
-            assert got.equals(view.lookup_plan(keys).to_table())
+            assert got.equals(view.lookup_plan(keys).root.to_table())
         assert answered > 200
     finally:
         writer.close()

@@ -116,12 +116,16 @@ class LsmPlan:
 
     root: ExecNode
     header: list[str] | Callable[[], list[str]]  # a callable: made when explained
+    # a one-key lookup: runs the same lookups without the nodes (None: take the nodes)
+    one: Callable[[], pa.Table | None] | None = None
 
     def execute(self):
-        return self.root.execute()
+        found = self.one() if self.one is not None else None
+        return iter(found.to_batches()) if found is not None else self.root.execute()
 
     def to_table(self) -> pa.Table:
-        return self.root.to_table()
+        found = self.one() if self.one is not None else None
+        return found if found is not None else self.root.to_table()
 
     def explain(self) -> str:
         header = self.header() if callable(self.header) else self.header
@@ -482,13 +486,16 @@ class LsmView:
                                                                       lookup_keys)))
         children.append(TakeLastExec(sources[0], schema, lookup_keys))
         node = ProjectionExec(CoalesceFirstExec(children, lookup_keys), output)
+        one = (partial(self._one_row, sources, schema, output, lookup_keys)
+               if key_table.num_rows == 1 else None)
         # the header (region labels) is made only if the plan is explained
         return LsmPlan(node, partial(self._header, "LsmPointLookup", self.kept,
-                                     self.total_regions))
+                                     self.total_regions), one)
 
     def lookup_one(self, keys: pa.Table, columns: Sequence[str] | None = None
                    ) -> pa.Table | None:
-        """``lookup_plan(keys, columns).to_table()`` for one key, without plan nodes: the
+        """``lookup_plan(keys, columns).to_table()`` for one key, without plan nodes (a
+        one-key plan runs this way too, its nodes kept for EXPLAIN): the
         same sources asked in the same order (newer generations newest first, each
         behind its bloom filter, then the base table) and the row built straight from
         the first that holds the key. None (nothing read yet, or a source answered with
@@ -498,10 +505,13 @@ class LsmView:
         output = self._columns(columns)
         key_table = self._lookup_keys(keys)
         regions, region_index = self._lookup_regions(key_table)
-        sources = self.sources(regions)
-        schema = self._lookup_schema(output)
+        return self._one_row(self.sources(regions), self._lookup_schema(output), output,
+                             Keys(key_table, region_index))
+
+    def _one_row(self, sources: Sequence[Source], schema: pa.Schema, output: list[str],
+                 lookup_keys: Keys) -> pa.Table | None:
+        """The one key's newest live row from ``sources`` (see :meth:`lookup_one`)."""
         wanted = [n for n in schema.names if n not in (GEN, REGION, KEY_POSITION)]
-        lookup_keys = Keys(key_table, region_index)
         region = int(lookup_keys.region[0])
         for source in [*sources[1:], sources[0]]:
             if source.region_index is not None and region != -1 and \
