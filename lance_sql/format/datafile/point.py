@@ -420,7 +420,14 @@ def search_sorted(column: LeafColumn, start: int, stop: int, key: int
     t = column.leaf_type
     value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(t), c0, c1)
     lo = _bisect(value, a, b, key, right=False)
-    hi = _bisect(value, lo, b, key, right=True)
+    # the equal run is short (one entry for a unique key): gallop to its end, probing
+    # lo, lo + 1, lo + 2, lo + 4, ...; the last probe found equal is lo + step // 4
+    step, hi = 1, lo
+    while hi < b and value(hi) == key:
+        hi = min(lo + step, b)
+        step *= 2
+    if hi > lo:
+        hi = _bisect(value, lo + step // 4 + 1, hi, key, right=True)
     return base + lo, base + hi
 
 

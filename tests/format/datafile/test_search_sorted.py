@@ -29,6 +29,7 @@ def _columns(n: int) -> pa.Table:
         "u64": pa.array(np.sort(rng.integers(0, 2**63, n, dtype=np.uint64)) * np.uint64(2)),
         "i8": pa.array(np.sort(rng.integers(-128, 127, n)).astype(np.int8)),
         "neg": pa.array(np.sort(rng.integers(-5000, -1, n)).astype(np.int16)),
+        "long": pa.array(np.repeat(np.arange(-2, 3), n // 5).astype(np.int64)),  # 4000 each
     })
 
 
