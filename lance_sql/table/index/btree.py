@@ -180,9 +180,19 @@ class BTreeIndex:
             INDEX_PAGES, (self.path, self.uuid, page, VALUES), load)
 
     def ids_at(self, rows: np.ndarray) -> np.ndarray:
-        """The ids of page_data entries ``rows`` (sorted positions in the file)."""
+        """The ids of page_data entries ``rows`` (sorted positions in the file); a few
+        consecutive ones (a point query's) read one by one from their chunk."""
         if not rows.size:
             return np.empty(0, np.uint64)
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        if hi - lo == rows.size <= _FEW_IDS:
+            try:
+                few = self.data.ints_at(self.data.schema.fields[1], _columns(self.data),
+                                        lo, hi)
+            except LanceError as exc:
+                raise FormatError(f"{self.path}: {exc}") from exc
+            if few is not None:
+                return np.array(few, np.uint64)
         try:
             [ids] = self.data.take(self.data.schema.fields[1:], _columns(self.data), rows)
         except LanceError as exc:
@@ -231,14 +241,18 @@ class BTreeIndex:
     def _search_one(self, page: int, query: KeyQuery) -> np.ndarray | None:
         """The ids of the entries of page ``page`` equal to the one integer key of
         ``query``, found by a binary search of the page's values in the file (the page
-        is not decoded) when its keys are not cached already; None: the caller searches
-        the decoded page."""
+        is not decoded) the first time the page is searched; None: the caller searches
+        the decoded page (kept: a page searched again is likely searched more)."""
         key = _one_integer(query, self.key_type)
         if key is None:
             return None
         cache = current_runtime().cache
         if cache.peek(INDEX_PAGES, (self.path, self.uuid, page, VALUES)) is not None:
             return None  # decoded already: searched there
+        seen = (self.path, self.uuid, page, _SEARCHED)
+        if cache.peek(INDEX_PAGES, seen) is not None:
+            return None  # searched before: a page asked for again is decoded and kept
+        cache.get_or_load(INDEX_PAGES, seen, _Searched)
         start, length = self.lookup.page_rows(page)
         try:
             found = self.data.search_sorted(self.data.schema.fields[0], _columns(self.data),
@@ -247,16 +261,7 @@ class BTreeIndex:
             raise FormatError(f"{self.path}: page {page}: {exc}") from exc
         if found is None:
             return None
-        lo, hi = found
-        if hi - lo <= _FEW_IDS:  # the ids read one by one too (a unique key: one)
-            try:
-                ids = self.data.ints_at(self.data.schema.fields[1], _columns(self.data),
-                                        lo, hi) if hi > lo else []
-            except LanceError as exc:
-                raise FormatError(f"{self.path}: {exc}") from exc
-            if ids is not None:
-                return np.array(ids, np.uint64)
-        return self.ids_at(np.arange(lo, hi, dtype=np.int64))
+        return self.ids_at(np.arange(found[0], found[1], dtype=np.int64))
 
     def entries(self) -> pa.Table:
         """Every (value, id) entry, sorted (for merging into a new index)."""
@@ -267,6 +272,16 @@ class BTreeIndex:
             [pa.concat_arrays([p.values for p in pages]),
              pa.array(np.concatenate([p.ids for p in pages]), pa.uint64())],
             schema=page_data_schema(self.key_type))
+
+
+_SEARCHED = "searched"
+
+
+class _Searched:
+    """Marks a page searched in the file once (in the page cache, weighing next to
+    nothing): the next search of it decodes and keeps the page."""
+
+    nbytes = 64
 
 
 def _one_integer(query: KeyQuery, key_type: pa.DataType) -> int | None:

@@ -1,7 +1,8 @@
-"""A BTREE search for one integer key binary-searches the page's values in the file when
-the page is not decoded yet (``BTreeIndex._search_one``); it finds what the decoded page
-finds, and what a scan finds: unique and repeated keys (runs across page edges), signed
-and unsigned types, absent keys and keys past either end, deleted rows."""
+"""A BTREE search for one integer key binary-searches the page's values in the file the
+first time a page is searched (``BTreeIndex._search_one``; the next search of the page
+decodes and keeps it); it finds what the decoded page finds, and what a scan finds:
+unique and repeated keys (runs across page edges), signed and unsigned types, absent
+keys and keys past either end, deleted rows."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.format.btree import KeyRange, KeySet
+from lance_sql.format.btree import VALUES, KeyRange, KeySet
 from lance_sql.format.datafile import point
 from lance_sql.table.index.btree import BTreeIndex
 from lance_sql.table.index.planner import btree_indices
+from lance_sql.table.runtime.cache import INDEX_PAGES
 from lance_sql.table.runtime.context import current_runtime
 
 ROWS = 30_000
@@ -66,16 +68,19 @@ def test_one_key_search_equals_the_decoded_page_search(table, monkeypatch, colum
 
     monkeypatch.setattr(point, "search_sorted", counted)
     key_type = index.key_type
+    cache = current_runtime().cache
     for key in _probes(data.column(column).to_numpy()):
         current_runtime().clear("index_pages")
         one = KeySet(pa.array([key], key_type))
-        cold = np.sort(index.search(one))
+        cold = np.sort(index.search(one))  # searched in the file
+        pages = index.bounds.pages(one).tolist()
+        decoded = [(index.path, index.uuid, p, VALUES) for p in pages]
+        assert all(cache.peek(INDEX_PAGES, d) is None for d in decoded)
         scalar = pa.scalar(key, key_type)
-        cold_range = np.sort(index.search(KeyRange(scalar, scalar)))
-        for p in index.bounds.pages(one).tolist():
-            index.keys(p)  # decoded and cached: the search below uses the page
-        warm = np.sort(index.search(one))
-        assert np.array_equal(cold, warm) and np.array_equal(cold_range, warm), key
+        again = np.sort(index.search(KeyRange(scalar, scalar)))  # decodes and keeps it
+        assert all(cache.peek(INDEX_PAGES, d) is not None for d in decoded)
+        warm = np.sort(index.search(one))  # the decoded page
+        assert np.array_equal(cold, warm) and np.array_equal(again, warm), key
     assert sum(searched) > 40  # most keys were searched in the file
 
 
