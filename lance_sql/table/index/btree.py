@@ -241,18 +241,19 @@ class BTreeIndex:
     def _search_one(self, page: int, query: KeyQuery) -> np.ndarray | None:
         """The ids of the entries of page ``page`` equal to the one integer key of
         ``query``, found by a binary search of the page's values in the file (the page
-        is not decoded) the first time the page is searched; None: the caller searches
-        the decoded page (kept: a page searched again is likely searched more)."""
+        is not decoded) the first times the page is searched; None: the caller searches
+        the decoded page (kept: a page searched often is likely searched more)."""
         key = _one_integer(query, self.key_type)
         if key is None:
             return None
         cache = current_runtime().cache
         if cache.peek(INDEX_PAGES, (self.path, self.uuid, page, VALUES)) is not None:
             return None  # decoded already: searched there
-        seen = (self.path, self.uuid, page, _SEARCHED)
-        if cache.peek(INDEX_PAGES, seen) is not None:
-            return None  # searched before: a page asked for again is decoded and kept
-        cache.get_or_load(INDEX_PAGES, seen, _Searched)
+        searched = cache.get_or_load(INDEX_PAGES, (self.path, self.uuid, page, _SEARCHED),
+                                     _Searched)
+        if searched.count >= _SEARCHES_BEFORE_DECODE:
+            return None  # a page asked for this often is decoded and kept
+        searched.count += 1  # (a lost count under threads only delays the decode)
         start, length = self.lookup.page_rows(page)
         try:
             found = self.data.search_sorted(self.data.schema.fields[0], _columns(self.data),
@@ -277,11 +278,18 @@ class BTreeIndex:
 _SEARCHED = "searched"
 
 
+_SEARCHES_BEFORE_DECODE = 2
+
+
 class _Searched:
-    """Marks a page searched in the file once (in the page cache, weighing next to
-    nothing): the next search of it decodes and keeps the page."""
+    """How often a page was searched in the file (kept in the page cache, weighing next
+    to nothing): after ``_SEARCHES_BEFORE_DECODE`` searches the page is decoded and kept,
+    so hot keys are searched in memory while keys seen once or twice cost no decode."""
 
     nbytes = 64
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
 def _one_integer(query: KeyQuery, key_type: pa.DataType) -> int | None:
