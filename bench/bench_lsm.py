@@ -19,6 +19,7 @@ Timed (medians, operations interleaved round by round):
 * ``--scaling``: a single-key lookup on a small table with 1 region and with 64.
 
     python bench/bench_lsm.py --rows 10000000 [--repeat 5] [--scaling] [--path DIR]
+                              [--lookups-only]
 
 ``--path DIR`` keeps the tables in ``DIR`` and reuses lance_sql's base table and flushed
 generations when they are there (same ``--rows`` etc. expected); the MemTable is put
@@ -165,7 +166,7 @@ def scaling(tmp: str, repeat_keys: int) -> dict[str, float]:
     return out
 
 
-def only_lookups(mw: MemWal, writer, tmp: str, args: argparse.Namespace,
+def many_keys_only(mw: MemWal, writer, tmp: str, args: argparse.Namespace,
                  rng: np.random.Generator) -> None:
     """The 1000-key lookups alone, Python and SQL ``IN``, after a first run of each (the
     index pages it touches cached, as a full LSM scan leaves them in the full run)."""
@@ -202,8 +203,10 @@ def main() -> None:
     parser.add_argument("--path", default=None,
                         help="keep the tables here and reuse them when present")
     parser.add_argument("--no-pylance", action="store_true")
-    parser.add_argument("--only-lookups", action="store_true",
+    parser.add_argument("--many-keys-only", action="store_true",
                         help="time only the 1000-key lookups (Python and SQL IN)")
+    parser.add_argument("--lookups-only", action="store_true",
+                        help="time the single-key lookups only (Python and SQL), no scans")
     parser.add_argument("--s-compression", default=None,
                         help="lance-encoding:compression of column s (e.g. none)")
     parser.add_argument("--pylance-scan-repeat", type=int, default=1,
@@ -225,8 +228,8 @@ def main() -> None:
         mw, writer = build_ours(os.path.join(tmp, "ours"), args, gens, memtable)
         print(f"lance_sql setup {time.perf_counter() - start:.1f} s")
         base = lance_sql.dataset(os.path.join(tmp, "ours"))
-        if args.only_lookups:
-            only_lookups(mw, writer, tmp, args, rng)
+        if args.many_keys_only:
+            many_keys_only(mw, writer, tmp, args, rng)
             return
         ops = {
             "full scan s: LSM": (lambda: mw.scanner().to_table(), None),
@@ -245,13 +248,16 @@ def main() -> None:
             ops["cat = 7 s: pylance LsmScanner"] = (
                 lambda: LsmScanner.from_snapshots(theirs, snaps).filter("cat = 7").to_table(),
                 None)
-        results.update(interleaved_medians(ops, args.repeat))
-        if not args.no_pylance:  # slow here (tens of seconds at 2M rows): timed apart
+        if not args.lookups_only:
+            results.update(interleaved_medians(ops, args.repeat))
+        if not args.no_pylance and not args.lookups_only:
+            # slow here (tens of seconds at 2M rows): timed apart
             results["full scan s: pylance LsmScanner"] = median_time(
                 lambda: LsmScanner.from_snapshots(theirs, snaps).to_table(),
                 args.pylance_scan_repeat)
         expected = len(np.union1d(np.arange(args.rows), np.concatenate([*gens, memtable])))
-        assert mw.scanner().count_rows() == expected, "LSM scan row count"
+        if not args.lookups_only:
+            assert mw.scanner().count_rows() == expected, "LSM scan row count"
         in_memtable = memtable[: args.lookups]
         only_base = np.setdiff1d(rng.choice(args.rows, args.lookups * 3),
                                  np.concatenate([*gens, memtable]))[: args.lookups]
@@ -275,11 +281,13 @@ def main() -> None:
         results["SQL lookup ms: key only in base"] = 1000 * per_call_median(
             lambda k: session.sql(f"SELECT * FROM ours WHERE id = {k}").to_arrow_table(),
             only_base)
-        results["SQL cat = 7 s: LSM"] = median_time(
-            lambda: session.sql("SELECT * FROM ours WHERE cat = 7").to_arrow_table(),
-            args.repeat)
-        results["SQL count(*) s: LSM"] = median_time(
-            lambda: session.sql("SELECT count(*) FROM ours").to_arrow_table(), args.repeat)
+        if not args.lookups_only:
+            results["SQL cat = 7 s: LSM"] = median_time(
+                lambda: session.sql("SELECT * FROM ours WHERE cat = 7").to_arrow_table(),
+                args.repeat)
+            results["SQL count(*) s: LSM"] = median_time(
+                lambda: session.sql("SELECT count(*) FROM ours").to_arrow_table(),
+                args.repeat)
         if args.path is None:
             writer.close()
         else:  # a kept table's MemTable stays out of its WAL: the next run puts it again
@@ -293,6 +301,8 @@ def main() -> None:
     for key, value in results.items():
         print(f"{key:45s} {value:10.4f}")
     r = results
+    if args.lookups_only:
+        return
     print(f"ratio LSM / base full scan: {r['full scan s: LSM'] / r['full scan s: base only']:.2f}"
           " (target <= 1.3)")
     print(f"ratio LSM / base cat = 7:   {r['cat = 7 s: LSM'] / r['cat = 7 s: base only']:.2f}"

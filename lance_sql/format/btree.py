@@ -434,6 +434,8 @@ def _true(mask: pa.Array) -> np.ndarray:
 
 def _ranges_union(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     """Sorted unique members of the ranges ``[starts[i], stops[i])``."""
+    if len(starts) == 1:  # one key's range (a point lookup): no set arithmetic
+        return np.arange(int(starts[0]), max(int(starts[0]), int(stops[0])), dtype=np.int64)
     keep = stops > starts
     starts, stops = starts[keep], stops[keep]
     if not len(starts):

@@ -124,7 +124,8 @@ class MemWal:
         columns), in the keys' order; deleted and unknown keys are left out."""
         table = pa.table(keys) if not isinstance(keys, pa.Table) else keys
         view = self._warm.view() if consistency == "strong" else self.view(consistency)
-        return view.lookup_plan(table, columns).to_table()
+        one = view.lookup_one(table, columns) if table.num_rows == 1 else None
+        return one if one is not None else view.lookup_plan(table, columns).to_table()
 
     def nearest(self, column: str, query_vector: Sequence[float] | np.ndarray, k: int = 10,
                 *, metric: str = "l2", columns: Sequence[str] | None = None,

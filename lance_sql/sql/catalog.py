@@ -41,6 +41,7 @@ from lance_sql.sql.lsm_provider import LsmTableDataset
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, parse_timestamp
 from lance_sql.table import (
+    LSM_VIEWS,
     TABLE_VERSIONS,
     CommitConfig,
     Runtime,
@@ -329,8 +330,10 @@ class LanceSchemaProvider(SchemaProvider):
 
         if consistency == "strong":  # the latest version: a warm view, revalidated
             view = self._warm_view(uri).view_of(manifest, open_view)
-        else:
-            view = open_view()
+        else:  # all from that version's MemWAL index snapshot: kept per table version
+            key = (uri, version, manifest.timestamp_ns)  # re-created in place: a new one
+            kept = self.resolver.runtime.cache.get_or_load(LSM_VIEWS, key, open_view)
+            view = kept.fresh() if kept is not None else None
         if view is None:
             return None
         return LsmTableDataset(parsed.table, view, system_columns=parsed.system_columns,

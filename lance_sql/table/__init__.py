@@ -53,7 +53,7 @@ from lance_sql.table.read.scan import (
     scan_fragment,
     scan_rows,
 )
-from lance_sql.table.runtime.cache import TABLE_VERSIONS, CacheStats
+from lance_sql.table.runtime.cache import LSM_VIEWS, TABLE_VERSIONS, CacheStats
 from lance_sql.table.runtime.context import Runtime, current_runtime, default_runtime
 from lance_sql.table.txn.commit import CommitConfig
 from lance_sql.table.txn.history import operation_of
@@ -71,7 +71,7 @@ __all__ = [
     "list_versions", "load_manifest", "operation_of", "parse_instant", "read_manifest",
     "read_tag", "read_tags", "version_at",
     # the runtime that owns the caches (configurable, clearable, per session if wanted)
-    "TABLE_VERSIONS", "CacheStats", "Runtime", "current_runtime", "default_runtime",
+    "TABLE_VERSIONS", "LSM_VIEWS", "CacheStats", "Runtime", "current_runtime", "default_runtime",
     # scans cut into units of work by an engine (plans are made by build_scan_plan only)
     "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_rows",
     "plan_indexed", "rows_only", "scan_fragment", "scan_rows",

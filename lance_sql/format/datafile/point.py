@@ -459,3 +459,176 @@ def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int,
                          np.frombuffer(buf, np.uint8, hi - lo, start + lo), 1)
         return block if k == "variable" else fsst_decode(enc.fsst.symbol_table, block, where)
     return None
+
+
+# ------------------------------------------------------------------ sorted search
+def search_sorted(column: LeafColumn, start: int, stop: int, key: int
+                  ) -> tuple[int, int] | None:
+    """The rows ``[lo, hi)`` of ``[start, stop)`` whose value equals ``key``, in a run of
+    ascending integers (one page of a BTREE index's values): two binary searches
+    reading single values out of the run's chunks (one read), instead of decoding the
+    whole run. None when the run leaves its page or the page is not a mini-block page
+    of plain (flat or inline-bitpacked, uncompressed, non-null) integers: the caller
+    decodes the run."""
+    found = _plain_ints(column, start, stop)
+    if found is None:
+        return None
+    page, kind, bits, a, c0, c1 = found
+    base = start - a
+    b = a + stop - start
+    t = column.leaf_type
+    value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(t), c0, c1)
+    lo = _bisect(value, a, b, key, right=False)
+    # the equal run is short (one entry for a unique key): gallop to its end, probing
+    # lo, lo + 1, lo + 2, lo + 4, ...; the last probe found equal is lo + step // 4
+    step, hi = 1, lo
+    while hi < b and value(hi) == key:
+        hi = min(lo + step, b)
+        step *= 2
+    if hi > lo:
+        hi = _bisect(value, lo + step // 4 + 1, hi, key, right=True)
+    return base + lo, base + hi
+
+
+def _plain_ints(column: LeafColumn, start: int, stop: int
+                ) -> tuple[MiniBlockPage, str, int, int, int, int] | None:
+    """(page, encoding kind, bits, page row of ``start``, first and last chunk) when rows
+    ``[start, stop)`` lie in one mini-block page of plain non-null integers (flat or
+    inline-bitpacked, no dictionary, no general compression), else None."""
+    t = column.leaf_type
+    if not pa.types.is_integer(t) or stop <= start:
+        return None
+    row_starts = column.info.row_starts
+    p = int(np.searchsorted(row_starts, start, "right")) - 1
+    if stop > int(row_starts[p + 1]):
+        return None
+    page = column.page(p)
+    if not isinstance(page, MiniBlockPage) or page.has_rep or page.has_def or page.nbuf != 1:
+        return None
+    enc = page.layout.value_compression
+    kind = cz.kind(enc)
+    if kind == "flat":
+        bits = int(enc.flat.bits_per_value)
+    elif kind == "inline_bitpacking":
+        bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+    else:
+        return None
+    if bits != t.bit_width:
+        return None
+    page.load()
+    if page.dictionary is not None:
+        return None
+    base = int(row_starts[p])
+    a, b = start - base, stop - base
+    if page.shift is not None:
+        c0, c1 = a >> page.shift, (b - 1) >> page.shift
+    else:
+        c0, c1 = np.searchsorted(page.row_end, [a, b - 1], "right").tolist()
+    if c1 >= page.chunk_sizes.size:
+        raise FormatError(f"{page.where}: row {b - 1} past the page's chunks")
+    return page, kind, bits, a, c0, c1
+
+
+def ints_at(column: LeafColumn, start: int, stop: int) -> list[int] | None:
+    """The values of rows ``[start, stop)`` (a few) of a column of plain integers, read
+    one by one from their chunks (one read); None when the rows are not of such a page
+    (see :func:`search_sorted`)."""
+    found = _plain_ints(column, start, stop)
+    if found is None:
+        return None
+    page, kind, bits, a, c0, c1 = found
+    value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(column.leaf_type),
+                             c0, c1)
+    return [value(r) for r in range(a, a + stop - start)]
+
+
+def _bisect(value: _SortedValues, lo: int, hi: int, key: int, *, right: bool) -> int:
+    """The first row of ``[lo, hi)`` whose value is above ``key`` (``right``) or not
+    below it."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        v = value(mid)
+        if v < key or (right and v == key):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+class _SortedValues:
+    """Single integer values of a page's chunks read back to back (see
+    :func:`search_sorted`), by page row; each chunk's header parsed on first use."""
+
+    def __init__(self, page: MiniBlockPage, kind: str, bits: int, signed: bool,
+                 data: bytes, cstart: list[int], c0: int) -> None:
+        self.page, self.kind, self.bits, self.signed = page, kind, bits, signed
+        self.data, self.cstart, self.c0 = data, cstart, c0
+        self.wb = bits // 8
+        self.head = (2 + (4 if page.large else 2) + 7) & ~7
+        self.fmt = "<HI" if page.large else "<HH"
+        self.chunks: dict[int, tuple[int, int, int]] = {}  # chunk -> (start, count, width)
+        self.lanes = 1024 // bits
+        self.row_of: np.ndarray | None = None
+        self.lane_of: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, page: MiniBlockPage, kind: str, bits: int, signed: bool, c0: int, c1: int
+           ) -> _SortedValues:
+        """The values of chunks ``c0..c1`` of ``page``, their bytes read at once."""
+        raw, cstart = page.chunk_bytes(np.arange(c0, c1 + 1))
+        return cls(page, kind, bits, signed, raw.tobytes(), cstart.tolist(), c0)
+
+    def _chunk(self, c: int) -> tuple[int, int, int]:
+        found = self.chunks.get(c)
+        if found is not None:
+            return found
+        page, where = self.page, self.page.where
+        at = self.cstart[c - self.c0]
+        csize, count = int(page.chunk_sizes[c]), int(page.chunk_values[c])
+        if csize < self.head:
+            raise FormatError(f"{where}: chunk smaller than its header")
+        _, size = struct.unpack_from(self.fmt, self.data, at)
+        if self.head + ((size + 7) & ~7) > csize:
+            raise FormatError(f"{where}: chunk buffers run past the chunk")
+        start, wb, width = at + self.head, self.wb, 0
+        if self.kind == "flat":
+            if size < count * wb:
+                raise FormatError(f"{where}: chunk holds fewer bytes than its values need")
+        else:
+            if size < wb:
+                raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+            width = int.from_bytes(self.data[start : start + wb], "little")
+            if width > self.bits or size != (1 + width * self.lanes) * wb:
+                raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        found = self.chunks[c] = (start, count, width)
+        return found
+
+    def __call__(self, row: int) -> int:
+        page = self.page
+        if page.shift is not None:
+            c, p = row >> page.shift, row & ((1 << page.shift) - 1)
+        else:
+            c = int(np.searchsorted(page.row_end, row, "right"))
+            p = row - int(page.first_row[c])
+        start, count, width = self._chunk(c)
+        if p >= count:
+            raise FormatError(f"{page.where}: row past the values of its chunk")
+        data, wb, bits = self.data, self.wb, self.bits
+        if self.kind == "flat":
+            j = start + p * wb
+            return int.from_bytes(data[j : j + wb], "little", signed=self.signed)
+        value = 0
+        if width:
+            if self.row_of is None:
+                self.row_of, self.lane_of = sparse.row_lane(bits)
+            assert self.lane_of is not None
+            w0, shift = divmod(int(self.row_of[p]) * width, bits)
+            j = start + (1 + w0 * self.lanes + int(self.lane_of[p])) * wb
+            value = int.from_bytes(data[j : j + wb], "little") >> shift
+            if shift + width > bits:  # continues in the next word of its lane
+                j += self.lanes * wb
+                value |= int.from_bytes(data[j : j + wb], "little") << (bits - shift)
+            value &= (1 << width) - 1
+        if self.signed and value >> (bits - 1):
+            value -= 1 << bits
+        return value

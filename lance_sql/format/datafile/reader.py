@@ -367,6 +367,37 @@ class LanceFileReader:
         return self._guarded(fields, column_indices, starts, ends, reorder, blob_descriptions,
                              few)
 
+    def search_sorted(self, field: LanceField, column_indices: Mapping[int, int],
+                      start: int, stop: int, key: int) -> tuple[int, int] | None:
+        """Rows ``[lo, hi)`` of ``[start, stop)`` where integer ``field``, ascending there
+        (an index page), equals ``key``: a binary search of single values
+        (:func:`point.search_sorted`); None when the column is not searchable that way."""
+        return self._plain(field, column_indices, start, stop, point.search_sorted, key)
+
+    def ints_at(self, field: LanceField, column_indices: Mapping[int, int],
+                start: int, stop: int) -> list[int] | None:
+        """The values of rows ``[start, stop)`` (a few) of integer ``field`` as Python
+        ints, read one by one (:func:`point.ints_at`); None when the column does not
+        allow that (the caller takes them)."""
+        return self._plain(field, column_indices, start, stop, point.ints_at)
+
+    def _plain(self, field: LanceField, column_indices: Mapping[int, int], start: int,
+               stop: int, how, *args):  # fmt: skip
+        index = column_indices.get(field.id)
+        if not self._structural or index is None or field.children or \
+                not owns_column(field) or read_type(field, False) != field.arrow_type:
+            return None
+        if start < 0 or stop > self.num_rows:
+            raise InvalidInputError(
+                f"{self.path}: rows {start}..{stop} out of range ({self.num_rows} rows)")
+        try:
+            column = self._leaf_column(index, field, field.arrow_type)
+            return how(column, start, stop, *args)
+        except LanceError:
+            raise
+        except _UNEXPECTED as exc:
+            raise FormatError(f"{self.path}: corrupt data: {exc}") from exc
+
     def _guarded(self, fields, column_indices, starts, ends, reorder,
                  blobs: bool = False, few: np.ndarray | None = None, run: bool = False
                  ) -> list[pa.Array]:  # fmt: skip

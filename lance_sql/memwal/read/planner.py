@@ -116,12 +116,16 @@ class LsmPlan:
 
     root: ExecNode
     header: list[str] | Callable[[], list[str]]  # a callable: made when explained
+    # a one-key lookup: runs the same lookups without the nodes (None: take the nodes)
+    one: Callable[[], pa.Table | None] | None = None
 
     def execute(self):
-        return self.root.execute()
+        found = self.one() if self.one is not None else None
+        return iter(found.to_batches()) if found is not None else self.root.execute()
 
     def to_table(self) -> pa.Table:
-        return self.root.to_table()
+        found = self.one() if self.one is not None else None
+        return found if found is not None else self.root.to_table()
 
     def explain(self) -> str:
         header = self.header() if callable(self.header) else self.header
@@ -167,13 +171,17 @@ class LsmView:
                            else {})
         self.warm = warm
         self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
+        # a snapshot view's regions come from its base version's MemWAL index: read once,
+        # shared by its fresh copies
+        self._snapshot_listing: list[list] = []
         self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
 
     def fresh(self) -> LsmView:
         """This view's base version and MemWAL index with this moment's MemTables and
-        regions (what a strong read must re-read; see :mod:`.warm`)."""
+        regions (what a strong read must re-read; see :mod:`.warm`). A snapshot view's
+        regions are its base version's, read once."""
         view = copy.copy(self)
         view._reset()  # noqa: SLF001 - its own copy
         return view
@@ -196,6 +204,9 @@ class LsmView:
         """(region, spec id, values, manifest if read, flushed if known) per region."""
         if self._listed_cache is not None:
             return self._listed_cache
+        if self.consistency == "snapshot" and self._snapshot_listing:
+            self._listed_cache = self._snapshot_listing[0]
+            return self._listed_cache
         out = self._listed_cache = []
         if self.consistency == "snapshot":
             snap = read_snapshot(self.base)
@@ -209,6 +220,7 @@ class LsmView:
                 flushed = tuple((g["generation"], g["path"]) for g in
                                 snap.column("flushed_generations")[row].as_py())
                 out.append((rid, spec_id, values, None, flushed))
+            self._snapshot_listing[:] = [out]
             return out
         uri = self.base.store.uri
         cache = current_runtime().cache
@@ -427,34 +439,46 @@ class LsmView:
             node = GlobalLimitExec(node, limit)
         return LsmPlan(node, self._header("LsmScan"))
 
-    def lookup_plan(self, keys: pa.Table, columns: Sequence[str] | None = None) -> LsmPlan:
-        """The newest live row of every key in ``keys`` (the primary-key columns), in the
-        keys' order; keys without one are left out."""
-        output = self._columns(columns)
+    def _lookup_keys(self, keys: pa.Table) -> pa.Table:
+        """The primary-key columns of ``keys``, in the key's types."""
         missing = [k for k in self.key_columns if k not in keys.column_names]
         if missing:
             raise InvalidInputError(f"lookup keys lack the primary-key columns {missing}")
-        key_table = pa.table({k: _cast(keys.column(k), self._field(k).type, k)
-                              for k in self.key_columns})
+        return pa.table({k: _cast(keys.column(k), self._field(k).type, k)
+                         for k in self.key_columns})
+
+    def _lookup_regions(self, key_table: pa.Table
+                        ) -> tuple[list[RegionState], np.ndarray | None]:
+        """(the regions the keys may live in, each key's position among them: -1 any,
+        -2 none) — all regions, None, when the spec does not route keys."""
         routed = self._route(key_table)
         if routed is None:
-            regions = self.regions(None)
-            region_index = None
-        else:
-            listed = self._listed()
-            at = np.unique(routed[routed >= 0])
-            regions = self.regions(None, at=at)
-            kept_ids = {r.region_id: i for i, r in enumerate(regions)}
-            # listed position -> kept position; keys of no existing region: -2 (base only)
-            remap = np.full(len(listed) + 1, -2, np.int64)
-            for position in at.tolist():
-                remap[position] = kept_ids.get(listed[position][0], -2)
-            region_index = remap[np.where(routed >= 0, routed, len(listed))]
-        sources = self.sources(regions)
+            return self.regions(None), None
+        listed = self._listed()
+        at = np.unique(routed[routed >= 0])
+        regions = self.regions(None, at=at)
+        kept_ids = {r.region_id: i for i, r in enumerate(regions)}
+        # listed position -> kept position; keys of no existing region: -2 (base only)
+        remap = np.full(len(listed) + 1, -2, np.int64)
+        for position in at.tolist():
+            remap[position] = kept_ids.get(listed[position][0], -2)
+        return regions, remap[np.where(routed >= 0, routed, len(listed))]
+
+    def _lookup_schema(self, output: Sequence[str]) -> pa.Schema:
         names = (*self.key_columns, *output, ROW_ADDR, TOMBSTONE, GEN, REGION, KEY_POSITION)
         schema = self._lookup_schemas.get(names)
         if schema is None:  # shared by a warm view's fresh copies (same base schema)
             schema = self._lookup_schemas[names] = self._schema(names)
+        return schema
+
+    def lookup_plan(self, keys: pa.Table, columns: Sequence[str] | None = None) -> LsmPlan:
+        """The newest live row of every key in ``keys`` (the primary-key columns), in the
+        keys' order; keys without one are left out."""
+        output = self._columns(columns)
+        key_table = self._lookup_keys(keys)
+        regions, region_index = self._lookup_regions(key_table)
+        sources = self.sources(regions)
+        schema = self._lookup_schema(output)
         lookup_keys = Keys(key_table, region_index)
         children: list[ExecNode] = []
         for source in sources[1:]:
@@ -462,9 +486,55 @@ class LsmView:
                                                                       lookup_keys)))
         children.append(TakeLastExec(sources[0], schema, lookup_keys))
         node = ProjectionExec(CoalesceFirstExec(children, lookup_keys), output)
+        one = (partial(self._one_row, sources, schema, output, lookup_keys)
+               if key_table.num_rows == 1 else None)
         # the header (region labels) is made only if the plan is explained
         return LsmPlan(node, partial(self._header, "LsmPointLookup", self.kept,
-                                     self.total_regions))
+                                     self.total_regions), one)
+
+    def lookup_one(self, keys: pa.Table, columns: Sequence[str] | None = None
+                   ) -> pa.Table | None:
+        """``lookup_plan(keys, columns).to_table()`` for one key, without plan nodes (a
+        one-key plan runs this way too, its nodes kept for EXPLAIN): the
+        same sources asked in the same order (newer generations newest first, each
+        behind its bloom filter, then the base table) and the row built straight from
+        the first that holds the key. None (nothing read yet, or a source answered with
+        several rows): the caller takes the plan."""
+        if keys.num_rows != 1:
+            return None
+        output = self._columns(columns)
+        key_table = self._lookup_keys(keys)
+        regions, region_index = self._lookup_regions(key_table)
+        return self._one_row(self.sources(regions), self._lookup_schema(output), output,
+                             Keys(key_table, region_index))
+
+    def _one_row(self, sources: Sequence[Source], schema: pa.Schema, output: list[str],
+                 lookup_keys: Keys) -> pa.Table | None:
+        """The one key's newest live row from ``sources`` (see :meth:`lookup_one`)."""
+        wanted = [n for n in schema.names if n not in (GEN, REGION, KEY_POSITION)]
+        region = int(lookup_keys.region[0])
+        for source in [*sources[1:], sources[0]]:
+            if source.region_index is not None and region != -1 and \
+                    source.region_index != region:
+                continue  # the key routes to another region
+            if source.exact_lookup and not source.might_hold(lookup_keys):
+                continue
+            if not source.exact_lookup and not source.is_base:
+                bloom = source.bloom()
+                if bloom is not None and \
+                        not bloom.might_contain_hash(int(lookup_keys.hashes[0])):
+                    continue
+            table = source.lookup(lookup_keys, wanted)
+            if not table.num_rows:
+                continue
+            if table.num_rows != 1:
+                return None
+            out = pa.schema([schema.field(n) for n in output])
+            if table.column(TOMBSTONE)[0].as_py():
+                return out.empty_table()  # deleted
+            return pa.Table.from_arrays([_one_column(table, source, f) for f in out],
+                                        schema=out)
+        return pa.schema([schema.field(n) for n in output]).empty_table()
 
     def _route(self, keys: pa.Table) -> np.ndarray | None:
         """Each key's region (a position in the listed regions; -1: no region has its
@@ -557,6 +627,19 @@ def _cast(column: pa.ChunkedArray | pa.Array, t: pa.DataType, name: str) -> pa.A
     except pa.ArrowException as exc:
         raise InvalidInputError(f"lookup key column {name!r}: {column.type} does not fit "
                                 f"the key's {t}: {exc}") from exc
+
+
+def _one_column(table: pa.Table, source: Source, f: pa.Field) -> pa.Array:
+    """Column ``f`` of the one row ``source`` answered a lookup with, as the plan's
+    nodes give it (``_gen`` / ``_region`` the source's, columns it lacks NULL)."""
+    if f.name == GEN:
+        return pa.array([source.gen], pa.int64())
+    if f.name == REGION:
+        return pa.array([None if source.region is None else str(source.region)], pa.string())
+    if f.name not in table.column_names:
+        return pa.nulls(1, f.type)
+    column = table.column(f.name).combine_chunks()
+    return column if column.type.equals(f.type) else column.cast(f.type)
 
 
 class LsmScanner:

@@ -97,6 +97,11 @@ class Source:
     def bloom(self) -> PrimaryKeyBloom | None:
         return None
 
+    def might_hold(self, keys: Keys) -> bool:
+        """False when the source surely holds none of ``keys`` (a cheap check before a
+        lookup; sources with an exact key index know)."""
+        return True
+
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """The newest row of every key of ``keys`` the source holds: the key columns,
         ``columns``, ``_rowaddr`` and ``_tombstone``, plus ``_key`` (the key's position in
@@ -276,13 +281,21 @@ class BaseSource(_LanceSource):
                                   predicate).to_table()
         elif table is None:
             table = self._reverse_scan(keys, wanted)
-        # each key's row (a key asked twice gets its row twice, as from the other sources)
-        found = KeySet([table.column(k).combine_chunks() for k in self.key_columns]).find(
-            keys.columns, keys.codes)
-        hit = found >= 0
-        table = table.take(pa.array(found[hit], pa.int64()))
+        if keys.num_rows == 1 and table.num_rows <= 1:  # one key: compared as Python values
+            wanted_key = [c[0].as_py() for c in keys.table.columns]
+            hit_one = table.num_rows == 1 and all(
+                table.column(k)[0].as_py() == w
+                for k, w in zip(self.key_columns, wanted_key, strict=True))
+            table = table.slice(0, int(hit_one))
+            key_positions = np.zeros(table.num_rows, np.int64)
+        else:  # each key's row (a key asked twice gets its row twice, as from other sources)
+            found = KeySet([table.column(k).combine_chunks() for k in self.key_columns]).find(
+                keys.columns, keys.codes)
+            hit = found >= 0
+            table = table.take(pa.array(found[hit], pa.int64()))
+            key_positions = np.flatnonzero(hit)
         table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
-        return table.append_column("_key", pa.array(np.flatnonzero(hit)))
+        return table.append_column("_key", pa.array(key_positions))
 
     def _indexed_take(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
         """The rows of ``keys`` found by one search of the key index for all of them and
@@ -396,6 +409,7 @@ class MemTableSource(InMemorySource):
         self._fragments = memtable.fragments()  # the snapshot; rows built when scanned
         self._table: pa.Table | None = None
         self._rows = None
+        self._found: tuple[Keys, np.ndarray] | None = None  # see might_hold
 
     @property
     def identity(self) -> Hashable:
@@ -439,10 +453,24 @@ class MemTableSource(InMemorySource):
     def bloom(self) -> PrimaryKeyBloom:
         return self.memtable.bloom
 
+    def might_hold(self, keys: Keys) -> bool:
+        addresses = self.memtable.lookup(keys.table)
+        self._found = (keys, addresses)  # the lookup right after needs not search again
+        return bool((addresses >= 0).any())
+
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         # rows put since the plan was made may answer too: they are newer still
-        addresses = self.memtable.lookup(keys.table)
+        found, self._found = self._found, None
+        addresses = (found[1] if found is not None and found[0] is keys
+                     else self.memtable.lookup(keys.table))
         hit = addresses >= 0
+        if not hit.any():  # the usual answer of a MemTable: nothing read
+            schema = self.memtable.arrow_schema
+            names = set(schema.names)
+            fields = [schema.field(c) for c in dict.fromkeys([*self.key_columns, *columns])
+                      if c in names]
+            return pa.schema([*fields, pa.field(ROW_ADDR, pa.uint64()),
+                              pa.field("_key", pa.int64())]).empty_table()
         rows = self.memtable.take(addresses[hit])
         rows = rows.append_column(ROW_ADDR, pa.array(addresses[hit].astype(np.uint64)))
         wanted = list(dict.fromkeys([*self.key_columns, *columns, ROW_ADDR, TOMBSTONE]))

@@ -20,6 +20,7 @@ from lance_sql.format.btree import (
     PAGE_LOOKUP,
     VALUES,
     KeyQuery,
+    KeyRange,
     KeySet,
     PageBounds,
     PageLookup,
@@ -47,6 +48,7 @@ from lance_sql.table.runtime.context import current_runtime
 INDEX_DIR = "_indices"
 # A search touching at least this many pages reads those not cached together (keys_of).
 BATCH_PAGES = 8
+_FEW_IDS = 16  # ids of at most this many entries found by a one-key search: read singly
 
 
 def index_key(uuid: str, name: str) -> str:
@@ -203,9 +205,19 @@ class BTreeIndex:
             INDEX_PAGES, [(self.path, self.uuid, p, VALUES) for p in pages], load)
 
     def ids_at(self, rows: np.ndarray) -> np.ndarray:
-        """The ids of page_data entries ``rows`` (sorted positions in the file)."""
+        """The ids of page_data entries ``rows`` (sorted positions in the file); a few
+        consecutive ones (a point query's) read one by one from their chunk."""
         if not rows.size:
             return np.empty(0, np.uint64)
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        if hi - lo == rows.size <= _FEW_IDS:
+            try:
+                few = self.data.ints_at(self.data.schema.fields[1], _columns(self.data),
+                                        lo, hi)
+            except LanceError as exc:
+                raise FormatError(f"{self.path}: {exc}") from exc
+            if few is not None:
+                return np.array(few, np.uint64)
         try:
             [ids] = self.data.take(self.data.schema.fields[1:], _columns(self.data), rows)
         except LanceError as exc:
@@ -219,6 +231,10 @@ class BTreeIndex:
         ``query``; only pages whose bounds allow a match are read, and only the ids of
         the entries found."""
         pages = self.bounds.pages(query).tolist()
+        if len(pages) == 1:
+            one = self._search_one(pages[0], query)
+            if one is not None:
+                return one
         wanted = _sorted_numbers(query) if len(pages) > 1 else None
         found, tested, bases = [], [], []
         numeric: list[tuple[SortedKeys, int]] = []
@@ -249,6 +265,32 @@ class BTreeIndex:
         rows = found[0] if len(found) == 1 else np.sort(np.concatenate(found))
         return self.ids_at(rows)
 
+    def _search_one(self, page: int, query: KeyQuery) -> np.ndarray | None:
+        """The ids of the entries of page ``page`` equal to the one integer key of
+        ``query``, found by a binary search of the page's values in the file (the page
+        is not decoded) the first times the page is searched; None: the caller searches
+        the decoded page (kept: a page searched often is likely searched more)."""
+        key = _one_integer(query, self.key_type)
+        if key is None:
+            return None
+        cache = current_runtime().cache
+        if cache.peek(INDEX_PAGES, (self.path, self.uuid, page, VALUES)) is not None:
+            return None  # decoded already: searched there
+        searched = cache.get_or_load(INDEX_PAGES, (self.path, self.uuid, page, _SEARCHED),
+                                     _Searched)
+        if searched.count >= _SEARCHES_BEFORE_DECODE:
+            return None  # a page asked for this often is decoded and kept
+        searched.count += 1  # (a lost count under threads only delays the decode)
+        start, length = self.lookup.page_rows(page)
+        try:
+            found = self.data.search_sorted(self.data.schema.fields[0], _columns(self.data),
+                                            start, start + length, key)
+        except LanceError as exc:
+            raise FormatError(f"{self.path}: page {page}: {exc}") from exc
+        if found is None:
+            return None
+        return self.ids_at(np.arange(found[0], found[1], dtype=np.int64))
+
     def entries(self) -> pa.Table:
         """Every (value, id) entry, sorted (for merging into a new index)."""
         pages = [self.page(p) for p in range(self.lookup.num_pages)]
@@ -258,6 +300,41 @@ class BTreeIndex:
             [pa.concat_arrays([p.values for p in pages]),
              pa.array(np.concatenate([p.ids for p in pages]), pa.uint64())],
             schema=page_data_schema(self.key_type))
+
+
+_SEARCHED = "searched"
+
+
+_SEARCHES_BEFORE_DECODE = 2
+
+
+class _Searched:
+    """How often a page was searched in the file (kept in the page cache, weighing next
+    to nothing): after ``_SEARCHES_BEFORE_DECODE`` searches the page is decoded and kept,
+    so hot keys are searched in memory while keys seen once or twice cost no decode."""
+
+    nbytes = 64
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+def _one_integer(query: KeyQuery, key_type: pa.DataType) -> int | None:
+    """The key of a query for one integer key (``=`` or a one-key set), else None."""
+    if not pa.types.is_integer(key_type):
+        return None
+    if isinstance(query, KeySet):
+        if len(query.values) != 1 or not query.values.type.equals(key_type):
+            return None
+        value = query.values[0]
+    elif isinstance(query, KeyRange) and query.lower is not None and \
+            query.lower_inclusive and query.upper_inclusive and query.lower is query.upper:
+        value = query.lower
+    else:
+        return None
+    if not value.is_valid or not value.type.equals(key_type):
+        return None
+    return int(value.as_py())
 
 
 def _sorted_numbers(query: KeyQuery) -> np.ndarray | None:

@@ -393,6 +393,8 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
         order.append(where)
     if not pieces:
         return plan.output_schema.empty_table()
+    if len(pieces) == 1 and (order[0].size < 2 or bool(np.all(np.diff(order[0]) == 1))):
+        return pieces[0]  # one fragment, addresses given in order: nothing to reorder
     table = pa.concat_tables(pieces)
     inverse = np.argsort(np.concatenate(order), kind="stable")
     return table.take(pa.array(inverse))  # pieces are cast

@@ -93,6 +93,16 @@ class LruCache:
         self._weight += weight
         self._evict()
 
+    def peek(self, key: Hashable) -> Any:
+        """The value cached under ``key`` (marked as used), or None; nothing is loaded."""
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return found[0]
+
     def _evict(self) -> None:
         while len(self._items) > self._capacity or (
                 self._max_weight is not None and self._weight > self._max_weight):
@@ -216,12 +226,16 @@ LSM_WINNERS = CacheKind(
 REGION_VALUES = CacheKind(
     "region_values", 16 * MiB, 65536, lambda entry: 1024,
     "each MemWAL region's spec id and values (fixed once the region is created)")
+LSM_VIEWS = CacheKind(
+    "lsm_views", 16 * MiB, 256, lambda view: 16 << 10,
+    "a SQL session's LSM views read from a MemWAL index snapshot (consistency='snapshot', "
+    "time travel), per table version; 16 KiB each")
 
 KINDS: tuple[CacheKind, ...] = (
     MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
     GENERATION_TABLES, GENERATION_KEYS, GENERATION_ROWS, GENERATION_BLOOMS,
-    BASE_ROWS_HIDDEN, LSM_WINNERS, REGION_VALUES,
+    BASE_ROWS_HIDDEN, LSM_WINNERS, REGION_VALUES, LSM_VIEWS,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
 
@@ -261,6 +275,10 @@ class TableCache:
         """The ``kind`` values cached under ``keys``; the missing ones from one
         ``load(missing keys)`` call (each kept if it fits)."""
         return self._caches[kind.name].get_or_load_many(keys, load)
+
+    def peek(self, kind: CacheKind, key: Hashable) -> Any:
+        """The ``kind`` value cached under ``key``, or None (nothing is loaded)."""
+        return self._caches[kind.name].peek(key)
 
     def configure(self, **max_bytes: int) -> None:
         """Set the byte bound of each kind named (e.g. ``deletions=64 << 20``); a smaller

@@ -1,0 +1,134 @@
+"""The binary search of a sorted integer run (one page of a BTREE index's values,
+``point.search_sorted``) gives the rows a search of the decoded run gives: signed and
+unsigned types, flat and bit-packed chunks, duplicates across chunk edges, keys below,
+above and between the values, runs at chunk and page edges; files of lance_sql's 2.2
+writer and pylance's 2.1 writer."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter, point
+from lance_sql.format.schema import LanceSchema
+
+N = 20_000
+
+
+def _columns(n: int) -> pa.Table:
+    rng = np.random.default_rng(5)
+    dup = np.sort(rng.integers(0, n // 8, n))  # runs of equal keys, across chunk edges
+    return pa.table({
+        "dense": pa.array(np.arange(n, dtype=np.int64) * 3 - n),       # bit-packed
+        "dup": pa.array(dup.astype(np.int32)),
+        "wide": pa.array(np.sort(rng.integers(-(2**62), 2**62, n))),    # full width
+        "u64": pa.array(np.sort(rng.integers(0, 2**63, n, dtype=np.uint64)) * np.uint64(2)),
+        "i8": pa.array(np.sort(rng.integers(-128, 127, n)).astype(np.int8)),
+        "neg": pa.array(np.sort(rng.integers(-5000, -1, n)).astype(np.int16)),
+        "long": pa.array(np.repeat(np.arange(-2, 3), n // 5).astype(np.int64)),  # 4000 each
+    })
+
+
+def _write(table: pa.Table, version: str, tmp: Path) -> bytes:
+    if version == "2.1":  # lance_sql writes 2.2; pylance writes 2.1
+        import lance.file
+
+        path = tmp / "f.lance"
+        with lance.file.LanceFileWriter(str(path), table.schema, version="2.1") as writer:
+            writer.write_batch(table)
+        return path.read_bytes()
+    sink = io.BytesIO()
+    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version="2.2",
+                             page_bytes=16 * 1024, max_page_bytes=64 * 1024)
+    writer.write_batch(table)
+    writer.finish()
+    return sink.getvalue()
+
+
+@pytest.fixture(scope="module", params=["2.1", "2.2"])
+def written(request, tmp_path_factory) -> tuple[LanceFileReader, pa.Table]:
+    table = _columns(N)
+    data = _write(table, request.param, tmp_path_factory.mktemp("sorted"))
+    return LanceFileReader(BytesSource(data)), table
+
+
+def _runs(reader: LanceFileReader, index: int) -> list[tuple[int, int]]:
+    starts = reader._columns[index].row_starts
+    runs = [(0, 1), (0, 4096), (1000, 1100), (1023, 1025), (N - 4096, N), (N - 1, N)]
+    for a, b in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
+        runs += [(a, min(b, a + 4096)), (max(a, b - 4096), b)]  # a page's first and last
+    return [(a, b) for a, b in runs if 0 <= a < b <= N]
+
+
+def test_search_sorted_equals_a_search_of_the_decoded_run(written) -> None:
+    reader, table = written
+    colmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
+    rng = np.random.default_rng(8)
+    answered = 0
+    for index, field in enumerate(reader.schema.fields):
+        values = table.column(field.name).to_numpy()
+        info = np.iinfo(values.dtype)
+        for a, b in _runs(reader, index):
+            run = values[a:b]
+            keys = {int(info.min), int(info.max), int(run[0]), int(run[-1]),
+                    int(run[len(run) // 2]), *(int(k) for k in rng.choice(run, 5))}
+            keys |= {k + d for k in list(keys) for d in (-1, 1)
+                     if info.min <= k + d <= info.max}
+            for key in sorted(keys):
+                got = reader.search_sorted(field, colmap, a, b, key)
+                if got is None:  # a run leaving its page: the caller decodes it
+                    continue
+                answered += 1
+                typed = np.array(key, values.dtype)  # exact: no float promotion
+                lo = a + int(np.searchsorted(run, typed, "left"))
+                hi = a + int(np.searchsorted(run, typed, "right"))
+                assert got == (lo, hi), (field.name, a, b, key)
+    assert answered > 300  # most runs answered (pylance RLE-encodes some: declined)
+
+
+def test_search_sorted_declines_what_it_cannot_search(tmp_path: Path) -> None:
+    table = pa.table({"f": pa.array(np.arange(100, dtype=np.float64)),
+                      "s": pa.array([f"{i:03d}" for i in range(100)]),
+                      "n": pa.array(list(range(99)) + [None], pa.int64())})
+    reader = LanceFileReader(BytesSource(_write(table, "2.2", tmp_path)))
+    colmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
+    for field in reader.schema.fields:  # floats, strings, nullable ints with nulls
+        assert reader.search_sorted(field, colmap, 0, 100, 5) is None
+
+
+def test_search_sorted_of_a_corrupt_chunk_is_a_format_error(tmp_path: Path) -> None:
+    from lance_sql.errors import FormatError
+
+    table = pa.table({"k": pa.array(np.arange(5000, dtype=np.int64) * 7)})
+    data = bytearray(_write(table, "2.2", tmp_path))
+    reader = LanceFileReader(BytesSource(bytes(data)))
+    column = reader._leaf_column(0, reader.schema.fields[0], pa.int64())
+    page = column.page(0)
+    page.load()
+    assert point.search_sorted(column, 0, 4096, 700) == (100, 101)
+    # the first chunk's value-buffer size, made too large for the chunk
+    at = page.buffers[1][0] + int(page.chunk_offsets[0]) + 2
+    data[at : at + 2] = (0xFFFF).to_bytes(2, "little")
+    broken = LanceFileReader(BytesSource(bytes(data)))
+    with pytest.raises(FormatError):
+        broken.search_sorted(broken.schema.fields[0], {broken.schema.fields[0].id: 0},
+                             0, 4096, 7)
+
+
+def test_ints_at_equals_the_values(written) -> None:
+    reader, table = written
+    colmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
+    answered = 0
+    for index, field in enumerate(reader.schema.fields):
+        values = table.column(field.name).to_pylist()
+        for a, b in _runs(reader, index):
+            for lo, hi in ((a, a + 1), (b - 1, b), (a, min(b, a + 16)), (max(a, b - 5), b)):
+                got = reader.ints_at(field, colmap, lo, hi)
+                if got is not None:
+                    answered += 1
+                    assert got == values[lo:hi], (field.name, lo, hi)
+    assert answered > 60  # pylance RLE-encodes some columns: declined
