@@ -20,15 +20,17 @@ prune fragments by row address).
 A table with a MemWAL reads as its LSM view (each key's newest row over the base table
 and the flushed generations not merged yet; MemTables of writers are not seen, executors
 are other processes; ``_rowid`` and the row versions are the base table's, NULL on rows
-not merged yet, ``_rowaddr`` is within the row's source), one Spark partition per region
-when the region spec's columns are primary-key columns (base rows are assigned to regions
-by evaluating the spec on them), else one partition; ``version``/``timestamp`` read as of
-that base version. ``baseOnly=true`` reads the base table alone (with every option
-above). With pushdown on, the simple filters Spark pushes prune regions before any
-partition is planned (only regions whose values can match get a partition; a pruned
-region's generations are never opened) and are pushed into every source, each key's
-newest row decided first (a key whose newest version fails the filter never shows an
-older one).
+not merged yet, ``_rowaddr`` is within the row's source). The base table is read once,
+cut into partitions by bytes as a table read is, each leaving out the base rows that
+newer generations' keys hide (through the key's BTREE index when there is one); each
+region's unmerged generations form one part, deduplicated alone and placed whole in the
+partition with the fewest bytes (see :mod:`lance_sql.memwal.read.split`). The generations
+are pinned when the read is planned. ``version``/``timestamp`` read as of that base
+version. ``baseOnly=true`` reads the base table alone (with every option above). With
+pushdown on, the simple filters Spark pushes prune regions before any partition is
+planned (a pruned region's generations are never opened) and are pushed into every
+source, each key's newest row decided first (a key whose newest version fails the
+filter never shows an older one).
 
 Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
 ``enableStableRowIds=true`` (row ids for life, so the table has a change feed) and
@@ -91,6 +93,7 @@ from lance_sql.expr import Call, Column, Expr, Literal
 from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
 from lance_sql.io.uri import open_store
 from lance_sql.memwal.index import load as load_mem_wal_index
+from lance_sql.memwal.read.nodes import ExecNode
 from lance_sql.memwal.read.planner import LsmView
 from lance_sql.memwal.read.split import (
     FragmentRange,
@@ -556,8 +559,9 @@ class LsmReader(DataSourceReader):
         # no regions listed, no MemTables: the sources are the ones the partition names
         view = LsmView(LanceDataset(self.uri, self.version), consistency="snapshot")
         predicate = _conjunction(self.filters)
-        nodes = [base_plan(view, partition.ranges, partition.masks, self.columns, predicate)
-                 ] if partition.ranges else []
+        nodes: list[ExecNode | None] = [
+            base_plan(view, partition.ranges, partition.masks, self.columns, predicate)
+        ] if partition.ranges else []
         nodes += [region_plan(view, part, self.columns, predicate)
                   for part in partition.regions]
         for node in nodes:

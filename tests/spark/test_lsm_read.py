@@ -210,3 +210,24 @@ def test_a_pruned_regions_generations_are_never_opened_by_executors(spark, tmp_p
     assert _sorted(df.toArrow()) == expected
     with pytest.raises(Exception, match="FormatError"):  # unfiltered: the broken files are read
         spark.read.format("lance").load(mw.dataset.uri).collect()
+
+
+def test_an_indexed_base_reads_the_view(spark, tmp_path: Path) -> None:
+    """With a BTREE index on the key, the base rows newer keys hide are found in it and
+    left out by the scan: in one partition or many, the read is the view, each key once."""
+    path = tmp_path / "t.lance"
+    _lsm(path, RegionSpec.bucket("id", 3))
+    lance_sql.dataset(str(path)).create_scalar_index("id", "BTREE")
+    mw = MemWal(lance_sql.dataset(str(path)))
+    for options in ({}, {"maxPartitionBytes": "1", "openCostInBytes": "1",
+                         "minPartitions": "3"}):
+        def load(options: dict[str, str] = options):
+            return spark.read.format("lance").options(**options).load(str(path))
+
+        got = load().toArrow()
+        assert got.num_rows == len(set(got.column("id").to_pylist()))
+        assert _sorted(got) == _sorted(mw.scanner().to_table())
+        assert load().count() == mw.scanner().count_rows()
+        for where in FILTERS:
+            assert _sorted(load().filter(where).toArrow()) == _sorted(
+                mw.scanner(filter=where).to_table()), where
