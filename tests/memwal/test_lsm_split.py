@@ -282,3 +282,25 @@ def test_a_range_outside_the_version_is_refused(tmp_path: Path) -> None:
         base_plan(view, [FragmentRange(fragment.id, 0, fragment.physical_rows + 1)], ())
     with pytest.raises(InvalidInputError, match="not in version"):
         base_plan(view, [FragmentRange(9999, 0, 1)], ())
+
+
+def test_an_older_version_splits_as_its_view(tmp_path: Path) -> None:
+    """Time travel: the base as of version v and the generations its MemWAL index lists
+    as unmerged, cut into parts, are that version's view."""
+    mw = lsm_table(tmp_path / "t.lance", RegionSpec.bucket("id", 3))
+    mw.refresh_index()
+    version = lance_sql.dataset(mw.dataset.uri).version
+    with mw.writer() as w:
+        w.put(rows([30, 31, 32], "later"))
+        w.flush_memtable()
+    mw.merge()
+    mw = MemWal(lance_sql.dataset(mw.dataset.uri))
+    old = mw.view(version=version)
+    split = plan_split(old)
+    assert split.regions  # generations not merged at that version
+    for where in (None, "v LIKE 'base%'", "id IN (2, 30)"):
+        want = old.scan_plan(filter=where).to_table()
+        got = pa.concat_tables(_read(old, split, None, where))
+        assert _canonical(got) == _canonical(want), where
+    assert _canonical(pa.concat_tables(_read(old, split, None, None))) != _canonical(
+        mw.scanner().to_table())
