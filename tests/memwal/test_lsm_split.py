@@ -14,11 +14,13 @@ import lance_sql
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.io.memory import MemoryStore
 from lance_sql.memwal import MemWal
-from lance_sql.memwal.read.nodes import format_plan
+from lance_sql.memwal.read import split as split_module
+from lance_sql.memwal.read.nodes import ExecNode, ScanExec, format_plan
 from lance_sql.memwal.read.planner import LsmView
 from lance_sql.memwal.read.split import (
     FragmentRange,
     LsmSplit,
+    PartBaseSource,
     base_plan,
     plan_split,
     region_plan,
@@ -26,6 +28,14 @@ from lance_sql.memwal.read.split import (
 from lance_sql.memwal.routing import region_id_for
 from lance_sql.memwal.transforms import region_values
 from lance_sql.table.runtime.context import current_runtime
+
+
+def _base_source(node: ExecNode) -> PartBaseSource:
+    """The base source a base part's plan scans."""
+    while not isinstance(node, ScanExec):
+        node = node.children[0]
+    assert isinstance(node.source, PartBaseSource)
+    return node.source
 
 
 def _canonical(table: pa.Table) -> list[str]:
@@ -60,17 +70,26 @@ FILTERS = [None,
 COLUMNS = [None, ["v", "id"], ["v"], ["id", "_rowid", "_rowaddr"]]
 
 
-@pytest.mark.parametrize("indexed", [False, True])
+# (a BTREE index on the key, whether base parts may use it to find hidden rows)
+INDEXING = [(False, False), (True, False), (True, True)]
+
+
+@pytest.mark.parametrize(("indexed", "use_index"), INDEXING)
 @pytest.mark.parametrize("buckets", [3, 64])
-def test_the_parts_together_are_the_view(tmp_path: Path, buckets: int, indexed: bool
+def test_the_parts_together_are_the_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         buckets: int, indexed: bool, use_index: bool
                                          ) -> None:
-    """Every filter and projection, with and without a BTREE index on the key, fragments
-    cut into ranges: the parts' rows are the view's, each once."""
+    """Every filter and projection, with and without a BTREE index on the key (hidden
+    base rows found in it, or keys compared), fragments cut into ranges: the parts'
+    rows are the view's, each once."""
     mw = lsm_table(tmp_path / "t.lance", RegionSpec.bucket("id", buckets))
     if indexed:
         mw.dataset.create_scalar_index("id", "BTREE")
         mw = MemWal(lance_sql.dataset(mw.dataset.uri))
+    monkeypatch.setattr(split_module, "INDEX_RATIO", 0 if use_index else 1 << 30)
     view = mw.view()
+    found = _base_source(base_plan(view, _ranges(view, 7)[0], plan_split(view).masks))
+    assert (found.key_index() is not None) == use_index
     for where in FILTERS:
         split = plan_split(view, where)
         for columns in COLUMNS:
@@ -118,12 +137,15 @@ def test_region_parts_hold_their_regions_rows_and_base_parts_base_rows(tmp_path:
         assert got.num_rows <= sum(r.stop - r.start for r in group)
 
 
-@pytest.mark.parametrize("indexed", [False, True])
-def test_each_base_fragment_is_read_once_per_full_read(indexed: bool) -> None:
+@pytest.mark.parametrize(("indexed", "use_index"), INDEXING)
+def test_each_base_fragment_is_read_once_per_full_read(monkeypatch: pytest.MonkeyPatch,
+                                                       indexed: bool, use_index: bool
+                                                       ) -> None:
     """Each part run as a fresh executor (the process's caches cleared first): every base
     data file is read by exactly one part, once; the old one-part-per-region split read
     each of them once per region."""
-    name = f"lsm-split-once-{indexed}"
+    monkeypatch.setattr(split_module, "INDEX_RATIO", 0 if use_index else 1 << 30)
+    name = f"lsm-split-once-{indexed}-{use_index}"
     MemoryStore.reset(name)
     uri = f"memory://{name}"
     lance_sql.write_dataset(rows(list(range(120)), "base"), uri, max_rows_per_file=25)
