@@ -7,6 +7,16 @@ every column). Operations run in interleaved rounds after an untimed one; median
 --repeat rounds, ratios printed. Needs Java.
 
     python bench/bench_spark.py --rows 10000000 --repeat 3
+
+``--lsm`` times reads of a MemWAL table's LSM view instead: a ``--rows`` base (BTREE
+index on the key; bench_lsm's columns ``id``, ``v``, ``cat``, ``s``), ``--gens`` flushed
+generations of ``--gen-rows`` rows (half updates), once per region count in
+``--regions`` (bucket on ``id``): ``count()``, ``toPandas()`` of ``id, v``, a filter on a
+non-key column (``cat = 7``) and a key filter, each collected. ``--also NAME=MODULE:CLASS``
+registers another data source class and times it side by side (e.g. an older checkout's
+package copied under another name, for before/after); ``--path DIR`` keeps the tables.
+
+    python bench/bench_spark.py --lsm --rows 2000000 --regions 8,1 --repeat 3
 """
 
 from __future__ import annotations
@@ -28,7 +38,18 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--commits", type=int, default=199,
                         help="commits in the change-feed window read through Spark")
+    parser.add_argument("--lsm", action="store_true",
+                        help="time reads of an LSM (MemWAL) table's view instead")
+    parser.add_argument("--regions", default="8,1", help="--lsm: region counts, comma separated")
+    parser.add_argument("--gens", type=int, default=3, help="--lsm: flushed generations")
+    parser.add_argument("--gen-rows", type=int, default=100_000, help="--lsm: rows per generation")
+    parser.add_argument("--path", default=None, help="--lsm: keep the tables here, reuse them")
+    parser.add_argument("--also", action="append", default=[],
+                        help="--lsm: NAME=MODULE:CLASS, another data source timed alongside")
     args = parser.parse_args()
+    if args.lsm:
+        _lsm_main(args)
+        return
     os.environ["PYSPARK_PYTHON"] = sys.executable
     # Spark's Python workers import the floor source from here (the JVM passes it on).
     here = os.path.dirname(os.path.abspath(__file__))
@@ -146,6 +167,97 @@ def _change_feed(spark: object, path: str, commits: int, repeat: int) -> None:
     print(f"  partitions by size ({by_size.rdd.getNumPartitions()}, the default): "
           f"{times['by size']:.3f} s")
     print(f"  table_changes in this process, for scale: {times['in process']:.3f} s")
+
+
+def _lsm_main(args: argparse.Namespace) -> None:
+    """Spark reads of an LSM table's view (see the module docstring)."""
+    import importlib
+    import time
+
+    import numpy as np
+    from bench_lsm import SCHEMA as LSM_SCHEMA
+    from bench_lsm import base_batches as lsm_base_batches
+    from bench_lsm import generation_ids, rows
+    from pyspark.sql import SparkSession
+
+    import lance_sql
+    from lance_sql.format.region_spec import RegionSpec
+    from lance_sql.memwal.api import MemWal
+    from lance_sql.spark import register
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (here, os.path.dirname(here), os.environ.get("PYTHONPATH")) if p)
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.python.filterPushdown.enabled", "true")
+             .config("spark.driver.memory", "4g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    formats = ["lance"]
+    for extra in args.also:
+        name, _, target = extra.partition("=")
+        module, _, cls = target.partition(":")
+        spark.dataSource.register(getattr(importlib.import_module(module), cls))
+        formats.append(name)
+    root = args.path or tempfile.mkdtemp(prefix="lance-sql-spark-lsm-")
+    rng = np.random.default_rng(1)
+    gens, new_from = [], args.rows
+    for _ in range(args.gens):
+        gens.append(generation_ids(rng, args.rows, args.gen_rows, new_from))
+        new_from += args.gen_rows
+    key = int(gens[0][0])  # a key updated in the first generation
+    for regions in (int(r) for r in args.regions.split(",")):
+        path = os.path.join(root, f"lsm_{args.rows}_{regions}")
+        if not os.path.isdir(os.path.join(path, "_versions")):
+            start = time.perf_counter()
+            lance_sql.write_dataset(lsm_base_batches(args.rows), path, schema=LSM_SCHEMA)
+            lance_sql.dataset(path).create_scalar_index("id", "BTREE")
+            mw = MemWal.initialize(lance_sql.dataset(path), RegionSpec.bucket("id", regions),
+                                   durable_write=False, max_wal_flush_interval_ms=3_600_000,
+                                   max_memtable_rows=10**9)
+            with mw.writer() as writer:
+                for g, ids in enumerate(gens, start=1):
+                    writer.put(rows(ids, g))
+                    writer.flush_memtable()
+            print(f"built {path} in {time.perf_counter() - start:.1f} s")
+        want = MemWal(lance_sql.dataset(path)).scanner().count_rows()
+
+        def load(fmt: str, path: str = path) -> object:
+            if fmt == "base only":  # the plain base table, for scale
+                return spark.read.format("lance").option("baseOnly", "true").load(path)
+            return spark.read.format(fmt).load(path)
+
+        jobs = {
+            "count()": lambda df: df.count(),
+            "toPandas(id, v)": lambda df: df.select("id", "v").toPandas(),
+            "cat = 7 collect": lambda df: df.filter("cat = 7").collect(),
+            f"id = {key} collect": lambda df: df.filter(f"id = {key}").collect(),
+        }
+        counts = {fmt: load(fmt).count() for fmt in formats}  # type: ignore[attr-defined]
+        assert counts["lance"] == want, counts
+        if set(counts.values()) != {want}:
+            print(f"rows counted (the view has {want:,}): {counts}")
+        timed = [*formats, "base only"]
+        times = interleaved_medians({
+            f"{job} {fmt}": ((lambda j=fn, f=fmt: j(load(f))), None)
+            for job, fn in jobs.items() for fmt in timed}, args.repeat)
+        parts = load("lance").rdd.getNumPartitions()  # type: ignore[attr-defined]
+        print(f"\nLSM view: {args.rows:,}-row base, {regions} region(s), {args.gens} generations "
+              f"of {args.gen_rows:,} rows ({want:,} rows in the view; {parts} partitions), "
+              f"Spark local[2], median of {args.repeat} interleaved rounds after one untimed")
+        print(f"{'operation':<24}" + "".join(f"{f + ' (s)':>16}" for f in timed)
+              + ("" if len(formats) < 2 else f"{'lance/' + formats[1]:>18}"))
+        for job in jobs:
+            line = f"{job:<24}" + "".join(f"{times[f'{job} {f}']:>16.3f}" for f in timed)
+            if len(formats) > 1:
+                line += f"{times[f'{job} lance'] / times[f'{job} {formats[1]}']:>17.2f}x"
+            print(line)
+        print("('base only': the base table alone through baseOnly=true, not the view)")
+    spark.stop()
+    if args.path is None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

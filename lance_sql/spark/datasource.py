@@ -20,15 +20,17 @@ prune fragments by row address).
 A table with a MemWAL reads as its LSM view (each key's newest row over the base table
 and the flushed generations not merged yet; MemTables of writers are not seen, executors
 are other processes; ``_rowid`` and the row versions are the base table's, NULL on rows
-not merged yet, ``_rowaddr`` is within the row's source), one Spark partition per region
-when the region spec's columns are primary-key columns (base rows are assigned to regions
-by evaluating the spec on them), else one partition; ``version``/``timestamp`` read as of
-that base version. ``baseOnly=true`` reads the base table alone (with every option
-above). With pushdown on, the simple filters Spark pushes prune regions before any
-partition is planned (only regions whose values can match get a partition; a pruned
-region's generations are never opened) and are pushed into every source, each key's
-newest row decided first (a key whose newest version fails the filter never shows an
-older one).
+not merged yet, ``_rowaddr`` is within the row's source). The base table is read once,
+cut into partitions by bytes as a table read is, each leaving out the base rows that
+newer generations' keys hide (through the key's BTREE index when there is one); each
+region's unmerged generations form one part, deduplicated alone and placed whole in the
+partition with the fewest bytes (see :mod:`lance_sql.memwal.read.split`). The generations
+are pinned when the read is planned. ``version``/``timestamp`` read as of that base
+version. ``baseOnly=true`` reads the base table alone (with every option above). With
+pushdown on, the simple filters Spark pushes prune regions before any partition is
+planned (a pruned region's generations are never opened) and are pushed into every
+source, each key's newest row decided first (a key whose newest version fails the
+filter never shows an older one).
 
 Writes take ``maxRowsPerFile``, and when they create (or overwrite) a table,
 ``enableStableRowIds=true`` (row ids for life, so the table has a change feed) and
@@ -91,13 +93,15 @@ from lance_sql.expr import Call, Column, Expr, Literal
 from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
 from lance_sql.io.uri import open_store
 from lance_sql.memwal.index import load as load_mem_wal_index
+from lance_sql.memwal.read.nodes import ExecNode
 from lance_sql.memwal.read.planner import LsmView
 from lance_sql.memwal.read.split import (
+    FragmentRange,
+    GenerationPin,
     RegionPart,
-    RegionSplit,
-    region_parts,
+    base_plan,
+    plan_split,
     region_plan,
-    region_split,
 )
 from lance_sql.spark.partitioning import (
     MAX_PARTITION_BYTES,
@@ -489,19 +493,19 @@ def _lsm(ds: LanceDataset, options: dict[str, str]) -> bool:
 
 @dataclass(frozen=True)
 class LsmPartition(InputPartition):
-    """One region ``region`` of the split ``regions`` (None: no region's rows), with the
-    base rows of unclaimed region values when ``unclaimed``; or, ``whole``, the view."""
+    """Parts of a split LSM read (see :mod:`lance_sql.memwal.read.split`), each whole:
+    base row ranges (masked by the generations ``masks``) and region parts."""
 
-    whole: bool
-    regions: tuple[uuid.UUID, ...] = ()
-    region: uuid.UUID | None = None
-    unclaimed: bool = False
+    ranges: tuple[FragmentRange, ...] = ()
+    masks: tuple[GenerationPin, ...] = ()
+    regions: tuple[RegionPart, ...] = ()
 
 
 class LsmReader(DataSourceReader):
-    """Reads a MemWAL table's LSM view: one partition per region, each deduplicating
-    alone (see :mod:`lance_sql.memwal.read.split`), or a single partition when the
-    region spec cannot assign base rows to regions."""
+    """Reads a MemWAL table's LSM view: the base table once, cut into partitions by
+    bytes like a table read, each dropping the base rows newer keys hide; each region's
+    unmerged generations as one region part, deduplicated alone and handed to the
+    partition with the fewest bytes so far (no task is added for them)."""
 
     def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
         ds = _open(options)
@@ -511,34 +515,69 @@ class LsmReader(DataSourceReader):
         # an older version is read from its MemWAL index snapshot (the generations it
         # lists as unmerged); the latest from the region manifests
         self.consistency = "snapshot" if pinned else "strong"
+        self.policy = _split_policy(options)
         self.columns = [f.name for f in schema.fields]
         self.spark_arrow = _spark_arrow_schema(ds.schema, schema)
         self.filters: list[Expr] = []
 
-    def _view(self) -> LsmView:
-        return LsmView(LanceDataset(self.uri, self.version), consistency=self.consistency)
-
     def partitions(self) -> Sequence[LsmPartition]:
-        view = self._view()
-        split = region_split(view)
-        if split is None:
-            return [LsmPartition(True)]
-        return [LsmPartition(False, split.regions, p.region, p.unclaimed)
-                for p in region_parts(view, split, _conjunction(self.filters))]
+        view = LsmView(LanceDataset(self.uri, self.version), consistency=self.consistency)
+        predicate = _conjunction(self.filters)
+        split = plan_split(view, predicate)
+        ds = view.base
+        bounds = None if predicate is None else address_ranges(ds.store, ds.manifest,
+                                                               predicate)
+        fragments = [frag for frag, _, _ in fragment_spans(ds.manifest.fragments, bounds)]
+        read = list(build_scan_plan(ds.manifest, self.columns,
+                                    schema_metadata=False).read_fields)
+        base = plan_partitions([fragment_size(f, read) for f in fragments], self.policy)
+        ranges = [tuple(FragmentRange(r.key, r.start, r.stop) for r in p) for p in base]
+        sized = [(part, self._region_bytes(view, part)) for part in split.regions]
+        if not ranges:
+            ranges = [()] * max(1, min(len(sized), self.policy.min_partitions))
+        load = [sum(_range_bytes(ds, r, read) for r in p) for p in ranges]
+        regions: list[list[RegionPart]] = [[] for _ in ranges]
+        for part, size in sorted(sized, key=lambda x: -x[1]):  # largest first
+            at = int(np.argmin(load))
+            regions[at].append(part)
+            load[at] += size
+        return [LsmPartition(r, split.masks if r else (), tuple(g))
+                for r, g in zip(ranges, regions, strict=True)]
+
+    def _region_bytes(self, view: LsmView, part: RegionPart) -> int:
+        """The bytes of a region part's generations (their data files)."""
+        total = 0
+        for pin in part.generations:
+            source = view.generation_source(pin.region, 0, pin.gen, pin.path)
+            if source is not None:
+                total += sum(fragment_size(f, source.dataset.manifest.schema.fields).bytes
+                             for f in source.dataset.manifest.fragments)
+        return total
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         partition = _own_partition(partition, LsmPartition)
-        view = self._view()
+        # no regions listed, no MemTables: the sources are the ones the partition names
+        view = LsmView(LanceDataset(self.uri, self.version), consistency="snapshot")
         predicate = _conjunction(self.filters)
-        if partition.whole:
-            node = view.scan_plan(self.columns, predicate).root
-        else:
-            node = region_plan(view, RegionSplit(partition.regions),
-                               RegionPart(partition.region, partition.unclaimed),
-                               self.columns, predicate)
-        for batch in node.execute():
-            for piece in pa.Table.from_batches([batch]).to_batches(max_chunksize=BATCH_ROWS):
-                yield _to_spark_batch(piece, self.spark_arrow)
+        nodes: list[ExecNode | None] = [
+            base_plan(view, partition.ranges, partition.masks, self.columns, predicate)
+        ] if partition.ranges else []
+        nodes += [region_plan(view, part, self.columns, predicate)
+                  for part in partition.regions]
+        for node in nodes:
+            if node is None:
+                continue
+            for batch in node.execute():
+                for piece in pa.Table.from_batches([batch]).to_batches(
+                        max_chunksize=BATCH_ROWS):
+                    yield _to_spark_batch(piece, self.spark_arrow)
+
+
+def _range_bytes(ds: LanceDataset, r: FragmentRange, read: list) -> int:
+    """The bytes a base row range is estimated to read."""
+    fragment = next(f for f in ds.manifest.fragments if f.id == r.fragment)
+    size = fragment_size(fragment, read)
+    return size.bytes * (r.stop - r.start) // max(1, size.rows)
 
 
 class FilteringLsmReader(LsmReader):

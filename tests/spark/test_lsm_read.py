@@ -52,17 +52,34 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, MemWal]:
     return str(path), _lsm(path, RegionSpec.bucket("id", 3))
 
 
-def test_reads_the_lsm_view_one_partition_per_region(spark, table) -> None:
+def test_reads_the_lsm_view(spark, table) -> None:
     uri, mw = table
     df = spark.read.format("lance").load(uri)
     assert df.columns == ["id", "g", "v"]
     assert _sorted(df.toArrow()) == _sorted(mw.scanner().to_table())
-    assert df.rdd.getNumPartitions() == len(mw.regions()) == 3
+    assert df.count() == mw.scanner().count_rows()
     assert df.filter("v LIKE 'third%'").count() == 5  # filters apply to the newest rows
     assert df.filter("id = 7").count() == 0           # deleted
     got = spark.read.format("lance").option("columns", "v,id").load(uri).toArrow()
     assert got.column_names == ["v", "id"]
     assert _sorted(got) == _sorted(mw.scanner(["v", "id"]).to_table())
+
+
+def test_many_partitions_read_the_base_once_and_each_region_whole(spark, table) -> None:
+    """Base fragments cut into many partitions (row ranges), regions' parts spread over
+    them: still the view, each row once."""
+    uri, mw = table
+
+    def load():  # a DataFrame per query (see the pushdown pitfall below)
+        return (spark.read.format("lance").option("maxPartitionBytes", "1")
+                .option("openCostInBytes", "1").option("minPartitions", "4").load(uri))
+
+    assert load().rdd.getNumPartitions() >= 4
+    assert _sorted(load().toArrow()) == _sorted(mw.scanner().to_table())
+    assert load().count() == mw.scanner().count_rows()
+    for where in FILTERS:
+        assert _sorted(load().filter(where).toArrow()) == _sorted(
+            mw.scanner(filter=where).to_table()), where
 
 
 def test_base_only_reads_the_base_table(spark, table) -> None:
@@ -82,12 +99,16 @@ def test_base_only_reads_the_base_table(spark, table) -> None:
     assert ids[39] == base[39] and ids[2] is None  # 2 was updated since the merge
 
 
-def test_spec_over_a_non_key_column_reads_in_one_partition(spark, tmp_path: Path) -> None:
+def test_spec_over_a_non_key_column_is_split_too(spark, tmp_path: Path) -> None:
     mw = _lsm(tmp_path / "t.lance", RegionSpec.identity("g"), deletes=False)
     assert len(mw.regions()) == 2
-    df = spark.read.format("lance").load(mw.dataset.uri)
-    assert df.rdd.getNumPartitions() == 1
+    df = (spark.read.format("lance").option("minPartitions", "3")
+          .option("openCostInBytes", "1").load(mw.dataset.uri))
+    assert df.rdd.getNumPartitions() == 3
     assert _sorted(df.toArrow()) == _sorted(mw.scanner().to_table())
+    for where in ("g = 1", "g = 0 AND v LIKE 'base%'", "v LIKE 'base%'"):
+        got = spark.read.format("lance").load(mw.dataset.uri).filter(where).toArrow()
+        assert _sorted(got) == _sorted(mw.scanner(filter=where).to_table()), where
 
 
 # Filters Spark pushes: the LSM view's newest row per key decides, before the filter.
@@ -108,7 +129,6 @@ def test_pushed_filters_prune_regions_and_apply_to_the_newest_rows(spark, table)
     df = spark.read.format("lance").load(uri)
     stale = {r["id"] for r in df.filter("v LIKE 'base%'").collect()}
     assert stale and not stale & {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}  # updated or deleted
-    assert df.filter("id = 3").rdd.getNumPartitions() == 1  # one region of three
     assert df.filter("id = 3").first()["v"] == "third3"
 
 
@@ -139,10 +159,10 @@ def test_pushed_filters_are_evaluated_in_each_region_part() -> None:
     store.add_hook(lambda op, key: touched.append(key))
     try:
         parts = reader.partitions()
-        assert 1 <= len(parts) <= 2
         got = [r for p in parts for b in reader.read(p) for r in b.to_pylist()]
         assert got == [{"id": 7, "g": 1, "v": "base7"}]  # 6's newest row is "new6"
-        mine = {str(p.region) for p in parts}
+        mine = {str(r.region) for p in parts for r in p.regions}
+        assert 1 <= len(mine) <= 2
         regions = [k.split("/") for k in touched if k.startswith("_mem_wal/")]
         outside = [k for k in regions if len(k) > 2 and k[1] not in mine]
         assert outside and all(k[2] == "manifest" for k in outside)  # to learn their values
@@ -152,7 +172,8 @@ def test_pushed_filters_are_evaluated_in_each_region_part() -> None:
                                            .schema())
     assert list(reader.pushFilters([GreaterThan(("id",), 35)])) == []
     parts = reader.partitions()
-    assert len(parts) == 4  # a range does not prune buckets
+    regions = [r.region for p in parts for r in p.regions]  # each whole in one partition
+    assert len(regions) == len(set(regions)) == 4  # a range prunes no bucket
     # _rowid on the view: the base table's; a key updated since has none (stale-row case)
     with_ids = {**options, "withrowid": "true"}
     schema = datasource.LanceDataSource(with_ids).schema()
@@ -185,8 +206,29 @@ def test_a_pruned_regions_generations_are_never_opened_by_executors(spark, tmp_p
     assert broken
     for f in broken:
         f.write_bytes(b"not a lance file")
-    df = spark.read.format("lance").load(mw.dataset.uri).filter("id IN (2, 3)")
-    assert df.rdd.getNumPartitions() == len(kept)
+    df = (spark.read.format("lance").option("minPartitions", "3").load(mw.dataset.uri)
+          .filter("id IN (2, 3)"))
     assert _sorted(df.toArrow()) == expected
     with pytest.raises(Exception, match="FormatError"):  # unfiltered: the broken files are read
         spark.read.format("lance").load(mw.dataset.uri).collect()
+
+
+def test_an_indexed_base_reads_the_view(spark, tmp_path: Path) -> None:
+    """With a BTREE index on the key, the base rows newer keys hide are found in it and
+    left out by the scan: in one partition or many, the read is the view, each key once."""
+    path = tmp_path / "t.lance"
+    _lsm(path, RegionSpec.bucket("id", 3))
+    lance_sql.dataset(str(path)).create_scalar_index("id", "BTREE")
+    mw = MemWal(lance_sql.dataset(str(path)))
+    for options in ({}, {"maxPartitionBytes": "1", "openCostInBytes": "1",
+                         "minPartitions": "3"}):
+        def load(options: dict[str, str] = options):
+            return spark.read.format("lance").options(**options).load(str(path))
+
+        got = load().toArrow()
+        assert got.num_rows == len(set(got.column("id").to_pylist()))
+        assert _sorted(got) == _sorted(mw.scanner().to_table())
+        assert load().count() == mw.scanner().count_rows()
+        for where in FILTERS:
+            assert _sorted(load().filter(where).toArrow()) == _sorted(
+                mw.scanner(filter=where).to_table()), where

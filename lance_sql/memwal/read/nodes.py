@@ -351,8 +351,7 @@ class DeduplicateExec(ExecNode):
         drop = hidden.rows if hidden is not None else None
         # every base row left is a winner when the index covered all the base's fragments:
         # its rows stream as read, without their addresses unless those are asked for
-        settled = hidden is not None and hidden.covers_all(
-            [f.id for f in base[0].dataset.manifest.fragments])
+        settled = hidden is not None and hidden.covers_all(base[0].fragment_ids())
         omit = ([n for n in (ROW_ADDR, *self.key_columns) if n not in self.needed]
                 if settled and self.needed is not None else [])
 

@@ -351,7 +351,13 @@ class LsmView:
 
     def _generation(self, region: RegionState, index: int, gen: int, path: str
                     ) -> GenerationSource | None:
-        key = RegionPaths(region.region_id).generation(path)
+        return self.generation_source(region.region_id, index, gen, path)
+
+    def generation_source(self, region_id: uuid.UUID, index: int, gen: int, path: str
+                          ) -> GenerationSource | None:
+        """Generation ``gen`` of a region, flushed to ``path`` (None: collected after its
+        merge); ``index``: the region's position among the read's regions."""
+        key = RegionPaths(region_id).generation(path)
 
         def load() -> LanceDataset:
             return LanceDataset(f"{self.base.uri.rstrip('/')}/{key}",
@@ -362,7 +368,7 @@ class LsmView:
                                                      (self.base.store.uri, key), load)
         except NotFoundError:
             return None  # collected after its merge: its rows are in the base table
-        return GenerationSource(ds, gen, region.region_id, index, self.key_columns)
+        return GenerationSource(ds, gen, region_id, index, self.key_columns)
 
     def _header(self, what: str, regions: Sequence[RegionState] | None = None,
                 total: int | None = None) -> list[str]:

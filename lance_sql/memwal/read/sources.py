@@ -259,6 +259,11 @@ class BaseSource(_LanceSource):
     def __init__(self, ds: LanceDataset, key_columns: Sequence[str]) -> None:
         super().__init__(ds, BASE_GEN, None, None, key_columns)
 
+    def fragment_ids(self) -> list[int]:
+        """The ids of the fragments this source scans (a part of a split read scans
+        some of them)."""
+        return [f.id for f in self.dataset.manifest.fragments]
+
     def key_index(self) -> str | None:
         """The BTREE index on the (single) primary-key column, if any."""
         if len(self.key_columns) != 1:
