@@ -42,7 +42,7 @@ from lance_sql.table.files.reader import (
     row_offsets,
     system_arrays,
 )
-from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask
+from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask, typed
 from lance_sql.table.runtime.workers import WorkerPool
 
 DEFAULT_BATCH_SIZE = 8192
@@ -187,6 +187,8 @@ def build_scan_plan(
     data_names = {f.name for f in manifest.schema.fields}
     if comparisons is not None and not columns_of(comparisons) <= (used or set()) & data_names:
         comparisons = None
+    if comparisons is not None:
+        comparisons = typed(comparisons, schema)
     return ScanPlan(
         output_fields=tuple(names),
         read_fields=tuple(f for f in manifest.schema.fields if f.name in needed),
@@ -203,10 +205,14 @@ def build_scan_plan(
     )
 
 
-def narrowed(plan: ScanPlan, manifest: Manifest, predicate: Expr | None) -> ScanPlan:
+def narrowed(plan: ScanPlan, manifest: Manifest, predicate: Expr | None, *,
+             compare: bool = False) -> ScanPlan:
     """``plan`` with its filter replaced by ``predicate`` (None: no filter), reading only
-    the columns the output and ``predicate`` need."""
-    new = build_scan_plan(manifest, plan.output_fields, predicate=predicate)
+    the columns the output and ``predicate`` need. ``compare``: ``predicate`` is the whole
+    filter, so a conjunction of comparisons in it may be evaluated as such (see
+    :func:`build_scan_plan`)."""
+    new = build_scan_plan(manifest, plan.output_fields, predicate=predicate,
+                          filter_tree=predicate if compare else None)
     return replace(new, output_schema=plan.output_schema, filter_text=plan.filter_text)
 
 
