@@ -237,3 +237,55 @@ def test_pushed_comparisons_in_the_base_scan_equal_the_general_path(partial_inde
         assert checked
     finally:
         writer.close()
+
+
+def test_warm_scans_see_every_change_between_scans() -> None:
+    """``mw.scanner()`` starts from the handle's warm view (strong reads of the latest
+    version): after each change — a put, a delete, a flush, another handle's flush, a
+    merge, a commit to the base, garbage collection — it returns what a cold view and
+    the last-write-wins model return."""
+    mw, writer = build(True)
+    model = {r["id"]: r for r in mw.view().scan_plan().to_table().to_pylist()}
+
+    def check() -> None:
+        for filter in (None, "cat = 3"):
+            warm = mw.scanner(filter=filter)
+            assert warm.view.warm is not None  # the warm path was taken
+            got = sorted_table(warm.to_table())
+            assert got.equals(sorted_table(mw.view().scan_plan(filter=filter).to_table()))
+            want = {k: r for k, r in model.items() if filter is None or r["cat"] == 3}
+            assert {r["id"]: r for r in got.to_pylist()} == want
+        assert mw.scanner().count_rows() == len(model)
+
+    def put(w, ids, tag: str) -> None:
+        table = rows(ids, tag)
+        w.put(table)
+        model.update({r["id"]: r for r in table.to_pylist()})
+
+    try:
+        check()
+        check()  # warm and unchanged
+        put(writer, [600, 601, 1, 3000], "p")
+        check()
+        writer.delete(pa.table({"id": pa.array([602, 1], pa.int64())}))
+        model.pop(602, None)
+        model.pop(1, None)
+        check()
+        writer.flush_memtable()
+        check()
+    finally:
+        writer.close()
+    other = MemWal(lance_sql.dataset(mw.dataset.uri))
+    with other.writer() as w2:  # a newer manifest for the regions it writes
+        put(w2, [600, 4, 3001], "o")
+        check()
+        w2.flush_memtable()
+        check()
+    mw.merge()  # a new base version
+    check()
+    lance_sql.dataset(mw.dataset.uri).delete("id = 17")  # a commit to the base
+    model.pop(17, None)
+    check()
+    lance_sql.dataset(mw.dataset.uri).cleanup_old_versions(older_than=timedelta(0))
+    assert mw.collect_garbage(grace=timedelta(0)).generations
+    check()
