@@ -15,7 +15,10 @@ Timed (medians, operations interleaved round by round):
 * a selective filter on a non-key column (``cat = 7``, 0.1% of rows): LSM vs base;
 * point lookups through Python (``mw.get``): a key whose newest row is in the MemTable, a
   key only in the base table, vs pylance's LsmPointLookupPlanner; a 1000-key lookup;
-* the lookups, ``cat = 7`` and ``count(*)`` through SQL (``lance_sql.connect``);
+* the lookups, ``cat = 7`` and ``count(*)`` through SQL (``lance_sql.connect``); the full
+  scan and ``cat = 7`` through SQL against a ``consistency="base"`` session (the base
+  table alone), interleaved;
+* ``--scan-only``: the scans alone (Python and SQL), no lookups;
 * ``--scaling``: a single-key lookup on a small table with 1 region and with 64.
 
     python bench/bench_lsm.py --rows 10000000 [--repeat 5] [--scaling] [--path DIR]
@@ -207,6 +210,8 @@ def main() -> None:
                         help="time only the 1000-key lookups (Python and SQL IN)")
     parser.add_argument("--lookups-only", action="store_true",
                         help="time the single-key lookups only (Python and SQL), no scans")
+    parser.add_argument("--scan-only", action="store_true",
+                        help="time the scans only (Python and SQL), no lookups")
     parser.add_argument("--s-compression", default=None,
                         help="lance-encoding:compression of column s (e.g. none)")
     parser.add_argument("--pylance-scan-repeat", type=int, default=1,
@@ -236,9 +241,10 @@ def main() -> None:
             "full scan s: base only": (lambda: base.to_table(), None),
             "cat = 7 s: LSM": (lambda: mw.scanner(filter="cat = 7").to_table(), None),
             "cat = 7 s: base only": (lambda: base.to_table(filter="cat = 7"), None),
-            "1000-key lookup s: LSM": (lambda: mw.get({"id": rng.choice(args.rows, 1000)}),
-                                       None),
         }
+        if not args.scan_only:
+            ops["1000-key lookup s: LSM"] = (
+                lambda: mw.get({"id": rng.choice(args.rows, 1000)}), None)
         if not args.no_pylance:
             from lance.mem_wal import LsmPointLookupPlanner, LsmScanner
 
@@ -250,6 +256,22 @@ def main() -> None:
                 None)
         if not args.lookups_only:
             results.update(interleaved_medians(ops, args.repeat))
+        # the scans through SQL: the LSM view vs a session reading the base table alone
+        session = lance_sql.connect(tmp)
+        base_session = lance_sql.connect(tmp, consistency="base")
+        if not args.lookups_only:
+            results.update(interleaved_medians({
+                "SQL full scan s: LSM": (
+                    lambda: session.sql("SELECT * FROM ours").to_arrow_table(), None),
+                "SQL full scan s: base only": (
+                    lambda: base_session.sql("SELECT * FROM ours").to_arrow_table(), None),
+                "SQL cat = 7 s: LSM": (
+                    lambda: session.sql("SELECT * FROM ours WHERE cat = 7").to_arrow_table(),
+                    None),
+                "SQL cat = 7 s: base only": (
+                    lambda: base_session.sql(
+                        "SELECT * FROM ours WHERE cat = 7").to_arrow_table(), None),
+            }, args.repeat))
         if not args.no_pylance and not args.lookups_only:
             # slow here (tens of seconds at 2M rows): timed apart
             results["full scan s: pylance LsmScanner"] = median_time(
@@ -258,6 +280,10 @@ def main() -> None:
         expected = len(np.union1d(np.arange(args.rows), np.concatenate([*gens, memtable])))
         if not args.lookups_only:
             assert mw.scanner().count_rows() == expected, "LSM scan row count"
+        if args.scan_only:
+            _close(args, writer)
+            _report(args, results)
+            return
         in_memtable = memtable[: args.lookups]
         only_base = np.setdiff1d(rng.choice(args.rows, args.lookups * 3),
                                  np.concatenate([*gens, memtable]))[: args.lookups]
@@ -274,7 +300,6 @@ def main() -> None:
                 lambda k: planner.plan_lookup(pa.array([k], pa.int64())).to_table(),
                 gens[-1][: args.lookups])
         # the same reads through SQL (the session's LSM view of table "ours")
-        session = lance_sql.connect(tmp)
         results["SQL lookup ms: key in MemTable"] = 1000 * per_call_median(
             lambda k: session.sql(f"SELECT * FROM ours WHERE id = {k}").to_arrow_table(),
             in_memtable)
@@ -282,22 +307,27 @@ def main() -> None:
             lambda k: session.sql(f"SELECT * FROM ours WHERE id = {k}").to_arrow_table(),
             only_base)
         if not args.lookups_only:
-            results["SQL cat = 7 s: LSM"] = median_time(
-                lambda: session.sql("SELECT * FROM ours WHERE cat = 7").to_arrow_table(),
-                args.repeat)
             results["SQL count(*) s: LSM"] = median_time(
                 lambda: session.sql("SELECT count(*) FROM ours").to_arrow_table(),
                 args.repeat)
-        if args.path is None:
-            writer.close()
-        else:  # a kept table's MemTable stays out of its WAL: the next run puts it again
-            for region_writer in writer.writers:
-                region_writer.abort()
+        _close(args, writer)
         if args.scaling:
             results.update(scaling(tmp, args.lookups))
+        _report(args, results)
     finally:
         if args.path is None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _close(args: argparse.Namespace, writer) -> None:
+    if args.path is None:
+        writer.close()
+    else:  # a kept table's MemTable stays out of its WAL: the next run puts it again
+        for region_writer in writer.writers:
+            region_writer.abort()
+
+
+def _report(args: argparse.Namespace, results: dict[str, float]) -> None:
     for key, value in results.items():
         print(f"{key:45s} {value:10.4f}")
     r = results
@@ -307,6 +337,10 @@ def main() -> None:
           " (target <= 1.3)")
     print(f"ratio LSM / base cat = 7:   {r['cat = 7 s: LSM'] / r['cat = 7 s: base only']:.2f}"
           " (target <= 1.5)")
+    print("SQL ratio LSM / base full scan: "
+          f"{r['SQL full scan s: LSM'] / r['SQL full scan s: base only']:.2f} (target <= 1.3)")
+    print("SQL ratio LSM / base cat = 7:   "
+          f"{r['SQL cat = 7 s: LSM'] / r['SQL cat = 7 s: base only']:.2f} (target <= 1.5)")
     if not args.no_pylance:
         print(f"ratio LSM / pylance full scan: "
               f"{r['full scan s: LSM'] / r['full scan s: pylance LsmScanner']:.2f} "

@@ -115,8 +115,11 @@ class MemWal:
         """Every key's newest row (``to_table()``, ``to_batches()``, ``count_rows()``,
         ``explain()``); ``filter`` applies to that row only, never to older versions.
         ``_gen``, ``_region`` and ``_rowaddr`` are returned when named; ``version``
-        reads as of an older base version (see :meth:`view`)."""
-        return LsmScanner(self.view(consistency, version), columns, filter, limit)
+        reads as of an older base version (see :meth:`view`). A strong read of the
+        latest version starts from this handle's warm view, as :meth:`get` does."""
+        view = (self._warm.view() if consistency == "strong" and version is None
+                else self.view(consistency, version))
+        return LsmScanner(view, columns, filter, limit)
 
     def get(self, keys: pa.Table | pa.RecordBatch | dict, columns: Sequence[str] | None = None,
             *, consistency: str = "strong") -> pa.Table:

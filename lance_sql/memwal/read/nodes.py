@@ -60,6 +60,10 @@ BASE_ONLY = (ROW_ID, *VERSION_COLUMNS)
 
 def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """``data`` as a batch of exactly ``schema`` (missing columns NULL, types cast)."""
+    if not len(schema):  # no columns: the rows still count
+        if isinstance(data, pa.Table):
+            return pa.record_batch({"_": pa.nulls(data.num_rows)}).select([])
+        return data.select([])
     if isinstance(data, pa.Table) and data.schema.names == schema.names:
         batches = data.combine_chunks().to_batches()
         if len(batches) == 1:
@@ -158,24 +162,27 @@ class ScanExec(ExecNode):
     def execute(self, drop_rows: Mapping[int, np.ndarray] | None = None,
                 omit: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
         """``drop_rows``: the source's rows to leave out (see :meth:`Source.scan`);
-        ``omit``: columns nobody reads after this node, not read (NULL)."""
+        ``omit``: columns nobody reads after this node, left out of its batches (not read)."""
         residual = None
         if self.residual is not None:
             residual = to_pyarrow(self.residual, self.schema)
             omit = [n for n in omit if n not in {p[0] for p in columns(self.residual)}]
-        wanted = [n for n in self.schema.names if n not in SOURCE_COLUMNS and n not in omit]
+        schema = self.schema
+        if omit:
+            schema = pa.schema([f for f in schema if f.name not in omit])
+        wanted = [n for n in schema.names if n not in SOURCE_COLUMNS]
         scan = (self.source.scan(wanted, self.pushed) if not drop_rows
                 else self.source.scan(wanted, self.pushed, drop_rows))
         for batch in scan:
             if not batch.num_rows:
                 continue
-            extra = _source_columns(self.source, batch.num_rows, self.schema.names)
+            extra = _source_columns(self.source, batch.num_rows, schema.names)
             for name, values in extra.items():
                 batch = batch.append_column(name, values)
-            out = conform(batch, self.schema)
+            out = conform(batch, schema)
             if residual is not None:
                 out = pa.Table.from_batches([out]).filter(residual)
-                out = conform(out, self.schema)
+                out = conform(out, schema)
             if out.num_rows:
                 yield out
 
@@ -329,20 +336,29 @@ class DeduplicateExec(ExecNode):
     def __init__(self, child: ExecNode, key_columns: Sequence[str],
                  sources: Sequence[Source] | None = None,
                  needed: Sequence[str] | None = None) -> None:
-        """``needed``: the columns read from its output (None: all)."""
+        """``needed``: the columns read from its output (None: all); its output then has
+        only those (in its input's order)."""
         self.children = (child,)
         self.needed = None if needed is None else frozenset(needed)
-        self.schema = child.schema
         self.key_columns = tuple(key_columns)
         for name in (*self.key_columns, ROW_ADDR):
-            if name not in self.schema.names:
+            if name not in child.schema.names:
                 raise InvalidInputError(f"DeduplicateExec needs column {name!r} in its input")
+        self.schema = child.schema if self.needed is None else pa.schema(
+            [f for f in child.schema if f.name in self.needed])
         self.scans = _scans(child)
         self.sources = list(sources) if sources is not None else [s.source for s in
                                                                   self.scans]
 
     def execute(self) -> Iterator[pa.RecordBatch]:
-        types = [self.schema.field(k).type for k in self.key_columns]
+        names = self.schema.names
+        for batch in self._winning():
+            yield batch if batch.schema.names == names else batch.select(names)
+
+    def _winning(self) -> Iterator[pa.RecordBatch]:
+        """The winning rows, with the input's columns or (base rows, when ``needed``
+        allows) only the needed ones."""
+        types = [self.children[0].schema.field(k).type for k in self.key_columns]
         newest = NewestRows(self.sources, types)
         base = [s for s in self.sources if isinstance(s, BaseSource)]
         if base and newest.has_newer and any(s.source.is_base for s in self.scans):

@@ -126,7 +126,7 @@ def lance_scanner(ds: LanceDataset, columns: Sequence[str], predicate: Expr | No
     if predicate is not None:
         schema = _filter_schema(ds.manifest.schema.to_scan_arrow())
         resolved = resolve(predicate, schema)
-        scanner.plan = narrowed(scanner.plan, ds.manifest, resolved)
+        scanner.plan = narrowed(scanner.plan, ds.manifest, resolved, compare=True)
         indexed = index_hook(ds.store, ds.manifest, use_index)(scanner.plan,
                                                                scanner.fragments)
         if indexed is not None and drop_rows:

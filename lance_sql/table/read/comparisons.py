@@ -75,6 +75,39 @@ def _comparison(expr: Expr) -> Comparison | None:
     return Comparison(name, op, value)
 
 
+def typed(comparisons: tuple[Comparison, ...], schema: pa.Schema
+          ) -> tuple[Comparison, ...]:
+    """``comparisons`` with each constant of another numeric type than its column made
+    the column's type when that loses nothing (``cat = 7`` parsed as int64 against an
+    int32 column): the comparison holds for the same rows, and :func:`mask` can then
+    evaluate it instead of leaving it to the general path."""
+    out = []
+    for c in comparisons:
+        value = c.value
+        index = schema.get_field_index(c.column)
+        if value is not None and index >= 0:
+            value = _lossless(value, schema.field(index).type)
+        out.append(c if value is c.value else Comparison(c.column, c.op, value))
+    return tuple(out)
+
+
+def _lossless(value: pa.Scalar, t: pa.DataType) -> pa.Scalar:
+    """``value`` as type ``t`` when both are integers or ``t`` is a float type that holds
+    the integer exactly; else ``value`` itself."""
+    if value.type.equals(t) or not pa.types.is_integer(value.type) or not value.is_valid:
+        return value
+    v = value.as_py()
+    if pa.types.is_integer(t):
+        try:
+            return pa.scalar(v, t)
+        except (pa.ArrowException, OverflowError, ValueError):
+            return value  # out of the column's range: the general path decides
+    if (pa.types.is_float32(t) or pa.types.is_float64(t)) and abs(v) <= (
+            1 << (24 if pa.types.is_float32(t) else 53)):
+        return pa.scalar(float(v), t)
+    return value
+
+
 def _column_name(expr: Expr) -> str | None:
     if isinstance(expr, Column) and len(expr.path) == 1:
         return expr.path[0]

@@ -42,7 +42,7 @@ from lance_sql.table.files.reader import (
     row_offsets,
     system_arrays,
 )
-from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask
+from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask, typed
 from lance_sql.table.runtime.workers import WorkerPool
 
 DEFAULT_BATCH_SIZE = 8192
@@ -187,6 +187,8 @@ def build_scan_plan(
     data_names = {f.name for f in manifest.schema.fields}
     if comparisons is not None and not columns_of(comparisons) <= (used or set()) & data_names:
         comparisons = None
+    if comparisons is not None:
+        comparisons = typed(comparisons, schema)
     return ScanPlan(
         output_fields=tuple(names),
         read_fields=tuple(f for f in manifest.schema.fields if f.name in needed),
@@ -203,10 +205,14 @@ def build_scan_plan(
     )
 
 
-def narrowed(plan: ScanPlan, manifest: Manifest, predicate: Expr | None) -> ScanPlan:
+def narrowed(plan: ScanPlan, manifest: Manifest, predicate: Expr | None, *,
+             compare: bool = False) -> ScanPlan:
     """``plan`` with its filter replaced by ``predicate`` (None: no filter), reading only
-    the columns the output and ``predicate`` need."""
-    new = build_scan_plan(manifest, plan.output_fields, predicate=predicate)
+    the columns the output and ``predicate`` need. ``compare``: ``predicate`` is the whole
+    filter, so a conjunction of comparisons in it may be evaluated as such (see
+    :func:`build_scan_plan`)."""
+    new = build_scan_plan(manifest, plan.output_fields, predicate=predicate,
+                          filter_tree=predicate if compare else None)
     return replace(new, output_schema=plan.output_schema, filter_text=plan.filter_text)
 
 
@@ -255,20 +261,22 @@ def scan_fragment(
     late = plan.late_fields()
     if late:
         return _scan_late(store, manifest, fragment, plan, late, offset, length, drop)
-    arrays = reader.read(plan.read_fields, offset=offset, length=length)
-    names = [f.name for f in plan.read_fields]
-    system = plan.system_names
-    if system:
-        arrays.extend(system_arrays(store, manifest, fragment,
-                                    slice(offset, offset + length), system))
-        names.extend(system)
-    if names:
-        table = pa.Table.from_arrays(arrays, names=names)
-    else:  # count-only scans: a table with rows but no columns
-        table = pa.table({"_": pa.nulls(length, pa.null())}).select([])
     mask = _live_mask(reader, drop)
     if mask is not None:
-        table = _keep_rows(table, mask[offset : offset + length])
+        table = _read_live(store, manifest, reader, plan, mask[offset : offset + length],
+                           offset)
+    else:
+        arrays = reader.read(plan.read_fields, offset=offset, length=length)
+        names = [f.name for f in plan.read_fields]
+        system = plan.system_names
+        if system:
+            arrays.extend(system_arrays(store, manifest, fragment,
+                                        slice(offset, offset + length), system))
+            names.extend(system)
+        if names:
+            table = pa.Table.from_arrays(arrays, names=names)
+        else:  # count-only scans: a table with rows but no columns
+            table = rows_only(length)
     if plan.filter is not None:
         table = table.filter(plan.filter)
     table = table.select(list(plan.output_fields))
@@ -334,13 +342,29 @@ def _live_mask(reader: FragmentReader, drop: np.ndarray | None) -> np.ndarray | 
     return mask
 
 
-def _keep_rows(table: pa.Table, mask: np.ndarray) -> pa.Table:
-    """The rows of ``table`` where ``mask`` is true; column by column (measured: about
-    half the time of ``Table.filter``'s general path)."""
-    if not table.num_columns:
+def _read_live(store: ObjectStore, manifest: Manifest, reader: FragmentReader,
+               plan: ScanPlan, mask: np.ndarray, offset: int) -> pa.Table:
+    """``plan.read_fields`` and system columns of the rows ``[offset, offset + len(mask))``
+    where ``mask`` holds. Each column is filtered as soon as it is decoded, while its
+    buffers are still in cache (and freed before the next is decoded); system columns
+    are made for the kept rows only. The kept values go to the system allocator, where
+    the decoded buffers just freed are: measured on a 10M-row scan dropping 1.75% of its
+    rows, Arrow's default pool (mimalloc) returned freed memory to the kernel and had it
+    zeroed again, fragment after fragment (~0.3 s of system time; 750 -> 350 ms CPU)."""
+    names = [f.name for f in plan.read_fields]
+    system = plan.system_names
+    if not names and not system:
         return rows_only(int(np.count_nonzero(mask)))
     keep = pa.array(mask)
-    return pa.Table.from_arrays([c.filter(keep) for c in table.columns], schema=table.schema)
+    pool = pa.system_memory_pool()
+    arrays = [pc.filter(reader.read([f], offset=offset, length=mask.size)[0], keep,
+                        memory_pool=pool)
+              for f in plan.read_fields]
+    if system:
+        rows = np.flatnonzero(mask) + offset
+        arrays.extend(system_arrays(store, manifest, reader.fragment, rows, system))
+        names.extend(system)
+    return pa.Table.from_arrays(arrays, names=names)
 
 
 def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,

@@ -85,3 +85,47 @@ def test_key_rows_finds_what_an_in_filter_finds(tmp_path) -> None:
         assert live <= got
         assert all(int(ds.take_addresses([a], ["id"]).num_rows) == 0 for a in deleted)
     assert key_rows(ds.store, ds.manifest, "s", pa.array(["x"])) is None  # no index
+
+
+@pytest.mark.parametrize("columns", [None, ["tags", "_rowid", "_row_created_at_version"],
+                                     ["_rowaddr", "_row_last_updated_at_version", "s"],
+                                     []])
+def test_live_rows_are_read_column_by_column_like_the_whole_fragment(tmp_path,
+                                                                     columns) -> None:
+    """A scan with deleted and dropped rows filters each column as it is decoded and
+    makes system columns for kept rows only: equal to reading every row (a scan from
+    before the deletions) and keeping the live, undropped ones (nulls, strings, lists,
+    row ids and versions of a table with stable row ids, several fragments)."""
+    n = 2500
+    ids = np.arange(n, dtype=np.int64)
+    data = pa.table({"id": ids,
+                     "v": pa.array([None if i % 7 == 0 else float(i) for i in range(n)]),
+                     "s": pa.array([None if i % 5 == 0 else f"s{i}" * (i % 4)
+                                    for i in range(n)]),
+                     "tags": pa.array([[i, i + 1][: i % 3] for i in range(n)],
+                                      pa.list_(pa.int32()))})
+    uri = str(tmp_path / "t")
+    lance_sql.write_dataset(data, uri, max_rows_per_file=600, enable_stable_row_ids=True)
+    lance_sql.dataset(uri).update({"v": "v + 1"}, where="id % 10 = 3")  # newer versions
+    names = list(columns) if columns is not None else ["id", "v", "s", "tags"]
+    system = ["_rowid", "_rowaddr", "_row_created_at_version",
+              "_row_last_updated_at_version"]
+    every = lance_sql.dataset(uri).to_table(columns=["id", "v", "s", "tags", *system])
+    lance_sql.dataset(uri).delete("id % 13 = 0")
+    ds = lance_sql.dataset(uri)
+    assert len(ds.manifest.fragments) >= 4
+    rng = np.random.default_rng(11)
+    drop = {f.id: rng.choice(f.physical_rows, f.physical_rows // 8)
+            for f in ds.manifest.fragments}
+    addresses = every.column("_rowaddr").to_numpy()
+    dropped = np.zeros(len(addresses), bool)
+    for frag_id, rows in drop.items():
+        dropped |= np.isin(addresses, (np.uint64(frag_id) << np.uint64(32))
+                           | rows.astype(np.uint64))
+    deleted = every.column("id").to_numpy() % 13 == 0
+    want = every.filter(pa.array(~dropped & ~deleted)).select(names)
+    scanner = Scanner(ds.store, ds.manifest, columns=names, drop_rows=drop)
+    got = scanner.to_table()
+    assert got.num_rows == want.num_rows == scanner.count_rows()
+    if names:
+        assert got.equals(want.cast(got.schema))

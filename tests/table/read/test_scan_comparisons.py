@@ -15,7 +15,7 @@ from lance_sql.expr import Call, Column, Literal
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.table import build_scan_plan, scan_fragment
 from lance_sql.table.read import scan
-from lance_sql.table.read.comparisons import Comparison, conjunction, mask
+from lance_sql.table.read.comparisons import Comparison, conjunction, mask, typed
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(),
              pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
@@ -119,6 +119,49 @@ def test_mask_refuses_other_types() -> None:
     chunked = pa.chunked_array([pa.array([1, 2], pa.int64()), pa.array([3], pa.int64())])
     got = mask((Comparison("c", ">", pa.scalar(1, pa.int64())),), {"c": chunked})
     assert got.tolist() == [False, True, True]
+
+
+@pytest.mark.parametrize("dtype", INT_TYPES + [pa.float32(), pa.float64()])
+@pytest.mark.parametrize("constant", [0, 7, 99, -1, 200, 70_000, 2**31, 2**40, -2**40,
+                                      2**53 + 1])
+def test_typed_constants_keep_the_rows_of_the_general_path(dtype: pa.DataType,
+                                                            constant: int) -> None:
+    """An int64 constant against a column of another numeric type (``cat = 7`` parsed
+    from SQL text): made the column's type when that loses nothing, it selects the very
+    rows Acero selects with its implicit cast; when it would lose something it stays as
+    it is and the general path decides."""
+    raw = np.arange(-60, 140) * (3 if dtype in (pa.int8(), pa.uint8()) else 1)
+    if pa.types.is_unsigned_integer(dtype):
+        raw = np.abs(raw)
+    if dtype in (pa.int8(), pa.uint8()):
+        raw = np.clip(raw, -128 if dtype == pa.int8() else 0, 127)
+    values = pc.if_else(pa.array(raw % 9 == 0), pa.nulls(raw.size, dtype),
+                        pa.array(raw).cast(dtype))
+    table = pa.table({"c": values})
+    wide = pa.scalar(constant, pa.int64()) if constant < 2**63 else pa.scalar(constant)
+    for op in OPS:
+        expr = _expr(op, "c", wide)
+        (typed_,) = typed(conjunction(decode(expr)), table.schema)
+        got = mask((typed_,), {"c": values})
+        try:
+            pa.scalar(constant, dtype) if pa.types.is_integer(dtype) else None
+            fits = pa.types.is_integer(dtype) or abs(constant) <= 2**24 or (
+                dtype == pa.float64() and abs(constant) <= 2**53)
+        except (pa.ArrowException, OverflowError):
+            fits = False
+        if not fits:  # not representable: left for the general path
+            assert got is None and typed_.value.type == pa.int64(), (op, constant)
+            continue
+        assert typed_.value.type == dtype and got is not None, (op, constant)
+        assert np.array_equal(np.flatnonzero(got), _acero_rows(table, expr)), (op, constant)
+
+
+def test_typed_leaves_other_comparisons_alone() -> None:
+    schema = pa.schema([("s", pa.string()), ("c", pa.int32()), ("f", pa.float64())])
+    same = (Comparison("c", "=", pa.scalar(3, pa.int32())), Comparison("s", "is_null"),
+            Comparison("s", "=", pa.scalar("x")), Comparison("f", "<", pa.scalar(0.5)),
+            Comparison("c", "=", pa.scalar(1.5)), Comparison("gone", "=", pa.scalar(1)))
+    assert typed(same, schema) == same
 
 
 # ---------------------------------------------------------------- scans vs the general path
