@@ -79,9 +79,12 @@ __all__ = [
 ]
 
 # Fragments read in parallel when gathering the values of changed rows, and the fewest
-# rows a read needs to be worth a thread.
+# rows a read needs to be worth a thread. Gathering fewer rows is mostly Python work that
+# holds the GIL (a 10k-row take from a mapped 1M-row fragment: ~0.6 ms, with no large copy
+# to overlap since the local store maps its files), so threads only add hand-offs:
+# measured 11 ms in one thread vs 20 ms on the pool for the 1% update of bench_lineage.
 READ_THREADS = min(8, os.cpu_count() or 1)
-PARALLEL_ROWS = 4096
+PARALLEL_ROWS = 1 << 16
 
 VersionArg = int | str | dt.datetime
 ManifestOf = Callable[[int], Manifest]
