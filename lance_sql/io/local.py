@@ -15,6 +15,9 @@ path below the root is resolved (one ``lstat`` per path segment; ``realpath`` on
 a segment that is a link) and must stay under the root's real path, else
 :class:`PathEscapeError`. The root itself may be reached through links (``/tmp`` on
 some systems); other base paths (shallow clones) are stores of their own.
+
+Data files are read through memory maps: large reads are views of the mapping, not copies
+(see :class:`LocalSource` for what that assumes and how to turn it off).
 """
 
 from __future__ import annotations
