@@ -24,7 +24,7 @@ import datetime as dt
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import pyarrow as pa
@@ -476,12 +476,27 @@ def _read_plan(window: ChangeWindow, rows: ChangeRows, fields: list,
     if not len(rows) or rows.version[0] != rows.version[-1]:
         return build()
     version = int(rows.version[0])
-    if _cached_version_changes(window, version) is not rows:
+    whole = _cached_version_changes(window, version)
+    if whole is not rows and not _views_of(rows, whole):
         return build()  # pruned or built elsewhere: planned for this call only
+    rows = whole  # e.g. SQL's one partition of a whole version is a slice of it
     targets = tuple((f.id, f.name, schema.field(f.name).type) for f in fields)
     key = ("read", _plan_key(window, version), targets)
     plan = current_runtime().cache.get_or_load(CHANGE_PLANS, key, build)
     return plan if plan.rows is rows else build()
+
+
+def _views_of(rows: ChangeRows, whole: ChangeRows) -> bool:
+    """Whether ``rows`` is all of ``whole`` through views of its arrays (a full slice):
+    the same length, memory and strides for every field."""
+    if len(rows) != len(whole):
+        return False
+    for f in fields(whole):
+        a, b = getattr(rows, f.name), getattr(whole, f.name)
+        if a.dtype != b.dtype or a.strides != b.strides or \
+                a.__array_interface__["data"][0] != b.__array_interface__["data"][0]:
+            return False
+    return True
 
 
 def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
