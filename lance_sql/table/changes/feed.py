@@ -79,12 +79,13 @@ __all__ = [
 ]
 
 # Fragments read in parallel when gathering the values of changed rows, and the fewest
-# rows a read needs to be worth a thread. Gathering fewer rows is mostly Python work that
-# holds the GIL (a 10k-row take from a mapped 1M-row fragment: ~0.6 ms, with no large copy
-# to overlap since the local store maps its files), so threads only add hand-offs:
-# measured 11 ms in one thread vs 20 ms on the pool for the 1% update of bench_lineage.
+# rows a read needs to be worth a thread. Smaller reads are mostly Python work that holds
+# the GIL (a 10k-row take from a mapped 1M-row fragment: ~0.6 ms; a 100k-row dense read
+# of two columns: ~3 ms; no large copy to overlap since the local store maps its files),
+# so threads only add hand-offs, which a loaded machine makes long: bench_lineage's 1%
+# update took 11 ms in one thread vs 20 ms on the pool (quiet), 33-48 vs 83 ms (loaded).
 READ_THREADS = min(8, os.cpu_count() or 1)
-PARALLEL_ROWS = 1 << 16
+PARALLEL_ROWS = 1 << 18
 
 VersionArg = int | str | dt.datetime
 ManifestOf = Callable[[int], Manifest]

@@ -22,6 +22,7 @@ import lance_sql
 from lance_sql.io import local as local_module
 from lance_sql.io.local import MMAP_SWITCH
 from lance_sql.io.uri import open_store
+from lance_sql.table.changes import feed
 from lance_sql.table.changes.feed import table_changes
 
 ROWS = 60_000
@@ -151,3 +152,28 @@ def test_scans_and_takes_through_mappings_equal_copies(
     for a, b in zip(copied, mapped, strict=True):
         assert a.equals(b)
     assert copied[3].num_rows < ROWS + ROWS // 4  # the deletes are seen
+
+
+def test_fragments_read_side_by_side_from_mappings_equal_one_thread(
+        table: tuple[Path, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every fragment read on the pool (worker threads sharing the mapped files) gives what
+    reading them one by one on the calling thread gives."""
+    path, last = table
+    lance_sql.default_runtime().clear()
+    windows = [(1, last), *[(v, v) for v in range(2, last + 1)]]
+    monkeypatch.setattr(feed, "READ_THREADS", 4)
+    monkeypatch.setattr(feed, "PARALLEL_ROWS", 1)
+    pools = []
+    real = feed.WorkerPool
+
+    def pool(*args: Any) -> Any:
+        pools.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(feed, "WorkerPool", pool)
+    pooled = [table_changes(str(path), a, b) for a, b in windows]
+    assert pools  # the pool really read fragments
+    monkeypatch.setattr(feed, "PARALLEL_ROWS", 1 << 62)
+    alone = [table_changes(str(path), a, b) for a, b in windows]
+    for a, b in zip(pooled, alone, strict=True):
+        assert a.equals(b)
