@@ -17,7 +17,10 @@ rows (every 100th id), scattered over every fragment.
   its own copy of the table (copies are made untimed);
 * the row-id index after the update: its size and the peak memory of building it.
 
-    python bench/bench_lineage.py --rows 10000000 --repeat 3
+    python bench/bench_lineage.py --rows 10000000 --repeat 3 [--data DIR]
+
+``--data DIR`` keeps the tables in DIR and reuses them on the next run with the same
+--rows / --window-versions (building 10M rows takes a while on a shared machine).
 """
 
 from __future__ import annotations
@@ -64,15 +67,22 @@ def main() -> None:
     parser.add_argument("--merge-rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--window-versions", type=int, default=200)
+    parser.add_argument("--data", type=Path, help="keep (and reuse) the tables in this directory")
     args = parser.parse_args()
 
-
-    work = Path(tempfile.mkdtemp(prefix="bench_lineage_"))
+    work = args.data or Path(tempfile.mkdtemp(prefix="bench_lineage_"))
+    work.mkdir(parents=True, exist_ok=True)
     try:
         path = str(work / "t")
-        lance_sql.write_dataset(make_table(args.rows), path, enable_stable_row_ids=True,
-                                max_rows_per_file=1_000_000)
-        lance_sql.dataset(path).update({"x": "x + 1"}, where="id % 100 = 0")
+        stamp = work / f"rows-{args.rows}"
+        if not stamp.exists():
+            for old in work.glob("rows-*"):
+                old.unlink()
+            shutil.rmtree(path, ignore_errors=True)
+            lance_sql.write_dataset(make_table(args.rows), path, enable_stable_row_ids=True,
+                                    max_rows_per_file=1_000_000)
+            lance_sql.dataset(path).update({"x": "x + 1"}, where="id % 100 = 0")
+            stamp.touch()
         touched = args.rows // 100
         print(formats_line(lance_sql=path))
 
@@ -104,10 +114,12 @@ def main() -> None:
             old = lance.dataset(path, version=1)  # pylance takes by row id privately only
             old._take_rows(updated.column("_rowid").to_pylist())  # noqa: SLF001
 
-        # interleaved rounds: a slow spell of the shared machine hits every line alike
+        # interleaved rounds: a slow spell of the shared machine hits every line alike.
+        # Each "cold" line clears the plans, so the cached lines follow the cold line that
+        # planned what they reuse (the full feed's read plan for "ours" and "sql").
         t = interleaved_medians({
-            "ours": (ours, None), "cold": (ours, _forget_plans),
-            "same": (ours_same_rows, None), "same_cold": (ours_same_rows, _forget_plans),
+            "same_cold": (ours_same_rows, _forget_plans), "same": (ours_same_rows, None),
+            "cold": (ours, _forget_plans), "ours": (ours, None),
             "sql": (ours_sql, None), "ref": (reference, None),
             "ref_pre": (reference_with_preimages, None)}, args.repeat)
         t_ours, t_cold, t_same, t_same_cold = t["ours"], t["cold"], t["same"], t["same_cold"]
@@ -167,15 +179,21 @@ def main() -> None:
         print(f"row-id index after the update: {index.num_runs} runs, "
               f"{index.nbytes / 2**20:.1f} MiB held, {peak / 2**20:.1f} MiB peak while building")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.data is None:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            shutil.rmtree(work / "copy", ignore_errors=True)
 
 
 def _long_window(work: Path, versions: int, repeat: int) -> None:
     """A history of many small commits (appends of 10 rows, every third commit an update
     of 2% of the rows): the feed of the whole window vs ``delta()`` over it."""
     path = str(work / "long")
-    lance_sql.write_dataset(pa.table({"id": np.arange(1000), "x": np.zeros(1000)}), path,
-                            enable_stable_row_ids=True)
+    if Path(path).exists() and lance_sql.dataset(path).version > versions:
+        shutil.rmtree(path)  # kept from a run with a longer window: build it again
+    if not Path(path).exists():
+        lance_sql.write_dataset(pa.table({"id": np.arange(1000), "x": np.zeros(1000)}), path,
+                                enable_stable_row_ids=True)
     while lance_sql.dataset(path).version < versions:
         v = lance_sql.dataset(path).version
         if v % 3 == 0:

@@ -15,6 +15,9 @@ path below the root is resolved (one ``lstat`` per path segment; ``realpath`` on
 a segment that is a link) and must stay under the root's real path, else
 :class:`PathEscapeError`. The root itself may be reached through links (``/tmp`` on
 some systems); other base paths (shallow clones) are stores of their own.
+
+Data files are read through memory maps: large reads are views of the mapping, not copies
+(see :class:`LocalSource` for what that assumes and how to turn it off).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import uuid
 from typing import BinaryIO, cast
 
 import numpy as np
+import pyarrow as pa
 
 from lance_sql.errors import FormatError, NotFoundError, PathEscapeError
 from lance_sql.io.store import ObjectStore, check_key, is_temporary
@@ -51,24 +55,84 @@ def _read_into(fd: int, view: memoryview, offset: int) -> int:
 _PREADV = getattr(os, "preadv", None)
 
 
-class LocalSource:
-    """Positional reads from one local file (``os.pread``: thread safe, no shared cursor)."""
+# Reads of at least this many bytes are views of the file's memory map (no copy);
+# smaller ones are copied by ``pread``, which costs no more for them.
+MAP_MIN_READ = 64 * 1024
+# ``LANCE_SQL_MMAP=0`` turns mapped reads off for every local store created afterwards.
+MMAP_SWITCH = "LANCE_SQL_MMAP"
 
-    def __init__(self, path: str, name: str | None = None) -> None:
+
+def mapping_enabled() -> bool:
+    """Whether local stores map files by default (see :data:`MMAP_SWITCH`)."""
+    return os.environ.get(MMAP_SWITCH, "").strip().lower() not in ("0", "false", "no", "off")
+
+
+class LocalSource:
+    """Positional reads from one local file, thread safe (no shared cursor).
+
+    With ``mapped``, a regular file of at least :data:`MAP_MIN_READ` bytes is memory-mapped
+    once (pyarrow's ``memory_map``: read-only, exactly the file's size at open), and reads
+    of at least that many bytes return a read-only view of the mapping instead of a copy:
+    a decoder that keeps views (flat pages) or gathers a few values (takes) then never
+    copies the page. Other reads use ``os.pread``. Each read is checked against the size
+    at open and, when mapped, against the file's current size, so a file truncated after
+    open raises :class:`FormatError`, as a short ``pread`` does.
+
+    Lance files are immutable once published (written under a temporary name, then
+    linked or renamed into place; cleanup unlinks them, which leaves a mapping intact),
+    so a view stays valid for as long as anything refers to it, after :meth:`close` too:
+    the mapping goes with its last view, the file descriptor at ``close``. The one thing
+    that breaks this is truncating a data file *in place* (``truncate``, ``cp`` or
+    ``rsync --inplace`` over a table's file) while arrays read from it are alive: reading
+    such an array then raises SIGBUS, as it would for pyarrow's own mapped IPC files.
+    ``LocalStore(root, mapped=False)`` or ``LANCE_SQL_MMAP=0`` reads by copying instead.
+    """
+
+    def __init__(self, path: str, name: str | None = None, *, mapped: bool = False) -> None:
         self.path = path if name is None else name  # for messages: the path as addressed
         try:
             self._fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError as exc:
             raise NotFoundError(f"file not found: {self.path}") from exc
-        self.size = os.fstat(self._fd).st_size
+        info = os.fstat(self._fd)
+        self.size = info.st_size
         self._lock = threading.Lock()
+        self._map: pa.MemoryMappedFile | None = None
+        if mapped and stat.S_ISREG(info.st_mode) and self.size >= MAP_MIN_READ:
+            self._map_file(path, info)
 
-    def read_at(self, offset: int, length: int) -> bytes:
+    def _map_file(self, path: str, info: os.stat_result) -> None:
+        """Map the file just opened, then read everything through the mapping's descriptor
+        (one descriptor per source). The mapping is opened by path, so it is kept only if
+        it is the same file, of the same size: otherwise reads stay unmapped."""
+        try:
+            mapping = pa.memory_map(path, "r")
+        except (OSError, MemoryError, pa.ArrowException):
+            return  # replaced or removed meanwhile, or no address space: stay unmapped
+        fd = mapping.fileno()
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino) or mapping.size() != self.size:
+            mapping.close()
+            return
+        os.set_inheritable(fd, False)  # as os.open's descriptors are
+        os.close(self._fd)
+        self._fd, self._map = fd, mapping
+
+    @property
+    def mapped(self) -> bool:
+        """Whether large reads are views of a mapping."""
+        return self._map is not None
+
+    def read_at(self, offset: int, length: int) -> bytes | memoryview:
         if offset < 0 or length < 0 or offset + length > self.size:
             raise FormatError(
                 f"{self.path}: read of {length} bytes at {offset} is outside the file "
                 f"({self.size} bytes)"
             )
+        if length >= MAP_MIN_READ and self._map is not None:
+            view = self._view(offset, length)
+            if view is not None:
+                return view
         data = os.pread(self._fd, length, offset)
         while len(data) < length:  # pread may return short reads on some filesystems
             more = os.pread(self._fd, length - len(data), offset + len(data))
@@ -99,11 +163,31 @@ class LocalSource:
             at += length
         return out
 
+    def _view(self, offset: int, length: int) -> memoryview | None:
+        """``length`` bytes at ``offset`` of the mapping (None once closed: the caller's
+        ``pread`` then fails as on any closed source)."""
+        with self._lock:  # the mapping reads at its cursor
+            mapping = self._map
+            if mapping is None:
+                return None
+            if os.fstat(self._fd).st_size < offset + length:  # never touch pages past EOF
+                raise FormatError(f"{self.path}: file shrank after it was opened "
+                                  f"(read of {length} bytes at {offset})")
+            mapping.seek(offset)
+            buffer = mapping.read_buffer(length)
+        if len(buffer) != length:
+            raise FormatError(f"{self.path}: short read at {offset} ({len(buffer)} of {length})")
+        return memoryview(buffer).cast("B")
+
     def close(self) -> None:
+        """Closes the descriptor; views already handed out stay readable."""
         with self._lock:
-            if self._fd >= 0:
+            if self._map is not None:
+                self._map.close()  # closes self._fd too
+                self._map = None
+            elif self._fd >= 0:
                 os.close(self._fd)
-                self._fd = -1
+            self._fd = -1
 
     def __del__(self) -> None:
         try:
@@ -115,10 +199,12 @@ class LocalSource:
 class LocalStore(ObjectStore):
     """Objects are files below ``root``; keys map to relative paths."""
 
-    def __init__(self, root: str, *, fsync: bool = False) -> None:
+    def __init__(self, root: str, *, fsync: bool = False, mapped: bool | None = None) -> None:
         self.root = os.path.abspath(root)
         self.uri = self.root
         self.fsync = fsync
+        # large reads of data files as views of their mapping (see LocalSource)
+        self.mapped = mapping_enabled() if mapped is None else mapped
         self._real_root: str | None = None
 
     def _path(self, key: str) -> str:
@@ -164,7 +250,7 @@ class LocalStore(ObjectStore):
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def open_source(self, key: str) -> LocalSource:
-        return LocalSource(self._resolve(key), self._path(key))
+        return LocalSource(self._resolve(key), self._path(key), mapped=self.mapped)
 
     def size(self, key: str) -> int:
         try:
@@ -285,7 +371,7 @@ class LocalStore(ObjectStore):
         _unlink_quietly(token[0])  # type: ignore[index]
 
     def child(self, prefix: str) -> LocalStore:
-        return LocalStore(self._resolve(prefix), fsync=self.fsync)
+        return LocalStore(self._resolve(prefix), fsync=self.fsync, mapped=self.mapped)
 
 
 def _link_if_absent(src: str, dst: str) -> bool:

@@ -136,8 +136,8 @@ class ChangeQuery:
         if self.prefilter is None or not len(rows):
             return rows
         mask = None if self.prefilter_tree is None else _metadata_mask(self.prefilter_tree, rows)
-        if mask is not None:
-            return rows.take(np.flatnonzero(mask))
+        if mask is not None:  # (all kept: the rows as they are, whose read plan is cached)
+            return rows if mask.all() else rows.take(np.flatnonzero(mask))
         positions = pa.array(np.arange(len(rows), dtype=np.int64))
         try:
             table = rows.metadata(timestamps, self.prefilter_columns, encoded=True)
@@ -147,7 +147,7 @@ class ChangeQuery:
             table = rows.metadata(timestamps, self.prefilter_columns)
             kept = table.append_column("_pos", positions).filter(self.prefilter)
         kept = kept.column("_pos").to_numpy()
-        return rows.take(kept)
+        return rows if kept.size == len(rows) else rows.take(kept)
 
 
 _NUMPY_COMPARE = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,

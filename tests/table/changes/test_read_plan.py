@@ -8,6 +8,7 @@ planned read gives, and what the general (pruned, uncached) path gives for the s
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -48,7 +49,7 @@ def _count_group_plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls = [0]
     plan = feed._GroupRead.plan
 
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(*args: Any, **kwargs: Any) -> Any:
         calls[0] += 1
         return plan(*args, **kwargs)
 
@@ -68,9 +69,16 @@ def test_repeated_query_reuses_the_read_plan_with_identical_results(
         if first.num_rows:  # the read plan was kept: no group planned again
             assert calls[0] == planned, version
         assert again.equals(first)
-        # the general path (rows pruned by a metadata filter always true) agrees
-        general = table_changes(path, version, version, filter="_rowid >= 0")
-        assert general.equals(first)
+        # a metadata filter keeping every row keeps the rows as they are (and their plan)
+        planned = calls[0]
+        assert table_changes(path, version, version, filter="_rowid >= 0").equals(first)
+        if first.num_rows:
+            assert calls[0] == planned, version
+            # the general path (rows pruned by a metadata filter) agrees
+            dropped = first["_rowid"][0].as_py()
+            general = table_changes(path, version, version, filter=f"_rowid <> {dropped}")
+            assert calls[0] > planned, version
+            assert general.equals(first.filter(pa.compute.not_equal(first["_rowid"], dropped)))
 
 
 def test_kinds_and_values_of_a_cached_read(history: tuple[Path, int]) -> None:
@@ -108,7 +116,7 @@ def test_projection_and_net_mode_over_cached_plans(history: tuple[Path, int]) ->
 
 def test_sql_table_changes_repeated(history: tuple[Path, int]) -> None:
     path, last = history
-    session = lance_sql.connect(path.parent)
+    session: Any = lance_sql.connect(path.parent)  # type: ignore[operator]
     _forget()
     query = "SELECT * FROM table_changes('t', 3, 3) ORDER BY _rowid, _change_type"
     first = session.sql(query).to_arrow_table()
@@ -128,3 +136,32 @@ def test_commit_timestamps_for_one_and_many_versions(history: tuple[Path, int]) 
         stamps = got["_commit_timestamp"].cast(pa.int64()).to_pylist()
         assert stamps == [micros[v] for v in got["_commit_version"].to_pylist()]
         assert got.num_rows > 0
+
+
+def _sorted(table: pa.Table) -> list[tuple]:
+    return sorted(tuple(map(repr, row.values())) for row in table.to_pylist())
+
+
+def test_sql_reads_a_whole_version_with_its_cached_read_plan(
+        history: tuple[Path, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQL's partition of a whole version is a slice of the cached change rows: it reads
+    with the version's cached read plan, and gives what table_changes gives."""
+    path, last = history
+    session: Any = lance_sql.connect(path.parent)  # type: ignore[operator]
+    calls = _count_group_plans(monkeypatch)
+    for version in (3, last):
+        _forget()
+        expected = table_changes(path, version, version)
+        assert expected.num_rows
+        planned = calls[0]
+        for _ in range(2):
+            got = session.sql(f"SELECT * FROM table_changes('t', {version}, {version})")
+            assert _sorted(got.to_arrow_table()) == _sorted(expected)
+            assert calls[0] == planned, version
+        # a pushed filter that drops rows plans its own read
+        dropped = expected["_rowid"][0].as_py()
+        got = session.sql(f"SELECT * FROM table_changes('t', {version}, {version}) "
+                          f"WHERE _rowid <> {dropped}")
+        kept = expected.filter(pa.compute.not_equal(expected["_rowid"], dropped))
+        assert _sorted(got.to_arrow_table()) == _sorted(kept)
+        assert calls[0] > planned

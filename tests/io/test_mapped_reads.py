@@ -1,0 +1,232 @@
+"""Mapped reads of the local store: the same bytes as ``pread``, no copies for large
+reads, bounds and truncation as typed errors, thread safety, and no descriptor or mapping
+that outlives what uses it."""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import FormatError
+from lance_sql.io import LocalStore
+from lance_sql.io import local as local_module
+from lance_sql.io.local import MAP_MIN_READ, MMAP_SWITCH, LocalSource
+
+SIZE = 5 * MAP_MIN_READ + 123  # not a multiple of the page size
+
+
+@pytest.fixture
+def blob(tmp_path: Path) -> tuple[Path, bytes]:
+    data = np.random.default_rng(7).integers(0, 256, SIZE, dtype=np.uint8).tobytes()
+    path = tmp_path / "blob.bin"
+    path.write_bytes(data)
+    return path, data
+
+
+def _ranges() -> list[tuple[int, int]]:
+    m = MAP_MIN_READ
+    fixed = [(0, 0), (SIZE, 0), (SIZE - 1, 1), (0, SIZE), (SIZE - m, m), (SIZE - m - 1, m + 1),
+             (1, m - 1), (0, m), (7, m), (SIZE - 4096, 4096), (3 * m + 5, m + 17),
+             (SIZE // 2, 0), (4095, 2), (4096 * 3, m * 2)]
+    rng = np.random.default_rng(1)
+    starts = rng.integers(0, SIZE, 40)
+    lengths = rng.integers(0, 3 * m, 40)
+    return fixed + [(int(s), int(min(n, SIZE - s))) for s, n in zip(starts, lengths, strict=True)]
+
+
+def test_mapped_reads_equal_pread_reads(blob: tuple[Path, bytes]) -> None:
+    path, data = blob
+    mapped, plain = LocalSource(str(path), mapped=True), LocalSource(str(path), mapped=False)
+    assert mapped.mapped and not plain.mapped
+    assert mapped.size == plain.size == SIZE
+    for offset, length in _ranges():
+        got, want = mapped.read_at(offset, length), plain.read_at(offset, length)
+        assert bytes(got) == bytes(want) == data[offset : offset + length], (offset, length)
+        assert len(got) == length
+        if length >= MAP_MIN_READ:  # a view of the mapping, byte-addressed like bytes
+            assert isinstance(got, memoryview) and got.readonly and got.format == "B"
+            assert got[0] == data[offset] and got[-1] == data[offset + length - 1]
+        else:
+            assert isinstance(got, bytes)
+    for offset, length in [(-1, 1), (0, -1), (SIZE, 1), (SIZE - MAP_MIN_READ, MAP_MIN_READ + 1),
+                           (1, SIZE), (SIZE + 1, 0)]:
+        for source in (mapped, plain):
+            with pytest.raises(FormatError, match="outside the file"):
+                source.read_at(offset, length)
+
+
+def test_large_reads_share_the_mapping_without_copies(blob: tuple[Path, bytes]) -> None:
+    path, _ = blob
+    source = LocalSource(str(path), mapped=True)
+    a = np.frombuffer(source.read_at(0, 2 * MAP_MIN_READ), np.uint8)
+    b = np.frombuffer(source.read_at(MAP_MIN_READ, MAP_MIN_READ), np.uint8)
+    # the second read's first byte is the first read's byte MAP_MIN_READ: the same memory
+    assert a.ctypes.data + MAP_MIN_READ == b.ctypes.data
+    assert pa.py_buffer(b).address == b.ctypes.data
+
+
+def test_small_and_special_files_are_not_mapped(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * (MAP_MIN_READ - 1))
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert not LocalSource(str(small), mapped=True).mapped
+    source = LocalSource(str(empty), mapped=True)
+    assert not source.mapped and source.size == 0 and source.read_at(0, 0) == b""
+    with pytest.raises(FormatError):
+        source.read_at(0, 1)
+
+
+def test_the_switch(tmp_path: Path, blob: tuple[Path, bytes], monkeypatch) -> None:
+    path, _ = blob
+    key = path.name
+    assert LocalStore(str(path.parent)).open_source(key).mapped
+    assert not LocalStore(str(path.parent), mapped=False).open_source(key).mapped
+    monkeypatch.setenv(MMAP_SWITCH, "0")
+    store = LocalStore(str(tmp_path))
+    assert not store.mapped and not store.open_source(key).mapped
+    (tmp_path / "sub").mkdir()
+    assert not store.child("sub").mapped  # child stores inherit the choice
+    monkeypatch.setenv(MMAP_SWITCH, "1")
+    assert LocalStore(str(tmp_path)).child("sub").mapped
+
+
+def test_concurrent_reads_from_many_threads(blob: tuple[Path, bytes]) -> None:
+    path, data = blob
+    source = LocalSource(str(path), mapped=True)
+    ranges = _ranges()
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def work(seed: int) -> None:
+        try:
+            start.wait()
+            order = np.random.default_rng(seed).permutation(len(ranges))
+            for _ in range(5):
+                for i in order.tolist():
+                    offset, length = ranges[i]
+                    if bytes(source.read_at(offset, length)) != data[offset : offset + length]:
+                        raise AssertionError((offset, length))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_views_outlive_close_and_unlink(blob: tuple[Path, bytes]) -> None:
+    path, data = blob
+    source = LocalSource(str(path), mapped=True)
+    view = source.read_at(MAP_MIN_READ, 2 * MAP_MIN_READ)
+    source.close()
+    source.close()  # twice is fine
+    path.unlink()  # as cleanup does: the mapping keeps the bytes
+    assert bytes(view) == data[MAP_MIN_READ : 3 * MAP_MIN_READ]
+    with pytest.raises(OSError):  # a closed source reads nothing
+        source.read_at(0, MAP_MIN_READ)
+
+
+def test_a_replaced_file_is_not_mapped(blob: tuple[Path, bytes], tmp_path: Path,
+                                       monkeypatch) -> None:
+    """The mapping opens the file by name: when that name meanwhile leads to another
+    file, the source keeps reading the file it opened, without a mapping."""
+    path, data = blob
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"\xff" * SIZE)
+    real = local_module.pa.memory_map
+    monkeypatch.setattr(local_module.pa, "memory_map", lambda p, mode: real(str(other), mode))
+    source = LocalSource(str(path), mapped=True)
+    assert not source.mapped
+    assert bytes(source.read_at(0, SIZE)) == data
+
+
+_TRUNCATE = r"""
+import os, sys
+from lance_sql.errors import FormatError
+from lance_sql.io.local import MAP_MIN_READ, LocalSource
+path = sys.argv[1]
+source = LocalSource(path, mapped=True)
+assert source.mapped
+whole = source.size
+early = bytes(source.read_at(0, MAP_MIN_READ))
+os.truncate(path, MAP_MIN_READ * 2)  # in place, under the open source
+assert bytes(source.read_at(0, MAP_MIN_READ)) == early  # what is left still reads
+for offset, length in [(MAP_MIN_READ, 2 * MAP_MIN_READ), (whole - MAP_MIN_READ, MAP_MIN_READ),
+                       (whole - 10, 10)]:
+    try:
+        source.read_at(offset, length)
+    except FormatError as exc:
+        print("typed:", exc)
+    else:
+        raise SystemExit(f"no error for {offset}+{length}")
+"""
+
+
+def test_a_file_truncated_after_open_is_a_typed_error(blob: tuple[Path, bytes]) -> None:
+    """Reads past the new end raise FormatError (mapped and small reads alike) instead of
+    touching pages past the end of the file (SIGBUS). In a subprocess: a regression would
+    kill the interpreter, which the exit code shows."""
+    path, _ = blob
+    env = {**os.environ, "PYTHONPATH": str(Path(lance_sql.__file__).parents[1])}
+    out = subprocess.run([sys.executable, "-c", _TRUNCATE, str(path)], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("typed:") == 3
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _mapped_regions(root: Path) -> int:
+    with open("/proc/self/maps") as f:
+        return sum(str(root) in line for line in f)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc (Linux)")
+def test_no_descriptor_or_mapping_outlives_its_users(tmp_path: Path) -> None:
+    """Opening, reading and dropping many datasets keeps the descriptor count bounded;
+    results that still refer to mapped pages hold no descriptor; once they go, so do the
+    mappings."""
+    path = tmp_path / "t.lance"
+    rows = 200_000
+    table = pa.table({"x": np.arange(rows, dtype=np.float64),
+                      "s": pa.array([f"v{i}" for i in range(rows)])})
+    for version in ("2.0", "2.2"):
+        lance_sql.write_dataset(table, path / version, max_rows_per_file=50_000,
+                                data_storage_version=version)
+    runtime = lance_sql.default_runtime()
+    runtime.clear("data_files")
+    gc.collect()
+    before = _open_descriptors()
+    kept = []
+    for i in range(60):
+        version = ("2.0", "2.2")[i % 2]
+        got = lance_sql.dataset(path / version).to_table()
+        assert got.num_rows == rows
+        if i < 10:
+            kept.append(got)  # 2.0 flat pages come back as views of the mapping
+        runtime.clear("data_files")  # every dataset opened afresh: its files reopened
+        del got
+        gc.collect()  # a file reader is freed by the cycle collector (as before mapping)
+        assert _open_descriptors() <= before + 2
+    gc.collect()
+    assert _open_descriptors() <= before + 2  # the kept results hold no descriptor
+    assert _mapped_regions(path) > 0  # ...but their mapped pages
+    assert kept[0].column("x").to_numpy()[rows - 1] == rows - 1
+    kept.clear()
+    gc.collect()
+    assert _mapped_regions(path) == 0
