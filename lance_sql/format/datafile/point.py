@@ -106,26 +106,13 @@ def read_run(column: LeafColumn, start: int, stop: int) -> pa.Array | None:
         c0, c1 = np.searchsorted(page.row_end, [a, b - 1], "right").tolist()
     if c1 >= page.chunk_sizes.size:
         raise FormatError(f"{where}: row {b - 1} past the page's chunks")
-    chunks = np.arange(c0, c1 + 1)
-    raw, cstart = page.chunk_bytes(chunks)
+    raw, cstart = page.chunk_bytes(np.arange(c0, c1 + 1))
     counts = page.chunk_values[c0 : c1 + 1]
-    bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[c0 : c1 + 1])
-    total = int(counts.sum())
-    valid = None
-    if page.has_def:
-        levels = cz.decode_levels(page.layout.def_compression, bufs[0], num_levels, where)
-        if levels.size != total or not np.array_equal(num_levels, counts):
-            raise FormatError(f"{where}: def levels do not match the chunk values")
-        valid = levels == 0
-        bufs = bufs[1:]
-    block = cz.decode_chunks(page.layout.value_compression, bufs, counts, where)
-    if block.n != total:
-        raise FormatError(f"{where}: {block.n} values for {total} value slots")
-    values = page.values_to_arrow(block, valid)
+    values = _decode_read_chunks(page, raw, cstart, counts, page.chunk_sizes[c0 : c1 + 1])
     if values.type != column.leaf_type:
         return None
     first = a - int(page.first_row[c0])
-    return values if first == 0 and b - a == total else values.slice(first, b - a)
+    return values if first == 0 and b - a == len(values) else values.slice(first, b - a)
 
 
 def read_runs(column: LeafColumn, starts: np.ndarray, stops: np.ndarray
@@ -159,19 +146,7 @@ def read_runs(column: LeafColumn, starts: np.ndarray, stops: np.ndarray
         chunks = np.flatnonzero(wanted)
         raw, cstart = page.chunk_bytes(chunks, SCATTERED_GAP)
         counts = page.chunk_values[chunks]
-        bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[chunks])
-        total = int(counts.sum())
-        valid = None
-        if page.has_def:
-            levels = cz.decode_levels(page.layout.def_compression, bufs[0], num_levels, where)
-            if levels.size != total or not np.array_equal(num_levels, counts):
-                raise FormatError(f"{where}: def levels do not match the chunk values")
-            valid = levels == 0
-            bufs = bufs[1:]
-        block = cz.decode_chunks(page.layout.value_compression, bufs, counts, where)
-        if block.n != total:
-            raise FormatError(f"{where}: {block.n} values for {total} value slots")
-        values = page.values_to_arrow(block, valid)
+        values = _decode_read_chunks(page, raw, cstart, counts, page.chunk_sizes[chunks])
         if values.type != column.leaf_type:
             continue
         # where each run starts among the values of the chunks read
@@ -314,6 +289,26 @@ def _inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndar
 def _read_chunk(page: MiniBlockPage, chunk: int) -> bytes | memoryview:
     start = int(page.chunk_offsets[chunk])
     return page.read(page.buffers[1][0] + start, int(page.chunk_sizes[chunk]))
+
+
+def _decode_read_chunks(page: MiniBlockPage, raw: np.ndarray, cstart: np.ndarray,
+                        counts: np.ndarray, csize: np.ndarray) -> pa.Array:
+    """The values of the chunks read into ``raw`` (at ``cstart``, of ``csize`` bytes and
+    ``counts`` values each), decoded in one call, nulls from the def levels."""
+    where = page.where
+    bufs, num_levels = _split(page, raw, cstart, csize)
+    total = int(counts.sum())
+    valid = None
+    if page.has_def:
+        levels = cz.decode_levels(page.layout.def_compression, bufs[0], num_levels, where)
+        if levels.size != total or not np.array_equal(num_levels, counts):
+            raise FormatError(f"{where}: def levels do not match the chunk values")
+        valid = levels == 0
+        bufs = bufs[1:]
+    block = cz.decode_chunks(page.layout.value_compression, bufs, counts, where)
+    if block.n != total:
+        raise FormatError(f"{where}: {block.n} values for {total} value slots")
+    return page.values_to_arrow(block, valid)
 
 
 def _split(page: MiniBlockPage, raw: np.ndarray, cstart: np.ndarray,
