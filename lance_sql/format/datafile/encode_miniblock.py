@@ -177,10 +177,9 @@ def _fsst_chunks(values: Values, width: int
                  ) -> tuple[fe.SymbolTable, np.ndarray, list[bytes]] | None:  # fmt: skip
     """FSST-compressed string chunks, when a sample says FSST beats LZ4 (and saves 15%).
 
-    The sample's runs are compressed both ways: LZ4 as chunks (offsets and bytes), FSST
-    with offsets counted; FSST is taken unless LZ4 is smaller by more than
-    :data:`FSST_SLACK` (LZ4's 64 KiB chunks do somewhat better than the sample's runs,
-    while FSST chunks are small and quick to take rows from).
+    FSST's ratio (offsets counted) is measured on the sample it learnt from, LZ4's on two
+    of the page's 64 KiB chunks; FSST is taken unless LZ4 is smaller by more than
+    :data:`FSST_SLACK` (FSST chunks are small and quick to take rows from).
     """
     offsets = values.var_offsets
     if width != 4 or int(offsets[-1] - offsets[0]) < FSST_MIN_BYTES:
@@ -190,16 +189,20 @@ def _fsst_chunks(values: Values, width: int
     if table.symbols.size == 0:
         return None
     n_sample = smp.offsets.size - 1
-    raw = int(smp.offsets[-1]) + width * n_sample
-    fsst = fsst_size + width * n_sample
-    runs = smp.runs.tolist()
-    lz4 = 0
-    for a, b in zip(runs[:-1], runs[1:], strict=True):
-        offs = smp.offsets[a : b + 1]
-        block = (offs - offs[0] + width * (b - a + 1)).astype("<u4").tobytes() + \
-            smp.data[int(offs[0]) : int(offs[-1])].tobytes()
+    fsst_ratio = (fsst_size + width * n_sample) / (int(smp.offsets[-1]) + width * n_sample)
+    # LZ4 as the page would get it: 64 KiB chunks from the page's start and middle
+    big_counts = _variable_counts(offsets, width, LZ4_CHUNK_TARGET)
+    picks = np.unique([0, big_counts.size // 2])
+    bounds = np.r_[0, np.cumsum(big_counts)]
+    raw = lz4 = 0
+    for c in picks.tolist():
+        a, b = int(bounds[c]), int(bounds[c + 1])
+        part = Values(b - a, offsets=offsets[a : b + 1] - offsets[a],
+                      data=values.data[int(offsets[a]) : int(offsets[b])])
+        block = _variable_chunks(part, np.array([b - a]), width)[0]
+        raw += len(block)
         lz4 += len(deflate(LZ4, block))
-    if fsst > 0.85 * raw or fsst > FSST_SLACK * lz4:
+    if fsst_ratio > 0.85 or fsst_ratio > FSST_SLACK * lz4 / raw:
         return None
     comp, coffs = fe.encode(table, values.data, offsets)
     packed = Values(values.n, offsets=coffs, data=comp)
