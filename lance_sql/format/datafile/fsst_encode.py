@@ -188,6 +188,9 @@ def _encode_block(lk: _Lookup, win: np.ndarray, fill: np.uint64, cur: np.ndarray
     d = np.empty(m, np.uint32)
     ok = np.empty(m, bool)
     c = cnt
+    if not parked and not np.all(cur < end):  # empty strings: no round for them
+        idx = np.flatnonzero(cur < end)
+        cur, end, c, m = cur[idx], end[idx], c[idx], idx.size
     while m:
         tt, ee, dd, kk, rr = t[:m], e[:m], d[:m], ok[:m], r[:m]
         ww = win[cur]  # (fancy indexing reads unaligned words faster than take)
