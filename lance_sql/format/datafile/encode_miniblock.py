@@ -38,6 +38,8 @@ from lance_sql.format.datafile.encode_v2_2 import (
     encoding,
     flat_enc,
     fsl_encoding,
+    fsst_table,
+    fsst_values,
     levels_encoding,
     ool_pack,
 )
@@ -46,7 +48,6 @@ from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 LZ4_CHUNK_TARGET = 64 * 1024  # string chunks that get LZ4 (2.2 chunk sizes are u32): 5-8%
 # smaller than 16 KiB chunks on text, and fewer codec calls
 ZSTD = pb.COMPRESSION_ALGORITHM_ZSTD
-FSST_MIN_BYTES = 32 * 1024  # smaller string pages are not worth a symbol table (as pylance)
 FSST_SLACK = 1.1  # FSST is kept while its sample is at most this much larger than LZ4's
 COMPRESSION_KEY = "lance-encoding:compression"
 COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"
@@ -182,14 +183,10 @@ def _fsst_chunks(values: Values, width: int
     :data:`FSST_SLACK` (FSST chunks are small and quick to take rows from).
     """
     offsets = values.var_offsets
-    if width != 4 or int(offsets[-1] - offsets[0]) < FSST_MIN_BYTES:
+    learnt = fsst_table(values)
+    if learnt is None:
         return None
-    smp = fe.sample(values.data, offsets)
-    table, fsst_size = fe.learn(smp)
-    if table.symbols.size == 0:
-        return None
-    n_sample = smp.offsets.size - 1
-    fsst_ratio = (fsst_size + width * n_sample) / (int(smp.offsets[-1]) + width * n_sample)
+    table, fsst_ratio = learnt
     # LZ4 as the page would get it: 64 KiB chunks from the page's start and middle
     big_counts = _variable_counts(offsets, width, LZ4_CHUNK_TARGET)
     picks = np.unique([0, big_counts.size // 2])
@@ -202,11 +199,10 @@ def _fsst_chunks(values: Values, width: int
         block = _variable_chunks(part, np.array([b - a]), width)[0]
         raw += len(block)
         lz4 += len(deflate(LZ4, block))
-    if fsst_ratio > 0.85 or fsst_ratio > FSST_SLACK * lz4 / raw:
+    if fsst_ratio > FSST_SLACK * lz4 / raw:
         return None
-    comp, coffs = fe.encode(table, values.data, offsets)
-    packed = Values(values.n, offsets=coffs, data=comp)
-    counts = _variable_counts(coffs, width)
+    packed = fsst_values(values, table)
+    counts = _variable_counts(packed.var_offsets, width)
     return table, counts, _variable_chunks(packed, counts, width)
 
 

@@ -152,6 +152,32 @@ def test_point_take_over_fsst_pages_matches_general_path(written, monkeypatch) -
         assert f"(field {name!r})" in names, name
 
 
+def test_long_strings_go_full_zip_with_fsst(tmp_path) -> None:
+    """Strings of 256+ bytes: full-zip entries of FSST-compressed bytes, as pylance
+    writes them; both libraries read and take them back."""
+    rng = np.random.default_rng(6)
+    vocab = np.array("the of and to in is was for on that with as by at from".split())
+    picks = vocab[rng.integers(0, vocab.size, (3000, 120))]
+    text = [" ".join(p)[: 200 + int(k)] for p, k in zip(picks, rng.integers(0, 300, 3000),
+                                                         strict=True)]
+    arr = pa.array(text, mask=rng.random(3000) < 0.05)
+    table = pa.table({"doc": arr})
+    data = _write(table)
+    layouts = page_layouts(data)[0]
+    assert {p.WhichOneof("layout") for p in layouts} == {"full_zip_layout"}
+    assert {p.full_zip_layout.value_compression.WhichOneof("compression")
+            for p in layouts} == {"fsst"}
+    assert len(data) < 0.6 * sum(len(t) for t in text)
+    path = tmp_path / "f.lance"
+    path.write_bytes(data)
+    assert_same(pylance_read(path).column("doc"), arr, "pylance")
+    reader, cmap = open_ours(data)
+    assert_same(reader.read(reader.schema.fields, cmap)[0], arr, "lance_sql")
+    rows = np.array([0, 5, 1777, 2999])
+    got = reader.take(reader.schema.fields, cmap, rows)[0]
+    assert_same(got, arr.take(pa.array(rows)), "take")
+
+
 def test_small_pages_stay_plain_or_lz4(tmp_path: Path) -> None:
     """Below 32 KiB of strings a symbol table does not pay (pylance does not build one)."""
     table = _table(500, seed=4).select(["url"])
