@@ -39,6 +39,7 @@ MAX_SYMBOLS = 255
 SAMPLE_BYTES = 1 << 15  # bytes of strings the table is learnt from
 _GENERATIONS = 5
 _BLOCK = 1 << 16  # strings encoded together (their arrays stay in cache)
+_FEW_ESCAPES = 1024  # up to this many escapes in a page, literals are put in run by run
 _M24 = np.uint64(0xFFFFFF)
 _M16 = np.uint64(0xFFFF)
 # a table entry: output word (bits 0-15), input bytes (16-23), words written (24-31: 1, or
@@ -147,20 +148,23 @@ def encode(table: SymbolTable, data: np.ndarray, offsets: np.ndarray,
                                    starts[a:b] + lengths[a:b], counts[a:b], parked))
     codes = np.concatenate(words) if len(words) > 1 else words[0]
     low = codes.view(np.uint8)[0::2]
-    is_esc = low == ESCAPE
     bounds = np.zeros(n + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
-    if is_esc.any():  # each escape is followed by its literal (the word's second byte)
+    esc = np.flatnonzero(low == ESCAPE)
+    if esc.size == 0:
+        return np.ascontiguousarray(low), bounds
+    # each escape is followed by its literal (the word's second byte)
+    if esc.size > _FEW_ESCAPES:
         keep = np.ones((codes.size, 2), bool)
-        keep[:, 1] = is_esc
+        keep[:, 1] = low == ESCAPE
         out = codes.view(np.uint8).reshape(-1, 2)[keep]
-        before = np.zeros(codes.size + 1, np.int64)
-        np.cumsum(is_esc, out=before[1:])
-        comp = bounds + before[bounds]
-    else:
-        out = np.ascontiguousarray(low)
-        comp = bounds
-    return out, comp
+    else:  # few: copy the runs between escapes, then put the literals in
+        cuts = [0, *(esc + 1).tolist(), low.size]
+        out = np.empty(low.size + esc.size, np.uint8)
+        for k in range(esc.size + 1):
+            out[cuts[k] + k : cuts[k + 1] + k] = low[cuts[k] : cuts[k + 1]]
+        out[esc + 1 + np.arange(esc.size)] = codes.view(np.uint8)[1::2][esc]
+    return out, bounds + np.searchsorted(esc, bounds)
 
 
 def _encode_block(lk: _Lookup, win: np.ndarray, fill: np.uint64, cur: np.ndarray,

@@ -90,7 +90,10 @@ def test_serialized_table_layout() -> None:
     [b"\x00" * 40, b"\x00\x00abc\x00", b"abc"],  # the terminator (0 here) in the data
     [b"x" * 255] * 50 + [b"y"],  # long strings, one short
 ])
-def test_adversarial_inputs_round_trip(strings: list[bytes]) -> None:
+@pytest.mark.parametrize("few_escapes", [0, 1024])  # literals put in by mask; run by run
+def test_adversarial_inputs_round_trip(strings: list[bytes], few_escapes: int,
+                                       monkeypatch) -> None:
+    monkeypatch.setattr(fe, "_FEW_ESCAPES", few_escapes)
     table = fe.build_table(*_arrays(strings))
     _check_table(table)
     _roundtrip(table, strings)
