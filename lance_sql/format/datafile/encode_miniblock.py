@@ -6,8 +6,8 @@ width per page. Compression is applied where it pays: FastLanes bitpacking for i
 (when it saves 10%), a page dictionary for low-cardinality strings (always for Arrow
 dictionary columns, with indices of the key's width), FSST for strings (a symbol table
 learnt per page, :mod:`fsst_encode`) unless LZ4 over string chunks of up to 64 KiB does
-more than 10% better, LZ4 when it shows a 15% gain. A string column's field metadata may ask for its
-compression as pylance honours it (``lance-encoding:compression`` = ``zstd``, ``lz4`` or
+more than 10% better, LZ4 when it shows a 15% gain. A string column's field metadata may
+ask for its compression as pylance honours it (``lance-encoding:compression`` = ``zstd``, ``lz4`` or
 ``none``, ``lance-encoding:compression-level``): see :class:`StringCompression`. Chunks use
 the 2.2 framing (``has_large_chunk``: u32 sizes and metadata); lists get a repetition
 index (rows finished per chunk, items left over).
