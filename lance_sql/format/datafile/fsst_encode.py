@@ -237,7 +237,7 @@ def _encode_block(lk: _Lookup, win: np.ndarray, fill: np.uint64, cur: np.ndarray
     counts[:] = cnt
     if not rows:
         return np.zeros(0, np.uint16)
-    matrix = np.ascontiguousarray(np.vstack(rows).T)  # (strings, rounds)
+    matrix = np.stack(rows, axis=1)  # (strings, rounds)
     return matrix[np.arange(len(rows))[None, :] < cnt[:, None]]
 
 
