@@ -233,9 +233,9 @@ def _decompress_pairs(
     ends = np.take(cum, bounds >> 1)
     first_code = bounds & ~1
     extra = np.take(table.lengths, np.take(codes, first_code, mode="clip"))
-    if inside.size:  # a literal first in its pair yields one byte
-        at = np.minimum(np.searchsorted(inside, first_code), inside.size - 1)
-        extra[inside[at] == first_code] = 1
+    if lit.size:  # a literal first in its pair (or the odd last code) yields one byte
+        at = np.minimum(np.searchsorted(lit, first_code), lit.size - 1)
+        extra[lit[at] == first_code] = 1
     extra *= (bounds & 1).astype(np.uint8)
     ends += extra
     return out[:total], ends

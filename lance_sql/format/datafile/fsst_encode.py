@@ -39,6 +39,7 @@ MAX_SYMBOLS = 255
 SAMPLE_BYTES = 1 << 15  # bytes of strings the table is learnt from
 _GENERATIONS = 5
 _BLOCK = 1 << 16  # strings encoded together (their arrays stay in cache)
+_SEGMENT = 1024  # longer strings are encoded in pieces of this many bytes (bounds the rounds)
 _FEW_ESCAPES = 1024  # up to this many escapes in a page, literals are put in run by run
 _M24 = np.uint64(0xFFFFFF)
 _M16 = np.uint64(0xFFFF)
@@ -131,13 +132,23 @@ def encode(table: SymbolTable, data: np.ndarray, offsets: np.ndarray,
     n = offsets.size - 1
     if n <= 0:
         return np.zeros(0, np.uint8), np.zeros(max(n + 1, 1), np.int64)
+    lengths = np.diff(offsets)
+    if int(lengths.max()) > _SEGMENT:
+        # long strings are encoded as pieces of _SEGMENT bytes (a parse may restart at a
+        # cut), so the rounds stay few; a string's codes are its pieces' codes in order
+        pieces = np.maximum((lengths + _SEGMENT - 1) // _SEGMENT, 1)
+        first = np.zeros(n + 1, np.int64)
+        np.cumsum(pieces, out=first[1:])
+        k = np.arange(int(first[-1]), dtype=np.int64) - np.repeat(first[:-1], pieces)
+        cuts = np.r_[np.repeat(offsets[:-1], pieces) + k * _SEGMENT, offsets[-1]]
+        comp, sub = encode(table, data, cuts, lookup)
+        return comp, sub[first]
     term = table.terminator
     padded = _padded(data, offsets)
     parked = not bool((padded[:-8] == term).any())
     if lookup is None:
         lookup = _lookup(table, parked)
     starts = offsets[:-1] - offsets[0]
-    lengths = np.diff(offsets)
     win = np.ndarray((padded.size - 7,), "<u8", padded, 0, (1,))
     fill = np.uint64(0x0101010101010101 * term)
     words: list[np.ndarray] = []

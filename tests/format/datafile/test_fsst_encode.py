@@ -131,6 +131,21 @@ def test_blocks_and_parking_give_the_same_bytes(monkeypatch) -> None:
     _roundtrip(table, with_term)
 
 
+def test_long_strings_are_encoded_in_pieces(monkeypatch) -> None:
+    """Strings longer than a segment are parsed piece by piece; the result still decodes
+    to every string, and with long segments it is the plain greedy parse."""
+    rng = np.random.default_rng(8)
+    strings = [b"".join(rng.choice([b"lorem ", b"ipsum ", b"x", b"\xff"], int(k)))
+               for k in rng.integers(0, 2000, 60)] + [b""]
+    table = fe.build_table(*_arrays(strings))
+    comp, coffs = _roundtrip(table, strings)
+    monkeypatch.setattr(fe, "_SEGMENT", 7)
+    _roundtrip(table, strings)
+    monkeypatch.setattr(fe, "_SEGMENT", 1 << 20)
+    whole, _ = _roundtrip(table, strings)
+    assert comp.size <= whole.size * 1.01
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.binary(max_size=40), max_size=60),
        st.lists(st.binary(min_size=1, max_size=40), max_size=30))

@@ -160,6 +160,8 @@ def test_long_strings_go_full_zip_with_fsst(tmp_path) -> None:
     picks = vocab[rng.integers(0, vocab.size, (3000, 120))]
     text = [" ".join(p)[: 200 + int(k)] for p, k in zip(picks, rng.integers(0, 300, 3000),
                                                          strict=True)]
+    for i in range(0, 3000, 500):  # a few documents longer than the encoder's pieces
+        text[i] = " ".join(vocab[rng.integers(0, vocab.size, 1000 * (1 + i // 500))])
     arr = pa.array(text, mask=rng.random(3000) < 0.05)
     table = pa.table({"doc": arr})
     data = _write(table)
@@ -173,7 +175,7 @@ def test_long_strings_go_full_zip_with_fsst(tmp_path) -> None:
     assert_same(pylance_read(path).column("doc"), arr, "pylance")
     reader, cmap = open_ours(data)
     assert_same(reader.read(reader.schema.fields, cmap)[0], arr, "lance_sql")
-    rows = np.array([0, 5, 1777, 2999])
+    rows = np.array([0, 5, 1500, 1777, 2999])
     got = reader.take(reader.schema.fields, cmap, rows)[0]
     assert_same(got, arr.take(pa.array(rows)), "take")
 
