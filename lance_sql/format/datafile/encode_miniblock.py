@@ -5,8 +5,8 @@ requires), each carrying its slice of the rep/def levels, out-of-line bitpacked 
 width per page. Compression is applied where it pays: FastLanes bitpacking for integers
 (when it saves 10%), a page dictionary for low-cardinality strings (always for Arrow
 dictionary columns, with indices of the key's width), FSST for strings (a symbol table
-learnt per page, :mod:`fsst_encode`) unless LZ4 over string chunks of up to 64 KiB does
-more than 10% better, LZ4 when it shows a 15% gain. A string column's field metadata may
+learnt per page, :mod:`fsst_encode`) unless LZ4 over string chunks of up to 64 KiB comes
+within 5% of its size, LZ4 when it shows a 15% gain. A string column's field metadata may
 ask for its compression as pylance honours it (``lance-encoding:compression`` = ``zstd``, ``lz4`` or
 ``none``, ``lance-encoding:compression-level``): see :class:`StringCompression`. Chunks use
 the 2.2 framing (``has_large_chunk``: u32 sizes and metadata); lists get a repetition
@@ -49,7 +49,8 @@ from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 LZ4_CHUNK_TARGET = 64 * 1024  # string chunks that get LZ4 (2.2 chunk sizes are u32): 5-8%
 # smaller than 16 KiB chunks on text, and fewer codec calls
 ZSTD = pb.COMPRESSION_ALGORITHM_ZSTD
-FSST_SLACK = 1.1  # FSST is kept while its sample is at most this much larger than LZ4's
+FSST_LZ4_MARGIN = 1.05  # LZ4 is kept when within 5% of FSST's size: it writes and scans
+# faster (FSST takes rows faster and is as small as pylance's files)
 COMPRESSION_KEY = "lance-encoding:compression"
 COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"
 ZSTD_DEFAULT_LEVEL = 3  # zstd's own default, used when the metadata names no level
@@ -180,8 +181,8 @@ def _fsst_chunks(values: Values, width: int
     """FSST-compressed string chunks, when a sample says FSST beats LZ4 (and saves 15%).
 
     FSST's ratio (offsets counted) is measured on the sample it learnt from, LZ4's on two
-    of the page's 64 KiB chunks; FSST is taken unless LZ4 is smaller by more than
-    :data:`FSST_SLACK` (FSST chunks are small and quick to take rows from).
+    of the page's 64 KiB chunks; FSST is taken when LZ4 would be more than
+    :data:`FSST_LZ4_MARGIN` times larger.
     """
     offsets = values.var_offsets
     learnt = fsst_table(values)
@@ -200,7 +201,7 @@ def _fsst_chunks(values: Values, width: int
         block = _variable_chunks(part, np.array([b - a]), width)[0]
         raw += len(block)
         lz4 += len(deflate(LZ4, block))
-    if fsst_ratio > FSST_SLACK * lz4 / raw:
+    if lz4 / raw <= FSST_LZ4_MARGIN * fsst_ratio:
         return None
     packed = fsst_values(values, table)
     counts = _variable_counts(packed.var_offsets, width)
