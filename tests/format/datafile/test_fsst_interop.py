@@ -32,8 +32,10 @@ def _table(n: int, seed: int = 0) -> pa.Table:
     url = [f"https://www.{h}/{w}/{i}" if i % 13 else ""
            for h, w, i in zip(hosts[rng.integers(0, hosts.size, n)],
                               words[rng.integers(0, words.size, n)], ids, strict=True)]
-    blob = [b"\xff\xfe" + int(i).to_bytes(4, "little") + b"\xffhdr\x00\xff" * int(i % 4)
-            for i in ids]
+    tokens = [rng.bytes(2) + b"\xff" for _ in range(60)]  # short tokens, random order
+    rare = rng.integers(0, 256, n).astype(np.uint8)  # a random byte: often escaped
+    blob = [b"".join(tokens[k] for k in rng.integers(0, 60, 3 + int(i % 9))) + bytes([r])
+            for i, r in zip(ids, rare, strict=True)]
     vocab = np.array("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod "
                      "tempor incididunt ut labore et dolore magna aliqua".split())
     picks = vocab[rng.integers(0, vocab.size, (n, 40))]
