@@ -139,8 +139,8 @@ def encode(table: SymbolTable, data: np.ndarray, offsets: np.ndarray,
         pieces = np.maximum((lengths + _SEGMENT - 1) // _SEGMENT, 1)
         first = np.zeros(n + 1, np.int64)
         np.cumsum(pieces, out=first[1:])
-        k = np.arange(int(first[-1]), dtype=np.int64) - np.repeat(first[:-1], pieces)
-        cuts = np.r_[np.repeat(offsets[:-1], pieces) + k * _SEGMENT, offsets[-1]]
+        nth = np.arange(int(first[-1]), dtype=np.int64) - np.repeat(first[:-1], pieces)
+        cuts = np.r_[np.repeat(offsets[:-1], pieces) + nth * _SEGMENT, offsets[-1]]
         comp, sub = encode(table, data, cuts, lookup)
         return comp, sub[first]
     term = table.terminator
