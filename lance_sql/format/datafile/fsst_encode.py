@@ -8,9 +8,9 @@ symbol that matches wins, a byte without a symbol is escaped (``255``, then the 
 All cursors of a block of strings advance together, one code per string per round, so
 the work is a few numpy operations per emitted code. Lookups follow FSST: the 8 bytes at
 the cursor are read as one little-endian word, its bytes past the string's end replaced
-by the terminator (a byte no multi-byte symbol holds, so no match crosses the end); its
-first three bytes index a table of the (at most one) symbol of 3-8 bytes with that
-prefix, checked against the word under the symbol's mask; its first two bytes index a
+by the terminator (a byte no multi-byte symbol holds, so no match crosses the end); a
+hash of its first three bytes indexes a table of the (at most one) symbol of 3-8 bytes
+in that bucket, checked against the word under the symbol's mask; its first two bytes index a
 65536-entry table holding the best symbol of one or two bytes, or the escape. Every entry
 is one ``uint32`` (the output word: the code, or ``255`` and the literal byte; the input
 bytes consumed; 1 word written), so escapes need no branch. Round ``r`` writes row ``r``
@@ -23,7 +23,7 @@ a block; otherwise they are dropped as soon as they finish.
 current table, count each code and each pair of adjacent codes, and keep the 255
 candidates (the symbols, and pairs concatenated up to eight bytes) of highest gain (count
 x length, single bytes favoured so few bytes are escaped), at most one symbol of three or
-more bytes per three-byte prefix.
+more bytes per hash bucket of the first three bytes.
 """
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ SAMPLE_BYTES = 1 << 15  # bytes of strings the table is learnt from
 _GENERATIONS = 5
 _BLOCK = 1 << 16  # strings encoded together (their arrays stay in cache)
 _SEGMENT = 1024  # longer strings are encoded in pieces of this many bytes (bounds the rounds)
-_FEW_ESCAPES = 1024  # up to this many escapes in a page, literals are put in run by run
+_FEW_ESCAPES = 1024  # up to this many escapes in a block, literals are put in run by run
 _M24 = np.uint64(0xFFFFFF)
+_HASH_BITS = 16  # long symbols are found by a hash of their first three bytes
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+_HASH_SHIFT = np.uint64(64 - _HASH_BITS)
 _M16 = np.uint64(0xFFFF)
 # a table entry: output word (bits 0-15), input bytes (16-23), words written (24-31: 1, or
 # 0 for a finished string's cursor parked on its terminator)
@@ -74,10 +77,15 @@ class _Lookup:
     """The encoder's tables for one symbol table."""
 
     short: np.ndarray  # (65536,) uint32 entries by the first two bytes
-    prefix: np.ndarray  # (1 << 24,) uint8: 1 + index of the long symbol with that prefix
+    prefix: np.ndarray  # (1 << 16,) uint8 by prefix hash: 1 + index of the long symbol
     long_entry: np.ndarray  # (256,) uint32 entries of the long symbols (index 0: none)
     long_mask: np.ndarray  # (256,) uint64
     long_value: np.ndarray  # (256,) uint64 (index 0 never matches)
+
+
+def bucket(symbols: np.ndarray) -> np.ndarray:
+    """The hash bucket of symbols (or words) by their first three bytes."""
+    return ((symbols & _M24) * _HASH_MUL) >> _HASH_SHIFT
 
 
 def _entry(word: np.ndarray, n_in: np.ndarray, n_out: np.ndarray) -> np.ndarray:
@@ -103,13 +111,13 @@ def _lookup(table: SymbolTable, term_absent: bool) -> _Lookup:
     short[k2] = _entry(codes[two], np.full(k2.size, 2), np.ones(k2.size))
     if term_absent:  # a cursor on a terminator is a finished string: it stays put
         short[first == table.terminator] = 0
-    prefix = np.zeros(1 << 24, np.uint8)
+    prefix = np.zeros(1 << _HASH_BITS, np.uint8)
     long_ = np.flatnonzero(lens >= 3)
     entry = np.zeros(256, np.uint32)
     mask = np.zeros(256, np.uint64)
     value = np.ones(256, np.uint64)  # slot 0: (w & 0) == 1 never holds
     slots = np.arange(1, long_.size + 1)
-    prefix[(syms[long_] & _M24).astype(np.int64)] = slots
+    prefix[bucket(syms[long_]).astype(np.int64)] = slots
     entry[slots] = _entry(long_, lens[long_], np.ones(long_.size))
     mask[slots] = np.where(lens[long_] == 8, np.uint64(0xFFFFFFFFFFFFFFFF),
                            (np.uint64(1) << (8 * lens[long_]).astype(np.uint64)) - np.uint64(1))
@@ -151,20 +159,29 @@ def encode(table: SymbolTable, data: np.ndarray, offsets: np.ndarray,
     starts = offsets[:-1] - offsets[0]
     win = np.ndarray((padded.size - 7,), "<u8", padded, 0, (1,))
     fill = np.uint64(0x0101010101010101 * term)
-    words: list[np.ndarray] = []
-    counts = np.empty(n, np.int64)
+    parts: list[np.ndarray] = []  # each block's bytes, as soon as it is encoded
+    comp = np.zeros(n + 1, np.int64)
+    counts = np.empty(_BLOCK, np.int64)
     for a in range(0, n, _BLOCK):
         b = min(n, a + _BLOCK)
-        words.append(_encode_block(lookup, win, fill, starts[a:b],
-                                   starts[a:b] + lengths[a:b], counts[a:b], parked))
-    codes = np.concatenate(words) if len(words) > 1 else words[0]
+        words = _encode_block(lookup, win, fill, starts[a:b], starts[a:b] + lengths[a:b],
+                              counts[: b - a], parked)
+        part, bounds = _bytes(words, counts[: b - a])
+        parts.append(part)
+        comp[a + 1 : b + 1] = bounds[1:] + comp[a]
+    del padded, win
+    return (np.concatenate(parts) if len(parts) > 1 else parts[0]), comp
+
+
+def _bytes(codes: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Output words (``counts`` per string) as bytes: the code, then for an escape its
+    literal (the word's second byte); and the strings' offsets in them."""
     low = codes.view(np.uint8)[0::2]
-    bounds = np.zeros(n + 1, np.int64)
+    bounds = np.zeros(counts.size + 1, np.int64)
     np.cumsum(counts, out=bounds[1:])
     esc = np.flatnonzero(low == ESCAPE)
     if esc.size == 0:
         return np.ascontiguousarray(low), bounds
-    # each escape is followed by its literal (the word's second byte)
     if esc.size > _FEW_ESCAPES:
         keep = np.ones((codes.size, 2), bool)
         keep[:, 1] = low == ESCAPE
@@ -215,6 +232,8 @@ def _encode_block(lk: _Lookup, win: np.ndarray, fill: np.uint64, cur: np.ndarray
         np.bitwise_and(ww, np.take(keep_bytes, rr), out=ww)
         np.bitwise_or(ww, np.take(term_bytes, rr), out=ww)
         np.bitwise_and(ww, _M24, out=tt)
+        np.multiply(tt, _HASH_MUL, out=tt)
+        np.right_shift(tt, _HASH_SHIFT, out=tt)
         slot = np.take(lk.prefix, tt.view(np.int64))
         np.take(lk.long_mask, slot, out=tt)
         np.bitwise_and(tt, ww, out=tt)
@@ -373,10 +392,10 @@ def learn(smp: Sample) -> tuple[SymbolTable, int]:
         for k in range(8):
             has_term |= (k < cl) & (((cv >> np.uint64(8 * k)) & np.uint64(0xFF)) == term)
         keep = ~(has_term & (cl > 1))
-        # at most one symbol of 3+ bytes per 3-byte prefix (the best)
+        # at most one symbol of 3+ bytes per hash of its first 3 bytes (the best)
         long_ = keep & (cl >= 3)
         li = np.flatnonzero(long_)
-        _, firsts = np.unique(cv[li] & _M24, return_index=True)
+        _, firsts = np.unique(bucket(cv[li]), return_index=True)
         dup = np.ones(li.size, bool)
         dup[firsts] = False
         keep[li[dup]] = False

@@ -44,8 +44,8 @@ def _check_table(table: fe.SymbolTable) -> None:
     for k in range(8):
         byte = (table.symbols >> np.uint64(8 * k)) & np.uint64(0xFF)
         assert not np.any((lens > 1) & (k < lens) & (byte == table.terminator))
-    # at most one symbol of 3+ bytes per 3-byte prefix, and no symbol twice
-    long_ = table.symbols[lens >= 3] & np.uint64(0xFFFFFF)
+    # at most one symbol of 3+ bytes per hash bucket (so per 3-byte prefix), none twice
+    long_ = fe.bucket(table.symbols[lens >= 3])
     assert np.unique(long_).size == long_.size
     keys = table.symbols * np.uint64(16) + lens.astype(np.uint64)  # 8-byte symbols: no
     assert np.unique(keys[lens < 8]).size == int(np.count_nonzero(lens < 8))  # overflow
