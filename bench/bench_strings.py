@@ -9,10 +9,12 @@ Corpus (built here, deterministic, vectorised): one-column tables of N rows each
 * ``categories``: 40 distinct values (dictionary territory).
 
 Each table is written as one 2.2 data file by ``lance_sql.write_dataset`` (with its default
-compression, and with ``lance-encoding:compression=zstd`` in the field metadata, which both
-libraries honour) and by pylance; sizes are the data files' bytes. Reads are full scans of
-the column (``to_table``) of each file by both libraries. Medians of --repeat runs,
-lance_sql and pylance interleaved.
+compression, and with ``lance-encoding:compression=zstd`` / ``lz4`` in the field metadata,
+which both libraries honour) and by pylance; sizes are the data files' bytes. Reads are
+full scans of the column (``to_table``) of each file by both libraries; takes are 100
+random rows (``take``, the point path index lookups and IN lists use) from our default
+file, our LZ4 file and pylance's file, each by its writer's library. Medians of --repeat
+runs, lance_sql and pylance interleaved.
 
     python bench/bench_strings.py --rows 1000000 --repeat 5
 """
@@ -25,6 +27,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -126,7 +129,9 @@ def main() -> None:
             table = pa.table({"s": arr})
             zfield = pa.field("s", pa.string(), metadata={"lance-encoding:compression": "zstd"})
             ztable = pa.table({"s": arr}, schema=pa.schema([zfield]))
-            uris = {k: work / f"{name}-{k}.lance" for k in ("ours", "zstd", "ref")}
+            lfield = pa.field("s", pa.string(), metadata={"lance-encoding:compression": "lz4"})
+            ltable = pa.table({"s": arr}, schema=pa.schema([lfield]))
+            uris = {k: work / f"{name}-{k}.lance" for k in ("ours", "zstd", "lz4", "ref")}
 
             def clean(key: str, uris: dict[str, Path] = uris) -> Callable[[], None]:
                 return lambda: shutil.rmtree(uris[key], ignore_errors=True)
@@ -139,6 +144,7 @@ def main() -> None:
 
             writes = _interleaved({"ours": write("ours", table), "zstd": write("zstd", ztable),
                                    "ref": write("ref", table)}, args.repeat)
+            write("lz4", ltable)[0]()
             ours_ds, ref_ds = lance_sql.dataset(uris["ours"]), lance.dataset(str(uris["ref"]))
             assert ours_ds.to_table().equals(table) and ref_ds.to_table().equals(table)
             assert lance.dataset(str(uris["ours"])).to_table().equals(table)
@@ -148,6 +154,15 @@ def main() -> None:
             reads = _interleaved({"ours": (ours_ds.to_table, None),
                                   "ours_on_ref": (lance_sql.dataset(uris["ref"]).to_table, None),
                                   "ref": (ref_ds.to_table, None)}, args.repeat)
+            rows = np.sort(np.random.default_rng(1).choice(args.rows, 100, replace=False))
+            lz4_ds = lance_sql.dataset(uris["lz4"])
+            expected = table.take(pa.array(rows))
+            assert ours_ds.take(rows).equals(expected) and lz4_ds.take(rows).equals(expected)
+            assert ref_ds.take(rows.tolist()).equals(expected)
+            takes = _interleaved({"ours": (partial(ours_ds.take, rows), None),
+                                  "lz4": (partial(lz4_ds.take, rows), None),
+                                  "ref": (partial(ref_ds.take, rows.tolist()), None)},
+                                 max(args.repeat, 5))
             sizes = {k: _size(u) / 1e6 for k, u in uris.items()}
             mean = pc.mean(pc.binary_length(arr)).as_py()
             print(f"{name:<11}{mean:7.1f}{sizes['ours']:9.2f}{sizes['zstd']:9.2f}"
@@ -157,6 +172,9 @@ def main() -> None:
                   f"{writes['ours'] / writes['ref']:6.2f}x{reads['ours'] * 1e3:9.1f}"
                   f"{reads['ref'] * 1e3:11.1f}{reads['ours'] / reads['ref']:6.2f}x"
                   f"   (lance_sql reading pylance's file: {reads['ours_on_ref'] * 1e3:.1f} ms)")
+            print(f"{'':<11}take 100 rows: ours {takes['ours'] * 1e3:.2f} ms, ours with LZ4 "
+                  f"{takes['lz4'] * 1e3:.2f} ms ({sizes['lz4']:.2f} MB), pylance "
+                  f"{takes['ref'] * 1e3:.2f} ms ({takes['ours'] / takes['ref']:.2f}x)")
             if name == "user_ids":
                 print("  " + formats_line(lance_sql=uris["ours"], zstd=uris["zstd"],
                                           pylance=uris["ref"]))

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.format.datafile import bitpacking as bp
+from lance_sql.format.datafile import fsst_encode as fe
 from lance_sql.format.datafile import repdef
 from lance_sql.format.datafile.blocks import fixed_width_bits
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
@@ -31,6 +32,8 @@ CHUNK_TARGET = 4096  # bytes of values per mini-block chunk
 MAX_CHUNK_LEVELS = 1 << 15  # levels per chunk (u16 count; u16 byte sizes once packed)
 PAD_BYTE = 0xFE
 LZ4 = pb.COMPRESSION_ALGORITHM_LZ4
+FSST_MIN_BYTES = 32 * 1024  # smaller string pages are not worth a symbol table (as pylance)
+FSST_MAX_RATIO = 0.85  # FSST must save 15% on its sample (offsets counted)
 
 
 @dataclass
@@ -142,6 +145,29 @@ def values_of(arr: pa.Array) -> Values:
     return Values(n, bits=bits, data=data, int_like=int_like, item_bits=bits)
 
 
+# --------------------------------------------------------------------------- FSST
+def fsst_table(values: Values) -> tuple[fe.SymbolTable, float] | None:
+    """An FSST symbol table learnt from a sample of the page's strings and the size ratio
+    it reaches there (offsets counted), or None when FSST does not pay (or the page is
+    small, or has 64-bit offsets)."""
+    offsets = values.var_offsets
+    if values.wide_offsets or int(offsets[-1] - offsets[0]) < FSST_MIN_BYTES:
+        return None
+    smp = fe.sample(values.data, offsets)
+    table, size = fe.learn(smp)
+    n = smp.offsets.size - 1
+    ratio = (size + 4 * n) / (int(smp.offsets[-1]) + 4 * n)
+    if table.symbols.size == 0 or ratio > FSST_MAX_RATIO:
+        return None
+    return table, ratio
+
+
+def fsst_values(values: Values, table: fe.SymbolTable) -> Values:
+    """The page's strings compressed with ``table`` (same count, new offsets and bytes)."""
+    comp, coffs = fe.encode(table, values.data, values.var_offsets)
+    return Values(values.n, offsets=coffs, data=comp, wide_offsets=values.wide_offsets)
+
+
 # --------------------------------------------------------------------------- levels
 def ool_pack(levels: np.ndarray, width: int) -> bytes:
     """Out-of-line bitpacked u16 levels (full blocks packed, the tail as pylance decides)."""
@@ -200,8 +226,12 @@ def constant_value(values: Values) -> bytes | None:
 
 # --------------------------------------------------------------------------- full-zip
 def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
-                  num_rows: int) -> EncodedPage:  # fmt: skip
-    """A full-zip page: levels and values of each row zipped together (for wide values)."""
+                  num_rows: int, fsst: fe.SymbolTable | None = None) -> EncodedPage:  # fmt: skip
+    """A full-zip page: levels and values of each row zipped together (for wide values).
+
+    With ``fsst``, ``values`` are FSST-compressed strings (each entry holds its compressed
+    bytes, as pylance writes long strings) and the table goes into the page's encoding.
+    """
     max_rep = repdef.max_rep(layers)
     max_def = repdef.max_def(layers)
     bits_rep = max_rep.bit_length() if rep is not None else 0
@@ -238,8 +268,10 @@ def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
         wide = values.wide_offsets
         lw = 8 if wide else 4
         layout.bits_per_offset = lw * 8
-        layout.value_compression.CopyFrom(
-            encoding(variable=pb.Variable(offsets=flat_enc(lw * 8))))
+        var = encoding(variable=pb.Variable(offsets=flat_enc(lw * 8)))
+        if fsst is not None:
+            var = encoding(fsst=pb.Fsst(symbol_table=fsst.serialize(), values=var))
+        layout.value_compression.CopyFrom(var)
         lens = np.diff(values.var_offsets)
         has_value = np.zeros(n_entries, bool)
         has_value[np.flatnonzero(vis)[valid_slot]] = True

@@ -12,7 +12,9 @@ code, so escapes and literals alternate inside it), every input byte gets an out
 word; output positions are the running sum of the lengths, and one scatter in input order
 through a view with a one-byte stride writes the words, each word's padding overwritten by
 the next word. Large pages without escapes go two codes at a time (a 65536-entry table of
-16-byte words), which halves the per-code work.
+16-byte words), which halves the per-code work. From a few thousand codes on, Arrow's
+``take`` of a binary array of symbol pairs (one entry per pair of codes, plus one per pair
+holding an escaped byte) does the same work in C, about twice as fast.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from lance_sql.errors import FormatError
 
 TABLE_SIZE = 8 + 256 * 8 + 256
 _BLOCK = 1 << 16  # pairs per scatter: 1 MiB of 16-byte words
 _PAIR_MIN = 1 << 16  # codes; smaller pages do not pay for building the pair table
+_TAKE_MIN = 1 << 12  # codes; from here Arrow's take of symbol pairs decodes fastest
 _PAIR_MAX_LITERALS = 64  # pairs are patched where literals sit: worth it below 1 in 64 codes
 _MAGIC = b"TSSF"
 ESCAPE = 255
@@ -149,6 +153,8 @@ def decompress(
         starts[bounds[1:-1]] = True
         if starts[lit].any():
             raise FormatError(f"{where}: FSST escape crosses a string boundary")
+    if n >= _TAKE_MIN:
+        return _decompress_take(table, codes, bounds, lit)
     if n >= _PAIR_MIN and lit.size * _PAIR_MAX_LITERALS <= n:
         return _decompress_pairs(table, codes, bounds, lit)
     lengths = np.take(table.lengths, codes)
@@ -163,6 +169,56 @@ def decompress(
     out = np.empty(total + 8, np.uint8)
     _scatter(out, 8, cum[:-1], words.view("V8"), lengths)
     return out[:total], cum[bounds]
+
+
+def _decompress_take(table: SymbolTable, codes: np.ndarray, bounds: np.ndarray,
+                     lit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Codes two at a time by Arrow's ``take`` of a binary array of symbol pairs (65536
+    entries, one per pair of codes, then one per pair holding a literal): its values are
+    the decoded bytes, its offsets give each pair's end.
+
+    An odd last code is paired with the escape code (which decodes to nothing). A pair
+    holding a literal (``lit``: sorted positions) gets its own entry: the byte alone when
+    its escape comes first in the pair, else the byte then the next code's symbol. A
+    string that starts after an odd number of codes starts inside a pair, after its first
+    code's bytes.
+    """
+    if codes.size & 1:
+        codes = np.r_[codes, np.uint8(ESCAPE)]
+    words, lens = _pair_table(table)
+    idx: np.ndarray = codes.view("<u2")
+    if lit.size:
+        second = (lit & 1).astype(bool)
+        byte = codes[lit].astype(np.uint64)
+        after = codes[np.where(second, lit, lit + 1)]  # the next code when first
+        sym = table.symbols[after]
+        fixed = np.empty((lit.size, 2), np.uint64)
+        fixed[:, 0] = np.where(second, byte, byte | (sym << np.uint64(8)))
+        fixed[:, 1] = np.where(second, np.uint64(0), sym >> np.uint64(56))
+        words = np.concatenate([words, fixed.view("V16").reshape(-1)])
+        lens = np.concatenate([lens, np.where(second, 1, 1 + table.lengths[after])
+                               .astype(np.uint8)])  # fmt: skip
+        idx = idx.astype(np.uint32)
+        idx[lit >> 1] = 65536 + np.arange(lit.size, dtype=np.uint32)
+    offs = np.zeros(lens.size + 1, np.int64)
+    np.cumsum(lens, out=offs[1:])
+    data = words.view(np.uint8).reshape(-1, 16)[np.arange(16)[None, :] < lens[:, None]]
+    large = idx.size * 16 >= 1 << 31  # the output could overflow 32-bit offsets
+    symbols = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), lens.size,
+                                    [None, pa.py_buffer(offs if large else offs.astype(np.int32)),
+                                     pa.py_buffer(data)])  # fmt: skip
+    taken = symbols.take(pa.array(idx))
+    width = 8 if large else 4
+    ends = np.frombuffer(taken.buffers()[1], f"<i{width}", idx.size + 1, taken.offset * width)
+    size = int(ends[-1])
+    out = np.frombuffer(taken.buffers()[2], np.uint8, size) if size else np.zeros(0, np.uint8)
+    head = bounds & ~1
+    first = np.take(table.lengths, np.take(codes, head, mode="clip"))
+    if lit.size:  # a literal first in its pair yields one byte
+        at = np.minimum(np.searchsorted(lit, head), lit.size - 1)
+        first[lit[at] == head] = 1
+    first *= (bounds & 1).astype(np.uint8)
+    return out, ends[bounds >> 1].astype(np.int64) + first
 
 
 def _literals(escapes: np.ndarray, n: int, where: str) -> np.ndarray:
@@ -233,9 +289,9 @@ def _decompress_pairs(
     ends = np.take(cum, bounds >> 1)
     first_code = bounds & ~1
     extra = np.take(table.lengths, np.take(codes, first_code, mode="clip"))
-    if inside.size:  # a literal first in its pair yields one byte
-        at = np.minimum(np.searchsorted(inside, first_code), inside.size - 1)
-        extra[inside[at] == first_code] = 1
+    if lit.size:  # a literal first in its pair (or the odd last code) yields one byte
+        at = np.minimum(np.searchsorted(lit, first_code), lit.size - 1)
+        extra[lit[at] == first_code] = 1
     extra *= (bounds & 1).astype(np.uint8)
     ends += extra
     return out[:total], ends

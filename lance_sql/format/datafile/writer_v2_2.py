@@ -21,6 +21,8 @@ from lance_sql.format.datafile.encode_v2_2 import (
     EncodedPage,
     constant_page,
     constant_value,
+    fsst_table,
+    fsst_values,
     full_zip_page,
     needs_full_zip,
     storage_type,
@@ -47,7 +49,11 @@ def encode_page(rep, def_, layers, values_arr: pa.Array, num_rows: int,
     if inline is not None and len(inline) <= 32:
         return constant_page(rep, def_, layers, values, inline)
     if needs_full_zip(values) and not pa.types.is_dictionary(storage_type(values_arr.type)):
-        return full_zip_page(rep, def_, layers, values, visible, num_rows)
+        learnt = fsst_table(values) if values.variable and compression is None else None
+        if learnt is None:
+            return full_zip_page(rep, def_, layers, values, visible, num_rows)
+        return full_zip_page(rep, def_, layers, fsst_values(values, learnt[0]), visible,
+                             num_rows, fsst=learnt[0])
     t = storage_type(values_arr.type)
     key_bits = t.index_type.bit_width if pa.types.is_dictionary(t) else None
     page = mini_block_page(rep, def_, layers, values, visible, key_bits=key_bits,

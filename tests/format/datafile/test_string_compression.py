@@ -31,11 +31,16 @@ def _text(n: int, seed: int = 0) -> pa.Array:
 
 
 def _write(tmp_path: Path, arr: pa.Array, metadata: dict[str, str] | None) -> tuple[str, bytes]:
-    schema = pa.schema([pa.field("s", pa.string(), metadata=metadata)])
+    schema = pa.schema([pa.field("s", arr.type, metadata=metadata)])
     uri = str(tmp_path / "t.lance")
     lance_sql.write_dataset(pa.table({"s": arr}, schema=schema), uri)
     (data_file,) = (tmp_path / "t.lance" / "data").glob("*.lance")
     return uri, data_file.read_bytes()
+
+
+def _kind(data: bytes) -> str:
+    return page_layouts(data)[0][0].mini_block_layout.value_compression.WhichOneof(
+        "compression")
 
 
 def _general(data: bytes) -> e21.General | None:
@@ -45,8 +50,38 @@ def _general(data: bytes) -> e21.General | None:
     return enc.general if enc.WhichOneof("compression") == "general" else None
 
 
+def _tokens(n: int, seed: int = 0) -> pa.Array:
+    """Pairs of random hex tokens from a small set: long repeats LZ4 finds, FSST cannot."""
+    rng = np.random.default_rng(seed)
+    toks = np.array([rng.bytes(12).hex() for _ in range(600)])
+    a, b = toks[rng.integers(0, 600, n)], toks[rng.integers(0, 600, n)]
+    return pa.array([f"{x}-{y}" for x, y in zip(a, b, strict=True)])
+
+
+def test_default_is_fsst_on_text_and_pylance_reads_it(tmp_path):
+    arr = _text(30_000)
+    uri, data = _write(tmp_path, arr, None)
+    assert _kind(data) == "fsst"
+    assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+    assert lance_sql.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+    taken = np.array([0, 17, 29_999])
+    assert lance_sql.dataset(uri).take(taken).column("s").to_pylist() == \
+        arr.take(pa.array(taken)).to_pylist()
+
+
+def test_default_keeps_lz4_where_it_beats_fsst_and_plain_where_nothing_pays(tmp_path):
+    arr = _tokens(30_000)
+    uri, data = _write(tmp_path / "tokens", arr, None)
+    assert _general(data).compression.scheme == e21.COMPRESSION_ALGORITHM_LZ4
+    assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+    rng = np.random.default_rng(5)
+    noise = pa.array([rng.bytes(int(k)) for k in rng.integers(10, 60, 5000)], pa.binary())
+    uri, data = _write(tmp_path / "noise", noise, None)
+    assert _kind(data) == "variable"
+    assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(noise)
+
+
 @pytest.mark.parametrize("metadata,scheme,level", [
-    (None, e21.COMPRESSION_ALGORITHM_LZ4, None),  # the writer's choice: LZ4 pays here
     ({"lance-encoding:compression": "zstd"}, e21.COMPRESSION_ALGORITHM_ZSTD, None),
     ({"lance-encoding:compression": "ZSTD", "lance-encoding:compression-level": "9"},
      e21.COMPRESSION_ALGORITHM_ZSTD, 9),
@@ -83,7 +118,7 @@ def test_zstd_is_smaller_than_the_default_and_none_is_largest(tmp_path):
 
 def test_default_lz4_chunks_are_large(tmp_path):
     """String chunks under LZ4 grow towards 64 KiB (fewer, better compressed chunks)."""
-    arr = _text(50_000, seed=2)
+    arr = _tokens(50_000, seed=2)
     _, data = _write(tmp_path, arr, None)
     assert _general(data).compression.scheme == e21.COMPRESSION_ALGORITHM_LZ4
     reader, _ = open_ours(data)
