@@ -4,11 +4,14 @@ Values are cut into chunks of a few KiB (1024 values when bitpacked, as the form
 requires), each carrying its slice of the rep/def levels, out-of-line bitpacked with one
 width per page. Compression is applied where it pays: FastLanes bitpacking for integers
 (when it saves 10%), a page dictionary for low-cardinality strings (always for Arrow
-dictionary columns, with indices of the key's width), FSST for strings (a symbol table
-learnt per page, :mod:`fsst_encode`) unless LZ4 over string chunks of up to 64 KiB comes
-within 5% of its size, LZ4 when it shows a 15% gain. A string column's field metadata may
-ask for its compression as pylance honours it (``lance-encoding:compression`` = ``zstd``, ``lz4`` or
-``none``, ``lance-encoding:compression-level``): see :class:`StringCompression`. Chunks use
+dictionary columns, with indices of the key's width), LZ4 over string chunks of up to
+64 KiB when it shows a 15% gain. A string column's field metadata may ask for its
+compression as pylance honours it (``lance-encoding:compression`` = ``fsst``, ``zstd``,
+``lz4`` or ``none``, ``lance-encoding:compression-level``): see :class:`StringCompression`.
+FSST (a symbol table learnt per page, :mod:`fsst_encode`) gives files as small as
+pylance's and faster row takes, but our numpy encoder writes ~3x slower than pylance and
+full scans of FSST pages cost ~2x those of LZ4 pages, so it is not the default
+(:data:`DEFAULT_FSST`); asked for, it is used wherever it saves 15%. Chunks use
 the 2.2 framing (``has_large_chunk``: u32 sizes and metadata); lists get a repetition
 index (rows finished per chunk, items left over).
 """
@@ -49,8 +52,9 @@ from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 LZ4_CHUNK_TARGET = 64 * 1024  # string chunks that get LZ4 (2.2 chunk sizes are u32): 5-8%
 # smaller than 16 KiB chunks on text, and fewer codec calls
 ZSTD = pb.COMPRESSION_ALGORITHM_ZSTD
-FSST_LZ4_MARGIN = 1.05  # LZ4 is kept when within 5% of FSST's size: it writes and scans
-# faster (FSST takes rows faster and is as small as pylance's files)
+FSST_LZ4_MARGIN = 1.05  # with DEFAULT_FSST, LZ4 is kept when within 5% of FSST's size: it
+# writes and scans faster (FSST takes rows faster and is as small as pylance's files)
+DEFAULT_FSST = False  # FSST only when a column's metadata asks for it (see the docstring)
 COMPRESSION_KEY = "lance-encoding:compression"
 COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"
 ZSTD_DEFAULT_LEVEL = 3  # zstd's own default, used when the metadata names no level
@@ -58,12 +62,13 @@ ZSTD_DEFAULT_LEVEL = 3  # zstd's own default, used when the metadata names no le
 
 @dataclass(frozen=True)
 class StringCompression:
-    """What a column's field metadata asks for its string chunks: ``scheme`` None means no
-    general compression (``none``), else LZ4 or ZSTD at ``level`` (recorded in the file
-    only when the metadata gave one, as pylance does)."""
+    """What a column's field metadata asks for its string chunks: ``fsst``, or ``scheme``
+    None for no general compression (``none``), else LZ4 or ZSTD at ``level`` (recorded in
+    the file only when the metadata gave one, as pylance does)."""
 
     scheme: int | None
     level: int | None = None
+    fsst: bool = False
 
     @staticmethod
     def from_metadata(metadata: Mapping[str, bytes | str], column: str
@@ -76,11 +81,13 @@ class StringCompression:
         name, level = text(COMPRESSION_KEY), text(COMPRESSION_LEVEL_KEY)
         if name is None:
             return None
-        schemes = {"none": None, "lz4": LZ4, "zstd": ZSTD}
+        schemes = {"none": None, "lz4": LZ4, "zstd": ZSTD, "fsst": None}
         if name.strip().lower() not in schemes:
             raise InvalidInputError(
                 f"column {column!r}: {COMPRESSION_KEY}={name!r} is not one of "
                 f"{', '.join(schemes)}")
+        if name.strip().lower() == "fsst":
+            return StringCompression(None, fsst=True)
         scheme = schemes[name.strip().lower()]
         parsed = None
         if level is not None and scheme == ZSTD:
@@ -93,6 +100,11 @@ class StringCompression:
                     f"column {column!r}: {COMPRESSION_LEVEL_KEY}={level!r} is not a zstd "
                     f"level (-7..22)")
         return StringCompression(scheme, parsed)
+
+    @staticmethod
+    def wants_fsst(compression: StringCompression | None) -> bool:
+        """Whether FSST is tried for a column with this metadata choice (None: none made)."""
+        return DEFAULT_FSST if compression is None else compression.fsst
 
 
 def _chunk_counts(n: int, per_chunk: int) -> np.ndarray:
@@ -176,9 +188,10 @@ def _bitpack_chunks(vals: np.ndarray, bits: int) -> tuple[list[bytes], bool]:
     return out, True
 
 
-def _fsst_chunks(values: Values, width: int
+def _fsst_chunks(values: Values, width: int, against_lz4: bool
                  ) -> tuple[fe.SymbolTable, np.ndarray, list[bytes]] | None:  # fmt: skip
-    """FSST-compressed string chunks, when a sample says FSST beats LZ4 (and saves 15%).
+    """FSST-compressed string chunks, when a sample says FSST saves 15% (and, with
+    ``against_lz4``, beats LZ4).
 
     FSST's ratio (offsets counted) is measured on the sample it learnt from, LZ4's on two
     of the page's 64 KiB chunks; FSST is taken when LZ4 would be more than
@@ -189,6 +202,10 @@ def _fsst_chunks(values: Values, width: int
     if learnt is None:
         return None
     table, fsst_ratio = learnt
+    if not against_lz4:
+        packed = fsst_values(values, table)
+        counts = _variable_counts(packed.var_offsets, width)
+        return table, counts, _variable_chunks(packed, counts, width)
     # LZ4 as the page would get it: 64 KiB chunks from the page's start and middle
     big_counts = _variable_counts(offsets, width, LZ4_CHUNK_TARGET)
     picks = np.unique([0, big_counts.size // 2])
@@ -286,7 +303,8 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
             if compression is not None and compression.scheme is not None:
                 counts, chunks = _general_chunks(values, width, compression)
                 layout.value_compression.CopyFrom(_general_encoding(compression, var))
-            elif compression is None and (fsst := _fsst_chunks(values, width)) is not None:
+            elif StringCompression.wants_fsst(compression) and (
+                    fsst := _fsst_chunks(values, width, compression is None)) is not None:
                 table, counts, chunks = fsst
                 layout.value_compression.CopyFrom(encoding(fsst=pb.Fsst(
                     symbol_table=table.serialize(), values=var)))  # fmt: skip

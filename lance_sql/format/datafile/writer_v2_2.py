@@ -49,7 +49,8 @@ def encode_page(rep, def_, layers, values_arr: pa.Array, num_rows: int,
     if inline is not None and len(inline) <= 32:
         return constant_page(rep, def_, layers, values, inline)
     if needs_full_zip(values) and not pa.types.is_dictionary(storage_type(values_arr.type)):
-        learnt = fsst_table(values) if values.variable and compression is None else None
+        wanted = values.variable and StringCompression.wants_fsst(compression)
+        learnt = fsst_table(values) if wanted else None
         if learnt is None:
             return full_zip_page(rep, def_, layers, values, visible, num_rows)
         return full_zip_page(rep, def_, layers, fsst_values(values, learnt[0]), visible,

@@ -1,7 +1,7 @@
-"""FSST string pages written by our 2.2 writer: pylance reads them row for row (and so do
-we), over nulls, empty strings, non-ASCII text, binary values full of ``0xFF`` bytes that
-need escapes, long strings, several pages and several fragments; point takes over FSST
-pages give what the general path gives."""
+"""FSST string pages written by our 2.2 writer (asked for by field metadata): pylance
+reads them row for row (and so do we), over nulls, empty strings, non-ASCII text, binary
+values full of ``0xFF`` bytes that need escapes, long strings, several pages and several
+fragments; point takes over FSST pages give what the general path gives."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from lance_sql.format.schema import LanceSchema
 lance = pytest.importorskip("lance")
 
 N = 40_000
+FSST = {"lance-encoding:compression": "fsst"}  # FSST is asked for: it is not the default
 
 
 def _table(n: int, seed: int = 0) -> pa.Table:
@@ -40,12 +41,14 @@ def _table(n: int, seed: int = 0) -> pa.Table:
                      "tempor incididunt ut labore et dolore magna aliqua".split())
     picks = vocab[rng.integers(0, vocab.size, (n, 40))]
     long_ = [(" ".join(p) + str(i))[: 150 + int(i % 90)] for p, i in zip(picks, ids, strict=True)]
-    return pa.table({
+    columns = {
         "url": pa.array(url, mask=nulls),
         "blob": pa.array(blob, pa.binary()),
         "long": pa.array(long_),
         "large": pa.array(url, pa.large_string()),
-    })
+    }
+    return pa.table(columns, schema=pa.schema(
+        [pa.field(name, col.type, metadata=FSST) for name, col in columns.items()]))
 
 
 def _write(table: pa.Table, page_bytes: int = 256 * 1024) -> bytes:
@@ -165,7 +168,7 @@ def test_long_strings_go_full_zip_with_fsst(tmp_path) -> None:
     for i in range(0, 3000, 500):  # a few documents longer than the encoder's pieces
         text[i] = " ".join(vocab[rng.integers(0, vocab.size, 1000 * (1 + i // 500))])
     arr = pa.array(text, mask=rng.random(3000) < 0.05)
-    table = pa.table({"doc": arr})
+    table = pa.table({"doc": arr}, schema=pa.schema([pa.field("doc", arr.type, metadata=FSST)]))
     data = _write(table)
     layouts = page_layouts(data)[0]
     assert {p.WhichOneof("layout") for p in layouts} == {"full_zip_layout"}

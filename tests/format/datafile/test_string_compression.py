@@ -13,7 +13,7 @@ from v2_helpers import open_ours, page_layouts
 
 import lance_sql
 from lance_sql.errors import FormatError, InvalidInputError
-from lance_sql.format.datafile import blocks
+from lance_sql.format.datafile import blocks, encode_miniblock
 from lance_sql.format.datafile.blocks import deflate
 from lance_sql.format.datafile.encode_miniblock import LZ4_CHUNK_TARGET, StringCompression
 from lance_sql.format.pb import encodings_v2_1_pb2 as e21
@@ -58,18 +58,26 @@ def _tokens(n: int, seed: int = 0) -> pa.Array:
     return pa.array([f"{x}-{y}" for x, y in zip(a, b, strict=True)])
 
 
-def test_default_is_fsst_on_text_and_pylance_reads_it(tmp_path):
+def test_default_is_lz4_on_text_and_fsst_when_asked_and_pylance_reads_both(tmp_path):
     arr = _text(30_000)
-    uri, data = _write(tmp_path, arr, None)
-    assert _kind(data) == "fsst"
-    assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
-    assert lance_sql.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
     taken = np.array([0, 17, 29_999])
-    assert lance_sql.dataset(uri).take(taken).column("s").to_pylist() == \
-        arr.take(pa.array(taken)).to_pylist()
+    for name, metadata, kind in [("default", None, "general"),
+                                 ("fsst", {"lance-encoding:compression": "fsst"}, "fsst")]:
+        uri, data = _write(tmp_path / name, arr, metadata)
+        assert _kind(data) == kind
+        assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+        assert lance_sql.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+        assert lance_sql.dataset(uri).take(taken).column("s").to_pylist() == \
+            arr.take(pa.array(taken)).to_pylist()
 
 
-def test_default_keeps_lz4_where_it_beats_fsst_and_plain_where_nothing_pays(tmp_path):
+@pytest.mark.parametrize("fsst_default", [False, True])
+def test_lz4_is_kept_where_it_beats_fsst_and_plain_where_nothing_pays(tmp_path, monkeypatch,
+                                                                      fsst_default):
+    monkeypatch.setattr(encode_miniblock, "DEFAULT_FSST", fsst_default)
+    if fsst_default:  # with FSST as the default, text gets it
+        uri, data = _write(tmp_path / "text", _text(30_000), None)
+        assert _kind(data) == "fsst"
     arr = _tokens(30_000)
     uri, data = _write(tmp_path / "tokens", arr, None)
     assert _general(data).compression.scheme == e21.COMPRESSION_ALGORITHM_LZ4
@@ -79,6 +87,8 @@ def test_default_keeps_lz4_where_it_beats_fsst_and_plain_where_nothing_pays(tmp_
     uri, data = _write(tmp_path / "noise", noise, None)
     assert _kind(data) == "variable"
     assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(noise)
+    uri, data = _write(tmp_path / "noise-fsst", noise, {"lance-encoding:compression": "fsst"})
+    assert _kind(data) == "variable"  # asked for, FSST is still skipped where it saves little
 
 
 @pytest.mark.parametrize("metadata,scheme,level", [
