@@ -9,11 +9,11 @@ Corpus (built here, deterministic, vectorised): one-column tables of N rows each
 * ``categories``: 40 distinct values (dictionary territory).
 
 Each table is written as one 2.2 data file by ``lance_sql.write_dataset`` (with its default
-compression, and with ``lance-encoding:compression=zstd`` / ``lz4`` in the field metadata,
-which both libraries honour) and by pylance; sizes are the data files' bytes. Reads are
-full scans of the column (``to_table``) of each file by both libraries; takes are 100
-random rows (``take``, the point path index lookups and IN lists use) from our default
-file, our LZ4 file and pylance's file, each by its writer's library. Medians of --repeat
+compression, LZ4, and with ``lance-encoding:compression=zstd`` / ``fsst`` in the field
+metadata, which both libraries honour) and by pylance; sizes are the data files' bytes.
+Reads are full scans of the column (``to_table``) of each file by both libraries; takes
+are 100 random rows (``take``, the point path index lookups and IN lists use) from our
+default file, our FSST file and pylance's file, each by its writer's library. Medians of --repeat
 runs, lance_sql and pylance interleaved.
 
     python bench/bench_strings.py --rows 1000000 --repeat 5
@@ -129,9 +129,9 @@ def main() -> None:
             table = pa.table({"s": arr})
             zfield = pa.field("s", pa.string(), metadata={"lance-encoding:compression": "zstd"})
             ztable = pa.table({"s": arr}, schema=pa.schema([zfield]))
-            lfield = pa.field("s", pa.string(), metadata={"lance-encoding:compression": "lz4"})
-            ltable = pa.table({"s": arr}, schema=pa.schema([lfield]))
-            uris = {k: work / f"{name}-{k}.lance" for k in ("ours", "zstd", "lz4", "ref")}
+            ffield = pa.field("s", pa.string(), metadata={"lance-encoding:compression": "fsst"})
+            ftable = pa.table({"s": arr}, schema=pa.schema([ffield]))
+            uris = {k: work / f"{name}-{k}.lance" for k in ("ours", "zstd", "fsst", "ref")}
 
             def clean(key: str, uris: dict[str, Path] = uris) -> Callable[[], None]:
                 return lambda: shutil.rmtree(uris[key], ignore_errors=True)
@@ -143,24 +143,27 @@ def main() -> None:
                 return (lambda: lance_sql.write_dataset(data, uris[key])), clean(key)
 
             writes = _interleaved({"ours": write("ours", table), "zstd": write("zstd", ztable),
-                                   "ref": write("ref", table)}, args.repeat)
-            write("lz4", ltable)[0]()
+                                   "fsst": write("fsst", ftable), "ref": write("ref", table)},
+                                  args.repeat)
             ours_ds, ref_ds = lance_sql.dataset(uris["ours"]), lance.dataset(str(uris["ref"]))
             assert ours_ds.to_table().equals(table) and ref_ds.to_table().equals(table)
             assert lance.dataset(str(uris["ours"])).to_table().equals(table)
             assert lance.dataset(str(uris["zstd"])).to_table().equals(table)
             assert lance_sql.dataset(uris["zstd"]).to_table().equals(table)
             # both libraries read the file pylance wrote, and our reader ours
+            fsst_ds = lance_sql.dataset(uris["fsst"])
+            assert fsst_ds.to_table().equals(table)
+            assert lance.dataset(str(uris["fsst"])).to_table().equals(table)
             reads = _interleaved({"ours": (ours_ds.to_table, None),
+                                  "fsst": (fsst_ds.to_table, None),
                                   "ours_on_ref": (lance_sql.dataset(uris["ref"]).to_table, None),
                                   "ref": (ref_ds.to_table, None)}, args.repeat)
             rows = np.sort(np.random.default_rng(1).choice(args.rows, 100, replace=False))
-            lz4_ds = lance_sql.dataset(uris["lz4"])
             expected = table.take(pa.array(rows))
-            assert ours_ds.take(rows).equals(expected) and lz4_ds.take(rows).equals(expected)
+            assert ours_ds.take(rows).equals(expected) and fsst_ds.take(rows).equals(expected)
             assert ref_ds.take(rows.tolist()).equals(expected)
             takes = _interleaved({"ours": (partial(ours_ds.take, rows), None),
-                                  "lz4": (partial(lz4_ds.take, rows), None),
+                                  "fsst": (partial(fsst_ds.take, rows), None),
                                   "ref": (partial(ref_ds.take, rows.tolist()), None)},
                                  max(args.repeat, 5))
             sizes = {k: _size(u) / 1e6 for k, u in uris.items()}
@@ -172,9 +175,14 @@ def main() -> None:
                   f"{writes['ours'] / writes['ref']:6.2f}x{reads['ours'] * 1e3:9.1f}"
                   f"{reads['ref'] * 1e3:11.1f}{reads['ours'] / reads['ref']:6.2f}x"
                   f"   (lance_sql reading pylance's file: {reads['ours_on_ref'] * 1e3:.1f} ms)")
-            print(f"{'':<11}take 100 rows: ours {takes['ours'] * 1e3:.2f} ms, ours with LZ4 "
-                  f"{takes['lz4'] * 1e3:.2f} ms ({sizes['lz4']:.2f} MB), pylance "
+            print(f"{'':<11}take 100 rows: ours {takes['ours'] * 1e3:.2f} ms, pylance "
                   f"{takes['ref'] * 1e3:.2f} ms ({takes['ours'] / takes['ref']:.2f}x)")
+            print(f"{'':<11}with fsst: {sizes['fsst']:.2f} MB "
+                  f"({sizes['fsst'] / sizes['ref']:.2f}x), write "
+                  f"{writes['fsst'] * 1e3:.1f} ms ({writes['fsst'] / writes['ref']:.2f}x), "
+                  f"read {reads['fsst'] * 1e3:.1f} ms ({reads['fsst'] / reads['ref']:.2f}x), "
+                  f"take 100 rows {takes['fsst'] * 1e3:.2f} ms "
+                  f"({takes['fsst'] / takes['ref']:.2f}x)")
             if name == "user_ids":
                 print("  " + formats_line(lance_sql=uris["ours"], zstd=uris["zstd"],
                                           pylance=uris["ref"]))
