@@ -146,8 +146,10 @@ class LocalSource:
         straight into one buffer (no bytes object per range, no joining copy)."""
         offsets = np.asarray(offsets, np.int64)
         lengths = np.asarray(lengths, np.int64)
+        # ends compared as ``offset > size - length``: no int64 sum that could wrap
         if offsets.size and (int(offsets.min()) < 0 or int(lengths.min()) < 0
-                             or int((offsets + lengths).max()) > self.size):
+                             or int(lengths.max()) > self.size
+                             or bool(np.any(offsets > self.size - lengths))):
             raise FormatError(f"{self.path}: a read of {offsets.size} ranges goes outside "
                               f"the file ({self.size} bytes)")
         out = np.empty(int(lengths.sum()), np.uint8)

@@ -154,7 +154,7 @@ def test_local_read_ranges_equal_read_at(tmp_path: Path) -> None:
     assert source.read_ranges(offsets, lengths).tobytes() == expected
     assert SourceReads(source).ranges(offsets, lengths).tobytes() == expected
     assert SourceReads(BytesSource(data)).ranges(offsets, lengths).tobytes() == expected
-    for bad_offset, bad_length in ((199_999, 2), (-1, 1), (0, -1)):
+    for bad_offset, bad_length in ((199_999, 2), (-1, 1), (0, -1), (2**62, 2**62)):
         with pytest.raises(FormatError):
             source.read_ranges(np.array([0, bad_offset]), np.array([1, bad_length]))
     source.close()

@@ -107,3 +107,24 @@ def test_one_key_lookup_declines_many_keys_and_checks_its_input(tmp_path: Path) 
         assert got.num_rows == 2
     finally:
         writer.close()
+
+
+def test_a_put_after_a_one_key_lookup_is_seen_by_the_plan_nodes(tmp_path: Path) -> None:
+    """The one-key path's MemTable probe is not reused once rows were put: the plan's own
+    nodes, run after a put, see the newer row."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                        pa.field("v", pa.string())])
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(pa.table({"id": [1, 2], "v": ["b1", "b2"]}, schema=schema), uri)
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 1),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    try:
+        writer.put(pa.table({"id": [3], "v": ["m3"]}, schema=schema))  # a non-empty MemTable
+        plan = mw.view().lookup_plan(pa.table({"id": [1]}))
+        assert plan.to_table().column("v").to_pylist() == ["b1"]
+        writer.put(pa.table({"id": [1], "v": ["new"]}, schema=schema))
+        assert plan.root.to_table().column("v").to_pylist() == ["new"]
+        assert mw.get({"id": [1]}).column("v").to_pylist() == ["new"]
+    finally:
+        writer.close()

@@ -414,7 +414,7 @@ class MemTableSource(InMemorySource):
         self._fragments = memtable.fragments()  # the snapshot; rows built when scanned
         self._table: pa.Table | None = None
         self._rows = None
-        self._found: tuple[Keys, np.ndarray] | None = None  # see might_hold
+        self._found: tuple[Keys, np.ndarray, int] | None = None  # see might_hold
 
     @property
     def identity(self) -> Hashable:
@@ -459,15 +459,18 @@ class MemTableSource(InMemorySource):
         return self.memtable.bloom
 
     def might_hold(self, keys: Keys) -> bool:
+        rows = self.memtable.num_rows
         addresses = self.memtable.lookup(keys.table)
-        self._found = (keys, addresses)  # the lookup right after needs not search again
+        # the lookup right after needs not search again, unless rows were put meanwhile
+        self._found = (keys, addresses, rows)
         return bool((addresses >= 0).any())
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         # rows put since the plan was made may answer too: they are newer still
         found, self._found = self._found, None
-        addresses = (found[1] if found is not None and found[0] is keys
-                     else self.memtable.lookup(keys.table))
+        fresh = (found is not None and found[0] is keys
+                 and found[2] == self.memtable.num_rows)
+        addresses = found[1] if fresh else self.memtable.lookup(keys.table)
         hit = addresses >= 0
         if not hit.any():  # the usual answer of a MemTable: nothing read
             schema = self.memtable.arrow_schema
