@@ -468,9 +468,10 @@ class MemTableSource(InMemorySource):
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         # rows put since the plan was made may answer too: they are newer still
         found, self._found = self._found, None
-        fresh = (found is not None and found[0] is keys
-                 and found[2] == self.memtable.num_rows)
-        addresses = found[1] if fresh else self.memtable.lookup(keys.table)
+        if found is not None and found[0] is keys and found[2] == self.memtable.num_rows:
+            addresses = found[1]
+        else:
+            addresses = self.memtable.lookup(keys.table)
         hit = addresses >= 0
         if not hit.any():  # the usual answer of a MemTable: nothing read
             schema = self.memtable.arrow_schema
