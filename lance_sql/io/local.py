@@ -98,6 +98,7 @@ class LocalSource:
         self.size = info.st_size
         self._lock = threading.Lock()
         self._map: pa.MemoryMappedFile | None = None
+        self._whole: np.ndarray | None = None  # the mapped file as bytes, once asked for
         if mapped and stat.S_ISREG(info.st_mode) and self.size >= MAP_MIN_READ:
             self._map_file(path, info)
 
@@ -142,8 +143,9 @@ class LocalSource:
         return data
 
     def read_ranges(self, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """The ranges ``[offsets[i], offsets[i] + lengths[i])`` back to back, each read
-        straight into one buffer (no bytes object per range, no joining copy)."""
+        """The ranges ``[offsets[i], offsets[i] + lengths[i])`` back to back in one buffer
+        (no bytes object per range, no joining copy): copied out of the mapping when the
+        file is mapped, else each read straight into place by ``preadv``."""
         offsets = np.asarray(offsets, np.int64)
         lengths = np.asarray(lengths, np.int64)
         # ends compared as ``offset > size - length``: no int64 sum that could wrap
@@ -153,6 +155,13 @@ class LocalSource:
             raise FormatError(f"{self.path}: a read of {offsets.size} ranges goes outside "
                               f"the file ({self.size} bytes)")
         out = np.empty(int(lengths.sum()), np.uint8)
+        whole = self._mapped_file(int(np.max(offsets + lengths))) if offsets.size else None
+        if whole is not None:  # copies out of the mapping: no system call per range
+            at = 0
+            for offset, length in zip(offsets.tolist(), lengths.tolist(), strict=True):
+                out[at : at + length] = whole[offset : offset + length]
+                at += length
+            return out
         view = memoryview(out.data)
         fd, at = self._fd, 0
         for offset, length in zip(offsets.tolist(), lengths.tolist(), strict=True):
@@ -164,6 +173,21 @@ class LocalSource:
                 got += more
             at += length
         return out
+
+    def _mapped_file(self, end: int) -> np.ndarray | None:
+        """The whole mapped file as bytes (kept for the source's life), checked to still
+        hold ``end`` bytes; None when the file is not mapped."""
+        with self._lock:
+            mapping = self._map
+            if mapping is None:
+                return None
+            if os.fstat(self._fd).st_size < end:  # never touch pages past EOF
+                raise FormatError(f"{self.path}: file shrank after it was opened "
+                                  f"(reads up to byte {end})")
+            if self._whole is None:
+                mapping.seek(0)
+                self._whole = np.frombuffer(mapping.read_buffer(self.size), np.uint8)
+            return self._whole
 
     def _view(self, offset: int, length: int) -> memoryview | None:
         """``length`` bytes at ``offset`` of the mapping (None once closed: the caller's
@@ -187,6 +211,7 @@ class LocalSource:
             if self._map is not None:
                 self._map.close()  # closes self._fd too
                 self._map = None
+                self._whole = None
             elif self._fd >= 0:
                 os.close(self._fd)
             self._fd = -1

@@ -172,6 +172,14 @@ for offset, length in [(MAP_MIN_READ, 2 * MAP_MIN_READ), (whole - MAP_MIN_READ, 
         print("typed:", exc)
     else:
         raise SystemExit(f"no error for {offset}+{length}")
+import numpy as np
+assert bytes(source.read_ranges(np.array([0, 10]), np.array([5, 5]))) == early[:5] + early[10:15]
+try:
+    source.read_ranges(np.array([0, whole - 10]), np.array([5, 10]))
+except FormatError as exc:
+    print("typed:", exc)
+else:
+    raise SystemExit("no error for ranges past the new end")
 """
 
 
@@ -184,7 +192,7 @@ def test_a_file_truncated_after_open_is_a_typed_error(blob: tuple[Path, bytes]) 
     out = subprocess.run([sys.executable, "-c", _TRUNCATE, str(path)], capture_output=True,
                          text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.count("typed:") == 3
+    assert out.stdout.count("typed:") == 4
 
 
 def _open_descriptors() -> int:
@@ -230,3 +238,35 @@ def test_no_descriptor_or_mapping_outlives_its_users(tmp_path: Path) -> None:
     kept.clear()
     gc.collect()
     assert _mapped_regions(path) == 0
+
+
+def test_mapped_range_reads_equal_pread_range_reads(blob: tuple[Path, bytes],
+                                                    monkeypatch) -> None:
+    """``read_ranges`` copies out of the mapping when there is one (no system call per
+    range): the same bytes as the ``preadv`` path, the same typed error outside the file."""
+    path, data = blob
+    real_read_into = local_module._read_into
+    calls = []
+
+    def counted(*args: object) -> int:
+        calls.append(args)
+        return real_read_into(*args)
+
+    monkeypatch.setattr(local_module, "_read_into", counted)
+    mapped, plain = LocalSource(str(path), mapped=True), LocalSource(str(path), mapped=False)
+    assert mapped.mapped and not plain.mapped
+    offsets = np.array([o for o, _ in _ranges()], np.int64)
+    lengths = np.array([n for _, n in _ranges()], np.int64)
+    expected = b"".join(data[o : o + n] for o, n in zip(offsets.tolist(), lengths.tolist(),
+                                                         strict=True))
+    for _ in range(2):  # the second call reuses the mapped file's bytes
+        assert mapped.read_ranges(offsets, lengths).tobytes() == expected
+    assert not calls  # the mapping answered
+    assert plain.read_ranges(offsets, lengths).tobytes() == expected
+    assert len(calls) >= offsets.size
+    assert mapped.read_ranges(offsets[:0], lengths[:0]).size == 0
+    for bad in ((SIZE - 1, 2), (-1, 1), (2**62, 2**62)):
+        with pytest.raises(FormatError):
+            mapped.read_ranges(np.array([0, bad[0]]), np.array([1, bad[1]]))
+    mapped.close()
+    plain.close()
