@@ -171,6 +171,23 @@ def decompress(
     return out[:total], cum[bounds]
 
 
+def _literal_pairs(table: SymbolTable, codes: np.ndarray, lit: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The 16-byte words and byte lengths of the code pairs holding the literals at
+    ``lit`` (positions in ``codes``, none past its end): the byte alone when its escape
+    comes first in the pair (the literal is second), else the byte then the next code's
+    symbol. A pair never holds two literals."""
+    second = (lit & 1).astype(bool)
+    byte = codes[lit].astype(np.uint64)
+    after = codes[np.where(second, lit, lit + 1)]  # the next code when the literal is first
+    sym = table.symbols[after]
+    fixed = np.empty((lit.size, 2), np.uint64)
+    fixed[:, 0] = np.where(second, byte, byte | (sym << np.uint64(8)))
+    fixed[:, 1] = np.where(second, np.uint64(0), sym >> np.uint64(56))
+    lens = np.where(second, 1, 1 + table.lengths[after]).astype(np.uint8)
+    return fixed.view("V16").reshape(-1), lens
+
+
 def _decompress_take(table: SymbolTable, codes: np.ndarray, bounds: np.ndarray,
                      lit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Codes two at a time by Arrow's ``take`` of a binary array of symbol pairs (65536
@@ -188,16 +205,9 @@ def _decompress_take(table: SymbolTable, codes: np.ndarray, bounds: np.ndarray,
     words, lens = _pair_table(table)
     idx: np.ndarray = codes.view("<u2")
     if lit.size:
-        second = (lit & 1).astype(bool)
-        byte = codes[lit].astype(np.uint64)
-        after = codes[np.where(second, lit, lit + 1)]  # the next code when first
-        sym = table.symbols[after]
-        fixed = np.empty((lit.size, 2), np.uint64)
-        fixed[:, 0] = np.where(second, byte, byte | (sym << np.uint64(8)))
-        fixed[:, 1] = np.where(second, np.uint64(0), sym >> np.uint64(56))
-        words = np.concatenate([words, fixed.view("V16").reshape(-1)])
-        lens = np.concatenate([lens, np.where(second, 1, 1 + table.lengths[after])
-                               .astype(np.uint8)])  # fmt: skip
+        fixed, fixed_lens = _literal_pairs(table, codes, lit)
+        words = np.concatenate([words, fixed])
+        lens = np.concatenate([lens, fixed_lens])
         idx = idx.astype(np.uint32)
         idx[lit >> 1] = 65536 + np.arange(lit.size, dtype=np.uint32)
     offs = np.zeros(lens.size + 1, np.int64)
@@ -255,15 +265,7 @@ def _decompress_pairs(
     inside = lit[lit < even]
     fix = inside >> 1  # sorted, distinct
     if fix.size:
-        second = (inside & 1).astype(bool)
-        byte = codes[inside].astype(np.uint64)
-        after = codes[np.where(second, inside, inside + 1)]  # the next code if first
-        sym = table.symbols[after]
-        fixed = np.empty((fix.size, 2), np.uint64)
-        fixed[:, 0] = np.where(second, byte, byte | (sym << np.uint64(8)))
-        fixed[:, 1] = np.where(second, np.uint64(0), sym >> np.uint64(56))
-        fix_words = fixed.view("V16").reshape(-1)
-        pair_lens[fix] = np.where(second, 1, 1 + table.lengths[after])
+        fix_words, pair_lens[fix] = _literal_pairs(table, codes, inside)
     total = int(pair_lens.sum(dtype=np.int64))
     tail_literal = bool(n & 1) and lit.size > 0 and int(lit[-1]) == n - 1
     last = (1 if tail_literal else int(table.lengths[codes[-1]])) if n & 1 else 0

@@ -98,14 +98,8 @@ def read_run(column: LeafColumn, start: int, stop: int) -> pa.Array | None:
     if not isinstance(page, MiniBlockPage) or page.has_rep:
         return None
     page.load()
-    where = page.where
     a, b = start - int(row_starts[p]), stop - int(row_starts[p])
-    if page.shift is not None:
-        c0, c1 = a >> page.shift, (b - 1) >> page.shift
-    else:
-        c0, c1 = np.searchsorted(page.row_end, [a, b - 1], "right").tolist()
-    if c1 >= page.chunk_sizes.size:
-        raise FormatError(f"{where}: row {b - 1} past the page's chunks")
+    c0, c1 = _chunk_span(page, a, b)
     raw, cstart = page.chunk_bytes(np.arange(c0, c1 + 1))
     counts = page.chunk_values[c0 : c1 + 1]
     values = _decode_read_chunks(page, raw, cstart, counts, page.chunk_sizes[c0 : c1 + 1])
@@ -515,13 +509,19 @@ def _plain_ints(column: LeafColumn, start: int, stop: int
         return None
     base = int(row_starts[p])
     a, b = start - base, stop - base
+    c0, c1 = _chunk_span(page, a, b)
+    return page, kind, bits, a, c0, c1
+
+
+def _chunk_span(page: MiniBlockPage, a: int, b: int) -> tuple[int, int]:
+    """The first and last chunk holding rows ``[a, b)`` of a loaded page (``b > a``)."""
     if page.shift is not None:
         c0, c1 = a >> page.shift, (b - 1) >> page.shift
     else:
         c0, c1 = np.searchsorted(page.row_end, [a, b - 1], "right").tolist()
     if c1 >= page.chunk_sizes.size:
         raise FormatError(f"{page.where}: row {b - 1} past the page's chunks")
-    return page, kind, bits, a, c0, c1
+    return int(c0), int(c1)
 
 
 def ints_at(column: LeafColumn, start: int, stop: int) -> list[int] | None:
