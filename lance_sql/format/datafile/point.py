@@ -244,11 +244,7 @@ def _inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndar
     """Strings ``pos[i]`` of inflated chunk ``pieces[sel[i]]`` (each its offsets, then its
     bytes; ``sel`` non-decreasing, ``pos`` increasing within a chunk): only the offsets
     of the wanted rows and the bytes between them are copied out of the chunks."""
-    var = enc.variable if cz.kind(enc) == "variable" else enc.fsst.values.variable
-    width = int(var.offsets.flat.bits_per_value)
-    if cz.kind(var.offsets) != "flat" or width not in (32, 64):
-        raise FormatError(f"{where}: {width}-bit string offsets")
-    wb = width // 8
+    wb = sparse.string_offset_bytes(enc, where)
     sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
     if np.any(pos >= counts[sel]):
         raise FormatError(f"{where}: row past the values of its chunk")
@@ -433,11 +429,7 @@ def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int,
             value &= (1 << width) - 1
         return Fixed(np.frombuffer(value.to_bytes(wb, "little"), np.uint8), bits, 1)
     if k in ("variable", "fsst"):
-        var = enc.variable if k == "variable" else enc.fsst.values.variable
-        width = int(var.offsets.flat.bits_per_value)
-        if width not in (32, 64):
-            raise FormatError(f"{where}: {width}-bit string offsets")
-        wb = width // 8
+        wb = sparse.string_offset_bytes(enc, where)
         if size < (count + 1) * wb:
             raise FormatError(f"{where}: string chunk too small for its offsets")
         fmt = "<II" if wb == 4 else "<QQ"

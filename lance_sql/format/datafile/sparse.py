@@ -25,6 +25,16 @@ from lance_sql.format.datafile.compressive import (
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 
+def string_offset_bytes(enc: pb.CompressiveEncoding, where: str) -> int:
+    """Bytes per string offset of a mini-block ``variable`` (or FSST over variable)
+    encoding: 4 or 8, the offsets stored flat; anything else is a FormatError."""
+    var = enc.variable if kind(enc) == "variable" else enc.fsst.values.variable
+    width = int(var.offsets.flat.bits_per_value)
+    if kind(var.offsets) != "flat" or width not in (32, 64):
+        raise FormatError(f"{where}: {width}-bit string offsets")
+    return width // 8
+
+
 def supported(enc: pb.CompressiveEncoding) -> bool:
     """Encodings whose values can be located inside a chunk without decoding it all."""
     k = kind(enc)
@@ -63,11 +73,7 @@ def decode(enc: pb.CompressiveEncoding, bufs: list[ChunkBuffers], counts: np.nda
     if k == "inline_bitpacking":
         return _sparse_inline(enc.inline_bitpacking, buf, chunk, pos, where)
     if k in ("variable", "fsst"):
-        var = enc.variable if k == "variable" else enc.fsst.values.variable
-        width = int(var.offsets.flat.bits_per_value)
-        if width not in (32, 64):
-            raise FormatError(f"{where}: {width}-bit string offsets")
-        wb = width // 8
+        wb = string_offset_bytes(enc, where)
         base, size = buf.pos[chunk], buf.sizes[chunk]
         if np.any(size < (counts[chunk] + 1) * wb):
             raise FormatError(f"{where}: string chunk too small for its offsets")
