@@ -11,10 +11,9 @@ code, so escapes and literals alternate inside it), every input byte gets an out
 (symbol length, 0 for an escape, 1 for a literal) and its symbol as one zero-padded 8-byte
 word; output positions are the running sum of the lengths, and one scatter in input order
 through a view with a one-byte stride writes the words, each word's padding overwritten by
-the next word. Large pages without escapes go two codes at a time (a 65536-entry table of
-16-byte words), which halves the per-code work. From a few thousand codes on, Arrow's
-``take`` of a binary array of symbol pairs (one entry per pair of codes, plus one per pair
-holding an escaped byte) does the same work in C, about twice as fast.
+the next word. From a few thousand codes on, codes go two at a time: Arrow's ``take`` of
+a binary array of symbol pairs (a 65536-entry table, one entry per pair of codes, plus one
+per pair holding an escaped byte) does the work in C.
 """
 
 from __future__ import annotations
@@ -27,10 +26,7 @@ import pyarrow as pa
 from lance_sql.errors import FormatError
 
 TABLE_SIZE = 8 + 256 * 8 + 256
-_BLOCK = 1 << 16  # pairs per scatter: 1 MiB of 16-byte words
-_PAIR_MIN = 1 << 16  # codes; smaller pages do not pay for building the pair table
 _TAKE_MIN = 1 << 12  # codes; from here Arrow's take of symbol pairs decodes fastest
-_PAIR_MAX_LITERALS = 64  # pairs are patched where literals sit: worth it below 1 in 64 codes
 _MAGIC = b"TSSF"
 ESCAPE = 255
 
@@ -155,8 +151,6 @@ def decompress(
             raise FormatError(f"{where}: FSST escape crosses a string boundary")
     if n >= _TAKE_MIN:
         return _decompress_take(table, codes, bounds, lit)
-    if n >= _PAIR_MIN and lit.size * _PAIR_MAX_LITERALS <= n:
-        return _decompress_pairs(table, codes, bounds, lit)
     lengths = np.take(table.lengths, codes)
     words = np.take(table.symbols, codes)
     if lit.size:
@@ -245,58 +239,6 @@ def _literals(escapes: np.ndarray, n: int, where: str) -> np.ndarray:
     if lit.size and int(lit[-1]) >= n:
         raise FormatError(f"{where}: FSST data ends with an escape byte")
     return lit
-
-
-def _decompress_pairs(
-    table: SymbolTable, codes: np.ndarray, bounds: np.ndarray, lit: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Two codes at a time; ``lit`` (sorted) are the literal bytes' positions.
-
-    The pair table reads every code as a symbol, so the few pairs holding a literal are
-    patched: a literal second in its pair follows its escape (the pair is just the byte);
-    one first in its pair (its escape ended the previous pair) is the byte followed by
-    the next code's symbol. A pair never holds two literals.
-    """
-    words, lens = _pair_table(table)
-    n = codes.size
-    even = n & ~1
-    pairs = codes[:even].view("<u2")
-    pair_lens = np.take(lens, pairs)
-    inside = lit[lit < even]
-    fix = inside >> 1  # sorted, distinct
-    if fix.size:
-        fix_words, pair_lens[fix] = _literal_pairs(table, codes, inside)
-    total = int(pair_lens.sum(dtype=np.int64))
-    tail_literal = bool(n & 1) and lit.size > 0 and int(lit[-1]) == n - 1
-    last = (1 if tail_literal else int(table.lengths[codes[-1]])) if n & 1 else 0
-    out = np.empty(total + last + 16, np.uint8)
-    cum = np.empty(pairs.size + 1, np.int64)
-    cum[0] = 0
-    for a in range(0, pairs.size, _BLOCK):  # a block's positions, words and output in cache
-        p, pl = pairs[a : a + _BLOCK], pair_lens[a : a + _BLOCK]
-        seg = cum[a + 1 : a + 1 + p.size]
-        np.cumsum(pl, out=seg)
-        seg += cum[a]
-        w = np.take(words, p)
-        if fix.size:
-            k0, k1 = np.searchsorted(fix, [a, a + p.size]).tolist()
-            w[fix[k0:k1] - a] = fix_words[k0:k1]
-        _scatter(out, 16, cum[a : a + p.size], w, pl)
-    if n & 1:
-        tail = codes[-1:].astype(np.uint64) if tail_literal else table.symbols[codes[-1:]]
-        out[total : total + 8] = tail.view(np.uint8)
-        total += last
-    # a string boundary after an odd number of codes falls inside a pair, after its first
-    # code (clipping only touches even boundaries, whose extra is multiplied by 0)
-    ends = np.take(cum, bounds >> 1)
-    first_code = bounds & ~1
-    extra = np.take(table.lengths, np.take(codes, first_code, mode="clip"))
-    if lit.size:  # a literal first in its pair (or the odd last code) yields one byte
-        at = np.minimum(np.searchsorted(lit, first_code), lit.size - 1)
-        extra[lit[at] == first_code] = 1
-    extra *= (bounds & 1).astype(np.uint8)
-    ends += extra
-    return out[:total], ends
 
 
 _ORDERED = _scatter_is_ordered()

@@ -76,15 +76,11 @@ def test_fsst_decodes_symbols_and_escapes() -> None:
     assert strings == [b"hello world!!!\xffx", b"", b"hello"]
 
 
-@pytest.mark.parametrize("pair_min,take_min", [(1 << 30, 1 << 30), (2, 1 << 30),
-                                               (1 << 30, 2)])
-def test_fsst_odd_code_count_ending_in_a_literal(monkeypatch, pair_min: int,
-                                                 take_min: int) -> None:
+@pytest.mark.parametrize("take_min", [1 << 30, 2])
+def test_fsst_odd_code_count_ending_in_a_literal(monkeypatch, take_min: int) -> None:
     """The last code alone after the pairs is an escaped byte: it adds one byte to the
     last string (two codes at a time once measured the literal as a symbol)."""
-    monkeypatch.setattr(fsst, "_PAIR_MIN", pair_min)
     monkeypatch.setattr(fsst, "_TAKE_MIN", take_min)
-    monkeypatch.setattr(fsst, "_PAIR_MAX_LITERALS", 1)  # pairs despite the literal
     table = fsst.parse_symbol_table(_table([b"ab", b"c"]), "t")
     codes = np.array([0, 1, 0, 255, ord("x")], np.uint8)
     out, offs = fsst.decompress(table, codes, np.array([0, 2, 5]), "t")
@@ -117,16 +113,12 @@ def _fsst_reference(symbols: list[bytes], codes: bytes, offsets: list[int]) -> l
 
 
 @pytest.mark.parametrize("ordered", [True, False])  # numpy's ordered scatter; byte planes
-@pytest.mark.parametrize("pair_min", [1 << 30, 2])  # one code at a time; two at a time
-@pytest.mark.parametrize("pair_max_literals", [64, 1 << 30])  # pairs patched at any rate
-@pytest.mark.parametrize("take_min", [1 << 30, 2])  # numpy's decoders; Arrow's take
+@pytest.mark.parametrize("take_min", [1 << 30, 2])  # one code at a time; Arrow's take
 @pytest.mark.parametrize("seed", range(6))
-def test_fsst_matches_reference(monkeypatch: pytest.MonkeyPatch, seed: int, pair_min: int,
-                                ordered: bool, pair_max_literals: int, take_min: int) -> None:
+def test_fsst_matches_reference(monkeypatch: pytest.MonkeyPatch, seed: int, ordered: bool,
+                                take_min: int) -> None:
     monkeypatch.setattr(fsst, "_TAKE_MIN", take_min)
-    monkeypatch.setattr(fsst, "_PAIR_MIN", pair_min)
     monkeypatch.setattr(fsst, "_ORDERED", ordered)
-    monkeypatch.setattr(fsst, "_PAIR_MAX_LITERALS", pair_max_literals)
     rng = np.random.default_rng(seed)
     nsym = int(rng.integers(1, 256))
     symbols = [rng.bytes(int(k)) for k in rng.integers(1, 9, nsym)]
