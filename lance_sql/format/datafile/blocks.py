@@ -169,7 +169,7 @@ def deflate(scheme: int, data: bytes | memoryview, level: int | None = None) -> 
     """Inverse of :func:`inflate` (the framing pylance writes)."""
     data = memoryview(data).cast("B")
     if scheme == 1:
-        body = _codec("lz4_raw").compress(data, asbytes=True)
+        body = _codec("lz4_raw", level).compress(data, asbytes=True)
         return struct.pack("<I", len(data)) + body
     return struct.pack("<Q", len(data)) + _codec("zstd", level).compress(data, asbytes=True)
 

@@ -54,6 +54,18 @@ LZ4_CHUNK_TARGET = 64 * 1024  # string chunks that get LZ4 (2.2 chunk sizes are 
 ZSTD = pb.COMPRESSION_ALGORITHM_ZSTD
 FSST_LZ4_MARGIN = 1.05  # with DEFAULT_FSST, LZ4 is kept when within 5% of FSST's size: it
 # writes and scans faster (FSST takes rows faster and is as small as pylance's files)
+
+# The default general compression of string chunks (the metadata asking none): codec, level
+# (None: the codec's fastest; not recorded in the file) and chunk size. LZ4 level 1 over
+# 64 KiB is the only setting measured (bench/bench_string_defaults.py) that keeps writes,
+# scans and takes as fast as they are: LZ4 HC (levels 2-3, same block format) shrinks URL
+# and JSON text 10-20% but costs 2-4x the codec's CPU; zstd (level 3, 64 KiB) and FSST
+# reach pylance's sizes but full scans cost 1.5-2x (zstd) and 2.3-3.9x (FSST) those of LZ4
+# pages. LZ4 has no entropy coding, so short high-entropy strings (ids, names) stay at
+# 1.16x pylance's FSST files or more at any level and chunk size.
+DEFAULT_SCHEME = LZ4
+DEFAULT_LEVEL: int | None = None
+DEFAULT_CHUNK_TARGET = LZ4_CHUNK_TARGET
 DEFAULT_FSST = False  # FSST only when a column's metadata asks for it (see the docstring)
 COMPRESSION_KEY = "lance-encoding:compression"
 COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"
@@ -225,12 +237,12 @@ def _fsst_chunks(values: Values, width: int, against_lz4: bool
     return table, counts, _variable_chunks(packed, counts, width)
 
 
-def _lz4_pays(chunks: list[bytes]) -> bool:
-    """LZ4 on a sample of chunks saves at least 15%."""
+def _general_pays(chunks: list[bytes], scheme: int, level: int | None) -> bool:
+    """``scheme`` on a sample of chunks saves at least 15%."""
     step = max(1, len(chunks) // 16)
     sample = chunks[::step]
     raw = sum(map(len, sample))
-    return sum(len(deflate(1, c)) for c in sample) < 0.85 * raw
+    return sum(len(deflate(scheme, c, level)) for c in sample) < 0.85 * raw
 
 
 def _rep_index(rep: np.ndarray, level_bounds: np.ndarray, max_rep: int) -> np.ndarray:
@@ -309,16 +321,17 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
                 layout.value_compression.CopyFrom(encoding(fsst=pb.Fsst(
                     symbol_table=table.serialize(), values=var)))  # fmt: skip
             elif compression is None and raw_size > 4096:
-                # LZ4 does better, and costs fewer calls, on larger chunks; the plain chunks
-                # are only built when it does not pay
-                big_counts = _variable_counts(values.var_offsets, width, LZ4_CHUNK_TARGET)
+                # general compression does better, and costs fewer calls, on larger
+                # chunks; the plain chunks are only built when it does not pay
+                big_counts = _variable_counts(values.var_offsets, width, DEFAULT_CHUNK_TARGET)
                 big = _variable_chunks(values, big_counts, width)
-                if _lz4_pays(big):
-                    squeezed = [deflate(1, c) for c in big]
+                scheme, level = DEFAULT_SCHEME, DEFAULT_LEVEL
+                if _general_pays(big, scheme, level):
+                    squeezed = [deflate(scheme, c, level) for c in big]
                     if sum(map(len, squeezed)) < 0.85 * sum(map(len, big)):
                         chunks, counts = squeezed, big_counts
                         layout.value_compression.CopyFrom(
-                            _general_encoding(StringCompression(LZ4), var))
+                            _general_encoding(StringCompression(scheme), var))
             if chunks is None:
                 chunks = _variable_chunks(values, counts, width)
             buffers_per_chunk = [[c] for c in chunks]

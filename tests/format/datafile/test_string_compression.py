@@ -131,10 +131,47 @@ def test_default_lz4_chunks_are_large(tmp_path):
     arr = _tokens(50_000, seed=2)
     _, data = _write(tmp_path, arr, None)
     assert _general(data).compression.scheme == e21.COMPRESSION_ALGORITHM_LZ4
-    reader, _ = open_ours(data)
-    chunks = reader._columns[0].pages[0].buffers[0][1] // 4  # one u32 of metadata a chunk
+    chunks = _chunk_count(data)
     raw = sum(len(s) + 4 for s in arr.to_pylist())
     assert chunks <= raw // (LZ4_CHUNK_TARGET // 2) + 1
+
+
+def _chunk_count(data: bytes) -> int:
+    reader, _ = open_ours(data)
+    return reader._columns[0].pages[0].buffers[0][1] // 4  # one u32 of metadata a chunk
+
+
+@pytest.mark.parametrize("scheme,level,target", [
+    (e21.COMPRESSION_ALGORITHM_LZ4, 2, 64 * 1024),  # LZ4 HC: same block format, smaller
+    (e21.COMPRESSION_ALGORITHM_ZSTD, 1, 32 * 1024),
+])
+def test_default_knobs_pick_the_codec_level_and_chunk_size_and_pylance_reads_every_row(
+        tmp_path, monkeypatch, scheme, level, target):
+    """The writer's default string compression (what bench_string_defaults.py sweeps) is
+    the one its knobs name: codec, level (not recorded, as for a default) and chunk size."""
+    arr = _text(60_000, seed=4)
+    _, now = _write(tmp_path / "now", arr, None)
+    monkeypatch.setattr(encode_miniblock, "DEFAULT_SCHEME", scheme)
+    monkeypatch.setattr(encode_miniblock, "DEFAULT_LEVEL", level)
+    monkeypatch.setattr(encode_miniblock, "DEFAULT_CHUNK_TARGET", target)
+    uri, data = _write(tmp_path / "knobs", arr, None)
+    general = _general(data)
+    assert general.compression.scheme == scheme and not general.compression.HasField("level")
+    assert len(data) < len(now)  # the stronger setting is really used
+    raw = sum(len(s) + 4 for s in arr.to_pylist())
+    assert raw // target <= _chunk_count(data) <= raw // (target // 2) + 1
+    assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+    assert lance_sql.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+    taken = np.array([0, 5, 17, 31_000, 59_999])
+    assert lance_sql.dataset(uri).take(taken).column("s").to_pylist() == \
+        arr.take(pa.array(taken)).to_pylist()
+
+
+def test_lz4_levels_deflate_to_the_same_block_format():
+    data = bytes("".join(_text(3000, seed=6).to_pylist()), "utf8")
+    fast, hc = deflate(1, data), deflate(1, data, 2)
+    assert len(hc) < len(fast)
+    assert bytes(blocks.inflate(1, hc, "x")) == bytes(blocks.inflate(1, fast, "x")) == data
 
 
 def test_pylance_zstd_and_lz4_string_files_read_back(tmp_path):
