@@ -277,8 +277,15 @@ def _inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndar
 
 
 def _read_chunk(page: MiniBlockPage, chunk: int) -> bytes | memoryview:
-    start = int(page.chunk_offsets[chunk])
-    return page.read(page.buffers[1][0] + start, int(page.chunk_sizes[chunk]))
+    """The bytes of one chunk: a view of a mapped file (no copy), else read."""
+    start = page.buffers[1][0] + int(page.chunk_offsets[chunk])
+    size = int(page.chunk_sizes[chunk])
+    viewer = getattr(page.read, "view", None)
+    if viewer is not None:
+        raw = viewer(start, size)
+        if raw is not None:
+            return raw.data
+    return page.read(start, size)
 
 
 def _decode_read_chunks(page: MiniBlockPage, raw: np.ndarray, cstart: np.ndarray,
