@@ -204,7 +204,12 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         raw = np.frombuffer(_read_chunk(page, int(chunks[0])), np.uint8)
         cstart = np.zeros(1, np.int64)
     else:
-        chunks, sel = np.unique(cid, return_inverse=True)
+        # rows ascend, so their chunks do: each new chunk where the chunk id changes
+        new = np.empty(cid.size, bool)
+        new[0] = True
+        np.not_equal(cid[1:], cid[:-1], out=new[1:])
+        chunks = cid[new]
+        sel = np.cumsum(new) - 1
         raw, cstart = page.chunk_bytes(chunks, SCATTERED_GAP)
     counts = page.chunk_values[chunks]
     bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[chunks])
