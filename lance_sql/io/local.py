@@ -174,6 +174,18 @@ class LocalSource:
             at += length
         return out
 
+    def view_range(self, offset: int, length: int) -> np.ndarray | None:
+        """Bytes ``[offset, offset + length)`` as a read-only view of the mapping (no copy,
+        whatever the length; see the class docstring for how long it stays valid), or
+        None when the file is not mapped (the caller reads by copying)."""
+        if offset < 0 or length < 0 or offset > self.size - length:
+            raise FormatError(
+                f"{self.path}: read of {length} bytes at {offset} is outside the file "
+                f"({self.size} bytes)"
+            )
+        whole = self._mapped_file(offset + length)
+        return None if whole is None else whole[offset : offset + length]
+
     def _mapped_file(self, end: int) -> np.ndarray | None:
         """The whole mapped file as bytes (kept for the source's life), checked to still
         hold ``end`` bytes; None when the file is not mapped."""

@@ -156,6 +156,8 @@ def _identifier(tok: Token) -> str | None:
 def _cte_names(tokens: list[Token]) -> set[str]:
     names = set()
     for i, tok in enumerate(tokens):
+        if tok.kind != "word":  # (most tokens of a long literal list: checked cheaply)
+            continue
         if tok.is_kw("AS") and i + 1 < len(tokens) and tokens[i + 1].is_op("(") and i > 0:
             prev = tokens[i - 1]
             if prev.is_op(")"):  # name (col, ...) AS (
@@ -175,6 +177,8 @@ def _cte_names(tokens: list[Token]) -> set[str]:
 def _has_system_column(tokens: list[Token], system_columns: tuple[str, ...]) -> bool:
     wanted = {c.lower() for c in system_columns}
     for tok in tokens:
+        if tok.kind != "word" and tok.kind != "quoted":
+            continue
         ident = tok.identifier
         if ident is None:
             continue
@@ -201,6 +205,9 @@ def rewrite(sql: str, is_lance: IsLance, resolve: Resolve,
     i = 0
     while i < len(tokens):
         tok, frame = tokens[i], frames[-1]
+        if tok.kind == "number" or tok.kind == "string":  # a literal changes nothing here
+            i += 1
+            continue
         if tok.is_op("("):
             frames.append(_Frame())
             i += 1
@@ -316,20 +323,29 @@ def _nulls_last(sql: str, tokens: list[Token]) -> list[tuple[int, int, str]]:
     to a constant, which the scan reads (see ``pyarrow_filter.as_expression``).
     """
     edits = []
+    n = len(tokens)
     for i, tok in enumerate(tokens):
-        if not (tok.is_kw("IN") and i + 1 < len(tokens) and tokens[i + 1].is_op("(")):
+        if tok.kind != "word" or i + 1 >= n or not tok.is_kw("IN") or \
+                not tokens[i + 1].is_op("("):
             continue
         items: list[list[Token]] = [[]]
         j = i + 2
-        while j < len(tokens) and not tokens[j].is_op(")", "("):
-            if tokens[j].is_op(","):
-                items.append([])
-            else:
-                items[-1].append(tokens[j])
+        while j < n:
+            t = tokens[j]
+            if t.kind == "op":
+                if t.text == ")" or t.text == "(":
+                    break
+                if t.text == ",":
+                    items.append([])
+                    j += 1
+                    continue
+            items[-1].append(t)
             j += 1
-        if j >= len(tokens) or not tokens[j].is_op(")") or not all(map(_literal_item, items)):
+        if j >= n or not tokens[j].is_op(")") or not all(map(_literal_item, items)):
             continue
         nulls = [item for item in items if item[0].is_kw("NULL")]
+        if not nulls:
+            continue  # already in order
         ordered = [item for item in items if not item[0].is_kw("NULL")] + nulls
         if ordered != items:
             text = ", ".join(sql[item[0].start:item[-1].end] for item in ordered)
@@ -339,7 +355,7 @@ def _nulls_last(sql: str, tokens: list[Token]) -> list[tuple[int, int, str]]:
 
 def _check_leftover_time_travel(tokens: list[Token], consumed: set[int]) -> None:
     for i, tok in enumerate(tokens):
-        if i in consumed:
+        if tok.kind != "word" or i in consumed:
             continue
         spec, _ = (None, i)
         if tok.is_kw("VERSION", "TIMESTAMP", "SYSTEM_TIME", "SYSTEM_VERSION", "AT", "FOR"):

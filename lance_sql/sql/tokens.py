@@ -9,7 +9,7 @@ so nothing inside them is ever mistaken for SQL.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from lance_sql.errors import InvalidInputError
 
@@ -25,9 +25,9 @@ _SPEC = [
 _TOKEN = re.compile("|".join(f"(?P<{name}>{pattern})" for name, pattern in _SPEC), re.S)
 
 
-@dataclass(frozen=True)
-class Token:
-    """One SQL token and where it sits in the text."""
+class Token(NamedTuple):
+    """One SQL token and where it sits in the text (a named tuple: a query with a long
+    literal list has thousands, made and compared cheaply)."""
     kind: str   # word, quoted, string, number, op (whitespace and comments are dropped)
     text: str
     start: int
@@ -58,16 +58,18 @@ def tokenize(sql: str) -> list[Token]:
     """The tokens of ``sql`` (whitespace and comments dropped)."""
     tokens = []
     pos = 0
-    while pos < len(sql):
-        match = _TOKEN.match(sql, pos)
-        if match is None:
-            raise InvalidInputError(
-                f"unexpected character {sql[pos]!r} at position {pos} in SQL: {sql!r}"
-            )
+    for match in _TOKEN.finditer(sql):  # each match must start where the last ended
+        start, end = match.span()
+        if start != pos:
+            break
         kind = match.lastgroup or "op"
-        if kind not in ("ws", "comment"):
-            tokens.append(Token(kind, match.group(), match.start(), match.end()))
-        pos = match.end()
+        if kind != "ws" and kind != "comment":
+            tokens.append(Token(kind, match.group(), start, end))
+        pos = end
+    if pos < len(sql):
+        raise InvalidInputError(
+            f"unexpected character {sql[pos]!r} at position {pos} in SQL: {sql!r}"
+        )
     return tokens
 
 

@@ -270,3 +270,27 @@ def test_mapped_range_reads_equal_pread_range_reads(blob: tuple[Path, bytes],
             mapped.read_ranges(np.array([0, bad[0]]), np.array([1, bad[1]]))
     mapped.close()
     plain.close()
+
+
+def test_view_range_is_the_mapping_and_checked(blob: tuple[Path, bytes]) -> None:
+    """``view_range``: the bytes ``read_at`` gives, as a read-only view of the mapping
+    whatever the length (small ranges too, no copy); None when the file is not mapped;
+    ranges outside the file and a file truncated after open are typed errors."""
+    path, data = blob
+    source = LocalSource(str(path), mapped=True)
+    plain = LocalSource(str(path), mapped=False)
+    for offset, length in _ranges():
+        view = source.view_range(offset, length)
+        assert view is not None and view.dtype == np.uint8 and not view.flags.writeable
+        assert view.tobytes() == data[offset : offset + length], (offset, length)
+        assert plain.view_range(offset, length) is None
+    a, b = source.view_range(0, 100), source.view_range(10, 5)
+    assert a is not None and b is not None and a.ctypes.data + 10 == b.ctypes.data
+    for offset, length in [(-1, 1), (0, -1), (SIZE, 1), (1, SIZE), (2**62, 2**62)]:
+        with pytest.raises(FormatError, match="outside the file"):
+            source.view_range(offset, length)
+    truncated = LocalSource(str(path), mapped=True)
+    with open(path, "r+b") as f:
+        f.truncate(SIZE // 2)
+    with pytest.raises(FormatError, match="shrank"):
+        truncated.view_range(SIZE - 10, 10)

@@ -311,3 +311,72 @@ def test_the_base_index_path_skips_fragments_that_are_gone(tmp_path: Path) -> No
 
 def test_region_ids_of_regions_are_uuids() -> None:  # the placeholder test's premise
     assert RegionPaths.parse_region_dir(str(uuid.uuid4())) is not None
+
+
+class _CountedTakes:
+    """A table whose ``select(...).take(...)`` records how many rows each take asked for."""
+
+    def __init__(self, table: pa.Table, taken: list[int]) -> None:
+        self._table, self._taken = table, taken
+
+    def __getattr__(self, name: str):
+        return getattr(self._table, name)
+
+    def select(self, names: list[str]) -> _CountedTakes:
+        return _CountedTakes(self._table.select(names), self._taken)
+
+    def take(self, indices: pa.Array) -> pa.Table:
+        self._taken.append(len(indices))
+        return self._table.take(indices)
+
+
+def test_a_generation_without_the_keys_answers_empty_and_its_take_yields_nothing(
+        mw: MemWal, monkeypatch) -> None:
+    """A flushed generation asked for keys it does not hold (what its bloom filter lets
+    through as false positives) answers an empty table with the columns a hit gets,
+    without taking rows; its TakeLastExec then yields nothing (not a batch of no rows),
+    and lookups of many keys still equal a cold view's and the scan's."""
+    from lance_sql.memwal.read import nodes
+    from lance_sql.memwal.read.nodes import TakeLastExec
+    from lance_sql.memwal.read.sources import GenerationSource
+
+    with mw.writer() as w:
+        w.put(_rows(range(0, 200, 3), "g1-"))
+        w.flush_memtable()
+        view = mw.view()
+        plan = view.lookup_plan(pa.table({"id": pa.array([3, 4], pa.int64())}))
+        assert plan.to_table().column("v").to_pylist() == ["g1-3", "base4"]
+        gens = [s for s in view.sources(view.kept) if isinstance(s, GenerationSource)]
+        assert gens
+        taken: list[int] = []
+        tagged: list[int] = []
+        rows = GenerationSource.rows
+        monkeypatch.setattr(GenerationSource, "rows",
+                            lambda self: _CountedTakes(rows(self), taken))
+        source_columns = nodes._source_columns
+        monkeypatch.setattr(nodes, "_source_columns", lambda *a: (
+            tagged.append(a[1]), source_columns(*a))[1])
+        for gen in gens:
+            held = gen.key_rows().keys[0].to_pylist()[:2]
+            hit = gen.lookup(Keys(pa.table({"id": pa.array(held, pa.int64())})), ["v"])
+            before = len(taken)
+            miss = gen.lookup(Keys(pa.table({"id": pa.array([-1, 10**9], pa.int64())})),
+                              ["v"])
+            assert len(taken) == before  # nothing taken for no hits
+            assert miss.num_rows == 0 and miss.schema == hit.schema and hit.num_rows == 2
+            node = TakeLastExec(gen, plan.root.children[0].schema)
+            absent = Keys(pa.table({"id": pa.array([-1], pa.int64())}))
+            assert list(node.execute(absent)) == [] and node.runs == 1
+            assert not tagged  # no columns made for no rows
+            present = Keys(pa.table({"id": pa.array(held[:1], pa.int64())}))
+            assert sum(b.num_rows for b in node.execute(present)) == 1 and tagged == [1]
+            tagged.clear()
+        assert taken and all(n > 0 for n in taken)
+        keys = list(range(-5, 210, 2))
+        got = mw.get({"id": keys})
+        cold = mw.view().lookup_plan(pa.table({"id": pa.array(keys, pa.int64())})).to_table()
+        assert got.equals(cold)
+        scan = mw.scanner(filter=f"id IN ({', '.join(map(str, keys))})").to_table()
+        assert sorted(got.column("id").to_pylist()) == sorted(scan.column("id").to_pylist())
+        assert dict(zip(got["id"].to_pylist(), got["v"].to_pylist(), strict=True)) == dict(
+            zip(scan["id"].to_pylist(), scan["v"].to_pylist(), strict=True))

@@ -84,3 +84,58 @@ def test_ctes_functions_strings_and_comments_are_left_alone() -> None:
 def test_clauses_that_cannot_be_honoured_fail_loudly(sql: str) -> None:
     with pytest.raises(InvalidInputError):
         _rewrite(sql)
+
+
+def _reference_tokens(sql: str) -> list[tuple[str, str, int, int]]:
+    """Tokens as a plain match-at-position loop finds them (what ``tokenize`` must give)."""
+    from lance_sql.sql.tokens import _TOKEN
+
+    out, pos = [], 0
+    while pos < len(sql):
+        match = _TOKEN.match(sql, pos)
+        if match is None:
+            raise InvalidInputError(f"position {pos}")
+        if match.lastgroup not in ("ws", "comment"):
+            out.append((match.lastgroup or "op", match.group(), match.start(), match.end()))
+        pos = match.end()
+    return out
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM t WHERE x = 1",
+    "SELECT a.\"b \"\"c\"\"\", 'it''s', E'x', `q` FROM t -- tail\n/* block\n */ WHERE 1.5e-3 >= .5",
+    "WITH c (x) AS (SELECT 1) SELECT * FROM c, t AS v WHERE y IN (1, -2, +3, NULL) ;",
+    "SELECT 1",
+    "  ",
+    "SELECT * FROM t WHERE id IN (" + ", ".join(str(i) for i in range(3000)) + ")",
+])
+def test_tokens_are_those_of_a_match_at_position_loop(sql: str) -> None:
+    from lance_sql.sql.tokens import tokenize
+
+    assert [tuple(t) for t in tokenize(sql)] == _reference_tokens(sql)
+
+
+@pytest.mark.parametrize("sql", ["SELECT \x01", "SELECT 1 \x01 2", "\x02", "SELECT 'open"])
+def test_an_unexpected_character_is_reported_where_it_stands(sql: str) -> None:
+    from lance_sql.sql.tokens import tokenize
+
+    with pytest.raises(InvalidInputError) as caught:
+        _reference_tokens(sql)
+    position = str(caught.value).split()[-1]
+    with pytest.raises(InvalidInputError, match=f"at position {position} "):
+        tokenize(sql)
+
+
+def test_long_literal_lists_keep_their_text_and_put_nulls_last() -> None:
+    """A 2,000-literal IN list is passed through as written (no NULLs) or with its NULLs
+    moved to the end; literals inside strings and comments are not lists."""
+    keys = ", ".join(str(i) for i in range(2000))
+    sql = f"SELECT * FROM t WHERE id IN ({keys}) AND s = 'IN (NULL, 1)'"
+    text, _ = _rewrite(sql)
+    assert text == sql.replace("FROM t", 'FROM "t@latest" AS "t"')
+    text, _ = _rewrite(f"SELECT * FROM t WHERE id IN (NULL, {keys}, -5, NULL) -- IN (NULL, 2)")
+    assert f"id IN ({keys}, -5, NULL, NULL) -- IN (NULL, 2)" in text
+    text, _ = _rewrite("SELECT * FROM t WHERE id IN (NULL, NULL)")
+    assert text.endswith("id IN (NULL, NULL)")
+    text, _ = _rewrite("SELECT * FROM t WHERE id IN (NULL, (1), 2)")  # not a literal list
+    assert text.endswith("id IN (NULL, (1), 2)")

@@ -414,8 +414,18 @@ class MiniBlockPage:
 
     def chunk_bytes(self, chunks: np.ndarray, coalesce: int = COALESCE
                     ) -> tuple[np.ndarray, np.ndarray]:
-        """Bytes of the sorted ``chunks`` back to back, and each chunk's start in them;
-        chunks less than ``coalesce`` bytes apart are read together."""
+        """Bytes holding the sorted ``chunks``, and each chunk's start in them: a view of
+        the file from the first chunk to the end of the last when the source is a mapped
+        file (nothing copied, however far apart the chunks), else the chunks read back to
+        back, those less than ``coalesce`` bytes apart together."""
+        viewer = getattr(self.read, "view", None)
+        if viewer is not None and chunks.size:
+            offs = self.chunk_offsets[chunks]
+            first = int(offs[0])
+            end = int(offs[-1]) + int(self.chunk_sizes[chunks[-1]])
+            raw = viewer(self.buffers[1][0] + first, end - first)
+            if raw is not None:
+                return raw, offs - first
         return self._read_chunks(chunks, coalesce)
 
     def values_to_arrow(self, block, slot_valid: np.ndarray | None) -> pa.Array:

@@ -204,7 +204,12 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         raw = np.frombuffer(_read_chunk(page, int(chunks[0])), np.uint8)
         cstart = np.zeros(1, np.int64)
     else:
-        chunks, sel = np.unique(cid, return_inverse=True)
+        # rows ascend, so their chunks do: each new chunk where the chunk id changes
+        new = np.empty(cid.size, bool)
+        new[0] = True
+        np.not_equal(cid[1:], cid[:-1], out=new[1:])
+        chunks = cid[new]
+        sel = np.cumsum(new) - 1
         raw, cstart = page.chunk_bytes(chunks, SCATTERED_GAP)
     counts = page.chunk_values[chunks]
     bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[chunks])
@@ -277,8 +282,15 @@ def _inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndar
 
 
 def _read_chunk(page: MiniBlockPage, chunk: int) -> bytes | memoryview:
-    start = int(page.chunk_offsets[chunk])
-    return page.read(page.buffers[1][0] + start, int(page.chunk_sizes[chunk]))
+    """The bytes of one chunk: a view of a mapped file (no copy), else read."""
+    start = page.buffers[1][0] + int(page.chunk_offsets[chunk])
+    size = int(page.chunk_sizes[chunk])
+    viewer = getattr(page.read, "view", None)
+    if viewer is not None:
+        raw = viewer(start, size)
+        if raw is not None:
+            return raw.data
+    return page.read(start, size)
 
 
 def _decode_read_chunks(page: MiniBlockPage, raw: np.ndarray, cstart: np.ndarray,

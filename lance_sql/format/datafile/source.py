@@ -60,6 +60,19 @@ class SourceReads:
                               f"({len(data)} of {length})")
         return data
 
+    def view(self, offset: int, length: int) -> np.ndarray | None:
+        """``length`` bytes at ``offset`` as a read-only uint8 view of the source's memory
+        (a mapped file), without copying them; None when the source has no such view
+        (the caller then reads them)."""
+        viewer = getattr(self.source, "view_range", None)
+        if viewer is None:
+            return None
+        out = viewer(offset, length)
+        if out is not None and out.size != length:
+            raise FormatError(f"{self.source.path}: short read at {offset} "
+                              f"({out.size} of {length})")
+        return out
+
     def ranges(self, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The bytes of ranges ``[offsets[i], offsets[i] + lengths[i])`` back to back,
         as a uint8 array."""

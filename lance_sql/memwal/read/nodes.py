@@ -500,13 +500,14 @@ class TakeLastExec(ExecNode):
         self.runs += 1
         wanted = [n for n in self.schema.names if n not in (*SOURCE_COLUMNS, KEY_POSITION)]
         table = self.source.lookup(keys, wanted)
+        if not table.num_rows:  # the usual answer of a newer source: nothing to tag
+            return
         at = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
         table = table.remove_column(table.schema.get_field_index(KEY_POSITION))
         for name, values in _source_columns(self.source, table.num_rows).items():
             table = table.append_column(name, values)
         table = table.append_column(KEY_POSITION, pa.array(keys.position[at]))
-        if table.num_rows:  # columns in the schema's order: conform copies nothing
-            yield conform(table, self.schema)
+        yield conform(table, self.schema)  # columns in the schema's order: no copy
 
     def describe(self) -> str:
         how = ""

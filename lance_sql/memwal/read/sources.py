@@ -245,6 +245,8 @@ class GenerationSource(_LanceSource):
         table = self.rows()  # key rows are in the same (address) order
         present = set(table.column_names)  # (column_names builds a new list per call)
         table = table.select([c for c in wanted if c in present])
+        if not hit.any():  # (a bloom filter's false positives): no rows to take
+            return table.slice(0, 0).append_column("_key", pa.array([], pa.int64()))
         table = table.take(pa.array(latest[found[hit]], pa.int64()))
         return table.append_column("_key", pa.array(np.flatnonzero(hit)))
 

@@ -387,6 +387,9 @@ def _select_many(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray) -> np.
     lasts = np.fromiter((p.keys[-1] for p, _ in pages), dtype, n)  # type: ignore[index]
     lo = np.searchsorted(wanted, firsts, "left").tolist()
     hi = np.searchsorted(wanted, lasts, "right").tolist()
+    if wanted.dtype.kind in "iu" and wanted.size and \
+            int(wanted[-1]) < np.iinfo(wanted.dtype).max:
+        return _select_many_ints(pages, wanted, lo, hi)
     starts, lengths = [], []
     for (page, base), a, b in zip(pages, lo, hi, strict=True):
         if b <= a:
@@ -401,6 +404,31 @@ def _select_many(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray) -> np.
         return np.empty(0, np.int64)
     start = np.concatenate(starts).astype(np.int64, copy=False)
     length = np.concatenate(lengths).astype(np.int64, copy=False)
+    total = int(length.sum())
+    before = np.cumsum(length) - length  # disjoint runs: the keys are unique
+    return np.arange(total, dtype=np.int64) + np.repeat(start - before, length)
+
+
+def _select_many_ints(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray, lo: list[int],
+                      hi: list[int]) -> np.ndarray:
+    """:func:`_select_many` for integer keys (``wanted[a:b]`` within page ``i``'s key range
+    for ``a, b = lo[i], hi[i]``; the largest key below the type's maximum): the run of
+    key ``k`` ends where ``k + 1`` would start, so both ends of every wanted key's run
+    come from one search per page (the pages are many: one numpy call each counts)."""
+    both = np.empty(2 * wanted.size, wanted.dtype)
+    both[0::2] = wanted
+    both[1::2] = wanted + 1
+    found, offsets, counts = [], [], []
+    for (page, base), a, b in zip(pages, lo, hi, strict=True):
+        if b > a:
+            found.append(page.keys.searchsorted(both[2 * a : 2 * b]))  # type: ignore[union-attr]
+            offsets.append(base + page.nulls)
+            counts.append(b - a)
+    if not found:
+        return np.empty(0, np.int64)
+    ends = np.concatenate(found).astype(np.int64, copy=False).reshape(-1, 2)
+    start = ends[:, 0] + np.repeat(np.array(offsets, np.int64), counts)
+    length = ends[:, 1] - ends[:, 0]
     total = int(length.sum())
     before = np.cumsum(length) - length  # disjoint runs: the keys are unique
     return np.arange(total, dtype=np.int64) + np.repeat(start - before, length)

@@ -434,3 +434,68 @@ def test_read_runs_match_read_short(written, monkeypatch) -> None:
         assert sum(answered) > len(reader.schema.fields) * starts.size // 2
     with pytest.raises(InvalidInputError):
         reader.read_runs(reader.schema.fields[0], cmap, np.array([5, 3]), np.array([6, 4]))
+
+
+def test_takes_from_a_mapped_file_use_views_and_equal_copies(written, tmp_path,
+                                                               monkeypatch) -> None:
+    """Point takes, scattered takes and short runs of a mapped local file read their chunks
+    as views of the mapping (``view_range``; nothing copied by ``read_ranges``) and give
+    what the same takes of the bytes in memory give, and the general path; a damaged
+    chunk read through a view is still a typed error."""
+    from lance_sql.io.local import LocalSource
+
+    version, table, data, _, edges = written
+    if version == "2.0":
+        return
+    path = tmp_path / "f.lance"
+    path.write_bytes(data)
+    views: list[int] = []
+    copies: list[int] = []
+    view_range, read_ranges = LocalSource.view_range, LocalSource.read_ranges
+
+    def viewed(self, offset, length):
+        views.append(length)
+        return view_range(self, offset, length)
+
+    def copied(self, offsets, lengths):
+        copies.append(int(lengths.sum()))
+        return read_ranges(self, offsets, lengths)
+
+    monkeypatch.setattr(LocalSource, "view_range", viewed)
+    monkeypatch.setattr(LocalSource, "read_ranges", copied)
+    fields = LanceFileReader(BytesSource(data)).schema.fields
+    singles, scattered = _row_sets(edges), _scattered_sets(edges)
+    sets = [singles[0], singles[5], singles[-1], *scattered[2:4], *scattered[-3:]]
+    for rows in sets:
+        mapped = LanceFileReader(LocalSource(str(path), mapped=True))
+        cmap = _open(data)[1]
+        got = mapped.take(fields, cmap, rows)
+        in_memory = _open(data)[0].take(fields, cmap, rows)
+        with monkeypatch.context() as m:
+            m.setattr(point, "take_leaf", lambda *a, **k: None)
+            general = _open(data)[0].take(fields, cmap, rows)
+        idx = pa.array(rows.astype(np.int64))
+        for field, a, b, c in zip(fields, got, in_memory, general, strict=True):
+            assert_same(a, b, f"{version} mapped take of {field.name}, {rows.size} rows")
+            assert_same(a, c, f"{version} general take of {field.name}, {rows.size} rows")
+            assert_same(a, table.column(field.name).take(idx), field.name)
+    for offset, length in [(0, 1), (1000, 48), (4000, 300), (N - 5000, 5000)]:
+        mapped = LanceFileReader(LocalSource(str(path), mapped=True))
+        got = mapped.read_short(fields, cmap, offset, length)
+        for field, a in zip(fields, got, strict=True):
+            assert_same(a, table.column(field.name).slice(offset, length), field.name)
+    assert len(views) > 10 * len(sets)  # chunks of every leaf column, many takes
+    assert not copies  # nothing copied out of the mapping
+    # a damaged LZ4 chunk read through a view: a typed error, as from a copy
+    reader, cmap = _open(data)
+    field = next(f for f in reader.schema.fields if f.name == "s_lz4")
+    page = reader._leaf_column(cmap[field.id], field, field.arrow_type).page(0)
+    page._load()
+    start, size = page.buffers[1][0] + int(page.chunk_offsets[1]), int(page.chunk_sizes[1])
+    damaged = bytearray(data)
+    damaged[start + 16 : start + size] = b"\xff" * (size - 16)
+    (tmp_path / "bad.lance").write_bytes(bytes(damaged))
+    bad = LanceFileReader(LocalSource(str(tmp_path / "bad.lance"), mapped=True))
+    for rows in (np.array([int(page.first_row[1])]), np.arange(0, N, 97)):
+        with pytest.raises(FormatError):
+            bad.take([field], cmap, rows)

@@ -556,6 +556,44 @@ def test_many_keys_over_many_pages_match_page_by_page(kind: str) -> None:
     assert btree_mod._select_many([(p.entries, 0) for p in pages[:1]], wanted[:0]).size == 0
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64])
+def test_many_integer_keys_take_one_search_per_page(dtype, monkeypatch) -> None:
+    """Integer keys are searched once per page (a key's run ends where key + 1 starts):
+    the same positions as two searches per page, with duplicates, nulls, absent keys and
+    keys at the type's extremes; a set holding the type's maximum (no key + 1) takes the
+    two-search loop and agrees too."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(6)
+    raw = rng.integers(0, 3000, 20_000).astype(dtype)
+    raw[:3] = info.max
+    raw[3:6] = info.min
+    values = pa.array(raw, mask=(raw % 89 == 0) & (raw != info.max) & (raw != info.min))
+    table = sort_entries(values, np.arange(20_000, dtype=np.uint64))
+    pages = [btree_mod.SortedPage.of(table.slice(s, 4096)) for s in range(0, 20_000, 4096)]
+    bases = [4096 * i for i in range(len(pages))]
+    one_search: list[int] = []
+    inner = btree_mod._select_many_ints
+
+    def counted(*args):
+        one_search.append(1)
+        return inner(*args)
+
+    monkeypatch.setattr(btree_mod, "_select_many_ints", counted)
+    for extra in ([info.min, 5000], [info.max]):
+        asked = pa.array(np.concatenate([rng.integers(0, 3000, 500).astype(dtype),
+                                         np.array(extra, dtype)]))
+        query = btree_mod.KeySet(asked)
+        wanted = btree_mod._sorted_numbers(query)
+        assert wanted is not None
+        got = btree_mod._select_many([(p.entries, b) for p, b in zip(pages, bases,
+                                                                     strict=True)], wanted)
+        expected = np.concatenate([b + p.entries.positions(query)
+                                   for p, b in zip(pages, bases, strict=True)])
+        assert got.tolist() == np.sort(expected).tolist()
+        assert got.size > 500
+    assert one_search == [1]  # the set holding the maximum took the two-search loop
+
+
 def test_many_keys_in_through_the_index(tmp_path: Path) -> None:
     """An IN of many keys on a table of several index pages: the rows a scan finds."""
     ids = np.arange(40_000, dtype=np.int64) % 17_000
