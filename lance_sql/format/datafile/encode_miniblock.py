@@ -107,6 +107,36 @@ class StringCompression:
         return DEFAULT_FSST if compression is None else compression.fsst
 
 
+@dataclass(frozen=True)
+class UniformChunks:
+    """The single value buffer of every chunk of a page when all but the last are the
+    same size: the rows of ``rows`` (uint8, one row a chunk), then ``last`` (or None).
+    Such pages (fixed-width values, bitpacked blocks of one width, dictionary indices)
+    are assembled in a few numpy calls instead of chunk by chunk."""
+
+    rows: np.ndarray
+    last: bytes | None
+
+    def as_lists(self) -> list[list[bytes]]:
+        """The chunks one by one (for pages that also carry levels)."""
+        out = [[row.tobytes()] for row in self.rows]
+        return out + [[self.last]] if self.last is not None else out
+
+
+ChunkValues = list[list[bytes]] | UniformChunks  # per chunk: its value buffers
+
+
+def _fixed_chunks(data: np.ndarray, n: int, per: int, bits: int) -> UniformChunks:
+    """Chunks of ``per`` values of ``bits`` bits (``per * bits`` a multiple of 8), the
+    last holding what is left: views of ``data``, no copy."""
+    size = per * bits // 8
+    full = n // per
+    rows = data[: full * size].reshape(full, size)
+    rest = (n * bits + 7) // 8 - full * size
+    last = data[full * size : full * size + rest].tobytes() if n % per else None
+    return UniformChunks(rows, last)
+
+
 def _chunk_counts(n: int, per_chunk: int) -> np.ndarray:
     full, rest = divmod(n, per_chunk)
     counts = np.full(full, per_chunk, np.int64)
@@ -167,24 +197,36 @@ def _variable_chunks(values: Values, counts: np.ndarray, width: int) -> list[byt
     return out
 
 
-def _bitpack_chunks(vals: np.ndarray, bits: int) -> tuple[list[bytes], bool]:
-    """Inline-bitpacked 1024-value chunks (width word + packed block), and whether it pays."""
+def _bitpack_chunks(vals: np.ndarray, bits: int) -> tuple[ChunkValues, bool]:
+    """Inline-bitpacked 1024-value chunks (width word + packed block), and whether it pays.
+
+    When every block has the same width (the usual case) the chunks are the rows of one
+    array, built in a few numpy calls."""
     dt = bp.dtype_for(bits)
     n = vals.size
     nblocks = (n + bp.BLOCK - 1) // bp.BLOCK
-    blocks = np.zeros((nblocks, bp.BLOCK), dt)
-    blocks.reshape(-1)[:n] = vals
+    if n == nblocks * bp.BLOCK:
+        blocks = vals.reshape(nblocks, bp.BLOCK)
+    else:
+        blocks = np.zeros((nblocks, bp.BLOCK), dt)
+        blocks.reshape(-1)[:n] = vals
     widths = bp.block_widths(blocks)
     size = int(((1 + widths * (bp.BLOCK // bits)) * (bits // 8)).sum())
     if size > 0.9 * n * bits // 8:
         return [], False
-    out: list[bytes] = [b""] * nblocks
+    if nblocks and int(widths.min()) == int(widths.max()):
+        w = int(widths[0])
+        words = np.empty((nblocks, 1 + bp.packed_words(w, bits)), dt)
+        words[:, 0] = w
+        words[:, 1:] = bp.pack(blocks, w, bits, fits=True)
+        return UniformChunks(words.view(np.uint8), None), True
+    out: list[list[bytes]] = [[b""]] * nblocks
     for w in np.unique(widths).tolist():
         rows = np.flatnonzero(widths == w)
-        packed = bp.pack(blocks[rows], w, bits)
+        packed = bp.pack(blocks[rows], w, bits, fits=True)
         head = np.array([w], dt).tobytes()
         for i, r in enumerate(rows.tolist()):
-            out[r] = head + packed[i].tobytes()
+            out[r] = [head + packed[i].tobytes()]
     return out, True
 
 
@@ -268,7 +310,7 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
     """
     n = values.n
     layout = pb.MiniBlockLayout(layers=layers, num_items=n, has_large_chunk=True)
-    buffers_per_chunk: list[list[bytes]] = []  # value buffers of each chunk
+    buffers_per_chunk: ChunkValues = []  # value buffers of each chunk
     dict_buf = None
     if values.variable:
         dict_plan = _dictionary(values, force=key_bits is not None)
@@ -276,19 +318,16 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
             indices, items, nitems = dict_plan
             kb = key_bits or 32
             indices = indices.astype(bp.dtype_for(kb))
-            chunks, ok = _bitpack_chunks(indices, kb)
+            packed, ok = _bitpack_chunks(indices, kb)
             if ok:
                 counts = _chunk_counts(n, bp.BLOCK)
                 layout.value_compression.CopyFrom(
                     encoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=kb)))
+                buffers_per_chunk = packed
             else:
                 counts = _chunk_counts(n, 1024)
-                raw = indices.view(np.uint8)
-                w = kb // 8
-                chunks = [raw[w * i * 1024 : w * (i * 1024 + int(c))].tobytes()
-                          for i, c in enumerate(counts.tolist())]  # fmt: skip
+                buffers_per_chunk = _fixed_chunks(indices.view(np.uint8), n, 1024, kb)
                 layout.value_compression.CopyFrom(flat_enc(kb))
-            buffers_per_chunk = [[c] for c in chunks]
             layout.dictionary.CopyFrom(items[0])
             layout.num_dictionary_items = nitems
             dict_buf = items[1]
@@ -327,44 +366,50 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
         indices, (items_enc, items_buf), nitems = plan
         indices = indices.astype(bp.dtype_for(key_bits))
         counts = _chunk_counts(n, 1024)
-        raw = indices.view(np.uint8)
-        w = key_bits // 8
-        buffers_per_chunk = [[raw[w * i * 1024 : w * (i * 1024 + int(c))].tobytes()]
-                             for i, c in enumerate(counts.tolist())]  # fmt: skip
+        buffers_per_chunk = _fixed_chunks(indices.view(np.uint8), n, 1024, key_bits)
         layout.value_compression.CopyFrom(flat_enc(key_bits))
         layout.dictionary.CopyFrom(items_enc)
         layout.num_dictionary_items = nitems
         dict_buf = items_buf
     else:
         bits = values.bits
-        chunks = None
+        packed, ok = [], False
         if values.int_like and not values.fsl and n >= 256:
-            chunks, ok = _bitpack_chunks(values.data[: n * bits // 8].view(bp.dtype_for(bits)),
+            packed, ok = _bitpack_chunks(values.data[: n * bits // 8].view(bp.dtype_for(bits)),
                                          bits)  # fmt: skip
-            if ok:
-                counts = _chunk_counts(n, bp.BLOCK)
-                layout.value_compression.CopyFrom(
-                    encoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=bits)))
-                buffers_per_chunk = [[c] for c in chunks]
-            else:
-                chunks = None
-        if chunks is None:
+        if ok:
+            counts = _chunk_counts(n, bp.BLOCK)
+            layout.value_compression.CopyFrom(
+                encoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=bits)))
+            buffers_per_chunk = packed
+        else:
             per = max(8, 1 << max(0, int(np.log2(max(1, CHUNK_TARGET * 8 // bits)))))
             per = min(per, 4096)
             counts = _chunk_counts(n, per)
-            bounds = np.r_[0, np.cumsum(counts)]
             layout.value_compression.CopyFrom(fsl_encoding(values))
-            data = values.data
-            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-                bufs = []
-                if values.item_validity is not None:
-                    cum = bits // values.item_bits
-                    bufs.append(np.packbits(values.item_validity[a * cum : b * cum],
-                                            bitorder="little").tobytes())  # fmt: skip
-                bufs.append(data[(a * bits) // 8 : (b * bits + 7) // 8].tobytes())
-                buffers_per_chunk.append(bufs)
-    layout.num_buffers = len(buffers_per_chunk[0]) if buffers_per_chunk else 1
+            if values.item_validity is None:
+                buffers_per_chunk = _fixed_chunks(values.data, n, per, bits)
+            else:
+                buffers_per_chunk = _fsl_validity_chunks(values, counts)
+    if isinstance(buffers_per_chunk, UniformChunks):
+        layout.num_buffers = 1
+    else:
+        layout.num_buffers = len(buffers_per_chunk[0]) if buffers_per_chunk else 1
     return _assemble(layout, rep, def_, layers, counts, visible, buffers_per_chunk, dict_buf)
+
+
+def _fsl_validity_chunks(values: Values, counts: np.ndarray) -> list[list[bytes]]:
+    """Chunks of fixed-size lists with item validity: per chunk its items' validity bits,
+    then its values."""
+    bits, data = values.bits, values.data
+    assert values.item_validity is not None
+    cum = bits // values.item_bits
+    bounds = np.r_[0, np.cumsum(counts)]
+    out = []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        valid = np.packbits(values.item_validity[a * cum : b * cum], bitorder="little")
+        out.append([valid.tobytes(), data[(a * bits) // 8 : (b * bits + 7) // 8].tobytes()])
+    return out
 
 
 def _general_chunks(values: Values, width: int, compression: StringCompression
@@ -449,6 +494,43 @@ def _fixed_dictionary(values: Values):
             len(items))  # fmt: skip
 
 
+def _uniform_header_rows(k: int, size: int) -> np.ndarray:
+    """``k`` chunks of one ``size``-byte value buffer and no levels, framed: per row the
+    8-byte header (no levels, the u32 size, padding), the value bytes (left to fill) and
+    the padding to 8 bytes."""
+    pad = -size % 8
+    rows = np.empty((k, 8 + size + pad), np.uint8)
+    rows[:, :2] = 0
+    rows[:, 2:6] = np.frombuffer(struct.pack("<I", size), np.uint8)
+    rows[:, 6:8] = PAD_BYTE
+    rows[:, 8 + size :] = PAD_BYTE
+    return rows
+
+
+def _assemble_uniform(layout, chunks: UniformChunks, logs: np.ndarray, dict_buf) -> EncodedPage:
+    """:func:`_assemble` of a page without levels whose chunks are :class:`UniformChunks`:
+    the chunk rows are framed in one copy."""
+    k, size = chunks.rows.shape
+    row_bytes = 8 + size + (-size % 8)
+    last = chunks.last
+    last_bytes = 0 if last is None else 8 + len(last) + (-len(last) % 8)
+    out = np.empty(k * row_bytes + last_bytes, np.uint8)
+    framed = out[: k * row_bytes].reshape(k, row_bytes)
+    framed[...] = _uniform_header_rows(1, size)
+    framed[:, 8 : 8 + size] = chunks.rows
+    meta = np.full(k + (last is not None), (row_bytes // 8 - 1) << 4, np.uint32)
+    if last is not None:
+        tail = _uniform_header_rows(1, len(last))
+        tail[0, 8 : 8 + len(last)] = np.frombuffer(last, np.uint8)
+        out[k * row_bytes :] = tail.reshape(-1)
+        meta[-1] = (last_bytes // 8 - 1) << 4
+    meta |= logs
+    buffers: list[bytes | memoryview | np.ndarray] = [meta.astype("<u4").tobytes(), out]
+    if dict_buf is not None:
+        buffers.append(dict_buf)
+    return EncodedPage(pb.PageLayout(mini_block_layout=layout), buffers)
+
+
 def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
     nchunks = counts.size
     has_levels = rep is not None or def_ is not None
@@ -472,9 +554,14 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
                                 strict=True)])  # fmt: skip
     meta = np.zeros(nchunks, np.uint32)
     pad = bytes([PAD_BYTE]) * 8
-    logs = np.array([int(c).bit_length() - 1 for c in counts.tolist()], np.uint32)
+    # log2 of each chunk's value count (powers of two but the last, whose log is 0)
+    logs = np.floor(np.log2(np.maximum(counts, 1))).astype(np.uint32)
     if nchunks:
         logs[-1] = 0
+    if isinstance(value_bufs, UniformChunks):
+        if not level_parts:
+            return _assemble_uniform(layout, value_bufs, logs, dict_buf)
+        value_bufs = value_bufs.as_lists()
     if not level_parts and len(value_bufs[0]) == 1:
         # the common case, vectorised: 8-byte header (no levels, one u32 size) + values
         sizes = np.fromiter((len(v[0]) for v in value_bufs), np.int64, nchunks)

@@ -69,12 +69,31 @@ _NO_LIST = 1 << 20  # ordinal of "no list starts at this entry"
 def shred(field: LanceField, arr: pa.Array) -> list[ShreddedLeaf]:
     """Leaf columns of a top-level ``field`` holding ``arr``."""
     n = len(arr)
+    if owns_column(field):
+        return [_top_leaf(field, arr, n)]
     out: list[ShreddedLeaf] = []
     state = _State(
         np.arange(n, dtype=np.int64), np.full(n, _NO_LIST, np.int32), np.zeros(n, np.int32), []
     )
     _walk(field, arr, state, out, n)
     return out
+
+
+def _top_leaf(field: LanceField, arr: pa.Array, n: int) -> ShreddedLeaf:
+    """A top-level field that owns its column (no struct or list above it): one item
+    layer, definition levels only when something is null, the array itself as the value
+    slots. What :func:`_walk` and :func:`_finish` give such a field, without building
+    their per-entry index, ordinal and marker arrays (most columns of most tables)."""
+    arr = _storage(arr)
+    if pa.types.is_null(arr.type):
+        nulls: np.ndarray | None = np.ones(n, bool)
+    elif arr.null_count:
+        nulls = ~np.asarray(arr.is_valid())
+    else:
+        nulls = None
+    if nulls is None or not nulls.any():
+        return ShreddedLeaf(field, None, None, [repdef.ALL_VALID_ITEM], arr, n)
+    return ShreddedLeaf(field, None, nulls.astype(np.uint16), [repdef.NULLABLE_ITEM], arr, n)
 
 
 def _walk(field: LanceField, arr: pa.Array, st: _State, out: list, n: int) -> None:

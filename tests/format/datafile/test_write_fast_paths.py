@@ -1,0 +1,173 @@
+"""Fast paths of the 2.2 writer give what the general paths give, and are taken.
+
+* ``bitpacking.pack``: row by row (many blocks) and with ``reduceat`` (few blocks) agree
+  with each other, with a bit-by-bit reference and with ``unpack``;
+* ``shred``: a top-level leaf skips the general walk and gets the same levels;
+* mini-block pages whose chunks are all one size (fixed-width values, bitpacked blocks of
+  one width, dictionary indices) are framed at once, byte for byte as chunk by chunk;
+  pylance and we read them back.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from v2_helpers import open_ours
+
+from lance_sql.format.datafile import LanceFileWriter
+from lance_sql.format.datafile import bitpacking as bp
+from lance_sql.format.datafile import encode_miniblock as em
+from lance_sql.format.datafile import shred as shred_mod
+from lance_sql.format.schema import LanceSchema
+
+lance_file = pytest.importorskip("lance.file")
+
+
+def _reference_pack(values: np.ndarray, width: int, bits: int) -> np.ndarray:
+    """FastLanes packing spelled out: lane ``l``'s bit stream is its rows' low ``width``
+    bits back to back; word ``w`` of the lane is bits ``[w*bits, (w+1)*bits)``."""
+    lanes = bp.BLOCK // bits
+    order = (0, 4, 2, 6, 1, 5, 3, 7)
+    out = np.zeros((values.shape[0], width * lanes), bp.dtype_for(bits))
+    for b, block in enumerate(values.astype(np.uint64)):
+        for lane in range(lanes):
+            stream = 0
+            for r in range(bits):
+                v = int(block[order[r // 8] * 16 + (r % 8) * 128 + lane]) & ((1 << width) - 1)
+                stream |= v << (r * width)
+            for w in range(width):
+                out[b, w * lanes + lane] = (stream >> (w * bits)) & ((1 << bits) - 1)
+    return out
+
+
+def _random_blocks(rng: np.random.Generator, n: int, bits: int) -> np.ndarray:
+    raw = rng.integers(0, 2**64 - 1, (n, bp.BLOCK), dtype=np.uint64, endpoint=True)
+    return raw.astype(bp.dtype_for(bits))
+
+
+@pytest.mark.parametrize("bits", (8, 16, 32, 64))
+def test_pack_matches_a_bit_by_bit_reference(bits: int) -> None:
+    rng = np.random.default_rng(bits)
+    values = _random_blocks(rng, 1, bits)
+    for width in sorted({0, 1, 3, bits // 2 - 1, bits // 2, bits // 2 + 1, bits - 1, bits}):
+        assert np.array_equal(bp.pack(values, width, bits), _reference_pack(values, width, bits))
+
+
+@pytest.mark.parametrize("bits", (8, 16, 32, 64))
+def test_pack_row_loop_and_reduceat_agree_on_every_width(bits: int, monkeypatch) -> None:
+    rng = np.random.default_rng(10 + bits)
+    blocks = bp._ROW_LOOP_MIN_BLOCKS + 3
+    for width in range(bits + 1):
+        wide = _random_blocks(rng, blocks, bits)  # bits above the width are dropped
+        fitting = wide & bp.dtype_for(bits).type((1 << width) - 1)
+        monkeypatch.setattr(bp, "_ROW_LOOP_MIN_BLOCKS", 1)
+        rows = bp.pack(wide, width, bits)
+        rows_fit = bp.pack(fitting, width, bits, fits=True)
+        monkeypatch.setattr(bp, "_ROW_LOOP_MIN_BLOCKS", 1 << 30)
+        grouped = bp.pack(wide, width, bits)
+        assert rows.shape == (blocks, width * bp.BLOCK // bits)
+        assert np.array_equal(rows, grouped), f"{bits} bits, width {width}"
+        assert np.array_equal(rows_fit, grouped)
+        assert np.array_equal(bp.unpack(rows, width, bits), fitting)
+
+
+# --------------------------------------------------------------------------- shred
+def _leaves_by_walk(field, arr: pa.Array) -> list:
+    n = len(arr)
+    out: list = []
+    state = shred_mod._State(np.arange(n, dtype=np.int64), np.full(n, shred_mod._NO_LIST, np.int32),
+                             np.zeros(n, np.int32), [])  # fmt: skip
+    shred_mod._walk(field, arr, state, out, n)
+    return out
+
+
+_TOP_LEVEL = {
+    "int": pa.array(np.arange(50)),
+    "int_nulls": pa.array(np.arange(50), mask=np.arange(50) % 3 == 0),
+    "str_nulls": pa.array([None if i % 4 == 0 else f"s{i}" for i in range(50)]),
+    "all_null": pa.array([None] * 20, pa.int32()),
+    "null_type": pa.nulls(20),
+    "empty": pa.array([], pa.int64()),
+    "bool": pa.array([i % 3 == 0 for i in range(50)]),
+    "fsl": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(40.0)), 4),
+    "fsl_nulls": pa.FixedSizeListArray.from_arrays(pa.array(np.arange(40.0)), 4,
+                                                   mask=pa.array([i % 3 == 0 for i in range(10)])),
+    "dict": pa.array(["a", "b", None, "a"] * 10).dictionary_encode(),
+    "sliced": pa.array(np.arange(100), mask=np.arange(100) % 5 == 0).slice(7, 60),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TOP_LEVEL))
+def test_top_level_leaf_skips_the_walk_and_matches_it(name: str, monkeypatch) -> None:
+    arr = _TOP_LEVEL[name]
+    field = LanceSchema.from_arrow(pa.schema([pa.field("c", arr.type)])).fields[0]
+    expected = _leaves_by_walk(field, arr)
+
+    def no_walk(*args, **kwargs):
+        raise AssertionError("the general walk ran for a top-level leaf")
+
+    monkeypatch.setattr(shred_mod, "_walk", no_walk)
+    (got,) = shred_mod.shred(field, arr)
+    (want,) = expected
+    assert list(got.layers) == list(want.layers)
+    for a, b in ((got.rep, want.rep), (got.def_, want.def_)):
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert got.values.equals(want.values) and got.num_rows == want.num_rows
+
+
+# --------------------------------------------------------------------------- uniform chunks
+def _write(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version="2.2")
+    writer.write_batch(table)
+    writer.finish()
+    return sink.getvalue()
+
+
+def _uniform_table(n: int) -> pa.Table:
+    rng = np.random.default_rng(n)
+    return pa.table({
+        "ids": pa.array(np.arange(n, dtype=np.int64) % 1000 + 1000),  # bitpacked, one width
+        "x": pa.array(rng.random(n)),  # plain fixed width, 512 values a chunk
+        "f32": pa.array(rng.random(n), pa.float32()),
+        "b": pa.array(rng.random(n) < 0.5),  # bits
+        "cat": pa.array(rng.integers(0, 30, n)).cast(pa.string()).dictionary_encode(),
+        "catnum": pa.array(rng.integers(0, 30, n).astype(np.int16)).dictionary_encode(),
+        "fsb": pa.array([bytes([i % 251]) * 3 for i in range(n)], pa.binary(3)),
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [300, 4096, 5000, 70_001])
+def test_uniform_chunks_frame_like_chunk_by_chunk(n: int, monkeypatch, tmp_path) -> None:
+    table = _uniform_table(n)
+    calls = []
+    real = em._assemble_uniform
+
+    def spy(*args, **kwargs):
+        calls.append(args[1].rows.shape)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(em, "_assemble_uniform", spy)
+    fast = _write(table)
+    assert len(calls) >= len(table.column_names), "uniform chunks were not framed at once"
+
+    def chunk_by_chunk(layout, chunks, logs, dict_buf):
+        counts = np.array([1 << int(x) for x in logs.tolist()], np.int64)
+        return em._assemble(layout, None, None, [], counts, None, chunks.as_lists(), dict_buf)
+
+    monkeypatch.setattr(em, "_assemble_uniform", chunk_by_chunk)
+    assert _write(table) == fast  # same bytes either way
+
+    path = tmp_path / "uniform.lance"
+    path.write_bytes(fast)
+    theirs = lance_file.LanceFileReader(str(path)).read_all().to_table()
+    reader, cmap = open_ours(fast)
+    for field in reader.schema.fields:
+        want = table.column(field.name).combine_chunks()
+        assert theirs.column(field.name).combine_chunks().equals(want), field.name
+        assert reader.read([field], cmap)[0].equals(want), field.name
