@@ -19,7 +19,7 @@ index (rows finished per chunk, items left over).
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +30,12 @@ from lance_sql.errors import InvalidInputError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile import fsst_encode as fe
 from lance_sql.format.datafile import repdef
-from lance_sql.format.datafile.blocks import deflate
+from lance_sql.format.datafile.blocks import (
+    DEFLATE_THREAD_MIN_BYTES,
+    deflate,
+    deflate_many,
+    in_two_halves,
+)
 from lance_sql.format.datafile.compressive import range_indices
 from lance_sql.format.datafile.encode_v2_2 import (
     CHUNK_TARGET,
@@ -117,13 +122,14 @@ class UniformChunks:
     rows: np.ndarray
     last: bytes | None
 
-    def as_lists(self) -> list[list[bytes]]:
+    def as_lists(self) -> list[list[Chunk]]:
         """The chunks one by one (for pages that also carry levels)."""
         out = [[row.tobytes()] for row in self.rows]
         return out + [[self.last]] if self.last is not None else out
 
 
-ChunkValues = list[list[bytes]] | UniformChunks  # per chunk: its value buffers
+Chunk = bytes | memoryview  # one buffer of a chunk
+ChunkValues = list[list[Chunk]] | UniformChunks  # per chunk: its value buffers
 
 
 def _fixed_chunks(data: np.ndarray, n: int, per: int, bits: int) -> UniformChunks:
@@ -174,27 +180,95 @@ def _variable_counts(offsets: np.ndarray, width: int, target: int = CHUNK_TARGET
     return np.array(greedy, np.int64)
 
 
-def _variable_chunks(values: Values, counts: np.ndarray, width: int) -> list[bytes]:
-    """Each chunk: its ``count + 1`` offsets (relative to the chunk) then its bytes."""
-    bounds = np.r_[0, np.cumsum(counts)]
-    offs = values.var_offsets
-    per = counts + 1
-    idx = range_indices(bounds[:-1], per)
-    first = np.repeat(offs[bounds[:-1]] - per * width, per)
-    heads = (offs[idx] - first).astype(f"<u{width}").tobytes()
-    data = values.data.tobytes()
-    zeros = bytes(width)
-    hb = (np.cumsum(per) * width).tolist()
-    lo, hi = offs[bounds[:-1]].tolist(), offs[bounds[1:]].tolist()
-    out = []
-    start = 0
-    for c in range(counts.size):
-        end = hb[c]
-        body = heads[start:end] + data[lo[c] : hi[c]]
-        pad = -len(body) % width
-        out.append(body + zeros[:pad] if pad else body)
-        start = end
-    return out
+class _StringChunks:
+    """The mini-block chunks of a page of strings: each its ``count + 1`` offsets
+    (relative to the chunk), its bytes and zero padding to the offset width. The offsets
+    of all chunks are worked out at once; the chunks are then either joined in one copy
+    (:meth:`joined`) or built one at a time into a scratch buffer (:meth:`fill`)."""
+
+    def __init__(self, values: Values, counts: np.ndarray, width: int) -> None:
+        bounds = np.r_[0, np.cumsum(counts)]
+        offs = values.var_offsets
+        per = counts + 1
+        idx = range_indices(bounds[:-1], per)
+        first = np.repeat(offs[bounds[:-1]] - per * width, per)
+        self.heads = (offs[idx] - first).astype(f"<u{width}").data.cast("B")
+        self.data = np.ascontiguousarray(values.data).data.cast("B")
+        lo, hi = offs[bounds[:-1]], offs[bounds[1:]]
+        pads = -(hi - lo) % width
+        self.sizes = per * width + (hi - lo) + pads
+        head_end = np.cumsum(per) * width
+        self.head_end = head_end.tolist()
+        self.head_start = (head_end - per * width).tolist()
+        self.lo, self.hi, self.pads = lo.tolist(), hi.tolist(), pads.tolist()
+        self.zeros = bytes(width)
+
+    @property
+    def count(self) -> int:
+        return len(self.lo)
+
+    def joined(self) -> tuple[bytes, list[int]]:
+        """All chunks back to back, and their starts followed by the end."""
+        parts: list[bytes | memoryview] = []
+        for hs, he, a, b, pad in zip(self.head_start, self.head_end, self.lo, self.hi,
+                                     self.pads, strict=True):  # fmt: skip
+            parts += (self.heads[hs:he], self.data[a:b])
+            if pad:
+                parts.append(self.zeros[:pad])
+        return b"".join(parts), np.r_[0, np.cumsum(self.sizes)].tolist()
+
+    def fill(self, c: int, scratch: bytearray) -> memoryview:
+        """Chunk ``c`` built in ``scratch`` (at least ``max(sizes)`` bytes): a view of it."""
+        hs, he, a, b = self.head_start[c], self.head_end[c], self.lo[c], self.hi[c]
+        h = he - hs
+        end = h + b - a
+        scratch[:h] = self.heads[hs:he]
+        scratch[h:end] = self.data[a:b]
+        pad = self.pads[c]
+        if pad:
+            scratch[end : end + pad] = self.zeros[:pad]
+        return memoryview(scratch)[: end + pad]
+
+
+def _variable_chunks(values: Values, counts: np.ndarray, width: int) -> list[Chunk]:
+    """Each chunk: its ``count + 1`` offsets (relative to the chunk) then its bytes,
+    padded to the offset width (views of one buffer)."""
+    stream, bounds = _StringChunks(values, counts, width).joined()
+    view = memoryview(stream)
+    return [view[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _lz4_chunks(values: Values, counts: np.ndarray, width: int) -> list[Chunk] | None:
+    """The page's string chunks compressed with LZ4 when it saves 15%, else None.
+
+    A sample of chunks (every 16th) is compressed first and, when it saves 15%, the rest
+    (the sample is not compressed twice); the whole must save 15% too. Each chunk is
+    built in a scratch buffer just before it is compressed (no copy of the whole page),
+    on two threads from :data:`DEFLATE_THREAD_MIN_BYTES` (:func:`in_two_halves`).
+    """
+    src = _StringChunks(values, counts, width)
+    scratch_bytes = int(src.sizes.max()) if src.count else 0
+
+    def work(which: Sequence[int]) -> list[bytes]:
+        scratch = bytearray(scratch_bytes)
+        return [deflate(LZ4, src.fill(c, scratch)) for c in which]
+
+    def run(which: list[int]) -> list[bytes]:
+        if len(which) < 2 or int(src.sizes[which].sum()) < DEFLATE_THREAD_MIN_BYTES:
+            return work(which)
+        return in_two_halves(work, which)
+
+    step = max(1, src.count // 16)
+    sample = run(list(range(0, src.count, step)))
+    if not sum(map(len, sample)) < 0.85 * int(src.sizes[::step].sum()):
+        return None
+    done = iter(run([c for c in range(src.count) if c % step]))
+    picked = iter(sample)
+    out: list[Chunk] = [next(picked) if c % step == 0 else next(done)
+                        for c in range(src.count)]  # fmt: skip
+    if sum(map(len, out)) < 0.85 * int(src.sizes.sum()):
+        return out
+    return None
 
 
 def _bitpack_chunks(vals: np.ndarray, bits: int) -> tuple[ChunkValues, bool]:
@@ -220,7 +294,7 @@ def _bitpack_chunks(vals: np.ndarray, bits: int) -> tuple[ChunkValues, bool]:
         words[:, 0] = w
         words[:, 1:] = bp.pack(blocks, w, bits, fits=True)
         return UniformChunks(words.view(np.uint8), None), True
-    out: list[list[bytes]] = [[b""]] * nblocks
+    out: list[list[Chunk]] = [[b""]] * nblocks
     for w in np.unique(widths).tolist():
         rows = np.flatnonzero(widths == w)
         packed = bp.pack(blocks[rows], w, bits, fits=True)
@@ -231,7 +305,7 @@ def _bitpack_chunks(vals: np.ndarray, bits: int) -> tuple[ChunkValues, bool]:
 
 
 def _fsst_chunks(values: Values, width: int, against_lz4: bool
-                 ) -> tuple[fe.SymbolTable, np.ndarray, list[bytes]] | None:  # fmt: skip
+                 ) -> tuple[fe.SymbolTable, np.ndarray, list[Chunk]] | None:  # fmt: skip
     """FSST-compressed string chunks, when a sample says FSST saves 15% (and, with
     ``against_lz4``, beats LZ4).
 
@@ -265,14 +339,6 @@ def _fsst_chunks(values: Values, width: int, against_lz4: bool
     packed = fsst_values(values, table)
     counts = _variable_counts(packed.var_offsets, width)
     return table, counts, _variable_chunks(packed, counts, width)
-
-
-def _lz4_pays(chunks: list[bytes]) -> bool:
-    """LZ4 on a sample of chunks saves at least 15%."""
-    step = max(1, len(chunks) // 16)
-    sample = chunks[::step]
-    raw = sum(map(len, sample))
-    return sum(len(deflate(1, c)) for c in sample) < 0.85 * raw
 
 
 def _rep_index(rep: np.ndarray, level_bounds: np.ndarray, max_rep: int) -> np.ndarray:
@@ -336,7 +402,7 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
             counts = _variable_counts(values.var_offsets, width)
             var = encoding(variable=pb.Variable(offsets=flat_enc(width * 8)))
             layout.value_compression.CopyFrom(var)
-            chunks = None
+            chunks: list[Chunk] | None = None
             offsets = values.var_offsets
             raw_size = int(offsets[-1] - offsets[0]) + (n + counts.size) * width
             if compression is not None and compression.scheme is not None:
@@ -351,13 +417,11 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
                 # LZ4 does better, and costs fewer calls, on larger chunks; the plain chunks
                 # are only built when it does not pay
                 big_counts = _variable_counts(values.var_offsets, width, LZ4_CHUNK_TARGET)
-                big = _variable_chunks(values, big_counts, width)
-                if _lz4_pays(big):
-                    squeezed = [deflate(1, c) for c in big]
-                    if sum(map(len, squeezed)) < 0.85 * sum(map(len, big)):
-                        chunks, counts = squeezed, big_counts
-                        layout.value_compression.CopyFrom(
-                            _general_encoding(StringCompression(LZ4), var))
+                squeezed = _lz4_chunks(values, big_counts, width)
+                if squeezed is not None:
+                    chunks, counts = squeezed, big_counts
+                    layout.value_compression.CopyFrom(
+                        _general_encoding(StringCompression(LZ4), var))
             if chunks is None:
                 chunks = _variable_chunks(values, counts, width)
             buffers_per_chunk = [[c] for c in chunks]
@@ -398,14 +462,14 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
     return _assemble(layout, rep, def_, layers, counts, visible, buffers_per_chunk, dict_buf)
 
 
-def _fsl_validity_chunks(values: Values, counts: np.ndarray) -> list[list[bytes]]:
+def _fsl_validity_chunks(values: Values, counts: np.ndarray) -> list[list[Chunk]]:
     """Chunks of fixed-size lists with item validity: per chunk its items' validity bits,
     then its values."""
     bits, data = values.bits, values.data
     assert values.item_validity is not None
     cum = bits // values.item_bits
     bounds = np.r_[0, np.cumsum(counts)]
-    out = []
+    out: list[list[Chunk]] = []
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
         valid = np.packbits(values.item_validity[a * cum : b * cum], bitorder="little")
         out.append([valid.tobytes(), data[(a * bits) // 8 : (b * bits + 7) // 8].tobytes()])
@@ -413,7 +477,7 @@ def _fsl_validity_chunks(values: Values, counts: np.ndarray) -> list[list[bytes]
 
 
 def _general_chunks(values: Values, width: int, compression: StringCompression
-                    ) -> tuple[np.ndarray, list[bytes]]:  # fmt: skip
+                    ) -> tuple[np.ndarray, list[Chunk]]:  # fmt: skip
     """String chunks of up to 64 KiB, each compressed as the metadata asks."""
     scheme = compression.scheme
     if scheme is None:
@@ -422,8 +486,7 @@ def _general_chunks(values: Values, width: int, compression: StringCompression
     level = compression.level
     if scheme == ZSTD and level is None:
         level = ZSTD_DEFAULT_LEVEL
-    chunks = [deflate(scheme, c, level)
-              for c in _variable_chunks(values, counts, width)]  # fmt: skip
+    chunks: list[Chunk] = [*deflate_many(scheme, _variable_chunks(values, counts, width), level)]
     return counts, chunks
 
 

@@ -171,3 +171,79 @@ def test_uniform_chunks_frame_like_chunk_by_chunk(n: int, monkeypatch, tmp_path)
         want = table.column(field.name).combine_chunks()
         assert theirs.column(field.name).combine_chunks().equals(want), field.name
         assert reader.read([field], cmap)[0].equals(want), field.name
+
+
+# --------------------------------------------------------------------------- LZ4 strings
+def _strings(n: int, seed: int) -> pa.Array:
+    rng = np.random.default_rng(seed)
+    digits = pa.array(rng.integers(100_000_000, 999_999_999, n)).cast(pa.string())
+    return pa.compute.binary_join_element_wise("user-", digits, "")
+
+
+def test_lz4_chunks_match_chunk_by_chunk_and_use_two_threads(monkeypatch) -> None:
+    from lance_sql.format.datafile.blocks import deflate
+    from lance_sql.format.datafile.encode_v2_2 import values_of
+
+    values = values_of(_strings(200_000, 3))  # ~3.5 MB: over the two-thread threshold
+    counts = em._variable_counts(values.var_offsets, 4, em.LZ4_CHUNK_TARGET)
+    halves = []
+    real = em.in_two_halves
+
+    def spy(work, items):
+        halves.append(len(items))
+        return real(work, items)
+
+    monkeypatch.setattr(em, "in_two_halves", spy)
+    got = em._lz4_chunks(values, counts, 4)
+    assert halves, "the chunks were not compressed on two threads"
+    plain = em._variable_chunks(values, counts, 4)
+    assert got is not None and len(got) == len(plain) == counts.size
+    assert [bytes(c) for c in got] == [deflate(1, c) for c in plain]
+
+
+def test_lz4_chunks_refuse_what_does_not_compress() -> None:
+    from lance_sql.format.datafile.encode_v2_2 import values_of
+
+    rng = np.random.default_rng(4)
+    noise = rng.integers(0, 256, 50_000 * 20, dtype=np.uint8)
+    arr = pa.Array.from_buffers(pa.binary(), 50_000, [None, pa.py_buffer(
+        np.arange(0, 50_001 * 20, 20, dtype=np.int32)), pa.py_buffer(noise)])  # fmt: skip
+    values = values_of(arr)
+    counts = em._variable_counts(values.var_offsets, 4, em.LZ4_CHUNK_TARGET)
+    assert em._lz4_chunks(values, counts, 4) is None
+
+
+def test_in_two_halves_keeps_order_raises_the_helpers_error_and_leaves_no_thread() -> None:
+    import threading
+
+    from lance_sql.format.datafile.blocks import in_two_halves
+
+    before = threading.active_count()
+    assert in_two_halves(lambda part: [x * 2 for x in part], list(range(11))) == [
+        x * 2 for x in range(11)]  # fmt: skip
+
+    def fail_late(part):
+        if 10 in part:
+            raise ValueError("helper failed")
+        return list(part)
+
+    with pytest.raises(ValueError, match="helper failed"):
+        in_two_halves(fail_late, list(range(11)))
+    assert threading.active_count() == before
+
+
+def test_large_lz4_string_pages_round_trip_through_pylance(tmp_path) -> None:
+    from v2_helpers import census
+
+    table = pa.table({"s": _strings(300_000, 5), "n": pa.array(
+        [None if i % 9 == 0 else f"name-{i % 977}-{i}" for i in range(300_000)])})  # fmt: skip
+    data = _write(table)
+    assert census(data)["general"] >= 2  # LZ4 chunks in both columns
+    path = tmp_path / "lz4.lance"
+    path.write_bytes(data)
+    theirs = lance_file.LanceFileReader(str(path)).read_all().to_table()
+    reader, cmap = open_ours(data)
+    for field in reader.schema.fields:
+        want = table.column(field.name).combine_chunks()
+        assert theirs.column(field.name).combine_chunks().equals(want), field.name
+        assert reader.read([field], cmap)[0].equals(want), field.name
