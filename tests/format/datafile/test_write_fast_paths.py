@@ -247,3 +247,58 @@ def test_large_lz4_string_pages_round_trip_through_pylance(tmp_path) -> None:
         want = table.column(field.name).combine_chunks()
         assert theirs.column(field.name).combine_chunks().equals(want), field.name
         assert reader.read([field], cmap)[0].equals(want), field.name
+
+
+# --------------------------------------------------------------------------- overlapped writes
+class _Sink(io.BytesIO):
+    """A sink that records which threads wrote to it and can fail on its n-th write."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.threads: set[str] = set()
+        self.writes = 0
+        self.fail_at = fail_at
+
+    def write(self, data) -> int:
+        import threading
+
+        self.writes += 1
+        if self.fail_at is not None and self.writes >= self.fail_at:
+            raise OSError("disk full")
+        self.threads.add(threading.current_thread().name)
+        return super().write(data)
+
+
+def _write_to(sink, table: pa.Table) -> None:
+    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version="2.2")
+    for batch in table.to_batches(max_chunksize=100_000):
+        writer.write_batch(batch)
+    writer.finish()
+
+
+def test_overlapped_writes_land_like_direct_ones_and_leave_no_thread(monkeypatch) -> None:
+    import threading
+
+    from lance_sql.format.datafile import writer as writer_mod
+
+    table = pa.table({"s": _strings(300_000, 6), "i": pa.array(np.arange(300_000) * 7)})
+    before = threading.active_count()
+    overlapped = _Sink()
+    _write_to(overlapped, table)
+    assert "lance-sql-write" in overlapped.threads, "no write went through the helper"
+    assert threading.active_count() == before
+    monkeypatch.setattr(writer_mod, "OVERLAP_MIN_BYTES", 1 << 62)
+    direct = _Sink()
+    _write_to(direct, table)
+    assert direct.threads == {threading.main_thread().name}
+    assert overlapped.getvalue() == direct.getvalue()
+
+
+def test_a_failed_overlapped_write_is_raised_by_the_writer() -> None:
+    import threading
+
+    table = pa.table({"s": _strings(300_000, 7)})
+    before = threading.active_count()
+    with pytest.raises(OSError, match="disk full"):
+        _write_to(_Sink(fail_at=2), table)
+    assert threading.active_count() == before
