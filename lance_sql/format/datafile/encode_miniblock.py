@@ -36,7 +36,6 @@ from lance_sql.format.datafile.blocks import (
     deflate_many,
     in_two_halves,
 )
-from lance_sql.format.datafile.compressive import range_indices
 from lance_sql.format.datafile.encode_v2_2 import (
     CHUNK_TARGET,
     LZ4,
@@ -190,9 +189,14 @@ class _StringChunks:
         bounds = np.r_[0, np.cumsum(counts)]
         offs = values.var_offsets
         per = counts + 1
-        idx = range_indices(bounds[:-1], per)
-        first = np.repeat(offs[bounds[:-1]] - per * width, per)
-        self.heads = (offs[idx] - first).astype(f"<u{width}").data.cast("B")
+        # chunk c's offsets: offs[bounds[c] : bounds[c + 1] + 1] - first[c]; all but the
+        # last of each are one pass over the page's offsets, the last ones are inserted
+        first = offs[bounds[:-1]] - per * width
+        rel = np.repeat(first, counts)
+        np.subtract(offs[:-1], rel, out=rel)
+        dt = f"<u{width}"
+        heads = np.insert(rel.astype(dt), bounds[1:], (offs[bounds[1:]] - first).astype(dt))
+        self.heads = heads.data.cast("B")
         self.data = np.ascontiguousarray(values.data).data.cast("B")
         lo, hi = offs[bounds[:-1]], offs[bounds[1:]]
         pads = -(hi - lo) % width

@@ -302,3 +302,37 @@ def test_a_failed_overlapped_write_is_raised_by_the_writer() -> None:
     with pytest.raises(OSError, match="disk full"):
         _write_to(_Sink(fail_at=2), table)
     assert threading.active_count() == before
+
+
+def _plain_chunks(strings: list[bytes], counts: list[int], width: int) -> list[bytes]:
+    """Mini-block string chunks spelled out: offsets from the chunk start, bytes, padding."""
+    out, i = [], 0
+    for count in counts:
+        part = strings[i : i + count]
+        i += count
+        pos = [(count + 1) * width]
+        for s in part:
+            pos.append(pos[-1] + len(s))
+        body = b"".join(p.to_bytes(width, "little") for p in pos) + b"".join(part)
+        out.append(body + bytes(-len(body) % width))
+    return out
+
+
+@pytest.mark.parametrize("large", [False, True])
+@pytest.mark.parametrize("target", [4096, 64 * 1024])
+def test_string_chunks_match_a_plain_reference(large: bool, target: int) -> None:
+    from lance_sql.format.datafile.encode_v2_2 import values_of
+
+    rng = np.random.default_rng(8)
+    words = [bytes(rng.integers(97, 123, int(k), dtype=np.uint8))
+             for k in rng.integers(0, 40, 9000)]  # fmt: skip
+    arr = pa.array(words, pa.large_binary() if large else pa.binary()).slice(123, 8000)
+    values = values_of(arr)  # sliced: its offsets are rebased to start at 0
+    assert int(values.var_offsets[0]) == 0
+    width = 8 if large else 4
+    counts = em._variable_counts(values.var_offsets, width, target)
+    want = _plain_chunks(words[123 : 123 + 8000], counts.tolist(), width)
+    assert [bytes(c) for c in em._variable_chunks(values, counts, width)] == want
+    src = em._StringChunks(values, counts, width)
+    scratch = bytearray(int(src.sizes.max()))
+    assert [bytes(src.fill(c, scratch)) for c in range(src.count)] == want
