@@ -561,6 +561,34 @@ def _fixed_dictionary(values: Values):
             len(items))  # fmt: skip
 
 
+def _chunk_levels(levels: np.ndarray, bounds: np.ndarray, width: int) -> list[Chunk]:
+    """:func:`ool_pack` of each chunk's levels ``levels[bounds[c] : bounds[c + 1]]``.
+
+    The chunks before the last usually hold the same number of levels (a power of two):
+    those are packed in one call, as whole blocks or one zero-padded block per chunk, or
+    kept raw, as :func:`ool_pack` decides for such a count; the rest one by one.
+    """
+    per = np.diff(bounds)
+    done: list[Chunk] = []
+    k = per.size - 1
+    m = int(per[0]) if per.size else 0
+    if k > 0 and np.all(per[:k] == m) and (m % bp.BLOCK == 0 or m < bp.BLOCK):
+        body = levels[int(bounds[0]) : int(bounds[0]) + k * m]
+        if m % bp.BLOCK == 0:
+            rows = bp.pack(body.reshape(-1, bp.BLOCK), width, 16).reshape(k, -1)
+        elif width * (bp.BLOCK - m) < (16 - width) * m:  # ool_pack packs a padded tail
+            blocks = np.zeros((k, bp.BLOCK), np.uint16)
+            blocks[:, :m] = body.reshape(k, m)
+            rows = bp.pack(blocks, width, 16)
+        else:
+            rows = body.astype("<u2").reshape(k, m)
+        size = rows.shape[1] * 2
+        flat = memoryview(np.ascontiguousarray(rows, "<u2").tobytes())
+        done = [flat[c * size : (c + 1) * size] for c in range(k)]
+    rest = bounds[len(done) :].tolist()
+    return done + [ool_pack(levels[a:b], width) for a, b in zip(rest[:-1], rest[1:], strict=True)]
+
+
 def _uniform_header_rows(k: int, size: int) -> np.ndarray:
     """``k`` chunks of one ``size``-byte value buffer and no levels, framed: per row the
     8-byte header (no levels, the u32 size, padding), the value bytes (left to fill) and
@@ -615,10 +643,7 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
             continue
         width = max(1, int(levels.max()).bit_length())
         getattr(layout, name).CopyFrom(levels_encoding(width))
-        lv = levels.astype(np.uint16)
-        level_parts.append([ool_pack(lv[a:b], width) for a, b in
-                            zip(level_bounds[:-1].tolist(), level_bounds[1:].tolist(),
-                                strict=True)])  # fmt: skip
+        level_parts.append(_chunk_levels(levels.astype(np.uint16), level_bounds, width))
     meta = np.zeros(nchunks, np.uint32)
     pad = bytes([PAD_BYTE]) * 8
     # log2 of each chunk's value count (powers of two but the last, whose log is 0)
@@ -629,37 +654,36 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
         if not level_parts:
             return _assemble_uniform(layout, value_bufs, logs, dict_buf)
         value_bufs = value_bufs.as_lists()
-    if not level_parts and len(value_bufs[0]) == 1:
-        # the common case, vectorised: 8-byte header (no levels, one u32 size) + values
-        sizes = np.fromiter((len(v[0]) for v in value_bufs), np.int64, nchunks)
-        hdr = np.full((nchunks, 8), PAD_BYTE, np.uint8)
-        hdr[:, :2] = 0
-        hdr[:, 2:6] = sizes.astype("<u4").view(np.uint8).reshape(-1, 4)
-        hb = hdr.tobytes()
-        pads = (-sizes % 8).tolist()
-        out: list[bytes] = []
-        for c, v in enumerate(value_bufs):
-            out += (hb[8 * c : 8 * c + 8], v[0], pad[: pads[c]])
-        total = 8 + sizes + (-sizes % 8)
-        meta = (((total // 8 - 1) << 4).astype(np.uint32) | logs)
-    else:
-        out = []
-        for c in range(nchunks):
-            levels_c = [p[c] for p in level_parts]
-            vals_c = value_bufs[c]
-            head = struct.pack("<H", int(per_chunk[c]) if has_levels else 0)
-            for lv in levels_c:
-                if len(lv) > 0xFFFF:
-                    return None
-                head += struct.pack("<H", len(lv))
-            head += b"".join(struct.pack("<I", len(v)) for v in vals_c)
-            parts = [head, pad[: -len(head) % 8]]
-            for buf in (*levels_c, *vals_c):
-                parts.append(buf)
-                parts.append(pad[: -len(buf) % 8])
-            chunk = b"".join(parts)
-            meta[c] = ((len(chunk) // 8 - 1) << 4) | int(logs[c])
-            out.append(chunk)
+    # every chunk: a header (u16 level count, u16 size of each level buffer, u32 size of
+    # each value buffer, padding to 8 bytes) then each buffer padded to 8 bytes; headers
+    # are built for all chunks at once and everything joined in one copy
+    bufs = [*level_parts, *([v[j] for v in value_bufs] for j in range(len(value_bufs[0])))]
+    sizes = [np.fromiter(map(len, b), np.int64, nchunks) for b in bufs]
+    if any(int(s.max()) > 0xFFFF for s in sizes[: len(level_parts)]):
+        return None
+    head = 2 + 2 * len(level_parts) + 4 * (len(bufs) - len(level_parts))
+    head += -head % 8
+    hdr = np.full((nchunks, head), PAD_BYTE, np.uint8)
+    hdr[:, :2] = (per_chunk if has_levels else np.zeros(nchunks)).astype("<u2")[:, None].view(
+        np.uint8)  # fmt: skip
+    at = 2
+    for i, size in enumerate(sizes):
+        w = 2 if i < len(level_parts) else 4
+        hdr[:, at : at + w] = size.astype(f"<u{w}")[:, None].view(np.uint8)
+        at += w
+    hb = memoryview(hdr.tobytes())
+    pads = [(-size % 8).tolist() for size in sizes]
+    out: list[bytes | memoryview] = []
+    for c in range(nchunks):
+        out.append(hb[c * head : (c + 1) * head])
+        for b, p in zip(bufs, pads, strict=True):
+            out.append(b[c])
+            if p[c]:
+                out.append(pad[: p[c]])
+    total = np.full(nchunks, head, np.int64)
+    for size in sizes:
+        total += size + (-size % 8)
+    meta = ((total // 8 - 1) << 4).astype(np.uint32) | logs
     buffers: list[bytes | memoryview | np.ndarray] = [meta.astype("<u4").tobytes(),
                                                       b"".join(out)]
     if dict_buf is not None:

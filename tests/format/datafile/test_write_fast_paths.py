@@ -336,3 +336,58 @@ def test_string_chunks_match_a_plain_reference(large: bool, target: int) -> None
     src = em._StringChunks(values, counts, width)
     scratch = bytearray(int(src.sizes.max()))
     assert [bytes(src.fill(c, scratch)) for c in range(src.count)] == want
+
+
+# --------------------------------------------------------------------------- levels, framing
+@pytest.mark.parametrize(("per_chunk", "width"), [
+    ([2048] * 5 + [700], 1),  # whole blocks
+    ([512] * 7 + [3], 1),  # one padded block per chunk
+    ([64] * 9 + [64], 12),  # kept raw (padding would cost more than packing saves)
+    ([1024, 512, 2048, 77], 2),  # uneven: one by one
+    ([300], 3),  # a single chunk
+])
+def test_chunk_levels_match_ool_pack_chunk_by_chunk(per_chunk: list[int], width: int) -> None:
+    from lance_sql.format.datafile.encode_v2_2 import ool_pack
+
+    rng = np.random.default_rng(width)
+    bounds = np.r_[0, np.cumsum(per_chunk)]
+    levels = rng.integers(0, 1 << width, int(bounds[-1])).astype(np.uint16)
+    got = em._chunk_levels(levels, bounds, width)
+    want = [ool_pack(levels[a:b], width) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    assert [bytes(g) for g in got] == want
+
+
+def _framed_reference(level_parts, value_bufs, per_chunk) -> list[bytes]:
+    """Mini-block chunks framed one by one: u16 level count, u16 level buffer sizes, u32
+    value buffer sizes, padding to 8, then each buffer padded to 8 (with 0xFE)."""
+    import struct
+
+    out = []
+    for c, values in enumerate(value_bufs):
+        levels = [p[c] for p in level_parts]
+        head = struct.pack("<H", per_chunk[c]) + b"".join(struct.pack("<H", len(x)) for x in levels)
+        head += b"".join(struct.pack("<I", len(v)) for v in values)
+        parts = [head + b"\xfe" * (-len(head) % 8)]
+        parts += [bytes(b) + b"\xfe" * (-len(b) % 8) for b in (*levels, *values)]
+        out.append(b"".join(parts))
+    return out
+
+
+def test_chunks_with_levels_are_framed_like_one_by_one() -> None:
+    from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+    rng = np.random.default_rng(9)
+    counts = np.array([512] * 6 + [100])
+    n = int(counts.sum())
+    def_ = (rng.random(n) < 0.2).astype(np.uint16)
+    bounds = np.r_[0, np.cumsum(counts)]
+    values = [[bytes(rng.integers(0, 256, int(c) // 8 + 1, dtype=np.uint8)),
+               bytes(rng.integers(0, 256, int(c) * 3, dtype=np.uint8))] for c in counts]
+    layout = pb.MiniBlockLayout(num_items=n, has_large_chunk=True)
+    page = em._assemble(layout, None, def_, [1], counts, None, values, None)
+    meta = np.frombuffer(page.buffers[0], "<u4")
+    levels = em._chunk_levels(def_, bounds, 1)
+    want = _framed_reference([levels], values, counts.tolist())
+    assert bytes(page.buffers[1]) == b"".join(want)
+    assert ((meta >> 4) + 1).tolist() == [len(w) // 8 for w in want]
+    assert (meta & 15).tolist() == [9] * 6 + [0]
