@@ -49,7 +49,6 @@ from lance_sql.format.datafile.encode_v2_2 import (
     fsst_table,
     fsst_values,
     levels_encoding,
-    ool_pack,
 )
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
@@ -346,26 +345,29 @@ def _fsst_chunks(values: Values, width: int, against_lz4: bool
 
 
 def _rep_index(rep: np.ndarray, level_bounds: np.ndarray, max_rep: int) -> np.ndarray:
-    """Per chunk: rows finished in the chunk, items left after its last row start."""
+    """Per chunk: rows finished in the chunk, items left after its last row start.
+
+    A chunk finishes the rows that start after its first level (the last chunk also its
+    last row); a chunk whose rows all end inside it leaves nothing over, so when the next
+    chunk starts on a new row, the row left over is counted as finished instead.
+    """
     nchunks = level_bounds.size - 1
-    out = np.zeros((nchunks, 2), np.uint64)
+    a, b = level_bounds[:-1].astype(np.int64), level_bounds[1:].astype(np.int64)
     starts = rep == max_rep
-    for c in range(nchunks):
-        a, b = int(level_bounds[c]), int(level_bounds[c + 1])
-        seg = starts[a:b]
-        rows = int(np.count_nonzero(seg[1:]))
-        if c < nchunks - 1:
-            hits = np.flatnonzero(seg)
-            left = (b - a) - int(hits[-1]) if hits.size else (b - a)
-        else:
-            left = 0
-        if c and seg.size and seg[0] and out[c - 1, 1]:
-            out[c - 1, 0] += 1
-            out[c - 1, 1] = 0
-        if c == nchunks - 1:
-            rows += 1
-        out[c] = (rows, left)
-    return out
+    before = np.r_[0, np.cumsum(starts)]  # row starts before each level
+    rows = before[b] - before[np.minimum(a + 1, b)]
+    # the last row start at or before each level (-1: none yet)
+    last = np.maximum.accumulate(np.where(starts, np.arange(starts.size), -1))
+    h = last[b - 1]
+    left = np.where(h >= a, b - h, b - a)
+    if nchunks:
+        left[-1] = 0
+        rows[-1] += 1
+    moved = np.zeros(nchunks, bool)
+    moved[:-1] = starts[a[1:]] & (left[:-1] != 0)
+    rows[moved] += 1
+    left[moved] = 0
+    return np.stack([rows, left], axis=1).astype(np.uint64)
 
 
 def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
@@ -562,31 +564,42 @@ def _fixed_dictionary(values: Values):
 
 
 def _chunk_levels(levels: np.ndarray, bounds: np.ndarray, width: int) -> list[Chunk]:
-    """:func:`ool_pack` of each chunk's levels ``levels[bounds[c] : bounds[c + 1]]``.
-
-    The chunks before the last usually hold the same number of levels (a power of two):
-    those are packed in one call, as whole blocks or one zero-padded block per chunk, or
-    kept raw, as :func:`ool_pack` decides for such a count; the rest one by one.
-    """
-    per = np.diff(bounds)
-    done: list[Chunk] = []
-    k = per.size - 1
-    m = int(per[0]) if per.size else 0
-    if k > 0 and np.all(per[:k] == m) and (m % bp.BLOCK == 0 or m < bp.BLOCK):
-        body = levels[int(bounds[0]) : int(bounds[0]) + k * m]
-        if m % bp.BLOCK == 0:
-            rows = bp.pack(body.reshape(-1, bp.BLOCK), width, 16).reshape(k, -1)
-        elif width * (bp.BLOCK - m) < (16 - width) * m:  # ool_pack packs a padded tail
-            blocks = np.zeros((k, bp.BLOCK), np.uint16)
-            blocks[:, :m] = body.reshape(k, m)
-            rows = bp.pack(blocks, width, 16)
+    """:func:`ool_pack` of each chunk's levels ``levels[bounds[c] : bounds[c + 1]]``, for
+    all chunks at once: every chunk's whole blocks, and its tail zero-padded to a block
+    where :func:`ool_pack` packs it, are packed in one call; tails it keeps raw follow
+    their chunk's packed blocks."""
+    n = np.diff(bounds)
+    full, tail = n // bp.BLOCK, n % bp.BLOCK
+    packed_tail = (tail > 0) & (width * (bp.BLOCK - tail) < (16 - width) * tail)
+    rows_per_chunk = full + packed_tail
+    first_row = np.cumsum(rows_per_chunk) - rows_per_chunk
+    # level index where each packed row starts, chunk by chunk
+    row_chunk = np.repeat(np.arange(n.size), rows_per_chunk)
+    row_in_chunk = np.arange(row_chunk.size) - first_row[row_chunk]
+    row_start = bounds[:-1][row_chunk] + row_in_chunk * bp.BLOCK
+    padded = np.zeros(levels.size + bp.BLOCK, np.uint16)
+    padded[: levels.size] = levels
+    blocks = np.lib.stride_tricks.sliding_window_view(padded, bp.BLOCK)[row_start]
+    is_tail = np.zeros(row_chunk.size, bool)
+    is_tail[(first_row + full)[packed_tail]] = True
+    if is_tail.any():  # zero what lies past each packed tail
+        limit = np.where(is_tail, tail[row_chunk], bp.BLOCK)
+        np.copyto(blocks, 0, where=np.arange(bp.BLOCK)[None, :] >= limit[:, None])
+    packed = memoryview(bp.pack(blocks, width, 16).astype("<u2", copy=False).tobytes())
+    row_bytes = bp.packed_words(width, 16) * 2
+    raw = levels.astype("<u2", copy=False)
+    raw_view = np.ascontiguousarray(raw).view(np.uint8).data
+    raw_tail = (tail > 0) & ~packed_tail
+    out: list[Chunk] = []
+    starts = (first_row * row_bytes).tolist()
+    ends = ((first_row + rows_per_chunk) * row_bytes).tolist()
+    for c, (a, b) in enumerate(zip(starts, ends, strict=True)):
+        if raw_tail[c]:
+            t0 = 2 * (int(bounds[c + 1]) - int(tail[c]))
+            out.append(bytes(packed[a:b]) + raw_view[t0 : 2 * int(bounds[c + 1])])
         else:
-            rows = body.astype("<u2").reshape(k, m)
-        size = rows.shape[1] * 2
-        flat = memoryview(np.ascontiguousarray(rows, "<u2").tobytes())
-        done = [flat[c * size : (c + 1) * size] for c in range(k)]
-    rest = bounds[len(done) :].tolist()
-    return done + [ool_pack(levels[a:b], width) for a, b in zip(rest[:-1], rest[1:], strict=True)]
+            out.append(packed[a:b])
+    return out
 
 
 def _uniform_header_rows(k: int, size: int) -> np.ndarray:

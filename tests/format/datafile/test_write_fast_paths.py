@@ -345,6 +345,7 @@ def test_string_chunks_match_a_plain_reference(large: bool, target: int) -> None
     ([64] * 9 + [64], 12),  # kept raw (padding would cost more than packing saves)
     ([1024, 512, 2048, 77], 2),  # uneven: one by one
     ([300], 3),  # a single chunk
+    ([2048 + 64, 1024 + 5, 4096, 64], 12),  # whole blocks then a raw tail
 ])
 def test_chunk_levels_match_ool_pack_chunk_by_chunk(per_chunk: list[int], width: int) -> None:
     from lance_sql.format.datafile.encode_v2_2 import ool_pack
@@ -391,3 +392,32 @@ def test_chunks_with_levels_are_framed_like_one_by_one() -> None:
     assert bytes(page.buffers[1]) == b"".join(want)
     assert ((meta >> 4) + 1).tolist() == [len(w) // 8 for w in want]
     assert (meta & 15).tolist() == [9] * 6 + [0]
+
+
+def _rep_index_reference(rep: np.ndarray, bounds: np.ndarray, max_rep: int) -> np.ndarray:
+    """The repetition index chunk by chunk: rows finished, items left over."""
+    nchunks = bounds.size - 1
+    out = np.zeros((nchunks, 2), np.uint64)
+    starts = rep == max_rep
+    for c in range(nchunks):
+        a, b = int(bounds[c]), int(bounds[c + 1])
+        seg = starts[a:b]
+        rows = int(np.count_nonzero(seg[1:]))
+        hits = np.flatnonzero(seg)
+        left = 0 if c == nchunks - 1 else (b - a) - int(hits[-1]) if hits.size else (b - a)
+        if c and seg[0] and out[c - 1, 1]:
+            out[c - 1] = (out[c - 1, 0] + 1, 0)
+        out[c] = (rows + (c == nchunks - 1), left)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rep_index_matches_chunk_by_chunk(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    rep = rng.integers(0, 3, n).astype(np.uint16)  # max_rep 2: a row starts at each 2
+    if seed % 2:
+        rep[0] = 2
+    cuts = np.unique(rng.integers(1, n, int(rng.integers(0, 12)))) if n > 1 else []
+    bounds = np.r_[0, cuts, n].astype(np.int64)
+    assert np.array_equal(em._rep_index(rep, bounds, 2), _rep_index_reference(rep, bounds, 2))
