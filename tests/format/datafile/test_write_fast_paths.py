@@ -421,3 +421,20 @@ def test_rep_index_matches_chunk_by_chunk(seed: int) -> None:
     cuts = np.unique(rng.integers(1, n, int(rng.integers(0, 12)))) if n > 1 else []
     bounds = np.r_[0, cuts, n].astype(np.int64)
     assert np.array_equal(em._rep_index(rep, bounds, 2), _rep_index_reference(rep, bounds, 2))
+
+
+def test_list_items_that_follow_each_other_are_sliced_not_taken() -> None:
+    lists = pa.array([[1, 2], None, [], [3, None, 4], [5]] * 200, pa.list_(pa.int64()))
+    part = lists.slice(7, 600)  # starts inside the item array
+    field = LanceSchema.from_arrow(pa.schema([pa.field("l", part.type)])).fields[0]
+    (leaf,) = shred_mod.shred(field, part)
+    first, last = part.offsets[0].as_py(), part.offsets[-1].as_py()
+    want = part.values.slice(first, last - first)
+    assert leaf.values.equals(want)
+    assert leaf.values.offset == part.values.offset + first  # a slice: no copy was taken
+    # items that do not follow each other (a null list hiding items) are taken instead
+    hidden = pa.ListArray.from_arrays(pa.array([0, 2, 4, 5], pa.int32()), pa.array([1, 2, 9, 9, 3]),
+                                      mask=pa.array([False, True, False]))
+    (leaf,) = shred_mod.shred(
+        LanceSchema.from_arrow(pa.schema([pa.field("l", hidden.type)])).fields[0], hidden)
+    assert leaf.values.to_pylist() == [1, 2, 3]
