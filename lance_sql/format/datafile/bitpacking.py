@@ -273,26 +273,80 @@ def unpack_blocks(words: np.ndarray, starts: np.ndarray, widths: np.ndarray, bit
     return out
 
 
-def pack(values: np.ndarray, width: int, bits: int) -> np.ndarray:
+@cache
+def _pack_tables(width: int, bits: int, word_bits: int) -> tuple[np.ndarray, ...]:
+    """Tables for :func:`pack` of ``bits``-bit values to ``width`` bits, built from words
+    of ``word_bits`` bits (``bits``, or 32 for 64-bit values of at most 32 bits): the
+    group order that regroups a block's values as (row, lane) (a permutation of the
+    ``bits // 8`` groups of ``lanes`` values in each eighth of a block), the left shift
+    of every row, the first row of each word (``np.bitwise_or.reduceat`` groups: row
+    starts are ``width <= word_bits`` apart, so every word has one), and the rows that
+    spill into the next word with their right shifts and target words."""
+    dt = _DTYPES[word_bits]
+    lanes = BLOCK // bits
+    order = np.array(_ORDER[: bits // 8], np.intp) * 16 // lanes
+    word, shift = np.divmod(np.arange(bits) * width, word_bits)
+    first = np.searchsorted(word, np.arange(bits * width // word_bits)).astype(np.intp)
+    spill = np.flatnonzero(shift + width > word_bits).astype(np.intp)
+    tables = (order, shift.astype(dt)[:, None], first, spill,
+              (word_bits - shift[spill]).astype(dt)[:, None], word[spill] + 1)
+    for t in tables:
+        t.setflags(write=False)
+    return tables
+
+
+_ROW_LOOP_MIN_BLOCKS = 32  # from this many blocks :func:`pack` goes row by row (measured:
+# 64-bit values to 21 bits, 1000 blocks: 9 ms row by row, 25 ms with reduceat, 15 ms for
+# the former gather-then-loop; 4 blocks: 0.06 ms with reduceat, 0.4 ms row by row)
+
+
+def pack(values: np.ndarray, width: int, bits: int, *, fits: bool = False) -> np.ndarray:
     """Inverse of :func:`unpack`: ``(n_blocks, 1024)`` values to packed words.
 
-    Values must fit in ``width`` bits (higher bits are dropped).
+    Higher bits than ``width`` are dropped, unless ``fits`` promises there are none. Row
+    ``r`` of lane ``l`` is block position ``ORDER[r // 8] * 16 + (r % 8) * 128 + l``, so
+    with a block viewed as ``(r % 8, group, lane)`` every row is a strided view. Many
+    blocks are packed row by row over all blocks at once (a shift and an OR per row into
+    its word, one more where it spills into the next word); a few blocks, where numpy's
+    per-call cost dominates, in a fixed handful of calls (rows regrouped by a gather and a
+    transpose, shifted, OR-ed per word by one ``reduceat``). 64-bit values packed to at
+    most 32 bits are worked on as 32-bit words (half the bytes per pass), each 64-bit word
+    being two of them.
     """
     dt = _DTYPES[bits]
     n = values.shape[0]
     lanes = BLOCK // bits
     if width == 0 or n == 0:
         return np.zeros((n, 0), dt)
-    rows = values.astype(dt, copy=False)[:, _positions(bits).reshape(-1)].reshape(n, bits, lanes)
-    if width < bits:
-        rows = rows & dt.type((1 << width) - 1)
-    words = np.zeros((n, width, lanes), dt)
-    for r in range(bits):
-        start = r * width
-        w0, shift = divmod(start, bits)
-        words[:, w0, :] |= rows[:, r, :] << dt.type(shift)
-        if shift + width > bits:
-            words[:, w0 + 1, :] |= rows[:, r, :] >> dt.type(bits - shift)
+    word_bits = 32 if bits == 64 and width <= 32 else bits
+    wt = _DTYPES[word_bits]
+    order, shl, first, spill, shr, target = _pack_tables(width, bits, word_bits)
+    grouped = values.astype(dt, copy=False).reshape(n, 8, bits // 8, lanes)
+    if word_bits != bits:
+        grouped = grouped.astype(wt)  # drops the high half: width <= 32 keeps nothing there
+    mask = wt.type((1 << width) - 1) if width < word_bits and not fits else None
+    if n >= _ROW_LOOP_MIN_BLOCKS:
+        words = np.zeros((n, bits * width // word_bits, lanes), wt)
+        spills = dict(zip(spill.tolist(), shr[:, 0].tolist(), strict=True))
+        for r in range(bits):
+            row = grouped[:, r % 8, order[r // 8], :]
+            if mask is not None:
+                row = row & mask
+            w0 = (r * width) // word_bits
+            words[:, w0, :] |= row << shl[r, 0]
+            if r in spills:
+                words[:, w0 + 1, :] |= row >> wt.type(spills[r])
+    else:
+        # (block, r % 8, group, lane) -> (block, r // 8, r % 8, lane) = (block, row, lane)
+        rows = np.take(grouped, order, axis=2).transpose(0, 2, 1, 3).reshape(n, bits, lanes)
+        if mask is not None:
+            rows &= mask
+        words = np.bitwise_or.reduceat(rows << shl, first, axis=1)
+        if spill.size:
+            words[:, target, :] |= rows[:, spill, :] >> shr
+    if word_bits != bits:  # 32-bit words 2w (low half) and 2w + 1 of each lane -> word w
+        halves = words.reshape(n, width, 2, lanes).transpose(0, 1, 3, 2)
+        words = np.ascontiguousarray(halves).view(dt).reshape(n, width, lanes)
     return words.reshape(n, width * lanes)
 
 

@@ -15,8 +15,11 @@ reader passes around:
 from __future__ import annotations
 
 import struct
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -172,6 +175,50 @@ def deflate(scheme: int, data: bytes | memoryview, level: int | None = None) -> 
         body = _codec("lz4_raw", level).compress(data, asbytes=True)
         return struct.pack("<I", len(data)) + body
     return struct.pack("<Q", len(data)) + _codec("zstd", level).compress(data, asbytes=True)
+
+
+DEFLATE_THREAD_MIN_BYTES = 1 << 20  # below this, one thread compresses everything
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def in_two_halves(work: Callable[[Sequence[T]], list[R]], items: Sequence[T]) -> list[R]:
+    """``work(items)``, with the second half of ``items`` done on a helper thread while
+    this one does the first half (for work that mostly runs without the interpreter
+    lock, such as codecs). The helper lives only for this call: it is joined before
+    returning, and its error, if any, is raised here."""
+    mid = len(items) // 2
+    second: list[R] = []
+    failure: list[BaseException] = []
+
+    def helper_work() -> None:
+        try:
+            second.extend(work(items[mid:]))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            failure.append(exc)
+
+    helper = threading.Thread(target=helper_work, name="lance-sql-deflate", daemon=True)
+    helper.start()
+    try:
+        first = work(items[:mid])
+    finally:
+        helper.join()
+    if failure:
+        raise failure[0]
+    return first + second
+
+
+def deflate_many(scheme: int, chunks: Sequence[bytes | memoryview], level: int | None = None
+                 ) -> list[bytes]:  # fmt: skip
+    """:func:`deflate` of every chunk, in order; from :data:`DEFLATE_THREAD_MIN_BYTES`
+    on two threads (:func:`in_two_halves`: pylance compresses on all cores too)."""
+    def work(part: Sequence[bytes | memoryview]) -> list[bytes]:
+        return [deflate(scheme, c, level) for c in part]
+
+    total = sum(len(memoryview(c)) for c in chunks)
+    if total < DEFLATE_THREAD_MIN_BYTES or len(chunks) < 2:
+        return work(chunks)
+    return in_two_halves(work, chunks)
 
 
 # --------------------------------------------------------------------------- to Arrow

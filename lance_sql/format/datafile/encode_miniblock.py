@@ -19,7 +19,7 @@ index (rows finished per chunk, items left over).
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,8 +30,12 @@ from lance_sql.errors import InvalidInputError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile import fsst_encode as fe
 from lance_sql.format.datafile import repdef
-from lance_sql.format.datafile.blocks import deflate
-from lance_sql.format.datafile.compressive import range_indices
+from lance_sql.format.datafile.blocks import (
+    DEFLATE_THREAD_MIN_BYTES,
+    deflate,
+    deflate_many,
+    in_two_halves,
+)
 from lance_sql.format.datafile.encode_v2_2 import (
     CHUNK_TARGET,
     LZ4,
@@ -45,7 +49,6 @@ from lance_sql.format.datafile.encode_v2_2 import (
     fsst_table,
     fsst_values,
     levels_encoding,
-    ool_pack,
 )
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
@@ -119,6 +122,37 @@ class StringCompression:
         return DEFAULT_FSST if compression is None else compression.fsst
 
 
+@dataclass(frozen=True)
+class UniformChunks:
+    """The single value buffer of every chunk of a page when all but the last are the
+    same size: the rows of ``rows`` (uint8, one row a chunk), then ``last`` (or None).
+    Such pages (fixed-width values, bitpacked blocks of one width, dictionary indices)
+    are assembled in a few numpy calls instead of chunk by chunk."""
+
+    rows: np.ndarray
+    last: bytes | None
+
+    def as_lists(self) -> list[list[Chunk]]:
+        """The chunks one by one (for pages that also carry levels)."""
+        out = [[row.tobytes()] for row in self.rows]
+        return out + [[self.last]] if self.last is not None else out
+
+
+Chunk = bytes | memoryview  # one buffer of a chunk
+ChunkValues = list[list[Chunk]] | UniformChunks  # per chunk: its value buffers
+
+
+def _fixed_chunks(data: np.ndarray, n: int, per: int, bits: int) -> UniformChunks:
+    """Chunks of ``per`` values of ``bits`` bits (``per * bits`` a multiple of 8), the
+    last holding what is left: views of ``data``, no copy."""
+    size = per * bits // 8
+    full = n // per
+    rows = data[: full * size].reshape(full, size)
+    rest = (n * bits + 7) // 8 - full * size
+    last = data[full * size : full * size + rest].tobytes() if n % per else None
+    return UniformChunks(rows, last)
+
+
 def _chunk_counts(n: int, per_chunk: int) -> np.ndarray:
     full, rest = divmod(n, per_chunk)
     counts = np.full(full, per_chunk, np.int64)
@@ -156,52 +190,139 @@ def _variable_counts(offsets: np.ndarray, width: int, target: int = CHUNK_TARGET
     return np.array(greedy, np.int64)
 
 
-def _variable_chunks(values: Values, counts: np.ndarray, width: int) -> list[bytes]:
-    """Each chunk: its ``count + 1`` offsets (relative to the chunk) then its bytes."""
-    bounds = np.r_[0, np.cumsum(counts)]
-    offs = values.var_offsets
-    per = counts + 1
-    idx = range_indices(bounds[:-1], per)
-    first = np.repeat(offs[bounds[:-1]] - per * width, per)
-    heads = (offs[idx] - first).astype(f"<u{width}").tobytes()
-    data = values.data.tobytes()
-    zeros = bytes(width)
-    hb = (np.cumsum(per) * width).tolist()
-    lo, hi = offs[bounds[:-1]].tolist(), offs[bounds[1:]].tolist()
-    out = []
-    start = 0
-    for c in range(counts.size):
-        end = hb[c]
-        body = heads[start:end] + data[lo[c] : hi[c]]
-        pad = -len(body) % width
-        out.append(body + zeros[:pad] if pad else body)
-        start = end
-    return out
+class _StringChunks:
+    """The mini-block chunks of a page of strings: each its ``count + 1`` offsets
+    (relative to the chunk), its bytes and zero padding to the offset width. The offsets
+    of all chunks are worked out at once; the chunks are then either joined in one copy
+    (:meth:`joined`) or built one at a time into a scratch buffer (:meth:`fill`)."""
+
+    def __init__(self, values: Values, counts: np.ndarray, width: int) -> None:
+        bounds = np.r_[0, np.cumsum(counts)]
+        offs = values.var_offsets
+        per = counts + 1
+        # chunk c's offsets: offs[bounds[c] : bounds[c + 1] + 1] - first[c]; all but the
+        # last of each are one pass over the page's offsets, the last ones are inserted
+        first = offs[bounds[:-1]] - per * width
+        rel = np.repeat(first, counts)
+        np.subtract(offs[:-1], rel, out=rel)
+        dt = f"<u{width}"
+        heads = np.insert(rel.astype(dt), bounds[1:], (offs[bounds[1:]] - first).astype(dt))
+        self.heads = heads.data.cast("B")
+        self.data = np.ascontiguousarray(values.data).data.cast("B")
+        lo, hi = offs[bounds[:-1]], offs[bounds[1:]]
+        pads = -(hi - lo) % width
+        self.sizes = per * width + (hi - lo) + pads
+        head_end = np.cumsum(per) * width
+        self.head_end = head_end.tolist()
+        self.head_start = (head_end - per * width).tolist()
+        self.lo, self.hi, self.pads = lo.tolist(), hi.tolist(), pads.tolist()
+        self.zeros = bytes(width)
+
+    @property
+    def count(self) -> int:
+        return len(self.lo)
+
+    def joined(self) -> tuple[bytes, list[int]]:
+        """All chunks back to back, and their starts followed by the end."""
+        parts: list[bytes | memoryview] = []
+        for hs, he, a, b, pad in zip(self.head_start, self.head_end, self.lo, self.hi,
+                                     self.pads, strict=True):  # fmt: skip
+            parts += (self.heads[hs:he], self.data[a:b])
+            if pad:
+                parts.append(self.zeros[:pad])
+        return b"".join(parts), np.r_[0, np.cumsum(self.sizes)].tolist()
+
+    def fill(self, c: int, scratch: bytearray) -> memoryview:
+        """Chunk ``c`` built in ``scratch`` (at least ``max(sizes)`` bytes): a view of it."""
+        hs, he, a, b = self.head_start[c], self.head_end[c], self.lo[c], self.hi[c]
+        h = he - hs
+        end = h + b - a
+        scratch[:h] = self.heads[hs:he]
+        scratch[h:end] = self.data[a:b]
+        pad = self.pads[c]
+        if pad:
+            scratch[end : end + pad] = self.zeros[:pad]
+        return memoryview(scratch)[: end + pad]
 
 
-def _bitpack_chunks(vals: np.ndarray, bits: int) -> tuple[list[bytes], bool]:
-    """Inline-bitpacked 1024-value chunks (width word + packed block), and whether it pays."""
+def _variable_chunks(values: Values, counts: np.ndarray, width: int) -> list[Chunk]:
+    """Each chunk: its ``count + 1`` offsets (relative to the chunk) then its bytes,
+    padded to the offset width (views of one buffer)."""
+    stream, bounds = _StringChunks(values, counts, width).joined()
+    view = memoryview(stream)
+    return [view[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _deflated_chunks(values: Values, counts: np.ndarray, width: int, scheme: int = LZ4,
+                     level: int | None = None) -> list[Chunk] | None:
+    """The page's string chunks compressed with ``scheme`` (LZ4 or zstd, at ``level``)
+    when it saves 15%, else None.
+
+    A sample of chunks (every 16th) is compressed first and, when it saves 15%, the rest
+    (the sample is not compressed twice); the whole must save 15% too. Each chunk is
+    built in a scratch buffer just before it is compressed (no copy of the whole page),
+    on two threads from :data:`DEFLATE_THREAD_MIN_BYTES` (:func:`in_two_halves`).
+    """
+    src = _StringChunks(values, counts, width)
+    scratch_bytes = int(src.sizes.max()) if src.count else 0
+
+    def work(which: Sequence[int]) -> list[bytes]:
+        scratch = bytearray(scratch_bytes)
+        return [deflate(scheme, src.fill(c, scratch), level) for c in which]
+
+    def run(which: list[int]) -> list[bytes]:
+        if len(which) < 2 or int(src.sizes[which].sum()) < DEFLATE_THREAD_MIN_BYTES:
+            return work(which)
+        return in_two_halves(work, which)
+
+    step = max(1, src.count // 16)
+    sample = run(list(range(0, src.count, step)))
+    if not sum(map(len, sample)) < 0.85 * int(src.sizes[::step].sum()):
+        return None
+    done = iter(run([c for c in range(src.count) if c % step]))
+    picked = iter(sample)
+    out: list[Chunk] = [next(picked) if c % step == 0 else next(done)
+                        for c in range(src.count)]  # fmt: skip
+    if sum(map(len, out)) < 0.85 * int(src.sizes.sum()):
+        return out
+    return None
+
+
+def _bitpack_chunks(vals: np.ndarray, bits: int) -> tuple[ChunkValues, bool]:
+    """Inline-bitpacked 1024-value chunks (width word + packed block), and whether it pays.
+
+    When every block has the same width (the usual case) the chunks are the rows of one
+    array, built in a few numpy calls."""
     dt = bp.dtype_for(bits)
     n = vals.size
     nblocks = (n + bp.BLOCK - 1) // bp.BLOCK
-    blocks = np.zeros((nblocks, bp.BLOCK), dt)
-    blocks.reshape(-1)[:n] = vals
+    if n == nblocks * bp.BLOCK:
+        blocks = vals.reshape(nblocks, bp.BLOCK)
+    else:
+        blocks = np.zeros((nblocks, bp.BLOCK), dt)
+        blocks.reshape(-1)[:n] = vals
     widths = bp.block_widths(blocks)
     size = int(((1 + widths * (bp.BLOCK // bits)) * (bits // 8)).sum())
     if size > 0.9 * n * bits // 8:
         return [], False
-    out: list[bytes] = [b""] * nblocks
+    if nblocks and int(widths.min()) == int(widths.max()):
+        w = int(widths[0])
+        words = np.empty((nblocks, 1 + bp.packed_words(w, bits)), dt)
+        words[:, 0] = w
+        words[:, 1:] = bp.pack(blocks, w, bits, fits=True)
+        return UniformChunks(words.view(np.uint8), None), True
+    out: list[list[Chunk]] = [[b""]] * nblocks
     for w in np.unique(widths).tolist():
         rows = np.flatnonzero(widths == w)
-        packed = bp.pack(blocks[rows], w, bits)
+        packed = bp.pack(blocks[rows], w, bits, fits=True)
         head = np.array([w], dt).tobytes()
         for i, r in enumerate(rows.tolist()):
-            out[r] = head + packed[i].tobytes()
+            out[r] = [head + packed[i].tobytes()]
     return out, True
 
 
 def _fsst_chunks(values: Values, width: int, against_lz4: bool
-                 ) -> tuple[fe.SymbolTable, np.ndarray, list[bytes]] | None:  # fmt: skip
+                 ) -> tuple[fe.SymbolTable, np.ndarray, list[Chunk]] | None:  # fmt: skip
     """FSST-compressed string chunks, when a sample says FSST saves 15% (and, with
     ``against_lz4``, beats LZ4).
 
@@ -237,35 +358,30 @@ def _fsst_chunks(values: Values, width: int, against_lz4: bool
     return table, counts, _variable_chunks(packed, counts, width)
 
 
-def _general_pays(chunks: list[bytes], scheme: int, level: int | None) -> bool:
-    """``scheme`` on a sample of chunks saves at least 15%."""
-    step = max(1, len(chunks) // 16)
-    sample = chunks[::step]
-    raw = sum(map(len, sample))
-    return sum(len(deflate(scheme, c, level)) for c in sample) < 0.85 * raw
-
-
 def _rep_index(rep: np.ndarray, level_bounds: np.ndarray, max_rep: int) -> np.ndarray:
-    """Per chunk: rows finished in the chunk, items left after its last row start."""
+    """Per chunk: rows finished in the chunk, items left after its last row start.
+
+    A chunk finishes the rows that start after its first level (the last chunk also its
+    last row); a chunk whose rows all end inside it leaves nothing over, so when the next
+    chunk starts on a new row, the row left over is counted as finished instead.
+    """
     nchunks = level_bounds.size - 1
-    out = np.zeros((nchunks, 2), np.uint64)
+    a, b = level_bounds[:-1].astype(np.int64), level_bounds[1:].astype(np.int64)
     starts = rep == max_rep
-    for c in range(nchunks):
-        a, b = int(level_bounds[c]), int(level_bounds[c + 1])
-        seg = starts[a:b]
-        rows = int(np.count_nonzero(seg[1:]))
-        if c < nchunks - 1:
-            hits = np.flatnonzero(seg)
-            left = (b - a) - int(hits[-1]) if hits.size else (b - a)
-        else:
-            left = 0
-        if c and seg.size and seg[0] and out[c - 1, 1]:
-            out[c - 1, 0] += 1
-            out[c - 1, 1] = 0
-        if c == nchunks - 1:
-            rows += 1
-        out[c] = (rows, left)
-    return out
+    before = np.r_[0, np.cumsum(starts)]  # row starts before each level
+    rows = before[b] - before[np.minimum(a + 1, b)]
+    # the last row start at or before each level (-1: none yet)
+    last = np.maximum.accumulate(np.where(starts, np.arange(starts.size), -1))
+    h = last[b - 1]
+    left = np.where(h >= a, b - h, b - a)
+    if nchunks:
+        left[-1] = 0
+        rows[-1] += 1
+    moved = np.zeros(nchunks, bool)
+    moved[:-1] = starts[a[1:]] & (left[:-1] != 0)
+    rows[moved] += 1
+    left[moved] = 0
+    return np.stack([rows, left], axis=1).astype(np.uint64)
 
 
 def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
@@ -280,7 +396,7 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
     """
     n = values.n
     layout = pb.MiniBlockLayout(layers=layers, num_items=n, has_large_chunk=True)
-    buffers_per_chunk: list[list[bytes]] = []  # value buffers of each chunk
+    buffers_per_chunk: ChunkValues = []  # value buffers of each chunk
     dict_buf = None
     if values.variable:
         dict_plan = _dictionary(values, force=key_bits is not None)
@@ -288,19 +404,16 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
             indices, items, nitems = dict_plan
             kb = key_bits or 32
             indices = indices.astype(bp.dtype_for(kb))
-            chunks, ok = _bitpack_chunks(indices, kb)
+            packed, ok = _bitpack_chunks(indices, kb)
             if ok:
                 counts = _chunk_counts(n, bp.BLOCK)
                 layout.value_compression.CopyFrom(
                     encoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=kb)))
+                buffers_per_chunk = packed
             else:
                 counts = _chunk_counts(n, 1024)
-                raw = indices.view(np.uint8)
-                w = kb // 8
-                chunks = [raw[w * i * 1024 : w * (i * 1024 + int(c))].tobytes()
-                          for i, c in enumerate(counts.tolist())]  # fmt: skip
+                buffers_per_chunk = _fixed_chunks(indices.view(np.uint8), n, 1024, kb)
                 layout.value_compression.CopyFrom(flat_enc(kb))
-            buffers_per_chunk = [[c] for c in chunks]
             layout.dictionary.CopyFrom(items[0])
             layout.num_dictionary_items = nitems
             dict_buf = items[1]
@@ -309,7 +422,7 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
             counts = _variable_counts(values.var_offsets, width)
             var = encoding(variable=pb.Variable(offsets=flat_enc(width * 8)))
             layout.value_compression.CopyFrom(var)
-            chunks = None
+            chunks: list[Chunk] | None = None
             offsets = values.var_offsets
             raw_size = int(offsets[-1] - offsets[0]) + (n + counts.size) * width
             if compression is not None and compression.scheme is not None:
@@ -324,14 +437,12 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
                 # general compression does better, and costs fewer calls, on larger
                 # chunks; the plain chunks are only built when it does not pay
                 big_counts = _variable_counts(values.var_offsets, width, DEFAULT_CHUNK_TARGET)
-                big = _variable_chunks(values, big_counts, width)
-                scheme, level = DEFAULT_SCHEME, DEFAULT_LEVEL
-                if _general_pays(big, scheme, level):
-                    squeezed = [deflate(scheme, c, level) for c in big]
-                    if sum(map(len, squeezed)) < 0.85 * sum(map(len, big)):
-                        chunks, counts = squeezed, big_counts
-                        layout.value_compression.CopyFrom(
-                            _general_encoding(StringCompression(scheme), var))
+                squeezed = _deflated_chunks(values, big_counts, width, DEFAULT_SCHEME,
+                                            DEFAULT_LEVEL)
+                if squeezed is not None:
+                    chunks, counts = squeezed, big_counts
+                    layout.value_compression.CopyFrom(
+                        _general_encoding(StringCompression(DEFAULT_SCHEME), var))
             if chunks is None:
                 chunks = _variable_chunks(values, counts, width)
             buffers_per_chunk = [[c] for c in chunks]
@@ -340,48 +451,54 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
         indices, (items_enc, items_buf), nitems = plan
         indices = indices.astype(bp.dtype_for(key_bits))
         counts = _chunk_counts(n, 1024)
-        raw = indices.view(np.uint8)
-        w = key_bits // 8
-        buffers_per_chunk = [[raw[w * i * 1024 : w * (i * 1024 + int(c))].tobytes()]
-                             for i, c in enumerate(counts.tolist())]  # fmt: skip
+        buffers_per_chunk = _fixed_chunks(indices.view(np.uint8), n, 1024, key_bits)
         layout.value_compression.CopyFrom(flat_enc(key_bits))
         layout.dictionary.CopyFrom(items_enc)
         layout.num_dictionary_items = nitems
         dict_buf = items_buf
     else:
         bits = values.bits
-        chunks = None
+        packed, ok = [], False
         if values.int_like and not values.fsl and n >= 256:
-            chunks, ok = _bitpack_chunks(values.data[: n * bits // 8].view(bp.dtype_for(bits)),
+            packed, ok = _bitpack_chunks(values.data[: n * bits // 8].view(bp.dtype_for(bits)),
                                          bits)  # fmt: skip
-            if ok:
-                counts = _chunk_counts(n, bp.BLOCK)
-                layout.value_compression.CopyFrom(
-                    encoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=bits)))
-                buffers_per_chunk = [[c] for c in chunks]
-            else:
-                chunks = None
-        if chunks is None:
+        if ok:
+            counts = _chunk_counts(n, bp.BLOCK)
+            layout.value_compression.CopyFrom(
+                encoding(inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=bits)))
+            buffers_per_chunk = packed
+        else:
             per = max(8, 1 << max(0, int(np.log2(max(1, CHUNK_TARGET * 8 // bits)))))
             per = min(per, 4096)
             counts = _chunk_counts(n, per)
-            bounds = np.r_[0, np.cumsum(counts)]
             layout.value_compression.CopyFrom(fsl_encoding(values))
-            data = values.data
-            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-                bufs = []
-                if values.item_validity is not None:
-                    cum = bits // values.item_bits
-                    bufs.append(np.packbits(values.item_validity[a * cum : b * cum],
-                                            bitorder="little").tobytes())  # fmt: skip
-                bufs.append(data[(a * bits) // 8 : (b * bits + 7) // 8].tobytes())
-                buffers_per_chunk.append(bufs)
-    layout.num_buffers = len(buffers_per_chunk[0]) if buffers_per_chunk else 1
+            if values.item_validity is None:
+                buffers_per_chunk = _fixed_chunks(values.data, n, per, bits)
+            else:
+                buffers_per_chunk = _fsl_validity_chunks(values, counts)
+    if isinstance(buffers_per_chunk, UniformChunks):
+        layout.num_buffers = 1
+    else:
+        layout.num_buffers = len(buffers_per_chunk[0]) if buffers_per_chunk else 1
     return _assemble(layout, rep, def_, layers, counts, visible, buffers_per_chunk, dict_buf)
 
 
+def _fsl_validity_chunks(values: Values, counts: np.ndarray) -> list[list[Chunk]]:
+    """Chunks of fixed-size lists with item validity: per chunk its items' validity bits,
+    then its values."""
+    bits, data = values.bits, values.data
+    assert values.item_validity is not None
+    cum = bits // values.item_bits
+    bounds = np.r_[0, np.cumsum(counts)]
+    out: list[list[Chunk]] = []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        valid = np.packbits(values.item_validity[a * cum : b * cum], bitorder="little")
+        out.append([valid.tobytes(), data[(a * bits) // 8 : (b * bits + 7) // 8].tobytes()])
+    return out
+
+
 def _general_chunks(values: Values, width: int, compression: StringCompression
-                    ) -> tuple[np.ndarray, list[bytes]]:  # fmt: skip
+                    ) -> tuple[np.ndarray, list[Chunk]]:  # fmt: skip
     """String chunks of up to 64 KiB, each compressed as the metadata asks."""
     scheme = compression.scheme
     if scheme is None:
@@ -390,8 +507,7 @@ def _general_chunks(values: Values, width: int, compression: StringCompression
     level = compression.level
     if scheme == ZSTD and level is None:
         level = ZSTD_DEFAULT_LEVEL
-    chunks = [deflate(scheme, c, level)
-              for c in _variable_chunks(values, counts, width)]  # fmt: skip
+    chunks: list[Chunk] = [*deflate_many(scheme, _variable_chunks(values, counts, width), level)]
     return counts, chunks
 
 
@@ -462,6 +578,82 @@ def _fixed_dictionary(values: Values):
             len(items))  # fmt: skip
 
 
+def _chunk_levels(levels: np.ndarray, bounds: np.ndarray, width: int) -> list[Chunk]:
+    """:func:`ool_pack` of each chunk's levels ``levels[bounds[c] : bounds[c + 1]]``, for
+    all chunks at once: every chunk's whole blocks, and its tail zero-padded to a block
+    where :func:`ool_pack` packs it, are packed in one call; tails it keeps raw follow
+    their chunk's packed blocks."""
+    n = np.diff(bounds)
+    full, tail = n // bp.BLOCK, n % bp.BLOCK
+    packed_tail = (tail > 0) & (width * (bp.BLOCK - tail) < (16 - width) * tail)
+    rows_per_chunk = full + packed_tail
+    first_row = np.cumsum(rows_per_chunk) - rows_per_chunk
+    # level index where each packed row starts, chunk by chunk
+    row_chunk = np.repeat(np.arange(n.size), rows_per_chunk)
+    row_in_chunk = np.arange(row_chunk.size) - first_row[row_chunk]
+    row_start = bounds[:-1][row_chunk] + row_in_chunk * bp.BLOCK
+    padded = np.zeros(levels.size + bp.BLOCK, np.uint16)
+    padded[: levels.size] = levels
+    blocks = np.lib.stride_tricks.sliding_window_view(padded, bp.BLOCK)[row_start]
+    is_tail = np.zeros(row_chunk.size, bool)
+    is_tail[(first_row + full)[packed_tail]] = True
+    if is_tail.any():  # zero what lies past each packed tail
+        limit = np.where(is_tail, tail[row_chunk], bp.BLOCK)
+        np.copyto(blocks, 0, where=np.arange(bp.BLOCK)[None, :] >= limit[:, None])
+    packed = memoryview(bp.pack(blocks, width, 16).astype("<u2", copy=False).tobytes())
+    row_bytes = bp.packed_words(width, 16) * 2
+    raw = levels.astype("<u2", copy=False)
+    raw_view = np.ascontiguousarray(raw).view(np.uint8).data
+    raw_tail = (tail > 0) & ~packed_tail
+    out: list[Chunk] = []
+    starts = (first_row * row_bytes).tolist()
+    ends = ((first_row + rows_per_chunk) * row_bytes).tolist()
+    for c, (a, b) in enumerate(zip(starts, ends, strict=True)):
+        if raw_tail[c]:
+            t0 = 2 * (int(bounds[c + 1]) - int(tail[c]))
+            out.append(bytes(packed[a:b]) + raw_view[t0 : 2 * int(bounds[c + 1])])
+        else:
+            out.append(packed[a:b])
+    return out
+
+
+def _uniform_header_rows(k: int, size: int) -> np.ndarray:
+    """``k`` chunks of one ``size``-byte value buffer and no levels, framed: per row the
+    8-byte header (no levels, the u32 size, padding), the value bytes (left to fill) and
+    the padding to 8 bytes."""
+    pad = -size % 8
+    rows = np.empty((k, 8 + size + pad), np.uint8)
+    rows[:, :2] = 0
+    rows[:, 2:6] = np.frombuffer(struct.pack("<I", size), np.uint8)
+    rows[:, 6:8] = PAD_BYTE
+    rows[:, 8 + size :] = PAD_BYTE
+    return rows
+
+
+def _assemble_uniform(layout, chunks: UniformChunks, logs: np.ndarray, dict_buf) -> EncodedPage:
+    """:func:`_assemble` of a page without levels whose chunks are :class:`UniformChunks`:
+    the chunk rows are framed in one copy."""
+    k, size = chunks.rows.shape
+    row_bytes = 8 + size + (-size % 8)
+    last = chunks.last
+    last_bytes = 0 if last is None else 8 + len(last) + (-len(last) % 8)
+    out = np.empty(k * row_bytes + last_bytes, np.uint8)
+    framed = out[: k * row_bytes].reshape(k, row_bytes)
+    framed[...] = _uniform_header_rows(1, size)
+    framed[:, 8 : 8 + size] = chunks.rows
+    meta = np.full(k + (last is not None), (row_bytes // 8 - 1) << 4, np.uint32)
+    if last is not None:
+        tail = _uniform_header_rows(1, len(last))
+        tail[0, 8 : 8 + len(last)] = np.frombuffer(last, np.uint8)
+        out[k * row_bytes :] = tail.reshape(-1)
+        meta[-1] = (last_bytes // 8 - 1) << 4
+    meta |= logs
+    buffers: list[bytes | memoryview | np.ndarray] = [meta.astype("<u4").tobytes(), out]
+    if dict_buf is not None:
+        buffers.append(dict_buf)
+    return EncodedPage(pb.PageLayout(mini_block_layout=layout), buffers)
+
+
 def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
     nchunks = counts.size
     has_levels = rep is not None or def_ is not None
@@ -479,46 +671,47 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
             continue
         width = max(1, int(levels.max()).bit_length())
         getattr(layout, name).CopyFrom(levels_encoding(width))
-        lv = levels.astype(np.uint16)
-        level_parts.append([ool_pack(lv[a:b], width) for a, b in
-                            zip(level_bounds[:-1].tolist(), level_bounds[1:].tolist(),
-                                strict=True)])  # fmt: skip
+        level_parts.append(_chunk_levels(levels.astype(np.uint16), level_bounds, width))
     meta = np.zeros(nchunks, np.uint32)
     pad = bytes([PAD_BYTE]) * 8
-    logs = np.array([int(c).bit_length() - 1 for c in counts.tolist()], np.uint32)
+    # log2 of each chunk's value count (powers of two but the last, whose log is 0)
+    logs = np.floor(np.log2(np.maximum(counts, 1))).astype(np.uint32)
     if nchunks:
         logs[-1] = 0
-    if not level_parts and len(value_bufs[0]) == 1:
-        # the common case, vectorised: 8-byte header (no levels, one u32 size) + values
-        sizes = np.fromiter((len(v[0]) for v in value_bufs), np.int64, nchunks)
-        hdr = np.full((nchunks, 8), PAD_BYTE, np.uint8)
-        hdr[:, :2] = 0
-        hdr[:, 2:6] = sizes.astype("<u4").view(np.uint8).reshape(-1, 4)
-        hb = hdr.tobytes()
-        pads = (-sizes % 8).tolist()
-        out: list[bytes] = []
-        for c, v in enumerate(value_bufs):
-            out += (hb[8 * c : 8 * c + 8], v[0], pad[: pads[c]])
-        total = 8 + sizes + (-sizes % 8)
-        meta = (((total // 8 - 1) << 4).astype(np.uint32) | logs)
-    else:
-        out = []
-        for c in range(nchunks):
-            levels_c = [p[c] for p in level_parts]
-            vals_c = value_bufs[c]
-            head = struct.pack("<H", int(per_chunk[c]) if has_levels else 0)
-            for lv in levels_c:
-                if len(lv) > 0xFFFF:
-                    return None
-                head += struct.pack("<H", len(lv))
-            head += b"".join(struct.pack("<I", len(v)) for v in vals_c)
-            parts = [head, pad[: -len(head) % 8]]
-            for buf in (*levels_c, *vals_c):
-                parts.append(buf)
-                parts.append(pad[: -len(buf) % 8])
-            chunk = b"".join(parts)
-            meta[c] = ((len(chunk) // 8 - 1) << 4) | int(logs[c])
-            out.append(chunk)
+    if isinstance(value_bufs, UniformChunks):
+        if not level_parts:
+            return _assemble_uniform(layout, value_bufs, logs, dict_buf)
+        value_bufs = value_bufs.as_lists()
+    # every chunk: a header (u16 level count, u16 size of each level buffer, u32 size of
+    # each value buffer, padding to 8 bytes) then each buffer padded to 8 bytes; headers
+    # are built for all chunks at once and everything joined in one copy
+    bufs = [*level_parts, *([v[j] for v in value_bufs] for j in range(len(value_bufs[0])))]
+    sizes = [np.fromiter(map(len, b), np.int64, nchunks) for b in bufs]
+    if any(int(s.max()) > 0xFFFF for s in sizes[: len(level_parts)]):
+        return None
+    head = 2 + 2 * len(level_parts) + 4 * (len(bufs) - len(level_parts))
+    head += -head % 8
+    hdr = np.full((nchunks, head), PAD_BYTE, np.uint8)
+    hdr[:, :2] = (per_chunk if has_levels else np.zeros(nchunks)).astype("<u2")[:, None].view(
+        np.uint8)  # fmt: skip
+    at = 2
+    for i, size in enumerate(sizes):
+        w = 2 if i < len(level_parts) else 4
+        hdr[:, at : at + w] = size.astype(f"<u{w}")[:, None].view(np.uint8)
+        at += w
+    hb = memoryview(hdr.tobytes())
+    pads = [(-size % 8).tolist() for size in sizes]
+    out: list[bytes | memoryview] = []
+    for c in range(nchunks):
+        out.append(hb[c * head : (c + 1) * head])
+        for b, p in zip(bufs, pads, strict=True):
+            out.append(b[c])
+            if p[c]:
+                out.append(pad[: p[c]])
+    total = np.full(nchunks, head, np.int64)
+    for size in sizes:
+        total += size + (-size % 8)
+    meta = ((total // 8 - 1) << 4).astype(np.uint32) | logs
     buffers: list[bytes | memoryview | np.ndarray] = [meta.astype("<u4").tobytes(),
                                                       b"".join(out)]
     if dict_buf is not None:

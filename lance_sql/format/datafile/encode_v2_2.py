@@ -109,7 +109,9 @@ def values_of(arr: pa.Array) -> Values:
         base, end = int(offs[0]), int(offs[-1])
         data = np.frombuffer(arr.buffers()[2], np.uint8, end - base, base) if end > base else (
             np.zeros(0, np.uint8))  # fmt: skip
-        return Values(n, offsets=offs - base, data=data, wide_offsets=large)
+        if base:
+            offs -= base  # a copy already (astype): rebased in place
+        return Values(n, offsets=offs, data=data, wide_offsets=large)
     if pa.types.is_fixed_size_list(t):
         dims = []
         inner = arr

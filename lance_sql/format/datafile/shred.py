@@ -69,12 +69,31 @@ _NO_LIST = 1 << 20  # ordinal of "no list starts at this entry"
 def shred(field: LanceField, arr: pa.Array) -> list[ShreddedLeaf]:
     """Leaf columns of a top-level ``field`` holding ``arr``."""
     n = len(arr)
+    if owns_column(field):
+        return [_top_leaf(field, arr, n)]
     out: list[ShreddedLeaf] = []
     state = _State(
         np.arange(n, dtype=np.int64), np.full(n, _NO_LIST, np.int32), np.zeros(n, np.int32), []
     )
     _walk(field, arr, state, out, n)
     return out
+
+
+def _top_leaf(field: LanceField, arr: pa.Array, n: int) -> ShreddedLeaf:
+    """A top-level field that owns its column (no struct or list above it): one item
+    layer, definition levels only when something is null, the array itself as the value
+    slots. What :func:`_walk` and :func:`_finish` give such a field, without building
+    their per-entry index, ordinal and marker arrays (most columns of most tables)."""
+    arr = _storage(arr)
+    if pa.types.is_null(arr.type):
+        nulls: np.ndarray | None = np.ones(n, bool)
+    elif arr.null_count:
+        nulls = ~np.asarray(arr.is_valid())
+    else:
+        nulls = None
+    if nulls is None or not nulls.any():
+        return ShreddedLeaf(field, None, None, [repdef.ALL_VALID_ITEM], arr, n)
+    return ShreddedLeaf(field, None, nulls.astype(np.uint16), [repdef.NULLABLE_ITEM], arr, n)
 
 
 def _walk(field: LanceField, arr: pa.Array, st: _State, out: list, n: int) -> None:
@@ -118,21 +137,25 @@ def _walk(field: LanceField, arr: pa.Array, st: _State, out: list, n: int) -> No
         empty = live & valid & (lens == 0)
         expand = live & valid & (lens > 0)
         mark = np.where(null, 2 * j + 1, np.where(empty, 2 * j + 2, st.mark))
-        counts = np.where(expand, lens, 1)
-        owner = np.repeat(np.arange(st.idx.size), counts)
+        counts = np.where(expand, lens, 1)  # new entries per entry (at least one)
         first = np.cumsum(counts) - counts
-        pos = np.arange(owner.size) - first[owner]
+        # the entry each new entry comes from: a running count of entry starts (cheaper
+        # than np.repeat, as are the takes below)
+        owner = np.zeros(int(first[-1] + counts[-1]) if counts.size else 0, np.intp)
+        owner[first[1:]] = 1
+        np.cumsum(owner, out=owner)
+        pos = np.arange(owner.size) - np.take(first, owner)
         starts = np.where(expand, offsets[np.maximum(st.idx, 0)], -1)
-        idx = np.where(expand[owner], starts[owner] + pos, -1)
+        idx = np.where(np.take(expand, owner), np.take(starts, owner) + pos, -1)
         # every entry reaching this layer starts a list of this ordinal (or an outer one);
         # later items of a list start the next inner list (if any)
         entry_rep = np.minimum(st.rep, ordinal)
-        rep = np.where(pos == 0, entry_rep[owner], ordinal + 1).astype(np.int32)
+        rep = np.where(pos == 0, np.take(entry_rep, owner), ordinal + 1).astype(np.int32)
         child = arr.values
         if pa.types.is_map(t):
             child = pa.StructArray.from_arrays([arr.keys, arr.items],
                                                fields=[t.key_field, t.item_field])  # fmt: skip
-        nxt = _State(idx, rep, mark[owner], st.layers)
+        nxt = _State(idx, rep, np.take(mark, owner), st.layers)
         _walk(field.children[0], child, nxt, out, n)
         return
     raise UnsupportedFeatureError(f"column {field.name!r}: cannot write {t} in Lance 2.2 files")
@@ -190,8 +213,11 @@ def _finish(field: LanceField, arr: pa.Array, st: _State, n: int) -> ShreddedLea
     else:
         visible = None
     idx = st.idx if visible is None else st.idx[visible]
-    if not has_lists and len(arr) == idx.size and (idx.size == 0 or (
-            int(idx[0]) == 0 and np.all(idx[1:] - idx[:-1] == 1))):  # fmt: skip
+    if idx.size and int(idx[0]) >= 0 and int(idx[-1]) - int(idx[0]) == idx.size - 1 and (
+            np.all(idx[1:] - idx[:-1] == 1)):  # fmt: skip
+        # the slots are a run of the array (lists whose items follow each other): a slice
+        values = arr if idx.size == len(arr) else arr.slice(int(idx[0]), idx.size)
+    elif not has_lists and len(arr) == idx.size == 0:
         values = arr
     else:
         safe = np.maximum(idx, 0)

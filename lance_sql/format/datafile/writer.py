@@ -12,7 +12,10 @@ boundary.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -61,17 +64,39 @@ class WrittenFile:
     minor: int
 
 
+OVERLAP_MIN_BYTES = 1 << 20  # a write this large starts the helper thread of _Output
+
+
 class _Output:
-    """Tracks the position in the sink (which need not support tell) and aligns buffers."""
+    """Tracks the position in the sink (which need not support tell) and aligns buffers.
+
+    Within :meth:`overlapped` (one ``write_batch`` or ``finish``), from the first write
+    of :data:`OVERLAP_MIN_BYTES` on, writes are handed to a helper thread that writes
+    them in order while the caller encodes the next pages (the sink's write runs without
+    the interpreter lock). Positions are counted here as before, so the bytes land where
+    a direct write would put them. The helper is joined when the block ends; a failed
+    write is raised then, or by the next write.
+    """
 
     def __init__(self, sink: BinaryIO) -> None:
         self.sink = sink
         self.pos = 0
+        self._overlap = False
+        self._queue: queue.SimpleQueue[memoryview | None] | None = None
+        self._helper: threading.Thread | None = None
+        self._failure: BaseException | None = None
 
     def write(self, data: BufferLike) -> int:
         view = (data.data if isinstance(data, np.ndarray) else memoryview(data)).cast("B")
+        if self._failure is not None:
+            self._raise_failure()
         if view.nbytes:
-            self.sink.write(view)
+            if self._queue is None and self._overlap and view.nbytes >= OVERLAP_MIN_BYTES:
+                self._start_helper()
+            if self._queue is not None:
+                self._queue.put(view)
+            else:
+                self.sink.write(view)
         self.pos += view.nbytes
         return view.nbytes
 
@@ -82,6 +107,49 @@ class _Output:
         if pad:
             self.write(_PADDING[:pad])
         return start, size
+
+    @contextmanager
+    def overlapped(self) -> Iterator[None]:
+        """Let large writes in this block overlap with the caller's work (see above)."""
+        self._overlap = True
+        try:
+            yield
+        except BaseException:
+            self._stop_helper()
+            self._failure = None  # the caller's error is the one to report
+            raise
+        finally:
+            self._overlap = False
+        self._stop_helper()
+        if self._failure is not None:
+            self._raise_failure()
+
+    def _start_helper(self) -> None:
+        work: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+
+        def drain() -> None:
+            while (item := work.get()) is not None:
+                if self._failure is None:
+                    try:
+                        self.sink.write(item)
+                    except BaseException as exc:  # noqa: BLE001 - raised by the caller
+                        self._failure = exc
+
+        self._queue = work
+        self._helper = threading.Thread(target=drain, name="lance-sql-write", daemon=True)
+        self._helper.start()
+
+    def _stop_helper(self) -> None:
+        if self._queue is None or self._helper is None:
+            return
+        self._queue.put(None)
+        self._helper.join()
+        self._queue = self._helper = None
+
+    def _raise_failure(self) -> None:
+        exc, self._failure = self._failure, None
+        assert exc is not None
+        raise exc
 
 
 class _Column:
@@ -317,17 +385,19 @@ class LanceFileWriter:
         if self._finished is not None:
             raise ValueError(f"{self.path}: writer already finished")
         columns = [self._column_data(batch, i) for i in range(len(self._top))]
-        for column, chunks in zip(self._top, columns, strict=True):
-            for chunk in chunks:
-                column.push(chunk)
+        with self.out.overlapped():
+            for column, chunks in zip(self._top, columns, strict=True):
+                for chunk in chunks:
+                    column.push(chunk)
         self._rows += batch.num_rows
 
     def finish(self) -> WrittenFile:
         """Flush all pages, then write the descriptor, column metadata and footer."""
         if self._finished is not None:
             return self._finished
-        for column in self._top:
-            column.finish()
+        with self.out.overlapped():
+            for column in self._top:
+                column.finish()
         out = self.out
         descriptor = file_pb2.FileDescriptor(
             schema=self.schema.to_proto_schema(), length=self._rows
