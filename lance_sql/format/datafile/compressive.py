@@ -27,6 +27,7 @@ from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile import fsst
 from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate, inflate_many
+from lance_sql.format.datafile.memory import join_slices, pool_bytes
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 
@@ -338,14 +339,16 @@ def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | memoryview | pa.
                        np.int64, sizes.size)  # fmt: skip
     if np.any(first != (counts + 1) * wb) or np.any(last > sizes) or np.any(last < first):
         raise FormatError(f"{where}: string offsets point outside their chunk")
-    views = [memoryview(p) for p in pieces]
+    arrays = [np.frombuffer(p, np.uint8) for p in pieces]
     lo, hi = first.tolist(), last.tolist()
-    data = np.frombuffer(b"".join([v[a:b] for v, a, b in zip(views, lo, hi, strict=True)]),
-                         np.uint8)  # fmt: skip
-    words = np.frombuffer(b"".join([v[wb:a] for v, a in zip(views, lo, strict=True)]), dt)
     lens = last - first
+    data = pool_bytes(int(lens.sum()))
+    np.concatenate([a[x:y] for a, x, y in zip(arrays, lo, hi, strict=True)], out=data)
     n = int(counts.sum())
-    rebased = np.empty(n + 1, np.int32 if int(lens.sum()) < 2**31 and wb == 4 else np.int64)
+    words = pool_bytes(n * wb).view(dt)
+    np.concatenate([a[wb:x].view(dt) for a, x in zip(arrays, lo, strict=True)], out=words)
+    out_dt = np.dtype(np.int32 if int(lens.sum()) < 2**31 and wb == 4 else np.int64)
+    rebased = pool_bytes((n + 1) * out_dt.itemsize).view(out_dt)
     rebased[0] = 0
     _gather_runs(words, np.cumsum(counts) - counts, counts, np.cumsum(lens) - lens - first,
                  rebased[1:])  # fmt: skip
@@ -369,10 +372,7 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
         raise FormatError(f"{where}: string offsets point outside their chunk")
     lens = last - first
     if counts.size > 1:
-        mv = raw.data
-        lo = (starts + first).tolist()
-        hi = (starts + last).tolist()
-        data = np.frombuffer(b"".join([mv[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
+        data = join_slices(raw, starts + first, starts + last)
     else:
         data = raw[int(starts[0] + first[0]) : int(starts[0] + last[0])]
     # every offset but the chunk heads, rebased onto the joined data; a chunk's head equals
@@ -381,7 +381,8 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
     base = np.cumsum(lens) - lens - first
     n = int(counts.sum())
     small = int(lens.sum()) < 2**31 and width == 32
-    rebased = np.empty(n + 1, np.int32 if small else np.int64)
+    out_dt = np.dtype(np.int32 if small else np.int64)
+    rebased = pool_bytes((n + 1) * out_dt.itemsize).view(out_dt)
     rebased[0] = 0
     _gather_runs(words, heads + 1, counts, base, rebased[1:])
     return Variable(rebased, data, n)
