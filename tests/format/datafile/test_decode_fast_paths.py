@@ -4,13 +4,16 @@ the one-call bitpacking unpack."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import bitpacking as bp
-from lance_sql.format.datafile.blocks import Variable, to_arrow
+from lance_sql.format.datafile import blocks, parallel
+from lance_sql.format.datafile.blocks import Variable, deflate, to_arrow
 from lance_sql.format.datafile.compressive import ChunkBuffers, _gather_runs, _variable_pieces
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
@@ -117,3 +120,38 @@ def test_inflated_string_pieces_with_bad_offsets_are_refused(damage):
         piece[8] = 200  # the last offset points past the chunk
     with pytest.raises(FormatError, match="offsets|too small"):
         _variable_pieces(var, [bytes(piece)], np.array([2]), "t")
+
+
+@pytest.mark.parametrize("scheme", [1, 2])
+def test_inflating_many_buffers_in_threads_matches_one_by_one(monkeypatch, scheme):
+    """Past the thresholds, groups of buffers inflate on a few threads: same pieces, in
+    order; a corrupt buffer among them is still a FormatError."""
+    rng = np.random.default_rng(scheme)
+    raws = [bytes(rng.integers(0, 4, int(k), dtype=np.uint8)) for k in rng.integers(0, 3000, 150)]
+    if scheme == 2:  # one framing zstd buffers joined in one call do not use: one by one
+        packed = [deflate(2, r)[8:] if r else deflate(2, r) for r in raws]
+    else:
+        packed = [deflate(1, r) for r in raws]
+    joined = np.frombuffer(b"".join(packed), np.uint8)
+    sizes = [len(p) for p in packed]
+    pos = np.cumsum([0, *sizes[:-1]]).tolist()
+    serial = blocks.inflate_many(scheme, joined.data, pos, sizes, "t")
+    monkeypatch.setattr(blocks, "_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(blocks, "_INFLATE_GROUP", 4)
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+    calls: list[str] = []
+    original = blocks.inflate
+
+    def counted(*args, **kwargs):
+        calls.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(blocks, "inflate", counted)
+    threaded = blocks.inflate_many(scheme, joined.data, pos, sizes, "t")
+    assert len(calls) == len(raws)  # the grouped path ran
+    assert [bytes(p) for p in threaded] == [bytes(p) for p in serial] == raws
+    bad = bytearray(joined)
+    bad[pos[100] + 4 : pos[100] + sizes[100]] = b"\xff" * (sizes[100] - 4)
+    with pytest.raises(FormatError, match="t"):
+        blocks.inflate_many(scheme, memoryview(bytes(bad)), pos, sizes, "t")
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
