@@ -68,3 +68,56 @@ def map_parts(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     if errors:
         raise errors[0]
     return results  # type: ignore[return-value]
+
+
+def produce_then_place(produce: Callable[[T], tuple[R, int]],
+                       place: Callable[[T, R, int], None], items: Sequence[T]) -> int:
+    """Output laid out in item order, made side by side: ``produce(item)`` gives a result
+    and its size (run by up to :func:`threads` threads at once), then
+    ``place(item, result, at)`` runs with ``at`` the sizes of the earlier items added up,
+    as soon as those are all known. Returns the total size.
+
+    A thread holding an item waits only for items handed out before it, whose threads
+    never wait for it, so the waits end; a result is placed while still in cache.
+    """
+    count = min(threads(), len(items))
+    if count <= 1:
+        at = 0
+        for item in items:
+            result, size = produce(item)
+            place(item, result, at)
+            at += size
+        return at
+    offsets: list[int] = []  # offsets[i] once the sizes of items 0..i-1 are known
+    sizes: dict[int, int] = {}
+    total = [0]
+    failed = threading.Event()
+    ready = threading.Condition()
+
+    def one(i: int) -> None:
+        result, size = produce(items[i])
+        with ready:
+            sizes[i] = size
+            while len(offsets) in sizes:  # extend the known prefix
+                j = len(offsets)
+                offsets.append(total[0])
+                total[0] += sizes.pop(j)
+            ready.notify_all()
+            while len(offsets) <= i and not failed.is_set():
+                ready.wait()
+            if failed.is_set():
+                return
+            at = offsets[i]
+        place(items[i], result, at)
+
+    def guarded(i: int) -> None:
+        try:
+            one(i)
+        except BaseException:
+            failed.set()
+            with ready:
+                ready.notify_all()
+            raise
+
+    map_parts(guarded, range(len(items)))
+    return total[0]

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from v2_helpers import open_ours, page_layouts, pylance_write
 
+from lance_sql.errors import FormatError
 from lance_sql.format.datafile import fsst, parallel
 
 lance = pytest.importorskip("lance")
@@ -116,9 +117,9 @@ def test_pairs_skip_leading_bytes_and_refuse_bad_escapes(monkeypatch, counted) -
     assert [bytes(out[a:b]) for a, b in zip(ends[:-1], ends[1:], strict=True)] == [
         b"ab\xc3\xa9", b"", b"abA", b"\xc3\xa9ab"]
     assert counted
-    with pytest.raises(fsst.FormatError, match="crosses a string boundary"):
+    with pytest.raises(FormatError, match="crosses a string boundary"):
         fsst.decompress(table, np.array([0, 255, 66, 0], np.uint8), np.array([0, 2, 4]), "t")
-    with pytest.raises(fsst.FormatError, match="ends with an escape"):
+    with pytest.raises(FormatError, match="ends with an escape"):
         fsst.decompress(table, np.array([0, 1, 0, 255], np.uint8), np.array([0, 4]), "t")
 
 
@@ -172,3 +173,29 @@ def test_pylance_fsst_pages_read_the_same_both_ways(tmp_path: Path, monkeypatch,
     fast = read()
     assert len(counted) > len(layouts[0])  # several blocks per page
     assert fast.equals(general) and fast.equals(table)
+
+
+def test_produce_then_place_lays_results_out_in_order(monkeypatch) -> None:
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(0, 50, 60).tolist()
+    out = np.full(sum(sizes), -1)
+
+    def produce(k: int) -> tuple[int, int]:
+        return k, sizes[k]
+
+    def place(k: int, value: int, at: int) -> None:
+        assert at == sum(sizes[:k])
+        out[at : at + sizes[k]] = value
+
+    assert parallel.produce_then_place(produce, place, range(60)) == sum(sizes)
+    np.testing.assert_array_equal(out, np.repeat(np.arange(60), sizes))
+
+    def failing(k: int) -> tuple[int, int]:
+        if k == 7:
+            raise FormatError("block 7")
+        return k, sizes[k]
+
+    with pytest.raises(FormatError, match="block 7"):
+        parallel.produce_then_place(failing, place, range(60))
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
