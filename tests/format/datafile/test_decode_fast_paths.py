@@ -12,9 +12,14 @@ import pytest
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import bitpacking as bp
-from lance_sql.format.datafile import blocks, parallel
+from lance_sql.format.datafile import blocks, memory, parallel
 from lance_sql.format.datafile.blocks import Variable, deflate, to_arrow
-from lance_sql.format.datafile.compressive import ChunkBuffers, _gather_runs, _variable_pieces
+from lance_sql.format.datafile.compressive import (
+    ChunkBuffers,
+    _gather_runs,
+    _variable_pieces,
+    range_indices,
+)
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 
@@ -155,3 +160,48 @@ def test_inflating_many_buffers_in_threads_matches_one_by_one(monkeypatch, schem
     with pytest.raises(FormatError, match="t"):
         blocks.inflate_many(scheme, memoryview(bytes(bad)), pos, sizes, "t")
     assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+def test_gather_runs_equals_an_index_gather_or_declines():
+    rng = np.random.default_rng(3)
+    source = rng.integers(0, 256, 5000, dtype=np.uint8)
+    lengths = rng.integers(0, 40, 100)
+    gaps = rng.integers(0, 6, 100)
+    starts = np.cumsum(gaps + np.r_[0, lengths[:-1]])
+    got = memory.gather_runs(source, starts, lengths)
+    np.testing.assert_array_equal(got, source[range_indices(starts, lengths)])
+    assert memory.gather_runs(source, starts[::-1].copy(), lengths[::-1].copy()) is None
+    assert memory.gather_runs(source, np.array([0, 3]), np.array([4, 2])) is None  # overlap
+    assert memory.gather_runs(source, np.array([4990]), np.array([20])) is None  # past end
+    assert memory.gather_runs(source, np.zeros(0, np.int64), np.zeros(0, np.int64)).size == 0
+
+
+def test_full_zip_strings_gather_their_bytes_in_one_call(tmp_path, monkeypatch):
+    """Long strings (full-zip pages, FSST over them in pylance's files) read the same
+    with the one-call gather as with the per-byte index, which the gather declining
+    falls back to."""
+    lance = pytest.importorskip("lance")
+    rng = np.random.default_rng(5)
+    words = np.array(["lorem", "ipsum", "dölor", "日本", "", "sit", "amet\xff"])
+    text = [" ".join(words[rng.integers(0, words.size, int(k))])
+            for k in rng.integers(0, 200, 3000)]  # fmt: skip
+    table = pa.table({"s": pa.array(text, mask=rng.random(3000) < 0.1)})
+    path = tmp_path / "t.lance"
+    lance.write_dataset(table, str(path))
+    import lance_sql
+    from lance_sql.format.datafile import fullzip
+
+    calls: list[int] = []
+    original = fullzip.gather_runs
+
+    def counted(source, starts, lengths):
+        out = original(source, starts, lengths)
+        calls.append(0 if out is None else 1)
+        return out
+
+    monkeypatch.setattr(fullzip, "gather_runs", counted)
+    fast = lance_sql.dataset(path).to_table()
+    assert calls and all(calls)
+    monkeypatch.setattr(fullzip, "gather_runs", lambda *a: None)
+    general = lance_sql.dataset(path).to_table()
+    assert fast.equals(general) and fast.equals(table)
