@@ -292,14 +292,14 @@ def _decompress_pairs(table: SymbolTable, codes: np.ndarray, bounds: np.ndarray,
     ends = np.empty(bounds.size, np.int64)
     parallel.map_parts(lambda k: decoder.decode(k, out, base[k], ends), blocks)
     out[total - len(tail) : total] = np.frombuffer(tail, np.uint8)
-    # a string starting inside a pair starts after the pair's first code
-    head = bounds & ~1
-    first = np.take(table.lengths, np.take(codes, head, mode="clip"))
+    # a string starting inside a pair (an odd bound) starts after the pair's first code
+    odd = np.flatnonzero(bounds & 1)
+    head = bounds[odd] - 1
+    first = table.lengths[codes[head]]
     if lit.size:  # a literal first in its pair yields one byte
         at = np.minimum(np.searchsorted(lit, head), lit.size - 1)
         first[lit[at] == head] = 1
-    first *= (bounds & 1).astype(np.uint8)
-    ends += first
+    ends[odd] += first
     return out, ends
 
 
