@@ -12,33 +12,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from test_v2_units import _fsst_reference as _reference
+from test_v2_units import _table as _table_bytes
 from v2_helpers import open_ours, page_layouts, pylance_write
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import fsst, parallel
 
 lance = pytest.importorskip("lance")
-
-
-def _table_bytes(symbols: list[bytes]) -> bytes:
-    header = bytes([len(symbols), 0, 0, 1]) + b"TSSF"
-    body = b"".join(s.ljust(8, b"\0") for s in symbols) + bytes(len(s) for s in symbols)
-    return (header + body).ljust(fsst.TABLE_SIZE, b"\0")
-
-
-def _reference(symbols: list[bytes], codes: bytes, offsets: list[int]) -> list[bytes]:
-    out = []
-    for a, b in zip(offsets[:-1], offsets[1:], strict=True):
-        s, i = bytearray(), a
-        while i < b:
-            if codes[i] == 255:
-                s.append(codes[i + 1])
-                i += 2
-            else:
-                s += symbols[codes[i]]
-                i += 1
-        out.append(bytes(s))
-    return out
 
 
 def _case(seed: int, escape_rate: float, odd_tail: str | None
