@@ -21,6 +21,7 @@ calls release the GIL). That cast, ~8 ns a pair, is what bounds FSST decoding he
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -193,16 +194,39 @@ def _pair_views(table: SymbolTable, fixed: np.ndarray, fixed_lens: np.ndarray
                 ) -> tuple[pa.Array, pa.Buffer, pa.Array]:  # fmt: skip
     """The code pairs as Arrow binary-view structs: a fixed-size-binary(16) array of 65536
     views (entry ``a + 256 * b``: symbol ``a`` then symbol ``b``), then one per pair in
-    ``fixed`` (16-byte words, byte lengths ``fixed_lens``); the buffer the views of over
-    12 bytes point into; and each entry's byte length (uint8).
-
-    A view is a 4-byte length then, up to 12 bytes, the bytes themselves (zero padded);
-    longer ones hold their first 4 bytes, buffer 0 and their offset in that buffer.
+    ``fixed`` (16-byte words, byte lengths ``fixed_lens``: a literal and at most one
+    symbol, so at most 9 bytes); the buffer the views of over 12 bytes point into; and
+    each entry's byte length (uint8). The 65536 are kept for the last few tables (every
+    page of a column often has the same one, and each scan reads it again).
     """
-    words, lens = _pair_table(table)
+    key = table.symbols[:256].tobytes() + table.lengths[:256].tobytes()
+    views, body, lens = _table_views(key)
     if fixed.size:
-        words = np.concatenate([words, fixed])
+        extra, extra_body = _views_of(fixed, fixed_lens)
+        assert extra_body.size == 0  # literal pairs are short: all inline
+        views = np.concatenate([views, extra])
         lens = np.concatenate([lens, fixed_lens])
+    table_array = pa.Array.from_buffers(pa.binary(16), lens.size,
+                                        [None, pa.py_buffer(views)])  # fmt: skip
+    return table_array, body, pa.array(lens)
+
+
+@lru_cache(maxsize=8)
+def _table_views(key: bytes) -> tuple[np.ndarray, pa.Buffer, np.ndarray]:
+    """Views, long-pair buffer and lengths of the 65536 pairs of the table whose 256
+    symbol words and lengths are ``key`` (read-only: shared between threads)."""
+    symbols = np.frombuffer(key, "<u8", 256)
+    lengths = np.frombuffer(key, np.uint8, 256, 2048)
+    words, lens = _pair_table(SymbolTable(True, lengths, symbols))
+    views, body = _views_of(words, lens)
+    views.flags.writeable = lens.flags.writeable = False
+    return views, pa.py_buffer(body if body.size else np.zeros(16, np.uint8)), lens
+
+
+def _views_of(words: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Binary views (rows of 16 bytes) of byte strings given as zero-padded 16-byte words:
+    a 4-byte length then, up to 12 bytes, the bytes themselves; longer ones hold their
+    first 4 bytes, buffer 0 and their offset in the returned buffer of their words."""
     data = words.view(np.uint8).reshape(-1, 16)
     views = np.zeros((lens.size, 16), np.uint8)
     views[:, :4] = lens.astype("<u4").view(np.uint8).reshape(-1, 4)
@@ -211,10 +235,7 @@ def _pair_views(table: SymbolTable, fixed: np.ndarray, fixed_lens: np.ndarray
     body = data[long].reshape(-1)  # each long pair's 16 bytes (padding included)
     views[long, 8:12] = 0  # buffer 0
     views[long, 12:] = (np.arange(long.size, dtype="<u4") * 16).view(np.uint8).reshape(-1, 4)
-    table_array = pa.Array.from_buffers(pa.binary(16), lens.size,
-                                        [None, pa.py_buffer(views)])  # fmt: skip
-    body_buf = pa.py_buffer(body if body.size else np.zeros(16, np.uint8))
-    return table_array, body_buf, pa.array(lens)
+    return views, body
 
 
 class _PairDecoder:

@@ -180,3 +180,23 @@ def test_produce_then_place_lays_results_out_in_order(monkeypatch) -> None:
     with pytest.raises(FormatError, match="block 7"):
         parallel.produce_then_place(failing, place, range(60))
     assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+def test_pair_views_are_kept_per_table(monkeypatch) -> None:
+    """The 65536 pair views are built once per symbol table: a second page with the same
+    table reuses them, another table gets its own (and decodes by its own symbols)."""
+    monkeypatch.setattr(fsst, "_TAKE_MIN", 2)
+    fsst._table_views.cache_clear()
+    symbols, data, offsets = _case(11, 0.1, "symbol")
+    table = fsst.parse_symbol_table(_table_bytes(symbols), "t")
+    first = fsst.decompress(table, data, offsets, "t")
+    again = fsst.decompress(fsst.parse_symbol_table(_table_bytes(symbols), "t"), data,
+                            offsets, "t")  # fmt: skip
+    assert fsst._table_views.cache_info().hits == 1
+    np.testing.assert_array_equal(first[0], again[0])
+    other = [s[::-1] for s in symbols]
+    out, ends = fsst.decompress(fsst.parse_symbol_table(_table_bytes(other), "t"), data,
+                                offsets, "t")  # fmt: skip
+    assert fsst._table_views.cache_info().misses == 2
+    got = [bytes(out[a:b]) for a, b in zip(ends[:-1], ends[1:], strict=True)]
+    assert got == _reference(other, bytes(data), offsets.tolist())
