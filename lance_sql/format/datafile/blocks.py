@@ -25,8 +25,11 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
+from lance_sql.format.datafile import parallel
 
 MAX_INFLATE = 1 << 31  # refuse to allocate more than this for one decompressed buffer
+_INFLATE_GROUP = 32  # buffers inflated per task when many are inflated in threads
+_PARALLEL_BYTES = 1 << 20  # compressed bytes from which buffers inflate in threads
 
 
 @dataclass
@@ -159,8 +162,16 @@ def inflate_many(scheme: int, raw: memoryview, pos: list[int], sizes: list[int],
             bounds = np.cumsum([int.from_bytes(bytes(raw[s : s + 8]), "little") for s in pos])
             starts = [0, *bounds[:-1].tolist()]
             return [view[a:b] for a, b in zip(starts, bounds.tolist(), strict=True)]
-    return [inflate(scheme, raw[s : s + n], where, buffer=True)
-            for s, n in zip(pos, sizes, strict=True)]
+    if len(pos) < 2 * _INFLATE_GROUP or sum(sizes) < _PARALLEL_BYTES:
+        return [inflate(scheme, raw[s : s + n], where, buffer=True)
+                for s, n in zip(pos, sizes, strict=True)]  # fmt: skip
+    # the codec releases the GIL: groups of buffers inflate side by side
+    groups = range(0, len(pos), _INFLATE_GROUP)
+    done = parallel.map_parts(
+        lambda g: [inflate(scheme, raw[s : s + n], where, buffer=True)
+                   for s, n in zip(pos[g : g + _INFLATE_GROUP], sizes[g : g + _INFLATE_GROUP],
+                                   strict=True)], groups)  # fmt: skip
+    return [piece for group in done for piece in group]
 
 
 @cache

@@ -25,8 +25,9 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
-from lance_sql.format.datafile import fsst
+from lance_sql.format.datafile import fsst, parallel
 from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate, inflate_many
+from lance_sql.format.datafile.memory import join_slices, pool_bytes
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 
@@ -165,6 +166,11 @@ def decode_chunks(
         comp = enc.general.compression
         first = bufs[0]
         raw = first.raw.data  # each chunk's buffer in place: no gather first
+        if (comp.scheme == 1 and kind(enc.general.values) == "variable" and len(bufs) == 1
+                and int(first.sizes.sum()) >= LZ4_STRINGS_MIN_BYTES):  # fmt: skip
+            strings = _lz4_variable(enc.general.values.variable, first, counts, where)
+            if strings is not None:
+                return strings
         pieces = inflate_many(comp.scheme, raw, first.pos.tolist(), first.sizes.tolist(), where)
         if kind(enc.general.values) == "variable" and len(bufs) == 1:
             return _variable_pieces(enc.general.values.variable, pieces, counts, where)
@@ -338,18 +344,86 @@ def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | memoryview | pa.
                        np.int64, sizes.size)  # fmt: skip
     if np.any(first != (counts + 1) * wb) or np.any(last > sizes) or np.any(last < first):
         raise FormatError(f"{where}: string offsets point outside their chunk")
-    views = [memoryview(p) for p in pieces]
+    arrays = [np.frombuffer(p, np.uint8) for p in pieces]
     lo, hi = first.tolist(), last.tolist()
-    data = np.frombuffer(b"".join([v[a:b] for v, a, b in zip(views, lo, hi, strict=True)]),
-                         np.uint8)  # fmt: skip
-    words = np.frombuffer(b"".join([v[wb:a] for v, a in zip(views, lo, strict=True)]), dt)
     lens = last - first
+    data = pool_bytes(int(lens.sum()))
+    np.concatenate([a[x:y] for a, x, y in zip(arrays, lo, hi, strict=True)], out=data)
     n = int(counts.sum())
-    rebased = np.empty(n + 1, np.int32 if int(lens.sum()) < 2**31 and wb == 4 else np.int64)
+    words = pool_bytes(n * wb).view(dt)
+    np.concatenate([a[wb:x].view(dt) for a, x in zip(arrays, lo, strict=True)], out=words)
+    out_dt = np.dtype(np.int32 if int(lens.sum()) < 2**31 and wb == 4 else np.int64)
+    rebased = pool_bytes((n + 1) * out_dt.itemsize).view(out_dt)
     rebased[0] = 0
     _gather_runs(words, np.cumsum(counts) - counts, counts, np.cumsum(lens) - lens - first,
                  rebased[1:])  # fmt: skip
     return Variable(rebased, data, n)
+
+
+LZ4_STRINGS_MIN_BYTES = 1 << 20  # compressed bytes from which _lz4_variable is used
+_LZ4_GROUP = 16  # chunks inflated and placed per task
+
+
+def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
+                  where: str) -> Variable | None:  # fmt: skip
+    """String chunks each compressed with LZ4 (our default files), inflated by groups on a
+    few threads, each group's bytes and offsets written into the output right after
+    inflating it (while in cache): no second pass over the bytes.
+
+    A chunk is its offsets then its bytes (then up to a few bytes of padding), and its
+    LZ4 prefix says how many bytes it inflates to, which bounds its bytes; the exact place
+    of a group's bytes is known once the groups before it are inflated (see
+    :func:`parallel.produce_then_place`). None (the general path decides, and words any
+    error) when a chunk's size prefix cannot hold its offsets.
+    """
+    dt = _offset_dtype(var, where)
+    wb = dt.itemsize
+    raw, pos, sizes = buf.raw, buf.pos, buf.sizes
+    if np.any(sizes < 4):
+        return None
+    head = raw[pos[:, None] + np.arange(4)[None, :]].astype(np.int64)
+    full = head[:, 0] | (head[:, 1] << 8) | (head[:, 2] << 16) | (head[:, 3] << 24)
+    first = (counts + 1) * wb
+    if np.any(full < first):
+        return None
+    n = int(counts.sum())
+    room = full - first  # each chunk's bytes and padding
+    data = pool_bytes(int(room.sum()))
+    out_dt = np.dtype(np.int32 if int(room.sum()) < 2**31 and wb == 4 else np.int64)
+    rebased = pool_bytes((n + 1) * out_dt.itemsize).view(out_dt)
+    rebased[0] = 0
+    dst = (np.cumsum(counts) - counts + 1).tolist()
+    pos_l, size_l, full_l = pos.tolist(), sizes.tolist(), full.tolist()
+    first_l, count_l = first.tolist(), counts.tolist()
+    mv = raw.data
+
+    def produce(g: int) -> tuple[list[tuple[np.ndarray, int]], int]:
+        done, size = [], 0
+        for i in range(g, min(g + _LZ4_GROUP, len(pos_l))):
+            piece = np.frombuffer(inflate(1, mv[pos_l[i] : pos_l[i] + size_l[i]], where,
+                                          buffer=True), np.uint8)  # fmt: skip
+            if piece.size != full_l[i]:
+                raise FormatError(f"{where}: LZ4 chunk inflates to {piece.size} bytes, "
+                                  f"not the {full_l[i]} it says")  # fmt: skip
+            offs = piece[: first_l[i]].view(dt)
+            last = int(offs[-1])
+            if int(offs[0]) != first_l[i] or last > piece.size or last < first_l[i]:
+                raise FormatError(f"{where}: string offsets point outside their chunk")
+            done.append((piece, last))
+            size += last - first_l[i]
+        return done, size
+
+    def place(g: int, done: list[tuple[np.ndarray, int]], at: int) -> None:
+        for i, (piece, last) in zip(range(g, g + len(done)), done, strict=True):
+            lo, count = first_l[i], count_l[i]
+            data[at : at + last - lo] = piece[lo:last]
+            out = rebased[dst[i] : dst[i] + count]
+            out[...] = piece[wb:lo].view(dt)
+            out += at - lo
+            at += last - lo
+
+    total = parallel.produce_then_place(produce, place, range(0, len(pos_l), _LZ4_GROUP))
+    return Variable(rebased, data[:total], n)
 
 
 def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Variable:
@@ -369,10 +443,7 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
         raise FormatError(f"{where}: string offsets point outside their chunk")
     lens = last - first
     if counts.size > 1:
-        mv = raw.data
-        lo = (starts + first).tolist()
-        hi = (starts + last).tolist()
-        data = np.frombuffer(b"".join([mv[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)
+        data = join_slices(raw, starts + first, starts + last)
     else:
         data = raw[int(starts[0] + first[0]) : int(starts[0] + last[0])]
     # every offset but the chunk heads, rebased onto the joined data; a chunk's head equals
@@ -381,7 +452,8 @@ def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where:
     base = np.cumsum(lens) - lens - first
     n = int(counts.sum())
     small = int(lens.sum()) < 2**31 and width == 32
-    rebased = np.empty(n + 1, np.int32 if small else np.int64)
+    out_dt = np.dtype(np.int32 if small else np.int64)
+    rebased = pool_bytes((n + 1) * out_dt.itemsize).view(out_dt)
     rebased[0] = 0
     _gather_runs(words, heads + 1, counts, base, rebased[1:])
     return Variable(rebased, data, n)

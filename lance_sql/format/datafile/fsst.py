@@ -11,22 +11,28 @@ code, so escapes and literals alternate inside it), every input byte gets an out
 (symbol length, 0 for an escape, 1 for a literal) and its symbol as one zero-padded 8-byte
 word; output positions are the running sum of the lengths, and one scatter in input order
 through a view with a one-byte stride writes the words, each word's padding overwritten by
-the next word. From a few thousand codes on, codes go two at a time: Arrow's ``take`` of
-a binary array of symbol pairs (a 65536-entry table, one entry per pair of codes, plus one
-per pair holding an escaped byte) does the work in C.
+the next word. From a few thousand codes on, codes go two at a time through Arrow: the
+views of a 65536-entry table of symbol pairs (plus one entry per pair holding an escaped
+byte) are gathered by a fixed-width ``take`` and cast from binary views to binary, which
+lays the bytes out back to back in C; large pages go in blocks over a few threads (both
+calls release the GIL). That cast, ~8 ns a pair, is what bounds FSST decoding here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError
+from lance_sql.format.datafile import parallel
+from lance_sql.format.datafile.memory import pool_bytes
 
 TABLE_SIZE = 8 + 256 * 8 + 256
-_TAKE_MIN = 1 << 12  # codes; from here Arrow's take of symbol pairs decodes fastest
+_TAKE_MIN = 1 << 12  # codes; from here pairs decoded by Arrow are fastest
+_PAIR_BLOCK = 1 << 18  # pairs decoded per Arrow call (4 MiB of views), the unit of threading
 _MAGIC = b"TSSF"
 ESCAPE = 255
 
@@ -123,11 +129,11 @@ def decompress(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Decode strings ``data[offsets[i]:offsets[i+1]]``; returns (bytes, int64 offsets).
 
-    Every code is looked up as one 8-byte word (symbol bytes, zero padded); output
-    positions are the running sum of symbol lengths, and one ordered scatter of the words
-    through a one-byte-stride view writes them, each word's padding overwritten by the
-    next. Large inputs without escapes go two codes at a time through a 65536-entry table
-    of 16-byte words, which halves the per-code work.
+    Small inputs: every code is looked up as one 8-byte word (symbol bytes, zero padded);
+    output positions are the running sum of symbol lengths, and one ordered scatter of
+    the words through a one-byte-stride view writes them, each word's padding overwritten
+    by the next. From :data:`_TAKE_MIN` codes on, codes go two at a time through Arrow
+    (:class:`_PairDecoder`), which halves the per-code work and runs in C.
     """
     offsets = offsets.astype(np.int64, copy=False)
     start = int(offsets[0]) if offsets.size else 0
@@ -139,18 +145,20 @@ def decompress(
     if n == 0:
         return np.zeros(0, np.uint8), np.zeros(offsets.size, np.int64)
     bounds = offsets - start
+    lit0 = np.zeros(0, np.int64)
     if bounds.min() < 0 or bounds.max() > n:
         raise FormatError(f"{where}: FSST string offsets outside the compressed data")
-    escapes = np.flatnonzero(codes == ESCAPE)
-    lit = np.zeros(0, np.int64)
+    # no escape below the largest code (one cheap reduction, the common case)
+    escapes = np.flatnonzero(codes == ESCAPE) if int(codes.max()) == ESCAPE else lit0
+    lit = lit0
     if escapes.size:
         lit = _literals(escapes, n, where)
-        starts = np.zeros(n + 1, bool)
-        starts[bounds[1:-1]] = True
-        if starts[lit].any():
+        inner = bounds[1:-1]  # a literal may not start a string
+        at = np.minimum(np.searchsorted(inner, lit), max(inner.size - 1, 0))
+        if inner.size and np.any(inner[at] == lit):
             raise FormatError(f"{where}: FSST escape crosses a string boundary")
     if n >= _TAKE_MIN:
-        return _decompress_take(table, codes, bounds, lit)
+        return _decompress_pairs(table, codes, bounds, lit)
     lengths = np.take(table.lengths, codes)
     words = np.take(table.symbols, codes)
     if lit.size:
@@ -182,47 +190,138 @@ def _literal_pairs(table: SymbolTable, codes: np.ndarray, lit: np.ndarray
     return fixed.view("V16").reshape(-1), lens
 
 
-def _decompress_take(table: SymbolTable, codes: np.ndarray, bounds: np.ndarray,
-                     lit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Codes two at a time by Arrow's ``take`` of a binary array of symbol pairs (65536
-    entries, one per pair of codes, then one per pair holding a literal): its values are
-    the decoded bytes, its offsets give each pair's end.
-
-    An odd last code is paired with the escape code (which decodes to nothing). A pair
-    holding a literal (``lit``: sorted positions) gets its own entry: the byte alone when
-    its escape comes first in the pair, else the byte then the next code's symbol. A
-    string that starts after an odd number of codes starts inside a pair, after its first
-    code's bytes.
+def _pair_views(table: SymbolTable, fixed: np.ndarray, fixed_lens: np.ndarray
+                ) -> tuple[pa.Array, pa.Buffer, pa.Array]:  # fmt: skip
+    """The code pairs as Arrow binary-view structs: a fixed-size-binary(16) array of 65536
+    views (entry ``a + 256 * b``: symbol ``a`` then symbol ``b``), then one per pair in
+    ``fixed`` (16-byte words, byte lengths ``fixed_lens``: a literal and at most one
+    symbol, so at most 9 bytes); the buffer the views of over 12 bytes point into; and
+    each entry's byte length (uint8). The 65536 are kept for the last few tables (every
+    page of a column often has the same one, and each scan reads it again).
     """
-    if codes.size & 1:
-        codes = np.r_[codes, np.uint8(ESCAPE)]
-    words, lens = _pair_table(table)
-    idx: np.ndarray = codes.view("<u2")
-    if lit.size:
-        fixed, fixed_lens = _literal_pairs(table, codes, lit)
-        words = np.concatenate([words, fixed])
+    key = table.symbols[:256].tobytes() + table.lengths[:256].tobytes()
+    views, body, lens = _table_views(key)
+    if fixed.size:
+        extra, extra_body = _views_of(fixed, fixed_lens)
+        assert extra_body.size == 0  # literal pairs are short: all inline
+        views = np.concatenate([views, extra])
         lens = np.concatenate([lens, fixed_lens])
+    table_array = pa.Array.from_buffers(pa.binary(16), lens.size,
+                                        [None, pa.py_buffer(views)])  # fmt: skip
+    return table_array, body, pa.array(lens)
+
+
+@lru_cache(maxsize=8)
+def _table_views(key: bytes) -> tuple[np.ndarray, pa.Buffer, np.ndarray]:
+    """Views, long-pair buffer and lengths of the 65536 pairs of the table whose 256
+    symbol words and lengths are ``key`` (read-only: shared between threads)."""
+    symbols = np.frombuffer(key, "<u8", 256)
+    lengths = np.frombuffer(key, np.uint8, 256, 2048)
+    words, lens = _pair_table(SymbolTable(True, lengths, symbols))
+    views, body = _views_of(words, lens)
+    views.flags.writeable = lens.flags.writeable = False
+    return views, pa.py_buffer(body if body.size else np.zeros(16, np.uint8)), lens
+
+
+def _views_of(words: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Binary views (rows of 16 bytes) of byte strings given as zero-padded 16-byte words:
+    a 4-byte length then, up to 12 bytes, the bytes themselves; longer ones hold their
+    first 4 bytes, buffer 0 and their offset in the returned buffer of their words."""
+    data = words.view(np.uint8).reshape(-1, 16)
+    views = np.zeros((lens.size, 16), np.uint8)
+    views[:, :4] = lens.astype("<u4").view(np.uint8).reshape(-1, 4)
+    views[:, 4:] = data[:, :12]
+    long = np.flatnonzero(lens > 12)
+    body = data[long].reshape(-1)  # each long pair's 16 bytes (padding included)
+    views[long, 8:12] = 0  # buffer 0
+    views[long, 12:] = (np.arange(long.size, dtype="<u4") * 16).view(np.uint8).reshape(-1, 4)
+    return views, body
+
+
+class _PairDecoder:
+    """Codes two at a time, decoded in C by Arrow, block by block over a few threads.
+
+    Pair ``j`` is codes ``2j, 2j+1``, a little-endian uint16 into the pair table (see
+    :func:`_pair_views`); pairs holding a literal have their own entries (index 65536 and
+    up). A block of pairs is decoded by gathering its views (a fixed-width ``take``) and
+    casting them from binary views to binary, which copies the bytes back to back; both
+    calls release the GIL. Block sizes are summed first, so that each block is copied
+    into the output while its bytes are still in cache and the string offsets that fall
+    in it are read from its pair ends straight away.
+    """
+
+    def __init__(self, views: pa.Array, body: pa.Buffer, lens: pa.Array, idx: pa.Array,
+                 bounds: np.ndarray) -> None:  # fmt: skip
+        self.views, self.body, self.lens, self.idx = views, body, lens, idx
+        npair = len(idx)
+        self.firsts = list(range(0, npair, _PAIR_BLOCK)) or [0]
+        self.counts = [min(_PAIR_BLOCK, npair - a) for a in self.firsts]
+        self.pair = bounds >> 1  # the pair each string bound falls in (non-decreasing)
+        cut = np.searchsorted(self.pair, np.asarray(self.firsts[1:], np.int64)).tolist()
+        self.spans = list(zip([0, *cut], [*cut, bounds.size], strict=True))
+
+    def size(self, k: int) -> int:
+        """Decoded bytes of block ``k``."""
+        taken = self.lens.take(self.idx.slice(self.firsts[k], self.counts[k]))
+        return int(np.frombuffer(taken.buffers()[1], np.uint8, len(taken),
+                                 taken.offset).sum(dtype=np.int64))  # fmt: skip
+
+    def decode(self, k: int, out: np.ndarray, at: int, ends: np.ndarray) -> None:
+        """Decode block ``k`` into ``out[at:]``; the string bounds in it into ``ends``."""
+        first, count = self.firsts[k], self.counts[k]
+        taken = self.views.take(self.idx.slice(first, count))
+        pairs = pa.Array.from_buffers(pa.binary_view(), count,
+                                      [None, taken.buffers()[1], self.body])  # fmt: skip
+        flat = pairs.cast(pa.binary())
+        pair_ends = np.frombuffer(flat.buffers()[1], "<i4", count + 1, flat.offset * 4)
+        size = int(pair_ends[-1])
+        out[at : at + size] = np.frombuffer(flat.buffers()[2], np.uint8, size)
+        lo, hi = self.spans[k]
+        ends[lo:hi] = pair_ends[self.pair[lo:hi] - first]
+        ends[lo:hi] += at
+
+
+def _decompress_pairs(table: SymbolTable, codes: np.ndarray, bounds: np.ndarray,
+                      lit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Codes two at a time (see :class:`_PairDecoder`); an odd last code is decoded on
+    its own after the pairs. A pair holding a literal (``lit``: sorted positions) gets
+    its own entry: the byte alone when its escape comes first in the pair, else the byte
+    then the next code's symbol. A string that starts after an odd number of codes starts
+    inside a pair, after its first code's bytes.
+    """
+    n = codes.size
+    npair = n >> 1
+    in_pairs = lit[lit < 2 * npair] if lit.size else lit
+    views, body, lens = _pair_views(table, *_literal_pairs(table, codes, in_pairs))
+    idx: np.ndarray = codes[: 2 * npair].view("<u2")
+    if in_pairs.size:
         idx = idx.astype(np.uint32)
-        idx[lit >> 1] = 65536 + np.arange(lit.size, dtype=np.uint32)
-    offs = np.zeros(lens.size + 1, np.int64)
-    np.cumsum(lens, out=offs[1:])
-    data = words.view(np.uint8).reshape(-1, 16)[np.arange(16)[None, :] < lens[:, None]]
-    large = idx.size * 16 >= 1 << 31  # the output could overflow 32-bit offsets
-    symbols = pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), lens.size,
-                                    [None, pa.py_buffer(offs if large else offs.astype(np.int32)),
-                                     pa.py_buffer(data)])  # fmt: skip
-    taken = symbols.take(pa.array(idx))
-    width = 8 if large else 4
-    ends = np.frombuffer(taken.buffers()[1], f"<i{width}", idx.size + 1, taken.offset * width)
-    size = int(ends[-1])
-    out = np.frombuffer(taken.buffers()[2], np.uint8, size) if size else np.zeros(0, np.uint8)
-    head = bounds & ~1
-    first = np.take(table.lengths, np.take(codes, head, mode="clip"))
+        idx[in_pairs >> 1] = 65536 + np.arange(in_pairs.size, dtype=np.uint32)
+    decoder = _PairDecoder(views, body, lens, pa.array(idx), bounds)
+    blocks = range(len(decoder.firsts))
+    sizes = parallel.map_parts(decoder.size, blocks)
+    base = np.cumsum([0, *sizes]).tolist()
+    tail = b""
+    if n & 1:  # the odd last code: a literal (its escape ends the last pair) or a symbol
+        last = int(codes[-1])
+        if lit.size and int(lit[-1]) == n - 1:
+            tail = bytes([last])
+        else:
+            tail = int(table.symbols[last]).to_bytes(8, "little")[: int(table.lengths[last])]
+    total = base[-1] + len(tail)
+    out = pool_bytes(total)
+    ends = np.empty(bounds.size, np.int64)
+    parallel.map_parts(lambda k: decoder.decode(k, out, base[k], ends), blocks)
+    out[total - len(tail) : total] = np.frombuffer(tail, np.uint8)
+    # a string starting inside a pair (an odd bound) starts after the pair's first code
+    odd = np.flatnonzero(bounds & 1)
+    head = bounds[odd] - 1
+    first = table.lengths[codes[head]]
     if lit.size:  # a literal first in its pair yields one byte
         at = np.minimum(np.searchsorted(lit, head), lit.size - 1)
         first[lit[at] == head] = 1
-    first *= (bounds & 1).astype(np.uint8)
-    return out, ends[bounds >> 1].astype(np.int64) + first
+    ends[odd] += first
+    return out, ends
 
 
 def _literals(escapes: np.ndarray, n: int, where: str) -> np.ndarray:

@@ -27,6 +27,7 @@ from lance_sql.format.datafile import compressive as cz
 from lance_sql.format.datafile import repdef
 from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate, to_arrow
 from lance_sql.format.datafile.compressive import range_indices
+from lance_sql.format.datafile.memory import gather_runs
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 Reader = Callable[[int, int], bytes | memoryview]
@@ -252,7 +253,9 @@ class FullZipPage:
                                            self.leaf_type, where)  # fmt: skip
         offsets = np.zeros(vs.size + 1, np.int64)
         np.cumsum(vl, out=offsets[1:])
-        data = raw[range_indices(vs, vl)]
+        data = gather_runs(raw, vs, vl)  # the rows' bytes without their headers
+        if data is None:
+            data = raw[range_indices(vs, vl)]
         block: Block = Variable(offsets, data, vs.size)
         if k == "fsst":
             block = cz.fsst_decode(enc.fsst.symbol_table, block, where)

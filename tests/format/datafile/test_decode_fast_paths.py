@@ -4,14 +4,22 @@ the one-call bitpacking unpack."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import bitpacking as bp
-from lance_sql.format.datafile.blocks import Variable, to_arrow
-from lance_sql.format.datafile.compressive import ChunkBuffers, _gather_runs, _variable_pieces
+from lance_sql.format.datafile import blocks, memory, parallel
+from lance_sql.format.datafile.blocks import Variable, deflate, to_arrow
+from lance_sql.format.datafile.compressive import (
+    ChunkBuffers,
+    _gather_runs,
+    _variable_pieces,
+    range_indices,
+)
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
 
@@ -117,3 +125,83 @@ def test_inflated_string_pieces_with_bad_offsets_are_refused(damage):
         piece[8] = 200  # the last offset points past the chunk
     with pytest.raises(FormatError, match="offsets|too small"):
         _variable_pieces(var, [bytes(piece)], np.array([2]), "t")
+
+
+@pytest.mark.parametrize("scheme", [1, 2])
+def test_inflating_many_buffers_in_threads_matches_one_by_one(monkeypatch, scheme):
+    """Past the thresholds, groups of buffers inflate on a few threads: same pieces, in
+    order; a corrupt buffer among them is still a FormatError."""
+    rng = np.random.default_rng(scheme)
+    raws = [bytes(rng.integers(0, 4, int(k), dtype=np.uint8)) for k in rng.integers(0, 3000, 150)]
+    if scheme == 2:  # one framing zstd buffers joined in one call do not use: one by one
+        packed = [deflate(2, r)[8:] if r else deflate(2, r) for r in raws]
+    else:
+        packed = [deflate(1, r) for r in raws]
+    joined = np.frombuffer(b"".join(packed), np.uint8)
+    sizes = [len(p) for p in packed]
+    pos = np.cumsum([0, *sizes[:-1]]).tolist()
+    serial = blocks.inflate_many(scheme, joined.data, pos, sizes, "t")
+    monkeypatch.setattr(blocks, "_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(blocks, "_INFLATE_GROUP", 4)
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+    calls: list[str] = []
+    original = blocks.inflate
+
+    def counted(*args, **kwargs):
+        calls.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(blocks, "inflate", counted)
+    threaded = blocks.inflate_many(scheme, joined.data, pos, sizes, "t")
+    assert len(calls) == len(raws)  # the grouped path ran
+    assert [bytes(p) for p in threaded] == [bytes(p) for p in serial] == raws
+    bad = bytearray(joined)
+    bad[pos[100] + 4 : pos[100] + sizes[100]] = b"\xff" * (sizes[100] - 4)
+    with pytest.raises(FormatError, match="t"):
+        blocks.inflate_many(scheme, memoryview(bytes(bad)), pos, sizes, "t")
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+def test_gather_runs_equals_an_index_gather_or_declines():
+    rng = np.random.default_rng(3)
+    source = rng.integers(0, 256, 5000, dtype=np.uint8)
+    lengths = rng.integers(0, 40, 100)
+    gaps = rng.integers(0, 6, 100)
+    starts = np.cumsum(gaps + np.r_[0, lengths[:-1]])
+    got = memory.gather_runs(source, starts, lengths)
+    np.testing.assert_array_equal(got, source[range_indices(starts, lengths)])
+    assert memory.gather_runs(source, starts[::-1].copy(), lengths[::-1].copy()) is None
+    assert memory.gather_runs(source, np.array([0, 3]), np.array([4, 2])) is None  # overlap
+    assert memory.gather_runs(source, np.array([4990]), np.array([20])) is None  # past end
+    assert memory.gather_runs(source, np.zeros(0, np.int64), np.zeros(0, np.int64)).size == 0
+
+
+def test_full_zip_strings_gather_their_bytes_in_one_call(tmp_path, monkeypatch):
+    """Long strings (full-zip pages, FSST over them in pylance's files) read the same
+    with the one-call gather as with the per-byte index, which the gather declining
+    falls back to."""
+    lance = pytest.importorskip("lance")
+    rng = np.random.default_rng(5)
+    words = np.array(["lorem", "ipsum", "dölor", "日本", "", "sit", "amet\xff"])
+    text = [" ".join(words[rng.integers(0, words.size, int(k))])
+            for k in rng.integers(0, 200, 3000)]  # fmt: skip
+    table = pa.table({"s": pa.array(text, mask=rng.random(3000) < 0.1)})
+    path = tmp_path / "t.lance"
+    lance.write_dataset(table, str(path))
+    import lance_sql
+    from lance_sql.format.datafile import fullzip
+
+    calls: list[int] = []
+    original = fullzip.gather_runs
+
+    def counted(source, starts, lengths):
+        out = original(source, starts, lengths)
+        calls.append(0 if out is None else 1)
+        return out
+
+    monkeypatch.setattr(fullzip, "gather_runs", counted)
+    fast = lance_sql.dataset(path).to_table()
+    assert calls and all(calls)
+    monkeypatch.setattr(fullzip, "gather_runs", lambda *a: None)
+    general = lance_sql.dataset(path).to_table()
+    assert fast.equals(general) and fast.equals(table)

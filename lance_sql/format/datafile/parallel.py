@@ -1,0 +1,123 @@
+"""Spreading a decode's independent parts over a few short-lived threads.
+
+Only for work that runs in numpy or Arrow calls releasing the GIL (codecs, takes, casts,
+large copies): the threads then run side by side. Threads are started for one call and
+joined before it returns (none outlives the read that started it); the calling thread
+works too. Results come back in the order of the items; the first error is raised once
+every thread has stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+MAX_THREADS = 4
+THREAD_NAME = "lance_sql-decode"
+
+
+def threads() -> int:
+    """Threads a decode may use: the CPUs this process may run on, at most MAX_THREADS."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on every platform
+        cpus = os.cpu_count() or 1
+    return max(1, min(MAX_THREADS, cpus))
+
+
+def map_parts(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``[fn(item) for item in items]``, items taken in turn by up to :func:`threads`
+    threads (the caller's among them)."""
+    count = min(threads(), len(items))
+    if count <= 1:
+        return [fn(item) for item in items]
+    results: list[R | None] = [None] * len(items)
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    position = iter(range(len(items)))
+
+    def work() -> None:
+        while True:
+            with lock:
+                if errors:
+                    return
+                i = next(position, None)
+            if i is None:
+                return
+            try:
+                results[i] = fn(items[i])
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller below
+                with lock:
+                    errors.append(exc)
+                return
+
+    helpers = [threading.Thread(target=work, name=f"{THREAD_NAME}-{k}", daemon=True)
+               for k in range(count - 1)]  # fmt: skip
+    for t in helpers:
+        t.start()
+    try:
+        work()
+    finally:
+        for t in helpers:
+            t.join()
+    if errors:
+        raise errors[0]
+    return results  # type: ignore[return-value]
+
+
+def produce_then_place(produce: Callable[[T], tuple[R, int]],
+                       place: Callable[[T, R, int], None], items: Sequence[T]) -> int:
+    """Output laid out in item order, made side by side: ``produce(item)`` gives a result
+    and its size (run by up to :func:`threads` threads at once), then
+    ``place(item, result, at)`` runs with ``at`` the sizes of the earlier items added up,
+    as soon as those are all known. Returns the total size.
+
+    A thread holding an item waits only for items handed out before it, whose threads
+    never wait for it, so the waits end; a result is placed while still in cache.
+    """
+    count = min(threads(), len(items))
+    if count <= 1:
+        at = 0
+        for item in items:
+            result, size = produce(item)
+            place(item, result, at)
+            at += size
+        return at
+    offsets: list[int] = []  # offsets[i] once the sizes of items 0..i-1 are known
+    sizes: dict[int, int] = {}
+    total = [0]
+    failed = threading.Event()
+    ready = threading.Condition()
+
+    def one(i: int) -> None:
+        result, size = produce(items[i])
+        with ready:
+            sizes[i] = size
+            while len(offsets) in sizes:  # extend the known prefix
+                j = len(offsets)
+                offsets.append(total[0])
+                total[0] += sizes.pop(j)
+            ready.notify_all()
+            while len(offsets) <= i and not failed.is_set():
+                ready.wait()
+            if failed.is_set():
+                return
+            at = offsets[i]
+        place(items[i], result, at)
+
+    def guarded(i: int) -> None:
+        try:
+            one(i)
+        except BaseException:
+            failed.set()
+            with ready:
+                ready.notify_all()
+            raise
+
+    map_parts(guarded, range(len(items)))
+    return total[0]

@@ -1,0 +1,142 @@
+"""String pages of our default files (LZ4 chunks over offsets and bytes) read by the
+threaded path that places each group of chunks as it is inflated: the same table as the
+one-chunk-at-a-time path, over nulls, empty strings, non-ASCII text, binary values,
+large strings and several pages; a chunk whose size prefix lies is a FormatError."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from v2_helpers import open_ours, page_layouts
+
+from lance_sql.errors import FormatError
+from lance_sql.format.datafile import LanceFileWriter, compressive, parallel
+from lance_sql.format.datafile.blocks import deflate, inflate
+from lance_sql.format.datafile.compressive import ChunkBuffers
+from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+from lance_sql.format.schema import LanceSchema
+
+
+def _table(n: int, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    words = np.array(["item", "cart", "bücher", "日本語", "ñandú", "", "😀", "https://x.io/"])
+    parts = words[rng.integers(0, words.size, (n, 5))]
+    text = ["".join(p) + (str(i) if i % 4 else "") for i, p in enumerate(parts)]
+    nulls = rng.random(n) < 0.1
+    raw = [bytes(rng.integers(0, 256, int(k), dtype=np.uint8)) for k in rng.integers(0, 30, n)]
+    return pa.table({"s": pa.array(text, mask=nulls), "b": pa.array(raw, pa.binary()),
+                     "l": pa.array(text, pa.large_string())})
+
+
+def _write(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version="2.2",
+                             page_bytes=256 * 1024, max_page_bytes=1024 * 1024)
+    for batch in table.to_batches(max_chunksize=20_000):
+        writer.write_batch(pa.Table.from_batches([batch]))
+    writer.finish()
+    return sink.getvalue()
+
+
+def _read(data: bytes, schema: pa.Schema) -> pa.Table:
+    reader, cmap = open_ours(data)
+    return pa.table(reader.read(reader.schema.fields, cmap), schema=schema)
+
+
+@pytest.fixture(scope="module")
+def written() -> tuple[pa.Table, bytes]:
+    table = _table(80_000)
+    return table, _write(table)
+
+
+@pytest.fixture
+def placed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Chunks read by the threaded path (each call's count), with 3 threads, 3 chunks a
+    group and no size threshold."""
+    calls: list[int] = []
+    original = compressive._lz4_variable
+
+    def counted(var, buf, counts, where):
+        out = original(var, buf, counts, where)
+        if out is not None:
+            calls.append(int(counts.size))
+        return out
+
+    monkeypatch.setattr(compressive, "_lz4_variable", counted)
+    monkeypatch.setattr(compressive, "LZ4_STRINGS_MIN_BYTES", 0)
+    monkeypatch.setattr(compressive, "_LZ4_GROUP", 3)
+    monkeypatch.setattr(parallel, "threads", lambda: 3)
+    return calls
+
+
+def test_threaded_lz4_strings_match_the_general_path(written, placed, monkeypatch) -> None:
+    table, data = written
+    kinds = [{p.mini_block_layout.value_compression.WhichOneof("compression") for p in col}
+             for col in page_layouts(data)]  # fmt: skip
+    assert kinds[0] == kinds[2] == {"general"} and len(page_layouts(data)[0]) > 1, kinds
+    fast = _read(data, table.schema)
+    assert placed and sum(placed) > 3 * len(placed)  # many chunks, several groups each
+    monkeypatch.setattr(compressive, "LZ4_STRINGS_MIN_BYTES", 1 << 62)
+    calls = len(placed)
+    general = _read(data, table.schema)
+    assert len(placed) == calls  # the general path this time
+    assert fast.equals(general) and fast.equals(table)
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+def _chunks(strings: list[list[bytes]], pad: list[int]) -> tuple[ChunkBuffers, np.ndarray]:
+    """LZ4 chunks (offsets, bytes, ``pad`` bytes of padding), 8 bytes apart in one buffer."""
+    packed = []
+    for chunk, extra in zip(strings, pad, strict=True):
+        ends = np.cumsum([0] + [len(s) for s in chunk]) + 4 * (len(chunk) + 1)
+        body = ends.astype("<u4").tobytes() + b"".join(chunk) + b"\0" * extra
+        packed.append(deflate(1, body))
+    raw, pos = b"", []
+    for piece in packed:
+        pos.append(len(raw))
+        raw += piece + b"\x07" * 8
+    sizes = np.array([len(p) for p in packed])
+    counts = np.array([len(c) for c in strings])
+    return ChunkBuffers(np.frombuffer(raw, np.uint8), np.array(pos), sizes), counts
+
+
+_VAR = pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=32)))
+
+
+def test_lz4_chunks_placed_as_inflated_equal_the_pieces_path(placed) -> None:
+    rng = np.random.default_rng(7)
+    strings = [[rng.bytes(int(k)) for k in rng.integers(0, 20, int(c))]
+               for c in rng.integers(1, 40, 25)]  # fmt: skip
+    buf, counts = _chunks(strings, [int(p) for p in rng.integers(0, 4, 25)])
+    block = compressive._lz4_variable(_VAR, buf, counts, "t")
+    assert block is not None and placed == [25]
+    pieces = [inflate(1, buf.raw[a : a + n], "t") for a, n in zip(buf.pos, buf.sizes, strict=True)]
+    general = compressive._variable_pieces(_VAR, pieces, counts, "t")
+    assert block.n == general.n == int(counts.sum())
+    np.testing.assert_array_equal(block.offsets, general.offsets)
+    np.testing.assert_array_equal(block.data, general.data)
+    got = [bytes(block.data[a:b]) for a, b in zip(block.offsets[:-1], block.offsets[1:],
+                                                   strict=True)]  # fmt: skip
+    assert got == [s for c in strings for s in c]
+
+
+def test_lz4_chunks_with_a_lying_prefix_or_offsets_are_refused(placed) -> None:
+    strings = [[b"abc", b"", b"de"]] * 10
+    buf, counts = _chunks(strings, [0] * 10)
+    raw = buf.raw.copy()
+    at = int(buf.pos[6])
+    raw[at : at + 4] = np.frombuffer(np.uint32(18).tobytes(), np.uint8)  # 21 bytes inflated
+    with pytest.raises(FormatError, match="t"):
+        compressive._lz4_variable(_VAR, ChunkBuffers(raw, buf.pos, buf.sizes), counts, "t")
+    raw[at : at + 4] = np.frombuffer(np.uint32(3).tobytes(), np.uint8)  # too small: general
+    assert compressive._lz4_variable(_VAR, ChunkBuffers(raw, buf.pos, buf.sizes), counts,
+                                     "t") is None  # fmt: skip
+    buf, counts = _chunks(strings, [0] * 10)
+    counts[-1] = 2  # the last chunk claims fewer strings than its offsets hold
+    with pytest.raises(FormatError, match="t"):
+        compressive._lz4_variable(_VAR, buf, counts, "t")
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
