@@ -194,6 +194,7 @@ def many_keys_only(mw: MemWal, writer, tmp: str, args: argparse.Namespace,
 
 
 def main() -> None:
+    lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--gens", type=int, default=3)

@@ -291,6 +291,20 @@ class LanceFileReader:
         ends = np.array([offset + length], np.int64)
         return self._guarded(fields, column_indices, starts, ends, None, blob_descriptions)
 
+    def page_bounds(self, field: LanceField, column_indices: Mapping[int, int]
+                    ) -> np.ndarray | None:
+        """Row boundaries of the pages of ``field`` (``0``, the end of each page), when it
+        is a leaf stored in one column of a 2.1+ file; else None. Reading page by page
+        (ranges within these) decodes the same pages without joining their values."""
+        index = column_indices.get(field.id)
+        if not self._structural or index is None or field.children or \
+                not owns_column(field):
+            return None
+        info = self._column(index)
+        if int(info.row_starts[-1]) != self.num_rows:
+            return None  # refused when read
+        return info.row_starts
+
     def read_short(self, fields: Sequence[LanceField], column_indices: Mapping[int, int],
                    offset: int, length: int) -> list[pa.Array]:
         """:meth:`read` of a short run of rows (an index page, say): leaf columns of 2.1+

@@ -195,6 +195,16 @@ class FragmentReader:
                 out[i] = array
         return out
 
+    def page_bounds(self, field: LanceField) -> np.ndarray | None:
+        """Row boundaries of ``field``'s pages in this fragment (``0``, the end of each
+        page), when its data file stores it as one 2.1+ column; else None."""
+        data_file = self.data_file_of(field)
+        if data_file is None:
+            return None
+        reader = open_data_file(self.store, self.manifest, data_file)
+        self._check_file_rows(reader, data_file)
+        return reader.page_bounds(field, self._column_map(data_file))
+
     def take(self, fields: Sequence[LanceField], rows: np.ndarray) -> list[pa.Array]:
         self.check_rows()
         out: list[pa.Array | None] = [None] * len(fields)

@@ -43,6 +43,7 @@ from lance_sql.table.files.reader import (
     system_arrays,
 )
 from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask, typed
+from lance_sql.table.read.masks import bool_array
 from lance_sql.table.runtime.workers import WorkerPool
 
 DEFAULT_BATCH_SIZE = 8192
@@ -311,7 +312,7 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
         return plan.output_schema.empty_table()
     rows = local + offset
     many = local.size * 4 >= length  # then reading the range beats a scattered take
-    selection = pa.array(keep) if many else pa.array(local)
+    selection = bool_array(keep) if many else pa.array(local)
     pick = (lambda a: a.filter(selection)) if many else (lambda a: a.take(selection))
     others = [f for f in plan.read_fields
               if f.name in plan.output_fields and f.name not in tested]
@@ -355,16 +356,34 @@ def _read_live(store: ObjectStore, manifest: Manifest, reader: FragmentReader,
     system = plan.system_names
     if not names and not system:
         return rows_only(int(np.count_nonzero(mask)))
-    keep = pa.array(mask)
-    pool = pa.system_memory_pool()
-    arrays = [pc.filter(reader.read([f], offset=offset, length=mask.size)[0], keep,
-                        memory_pool=pool)
-              for f in plan.read_fields]
+    keep = bool_array(mask)
+    arrays = [_read_kept(reader, f, keep, offset) for f in plan.read_fields]
     if system:
         rows = np.flatnonzero(mask) + offset
         arrays.extend(system_arrays(store, manifest, reader.fragment, rows, system))
         names.extend(system)
     return pa.Table.from_arrays(arrays, names=names)
+
+
+def _read_kept(reader: FragmentReader, field: LanceField, keep: pa.BooleanArray,
+               offset: int) -> pa.Array | pa.ChunkedArray:
+    """Rows ``[offset, offset + len(keep))`` of ``field`` where ``keep`` holds. A column
+    whose pages split the range is read and filtered page by page, into one chunk per
+    page: the filter copies the kept values anyway, so joining the pages' values first
+    (what a read of the whole range does) would copy them once more."""
+    pool = pa.system_memory_pool()  # see _read_live
+    stop = offset + len(keep)
+    bounds = reader.page_bounds(field)
+    inner = [] if bounds is None else \
+        np.unique(bounds[(bounds > offset) & (bounds < stop)]).tolist()
+    if not inner:
+        return pc.filter(reader.read([field], offset=offset, length=len(keep))[0], keep,
+                         memory_pool=pool)
+    cuts = [offset, *inner, stop]
+    pieces = [pc.filter(reader.read([field], offset=a, length=b - a)[0],
+                        keep.slice(a - offset, b - a), memory_pool=pool)
+              for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    return pa.chunked_array(pieces, type=pieces[0].type)
 
 
 def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,

@@ -129,3 +129,129 @@ def test_live_rows_are_read_column_by_column_like_the_whole_fragment(tmp_path,
     assert got.num_rows == want.num_rows == scanner.count_rows()
     if names:
         assert got.equals(want.cast(got.schema))
+
+
+def _multi_page_table(uri: str, writer: str, version: str) -> int:
+    """A table whose string column spans several pages per file (big values, written in
+    small batches), with nulls, a list column and deletions; returns its row count."""
+    n = 3000
+    data = pa.table({"id": np.arange(n, dtype=np.int64),
+                     "v": pa.array([None if i % 7 == 0 else float(i) for i in range(n)]),
+                     "s": pa.array([None if i % 5 == 0 else f"{i:05d}" * (1000 + i % 1000)
+                                    for i in range(n)]),
+                     "tags": pa.array([[i, i + 1][: i % 3] for i in range(n)],
+                                      pa.list_(pa.int32()))})
+    batches = pa.RecordBatchReader.from_batches(data.schema,
+                                                data.to_batches(max_chunksize=300))
+    if writer == "pylance":
+        import lance
+
+        lance.write_dataset(batches, uri, data_storage_version=version,
+                            max_rows_per_file=2000)
+    else:
+        lance_sql.write_dataset(batches, uri, data_storage_version=version,
+                                max_rows_per_file=2000)
+    lance_sql.dataset(uri).delete("id % 13 = 0")
+    return n
+
+
+@pytest.mark.parametrize(("writer", "version"), [("lance_sql", "2.2"), ("lance_sql", "2.0"),
+                                                 ("pylance", "2.1"), ("pylance", "2.2"),
+                                                 ("pylance", "2.0")])
+def test_columns_of_several_pages_are_filtered_page_by_page(tmp_path, monkeypatch, writer,
+                                                            version) -> None:
+    """A 2.1+ column whose pages split a fragment is read and filtered page by page (one
+    chunk per page, no join of the pages' values first); 2.0 files and list columns are
+    read whole. Either way the rows equal the general path's and pylance's, every row."""
+    import lance
+
+    from lance_sql.table.files.reader import FragmentReader
+
+    uri = str(tmp_path / "t")
+    _multi_page_table(uri, writer, version)
+    ds = lance_sql.dataset(uri)
+    columns = ["id", "v", "s", "tags"]
+    every = ds.to_table(columns=[*columns, "_rowaddr"])  # live rows, general path
+    rng = np.random.default_rng(3)
+    drop = {f.id: rng.choice(f.physical_rows, f.physical_rows // 6)
+            for f in ds.manifest.fragments}
+    addresses = every.column("_rowaddr").to_numpy()
+    dropped = np.zeros(len(addresses), bool)
+    for frag_id, rows in drop.items():
+        dropped |= np.isin(addresses, (np.uint64(frag_id) << np.uint64(32))
+                           | rows.astype(np.uint64))
+    want = every.filter(pa.array(~dropped)).select(columns)
+    theirs = lance.dataset(uri).to_table(columns=columns, with_row_address=True)
+    theirs = theirs.filter(pa.array(~np.isin(theirs.column("_rowaddr").to_numpy(),
+                                             addresses[dropped]))).select(columns)
+
+    reads: list[tuple[str, int]] = []
+    original = FragmentReader.read
+
+    def spy(self, fields, *, offset=0, length=None):
+        reads.extend((f.name, length) for f in fields)
+        return original(self, fields, offset=offset, length=length)
+
+    monkeypatch.setattr(FragmentReader, "read", spy)
+    got = Scanner(ds.store, ds.manifest, columns=columns, drop_rows=drop).to_table()
+    assert got.num_rows == want.num_rows == theirs.num_rows > 0
+    assert got.equals(want.cast(got.schema))
+    assert got.equals(theirs.cast(got.schema))
+    fragment_rows = {f.physical_rows for f in ds.manifest.fragments}
+    s_lengths = [n for name, n in reads if name == "s"]
+    whole = {name for name, n in reads if n in fragment_rows}
+    assert "tags" in whole and "id" in whole  # list column: read whole; id: one page
+    if version == "2.0":
+        assert len(s_lengths) == len(ds.manifest.fragments)  # 2.0: no page bounds
+        assert got.column("s").num_chunks == len(ds.manifest.fragments)
+    else:  # one read and one chunk per page of s
+        s_field = ds.manifest.schema.field("s")
+        pages = [np.unique(FragmentReader(ds.store, ds.manifest, f).page_bounds(s_field)).size
+                 - 1 for f in ds.manifest.fragments]
+        assert sum(pages) > len(pages)
+        assert len(s_lengths) == got.column("s").num_chunks == sum(pages)
+
+
+def test_bool_array_packs_what_pyarrow_converts() -> None:
+    from lance_sql.table.read.masks import bool_array
+
+    rng = np.random.default_rng(0)
+    for n in (0, 1, 7, 8, 9, 63, 64, 65, 1000):
+        mask = rng.random(n) < 0.7
+        got = bool_array(mask)
+        assert got.equals(pa.array(mask)) and got.null_count == 0
+        assert got.to_numpy(zero_copy_only=False).tolist() == mask.tolist()
+        assert pa.array(np.arange(n)).filter(got).equals(pa.array(np.flatnonzero(mask)))
+    with pytest.raises(TypeError):
+        bool_array(np.ones(3, np.int8))
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_winner_membership_by_table_and_by_search(monkeypatch, dense) -> None:
+    """``members`` (which rows of a source batch are winners) gathers from a table over
+    the winners' address span when it is dense, and searches the sorted winners
+    otherwise; both answer as ``np.isin``, for addresses in and outside the span."""
+    from lance_sql.memwal.read import nodes
+
+    searched = []
+    original = np.searchsorted
+
+    def spy(*args, **kwargs):
+        searched.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(nodes.np, "searchsorted", spy)
+    rng = np.random.default_rng(1)
+    for trial in range(50):
+        base = np.uint64(int(rng.integers(0, 4))) << np.uint64(32)
+        pool = base + np.arange(int(rng.integers(2, 400)), dtype=np.uint64)
+        winners = np.sort(rng.choice(pool, int(rng.integers(pool.size // 2, pool.size)),
+                                     replace=False))  # dense: at least every other address
+        if not dense:  # a second fragment: the span is then far too wide for a table
+            winners = np.concatenate([winners, [np.uint64(9) << np.uint64(32)]])
+        probe = rng.choice(np.concatenate([pool, winners, [np.uint64(0), np.uint64(2**63),
+                                                          base + np.uint64(10**6)]]), 80)
+        before = len(searched)
+        got = nodes.members(winners, probe)
+        assert (len(searched) > before) != dense  # (np.isin may search too: after this)
+        assert np.array_equal(got, np.isin(probe, winners)), trial
