@@ -1,7 +1,11 @@
 """Spreading a decode's independent parts over a few short-lived threads.
 
 Only for work that runs in numpy or Arrow calls releasing the GIL (codecs, takes, casts,
-large copies): the threads then run side by side. Threads are started for one call and
+large copies): the threads then run side by side. Only a read that has the cores to itself
+spreads: a decode running on a scan's worker thread (the scan already reads fragments side
+by side), or while another decode holds helpers (DataFusion partitions on their own
+threads), runs on its calling thread alone; measured, helpers there only added hand-offs
+(a 10-fragment scan: ~300 -> ~440 ms of CPU). Threads are started for one call and
 joined before it returns (none outlives the read that started it); the calling thread
 works too. Results come back in the order of the items; the first error is raised once
 every thread has stopped.
@@ -11,7 +15,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -19,6 +24,9 @@ R = TypeVar("R")
 
 MAX_THREADS = 4
 THREAD_NAME = "lance_sql-decode"
+WORKER_PREFIX = "lance_sql-"  # the threads of lance_sql's worker pools (and of this module)
+_spreading = 0  # decode calls now running with helpers
+_spreading_lock = threading.Lock()
 
 
 def threads() -> int:
@@ -30,10 +38,36 @@ def threads() -> int:
     return max(1, min(MAX_THREADS, cpus))
 
 
+@contextmanager
+def _threads_for(items: int) -> Iterator[int]:
+    """How many threads a decode of ``items`` parts may use (1 unless it has the cores to
+    itself, see the module docstring), held for the duration of the ``with``."""
+    global _spreading
+    count = min(threads(), items)
+    if count > 1 and threading.current_thread().name.startswith(WORKER_PREFIX):
+        count = 1
+    if count > 1:
+        with _spreading_lock:
+            if _spreading:
+                count = 1
+            else:
+                _spreading += 1
+    try:
+        yield count
+    finally:
+        if count > 1:
+            with _spreading_lock:
+                _spreading -= 1
+
+
 def map_parts(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``[fn(item) for item in items]``, items taken in turn by up to :func:`threads`
-    threads (the caller's among them)."""
-    count = min(threads(), len(items))
+    threads (the caller's among them) when the decode has the cores to itself."""
+    with _threads_for(len(items)) as count:
+        return _map_parts(fn, items, count)
+
+
+def _map_parts(fn: Callable[[T], R], items: Sequence[T], count: int) -> list[R]:
     if count <= 1:
         return [fn(item) for item in items]
     results: list[R | None] = [None] * len(items)
@@ -80,7 +114,13 @@ def produce_then_place(produce: Callable[[T], tuple[R, int]],
     A thread holding an item waits only for items handed out before it, whose threads
     never wait for it, so the waits end; a result is placed while still in cache.
     """
-    count = min(threads(), len(items))
+    with _threads_for(len(items)) as count:
+        return _produce_then_place(produce, place, items, count)
+
+
+def _produce_then_place(produce: Callable[[T], tuple[R, int]],
+                        place: Callable[[T, R, int], None], items: Sequence[T],
+                        count: int) -> int:
     if count <= 1:
         at = 0
         for item in items:
@@ -119,5 +159,5 @@ def produce_then_place(produce: Callable[[T], tuple[R, int]],
                 ready.notify_all()
             raise
 
-    map_parts(guarded, range(len(items)))
+    _map_parts(guarded, range(len(items)), count)
     return total[0]
