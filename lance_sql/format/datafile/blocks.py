@@ -15,7 +15,6 @@ reader passes around:
 from __future__ import annotations
 
 import struct
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -194,28 +193,12 @@ R = TypeVar("R")
 
 
 def in_two_halves(work: Callable[[Sequence[T]], list[R]], items: Sequence[T]) -> list[R]:
-    """``work(items)``, with the second half of ``items`` done on a helper thread while
-    this one does the first half (for work that mostly runs without the interpreter
-    lock, such as codecs). The helper lives only for this call: it is joined before
-    returning, and its error, if any, is raised here."""
+    """``work(items)``, with the two halves of ``items`` done side by side (for work that
+    mostly runs without the interpreter lock, such as codecs) when the call has the cores
+    to itself: :func:`parallel.map_parts`'s threads and rules (helpers joined before it
+    returns, the first error raised here)."""
     mid = len(items) // 2
-    second: list[R] = []
-    failure: list[BaseException] = []
-
-    def helper_work() -> None:
-        try:
-            second.extend(work(items[mid:]))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
-            failure.append(exc)
-
-    helper = threading.Thread(target=helper_work, name="lance-sql-deflate", daemon=True)
-    helper.start()
-    try:
-        first = work(items[:mid])
-    finally:
-        helper.join()
-    if failure:
-        raise failure[0]
+    first, second = parallel.map_parts(work, [items[:mid], items[mid:]])
     return first + second
 
 

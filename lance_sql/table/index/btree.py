@@ -402,11 +402,8 @@ def _select_many(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray) -> np.
         lengths.append(keys.searchsorted(here, "right") - first)
     if not starts:
         return np.empty(0, np.int64)
-    start = np.concatenate(starts).astype(np.int64, copy=False)
-    length = np.concatenate(lengths).astype(np.int64, copy=False)
-    total = int(length.sum())
-    before = np.cumsum(length) - length  # disjoint runs: the keys are unique
-    return np.arange(total, dtype=np.int64) + np.repeat(start - before, length)
+    return _run_positions(np.concatenate(starts).astype(np.int64, copy=False),
+                          np.concatenate(lengths).astype(np.int64, copy=False))
 
 
 def _select_many_ints(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray, lo: list[int],
@@ -427,11 +424,15 @@ def _select_many_ints(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray, l
     if not found:
         return np.empty(0, np.int64)
     ends = np.concatenate(found).astype(np.int64, copy=False).reshape(-1, 2)
-    start = ends[:, 0] + np.repeat(np.array(offsets, np.int64), counts)
-    length = ends[:, 1] - ends[:, 0]
-    total = int(length.sum())
-    before = np.cumsum(length) - length  # disjoint runs: the keys are unique
-    return np.arange(total, dtype=np.int64) + np.repeat(start - before, length)
+    return _run_positions(ends[:, 0] + np.repeat(np.array(offsets, np.int64), counts),
+                          ends[:, 1] - ends[:, 0])
+
+
+def _run_positions(start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Every position of the runs ``[start[i], start[i] + length[i])``, in order (the
+    runs are disjoint: the keys are unique)."""
+    before = np.cumsum(length) - length
+    return np.arange(int(length.sum()), dtype=np.int64) + np.repeat(start - before, length)
 
 
 def _open(root: ObjectStore, key: str) -> LanceFileReader:
