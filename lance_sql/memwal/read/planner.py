@@ -41,6 +41,8 @@ from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
 from lance_sql.memwal.read.keys import Keys
+from lance_sql.memwal.read.many import ManyKeyLookup
+from lance_sql.memwal.read.many import usable as many_usable
 from lance_sql.memwal.read.nodes import (
     BASE_ONLY,
     DISTANCE,
@@ -118,13 +120,19 @@ class LsmPlan:
     header: list[str] | Callable[[], list[str]]  # a callable: made when explained
     # a one-key lookup: runs the same lookups without the nodes (None: take the nodes)
     one: Callable[[], pa.Table | None] | None = None
+    # a lookup of many keys: every newer source probed at once (see .many)
+    many: ManyKeyLookup | None = None
 
     def execute(self):
         found = self.one() if self.one is not None else None
+        if found is None and self.many is not None:
+            found = self.many.to_table()
         return iter(found.to_batches()) if found is not None else self.root.execute()
 
     def to_table(self) -> pa.Table:
         found = self.one() if self.one is not None else None
+        if found is None and self.many is not None:
+            found = self.many.to_table()
         return found if found is not None else self.root.to_table()
 
     def explain(self) -> str:
@@ -490,13 +498,16 @@ class LsmView:
         for source in sources[1:]:
             children.append(BloomFilterGuardExec(source, TakeLastExec(source, schema,
                                                                       lookup_keys)))
-        children.append(TakeLastExec(sources[0], schema, lookup_keys))
+        base = TakeLastExec(sources[0], schema, lookup_keys)
+        children.append(base)
         node = ProjectionExec(CoalesceFirstExec(children, lookup_keys), output)
         one = (partial(self._one_row, sources, schema, output, lookup_keys)
                if key_table.num_rows == 1 else None)
+        many = (ManyKeyLookup(sources, schema, output, lookup_keys, base)
+                if many_usable(sources, lookup_keys, schema.field(0).type) else None)
         # the header (region labels) is made only if the plan is explained
         return LsmPlan(node, partial(self._header, "LsmPointLookup", self.kept,
-                                     self.total_regions), one)
+                                     self.total_regions), one, many)
 
     def lookup_one(self, keys: pa.Table, columns: Sequence[str] | None = None
                    ) -> pa.Table | None:

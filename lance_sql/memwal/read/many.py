@@ -1,0 +1,233 @@
+"""A lookup of many keys with every newer source probed at once, instead of node by node.
+
+The lookup plan is a ``CoalesceFirstExec`` over a ``BloomFilterGuardExec`` +
+``TakeLastExec`` per newer source: each source is asked in turn for the keys still
+unresolved. With 1000 keys and 32 newer sources (8 regions of 3 flushed generations and
+a MemTable) the work per node (the keys of its region, its bloom filter, a key-set probe,
+tagging and conforming its rows, resolving keys) costs more than the lookups themselves.
+:class:`ManyKeyLookup` gives the same rows this way:
+
+* the view's flushed generations (immutable) are merged once per set of generations into
+  one sorted :class:`KeyDirectory` of the keys each holds (its newest row of the key and
+  whether that row is a tombstone), cached like the generations' own key rows; all the
+  keys are searched in it at once;
+* each MemTable answers from its own key index (it changes: never cached), for the keys
+  that may live in its region;
+* each key's winner is the first source in the plan's order that holds it and that the
+  key may live in (its region, or any for a key of unknown region): the one the coalesce
+  picks, since a bloom filter never turns away a key its source holds;
+* the winners' rows are taken source by source (a tombstone drops its key), and the base
+  table's own ``TakeLastExec`` runs once, for the keys no newer source holds.
+
+Only for a single integer primary key (its codes are the keys themselves: no hash match
+to confirm) and generation / MemTable sources; other lookups take the nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.format.datafile.compressive import range_indices
+from lance_sql.memwal.read.keys import Keys
+from lance_sql.memwal.read.nodes import (
+    GEN,
+    KEY_POSITION,
+    REGION,
+    SOURCE_COLUMNS,
+    TakeLastExec,
+    conform,
+)
+from lance_sql.memwal.read.sources import GenerationSource, MemTableSource, Source
+from lance_sql.memwal.wal import TOMBSTONE
+from lance_sql.table.files.reader import ROW_ADDR
+from lance_sql.table.runtime.cache import LSM_KEY_DIRECTORIES
+from lance_sql.table.runtime.context import current_runtime
+
+__all__ = ["MANY_KEYS", "KeyDirectory", "ManyKeyLookup"]
+
+# Lookups of at least this many keys take this path (fewer: the nodes, whose per-source
+# work is small then, and no directory is built for them).
+MANY_KEYS = 64
+
+
+@dataclass(frozen=True)
+class KeyDirectory:
+    """Every key held by a list of flushed generations, sorted by key code (and by
+    generation within a code): for each, the generation (its position in the list), its
+    newest row of the key (a row of :meth:`GenerationSource.rows`) and whether that row is
+    a tombstone."""
+
+    codes: np.ndarray      # int64, ascending
+    source: np.ndarray     # int32
+    row: np.ndarray        # int64
+    tombstone: np.ndarray  # bool
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.codes.nbytes + self.source.nbytes + self.row.nbytes
+                   + self.tombstone.nbytes)
+
+    @classmethod
+    def of(cls, generations: Sequence[GenerationSource]) -> KeyDirectory:
+        codes, source, row, tombstone = [], [], [], []
+        for j, g in enumerate(generations):
+            rows = g.key_rows()
+            key_set = rows.key_set()  # codes sorted; order: their rows among latest()
+            at = rows.latest()[key_set.order]
+            codes.append(key_set.codes)
+            source.append(np.full(at.size, j, np.int32))
+            row.append(at)
+            tombstone.append(rows.tombstone[at])
+        if not codes:
+            return cls(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64),
+                       np.zeros(0, bool))
+        all_codes, all_sources = np.concatenate(codes), np.concatenate(source)
+        order = np.lexsort((all_sources, all_codes))
+        return cls(all_codes[order], all_sources[order], np.concatenate(row)[order],
+                   np.concatenate(tombstone)[order])
+
+
+def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool:
+    """Whether :class:`ManyKeyLookup` answers this lookup: enough keys, one integer key
+    column, the base table first and only generations and MemTables after it, each with
+    the key's type (codes of one type compare)."""
+    if keys.num_rows < MANY_KEYS or len(sources[0].key_columns) != 1 or \
+            not pa.types.is_integer(key_type) or not sources[0].is_base:
+        return False
+    for s in sources[1:]:
+        if type(s) is GenerationSource:
+            if not s.key_rows().keys[0].type.equals(key_type):
+                return False
+        elif type(s) is not MemTableSource:
+            return False
+    return True
+
+
+class ManyKeyLookup:
+    """The lookup plan's answer for many keys, every newer source probed at once (see the
+    module docstring). ``runs`` counts the lookups answered this way."""
+
+    def __init__(self, sources: Sequence[Source], schema: pa.Schema, output: Sequence[str],
+                 keys: Keys, base: TakeLastExec) -> None:
+        """``sources``: the plan's, base first; ``schema``: its lookup schema; ``base``:
+        its base table's ``TakeLastExec``; ``keys``: all the lookup's keys (positions
+        ``0..n-1``)."""
+        self.sources = list(sources)
+        self.schema = schema
+        self.output = list(output)
+        self.keys = keys
+        self.base = base
+        self.runs = 0
+
+    def _directory(self, generations: list[GenerationSource]) -> KeyDirectory:
+        key = tuple(g.identity for g in generations)
+        return current_runtime().cache.get_or_load(LSM_KEY_DIRECTORIES, key,
+                                                   lambda: KeyDirectory.of(generations))
+
+    def to_table(self) -> pa.Table:
+        self.runs += 1
+        keys, sources = self.keys, self.sources
+        n = keys.num_rows
+        codes, region = keys.codes, keys.region
+        none = len(sources)  # no newer source holds the key: the base is asked
+        best = np.full(n, none, np.int64)  # each key's winner: its position in sources
+        # ---- flushed generations: the directory, every key at once
+        gen_at = [i for i, s in enumerate(sources) if type(s) is GenerationSource]
+        generations: list[GenerationSource] = [sources[i] for i in gen_at]  # type: ignore[misc]
+        # (key, generation, row, tombstone) of every generation holding a key
+        found = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                 np.zeros(0, bool))
+        if generations:
+            d = self._directory(generations)
+            lo = np.searchsorted(d.codes, codes, "left")
+            counts = np.searchsorted(d.codes, codes, "right") - lo
+            key_of = np.repeat(np.arange(n), counts)
+            entry = range_indices(lo, counts)
+            j = d.source[entry].astype(np.int64)
+            home = np.array([g.region_index for g in generations], np.int64)[j]
+            may = (region[key_of] == -1) | (region[key_of] == home)  # see Keys.for_region
+            found = (key_of[may], j[may], d.row[entry[may]], d.tombstone[entry[may]])
+            np.minimum.at(best, found[0], np.array(gen_at, np.int64)[found[1]])
+        # ---- MemTables: their own key indices, for the keys of their region
+        held: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for i, s in enumerate(sources):
+            if type(s) is not MemTableSource:
+                continue
+            assert isinstance(s, MemTableSource)
+            mine = np.flatnonzero((region == s.region_index) | (region == -1))
+            if not mine.size:
+                continue
+            table = keys.table if mine.size == n else keys.table.take(pa.array(mine))
+            addresses = s.memtable.lookup(table)
+            hit = addresses >= 0
+            if hit.any():
+                held[i] = (mine[hit], addresses[hit])
+                np.minimum.at(best, mine[hit], i)
+        # ---- the winners' rows, source by source, tagged together
+        taken: list[tuple[Source, pa.Table, np.ndarray]] = []
+        key_of, j, row, tombstone = found
+        # the winning generation of its key, and not a tombstone (the key is deleted)
+        won = (best[key_of] == np.array(gen_at, np.int64)[j]) & ~tombstone
+        key_of, j, row = key_of[won], j[won], row[won]
+        for g in np.unique(j).tolist():
+            mine = j == g
+            rows = generations[g].rows().take(pa.array(row[mine], pa.int64()))
+            taken.append((generations[g], rows, key_of[mine]))
+        for i, (mine, addresses) in held.items():
+            won = best[mine] == i
+            if won.any():
+                taken.extend(self._memtable(sources[i], mine[won], addresses[won]))
+        pieces = self._tagged(taken)
+        rest = best == none
+        if rest.any():
+            pieces.extend(self.base.execute(keys if rest.all() else keys.take(rest)))
+        table = pa.Table.from_batches(pieces, schema=self.schema).combine_chunks()
+        if table.num_rows > 1:  # in the order of the keys, as the coalesce gives them
+            table = table.take(pc.sort_indices(table.column(KEY_POSITION)))
+        return table.select(self.output)
+
+    def _tagged(self, taken: list[tuple[Source, pa.Table, np.ndarray]]
+                ) -> list[pa.RecordBatch]:
+        """The rows ``taken`` (source, its rows for the keys at ``key_of``) with
+        ``_gen``, ``_region`` and ``_key``, as the lookup schema: rows of one schema
+        joined first and tagged at once (the per-piece work is what this path saves)."""
+        groups: dict[pa.Schema, list[tuple[Source, pa.Table, np.ndarray]]] = {}
+        for piece in taken:
+            same = next((g for g in groups if g.equals(piece[1].schema)), None)
+            groups.setdefault(same if same is not None else piece[1].schema, []).append(piece)
+        wanted = [c for c in self.schema.names if c not in (*SOURCE_COLUMNS, KEY_POSITION)]
+        out = []
+        for schema, group in groups.items():
+            table = pa.concat_tables([t for _, t, _ in group]) if len(group) > 1 \
+                else group[0][1]
+            table = table.select([c for c in wanted if c in schema.names])
+            sizes = np.array([t.num_rows for _, t, _ in group], np.int64)
+            which = pa.array(np.repeat(np.arange(len(group)), sizes))
+            table = table.append_column(GEN, pa.array(np.repeat(
+                np.array([s.gen for s, _, _ in group], np.int64), sizes)))
+            regions = pa.array([None if s.region is None else str(s.region)
+                                for s, _, _ in group], pa.string())
+            table = table.append_column(REGION, regions.take(which))
+            key_of = np.concatenate([k for _, _, k in group])
+            table = table.append_column(KEY_POSITION, pa.array(self.keys.position[key_of]))
+            out.append(conform(table, self.schema))
+        return out
+
+    def _memtable(self, s: Source, key_of: np.ndarray, addresses: np.ndarray
+                  ) -> list[tuple[Source, pa.Table, np.ndarray]]:
+        """A MemTable's rows at ``addresses`` (the keys at ``key_of``), tombstones left
+        out (their keys are deleted)."""
+        assert isinstance(s, MemTableSource)
+        rows = s.memtable.take(addresses)
+        rows = rows.append_column(ROW_ADDR, pa.array(addresses.astype(np.uint64)))
+        if TOMBSTONE in rows.column_names:
+            dead = np.asarray(pc.fill_null(rows.column(TOMBSTONE), False)
+                              .to_numpy(zero_copy_only=False), bool)
+            if dead.any():
+                rows, key_of = rows.filter(pa.array(~dead)), key_of[~dead]
+        return [(s, rows, key_of)] if rows.num_rows else []

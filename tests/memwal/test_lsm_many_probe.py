@@ -1,0 +1,198 @@
+"""Lookups of many keys answered with every newer source probed at once
+(:mod:`lance_sql.memwal.read.many`): the same table as the plan's nodes give, row for row
+and column for column (``_gen``, ``_region``, ``_rowaddr`` too), and as the LSM scan, with
+tombstones in generations and in MemTables, keys deleted and put again, repeated and
+absent keys, keys routed to regions and (a spec on a non-key column) keys of any region;
+and the path is taken (its counter), from Python and from SQL ``IN``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal.api import MemWal
+from lance_sql.memwal.read import many as many_mod
+from lance_sql.table.runtime.context import current_runtime
+
+PK = {"lance-schema:unenforced-primary-key": "true"}
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                    pa.field("v", pa.float64()), pa.field("cat", pa.int32()),
+                    pa.field("s", pa.string())])
+N = 20_000
+
+
+def _rows(ids, tag: int, cat: int | None = None) -> pa.Table:
+    ids = np.asarray(ids, np.int64)
+    cats = (ids % 3).astype(np.int32) if cat is None else np.full(ids.size, cat, np.int32)
+    return pa.table({"id": ids, "v": ids * 1.0 + tag, "cat": cats,
+                     "s": pa.array([f"t{tag}-{i}" for i in ids.tolist()])}, schema=SCHEMA)
+
+
+def _delete(writer, ids, cat: int | None = None) -> None:
+    ids = np.asarray(ids, np.int64)
+    if cat is None:
+        writer.delete(pa.table({"id": pa.array(ids, pa.int64())}))
+    else:  # a spec on cat routes deletes by it too
+        writer.delete(pa.table({"id": pa.array(ids, pa.int64()),
+                                "cat": pa.array(np.full(ids.size, cat, np.int32))}))
+
+
+def _base(tmp_path: Path) -> str:
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(_rows(np.arange(N), 0), uri, max_rows_per_file=7_000)
+    ds.create_scalar_index("id", "BTREE")
+    return uri
+
+
+@pytest.fixture(scope="module")
+def routed(tmp_path_factory) -> MemWal:
+    """Bucketed on the key: 4 regions, 3 flushed generations, a MemTable; tombstones in
+    generations and in the MemTable, keys deleted then put again."""
+    uri = _base(tmp_path_factory.mktemp("routed"))
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 4),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    rng = np.random.default_rng(5)
+    writer = mw.writer()
+    for g in range(1, 4):
+        writer.put(_rows(np.r_[rng.choice(N, 1500, replace=False),
+                               N + 100 * g + np.arange(50)], g))
+        _delete(writer, rng.choice(N, 200, replace=False))
+        writer.put(_rows(np.arange(g * 10, g * 10 + 5), g))  # put again after deletes
+        writer.flush_memtable()
+    writer.put(_rows(rng.choice(N, 800, replace=False), 9))
+    _delete(writer, np.r_[rng.choice(N, 100, replace=False), [10, 11]])  # MemTable tombstones
+    yield mw
+    writer.close()
+
+
+@pytest.fixture(scope="module")
+def unrouted(tmp_path_factory) -> MemWal:
+    """Regions by ``cat`` (not a key column): a key's rows move between regions, so each
+    key may live in any region."""
+    uri = _base(tmp_path_factory.mktemp("unrouted"))
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.identity("cat"),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    rng = np.random.default_rng(8)
+    writer = mw.writer()
+    moved = rng.choice(N, 600, replace=False)
+    for g in range(1, 3):
+        writer.put(_rows(moved, g, cat=g))  # the same keys, another region each time
+        writer.put(_rows(rng.choice(N, 500, replace=False), g))
+        _delete(writer, moved[:50], cat=g)
+        writer.flush_memtable()
+    writer.put(_rows(moved[100:300], 7, cat=0))
+    _delete(writer, moved[300:320], cat=1)
+    yield mw
+    writer.close()
+
+
+def _keys(seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.r_[rng.integers(-30, N + 500, 1200), [10, 10, 11, 12, 12, -1, N + 101]]
+    return pa.table({"id": pa.array(ids, pa.int64())})
+
+
+def _model(mw: MemWal) -> dict[int, tuple]:
+    whole = mw.scanner(columns=["id", "v", "s"]).to_table()
+    return {i: (i, v, s) for i, v, s in zip(*(whole.column(c).to_pylist()
+                                              for c in ("id", "v", "s")), strict=True)}
+
+
+@pytest.mark.parametrize("which", ["routed", "unrouted"])
+@pytest.mark.parametrize("columns", [None, ["s", "_gen", "_region", "_rowaddr", "id"]])
+def test_many_keys_equal_the_nodes_and_the_scan(which: str, columns, routed: MemWal,
+                                                unrouted: MemWal) -> None:
+    mw = routed if which == "routed" else unrouted
+    keys = _keys(3)
+    plan = mw.view().lookup_plan(keys, columns)
+    assert plan.many is not None
+    fast = plan.many.to_table()
+    nodes = plan.root.to_table()  # the CoalesceFirstExec over the per-source nodes
+    assert plan.many.runs == 1
+    assert fast.schema.equals(nodes.schema)
+    assert fast.equals(nodes)
+    assert fast.num_rows > 800
+    got = mw.get(keys)
+    assert got.equals(mw.view().lookup_plan(keys).root.to_table())
+    if columns is not None:  # the base, generations and the MemTable all answered
+        gens = set(fast.column("_gen").to_pylist())
+        assert -1 in gens and len(gens) >= 3
+    if which == "unrouted":
+        return  # (an LSM scan there lists a key once per region that holds it)
+    model = _model(mw)
+    expected = [model[k] for k in keys.column("id").to_pylist() if k in model]
+    assert list(zip(*(got.column(c).to_pylist() for c in ("id", "v", "s")),
+                    strict=True)) == expected
+
+
+def test_the_newest_source_wins_in_every_case(routed: MemWal) -> None:
+    """Keys put again after a delete, deleted in the MemTable, and in several sources:
+    the answer is the newest row (or none)."""
+    keys = pa.table({"id": pa.array(np.r_[np.arange(10, 40), np.arange(N, N + 500)]
+                                    .astype(np.int64))})
+    plan = routed.view().lookup_plan(keys, ["id", "v", "_gen"])
+    fast = plan.many.to_table()
+    assert fast.equals(plan.root.to_table())
+    got = dict(zip(fast.column("id").to_pylist(), fast.column("v").to_pylist(), strict=True))
+    assert 10 not in got and 11 not in got  # deleted in the MemTable
+    assert got[12] == 12 + 1.0 and got[22] == 22 + 2.0 and got[32] == 32 + 3.0
+    assert got[N + 301] == N + 301 + 3.0  # a new key of generation 3
+
+
+def test_sql_in_takes_the_probe(routed: MemWal, monkeypatch) -> None:
+    runs: list[int] = []
+    to_table = many_mod.ManyKeyLookup.to_table
+
+    def counted(self):
+        runs.append(self.keys.num_rows)
+        return to_table(self)
+
+    monkeypatch.setattr(many_mod.ManyKeyLookup, "to_table", counted)
+    ids = np.unique(_keys(11).column("id").to_numpy())
+    session = lance_sql.connect(str(Path(routed.dataset.uri).parent))
+    listed = ", ".join(map(str, ids.tolist()))
+    got = session.sql(f"SELECT id, v, s FROM t WHERE id IN ({listed}) ORDER BY id"
+                      ).to_arrow_table()
+    model = _model(routed)
+    assert list(zip(*(got.column(c).to_pylist() for c in ("id", "v", "s")),
+                    strict=True)) == [model[k] for k in ids.tolist() if k in model]
+    assert runs == [ids.size]
+
+
+def test_few_keys_and_other_keys_take_the_nodes(routed: MemWal, tmp_path: Path) -> None:
+    few = pa.table({"id": pa.array(np.arange(many_mod.MANY_KEYS - 1), pa.int64())})
+    assert routed.view().lookup_plan(few).many is None
+    enough = pa.table({"id": pa.array(np.arange(many_mod.MANY_KEYS), pa.int64())})
+    assert routed.view().lookup_plan(enough).many is not None
+    schema = pa.schema([pa.field("k", pa.string(), nullable=False, metadata=PK),
+                        pa.field("n", pa.int64())])
+    uri = str(tmp_path / "s.lance")
+    lance_sql.write_dataset(pa.table({"k": [f"k{i}" for i in range(500)],
+                                      "n": list(range(500))}, schema=schema), uri)
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("k", 2),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    with mw.writer() as w:
+        w.put(pa.table({"k": ["k1", "k2"], "n": [10, 20]}, schema=schema))
+        w.flush_memtable()
+        plan = mw.view().lookup_plan(pa.table({"k": [f"k{i}" for i in range(100)]}))
+        assert plan.many is None  # hashed keys: the nodes confirm them
+        assert plan.to_table().column("n").to_pylist()[:3] == [0, 10, 20]
+
+
+def test_the_key_directory_is_built_once_per_set_of_generations(routed: MemWal) -> None:
+    cache = current_runtime().cache
+    cache.clear("lsm_key_directories")
+    keys = _keys(21)
+    first = routed.get(keys)
+    before = cache.stats()["lsm_key_directories"]
+    assert before.entries == 1
+    again = routed.get(keys)
+    after = cache.stats()["lsm_key_directories"]
+    assert again.equals(first)
+    assert after.misses == before.misses and after.hits > before.hits
+
