@@ -276,20 +276,24 @@ def test_dense_large_takes_stay_on_the_general_path(written, sizes_answered) -> 
     assert not [w for w, _, only in sizes_answered if "'i64'" in w and not only]
 
 
-@pytest.mark.parametrize("name", ["s", "s_lz4", "i64"])
+@pytest.mark.parametrize("name", ["s", "s_lz4", "i64", "s_lz4 size"])
 def test_scattered_take_of_a_corrupt_chunk_is_a_format_error(written, name) -> None:
     """A damaged chunk among many touched: a typed error from the many-row path."""
     version, _, data, _, _ = written
     if version == "2.0":
         return
     reader, cmap = _open(data)
+    lying_size = name == "s_lz4 size"  # an LZ4 size prefix claiming more than it can hold
+    name = name.split()[0]
     field = next(f for f in reader.schema.fields if f.name == name)
     column = reader._leaf_column(cmap[field.id], field, field.arrow_type)
     page = column.page(0)
     page._load()
     start = page.buffers[1][0] + int(page.chunk_offsets[1])
     damaged = bytearray(data)
-    if name == "s_lz4":  # the LZ4 payload itself (past the chunk header and size prefix)
+    if lying_size:  # the u32 after the chunk's 8-byte header
+        damaged[start + 8 : start + 12] = (0xFFFFFFF0).to_bytes(4, "little")
+    elif name == "s_lz4":  # the LZ4 payload itself (past the chunk header and size prefix)
         size = int(page.chunk_sizes[1])
         damaged[start + 16 : start + size] = b"\xff" * (size - 16)
     else:  # a value buffer size running past the chunk
