@@ -196,3 +196,34 @@ def test_the_key_directory_is_built_once_per_set_of_generations(routed: MemWal) 
     assert again.equals(first)
     assert after.misses == before.misses and after.hits > before.hits
 
+
+
+@pytest.mark.parametrize("region", [0, 2, -2])
+def test_keys_are_asked_only_of_their_region(routed: MemWal, region: int) -> None:
+    """Keys routed to one region (or to none: -2) are asked of that region's sources and
+    the base only, as the nodes ask them, even where another region holds the key."""
+    from lance_sql.memwal.read.keys import Keys
+    from lance_sql.memwal.read.nodes import (
+        BloomFilterGuardExec,
+        CoalesceFirstExec,
+        ProjectionExec,
+        TakeLastExec,
+    )
+
+    table = _keys(17)
+    output = ["id", "v", "_gen", "_region"]
+    plan = routed.view().lookup_plan(table, output)
+    assert plan.many is not None
+    sources, schema = plan.many.sources, plan.many.schema
+    keys = Keys(table, np.full(table.num_rows, region, np.int64))
+    base = TakeLastExec(sources[0], schema, keys)
+    children = [BloomFilterGuardExec(s, TakeLastExec(s, schema, keys)) for s in sources[1:]]
+    nodes = ProjectionExec(CoalesceFirstExec([*children, base], keys), output).to_table()
+    fast = many_mod.ManyKeyLookup(sources, schema, output, keys, base).to_table()
+    assert fast.equals(nodes)
+    regions = set(fast.column("_region").to_pylist()) - {None}
+    if region == -2:
+        assert not regions and set(fast.column("_gen").to_pylist()) == {-1}
+    else:  # only the one region answered
+        assert regions == {str(s.region) for s in sources[1:] if s.region_index == region}
+    assert not fast.equals(plan.many.to_table())  # other regions' newer rows not seen

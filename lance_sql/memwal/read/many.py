@@ -86,9 +86,10 @@ class KeyDirectory:
         if not codes:
             return cls(np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int64),
                        np.zeros(0, bool))
-        all_codes, all_sources = np.concatenate(codes), np.concatenate(source)
-        order = np.lexsort((all_sources, all_codes))
-        return cls(all_codes[order], all_sources[order], np.concatenate(row)[order],
+        all_codes = np.concatenate(codes)
+        # generations in list order, so a stable sort by code keeps them so within a code
+        order = np.argsort(all_codes, kind="stable")
+        return cls(all_codes[order], np.concatenate(source)[order], np.concatenate(row)[order],
                    np.concatenate(tombstone)[order])
 
 
