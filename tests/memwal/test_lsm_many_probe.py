@@ -164,11 +164,19 @@ def test_sql_in_takes_the_probe(routed: MemWal, monkeypatch) -> None:
     assert runs == [ids.size]
 
 
-def test_few_keys_and_other_keys_take_the_nodes(routed: MemWal, tmp_path: Path) -> None:
+def test_few_keys_and_other_keys_take_the_nodes(routed: MemWal, tmp_path: Path,
+                                                monkeypatch) -> None:
     few = pa.table({"id": pa.array(np.arange(many_mod.MANY_KEYS - 1), pa.int64())})
     assert routed.view().lookup_plan(few).many is None
     enough = pa.table({"id": pa.array(np.arange(many_mod.MANY_KEYS), pa.int64())})
     assert routed.view().lookup_plan(enough).many is not None
+    assert "ManyKeyProbe: 64 keys" in routed.view().lookup_plan(enough).explain()
+    assert "ManyKeyProbe" not in routed.view().lookup_plan(few).explain()
+    # generations too large for a directory: the nodes, with the same answer
+    expected = routed.view().lookup_plan(enough).to_table()
+    monkeypatch.setattr(many_mod, "MAX_DIRECTORY_KEYS", 1000)
+    plan = routed.view().lookup_plan(enough)
+    assert plan.many is None and plan.to_table().equals(expected)
     schema = pa.schema([pa.field("k", pa.string(), nullable=False, metadata=PK),
                         pa.field("n", pa.int64())])
     uri = str(tmp_path / "s.lance")

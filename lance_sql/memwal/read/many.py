@@ -48,11 +48,14 @@ from lance_sql.table.files.reader import ROW_ADDR
 from lance_sql.table.runtime.cache import LSM_KEY_DIRECTORIES
 from lance_sql.table.runtime.context import current_runtime
 
-__all__ = ["MANY_KEYS", "KeyDirectory", "ManyKeyLookup"]
+__all__ = ["MANY_KEYS", "MAX_DIRECTORY_KEYS", "KeyDirectory", "ManyKeyLookup"]
 
 # Lookups of at least this many keys take this path (fewer: the nodes, whose per-source
 # work is small then, and no directory is built for them).
 MANY_KEYS = 64
+# Generations holding more rows than this take the nodes: their directory (21 bytes a key)
+# would crowd the cache, or not fit it and be built again for every lookup.
+MAX_DIRECTORY_KEYS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -96,13 +99,16 @@ class KeyDirectory:
 def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool:
     """Whether :class:`ManyKeyLookup` answers this lookup: enough keys, one integer key
     column, the base table first and only generations and MemTables after it, each with
-    the key's type (codes of one type compare)."""
+    the key's type (codes of one type compare), the generations' rows not too many."""
     if keys.num_rows < MANY_KEYS or len(sources[0].key_columns) != 1 or \
             not pa.types.is_integer(key_type) or not sources[0].is_base:
         return False
+    rows = 0
     for s in sources[1:]:
         if type(s) is GenerationSource:
-            if not s.key_rows().keys[0].type.equals(key_type):
+            held = s.key_rows()
+            rows += held.num_rows
+            if not held.keys[0].type.equals(key_type) or rows > MAX_DIRECTORY_KEYS:
                 return False
         elif type(s) is not MemTableSource:
             return False

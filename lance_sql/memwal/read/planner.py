@@ -506,8 +506,11 @@ class LsmView:
         many = (ManyKeyLookup(sources, schema, output, lookup_keys, base)
                 if many_usable(sources, lookup_keys, schema.field(0).type) else None)
         # the header (region labels) is made only if the plan is explained
-        return LsmPlan(node, partial(self._header, "LsmPointLookup", self.kept,
-                                     self.total_regions), one, many)
+        header = partial(self._header, "LsmPointLookup", self.kept, self.total_regions)
+        if many is not None:
+            header = partial(_with_line, header, f"ManyKeyProbe: {key_table.num_rows} keys, "
+                             "every newer source probed at once (the same lookups as below)")
+        return LsmPlan(node, header, one, many)
 
     def lookup_one(self, keys: pa.Table, columns: Sequence[str] | None = None
                    ) -> pa.Table | None:
@@ -633,6 +636,10 @@ class LsmView:
         node = GlobalLimitExec(SortExec(node, DISTANCE), k)
         node = ProjectionExec(node, [*output, DISTANCE])
         return LsmPlan(node, self._header("LsmSearch"))
+
+
+def _with_line(header: Callable[[], list[str]], line: str) -> list[str]:
+    return [*header(), line]
 
 
 def _cast(column: pa.ChunkedArray | pa.Array, t: pa.DataType, name: str) -> pa.Array:
