@@ -14,8 +14,9 @@ are remembered per process: a query whose filter prunes a region does not even r
 that region's manifest after the first time.
 
 Plans (see :mod:`.nodes`): :meth:`LsmView.scan_plan` (dedup over a union of scans),
-:meth:`LsmView.lookup_plan` (coalesce over guarded take-lasts, newest first) and
-:meth:`LsmView.knn_plan` (top-k with stale filtering). An engine calls them with
+:meth:`LsmView.lookup_plan` (coalesce over guarded take-lasts, newest first; one key, or
+many keys, run the same lookups without the nodes: :meth:`LsmView.lookup_one`, :mod:`.many`)
+and :meth:`LsmView.knn_plan` (top-k with stale filtering). An engine calls them with
 (columns, filter expression, limit) and gets a node to ``execute()`` and ``explain()``.
 """
 
