@@ -23,6 +23,7 @@ Data files are read through memory maps: large reads are views of the mapping, n
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 import stat
@@ -35,6 +36,10 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError, NotFoundError, PathEscapeError
 from lance_sql.io.store import ObjectStore, check_key, is_temporary
+
+# Keys checked once: the same few keys (manifests, hints) are asked for again and again,
+# and checking is pure (a key that raises is never cached).
+_checked_key = functools.lru_cache(maxsize=4096)(check_key)
 
 
 def _ignore_missing(function: object, path: str, info: tuple) -> None:
@@ -262,16 +267,24 @@ class LocalStore(ObjectStore):
         """The real path of ``key``: links below the root are followed, and one leading
         out of the root is refused. Segments that do not exist yet stay as spelt. The
         empty key names the root, as a ``directory`` only."""
-        parts = check_key(key).split("/") if key or not directory else []
+        return self._walk(key, directory)[0]
+
+    def _walk(self, key: str, directory: bool = False) -> tuple[str, int | None]:
+        """(:meth:`_resolve`'s path, the ``lstat`` mode of the key's last segment: None
+        when some segment does not exist, or for the root). One ``lstat`` per segment,
+        as before every access; the mode lets :meth:`exists` answer without another
+        system call."""
+        parts = _checked_key(key).split("/") if key or not directory else ()
         root = self._root_prefix()
         inside = root if root.endswith(os.sep) else root + os.sep
-        path = root
+        path, mode = root, None
         for i, part in enumerate(parts):
-            candidate = os.path.join(path, part)
+            candidate = (path if path.endswith(os.sep) else path + os.sep) + part
             try:
                 mode = os.lstat(candidate).st_mode
             except (FileNotFoundError, NotADirectoryError):
-                return os.path.join(candidate, *parts[i + 1:])
+                rest = parts[i + 1:]
+                return (candidate + os.sep + os.sep.join(rest) if rest else candidate), None
             if stat.S_ISLNK(mode):
                 candidate = os.path.realpath(candidate)
                 if candidate != root and not candidate.startswith(inside):
@@ -279,7 +292,7 @@ class LocalStore(ObjectStore):
                         f"{self._path(key)}: {'/'.join(parts[:i + 1])} is a symbolic link "
                         f"to {candidate}, outside the table root {self.root}")
             path = candidate
-        return path
+        return path, mode
 
     def read(self, key: str) -> bytes:
         try:
@@ -304,7 +317,11 @@ class LocalStore(ObjectStore):
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def exists(self, key: str) -> bool:
-        return os.path.exists(self._resolve(key))
+        path, mode = self._walk(key)
+        if mode is None:
+            return False  # a segment is missing
+        # the last segment was a link (followed by the walk): does its target exist?
+        return not stat.S_ISLNK(mode) or os.path.exists(path)
 
     def _temp_path(self, path: str) -> str:
         directory, name = os.path.split(path)
