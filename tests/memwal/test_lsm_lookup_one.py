@@ -72,7 +72,7 @@ def test_one_key_lookup_equals_the_plan(tmp_path: Path, key: pa.DataType, indexe
     try:
         view = mw.view()
         projections = [None, ["v"], ["n", "id"], ["id", "_gen", "_region", "_rowaddr"],
-                       ["v", "_rowid", "_row_created_at_version"]]
+                       ["v", "_rowid", "_row_created_at_version"], ["_key", "_rowaddr"]]
         answered = 0
         for i in [*range(0, 520, 7), 1, 2, 3, 7, 8, 450, 10**6]:
             keys = _deletes([i], key)
@@ -126,5 +126,42 @@ def test_a_put_after_a_one_key_lookup_is_seen_by_the_plan_nodes(tmp_path: Path) 
         writer.put(pa.table({"id": [1], "v": ["new"]}, schema=schema))
         assert plan.root.to_table().column("v").to_pylist() == ["new"]
         assert mw.get({"id": [1]}).column("v").to_pylist() == ["new"]
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("key", [pa.int64(), pa.string()])
+def test_a_memtable_answers_one_key_from_its_key_index_alone(
+        tmp_path: Path, key: pa.DataType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-key path asks a MemTable ``MemTable.lookup_one`` (its key index and a
+    one-row slice), never the batch probe and take the plan's nodes use; the answers
+    equal the nodes' for keys in the MemTable, deleted there, and elsewhere."""
+    from lance_sql.memwal.memtable import MemTable
+    from lance_sql.memwal.read.sources import MemTableSource
+
+    mw, writer = _build(tmp_path, key, True, False)
+    try:
+        view = mw.view()
+        keys = [_deletes([i], key) for i in [*range(0, 500, 3), 1, 2, 3, 450]]
+        nodes = [view.lookup_plan(k, None).root.to_table() for k in keys]
+        calls: list[int] = []
+        real = MemTable.lookup_one
+        monkeypatch.setattr(MemTable, "lookup_one",
+                            lambda self, k: calls.append(1) or real(self, k))
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the batch path was taken for one key")
+
+        monkeypatch.setattr(MemTableSource, "might_hold", refuse)
+        monkeypatch.setattr(MemTableSource, "lookup", refuse)
+        from_memtable = 0
+        for k, expected in zip(keys, nodes, strict=True):
+            before = len(calls)
+            one = view.lookup_one(k, None)
+            assert one is not None and one.equals(expected)
+            assert len(calls) > before  # the MemTable was asked through lookup_one
+            from_memtable += int(one.num_rows == 1 and
+                                 one.column("v")[0].as_py().startswith(("m-", "again-")))
+        assert from_memtable > 10
     finally:
         writer.close()

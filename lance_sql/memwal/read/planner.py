@@ -523,6 +523,18 @@ class LsmView:
             if source.region_index is not None and region != -1 and \
                     source.region_index != region:
                 continue  # the key routes to another region
+            if isinstance(source, MemTableSource):  # its key index, then a one-row slice
+                found = source.memtable.lookup_one(lookup_keys.table)
+                if found is None:
+                    continue
+                address, row = found
+                out = pa.schema([schema.field(n) for n in output])
+                if TOMBSTONE in row.column_names and row.column(TOMBSTONE)[0].as_py():
+                    return out.empty_table()  # deleted
+                extra = {ROW_ADDR: address, KEY_POSITION: 0}  # as the source's lookup
+                return pa.Table.from_arrays(
+                    [pa.array([extra[f.name]], f.type) if f.name in extra
+                     else _one_column(row, source, f) for f in out], schema=out)
             if source.exact_lookup and not source.might_hold(lookup_keys):
                 continue
             if not source.exact_lookup and not source.is_base:
