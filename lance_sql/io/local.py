@@ -29,6 +29,7 @@ import shutil
 import stat
 import threading
 import uuid
+from collections.abc import Sequence
 from typing import BinaryIO, cast
 
 import numpy as np
@@ -322,6 +323,31 @@ class LocalStore(ObjectStore):
             return False  # a segment is missing
         # the last segment was a link (followed by the walk): does its target exist?
         return not stat.S_ISLNK(mode) or os.path.exists(path)
+
+    def exists_many(self, keys: Sequence[str]) -> list[bool]:
+        """Keys of one directory share one walk of it (each still gets its own ``lstat``,
+        and a link among them is followed and checked as :meth:`exists` does)."""
+        out = []
+        walked: dict[str, tuple[str, int | None]] = {}
+        for key in keys:
+            parent, _, name = _checked_key(key).rpartition("/")
+            if parent not in walked:
+                walked[parent] = self._walk(parent, True)
+            directory, mode = walked[parent]
+            if parent and mode is None:  # the directory does not exist
+                out.append(False)
+                continue
+            path = (directory if directory.endswith(os.sep) else directory + os.sep) + name
+            try:
+                mode = os.lstat(path).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                out.append(False)
+                continue
+            if stat.S_ISLNK(mode):  # as the walk does: followed, refused if it leads out
+                out.append(self.exists(key))
+                continue
+            out.append(True)
+        return out
 
     def _temp_path(self, path: str) -> str:
         directory, name = os.path.split(path)
