@@ -165,3 +165,33 @@ def test_a_memtable_answers_one_key_from_its_key_index_alone(
         assert from_memtable > 10
     finally:
         writer.close()
+
+
+def test_one_key_routes_as_the_many_key_path(tmp_path: Path) -> None:
+    """A single key's region (its shortcut in ``_lookup_regions``) is the one the batch
+    routing gives the same key asked twice: the same region state, or none (-2) for a
+    key whose region does not exist."""
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(_rows(range(50), "b", pa.int64()), uri)
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 16),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    try:
+        writer.put(_rows([1, 2, 3], "m-", pa.int64()))  # a few of the 16 regions exist
+        view = mw.view()
+        seen = set()
+        for i in [*range(0, 60), 10**6, -5]:
+            one_table = view._lookup_keys(pa.table({"id": pa.array([i], pa.int64())}))
+            two_table = view._lookup_keys(pa.table({"id": pa.array([i, i], pa.int64())}))
+            one, one_index = view.fresh()._lookup_regions(one_table)
+            two, two_index = view.fresh()._lookup_regions(two_table)
+            assert one_index is not None and two_index is not None
+            assert one_index.tolist() == two_index.tolist()[:1]
+            got = [one[j].region_id for j in one_index.tolist() if j >= 0]
+            want = [two[j].region_id for j in two_index.tolist()[:1] if j >= 0]
+            assert got == want
+            seen.add(len(got))
+            assert view.lookup_one(one_table).equals(view.lookup_plan(one_table).root.to_table())
+        assert seen == {0, 1}  # keys of existing regions and of none
+    finally:
+        writer.close()

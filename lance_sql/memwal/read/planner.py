@@ -460,6 +460,10 @@ class LsmView:
         routed = self._route(key_table)
         if routed is None:
             return self.regions(None), None
+        if routed.size == 1:  # one key: its region, if it exists and has a manifest
+            at = routed[routed >= 0]
+            regions = self.regions(None, at=at)
+            return regions, np.array([0 if at.size and regions else -2], np.int64)
         listed = self._listed()
         at = np.unique(routed[routed >= 0])
         regions = self.regions(None, at=at)
