@@ -72,7 +72,8 @@ def test_one_key_lookup_equals_the_plan(tmp_path: Path, key: pa.DataType, indexe
     try:
         view = mw.view()
         projections = [None, ["v"], ["n", "id"], ["id", "_gen", "_region", "_rowaddr"],
-                       ["v", "_rowid", "_row_created_at_version"], ["_key", "_rowaddr"]]
+                       ["v", "_rowid", "_row_created_at_version"],
+                       ["_key", "_rowaddr", "_tombstone"]]
         answered = 0
         for i in [*range(0, 520, 7), 1, 2, 3, 7, 8, 450, 10**6]:
             keys = _deletes([i], key)
@@ -193,5 +194,37 @@ def test_one_key_routes_as_the_many_key_path(tmp_path: Path) -> None:
             seen.add(len(got))
             assert view.lookup_one(one_table).equals(view.lookup_plan(one_table).root.to_table())
         assert seen == {0, 1}  # keys of existing regions and of none
+    finally:
+        writer.close()
+
+
+def test_the_base_answers_one_key_from_its_index_alone(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """With a BTREE on the key, the one-key path asks the base ``BaseSource.lookup_one``
+    (one search, one take), never the batch ``lookup``; its answers equal the plan
+    nodes' for keys only in the base, deleted there, and unknown."""
+    from lance_sql.memwal.read.sources import BaseSource
+
+    mw, writer = _build(tmp_path, pa.int64(), True, False)
+    try:
+        view = mw.view()
+        projections = [None, ["v"], ["id", "_rowaddr", "_gen", "_tombstone", "_key"],
+                       ["n", "_rowid"]]
+        cases = [(_deletes([i], pa.int64()), columns)
+                 for i in [*range(0, 520, 3), 7, 8, 10**6] for columns in projections]
+        nodes = [view.lookup_plan(k, c).root.to_table() for k, c in cases]
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the batch lookup was taken for one key")
+
+        monkeypatch.setattr(BaseSource, "lookup", refuse)
+        from_base = 0
+        for (k, columns), expected in zip(cases, nodes, strict=True):
+            one = view.lookup_one(k, columns)
+            assert one is not None and one.equals(expected), (k, columns)
+            if columns is None and one.num_rows:
+                from_base += int(one.column("v")[0].as_py().startswith("b"))
+        assert from_base > 50
     finally:
         writer.close()

@@ -539,6 +539,16 @@ class LsmView:
                 return pa.Table.from_arrays(
                     [pa.array([extra[f.name]], f.type) if f.name in extra
                      else _one_column(row, source, f) for f in out], schema=out)
+            if isinstance(source, BaseSource):  # its key index, without batch bookkeeping
+                row = source.lookup_one(lookup_keys, wanted)
+                if row is not None:
+                    out = pa.schema([schema.field(n) for n in output])
+                    if not row.num_rows:
+                        return out.empty_table()  # the base is asked last
+                    base_extra = {KEY_POSITION: 0, TOMBSTONE: False}  # as BaseSource.lookup
+                    return pa.Table.from_arrays(
+                        [pa.array([base_extra[f.name]], f.type) if f.name in base_extra
+                         else _one_column(row, source, f) for f in out], schema=out)
             if source.exact_lookup and not source.might_hold(lookup_keys):
                 continue
             if not source.exact_lookup and not source.is_base:
