@@ -23,11 +23,13 @@ Data files are read through memory maps: large reads are views of the mapping, n
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import shutil
 import stat
 import threading
 import uuid
+from collections.abc import Sequence
 from typing import BinaryIO, cast
 
 import numpy as np
@@ -35,6 +37,10 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError, NotFoundError, PathEscapeError
 from lance_sql.io.store import ObjectStore, check_key, is_temporary
+
+# Keys checked once: the same few keys (manifests, hints) are asked for again and again,
+# and checking is pure (a key that raises is never cached).
+_checked_key = functools.lru_cache(maxsize=4096)(check_key)
 
 
 def _ignore_missing(function: object, path: str, info: tuple) -> None:
@@ -262,16 +268,24 @@ class LocalStore(ObjectStore):
         """The real path of ``key``: links below the root are followed, and one leading
         out of the root is refused. Segments that do not exist yet stay as spelt. The
         empty key names the root, as a ``directory`` only."""
-        parts = check_key(key).split("/") if key or not directory else []
+        return self._walk(key, directory)[0]
+
+    def _walk(self, key: str, directory: bool = False) -> tuple[str, int | None]:
+        """(:meth:`_resolve`'s path, the ``lstat`` mode of the key's last segment: None
+        when some segment does not exist, or for the root). One ``lstat`` per segment,
+        as before every access; the mode lets :meth:`exists` answer without another
+        system call."""
+        parts = _checked_key(key).split("/") if key or not directory else ()
         root = self._root_prefix()
         inside = root if root.endswith(os.sep) else root + os.sep
-        path = root
+        path, mode = root, None
         for i, part in enumerate(parts):
-            candidate = os.path.join(path, part)
+            candidate = (path if path.endswith(os.sep) else path + os.sep) + part
             try:
                 mode = os.lstat(candidate).st_mode
             except (FileNotFoundError, NotADirectoryError):
-                return os.path.join(candidate, *parts[i + 1:])
+                rest = parts[i + 1:]
+                return (candidate + os.sep + os.sep.join(rest) if rest else candidate), None
             if stat.S_ISLNK(mode):
                 candidate = os.path.realpath(candidate)
                 if candidate != root and not candidate.startswith(inside):
@@ -279,7 +293,7 @@ class LocalStore(ObjectStore):
                         f"{self._path(key)}: {'/'.join(parts[:i + 1])} is a symbolic link "
                         f"to {candidate}, outside the table root {self.root}")
             path = candidate
-        return path
+        return path, mode
 
     def read(self, key: str) -> bytes:
         try:
@@ -304,7 +318,36 @@ class LocalStore(ObjectStore):
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def exists(self, key: str) -> bool:
-        return os.path.exists(self._resolve(key))
+        path, mode = self._walk(key)
+        if mode is None:
+            return False  # a segment is missing
+        # the last segment was a link (followed by the walk): does its target exist?
+        return not stat.S_ISLNK(mode) or os.path.exists(path)
+
+    def exists_many(self, keys: Sequence[str]) -> list[bool]:
+        """Keys of one directory share one walk of it (each still gets its own ``lstat``,
+        and a link among them is followed and checked as :meth:`exists` does)."""
+        out = []
+        walked: dict[str, tuple[str, int | None]] = {}
+        for key in keys:
+            parent, _, name = _checked_key(key).rpartition("/")
+            if parent not in walked:
+                walked[parent] = self._walk(parent, True)
+            directory, mode = walked[parent]
+            if parent and mode is None:  # the directory does not exist
+                out.append(False)
+                continue
+            path = (directory if directory.endswith(os.sep) else directory + os.sep) + name
+            try:
+                mode = os.lstat(path).st_mode
+            except (FileNotFoundError, NotADirectoryError):
+                out.append(False)
+                continue
+            if stat.S_ISLNK(mode):  # as the walk does: followed, refused if it leads out
+                out.append(self.exists(key))
+                continue
+            out.append(True)
+        return out
 
     def _temp_path(self, path: str) -> str:
         directory, name = os.path.split(path)

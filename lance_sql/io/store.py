@@ -16,7 +16,7 @@ from __future__ import annotations
 import posixpath
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import BinaryIO, Protocol
 
@@ -78,6 +78,11 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def exists(self, key: str) -> bool: ...
+
+    def exists_many(self, keys: Sequence[str]) -> list[bool]:
+        """``exists`` of each key, in order (a store may answer keys of one directory
+        together: version probes ask about a few neighbours at once)."""
+        return [self.exists(key) for key in keys]
 
     @abstractmethod
     def put(self, key: str, data: bytes) -> None:

@@ -347,6 +347,33 @@ class MemTable:
         np.maximum.at(result, q_of, cand)
         return result
 
+    def lookup_one(self, keys: pa.Table) -> tuple[int, pa.Table] | None:
+        """``lookup`` of a table of one key, and that row: (its ``_rowaddr``, a one-row
+        slice of its fragment, every stored column), None when the MemTable has none.
+        A single integer key takes two binary searches and a slice, no batch arrays;
+        other keys go through :meth:`lookup`."""
+        frags = self.fragments()
+        if not frags or keys.num_rows != 1:
+            return None
+        query = [_typed(keys.column(k).combine_chunks(), self.arrow_schema.field(k).type)
+                 for k in self.primary_key]
+        if _exact_codes(query) and not query[0].null_count:
+            code = key_codes(query)[0]
+            sorted_codes, sorted_addr = self._sorted_index(frags)
+            lo = int(np.searchsorted(sorted_codes, code, "left"))
+            hi = int(np.searchsorted(sorted_codes, code, "right"))
+            if hi == lo:
+                return None
+            address = int(sorted_addr[lo:hi].max())
+        else:
+            address = int(self.lookup(keys)[0])
+            if address < 0:
+                return None
+        fragment = frags[address >> 32] if (address >> 32) < len(frags) else None
+        if fragment is None:  # put meanwhile: the address lies in a newer fragment
+            fragment = self.fragments()[address >> 32]
+        return address, fragment.rows.slice(address & 0xFFFFFFFF, 1)
+
     def take(self, addresses: np.ndarray) -> pa.Table:
         """Rows by ``_rowaddr`` (addresses must exist)."""
         frags = self.fragments()

@@ -158,3 +158,40 @@ def test_local_read_ranges_equal_read_at(tmp_path: Path) -> None:
         with pytest.raises(FormatError):
             source.read_ranges(np.array([0, bad_offset]), np.array([1, bad_length]))
     source.close()
+
+
+def test_local_exists_answers_from_the_walk_as_a_stat_would(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """``exists`` takes its answer from the ``lstat`` of the path's last segment (no
+    second ``stat``) except for a link, whose target it checks; every answer equals
+    ``os.path.exists`` of the path, and a link out of the root is still refused."""
+    import os
+
+    root = tmp_path / "root"
+    store = LocalStore(str(root))
+    store.put("dir/file", b"x")
+    (root / "dir" / "inner_link").symlink_to(root / "dir" / "file")
+    (root / "dir" / "dangling").symlink_to(root / "dir" / "nothing")
+    (root / "dir_link").symlink_to(root / "dir")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_bytes(b"s")
+    (root / "escape").symlink_to(outside)
+    cases = ["dir/file", "dir", "dir/missing", "missing/file", "dir/file/below",
+             "dir/inner_link", "dir/dangling", "dir_link/file", "dir_link/missing",
+             "dir//file", "dir/"]
+    for key in cases:
+        assert store.exists(key) == os.path.exists(root / key.rstrip("/")), key
+    with pytest.raises(PathEscapeError):
+        store.exists("escape/secret")
+    with pytest.raises(PathEscapeError):
+        store.exists("dir/../../outside/secret")
+    stats: list[object] = []
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda *a, **k: stats.append(a) or real_stat(*a, **k))
+    assert store.exists("dir/file") and not store.exists("dir/missing")
+    assert store.exists("dir") and not store.exists("missing/file")
+    assert stats == []  # answered by the walk's lstat
+    assert store.exists("dir/inner_link") and not store.exists("dir/dangling")
+    assert len(stats) == 2  # a link's target is checked

@@ -72,7 +72,8 @@ def test_one_key_lookup_equals_the_plan(tmp_path: Path, key: pa.DataType, indexe
     try:
         view = mw.view()
         projections = [None, ["v"], ["n", "id"], ["id", "_gen", "_region", "_rowaddr"],
-                       ["v", "_rowid", "_row_created_at_version"]]
+                       ["v", "_rowid", "_row_created_at_version"],
+                       ["_key", "_rowaddr", "_tombstone"]]
         answered = 0
         for i in [*range(0, 520, 7), 1, 2, 3, 7, 8, 450, 10**6]:
             keys = _deletes([i], key)
@@ -126,5 +127,104 @@ def test_a_put_after_a_one_key_lookup_is_seen_by_the_plan_nodes(tmp_path: Path) 
         writer.put(pa.table({"id": [1], "v": ["new"]}, schema=schema))
         assert plan.root.to_table().column("v").to_pylist() == ["new"]
         assert mw.get({"id": [1]}).column("v").to_pylist() == ["new"]
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("key", [pa.int64(), pa.string()])
+def test_a_memtable_answers_one_key_from_its_key_index_alone(
+        tmp_path: Path, key: pa.DataType, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-key path asks a MemTable ``MemTable.lookup_one`` (its key index and a
+    one-row slice), never the batch probe and take the plan's nodes use; the answers
+    equal the nodes' for keys in the MemTable, deleted there, and elsewhere."""
+    from lance_sql.memwal.memtable import MemTable
+    from lance_sql.memwal.read.sources import MemTableSource
+
+    mw, writer = _build(tmp_path, key, True, False)
+    try:
+        view = mw.view()
+        keys = [_deletes([i], key) for i in [*range(0, 500, 3), 1, 2, 3, 450]]
+        nodes = [view.lookup_plan(k, None).root.to_table() for k in keys]
+        calls: list[int] = []
+        real = MemTable.lookup_one
+        monkeypatch.setattr(MemTable, "lookup_one",
+                            lambda self, k: calls.append(1) or real(self, k))
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the batch path was taken for one key")
+
+        monkeypatch.setattr(MemTableSource, "might_hold", refuse)
+        monkeypatch.setattr(MemTableSource, "lookup", refuse)
+        from_memtable = 0
+        for k, expected in zip(keys, nodes, strict=True):
+            before = len(calls)
+            one = view.lookup_one(k, None)
+            assert one is not None and one.equals(expected)
+            assert len(calls) > before  # the MemTable was asked through lookup_one
+            from_memtable += int(one.num_rows == 1 and
+                                 one.column("v")[0].as_py().startswith(("m-", "again-")))
+        assert from_memtable > 10
+    finally:
+        writer.close()
+
+
+def test_one_key_routes_as_the_many_key_path(tmp_path: Path) -> None:
+    """A single key's region (its shortcut in ``_lookup_regions``) is the one the batch
+    routing gives the same key asked twice: the same region state, or none (-2) for a
+    key whose region does not exist."""
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(_rows(range(50), "b", pa.int64()), uri)
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 16),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    try:
+        writer.put(_rows([1, 2, 3], "m-", pa.int64()))  # a few of the 16 regions exist
+        view = mw.view()
+        seen = set()
+        for i in [*range(0, 60), 10**6, -5]:
+            one_table = view._lookup_keys(pa.table({"id": pa.array([i], pa.int64())}))
+            two_table = view._lookup_keys(pa.table({"id": pa.array([i, i], pa.int64())}))
+            one, one_index = view.fresh()._lookup_regions(one_table)
+            two, two_index = view.fresh()._lookup_regions(two_table)
+            assert one_index is not None and two_index is not None
+            assert one_index.tolist() == two_index.tolist()[:1]
+            got = [one[j].region_id for j in one_index.tolist() if j >= 0]
+            want = [two[j].region_id for j in two_index.tolist()[:1] if j >= 0]
+            assert got == want
+            seen.add(len(got))
+            assert view.lookup_one(one_table).equals(view.lookup_plan(one_table).root.to_table())
+        assert seen == {0, 1}  # keys of existing regions and of none
+    finally:
+        writer.close()
+
+
+def test_the_base_answers_one_key_from_its_index_alone(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """With a BTREE on the key, the one-key path asks the base ``BaseSource.lookup_one``
+    (one search, one take), never the batch ``lookup``; its answers equal the plan
+    nodes' for keys only in the base, deleted there, and unknown."""
+    from lance_sql.memwal.read.sources import BaseSource
+
+    mw, writer = _build(tmp_path, pa.int64(), True, False)
+    try:
+        view = mw.view()
+        projections = [None, ["v"], ["id", "_rowaddr", "_gen", "_tombstone", "_key"],
+                       ["n", "_rowid"]]
+        cases = [(_deletes([i], pa.int64()), columns)
+                 for i in [*range(0, 520, 3), 7, 8, 10**6] for columns in projections]
+        nodes = [view.lookup_plan(k, c).root.to_table() for k, c in cases]
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the batch lookup was taken for one key")
+
+        monkeypatch.setattr(BaseSource, "lookup", refuse)
+        from_base = 0
+        for (k, columns), expected in zip(cases, nodes, strict=True):
+            one = view.lookup_one(k, columns)
+            assert one is not None and one.equals(expected), (k, columns)
+            if columns is None and one.num_rows:
+                from_base += int(one.column("v")[0].as_py().startswith("b"))
+        assert from_base > 50
     finally:
         writer.close()

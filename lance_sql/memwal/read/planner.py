@@ -469,6 +469,10 @@ class LsmView:
         routed = self._route(key_table)
         if routed is None:
             return self.regions(None), None
+        if routed.size == 1:  # one key: its region, if it exists and has a manifest
+            at = routed[routed >= 0]
+            regions = self.regions(None, at=at)
+            return regions, np.array([0 if at.size and regions else -2], np.int64)
         listed = self._listed()
         at = np.unique(routed[routed >= 0])
         regions = self.regions(None, at=at)
@@ -538,6 +542,28 @@ class LsmView:
             if source.region_index is not None and region != -1 and \
                     source.region_index != region:
                 continue  # the key routes to another region
+            if isinstance(source, MemTableSource):  # its key index, then a one-row slice
+                found = source.memtable.lookup_one(lookup_keys.table)
+                if found is None:
+                    continue
+                address, row = found
+                out = pa.schema([schema.field(n) for n in output])
+                if TOMBSTONE in row.column_names and row.column(TOMBSTONE)[0].as_py():
+                    return out.empty_table()  # deleted
+                extra = {ROW_ADDR: address, KEY_POSITION: 0}  # as the source's lookup
+                return pa.Table.from_arrays(
+                    [pa.array([extra[f.name]], f.type) if f.name in extra
+                     else _one_column(row, source, f) for f in out], schema=out)
+            if isinstance(source, BaseSource):  # its key index, without batch bookkeeping
+                row = source.lookup_one(lookup_keys, wanted)
+                if row is not None:
+                    out = pa.schema([schema.field(n) for n in output])
+                    if not row.num_rows:
+                        return out.empty_table()  # the base is asked last
+                    base_extra = {KEY_POSITION: 0, TOMBSTONE: False}  # as BaseSource.lookup
+                    return pa.Table.from_arrays(
+                        [pa.array([base_extra[f.name]], f.type) if f.name in base_extra
+                         else _one_column(row, source, f) for f in out], schema=out)
             if source.exact_lookup and not source.might_hold(lookup_keys):
                 continue
             if not source.exact_lookup and not source.is_base:

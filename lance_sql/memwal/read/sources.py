@@ -304,6 +304,22 @@ class BaseSource(_LanceSource):
         table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
         return table.append_column("_key", pa.array(key_positions))
 
+    def lookup_one(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
+        """:meth:`lookup` of one key by the key index, without the batch bookkeeping: the
+        key's row (the ``columns`` this source has, and ``_rowaddr``; no row when the key
+        is not here). None when the index cannot answer alone: the caller takes
+        :meth:`lookup`."""
+        if keys.num_rows != 1 or self.key_index() is None:
+            return None
+        table = self._indexed_take(keys, list(dict.fromkeys([*self.key_columns, *columns])))
+        if table is None or table.num_rows > 1:
+            return None
+        if table.num_rows and any(table.column(k)[0].as_py() != c[0].as_py()
+                                  for k, c in zip(self.key_columns, keys.table.columns,
+                                                  strict=True)):
+            return table.slice(0, 0)  # compared as lookup compares: as Python values
+        return table
+
     def _indexed_take(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
         """The rows of ``keys`` found by one search of the key index for all of them and
         one take of their addresses (None: the index does not cover every fragment, or

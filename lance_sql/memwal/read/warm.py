@@ -54,9 +54,10 @@ class WarmState:
         """The region's latest manifest, reusing the one seen last when still latest."""
         known = self.manifests.get(log.region_id)
         if known is not None:
-            store, paths = log.store, log.paths
-            if (not store.exists(paths.manifest(known.version + 1))
-                    and store.exists(paths.manifest(known.version))):
+            paths = log.paths
+            following, still = log.store.exists_many(
+                [paths.manifest(known.version + 1), paths.manifest(known.version)])
+            if not following and still:
                 return known
         manifest = log.latest()
         if manifest is not None:

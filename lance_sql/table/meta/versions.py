@@ -107,13 +107,25 @@ def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
     hinted = read_hint(store)
     if hinted is None or hinted < 1:
         return None
-    for naming in (ManifestNaming.V2, ManifestNaming.V1):
-        if store.exists(naming.key(hinted)):
+    # Either scheme needs the same four names when nothing was committed since the hint
+    # was written (the usual case): asked together, in one walk of _versions/.
+    v2, v2_next, v1, v1_next = store.exists_many(
+        [ManifestNaming.V2.key(hinted), ManifestNaming.V2.key(hinted + 1),
+         ManifestNaming.V1.key(hinted), ManifestNaming.V1.key(hinted + 1)])
+    for naming, here, following in ((ManifestNaming.V2, v2, v2_next),
+                                    (ManifestNaming.V1, v1, v1_next)):
+        if here:
             version = hinted
-            while store.exists(naming.key(version + 1)):
+            if following:
                 version += 1
+                while store.exists(naming.key(version + 1)):
+                    version += 1
             other = ManifestNaming.V1 if naming is ManifestNaming.V2 else ManifestNaming.V2
-            if store.exists(other.key(version + 1)) or store.exists(other.key(version)):
+            if following:
+                mixed = any(store.exists_many([other.key(version + 1), other.key(version)]))
+            else:
+                mixed = (v1_next or v1) if naming is ManifestNaming.V2 else (v2_next or v2)
+            if mixed:
                 return None
             return VersionRef(version, naming)
     return None

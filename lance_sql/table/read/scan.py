@@ -422,6 +422,8 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
     fragment's end, is an error.
     """
     plan = plan_scan(manifest, columns)
+    if addresses.size == 1:  # a point lookup's row: no grouping, nothing to reorder
+        return _take_one_address(store, manifest, plan, int(addresses[0]))
     pieces, order = [], []
     for frag, rows, where in by_fragment(manifest, addresses):
         if rows[-1] >= frag.physical_rows:  # rows are sorted
@@ -441,6 +443,18 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
     table = pa.concat_tables(pieces)
     inverse = np.argsort(np.concatenate(order), kind="stable")
     return table.take(pa.array(inverse))  # pieces are cast
+
+
+def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
+                      address: int) -> pa.Table:
+    """:func:`take_addresses` of one address: its row, or no row when it is deleted."""
+    frag_id, row = address >> 32, address & 0xFFFFFFFF
+    frag = next((f for f in manifest.fragments if f.id == frag_id), None)
+    if frag is None:
+        raise NotFoundError(f"row address refers to fragment {frag_id}, which does not exist")
+    if row >= frag.physical_rows:
+        raise InvalidInputError(f"row offset {row} is past the end of fragment {frag.id}")
+    return scan_rows(store, manifest, frag, plan, np.array([row], np.int64))
 
 
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,

@@ -1,0 +1,65 @@
+"""``take_addresses`` of a single address (a point lookup's row) skips the grouping by
+fragment; its answers equal the general path's (the same address among others) for
+live rows, deleted rows, system columns, and the same errors for bad addresses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.table.read import scan
+
+
+def _table(tmp_path):
+    n = 2000
+    data = pa.table({"id": np.arange(n, dtype=np.int64),
+                     "v": pa.array([None if i % 7 == 0 else float(i) for i in range(n)]),
+                     "s": pa.array([f"s{i % 13}-{i}" for i in range(n)])})
+    uri = str(tmp_path / "t")
+    lance_sql.write_dataset(data, uri, max_rows_per_file=600, enable_stable_row_ids=True)
+    lance_sql.dataset(uri).delete("id % 5 = 0")
+    return lance_sql.dataset(uri)
+
+
+def test_one_address_equals_the_general_path(tmp_path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    ds = _table(tmp_path)
+    addresses = [(f.id << 32) | r for f in ds.manifest.fragments
+                 for r in sorted({0, 1, 4, 5, 150, f.physical_rows - 1})]
+    column_sets = [None, ["s"], ["id", "_rowaddr", "_rowid"],
+                   ["v", "_row_created_at_version", "_row_last_updated_at_version"]]
+    general = {}
+    for a in addresses:
+        other = (ds.manifest.fragments[0].id << 32) | 2  # a live row before or after
+        for columns in column_sets:
+            both = ds.take_addresses([a, other], columns)
+            general[a, str(columns)] = both.slice(0, both.num_rows - 1)
+    grouped: list[int] = []
+    real = scan.by_fragment
+    monkeypatch.setattr(scan, "by_fragment",
+                        lambda *args: grouped.append(1) or real(*args))
+    live = 0
+    for a in addresses:
+        for columns in column_sets:
+            one = ds.take_addresses([a], columns)
+            assert one.equals(general[a, str(columns)]), (a, columns)
+            live += one.num_rows
+    assert grouped == []  # one address: never grouped by fragment
+    assert 0 < live < len(addresses) * len(column_sets)  # deleted rows left out
+    ids = ds.take_addresses([addresses[2]], ["id"]).column("id").to_pylist()
+    assert ids == ds.take_addresses([addresses[2], addresses[3]], ["id"])["id"].to_pylist()[:1]
+
+
+def test_one_bad_address_fails_as_the_general_path(tmp_path) -> None:
+    ds = _table(tmp_path)
+    frag = ds.manifest.fragments[0]
+    past = (frag.id << 32) | frag.physical_rows
+    for bad, error in (((999 << 32) | 1, NotFoundError), (past, InvalidInputError)):
+        with pytest.raises(error) as one:
+            ds.take_addresses([bad])
+        with pytest.raises(error) as many:
+            ds.take_addresses([bad, bad])
+        assert str(one.value) == str(many.value)
