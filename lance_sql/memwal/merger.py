@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from lance_sql.errors import IncompatibleConflict, NotFoundError
 from lance_sql.format.memwal import MergedGeneration, RegionManifest
 from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.generation_tables import open_generation
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.table.dataset import LanceDataset, dataset
@@ -118,9 +119,9 @@ def merge(ds: LanceDataset, *, regions: list[uuid.UUID] | None = None,
 
 def _merge_one(base: LanceDataset, region_id: uuid.UUID, generation: int, path: str,
                keys: list[str]) -> MergeResult:
-    gen_uri = f"{base.uri.rstrip('/')}/{RegionPaths(region_id).generation(path)}"
     try:
-        rows = dataset(gen_uri).to_table(with_row_address=True)
+        rows = open_generation(base.uri, base.store, region_id, path).to_table(
+            with_row_address=True)
     except NotFoundError:
         # another merger merged it since we looked, and the collector removed it
         if _merged_now(base, region_id) >= generation:

@@ -38,6 +38,7 @@ from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.generation_tables import open_generation
 from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
@@ -369,8 +370,7 @@ class LsmView:
         key = RegionPaths(region_id).generation(path)
 
         def load() -> LanceDataset:
-            return LanceDataset(f"{self.base.uri.rstrip('/')}/{key}",
-                                store=self.base.store.child(key))
+            return open_generation(self.base.uri, self.base.store, region_id, path)
 
         try:  # a flushed generation never changes: opened once per process
             ds = current_runtime().cache.get_or_load(GENERATION_TABLES,

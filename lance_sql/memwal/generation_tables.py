@@ -1,0 +1,49 @@
+"""A flushed generation opened as a Lance table reading this table's own WAL files.
+
+A generation's fragments are its region's WAL entries: its manifest names the region's WAL
+directory as a base path, written as the absolute URI it had when it was flushed (pylance
+opens generations so). A table copied or moved keeps that old URI: read as recorded, the
+copy would read the original's WAL files, or fail once they are gone, and a copy of a copy
+would read whichever still exists. So a generation is read against the WAL directory of its
+region in the table it is opened from. A base path that does not name a region's WAL
+directory (``.../_mem_wal/<region>/wal``) is left as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+from lance_sql.format.manifest import Manifest
+from lance_sql.io.store import ObjectStore
+from lance_sql.memwal.naming import RegionPaths
+from lance_sql.table.dataset import LanceDataset
+
+__all__ = ["open_generation", "relocate_wal_bases"]
+
+
+def relocate_wal_bases(manifest: Manifest, region_id: uuid.UUID, wal_uri: str) -> Manifest:
+    """``manifest`` with each base path naming region ``region_id``'s WAL directory (in
+    whatever table) replaced by ``wal_uri``; the same object when none needs it."""
+    suffix = "/" + RegionPaths(region_id).wal_dir
+    bases = tuple(
+        dataclasses.replace(b, path=wal_uri)
+        if not b.is_dataset_root and b.path != wal_uri and b.path.rstrip("/").endswith(suffix)
+        else b
+        for b in manifest.base_paths)
+    if bases == manifest.base_paths:
+        return manifest
+    return dataclasses.replace(manifest, base_paths=bases)
+
+
+def open_generation(table_uri: str, table_store: ObjectStore, region_id: uuid.UUID,
+                    path: str) -> LanceDataset:
+    """Region ``region_id``'s generation flushed to directory ``path``, in the table at
+    ``table_uri`` / ``table_store``, reading the WAL files of that table (see the module
+    docstring). Raises ``NotFoundError`` when it is gone (collected after its merge)."""
+    paths = RegionPaths(region_id)
+    key = paths.generation(path)
+    ds = LanceDataset(f"{table_uri.rstrip('/')}/{key}", store=table_store.child(key))
+    relocated = relocate_wal_bases(ds.manifest, region_id,
+                                   f"{table_store.uri.rstrip('/')}/{paths.wal_dir}")
+    return ds if relocated is ds.manifest else ds.at_manifest(relocated)
