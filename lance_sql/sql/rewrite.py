@@ -35,6 +35,7 @@ _CLAUSE_END = {
     "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "QUALIFY", "WINDOW", "UNION",
     "INTERSECT", "EXCEPT", "FETCH", "SELECT",
 }
+_LITERALS = ("number", "numbers", "string")
 _NOT_ALIAS = _CLAUSE_END | {
     "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "NATURAL", "ON", "USING", "AS", "FOR",
     "VERSION", "TIMESTAMP", "AT", "OUTER", "SEMI", "ANTI", "LATERAL",
@@ -190,7 +191,7 @@ def _has_system_column(tokens: list[Token], system_columns: tuple[str, ...]) -> 
 def rewrite(sql: str, is_lance: IsLance, resolve: Resolve,
             system_columns: tuple[str, ...]) -> RewrittenQuery:
     """Rewrite ``sql`` as described in the module docstring."""
-    tokens = tokenize(sql)
+    tokens = tokenize(sql, literal_runs=True)
     if not tokens:
         raise InvalidInputError("empty SQL statement")
     check_single_statement(tokens)
@@ -205,7 +206,7 @@ def rewrite(sql: str, is_lance: IsLance, resolve: Resolve,
     i = 0
     while i < len(tokens):
         tok, frame = tokens[i], frames[-1]
-        if tok.kind == "number" or tok.kind == "string":  # a literal changes nothing here
+        if tok.kind in _LITERALS:  # a literal changes nothing here
             i += 1
             continue
         if tok.is_op("("):
@@ -309,7 +310,7 @@ def _relation(tokens: list[Token], i: int, frame: _Frame, ctes: set[str], is_lan
 def _literal_item(item: list[Token]) -> bool:
     if len(item) == 2 and item[0].is_op("-", "+"):
         item = item[1:]
-    return len(item) == 1 and (item[0].kind in ("number", "string") or item[0].is_kw(
+    return len(item) == 1 and (item[0].kind in _LITERALS or item[0].is_kw(
         "NULL", "TRUE", "FALSE"))
 
 

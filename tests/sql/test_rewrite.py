@@ -139,3 +139,49 @@ def test_long_literal_lists_keep_their_text_and_put_nulls_last() -> None:
     assert text.endswith("id IN (NULL, NULL)")
     text, _ = _rewrite("SELECT * FROM t WHERE id IN (NULL, (1), 2)")  # not a literal list
     assert text.endswith("id IN (NULL, (1), 2)")
+
+
+# -- long literal lists: one token each ------------------------------------------------------
+
+_LONG = ", ".join(str(i * 7) for i in range(40))
+
+
+@pytest.mark.parametrize("sql", [
+    f"SELECT * FROM t WHERE id IN ({_LONG})",
+    f"SELECT * FROM t WHERE id IN ({_LONG}, NULL, 3)",
+    f"SELECT * FROM t WHERE id IN (NULL, {_LONG})",
+    f"SELECT _rowid, * FROM t VERSION AS OF 3 WHERE id IN ({_LONG}) AND v IN (1.5, 2)",
+    f"SELECT * FROM t WHERE id IN ({_LONG}, 3e5, 4.) OR s = '{_LONG}' -- {_LONG}",
+    f"SELECT {_LONG}, * FROM t, u WHERE t.id NOT IN ({_LONG},{_LONG})",
+    "SELECT * FROM t WHERE id IN (" + ",".join(map(str, range(15))) + ")",
+])
+def test_literal_runs_rewrite_as_single_tokens_would(sql: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_sql.sql import rewrite as module
+    from lance_sql.sql import tokens
+
+    fast = _rewrite(sql)
+    monkeypatch.setattr(module, "tokenize", lambda text, **_: tokens.tokenize(text))
+    assert fast == _rewrite(sql)
+
+
+def test_a_long_list_is_one_token_and_a_short_one_is_not() -> None:
+    from lance_sql.sql.tokens import LITERAL_RUN, tokenize
+
+    long = ", ".join(map(str, range(LITERAL_RUN)))
+    short = ", ".join(map(str, range(LITERAL_RUN - 1)))
+    sql = f"SELECT * FROM t WHERE a IN ({long}) AND b IN ({short}) AND c = '{long}'"
+    toks = tokenize(sql, literal_runs=True)
+    runs = [t for t in toks if t.kind == "numbers"]
+    assert [t.text for t in runs] == [long]
+    assert sql[runs[0].start:runs[0].end] == long
+    assert sum(t.kind == "number" for t in toks) == LITERAL_RUN - 1  # the short list
+    # a run never splits a number: 3e5 and 4.5e1 stay whole numbers after it
+    tail = tokenize(f"({long}, 3e5, 4.5e1)", literal_runs=True)
+    assert [t.text for t in tail if t.kind == "number"] == ["3e5", "4.5e1"]
+    assert tokenize(sql) == [t for t in tokenize(sql) if t.kind != "numbers"]
+
+
+def test_a_null_in_a_long_list_goes_last_with_every_value_kept() -> None:
+    text, _ = _rewrite(f"SELECT * FROM t WHERE id IN (NULL, {_LONG}, 5)")
+    assert text.endswith(f"WHERE id IN ({_LONG}, 5, NULL)")
