@@ -155,7 +155,15 @@ def suits(page: object) -> bool:
     """Whether ``page`` (a page decoder) can be taken from by this module."""
     if not isinstance(page, MiniBlockPage) or page.has_rep:
         return False
-    return _values(page.layout.value_compression) is not None
+    return _page_values(page) is not None
+
+
+def _page_values(page: MiniBlockPage) -> tuple[pb.CompressiveEncoding, int | None] | None:
+    """:func:`_values` of the page's value encoding, found once per page (kept on it)."""
+    layout = page.point_layout
+    if layout is None:  # (two threads may both find it: the same answer)
+        layout = page.point_layout = (_values(page.layout.value_compression),)
+    return layout[0]
 
 
 def _compressed(page: object) -> bool:
@@ -163,7 +171,7 @@ def _compressed(page: object) -> bool:
     if not suits(page):
         return False
     assert isinstance(page, MiniBlockPage)
-    found = _values(page.layout.value_compression)
+    found = _page_values(page)
     return found is not None and found[1] is not None
 
 
@@ -221,7 +229,7 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         at = pos if chunks.size == 1 else (np.cumsum(num_levels) - num_levels)[sel] + pos
         valid = levels[at] == 0
         bufs = bufs[1:]
-    found = _values(page.layout.value_compression)
+    found = _page_values(page)
     assert found is not None
     enc, scheme = found
     if scheme is not None:  # each chunk's value buffer compressed on its own
@@ -377,7 +385,7 @@ def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
     """Row ``row`` of a loaded page: the one chunk read and its header parsed with
     ``struct``, the value located with integer arithmetic (no arrays until the end)."""
     where = page.where
-    found = _values(page.layout.value_compression)
+    found = _page_values(page)
     assert found is not None
     enc, scheme = found
     if page.shift is not None:
