@@ -212,7 +212,7 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
     if found is None:
         return None
     index, field = found
-    indexed = index.fragment_ids or set()
+    indexed: set[int] | frozenset[int] = index.fragment_ids or set()
     if any(f.id not in indexed for f in manifest.fragments):
         return None
     key_type = field.to_scan_arrow().type
