@@ -506,7 +506,7 @@ def search_sorted(column: LeafColumn, start: int, stop: int, key: int
     b = a + stop - start
     t = column.leaf_type
     value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(t), c0, c1)
-    lo = _bisect(value, a, b, key, right=False)
+    lo = _lower_bound(value, a, b, key)
     # the equal run is short (one entry for a unique key): gallop to its end, probing
     # lo, lo + 1, lo + 2, lo + 4, ...; the last probe found equal is lo + step // 4
     step, hi = 1, lo
@@ -574,6 +574,34 @@ def ints_at(column: LeafColumn, start: int, stop: int) -> list[int] | None:
     value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(column.leaf_type),
                              c0, c1)
     return [value(r) for r in range(a, a + stop - start)]
+
+
+_INTERPOLATE_FROM = 16  # rows: shorter ranges are bisected straight away
+
+
+def _lower_bound(value: _SortedValues, lo: int, hi: int, key: int) -> int:
+    """:func:`_bisect` (the first row of ``[lo, hi)`` not below ``key``) guessing first:
+    the row interpolated between the values at the range's ends (a page of an index on
+    ids holds evenly spread keys: the guess lands on the row), checked with its
+    neighbour; bisection of what is left otherwise. Four probes for evenly spread keys
+    instead of ~12 for a page of 4096; at most four more than bisection."""
+    if hi - lo < _INTERPOLATE_FROM:
+        return _bisect(value, lo, hi, key, right=False)
+    first, last = value(lo), value(hi - 1)
+    if first >= key:
+        return lo
+    if last < key:
+        return hi
+    # first < key <= last: the row is in (lo, hi - 1]; Python ints: no overflow
+    span = hi - 1 - lo
+    guess = lo + min(span, max(1, -(-(key - first) * span // (last - first))))
+    if value(guess) >= key:  # the row is in (lo, guess]
+        if guess - 1 == lo or value(guess - 1) < key:
+            return guess
+        return _bisect(value, lo + 1, guess - 1, key, right=False)
+    if guess + 1 == hi - 1 or value(guess + 1) >= key:  # the row is in (guess, hi - 1]
+        return guess + 1
+    return _bisect(value, guess + 2, hi - 1, key, right=False)
 
 
 def _bisect(value: _SortedValues, lo: int, hi: int, key: int, *, right: bool) -> int:
