@@ -286,8 +286,12 @@ class LanceField:
         """The Arrow field pylance's scanner (``to_table``/``take``) returns for this field.
 
         Blob columns come back as descriptions, not bytes (see ``BLOB_V*_DESCRIPTION``);
-        everything else as :meth:`to_arrow`.
+        everything else as :meth:`to_arrow`. Made once per field (fields never change).
         """
+        return self._scan_arrow
+
+    @cached_property
+    def _scan_arrow(self) -> pa.Field:
         if self.is_blob_v2:
             meta = {PACKED_KEY: b"true", BLOB_KEY: b"true"}
             return pa.field(self.name, BLOB_V2_DESCRIPTION, self.nullable, metadata=meta)
@@ -444,7 +448,12 @@ class LanceSchema:
         return pa.schema([f.to_arrow() for f in self.fields], metadata=self.metadata or None)
 
     def to_scan_arrow(self) -> pa.Schema:
-        """Arrow schema of what pylance's scanner returns (blob columns as descriptions)."""
+        """Arrow schema of what pylance's scanner returns (blob columns as descriptions);
+        made once per schema (schemas never change: lookups ask for it many times)."""
+        return self._scan_arrow
+
+    @cached_property
+    def _scan_arrow(self) -> pa.Schema:
         fields = [f.to_scan_arrow() for f in self.fields]
         return pa.schema(fields, metadata=self.metadata or None)
 

@@ -262,10 +262,11 @@ def _lookup_keys(tree: Expr, view: LsmView) -> tuple[pa.Table, bool] | None:
     for i, key in enumerate(view.key_columns):
         key_type = view.arrow_schema.field(key).type
         try:
+            pinned = pa.array(per_column[i], type=key_type)
             if exact:  # each literal unchanged by the key's type (no NaN, no rounding)
-                exact = pa.array(per_column[i], type=key_type).to_pylist() == per_column[i]
-            values = per_column[i] if rows is None else [r[i] for r in rows]
-            arrays.append(pa.array(values, type=key_type))
+                exact = pinned.to_pylist() == per_column[i]
+            arrays.append(pinned if rows is None
+                          else pa.array([r[i] for r in rows], type=key_type))
         except (pa.ArrowException, TypeError, ValueError, OverflowError, LanceError):
             return None  # e.g. 2.5 for an integer key: the scan answers (exactly)
     return pa.table(dict(zip(view.key_columns, arrays, strict=True))), exact

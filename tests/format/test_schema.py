@@ -455,3 +455,26 @@ def test_round_trip_property(schema: pa.Schema, first_id: int) -> None:
     back = LanceSchema.from_protos(wire.fields, wire.metadata)
     assert back == lance_schema
     assert back.to_arrow().equals(schema, check_metadata=True), (back.to_arrow(), schema)
+
+
+def test_scan_arrow_is_made_once_and_equals_a_fresh_build() -> None:
+    """``to_scan_arrow`` is cached per schema and per field (lookups ask for it many times):
+    the same object each call, equal to what a fresh copy of the schema builds, blob
+    columns given as their descriptions."""
+    nested = pa.field("st", pa.struct([pa.field("b", pa.large_binary(),
+                                                metadata={"lance-encoding:blob": "true"}),
+                                       pa.field("x", pa.int32())]))
+    arrow = pa.schema([pa.field("id", pa.int64()), BLOB_FIELD, nested], metadata={"k": "v"})
+    schema = LanceSchema.from_arrow(arrow)
+    first = schema.to_scan_arrow()
+    assert schema.to_scan_arrow() is first
+    assert all(f.to_scan_arrow() is f.to_scan_arrow() for f in schema.fields)
+    fresh = LanceSchema(tuple(LanceField(**{k: getattr(f, k) for k in (
+        "id", "name", "logical_type", "nullable", "children", "metadata")})
+        for f in schema.fields), dict(schema.metadata))
+    assert fresh.to_scan_arrow() is not first
+    assert first.equals(fresh.to_scan_arrow(), check_metadata=True)
+    assert first.field("blob").type == pa.struct([("position", pa.uint64()),
+                                                  ("size", pa.uint64())])
+    assert first.field("st").type.field("b").type == first.field("blob").type
+    assert first.metadata == {b"k": b"v"}

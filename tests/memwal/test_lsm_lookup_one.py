@@ -228,3 +228,47 @@ def test_the_base_answers_one_key_from_its_index_alone(tmp_path: Path,
         assert from_base > 50
     finally:
         writer.close()
+
+
+def test_the_base_row_of_a_plain_projection_is_kept_as_taken(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A base-only key's row, for a projection the base row holds in its types, is the
+    taken row's columns as they are (no per-column rebuild through ``_one_column``); it
+    equals the plan nodes' answer. Projections naming ``_gen``/``_tombstone``/``_key``
+    still take the general build, equal too."""
+    from lance_sql.memwal.read import planner
+
+    mw, writer = _build(tmp_path, pa.int64(), True, False)
+    try:
+        view = mw.view()
+        plain = [None, ["v"], ["n", "id"], ["id", "_rowaddr", "_rowid"]]
+        general = [["id", "_gen", "_region"], ["v", "_tombstone", "_key"]]
+        ids = [*range(0, 400, 3), 7, 8, 10**6]
+        cases = [(_deletes([i], pa.int64()), c) for i in ids for c in [*plain, *general]]
+        nodes = [view.lookup_plan(k, c).root.to_table() for k, c in cases]
+        built = planner._one_column
+        calls = {"general": 0}
+
+        def counted(*args: object, **kwargs: object) -> pa.Array:
+            calls["general"] += 1
+            return built(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(planner, "_one_column", counted)
+        base_rows = 0
+        for (k, columns), expected in zip(cases, nodes, strict=True):
+            gen = view.lookup_one(k, ["_gen"])
+            only_base = columns in plain and gen is not None and gen.num_rows == 1 and \
+                gen.column("_gen")[0].as_py() == -1
+            before = calls["general"]
+            one = view.lookup_one(k, columns)
+            assert one is not None and one.equals(expected), (k, columns)
+            assert one.schema.equals(expected.schema, check_metadata=True)
+            if only_base:
+                base_rows += 1
+                assert calls["general"] == before, (k, columns)  # kept as taken
+            if columns in general and one.num_rows:
+                assert calls["general"] > before
+        assert base_rows > 100
+    finally:
+        writer.close()

@@ -76,6 +76,9 @@ class MiniBlockPage:
             raise FormatError(f"{where}: {self.nbuf} buffers per chunk do not fit the encoding")
         self.large = bool(layout.has_large_chunk)
         self._loaded = False
+        # what point takes derive from the layout (lance_sql.format.datafile.point),
+        # made on first use: a page's layout never changes
+        self.point_layout: tuple | None = None
 
     # ------------------------------------------------------------------ metadata
     def _buffer(self, i: int) -> bytes | memoryview:

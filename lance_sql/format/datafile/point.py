@@ -155,7 +155,15 @@ def suits(page: object) -> bool:
     """Whether ``page`` (a page decoder) can be taken from by this module."""
     if not isinstance(page, MiniBlockPage) or page.has_rep:
         return False
-    return _values(page.layout.value_compression) is not None
+    return _page_values(page) is not None
+
+
+def _page_values(page: MiniBlockPage) -> tuple[pb.CompressiveEncoding, int | None] | None:
+    """:func:`_values` of the page's value encoding, found once per page (kept on it)."""
+    layout = page.point_layout
+    if layout is None:  # (two threads may both find it: the same answer)
+        layout = page.point_layout = (_values(page.layout.value_compression),)
+    return layout[0]
 
 
 def _compressed(page: object) -> bool:
@@ -163,7 +171,7 @@ def _compressed(page: object) -> bool:
     if not suits(page):
         return False
     assert isinstance(page, MiniBlockPage)
-    found = _values(page.layout.value_compression)
+    found = _page_values(page)
     return found is not None and found[1] is not None
 
 
@@ -221,7 +229,7 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         at = pos if chunks.size == 1 else (np.cumsum(num_levels) - num_levels)[sel] + pos
         valid = levels[at] == 0
         bufs = bufs[1:]
-    found = _values(page.layout.value_compression)
+    found = _page_values(page)
     assert found is not None
     enc, scheme = found
     if scheme is not None:  # each chunk's value buffer compressed on its own
@@ -377,7 +385,7 @@ def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
     """Row ``row`` of a loaded page: the one chunk read and its header parsed with
     ``struct``, the value located with integer arithmetic (no arrays until the end)."""
     where = page.where
-    found = _values(page.layout.value_compression)
+    found = _page_values(page)
     assert found is not None
     enc, scheme = found
     if page.shift is not None:
@@ -498,7 +506,7 @@ def search_sorted(column: LeafColumn, start: int, stop: int, key: int
     b = a + stop - start
     t = column.leaf_type
     value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(t), c0, c1)
-    lo = _bisect(value, a, b, key, right=False)
+    lo = _lower_bound(value, a, b, key)
     # the equal run is short (one entry for a unique key): gallop to its end, probing
     # lo, lo + 1, lo + 2, lo + 4, ...; the last probe found equal is lo + step // 4
     step, hi = 1, lo
@@ -566,6 +574,34 @@ def ints_at(column: LeafColumn, start: int, stop: int) -> list[int] | None:
     value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(column.leaf_type),
                              c0, c1)
     return [value(r) for r in range(a, a + stop - start)]
+
+
+_INTERPOLATE_FROM = 16  # rows: shorter ranges are bisected straight away
+
+
+def _lower_bound(value: _SortedValues, lo: int, hi: int, key: int) -> int:
+    """:func:`_bisect` (the first row of ``[lo, hi)`` not below ``key``) guessing first:
+    the row interpolated between the values at the range's ends (a page of an index on
+    ids holds evenly spread keys: the guess lands on the row), checked with its
+    neighbour; bisection of what is left otherwise. Four probes for evenly spread keys
+    instead of ~12 for a page of 4096; at most four more than bisection."""
+    if hi - lo < _INTERPOLATE_FROM:
+        return _bisect(value, lo, hi, key, right=False)
+    first, last = value(lo), value(hi - 1)
+    if first >= key:
+        return lo
+    if last < key:
+        return hi
+    # first < key <= last: the row is in (lo, hi - 1]; Python ints: no overflow
+    span = hi - 1 - lo
+    guess = lo + min(span, max(1, -(-(key - first) * span // (last - first))))
+    if value(guess) >= key:  # the row is in (lo, guess]
+        if guess - 1 == lo or value(guess - 1) < key:
+            return guess
+        return _bisect(value, lo + 1, guess - 1, key, right=False)
+    if guess + 1 == hi - 1 or value(guess + 1) >= key:  # the row is in (guess, hi - 1]
+        return guess + 1
+    return _bisect(value, guess + 2, hi - 1, key, right=False)
 
 
 def _bisect(value: _SortedValues, lo: int, hi: int, key: int, *, right: bool) -> int:

@@ -356,6 +356,14 @@ class LanceFileReader:
         ``blob_descriptions``: as in :meth:`read`.
         """
         rows = np.asarray(rows)
+        if rows.size == 1 and rows.dtype.kind in "iu":  # a point take: no sorting, no runs
+            row = int(rows.reshape(-1)[0])
+            if row < 0 or row >= self.num_rows:
+                raise InvalidInputError(
+                    f"{self.path}: row offsets out of range ({self.num_rows} rows)")
+            one = np.array([row], np.int64)
+            return self._guarded(fields, column_indices, one, one + 1, None,
+                                 blob_descriptions, one if self._structural else None)
         if rows.size and not np.issubdtype(rows.dtype, np.integer):
             raise InvalidInputError(
                 f"{self.path}: take needs integer row offsets, got {rows.dtype}"

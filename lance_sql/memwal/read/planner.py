@@ -483,6 +483,15 @@ class LsmView:
             remap[position] = kept_ids.get(listed[position][0], -2)
         return regions, remap[np.where(routed >= 0, routed, len(listed))]
 
+    def _output_schema(self, schema: pa.Schema, output: Sequence[str]) -> pa.Schema:
+        """The fields of ``output`` in a lookup's ``schema`` (made once per projection,
+        as :meth:`_lookup_schema`)."""
+        names = ("", *output)  # (the lookup schemas' keys never start with "")
+        out = self._lookup_schemas.get(names)
+        if out is None:
+            out = self._lookup_schemas[names] = pa.schema([schema.field(n) for n in output])
+        return out
+
     def _lookup_schema(self, output: Sequence[str]) -> pa.Schema:
         names = (*self.key_columns, *output, ROW_ADDR, TOMBSTONE, GEN, REGION, KEY_POSITION)
         schema = self._lookup_schemas.get(names)
@@ -557,13 +566,10 @@ class LsmView:
             if isinstance(source, BaseSource):  # its key index, without batch bookkeeping
                 row = source.lookup_one(lookup_keys, wanted)
                 if row is not None:
-                    out = pa.schema([schema.field(n) for n in output])
+                    out = self._output_schema(schema, output)
                     if not row.num_rows:
                         return out.empty_table()  # the base is asked last
-                    base_extra = {KEY_POSITION: 0, TOMBSTONE: False}  # as BaseSource.lookup
-                    return pa.Table.from_arrays(
-                        [pa.array([base_extra[f.name]], f.type) if f.name in base_extra
-                         else _one_column(row, source, f) for f in out], schema=out)
+                    return _base_row(row, source, out)
             if source.exact_lookup and not source.might_hold(lookup_keys):
                 continue
             if not source.exact_lookup and not source.is_base:
@@ -678,6 +684,20 @@ def _cast(column: pa.ChunkedArray | pa.Array, t: pa.DataType, name: str) -> pa.A
     except pa.ArrowException as exc:
         raise InvalidInputError(f"lookup key column {name!r}: {column.type} does not fit "
                                 f"the key's {t}: {exc}") from exc
+
+
+def _base_row(row: pa.Table, source: Source, out: pa.Schema) -> pa.Table:
+    """The output ``out`` of the one row the base table answered a one-key lookup with
+    (as :meth:`BaseSource.lookup` gives it: ``_key`` 0, not a tombstone); when the row
+    holds every output column in its type (a plain projection), its columns as they are."""
+    present = row.schema
+    if all(present.get_field_index(f.name) >= 0 and
+           present.field(f.name).type.equals(f.type) for f in out):
+        return pa.Table.from_arrays([row.column(f.name) for f in out], schema=out)
+    base_extra = {KEY_POSITION: 0, TOMBSTONE: False}  # as BaseSource.lookup
+    return pa.Table.from_arrays(
+        [pa.array([base_extra[f.name]], f.type) if f.name in base_extra
+         else _one_column(row, source, f) for f in out], schema=out)
 
 
 def _one_column(table: pa.Table, source: Source, f: pa.Field) -> pa.Array:

@@ -34,7 +34,7 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
-from lance_sql.table.index.planner import btree_indices, key_rows
+from lance_sql.table.index.planner import btree_indices, key_addresses
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
@@ -326,14 +326,12 @@ class BaseSource(_LanceSource):
         cannot be read — the scanner then finds the keys, with its warning)."""
         ds = self.dataset
         try:
-            found = key_rows(ds.store, ds.manifest, self.key_columns[0], keys.columns[0])
+            addresses = key_addresses(ds.store, ds.manifest, self.key_columns[0],
+                                      keys.columns[0])
         except LanceError:
             return None  # unusable index: the general path scans instead
-        if found is None or any(f.id not in found.rows for f in ds.manifest.fragments):
+        if addresses is None:
             return None
-        pieces = [(np.uint64(f) << np.uint64(32)) | r.astype(np.uint64)
-                  for f, r in found.rows.items() if len(r)]
-        addresses = np.sort(np.concatenate(pieces)) if pieces else np.zeros(0, np.uint64)
         return self._take(addresses, [*columns, ROW_ADDR])
 
     def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:

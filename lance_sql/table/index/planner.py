@@ -199,6 +199,42 @@ def key_rows(store: ObjectStore, manifest: Manifest, column: str, values: pa.Arr
     return IndexedRows(rows, None, f"ScalarIndexQuery: query=[{_describe(leaf)}]")
 
 
+def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array
+                  ) -> np.ndarray | None:
+    """:func:`key_rows` as sorted row addresses (uint64 ``fragment << 32 | offset``,
+    deleted rows included), for a lookup that takes them at once: no per-fragment
+    split. None when no index covers the column or the index misses a fragment of the
+    manifest (the caller then scans); an address past its fragment's end is the same
+    FormatError."""
+    if manifest.index_section is None:
+        return None
+    found = _indices_by_column(manifest, btree_indices(manifest)).get(column)
+    if found is None:
+        return None
+    index, field = found
+    indexed: set[int] | frozenset[int] = index.fragment_ids or set()
+    if any(f.id not in indexed for f in manifest.fragments):
+        return None
+    key_type = field.to_scan_arrow().type
+    values = values if values.type.equals(key_type) else values.cast(key_type)
+    leaf = Leaf(index, field, KeySet(values), f"{column} IN (<{len(values)} keys>)")
+    addresses = _evaluate(leaf, store, manifest)
+    if not addresses.size:
+        return addresses
+    fragments = addresses >> np.uint64(32)
+    physical = {f.id: f.physical_rows for f in manifest.fragments}
+    live = [physical.get(f, -1) for f in fragments.tolist()]
+    offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    limit = np.array(live, np.int64)
+    past = (limit >= 0) & (offsets >= limit)
+    if past.any():  # as _by_fragment reports it
+        at = int(np.flatnonzero(past)[-1])
+        raise FormatError(f"index {index.name}: row {int(offsets[at])} of fragment "
+                          f"{int(fragments[at])} does not exist (it has {int(limit[at])} "
+                          "rows); the index is corrupt")
+    return addresses if bool((limit >= 0).all()) else addresses[limit >= 0]
+
+
 def _indices_by_column(manifest: Manifest, indices: tuple[IndexMetadata, ...]
                        ) -> dict[str, tuple[IndexMetadata, LanceField]]:
     top = {f.id: f for f in manifest.schema.fields}

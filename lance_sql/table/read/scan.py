@@ -134,8 +134,10 @@ def filter_schema(manifest: Manifest) -> pa.Schema:
     """What a scan's filter and output may name: the data columns as scans return them,
     then the system columns."""
     full = manifest.schema.to_scan_arrow()
-    return pa.schema(list(full) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS],
-                     metadata=full.metadata)
+    return pa.schema([*full, *_SYSTEM_FIELDS], metadata=full.metadata)
+
+
+_SYSTEM_FIELDS = tuple(pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS)
 
 
 def _check_names(manifest: Manifest, names: Sequence[str]) -> None:

@@ -503,3 +503,35 @@ def test_takes_from_a_mapped_file_use_views_and_equal_copies(written, tmp_path,
     for rows in (np.array([int(page.first_row[1])]), np.arange(0, N, 97)):
         with pytest.raises(FormatError):
             bad.take([field], cmap, rows)
+
+
+def test_one_row_takes_of_a_reused_reader(written, answered, monkeypatch) -> None:
+    """One-row takes (the reader's point-take shortcut) through one reader, its pages'
+    layouts found once and kept: each equals the full read and pylance-written 2.1 files
+    included; after the first takes no page derives its value encoding again; rows out
+    of range, or not integers, are refused as the general path refuses them."""
+    version, table, data, full, edges = written
+    reader, cmap = _open(data)
+    fields = reader.schema.fields
+    rows = [0, 1, 1023, 1024, 4095, 4096, N // 2, N - 1, *edges[:6],
+            *(e - 1 for e in edges[:6])]
+    for row in rows:  # the pages these rows touch find their layouts here
+        reader.take(fields, cmap, np.array([row], np.int64))
+    found_again = []
+    values = point._values
+    monkeypatch.setattr(point, "_values", lambda enc: found_again.append(enc) or values(enc))
+    for row in rows:
+        for dtype in (np.int64, np.uint32):
+            got = reader.take(fields, cmap, np.array([row], dtype))
+            for field, array in zip(fields, got, strict=True):
+                assert_same(array, full.column(field.name).slice(row, 1),
+                            f"{version} {field.name} row {row}")
+    assert not found_again  # kept on the pages
+    if version != "2.0":
+        assert answered
+    for bad in (np.array([-1]), np.array([N]), np.array([N + 5], np.uint64)):
+        with pytest.raises(InvalidInputError, match="out of range"):
+            reader.take(fields, cmap, bad)
+    for bad in (np.array([1.0]), np.array([True])):
+        with pytest.raises(InvalidInputError, match="integer row offsets"):
+            reader.take(fields, cmap, bad)

@@ -4,12 +4,14 @@ checked against the general path (a filter on the rows' ids, an ``IN`` filter)."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.table.index.planner import key_rows
+from lance_sql.table.index.planner import key_addresses, key_rows
 from lance_sql.table.read.scan import Scanner
 
 
@@ -255,3 +257,42 @@ def test_winner_membership_by_table_and_by_search(monkeypatch, dense) -> None:
         got = nodes.members(winners, probe)
         assert (len(searched) > before) != dense  # (np.isin may search too: after this)
         assert np.array_equal(got, np.isin(probe, winners)), trial
+
+
+def _flat(found) -> list[int]:
+    return sorted((f << 32) | int(r) for f, rows in found.rows.items() for r in rows)
+
+
+def test_key_addresses_are_key_rows_as_addresses(tmp_path) -> None:
+    """``key_addresses`` (a one-key lookup's search: no per-fragment split) finds the
+    addresses ``key_rows`` finds, sorted, for int (values cast)
+    and string keys, one key or many, absent keys; None without an index or when the
+    index misses a fragment; an indexed row past its fragment's end is the same
+    FormatError."""
+    from lance_sql.errors import FormatError
+
+    ds = _table(tmp_path)
+    ds.create_scalar_index("id", "BTREE")
+    ds.create_scalar_index("k", "BTREE")
+    cases = [("id", pa.array([17], pa.int64())), ("id", pa.array([700], pa.int32())),
+             ("id", pa.array([3, 4, 17, 699, 700, 2999, 9999, 4], pa.int32())),
+             ("id", pa.array([10**6], pa.int64())), ("k", pa.array(["key01400"])),
+             ("k", pa.array(["key00003", "nope", "key00000", "key02999"]))]
+    for column, values in cases:
+        got = key_addresses(ds.store, ds.manifest, column, values)
+        found = key_rows(ds.store, ds.manifest, column, values)
+        assert got is not None and found is not None
+        assert got.dtype == np.uint64
+        assert got.tolist() == _flat(found), (column, values)
+    assert key_addresses(ds.store, ds.manifest, "s", pa.array(["x"])) is None  # no index
+    shrunk = replace(ds.manifest, fragments=[
+        replace(f, physical_rows=5) if f.id == ds.manifest.fragments[1].id else f
+        for f in ds.manifest.fragments])
+    past = pa.array([int(ds.manifest.fragments[0].physical_rows) + 10], pa.int64())
+    for search in (key_addresses, key_rows):
+        with pytest.raises(FormatError, match="does not exist .*the index is corrupt"):
+            search(ds.store, shrunk, "id", past)
+    appended = lance_sql.write_dataset(
+        pa.table({"id": pa.array([5000], pa.int64()), "v": [1.0], "s": ["x"],
+                  "k": ["key05000"]}), ds.uri, mode="append")
+    assert key_addresses(appended.store, appended.manifest, "id", pa.array([3])) is None
