@@ -185,16 +185,10 @@ def key_rows(store: ObjectStore, manifest: Manifest, column: str, values: pa.Arr
     on it with one search of all the values (no IN list is built): offsets per fragment
     the index covers (deleted rows included; covered fragments without a match map to
     an empty array). None when no index covers the column."""
-    if manifest.index_section is None:
+    leaf = _key_leaf(manifest, column, values)
+    if leaf is None:
         return None
-    found = _indices_by_column(manifest, btree_indices(manifest)).get(column)
-    if found is None:
-        return None
-    index, field = found
-    key_type = field.to_scan_arrow().type
-    values = values if values.type.equals(key_type) else values.cast(key_type)
-    covered = {f.id for f in manifest.fragments} & (index.fragment_ids or set())
-    leaf = Leaf(index, field, KeySet(values), f"{column} IN (<{len(values)} keys>)")
+    covered = {f.id for f in manifest.fragments} & (leaf.index.fragment_ids or set())
     rows = _by_fragment(_evaluate(leaf, store, manifest), covered, manifest, [leaf])
     return IndexedRows(rows, None, f"ScalarIndexQuery: query=[{_describe(leaf)}]")
 
@@ -206,33 +200,43 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
     split. None when no index covers the column or the index misses a fragment of the
     manifest (the caller then scans); an address past its fragment's end is the same
     FormatError."""
+    leaf = _key_leaf(manifest, column, values)
+    if leaf is None:
+        return None
+    indexed: set[int] | frozenset[int] = leaf.index.fragment_ids or set()
+    if any(f.id not in indexed for f in manifest.fragments):
+        return None
+    addresses = _evaluate(leaf, store, manifest)
+    if not addresses.size:
+        return addresses
+    fragments = (addresses >> np.uint64(32)).astype(np.int64)
+    ids = np.array(sorted(f.id for f in manifest.fragments), np.int64)
+    sizes = {f.id: f.physical_rows for f in manifest.fragments}
+    at = np.minimum(np.searchsorted(ids, fragments), len(ids) - 1)
+    known = ids[at] == fragments  # an address of a fragment no longer in the table: left out
+    limit = np.where(known, np.array([sizes[int(i)] for i in ids], np.int64)[at], -1)
+    offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    past = known & (offsets >= limit)
+    if past.any():  # as _by_fragment reports it
+        bad = int(np.flatnonzero(past)[-1])
+        raise FormatError(f"index {leaf.index.name}: row {int(offsets[bad])} of fragment "
+                          f"{int(fragments[bad])} does not exist (it has {int(limit[bad])} "
+                          "rows); the index is corrupt")
+    return addresses if bool(known.all()) else addresses[known]
+
+
+def _key_leaf(manifest: Manifest, column: str, values: pa.Array) -> Leaf | None:
+    """A search of the BTREE index on ``column`` for ``values`` (cast to the column's
+    type); None when no index covers the column."""
     if manifest.index_section is None:
         return None
     found = _indices_by_column(manifest, btree_indices(manifest)).get(column)
     if found is None:
         return None
     index, field = found
-    indexed: set[int] | frozenset[int] = index.fragment_ids or set()
-    if any(f.id not in indexed for f in manifest.fragments):
-        return None
     key_type = field.to_scan_arrow().type
     values = values if values.type.equals(key_type) else values.cast(key_type)
-    leaf = Leaf(index, field, KeySet(values), f"{column} IN (<{len(values)} keys>)")
-    addresses = _evaluate(leaf, store, manifest)
-    if not addresses.size:
-        return addresses
-    fragments = addresses >> np.uint64(32)
-    physical = {f.id: f.physical_rows for f in manifest.fragments}
-    live = [physical.get(f, -1) for f in fragments.tolist()]
-    offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
-    limit = np.array(live, np.int64)
-    past = (limit >= 0) & (offsets >= limit)
-    if past.any():  # as _by_fragment reports it
-        at = int(np.flatnonzero(past)[-1])
-        raise FormatError(f"index {index.name}: row {int(offsets[at])} of fragment "
-                          f"{int(fragments[at])} does not exist (it has {int(limit[at])} "
-                          "rows); the index is corrupt")
-    return addresses if bool((limit >= 0).all()) else addresses[limit >= 0]
+    return Leaf(index, field, KeySet(values), f"{column} IN (<{len(values)} keys>)")
 
 
 def _indices_by_column(manifest: Manifest, indices: tuple[IndexMetadata, ...]

@@ -120,10 +120,7 @@ def test_live_rows_are_read_column_by_column_like_the_whole_fragment(tmp_path,
     drop = {f.id: rng.choice(f.physical_rows, f.physical_rows // 8)
             for f in ds.manifest.fragments}
     addresses = every.column("_rowaddr").to_numpy()
-    dropped = np.zeros(len(addresses), bool)
-    for frag_id, rows in drop.items():
-        dropped |= np.isin(addresses, (np.uint64(frag_id) << np.uint64(32))
-                           | rows.astype(np.uint64))
+    dropped = _named(addresses, drop)
     deleted = every.column("id").to_numpy() % 13 == 0
     want = every.filter(pa.array(~dropped & ~deleted)).select(names)
     scanner = Scanner(ds.store, ds.manifest, columns=names, drop_rows=drop)
@@ -131,6 +128,15 @@ def test_live_rows_are_read_column_by_column_like_the_whole_fragment(tmp_path,
     assert got.num_rows == want.num_rows == scanner.count_rows()
     if names:
         assert got.equals(want.cast(got.schema))
+
+
+def _named(addresses: np.ndarray, drop: dict[int, np.ndarray]) -> np.ndarray:
+    """Which of ``addresses`` the per-fragment row offsets ``drop`` name."""
+    dropped = np.zeros(len(addresses), bool)
+    for frag_id, rows in drop.items():
+        dropped |= np.isin(addresses, (np.uint64(frag_id) << np.uint64(32))
+                           | rows.astype(np.uint64))
+    return dropped
 
 
 def _multi_page_table(uri: str, writer: str, version: str) -> int:
@@ -178,10 +184,7 @@ def test_columns_of_several_pages_are_filtered_page_by_page(tmp_path, monkeypatc
     drop = {f.id: rng.choice(f.physical_rows, f.physical_rows // 6)
             for f in ds.manifest.fragments}
     addresses = every.column("_rowaddr").to_numpy()
-    dropped = np.zeros(len(addresses), bool)
-    for frag_id, rows in drop.items():
-        dropped |= np.isin(addresses, (np.uint64(frag_id) << np.uint64(32))
-                           | rows.astype(np.uint64))
+    dropped = _named(addresses, drop)
     want = every.filter(pa.array(~dropped)).select(columns)
     theirs = lance.dataset(uri).to_table(columns=columns, with_row_address=True)
     theirs = theirs.filter(pa.array(~np.isin(theirs.column("_rowaddr").to_numpy(),
