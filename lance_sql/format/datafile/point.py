@@ -209,6 +209,7 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
     if rows.size == 1 or int(cid[0]) == int(cid[-1]):  # one chunk (rows are sorted)
         chunks = cid[:1]
         sel = np.zeros(rows.size, np.int64)
+        heads = sel[:1]
         raw = np.frombuffer(_read_chunk(page, int(chunks[0])), np.uint8)
         cstart = np.zeros(1, np.int64)
     else:
@@ -216,8 +217,9 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         new = np.empty(cid.size, bool)
         new[0] = True
         np.not_equal(cid[1:], cid[:-1], out=new[1:])
-        chunks = cid[new]
-        sel = np.cumsum(new) - 1
+        heads = new.nonzero()[0]  # the first row of each chunk
+        chunks = cid[heads]
+        sel = new.cumsum() - 1
         raw, cstart = page.chunk_bytes(chunks, SCATTERED_GAP)
     counts = page.chunk_values[chunks]
     bufs, num_levels = _split(page, raw, cstart, page.chunk_sizes[chunks])
@@ -240,7 +242,7 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
             pieces = [inflate(scheme, raw[a : a + size], where, buffer=True) for a, size in
                       zip(first.pos.tolist(), first.sizes.tolist(), strict=True)]
         if len(bufs) == 1 and cz.kind(enc) in ("variable", "fsst"):
-            block = _inflated_strings(enc, pieces, counts, sel, pos, where)
+            block = _inflated_strings(enc, pieces, counts, sel, pos, heads, where)
             return _arrow(page, column, block, valid)
         bufs = [ChunkBuffers.join(pieces), *bufs[1:]]
     return _arrow(page, column, sparse.decode(enc, bufs, counts, sel, pos, where), valid)
@@ -252,13 +254,13 @@ def _inflate_lz4(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
     (each a u32 size, then a block): the sizes read and checked for all of them at once,
     then one codec call each, nothing else per buffer (a take of 1000 strings inflates
     ~800 chunks: the per-chunk Python work adds up)."""
-    if np.any(sizes < 4):
+    if (sizes < 4).any():
         raise FormatError(f"{where}: LZ4 buffer of {int(sizes.min())} bytes has no size prefix")
-    head = raw[pos[:, None] + np.arange(4)].astype(np.int64)
-    full = head[:, 0] | (head[:, 1] << 8) | (head[:, 2] << 16) | (head[:, 3] << 24)
-    bound = np.minimum(MAX_INFLATE, 255 * sizes + 64)
-    if np.any(full > bound):
-        i = int(np.argmax(full > bound))
+    # the prefixes side by side: contiguous once gathered, so they view as u32 words
+    full = raw[pos[:, None] + np.arange(4)].view("<u4")[:, 0].astype(np.int64)
+    over = full > np.minimum(MAX_INFLATE, 255 * sizes + 64)
+    if over.any():
+        i = int(over.argmax())
         raise FormatError(f"{where}: LZ4 buffer claims {int(full[i])} bytes from "
                           f"{int(sizes[i])}")
     decompress = _codec("lz4_raw").decompress
@@ -280,38 +282,54 @@ def _arrow(page: MiniBlockPage, column: LeafColumn, block: Block | None,
 
 
 def _inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarray,
-                      sel: np.ndarray, pos: np.ndarray, where: str) -> Block:
+                      sel: np.ndarray, pos: np.ndarray, heads: np.ndarray, where: str
+                      ) -> Block:
     """Strings ``pos[i]`` of inflated chunk ``pieces[sel[i]]`` (each its offsets, then its
-    bytes; ``sel`` non-decreasing, ``pos`` increasing within a chunk): only the offsets
-    of the wanted rows and the bytes between them are copied out of the chunks."""
+    bytes; ``sel`` non-decreasing, ``pos`` increasing within a chunk; ``heads``: the
+    first ``i`` of each chunk): only the offsets of the wanted rows and the bytes between
+    them are copied out of the chunks. When each chunk holds one wanted row (keys spread
+    over a big table) those bytes are the strings themselves, joined straight."""
     wb = sparse.string_offset_bytes(enc, where)
     sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
-    if np.any(pos >= counts[sel]):
+    if (pos >= counts[sel]).any():
         raise FormatError(f"{where}: row past the values of its chunk")
-    if np.any(sizes < (counts + 1) * wb):
+    floor = (counts + 1) * wb  # the offsets' bytes: every string lies after them
+    if (sizes < floor).any():
         raise FormatError(f"{where}: string chunk too small for its offsets")
-    # each chunk's first row and last row (np.r_ is slow for these few-element joins)
-    head = np.flatnonzero(np.concatenate(([True], sel[1:] != sel[:-1])))
-    tail = np.concatenate((head[1:], [sel.size])) - 1
-    p0, p1 = pos[head], pos[tail] + 2  # the offset words each chunk's rows need
-    views = [memoryview(p).cast("B") for p in pieces]
-    words = np.frombuffer(b"".join([v[a * wb : b * wb] for v, a, b in
-                                    zip(views, p0.tolist(), p1.tolist(), strict=True)]),
+    views = [memoryview(p) for p in pieces]
+    single = heads.size == sel.size
+    # the offset words each chunk's rows need: from its first row's to its last row's + 1
+    p0 = pos if single else pos[heads]
+    p1 = (pos if single else pos[np.append(heads[1:], sel.size) - 1]) + 2
+    words = np.frombuffer(b"".join([v[a:b] for v, a, b in
+                                    zip(views, (p0 * wb).tolist(), (p1 * wb).tolist(),
+                                        strict=True)]),
                           f"<u{wb}").astype(np.int64)
-    at = (np.cumsum(p1 - p0) - (p1 - p0))[sel] + pos - p0[sel]
-    lo, hi = words[at], words[at + 1]
-    if np.any(hi < lo) or np.any(hi > sizes[sel]) or np.any(lo < ((counts + 1) * wb)[sel]):
+    if single:
+        lo, hi = words[0::2], words[1::2]
+        limit = sizes
+    else:
+        at = ((p1 - p0).cumsum() - (p1 - p0))[sel] + pos - p0[sel]
+        lo, hi = words[at], words[at + 1]
+        limit, floor = sizes[sel], floor[sel]
+    if (hi < lo).any() or (hi > limit).any() or (lo < floor).any():
         raise FormatError(f"{where}: string offsets point outside their chunk")
-    d0 = np.minimum.reduceat(lo, head)  # the bytes each chunk's rows span
-    d1 = np.maximum.reduceat(hi, head)
-    data = np.frombuffer(b"".join([v[a:b] for v, a, b in
-                                   zip(views, d0.tolist(), d1.tolist(), strict=True)]),
-                         np.uint8)
     lens = hi - lo
     offsets = np.zeros(pos.size + 1, np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    start = (np.cumsum(d1 - d0) - (d1 - d0))[sel] + lo - d0[sel]
-    block = Variable(offsets, data[cz.range_indices(start, lens)], pos.size)
+    lens.cumsum(out=offsets[1:])
+    if single:  # the strings themselves
+        data = np.frombuffer(b"".join([v[a:b] for v, a, b in
+                                       zip(views, lo.tolist(), hi.tolist(), strict=True)]),
+                             np.uint8)
+    else:  # the bytes each chunk's rows span, then the strings out of them
+        d0 = np.minimum.reduceat(lo, heads)
+        d1 = np.maximum.reduceat(hi, heads)
+        spans = np.frombuffer(b"".join([v[a:b] for v, a, b in
+                                        zip(views, d0.tolist(), d1.tolist(), strict=True)]),
+                              np.uint8)
+        start = ((d1 - d0).cumsum() - (d1 - d0))[sel] + lo - d0[sel]
+        data = spans[cz.range_indices(start, lens)]
+    block = Variable(offsets, data, pos.size)
     return block if cz.kind(enc) == "variable" else fsst_decode(enc.fsst.symbol_table, block,
                                                                 where)
 
@@ -359,23 +377,31 @@ def _split(page: MiniBlockPage, raw: np.ndarray, cstart: np.ndarray,
     head = (2 + 2 * nlev + width * page.nbuf + 7) & ~7
     if int(csize.min()) < head:
         raise FormatError(f"{where}: chunk smaller than its header")
-    # the headers side by side: (chunks, head) bytes, read as little-endian words
-    header = raw[cstart[:, None] + np.arange(head)].astype(np.int64)
-    words = header[:, 0::2] | (header[:, 1::2] << 8)
+    # the headers side by side as (chunks, u16 words): the gathered bytes are contiguous,
+    # so they view as little-endian words whatever each chunk's alignment
+    nwords = 1 + nlev + (width // 2) * page.nbuf
+    words = raw[cstart[:, None] + np.arange(2 * nwords)].view("<u2").astype(np.int64)
     num_levels = words[:, 0]
+    if nlev and int(num_levels.min()) <= 0:
+        raise FormatError(f"{where}: chunk with levels has no level count")
+    if nsizes == 1:  # one buffer (values, no levels): it starts right after the header
+        size = words[:, 1] if width == 2 else words[:, 1] | (words[:, 2] << 16)
+        end = (size + 7) & ~7
+        end += head
+        if (end > csize).any():
+            raise FormatError(f"{where}: chunk buffers run past the chunk")
+        return [ChunkBuffers(raw, cstart + head, size)], num_levels
     if width == 2:
         sizes = words[:, 1 : 1 + nsizes]
     else:
         level_sizes = words[:, 1 : 1 + nlev]
-        big = words[:, 1 + nlev : 1 + nlev + 2 * page.nbuf]
+        big = words[:, 1 + nlev :]
         sizes = np.concatenate([level_sizes, big[:, 0::2] | (big[:, 1::2] << 16)], axis=1)
     padded = (sizes + 7) & ~7
-    ends = np.cumsum(padded, axis=1) + head
+    ends = padded.cumsum(axis=1) + head
     starts = ends - padded
-    if np.any(ends[:, -1] > csize):
+    if (ends[:, -1] > csize).any():
         raise FormatError(f"{where}: chunk buffers run past the chunk")
-    if nlev and int(num_levels.min()) <= 0:
-        raise FormatError(f"{where}: chunk with levels has no level count")
     bufs = [ChunkBuffers(raw, cstart + starts[:, i], sizes[:, i]) for i in range(nsizes)]
     return bufs, num_levels
 

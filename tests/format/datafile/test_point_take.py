@@ -333,9 +333,9 @@ def test_scattered_lz4_strings_copy_only_the_wanted_rows(written, monkeypatch) -
     calls: list[int] = []
     inner = point._inflated_strings
 
-    def counted(enc, pieces, counts, sel, pos, where):
+    def counted(enc, pieces, counts, sel, pos, heads, where):
         calls.append(int(pos.size))
-        return inner(enc, pieces, counts, sel, pos, where)
+        return inner(enc, pieces, counts, sel, pos, heads, where)
 
     monkeypatch.setattr(point, "_inflated_strings", counted)
     reader, cmap = _open(data)
@@ -346,24 +346,93 @@ def test_scattered_lz4_strings_copy_only_the_wanted_rows(written, monkeypatch) -
     assert sum(calls) == rows.size
 
 
+def test_lz4_strings_one_row_a_chunk_join_the_strings(written, monkeypatch) -> None:
+    """A take with at most one row in each LZ4 string chunk (rows far apart, as 1000
+    keys over a big table ask) joins the wanted strings straight, and equals the
+    general path and the source rows."""
+    version, table, data, _, _ = written
+    if version == "2.0":
+        return
+    shapes: list[tuple[int, int]] = []
+    inner = point._inflated_strings
+
+    def counted(enc, pieces, counts, sel, pos, heads, where):
+        shapes.append((int(heads.size), int(sel.size)))
+        return inner(enc, pieces, counts, sel, pos, heads, where)
+
+    monkeypatch.setattr(point, "_inflated_strings", counted)
+    reader, cmap = _open(data)
+    field = next(f for f in reader.schema.fields if f.name == "s_lz4")
+    rows = np.arange(3, N, N // 40)  # 40 rows, each far from the next
+    [got] = reader.take([field], cmap, rows)
+    assert_same(got, table.column("s_lz4").take(pa.array(rows)), "s_lz4")
+    # (a page asked for one row takes it alone, without _inflated_strings)
+    assert all(h == n for h, n in shapes) and max(n for _, n in shapes) >= 2
+    monkeypatch.setattr(point, "take_leaf", lambda *a, **k: None)  # the general path
+    [general] = _open(data)[0].take([field], cmap, rows)
+    assert_same(got, general, "s_lz4 general")
+
+
 def test_inflated_strings_with_bad_offsets_are_a_format_error() -> None:
-    """Offsets running backwards or past their chunk: a typed error."""
+    """Offsets running backwards or past their chunk: a typed error, whether a chunk
+    holds several wanted rows or one (the strings then joined straight)."""
     from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
     enc = pb.CompressiveEncoding()
     enc.variable.offsets.flat.bits_per_value = 32
     good = np.array([12, 14, 17], "<u4").tobytes() + b"abcde"
-    counts, sel, pos = np.array([2]), np.array([0, 0]), np.array([0, 1])
-    block = point._inflated_strings(enc, [good], counts, sel, pos, "t")
+    counts, sel, pos, heads = np.array([2]), np.array([0, 0]), np.array([0, 1]), np.array([0])
+    block = point._inflated_strings(enc, [good], counts, sel, pos, heads, "t")
     assert block.data.tobytes() == b"abcde" and block.offsets.tolist() == [0, 2, 5]
-    for bad in (np.array([12, 18, 17], "<u4").tobytes() + b"abcde",  # backwards
-                np.array([12, 14, 40], "<u4").tobytes() + b"abcde",  # past the chunk
-                np.array([4, 14, 17], "<u4").tobytes() + b"abcde",  # into the offsets
-                np.array([12, 14], "<u4").tobytes()):  # too small for its offsets
+    one_each = (np.array([2, 2]), np.array([0, 1]), np.array([1, 0]), np.array([0, 1]))
+    block = point._inflated_strings(enc, [good, good], *one_each, "t")
+    assert block.data.tobytes() == b"cdeab" and block.offsets.tolist() == [0, 3, 5]
+    for bad, row in ((np.array([12, 18, 17], "<u4").tobytes() + b"abcde", 1),  # backwards
+                     (np.array([12, 14, 40], "<u4").tobytes() + b"abcde", 1),  # past the chunk
+                     (np.array([4, 14, 17], "<u4").tobytes() + b"abcde", 0),  # into offsets
+                     (np.array([12, 14], "<u4").tobytes(), 0)):  # too small for its offsets
         with pytest.raises(FormatError):
-            point._inflated_strings(enc, [bad], counts, sel, pos, "t")
+            point._inflated_strings(enc, [bad], counts, sel, pos, heads, "t")
+        with pytest.raises(FormatError):  # the bad chunk's row: the one its fault touches
+            point._inflated_strings(enc, [good, bad], one_each[0], one_each[1],
+                                    np.array([1, row]), one_each[3], "t")
     with pytest.raises(FormatError):  # a row past the chunk's values
-        point._inflated_strings(enc, [good], counts, sel, np.array([0, 2]), "t")
+        point._inflated_strings(enc, [good], counts, sel, np.array([0, 2]), heads, "t")
+    with pytest.raises(FormatError):
+        point._inflated_strings(enc, [good, good], one_each[0], one_each[1],
+                                np.array([2, 0]), one_each[3], "t")
+
+
+def test_inflated_strings_one_row_a_chunk_and_several_give_the_strings() -> None:
+    """One wanted row in every chunk (the strings joined straight) and several in some
+    (each chunk's span copied, then gathered): both give exactly the wanted strings."""
+    from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+    enc = pb.CompressiveEncoding()
+    enc.variable.offsets.flat.bits_per_value = 32
+    rng = np.random.default_rng(7)
+    pieces, words = [], []
+    for c in range(40):
+        strings = [f"c{c}-{'y' * int(k)}".encode() for k in rng.integers(0, 9, 30)]
+        lens = np.array([len(x) for x in strings])
+        offs = 31 * 4 + np.concatenate(([0], lens.cumsum()))
+        pieces.append(offs.astype("<u4").tobytes() + b"".join(strings))
+        words.append(strings)
+    counts = np.full(40, 30)
+    pos = rng.integers(0, 30, 40)
+    block = point._inflated_strings(enc, pieces, counts, np.arange(40), pos, np.arange(40), "t")
+    assert block.data.tobytes() == b"".join(words[c][p] for c, p in enumerate(pos.tolist()))
+    assert block.offsets.tolist() == [0, *np.cumsum([len(words[c][p]) for c, p in
+                                                     enumerate(pos.tolist())]).tolist()]
+    # chunks 0 and 5 with three rows each, the others one
+    sel = np.concatenate(([0, 0], np.arange(5), [5, 5], np.arange(5, 40)))
+    pos = np.concatenate([np.sort(rng.choice(30, 3, replace=False)) if c in (0, 5)
+                          else rng.integers(0, 30, 1) for c in range(40)])
+    heads = np.flatnonzero(np.concatenate(([True], sel[1:] != sel[:-1])))
+    block = point._inflated_strings(enc, pieces, counts, sel, pos, heads, "t")
+    assert block.data.tobytes() == b"".join(words[c][p] for c, p in
+                                            zip(sel.tolist(), pos.tolist(), strict=True))
+    assert block.n == sel.size == 44
 
 
 class _CountingSource(BytesSource):
@@ -535,3 +604,44 @@ def test_one_row_takes_of_a_reused_reader(written, answered, monkeypatch) -> Non
     for bad in (np.array([1.0]), np.array([True])):
         with pytest.raises(InvalidInputError, match="integer row offsets"):
             reader.take(fields, cmap, bad)
+
+
+@pytest.mark.parametrize("has_def", [False, True])
+@pytest.mark.parametrize("nbuf", [1, 2])
+@pytest.mark.parametrize("large", [False, True])
+def test_split_reads_every_header_layout(has_def: bool, nbuf: int, large: bool) -> None:
+    """``_split`` of chunks at odd and even offsets, with and without levels, one or two
+    value buffers, u16 or u32 sizes: each buffer where the header (parsed here with
+    ``struct``) puts it; a buffer running past its chunk is a FormatError."""
+    import struct
+    from types import SimpleNamespace
+
+    page = SimpleNamespace(has_def=has_def, nbuf=nbuf, large=large, where="t")
+    nlev = int(has_def)
+    fmt = "<H" + "H" * nlev + ("I" if large else "H") * nbuf
+    head = (struct.calcsize(fmt) + 7) & ~7
+    rng = np.random.default_rng(3)
+    raw, cstart, csize, expect = bytearray(b"\x05"), [], [], []
+    for _ in range(9):
+        sizes = rng.integers(1, 300 if not large else 70_000, nlev + nbuf).tolist()
+        levels = int(rng.integers(1, 4000))
+        chunk = bytearray(struct.pack(fmt, levels, *sizes).ljust(head, b"\0"))
+        starts = []
+        for size in sizes:
+            starts.append(len(raw) + len(chunk))
+            chunk += bytes(rng.integers(0, 255, size, dtype=np.uint8)) + b"\0" * (-size % 8)
+        cstart.append(len(raw))
+        csize.append(len(chunk))
+        expect.append((levels, starts, sizes))
+        raw += chunk + b"\x07" * int(rng.integers(0, 3))  # odd gaps: unaligned chunks
+    arr = np.frombuffer(bytes(raw), np.uint8)
+    bufs, num_levels = point._split(page, arr, np.array(cstart), np.array(csize))
+    assert num_levels.tolist() == [e[0] for e in expect]
+    assert len(bufs) == nlev + nbuf
+    for i, buf in enumerate(bufs):
+        assert buf.pos.tolist() == [e[1][i] for e in expect]
+        assert buf.sizes.tolist() == [e[2][i] for e in expect]
+    short = np.array(csize)
+    short[-1] -= 8  # the last chunk's buffers (padded to 8 bytes) now run past it
+    with pytest.raises(FormatError):
+        point._split(page, arr, np.array(cstart), short)
