@@ -607,6 +607,42 @@ def test_many_keys_in_through_the_index(tmp_path: Path) -> None:
     assert got.num_rows == int(np.isin(ids, asked).sum()) > 900
 
 
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_many_keys_searched_by_the_lookup_bounds(tmp_path: Path, kind: str,
+                                                 monkeypatch) -> None:
+    """A set of many numeric keys finds which keys each page may hold from the index's
+    page lookup, not from each page's first and last key: the same rows as those give,
+    and as a scan, with nulls first (the first page's lowest bound is the null fill),
+    runs of one key across page edges, absent keys and keys past both ends."""
+    rng = np.random.default_rng(12)
+    raw = np.repeat(rng.integers(0, 9000, 6000), 3)  # each key three times
+    null = np.zeros(raw.size, bool)
+    null[:5000] = raw[:5000] % 2 == 0  # ~2500 nulls: the first page starts with them
+    column = (pa.array(raw, pa.int64(), mask=null) if kind == "int"
+              else pa.array(raw / 4, pa.float64(), mask=null))
+    ds = lance_sql.write_dataset(pa.table({"k": column, "v": np.arange(raw.size)}),
+                                 str(tmp_path / "t"))
+    ds.create_scalar_index("k", "BTREE")
+    asked = np.r_[rng.integers(-20, 9020, 900), raw[:40]]
+    listed = ", ".join(str(k if kind == "int" else k / 4) for k in asked.tolist())
+    flt = f"k IN ({listed})"
+    by_bounds: list[bool] = []
+    inner = btree_mod._select_many
+
+    def spied(pages, wanted, bounds=None):
+        by_bounds.append(bounds is not None)
+        return inner(pages, wanted, bounds)
+
+    monkeypatch.setattr(btree_mod, "_select_many", spied)
+    got = ds.to_table(filter=flt)
+    assert by_bounds == [True]
+    monkeypatch.setattr(btree_mod.BTreeIndex, "_bounds_of", lambda *a: None)
+    assert _same(got, ds.to_table(filter=flt)), "pages' own first and last keys"
+    assert by_bounds == [True, False]
+    assert _same(got, ds.to_table(filter=flt, use_scalar_index=False)), flt
+    assert got.num_rows == int(np.isin(raw[~null], asked).sum()) > 900
+
+
 @pytest.mark.parametrize("key", ["int", "float", "string"])
 def test_batched_page_loads_equal_page_by_page(tmp_path: Path, key: str, monkeypatch) -> None:
     """A search over many index pages reads the pages not cached together
