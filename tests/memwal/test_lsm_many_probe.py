@@ -235,3 +235,37 @@ def test_keys_are_asked_only_of_their_region(routed: MemWal, region: int) -> Non
     else:  # only the one region answered
         assert regions == {str(s.region) for s in sources[1:] if s.region_index == region}
     assert not fast.equals(plan.many.to_table())  # other regions' newer rows not seen
+
+
+def test_many_keys_route_by_number_as_the_join_and_the_dictionary(routed: MemWal,
+                                                                   monkeypatch) -> None:
+    """Many keys of a bucket spec find their region by a search of the known region
+    values (no join): the same position for every key as the join gives, and as the
+    few-keys dictionary gives key by key; values of no known region give -1, and
+    nullable or non-integer region values are left to the join."""
+    from lance_sql.memwal.read import planner as planner_mod
+
+    view = routed.view()
+    keys = pa.table({"id": pa.array(np.r_[np.arange(-40, 1200), [N + 101, 2**62]],
+                                    pa.int64())})
+    taken: list[bool] = []
+    inner = planner_mod._route_numbers
+
+    def spied(values, where):
+        out = inner(values, where)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(planner_mod, "_route_numbers", spied)
+    by_number = view._route(keys)
+    assert taken == [True] and by_number is not None
+    assert set(by_number.tolist()) == set(range(4))  # four regions, every key in one
+    monkeypatch.setattr(planner_mod, "_route_numbers", lambda values, where: None)
+    assert np.array_equal(by_number, view._route(keys))  # the join
+    few = np.concatenate([view._route(keys.slice(i, 16))
+                          for i in range(0, keys.num_rows, 16)])  # the dictionary
+    assert np.array_equal(by_number, few)
+    values = pa.table({"f": pa.array([0, 1, 2, 3, 1], pa.int32())})
+    assert inner(values, {(1,): 5, (3,): 7}).tolist() == [-1, 5, -1, 7, 5]
+    assert inner(pa.table({"f": pa.array([1, None], pa.int32())}), {(1,): 5}) is None
+    assert inner(pa.table({"f": pa.array(["a"])}), {("a",): 5}) is None

@@ -617,6 +617,9 @@ class LsmView:
                 routed[n] = where.get(_first_row(values, n), -1)
             return routed
         values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
+        by_number = _route_numbers(values, where)
+        if by_number is not None:
+            return by_number
         fields = [f.field_id for f in spec.fields]
         table = pa.concat_tables([listed[i][2] for i in known])
         table = table.append_column("__region", pa.array(known, pa.int64()))
@@ -669,6 +672,32 @@ class LsmView:
         node = GlobalLimitExec(SortExec(node, DISTANCE), k)
         node = ProjectionExec(node, [*output, DISTANCE])
         return LsmPlan(node, self._header("LsmSearch"))
+
+
+def _route_numbers(values: pa.Table, where: dict[tuple, int]) -> np.ndarray | None:
+    """Each row's position in ``where`` (region values -> listed position; -1: no such
+    region) when the region values are one column of integers (a bucket or an identity
+    of an integer key): a search of the known values, sorted, instead of a join (about
+    a millisecond for 1000 keys). None otherwise: the caller joins."""
+    if values.num_columns != 1 or not where or values.column(0).null_count:
+        return None
+    column = values.column(0)
+    t = column.type
+    if not pa.types.is_integer(t) or (t.bit_width == 64 and not pa.types.is_signed_integer(t)):
+        return None  # (uint64 values may not fit int64)
+    known = [k[0] for k in where]
+    if not all(type(k) is int for k in known):
+        return None
+    try:
+        codes = np.array(known, np.int64)
+    except OverflowError:
+        return None
+    order = np.argsort(codes)
+    codes = codes[order]
+    positions = np.fromiter(where.values(), np.int64, len(where))[order]
+    got = column.to_numpy().astype(np.int64, copy=False)
+    at = np.minimum(codes.searchsorted(got), codes.size - 1)
+    return np.where(codes[at] == got, positions[at], -1)
 
 
 def _with_line(header: Callable[[], list[str]], line: str) -> list[str]:
