@@ -720,3 +720,10 @@ class _SortedValues:
         if self.signed and value >> (bits - 1):
             value -= 1 << bits
         return value
+
+
+# ------------------------------------------------------------------ for point_pages
+# (the steps :mod:`point_pages` shares when it takes many pages together)
+page_values = _page_values
+inflate_lz4 = _inflate_lz4
+inflated_strings = _inflated_strings

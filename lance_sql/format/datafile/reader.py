@@ -37,7 +37,7 @@ from lance_sql.format.schema import LanceField, LanceSchema
 
 _V21_LAYOUT = container.V21_PAGE_LAYOUT_URL.rpartition("/")[2]
 COALESCE_BYTES = 256 * 1024  # read through gaps smaller than this; split reads at larger ones
-_UNEXPECTED = (
+UNEXPECTED = (
     pa.ArrowException,
     ValueError,
     KeyError,
@@ -48,6 +48,7 @@ _UNEXPECTED = (
     struct.error,
     DecodeError,
 )  # only a safety net: the decoders validate explicitly and raise FormatError themselves
+_UNEXPECTED = UNEXPECTED
 
 
 def _storage_type(t: pa.DataType) -> pa.DataType:
@@ -442,19 +443,28 @@ class LanceFileReader:
         except _UNEXPECTED as exc:
             raise FormatError(f"{self.path}: corrupt data: {exc}") from exc
 
+    def point_column(self, field: LanceField, colmap: Mapping[int, int],
+                     blobs: bool = True) -> LeafColumn | None:
+        """The leaf column of ``field`` when its rows may be taken through :mod:`point`
+        (a 2.1+ leaf field read as its own type); None otherwise."""
+        index = colmap.get(field.id)
+        if not self._structural or index is None or not owns_column(field) or \
+                field.children or field.is_legacy_blob or field.is_blob_v2 or \
+                field.logical_type == "json":
+            return None
+        leaf_type = read_type(field, blobs)
+        if leaf_type != field.arrow_type:
+            return None
+        return self._leaf_column(index, field, leaf_type)
+
     def _take_point(self, field: LanceField, colmap: Mapping[int, int],
                     rows: np.ndarray | None, blobs: bool, starts: np.ndarray,
                     ends: np.ndarray) -> pa.Array | None:
         """A 2.1+ leaf field's ``rows`` (None: its one range ``starts[0]..ends[0]``)
         through :mod:`point` (None: the general path)."""
-        index = colmap.get(field.id)
-        if index is None or not owns_column(field) or field.children or \
-                field.is_legacy_blob or field.is_blob_v2 or field.logical_type == "json":
+        column = self.point_column(field, colmap, blobs)
+        if column is None:
             return None
-        leaf_type = read_type(field, blobs)
-        if leaf_type != field.arrow_type:
-            return None
-        column = self._leaf_column(index, field, leaf_type)
         if rows is None:
             return point.read_run(column, int(starts[0]), int(ends[0]))
         if rows.size > point.MAX_ROWS and not point.scattered(rows.size, starts.size):

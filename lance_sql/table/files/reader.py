@@ -19,7 +19,7 @@ from lance_sql.errors import (
     UnsupportedFeatureError,
 )
 from lance_sql.format.datafile import LanceFileReader
-from lance_sql.format.datafile.decode_v2_1 import column_fields
+from lance_sql.format.datafile.decode_v2_1 import LeafColumn, column_fields
 from lance_sql.format.deletion import decode_deletions
 from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.manifest import Manifest
@@ -220,6 +220,19 @@ class FragmentReader:
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
         return out
+
+    def point_column(self, field: LanceField) -> LeafColumn | None:
+        """The leaf column of ``field`` in this fragment's data file when its rows may be
+        taken through the point path (see :meth:`LanceFileReader.point_column`); None
+        otherwise (absent here, a 2.0 file, a nested or blob field, ...)."""
+        self.check_rows()
+        refuse_json(field, self.store.uri)
+        data_file = self.data_file_of(field)
+        if data_file is None:
+            return None
+        reader = open_data_file(self.store, self.manifest, data_file)
+        self._check_file_rows(reader, data_file)
+        return reader.point_column(field, self._column_map(data_file))
 
     def check_rows(self) -> int:
         """The fragment's row count, checked against its data files (see

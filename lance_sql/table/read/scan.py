@@ -42,6 +42,7 @@ from lance_sql.table.files.reader import (
     row_offsets,
     system_arrays,
 )
+from lance_sql.table.read import take_many
 from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask, typed
 from lance_sql.table.read.masks import bool_array
 from lance_sql.table.runtime.workers import WorkerPool
@@ -426,7 +427,7 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
     plan = plan_scan(manifest, columns)
     if addresses.size == 1:  # a point lookup's row: no grouping, nothing to reorder
         return _take_one_address(store, manifest, plan, int(addresses[0]))
-    pieces, order = [], []
+    groups, order = [], []
     for frag, rows, where in by_fragment(manifest, addresses):
         if rows[-1] >= frag.physical_rows:  # rows are sorted
             raise InvalidInputError(
@@ -436,11 +437,16 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
         if mask is not None:
             live = mask[rows]
             where, rows = where[live], rows[live]
-        pieces.append(scan_rows(store, manifest, frag, plan, rows, live=True))
+        groups.append((frag, rows))
         order.append(where)
+    # many rows: each column taken from every fragment at once, when it can be
+    together = (take_many.take_rows(store, manifest, plan, groups)
+                if addresses.size >= take_many.MIN_ROWS else None)
+    pieces = [together] if together is not None else [
+        scan_rows(store, manifest, frag, plan, rows, live=True) for frag, rows in groups]
     if not pieces:
         return plan.output_schema.empty_table()
-    if len(pieces) == 1 and (order[0].size < 2 or bool(np.all(np.diff(order[0]) == 1))):
+    if len(order) == 1 and (order[0].size < 2 or bool(np.all(np.diff(order[0]) == 1))):
         return pieces[0]  # one fragment, addresses given in order: nothing to reorder
     table = pa.concat_tables(pieces)
     inverse = np.argsort(np.concatenate(order), kind="stable")

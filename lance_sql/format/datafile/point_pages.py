@@ -1,0 +1,272 @@
+"""Rows of many mini-block pages taken in one pass (a lookup of many keys).
+
+A take of 1000 keys from a table of 10 fragments touches ~50 pages (10 files x 4
+columns, some rows past a page edge), ~100 rows each. :mod:`point` takes each page on
+its own, and its ~60 numpy calls per page (microseconds each) cost more than the rows.
+Here the pages of one column in every file are taken together: per page only what needs
+its own bytes (the chunks of its rows, their header bytes, the words of its values; LZ4 /
+ZSTD chunks inflated), then the headers parsed, the checks made and the values put
+together once for all the pages, into one array.
+
+For pages of one plain mini-block layout only: no levels (no nulls stored), one value
+buffer of flat values or inline-bitpacked integers, or of compressed chunks of those or
+of strings; one encoding and type for every page. Anything
+else returns None and the caller takes the pages one by one (tests compare the two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.errors import FormatError, LanceError
+from lance_sql.format.datafile import compressive as cz
+from lance_sql.format.datafile import point, sparse
+from lance_sql.format.datafile.blocks import Block, Fixed, inflate
+from lance_sql.format.datafile.compressive import ChunkBuffers
+from lance_sql.format.datafile.decode_v2_1 import LeafColumn
+from lance_sql.format.datafile.miniblock import MiniBlockPage
+from lance_sql.format.datafile.reader import UNEXPECTED
+
+__all__ = ["take_pages"]
+
+_HEAD = 8  # header bytes of a chunk without levels and one value buffer (u16 or u32 size)
+
+
+def take_pages(parts: Sequence[tuple[LeafColumn, np.ndarray]]) -> pa.Array | None:
+    """Rows ``rows`` (sorted, unique, in range) of each leaf column of ``parts`` (one
+    field in several files, say), one after the other, as one array of their leaf type;
+    None when a touched page does not suit this path (see the module docstring)."""
+    pieces: list[tuple[MiniBlockPage, np.ndarray, str]] = []
+    leaf_type = parts[0][0].leaf_type if parts else None
+    for column, rows in parts:
+        if not rows.size:
+            continue
+        if not column.leaf_type.equals(leaf_type):
+            return None
+        for p, page_rows in _by_page(column, rows):
+            page = column.page(p)
+            if not isinstance(page, MiniBlockPage):
+                return None
+            pieces.append((page, page_rows, page.where))
+    try:
+        if not pieces or not _uniform([page for page, _, _ in pieces]):
+            return None
+        return _take(pieces, leaf_type)
+    except LanceError:
+        raise
+    except UNEXPECTED as exc:  # a safety net: the checks above raise FormatError
+        raise FormatError(f"{pieces[0][2]}: corrupt data: {exc}") from exc
+
+
+def _by_page(column: LeafColumn, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``rows`` of a column split by page: (page, its rows relative to the page)."""
+    row_starts = column.info.row_starts
+    if row_starts.size == 2:
+        return [(0, rows)]
+    pages = row_starts.searchsorted(rows, "right") - 1
+    first, last = int(pages[0]), int(pages[-1])
+    if first == last:
+        return [(first, rows - int(row_starts[first]))]
+    cuts = (np.flatnonzero(pages[1:] != pages[:-1]) + 1).tolist()
+    out = []
+    for lo, hi in zip([0, *cuts], [*cuts, rows.size], strict=True):
+        p = int(pages[lo])
+        out.append((p, rows[lo:hi] - int(row_starts[p])))
+    return out
+
+
+def _uniform(pages: list[MiniBlockPage]) -> bool:
+    """Whether every page is a plain mini-block page (see the module docstring) of the
+    first one's value encoding and chunk header width."""
+    first = pages[0]
+    found = None
+    for page in pages:
+        if page.has_rep or page.has_def or page.nbuf != 1 or page.large != first.large:
+            return False
+        values = point.page_values(page) if point.suits(page) else None
+        if values is None:
+            return False
+        if found is None:
+            found = values
+            enc, scheme = values
+            k = cz.kind(enc)
+            if scheme is None and k not in ("flat", "inline_bitpacking"):
+                return False
+        elif values[1] != found[1] or values[0] != found[0]:
+            return False
+        page.load()
+        if page.dictionary is not None:
+            return False
+    return True
+
+
+class _Chunks:
+    """The chunks of every piece's rows: per piece its bytes (a view of the file or a
+    copy) and where its chunks lie in them; for all pieces together the chunk sizes,
+    value counts, header words, and each row's chunk (``sel``) and place in it."""
+
+    def __init__(self, pieces: list[tuple[MiniBlockPage, np.ndarray, str]]) -> None:
+        large = pieces[0][0].large
+        nbytes = 6 if large else 4  # the level count (u16) and the buffer size
+        at_header = np.arange(nbytes)
+        raws, cstarts, headers, sizes, counts, news, positions = [], [], [], [], [], [], []
+        chunk_ends, row_ends = [], []
+        nchunks = nrows = 0
+        for page, rows, where in pieces:
+            shift = page.shift
+            if shift is not None:  # every chunk but a shorter last one holds 2**shift rows
+                cid = rows >> shift
+            else:
+                cid = page.row_end.searchsorted(rows, "right")
+            if int(cid[-1]) >= page.chunk_sizes.size:
+                raise FormatError(f"{where}: row {int(rows[-1])} past the page's chunks")
+            new = np.empty(cid.size, bool)  # rows ascend: a new chunk where the id changes
+            new[0] = True
+            np.not_equal(cid[1:], cid[:-1], out=new[1:])
+            chunks = cid[new]
+            raw, cstart = page.chunk_bytes(chunks, point.SCATTERED_GAP)
+            raws.append(raw)
+            cstarts.append(cstart)
+            headers.append(raw[cstart[:, None] + at_header])
+            sizes.append(page.chunk_sizes[chunks])
+            counts.append(page.chunk_values[chunks])
+            news.append(new)
+            positions.append(rows & ((1 << shift) - 1) if shift is not None
+                             else rows - page.first_row[cid])
+            nchunks += chunks.size
+            nrows += rows.size
+            chunk_ends.append(nchunks)
+            row_ends.append(nrows)
+        self.pieces = pieces
+        self.raws = raws
+        self.chunk_ends = chunk_ends
+        self.row_ends = row_ends
+        new = np.concatenate(news)
+        self.sel = new.cumsum() - 1  # each row's chunk among all the pieces' chunks
+        self.heads = new.nonzero()[0]  # the first row of each chunk
+        self.pos = np.concatenate(positions)
+        self.counts = np.concatenate(counts)
+        csize = np.concatenate(sizes)
+        words = np.concatenate(headers).view("<u2").astype(np.int64)
+        size = words[:, 1] | (words[:, 2] << 16) if large else words[:, 1]
+        if int(csize.min()) < _HEAD:
+            raise FormatError(f"{self.where(int(csize.argmin()))}: chunk smaller than its header")
+        end = (size + 7) & ~7
+        end += _HEAD
+        over = end > csize
+        if over.any():
+            raise FormatError(f"{self.where(int(over.argmax()))}: chunk buffers run past "
+                              "the chunk")
+        past = self.pos >= self.counts[self.sel]
+        if past.any():
+            raise FormatError(f"{self.where(int(self.sel[past.argmax()]))}: row past the "
+                              "values of its chunk")
+        self.vstart = np.concatenate(cstarts) + _HEAD  # each value buffer, in its raw
+        self.vsize = size
+
+    def where(self, chunk: int) -> str:
+        """The page of chunk ``chunk`` (among all the pieces' chunks), for errors."""
+        return self.pieces[int(np.searchsorted(self.chunk_ends, chunk, "right"))][2]
+
+    def chunk_spans(self) -> list[tuple[int, int]]:
+        return list(zip([0, *self.chunk_ends[:-1]], self.chunk_ends, strict=True))
+
+    def row_spans(self) -> list[tuple[int, int]]:
+        return list(zip([0, *self.row_ends[:-1]], self.row_ends, strict=True))
+
+    def gather(self, at: np.ndarray, width: int, spans: list[tuple[int, int]]) -> np.ndarray:
+        """``width`` bytes at ``at[i]`` of the raw of the piece holding entry ``i`` (rows
+        or chunks, as ``spans`` delimit them per piece), as ``(len(at), width)`` bytes."""
+        out = np.empty((at.size, width), np.uint8)
+        step = np.arange(width)
+        for raw, (a, b) in zip(self.raws, spans, strict=True):
+            out[a:b] = raw[at[a:b, None] + step]
+        return out
+
+
+def _take(pieces: list[tuple[MiniBlockPage, np.ndarray, str]], leaf_type: pa.DataType
+          ) -> pa.Array | None:
+    first = pieces[0][0]
+    found = point.page_values(first)
+    assert found is not None
+    enc, scheme = found
+    c = _Chunks(pieces)
+    where = pieces[0][2]
+    block: Block | None
+    if scheme is not None:  # each chunk's value buffer compressed on its own
+        inflated: list = []
+        for raw, (a, b), (_, _, piece_where) in zip(c.raws, c.chunk_spans(), pieces,
+                                                    strict=True):
+            pos, size = c.vstart[a:b], c.vsize[a:b]
+            if scheme == 1:
+                inflated.extend(point.inflate_lz4(raw, pos, size, piece_where))
+            else:
+                inflated.extend(inflate(scheme, raw[s : s + n], piece_where, buffer=True)
+                                for s, n in zip(pos.tolist(), size.tolist(), strict=True))
+        if cz.kind(enc) in ("variable", "fsst"):
+            block = point.inflated_strings(enc, inflated, c.counts, c.sel, c.pos, c.heads,
+                                            where)
+        else:
+            block = sparse.decode(enc, [ChunkBuffers.join(inflated)], c.counts, c.sel, c.pos,
+                                  where)
+    elif cz.kind(enc) == "flat":
+        block = _flat(enc, c)
+    else:
+        block = _bitpacked(enc, c)
+    if block is None:
+        return None
+    values = first.values_to_arrow(block, None)
+    return values if values.type == leaf_type else None
+
+
+def _flat(enc, c: _Chunks) -> Fixed:
+    """Flat values: ``width`` bytes at each row's place in its chunk's value buffer."""
+    width = int(enc.flat.bits_per_value) // 8
+    sel, pos = c.sel, c.pos
+    short = (pos + 1) * width > c.vsize[sel]
+    if short.any():
+        raise FormatError(f"{c.where(int(sel[short.argmax()]))}: chunk holds fewer bytes "
+                          "than its values need")
+    data = c.gather(c.vstart[sel] + pos * width, width, c.row_spans())
+    return Fixed(data.reshape(-1), width * 8, pos.size)
+
+
+def _bitpacked(enc, c: _Chunks) -> Fixed:
+    """Inline FastLanes bitpacking (see :func:`sparse._sparse_inline`): each chunk's bit
+    width from its first word, then the (at most) two words of each row's value."""
+    bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+    if bits not in (8, 16, 32, 64):
+        raise FormatError(f"{c.pieces[0][2]}: inline bitpacking of {bits}-bit values")
+    wb, lanes = bits // 8, 1024 // bits
+    sizes = c.vsize
+    if int(sizes.min()) < wb:
+        raise FormatError(f"{c.where(int(sizes.argmin()))}: bitpacked chunk size does not "
+                          "match its bit width")
+    dt = np.dtype(f"<u{wb}")
+    width_c = c.gather(c.vstart, wb, c.chunk_spans()).view(dt)[:, 0].astype(np.int64)
+    bad = (width_c > bits) | (sizes != (1 + width_c * lanes) * wb)
+    if bad.any():
+        raise FormatError(f"{c.where(int(bad.argmax()))}: bitpacked chunk size does not "
+                          "match its bit width")
+    row_of, lane_of = sparse.row_lane(bits)
+    sel, pos = c.sel, c.pos
+    width = width_c[sel]
+    start = row_of[pos] * width
+    w0, shift = start // bits, start % bits
+    j = np.where(width > 0, 1 + w0 * lanes + lane_of[pos], 0)  # 0 bits: read the header
+    j_hi = np.where(shift + width > bits, j + lanes, j)  # continues in the lane's next word
+    base = c.vstart[sel]
+    spans = c.row_spans()
+    lo = c.gather(base + j * wb, wb, spans).view(dt)[:, 0]
+    hi = c.gather(base + j_hi * wb, wb, spans).view(dt)[:, 0]
+    sh = shift.astype(dt)
+    # without a spill the high part lands at bits >= width and is masked off; two shifts
+    # keep each below the word size
+    val = (lo >> sh) | ((hi << dt.type(1)) << (dt.type(bits - 1) - sh))
+    mask = (np.uint64(1) << np.minimum(width, 63).astype(np.uint64)) - np.uint64(1)
+    mask = np.where(width >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), mask).astype(dt)
+    val &= mask
+    return Fixed(val.view(np.uint8), bits, pos.size)

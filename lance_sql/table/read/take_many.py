@@ -1,0 +1,72 @@
+"""Rows of many fragments taken column by column (a lookup of many keys).
+
+A take of 1000 row addresses spread over 10 fragments reads each fragment on its own
+(:func:`~lance_sql.table.read.scan.scan_rows`): per fragment a reader, a table, its
+casts, and per column its pages taken one by one. Here each data column is taken from
+every fragment at once (:func:`~lance_sql.format.datafile.point_pages.take_pages`) and
+the row addresses made for all fragments together, into one table. When a column or a
+page does not allow that, None: the caller goes fragment by fragment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from lance_sql.format.datafile import point_pages
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.io.store import ObjectStore
+from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, FragmentReader
+
+if TYPE_CHECKING:
+    from lance_sql.table.read.scan import ScanPlan
+
+__all__ = ["MIN_ROWS", "take_rows"]
+
+# Takes of fewer rows go fragment by fragment (few pages each: little to share).
+MIN_ROWS = 64
+
+
+def take_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
+              groups: Sequence[tuple[Fragment, np.ndarray]]) -> pa.Table | None:
+    """The plan's output for ``rows`` (live, sorted physical offsets) of each fragment of
+    ``groups``, fragment after fragment, as one table; None when this path does not
+    apply (a filter, system columns other than row addresses, repeated rows, a column
+    some fragment lacks or holds in a shape :mod:`point_pages` does not take)."""
+    system = plan.system_names
+    stable = manifest.uses_stable_row_ids
+    if plan.filter is not None or any(
+            n != ROW_ADDR and (n != ROW_ID or stable) for n in system):
+        return None
+    groups = [(f, r) for f, r in groups if r.size]
+    if not groups or any(r.size > 1 and not bool((r[1:] > r[:-1]).all()) for _, r in groups):
+        return None
+    readers = [FragmentReader(store, manifest, f) for f, _ in groups]
+    arrays: list[pa.Array] = []
+    for field in plan.read_fields:
+        parts = []
+        for reader, (_, rows) in zip(readers, groups, strict=True):
+            column = reader.point_column(field)
+            if column is None:
+                return None
+            parts.append((column, rows))
+        got = point_pages.take_pages(parts)
+        if got is None:
+            return None
+        arrays.append(got)
+    names = [f.name for f in plan.read_fields]
+    if system:
+        addresses = pa.array(np.concatenate(
+            [rows.astype(np.uint64) | (np.uint64(f.id) << np.uint64(32)) for f, rows in groups]))
+        arrays.extend([addresses] * len(system))
+        names.extend(system)
+    table = pa.Table.from_arrays(arrays, names=names).select(list(plan.output_fields))
+    schema = plan.output_schema
+    for column, field in zip(table.columns, schema, strict=True):
+        if not column.type.equals(field.type) or (not field.nullable and column.null_count):
+            return None  # casts, or the error naming the fragment: fragment by fragment
+    return pa.Table.from_arrays(table.columns, schema=schema)

@@ -1,0 +1,189 @@
+"""``take_addresses`` of many addresses takes each column from every fragment at once
+(:mod:`lance_sql.table.read.take_many`, :mod:`lance_sql.format.datafile.point_pages`).
+
+Every row and column equals the fragment-by-fragment path and the rows pylance reads at
+those addresses, for tables written by pylance and by lance_sql: bitpacked and flat
+numbers, LZ4 and plain strings, nulls, several pages per column (rows at page edges),
+deleted rows, addresses out of order; repeats, filters' system columns and columns of
+other shapes fall back; the path is counted; a corrupt chunk is a FormatError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import FormatError
+from lance_sql.format.datafile import point_pages
+from lance_sql.table.read import take_many
+
+N = 60_000
+
+
+def _data(n: int = N) -> pa.Table:
+    rng = np.random.default_rng(3)
+    ids = np.arange(n, dtype=np.int64)
+    words = [f"w{i}-{'z' * int(i % 9)}" for i in rng.integers(0, 10**6, n)]
+    return pa.table({
+        "id": ids,
+        "small": pa.array(rng.integers(0, 300, n).astype(np.int32)),
+        "f": pa.array(rng.standard_normal(n)),
+        "s": pa.array(words),
+        "s_lz4": pa.array([w * 3 for w in words]),
+        "maybe": pa.array(rng.integers(0, 9, n), mask=rng.random(n) < 0.1),
+    })
+
+
+def _schema(table: pa.Table) -> pa.Schema:
+    return pa.schema([f.with_metadata({"lance-encoding:compression": "lz4"})
+                      if f.name == "s_lz4" else f for f in table.schema])
+
+
+@pytest.fixture(scope="module", params=["lance_sql", "pylance"])
+def written(request, tmp_path_factory) -> tuple[str, pa.Table]:
+    table = _data()
+    table = pa.Table.from_arrays(table.columns, schema=_schema(table))
+    uri = str(tmp_path_factory.mktemp("many") / "t.lance")
+    if request.param == "pylance":
+        lance.write_dataset(table, uri, max_rows_per_file=17_000, data_storage_version="2.1")
+    else:
+        lance_sql.write_dataset(table, uri, max_rows_per_file=17_000)
+    lance_sql.dataset(uri).delete("id % 97 = 5")
+    return uri, table
+
+
+def _addresses(uri: str, seed: int, count: int) -> np.ndarray:
+    """Random row addresses of the table, in random order, with rows at page edges."""
+    ds = lance_sql.dataset(uri)
+    rng = np.random.default_rng(seed)
+    out = []
+    for f in ds.manifest.fragments:
+        rows = rng.choice(f.physical_rows, count // len(ds.manifest.fragments), replace=False)
+        edges = np.array([0, 1, 4095, 4096, 4097, f.physical_rows - 1])
+        out.append(np.unique(np.r_[rows, edges]).astype(np.uint64)
+                    | (np.uint64(f.id) << np.uint64(32)))
+    addresses = np.concatenate(out)
+    return addresses[rng.permutation(addresses.size)]
+
+
+@pytest.fixture
+def counted(monkeypatch) -> list[bool]:
+    """Whether each take_rows call answered (True) or fell back (False)."""
+    seen: list[bool] = []
+    inner = take_many.take_rows
+
+    def spied(*args):
+        out = inner(*args)
+        seen.append(out is not None)
+        return out
+
+    monkeypatch.setattr(take_many, "take_rows", spied)
+    return seen
+
+
+def _by_fragment(uri, addresses, columns, monkeypatch) -> pa.Table:
+    with monkeypatch.context() as m:
+        m.setattr(take_many, "take_rows", lambda *a: None)
+        return lance_sql.dataset(uri).take_addresses(addresses, columns)
+
+
+@pytest.mark.parametrize("columns", [["id", "small", "f", "s_lz4", "_rowaddr"],
+                                     ["s_lz4", "id"], ["f"]])
+def test_many_addresses_equal_fragment_by_fragment_and_pylance(written, columns, counted,
+                                                               monkeypatch) -> None:
+    uri, table = written
+    addresses = _addresses(uri, 1, 1500)
+    got = lance_sql.dataset(uri).take_addresses(addresses, columns)
+    assert counted == [True]
+    assert got.equals(_by_fragment(uri, addresses, columns, monkeypatch))
+    # pylance's rows at those addresses (deleted ones left out), compared one by one
+    theirs = lance.dataset(uri).to_table(columns=[c for c in columns if c != "_rowaddr"],
+                                         with_row_address=True)
+    at = {a: i for i, a in enumerate(theirs.column("_rowaddr").to_pylist())}
+    live = [a for a in addresses.tolist() if a in at]
+    assert got.num_rows == len(live) < addresses.size
+    expected = theirs.take(pa.array([at[a] for a in live]))
+    for name in columns:
+        assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
+
+
+def test_columns_of_other_shapes_and_repeats_fall_back(written, counted,
+                                                       monkeypatch) -> None:
+    """A column with nulls (levels stored) is taken page by page, as are repeated
+    addresses; plain strings (LZ4 chunks by lance_sql's default, not pylance's) go
+    either way; the rows equal the fragment-by-fragment path."""
+    uri, _ = written
+    ds = lance_sql.dataset(uri)
+    addresses = _addresses(uri, 2, 600)
+    cases = [(addresses, ["maybe", "id"]), (np.r_[addresses, addresses[:50]], ["id", "f"]),
+             (addresses, ["s"])]
+    for asked, columns in cases:
+        got = ds.take_addresses(asked, columns)
+        assert got.equals(_by_fragment(uri, asked, columns, monkeypatch)), columns
+    assert counted[:2] == [False, False]
+
+
+def test_take_pages_equals_the_page_by_page_take(written) -> None:
+    """take_pages of one column over every file equals point's take of each file,
+    joined, for rows in many pages of each file."""
+    from lance_sql.format.datafile import point
+    from lance_sql.table.files.reader import FragmentReader
+
+    uri, _ = written
+    ds = lance_sql.dataset(uri)
+    rng = np.random.default_rng(5)
+    for name in ("id", "small", "f", "s_lz4"):
+        field = next(f for f in ds.manifest.schema.fields if f.name == name)
+        parts = []
+        for frag in ds.manifest.fragments:
+            column = FragmentReader(ds.store, ds.manifest, frag).point_column(field)
+            assert column is not None
+            rows = np.unique(rng.integers(0, frag.physical_rows, 300))
+            parts.append((column, rows))
+        together = point_pages.take_pages(parts)
+        assert together is not None, name
+        alone = pa.concat_arrays([point.take_leaf(c, r) for c, r in parts])
+        assert together.equals(alone), name
+    assert point_pages.take_pages([]) is None
+
+
+def test_a_corrupt_chunk_is_a_format_error(tmp_path, monkeypatch) -> None:
+    """A chunk header claiming a value buffer past its chunk, found while taking many
+    rows together (never fragment by fragment here): a FormatError."""
+    import shutil
+
+    from lance_sql.table.read import scan
+
+    def never(*args, **kwargs):
+        raise AssertionError("taken fragment by fragment")
+
+    monkeypatch.setattr(scan, "scan_rows", never)
+
+    from lance_sql.table.files.reader import FragmentReader
+
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(_data(20_000).select(["id", "f"]), uri, max_rows_per_file=7_000)
+    ds = lance_sql.dataset(uri)
+    field = next(f for f in ds.manifest.schema.fields if f.name == "f")
+    frag = ds.manifest.fragments[1]
+    column = FragmentReader(ds.store, ds.manifest, frag).point_column(field)
+    assert column is not None
+    page = column.page(0)
+    page.load()
+    at = page.buffers[1][0] + int(page.chunk_offsets[1]) + 2  # chunk 1's buffer size
+    name = Path(frag.files[0].path).name
+    [path] = list(Path(uri).rglob(name))
+    copy = tmp_path / "bad.lance"
+    shutil.copytree(uri, copy)
+    [bad] = list(copy.rglob(name))
+    raw = bytearray(path.read_bytes())
+    raw[at : at + 2] = (0xFFFF).to_bytes(2, "little")
+    bad.write_bytes(bytes(raw))
+    broken = lance_sql.dataset(str(copy))
+    addresses = np.arange(0, 7_000, 50, dtype=np.uint64) | (np.uint64(frag.id) << np.uint64(32))
+    with pytest.raises(FormatError, match="run past"):
+        broken.take_addresses(addresses, ["f"])
