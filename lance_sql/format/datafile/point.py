@@ -724,6 +724,19 @@ class _SortedValues:
 
 # ------------------------------------------------------------------ for point_pages
 # (the steps :mod:`point_pages` shares when it takes many pages together)
-page_values = _page_values
-inflate_lz4 = _inflate_lz4
-inflated_strings = _inflated_strings
+def page_values(page: MiniBlockPage) -> tuple[pb.CompressiveEncoding, int | None] | None:
+    """:func:`_page_values`."""
+    return _page_values(page)
+
+
+def inflate_lz4(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
+                ) -> list[pa.Buffer | bytes]:
+    """:func:`_inflate_lz4`."""
+    return _inflate_lz4(raw, pos, sizes, where)
+
+
+def inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarray,
+                     sel: np.ndarray, pos: np.ndarray, heads: np.ndarray, where: str
+                     ) -> Block:
+    """:func:`_inflated_strings`."""
+    return _inflated_strings(enc, pieces, counts, sel, pos, heads, where)

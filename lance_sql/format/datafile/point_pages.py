@@ -21,14 +21,13 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import FormatError, LanceError
+from lance_sql.errors import FormatError
 from lance_sql.format.datafile import compressive as cz
 from lance_sql.format.datafile import point, sparse
 from lance_sql.format.datafile.blocks import Block, Fixed, inflate
 from lance_sql.format.datafile.compressive import ChunkBuffers
 from lance_sql.format.datafile.decode_v2_1 import LeafColumn
 from lance_sql.format.datafile.miniblock import MiniBlockPage
-from lance_sql.format.datafile.reader import UNEXPECTED
 
 __all__ = ["take_pages"]
 
@@ -38,7 +37,9 @@ _HEAD = 8  # header bytes of a chunk without levels and one value buffer (u16 or
 def take_pages(parts: Sequence[tuple[LeafColumn, np.ndarray]]) -> pa.Array | None:
     """Rows ``rows`` (sorted, unique, in range) of each leaf column of ``parts`` (one
     field in several files, say), one after the other, as one array of their leaf type;
-    None when a touched page does not suit this path (see the module docstring)."""
+    None when a touched page does not suit this path (see the module docstring). Bad
+    data is a FormatError, or (a safety net, as for every decoder) an error of the kinds
+    the readers turn into one."""
     pieces: list[tuple[MiniBlockPage, np.ndarray, str]] = []
     leaf_type = parts[0][0].leaf_type if parts else None
     for column, rows in parts:
@@ -51,14 +52,9 @@ def take_pages(parts: Sequence[tuple[LeafColumn, np.ndarray]]) -> pa.Array | Non
             if not isinstance(page, MiniBlockPage):
                 return None
             pieces.append((page, page_rows, page.where))
-    try:
-        if not pieces or not _uniform([page for page, _, _ in pieces]):
-            return None
-        return _take(pieces, leaf_type)
-    except LanceError:
-        raise
-    except UNEXPECTED as exc:  # a safety net: the checks above raise FormatError
-        raise FormatError(f"{pieces[0][2]}: corrupt data: {exc}") from exc
+    if not pieces or not _uniform([page for page, _, _ in pieces]):
+        return None
+    return _take(pieces, leaf_type)
 
 
 def _by_page(column: LeafColumn, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from lance_sql.errors import FormatError, LanceError
 from lance_sql.format.datafile import point_pages
+from lance_sql.format.datafile.reader import UNEXPECTED
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
@@ -54,7 +56,13 @@ def take_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
             if column is None:
                 return None
             parts.append((column, rows))
-        got = point_pages.take_pages(parts)
+        try:
+            got = point_pages.take_pages(parts)
+        except LanceError:
+            raise
+        except UNEXPECTED as exc:  # a safety net: the decoders raise FormatError
+            raise FormatError(f"{store.uri}: column {field.name!r}: corrupt data: "
+                              f"{exc}") from exc
         if got is None:
             return None
         arrays.append(got)

@@ -127,9 +127,10 @@ def test_columns_of_other_shapes_and_repeats_fall_back(written, counted,
     assert counted[:2] == [False, False]
 
 
-def test_take_pages_equals_the_page_by_page_take(written) -> None:
-    """take_pages of one column over every file equals point's take of each file,
-    joined, for rows in many pages of each file."""
+def test_take_pages_equals_the_general_path(written, monkeypatch) -> None:
+    """take_pages of one column over every file equals the general decode (the point
+    path off) of each file and point's page-by-page take, joined, for rows in several
+    pages of each file."""
     from lance_sql.format.datafile import point
     from lance_sql.table.files.reader import FragmentReader
 
@@ -138,16 +139,20 @@ def test_take_pages_equals_the_page_by_page_take(written) -> None:
     rng = np.random.default_rng(5)
     for name in ("id", "small", "f", "s_lz4"):
         field = next(f for f in ds.manifest.schema.fields if f.name == name)
-        parts = []
+        parts, general = [], []
         for frag in ds.manifest.fragments:
-            column = FragmentReader(ds.store, ds.manifest, frag).point_column(field)
+            reader = FragmentReader(ds.store, ds.manifest, frag)
+            column = reader.point_column(field)
             assert column is not None
             rows = np.unique(rng.integers(0, frag.physical_rows, 300))
             parts.append((column, rows))
+            with monkeypatch.context() as m:
+                m.setattr(point, "take_leaf", lambda *a, **k: None)
+                general.append(reader.take([field], rows)[0])
         together = point_pages.take_pages(parts)
         assert together is not None, name
-        alone = pa.concat_arrays([point.take_leaf(c, r) for c, r in parts])
-        assert together.equals(alone), name
+        assert together.equals(pa.concat_arrays(general)), name
+        assert together.equals(pa.concat_arrays([point.take_leaf(c, r) for c, r in parts]))
     assert point_pages.take_pages([]) is None
 
 
