@@ -41,9 +41,9 @@ def take_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
     some fragment lacks or holds in a shape :mod:`point_pages` does not take)."""
     system = plan.system_names
     stable = manifest.uses_stable_row_ids
-    if plan.filter is not None or any(
+    if plan.filter is not None or not plan.output_fields or any(
             n != ROW_ADDR and (n != ROW_ID or stable) for n in system):
-        return None
+        return None  # (no output columns: rows without columns, made fragment by fragment)
     groups = [(f, r) for f, r in groups if r.size]
     if not groups or any(r.size > 1 and not bool((r[1:] > r[:-1]).all()) for _, r in groups):
         return None

@@ -114,17 +114,19 @@ def test_many_addresses_equal_fragment_by_fragment_and_pylance(written, columns,
 def test_columns_of_other_shapes_and_repeats_fall_back(written, counted,
                                                        monkeypatch) -> None:
     """A column with nulls (levels stored) is taken page by page, as are repeated
-    addresses; plain strings (LZ4 chunks by lance_sql's default, not pylance's) go
-    either way; the rows equal the fragment-by-fragment path."""
+    addresses and a take of no columns; plain strings (LZ4 chunks by lance_sql's default,
+    not pylance's) go either way; row addresses alone are made at once; the rows equal
+    the fragment-by-fragment path."""
     uri, _ = written
     ds = lance_sql.dataset(uri)
     addresses = _addresses(uri, 2, 600)
     cases = [(addresses, ["maybe", "id"]), (np.r_[addresses, addresses[:50]], ["id", "f"]),
-             (addresses, ["s"])]
+             (addresses, []), (addresses, ["s"]), (addresses, ["_rowaddr"])]
     for asked, columns in cases:
         got = ds.take_addresses(asked, columns)
         assert got.equals(_by_fragment(uri, asked, columns, monkeypatch)), columns
-    assert counted[:2] == [False, False]
+    # nulls stored, repeats, no columns: fragment by fragment; row addresses alone: at once
+    assert counted[:3] == [False, False, False] and counted[-1]
 
 
 def test_take_pages_equals_the_general_path(written, monkeypatch) -> None:
@@ -192,3 +194,24 @@ def test_a_corrupt_chunk_is_a_format_error(tmp_path, monkeypatch) -> None:
     addresses = np.arange(0, 7_000, 50, dtype=np.uint64) | (np.uint64(frag.id) << np.uint64(32))
     with pytest.raises(FormatError, match="run past"):
         broken.take_addresses(addresses, ["f"])
+
+
+def test_added_and_altered_columns(tmp_path, counted, monkeypatch) -> None:
+    """A column added later (its own data file in each fragment) is taken at once with
+    the others; a column whose type was altered (a cast on output) goes fragment by
+    fragment; both equal the fragment-by-fragment path."""
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(_data(20_000).select(["id", "f"]), uri, max_rows_per_file=7_000)
+    ds = lance_sql.dataset(uri)
+    ds.add_columns({"twice": "id * 2"})
+    ds = lance_sql.dataset(uri)
+    addresses = _addresses(uri, 4, 900)
+    got = ds.take_addresses(addresses, ["twice", "f", "id"])
+    assert got.equals(_by_fragment(uri, addresses, ["twice", "f", "id"], monkeypatch))
+    assert got.column("twice").to_pylist() == [2 * i for i in got.column("id").to_pylist()]
+    assert counted == [True]
+    ds.alter_columns({"path": "f", "data_type": pa.float32()})
+    ds = lance_sql.dataset(uri)
+    got = ds.take_addresses(addresses, ["f", "id"])
+    assert got.equals(_by_fragment(uri, addresses, ["f", "id"], monkeypatch))
+    assert got.schema.field("f").type == pa.float32()
