@@ -48,7 +48,7 @@ UNEXPECTED = (
     struct.error,
     DecodeError,
 )  # only a safety net: the decoders validate explicitly and raise FormatError themselves
-_UNEXPECTED = UNEXPECTED
+_UNEXPECTED = UNEXPECTED  # (its name here before other modules caught it too)
 
 
 def _storage_type(t: pa.DataType) -> pa.DataType:

@@ -198,12 +198,18 @@ class FragmentReader:
     def page_bounds(self, field: LanceField) -> np.ndarray | None:
         """Row boundaries of ``field``'s pages in this fragment (``0``, the end of each
         page), when its data file stores it as one 2.1+ column; else None."""
+        found = self._opened(field)
+        return None if found is None else found[0].page_bounds(field, found[1])
+
+    def _opened(self, field: LanceField) -> tuple[LanceFileReader, dict[int, int]] | None:
+        """The open reader of the data file holding ``field`` here (checked to hold the
+        fragment's rows) and its column map; None when no data file has it."""
         data_file = self.data_file_of(field)
         if data_file is None:
             return None
         reader = open_data_file(self.store, self.manifest, data_file)
         self._check_file_rows(reader, data_file)
-        return reader.page_bounds(field, self._column_map(data_file))
+        return reader, self._column_map(data_file)
 
     def take(self, fields: Sequence[LanceField], rows: np.ndarray) -> list[pa.Array]:
         self.check_rows()
@@ -227,12 +233,8 @@ class FragmentReader:
         otherwise (absent here, a 2.0 file, a nested or blob field, ...)."""
         self.check_rows()
         refuse_json(field, self.store.uri)
-        data_file = self.data_file_of(field)
-        if data_file is None:
-            return None
-        reader = open_data_file(self.store, self.manifest, data_file)
-        self._check_file_rows(reader, data_file)
-        return reader.point_column(field, self._column_map(data_file))
+        found = self._opened(field)
+        return None if found is None else found[0].point_column(field, found[1])
 
     def check_rows(self) -> int:
         """The fragment's row count, checked against its data files (see
