@@ -86,6 +86,24 @@ def take_leaf(column: LeafColumn, rows: np.ndarray, *,
     return pa.concat_arrays(pieces)
 
 
+def take_row(column: LeafColumn, row: int) -> pa.Array | None:
+    """Row ``row`` (in range) of a leaf column, as its leaf type: :func:`take_leaf` of one
+    row without the row arrays (its page found by a scalar search); None when its page
+    does not suit this path."""
+    row_starts = column.info.row_starts
+    p = 0 if row_starts.size == 2 else int(row_starts.searchsorted(row, "right")) - 1
+    page = column.page(p)
+    if not suits(page):
+        return None
+    assert isinstance(page, MiniBlockPage)
+    page.load()
+    at = row - int(row_starts[p])
+    one = _take_one(page, at)
+    if one is not None:
+        return one if one.type == column.leaf_type else None
+    return _take_page(column, p, np.array([at], np.int64))
+
+
 def read_run(column: LeafColumn, start: int, stop: int) -> pa.Array | None:
     """Rows ``[start, stop)`` of a leaf column (a short run, e.g. one page of an index),
     as its leaf type: the chunks holding them decoded in one call; None when the run

@@ -447,6 +447,19 @@ class LanceFileReader:
                     ends: np.ndarray) -> pa.Array | None:
         """A 2.1+ leaf field's ``rows`` (None: its one range ``starts[0]..ends[0]``)
         through :mod:`point` (None: the general path)."""
+        column = self._point_column(field, colmap, blobs)
+        if column is None:
+            return None
+        if rows is None:
+            return point.read_run(column, int(starts[0]), int(ends[0]))
+        if rows.size > point.MAX_ROWS and not point.scattered(rows.size, starts.size):
+            return point.take_leaf(column, rows, compressed_only=True)
+        return point.take_leaf(column, rows)
+
+    def _point_column(self, field: LanceField, colmap: Mapping[int, int], blobs: bool
+                      ) -> LeafColumn | None:
+        """The leaf column of a 2.1+ leaf ``field`` that :mod:`point` may take from (None:
+        the field takes the general path)."""
         index = colmap.get(field.id)
         if index is None or not owns_column(field) or field.children or \
                 field.is_legacy_blob or field.is_blob_v2 or field.logical_type == "json":
@@ -454,12 +467,31 @@ class LanceFileReader:
         leaf_type = read_type(field, blobs)
         if leaf_type != field.arrow_type:
             return None
-        column = self._leaf_column(index, field, leaf_type)
-        if rows is None:
-            return point.read_run(column, int(starts[0]), int(ends[0]))
-        if rows.size > point.MAX_ROWS and not point.scattered(rows.size, starts.size):
-            return point.take_leaf(column, rows, compressed_only=True)
-        return point.take_leaf(column, rows)
+        return self._leaf_column(index, field, leaf_type)
+
+    def take_row(self, fields: Sequence[LanceField], column_indices: Mapping[int, int],
+                 row: int, *, blob_descriptions: bool = False) -> list[pa.Array]:
+        """:meth:`take` of the one row ``row``, every field in one pass: each 2.1+ leaf
+        field's value through :func:`point.take_row` (no row arrays), the others by the
+        general path."""
+        if row < 0 or row >= self.num_rows:
+            raise InvalidInputError(
+                f"{self.path}: row offsets out of range ({self.num_rows} rows)")
+        one = np.array([row], np.int64)
+        if not self._structural:
+            return self._guarded(fields, column_indices, one, one + 1, None, blob_descriptions)
+        try:
+            out = []
+            for f in fields:
+                column = self._point_column(f, column_indices, blob_descriptions)
+                got = point.take_row(column, row) if column is not None else None
+                out.append(got if got is not None else self._read_field(
+                    f, column_indices, one, one + 1, self.num_rows, blob_descriptions))
+            return out
+        except LanceError:
+            raise
+        except _UNEXPECTED as exc:
+            raise FormatError(f"{self.path}: corrupt data: {exc}") from exc
 
     # ------------------------------------------------------------------ fields
     def _column_for(self, field: LanceField, colmap: Mapping[int, int], rows: int):

@@ -535,3 +535,43 @@ def test_one_row_takes_of_a_reused_reader(written, answered, monkeypatch) -> Non
     for bad in (np.array([1.0]), np.array([True])):
         with pytest.raises(InvalidInputError, match="integer row offsets"):
             reader.take(fields, cmap, bad)
+
+
+def test_take_row_equals_take_of_one_row(written, monkeypatch) -> None:
+    """The fused one-row take (every field of the row in one pass) equals the one-row
+    ``take`` and the general path, at chunk and page edges, for every column kind and
+    format 2.0 / 2.1 (pylance-written) / 2.2; the point path answers the 2.1+ leaves."""
+    version, table, data, full, edges = written
+    reader, cmap = _open(data)
+    fields = reader.schema.fields
+    rows = [0, 1, 1023, 1024, 4095, 4096, N // 2, N - 1, *edges[:6], *(e - 1 for e in edges[:6])]
+    answered: list[str] = []
+    take_row = point.take_row
+
+    def counted(column, row):
+        out = take_row(column, row)
+        if out is not None:
+            answered.append(column.where)
+        return out
+
+    monkeypatch.setattr(point, "take_row", counted)
+    for row in rows:
+        got = reader.take_row(fields, cmap, row)
+        one = _open(data)[0].take(fields, cmap, np.array([row], np.int64))
+        with monkeypatch.context() as m:
+            m.setattr(point, "take_row", lambda *a: None)  # the general path
+            general = _open(data)[0].take_row(fields, cmap, row)
+        for field, a, b, c in zip(fields, got, one, general, strict=True):
+            where = f"{version} {field.name} row {row}"
+            assert_same(a, b, where)
+            assert_same(a, c, where)
+            assert_same(a, table.column(field.name).slice(row, 1), where)
+    names = " ".join(answered)
+    if version == "2.0":
+        assert not answered  # no point path for 2.0 files
+    else:
+        for name in ("i64", "i32_null", "f64", "f32_null", "s", "s_null", "s_lz4", "bin", "ts"):
+            assert f"(field {name!r})" in names, name
+    for bad in (-1, N):
+        with pytest.raises(InvalidInputError, match="out of range"):
+            reader.take_row(fields, cmap, bad)
