@@ -417,13 +417,16 @@ def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: 
 
 
 def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray,
-                   columns: Sequence[str] | None = None) -> pa.Table:
+                   columns: Sequence[str] | None = None, *,
+                   plan: ScanPlan | None = None) -> pa.Table:
     """Rows by row address (uint64 ``fragment_id << 32 | offset``), in the order given.
 
     Addresses of deleted rows are skipped; an unknown fragment, or an offset past its
-    fragment's end, is an error.
+    fragment's end, is an error. ``plan``: ``plan_scan(manifest, columns)`` when the
+    caller kept it.
     """
-    plan = plan_scan(manifest, columns)
+    if plan is None:
+        plan = plan_scan(manifest, columns)
     if addresses.size == 1:  # a point lookup's row: no grouping, nothing to reorder
         return _take_one_address(store, manifest, plan, int(addresses[0]))
     pieces, order = [], []

@@ -4,6 +4,8 @@ live rows, deleted rows, system columns, and the same errors for bad addresses."
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -122,3 +124,33 @@ def test_one_row_of_every_column_in_one_pass(tmp_path, monkeypatch: pytest.Monke
         import lance
 
         assert lance.dataset(uri).to_table().equals(data)
+
+
+def test_kept_take_plan_follows_the_version(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset plans a take of the same columns once per version: repeated takes plan
+    nothing and equal a freshly planned take; after a schema change moves the dataset to
+    a new version its takes see the new schema; unknown columns fail every time."""
+    ds = _table(tmp_path)
+    address = (ds.manifest.fragments[1].id << 32) | 3
+    planned: list[object] = []
+    real = scan.plan_scan
+    module = importlib.import_module("lance_sql.table.dataset")  # (the package's name
+    monkeypatch.setattr(module, "plan_scan",  # lance_sql.table.dataset is a function)
+                        lambda manifest, columns: planned.append(columns) or real(manifest,
+                                                                                  columns))
+    for _ in range(3):
+        for columns in (None, ["s", "_rowaddr"]):
+            got = ds.take_addresses([address], columns)
+            assert got.equals(scan.take_addresses(ds.store, ds.manifest,
+                                                  np.array([address], np.uint64), columns))
+    assert planned == [None, ["s", "_rowaddr"]]
+    before = ds.version
+    ds.alter_columns({"path": "s", "name": "text"})
+    assert ds.version > before
+    assert ds.take_addresses([address]).column_names == ["id", "v", "text"]
+    with pytest.raises(NotFoundError):
+        ds.take_addresses([address], ["s"])
+    with pytest.raises(NotFoundError):
+        ds.take_addresses([address], ["s"])
+    with pytest.raises(InvalidInputError):
+        ds.take_addresses([address], "text")
