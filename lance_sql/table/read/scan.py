@@ -471,9 +471,7 @@ def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
         found.update(zip(system, system_arrays(store, manifest, frag,
                                                np.array([row], np.int64), system),
                          strict=True))
-    table = pa.Table.from_arrays([found[n] for n in plan.output_fields],
-                                 names=list(plan.output_fields))
-    return cast_output(table, plan.output_schema, store, frag)
+    return conformed([found[n] for n in plan.output_fields], plan.output_schema, store, frag)
 
 
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
@@ -512,9 +510,16 @@ def cast_output(table: pa.Table, schema: pa.Schema, store: ObjectStore,
                 fragment: Fragment) -> pa.Table:
     """``table`` as ``schema``; data that cannot be (nulls in a non-nullable column, say,
     from a damaged or inconsistent file) is a FormatError naming the fragment's files."""
+    return conformed(table.columns, schema, store, fragment)
+
+
+def conformed(arrays: Sequence[pa.Array | pa.ChunkedArray], schema: pa.Schema,
+              store: ObjectStore, fragment: Fragment) -> pa.Table:
+    """The table of ``arrays`` (one per field of ``schema``, in its order) as
+    :func:`cast_output` makes it."""
     try:
         columns = []
-        for column, field in zip(table.columns, schema, strict=True):
+        for column, field in zip(arrays, schema, strict=True):
             if column.type.equals(field.type):
                 # No cast: it would refuse the nulls pylance leaves in non-nullable
                 # children under null rows (blob descriptions); check the top level only.
