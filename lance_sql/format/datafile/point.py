@@ -455,7 +455,30 @@ def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
         null = valid is not None and not valid[0]
         return pa.Array.from_buffers(t, 1, [pa.py_buffer(b"\x00") if null else None,
                                             pa.py_buffer(block.data)])
+    if isinstance(block, Variable) and page.dictionary is None and t in _PLAIN_BYTES:
+        return _one_bytes(block, t, valid is not None and not valid[0], where)
     return page.values_to_arrow(block, valid)
+
+
+_PLAIN_BYTES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+
+
+def _one_bytes(block: Variable, t: pa.DataType, null: bool, where: str) -> pa.Array:
+    """The one string / binary value of ``block`` as an array of ``t``, made from a Python
+    value (the general conversion checks offsets and UTF-8 with several array passes,
+    its cost for one value); invalid UTF-8 is the same FormatError."""
+    lo, hi = (int(o) for o in block.offsets[:2])
+    if block.n != 1 or lo < 0 or hi < lo or hi > block.data.size:
+        raise FormatError(f"{where}: string offsets run past the data")
+    if null:
+        return pa.nulls(1, t)
+    value = block.data[lo:hi].tobytes()
+    if t in (pa.string(), pa.large_string()):
+        try:
+            return pa.array([value.decode("utf-8")], t)
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
+    return pa.array([value], t)
 
 
 def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int, size: int,
