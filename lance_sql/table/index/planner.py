@@ -377,7 +377,7 @@ def _evaluate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> np.nda
             # older indices of stable-row-id tables hold row ids: find their rows
             ids = row_id_index(store, manifest).lookup(ids)
             ids = ids[ids != MISSING]
-        return np.unique(ids)
+        return np.unique(ids) if ids.size > 1 else ids.copy()  # (one id: sorted, unique)
     results = [_evaluate(p, store, manifest) for p in tree.parts]
     combine = np.intersect1d if isinstance(tree, Both) else np.union1d
     out = results[0]
