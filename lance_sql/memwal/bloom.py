@@ -236,21 +236,20 @@ _M64 = (1 << 64) - 1
 _INIT_INTS = tuple(int(v) for v in _INIT)
 
 
-def _rotl_one(x: int, b: int) -> int:
-    return ((x << b) | (x >> (64 - b))) & _M64
-
-
 def _sip_round_one(v0: int, v1: int, v2: int, v3: int) -> tuple[int, int, int, int]:
-    v0 = (v0 + v1) & _M64
-    v1 = _rotl_one(v1, 13) ^ v0
-    v0 = _rotl_one(v0, 32)
-    v2 = (v2 + v3) & _M64
-    v3 = _rotl_one(v3, 16) ^ v2
-    v0 = (v0 + v3) & _M64
-    v3 = _rotl_one(v3, 21) ^ v0
-    v2 = (v2 + v1) & _M64
-    v1 = _rotl_one(v1, 17) ^ v2
-    v2 = _rotl_one(v2, 32)
+    # each rotation left by b written out as ((x << b) | (x >> (64 - b))) & m: a call
+    # per rotation would cost more than the round itself
+    m = _M64
+    v0 = (v0 + v1) & m
+    v1 = (((v1 << 13) | (v1 >> 51)) & m) ^ v0
+    v0 = ((v0 << 32) | (v0 >> 32)) & m
+    v2 = (v2 + v3) & m
+    v3 = (((v3 << 16) | (v3 >> 48)) & m) ^ v2
+    v0 = (v0 + v3) & m
+    v3 = (((v3 << 21) | (v3 >> 43)) & m) ^ v0
+    v2 = (v2 + v1) & m
+    v1 = (((v1 << 17) | (v1 >> 47)) & m) ^ v2
+    v2 = ((v2 << 32) | (v2 >> 32)) & m
     return v0, v1, v2, v3
 
 

@@ -16,6 +16,7 @@ analyses treat as "could be anything".
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -69,12 +70,47 @@ def referenced_columns(expression: pc.Expression) -> set[str]:
     return out
 
 
+# ``column == integer`` as pyarrow prints it (a plain name: no dots, no quoting)
+_ONE_PIN = re.compile(r"\(([A-Za-z_][A-Za-z0-9_]*) == (-?[0-9]{1,20})\)")
+_PIN_TYPES = (pa.int64(), pa.int32(), pa.uint64(), pa.uint32(), pa.int16(), pa.uint16(),
+              pa.int8(), pa.uint8())
+
+
+def _one_pin(expression: pc.Expression) -> Expr | None:
+    """``column == integer`` (what a point lookup pushes) read from the expression's
+    printed form, and only if the expression rebuilt from it, in one of the integer types,
+    equals the original (the print omits the literal's type): the same tree as the full
+    decode, without serialising the expression. None: not of that form."""
+    found = _ONE_PIN.fullmatch(str(expression))
+    if found is None:
+        return None
+    name, value = found.group(1), int(found.group(2))
+    field = pc.field(name)
+    for t in _PIN_TYPES:
+        try:
+            literal = pa.scalar(value, t)
+        except (pa.ArrowException, OverflowError):
+            continue  # does not fit this type
+        if expression.equals(field == pc.scalar(literal)):
+            return Call("=", (Column((name,)), Literal(value, t)))
+    return None
+
+
 def decode(expression: pc.Expression) -> Expr | None:
     """The expression in lance_sql's filter model; None if it cannot be read at all.
 
     Read with an explicit stack, not recursion: DataFusion hands over long OR chains as
-    one nested call per operand.
+    one nested call per operand. A lone ``column == integer`` is read from its printed
+    form (:func:`_one_pin`).
     """
+    pinned = _one_pin(expression)
+    if pinned is not None:
+        return pinned
+    return decode_serialised(expression)
+
+
+def decode_serialised(expression: pc.Expression) -> Expr | None:
+    """:func:`decode` from the serialised form (any expression)."""
     pairs, table = _read(expression)
     calls: list[tuple[str, list[Expr], list[Any]]] = []  # (name, args, [options])
     try:

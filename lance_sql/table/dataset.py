@@ -55,7 +55,13 @@ from lance_sql.table.ops import clone as cloning
 from lance_sql.table.ops import update as updating
 from lance_sql.table.ops.merge_insert import MergeInsertBuilder
 from lance_sql.table.read.blobs import BlobFile, take_blobs
-from lance_sql.table.read.scan import Scanner, matching_rows, plan_scan, take_addresses
+from lance_sql.table.read.scan import (
+    Scanner,
+    ScanPlan,
+    matching_rows,
+    plan_scan,
+    take_addresses,
+)
 from lance_sql.table.txn.commit import CommitConfig
 from lance_sql.table.txn.history import operation_of
 from lance_sql.table.txn.operations import (
@@ -360,7 +366,27 @@ class LanceDataset:
         Addresses of deleted rows are skipped; an unknown fragment is an error.
         """
         addresses = _integers(addresses, "row address", U64_MAX).astype(np.uint64)
-        return take_addresses(self.store, self._manifest, addresses, columns)
+        return take_addresses(self.store, self._manifest, addresses, columns,
+                              plan=self._take_plan(columns))
+
+    # (this version's manifest, {columns: the plan of a take of them}): see _take_plan
+    _take_plans: tuple[Manifest, dict[tuple[str, ...] | None, ScanPlan]] | None = None
+    _TAKE_PLANS_KEPT = 64
+
+    def _take_plan(self, columns: Sequence[str] | None) -> ScanPlan:
+        """The plan of a take of ``columns`` from this version, made once per version and
+        column list (a point lookup repeats the same take); errors are not kept."""
+        if isinstance(columns, str):
+            return plan_scan(self._manifest, columns)  # refused there
+        manifest = self._manifest
+        kept = self._take_plans  # one read: a write may move the dataset meanwhile
+        if kept is None or kept[0] is not manifest or len(kept[1]) >= self._TAKE_PLANS_KEPT:
+            kept = self._take_plans = (manifest, {})
+        key = None if columns is None else tuple(columns)
+        plan = kept[1].get(key)
+        if plan is None:
+            plan = kept[1][key] = plan_scan(manifest, columns)
+        return plan
 
     # -- writes ---------------------------------------------------------------------
     def write_context(self) -> WriteContext:

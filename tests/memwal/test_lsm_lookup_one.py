@@ -272,3 +272,34 @@ def test_the_base_row_of_a_plain_projection_is_kept_as_taken(tmp_path: Path,
         assert base_rows > 100
     finally:
         writer.close()
+
+
+def test_fresh_views_share_what_the_base_version_fixes(tmp_path: Path) -> None:
+    """A warm view's fresh copies share the column lists found valid, the spec's source
+    names and the generations' store keys (they depend on the base version only): the
+    lookups are the same from every copy, names still unknown are refused every time,
+    and each kept key is the one the region's paths give."""
+    from lance_sql.memwal.naming import RegionPaths
+
+    mw, writer = _build(tmp_path, pa.int64(), True, False)
+    try:
+        first = mw.view()
+        expected = {i: first.lookup_plan(_deletes([i], pa.int64()), ["v", "id"]).root.to_table()
+                    for i in range(0, 500, 37)}
+        for _ in range(3):
+            view = first.fresh()
+            for i, nodes in expected.items():
+                assert view.lookup_one(_deletes([i], pa.int64()), ["v", "id"]).equals(nodes)
+            for _ in range(2):
+                with pytest.raises(lance_sql.errors.NotFoundError):
+                    view.lookup_one(_deletes([1], pa.int64()), ["v", "nope"])
+        assert view._valid_columns is first._valid_columns
+        assert ("v", "id") in first._valid_columns
+        assert ("v", "nope") not in first._valid_columns
+        assert first._spec_names == [["id"]]
+        kept = first._generation_keys
+        assert kept and view._generation_keys is kept
+        for (region, path), key in kept.items():
+            assert key == RegionPaths(region).generation(path)
+    finally:
+        writer.close()

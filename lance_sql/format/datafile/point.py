@@ -86,6 +86,24 @@ def take_leaf(column: LeafColumn, rows: np.ndarray, *,
     return pa.concat_arrays(pieces)
 
 
+def take_row(column: LeafColumn, row: int) -> pa.Array | None:
+    """Row ``row`` (in range) of a leaf column, as its leaf type: :func:`take_leaf` of one
+    row without the row arrays (its page found by a scalar search); None when its page
+    does not suit this path."""
+    row_starts = column.info.row_starts
+    p = 0 if row_starts.size == 2 else int(row_starts.searchsorted(row, "right")) - 1
+    page = column.page(p)
+    if not suits(page):
+        return None
+    assert isinstance(page, MiniBlockPage)
+    page.load()
+    at = row - int(row_starts[p])
+    one = _take_one(page, at)
+    if one is not None:
+        return one if one.type == column.leaf_type else None
+    return _take_page(column, p, np.array([at], np.int64))
+
+
 def read_run(column: LeafColumn, start: int, stop: int) -> pa.Array | None:
     """Rows ``[start, stop)`` of a leaf column (a short run, e.g. one page of an index),
     as its leaf type: the chunks holding them decoded in one call; None when the run
@@ -463,7 +481,30 @@ def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
         null = valid is not None and not valid[0]
         return pa.Array.from_buffers(t, 1, [pa.py_buffer(b"\x00") if null else None,
                                             pa.py_buffer(block.data)])
+    if isinstance(block, Variable) and page.dictionary is None and t in _PLAIN_BYTES:
+        return _one_bytes(block, t, valid is not None and not valid[0], where)
     return page.values_to_arrow(block, valid)
+
+
+_PLAIN_BYTES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
+
+
+def _one_bytes(block: Variable, t: pa.DataType, null: bool, where: str) -> pa.Array:
+    """The one string / binary value of ``block`` as an array of ``t``, made from a Python
+    value (the general conversion checks offsets and UTF-8 with several array passes,
+    its cost for one value); invalid UTF-8 is the same FormatError."""
+    lo, hi = (int(o) for o in block.offsets[:2])
+    if block.n != 1 or lo < 0 or hi < lo or hi > block.data.size:
+        raise FormatError(f"{where}: string offsets run past the data")
+    if null:
+        return pa.nulls(1, t)
+    value = block.data[lo:hi].tobytes()
+    if t in (pa.string(), pa.large_string()):
+        try:
+            return pa.array([value.decode("utf-8")], t)
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
+    return pa.array([value], t)
 
 
 def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int, size: int,

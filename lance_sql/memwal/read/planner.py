@@ -181,6 +181,12 @@ class LsmView:
                            else {})
         self.warm = warm
         self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
+        # what depends only on the base version, its schema and region spec, shared by a
+        # warm view's fresh copies: column lists found valid, region spec source names,
+        # generation directories' store keys
+        self._valid_columns: set[tuple[str, ...]] = set()
+        self._spec_names: list[list[str | None]] = []
+        self._generation_keys: dict[tuple[uuid.UUID, str], str] = {}
         # a snapshot view's regions come from its base version's MemWAL index: read once,
         # shared by its fresh copies
         self._snapshot_listing: list[list] = []
@@ -367,7 +373,10 @@ class LsmView:
                           ) -> GenerationSource | None:
         """Generation ``gen`` of a region, flushed to ``path`` (None: collected after its
         merge); ``index``: the region's position among the read's regions."""
-        key = RegionPaths(region_id).generation(path)
+        key = self._generation_keys.get((region_id, path))
+        if key is None:  # (checked to be a generation directory's name)
+            key = self._generation_keys[region_id, path] = \
+                RegionPaths(region_id).generation(path)
 
         def load() -> LanceDataset:
             return open_generation(self.base.uri, self.base.store, region_id, path)
@@ -418,9 +427,19 @@ class LsmView:
             return list(self.arrow_schema.names)
         if isinstance(wanted, str):
             raise InvalidInputError("columns must be a list of column names")
-        for name in wanted:
-            self._field(name)
-        return list(wanted)
+        names = tuple(wanted)
+        if names not in self._valid_columns:
+            for name in names:
+                self._field(name)
+            self._valid_columns.add(names)
+        return list(names)
+
+    def _source_names(self) -> list[str | None]:
+        """The region spec's source column names in the base schema (the spec exists)."""
+        if not self._spec_names:
+            assert self.spec is not None
+            self._spec_names[:] = [self.spec.source_names(self.base.manifest.schema)]
+        return self._spec_names[0]
 
     def _predicate(self, filter: str | Expr | None) -> Expr | None:
         expr = _parse(filter)
@@ -595,7 +614,7 @@ class LsmView:
         spec = self.spec
         if spec is None:
             return None
-        names = spec.source_names(self.base.manifest.schema)
+        names = self._source_names()
         if any(n is None or n not in self.key_columns for n in names):
             return None
         listed = self._listed()

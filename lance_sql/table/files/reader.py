@@ -8,7 +8,7 @@ versions) computed from row offsets.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -212,17 +212,30 @@ class FragmentReader:
         return reader, self._column_map(data_file)
 
     def take(self, fields: Sequence[LanceField], rows: np.ndarray) -> list[pa.Array]:
+        return self._per_file(fields, len(rows), lambda reader, wanted, columns: reader.take(
+            wanted, columns, rows, blob_descriptions=True))
+
+    def take_row(self, fields: Sequence[LanceField], row: int) -> list[pa.Array]:
+        """:meth:`take` of the one physical row ``row`` (in range), each data file's fields
+        in one pass (:meth:`LanceFileReader.take_row`)."""
+        return self._per_file(fields, 1, lambda reader, wanted, columns: reader.take_row(
+            wanted, columns, row, blob_descriptions=True))
+
+    def _per_file(self, fields: Sequence[LanceField], rows: int,
+                  take: Callable[[LanceFileReader, list[LanceField], dict[int, int]],
+                                 list[pa.Array]]) -> list[pa.Array]:
+        """``fields`` taken by ``take`` from the data file of each (``rows`` NULLs for a
+        field the fragment has no file of)."""
         self.check_rows()
         out: list[pa.Array | None] = [None] * len(fields)
         for data_file, indices in self._groups(fields):
             wanted = [fields[i] for i in indices]
             if data_file is None:
-                arrays = [pa.nulls(len(rows), f.to_scan_arrow().type) for f in wanted]
+                arrays = [pa.nulls(rows, f.to_scan_arrow().type) for f in wanted]
             else:
                 reader = open_data_file(self.store, self.manifest, data_file)
                 self._check_file_rows(reader, data_file)
-                arrays = reader.take(wanted, self._column_map(data_file), rows,
-                                     blob_descriptions=True)
+                arrays = take(reader, wanted, self._column_map(data_file))
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
         return out
@@ -278,6 +291,8 @@ def live_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, start:
 
 def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
     """Row addresses (fragment id << 32 | offset) of ``offsets`` in a fragment."""
+    if len(offsets) == 1:  # a point lookup's row
+        return pa.array([(fragment_id << 32) | int(offsets[0])], pa.uint64())
     base = np.uint64(fragment_id) << np.uint64(32)
     addresses = offsets.astype(np.uint64)  # a copy: the caller's offsets stay as they are
     addresses |= base

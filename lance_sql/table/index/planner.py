@@ -207,6 +207,8 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
     if any(f.id not in indexed for f in manifest.fragments):
         return None
     addresses = _evaluate(leaf, store, manifest)
+    if addresses.size == 1:  # one key's row (a point lookup): checked as plain integers
+        return _one_address(addresses, manifest, leaf)
     if not addresses.size:
         return addresses
     fragments = (addresses >> np.uint64(32)).astype(np.int64)
@@ -223,6 +225,20 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
                           f"{int(fragments[bad])} does not exist (it has {int(limit[bad])} "
                           "rows); the index is corrupt")
     return addresses if bool(known.all()) else addresses[known]
+
+
+def _one_address(addresses: np.ndarray, manifest: Manifest, leaf: Leaf) -> np.ndarray:
+    """:func:`key_addresses`' check of a single address: left out when its fragment is no
+    longer in the table, the same FormatError when it lies past its fragment's end."""
+    address = int(addresses[0])
+    fragment, offset = address >> 32, address & 0xFFFFFFFF
+    rows = next((f.physical_rows for f in manifest.fragments if f.id == fragment), None)
+    if rows is None:
+        return addresses[:0]
+    if offset >= rows:
+        raise FormatError(f"index {leaf.index.name}: row {offset} of fragment {fragment} does "
+                          f"not exist (it has {rows} rows); the index is corrupt")
+    return addresses
 
 
 def _key_leaf(manifest: Manifest, column: str, values: pa.Array) -> Leaf | None:
@@ -361,7 +377,7 @@ def _evaluate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> np.nda
             # older indices of stable-row-id tables hold row ids: find their rows
             ids = row_id_index(store, manifest).lookup(ids)
             ids = ids[ids != MISSING]
-        return np.unique(ids)
+        return np.unique(ids) if ids.size > 1 else ids.copy()  # (one id: sorted, unique)
     results = [_evaluate(p, store, manifest) for p in tree.parts]
     combine = np.intersect1d if isinstance(tree, Both) else np.union1d
     out = results[0]

@@ -418,13 +418,16 @@ def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: 
 
 
 def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray,
-                   columns: Sequence[str] | None = None) -> pa.Table:
+                   columns: Sequence[str] | None = None, *,
+                   plan: ScanPlan | None = None) -> pa.Table:
     """Rows by row address (uint64 ``fragment_id << 32 | offset``), in the order given.
 
     Addresses of deleted rows are skipped; an unknown fragment, or an offset past its
-    fragment's end, is an error.
+    fragment's end, is an error. ``plan``: ``plan_scan(manifest, columns)`` when the
+    caller kept it.
     """
-    plan = plan_scan(manifest, columns)
+    if plan is None:
+        plan = plan_scan(manifest, columns)
     if addresses.size == 1:  # a point lookup's row: no grouping, nothing to reorder
         return _take_one_address(store, manifest, plan, int(addresses[0]))
     groups, order = [], []
@@ -462,7 +465,19 @@ def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
         raise NotFoundError(f"row address refers to fragment {frag_id}, which does not exist")
     if row >= frag.physical_rows:
         raise InvalidInputError(f"row offset {row} is past the end of fragment {frag.id}")
-    return scan_rows(store, manifest, frag, plan, np.array([row], np.int64))
+    if plan.filter is not None or frag.deletion_file is not None or not plan.output_fields:
+        return scan_rows(store, manifest, frag, plan, np.array([row], np.int64))
+    # the row of every column in one pass (no deleted rows here, no filter): what
+    # scan_rows gives, without its row arrays
+    reader = FragmentReader(store, manifest, frag)
+    found = dict(zip((f.name for f in plan.read_fields),
+                     reader.take_row(plan.read_fields, row), strict=True))
+    system = plan.system_names
+    if system:
+        found.update(zip(system, system_arrays(store, manifest, frag,
+                                               np.array([row], np.int64), system),
+                         strict=True))
+    return conformed([found[n] for n in plan.output_fields], plan.output_schema, store, frag)
 
 
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
@@ -501,9 +516,16 @@ def cast_output(table: pa.Table, schema: pa.Schema, store: ObjectStore,
                 fragment: Fragment) -> pa.Table:
     """``table`` as ``schema``; data that cannot be (nulls in a non-nullable column, say,
     from a damaged or inconsistent file) is a FormatError naming the fragment's files."""
+    return conformed(table.columns, schema, store, fragment)
+
+
+def conformed(arrays: Sequence[pa.Array | pa.ChunkedArray], schema: pa.Schema,
+              store: ObjectStore, fragment: Fragment) -> pa.Table:
+    """The table of ``arrays`` (one per field of ``schema``, in its order) as
+    :func:`cast_output` makes it."""
     try:
         columns = []
-        for column, field in zip(table.columns, schema, strict=True):
+        for column, field in zip(arrays, schema, strict=True):
             if column.type.equals(field.type):
                 # No cast: it would refuse the nulls pylance leaves in non-nullable
                 # children under null rows (blob descriptions); check the top level only.

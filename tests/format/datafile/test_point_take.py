@@ -645,3 +645,83 @@ def test_split_reads_every_header_layout(has_def: bool, nbuf: int, large: bool) 
     short[-1] -= 8  # the last chunk's buffers (padded to 8 bytes) now run past it
     with pytest.raises(FormatError):
         point._split(page, arr, np.array(cstart), short)
+
+
+def test_take_row_equals_take_of_one_row(written, monkeypatch) -> None:
+    """The fused one-row take (every field of the row in one pass) equals the one-row
+    ``take`` and the general path, at chunk and page edges, for every column kind and
+    format 2.0 / 2.1 (pylance-written) / 2.2; the point path answers the 2.1+ leaves."""
+    version, table, data, full, edges = written
+    reader, cmap = _open(data)
+    fields = reader.schema.fields
+    rows = [0, 1, 1023, 1024, 4095, 4096, N // 2, N - 1, *edges[:6], *(e - 1 for e in edges[:6])]
+    answered: list[str] = []
+    take_row = point.take_row
+
+    def counted(column, row):
+        out = take_row(column, row)
+        if out is not None:
+            answered.append(column.where)
+        return out
+
+    monkeypatch.setattr(point, "take_row", counted)
+    for row in rows:
+        got = reader.take_row(fields, cmap, row)
+        one = _open(data)[0].take(fields, cmap, np.array([row], np.int64))
+        with monkeypatch.context() as m:
+            m.setattr(point, "take_row", lambda *a: None)  # the general path
+            general = _open(data)[0].take_row(fields, cmap, row)
+        for field, a, b, c in zip(fields, got, one, general, strict=True):
+            where = f"{version} {field.name} row {row}"
+            assert_same(a, b, where)
+            assert_same(a, c, where)
+            assert_same(a, table.column(field.name).slice(row, 1), where)
+    names = " ".join(answered)
+    if version == "2.0":
+        assert not answered  # no point path for 2.0 files
+    else:
+        for name in ("i64", "i32_null", "f64", "f32_null", "s", "s_null", "s_lz4", "bin", "ts"):
+            assert f"(field {name!r})" in names, name
+    for bad in (-1, N):
+        with pytest.raises(InvalidInputError, match="out of range"):
+            reader.take_row(fields, cmap, bad)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_one_string_value_equals_the_general_conversion(version, tmp_path, monkeypatch) -> None:
+    """One string / binary value of a one-row take is made from a Python value: equal to
+    the full read for string, large_string, binary and large_binary columns (multi-byte
+    UTF-8, empty values, nulls; pylance-written 2.1 too); invalid UTF-8 is the FormatError
+    the general conversion raises."""
+    from lance_sql.format.datafile.blocks import Variable, to_arrow
+
+    n = 3000
+    words = [None if i % 9 == 0 else "" if i % 7 == 0 else f"wört-{i}-ñ✓{'é' * (i % 5)}"
+             for i in range(n)]
+    table = pa.table({"s": pa.array(words), "ls": pa.array(words, pa.large_string()),
+                      "b": pa.array([None if w is None else w.encode() for w in words]),
+                      "lb": pa.array([None if w is None else w.encode() for w in words],
+                                     pa.large_binary())})
+    data = _write(table, version, tmp_path)
+    reader, cmap = _open(data)
+    fields = reader.schema.fields
+    made: list[str] = []
+    one_bytes = point._one_bytes
+    monkeypatch.setattr(point, "_one_bytes",
+                        lambda block, t, null, where: made.append(str(t)) or one_bytes(
+                            block, t, null, where))
+    for row in (0, 1, 7, 9, 63, 64, 1000, 1024, n - 1):
+        got = reader.take_row(fields, cmap, row)
+        for field, array in zip(fields, got, strict=True):
+            assert_same(array, table.column(field.name).slice(row, 1), f"{field.name} {row}")
+    assert {"string", "large_string", "binary", "large_binary"} <= set(made)
+    bad = Variable(np.array([0, 2], np.int64), np.frombuffer(b"\xff\xfe", np.uint8), 1)
+    for t in (pa.string(), pa.large_string()):
+        with pytest.raises(FormatError, match="invalid UTF-8"):
+            point._one_bytes(bad, t, False, "here")
+        with pytest.raises(FormatError, match="invalid UTF-8"):
+            to_arrow(bad, t, None, "here")
+    assert point._one_bytes(bad, pa.binary(), False, "here").to_pylist() == [b"\xff\xfe"]
+    past = Variable(np.array([0, 5], np.int64), np.frombuffer(b"ab", np.uint8), 1)
+    with pytest.raises(FormatError, match="run past"):
+        point._one_bytes(past, pa.string(), False, "here")

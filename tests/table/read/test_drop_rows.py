@@ -299,3 +299,34 @@ def test_key_addresses_are_key_rows_as_addresses(tmp_path) -> None:
         pa.table({"id": pa.array([5000], pa.int64()), "v": [1.0], "s": ["x"],
                   "k": ["key05000"]}), ds.uri, mode="append")
     assert key_addresses(appended.store, appended.manifest, "id", pa.array([3])) is None
+
+
+def test_one_key_address_checks_equal_the_general_ones(tmp_path) -> None:
+    """One key's address (checked as plain integers) is what the vectorised check of
+    several gives: kept when in range, left out when its fragment is no longer in the
+    manifest, the same FormatError past its fragment's end."""
+    from lance_sql.errors import FormatError
+
+    ds = _table(tmp_path)
+    ds.create_scalar_index("id", "BTREE")
+    manifest = ds.manifest
+    second = manifest.fragments[1]
+    key = 700 + 5  # in the second fragment (700 rows a file)
+    one = key_addresses(ds.store, manifest, "id", pa.array([key]))
+    assert one.tolist() == [(second.id << 32) | 5]
+    assert one.tolist() == key_addresses(ds.store, manifest, "id",
+                                         pa.array([key, 10**6]))[:1].tolist()
+    # the fragment gone from the manifest, its fragment ids kept by the index
+    gone = replace(manifest, fragments=[f for f in manifest.fragments if f.id != second.id])
+    alone = key_addresses(ds.store, gone, "id", pa.array([key]))
+    together = key_addresses(ds.store, gone, "id", pa.array([key, 3]))
+    assert alone is not None and together is not None
+    assert alone.tolist() == [] and alone.dtype == np.uint64
+    assert together.tolist() == [(manifest.fragments[0].id << 32) | 3]
+    shrunk = replace(manifest, fragments=[replace(f, physical_rows=5) if f.id == second.id
+                                          else f for f in manifest.fragments])
+    with pytest.raises(FormatError) as single:
+        key_addresses(ds.store, shrunk, "id", pa.array([key]))
+    with pytest.raises(FormatError) as several:
+        key_addresses(ds.store, shrunk, "id", pa.array([key, 3]))
+    assert str(single.value) == str(several.value)

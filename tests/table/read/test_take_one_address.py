@@ -4,6 +4,8 @@ live rows, deleted rows, system columns, and the same errors for bad addresses."
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -63,3 +65,92 @@ def test_one_bad_address_fails_as_the_general_path(tmp_path) -> None:
         with pytest.raises(error) as many:
             ds.take_addresses([bad, bad])
         assert str(one.value) == str(many.value)
+
+
+def _mixed(n: int) -> pa.Table:
+    rng = np.random.default_rng(3)
+    nulls = rng.random(n) < 0.2
+    words = [f"word-{i % 97}-{'abc' * (i % 5)}-{i}" for i in range(n)]
+    lz4 = pa.field("s_lz4", pa.string(), metadata={"lance-encoding:compression": "lz4"})
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.float64()),
+                        pa.field("cat", pa.int32()), pa.field("s", pa.string()), lz4,
+                        pa.field("s_null", pa.string())])
+    return pa.table([pa.array(np.arange(n)), pa.array(rng.standard_normal(n), mask=nulls),
+                     pa.array((np.arange(n) % 1000).astype(np.int32), mask=nulls),
+                     pa.array(words), pa.array([w * 3 for w in words]),
+                     pa.array(words, mask=nulls)], schema=schema)
+
+
+@pytest.mark.parametrize(("writer", "version"), [
+    ("lance_sql", "2.0"), ("lance_sql", "2.2"),  # the formats lance_sql writes
+    ("pylance", "2.0"), ("pylance", "2.1"), ("pylance", "2.2")])
+def test_one_row_of_every_column_in_one_pass(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                             writer: str, version: str) -> None:
+    """A fragment without deletions gives its row through the fused one-row take: equal
+    to the general path (the same address among others) and to the data written, for
+    files lance_sql and pylance wrote (2.0, 2.1, 2.2; nulls, plain / LZ4 / FSST strings);
+    read back by pylance too."""
+    data = _mixed(5000)
+    uri = str(tmp_path / "t")
+    if writer == "pylance":
+        import lance
+
+        lance.write_dataset(data, uri, max_rows_per_file=2000, data_storage_version=version)
+    else:
+        lance_sql.write_dataset(data, uri, max_rows_per_file=2000,
+                                data_storage_version=version)
+    ds = lance_sql.dataset(uri)
+    assert ds.data_storage_version == version
+    fused: list[int] = []
+    real = scan.FragmentReader.take_row
+    monkeypatch.setattr(scan.FragmentReader, "take_row",
+                        lambda self, fields, row: fused.append(row) or real(self, fields, row))
+    columns = [None, ["s_lz4", "_rowaddr", "id"], ["s_null", "cat"], ["_rowaddr"]]
+    start = 0
+    for frag in ds.manifest.fragments:
+        for row in sorted({r for r in (0, 1, 511, 1024) if r < frag.physical_rows}
+                          | {frag.physical_rows - 1}):
+            address = (frag.id << 32) | row
+            other = (frag.id << 32) | ((row + 7) % frag.physical_rows)
+            for names in columns:
+                one = ds.take_addresses([address], names)
+                both = ds.take_addresses([address, other], names)
+                assert one.equals(both.slice(0, 1)), (version, address, names)
+            expected = data.slice(start + row, 1)
+            assert ds.take_addresses([address]).equals(expected), (version, address)
+        start += frag.physical_rows
+    assert fused  # the one-row takes went through the fused take
+    if writer == "lance_sql":
+        import lance
+
+        assert lance.dataset(uri).to_table().equals(data)
+
+
+def test_kept_take_plan_follows_the_version(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dataset plans a take of the same columns once per version: repeated takes plan
+    nothing and equal a freshly planned take; after a schema change moves the dataset to
+    a new version its takes see the new schema; unknown columns fail every time."""
+    ds = _table(tmp_path)
+    address = (ds.manifest.fragments[1].id << 32) | 3
+    planned: list[object] = []
+    real = scan.plan_scan
+    module = importlib.import_module("lance_sql.table.dataset")  # (the package's name
+    monkeypatch.setattr(module, "plan_scan",  # lance_sql.table.dataset is a function)
+                        lambda manifest, columns: planned.append(columns) or real(manifest,
+                                                                                  columns))
+    for _ in range(3):
+        for columns in (None, ["s", "_rowaddr"]):
+            got = ds.take_addresses([address], columns)
+            assert got.equals(scan.take_addresses(ds.store, ds.manifest,
+                                                  np.array([address], np.uint64), columns))
+    assert planned == [None, ["s", "_rowaddr"]]
+    before = ds.version
+    ds.alter_columns({"path": "s", "name": "text"})
+    assert ds.version > before
+    assert ds.take_addresses([address]).column_names == ["id", "v", "text"]
+    with pytest.raises(NotFoundError):
+        ds.take_addresses([address], ["s"])
+    with pytest.raises(NotFoundError):
+        ds.take_addresses([address], ["s"])
+    with pytest.raises(InvalidInputError):
+        ds.take_addresses([address], "text")
