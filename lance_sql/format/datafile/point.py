@@ -173,10 +173,10 @@ def suits(page: object) -> bool:
     """Whether ``page`` (a page decoder) can be taken from by this module."""
     if not isinstance(page, MiniBlockPage) or page.has_rep:
         return False
-    return _page_values(page) is not None
+    return page_values(page) is not None
 
 
-def _page_values(page: MiniBlockPage) -> tuple[pb.CompressiveEncoding, int | None] | None:
+def page_values(page: MiniBlockPage) -> tuple[pb.CompressiveEncoding, int | None] | None:
     """:func:`_values` of the page's value encoding, found once per page (kept on it)."""
     layout = page.point_layout
     if layout is None:  # (two threads may both find it: the same answer)
@@ -189,7 +189,7 @@ def _compressed(page: object) -> bool:
     if not suits(page):
         return False
     assert isinstance(page, MiniBlockPage)
-    found = _page_values(page)
+    found = page_values(page)
     return found is not None and found[1] is not None
 
 
@@ -249,24 +249,24 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         at = pos if chunks.size == 1 else (np.cumsum(num_levels) - num_levels)[sel] + pos
         valid = levels[at] == 0
         bufs = bufs[1:]
-    found = _page_values(page)
+    found = page_values(page)
     assert found is not None
     enc, scheme = found
     if scheme is not None:  # each chunk's value buffer compressed on its own
         first = bufs[0]
         if scheme == 1:
-            pieces = _inflate_lz4(raw, first.pos, first.sizes, where)
+            pieces = inflate_lz4(raw, first.pos, first.sizes, where)
         else:
             pieces = [inflate(scheme, raw[a : a + size], where, buffer=True) for a, size in
                       zip(first.pos.tolist(), first.sizes.tolist(), strict=True)]
         if len(bufs) == 1 and cz.kind(enc) in ("variable", "fsst"):
-            block = _inflated_strings(enc, pieces, counts, sel, pos, heads, where)
+            block = inflated_strings(enc, pieces, counts, sel, pos, heads, where)
             return _arrow(page, column, block, valid)
         bufs = [ChunkBuffers.join(pieces), *bufs[1:]]
     return _arrow(page, column, sparse.decode(enc, bufs, counts, sel, pos, where), valid)
 
 
-def _inflate_lz4(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
+def inflate_lz4(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
                  ) -> list[pa.Buffer | bytes]:
     """:func:`~.blocks.inflate` of the LZ4 buffers ``raw[pos[i] : pos[i] + sizes[i]]``
     (each a u32 size, then a block): the sizes read and checked for all of them at once,
@@ -299,7 +299,7 @@ def _arrow(page: MiniBlockPage, column: LeafColumn, block: Block | None,
     return values if values.type == column.leaf_type else None
 
 
-def _inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarray,
+def inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarray,
                       sel: np.ndarray, pos: np.ndarray, heads: np.ndarray, where: str
                       ) -> Block:
     """Strings ``pos[i]`` of inflated chunk ``pieces[sel[i]]`` (each its offsets, then its
@@ -429,7 +429,7 @@ def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
     """Row ``row`` of a loaded page: the one chunk read and its header parsed with
     ``struct``, the value located with integer arithmetic (no arrays until the end)."""
     where = page.where
-    found = _page_values(page)
+    found = page_values(page)
     assert found is not None
     enc, scheme = found
     if page.shift is not None:
@@ -761,23 +761,3 @@ class _SortedValues:
         if self.signed and value >> (bits - 1):
             value -= 1 << bits
         return value
-
-
-# ------------------------------------------------------------------ for point_pages
-# (the steps :mod:`point_pages` shares when it takes many pages together)
-def page_values(page: MiniBlockPage) -> tuple[pb.CompressiveEncoding, int | None] | None:
-    """:func:`_page_values`."""
-    return _page_values(page)
-
-
-def inflate_lz4(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
-                ) -> list[pa.Buffer | bytes]:
-    """:func:`_inflate_lz4`."""
-    return _inflate_lz4(raw, pos, sizes, where)
-
-
-def inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarray,
-                     sel: np.ndarray, pos: np.ndarray, heads: np.ndarray, where: str
-                     ) -> Block:
-    """:func:`_inflated_strings`."""
-    return _inflated_strings(enc, pieces, counts, sel, pos, heads, where)

@@ -325,19 +325,19 @@ def test_scattered_take_with_deletions(tmp_path) -> None:
 
 
 def test_scattered_lz4_strings_copy_only_the_wanted_rows(written, monkeypatch) -> None:
-    """LZ4 string chunks of a scattered take go through ``_inflated_strings`` (offsets and
+    """LZ4 string chunks of a scattered take go through ``inflated_strings`` (offsets and
     bytes of the wanted rows only) and equal the source rows."""
     version, table, data, _, _ = written
     if version == "2.0":
         return
     calls: list[int] = []
-    inner = point._inflated_strings
+    inner = point.inflated_strings
 
     def counted(enc, pieces, counts, sel, pos, heads, where):
         calls.append(int(pos.size))
         return inner(enc, pieces, counts, sel, pos, heads, where)
 
-    monkeypatch.setattr(point, "_inflated_strings", counted)
+    monkeypatch.setattr(point, "inflated_strings", counted)
     reader, cmap = _open(data)
     field = next(f for f in reader.schema.fields if f.name == "s_lz4")
     rows = np.sort(np.random.default_rng(4).choice(N, 3000, replace=False))
@@ -354,19 +354,19 @@ def test_lz4_strings_one_row_a_chunk_join_the_strings(written, monkeypatch) -> N
     if version == "2.0":
         return
     shapes: list[tuple[int, int]] = []
-    inner = point._inflated_strings
+    inner = point.inflated_strings
 
     def counted(enc, pieces, counts, sel, pos, heads, where):
         shapes.append((int(heads.size), int(sel.size)))
         return inner(enc, pieces, counts, sel, pos, heads, where)
 
-    monkeypatch.setattr(point, "_inflated_strings", counted)
+    monkeypatch.setattr(point, "inflated_strings", counted)
     reader, cmap = _open(data)
     field = next(f for f in reader.schema.fields if f.name == "s_lz4")
     rows = np.arange(3, N, N // 40)  # 40 rows, each far from the next
     [got] = reader.take([field], cmap, rows)
     assert_same(got, table.column("s_lz4").take(pa.array(rows)), "s_lz4")
-    # (a page asked for one row takes it alone, without _inflated_strings)
+    # (a page asked for one row takes it alone, without inflated_strings)
     assert all(h == n for h, n in shapes) and max(n for _, n in shapes) >= 2
     monkeypatch.setattr(point, "take_leaf", lambda *a, **k: None)  # the general path
     [general] = _open(data)[0].take([field], cmap, rows)
@@ -382,24 +382,24 @@ def test_inflated_strings_with_bad_offsets_are_a_format_error() -> None:
     enc.variable.offsets.flat.bits_per_value = 32
     good = np.array([12, 14, 17], "<u4").tobytes() + b"abcde"
     counts, sel, pos, heads = np.array([2]), np.array([0, 0]), np.array([0, 1]), np.array([0])
-    block = point._inflated_strings(enc, [good], counts, sel, pos, heads, "t")
+    block = point.inflated_strings(enc, [good], counts, sel, pos, heads, "t")
     assert block.data.tobytes() == b"abcde" and block.offsets.tolist() == [0, 2, 5]
     one_each = (np.array([2, 2]), np.array([0, 1]), np.array([1, 0]), np.array([0, 1]))
-    block = point._inflated_strings(enc, [good, good], *one_each, "t")
+    block = point.inflated_strings(enc, [good, good], *one_each, "t")
     assert block.data.tobytes() == b"cdeab" and block.offsets.tolist() == [0, 3, 5]
     for bad, row in ((np.array([12, 18, 17], "<u4").tobytes() + b"abcde", 1),  # backwards
                      (np.array([12, 14, 40], "<u4").tobytes() + b"abcde", 1),  # past the chunk
                      (np.array([4, 14, 17], "<u4").tobytes() + b"abcde", 0),  # into offsets
                      (np.array([12, 14], "<u4").tobytes(), 0)):  # too small for its offsets
         with pytest.raises(FormatError):
-            point._inflated_strings(enc, [bad], counts, sel, pos, heads, "t")
+            point.inflated_strings(enc, [bad], counts, sel, pos, heads, "t")
         with pytest.raises(FormatError):  # the bad chunk's row: the one its fault touches
-            point._inflated_strings(enc, [good, bad], one_each[0], one_each[1],
+            point.inflated_strings(enc, [good, bad], one_each[0], one_each[1],
                                     np.array([1, row]), one_each[3], "t")
     with pytest.raises(FormatError):  # a row past the chunk's values
-        point._inflated_strings(enc, [good], counts, sel, np.array([0, 2]), heads, "t")
+        point.inflated_strings(enc, [good], counts, sel, np.array([0, 2]), heads, "t")
     with pytest.raises(FormatError):
-        point._inflated_strings(enc, [good, good], one_each[0], one_each[1],
+        point.inflated_strings(enc, [good, good], one_each[0], one_each[1],
                                 np.array([2, 0]), one_each[3], "t")
 
 
@@ -420,7 +420,7 @@ def test_inflated_strings_one_row_a_chunk_and_several_give_the_strings() -> None
         words.append(strings)
     counts = np.full(40, 30)
     pos = rng.integers(0, 30, 40)
-    block = point._inflated_strings(enc, pieces, counts, np.arange(40), pos, np.arange(40), "t")
+    block = point.inflated_strings(enc, pieces, counts, np.arange(40), pos, np.arange(40), "t")
     assert block.data.tobytes() == b"".join(words[c][p] for c, p in enumerate(pos.tolist()))
     assert block.offsets.tolist() == [0, *np.cumsum([len(words[c][p]) for c, p in
                                                      enumerate(pos.tolist())]).tolist()]
@@ -429,7 +429,7 @@ def test_inflated_strings_one_row_a_chunk_and_several_give_the_strings() -> None
     pos = np.concatenate([np.sort(rng.choice(30, 3, replace=False)) if c in (0, 5)
                           else rng.integers(0, 30, 1) for c in range(40)])
     heads = np.flatnonzero(np.concatenate(([True], sel[1:] != sel[:-1])))
-    block = point._inflated_strings(enc, pieces, counts, sel, pos, heads, "t")
+    block = point.inflated_strings(enc, pieces, counts, sel, pos, heads, "t")
     assert block.data.tobytes() == b"".join(words[c][p] for c, p in
                                             zip(sel.tolist(), pos.tolist(), strict=True))
     assert block.n == sel.size == 44
