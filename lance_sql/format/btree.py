@@ -504,6 +504,7 @@ class SortedKeys:
     keys: np.ndarray | None  # sortable form of values[nulls:], None: not searchable
     nulls: int
     ordered_bytes: bool = False  # values[nulls:] are strings / binaries in byte order
+    dense: bool = False  # keys are integers each one above the last (keys[i] == keys[0] + i)
 
     @classmethod
     def of(cls, values: pa.Array) -> SortedKeys:
@@ -518,7 +519,11 @@ class SortedKeys:
         keys = sortable(rest)
         if keys is not None and not is_sorted(keys):
             keys = None
-        return cls(values, keys, nulls)
+        # a run of consecutive integers (e.g. an auto-increment key) is searched by
+        # arithmetic: a key's position is its distance from the first
+        dense = keys is not None and keys.dtype.kind in "iu" and len(keys) > 0 and \
+            bool((np.diff(keys) == 1).all())
+        return cls(values, keys, nulls, dense=dense)
 
     @property
     def nbytes(self) -> int:

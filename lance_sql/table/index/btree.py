@@ -439,16 +439,49 @@ def _select_many_ints(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray, l
     both[0::2] = wanted
     both[1::2] = wanted + 1
     found, offsets, counts = [], [], []
+    dense: list[tuple[SortedKeys, int, int, int]] = []  # searched by arithmetic below
     for (page, base), a, b in zip(pages, lo, hi, strict=True):
         if b > a:
-            found.append(page.keys.searchsorted(both[2 * a : 2 * b]))  # type: ignore[union-attr]
+            keys = page.keys
+            assert keys is not None
+            if page.dense and keys.dtype == wanted.dtype:
+                dense.append((page, base, a, b))
+                continue
+            found.append(keys.searchsorted(both[2 * a : 2 * b]))
             offsets.append(base + page.nulls)
             counts.append(b - a)
-    if not found:
+    parts = [_dense_positions(dense, wanted)] if dense else []
+    if found:
+        ends = np.concatenate(found).astype(np.int64, copy=False).reshape(-1, 2)
+        parts.append(_run_positions(ends[:, 0] + np.repeat(np.array(offsets, np.int64),
+                                                           counts),
+                                    ends[:, 1] - ends[:, 0]))
+    if not parts:
         return np.empty(0, np.int64)
-    ends = np.concatenate(found).astype(np.int64, copy=False).reshape(-1, 2)
-    return _run_positions(ends[:, 0] + np.repeat(np.array(offsets, np.int64), counts),
-                          ends[:, 1] - ends[:, 0])
+    return parts[0] if len(parts) == 1 else np.sort(np.concatenate(parts))
+
+
+def _dense_positions(pages: list[tuple[SortedKeys, int, int, int]], wanted: np.ndarray
+                     ) -> np.ndarray:
+    """Positions of ``wanted[a:b]`` in each ``(page, base, a, b)`` of ``pages`` (pages whose
+    keys are consecutive integers of ``wanted``'s type, ascending): a key is at its
+    distance from the page's first key when it lies within the page, else absent; one
+    vectorised step for all pages, no search per page."""
+    n = len(pages)
+    starts = np.fromiter((a for _, _, a, _ in pages), np.int64, n)
+    counts = np.fromiter((b for _, _, _, b in pages), np.int64, n) - starts
+    firsts = np.fromiter((p.keys[0] for p, _, _, _ in pages),  # type: ignore[index]
+                         wanted.dtype, n)
+    sizes = np.fromiter((len(p.keys) for p, _, _, _ in pages),  # type: ignore[arg-type]
+                        np.int64, n)
+    offsets = np.fromiter((base + p.nulls for p, base, _, _ in pages), np.int64, n)
+    keys = wanted[_run_positions(starts, counts)]
+    first = np.repeat(firsts, counts)
+    inside = keys >= first
+    distance = np.zeros(keys.size, np.int64)
+    distance[inside] = (keys[inside] - first[inside]).astype(np.int64)
+    inside &= (distance >= 0) & (distance < np.repeat(sizes, counts))  # >= 0: no wrap
+    return (np.repeat(offsets, counts) + distance)[inside]
 
 
 def _run_positions(start: np.ndarray, length: np.ndarray) -> np.ndarray:

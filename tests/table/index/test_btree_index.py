@@ -7,6 +7,7 @@ Every query is checked three ways: lance_sql with the index, lance_sql scanning
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import shutil
@@ -701,3 +702,96 @@ def test_batched_page_loads_equal_page_by_page(tmp_path: Path, key: str, monkeyp
         got = ds.to_table(filter=flt)
         assert _same(got, ds.to_table(filter=flt, use_scalar_index=False))
         assert got.num_rows > 300
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint64])
+def test_dense_integer_pages_found_by_arithmetic(dtype, monkeypatch) -> None:
+    """Pages whose keys are consecutive integers are searched by arithmetic (a key's
+    position is its distance from the page's first key), the others by binary search:
+    the same positions as page-by-page searches, with dense pages around the type's
+    extremes (no wrap-around), a page of nulls then a dense run, a dense page of another
+    key width, gaps and duplicates in the non-dense pages and keys outside every page."""
+    info = np.iinfo(dtype)
+    low, high = int(info.min), int(info.max) - 1  # the maximum itself: no key + 1
+    def run(start: int, n: int) -> np.ndarray:  # exact at the extremes (no float)
+        return np.arange(n).astype(dtype) + np.array(start, dtype)
+
+    dense_runs = [run(low, 3000), run(0, 4096), run(4096, 1904), run(high - 2999, 3000)]
+    pages = [btree_mod.SortedKeys.of(pa.array(r)) for r in dense_runs]
+    pages.append(btree_mod.SortedKeys.of(pa.array(  # nulls first, then 8000..8999
+        np.r_[np.zeros(50), np.arange(8000, 9000)].astype(dtype),
+        mask=np.r_[np.ones(50, bool), np.zeros(1000, bool)])))
+    pages.append(btree_mod.SortedKeys.of(pa.array(  # gaps and duplicates
+        np.sort(np.r_[np.arange(10_000, 14_000, 2), np.arange(10_000, 10_100)]).astype(dtype))))
+    pages.append(btree_mod.SortedKeys.of(pa.array(np.arange(20_000, 21_000), pa.int16())))
+    assert [p.dense for p in pages] == [True] * 5 + [False, True]
+    rng = np.random.default_rng(21)
+    edges = [low, low + 2999, low + 3000, high, high - 3000, -1 if low < 0 else 7000]
+    asked = np.r_[np.array(edges, dtype), rng.integers(0, 22_000, 3000).astype(dtype)]
+    query = btree_mod.KeySet(pa.array(asked))
+    wanted = btree_mod._sorted_numbers(query)
+    assert wanted is not None
+    bases = [5000 * i for i in range(len(pages))]
+    arithmetic: list[int] = []
+    inner = btree_mod._dense_positions
+
+    def counted(dense, wanted):
+        arithmetic.append(len(dense))
+        return inner(dense, wanted)
+
+    monkeypatch.setattr(btree_mod, "_dense_positions", counted)
+    got = btree_mod._select_many(list(zip(pages, bases, strict=True)), wanted)
+    # the int16 page is not of the keys' type: searched, not computed
+    assert arithmetic == [5]
+    expected = np.concatenate([b + p.positions(query) for p, b in zip(pages, bases,
+                                                                      strict=True)])
+    assert got.tolist() == np.sort(expected).tolist()
+    searched = btree_mod._select_many(
+        [(dataclasses.replace(p, dense=False), b) for p, b in zip(pages, bases, strict=True)],
+        wanted)
+    assert arithmetic == [5]
+    assert got.tolist() == searched.tolist()
+    assert got.size > 1000
+    # bounds wider than the pages (as a lookup's may be): every key tried on every page,
+    # keys far from a page's first (a wrapping difference) found absent
+    loose = (np.full(len(pages), info.min, dtype), np.full(len(pages), info.max, dtype))
+    assert btree_mod._select_many(list(zip(pages, bases, strict=True)), wanted,
+                                  loose).tolist() == got.tolist()
+    assert arithmetic == [5, 5]
+
+
+def test_dense_keys_in_through_the_index_both_ways(tmp_path: Path, monkeypatch) -> None:
+    """An IN of many keys on an auto-increment key (every index page a run of consecutive
+    integers, some rows deleted): the index answers by arithmetic, with the rows of a
+    scan, of the index searched page by page, and of pylance on the same table."""
+    n = 30_000
+    ds = lance_sql.write_dataset(pa.table({"id": np.arange(n, dtype=np.int64),
+                                           "s": [f"v{i}" for i in range(n)]}),
+                                 str(tmp_path / "t"), max_rows_per_file=12_000)
+    ds.create_scalar_index("id", "BTREE")
+    ds.delete("id % 7 = 3")
+    asked = np.r_[np.random.default_rng(3).integers(-50, n + 50, 1500), 0, n - 1]
+    flt = f"id IN ({', '.join(map(str, asked.tolist()))})"
+    arithmetic: list[int] = []
+    inner = btree_mod._dense_positions
+    monkeypatch.setattr(btree_mod, "_dense_positions",
+                        lambda d, w: (arithmetic.append(len(d)), inner(d, w))[1])
+    got = ds.to_table(filter=flt).sort_by("id")
+    assert arithmetic and sum(arithmetic) >= 7
+    assert _same(got, ds.to_table(filter=flt, use_scalar_index=False)), flt
+    theirs = lance.dataset(str(tmp_path / "t")).to_table(filter=flt).sort_by("id")
+    assert got.equals(theirs)
+    keep = np.unique(asked[(asked >= 0) & (asked < n) & (asked % 7 != 3)])
+    assert got.column("id").to_pylist() == keep.tolist()
+    monkeypatch.setattr(btree_mod.SortedKeys, "of", _not_dense(btree_mod.SortedKeys.of))
+    from lance_sql.table.runtime.context import current_runtime
+    current_runtime().cache.clear()
+    calls = len(arithmetic)
+    assert ds.to_table(filter=flt).sort_by("id").equals(got)
+    assert len(arithmetic) == calls  # searched page by page this time
+
+
+def _not_dense(of):
+    def undense(values):
+        return dataclasses.replace(of(values), dense=False)
+    return undense
