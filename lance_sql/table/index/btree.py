@@ -7,6 +7,7 @@ index uuid, since index files never change once written.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -236,18 +237,39 @@ class BTreeIndex:
             if one is not None:
                 return one
         wanted = _sorted_numbers(query) if len(pages) > 1 else None
+        if wanted is not None and len(pages) >= BATCH_PAGES:
+            facts = current_runtime().cache.get_or_load(
+                INDEX_PAGES, (self.path, self.uuid, _DENSE),
+                lambda: DensePages(self.lookup.num_pages))
+            known, pages = facts.split(pages, wanted.dtype)
+            rows = self._search_pages(pages, query, wanted, facts)
+            if known.size:  # those pages are not loaded: found by arithmetic
+                rows = np.sort(np.concatenate([rows, facts.positions(
+                    known, wanted, self.lookup.batch_size)]))
+        else:
+            rows = self._search_pages(pages, query, wanted, None)
+        return self.ids_at(rows)
+
+    def _search_pages(self, pages: list[int], query: KeyQuery, wanted: np.ndarray | None,
+                      facts: DensePages | None) -> np.ndarray:
+        """Sorted positions in page_data of the entries of ``pages`` matching ``query``
+        (``wanted``: its keys as sorted numbers, when searched as such); pages found to
+        hold consecutive integers are noted in ``facts``."""
+        if not pages:
+            return np.empty(0, np.int64)
         found, tested, bases = [], [], []
         numeric: list[tuple[SortedKeys, int]] = []
         loaded = (self.keys_of(pages) if len(pages) >= BATCH_PAGES
                   else [self.keys(p) for p in pages])
+        if facts is not None:
+            facts.note(pages, loaded)
         if wanted is not None and self.bounds.min_keys is not None and all(
                 page.keys is not None and page.keys.dtype.kind == wanted.dtype.kind
                 for page in loaded):  # every page searched as numbers: no sorting out
             at = np.array(pages, np.int64)
-            rows = _select_many(list(zip(loaded, (at * self.lookup.batch_size).tolist(),
+            return _select_many(list(zip(loaded, (at * self.lookup.batch_size).tolist(),
                                          strict=True)), wanted,
                                 self._bounds_of(at, wanted.dtype.kind))
-            return self.ids_at(rows)
         for p, page in zip(pages, loaded, strict=True):
             base = p * self.lookup.batch_size
             if page.keys is None and not page.ordered_bytes:
@@ -269,9 +291,8 @@ class BTreeIndex:
                                    for p, b in zip(tested, bases, strict=True)])
             found.append(rows[matches(values, query)])
         if not found:
-            return np.empty(0, np.uint64)
-        rows = found[0] if len(found) == 1 else np.sort(np.concatenate(found))
-        return self.ids_at(rows)
+            return np.empty(0, np.int64)
+        return found[0] if len(found) == 1 else np.sort(np.concatenate(found))
 
     def _bounds_of(self, pages: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
         """The lookup's lowest and highest key of each page of ``pages`` when they are
@@ -320,6 +341,69 @@ class BTreeIndex:
 
 
 _SEARCHED = "searched"
+_DENSE = "dense"
+
+
+class DensePages:
+    """What decoded pages of one index showed about themselves: which hold consecutive
+    integers (:attr:`SortedKeys.dense`), with their first key, key count and leading
+    nulls. Facts of the immutable index file, a few bytes a page, kept in the page cache:
+    a set of many keys finds its entries in those pages by arithmetic, without taking
+    each page from the cache. Written under the GIL: a page's numbers before its flag."""
+
+    def __init__(self, num_pages: int) -> None:
+        self.known = np.zeros(num_pages, bool)
+        self.first: np.ndarray | None = None  # of the keys' type, once a page is noted
+        self.size = np.zeros(num_pages, np.int64)
+        self.nulls = np.zeros(num_pages, np.int64)
+        self.searched = 0  # pages found by arithmetic (for tests and profiles)
+        self._lock = threading.Lock()  # the first noting thread sets the keys' type
+
+    @property
+    def nbytes(self) -> int:
+        return 64 + self.known.nbytes + self.size.nbytes + self.nulls.nbytes + (
+            0 if self.first is None else self.first.nbytes)
+
+    def note(self, pages: list[int], loaded: list[SortedKeys]) -> None:
+        """Record the dense pages among ``pages`` (just taken from the cache)."""
+        for p, keys in zip(pages, loaded, strict=True):
+            if not keys.dense or self.known[p]:
+                continue
+            assert keys.keys is not None
+            if self.first is None:
+                with self._lock:
+                    if self.first is None:
+                        self.first = np.zeros(self.known.size, keys.keys.dtype)
+            if self.first.dtype != keys.keys.dtype:
+                continue
+            self.first[p] = keys.keys[0]
+            self.size[p] = keys.keys.size
+            self.nulls[p] = keys.nulls
+            self.known[p] = True
+
+    def split(self, pages: list[int], dtype: np.dtype) -> tuple[np.ndarray, list[int]]:
+        """``pages`` as (those noted dense, with keys of ``dtype``; the others)."""
+        if self.first is None or self.first.dtype != dtype:
+            return np.empty(0, np.int64), pages
+        at = np.array(pages, np.int64)
+        known = self.known[at]
+        if not known.any():
+            return np.empty(0, np.int64), pages
+        return at[known], at[~known].tolist()
+
+    def positions(self, pages: np.ndarray, wanted: np.ndarray, batch_size: int
+                  ) -> np.ndarray:
+        """Sorted positions in page_data of ``wanted`` (sorted unique numbers of the keys'
+        type) in ``pages`` (ascending, noted dense)."""
+        assert self.first is not None
+        first = self.first[pages]
+        size = self.size[pages]
+        last = first + (size - 1).astype(first.dtype)
+        lo = np.searchsorted(wanted, first, "left")
+        counts = np.searchsorted(wanted, last, "right") - lo
+        self.searched += int(pages.size)
+        return _dense_at(lo, counts, first, size, pages * batch_size + self.nulls[pages],
+                         wanted)
 
 
 _SEARCHES_BEFORE_DECODE = 2
@@ -475,6 +559,14 @@ def _dense_positions(pages: list[tuple[SortedKeys, int, int, int]], wanted: np.n
     sizes = np.fromiter((len(p.keys) for p, _, _, _ in pages),  # type: ignore[arg-type]
                         np.int64, n)
     offsets = np.fromiter((base + p.nulls for p, base, _, _ in pages), np.int64, n)
+    return _dense_at(starts, counts, firsts, sizes, offsets, wanted)
+
+
+def _dense_at(starts: np.ndarray, counts: np.ndarray, firsts: np.ndarray, sizes: np.ndarray,
+              offsets: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions of ``wanted[starts[i] : starts[i] + counts[i]]`` in page ``i`` of
+    consecutive integer keys from ``firsts[i]`` (``sizes[i]`` of them, the first at
+    ``offsets[i]``): a key's distance from the first, when within the page."""
     keys = wanted[_run_positions(starts, counts)]
     first = np.repeat(firsts, counts)
     inside = keys >= first

@@ -795,3 +795,51 @@ def _not_dense(of):
     def undense(values):
         return dataclasses.replace(of(values), dense=False)
     return undense
+
+
+def test_dense_pages_noted_then_found_without_loading(tmp_path: Path, monkeypatch) -> None:
+    """Index pages seen to hold consecutive integers are noted (``DensePages``): a later
+    IN of many keys finds its entries there by arithmetic without taking those pages
+    from the cache, the other pages (gaps, duplicates) searched as before; every query's
+    rows equal a scan's and pylance's, and a fresh cache (nothing noted) gives the same."""
+    from lance_sql.table.runtime.context import current_runtime
+
+    n = 40_000
+    ids = np.arange(n, dtype=np.int64)
+    ids[20_000:30_000] = 20_000 + 3 * np.arange(10_000)  # pages with gaps
+    ids[30_000:] = 60_000 + np.arange(10_000) // 2  # pages with duplicates
+    null = np.arange(n) < 100  # the first page starts with nulls, then keys 100..
+    ds = lance_sql.write_dataset(pa.table({"id": pa.array(ids, mask=null), "v": np.arange(n)}),
+                                 str(tmp_path / "t"))
+    ds.create_scalar_index("id", "BTREE")
+    ds.delete("id % 11 = 4")
+    rng = np.random.default_rng(30)
+    by_arithmetic: list[int] = []
+    inner = btree_mod.DensePages.positions
+
+    def spied(self, pages, wanted, batch_size):
+        by_arithmetic.append(int(pages.size))
+        return inner(self, pages, wanted, batch_size)
+
+    monkeypatch.setattr(btree_mod.DensePages, "positions", spied)
+    loaded: list[int] = []  # the pages each search takes from the cache
+    search_pages = btree_mod.BTreeIndex._search_pages
+    monkeypatch.setattr(btree_mod.BTreeIndex, "_search_pages",
+                        lambda self, pages, *a: (loaded.append(len(pages)),
+                                                 search_pages(self, pages, *a))[1])
+    current_runtime().cache.clear()
+    theirs = lance.dataset(str(tmp_path / "t"))
+    for round_ in range(3):
+        asked = np.r_[rng.integers(-10, 66_000, 1200), 0, 99, 100, 19_999, 65_000]
+        flt = f"id IN ({', '.join(map(str, asked.tolist()))})"
+        got = ds.to_table(filter=flt).sort_by([("id", "ascending"), ("v", "ascending")])
+        assert _same(got, ds.to_table(filter=flt, use_scalar_index=False)), flt
+        assert got.equals(theirs.to_table(filter=flt).sort_by([("id", "ascending"),
+                                                                 ("v", "ascending")]))
+        alive = np.isin(ids, asked) & (ids % 11 != 4) & ~null
+        assert got.num_rows == int(alive.sum()) > 500
+        if round_ == 0:
+            assert by_arithmetic == []  # nothing noted yet: every page loaded
+    # pages 0..3 (ids 0..16_383, 4096 a page) are dense; the others never are
+    assert by_arithmetic == [4, 4]
+    assert loaded == [10, 6, 6]  # the noted pages were not taken from the cache
