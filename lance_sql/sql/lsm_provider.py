@@ -33,7 +33,7 @@ from lance_sql.memwal.read.nodes import conform
 from lance_sql.memwal.read.planner import LsmPlan, LsmView
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
-from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.sql.pyarrow_filter import decode, in_list, referenced_columns
 from lance_sql.sql.streams import ScanScope
 from lance_sql.table import SYSTEM_COLUMNS
 
@@ -156,9 +156,11 @@ class LsmTableDataset(PlannedDataset):
         wanted = self.pushed.columns if self.pushed.columns is not None \
             else list(self._schema.names)
         output = list(wanted)
-        tree = decode(filter) if filter is not None else None
         plan, columns, residual, lookup = None, output, None, False
-        found = _lookup_keys(tree, view) if tree is not None else None
+        found = _in_list_keys(filter, view) if filter is not None else None
+        tree = decode(filter) if filter is not None and found is None else None
+        if tree is not None:
+            found = _lookup_keys(tree, view)
         keys, exact = found if found is not None else (None, False)
         if scope.inline and (keys is None or keys.num_rows > MAX_INLINE_KEYS):
             scope.want_worker()  # before planning a scan that would run on a worker
@@ -173,6 +175,8 @@ class LsmTableDataset(PlannedDataset):
             except InvalidInputError:
                 plan = None  # a literal that does not fit the key's type: scan instead
         if plan is None:
+            if tree is None and filter is not None:
+                tree = decode(filter)
             pushed, residual = _pushable(tree, filter)
             columns = output if residual is None else _with(output,
                                                             referenced_columns(filter))
@@ -235,6 +239,26 @@ def _values(expr: Expr, column: str) -> list[Any] | None:
             out += found
         return out
     return None
+
+
+def _in_list_keys(filter: pc.Expression, view: LsmView) -> tuple[pa.Table, bool] | None:
+    """:func:`_lookup_keys` of a filter that is nothing but ``key IN (values)`` on a
+    one-column key, the values already of the key's type and none null: the key table
+    is the pushed values themselves, each once, and the filter exact (None: any other
+    filter, found the general way)."""
+    if len(view.key_columns) != 1:
+        return None
+    found = in_list(filter)
+    if found is None or found[0] != view.key_columns[0]:
+        return None
+    values = found[1]
+    key_type = view.arrow_schema.field(found[0]).type
+    if not values.type.equals(key_type) or values.null_count or not len(values):
+        return None
+    unique = pc.unique(values)  # first occurrences, in order
+    if len(unique) > MAX_LOOKUP_KEYS:
+        return None
+    return pa.table({found[0]: unique}), True
 
 
 def _lookup_keys(tree: Expr, view: LsmView) -> tuple[pa.Table, bool] | None:

@@ -60,6 +60,22 @@ def _read(expression: pc.Expression) -> tuple[list[tuple[str, str]], pa.Table]:
     return _ordered_metadata(table.schema), table
 
 
+def in_list(expression: pc.Expression) -> tuple[str, pa.Array] | None:
+    """``(column, values)`` when the expression is nothing but ``column IN (values)`` on a
+    top-level column, the values as the Arrow array pushed (no Python literal each: an
+    ``IN`` of many keys is read in one step); None: any other expression."""
+    pairs, table = _read(expression)
+    if len(pairs) != 4 or [k for k, _ in pairs] != ["call", "field_ref", "options", "end"] \
+            or pairs[0][1] != "is_in" or "." in pairs[1][1]:
+        return None
+    try:
+        options = table.column(int(pairs[2][1]))[0]
+        values = options["value_set"].values
+    except (IndexError, ValueError, KeyError, TypeError):
+        return None
+    return (pairs[1][1], values) if isinstance(values, pa.Array) else None
+
+
 def referenced_columns(expression: pc.Expression) -> set[str]:
     """Top-level names of every field the expression reads."""
     pairs, _ = _read(expression)

@@ -105,6 +105,45 @@ def test_sql_in_of_many_keys_equals_the_scan(table: MemWal) -> None:
     assert _rows_of(got.to_arrow_table()) == _expected(model, keys)
 
 
+def test_sql_in_list_read_as_arrow_equals_the_general_decode(table: MemWal,
+                                                            monkeypatch) -> None:
+    """A filter that is nothing but ``id IN (...)`` gives the lookup its key table straight
+    from the pushed Arrow values (``_in_list_keys``), no literal decoded one by one: the
+    same rows as the general decode and the model, with repeated and absent keys; an IN
+    with another conjunct, or on a non-key column, is read the general way."""
+    from lance_sql.sql import lsm_provider
+
+    mw = table
+    model = _model(mw)
+    keys = np.r_[np.random.default_rng(13).integers(-10, N + 6000, 1100), 7, 7, 7]
+    session = lance_sql.connect(str(Path(mw.dataset.uri).parent))
+    listed = ", ".join(map(str, keys.tolist()))
+    taken: list[bool] = []
+    inner = lsm_provider._in_list_keys
+
+    def spied(filter, view):
+        found = inner(filter, view)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(lsm_provider, "_in_list_keys", spied)
+    queries = {
+        "alone": f"SELECT id, v, s FROM t WHERE id IN ({listed}) ORDER BY id",
+        "and": f"SELECT id, v, s FROM t WHERE id IN ({listed}) AND v >= 100 ORDER BY id",
+        "other column": f"SELECT id, v, s FROM t WHERE v IN ({listed}) ORDER BY id",
+    }
+    got = {name: _rows_of(session.sql(q).to_arrow_table()) for name, q in queries.items()}
+    assert taken[0] and not any(taken[1:])
+    expected = _expected(model, np.unique(keys))
+    assert got["alone"] == expected and len(expected) > 900
+    assert got["and"] == [r for r in expected if r[1] >= 100]
+    assert got["other column"] == sorted((k, *r) for k, r in model.items()
+                                         if r[0] in set(keys.tolist()))
+    monkeypatch.setattr(lsm_provider, "_in_list_keys", lambda filter, view: None)
+    for name, q in queries.items():
+        assert _rows_of(session.sql(q).to_arrow_table()) == got[name], name
+
+
 def test_many_string_keys_equal_the_scan(tmp_path: Path, monkeypatch) -> None:
     """A string primary key over ~10 index pages: batched and page-by-page index loads
     and the scan agree (repeated and absent keys, a deleted base row, newer sources)."""

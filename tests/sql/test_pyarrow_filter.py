@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.expr import Call, Column, Literal, rowaddr_bounds
-from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.sql.pyarrow_filter import decode, in_list, referenced_columns
 
 
 def test_tree_and_columns() -> None:
@@ -67,3 +67,20 @@ def test_one_pin_does_not_serialise(monkeypatch) -> None:
     assert calls == []
     decode(pc.field("id") == 4.5)
     assert len(calls) == 1
+
+
+def test_in_list_reads_a_lone_in_as_arrow() -> None:
+    """``in_list`` gives the column and the pushed values of nothing but ``col IN (...)``
+    (the same values the general decode reads, nulls and repeats kept), and None for an
+    IN inside anything else, on a nested field, or any other expression."""
+    values = pa.array([5, None, 3, 5], pa.int64())
+    lone = pc.field("id").isin(values)
+    column, got = in_list(lone)  # type: ignore[misc]
+    assert column == "id" and got.equals(values)
+    tree = decode(lone)
+    assert isinstance(tree, Call) and tree.op == "in"
+    assert [a.value for a in tree.args[1:]] == got.to_pylist()  # type: ignore[union-attr]
+    assert in_list(lone & (pc.field("v") > 1)) is None
+    assert in_list(~lone) is None
+    assert in_list(pc.field("id") == 3) is None
+    assert in_list(pc.field("s", "x").isin(values)) is None
