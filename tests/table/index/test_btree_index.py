@@ -843,3 +843,26 @@ def test_dense_pages_noted_then_found_without_loading(tmp_path: Path, monkeypatc
     # pages 0..3 (ids 0..16_383, 4096 a page) are dense; the others never are
     assert by_arithmetic == [4, 4]
     assert loaded == [10, 6, 6]  # the noted pages were not taken from the cache
+
+
+def test_dense_pages_noted_by_concurrent_searches(tmp_path: Path) -> None:
+    """Threads searching one index at once, from a cold cache, note its dense pages
+    together (one keys' type set once, a page's numbers before its flag): every search,
+    then and after, finds the rows a scan does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lance_sql.table.runtime.context import current_runtime
+
+    n = 60_000
+    ds = lance_sql.write_dataset(pa.table({"id": np.arange(n, dtype=np.int64),
+                                           "v": np.arange(n)}), str(tmp_path / "t"))
+    ds.create_scalar_index("id", "BTREE")
+    rng = np.random.default_rng(40)
+    filters = [f"id IN ({', '.join(map(str, rng.integers(-5, n + 5, 600).tolist()))})"
+               for _ in range(16)]
+    expected = [ds.to_table(filter=f, use_scalar_index=False).sort_by("id") for f in filters]
+    for _ in range(3):
+        current_runtime().cache.clear()
+        with ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(lambda f: ds.to_table(filter=f).sort_by("id"), filters * 2))
+        assert all(g.equals(e) for g, e in zip(got, expected * 2, strict=True))
