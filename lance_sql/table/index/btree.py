@@ -356,7 +356,6 @@ class DensePages:
         self.first: np.ndarray | None = None  # of the keys' type, once a page is noted
         self.size = np.zeros(num_pages, np.int64)
         self.nulls = np.zeros(num_pages, np.int64)
-        self.searched = 0  # pages found by arithmetic (for tests and profiles)
         self._lock = threading.Lock()  # the first noting thread sets the keys' type
 
     @property
@@ -401,7 +400,6 @@ class DensePages:
         last = first + (size - 1).astype(first.dtype)
         lo = np.searchsorted(wanted, first, "left")
         counts = np.searchsorted(wanted, last, "right") - lo
-        self.searched += int(pages.size)
         return _dense_at(lo, counts, first, size, pages * batch_size + self.nulls[pages],
                          wanted)
 
