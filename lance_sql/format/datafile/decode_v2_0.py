@@ -103,8 +103,9 @@ def _decompress(ctx: PageContext, scheme: str, raw: memoryview, expect: int) -> 
                 if len(raw) < 8:
                     raise ctx.error("truncated zstd buffer")
                 size = int.from_bytes(raw[:8], "little")
-                if size > (1 << 40):
-                    raise ctx.error(f"implausible zstd size {size}")
+                if size != expect:  # checked before it sizes the output
+                    raise ctx.error(f"zstd buffer claims {size} bytes where {expect} were "
+                                    "expected")
                 out = pa.decompress(raw[8:], decompressed_size=size, codec="zstd")
         else:
             raise UnsupportedFeatureError(f"{ctx.where}: compression scheme {scheme!r}")

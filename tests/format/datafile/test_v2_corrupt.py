@@ -223,17 +223,21 @@ def test_bounded_fuzz(files) -> None:
     assert not bad, bad[:5]
 
 
-def test_corrupt_lz4_buffer_of_a_2_0_file(tmp_path, monkeypatch) -> None:
-    """A 2.0 page's whole-buffer LZ4 compression (pylance's ``lance-encoding:compression``)
-    with a damaged block is a FormatError (pyarrow reports it as a plain OSError), and a
-    size prefix claiming far more than the page's expected bytes is refused before that
-    much is allocated."""
+@pytest.mark.parametrize("scheme", ["lz4", "zstd"])
+def test_corrupt_compressed_buffer_of_a_2_0_file(tmp_path, monkeypatch, scheme: str) -> None:
+    """A 2.0 page's whole-buffer compression (pylance's ``lance-encoding:compression``)
+    with a damaged block is a FormatError (pyarrow reports a bad LZ4 block as a plain
+    OSError), and a size prefix claiming far more than the page's expected bytes is
+    refused before that much is allocated."""
     from lance_sql.format.datafile import decode_v2_0
 
+    prefix = "<I" if scheme == "lz4" else "<Q"
+    width = struct.calcsize(prefix)
     words = [f"word {i} " * (1 + i % 7) for i in range(3000)]
     schema = pa.schema([pa.field("s", pa.string(),
-                                 metadata={"lance-encoding:compression": "lz4"})])
-    data = pylance_write(tmp_path / "lz4.lance", pa.table({"s": words}, schema=schema), "2.0")
+                                 metadata={"lance-encoding:compression": scheme})])
+    data = pylance_write(tmp_path / f"{scheme}.lance", pa.table({"s": words}, schema=schema),
+                         "2.0")
     seen: list[bytes] = []
     real = decode_v2_0._decompress
 
@@ -245,20 +249,20 @@ def test_corrupt_lz4_buffer_of_a_2_0_file(tmp_path, monkeypatch) -> None:
         m.setattr(decode_v2_0, "_decompress", spied)
         reader, cmap = open_ours(data)
         assert reader.read(reader.schema.fields, cmap)[0].to_pylist() == words
-    raw = max(seen, key=len)  # the strings' bytes, compressed: u32 size, then the block
+    raw = max(seen, key=len)  # the strings' bytes, compressed: the size, then the block
     at = data.index(raw)
-    assert struct.unpack_from("<I", raw)[0] > len(raw)  # compressed indeed
+    assert struct.unpack_from(prefix, raw)[0] > len(raw)  # compressed indeed
 
     def read(damaged: bytes) -> None:
         reader, cmap = open_ours(damaged, "bad.lance")
         reader.read(reader.schema.fields, cmap)
 
     block = bytearray(data)
-    block[at + 4 : at + 4 + 64] = b"\xff" * 64  # the first token: a literal run of 15+255*n bytes
+    block[at + width : at + width + 64] = b"\xff" * 64  # (an LZ4 literal run past the end)
     with pytest.raises(FormatError, match="bad.lance"):
         read(bytes(block))
     claim = bytearray(data)
-    claim[at : at + 4] = struct.pack("<I", 0xFFFF_FF00)  # ~4 GiB
+    claim[at : at + width] = struct.pack(prefix, 0xFFFF_FF00)  # ~4 GiB
     allocated: list[int] = []
     real_decompress = pa.decompress
 
