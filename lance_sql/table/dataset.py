@@ -366,26 +366,31 @@ class LanceDataset:
         Addresses of deleted rows are skipped; an unknown fragment is an error.
         """
         addresses = _integers(addresses, "row address", U64_MAX).astype(np.uint64)
-        return take_addresses(self.store, self._manifest, addresses, columns,
-                              plan=self._take_plan(columns))
+        manifest = self._manifest  # one read: a write may move the dataset meanwhile
+        return take_addresses(self.store, manifest, addresses, columns,
+                              plan=self._take_plan(manifest, columns))
 
     # (this version's manifest, {columns: the plan of a take of them}): see _take_plan
     _take_plans: tuple[Manifest, dict[tuple[str, ...] | None, ScanPlan]] | None = None
     _TAKE_PLANS_KEPT = 64
 
-    def _take_plan(self, columns: Sequence[str] | None) -> ScanPlan:
-        """The plan of a take of ``columns`` from this version, made once per version and
-        column list (a point lookup repeats the same take); errors are not kept."""
+    def _take_plan(self, manifest: Manifest, columns: Sequence[str] | None) -> ScanPlan:
+        """The plan of a take of ``columns`` from ``manifest`` (this version's), made once
+        per version and column list (a point lookup repeats the same take); errors are
+        not kept. ``columns`` is read once (it may be an iterator)."""
         if isinstance(columns, str):
-            return plan_scan(self._manifest, columns)  # refused there
-        manifest = self._manifest
-        kept = self._take_plans  # one read: a write may move the dataset meanwhile
+            return plan_scan(manifest, columns)  # refused there
+        key = None if columns is None else tuple(columns)
+        try:
+            hash(key)
+        except TypeError:  # not names: refused by the planning, as without the cache
+            return plan_scan(manifest, list(key or ()))
+        kept = self._take_plans  # one read: another thread may replace it meanwhile
         if kept is None or kept[0] is not manifest or len(kept[1]) >= self._TAKE_PLANS_KEPT:
             kept = self._take_plans = (manifest, {})
-        key = None if columns is None else tuple(columns)
         plan = kept[1].get(key)
         if plan is None:
-            plan = kept[1][key] = plan_scan(manifest, columns)
+            plan = kept[1][key] = plan_scan(manifest, None if key is None else list(key))
         return plan
 
     # -- writes ---------------------------------------------------------------------

@@ -303,3 +303,20 @@ def test_fresh_views_share_what_the_base_version_fixes(tmp_path: Path) -> None:
             assert key == RegionPaths(region).generation(path)
     finally:
         writer.close()
+
+
+def test_kept_column_lists_refuse_what_is_not_a_name(tmp_path: Path) -> None:
+    """A column list holding something that is not a name (a list, say) is the
+    NotFoundError of an unknown column, every time, not a TypeError of the memo of
+    column lists found valid; one-pass iterables of names are read once."""
+    mw, writer = _build(tmp_path, pa.int64(), True, False)
+    try:
+        view = mw.view()
+        expected = view.lookup_one(_deletes([7], pa.int64()), ["v", "id"])
+        for _ in range(2):
+            with pytest.raises(lance_sql.errors.NotFoundError):
+                view.lookup_one(_deletes([7], pa.int64()), ["v", ["id"]])  # type: ignore[list-item]
+            got = view.lookup_one(_deletes([7], pa.int64()), iter(["v", "id"]))
+            assert got.equals(expected)
+    finally:
+        writer.close()

@@ -93,6 +93,8 @@ def _decompress(ctx: PageContext, scheme: str, raw: memoryview, expect: int) -> 
             if len(raw) < 4:
                 raise ctx.error("truncated lz4 buffer")
             size = int.from_bytes(raw[:4], "little")
+            if size != expect:  # checked before it sizes the output
+                raise ctx.error(f"lz4 buffer claims {size} bytes where {expect} were expected")
             out = pa.decompress(raw[4:], decompressed_size=size, codec="lz4_raw")
         elif scheme == "zstd":
             if bytes(raw[:4]) == b"\x28\xb5\x2f\xfd":  # a bare frame (older writers)
@@ -101,12 +103,14 @@ def _decompress(ctx: PageContext, scheme: str, raw: memoryview, expect: int) -> 
                 if len(raw) < 8:
                     raise ctx.error("truncated zstd buffer")
                 size = int.from_bytes(raw[:8], "little")
-                if size > (1 << 40):
-                    raise ctx.error(f"implausible zstd size {size}")
+                if size != expect:  # checked before it sizes the output
+                    raise ctx.error(f"zstd buffer claims {size} bytes where {expect} were "
+                                    "expected")
                 out = pa.decompress(raw[8:], decompressed_size=size, codec="zstd")
         else:
             raise UnsupportedFeatureError(f"{ctx.where}: compression scheme {scheme!r}")
-    except (pa.ArrowException, ValueError, OverflowError) as exc:
+    except (pa.ArrowException, OSError, ValueError, OverflowError) as exc:
+        # (a damaged LZ4 block is an OSError from pyarrow)
         raise ctx.error(f"cannot decompress {scheme} buffer: {exc}") from exc
     return memoryview(out)
 

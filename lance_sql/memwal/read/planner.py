@@ -428,8 +428,8 @@ class LsmView:
         if isinstance(wanted, str):
             raise InvalidInputError("columns must be a list of column names")
         names = tuple(wanted)
-        if names not in self._valid_columns:
-            for name in names:
+        if not all(isinstance(n, str) for n in names) or names not in self._valid_columns:
+            for name in names:  # (not names: refused here, never kept)
                 self._field(name)
             self._valid_columns.add(names)
         return list(names)

@@ -221,3 +221,56 @@ def fuzz(
 def test_bounded_fuzz(files) -> None:
     cases, bad = fuzz(list(files.values()), FUZZ_SECONDS, seed=12345, min_cases=21)
     assert not bad, bad[:5]
+
+
+@pytest.mark.parametrize("scheme", ["lz4", "zstd"])
+def test_corrupt_compressed_buffer_of_a_2_0_file(tmp_path, monkeypatch, scheme: str) -> None:
+    """A 2.0 page's whole-buffer compression (pylance's ``lance-encoding:compression``)
+    with a damaged block is a FormatError (pyarrow reports a bad LZ4 block as a plain
+    OSError), and a size prefix claiming far more than the page's expected bytes is
+    refused before that much is allocated."""
+    from lance_sql.format.datafile import decode_v2_0
+
+    prefix = "<I" if scheme == "lz4" else "<Q"
+    width = struct.calcsize(prefix)
+    words = [f"word {i} " * (1 + i % 7) for i in range(3000)]
+    schema = pa.schema([pa.field("s", pa.string(),
+                                 metadata={"lance-encoding:compression": scheme})])
+    data = pylance_write(tmp_path / f"{scheme}.lance", pa.table({"s": words}, schema=schema),
+                         "2.0")
+    seen: list[bytes] = []
+    real = decode_v2_0._decompress
+
+    def spied(ctx, scheme, raw, expect):
+        seen.append(bytes(raw))
+        return real(ctx, scheme, raw, expect)
+
+    with monkeypatch.context() as m:
+        m.setattr(decode_v2_0, "_decompress", spied)
+        reader, cmap = open_ours(data)
+        assert reader.read(reader.schema.fields, cmap)[0].to_pylist() == words
+    raw = max(seen, key=len)  # the strings' bytes, compressed: the size, then the block
+    at = data.index(raw)
+    assert struct.unpack_from(prefix, raw)[0] > len(raw)  # compressed indeed
+
+    def read(damaged: bytes) -> None:
+        reader, cmap = open_ours(damaged, "bad.lance")
+        reader.read(reader.schema.fields, cmap)
+
+    block = bytearray(data)
+    block[at + width : at + width + 64] = b"\xff" * 64  # (an LZ4 literal run past the end)
+    with pytest.raises(FormatError, match="bad.lance"):
+        read(bytes(block))
+    claim = bytearray(data)
+    claim[at : at + width] = struct.pack(prefix, 0xFFFF_FF00)  # ~4 GiB
+    allocated: list[int] = []
+    real_decompress = pa.decompress
+
+    def counted(buf, decompressed_size=None, **kw):
+        allocated.append(decompressed_size)
+        return real_decompress(buf, decompressed_size=decompressed_size, **kw)
+
+    monkeypatch.setattr(decode_v2_0.pa, "decompress", counted)
+    with pytest.raises(FormatError, match="bad.lance"):
+        read(bytes(claim))
+    assert not allocated or max(allocated) < 1 << 20

@@ -154,3 +154,43 @@ def test_kept_take_plan_follows_the_version(tmp_path, monkeypatch: pytest.Monkey
         ds.take_addresses([address], ["s"])
     with pytest.raises(InvalidInputError):
         ds.take_addresses([address], "text")
+
+
+def test_kept_take_plan_reads_columns_once(tmp_path) -> None:
+    """Columns given as a one-pass iterable are taken as given (not consumed by the
+    plan cache's key, leaving the plan no columns), and a column list holding something
+    unhashable is the NotFoundError of an unknown column, not a TypeError of the cache."""
+    ds = _table(tmp_path)
+    addresses = [(ds.manifest.fragments[1].id << 32) | 3, 1]
+    expected = ds.take_addresses(addresses, ["s", "id"])
+    assert expected.num_columns == 2 and expected.num_rows == 2
+    for _ in range(2):  # planned, then kept
+        assert ds.take_addresses(addresses, (c for c in ["s", "id"])).equals(expected)
+        assert ds.take_addresses(addresses[:1], iter(["s", "id"])).equals(expected[:1])
+        with pytest.raises(NotFoundError):
+            ds.take_addresses(addresses, [["id"]])  # type: ignore[list-item]
+
+
+def test_take_plan_is_of_the_manifest_taken_from(tmp_path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write landing between a take's read of the dataset's version and its planning
+    (another thread's, say) cannot pair the new version's plan with the old version's
+    rows: the take answers as the version it read, whole."""
+    ds = _table(tmp_path)
+    addresses = [(ds.manifest.fragments[1].id << 32) | 3, 1]
+    expected = ds.take_addresses(addresses)
+    ds._take_plans = None  # planned afresh below
+    module = importlib.import_module("lance_sql.table.dataset")
+    real = module.LanceDataset._take_plan
+    moved: list[int] = []
+
+    def write_first(self, *args):
+        if not moved:  # the other thread's write: a new column, the dataset moved on
+            moved.append(self.version)
+            self.add_columns({"w": "id * 2"})
+        return real(self, *args)
+
+    monkeypatch.setattr(module.LanceDataset, "_take_plan", write_first)
+    assert ds.take_addresses(addresses).equals(expected)
+    assert ds.version > moved[0]
+    assert ds.take_addresses(addresses).column_names == ["id", "v", "s", "w"]
