@@ -212,18 +212,17 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
     if not addresses.size:
         return addresses
     fragments = (addresses >> np.uint64(32)).astype(np.int64)
-    ids = np.array(sorted(f.id for f in manifest.fragments), np.int64)
-    sizes = {f.id: f.physical_rows for f in manifest.fragments}
+    ordered = sorted(manifest.fragments, key=lambda f: f.id)
+    ids = np.array([f.id for f in ordered], np.int64)
     at = np.minimum(np.searchsorted(ids, fragments), len(ids) - 1)
     known = ids[at] == fragments  # an address of a fragment no longer in the table: left out
-    limit = np.where(known, np.array([sizes[int(i)] for i in ids], np.int64)[at], -1)
+    limit = np.where(known, np.array([f.physical_rows for f in ordered], np.int64)[at], -1)
     offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
     past = known & (offsets >= limit)
     if past.any():  # as _by_fragment reports it
         bad = int(np.flatnonzero(past)[-1])
-        raise FormatError(f"index {leaf.index.name}: row {int(offsets[bad])} of fragment "
-                          f"{int(fragments[bad])} does not exist (it has {int(limit[bad])} "
-                          "rows); the index is corrupt")
+        raise _past_end(leaf.index.name, int(offsets[bad]), int(fragments[bad]),
+                        int(limit[bad]))
     return addresses if bool(known.all()) else addresses[known]
 
 
@@ -236,9 +235,14 @@ def _one_address(addresses: np.ndarray, manifest: Manifest, leaf: Leaf) -> np.nd
     if rows is None:
         return addresses[:0]
     if offset >= rows:
-        raise FormatError(f"index {leaf.index.name}: row {offset} of fragment {fragment} does "
-                          f"not exist (it has {rows} rows); the index is corrupt")
+        raise _past_end(leaf.index.name, offset, fragment, rows)
     return addresses
+
+
+def _past_end(index: str, offset: int, fragment: int, rows: int) -> FormatError:
+    """The error of an index naming a row past its fragment's end."""
+    return FormatError(f"index {index}: row {offset} of fragment {fragment} does not exist "
+                       f"(it has {rows} rows); the index is corrupt")
 
 
 def _key_leaf(manifest: Manifest, column: str, values: pa.Array) -> Leaf | None:
@@ -421,8 +425,7 @@ def _by_fragment(addresses: np.ndarray, covered: set[int], manifest: Manifest,
         part = offsets[start:end]
         if int(part[-1]) >= physical[frag]:
             names = ", ".join(sorted({leaf.index.name for leaf in used}))
-            raise FormatError(f"index {names}: row {int(part[-1])} of fragment {frag} does "
-                              f"not exist (it has {physical[frag]} rows); the index is corrupt")
+            raise _past_end(names, int(part[-1]), frag, physical[frag])
         rows[frag] = part
     return rows
 
