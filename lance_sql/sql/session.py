@@ -47,6 +47,7 @@ from lance_sql.sql.functions import (
 from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
+from lance_sql.sql.point_get import PointAnswer, PointGets
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
 from lance_sql.sql.shortcuts import (
@@ -286,6 +287,41 @@ class LanceDataFrame(DataFrame):
         return call
 
 
+class _AnsweredFrame(LanceDataFrame):
+    """A point get's frame (:mod:`lance_sql.sql.point_get`): its rows were read when the
+    query was planned; ``to_arrow_table`` and ``collect`` hand them over as DataFusion's
+    plan would return them, every other method runs over them in memory, in a DataFusion
+    frame made on first use (``make``)."""
+
+    def __init__(self, make: Callable[[], Any], translator: Translator, ctx: SessionContext,
+                 runtime: Runtime, rows: pa.Table) -> None:
+        self._make: Callable[[], Any] | None = make
+        self._made: Any = None
+        self._making = threading.Lock()
+        super().__init__(None, translator, ctx, runtime, in_memory=True)
+        self._rows = rows
+
+    @property
+    def df(self) -> Any:
+        """DataFusion's frame over the rows, made the first time it is asked for."""
+        if self._made is None:
+            with self._making:
+                if self._made is None and self._make is not None:
+                    self._made, self._make = self._make(), None
+        return self._made
+
+    @df.setter
+    def df(self, value: Any) -> None:
+        if value is not None:  # (DataFrame.__init__ sets None: made on first use)
+            self._made = value
+
+    def to_arrow_table(self) -> pa.Table:
+        return self._rows
+
+    def collect(self) -> list[pa.RecordBatch]:
+        return self._rows.to_batches()
+
+
 # Methods whose result holds the physical plan (and its scan units) for the caller.
 _HANDS_OUT_PLAN = frozenset({"execution_plan"})
 
@@ -369,6 +405,7 @@ class LanceSession:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._writes = WriteRunner(self)
+        self.point_gets = PointGets()  # primary-key lookups of LSM tables, unplanned
 
     # -- tables --------------------------------------------------------------------
     def register(self, name: str, uri: str | os.PathLike[str]) -> None:
@@ -436,7 +473,11 @@ class LanceSession:
 
     def _query(self, query: str) -> LanceDataFrame:
         """Plan a read query: its tables pinned, its LIMITs handed to the scans, a
-        ``count(*)`` answered from metadata when it can be."""
+        ``count(*)`` answered from metadata when it can be, a point get at once."""
+        answer = self.point_gets.answer(query, self.directory, self.resolver,
+                                        self.schema_provider)
+        if answer is not None:
+            return self._answered_frame(answer)
         # Long OR-ed equality lists become IN lists; what is still too wide to plan is
         # refused (DataFusion would overflow its stack planning it).
         query = fold_disjunctions(query)
@@ -543,6 +584,20 @@ class LanceSession:
     def _memory_frame(self, table: pa.Table) -> LanceDataFrame:
         """A frame over ``table``, run on the calling thread (it reads no Lance table)."""
         return self._frame(self._from_arrow(table), in_memory=True)
+
+    def _answered_frame(self, answer: PointAnswer) -> LanceDataFrame:
+        """A frame over a point get's rows, declaring the query's schema (see
+        :class:`_AnsweredFrame`)."""
+        def make() -> Any:
+            with self._lock:
+                name = f"__lance_sql_result_{next(self._ids)}"
+            batches = [pa.RecordBatch.from_arrays(b.columns, schema=answer.schema)
+                       for b in answer.rows.to_batches()]
+            df = self.ctx.create_dataframe([batches], name=name, schema=answer.schema)
+            self.schema_provider.deregister_table(name)
+            return df.df
+
+        return _AnsweredFrame(make, self.translate_error, self.ctx, self.runtime, answer.rows)
 
     def plan_only(self, query: str) -> pa.Schema:
         """The result schema of a query, planned but not run."""
