@@ -23,6 +23,7 @@ it (no rows, or columns in another order than the table's; see :func:`result_sch
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ import pyarrow as pa
 from lance_sql.errors import LanceError
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
 from lance_sql.memwal.read.nodes import conform
+from lance_sql.memwal.read.planner import LsmView
 from lance_sql.sql.catalog import LanceSchemaProvider, TableDirectory, TableName, VersionResolver
 from lance_sql.sql.lsm_provider import LSM_ONLY, MAX_LOOKUP_KEYS, LsmTableDataset
 from lance_sql.sql.rewrite import VersionSpec
@@ -50,6 +52,7 @@ _KEYWORDS = frozenset({
     "USING", "VERSION", "WHEN", "WHERE", "WINDOW", "WITH",
 })
 _HIDDEN = frozenset(c.lower() for c in (*SYSTEM_COLUMNS, *LSM_ONLY))
+_EXPLAINED = re.compile(r"\s*EXPLAIN\s+(SELECT\b.*)", re.IGNORECASE | re.DOTALL)
 _MAX_NESTING = 16  # parentheses around the conditions
 _QUERY_ID = "point-get"  # the catalog reads a pinned name with a query id as the latest
 
@@ -238,13 +241,31 @@ class PointGets:
         if not self.enabled:
             return None
         query = parse(sql)
-        if query is None:
+        bound = _bind(query, directory, resolver, catalog) if query is not None else None
+        if bound is None:
             return None
-        found = _lookup(query, directory, resolver, catalog)
-        if found is not None:
-            with self._lock:
-                self._count += 1
+        found = _run(bound)
+        with self._lock:
+            self._count += 1
         return found
+
+    def explain(self, sql: str, directory: TableDirectory, resolver: VersionResolver,
+                catalog: LanceSchemaProvider) -> str | None:
+        """What ``EXPLAIN`` adds for a plain ``EXPLAIN <query>`` whose query is answered
+        as a point get (None: it is not; nothing is looked up)."""
+        found = _EXPLAINED.match(sql)
+        if not self.enabled or found is None:
+            return None
+        query = parse(found.group(1))
+        bound = _bind(query, directory, resolver, catalog) if query is not None else None
+        if bound is None:
+            return None
+        keys = bound.keys
+        return (f"PointGet: {query.table if query else ''}, {keys.num_rows} "
+                f"key{'s' if keys.num_rows != 1 else ''} on [{', '.join(keys.column_names)}], "
+                f"projection=[{', '.join(bound.columns)}]: answered when sql() is called by "
+                "the LSM view's point lookup of these keys, without DataFusion (the plans "
+                "above are what DataFusion runs with point gets off)")
 
 
 def _key_table(query: PointQuery, key_columns: list[str], schema: pa.Schema
@@ -287,20 +308,32 @@ def _integer_range(key_type: pa.DataType) -> tuple[int, int]:
     return 0, min((1 << bits) - 1, (1 << 63) - 1)
 
 
-def _lookup(query: PointQuery, directory: TableDirectory, resolver: VersionResolver,
-            catalog: LanceSchemaProvider) -> PointAnswer | None:
+@dataclass(frozen=True)
+class _Bound:
+    """A point get resolved against its table: the view to ask, the keys, the columns."""
+
+    view: LsmView
+    keys: pa.Table
+    columns: list[str]
+    table_schema: pa.Schema  # the provider's (no system columns)
+
+
+def _bind(query: PointQuery, directory: TableDirectory, resolver: VersionResolver,
+          catalog: LanceSchemaProvider) -> _Bound | None:
+    """``query`` against the latest version of its table, read as DataFusion's provider
+    would read it (None: not an LSM table, or not a point get of it)."""
     try:
         directory.uri(query.table)
     except LanceError:
         return None  # not a Lance table here: DataFusion's to resolve (or refuse)
+    named = [c for c, _, _ in query.conditions] + list(query.columns or ())
+    if any(n.lower() in _HIDDEN for n in named):
+        return None  # system columns: the provider exposes them
     version = resolver.version_of(query.table, None)
     manifest = resolver.manifest(query.table, version)
     sections = manifest.index_section
     if sections is None or MEM_WAL_INDEX_NAME.encode() not in sections:
         return None  # no MemWAL: a plain table
-    names = [c for c, _, _ in query.conditions] + list(query.columns or ())
-    if any(n.lower() in _HIDDEN for n in names):
-        return None  # system columns: the provider exposes them
     pinned = TableName(query.table, VersionSpec("version", version), query_id=_QUERY_ID)
     provider = catalog.dataset(pinned)
     if not isinstance(provider, LsmTableDataset):
@@ -313,8 +346,13 @@ def _lookup(query: PointQuery, directory: TableDirectory, resolver: VersionResol
             not view.key_columns:
         return None
     keys = _key_table(query, view.key_columns, table_schema)
-    if keys is None:
-        return None
+    return None if keys is None else _Bound(view, keys, columns, table_schema)
+
+
+def _run(bound: _Bound) -> PointAnswer:
+    """The rows of the bound lookup, shaped as DataFusion's result."""
+    view, keys, columns, table_schema = bound.view, bound.keys, bound.columns, \
+        bound.table_schema
     # one key: the plan's one-key path without building its nodes (as ``mw.get`` does)
     found = view.lookup_one(keys, columns) if keys.num_rows == 1 else None
     if found is None:
@@ -323,6 +361,7 @@ def _lookup(query: PointQuery, directory: TableDirectory, resolver: VersionResol
     schema = pa.schema(fields, metadata=table_schema.metadata)
     if not found.num_rows:
         return PointAnswer(schema.empty_table(), schema)
+    names = table_schema.names
     positions = [names.index(c) for c in columns]
     out = result_schema(fields, table_schema.metadata, positions == sorted(positions),
                         found.num_rows)

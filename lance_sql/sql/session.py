@@ -510,7 +510,13 @@ class LanceSession:
                         plan = df.to_arrow_table()
                 finally:
                     scope.settle()
-                return self._memory_frame(render_explain(plan, planned))
+                explained = render_explain(plan, planned)
+                note = self.point_gets.explain(query, self.directory, self.resolver,
+                                               self.schema_provider)
+                if note is not None:  # the query alone is answered as a point get
+                    explained = pa.concat_tables([explained, pa.table(
+                        {"plan_type": ["point_get"], "plan": [note]})])
+                return self._memory_frame(explained)
             if planned:
                 optimized = df.optimized_logical_plan()  # planning errors show here
                 self._limit_hints(optimized, planned)
