@@ -235,13 +235,16 @@ class PointGets:
             return self._count
 
     def answer(self, sql: str, directory: TableDirectory, resolver: VersionResolver,
-               catalog: LanceSchemaProvider) -> PointAnswer | None:
+               catalog: LanceSchemaProvider, probed: dict[str, int] | None = None
+               ) -> PointAnswer | None:
         """The answer of ``sql`` if it is a point get on an LSM table (None: it is not,
-        or in doubt; DataFusion plans it)."""
+        or in doubt; DataFusion plans it). ``probed`` gets the latest version of the
+        table it looked up (the caller's plan may pin it rather than probe again)."""
         if not self.enabled:
             return None
         query = parse(sql)
-        bound = _bind(query, directory, resolver, catalog) if query is not None else None
+        bound = _bind(query, directory, resolver, catalog, probed) \
+            if query is not None else None
         if bound is None:
             return None
         found = _run(bound)
@@ -319,9 +322,13 @@ class _Bound:
 
 
 def _bind(query: PointQuery, directory: TableDirectory, resolver: VersionResolver,
-          catalog: LanceSchemaProvider) -> _Bound | None:
+          catalog: LanceSchemaProvider, probed: dict[str, int] | None = None
+          ) -> _Bound | None:
     """``query`` against the latest version of its table, read as DataFusion's provider
-    would read it (None: not an LSM table, or not a point get of it)."""
+    would read it (None: not an LSM table, or not a point get of it); the version
+    probed goes into ``probed``."""
+    if catalog.consistency == "base":
+        return None  # every table read as itself: no LSM view
     try:
         directory.uri(query.table)
     except LanceError:
@@ -330,10 +337,14 @@ def _bind(query: PointQuery, directory: TableDirectory, resolver: VersionResolve
     if any(n.lower() in _HIDDEN for n in named):
         return None  # system columns: the provider exposes them
     version = resolver.version_of(query.table, None)
+    if probed is not None:
+        probed[query.table] = version
     manifest = resolver.manifest(query.table, version)
     sections = manifest.index_section
     if sections is None or MEM_WAL_INDEX_NAME.encode() not in sections:
         return None  # no MemWAL: a plain table
+    if sorted(c for c, _, _ in query.conditions) != sorted(manifest.schema.primary_key):
+        return None  # not exactly the key's columns (before any view is opened)
     pinned = TableName(query.table, VersionSpec("version", version), query_id=_QUERY_ID)
     provider = catalog.dataset(pinned)
     if not isinstance(provider, LsmTableDataset):

@@ -474,8 +474,9 @@ class LanceSession:
     def _query(self, query: str) -> LanceDataFrame:
         """Plan a read query: its tables pinned, its LIMITs handed to the scans, a
         ``count(*)`` answered from metadata when it can be, a point get at once."""
+        probed: dict[str, int] = {}  # latest versions looked up for a point get
         answer = self.point_gets.answer(query, self.directory, self.resolver,
-                                        self.schema_provider)
+                                        self.schema_provider, probed)
         if answer is not None:
             return self._answered_frame(answer)
         # Long OR-ed equality lists become IN lists; what is still too wide to plan is
@@ -487,7 +488,8 @@ class LanceSession:
         counter = itertools.count(1)
 
         def resolve(name: str, spec: VersionSpec | None, system: bool) -> str:
-            version = self.resolver.version_of(name, spec)
+            version = probed[name] if spec is None and name in probed \
+                else self.resolver.version_of(name, spec)
             pinned = TableName(name, VersionSpec("version", version), system,
                                f"{qid}.{next(counter)}", travel=spec is not None)
             return f"{CATALOG}.{SCHEMA}.{quote_identifier(pinned.render())}"

@@ -276,6 +276,34 @@ def test_near_misses_take_datafusion_path(lsm, sql: str) -> None:
 
 
 @pytest.mark.parametrize("sql", [
+    "SELECT * FROM plain WHERE id = 5",  # the shape, on a table without a MemWAL
+    "SELECT * FROM t WHERE v = 5",       # an LSM table, not its key
+])
+def test_a_query_that_falls_through_probes_the_latest_version_once(lsm, sql: str,
+                                                                   monkeypatch) -> None:
+    root, _, _, _ = lsm
+    session = connect(root)
+    probes: list[str] = []
+    views: list[object] = []
+    probe, dataset = session.resolver.version_of, session.schema_provider.dataset
+
+    def counted_probe(name: str, spec: object) -> int:
+        probes.append(name)
+        return probe(name, spec)  # type: ignore[arg-type]
+
+    def counted_dataset(parsed: object) -> object:
+        views.append(parsed)
+        return dataset(parsed)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(session.resolver, "version_of", counted_probe)
+    monkeypatch.setattr(session.schema_provider, "dataset", counted_dataset)
+    fast, slow, taken = _both(session, sql)
+    assert not taken and fast.equals(slow)
+    assert len(probes) == 2  # one a query: the point-get attempt's, reused by the plan
+    assert len(views) == 2   # no view opened for the point-get attempt
+
+
+@pytest.mark.parametrize("sql", [
     'SELECT * FROM t WHERE "ID" = 5',         # a quoted mixed-case name that does not exist
     "SELECT mixed FROM t WHERE id = 5",        # unquoted: folded to lower case, no such column
     "SELECT nope FROM t WHERE id = 5",
