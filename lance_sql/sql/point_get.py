@@ -200,8 +200,9 @@ def parse(sql: str) -> PointQuery | None:
         _conjunction(tokens, conditions)
         while tokens.peek is not None:  # trailing semicolons only
             tokens.op(";")
-    except (_NotAPointGet, LanceError):  # (LanceError: not SQL; DataFusion will say so)
-        return None
+    except (_NotAPointGet, LanceError, ValueError):
+        return None  # (LanceError: not SQL, ValueError: an integer of 4300+ digits;
+        # DataFusion will say what it makes of them)
     return PointQuery(name, None if columns is None else tuple(columns), tuple(conditions))
 
 
@@ -261,10 +262,10 @@ class PointGets:
             return None
         query = parse(found.group(1))
         bound = _bind(query, directory, resolver, catalog) if query is not None else None
-        if bound is None:
+        if query is None or bound is None:
             return None
         keys = bound.keys
-        return (f"PointGet: {query.table if query else ''}, {keys.num_rows} "
+        return (f"PointGet: {query.table}, {keys.num_rows} "
                 f"key{'s' if keys.num_rows != 1 else ''} on [{', '.join(keys.column_names)}], "
                 f"projection=[{', '.join(bound.columns)}]: answered when sql() is called by "
                 "the LSM view's point lookup of these keys, without DataFusion (the plans "

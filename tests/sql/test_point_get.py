@@ -440,6 +440,8 @@ def test_parse_reads_the_shape_and_nothing_else() -> None:
     assert parse(f"SELECT * FROM t WHERE id IN ({run}, -1)") == PointQuery(
         "t", None, (("id", (*range(40), -1), True),))
     assert parse("SELECT * FROM t WHERE " + "(" * 16 + "id = 1" + ")" * 16) is not None
+    assert parse("SELECT * FROM t WHERE id = " + "9" * 5000) is None  # past int()'s limit
+    assert parse("SELECT * FROM t WHERE id IN (" + ", ".join(["9" * 5000] * 20) + ")") is None
     for sql in ["SELECT * FROM t WHERE id IN (1.5, " + run + ")", "SELECT * FROM t",
                 "SELECT * FROM t WHERE " + "(" * 10_000 + "id = 1" + ")" * 10_000,
                 "SELECT * FROM t WHERE id = 3; SELECT 1", "SELECT * FROM t WHERE id = 3 --",
