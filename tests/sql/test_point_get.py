@@ -386,13 +386,18 @@ def test_writes_before_sql_are_seen(lsm) -> None:
 
 def test_the_lookup_runs_when_sql_is_called(lsm) -> None:
     """What the README says: the answer is read by ``sql()``; a put after it is seen by
-    the next query (DataFusion's path reads MemTables when it runs)."""
+    the next query. DataFusion's path reads the rows of the MemTables it found at
+    ``sql()`` when it runs."""
     root, _, writer, _ = lsm
     session = connect(root)
     frame = session.sql("SELECT v FROM t WHERE id = 777777")
     writer.put(_rows({777777: (5, "late")}, [777777]))
     assert frame.to_pylist() == []
     assert session.sql("SELECT v FROM t WHERE id = 777777").to_pylist() == [{"v": 5}]
+    session.point_gets.enabled = False
+    frame = session.sql("SELECT v FROM t WHERE id = 777778")
+    writer.put(_rows({777778: (6, "late")}, [777778]))
+    assert frame.to_pylist() == [{"v": 6}]
 
 
 def test_consistency_base_and_snapshot_sessions(lsm) -> None:
