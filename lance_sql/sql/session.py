@@ -3,7 +3,9 @@
 :class:`LanceSession.sql` is the front door. It rewrites time travel and pins
 versions (:mod:`lance_sql.sql.rewrite`), plans with DataFusion, hands ``LIMIT``
 hints to the scans, renders ``EXPLAIN`` with our scan's operators, and turns
-DataFusion's flattened errors back into lance_sql's typed ones.
+DataFusion's flattened errors back into lance_sql's typed ones. Primary-key lookups of
+MemWAL tables in one narrow shape are answered without DataFusion
+(:mod:`lance_sql.sql.point_get`).
 
 Snapshot rule: each query sees exactly one version of each table it names — the
 latest when the query is planned, unless a time-travel clause says otherwise.
