@@ -3,7 +3,9 @@
 :class:`LanceSession.sql` is the front door. It rewrites time travel and pins
 versions (:mod:`lance_sql.sql.rewrite`), plans with DataFusion, hands ``LIMIT``
 hints to the scans, renders ``EXPLAIN`` with our scan's operators, and turns
-DataFusion's flattened errors back into lance_sql's typed ones.
+DataFusion's flattened errors back into lance_sql's typed ones. Primary-key lookups of
+MemWAL tables in one narrow shape are answered without DataFusion
+(:mod:`lance_sql.sql.point_get`).
 
 Snapshot rule: each query sees exactly one version of each table it names — the
 latest when the query is planned, unless a time-travel clause says otherwise.
@@ -47,6 +49,7 @@ from lance_sql.sql.functions import (
 from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
+from lance_sql.sql.point_get import PointAnswer, PointGets
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
 from lance_sql.sql.shortcuts import (
@@ -286,6 +289,41 @@ class LanceDataFrame(DataFrame):
         return call
 
 
+class _AnsweredFrame(LanceDataFrame):
+    """A point get's frame (:mod:`lance_sql.sql.point_get`): its rows were read when the
+    query was planned; ``to_arrow_table`` and ``collect`` hand them over as DataFusion's
+    plan would return them, every other method runs over them in memory, in a DataFusion
+    frame made on first use (``make``)."""
+
+    def __init__(self, make: Callable[[], Any], translator: Translator, ctx: SessionContext,
+                 runtime: Runtime, rows: pa.Table) -> None:
+        self._make: Callable[[], Any] | None = make
+        self._made: Any = None
+        self._making = threading.Lock()
+        super().__init__(None, translator, ctx, runtime, in_memory=True)
+        self._rows = rows
+
+    @property
+    def df(self) -> Any:
+        """DataFusion's frame over the rows, made the first time it is asked for."""
+        if self._made is None:
+            with self._making:
+                if self._made is None and self._make is not None:
+                    self._made, self._make = self._make(), None
+        return self._made
+
+    @df.setter
+    def df(self, value: Any) -> None:
+        if value is not None:  # (DataFrame.__init__ sets None: made on first use)
+            self._made = value
+
+    def to_arrow_table(self) -> pa.Table:
+        return self._rows
+
+    def collect(self) -> list[pa.RecordBatch]:
+        return self._rows.to_batches()
+
+
 # Methods whose result holds the physical plan (and its scan units) for the caller.
 _HANDS_OUT_PLAN = frozenset({"execution_plan"})
 
@@ -369,6 +407,7 @@ class LanceSession:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._writes = WriteRunner(self)
+        self.point_gets = PointGets()  # primary-key lookups of LSM tables, unplanned
 
     # -- tables --------------------------------------------------------------------
     def register(self, name: str, uri: str | os.PathLike[str]) -> None:
@@ -436,7 +475,12 @@ class LanceSession:
 
     def _query(self, query: str) -> LanceDataFrame:
         """Plan a read query: its tables pinned, its LIMITs handed to the scans, a
-        ``count(*)`` answered from metadata when it can be."""
+        ``count(*)`` answered from metadata when it can be, a point get at once."""
+        probed: dict[str, int] = {}  # latest versions looked up for a point get
+        answer = self.point_gets.answer(query, self.directory, self.resolver,
+                                        self.schema_provider, probed)
+        if answer is not None:
+            return self._answered_frame(answer)
         # Long OR-ed equality lists become IN lists; what is still too wide to plan is
         # refused (DataFusion would overflow its stack planning it).
         query = fold_disjunctions(query)
@@ -446,7 +490,8 @@ class LanceSession:
         counter = itertools.count(1)
 
         def resolve(name: str, spec: VersionSpec | None, system: bool) -> str:
-            version = self.resolver.version_of(name, spec)
+            version = probed[name] if spec is None and name in probed \
+                else self.resolver.version_of(name, spec)
             pinned = TableName(name, VersionSpec("version", version), system,
                                f"{qid}.{next(counter)}", travel=spec is not None)
             return f"{CATALOG}.{SCHEMA}.{quote_identifier(pinned.render())}"
@@ -469,7 +514,13 @@ class LanceSession:
                         plan = df.to_arrow_table()
                 finally:
                     scope.settle()
-                return self._memory_frame(render_explain(plan, planned))
+                explained = render_explain(plan, planned)
+                note = self.point_gets.explain(query, self.directory, self.resolver,
+                                               self.schema_provider)
+                if note is not None:  # the query alone is answered as a point get
+                    explained = pa.concat_tables([explained, pa.table(
+                        {"plan_type": ["point_get"], "plan": [note]})])
+                return self._memory_frame(explained)
             if planned:
                 optimized = df.optimized_logical_plan()  # planning errors show here
                 self._limit_hints(optimized, planned)
@@ -543,6 +594,20 @@ class LanceSession:
     def _memory_frame(self, table: pa.Table) -> LanceDataFrame:
         """A frame over ``table``, run on the calling thread (it reads no Lance table)."""
         return self._frame(self._from_arrow(table), in_memory=True)
+
+    def _answered_frame(self, answer: PointAnswer) -> LanceDataFrame:
+        """A frame over a point get's rows, declaring the query's schema (see
+        :class:`_AnsweredFrame`)."""
+        def make() -> Any:
+            with self._lock:
+                name = f"__lance_sql_result_{next(self._ids)}"
+            batches = [pa.RecordBatch.from_arrays(b.columns, schema=answer.schema)
+                       for b in answer.rows.to_batches()]
+            df = self.ctx.create_dataframe([batches], name=name, schema=answer.schema)
+            self.schema_provider.deregister_table(name)
+            return df.df
+
+        return _AnsweredFrame(make, self.translate_error, self.ctx, self.runtime, answer.rows)
 
     def plan_only(self, query: str) -> pa.Schema:
         """The result schema of a query, planned but not run."""

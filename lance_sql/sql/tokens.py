@@ -9,6 +9,7 @@ so nothing inside them is ever mistaken for SQL.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from lance_sql.errors import InvalidInputError
@@ -65,7 +66,12 @@ class Token(NamedTuple):
 def tokenize(sql: str, *, literal_runs: bool = False) -> list[Token]:
     """The tokens of ``sql`` (whitespace and comments dropped); with ``literal_runs``,
     long runs of numbers are single ``numbers`` tokens (see :data:`LITERAL_RUN`)."""
-    tokens = []
+    return list(iter_tokens(sql, literal_runs=literal_runs))
+
+
+def iter_tokens(sql: str, *, literal_runs: bool = False) -> Iterator[Token]:
+    """:func:`tokenize`'s tokens one by one (a reader that stops early tokenizes no
+    further); InvalidInputError where the text stops being SQL tokens."""
     pos = 0
     pattern = _RUNS if literal_runs else _TOKEN
     for match in pattern.finditer(sql):  # each match must start where the last ended
@@ -74,13 +80,12 @@ def tokenize(sql: str, *, literal_runs: bool = False) -> list[Token]:
             break
         kind = match.lastgroup or "op"
         if kind != "ws" and kind != "comment":
-            tokens.append(Token(kind, match.group(), start, end))
+            yield Token(kind, match.group(), start, end)
         pos = end
     if pos < len(sql):
         raise InvalidInputError(
             f"unexpected character {sql[pos]!r} at position {pos} in SQL: {sql!r}"
         )
-    return tokens
 
 
 def check_single_statement(tokens: list[Token]) -> None:
