@@ -371,7 +371,8 @@ class PlannedDataset(pds.Dataset):
         self.pushed.columns = list(columns) if columns is not None else None
         self.pushed.filter = None if filter is None else str(filter)
         names = list(columns) if columns is not None else self._schema.names
-        return PlanningScanner(pa.schema([self._schema.field(n) for n in names]))
+        return PlanningScanner(pa.schema([self._schema.field(n) for n in names],
+                                         metadata=self._schema.metadata))
 
     def get_fragments(self, filter: pc.Expression | None = None) -> list:
         # Called on the thread that runs the query: its units belong to that execution,

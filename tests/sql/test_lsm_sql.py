@@ -164,6 +164,28 @@ def test_a_filter_never_shows_an_older_version(table) -> None:
         [{"n": sum(v < 2 for v, _ in model.values())}]
 
 
+def test_aggregates_when_the_schema_has_metadata(tmp_path: Path) -> None:
+    """The LSM view of a table whose schema carries metadata answers aggregates and
+    DataFrame.count() (DataFusion compares the planned scan's schema, metadata too)."""
+    model = {i: (i % 3, f"a{i}") for i in range(8)}
+    table = rows(model, sorted(model))
+    table = table.replace_schema_metadata({"origin": "a test"})
+    ds = lance_sql.write_dataset(table, tmp_path / "m.lance")
+    mw = MemWal.initialize(ds, RegionSpec.bucket("id", 2), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    try:
+        model.update({i: (5, f"b{i}") for i in (1, 20)})
+        writer.put(rows(model, [1, 20]).replace_schema_metadata({"origin": "a test"}))
+        session = connect(tmp_path)
+        assert q(session, "SELECT sum(v) AS s, count(*) AS n FROM m WHERE v > 0").to_pylist() \
+            == [{"s": sum(v for v, _ in model.values() if v > 0),
+                 "n": sum(v > 0 for v, _ in model.values())}]
+        assert session.sql("SELECT id FROM m WHERE v = 5").count() == 2
+    finally:
+        writer.close()
+
+
 def test_system_columns_hidden_from_star_returned_when_named(table) -> None:
     root, mw, model = table
     session = connect(root)

@@ -192,6 +192,25 @@ def test_join_group_by_and_qualified_names(root: Path) -> None:
     assert rows == [{"kind": "buy", "total": 200.0}, {"kind": "click", "total": 15.0}]
 
 
+def test_aggregates_over_a_table_with_schema_metadata(tmp_path: Path) -> None:
+    """A table whose schema carries metadata (pyarrow's from_pandas adds some to every
+    table) answers aggregates, filtered counts and DataFrame.count(): the scan's planned
+    schema keeps the table's metadata, as DataFusion checks before running an aggregate."""
+    import pandas
+    frame = pandas.DataFrame({"id": range(6), "kind": list("abcabc"),
+                              "amount": [0.5 * i for i in range(6)]})
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    assert table.schema.metadata  # what this test is about
+    lance_sql.write_dataset(table, tmp_path / "sales.lance")
+    s = lance_sql.connect(tmp_path)
+    assert _rows(s, "SELECT sum(amount) AS s FROM sales") == [{"s": 7.5}]
+    assert _rows(s, "SELECT count(*) AS n FROM sales WHERE amount > 1") == [{"n": 3}]
+    assert _rows(s, "SELECT kind, count(*) AS n FROM sales GROUP BY kind ORDER BY kind") == [
+        {"kind": k, "n": 2} for k in "abc"]
+    assert s.sql("SELECT * FROM sales WHERE kind = 'a'").count() == 2
+    assert s.sql("SELECT id FROM sales").count() == 6
+
+
 def _memory_table(name: str, fragments: int, rows: int) -> tuple[MemoryStore, list[str]]:
     MemoryStore.reset(name)
     store = MemoryStore(name)
