@@ -5,9 +5,10 @@ requires), each carrying its slice of the rep/def levels, out-of-line bitpacked 
 width per page. Compression is applied where it pays: FastLanes bitpacking for integers
 (when it saves 10%), a page dictionary for low-cardinality strings (always for Arrow
 dictionary columns, with indices of the key's width), LZ4 over string chunks of up to
-64 KiB when it shows a 15% gain. A string column's field metadata may ask for its
-compression as pylance honours it (``lance-encoding:compression`` = ``fsst``, ``zstd``,
-``lz4`` or ``none``, ``lance-encoding:compression-level``): see :class:`StringCompression`.
+32 KiB when it shows a 15% gain (else over 64 KiB chunks when those do). A string
+column's field metadata may ask for its compression as pylance honours it
+(``lance-encoding:compression`` = ``fsst``, ``zstd``, ``lz4`` or ``none``,
+``lance-encoding:compression-level``): see :class:`StringCompression`.
 FSST (a symbol table learnt per page, :mod:`fsst_encode`) gives files as small as
 pylance's and faster row takes, but our numpy encoder writes ~3x slower than pylance and
 full scans of FSST pages cost ~2x those of LZ4 pages, so it is not the default
@@ -66,11 +67,11 @@ FSST_LZ4_MARGIN = 1.05  # with DEFAULT_FSST, LZ4 is kept when within 5% of FSST'
 # wants, so 100-row takes cost 0.62-0.67x, for files 2.4-3.5% larger, writes and scans
 # within noise (a page's chunks inflate by groups, see compressive._lz4_variable); 16 KiB:
 # takes 0.44-0.50x but files 5-8% larger and scans up to 1.3x. LZ4 HC (levels 2-3, same
-# block format) shrinks URL
-# and JSON text 10-20% but costs 2-4x the codec's CPU; zstd (level 3, 64 KiB) and FSST
-# reach pylance's sizes but full scans cost 1.5-2x (zstd) and 2.3-3.9x (FSST) those of LZ4
-# pages. LZ4 has no entropy coding, so short high-entropy strings (ids, names) stay at
-# 1.16x pylance's FSST files or more at any level and chunk size.
+# block format) shrinks URL and JSON text 10-20% but costs 2-4x the codec's CPU; zstd
+# (level 3, 64 KiB) and FSST reach pylance's sizes but full scans cost 1.5-2x (zstd) and
+# 2.3-3.9x (FSST) those of LZ4 pages. LZ4 has no entropy coding, so short high-entropy
+# strings (ids, names) stay at 1.16x pylance's FSST files or more at any level and chunk
+# size.
 DEFAULT_SCHEME = LZ4
 DEFAULT_LEVEL: int | None = None
 DEFAULT_CHUNK_TARGET = 32 * 1024
