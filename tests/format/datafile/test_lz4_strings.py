@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from v2_helpers import open_ours, page_layouts
 
+import lance_sql
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import (
     LanceFileWriter,
@@ -185,3 +186,21 @@ def test_lz4_chunks_with_a_lying_prefix_or_offsets_are_refused(placed) -> None:
     with pytest.raises(FormatError, match="t"):
         compressive._lz4_variable(_VAR, buf, counts, "t")
     assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+def test_pylance_lz4_string_pages_read_by_groups_equal_the_general_path(tmp_path, placed,
+                                                                        monkeypatch) -> None:
+    """pylance's own LZ4 string pages (metadata-asked) go through the grouped path too."""
+    lance = pytest.importorskip("lance")
+    table = _table(60_000, seed=4).select(["s", "b"])
+    schema = pa.schema([f.with_metadata({"lance-encoding:compression": "lz4"})
+                        for f in table.schema])  # fmt: skip
+    uri = str(tmp_path / "theirs.lance")
+    lance.write_dataset(table.cast(schema), uri)
+    fast = lance_sql.dataset(uri).to_table()
+    assert placed and sum(placed) > len(placed)  # pylance's chunks, several a page
+    monkeypatch.setattr(compressive, "LZ4_STRINGS_MIN_BYTES", 1 << 62)
+    calls = len(placed)
+    general = lance_sql.dataset(uri).to_table()
+    assert len(placed) == calls
+    assert fast.equals(general) and fast.cast(table.schema).equals(table)

@@ -131,12 +131,19 @@ def test_default_lz4_chunks_are_large(tmp_path):
     chunks; small enough that a take of one row inflates little)."""
     assert encode_miniblock.DEFAULT_CHUNK_TARGET == 32 * 1024
     arr = _tokens(50_000, seed=2)
-    _, data = _write(tmp_path, arr, None)
+    uri, data = _write(tmp_path, arr, None)
     assert _general(data).compression.scheme == e21.COMPRESSION_ALGORITHM_LZ4
     chunks = _chunk_count(data)
     raw = sum(len(s) + 4 for s in arr.to_pylist())
     target = encode_miniblock.DEFAULT_CHUNK_TARGET
     assert raw // target <= chunks <= raw // (target // 2) + 1
+    # pylance reads every row (scan and take), and we read pylance's file of the same rows
+    assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+    rows = [0, 1, 4096, 30_000, 49_999]
+    assert lance.dataset(uri).take(rows).column("s").to_pylist() == arr.take(rows).to_pylist()
+    theirs = str(tmp_path / "theirs.lance")
+    lance.write_dataset(pa.table({"s": arr}), theirs)
+    assert lance_sql.dataset(theirs).to_table().column("s").combine_chunks().equals(arr)
 
 
 def _names(n: int, seed: int = 0) -> pa.Array:
