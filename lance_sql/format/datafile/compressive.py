@@ -370,16 +370,19 @@ def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
                   where: str) -> Variable | None:  # fmt: skip
     """String chunks each compressed with LZ4 (our default files): inflated by groups of
     about :data:`LZ4_GROUP_BYTES`, one codec call a group (:mod:`lz4_frames`), and each
-    group's bytes and offsets written into the output right after (while in cache): no
-    second pass over the bytes, and no Python work per chunk beyond a slice or two, so
-    small chunks cost no more to scan than large ones.
+    group's bytes and offsets written into the output right after: no Python work per
+    chunk beyond a slice or two, so small chunks cost no more to scan than large ones.
 
     A chunk is its offsets then its bytes (then up to a few bytes of padding), and its
-    LZ4 prefix says how many bytes it inflates to (checked by the codec), which bounds its
-    bytes; the exact place of a group's bytes is known once the groups before it are
-    inflated (see :func:`parallel.produce_then_place`). None (the general path decides,
-    and words any error) when a chunk's size prefix cannot hold its offsets or a chunk
-    cannot be framed.
+    LZ4 prefix says how many bytes it inflates to, which places it in its group's output
+    and bounds its bytes. liblz4 checks that a group inflates to the sum of its prefixes;
+    a chunk inflating to another size than its own prefix (and another making up for it)
+    moves the chunks after it, which the check of their first offsets catches unless the
+    file was made to pass it (the strings are then wrong, but never bytes from outside
+    what was inflated: prefixes claiming more bytes than were inflated fail). The exact
+    place of a group's bytes is known once the groups before it are inflated (see
+    :func:`parallel.produce_then_place`). None (the general path decides, and words any
+    error) when a chunk's size prefix cannot hold its offsets or a chunk cannot be framed.
     """
     dt = _offset_dtype(var, where)
     wb = dt.itemsize
