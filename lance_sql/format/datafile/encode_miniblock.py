@@ -66,13 +66,12 @@ FSST_LZ4_MARGIN = 1.05  # with DEFAULT_FSST, LZ4 is kept when within 5% of FSST'
 # as fast as they are. 32 KiB chunks rather than 64: a take inflates one chunk per row it
 # wants, so 100-row takes cost 0.62-0.76x, for files 2.4-3.5% larger, writes within
 # noise and scans ~3-6% more CPU (a page's chunks inflate by groups, see
-# compressive._lz4_variable); 16 KiB:
-# takes 0.44-0.50x but files 5-8% larger and scans up to 1.3x. LZ4 HC (levels 2-3, same
-# block format) shrinks URL and JSON text 10-20% but costs 2-4x the codec's CPU; zstd
-# (level 3, 64 KiB) and FSST reach pylance's sizes but full scans cost 1.5-2x (zstd) and
-# 2.3-3.9x (FSST) those of LZ4 pages. LZ4 has no entropy coding, so short high-entropy
-# strings (ids, names) stay at 1.16x pylance's FSST files or more at any level and chunk
-# size.
+# compressive._lz4_variable); 16 KiB: takes 0.44-0.50x but files 5-8% larger and scans
+# up to 1.3x. LZ4 HC (levels 2-3, same block format) shrinks URL and JSON text 10-20%
+# but costs 2-4x the codec's CPU; zstd (level 3, 64 KiB) and FSST reach pylance's sizes
+# but full scans cost 1.5-2x (zstd) and 2.3-3.9x (FSST) those of LZ4 pages. LZ4 has no
+# entropy coding, so short high-entropy strings (ids, names) stay at 1.16x pylance's FSST
+# files or more at any level and chunk size.
 DEFAULT_SCHEME = LZ4
 DEFAULT_LEVEL: int | None = None
 DEFAULT_CHUNK_TARGET = 32 * 1024
