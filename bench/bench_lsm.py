@@ -62,7 +62,7 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
 
 def with_s_compression(compression: str | None) -> None:
     """Write column ``s`` with this ``lance-encoding:compression`` (None: the writer's
-    default, LZ4 chunks of 64 KiB)."""
+    default, LZ4 chunks of 32 KiB)."""
     global SCHEMA
     if compression is not None:
         meta = {"lance-encoding:compression": compression}

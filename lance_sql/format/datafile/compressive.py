@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
-from lance_sql.format.datafile import fsst, parallel
+from lance_sql.format.datafile import fsst, lz4_frames, parallel
 from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate, inflate_many
 from lance_sql.format.datafile.memory import join_slices, pool_bytes
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
@@ -361,30 +361,37 @@ def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | memoryview | pa.
 
 
 LZ4_STRINGS_MIN_BYTES = 1 << 20  # compressed bytes from which _lz4_variable is used
-_LZ4_GROUP = 16  # chunks inflated and placed per task
+# inflated bytes per group of chunks (a group is inflated in one codec call and placed
+# while it is still in the core's cache; groups spread over the decode's threads)
+LZ4_GROUP_BYTES = 4 << 20
 
 
 def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
                   where: str) -> Variable | None:  # fmt: skip
-    """String chunks each compressed with LZ4 (our default files), inflated by groups on a
-    few threads, each group's bytes and offsets written into the output right after
-    inflating it (while in cache): no second pass over the bytes.
+    """String chunks each compressed with LZ4 (our default files): inflated by groups of
+    about :data:`LZ4_GROUP_BYTES`, one codec call a group (:mod:`lz4_frames`), and each
+    group's bytes and offsets written into the output right after: no Python work per
+    chunk beyond a slice or two, so small chunks cost no more to scan than large ones.
 
     A chunk is its offsets then its bytes (then up to a few bytes of padding), and its
-    LZ4 prefix says how many bytes it inflates to, which bounds its bytes; the exact place
-    of a group's bytes is known once the groups before it are inflated (see
+    LZ4 prefix says how many bytes it inflates to, which places it in its group's output
+    and bounds its bytes. liblz4 checks that a group inflates to the sum of its prefixes;
+    a chunk inflating to another size than its own prefix (and another making up for it)
+    moves the chunks after it, which the check of their first offsets catches unless the
+    file was made to pass it (the strings are then wrong, but never bytes from outside
+    what was inflated: prefixes claiming more bytes than were inflated fail). The exact
+    place of a group's bytes is known once the groups before it are inflated (see
     :func:`parallel.produce_then_place`). None (the general path decides, and words any
-    error) when a chunk's size prefix cannot hold its offsets.
+    error) when a chunk's size prefix cannot hold its offsets or a chunk cannot be framed.
     """
     dt = _offset_dtype(var, where)
     wb = dt.itemsize
     raw, pos, sizes = buf.raw, buf.pos, buf.sizes
     if np.any(sizes < 4):
         return None
-    head = raw[pos[:, None] + np.arange(4)[None, :]].astype(np.int64)
-    full = head[:, 0] | (head[:, 1] << 8) | (head[:, 2] << 16) | (head[:, 3] << 24)
+    full = lz4_frames.prefixes(raw, pos)
     first = (counts + 1) * wb
-    if np.any(full < first):
+    if np.any(full < first) or not lz4_frames.fits(sizes, full):
         return None
     n = int(counts.sum())
     room = full - first  # each chunk's bytes and padding
@@ -392,38 +399,75 @@ def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
     out_dt = np.dtype(np.int32 if int(room.sum()) < 2**31 and wb == 4 else np.int64)
     rebased = pool_bytes((n + 1) * out_dt.itemsize).view(out_dt)
     rebased[0] = 0
-    dst = (np.cumsum(counts) - counts + 1).tolist()
-    pos_l, size_l, full_l = pos.tolist(), sizes.tolist(), full.tolist()
-    first_l, count_l = first.tolist(), counts.tolist()
-    mv = raw.data
+    dst = np.cumsum(counts) - counts + 1  # where each chunk's offsets go in ``rebased``
+    starts = np.cumsum(full) - full  # where each chunk inflates to, all groups back to back
+    firsts = [0, *(np.flatnonzero(np.diff(starts // LZ4_GROUP_BYTES)) + 1).tolist()]
+    bounds = [*firsts, counts.size]  # group g is chunks bounds[g] to bounds[g + 1] - 1
+    frames = lz4_frames.FrameGroups(raw, pos, sizes, full, firsts, where)
 
-    def produce(g: int) -> tuple[list[tuple[np.ndarray, int]], int]:
-        done, size = [], 0
-        for i in range(g, min(g + _LZ4_GROUP, len(pos_l))):
-            piece = np.frombuffer(inflate(1, mv[pos_l[i] : pos_l[i] + size_l[i]], where,
-                                          buffer=True), np.uint8)  # fmt: skip
-            if piece.size != full_l[i]:
-                raise FormatError(f"{where}: LZ4 chunk inflates to {piece.size} bytes, "
-                                  f"not the {full_l[i]} it says")  # fmt: skip
-            offs = piece[: first_l[i]].view(dt)
-            last = int(offs[-1])
-            if int(offs[0]) != first_l[i] or last > piece.size or last < first_l[i]:
-                raise FormatError(f"{where}: string offsets point outside their chunk")
-            done.append((piece, last))
-            size += last - first_l[i]
-        return done, size
+    def produce(g: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int]:
+        a, b = bounds[g], bounds[g + 1]
+        inflated = np.frombuffer(frames.inflate(g), np.uint8)
+        at = starts[a:b] - starts[a]  # each chunk in ``inflated``
+        heads = _words_at(inflated, at, dt)
+        lasts = _words_at(inflated, at + counts[a:b] * wb, dt)
+        if (np.any(heads != first[a:b]) or np.any(lasts > full[a:b])
+                or np.any(lasts < first[a:b])):  # fmt: skip
+            raise FormatError(f"{where}: string offsets point outside their chunk")
+        return (inflated, at, lasts), int((lasts - first[a:b]).sum())
 
-    def place(g: int, done: list[tuple[np.ndarray, int]], at: int) -> None:
-        for i, (piece, last) in zip(range(g, g + len(done)), done, strict=True):
-            lo, count = first_l[i], count_l[i]
-            data[at : at + last - lo] = piece[lo:last]
-            out = rebased[dst[i] : dst[i] + count]
-            out[...] = piece[wb:lo].view(dt)
-            out += at - lo
-            at += last - lo
+    def place(g: int, got: tuple[np.ndarray, np.ndarray, np.ndarray], to: int) -> None:
+        a, b = bounds[g], bounds[g + 1]
+        inflated, at, lasts = got
+        lo, hi = at + first[a:b], at + lasts
+        lens = hi - lo
+        np.concatenate([inflated[x:y] for x, y in zip(lo.tolist(), hi.tolist(), strict=True)],
+                       out=data[to : to + int(lens.sum())])  # fmt: skip
+        add = to + np.cumsum(lens) - lens - first[a:b]  # chunk's offset -> output position
+        cnt = counts[a:b]
+        out = rebased[int(dst[a]) : int(dst[a]) + int(cnt.sum())]
+        if np.all(at % wb == 0):  # offsets read in place
+            words = inflated[: inflated.size - inflated.size % wb].view(dt)
+            _copy_runs_added(words, at // wb + 1, cnt, add, out)
+        else:
+            words = join_slices(inflated, at + wb, lo).view(dt)
+            _copy_runs_added(words, np.cumsum(cnt) - cnt, cnt, add, out)
 
-    total = parallel.produce_then_place(produce, place, range(0, len(pos_l), _LZ4_GROUP))
+    total = parallel.produce_then_place(produce, place, range(len(firsts)))
     return Variable(rebased, data[:total], n)
+
+
+def _copy_runs_added(words: np.ndarray, src: np.ndarray, counts: np.ndarray, add: np.ndarray,
+                     out: np.ndarray) -> None:  # fmt: skip
+    """``out`` = the runs ``words[src[i] : src[i] + counts[i]] + add[i]`` back to back
+    (wrapping in ``out``'s type, whose offsets :func:`blocks.to_arrow` checks).
+
+    One concatenation, then one in-place add per run of chunks of one count (a page's
+    chunks but the last, usually), or one repeated add when counts change often: no
+    temporary per value as in :func:`_gather_runs`. Callers check that every run lies
+    inside ``words``.
+    """
+    np.concatenate([words[a : a + c] for a, c in zip(src.tolist(), counts.tolist(), strict=True)],
+                   out=out, casting="unsafe")  # fmt: skip
+    step = add.astype(out.dtype)
+    cuts = np.flatnonzero(np.diff(counts)) + 1
+    if cuts.size > _ADD_RUNS:
+        out += np.repeat(step, counts)
+        return
+    at = 0
+    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), counts.size], strict=True):
+        c = int(counts[a])
+        out[at : at + (b - a) * c].reshape(b - a, c)[...] += step[a:b, None]
+        at += (b - a) * c
+
+
+_ADD_RUNS = 32  # runs of one chunk count from which offsets are rebased by one repeat
+
+
+def _words_at(data: np.ndarray, at: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """The ``dt`` values at byte positions ``at`` of ``data`` (any alignment), as int64."""
+    picked = data[at[:, None] + np.arange(dt.itemsize)[None, :]]
+    return picked.view(dt).reshape(-1).astype(np.int64)
 
 
 def _mb_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray, where: str) -> Variable:

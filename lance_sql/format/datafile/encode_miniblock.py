@@ -5,9 +5,10 @@ requires), each carrying its slice of the rep/def levels, out-of-line bitpacked 
 width per page. Compression is applied where it pays: FastLanes bitpacking for integers
 (when it saves 10%), a page dictionary for low-cardinality strings (always for Arrow
 dictionary columns, with indices of the key's width), LZ4 over string chunks of up to
-64 KiB when it shows a 15% gain. A string column's field metadata may ask for its
-compression as pylance honours it (``lance-encoding:compression`` = ``fsst``, ``zstd``,
-``lz4`` or ``none``, ``lance-encoding:compression-level``): see :class:`StringCompression`.
+32 KiB when it shows a 15% gain (else over 64 KiB chunks when those do). A string
+column's field metadata may ask for its compression as pylance honours it
+(``lance-encoding:compression`` = ``fsst``, ``zstd``, ``lz4`` or ``none``,
+``lance-encoding:compression-level``): see :class:`StringCompression`.
 FSST (a symbol table learnt per page, :mod:`fsst_encode`) gives files as small as
 pylance's and faster row takes, but our numpy encoder writes ~3x slower than pylance and
 full scans of FSST pages cost ~2x those of LZ4 pages, so it is not the default
@@ -52,23 +53,28 @@ from lance_sql.format.datafile.encode_v2_2 import (
 )
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
 
-LZ4_CHUNK_TARGET = 64 * 1024  # string chunks that get LZ4 (2.2 chunk sizes are u32): 5-8%
-# smaller than 16 KiB chunks on text, and fewer codec calls
+LZ4_CHUNK_TARGET = 64 * 1024  # string chunks that get LZ4 when the metadata asks for it, or
+# by default when the default's smaller chunks do not save 15% (2.2 chunk sizes are u32):
+# 5-8% smaller than 16 KiB chunks on text
 ZSTD = pb.COMPRESSION_ALGORITHM_ZSTD
 FSST_LZ4_MARGIN = 1.05  # with DEFAULT_FSST, LZ4 is kept when within 5% of FSST's size: it
 # writes and scans faster (FSST takes rows faster and is as small as pylance's files)
 
 # The default general compression of string chunks (the metadata asking none): codec, level
-# (None: the codec's fastest; not recorded in the file) and chunk size. LZ4 level 1 over
-# 64 KiB is the only setting measured (bench/bench_string_defaults.py) that keeps writes,
-# scans and takes as fast as they are: LZ4 HC (levels 2-3, same block format) shrinks URL
-# and JSON text 10-20% but costs 2-4x the codec's CPU; zstd (level 3, 64 KiB) and FSST
-# reach pylance's sizes but full scans cost 1.5-2x (zstd) and 2.3-3.9x (FSST) those of LZ4
-# pages. LZ4 has no entropy coding, so short high-entropy strings (ids, names) stay at
-# 1.16x pylance's FSST files or more at any level and chunk size.
+# (None: the codec's fastest; not recorded in the file) and chunk size. LZ4 level 1 is the
+# only codec measured (bench/bench_string_defaults.py) that keeps writes, scans and takes
+# as fast as they are. 32 KiB chunks rather than 64: a take inflates one chunk per row it
+# wants, so 100-row takes cost 0.62-0.76x, for files 2.4-3.5% larger, writes within
+# noise and scans ~3-6% more CPU (a page's chunks inflate by groups, see
+# compressive._lz4_variable); 16 KiB: takes 0.44-0.50x but files 5-8% larger and scans
+# up to 1.3x. LZ4 HC (levels 2-3, same block format) shrinks URL and JSON text 10-20%
+# but costs 2-4x the codec's CPU; zstd (level 3, 64 KiB) and FSST reach pylance's sizes
+# but full scans cost 1.5-2x (zstd) and 2.3-3.9x (FSST) those of LZ4 pages. LZ4 has no
+# entropy coding, so short high-entropy strings (ids, names) stay at 1.16x pylance's FSST
+# files or more at any level and chunk size.
 DEFAULT_SCHEME = LZ4
 DEFAULT_LEVEL: int | None = None
-DEFAULT_CHUNK_TARGET = LZ4_CHUNK_TARGET
+DEFAULT_CHUNK_TARGET = 32 * 1024
 DEFAULT_FSST = False  # FSST only when a column's metadata asks for it (see the docstring)
 COMPRESSION_KEY = "lance-encoding:compression"
 COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"
@@ -435,14 +441,20 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
                     symbol_table=table.serialize(), values=var)))  # fmt: skip
             elif compression is None and raw_size > 4096:
                 # general compression does better, and costs fewer calls, on larger
-                # chunks; the plain chunks are only built when it does not pay
-                big_counts = _variable_counts(values.var_offsets, width, DEFAULT_CHUNK_TARGET)
-                squeezed = _deflated_chunks(values, big_counts, width, DEFAULT_SCHEME,
-                                            DEFAULT_LEVEL)
-                if squeezed is not None:
-                    chunks, counts = squeezed, big_counts
-                    layout.value_compression.CopyFrom(
-                        _general_encoding(StringCompression(DEFAULT_SCHEME), var))
+                # chunks; the plain chunks are only built when it does not pay. When the
+                # default chunks are smaller than LZ4_CHUNK_TARGET and do not pay, chunks
+                # of that size are tried before plain ones (only their sample, 1/16 of
+                # the page, is compressed twice)
+                for target in dict.fromkeys((DEFAULT_CHUNK_TARGET,
+                                             max(DEFAULT_CHUNK_TARGET, LZ4_CHUNK_TARGET))):
+                    big_counts = _variable_counts(values.var_offsets, width, target)
+                    squeezed = _deflated_chunks(values, big_counts, width, DEFAULT_SCHEME,
+                                                DEFAULT_LEVEL)
+                    if squeezed is not None:
+                        chunks, counts = squeezed, big_counts
+                        layout.value_compression.CopyFrom(
+                            _general_encoding(StringCompression(DEFAULT_SCHEME), var))
+                        break
             if chunks is None:
                 chunks = _variable_chunks(values, counts, width)
             buffers_per_chunk = [[c] for c in chunks]

@@ -1,7 +1,9 @@
 """String pages of our default files (LZ4 chunks over offsets and bytes) read by the
-threaded path that places each group of chunks as it is inflated: the same table as the
-one-chunk-at-a-time path, over nulls, empty strings, non-ASCII text, binary values,
-large strings and several pages; a chunk whose size prefix lies is a FormatError."""
+threaded path that inflates groups of chunks in one call each and places each group as
+it is inflated: the same table as the one-chunk-at-a-time path, over nulls, empty
+strings, non-ASCII text, binary values, large strings, several pages, chunks of 16 KiB
+to 64 KiB and chunks that do not end on a word boundary; a chunk whose size prefix lies
+(either way, or two that make up for each other) is a FormatError."""
 
 from __future__ import annotations
 
@@ -13,8 +15,15 @@ import pyarrow as pa
 import pytest
 from v2_helpers import open_ours, page_layouts
 
+import lance_sql
 from lance_sql.errors import FormatError
-from lance_sql.format.datafile import LanceFileWriter, compressive, parallel
+from lance_sql.format.datafile import (
+    LanceFileWriter,
+    compressive,
+    encode_miniblock,
+    lz4_frames,
+    parallel,
+)
 from lance_sql.format.datafile.blocks import deflate, inflate
 from lance_sql.format.datafile.compressive import ChunkBuffers
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
@@ -47,16 +56,22 @@ def _read(data: bytes, schema: pa.Schema) -> pa.Table:
     return pa.table(reader.read(reader.schema.fields, cmap), schema=schema)
 
 
-@pytest.fixture(scope="module")
-def written() -> tuple[pa.Table, bytes]:
+@pytest.fixture(scope="module", params=[16 * 1024, 64 * 1024])
+def written(request: pytest.FixtureRequest) -> tuple[pa.Table, bytes]:
+    """The table, written with LZ4 string chunks of the given target size."""
     table = _table(80_000)
-    return table, _write(table)
+    saved = encode_miniblock.DEFAULT_CHUNK_TARGET
+    encode_miniblock.DEFAULT_CHUNK_TARGET = request.param
+    try:
+        return table, _write(table)
+    finally:
+        encode_miniblock.DEFAULT_CHUNK_TARGET = saved
 
 
 @pytest.fixture
 def placed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Chunks read by the threaded path (each call's count), with 3 threads, 3 chunks a
-    group and no size threshold."""
+    """Chunks read by the threaded path (each call's count), with 3 threads, groups of
+    100 kB inflated (a few of the file's 64 KiB chunks) and no size threshold."""
     calls: list[int] = []
     original = compressive._lz4_variable
 
@@ -68,7 +83,7 @@ def placed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(compressive, "_lz4_variable", counted)
     monkeypatch.setattr(compressive, "LZ4_STRINGS_MIN_BYTES", 0)
-    monkeypatch.setattr(compressive, "_LZ4_GROUP", 3)
+    monkeypatch.setattr(compressive, "LZ4_GROUP_BYTES", 100_000)
     monkeypatch.setattr(parallel, "threads", lambda: 3)
     return calls
 
@@ -107,13 +122,35 @@ def _chunks(strings: list[list[bytes]], pad: list[int]) -> tuple[ChunkBuffers, n
 _VAR = pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=32)))
 
 
-def test_lz4_chunks_placed_as_inflated_equal_the_pieces_path(placed) -> None:
+@pytest.fixture
+def groups_inflated(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Chunks in each group inflated by one codec call (groups of ~1 kB)."""
+    sizes: list[int] = []
+    original = lz4_frames.FrameGroups.inflate
+
+    def counted(self, g):
+        out = original(self, g)
+        sizes.append(self._bounds[g + 1] - self._bounds[g])
+        return out
+
+    monkeypatch.setattr(lz4_frames.FrameGroups, "inflate", counted)
+    monkeypatch.setattr(compressive, "LZ4_GROUP_BYTES", 1000)
+    return sizes
+
+
+@pytest.mark.parametrize("aligned", [True, False])
+def test_lz4_chunks_placed_as_inflated_equal_the_pieces_path(placed, groups_inflated,
+                                                             aligned) -> None:  # fmt: skip
     rng = np.random.default_rng(7)
     strings = [[rng.bytes(int(k)) for k in rng.integers(0, 20, int(c))]
                for c in rng.integers(1, 40, 25)]  # fmt: skip
-    buf, counts = _chunks(strings, [int(p) for p in rng.integers(0, 4, 25)])
+    pads = [int(p) for p in rng.integers(0, 4, 25)]
+    if aligned:  # every chunk a whole number of offsets: they are read in place
+        pads = [-sum(map(len, c)) % 4 for c in strings]
+    buf, counts = _chunks(strings, pads)
     block = compressive._lz4_variable(_VAR, buf, counts, "t")
     assert block is not None and placed == [25]
+    assert sum(groups_inflated) == 25 and len(groups_inflated) > 3  # several in a group
     pieces = [inflate(1, buf.raw[a : a + n], "t") for a, n in zip(buf.pos, buf.sizes, strict=True)]
     general = compressive._variable_pieces(_VAR, pieces, counts, "t")
     assert block.n == general.n == int(counts.sum())
@@ -132,6 +169,15 @@ def test_lz4_chunks_with_a_lying_prefix_or_offsets_are_refused(placed) -> None:
     raw[at : at + 4] = np.frombuffer(np.uint32(18).tobytes(), np.uint8)  # 21 bytes inflated
     with pytest.raises(FormatError, match="t"):
         compressive._lz4_variable(_VAR, ChunkBuffers(raw, buf.pos, buf.sizes), counts, "t")
+    raw[at : at + 4] = np.frombuffer(np.uint32(29).tobytes(), np.uint8)  # 8 bytes too many
+    with pytest.raises(FormatError, match="t"):
+        compressive._lz4_variable(_VAR, ChunkBuffers(raw, buf.pos, buf.sizes), counts, "t")
+    raw[at : at + 4] = np.frombuffer(np.uint32(25).tobytes(), np.uint8)  # and the next 4 short
+    nxt = int(buf.pos[7])
+    raw[nxt : nxt + 4] = np.frombuffer(np.uint32(17).tobytes(), np.uint8)
+    with pytest.raises(FormatError, match="offsets point outside"):
+        compressive._lz4_variable(_VAR, ChunkBuffers(raw, buf.pos, buf.sizes), counts, "t")
+    raw[nxt : nxt + 4] = np.frombuffer(np.uint32(21).tobytes(), np.uint8)
     raw[at : at + 4] = np.frombuffer(np.uint32(3).tobytes(), np.uint8)  # too small: general
     assert compressive._lz4_variable(_VAR, ChunkBuffers(raw, buf.pos, buf.sizes), counts,
                                      "t") is None  # fmt: skip
@@ -140,3 +186,21 @@ def test_lz4_chunks_with_a_lying_prefix_or_offsets_are_refused(placed) -> None:
     with pytest.raises(FormatError, match="t"):
         compressive._lz4_variable(_VAR, buf, counts, "t")
     assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+def test_pylance_lz4_string_pages_read_by_groups_equal_the_general_path(tmp_path, placed,
+                                                                        monkeypatch) -> None:
+    """pylance's own LZ4 string pages (metadata-asked) go through the grouped path too."""
+    lance = pytest.importorskip("lance")
+    table = _table(60_000, seed=4).select(["s", "b"])
+    schema = pa.schema([f.with_metadata({"lance-encoding:compression": "lz4"})
+                        for f in table.schema])  # fmt: skip
+    uri = str(tmp_path / "theirs.lance")
+    lance.write_dataset(table.cast(schema), uri)
+    fast = lance_sql.dataset(uri).to_table()
+    assert placed and sum(placed) > len(placed)  # pylance's chunks, several a page
+    monkeypatch.setattr(compressive, "LZ4_STRINGS_MIN_BYTES", 1 << 62)
+    calls = len(placed)
+    general = lance_sql.dataset(uri).to_table()
+    assert len(placed) == calls
+    assert fast.equals(general) and fast.cast(table.schema).equals(table)

@@ -127,13 +127,50 @@ def test_zstd_is_smaller_than_the_default_and_none_is_largest(tmp_path):
 
 
 def test_default_lz4_chunks_are_large(tmp_path):
-    """String chunks under LZ4 grow towards 64 KiB (fewer, better compressed chunks)."""
+    """String chunks under LZ4 grow towards the default's 32 KiB (fewer, better compressed
+    chunks; small enough that a take of one row inflates little)."""
+    assert encode_miniblock.DEFAULT_CHUNK_TARGET == 32 * 1024
     arr = _tokens(50_000, seed=2)
-    _, data = _write(tmp_path, arr, None)
+    uri, data = _write(tmp_path, arr, None)
     assert _general(data).compression.scheme == e21.COMPRESSION_ALGORITHM_LZ4
     chunks = _chunk_count(data)
     raw = sum(len(s) + 4 for s in arr.to_pylist())
-    assert chunks <= raw // (LZ4_CHUNK_TARGET // 2) + 1
+    target = encode_miniblock.DEFAULT_CHUNK_TARGET
+    assert raw // target <= chunks <= raw // (target // 2) + 1
+    # pylance reads every row (scan and take), and we read pylance's file of the same rows
+    assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+    rows = [0, 1, 4096, 30_000, 49_999]
+    assert lance.dataset(uri).take(rows).column("s").to_pylist() == arr.take(rows).to_pylist()
+    theirs = str(tmp_path / "theirs.lance")
+    lance.write_dataset(pa.table({"s": arr}), theirs)
+    assert lance_sql.dataset(theirs).to_table().column("s").combine_chunks().equals(arr)
+
+
+def _names(n: int, seed: int = 0) -> pa.Array:
+    """Pairs of 7-letter words out of 2000 (as first and last names): LZ4 saves ~11% over
+    the default's chunks (1024 strings, 19 kB), ~17% over 64 KiB ones (2048 strings)."""
+    rng = np.random.default_rng(seed)
+    words = np.array(["".join(w) for w in rng.choice(list("abcdefghijklmnopqrstuvwxyz"),
+                                                     (2000, 7))])  # fmt: skip
+    first, last = words[rng.integers(0, words.size, n)], words[rng.integers(0, words.size, n)]
+    return pa.array([f"{a} {b}" for a, b in zip(first, last, strict=True)])
+
+
+def test_default_falls_back_to_64_kib_chunks_before_plain_ones(tmp_path, monkeypatch):
+    """Strings that LZ4 over the default's 32 KiB chunks shrinks by less than 15% are
+    tried over 64 KiB chunks before being written plain; pylance reads every row."""
+    arr = _names(80_000, seed=3)
+    raw = sum(len(s) + 4 for s in arr.to_pylist())
+    uri, data = _write(tmp_path / "fallback", arr, None)
+    assert _general(data).compression.scheme == e21.COMPRESSION_ALGORITHM_LZ4
+    assert _chunk_count(data) <= raw // (LZ4_CHUNK_TARGET // 2) + 1  # 64 KiB chunks
+    assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+    assert lance_sql.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
+    # without the fallback (64 KiB chunks as the default's own, or 32 KiB alone) the same
+    # strings are written over 64 KiB chunks the same way, or plain
+    monkeypatch.setattr(encode_miniblock, "LZ4_CHUNK_TARGET", 32 * 1024)
+    _, plain = _write(tmp_path / "plain", arr, None)
+    assert _general(plain) is None and len(plain) > len(data)
 
 
 def _chunk_count(data: bytes) -> int:

@@ -1,0 +1,123 @@
+"""Runs of Lance LZ4 buffers inflated as one LZ4 frame each (lz4_frames): the frame
+header's checksum is XXH32 as liblz4 computes it, a run inflates to exactly the buffers
+one at a time (small and large blocks, compressible and not, several runs), and a
+corrupt block, a lying size prefix or a buffer outside its page is a FormatError."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_sql.errors import FormatError
+from lance_sql.format.datafile import lz4_frames
+from lance_sql.format.datafile.blocks import deflate, inflate
+
+
+def _rows(*items: bytes) -> np.ndarray:
+    return np.array([list(b) for b in items], np.uint8).reshape(len(items), -1)
+
+
+def test_xxh32_of_short_inputs_matches_the_reference_values() -> None:
+    # published XXH32 values (seed 0) of "", "a" and "abc"
+    assert lz4_frames.xxh32_short(np.zeros((1, 0), np.uint8)).tolist() == [0x02CC5D05]
+    assert lz4_frames.xxh32_short(_rows(b"a")).tolist() == [0x550D7456]
+    assert lz4_frames.xxh32_short(_rows(b"abc", b"abd"))[0] == 0x32D153FF
+    with pytest.raises(ValueError):
+        lz4_frames.xxh32_short(np.zeros((1, 16), np.uint8))
+
+
+def test_frame_header_checksum_matches_the_one_liblz4_writes() -> None:
+    frame = pa.Codec("lz4").compress(b"x" * 1000, asbytes=True)
+    flg, bd, hc = frame[4], frame[5], frame[6 + (8 if frame[4] & 0x08 else 0)]
+    descriptor = _rows(frame[4 : 6 + (8 if flg & 0x08 else 0)])
+    assert (int(lz4_frames.xxh32_short(descriptor)[0]) >> 8) & 0xFF == hc, (flg, bd)
+
+
+def _buffers(pieces: list[bytes], gap: int = 11) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lance LZ4 buffers of ``pieces`` in one page, ``gap`` bytes of junk apart."""
+    raw, pos = b"", []
+    for piece in pieces:
+        pos.append(len(raw))
+        raw += deflate(1, piece) + b"\x5a" * gap
+    sizes = np.diff([*pos, len(raw)]) - gap
+    return np.frombuffer(raw, np.uint8), np.array(pos), sizes
+
+
+def _pieces(rng: np.random.Generator) -> list[bytes]:
+    out = []
+    for k in range(40):
+        n = int(rng.integers(1, 3000)) if k % 10 else int(rng.integers(70_000, 400_000))
+        if k % 3 == 0:  # incompressible: LZ4 blocks larger than what they inflate to
+            out.append(rng.bytes(n))
+        else:
+            out.append(bytes(rng.integers(97, 101, n, dtype=np.uint8)))
+    return out
+
+
+def test_runs_inflate_to_the_buffers_one_at_a_time() -> None:
+    rng = np.random.default_rng(3)
+    pieces = _pieces(rng)
+    raw, pos, sizes = _buffers(pieces)
+    full = lz4_frames.prefixes(raw, pos)
+    assert full.tolist() == [len(p) for p in pieces] and lz4_frames.fits(sizes, full)
+    starts = [0, 1, 7, 8, 20, 39]  # runs of 1 to 19 buffers, blocks up to ~400 kB
+    groups = lz4_frames.FrameGroups(raw, pos, sizes, full, starts, "t")
+    bounds = [*starts, len(pieces)]
+    for g in range(len(starts)):
+        got = groups.inflate(g).to_pybytes()
+        one_by_one = b"".join(bytes(inflate(1, raw[a : a + n], "t"))
+                              for a, n in zip(pos[bounds[g] : bounds[g + 1]],
+                                              sizes[bounds[g] : bounds[g + 1]], strict=True))
+        assert got == one_by_one == b"".join(pieces[bounds[g] : bounds[g + 1]])
+
+
+def test_what_cannot_be_framed_is_said_so() -> None:
+    assert not lz4_frames.fits(np.array([10, 4]), np.array([20, 0]))  # an empty block
+    big = lz4_frames.MAX_BLOCK + 1
+    assert not lz4_frames.fits(np.array([10, 1000]), np.array([20, big]))
+    assert lz4_frames.fits(np.array([10, 1000]), np.array([20, big - 1]))
+
+
+def _with_prefix(raw: np.ndarray, at: int, value: int) -> np.ndarray:
+    out = raw.copy()
+    out[at : at + 4] = np.frombuffer(np.uint32(value).tobytes(), np.uint8)
+    return out
+
+
+@pytest.mark.parametrize("damage", ["over", "under", "pair", "block", "outside", "ratio"])
+def test_corrupt_runs_are_format_errors(damage: str) -> None:
+    rng = np.random.default_rng(5)
+    pieces = [bytes(rng.integers(97, 100, int(n), dtype=np.uint8))
+              for n in rng.integers(100, 5000, 12)]  # fmt: skip
+    raw, pos, sizes = _buffers(pieces)
+    full = lz4_frames.prefixes(raw, pos)
+    if damage == "over":  # a prefix claiming more than its block inflates to
+        raw = _with_prefix(raw, int(pos[4]), int(full[4]) + 8)
+    elif damage == "under":
+        raw = _with_prefix(raw, int(pos[4]), int(full[4]) - 8)
+    elif damage == "pair":  # the run's total stays right: liblz4 alone cannot tell
+        raw = _with_prefix(_with_prefix(raw, int(pos[4]), int(full[4]) + 8), int(pos[5]),
+                           int(full[5]) - 8)  # fmt: skip
+    elif damage == "block":
+        raw = raw.copy()
+        raw[int(pos[4]) + 4 : int(pos[4]) + int(sizes[4])] = 0xFF
+    elif damage == "outside":
+        sizes = sizes.copy()
+        sizes[-1] = raw.size
+    elif damage == "ratio":  # more than LZ4 can inflate its bytes to: refused before allocating
+        raw = _with_prefix(raw, int(pos[4]), 300 * int(sizes[4]))
+    full = lz4_frames.prefixes(raw, pos)
+    if damage in ("outside", "ratio"):
+        with pytest.raises(FormatError, match="^t: "):
+            lz4_frames.FrameGroups(raw, pos, sizes, full, [0, 6], "t")
+        return
+    groups = lz4_frames.FrameGroups(raw, pos, sizes, full, [0, 6], "t")
+    assert len(groups.inflate(1).to_pybytes()) == sum(map(len, pieces[6:]))  # the other run
+    if damage == "pair":  # inflates, but puts chunk 5 elsewhere than its prefix says:
+        got = groups.inflate(0).to_pybytes()  # the caller's checks of what lies there catch it
+        starts = np.cumsum(full) - full
+        assert got[int(starts[5]) : int(starts[5]) + 16] != pieces[5][:16]
+        return
+    with pytest.raises(FormatError, match="^t: "):
+        groups.inflate(0)
