@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
-from lance_sql.format.datafile import parallel
+from lance_sql.format.datafile import lz4_frames, parallel
 
 MAX_INFLATE = 1 << 31  # refuse to allocate more than this for one decompressed buffer
 _INFLATE_GROUP = 32  # buffers inflated per task when many are inflated in threads
@@ -99,8 +99,8 @@ def inflate(scheme: int, buf: bytes | memoryview | np.ndarray, where: str, *,
                 return b""
             if size > min(MAX_INFLATE, 255 * len(buf) + 64):
                 raise FormatError(f"{where}: LZ4 buffer claims {size} bytes from {len(buf)}")
-            return _codec("lz4_raw").decompress(buf[4:], decompressed_size=size,
-                                               asbytes=not buffer)
+            [out] = lz4_frames.inflate_exact([buf[4:]], [size], where)
+            return out if buffer or isinstance(out, bytes) else out.to_pybytes()
         if scheme == 2:
             if not len(buf):
                 return b""

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
+from lance_sql.format.datafile import lz4_frames
 from lance_sql.format.datafile.encode_v2_0 import fixed_bit_width, is_binary_like
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 
@@ -95,7 +96,7 @@ def _decompress(ctx: PageContext, scheme: str, raw: memoryview, expect: int) -> 
             size = int.from_bytes(raw[:4], "little")
             if size != expect:  # checked before it sizes the output
                 raise ctx.error(f"lz4 buffer claims {size} bytes where {expect} were expected")
-            out = pa.decompress(raw[4:], decompressed_size=size, codec="lz4_raw")
+            [out] = lz4_frames.inflate_exact([raw[4:]], [size], ctx.where)
         elif scheme == "zstd":
             if bytes(raw[:4]) == b"\x28\xb5\x2f\xfd":  # a bare frame (older writers)
                 out = pa.decompress(raw, decompressed_size=expect, codec="zstd")

@@ -19,6 +19,7 @@ for 64 KiB chunks.)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 
 import numpy as np
@@ -141,6 +142,95 @@ class FrameGroups:
             raise FormatError(f"{self._where}: LZ4 buffers inflate to {out.size} bytes, "
                               f"not {total}")  # fmt: skip
         return out
+
+
+_M32 = 0xFFFFFFFF
+
+
+def xxh32_small(data: bytes) -> int:
+    """XXH32 (seed 0) of fewer than 16 bytes, in Python ints: one frame header's
+    checksum costs less so than through the vectorised :func:`xxh32_short`."""
+    if len(data) >= 16:
+        raise ValueError("xxh32_small hashes fewer than 16 bytes")
+    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+    h = (p5 + len(data)) & _M32
+    at = 0
+    while at + 4 <= len(data):
+        h = (h + int.from_bytes(data[at : at + 4], "little") * p3) & _M32
+        h = (((h << 17) | (h >> 15)) & _M32) * p4 & _M32
+        at += 4
+    for byte in data[at:]:
+        h = (h + byte * p5) & _M32
+        h = (((h << 11) | (h >> 21)) & _M32) * p1 & _M32
+    h ^= h >> 15
+    h = h * p2 & _M32
+    h ^= h >> 13
+    h = h * p3 & _M32
+    return h ^ (h >> 16)
+
+
+def frame_header(content_size: int, block_max: int) -> bytes:
+    """The header of a frame of independent blocks of at most ``block_max`` bytes (either
+    way) inflating to ``content_size`` bytes in all, which liblz4 then checks."""
+    code = next(c for limit, c in _BLOCK_IDS if block_max <= limit)
+    descriptor = bytes([_FLG, code << 4]) + content_size.to_bytes(8, "little")
+    return bytes(_MAGIC) + descriptor + bytes([(xxh32_small(descriptor) >> 8) & 0xFF])
+
+
+def inflate_exact(blocks: Sequence[memoryview | bytes], sizes: Sequence[int],
+                  where: str) -> list[pa.Buffer | bytes]:  # fmt: skip
+    """Raw LZ4 ``blocks`` (no size prefix) inflated, each to exactly ``sizes[i]`` bytes or
+    a FormatError: pyarrow's raw-block codec returns a buffer of the size it is asked for
+    even when the block inflates to less, the rest of it uninitialised memory, so a prefix
+    that overstates must not size the output unchecked. The blocks go into one frame
+    (one join of their bytes, one codec call) whose recorded content size liblz4 checks;
+    each block's own size is then where the sizes before it place it (a block that
+    inflates short shifts the next ones and the total no longer matches). A block too
+    large for a frame is inflated raw and checked by a second call one byte short, which
+    must fail. Callers bound ``sizes`` before calling (they size the output)."""
+    out: list[pa.Buffer | bytes] = [b""] * len(blocks)
+    framed = [i for i, (b, n) in enumerate(zip(blocks, sizes, strict=True))
+              if n and len(b) and max(n, len(b)) <= MAX_BLOCK]
+    for i, (block, size) in enumerate(zip(blocks, sizes, strict=True)):
+        if size and (not len(block) or max(size, len(block)) > MAX_BLOCK):
+            out[i] = _inflate_raw(block, size, where)
+        elif not size and len(block) > 1:  # an empty block is one zero token
+            raise FormatError(f"{where}: an LZ4 block of {len(block)} bytes claims 0")
+    if not framed:
+        return out
+    picked = [sizes[i] for i in framed]
+    lengths = np.fromiter((len(blocks[i]) for i in framed), np.int64, len(framed))
+    words = lengths.astype("<u4").tobytes()
+    parts: list[memoryview | bytes] = [_END] * (2 * len(framed) + 2)
+    total = sum(picked)
+    parts[0] = frame_header(total, max(max(picked), int(lengths.max())))
+    parts[1:-1:2] = [words[4 * k : 4 * k + 4] for k in range(len(framed))]
+    parts[2:-1:2] = [blocks[i] for i in framed]
+    try:
+        whole = _codec().decompress(b"".join(parts), decompressed_size=total)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise FormatError(f"{where}: corrupt LZ4 buffer: {exc}") from exc
+    if whole.size != total:
+        raise FormatError(f"{where}: LZ4 buffers inflate to {whole.size} bytes, not {total}")
+    at = 0
+    for i, size in zip(framed, picked, strict=True):
+        out[i] = whole.slice(at, size)
+        at += size
+    return out
+
+
+def _inflate_raw(block: memoryview | bytes, size: int, where: str) -> pa.Buffer:
+    """One raw block of over :data:`MAX_BLOCK` bytes inflated to exactly ``size``."""
+    raw = pa.Codec("lz4_raw")
+    try:
+        out = raw.decompress(block, decompressed_size=size)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise FormatError(f"{where}: corrupt LZ4 buffer: {exc}") from exc
+    try:  # fits in one byte less: it inflates short, the rest of `out` is not its bytes
+        raw.decompress(block, decompressed_size=size - 1)
+    except (OSError, pa.ArrowException, ValueError):
+        return out
+    raise FormatError(f"{where}: LZ4 buffer inflates to fewer than the {size} bytes it claims")
 
 
 @cache

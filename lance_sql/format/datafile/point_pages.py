@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import compressive as cz
-from lance_sql.format.datafile import point, sparse
+from lance_sql.format.datafile import lz4_frames, point, sparse
 from lance_sql.format.datafile.blocks import Block, Fixed, inflate
 from lance_sql.format.datafile.compressive import ChunkBuffers
 from lance_sql.format.datafile.decode_v2_1 import LeafColumn
@@ -194,14 +194,19 @@ def _take(pieces: list[tuple[MiniBlockPage, np.ndarray, str]], leaf_type: pa.Dat
     block: Block | None
     if scheme is not None:  # each chunk's value buffer compressed on its own
         inflated: list = []
+        claimed: list[int] = []
         for raw, (a, b), (_, _, piece_where) in zip(c.raws, c.chunk_spans(), pieces,
                                                     strict=True):
             pos, size = c.vstart[a:b], c.vsize[a:b]
-            if scheme == 1:
-                inflated.extend(point.inflate_lz4(raw, pos, size, piece_where))
+            if scheme == 1:  # every page's blocks inflated in one call, below
+                blocks, full = point.lz4_blocks(raw, pos, size, piece_where)
+                inflated.extend(blocks)
+                claimed.extend(full)
             else:
                 inflated.extend(inflate(scheme, raw[s : s + n], piece_where, buffer=True)
                                 for s, n in zip(pos.tolist(), size.tolist(), strict=True))
+        if scheme == 1:
+            inflated = lz4_frames.inflate_exact(inflated, claimed, where)
         if cz.kind(enc) in ("variable", "fsst"):
             block = point.inflated_strings(enc, inflated, c.counts, c.sel, c.pos, c.heads,
                                             where)

@@ -121,3 +121,74 @@ def test_corrupt_runs_are_format_errors(damage: str) -> None:
         return
     with pytest.raises(FormatError, match="^t: "):
         groups.inflate(0)
+
+
+def test_xxh32_small_equals_the_vectorised_hash() -> None:
+    assert lz4_frames.xxh32_small(b"") == 0x02CC5D05
+    assert lz4_frames.xxh32_small(b"abc") == 0x32D153FF
+    rng = np.random.default_rng(3)
+    for length in range(16):
+        rows = rng.integers(0, 256, (8, length), dtype=np.uint8)
+        assert [lz4_frames.xxh32_small(r.tobytes()) for r in rows] == \
+            lz4_frames.xxh32_short(rows).tolist()
+    with pytest.raises(ValueError):
+        lz4_frames.xxh32_small(bytes(16))
+
+
+def test_frame_header_is_what_liblz4_reads() -> None:
+    """A frame made of our header, one raw block and an end mark inflates in pyarrow's
+    frame codec (which checks the header checksum and the content size)."""
+    data = b"lance " * 3000
+    block = pa.Codec("lz4_raw").compress(data, asbytes=True)
+    frame = (lz4_frames.frame_header(len(data), len(data)) + len(block).to_bytes(4, "little")
+             + block + b"\0\0\0\0")
+    assert pa.Codec("lz4").decompress(frame, decompressed_size=len(data)).to_pybytes() == data
+    bad = bytearray(frame)
+    bad[14] ^= 1  # the header checksum
+    with pytest.raises((OSError, pa.ArrowException)):
+        pa.Codec("lz4").decompress(bytes(bad), decompressed_size=len(data))
+
+
+def _raw_blocks(texts: list[bytes]) -> list[bytes]:
+    return [pa.Codec("lz4_raw").compress(t, asbytes=True) if t else b"\0" for t in texts]
+
+
+def test_inflate_exact_gives_each_block_or_refuses_a_lying_size() -> None:
+    rng = np.random.default_rng(4)
+    texts = [b"abc" * 4000, b"", rng.bytes(30_000), b"lance" * 13_000, b"q"]
+    blocks = _raw_blocks(texts)
+    sizes = [len(t) for t in texts]
+    assert [bytes(b) for b in lz4_frames.inflate_exact(blocks, sizes, "x")] == texts
+    for i in (0, 2, 3, 4):
+        for delta in (1, 7, -1):
+            lying = list(sizes)
+            lying[i] += delta
+            with pytest.raises(FormatError, match="x"):
+                lz4_frames.inflate_exact(blocks, lying, "x")
+    with pytest.raises(FormatError, match="claims 0"):  # a real block claiming nothing
+        lz4_frames.inflate_exact([blocks[0]], [0], "x")
+
+
+def test_inflate_exact_of_blocks_too_large_for_a_frame() -> None:
+    """Over 4 MiB a block cannot be framed: it is inflated raw, then checked by a second
+    call one byte short, which must fail."""
+    data = np.random.default_rng(5).bytes(1 << 16) * 80  # 5 MiB
+    [block] = _raw_blocks([data])
+    assert bytes(lz4_frames.inflate_exact([block], [len(data)], "x")[0]) == data
+    for claimed in (len(data) + 1, len(data) + 5000):
+        with pytest.raises(FormatError, match="fewer than"):
+            lz4_frames.inflate_exact([block], [claimed], "x")
+    with pytest.raises(FormatError, match="corrupt"):
+        lz4_frames.inflate_exact([block], [len(data) - 1], "x")
+
+
+def test_inflate_of_a_lance_lz4_buffer_checks_its_prefix() -> None:
+    """blocks.inflate (every LZ4 buffer not read by the grouped scan path) refuses a
+    prefix that overstates what its block inflates to."""
+    data = b"0123456789" * 500
+    buf = deflate(1, data)
+    assert inflate(1, buf, "x") == data
+    assert bytes(inflate(1, buf, "x", buffer=True)) == data
+    lying = (len(data) + 9).to_bytes(4, "little") + bytes(buf[4:])
+    with pytest.raises(FormatError, match="x"):
+        inflate(1, lying, "x")

@@ -305,6 +305,37 @@ def test_scattered_take_of_a_corrupt_chunk_is_a_format_error(written, name) -> N
         reader.take([field], cmap, rows)
 
 
+@pytest.mark.parametrize("extra", [1, 16, 3000])
+def test_an_lz4_prefix_claiming_more_than_its_block_holds_is_refused(written, extra) -> None:
+    """pyarrow's raw LZ4 codec returns a buffer of the size it is asked for even when the
+    block inflates to less, the rest uninitialised memory: a chunk whose size prefix
+    overstates (within what its bytes could hold) is a FormatError for a one-row take, a
+    scattered take and a full read alike, never bytes that were not inflated."""
+    version, _, data, full, _ = written
+    if version == "2.0":
+        return
+    reader, cmap = _open(data)
+    field = next(f for f in reader.schema.fields if f.name == "s_lz4")
+    column = reader._leaf_column(cmap[field.id], field, field.arrow_type)
+    page = column.page(0)
+    page._load()
+    start = page.buffers[1][0] + int(page.chunk_offsets[1])
+    claimed = int.from_bytes(data[start + 8 : start + 12], "little")
+    damaged = bytearray(data)
+    damaged[start + 8 : start + 12] = (claimed + extra).to_bytes(4, "little")
+    row = int(page.first_row[1])
+    reader, cmap = _open(bytes(damaged))
+    for rows in (np.array([row]), np.union1d(
+            np.sort(np.random.default_rng(6).choice(N, 1000, replace=False)), [row])):
+        with pytest.raises(FormatError):
+            reader.take([field], cmap, rows)
+    with pytest.raises(FormatError):
+        reader.read([field], cmap)
+    intact, cmap = _open(data)  # the same reads of the file as written succeed
+    assert intact.take([field], cmap, np.array([row]))[0].to_pylist() == \
+        full.column("s_lz4").slice(row, 1).to_pylist()
+
+
 def test_scattered_take_with_deletions(tmp_path) -> None:
     """A 2.2 table with deleted rows: a take of many scattered positions equals the same
     positions of a full read."""
