@@ -20,7 +20,7 @@ for 64 KiB chunks.)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -173,6 +173,11 @@ def frame_header(content_size: int, block_max: int) -> bytes:
     """The header of a frame of independent blocks of at most ``block_max`` bytes (either
     way) inflating to ``content_size`` bytes in all, which liblz4 then checks."""
     code = next(c for limit, c in _BLOCK_IDS if block_max <= limit)
+    return _header(content_size, code)
+
+
+@lru_cache(maxsize=4096)  # chunk sizes repeat: a one-row take makes no header twice
+def _header(content_size: int, code: int) -> bytes:
     descriptor = bytes([_FLG, code << 4]) + content_size.to_bytes(8, "little")
     return bytes(_MAGIC) + descriptor + bytes([(xxh32_small(descriptor) >> 8) & 0xFF])
 
@@ -188,6 +193,8 @@ def inflate_exact(blocks: Sequence[memoryview | bytes], sizes: Sequence[int],
     inflates short shifts the next ones and the total no longer matches). A block too
     large for a frame is inflated raw and checked by a second call one byte short, which
     must fail. Callers bound ``sizes`` before calling (they size the output)."""
+    if len(blocks) == 1 and 0 < sizes[0] <= MAX_BLOCK and 1 < len(blocks[0]) <= MAX_BLOCK:
+        return [_inflate_one(blocks[0], sizes[0], where)]  # a one-row take's chunk
     out: list[pa.Buffer | bytes] = [b""] * len(blocks)
     framed = [i for i, (b, n) in enumerate(zip(blocks, sizes, strict=True))
               if n and len(b) and max(n, len(b)) <= MAX_BLOCK]
@@ -216,6 +223,19 @@ def inflate_exact(blocks: Sequence[memoryview | bytes], sizes: Sequence[int],
     for i, size in zip(framed, picked, strict=True):
         out[i] = whole.slice(at, size)
         at += size
+    return out
+
+
+def _inflate_one(block: memoryview | bytes, size: int, where: str) -> pa.Buffer:
+    """:func:`inflate_exact` of one block that fits a frame, with less Python around."""
+    frame = b"".join((frame_header(size, max(size, len(block))),
+                      len(block).to_bytes(4, "little"), block, _END))
+    try:
+        out = _codec().decompress(frame, decompressed_size=size)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise FormatError(f"{where}: corrupt LZ4 buffer: {exc}") from exc
+    if out.size != size:
+        raise FormatError(f"{where}: LZ4 buffer inflates to {out.size} bytes, not {size}")
     return out
 
 

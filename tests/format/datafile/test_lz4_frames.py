@@ -165,6 +165,9 @@ def test_inflate_exact_gives_each_block_or_refuses_a_lying_size() -> None:
             lying[i] += delta
             with pytest.raises(FormatError, match="x"):
                 lz4_frames.inflate_exact(blocks, lying, "x")
+            with pytest.raises(FormatError, match="x"):  # alone (a one-row take's path)
+                lz4_frames.inflate_exact([blocks[i]], [lying[i]], "x")
+        assert bytes(lz4_frames.inflate_exact([blocks[i]], [sizes[i]], "x")[0]) == texts[i]
     with pytest.raises(FormatError, match="claims 0"):  # a real block claiming nothing
         lz4_frames.inflate_exact([blocks[0]], [0], "x")
 
