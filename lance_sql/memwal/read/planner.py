@@ -78,6 +78,7 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, VERSION_COLUMNS
+from lance_sql.table.read.scan import rows_only
 from lance_sql.table.runtime.cache import GENERATION_TABLES, REGION_VALUES
 from lance_sql.table.runtime.context import current_runtime
 
@@ -579,9 +580,9 @@ class LsmView:
                 if TOMBSTONE in row.column_names and row.column(TOMBSTONE)[0].as_py():
                     return out.empty_table()  # deleted
                 extra = {ROW_ADDR: address, KEY_POSITION: 0}  # as the source's lookup
-                return pa.Table.from_arrays(
+                return _one_row_table(
                     [pa.array([extra[f.name]], f.type) if f.name in extra
-                     else _one_column(row, source, f) for f in out], schema=out)
+                     else _one_column(row, source, f) for f in out], out)
             if isinstance(source, BaseSource):  # its key index, without batch bookkeeping
                 row = source.lookup_one(lookup_keys, wanted)
                 if row is not None:
@@ -604,8 +605,7 @@ class LsmView:
             out = pa.schema([schema.field(n) for n in output])
             if table.column(TOMBSTONE)[0].as_py():
                 return out.empty_table()  # deleted
-            return pa.Table.from_arrays([_one_column(table, source, f) for f in out],
-                                        schema=out)
+            return _one_row_table([_one_column(table, source, f) for f in out], out)
         return pa.schema([schema.field(n) for n in output]).empty_table()
 
     def _route(self, keys: pa.Table) -> np.ndarray | None:
@@ -741,11 +741,20 @@ def _base_row(row: pa.Table, source: Source, out: pa.Schema) -> pa.Table:
     present = row.schema
     if all(present.get_field_index(f.name) >= 0 and
            present.field(f.name).type.equals(f.type) for f in out):
-        return pa.Table.from_arrays([row.column(f.name) for f in out], schema=out)
+        return _one_row_table([row.column(f.name) for f in out], out)
     base_extra = {KEY_POSITION: 0, TOMBSTONE: False}  # as BaseSource.lookup
-    return pa.Table.from_arrays(
+    return _one_row_table(
         [pa.array([base_extra[f.name]], f.type) if f.name in base_extra
-         else _one_column(row, source, f) for f in out], schema=out)
+         else _one_column(row, source, f) for f in out], out)
+
+
+def _one_row_table(columns: list, schema: pa.Schema) -> pa.Table:
+    """The one found row as a table of ``schema``; one row of no columns when nothing is
+    projected (``count(*)`` of a key asks for none: a table built from no arrays would
+    have no rows)."""
+    if not columns:  # (pyarrow's replace_schema_metadata would drop the row)
+        return rows_only(1)
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _one_column(table: pa.Table, source: Source, f: pa.Field) -> pa.Array:
