@@ -58,10 +58,8 @@ _KEYWORDS = frozenset({
 })
 _HIDDEN = frozenset(c.lower() for c in (*SYSTEM_COLUMNS, *LSM_ONLY))
 _EXPLAINED = re.compile(r"\s*EXPLAIN\s+(SELECT\b.*)", re.IGNORECASE | re.DOTALL)
-# Text DataFusion's tokenizer reads otherwise than ours: a second ``/*`` (its block
-# comments nest: ``/* /* */ a -- */ b`` hides ``a``, not ``b``) and the four control
-# characters Python's ``\s`` takes for whitespace but DataFusion does not.
-_READ_OTHERWISE = re.compile(r"/\*.*/\*|[\x1c-\x1f]", re.DOTALL)
+# Characters Python's ``\s`` takes for whitespace but DataFusion does not.
+_NOT_WHITESPACE = ("\x1c", "\x1d", "\x1e", "\x1f")
 _MAX_NESTING = 16  # parentheses around the conditions
 _QUERY_ID = "point-get"  # the catalog reads a pinned name with a query id as the latest
 
@@ -184,9 +182,21 @@ def _conjunction(tokens: _Tokens, out: list[tuple[str, tuple[Literal, ...], bool
         _condition(tokens, out, depth)
 
 
+def _read_otherwise(sql: str) -> bool:
+    """Whether DataFusion's tokenizer may read ``sql`` otherwise than ours: a second
+    ``/*`` (its block comments nest: ``/* /* */ a -- */ b`` hides ``a``, not ``b``) or a
+    control character only Python takes for whitespace. (Substring searches: a regular
+    expression cost ~0.2 ms over a 1000-key query.)"""
+    if "/" in sql:
+        first = sql.find("/*")
+        if first >= 0 and sql.find("/*", first + 2) >= 0:
+            return True
+    return any(c in sql for c in _NOT_WHITESPACE)
+
+
 def parse(sql: str) -> PointQuery | None:
     """The point-get query ``sql`` is (None: any other statement, or not SQL at all)."""
-    if _READ_OTHERWISE.search(sql):
+    if _read_otherwise(sql):
         return None
     try:
         tokens = _Tokens(sql)
