@@ -260,6 +260,9 @@ def test_string_keys(tmp_path: Path, key_type: pa.DataType) -> None:
     "SELECT * FROM default.t WHERE id = 5",
     "WITH x AS (SELECT * FROM t) SELECT * FROM x WHERE id = 5",
     "SELECT * FROM t WHERE id = E'5'",
+    # DataFusion's block comments nest: it reads "id = 6" here, not "id = 5"
+    "SELECT * FROM t WHERE /* /* */ id = 5 -- */ id = 6\n",
+    "SELECT * FROM t WHERE id = 5\x1c",  # whitespace to Python's re, not to DataFusion
 ])
 def test_near_misses_take_datafusion_path(lsm, sql: str) -> None:
     root, _, _, _ = lsm
@@ -334,6 +337,49 @@ def test_case_and_quoting_resolve_as_datafusion_does(lsm) -> None:
         _assert_same(fast, slow)
         assert fast["Mixed"].to_pylist() == [key / 2]
         assert fast.schema.field("Mixed").metadata == {b"unit": b"m"}
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT current_date FROM kw WHERE id = 1",      # DataFusion: the function
+    "SELECT id, current_timestamp FROM kw WHERE id = 1",
+    "SELECT current_time, id FROM kw WHERE id IN (1, 2)",
+    "SELECT top FROM kw WHERE id = 1",               # a parse error in DataFusion
+    "SELECT id, values FROM kw WHERE id = 1",
+    "SELECT id, view FROM kw WHERE id = 1",
+    "SELECT id, into FROM kw WHERE id = 1",
+    "SELECT id, sort FROM kw WHERE id = 1",
+    "SELECT struct FROM kw WHERE id = 1",
+    "SELECT trim FROM kw WHERE id = 1",
+    "SELECT * FROM table WHERE id = 1",
+])
+def test_columns_and_tables_named_like_keywords_take_datafusion_path(tmp_path: Path,
+                                                                     sql: str) -> None:
+    words = ["current_date", "current_timestamp", "current_time", "top", "values", "view",
+             "into", "sort", "struct", "trim"]
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                        *(pa.field(w, pa.int64()) for w in words)])
+    rows = pa.table({"id": [1, 2, 3], **{w: [10, 20, 30] for w in words}}, schema=schema)
+    for name in ("kw", "table"):
+        ds = lance_sql.write_dataset(rows, tmp_path / f"{name}.lance")
+        mw = MemWal.initialize(ds, RegionSpec.bucket("id", 2), durable_write=False,
+                               max_wal_flush_interval_ms=3_600_000)
+        writer = mw.writer()
+        writer.put(rows.slice(1, 1))
+        writer.flush_memtable()
+        for region_writer in writer.writers:
+            region_writer.abort()
+    session = connect(tmp_path)
+    outcomes = []
+    for enabled in (True, False):
+        session.point_gets.enabled = enabled
+        try:
+            found = session.sql(sql).to_arrow_table()
+            steady = [n for n in found.column_names if not n.startswith("current_")]
+            outcomes.append((found.schema, found.num_rows, found.select(steady).to_pylist()))
+        except LanceError as exc:
+            outcomes.append((type(exc), str(exc)))
+    assert session.point_gets.answered == 0
+    assert outcomes[0] == outcomes[1]
 
 
 def test_the_frame_works_as_a_datafusion_frame(lsm) -> None:

@@ -393,6 +393,12 @@ def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
     first = (counts + 1) * wb
     if np.any(full < first) or not lz4_frames.fits(sizes, full):
         return None
+    starts = np.cumsum(full) - full  # where each chunk inflates to, all groups back to back
+    firsts = [0, *(np.flatnonzero(np.diff(starts // LZ4_GROUP_BYTES)) + 1).tolist()]
+    bounds = [*firsts, counts.size]  # group g is chunks bounds[g] to bounds[g + 1] - 1
+    # (made first: it refuses prefixes claiming more than their bytes can inflate to
+    # before those prefixes size the output)
+    frames = lz4_frames.FrameGroups(raw, pos, sizes, full, firsts, where)
     n = int(counts.sum())
     room = full - first  # each chunk's bytes and padding
     data = pool_bytes(int(room.sum()))
@@ -400,10 +406,6 @@ def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
     rebased = pool_bytes((n + 1) * out_dt.itemsize).view(out_dt)
     rebased[0] = 0
     dst = np.cumsum(counts) - counts + 1  # where each chunk's offsets go in ``rebased``
-    starts = np.cumsum(full) - full  # where each chunk inflates to, all groups back to back
-    firsts = [0, *(np.flatnonzero(np.diff(starts // LZ4_GROUP_BYTES)) + 1).tolist()]
-    bounds = [*firsts, counts.size]  # group g is chunks bounds[g] to bounds[g + 1] - 1
-    frames = lz4_frames.FrameGroups(raw, pos, sizes, full, firsts, where)
 
     def produce(g: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int]:
         a, b = bounds[g], bounds[g + 1]

@@ -20,10 +20,12 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import lz4_frames
+from lance_sql.format.datafile.blocks import MAX_INFLATE
 from lance_sql.format.datafile.encode_v2_0 import fixed_bit_width, is_binary_like
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 
 _LARGE = (pa.large_string(), pa.large_binary())
+_ZSTD_BLOCK = 128 << 10  # zstd's Block_Maximum_Size (RFC 8878)
 
 
 class PageContext:
@@ -96,8 +98,15 @@ def _decompress(ctx: PageContext, scheme: str, raw: memoryview, expect: int) -> 
             size = int.from_bytes(raw[:4], "little")
             if size != expect:  # checked before it sizes the output
                 raise ctx.error(f"lz4 buffer claims {size} bytes where {expect} were expected")
+            if size > 255 * len(raw) + 64:  # (the page's row count sizes ``expect``)
+                raise ctx.error(f"lz4 buffer of {len(raw)} bytes claims {size}")
             [out] = lz4_frames.inflate_exact([raw[4:]], [size], ctx.where)
         elif scheme == "zstd":
+            # a zstd block inflates to at most 128 KiB and takes at least 4 bytes (an RLE
+            # block): ``expect`` (from the page's row count) is bounded before it sizes
+            # the output
+            if expect > min(MAX_INFLATE, (len(raw) // 4 + 1) * _ZSTD_BLOCK):
+                raise ctx.error(f"zstd buffer of {len(raw)} bytes cannot hold {expect}")
             if bytes(raw[:4]) == b"\x28\xb5\x2f\xfd":  # a bare frame (older writers)
                 out = pa.decompress(raw, decompressed_size=expect, codec="zstd")
             else:

@@ -184,15 +184,18 @@ def _header(content_size: int, code: int) -> bytes:
 
 def inflate_exact(blocks: Sequence[memoryview | bytes], sizes: Sequence[int],
                   where: str) -> list[pa.Buffer | bytes]:  # fmt: skip
-    """Raw LZ4 ``blocks`` (no size prefix) inflated, each to exactly ``sizes[i]`` bytes or
-    a FormatError: pyarrow's raw-block codec returns a buffer of the size it is asked for
-    even when the block inflates to less, the rest of it uninitialised memory, so a prefix
-    that overstates must not size the output unchecked. The blocks go into one frame
-    (one join of their bytes, one codec call) whose recorded content size liblz4 checks;
-    each block's own size is then where the sizes before it place it (a block that
-    inflates short shifts the next ones and the total no longer matches). A block too
-    large for a frame is inflated raw and checked by a second call one byte short, which
-    must fail. Callers bound ``sizes`` before calling (they size the output)."""
+    """Raw LZ4 ``blocks`` (no size prefix) inflated, ``sizes[i]`` bytes each and all of
+    them bytes the blocks inflated to, or a FormatError: pyarrow's raw-block codec returns
+    a buffer of the size it is asked for even when the block inflates to less, the rest
+    of it uninitialised memory, so a prefix that overstates must not size the output
+    unchecked. The blocks go into one frame (one join of their bytes, one codec call)
+    whose recorded content size liblz4 checks; each block's own size is then where the
+    sizes before it place it (a block that inflates short shifts the next ones and the
+    total no longer matches, unless another block's size overstates as much: the blocks
+    then get each other's bytes, all of them inflated, and the callers' offset checks see
+    the rest). A block too large for a frame is inflated raw and checked by a second call
+    one byte short, which must fail. Callers bound ``sizes`` before calling (they size
+    the output)."""
     if len(blocks) == 1 and 0 < sizes[0] <= MAX_BLOCK and 1 < len(blocks[0]) <= MAX_BLOCK:
         return [_inflate_one(blocks[0], sizes[0], where)]  # a one-row take's chunk
     out: list[pa.Buffer | bytes] = [b""] * len(blocks)

@@ -188,6 +188,20 @@ def test_lz4_chunks_with_a_lying_prefix_or_offsets_are_refused(placed) -> None:
     assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
 
 
+def test_lz4_prefixes_claiming_more_than_their_bytes_size_no_output(monkeypatch) -> None:
+    """Chunks of 6 bytes each claiming 4 MiB (what a frame's block may hold): refused
+    before the claims size the output (they asked 16 GiB of it from 24 kB before)."""
+    k = 4000
+    chunk = (4 << 20).to_bytes(4, "little") + b"\0\0"
+    buf = ChunkBuffers(np.frombuffer(chunk * k, np.uint8), np.arange(k) * 6, np.full(k, 6))
+    asked: list[int] = []
+    allocate = compressive.pool_bytes
+    monkeypatch.setattr(compressive, "pool_bytes", lambda n: (asked.append(n), allocate(n))[1])
+    with pytest.raises(FormatError, match="claims more bytes than it can inflate to"):
+        compressive._lz4_variable(_VAR, buf, np.ones(k, np.int64), "t")
+    assert max(asked, default=0) <= 255 * buf.raw.size + 64
+
+
 def test_pylance_lz4_string_pages_read_by_groups_equal_the_general_path(tmp_path, placed,
                                                                         monkeypatch) -> None:
     """pylance's own LZ4 string pages (metadata-asked) go through the grouped path too."""

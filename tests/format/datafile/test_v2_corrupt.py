@@ -274,3 +274,22 @@ def test_corrupt_compressed_buffer_of_a_2_0_file(tmp_path, monkeypatch, scheme: 
     with pytest.raises(FormatError, match="bad.lance"):
         read(bytes(claim))
     assert not allocated or max(allocated) < 1 << 20
+
+
+@pytest.mark.parametrize("scheme", ["lz4", "zstd", "zstd-bare"])
+def test_2_0_compressed_buffer_too_small_for_the_page_allocates_nothing(scheme: str) -> None:
+    """A 2.0 page whose row count claims far more bytes than its compressed buffer can
+    inflate to (the buffer's own prefix agreeing) is refused before the claim sizes the
+    output: 1-3 GiB were allocated from a few bytes before."""
+    from lance_sql.format.datafile import decode_v2_0
+
+    expect = 1 << 30
+    frame = pa.Codec("zstd").compress(b"abc", asbytes=True)
+    raw = {"lz4": struct.pack("<I", expect) + b"\x10abc",
+           "zstd": struct.pack("<Q", expect) + frame, "zstd-bare": frame}[scheme]
+    ctx = decode_v2_0.PageContext(lambda a, n: b"", (), (), (), "page")
+    pool = pa.default_memory_pool()
+    before = pool.max_memory()
+    with pytest.raises(FormatError, match="page: .*(claims|cannot hold)"):
+        decode_v2_0._decompress(ctx, scheme.split("-")[0], memoryview(raw), expect)
+    assert pool.max_memory() - before < 64 << 20
