@@ -115,12 +115,22 @@ def inflate(scheme: int, buf: bytes | memoryview | np.ndarray, where: str, *,
                 frame = buf[8:]
             if size == 0:
                 return b""
-            if size > MAX_INFLATE:
-                raise FormatError(f"{where}: ZSTD buffer claims {size} bytes")
+            if size > zstd_bound(len(frame)):
+                raise FormatError(f"{where}: ZSTD buffer of {len(frame)} bytes claims {size}")
             return _codec("zstd").decompress(frame, decompressed_size=size, asbytes=not buffer)
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise FormatError(f"{where}: corrupt compressed buffer: {exc}") from exc
     raise UnsupportedFeatureError(f"{where}: unknown general compression scheme {scheme}")
+
+
+ZSTD_BLOCK = 128 << 10  # zstd's largest block (RFC 8878's Block_Maximum_Size)
+
+
+def zstd_bound(compressed: int) -> int:
+    """The most a zstd frame of ``compressed`` bytes can inflate to: a block inflates to
+    at most 128 KiB and takes at least 4 bytes (an RLE block), within MAX_INFLATE. A
+    claimed size is checked against it before it sizes an allocation."""
+    return min(MAX_INFLATE, (compressed // 4 + 1) * ZSTD_BLOCK)
 
 
 def inflate_many(scheme: int, raw: memoryview, pos: list[int], sizes: list[int],
@@ -146,6 +156,8 @@ def inflate_many(scheme: int, raw: memoryview, pos: list[int], sizes: list[int],
                 break
             frames.append(buf[8:])
             total += size
+            if size > zstd_bound(n - 8):
+                raise FormatError(f"{where}: ZSTD buffer of {n - 8} bytes claims {size}")
         else:
             if total > MAX_INFLATE:
                 raise FormatError(f"{where}: ZSTD buffers claim {total} bytes")

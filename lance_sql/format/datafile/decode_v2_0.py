@@ -20,12 +20,11 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import lz4_frames
-from lance_sql.format.datafile.blocks import MAX_INFLATE
+from lance_sql.format.datafile.blocks import zstd_bound
 from lance_sql.format.datafile.encode_v2_0 import fixed_bit_width, is_binary_like
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 
 _LARGE = (pa.large_string(), pa.large_binary())
-_ZSTD_BLOCK = 128 << 10  # zstd's Block_Maximum_Size (RFC 8878)
 
 
 class PageContext:
@@ -105,7 +104,7 @@ def _decompress(ctx: PageContext, scheme: str, raw: memoryview, expect: int) -> 
             # a zstd block inflates to at most 128 KiB and takes at least 4 bytes (an RLE
             # block): ``expect`` (from the page's row count) is bounded before it sizes
             # the output
-            if expect > min(MAX_INFLATE, (len(raw) // 4 + 1) * _ZSTD_BLOCK):
+            if expect > zstd_bound(len(raw)):
                 raise ctx.error(f"zstd buffer of {len(raw)} bytes cannot hold {expect}")
             if bytes(raw[:4]) == b"\x28\xb5\x2f\xfd":  # a bare frame (older writers)
                 out = pa.decompress(raw, decompressed_size=expect, codec="zstd")

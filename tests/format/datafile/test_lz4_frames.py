@@ -195,3 +195,25 @@ def test_inflate_of_a_lance_lz4_buffer_checks_its_prefix() -> None:
     lying = (len(data) + 9).to_bytes(4, "little") + bytes(buf[4:])
     with pytest.raises(FormatError, match="x"):
         inflate(1, lying, "x")
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_zstd_prefix_past_what_its_frame_can_hold_allocates_nothing(many: bool) -> None:
+    """A few bytes of zstd claiming 1 GiB (u64 prefix) are refused before the claim
+    sizes the output (the frame could inflate to at most 128 KiB a 4 bytes)."""
+    from lance_sql.format.datafile.blocks import inflate_many
+
+    frame = pa.Codec("zstd").compress(b"abc" * 10, asbytes=True)
+    lying = (1 << 30).to_bytes(8, "little") + frame
+    if many:  # a u64 prefix and a frame recording no size: the one-by-one path
+        raw = memoryview(lying + lying)
+        pool = pa.default_memory_pool()
+        before = pool.max_memory()
+        with pytest.raises(FormatError, match="claims"):
+            inflate_many(2, raw, [0, len(lying)], [len(lying), len(lying)], "x")
+    else:
+        pool = pa.default_memory_pool()
+        before = pool.max_memory()
+        with pytest.raises(FormatError, match="claims"):
+            inflate(2, lying, "x")
+    assert pool.max_memory() - before < 64 << 20
