@@ -144,7 +144,7 @@ class LsmTableDataset(PlannedDataset):
             fields += [pa.field("_gen", pa.int64()), pa.field("_region", pa.string()),
                        pa.field("_rowaddr", pa.uint64()),
                        *(pa.field(c, pa.uint64()) for c in BASE_SYSTEM)]
-        self._start(name, pa.schema(fields, metadata=data.metadata), PushedLsm(), errors,
+        self._start(name, pa.schema(fields), PushedLsm(), errors,
                     query_id=query_id, system_columns=system_columns)
 
     @property

@@ -17,8 +17,8 @@ and the query takes DataFusion's path unchanged (which raises its usual errors).
 Identifiers resolve as DataFusion resolves them: unquoted ones folded to lower case,
 double-quoted ones kept; table names as the front door's rewrite finds them. The answer
 carries the schema DataFusion's result would: the table's fields (names, types,
-nullability, field metadata), and the schema metadata only where DataFusion's plan keeps
-it (no rows, or columns in another order than the table's; see :func:`result_schema`).
+nullability, field metadata) as the SQL provider declares them (without the table's
+schema metadata, which no SQL result carries).
 """
 
 from __future__ import annotations
@@ -227,20 +227,6 @@ def parse(sql: str) -> PointQuery | None:
     return PointQuery(name, None if columns is None else tuple(columns), tuple(conditions))
 
 
-def result_schema(fields: list[pa.Field], metadata: dict | None, in_table_order: bool,
-                  rows: int) -> pa.Schema:
-    """The schema of DataFusion's ``to_arrow_table`` for a lookup returning ``rows`` rows.
-
-    DataFusion builds the table from its batches' schema when there are batches, from the
-    plan's otherwise. A scan's batches carry the fields but not the table's schema
-    metadata; a projection reordering the columns makes batches of the plan's schema,
-    metadata included.
-    """
-    if rows and in_table_order:
-        return pa.schema(fields)
-    return pa.schema(fields, metadata=metadata)
-
-
 class PointGets:
     """A session's point-get path: the switch (``enabled``, for tests and benchmarks: off
     sends every query through DataFusion) and how many queries it answered."""
@@ -391,13 +377,9 @@ def _run(bound: _Bound) -> PointAnswer:
     if found is None:
         found = view.lookup_plan(keys, columns).to_table()
     fields = [table_schema.field(c) for c in columns]
-    schema = pa.schema(fields, metadata=table_schema.metadata)
+    schema = pa.schema(fields, metadata=table_schema.metadata)  # the provider's: none
     if not found.num_rows:
         return PointAnswer(schema.empty_table(), schema)
-    names = table_schema.names
-    positions = [names.index(c) for c in columns]
-    out = result_schema(fields, table_schema.metadata, positions == sorted(positions),
-                        found.num_rows)
     if not all(a.type.equals(f.type) for a, f in zip(found.columns, fields, strict=True)):
         found = pa.Table.from_batches([conform(found, pa.schema(fields))])  # types cast
-    return PointAnswer(pa.Table.from_arrays(found.columns, schema=out), schema)
+    return PointAnswer(pa.Table.from_arrays(found.columns, schema=schema), schema)

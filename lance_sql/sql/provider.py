@@ -423,7 +423,7 @@ class LanceTableDataset(PlannedDataset):
         self.manifest = manifest
         data = manifest.schema.to_scan_arrow()
         fields = list(data) + (list(SYSTEM_FIELDS) if system_columns else [])
-        self._start(name, pa.schema(fields, metadata=data.metadata), PushedScan(), errors,
+        self._start(name, pa.schema(fields), PushedScan(), errors,
                     query_id=query_id, system_columns=system_columns)
         self.target_partitions = max(1, os.cpu_count() or 1)
         self._last_indexed: tuple[pc.Expression, list[int], IndexedRows | None] | None = None

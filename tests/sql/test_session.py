@@ -209,6 +209,16 @@ def test_aggregates_over_a_table_with_schema_metadata(tmp_path: Path) -> None:
         {"kind": k, "n": 2} for k in "abc"]
     assert s.sql("SELECT * FROM sales WHERE kind = 'a'").count() == 2
     assert s.sql("SELECT id FROM sales").count() == 6
+    # two tables whose metadata differs (pandas' lists each table's columns): DataFusion
+    # refused an aggregate over their cross join while the scans declared it
+    other = pandas.DataFrame({"kind": list("ab"), "weight": [1.0, 2.0]})
+    lance_sql.write_dataset(pa.Table.from_pandas(other, preserve_index=False),
+                            tmp_path / "kinds.lance")
+    assert _rows(s, "SELECT count(*) AS n FROM sales, kinds") == [{"n": 12}]
+    # SQL results carry the fields' metadata, not the table's (whatever the plan's shape)
+    for query in ("SELECT * FROM sales", "SELECT amount, id FROM sales",
+                  "SELECT * FROM sales WHERE id < 0"):
+        assert not s.sql(query).to_arrow_table().schema.metadata, query
 
 
 def _memory_table(name: str, fragments: int, rows: int) -> tuple[MemoryStore, list[str]]:
