@@ -466,6 +466,55 @@ def test_inflated_strings_one_row_a_chunk_and_several_give_the_strings() -> None
     assert block.n == sel.size == 44
 
 
+def test_inflated_strings_of_one_buffers_slices_equal_separate_copies() -> None:
+    """Chunks that are back-to-back slices of one Arrow buffer (what one inflated LZ4
+    frame gives) are read as one array (counted): the same strings as the same chunks
+    as separate bytes, for one wanted row a chunk and several; bad offsets in one of them
+    are still a FormatError; buffers not back to back take the per-chunk path."""
+    from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+    enc = pb.CompressiveEncoding()
+    enc.variable.offsets.flat.bits_per_value = 32
+    rng = np.random.default_rng(11)
+    chunks = []
+    for c in range(30):
+        strings = [f"k{c}-{'z' * int(k)}".encode() for k in rng.integers(0, 12, 20)]
+        offs = 21 * 4 + np.concatenate(([0], np.cumsum([len(x) for x in strings])))
+        chunks.append(offs.astype("<u4").tobytes() + b"".join(strings))
+    whole = pa.py_buffer(b"".join(chunks))
+    starts = np.concatenate(([0], np.cumsum([len(x) for x in chunks])))
+    sliced = [whole.slice(int(a), len(x)) for a, x in zip(starts, chunks, strict=False)]
+    counts = np.full(30, 20)
+    sel = np.concatenate(([0, 0, 0], np.arange(1, 30)))
+    pos = np.concatenate(([2, 7, 19], rng.integers(0, 20, 29)))
+    heads = np.flatnonzero(np.concatenate(([True], sel[1:] != sel[:-1])))
+    cases = [(np.arange(30), rng.integers(0, 20, 30), np.arange(30)), (sel, pos, heads)]
+    for s, p, h in cases:
+        before = point.TILED_CALLS[0]
+        tiled = point.inflated_strings(enc, sliced, counts, s, p, h, "t")
+        assert point.TILED_CALLS[0] == before + 1
+        apart = point.inflated_strings(enc, chunks, counts, s, p, h, "t")
+        assert point.TILED_CALLS[0] == before + 1
+        assert tiled.data.tobytes() == apart.data.tobytes() == b"".join(
+            chunks[c][int(w[0]):int(w[1])] for c, w in
+            ((c, np.frombuffer(chunks[c], "<u4", 21)[q : q + 2]) for c, q in
+             zip(s.tolist(), p.tolist(), strict=True)))
+        assert tiled.offsets.tolist() == apart.offsets.tolist()
+    # separate Arrow buffers (not back to back): not read as one
+    before = point.TILED_CALLS[0]
+    point.inflated_strings(enc, [pa.py_buffer(x) for x in chunks], counts, *cases[0], "t")
+    assert point.TILED_CALLS[0] == before
+    bad = bytearray(b"".join(chunks))
+    at = int(starts[4]) + 4 * 3
+    bad[at : at + 4] = (10**6).to_bytes(4, "little")  # chunk 4's row 3 ends past it
+    whole = pa.py_buffer(bytes(bad))
+    sliced = [whole.slice(int(a), len(x)) for a, x in zip(starts, chunks, strict=False)]
+    pos = np.zeros(30, np.int64)
+    pos[4] = 2
+    with pytest.raises(FormatError, match="outside their chunk"):
+        point.inflated_strings(enc, sliced, counts, np.arange(30), pos, np.arange(30), "t")
+
+
 class _CountingSource(BytesSource):
     """Counts the bytes read (``read_at``) so a test can bound a take's I/O."""
 
