@@ -264,6 +264,45 @@ def test_scattered_takes_match_general_path(written, sizes_answered, monkeypatch
         assert big and max(big) >= 4000, name
 
 
+def test_scattered_takes_over_several_pages_take_them_together(written, monkeypatch
+                                                               ) -> None:
+    """A scattered take of a plain column's rows in several pages (the BTREE's ids of a
+    many-key lookup) takes the pages in one pass through point_pages.take_pages (counted,
+    and answering): the same values as page by page (take_pages off), the general path
+    and the table."""
+    from lance_sql.format.datafile import point_pages
+
+    version, table, data, _, _ = written
+    if version == "2.0":
+        return  # (no point path)
+    inner, answers = point_pages.take_pages, []
+    monkeypatch.setattr(point_pages, "take_pages",
+                        lambda parts: answers.append(inner(parts) is not None) or inner(parts))
+    fields = [f for f in LanceFileReader(BytesSource(data)).schema.fields
+              if f.name in ("i64", "u8", "f64", "s_lz4")]
+    rows = np.sort(np.random.default_rng(4).choice(N, 2000, replace=False))
+    idx = pa.array(rows)
+    for field in fields:
+        reader, cmap = _open(data)
+        column = reader.point_column(field, cmap)
+        assert column is not None
+        if column.info.row_starts.size == 2:  # one page (pylance's 2.1 pages are big)
+            assert version == "2.1", field.name
+            continue
+        answers.clear()
+        together = point.take_leaf(column, rows)
+        assert answers == [True], field.name
+        with monkeypatch.context() as m:
+            m.setattr(point_pages, "take_pages", lambda parts: None)
+            apart = point.take_leaf(column, rows)
+            m.setattr(point, "take_leaf", lambda *a, **k: None)
+            [general] = _open(data)[0].take([field], cmap, rows)
+        assert together is not None and apart is not None
+        assert_same(together, apart, field.name)
+        assert_same(together, general, field.name)
+        assert_same(together, table.column(field.name).take(idx), field.name)
+
+
 def test_dense_large_takes_stay_on_the_general_path(written, sizes_answered) -> None:
     """Long runs of consecutive rows are not scattered: uncompressed columns keep the
     general path (only LZ4 pages are taken on the point path)."""
