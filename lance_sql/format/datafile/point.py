@@ -18,6 +18,7 @@ values (tests compare the two).
 
 from __future__ import annotations
 
+import operator
 import struct
 
 import numpy as np
@@ -367,6 +368,7 @@ def inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarr
 
 # Counts of :func:`inflated_strings` calls answered from one tiled buffer (tests).
 TILED_CALLS = [0]
+_ADDRESS = operator.attrgetter("address")
 
 
 def _tiled(pieces: list, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -375,9 +377,9 @@ def _tiled(pieces: list, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | N
     :func:`~.lz4_frames.inflate_exact` returns); else None. The array views memory the
     pieces themselves cover (each starts where the one before ends), and keeps them
     alive, so no copy and no per-piece slicing is needed."""
-    if len(pieces) < 2 or not all(type(p) is pa.Buffer for p in pieces):
+    if len(pieces) < 2 or set(map(type, pieces)) != {pa.Buffer}:
         return None
-    addr = np.fromiter((p.address for p in pieces), np.int64, len(pieces))
+    addr = np.fromiter(map(_ADDRESS, pieces), np.int64, len(pieces))
     if not np.array_equal(addr[1:], addr[:-1] + sizes[:-1]):
         return None
     whole = pa.foreign_buffer(int(addr[0]), int(sizes.sum()), base=pieces)
