@@ -76,11 +76,6 @@ def take_leaf(column: LeafColumn, rows: np.ndarray, *,
     first, last = int(pages[0]), int(pages[-1])
     if first == last:
         return _take_page(column, first, rows - int(row_starts[first]))
-    from lance_sql.format.datafile import point_pages  # (it builds on this module)
-
-    together = point_pages.take_pages([(column, rows)])  # the pages in one pass
-    if together is not None:
-        return together
     cuts = np.flatnonzero(pages[1:] != pages[:-1]) + 1
     pieces = []
     for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), rows.size], strict=True):

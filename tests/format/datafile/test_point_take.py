@@ -18,7 +18,13 @@ import pytest
 from datafile_helpers import assert_same
 
 from lance_sql.errors import FormatError, InvalidInputError
-from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter, point
+from lance_sql.format.datafile import (
+    BytesSource,
+    LanceFileReader,
+    LanceFileWriter,
+    point,
+    point_pages,
+)
 from lance_sql.format.datafile.decode_v2_1 import column_fields
 from lance_sql.format.schema import LanceSchema
 
@@ -130,6 +136,7 @@ def test_point_take_matches_general_path(written, answered, monkeypatch) -> None
         got = reader.take(fields, cmap, rows)
         with monkeypatch.context() as m:
             m.setattr(point, "take_leaf", lambda *a, **k: None)  # the general path
+            m.setattr(point_pages, "take_pages", lambda parts: None)
             general = _open(data)[0].take(fields, cmap, rows)
         idx = pa.array(rows.astype(np.int64))
         for field, a, b in zip(fields, got, general, strict=True):
@@ -225,9 +232,10 @@ def _scattered_sets(edges: list[int]) -> list[np.ndarray]:
 
 @pytest.fixture
 def sizes_answered(monkeypatch) -> list[tuple[str, int, bool]]:
-    """(column, rows, compressed_only) of each take the point path answered."""
+    """(column, rows, compressed_only) of each take the point path answered (page by
+    page, or a take of rows in several pages in one pass)."""
     seen: list[tuple[str, int, bool]] = []
-    take_leaf = point.take_leaf
+    take_leaf, take_pages = point.take_leaf, point_pages.take_pages
 
     def counted(column, rows, **kw):
         out = take_leaf(column, rows, **kw)
@@ -235,7 +243,15 @@ def sizes_answered(monkeypatch) -> list[tuple[str, int, bool]]:
             seen.append((column.where, int(rows.size), bool(kw.get("compressed_only"))))
         return out
 
+    def counted_pages(parts):
+        out = take_pages(parts)
+        if out is not None:
+            [(column, rows)] = parts
+            seen.append((column.where, int(rows.size), False))
+        return out
+
     monkeypatch.setattr(point, "take_leaf", counted)
+    monkeypatch.setattr(point_pages, "take_pages", counted_pages)
     return seen
 
 
@@ -249,6 +265,7 @@ def test_scattered_takes_match_general_path(written, sizes_answered, monkeypatch
         got = reader.take(fields, cmap, rows)
         with monkeypatch.context() as m:
             m.setattr(point, "take_leaf", lambda *a, **k: None)
+            m.setattr(point_pages, "take_pages", lambda parts: None)
             general = _open(data)[0].take(fields, cmap, rows)
         idx = pa.array(rows.astype(np.int64))
         for field, a, b in zip(fields, got, general, strict=True):
@@ -270,8 +287,6 @@ def test_scattered_takes_over_several_pages_take_them_together(written, monkeypa
     many-key lookup) takes the pages in one pass through point_pages.take_pages (counted,
     and answering): the same values as page by page (take_pages off), the general path
     and the table."""
-    from lance_sql.format.datafile import point_pages
-
     version, table, data, _, _ = written
     if version == "2.0":
         return  # (no point path)
@@ -290,14 +305,14 @@ def test_scattered_takes_over_several_pages_take_them_together(written, monkeypa
             assert version == "2.1", field.name
             continue
         answers.clear()
-        together = point.take_leaf(column, rows)
+        [together] = reader.take([field], cmap, rows)
         assert answers == [True], field.name
         with monkeypatch.context() as m:
             m.setattr(point_pages, "take_pages", lambda parts: None)
-            apart = point.take_leaf(column, rows)
+            [apart] = _open(data)[0].take([field], cmap, rows)
             m.setattr(point, "take_leaf", lambda *a, **k: None)
+            m.setattr(point_pages, "take_pages", lambda parts: None)
             [general] = _open(data)[0].take([field], cmap, rows)
-        assert together is not None and apart is not None
         assert_same(together, apart, field.name)
         assert_same(together, general, field.name)
         assert_same(together, table.column(field.name).take(idx), field.name)
@@ -439,6 +454,7 @@ def test_lz4_strings_one_row_a_chunk_join_the_strings(written, monkeypatch) -> N
     # (a page asked for one row takes it alone, without inflated_strings)
     assert all(h == n for h, n in shapes) and max(n for _, n in shapes) >= 2
     monkeypatch.setattr(point, "take_leaf", lambda *a, **k: None)  # the general path
+    monkeypatch.setattr(point_pages, "take_pages", lambda parts: None)
     [general] = _open(data)[0].take([field], cmap, rows)
     assert_same(got, general, "s_lz4 general")
 
@@ -665,6 +681,7 @@ def test_takes_from_a_mapped_file_use_views_and_equal_copies(written, tmp_path,
         in_memory = _open(data)[0].take(fields, cmap, rows)
         with monkeypatch.context() as m:
             m.setattr(point, "take_leaf", lambda *a, **k: None)
+            m.setattr(point_pages, "take_pages", lambda parts: None)
             general = _open(data)[0].take(fields, cmap, rows)
         idx = pa.array(rows.astype(np.int64))
         for field, a, b, c in zip(fields, got, in_memory, general, strict=True):

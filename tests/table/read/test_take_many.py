@@ -150,6 +150,7 @@ def test_take_pages_equals_the_general_path(written, monkeypatch) -> None:
             parts.append((column, rows))
             with monkeypatch.context() as m:
                 m.setattr(point, "take_leaf", lambda *a, **k: None)
+                m.setattr(point_pages, "take_pages", lambda parts: None)
                 general.append(reader.take([field], rows)[0])
         tiled = point.TILED_CALLS[0]
         together = point_pages.take_pages(parts)
