@@ -18,6 +18,7 @@ values (tests compare the two).
 
 from __future__ import annotations
 
+import operator
 import struct
 
 import numpy as np
@@ -317,6 +318,11 @@ def inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarr
     floor = (counts + 1) * wb  # the offsets' bytes: every string lies after them
     if (sizes < floor).any():
         raise FormatError(f"{where}: string chunk too small for its offsets")
+    tiled = _tiled(pieces, sizes)
+    if tiled is not None:
+        block = _tiled_strings(*tiled, wb, sizes, floor, sel, pos, where)
+        return block if cz.kind(enc) == "variable" else fsst_decode(enc.fsst.symbol_table,
+                                                                    block, where)
     views = [memoryview(p) for p in pieces]
     single = heads.size == sel.size
     # the offset words each chunk's rows need: from its first row's to its last row's + 1
@@ -353,6 +359,45 @@ def inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarr
     block = Variable(offsets, data, pos.size)
     return block if cz.kind(enc) == "variable" else fsst_decode(enc.fsst.symbol_table, block,
                                                                 where)
+
+
+# Counts of :func:`inflated_strings` calls answered from one tiled buffer (tests).
+TILED_CALLS = [0]
+_ADDRESS = operator.attrgetter("address")
+
+
+def _tiled(pieces: list, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``pieces`` as one byte array and where each starts in it, when they are Arrow
+    buffers lying back to back in memory (the slices of one inflated frame that
+    :func:`~.lz4_frames.inflate_exact` returns); else None. The array views memory the
+    pieces themselves cover (each starts where the one before ends), and keeps them
+    alive, so no copy and no per-piece slicing is needed."""
+    if len(pieces) < 2 or set(map(type, pieces)) != {pa.Buffer}:
+        return None
+    addr = np.fromiter(map(_ADDRESS, pieces), np.int64, len(pieces))
+    if not np.array_equal(addr[1:], addr[:-1] + sizes[:-1]):
+        return None
+    whole = pa.foreign_buffer(int(addr[0]), int(sizes.sum()), base=pieces)
+    TILED_CALLS[0] += 1
+    return np.frombuffer(whole, np.uint8), addr - addr[0]
+
+
+def _tiled_strings(data: np.ndarray, base: np.ndarray, wb: int, sizes: np.ndarray,
+                   floor: np.ndarray, sel: np.ndarray, pos: np.ndarray, where: str
+                   ) -> Variable:
+    """:func:`inflated_strings` of chunks lying back to back in ``data`` (chunk ``c`` at
+    ``base[c]``): each row's two offset words and then its bytes gathered by index, with
+    the same checks (callers have bounded ``pos`` by the counts, the sizes by the
+    offsets they hold)."""
+    at = base[sel] + pos * wb  # each row's offset word, then the next row's
+    words = data[at[:, None] + np.arange(2 * wb)].view(f"<u{wb}").astype(np.int64)
+    lo, hi = words[:, 0], words[:, 1]
+    if (hi < lo).any() or (hi > sizes[sel]).any() or (lo < floor[sel]).any():
+        raise FormatError(f"{where}: string offsets point outside their chunk")
+    lens = hi - lo
+    offsets = np.zeros(pos.size + 1, np.int64)
+    lens.cumsum(out=offsets[1:])
+    return Variable(offsets, data[cz.range_indices(base[sel] + lo, lens)], pos.size)
 
 
 def _read_chunk(page: MiniBlockPage, chunk: int) -> bytes | memoryview:

@@ -99,6 +99,42 @@ def _uniform(pages: list[MiniBlockPage]) -> bool:
     return True
 
 
+def _rows_in_chunks(pieces: list[tuple[MiniBlockPage, np.ndarray, str]]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's chunk (in its page) and place in that chunk, for every piece's rows one
+    after the other, and the pieces' row counts. Pages whose chunks (but a shorter last
+    one) all hold ``2**shift`` rows, the usual case, are done in a few calls for all the
+    pieces together; others by a search of their chunks' row ends. A row past its
+    page's chunks is a FormatError."""
+    lengths = np.fromiter((rows.size for _, rows, _ in pieces), np.int64, len(pieces))
+    shifts = [page.shift for page, _, _ in pieces]
+    rows = np.concatenate([rows for _, rows, _ in pieces])
+    if None not in shifts:
+        shift = np.repeat(np.array(shifts, np.int64), lengths)
+        cid = rows >> shift
+        pos = rows & ((1 << shift) - 1)
+    else:
+        cids, places = [], []
+        for page, page_rows, _ in pieces:
+            if page.shift is not None:
+                cids.append(page_rows >> page.shift)
+                places.append(page_rows & ((1 << page.shift) - 1))
+            else:
+                c = page.row_end.searchsorted(page_rows, "right")
+                cids.append(c)
+                places.append(page_rows - page.first_row[np.minimum(
+                    c, page.first_row.size - 1)])
+        cid, pos = np.concatenate(cids), np.concatenate(places)
+    limit = np.repeat(np.fromiter((page.chunk_sizes.size for page, _, _ in pieces),
+                                  np.int64, len(pieces)), lengths)
+    past = cid >= limit
+    if past.any():
+        i = int(past.argmax())
+        piece = int(np.searchsorted(lengths.cumsum(), i, "right"))
+        raise FormatError(f"{pieces[piece][2]}: row {int(rows[i])} past the page's chunks")
+    return cid, pos, lengths
+
+
 class _Chunks:
     """The chunks of every piece's rows: per piece its bytes (a view of the file or a
     copy) and where its chunks lie in them; for all pieces together the chunk sizes,
@@ -108,42 +144,32 @@ class _Chunks:
         large = pieces[0][0].large
         nbytes = 6 if large else 4  # the level count (u16) and the buffer size
         at_header = np.arange(nbytes)
-        raws, cstarts, headers, sizes, counts, news, positions = [], [], [], [], [], [], []
-        chunk_ends, row_ends = [], []
-        nchunks = nrows = 0
-        for page, rows, where in pieces:
-            shift = page.shift
-            if shift is not None:  # every chunk but a shorter last one holds 2**shift rows
-                cid = rows >> shift
-            else:
-                cid = page.row_end.searchsorted(rows, "right")
-            if int(cid[-1]) >= page.chunk_sizes.size:
-                raise FormatError(f"{where}: row {int(rows[-1])} past the page's chunks")
-            new = np.empty(cid.size, bool)  # rows ascend: a new chunk where the id changes
-            new[0] = True
-            np.not_equal(cid[1:], cid[:-1], out=new[1:])
-            chunks = cid[new]
+        cid, pos, lengths = _rows_in_chunks(pieces)  # (cid: each row's chunk in its page)
+        new = np.empty(cid.size, bool)  # rows ascend in a piece: a new chunk where the
+        new[0] = True  # chunk id changes, or a piece starts
+        np.not_equal(cid[1:], cid[:-1], out=new[1:])
+        row_ends = lengths.cumsum()
+        new[row_ends[:-1]] = True
+        heads = new.nonzero()[0]  # the first row of each chunk
+        all_chunks = cid[heads]
+        first_chunks = np.searchsorted(heads, row_ends - lengths)
+        chunk_ends = [*first_chunks[1:].tolist(), heads.size]
+        raws, cstarts, headers, sizes, counts = [], [], [], [], []
+        for (page, _, _), a, b in zip(pieces, first_chunks.tolist(), chunk_ends, strict=True):
+            chunks = all_chunks[a:b]
             raw, cstart = page.chunk_bytes(chunks, point.SCATTERED_GAP)
             raws.append(raw)
             cstarts.append(cstart)
             headers.append(raw[cstart[:, None] + at_header])
             sizes.append(page.chunk_sizes[chunks])
             counts.append(page.chunk_values[chunks])
-            news.append(new)
-            positions.append(rows & ((1 << shift) - 1) if shift is not None
-                             else rows - page.first_row[cid])
-            nchunks += chunks.size
-            nrows += rows.size
-            chunk_ends.append(nchunks)
-            row_ends.append(nrows)
         self.pieces = pieces
         self.raws = raws
         self.chunk_ends = chunk_ends
-        self.row_ends = row_ends
-        new = np.concatenate(news)
+        self.row_ends = row_ends.tolist()
         self.sel = new.cumsum() - 1  # each row's chunk among all the pieces' chunks
-        self.heads = new.nonzero()[0]  # the first row of each chunk
-        self.pos = np.concatenate(positions)
+        self.heads = heads
+        self.pos = pos
         self.counts = np.concatenate(counts)
         csize = np.concatenate(sizes)
         words = np.concatenate(headers).view("<u2").astype(np.int64)

@@ -18,7 +18,7 @@ import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from lance_sql.errors import FormatError, InvalidInputError, LanceError, UnsupportedFeatureError
-from lance_sql.format.datafile import container, point
+from lance_sql.format.datafile import container, point, point_pages
 from lance_sql.format.datafile.decode_v2_0 import (
     PageContext,
     check_buffer_references,
@@ -468,6 +468,11 @@ class LanceFileReader:
             return point.read_run(column, int(starts[0]), int(ends[0]))
         if rows.size > point.MAX_ROWS and not point.scattered(rows.size, starts.size):
             return point.take_leaf(column, rows, compressed_only=True)
+        page_of = column.info.row_starts.searchsorted([rows[0], rows[-1]], "right")
+        if page_of[0] < page_of[1]:  # rows in several pages: taken in one pass
+            together = point_pages.take_pages([(column, rows)])
+            if together is not None:
+                return together
         return point.take_leaf(column, rows)
 
     def take_row(self, fields: Sequence[LanceField], column_indices: Mapping[int, int],

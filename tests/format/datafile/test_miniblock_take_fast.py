@@ -20,6 +20,7 @@ from lance_sql.format.datafile import (
     LanceFileReader,
     LanceFileWriter,
     point,
+    point_pages,
     sparse,
 )
 from lance_sql.format.datafile import bitpacking as bp
@@ -248,6 +249,7 @@ def test_pylance_v21_file(tmp_path, counters: Counters, monkeypatch) -> None:
     # the general path's fast paths on a pylance file (scattered takes would otherwise go
     # through format/datafile/point.py, compared with this path in test_point_take.py)
     monkeypatch.setattr(point, "take_leaf", lambda *a, **k: None)
+    monkeypatch.setattr(point_pages, "take_pages", lambda parts: None)
     n = 20_011
     table = _table(n, seed=3)
     path = tmp_path / "f.lance"

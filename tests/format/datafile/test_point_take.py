@@ -18,7 +18,13 @@ import pytest
 from datafile_helpers import assert_same
 
 from lance_sql.errors import FormatError, InvalidInputError
-from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter, point
+from lance_sql.format.datafile import (
+    BytesSource,
+    LanceFileReader,
+    LanceFileWriter,
+    point,
+    point_pages,
+)
 from lance_sql.format.datafile.decode_v2_1 import column_fields
 from lance_sql.format.schema import LanceSchema
 
@@ -130,6 +136,7 @@ def test_point_take_matches_general_path(written, answered, monkeypatch) -> None
         got = reader.take(fields, cmap, rows)
         with monkeypatch.context() as m:
             m.setattr(point, "take_leaf", lambda *a, **k: None)  # the general path
+            m.setattr(point_pages, "take_pages", lambda parts: None)
             general = _open(data)[0].take(fields, cmap, rows)
         idx = pa.array(rows.astype(np.int64))
         for field, a, b in zip(fields, got, general, strict=True):
@@ -225,9 +232,10 @@ def _scattered_sets(edges: list[int]) -> list[np.ndarray]:
 
 @pytest.fixture
 def sizes_answered(monkeypatch) -> list[tuple[str, int, bool]]:
-    """(column, rows, compressed_only) of each take the point path answered."""
+    """(column, rows, compressed_only) of each take the point path answered (page by
+    page, or a take of rows in several pages in one pass)."""
     seen: list[tuple[str, int, bool]] = []
-    take_leaf = point.take_leaf
+    take_leaf, take_pages = point.take_leaf, point_pages.take_pages
 
     def counted(column, rows, **kw):
         out = take_leaf(column, rows, **kw)
@@ -235,7 +243,15 @@ def sizes_answered(monkeypatch) -> list[tuple[str, int, bool]]:
             seen.append((column.where, int(rows.size), bool(kw.get("compressed_only"))))
         return out
 
+    def counted_pages(parts):
+        out = take_pages(parts)
+        if out is not None:
+            [(column, rows)] = parts
+            seen.append((column.where, int(rows.size), False))
+        return out
+
     monkeypatch.setattr(point, "take_leaf", counted)
+    monkeypatch.setattr(point_pages, "take_pages", counted_pages)
     return seen
 
 
@@ -249,6 +265,7 @@ def test_scattered_takes_match_general_path(written, sizes_answered, monkeypatch
         got = reader.take(fields, cmap, rows)
         with monkeypatch.context() as m:
             m.setattr(point, "take_leaf", lambda *a, **k: None)
+            m.setattr(point_pages, "take_pages", lambda parts: None)
             general = _open(data)[0].take(fields, cmap, rows)
         idx = pa.array(rows.astype(np.int64))
         for field, a, b in zip(fields, got, general, strict=True):
@@ -262,6 +279,43 @@ def test_scattered_takes_match_general_path(written, sizes_answered, monkeypatch
         big = [n for where, n, only in sizes_answered
                if f"(field {name!r})" in where and not only and n > point.MAX_ROWS]
         assert big and max(big) >= 4000, name
+
+
+def test_scattered_takes_over_several_pages_take_them_together(written, monkeypatch
+                                                               ) -> None:
+    """A scattered take of a plain column's rows in several pages (the BTREE's ids of a
+    many-key lookup) takes the pages in one pass through point_pages.take_pages (counted,
+    and answering): the same values as page by page (take_pages off), the general path
+    and the table."""
+    version, table, data, _, _ = written
+    if version == "2.0":
+        return  # (no point path)
+    inner, answers = point_pages.take_pages, []
+    monkeypatch.setattr(point_pages, "take_pages",
+                        lambda parts: answers.append(inner(parts) is not None) or inner(parts))
+    fields = [f for f in LanceFileReader(BytesSource(data)).schema.fields
+              if f.name in ("i64", "u8", "f64", "s_lz4")]
+    rows = np.sort(np.random.default_rng(4).choice(N, 2000, replace=False))
+    idx = pa.array(rows)
+    for field in fields:
+        reader, cmap = _open(data)
+        column = reader.point_column(field, cmap)
+        assert column is not None
+        if column.info.row_starts.size == 2:  # one page (pylance's 2.1 pages are big)
+            assert version == "2.1", field.name
+            continue
+        answers.clear()
+        [together] = reader.take([field], cmap, rows)
+        assert answers == [True], field.name
+        with monkeypatch.context() as m:
+            m.setattr(point_pages, "take_pages", lambda parts: None)
+            [apart] = _open(data)[0].take([field], cmap, rows)
+            m.setattr(point, "take_leaf", lambda *a, **k: None)
+            m.setattr(point_pages, "take_pages", lambda parts: None)
+            [general] = _open(data)[0].take([field], cmap, rows)
+        assert_same(together, apart, field.name)
+        assert_same(together, general, field.name)
+        assert_same(together, table.column(field.name).take(idx), field.name)
 
 
 def test_dense_large_takes_stay_on_the_general_path(written, sizes_answered) -> None:
@@ -400,6 +454,7 @@ def test_lz4_strings_one_row_a_chunk_join_the_strings(written, monkeypatch) -> N
     # (a page asked for one row takes it alone, without inflated_strings)
     assert all(h == n for h, n in shapes) and max(n for _, n in shapes) >= 2
     monkeypatch.setattr(point, "take_leaf", lambda *a, **k: None)  # the general path
+    monkeypatch.setattr(point_pages, "take_pages", lambda parts: None)
     [general] = _open(data)[0].take([field], cmap, rows)
     assert_same(got, general, "s_lz4 general")
 
@@ -464,6 +519,55 @@ def test_inflated_strings_one_row_a_chunk_and_several_give_the_strings() -> None
     assert block.data.tobytes() == b"".join(words[c][p] for c, p in
                                             zip(sel.tolist(), pos.tolist(), strict=True))
     assert block.n == sel.size == 44
+
+
+def test_inflated_strings_of_one_buffers_slices_equal_separate_copies() -> None:
+    """Chunks that are back-to-back slices of one Arrow buffer (what one inflated LZ4
+    frame gives) are read as one array (counted): the same strings as the same chunks
+    as separate bytes, for one wanted row a chunk and several; bad offsets in one of them
+    are still a FormatError; buffers not back to back take the per-chunk path."""
+    from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+
+    enc = pb.CompressiveEncoding()
+    enc.variable.offsets.flat.bits_per_value = 32
+    rng = np.random.default_rng(11)
+    chunks = []
+    for c in range(30):
+        strings = [f"k{c}-{'z' * int(k)}".encode() for k in rng.integers(0, 12, 20)]
+        offs = 21 * 4 + np.concatenate(([0], np.cumsum([len(x) for x in strings])))
+        chunks.append(offs.astype("<u4").tobytes() + b"".join(strings))
+    whole = pa.py_buffer(b"".join(chunks))
+    starts = np.concatenate(([0], np.cumsum([len(x) for x in chunks])))
+    sliced = [whole.slice(int(a), len(x)) for a, x in zip(starts, chunks, strict=False)]
+    counts = np.full(30, 20)
+    sel = np.concatenate(([0, 0, 0], np.arange(1, 30)))
+    pos = np.concatenate(([2, 7, 19], rng.integers(0, 20, 29)))
+    heads = np.flatnonzero(np.concatenate(([True], sel[1:] != sel[:-1])))
+    cases = [(np.arange(30), rng.integers(0, 20, 30), np.arange(30)), (sel, pos, heads)]
+    for s, p, h in cases:
+        before = point.TILED_CALLS[0]
+        tiled = point.inflated_strings(enc, sliced, counts, s, p, h, "t")
+        assert point.TILED_CALLS[0] == before + 1
+        apart = point.inflated_strings(enc, chunks, counts, s, p, h, "t")
+        assert point.TILED_CALLS[0] == before + 1
+        assert tiled.data.tobytes() == apart.data.tobytes() == b"".join(
+            chunks[c][int(w[0]):int(w[1])] for c, w in
+            ((c, np.frombuffer(chunks[c], "<u4", 21)[q : q + 2]) for c, q in
+             zip(s.tolist(), p.tolist(), strict=True)))
+        assert tiled.offsets.tolist() == apart.offsets.tolist()
+    # separate Arrow buffers (not back to back): not read as one
+    before = point.TILED_CALLS[0]
+    point.inflated_strings(enc, [pa.py_buffer(x) for x in chunks], counts, *cases[0], "t")
+    assert point.TILED_CALLS[0] == before
+    bad = bytearray(b"".join(chunks))
+    at = int(starts[4]) + 4 * 3
+    bad[at : at + 4] = (10**6).to_bytes(4, "little")  # chunk 4's row 3 ends past it
+    whole = pa.py_buffer(bytes(bad))
+    sliced = [whole.slice(int(a), len(x)) for a, x in zip(starts, chunks, strict=False)]
+    pos = np.zeros(30, np.int64)
+    pos[4] = 2
+    with pytest.raises(FormatError, match="outside their chunk"):
+        point.inflated_strings(enc, sliced, counts, np.arange(30), pos, np.arange(30), "t")
 
 
 class _CountingSource(BytesSource):
@@ -577,6 +681,7 @@ def test_takes_from_a_mapped_file_use_views_and_equal_copies(written, tmp_path,
         in_memory = _open(data)[0].take(fields, cmap, rows)
         with monkeypatch.context() as m:
             m.setattr(point, "take_leaf", lambda *a, **k: None)
+            m.setattr(point_pages, "take_pages", lambda parts: None)
             general = _open(data)[0].take(fields, cmap, rows)
         idx = pa.array(rows.astype(np.int64))
         for field, a, b, c in zip(fields, got, in_memory, general, strict=True):

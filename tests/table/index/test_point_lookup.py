@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.format.datafile import point
+from lance_sql.format.datafile import point, point_pages
 from lance_sql.table.read import scan
 
 ROWS = 30_000
@@ -164,6 +164,7 @@ def test_lookups_use_the_point_paths(table, monkeypatch) -> None:
     assert any("page_data.lance" in w for w in taken)  # the ids of the index
     assert any("page_data.lance" not in w for w in taken) == (version != "2.0")
     monkeypatch.setattr(point, "take_leaf", lambda *a, **k: None)  # the general path
+    monkeypatch.setattr(point_pages, "take_pages", lambda parts: None)
     monkeypatch.setattr(point, "ints_at", lambda *a, **k: None)
     monkeypatch.setattr(point, "search_sorted", lambda *a, **k: None)
     lance_sql.default_runtime().cache.clear()

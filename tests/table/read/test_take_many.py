@@ -150,12 +150,50 @@ def test_take_pages_equals_the_general_path(written, monkeypatch) -> None:
             parts.append((column, rows))
             with monkeypatch.context() as m:
                 m.setattr(point, "take_leaf", lambda *a, **k: None)
+                m.setattr(point_pages, "take_pages", lambda parts: None)
                 general.append(reader.take([field], rows)[0])
+        tiled = point.TILED_CALLS[0]
         together = point_pages.take_pages(parts)
         assert together is not None, name
+        # LZ4 strings: every file's chunks inflate into one buffer, read as one array
+        assert point.TILED_CALLS[0] == tiled + (name == "s_lz4"), name
         assert together.equals(pa.concat_arrays(general)), name
         assert together.equals(pa.concat_arrays([point.take_leaf(c, r) for c, r in parts]))
     assert point_pages.take_pages([]) is None
+
+
+def test_take_pages_of_pages_without_power_of_two_chunks(written, monkeypatch) -> None:
+    """Pages whose chunks do not all hold ``2**shift`` rows find each row's chunk by a
+    search of the chunks' row ends: with every other page made such a page (its shift
+    forgotten; its row ends still true) take_pages gives the same values, and a row past
+    a page's chunks (its chunk list cut short) is a FormatError either way."""
+    from lance_sql.table.files.reader import FragmentReader
+
+    uri, _ = written
+    ds = lance_sql.dataset(uri)
+    rng = np.random.default_rng(9)
+    for name in ("id", "s_lz4"):
+        field = next(f for f in ds.manifest.schema.fields if f.name == name)
+        parts = []
+        for frag in ds.manifest.fragments:
+            column = FragmentReader(ds.store, ds.manifest, frag).point_column(field)
+            assert column is not None
+            parts.append((column, np.unique(rng.integers(0, frag.physical_rows, 200))))
+        plain = point_pages.take_pages(parts)
+        assert plain is not None
+        pages = [page for column, _ in parts
+                 for page in map(column.page, range(column.info.row_starts.size - 1))
+                 if page.shift is not None]  # (loaded: take_pages loads those it takes)
+        assert pages, name  # (pylance writes strings in chunks of 256 rows but no shift)
+        with monkeypatch.context() as m:
+            for page in pages[::2]:
+                m.setattr(page, "shift", None)
+            assert point_pages.take_pages(parts) == plain, name
+            for page in pages[:2]:  # shift or none: a row past the cut chunks
+                m.setattr(page, "chunk_sizes", page.chunk_sizes[:1])
+            with pytest.raises(FormatError, match="past the page's chunks"):
+                point_pages.take_pages(parts)
+        assert point_pages.take_pages(parts) == plain
 
 
 def test_a_corrupt_chunk_is_a_format_error(tmp_path, monkeypatch) -> None:
