@@ -18,6 +18,7 @@ once per page) a row's chunk is ``row >> k``, otherwise a ``searchsorted`` finds
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -76,6 +77,9 @@ class MiniBlockPage:
             raise FormatError(f"{where}: {self.nbuf} buffers per chunk do not fit the encoding")
         self.large = bool(layout.has_large_chunk)
         self._loaded = False
+        # a page decoder is shared by the threads scanning its file: the first use parses
+        # the metadata under this lock, and ``_loaded`` is set only once all of it is in place
+        self._load_lock = threading.Lock()
         # what point takes derive from the layout (lance_sql.format.datafile.point),
         # made on first use: a page's layout never changes
         self.point_layout: tuple | None = None
@@ -90,6 +94,11 @@ class MiniBlockPage:
     def _load(self) -> None:
         if self._loaded:
             return
+        with self._load_lock:
+            if not self._loaded:
+                self._load_metadata()
+
+    def _load_metadata(self) -> None:
         where = self.where
         meta = np.frombuffer(self._buffer(0), np.uint8)
         width = 4 if self.large else 2
