@@ -28,46 +28,15 @@ import pyarrow as pa
 from lance_sql.errors import FormatError
 
 MAX_BLOCK = 4 << 20  # the largest block an LZ4 frame holds (block size id 7)
-_MAGIC = np.frombuffer(b"\x04\x22\x4d\x18", np.uint8)
+_MAGIC = b"\x04\x22\x4d\x18"
 _FLG = 0x40 | 0x20 | 0x08  # version 01, independent blocks, content size recorded
 _BLOCK_IDS = ((64 << 10, 4), (256 << 10, 5), (1 << 20, 6), (4 << 20, 7))
-_HEADER = 15  # magic, FLG, BD, content size, header checksum
 _END = b"\0\0\0\0"
-
-_P1, _P2, _P3, _P4, _P5 = (np.uint32(p) for p in (2654435761, 2246822519, 3266489917,
-                                                   668265263, 374761393))  # fmt: skip
-
-
-def xxh32_short(rows: np.ndarray) -> np.ndarray:
-    """XXH32 (seed 0) of each row of a ``(n, length)`` uint8 array, ``length`` < 16
-    (the short-input path of the algorithm: words, then bytes, then the avalanche)."""
-    n, length = rows.shape
-    if length >= 16:
-        raise ValueError("xxh32_short hashes fewer than 16 bytes a row")
-
-    def rotl(x: np.ndarray, r: int) -> np.ndarray:
-        return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
-
-    h = np.full(n, np.uint32(374761393 + length), np.uint32)
-    words = length // 4
-    if words:
-        lanes = np.ascontiguousarray(rows[:, : 4 * words]).view("<u4").astype(np.uint32)
-        for k in range(words):
-            h = rotl(h + lanes[:, k] * _P3, 17) * _P4
-    for k in range(4 * words, length):
-        h = rotl(h + rows[:, k].astype(np.uint32) * _P5, 11) * _P1
-    h ^= h >> np.uint32(15)
-    h *= _P2
-    h ^= h >> np.uint32(13)
-    h *= _P3
-    h ^= h >> np.uint32(16)
-    return h
-
 
 def prefixes(raw: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The u32 inflated-size prefix of the buffers at ``pos`` (each at least 4 bytes)."""
-    head = raw[pos[:, None] + np.arange(4)[None, :]].astype(np.int64)
-    return head[:, 0] | (head[:, 1] << 8) | (head[:, 2] << 16) | (head[:, 3] << 24)
+    # gathered side by side, the prefixes are contiguous and view as u32 words
+    return raw[pos[:, None] + np.arange(4)].view("<u4")[:, 0].astype(np.int64)
 
 
 def fits(sizes: np.ndarray, full: np.ndarray) -> bool:
@@ -83,8 +52,8 @@ class FrameGroups:
     first), each group inflated by one codec call as one LZ4 frame (:meth:`inflate`),
     from any thread. Group ``g`` is buffers ``starts[g]`` to ``starts[g + 1] - 1``.
 
-    The frame headers of all groups are made at once (a few numpy calls), so a group
-    costs one join of its blocks and one call, whatever its number of buffers. liblz4
+    A group costs one header (:func:`frame_header`), one join of its blocks and one
+    call, whatever its number of buffers. liblz4
     checks each group's total against the sum of its prefixes; a single buffer's size is
     not checked by the codec (the caller checks what its prefix places, see
     :func:`compressive._lz4_variable`).
@@ -105,16 +74,8 @@ class FrameGroups:
         first = np.asarray(starts, np.int64)
         totals = np.add.reduceat(full, first)
         block_max = np.maximum.reduceat(np.maximum(sizes - 4, full), first)
-        ids = np.full(first.size, _BLOCK_IDS[-1][1], np.uint8)
-        for limit, code in reversed(_BLOCK_IDS[:-1]):
-            ids[block_max <= limit] = code
-        heads = np.zeros((first.size, _HEADER), np.uint8)
-        heads[:, 0:4] = _MAGIC
-        heads[:, 4] = _FLG
-        heads[:, 5] = ids << 4
-        heads[:, 6:14] = totals.astype("<u8").view(np.uint8).reshape(-1, 8)
-        heads[:, 14] = (xxh32_short(heads[:, 4:14]) >> np.uint32(8)).astype(np.uint8)
-        self._heads = heads.reshape(-1).data
+        self._heads = [frame_header(t, m) for t, m in zip(totals.tolist(),
+                                                          block_max.tolist(), strict=True)]
         self._blocks = (sizes - 4).astype("<u4").view(np.uint8).data  # block sizes
         self._raw = raw.data
         self._lo = (pos + 4).tolist()
@@ -128,28 +89,19 @@ class FrameGroups:
         before it in the group says). Raises :class:`FormatError` when one is corrupt or
         the group does not inflate to the sum of its prefixes."""
         a, b = self._bounds[g], self._bounds[g + 1]
-        bv, rv = self._blocks, self._raw
-        parts: list[memoryview | bytes] = [_END] * (2 * (b - a) + 2)
-        parts[0] = self._heads[g * _HEADER : (g + 1) * _HEADER]
-        parts[1:-1:2] = [bv[k : k + 4] for k in range(4 * a, 4 * b, 4)]
-        parts[2:-1:2] = [rv[x:y] for x, y in zip(self._lo[a:b], self._hi[a:b], strict=True)]
-        total = self._totals[g]
-        try:
-            out = _codec().decompress(b"".join(parts), decompressed_size=total)
-        except (OSError, pa.ArrowException, ValueError) as exc:
-            raise FormatError(f"{self._where}: corrupt LZ4 buffer: {exc}") from exc
-        if out.size != total:
-            raise FormatError(f"{self._where}: LZ4 buffers inflate to {out.size} bytes, "
-                              f"not {total}")  # fmt: skip
-        return out
+        rv = self._raw
+        return _inflate_frame(self._heads[g], self._blocks[4 * a : 4 * b],
+                              [rv[x:y] for x, y in zip(self._lo[a:b], self._hi[a:b],
+                                                       strict=True)],
+                              self._totals[g], self._where)
 
 
 _M32 = 0xFFFFFFFF
 
 
 def xxh32_small(data: bytes) -> int:
-    """XXH32 (seed 0) of fewer than 16 bytes, in Python ints: one frame header's
-    checksum costs less so than through the vectorised :func:`xxh32_short`."""
+    """XXH32 (seed 0) of fewer than 16 bytes (a frame descriptor's), in Python ints: the
+    short-input path of the algorithm (words, then bytes, then the avalanche)."""
     if len(data) >= 16:
         raise ValueError("xxh32_small hashes fewer than 16 bytes")
     p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
@@ -179,7 +131,7 @@ def frame_header(content_size: int, block_max: int) -> bytes:
 @lru_cache(maxsize=4096)  # chunk sizes repeat: a one-row take makes no header twice
 def _header(content_size: int, code: int) -> bytes:
     descriptor = bytes([_FLG, code << 4]) + content_size.to_bytes(8, "little")
-    return bytes(_MAGIC) + descriptor + bytes([(xxh32_small(descriptor) >> 8) & 0xFF])
+    return _MAGIC + descriptor + bytes([(xxh32_small(descriptor) >> 8) & 0xFF])
 
 
 def inflate_exact(blocks: Sequence[memoryview | bytes], sizes: Sequence[int],
@@ -210,18 +162,10 @@ def inflate_exact(blocks: Sequence[memoryview | bytes], sizes: Sequence[int],
         return out
     picked = [sizes[i] for i in framed]
     lengths = np.fromiter((len(blocks[i]) for i in framed), np.int64, len(framed))
-    words = lengths.astype("<u4").tobytes()
-    parts: list[memoryview | bytes] = [_END] * (2 * len(framed) + 2)
     total = sum(picked)
-    parts[0] = frame_header(total, max(max(picked), int(lengths.max())))
-    parts[1:-1:2] = [words[4 * k : 4 * k + 4] for k in range(len(framed))]
-    parts[2:-1:2] = [blocks[i] for i in framed]
-    try:
-        whole = _codec().decompress(b"".join(parts), decompressed_size=total)
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        raise FormatError(f"{where}: corrupt LZ4 buffer: {exc}") from exc
-    if whole.size != total:
-        raise FormatError(f"{where}: LZ4 buffers inflate to {whole.size} bytes, not {total}")
+    whole = _inflate_frame(frame_header(total, max(max(picked), int(lengths.max()))),
+                           memoryview(lengths.astype("<u4").tobytes()),
+                           [blocks[i] for i in framed], total, where)
     at = 0
     for i, size in zip(framed, picked, strict=True):
         out[i] = whole.slice(at, size)
@@ -231,14 +175,24 @@ def inflate_exact(blocks: Sequence[memoryview | bytes], sizes: Sequence[int],
 
 def _inflate_one(block: memoryview | bytes, size: int, where: str) -> pa.Buffer:
     """:func:`inflate_exact` of one block that fits a frame, with less Python around."""
-    frame = b"".join((frame_header(size, max(size, len(block))),
-                      len(block).to_bytes(4, "little"), block, _END))
+    return _inflate_frame(frame_header(size, max(size, len(block))),
+                          memoryview(len(block).to_bytes(4, "little")), [block], size, where)
+
+
+def _inflate_frame(header: bytes, words: memoryview, blocks: Sequence[memoryview | bytes],
+                   total: int, where: str) -> pa.Buffer:
+    """The frame of ``header``, each block after its size word (``words``: u32 each) and
+    the end mark, inflated in one codec call, which checks it inflates to ``total``."""
+    parts: list[memoryview | bytes] = [_END] * (2 * len(blocks) + 2)
+    parts[0] = header
+    parts[1:-1:2] = [words[k : k + 4] for k in range(0, 4 * len(blocks), 4)]
+    parts[2:-1:2] = blocks
     try:
-        out = _codec().decompress(frame, decompressed_size=size)
+        out = _codec().decompress(b"".join(parts), decompressed_size=total)
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise FormatError(f"{where}: corrupt LZ4 buffer: {exc}") from exc
-    if out.size != size:
-        raise FormatError(f"{where}: LZ4 buffer inflates to {out.size} bytes, not {size}")
+    if out.size != total:
+        raise FormatError(f"{where}: LZ4 buffers inflate to {out.size} bytes, not {total}")
     return out
 
 

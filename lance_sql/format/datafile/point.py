@@ -282,8 +282,7 @@ def lz4_blocks(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
     their prefixes claim, read and bounded for all of them at once."""
     if (sizes < 4).any():
         raise FormatError(f"{where}: LZ4 buffer of {int(sizes.min())} bytes has no size prefix")
-    # the prefixes side by side: contiguous once gathered, so they view as u32 words
-    full = raw[pos[:, None] + np.arange(4)].view("<u4")[:, 0].astype(np.int64)
+    full = lz4_frames.prefixes(raw, pos)
     over = full > np.minimum(MAX_INFLATE, 255 * sizes + 64)
     if over.any():
         i = int(over.argmax())
