@@ -209,7 +209,7 @@ class LanceDataset:
     # -- metadata --------------------------------------------------------------------
     @property
     def version(self) -> int:
-        return self._manifest.version
+        return self._at[1].version
 
     @property
     def latest_version(self) -> int:
@@ -217,7 +217,7 @@ class LanceDataset:
 
     @property
     def manifest(self) -> Manifest:
-        return self._manifest
+        return self._at[1]
 
     @property
     def lance_schema(self) -> LanceSchema:
