@@ -10,6 +10,7 @@ MemTables): ``scanner()``, ``get()`` point lookups and ``nearest()`` top-k searc
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -206,6 +207,9 @@ class RoutingWriter:
         self.maintained_indexes = maintained_indexes
         self._schema = ds.manifest.schema
         self._writers: dict[uuid.UUID, RegionWriter] = {}
+        # puts may come from several threads: a region's writer is made (its region
+        # claimed) under this lock, once; a second claim would fence the first writer
+        self._claiming = threading.Lock()
 
     @property
     def writers(self) -> list[RegionWriter]:
@@ -224,7 +228,17 @@ class RoutingWriter:
             region_id = region_id_for(self.spec, values, first)
             writer = self._writers.get(region_id)
             if writer is None:
-                region = {f.field_id: values.column(f.field_id)[first].as_py()
+                writer = self._claim(region_id, values, first)
+            out.append((writer, rows.take(pa.array(positions))))
+        return out
+
+    def _claim(self, region_id: uuid.UUID, values: pa.Table, row: int) -> RegionWriter:
+        """The writer of ``region_id`` (whose values are row ``row`` of ``values``),
+        opened on its first rows, once whatever the threads putting them."""
+        with self._claiming:
+            writer = self._writers.get(region_id)
+            if writer is None:
+                region = {f.field_id: values.column(f.field_id)[row].as_py()
                           for f in self.spec.fields}
                 writer = RegionWriter(self.dataset.store, region_id, self._schema,
                                       data_format=self.dataset.manifest.data_format,
@@ -232,8 +246,7 @@ class RoutingWriter:
                                       config=self.config,
                                       maintained_indexes=self.maintained_indexes)
                 self._writers[region_id] = writer
-            out.append((writer, rows.take(pa.array(positions))))
-        return out
+            return writer
 
     def put(self, data: pa.Table | pa.RecordBatch) -> None:
         rows = pa.table(data) if isinstance(data, pa.RecordBatch) else data

@@ -37,8 +37,9 @@ class MemWalDataset(LanceDataset):
         """``ds`` (same version, store and commit settings) as a MemWalDataset."""
         if isinstance(ds, cls):
             return ds
+        ref, manifest = ds._at  # noqa: SLF001 - the base class's own state, read once
         return cls._opened(ds.uri, ds.store, ds.commit_config,  # type: ignore[return-value]
-                           ds._ref, ds.manifest)  # noqa: SLF001 - a view of the base class's own state
+                           ref, manifest)
 
     def initialize_mem_wal(
         self,

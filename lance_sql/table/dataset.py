@@ -167,16 +167,30 @@ class LanceDataset:
         self.uri = os.fspath(uri)
         self.store = store if store is not None else open_store(self.uri)
         self.commit_config = commit_config or CommitConfig()
-        self._ref = self._resolve(version)
-        self._manifest = load_manifest(self.store, self._ref)
+        ref = self._resolve(version)
+        self._at = (ref, load_manifest(self.store, ref))
 
     @classmethod
     def _opened(cls, uri: str, store: ObjectStore, config: CommitConfig, ref: VersionRef,
                 manifest: Manifest) -> LanceDataset:
         ds = cls.__new__(cls)
         ds.uri, ds.store, ds.commit_config = uri, store, config
-        ds._ref, ds._manifest = ref, manifest  # noqa: SLF001 - its own alternate constructor
+        ds._at = (ref, manifest)  # noqa: SLF001 - its own alternate constructor
         return ds
+
+    # The version this object is at, and its manifest: one pair, replaced as a whole when a
+    # write moves the object, so a thread reading through it while another writes sees one
+    # version or the other, never one's number with the other's manifest. A method that
+    # needs the manifest more than once (or the pair) reads ``_at`` once.
+    _at: tuple[VersionRef, Manifest]
+
+    @property
+    def _ref(self) -> VersionRef:
+        return self._at[0]
+
+    @property
+    def _manifest(self) -> Manifest:
+        return self._at[1]
 
     def _resolve(self, version: Version) -> VersionRef:
         handler = self.commit_config.handler
@@ -195,7 +209,7 @@ class LanceDataset:
     # -- metadata --------------------------------------------------------------------
     @property
     def version(self) -> int:
-        return self._manifest.version
+        return self._at[1].version
 
     @property
     def latest_version(self) -> int:
@@ -203,7 +217,7 @@ class LanceDataset:
 
     @property
     def manifest(self) -> Manifest:
-        return self._manifest
+        return self._at[1]
 
     @property
     def lance_schema(self) -> LanceSchema:
@@ -231,8 +245,9 @@ class LanceDataset:
         (the same instant, timezone-aware), ``operation``, ``num_rows`` and
         ``table_metadata`` (the table's key-value metadata at that version)."""
         out = []
+        mine, my_manifest = self._at
         for ref in list_versions(self.store):
-            manifest = self._manifest if ref == self._ref else load_manifest(self.store, ref)
+            manifest = my_manifest if ref == mine else load_manifest(self.store, ref)
             utc = commit_time(manifest.timestamp_ns)
             out.append(
                 {
@@ -278,9 +293,10 @@ class LanceDataset:
         """``use_scalar_index``: None (default) answers filters from BTREE indices where
         they help, scanning with an IndexFallbackWarning when an index is unreadable;
         True raises that error instead; False never uses indices."""
+        manifest = self._manifest  # one read: a write may move the dataset meanwhile
         return Scanner(
             self.store,
-            self._manifest,
+            manifest,
             columns=columns,
             filter=filter,
             batch_size=batch_size,
@@ -289,7 +305,7 @@ class LanceDataset:
             with_row_id=with_row_id,
             with_row_address=with_row_address,
             fragments=fragments,
-            indexed=indices.index_hook(self.store, self._manifest, use_scalar_index),
+            indexed=indices.index_hook(self.store, manifest, use_scalar_index),
         )
 
     def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,
@@ -311,10 +327,11 @@ class LanceDataset:
     def take(self, indices: Sequence[int] | np.ndarray,
              columns: Sequence[str] | None = None) -> pa.Table:
         """Rows at positions ``indices`` of this version (0 .. count_rows-1), in that order."""
-        total = self.count_rows()
+        manifest = self._manifest  # one read: a write may move the dataset meanwhile
+        total = manifest.num_rows
         positions = _integers(indices, f"take index (the table has {total} rows)",
                               total - 1).astype(np.int64)
-        frags = [f for f in self._manifest.fragments if f.num_rows]
+        frags = [f for f in manifest.fragments if f.num_rows]
         starts = np.cumsum([0] + [f.num_rows for f in frags])
         frag_index = np.searchsorted(starts, positions, side="right") - 1
         addresses = np.empty(len(positions), dtype=np.uint64)
@@ -322,12 +339,12 @@ class LanceDataset:
             selected = frag_index == i
             local = positions[selected] - starts[i]
             frag = frags[i]
-            deleted = deleted_offsets(self.store, self._manifest, frag)
+            deleted = deleted_offsets(self.store, manifest, frag)
             if len(deleted):
                 live = np.setdiff1d(np.arange(frag.physical_rows, dtype=np.int64), deleted)
                 local = live[local]
             addresses[selected] = (np.uint64(frag.id) << np.uint64(32)) | local.astype(np.uint64)
-        return self.take_addresses(addresses, columns)
+        return self._take_addresses(manifest, addresses, columns)
 
     def take_rows(self, row_ids: Sequence[int] | np.ndarray,
                   columns: Sequence[str] | None = None) -> pa.Table:
@@ -337,10 +354,11 @@ class LanceDataset:
         up in the row-id index; ids of deleted or unknown rows are skipped, as in pylance.
         """
         ids = _integers(row_ids, "row id", U64_MAX).astype(np.uint64)
-        if not self._manifest.uses_stable_row_ids:
-            return self.take_addresses(ids, columns)
-        addresses = row_id_index(self.store, self._manifest).lookup(ids)
-        return self.take_addresses(addresses[addresses != MISSING], columns)
+        manifest = self._manifest  # one read: a write may move the dataset meanwhile
+        if not manifest.uses_stable_row_ids:
+            return self._take_addresses(manifest, ids, columns)
+        addresses = row_id_index(self.store, manifest).lookup(ids)
+        return self._take_addresses(manifest, addresses[addresses != MISSING], columns)
 
     _take_rows = take_rows
 
@@ -365,8 +383,13 @@ class LanceDataset:
 
         Addresses of deleted rows are skipped; an unknown fragment is an error.
         """
+        # one read of the manifest: a write may move the dataset meanwhile
+        return self._take_addresses(self._manifest, addresses, columns)
+
+    def _take_addresses(self, manifest: Manifest, addresses: Sequence[int] | np.ndarray,
+                        columns: Sequence[str] | None) -> pa.Table:
+        """:meth:`take_addresses` from ``manifest`` (this object's, read once)."""
         addresses = _integers(addresses, "row address", U64_MAX).astype(np.uint64)
-        manifest = self._manifest  # one read: a write may move the dataset meanwhile
         return take_addresses(self.store, manifest, addresses, columns,
                               plan=self._take_plan(manifest, columns))
 
@@ -398,7 +421,7 @@ class LanceDataset:
         """A write on the newest version of this table (NotFoundError if it is gone; refused
         for writer feature flags we do not know). Every write of this class starts here."""
         return WriteContext.open(self.store, self.commit_config, must_exist=True,
-                                 known=(self._ref, self._manifest))
+                                 known=self._at)
 
     def at_manifest(self, manifest: Manifest) -> LanceDataset:
         """This table at ``manifest``, a version a write context of it committed (no read)."""
@@ -406,9 +429,8 @@ class LanceDataset:
                             VersionRef(manifest.version, self._ref.naming), manifest)
 
     def _moved_to(self, manifest: Manifest | None) -> None:
-        if manifest is not None:
-            self._ref = VersionRef(manifest.version, self._ref.naming)
-            self._manifest = manifest
+        if manifest is not None:  # the pair replaced at once (see _at)
+            self._at = (VersionRef(manifest.version, self._ref.naming), manifest)
 
     def delete(self, predicate: str) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (SQL) and move to the new version.

@@ -245,10 +245,12 @@ class LsmView:
         names: tuple[str, ...] = ()
         if warm is not None:
             names = tuple(self.base.store.list_dir(MEM_WAL_DIR))
-            if warm.listing is not None and warm.listing[0] == names:
+            # one read: the state is shared, and another read may replace it meanwhile
+            listing = warm.listing
+            if listing is not None and listing[0] == names:
                 # every region there had a manifest then; spec ids and values are fixed
-                self._listed_cache = warm.listing[1]
-                return warm.listing[1]
+                self._listed_cache = listing[1]
+                return listing[1]
             found = [RegionPaths.parse_region_dir(n) for n in names]
             rids = sorted(p.region_id for p in found if p is not None)
         else:
@@ -276,10 +278,10 @@ class LsmView:
             out.append((rid, known[0], known[1], manifest, None))
             if manifest is not None and warm is not None:
                 warm.manifests[rid] = manifest
-        if warm is not None:
-            warm.listing = None
-            if not unclaimed:  # an unclaimed region may be claimed later: list again
-                warm.listing = (names, [(r[0], r[1], r[2], None, None) for r in out])
+        if warm is not None:  # published once (an unclaimed region may be claimed later:
+            # then no listing is kept, and the next read lists again)
+            warm.listing = None if unclaimed else (
+                names, [(r[0], r[1], r[2], None, None) for r in out])
         return out
 
     def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None, *,
@@ -665,7 +667,8 @@ class LsmView:
                 return routes[2], routes[3]  # threads replacing the listing
         known = [i for i, r in enumerate(listed) if r[1] == spec_id and r[2] is not None]
         where = {_first_row(listed[i][2]): i for i in known}
-        if warm is not None and warm.listing is not None and warm.listing[1] is listed:
+        current = warm.listing if warm is not None else None  # one read, as in _listed
+        if warm is not None and current is not None and current[1] is listed:
             warm.routes = (listed, spec_id, known, where)
         return known, where
 

@@ -302,6 +302,9 @@ def take_blobs(dataset, blob_column: str, ids=None, addresses=None,
     if sum(given) != 1:
         raise InvalidInputError("exactly one of ids, addresses or indices must be given")
     manifest: Manifest = dataset.manifest
+    # rows taken and located in this one version, though a write through ``dataset`` on
+    # another thread may move the object meanwhile
+    dataset = dataset.at_manifest(manifest)
     field = next((f for f in manifest.schema.fields if f.name == blob_column), None)
     if field is None:
         names = ", ".join(f.name for f in manifest.schema.fields)

@@ -242,3 +242,35 @@ def test_external_uris_are_checked(tables, tmp_path) -> None:
     (tmp_path / "a.bin").write_bytes(b"0123456789")
     blob = BlobFile(locator.external("a.bin", 7), 4, None)
     assert blob.size() == 6 and blob.read() == b"456789"
+
+
+def test_blobs_are_taken_from_the_version_they_are_located_in(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    """Another thread's write moving the dataset object inside a take_blobs call (after it
+    read the manifest, before it took the rows) must not mix the two versions."""
+    import threading
+
+    from lance_sql.table.read import blobs as blobs_module
+
+    schema = pa.schema([pa.field("id", pa.int64()), lance.blob_field("b")])
+    values = [bytes([i % 256]) * (10 + i) for i in range(50)]
+    lance.write_dataset(pa.table({"id": np.arange(50), "b": lance.blob_array(values)},
+                                 schema=schema), tmp_path / "t", max_rows_per_file=20)
+    ds = dataset(tmp_path / "t")
+    real = blobs_module._ints
+    moves: list[int] = []
+
+    def moved_meanwhile(values_):  # the selector is read inside the window
+        if not moves:
+            writer = threading.Thread(target=lambda: ds.drop_columns(["b"]))
+            writer.start()
+            writer.join()
+            moves.append(ds.version)
+        return real(values_)
+
+    monkeypatch.setattr(blobs_module, "_ints", moved_meanwhile)
+    files = ds.take_blobs("b", indices=[1, 2, 30])
+    assert moves == [2]  # the object did move inside the call
+    assert [f.readall() for f in files] == [values[1], values[2], values[30]]
+    with pytest.raises(NotFoundError, match="'b' does not exist"):
+        ds.take_blobs("b", indices=[1])  # the next call sees the version it moved to
