@@ -5,12 +5,14 @@ corrupt block, a lying size prefix or a buffer outside its page is a FormatError
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from lance_sql.errors import FormatError
-from lance_sql.format.datafile import lz4_frames
+from lance_sql.format.datafile import lz4_frames, parallel
 from lance_sql.format.datafile.blocks import deflate, inflate
 
 
@@ -201,3 +203,110 @@ def test_a_zstd_prefix_past_what_its_frame_can_hold_allocates_nothing(many: bool
         with pytest.raises(FormatError, match="claims"):
             inflate(2, lying, "x")
     assert pool.max_memory() - before < 64 << 20
+
+
+# ------------------------------------------------------------------ runs of many pages
+def _pages(rng: np.random.Generator) -> tuple[list[bytes], list[tuple]]:
+    """Pieces in three pages (``_buffers`` each, junk between buffers), with blocks of
+    at most 12 bytes (held in a binary view itself) and of ~400 kB among them."""
+    pieces = [b"a", b"xy" * 6, *_pieces(rng), b"q" * 40, b"z"]
+    cuts = [0, 3, 25, len(pieces)]
+    pages = []
+    for k in range(3):
+        raw, pos, sizes = _buffers(pieces[cuts[k] : cuts[k + 1]], gap=5 + 6 * k)
+        pages.append((raw, pos, sizes))
+    return pieces, pages
+
+
+def _runs(pages: list[tuple]) -> lz4_frames.Inflated | None:
+    return lz4_frames.inflate_runs([p[0] for p in pages], [p[1] for p in pages],
+                                   [p[2] for p in pages],
+                                   [lz4_frames.prefixes(p[0], p[1]) for p in pages], "t")
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_runs_of_many_pages_inflate_back_to_back(split: bool, monkeypatch) -> None:
+    """Buffers of several pages inflate to exactly the buffers one at a time, back to
+    back in one part, or in two (each the buffers it holds) when cut in two frames."""
+    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1 if split else 1 << 62)
+    pieces, pages = _pages(np.random.default_rng(8))
+    assert min(int((p[2] - 4).min()) for p in pages) <= 12 < max(int(p[2].max()) for p in pages)
+    calls, splits = lz4_frames.RUNS_CALLS[0], lz4_frames.SPLIT_CALLS[0]
+    got = _runs(pages)
+    assert got is not None and lz4_frames.RUNS_CALLS[0] == calls + 1
+    assert lz4_frames.SPLIT_CALLS[0] == splits + split
+    assert len(got.parts) == 1 + split and got.bounds[0] == 0 and got.bounds[-1] == len(pieces)
+    assert [bytes(p) for p in got.pieces()] == pieces
+    for part, a, b in zip(got.parts, got.bounds[:-1], got.bounds[1:], strict=True):
+        assert part.to_pybytes() == b"".join(pieces[a:b])
+        assert got.starts[a] == 0
+
+
+def test_runs_in_two_frames_use_a_helper_joined_before_the_call_returns(monkeypatch) -> None:
+    """With two CPUs to use, the second frame is inflated on a decode helper thread,
+    which is gone when the call returns."""
+    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    names: list[str] = []
+    inner = lz4_frames._decompress
+
+    def spied(*args):
+        names.append(threading.current_thread().name)
+        return inner(*args)
+
+    monkeypatch.setattr(lz4_frames, "_decompress", spied)
+    pieces, pages = _pages(np.random.default_rng(9))
+    got = _runs(pages)
+    assert got is not None and [bytes(p) for p in got.pieces()] == pieces
+    assert len(names) == 2 and any(n.startswith(parallel.THREAD_NAME) for n in names)
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("damage", ["over", "under", "block", "outside", "short", "ratio"])
+def test_corrupt_runs_of_many_pages_are_format_errors(damage: str, split: bool,
+                                                      monkeypatch) -> None:
+    """A lying prefix, a corrupt block, a buffer outside its page or without a prefix
+    is a FormatError (the other pages intact), in one frame or in two."""
+    from lance_sql.format.datafile import point
+
+    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1 if split else 1 << 62)
+    _, pages = _pages(np.random.default_rng(10))
+    raw, pos, sizes = pages[1]
+    full = lz4_frames.prefixes(raw, pos)
+    i = 4
+    if damage == "over":
+        raw = _with_prefix(raw, int(pos[i]), int(full[i]) + 8)
+    elif damage == "under":
+        raw = _with_prefix(raw, int(pos[i]), int(full[i]) - 8)
+    elif damage == "block":
+        raw = raw.copy()
+        raw[int(pos[i]) + 4 : int(pos[i]) + int(sizes[i])] = 0xFF
+    elif damage == "outside":
+        sizes = sizes.copy()
+        sizes[-1] = raw.size
+    elif damage == "short":
+        sizes = sizes.copy()
+        sizes[i] = 3
+    else:  # more than LZ4 can inflate its bytes to: refused before allocating
+        raw = _with_prefix(raw, int(pos[i]), 300 * int(sizes[i]))
+    pages[1] = (raw, pos, sizes)
+    with pytest.raises(FormatError, match="^t: "):
+        point.inflate_lz4_runs([(*p, "t") for p in pages])
+
+
+def test_what_no_frame_holds_is_inflated_buffer_by_buffer() -> None:
+    """A buffer inflating past what a frame block holds, or a single buffer, takes
+    inflate_exact's path (a list, the same bytes); nothing goes through the runs."""
+    from lance_sql.format.datafile import point
+
+    big = np.random.default_rng(5).bytes(1 << 16) * 80  # 5 MiB: more than a frame block
+    pieces = [b"lance" * 100, big, b"sql" * 50]
+    raw, pos, sizes = _buffers(pieces)
+    assert _runs([(raw, pos, sizes)]) is None
+    calls = lz4_frames.RUNS_CALLS[0]
+    got = point.inflate_lz4_runs([(raw, pos, sizes, "t")])
+    assert isinstance(got, list) and [bytes(p) for p in got] == pieces
+    one = point.inflate_lz4_runs([(raw, pos[:1], sizes[:1], "t")])
+    assert isinstance(one, list) and bytes(one[0]) == pieces[0]
+    assert lz4_frames.RUNS_CALLS[0] == calls
