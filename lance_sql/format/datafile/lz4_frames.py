@@ -34,11 +34,16 @@ _MAGIC = b"\x04\x22\x4d\x18"
 _FLG = 0x40 | 0x20 | 0x08  # version 01, independent blocks, content size recorded
 _BLOCK_IDS = ((64 << 10, 4), (256 << 10, 5), (1 << 20, 6), (4 << 20, 7))
 _END = b"\0\0\0\0"
-# Runs inflating to at least this many bytes are cut in two frames, inflated side by side
-# when the read has the cores to itself (:func:`parallel.map_parts`): a 1000-key take of
-# strings in 32 KiB chunks inflates ~25 MB (~6 ms of codec alone).
-SPLIT_BYTES = 4 << 20
-# Counts of :func:`inflate_runs` calls (tests): all of them, and those cut in two frames.
+# Runs inflating to twice this many bytes or more are cut into frames of about this
+# many or more, inflated side by side, when the read has the cores to itself and a CPU
+# is idle (:func:`parallel.threads_for`; on a CPU another process keeps busy a helper
+# only slowed lookups down): a 1000-key take of strings in 32 KiB chunks inflates
+# ~25 MB (~6 ms of codec alone). One frame otherwise (more frames, one thread: slower).
+SPLIT_BYTES = 2 << 20
+# At most this many frames, taken in turn by the threads (:func:`parallel.map_threads`):
+# a helper thread that gets no core for a while leaves the caller frames to do.
+MAX_PARTS = 4
+# Counts of :func:`inflate_runs` calls (tests): all of them, and those cut into frames.
 RUNS_CALLS = [0]
 SPLIT_CALLS = [0]
 
@@ -248,9 +253,9 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
                  where: str) -> Inflated | None:
     """The LZ4 buffers ``raws[r][pos[r][i] : pos[r][i] + sizes[r][i]]`` (a u32 size prefix,
     then a block; ``full[r][i]`` the prefix, read and bounded by the caller), of every
-    ``r`` in turn, inflated back to back as one frame, or two when they inflate to
-    :data:`SPLIT_BYTES` or more (halves by inflated size, inflated side by side, see
-    :func:`parallel.map_parts`; liblz4 checks each frame's total).
+    ``r`` in turn, inflated back to back as one frame, or, when they inflate to twice
+    :data:`SPLIT_BYTES` or more and a CPU is idle (:func:`parallel.threads_for`), as
+    several (see :func:`_cuts`) inflated side by side; liblz4 checks each frame's total.
 
     The frame is laid out without the interpreter: a binary-view array (its elements the
     header, then each block's size word and the block, where it lies in its raw, then the
@@ -286,13 +291,9 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
         view[mine, 2][far] = r
         view[mine, 3][far] = block[mine][far]
         at += p.size
-    cut = [0, n]
-    total = int(full_all.sum())
-    if total >= SPLIT_BYTES and n > 1:
-        half = int(np.searchsorted(full_all.cumsum(), total // 2)) + 1
-        cut = [0, min(max(half, 1), n - 1), n]
     block_max = np.maximum(length, full_all)
     buffers = [pa.py_buffer(raw) for raw in raws]
+    cut: list[int]  # the frames' first buffers, then n (set below, before any inflate)
 
     def inflate(k: int) -> pa.Buffer:
         a, b = cut[k], cut[k + 1]
@@ -315,7 +316,14 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
         frame = views.cast(pa.large_binary()).buffers()[2]
         return _decompress(frame.slice(0, frame_size), want, where)
 
-    parts = parallel.map_parts(inflate, range(len(cut) - 1))
+    cut = [0, n]
+    if int(full_all.sum()) < 2 * SPLIT_BYTES:  # one frame (checked again by _cuts)
+        parts = [inflate(0)]
+    else:
+        with parallel.threads_for(MAX_PARTS, idle_only=True) as count:
+            if count > 1:
+                cut = _cuts(full_all)
+            parts = parallel.map_threads(inflate, range(len(cut) - 1), count)
     RUNS_CALLS[0] += 1
     if len(parts) > 1:
         SPLIT_CALLS[0] += 1
@@ -324,6 +332,20 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
         run = full_all[a:b]
         starts[a:b] = run.cumsum() - run
     return Inflated(parts, cut, starts, full_all)
+
+
+def _cuts(full: np.ndarray) -> list[int]:
+    """Where buffers inflating to ``full`` bytes are cut into frames (their first
+    buffers, then their count): one frame for less than twice :data:`SPLIT_BYTES`
+    inflated, else up to :data:`MAX_PARTS` of about :data:`SPLIT_BYTES` or more each,
+    of about equal size (each ends with the buffer where its share is reached)."""
+    total = int(full.sum())
+    parts = min(MAX_PARTS, total // SPLIT_BYTES, full.size)
+    if parts < 2:
+        return [0, full.size]
+    at = np.searchsorted(full.cumsum(), total * np.arange(1, parts) // parts) + 1
+    inner = np.unique(np.clip(at, 1, full.size - 1)).tolist()
+    return [0, *inner, full.size]
 
 
 def _decompress(frame: pa.Buffer | bytes, total: int, where: str) -> pa.Buffer:

@@ -6,6 +6,7 @@ corrupt block, a lying size prefix or a buffer outside its page is a FormatError
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -218,6 +219,13 @@ def _pages(rng: np.random.Generator) -> tuple[list[bytes], list[tuple]]:
     return pieces, pages
 
 
+def _cut_into_frames(monkeypatch, split: bool) -> None:
+    """Runs cut into frames (any run, two threads to use, a CPU idle), or never."""
+    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1 if split else 1 << 62)
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_cpus", lambda: 1)
+
+
 def _runs(pages: list[tuple]) -> lz4_frames.Inflated | None:
     return lz4_frames.inflate_runs([p[0] for p in pages], [p[1] for p in pages],
                                    [p[2] for p in pages],
@@ -227,39 +235,66 @@ def _runs(pages: list[tuple]) -> lz4_frames.Inflated | None:
 @pytest.mark.parametrize("split", [False, True])
 def test_runs_of_many_pages_inflate_back_to_back(split: bool, monkeypatch) -> None:
     """Buffers of several pages inflate to exactly the buffers one at a time, back to
-    back in one part, or in two (each the buffers it holds) when cut in two frames."""
-    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1 if split else 1 << 62)
+    back in one part, or in several (each the buffers it holds) when cut into frames."""
+    _cut_into_frames(monkeypatch, split)
     pieces, pages = _pages(np.random.default_rng(8))
     assert min(int((p[2] - 4).min()) for p in pages) <= 12 < max(int(p[2].max()) for p in pages)
     calls, splits = lz4_frames.RUNS_CALLS[0], lz4_frames.SPLIT_CALLS[0]
     got = _runs(pages)
     assert got is not None and lz4_frames.RUNS_CALLS[0] == calls + 1
     assert lz4_frames.SPLIT_CALLS[0] == splits + split
-    assert len(got.parts) == 1 + split and got.bounds[0] == 0 and got.bounds[-1] == len(pieces)
+    assert len(got.parts) == (lz4_frames.MAX_PARTS if split else 1)
+    assert got.bounds[0] == 0 and got.bounds[-1] == len(pieces)
     assert [bytes(p) for p in got.pieces()] == pieces
     for part, a, b in zip(got.parts, got.bounds[:-1], got.bounds[1:], strict=True):
         assert part.to_pybytes() == b"".join(pieces[a:b])
         assert got.starts[a] == 0
 
 
-def test_runs_in_two_frames_use_a_helper_joined_before_the_call_returns(monkeypatch) -> None:
-    """With two CPUs to use, the second frame is inflated on a decode helper thread,
-    which is gone when the call returns."""
+@pytest.mark.parametrize("idle", [0, 1])
+def test_runs_in_frames_use_a_helper_on_an_idle_cpu_joined_before_return(idle: int,
+                                                                       monkeypatch) -> None:
+    """With two CPUs to use and one of them idle, the run is cut into frames, inflated on
+    a decode helper thread too, which is gone when the call returns; with no CPU idle
+    (another process busy), one frame on the calling thread. The same bytes either way."""
     monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1)
     monkeypatch.setattr(parallel, "threads", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_cpus", lambda: idle)
     names: list[str] = []
     inner = lz4_frames._decompress
 
     def spied(*args):
         names.append(threading.current_thread().name)
+        if len(names) == 1:  # hold the first frame back: the helper takes the next
+            time.sleep(0.05)
         return inner(*args)
 
     monkeypatch.setattr(lz4_frames, "_decompress", spied)
     pieces, pages = _pages(np.random.default_rng(9))
     got = _runs(pages)
     assert got is not None and [bytes(p) for p in got.pieces()] == pieces
-    assert len(names) == 2 and any(n.startswith(parallel.THREAD_NAME) for n in names)
+    helped = [n for n in names if n.startswith(parallel.THREAD_NAME)]
+    assert len(names) == (lz4_frames.MAX_PARTS if idle else 1) and bool(helped) == bool(idle)
     assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+def test_idle_cpus_are_those_usable_less_the_runnable_tasks(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    loadavg = tmp_path / "loadavg"
+    monkeypatch.setattr(parallel, "_LOADAVG", str(loadavg))
+    for runnable, idle in ((1, 1), (2, 0), (7, 0)):
+        loadavg.write_text(f"0.52 0.91 1.20 {runnable}/105 31337\n")
+        assert parallel.idle_cpus() == idle
+    loadavg.unlink()  # not known (not Linux): every other CPU counts as idle
+    assert parallel.idle_cpus() == 1
+
+
+def test_runs_are_cut_into_frames_of_about_equal_size(monkeypatch) -> None:
+    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 3)
+    assert lz4_frames._cuts(np.ones(10, np.int64)) == [0, 3, 6, 10]
+    assert lz4_frames._cuts(np.ones(5, np.int64)) == [0, 5]  # under twice SPLIT_BYTES
+    assert lz4_frames._cuts(np.array([1, 100, 1, 1, 1])) == [0, 2, 5]
+    assert lz4_frames._cuts(np.full(1000, 7)) == [0, 250, 500, 750, 1000]  # MAX_PARTS
 
 
 @pytest.mark.parametrize("split", [False, True])
@@ -270,7 +305,7 @@ def test_corrupt_runs_of_many_pages_are_format_errors(damage: str, split: bool,
     is a FormatError (the other pages intact), in one frame or in two."""
     from lance_sql.format.datafile import point
 
-    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1 if split else 1 << 62)
+    _cut_into_frames(monkeypatch, split)
     _, pages = _pages(np.random.default_rng(10))
     raw, pos, sizes = pages[1]
     full = lz4_frames.prefixes(raw, pos)
