@@ -39,16 +39,21 @@ def threads() -> int:
 
 
 def idle_cpus() -> int:
-    """CPUs with nothing to run at this moment besides the calling thread: those this
-    process may use (:func:`threads`) less the tasks the kernel has runnable right now
-    (the fourth field of ``/proc/loadavg``, which counts the caller); :func:`threads`
-    less one where that is not known."""
+    """CPUs of the machine with nothing to run at this moment besides the calling
+    thread (its CPUs less the tasks the kernel has runnable right now, the fourth field
+    of ``/proc/loadavg``, which counts the caller), at most the helpers :func:`threads`
+    allows; that many where it is not known."""
+    helpers = threads() - 1
     try:
         with open(_LOADAVG, "rb") as f:
             runnable = int(f.read().split()[3].split(b"/")[0])
     except (OSError, ValueError, IndexError):
-        return threads() - 1
-    return max(0, threads() - runnable)
+        return helpers
+    return max(0, min(helpers, _machine_cpus() - runnable))
+
+
+def _machine_cpus() -> int:
+    return os.cpu_count() or 1
 
 
 _LOADAVG = "/proc/loadavg"

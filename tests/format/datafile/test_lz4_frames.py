@@ -278,14 +278,17 @@ def test_runs_in_frames_use_a_helper_on_an_idle_cpu_joined_before_return(idle: i
     assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
 
 
-def test_idle_cpus_are_those_usable_less_the_runnable_tasks(tmp_path, monkeypatch) -> None:
+def test_idle_cpus_are_the_machines_less_its_runnable_tasks(tmp_path, monkeypatch) -> None:
+    """Idle CPUs: the machine's less its runnable tasks (the caller among them), at most
+    the helpers the process may use."""
     monkeypatch.setattr(parallel, "threads", lambda: 2)
     loadavg = tmp_path / "loadavg"
     monkeypatch.setattr(parallel, "_LOADAVG", str(loadavg))
-    for runnable, idle in ((1, 1), (2, 0), (7, 0)):
+    for cpus, runnable, idle in ((2, 1, 1), (2, 2, 0), (2, 7, 0), (64, 7, 1), (64, 64, 0)):
+        monkeypatch.setattr(parallel, "_machine_cpus", lambda cpus=cpus: cpus)
         loadavg.write_text(f"0.52 0.91 1.20 {runnable}/105 31337\n")
-        assert parallel.idle_cpus() == idle
-    loadavg.unlink()  # not known (not Linux): every other CPU counts as idle
+        assert parallel.idle_cpus() == idle, (cpus, runnable)
+    loadavg.unlink()  # not known (not Linux): every helper's CPU counts as idle
     assert parallel.idle_cpus() == 1
 
 
