@@ -271,26 +271,29 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
     if not fits(size_all, full_all) or max(r.size for r in raws) >= _VIEW_LIMIT:
         return None
     n = pos_all.size
-    block = (pos_all + 4).astype(np.int32)
+    counts = [p.size for p in pos]
+    source = np.repeat(np.arange(len(raws), dtype=np.int32), counts)  # each buffer's raw
+    limit = np.repeat(np.array([r.size for r in raws], np.int64), counts)
+    if np.any(pos_all < 0) or np.any(pos_all + size_all > limit):
+        raise FormatError(f"{where}: an LZ4 buffer lies outside its page")
     length = (size_all - 4).astype(np.int32)
     # each block's view (16 bytes: its length, then its first 12 bytes when it has no
     # more, else its first 4, the index of its raw and where it starts in it)
     view = np.empty((n, 4), "<i4")
     view[:, 0] = length
-    step = np.arange(_VIEW_INLINE)
-    at = 0
-    for r, (raw, p, s) in enumerate(zip(raws, pos, sizes, strict=True)):
-        p = p.astype(np.int64, copy=False)
-        if p.size and (int(p.min()) < 0 or int((p + s).max()) > raw.size):
-            raise FormatError(f"{where}: an LZ4 buffer lies outside its page")
-        mine = slice(at, at + p.size)
-        head = raw[np.minimum(p[:, None] + 4 + step, raw.size - 1)]
-        head[step >= length[mine, None]] = 0
-        view[mine, 1:] = head.view("<i4")
-        far = length[mine] > _VIEW_INLINE
-        view[mine, 2][far] = r
-        view[mine, 3][far] = block[mine][far]
-        at += p.size
+    step = np.arange(4, 4 + _VIEW_INLINE)
+    # its first 12 bytes (those past a raw's end read as its last: cut off below)
+    view[:, 1:] = np.concatenate([
+        raw[np.minimum(p.astype(np.int64, copy=False)[:, None] + step, raw.size - 1)]
+        for raw, p in zip(raws, pos, strict=True)]).view("<i4")
+    short = np.flatnonzero(length < _VIEW_INLINE)
+    if short.size:  # the bytes past a short block are zeros in its view
+        held = view[short].view(np.uint8)
+        held[:, 4:][np.arange(_VIEW_INLINE) >= length[short, None]] = 0
+        view[short] = held.view("<i4")
+    far = length > _VIEW_INLINE
+    view[far, 2] = source[far]
+    view[far, 3] = pos_all[far] + 4
     block_max = np.maximum(length, full_all)
     buffers = [pa.py_buffer(raw) for raw in raws]
     cut: list[int]  # the frames' first buffers, then n (set below, before any inflate)
