@@ -15,6 +15,11 @@ chunks one call at a time, and ~1/4 faster for 16 KiB chunks. (pyarrow's streami
 reader would take one frame per buffer, so each buffer's own size would be checked by
 liblz4, but it copies everything once more: measured ~40% slower than one call a chunk
 for 64 KiB chunks.)
+
+The point paths (a take of scattered rows) inflate the chunks they touch in many pages
+by :func:`inflate_runs`: their frame is laid out by Arrow from a binary-view array of
+the blocks where they lie (no Python per block, no interpreter lock held), and a large
+run is cut into frames inflated on two threads when a CPU is idle.
 """
 
 from __future__ import annotations
