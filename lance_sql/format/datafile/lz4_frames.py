@@ -15,23 +15,42 @@ chunks one call at a time, and ~1/4 faster for 16 KiB chunks. (pyarrow's streami
 reader would take one frame per buffer, so each buffer's own size would be checked by
 liblz4, but it copies everything once more: measured ~40% slower than one call a chunk
 for 64 KiB chunks.)
+
+The point paths (a take of scattered rows) inflate the chunks they touch in many pages
+by :func:`inflate_runs`: their frame is laid out by Arrow from a binary-view array of
+the blocks where they lie (no Python per block, no interpreter lock held), and a large
+run is cut into frames inflated on two threads when a CPU is idle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache, lru_cache
 
 import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError
+from lance_sql.format.datafile import parallel
 
 MAX_BLOCK = 4 << 20  # the largest block an LZ4 frame holds (block size id 7)
 _MAGIC = b"\x04\x22\x4d\x18"
 _FLG = 0x40 | 0x20 | 0x08  # version 01, independent blocks, content size recorded
 _BLOCK_IDS = ((64 << 10, 4), (256 << 10, 5), (1 << 20, 6), (4 << 20, 7))
 _END = b"\0\0\0\0"
+# Runs inflating to twice this many bytes or more are cut into frames of about this
+# many or more, inflated side by side, when the read has the cores to itself and a CPU
+# is idle (:func:`parallel.threads_for`; on a CPU another process keeps busy a helper
+# only slowed lookups down): a 1000-key take of strings in 32 KiB chunks inflates
+# ~25 MB (~6 ms of codec alone). One frame otherwise (more on one thread gain nothing).
+SPLIT_BYTES = 2 << 20
+# At most this many frames, taken in turn by the threads (:func:`parallel.map_threads`):
+# a helper thread that gets no core for a while leaves the caller frames to do.
+MAX_PARTS = 4
+# Counts of :func:`inflate_runs` calls (tests): all of them, and those cut into frames.
+RUNS_CALLS = [0]
+SPLIT_CALLS = [0]
 
 def prefixes(raw: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The u32 inflated-size prefix of the buffers at ``pos`` (each at least 4 bytes)."""
@@ -187,13 +206,7 @@ def _inflate_frame(header: bytes, words: memoryview, blocks: Sequence[memoryview
     parts[0] = header
     parts[1:-1:2] = [words[k : k + 4] for k in range(0, 4 * len(blocks), 4)]
     parts[2:-1:2] = blocks
-    try:
-        out = _codec().decompress(b"".join(parts), decompressed_size=total)
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        raise FormatError(f"{where}: corrupt LZ4 buffer: {exc}") from exc
-    if out.size != total:
-        raise FormatError(f"{where}: LZ4 buffers inflate to {out.size} bytes, not {total}")
-    return out
+    return _decompress(b"".join(parts), total, where)
 
 
 def _inflate_raw(block: memoryview | bytes, size: int, where: str) -> pa.Buffer:
@@ -213,3 +226,142 @@ def _inflate_raw(block: memoryview | bytes, size: int, where: str) -> pa.Buffer:
 @cache
 def _codec() -> pa.Codec:
     return pa.Codec("lz4")  # the frame format
+
+
+# ------------------------------------------------------------------ runs of many pages
+@dataclass(frozen=True)
+class Inflated:
+    """LZ4 buffers inflated back to back into ``parts`` (one per frame): buffers
+    ``bounds[k]`` to ``bounds[k + 1] - 1`` lie in ``parts[k]``, buffer ``i`` at
+    ``starts[i]`` of its part, ``sizes[i]`` bytes long."""
+
+    parts: list[pa.Buffer]
+    bounds: list[int]
+    starts: np.ndarray
+    sizes: np.ndarray
+
+    def pieces(self) -> list[pa.Buffer]:
+        """Each buffer as a slice of its part."""
+        out: list[pa.Buffer] = []
+        for part, a, b in zip(self.parts, self.bounds[:-1], self.bounds[1:], strict=True):
+            out.extend(part.slice(s, n) for s, n in zip(self.starts[a:b].tolist(),
+                                                       self.sizes[a:b].tolist(), strict=True))
+        return out
+
+
+_VIEW_INLINE = 12  # bytes a binary view holds in itself
+_VIEW_LIMIT = 1 << 31  # view offsets are i32
+
+
+def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
+                 sizes: Sequence[np.ndarray], full: Sequence[np.ndarray],
+                 where: str) -> Inflated | None:
+    """The LZ4 buffers ``raws[r][pos[r][i] : pos[r][i] + sizes[r][i]]`` (a u32 size prefix,
+    then a block; ``full[r][i]`` the prefix, read and bounded by the caller), of every
+    ``r`` in turn, inflated back to back as one frame, or, when they inflate to twice
+    :data:`SPLIT_BYTES` or more and a CPU is idle (:func:`parallel.threads_for`), as
+    several (see :func:`_cuts`) inflated side by side; liblz4 checks each frame's total.
+
+    The frame is laid out without the interpreter: a binary-view array (its elements the
+    header, then each block's size word and the block, where it lies in its raw, then the
+    end mark), cast to one binary buffer by Arrow, so a helper thread builds and inflates
+    its frame alongside the caller. None (before anything is inflated) when a buffer does
+    not fit a frame (see :func:`fits`) or a raw is too large for a view: the caller
+    inflates them by :func:`inflate_exact`. A buffer outside its raw is a FormatError."""
+    if not raws:
+        return None
+    pos_all = np.concatenate(pos).astype(np.int64, copy=False)
+    size_all = np.concatenate(sizes).astype(np.int64, copy=False)
+    full_all = np.concatenate(full).astype(np.int64, copy=False)
+    if not fits(size_all, full_all) or max(r.size for r in raws) >= _VIEW_LIMIT:
+        return None
+    n = pos_all.size
+    counts = [p.size for p in pos]
+    source = np.repeat(np.arange(len(raws), dtype=np.int32), counts)  # each buffer's raw
+    limit = np.repeat(np.array([r.size for r in raws], np.int64), counts)
+    if np.any(pos_all < 0) or np.any(pos_all + size_all > limit):
+        raise FormatError(f"{where}: an LZ4 buffer lies outside its page")
+    length = (size_all - 4).astype(np.int32)
+    # each block's view (16 bytes: its length, then its first 12 bytes when it has no
+    # more, else its first 4, the index of its raw and where it starts in it)
+    view = np.empty((n, 4), "<i4")
+    view[:, 0] = length
+    step = np.arange(4, 4 + _VIEW_INLINE)
+    # its first 12 bytes (those past a raw's end read as its last: cut off below)
+    view[:, 1:] = np.concatenate([
+        raw[np.minimum(p.astype(np.int64, copy=False)[:, None] + step, raw.size - 1)]
+        for raw, p in zip(raws, pos, strict=True)]).view("<i4")
+    short = np.flatnonzero(length < _VIEW_INLINE)
+    if short.size:  # the bytes past a short block are zeros in its view
+        held = view[short].view(np.uint8)
+        held[:, 4:][np.arange(_VIEW_INLINE) >= length[short, None]] = 0
+        view[short] = held.view("<i4")
+    far = length > _VIEW_INLINE
+    view[far, 2] = source[far]
+    view[far, 3] = pos_all[far] + 4
+    block_max = np.maximum(length, full_all)
+    buffers = [pa.py_buffer(raw) for raw in raws]
+    cut: list[int]  # the frames' first buffers, then n (set below, before any inflate)
+
+    def inflate(k: int) -> pa.Buffer:
+        a, b = cut[k], cut[k + 1]
+        want = int(full_all[a:b].sum())
+        header = frame_header(want, int(block_max[a:b].max()))
+        heads = [header[i : i + _VIEW_INLINE] for i in range(0, len(header), _VIEW_INLINE)]
+        rows = np.zeros((len(heads) + 2 * (b - a) + 1, 4), "<i4")
+        inline = rows.view(np.uint8)
+        for i, piece in enumerate(heads):
+            rows[i, 0] = len(piece)
+            inline[i, 4 : 4 + len(piece)] = np.frombuffer(piece, np.uint8)
+        words = rows[len(heads) : -1 : 2]
+        words[:, 0] = 4
+        words[:, 1] = length[a:b]  # the block's size word, inline
+        rows[len(heads) + 1 : -1 : 2] = view[a:b]
+        rows[-1, 0] = 4  # the end mark: four zero bytes, inline
+        frame_size = len(header) + 4 * (b - a + 1) + int(length[a:b].sum(dtype=np.int64))
+        views = pa.Array.from_buffers(pa.binary_view(), rows.shape[0],
+                                      [None, pa.py_buffer(rows), *buffers])
+        frame = views.cast(pa.large_binary()).buffers()[2]
+        return _decompress(frame.slice(0, frame_size), want, where)
+
+    cut = [0, n]
+    if int(full_all.sum()) < 2 * SPLIT_BYTES:  # one frame (checked again by _cuts)
+        parts = [inflate(0)]
+    else:
+        with parallel.threads_for(MAX_PARTS, idle_only=True) as count:
+            if count > 1:
+                cut = _cuts(full_all)
+            parts = parallel.map_threads(inflate, range(len(cut) - 1), count)
+    RUNS_CALLS[0] += 1
+    if len(parts) > 1:
+        SPLIT_CALLS[0] += 1
+    starts = np.empty(n, np.int64)
+    for a, b in zip(cut[:-1], cut[1:], strict=True):
+        run = full_all[a:b]
+        starts[a:b] = run.cumsum() - run
+    return Inflated(parts, cut, starts, full_all)
+
+
+def _cuts(full: np.ndarray) -> list[int]:
+    """Where buffers inflating to ``full`` bytes are cut into frames (their first
+    buffers, then their count): one frame for less than twice :data:`SPLIT_BYTES`
+    inflated, else up to :data:`MAX_PARTS` of about :data:`SPLIT_BYTES` or more each,
+    of about equal size (each ends with the buffer where its share is reached)."""
+    total = int(full.sum())
+    parts = min(MAX_PARTS, total // SPLIT_BYTES, full.size)
+    if parts < 2:
+        return [0, full.size]
+    at = np.searchsorted(full.cumsum(), total * np.arange(1, parts) // parts) + 1
+    inner = np.unique(np.clip(at, 1, full.size - 1)).tolist()
+    return [0, *inner, full.size]
+
+
+def _decompress(frame: pa.Buffer | bytes, total: int, where: str) -> pa.Buffer:
+    """A whole frame inflated in one codec call, which checks it inflates to ``total``."""
+    try:
+        out = _codec().decompress(frame, decompressed_size=total)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise FormatError(f"{where}: corrupt LZ4 buffer: {exc}") from exc
+    if out.size != total:
+        raise FormatError(f"{where}: LZ4 buffers inflate to {out.size} bytes, not {total}")
+    return out

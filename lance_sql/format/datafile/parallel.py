@@ -38,14 +38,39 @@ def threads() -> int:
     return max(1, min(MAX_THREADS, cpus))
 
 
+def idle_cpus() -> int:
+    """CPUs of the machine with nothing to run at this moment besides the calling
+    thread (its CPUs less the tasks the kernel has runnable right now, the fourth field
+    of ``/proc/loadavg``, which counts the caller), at most the helpers :func:`threads`
+    allows; that many where it is not known."""
+    helpers = threads() - 1
+    try:
+        with open(_LOADAVG, "rb") as f:
+            runnable = int(f.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return helpers
+    return max(0, min(helpers, _machine_cpus() - runnable))
+
+
+def _machine_cpus() -> int:
+    return os.cpu_count() or 1
+
+
+_LOADAVG = "/proc/loadavg"
+
+
 @contextmanager
-def _threads_for(items: int) -> Iterator[int]:
+def threads_for(items: int, idle_only: bool = False) -> Iterator[int]:
     """How many threads a decode of ``items`` parts may use (1 unless it has the cores to
-    itself, see the module docstring), held for the duration of the ``with``."""
+    itself, see the module docstring; with ``idle_only``, also no more than the CPUs idle
+    now, see :func:`idle_cpus`), held for the duration of the ``with``: for a decode that
+    cuts its work by the threads it gets, then runs it by :func:`map_threads`."""
     global _spreading
     count = min(threads(), items)
     if count > 1 and threading.current_thread().name.startswith(WORKER_PREFIX):
         count = 1
+    if count > 1 and idle_only:
+        count = min(count, 1 + idle_cpus())
     if count > 1:
         with _spreading_lock:
             if _spreading:
@@ -60,14 +85,19 @@ def _threads_for(items: int) -> Iterator[int]:
                 _spreading -= 1
 
 
-def map_parts(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+def map_parts(fn: Callable[[T], R], items: Sequence[T], *, idle_only: bool = False
+              ) -> list[R]:
     """``[fn(item) for item in items]``, items taken in turn by up to :func:`threads`
-    threads (the caller's among them) when the decode has the cores to itself."""
-    with _threads_for(len(items)) as count:
-        return _map_parts(fn, items, count)
+    threads (the caller's among them) when the decode has the cores to itself; with
+    ``idle_only``, helpers only on CPUs idle at the call (for work such as a point
+    lookup's, which a CPU shared with another process makes slower, not faster)."""
+    with threads_for(len(items), idle_only) as count:
+        return map_threads(fn, items, count)
 
 
-def _map_parts(fn: Callable[[T], R], items: Sequence[T], count: int) -> list[R]:
+def map_threads(fn: Callable[[T], R], items: Sequence[T], count: int) -> list[R]:
+    """``[fn(item) for item in items]`` on ``count`` threads (the caller's among them;
+    ``count`` as :func:`threads_for` gave it), items taken in turn."""
     if count <= 1:
         return [fn(item) for item in items]
     results: list[R | None] = [None] * len(items)
@@ -114,7 +144,7 @@ def produce_then_place(produce: Callable[[T], tuple[R, int]],
     A thread holding an item waits only for items handed out before it, whose threads
     never wait for it, so the waits end; a result is placed while still in cache.
     """
-    with _threads_for(len(items)) as count:
+    with threads_for(len(items)) as count:
         return _produce_then_place(produce, place, items, count)
 
 
@@ -159,5 +189,5 @@ def _produce_then_place(produce: Callable[[T], tuple[R, int]],
                 ready.notify_all()
             raise
 
-    _map_parts(guarded, range(len(items)), count)
+    map_threads(guarded, range(len(items)), count)
     return total[0]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import operator
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -263,34 +264,57 @@ def _take_page(column: LeafColumn, p: int, rows: np.ndarray) -> pa.Array | None:
         if len(bufs) == 1 and cz.kind(enc) in ("variable", "fsst"):
             block = inflated_strings(enc, pieces, counts, sel, pos, heads, where)
             return _arrow(page, column, block, valid)
-        bufs = [ChunkBuffers.join(pieces), *bufs[1:]]
+        bufs = [ChunkBuffers.join(listed(pieces)), *bufs[1:]]
     return _arrow(page, column, sparse.decode(enc, bufs, counts, sel, pos, where), valid)
 
 
 def inflate_lz4(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
-                 ) -> list[pa.Buffer | bytes]:
+                 ) -> list[pa.Buffer | bytes] | lz4_frames.Inflated:
     """:func:`~.blocks.inflate` of the LZ4 buffers ``raw[pos[i] : pos[i] + sizes[i]]``
-    (each a u32 size, then a block): :func:`lz4_blocks` then one codec call for all
-    (a take of 1000 strings inflates ~900 chunks: per-chunk calls add up)."""
-    blocks, full = lz4_blocks(raw, pos, sizes, where)
-    return lz4_frames.inflate_exact(blocks, full, where)
+    (each a u32 size, then a block): :func:`inflate_lz4_runs` of one run."""
+    return inflate_lz4_runs([(raw, pos, sizes, where)])
 
 
-def lz4_blocks(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
-               ) -> tuple[list[memoryview], list[int]]:
-    """The blocks of the LZ4 buffers ``raw[pos[i] : pos[i] + sizes[i]]`` and the sizes
-    their prefixes claim, read and bounded for all of them at once."""
+def inflate_lz4_runs(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, str]]
+                     ) -> list[pa.Buffer | bytes] | lz4_frames.Inflated:
+    """The LZ4 buffers ``raw[pos[i] : pos[i] + sizes[i]]`` of every run ``(raw, pos,
+    sizes, where)`` (the chunks of one page each, say) inflated, in order: their prefixes
+    read and bounded (:func:`lz4_claims`), then one codec call per frame for them all
+    (a take of 1000 strings inflates ~900 chunks: per-chunk calls add up), by
+    :func:`~.lz4_frames.inflate_runs` (back to back, in one or two parts), or by
+    :func:`~.lz4_frames.inflate_exact` (a list) for a single buffer or buffers no frame
+    holds."""
+    claims = [lz4_claims(raw, pos, sizes, where) for raw, pos, sizes, where in runs]
+    if sum(c.size for c in claims) > 1:
+        done = lz4_frames.inflate_runs([r[0] for r in runs], [r[1] for r in runs],
+                                       [r[2] for r in runs], claims, runs[0][3])
+        if done is not None:
+            return done
+    blocks: list[memoryview] = []
+    for raw, pos, sizes, _ in runs:
+        view = raw.data
+        blocks.extend(view[a + 4 : a + n] for a, n in zip(pos.tolist(), sizes.tolist(),
+                                                          strict=True))
+    return lz4_frames.inflate_exact(blocks, np.concatenate(claims).tolist(), runs[0][3])
+
+
+def lz4_claims(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
+               ) -> np.ndarray:
+    """The sizes the prefixes of the LZ4 buffers ``raw[pos[i] : pos[i] + sizes[i]]``
+    claim, read and bounded for all of them at once."""
+    if not pos.size:
+        return np.zeros(0, np.int64)
     if (sizes < 4).any():
         raise FormatError(f"{where}: LZ4 buffer of {int(sizes.min())} bytes has no size prefix")
+    if int(pos.min()) < 0 or int((pos + sizes).max()) > raw.size:
+        raise FormatError(f"{where}: an LZ4 buffer lies outside its page")
     full = lz4_frames.prefixes(raw, pos)
     over = full > np.minimum(MAX_INFLATE, 255 * sizes + 64)
     if over.any():
         i = int(over.argmax())
         raise FormatError(f"{where}: LZ4 buffer claims {int(full[i])} bytes from "
                           f"{int(sizes[i])}")
-    view = raw.data
-    return ([view[a + 4 : a + n] for a, n in zip(pos.tolist(), sizes.tolist(), strict=True)],
-            full.tolist())
+    return full
 
 
 def _arrow(page: MiniBlockPage, column: LeafColumn, block: Block | None,
@@ -302,21 +326,33 @@ def _arrow(page: MiniBlockPage, column: LeafColumn, block: Block | None,
     return values if values.type == column.leaf_type else None
 
 
-def inflated_strings(enc: pb.CompressiveEncoding, pieces: list, counts: np.ndarray,
-                      sel: np.ndarray, pos: np.ndarray, heads: np.ndarray, where: str
-                      ) -> Block:
+def listed(pieces: list | lz4_frames.Inflated) -> list:
+    """Inflated chunks as a list of buffers."""
+    return pieces.pieces() if isinstance(pieces, lz4_frames.Inflated) else pieces
+
+
+def inflated_strings(enc: pb.CompressiveEncoding, pieces: list | lz4_frames.Inflated,
+                     counts: np.ndarray, sel: np.ndarray, pos: np.ndarray, heads: np.ndarray,
+                     where: str) -> Block:
     """Strings ``pos[i]`` of inflated chunk ``pieces[sel[i]]`` (each its offsets, then its
     bytes; ``sel`` non-decreasing, ``pos`` increasing within a chunk; ``heads``: the
     first ``i`` of each chunk): only the offsets of the wanted rows and the bytes between
     them are copied out of the chunks. When each chunk holds one wanted row (keys spread
     over a big table) those bytes are the strings themselves, joined straight."""
     wb = sparse.string_offset_bytes(enc, where)
-    sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
+    if isinstance(pieces, lz4_frames.Inflated):
+        sizes = pieces.sizes
+    else:
+        sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
     if (pos >= counts[sel]).any():
         raise FormatError(f"{where}: row past the values of its chunk")
     floor = (counts + 1) * wb  # the offsets' bytes: every string lies after them
     if (sizes < floor).any():
         raise FormatError(f"{where}: string chunk too small for its offsets")
+    if isinstance(pieces, lz4_frames.Inflated):
+        block = _parts_strings(pieces, wb, floor, sel, pos, where)
+        return block if cz.kind(enc) == "variable" else fsst_decode(enc.fsst.symbol_table,
+                                                                    block, where)
     tiled = _tiled(pieces, sizes)
     if tiled is not None:
         block = _tiled_strings(*tiled, wb, sizes, floor, sel, pos, where)
@@ -379,6 +415,26 @@ def _tiled(pieces: list, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | N
     whole = pa.foreign_buffer(int(addr[0]), int(sizes.sum()), base=pieces)
     TILED_CALLS[0] += 1
     return np.frombuffer(whole, np.uint8), addr - addr[0]
+
+
+def _parts_strings(inflated: lz4_frames.Inflated, wb: int, floor: np.ndarray,
+                   sel: np.ndarray, pos: np.ndarray, where: str) -> Variable:
+    """:func:`_tiled_strings` of the chunks of each part of ``inflated``, joined (the rows
+    of a part's chunks are a run of rows: ``sel`` is non-decreasing)."""
+    TILED_CALLS[0] += 1
+    bounds = inflated.bounds
+    rows = np.searchsorted(sel, bounds).tolist()
+    blocks = [_tiled_strings(np.frombuffer(part, np.uint8), inflated.starts[a:b], wb,
+                             inflated.sizes[a:b], floor[a:b], sel[r0:r1] - a, pos[r0:r1],
+                             where)
+              for part, a, b, r0, r1 in zip(inflated.parts, bounds[:-1], bounds[1:],
+                                            rows[:-1], rows[1:], strict=True)]
+    if len(blocks) == 1:
+        return blocks[0]
+    ends = np.cumsum([int(b.offsets[-1]) for b in blocks])
+    offsets = np.concatenate([blocks[0].offsets[:1]] + [
+        b.offsets[1:] + (int(e) - int(b.offsets[-1])) for b, e in zip(blocks, ends, strict=True)])
+    return Variable(offsets, np.concatenate([b.data for b in blocks]), pos.size)
 
 
 def _tiled_strings(data: np.ndarray, base: np.ndarray, wb: int, sizes: np.ndarray,

@@ -219,26 +219,22 @@ def _take(pieces: list[tuple[MiniBlockPage, np.ndarray, str]], leaf_type: pa.Dat
     where = pieces[0][2]
     block: Block | None
     if scheme is not None:  # each chunk's value buffer compressed on its own
-        inflated: list = []
-        claimed: list[int] = []
-        for raw, (a, b), (_, _, piece_where) in zip(c.raws, c.chunk_spans(), pieces,
-                                                    strict=True):
-            pos, size = c.vstart[a:b], c.vsize[a:b]
-            if scheme == 1:  # every page's blocks inflated in one call, below
-                blocks, full = point.lz4_blocks(raw, pos, size, piece_where)
-                inflated.extend(blocks)
-                claimed.extend(full)
-            else:
-                inflated.extend(inflate(scheme, raw[s : s + n], piece_where, buffer=True)
-                                for s, n in zip(pos.tolist(), size.tolist(), strict=True))
-        if scheme == 1:
-            inflated = lz4_frames.inflate_exact(inflated, claimed, where)
+        spans = list(zip(c.raws, c.chunk_spans(), pieces, strict=True))
+        inflated: list | lz4_frames.Inflated
+        if scheme == 1:  # every page's blocks inflated together
+            inflated = point.inflate_lz4_runs([(raw, c.vstart[a:b], c.vsize[a:b], piece_where)
+                                               for raw, (a, b), (_, _, piece_where) in spans])
+        else:
+            inflated = [inflate(scheme, raw[s : s + n], piece_where, buffer=True)
+                        for raw, (a, b), (_, _, piece_where) in spans
+                        for s, n in zip(c.vstart[a:b].tolist(), c.vsize[a:b].tolist(),
+                                        strict=True)]
         if cz.kind(enc) in ("variable", "fsst"):
             block = point.inflated_strings(enc, inflated, c.counts, c.sel, c.pos, c.heads,
                                             where)
         else:
-            block = sparse.decode(enc, [ChunkBuffers.join(inflated)], c.counts, c.sel, c.pos,
-                                  where)
+            block = sparse.decode(enc, [ChunkBuffers.join(point.listed(inflated))], c.counts,
+                                  c.sel, c.pos, where)
     elif cz.kind(enc) == "flat":
         block = _flat(enc, c)
     else:

@@ -5,12 +5,15 @@ corrupt block, a lying size prefix or a buffer outside its page is a FormatError
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from lance_sql.errors import FormatError
-from lance_sql.format.datafile import lz4_frames
+from lance_sql.format.datafile import lz4_frames, parallel
 from lance_sql.format.datafile.blocks import deflate, inflate
 
 
@@ -201,3 +204,147 @@ def test_a_zstd_prefix_past_what_its_frame_can_hold_allocates_nothing(many: bool
         with pytest.raises(FormatError, match="claims"):
             inflate(2, lying, "x")
     assert pool.max_memory() - before < 64 << 20
+
+
+# ------------------------------------------------------------------ runs of many pages
+def _pages(rng: np.random.Generator) -> tuple[list[bytes], list[tuple]]:
+    """Pieces in three pages (``_buffers`` each, junk between buffers), with blocks of
+    at most 12 bytes (held in a binary view itself) and of ~400 kB among them."""
+    pieces = [b"a", b"xy" * 6, *_pieces(rng), b"q" * 40, b"z"]
+    cuts = [0, 3, 25, len(pieces)]
+    pages = []
+    for k in range(3):
+        raw, pos, sizes = _buffers(pieces[cuts[k] : cuts[k + 1]], gap=5 + 6 * k)
+        pages.append((raw, pos, sizes))
+    return pieces, pages
+
+
+def _cut_into_frames(monkeypatch, split: bool) -> None:
+    """Runs cut into frames (any run, two threads to use, a CPU idle), or never."""
+    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1 if split else 1 << 62)
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_cpus", lambda: 1)
+
+
+def _runs(pages: list[tuple]) -> lz4_frames.Inflated | None:
+    return lz4_frames.inflate_runs([p[0] for p in pages], [p[1] for p in pages],
+                                   [p[2] for p in pages],
+                                   [lz4_frames.prefixes(p[0], p[1]) for p in pages], "t")
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_runs_of_many_pages_inflate_back_to_back(split: bool, monkeypatch) -> None:
+    """Buffers of several pages inflate to exactly the buffers one at a time, back to
+    back in one part, or in several (each the buffers it holds) when cut into frames."""
+    _cut_into_frames(monkeypatch, split)
+    pieces, pages = _pages(np.random.default_rng(8))
+    assert min(int((p[2] - 4).min()) for p in pages) <= 12 < max(int(p[2].max()) for p in pages)
+    calls, splits = lz4_frames.RUNS_CALLS[0], lz4_frames.SPLIT_CALLS[0]
+    got = _runs(pages)
+    assert got is not None and lz4_frames.RUNS_CALLS[0] == calls + 1
+    assert lz4_frames.SPLIT_CALLS[0] == splits + split
+    assert len(got.parts) == (lz4_frames.MAX_PARTS if split else 1)
+    assert got.bounds[0] == 0 and got.bounds[-1] == len(pieces)
+    assert [bytes(p) for p in got.pieces()] == pieces
+    for part, a, b in zip(got.parts, got.bounds[:-1], got.bounds[1:], strict=True):
+        assert part.to_pybytes() == b"".join(pieces[a:b])
+        assert got.starts[a] == 0
+
+
+@pytest.mark.parametrize("idle", [0, 1])
+def test_runs_in_frames_use_a_helper_on_an_idle_cpu_joined_before_return(idle: int,
+                                                                       monkeypatch) -> None:
+    """With two CPUs to use and one of them idle, the run is cut into frames, inflated on
+    a decode helper thread too, which is gone when the call returns; with no CPU idle
+    (another process busy), one frame on the calling thread. The same bytes either way."""
+    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_cpus", lambda: idle)
+    names: list[str] = []
+    inner = lz4_frames._decompress
+
+    def spied(*args):
+        names.append(threading.current_thread().name)
+        if len(names) == 1:  # hold the first frame back: the helper takes the next
+            time.sleep(0.05)
+        return inner(*args)
+
+    monkeypatch.setattr(lz4_frames, "_decompress", spied)
+    pieces, pages = _pages(np.random.default_rng(9))
+    got = _runs(pages)
+    assert got is not None and [bytes(p) for p in got.pieces()] == pieces
+    helped = [n for n in names if n.startswith(parallel.THREAD_NAME)]
+    assert len(names) == (lz4_frames.MAX_PARTS if idle else 1) and bool(helped) == bool(idle)
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+def test_idle_cpus_are_the_machines_less_its_runnable_tasks(tmp_path, monkeypatch) -> None:
+    """Idle CPUs: the machine's less its runnable tasks (the caller among them), at most
+    the helpers the process may use."""
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    loadavg = tmp_path / "loadavg"
+    monkeypatch.setattr(parallel, "_LOADAVG", str(loadavg))
+    for cpus, runnable, idle in ((2, 1, 1), (2, 2, 0), (2, 7, 0), (64, 7, 1), (64, 64, 0)):
+        monkeypatch.setattr(parallel, "_machine_cpus", lambda cpus=cpus: cpus)
+        loadavg.write_text(f"0.52 0.91 1.20 {runnable}/105 31337\n")
+        assert parallel.idle_cpus() == idle, (cpus, runnable)
+    loadavg.unlink()  # not known (not Linux): every helper's CPU counts as idle
+    assert parallel.idle_cpus() == 1
+
+
+def test_runs_are_cut_into_frames_of_about_equal_size(monkeypatch) -> None:
+    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 3)
+    assert lz4_frames._cuts(np.ones(10, np.int64)) == [0, 3, 6, 10]
+    assert lz4_frames._cuts(np.ones(5, np.int64)) == [0, 5]  # under twice SPLIT_BYTES
+    assert lz4_frames._cuts(np.array([1, 100, 1, 1, 1])) == [0, 2, 5]
+    assert lz4_frames._cuts(np.full(1000, 7)) == [0, 250, 500, 750, 1000]  # MAX_PARTS
+
+
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("damage", ["over", "under", "block", "outside", "short", "ratio"])
+def test_corrupt_runs_of_many_pages_are_format_errors(damage: str, split: bool,
+                                                      monkeypatch) -> None:
+    """A lying prefix, a corrupt block, a buffer outside its page or without a prefix
+    is a FormatError (the other pages intact), in one frame or in two."""
+    from lance_sql.format.datafile import point
+
+    _cut_into_frames(monkeypatch, split)
+    _, pages = _pages(np.random.default_rng(10))
+    raw, pos, sizes = pages[1]
+    full = lz4_frames.prefixes(raw, pos)
+    i = 4
+    if damage == "over":
+        raw = _with_prefix(raw, int(pos[i]), int(full[i]) + 8)
+    elif damage == "under":
+        raw = _with_prefix(raw, int(pos[i]), int(full[i]) - 8)
+    elif damage == "block":
+        raw = raw.copy()
+        raw[int(pos[i]) + 4 : int(pos[i]) + int(sizes[i])] = 0xFF
+    elif damage == "outside":
+        sizes = sizes.copy()
+        sizes[-1] = raw.size
+    elif damage == "short":
+        sizes = sizes.copy()
+        sizes[i] = 3
+    else:  # more than LZ4 can inflate its bytes to: refused before allocating
+        raw = _with_prefix(raw, int(pos[i]), 300 * int(sizes[i]))
+    pages[1] = (raw, pos, sizes)
+    with pytest.raises(FormatError, match="^t: "):
+        point.inflate_lz4_runs([(*p, "t") for p in pages])
+
+
+def test_what_no_frame_holds_is_inflated_buffer_by_buffer() -> None:
+    """A buffer inflating past what a frame block holds, or a single buffer, takes
+    inflate_exact's path (a list, the same bytes); nothing goes through the runs."""
+    from lance_sql.format.datafile import point
+
+    big = np.random.default_rng(5).bytes(1 << 16) * 80  # 5 MiB: more than a frame block
+    pieces = [b"lance" * 100, big, b"sql" * 50]
+    raw, pos, sizes = _buffers(pieces)
+    assert _runs([(raw, pos, sizes)]) is None
+    calls = lz4_frames.RUNS_CALLS[0]
+    got = point.inflate_lz4_runs([(raw, pos, sizes, "t")])
+    assert isinstance(got, list) and [bytes(p) for p in got] == pieces
+    one = point.inflate_lz4_runs([(raw, pos[:1], sizes[:1], "t")])
+    assert isinstance(one, list) and bytes(one[0]) == pieces[0]
+    assert lz4_frames.RUNS_CALLS[0] == calls

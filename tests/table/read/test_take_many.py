@@ -18,7 +18,7 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import FormatError
-from lance_sql.format.datafile import point_pages
+from lance_sql.format.datafile import lz4_frames, parallel, point_pages
 from lance_sql.table.read import take_many
 
 N = 60_000
@@ -91,14 +91,27 @@ def _by_fragment(uri, addresses, columns, monkeypatch) -> pa.Table:
         return lance_sql.dataset(uri).take_addresses(addresses, columns)
 
 
+def _split_frames(monkeypatch) -> None:
+    """LZ4 chunks of every size inflated in several frames, side by side (two threads)."""
+    monkeypatch.setattr(lz4_frames, "SPLIT_BYTES", 1)
+    monkeypatch.setattr(parallel, "threads", lambda: 2)
+    monkeypatch.setattr(parallel, "idle_cpus", lambda: 1)
+
+
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("columns", [["id", "small", "f", "s_lz4", "_rowaddr"],
                                      ["s_lz4", "id"], ["f"]])
-def test_many_addresses_equal_fragment_by_fragment_and_pylance(written, columns, counted,
-                                                               monkeypatch) -> None:
+def test_many_addresses_equal_fragment_by_fragment_and_pylance(written, columns, split,
+                                                               counted, monkeypatch) -> None:
+    """(``split``: the LZ4 strings' chunks inflated in several frames on two threads.)"""
     uri, table = written
     addresses = _addresses(uri, 1, 1500)
+    if split:
+        _split_frames(monkeypatch)
+    splits = lz4_frames.SPLIT_CALLS[0]
     got = lance_sql.dataset(uri).take_addresses(addresses, columns)
     assert counted == [True]
+    assert lz4_frames.SPLIT_CALLS[0] == splits + (split and "s_lz4" in columns)
     assert got.equals(_by_fragment(uri, addresses, columns, monkeypatch))
     # pylance's rows at those addresses (deleted ones left out), compared one by one
     theirs = lance.dataset(uri).to_table(columns=[c for c in columns if c != "_rowaddr"],
@@ -129,14 +142,17 @@ def test_columns_of_other_shapes_and_repeats_fall_back(written, counted,
     assert counted[:3] == [False, False, False] and counted[-1]
 
 
-def test_take_pages_equals_the_general_path(written, monkeypatch) -> None:
+@pytest.mark.parametrize("split", [False, True])
+def test_take_pages_equals_the_general_path(written, split, monkeypatch) -> None:
     """take_pages of one column over every file equals the general decode (the point
     path off) of each file and point's page-by-page take, joined, for rows in several
-    pages of each file."""
+    pages of each file (``split``: LZ4 chunks inflated in several frames)."""
     from lance_sql.format.datafile import point
     from lance_sql.table.files.reader import FragmentReader
 
     uri, _ = written
+    if split:
+        _split_frames(monkeypatch)
     ds = lance_sql.dataset(uri)
     rng = np.random.default_rng(5)
     for name in ("id", "small", "f", "s_lz4"):
@@ -152,11 +168,12 @@ def test_take_pages_equals_the_general_path(written, monkeypatch) -> None:
                 m.setattr(point, "take_leaf", lambda *a, **k: None)
                 m.setattr(point_pages, "take_pages", lambda parts: None)
                 general.append(reader.take([field], rows)[0])
-        tiled = point.TILED_CALLS[0]
+        tiled, splits = point.TILED_CALLS[0], lz4_frames.SPLIT_CALLS[0]
         together = point_pages.take_pages(parts)
         assert together is not None, name
-        # LZ4 strings: every file's chunks inflate into one buffer, read as one array
+        # LZ4 strings: every file's chunks inflate into one buffer (or a few), read at once
         assert point.TILED_CALLS[0] == tiled + (name == "s_lz4"), name
+        assert lz4_frames.SPLIT_CALLS[0] == splits + (split and name == "s_lz4"), name
         assert together.equals(pa.concat_arrays(general)), name
         assert together.equals(pa.concat_arrays([point.take_leaf(c, r) for c, r in parts]))
     assert point_pages.take_pages([]) is None
