@@ -210,11 +210,11 @@ def test_no_descriptor_or_mapping_outlives_its_users(tmp_path: Path) -> None:
     results that still refer to mapped pages hold no descriptor; once they go, so do the
     mappings."""
     path = tmp_path / "t.lance"
-    rows = 200_000
+    rows = 40_000  # four files of 10,000 rows: each column's page (80 kB) is read mapped
     table = pa.table({"x": np.arange(rows, dtype=np.float64),
                       "s": pa.array([f"v{i}" for i in range(rows)])})
     for version in ("2.0", "2.2"):
-        lance_sql.write_dataset(table, path / version, max_rows_per_file=50_000,
+        lance_sql.write_dataset(table, path / version, max_rows_per_file=10_000,
                                 data_storage_version=version)
     runtime = lance_sql.default_runtime()
     runtime.clear("data_files")
