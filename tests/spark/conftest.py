@@ -42,7 +42,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.python.filterPushdown.enabled", "true")
         .config("spark.sql.warehouse.dir", str(work / "warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={work / 'derby'}")
+        # the client JIT only: the test JVM lives two minutes, which full optimisation
+        # spends mostly compiling (tests/spark: 95.5 -> 87.8 s, one run each)
+        .config("spark.driver.extraJavaOptions",
+                f"-Dderby.system.home={work / 'derby'} -XX:TieredStopAtLevel=1")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -37,8 +37,7 @@ def _rows(model: dict[int, tuple[int, str] | None], ids: list[int]) -> pa.Table:
                      "Mixed": [i / 2 for i in live]}, schema=SCHEMA)
 
 
-@pytest.fixture
-def lsm(tmp_path: Path):
+def _build_lsm(tmp_path: Path):
     """Table ``t``: keys in the base only, in three flushed generations, in the MemTable,
     deleted by tombstones (in a generation and in the MemTable); ``model`` maps each key
     ever written to its newest row (None: deleted). Also a plain table ``plain``."""
@@ -67,6 +66,19 @@ def lsm(tmp_path: Path):
     finally:
         for region_writer in writer.writers:
             region_writer.abort()
+
+
+@pytest.fixture
+def lsm(tmp_path: Path):
+    """The tables of :func:`_build_lsm`, for a test of its own (it may write)."""
+    yield from _build_lsm(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def lsm_read_only(tmp_path_factory: pytest.TempPathFactory):
+    """The same tables, built once for the tests that only query them (each through a
+    session of its own)."""
+    yield from _build_lsm(tmp_path_factory.mktemp("point_get"))
 
 
 def _both(session: LanceSession, sql: str) -> tuple[pa.Table, pa.Table, bool]:
@@ -264,8 +276,8 @@ def test_string_keys(tmp_path: Path, key_type: pa.DataType) -> None:
     "SELECT * FROM t WHERE /* /* */ id = 5 -- */ id = 6\n",
     "SELECT * FROM t WHERE id = 5\x1c",  # whitespace to Python's re, not to DataFusion
 ])
-def test_near_misses_take_datafusion_path(lsm, sql: str) -> None:
-    root, _, _, _ = lsm
+def test_near_misses_take_datafusion_path(lsm_read_only, sql: str) -> None:
+    root, _, _, _ = lsm_read_only
     session = connect(root)
     try:
         fast, slow, taken = _both(session, sql)
@@ -313,8 +325,8 @@ def test_a_query_that_falls_through_probes_the_latest_version_once(lsm, sql: str
     "SELECT * FROM nope WHERE id = 5",
     "SELECT * FROM t WHERE nope = 5",
 ])
-def test_unknown_names_raise_the_same_typed_error(lsm, sql: str) -> None:
-    root, _, _, _ = lsm
+def test_unknown_names_raise_the_same_typed_error(lsm_read_only, sql: str) -> None:
+    root, _, _, _ = lsm_read_only
     session = connect(root)
     errors = []
     for enabled in (True, False):

@@ -112,9 +112,10 @@ class Table:
         assert lance.dataset(self.uri).to_table() == self.expected
 
 
-@pytest.fixture
-def table(tmp_path: Path) -> Table:
-    uri = str(tmp_path / "t.lance")
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Table:
+    """The three-version table, written and checked once; tests get copies of it."""
+    uri = str(tmp_path_factory.mktemp("bad_input") / "t.lance")
     ds = lance_sql.write_dataset(rows(0, ROWS), uri, max_rows_per_file=FIRST_FILE)
     ds.delete("id < 5200")
     ds.delete("id = 5600")
@@ -125,6 +126,14 @@ def table(tmp_path: Path) -> Table:
     assert t.deletion_path("arrow").endswith(".arrow")
     t.assert_intact()
     return t
+
+
+@pytest.fixture
+def table(pristine: Table, tmp_path: Path) -> Table:
+    """A private copy of the table (every file, byte for byte): tests damage and restore it."""
+    uri = str(tmp_path / "t.lance")
+    shutil.copytree(pristine.uri, uri)
+    return Table(uri, pristine.expected)
 
 
 def forget_files() -> None:
