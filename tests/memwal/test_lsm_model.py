@@ -56,10 +56,7 @@ def check(mw: MemWal, model: dict[int, tuple[int, str]], rng: random.Random) -> 
     assert as_dict(one) == ({key: model[key]} if key in model else {})
 
 
-# Seed 1 (odd: base lookups through the BTREE index) runs all six operations in its 45
-# steps, seed 2 (even: by reverse scan) all but merge; a third seed (3, odd) repeated
-# seed 1's path and operations and was dropped to keep the suite short.
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, 2, 3])
 def test_lsm_reads_match_a_last_write_wins_model(seed: int) -> None:
     rng = random.Random(seed)
     name = f"lsm-model{next(_names)}"
