@@ -339,6 +339,15 @@ def inflated_strings(enc: pb.CompressiveEncoding, pieces: list | lz4_frames.Infl
     first ``i`` of each chunk): only the offsets of the wanted rows and the bytes between
     them are copied out of the chunks. When each chunk holds one wanted row (keys spread
     over a big table) those bytes are the strings themselves, joined straight."""
+    block = _gathered_strings(enc, pieces, counts, sel, pos, heads, where)
+    return block if cz.kind(enc) == "variable" else fsst_decode(enc.fsst.symbol_table, block,
+                                                                where)
+
+
+def _gathered_strings(enc: pb.CompressiveEncoding, pieces: list | lz4_frames.Inflated,
+                      counts: np.ndarray, sel: np.ndarray, pos: np.ndarray,
+                      heads: np.ndarray, where: str) -> Variable:
+    """:func:`inflated_strings` before any FSST decoding: the wanted strings as stored."""
     wb = sparse.string_offset_bytes(enc, where)
     if isinstance(pieces, lz4_frames.Inflated):
         sizes = pieces.sizes
@@ -350,14 +359,10 @@ def inflated_strings(enc: pb.CompressiveEncoding, pieces: list | lz4_frames.Infl
     if (sizes < floor).any():
         raise FormatError(f"{where}: string chunk too small for its offsets")
     if isinstance(pieces, lz4_frames.Inflated):
-        block = _parts_strings(pieces, wb, floor, sel, pos, where)
-        return block if cz.kind(enc) == "variable" else fsst_decode(enc.fsst.symbol_table,
-                                                                    block, where)
+        return _parts_strings(pieces, wb, floor, sel, pos, where)
     tiled = _tiled(pieces, sizes)
     if tiled is not None:
-        block = _tiled_strings(*tiled, wb, sizes, floor, sel, pos, where)
-        return block if cz.kind(enc) == "variable" else fsst_decode(enc.fsst.symbol_table,
-                                                                    block, where)
+        return _tiled_strings(*tiled, wb, sizes, floor, sel, pos, where)
     views = [memoryview(p) for p in pieces]
     single = heads.size == sel.size
     # the offset words each chunk's rows need: from its first row's to its last row's + 1
@@ -391,9 +396,7 @@ def inflated_strings(enc: pb.CompressiveEncoding, pieces: list | lz4_frames.Infl
                               np.uint8)
         start = ((d1 - d0).cumsum() - (d1 - d0))[sel] + lo - d0[sel]
         data = spans[cz.range_indices(start, lens)]
-    block = Variable(offsets, data, pos.size)
-    return block if cz.kind(enc) == "variable" else fsst_decode(enc.fsst.symbol_table, block,
-                                                                where)
+    return Variable(offsets, data, pos.size)
 
 
 # Counts of :func:`inflated_strings` calls answered from one tiled buffer (tests).
