@@ -98,13 +98,17 @@ class MemWalDataset(LanceDataset):
         """The MemWAL of this version of the table, or None when it has none (set one
         up with :meth:`initialize_mem_wal`). The same handle while this object stays
         at one version, so ``ds.mem_wal.get(...)`` keeps its lookup view warm."""
+        # the version read once, before the handle reads the index: if another thread's
+        # write moves this object meanwhile, the handle is newer than its tag and the
+        # next call makes a new one (never an old handle tagged with a newer version)
+        version = self.version
         held = getattr(self, "_mem_wal_handle", None)
-        if held is not None and held[0] == self.version:
+        if held is not None and held[0] == version:
             return held[1]
         if load_mem_wal_index(self) is None:
             return None
         handle = MemWal(self)
-        self._mem_wal_handle = (self.version, handle)
+        self._mem_wal_handle = (version, handle)
         return handle
 
 

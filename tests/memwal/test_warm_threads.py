@@ -1,6 +1,7 @@
 """A warm view's state (:class:`~lance_sql.memwal.read.warm.WarmState`) is shared by every
 read of one MemWAL handle or SQL session, on whatever threads they run: one read finding
-its listing still current must not be broken by another read replacing it meanwhile."""
+its listing still current must not be broken by another read replacing it meanwhile; and
+a view's own listing of its regions is seen whole or not at all."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.memwal.read.warm import WarmState
+from lance_sql.table.runtime.context import current_runtime
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
@@ -107,3 +109,28 @@ def test_a_warm_read_survives_another_read_relisting_the_regions(mw: MemWal) -> 
         assert state.cleared.is_set()  # the other read did clear it inside the warm one
         assert results == {"warm": "m3", "other": "m2"}
         assert _get(mw, 1) == "m1" and _get(mw, 250) is None  # and later reads agree
+
+
+def test_a_view_never_shows_a_half_made_listing_of_its_regions(mw: MemWal,
+                                                                  monkeypatch) -> None:
+    """A second reader of one view, arriving while the first is still listing the regions,
+    lists them itself: it is never handed the list the first is filling."""
+    with mw.writer() as w:
+        w.put(_rows(range(40), "m"))  # every one of the 4 buckets claims its region
+    view = mw.view()
+    cache = current_runtime().cache
+    real = cache.get_or_load
+    seen: list[object] = []
+
+    def load_once_then_ask_again(*args, **kwargs):
+        if not seen:  # first region of the first listing: another thread asks now
+            seen.append(None)
+            other = threading.Thread(target=lambda: seen.append(len(view._listed())))
+            other.start()
+            other.join(WAIT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cache, "get_or_load", load_once_then_ask_again)
+    listed = view._listed()
+    assert len(listed) == 4
+    assert seen == [None, 4]  # the other thread's own listing, whole when it got it

@@ -224,7 +224,7 @@ class LsmView:
         if self.consistency == "snapshot" and self._snapshot_listing:
             self._listed_cache = self._snapshot_listing[0]
             return self._listed_cache
-        out = self._listed_cache = []
+        out: list = []  # published once filled: a half-made listing is never seen
         if self.consistency == "snapshot":
             snap = read_snapshot(self.base)
             for row in range(snap.num_rows):
@@ -238,6 +238,7 @@ class LsmView:
                                 snap.column("flushed_generations")[row].as_py())
                 out.append((rid, spec_id, values, None, flushed))
             self._snapshot_listing[:] = [out]
+            self._listed_cache = out
             return out
         uri = self.base.store.uri
         cache = current_runtime().cache
@@ -282,6 +283,7 @@ class LsmView:
             # then no listing is kept, and the next read lists again)
             warm.listing = None if unclaimed else (
                 names, [(r[0], r[1], r[2], None, None) for r in out])
+        self._listed_cache = out
         return out
 
     def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None, *,
