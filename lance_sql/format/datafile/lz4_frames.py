@@ -19,7 +19,9 @@ for 64 KiB chunks.)
 The point paths (a take of scattered rows) inflate the chunks they touch in many pages
 by :func:`inflate_runs`: their frame is laid out by Arrow from a binary-view array of
 the blocks where they lie (no Python per block, no interpreter lock held), and a large
-run is cut into frames inflated on two threads when a CPU is idle.
+run is cut into frames inflated on two threads when a CPU is idle; a take of many rows
+begins them (:class:`Inflating`) before taking its other columns, so the helper thread
+inflates while the caller works, and the caller joins in on the frames left.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ _END = b"\0\0\0\0"
 # only slowed lookups down): a 1000-key take of strings in 32 KiB chunks inflates
 # ~25 MB (~6 ms of codec alone). One frame otherwise (more on one thread gain nothing).
 SPLIT_BYTES = 2 << 20
-# At most this many frames, taken in turn by the threads (:func:`parallel.map_threads`):
+# At most this many frames, taken in turn by the threads (:class:`parallel.Begun`):
 # a helper thread that gets no core for a while leaves the caller frames to do.
 MAX_PARTS = 4
 # Counts of :func:`inflate_runs` calls (tests): all of them, and those cut into frames.

@@ -6,9 +6,10 @@ spreads: a decode running on a scan's worker thread (the scan already reads frag
 by side), or while another decode holds helpers (DataFusion partitions on their own
 threads), runs on its calling thread alone; measured, helpers there only added hand-offs
 (a 10-fragment scan: ~300 -> ~440 ms of CPU). Threads are started for one call and
-joined before it returns (none outlives the read that started it); the calling thread
-works too. Results come back in the order of the items; the first error is raised once
-every thread has stopped.
+joined before it returns (none outlives the read that started it; work begun by
+:class:`Begun` is joined by the caller's ``finally``); the calling thread works too.
+Results come back in the order of the items; the first error is raised once every
+thread has stopped.
 """
 
 from __future__ import annotations
