@@ -192,6 +192,40 @@ def test_few_keys_and_other_keys_take_the_nodes(routed: MemWal, tmp_path: Path,
         assert plan.to_table().column("n").to_pylist()[:3] == [0, 10, 20]
 
 
+@pytest.mark.parametrize("joined", [True, False])
+def test_rows_taken_from_the_joined_generations_equal_a_take_from_each(
+        joined: bool, routed: MemWal, monkeypatch) -> None:
+    """The generations' rows joined in the key directory (one take for every winner)
+    or, too large to join, taken generation by generation: the same rows as the nodes,
+    and the joined take counted only when used."""
+    cache = current_runtime().cache
+    cache.clear("lsm_key_directories")  # built again, with or without the joined rows
+    if not joined:
+        monkeypatch.setattr(many_mod, "MAX_JOINED_ROW_BYTES", 0)
+    keys = _keys(4)
+    plan = routed.view().lookup_plan(keys, ["s", "_gen", "_region", "_rowaddr", "id", "v"])
+    assert plan.many is not None
+    takes = many_mod.JOINED_TAKES[0]
+    fast = plan.many.to_table()
+    assert many_mod.JOINED_TAKES[0] == takes + joined
+    assert fast.equals(plan.root.to_table())
+    assert len(set(fast.column("_gen").to_pylist()) - {-1}) >= 3  # several generations
+    cache.clear("lsm_key_directories")
+
+
+def test_repeats_count_each_keys_entries() -> None:
+    """Entries equal to each wanted code, found from its left search, for codes held
+    once, several times, not at all, below the first and past the last."""
+    codes = np.array([2, 2, 2, 5, 7, 7, 9], np.int64)
+    wanted = np.array([7, 1, 2, 9, 10, 5, 6, 2], np.int64)
+    lo = np.searchsorted(codes, wanted, "left")
+    expected = np.searchsorted(codes, wanted, "right") - lo
+    assert many_mod._repeats(codes, wanted, lo).tolist() == expected.tolist() == \
+        [2, 0, 3, 1, 0, 1, 0, 3]
+    empty = np.zeros(0, np.int64)
+    assert many_mod._repeats(empty, wanted, np.zeros(wanted.size, np.int64)).sum() == 0
+
+
 def test_the_key_directory_is_built_once_per_set_of_generations(routed: MemWal) -> None:
     cache = current_runtime().cache
     cache.clear("lsm_key_directories")

@@ -19,7 +19,9 @@ for 64 KiB chunks.)
 The point paths (a take of scattered rows) inflate the chunks they touch in many pages
 by :func:`inflate_runs`: their frame is laid out by Arrow from a binary-view array of
 the blocks where they lie (no Python per block, no interpreter lock held), and a large
-run is cut into frames inflated on two threads when a CPU is idle.
+run is cut into frames inflated on two threads when a CPU is idle; a take of many rows
+begins them (:class:`Inflating`) before taking its other columns, so the helper thread
+inflates while the caller works, and the caller joins in on the frames left.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ _END = b"\0\0\0\0"
 # only slowed lookups down): a 1000-key take of strings in 32 KiB chunks inflates
 # ~25 MB (~6 ms of codec alone). One frame otherwise (more on one thread gain nothing).
 SPLIT_BYTES = 2 << 20
-# At most this many frames, taken in turn by the threads (:func:`parallel.map_threads`):
+# At most this many frames, taken in turn by the threads (:class:`parallel.Begun`):
 # a helper thread that gets no core for a while leaves the caller frames to do.
 MAX_PARTS = 4
 # Counts of :func:`inflate_runs` calls (tests): all of them, and those cut into frames.
@@ -255,7 +257,7 @@ _VIEW_LIMIT = 1 << 31  # view offsets are i32
 
 def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
                  sizes: Sequence[np.ndarray], full: Sequence[np.ndarray],
-                 where: str) -> Inflated | None:
+                 where: str, *, begin: bool = False) -> Inflated | Inflating | None:
     """The LZ4 buffers ``raws[r][pos[r][i] : pos[r][i] + sizes[r][i]]`` (a u32 size prefix,
     then a block; ``full[r][i]`` the prefix, read and bounded by the caller), of every
     ``r`` in turn, inflated back to back as one frame, or, when they inflate to twice
@@ -267,7 +269,10 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
     end mark), cast to one binary buffer by Arrow, so a helper thread builds and inflates
     its frame alongside the caller. None (before anything is inflated) when a buffer does
     not fit a frame (see :func:`fits`) or a raw is too large for a view: the caller
-    inflates them by :func:`inflate_exact`. A buffer outside its raw is a FormatError."""
+    inflates them by :func:`inflate_exact`. A buffer outside its raw is a FormatError.
+
+    With ``begin``, an :class:`Inflating` instead: the frames begun on a helper thread
+    (when one may be used) while the caller does other work, then collected."""
     if not raws:
         return None
     pos_all = np.concatenate(pos).astype(np.int64, copy=False)
@@ -325,21 +330,44 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
         return _decompress(frame.slice(0, frame_size), want, where)
 
     cut = [0, n]
-    if int(full_all.sum()) < 2 * SPLIT_BYTES:  # one frame (checked again by _cuts)
-        parts = [inflate(0)]
-    else:
-        with parallel.threads_for(MAX_PARTS, idle_only=True) as count:
-            if count > 1:
-                cut = _cuts(full_all)
-            parts = parallel.map_threads(inflate, range(len(cut) - 1), count)
-    RUNS_CALLS[0] += 1
-    if len(parts) > 1:
-        SPLIT_CALLS[0] += 1
-    starts = np.empty(n, np.int64)
-    for a, b in zip(cut[:-1], cut[1:], strict=True):
-        run = full_all[a:b]
-        starts[a:b] = run.cumsum() - run
-    return Inflated(parts, cut, starts, full_all)
+    # one frame on the calling thread below twice SPLIT_BYTES (checked again by _cuts)
+    job: parallel.Begun[pa.Buffer] = parallel.Begun(
+        MAX_PARTS if int(full_all.sum()) >= 2 * SPLIT_BYTES else 1, idle_only=True)
+    try:
+        if job.count > 1:
+            cut = _cuts(full_all)
+        job.start(inflate, range(len(cut) - 1))
+    except BaseException:
+        job.close()
+        raise
+    begun = Inflating(job, cut, full_all)
+    return begun if begin else begun.result()
+
+
+class Inflating:
+    """An :func:`inflate_runs` begun (``begin``): its frames inflating on a helper
+    thread when one may be used (else nothing has run yet). :meth:`result` has the
+    caller inflate the frames left and gives the :class:`Inflated`; :meth:`close` (in a
+    ``finally``; nothing after :meth:`result`) joins the helper, finished or not."""
+
+    def __init__(self, job: parallel.Begun[pa.Buffer], cut: list[int],
+                 full: np.ndarray) -> None:
+        self._job, self._cut, self._full = job, cut, full
+
+    def result(self) -> Inflated:
+        parts = self._job.finish()
+        RUNS_CALLS[0] += 1
+        if len(parts) > 1:
+            SPLIT_CALLS[0] += 1
+        cut, full = self._cut, self._full
+        starts = np.empty(full.size, np.int64)
+        for a, b in zip(cut[:-1], cut[1:], strict=True):
+            run = full[a:b]
+            starts[a:b] = run.cumsum() - run
+        return Inflated(parts, cut, starts, full)
+
+    def close(self) -> None:
+        self._job.close()
 
 
 def _cuts(full: np.ndarray) -> list[int]:

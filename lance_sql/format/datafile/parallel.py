@@ -6,9 +6,10 @@ spreads: a decode running on a scan's worker thread (the scan already reads frag
 by side), or while another decode holds helpers (DataFusion partitions on their own
 threads), runs on its calling thread alone; measured, helpers there only added hand-offs
 (a 10-fragment scan: ~300 -> ~440 ms of CPU). Threads are started for one call and
-joined before it returns (none outlives the read that started it); the calling thread
-works too. Results come back in the order of the items; the first error is raised once
-every thread has stopped.
+joined before it returns (none outlives the read that started it; work begun by
+:class:`Begun` is joined by the caller's ``finally``); the calling thread works too.
+Results come back in the order of the items; the first error is raised once every
+thread has stopped.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -100,38 +101,107 @@ def map_threads(fn: Callable[[T], R], items: Sequence[T], count: int) -> list[R]
     ``count`` as :func:`threads_for` gave it), items taken in turn."""
     if count <= 1:
         return [fn(item) for item in items]
-    results: list[R | None] = [None] * len(items)
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-    position = iter(range(len(items)))
+    queue = _Queue(fn, items, count - 1)
+    try:
+        queue.work()
+    finally:
+        queue.join()
+    return queue.results()
 
-    def work() -> None:
+
+class _Queue(Generic[T, R]):
+    """``fn`` over ``items``, taken in turn by the threads calling :meth:`work`:
+    ``helpers`` threads started at once, and whichever others call it. The first error
+    stops the handing out; :meth:`results` raises it (once :meth:`join` has stopped
+    the helpers)."""
+
+    def __init__(self, fn: Callable[[T], R], items: Sequence[T], helpers: int) -> None:
+        self._fn: Callable[[T], R] = fn
+        self._items: Sequence[T] = items
+        self._results: list[R | None] = [None] * len(items)
+        self._errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._position = iter(range(len(items)))
+        self._stopped = False
+        self._helpers: list[threading.Thread] = []
+        for k in range(helpers):
+            t = threading.Thread(target=self.work, name=f"{THREAD_NAME}-{k}", daemon=True)
+            try:
+                t.start()
+            except BaseException:  # (no thread to be had) the ones started are joined
+                self.join(stop=True)
+                raise
+            self._helpers.append(t)
+
+    def work(self) -> None:
         while True:
-            with lock:
-                if errors:
+            with self._lock:
+                if self._errors or self._stopped:
                     return
-                i = next(position, None)
+                i = next(self._position, None)
             if i is None:
                 return
             try:
-                results[i] = fn(items[i])
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller below
-                with lock:
-                    errors.append(exc)
+                self._results[i] = self._fn(self._items[i])
+            except BaseException as exc:  # noqa: BLE001 - re-raised by results()
+                with self._lock:
+                    self._errors.append(exc)
                 return
 
-    helpers = [threading.Thread(target=work, name=f"{THREAD_NAME}-{k}", daemon=True)
-               for k in range(count - 1)]  # fmt: skip
-    for t in helpers:
-        t.start()
-    try:
-        work()
-    finally:
-        for t in helpers:
+    def join(self, stop: bool = False) -> None:
+        """Waits for the helpers (with ``stop``, after their items under way only)."""
+        if stop:
+            with self._lock:
+                self._stopped = True
+        for t in self._helpers:
             t.join()
-    if errors:
-        raise errors[0]
-    return results  # type: ignore[return-value]
+
+    def results(self) -> list[R]:
+        if self._errors:
+            raise self._errors[0]
+        return self._results  # type: ignore[return-value]
+
+
+class Begun(Generic[R]):
+    """Work begun on helper threads while the caller does something else (a lookup's
+    strings inflating while its numbers are taken): :func:`threads_for` ``items``
+    decides the threads (:attr:`count`, the caller's among them) and is held until
+    :meth:`close`; :meth:`start` hands ``fn`` over the items to ``count - 1`` helpers
+    at once; :meth:`finish` has the caller take the items left, joins the helpers and
+    gives the results in item order. Callers :meth:`close` in a ``finally`` (a second
+    close does nothing): it stops the handing out and joins, so no helper outlives
+    their call, finished or not."""
+
+    def __init__(self, items: int, *, idle_only: bool = False) -> None:
+        self._held = threads_for(items, idle_only)
+        self.count = self._held.__enter__()
+        self._queue: _Queue[Any, R] | None = None
+        self._open = True
+
+    def start(self, fn: Callable[[T], R], items: Sequence[T]) -> None:
+        """``fn`` over ``items`` begun on the helpers (none when :attr:`count` is 1:
+        everything then runs in :meth:`finish`)."""
+        self._queue = _Queue(fn, items, min(self.count, len(items)) - 1)
+
+    def finish(self) -> list[R]:
+        """The results of :meth:`start`'s items, in order (the first error raised)."""
+        queue = self._queue
+        assert queue is not None, "finish() before start()"
+        try:
+            queue.work()
+        finally:
+            self.close()
+        return queue.results()
+
+    def close(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        try:
+            if self._queue is not None:
+                self._queue.join(stop=True)
+        finally:
+            self._held.__exit__(None, None, None)
 
 
 def produce_then_place(produce: Callable[[T], tuple[R, int]],

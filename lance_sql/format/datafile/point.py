@@ -272,22 +272,27 @@ def inflate_lz4(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str
                  ) -> list[pa.Buffer | bytes] | lz4_frames.Inflated:
     """:func:`~.blocks.inflate` of the LZ4 buffers ``raw[pos[i] : pos[i] + sizes[i]]``
     (each a u32 size, then a block): :func:`inflate_lz4_runs` of one run."""
-    return inflate_lz4_runs([(raw, pos, sizes, where)])
+    done = inflate_lz4_runs([(raw, pos, sizes, where)])
+    assert not isinstance(done, lz4_frames.Inflating)  # (only when begun)
+    return done
 
 
-def inflate_lz4_runs(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, str]]
-                     ) -> list[pa.Buffer | bytes] | lz4_frames.Inflated:
+def inflate_lz4_runs(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, str]],
+                     *, begin: bool = False
+                     ) -> list[pa.Buffer | bytes] | lz4_frames.Inflated | lz4_frames.Inflating:
     """The LZ4 buffers ``raw[pos[i] : pos[i] + sizes[i]]`` of every run ``(raw, pos,
     sizes, where)`` (the chunks of one page each, say) inflated, in order: their prefixes
     read and bounded (:func:`lz4_claims`), then one codec call per frame for them all
     (a take of 1000 strings inflates ~900 chunks: per-chunk calls add up), by
     :func:`~.lz4_frames.inflate_runs` (back to back, in one or two parts), or by
     :func:`~.lz4_frames.inflate_exact` (a list) for a single buffer or buffers no frame
-    holds."""
+    holds. With ``begin``, the frames of :func:`~.lz4_frames.inflate_runs` are only
+    begun (an :class:`~.lz4_frames.Inflating`, see there); a list is inflated already."""
     claims = [lz4_claims(raw, pos, sizes, where) for raw, pos, sizes, where in runs]
     if sum(c.size for c in claims) > 1:
         done = lz4_frames.inflate_runs([r[0] for r in runs], [r[1] for r in runs],
-                                       [r[2] for r in runs], claims, runs[0][3])
+                                       [r[2] for r in runs], claims, runs[0][3],
+                                       begin=begin)
         if done is not None:
             return done
     blocks: list[memoryview] = []

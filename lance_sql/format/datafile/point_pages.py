@@ -16,7 +16,7 @@ else returns None and the caller takes the pages one by one (tests compare the t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +40,44 @@ def take_pages(parts: Sequence[tuple[LeafColumn, np.ndarray]]) -> pa.Array | Non
     None when a touched page does not suit this path (see the module docstring). Bad
     data is a FormatError, or (a safety net, as for every decoder) an error of the kinds
     the readers turn into one."""
+    taking = begin_pages(parts)
+    if taking is None:
+        return None
+    try:
+        return taking.finish()
+    finally:
+        taking.close()
+
+
+# Counts of takes whose LZ4 chunks were begun and finished later (tests).
+BEGUN_CALLS = [0]
+
+
+class Taking:
+    """A :func:`take_pages` begun by :func:`begin_pages`: its LZ4 chunks inflating (on a
+    helper thread when :func:`~.parallel.threads_for` allows one) while the caller does
+    other work. :meth:`finish` gives the array (None: see :func:`take_pages`);
+    :meth:`close`, in a ``finally``, joins the helper whether or not it was finished."""
+
+    def __init__(self, inflating: lz4_frames.Inflating | None,
+                 then: Callable[[lz4_frames.Inflated | None], pa.Array | None]) -> None:
+        self._inflating, self._then = inflating, then
+
+    def finish(self) -> pa.Array | None:
+        if self._inflating is None:
+            return self._then(None)
+        BEGUN_CALLS[0] += 1
+        return self._then(self._inflating.result())
+
+    def close(self) -> None:
+        if self._inflating is not None:
+            self._inflating.close()
+
+
+def begin_pages(parts: Sequence[tuple[LeafColumn, np.ndarray]]) -> Taking | None:
+    """:func:`take_pages` begun: the pages read and checked, their LZ4 chunks (when they
+    inflate by one frame or more) begun (see :class:`Taking`), the rest done at once;
+    None when a touched page does not suit this path."""
     pieces: list[tuple[MiniBlockPage, np.ndarray, str]] = []
     leaf_type = parts[0][0].leaf_type if parts else None
     for column, rows in parts:
@@ -54,7 +92,7 @@ def take_pages(parts: Sequence[tuple[LeafColumn, np.ndarray]]) -> pa.Array | Non
             pieces.append((page, page_rows, page.where))
     if not pieces or not _uniform([page for page, _, _ in pieces]):
         return None
-    return _take(pieces, leaf_type)
+    return _begin(pieces, leaf_type)
 
 
 def _by_page(column: LeafColumn, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -209,40 +247,48 @@ class _Chunks:
         return out
 
 
-def _take(pieces: list[tuple[MiniBlockPage, np.ndarray, str]], leaf_type: pa.DataType
-          ) -> pa.Array | None:
+def _begin(pieces: list[tuple[MiniBlockPage, np.ndarray, str]], leaf_type: pa.DataType
+           ) -> Taking:
     first = pieces[0][0]
     found = point.page_values(first)
     assert found is not None
     enc, scheme = found
     c = _Chunks(pieces)
     where = pieces[0][2]
-    block: Block | None
+
+    def arrow(block: Block | None) -> pa.Array | None:
+        if block is None:
+            return None
+        values = first.values_to_arrow(block, None)
+        return values if values.type == leaf_type else None
+
+    def values(inflated: list | lz4_frames.Inflated) -> pa.Array | None:
+        if cz.kind(enc) in ("variable", "fsst"):
+            return arrow(point.inflated_strings(enc, inflated, c.counts, c.sel, c.pos,
+                                                c.heads, where))
+        return arrow(sparse.decode(enc, [ChunkBuffers.join(point.listed(inflated))],
+                                   c.counts, c.sel, c.pos, where))
+
     if scheme is not None:  # each chunk's value buffer compressed on its own
         spans = list(zip(c.raws, c.chunk_spans(), pieces, strict=True))
-        inflated: list | lz4_frames.Inflated
-        if scheme == 1:  # every page's blocks inflated together
+        inflated: list | lz4_frames.Inflated | lz4_frames.Inflating
+        if scheme == 1:  # every page's blocks inflated together (begun, when framed)
             inflated = point.inflate_lz4_runs([(raw, c.vstart[a:b], c.vsize[a:b], piece_where)
-                                               for raw, (a, b), (_, _, piece_where) in spans])
+                                               for raw, (a, b), (_, _, piece_where) in spans],
+                                              begin=True)
+            if isinstance(inflated, lz4_frames.Inflating):
+                return Taking(inflated, lambda done: None if done is None else values(done))
         else:
             inflated = [inflate(scheme, raw[s : s + n], piece_where, buffer=True)
                         for raw, (a, b), (_, _, piece_where) in spans
                         for s, n in zip(c.vstart[a:b].tolist(), c.vsize[a:b].tolist(),
                                         strict=True)]
-        if cz.kind(enc) in ("variable", "fsst"):
-            block = point.inflated_strings(enc, inflated, c.counts, c.sel, c.pos, c.heads,
-                                            where)
-        else:
-            block = sparse.decode(enc, [ChunkBuffers.join(point.listed(inflated))], c.counts,
-                                  c.sel, c.pos, where)
+        got = values(inflated)
     elif cz.kind(enc) == "flat":
-        block = _flat(enc, c)
+        got = arrow(_flat(enc, c))
     else:
-        block = _bitpacked(enc, c)
-    if block is None:
-        return None
-    values = first.values_to_arrow(block, None)
-    return values if values.type == leaf_type else None
+        got = arrow(_bitpacked(enc, c))
+    return Taking(None, lambda _: got)
 
 
 def _flat(enc, c: _Chunks) -> Fixed:

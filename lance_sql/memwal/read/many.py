@@ -56,6 +56,10 @@ MANY_KEYS = 64
 # Generations holding more rows than this take the nodes: their directory (21 bytes a key)
 # would crowd the cache, or not fit it and be built again for every lookup.
 MAX_DIRECTORY_KEYS = 1 << 22
+# A directory keeps one copy of its generations' rows, joined into one table, when they
+# are of one schema and this many bytes or fewer: a lookup then takes its rows from all
+# of them in one call (24 generations: ~0.1 ms, against ~0.85 ms for a take from each).
+MAX_JOINED_ROW_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -63,17 +67,22 @@ class KeyDirectory:
     """Every key held by a list of flushed generations, sorted by key code (and by
     generation within a code): for each, the generation (its position in the list), its
     newest row of the key (a row of :meth:`GenerationSource.rows`) and whether that row is
-    a tombstone."""
+    a tombstone; and, when small, the generations' rows joined (one take for a lookup)."""
 
     codes: np.ndarray      # int64, ascending
     source: np.ndarray     # int32
     row: np.ndarray        # int64
     tombstone: np.ndarray  # bool
+    # every generation's rows joined (see MAX_JOINED_ROW_BYTES), generation j's from
+    # row first[j]; None when they are not of one schema or too large
+    joined: pa.Table | None = None
+    first: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
         return int(self.codes.nbytes + self.source.nbytes + self.row.nbytes
-                   + self.tombstone.nbytes)
+                   + self.tombstone.nbytes
+                   + (self.joined.nbytes if self.joined is not None else 0))
 
     @classmethod
     def of(cls, generations: Sequence[GenerationSource]) -> KeyDirectory:
@@ -92,8 +101,15 @@ class KeyDirectory:
         all_codes = np.concatenate(codes)
         # generations in list order, so a stable sort by code keeps them so within a code
         order = np.argsort(all_codes, kind="stable")
+        tables = [g.rows() for g in generations]
+        joined, first = None, None
+        if all(t.schema.equals(tables[0].schema) for t in tables) and \
+                sum(t.nbytes for t in tables) <= MAX_JOINED_ROW_BYTES:
+            joined = pa.concat_tables(tables).combine_chunks()
+            sizes = np.array([t.num_rows for t in tables], np.int64)
+            first = sizes.cumsum() - sizes
         return cls(all_codes[order], np.concatenate(source)[order], np.concatenate(row)[order],
-                   np.concatenate(tombstone)[order])
+                   np.concatenate(tombstone)[order], joined, first)
 
 
 def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool:
@@ -113,6 +129,25 @@ def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool
         elif type(s) is not MemTableSource:
             return False
     return True
+
+
+# Counts of lookups whose generations' rows were taken from a directory's joined rows.
+JOINED_TAKES = [0]
+
+
+def _repeats(codes: np.ndarray, wanted: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """How many entries of ``codes`` (ascending) equal each of ``wanted``, whose first
+    place (the left search) is ``lo``: a step past each while the code repeats (a key
+    repeats once per generation holding it: a few steps, each for the keys left)."""
+    counts = np.zeros(wanted.size, np.int64)
+    live = np.arange(wanted.size)
+    at = lo.copy()
+    while live.size:
+        live = live[at[live] < codes.size]
+        live = live[codes[at[live]] == wanted[live]]
+        counts[live] += 1
+        at[live] += 1
+    return counts
 
 
 class ManyKeyLookup:
@@ -149,11 +184,15 @@ class ManyKeyLookup:
         # (key, generation, row, tombstone) of every generation holding a key
         found = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
                  np.zeros(0, bool))
+        d = None
         if generations:
             d = self._directory(generations)
-            lo = np.searchsorted(d.codes, codes, "left")
-            counts = np.searchsorted(d.codes, codes, "right") - lo
-            key_of = np.repeat(np.arange(n), counts)
+            # the keys searched in ascending order (nearby ones share cache lines), each
+            # one's entries counted by stepping past its first while the code repeats
+            order = np.argsort(codes)
+            lo = np.searchsorted(d.codes, codes[order], "left")
+            counts = _repeats(d.codes, codes[order], lo)
+            key_of = np.repeat(order, counts)
             entry = range_indices(lo, counts)
             j = d.source[entry].astype(np.int64)
             home = np.array([g.region_index for g in generations], np.int64)[j]
@@ -181,10 +220,22 @@ class ManyKeyLookup:
         # the winning generation of its key, and not a tombstone (the key is deleted)
         won = (best[key_of] == np.array(gen_at, np.int64)[j]) & ~tombstone
         key_of, j, row = key_of[won], j[won], row[won]
-        for g in np.unique(j).tolist():
-            mine = j == g
-            rows = generations[g].rows().take(pa.array(row[mine], pa.int64()))
-            taken.append((generations[g], rows, key_of[mine]))
+        if d is not None and d.joined is not None and j.size:
+            # every winner's row in one take, then each generation's as a slice of it
+            by_gen = np.argsort(j, kind="stable")
+            key_of, j, row = key_of[by_gen], j[by_gen], row[by_gen]
+            assert d.first is not None
+            rows = d.joined.take(pa.array(d.first[j] + row))
+            JOINED_TAKES[0] += 1
+            gens = np.unique(j)
+            ends = np.searchsorted(j, gens, "right").tolist()
+            for g, a, b in zip(gens.tolist(), [0, *ends[:-1]], ends, strict=True):
+                taken.append((generations[g], rows.slice(a, b - a), key_of[a:b]))
+        else:
+            for g in np.unique(j).tolist():
+                mine = j == g
+                rows = generations[g].rows().take(pa.array(row[mine], pa.int64()))
+                taken.append((generations[g], rows, key_of[mine]))
         for i, (mine, addresses) in held.items():
             won = best[mine] == i
             if won.any():

@@ -10,8 +10,8 @@ page does not allow that, None: the caller goes fragment by fragment.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from lance_sql.table.read.scan import ScanPlan
 
 __all__ = ["MIN_ROWS", "take_rows"]
+
+T = TypeVar("T")
+# Logical types of strings and binary, whose chunks are the ones compressed by default.
+_VARIABLE = frozenset({"string", "large_string", "binary", "large_binary"})
 
 # Takes of fewer rows go fragment by fragment (few pages each: little to share).
 MIN_ROWS = 64
@@ -48,33 +52,54 @@ def take_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
     if not groups or any(r.size > 1 and not bool((r[1:] > r[:-1]).all()) for _, r in groups):
         return None
     readers = [FragmentReader(store, manifest, f) for f, _ in groups]
-    arrays: list[pa.Array] = []
-    for field in plan.read_fields:
-        parts = []
-        for reader, (_, rows) in zip(readers, groups, strict=True):
-            column = reader.point_column(field)
-            if column is None:
+    fields = plan.read_fields
+    # strings first: their LZ4 chunks inflate (on a helper thread, when one may be
+    # used) while the other columns are taken, then the strings are finished
+    order = sorted(range(len(fields)), key=lambda i: fields[i].logical_type not in _VARIABLE)
+    begun: dict[int, point_pages.Taking] = {}
+    arrays: list[pa.Array | None] = [None] * len(fields)
+    try:
+        for i in order:
+            field = fields[i]
+            parts = []
+            for reader, (_, rows) in zip(readers, groups, strict=True):
+                column = reader.point_column(field)
+                if column is None:
+                    return None
+                parts.append((column, rows))
+            taking = _guarded(store, field.name, point_pages.begin_pages, parts)
+            if taking is None:
                 return None
-            parts.append((column, rows))
-        try:
-            got = point_pages.take_pages(parts)
-        except LanceError:
-            raise
-        except UNEXPECTED as exc:  # a safety net: the decoders raise FormatError
-            raise FormatError(f"{store.uri}: column {field.name!r}: corrupt data: "
-                              f"{exc}") from exc
-        if got is None:
-            return None
-        arrays.append(got)
-    names = [f.name for f in plan.read_fields]
+            begun[i] = taking
+        for i in order:
+            got = _guarded(store, fields[i].name, begun[i].finish)
+            if got is None:
+                return None
+            arrays[i] = got
+    finally:
+        for taking in begun.values():
+            taking.close()
+    names = [f.name for f in fields]
     if system:
         addresses = pa.array(np.concatenate(
             [rows.astype(np.uint64) | (np.uint64(f.id) << np.uint64(32)) for f, rows in groups]))
         arrays.extend([addresses] * len(system))
         names.extend(system)
-    table = pa.Table.from_arrays(arrays, names=names).select(list(plan.output_fields))
+    table = pa.Table.from_arrays(arrays, names=names).select(
+        list(plan.output_fields))
     schema = plan.output_schema
     for column, field in zip(table.columns, schema, strict=True):
         if not column.type.equals(field.type) or (not field.nullable and column.null_count):
             return None  # casts, or the error naming the fragment: fragment by fragment
     return pa.Table.from_arrays(table.columns, schema=schema)
+
+
+def _guarded(store: ObjectStore, name: str, fn: Callable[..., T], *args: object) -> T:
+    """``fn(*args)`` with an unexpected decoder error made a FormatError naming the
+    column (a safety net: the decoders raise FormatError)."""
+    try:
+        return fn(*args)
+    except LanceError:
+        raise
+    except UNEXPECTED as exc:
+        raise FormatError(f"{store.uri}: column {name!r}: corrupt data: {exc}") from exc

@@ -226,7 +226,8 @@ LSM_WINNERS = CacheKind(
 LSM_KEY_DIRECTORIES = CacheKind(
     "lsm_key_directories", 256 * MiB, 256, _nbytes,
     "per set of flushed MemWAL generations, every key they hold with its newest row "
-    "(21 bytes a key), searched by lookups of many keys")
+    "(21 bytes a key), and a copy of their rows joined when at most 32 MiB, searched and "
+    "taken by lookups of many keys")
 REGION_VALUES = CacheKind(
     "region_values", 16 * MiB, 65536, lambda entry: 1024,
     "each MemWAL region's spec id and values (fixed once the region is created)")

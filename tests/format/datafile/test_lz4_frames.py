@@ -300,12 +300,15 @@ def test_runs_are_cut_into_frames_of_about_equal_size(monkeypatch) -> None:
     assert lz4_frames._cuts(np.full(1000, 7)) == [0, 250, 500, 750, 1000]  # MAX_PARTS
 
 
+@pytest.mark.parametrize("begin", [False, True])
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("damage", ["over", "under", "block", "outside", "short", "ratio"])
-def test_corrupt_runs_of_many_pages_are_format_errors(damage: str, split: bool,
+def test_corrupt_runs_of_many_pages_are_format_errors(damage: str, split: bool, begin: bool,
                                                       monkeypatch) -> None:
     """A lying prefix, a corrupt block, a buffer outside its page or without a prefix
-    is a FormatError (the other pages intact), in one frame or in two."""
+    is a FormatError (the other pages intact), in one frame or in two, inflated at once
+    or begun and collected later (``begin``: raised by the collection, every helper
+    joined)."""
     from lance_sql.format.datafile import point
 
     _cut_into_frames(monkeypatch, split)
@@ -330,7 +333,14 @@ def test_corrupt_runs_of_many_pages_are_format_errors(damage: str, split: bool,
         raw = _with_prefix(raw, int(pos[i]), 300 * int(sizes[i]))
     pages[1] = (raw, pos, sizes)
     with pytest.raises(FormatError, match="^t: "):
-        point.inflate_lz4_runs([(*p, "t") for p in pages])
+        got = point.inflate_lz4_runs([(*p, "t") for p in pages], begin=begin)
+        assert begin == isinstance(got, lz4_frames.Inflating)
+        if isinstance(got, lz4_frames.Inflating):
+            try:
+                got.result()
+            finally:
+                got.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
 
 
 def test_what_no_frame_holds_is_inflated_buffer_by_buffer() -> None:

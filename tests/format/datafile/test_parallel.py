@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -91,3 +92,83 @@ def test_produce_then_place_on_a_worker_places_in_order_on_its_thread() -> None:
     worker.start()
     worker.join()
     assert placed == [(i, i * (i + 1) // 2, "lance_sql-scan_1") for i in range(5)]
+
+
+def _no_helper_alive() -> bool:
+    return not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+
+
+@pytest.mark.usefixtures("three_threads")
+def test_begun_work_runs_on_helpers_while_the_caller_does_other_work() -> None:
+    """Items begun run on helpers before the caller asks for them (the caller is still
+    busy elsewhere); finish gives the results in item order; no helper outlives it."""
+    started = threading.Event()
+    names: list[str] = []
+
+    def part(i: int) -> int:
+        names.append(threading.current_thread().name)
+        started.set()
+        return i * i
+
+    job: parallel.Begun[int] = parallel.Begun(4)
+    assert job.count == 3
+    try:
+        job.start(part, range(4))
+        assert started.wait(10)  # a helper took an item while the caller waited here
+        assert all(n.startswith(parallel.THREAD_NAME) for n in names[:1])
+        assert job.finish() == [0, 1, 4, 9]
+    finally:
+        job.close()
+    assert _no_helper_alive()
+
+
+@pytest.mark.usefixtures("three_threads")
+def test_begun_work_on_a_busy_machine_waits_for_the_caller() -> None:
+    """With no idle CPU (idle_only), nothing runs until finish, on the caller alone."""
+    import unittest.mock as mock
+
+    names: list[str] = []
+    with mock.patch.object(parallel, "idle_cpus", lambda: 0):
+        job: parallel.Begun[int] = parallel.Begun(4, idle_only=True)
+    assert job.count == 1
+    job.start(lambda i: names.append(threading.current_thread().name) or i, range(4))
+    assert names == []
+    assert job.finish() == [0, 1, 2, 3]
+    assert set(names) == {threading.current_thread().name}
+
+
+@pytest.mark.usefixtures("three_threads")
+def test_begun_work_closed_unfinished_joins_its_helpers_and_errors_are_raised() -> None:
+    """Closing without finishing (the caller failed elsewhere) stops the handing out and
+    joins the helpers; a second decode may then spread again. An item's error is
+    raised by finish, once every helper has stopped."""
+    release = threading.Event()
+    ran: list[int] = []
+
+    def slow(i: int) -> int:
+        ran.append(i)
+        release.wait(10)
+        return i
+
+    job: parallel.Begun[int] = parallel.Begun(50)
+    job.start(slow, range(50))
+    closer = threading.Thread(target=job.close)
+    closer.start()  # stops the handing out, then waits for the two items under way
+    while not job._queue._stopped:  # type: ignore[union-attr]
+        time.sleep(0.001)
+    release.set()
+    closer.join(10)
+    job.close()  # a second close does nothing
+    assert _no_helper_alive() and len(ran) <= 2  # at most the items under way ran
+    assert any(n.startswith(parallel.THREAD_NAME) for n in _thread_names(12))
+
+    def failing(i: int) -> int:
+        if i == 5:
+            raise ValueError("item 5")
+        return i
+
+    job = parallel.Begun(10)
+    job.start(failing, range(10))
+    with pytest.raises(ValueError, match="item 5"):
+        job.finish()
+    assert _no_helper_alive()

@@ -108,10 +108,12 @@ def test_many_addresses_equal_fragment_by_fragment_and_pylance(written, columns,
     addresses = _addresses(uri, 1, 1500)
     if split:
         _split_frames(monkeypatch)
-    splits = lz4_frames.SPLIT_CALLS[0]
+    splits, begun = lz4_frames.SPLIT_CALLS[0], point_pages.BEGUN_CALLS[0]
     got = lance_sql.dataset(uri).take_addresses(addresses, columns)
     assert counted == [True]
     assert lz4_frames.SPLIT_CALLS[0] == splits + (split and "s_lz4" in columns)
+    # the LZ4 strings begun first and collected after the other columns
+    assert point_pages.BEGUN_CALLS[0] == begun + ("s_lz4" in columns)
     assert got.equals(_by_fragment(uri, addresses, columns, monkeypatch))
     # pylance's rows at those addresses (deleted ones left out), compared one by one
     theirs = lance.dataset(uri).to_table(columns=[c for c in columns if c != "_rowaddr"],
@@ -122,6 +124,62 @@ def test_many_addresses_equal_fragment_by_fragment_and_pylance(written, columns,
     expected = theirs.take(pa.array([at[a] for a in live]))
     for name in columns:
         assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
+
+
+def test_strings_inflate_on_a_helper_while_the_numbers_are_taken(written, counted,
+                                                                 monkeypatch) -> None:
+    """With a CPU idle, the LZ4 strings' frames inflate on a decode helper while the
+    calling thread takes the number columns (the helper's first frame waits until the
+    caller has begun them: taken one after the other, it would wait in vain), the rows
+    equal the fragment-by-fragment path, and no helper outlives the take."""
+    import threading
+
+    uri, _ = written
+    _split_frames(monkeypatch)
+    numbers_begun = threading.Event()
+    waited: list[bool] = []
+    inner_begin, inner_decompress = point_pages.begin_pages, lz4_frames._decompress
+
+    def begin(parts):
+        if not pa.types.is_string(parts[0][0].leaf_type):
+            numbers_begun.set()
+        return inner_begin(parts)
+
+    def decompress(*args):
+        if threading.current_thread().name.startswith(parallel.THREAD_NAME) and not waited:
+            waited.append(numbers_begun.wait(10))
+        return inner_decompress(*args)
+
+    monkeypatch.setattr(point_pages, "begin_pages", begin)
+    monkeypatch.setattr(lz4_frames, "_decompress", decompress)
+    addresses = _addresses(uri, 4, 1500)
+    columns = ["id", "s_lz4", "f", "small"]
+    got = lance_sql.dataset(uri).take_addresses(addresses, columns)
+    assert counted == [True] and waited == [True]
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
+    assert got.equals(_by_fragment(uri, addresses, columns, monkeypatch))
+
+
+def test_a_failing_column_after_begun_strings_joins_the_helper(written, monkeypatch) -> None:
+    """A column failing after the strings were begun: the error comes out, and the
+    helper inflating the strings is joined before the take returns."""
+    import threading
+
+    uri, _ = written
+    _split_frames(monkeypatch)
+    inner_begin = point_pages.begin_pages
+
+    def begin(parts):
+        if parts[0][0].leaf_type == pa.float64():
+            raise FormatError("t: a broken column")
+        return inner_begin(parts)
+
+    monkeypatch.setattr(point_pages, "begin_pages", begin)
+    begun = point_pages.BEGUN_CALLS[0]
+    with pytest.raises(FormatError, match="a broken column"):
+        lance_sql.dataset(uri).take_addresses(_addresses(uri, 6, 1500), ["s_lz4", "f"])
+    assert point_pages.BEGUN_CALLS[0] == begun  # never collected
+    assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
 
 
 def test_columns_of_other_shapes_and_repeats_fall_back(written, counted,
