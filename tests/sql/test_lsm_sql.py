@@ -294,6 +294,18 @@ def test_consistency_snapshot_and_base(table) -> None:
         connect(root, consistency="eventual")
 
 
+def test_nearest_in_a_base_session_searches_the_base_table(table) -> None:
+    root, mw, _ = table
+    version = mw.refresh_index().version  # its index lists gen 1 as flushed
+    sql = "SELECT id FROM nearest('t', 'e', [3.0, 0.0], 1{}) ORDER BY _distance"
+    # the base table still holds id 3 at [3, 0]; the LSM view deleted it
+    base = connect(root, consistency="base")
+    assert q(base, sql.format(""))["id"].to_pylist() == [3]
+    assert q(base, sql.format(f", 'l2', {version}"))["id"].to_pylist() == [3]
+    assert q(connect(root), sql.format(""))["id"].to_pylist() == [4]
+    assert mw.nearest("e", [3.0, 0.0], 1)["id"].to_pylist() == [4]
+
+
 def test_version_as_of_reads_base_plus_that_versions_generations(table) -> None:
     root, mw, model = table
     ds = mw.refresh_index()  # lists gen 1 of one region as flushed
