@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import COMPARISONS, Call, Column, Expr, Literal, exact_literal
 from lance_sql.format.region_spec import RegionField, RegionSpec
-from lance_sql.memwal.transforms import evaluate_field
+from lance_sql.memwal.transforms import evaluate_field, sql_on_own_thread
 
 __all__ = ["MAX_COMBINATIONS", "MAX_POINTS", "prune_regions"]
 
@@ -230,7 +230,8 @@ class _Pruner:
 
     def _evaluate(self, f: RegionField, arrays: list[pa.Array], n: int) -> pa.Array | None:
         try:
-            return evaluate_field(f, arrays, n)
+            with sql_on_own_thread():  # we may be planning inside DataFusion's runtime
+                return evaluate_field(f, arrays, n)
         except (LanceError, pa.ArrowException):
             return None  # the literals do not evaluate: prune nothing
 
