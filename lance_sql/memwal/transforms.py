@@ -24,7 +24,8 @@ A source column missing from the data (dropped from the table) reads as NULL.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,7 @@ from lance_sql.format.region_spec import RegionField, RegionSpec
 from lance_sql.format.schema import arrow_type_of
 from lance_sql.memwal.murmur3 import bucket, murmur3_32, murmur3_32_concat, scalar_hash
 
-__all__ = ["evaluate_field", "region_values", "scalar_region_values"]
+__all__ = ["evaluate_field", "region_values", "scalar_region_values", "sql_on_own_thread"]
 
 _local = threading.local()
 
@@ -184,8 +185,24 @@ def _expression(f: RegionField, arrays: list[pa.Array], num_rows: int) -> pa.Arr
     return _run_sql(f.expression or "", arrays, num_rows)
 
 
+@contextmanager
+def sql_on_own_thread() -> Iterator[None]:
+    """Within it, expressions this module hands to DataFusion run on a thread of their
+    own, joined before they return. Readers need it: they may be called by DataFusion's
+    runtime (a table provider planning a SQL query), and driving DataFusion again from a
+    thread inside its runtime panics ("Cannot start a runtime from within a runtime")."""
+    before = getattr(_local, "own_thread", False)
+    _local.own_thread = True
+    try:
+        yield
+    finally:
+        _local.own_thread = before
+
+
 def _run_sql(sql: str, arrays: list[pa.Array], num_rows: int) -> pa.Array:
     """``SELECT sql FROM (col0, col1, …)`` in DataFusion, one value per row, in row order."""
+    if getattr(_local, "own_thread", False):
+        return _run_sql_on_own_thread(sql, arrays, num_rows)
     ctx = getattr(_local, "ctx", None)
     if ctx is None:  # one context per thread: writers route on their own threads
         # loaded on first use: DataFusion (and the pandas it loads) costs ~0.2 s, which
@@ -207,3 +224,23 @@ def _run_sql(sql: str, arrays: list[pa.Array], num_rows: int) -> pa.Array:
         raise InvalidInputError(f"region expression {sql!r} returned {result.num_rows} rows "
                                 f"for {num_rows}")
     return result.column(0).combine_chunks()
+
+
+def _run_sql_on_own_thread(sql: str, arrays: list[pa.Array], num_rows: int) -> pa.Array:
+    """:func:`_run_sql` on a new thread (outside any runtime), joined before returning;
+    its result or its exception comes back to the caller."""
+    out: list[pa.Array] = []
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            out.append(_run_sql(sql, arrays, num_rows))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=work, name="region-expression")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return out[0]

@@ -145,7 +145,8 @@ def make_nearest(resolver: VersionResolver, errors: ErrorRegistry,
     computed at planning, through the planner's ``knn_plan``). The latest version reads
     with the session's consistency; an older one (``version``, or a name ``'t@v'``) is
     base version v plus the generations its MemWAL index lists as unmerged, as ``VERSION
-    AS OF`` reads it."""
+    AS OF`` reads it. A session of consistency "base" searches the base table alone, as
+    its queries read it."""
 
     def nearest_udtf(*args: Any) -> Table:
         try:
@@ -186,7 +187,8 @@ def make_nearest(resolver: VersionResolver, errors: ErrorRegistry,
             else:  # time travel: that version's own MemWAL index snapshot
                 base = dataset(uri, resolver.version_of(parsed.table, parsed.spec))
                 mode = "snapshot"
-            if load_mem_wal_index(base) is None:  # a plain table: one source
+            if consistency == "base" or load_mem_wal_index(base) is None:
+                # a plain table, or a session reading MemWAL tables' base tables alone
                 result = table_knn_plan(base, column, vector, k, metric=metric).to_table()
             else:
                 view = LsmView(base, consistency=mode)

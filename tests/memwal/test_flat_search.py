@@ -139,3 +139,35 @@ def test_nearest_reads_an_old_version_of_an_lsm_table(tmp_path: Path) -> None:
                     ).to_arrow_table()
     with pytest.raises(lance_sql.LanceError):
         session.sql(f"SELECT * FROM nearest('t', 'vec', {q}, 9, 'l2', 999)").to_arrow_table()
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_nearest_never_returns_a_key_put_and_deleted_in_one_generation(
+        tmp_path: Path, exact: bool) -> None:
+    """A key put twice, or put then deleted, within one MemTable or one flushed generation
+    has one live row at most: nearest (bloom or exact, Python and SQL) equals brute force
+    over a last-write-wins model."""
+    rng = np.random.default_rng(13)
+    model: dict[int, np.ndarray] = {}
+    ds = lance_sql.write_dataset(_lsm_rows(model, list(range(100)), rng),
+                                 str(tmp_path / "t.lance"))
+    mw = ds.initialize_mem_wal(RegionSpec.bucket("id", 2))
+    query = np.array([0.5, 0.5, 0.5, 0.5])
+    near = np.tile(query, 4).astype(np.float32)
+    with mw.writer() as w:
+        for flush in (True, False):  # a flushed generation, then the MemTable
+            first = 200 if flush else 300
+            keys = [first, first + 1, 5 + first // 100, 6 + first // 100]
+            w.put(pa.table({"id": keys, "vec": pa.FixedSizeListArray.from_arrays(
+                pa.array(near), 4)}, schema=LSM))  # right at the query
+            w.delete(pa.table({"id": pa.array(keys[:1] + keys[2:3], pa.int64())}))
+            w.put(_lsm_rows(model, keys[1:2] + keys[3:], rng))  # moved away
+            model.pop(keys[2])
+            if flush:
+                w.flush_memtable()
+        got = mw.nearest("vec", query, k=6, columns=["id"], exact=exact)
+        assert got["id"].to_pylist() == _brute(model, query, 6)
+        session = lance_sql.connect(str(tmp_path))
+        sql = (f"SELECT id FROM nearest('t', 'vec', {query.tolist()}, 6) "
+               "ORDER BY _distance")
+        assert session.sql(sql).to_arrow_table()["id"].to_pylist() == _brute(model, query, 6)

@@ -234,6 +234,20 @@ def test_stale_rows_never_crowd_live_ones_out_of_the_top_k() -> None:
         assert top.to_table()["id"].to_pylist() == [3, 4]
 
 
+def test_a_key_put_again_or_deleted_in_its_own_generation_is_stale_in_search() -> None:
+    # generation 1 holds key 1 put twice (the later row far away) and key 2 put then
+    # deleted: only key 1's later row is live there, in both modes
+    b = vec_source([3], [[5, 5]], -1, None)
+    g1 = vec_source([1, 2, 1, 2], [[0, 0], [0, 0.1], [8, 8], None], 1, A)
+    for exact in (False, True):
+        check = StaleCheck([b, g1], ["id"], [pa.int64()], exact=exact)
+        knns = [KNNExec(s, KNN_SCHEMA, "e", np.zeros(2), 3, stale=check) for s in (b, g1)]
+        top = GlobalLimitExec(SortExec(FilterStaleExec(UnionExec(knns), check), DISTANCE), 3)
+        got = top.to_table()
+        assert got["id"].to_pylist() == [3, 1]
+        assert got[DISTANCE].to_pylist() == [50.0, 128.0]
+
+
 @pytest.mark.parametrize("span", [100, 2**40])  # a dense membership map, and a search
 def test_key_set_membership_matches_a_python_set(span: int) -> None:
     rng = np.random.default_rng(span % 97)

@@ -3,6 +3,7 @@ region's files are never opened."""
 
 from __future__ import annotations
 
+import datetime
 import itertools
 
 import numpy as np
@@ -19,7 +20,8 @@ from lance_sql.memwal.transforms import region_values
 
 TS = pa.timestamp("us")
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("x", pa.int64()),
-                    pa.field("c", pa.string()), pa.field("ts", TS)])
+                    pa.field("c", pa.string()), pa.field("ts", TS),
+                    pa.field("d", pa.date32()), pa.field("d64", pa.date64())])
 _names = itertools.count()
 
 
@@ -88,6 +90,45 @@ def test_time_transforms_prune_ranges() -> None:
                 "ts > '2024-03-01 22:10:00' AND ts < '2024-03-02 01:00:00'") == [0, 1, 22, 23]
     day = RegionSpec.day("ts")
     assert kept(day, {"day_ts": [1, 2, 3, 31]}, "ts = '2024-03-31 12:00:00'") == [3]
+
+
+def test_time_transforms_prune_ranges_on_date_columns() -> None:
+    # a date32 range is walked day by day in its int32 storage (Arrow casts it to no other
+    # integer type), a date64 one in milliseconds
+    month = RegionSpec.month("d")
+    regions = {"month_d": list(range(1, 13))}
+    assert kept(month, regions, "d BETWEEN DATE '2024-01-20' AND DATE '2024-03-10'") == [0, 1, 2]
+    assert kept(month, regions, "d >= DATE '2024-05-01' AND d < DATE '2024-05-31'") == [4]
+    assert kept(month, regions, "d >= DATE '2024-05-01' AND d < DATE '2024-04-01'") == []
+    day = RegionSpec.day("d")
+    assert kept(day, {"day_d": [1, 2, 3, 31]},
+                "d > DATE '2024-03-30' AND d <= DATE '2024-04-02'") == [0, 1, 3]
+    month64 = RegionSpec.month("d64")
+    assert kept(month64, {"month_d64": list(range(1, 13))},
+                "d64 BETWEEN DATE '2024-11-20' AND DATE '2025-01-10'") == [0, 10, 11]
+
+
+def test_a_date_range_on_a_month_spec_reads_the_newest_rows() -> None:
+    name = f"lsm-prune{next(_names)}"
+    MemoryStore.reset(name)
+    schema = pa.schema([pa.field("d", pa.date32(), nullable=False, metadata=PK),
+                        pa.field("v", pa.int64())])
+    days = [datetime.date(2024, 1, 5), datetime.date(2024, 3, 5), datetime.date(2024, 6, 1)]
+    ds = lance_sql.write_dataset(pa.table({"d": days, "v": [1, 1, 1]}, schema=schema),
+                                 f"memory://{name}")
+    mw = MemWal.initialize(ds, RegionSpec.month("d"), max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    try:
+        writer.put(pa.table({"d": days[1:], "v": [2, 2]}, schema=schema))
+        writer.flush_memtable()
+        writer.put(pa.table({"d": days[2:], "v": [3]}, schema=schema))
+        got = mw.scanner(filter="d >= DATE '2024-02-01' AND d < DATE '2024-07-01'").to_table()
+        assert sorted(got.to_pylist(), key=lambda r: r["d"]) == [
+            {"d": days[1], "v": 2}, {"d": days[2], "v": 3}]
+        plan = mw.scanner(filter="d BETWEEN DATE '2024-02-01' AND DATE '2024-03-31'").explain()
+        assert "kept 1 of 2 regions" in plan and "month_d=3" in plan
+    finally:
+        writer.close()
 
 
 def test_multi_column_and_custom_expressions_need_every_column_fixed() -> None:

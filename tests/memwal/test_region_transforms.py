@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from lance_sql.errors import InvalidInputError, SchemaError
 from lance_sql.format.region_spec import RegionField, RegionSpec
 from lance_sql.format.schema import arrow_type_of, logical_type_of
-from lance_sql.memwal.transforms import evaluate_field, region_values
+from lance_sql.memwal.transforms import evaluate_field, region_values, sql_on_own_thread
 
 INT_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
              pa.uint32(), pa.uint64()]
@@ -171,6 +171,15 @@ def test_transform_values() -> None:
     assert _eval(RegionSpec.truncate("c", 2), pa.array([b"\x01\x02\x03"])) == [b"\x01\x02"]
     assert _eval(RegionSpec.expression("col0 % 3", ["c"], "int64"),
                  pa.array([4, 5, None])) == [1, 2, None]
+
+
+def test_expressions_on_their_own_thread_equal_the_direct_evaluation() -> None:
+    spec = RegionSpec.expression("col0 % 3", ["c"], "int64")
+    with sql_on_own_thread():
+        assert _eval(spec, pa.array([4, 5, None])) == [1, 2, None]
+        with pytest.raises(SchemaError, match="result type"):  # its errors come back typed
+            _eval(RegionSpec.expression("concat(col0, 'x')", ["c"], "int32"), pa.array(["a"]))
+    assert _eval(spec, pa.array([7])) == [1]
 
 
 def test_truncate_is_order_preserving() -> None:

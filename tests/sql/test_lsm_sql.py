@@ -294,6 +294,42 @@ def test_consistency_snapshot_and_base(table) -> None:
         connect(root, consistency="eventual")
 
 
+def test_nearest_in_a_base_session_searches_the_base_table(table) -> None:
+    root, mw, _ = table
+    version = mw.refresh_index().version  # its index lists gen 1 as flushed
+    sql = "SELECT id FROM nearest('t', 'e', [3.0, 0.0], 1{}) ORDER BY _distance"
+    # the base table still holds id 3 at [3, 0]; the LSM view deleted it
+    base = connect(root, consistency="base")
+    assert q(base, sql.format(""))["id"].to_pylist() == [3]
+    assert q(base, sql.format(f", 'l2', {version}"))["id"].to_pylist() == [3]
+    assert q(connect(root), sql.format(""))["id"].to_pylist() == [4]
+    assert mw.nearest("e", [3.0, 0.0], 1)["id"].to_pylist() == [4]
+
+
+def test_an_expression_region_spec_prunes_and_routes_inside_datafusion(tmp_path: Path) -> None:
+    """A custom expression is evaluated by DataFusion; pruning and key routing run while
+    DataFusion plans the query, so they evaluate it on a thread of their own (driving
+    DataFusion from inside its runtime panics)."""
+    model = {i: (i, f"a{i}") for i in range(12)}
+    ds = lance_sql.write_dataset(rows(model, sorted(model)), tmp_path / "t.lance")
+    mw = MemWal.initialize(ds, RegionSpec.expression("col0 % 3", ["id"], "int64"),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    with mw.writer() as w:
+        model.update({i: (50 + i, f"b{i}") for i in (1, 4, 7, 20)})
+        w.put(rows(model, [1, 4, 7, 20]))
+        w.flush_memtable()
+    session = connect(tmp_path)
+    assert as_dict(q(session, "SELECT id, v, s FROM t WHERE id = 7")) == {7: model[7]}
+    plan = session.explain("SELECT id FROM t WHERE id = 4 AND v > 0")  # through DataFusion
+    assert "RegionPruning: kept 1 of 2 regions" in plan and "(expr=1)" in plan
+    got = q(session, "SELECT id, v, s FROM t WHERE id IN (1, 2, 20, 30) AND v >= 0")
+    assert as_dict(got) == {k: model[k] for k in (1, 2, 20)}
+    got = q(session, "SELECT id, v, s FROM t WHERE id = 4 AND v > 50")
+    assert as_dict(got) == {4: model[4]}
+    assert as_dict(q(session, "SELECT id, v, s FROM t WHERE v > 20")) == {
+        k: x for k, x in model.items() if x[0] > 20}
+
+
 def test_version_as_of_reads_base_plus_that_versions_generations(table) -> None:
     root, mw, model = table
     ds = mw.refresh_index()  # lists gen 1 of one region as flushed

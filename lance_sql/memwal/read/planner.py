@@ -73,7 +73,11 @@ from lance_sql.memwal.read.sources import (
 )
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values
-from lance_sql.memwal.transforms import region_values, scalar_region_values
+from lance_sql.memwal.transforms import (
+    region_values,
+    scalar_region_values,
+    sql_on_own_thread,
+)
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables
 from lance_sql.table.dataset import LanceDataset
@@ -635,11 +639,13 @@ class LsmView:
                 if one is not None:
                     routed[0] = where.get(one, -1)
                     return routed
-            values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
+            with sql_on_own_thread():  # we may be planning inside DataFusion's runtime
+                values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
             for n in range(keys.num_rows):
                 routed[n] = where.get(_first_row(values, n), -1)
             return routed
-        values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
+        with sql_on_own_thread():
+            values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
         by_number = _route_numbers(values, where)
         if by_number is not None:
             return by_number

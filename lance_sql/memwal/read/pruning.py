@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import COMPARISONS, Call, Column, Expr, Literal, exact_literal
 from lance_sql.format.region_spec import RegionField, RegionSpec
-from lance_sql.memwal.transforms import evaluate_field
+from lance_sql.memwal.transforms import evaluate_field, sql_on_own_thread
 
 __all__ = ["MAX_COMBINATIONS", "MAX_POINTS", "prune_regions"]
 
@@ -230,7 +230,8 @@ class _Pruner:
 
     def _evaluate(self, f: RegionField, arrays: list[pa.Array], n: int) -> pa.Array | None:
         try:
-            return evaluate_field(f, arrays, n)
+            with sql_on_own_thread():  # we may be planning inside DataFusion's runtime
+                return evaluate_field(f, arrays, n)
         except (LanceError, pa.ArrowException):
             return None  # the literals do not evaluate: prune nothing
 
@@ -264,11 +265,16 @@ def _points(lo: pa.Scalar, hi: pa.Scalar, t: pa.DataType, transform: str) -> pa.
         step = 86_400_000
     else:
         return None
-    start = lo.cast(t).cast(pa.int64()).as_py()
-    stop = hi.cast(t).cast(pa.int64()).as_py()
+    # Arrow casts date32 only to and from int32 (its storage), the others to int64
+    storage = pa.int32() if pa.types.is_date32(t) else pa.int64()
+    try:
+        start = lo.cast(t).cast(storage).as_py()
+        stop = hi.cast(t).cast(storage).as_py()
+    except pa.ArrowException:
+        return None  # the literals do not convert: prune nothing
     if stop < start:
         return pa.array([], t)
     if (stop - start) // step > MAX_POINTS:
         return None
     ticks = np.append(np.arange(start, stop + 1, step, dtype=np.int64), stop)
-    return pa.array(ticks, pa.int64()).cast(t)
+    return pa.array(ticks, pa.int64()).cast(storage).cast(t)

@@ -25,6 +25,7 @@ from lance_sql.memwal.read.nodes import (
     NewestRows,
     ScanExec,
     conform,
+    members,
 )
 from lance_sql.memwal.read.sources import Source
 from lance_sql.table.files.reader import ROW_ADDR
@@ -121,7 +122,9 @@ class KNNExec(ExecNode):
 class StaleCheck:
     """Whether candidates of a source are stale: a newer generation of their region may
     hold their key (bloom filters; base-table rows: every generation), or with ``exact``
-    is not their key's newest row (the real keys, as :class:`NewestRows` decides)."""
+    is not their key's newest row (the real keys, as :class:`NewestRows` decides). A
+    generation's row that is not the newest of its key in that generation (the key put
+    again or deleted later in it) is stale either way: that is decided by its keys."""
 
     def __init__(self, sources: Sequence[Source], key_columns: Sequence[str],
                  key_types: Sequence[pa.DataType], *, exact: bool = False) -> None:
@@ -130,6 +133,7 @@ class StaleCheck:
         self.key_types = list(key_types)
         self.exact = exact
         self._newest: NewestRows | None = None
+        self._own: dict[int, np.ndarray] = {}  # per generation: its own live newest rows
 
     def keep(self, source: Source, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
         keys = [batch.column(k) for k in self.key_columns]
@@ -140,6 +144,12 @@ class StaleCheck:
             rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
             return self._newest.keep(source, keys, rowaddr)
         keep = np.ones(batch.num_rows, bool)
+        if not source.is_base and batch.num_rows:
+            # a generation may hold a key twice (put twice, or put then deleted): only its
+            # newest row of the key can win, and not when it is a tombstone
+            own = self._newest_in(source)
+            rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
+            keep &= members(own, rowaddr) if own.size else np.zeros(rowaddr.size, bool)
         newer = [s for s in self.sources if not s.is_base and s.gen > source.gen
                  and (source.is_base or s.region == source.region)]
         if newer and batch.num_rows:
@@ -149,6 +159,17 @@ class StaleCheck:
                 if bloom is not None:
                     keep &= ~bloom.might_contain_hashes(hashes)
         return keep
+
+    def _newest_in(self, source: Source) -> np.ndarray:
+        """The sorted addresses of ``source``'s newest row of each key, tombstones left
+        out (its key columns only; a generation is small). Worked out once per plan."""
+        found = self._own.get(id(source))
+        if found is None:
+            rows = source.key_rows()
+            latest = rows.latest()
+            found = np.sort(rows.rowaddr[latest[~rows.tombstone[latest]]])
+            self._own[id(source)] = found
+        return found
 
 
 class FilterStaleExec(ExecNode):
