@@ -331,8 +331,8 @@ def main() -> None:
 
 
 def _close(args: argparse.Namespace, writer) -> None:
-    if args.path is None:
-        writer.close()
+    if args.path is None:  # a table thrown away after: its MemTable needs no generation
+        writer.close(flush_memtable=False)
     else:  # a kept table's MemTable stays out of its WAL: the next run puts it again
         for region_writer in writer.writers:
             region_writer.abort()

@@ -266,11 +266,12 @@ class RoutingWriter:
         for writer in self.writers:
             writer.flush_memtable()
 
-    def close(self) -> None:
+    def close(self, *, flush_memtable: bool = True) -> None:
+        """Close every region's writer (see :meth:`RegionWriter.close`)."""
         errors = []
         for writer in self.writers:
             try:
-                writer.close()
+                writer.close(flush_memtable=flush_memtable)
             except Exception as exc:  # noqa: BLE001 - every writer is closed, then raise
                 errors.append(exc)
         if errors:
@@ -279,5 +280,5 @@ class RoutingWriter:
     def __enter__(self) -> RoutingWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(flush_memtable=exc_type is None)

@@ -24,9 +24,11 @@ Lifecycle (the spec's Writer Expectations):
    leaves its directory behind for the garbage collector; the retry uses a new one.
 
 Once fenced (or after any failure of a background step), every pending and later call
-raises the recorded error: nothing is dropped silently. ``close()`` flushes the WAL,
-stops the background thread and unregisters the writer; ``abort()`` stops without I/O.
-Writers still open at interpreter exit are closed (best effort) by an ``atexit`` hook.
+raises the recorded error: nothing is dropped silently. ``close()`` flushes the WAL
+and the MemTables (as generations: readers never read the WAL), stops the background
+thread and unregisters the writer; ``abort()`` stops without I/O. Writers still open at
+interpreter exit have their WAL flushed (best effort) by an ``atexit`` hook; the next
+writer of the region replays it.
 """
 
 from __future__ import annotations
@@ -153,8 +155,8 @@ def open_memtables(table_uri: str) -> dict[uuid.UUID, list[MemTable]]:
 
 def _close_all_at_exit() -> None:
     for writer in open_writers():
-        try:
-            writer.close()
+        try:  # the WAL only: the next writer of the region replays it
+            writer.close(flush_memtable=False)
         except Exception:  # noqa: BLE001 - exiting: keep closing the others
             writer.abort()
 
@@ -674,16 +676,23 @@ class RegionWriter:
             self._thread.join()
         self._unregister()
 
-    def close(self) -> None:
-        """Flush pending rows to the WAL, stop the background thread, unregister.
+    def close(self, *, flush_memtable: bool = True) -> None:
+        """Flush pending rows to the WAL and the MemTables as generations, stop the
+        background thread, unregister.
 
-        Raises the writer's failure (e.g. WriterFencedError) if it has one; the thread is
-        stopped either way. MemTables are not flushed: the next writer replays the WAL.
+        Readers see a region's rows in its flushed generations (and, in this process,
+        in open writers' MemTables), never in its WAL: without the MemTable flush a
+        closed writer's rows stay unseen until a writer of the region replays its WAL and
+        flushes. ``flush_memtable=False`` leaves them to that replay (only the WAL is
+        written, as at a crash after the last WAL flush). Raises the writer's failure
+        (e.g. WriterFencedError) if it has one; the thread is stopped either way.
         """
         if self._closed:
             return
         try:
-            if self._failure is None:
+            if self._failure is None and flush_memtable:
+                self._flush_memtables()
+            elif self._failure is None:
                 with self._wal_lock:
                     if self._failure is None:
                         self._flush_pending(self._active)
@@ -703,9 +712,9 @@ class RegionWriter:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.close()
-        else:
+        else:  # the rows put are in the WAL; the least I/O on the way out
             try:
-                self.close()
+                self.close(flush_memtable=False)
             except LanceError:
                 pass  # the original error matters more
 

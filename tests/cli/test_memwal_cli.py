@@ -44,12 +44,13 @@ def _table(tmp_path: Path) -> str:
     uri = str(tmp_path / "t.lance")
     ds = lance_sql.write_dataset(_rows(range(10), "base"), uri)
     mw = ds.initialize_mem_wal(RegionSpec.bucket("id", 2), durable_write=True)
-    with mw.writer() as w:
-        w.put(_rows(range(5, 30), "a"))
-        w.flush_memtable()
-        w.put(_rows(range(0, 30), "b"))
-        w.flush_memtable()
-        w.delete(pa.table({"id": pa.array([1, 2, 3, 4], pa.int64())}))  # in the WAL only
+    w = mw.writer()
+    w.put(_rows(range(5, 30), "a"))
+    w.flush_memtable()
+    w.put(_rows(range(0, 30), "b"))
+    w.flush_memtable()
+    w.delete(pa.table({"id": pa.array([1, 2, 3, 4], pa.int64())}))
+    w.close(flush_memtable=False)  # the delete in the WAL only
     return uri
 
 

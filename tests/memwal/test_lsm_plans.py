@@ -258,22 +258,32 @@ def test_an_older_version_reads_its_own_snapshot(spec_setup) -> None:
         mw.view("eventual", version=then)
 
 
-def test_rows_a_closed_writer_left_in_its_memtable_are_read_once_flushed() -> None:
-    """Readers read no WAL (as the README says): a closed writer's MemTable rows are
-    unseen until a writer of their region replays the WAL and flushes them."""
+def test_a_closed_writer_publishes_its_memtable_and_a_wal_only_close_waits_for_replay(
+        ) -> None:  # fmt: skip
+    """Readers read no WAL (as the README says): ``close()`` flushes the MemTable as a
+    generation, so its rows are read after it; rows a writer closed with
+    ``flush_memtable=False`` left in its MemTable are unseen until a writer of their
+    region replays the WAL and flushes them."""
     name = f"lsm-plans{next(_names)}"
     MemoryStore.reset(name)
     ds = lance_sql.write_dataset(rows("A", [1], 0), f"memory://{name}")
     mw = MemWal.initialize(ds, RegionSpec.identity("tenant"),
                            max_wal_flush_interval_ms=3_600_000)
+
+    def read() -> list[dict]:
+        return sorted(mw.scanner(["id", "v"]).to_table().to_pylist(), key=lambda r: r["id"])
+
     with mw.writer() as w:
         w.put(rows("A", [1, 2], 5))
-        assert sorted(mw.scanner(["id", "v"]).to_table().to_pylist(),
-                      key=lambda r: r["id"]) == [{"id": 1, "v": 5}, {"id": 2, "v": 5}]
-    assert mw.scanner(["id", "v"]).to_table().to_pylist() == [{"id": 1, "v": 0}]
+        assert read() == [{"id": 1, "v": 5}, {"id": 2, "v": 5}]
+    assert read() == [{"id": 1, "v": 5}, {"id": 2, "v": 5}]  # a generation now
+    assert [g for g in mw.scanner(["id", "_gen"]).to_table().column("_gen").to_pylist()
+            if g] == [1, 1]
+    w = mw.writer()
+    w.put(rows("A", [2, 4], 6))
+    w.close(flush_memtable=False)
+    assert read() == [{"id": 1, "v": 5}, {"id": 2, "v": 5}]  # in the WAL only
     with mw.writer() as w:
         w.put(rows("A", [3], 7))  # claims region A: its WAL is replayed first
-        w.flush_memtable()
-    got = mw.scanner(["id", "v"]).to_table().to_pylist()
-    assert sorted(got, key=lambda r: r["id"]) == [
-        {"id": 1, "v": 5}, {"id": 2, "v": 5}, {"id": 3, "v": 7}]
+    assert read() == [{"id": 1, "v": 5}, {"id": 2, "v": 6}, {"id": 3, "v": 7},
+                      {"id": 4, "v": 6}]
