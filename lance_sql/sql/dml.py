@@ -34,14 +34,11 @@ class DeleteStatement:
 
 
 def _top_level_split(sql: str, tokens: list[Token], separator: str) -> list[str]:
-    """``sql`` split at ``separator`` tokens outside parentheses."""
+    """``sql`` split at ``separator`` tokens outside parentheses and brackets."""
     parts, depth, start = [], 0, tokens[0].start if tokens else 0
     for tok in tokens:
-        if tok.is_op("("):
-            depth += 1
-        elif tok.is_op(")"):
-            depth -= 1
-        elif depth == 0 and tok.is_op(separator):
+        depth += tok.nesting
+        if depth == 0 and tok.is_op(separator):
             parts.append(sql[start:tok.start])
             start = tok.end
     parts.append(sql[start:tokens[-1].end] if tokens else "")

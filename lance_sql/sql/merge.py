@@ -128,11 +128,11 @@ def _alias(cur: Cursor, stop: str) -> str | None:
 
 
 def _find(tokens: list[Token], start: int, *words: str) -> int:
-    """Index of the first of ``words`` at parenthesis depth 0 from ``start`` (or the end)."""
+    """Index of the first of ``words`` outside brackets from ``start`` (or the end)."""
     depth = 0
     for j in range(start, len(tokens)):
         tok = tokens[j]
-        depth += tok.is_op("(") - tok.is_op(")")
+        depth += tok.nesting
         if depth == 0 and tok.is_kw(*words):
             return j
     return len(tokens)
@@ -297,7 +297,7 @@ def _split(cur: Cursor) -> list[tuple[int, int]]:
     """Top-level comma-separated spans of ``cur``'s whole text."""
     spans, depth, start = [], 0, 0
     for tok in cur.tokens:
-        depth += tok.is_op("(") - tok.is_op(")")
+        depth += tok.nesting
         if depth == 0 and tok.is_op(","):
             spans.append((start, tok.start))
             start = tok.end

@@ -218,15 +218,12 @@ class Cursor:
         start = self.tokens[self.i].start if not self.done() else 0
         while not self.done():
             tok = self.tokens[self.i]
-            if tok.is_op("("):
-                depth += 1
-            elif tok.is_op(")"):
-                if depth == 0:
-                    parts.append((start, tok.start))
-                    self.i += 1
-                    return [(s, e) for s, e in parts if self.sql[s:e].strip()]
-                depth -= 1
-            elif depth == 0 and tok.is_op(","):
+            if depth == 0 and tok.is_op(")"):
+                parts.append((start, tok.start))
+                self.i += 1
+                return [(s, e) for s, e in parts if self.sql[s:e].strip()]
+            depth += tok.nesting
+            if depth == 0 and tok.is_op(","):
                 parts.append((start, tok.start))
                 start = tok.end
             self.i += 1

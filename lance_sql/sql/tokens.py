@@ -53,6 +53,15 @@ class Token(NamedTuple):
         return self.kind == "op" and self.text in ops
 
     @property
+    def nesting(self) -> int:
+        """+1 for an opening bracket (``(``, ``[`` or ``{``), -1 for a closing one, else 0:
+        what splitting at top-level commas counts (an array literal's commas are not
+        top level)."""
+        if self.kind != "op":
+            return 0
+        return (self.text in "([{") - (self.text in ")]}") if len(self.text) == 1 else 0
+
+    @property
     def identifier(self) -> str | None:
         """The identifier this token names (unquoted, unescaped), or None."""
         if self.kind == "word":

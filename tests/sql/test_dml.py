@@ -65,3 +65,19 @@ def test_statement_on_unknown_table_or_column(session) -> None:
     with pytest.raises(NotFoundError):
         session.sql("UPDATE t SET nope = 1")
     assert session.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [6]}
+
+
+def test_array_literals_are_not_split_at_their_commas(tmp_path) -> None:
+    """Assignments and VALUES rows split at top-level commas only: not inside ``[...]``."""
+    stmt = parse_dml("UPDATE t SET e = [9.0, 8.0], n = 1 WHERE id = 1")
+    assert stmt == UpdateStatement("t", {"e": "[9.0, 8.0]", "n": "1"}, "id = 1")
+    data = pa.table({"id": pa.array([1, 2], pa.int64()),
+                     "e": pa.array([[0.0], [1.0, 1.5]], pa.list_(pa.float64()))})
+    lance_sql.write_dataset(data, tmp_path / "t")
+    session = lance_sql.connect(tmp_path)
+    session.sql("INSERT INTO t (id, e) VALUES (3, [3.0, 4.0]), (4, [5.0, 6.0, 7.0])")
+    session.sql("MERGE INTO t USING (SELECT 2 AS id) s ON t.id = s.id "
+                "WHEN MATCHED THEN UPDATE SET e = [7.0, 7.5]")
+    got = lance_sql.dataset(tmp_path / "t").to_table().sort_by("id")
+    assert got.column("id").to_pylist() == [1, 2, 3, 4]
+    assert got.column("e").to_pylist() == [[0.0], [7.0, 7.5], [3.0, 4.0], [5.0, 6.0, 7.0]]
