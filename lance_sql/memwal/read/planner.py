@@ -632,20 +632,18 @@ class LsmView:
         routed = np.full(keys.num_rows, -1, np.int64)
         if not known or not keys.num_rows:
             return routed
+        if keys.num_rows == 1:  # one key: routed without Arrow arrays when it can be
+            one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
+                                       [keys.schema.field(n).type for n in names])
+            if one is not None:
+                routed[0] = where.get(one, -1)
+                return routed
+        with sql_on_own_thread():  # we may be planning inside DataFusion's runtime
+            values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
         if keys.num_rows <= _FEW_KEYS:  # a few keys: a dictionary beats a join's setup
-            if keys.num_rows == 1:  # one key: routed without Arrow arrays when it can be
-                one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
-                                           [keys.schema.field(n).type for n in names])
-                if one is not None:
-                    routed[0] = where.get(one, -1)
-                    return routed
-            with sql_on_own_thread():  # we may be planning inside DataFusion's runtime
-                values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
             for n in range(keys.num_rows):
                 routed[n] = where.get(_first_row(values, n), -1)
             return routed
-        with sql_on_own_thread():
-            values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
         by_number = _route_numbers(values, where)
         if by_number is not None:
             return by_number
