@@ -33,7 +33,8 @@ from lance_sql.expr.model import (
 _KEYWORDS = frozenset(
     {"AND", "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "LIKE", "ILIKE", "TRUE", "FALSE", "AS"}
 )
-_OPS = ("<=", ">=", "<>", "!=", "==", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",", ".")
+_OPS = ("<=", ">=", "<>", "!=", "==", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",", ".",
+        "[", "]")
 _NUMBER = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _IDENT = re.compile(r"[^\W\d]\w*")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
@@ -140,6 +141,35 @@ def _int_literal(value: int) -> Literal | None:
     if 0 <= value < 2**64:
         return Literal(value, pa.uint64())
     return None
+
+
+def _common_type(types: list[pa.DataType]) -> pa.DataType | None:
+    """The type every array-literal element of ``types`` becomes (None: there is none):
+    NULLs take the others' type, integers meet floats as float64, lists meet lists as
+    lists of their elements' common type."""
+    known = [t for t in types if t != pa.null()]
+    if not known:
+        return pa.null()
+    if all(t == known[0] for t in known):
+        return known[0]
+    if all(pa.types.is_list(t) for t in known):
+        inner = _common_type([t.value_type for t in known])
+        return pa.list_(inner) if inner is not None else None
+    if all(pa.types.is_integer(t) or pa.types.is_floating(t) for t in known) and any(
+            pa.types.is_floating(t) for t in known):
+        return pa.float64()
+    return None
+
+
+def _as_element(value: object, element: pa.DataType) -> object:
+    """An array-literal element's value as a value of the common type ``element``."""
+    if value is None:
+        return None
+    if pa.types.is_floating(element):
+        return float(value)  # type: ignore[arg-type]  # an int or a float, by _common_type
+    if pa.types.is_list(element):
+        return tuple(_as_element(v, element.value_type) for v in value)  # type: ignore[attr-defined]
+    return value
 
 
 class _Parser:
@@ -263,6 +293,8 @@ class _Parser:
             inner = self.expr(0)
             self.expect_op(")")
             return inner
+        if tok.kind == "op" and tok.text == "[":
+            return self.array(tok)
         if tok.kind == "op" and tok.text in "+-":
             operand = self.expr(_UNARY_BP)
             if tok.text == "+":
@@ -288,6 +320,29 @@ class _Parser:
         if tok.kind == "ident" and word is None:
             return self.identifier(tok)
         raise self.unexpected(tok)
+
+    def array(self, open_tok: _Token) -> Literal:
+        """An array literal ``[1.0, 2, 3]`` (its ``[`` read): a list of literals of one
+        type, integers among floats as floats, as DataFusion types it; a consumer casts
+        it to its column's list type."""
+        items: list[Literal] = []
+        if not (self.peek().kind == "op" and self.peek().text == "]"):
+            while True:
+                tok = self.peek()
+                item = self.expr(0)
+                if not isinstance(item, Literal):
+                    raise self.error("array literals may hold only literals", tok)
+                items.append(item)
+                if self.expect_any_op(",", "]") == "]":
+                    break
+        else:
+            self.advance()
+        element = _common_type([literal_type(i) for i in items])
+        if element is None:
+            types = ", ".join(sorted({str(literal_type(i)) for i in items}))
+            raise self.error(f"array literal elements have no common type ({types})", open_tok)
+        values = tuple(_as_element(i.value, element) for i in items)
+        return Literal(values, pa.list_(element))
 
     def negate(self, operand: Expr, tok: _Token) -> Expr:
         if isinstance(operand, Literal) and isinstance(operand.value, int | float):
@@ -432,6 +487,10 @@ def sql_type_name(t: pa.DataType) -> str:
 
 def _literal_sql(lit: Literal) -> str:
     v = lit.value
+    if isinstance(v, tuple) and lit.type is not None and pa.types.is_list(lit.type):
+        element = lit.type.value_type  # the elements' type is the list's: no CASTs
+        return "[" + ", ".join(_literal_sql(Literal(x, element if isinstance(x, tuple)
+                                                    else None)) for x in v) + "]"
     if v is None:
         text = "NULL"
     elif isinstance(v, bool):

@@ -100,7 +100,9 @@ class MemWal:
 
         ``version`` (a number or tag) reads the table as of that base version: its rows
         plus the generations that version's MemWAL index snapshot lists as flushed and
-        not merged (so ``consistency`` must be "snapshot", the default then)."""
+        not merged (so ``consistency`` must be "snapshot", the default then). A version
+        from before the MemWAL index existed is its base table alone, as SQL's
+        ``VERSION AS OF`` reads it."""
         if version is not None:
             if consistency == "strong":
                 consistency = "snapshot"
@@ -108,7 +110,7 @@ class MemWal:
                 raise InvalidInputError("an older version is read from its index snapshot: "
                                         "consistency='snapshot'")
         base = dataset(self.dataset.uri, version, commit_config=self.dataset.commit_config)
-        return LsmView(base, consistency=consistency)
+        return LsmView(base, consistency=consistency, plain_ok=version is not None)
 
     def scanner(self, columns: Sequence[str] | None = None, filter: str | None = None,
                 *, limit: int | None = None, consistency: str = "strong",
@@ -123,11 +125,13 @@ class MemWal:
         return LsmScanner(view, columns, filter, limit)
 
     def get(self, keys: pa.Table | pa.RecordBatch | dict, columns: Sequence[str] | None = None,
-            *, consistency: str = "strong") -> pa.Table:
+            *, consistency: str = "strong", version: int | str | None = None) -> pa.Table:
         """Point lookups: the newest live row of each key in ``keys`` (its primary-key
-        columns), in the keys' order; deleted and unknown keys are left out."""
+        columns), in the keys' order; deleted and unknown keys are left out. ``version``
+        looks up as of an older base version (see :meth:`view`)."""
         table = pa.table(keys) if not isinstance(keys, pa.Table) else keys
-        view = self._warm.view() if consistency == "strong" else self.view(consistency)
+        view = (self._warm.view() if consistency == "strong" and version is None
+                else self.view(consistency, version))
         one = view.lookup_one(table, columns) if table.num_rows == 1 else None
         return one if one is not None else view.lookup_plan(table, columns).to_table()
 

@@ -87,6 +87,26 @@ def _one_row(**values: Any) -> pa.Table:
     return pa.table(columns)
 
 
+def _fixed_size_lists(rows: pa.Table, target: pa.Schema, what: str) -> pa.Table:
+    """``rows`` with each list column whose ``target`` column (same name) is a
+    fixed-size list cast to that type: DataFusion types ``[1.0, 2.0]`` as list<double>.
+    A list of another length is a SchemaError naming the column."""
+    for i, field in enumerate(rows.schema):
+        if field.name not in target.names:
+            continue
+        want = target.field(field.name).type
+        if not pa.types.is_fixed_size_list(want) or not (
+                pa.types.is_list(field.type) or pa.types.is_large_list(field.type)):
+            continue
+        try:
+            column = pc.cast(rows.column(i), want)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise SchemaError(f"{what}: cannot store {field.type} values in column "
+                              f"{field.name!r} ({want}): {exc}") from None
+        rows = rows.set_column(i, field.with_type(want), column)
+    return rows
+
+
 class WriteRunner:
     """Runs write statements for one session (which plans their queries)."""
 
@@ -303,7 +323,8 @@ class WriteRunner:
             if key not in target.names:
                 raise NotFoundError(f"MERGE: table {stmt.table!r} has no column {key!r}")
         source = self.session.sql(stmt.source_sql()).to_arrow_table()
-        source = source.cast(storable_schema(source.schema, nullable=True))
+        source = _fixed_size_lists(source.cast(storable_schema(source.schema, nullable=True)),
+                                   target, "MERGE")
         builder = ds.merge_insert([k for k, _ in stmt.keys])
         if stmt.update:
             builder.when_matched_update_all(stmt.update_condition)

@@ -284,6 +284,15 @@ def test_long_in_list_and_or_chain() -> None:
          Call("or", (Column(("a",)), Column(("b",)),
                      Call("and", (Call("or", (Column(("c",)), Column(("d",)))),
                                   Column(("e",))))))),
+        # array literals: integers among floats are floats, NULLs take the others' type
+        ("[9.0, -8, 7.5]", Literal((9.0, -8.0, 7.5), pa.list_(pa.float64()))),
+        ("[1, 2]", Literal((1, 2), pa.list_(pa.int64()))),
+        ("[]", Literal((), pa.list_(pa.null()))),
+        ("['a', NULL]", Literal(("a", None), pa.list_(pa.string()))),
+        ("[[1], [2.5, NULL], NULL]",
+         Literal(((1.0,), (2.5, None), None), pa.list_(pa.list_(pa.float64())))),
+        ("e = [1.0, 2.0]",
+         Call("=", (Column(("e",)), Literal((1.0, 2.0), pa.list_(pa.float64()))))),
     ],
 )
 def test_parse(text: str, expected: object) -> None:
@@ -322,6 +331,11 @@ def test_parse(text: str, expected: object) -> None:
         ("a. = 2", "expected a field name after '.' but found token '='"),
         ("x = 1 y", "unexpected token 'y' at position 6"),
         ("AND", "unexpected token 'AND' at position 0"),
+        ("[1, 'a']", "array literal elements have no common type (int64, string) at "
+                     "position 0"),
+        ("[x]", "array literals may hold only literals at position 1"),
+        ("[1, 2", "expected ',' or ']' but found end of input at position 5"),
+        ("[1,]", "unexpected token ']' at position 3"),
         ("", "empty filter ''"),
         ("   \n", "empty filter"),
     ],
@@ -386,6 +400,7 @@ def test_unknown_column() -> None:
         ("ts > 'soon'", "cannot compare timestamp[us] with literal 'soon'"),
         ("i = 'five'", "cannot compare int64 with literal 'five'"),
         ("st > 1", "cannot apply greater"),
+        ("i = [1]", "cannot apply equal to .int64, list<item: int64>."),
     ],
 )
 def test_type_errors_surface_before_reading(pred: str, message: str) -> None:

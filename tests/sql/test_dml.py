@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import lance
 import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError
 from lance_sql.sql.dml import DeleteStatement, UpdateStatement, parse_dml
 
 
@@ -81,3 +82,64 @@ def test_array_literals_are_not_split_at_their_commas(tmp_path) -> None:
     got = lance_sql.dataset(tmp_path / "t").to_table().sort_by("id")
     assert got.column("id").to_pylist() == [1, 2, 3, 4]
     assert got.column("e").to_pylist() == [[0.0], [7.0, 7.5], [3.0, 4.0], [5.0, 6.0, 7.0]]
+
+
+def test_update_sets_array_literals_on_list_and_fixed_size_list_columns(tmp_path) -> None:
+    """``SET e = [..]`` casts the literal to the column's type; a fixed-size list of the
+    wrong length is an InvalidInputError and commits nothing. pylance reads the result."""
+    data = pa.table({"id": pa.array([1, 2], pa.int64()),
+                     "l": pa.array([[0.0], [1.0, 1.5]], pa.list_(pa.float64())),
+                     "f": pa.array([[0.0, 0.5], [1.0, 1.5]], pa.list_(pa.float32(), 2))})
+    lance_sql.write_dataset(data, tmp_path / "t")
+    session = lance_sql.connect(tmp_path)
+    out = session.sql("UPDATE t SET l = [9.0, 8.0, 7], f = [9.0, -8.5] WHERE id = 1")
+    assert out.to_pydict() == {"num_rows_updated": [1]}
+    session.sql("UPDATE t SET l = [], f = [2, 3] WHERE id = 2")
+    want = {"id": [1, 2], "l": [[9.0, 8.0, 7.0], []], "f": [[9.0, -8.5], [2.0, 3.0]]}
+    ours = lance_sql.dataset(tmp_path / "t")
+    theirs = lance.dataset(tmp_path / "t")
+    for got in (ours.to_table(), theirs.to_table()):
+        assert got.schema == data.schema
+        assert got.sort_by("id").to_pydict() == want
+    version = ours.version
+    for bad in ("[1.0, 2.0, 3.0]", "[1.0]", "['a', 'b']"):
+        with pytest.raises(InvalidInputError, match="column 'f'"):
+            session.sql(f"UPDATE t SET f = {bad} WHERE id = 1")
+    assert lance_sql.dataset(tmp_path / "t").version == version
+    assert lance.dataset(tmp_path / "t").to_table().sort_by("id").to_pydict() == want
+
+
+def test_insert_and_merge_cast_list_literals_to_fixed_size_list_columns(tmp_path) -> None:
+    """INSERT VALUES and MERGE sources give DataFusion's list<double> literals: they are
+    stored as the column's fixed_size_list<float, 2> when their lengths match; another
+    length is a SchemaError naming the column, and commits nothing. pylance reads the
+    rows equal."""
+    data = pa.table({"id": pa.array([1, 2], pa.int64()),
+                     "f": pa.array([[0.0, 0.5], [1.0, 1.5]], pa.list_(pa.float32(), 2))})
+    lance_sql.write_dataset(data, tmp_path / "t")
+    session = lance_sql.connect(tmp_path)
+    session.sql("INSERT INTO t VALUES (3, [3.0, 3.5]), (4, [4, -4])")
+    session.sql("INSERT INTO t (f, id) VALUES ([5.0, NULL], 5), (NULL, 6)")
+    session.sql("MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id "
+                "WHEN MATCHED THEN UPDATE SET f = [7.0, 7.5]")
+    session.sql("MERGE INTO t USING (SELECT 2 AS id, [8.0, 8.5] AS f UNION ALL "
+                "SELECT 9, [9.0, 9.5]) s ON t.id = s.id "
+                "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    want = {"id": [1, 2, 3, 4, 5, 6, 9],
+            "f": [[7.0, 7.5], [8.0, 8.5], [3.0, 3.5], [4.0, -4.0], [5.0, None], None,
+                  [9.0, 9.5]]}
+    version = lance_sql.dataset(tmp_path / "t").version
+    for got in (lance_sql.dataset(tmp_path / "t").to_table(),
+                lance.dataset(tmp_path / "t").to_table()):
+        assert got.schema == data.schema
+        assert got.sort_by("id").to_pydict() == want
+    for bad in ("INSERT INTO t VALUES (10, [1.0, 2.0]), (11, [1.0])",
+                "INSERT INTO t VALUES (10, [1.0, 2.0, 3.0])",
+                "MERGE INTO t USING (SELECT 1 AS id) s ON t.id = s.id "
+                "WHEN MATCHED THEN UPDATE SET f = [1.0, 2.0, 3.0]",
+                "MERGE INTO t USING (SELECT 10 AS id, [1.0] AS f) s ON t.id = s.id "
+                "WHEN NOT MATCHED THEN INSERT *"):
+        with pytest.raises(SchemaError, match="column 'f'"):
+            session.sql(bad)
+    assert lance_sql.dataset(tmp_path / "t").version == version
+    assert lance.dataset(tmp_path / "t").to_table().sort_by("id").to_pydict() == want

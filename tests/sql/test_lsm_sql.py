@@ -412,3 +412,32 @@ def test_limit_and_failing_queries_leave_no_threads(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "typed " in proc.stdout
     assert "threads []" in proc.stdout
+
+
+def test_a_version_before_the_mem_wal_index_reads_its_base_table_in_sql_and_python(
+        table) -> None:  # fmt: skip
+    """Version 1 was written before ``MemWal.initialize`` (version 2): SQL's ``VERSION AS
+    OF 1`` reads the plain table then, and the Python reads at that version agree (no
+    regions, no generations, none of this process's MemTables)."""
+    root, mw, _ = table
+    before = 1
+    assert lance_sql.dataset(root / "t.lance", before).list_indices() == []
+    session = connect(root)
+    want = {i: (0, f"a{i}") for i in range(10)}
+    assert as_dict(q(session, f"SELECT id, v, s FROM t VERSION AS OF {before}")) == want
+    assert as_dict(mw.scanner(["id", "v", "s"], version=before).to_table()) == want
+    assert mw.scanner(filter="id = 2", version=before).to_table().column("v").to_pylist() \
+        == [0]
+    assert mw.scanner(version=before).count_rows() == 10
+    view = mw.view(version=before)
+    assert view.consistency == "snapshot" and view.base.version == before
+    assert "kept 0 of 0 regions" in mw.scanner(version=before).explain()
+    keys = pa.table({"id": pa.array([2, 11, 3], pa.int64())})
+    got = mw.get(keys, ["id", "v"], version=before)
+    sql = q(session, f"SELECT id, v FROM t VERSION AS OF {before} WHERE id IN (2, 11, 3)")
+    assert got.to_pylist() == [{"id": 2, "v": 0}, {"id": 3, "v": 0}]
+    assert sorted(sql.to_pylist(), key=lambda r: r["id"]) == got.to_pylist()
+    near = mw.nearest("e", [2.0, 2.0], 3, columns=["id"], version=before)
+    sql = q(session, f"SELECT id FROM nearest('t', 'e', [2.0, 2.0], 3, 'l2', {before})")
+    assert sorted(near.column("id").to_pylist()) == sorted(sql.column("id").to_pylist()) \
+        == [1, 2, 3]

@@ -164,18 +164,26 @@ class LsmView:
     """The sources of one read of a MemWAL table (see the module docstring)."""
 
     def __init__(self, base: LanceDataset, *, consistency: str = "strong",
-                 warm: WarmState | None = None) -> None:
+                 warm: WarmState | None = None, plain_ok: bool = False) -> None:
         """``warm``: state a :class:`~.warm.WarmView` keeps between reads (region
-        listings and manifests revalidated per read instead of re-read)."""
+        listings and manifests revalidated per read instead of re-read). ``plain_ok``:
+        a ``base`` version without a MemWAL index (one older than the index, read by
+        time travel) is a view of its base table alone, as SQL reads it; otherwise
+        NotFoundError."""
         if consistency not in CONSISTENCY:
             raise InvalidInputError(f"consistency must be one of {CONSISTENCY}, got "
                                     f"{consistency!r}")
         loaded = mem_wal_index.load(base)
-        if loaded is None:
+        if loaded is None and not plain_ok:
             raise NotFoundError(f"{base.uri} has no MemWAL index")
         self.base = base
+        # no index at this version: no regions, generations or MemTables belong to it
+        self.has_index = loaded is not None
+        if not self.has_index:
+            consistency = "snapshot"
         self.consistency = consistency
-        self.details: MemWalIndexDetails = loaded[1]
+        self.details: MemWalIndexDetails = (loaded[1] if loaded is not None
+                                            else MemWalIndexDetails())
         self.spec: RegionSpec | None = max(self.details.region_specs,
                                            key=lambda s: s.spec_id, default=None)
         self.key_columns = mem_wal_index.primary_key_columns(base.manifest.schema)
@@ -229,6 +237,9 @@ class LsmView:
             self._listed_cache = self._snapshot_listing[0]
             return self._listed_cache
         out: list = []  # published once filled: a half-made listing is never seen
+        if not self.has_index:  # the base table alone
+            self._listed_cache = out
+            return out
         if self.consistency == "snapshot":
             snap = read_snapshot(self.base)
             for row in range(snap.num_rows):

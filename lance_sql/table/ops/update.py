@@ -87,8 +87,22 @@ def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Sch
     new = pds.dataset(table).to_table(columns=projection)
     try:
         return new.cast(arrow)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise InvalidInputError(f"update values do not fit the columns: {exc}") from exc
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        # the column named (an array literal of the wrong length for a fixed-size list,
+        # a string into a number...): found by casting the assigned ones alone
+        failing = next((n for n in exprs if not _casts(new.column(n), arrow.field(n).type)),
+                       None)
+        where = f" column {failing!r} ({arrow.field(failing).type})" if failing else "s"
+        raise InvalidInputError(f"update values do not fit the{where}: {exc}") from exc
+
+
+def _casts(values: pa.ChunkedArray, target: pa.DataType) -> bool:
+    """Whether ``values`` cast to ``target``."""
+    try:
+        values.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return False
+    return True
 
 
 def _rewrite_columns(ctx: WriteContext, exprs: Mapping[str, pc.Expression],
