@@ -49,6 +49,7 @@ from lance_sql.sql.functions import (
 from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
+from lance_sql.sql.nearest_provider import NearestDataset
 from lance_sql.sql.point_get import PointAnswer, PointGets
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
@@ -402,8 +403,9 @@ class LanceSession:
         self.ctx.register_udtf(udtf(versions_fn, "table_versions"))
         self.ctx.register_udtf(udtf(make_table_changes(self.resolver, self.errors),
                                     "table_changes"))
-        self.ctx.register_udtf(udtf(make_nearest(self.resolver, self.errors, consistency),
-                                    "nearest"))
+        self._planning = threading.local()  # the id of the query this thread plans
+        self.ctx.register_udtf(udtf(make_nearest(self.resolver, self.errors, consistency,
+                                                 self._function_planned), "nearest"))
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._writes = WriteRunner(self)
@@ -505,7 +507,11 @@ class LanceSession:
 
         try:
             rewritten = rewrite(query, is_lance, resolve, _system_columns(query))
-            df = self.ctx.sql(rewritten.text, options=_options())
+            self._planning.query_id = qid  # DataFusion calls table functions on this thread
+            try:
+                df = self.ctx.sql(rewritten.text, options=_options())
+            finally:
+                self._planning.query_id = None
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
                 scope = ScanScope("EXPLAIN", strict=False, runtime=self.runtime)
@@ -543,6 +549,16 @@ class LanceSession:
                 raise
             raise translated from None
         return self._frame(df)
+
+    def _function_planned(self, dataset: NearestDataset) -> None:
+        """A table function's dataset joins the providers of the query being planned
+        (EXPLAIN prints its plan); outside a query's planning, nothing."""
+        query_id = getattr(self._planning, "query_id", None)
+        if query_id is not None:
+            call = next(self._ids)  # increasing: EXPLAIN orders a query's calls by it
+            dataset.query_id = f"{query_id}.f{call}"  # no table scan's id: no LIMIT hint
+            dataset.sequence = call
+            self.schema_provider.add_planned(query_id, dataset)
 
     def _run_dml(self, statement: UpdateStatement | DeleteStatement) -> LanceDataFrame:
         ds = self.dataset(statement.table)
