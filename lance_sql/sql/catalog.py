@@ -38,6 +38,7 @@ from lance_sql.memwal.read.planner import LsmView
 from lance_sql.memwal.read.warm import WarmView
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.lsm_provider import LsmTableDataset
+from lance_sql.sql.nearest_provider import NearestDataset
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, parse_timestamp
 from lance_sql.table import (
@@ -58,7 +59,7 @@ CONSISTENCY = ("strong", "snapshot", "base")
 CATALOG = "lance"
 SCHEMA = "default"
 SUFFIX = ".lance"
-Planned = LanceTableDataset | LsmTableDataset
+Planned = LanceTableDataset | LsmTableDataset | NearestDataset
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
 
 
@@ -347,6 +348,11 @@ class LanceSchemaProvider(SchemaProvider):
             if warm is None:
                 warm = self._warm[uri] = WarmView(uri, CommitConfig())
             return warm
+
+    def add_planned(self, query_id: str, dataset: NearestDataset) -> None:
+        """Count ``dataset`` (a table function's) among the providers of ``query_id``."""
+        with self._lock:
+            self._planned.setdefault(f"{query_id}.functions", weakref.WeakSet()).add(dataset)
 
     def planned(self, query_id: str) -> list[Planned]:
         """Providers created while planning ``query_id`` (and forget the query)."""

@@ -1,20 +1,24 @@
 """Table functions: ``table_versions('t')`` (history), ``table_changes('t', start, end)``
 (the change data feed, :mod:`lance_sql.sql.changes_provider`) and
-``nearest('t', 'column', [query vector], k[, metric[, version]])`` (top-k over a MemWAL
-table's LSM view, exact distances, ``_distance``; ``version`` a number, tag or timestamp
-reads the table as ``VERSION AS OF`` does, as does a versioned name ``'t@3'``).
+``nearest('t', 'column', [query vector], k[, metric[, version]][, {options}])`` (top-k
+over a MemWAL table's LSM view, exact distances, ``_distance``; ``version`` a number, tag
+or timestamp reads the table as ``VERSION AS OF`` does, as does a versioned name
+``'t@3'``; the options struct adds ``filter`` and ``exact``: see
+:mod:`lance_sql.sql.nearest_provider`).
 
 DataFusion calls a table function during planning with constant-folded literal
 arguments. It must not call back into the session (DataFusion panics on
-re-entrancy), so results are built with pyarrow and returned as an in-memory
-dataset.
+re-entrancy): ``table_versions`` is built with pyarrow and returned as an in-memory
+dataset; the change feed and the search return datasets that read when the query runs.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as pds
 from datafusion.catalog import Table
@@ -22,10 +26,11 @@ from datafusion.catalog import Table
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.memwal.index import load as load_mem_wal_index
 from lance_sql.memwal.read.flat_search import table_knn_plan
-from lance_sql.memwal.read.planner import LsmView
+from lance_sql.memwal.read.planner import LsmPlan, LsmView
 from lance_sql.sql.catalog import TableName, VersionResolver
 from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
+from lance_sql.sql.nearest_provider import NearestCall, NearestDataset
 from lance_sql.table import (
     check_mode,
     commit_time,
@@ -35,9 +40,6 @@ from lance_sql.table import (
     read_tags,
     resolve_window,
 )
-
-METRICS = ("l2", "cosine", "dot")
-MAX_K = 1_000_000
 
 VERSIONS_SCHEMA = pa.schema(
     [
@@ -138,63 +140,62 @@ def make_table_changes(resolver: VersionResolver,
     return table_changes_udtf
 
 
-def make_nearest(resolver: VersionResolver, errors: ErrorRegistry,
-                 consistency: str) -> Callable[..., Table]:
-    """The ``nearest('t', 'column', [vector], k[, metric[, version]])`` callable: the
-    ``k`` rows of the LSM view nearest to the vector, with ``_distance`` (top-k is small:
-    computed at planning, through the planner's ``knn_plan``). The latest version reads
-    with the session's consistency; an older one (``version``, or a name ``'t@v'``) is
-    base version v plus the generations its MemWAL index lists as unmerged, as ``VERSION
-    AS OF`` reads it. A session of consistency "base" searches the base table alone, as
-    its queries read it."""
+def make_nearest(resolver: VersionResolver, errors: ErrorRegistry, consistency: str,
+                 planned: Callable[[NearestDataset], None] | None = None
+                 ) -> Callable[..., Table]:
+    """The ``nearest('t', 'column', [vector], k[, metric[, version]][, {options}])``
+    callable: the ``k`` rows of the LSM view nearest to the vector, with ``_distance``;
+    options ``filter`` (applied before the top-k), ``exact``, ``metric``, ``version``.
+    The latest version reads with the session's consistency; an older one (``version``,
+    or a name ``'t@v'``) is base version v plus the generations its MemWAL index lists
+    as unmerged, as ``VERSION AS OF`` reads it. A session of consistency "base" searches
+    the base table alone, as its queries read it. The search runs with the query
+    (:class:`NearestDataset`); ``planned`` is told of each one, for EXPLAIN."""
 
     def nearest_udtf(*args: Any) -> Table:
         try:
-            values = argument_values(args, "nearest")
-            if len(values) not in (4, 5, 6):
-                raise InvalidInputError(
-                    "nearest() takes a table name, a column name, a query vector, k, an "
-                    "optional metric ('l2', 'cosine' or 'dot') and an optional version "
-                    "(a number, tag or timestamp)")
-            name, column, vector, k = values[:4]
-            metric = values[4] if len(values) >= 5 else "l2"
-            if not isinstance(name, str) or not isinstance(column, str):
-                raise InvalidInputError("nearest(): the table and column are names (strings)")
-            if not isinstance(vector, list) or not vector or not all(
-                    isinstance(x, int | float) and not isinstance(x, bool) for x in vector):
-                raise InvalidInputError(
-                    f"nearest(): the query vector is a list of numbers, got {vector!r}")
-            if isinstance(k, bool) or not isinstance(k, int) or not 0 < k <= MAX_K:
-                raise InvalidInputError(f"nearest(): k is an integer in 1..{MAX_K}, got {k!r}")
-            if metric not in METRICS:
-                raise InvalidInputError(f"nearest(): metric is one of {METRICS}, got "
-                                        f"{metric!r}")
-            parsed = TableName.parse(name)
-            if len(values) == 6:
-                version = values[5]
-                if parsed.spec is not None:
-                    raise InvalidInputError(
-                        f"nearest(): {name!r} names a version; do not give one again")
-                if isinstance(version, bool) or not isinstance(version, int | str) or (
-                        isinstance(version, int) and version < 0) or version == "":
-                    raise InvalidInputError("nearest(): the version is a version number, a "
-                                            f"tag or a timestamp, got {version!r}")
-                parsed = TableName.parse(f"{parsed.table}@{version}")
-            uri = resolver.directory.uri(parsed.table)
-            if parsed.spec is None:
-                base = dataset(uri)
-                mode = "snapshot" if consistency == "snapshot" else "strong"
-            else:  # time travel: that version's own MemWAL index snapshot
-                base = dataset(uri, resolver.version_of(parsed.table, parsed.spec))
-                mode = "snapshot"
-            if consistency == "base" or load_mem_wal_index(base) is None:
-                # a plain table, or a session reading MemWAL tables' base tables alone
-                result = table_knn_plan(base, column, vector, k, metric=metric).to_table()
-            else:
-                view = LsmView(base, consistency=mode)
-                result = view.knn_plan(column, vector, k, metric=metric).to_table()
-            return Table(pds.dataset(result))
+            call = NearestCall.parse(argument_values(args, "nearest"))
+            found = nearest_dataset(resolver, errors, consistency, call)
+            if planned is not None:
+                planned(found)
+            return Table(found)
         except Exception as exc:  # carried through DataFusion
             raise errors.wrap(exc) from exc
 
     return nearest_udtf
+
+
+def nearest_dataset(resolver: VersionResolver, errors: ErrorRegistry, consistency: str,
+                    call: NearestCall) -> NearestDataset:
+    """The table ``call`` searches, pinned, with the search planned (not run)."""
+    parsed = TableName.parse(call.table)
+    if call.version is not None:
+        if parsed.spec is not None:
+            raise InvalidInputError(
+                f"nearest(): {call.table!r} names a version; do not give one again")
+        parsed = TableName.parse(f"{parsed.table}@{call.version}")
+    uri = resolver.directory.uri(parsed.table)
+    if parsed.spec is None:
+        base = dataset(uri)
+        mode = "snapshot" if consistency == "snapshot" else "strong"
+    else:  # time travel: that version's own MemWAL index snapshot
+        base = dataset(uri, resolver.version_of(parsed.table, parsed.spec))
+        mode = "snapshot"
+    predicate = call.predicate()
+    vector = np.asarray(call.vector, np.float64)
+    search: Callable[[list[str] | None], LsmPlan]
+    if consistency == "base" or load_mem_wal_index(base) is None:
+        # a plain table, or a session reading MemWAL tables' base tables alone: one
+        # source, nothing stale (exact changes nothing)
+        search = functools.partial(table_knn_plan, base, call.column, vector, call.k,
+                                   metric=call.metric, filter=predicate)
+        schema = base.manifest.schema.to_scan_arrow()
+        label = f"{parsed.table}[v={base.version}]"
+    else:
+        view = LsmView(base, consistency=mode)
+        search = functools.partial(view.knn_plan, call.column, vector, call.k,
+                                   metric=call.metric, filter=predicate, exact=call.exact)
+        schema = view.arrow_schema
+        label = f"{parsed.table}[v={base.version}, lsm {mode}]"
+    return NearestDataset(call, lambda columns: search(columns=columns), schema, label,
+                          errors)

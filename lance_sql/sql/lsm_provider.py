@@ -56,9 +56,9 @@ class PushedLsm:
 
 @dataclass(frozen=True)
 class LsmUnit:
-    """The one partition of an LSM read."""
+    """The one partition of an LSM read (or of a ``nearest()`` search: any plan)."""
 
-    table: LsmTableDataset
+    table: PlannedDataset
     plan: LsmPlan
     columns: list[str]        # what the plan returns (output plus residual filter columns)
     residual: pc.Expression | None

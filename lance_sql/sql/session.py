@@ -14,13 +14,14 @@ The next query sees newer commits.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
 import re
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -49,6 +50,7 @@ from lance_sql.sql.functions import (
 from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
+from lance_sql.sql.nearest_provider import NearestDataset
 from lance_sql.sql.point_get import PointAnswer, PointGets
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
@@ -203,6 +205,37 @@ def _release_frames(exc: BaseException) -> None:
 def _typed(exc: BaseException, translator: Translator) -> BaseException:
     translated = translator(exc)
     return exc if translated is exc else translated
+
+
+class FunctionScans:
+    """Counts the datasets of table functions (``nearest()``) among the providers of the
+    query being planned, so that EXPLAIN prints their plans. DataFusion calls a table
+    function on the thread that plans the query. Kept apart from the session: the
+    function registered in the session's context holds it, and must not hold the session."""
+
+    def __init__(self, provider: LanceSchemaProvider) -> None:
+        self.provider = provider
+        self._local = threading.local()
+        self._calls = itertools.count(1)
+
+    @contextlib.contextmanager
+    def planning(self, query_id: str) -> Iterator[None]:
+        """Within the block, this thread plans query ``query_id``."""
+        self._local.query_id = query_id
+        try:
+            yield
+        finally:
+            self._local.query_id = None
+
+    def planned(self, dataset: NearestDataset) -> None:
+        """A table function's dataset joins the providers of the query being planned
+        (outside a query's planning: nothing)."""
+        query_id = getattr(self._local, "query_id", None)
+        if query_id is not None:
+            call = next(self._calls)  # increasing: EXPLAIN orders a query's calls by it
+            dataset.query_id = f"{query_id}.f{call}"  # no table scan's id: no LIMIT hint
+            dataset.sequence = call
+            self.provider.add_planned(query_id, dataset)
 
 
 class LanceDataFrame(DataFrame):
@@ -402,8 +435,9 @@ class LanceSession:
         self.ctx.register_udtf(udtf(versions_fn, "table_versions"))
         self.ctx.register_udtf(udtf(make_table_changes(self.resolver, self.errors),
                                     "table_changes"))
-        self.ctx.register_udtf(udtf(make_nearest(self.resolver, self.errors, consistency),
-                                    "nearest"))
+        self._function_scans = FunctionScans(self.schema_provider)
+        self.ctx.register_udtf(udtf(make_nearest(self.resolver, self.errors, consistency,
+                                                 self._function_scans.planned), "nearest"))
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._writes = WriteRunner(self)
@@ -505,7 +539,8 @@ class LanceSession:
 
         try:
             rewritten = rewrite(query, is_lance, resolve, _system_columns(query))
-            df = self.ctx.sql(rewritten.text, options=_options())
+            with self._function_scans.planning(qid):
+                df = self.ctx.sql(rewritten.text, options=_options())
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
                 scope = ScanScope("EXPLAIN", strict=False, runtime=self.runtime)

@@ -181,6 +181,37 @@ def test_knn_is_exact_top_k(metric: str) -> None:
         KNNExec(s, KNN_SCHEMA, "e", q, 7, "hamming")
 
 
+@pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
+@pytest.mark.parametrize("exact", [False, True])
+def test_knn_checks_only_near_rows_for_staleness_with_the_same_result(
+        metric: str, exact: bool) -> None:
+    """Distances first: only rows that can still enter the top k are checked for
+    staleness (nearest first, in growing chunks); the result equals checking every row
+    and then taking the k nearest live ones."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    vecs = rng.normal(size=(n, 2)).astype(np.float32)
+    b = vec_source(list(range(n)), vecs.tolist(), -1, None)
+    q = np.array([0.2, 0.1])
+    d = distances(vecs.astype(np.float64), q, metric).astype(np.float32)
+    # a newer generation holds the 40 keys nearest the query (stale in the base) and
+    # 500 others, all moved far away
+    moved = np.unique(np.concatenate([np.argsort(d, kind="stable")[:40],
+                                      rng.choice(n, 500, replace=False)]))
+    g1 = vec_source(moved.tolist(), (rng.normal(size=(moved.size, 2)) + 50).tolist(), 1, A)
+    node = KNNExec(b, KNN_SCHEMA, "e", q, 10, metric,
+                   stale=StaleCheck([b, g1], ["id"], [pa.int64()], exact=exact))
+    got = node.to_table()
+    every = ScanExec(b, pa.schema([f for f in KNN_SCHEMA if f.name != DISTANCE])).to_table()
+    live = StaleCheck([b, g1], ["id"], [pa.int64()], exact=exact).keep(b, every)
+    assert not live[np.argsort(d, kind="stable")[:40]].any()
+    ids = every["id"].to_numpy()[live]
+    want = ids[np.argsort(d[live], kind="stable")[:10]]
+    assert sorted(got["id"].to_pylist()) == sorted(want.tolist())
+    assert sorted(got[DISTANCE].to_pylist()) == sorted(d[want].tolist())
+    assert node.rows_scanned == n and node.rows_checked < n // 20
+
+
 def test_filter_stale_drops_candidates_a_newer_generation_holds() -> None:
     b = vec_source([1, 2, 3], [[0, 0], [0, 1], [5, 5]], -1, None)
     g1 = vec_source([2, 3], [[9, 9], None], 1, A)  # key 2 moved away, key 3 deleted

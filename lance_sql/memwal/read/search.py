@@ -70,7 +70,12 @@ class KNNExec(ExecNode):
     """The ``k`` rows of one source nearest to ``query`` in ``column`` (exact, flat),
     among rows where ``predicate`` holds, with ``_distance``; streaming, keeping only the
     best ``k`` seen so far. With ``stale``, rows it calls stale are dropped before they
-    compete (so stale rows never crowd live ones out of the top ``k``)."""
+    compete (so stale rows never crowd live ones out of the top ``k``).
+
+    Distances come first: only a batch's rows no farther than the ``k`` best so far are
+    checked for staleness, nearest first, in growing chunks until ``k`` of them are live
+    (hashing every row's key for the bloom filters cost more than its distance). The
+    result is the same as checking every row: the ``k`` nearest live rows."""
 
     def __init__(self, source: Source, schema: pa.Schema, column: str, query: np.ndarray,
                  k: int, metric: str = "l2", predicate: Expr | None = None,
@@ -88,15 +93,12 @@ class KNNExec(ExecNode):
         self.stale = stale
         self.scan = ScanExec(source, pa.schema([f for f in schema if f.name != DISTANCE]),
                              predicate)
+        self.rows_scanned = 0  # rows with a vector, and those checked for staleness
+        self.rows_checked = 0
 
     def execute(self) -> Iterator[pa.RecordBatch]:
         best: pa.Table | None = None
         for batch in self.scan.execute():
-            if self.stale is not None:  # before the top-k: k live rows when there are k
-                live = self.stale.keep(self.source, batch)
-                if not live.any():
-                    continue
-                batch = batch.filter(pa.array(live))
             valid, matrix = _vectors(batch.column(self.column))
             if not valid.size:
                 continue
@@ -104,9 +106,17 @@ class KNNExec(ExecNode):
                 raise InvalidInputError(f"column {self.column!r} holds {matrix.shape[1]}-"
                                         f"dimensional vectors, the query has "
                                         f"{self.query.size}")
-            d = distances(matrix, self.query, self.metric)
-            rows = pa.Table.from_batches([batch]).take(pa.array(valid))
-            rows = rows.append_column(DISTANCE, pa.array(d.astype(np.float32)))
+            self.rows_scanned += int(valid.size)
+            # compared as returned (float32), so ties with the best so far stay ties
+            d = distances(matrix, self.query, self.metric).astype(np.float32)
+            bound = None
+            if best is not None and best.num_rows == self.k:
+                bound = best.column(DISTANCE).to_numpy().max()
+            chosen = self._contenders(batch, valid, d, bound)
+            if not chosen.size:
+                continue
+            rows = pa.Table.from_batches([batch]).take(pa.array(valid[chosen]))
+            rows = rows.append_column(DISTANCE, pa.array(d[chosen]))
             best = rows if best is None else pa.concat_tables([best, rows])
             if best.num_rows > self.k:
                 dist = best.column(DISTANCE).to_numpy()
@@ -114,6 +124,27 @@ class KNNExec(ExecNode):
                 best = best.take(pa.array(np.sort(top)))
         if best is not None and best.num_rows:
             yield conform(best, self.schema)
+
+    def _contenders(self, batch: pa.RecordBatch, valid: np.ndarray, d: np.ndarray,
+                    bound: np.floating | None) -> np.ndarray:
+        """Positions (into ``valid``) of the batch's ``k`` nearest live rows no farther
+        than ``bound`` (the farthest of the best ``k`` so far; None: fewer so far)."""
+        near = np.arange(d.size) if bound is None else np.flatnonzero(d <= bound)
+        if self.stale is None:
+            if near.size > self.k:
+                near = near[np.argpartition(d[near], self.k - 1)[:self.k]]
+            return near
+        order = near[np.argsort(d[near], kind="stable")]
+        live: list[np.ndarray] = []
+        found, start, size = 0, 0, self.k
+        while found < self.k and start < order.size:
+            part = order[start:start + size]
+            keep = self.stale.keep(self.source, batch.take(pa.array(valid[part])))
+            self.rows_checked += int(part.size)
+            live.append(part[keep])
+            found += int(keep.sum())
+            start, size = start + size, size * 2
+        return np.concatenate(live)[:self.k] if live else order[:0]
 
     def describe(self) -> str:
         return f"KNNExec: {self.source.label}, k={self.k}, metric={self.metric}"
