@@ -419,17 +419,19 @@ def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: 
 
 def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray,
                    columns: Sequence[str] | None = None, *,
-                   plan: ScanPlan | None = None) -> pa.Table:
+                   plan: ScanPlan | None = None,
+                   readers: FragmentReaders | None = None) -> pa.Table:
     """Rows by row address (uint64 ``fragment_id << 32 | offset``), in the order given.
 
     Addresses of deleted rows are skipped; an unknown fragment, or an offset past its
     fragment's end, is an error. ``plan``: ``plan_scan(manifest, columns)`` when the
-    caller kept it.
+    caller kept it; ``readers``: the fragment readers the caller keeps with that plan
+    (filled here by one-row takes, see :data:`FragmentReaders`).
     """
     if plan is None:
         plan = plan_scan(manifest, columns)
     if addresses.size == 1:  # a point lookup's row: no grouping, nothing to reorder
-        return _take_one_address(store, manifest, plan, int(addresses[0]))
+        return _take_one_address(store, manifest, plan, int(addresses[0]), readers)
     groups, order = [], []
     for frag, rows, where in by_fragment(manifest, addresses):
         if rows[-1] >= frag.physical_rows:  # rows are sorted
@@ -456,8 +458,17 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
     return table.take(pa.array(inverse))  # pieces are cast
 
 
+# Fragment id -> its reader, kept by a caller with a take plan of one manifest (the
+# dataset's kept take plans): a point lookup's one-row take then finds the fragment's
+# files, the plan's fields grouped by file and the row count check done. A reader holds
+# no open file (those stay in the runtime's bounded cache); plain dict reads and writes
+# only, so threads share it (two may make the same reader: either is right).
+FragmentReaders = dict[int, FragmentReader]
+_READERS_KEPT = 1024  # fragments per kept plan (more are read with a new reader each)
+
+
 def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
-                      address: int) -> pa.Table:
+                      address: int, readers: FragmentReaders | None = None) -> pa.Table:
     """:func:`take_addresses` of one address: its row, or no row when it is deleted."""
     frag_id, row = address >> 32, address & 0xFFFFFFFF
     frag = next((f for f in manifest.fragments if f.id == frag_id), None)
@@ -469,7 +480,11 @@ def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
         return scan_rows(store, manifest, frag, plan, np.array([row], np.int64))
     # the row of every column in one pass (no deleted rows here, no filter): what
     # scan_rows gives, without its row arrays
-    reader = FragmentReader(store, manifest, frag)
+    reader = readers.get(frag_id) if readers is not None else None
+    if reader is None or reader.fragment is not frag or reader.manifest is not manifest:
+        reader = FragmentReader(store, manifest, frag)
+        if readers is not None and len(readers) < _READERS_KEPT:
+            readers[frag_id] = reader
     found = dict(zip((f.name for f in plan.read_fields),
                      reader.take_row(plan.read_fields, row), strict=True))
     system = plan.system_names
