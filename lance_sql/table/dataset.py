@@ -100,6 +100,8 @@ def _integers(values: Sequence[int] | np.ndarray, what: str, high: int) -> np.nd
         raise InvalidInputError(f"{what}: expected a flat sequence of integers")
     if arr.size == 0:
         return np.empty(0, np.uint64)
+    if arr.dtype.kind == "u" and high >= (1 << (8 * arr.itemsize)) - 1:
+        return arr  # every value of the type is in range: no pass over them
     if arr.dtype.kind in "iu" and int(arr.min()) >= 0 and int(arr.max()) <= high:
         return arr
     items = arr.tolist()  # only integers beyond int64, mixed input, or an error from here

@@ -10,6 +10,7 @@ projects. Everything is vectorised; no per-row Python.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -72,6 +73,12 @@ class ScanPlan:
     # The filter as comparisons of data columns with constants that must all hold, when
     # it is known to be exactly that (None: apply ``filter`` as a pyarrow expression).
     comparisons: tuple[Comparison, ...] | None = None
+
+    @functools.cached_property
+    def output_fields_typed(self) -> tuple[tuple[str, pa.DataType, bool], ...]:
+        """(name, type, nullable) of each output field, read once per plan (see
+        :func:`conformed`; a kept plan's one-row takes pass them)."""
+        return tuple((f.name, f.type, f.nullable) for f in self.output_schema)
 
     @property
     def system_names(self) -> tuple[str, ...]:
@@ -492,7 +499,8 @@ def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
         found.update(zip(system, system_arrays(store, manifest, frag,
                                                np.array([row], np.int64), system),
                          strict=True))
-    return conformed([found[n] for n in plan.output_fields], plan.output_schema, store, frag)
+    return conformed([found[n] for n in plan.output_fields], plan.output_schema, store, frag,
+                     plan.output_fields_typed)
 
 
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
@@ -535,20 +543,24 @@ def cast_output(table: pa.Table, schema: pa.Schema, store: ObjectStore,
 
 
 def conformed(arrays: Sequence[pa.Array | pa.ChunkedArray], schema: pa.Schema,
-              store: ObjectStore, fragment: Fragment) -> pa.Table:
+              store: ObjectStore, fragment: Fragment,
+              fields: Sequence[tuple[str, pa.DataType, bool]] | None = None) -> pa.Table:
     """The table of ``arrays`` (one per field of ``schema``, in its order) as
-    :func:`cast_output` makes it."""
+    :func:`cast_output` makes it. ``fields``: (name, type, nullable) of the schema's
+    fields when the caller kept them (a schema makes its fields anew on every read)."""
+    if fields is None:
+        fields = [(f.name, f.type, f.nullable) for f in schema]
     try:
         columns = []
-        for column, field in zip(arrays, schema, strict=True):
-            if column.type.equals(field.type):
+        for column, (name, t, nullable) in zip(arrays, fields, strict=True):
+            if column.type.equals(t):
                 # No cast: it would refuse the nulls pylance leaves in non-nullable
                 # children under null rows (blob descriptions); check the top level only.
-                if not field.nullable and column.null_count:
-                    raise ValueError(f"column {field.name!r} is not nullable but holds "
+                if not nullable and column.null_count:
+                    raise ValueError(f"column {name!r} is not nullable but holds "
                                      f"{column.null_count} null value(s)")
             else:
-                column = column.cast(field.type)
+                column = column.cast(t)
             columns.append(column)
         return pa.Table.from_arrays(columns, schema=schema)
     except (ValueError, pa.ArrowException) as exc:
