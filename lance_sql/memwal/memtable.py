@@ -355,16 +355,14 @@ class MemTable:
         frags = self.fragments()
         if not frags or keys.num_rows != 1:
             return None
-        query = [_typed(keys.column(k).combine_chunks(), self.arrow_schema.field(k).type)
-                 for k in self.primary_key]
-        if _exact_codes(query) and not query[0].null_count:
-            code = key_codes(query)[0]
+        code = self._one_code(keys)
+        if code is not None:
             sorted_codes, sorted_addr = self._sorted_index(frags)
-            lo = int(np.searchsorted(sorted_codes, code, "left"))
-            hi = int(np.searchsorted(sorted_codes, code, "right"))
+            lo = int(sorted_codes.searchsorted(code, "left"))
+            hi = int(sorted_codes.searchsorted(code, "right"))
             if hi == lo:
                 return None
-            address = int(sorted_addr[lo:hi].max())
+            address = int(sorted_addr[lo] if hi == lo + 1 else sorted_addr[lo:hi].max())
         else:
             address = int(self.lookup(keys)[0])
             if address < 0:
@@ -373,6 +371,19 @@ class MemTable:
         if fragment is None:  # put meanwhile: the address lies in a newer fragment
             fragment = self.fragments()[address >> 32]
         return address, fragment.rows.slice(address & 0xFFFFFFFF, 1)
+
+    def _one_code(self, keys: pa.Table) -> int | None:
+        """The :func:`key_codes` code of the one key in ``keys`` when it is a single
+        non-null integer of the stored type other than uint64 (its code is then the value
+        itself, read as a Python int); None otherwise (the caller computes codes)."""
+        if len(self.primary_key) != 1:
+            return None
+        column = keys.column(self.primary_key[0])
+        t = column.type
+        if not pa.types.is_integer(t) or pa.types.is_uint64(t) or column.null_count or \
+                not t.equals(self.arrow_schema.field(self.primary_key[0]).type):
+            return None
+        return column[0].as_py()
 
     def take(self, addresses: np.ndarray) -> pa.Table:
         """Rows by ``_rowaddr`` (addresses must exist)."""

@@ -153,6 +153,13 @@ def open_memtables(table_uri: str) -> dict[uuid.UUID, list[MemTable]]:
     return {w.region_id: w.memtables() for w in open_writers(table_uri)}
 
 
+def open_memtables_of(table_uri: str, region_id: uuid.UUID) -> list[MemTable]:
+    """:func:`open_memtables` of one region (empty: no writer of it open here)."""
+    with _REGISTRY_LOCK:
+        writer = _REGISTRY.get((table_uri, region_id))
+    return writer.memtables() if writer is not None else []
+
+
 def _close_all_at_exit() -> None:
     for writer in open_writers():
         try:  # the WAL only: the next writer of the region replays it

@@ -56,6 +56,7 @@ from lance_sql.table.ops import update as updating
 from lance_sql.table.ops.merge_insert import MergeInsertBuilder
 from lance_sql.table.read.blobs import BlobFile, take_blobs
 from lance_sql.table.read.scan import (
+    FragmentReaders,
     Scanner,
     ScanPlan,
     matching_rows,
@@ -99,6 +100,8 @@ def _integers(values: Sequence[int] | np.ndarray, what: str, high: int) -> np.nd
         raise InvalidInputError(f"{what}: expected a flat sequence of integers")
     if arr.size == 0:
         return np.empty(0, np.uint64)
+    if arr.dtype.kind == "u" and high >= (1 << (8 * arr.itemsize)) - 1:
+        return arr  # every value of the type is in range: no pass over them
     if arr.dtype.kind in "iu" and int(arr.min()) >= 0 and int(arr.max()) <= high:
         return arr
     items = arr.tolist()  # only integers beyond int64, mixed input, or an error from here
@@ -390,31 +393,37 @@ class LanceDataset:
                         columns: Sequence[str] | None) -> pa.Table:
         """:meth:`take_addresses` from ``manifest`` (this object's, read once)."""
         addresses = _integers(addresses, "row address", U64_MAX).astype(np.uint64)
-        return take_addresses(self.store, manifest, addresses, columns,
-                              plan=self._take_plan(manifest, columns))
+        plan, readers = self._take_plan(manifest, columns)
+        return take_addresses(self.store, manifest, addresses, columns, plan=plan,
+                              readers=readers)
 
-    # (this version's manifest, {columns: the plan of a take of them}): see _take_plan
-    _take_plans: tuple[Manifest, dict[tuple[str, ...] | None, ScanPlan]] | None = None
+    # (this version's manifest, {columns: (the plan of a take of them, its fragment
+    # readers)}): see _take_plan
+    _take_plans: tuple[Manifest, dict[tuple[str, ...] | None,
+                                      tuple[ScanPlan, FragmentReaders]]] | None = None
     _TAKE_PLANS_KEPT = 64
 
-    def _take_plan(self, manifest: Manifest, columns: Sequence[str] | None) -> ScanPlan:
+    def _take_plan(self, manifest: Manifest, columns: Sequence[str] | None
+                   ) -> tuple[ScanPlan, FragmentReaders | None]:
         """The plan of a take of ``columns`` from ``manifest`` (this version's), made once
-        per version and column list (a point lookup repeats the same take); errors are
-        not kept. ``columns`` is read once (it may be an iterator)."""
+        per version and column list (a point lookup repeats the same take), with the
+        fragment readers its one-row takes keep (None: not kept); errors are not kept.
+        ``columns`` is read once (it may be an iterator)."""
         if isinstance(columns, str):
-            return plan_scan(manifest, columns)  # refused there
+            return plan_scan(manifest, columns), None  # refused there
         key = None if columns is None else tuple(columns)
         try:
             hash(key)
         except TypeError:  # not names: refused by the planning, as without the cache
-            return plan_scan(manifest, list(key or ()))
+            return plan_scan(manifest, list(key or ())), None
         kept = self._take_plans  # one read: another thread may replace it meanwhile
         if kept is None or kept[0] is not manifest or len(kept[1]) >= self._TAKE_PLANS_KEPT:
             kept = self._take_plans = (manifest, {})
-        plan = kept[1].get(key)
-        if plan is None:
-            plan = kept[1][key] = plan_scan(manifest, None if key is None else list(key))
-        return plan
+        found = kept[1].get(key)
+        if found is None:
+            found = kept[1][key] = (plan_scan(manifest, None if key is None else list(key)),
+                                    {})
+        return found
 
     # -- writes ---------------------------------------------------------------------
     def write_context(self) -> WriteContext:

@@ -601,21 +601,24 @@ _PLAIN_BYTES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 
 
 def _one_bytes(block: Variable, t: pa.DataType, null: bool, where: str) -> pa.Array:
-    """The one string / binary value of ``block`` as an array of ``t``, made from a Python
-    value (the general conversion checks offsets and UTF-8 with several array passes,
-    its cost for one value); invalid UTF-8 is the same FormatError."""
+    """The one string / binary value of ``block`` as an array of ``t``, made from its
+    buffers (the general conversion checks offsets and UTF-8 with several array passes,
+    its cost for one value; ``pa.array`` of the Python value costs several times more
+    than the buffers); invalid UTF-8 is the same FormatError."""
     lo, hi = (int(o) for o in block.offsets[:2])
     if block.n != 1 or lo < 0 or hi < lo or hi > block.data.size:
         raise FormatError(f"{where}: string offsets run past the data")
     if null:
         return pa.nulls(1, t)
     value = block.data[lo:hi].tobytes()
-    if t in (pa.string(), pa.large_string()):
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
         try:
-            return pa.array([value.decode("utf-8")], t)
+            value.decode("utf-8")  # checked here: the array below is not validated
         except UnicodeDecodeError as exc:
             raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
-    return pa.array([value], t)
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    offsets = struct.pack("<qq" if large else "<ii", 0, len(value))
+    return pa.Array.from_buffers(t, 1, [None, pa.py_buffer(offsets), pa.py_buffer(value)])
 
 
 def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int, size: int,

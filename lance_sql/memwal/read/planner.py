@@ -22,7 +22,6 @@ and :meth:`LsmView.knn_plan` (top-k with stale filtering). An engine calls them 
 
 from __future__ import annotations
 
-import copy
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -79,7 +78,7 @@ from lance_sql.memwal.transforms import (
     sql_on_own_thread,
 )
 from lance_sql.memwal.wal import TOMBSTONE
-from lance_sql.memwal.writer import open_memtables
+from lance_sql.memwal.writer import open_memtables_of
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, VERSION_COLUMNS
 from lance_sql.table.read.scan import rows_only
@@ -87,6 +86,7 @@ from lance_sql.table.runtime.cache import GENERATION_TABLES, REGION_VALUES
 from lance_sql.table.runtime.context import current_runtime
 
 if TYPE_CHECKING:
+    from lance_sql.memwal.memtable import MemTable
     from lance_sql.memwal.read.warm import WarmState
 
 __all__ = ["CONSISTENCY", "LsmPlan", "LsmScanner", "LsmView", "RegionState"]
@@ -188,10 +188,14 @@ class LsmView:
                                            key=lambda s: s.spec_id, default=None)
         self.key_columns = mem_wal_index.primary_key_columns(base.manifest.schema)
         self.arrow_schema = base.manifest.schema.to_scan_arrow()
-        # MemTables first, manifests after: a MemTable flushed in between is then found
-        # as a generation, never missed (and never read twice: see _memtables)
-        self._memtables = (open_memtables(base.store.uri) if consistency == "strong"
-                           else {})
+        # the key columns' types, when all are top-level columns (None: see _typed_keys)
+        top = set(self.arrow_schema.names)
+        self._key_types = ([self.arrow_schema.field(k).type for k in self.key_columns]
+                           if all(k in top for k in self.key_columns) else None)
+        # a region's MemTables (strong reads), taken from this process's writer of it
+        # right before its manifest is read: a MemTable flushed in between is then
+        # found as a generation, never missed (and never read twice: see sources)
+        self._memtables: dict[uuid.UUID, list[MemTable]] = {}
         self.warm = warm
         self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
         # what depends only on the base version, its schema and region spec, shared by a
@@ -211,19 +215,25 @@ class LsmView:
         """This view's base version and MemWAL index with this moment's MemTables and
         regions (what a strong read must re-read; see :mod:`.warm`). A snapshot view's
         regions are its base version's, read once."""
-        view = copy.copy(self)
-        view._reset()  # noqa: SLF001 - its own copy
+        view = object.__new__(type(self))  # a shallow copy (as copy.copy, in fewer steps)
+        view.__dict__.update(self.__dict__)
+        view._reset()  # (its own copy)
         return view
 
     def _reset(self) -> None:
-        # MemTables first, manifests after (see __init__)
-        self._memtables = (open_memtables(self.base.store.uri)
-                           if self.consistency == "strong" else {})
+        self._memtables = {}  # taken again, region by region (see __init__)
         self._listed_cache = None
         self.kept = []
         self.total_regions = 0
 
+    def _take_memtables(self, rid: uuid.UUID) -> None:
+        """Region ``rid``'s MemTables of this moment, taken once per read before the
+        region's manifest is read (see __init__); none for a snapshot read."""
+        if self.consistency == "strong" and rid not in self._memtables:
+            self._memtables[rid] = open_memtables_of(self.base.store.uri, rid)
+
     def _latest_manifest(self, rid: uuid.UUID) -> RegionManifest | None:
+        self._take_memtables(rid)  # MemTables first, the manifest after
         log = RegionLog(self.base.store, rid)
         return log.latest() if self.warm is None else self.warm.latest_manifest(log)
 
@@ -277,6 +287,7 @@ class LsmView:
 
             def load(rid: uuid.UUID = rid, read: list[RegionManifest] = read
                      ) -> tuple[int, pa.Table | None]:
+                self._take_memtables(rid)  # MemTables first, the manifest after
                 manifest = RegionLog(self.base.store, rid).latest()
                 if manifest is None:
                     raise _Unclaimed  # nothing to remember yet
@@ -495,6 +506,8 @@ class LsmView:
 
     def _lookup_keys(self, keys: pa.Table) -> pa.Table:
         """The primary-key columns of ``keys``, in the key's types."""
+        if keys.num_rows == 1 and self._typed_keys(keys):
+            return keys  # one key given as the key columns in their types: as it is
         missing = [k for k in self.key_columns if k not in keys.column_names]
         if missing:
             raise InvalidInputError(f"lookup keys lack the primary-key columns {missing}")
@@ -521,6 +534,16 @@ class LsmView:
         for position in at.tolist():
             remap[position] = kept_ids.get(listed[position][0], -2)
         return regions, remap[np.where(routed >= 0, routed, len(listed))]
+
+    def _typed_keys(self, keys: pa.Table) -> bool:
+        """Whether ``keys`` holds just the key columns, in order, in the key's types, each
+        one chunk without nulls: what :meth:`_lookup_keys` would make of it."""
+        if self._key_types is None or keys.column_names != self.key_columns:
+            return False
+        for t, column in zip(self._key_types, keys.columns, strict=True):
+            if column.num_chunks != 1 or column.null_count or not column.type.equals(t):
+                return False
+        return True
 
     def _output_schema(self, schema: pa.Schema, output: Sequence[str]) -> pa.Schema:
         """The fields of ``output`` in a lookup's ``schema`` (made once per projection,
@@ -595,8 +618,9 @@ class LsmView:
                 if found is None:
                     continue
                 address, row = found
-                out = pa.schema([schema.field(n) for n in output])
-                if TOMBSTONE in row.column_names and row.column(TOMBSTONE)[0].as_py():
+                out = self._output_schema(schema, output)
+                if row.schema.get_field_index(TOMBSTONE) >= 0 and \
+                        row.column(TOMBSTONE)[0].as_py():
                     return out.empty_table()  # deleted
                 extra = {ROW_ADDR: address, KEY_POSITION: 0}  # as the source's lookup
                 return _one_row_table(
@@ -777,17 +801,20 @@ def _one_row_table(columns: list, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _one_column(table: pa.Table, source: Source, f: pa.Field) -> pa.Array:
+def _one_column(table: pa.Table, source: Source, f: pa.Field
+                ) -> pa.Array | pa.ChunkedArray:
     """Column ``f`` of the one row ``source`` answered a lookup with, as the plan's
     nodes give it (``_gen`` / ``_region`` the source's, columns it lacks NULL)."""
     if f.name == GEN:
         return pa.array([source.gen], pa.int64())
     if f.name == REGION:
         return pa.array([None if source.region is None else str(source.region)], pa.string())
-    if f.name not in table.column_names:
+    if table.schema.get_field_index(f.name) < 0:  # (column_names: a new list per call)
         return pa.nulls(1, f.type)
-    column = table.column(f.name).combine_chunks()
-    return column if column.type.equals(f.type) else column.cast(f.type)
+    column = table.column(f.name)
+    if column.type.equals(f.type):
+        return column  # (one row: one chunk, as the table takes it)
+    return column.combine_chunks().cast(f.type)
 
 
 class LsmScanner:

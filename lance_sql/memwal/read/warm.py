@@ -49,14 +49,21 @@ class WarmState:
     # Python tuple: position})
     routes: tuple[list, int, list[int], dict] | None = None
     manifests: dict[uuid.UUID, RegionManifest] = field(default_factory=dict)
+    # region -> (the manifest remembered there, the keys of its version's successor and
+    # of itself: the two names each read probes, spelt once)
+    _probes: dict[uuid.UUID, tuple[RegionManifest, list[str]]] = field(default_factory=dict)
 
     def latest_manifest(self, log: RegionLog) -> RegionManifest | None:
         """The region's latest manifest, reusing the one seen last when still latest."""
         known = self.manifests.get(log.region_id)
         if known is not None:
-            paths = log.paths
-            following, still = log.store.exists_many(
-                [paths.manifest(known.version + 1), paths.manifest(known.version)])
+            probe = self._probes.get(log.region_id)  # one read: threads may replace it
+            if probe is None or probe[0] is not known:
+                paths = log.paths
+                probe = (known, [paths.manifest(known.version + 1),
+                                 paths.manifest(known.version)])
+                self._probes[log.region_id] = probe
+            following, still = log.store.exists_many(probe[1])
             if not following and still:
                 return known
         manifest = log.latest()

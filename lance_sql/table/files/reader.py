@@ -140,6 +140,10 @@ class FragmentReader:
         self.manifest = manifest
         self.fragment = fragment
         self._rows_checked = False
+        # (fields, their groups by data file with each file's column map): the last
+        # fields taken, kept for the next take of the very same fields (see _file_groups)
+        self._grouped: tuple[Sequence[LanceField], list[tuple[
+            DataFile | None, list[int], dict[int, int] | None]]] | None = None
         # field id -> (data file, column index); later files win for a field id.
         self._locations: dict[int, tuple[DataFile, int]] = {}
         for data_file in fragment.files:
@@ -164,6 +168,20 @@ class FragmentReader:
             key = data_file.path if data_file else None
             groups.setdefault(key, (data_file, []))[1].append(i)
         return list(groups.values())
+
+    def _file_groups(self, fields: Sequence[LanceField]
+                     ) -> list[tuple[DataFile | None, list[int], dict[int, int] | None]]:
+        """:meth:`_groups` of ``fields`` with each data file's column map; a take of the
+        very same ``fields`` object as the last (a kept plan's, see
+        :data:`~lance_sql.table.read.scan.FragmentReaders`) reuses them."""
+        kept = self._grouped  # one read: another thread may replace it meanwhile
+        if kept is not None and kept[0] is fields:
+            return kept[1]
+        groups = [(data_file, indices,
+                   self._column_map(data_file) if data_file is not None else None)
+                  for data_file, indices in self._groups(fields)]
+        self._grouped = (fields, groups)
+        return groups
 
     def _column_map(self, data_file: DataFile) -> dict[int, int]:
         return {
@@ -228,14 +246,14 @@ class FragmentReader:
         field the fragment has no file of)."""
         self.check_rows()
         out: list[pa.Array | None] = [None] * len(fields)
-        for data_file, indices in self._groups(fields):
+        for data_file, indices, column_map in self._file_groups(fields):
             wanted = [fields[i] for i in indices]
-            if data_file is None:
+            if data_file is None or column_map is None:
                 arrays = [pa.nulls(rows, f.to_scan_arrow().type) for f in wanted]
             else:
                 reader = open_data_file(self.store, self.manifest, data_file)
                 self._check_file_rows(reader, data_file)
-                arrays = take(reader, wanted, self._column_map(data_file))
+                arrays = take(reader, wanted, column_map)
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
         return out

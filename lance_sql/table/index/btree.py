@@ -7,6 +7,7 @@ index uuid, since index files never change once written.
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 
@@ -151,6 +152,12 @@ class BTreeIndex:
     def lookup(self) -> PageLookup:
         return self.bounds.lookup
 
+    @functools.cached_property
+    def column_map(self) -> dict[int, int]:
+        """Field id -> column of the page data file, found once (every search passes it;
+        computing it again is the same answer, so threads may race here harmlessly)."""
+        return _columns(self.data)
+
     def nbytes(self) -> int:
         """Memory the index holds while open (page bounds; pages are cached apart)."""
         keys = [k for k in (self.bounds.min_keys, self.bounds.max_keys) if k is not None]
@@ -174,7 +181,7 @@ class BTreeIndex:
             start, length = self.lookup.page_rows(page)
             fields = self.data.schema.fields[:1]
             try:
-                [values] = self.data.read_short(fields, _columns(self.data), start, length)
+                [values] = self.data.read_short(fields, self.column_map, start, length)
             except LanceError as exc:
                 raise FormatError(f"{self.path}: page {page}: {exc}") from exc
             return SortedKeys.of(values)
@@ -193,7 +200,7 @@ class BTreeIndex:
             full = stops > starts
             values: list[pa.Array] = [pa.array([], field.arrow_type)] * len(runs)
             try:
-                read = self.data.read_runs(field, _columns(self.data), starts[full],
+                read = self.data.read_runs(field, self.column_map, starts[full],
                                            stops[full])
             except LanceError as exc:
                 raise FormatError(f"{self.path}: pages {[k[2] for k in missing]}: "
@@ -213,14 +220,14 @@ class BTreeIndex:
         lo, hi = int(rows[0]), int(rows[-1]) + 1
         if hi - lo == rows.size <= _FEW_IDS:
             try:
-                few = self.data.ints_at(self.data.schema.fields[1], _columns(self.data),
+                few = self.data.ints_at(self.data.schema.fields[1], self.column_map,
                                         lo, hi)
             except LanceError as exc:
                 raise FormatError(f"{self.path}: {exc}") from exc
             if few is not None:
                 return np.array(few, np.uint64)
         try:
-            [ids] = self.data.take(self.data.schema.fields[1:], _columns(self.data), rows)
+            [ids] = self.data.take(self.data.schema.fields[1:], self.column_map, rows)
         except LanceError as exc:
             raise FormatError(f"{self.path}: {exc}") from exc
         if ids.null_count:
@@ -321,7 +328,7 @@ class BTreeIndex:
         searched.count += 1  # (a lost count under threads only delays the decode)
         start, length = self.lookup.page_rows(page)
         try:
-            found = self.data.search_sorted(self.data.schema.fields[0], _columns(self.data),
+            found = self.data.search_sorted(self.data.schema.fields[0], self.column_map,
                                             start, start + length, key)
         except LanceError as exc:
             raise FormatError(f"{self.path}: page {page}: {exc}") from exc

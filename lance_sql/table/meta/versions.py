@@ -8,6 +8,7 @@ never changes what a reader sees.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 import time
@@ -186,8 +187,20 @@ def load_transaction_bytes(store: ObjectStore, ref: VersionRef) -> bytes | None:
 def read_hint(store: ObjectStore) -> int | None:
     """The version the hint names; None when it is missing or unreadable."""
     try:
-        return int(json.loads(store.read(LATEST_HINT))["version"])
-    except (NotFoundError, ValueError, KeyError, TypeError):
+        raw = store.read(LATEST_HINT)
+    except NotFoundError:
+        return None
+    return _hint_version(bytes(raw))  # (hashable, whatever the store returned)
+
+
+@functools.lru_cache(maxsize=64)
+def _hint_version(raw: bytes) -> int | None:
+    """The version a hint file's bytes name (None: unreadable). The same bytes give the
+    same answer, so the few hints a process meets are parsed once (a strong read probes
+    the hint before every point lookup)."""
+    try:
+        return int(json.loads(raw)["version"])
+    except (ValueError, KeyError, TypeError):
         return None
 
 

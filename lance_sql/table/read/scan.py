@@ -10,6 +10,7 @@ projects. Everything is vectorised; no per-row Python.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -72,6 +73,12 @@ class ScanPlan:
     # The filter as comparisons of data columns with constants that must all hold, when
     # it is known to be exactly that (None: apply ``filter`` as a pyarrow expression).
     comparisons: tuple[Comparison, ...] | None = None
+
+    @functools.cached_property
+    def output_fields_typed(self) -> tuple[tuple[str, pa.DataType, bool], ...]:
+        """(name, type, nullable) of each output field, read once per plan (see
+        :func:`conformed`; a kept plan's one-row takes pass them)."""
+        return tuple((f.name, f.type, f.nullable) for f in self.output_schema)
 
     @property
     def system_names(self) -> tuple[str, ...]:
@@ -419,17 +426,19 @@ def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: 
 
 def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray,
                    columns: Sequence[str] | None = None, *,
-                   plan: ScanPlan | None = None) -> pa.Table:
+                   plan: ScanPlan | None = None,
+                   readers: FragmentReaders | None = None) -> pa.Table:
     """Rows by row address (uint64 ``fragment_id << 32 | offset``), in the order given.
 
     Addresses of deleted rows are skipped; an unknown fragment, or an offset past its
     fragment's end, is an error. ``plan``: ``plan_scan(manifest, columns)`` when the
-    caller kept it.
+    caller kept it; ``readers``: the fragment readers the caller keeps with that plan
+    (filled here by one-row takes, see :data:`FragmentReaders`).
     """
     if plan is None:
         plan = plan_scan(manifest, columns)
     if addresses.size == 1:  # a point lookup's row: no grouping, nothing to reorder
-        return _take_one_address(store, manifest, plan, int(addresses[0]))
+        return _take_one_address(store, manifest, plan, int(addresses[0]), readers)
     groups, order = [], []
     for frag, rows, where in by_fragment(manifest, addresses):
         if rows[-1] >= frag.physical_rows:  # rows are sorted
@@ -456,8 +465,17 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
     return table.take(pa.array(inverse))  # pieces are cast
 
 
+# Fragment id -> its reader, kept by a caller with a take plan of one manifest (the
+# dataset's kept take plans): a point lookup's one-row take then finds the fragment's
+# files, the plan's fields grouped by file and the row count check done. A reader holds
+# no open file (those stay in the runtime's bounded cache); plain dict reads and writes
+# only, so threads share it (two may make the same reader: either is right).
+FragmentReaders = dict[int, FragmentReader]
+_READERS_KEPT = 1024  # fragments per kept plan (more are read with a new reader each)
+
+
 def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
-                      address: int) -> pa.Table:
+                      address: int, readers: FragmentReaders | None = None) -> pa.Table:
     """:func:`take_addresses` of one address: its row, or no row when it is deleted."""
     frag_id, row = address >> 32, address & 0xFFFFFFFF
     frag = next((f for f in manifest.fragments if f.id == frag_id), None)
@@ -469,7 +487,11 @@ def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
         return scan_rows(store, manifest, frag, plan, np.array([row], np.int64))
     # the row of every column in one pass (no deleted rows here, no filter): what
     # scan_rows gives, without its row arrays
-    reader = FragmentReader(store, manifest, frag)
+    reader = readers.get(frag_id) if readers is not None else None
+    if reader is None or reader.fragment is not frag or reader.manifest is not manifest:
+        reader = FragmentReader(store, manifest, frag)
+        if readers is not None and len(readers) < _READERS_KEPT:
+            readers[frag_id] = reader
     found = dict(zip((f.name for f in plan.read_fields),
                      reader.take_row(plan.read_fields, row), strict=True))
     system = plan.system_names
@@ -477,7 +499,8 @@ def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
         found.update(zip(system, system_arrays(store, manifest, frag,
                                                np.array([row], np.int64), system),
                          strict=True))
-    return conformed([found[n] for n in plan.output_fields], plan.output_schema, store, frag)
+    return conformed([found[n] for n in plan.output_fields], plan.output_schema, store, frag,
+                     plan.output_fields_typed)
 
 
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
@@ -520,20 +543,24 @@ def cast_output(table: pa.Table, schema: pa.Schema, store: ObjectStore,
 
 
 def conformed(arrays: Sequence[pa.Array | pa.ChunkedArray], schema: pa.Schema,
-              store: ObjectStore, fragment: Fragment) -> pa.Table:
+              store: ObjectStore, fragment: Fragment,
+              fields: Sequence[tuple[str, pa.DataType, bool]] | None = None) -> pa.Table:
     """The table of ``arrays`` (one per field of ``schema``, in its order) as
-    :func:`cast_output` makes it."""
+    :func:`cast_output` makes it. ``fields``: (name, type, nullable) of the schema's
+    fields when the caller kept them (a schema makes its fields anew on every read)."""
+    if fields is None:
+        fields = [(f.name, f.type, f.nullable) for f in schema]
     try:
         columns = []
-        for column, field in zip(arrays, schema, strict=True):
-            if column.type.equals(field.type):
+        for column, (name, t, nullable) in zip(arrays, fields, strict=True):
+            if column.type.equals(t):
                 # No cast: it would refuse the nulls pylance leaves in non-nullable
                 # children under null rows (blob descriptions); check the top level only.
-                if not field.nullable and column.null_count:
-                    raise ValueError(f"column {field.name!r} is not nullable but holds "
+                if not nullable and column.null_count:
+                    raise ValueError(f"column {name!r} is not nullable but holds "
                                      f"{column.null_count} null value(s)")
             else:
-                column = column.cast(field.type)
+                column = column.cast(t)
             columns.append(column)
         return pa.Table.from_arrays(columns, schema=schema)
     except (ValueError, pa.ArrowException) as exc:

@@ -825,7 +825,7 @@ def test_take_row_equals_take_of_one_row(written, monkeypatch) -> None:
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 def test_one_string_value_equals_the_general_conversion(version, tmp_path, monkeypatch) -> None:
-    """One string / binary value of a one-row take is made from a Python value: equal to
+    """One string / binary value of a one-row take is made from its buffers: equal to
     the full read for string, large_string, binary and large_binary columns (multi-byte
     UTF-8, empty values, nulls; pylance-written 2.1 too); invalid UTF-8 is the FormatError
     the general conversion raises."""
@@ -850,6 +850,7 @@ def test_one_string_value_equals_the_general_conversion(version, tmp_path, monke
         got = reader.take_row(fields, cmap, row)
         for field, array in zip(fields, got, strict=True):
             assert_same(array, table.column(field.name).slice(row, 1), f"{field.name} {row}")
+            array.validate(full=True)  # (made from buffers: offsets and UTF-8 hold)
     assert {"string", "large_string", "binary", "large_binary"} <= set(made)
     bad = Variable(np.array([0, 2], np.int64), np.frombuffer(b"\xff\xfe", np.uint8), 1)
     for t in (pa.string(), pa.large_string()):

@@ -194,3 +194,40 @@ def test_take_plan_is_of_the_manifest_taken_from(tmp_path,
     assert ds.take_addresses(addresses).equals(expected)
     assert ds.version > moved[0]
     assert ds.take_addresses(addresses).column_names == ["id", "v", "s", "w"]
+
+
+def test_one_row_takes_keep_their_fragment_readers(tmp_path, monkeypatch: pytest.MonkeyPatch
+                                                   ) -> None:
+    """A kept take plan keeps one reader per fragment for its one-row takes (the files,
+    the fields grouped by file, the row check: made once); answers equal the general
+    path's, and a new version starts afresh."""
+    n = 1500
+    data = pa.table({"id": np.arange(n, dtype=np.int64),
+                     "s": pa.array([f"s{i}" for i in range(n)])})
+    uri = str(tmp_path / "k")
+    lance_sql.write_dataset(data, uri, max_rows_per_file=500)
+    ds = lance_sql.dataset(uri)
+    grouped: list[int] = []
+    real = scan.FragmentReader._groups
+    monkeypatch.setattr(scan.FragmentReader, "_groups",
+                        lambda self, fields: grouped.append(1) or real(self, fields))
+    addresses = [(f.id << 32) | r for f in ds.manifest.fragments for r in (0, 7, 499)]
+    one_row_groupings = 0
+    for columns in (None, ["s", "_rowaddr"]):
+        for _ in range(2):
+            for a in addresses:
+                before = len(grouped)
+                one = ds.take_addresses([a], columns)
+                one_row_groupings += len(grouped) - before
+                assert one.equals(ds.take_addresses([a, a], columns).slice(0, 1))
+        kept = ds._take_plans
+        assert kept is not None and kept[0] is ds.manifest
+        plan, readers = kept[1][None if columns is None else tuple(columns)]
+        assert sorted(readers) == [f.id for f in ds.manifest.fragments]
+        assert all(r.manifest is ds.manifest for r in readers.values())
+    # one-row takes: one grouping per fragment and column list, none when repeated
+    assert one_row_groupings == 2 * len(ds.manifest.fragments)
+    ds.delete("id = 7")  # a new version: its own plans and readers, the row gone
+    ds = lance_sql.dataset(uri)
+    assert ds.take_addresses([7], ["id"]).num_rows == 0
+    assert ds.take_addresses([8], ["id"]).column("id").to_pylist() == [8]
