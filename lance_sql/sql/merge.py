@@ -1,6 +1,6 @@
 """``MERGE INTO``, parsed into what one ``merge_insert`` commit can do::
 
-    MERGE INTO target [AS] t USING source_table | (query) [AS] s
+    MERGE INTO target [AS] t USING source_table | (query) [AS] s [(col, ...)]
       ON t.k = s.k [AND t.k2 = s.k2]
       WHEN MATCHED [AND condition] THEN UPDATE SET * | UPDATE SET col = expr, ...
       WHEN NOT MATCHED [BY TARGET] THEN INSERT * | INSERT (col, ...) VALUES (expr, ...)
@@ -41,12 +41,15 @@ class Merge:
     insert_values: Assignments | None = None  # None: INSERT *
     delete_by_source: bool = False
     delete_condition: str | None = None      # over the target's columns
+    source_columns: tuple[str, ...] | None = None  # USING ... AS s(a, b): the source's names
 
     def source_sql(self) -> str:
         """The query giving the source rows under the target's column names."""
         mapping = self.mapping()
         alias = quote_identifier(self.source_alias)
         inner = f"({self.source_query}) AS {alias}"
+        if self.source_columns is not None:
+            inner += f"({', '.join(quote_identifier(c) for c in self.source_columns)})"
         if mapping is None:
             renamed = [(t, s) for t, s in self.keys if t != s]
             if not renamed:
@@ -106,6 +109,7 @@ def parse_merge(sql: str) -> Merge | None:
         raise InvalidInputError("MERGE: a (query) source needs an alias: USING (...) AS s")
     if source_alias.lower() == target_alias.lower():
         raise InvalidInputError("MERGE: give the source an alias other than the target's")
+    source_columns = _column_aliases(cur)
     cur.expect_kw("ON")
     on_end = _find(tokens, cur.i, "WHEN")
     keys = _keys(sql, tokens[cur.i:on_end], target_alias, source_alias)
@@ -115,7 +119,28 @@ def parse_merge(sql: str) -> Merge | None:
         _when(cur, target_alias, source_alias, fields)
     if not fields:
         raise InvalidInputError("MERGE: expected at least one WHEN clause")
-    return Merge(table, target_alias, source_query, source_alias, keys, **fields)  # type: ignore[arg-type]
+    return Merge(table, target_alias, source_query, source_alias, keys,
+                 source_columns=source_columns, **fields)  # type: ignore[arg-type]
+
+
+def _column_aliases(cur: Cursor) -> tuple[str, ...] | None:
+    """The ``(a, b)`` naming the source's columns after its alias, if given."""
+    tok = cur.peek()
+    if tok is None or not tok.is_op("("):
+        return None
+    names = []
+    for s, e in cur.parenthesised():
+        part = tokenize(cur.sql[s:e])
+        if len(part) != 1 or part[0].identifier is None:
+            raise InvalidInputError(f"MERGE: expected a column name in the source's alias "
+                                    f"list, got {cur.sql[s:e].strip()!r}")
+        names.append(part[0].identifier)
+    if not names:
+        raise InvalidInputError("MERGE: the source's alias list names no column")
+    if len({n.lower() for n in names}) != len(names):
+        raise InvalidInputError(f"MERGE: a column is named twice in the source's alias "
+                                f"list {tuple(names)}")
+    return tuple(names)
 
 
 def _alias(cur: Cursor, stop: str) -> str | None:

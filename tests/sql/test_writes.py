@@ -308,6 +308,31 @@ def test_merge_with_explicit_columns_and_delete_by_source(stable: Path) -> None:
         {"id": [2, 3], "v": ["B!", "c!"]}
 
 
+def test_merge_from_values_with_a_column_alias_list(stable: Path) -> None:
+    session = lance_sql.connect(stable)
+    out = rows(session, "MERGE INTO t USING (VALUES (2, 'B'), (7, 'g')) AS s(id, v) "
+                        "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * "
+                        "WHEN NOT MATCHED THEN INSERT *")
+    assert out == {"num_inserted_rows": [1], "num_updated_rows": [1], "num_deleted_rows": [0],
+                   "version": [2]}
+    # Without AS, renamed keys, explicit lists reading the aliased names.
+    session.sql("MERGE INTO t x USING (VALUES (3, 'C'), (8, 'h')) s(k, w) ON x.id = s.k "
+                "WHEN MATCHED THEN UPDATE SET v = s.w "
+                "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.k, s.w)")
+    expected = {"id": [1, 2, 3, 7, 8], "v": ["a", "B", "C", "g", "h"]}
+    assert rows(session, "SELECT id, v FROM t ORDER BY id") == expected
+    assert lance.dataset(stable / "t.lance").to_table().sort_by("id").to_pydict() == expected
+
+
+@pytest.mark.parametrize("alias", ["s()", "s(id, id)", "s(id, 1)"])
+def test_a_bad_source_column_alias_list_is_invalid_input(stable: Path, alias: str) -> None:
+    session = lance_sql.connect(stable)
+    with pytest.raises(InvalidInputError, match="alias list"):
+        session.sql(f"MERGE INTO t USING (VALUES (2, 'B')) AS {alias} ON t.id = s.id "
+                    "WHEN MATCHED THEN UPDATE SET *")
+    assert versions(stable / "t.lance") == [1]
+
+
 def test_merge_with_different_update_and_insert_is_refused(stable: Path) -> None:
     session = lance_sql.connect(stable)
     with pytest.raises(StatementRefusedError, match="same columns"):
