@@ -63,7 +63,7 @@ from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
 from lance_sql.sql.tokens import quote_identifier
 from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
-from lance_sql.sql.writes import WriteRunner
+from lance_sql.sql.writes import WriteRunner, refuse_lsm_row_writes
 from lance_sql.table import SYSTEM_COLUMNS, LanceDataset, Runtime, current_runtime, dataset
 
 Translator = Callable[[BaseException], BaseException]
@@ -547,6 +547,7 @@ class LanceSession:
     def _run_dml(self, statement: UpdateStatement | DeleteStatement) -> LanceDataFrame:
         ds = self.dataset(statement.table)
         verb = "UPDATE" if isinstance(statement, UpdateStatement) else "DELETE"
+        refuse_lsm_row_writes(ds, statement.table, verb)
         try:
             if isinstance(statement, UpdateStatement):
                 count = ds.update(statement.assignments, statement.where)["num_rows_updated"]

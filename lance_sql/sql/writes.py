@@ -28,6 +28,7 @@ from lance_sql.errors import (
     StatementRefusedError,
 )
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY
+from lance_sql.memwal import index as mem_wal_index
 from lance_sql.sql.merge import Merge
 from lance_sql.sql.statements import (
     AddColumns,
@@ -73,6 +74,22 @@ def storable_schema(schema: pa.Schema, *, nullable: bool = False) -> pa.Schema:
     field nullable)."""
     return pa.schema([pa.field(f.name, storable_type(f.type), nullable or f.nullable, f.metadata)
                       for f in schema])
+
+
+def refuse_lsm_row_writes(ds: LanceDataset, table: str, what: str) -> None:
+    """Refuse a statement writing rows straight into the base table of a MemWAL table.
+
+    Its readers see each key's newest row across the base table and the regions'
+    MemTables and generations, so a base-table write is shadowed by any newer region
+    row of its key (an UPDATE or DELETE that reports rows yet shows nothing), and an
+    INSERT of a key the base table holds makes it read twice. Rows go through the
+    MemWAL's writers instead; a SQL session must not claim their regions (it would
+    fence the streaming writer)."""
+    if mem_wal_index.load(ds) is not None:
+        raise StatementRefusedError(
+            f"{what}: {table!r} has a MemWAL; its rows are written through the MemWAL's "
+            "region writers (ds.mem_wal.writer(): put / delete), not into its base table "
+            "(the LSM view would hide or duplicate what the statement wrote)")
 
 
 def _one_row(**values: Any) -> pa.Table:
@@ -214,6 +231,7 @@ class WriteRunner:
     # -- INSERT --------------------------------------------------------------------------------
     def _insert(self, stmt: Insert) -> pa.Table:
         ds = self.session.dataset(stmt.table)
+        refuse_lsm_row_writes(ds, stmt.table, "INSERT OVERWRITE" if stmt.overwrite else "INSERT")
         target = ds.schema
         names = list(stmt.columns) if stmt.columns is not None else target.names
         unknown = [n for n in names if n not in target.names]
@@ -267,6 +285,7 @@ class WriteRunner:
 
     def _truncate(self, stmt: Truncate) -> pa.Table:
         ds = self.session.dataset(stmt.table)
+        refuse_lsm_row_writes(ds, stmt.table, "TRUNCATE")
         deleted = ds.delete("true")["num_deleted_rows"]
         return _one_row(num_deleted_rows=deleted, version=ds.version)
 
@@ -318,6 +337,7 @@ class WriteRunner:
     # -- MERGE ----------------------------------------------------------------------------------
     def _merge(self, stmt: Merge) -> pa.Table:
         ds: LanceDataset = self.session.dataset(stmt.table)
+        refuse_lsm_row_writes(ds, stmt.table, "MERGE")
         target = ds.schema
         for key, _ in stmt.keys:
             if key not in target.names:
