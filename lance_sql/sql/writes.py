@@ -92,6 +92,21 @@ def refuse_lsm_row_writes(ds: LanceDataset, table: str, what: str) -> None:
             "(the LSM view would hide or duplicate what the statement wrote)")
 
 
+def _without_primary_keys(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without primary-key field metadata: ``CREATE TABLE ... AS`` copies a
+    query's columns, not its tables' constraints (as in PostgreSQL and Spark); a key
+    column copied as nullable would make the new table invalid."""
+    fields = []
+    for field in schema:
+        metadata = field.metadata
+        if metadata and (PK_KEY.encode() in metadata or PK_POSITION_KEY.encode() in metadata):
+            kept = {k: v for k, v in metadata.items()
+                    if k not in (PK_KEY.encode(), PK_POSITION_KEY.encode())}
+            field = field.with_metadata(kept) if kept else field.remove_metadata()
+        fields.append(field)
+    return pa.schema(fields, schema.metadata)
+
+
 def _one_row(**values: Any) -> pa.Table:
     columns = {}
     for name, value in values.items():
@@ -208,7 +223,7 @@ class WriteRunner:
             path = self.directory.new_table_path(stmt.table)
         if stmt.query is not None:
             query_schema, batches = self._batches(stmt.query)
-            schema = storable_schema(query_schema, nullable=True)
+            schema = _without_primary_keys(storable_schema(query_schema, nullable=True))
         else:
             schema, batches = self._types(stmt.columns, "CREATE TABLE"), iter(())
         counter = _Counter()

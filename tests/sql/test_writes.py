@@ -127,6 +127,26 @@ def test_malformed_merges_are_invalid_input(sql: str) -> None:
 
 
 # -- CREATE TABLE ------------------------------------------------------------------------------
+def test_create_table_as_select_from_a_keyed_table_copies_columns_not_keys(
+        tmp_path: Path) -> None:  # fmt: skip
+    """It failed with 'primary key column ... must not be nullable': the key's field
+    metadata came through DataFusion onto a column CTAS makes nullable."""
+    session = lance_sql.connect(tmp_path, create=True)
+    session.sql("CREATE TABLE a (id BIGINT PRIMARY KEY, r VARCHAR PRIMARY KEY, v DOUBLE)")
+    session.sql("INSERT INTO a VALUES (1, 'x', 1.5), (2, 'y', NULL)")
+    for sql in ("CREATE TABLE b AS SELECT * FROM a",
+                "CREATE TABLE c AS SELECT id, v FROM a WHERE id > 1",
+                "CREATE OR REPLACE TABLE a AS SELECT * FROM a"):
+        session.sql(sql)
+    for name, want in (("b", {"id": [1, 2], "r": ["x", "y"], "v": [1.5, None]}),
+                       ("c", {"id": [2], "v": [None]}),
+                       ("a", {"id": [1, 2], "r": ["x", "y"], "v": [1.5, None]})):
+        oracle = lance.dataset(tmp_path / f"{name}.lance")
+        assert oracle.to_table().sort_by("id").to_pydict() == want
+        assert all(not f.metadata for f in oracle.schema), oracle.schema
+    assert lance_sql.dataset(tmp_path / "a.lance").version == 3
+
+
 def test_create_table_as_select_is_one_commit_and_lasts(root: Path) -> None:
     session = lance_sql.connect(root)
     out = rows(session, "CREATE TABLE big AS SELECT id * 10 AS id, upper(v) AS v FROM t "
