@@ -271,3 +271,30 @@ def test_dataset_as_of_an_instant(root: Path) -> None:
            "version or asof")
     raises(InvalidInputError, lambda: lance_sql.dataset(uri, asof="yesterday"), "'yesterday'")
     raises(InvalidInputError, lambda: lance_sql.dataset(uri, asof=12), "12")
+
+
+def test_a_filter_failing_on_the_values_is_invalid_input_and_changes_nothing(
+        tmp_path: Path) -> None:  # fmt: skip
+    """A string column compared with a number casts each string (as SQL does): a value
+    that does not parse used to escape as pyarrow's ArrowInvalid from scans, deletes,
+    updates and the change feed; strings that all parse still compare as numbers."""
+    data = pa.table({"id": pa.array(np.arange(6), pa.int64()),
+                     "s": ["1", "22", "x", None, "5", "6"],
+                     "n": ["1", "22", "3", None, "5", "6"]})
+    path = tmp_path / "t.lance"
+    lance_sql.write_dataset(data, path, max_rows_per_file=4, enable_stable_row_ids=True)
+    ds = lance_sql.dataset(path)
+    calls: list[Callable[[], object]] = [
+        lambda: ds.to_table(filter="s > 3"),
+        lambda: ds.to_table(columns=["id"], filter="s = 1 AND id >= 0"),
+        lambda: ds.count_rows("s > 3"),
+        lambda: ds.delete("s > 3"),
+        lambda: ds.update({"s": "'y'"}, where="s > 3"),
+        lambda: ds.table_changes(1, 1, filter="s > 3"),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInputError, match="'x'"):
+            call()
+    assert lance_sql.dataset(path).version == 1
+    assert ds.to_table(filter="n > 3")["id"].to_pylist() == [1, 4, 5]
+    assert lance.dataset(path).to_table().equals(data)
