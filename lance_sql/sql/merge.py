@@ -119,8 +119,31 @@ def parse_merge(sql: str) -> Merge | None:
         _when(cur, target_alias, source_alias, fields)
     if not fields:
         raise InvalidInputError("MERGE: expected at least one WHEN clause")
+    _check_keys_kept(keys, source_alias, fields)
     return Merge(table, target_alias, source_query, source_alias, keys,
                  source_columns=source_columns, **fields)  # type: ignore[arg-type]
+
+
+def _check_keys_kept(keys: tuple[tuple[str, str], ...], source: str,
+                     fields: dict[str, object]) -> None:
+    """Refuse clauses setting a key column to anything but the source's key: the source
+    is computed under the target's names, so such an expression would replace the key
+    merge_insert matches on (``UPDATE SET k = 'x'`` matched no row and reported 0)."""
+    for clause, name in (("update_set", "UPDATE SET"), ("insert_values", "INSERT")):
+        values = fields.get(clause)
+        if not isinstance(values, tuple):
+            continue  # * or no such clause
+        for column, expression in values:
+            for target_key, source_key in keys:
+                if column != target_key:
+                    continue
+                ref = _column_ref(tokenize(expression))
+                if ref is None or ref[1] != source_key or (
+                        ref[0] is not None and ref[0].lower() != source.lower()):
+                    raise StatementRefusedError(
+                        f"MERGE: {name} sets the key column {column!r} to {expression!r}; "
+                        f"merge_insert matches on the key, so it can only take the source's "
+                        f"{source}.{source_key}")
 
 
 def _column_aliases(cur: Cursor) -> tuple[str, ...] | None:

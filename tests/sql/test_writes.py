@@ -107,6 +107,11 @@ def test_parse_merge() -> None:
     "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED AND s.x > 1 THEN INSERT *",
     "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = t.v + 1",
     "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED BY SOURCE THEN UPDATE SET v = 1",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET id = 5",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET id = s.v",
+    "MERGE INTO t USING s ON t.id = s.k WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)",
+    "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id, v) "
+    "VALUES (s.id + 1, s.v)",
 ])
 def test_merges_merge_insert_cannot_run_are_refused(sql: str) -> None:
     with pytest.raises(StatementRefusedError):
@@ -351,6 +356,21 @@ def test_a_bad_source_column_alias_list_is_invalid_input(stable: Path, alias: st
         session.sql(f"MERGE INTO t USING (VALUES (2, 'B')) AS {alias} ON t.id = s.id "
                     "WHEN MATCHED THEN UPDATE SET *")
     assert versions(stable / "t.lance") == [1]
+
+
+def test_merge_setting_the_key_column_is_refused_and_commits_nothing(stable: Path) -> None:
+    """``UPDATE SET id = 7`` replaced the key merge_insert matched on: it matched no row
+    and reported 0 updated. Taking the key from the source's key is still allowed."""
+    session = lance_sql.connect(stable)
+    with pytest.raises(StatementRefusedError, match="key column 'id'"):
+        session.sql("MERGE INTO t USING src s ON t.id = s.key WHEN MATCHED THEN UPDATE SET "
+                    "id = 7, v = s.v")
+    assert versions(stable / "t.lance") == [1]
+    out = rows(session, "MERGE INTO t USING src s ON t.id = s.key WHEN MATCHED THEN UPDATE "
+                        "SET id = s.key, v = s.v")
+    assert out["num_updated_rows"] == [2]
+    assert rows(session, "SELECT id, v FROM t ORDER BY id") == \
+        {"id": [1, 2, 3], "v": ["a", "B", "c"]}
 
 
 def test_merge_with_different_update_and_insert_is_refused(stable: Path) -> None:
