@@ -119,16 +119,17 @@ def _one_row(**values: Any) -> pa.Table:
     return pa.table(columns)
 
 
-def _fixed_size_lists(rows: pa.Table, target: pa.Schema, what: str) -> pa.Table:
-    """``rows`` with each list column whose ``target`` column (same name) is a
-    fixed-size list cast to that type: DataFusion types ``[1.0, 2.0]`` as list<double>.
-    A list of another length is a SchemaError naming the column."""
+def _target_types(rows: pa.Table, target: pa.Schema, what: str) -> pa.Table:
+    """``rows`` with each column cast to the type of ``target``'s column of its name, as
+    INSERT casts its values: DataFusion types ``0`` as int64 and ``[1.0, 2.0]`` as
+    list<double>, where the table may hold double and fixed_size_list. A value that
+    does not fit (a list of another length, text that is no number) is a SchemaError
+    naming the column."""
     for i, field in enumerate(rows.schema):
         if field.name not in target.names:
             continue
         want = target.field(field.name).type
-        if not pa.types.is_fixed_size_list(want) or not (
-                pa.types.is_list(field.type) or pa.types.is_large_list(field.type)):
+        if field.type == want:
             continue
         try:
             column = pc.cast(rows.column(i), want)
@@ -358,8 +359,8 @@ class WriteRunner:
             if key not in target.names:
                 raise NotFoundError(f"MERGE: table {stmt.table!r} has no column {key!r}")
         source = self.session.sql(stmt.source_sql()).to_arrow_table()
-        source = _fixed_size_lists(source.cast(storable_schema(source.schema, nullable=True)),
-                                   target, "MERGE")
+        source = _target_types(source.cast(storable_schema(source.schema, nullable=True)),
+                               target, "MERGE")
         builder = ds.merge_insert([k for k, _ in stmt.keys])
         if stmt.update:
             builder.when_matched_update_all(stmt.update_condition)

@@ -373,6 +373,31 @@ def test_merge_setting_the_key_column_is_refused_and_commits_nothing(stable: Pat
         {"id": [1, 2, 3], "v": ["a", "B", "c"]}
 
 
+def test_merge_casts_source_values_to_the_table_types(tmp_path: Path) -> None:
+    """As INSERT does: DataFusion types ``0`` as int64 and ``'7'`` as text, the table holds
+    int32, double and large_string; MERGE failed with 'data does not match the table
+    schema'. A value that does not fit is a SchemaError naming the column."""
+    schema = pa.schema([pa.field("id", pa.int32()), pa.field("v", pa.float64()),
+                        pa.field("s", pa.large_string())])
+    lance_sql.write_dataset(pa.table({"id": [1, 2], "v": [0.5, 1.5], "s": ["a", "b"]},
+                                     schema=schema), tmp_path / "t.lance")
+    session = lance_sql.connect(tmp_path)
+    out = rows(session, "MERGE INTO t USING (VALUES (2, 0, 'B'), (3, 7, 'c')) AS s(id, v, s) "
+                        "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * "
+                        "WHEN NOT MATCHED THEN INSERT *")
+    assert out["num_updated_rows"] == [1] and out["num_inserted_rows"] == [1]
+    session.sql("MERGE INTO t USING (VALUES (1, '7.25')) AS s(id, x) ON t.id = s.id "
+                "WHEN MATCHED THEN UPDATE SET v = s.x")
+    oracle = lance.dataset(tmp_path / "t.lance")
+    assert oracle.schema == schema
+    assert oracle.to_table().sort_by("id").to_pydict() == \
+        {"id": [1, 2, 3], "v": [7.25, 0.0, 7.0], "s": ["a", "B", "c"]}
+    with pytest.raises(SchemaError, match="column 'v'"):
+        session.sql("MERGE INTO t USING (VALUES (1, 'abc')) AS s(id, x) ON t.id = s.id "
+                    "WHEN MATCHED THEN UPDATE SET v = s.x")
+    assert versions(tmp_path / "t.lance") == [1, 2, 3]
+
+
 def test_merge_with_different_update_and_insert_is_refused(stable: Path) -> None:
     session = lance_sql.connect(stable)
     with pytest.raises(StatementRefusedError, match="same columns"):
