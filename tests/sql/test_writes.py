@@ -152,6 +152,30 @@ def test_create_table_as_select_from_a_keyed_table_copies_columns_not_keys(
     assert lance_sql.dataset(tmp_path / "a.lance").version == 3
 
 
+def test_create_table_with_struct_types_whose_commas_sit_in_angle_brackets(
+        tmp_path: Path) -> None:  # fmt: skip
+    """``STRUCT<a INT, b VARCHAR>`` was split at its comma into two column definitions
+    (DataFusion's parser error on ``STRUCT<a INT``)."""
+    stmt = parse_statement("CREATE TABLE s (id BIGINT, c STRUCT<a INT, b VARCHAR>, "
+                           "l ARRAY<STRUCT<x DOUBLE, y STRUCT<p INT, q INT>>> NOT NULL)")
+    assert stmt == CreateTable("s", (ColumnDef("id", "BIGINT"),
+                                     ColumnDef("c", "STRUCT<a INT, b VARCHAR>"),
+                                     ColumnDef("l", "ARRAY<STRUCT<x DOUBLE, y STRUCT<p INT, "
+                                                    "q INT>>>", True)))
+    session = lance_sql.connect(tmp_path, create=True)
+    session.sql("CREATE TABLE t (id BIGINT, c STRUCT<a INT, b VARCHAR>, "
+                "l ARRAY<STRUCT<x DOUBLE, y DOUBLE>>)")
+    session.sql("INSERT INTO t VALUES (1, named_struct('a', 1, 'b', 'q'), "
+                "[named_struct('x', 1.0, 'y', 2.0)]), (2, NULL, [])")
+    session.sql("ALTER TABLE t ADD COLUMN (m STRUCT<p INT, q INT>, n INT)")
+    oracle = lance.dataset(tmp_path / "t.lance")
+    assert oracle.schema.field("c").type == pa.struct([("a", pa.int32()), ("b", pa.string())])
+    assert oracle.schema.field("m").type == pa.struct([("p", pa.int32()), ("q", pa.int32())])
+    assert oracle.to_table().sort_by("id").to_pydict() == {
+        "id": [1, 2], "c": [{"a": 1, "b": "q"}, None], "l": [[{"x": 1.0, "y": 2.0}], []],
+        "m": [None, None], "n": [None, None]}
+
+
 def test_create_table_as_select_is_one_commit_and_lasts(root: Path) -> None:
     session = lance_sql.connect(root)
     out = rows(session, "CREATE TABLE big AS SELECT id * 10 AS id, upper(v) AS v FROM t "
