@@ -46,11 +46,24 @@ def _top_level_split(sql: str, tokens: list[Token], separator: str) -> list[str]
 
 
 def _table_and_rest(sql: str, tokens: list[Token], i: int, statement: str) -> tuple[str, int]:
-    if i >= len(tokens) or tokens[i].identifier is None:
-        raise InvalidInputError(f"{statement}: expected a table name")
-    name = tokens[i].identifier
-    assert name is not None
-    return name, i + 1
+    """The table name at ``tokens[i]`` (``t``, ``default.t`` or ``lance.default.t``, as
+    the other statements take it) and the index after it."""
+    parts: list[str] = []
+    while True:
+        if i >= len(tokens) or tokens[i].identifier is None:
+            raise InvalidInputError(f"{statement}: expected a table name")
+        name = tokens[i].identifier
+        assert name is not None
+        parts.append(name)
+        i += 1
+        if i + 1 < len(tokens) and tokens[i].is_op(".") and tokens[i + 1].identifier:
+            i += 1
+            continue
+        break
+    if len(parts) > 1 and [p.lower() for p in parts[:-1]] not in (["default"],
+                                                                  ["lance", "default"]):
+        raise InvalidInputError(f"{statement}: unknown schema in {'.'.join(parts)!r}")
+    return parts[-1], i
 
 
 def _where(sql: str, tokens: list[Token], i: int, statement: str) -> str | None:

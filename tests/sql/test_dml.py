@@ -23,6 +23,22 @@ def test_parse_delete_and_queries() -> None:
     assert parse_dml("-- just a comment") is None
 
 
+def test_qualified_table_names_as_the_other_statements_take_them(session, tmp_path) -> None:
+    """``UPDATE default.t`` / ``DELETE FROM lance.default.t`` were parse errors while
+    SELECT, INSERT and TRUNCATE took the qualified name."""
+    assert parse_dml("UPDATE default.t SET v = 'x' WHERE id = 1") == \
+        UpdateStatement("t", {"v": "'x'"}, "id = 1")
+    assert parse_dml('DELETE FROM lance."default".t') == DeleteStatement("t", None)
+    with pytest.raises(InvalidInputError, match="unknown schema"):
+        parse_dml("DELETE FROM other.t WHERE id = 1")
+    assert session.sql("UPDATE default.t SET v = 'x' WHERE id = 1").to_pydict() == \
+        {"num_rows_updated": [1]}
+    assert session.sql("DELETE FROM lance.default.t WHERE id > 3").to_pydict() == \
+        {"num_deleted_rows": [2]}
+    assert lance.dataset(tmp_path / "t").to_table().sort_by("id").to_pydict() == \
+        {"id": [0, 1, 2, 3], "v": ["s0", "x", "s2", "s3"]}
+
+
 @pytest.mark.parametrize("sql", [
     "UPDATE t", "UPDATE t SET", "UPDATE t SET a", "UPDATE t SET a = 1, a = 2",
     "UPDATE t SET a = 1 WHERE", "DELETE t WHERE x = 1", "DELETE FROM t x = 1",
