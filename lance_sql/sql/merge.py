@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError, StatementRefusedError
 from lance_sql.sql.statements import Cursor, statement_tokens
-from lance_sql.sql.tokens import Token, quote_identifier, tokenize
+from lance_sql.sql.tokens import Token, quote_identifier, requalify, tokenize
 
 Assignments = tuple[tuple[str, str], ...]   # (target column, source expression)
 
@@ -233,23 +233,6 @@ def _refers_to(tokens: list[Token], alias: str) -> bool:
                for j, t in enumerate(tokens))
 
 
-def _requalify(text: str, renames: dict[str, str | None]) -> str:
-    """``text`` with ``alias.`` prefixes replaced (``None``: removed)."""
-    tokens = tokenize(text)
-    edits = []
-    for j, tok in enumerate(tokens[:-1]):
-        ident = tok.identifier
-        if ident is not None and ident.lower() in renames and tokens[j + 1].is_op("."):
-            if j > 0 and tokens[j - 1].is_op("."):
-                continue
-            new = renames[ident.lower()]
-            end = tokens[j + 1].end if new is None else tok.end
-            edits.append((tok.start, end, new or ""))
-    for start, end, new in reversed(edits):
-        text = text[:start] + new + text[end:]
-    return text
-
-
 def _when(cur: Cursor, target: str, source: str, fields: dict[str, object]) -> None:
     cur.expect_kw("WHEN")
     matched = not cur.kw("NOT")
@@ -282,7 +265,7 @@ def _when(cur: Cursor, target: str, source: str, fields: dict[str, object]) -> N
         fields["update"] = True
         fields["update_set"] = _update_set(cur, action[2:], target, source)
         if condition is not None:
-            fields["update_condition"] = _requalify(
+            fields["update_condition"] = requalify(
                 condition, {target.lower(): "target", source.lower(): "source"})
     elif kind == "not_matched":
         if "insert" in fields:
@@ -308,7 +291,7 @@ def _when(cur: Cursor, target: str, source: str, fields: dict[str, object]) -> N
             if _refers_to(cond_tokens, source):
                 raise InvalidInputError("MERGE: a NOT MATCHED BY SOURCE condition can only "
                                         "read the target")
-            fields["delete_condition"] = _requalify(condition, {target.lower(): None})
+            fields["delete_condition"] = requalify(condition, {target.lower(): None})
 
 
 def _source_only(cur: Cursor, text: str, target: str) -> str:
