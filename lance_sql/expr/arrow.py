@@ -515,6 +515,19 @@ def to_pyarrow(expr: Expr | str, schema: pa.Schema) -> pc.Expression:
         raise InvalidInputError("filter is nested too deeply") from None
 
 
+def filter_rows(table: pa.Table, expression: pc.Expression) -> pa.Table:
+    """``table``'s rows where ``expression`` (from :func:`to_pyarrow`) is true.
+
+    A filter typed without error can still fail on the values it meets, as SQL's does
+    (a string column compared with a number casts each string: ``'abc'`` does not parse;
+    an integer overflows; a division by zero): that is an InvalidInputError, not
+    pyarrow's exception."""
+    try:
+        return table.filter(expression)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+        raise InvalidInputError(f"the filter fails on the table's values: {err}") from None
+
+
 def value_expression(expr: Expr | str, schema: pa.Schema) -> pc.Expression:
     """A pyarrow expression computing ``expr`` (of any type) over ``schema``: the SQL
     expressions of ``add_columns``. Errors as for :func:`to_pyarrow`."""

@@ -32,6 +32,10 @@ EXT_NAME_KEY = "ARROW:extension:name"
 EXT_METADATA_KEY = "ARROW:extension:metadata"
 PK_KEY = "lance-schema:unenforced-primary-key"
 PK_POSITION_KEY = "lance-schema:unenforced-primary-key:position"
+# Top-level column names a table may not use: readers add columns of these names
+# (pylance refuses them on write alike: "is a reserved name").
+RESERVED_COLUMN_NAMES = frozenset({"_rowid", "_rowaddr", "_rowoffset",
+                                   "_row_created_at_version", "_row_last_updated_at_version"})
 _LANCE_JSON = "lance.json"
 _JSON_NAMES = ("arrow.json", _LANCE_JSON)
 _BF16 = "lance.bfloat16"
@@ -632,8 +636,18 @@ class LanceSchema:
         clash = sorted({n for n in schema.names if n in taken or schema.names.count(n) > 1})
         if clash:
             raise SchemaError(f"columns already exist: {', '.join(map(repr, clash))}")
+        check_column_names(schema.names)
         new = LanceSchema.from_arrow(schema, first_id=self.max_field_id() + 1)
         return LanceSchema(self.fields + new.fields, self.metadata)
+
+
+def check_column_names(names: Iterable[str]) -> None:
+    """Refuse top-level column names readers reserve for system columns: a table with
+    one could be written but not read (its column and the system one would clash)."""
+    reserved = sorted(n for n in names if n in RESERVED_COLUMN_NAMES)
+    if reserved:
+        raise SchemaError(f"{', '.join(map(repr, reserved))}: reserved for system columns, "
+                          "not a name a table's column may have")
 
 
 def logical_type_of(t: pa.DataType) -> str:

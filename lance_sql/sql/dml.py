@@ -24,6 +24,7 @@ class UpdateStatement:
     table: str
     assignments: dict[str, str]
     where: str | None
+    alias: str | None = None  # UPDATE t [AS] x: expressions may say x.col
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class DeleteStatement:
     """A parsed SQL ``DELETE``: the table and the WHERE text."""
     table: str
     where: str | None
+    alias: str | None = None  # DELETE FROM t [AS] x: the filter may say x.col
 
 
 def _top_level_split(sql: str, tokens: list[Token], separator: str) -> list[str]:
@@ -46,11 +48,35 @@ def _top_level_split(sql: str, tokens: list[Token], separator: str) -> list[str]
 
 
 def _table_and_rest(sql: str, tokens: list[Token], i: int, statement: str) -> tuple[str, int]:
-    if i >= len(tokens) or tokens[i].identifier is None:
-        raise InvalidInputError(f"{statement}: expected a table name")
-    name = tokens[i].identifier
-    assert name is not None
-    return name, i + 1
+    """The table name at ``tokens[i]`` (``t``, ``default.t`` or ``lance.default.t``, as
+    the other statements take it) and the index after it."""
+    parts: list[str] = []
+    while True:
+        if i >= len(tokens) or tokens[i].identifier is None:
+            raise InvalidInputError(f"{statement}: expected a table name")
+        name = tokens[i].identifier
+        assert name is not None
+        parts.append(name)
+        i += 1
+        if i + 1 < len(tokens) and tokens[i].is_op(".") and tokens[i + 1].identifier:
+            i += 1
+            continue
+        break
+    if len(parts) > 1 and [p.lower() for p in parts[:-1]] not in (["default"],
+                                                                  ["lance", "default"]):
+        raise InvalidInputError(f"{statement}: unknown schema in {'.'.join(parts)!r}")
+    return parts[-1], i
+
+
+def _alias(tokens: list[Token], i: int, stop: str) -> tuple[str | None, int]:
+    """An alias after the table name (``t AS x``, ``t x``), unless ``stop`` comes next."""
+    if i < len(tokens) and tokens[i].is_kw("AS"):
+        i += 1
+    elif i >= len(tokens) or tokens[i].is_kw(stop):
+        return None, i
+    if i < len(tokens) and tokens[i].identifier is not None and not tokens[i].is_kw(stop):
+        return tokens[i].identifier, i + 1
+    return None, i
 
 
 def _where(sql: str, tokens: list[Token], i: int, statement: str) -> str | None:
@@ -74,10 +100,12 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
         if len(tokens) < 2 or not tokens[1].is_kw("FROM"):
             raise InvalidInputError("DELETE: expected DELETE FROM <table> [WHERE ...]")
         table, i = _table_and_rest(sql, tokens, 2, "DELETE")
-        return DeleteStatement(table, _where(sql, tokens, i, "DELETE"))
+        alias, i = _alias(tokens, i, "WHERE")
+        return DeleteStatement(table, _where(sql, tokens, i, "DELETE"), alias)
     if not tokens[0].is_kw("UPDATE"):
         return None
     table, i = _table_and_rest(sql, tokens, 1, "UPDATE")
+    alias, i = _alias(tokens, i, "SET")
     if i >= len(tokens) or not tokens[i].is_kw("SET"):
         raise InvalidInputError("UPDATE: expected UPDATE <table> SET col = expr, ... [WHERE ...]")
     end = next((j for j in range(i + 1, len(tokens)) if tokens[j].is_kw("WHERE")), len(tokens))
@@ -87,6 +115,11 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
     assignments: dict[str, str] = {}
     for part in _top_level_split(sql, set_tokens, ","):
         ptoks = tokenize(part)
+        qualified = (len(ptoks) >= 5 and ptoks[1].is_op(".") and ptoks[0].identifier
+                     is not None and ptoks[0].identifier.lower() in
+                     {table.lower(), (alias or table).lower()})
+        if qualified:  # SET t.col = ... / x.col = ...: the target's own column
+            ptoks = ptoks[2:]
         if len(ptoks) < 3 or ptoks[0].identifier is None or not ptoks[1].is_op("="):
             raise InvalidInputError(f"UPDATE: expected column = expression, got {part!r}")
         column = ptoks[0].identifier
@@ -94,4 +127,4 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
         if column in assignments:
             raise InvalidInputError(f"UPDATE: column {column!r} is assigned twice")
         assignments[column] = part[ptoks[2].start:].strip()
-    return UpdateStatement(table, assignments, _where(sql, tokens, end, "UPDATE"))
+    return UpdateStatement(table, assignments, _where(sql, tokens, end, "UPDATE"), alias)

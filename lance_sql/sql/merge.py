@@ -1,6 +1,6 @@
 """``MERGE INTO``, parsed into what one ``merge_insert`` commit can do::
 
-    MERGE INTO target [AS] t USING source_table | (query) [AS] s
+    MERGE INTO target [AS] t USING source_table | (query) [AS] s [(col, ...)]
       ON t.k = s.k [AND t.k2 = s.k2]
       WHEN MATCHED [AND condition] THEN UPDATE SET * | UPDATE SET col = expr, ...
       WHEN NOT MATCHED [BY TARGET] THEN INSERT * | INSERT (col, ...) VALUES (expr, ...)
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError, StatementRefusedError
 from lance_sql.sql.statements import Cursor, statement_tokens
-from lance_sql.sql.tokens import Token, quote_identifier, tokenize
+from lance_sql.sql.tokens import Token, quote_identifier, requalify, tokenize
 
 Assignments = tuple[tuple[str, str], ...]   # (target column, source expression)
 
@@ -41,12 +41,15 @@ class Merge:
     insert_values: Assignments | None = None  # None: INSERT *
     delete_by_source: bool = False
     delete_condition: str | None = None      # over the target's columns
+    source_columns: tuple[str, ...] | None = None  # USING ... AS s(a, b): the source's names
 
     def source_sql(self) -> str:
         """The query giving the source rows under the target's column names."""
         mapping = self.mapping()
         alias = quote_identifier(self.source_alias)
         inner = f"({self.source_query}) AS {alias}"
+        if self.source_columns is not None:
+            inner += f"({', '.join(quote_identifier(c) for c in self.source_columns)})"
         if mapping is None:
             renamed = [(t, s) for t, s in self.keys if t != s]
             if not renamed:
@@ -106,6 +109,7 @@ def parse_merge(sql: str) -> Merge | None:
         raise InvalidInputError("MERGE: a (query) source needs an alias: USING (...) AS s")
     if source_alias.lower() == target_alias.lower():
         raise InvalidInputError("MERGE: give the source an alias other than the target's")
+    source_columns = _column_aliases(cur)
     cur.expect_kw("ON")
     on_end = _find(tokens, cur.i, "WHEN")
     keys = _keys(sql, tokens[cur.i:on_end], target_alias, source_alias)
@@ -115,7 +119,51 @@ def parse_merge(sql: str) -> Merge | None:
         _when(cur, target_alias, source_alias, fields)
     if not fields:
         raise InvalidInputError("MERGE: expected at least one WHEN clause")
-    return Merge(table, target_alias, source_query, source_alias, keys, **fields)  # type: ignore[arg-type]
+    _check_keys_kept(keys, source_alias, fields)
+    return Merge(table, target_alias, source_query, source_alias, keys,
+                 source_columns=source_columns, **fields)  # type: ignore[arg-type]
+
+
+def _check_keys_kept(keys: tuple[tuple[str, str], ...], source: str,
+                     fields: dict[str, object]) -> None:
+    """Refuse clauses setting a key column to anything but the source's key: the source
+    is computed under the target's names, so such an expression would replace the key
+    merge_insert matches on (``UPDATE SET k = 'x'`` matched no row and reported 0)."""
+    for clause, name in (("update_set", "UPDATE SET"), ("insert_values", "INSERT")):
+        values = fields.get(clause)
+        if not isinstance(values, tuple):
+            continue  # * or no such clause
+        for column, expression in values:
+            for target_key, source_key in keys:
+                if column != target_key:
+                    continue
+                ref = _column_ref(tokenize(expression))
+                if ref is None or ref[1] != source_key or (
+                        ref[0] is not None and ref[0].lower() != source.lower()):
+                    raise StatementRefusedError(
+                        f"MERGE: {name} sets the key column {column!r} to {expression!r}; "
+                        f"merge_insert matches on the key, so it can only take the source's "
+                        f"{source}.{source_key}")
+
+
+def _column_aliases(cur: Cursor) -> tuple[str, ...] | None:
+    """The ``(a, b)`` naming the source's columns after its alias, if given."""
+    tok = cur.peek()
+    if tok is None or not tok.is_op("("):
+        return None
+    names = []
+    for s, e in cur.parenthesised():
+        part = tokenize(cur.sql[s:e])
+        if len(part) != 1 or part[0].identifier is None:
+            raise InvalidInputError(f"MERGE: expected a column name in the source's alias "
+                                    f"list, got {cur.sql[s:e].strip()!r}")
+        names.append(part[0].identifier)
+    if not names:
+        raise InvalidInputError("MERGE: the source's alias list names no column")
+    if len({n.lower() for n in names}) != len(names):
+        raise InvalidInputError(f"MERGE: a column is named twice in the source's alias "
+                                f"list {tuple(names)}")
+    return tuple(names)
 
 
 def _alias(cur: Cursor, stop: str) -> str | None:
@@ -185,23 +233,6 @@ def _refers_to(tokens: list[Token], alias: str) -> bool:
                for j, t in enumerate(tokens))
 
 
-def _requalify(text: str, renames: dict[str, str | None]) -> str:
-    """``text`` with ``alias.`` prefixes replaced (``None``: removed)."""
-    tokens = tokenize(text)
-    edits = []
-    for j, tok in enumerate(tokens[:-1]):
-        ident = tok.identifier
-        if ident is not None and ident.lower() in renames and tokens[j + 1].is_op("."):
-            if j > 0 and tokens[j - 1].is_op("."):
-                continue
-            new = renames[ident.lower()]
-            end = tokens[j + 1].end if new is None else tok.end
-            edits.append((tok.start, end, new or ""))
-    for start, end, new in reversed(edits):
-        text = text[:start] + new + text[end:]
-    return text
-
-
 def _when(cur: Cursor, target: str, source: str, fields: dict[str, object]) -> None:
     cur.expect_kw("WHEN")
     matched = not cur.kw("NOT")
@@ -234,7 +265,7 @@ def _when(cur: Cursor, target: str, source: str, fields: dict[str, object]) -> N
         fields["update"] = True
         fields["update_set"] = _update_set(cur, action[2:], target, source)
         if condition is not None:
-            fields["update_condition"] = _requalify(
+            fields["update_condition"] = requalify(
                 condition, {target.lower(): "target", source.lower(): "source"})
     elif kind == "not_matched":
         if "insert" in fields:
@@ -260,7 +291,7 @@ def _when(cur: Cursor, target: str, source: str, fields: dict[str, object]) -> N
             if _refers_to(cond_tokens, source):
                 raise InvalidInputError("MERGE: a NOT MATCHED BY SOURCE condition can only "
                                         "read the target")
-            fields["delete_condition"] = _requalify(condition, {target.lower(): None})
+            fields["delete_condition"] = requalify(condition, {target.lower(): None})
 
 
 def _source_only(cur: Cursor, text: str, target: str) -> str:

@@ -329,6 +329,34 @@ class SequentialScanner:
             yield from part.to_batches()
 
 
+@dataclass(frozen=True)
+class EmptyUnit:
+    """The one partition of a scan that has no rows to read (an empty table, every
+    fragment pruned): it yields no batch."""
+
+    table: PlannedDataset
+    scope: ScanScope
+    inline_rows: int = 0
+
+    def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
+                filter: pc.Expression | None = None, batch_size: int | None = None,
+                **_: object) -> EmptyScanner:
+        return open_scanner(self, EmptyScanner, columns, filter, batch_size)
+
+
+class EmptyScanner:
+    """The scanner of an :class:`EmptyUnit`: the projected schema and no batches."""
+
+    def __init__(self, unit: EmptyUnit, columns: list[str] | None,
+                 filter: pc.Expression | None, batch_size: int) -> None:
+        schema = unit.table.schema
+        names = list(columns) if columns is not None else schema.names
+        self.projected_schema = pa.schema([schema.field(n) for n in names])
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return iter(())
+
+
 class PlannedDataset(pds.Dataset):
     """A dataset DataFusion plans through without a C++ dataset behind it.
 
@@ -381,6 +409,10 @@ class PlannedDataset(pds.Dataset):
             scope = current_scope()
             filter = as_expression(filter)
             units = self._units(filter, scope)
+            if not units:
+                # No partitions would be a plan DataFusion's sanity check refuses wherever
+                # one partition is required (ORDER BY, a window, a TopK LIMIT)
+                units = [EmptyUnit(self, scope)]
             if scope.inline:
                 units = self._inline(units, scope)
             elif self.streams_only and filter is not None and len(units) > 1 and all(

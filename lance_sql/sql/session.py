@@ -63,9 +63,9 @@ from lance_sql.sql.shortcuts import (
 )
 from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
-from lance_sql.sql.tokens import quote_identifier
+from lance_sql.sql.tokens import quote_identifier, requalify
 from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
-from lance_sql.sql.writes import WriteRunner
+from lance_sql.sql.writes import WriteRunner, refuse_lsm_row_writes
 from lance_sql.table import SYSTEM_COLUMNS, LanceDataset, Runtime, current_runtime, dataset
 
 Translator = Callable[[BaseException], BaseException]
@@ -582,12 +582,23 @@ class LanceSession:
     def _run_dml(self, statement: UpdateStatement | DeleteStatement) -> LanceDataFrame:
         ds = self.dataset(statement.table)
         verb = "UPDATE" if isinstance(statement, UpdateStatement) else "DELETE"
+        refuse_lsm_row_writes(ds, statement.table, verb)
+        # t.col and x.col (an alias) name the table's own columns; a top-level column of
+        # that name (a struct) keeps its meaning
+        own = {n.lower() for n in (statement.table, statement.alias) if n} \
+            - {n.lower() for n in ds.schema.names}
+
+        def unqualified(text: str | None) -> str | None:
+            return requalify(text, dict.fromkeys(own)) if text is not None and own else text
+
+        where = unqualified(statement.where)
         try:
             if isinstance(statement, UpdateStatement):
-                count = ds.update(statement.assignments, statement.where)["num_rows_updated"]
+                values = {c: unqualified(e) or e for c, e in statement.assignments.items()}
+                count = ds.update(values, where)["num_rows_updated"]
                 name = "num_rows_updated"
             else:
-                count = ds.delete(statement.where or "true")["num_deleted_rows"]
+                count = ds.delete(where or "true")["num_deleted_rows"]
                 name = "num_deleted_rows"
         except LanceError:
             raise

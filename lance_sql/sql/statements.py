@@ -318,10 +318,25 @@ def _column_def(cur: Cursor, sql: str, span: tuple[int, int]) -> ColumnDef:
     return ColumnDef(name, type_sql, not_null or primary, primary)
 
 
+def _within_angle_brackets(sql: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``spans`` (split at commas) joined again where a comma was inside a type's angle
+    brackets: ``STRUCT<a INT, b VARCHAR>`` is one column's type."""
+    joined: list[tuple[int, int]] = []
+    depth = 0
+    for start, end in spans:
+        if depth > 0:
+            start = joined.pop()[0]
+        depth = 0
+        for tok in tokenize(sql[start:end]):
+            depth += 1 if tok.is_op("<") else -1 if tok.is_op(">") else 0
+        joined.append((start, end))
+    return joined
+
+
 def _column_defs(cur: Cursor) -> tuple[ColumnDef, ...]:
     columns: list[ColumnDef] = []
     keys: list[str] = []
-    for span in cur.parenthesised():
+    for span in _within_angle_brackets(cur.sql, cur.parenthesised()):
         tokens = tokenize(cur.sql[span[0]:span[1]])
         if len(tokens) >= 2 and tokens[0].is_kw("PRIMARY") and tokens[1].is_kw("KEY"):
             sub = Cursor(cur.sql[span[0]:span[1]], tokens, cur.what)

@@ -118,3 +118,20 @@ def string_value(token: Token) -> str:
     """The value of a string literal token."""
     body = token.text[1:] if token.text[0] in "Ee" else token.text
     return body[1:-1].replace("''", "'")
+
+
+def requalify(text: str, renames: dict[str, str | None]) -> str:
+    """``text`` with ``alias.`` prefixes replaced (``None``: removed)."""
+    tokens = tokenize(text)
+    edits = []
+    for j, tok in enumerate(tokens[:-1]):
+        ident = tok.identifier
+        if ident is not None and ident.lower() in renames and tokens[j + 1].is_op("."):
+            if j > 0 and tokens[j - 1].is_op("."):
+                continue
+            new = renames[ident.lower()]
+            end = tokens[j + 1].end if new is None else tok.end
+            edits.append((tok.start, end, new or ""))
+    for start, end, new in reversed(edits):
+        text = text[:start] + new + text[end:]
+    return text

@@ -28,6 +28,7 @@ from lance_sql.errors import (
     StatementRefusedError,
 )
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY
+from lance_sql.memwal import index as mem_wal_index
 from lance_sql.sql.merge import Merge
 from lance_sql.sql.statements import (
     AddColumns,
@@ -75,6 +76,37 @@ def storable_schema(schema: pa.Schema, *, nullable: bool = False) -> pa.Schema:
                       for f in schema])
 
 
+def refuse_lsm_row_writes(ds: LanceDataset, table: str, what: str) -> None:
+    """Refuse a statement writing rows straight into the base table of a MemWAL table.
+
+    Its readers see each key's newest row across the base table and the regions'
+    MemTables and generations, so a base-table write is shadowed by any newer region
+    row of its key (an UPDATE or DELETE that reports rows yet shows nothing), and an
+    INSERT of a key the base table holds makes it read twice. Rows go through the
+    MemWAL's writers instead; a SQL session must not claim their regions (it would
+    fence the streaming writer)."""
+    if mem_wal_index.load(ds) is not None:
+        raise StatementRefusedError(
+            f"{what}: {table!r} has a MemWAL; its rows are written through the MemWAL's "
+            "region writers (ds.mem_wal.writer(): put / delete), not into its base table "
+            "(the LSM view would hide or duplicate what the statement wrote)")
+
+
+def _without_primary_keys(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without primary-key field metadata: ``CREATE TABLE ... AS`` copies a
+    query's columns, not its tables' constraints (as in PostgreSQL and Spark); a key
+    column copied as nullable would make the new table invalid."""
+    fields = []
+    for field in schema:
+        metadata = field.metadata
+        if metadata and (PK_KEY.encode() in metadata or PK_POSITION_KEY.encode() in metadata):
+            kept = {k: v for k, v in metadata.items()
+                    if k not in (PK_KEY.encode(), PK_POSITION_KEY.encode())}
+            field = field.with_metadata(kept) if kept else field.remove_metadata()
+        fields.append(field)
+    return pa.schema(fields, schema.metadata)
+
+
 def _one_row(**values: Any) -> pa.Table:
     columns = {}
     for name, value in values.items():
@@ -87,16 +119,17 @@ def _one_row(**values: Any) -> pa.Table:
     return pa.table(columns)
 
 
-def _fixed_size_lists(rows: pa.Table, target: pa.Schema, what: str) -> pa.Table:
-    """``rows`` with each list column whose ``target`` column (same name) is a
-    fixed-size list cast to that type: DataFusion types ``[1.0, 2.0]`` as list<double>.
-    A list of another length is a SchemaError naming the column."""
+def _target_types(rows: pa.Table, target: pa.Schema, what: str) -> pa.Table:
+    """``rows`` with each column cast to the type of ``target``'s column of its name, as
+    INSERT casts its values: DataFusion types ``0`` as int64 and ``[1.0, 2.0]`` as
+    list<double>, where the table may hold double and fixed_size_list. A value that
+    does not fit (a list of another length, text that is no number) is a SchemaError
+    naming the column."""
     for i, field in enumerate(rows.schema):
         if field.name not in target.names:
             continue
         want = target.field(field.name).type
-        if not pa.types.is_fixed_size_list(want) or not (
-                pa.types.is_list(field.type) or pa.types.is_large_list(field.type)):
+        if field.type == want:
             continue
         try:
             column = pc.cast(rows.column(i), want)
@@ -191,7 +224,7 @@ class WriteRunner:
             path = self.directory.new_table_path(stmt.table)
         if stmt.query is not None:
             query_schema, batches = self._batches(stmt.query)
-            schema = storable_schema(query_schema, nullable=True)
+            schema = _without_primary_keys(storable_schema(query_schema, nullable=True))
         else:
             schema, batches = self._types(stmt.columns, "CREATE TABLE"), iter(())
         counter = _Counter()
@@ -214,6 +247,7 @@ class WriteRunner:
     # -- INSERT --------------------------------------------------------------------------------
     def _insert(self, stmt: Insert) -> pa.Table:
         ds = self.session.dataset(stmt.table)
+        refuse_lsm_row_writes(ds, stmt.table, "INSERT OVERWRITE" if stmt.overwrite else "INSERT")
         target = ds.schema
         names = list(stmt.columns) if stmt.columns is not None else target.names
         unknown = [n for n in names if n not in target.names]
@@ -267,6 +301,7 @@ class WriteRunner:
 
     def _truncate(self, stmt: Truncate) -> pa.Table:
         ds = self.session.dataset(stmt.table)
+        refuse_lsm_row_writes(ds, stmt.table, "TRUNCATE")
         deleted = ds.delete("true")["num_deleted_rows"]
         return _one_row(num_deleted_rows=deleted, version=ds.version)
 
@@ -318,13 +353,14 @@ class WriteRunner:
     # -- MERGE ----------------------------------------------------------------------------------
     def _merge(self, stmt: Merge) -> pa.Table:
         ds: LanceDataset = self.session.dataset(stmt.table)
+        refuse_lsm_row_writes(ds, stmt.table, "MERGE")
         target = ds.schema
         for key, _ in stmt.keys:
             if key not in target.names:
                 raise NotFoundError(f"MERGE: table {stmt.table!r} has no column {key!r}")
         source = self.session.sql(stmt.source_sql()).to_arrow_table()
-        source = _fixed_size_lists(source.cast(storable_schema(source.schema, nullable=True)),
-                                   target, "MERGE")
+        source = _target_types(source.cast(storable_schema(source.schema, nullable=True)),
+                               target, "MERGE")
         builder = ds.merge_insert([k for k, _ in stmt.keys])
         if stmt.update:
             builder.when_matched_update_all(stmt.update_condition)

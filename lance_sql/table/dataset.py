@@ -25,7 +25,7 @@ from lance_sql.format.fragment import BasePath, Fragment
 from lance_sql.format.index import IndexMetadata
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
-from lance_sql.format.schema import LanceSchema
+from lance_sql.format.schema import LanceSchema, check_column_names
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table import index as indices
@@ -761,6 +761,7 @@ def write_dataset(
         data_format = previous.data_format
     else:
         arrow_schema = reader.schema
+        check_column_names(arrow_schema.names)
         if primary_key:
             arrow_schema = with_primary_key(arrow_schema, list(primary_key))
         table_schema = LanceSchema.from_arrow(arrow_schema)

@@ -23,6 +23,45 @@ def test_parse_delete_and_queries() -> None:
     assert parse_dml("-- just a comment") is None
 
 
+def test_qualified_table_names_as_the_other_statements_take_them(session, tmp_path) -> None:
+    """``UPDATE default.t`` / ``DELETE FROM lance.default.t`` were parse errors while
+    SELECT, INSERT and TRUNCATE took the qualified name."""
+    assert parse_dml("UPDATE default.t SET v = 'x' WHERE id = 1") == \
+        UpdateStatement("t", {"v": "'x'"}, "id = 1")
+    assert parse_dml('DELETE FROM lance."default".t') == DeleteStatement("t", None)
+    with pytest.raises(InvalidInputError, match="unknown schema"):
+        parse_dml("DELETE FROM other.t WHERE id = 1")
+    assert session.sql("UPDATE default.t SET v = 'x' WHERE id = 1").to_pydict() == \
+        {"num_rows_updated": [1]}
+    assert session.sql("DELETE FROM lance.default.t WHERE id > 3").to_pydict() == \
+        {"num_deleted_rows": [2]}
+    assert lance.dataset(tmp_path / "t").to_table().sort_by("id").to_pydict() == \
+        {"id": [0, 1, 2, 3], "v": ["s0", "x", "s2", "s3"]}
+
+
+def test_aliases_and_table_qualified_columns(session, tmp_path) -> None:
+    """``DELETE FROM t WHERE t.id = 1`` was a NotFoundError ('t.id'), ``UPDATE t AS x``,
+    ``DELETE FROM t x`` and ``SET t.v = ...`` parse errors."""
+    assert parse_dml("UPDATE t AS x SET x.v = 'a' WHERE x.id = 1") == \
+        UpdateStatement("t", {"v": "'a'"}, "x.id = 1", "x")
+    assert parse_dml("DELETE FROM t x WHERE x.id = 1") == DeleteStatement("t", "x.id = 1", "x")
+    for sql, out in (("DELETE FROM t WHERE t.id = 1", {"num_deleted_rows": [1]}),
+                     ("DELETE FROM t AS x WHERE x.id = 2", {"num_deleted_rows": [1]}),
+                     ("UPDATE t x SET v = upper(x.v) WHERE x.id > 3", {"num_rows_updated": [2]}),
+                     ("UPDATE t SET t.v = 'q' WHERE t.id = 3", {"num_rows_updated": [1]})):
+        assert session.sql(sql).to_pydict() == out
+    assert lance.dataset(tmp_path / "t").to_table().sort_by("id").to_pydict() == \
+        {"id": [0, 3, 4, 5], "v": ["s0", "q", "S4", "S5"]}
+    # a struct column of the alias's name keeps its meaning: x.a is its field
+    data = pa.table({"id": [1, 2], "x": [{"a": 1}, {"a": 2}]})
+    lance_sql.write_dataset(data, tmp_path / "s.lance")
+    session = lance_sql.connect(tmp_path)
+    assert session.sql("DELETE FROM s AS x WHERE x.a = 2").to_pydict() == \
+        {"num_deleted_rows": [1]}
+    assert lance.dataset(tmp_path / "s.lance").to_table().to_pydict() == \
+        {"id": [1], "x": [{"a": 1}]}
+
+
 @pytest.mark.parametrize("sql", [
     "UPDATE t", "UPDATE t SET", "UPDATE t SET a", "UPDATE t SET a = 1, a = 2",
     "UPDATE t SET a = 1 WHERE", "DELETE t WHERE x = 1", "DELETE FROM t x = 1",

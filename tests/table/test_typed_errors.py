@@ -25,6 +25,7 @@ from lance_sql.errors import (
     LanceError,
     NotFoundError,
     QueryError,
+    SchemaError,
 )
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.io import open_store
@@ -271,3 +272,72 @@ def test_dataset_as_of_an_instant(root: Path) -> None:
            "version or asof")
     raises(InvalidInputError, lambda: lance_sql.dataset(uri, asof="yesterday"), "'yesterday'")
     raises(InvalidInputError, lambda: lance_sql.dataset(uri, asof=12), "12")
+
+
+def test_a_filter_failing_on_the_values_is_invalid_input_and_changes_nothing(
+        tmp_path: Path) -> None:  # fmt: skip
+    """A string column compared with a number casts each string (as SQL does): a value
+    that does not parse used to escape as pyarrow's ArrowInvalid from scans, deletes,
+    updates and the change feed; strings that all parse still compare as numbers."""
+    data = pa.table({"id": pa.array(np.arange(6), pa.int64()),
+                     "s": ["1", "22", "x", None, "5", "6"],
+                     "n": ["1", "22", "3", None, "5", "6"]})
+    path = tmp_path / "t.lance"
+    lance_sql.write_dataset(data, path, max_rows_per_file=4, enable_stable_row_ids=True)
+    ds = lance_sql.dataset(path)
+    calls: list[Callable[[], object]] = [
+        lambda: ds.to_table(filter="s > 3"),
+        lambda: ds.to_table(columns=["id"], filter="s = 1 AND id >= 0"),
+        lambda: ds.count_rows("s > 3"),
+        lambda: ds.delete("s > 3"),
+        lambda: ds.update({"s": "'y'"}, where="s > 3"),
+        lambda: ds.table_changes(1, 1, filter="s > 3"),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInputError, match="'x'"):
+            call()
+    assert lance_sql.dataset(path).version == 1
+    assert ds.to_table(filter="n > 3")["id"].to_pylist() == [1, 4, 5]
+    assert lance.dataset(path).to_table().equals(data)
+
+
+@pytest.mark.parametrize("name", ["_rowid", "_rowaddr", "_rowoffset", "_row_created_at_version",
+                                  "_row_last_updated_at_version"])
+def test_reserved_column_names_are_refused_as_pylance_refuses_them(tmp_path: Path,
+                                                                   name: str) -> None:
+    """A table with a column named like a system column was written, then every read of it
+    failed (a KeyError from the scan, DataFusion's duplicate field in SQL); pylance refuses
+    the name on write. Adding or renaming a column to it is refused too."""
+    data = pa.table({"id": [1, 2], name: pa.array([7, 8], pa.uint64())})
+    with pytest.raises(SchemaError, match=f"'{name}': reserved"):
+        lance_sql.write_dataset(data, tmp_path / "new.lance")
+    assert not (tmp_path / "new.lance" / "_versions").exists() or \
+        not any((tmp_path / "new.lance" / "_versions").iterdir())
+    with pytest.raises(OSError, match="reserved name"):
+        lance.write_dataset(data, tmp_path / "oracle.lance")
+    path = tmp_path / "t.lance"
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2]}), path)
+    for change in (lambda: lance_sql.write_dataset(data, path, mode="overwrite"),
+                   lambda: ds.add_columns(pa.table({name: [1, 2]})),
+                   lambda: ds.add_columns({name: "id * 2"}),
+                   lambda: ds.alter_columns({"path": "id", "name": name})):
+        with pytest.raises(SchemaError, match="reserved"):
+            change()
+    assert lance_sql.dataset(path).version == 1
+    assert lance.dataset(path).to_table().to_pydict() == {"id": [1, 2]}
+
+
+def test_names_pylance_allows_stay_allowed_and_a_change_feed_copies_with_an_alias(
+        tmp_path: Path) -> None:  # fmt: skip
+    data = pa.table({"_ROWID": [1], "_distance": [0.5], "_commit_version": [3]})
+    lance_sql.write_dataset(data, tmp_path / "ok.lance")
+    assert lance.dataset(tmp_path / "ok.lance").to_table().equals(data)
+    lance_sql.write_dataset(pa.table({"id": [1, 2]}), tmp_path / "t.lance",
+                            enable_stable_row_ids=True)
+    session = lance_sql.connect(tmp_path)
+    with pytest.raises(SchemaError, match="'_rowid': reserved"):
+        session.sql("CREATE TABLE cdc AS SELECT * FROM table_changes('t', 1, 1)")
+    session.sql("CREATE TABLE cdc AS SELECT id, _change_type, _rowid AS row_id "
+                "FROM table_changes('t', 1, 1)")
+    assert session.sql("SELECT * FROM cdc ORDER BY row_id").to_pydict() == \
+        {"id": [1, 2], "_change_type": ["insert", "insert"], "row_id": [0, 1]}

@@ -35,6 +35,7 @@ from lance_sql.errors import (
     NotFoundError,
     VersionCleanedUpError,
 )
+from lance_sql.expr import filter_rows
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import WRITER_LIBRARY, Manifest
 from lance_sql.format.naming import TRANSACTIONS_DIR
@@ -723,7 +724,7 @@ def read_query(window: ChangeWindow, query: ChangeQuery, rows: ChangeRows) -> pa
     """``query``'s result for planned and pruned ``rows``: read, filter, project."""
     table = read_changes(window, rows, query.read_columns)
     if query.filter is not None and not query.prefilter_is_whole:
-        table = table.filter(query.filter)
+        table = filter_rows(table, query.filter)
     return table.select(list(query.output))
 
 

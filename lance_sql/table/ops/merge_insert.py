@@ -171,7 +171,10 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
     matched = np.zeros(source.num_rows, dtype=bool)
     matched[src_rows] = True
     unique_addr, counts = np.unique(addresses, return_counts=True)
-    if np.any(counts > 1):
+    # Several source rows matching one target row are ambiguous only where a matched row
+    # is acted on (updated, or deleted by a tombstone); an insert-only merge leaves
+    # matched rows alone, as pylance's does (it inserts each unmatched row, repeats too).
+    if (spec.update or tombstones.any()) and np.any(counts > 1):
         row = _take_target(store, base, unique_addr[counts > 1][:1], keys).to_pylist()[0]
         raise InvalidInputError(
             f"ambiguous merge_insert: several source rows match the target row with {row}; "

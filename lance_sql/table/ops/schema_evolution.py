@@ -27,7 +27,7 @@ from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError
 from lance_sql.expr import parse_predicate, value_expression
 from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.manifest import Manifest
-from lance_sql.format.schema import LanceField, LanceSchema
+from lance_sql.format.schema import LanceField, LanceSchema, check_column_names
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import FragmentReader
 from lance_sql.table.txn.operations import Merge, Project
@@ -318,6 +318,8 @@ def _check_rename(schema: LanceSchema, path: str, name: str) -> str:
     siblings = schema.field(parent).children if parent else schema.fields
     if any(s.name == name for s in siblings if s.name != path.rpartition(".")[2]):
         raise InvalidInputError(f"cannot rename {path!r} to {name!r}: the name is taken")
+    if not parent:
+        check_column_names([name])
     return name
 
 

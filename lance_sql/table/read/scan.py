@@ -25,7 +25,7 @@ from lance_sql.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from lance_sql.expr import Expr, parse_predicate, resolve, to_pyarrow
+from lance_sql.expr import Expr, filter_rows, parse_predicate, resolve, to_pyarrow
 from lance_sql.expr import columns as expr_columns
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
@@ -289,7 +289,7 @@ def scan_fragment(
         else:  # count-only scans: a table with rows but no columns
             table = rows_only(length)
     if plan.filter is not None:
-        table = table.filter(plan.filter)
+        table = filter_rows(table, plan.filter)
     table = table.select(list(plan.output_fields))
     if not plan.output_fields:
         return table  # casting a table without columns would lose its row count
@@ -417,7 +417,7 @@ def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: 
     else:
         table = pa.Table.from_arrays(arrays, names=names)
     if plan.filter is not None:
-        table = table.filter(plan.filter)
+        table = filter_rows(table, plan.filter)
     table = table.select(list(plan.output_fields))
     if not plan.output_fields:
         return table

@@ -28,7 +28,7 @@ from lance_sql.format.fragment import DATA_DIR, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.pb import table_pb2
-from lance_sql.format.schema import LanceSchema
+from lance_sql.format.schema import LanceSchema, check_column_names
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.table.meta.versions import VersionRef, load_manifest
@@ -115,6 +115,7 @@ def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
                                     "created; appending cannot change it")
         return WriteTarget(version, naming, previous.schema, previous.data_format)
     data_format = previous.data_format if previous is not None else DEFAULT_DATA_FORMAT
+    check_column_names(data_schema.names)
     schema = with_primary_key(data_schema, primary_key)
     return WriteTarget(version, naming, LanceSchema.from_arrow(schema), data_format)
 

@@ -171,6 +171,29 @@ def test_repeated_source_keys_take_the_join(tmp_path: Path,
     assert KeyMatcher.build(pa.array([1.5, 2.5])) is None  # floats: the join's equality
 
 
+def test_an_insert_only_merge_ignores_repeated_matched_keys_as_pylance(tmp_path: Path) -> None:
+    """``when_not_matched_insert_all()`` alone (insert if absent) leaves matched rows as
+    they are, so source rows repeating a matched key are no ambiguity: pylance inserts
+    the unmatched rows (a repeated new key twice) where lance_sql raised 'ambiguous'."""
+    data = pa.table({"id": [1, 2], "v": ["a", "b"]})
+    source = pa.table({"id": [3, 3, 2, 2], "v": ["x", "y", "p", "q"]})
+    counts = []
+    for lib in (lance_sql, lance):
+        path = str(tmp_path / lib.__name__)
+        lib.write_dataset(data, path)
+        counts.append(lib.dataset(path).merge_insert("id").when_not_matched_insert_all()
+                      .execute(source))
+    assert counts[0] == counts[1] == {"num_inserted_rows": 2, "num_updated_rows": 0,
+                                      "num_deleted_rows": 0}
+    ours, theirs = (lance.dataset(str(tmp_path / n)).to_table().sort_by([("id", "ascending"),
+                    ("v", "ascending")]) for n in ("lance_sql", "lance"))
+    assert ours.equals(theirs)
+    assert ours.to_pydict() == {"id": [1, 2, 3, 3], "v": ["a", "b", "x", "y"]}
+    with pytest.raises(InvalidInputError, match="ambiguous"):  # an upsert still refuses
+        lance_sql.dataset(str(tmp_path / "lance_sql")).merge_insert("id") \
+            .when_matched_update_all().execute(source)
+
+
 def test_matcher_sorted_and_unsorted_fragments_agree() -> None:
     rng = np.random.default_rng(11)
     source = rng.choice(1_000_000, 5000, replace=False).astype(np.int64)
