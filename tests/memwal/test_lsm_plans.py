@@ -287,3 +287,28 @@ def test_a_closed_writer_publishes_its_memtable_and_a_wal_only_close_waits_for_r
         w.put(rows("A", [3], 7))  # claims region A: its WAL is replayed first
     assert read() == [{"id": 1, "v": 5}, {"id": 2, "v": 6}, {"id": 3, "v": 7},
                       {"id": 4, "v": 6}]
+
+
+def test_a_filter_failing_on_memtable_or_generation_values_is_invalid_input(tmp_path) -> None:
+    """A filter that types but fails on the values it meets (a string compared with a
+    number: 'y' does not parse) is an InvalidInputError from a MemTable and from a
+    flushed generation, as it is from the base table, not pyarrow's ArrowInvalid."""
+    key = pa.field("id", pa.int64(), nullable=False,
+                   metadata={"lance-schema:unenforced-primary-key": "true"})
+    schema = pa.schema([key, pa.field("s", pa.string())])
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "s": ["1", "2"]}, schema=schema),
+                                 tmp_path / "t.lance")
+    mw = MemWal.initialize(ds, RegionSpec.bucket("id", 2), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    try:
+        writer.put(pa.table({"id": [3], "s": ["y"]}, schema=schema))
+        with pytest.raises(InvalidInputError, match="fails on the table's values"):
+            mw.scanner(filter="s > 1").to_table()
+        writer.flush_memtable()
+        with pytest.raises(InvalidInputError, match="fails on the table's values"):
+            mw.scanner(filter="s > 1").to_table()
+        # the rows are all still there
+        assert sorted(mw.scanner(columns=["id"]).to_table().column("id").to_pylist()) == [1, 2, 3]
+    finally:
+        writer.close(flush_memtable=False)

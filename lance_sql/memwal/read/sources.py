@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import LanceError
-from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve, to_pyarrow
+from lance_sql.expr.arrow import Call, Column, Expr, Literal, filter_rows, resolve, to_pyarrow
 from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemFragment, MemTable
@@ -210,7 +210,7 @@ class GenerationSource(_LanceSource):
                 yield from super().scan(columns, predicate)  # e.g. _rowid: the scanner's
                 return
             resolved = resolve(predicate, table.schema)
-            table = table.filter(to_pyarrow(resolved, table.schema))
+            table = filter_rows(table, to_pyarrow(resolved, table.schema))
         names = [c for c in dict.fromkeys(columns) if c in table.column_names]
         yield from table.select(names).to_batches()
 
@@ -381,7 +381,7 @@ class InMemorySource(Source):
         table = self.table
         if predicate is not None:
             resolved = resolve(predicate, _filter_schema(table.schema))
-            table = table.filter(to_pyarrow(resolved, table.schema))
+            table = filter_rows(table, to_pyarrow(resolved, table.schema))
         names = [c for c in columns if c in table.column_names]
         yield from table.select(names).to_batches(max_chunksize=BATCH_ROWS)
 
