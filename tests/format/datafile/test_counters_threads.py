@@ -9,29 +9,17 @@ that calls Python code between its load and its store loses most counts here).""
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-import pytest
 
 from lance_sql.format.datafile import point
 from lance_sql.format.datafile.source import BytesSource
 
 THREADS = 8
 EACH = 20_000
-
-
-@pytest.fixture
-def busy_switching() -> Iterator[None]:
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 def hammer(step: Callable[[], object], each: int = EACH) -> None:
@@ -50,13 +38,13 @@ def hammer(step: Callable[[], object], each: int = EACH) -> None:
         t.join()
 
 
-def test_a_bytes_source_counts_every_read_from_many_threads(busy_switching) -> None:
+def test_a_bytes_source_counts_every_read_from_many_threads(frequent_switches) -> None:
     source = BytesSource(bytes(range(256)) * 16)
     hammer(lambda: source.read_at(7, 3))
     assert source.reads == THREADS * EACH
 
 
-def test_tiled_calls_counts_every_tiled_buffer_from_many_threads(busy_switching) -> None:
+def test_tiled_calls_counts_every_tiled_buffer_from_many_threads(frequent_switches) -> None:
     whole = pa.py_buffer(bytes(64))
     pieces = [whole.slice(0, 16), whole.slice(16, 48)]  # back to back: one tiled buffer
     sizes = np.array([16, 48], np.int64)

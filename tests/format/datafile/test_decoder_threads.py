@@ -4,9 +4,7 @@ be safe when several threads make it at once."""
 
 from __future__ import annotations
 
-import sys
 import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -18,17 +16,6 @@ from lance_sql.format.datafile.decode_v2_1 import make_page, parse_layout
 
 THREADS = 4
 ROUNDS = 100  # the race this guards against was hit in ~7% of rounds
-
-
-@pytest.fixture
-def frequent_switches() -> Iterator[None]:
-    """Threads switch every microsecond, so a window between two statements is hit."""
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 def _columns() -> dict[str, pa.Array]:
