@@ -14,7 +14,7 @@ its last-updated version to the commit's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -23,11 +23,12 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr import parse_predicate, value_expression
+from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.row_ids import encode_versions
 from lance_sql.format.schema import LanceSchema
 from lance_sql.table.files.lineage import PENDING_VERSION, load_lineage
-from lance_sql.table.files.reader import FragmentReader
+from lance_sql.table.files.reader import FragmentReader, by_fragment
 from lance_sql.table.index import index_hook
 from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.ops.schema_evolution import write_columns_file
@@ -39,9 +40,16 @@ UPDATE_MODES = ("rewrite_rows", "rewrite_columns")
 TOMBSTONE = -2
 
 
+RowSelector = Callable[[Manifest], "np.ndarray | pa.Array"]
+"""The row addresses (uint64) of the rows a write touches in the version it is given:
+how a condition our filter parser cannot evaluate (a SQL subquery) is answered."""
+
+
 def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = None,
-           update_mode: str = "rewrite_rows") -> tuple[int, Manifest | None]:
-    """Apply ``updates`` (column -> SQL expression) to rows matching ``where``.
+           update_mode: str = "rewrite_rows",
+           select_rows: RowSelector | None = None) -> tuple[int, Manifest | None]:
+    """Apply ``updates`` (column -> SQL expression) to rows matching ``where`` (or, with
+    ``select_rows``, to the rows it gives for the version the update starts from).
 
     Returns the number of rows updated and the committed manifest (None if no row
     matched, in which case nothing is committed).
@@ -59,8 +67,10 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
             raise InvalidInputError("update assigns whole top-level columns only")
         exprs[name] = value_expression(parse_predicate(text), arrow)
     modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
-    plan = plan_scan(base, columns=[], filter=where, with_row_address=True)
-    matches = list(matching_rows(store, base, plan, index_hook(store, base)))
+    matches = selected_rows(base, select_rows) if select_rows is not None \
+        else list(matching_rows(store, base, plan_scan(base, columns=[], filter=where,
+                                                       with_row_address=True),
+                                index_hook(store, base)))
     if not matches:
         return 0, None
     if update_mode == "rewrite_columns":
@@ -78,6 +88,25 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
         rewrite.writer.abort()
         raise
     return count, rewrite.commit(modified)
+
+
+def selected_rows(base: Manifest, select_rows: RowSelector) -> list[tuple[Fragment, np.ndarray]]:
+    """(fragment, sorted offsets) of the row addresses ``select_rows`` gives for ``base``,
+    fragments in address order; an address of no fragment of ``base`` is a NotFoundError,
+    one past a fragment's rows an InvalidInputError."""
+    addresses = select_rows(base)
+    if isinstance(addresses, pa.ChunkedArray | pa.Array):
+        if addresses.null_count:
+            raise InvalidInputError("row addresses selected for a write contain NULL")
+        addresses = addresses.to_numpy()
+    unique = np.unique(np.asarray(addresses, dtype=np.uint64))
+    matches = []
+    for frag, offsets, _ in by_fragment(base, unique):
+        if len(offsets) and int(offsets[-1]) >= frag.physical_rows:
+            raise InvalidInputError(f"row address past the {frag.physical_rows} rows of "
+                                    f"fragment {frag.id}")
+        matches.append((frag, offsets))
+    return matches
 
 
 def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Schema) -> pa.Table:
