@@ -76,11 +76,11 @@ def test_delete_with_an_alias_in_the_correlated_subquery(root: Path) -> None:
 
 def test_update_with_subquery_conditions(root: Path) -> None:
     session = lance_sql.connect(root)
-    out = session.sql("UPDATE t SET v = upper(v) "
+    out = session.sql("UPDATE t SET v = upper(v) || '!' "
                       "WHERE id IN (SELECT id FROM u WHERE w >= 20)").to_pydict()
     changed = [i for i in LIVE if i in U and U[i] >= 20]
     assert out == {"num_rows_updated": [len(changed)]}
-    expected = {i: (f"S{i}" if i in changed else f"s{i}") for i in LIVE}
+    expected = {i: (f"S{i}!" if i in changed else f"s{i}") for i in LIVE}
     assert _read(root) == expected
     out = session.sql("UPDATE t x SET v = 'gone' WHERE NOT EXISTS "
                       "(SELECT 1 FROM u WHERE u.id = x.id) AND x.id < 6").to_pydict()
