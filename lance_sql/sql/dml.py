@@ -8,7 +8,8 @@ two statements itself and hands them to ``LanceDataset.update`` / ``delete``::
 
 Expressions are the SQL subset of the table layer's filter parser; a WHERE holding a
 subquery (``id IN (SELECT ...)``, ``EXISTS (...)``) is evaluated by DataFusion on the
-version the write starts from, which gives the addresses of the rows to change. The
+version the write starts from, which gives the addresses of the rows to change (and,
+when a SET value holds a subquery, every assigned value of those rows). The
 statement's result is one row: ``num_rows_updated`` or ``num_deleted_rows``.
 """
 

@@ -599,8 +599,12 @@ class LanceSession:
             return requalify(text, dict.fromkeys(own)) if text is not None and own else text
 
         where = unqualified(statement.where)
-        select_rows = None
-        if statement.where is not None and has_subquery(statement.where):
+        select_rows = select_values = None
+        if isinstance(statement, UpdateStatement) and any(
+                has_subquery(e) for e in statement.assignments.values()):
+            # SET c = (SELECT ...): DataFusion computes the rows and all their new values
+            select_values = self._values_computed(ds.uri, statement)
+        elif statement.where is not None and has_subquery(statement.where):
             # the condition, subqueries and all, as DataFusion runs it on the version
             # the write starts from; the write changes the rows it gives
             where = statement.where
@@ -608,7 +612,8 @@ class LanceSession:
         try:
             if isinstance(statement, UpdateStatement):
                 values = {c: unqualified(e) or e for c, e in statement.assignments.items()}
-                count = ds.update(values, where, select_rows=select_rows)["num_rows_updated"]
+                count = ds.update(values, where, select_rows=select_rows,
+                                  select_values=select_values)["num_rows_updated"]
                 name = "num_rows_updated"
             else:
                 count = ds.delete(where or "true", select_rows=select_rows)["num_deleted_rows"]
@@ -626,14 +631,28 @@ class LanceSession:
         """The row addresses an UPDATE/DELETE condition keeps, found by DataFusion with
         every unversioned mention of the table (the subqueries' too) pinned to the
         version the write starts from (the write's conflict check covers the rest)."""
+        select = self._pinned_select(uri, statement, ROW_ADDR)
+        return lambda base: select(base).column(ROW_ADDR).combine_chunks()
+
+    def _values_computed(self, uri: str, statement: UpdateStatement
+                         ) -> Callable[[Manifest], pa.Table]:
+        """An UPDATE's rows (``_rowaddr``) and the new value of each assigned column, in
+        assignment order, computed by DataFusion as :meth:`_rows_matching` finds rows."""
+        values = ", ".join(f"{expr} AS {quote_identifier(f'__lance_sql_value_{i}')}"
+                           for i, expr in enumerate(statement.assignments.values()))
+        return self._pinned_select(uri, statement, f"{ROW_ADDR}, {values}")
+
+    def _pinned_select(self, uri: str, statement: UpdateStatement | DeleteStatement,
+                       projection: str) -> Callable[[Manifest], pa.Table]:
         table = quote_identifier(statement.table)
         alias = f" AS {quote_identifier(statement.alias)}" if statement.alias else ""
-        query = f"SELECT {ROW_ADDR} FROM {table}{alias} WHERE {statement.where}"
+        where = f" WHERE {statement.where}" if statement.where is not None else ""
+        query = f"SELECT {projection} FROM {table}{alias}{where}"
 
-        def select(base: Manifest) -> pa.Array:
+        def select(base: Manifest) -> pa.Table:
             with self.directory.one_listing():
                 frame = self._query(query, pins={uri: base.version})
-            return frame.to_arrow_table().column(ROW_ADDR).combine_chunks()
+            return frame.to_arrow_table()
 
         return select
 

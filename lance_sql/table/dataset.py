@@ -505,13 +505,15 @@ class LanceDataset:
 
     def update(self, updates: Mapping[str, str], where: str | None = None, *,
                update_mode: str = "rewrite_rows",
-               select_rows: updating.RowSelector | None = None) -> dict[str, int]:
+               select_rows: updating.RowSelector | None = None,
+               select_values: updating.ValueSelector | None = None) -> dict[str, int]:
         """Set columns to SQL expressions for the rows matching ``where`` (all rows when
         None); returns ``{"num_rows_updated": n}`` like pylance. ``update_mode`` is
         ``"rewrite_rows"`` or ``"rewrite_columns"`` (see :mod:`lance_sql.table.ops.update`);
-        ``select_rows`` gives the rows instead of ``where`` (SQL's subquery conditions)."""
+        ``select_rows`` gives the rows instead of ``where`` (SQL's subquery conditions),
+        ``select_values`` the rows and their new values (SQL's ``SET c = (SELECT ...)``)."""
         count, manifest = updating.update(self.write_context(), updates, where, update_mode,
-                                          select_rows)
+                                          select_rows, select_values)
         self._moved_to(manifest)
         return {"num_rows_updated": count}
 

@@ -17,7 +17,7 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError, LanceError, NotFoundError
-from lance_sql.sql.dml import DeleteStatement, has_subquery
+from lance_sql.sql.dml import DeleteStatement, UpdateStatement, has_subquery, parse_dml
 
 IDS = list(range(20))
 
@@ -168,3 +168,59 @@ def test_has_subquery_sees_select_only_as_a_keyword() -> None:
     assert has_subquery("exists (select 1)")
     assert not has_subquery("v = 'SELECT'")
     assert not has_subquery('"select" = 1')
+
+
+def test_update_set_to_scalar_subqueries(root: Path) -> None:
+    """SET c = (SELECT ...): DataFusion computes every assigned value of the rows, the
+    target's own mentions pinned to the version the update starts from."""
+    session = lance_sql.connect(root)
+    out = session.sql("UPDATE t SET v = (SELECT max(v) FROM t) WHERE id < 3").to_pydict()
+    assert out == {"num_rows_updated": [3]}  # ids 0, 1, 2
+    expected = {i: ("s9" if i < 3 else f"s{i}") for i in LIVE}  # 's9' is the largest string
+    assert _read(root) == expected
+    out = session.sql("UPDATE t AS x SET v = 'u' || CAST((SELECT max(w) FROM u WHERE u.id = x.id) "
+                      "AS VARCHAR), id = x.id + 100 "
+                      "WHERE x.id IN (SELECT id FROM u)").to_pydict()
+    hit = [i for i in LIVE if i in U]
+    assert out == {"num_rows_updated": [len(hit)]}
+    expected = {(i + 100 if i in U else i): (f"u{U[i]}" if i in U else v)
+                for i, v in expected.items()}
+    assert _read(root) == expected
+
+
+def test_a_scalar_subquery_with_no_matching_row_commits_nothing(root: Path) -> None:
+    before = lance_sql.dataset(root / "t.lance").version
+    out = lance_sql.connect(root).sql(
+        "UPDATE t SET v = (SELECT 'x') WHERE id > 1000").to_pydict()
+    assert out == {"num_rows_updated": [0]}
+    assert lance_sql.dataset(root / "t.lance").version == before
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE t SET v = (SELECT CAST(id AS VARCHAR) FROM u)",  # more than one row
+    "UPDATE t SET id = (SELECT 'abc')",                       # not a number
+    "UPDATE t SET id = (SELECT max(nosuch) FROM u)",
+])
+def test_failing_scalar_subqueries_are_typed_and_commit_nothing(root: Path, sql: str) -> None:
+    before = lance_sql.dataset(root / "t.lance").version
+    with pytest.raises(LanceError):
+        lance_sql.connect(root).sql(sql)
+    assert lance_sql.dataset(root / "t.lance").version == before
+    assert _read(root) == {i: f"s{i}" for i in LIVE}
+
+
+def test_computed_values_must_name_each_row_once(root: Path) -> None:
+    ds = lance_sql.dataset(root / "t.lance")
+    twice = pa.table({"_rowaddr": pa.array([0, 0], pa.uint64()), "v": ["a", "b"]})
+    with pytest.raises(InvalidInputError, match="twice"):
+        ds.update({"v": "unused"}, select_values=lambda base: twice)
+    with pytest.raises(InvalidInputError, match="_rowaddr then"):
+        ds.update({"v": "unused"}, select_values=lambda base: twice.select(["v"]))
+    assert sorted(_read(root)) == LIVE
+
+
+def test_parse_finds_the_statements_where_outside_subqueries() -> None:
+    """A SET subquery's own WHERE used to end the SET list."""
+    assert parse_dml("UPDATE t SET v = (SELECT max(v) FROM u WHERE u.a = 1), w = 2 "
+                     "WHERE id = 3") == UpdateStatement(
+        "t", {"v": "(SELECT max(v) FROM u WHERE u.a = 1)", "w": "2"}, "id = 3")
