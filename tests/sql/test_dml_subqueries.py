@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import InvalidInputError, LanceError, NotFoundError
+from lance_sql.errors import InvalidInputError, LanceError, NotFoundError, RetryableConflict
 from lance_sql.sql.dml import DeleteStatement, UpdateStatement, has_subquery, parse_dml
 
 IDS = list(range(20))
@@ -117,7 +117,7 @@ def test_a_subquery_on_the_target_reads_the_version_the_write_starts_from(root: 
     assert sorted(_read(root)) == [i for i in LIVE if i < 17]
 
 
-def test_a_concurrent_delete_of_the_same_rows_is_rebased_not_lost(root: Path) -> None:
+def test_a_concurrent_delete_of_other_rows_is_rebased_not_lost(root: Path) -> None:
     """A delete found by subquery commits against its start version: a delete committed
     meanwhile (other rows of the same fragments) is rebased as for any delete."""
     ds = lance_sql.dataset(root / "t.lance")
@@ -129,6 +129,22 @@ def test_a_concurrent_delete_of_the_same_rows_is_rebased_not_lost(root: Path) ->
 
     ds.delete("id IN (2, 4)", select_rows=select)
     assert sorted(_read(root)) == [i for i in LIVE if i not in (1, 2, 4)]
+
+
+def test_a_concurrent_update_of_the_same_rows_is_a_retryable_conflict(root: Path) -> None:
+    """The rows were found in the start version; a write that changed them meanwhile
+    makes the commit a RetryableConflict, as for a plain DELETE, and nothing is lost."""
+    ds = lance_sql.dataset(root / "t.lance")
+    other = lance_sql.dataset(root / "t.lance")
+
+    def select(base):
+        other.update({"v": "'moved'"}, "id = 2")
+        return np.array([(0 << 32) | 2], np.uint64)  # id 2, as the start version has it
+
+    with pytest.raises(RetryableConflict):
+        ds.delete("id = 2", select_rows=select)
+    rows = _read(root)
+    assert sorted(rows) == LIVE and rows[2] == "moved"
 
 
 @pytest.mark.parametrize(("addresses", "error"), [
