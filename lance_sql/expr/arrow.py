@@ -322,7 +322,99 @@ class _Translator:
             return _call(_UNARY_FN[op], [self.expr(args[0])])
         if op == "cast":
             return _cast(self.expr(args[0]), cast_target(e))
+        if op in ("is_distinct", "is_not_distinct"):
+            return self.distinct(op == "is_distinct", args[0], args[1])
+        if op == "coalesce":
+            return _call("coalesce", self.common(args))
+        if op == "case":
+            return self.case(args)
+        if op in ("concat", "||"):
+            return self.concat(args, skip_nulls=op == "concat")
         raise InvalidInputError(f"unknown operator {op!r} in filter")
+
+    def distinct(self, distinct: bool, a: Expr, b: Expr) -> _Typed:
+        """``a IS [NOT] DISTINCT FROM b``: ``a != b`` where both are non-NULL, else
+        whether exactly one is NULL; never NULL."""
+        left, right = self.coerce(a, b)
+        both = _call("and", [_call("is_valid", [left]), _call("is_valid", [right])])
+        one_null = _call("xor", [_call("is_null", [left]), _call("is_null", [right])])
+        if left[1] == pa.null() or right[1] == pa.null():
+            differ = one_null  # NULL against anything: no values to compare
+        else:
+            unequal = (_nan_compare("!=", left, right)
+                       if pa.types.is_floating(left[1]) or pa.types.is_floating(right[1])
+                       else _call("not_equal", [left, right]))
+            differ = _call("if_else", [both, unequal, one_null])
+        return differ if distinct else _call("invert", [differ])
+
+    def common(self, args: tuple[Expr, ...]) -> list[_Typed]:
+        """``args`` translated as the branches of one value (COALESCE's arguments, CASE's
+        results): literals take the type of the first non-literal (or non-NULL) branch,
+        as SQL coerces them; pyarrow's kernels find the common type of the rest."""
+        typed = [self.expr(a) for a in args]
+        anchor = next((t for a, (_, t) in zip(args, typed, strict=True)
+                       if not isinstance(a, Literal) and t != pa.null()),
+                      next((t for _, t in typed if t != pa.null()), None))
+        if anchor is None:
+            return typed
+        out = []
+        for a, x in zip(args, typed, strict=True):
+            if isinstance(a, Literal) and x[1] != anchor:
+                s = _literal_as(a, anchor)
+                if s is None and pa.types.is_decimal(anchor) and isinstance(a.value, int) \
+                        and not isinstance(a.value, bool):
+                    s = exact_literal(Literal(Decimal(a.value)), anchor)  # 0 as decimal(10, 2)
+                x = x if s is None else (pc.scalar(s), s.type)
+            out.append(x)
+        return out
+
+    def case(self, args: tuple[Expr, ...]) -> _Typed:
+        """A searched CASE: the value of the first condition that is TRUE (a NULL
+        condition is not), else the ELSE value or NULL; one ``if_else`` per WHEN."""
+        conditions = [self.boolean(c) for c in args[0:len(args) - 1:2]]
+        values = self.common(args[1::2] if len(args) % 2 == 0
+                             else (*args[1:len(args) - 1:2], args[-1]))
+        has_else = len(args) % 2 == 1
+        results, otherwise = (values[:-1], values[-1]) if has_else else (values, None)
+        types = [t for _, t in values if t != pa.null()]
+        if otherwise is None or otherwise[1] == pa.null():
+            target = types[0] if types else pa.null()
+            otherwise = (pc.scalar(pa.scalar(None, target)), target)
+        false = (pc.scalar(False), pa.bool_())
+        out = otherwise
+        for condition, value in zip(reversed(conditions), reversed(results), strict=True):
+            if value[1] == pa.null():
+                value = (pc.scalar(pa.scalar(None, out[1])), out[1])
+            out = _call("if_else", [_call("coalesce", [condition, false]), value, out])
+        return out
+
+    def concat(self, args: tuple[Expr, ...], skip_nulls: bool) -> _Typed:
+        """``concat(...)`` (NULLs skipped, as DataFusion's: all NULL is ``''``) or
+        ``a || b`` (NULL if either is); other types are cast to strings first."""
+        if not skip_nulls and any(isinstance(a, Literal) and a.value is None for a in args):
+            text = pa.string()
+            return pc.scalar(pa.scalar(None, text)), text
+        # a NULL literal adds nothing to concat (and pyarrow mishandles NULL scalars there)
+        args = tuple(a for a in args if not (isinstance(a, Literal) and a.value is None)) \
+            or (Literal("", pa.string()),)
+        typed = [self.expr(a) for a in args]
+        for a, (_, t) in zip(args, typed, strict=True):
+            if not (_is_string(t) or pa.types.is_integer(t) or pa.types.is_boolean(t)
+                    or pa.types.is_date(t) or t == pa.null()):
+                # pyarrow spells floats and timestamps unlike DataFusion ('1' for '1.0')
+                raise InvalidInputError(f"concat / || of {t} ({to_sql(a)}) is not supported: "
+                                        "strings, integers, booleans and dates only")
+        text = pa.large_string() if any(t == pa.large_string() for _, t in typed) \
+            else pa.string()
+        parts = [x if x[1] == text else _cast(x, text) for x in typed]
+        if all(isinstance(a, Literal) for a in args):  # pyarrow fails on scalars alone
+            values = [_scalar(a).cast(text).as_py() for a in args]  # type: ignore[arg-type]
+            return pc.scalar(pa.scalar("".join(values), text)), text
+        empty = (pc.scalar(pa.scalar("", text)), text)
+        if skip_nulls:  # NULL as '' (pyarrow's null_handling="skip" loses all-NULL rows)
+            parts = [_call("coalesce", [x, empty]) for x in parts]
+        return _call("binary_join_element_wise", [*parts, empty],
+                     pc.JoinOptions(null_handling="emit_null"))
 
     def boolean(self, e: Expr) -> _Typed:
         x = self.expr(e)

@@ -51,9 +51,17 @@ COMPARISONS = {
 }
 ARITHMETIC = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "remainder"}
 FUNCTIONS = {"lower": 1, "upper": 1, "abs": 1, "length": 1, "starts_with": 2, "ends_with": 2}
+# Functions of one or more arguments: coalesce (the first non-NULL), concat (strings
+# joined, NULLs skipped, as DataFusion's).
+VARIADIC = frozenset({"coalesce", "concat"})
+# ``||`` joins two strings (NULL if either is); ``is_distinct`` / ``is_not_distinct`` are
+# ``IS [NOT] DISTINCT FROM`` (NULL equal to NULL, never NULL); ``case`` takes
+# (condition, value) pairs then an optional ELSE value (a simple ``CASE x WHEN v`` is
+# parsed as ``x = v`` conditions).
 OPS = frozenset(
     {"and", "or", "not", "is_null", "is_not_null", "in", "between", "like", "ilike",
-     "negate", "cast"} | COMPARISONS.keys() | ARITHMETIC.keys() | FUNCTIONS.keys()
+     "negate", "cast", "||", "is_distinct", "is_not_distinct", "case"}
+    | COMPARISONS.keys() | ARITHMETIC.keys() | FUNCTIONS.keys() | VARIADIC
 )
 
 

@@ -2,8 +2,10 @@
 
 Hand-written (a tokenizer and a precedence-climbing parser) so that the accepted language is
 exactly what the translators understand and every error names a character position.
-Precedence, loosest first: OR, AND, NOT, comparisons (= == != <> < <= > >= IS IN BETWEEN
-LIKE ILIKE), + -, * / %, unary minus. Unquoted identifiers keep their spelling; binding to a
+Precedence, loosest first: OR, AND, NOT, comparisons (= == != <> < <= > >= IS [NOT] DISTINCT
+FROM, IS IN BETWEEN LIKE ILIKE), + -, * / %, ||, unary minus. ``CASE``, ``WHEN``, ``THEN``,
+``ELSE``, ``END`` are keywords only where a CASE expression expects them (a column may be
+called ``end``). Unquoted identifiers keep their spelling; binding to a
 schema matches them case-insensitively when no exact name exists.
 """
 
@@ -22,6 +24,7 @@ from lance_sql.expr.model import (
     ARITHMETIC,
     COMPARISONS,
     FUNCTIONS,
+    VARIADIC,
     Call,
     Column,
     Expr,
@@ -33,8 +36,8 @@ from lance_sql.expr.model import (
 _KEYWORDS = frozenset(
     {"AND", "OR", "NOT", "IS", "NULL", "IN", "BETWEEN", "LIKE", "ILIKE", "TRUE", "FALSE", "AS"}
 )
-_OPS = ("<=", ">=", "<>", "!=", "==", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")", ",", ".",
-        "[", "]")
+_OPS = ("||", "<=", ">=", "<>", "!=", "==", "=", "<", ">", "+", "-", "*", "/", "%", "(", ")",
+        ",", ".", "[", "]")
 _NUMBER = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _IDENT = re.compile(r"[^\W\d]\w*")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
@@ -42,11 +45,12 @@ _TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}(:?\d{2})?)?", re.ASCII
 )
 _ALIASES = {"==": "=", "<>": "!=", "char_length": "length", "character_length": "length"}
+# ``||`` binds tighter than arithmetic, as in DataFusion's parser ('x' || 2 * 3 fails there)
 _BINARY_BP = {"OR": 1, "AND": 2, "=": 4, "==": 4, "!=": 4, "<>": 4, "<": 4, "<=": 4, ">": 4,
-              ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+              ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "||": 7}
 _PREDICATE_BP = 4  # IS, IN, BETWEEN, LIKE, ILIKE and their NOT forms
 _NOT_BP = 3  # NOT's operand stops before AND/OR but takes comparisons
-_UNARY_BP = 7
+_UNARY_BP = 8
 _TYPES = {"INT": pa.int32(), "INTEGER": pa.int32(), "BIGINT": pa.int64(),
           "SMALLINT": pa.int16(), "TINYINT": pa.int8(), "FLOAT": pa.float32(),
           "REAL": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
@@ -203,6 +207,16 @@ class _Parser:
             raise self.error(f"expected '{op}' but found {tok.describe()}", tok)
         return tok
 
+    def expect_word(self, word: str) -> None:
+        """An identifier spelled ``word`` (a keyword only where it stands: FROM, THEN, END)."""
+        tok = self.advance()
+        if tok.kind != "ident" or tok.text.upper() != word:
+            raise self.error(f"expected {word} but found {tok.describe()}", tok)
+
+    def is_word(self, word: str) -> bool:
+        tok = self.peek()
+        return tok.kind == "ident" and tok.text.upper() == word
+
     def expect_keyword(self, word: str) -> None:
         tok = self.advance()
         if self.keyword(tok) != word:
@@ -253,6 +267,11 @@ class _Parser:
             negated = self.keyword(self.peek()) == "NOT"
             if negated:
                 self.advance()
+            if self.is_word("DISTINCT"):
+                self.advance()
+                self.expect_word("FROM")
+                right = self.expr(_PREDICATE_BP + 1)
+                return Call("is_not_distinct" if negated else "is_distinct", (left, right))
             self.expect_keyword("NULL")
             return Call("is_not_null" if negated else "is_null", (left,))
         if word == "NOT":
@@ -368,10 +387,32 @@ class _Parser:
         if name == "TIMESTAMP" and nxt.kind == "string":
             self.advance()
             return self.timestamp(nxt)
+        if name == "CASE" and (nxt.kind not in ("op", "eof") or nxt.text in ("(", "-", "+", "[")):
+            return self.case()
         if nxt.kind == "op" and nxt.text == "(":
             self.advance()
             return self.cast() if name == "CAST" else self.function(tok)
         return self.column(tok.text)
+
+    def case(self) -> Call:
+        """``CASE [x] WHEN a THEN v ... [ELSE e] END`` (its CASE read): a searched CASE's
+        (condition, value) pairs then the ELSE value if any; a simple CASE compares
+        ``x = a`` (so a NULL never matches, as in SQL)."""
+        subject = None if self.is_word("WHEN") else self.expr(0)
+        if not self.is_word("WHEN"):
+            raise self.error(f"expected WHEN but found {self.peek().describe()}", self.peek())
+        args: list[Expr] = []
+        while self.is_word("WHEN"):
+            self.advance()
+            condition = self.expr(0)
+            self.expect_word("THEN")
+            args += [condition if subject is None else Call("=", (subject, condition)),
+                     self.expr(0)]
+        if self.is_word("ELSE"):
+            self.advance()
+            args.append(self.expr(0))
+        self.expect_word("END")
+        return Call("case", tuple(args))
 
     def timestamp(self, tok: _Token) -> Literal:
         try:
@@ -397,8 +438,8 @@ class _Parser:
 
     def function(self, name_tok: _Token) -> Call:
         name = _ALIASES.get(name_tok.text.lower(), name_tok.text.lower())
-        if name not in FUNCTIONS:
-            supported = ", ".join(sorted(FUNCTIONS) + ["char_length", "cast"])
+        if name not in FUNCTIONS and name not in VARIADIC:
+            supported = ", ".join(sorted([*FUNCTIONS, *VARIADIC, "char_length", "cast"]))
             raise self.error(f"unknown function '{name_tok.text}' (supported: {supported})",
                              name_tok)
         args: list[Expr] = []
@@ -408,6 +449,10 @@ class _Parser:
                 self.advance()
                 args.append(self.expr(0))
         self.expect_op(")")
+        if name in VARIADIC:
+            if not args:
+                raise self.error(f"{name} takes at least one argument", name_tok)
+            return Call(name, tuple(args))
         if len(args) != FUNCTIONS[name]:
             raise self.error(f"{name} takes {FUNCTIONS[name]} argument(s), got {len(args)}",
                              name_tok)
@@ -463,7 +508,8 @@ class _Parser:
 
 _PLAIN_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _RESERVED = frozenset({"and", "or", "not", "is", "null", "in", "between", "like", "ilike",
-                       "true", "false", "as", "date", "timestamp", "cast"})
+                       "true", "false", "as", "date", "timestamp", "cast", "case", "when",
+                       "then", "else", "end", "distinct", "from"})
 _SQL_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT",
               pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE",
               pa.string(): "VARCHAR", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
@@ -537,4 +583,13 @@ def to_sql(expr: Expr) -> str:
         return simple[op].format(*a)
     if op == "in":
         return f"({a[0]} IN ({', '.join(a[1:])}))"
+    if op == "||":
+        return f"({a[0]} || {a[1]})"
+    if op in ("is_distinct", "is_not_distinct"):
+        negation = " NOT" if op == "is_not_distinct" else ""
+        return f"({a[0]} IS{negation} DISTINCT FROM {a[1]})"
+    if op == "case":
+        pairs = "".join(f" WHEN {a[i]} THEN {a[i + 1]}" for i in range(0, len(a) - 1, 2))
+        otherwise = f" ELSE {a[-1]}" if len(a) % 2 else ""
+        return f"(CASE{pairs}{otherwise} END)"
     return f"{op}({', '.join(a)})"

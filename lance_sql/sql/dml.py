@@ -6,8 +6,11 @@ two statements itself and hands them to ``LanceDataset.update`` / ``delete``::
     UPDATE t SET a = a + 1, b = 'x' WHERE id < 10
     DELETE FROM t WHERE id = 3
 
-Expressions are the SQL subset of the table layer's filter parser. The statement's
-result is one row: ``num_rows_updated`` or ``num_deleted_rows``.
+Expressions are the SQL subset of the table layer's filter parser; a WHERE holding a
+subquery (``id IN (SELECT ...)``, ``EXISTS (...)``) is evaluated by DataFusion on the
+version the write starts from, which gives the addresses of the rows to change (and,
+when a SET value holds a subquery, every assigned value of those rows). The
+statement's result is one row: ``num_rows_updated`` or ``num_deleted_rows``.
 """
 
 from __future__ import annotations
@@ -88,6 +91,23 @@ def _where(sql: str, tokens: list[Token], i: int, statement: str) -> str | None:
     return sql[tokens[i + 1].start:tokens[-1].end].strip()
 
 
+def _top_level_keyword(tokens: list[Token], i: int, word: str) -> int:
+    """The index of the first ``word`` from ``tokens[i]`` on outside parentheses (a
+    subquery's own WHERE is not the statement's), else ``len(tokens)``."""
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += tokens[j].nesting
+        if depth == 0 and tokens[j].is_kw(word):
+            return j
+    return len(tokens)
+
+
+def has_subquery(text: str) -> bool:
+    """Whether an UPDATE/DELETE condition holds a subquery (``IN (SELECT ...)``,
+    ``EXISTS (SELECT ...)``, a scalar ``(SELECT ...)``): DataFusion evaluates those."""
+    return any(tok.is_kw("SELECT") for tok in tokenize(text))
+
+
 def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
     """The statement if ``sql`` is an UPDATE or DELETE, else None (a query)."""
     tokens = tokenize(sql)
@@ -108,7 +128,7 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
     alias, i = _alias(tokens, i, "SET")
     if i >= len(tokens) or not tokens[i].is_kw("SET"):
         raise InvalidInputError("UPDATE: expected UPDATE <table> SET col = expr, ... [WHERE ...]")
-    end = next((j for j in range(i + 1, len(tokens)) if tokens[j].is_kw("WHERE")), len(tokens))
+    end = _top_level_keyword(tokens, i + 1, "WHERE")
     set_tokens = tokens[i + 1:end]
     if not set_tokens:
         raise InvalidInputError("UPDATE: SET needs at least one assignment")

@@ -21,13 +21,14 @@ import os
 import re
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
 from datafusion import DataFrame, SessionConfig, SessionContext, SQLOptions, udtf
 
 from lance_sql.errors import InvalidInputError, LanceError, NotFoundError, StatementRefusedError
+from lance_sql.format.manifest import Manifest
 from lance_sql.sql.catalog import (
     CATALOG,
     SCHEMA,
@@ -38,7 +39,7 @@ from lance_sql.sql.catalog import (
     TableName,
     VersionResolver,
 )
-from lance_sql.sql.dml import DeleteStatement, UpdateStatement, parse_dml
+from lance_sql.sql.dml import DeleteStatement, UpdateStatement, has_subquery, parse_dml
 from lance_sql.sql.error_bridge import ErrorRegistry, translate
 from lance_sql.sql.explain import render_explain
 from lance_sql.sql.functions import (
@@ -67,6 +68,7 @@ from lance_sql.sql.tokens import quote_identifier, requalify
 from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
 from lance_sql.sql.writes import WriteRunner, refuse_lsm_row_writes
 from lance_sql.table import SYSTEM_COLUMNS, LanceDataset, Runtime, current_runtime, dataset
+from lance_sql.table.files.reader import ROW_ADDR
 
 Translator = Callable[[BaseException], BaseException]
 MAX_ROWS = (1 << 63) - 1  # no table holds more rows than an int64 counts
@@ -507,9 +509,10 @@ class LanceSession:
         with self.directory.one_listing():  # the tables a query names, looked up once
             return self._query(query)
 
-    def _query(self, query: str) -> LanceDataFrame:
+    def _query(self, query: str, pins: Mapping[str, int] | None = None) -> LanceDataFrame:
         """Plan a read query: its tables pinned, its LIMITs handed to the scans, a
-        ``count(*)`` answered from metadata when it can be, a point get at once."""
+        ``count(*)`` answered from metadata when it can be, a point get at once.
+        ``pins``: table uri -> the version its unversioned mentions read."""
         probed: dict[str, int] = {}  # latest versions looked up for a point get
         answer = self.point_gets.answer(query, self.directory, self.resolver,
                                         self.schema_provider, probed)
@@ -524,8 +527,12 @@ class LanceSession:
         counter = itertools.count(1)
 
         def resolve(name: str, spec: VersionSpec | None, system: bool) -> str:
-            version = probed[name] if spec is None and name in probed \
-                else self.resolver.version_of(name, spec)
+            if spec is None and pins and self.directory.uri(name) in pins:
+                version = pins[self.directory.uri(name)]
+            elif spec is None and name in probed:
+                version = probed[name]
+            else:
+                version = self.resolver.version_of(name, spec)
             pinned = TableName(name, VersionSpec("version", version), system,
                                f"{qid}.{next(counter)}", travel=spec is not None)
             return f"{CATALOG}.{SCHEMA}.{quote_identifier(pinned.render())}"
@@ -592,13 +599,24 @@ class LanceSession:
             return requalify(text, dict.fromkeys(own)) if text is not None and own else text
 
         where = unqualified(statement.where)
+        select_rows = select_values = None
+        if isinstance(statement, UpdateStatement) and any(
+                has_subquery(e) for e in statement.assignments.values()):
+            # SET c = (SELECT ...): DataFusion computes the rows and all their new values
+            select_values = self._values_computed(ds.uri, statement)
+        elif statement.where is not None and has_subquery(statement.where):
+            # the condition, subqueries and all, as DataFusion runs it on the version
+            # the write starts from; the write changes the rows it gives
+            where = statement.where
+            select_rows = self._rows_matching(ds.uri, statement)
         try:
             if isinstance(statement, UpdateStatement):
                 values = {c: unqualified(e) or e for c, e in statement.assignments.items()}
-                count = ds.update(values, where)["num_rows_updated"]
+                count = ds.update(values, where, select_rows=select_rows,
+                                  select_values=select_values)["num_rows_updated"]
                 name = "num_rows_updated"
             else:
-                count = ds.delete(where or "true")["num_deleted_rows"]
+                count = ds.delete(where or "true", select_rows=select_rows)["num_deleted_rows"]
                 name = "num_deleted_rows"
         except LanceError:
             raise
@@ -607,6 +625,36 @@ class LanceSession:
             # NOT NULL column): nothing was committed
             raise InvalidInputError(f"{verb} {statement.table}: {exc}") from exc
         return self._memory_frame(pa.table({name: pa.array([count], pa.uint64())}))
+
+    def _rows_matching(self, uri: str, statement: UpdateStatement | DeleteStatement
+                       ) -> Callable[[Manifest], pa.Array]:
+        """The row addresses an UPDATE/DELETE condition keeps, found by DataFusion with
+        every unversioned mention of the table (the subqueries' too) pinned to the
+        version the write starts from (the write's conflict check covers the rest)."""
+        select = self._pinned_select(uri, statement, ROW_ADDR)
+        return lambda base: select(base).column(ROW_ADDR).combine_chunks()
+
+    def _values_computed(self, uri: str, statement: UpdateStatement
+                         ) -> Callable[[Manifest], pa.Table]:
+        """An UPDATE's rows (``_rowaddr``) and the new value of each assigned column, in
+        assignment order, computed by DataFusion as :meth:`_rows_matching` finds rows."""
+        values = ", ".join(f"{expr} AS {quote_identifier(f'__lance_sql_value_{i}')}"
+                           for i, expr in enumerate(statement.assignments.values()))
+        return self._pinned_select(uri, statement, f"{ROW_ADDR}, {values}")
+
+    def _pinned_select(self, uri: str, statement: UpdateStatement | DeleteStatement,
+                       projection: str) -> Callable[[Manifest], pa.Table]:
+        table = quote_identifier(statement.table)
+        alias = f" AS {quote_identifier(statement.alias)}" if statement.alias else ""
+        where = f" WHERE {statement.where}" if statement.where is not None else ""
+        query = f"SELECT {projection} FROM {table}{alias}{where}"
+
+        def select(base: Manifest) -> pa.Table:
+            with self.directory.one_listing():
+                frame = self._query(query, pins={uri: base.version})
+            return frame.to_arrow_table()
+
+        return select
 
     def _external(self, query: str, statement: External) -> LanceDataFrame:
         """``CREATE EXTERNAL TABLE`` / ``COPY``: files outside the root, on request only."""

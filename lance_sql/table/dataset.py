@@ -441,20 +441,27 @@ class LanceDataset:
         if manifest is not None:  # the pair replaced at once (see _at)
             self._at = (VersionRef(manifest.version, self._ref.naming), manifest)
 
-    def delete(self, predicate: str) -> dict[str, int]:
+    def delete(self, predicate: str, *,
+               select_rows: updating.RowSelector | None = None) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (SQL) and move to the new version.
 
         Like pylance, the dataset object advances to the version the delete committed;
-        returns ``{"num_deleted_rows": n}``, the rows this delete removed.
+        returns ``{"num_deleted_rows": n}``, the rows this delete removed. With
+        ``select_rows`` (SQL's subquery conditions) the rows are the addresses it gives
+        for the version the delete starts from; ``predicate`` is then only recorded.
         """
         if not isinstance(predicate, str) or not predicate.strip():
             raise InvalidInputError("delete needs a non-empty SQL predicate")
         ctx = self.write_context()
         base = ctx.table
-        plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
         # Read every fragment before writing anything: a failing read leaves no trace.
-        matched = [(frag, offsets.astype(np.uint32)) for frag, offsets in
-                   matching_rows(self.store, base, plan, indices.index_hook(self.store, base))]
+        if select_rows is not None:
+            found = updating.selected_rows(base, select_rows)
+        else:
+            plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
+            found = list(matching_rows(self.store, base, plan,
+                                       indices.index_hook(self.store, base)))
+        matched = [(frag, offsets.astype(np.uint32)) for frag, offsets in found]
         affected = {frag.id: rows for frag, rows in matched}  # lets the commit rebase
         merged = add_deletions(self.store, base, matched)
         files = merged.files
@@ -497,11 +504,16 @@ class LanceDataset:
         return MergeInsertBuilder(on, self.write_context, self._moved_to)
 
     def update(self, updates: Mapping[str, str], where: str | None = None, *,
-               update_mode: str = "rewrite_rows") -> dict[str, int]:
+               update_mode: str = "rewrite_rows",
+               select_rows: updating.RowSelector | None = None,
+               select_values: updating.ValueSelector | None = None) -> dict[str, int]:
         """Set columns to SQL expressions for the rows matching ``where`` (all rows when
         None); returns ``{"num_rows_updated": n}`` like pylance. ``update_mode`` is
-        ``"rewrite_rows"`` or ``"rewrite_columns"`` (see :mod:`lance_sql.table.ops.update`)."""
-        count, manifest = updating.update(self.write_context(), updates, where, update_mode)
+        ``"rewrite_rows"`` or ``"rewrite_columns"`` (see :mod:`lance_sql.table.ops.update`);
+        ``select_rows`` gives the rows instead of ``where`` (SQL's subquery conditions),
+        ``select_values`` the rows and their new values (SQL's ``SET c = (SELECT ...)``)."""
+        count, manifest = updating.update(self.write_context(), updates, where, update_mode,
+                                          select_rows, select_values)
         self._moved_to(manifest)
         return {"num_rows_updated": count}
 

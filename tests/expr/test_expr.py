@@ -29,6 +29,7 @@ from lance_sql.expr import (
     rowaddr_bounds,
     to_pyarrow,
     to_sql,
+    value_expression,
 )
 
 NAN, INF = float("nan"), float("inf")
@@ -659,3 +660,97 @@ def test_rowaddr_bounds_exact_without_other_columns(pred: str) -> None:
 def test_to_sql_of_built_trees(expr: object, text: str) -> None:
     assert to_sql(expr) == text  # type: ignore[arg-type]
     parse_predicate(f"{text} IS NULL")
+
+
+# ------------------------------------- IS DISTINCT FROM, COALESCE, CASE, concat and ||
+# (UPDATE / DELETE take these as pylance does; each checked against DataFusion both as a
+# filter and as the value it computes)
+
+VALUE_FORMS = [
+    "i IS DISTINCT FROM i32", "i IS NOT DISTINCT FROM i32", "i IS DISTINCT FROM NULL",
+    "NULL IS NOT DISTINCT FROM i", "f IS DISTINCT FROM g", "f IS NOT DISTINCT FROM f",
+    "s IS DISTINCT FROM 'b'", "d IS NOT DISTINCT FROM DATE '2024-01-01'",
+    "coalesce(i, i32)", "coalesce(i, 0)", "coalesce(NULL, i, -1)", "coalesce(s, ls, 'none')",
+    "coalesce(f, g)", "coalesce(st.a, i)", "coalesce(dec, 0)",
+    "CASE WHEN i > 4 THEN 'big' WHEN i IS NULL THEN 'none' ELSE 'small' END",
+    "CASE WHEN i > 4 THEN s END", "CASE WHEN b THEN i ELSE i32 END",
+    "CASE WHEN f > 1 THEN 1 WHEN f < 0 THEN 2.5 ELSE NULL END",
+    "CASE i WHEN 3 THEN 'three' WHEN NULL THEN 'null' ELSE 'other' END",
+    "CASE s WHEN 'b' THEN 1 WHEN 'abc' THEN 2 END", "CASE WHEN NULL THEN 1 ELSE 0 END",
+    "s || 'x'", "s || ls", "'<' || s || '>'", "s || i", "concat(s, '-', ls)",
+    "concat(s, i, b)", "concat(NULL, s)", "concat(NULL)", "s || NULL", "concat(s, d)",
+    "concat(ds, s)", "'v' || i32 || 'w'", "coalesce(1, 2)", "concat('a', 1)",
+]
+VALUE_PREDICATES = [
+    "i IS DISTINCT FROM i32", "NOT i IS NOT DISTINCT FROM 5", "coalesce(i, 0) = 0",
+    "coalesce(s, ls) = 'b'", "CASE WHEN i > 4 THEN b ELSE i32 > 2 END",
+    "CASE i WHEN 3 THEN TRUE ELSE FALSE END", "s || 'x' = 'bx'", "concat(s, ls) LIKE 'ab%'",
+    "(CASE WHEN f > 1 THEN 'hi' END) IS NULL", "coalesce(i, i32) BETWEEN 2 AND 6",
+]
+
+
+_VALUES_CTX = datafusion.SessionContext()  # optimizer on: it must rewrite coalesce to run it
+_VALUES_CTX.register_record_batches("t", [TABLE.to_batches()])
+
+
+def _values_ours(expr: str) -> list[object]:
+    projected = pds.dataset(TABLE).to_table(
+        columns={"r": value_expression(parse_predicate(expr), TABLE.schema)})
+    return projected["r"].to_pylist()
+
+
+@pytest.mark.parametrize("expr", VALUE_FORMS)
+def test_value_forms_compute_what_datafusion_computes(expr: str) -> None:
+    theirs = _VALUES_CTX.sql(f"SELECT {expr} AS r FROM t ORDER BY id").to_arrow_table()["r"]
+
+    def comparable(values: list[object]) -> list[object]:
+        return ["NaN" if isinstance(v, float) and v != v else v for v in values]
+
+    assert comparable(_values_ours(expr)) == comparable(theirs.to_pylist())
+    assert parse_predicate(to_sql(parse_predicate(expr))) == parse_predicate(expr)
+
+
+@pytest.mark.parametrize("pred", VALUE_PREDICATES)
+def test_value_forms_filter_as_datafusion_does(pred: str) -> None:
+    theirs = _VALUES_CTX.sql(f"SELECT id FROM t WHERE {pred}").to_arrow_table()["id"]
+    assert ours(pred) == sorted(theirs.to_pylist())
+
+
+def test_value_form_parsing_and_contextual_keywords() -> None:
+    i, s = Column(("i",)), Column(("s",))
+    one = Literal(1, pa.int64())
+    assert parse_predicate("i IS NOT DISTINCT FROM 1") == Call("is_not_distinct", (i, one))
+    assert parse_predicate("CASE i WHEN 1 THEN s END") == Call("case", (Call("=", (i, one)), s))
+    assert parse_predicate("CASE WHEN i = 1 THEN s ELSE 'x' END") == Call(
+        "case", (Call("=", (i, one)), s, Literal("x", pa.string())))
+    # || binds tighter than arithmetic and comparisons, as in DataFusion
+    assert parse_predicate("s || 'a' = 'ba'") == Call("=", (Call("||", (
+        s, Literal("a", pa.string()))), Literal("ba", pa.string())))
+    # CASE and END name columns where no CASE expression stands
+    assert parse_predicate("end = 1") == Call("=", (Column(("end",)), one))
+    assert parse_predicate("case > 1") == Call(">", (Column(("case",)), one))
+    assert to_sql(Column(("end",))) == '"end"'
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("CASE i THEN 1 END", "expected WHEN"),
+    ("CASE WHEN i > 1 THEN 1", "expected END"),
+    ("CASE WHEN i > 1 1 END", "expected THEN"),
+    ("i IS DISTINCT 1", "expected FROM"),
+    ("coalesce()", "at least one argument"),
+])
+def test_value_form_syntax_errors(text: str, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        parse_predicate(text)
+
+
+@pytest.mark.parametrize(("expr", "message"), [
+    ("concat(s, f)", "concat / \\|\\| of double"),   # pyarrow spells 1.0 as '1'
+    ("s || ts", "concat / \\|\\| of timestamp"),
+    ("coalesce(i, s)", "cannot apply coalesce"),
+    ("CASE WHEN i THEN 1 END", "expected a boolean"),
+    ("CASE WHEN b THEN 1 ELSE 'x' END", "literal 'x'"),
+])
+def test_value_form_type_errors(expr: str, message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        value_expression(parse_predicate(expr), TABLE.schema)

@@ -46,6 +46,9 @@ VIEW = {"id": [1, 2, 3, 4], "v": [0.1, 2.0, 3.0, 4.0]}
 @pytest.mark.parametrize("sql", [
     "UPDATE lsm SET v = -1 WHERE id = 3",          # was: 1 row updated, the view unchanged
     "DELETE FROM lsm WHERE id = 2",                # was: 1 row deleted, id 2 still read
+    "DELETE FROM lsm WHERE id IN (SELECT 2)",      # a subquery condition: refused alike
+    "UPDATE lsm SET v = -1 WHERE EXISTS (SELECT 1 FROM lsm AS o WHERE o.id = lsm.id)",
+    "UPDATE lsm SET v = (SELECT max(v) FROM lsm)",
     "INSERT INTO lsm VALUES (1, 9.9)",             # was: id 1 read twice
     "INSERT OVERWRITE lsm SELECT 5 AS id, 5.0 AS v",
     "TRUNCATE TABLE lsm",

@@ -14,7 +14,7 @@ its last-updated version to the commit's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -23,11 +23,12 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr import parse_predicate, value_expression
+from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.row_ids import encode_versions
 from lance_sql.format.schema import LanceSchema
 from lance_sql.table.files.lineage import PENDING_VERSION, load_lineage
-from lance_sql.table.files.reader import FragmentReader
+from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
 from lance_sql.table.index import index_hook
 from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.ops.schema_evolution import write_columns_file
@@ -39,9 +40,22 @@ UPDATE_MODES = ("rewrite_rows", "rewrite_columns")
 TOMBSTONE = -2
 
 
+RowSelector = Callable[[Manifest], "np.ndarray | pa.Array"]
+"""The row addresses (uint64) of the rows a write touches in the version it is given:
+how a condition our filter parser cannot evaluate (a SQL subquery) is answered."""
+ValueSelector = Callable[[Manifest], pa.Table]
+"""For the version it is given: a ``_rowaddr`` column (the rows to update) and one column
+per assigned column holding their new values (SQL's ``SET c = (SELECT ...)``)."""
+
+
 def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = None,
-           update_mode: str = "rewrite_rows") -> tuple[int, Manifest | None]:
-    """Apply ``updates`` (column -> SQL expression) to rows matching ``where``.
+           update_mode: str = "rewrite_rows",
+           select_rows: RowSelector | None = None,
+           select_values: ValueSelector | None = None) -> tuple[int, Manifest | None]:
+    """Apply ``updates`` (column -> SQL expression) to rows matching ``where`` (or, with
+    ``select_rows``, to the rows it gives for the version the update starts from; with
+    ``select_values``, set the values it computed for that version, ``updates`` naming
+    the columns only).
 
     Returns the number of rows updated and the committed manifest (None if no row
     matched, in which case nothing is committed).
@@ -57,10 +71,17 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
         base.schema.field(name)  # NotFoundError for unknown columns
         if "." in name:
             raise InvalidInputError("update assigns whole top-level columns only")
-        exprs[name] = value_expression(parse_predicate(text), arrow)
+        if select_values is None:
+            exprs[name] = value_expression(parse_predicate(text), arrow)
+    if select_values is not None:
+        if update_mode != "rewrite_rows":
+            raise InvalidInputError("computed update values need update_mode='rewrite_rows'")
+        return _set_computed(ctx, list(updates), select_values(base))
     modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
-    plan = plan_scan(base, columns=[], filter=where, with_row_address=True)
-    matches = list(matching_rows(store, base, plan, index_hook(store, base)))
+    matches = selected_rows(base, select_rows) if select_rows is not None \
+        else list(matching_rows(store, base, plan_scan(base, columns=[], filter=where,
+                                                       with_row_address=True),
+                                index_hook(store, base)))
     if not matches:
         return 0, None
     if update_mode == "rewrite_columns":
@@ -80,20 +101,102 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
     return count, rewrite.commit(modified)
 
 
+def selected_rows(base: Manifest, select_rows: RowSelector) -> list[tuple[Fragment, np.ndarray]]:
+    """(fragment, sorted offsets) of the row addresses ``select_rows`` gives for ``base``,
+    fragments in address order; an address of no fragment of ``base`` is a NotFoundError,
+    one past a fragment's rows an InvalidInputError."""
+    addresses = _addresses(select_rows(base))
+    return [(frag, offsets) for frag, offsets, _ in _locate(base, np.unique(addresses))]
+
+
+def _addresses(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    if isinstance(values, pa.ChunkedArray | pa.Array):
+        if values.null_count:
+            raise InvalidInputError("row addresses selected for a write contain NULL")
+        values = values.to_numpy()
+    return np.asarray(values, dtype=np.uint64)
+
+
+def _locate(base: Manifest, addresses: np.ndarray
+            ) -> list[tuple[Fragment, np.ndarray, np.ndarray]]:
+    """(fragment, sorted offsets, their positions in ``addresses``) per fragment of
+    ``base``, checked: no fragment is a NotFoundError, an offset past its rows or an
+    address given twice an InvalidInputError."""
+    out = []
+    for frag, offsets, positions in by_fragment(base, addresses):
+        if len(offsets) and int(offsets[-1]) >= frag.physical_rows:
+            raise InvalidInputError(f"row address past the {frag.physical_rows} rows of "
+                                    f"fragment {frag.id}")
+        if len(offsets) > 1 and not np.all(np.diff(offsets) > 0):
+            raise InvalidInputError("a row address is selected twice for one write")
+        out.append((frag, offsets, positions))
+    return out
+
+
+def _set_computed(ctx: WriteContext, names: list[str], computed: pa.Table
+                  ) -> tuple[int, Manifest | None]:
+    """Rewrite the rows of ``computed``'s ``_rowaddr`` column with its other columns
+    (``names``, in order) as their new values (cast to the columns' types)."""
+    base, store = ctx.table, ctx.store
+    arrow = base.schema.to_arrow()
+    if computed.num_columns != len(names) + 1 or computed.column_names[0] != ROW_ADDR:
+        raise InvalidInputError(f"computed update values must be {ROW_ADDR} then {names}")
+    located = _locate(base, _addresses(computed.column(0)))
+    if not located:
+        return 0, None
+    values = computed.drop_columns([ROW_ADDR]).rename_columns(names)
+    # to the columns' types first (the engine may hand string views, which take refuses)
+    values = pa.Table.from_arrays([_cast_values(values.column(n), n, arrow) for n in names],
+                                  names=names)
+    modified = tuple(f.id for name in names for f in base.schema.field(name).walk())
+    fields = list(base.schema.fields)
+    rewrite = RowRewrite(ctx)
+    count = 0
+    try:
+        for frag, rows, positions in located:
+            table = pa.Table.from_arrays(FragmentReader(store, base, frag).take(fields, rows),
+                                         names=[f.name for f in fields])
+            new = values.take(positions)
+            columns = [new.column(f.name) if f.name in names else table.column(f.name)
+                       for f in arrow]
+            rewrite.rewrite(frag, rows, _fit(pa.Table.from_arrays(columns,
+                                                                   names=arrow.names),
+                                             names, arrow))
+            count += len(rows)
+    except BaseException:
+        rewrite.writer.abort()
+        raise
+    return count, rewrite.commit(modified)
+
+
 def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Schema) -> pa.Table:
     import pyarrow.dataset as pds  # here: it imports pandas (~0.3 s) at import time
 
     projection = {f.name: exprs.get(f.name, pds.field(f.name)) for f in arrow}
-    new = pds.dataset(table).to_table(columns=projection)
+    return _fit(pds.dataset(table).to_table(columns=projection), list(exprs), arrow)
+
+
+def _fit(new: pa.Table, assigned: list[str], arrow: pa.Schema) -> pa.Table:
+    """``new`` cast to the table's schema; a value that does not fit is an
+    InvalidInputError naming the assigned column."""
     try:
         return new.cast(arrow)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         # the column named (an array literal of the wrong length for a fixed-size list,
         # a string into a number...): found by casting the assigned ones alone
-        failing = next((n for n in exprs if not _casts(new.column(n), arrow.field(n).type)),
-                       None)
+        failing = next((n for n in assigned
+                        if not _casts(new.column(n), arrow.field(n).type)), None)
         where = f" column {failing!r} ({arrow.field(failing).type})" if failing else "s"
         raise InvalidInputError(f"update values do not fit the{where}: {exc}") from exc
+
+
+def _cast_values(values: pa.ChunkedArray, name: str, arrow: pa.Schema) -> pa.ChunkedArray:
+    target = arrow.field(name).type
+    try:
+        return values.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidInputError(f"update values do not fit the column {name!r} ({target}): "
+                                f"{exc}") from exc
 
 
 def _casts(values: pa.ChunkedArray, target: pa.DataType) -> bool:
