@@ -67,8 +67,14 @@ from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_trac
 from lance_sql.sql.tokens import quote_identifier, requalify
 from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
 from lance_sql.sql.writes import WriteRunner, refuse_lsm_row_writes
-from lance_sql.table import SYSTEM_COLUMNS, LanceDataset, Runtime, current_runtime, dataset
-from lance_sql.table.files.reader import ROW_ADDR
+from lance_sql.table import (
+    ROW_ADDR,
+    SYSTEM_COLUMNS,
+    LanceDataset,
+    Runtime,
+    current_runtime,
+    dataset,
+)
 
 Translator = Callable[[BaseException], BaseException]
 MAX_ROWS = (1 << 63) - 1  # no table holds more rows than an int64 counts
