@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -86,14 +87,25 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
         return 0, None
     if update_mode == "rewrite_columns":
         return _rewrite_columns(ctx, exprs, matches, modified)
+    return _rewrite_rows(ctx, [(frag, rows, None) for frag, rows in matches],
+                         lambda table, _: _evaluate(table, exprs, arrow), modified)
+
+
+def _rewrite_rows(ctx: WriteContext, matches: list[tuple[Fragment, np.ndarray, Any]],
+                  new_rows: Callable[[pa.Table, Any], pa.Table], modified: tuple[int, ...]
+                  ) -> tuple[int, Manifest | None]:
+    """Rewrite each match's rows (fragment, sorted offsets, what ``new_rows`` also
+    takes) as ``new_rows`` makes them from their current values, and commit; the
+    written files are removed when anything fails."""
+    base, store = ctx.table, ctx.store
     fields = list(base.schema.fields)
     rewrite = RowRewrite(ctx)
     count = 0
     try:
-        for frag, rows in matches:
+        for frag, rows, extra in matches:
             table = pa.Table.from_arrays(FragmentReader(store, base, frag).take(fields, rows),
                                          names=[f.name for f in fields])
-            rewrite.rewrite(frag, rows, _evaluate(table, exprs, arrow))
+            rewrite.rewrite(frag, rows, new_rows(table, extra))
             count += len(rows)
     except BaseException:
         rewrite.writer.abort()
@@ -137,7 +149,7 @@ def _set_computed(ctx: WriteContext, names: list[str], computed: pa.Table
                   ) -> tuple[int, Manifest | None]:
     """Rewrite the rows of ``computed``'s ``_rowaddr`` column with its other columns
     (``names``, in order) as their new values (cast to the columns' types)."""
-    base, store = ctx.table, ctx.store
+    base = ctx.table
     arrow = base.schema.to_arrow()
     if computed.num_columns != len(names) + 1 or computed.column_names[0] != ROW_ADDR:
         raise InvalidInputError(f"computed update values must be {ROW_ADDR} then {names}")
@@ -149,24 +161,14 @@ def _set_computed(ctx: WriteContext, names: list[str], computed: pa.Table
     values = pa.Table.from_arrays([_cast_values(values.column(n), n, arrow) for n in names],
                                   names=names)
     modified = tuple(f.id for name in names for f in base.schema.field(name).walk())
-    fields = list(base.schema.fields)
-    rewrite = RowRewrite(ctx)
-    count = 0
-    try:
-        for frag, rows, positions in located:
-            table = pa.Table.from_arrays(FragmentReader(store, base, frag).take(fields, rows),
-                                         names=[f.name for f in fields])
-            new = values.take(positions)
-            columns = [new.column(f.name) if f.name in names else table.column(f.name)
-                       for f in arrow]
-            rewrite.rewrite(frag, rows, _fit(pa.Table.from_arrays(columns,
-                                                                   names=arrow.names),
-                                             names, arrow))
-            count += len(rows)
-    except BaseException:
-        rewrite.writer.abort()
-        raise
-    return count, rewrite.commit(modified)
+
+    def new_rows(table: pa.Table, positions: np.ndarray) -> pa.Table:
+        new = values.take(positions)
+        columns = [new.column(f.name) if f.name in names else table.column(f.name)
+                   for f in arrow]
+        return _fit(pa.Table.from_arrays(columns, names=arrow.names), names, arrow)
+
+    return _rewrite_rows(ctx, located, new_rows, modified)
 
 
 def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Schema) -> pa.Table:
