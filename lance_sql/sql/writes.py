@@ -128,16 +128,23 @@ def _target_types(rows: pa.Table, target: pa.Schema, what: str) -> pa.Table:
     for i, field in enumerate(rows.schema):
         if field.name not in target.names:
             continue
-        want = target.field(field.name).type
-        if field.type == want:
+        want = target.field(field.name)
+        if field.type == want.type:
             continue
-        try:
-            column = pc.cast(rows.column(i), want)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-            raise SchemaError(f"{what}: cannot store {field.type} values in column "
-                              f"{field.name!r} ({want}): {exc}") from None
-        rows = rows.set_column(i, field.with_type(want), column)
+        rows = rows.set_column(i, field.with_type(want.type),
+                               _stored(rows.column(i), want, what))
     return rows
+
+
+def _stored(column: pa.Array | pa.ChunkedArray, field: pa.Field, what: str
+            ) -> pa.Array | pa.ChunkedArray:
+    """``column`` cast to ``field``'s type, as a write stores it; a SchemaError naming
+    the column when a value does not fit."""
+    try:
+        return pc.cast(column, field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SchemaError(f"{what}: cannot store {column.type} values in column "
+                          f"{field.name!r} ({field.type}): {exc}") from None
 
 
 class WriteRunner:
@@ -266,12 +273,7 @@ class WriteRunner:
                 if field.name not in position:
                     arrays.append(pa.nulls(batch.num_rows, field.type))
                     continue
-                column = batch.column(position[field.name])
-                try:
-                    arrays.append(pc.cast(column, field.type))
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                    raise SchemaError(f"INSERT: cannot store {column.type} values in column "
-                                      f"{field.name!r} ({field.type}): {exc}") from None
+                arrays.append(_stored(batch.column(position[field.name]), field, "INSERT"))
             return pa.RecordBatch.from_arrays(arrays, schema=target)
 
         counter = _Counter()
