@@ -322,16 +322,9 @@ class MemTable:
         # hashes cover the stored bytes, so the query must have the stored types
         query = [_typed(keys.column(k).combine_chunks(), self.arrow_schema.field(k).type)
                  for k in self.primary_key]
-        qhash = key_codes(query)
-        sorted_hashes, sorted_addr = self._sorted_index(frags)
-        lo = np.searchsorted(sorted_hashes, qhash, "left")
-        hi = np.searchsorted(sorted_hashes, qhash, "right")
-        counts = hi - lo
-        if not counts.any():
+        q_of, cand = self._candidates(frags, key_codes(query))
+        if not q_of.size:
             return result
-        q_of = np.repeat(np.arange(n), counts)
-        starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
-        cand = sorted_addr[starts + np.arange(q_of.size)]
         if _exact_codes(query) and not query[0].null_count:  # its own code: no confirming
             np.maximum.at(result, q_of, cand.astype(np.int64))
             return result
@@ -346,6 +339,35 @@ class MemTable:
         q_of, cand = q_of[equal], cand[equal].astype(np.int64)
         np.maximum.at(result, q_of, cand)
         return result
+
+    def lookup_codes(self, codes: np.ndarray, key_type: pa.DataType) -> np.ndarray | None:
+        """:meth:`lookup` of keys given by their :func:`key_codes` alone (no key table
+        taken, cast or hashed: a lookup of many keys probes every region's MemTable),
+        for keys of one integer column of this MemTable's key type, none null (their
+        codes are then the keys themselves); None for any other key (the caller uses
+        :meth:`lookup`)."""
+        if len(self.primary_key) != 1 or not pa.types.is_integer(key_type) or \
+                not key_type.equals(self.arrow_schema.field(self.primary_key[0]).type):
+            return None
+        frags = self.fragments()
+        result = np.full(codes.size, -1, np.int64)
+        if not frags or not codes.size:
+            return result
+        q_of, cand = self._candidates(frags, codes)
+        np.maximum.at(result, q_of, cand.astype(np.int64))
+        return result
+
+    def _candidates(self, frags: list[MemFragment], codes: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """(query position, row address) of every row of ``frags`` whose key code equals
+        one of ``codes``."""
+        sorted_codes, sorted_addr = self._sorted_index(frags)
+        lo = np.searchsorted(sorted_codes, codes, "left")
+        hi = np.searchsorted(sorted_codes, codes, "right")
+        counts = hi - lo
+        q_of = np.repeat(np.arange(codes.size), counts)
+        starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
+        return q_of, sorted_addr[starts + np.arange(q_of.size)]
 
     def lookup_one(self, keys: pa.Table) -> tuple[int, pa.Table] | None:
         """``lookup`` of a table of one key, and that row: (its ``_rowaddr``, a one-row

@@ -16,7 +16,9 @@ import pytest
 import lance_sql
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
+from lance_sql.memwal.memtable import MemTable
 from lance_sql.memwal.read import many as many_mod
+from lance_sql.memwal.read.sources import MemTableSource
 from lance_sql.table.runtime.context import current_runtime
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
@@ -190,6 +192,34 @@ def test_few_keys_and_other_keys_take_the_nodes(routed: MemWal, tmp_path: Path,
         plan = mw.view().lookup_plan(pa.table({"k": [f"k{i}" for i in range(100)]}))
         assert plan.many is None  # hashed keys: the nodes confirm them
         assert plan.to_table().column("n").to_pylist()[:3] == [0, 10, 20]
+
+
+@pytest.mark.parametrize("which", ["routed", "unrouted"])
+def test_memtables_probed_by_key_codes_equal_the_key_table_probe(
+        which: str, routed: MemWal, unrouted: MemWal, monkeypatch) -> None:
+    """Each MemTable is probed by the keys' codes alone (counted), and the rows are the
+    same as when it is probed with the key table (MemTable.lookup) and as the nodes'."""
+    mw = routed if which == "routed" else unrouted
+    columns = ["s", "_gen", "_region", "_rowaddr", "id", "v"]
+    held = [s.memtable.to_table().column("id") for s in
+            mw.view().lookup_plan(_keys(6), columns).many.sources
+            if isinstance(s, MemTableSource)]
+    keys = pa.table({"id": pa.concat_arrays([_keys(6).column("id").combine_chunks(),
+                                             *(h.combine_chunks()[:60] for h in held)])})
+    plan = mw.view().lookup_plan(keys, columns)
+    assert plan.many is not None
+    probes = many_mod.CODE_PROBES[0]
+    fast = plan.many.to_table()
+    assert many_mod.CODE_PROBES[0] > probes
+    tag = np.array(fast.column("v").to_pylist()) - np.array(fast.column("id").to_pylist())
+    if which == "routed":  # (unrouted: the moved keys' older rows in listed-first
+        assert (tag == 9).sum() >= 20  # regions win, as the nodes' coalesce picks them)
+    monkeypatch.setattr(MemTable, "lookup_codes", lambda self, codes, key_type: None)
+    probes = many_mod.CODE_PROBES[0]
+    general = mw.view().lookup_plan(keys, columns).many.to_table()
+    assert many_mod.CODE_PROBES[0] == probes
+    assert fast.equals(general)
+    assert fast.equals(plan.root.to_table())
 
 
 @pytest.mark.parametrize("joined", [True, False])

@@ -59,6 +59,23 @@ def test_lookup_after_more_writes_sees_them() -> None:
     assert m.lookup(pa.table({"id": [500]})).tolist() == [1 << 32]
 
 
+def test_lookup_by_codes_equals_lookup() -> None:
+    """An integer key's codes are the keys: the same addresses as :meth:`lookup`, for
+    repeated, absent and overwritten keys; another key type is refused (None)."""
+    m = MemTable(MEMTABLE, ["id"], generation=1)
+    m.insert(_rows(list(range(0, 3000, 3)), 1.0))
+    m.insert(_rows([3, 6, 2999, 42], 2.0))
+    ids = [3, 3, 4, 6, 42, 2997, 2999, -5, 1 << 40, 0]
+    want = m.lookup(pa.table({"id": ids}))
+    got = m.lookup_codes(np.array(ids, np.int64), pa.int64())
+    assert got is not None and got.tolist() == want.tolist()
+    assert (want >= 0).sum() == 7 and want[0] == want[1] == 1 << 32
+    assert m.lookup_codes(np.zeros(0, np.int64), pa.int64()).size == 0
+    assert m.lookup_codes(np.array(ids, np.int64), pa.int32()) is None
+    assert MemTable(MEMTABLE, ["id"], generation=2).lookup_codes(
+        np.array(ids, np.int64), pa.int64()).tolist() == [-1] * len(ids)
+
+
 def test_composite_string_keys_confirm_hash_matches() -> None:
     schema = memtable_schema(LanceSchema.from_arrow(pa.schema([
         pa.field("a", pa.int32(), False, {"lance-schema:unenforced-primary-key:position": "2"}),

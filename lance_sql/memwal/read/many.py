@@ -133,6 +133,8 @@ def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool
 
 # Counts of lookups whose generations' rows were taken from a directory's joined rows.
 JOINED_TAKES = [0]
+# Counts of MemTables probed by key codes alone (MemTable.lookup_codes) (tests).
+CODE_PROBES = [0]
 
 
 def _repeats(codes: np.ndarray, wanted: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -201,6 +203,8 @@ class ManyKeyLookup:
             np.minimum.at(best, found[0], np.array(gen_at, np.int64)[found[1]])
         # ---- MemTables: their own key indices, for the keys of their region
         held: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # keys with no nulls probe each MemTable by their codes alone (see lookup_codes)
+        key_type = self.schema.field(0).type if not keys.table.column(0).null_count else None
         for i, s in enumerate(sources):
             if type(s) is not MemTableSource:
                 continue
@@ -208,8 +212,13 @@ class ManyKeyLookup:
             mine = np.flatnonzero((region == s.region_index) | (region == -1))
             if not mine.size:
                 continue
-            table = keys.table if mine.size == n else keys.table.take(pa.array(mine))
-            addresses = s.memtable.lookup(table)
+            addresses = (None if key_type is None
+                         else s.memtable.lookup_codes(codes[mine], key_type))
+            if addresses is None:
+                table = keys.table if mine.size == n else keys.table.take(pa.array(mine))
+                addresses = s.memtable.lookup(table)
+            else:
+                CODE_PROBES[0] += 1
             hit = addresses >= 0
             if hit.any():
                 held[i] = (mine[hit], addresses[hit])
