@@ -134,6 +134,7 @@ class LsmPlan:
     # a lookup of many keys: every newer source probed at once (see .many)
     many: ManyKeyLookup | None = None
     sources: Sequence[Source] = ()  # the sources the plan reads (or masks with)
+    regions: tuple[int, int] | None = None  # (regions kept, regions listed)
     # the one-key path's metrics (the sources it asked, the one that answered)
     one_metrics: NodeMetrics | None = None
     ran: str | None = None  # the path the last run took: "one", "many" or "nodes"
@@ -184,11 +185,17 @@ class LsmPlan:
         return "\n".join(lines)
 
     def _sources_line(self) -> str:
+        """``LsmSources: regions_kept=.., regions_pruned=.., sources_opened=.. (by kind)``."""
         kinds: dict[str, int] = {}
         for source in self.sources:
             kinds[source.kind] = kinds.get(source.kind, 0) + 1
         detail = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-        return f"Sources: {len(self.sources)} opened" + (f" ({detail})" if detail else "")
+        parts = []
+        if self.regions is not None:
+            kept, total = self.regions
+            parts += [f"regions_kept={kept}", f"regions_pruned={total - kept}"]
+        parts.append(f"sources_opened={len(self.sources)}" + (f" ({detail})" if detail else ""))
+        return "LsmSources: " + ", ".join(parts)
 
 
 def _lookup_text(root: ExecNode) -> str:
@@ -562,7 +569,8 @@ class LsmView:
         node = ProjectionExec(node, output)
         if limit is not None:
             node = GlobalLimitExec(node, limit)
-        return LsmPlan(node, self._header("LsmScan"), sources=sources)
+        return LsmPlan(node, self._header("LsmScan"), sources=sources,
+                       regions=(len(self.kept), self.total_regions))
 
     def _lookup_keys(self, keys: pa.Table) -> pa.Table:
         """The primary-key columns of ``keys``, in the key's types."""
@@ -647,7 +655,8 @@ class LsmView:
         if many is not None:
             header = partial(_with_line, header, f"ManyKeyProbe: {key_table.num_rows} keys, "
                              "every newer source probed at once (the same lookups as below)")
-        return LsmPlan(node, header, one, many, sources, trace)
+        return LsmPlan(node, header, one, many, sources=sources, one_metrics=trace,
+                       regions=(len(self.kept), self.total_regions))
 
     def lookup_one(self, keys: pa.Table, columns: Sequence[str] | None = None
                    ) -> pa.Table | None:
@@ -809,7 +818,8 @@ class LsmView:
         node: ExecNode = FilterStaleExec(UnionExec(knns), check)
         node = GlobalLimitExec(SortExec(node, DISTANCE), k)
         node = ProjectionExec(node, [*output, DISTANCE])
-        return LsmPlan(node, self._header("LsmSearch"), sources=sources)
+        return LsmPlan(node, self._header("LsmSearch"), sources=sources,
+                       regions=(len(self.kept), self.total_regions))
 
 
 def _route_numbers(values: pa.Table, where: dict[tuple, int]) -> np.ndarray | None:
