@@ -121,30 +121,46 @@ class NodeMetrics:
         return "metrics=[" + ", ".join(parts) + "]"
 
 
+_Frame = tuple[list[int] | None, list[int], int]
+
+
+def _open_frame() -> _Frame:
+    """Start timing on this thread: (the enclosing frame's nested time, this frame's, the
+    start)."""
+    outer = getattr(_local, "nested", None)
+    nested = [0]
+    _local.nested = nested
+    return outer, nested, perf_counter_ns()
+
+
+def _close_frame(frame: _Frame) -> int:
+    """Stop timing ``frame``: its own time (its span less its nested frames'); its span
+    counts as nested time of the enclosing frame."""
+    outer, nested, start = frame
+    spent = perf_counter_ns() - start
+    _local.nested = outer
+    if outer is not None:
+        outer[0] += spent
+    return spent - nested[0]
+
+
 def metered(metrics: NodeMetrics, stream: Iterator[pa.RecordBatch]
             ) -> Iterator[pa.RecordBatch]:
     """``stream``'s batches, counted into ``metrics`` with the time spent producing each
     (less the time nested metered streams took on this thread). Closing it closes
     ``stream``."""
     metrics.started()
-    local = _local
     try:
         while True:
-            outer = getattr(local, "nested", None)
-            nested = [0]
-            local.nested = nested
-            start = perf_counter_ns()
+            frame = _open_frame()
             batch = None
             try:
                 batch = next(stream)
             except StopIteration:
                 return
             finally:
-                spent = perf_counter_ns() - start
-                local.nested = outer
-                if outer is not None:
-                    outer[0] += spent
-                metrics.record(None if batch is None else batch.num_rows, spent - nested[0])
+                metrics.record(None if batch is None else batch.num_rows,
+                               _close_frame(frame))
             yield batch
     finally:
         close = getattr(stream, "close", None)
@@ -166,31 +182,18 @@ def measured(method: F) -> F:
 def own_work(metrics: NodeMetrics) -> Iterator[None]:
     """Time the block as ``metrics``' own work (less nested metered streams), outside
     its stream: e.g. on a thread the node hands work to."""
-    local = _local
-    outer = getattr(local, "nested", None)
-    nested = [0]
-    local.nested = nested
-    start = perf_counter_ns()
+    frame = _open_frame()
     try:
         yield
     finally:
-        spent = perf_counter_ns() - start
-        local.nested = outer
-        if outer is not None:
-            outer[0] += spent
-        metrics.record(None, spent - nested[0])
+        metrics.record(None, _close_frame(frame))
 
 
 @contextlib.contextmanager
 def not_own_work() -> Iterator[None]:
     """Leave the block's time out of the enclosing stream's own work (waiting)."""
-    local = _local
-    outer = getattr(local, "nested", None)
-    local.nested = None
-    start = perf_counter_ns()
+    frame = _open_frame()
     try:
         yield
     finally:
-        local.nested = outer
-        if outer is not None:
-            outer[0] += perf_counter_ns() - start
+        _close_frame(frame)  # counted as nested: the enclosing stream's time less it
