@@ -560,10 +560,16 @@ class LanceSession:
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
                 scope = ScanScope("EXPLAIN", strict=False, runtime=self.runtime)
+                # run on a copy, dropped before settling: DataFusion keeps the last plan a
+                # frame ran, with the units of scans EXPLAIN ANALYZE never read (a join's
+                # probe side when its build side is empty), until the frame goes
+                target: DataFrame | None = DataFrame(
+                    self.ctx.create_dataframe_from_logical_plan(df.logical_plan()).df)
                 try:
                     with active(scope):  # EXPLAIN ANALYZE runs the query
-                        plan = df.to_arrow_table()
+                        plan = target.to_arrow_table()  # type: ignore[union-attr]
                 finally:
+                    target = None
                     scope.settle()
                 explained = render_explain(plan, planned)
                 note = self.point_gets.explain(query, self.directory, self.resolver,

@@ -7,6 +7,8 @@ are checked against the query's own result."""
 from __future__ import annotations
 
 import re
+import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -203,3 +205,18 @@ def test_session_explain_analyze_and_no_threads_left(root: Path) -> None:
     assert "DeduplicateExec" in text and "elapsed_compute=" in text
     # the scan's reader thread (newer sources read beside the base) ended with the query
     assert set(threads_in_lance_sql()) <= before
+
+
+def test_a_scan_explain_analyze_never_reads_is_let_go_at_once(root: Path) -> None:
+    """A join whose build side is empty never reads its probe side: that scan's unit is
+    released with the query (it held EXPLAIN ANALYZE for 30 s before), and its tree says
+    it read nothing."""
+    session = connect(root)
+    start = time.monotonic()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        lines = analyzed(session, "SELECT a.v, b.v FROM t a JOIN t b ON a.id = b.id "
+                                  "WHERE a.v > 5")
+    assert time.monotonic() - start < 10
+    scans = [metrics(lines, "DeduplicateExec", i) for i in range(2)]
+    assert [m["output_rows"] for m in scans] == ["0", "0"]
