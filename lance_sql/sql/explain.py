@@ -149,12 +149,15 @@ def logical_order(planned: list[Planned], logical: str) -> list[Planned]:
     return sorted(planned, key=lambda ds: positions.get(id(ds), len(logical)))
 
 
-def render_explain(table: pa.Table, planned: list[Planned]) -> pa.Table:
+def render_explain(table: pa.Table, planned: list[Planned], logical_plan: str = "") -> pa.Table:
     """DataFusion's EXPLAIN result with the physical plan annotated (EXPLAIN ANALYZE's
-    plan with metrics too)."""
+    plan with metrics too). ``logical_plan``: the query's logical plan as text, for
+    EXPLAIN ANALYZE, whose result has none (it orders the scans, see
+    :func:`logical_order`)."""
     types = table.column("plan_type").to_pylist()
     plans = table.column("plan").to_pylist()
-    logical = "\n".join(p for t, p in zip(types, plans, strict=False) if t == "logical_plan")
+    logical = "\n".join(p for t, p in zip(types, plans, strict=False)
+                        if t == "logical_plan") or logical_plan
     planned = logical_order(planned, logical)
     plans = [
         annotate_physical_plan(p, planned, analyze=t == ANALYZED)

@@ -571,7 +571,8 @@ class LanceSession:
                 finally:
                     target = None
                     scope.settle()
-                explained = render_explain(plan, planned)
+                explained = render_explain(plan, planned,
+                                           df.logical_plan().display_indent())
                 note = self.point_gets.explain(query, self.directory, self.resolver,
                                                self.schema_provider)
                 if note is not None:  # the query alone is answered as a point get
