@@ -36,6 +36,7 @@ from lance_sql.io.uri import open_store
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.read.planner import LsmView
 from lance_sql.memwal.read.warm import WarmView
+from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.lsm_provider import LsmTableDataset
 from lance_sql.sql.nearest_provider import NearestDataset
@@ -59,7 +60,7 @@ CONSISTENCY = ("strong", "snapshot", "base")
 CATALOG = "lance"
 SCHEMA = "default"
 SUFFIX = ".lance"
-Planned = LanceTableDataset | LsmTableDataset | NearestDataset
+Planned = LanceTableDataset | LsmTableDataset | NearestDataset | ChangesDataset
 _TABLE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,127}")
 
 
@@ -349,7 +350,7 @@ class LanceSchemaProvider(SchemaProvider):
                 warm = self._warm[uri] = WarmView(uri, CommitConfig())
             return warm
 
-    def add_planned(self, query_id: str, dataset: NearestDataset) -> None:
+    def add_planned(self, query_id: str, dataset: NearestDataset | ChangesDataset) -> None:
         """Count ``dataset`` (a table function's) among the providers of ``query_id``."""
         with self._lock:
             self._planned.setdefault(f"{query_id}.functions", weakref.WeakSet()).add(dataset)

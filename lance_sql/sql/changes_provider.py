@@ -5,7 +5,8 @@ fail there) and returns a :class:`ChangesDataset`. When DataFusion asks for part
 (``get_fragments(filter)``) the change plan is computed from metadata alone, restricted to
 the versions the pushed filter can match and pruned by its metadata-only conjuncts; each
 partition then reads just the projected data columns of its rows and applies the whole
-pushed filter (DataFusion treats pushed filters as exact).
+pushed filter (DataFusion treats pushed filters as exact). EXPLAIN prints a
+``ChangeFeedExec`` line with the plan; EXPLAIN ANALYZE adds what the partitions read.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.memwal.read.metrics import NodeMetrics, metered
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns
@@ -37,6 +39,8 @@ class PushedChanges:
     versions_planned: list[int] = field(default_factory=list)
     rows_planned: int = 0
     rows_kept: int = 0
+    changes_planned: int = 0  # change rows of the versions planned (before netting)
+    units: int = 0
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class ChangeUnit:
     table: ChangesDataset
     rows: ChangeRows
     scope: ScanScope
+    metrics: NodeMetrics  # shared by the partitions of one planning (EXPLAIN ANALYZE)
 
     def scanner(self, schema: pa.Schema | None = None, columns: list[str] | None = None,
                 filter: pc.Expression | None = None,
@@ -66,6 +71,9 @@ class ChangeUnitScanner:
         self.projected_schema = pa.schema([schema.field(n) for n in self.names])
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return metered(self.unit.metrics, self._batches())
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
         table = self.unit.table
         try:
             self.unit.scope.check()
@@ -90,6 +98,8 @@ class ChangesDataset(PlannedDataset):
                  mode: str = "all") -> None:
         self.window = window
         self.mode = mode
+        self.sequence = 0  # the query's table function calls, numbered as planned
+        self.metrics = NodeMetrics()
         self._start(name, window.schema, PushedChanges(), errors)
 
     def _units(self, filter: pc.Expression | None,
@@ -100,5 +110,21 @@ class ChangesDataset(PlannedDataset):
         kept = planned.rows
         self.pushed.versions_planned = list(planned.versions)
         self.pushed.rows_planned, self.pushed.rows_kept = planned.planned, len(kept)
-        return [ChangeUnit(self, kept.take(slice(i, i + UNIT_ROWS)), scope)
-                for i in range(0, len(kept), UNIT_ROWS)]
+        self.pushed.changes_planned = planned.changes
+        self.metrics = metrics = NodeMetrics()  # the run of these units
+        units = [ChangeUnit(self, kept.take(slice(i, i + UNIT_ROWS)), scope, metrics)
+                 for i in range(0, len(kept), UNIT_ROWS)]
+        self.pushed.units = len(units)
+        return units
+
+    def describe(self) -> str:
+        """The EXPLAIN line of the feed: its window, mode and what planning kept."""
+        pushed = self.pushed
+        projection = ", ".join(pushed.columns) if pushed.columns is not None else "*"
+        netted = (f"{pushed.changes_planned} changes netted to {pushed.rows_planned} rows"
+                  if self.mode == "net" else f"{pushed.rows_planned} change rows")
+        return (f"ChangeFeedExec: {self.name}[v{self.window.start}..v{self.window.end}], "
+                f"mode={self.mode}, filter=[{pushed.filter or ''}], "
+                f"projection=[{projection}], versions planned={len(pushed.versions_planned)}, "
+                f"{netted}, {pushed.rows_kept} kept by the metadata filter, "
+                f"{pushed.units} partitions")

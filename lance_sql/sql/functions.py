@@ -115,10 +115,12 @@ def make_table_versions(resolver: VersionResolver,
     return table_versions_udtf
 
 
-def make_table_changes(resolver: VersionResolver,
-                       errors: ErrorRegistry) -> Callable[..., Table]:
+def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry,
+                       planned: Callable[[ChangesDataset], None] | None = None
+                       ) -> Callable[..., Table]:
     """The ``table_changes('t', start[, end[, mode]])`` callable: versions or timestamps,
-    inclusive; mode 'all' (default) or 'net' (one change per row for the window)."""
+    inclusive; mode 'all' (default) or 'net' (one change per row for the window).
+    ``planned`` is told of each feed, for EXPLAIN."""
 
     def table_changes_udtf(*args: Any) -> Table:
         try:
@@ -133,7 +135,10 @@ def make_table_changes(resolver: VersionResolver,
             check_mode(mode)
             window = resolve_window(resolver.store(name), values[1], end,
                                     manifest_of=lambda v: resolver.manifest(name, v))
-            return Table(ChangesDataset(name, window, errors, mode))
+            found = ChangesDataset(name, window, errors, mode)
+            if planned is not None:
+                planned(found)
+            return Table(found)
         except Exception as exc:  # carried through DataFusion
             raise errors.wrap(exc) from exc
 

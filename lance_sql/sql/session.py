@@ -39,6 +39,7 @@ from lance_sql.sql.catalog import (
     TableName,
     VersionResolver,
 )
+from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.dml import DeleteStatement, UpdateStatement, has_subquery, parse_dml
 from lance_sql.sql.error_bridge import ErrorRegistry, translate
 from lance_sql.sql.explain import render_explain
@@ -216,10 +217,11 @@ def _typed(exc: BaseException, translator: Translator) -> BaseException:
 
 
 class FunctionScans:
-    """Counts the datasets of table functions (``nearest()``) among the providers of the
-    query being planned, so that EXPLAIN prints their plans. DataFusion calls a table
-    function on the thread that plans the query. Kept apart from the session: the
-    function registered in the session's context holds it, and must not hold the session."""
+    """Counts the datasets of table functions (``nearest()``, ``table_changes()``) among
+    the providers of the query being planned, so that EXPLAIN prints their plans.
+    DataFusion calls a table function on the thread that plans the query. Kept apart from
+    the session: the function registered in the session's context holds it, and must not
+    hold the session."""
 
     def __init__(self, provider: LanceSchemaProvider) -> None:
         self.provider = provider
@@ -235,7 +237,7 @@ class FunctionScans:
         finally:
             self._local.query_id = None
 
-    def planned(self, dataset: NearestDataset) -> None:
+    def planned(self, dataset: NearestDataset | ChangesDataset) -> None:
         """A table function's dataset joins the providers of the query being planned
         (outside a query's planning: nothing)."""
         query_id = getattr(self._local, "query_id", None)
@@ -441,9 +443,10 @@ class LanceSession:
         self.ctx.register_catalog_provider(CATALOG, LanceCatalog(self.schema_provider))
         versions_fn = make_table_versions(self.resolver, self.errors)
         self.ctx.register_udtf(udtf(versions_fn, "table_versions"))
-        self.ctx.register_udtf(udtf(make_table_changes(self.resolver, self.errors),
-                                    "table_changes"))
         self._function_scans = FunctionScans(self.schema_provider)
+        self.ctx.register_udtf(udtf(make_table_changes(self.resolver, self.errors,
+                                                       self._function_scans.planned),
+                                    "table_changes"))
         self.ctx.register_udtf(udtf(make_nearest(self.resolver, self.errors, consistency,
                                                  self._function_scans.planned), "nearest"))
         self._ids = itertools.count(1)
@@ -557,12 +560,19 @@ class LanceSession:
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:
                 scope = ScanScope("EXPLAIN", strict=False, runtime=self.runtime)
+                # run on a copy, dropped before settling: DataFusion keeps the last plan a
+                # frame ran, with the units of scans EXPLAIN ANALYZE never read (a join's
+                # probe side when its build side is empty), until the frame goes
+                target: DataFrame | None = DataFrame(
+                    self.ctx.create_dataframe_from_logical_plan(df.logical_plan()).df)
                 try:
                     with active(scope):  # EXPLAIN ANALYZE runs the query
-                        plan = df.to_arrow_table()
+                        plan = target.to_arrow_table()  # type: ignore[union-attr]
                 finally:
+                    target = None
                     scope.settle()
-                explained = render_explain(plan, planned)
+                explained = render_explain(plan, planned,
+                                           df.logical_plan().display_indent())
                 note = self.point_gets.explain(query, self.directory, self.resolver,
                                                self.schema_provider)
                 if note is not None:  # the query alone is answered as a point get
@@ -713,9 +723,12 @@ class LanceSession:
         """The result schema of a query, planned but not run."""
         return self.ctx.sql(query, options=_options()).schema()
 
-    def explain(self, query: str) -> str:
-        """The plan of ``query`` as text, with our scan operators beneath DataFusion's."""
-        table = self.sql(f"EXPLAIN {query}").to_arrow_table()
+    def explain(self, query: str, analyze: bool = False) -> str:
+        """The plan of ``query`` as text, with our scan operators beneath DataFusion's;
+        ``analyze``: the query runs (its rows dropped) and each operator's line says what
+        it did (``EXPLAIN ANALYZE``)."""
+        verb = "EXPLAIN ANALYZE" if analyze else "EXPLAIN"
+        table = self.sql(f"{verb} {query}").to_arrow_table()
         return "\n\n".join(f"{t}:\n{p}" for t, p in zip(table["plan_type"].to_pylist(),
                                                           table["plan"].to_pylist(), strict=False))
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import InvalidInputError, LanceError
+from lance_sql.errors import InvalidInputError
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hashes
@@ -248,7 +248,32 @@ def test_bad_options_are_typed_errors(lsm, options: str) -> None:
         q(session, f"SELECT id FROM nearest('t', 'e', [0.0, 0.0], 3, {options})")
 
 
-def test_a_filter_of_the_wrong_type_fails_typed(lsm) -> None:
-    root, _ = lsm
-    with pytest.raises(LanceError):
-        q(connect(root), "SELECT id FROM nearest('t', 'e', [0.0, 0.0], 3, {'filter': 'e > 1'})")
+@pytest.mark.parametrize("condition", [
+    "e > 1",                 # a vector compared with a number
+    "v = ''x''",             # an integer column with a string that is no number
+    "v LIKE ''a%''",         # a string match on an integer
+    "id IN (''a'', ''b'')",
+])
+@pytest.mark.parametrize("table", ["t", "p"])
+def test_a_filter_of_the_wrong_type_fails_typed_at_sql(lsm, monkeypatch, condition: str,
+                                                       table: str) -> None:
+    """On a MemWAL table and on a plain one: InvalidInputError when ``sql()`` plans the
+    query, before any search runs (the Python searches likewise, before reading)."""
+    root, mw = lsm
+    plain = lance_sql.write_dataset(mw.dataset.to_table(), root / "p.lance")
+    searched = []
+    monkeypatch.setattr(KNNExec, "execute", lambda self: searched.append(self) or iter(()))
+    session = connect(root)
+    with pytest.raises(InvalidInputError, match="does not fit the table's columns"):
+        session.sql(f"SELECT id FROM nearest('{table}', 'e', [0.0, 0.0], 3, "
+                    f"{{'filter': '{condition}'}})")
+    python_filter = condition.replace("''", "'")
+    with pytest.raises(InvalidInputError, match="does not fit the table's columns"):
+        if table == "t":
+            mw.nearest("e", [0.0, 0.0], 3, filter=python_filter)
+        else:
+            plain.nearest("e", [0.0, 0.0], k=3, filter=python_filter)
+    assert searched == []
+    # a filter that fits plans, and the search runs with the query
+    q(session, f"SELECT id FROM nearest('{table}', 'e', [0.0, 0.0], 3, {{'filter': 'v >= 0'}})")
+    assert searched

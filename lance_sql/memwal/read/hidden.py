@@ -46,6 +46,10 @@ class HiddenRows:
     def covers_all(self, fragment_ids: Sequence[int]) -> bool:
         return all(f in self.covered for f in fragment_ids)
 
+    def count(self) -> int:
+        """How many distinct base rows are left out (deleted ones included)."""
+        return sum(int(np.unique(r).size) for r in self.rows.values())
+
 
 class _NoIndex(Exception):
     """The base's key index cannot answer (gone, unusable)."""

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from lance_sql.format.datafile.compressive import range_indices
 from lance_sql.memwal.read.keys import Keys
+from lance_sql.memwal.read.metrics import NodeMetrics, own_work
 from lance_sql.memwal.read.nodes import (
     GEN,
     KEY_POSITION,
@@ -41,6 +42,7 @@ from lance_sql.memwal.read.nodes import (
     SOURCE_COLUMNS,
     TakeLastExec,
     conform,
+    key_text,
 )
 from lance_sql.memwal.read.sources import GenerationSource, MemTableSource, Source
 from lance_sql.memwal.wal import TOMBSTONE
@@ -154,7 +156,8 @@ def _repeats(codes: np.ndarray, wanted: np.ndarray, lo: np.ndarray) -> np.ndarra
 
 class ManyKeyLookup:
     """The lookup plan's answer for many keys, every newer source probed at once (see the
-    module docstring). ``runs`` counts the lookups answered this way."""
+    module docstring). ``runs`` counts the lookups answered this way; ``metrics`` says
+    what they did (EXPLAIN ANALYZE)."""
 
     def __init__(self, sources: Sequence[Source], schema: pa.Schema, output: Sequence[str],
                  keys: Keys, base: TakeLastExec) -> None:
@@ -167,13 +170,29 @@ class ManyKeyLookup:
         self.keys = keys
         self.base = base
         self.runs = 0
+        self.metrics = NodeMetrics()
 
     def _directory(self, generations: list[GenerationSource]) -> KeyDirectory:
         key = tuple(g.identity for g in generations)
         return current_runtime().cache.get_or_load(LSM_KEY_DIRECTORIES, key,
                                                    lambda: KeyDirectory.of(generations))
 
+    def explain_lines(self) -> list[str]:
+        """EXPLAIN ANALYZE's lines: this path and the base table's lookup it ran."""
+        generations = sum(type(s) is GenerationSource for s in self.sources)
+        memtables = sum(type(s) is MemTableSource for s in self.sources)
+        return [f"ManyKeyProbeExec: {key_text(self.base.source.key_columns, self.keys)}, "
+                f"{generations} generations (one key directory), {memtables} memtables, "
+                f"{self.metrics.text()}",
+                f"  {self.base.describe()}, {self.base.metrics.text()}"]
+
     def to_table(self) -> pa.Table:
+        with own_work(self.metrics):
+            table = self._to_table()
+        self.metrics.output(table.num_rows)
+        return table
+
+    def _to_table(self) -> pa.Table:
         self.runs += 1
         keys, sources = self.keys, self.sources
         n = keys.num_rows
@@ -227,7 +246,14 @@ class ManyKeyLookup:
         taken: list[tuple[Source, pa.Table, np.ndarray]] = []
         key_of, j, row, tombstone = found
         # the winning generation of its key, and not a tombstone (the key is deleted)
-        won = (best[key_of] == np.array(gen_at, np.int64)[j]) & ~tombstone
+        first = best[key_of] == np.array(gen_at, np.int64)[j]
+        won = first & ~tombstone
+        in_memtables = sum(int(np.count_nonzero(best[mine] == i))
+                           for i, (mine, _) in held.items())
+        self.metrics.count(keys=n, keys_in_generations=int(np.count_nonzero(first)),
+                           keys_in_memtables=in_memtables,
+                           keys_deleted=int(np.count_nonzero(first & tombstone)),
+                           keys_asked_of_base=int(np.count_nonzero(best == none)))
         key_of, j, row = key_of[won], j[won], row[won]
         if d is not None and d.joined is not None and j.size:
             # every winner's row in one take, then each generation's as a slice of it
@@ -296,5 +322,6 @@ class ManyKeyLookup:
             dead = np.asarray(pc.fill_null(rows.column(TOMBSTONE), False)
                               .to_numpy(zero_copy_only=False), bool)
             if dead.any():
+                self.metrics.add("keys_deleted", int(np.count_nonzero(dead)))
                 rows, key_of = rows.filter(pa.array(~dead)), key_of[~dead]
         return [(s, rows, key_of)] if rows.num_rows else []

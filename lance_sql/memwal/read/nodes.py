@@ -36,6 +36,7 @@ from lance_sql.errors import InvalidInputError
 from lance_sql.expr.arrow import Call, Expr, columns, to_pyarrow, to_sql
 from lance_sql.memwal.read.hidden import HiddenRows, hidden_base_rows
 from lance_sql.memwal.read.keys import Keys, KeySet
+from lance_sql.memwal.read.metrics import NodeMetrics, measured, not_own_work, own_work
 from lance_sql.memwal.read.sources import BaseSource, Source
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, VERSION_COLUMNS
@@ -47,7 +48,7 @@ from lance_sql.table.runtime.workers import WorkerPool
 __all__ = [
     "BASE_ONLY", "GEN", "REGION", "DISTANCE", "BloomFilterGuardExec", "CoalesceFirstExec",
     "DeduplicateExec", "ExecNode", "GlobalLimitExec", "NewestRows", "ProjectionExec",
-    "ScanExec", "SortExec", "TakeLastExec", "UnionExec", "conform", "format_plan",
+    "ScanExec", "SortExec", "TakeLastExec", "UnionExec", "conform", "format_plan", "key_text",
 ]
 
 GEN = "_gen"
@@ -113,10 +114,19 @@ def _and(parts: list[Expr]) -> Expr | None:
 
 
 class ExecNode:
-    """A plan node (see the module docstring)."""
+    """A plan node (see the module docstring); :attr:`metrics` is what it did while it
+    ran (EXPLAIN ANALYZE)."""
 
     schema: pa.Schema
     children: tuple[ExecNode, ...] = ()
+
+    @property
+    def metrics(self) -> NodeMetrics:
+        """The node's run-time metrics (made on first use, once: setdefault is atomic)."""
+        found = self.__dict__.get("_metrics")
+        if found is None:
+            found = self.__dict__.setdefault("_metrics", NodeMetrics())
+        return found
 
     def execute(self) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
@@ -131,10 +141,14 @@ class ExecNode:
         return pa.Table.from_batches(list(self.execute()), schema=self.schema)
 
 
-def format_plan(node: ExecNode, indent: int = 0) -> str:
-    """The tree, one node a line, children indented by two spaces."""
-    lines = ["  " * indent + node.describe()]
-    lines += [format_plan(c, indent + 1) for c in node.children]
+def format_plan(node: ExecNode, indent: int = 0, *, analyze: bool = False) -> str:
+    """The tree, one node a line, children indented by two spaces; ``analyze``: each
+    line ends with the node's metrics."""
+    line = "  " * indent + node.describe()
+    if analyze:
+        line += ", " + node.metrics.text()
+    lines = [line]
+    lines += [format_plan(c, indent + 1, analyze=analyze) for c in node.children]
     return "\n".join(lines)
 
 
@@ -160,6 +174,7 @@ class ScanExec(ExecNode):
             (residual if names & local else pushed).append(part)
         self.pushed, self.residual = _and(pushed), _and(residual)
 
+    @measured
     def execute(self, drop_rows: Mapping[int, np.ndarray] | None = None,
                 omit: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
         """``drop_rows``: the source's rows to leave out (see :meth:`Source.scan`);
@@ -177,6 +192,7 @@ class ScanExec(ExecNode):
         for batch in scan:
             if not batch.num_rows:
                 continue
+            self.metrics.add("rows_read", batch.num_rows)  # (before the residual filter)
             extra = _source_columns(self.source, batch.num_rows, schema.names)
             for name, values in extra.items():
                 batch = batch.append_column(name, values)
@@ -201,6 +217,7 @@ class UnionExec(ExecNode):
         self.children = tuple(children)
         self.schema = children[0].schema
 
+    @measured
     def execute(self) -> Iterator[pa.RecordBatch]:
         for child in self.children:
             for batch in child.execute():
@@ -296,6 +313,11 @@ class NewestRows:
     def has_newer(self) -> bool:
         return bool(self._found.keys)
 
+    @property
+    def newer_key_count(self) -> int:
+        """How many keys the newer sources hold (each once per source holding it)."""
+        return sum(len(k[0]) for k in self._found.keys if k)
+
     def _hidden_dropped(self, rowaddr: np.ndarray) -> bool:
         """Whether the base scan already left out the hidden rows among ``rowaddr``."""
         hidden = self.hidden
@@ -375,6 +397,7 @@ class DeduplicateExec(ExecNode):
         self.sources = list(sources) if sources is not None else [s.source for s in
                                                                   self.scans]
 
+    @measured
     def execute(self) -> Iterator[pa.RecordBatch]:
         names = self.schema.names
         for batch in self._winning():
@@ -390,6 +413,10 @@ class DeduplicateExec(ExecNode):
             newest.hidden = hidden_base_rows(base[0], self.sources)
         hidden = newest.hidden
         drop = hidden.rows if hidden is not None else None
+        metrics, union = self.metrics, self.children[0]
+        metrics.add("newer_keys", newest.newer_key_count)
+        if hidden is not None:
+            metrics.defer("base_rows_hidden_by_index", hidden.count)
         # every base row left is a winner when the index covered all the base's fragments:
         # its rows stream as read, without their addresses unless those are asked for
         settled = hidden is not None and hidden.covers_all(base[0].fragment_ids())
@@ -398,15 +425,23 @@ class DeduplicateExec(ExecNode):
 
         def winners(scan: ScanExec) -> Iterator[pa.RecordBatch]:
             if scan.source.is_base and settled:
-                yield from scan.execute(drop, omit)
+                for batch in scan.execute(drop, omit):
+                    union.metrics.output(batch.num_rows)  # (the union is read through)
+                    metrics.add("rows_in", batch.num_rows)
+                    yield batch
                 return
             for batch in scan.execute(drop if scan.source.is_base else None):
+                union.metrics.output(batch.num_rows)
                 keys = [batch.column(k) for k in self.key_columns]
                 rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
                 mask = newest.keep(scan.source, keys, rowaddr)
                 if mask.all():
+                    metrics.add("rows_in", batch.num_rows)
                     yield batch
-                elif mask.any():
+                    continue
+                kept = int(np.count_nonzero(mask))
+                metrics.count(rows_in=batch.num_rows, rows_dropped=batch.num_rows - kept)
+                if kept:
                     yield batch.filter(bool_array(mask))
 
         newer = [s for s in self.scans if not s.source.is_base]
@@ -416,12 +451,18 @@ class DeduplicateExec(ExecNode):
             return
         # the newer sources are small: read them (in a thread the query owns) while the
         # base table streams, then hand their rows out after the base's
+        def read_newer() -> list[pa.RecordBatch]:
+            with own_work(metrics):  # the node's work, on the reader's thread
+                return [b for scan in newer for b in winners(scan)]
+
         with WorkerPool("lsm", 1) as pool:
-            ahead = pool.submit(lambda: [b for scan in newer for b in winners(scan)])
+            ahead = pool.submit(read_newer)
             for scan in self.scans:
                 if scan.source.is_base:
                     yield from winners(scan)
-            yield from ahead.result()
+            with not_own_work():  # waiting for the reader is not work
+                found = ahead.result()
+            yield from found
 
     def describe(self) -> str:
         return (f"DeduplicateExec: partition_by=[{', '.join(self.key_columns)}], "
@@ -436,6 +477,7 @@ class ProjectionExec(ExecNode):
         self.names = list(names)
         self.schema = pa.schema([child.schema.field(n) for n in self.names])
 
+    @measured
     def execute(self) -> Iterator[pa.RecordBatch]:
         for batch in self.children[0].execute():
             yield batch.select(self.names)
@@ -454,6 +496,7 @@ class GlobalLimitExec(ExecNode):
         self.schema = child.schema
         self.limit = limit
 
+    @measured
     def execute(self) -> Iterator[pa.RecordBatch]:
         remaining = self.limit
         if not remaining:
@@ -484,6 +527,7 @@ class SortExec(ExecNode):
         self.schema = child.schema
         self.column = column
 
+    @measured
     def execute(self) -> Iterator[pa.RecordBatch]:
         table = self.children[0].to_table()
         if table.num_rows:
@@ -496,7 +540,8 @@ class SortExec(ExecNode):
 # ---------------------------------------------------------------------- lookups
 
 
-def _key_text(key_columns: Sequence[str], keys: Keys | None) -> str:
+def key_text(key_columns: Sequence[str], keys: Keys | None) -> str:
+    """The keys of a lookup as EXPLAIN prints them (``id = 7``, ``id IN (100 keys)``)."""
     if keys is None:
         return ", ".join(key_columns) + " = target"
     if keys.num_rows == 1:
@@ -518,15 +563,19 @@ class TakeLastExec(ExecNode):
         self.keys = keys
         self.runs = 0
 
+    @measured
     def execute(self, keys: Keys | None = None) -> Iterator[pa.RecordBatch]:
         keys = keys if keys is not None else self.keys
         if keys is None or not keys.num_rows:
             return
         self.runs += 1
+        self.metrics.add("keys_asked", keys.num_rows)
         wanted = [n for n in self.schema.names if n not in (*SOURCE_COLUMNS, KEY_POSITION)]
         table = self.source.lookup(keys, wanted)
         if not table.num_rows:  # the usual answer of a newer source: nothing to tag
             return
+        if TOMBSTONE in table.column_names:
+            self.metrics.add("tombstones", pc.sum(table.column(TOMBSTONE)).as_py() or 0)
         at = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
         table = table.remove_column(table.schema.get_field_index(KEY_POSITION))
         for name, values in _source_columns(self.source, table.num_rows).items():
@@ -541,7 +590,7 @@ class TakeLastExec(ExecNode):
             name = index()
             how = f", index={name}" if name else ", reverse_scan"
         return (f"TakeLastExec: {self.source.label}, "
-                f"filter=[{_key_text(self.source.key_columns, self.keys)}]{how}")
+                f"filter=[{key_text(self.source.key_columns, self.keys)}]{how}")
 
 
 class BloomFilterGuardExec(ExecNode):
@@ -554,6 +603,7 @@ class BloomFilterGuardExec(ExecNode):
         self.schema = child.schema
         self.skipped = 0
 
+    @measured
     def execute(self, keys: Keys | None = None) -> Iterator[pa.RecordBatch]:
         child = self.children[0]
         assert isinstance(child, TakeLastExec)
@@ -562,16 +612,24 @@ class BloomFilterGuardExec(ExecNode):
             return
         # a source whose own key index is exact answers faster than its bloom filter
         bloom = None if self.source.exact_lookup else self.source.bloom()
-        if bloom is not None and keys.num_rows == 1:
+        metrics = self.metrics
+        if bloom is None:
+            metrics.add("keys_unchecked", keys.num_rows)
+        elif keys.num_rows == 1:
+            metrics.add("bloom_checks")
             if not bloom.might_contain_hash(int(keys.hashes[0])):
                 self.skipped += 1
+                metrics.count(keys_ruled_out=1, child_skipped=1)
                 return
-        elif bloom is not None:
+        else:
             maybe = bloom.might_contain_hashes(keys.hashes)
-            if not maybe.any():
+            passed = int(np.count_nonzero(maybe))
+            metrics.count(bloom_checks=keys.num_rows, keys_ruled_out=keys.num_rows - passed)
+            if not passed:
                 self.skipped += 1
+                metrics.add("child_skipped")
                 return
-            if not maybe.all():
+            if passed < keys.num_rows:
                 keys = keys.take(maybe)
         yield from child.execute(keys)
 
@@ -590,11 +648,15 @@ class CoalesceFirstExec(ExecNode):
         self.keys = keys
         self.evaluated = 0
 
+    @measured
     def execute(self) -> Iterator[pa.RecordBatch]:
         remaining = self.keys
         found: list[pa.RecordBatch] = []
-        for child in self.children:
+        metrics = self.metrics
+        metrics.add("keys", self.keys.num_rows)
+        for at, child in enumerate(self.children):
             if not remaining.num_rows:
+                metrics.add("inputs_not_run", len(self.children) - at)
                 break
             if isinstance(child, BloomFilterGuardExec) and not child.source.exact_lookup:
                 # hashed once, when a bloom filter first needs them (a key a MemTable
@@ -611,15 +673,23 @@ class CoalesceFirstExec(ExecNode):
                 continue
             if self.keys.num_rows == 1 and len(batches) == 1 and batches[0].num_rows == 1:
                 # the one key's newest row: returned unless it is a tombstone
+                child.metrics.add("keys_resolved")
+                metrics.add("inputs_not_run", len(self.children) - at - 1)
                 if not batches[0].column(TOMBSTONE)[0].as_py():
                     yield batches[0]
+                else:
+                    metrics.add("keys_deleted")
                 return
             table = pa.Table.from_batches(batches, schema=self.schema)
             original = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
             resolved = np.isin(remaining.position, original)
             live = pc.invert(pc.fill_null(table.column(TOMBSTONE), False))
-            found.extend(table.filter(live).to_batches())
+            kept = table.filter(live)
+            child.metrics.add("keys_resolved", int(np.count_nonzero(resolved)))
+            metrics.add("keys_deleted", table.num_rows - kept.num_rows)
+            found.extend(kept.to_batches())
             remaining = remaining.take(~resolved)
+        metrics.add("keys_not_found", remaining.num_rows)
         if not found:
             return
         table = pa.Table.from_batches(found, schema=self.schema)

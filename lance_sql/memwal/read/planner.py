@@ -44,6 +44,7 @@ from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.many import ManyKeyLookup
 from lance_sql.memwal.read.many import usable as many_usable
+from lance_sql.memwal.read.metrics import NodeMetrics, own_work
 from lance_sql.memwal.read.nodes import (
     BASE_ONLY,
     DISTANCE,
@@ -61,9 +62,10 @@ from lance_sql.memwal.read.nodes import (
     TakeLastExec,
     UnionExec,
     format_plan,
+    key_text,
 )
 from lance_sql.memwal.read.pruning import prune_regions
-from lance_sql.memwal.read.search import FilterStaleExec, KNNExec, StaleCheck
+from lance_sql.memwal.read.search import FilterStaleExec, KNNExec, StaleCheck, check_filter
 from lance_sql.memwal.read.sources import (
     BaseSource,
     GenerationSource,
@@ -121,7 +123,9 @@ class RegionState:
 
 @dataclass
 class LsmPlan:
-    """A plan and what EXPLAIN says about it."""
+    """A plan and what EXPLAIN says about it; after it ran, EXPLAIN ANALYZE
+    (``explain(analyze=True)``) prints what it did: the path that answered (the nodes, or
+    a lookup's one-key or many-key path) with each node's metrics."""
 
     root: ExecNode
     header: list[str] | Callable[[], list[str]]  # a callable: made when explained
@@ -129,22 +133,81 @@ class LsmPlan:
     one: Callable[[], pa.Table | None] | None = None
     # a lookup of many keys: every newer source probed at once (see .many)
     many: ManyKeyLookup | None = None
+    sources: Sequence[Source] = ()  # the sources the plan reads (or masks with)
+    regions: tuple[int, int] | None = None  # (regions kept, regions listed)
+    # the one-key path's metrics (the sources it asked, the one that answered)
+    one_metrics: NodeMetrics | None = None
+    ran: str | None = None  # the path the last run took: "one", "many" or "nodes"
+
+    def _shortcut(self) -> pa.Table | None:
+        """The answer of the one-key or many-key path (None: the nodes answer)."""
+        if self.one is not None:
+            self.ran = "one"
+            metrics = self.one_metrics
+            if metrics is None:
+                found = self.one()
+            else:
+                with own_work(metrics):
+                    found = self.one()
+                if found is not None:
+                    metrics.output(found.num_rows, int(found.num_rows > 0))
+            if found is not None:
+                return found
+        if self.many is not None:
+            self.ran = "many"
+            return self.many.to_table()
+        self.ran = "nodes"
+        return None
 
     def execute(self):
-        found = self.one() if self.one is not None else None
-        if found is None and self.many is not None:
-            found = self.many.to_table()
+        found = self._shortcut()
         return iter(found.to_batches()) if found is not None else self.root.execute()
 
     def to_table(self) -> pa.Table:
-        found = self.one() if self.one is not None else None
-        if found is None and self.many is not None:
-            found = self.many.to_table()
+        found = self._shortcut()
         return found if found is not None else self.root.to_table()
 
-    def explain(self) -> str:
+    def explain(self, analyze: bool = False) -> str:
+        """The plan (``analyze``: with what its runs so far did)."""
         header = self.header() if callable(self.header) else self.header
-        return "\n".join([*header, format_plan(self.root)])
+        if not analyze:
+            return "\n".join([*header, format_plan(self.root)])
+        if self.ran == "many":  # its header line says the nodes below ran: they did not
+            header = [line for line in header if not line.startswith("ManyKeyProbe:")]
+        lines = [*header, self._sources_line()]
+        if self.ran == "one" and self.one_metrics is not None:
+            lines.append(f"OneKeyLookupExec: {_lookup_text(self.root)}, "
+                         f"{self.one_metrics.text()}")
+        elif self.ran == "many" and self.many is not None:
+            lines += self.many.explain_lines()
+        else:
+            lines.append(format_plan(self.root, analyze=True))
+        return "\n".join(lines)
+
+    def _sources_line(self) -> str:
+        """``LsmSources: regions_kept=.., regions_pruned=.., sources_opened=.. (by kind)``."""
+        kinds: dict[str, int] = {}
+        for source in self.sources:
+            kinds[source.kind] = kinds.get(source.kind, 0) + 1
+        detail = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+        parts = []
+        if self.regions is not None:
+            kept, total = self.regions
+            parts += [f"regions_kept={kept}", f"regions_pruned={total - kept}"]
+        parts.append(f"sources_opened={len(self.sources)}" + (f" ({detail})" if detail else ""))
+        return "LsmSources: " + ", ".join(parts)
+
+
+def _lookup_text(root: ExecNode) -> str:
+    """The keys of a lookup plan (its CoalesceFirstExec's), as its TakeLastExec prints."""
+    node = root
+    while node.children and not isinstance(node, CoalesceFirstExec):
+        node = node.children[0]
+    if isinstance(node, CoalesceFirstExec):
+        base = node.children[-1]
+        if isinstance(base, TakeLastExec):
+            return key_text(base.source.key_columns, base.keys)
+    return "one key"
 
 
 def _first_row(table: pa.Table, row: int = 0) -> tuple:
@@ -472,7 +535,9 @@ class LsmView:
             self._spec_names[:] = [self.spec.source_names(self.base.manifest.schema)]
         return self._spec_names[0]
 
-    def _predicate(self, filter: str | Expr | None) -> Expr | None:
+    def _predicate(self, filter: str | Expr | None, *, typed: bool = False) -> Expr | None:
+        """``filter`` parsed and resolved against the view's columns; ``typed``: its
+        types checked too (:func:`.search.check_filter`)."""
         expr = _parse(filter)
         if expr is None:
             return None
@@ -482,6 +547,8 @@ class LsmView:
         resolved = resolve(expr, full)
         for path in expr_columns(resolved):
             self._field(path[0])  # row versions need stable row ids
+        if typed:
+            check_filter(resolved, full)
         return resolved
 
     # ------------------------------------------------------------------ plans
@@ -502,7 +569,8 @@ class LsmView:
         node = ProjectionExec(node, output)
         if limit is not None:
             node = GlobalLimitExec(node, limit)
-        return LsmPlan(node, self._header("LsmScan"))
+        return LsmPlan(node, self._header("LsmScan"), sources=sources,
+                       regions=(len(self.kept), self.total_regions))
 
     def _lookup_keys(self, keys: pa.Table) -> pa.Table:
         """The primary-key columns of ``keys``, in the key's types."""
@@ -577,7 +645,8 @@ class LsmView:
         base = TakeLastExec(sources[0], schema, lookup_keys)
         children.append(base)
         node = ProjectionExec(CoalesceFirstExec(children, lookup_keys), output)
-        one = (partial(self._one_row, sources, schema, output, lookup_keys)
+        trace = NodeMetrics() if key_table.num_rows == 1 else None
+        one = (partial(self._one_row, sources, schema, output, lookup_keys, trace)
                if key_table.num_rows == 1 else None)
         many = (ManyKeyLookup(sources, schema, output, lookup_keys, base)
                 if many_usable(sources, lookup_keys, schema.field(0).type) else None)
@@ -586,7 +655,8 @@ class LsmView:
         if many is not None:
             header = partial(_with_line, header, f"ManyKeyProbe: {key_table.num_rows} keys, "
                              "every newer source probed at once (the same lookups as below)")
-        return LsmPlan(node, header, one, many)
+        return LsmPlan(node, header, one, many, sources=sources, one_metrics=trace,
+                       regions=(len(self.kept), self.total_regions))
 
     def lookup_one(self, keys: pa.Table, columns: Sequence[str] | None = None
                    ) -> pa.Table | None:
@@ -605,14 +675,19 @@ class LsmView:
                              Keys(key_table, region_index))
 
     def _one_row(self, sources: Sequence[Source], schema: pa.Schema, output: list[str],
-                 lookup_keys: Keys) -> pa.Table | None:
-        """The one key's newest live row from ``sources`` (see :meth:`lookup_one`)."""
+                 lookup_keys: Keys, trace: NodeMetrics | None = None) -> pa.Table | None:
+        """The one key's newest live row from ``sources`` (see :meth:`lookup_one`);
+        ``trace``: counts the sources asked and names the one that answered."""
         wanted = [n for n in schema.names if n not in (GEN, REGION, KEY_POSITION)]
         region = int(lookup_keys.region[0])
         for source in [*sources[1:], sources[0]]:
             if source.region_index is not None and region != -1 and \
                     source.region_index != region:
+                if trace is not None:
+                    trace.add("sources_of_other_regions")
                 continue  # the key routes to another region
+            if trace is not None:
+                trace.add("sources_asked")
             if isinstance(source, MemTableSource):  # its key index, then a one-row slice
                 found = source.memtable.lookup_one(lookup_keys.table)
                 if found is None:
@@ -621,7 +696,9 @@ class LsmView:
                 out = self._output_schema(schema, output)
                 if row.schema.get_field_index(TOMBSTONE) >= 0 and \
                         row.column(TOMBSTONE)[0].as_py():
+                    _answered(trace, source, deleted=True)
                     return out.empty_table()  # deleted
+                _answered(trace, source)
                 extra = {ROW_ADDR: address, KEY_POSITION: 0}  # as the source's lookup
                 return _one_row_table(
                     [pa.array([extra[f.name]], f.type) if f.name in extra
@@ -631,7 +708,9 @@ class LsmView:
                 if row is not None:
                     out = self._output_schema(schema, output)
                     if not row.num_rows:
+                        _answered(trace, None)
                         return out.empty_table()  # the base is asked last
+                    _answered(trace, source)
                     return _base_row(row, source, out)
             if source.exact_lookup and not source.might_hold(lookup_keys):
                 continue
@@ -639,6 +718,8 @@ class LsmView:
                 bloom = source.bloom()
                 if bloom is not None and \
                         not bloom.might_contain_hash(int(lookup_keys.hashes[0])):
+                    if trace is not None:
+                        trace.add("bloom_ruled_out")
                     continue
             table = source.lookup(lookup_keys, wanted)
             if not table.num_rows:
@@ -647,8 +728,11 @@ class LsmView:
                 return None
             out = pa.schema([schema.field(n) for n in output])
             if table.column(TOMBSTONE)[0].as_py():
+                _answered(trace, source, deleted=True)
                 return out.empty_table()  # deleted
+            _answered(trace, source)
             return _one_row_table([_one_column(table, source, f) for f in out], out)
+        _answered(trace, None)
         return pa.schema([schema.field(n) for n in output]).empty_table()
 
     def _route(self, keys: pa.Table) -> np.ndarray | None:
@@ -721,7 +805,7 @@ class LsmView:
         holds, with ``_distance``."""
         output = self._columns(columns)
         self._field(column)
-        predicate = self._predicate(filter)
+        predicate = self._predicate(filter, typed=True)
         scanned, sources = self.pruned_sources(predicate)
         filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
         schema = self._schema([*output, column, *self.key_columns, ROW_ADDR, GEN, REGION,
@@ -734,7 +818,8 @@ class LsmView:
         node: ExecNode = FilterStaleExec(UnionExec(knns), check)
         node = GlobalLimitExec(SortExec(node, DISTANCE), k)
         node = ProjectionExec(node, [*output, DISTANCE])
-        return LsmPlan(node, self._header("LsmSearch"))
+        return LsmPlan(node, self._header("LsmSearch"), sources=sources,
+                       regions=(len(self.kept), self.total_regions))
 
 
 def _route_numbers(values: pa.Table, where: dict[tuple, int]) -> np.ndarray | None:
@@ -761,6 +846,15 @@ def _route_numbers(values: pa.Table, where: dict[tuple, int]) -> np.ndarray | No
     got = column.to_numpy().astype(np.int64, copy=False)
     at = np.minimum(codes.searchsorted(got), codes.size - 1)
     return np.where(codes[at] == got, positions[at], -1)
+
+
+def _answered(trace: NodeMetrics | None, source: Source | None, deleted: bool = False
+              ) -> None:
+    """Note in ``trace`` the source that answered a one-key lookup (None: no source
+    holds the key)."""
+    if trace is not None:
+        trace.note("answered_by", "none (no source holds the key)" if source is None
+                   else source.label + (" (a tombstone: deleted)" if deleted else ""))
 
 
 def _with_line(header: Callable[[], list[str]], line: str) -> list[str]:
@@ -848,5 +942,12 @@ class LsmScanner:
         plan = self.view.scan_plan([], self.filter, self.limit)
         return sum(b.num_rows for b in plan.execute())
 
-    def explain(self) -> str:
-        return self.plan.explain()
+    def explain(self, analyze: bool = False) -> str:
+        """The plan; ``analyze``: planned afresh, run to the end (its rows dropped) and
+        printed with what each node did (EXPLAIN ANALYZE)."""
+        if not analyze:
+            return self.plan.explain()
+        plan = self.view.scan_plan(self.columns, self.filter, self.limit)
+        for _ in plan.execute():
+            pass
+        return plan.explain(analyze=True)

@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.expr.arrow import Expr
+from lance_sql.expr.arrow import Expr, to_pyarrow, to_sql
 from lance_sql.memwal.read.keys import Keys
+from lance_sql.memwal.read.metrics import measured
 from lance_sql.memwal.read.nodes import (
     DISTANCE,
     GEN,
@@ -30,7 +31,7 @@ from lance_sql.memwal.read.nodes import (
 from lance_sql.memwal.read.sources import Source
 from lance_sql.table.files.reader import ROW_ADDR
 
-__all__ = ["METRICS", "FilterStaleExec", "KNNExec", "StaleCheck", "distances"]
+__all__ = ["METRICS", "FilterStaleExec", "KNNExec", "StaleCheck", "check_filter", "distances"]
 
 METRICS = ("l2", "cosine", "dot")
 
@@ -47,6 +48,20 @@ def _vectors(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         raise InvalidInputError("vectors of different lengths cannot be compared")
     flat = present.flatten().to_numpy(zero_copy_only=False)
     return valid, np.asarray(flat, np.float64).reshape(len(present), int(lengths[0]))
+
+
+def check_filter(predicate: Expr | None, schema: pa.Schema) -> None:
+    """Type-check a search's filter against the columns it may name (``schema``) when the
+    search is planned: a condition whose types do not fit (a vector compared with a
+    number, an integer column with ``'x'``) is an InvalidInputError before anything is
+    read, not when the search runs."""
+    if predicate is None:
+        return
+    try:
+        to_pyarrow(predicate, schema)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"the filter {to_sql(predicate)} does not fit the table's "
+                                f"columns: {exc}") from exc
 
 
 def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
@@ -96,8 +111,10 @@ class KNNExec(ExecNode):
         self.rows_scanned = 0  # rows with a vector, and those checked for staleness
         self.rows_checked = 0
 
+    @measured
     def execute(self) -> Iterator[pa.RecordBatch]:
         best: pa.Table | None = None
+        scanned, checked = self.rows_scanned, self.rows_checked
         for batch in self.scan.execute():
             valid, matrix = _vectors(batch.column(self.column))
             if not valid.size:
@@ -122,6 +139,8 @@ class KNNExec(ExecNode):
                 dist = best.column(DISTANCE).to_numpy()
                 top = np.argpartition(dist, self.k - 1)[:self.k]
                 best = best.take(pa.array(np.sort(top)))
+        self.metrics.count(rows_scanned=self.rows_scanned - scanned,
+                           rows_checked_stale=self.rows_checked - checked)
         if best is not None and best.num_rows:
             yield conform(best, self.schema)
 
@@ -142,7 +161,9 @@ class KNNExec(ExecNode):
             keep = self.stale.keep(self.source, batch.take(pa.array(valid[part])))
             self.rows_checked += int(part.size)
             live.append(part[keep])
-            found += int(keep.sum())
+            alive = int(keep.sum())
+            self.metrics.add("stale_dropped", int(part.size) - alive)
+            found += alive
             start, size = start + size, size * 2
         return np.concatenate(live)[:self.k] if live else order[:0]
 
@@ -215,6 +236,7 @@ class FilterStaleExec(ExecNode):
         self.schema = child.schema
         self.check = check
 
+    @measured
     def execute(self) -> Iterator[pa.RecordBatch]:
         by_origin = {(None if s.region is None else str(s.region), s.gen): s
                      for s in self.check.sources}
@@ -226,7 +248,9 @@ class FilterStaleExec(ExecNode):
                 rows = (gens == gen) & (regions == region)
                 if rows.any():
                     keep[rows] = self.check.keep(source, batch.filter(pa.array(rows)))
-            if keep.any():
+            kept = int(np.count_nonzero(keep))
+            self.metrics.count(rows_in=batch.num_rows, stale_dropped=batch.num_rows - kept)
+            if kept:
                 yield batch.filter(pa.array(keep))
 
     def describe(self) -> str:

@@ -697,8 +697,9 @@ class PlannedChanges:
     """A query's change rows after metadata pruning, and what planning them took."""
 
     versions: tuple[int, ...]  # the versions planned (those the query's filter can match)
-    planned: int         # change rows before pruning
+    planned: int         # change rows before pruning (a net query's: its net rows)
     rows: ChangeRows     # the rows the metadata part of the filter keeps
+    changes: int = 0     # change rows of the versions planned (before a net query's netting)
 
 
 def plan_query(window: ChangeWindow, query: ChangeQuery,
@@ -710,9 +711,11 @@ def plan_query(window: ChangeWindow, query: ChangeQuery,
         raise InvalidInputError("net changes are planned for the whole window at once")
     wanted = tuple(query.versions(window) if versions is None else versions)
     rows = plan_changes(window, wanted)
+    changes = len(rows)
     if query.net:
         rows = net_changes(rows)
-    return PlannedChanges(wanted, len(rows), query.prune(rows, timestamps_of(window, rows)))
+    return PlannedChanges(wanted, len(rows), query.prune(rows, timestamps_of(window, rows)),
+                          changes)
 
 
 def run_query(window: ChangeWindow, query: ChangeQuery) -> pa.Table:
