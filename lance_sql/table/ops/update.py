@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr import parse_predicate, value_expression
+from lance_sql.expr.casts import cast_like_datafusion, cast_table_like_datafusion
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.row_ids import encode_versions
@@ -58,8 +59,8 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
     ``select_values``, set the values it computed for that version, ``updates`` naming
     the columns only).
 
-    Returns the number of rows updated and the committed manifest (None if no row
-    matched, in which case nothing is committed).
+    Returns the number of rows updated and the committed manifest: an update matching
+    no row commits an empty Update, as pylance's does.
     """
     if not isinstance(updates, Mapping) or not updates:
         raise InvalidInputError("update needs a non-empty dict of column -> SQL expression")
@@ -83,8 +84,8 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
         else list(matching_rows(store, base, plan_scan(base, columns=[], filter=where,
                                                        with_row_address=True),
                                 index_hook(store, base)))
-    if not matches:
-        return 0, None
+    if not matches:  # still a version, as pylance's (an Update changing nothing)
+        return _rewrite_rows(ctx, [], lambda table, _: table, ())
     if update_mode == "rewrite_columns":
         return _rewrite_columns(ctx, exprs, matches, modified)
     return _rewrite_rows(ctx, [(frag, rows, None) for frag, rows in matches],
@@ -154,8 +155,8 @@ def _set_computed(ctx: WriteContext, names: list[str], computed: pa.Table
     if computed.num_columns != len(names) + 1 or computed.column_names[0] != ROW_ADDR:
         raise InvalidInputError(f"computed update values must be {ROW_ADDR} then {names}")
     located = _locate(base, _addresses(computed.column(0)))
-    if not located:
-        return 0, None
+    if not located:  # still a version, as pylance's (an Update changing nothing)
+        return _rewrite_rows(ctx, [], lambda table, _: table, ())
     values = computed.drop_columns([ROW_ADDR]).rename_columns(names)
     # to the columns' types first (the engine may hand string views, which take refuses)
     values = pa.Table.from_arrays([_cast_values(values.column(n), n, arrow) for n in names],
@@ -182,7 +183,7 @@ def _fit(new: pa.Table, assigned: list[str], arrow: pa.Schema) -> pa.Table:
     """``new`` cast to the table's schema; a value that does not fit is an
     InvalidInputError naming the assigned column."""
     try:
-        return new.cast(arrow)
+        return cast_table_like_datafusion(new, arrow)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         # the column named (an array literal of the wrong length for a fixed-size list,
         # a string into a number...): found by casting the assigned ones alone
@@ -195,7 +196,7 @@ def _fit(new: pa.Table, assigned: list[str], arrow: pa.Schema) -> pa.Table:
 def _cast_values(values: pa.ChunkedArray, name: str, arrow: pa.Schema) -> pa.ChunkedArray:
     target = arrow.field(name).type
     try:
-        return values.cast(target)
+        return cast_like_datafusion(values, target)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise InvalidInputError(f"update values do not fit the column {name!r} ({target}): "
                                 f"{exc}") from exc
@@ -204,7 +205,7 @@ def _cast_values(values: pa.ChunkedArray, name: str, arrow: pa.Schema) -> pa.Chu
 def _casts(values: pa.ChunkedArray, target: pa.DataType) -> bool:
     """Whether ``values`` cast to ``target``."""
     try:
-        values.cast(target)
+        cast_like_datafusion(values, target)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return False
     return True
