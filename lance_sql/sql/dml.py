@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.sql.statements import refuse_past_version
 from lance_sql.sql.tokens import Token, check_single_statement, tokenize
 
 
@@ -120,11 +121,13 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
         if len(tokens) < 2 or not tokens[1].is_kw("FROM"):
             raise InvalidInputError("DELETE: expected DELETE FROM <table> [WHERE ...]")
         table, i = _table_and_rest(sql, tokens, 2, "DELETE")
+        refuse_past_version(table, tokens, i, "DELETE")
         alias, i = _alias(tokens, i, "WHERE")
         return DeleteStatement(table, _where(sql, tokens, i, "DELETE"), alias)
     if not tokens[0].is_kw("UPDATE"):
         return None
     table, i = _table_and_rest(sql, tokens, 1, "UPDATE")
+    refuse_past_version(table, tokens, i, "UPDATE")
     alias, i = _alias(tokens, i, "SET")
     if i >= len(tokens) or not tokens[i].is_kw("SET"):
         raise InvalidInputError("UPDATE: expected UPDATE <table> SET col = expr, ... [WHERE ...]")

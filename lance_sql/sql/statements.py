@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError, StatementRefusedError
+from lance_sql.sql.rewrite import time_travel_clause
 from lance_sql.sql.tokens import Token, string_value, tokenize
 
 
@@ -136,6 +137,24 @@ class External:
 
 Statement = (CreateTable | Insert | DropTable | Truncate | AddColumns | DropColumns
              | RenameColumn | CreateTag | DropTag | Restore)
+
+
+def refuse_past_version(table: str, tokens: list[Token], i: int, verb: str) -> None:
+    """Refuse a write naming a past version of its target (``DELETE FROM t VERSION AS OF
+    3``, ``UPDATE "t@3"``...): only the latest version takes writes, and nothing is
+    committed. The message says what to do instead."""
+    spec, _ = time_travel_clause(tokens, i) if i < len(tokens) else (None, i)
+    base, at, suffix = table.rpartition("@")
+    if spec is None and not (at and base and suffix):
+        return
+    what = spec.describe() if spec is not None else (
+        f"version {suffix}" if suffix.isdigit() else repr(suffix))
+    name = base if spec is None else table
+    raise StatementRefusedError(
+        f"{verb}: {name} at {what} is a past version, which cannot be written (writes go "
+        f"to the latest version). To write from it, restore it first (RESTORE TABLE "
+        f"{name} TO VERSION <n>, or ds.restore(n)) or copy it (CREATE TABLE ... AS SELECT "
+        f"* FROM {name} VERSION AS OF <n>); to read it, SELECT ... VERSION AS OF <n>")
 
 
 class Cursor:
@@ -268,6 +287,7 @@ def parse_statement(sql: str) -> Statement | External | None:
     if first == "TRUNCATE":
         cur.kw("TABLE")
         table = cur.table_name()
+        refuse_past_version(table, cur.tokens, cur.i, "TRUNCATE")
         cur.end()
         return Truncate(table)
     if first == "RESTORE":
@@ -437,6 +457,7 @@ def _insert(cur: Cursor) -> Insert:
         raise AssertionError
     cur.kw("TABLE")
     table = cur.table_name()
+    refuse_past_version(table, cur.tokens, cur.i, "INSERT")
     columns = None
     tok, after = cur.peek(), cur.peek(1)
     # "(a, b) SELECT" is a column list; "(SELECT ...)" is the query itself.
