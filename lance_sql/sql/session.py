@@ -436,7 +436,9 @@ class LanceSession:
         self.errors = ErrorRegistry()
         self.schema_provider = LanceSchemaProvider(self.resolver, self.errors, consistency)
         self.consistency = consistency
-        config = config or SessionConfig()
+        # information_schema lists the catalog's Lance tables as DataFusion finds them
+        # (SHOW TABLES, SHOW COLUMNS FROM t, information_schema.tables / .columns)
+        config = (config or SessionConfig()).with_information_schema(True)
         self.ctx = SessionContext(config.with_default_catalog_and_schema(CATALOG, SCHEMA))
         self.ctx.register_catalog_provider(CATALOG, LanceCatalog(self.schema_provider))
         versions_fn = make_table_versions(self.resolver, self.errors)
