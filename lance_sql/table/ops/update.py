@@ -29,8 +29,9 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.row_ids import encode_versions
 from lance_sql.format.schema import LanceSchema
+from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.lineage import PENDING_VERSION, load_lineage
-from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
+from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment, deleted_offsets
 from lance_sql.table.index import index_hook
 from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.ops.schema_evolution import write_columns_file
@@ -80,7 +81,7 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
             raise InvalidInputError("computed update values need update_mode='rewrite_rows'")
         return _set_computed(ctx, list(updates), select_values(base))
     modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
-    matches = selected_rows(base, select_rows) if select_rows is not None \
+    matches = selected_rows(store, base, select_rows) if select_rows is not None \
         else list(matching_rows(store, base, plan_scan(base, columns=[], filter=where,
                                                        with_row_address=True),
                                 index_hook(store, base)))
@@ -114,27 +115,36 @@ def _rewrite_rows(ctx: WriteContext, matches: list[tuple[Fragment, np.ndarray, A
     return count, rewrite.commit(modified)
 
 
-def selected_rows(base: Manifest, select_rows: RowSelector) -> list[tuple[Fragment, np.ndarray]]:
+def selected_rows(store: ObjectStore, base: Manifest, select_rows: RowSelector
+                  ) -> list[tuple[Fragment, np.ndarray]]:
     """(fragment, sorted offsets) of the row addresses ``select_rows`` gives for ``base``,
     fragments in address order; an address of no fragment of ``base`` is a NotFoundError,
-    one past a fragment's rows an InvalidInputError."""
+    one past a fragment's rows or of a deleted row an InvalidInputError."""
     addresses = _addresses(select_rows(base))
-    return [(frag, offsets) for frag, offsets, _ in _locate(base, np.unique(addresses))]
+    return [(frag, offsets) for frag, offsets, _ in _locate(store, base, np.unique(addresses))]
 
 
 def _addresses(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The selected row addresses as uint64: integers only, none NULL or negative."""
     if isinstance(values, pa.ChunkedArray | pa.Array):
         if values.null_count:
             raise InvalidInputError("row addresses selected for a write contain NULL")
         values = values.to_numpy()
-    return np.asarray(values, dtype=np.uint64)
+    found = np.asarray(values)
+    if found.size and not (np.issubdtype(found.dtype, np.integer)
+                           or np.issubdtype(found.dtype, np.unsignedinteger)):
+        raise InvalidInputError(f"row addresses must be integers, got {found.dtype}")
+    if found.size and np.issubdtype(found.dtype, np.signedinteger) and found.min() < 0:
+        raise InvalidInputError(f"row address {int(found.min())} is negative")
+    return found.astype(np.uint64)
 
 
-def _locate(base: Manifest, addresses: np.ndarray
+def _locate(store: ObjectStore, base: Manifest, addresses: np.ndarray
             ) -> list[tuple[Fragment, np.ndarray, np.ndarray]]:
     """(fragment, sorted offsets, their positions in ``addresses``) per fragment of
-    ``base``, checked: no fragment is a NotFoundError, an offset past its rows or an
-    address given twice an InvalidInputError."""
+    ``base``, checked before anything is written: no fragment is a NotFoundError; an
+    offset past its rows, of a row deleted in ``base`` (a write would count it, an
+    update bring it back) or an address given twice an InvalidInputError."""
     out = []
     for frag, offsets, positions in by_fragment(base, addresses):
         if len(offsets) and int(offsets[-1]) >= frag.physical_rows:
@@ -142,6 +152,12 @@ def _locate(base: Manifest, addresses: np.ndarray
                                     f"fragment {frag.id}")
         if len(offsets) > 1 and not np.all(np.diff(offsets) > 0):
             raise InvalidInputError("a row address is selected twice for one write")
+        dead = np.intersect1d(offsets, deleted_offsets(store, base, frag))
+        if len(dead):
+            raise InvalidInputError(
+                f"row address {(frag.id << 32) | int(dead[0])} (fragment {frag.id}, offset "
+                f"{int(dead[0])}) is a deleted row of version {base.version}; "
+                f"{len(dead)} selected row(s) of that fragment are deleted")
         out.append((frag, offsets, positions))
     return out
 
@@ -154,7 +170,7 @@ def _set_computed(ctx: WriteContext, names: list[str], computed: pa.Table
     arrow = base.schema.to_arrow()
     if computed.num_columns != len(names) + 1 or computed.column_names[0] != ROW_ADDR:
         raise InvalidInputError(f"computed update values must be {ROW_ADDR} then {names}")
-    located = _locate(base, _addresses(computed.column(0)))
+    located = _locate(ctx.store, base, _addresses(computed.column(0)))
     if not located:  # still a version, as pylance's (an Update changing nothing)
         return _rewrite_rows(ctx, [], lambda table, _: table, ())
     values = computed.drop_columns([ROW_ADDR]).rename_columns(names)
