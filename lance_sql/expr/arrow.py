@@ -52,6 +52,7 @@ from lance_sql.expr.model import (
 )
 from lance_sql.expr.model import scalar_of as _scalar
 from lance_sql.expr.parser import parse_predicate, to_sql
+from lance_sql.expr.text import literal_text, needs_own_text, text_function
 
 __all__ = [
     "ARITHMETIC", "COMPARISONS", "FUNCTIONS", "OPS", "Call", "Column", "Expr", "Literal",
@@ -153,6 +154,16 @@ def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None
         raise InvalidInputError(f"cannot apply {fn} to ({types}) in filter: {err}") from None
     # pyarrow builds a call by name only through its private constructor
     return pc.Expression._call(fn, [e for e, _ in args], options), out_type  # noqa: SLF001
+
+
+def _datafusion_text(x: _Typed) -> _Typed:
+    """``x`` as text: floats, timestamps and date64 as DataFusion spells them (pyarrow's
+    cast does otherwise), other types through the cast."""
+    if not needs_own_text(x[1]):
+        return _cast(x, pa.string())
+    if pa.types.is_date64(x[1]):  # DataFusion spells it as the timestamp of its ms
+        x = (x[0].cast(pa.timestamp("ms")), pa.timestamp("ms"))
+    return _call(text_function(x[1]), [x])
 
 
 def _cast(x: _Typed, target: pa.DataType) -> _Typed:
@@ -400,16 +411,18 @@ class _Translator:
         typed = [self.expr(a) for a in args]
         for a, (_, t) in zip(args, typed, strict=True):
             if not (_is_string(t) or pa.types.is_integer(t) or pa.types.is_boolean(t)
-                    or pa.types.is_date(t) or t == pa.null()):
-                # pyarrow spells floats and timestamps unlike DataFusion ('1' for '1.0')
+                    or pa.types.is_date(t) or pa.types.is_decimal(t)
+                    or pa.types.is_timestamp(t) or pa.types.is_float32(t)
+                    or pa.types.is_float64(t) or t == pa.null()):
                 raise InvalidInputError(f"concat / || of {t} ({to_sql(a)}) is not supported: "
-                                        "strings, integers, booleans and dates only")
+                                        "strings, numbers, booleans, dates and timestamps")
         text = pa.large_string() if any(t == pa.large_string() for _, t in typed) \
             else pa.string()
-        parts = [x if x[1] == text else _cast(x, text) for x in typed]
         if all(isinstance(a, Literal) for a in args):  # pyarrow fails on scalars alone
-            values = [_scalar(a).cast(text).as_py() for a in args]  # type: ignore[arg-type]
+            values = [literal_text(_scalar(a)) for a in args]  # type: ignore[arg-type]
             return pc.scalar(pa.scalar("".join(values), text)), text
+        # floats, timestamps and date64 spelled as DataFusion spells them (lance_sql.expr.text)
+        parts = [x if x[1] == text else _cast(_datafusion_text(x), text) for x in typed]
         empty = (pc.scalar(pa.scalar("", text)), text)
         if skip_nulls:  # NULL as '' (pyarrow's null_handling="skip" loses all-NULL rows)
             parts = [_call("coalesce", [x, empty]) for x in parts]
