@@ -91,21 +91,25 @@ def _schema_paths(fields: list[pa.Field], prefix: str = "") -> list[str]:
     return out
 
 
-def resolve_column(schema: pa.Schema, path: tuple[str, ...]) -> tuple[tuple[str, ...], pa.DataType]:
+def resolve_column(schema: pa.Schema, path: tuple[str, ...], quoted: tuple[bool, ...] = ()
+                   ) -> tuple[tuple[str, ...], pa.DataType]:
     """The schema's spelling and type of ``path``.
 
-    Names match exactly, else case-insensitively when that is unambiguous (SQL folds unquoted
-    identifiers; pylance resolves ``filter="X > 1"`` against column ``x``).
+    Names match exactly; an unquoted part (``quoted`` False or absent) else
+    case-insensitively when that is unambiguous, as pylance binds ``filter="X > 1"`` to
+    column ``x``. A quoted part (``"Name"``, `` `Name` ``) matches its spelling only.
     """
     fields: list[pa.Field] = list(schema)
     names: list[str] = []
-    for part in path:
+    for i, part in enumerate(path):
         matches = [f for f in fields if f.name == part]
-        if not matches:
+        exact = i < len(quoted) and quoted[i]
+        if not matches and not exact:
             matches = [f for f in fields if f.name.lower() == part.lower()]
         if len(matches) != 1:
             available = ", ".join(_schema_paths(list(schema))) or "(none)"
-            problem = "is ambiguous" if matches else "not found"
+            problem = "is ambiguous (quote it to choose one spelling)" if matches else \
+                "not found" + (" (a quoted name matches its exact spelling)" if exact else "")
             raise NotFoundError(
                 f"column '{'.'.join(path)}' {problem} in filter; available columns: {available}"
             )
@@ -118,7 +122,7 @@ def resolve_column(schema: pa.Schema, path: tuple[str, ...]) -> tuple[tuple[str,
 def resolve(expr: Expr, schema: pa.Schema) -> Expr:
     """``expr`` with every column path spelled as in ``schema`` (NotFoundError if missing)."""
     if isinstance(expr, Column):
-        return Column(resolve_column(schema, expr.path)[0])
+        return Column(resolve_column(schema, expr.path, expr.quoted)[0])
     if isinstance(expr, Call):
         return Call(expr.op, tuple(resolve(a, schema) for a in expr.args))
     return expr
@@ -297,7 +301,7 @@ class _Translator:
 
     def expr(self, e: Expr) -> _Typed:
         if isinstance(e, Column):
-            path, t = resolve_column(self.schema, e.path)
+            path, t = resolve_column(self.schema, e.path, e.quoted)
             x: _Typed = (pc.field(*path), t)
             return _cast(x, t.value_type) if pa.types.is_dictionary(t) else x
         if isinstance(e, Literal):

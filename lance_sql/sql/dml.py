@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.sql.identifiers import sql_column
 from lance_sql.sql.statements import refuse_past_version
 from lance_sql.sql.tokens import Token, check_single_statement, tokenize
 
@@ -147,6 +148,7 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
             raise InvalidInputError(f"UPDATE: expected column = expression, got {part!r}")
         column = ptoks[0].identifier
         assert column is not None
+        column = sql_column(column, quoted=ptoks[0].kind == "quoted")  # SQL folds unquoted
         if column in assignments:
             raise InvalidInputError(f"UPDATE: column {column!r} is assigned twice")
         assignments[column] = part[ptoks[2].start:].strip()

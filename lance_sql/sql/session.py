@@ -48,6 +48,7 @@ from lance_sql.sql.functions import (
     make_table_versions,
     table_versions,
 )
+from lance_sql.sql.identifiers import check_sql_names
 from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
@@ -607,6 +608,11 @@ class LanceSession:
             return requalify(text, dict.fromkeys(own)) if text is not None and own else text
 
         where = unqualified(statement.where)
+        # column names bound as SQL binds them (unquoted: lower case), as SELECT does
+        for text in ([] if where is None or has_subquery(where) else [where]) + [
+                unqualified(e) or e for e in getattr(statement, "assignments", {}).values()
+                if not has_subquery(e)]:
+            check_sql_names(text, ds.schema, verb)
         select_rows = select_values = None
         if isinstance(statement, UpdateStatement) and any(
                 has_subquery(e) for e in statement.assignments.values()):
