@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.expr import parse_predicate
 from lance_sql.sql.identifiers import sql_column
 from lance_sql.sql.statements import refuse_past_version
 from lance_sql.sql.tokens import Token, check_single_statement, tokenize
@@ -108,6 +109,20 @@ def has_subquery(text: str) -> bool:
     """Whether an UPDATE/DELETE condition holds a subquery (``IN (SELECT ...)``,
     ``EXISTS (SELECT ...)``, a scalar ``(SELECT ...)``): DataFusion evaluates those."""
     return any(tok.is_kw("SELECT") for tok in tokenize(text))
+
+
+def needs_engine(text: str) -> bool:
+    """Whether DataFusion, not the table layer's filter language, evaluates an UPDATE /
+    DELETE expression: one holding a subquery, or SQL the filter language does not
+    parse (``round(x, 1)``, ``substr``, ``now()``, ``INTERVAL '1 day'`` and the rest of
+    DataFusion's functions and syntax)."""
+    if has_subquery(text):
+        return True
+    try:
+        parse_predicate(text)
+    except InvalidInputError:
+        return True
+    return False
 
 
 def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:

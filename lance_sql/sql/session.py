@@ -39,7 +39,7 @@ from lance_sql.sql.catalog import (
     TableName,
     VersionResolver,
 )
-from lance_sql.sql.dml import DeleteStatement, UpdateStatement, has_subquery, parse_dml
+from lance_sql.sql.dml import DeleteStatement, UpdateStatement, needs_engine, parse_dml
 from lance_sql.sql.error_bridge import ErrorRegistry, translate
 from lance_sql.sql.explain import render_explain
 from lance_sql.sql.functions import (
@@ -609,16 +609,22 @@ class LanceSession:
 
         where = unqualified(statement.where)
         # column names bound as SQL binds them (unquoted: lower case), as SELECT does
-        for text in ([] if where is None or has_subquery(where) else [where]) + [
-                unqualified(e) or e for e in getattr(statement, "assignments", {}).values()
-                if not has_subquery(e)]:
-            check_sql_names(text, ds.schema, verb)
+        # expressions with subqueries or beyond the filter language: DataFusion runs them
+        engine_values = isinstance(statement, UpdateStatement) and any(
+            needs_engine(e) for e in statement.assignments.values())
+        engine_where = statement.where is not None and needs_engine(statement.where)
+        # the table layer binds the rest's column names as SQL does (lower-cased unless
+        # quoted), as SELECT binds them
+        if not engine_values:
+            for text in ([] if where is None or engine_where else [where]) + [
+                    unqualified(e) or e for e in getattr(statement, "assignments", {}).values()]:
+                check_sql_names(text, ds.schema, verb)
         select_rows = select_values = None
-        if isinstance(statement, UpdateStatement) and any(
-                has_subquery(e) for e in statement.assignments.values()):
-            # SET c = (SELECT ...): DataFusion computes the rows and all their new values
-            select_values = self._values_computed(ds.uri, statement)
-        elif statement.where is not None and has_subquery(statement.where):
+        if engine_values:
+            # SET c = (SELECT ...), round(x, 1)...: DataFusion computes the rows and all
+            # their new values
+            select_values = self._values_computed(ds.uri, statement)  # type: ignore[arg-type]
+        elif engine_where:
             # the condition, subqueries and all, as DataFusion runs it on the version
             # the write starts from; the write changes the rows it gives
             where = statement.where

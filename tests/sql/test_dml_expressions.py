@@ -122,7 +122,8 @@ def test_update_values_as_pylance(copies: tuple[Path, Path], values: dict[str, s
     ("UPDATE t SET v = CASE WHEN v > 1 THEN 'x' END", "literal 'x'|do not fit"),
     ("DELETE FROM t WHERE CASE WHEN v > 1 THEN 1 END", "boolean"),
     ("UPDATE t SET v = coalesce(v, s)", "coalesce"),
-    ("DELETE FROM t WHERE v IS DISTINCT 1", "expected FROM"),
+    # beyond the filter language: DataFusion parses it (and says what it expected)
+    ("DELETE FROM t WHERE v IS DISTINCT 1", "(?i)expected"),
 ])
 def test_bad_value_forms_are_typed_and_commit_nothing(copies: tuple[Path, Path], sql: str,
                                                       message: str) -> None:
