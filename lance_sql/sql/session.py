@@ -53,6 +53,7 @@ from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptib
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
 from lance_sql.sql.nearest_provider import NearestDataset
+from lance_sql.sql.parameters import Params, bind_parameters
 from lance_sql.sql.point_get import PointAnswer, PointGets
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
@@ -482,8 +483,12 @@ class LanceSession:
         return self.dataset(table).tags.list()
 
     # -- queries ---------------------------------------------------------------------
-    def sql(self, query: str) -> LanceDataFrame:
+    def sql(self, query: str, params: Params | None = None) -> LanceDataFrame:
         """Plan ``query`` (DataFusion SQL plus time travel); returns a lazy DataFrame.
+
+        ``params`` fill placeholders: ``$1, $2...`` from a sequence, ``$name`` from a
+        mapping, each replaced by the SQL literal of its value (strings quoted; see
+        :mod:`lance_sql.sql.parameters`), in queries and write statements alike.
 
         Write statements (``CREATE TABLE``, ``INSERT``, ``UPDATE``, ``DELETE``, ``MERGE``,
         ``ALTER TABLE``, ``DROP TABLE``...; see :mod:`lance_sql.sql.statements`) run at
@@ -492,6 +497,8 @@ class LanceSession:
         :class:`StatementRefusedError` (external files: see ``allow_external_files``).
         What it reads is cached in the session's runtime.
         """
+        if params is not None:
+            query = bind_parameters(query, params)
         with self.runtime.activate():
             return self._sql(query)
 
