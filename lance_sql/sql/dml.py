@@ -31,6 +31,7 @@ class UpdateStatement:
     assignments: dict[str, str]
     where: str | None
     alias: str | None = None  # UPDATE t [AS] x: expressions may say x.col
+    joined: str | None = None  # UPDATE t SET ... FROM <tables> WHERE ...: the FROM list
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class DeleteStatement:
     table: str
     where: str | None
     alias: str | None = None  # DELETE FROM t [AS] x: the filter may say x.col
+    joined: str | None = None  # DELETE FROM t USING <tables> WHERE ...: the USING list
 
 
 def _top_level_split(sql: str, tokens: list[Token], separator: str) -> list[str]:
@@ -139,7 +141,14 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
         table, i = _table_and_rest(sql, tokens, 2, "DELETE")
         refuse_past_version(table, tokens, i, "DELETE")
         alias, i = _alias(tokens, i, "WHERE")
-        return DeleteStatement(table, _where(sql, tokens, i, "DELETE"), alias)
+        if i < len(tokens) and alias is not None and alias.upper() == "USING":
+            alias, i = None, i - 1  # DELETE FROM t USING ...: no alias
+        joined = None
+        if i < len(tokens) and tokens[i].is_kw("USING"):
+            end = _top_level_keyword(tokens, i + 1, "WHERE")
+            joined = _joined(sql, tokens, i + 1, end, "DELETE ... USING")
+            i = end
+        return DeleteStatement(table, _where(sql, tokens, i, "DELETE"), alias, joined)
     if not tokens[0].is_kw("UPDATE"):
         return None
     table, i = _table_and_rest(sql, tokens, 1, "UPDATE")
@@ -148,7 +157,11 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
     if i >= len(tokens) or not tokens[i].is_kw("SET"):
         raise InvalidInputError("UPDATE: expected UPDATE <table> SET col = expr, ... [WHERE ...]")
     end = _top_level_keyword(tokens, i + 1, "WHERE")
-    set_tokens = tokens[i + 1:end]
+    joined = None
+    from_at = _top_level_keyword(tokens[:end], i + 1, "FROM")
+    if from_at < end:  # UPDATE t SET ... FROM u WHERE t.k = u.k (PostgreSQL's form)
+        joined = _joined(sql, tokens, from_at + 1, end, "UPDATE ... FROM")
+    set_tokens = tokens[i + 1:min(end, from_at)]
     if not set_tokens:
         raise InvalidInputError("UPDATE: SET needs at least one assignment")
     assignments: dict[str, str] = {}
@@ -167,4 +180,12 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
         if column in assignments:
             raise InvalidInputError(f"UPDATE: column {column!r} is assigned twice")
         assignments[column] = part[ptoks[2].start:].strip()
-    return UpdateStatement(table, assignments, _where(sql, tokens, end, "UPDATE"), alias)
+    return UpdateStatement(table, assignments, _where(sql, tokens, end, "UPDATE"), alias,
+                           joined)
+
+
+def _joined(sql: str, tokens: list[Token], start: int, end: int, what: str) -> str:
+    """The text of an UPDATE's FROM list / a DELETE's USING list (tokens start..end)."""
+    if start >= end:
+        raise InvalidInputError(f"{what}: expected one or more tables")
+    return sql[tokens[start].start:tokens[end - 1].end].strip()

@@ -617,9 +617,12 @@ class LanceSession:
         where = unqualified(statement.where)
         # column names bound as SQL binds them (unquoted: lower case), as SELECT does
         # expressions with subqueries or beyond the filter language: DataFusion runs them
-        engine_values = isinstance(statement, UpdateStatement) and any(
-            needs_engine(e) for e in statement.assignments.values())
-        engine_where = statement.where is not None and needs_engine(statement.where)
+        # (and any statement joining other tables: UPDATE ... FROM, DELETE ... USING)
+        engine_values = isinstance(statement, UpdateStatement) and (
+            statement.joined is not None
+            or any(needs_engine(e) for e in statement.assignments.values()))
+        engine_where = statement.where is not None and needs_engine(statement.where) \
+            or statement.joined is not None
         # the table layer binds the rest's column names as SQL does (lower-cased unless
         # quoted), as SELECT binds them
         if not engine_values:
@@ -645,6 +648,12 @@ class LanceSession:
             else:
                 count = ds.delete(where or "true", select_rows=select_rows)["num_deleted_rows"]
                 name = "num_deleted_rows"
+        except InvalidInputError as exc:
+            if statement.joined is not None and "selected twice" in str(exc):
+                raise InvalidInputError(
+                    f"{verb} {statement.table}: a row matches several rows of the joined "
+                    "tables; each row may match at most one") from exc
+            raise
         except LanceError:
             raise
         except (pa.ArrowException, ValueError, TypeError, ArithmeticError) as exc:
@@ -658,8 +667,14 @@ class LanceSession:
         """The row addresses an UPDATE/DELETE condition keeps, found by DataFusion with
         every unversioned mention of the table (the subqueries' too) pinned to the
         version the write starts from (the write's conflict check covers the rest)."""
-        select = self._pinned_select(uri, statement, ROW_ADDR)
+        select = self._pinned_select(uri, statement, self._row_addr(statement))
         return lambda base: select(base).column(ROW_ADDR).combine_chunks()
+
+    @staticmethod
+    def _row_addr(statement: UpdateStatement | DeleteStatement) -> str:
+        """The target's ``_rowaddr``, qualified (a joined Lance table has one too)."""
+        owner = quote_identifier(statement.alias or statement.table)
+        return f"{owner}.{ROW_ADDR} AS {ROW_ADDR}"
 
     def _values_computed(self, uri: str, statement: UpdateStatement
                          ) -> Callable[[Manifest], pa.Table]:
@@ -667,14 +682,15 @@ class LanceSession:
         assignment order, computed by DataFusion as :meth:`_rows_matching` finds rows."""
         values = ", ".join(f"{expr} AS {quote_identifier(f'__lance_sql_value_{i}')}"
                            for i, expr in enumerate(statement.assignments.values()))
-        return self._pinned_select(uri, statement, f"{ROW_ADDR}, {values}")
+        return self._pinned_select(uri, statement, f"{self._row_addr(statement)}, {values}")
 
     def _pinned_select(self, uri: str, statement: UpdateStatement | DeleteStatement,
                        projection: str) -> Callable[[Manifest], pa.Table]:
         table = quote_identifier(statement.table)
         alias = f" AS {quote_identifier(statement.alias)}" if statement.alias else ""
         where = f" WHERE {statement.where}" if statement.where is not None else ""
-        query = f"SELECT {projection} FROM {table}{alias}{where}"
+        joined = f", {statement.joined}" if statement.joined is not None else ""
+        query = f"SELECT {projection} FROM {table}{alias}{joined}{where}"
 
         def select(base: Manifest) -> pa.Table:
             with self.directory.one_listing():
