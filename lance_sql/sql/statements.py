@@ -16,6 +16,7 @@ DataFusion sees it:
       ALTER TABLE t ADD [COLUMN|COLUMNS] col TYPE | (col TYPE, ...)
       ALTER TABLE t DROP [COLUMN|COLUMNS] [IF EXISTS] col [, col ...]
       ALTER TABLE t RENAME COLUMN a TO b
+      ALTER TABLE t ALTER [COLUMN] c TYPE t | SET DATA TYPE t | SET NOT NULL | DROP NOT NULL
       ALTER TABLE t CREATE TAG name [AS OF VERSION n]     (Iceberg's syntax)
       ALTER TABLE t DROP TAG [IF EXISTS] name
       RESTORE [TABLE] t TO VERSION [AS OF] n|'tag'          (Delta's syntax)
@@ -105,6 +106,15 @@ class RenameColumn:
 
 
 @dataclass(frozen=True)
+class AlterColumn:
+    """``ALTER TABLE ... ALTER COLUMN c TYPE t`` / ``SET NOT NULL`` / ``DROP NOT NULL``."""
+    table: str
+    column: str
+    type_sql: str | None = None    # the new SQL type as written
+    nullable: bool | None = None
+
+
+@dataclass(frozen=True)
 class CreateTag:
     """``CREATE TAG``: name a version (the latest by default)."""
     table: str
@@ -136,7 +146,7 @@ class External:
 
 
 Statement = (CreateTable | Insert | DropTable | Truncate | AddColumns | DropColumns
-             | RenameColumn | CreateTag | DropTag | Restore)
+             | RenameColumn | AlterColumn | CreateTag | DropTag | Restore)
 
 
 def refuse_past_version(table: str, tokens: list[Token], i: int, verb: str) -> None:
@@ -505,6 +515,22 @@ def _names(cur: Cursor) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _alter_column(cur: Cursor, table: str) -> AlterColumn:
+    """``ALTER [COLUMN] c TYPE t | SET DATA TYPE t | SET NOT NULL | DROP NOT NULL``."""
+    cur.kw("COLUMN")
+    column = cur.identifier("a column name")
+    if cur.kw("TYPE") or cur.kws("SET", "DATA", "TYPE"):
+        return AlterColumn(table, column, type_sql=cur.rest())
+    if cur.kws("SET", "NOT", "NULL"):
+        cur.end()
+        return AlterColumn(table, column, nullable=False)
+    if cur.kws("DROP", "NOT", "NULL"):
+        cur.end()
+        return AlterColumn(table, column, nullable=True)
+    cur.fail("expected TYPE <type>, SET DATA TYPE <type>, SET NOT NULL or DROP NOT NULL")
+    raise AssertionError
+
+
 def _alter(cur: Cursor) -> Statement:
     cur.expect_kw("TABLE")
     table = cur.table_name()
@@ -545,6 +571,8 @@ def _alter(cur: Cursor) -> Statement:
         new = cur.identifier("the new column name")
         cur.end()
         return RenameColumn(table, old, new)
+    if cur.kw("ALTER"):
+        return _alter_column(cur, table)
     if cur.kws("CREATE", "TAG") or cur.kws("REPLACE", "TAG"):
         tag = _tag_name(cur)
         version = None
@@ -557,7 +585,7 @@ def _alter(cur: Cursor) -> Statement:
             cur.i += 1
         cur.end()
         return CreateTag(table, tag, version)
-    cur.fail("expected ADD, DROP, RENAME COLUMN, CREATE TAG or DROP TAG")
+    cur.fail("expected ADD, DROP, RENAME COLUMN, ALTER COLUMN, CREATE TAG or DROP TAG")
     raise AssertionError
 
 

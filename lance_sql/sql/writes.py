@@ -32,6 +32,7 @@ from lance_sql.memwal import index as mem_wal_index
 from lance_sql.sql.merge import Merge
 from lance_sql.sql.statements import (
     AddColumns,
+    AlterColumn,
     ColumnDef,
     CreateTable,
     CreateTag,
@@ -330,6 +331,15 @@ class WriteRunner:
     def _renamecolumn(self, stmt: RenameColumn) -> pa.Table:
         ds = self.session.dataset(stmt.table)
         ds.alter_columns({"path": stmt.old, "name": stmt.new})
+        return _one_row(table=stmt.table, version=ds.version)
+
+    def _altercolumn(self, stmt: AlterColumn) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        if stmt.type_sql is not None:
+            (field,) = self._types((ColumnDef(stmt.column, stmt.type_sql),), "ALTER COLUMN")
+            ds.alter_columns({"path": stmt.column, "data_type": field.type})
+        else:
+            ds.alter_columns({"path": stmt.column, "nullable": stmt.nullable})
         return _one_row(table=stmt.table, version=ds.version)
 
     # -- tags and history ----------------------------------------------------------------------
