@@ -19,6 +19,7 @@ import pyarrow as pa
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr import Call, Column, Expr, parse_predicate, resolve_column
 from lance_sql.sql.tokens import quote_identifier
+from lance_sql.table import SYSTEM_COLUMNS
 
 
 def sql_column(name: str, quoted: bool) -> str:
@@ -27,7 +28,10 @@ def sql_column(name: str, quoted: bool) -> str:
 
 
 def check_sql_names(text: str, schema: pa.Schema, statement: str) -> None:
-    """Refuse ``text``'s column names that SQL would not bind as the filter language does."""
+    """Refuse ``text``'s column names that SQL would not bind as the filter language does
+    (the system columns, ``_rowid``..., are names of every table)."""
+    schema = pa.schema(list(schema) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS
+                                       if n not in schema.names])
     for column in _columns(parse_predicate(text)):
         quoted = column.quoted or (False,) * len(column.path)
         folded = tuple(sql_column(p, q) for p, q in zip(column.path, quoted, strict=True))
@@ -44,11 +48,17 @@ def check_sql_names(text: str, schema: pa.Schema, statement: str) -> None:
             raise NotFoundError(
                 f"{statement}: no column {'.'.join(folded)!r} (written {spelled}); SQL folds "
                 f"unquoted names to lower case, as SELECT does{hint}; columns: "
-                f"{', '.join(schema.names)}") from None
+                f"{', '.join(n for n in schema.names if n not in SYSTEM_COLUMNS)}") from None
         if resolve_column(schema, column.path, column.quoted)[0] != folded:
             raise InvalidInputError(
                 f"{statement}: {'.'.join(column.path)} is ambiguous here; quote the column "
                 f"meant: {'.'.join(map(quote_identifier, folded))}")
+
+
+def names_system_column(text: str) -> bool:
+    """Whether an expression (one the filter language parses) reads a system column: the
+    table layer computes SET values from data columns only, DataFusion from all."""
+    return any(c.path[0].lower() in SYSTEM_COLUMNS for c in _columns(parse_predicate(text)))
 
 
 def _columns(expr: Expr) -> Iterator[Column]:

@@ -48,7 +48,7 @@ from lance_sql.sql.functions import (
     make_table_versions,
     table_versions,
 )
-from lance_sql.sql.identifiers import check_sql_names
+from lance_sql.sql.identifiers import check_sql_names, names_system_column
 from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
@@ -620,7 +620,8 @@ class LanceSession:
         # (and any statement joining other tables: UPDATE ... FROM, DELETE ... USING)
         engine_values = isinstance(statement, UpdateStatement) and (
             statement.joined is not None
-            or any(needs_engine(e) for e in statement.assignments.values()))
+            or any(needs_engine(e) or names_system_column(e)
+                   for e in statement.assignments.values()))
         engine_where = statement.where is not None and needs_engine(statement.where) \
             or statement.joined is not None
         # the table layer binds the rest's column names as SQL does (lower-cased unless

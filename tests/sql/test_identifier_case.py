@@ -102,3 +102,19 @@ def test_sql_case_variant_columns_need_quotes(tmp_path: Path) -> None:
         s.sql("DELETE FROM v WHERE NAME = 'a'")
     assert s.sql('DELETE FROM v WHERE "NAME" = \'b\'').to_pydict() == {"num_deleted_rows": [1]}
     assert s.sql("SELECT * FROM v").to_pydict() == {"id": [], "name": [], "NAME": []}
+
+
+def test_system_columns_keep_working_in_sql_writes(tmp_path: Path) -> None:
+    s = lance_sql.connect(tmp_path)
+    s.sql("CREATE TABLE t TBLPROPERTIES ('enable_stable_row_ids' = 'true') AS "
+          "SELECT * FROM (VALUES (1, 'a'), (2, 'b'), (3, 'c')) AS v(id, s)")
+    assert s.sql("DELETE FROM t WHERE _ROWID = 0").to_pydict() == {"num_deleted_rows": [1]}
+    assert s.sql("UPDATE t SET s = 'x' WHERE _rowaddr = 1").to_pydict() == \
+        {"num_rows_updated": [1]}
+    # a SET value reading a system column is computed by DataFusion, as SELECT shows it
+    want = s.sql("SELECT CAST(_rowid AS VARCHAR) || '@' || "
+                 "CAST(_row_created_at_version AS VARCHAR) AS v FROM t WHERE id = 3").to_pydict()
+    s.sql("UPDATE t SET s = CAST(_rowid AS VARCHAR) || '@' || "
+          "CAST(_row_created_at_version AS VARCHAR) WHERE id = 3")
+    assert s.sql("SELECT _rowid, s FROM t ORDER BY id").to_pydict() == \
+        {"_rowid": [1, 2], "s": ["x", want["v"][0]]} == {"_rowid": [1, 2], "s": ["x", "2@1"]}
