@@ -179,7 +179,10 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
         column = sql_column(column, quoted=ptoks[0].kind == "quoted")  # SQL folds unquoted
         if column in assignments:
             raise InvalidInputError(f"UPDATE: column {column!r} is assigned twice")
-        assignments[column] = part[ptoks[2].start:].strip()
+        value = part[ptoks[2].start:].strip()
+        # SET c = DEFAULT: columns have no defaults, so NULL (as SQL's default default)
+        assignments[column] = "NULL" if len(ptoks) == 3 and ptoks[2].is_kw("DEFAULT") \
+            else value
     return UpdateStatement(table, assignments, _where(sql, tokens, end, "UPDATE"), alias,
                            joined)
 
