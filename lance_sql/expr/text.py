@@ -137,17 +137,19 @@ def timestamp_text(values: pa.Array) -> pa.Array:
     ticks = np.asarray(values.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False))
     sub = np.mod(ticks, per_second)
     local = pc.local_timestamp(values) if tz is not None else values
-    text = pc.strftime(local.cast(pa.timestamp(t.unit)), format="%Y-%m-%dT%H:%M:%S")
-    # %S holds the unit's fraction: keep 0, 3, 6 or 9 digits, the fewest that say it all
-    digits = np.full(len(values), 9)
+    # "YYYY-MM-DD HH:MM:SS[.fraction]", every digit of the unit (strftime is 5x slower)
+    text = pc.replace_substring(local.cast(pa.timestamp(t.unit)).cast(pa.string()), " ", "T",
+                                max_replacements=1)
+    # keep 0, 3, 6 or 9 fraction digits, the fewest that say it all, as arrow-rs does
+    width = len(str(per_second)) - 1
+    digits = np.full(len(values), width)
     for keep in (6, 3, 0):
-        step = max(per_second // 10**keep, 1)
-        digits = np.where((per_second >= 10**keep) & (sub % step == 0), keep, digits)
-    digits = np.minimum(digits, len(str(per_second)) - 1)
+        if keep < width:
+            digits = np.where(sub % (per_second // 10**keep) == 0, keep, digits)
     for keep in np.unique(digits):
-        cut = rf"(\.\d{{{keep}}})\d*$" if keep else r"\.\d+$"
-        trimmed = pc.replace_substring_regex(text, cut, r"\1" if keep else "")
-        text = pc.if_else(pa.array(digits == keep), trimmed, text)
+        if keep < width:  # the unit's digits past ``keep`` go (with the point for none)
+            cut = pc.utf8_slice_codeunits(text, 0, -(width - keep + (keep == 0)))
+            text = pc.if_else(pa.array(digits == keep), cut, text)
     if tz is None:
         return text
     if tz in ("UTC", "Z", "+00:00", "Etc/UTC"):
