@@ -159,6 +159,8 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
     end = _top_level_keyword(tokens, i + 1, "WHERE")
     joined = None
     from_at = _top_level_keyword(tokens[:end], i + 1, "FROM")
+    while from_at < end and tokens[from_at - 1].is_kw("DISTINCT"):  # IS DISTINCT FROM
+        from_at = _top_level_keyword(tokens[:end], from_at + 1, "FROM")
     if from_at < end:  # UPDATE t SET ... FROM u WHERE t.k = u.k (PostgreSQL's form)
         joined = _joined(sql, tokens, from_at + 1, end, "UPDATE ... FROM")
     set_tokens = tokens[i + 1:min(end, from_at)]

@@ -34,6 +34,12 @@ def test_parse() -> None:
         "t", "t.id = u.id", None, "u")
     assert parse_dml("UPDATE t SET v = (SELECT max(v) FROM u)") == UpdateStatement(
         "t", {"v": "(SELECT max(v) FROM u)"}, None)  # a subquery's FROM is its own
+    assert parse_dml("UPDATE t SET v = CASE WHEN v IS NOT DISTINCT FROM 'a' THEN 'b' END, "
+                     "n = 1 FROM u WHERE t.id = u.id") == UpdateStatement(
+        "t", {"v": "CASE WHEN v IS NOT DISTINCT FROM 'a' THEN 'b' END", "n": "1"},
+        "t.id = u.id", None, "u")
+    assert parse_dml("UPDATE t SET v = 'b', n = 1 WHERE v IS DISTINCT FROM 'a'") == \
+        UpdateStatement("t", {"v": "'b'", "n": "1"}, "v IS DISTINCT FROM 'a'")
 
 
 def test_update_from_sets_the_joined_values(session) -> None:
