@@ -615,15 +615,14 @@ class LanceSession:
             return requalify(text, dict.fromkeys(own)) if text is not None and own else text
 
         where = unqualified(statement.where)
-        # column names bound as SQL binds them (unquoted: lower case), as SELECT does
         # expressions with subqueries or beyond the filter language: DataFusion runs them
         # (and any statement joining other tables: UPDATE ... FROM, DELETE ... USING)
         engine_values = isinstance(statement, UpdateStatement) and (
             statement.joined is not None
             or any(needs_engine(e) or names_system_column(e)
                    for e in statement.assignments.values()))
-        engine_where = statement.where is not None and needs_engine(statement.where) \
-            or statement.joined is not None
+        engine_where = statement.joined is not None or (
+            statement.where is not None and needs_engine(statement.where))
         # the table layer binds the rest's column names as SQL does (lower-cased unless
         # quoted), as SELECT binds them
         if not engine_values:
@@ -634,7 +633,8 @@ class LanceSession:
         if engine_values:
             # SET c = (SELECT ...), round(x, 1)...: DataFusion computes the rows and all
             # their new values
-            select_values = self._values_computed(ds.uri, statement)  # type: ignore[arg-type]
+            assert isinstance(statement, UpdateStatement)
+            select_values = self._values_computed(ds.uri, statement)
         elif engine_where:
             # the condition, subqueries and all, as DataFusion runs it on the version
             # the write starts from; the write changes the rows it gives
