@@ -52,6 +52,7 @@ from lance_sql.expr.model import (
 )
 from lance_sql.expr.model import scalar_of as _scalar
 from lance_sql.expr.parser import parse_predicate, to_sql
+from lance_sql.expr.text import literal_text, needs_own_text, text_function
 
 __all__ = [
     "ARITHMETIC", "COMPARISONS", "FUNCTIONS", "OPS", "Call", "Column", "Expr", "Literal",
@@ -90,21 +91,25 @@ def _schema_paths(fields: list[pa.Field], prefix: str = "") -> list[str]:
     return out
 
 
-def resolve_column(schema: pa.Schema, path: tuple[str, ...]) -> tuple[tuple[str, ...], pa.DataType]:
+def resolve_column(schema: pa.Schema, path: tuple[str, ...], quoted: tuple[bool, ...] = ()
+                   ) -> tuple[tuple[str, ...], pa.DataType]:
     """The schema's spelling and type of ``path``.
 
-    Names match exactly, else case-insensitively when that is unambiguous (SQL folds unquoted
-    identifiers; pylance resolves ``filter="X > 1"`` against column ``x``).
+    Names match exactly; an unquoted part (``quoted`` False or absent) else
+    case-insensitively when that is unambiguous, as pylance binds ``filter="X > 1"`` to
+    column ``x``. A quoted part (``"Name"``, `` `Name` ``) matches its spelling only.
     """
     fields: list[pa.Field] = list(schema)
     names: list[str] = []
-    for part in path:
+    for i, part in enumerate(path):
         matches = [f for f in fields if f.name == part]
-        if not matches:
+        exact = i < len(quoted) and quoted[i]
+        if not matches and not exact:
             matches = [f for f in fields if f.name.lower() == part.lower()]
         if len(matches) != 1:
             available = ", ".join(_schema_paths(list(schema))) or "(none)"
-            problem = "is ambiguous" if matches else "not found"
+            problem = "is ambiguous (quote it to choose one spelling)" if matches else \
+                "not found" + (" (a quoted name matches its exact spelling)" if exact else "")
             raise NotFoundError(
                 f"column '{'.'.join(path)}' {problem} in filter; available columns: {available}"
             )
@@ -117,7 +122,7 @@ def resolve_column(schema: pa.Schema, path: tuple[str, ...]) -> tuple[tuple[str,
 def resolve(expr: Expr, schema: pa.Schema) -> Expr:
     """``expr`` with every column path spelled as in ``schema`` (NotFoundError if missing)."""
     if isinstance(expr, Column):
-        return Column(resolve_column(schema, expr.path)[0])
+        return Column(resolve_column(schema, expr.path, expr.quoted)[0])
     if isinstance(expr, Call):
         return Call(expr.op, tuple(resolve(a, schema) for a in expr.args))
     return expr
@@ -153,6 +158,16 @@ def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None
         raise InvalidInputError(f"cannot apply {fn} to ({types}) in filter: {err}") from None
     # pyarrow builds a call by name only through its private constructor
     return pc.Expression._call(fn, [e for e, _ in args], options), out_type  # noqa: SLF001
+
+
+def _datafusion_text(x: _Typed) -> _Typed:
+    """``x`` as text: floats, timestamps and date64 as DataFusion spells them (pyarrow's
+    cast does otherwise), other types through the cast."""
+    if not needs_own_text(x[1]):
+        return _cast(x, pa.string())
+    if pa.types.is_date64(x[1]):  # DataFusion spells it as the timestamp of its ms
+        x = (x[0].cast(pa.timestamp("ms")), pa.timestamp("ms"))
+    return _call(text_function(x[1]), [x])
 
 
 def _cast(x: _Typed, target: pa.DataType) -> _Typed:
@@ -286,7 +301,7 @@ class _Translator:
 
     def expr(self, e: Expr) -> _Typed:
         if isinstance(e, Column):
-            path, t = resolve_column(self.schema, e.path)
+            path, t = resolve_column(self.schema, e.path, e.quoted)
             x: _Typed = (pc.field(*path), t)
             return _cast(x, t.value_type) if pa.types.is_dictionary(t) else x
         if isinstance(e, Literal):
@@ -400,16 +415,18 @@ class _Translator:
         typed = [self.expr(a) for a in args]
         for a, (_, t) in zip(args, typed, strict=True):
             if not (_is_string(t) or pa.types.is_integer(t) or pa.types.is_boolean(t)
-                    or pa.types.is_date(t) or t == pa.null()):
-                # pyarrow spells floats and timestamps unlike DataFusion ('1' for '1.0')
+                    or pa.types.is_date(t) or pa.types.is_decimal(t)
+                    or pa.types.is_timestamp(t) or pa.types.is_float32(t)
+                    or pa.types.is_float64(t) or t == pa.null()):
                 raise InvalidInputError(f"concat / || of {t} ({to_sql(a)}) is not supported: "
-                                        "strings, integers, booleans and dates only")
+                                        "strings, numbers, booleans, dates and timestamps")
         text = pa.large_string() if any(t == pa.large_string() for _, t in typed) \
             else pa.string()
-        parts = [x if x[1] == text else _cast(x, text) for x in typed]
         if all(isinstance(a, Literal) for a in args):  # pyarrow fails on scalars alone
-            values = [_scalar(a).cast(text).as_py() for a in args]  # type: ignore[arg-type]
+            values = [literal_text(_scalar(a)) for a in args]  # type: ignore[arg-type]
             return pc.scalar(pa.scalar("".join(values), text)), text
+        # floats, timestamps and date64 spelled as DataFusion spells them (lance_sql.expr.text)
+        parts = [x if x[1] == text else _cast(_datafusion_text(x), text) for x in typed]
         empty = (pc.scalar(pa.scalar("", text)), text)
         if skip_nulls:  # NULL as '' (pyarrow's null_handling="skip" loses all-NULL rows)
             parts = [_call("coalesce", [x, empty]) for x in parts]

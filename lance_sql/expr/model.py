@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import pyarrow as pa
@@ -16,9 +16,14 @@ from lance_sql.errors import InvalidInputError
 
 @dataclass(frozen=True)
 class Column:
-    """A column reference; several parts walk into struct fields (``a.b`` is ``("a", "b")``)."""
+    """A column reference; several parts walk into struct fields (``a.b`` is ``("a", "b")``).
+
+    ``quoted`` says, per part, whether it was quoted (``"Name"``, `` `Name` ``): a quoted
+    name binds to exactly that spelling, an unquoted one also case-insensitively (see
+    :func:`lance_sql.expr.arrow.resolve_column`); it takes no part in equality."""
 
     path: tuple[str, ...]
+    quoted: tuple[bool, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)

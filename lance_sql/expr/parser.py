@@ -5,8 +5,9 @@ exactly what the translators understand and every error names a character positi
 Precedence, loosest first: OR, AND, NOT, comparisons (= == != <> < <= > >= IS [NOT] DISTINCT
 FROM, IS IN BETWEEN LIKE ILIKE), + -, * / %, ||, unary minus. ``CASE``, ``WHEN``, ``THEN``,
 ``ELSE``, ``END`` are keywords only where a CASE expression expects them (a column may be
-called ``end``). Unquoted identifiers keep their spelling; binding to a
-schema matches them case-insensitively when no exact name exists.
+called ``end``). Identifiers keep their spelling; binding to a schema matches an
+unquoted one case-insensitively when no exact name exists (as pylance binds them), a quoted
+one (``"Name"`` or `` `Name` ``) exactly.
 """
 
 from __future__ import annotations
@@ -335,7 +336,7 @@ class _Parser:
         if tok.kind == "string":
             return Literal(tok.text, pa.string())
         if tok.kind == "qident":
-            return self.column(tok.text)
+            return self.column(tok.text, quoted=True)
         if tok.kind == "ident" and word is None:
             return self.identifier(tok)
         raise self.unexpected(tok)
@@ -425,8 +426,8 @@ class _Parser:
             return Literal(value, pa.timestamp("us"))
         return Literal(value.astimezone(dt.UTC), pa.timestamp("us", "UTC"))
 
-    def column(self, first: str) -> Column:
-        path = [first]
+    def column(self, first: str, quoted: bool = False) -> Column:
+        path, flags = [first], [quoted]
         while self.peek().text == "." and self.peek().kind == "op":
             self.advance()
             part = self.advance()
@@ -434,7 +435,8 @@ class _Parser:
                 raise self.error(f"expected a field name after '.' but found {part.describe()}",
                                  part)
             path.append(part.text)
-        return Column(tuple(path))
+            flags.append(part.kind == "qident")
+        return Column(tuple(path), tuple(flags))
 
     def function(self, name_tok: _Token) -> Call:
         name = _ALIASES.get(name_tok.text.lower(), name_tok.text.lower())

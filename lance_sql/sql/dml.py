@@ -18,6 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.expr import parse_predicate
+from lance_sql.sql.identifiers import sql_column
+from lance_sql.sql.statements import refuse_past_version
 from lance_sql.sql.tokens import Token, check_single_statement, tokenize
 
 
@@ -28,6 +31,7 @@ class UpdateStatement:
     assignments: dict[str, str]
     where: str | None
     alias: str | None = None  # UPDATE t [AS] x: expressions may say x.col
+    joined: str | None = None  # UPDATE t SET ... FROM <tables> WHERE ...: the FROM list
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class DeleteStatement:
     table: str
     where: str | None
     alias: str | None = None  # DELETE FROM t [AS] x: the filter may say x.col
+    joined: str | None = None  # DELETE FROM t USING <tables> WHERE ...: the USING list
 
 
 def _top_level_split(sql: str, tokens: list[Token], separator: str) -> list[str]:
@@ -108,6 +113,20 @@ def has_subquery(text: str) -> bool:
     return any(tok.is_kw("SELECT") for tok in tokenize(text))
 
 
+def needs_engine(text: str) -> bool:
+    """Whether DataFusion, not the table layer's filter language, evaluates an UPDATE /
+    DELETE expression: one holding a subquery, or SQL the filter language does not
+    parse (``round(x, 1)``, ``substr``, ``now()``, ``INTERVAL '1 day'`` and the rest of
+    DataFusion's functions and syntax)."""
+    if has_subquery(text):
+        return True
+    try:
+        parse_predicate(text)
+    except InvalidInputError:
+        return True
+    return False
+
+
 def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
     """The statement if ``sql`` is an UPDATE or DELETE, else None (a query)."""
     tokens = tokenize(sql)
@@ -120,16 +139,31 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
         if len(tokens) < 2 or not tokens[1].is_kw("FROM"):
             raise InvalidInputError("DELETE: expected DELETE FROM <table> [WHERE ...]")
         table, i = _table_and_rest(sql, tokens, 2, "DELETE")
+        refuse_past_version(table, tokens, i, "DELETE")
         alias, i = _alias(tokens, i, "WHERE")
-        return DeleteStatement(table, _where(sql, tokens, i, "DELETE"), alias)
+        if i < len(tokens) and alias is not None and alias.upper() == "USING":
+            alias, i = None, i - 1  # DELETE FROM t USING ...: no alias
+        joined = None
+        if i < len(tokens) and tokens[i].is_kw("USING"):
+            end = _top_level_keyword(tokens, i + 1, "WHERE")
+            joined = _joined(sql, tokens, i + 1, end, "DELETE ... USING")
+            i = end
+        return DeleteStatement(table, _where(sql, tokens, i, "DELETE"), alias, joined)
     if not tokens[0].is_kw("UPDATE"):
         return None
     table, i = _table_and_rest(sql, tokens, 1, "UPDATE")
+    refuse_past_version(table, tokens, i, "UPDATE")
     alias, i = _alias(tokens, i, "SET")
     if i >= len(tokens) or not tokens[i].is_kw("SET"):
         raise InvalidInputError("UPDATE: expected UPDATE <table> SET col = expr, ... [WHERE ...]")
     end = _top_level_keyword(tokens, i + 1, "WHERE")
-    set_tokens = tokens[i + 1:end]
+    joined = None
+    from_at = _top_level_keyword(tokens[:end], i + 1, "FROM")
+    while from_at < end and tokens[from_at - 1].is_kw("DISTINCT"):  # IS DISTINCT FROM
+        from_at = _top_level_keyword(tokens[:end], from_at + 1, "FROM")
+    if from_at < end:  # UPDATE t SET ... FROM u WHERE t.k = u.k (PostgreSQL's form)
+        joined = _joined(sql, tokens, from_at + 1, end, "UPDATE ... FROM")
+    set_tokens = tokens[i + 1:min(end, from_at)]
     if not set_tokens:
         raise InvalidInputError("UPDATE: SET needs at least one assignment")
     assignments: dict[str, str] = {}
@@ -144,7 +178,19 @@ def parse_dml(sql: str) -> UpdateStatement | DeleteStatement | None:
             raise InvalidInputError(f"UPDATE: expected column = expression, got {part!r}")
         column = ptoks[0].identifier
         assert column is not None
+        column = sql_column(column, quoted=ptoks[0].kind == "quoted")  # SQL folds unquoted
         if column in assignments:
             raise InvalidInputError(f"UPDATE: column {column!r} is assigned twice")
-        assignments[column] = part[ptoks[2].start:].strip()
-    return UpdateStatement(table, assignments, _where(sql, tokens, end, "UPDATE"), alias)
+        value = part[ptoks[2].start:].strip()
+        # SET c = DEFAULT: columns have no defaults, so NULL (as SQL's default default)
+        assignments[column] = "NULL" if len(ptoks) == 3 and ptoks[2].is_kw("DEFAULT") \
+            else value
+    return UpdateStatement(table, assignments, _where(sql, tokens, end, "UPDATE"), alias,
+                           joined)
+
+
+def _joined(sql: str, tokens: list[Token], start: int, end: int, what: str) -> str:
+    """The text of an UPDATE's FROM list / a DELETE's USING list (tokens start..end)."""
+    if start >= end:
+        raise InvalidInputError(f"{what}: expected one or more tables")
+    return sql[tokens[start].start:tokens[end - 1].end].strip()

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError, StatementRefusedError
-from lance_sql.sql.statements import Cursor, statement_tokens
+from lance_sql.sql.statements import Cursor, refuse_past_version, statement_tokens
 from lance_sql.sql.tokens import Token, quote_identifier, requalify, tokenize
 
 Assignments = tuple[tuple[str, str], ...]   # (target column, source expression)
@@ -93,6 +93,7 @@ def parse_merge(sql: str) -> Merge | None:
     cur.i = 1
     cur.expect_kw("INTO")
     table = cur.table_name()
+    refuse_past_version(table, tokens, cur.i, "MERGE")
     target_alias = _alias(cur, "USING") or table
     cur.expect_kw("USING")
     tok = cur.peek()

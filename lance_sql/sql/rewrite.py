@@ -146,6 +146,12 @@ def _time_travel(tokens: list[Token], i: int) -> tuple[VersionSpec | None, int]:
     return None, start
 
 
+def time_travel_clause(tokens: list[Token], i: int) -> tuple[VersionSpec | None, int]:
+    """The time-travel clause starting at ``tokens[i]`` (``VERSION AS OF 3``, ``AT
+    (VERSION => 3)``...) and the index after it, or ``(None, i)``."""
+    return _time_travel(tokens, i)
+
+
 def _identifier(tok: Token) -> str | None:
     if tok.kind == "quoted":
         return tok.identifier

@@ -40,7 +40,7 @@ from lance_sql.sql.catalog import (
     VersionResolver,
 )
 from lance_sql.sql.changes_provider import ChangesDataset
-from lance_sql.sql.dml import DeleteStatement, UpdateStatement, has_subquery, parse_dml
+from lance_sql.sql.dml import DeleteStatement, UpdateStatement, needs_engine, parse_dml
 from lance_sql.sql.error_bridge import ErrorRegistry, translate
 from lance_sql.sql.explain import render_explain
 from lance_sql.sql.functions import (
@@ -49,10 +49,12 @@ from lance_sql.sql.functions import (
     make_table_versions,
     table_versions,
 )
+from lance_sql.sql.identifiers import check_sql_names, names_system_column
 from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
 from lance_sql.sql.nearest_provider import NearestDataset
+from lance_sql.sql.parameters import Params, bind_parameters
 from lance_sql.sql.point_get import PointAnswer, PointGets
 from lance_sql.sql.provider import LanceTableDataset
 from lance_sql.sql.rewrite import VersionSpec, rewrite
@@ -438,7 +440,9 @@ class LanceSession:
         self.errors = ErrorRegistry()
         self.schema_provider = LanceSchemaProvider(self.resolver, self.errors, consistency)
         self.consistency = consistency
-        config = config or SessionConfig()
+        # information_schema lists the catalog's Lance tables as DataFusion finds them
+        # (SHOW TABLES, SHOW COLUMNS FROM t, information_schema.tables / .columns)
+        config = (config or SessionConfig()).with_information_schema(True)
         self.ctx = SessionContext(config.with_default_catalog_and_schema(CATALOG, SCHEMA))
         self.ctx.register_catalog_provider(CATALOG, LanceCatalog(self.schema_provider))
         versions_fn = make_table_versions(self.resolver, self.errors)
@@ -482,8 +486,12 @@ class LanceSession:
         return self.dataset(table).tags.list()
 
     # -- queries ---------------------------------------------------------------------
-    def sql(self, query: str) -> LanceDataFrame:
+    def sql(self, query: str, params: Params | None = None) -> LanceDataFrame:
         """Plan ``query`` (DataFusion SQL plus time travel); returns a lazy DataFrame.
+
+        ``params`` fill placeholders: ``$1, $2...`` from a sequence, ``$name`` from a
+        mapping, each replaced by the SQL literal of its value (strings quoted; see
+        :mod:`lance_sql.sql.parameters`), in queries and write statements alike.
 
         Write statements (``CREATE TABLE``, ``INSERT``, ``UPDATE``, ``DELETE``, ``MERGE``,
         ``ALTER TABLE``, ``DROP TABLE``...; see :mod:`lance_sql.sql.statements`) run at
@@ -492,6 +500,8 @@ class LanceSession:
         :class:`StatementRefusedError` (external files: see ``allow_external_files``).
         What it reads is cached in the session's runtime.
         """
+        if params is not None:
+            query = bind_parameters(query, params)
         with self.runtime.activate():
             return self._sql(query)
 
@@ -615,12 +625,27 @@ class LanceSession:
             return requalify(text, dict.fromkeys(own)) if text is not None and own else text
 
         where = unqualified(statement.where)
+        # expressions with subqueries or beyond the filter language: DataFusion runs them
+        # (and any statement joining other tables: UPDATE ... FROM, DELETE ... USING)
+        engine_values = isinstance(statement, UpdateStatement) and (
+            statement.joined is not None
+            or any(needs_engine(e) or names_system_column(e)
+                   for e in statement.assignments.values()))
+        engine_where = statement.joined is not None or (
+            statement.where is not None and needs_engine(statement.where))
+        # the table layer binds the rest's column names as SQL does (lower-cased unless
+        # quoted), as SELECT binds them
+        if not engine_values:
+            for text in ([] if where is None or engine_where else [where]) + [
+                    unqualified(e) or e for e in getattr(statement, "assignments", {}).values()]:
+                check_sql_names(text, ds.schema, verb)
         select_rows = select_values = None
-        if isinstance(statement, UpdateStatement) and any(
-                has_subquery(e) for e in statement.assignments.values()):
-            # SET c = (SELECT ...): DataFusion computes the rows and all their new values
+        if engine_values:
+            # SET c = (SELECT ...), round(x, 1)...: DataFusion computes the rows and all
+            # their new values
+            assert isinstance(statement, UpdateStatement)
             select_values = self._values_computed(ds.uri, statement)
-        elif statement.where is not None and has_subquery(statement.where):
+        elif engine_where:
             # the condition, subqueries and all, as DataFusion runs it on the version
             # the write starts from; the write changes the rows it gives
             where = statement.where
@@ -634,6 +659,12 @@ class LanceSession:
             else:
                 count = ds.delete(where or "true", select_rows=select_rows)["num_deleted_rows"]
                 name = "num_deleted_rows"
+        except InvalidInputError as exc:
+            if statement.joined is not None and "selected twice" in str(exc):
+                raise InvalidInputError(
+                    f"{verb} {statement.table}: a row matches several rows of the joined "
+                    "tables; each row may match at most one") from exc
+            raise
         except LanceError:
             raise
         except (pa.ArrowException, ValueError, TypeError, ArithmeticError) as exc:
@@ -647,8 +678,14 @@ class LanceSession:
         """The row addresses an UPDATE/DELETE condition keeps, found by DataFusion with
         every unversioned mention of the table (the subqueries' too) pinned to the
         version the write starts from (the write's conflict check covers the rest)."""
-        select = self._pinned_select(uri, statement, ROW_ADDR)
+        select = self._pinned_select(uri, statement, self._row_addr(statement))
         return lambda base: select(base).column(ROW_ADDR).combine_chunks()
+
+    @staticmethod
+    def _row_addr(statement: UpdateStatement | DeleteStatement) -> str:
+        """The target's ``_rowaddr``, qualified (a joined Lance table has one too)."""
+        owner = quote_identifier(statement.alias or statement.table)
+        return f"{owner}.{ROW_ADDR} AS {ROW_ADDR}"
 
     def _values_computed(self, uri: str, statement: UpdateStatement
                          ) -> Callable[[Manifest], pa.Table]:
@@ -656,14 +693,15 @@ class LanceSession:
         assignment order, computed by DataFusion as :meth:`_rows_matching` finds rows."""
         values = ", ".join(f"{expr} AS {quote_identifier(f'__lance_sql_value_{i}')}"
                            for i, expr in enumerate(statement.assignments.values()))
-        return self._pinned_select(uri, statement, f"{ROW_ADDR}, {values}")
+        return self._pinned_select(uri, statement, f"{self._row_addr(statement)}, {values}")
 
     def _pinned_select(self, uri: str, statement: UpdateStatement | DeleteStatement,
                        projection: str) -> Callable[[Manifest], pa.Table]:
         table = quote_identifier(statement.table)
         alias = f" AS {quote_identifier(statement.alias)}" if statement.alias else ""
         where = f" WHERE {statement.where}" if statement.where is not None else ""
-        query = f"SELECT {projection} FROM {table}{alias}{where}"
+        joined = f", {statement.joined}" if statement.joined is not None else ""
+        query = f"SELECT {projection} FROM {table}{alias}{joined}{where}"
 
         def select(base: Manifest) -> pa.Table:
             with self.directory.one_listing():

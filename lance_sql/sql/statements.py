@@ -16,6 +16,7 @@ DataFusion sees it:
       ALTER TABLE t ADD [COLUMN|COLUMNS] col TYPE | (col TYPE, ...)
       ALTER TABLE t DROP [COLUMN|COLUMNS] [IF EXISTS] col [, col ...]
       ALTER TABLE t RENAME COLUMN a TO b
+      ALTER TABLE t ALTER [COLUMN] c TYPE t | SET DATA TYPE t | SET NOT NULL | DROP NOT NULL
       ALTER TABLE t CREATE TAG name [AS OF VERSION n]     (Iceberg's syntax)
       ALTER TABLE t DROP TAG [IF EXISTS] name
       RESTORE [TABLE] t TO VERSION [AS OF] n|'tag'          (Delta's syntax)
@@ -35,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError, StatementRefusedError
+from lance_sql.sql.rewrite import time_travel_clause
 from lance_sql.sql.tokens import Token, string_value, tokenize
 
 
@@ -104,6 +106,15 @@ class RenameColumn:
 
 
 @dataclass(frozen=True)
+class AlterColumn:
+    """``ALTER TABLE ... ALTER COLUMN c TYPE t`` / ``SET NOT NULL`` / ``DROP NOT NULL``."""
+    table: str
+    column: str
+    type_sql: str | None = None    # the new SQL type as written
+    nullable: bool | None = None
+
+
+@dataclass(frozen=True)
 class CreateTag:
     """``CREATE TAG``: name a version (the latest by default)."""
     table: str
@@ -135,7 +146,25 @@ class External:
 
 
 Statement = (CreateTable | Insert | DropTable | Truncate | AddColumns | DropColumns
-             | RenameColumn | CreateTag | DropTag | Restore)
+             | RenameColumn | AlterColumn | CreateTag | DropTag | Restore)
+
+
+def refuse_past_version(table: str, tokens: list[Token], i: int, verb: str) -> None:
+    """Refuse a write naming a past version of its target (``DELETE FROM t VERSION AS OF
+    3``, ``UPDATE "t@3"``...): only the latest version takes writes, and nothing is
+    committed. The message says what to do instead."""
+    spec, _ = time_travel_clause(tokens, i) if i < len(tokens) else (None, i)
+    base, at, suffix = table.rpartition("@")
+    if spec is None and not (at and base and suffix):
+        return
+    what = spec.describe() if spec is not None else (
+        f"version {suffix}" if suffix.isdigit() else repr(suffix))
+    name = base if spec is None else table
+    raise StatementRefusedError(
+        f"{verb}: {name} at {what} is a past version, which cannot be written (writes go "
+        f"to the latest version). To write from it, restore it first (RESTORE TABLE "
+        f"{name} TO VERSION <n>, or ds.restore(n)) or copy it (CREATE TABLE ... AS SELECT "
+        f"* FROM {name} VERSION AS OF <n>); to read it, SELECT ... VERSION AS OF <n>")
 
 
 class Cursor:
@@ -268,6 +297,7 @@ def parse_statement(sql: str) -> Statement | External | None:
     if first == "TRUNCATE":
         cur.kw("TABLE")
         table = cur.table_name()
+        refuse_past_version(table, cur.tokens, cur.i, "TRUNCATE")
         cur.end()
         return Truncate(table)
     if first == "RESTORE":
@@ -437,6 +467,7 @@ def _insert(cur: Cursor) -> Insert:
         raise AssertionError
     cur.kw("TABLE")
     table = cur.table_name()
+    refuse_past_version(table, cur.tokens, cur.i, "INSERT")
     columns = None
     tok, after = cur.peek(), cur.peek(1)
     # "(a, b) SELECT" is a column list; "(SELECT ...)" is the query itself.
@@ -484,6 +515,22 @@ def _names(cur: Cursor) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _alter_column(cur: Cursor, table: str) -> AlterColumn:
+    """``ALTER [COLUMN] c TYPE t | SET DATA TYPE t | SET NOT NULL | DROP NOT NULL``."""
+    cur.kw("COLUMN")
+    column = cur.identifier("a column name")
+    if cur.kw("TYPE") or cur.kws("SET", "DATA", "TYPE"):
+        return AlterColumn(table, column, type_sql=cur.rest())
+    if cur.kws("SET", "NOT", "NULL"):
+        cur.end()
+        return AlterColumn(table, column, nullable=False)
+    if cur.kws("DROP", "NOT", "NULL"):
+        cur.end()
+        return AlterColumn(table, column, nullable=True)
+    cur.fail("expected TYPE <type>, SET DATA TYPE <type>, SET NOT NULL or DROP NOT NULL")
+    raise AssertionError
+
+
 def _alter(cur: Cursor) -> Statement:
     cur.expect_kw("TABLE")
     table = cur.table_name()
@@ -524,6 +571,8 @@ def _alter(cur: Cursor) -> Statement:
         new = cur.identifier("the new column name")
         cur.end()
         return RenameColumn(table, old, new)
+    if cur.kw("ALTER"):
+        return _alter_column(cur, table)
     if cur.kws("CREATE", "TAG") or cur.kws("REPLACE", "TAG"):
         tag = _tag_name(cur)
         version = None
@@ -536,7 +585,7 @@ def _alter(cur: Cursor) -> Statement:
             cur.i += 1
         cur.end()
         return CreateTag(table, tag, version)
-    cur.fail("expected ADD, DROP, RENAME COLUMN, CREATE TAG or DROP TAG")
+    cur.fail("expected ADD, DROP, RENAME COLUMN, ALTER COLUMN, CREATE TAG or DROP TAG")
     raise AssertionError
 
 

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_sql.errors import (
     InvalidInputError,
@@ -27,11 +26,13 @@ from lance_sql.errors import (
     SchemaError,
     StatementRefusedError,
 )
+from lance_sql.expr.casts import cast_like_datafusion
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.sql.merge import Merge
 from lance_sql.sql.statements import (
     AddColumns,
+    AlterColumn,
     ColumnDef,
     CreateTable,
     CreateTag,
@@ -141,7 +142,7 @@ def _stored(column: pa.Array | pa.ChunkedArray, field: pa.Field, what: str
     """``column`` cast to ``field``'s type, as a write stores it; a SchemaError naming
     the column when a value does not fit."""
     try:
-        return pc.cast(column, field.type)
+        return cast_like_datafusion(column, field.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise SchemaError(f"{what}: cannot store {column.type} values in column "
                           f"{field.name!r} ({field.type}): {exc}") from None
@@ -330,6 +331,15 @@ class WriteRunner:
     def _renamecolumn(self, stmt: RenameColumn) -> pa.Table:
         ds = self.session.dataset(stmt.table)
         ds.alter_columns({"path": stmt.old, "name": stmt.new})
+        return _one_row(table=stmt.table, version=ds.version)
+
+    def _altercolumn(self, stmt: AlterColumn) -> pa.Table:
+        ds = self.session.dataset(stmt.table)
+        if stmt.type_sql is not None:
+            (field,) = self._types((ColumnDef(stmt.column, stmt.type_sql),), "ALTER COLUMN")
+            ds.alter_columns({"path": stmt.column, "data_type": field.type})
+        else:
+            ds.alter_columns({"path": stmt.column, "nullable": stmt.nullable})
         return _one_row(table=stmt.table, version=ds.version)
 
     # -- tags and history ----------------------------------------------------------------------

@@ -456,7 +456,7 @@ class LanceDataset:
         base = ctx.table
         # Read every fragment before writing anything: a failing read leaves no trace.
         if select_rows is not None:
-            found = updating.selected_rows(base, select_rows)
+            found = updating.selected_rows(self.store, base, select_rows)
         else:
             plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
             found = list(matching_rows(self.store, base, plan,

@@ -182,3 +182,13 @@ def test_insert_and_merge_cast_list_literals_to_fixed_size_list_columns(tmp_path
             session.sql(bad)
     assert lance_sql.dataset(tmp_path / "t").version == version
     assert lance.dataset(tmp_path / "t").to_table().sort_by("id").to_pydict() == want
+
+
+def test_set_default_is_null(session, tmp_path) -> None:
+    """Columns have no defaults: ``SET c = DEFAULT`` stores NULL (SQL's default default)."""
+    assert parse_dml("UPDATE t SET v = DEFAULT WHERE id = 1") == \
+        UpdateStatement("t", {"v": "NULL"}, "id = 1")
+    assert session.sql("UPDATE t SET v = DEFAULT WHERE id = 1").to_pydict() == \
+        {"num_rows_updated": [1]}
+    rows = lance.dataset(tmp_path / "t").to_table().sort_by("id").to_pydict()
+    assert rows["v"][1] is None and rows["v"][0] == "s0"

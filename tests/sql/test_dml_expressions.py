@@ -82,6 +82,11 @@ def test_delete_conditions_as_pylance(copies: tuple[Path, Path], condition: str,
 
 
 UPDATES = [
+    # floats spelled as DataFusion (pylance's engine) spells them: 1.0, not pyarrow's 1
+    ({"s": "concat(s, '-', v / 2.0)"}, None,
+     {"s": ["a-0.5", "-", "c-1.5", "d-", "-2.5", "a-0.5"]}),
+    ({"s": "concat(v * 1.0, 'x', w * 1e16)"}, None,
+     {"s": ["1.0x1e16", "x2e16", "3.0x", "x", "5.0x5e16", "1.0x0.0"]}),
     ({"s": "concat(s, '-', v)"}, "v IS NOT DISTINCT FROM w",
      {"s": ["a-1", None, "c", "d-", "-5", "a"]}),
     ({"v": "coalesce(v, w, 0)"}, None, {"v": [1, 2, 3, 0, 5, 1]}),
@@ -113,11 +118,12 @@ def test_update_values_as_pylance(copies: tuple[Path, Path], values: dict[str, s
 
 
 @pytest.mark.parametrize(("sql", "message"), [
-    ("UPDATE t SET s = concat(s, 1.5)", "concat"),
+    ("UPDATE t SET s = concat(s, [1, 2])", "concat"),
     ("UPDATE t SET v = CASE WHEN v > 1 THEN 'x' END", "literal 'x'|do not fit"),
     ("DELETE FROM t WHERE CASE WHEN v > 1 THEN 1 END", "boolean"),
     ("UPDATE t SET v = coalesce(v, s)", "coalesce"),
-    ("DELETE FROM t WHERE v IS DISTINCT 1", "expected FROM"),
+    # beyond the filter language: DataFusion parses it (and says what it expected)
+    ("DELETE FROM t WHERE v IS DISTINCT 1", "(?i)expected"),
 ])
 def test_bad_value_forms_are_typed_and_commit_nothing(copies: tuple[Path, Path], sql: str,
                                                       message: str) -> None:

@@ -179,3 +179,32 @@ def test_net_mode_is_the_python_net_feed(uri: str) -> None:
         == _expected(uri, 1, 5)
     with pytest.raises(InvalidInputError, match="change mode"):
         s.sql("SELECT * FROM table_changes('t', 1, 5, 'latest')").to_arrow_table()
+
+
+@pytest.mark.parametrize("mode", ["all", "net"])
+def test_tags_bound_the_window_like_versions(uri: str, mode: str) -> None:
+    # a tag is read as VERSION AS OF reads it, for either bound and in either mode
+    ds = lance_sql.dataset(uri)
+    ds.tags.create("start", 2)
+    ds.tags.create("end-4", 4)
+    s = _session(uri)
+    by_version = _tuples(s.sql(
+        f"SELECT * FROM table_changes('t', 2, 4, '{mode}')").to_arrow_table())
+    assert by_version  # the window holds changes: the comparisons below mean something
+    for start, end in (("'start'", "'end-4'"), ("'start'", "4"), ("2", "'end-4'")):
+        got = s.sql(f"SELECT * FROM table_changes('t', {start}, {end}, '{mode}')")
+        assert _tuples(got.to_arrow_table()) == by_version, (start, end)
+    # the Python API takes them too
+    assert _tuples(ds.table_changes("start", "end-4", mode=mode)) == by_version
+    if mode == "all":
+        assert by_version == _expected(uri, 2, 4)
+        assert _tuples(s.sql("SELECT * FROM table_changes('t', 'start')").to_arrow_table()) \
+            == _expected(uri, 2, 5)
+
+
+def test_an_unknown_tag_bound_is_not_found(uri: str) -> None:
+    s = _session(uri)
+    with pytest.raises(NotFoundError, match="nosuch"):
+        s.sql("SELECT * FROM table_changes('t', 'nosuch', 3)").to_arrow_table()
+    with pytest.raises(NotFoundError, match="neither a version number"):
+        s.sql("SELECT * FROM table_changes('t', 1, 'yesterday')").to_arrow_table()

@@ -61,7 +61,7 @@ from lance_sql.table.meta.timetravel import (
     version_at,
     version_since,
 )
-from lance_sql.table.meta.versions import list_versions, load_manifest
+from lance_sql.table.meta.versions import list_versions, load_manifest, read_tag
 from lance_sql.table.read.scan import cast_output
 from lance_sql.table.runtime.cache import CHANGE_FIELDS, CHANGE_PLANS
 from lance_sql.table.runtime.context import current_runtime
@@ -111,9 +111,13 @@ class ChangeWindow:
         return pa.schema(list(data) + list(META_FIELDS), metadata=data.metadata)
 
 
-def _as_point(value: VersionArg, what: str) -> int | dt.datetime:
+def _as_point(store: ObjectStore, value: VersionArg, what: str) -> int | dt.datetime:
+    """A bound as a version number or an instant. Text is read as ``VERSION AS OF``
+    reads it: digits are a version, an ISO timestamp an instant, anything else a tag
+    (the version it names; NotFoundError when there is no such tag)."""
     if isinstance(value, bool):
-        raise InvalidInputError(f"{what} must be a version number or a timestamp, got {value!r}")
+        raise InvalidInputError(f"{what} must be a version number, a tag or a timestamp, "
+                                f"got {value!r}")
     if isinstance(value, int | np.integer):
         return int(value)
     if isinstance(value, dt.datetime):
@@ -125,9 +129,17 @@ def _as_point(value: VersionArg, what: str) -> int | dt.datetime:
         try:
             return parse_instant(text)
         except InvalidInputError:
-            raise InvalidInputError(
-                f"{what} {value!r} is neither a version number nor an ISO timestamp") from None
-    raise InvalidInputError(f"{what} must be a version number or a timestamp, got {value!r}")
+            pass
+        try:
+            return int(read_tag(store, text)["version"])
+        except InvalidInputError:  # not even a tag's name
+            raise InvalidInputError(f"{what} {value!r} is neither a version number, a tag "
+                                    "nor an ISO timestamp") from None
+        except NotFoundError:
+            raise NotFoundError(f"{what} {value!r} is neither a version number, an ISO "
+                                f"timestamp nor a tag of {store.uri}") from None
+    raise InvalidInputError(f"{what} must be a version number, a tag or a timestamp, "
+                            f"got {value!r}")
 
 
 def _oldest_readable(versions: list[int]) -> int:
@@ -137,7 +149,8 @@ def _oldest_readable(versions: list[int]) -> int:
 
 def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None = None,
                    manifest_of: ManifestOf | None = None) -> ChangeWindow:
-    """The window for ``start..end`` (version numbers or timestamps; ``end`` None = latest).
+    """The window for ``start..end`` (version numbers, tags or timestamps; ``end`` None =
+    latest).
 
     A timestamp start means the first version committed at or after it, a timestamp end
     the last committed at or before it. A table without stable row ids, or whose own
@@ -157,8 +170,8 @@ def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None
                               else load_manifest(store, refs[version]))
         return cache[version]
 
-    first, last = _as_point(start, "start"), _as_point(versions[-1] if end is None else end,
-                                                      "end")
+    first = _as_point(store, start, "start")
+    last = _as_point(store, versions[-1] if end is None else end, "end")
     listed = [refs[v] for v in versions]
     if isinstance(first, dt.datetime):
         first = version_since(store, first, lambda ref: load(ref.version), refs=listed)

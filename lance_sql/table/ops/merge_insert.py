@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError, RetryableConflict, SchemaError
 from lance_sql.expr import parse_predicate, to_pyarrow
+from lance_sql.expr.casts import cast_table_like_datafusion
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
@@ -128,10 +129,11 @@ def _check_source(base: Manifest, source: pa.Table, keys: list[str],
         raise SchemaError(f"merge_insert source does not fit the table: {exc}") from exc
     schema = pa.schema([target.field(n) for n in source.column_names])
     if tombstones is None or not tombstones.any():
-        return source.cast(schema)
-    source.filter(pa.array(~tombstones)).cast(schema)  # the rows written must fit
-    return source.cast(pa.schema([f if f.name in keys else f.with_nullable(True)
-                                  for f in schema]))
+        return cast_table_like_datafusion(source, schema)
+    # the rows written must fit
+    cast_table_like_datafusion(source.filter(pa.array(~tombstones)), schema)
+    return cast_table_like_datafusion(source, pa.schema(
+        [f if f.name in keys else f.with_nullable(True) for f in schema]))
 
 
 def _target_keys(store: ObjectStore, base: Manifest, columns: list[str]) -> pa.Table:

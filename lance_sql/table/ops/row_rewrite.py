@@ -101,17 +101,15 @@ class RowRewrite:
 
     def commit(self, fields_modified: tuple[int, ...] = (),
                check_winners: WinnerCheck | None = None,
-               merged_generations: tuple[MergedGeneration, ...] = ()) -> Manifest | None:
-        """Publish the Update; None (nothing committed) when no row changed and there is
-        no MemWAL merge progress (``merged_generations``) to record.
+               merged_generations: tuple[MergedGeneration, ...] = ()) -> Manifest:
+        """Publish the Update. One that changed no row is still a version (an empty
+        Update), as pylance commits one for an update or merge_insert matching nothing,
+        so tools counting versions agree.
 
         ``check_winners`` is passed to the commit loop (see ``commit_transaction``).
         """
         with self.ctx.staging() as staged:
             staged.on_abort(self.writer.abort)
-            if not self._removed and not self._written and not merged_generations:
-                self.writer.abort()
-                return None
             new_fragments = self._new_fragments()
             staged.add(*self._extra_keys)
             by_id = {f.id: f for f in self.base.fragments}

@@ -24,12 +24,14 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr import parse_predicate, value_expression
+from lance_sql.expr.casts import cast_like_datafusion, cast_table_like_datafusion
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.row_ids import encode_versions
 from lance_sql.format.schema import LanceSchema
+from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.lineage import PENDING_VERSION, load_lineage
-from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
+from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment, deleted_offsets
 from lance_sql.table.index import index_hook
 from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.ops.schema_evolution import write_columns_file
@@ -58,8 +60,8 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
     ``select_values``, set the values it computed for that version, ``updates`` naming
     the columns only).
 
-    Returns the number of rows updated and the committed manifest (None if no row
-    matched, in which case nothing is committed).
+    Returns the number of rows updated and the committed manifest: an update matching
+    no row commits an empty Update, as pylance's does.
     """
     if not isinstance(updates, Mapping) or not updates:
         raise InvalidInputError("update needs a non-empty dict of column -> SQL expression")
@@ -79,12 +81,12 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
             raise InvalidInputError("computed update values need update_mode='rewrite_rows'")
         return _set_computed(ctx, list(updates), select_values(base))
     modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
-    matches = selected_rows(base, select_rows) if select_rows is not None \
+    matches = selected_rows(store, base, select_rows) if select_rows is not None \
         else list(matching_rows(store, base, plan_scan(base, columns=[], filter=where,
                                                        with_row_address=True),
                                 index_hook(store, base)))
-    if not matches:
-        return 0, None
+    if not matches:  # still a version, as pylance's (an Update changing nothing)
+        return _rewrite_rows(ctx, [], lambda table, _: table, ())
     if update_mode == "rewrite_columns":
         return _rewrite_columns(ctx, exprs, matches, modified)
     return _rewrite_rows(ctx, [(frag, rows, None) for frag, rows in matches],
@@ -113,27 +115,36 @@ def _rewrite_rows(ctx: WriteContext, matches: list[tuple[Fragment, np.ndarray, A
     return count, rewrite.commit(modified)
 
 
-def selected_rows(base: Manifest, select_rows: RowSelector) -> list[tuple[Fragment, np.ndarray]]:
+def selected_rows(store: ObjectStore, base: Manifest, select_rows: RowSelector
+                  ) -> list[tuple[Fragment, np.ndarray]]:
     """(fragment, sorted offsets) of the row addresses ``select_rows`` gives for ``base``,
     fragments in address order; an address of no fragment of ``base`` is a NotFoundError,
-    one past a fragment's rows an InvalidInputError."""
+    one past a fragment's rows or of a deleted row an InvalidInputError."""
     addresses = _addresses(select_rows(base))
-    return [(frag, offsets) for frag, offsets, _ in _locate(base, np.unique(addresses))]
+    return [(frag, offsets) for frag, offsets, _ in _locate(store, base, np.unique(addresses))]
 
 
 def _addresses(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The selected row addresses as uint64: integers only, none NULL or negative."""
     if isinstance(values, pa.ChunkedArray | pa.Array):
         if values.null_count:
             raise InvalidInputError("row addresses selected for a write contain NULL")
         values = values.to_numpy()
-    return np.asarray(values, dtype=np.uint64)
+    found = np.asarray(values)
+    if found.size and not (np.issubdtype(found.dtype, np.integer)
+                           or np.issubdtype(found.dtype, np.unsignedinteger)):
+        raise InvalidInputError(f"row addresses must be integers, got {found.dtype}")
+    if found.size and np.issubdtype(found.dtype, np.signedinteger) and found.min() < 0:
+        raise InvalidInputError(f"row address {int(found.min())} is negative")
+    return found.astype(np.uint64)
 
 
-def _locate(base: Manifest, addresses: np.ndarray
+def _locate(store: ObjectStore, base: Manifest, addresses: np.ndarray
             ) -> list[tuple[Fragment, np.ndarray, np.ndarray]]:
     """(fragment, sorted offsets, their positions in ``addresses``) per fragment of
-    ``base``, checked: no fragment is a NotFoundError, an offset past its rows or an
-    address given twice an InvalidInputError."""
+    ``base``, checked before anything is written: no fragment is a NotFoundError; an
+    offset past its rows, of a row deleted in ``base`` (a write would count it, an
+    update bring it back) or an address given twice an InvalidInputError."""
     out = []
     for frag, offsets, positions in by_fragment(base, addresses):
         if len(offsets) and int(offsets[-1]) >= frag.physical_rows:
@@ -141,6 +152,12 @@ def _locate(base: Manifest, addresses: np.ndarray
                                     f"fragment {frag.id}")
         if len(offsets) > 1 and not np.all(np.diff(offsets) > 0):
             raise InvalidInputError("a row address is selected twice for one write")
+        dead = np.intersect1d(offsets, deleted_offsets(store, base, frag))
+        if len(dead):
+            raise InvalidInputError(
+                f"row address {(frag.id << 32) | int(dead[0])} (fragment {frag.id}, offset "
+                f"{int(dead[0])}) is a deleted row of version {base.version}; "
+                f"{len(dead)} selected row(s) of that fragment are deleted")
         out.append((frag, offsets, positions))
     return out
 
@@ -153,9 +170,9 @@ def _set_computed(ctx: WriteContext, names: list[str], computed: pa.Table
     arrow = base.schema.to_arrow()
     if computed.num_columns != len(names) + 1 or computed.column_names[0] != ROW_ADDR:
         raise InvalidInputError(f"computed update values must be {ROW_ADDR} then {names}")
-    located = _locate(base, _addresses(computed.column(0)))
-    if not located:
-        return 0, None
+    located = _locate(ctx.store, base, _addresses(computed.column(0)))
+    if not located:  # still a version, as pylance's (an Update changing nothing)
+        return _rewrite_rows(ctx, [], lambda table, _: table, ())
     values = computed.drop_columns([ROW_ADDR]).rename_columns(names)
     # to the columns' types first (the engine may hand string views, which take refuses)
     values = pa.Table.from_arrays([_cast_values(values.column(n), n, arrow) for n in names],
@@ -182,7 +199,7 @@ def _fit(new: pa.Table, assigned: list[str], arrow: pa.Schema) -> pa.Table:
     """``new`` cast to the table's schema; a value that does not fit is an
     InvalidInputError naming the assigned column."""
     try:
-        return new.cast(arrow)
+        return cast_table_like_datafusion(new, arrow)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         # the column named (an array literal of the wrong length for a fixed-size list,
         # a string into a number...): found by casting the assigned ones alone
@@ -195,7 +212,7 @@ def _fit(new: pa.Table, assigned: list[str], arrow: pa.Schema) -> pa.Table:
 def _cast_values(values: pa.ChunkedArray, name: str, arrow: pa.Schema) -> pa.ChunkedArray:
     target = arrow.field(name).type
     try:
-        return values.cast(target)
+        return cast_like_datafusion(values, target)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise InvalidInputError(f"update values do not fit the column {name!r} ({target}): "
                                 f"{exc}") from exc
@@ -204,7 +221,7 @@ def _cast_values(values: pa.ChunkedArray, name: str, arrow: pa.Schema) -> pa.Chu
 def _casts(values: pa.ChunkedArray, target: pa.DataType) -> bool:
     """Whether ``values`` cast to ``target``."""
     try:
-        values.cast(target)
+        cast_like_datafusion(values, target)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return False
     return True

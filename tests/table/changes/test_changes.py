@@ -177,7 +177,7 @@ def test_bad_windows(history: tuple[Path, dict[str, int]], tmp_path: Path) -> No
         table_changes(path, 1, last + 5)
     with pytest.raises(InvalidInputError):
         table_changes(path, 0, 2)
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(NotFoundError, match="nor a tag"):  # text that is no tag
         table_changes(path, "yesterday", 2)
     plain = tmp_path / "plain.lance"
     lance_sql.write_dataset(_rows(range(3), "a"), plain)

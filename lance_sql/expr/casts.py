@@ -1,0 +1,110 @@
+"""Casts of written values to a decimal column, rounded as DataFusion rounds them.
+
+A SQL write computes its values with one engine (DataFusion for INSERT and MERGE
+sources, pyarrow for UPDATE's SET expressions) and stores them with a cast to the
+column's type. DataFusion types ``1.005`` as a double and casts a double to
+``decimal(p, s)`` as arrow-rs does: ``round(value * 10^s)``, half away from zero, on
+the double (so ``2.675`` stores ``2.68`` and ``1.005`` stores ``1.00``: the product is
+``100.49999999999999``), and a decimal of larger scale by rounding half away from zero.
+pyarrow rounds the double's exact binary value instead (``2.675`` -> ``2.67``) and
+refuses a decimal losing digits, so writes cast through :func:`cast_like_datafusion`,
+which makes them store what ``SELECT CAST(... AS DECIMAL(p, s))`` returns. A value
+that does not fit the precision (or a NaN / infinity) is ``pa.ArrowInvalid``, as a
+failing cast is; the callers name the column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_MANTISSA_BITS = 53  # a double's significand, hidden bit included
+
+
+def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
+                         ) -> pa.Array | pa.ChunkedArray:
+    """``values`` cast to ``target``; to a decimal128 column with DataFusion's rounding
+    (see the module), any other cast as pyarrow makes it."""
+    if not _rounds(values.type, target):
+        return values.cast(target)
+    if isinstance(values, pa.ChunkedArray):
+        return pa.chunked_array([_to_decimal(chunk, target) for chunk in values.chunks],
+                                type=target)
+    return _to_decimal(values, target)
+
+
+def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table.cast(schema)``, its decimal128 columns rounded as
+    :func:`cast_like_datafusion` rounds them (the rest, nullability included, checked
+    by pyarrow's cast as before)."""
+    for i, field in enumerate(table.schema):
+        want = schema.field(i).type if i < len(schema) else None
+        if want is not None and _rounds(field.type, want):
+            table = table.set_column(i, field.with_type(want),
+                                     cast_like_datafusion(table.column(i), want))
+    return table.cast(schema)
+
+
+def _rounds(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether a cast from ``source`` to ``target`` rounds unlike pyarrow's."""
+    if not pa.types.is_decimal128(target):
+        return False
+    if pa.types.is_floating(source):
+        return True
+    return pa.types.is_decimal(source) and source.scale > target.scale
+
+
+def _to_decimal(values: pa.Array, target: pa.Decimal128Type) -> pa.Array:
+    if pa.types.is_decimal(values.type):  # fewer digits: half away from zero, then exact
+        return pc.round(values, ndigits=target.scale,
+                        round_mode="half_towards_infinity").cast(target)
+    return _float_to_decimal(values, target)
+
+
+def _float_to_decimal(values: pa.Array, target: pa.Decimal128Type) -> pa.Array:
+    """Doubles as decimal128: arrow-rs's ``(v * 10^scale).round()``, checked against the
+    precision, built as 128-bit two's complement words without a per-row loop."""
+    valid = np.ones(len(values), bool) if values.null_count == 0 else \
+        np.asarray(values.is_valid().to_numpy(zero_copy_only=False), bool)
+    x = np.asarray(values.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False),
+                   np.float64)
+    scaled = x * (10.0 ** target.scale)
+    whole = np.trunc(scaled)
+    rounded = whole + np.where(np.abs(scaled - whole) >= 0.5, np.sign(scaled), 0.0)
+    bad = valid & ~(np.abs(rounded) < 10.0 ** target.precision)  # NaN fails too
+    if bad.any():
+        value = float(x[np.flatnonzero(bad)[0]])
+        why = "not a number" if not np.isfinite(value) else \
+            f"too large for precision {target.precision}"
+        raise pa.ArrowInvalid(f"{value} does not fit {target}: {why} (DataFusion's cast "
+                              "refuses it too)")
+    rounded = np.where(valid, rounded, 0.0)
+    words = _int128_words(rounded)
+    buffers = [None if values.null_count == 0 else pa.array(valid).buffers()[1],
+               pa.py_buffer(words.tobytes())]
+    return pa.Array.from_buffers(target, len(values), buffers,
+                                 null_count=int(len(values) - valid.sum()))
+
+
+def _int128_words(whole: np.ndarray) -> np.ndarray:
+    """Integer-valued doubles as little-endian 128-bit two's complement integers: an
+    (n, 2) uint64 array of (low, high) words. Exact: a double is mantissa * 2^shift."""
+    fraction, exponent = np.frexp(np.abs(whole))
+    mantissa = (fraction * float(1 << _MANTISSA_BITS)).astype(np.uint64)
+    shift = exponent.astype(np.int64) - _MANTISSA_BITS
+    right = np.clip(-shift, 0, 63).astype(np.uint64)
+    left = np.clip(shift, 0, 63).astype(np.uint64)
+    high_left = np.clip(shift - 64, 0, 63).astype(np.uint64)
+    into_high = np.clip(64 - shift, 1, 63).astype(np.uint64)
+    low = np.where(shift < 0, mantissa >> right,
+                   np.where(shift < 64, mantissa << left, np.uint64(0)))
+    high = np.where(shift <= 0, np.uint64(0),
+                    np.where(shift < 64, mantissa >> into_high, mantissa << high_left))
+    negative = whole < 0
+    neg_low = ~low + np.uint64(1)
+    neg_high = ~high + (low == 0).astype(np.uint64)
+    words = np.empty((len(whole), 2), np.uint64)
+    words[:, 0] = np.where(negative, neg_low, low)
+    words[:, 1] = np.where(negative, neg_high, high)
+    return words

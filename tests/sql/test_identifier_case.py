@@ -1,0 +1,120 @@
+"""One rule per language for the case of column names.
+
+Python filters bind as pylance's do: an unquoted name exactly, else case-insensitively
+when that is unambiguous; a backquoted one exactly (lance_sql also takes ``"Name"`` as an
+exact identifier, where pylance reads a string). SQL binds as DataFusion's SELECT does:
+an unquoted name folds to lower case, a quoted one is exact; UPDATE and DELETE follow it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import InvalidInputError, NotFoundError
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    out = tmp_path / "p.lance"
+    lance.write_dataset(pa.table({"id": [1, 2], "Name": ["a", "b"]}), out)
+    return out
+
+
+@pytest.mark.parametrize("text", ["name = 'a'", "Name = 'a'", "NAME = 'a'", "`Name` = 'a'"])
+def test_python_filters_bind_as_pylance(path: Path, text: str) -> None:
+    want = lance.dataset(path).to_table(filter=text).to_pydict()
+    assert want == {"id": [1], "Name": ["a"]}
+    assert lance_sql.dataset(path).to_table(filter=text).to_pydict() == want
+
+
+@pytest.mark.parametrize("text", ["`name` = 'a'", "`NAME` = 'a'"])
+def test_backquoted_names_are_exact_as_in_pylance(path: Path, text: str) -> None:
+    with pytest.raises(ValueError, match="No field named"):
+        lance.dataset(path).to_table(filter=text)
+    with pytest.raises(NotFoundError, match="exact spelling"):
+        lance_sql.dataset(path).to_table(filter=text)
+
+
+def test_double_quoted_names_are_exact_identifiers(path: Path) -> None:
+    ds = lance_sql.dataset(path)
+    assert ds.to_table(filter='"Name" = \'b\'').to_pydict() == {"id": [2], "Name": ["b"]}
+    with pytest.raises(NotFoundError, match="exact spelling"):
+        ds.to_table(filter='"name" = \'b\'')
+
+
+def test_case_variants_bind_exactly_and_ambiguity_is_an_error(tmp_path: Path) -> None:
+    table = pa.table({"a": [1, 2], "A": [2, 1], "Bc": [1, 1], "BC": [2, 2]})
+    lance.write_dataset(table, tmp_path / "q.lance")
+    for text in ("a = 1", "A = 1", "`A` = 1", "`a` = 1"):
+        assert lance_sql.dataset(tmp_path / "q.lance").to_table(filter=text).to_pydict() == \
+            lance.dataset(tmp_path / "q.lance").to_table(filter=text).to_pydict()
+    with pytest.raises(NotFoundError, match="ambiguous"):
+        lance_sql.dataset(tmp_path / "q.lance").to_table(filter="bc = 1")
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> lance_sql.LanceSession:
+    s = lance_sql.connect(tmp_path)
+    s.sql('CREATE TABLE m (id BIGINT, "Name" VARCHAR, low VARCHAR)')
+    s.sql("INSERT INTO m VALUES (1, 'a', 'x'), (2, 'b', 'y')")
+    return s
+
+
+@pytest.mark.parametrize("sql", [
+    "DELETE FROM m WHERE name = 'a'",
+    "UPDATE m SET low = 'z' WHERE Name = 'a'",
+    "UPDATE m SET low = name",
+    "UPDATE m SET Name = 'q'",
+])
+def test_sql_writes_refuse_what_select_refuses(session, sql: str) -> None:
+    # SELECT fails on the same unquoted spelling
+    with pytest.raises(NotFoundError):
+        session.sql("SELECT id FROM m WHERE name = 'a'").to_pydict()
+    before = session.dataset("m").version
+    with pytest.raises(NotFoundError, match="name"):
+        session.sql(sql)
+    assert session.dataset("m").version == before
+
+
+def test_sql_writes_bind_what_select_binds(session) -> None:
+    # quoted: exact; unquoted: folded to lower case (LOW binds column low)
+    assert session.sql('SELECT id FROM m WHERE "Name" = \'a\' AND LOW = \'x\'').to_pydict() \
+        == {"id": [1]}
+    assert session.sql('UPDATE m SET LOW = "Name" || \'!\' WHERE "Name" = \'a\'').to_pydict() \
+        == {"num_rows_updated": [1]}
+    assert session.sql('DELETE FROM m WHERE LOW = \'y\' AND "Name" = \'b\'').to_pydict() == \
+        {"num_deleted_rows": [1]}
+    assert session.sql('SELECT id, "Name", low FROM m').to_pydict() == \
+        {"id": [1], "Name": ["a"], "low": ["a!"]}
+
+
+def test_sql_case_variant_columns_need_quotes(tmp_path: Path) -> None:
+    lance.write_dataset(pa.table({"id": [1], "name": ["a"], "NAME": ["b"]}), tmp_path / "v.lance")
+    s = lance_sql.connect(tmp_path)
+    # SELECT binds NAME to name (folded); a write refuses rather than guess differently
+    assert s.sql("SELECT NAME FROM v").to_pydict() == {"name": ["a"]}
+    with pytest.raises(InvalidInputError, match="ambiguous"):
+        s.sql("DELETE FROM v WHERE NAME = 'a'")
+    assert s.sql('DELETE FROM v WHERE "NAME" = \'b\'').to_pydict() == {"num_deleted_rows": [1]}
+    assert s.sql("SELECT * FROM v").to_pydict() == {"id": [], "name": [], "NAME": []}
+
+
+def test_system_columns_keep_working_in_sql_writes(tmp_path: Path) -> None:
+    s = lance_sql.connect(tmp_path)
+    s.sql("CREATE TABLE t TBLPROPERTIES ('enable_stable_row_ids' = 'true') AS "
+          "SELECT * FROM (VALUES (1, 'a'), (2, 'b'), (3, 'c')) AS v(id, s)")
+    assert s.sql("DELETE FROM t WHERE _ROWID = 0").to_pydict() == {"num_deleted_rows": [1]}
+    assert s.sql("UPDATE t SET s = 'x' WHERE _rowaddr = 1").to_pydict() == \
+        {"num_rows_updated": [1]}
+    # a SET value reading a system column is computed by DataFusion, as SELECT shows it
+    want = s.sql("SELECT CAST(_rowid AS VARCHAR) || '@' || "
+                 "CAST(_row_created_at_version AS VARCHAR) AS v FROM t WHERE id = 3").to_pydict()
+    s.sql("UPDATE t SET s = CAST(_rowid AS VARCHAR) || '@' || "
+          "CAST(_row_created_at_version AS VARCHAR) WHERE id = 3")
+    assert s.sql("SELECT _rowid, s FROM t ORDER BY id").to_pydict() == \
+        {"_rowid": [1, 2], "s": ["x", want["v"][0]]} == {"_rowid": [1, 2], "s": ["x", "2@1"]}
