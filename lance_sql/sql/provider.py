@@ -43,6 +43,7 @@ from lance_sql.table import (
     build_scan_plan,
     fragment_spans,
     live_rows,
+    no_helpers,
     plan_indexed,
     rows_only,
     scan_fragment,
@@ -135,6 +136,9 @@ class UnitScanner:
         self.chunk_rows, self.widths_known = chunk_rows(
             self.plan, limited=table.limit_hint is not None)
         self.filter_width = filter_width(self.plan)
+        # DataFusion runs the query's other units as partitions beside this one: its
+        # decodes take no helper threads (see parallel.no_helpers)
+        self.beside_others = unit.scope.units > 1
 
     def _plan(self) -> ScanPlan:
         filter = self.filter
@@ -189,8 +193,9 @@ class UnitScanner:
 
     def _read_chunk(self, start: int, length: int) -> pa.Table:
         table = self.unit.table
-        return scan_fragment(table.store, table.manifest, self.unit.fragment, self.plan,
-                             offset=start, length=length)
+        with no_helpers(self.beside_others):
+            return scan_fragment(table.store, table.manifest, self.unit.fragment, self.plan,
+                                 offset=start, length=length)
 
     def _count_only(self, limit: int | None) -> Iterator[pa.RecordBatch]:
         unit = self.unit

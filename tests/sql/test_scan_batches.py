@@ -5,6 +5,7 @@ sort takes them, and whole chunks when the caller collects a plan that only stre
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
+from lance_sql.format.datafile import parallel
 from lance_sql.sql import provider, streams
 from lance_sql.sql import session as session_module
 from lance_sql.sql.provider import CHUNK_ROWS, MAX_CHUNK_ROWS, chunk_rows
@@ -338,3 +340,29 @@ def test_filtered_scan_only_queries_read_as_one_partition(bulk_root: tuple[Path,
         monkeypatch.setattr(provider.PlannedDataset, "get_fragments", counted)
         assert got.sort_by(got.schema.names[0]).equals(parallel.sort_by(got.schema.names[0])), \
             query
+
+
+def test_units_read_beside_others_decode_without_helper_threads(
+        bulk_root: tuple[Path, dict], monkeypatch) -> None:
+    """A unit DataFusion reads beside the query's other units decodes on its own thread
+    (parallel.no_helpers); a query read as one partition may still use helpers. Same
+    rows either way as with helpers everywhere."""
+    root, _ = bulk_root
+    alone: list[bool] = []
+    original = provider.scan_fragment
+
+    def recorded(*args, **kwargs):
+        alone.append(getattr(parallel._local, "alone", False))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(provider, "scan_fragment", recorded)
+    session = lance_sql.connect(root)
+    for query, beside in [("SELECT id, k FROM t", True),            # two partitions
+                          ("SELECT id FROM t WHERE k = 3", False)]:  # one partition
+        alone.clear()
+        got = session.sql(query).to_arrow_table()
+        assert alone and set(alone) == {beside}, (query, alone)
+        with monkeypatch.context() as m:
+            m.setattr(provider, "no_helpers", lambda alone=True: contextlib.nullcontext())
+            spread = session.sql(query).to_arrow_table()
+        assert got.sort_by("id").equals(spread.sort_by("id")), query
