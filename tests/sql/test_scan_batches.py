@@ -171,6 +171,15 @@ def test_scans_feeding_only_an_aggregate_or_a_sort_hand_over_large_batches(
     assert rows == want
 
 
+def _streamed(session: lance_sql.LanceSession, query: str, sizes: list[int]) -> pa.Table:
+    """The query's result streamed to the caller, whose scans hand over batches of
+    DataFusion's size (checked on ``sizes``, recorded by :func:`_batch_sizes`)."""
+    with session.sql(query).execute_stream() as stream:
+        streamed = pa.Table.from_batches([batch.to_pyarrow() for batch in stream])
+    assert sizes and max(sizes) <= 8192, sizes
+    return streamed
+
+
 @pytest.mark.parametrize("query", SMALL_QUERIES)
 def test_other_scans_keep_datafusions_batch_size(bulk_root: tuple[Path, dict], monkeypatch,
                                                  query: str) -> None:
@@ -179,9 +188,7 @@ def test_other_scans_keep_datafusions_batch_size(bulk_root: tuple[Path, dict], m
     root, _ = bulk_root
     sizes = _batch_sizes(monkeypatch)
     session = lance_sql.connect(root)
-    with session.sql(query).execute_stream() as stream:
-        streamed = pa.Table.from_batches([batch.to_pyarrow() for batch in stream])
-    assert sizes and max(sizes) <= 8192, sizes
+    streamed = _streamed(session, query, sizes)
     if query not in STREAMING_QUERIES:
         sizes.clear()
         got = session.sql(query).to_arrow_table()
@@ -212,9 +219,7 @@ def test_collected_streaming_plans_hand_over_whole_chunks(
     root, _ = bulk_root
     sizes = _batch_sizes(monkeypatch)
     session = lance_sql.connect(root)
-    with session.sql(query).execute_stream() as stream:
-        streamed = pa.Table.from_batches([batch.to_pyarrow() for batch in stream])
-    assert sizes and max(sizes) <= 8192, sizes
+    streamed = _streamed(session, query, sizes)
     sizes.clear()
     before = set(threading.enumerate())
     got = COLLECTORS[collect](session.sql(query))
