@@ -285,6 +285,7 @@ class LanceDataFrame(DataFrame):
             # Run on a copy of this frame: DataFusion keeps the last plan a frame ran
             # (with its scan units); the copy's plan goes when the execution does.
             executing = name in _EXECUTING
+            scope.collects = executing and self._streaming and name in _COLLECTING
             plan = self._optimized if executing and self._optimized is not None \
                 else DataFrame.logical_plan(self)
             target: DataFrame | None = DataFrame(
@@ -368,6 +369,14 @@ class _AnsweredFrame(LanceDataFrame):
     def collect(self) -> list[pa.RecordBatch]:
         return self._rows.to_batches()
 
+
+# DataFrame methods that take every batch of the result into one value: a plan that only
+# streams its scans (no join, window or aggregate working per batch) then has its scans
+# hand over whole chunks (ScanScope.collects).
+_COLLECTING = frozenset({
+    "collect", "collect_column", "collect_partitioned", "to_arrow_table", "to_pandas",
+    "to_polars", "to_pydict", "to_pylist",
+})
 
 # Methods whose result holds the physical plan (and its scan units) for the caller.
 _HANDS_OUT_PLAN = frozenset({"execution_plan"})

@@ -83,6 +83,10 @@ class ScanScope:
         # not, and the execution starts again on a worker thread.
         self.inline = False
         self.worker_wanted = False
+        # The execution collects its whole result (``to_arrow_table``, ``collect``...)
+        # from a plan that only streams its scans: their batches go to no operator that
+        # works per batch, so they may be handed over as read (see provider.UnitScanner).
+        self.collects = False
 
     def want_worker(self) -> NoReturn:
         """Planning found the scans too large to run on the calling thread: fail this

@@ -5,6 +5,7 @@ and ``lance_sql.cli`` may use (tests/test_layers.py checks they import nothing d
 sub-packages behind it (see README.md, Layout) are internal and may change.
 """
 
+from lance_sql.format.datafile.parallel import no_helpers
 from lance_sql.table.changes.feed import (
     ChangeWindow,
     PlannedChanges,
@@ -75,6 +76,8 @@ __all__ = [
     # scans cut into units of work by an engine (plans are made by build_scan_plan only)
     "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_rows",
     "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
+    # decodes of an engine's thread that reads side by side with others: no helper threads
+    "no_helpers",
     # the change feed
     "CHANGE_TYPE", "COMMIT_TIMESTAMP", "COMMIT_VERSION", "ChangeQuery", "ChangeRows",
     "ChangeWindow", "PlannedChanges", "check_mode", "plan_query", "read_query", "resolve_window",

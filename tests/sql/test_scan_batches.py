@@ -1,12 +1,15 @@
 """Scan units read large chunks (sized by the columns' widths: each read has a fixed cost)
 but hand DataFusion batches of its own batch size (operators such as a nested-loop join
-check for cancellation between batches only)."""
+check for cancellation between batches only), larger ones when only an aggregate or a
+sort takes them, and whole chunks when the caller collects a plan that only streams."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,7 +18,8 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.sql import provider
+from lance_sql.format.datafile import parallel
+from lance_sql.sql import provider, streams
 from lance_sql.sql import session as session_module
 from lance_sql.sql.provider import CHUNK_ROWS, MAX_CHUNK_ROWS, chunk_rows
 from lance_sql.table import build_scan_plan
@@ -23,6 +27,8 @@ from lance_sql.table import build_scan_plan
 
 def test_whole_units_read_at_once_in_batches_of_datafusions_size(tmp_path: Path,
                                                                  monkeypatch) -> None:
+    """Streamed to the caller, batches keep DataFusion's size; collected by the caller
+    (to_arrow_table), each chunk is handed over whole."""
     reads: list[int] = []
     original = provider.UnitScanner._read_chunk
 
@@ -37,10 +43,17 @@ def test_whole_units_read_at_once_in_batches_of_datafusions_size(tmp_path: Path,
     session = lance_sql.connect(tmp_path)
     for query in ["SELECT id, x FROM t", "SELECT id, x FROM t WHERE x >= 0"]:
         reads.clear()
-        got = session.sql(query).to_arrow_table()
+        with session.sql(query).execute_stream() as stream:
+            streamed = [batch.to_pyarrow() for batch in stream]
         assert sorted(reads) == [rows // 2, rows // 2], query  # each unit in one read
-        sizes = [len(chunk) for chunk in got.column("id").chunks]
+        sizes = [batch.num_rows for batch in streamed]
         assert max(sizes) <= 8192 and sum(sizes) == rows, (query, sizes)
+        assert pa.Table.from_batches(streamed).sort_by("id").equals(table), query
+        reads.clear()
+        got = session.sql(query).to_arrow_table()
+        assert sorted(reads) == [rows // 2, rows // 2], query
+        sizes = [len(chunk) for chunk in got.column("id").chunks]
+        assert sorted(sizes) == sorted(reads), (query, sizes)  # each read one batch
         assert got.sort_by("id").equals(table), query
 
 
@@ -117,6 +130,8 @@ SMALL_QUERIES = [
     "SELECT sum(x) OVER (PARTITION BY k) AS w FROM t",            # ... a window
     "SELECT sum(x) FROM t WHERE id IN (SELECT k FROM t)",         # a semi join
 ]
+# of those, the plans that only stream their scan: collected, they get whole chunks
+STREAMING_QUERIES = SMALL_QUERIES[:2]
 
 
 @pytest.fixture(scope="module")
@@ -156,17 +171,64 @@ def test_scans_feeding_only_an_aggregate_or_a_sort_hand_over_large_batches(
     assert rows == want
 
 
+def _streamed(session: lance_sql.LanceSession, query: str, sizes: list[int]) -> pa.Table:
+    """The query's result streamed to the caller, whose scans hand over batches of
+    DataFusion's size (checked on ``sizes``, recorded by :func:`_batch_sizes`)."""
+    with session.sql(query).execute_stream() as stream:
+        streamed = pa.Table.from_batches([batch.to_pyarrow() for batch in stream])
+    assert sizes and max(sizes) <= 8192, sizes
+    return streamed
+
+
 @pytest.mark.parametrize("query", SMALL_QUERIES)
 def test_other_scans_keep_datafusions_batch_size(bulk_root: tuple[Path, dict], monkeypatch,
                                                  query: str) -> None:
+    """Streamed to the caller, or collected from a plan whose batches reach a join or a
+    window, a scan's batches keep DataFusion's size."""
     root, _ = bulk_root
     sizes = _batch_sizes(monkeypatch)
     session = lance_sql.connect(root)
-    got = session.sql(query).to_arrow_table()
-    assert sizes and max(sizes) <= 8192, sizes
+    streamed = _streamed(session, query, sizes)
+    if query not in STREAMING_QUERIES:
+        sizes.clear()
+        got = session.sql(query).to_arrow_table()
+        assert sizes and max(sizes) <= 8192, sizes
+        assert got.num_rows == streamed.num_rows
     # the same answer as a plan that takes the scan's batches into an aggregate
     assert session.sql(f"SELECT count(*) AS n FROM ({query})").to_arrow_table()[0][0].as_py() \
-        == got.num_rows
+        == streamed.num_rows
+
+
+COLLECTORS = {
+    "to_arrow_table": lambda df: df.to_arrow_table(),
+    "collect": lambda df: pa.Table.from_batches(df.collect()),
+    "to_pylist": lambda df: pa.Table.from_pylist(df.to_pylist()),
+    "to_pydict": lambda df: pa.table(df.to_pydict()),
+}
+
+
+@pytest.mark.parametrize("collect", list(COLLECTORS))
+@pytest.mark.parametrize("query", [*STREAMING_QUERIES, "SELECT id, x FROM t LIMIT 500000",
+                                   "SELECT id, x + 1 AS y FROM t WHERE k = 3"])
+def test_collected_streaming_plans_hand_over_whole_chunks(
+        bulk_root: tuple[Path, dict], monkeypatch, query: str, collect: str) -> None:
+    """A plan that only streams its scan, collected whole by the caller, gets each chunk
+    the scan read as one batch (no operator takes them one by one), with the rows the
+    scan streamed in DataFusion's batch size gives (every row compared); the query's
+    scans and units are all let go of when the call returns, and it starts no thread."""
+    root, _ = bulk_root
+    sizes = _batch_sizes(monkeypatch)
+    session = lance_sql.connect(root)
+    streamed = _streamed(session, query, sizes)
+    sizes.clear()
+    before = set(threading.enumerate())
+    got = COLLECTORS[collect](session.sql(query))
+    assert max(sizes) > 8192, sizes  # whole chunks
+    assert streams.running_scans() == 0 and streams.held_units() == 0
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()
+            and not isinstance(t, threading._DummyThread)] == []
+    key = got.schema.names[0]
+    assert got.sort_by(key).equals(streamed.sort_by(key).cast(got.schema)), query
 
 
 # A long aggregate over large batches (each takes tens of milliseconds to evaluate): Ctrl-C
@@ -283,3 +345,29 @@ def test_filtered_scan_only_queries_read_as_one_partition(bulk_root: tuple[Path,
         monkeypatch.setattr(provider.PlannedDataset, "get_fragments", counted)
         assert got.sort_by(got.schema.names[0]).equals(parallel.sort_by(got.schema.names[0])), \
             query
+
+
+def test_units_read_beside_others_decode_without_helper_threads(
+        bulk_root: tuple[Path, dict], monkeypatch) -> None:
+    """A unit DataFusion reads beside the query's other units decodes on its own thread
+    (parallel.no_helpers); a query read as one partition may still use helpers. Same
+    rows either way as with helpers everywhere."""
+    root, _ = bulk_root
+    alone: list[bool] = []
+    original = provider.scan_fragment
+
+    def recorded(*args, **kwargs):
+        alone.append(getattr(parallel._local, "alone", False))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(provider, "scan_fragment", recorded)
+    session = lance_sql.connect(root)
+    for query, beside in [("SELECT id, k FROM t", True),            # two partitions
+                          ("SELECT id FROM t WHERE k = 3", False)]:  # one partition
+        alone.clear()
+        got = session.sql(query).to_arrow_table()
+        assert alone and set(alone) == {beside}, (query, alone)
+        with monkeypatch.context() as m:
+            m.setattr(provider, "no_helpers", lambda alone=True: contextlib.nullcontext())
+            spread = session.sql(query).to_arrow_table()
+        assert got.sort_by("id").equals(spread.sort_by("id")), query

@@ -3,8 +3,9 @@
 Only for work that runs in numpy or Arrow calls releasing the GIL (codecs, takes, casts,
 large copies): the threads then run side by side. Only a read that has the cores to itself
 spreads: a decode running on a scan's worker thread (the scan already reads fragments side
-by side), or while another decode holds helpers (DataFusion partitions on their own
-threads), runs on its calling thread alone; measured, helpers there only added hand-offs
+by side), inside :func:`no_helpers` (a SQL scan unit whose query runs other units as
+DataFusion partitions beside it), or while another decode holds helpers, runs on its
+calling thread alone; measured, helpers there only added hand-offs
 (a 10-fragment scan: ~300 -> ~440 ms of CPU). Threads are started for one call and
 joined before it returns (none outlives the read that started it; work begun by
 :class:`Begun` is joined by the caller's ``finally``); the calling thread works too.
@@ -28,6 +29,7 @@ THREAD_NAME = "lance_sql-decode"
 WORKER_PREFIX = "lance_sql-"  # the threads of lance_sql's worker pools (and of this module)
 _spreading = 0  # decode calls now running with helpers
 _spreading_lock = threading.Lock()
+_local = threading.local()  # .alone: this thread's decodes take no helpers (no_helpers)
 
 
 def threads() -> int:
@@ -61,6 +63,20 @@ _LOADAVG = "/proc/loadavg"
 
 
 @contextmanager
+def no_helpers(alone: bool = True) -> Iterator[None]:
+    """Within the block (when ``alone``), decodes on this thread run on it alone: for a
+    thread already reading side by side with others of the same query (DataFusion's
+    partitions), where helpers only add hand-offs of the interpreter lock (measured on a
+    10-fragment ``SELECT *``: ~490 -> ~410 ms of CPU)."""
+    previous = getattr(_local, "alone", False)
+    _local.alone = alone or previous
+    try:
+        yield
+    finally:
+        _local.alone = previous
+
+
+@contextmanager
 def threads_for(items: int, idle_only: bool = False) -> Iterator[int]:
     """How many threads a decode of ``items`` parts may use (1 unless it has the cores to
     itself, see the module docstring; with ``idle_only``, also no more than the CPUs idle
@@ -68,7 +84,8 @@ def threads_for(items: int, idle_only: bool = False) -> Iterator[int]:
     cuts its work by the threads it gets, then runs it by :func:`map_threads`."""
     global _spreading
     count = min(threads(), items)
-    if count > 1 and threading.current_thread().name.startswith(WORKER_PREFIX):
+    if count > 1 and (threading.current_thread().name.startswith(WORKER_PREFIX)
+                      or getattr(_local, "alone", False)):
         count = 1
     if count > 1 and idle_only:
         count = min(count, 1 + idle_cpus())

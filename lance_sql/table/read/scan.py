@@ -321,7 +321,7 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     if local.size == 0:
         return plan.output_schema.empty_table()
     rows = local + offset
-    many = local.size * 4 >= length  # then reading the range beats a scattered take
+    many = _reads_range(local.size, length)
     selection = bool_array(keep) if many else pa.array(local)
     pick = (lambda a: a.filter(selection)) if many else (lambda a: a.take(selection))
     others = [f for f in plan.read_fields
@@ -342,6 +342,12 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     table = pa.Table.from_arrays([columns[n] for n in plan.output_fields],
                                  names=list(plan.output_fields))
     return cast_output(table, plan.output_schema, store, fragment)
+
+
+def _reads_range(matched: int, length: int) -> bool:
+    """Whether columns are better read over the whole range and filtered than taken at
+    ``matched`` rows of it: a take's cost per row is several times a read's."""
+    return matched * 4 >= length
 
 
 def _live_mask(reader: FragmentReader, drop: np.ndarray | None) -> np.ndarray | None:
@@ -506,7 +512,8 @@ def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
                late: tuple[LanceField, ...], offset: int, length: int,
                drop: np.ndarray | None = None) -> pa.Table:
-    """Filter on the filter's columns first, then fetch ``late`` columns for matches only."""
+    """Filter on the filter's columns first, then fetch ``late`` columns for matches only:
+    taken when few match, else read over the range and filtered."""
     late_names = {f.name for f in late}
     early = [n for n in plan.output_fields if n not in late_names]
     outputs = early + ([ROW_ADDR] if ROW_ADDR not in early else [])
@@ -526,7 +533,15 @@ def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan:
     if matched.num_rows == 0:
         return plan.output_schema.empty_table()
     rows = row_offsets(matched.column(ROW_ADDR))
-    fetched = FragmentReader(store, manifest, fragment).take(late, rows)
+    reader = FragmentReader(store, manifest, fragment)
+    fetched: Sequence[pa.Array | pa.ChunkedArray]
+    if _reads_range(rows.size, length):  # (rows: sorted, inside the range)
+        keep = np.zeros(length, bool)
+        keep[rows - offset] = True
+        selection = bool_array(keep)
+        fetched = [_read_kept(reader, f, selection, offset) for f in late]
+    else:
+        fetched = reader.take(late, rows)
     columns = dict(zip((f.name for f in late), fetched, strict=True))
     table = pa.Table.from_arrays(
         [columns[n] if n in columns else matched.column(n) for n in plan.output_fields],

@@ -49,6 +49,26 @@ def test_a_decode_on_a_scan_worker_stays_on_its_thread() -> None:
 
 
 @pytest.mark.usefixtures("three_threads")
+def test_a_decode_inside_no_helpers_stays_on_its_thread_and_only_there() -> None:
+    """no_helpers() keeps this thread's decodes on it (nested, and restored after); a
+    thread outside the block, and no_helpers(False), still spread."""
+    here = threading.current_thread().name
+    elsewhere: list[set[str]] = []
+    with parallel.no_helpers():
+        assert _thread_names(12) == {here}
+        with parallel.no_helpers(False):  # an inner "not alone" keeps the outer's
+            assert _thread_names(12) == {here}
+        other = threading.Thread(target=lambda: elsewhere.append(_thread_names(12)))
+        other.start()
+        other.join()
+        assert _thread_names(12) == {here}
+    assert any(n.startswith(parallel.THREAD_NAME) for n in elsewhere[0])
+    assert any(n.startswith(parallel.THREAD_NAME) for n in _thread_names(12))
+    with parallel.no_helpers(False):
+        assert any(n.startswith(parallel.THREAD_NAME) for n in _thread_names(12))
+
+
+@pytest.mark.usefixtures("three_threads")
 def test_a_second_decode_runs_alone_while_the_first_holds_helpers() -> None:
     inside = threading.Event()
     release = threading.Event()
