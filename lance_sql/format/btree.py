@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 
 TYPE_URL = "/lance.table.BTreeIndexDetails"
 PAGE_DATA = "page_data.lance"
@@ -80,18 +81,19 @@ def sort_entries(values: pa.Array, ids: np.ndarray) -> pa.Table:
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     keys = _order_keys(values)
     if keys is None and _is_bytes(values.type):
-        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        valid = numpy_of(values.is_valid())
         present = np.flatnonzero(valid)
         order = np.concatenate([np.flatnonzero(~valid), present[bytes_order(values, present)]])
-        return pa.Table.from_arrays([values.take(pa.array(order)), pa.array(ids[order])],
+        return pa.Table.from_arrays([values.take(array_from_numpy(order)),
+                                     array_from_numpy(ids[order])],
                                     schema=page_data_schema(values.type))
     if keys is None:
         arrow_order = pc.array_sort_indices(values, order="ascending", null_placement="at_start")
         return pa.Table.from_arrays(
-            [values.take(arrow_order), pa.array(ids[arrow_order.to_numpy()])],
+            [values.take(arrow_order), array_from_numpy(ids[numpy_of(arrow_order)])],
             schema=page_data_schema(values.type))
     if values.null_count:
-        valid = values.is_valid().to_numpy(zero_copy_only=False)
+        valid = numpy_of(values.is_valid())
         present = np.flatnonzero(valid)
         order = np.concatenate([np.flatnonzero(~valid),
                                 present[np.argsort(keys[present], kind="quicksort")]])
@@ -99,9 +101,9 @@ def sort_entries(values: pa.Array, ids: np.ndarray) -> pa.Table:
         order = np.argsort(keys, kind="quicksort")
     # one row-sized array at a time: a MemWAL flush sorts a whole MemTable's keys
     del keys
-    sorted_ids = pa.array(ids[order])
+    sorted_ids = array_from_numpy(ids[order])
     del ids
-    sorted_values = values.take(pa.array(order))
+    sorted_values = values.take(array_from_numpy(order))
     return pa.Table.from_arrays([sorted_values, sorted_ids],
                                 schema=page_data_schema(sorted_values.type))
 
@@ -115,14 +117,14 @@ def _order_keys(values: pa.Array) -> np.ndarray | None:
         # IEEE total order as integers: negative numbers count down from the sign bit
         return bits ^ ((bits >> (t.bit_width - 1)) & np.array(np.iinfo(width).max, width))
     if pa.types.is_boolean(t):
-        return values.fill_null(False).to_numpy(zero_copy_only=False).view(np.uint8)
+        return numpy_of(values.fill_null(False)).view(np.uint8)
     if pa.types.is_integer(t):
         if not values.null_count:  # a view: fill_null would copy the values
-            return values.to_numpy(zero_copy_only=False)
+            return numpy_of(values)
         return values.fill_null(pa.scalar(0, t)).to_numpy(zero_copy_only=False)
     if pa.types.is_date(t) or pa.types.is_timestamp(t):
         ints = values.view(pa.int32() if t.bit_width == 32 else pa.int64())
-        return ints.fill_null(0).to_numpy(zero_copy_only=False)
+        return numpy_of(ints.fill_null(0))
     return None
 
 
@@ -214,14 +216,14 @@ def build_lookup(data: pa.Table, batch_size: int = BATCH_SIZE) -> pa.Table:
     n = len(values)
     starts = np.arange(0, n, batch_size, dtype=np.int64)
     ends = np.minimum(starts + batch_size, n)
-    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    valid = numpy_of(values.is_valid())
     # nulls come first, so a page's null count is how much of it lies before the first value
     first_value = int(np.argmax(valid)) if valid.any() else n
     null_counts = np.clip(first_value - starts, 0, ends - starts).astype(np.uint32)
     return pa.Table.from_arrays(
-        [values.take(pa.array(starts)), values.take(pa.array(ends - 1)),
-         pa.array(null_counts, pa.uint32()),
-         pa.array(np.arange(len(starts), dtype=np.uint32), pa.uint32())],
+        [values.take(array_from_numpy(starts)), values.take(array_from_numpy(ends - 1)),
+         array_from_numpy(null_counts, pa.uint32()),
+         array_from_numpy(np.arange(len(starts), dtype=np.uint32), pa.uint32())],
         schema=lookup_schema(values.type, batch_size),
     )
 
@@ -247,7 +249,7 @@ class PageLookup:
             if not {"min", "max", "null_count", "page_idx"} <= names:
                 raise ValueError(f"columns {sorted(names)}")
             pages = table.num_rows
-            page_idx = table.column("page_idx").to_numpy()
+            page_idx = numpy_of(table.column("page_idx"))
         except (ValueError, pa.ArrowException) as exc:
             raise FormatError(f"{path}: not a BTREE page lookup ({exc})") from exc
         if batch_size <= 0 or pages != -(-num_rows // batch_size) or not np.array_equal(
@@ -255,7 +257,7 @@ class PageLookup:
             raise FormatError(f"{path}: {pages} pages of {batch_size} do not match "
                               f"{num_rows} indexed rows")
         return cls(table.column("min").combine_chunks(), table.column("max").combine_chunks(),
-                   table.column("null_count").to_numpy().astype(np.int64), batch_size,
+                   numpy_of(table.column("null_count")).astype(np.int64), batch_size,
                    num_rows)
 
     @property
@@ -327,14 +329,14 @@ def sortable(values: pa.Array | pa.Scalar) -> np.ndarray | None:
             fill = (False if pa.types.is_boolean(t) else
                     -np.inf if pa.types.is_floating(t) else np.iinfo(t.to_pandas_dtype()).min)
             array = array.fill_null(pa.scalar(fill, t))
-        return array.to_numpy(zero_copy_only=False)
+        return numpy_of(array)
     if pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or \
             pa.types.is_duration(t):
         width = pa.int32() if t.bit_width == 32 else pa.int64()
         ints = array.view(width)
         if ints.null_count:
             ints = ints.fill_null(pa.scalar(np.iinfo(width.to_pandas_dtype()).min, width))
-        return ints.to_numpy(zero_copy_only=False)
+        return numpy_of(ints)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return np.array(["" if v is None else v for v in array.to_pylist()], dtype=object)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
@@ -402,7 +404,7 @@ class PageBounds:
         """Page by page with Arrow comparisons: for keys without a numpy form, or bounds
         that are not in order."""
         mins, maxs = self.lookup.mins, self.lookup.maxs
-        partial_nulls = mins.is_null().to_numpy(zero_copy_only=False) & (
+        partial_nulls = numpy_of(mins.is_null()) & (
             self.lookup.null_counts < self.lookup.page_lengths())
         unknown = partial_nulls
         if pa.types.is_floating(mins.type):  # NaN sorts by total order, not SQL's
@@ -429,7 +431,7 @@ class PageBounds:
 
 
 def _true(mask: pa.Array) -> np.ndarray:
-    return mask.fill_null(False).to_numpy(zero_copy_only=False)
+    return numpy_of(mask.fill_null(False))
 
 
 def _ranges_union(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
@@ -452,7 +454,7 @@ def matches(values: pa.Array, query: KeyQuery) -> np.ndarray:
     floats NaN equals NaN and is above every number, and -0.0 equals 0.0, as DataFusion
     and lance_sql's scans order them)."""
     if isinstance(query, KeyIsNull):
-        return values.is_null().to_numpy(zero_copy_only=False)
+        return numpy_of(values.is_null())
     floating = pa.types.is_floating(values.type)
     if isinstance(query, KeySet):
         probe, wanted = values, query.values
@@ -462,7 +464,7 @@ def matches(values: pa.Array, query: KeyQuery) -> np.ndarray:
         return _true(pc.is_in(probe, value_set=wanted, skip_nulls=True))
     if floating:
         return _float_range(values, query)
-    keep = values.is_valid().to_numpy(zero_copy_only=False)
+    keep = numpy_of(values.is_valid())
     if query.lower is not None:
         keep &= _true((pc.greater_equal if query.lower_inclusive else pc.greater)(
             values, query.lower))
@@ -473,8 +475,8 @@ def matches(values: pa.Array, query: KeyQuery) -> np.ndarray:
 
 
 def _float_range(values: pa.Array, query: KeyRange) -> np.ndarray:
-    valid = values.is_valid().to_numpy(zero_copy_only=False)
-    v = values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    valid = numpy_of(values.is_valid())
+    v = numpy_of(values).astype(np.float64, copy=False)
     nan = np.isnan(v) & valid
     keep = valid.copy()
     with np.errstate(invalid="ignore"):
@@ -509,7 +511,7 @@ class SortedKeys:
     @classmethod
     def of(cls, values: pa.Array) -> SortedKeys:
         nulls = values.null_count
-        if nulls and values.slice(0, nulls).is_valid().to_numpy(zero_copy_only=False).any():
+        if nulls and numpy_of(values.slice(0, nulls).is_valid()).any():
             return cls(values, None, nulls)  # nulls not first: test value by value
         rest = values.slice(nulls)
         if _is_bytes(rest.type):
@@ -598,7 +600,7 @@ class SortedPage:
     @classmethod
     def of(cls, table: pa.Table) -> SortedPage:
         return cls(SortedKeys.of(table.column(VALUES).combine_chunks()),
-                   table.column(IDS).to_numpy())
+                   numpy_of(table.column(IDS)))
 
     @property
     def values(self) -> pa.Array:

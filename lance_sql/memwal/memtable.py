@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hashes
+from lance_sql.numpy_arrow import numpy_of
 
 __all__ = ["ROW_ADDR", "MemFragment", "MemTable", "key_codes", "primary_key_bytes"]
 
@@ -429,7 +430,7 @@ def key_codes(keys: Sequence[pa.Array]) -> np.ndarray:
     (no hashing on the write path); other keys use the bloom filter's 64-bit hash, and
     lookups confirm equal codes by comparing the keys."""
     if _exact_codes(keys):
-        values = keys[0].to_numpy(zero_copy_only=False)
+        values = numpy_of(keys[0])
         return values.view(np.int64) if values.dtype == np.uint64 else values.astype(np.int64)
     return key_hashes(keys).view(np.int64)
 

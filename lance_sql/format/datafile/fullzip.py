@@ -29,6 +29,7 @@ from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate, to
 from lance_sql.format.datafile.compressive import range_indices
 from lance_sql.format.datafile.memory import gather_runs
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
+from lance_sql.numpy_arrow import array_from_numpy
 
 Reader = Callable[[int, int], bytes | memoryview]
 COALESCE = 64 * 1024
@@ -440,7 +441,7 @@ class ConstantPage:
         else:
             idx = np.zeros(nvis, np.int64)
             mask = None if slot_def is None else slot_def != 0
-            values = scalar.take(pa.array(idx, mask=mask))
+            values = scalar.take(array_from_numpy(idx, mask=mask))
         return repdef.LeafPiece(rep, def_, values, self.layers, int(take.size))
 
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 from lance_sql.errors import LanceError
 from lance_sql.memwal.memtable import MemFragment
 from lance_sql.memwal.read.sources import BaseSource, GenerationSource, MemTableSource, Source
+from lance_sql.numpy_arrow import array_from_numpy
 from lance_sql.table.index.planner import key_rows
 from lance_sql.table.runtime.cache import BASE_ROWS_HIDDEN
 from lance_sql.table.runtime.context import current_runtime
@@ -96,7 +97,7 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
             elif source.key_rows().num_rows:
                 parts.append(lookup(_distinct_keys(source)))
         if not parts:  # no newer rows at all: which fragments the index covers
-            parts.append(lookup(pa.array([], ds.manifest.schema.to_scan_arrow()
+            parts.append(lookup(array_from_numpy([], ds.manifest.schema.to_scan_arrow()
                                          .field(column).type)))
     except _NoIndex:
         return None
@@ -115,4 +116,4 @@ def _key_column(piece: MemFragment, column: str) -> pa.Array:
 
 def _distinct_keys(source: Source) -> pa.Array:
     rows = source.key_rows()
-    return rows.keys[0].take(pa.array(rows.latest()))
+    return rows.keys[0].take(array_from_numpy(rows.latest()))

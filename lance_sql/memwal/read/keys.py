@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from lance_sql.memwal.bloom import key_hash_one, key_hashes
 from lance_sql.memwal.memtable import key_codes
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of, true_mask
 
 __all__ = ["KeyRows", "KeySet", "Keys", "latest_positions"]
 
@@ -44,7 +45,7 @@ class KeySet:
         order = np.argsort(codes, kind="stable")
         self.order = order  # sorted position -> position in the arrays given
         self.codes = codes[order]
-        self.keys = [] if self.int_key else [k.take(pa.array(order)) for k in keys]
+        self.keys = [] if self.int_key else [k.take(array_from_numpy(order)) for k in keys]
         # dense integer keys: a membership map, one step per probe instead of a search
         self._dense: tuple[int, np.ndarray] | None = None
         if self.int_key and self.codes.size:
@@ -96,8 +97,8 @@ class KeySet:
         while rows.size:  # confirm hash matches; more than one round only on collisions
             equal = np.ones(rows.size, bool)
             for query, stored in zip(keys, self.keys, strict=True):
-                same = pc.equal(query.take(pa.array(rows)), stored.take(pa.array(at)))
-                equal &= np.asarray(pc.fill_null(same, False).to_numpy(zero_copy_only=False))
+                equal &= true_mask(pc.equal(query.take(array_from_numpy(rows)),
+                                            stored.take(array_from_numpy(at))))
             found[rows[equal]] = self.order[at[equal]]
             rows, at = rows[~equal], at[~equal] + 1
             more = at < size
@@ -113,17 +114,16 @@ def latest_positions(keys: Sequence[pa.Array], rowaddr: np.ndarray) -> np.ndarra
     if n <= 1:
         return np.arange(n)
     columns = {f"k{i}": k for i, k in enumerate(keys)}
-    table = pa.table({**columns, "_a": pa.array(rowaddr, pa.uint64()),
-                      "_p": pa.array(np.arange(n))})
+    table = pa.table({**columns, "_a": array_from_numpy(rowaddr, pa.uint64()),
+                      "_p": array_from_numpy(np.arange(n))})
     order = table.sort_by([(name, "ascending") for name in columns] + [("_a", "descending")])
     first = np.ones(n, bool)
     same = np.ones(n - 1, bool)
     for name in columns:
         c = order.column(name).combine_chunks()
-        eq = pc.fill_null(pc.equal(c.slice(1), c.slice(0, n - 1)), False)
-        same &= np.asarray(eq.to_numpy(zero_copy_only=False), bool)
+        same &= true_mask(pc.equal(c.slice(1), c.slice(0, n - 1)))
     first[1:] = ~same
-    return np.asarray(order.column("_p").to_numpy())[first]
+    return np.asarray(numpy_of(order.column("_p")))[first]
 
 
 @dataclass
@@ -149,7 +149,7 @@ class KeyRows:
     def key_set(self) -> KeySet:
         """The distinct keys of the source (tombstones included: they hide older rows)."""
         if self._set is None:
-            pos = pa.array(self.latest())
+            pos = array_from_numpy(self.latest())
             self._set = KeySet([k.take(pos) for k in self.keys])
         return self._set
 
@@ -184,7 +184,7 @@ class Keys:
         if self._table is None:
             assert self._rows_of is not None
             origin, rows = self._rows_of
-            self._table = origin.take(pa.array(rows, pa.int64()))
+            self._table = origin.take(array_from_numpy(rows, pa.int64()))
             self._rows_of = None
         return self._table
 

@@ -39,6 +39,7 @@ from lance_sql.memwal.read.keys import Keys, KeySet
 from lance_sql.memwal.read.metrics import NodeMetrics, measured, not_own_work, own_work
 from lance_sql.memwal.read.sources import BaseSource, Source
 from lance_sql.memwal.wal import TOMBSTONE
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, VERSION_COLUMNS
 from lance_sql.table.read.masks import bool_array
 from lance_sql.table.runtime.cache import LSM_WINNERS
@@ -92,7 +93,7 @@ def _source_columns(source: Source, n: int, names: Sequence[str] = SOURCE_COLUMN
     """The source's ``_gen`` / ``_region`` constants for ``n`` rows (those in ``names``)."""
     out = {}
     if GEN in names:
-        out[GEN] = pa.array(np.full(n, source.gen, np.int64))
+        out[GEN] = array_from_numpy(np.full(n, source.gen, np.int64))
     if REGION in names:
         region = None if source.region is None else str(source.region)
         out[REGION] = pa.repeat(pa.scalar(region, pa.string()), n)
@@ -252,7 +253,7 @@ class _Winners:
             for s in sorted(group, key=lambda x: -x.gen):
                 rows = s.key_rows()
                 latest = rows.latest()
-                held = _cast([k.take(pa.array(latest)) for k in rows.keys], key_types)
+                held = _cast([k.take(array_from_numpy(latest)) for k in rows.keys], key_types)
                 stale = np.zeros(latest.size, bool)
                 for older_than in newer:
                     stale |= older_than.contains(held)
@@ -270,7 +271,7 @@ class _Winners:
                 merged = [pa.concat_arrays([k[i] for k in self.keys])
                           for i in range(len(key_types))]
             else:
-                merged = [pa.array([], t) for t in key_types]
+                merged = [pa.nulls(0, t) for t in key_types]
             self._all = KeySet(merged)
         return self._all
 
@@ -433,7 +434,7 @@ class DeduplicateExec(ExecNode):
             for batch in scan.execute(drop if scan.source.is_base else None):
                 union.metrics.output(batch.num_rows)
                 keys = [batch.column(k) for k in self.key_columns]
-                rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
+                rowaddr = np.asarray(numpy_of(batch.column(ROW_ADDR)), np.uint64)
                 mask = newest.keep(scan.source, keys, rowaddr)
                 if mask.all():
                     metrics.add("rows_in", batch.num_rows)
@@ -576,11 +577,11 @@ class TakeLastExec(ExecNode):
             return
         if TOMBSTONE in table.column_names:
             self.metrics.add("tombstones", pc.sum(table.column(TOMBSTONE)).as_py() or 0)
-        at = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
+        at = np.asarray(numpy_of(table.column(KEY_POSITION)), np.int64)
         table = table.remove_column(table.schema.get_field_index(KEY_POSITION))
         for name, values in _source_columns(self.source, table.num_rows).items():
             table = table.append_column(name, values)
-        table = table.append_column(KEY_POSITION, pa.array(keys.position[at]))
+        table = table.append_column(KEY_POSITION, array_from_numpy(keys.position[at]))
         yield conform(table, self.schema)  # columns in the schema's order: no copy
 
     def describe(self) -> str:
@@ -681,7 +682,7 @@ class CoalesceFirstExec(ExecNode):
                     metrics.add("keys_deleted")
                 return
             table = pa.Table.from_batches(batches, schema=self.schema)
-            original = np.asarray(table.column(KEY_POSITION).to_numpy(), np.int64)
+            original = np.asarray(numpy_of(table.column(KEY_POSITION)), np.int64)
             resolved = np.isin(remaining.position, original)
             live = pc.invert(pc.fill_null(table.column(TOMBSTONE), False))
             kept = table.filter(live)

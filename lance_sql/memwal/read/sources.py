@@ -31,6 +31,7 @@ from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
 from lance_sql.memwal.wal import TOMBSTONE
+from lance_sql.numpy_arrow import numpy_of
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
@@ -220,9 +221,8 @@ class GenerationSource(_LanceSource):
         def load() -> KeyRows:
             table = self.rows()
             return KeyRows([table.column(k).combine_chunks() for k in self.key_columns],
-                           np.asarray(table.column(ROW_ADDR).to_numpy(), np.uint64),
-                           np.asarray(table.column(TOMBSTONE).to_numpy(
-                               zero_copy_only=False), bool))
+                           np.asarray(numpy_of(table.column(ROW_ADDR)), np.uint64),
+                           np.asarray(numpy_of(table.column(TOMBSTONE)), bool))
 
         return current_runtime().cache.get_or_load(GENERATION_KEYS, (ds.store.uri, ds.version),
                                                    load)

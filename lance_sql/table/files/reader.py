@@ -26,6 +26,7 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.numpy_arrow import array_from_numpy
 from lance_sql.table.files.lineage import load_lineage
 from lance_sql.table.runtime.cache import DATA_FILES, DELETIONS
 from lance_sql.table.runtime.context import current_runtime
@@ -314,7 +315,7 @@ def row_addresses(fragment_id: int, offsets: np.ndarray) -> pa.Array:
     base = np.uint64(fragment_id) << np.uint64(32)
     addresses = offsets.astype(np.uint64)  # a copy: the caller's offsets stay as they are
     addresses |= base
-    return pa.array(addresses, pa.uint64())
+    return array_from_numpy(addresses, pa.uint64())
 
 
 def row_offsets(addresses: pa.Array | np.ndarray) -> np.ndarray:
@@ -354,7 +355,7 @@ def system_arrays(store: ObjectStore, manifest: Manifest, fragment: Fragment,
         if name == ROW_ADDR or (name == ROW_ID and not stable):
             if isinstance(rows, slice):  # consecutive addresses, made in one pass
                 first = (fragment.id << 32) | rows.start
-                out.append(pa.array(np.arange(first, first + rows.stop - rows.start,
+                out.append(array_from_numpy(np.arange(first, first + rows.stop - rows.start,
                                               dtype=np.uint64), pa.uint64()))
             else:
                 out.append(row_addresses(fragment.id, rows))
@@ -366,7 +367,7 @@ def system_arrays(store: ObjectStore, manifest: Manifest, fragment: Fragment,
         lineage = load_lineage(store, manifest, fragment)
         values_at = {ROW_ID: lineage.ids_at, ROW_CREATED: lineage.created_at,
                      ROW_UPDATED: lineage.updated_at}[name]
-        out.append(pa.array(values_at(rows), pa.uint64()))
+        out.append(array_from_numpy(values_at(rows), pa.uint64()))
     return out
 
 

@@ -43,6 +43,7 @@ from lance_sql.format.index import IndexMetadata
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.files.reader import base_store
 from lance_sql.table.runtime.cache import INDEX_FILES, INDEX_PAGES
 from lance_sql.table.runtime.context import current_runtime
@@ -198,7 +199,7 @@ class BTreeIndex:
             stops = starts + np.array([length for _, length in runs], np.int64)
             field = self.data.schema.fields[0]
             full = stops > starts
-            values: list[pa.Array] = [pa.array([], field.arrow_type)] * len(runs)
+            values: list[pa.Array] = [pa.nulls(0, field.arrow_type)] * len(runs)
             try:
                 read = self.data.read_runs(field, self.column_map, starts[full],
                                            stops[full])
@@ -232,7 +233,7 @@ class BTreeIndex:
             raise FormatError(f"{self.path}: {exc}") from exc
         if ids.null_count:
             raise FormatError(f"{self.path}: null ids in the page data")
-        return ids.to_numpy(zero_copy_only=False)
+        return numpy_of(ids)
 
     def search(self, query: KeyQuery) -> np.ndarray:
         """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
@@ -343,7 +344,7 @@ class BTreeIndex:
             return page_data_schema(self.key_type).empty_table()
         return pa.Table.from_arrays(
             [pa.concat_arrays([p.values for p in pages]),
-             pa.array(np.concatenate([p.ids for p in pages]), pa.uint64())],
+             array_from_numpy(np.concatenate([p.ids for p in pages]), pa.uint64())],
             schema=page_data_schema(self.key_type))
 
 

@@ -1,0 +1,97 @@
+"""Arrow arrays from numpy arrays without pyarrow's pandas probe.
+
+``pa.array`` asks whether its input is a pandas object, and the first such question in a
+process imports pandas (~0.3-0.4 s of CPU). A Python-API scan that never touches pandas
+should not pay that on its first query, so the read paths build primitive arrays from
+their buffers here; anything this does not cover goes through ``pa.array``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["array_from_numpy", "numpy_of", "true_mask"]
+
+_NUMPY_TYPES: dict[pa.DataType, np.dtype] = {
+    pa.from_numpy_dtype(np.dtype(name)): np.dtype(name)
+    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                 "uint64", "float32", "float64")}
+
+
+def _bits(flags: np.ndarray) -> pa.Buffer:
+    return pa.py_buffer(np.packbits(flags, bitorder="little"))
+
+
+def array_from_numpy(values: object, type: pa.DataType | None = None,
+                     mask: np.ndarray | None = None) -> pa.Array:
+    """``pa.array(values, type, mask=mask)``, built from buffers for a 1-D numeric or bool
+    numpy array.
+
+    No copy for contiguous numeric data; other inputs, or a ``type`` that differs from the
+    array's own, take ``pa.array``.
+    """
+    if not isinstance(values, np.ndarray) or values.ndim != 1 or (
+            values.dtype.kind not in "biuf" or not values.dtype.isnative) or (
+            mask is not None and (mask.shape != values.shape or mask.dtype != np.bool_)):
+        return pa.array(values, type, mask=mask)
+    own = pa.from_numpy_dtype(values.dtype)
+    if type is not None and type != own:
+        return pa.array(values, type, mask=mask)
+    n = values.shape[0]
+    validity = None
+    null_count = 0
+    if mask is not None:
+        null_count = int(np.count_nonzero(mask))
+        if null_count:
+            validity = _bits(~mask)
+    data = _bits(values) if values.dtype == np.bool_ else pa.py_buffer(
+        np.ascontiguousarray(values))
+    return pa.Array.from_buffers(own, n, [validity, data], null_count=null_count)
+
+
+def true_mask(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean Arrow array as a numpy bool array, nulls as False.
+
+    What ``pc.fill_null(values, False).to_numpy()`` gives, without the Python scalar
+    that ``fill_null`` makes (pyarrow's first scalar imports pandas).
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    n, offset = len(values), values.offset
+    validity, data = values.buffers()[:2]
+
+    def unpack(buf: pa.Buffer) -> np.ndarray:
+        bits = np.unpackbits(np.frombuffer(buf, np.uint8), bitorder="little")
+        return bits[offset:offset + n].astype(bool)
+
+    out = unpack(data) if data is not None else np.zeros(n, bool)
+    if values.null_count and validity is not None:
+        out &= unpack(validity)
+    return out
+
+
+def numpy_of(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``values.to_numpy(zero_copy_only=False)``, read from the buffers for a numeric or
+    bool array without nulls (pyarrow's ``to_numpy`` imports pandas on first use).
+
+    Numeric arrays come back as read-only views of the Arrow data, as ``to_numpy`` gives.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        if values.num_chunks != 1:
+            values = values.combine_chunks()
+        else:
+            values = values.chunk(0)
+    dtype = _NUMPY_TYPES.get(values.type)
+    if values.null_count or dtype is None:
+        return values.to_numpy(zero_copy_only=False)
+    n, offset = len(values), values.offset
+    data = values.buffers()[1]
+    if dtype == np.bool_:
+        if data is None:
+            return np.zeros(n, bool)
+        bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+        return bits[offset:offset + n].astype(bool)
+    if data is None:
+        return np.zeros(n, dtype)
+    return np.frombuffer(data, dtype, count=n, offset=offset * dtype.itemsize)
