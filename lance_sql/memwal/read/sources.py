@@ -34,7 +34,7 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
-from lance_sql.table.index.planner import btree_indices, key_addresses
+from lance_sql.table.index.planner import btree_indices, keyed_addresses
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
@@ -44,6 +44,9 @@ __all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource",
 
 BLOOM_FILE = "bloom_filter.bin"
 BASE_GEN = -1
+# Counts of base-table lookups whose key column came from the key index, not the data
+# files (tests)
+KEYS_FROM_INDEX = [0]
 _LOOKUP_IN_LIMIT = 4096  # keys answered through the base's BTREE index in one IN list
 BATCH_ROWS = 8192
 
@@ -325,14 +328,25 @@ class BaseSource(_LanceSource):
         one take of their addresses (None: the index does not cover every fragment, or
         cannot be read — the scanner then finds the keys, with its warning)."""
         ds = self.dataset
+        key = self.key_columns[0]
         try:
-            addresses = key_addresses(ds.store, ds.manifest, self.key_columns[0],
-                                      keys.columns[0])
+            found = keyed_addresses(ds.store, ds.manifest, key, keys.columns[0])
         except LanceError:
             return None  # unusable index: the general path scans instead
-        if addresses is None:
+        if found is None:
             return None
-        return self._take(addresses, [*columns, ROW_ADDR])
+        addresses, indexed_keys = found
+        if indexed_keys is None or len(self.key_columns) != 1 or key not in columns:
+            return self._take(addresses, [*columns, ROW_ADDR])
+        # the key column from the index: the rows taken (deleted ones left out) found
+        # among the addresses by their _rowaddr
+        readable = self._readable([*columns, ROW_ADDR])
+        table = self._take(addresses, [c for c in readable if c != key])
+        at = np.searchsorted(addresses, table.column(ROW_ADDR).to_numpy())
+        key_type = self.schema.field(key).type
+        KEYS_FROM_INDEX[0] += 1
+        return table.add_column(readable.index(key), pa.field(key, key_type),
+                                pa.array(indexed_keys[at], key_type))
 
     def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """Fragments last to first, key columns only, until every key is found; then the
