@@ -27,6 +27,8 @@ import pyarrow as pa
 from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, filter_rows, resolve, to_pyarrow
 from lance_sql.expr.arrow import columns as expr_columns
+from lance_sql.format.manifest import Manifest
+from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
@@ -34,7 +36,7 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
-from lance_sql.table.index.planner import btree_indices, keyed_addresses
+from lance_sql.table.index.planner import btree_indices, key_addresses, keyed_addresses
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
@@ -179,6 +181,13 @@ class _LanceSource(Source):
 
     def _take(self, addresses: np.ndarray, columns: Sequence[str]) -> pa.Table:
         return self.dataset.take_addresses(addresses, self._readable(columns))
+
+
+def _unkeyed_addresses(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array
+                       ) -> tuple[np.ndarray, None] | None:
+    """:func:`key_addresses` in the form of :func:`keyed_addresses`, without the keys."""
+    found = key_addresses(store, manifest, column, values)
+    return None if found is None else (found, None)
 
 
 class GenerationSource(_LanceSource):
@@ -329,14 +338,18 @@ class BaseSource(_LanceSource):
         cannot be read — the scanner then finds the keys, with its warning)."""
         ds = self.dataset
         key = self.key_columns[0]
+        # many keys of a one-column key: its column built from the keys the index holds
+        # (one key: its column read with the row costs no more than that; measured)
+        keyed = keys.num_rows > 1 and len(self.key_columns) == 1 and key in columns
         try:
-            found = keyed_addresses(ds.store, ds.manifest, key, keys.columns[0])
+            found = (keyed_addresses if keyed else _unkeyed_addresses)(
+                ds.store, ds.manifest, key, keys.columns[0])
         except LanceError:
             return None  # unusable index: the general path scans instead
         if found is None:
             return None
         addresses, indexed_keys = found
-        if indexed_keys is None or len(self.key_columns) != 1 or key not in columns:
+        if indexed_keys is None:
             return self._take(addresses, [*columns, ROW_ADDR])
         # the key column from the index: the rows taken (deleted ones left out) found
         # among the addresses by their _rowaddr
