@@ -27,6 +27,8 @@ import pyarrow as pa
 from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, filter_rows, resolve, to_pyarrow
 from lance_sql.expr.arrow import columns as expr_columns
+from lance_sql.format.manifest import Manifest
+from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
@@ -35,7 +37,7 @@ from lance_sql.numpy_arrow import numpy_of
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
-from lance_sql.table.index.planner import btree_indices, key_addresses
+from lance_sql.table.index.planner import btree_indices, key_addresses, keyed_addresses
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
@@ -45,6 +47,9 @@ __all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource",
 
 BLOOM_FILE = "bloom_filter.bin"
 BASE_GEN = -1
+# Counts of base-table lookups whose key column came from the key index, not the data
+# files (tests)
+KEYS_FROM_INDEX = [0]
 _LOOKUP_IN_LIMIT = 4096  # keys answered through the base's BTREE index in one IN list
 BATCH_ROWS = 8192
 
@@ -177,6 +182,13 @@ class _LanceSource(Source):
 
     def _take(self, addresses: np.ndarray, columns: Sequence[str]) -> pa.Table:
         return self.dataset.take_addresses(addresses, self._readable(columns))
+
+
+def _unkeyed_addresses(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array
+                       ) -> tuple[np.ndarray, None] | None:
+    """:func:`key_addresses` in the form of :func:`keyed_addresses`, without the keys."""
+    found = key_addresses(store, manifest, column, values)
+    return None if found is None else (found, None)
 
 
 class GenerationSource(_LanceSource):
@@ -325,14 +337,29 @@ class BaseSource(_LanceSource):
         one take of their addresses (None: the index does not cover every fragment, or
         cannot be read — the scanner then finds the keys, with its warning)."""
         ds = self.dataset
+        key = self.key_columns[0]
+        # many keys of a one-column key: its column built from the keys the index holds
+        # (one key: its column read with the row costs no more than that; measured)
+        keyed = keys.num_rows > 1 and len(self.key_columns) == 1 and key in columns
         try:
-            addresses = key_addresses(ds.store, ds.manifest, self.key_columns[0],
-                                      keys.columns[0])
+            found = (keyed_addresses if keyed else _unkeyed_addresses)(
+                ds.store, ds.manifest, key, keys.columns[0])
         except LanceError:
             return None  # unusable index: the general path scans instead
-        if addresses is None:
+        if found is None:
             return None
-        return self._take(addresses, [*columns, ROW_ADDR])
+        addresses, indexed_keys = found
+        if indexed_keys is None:
+            return self._take(addresses, [*columns, ROW_ADDR])
+        # the key column from the index: the rows taken (deleted ones left out) found
+        # among the addresses by their _rowaddr
+        readable = self._readable([*columns, ROW_ADDR])
+        table = self._take(addresses, [c for c in readable if c != key])
+        at = np.searchsorted(addresses, table.column(ROW_ADDR).to_numpy())
+        key_type = self.schema.field(key).type
+        KEYS_FROM_INDEX[0] += 1
+        return table.add_column(readable.index(key), pa.field(key, key_type),
+                                pa.array(indexed_keys[at], key_type))
 
     def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """Fragments last to first, key columns only, until every key is found; then the

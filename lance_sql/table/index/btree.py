@@ -239,6 +239,53 @@ class BTreeIndex:
         """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
         ``query``; only pages whose bounds allow a match are read, and only the ids of
         the entries found."""
+        return self.ids_at(self._rows(query))
+
+    def search_keyed(self, query: KeyQuery) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`search`, with the key of each id found (same order; None when the key
+        type is not an integer, or a page's keys hold nulls there). A caller wanting
+        the rows' keys takes them from here instead of reading the key column again:
+        the entry's key is the key of the row it names (rows never change in place)."""
+        rows = self._rows(query)
+        one = _one_integer(query, self.key_type)
+        if one is not None:  # every entry found equals the one key: no page is decoded
+            keys: np.ndarray | None = np.full(rows.size, one,
+                                              self.key_type.to_pandas_dtype())
+        else:
+            keys = self.keys_at(rows)
+        return self.ids_at(rows), keys
+
+    def keys_at(self, rows: np.ndarray) -> np.ndarray | None:
+        """The keys of page_data entries ``rows`` (sorted positions) as numbers of the key
+        type (integer keys only, else None): by arithmetic in pages noted dense, else
+        from the page's values (cached; a search found them there just now)."""
+        if not pa.types.is_integer(self.key_type):
+            return None
+        dtype = np.dtype(self.key_type.to_pandas_dtype())
+        out = np.empty(rows.size, dtype)
+        if not rows.size:
+            return out
+        size = self.lookup.batch_size
+        pages = rows // size
+        rest = np.arange(rows.size)
+        facts = current_runtime().cache.peek(INDEX_PAGES, (self.path, self.uuid, _DENSE))
+        if facts is not None and facts.first is not None and facts.first.dtype == dtype:
+            dense = facts.known[pages]
+            at = pages[dense]
+            out[dense] = facts.first[at] + (rows[dense] - at * size - facts.nulls[at]
+                                            ).astype(dtype)
+            rest = np.flatnonzero(~dense)
+        if rest.size:  # a step per page (not per row) of the pages not noted dense
+            for group in np.split(rest, np.flatnonzero(np.diff(pages[rest])) + 1):
+                page = int(pages[group[0]])
+                values = self.keys(page).values.take(pa.array(rows[group] - page * size))
+                if values.null_count:
+                    return None
+                out[group] = values.to_numpy(zero_copy_only=False)
+        return out
+
+    def _rows(self, query: KeyQuery) -> np.ndarray:
+        """Sorted positions in page_data of the entries matching ``query``."""
         pages = self.bounds.pages(query).tolist()
         if len(pages) == 1:
             one = self._search_one(pages[0], query)
@@ -256,7 +303,7 @@ class BTreeIndex:
                     known, wanted, self.lookup.batch_size)]))
         else:
             rows = self._search_pages(pages, query, wanted, None)
-        return self.ids_at(rows)
+        return rows
 
     def _search_pages(self, pages: list[int], query: KeyQuery, wanted: np.ndarray | None,
                       facts: DensePages | None) -> np.ndarray:
@@ -312,10 +359,11 @@ class BTreeIndex:
         return lo[pages], hi[pages]
 
     def _search_one(self, page: int, query: KeyQuery) -> np.ndarray | None:
-        """The ids of the entries of page ``page`` equal to the one integer key of
-        ``query``, found by a binary search of the page's values in the file (the page
-        is not decoded) the first times the page is searched; None: the caller searches
-        the decoded page (kept: a page searched often is likely searched more)."""
+        """The positions in page_data of the entries of page ``page`` equal to the one
+        integer key of ``query``, found by a binary search of the page's values in the
+        file (the page is not decoded) the first times the page is searched; None: the
+        caller searches the decoded page (kept: a page searched often is likely searched
+        more)."""
         key = _one_integer(query, self.key_type)
         if key is None:
             return None
@@ -335,7 +383,7 @@ class BTreeIndex:
             raise FormatError(f"{self.path}: page {page}: {exc}") from exc
         if found is None:
             return None
-        return self.ids_at(np.arange(found[0], found[1], dtype=np.int64))
+        return np.arange(found[0], found[1], dtype=np.int64)
 
     def entries(self) -> pa.Table:
         """Every (value, id) entry, sorted (for merging into a new index)."""

@@ -200,17 +200,38 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
     split. None when no index covers the column or the index misses a fragment of the
     manifest (the caller then scans); an address past its fragment's end is the same
     FormatError."""
+    found = _key_search(store, manifest, column, values, keyed=False)
+    return None if found is None else found[0]
+
+
+def keyed_addresses(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array
+                    ) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """:func:`key_addresses` with the key of each address as the index holds it (numbers
+    of the key type; None when the index cannot give them: a non-integer key, an older
+    index of row ids), so a lookup need not read the key column of the rows again."""
+    return _key_search(store, manifest, column, values, keyed=True)
+
+
+def _key_search(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array,
+                keyed: bool) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """:func:`key_addresses` / :func:`keyed_addresses`: the addresses checked against
+    the manifest's fragments, with their keys when ``keyed``."""
     leaf = _key_leaf(manifest, column, values)
     if leaf is None:
         return None
     indexed: set[int] | frozenset[int] = leaf.index.fragment_ids or set()
     if any(f.id not in indexed for f in manifest.fragments):
         return None
-    addresses = _evaluate(leaf, store, manifest)
+    keys: np.ndarray | None = None
+    if keyed:
+        addresses, keys = _evaluate_keyed(leaf, store, manifest)
+    else:
+        addresses = _evaluate(leaf, store, manifest)
     if addresses.size == 1:  # one key's row (a point lookup): checked as plain integers
-        return _one_address(addresses, manifest, leaf)
+        kept = _one_address(addresses, manifest, leaf)
+        return kept, (None if keys is None else keys[:kept.size])
     if not addresses.size:
-        return addresses
+        return addresses, keys
     fragments = (addresses >> np.uint64(32)).astype(np.int64)
     ordered = sorted(manifest.fragments, key=lambda f: f.id)
     ids = np.array([f.id for f in ordered], np.int64)
@@ -223,7 +244,26 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
         bad = int(np.flatnonzero(past)[-1])
         raise _past_end(leaf.index.name, int(offsets[bad]), int(fragments[bad]),
                         int(limit[bad]))
-    return addresses if bool(known.all()) else addresses[known]
+    if bool(known.all()):
+        return addresses, keys
+    return addresses[known], (None if keys is None else keys[known])
+
+
+def _evaluate_keyed(leaf: Leaf, store: ObjectStore, manifest: Manifest
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`_evaluate` of one leaf (sorted unique addresses) with each address's key
+    from the index (None: it cannot give them)."""
+    if manifest.uses_stable_row_ids and leaf.index.index_version < ROW_ADDRESS_IDS:
+        return _evaluate(leaf, store, manifest), None  # ids are row ids: no keys here
+    index = BTreeIndex.open(store, manifest, leaf.index, leaf.field.to_scan_arrow().type)
+    ids, keys = index.search_keyed(leaf.query)
+    if ids.size <= 1:
+        return ids.copy(), keys
+    order = np.argsort(ids, kind="stable")
+    ids = ids[order]
+    first = np.ones(ids.size, bool)  # an id listed twice: kept once, as np.unique does
+    first[1:] = ids[1:] != ids[:-1]
+    return ids[first], (None if keys is None else keys[order][first])
 
 
 def _one_address(addresses: np.ndarray, manifest: Manifest, leaf: Leaf) -> np.ndarray:
