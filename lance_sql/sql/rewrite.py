@@ -119,8 +119,9 @@ def _literal_spec(tokens: list[Token], i: int, kind: str) -> tuple[VersionSpec, 
     )
 
 
-def _time_travel(tokens: list[Token], i: int) -> tuple[VersionSpec | None, int]:
-    """Recognise a time-travel clause starting at ``tokens[i]``."""
+def time_travel_clause(tokens: list[Token], i: int) -> tuple[VersionSpec | None, int]:
+    """The time-travel clause starting at ``tokens[i]`` (``VERSION AS OF 3``, ``AT
+    (VERSION => 3)``...) and the index after it, or ``(None, i)``."""
 
     def kw(j: int, *words: str) -> bool:
         return j < len(tokens) and tokens[j].is_kw(*words)
@@ -144,12 +145,6 @@ def _time_travel(tokens: list[Token], i: int) -> tuple[VersionSpec | None, int]:
             raise InvalidInputError(f"expected ')' to close AT (...) at position {tokens[i].start}")
         return spec, j + 1
     return None, start
-
-
-def time_travel_clause(tokens: list[Token], i: int) -> tuple[VersionSpec | None, int]:
-    """The time-travel clause starting at ``tokens[i]`` (``VERSION AS OF 3``, ``AT
-    (VERSION => 3)``...) and the index after it, or ``(None, i)``."""
-    return _time_travel(tokens, i)
 
 
 def _identifier(tok: Token) -> str | None:
@@ -279,7 +274,7 @@ def _relation(tokens: list[Token], i: int, frame: _Frame, ctes: set[str], is_lan
     if j < len(tokens) and tokens[j].is_op("("):
         return j  # a table function such as table_versions('t')
     name_end = j
-    spec, j = _time_travel(tokens, j)
+    spec, j = time_travel_clause(tokens, j)
     clause_tokens = range(name_end, j)
     name = parts[-1]
     qualified_ok = len(parts) == 1 or [p.lower() for p in parts[:-1]] in (
@@ -367,7 +362,7 @@ def _check_leftover_time_travel(tokens: list[Token], consumed: set[int]) -> None
         spec, _ = (None, i)
         if tok.is_kw("VERSION", "TIMESTAMP", "SYSTEM_TIME", "SYSTEM_VERSION", "AT", "FOR"):
             try:
-                spec, _ = _time_travel(tokens, i)
+                spec, _ = time_travel_clause(tokens, i)
             except InvalidInputError:
                 spec = VersionSpec("version", 0)
         if spec is not None:

@@ -259,11 +259,8 @@ def _evaluate_keyed(leaf: Leaf, store: ObjectStore, manifest: Manifest
     ids, keys = index.search_keyed(leaf.query)
     if ids.size <= 1:
         return ids.copy(), keys
-    order = np.argsort(ids, kind="stable")
-    ids = ids[order]
-    first = np.ones(ids.size, bool)  # an id listed twice: kept once, as np.unique does
-    first[1:] = ids[1:] != ids[:-1]
-    return ids[first], (None if keys is None else keys[order][first])
+    unique, first = np.unique(ids, return_index=True)  # an id listed twice: kept once
+    return unique, (None if keys is None else keys[first])
 
 
 def _one_address(addresses: np.ndarray, manifest: Manifest, leaf: Leaf) -> np.ndarray:
