@@ -8,10 +8,13 @@ their buffers here; anything this does not cover goes through ``pa.array``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["array_from_numpy", "numpy_of", "true_mask"]
+__all__ = ["array_from_numpy", "array_of_scalars", "empty_table", "numpy_of", "scalar",
+           "scalar_from_python", "true_mask"]
 
 _NUMPY_TYPES: dict[pa.DataType, np.dtype] = {
     pa.from_numpy_dtype(np.dtype(name)): np.dtype(name)
@@ -95,3 +98,71 @@ def numpy_of(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if data is None:
         return np.zeros(n, dtype)
     return np.frombuffer(data, dtype, count=n, offset=offset * dtype.itemsize)
+
+
+_INT_RANGES = {t: (int(np.iinfo(d).min), int(np.iinfo(d).max))
+               for t, d in _NUMPY_TYPES.items() if d.kind in "iu"}
+
+
+def scalar_from_python(value: object, type: pa.DataType | None = None) -> pa.Scalar | None:
+    """``pa.scalar(value, type)`` for a None, bool, int, float or str literal (what
+    filters mostly hold), made from a one-row array's buffers; None when ``value`` or
+    ``type`` is another kind, or the value does not fit, so that the caller's
+    ``pa.scalar`` decides (and words any error)."""
+    if value is None:
+        if type is None:
+            return None
+        try:
+            return pa.nulls(1, type)[0]
+        except (pa.ArrowException, TypeError):
+            return None
+    if isinstance(value, bool):
+        if type is not None and type != pa.bool_():
+            return None
+        return array_from_numpy(np.array([value]))[0]
+    if isinstance(value, int):
+        type = pa.int64() if type is None else type
+        bounds = _INT_RANGES.get(type)
+        if bounds is None or not bounds[0] <= value <= bounds[1]:
+            return None
+        return array_from_numpy(np.array([value], _NUMPY_TYPES[type]))[0]
+    if isinstance(value, float):
+        if type is not None and type not in (pa.float64(), pa.float32()):
+            return None
+        values = np.array([value], np.float64)
+        if type == pa.float32():
+            with np.errstate(over="ignore"):  # too large: inf, as pyarrow rounds it
+                values = values.astype(np.float32)
+        return array_from_numpy(values)[0]
+    if isinstance(value, str) and (type is None or type == pa.string()):
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
+        offsets = np.array([0, len(data)], np.int32)
+        return pa.StringArray.from_buffers(1, pa.py_buffer(offsets), pa.py_buffer(data))[0]
+    return None
+
+
+def scalar(value: object, type: pa.DataType | None = None) -> pa.Scalar:
+    """``pa.scalar(value, type)`` (same result, same errors), from buffers where
+    :func:`scalar_from_python` can."""
+    quick = scalar_from_python(value, type)
+    return quick if quick is not None else pa.scalar(value, type)
+
+
+def array_of_scalars(scalars: Sequence[pa.Scalar], type: pa.DataType) -> pa.Array:
+    """``pa.array([s.as_py() for s in scalars], type)``: joined from one-row arrays when
+    every scalar is already of ``type``."""
+    if not scalars or any(not s.type.equals(type) for s in scalars):
+        return pa.array([s.as_py() for s in scalars], type)
+    return pa.concat_arrays([pa.repeat(s, 1) for s in scalars])
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """``schema.empty_table()`` (a chunk of no rows per column), from empty arrays."""
+    try:
+        arrays = [pa.nulls(0, f.type) for f in schema]
+    except (pa.ArrowException, TypeError):
+        return schema.empty_table()
+    return pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=schema)])

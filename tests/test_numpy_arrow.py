@@ -6,13 +6,22 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from lance_sql.numpy_arrow import array_from_numpy, numpy_of, true_mask
+from lance_sql.numpy_arrow import (
+    array_from_numpy,
+    array_of_scalars,
+    empty_table,
+    numpy_of,
+    scalar,
+    scalar_from_python,
+    true_mask,
+)
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "float32", "float64"]
@@ -78,10 +87,68 @@ def test_true_mask_is_fill_null_false() -> None:
 
 def test_helpers_do_not_import_pandas() -> None:
     probe = ("import sys, numpy as np, pyarrow.compute as pc\n"
-             "from lance_sql.numpy_arrow import array_from_numpy, numpy_of, true_mask\n"
+             "import pyarrow as pa\n"
+             "from lance_sql.numpy_arrow import *\n"
              "a = array_from_numpy(np.arange(9), mask=np.arange(9) % 2 == 0)\n"
              "numpy_of(a.fill_null(a[1])); true_mask(pc.is_valid(a))\n"
+             "s = [scalar(7), scalar('x'), scalar(1.5), scalar(True), scalar(None, pa.int8())]\n"
+             "array_of_scalars([s[0], s[0]], pa.int64())\n"
+             "empty_table(pa.schema([('a', pa.int64())]))\n"
              "print('pandas' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+_TYPES = [None, pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
+          pa.uint32(), pa.uint64(), pa.float32(), pa.float64(), pa.bool_(), pa.string(),
+          pa.large_string(), pa.date32(), pa.binary()]
+_VALUES = [None, True, False, 0, 7, -1, 127, 128, -129, 255, 256, 2**31 - 1, 2**31,
+           2**32, 2**63 - 1, 2**63, 2**64, -2**63, -2**63 - 1, 1.5, -0.0, float("nan"),
+           float("inf"), 1e300, "", "x", "héllo", "\ud800", b"raw"]
+
+
+def _outcome(make: Callable[[], pa.Scalar]) -> tuple[str, object]:
+    try:
+        got = make()
+    except Exception as err:  # noqa: BLE001 - the kind of error is what is compared
+        return "error", type(err)
+    return "ok", got
+
+
+@pytest.mark.parametrize("type_", _TYPES, ids=str)
+def test_scalar_is_pa_scalar(type_: pa.DataType | None) -> None:
+    """Same value, type and validity as ``pa.scalar`` (NaN compared as NaN), or the
+    same kind of error; the quick path is taken for the plain cases."""
+    quick = 0
+    for value in _VALUES:
+        want = _outcome(lambda v=value: pa.scalar(v, type_))
+        got = _outcome(lambda v=value: scalar(v, type_))
+        assert got[0] == want[0], (value, type_, got, want)
+        if want[0] == "error":
+            assert got[1] is want[1], (value, type_)
+            continue
+        g, w = got[1], want[1]
+        assert isinstance(g, pa.Scalar) and isinstance(w, pa.Scalar)
+        assert g.type == w.type and g.is_valid == w.is_valid, (value, type_)
+        if pa.types.is_floating(w.type) and w.is_valid and np.isnan(w.as_py()):
+            assert np.isnan(g.as_py())
+        else:
+            assert g.equals(w), (value, type_)
+        quick += scalar_from_python(value, type_) is not None
+    if type_ in (None, pa.int64(), pa.int8(), pa.float64(), pa.string(), pa.bool_()):
+        assert quick >= 2
+
+
+def test_array_of_scalars_and_empty_table() -> None:
+    ints = [pa.scalar(3, pa.int32()), pa.scalar(None, pa.int32()), pa.scalar(9, pa.int32())]
+    assert array_of_scalars(ints, pa.int32()).equals(pa.array([3, None, 9], pa.int32()))
+    # scalars of another type: converted as pa.array converts their values
+    assert array_of_scalars([pa.scalar(2), pa.scalar(5)], pa.int16()).equals(
+        pa.array([2, 5], pa.int16()))
+    assert array_of_scalars([], pa.string()).equals(pa.array([], pa.string()))
+    schema = pa.schema([pa.field("a", pa.int64(), nullable=False), ("s", pa.string()),
+                        ("l", pa.list_(pa.int32()))], metadata={"k": "v"})
+    got = empty_table(schema)
+    assert got.schema == schema and got.schema.metadata == schema.metadata
+    assert got.num_rows == 0 and got.equals(schema.empty_table())

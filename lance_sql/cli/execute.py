@@ -9,14 +9,16 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import pyarrow as pa
 
 from lance_sql.cli.progress import Progress
 from lance_sql.cli.render import make_renderer
 from lance_sql.errors import LanceError
-from lance_sql.sql.session import LanceSession
+
+if TYPE_CHECKING:  # (the SQL layer, DataFusion with it, loads when a session is made)
+    from lance_sql.sql.session import LanceSession
 
 
 @dataclass

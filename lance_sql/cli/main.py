@@ -15,11 +15,11 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lance_sql import __version__
 from lance_sql.allocator import tune_allocator
 from lance_sql.cli.arguments import whole_number
-from lance_sql.cli.demo import run_demo
 from lance_sql.cli.execute import (
     OutputOptions,
     error_message,
@@ -31,8 +31,10 @@ from lance_sql.cli.memwal import add_memwal_parser, run_memwal
 from lance_sql.cli.render import FORMATS, render_table
 from lance_sql.cli.shell import Shell, tags_table
 from lance_sql.errors import InvalidInputError, NotFoundError
-from lance_sql.sql.session import LanceSession
 from lance_sql.table import dataset
+
+if TYPE_CHECKING:  # the SQL layer (and DataFusion) loads when a command needs a session:
+    from lance_sql.sql.session import LanceSession  # `--help` and usage errors do not
 
 DESCRIPTION = """\
 SQL over Lance tables (DataFusion), with time travel, tags and system columns.
@@ -194,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
 def open_session(root: str, tables: Sequence[str] = (), *, read_only: bool = False,
                  allow_external_files: bool = False) -> LanceSession:
     """A session over ROOT: a directory of tables, or a single table's directory."""
+    from lance_sql.sql.session import LanceSession
+
     path = Path(root)
     if (path / "_versions").is_dir():
         session = LanceSession(None, read_only=read_only,
@@ -218,6 +222,8 @@ def open_session(root: str, tables: Sequence[str] = (), *, read_only: bool = Fal
 
 def _table_session(path: str) -> tuple[LanceSession, str]:
     """A session holding just the table at ``path`` (checked to exist)."""
+    from lance_sql.sql.session import LanceSession
+
     dataset(path)
     name = Path(path).name.removesuffix(".lance") or "t"
     session = LanceSession(None)
@@ -277,6 +283,8 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command == "memwal":
         return run_memwal(args, out, err)
     elif args.command == "demo":
+        from lance_sql.cli.demo import run_demo
+
         if args.dir:
             target = Path(args.dir)
             if target.exists() and not target.is_dir():

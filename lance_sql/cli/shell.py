@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pyarrow as pa
 
@@ -28,7 +28,9 @@ from lance_sql.cli.execute import (
 )
 from lance_sql.cli.render import FORMATS, render_table
 from lance_sql.errors import InvalidInputError
-from lance_sql.sql.session import LanceSession
+
+if TYPE_CHECKING:
+    from lance_sql.sql.session import LanceSession
 
 PROMPT = "lance-sql> "
 CONTINUE = "      ...> "

@@ -53,6 +53,7 @@ from lance_sql.expr.model import (
 from lance_sql.expr.model import scalar_of as _scalar
 from lance_sql.expr.parser import parse_predicate, to_sql
 from lance_sql.expr.text import literal_text, needs_own_text, text_function
+from lance_sql.numpy_arrow import array_of_scalars, scalar
 
 __all__ = [
     "ARITHMETIC", "COMPARISONS", "FUNCTIONS", "OPS", "Call", "Column", "Expr", "Literal",
@@ -133,11 +134,18 @@ def resolve(expr: Expr, schema: pa.Schema) -> Expr:
 _Typed: TypeAlias = tuple[pc.Expression, pa.DataType]
 
 
+def _empty(type: pa.DataType) -> pa.Array:
+    """An empty array of ``type`` (without pyarrow's pandas probe where it can)."""
+    try:
+        return pa.nulls(0, type)
+    except (pa.ArrowException, TypeError):
+        return pa.array([], type)
+
+
 @functools.cache
 def _null_bool() -> _Typed:
-    # Built on first use: pyarrow imports pandas when it first makes a scalar (~0.2 s),
-    # which processes that never filter (Spark writers, the CLI's help) need not pay.
-    return pc.scalar(pa.scalar(None, pa.bool_())), pa.bool_()
+    # built once, on first use
+    return pc.scalar(scalar(None, pa.bool_())), pa.bool_()
 
 
 def _is_string(t: pa.DataType) -> bool:
@@ -151,7 +159,7 @@ def _is_numeric(t: pa.DataType) -> bool:
 def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None) -> _Typed:
     """Apply a pyarrow kernel, finding its result type (and type errors) on empty arrays now."""
     try:
-        empties = [pa.array([], t) for _, t in args]
+        empties = [_empty(t) for _, t in args]
         out_type = pc.call_function(fn, empties, options).type
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid) as err:
         types = ", ".join(str(t) for _, t in args)
@@ -203,7 +211,7 @@ def _as_timestamp(v: Any, target: pa.TimestampType) -> pa.Scalar:
     elif target.tz is not None and v.tzinfo is None:
         v = v.replace(tzinfo=_tzinfo(target.tz))  # naive: wall-clock time in the column's zone
     unit = target.unit if target.unit in ("us", "ns") else "us"
-    return pa.scalar(v, pa.timestamp(unit, target.tz))
+    return scalar(v, pa.timestamp(unit, target.tz))
 
 
 def _literal_as(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
@@ -211,27 +219,27 @@ def _literal_as(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
     v = lit.value
     if v is None:
         try:
-            return pa.scalar(None, target)
+            return scalar(None, target)
         except (pa.ArrowException, TypeError):
             return None
     if isinstance(v, int) and not isinstance(v, bool) and pa.types.is_integer(target):
         # Keep the column's type when the literal fits: otherwise pyarrow widens a uint64
         # column to int64 and fails on values of 2**63 and above.
         try:
-            return pa.scalar(v, target)
+            return scalar(v, target)
         except (pa.ArrowException, OverflowError):
             return None
     try:
         if pa.types.is_timestamp(target) and isinstance(v, str | dt.date):
             return _as_timestamp(dt.datetime.fromisoformat(v) if isinstance(v, str) else v, target)
         if pa.types.is_date(target) and isinstance(v, str):
-            return pa.scalar(dt.date.fromisoformat(v.strip()), target)
+            return scalar(dt.date.fromisoformat(v.strip()), target)
         if isinstance(v, str) and pa.types.is_integer(target):
-            return pa.scalar(int(v.strip()))
+            return scalar(int(v.strip()))
         if isinstance(v, str) and pa.types.is_floating(target):
-            return pa.scalar(float(v))
+            return scalar(float(v))
         if isinstance(v, str) and pa.types.is_decimal(target):
-            return pa.scalar(Decimal(v.strip()))
+            return scalar(Decimal(v.strip()))
     except (ValueError, ArithmeticError, pa.ArrowException) as err:
         raise InvalidInputError(f"cannot compare {target} with literal {v!r}: {err}") from None
     return None
@@ -394,12 +402,12 @@ class _Translator:
         types = [t for _, t in values if t != pa.null()]
         if otherwise is None or otherwise[1] == pa.null():
             target = types[0] if types else pa.null()
-            otherwise = (pc.scalar(pa.scalar(None, target)), target)
-        false = (pc.scalar(False), pa.bool_())
+            otherwise = (pc.scalar(scalar(None, target)), target)
+        false = (pc.scalar(scalar(False)), pa.bool_())
         out = otherwise
         for condition, value in zip(reversed(conditions), reversed(results), strict=True):
             if value[1] == pa.null():
-                value = (pc.scalar(pa.scalar(None, out[1])), out[1])
+                value = (pc.scalar(scalar(None, out[1])), out[1])
             out = _call("if_else", [_call("coalesce", [condition, false]), value, out])
         return out
 
@@ -408,7 +416,7 @@ class _Translator:
         ``a || b`` (NULL if either is); other types are cast to strings first."""
         if not skip_nulls and any(isinstance(a, Literal) and a.value is None for a in args):
             text = pa.string()
-            return pc.scalar(pa.scalar(None, text)), text
+            return pc.scalar(scalar(None, text)), text
         # a NULL literal adds nothing to concat (and pyarrow mishandles NULL scalars there)
         args = tuple(a for a in args if not (isinstance(a, Literal) and a.value is None)) \
             or (Literal("", pa.string()),)
@@ -424,10 +432,10 @@ class _Translator:
             else pa.string()
         if all(isinstance(a, Literal) for a in args):  # pyarrow fails on scalars alone
             values = [literal_text(_scalar(a)) for a in args]  # type: ignore[arg-type]
-            return pc.scalar(pa.scalar("".join(values), text)), text
+            return pc.scalar(scalar("".join(values), text)), text
         # floats, timestamps and date64 spelled as DataFusion spells them (lance_sql.expr.text)
         parts = [x if x[1] == text else _cast(_datafusion_text(x), text) for x in typed]
-        empty = (pc.scalar(pa.scalar("", text)), text)
+        empty = (pc.scalar(scalar("", text)), text)
         if skip_nulls:  # NULL as '' (pyarrow's null_handling="skip" loses all-NULL rows)
             parts = [_call("coalesce", [x, empty]) for x in parts]
         return _call("binary_join_element_wise", [*parts, empty],
@@ -484,12 +492,12 @@ class _Translator:
             except (pa.ArrowException, TypeError):
                 return None
             scalars.append(exact)
-        value_set = pa.array(scalars, x[1])
+        value_set = array_of_scalars(scalars, x[1])
         probe = x
         if pa.types.is_floating(x[1]):  # the hash lookup tells -0.0 from 0.0; SQL does not
-            zero: _Typed = (pc.scalar(pa.scalar(0.0, x[1])), x[1])
+            zero: _Typed = (pc.scalar(scalar(0.0, x[1])), x[1])
             probe = _call("add", [x, zero])
-            value_set = pc.add(value_set, pa.scalar(0.0, x[1]))
+            value_set = pc.add(value_set, scalar(0.0, x[1]))
         hit = _call("is_in", [probe], pc.SetLookupOptions(value_set, skip_nulls=True))
         return _call("if_else", [_call("is_valid", [x]), hit, _null_bool()])
 

@@ -12,6 +12,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.numpy_arrow import scalar_from_python
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,9 @@ def literal_type(lit: Literal) -> pa.DataType:
 def scalar_of(lit: Literal) -> pa.Scalar:
     """``lit`` as a pyarrow scalar; an unrepresentable value is an InvalidInputError."""
     big = lit.type is None and isinstance(lit.value, int) and lit.value >= 2**63
+    quick = scalar_from_python(lit.value, pa.uint64() if big else lit.type)
+    if quick is not None:  # (pa.scalar's first call in a process imports pandas)
+        return quick
     try:
         return pa.scalar(lit.value, pa.uint64() if big else lit.type)
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as err:

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.memwal.byte_rows import padded_rows, ranges
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of, scalar, true_mask
 
 __all__ = ["bucket", "hash_input", "murmur3_32", "murmur3_32_concat", "scalar_hash"]
 
@@ -142,7 +143,10 @@ def _hash_dense(starts: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> np
 
 def _as_int64(values: pa.Array) -> np.ndarray:
     """Non-null slots of an integer-like array as int64 (nulls become 0; masked later)."""
-    return np.asarray(pc.fill_null(values, 0).to_numpy(zero_copy_only=False)).astype(np.int64)
+    if values.null_count:
+        zero = scalar(0, values.type) if pa.types.is_integer(values.type) else 0
+        values = pc.fill_null(values, zero)
+    return np.asarray(numpy_of(values)).astype(np.int64)
 
 
 def _timestamp_micros(values: pa.Array) -> np.ndarray:
@@ -195,8 +199,8 @@ def _decimal_bytes(values: pa.Array) -> pa.Array:
 
 
 def _float_words(values: pa.Array) -> np.ndarray:
-    as_double = np.asarray(pc.fill_null(values.cast(pa.float64()), 0.0)
-                           .to_numpy(zero_copy_only=False), np.float64)
+    as_double = np.asarray(numpy_of(pc.fill_null(values.cast(pa.float64()), scalar(0.0))),
+                           np.float64)
     as_double = np.where(as_double == 0.0, 0.0, as_double)  # -0.0 -> 0.0
     as_double = np.where(np.isnan(as_double), np.nan, as_double)  # one NaN
     return np.ascontiguousarray(as_double.astype("<f8")).view("<u4").reshape(-1, 2)
@@ -210,7 +214,7 @@ def hash_input(values: pa.Array) -> pa.Array:
         offsets = np.arange(0, 8 * (len(values) + 1), 8, dtype=np.int64)
         out = pa.Array.from_buffers(pa.large_binary(), len(values),
                                     [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-        return pc.if_else(pc.is_null(values), pa.scalar(None, pa.large_binary()), out)
+        return pc.if_else(pc.is_null(values), scalar(None, pa.large_binary()), out)
     return _variable_bytes(values)
 
 
@@ -266,9 +270,9 @@ def murmur3_32(values: pa.Array | pa.ChunkedArray) -> pa.Array:
         data = (np.frombuffer(data_buf, np.uint8) if data_buf is not None
                 else np.zeros(0, np.uint8))
         hashes = _hash_binary(offsets, data) if n else np.zeros(0, np.uint32)
-    out = pa.array(hashes.view(np.int32), pa.int32())
+    out = array_from_numpy(hashes.view(np.int32))
     if values.null_count:
-        out = pc.if_else(pc.is_valid(values), out, pa.scalar(None, pa.int32()))
+        out = pc.if_else(pc.is_valid(values), out, scalar(None, pa.int32()))
     return out
 
 
@@ -311,7 +315,7 @@ def murmur3_32_concat(columns: list[pa.Array]) -> pa.Array:
     lengths, parts = [], []
     for column in columns:
         offsets, data = _binary_parts(hash_input(_combined(column)))
-        valid = np.asarray(pc.is_valid(column).to_numpy(zero_copy_only=False), bool)
+        valid = true_mask(pc.is_valid(column))
         length = np.where(valid, offsets[1:] - offsets[:-1], 0).astype(np.int64)
         lengths.append(length)
         parts.append((offsets[:-1].astype(np.int64), data, valid))
@@ -324,7 +328,7 @@ def murmur3_32_concat(columns: list[pa.Array]) -> pa.Array:
         written += length
     hashes = _hash_binary(out_offsets, out) if n else np.zeros(0, np.uint32)
     any_valid = np.logical_or.reduce([valid for _, _, valid in parts])
-    return pa.array(hashes.view(np.int32), pa.int32(), mask=~any_valid)
+    return array_from_numpy(hashes.view(np.int32), mask=~any_valid)
 
 
 def _combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -336,5 +340,4 @@ def bucket(hashes: pa.Array, num_buckets: int) -> pa.Array:
     if not 0 < num_buckets < 2**31:
         raise InvalidInputError(f"num_buckets must be in [1, 2^31 - 1], got {num_buckets}")
     wide = np.abs(_as_int64(hashes)) % num_buckets
-    return pa.array(wide.astype(np.int32), pa.int32(), mask=pc.is_null(hashes).to_numpy(
-        zero_copy_only=False))
+    return array_from_numpy(wide.astype(np.int32), mask=true_mask(pc.is_null(hashes)))

@@ -35,6 +35,7 @@ from lance_sql.errors import InvalidInputError, SchemaError
 from lance_sql.format.region_spec import RegionField, RegionSpec
 from lance_sql.format.schema import arrow_type_of
 from lance_sql.memwal.murmur3 import bucket, murmur3_32, murmur3_32_concat, scalar_hash
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of, scalar, true_mask
 
 __all__ = ["evaluate_field", "region_values", "scalar_region_values", "sql_on_own_thread"]
 
@@ -159,10 +160,10 @@ def _truncate(f: RegionField, arrays: list[pa.Array]) -> pa.Array:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return pc.binary_slice(a, 0, width)
     if pa.types.is_integer(t) or pa.types.is_floating(t):
-        values = np.asarray(pc.fill_null(a, 0).to_numpy(zero_copy_only=False))
+        values = np.asarray(numpy_of(pc.fill_null(a, scalar(0, t))))
         wide = values.dtype.type(width)
         cut = values - np.fmod(values, wide)
-        return pa.array(cut, t, mask=pc.is_null(a).to_numpy(zero_copy_only=False))
+        return array_from_numpy(cut, t, mask=true_mask(pc.is_null(a)))
     if pa.types.is_decimal(t):
         return _run_sql(f"col0 - (col0 % {width})", [a], len(a)).cast(t)
     raise SchemaError(f"region field {f.field_id!r}: truncate needs a string, binary or "

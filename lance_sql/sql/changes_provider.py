@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from lance_sql.memwal.read.metrics import NodeMetrics, metered
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
-from lance_sql.sql.pyarrow_filter import decode, referenced_columns
+from lance_sql.sql.pyarrow_filter import decode, referenced_columns, rows_filter
 from lance_sql.sql.streams import ScanScope
 from lance_sql.table import ChangeQuery, ChangeRows, ChangeWindow, plan_query, read_query
 
@@ -66,7 +66,8 @@ class ChangeUnitScanner:
         schema = unit.table.schema
         self.unit = unit
         self.names = list(columns) if columns is not None else schema.names
-        self.filter = filter
+        self.pushed = filter
+        self.filter = None if filter is None else rows_filter(filter, decode(filter), schema)
         self.batch_size = batch_size
         self.projected_schema = pa.schema([schema.field(n) for n in self.names])
 
@@ -77,7 +78,7 @@ class ChangeUnitScanner:
         table = self.unit.table
         try:
             self.unit.scope.check()
-            used = referenced_columns(self.filter) if self.filter is not None else set()
+            used = referenced_columns(self.pushed) if self.pushed is not None else set()
             query = ChangeQuery(output=tuple(self.names), filter=self.filter,
                                 filter_columns=frozenset(used))
             data = read_query(table.window, query, self.unit.rows)
@@ -105,7 +106,8 @@ class ChangesDataset(PlannedDataset):
     def _units(self, filter: pc.Expression | None,
                scope: ScanScope) -> list[ChangeUnit]:
         tree = decode(filter) if filter is not None else None
-        query = ChangeQuery.build(self._schema, None, tree, exact=filter, mode=self.mode)
+        exact = None if filter is None else rows_filter(filter, tree, self._schema)
+        query = ChangeQuery.build(self._schema, None, tree, exact=exact, mode=self.mode)
         planned = plan_query(self.window, query)
         kept = planned.rows
         self.pushed.versions_planned = list(planned.versions)

@@ -33,7 +33,7 @@ from lance_sql.memwal.read.nodes import conform
 from lance_sql.memwal.read.planner import LsmPlan, LsmView
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
-from lance_sql.sql.pyarrow_filter import decode, in_list, referenced_columns
+from lance_sql.sql.pyarrow_filter import decode, in_list, referenced_columns, rows_filter
 from lance_sql.sql.streams import ScanScope
 from lance_sql.table import SYSTEM_COLUMNS
 
@@ -184,6 +184,9 @@ class LsmTableDataset(PlannedDataset):
             plan = view.scan_plan(columns, pushed, limit)
         self.pushed.plan = plan
         self.pushed.residual = residual is not None
+        if residual is not None:
+            residual = rows_filter(residual, tree if tree is not None else decode(residual),
+                                   self._schema)
         return [LsmUnit(self, plan, columns, residual, scope, lookup=lookup)]
 
 

@@ -27,7 +27,7 @@ from lance_sql.memwal.read.search import METRICS
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.lsm_provider import LsmUnit
 from lance_sql.sql.provider import PlannedDataset
-from lance_sql.sql.pyarrow_filter import referenced_columns
+from lance_sql.sql.pyarrow_filter import decode, referenced_columns, rows_filter
 from lance_sql.sql.streams import ScanScope
 
 MAX_K = 1_000_000
@@ -160,7 +160,9 @@ class NearestDataset(PlannedDataset):
         columns = [n for n in self._schema.names if n in needed and n != DISTANCE]
         plan = self._plan(columns)
         self.pushed.plan = plan
-        return [LsmUnit(self, plan, [*columns, DISTANCE], filter, scope)]
+        residual = None if filter is None else rows_filter(filter, decode(filter),
+                                                           self._schema)
+        return [LsmUnit(self, plan, [*columns, DISTANCE], residual, scope)]
 
     def describe(self) -> str:
         """The EXPLAIN line of the call (its plan's lines go beneath it)."""

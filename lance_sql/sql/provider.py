@@ -33,7 +33,7 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.sql.error_bridge import ErrorRegistry
-from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns
+from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns, rows_filter
 from lance_sql.sql.streams import ScanScope, current_scope
 from lance_sql.table import (
     SYSTEM_COLUMNS,
@@ -142,10 +142,15 @@ class UnitScanner:
 
     def _plan(self) -> ScanPlan:
         filter = self.filter
+        if filter is None:
+            return build_scan_plan(self.unit.table.manifest, self.names,
+                                   schema_metadata=False)
+        tree = decode(filter)
         return build_scan_plan(
-            self.unit.table.manifest, self.names, filter=filter,
-            filter_columns=referenced_columns(filter) if filter is not None else None,
-            schema_metadata=False, filter_tree=decode(filter) if filter is not None else None)
+            self.unit.table.manifest, self.names,
+            filter=rows_filter(filter, tree, self.unit.table.schema),
+            filter_columns=referenced_columns(filter), schema_metadata=False,
+            filter_tree=tree)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         try:

@@ -9,10 +9,10 @@ through the Arrow C data interface.
 
 The decoded tree uses lance_sql's own filter model (:mod:`lance_sql.expr.arrow`), so
 the scan can tell which columns a filter reads and which fragments it can skip. The
-original pyarrow expression is still what filters rows, so decoding only ever needs
-to be conservative: a call we do not model becomes ``Call("unknown", ...)``, which
-analyses treat as "could be anything".
-"""
+original pyarrow expression is what filters rows (but for floats, see
+:func:`rows_filter`), so decoding only ever needs to be conservative: a call we do not
+model becomes ``Call("unknown", ...)``, which analyses treat as "could be anything"
+(and which no translation takes)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.errors import QueryError
-from lance_sql.expr import Call, Column, Expr, Literal
+from lance_sql.errors import LanceError, QueryError
+from lance_sql.expr import Call, Column, Expr, Literal, to_pyarrow
+from lance_sql.expr import columns as expr_columns
 from lance_sql.format.arrow_c import c_metadata
 
 UNKNOWN = Call("unknown", ())
@@ -43,6 +44,42 @@ def as_expression(pushed: object) -> pc.Expression | None:
     if isinstance(pushed, pa.Scalar):
         return None if pushed.as_py() is True else pc.scalar(False)
     raise QueryError(f"DataFusion pushed a filter lance_sql cannot read: {pushed!r}")
+
+
+def rows_filter(filter: pc.Expression, tree: Expr | None, schema: pa.Schema
+                ) -> pc.Expression:
+    """What filters a scan's rows for the ``filter`` DataFusion pushed (``tree``: it
+    decoded, None if it did not).
+
+    DataFusion pushes filters as Exact and orders floats with NaN above every number and
+    equal to itself, but the pyarrow form it pushes compares them as IEEE does (NaN
+    matches nothing: ``v > 74.0`` would lose the NaN rows DataFusion keeps). A filter
+    that reads a float column is therefore made again from its tree by lance_sql's own
+    translator, which orders floats as DataFusion does; any other filter, or one the
+    translator cannot take, filters as pushed.
+    """
+    if tree is None or not _reads_floats(tree, schema):
+        return filter
+    try:
+        return to_pyarrow(tree, schema)
+    except (LanceError, RecursionError):
+        return filter
+
+
+def _reads_floats(tree: Expr, schema: pa.Schema) -> bool:
+    for path in expr_columns(tree):
+        t: pa.DataType | None = None
+        fields: Any = schema
+        for name in path:
+            index = fields.get_field_index(name) if fields is not None else -1
+            if index < 0:
+                t = None
+                break
+            t = fields.field(index).type
+            fields = t if pa.types.is_struct(t) else None
+        if t is not None and pa.types.is_floating(t):
+            return True
+    return False
 
 
 def _ordered_metadata(schema: pa.Schema) -> list[tuple[str, str]]:

@@ -130,3 +130,27 @@ def test_the_console_script_entry_exits_with_mains_status(place: dict[str, str])
     proc = subprocess.run([sys.executable, "-c", "from lance_sql.cli.main import entry; entry()",
                            "log", place["MISSING"]], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and proc.stderr.startswith("lance-sql: error: ")
+
+
+_HELP_PROBE = r"""
+import contextlib, io, sys
+from lance_sql.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(out):
+    try:
+        main(sys.argv[1:])
+    except SystemExit as exc:
+        code = exc.code
+print(code, "datafusion" in sys.modules, "pandas" in sys.modules, len(out.getvalue()) > 50)
+"""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["sql", "--help"], ["memwal", "--help"],
+                                  ["no-such-command"], ["sql"], ["tag", "create"]])
+def test_help_and_usage_errors_do_not_load_the_sql_layer(argv: list[str]) -> None:
+    """`--help` and usage errors answer without importing DataFusion (which imports
+    pandas): ~0.4 s of CPU instead of ~0.8 s."""
+    proc = subprocess.run([sys.executable, "-c", _HELP_PROBE, *argv], capture_output=True,
+                          text=True, timeout=60, check=True)
+    code, datafusion, pandas, printed = proc.stdout.split()
+    assert code in ("0", "2") and printed == "True", proc.stdout
+    assert (datafusion, pandas) == ("False", "False"), argv

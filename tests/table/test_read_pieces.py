@@ -94,9 +94,11 @@ def test_build_scan_plan_is_what_the_python_api_plans(stable: str) -> None:
     tree = parse_predicate("id > 25")
     api = plan_scan(ds.manifest, ["id", "_rowaddr"], "id > 25")
     built = build_scan_plan(ds.manifest, ["id", "_rowaddr"], predicate=tree,
-                            filter_text="id > 25")
+                            filter_text="id > 25", filter_tree=tree)
     assert built.filter.equals(api.filter)
     assert replace(built, filter=None) == replace(api, filter=None)
+    # the filter text is the whole filter: its comparisons are evaluated as masks
+    assert api.comparisons is not None and api.comparisons[0].op == ">"
     # A pyarrow filter (what DataFusion pushes) gives the same rows.
     pushed = build_scan_plan(ds.manifest, ["id"], filter=pc.field("id") > 25,
                              filter_columns={"id"}, schema_metadata=False)

@@ -32,6 +32,7 @@ from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import COMPARISONS, Call, Column, Expr, Literal, exact_literal
 from lance_sql.format.region_spec import RegionField, RegionSpec
 from lance_sql.memwal.transforms import evaluate_field, sql_on_own_thread
+from lance_sql.numpy_arrow import array_of_scalars, true_mask
 
 __all__ = ["MAX_COMBINATIONS", "MAX_POINTS", "prune_regions"]
 
@@ -200,15 +201,15 @@ class _Pruner:
             sets = [c.values[n] for n in names]  # type: ignore[index]
             if int(np.prod([len(s) for s in sets])) <= MAX_COMBINATIONS:
                 combos = list(itertools.product(*sets))
-                arrays = [pa.array([combo[i].as_py() for combo in combos],
-                                   self.types[names[i]]) for i in range(len(names))]  # type: ignore[index]
+                arrays = [array_of_scalars([combo[i] for combo in combos],
+                                           self.types[names[i]]) for i in range(len(names))]  # type: ignore[index]
                 return self._allowed(f, arrays, len(combos), region)
         if len(names) != 1 or names[0] is None or names[0] not in c.bounds:
             return None
         name = names[0]
         b = c.bounds[name]
         if f.order_preserving:
-            out = np.asarray(pc.is_valid(region).to_numpy(zero_copy_only=False), bool)
+            out = true_mask(pc.is_valid(region))
             # strict bounds stay strict only where the transform is one to one
             exact = f.transform == "identity"
             lo_fn = pc.greater if exact and b.lo_strict else pc.greater_equal
@@ -216,11 +217,10 @@ class _Pruner:
             for bound, fn in ((b.lo, lo_fn), (b.hi, hi_fn)):
                 if bound is None:
                     continue
-                value = self._evaluate(f, [pa.array([bound.as_py()], self.types[name])], 1)
+                value = self._evaluate(f, [array_of_scalars([bound], self.types[name])], 1)
                 if value is None:
                     return None
-                ok = pc.fill_null(fn(region, value[0]), False)
-                out &= np.asarray(ok.to_numpy(zero_copy_only=False), bool)
+                out &= true_mask(fn(region, value[0]))
             return out
         if f.transform in _HALF_UNIT_SECONDS and b.lo is not None and b.hi is not None:
             points = _points(b.lo, b.hi, self.types[name], f.transform)
@@ -246,7 +246,7 @@ class _Pruner:
             except pa.ArrowException:
                 return None
         hit = pc.is_in(region, value_set=possible, skip_nulls=False)
-        return np.asarray(pc.fill_null(hit, False).to_numpy(zero_copy_only=False), bool)
+        return true_mask(hit)
 
 
 def _conjuncts(e: Expr) -> list[Expr]:

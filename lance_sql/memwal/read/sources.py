@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import LanceError
-from lance_sql.expr.arrow import Call, Column, Expr, Literal, filter_rows, resolve, to_pyarrow
+from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve
 from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
@@ -38,6 +38,7 @@ from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
 from lance_sql.table.index.planner import btree_indices, key_addresses, keyed_addresses
+from lance_sql.table.read.comparisons import filter_table
 from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
@@ -223,7 +224,7 @@ class GenerationSource(_LanceSource):
                 yield from super().scan(columns, predicate)  # e.g. _rowid: the scanner's
                 return
             resolved = resolve(predicate, table.schema)
-            table = filter_rows(table, to_pyarrow(resolved, table.schema))
+            table = filter_table(table, resolved)
         names = [c for c in dict.fromkeys(columns) if c in table.column_names]
         yield from table.select(names).to_batches()
 
@@ -408,7 +409,7 @@ class InMemorySource(Source):
         table = self.table
         if predicate is not None:
             resolved = resolve(predicate, _filter_schema(table.schema))
-            table = filter_rows(table, to_pyarrow(resolved, table.schema))
+            table = filter_table(table, resolved)
         names = [c for c in columns if c in table.column_names]
         yield from table.select(names).to_batches(max_chunksize=BATCH_ROWS)
 

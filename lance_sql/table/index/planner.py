@@ -43,6 +43,7 @@ from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
+from lance_sql.numpy_arrow import array_of_scalars
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.btree import BTreeIndex
 from lance_sql.table.runtime.cache import INDEX_SECTIONS
@@ -356,7 +357,7 @@ def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]]
                    if a.value is not None]  # type: ignore[union-attr]
         if any(s is None for s in present):
             return None
-        query = KeySet(pa.array(present, key_type))
+        query = KeySet(array_of_scalars(present, key_type))
     else:
         return None
     return Leaf(index, field, query, to_sql(expr))

@@ -19,6 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.expr import Call, Column, Expr, Literal
+from lance_sql.expr.arrow import filter_rows, to_pyarrow
+from lance_sql.numpy_arrow import array_of_scalars, numpy_of, scalar, true_mask
+from lance_sql.table.read.masks import bool_array
 
 _KERNELS = {"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
             ">": "greater", ">=": "greater_equal"}
@@ -28,28 +31,52 @@ _NULL_TESTS = ("is_null", "is_not_null")
 
 @dataclass(frozen=True)
 class Comparison:
-    """``column op value`` (op one of ``= != < <= > >=``), or a null test of ``column``
-    (op ``is_null`` / ``is_not_null``, value None)."""
+    """``column op value`` (op one of ``= != < <= > >=``), a null test of ``column``
+    (op ``is_null`` / ``is_not_null``, value None), or ``column IN values`` (op ``in``)."""
 
     column: str
     op: str
     value: pa.Scalar | None = None
+    values: tuple[pa.Scalar, ...] = ()
 
 
 def conjunction(expr: Expr | None) -> tuple[Comparison, ...] | None:
-    """The comparisons every kept row satisfies when ``expr`` is exactly their AND; None
-    when ``expr`` has any other shape (OR, NOT, casts, functions, nested fields, NULL or
-    untyped constants...)."""
+    """The comparisons every kept row satisfies when ``expr`` is exactly their AND
+    (``x BETWEEN a AND b`` is ``x >= a`` and ``x <= b``); None when ``expr`` has any other
+    shape (OR, NOT, casts, functions, nested fields, NULL or untyped constants...)."""
     if expr is None:
         return None
     parts = expr.args if isinstance(expr, Call) and expr.op == "and" else (expr,)
-    out = []
+    out: list[Comparison] = []
     for part in parts:
-        comparison = _comparison(part)
+        if isinstance(part, Call) and part.op == "between" and len(part.args) == 3:
+            x, low, high = part.args
+            pair = (_comparison(Call(">=", (x, low))), _comparison(Call("<=", (x, high))))
+            if pair[0] is None or pair[1] is None:
+                return None
+            out.extend(pair)  # type: ignore[arg-type]
+            continue
+        comparison = _in_list(part) if isinstance(part, Call) and part.op == "in" \
+            else _comparison(part)
         if comparison is None:
             return None
         out.append(comparison)
     return tuple(out) if out else None
+
+
+def _in_list(expr: Call) -> Comparison | None:
+    """``column IN (constants...)`` with typed, non-NULL constants."""
+    name = _column_name(expr.args[0]) if expr.args else None
+    items = expr.args[1:]
+    if name is None or not items or not all(
+            isinstance(i, Literal) and i.type is not None and i.value is not None
+            for i in items):
+        return None
+    try:
+        values = tuple(scalar(i.value, i.type) for i in items)  # type: ignore[union-attr]
+    except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        return None
+    return Comparison(name, "in", values=values)
 
 
 def _comparison(expr: Expr) -> Comparison | None:
@@ -69,7 +96,7 @@ def _comparison(expr: Expr) -> Comparison | None:
             or right.value is None:
         return None
     try:
-        value = pa.scalar(right.value, right.type)
+        value = scalar(right.value, right.type)
     except (pa.ArrowException, ValueError, TypeError, OverflowError):
         return None
     return Comparison(name, op, value)
@@ -83,11 +110,14 @@ def typed(comparisons: tuple[Comparison, ...], schema: pa.Schema
     evaluate it instead of leaving it to the general path."""
     out = []
     for c in comparisons:
-        value = c.value
         index = schema.get_field_index(c.column)
-        if value is not None and index >= 0:
-            value = _lossless(value, schema.field(index).type)
-        out.append(c if value is c.value else Comparison(c.column, c.op, value))
+        if index < 0:
+            out.append(c)
+            continue
+        t = schema.field(index).type
+        value = c.value if c.value is None else _lossless(c.value, t)
+        values = tuple(_lossless(v, t) for v in c.values)
+        out.append(Comparison(c.column, c.op, value, values))
     return tuple(out)
 
 
@@ -99,12 +129,12 @@ def _lossless(value: pa.Scalar, t: pa.DataType) -> pa.Scalar:
     v = value.as_py()
     if pa.types.is_integer(t):
         try:
-            return pa.scalar(v, t)
+            return scalar(v, t)
         except (pa.ArrowException, OverflowError, ValueError):
             return value  # out of the column's range: the general path decides
     if (pa.types.is_float32(t) or pa.types.is_float64(t)) and abs(v) <= (
             1 << (24 if pa.types.is_float32(t) else 53)):
-        return pa.scalar(float(v), t)
+        return scalar(float(v), t)
     return value
 
 
@@ -123,25 +153,52 @@ def mask(comparisons: tuple[Comparison, ...], arrays: Mapping[str, pa.Array | pa
          ) -> np.ndarray | None:
     """Rows of ``arrays`` where every comparison holds (a comparison with NULL does not);
     None when a comparison's constant is not of its column's type, so the general path
-    (with its implicit casts) must decide."""
+    (with its implicit casts) must decide. Floats are ordered as DataFusion orders them:
+    NaN equals NaN and is above every number (so ``x > 74.0`` keeps NaN rows)."""
     keep: np.ndarray | None = None
     for c in comparisons:
         array = arrays[c.column]
         if c.op in _NULL_TESTS:
             test = array.is_null() if c.op == "is_null" else array.is_valid()
-        elif c.value is None or not c.value.type.equals(array.type):
+        elif c.op == "in":
+            # floats keep the general path: a hash lookup tells -0.0 from 0.0, SQL does not
+            if pa.types.is_floating(array.type) or not all(
+                    v.type.equals(array.type) for v in c.values):
+                return None
+            test = pc.is_in(array, value_set=array_of_scalars(c.values, array.type),
+                            skip_nulls=True)
+        elif c.value is None or not c.value.type.equals(array.type) or \
+                pa.types.is_float16(array.type):
             return None
-        elif not array.null_count and _numeric(array.type):
-            # numpy compares ints and floats as Arrow does (IEEE: NaN equals nothing),
-            # and gives bytes, not bits to unpack
-            keep = _and(keep, _NUMPY[c.op](_values(array), c.value.as_py()))
+        elif _numeric(array.type):
+            # numpy gives bytes, not bits to unpack
+            keep = _and(keep, _numeric_test(c.op, array, c.value.as_py()))
             continue
         else:
             test = getattr(pc, _KERNELS[c.op])(array, c.value)
-        if test.null_count:
-            test = pc.fill_null(test, False)
-        keep = _and(keep, _to_numpy(test))
+        keep = _and(keep, true_mask(test))
     return keep
+
+
+def _numeric_test(op: str, array: pa.Array | pa.ChunkedArray, value: float
+                  ) -> np.ndarray:
+    """``array op value`` for an integer or float32/64 column, NULL as False."""
+    floating = pa.types.is_floating(array.type)
+    nulls = array.null_count
+    filled = pc.fill_null(array, scalar(0.0 if floating else 0, array.type)) if nulls \
+        else array
+    x = numpy_of(filled)
+    if floating and value != value:  # a NaN constant: only NaN equals it, all else is below
+        nan = np.isnan(x)
+        out = {"=": nan, "!=": ~nan, "<": ~nan, "<=": np.ones(x.size, bool),
+               ">": np.zeros(x.size, bool), ">=": nan}[op]
+    else:
+        out = _NUMPY[op](x, value)
+        if floating and op in (">", ">="):  # NaN is above every number
+            out |= np.isnan(x)
+    if nulls:
+        out &= true_mask(array.is_valid())
+    return out
 
 
 _NUMPY = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
@@ -152,19 +209,19 @@ def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) and not pa.types.is_float16(t)
 
 
-def _values(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    if isinstance(array, pa.ChunkedArray):
-        return array.to_numpy()
-    return array.to_numpy(zero_copy_only=True)
-
-
 def _and(keep: np.ndarray | None, bits: np.ndarray) -> np.ndarray:
     return bits if keep is None else np.logical_and(keep, bits, out=keep)
 
 
-def _to_numpy(test: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    if isinstance(test, pa.ChunkedArray):
-        if test.num_chunks == 0:
-            return np.zeros(0, bool)
-        test = test.combine_chunks() if test.num_chunks > 1 else test.chunk(0)
-    return np.array(test.to_numpy(zero_copy_only=False), dtype=bool, copy=True)
+def filter_table(table: pa.Table, tree: Expr) -> pa.Table:
+    """``table``'s rows where ``tree`` (resolved against its schema) holds. A conjunction
+    of comparisons is evaluated as a mask; other trees go through pyarrow's expression
+    filter, whose engine (Acero, with pyarrow's dataset module) imports pandas on first
+    use (~0.4 s for a process's first filtered scan)."""
+    comparisons = conjunction(tree)
+    if comparisons is not None and columns_of(comparisons) <= set(table.column_names):
+        keep = mask(typed(comparisons, table.schema), dict(zip(
+            table.column_names, table.columns, strict=True)))
+        if keep is not None:
+            return table.filter(bool_array(keep))
+    return filter_rows(table, to_pyarrow(tree, table.schema))

@@ -31,6 +31,7 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
+from lance_sql.numpy_arrow import array_from_numpy, empty_table
 from lance_sql.table.files.reader import (
     ROW_ADDR,
     ROW_CREATED,
@@ -128,7 +129,7 @@ def plan_scan(
         if translate:
             expr = to_pyarrow(parsed, schema)
     return build_scan_plan(manifest, wanted, predicate=predicate, filter=expr, filter_text=filter,
-                           translate=translate)
+                           translate=translate, filter_tree=predicate)
 
 
 def translated(plan: ScanPlan, manifest: Manifest) -> ScanPlan:
@@ -178,8 +179,9 @@ def build_scan_plan(
     unless ``filter`` is given too) or a pyarrow ``filter`` alone, which then needs the
     top-level names it reads as ``filter_columns``. ``schema_metadata`` keeps the table's
     schema metadata on the output schema (the Python API does, as pylance).
-    ``filter_tree`` is the pyarrow ``filter`` decoded, when known to be exactly it: if it is
-    a conjunction of comparisons with constants, scans evaluate those directly.
+    ``filter_tree`` is the filter as a tree (the pyarrow ``filter`` decoded, or the
+    ``predicate`` it is made from), when known to be exactly it: if it is a conjunction of
+    comparisons with constants, scans evaluate those directly.
     ``translate=False`` leaves a predicate's pyarrow form for :func:`translated`.
     """
     _check_names(manifest, names)
@@ -194,7 +196,8 @@ def build_scan_plan(
     used = frozenset(filter_columns) if (filter is not None or predicate is not None) and \
         filter_columns is not None else None
     needed = set(names) | (used or set())
-    comparisons = conjunction(filter_tree) if filter is not None else None
+    comparisons = conjunction(filter_tree) if filter is not None or (
+        predicate is not None and not translate) else None
     data_names = {f.name for f in manifest.schema.fields}
     if comparisons is not None and not columns_of(comparisons) <= (used or set()) & data_names:
         comparisons = None
@@ -319,10 +322,10 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     if not plan.output_fields:
         return rows_only(int(local.size))
     if local.size == 0:
-        return plan.output_schema.empty_table()
+        return empty_table(plan.output_schema)
     rows = local + offset
     many = _reads_range(local.size, length)
-    selection = bool_array(keep) if many else pa.array(local)
+    selection = bool_array(keep) if many else array_from_numpy(local)
     pick = (lambda a: a.filter(selection)) if many else (lambda a: a.take(selection))
     others = [f for f in plan.read_fields
               if f.name in plan.output_fields and f.name not in tested]
