@@ -37,6 +37,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
 from lance_sql.table.ops.key_match import KeyMatcher
 from lance_sql.table.ops.row_rewrite import RowRewrite
+from lance_sql.table.ops.update import selected_rows
 from lance_sql.table.read.scan import Scanner, plan_scan, scan_fragment, take_addresses
 from lance_sql.table.runtime.workers import WorkerPool
 from lance_sql.table.txn.writer import WriteContext
@@ -334,3 +335,73 @@ def _delete_unmatched(store: ObjectStore, base: Manifest, rewrite: RowRewrite, t
     for frag, offsets, _ in by_fragment(base, doomed):
         rewrite.remove(frag, offsets)
     return len(doomed)
+
+
+@dataclass(frozen=True)
+class RowChanges:
+    """What a merge computed elsewhere (SQL's general MERGE) does to one version: rows
+    deleted, rows updated (each group: addresses and the new values of the columns it
+    sets; the other columns keep theirs), rows inserted (the columns they set; the
+    others NULL)."""
+
+    deleted: np.ndarray
+    updated: tuple[tuple[np.ndarray, pa.Table], ...] = ()
+    inserted: tuple[pa.Table, ...] = ()
+
+
+def apply_row_changes(ctx: WriteContext, changes: Callable[[Manifest], RowChanges],
+                      keys: Sequence[str] = ()) -> tuple[dict[str, int], Manifest | None]:
+    """Commit what ``changes`` computes for the version the write starts from as one
+    Update, as :func:`merge_insert` commits its rows: updated rows keep their row ids
+    and creation versions, inserted rows get new ones; a row both updated and deleted,
+    or updated twice, is an InvalidInputError. Inserted rows whose ``keys`` a
+    concurrent writer inserted first make a retryable conflict. Returns pylance's
+    counts and the committed manifest."""
+    base, store = ctx.table, ctx.store
+    found = changes(base)
+    arrow = base.schema.to_arrow()
+    updated_addr = np.concatenate([np.asarray(a, np.uint64) for a, _ in found.updated]
+                                  or [np.zeros(0, np.uint64)])
+    deleted = np.asarray(found.deleted, np.uint64)
+    touched = np.concatenate([updated_addr, deleted])
+    _check_live(store, base, touched)
+    rewrite = RowRewrite(ctx)
+    modified: set[str] = set()
+    try:
+        for frag, offsets, _ in by_fragment(base, deleted):
+            rewrite.remove(frag, offsets)
+        if len(updated_addr):
+            groups = []
+            for addresses, values in found.updated:
+                unset = [f.name for f in arrow if f.name not in values.column_names]
+                old = _take_target(store, base, np.asarray(addresses, np.uint64), unset) \
+                    if unset else None
+                groups.append(_complete(base, values, old))
+                modified.update(values.column_names)
+            rows = pa.concat_tables(groups)
+            for frag, offsets, positions in by_fragment(base, updated_addr):
+                rewrite.rewrite(frag, offsets, rows.take(pa.array(positions)))
+        inserted = pa.concat_tables([_complete(base, t) for t in found.inserted]) \
+            if found.inserted else None
+        if inserted is not None and inserted.num_rows:
+            rewrite.insert(inserted)
+    except BaseException:
+        rewrite.writer.abort()
+        raise
+    fields = tuple(leaf.id for top in base.schema.fields if top.name in modified
+                   for leaf in top.walk())
+    new_keys = inserted.select(list(keys)) if keys and inserted is not None \
+        and inserted.num_rows else None
+    check = _no_concurrent_inserts(store, list(keys), new_keys) \
+        if new_keys is not None else None
+    manifest = rewrite.commit(fields, check)
+    return {"num_inserted_rows": 0 if inserted is None else inserted.num_rows,
+            "num_updated_rows": len(updated_addr), "num_deleted_rows": len(deleted)}, manifest
+
+
+def _check_live(store: ObjectStore, base: Manifest, addresses: np.ndarray) -> None:
+    """Refuse, before anything is written, an address given twice, or one of no live row
+    of ``base`` (as an UPDATE's selected rows are checked)."""
+    if len(np.unique(addresses)) != len(addresses):
+        raise InvalidInputError("a merge changes one target row twice")
+    selected_rows(store, base, lambda _: addresses)
