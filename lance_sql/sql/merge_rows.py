@@ -112,9 +112,10 @@ def row_changes(query: MergeQuery, result: pa.Table,
     addresses = np.asarray(addresses, np.uint64)
     if query.one_match:
         matched = np.asarray(result.column(_MATCHED).to_numpy(zero_copy_only=False), bool)
-        unique, counts = np.unique(addresses[matched], return_counts=True)
-        if np.any(counts > 1):
-            first = int(np.flatnonzero(matched & (addresses == unique[counts > 1][0]))[0])
+        ordered = np.sort(addresses[matched])  # sorted, not hashed: fast on addresses
+        repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+        if len(repeated):
+            first = int(np.flatnonzero(matched & (addresses == repeated[0]))[0])
             key = {c: result.column(c)[first].as_py() for c in query.key_columns}
             raise InvalidInputError(
                 f"MERGE: several source rows match one target row (keys "

@@ -454,6 +454,7 @@ def _expand_stars(stmt: Merge, target: pa.Schema, source: list[str]) -> Merge:
     the source has by name (a key from the source's key); a source column the table
     lacks is a SchemaError, as merge_insert has it."""
     alias = quote_identifier(stmt.source_alias)
+    target_alias = quote_identifier(stmt.target_alias)
     source_keys = {s: t for t, s in stmt.keys}
     extra = [n for n in source if n not in target.names and n not in source_keys]
     keys = dict(stmt.keys)
@@ -466,9 +467,10 @@ def _expand_stars(stmt: Merge, target: pa.Schema, source: list[str]) -> Merge:
                                   "every source column)")
             values = []
             for name in target.names:
-                if name in keys:
-                    if clause.action == "insert":
-                        values.append((name, f"{alias}.{quote_identifier(keys[name])}"))
+                if name in keys:  # an update keeps the key it matched (no read for it)
+                    side = alias if clause.action == "insert" else target_alias
+                    column = keys[name] if clause.action == "insert" else name
+                    values.append((name, f"{side}.{quote_identifier(column)}"))
                 elif name in source:
                     values.append((name, f"{alias}.{quote_identifier(name)}"))
             clause = replace(clause, assignments=tuple(values))

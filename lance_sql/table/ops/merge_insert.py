@@ -34,10 +34,9 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
+from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment, deleted_offsets
 from lance_sql.table.ops.key_match import KeyMatcher
 from lance_sql.table.ops.row_rewrite import RowRewrite
-from lance_sql.table.ops.update import selected_rows
 from lance_sql.table.read.scan import Scanner, plan_scan, scan_fragment, take_addresses
 from lance_sql.table.runtime.workers import WorkerPool
 from lance_sql.table.txn.writer import WriteContext
@@ -400,8 +399,19 @@ def apply_row_changes(ctx: WriteContext, changes: Callable[[Manifest], RowChange
 
 
 def _check_live(store: ObjectStore, base: Manifest, addresses: np.ndarray) -> None:
-    """Refuse, before anything is written, an address given twice, or one of no live row
-    of ``base`` (as an UPDATE's selected rows are checked)."""
-    if len(np.unique(addresses)) != len(addresses):
+    """Refuse, before anything is written, an address given twice, past its fragment's
+    rows, or of a row deleted in ``base`` (sorts and masks: no hashing, which is slow on
+    row addresses)."""
+    ordered = np.sort(addresses)
+    if len(ordered) > 1 and not np.all(ordered[1:] != ordered[:-1]):
         raise InvalidInputError("a merge changes one target row twice")
-    selected_rows(store, base, lambda _: addresses)
+    for frag, offsets, _ in by_fragment(base, ordered):
+        if len(offsets) and int(offsets[-1]) >= frag.physical_rows:
+            raise InvalidInputError(f"row address past the {frag.physical_rows} rows of "
+                                    f"fragment {frag.id}")
+        deleted = deleted_offsets(store, base, frag)
+        if len(deleted):
+            dead = np.zeros(frag.physical_rows, bool)
+            dead[deleted] = True
+            if dead[offsets].any():
+                raise InvalidInputError(f"a merge changes a deleted row of fragment {frag.id}")
