@@ -4,8 +4,8 @@ The statements come parsed from :mod:`lance_sql.sql.statements` and
 :mod:`lance_sql.sql.merge`. Queries inside them (``CREATE TABLE ... AS``, ``INSERT
 ... SELECT``, a MERGE source) are planned by the session like any query, so they see
 one pinned version of each table, and their rows are streamed into the write (the
-result is never held in memory as a whole, except a MERGE source, which
-``merge_insert`` joins in memory).
+result is never held in memory as a whole, except a MERGE's: the source that
+``merge_insert`` joins in memory, or the rows and values the general MERGE computed).
 
 Each statement returns a one-row table saying what it did (counts, the new version).
 """

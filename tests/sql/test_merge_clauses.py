@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import lance
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -323,8 +324,10 @@ def test_the_simple_upsert_stays_on_merge_insert(root: Path) -> None:
     before = dict(MERGE_PATHS.counts)
     out = session.sql("MERGE INTO t USING (VALUES (2, 5, 'x'), (9, 1, 'y')) AS s(id, qty, note) "
                       "ON t.id = s.id WHEN MATCHED THEN UPDATE SET * "
-                      "WHEN NOT MATCHED THEN INSERT *").to_pydict()
+                      "WHEN NOT MATCHED BY TARGET THEN INSERT *").to_pydict()
     assert out["num_updated_rows"] == [1] and out["num_inserted_rows"] == [1]
+    assert session.sql("SELECT id, qty, note FROM t ORDER BY id").to_pydict() == {
+        "id": [1, 2, 3, 4, 9], "qty": [10, 5, 30, 40, 1], "note": ["a", "x", "c", "d", "y"]}
     assert MERGE_PATHS.counts == {"merge_insert": before["merge_insert"] + 1,
                                   "general": before["general"]}
 
@@ -425,6 +428,8 @@ def test_cardinality_counts_acting_clauses_only(root: Path) -> None:
     ("WHEN NOT MATCHED BY SOURCE THEN UPDATE SET qty = s.qty", InvalidInputError, "no 's' row"),
     ("WHEN NOT MATCHED BY SOURCE THEN INSERT *", InvalidInputError, "expected UPDATE SET"),
     ("WHEN MATCHED THEN UPDATE SET qty = t.nope", NotFoundError, "nope"),
+    ("WHEN MATCHED AND qty > 1 THEN DELETE WHEN MATCHED THEN DO NOTHING", InvalidInputError,
+     "mbiguous"),
 ])
 def test_bad_merges_are_typed_errors_and_commit_nothing(root: Path, sql: str, error: type,
                                                         match: str) -> None:
@@ -475,3 +480,68 @@ def test_a_subquery_source_reads_the_version_the_merge_starts_from(root: Path) -
                 "WHEN MATCHED THEN UPDATE SET note = 'kept'")
     assert session.sql("SELECT id, note FROM t ORDER BY id").to_pydict() == \
         {"id": [1, 2, 3], "note": ["a", "b", "kept"]}
+
+
+def test_general_values_take_the_column_types(tmp_path: Path) -> None:
+    """Array literals into a fixed-size list, doubles into a decimal (rounded as
+    DataFusion's CAST), intervals on timestamps; a list of another length is a
+    SchemaError naming the column."""
+    import datetime as dt
+    from decimal import Decimal
+
+    schema = pa.schema([pa.field("id", pa.int32()), pa.field("f", pa.list_(pa.float32(), 2)),
+                        pa.field("d", pa.decimal128(5, 2)), pa.field("ts", pa.timestamp("us"))])
+    root = tmp_path / "root"
+    day = dt.datetime(2024, 1, 1)
+    lance_sql.write_dataset(pa.table({"id": [1, 2], "f": [[1, 2], [3, 4]],
+                                      "d": [Decimal("1.00"), Decimal("2.00")], "ts": [day, day]},
+                                     schema=schema), root / "t.lance")
+    session = lance_sql.connect(root)
+    session.sql("MERGE INTO t USING (VALUES (1, 2.675), (5, 1.5)) AS s(id, x) ON t.id = s.id "
+                "WHEN MATCHED AND substr('a', 1, 1) = 'a' THEN UPDATE SET f = [9.0, 8.0], "
+                "d = s.x, ts = t.ts + INTERVAL '1 day' "
+                "WHEN NOT MATCHED THEN INSERT (id, d, f) VALUES (s.id, s.x, [s.x, 0])")
+    theirs = lance.dataset(str(root / "t.lance")).to_table()
+    assert theirs.schema == schema
+    assert theirs.sort_by("id").to_pylist() == [
+        {"id": 1, "f": [9.0, 8.0], "d": Decimal("2.68"), "ts": day + dt.timedelta(days=1)},
+        {"id": 2, "f": [3.0, 4.0], "d": Decimal("2.00"), "ts": day},
+        {"id": 5, "f": [1.5, 0.0], "d": Decimal("1.50"), "ts": None}]
+    with pytest.raises(SchemaError, match="column 'f'"):
+        session.sql("MERGE INTO t USING (VALUES (1, 2.0)) AS s(id, x) ON t.id = s.id "
+                    "WHEN MATCHED AND s.x > 0 THEN UPDATE SET f = [1.0] "
+                    "WHEN MATCHED THEN DELETE")
+    assert lance_sql.dataset(root / "t.lance").version == 2
+
+
+def test_a_concurrent_insert_of_a_key_the_merge_inserts_is_a_conflict(root: Path) -> None:
+    """As merge_insert's: the general path's inserted keys are checked against rows a
+    writer committed after the version the merge read."""
+    from lance_sql.errors import RetryableConflict
+    from lance_sql.table.ops.merge_insert import RowChanges, apply_row_changes
+
+    path = root / "t.lance"
+    new_row = pa.table({"id": pa.array([9], pa.int64()), "qty": pa.array([1], pa.int64()),
+                        "note": ["mine"]})
+
+    def racing(base: object) -> RowChanges:
+        lance_sql.write_dataset(new_row, path, mode="append")  # the other writer wins
+        return RowChanges(np.zeros(0, np.uint64), (), (new_row,))
+
+    with pytest.raises(RetryableConflict, match="keys"):
+        apply_row_changes(lance_sql.dataset(path).write_context(), racing, ["id"])
+    assert lance_sql.dataset(path).to_table().column("id").to_pylist() == [1, 2, 3, 4, 9]
+
+
+def test_row_changes_touching_a_row_twice_are_refused(root: Path) -> None:
+    from lance_sql.table.ops.merge_insert import RowChanges, apply_row_changes
+
+    path = root / "t.lance"
+    qty = pa.table({"qty": pa.array([5], pa.int64())})
+    twice = RowChanges(np.array([1], np.uint64), ((np.array([1], np.uint64), qty),), ())
+    with pytest.raises(InvalidInputError, match="twice"):
+        apply_row_changes(lance_sql.dataset(path).write_context(), lambda _: twice)
+    dead = RowChanges(np.array([7], np.uint64), (), ())  # past the fragment's 4 rows
+    with pytest.raises(InvalidInputError, match="past"):
+        apply_row_changes(lance_sql.dataset(path).write_context(), lambda _: dead)
+    assert versions(root) == 1

@@ -22,7 +22,8 @@ from lance_sql.errors import (
     SchemaError,
     StatementRefusedError,
 )
-from lance_sql.sql.merge import parse_merge
+from lance_sql.sql.merge import Merge, parse_merge
+from lance_sql.sql.merge_rows import merge_query
 from lance_sql.sql.statements import (
     AddColumns,
     ColumnDef,
@@ -521,7 +522,7 @@ _WORDS = ["CREATE", "TABLE", "INSERT", "INTO", "OVERWRITE", "DROP", "ALTER", "AD
           "RENAME", "TO", "MERGE", "USING", "ON", "WHEN", "MATCHED", "NOT", "BY", "SOURCE",
           "THEN", "UPDATE", "SET", "DELETE", "VALUES", "SELECT", "AS", "OF", "VERSION", "TAG",
           "RESTORE", "IF", "EXISTS", "PRIMARY", "KEY", "NULL", "t", "s", "x", "*", "(", ")",
-          ",", ".", "=", ";", "'v'", "1", '"q"', "AND"]
+          ",", ".", "=", ";", "'v'", "1", '"q"', "AND", "DO", "NOTHING", "TARGET"]
 
 
 @settings(max_examples=400, deadline=None)
@@ -531,8 +532,11 @@ def test_statement_parsers_only_raise_typed_errors(words: list[str]) -> None:
     for parse in (parse_statement, parse_merge):
         try:
             stmt = parse(sql)
-            if stmt is not None and hasattr(stmt, "source_sql"):
-                stmt.source_sql()
+            if isinstance(stmt, Merge):
+                form = stmt.merge_insert_form()
+                if form is not None:
+                    form.source_sql()
+                merge_query(stmt)
         except lance_sql.LanceError:
             pass
 
