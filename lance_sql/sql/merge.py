@@ -15,10 +15,10 @@ target and the source, a NOT MATCHED one the source only, a BY SOURCE one the ta
 only.
 
 The forms pylance's ``merge_insert`` expresses (at most one clause of each kind: an
-UPDATE, an unconditional INSERT setting the same columns from the source alone, a
-DELETE by source, conditions in the filter language) run as one ``merge_insert``
-(:meth:`Merge.merge_insert_form`); the others are evaluated by DataFusion
-(:mod:`lance_sql.sql.merge_rows`). Either way the statement is one commit.
+UPDATE or an unconditional DELETE, an unconditional INSERT setting the same columns
+from the source alone, a DELETE by source, conditions in the filter language) run as
+one ``merge_insert`` (:meth:`Merge.merge_insert_form`); the others are evaluated by
+DataFusion (:mod:`lance_sql.sql.merge_rows`). Either way the statement is one commit.
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ class Merge:
 
         A DO NOTHING clause that no later clause of its kind follows changes nothing
         and is dropped; then each kind may have one clause: MATCHED an UPDATE (values
-        from the source only), NOT MATCHED an unconditional INSERT (the same columns
-        from the same expressions, keys from the source's keys), BY SOURCE a DELETE;
-        conditions must be in the filter language.
+        from the source only) or an unconditional DELETE, NOT MATCHED an unconditional
+        INSERT (the same columns from the same expressions, keys from the source's
+        keys), BY SOURCE a DELETE; conditions must be in the filter language.
         """
         kept = [c for j, c in enumerate(self.clauses) if c.action != "nothing"
                 or any(later.kind == c.kind for later in self.clauses[j + 1:])]
@@ -82,7 +82,8 @@ class Merge:
         update = by_kind.get(MATCHED)
         insert = by_kind.get(NOT_MATCHED)
         delete = by_kind.get(NOT_MATCHED_BY_SOURCE)
-        if update is not None and update.action != "update":
+        if update is not None and not (update.action == "update" or (
+                update.action == "delete" and update.condition is None)):
             return None
         if insert is not None and insert.condition is not None:
             return None
@@ -104,9 +105,11 @@ class Merge:
             delete_condition = requalify(delete.condition, {target: None})
             if needs_engine(delete_condition):
                 return None
+        updates = update is not None and update.action == "update"
         form = MergeInsertForm(
-            self, update is not None, update_condition,
-            update.assignments if update is not None else None, insert is not None,
+            self, updates, update_condition,
+            update.assignments if update is not None and updates else None,
+            update is not None and not updates, insert is not None,
             insert.assignments if insert is not None else None, delete is not None,
             delete_condition)
         if form.update and form.insert and \
@@ -129,6 +132,7 @@ class MergeInsertForm:
     update: bool = False
     update_condition: str | None = None      # over target.* / source.*
     update_set: Assignments | None = None    # None: UPDATE SET *
+    delete_matched: bool = False             # WHEN MATCHED THEN DELETE
     insert: bool = False
     insert_values: Assignments | None = None  # None: INSERT *
     delete_by_source: bool = False
@@ -140,6 +144,10 @@ class MergeInsertForm:
         mapping = self.update_set if self.update else self.insert_values
         alias = quote_identifier(merge.source_alias)
         inner = merge.source_relation()
+        if not (self.update or self.insert):  # only deletes: the keys are all it reads
+            return "SELECT " + ", ".join(
+                f"{alias}.{quote_identifier(s)} AS {quote_identifier(t)}"
+                for t, s in merge.keys) + f" FROM {inner}"
         if mapping is None:
             renamed = [(t, s) for t, s in merge.keys if t != s]
             if not renamed:
@@ -212,25 +220,28 @@ def parse_merge(sql: str) -> Merge | None:
         clauses.append(clause)
     if not clauses:
         raise InvalidInputError("MERGE: expected at least one WHEN clause")
-    for clause in clauses:
-        if clause.action == "update":
-            _check_keys_kept(keys, source_alias, clause.assignments)
-    return Merge(table, target_alias, source_query, source_alias, keys, tuple(clauses),
-                 source_columns)
+    merge = Merge(table, target_alias, source_query, source_alias, keys, tuple(clauses),
+                  source_columns)
+    check_keys_kept(merge)
+    return merge
 
 
-def _check_keys_kept(keys: tuple[tuple[str, str], ...], source: str,
-                     values: Assignments | None) -> None:
+def check_keys_kept(merge: Merge) -> None:
     """Refuse an UPDATE setting a key column to anything but the source's key: the row
     would no longer be the one the ON condition matched (``UPDATE SET k = 'x'``); a key
-    is changed by deleting the row and inserting another."""
-    for column, expression in values or ():
-        for target_key, source_key in keys:
-            if column == target_key and not _is_source_column(expression, source,
-                                                              source_key):
-                raise StatementRefusedError(
-                    f"MERGE: UPDATE SET sets the key column {column!r} to {expression!r}; "
-                    f"a matched row's key can only take the source's {source}.{source_key}")
+    is changed by deleting the row and inserting another. (Checked again once the
+    assigned names are bound to the table's: ``SET ID = ...`` sets ``id``.)"""
+    for clause in merge.clauses:
+        if clause.action != "update":
+            continue
+        for column, expression in clause.assignments or ():
+            for target_key, source_key in merge.keys:
+                if column == target_key and not _is_source_column(
+                        expression, merge.source_alias, source_key):
+                    raise StatementRefusedError(
+                        f"MERGE: UPDATE SET sets the key column {column!r} to "
+                        f"{expression!r}; a matched row's key can only take the source's "
+                        f"{merge.source_alias}.{source_key}")
 
 
 def _column_aliases(cur: Cursor) -> tuple[str, ...] | None:

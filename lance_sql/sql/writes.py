@@ -32,7 +32,7 @@ from lance_sql.expr.casts import cast_like_datafusion
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.sql.merge import Merge, MergeInsertForm
+from lance_sql.sql.merge import Merge, MergeInsertForm, check_keys_kept
 from lance_sql.sql.merge_rows import merge_query, row_changes
 from lance_sql.sql.statements import (
     AddColumns,
@@ -376,6 +376,7 @@ class WriteRunner:
             if key not in target.names:
                 raise NotFoundError(f"MERGE: table {stmt.table!r} has no column {key!r}")
         stmt = _bind_columns(stmt, target)
+        check_keys_kept(stmt)
         form = stmt.merge_insert_form()
         if form is not None:
             MERGE_PATHS.add("merge_insert")
@@ -390,6 +391,8 @@ class WriteRunner:
         builder = ds.merge_insert([k for k, _ in form.merge.keys])
         if form.update:
             builder.when_matched_update_all(form.update_condition)
+        if form.delete_matched:
+            builder.when_matched_delete()
         if form.insert:
             builder.when_not_matched_insert_all()
         if form.delete_by_source:

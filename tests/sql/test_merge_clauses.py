@@ -359,19 +359,28 @@ def test_general_merge_is_one_commit_with_row_lineage_and_change_feed(root: Path
         "id": [2, 3, 4, 7], "qty": [25, 30, 40, 70], "note": ["b", "c", "stale", None]}
 
 
-@pytest.mark.parametrize("build, sql_clauses", [
+@pytest.mark.parametrize("build, sql_clauses, path", [
     (lambda b: b.when_matched_delete().when_not_matched_insert_all(),
-     "WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *"),
+     "WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *", "merge_insert"),
+    (lambda b: b.when_matched_delete(), "WHEN MATCHED THEN DELETE", "merge_insert"),
+    (lambda b: b.when_matched_update_all("source.qty > 1").when_not_matched_by_source_delete(),
+     "WHEN MATCHED AND s.qty > 1 THEN UPDATE SET * WHEN MATCHED THEN DO NOTHING "
+     "WHEN NOT MATCHED BY SOURCE THEN DELETE", "merge_insert"),
+    (lambda b: b.when_matched_delete().when_not_matched_insert_all(),
+     "WHEN MATCHED AND substr(t.note, 1, 1) = 'n' THEN DELETE WHEN NOT MATCHED THEN INSERT *",
+     "general"),
     (lambda b: b.when_matched_update_all(),
-     "WHEN MATCHED AND substr(s.note, 1, 1) <> '?' THEN UPDATE SET *"),
+     "WHEN MATCHED AND substr(s.note, 1, 1) <> '?' THEN UPDATE SET *", "general"),
     (lambda b: b.when_matched_update_all().when_not_matched_by_source_delete("id > 3"),
      "WHEN MATCHED THEN UPDATE SET qty = s.qty, note = s.note "
-     "WHEN NOT MATCHED BY SOURCE AND substr(t.note, 1, 1) = 'n' AND t.id > 3 THEN DELETE"),
+     "WHEN NOT MATCHED BY SOURCE AND substr(t.note, 1, 1) = 'n' AND t.id > 3 THEN DELETE",
+     "general"),
 ])
-def test_general_path_matches_pylance_merge_insert_on_twin_tables(
-        tmp_path: Path, build: Callable, sql_clauses: str) -> None:
-    """Forms pylance's merge_insert runs too, on the general path here: same rows, row
-    ids and row versions, read by either library."""
+def test_merges_match_pylance_merge_insert_on_twin_tables(
+        tmp_path: Path, build: Callable, sql_clauses: str, path: str) -> None:
+    """Forms pylance's merge_insert runs too, on either path here (WHEN MATCHED THEN
+    DELETE is its when_matched_delete): same counts, rows, row ids and row versions,
+    read by either library."""
     ours, theirs = tmp_path / "root" / "t.lance", tmp_path / "theirs"
     data = pa.table({"id": pa.array(range(12), pa.int64()),
                      "qty": pa.array(range(0, 120, 10), pa.int64()),
@@ -384,7 +393,7 @@ def test_general_path_matches_pylance_merge_insert_on_twin_tables(
     before = dict(MERGE_PATHS.counts)
     got = lance_sql.connect(tmp_path / "root").sql(
         f"MERGE INTO t USING src AS s ON t.id = s.id {sql_clauses}").to_pydict()
-    assert MERGE_PATHS.counts["general"] == before["general"] + 1
+    assert MERGE_PATHS.counts[path] == before[path] + 1
     want = build(lance.dataset(str(theirs)).merge_insert("id")).execute(source)
     assert {k: got[k][0] for k in want} == want
     columns = ["id", "qty", "note", "_rowid", "_row_created_at_version",
@@ -422,6 +431,7 @@ def test_cardinality_counts_acting_clauses_only(root: Path) -> None:
      "no column 'nope'"),
     ("WHEN MATCHED AND s.qty > 0 THEN UPDATE SET qty = 'abc'", SchemaError, "column 'qty'"),
     ("WHEN MATCHED THEN UPDATE SET id = s.qty", StatementRefusedError, "key column 'id'"),
+    ("WHEN MATCHED THEN UPDATE SET ID = 5", StatementRefusedError, "key column 'id'"),
     ("WHEN MATCHED THEN DELETE WHEN MATCHED AND s.qty > 0 THEN DELETE", InvalidInputError,
      "follows an unconditional"),
     ("WHEN NOT MATCHED AND t.qty > 0 THEN INSERT *", InvalidInputError, "no 't' row"),

@@ -115,7 +115,7 @@ def test_merges_changing_what_on_matches_are_refused(sql: str) -> None:
 
 
 @pytest.mark.parametrize("sql", [
-    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND s.x > 1 THEN DELETE",
     "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED AND s.x > 1 THEN INSERT *",
     "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = t.v + 1",
     "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED BY SOURCE THEN UPDATE SET v = 1",
@@ -140,6 +140,7 @@ def test_merges_merge_insert_cannot_run_take_the_general_path(sql: str) -> None:
     "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND s.v > 1 THEN UPDATE SET * "
     "WHEN MATCHED THEN DO NOTHING WHEN NOT MATCHED THEN DO NOTHING",
     "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED BY SOURCE AND t.v < 3 THEN DELETE",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *",
 ])
 def test_merges_merge_insert_can_run_keep_the_fast_path(sql: str) -> None:
     stmt = parse_merge(sql)

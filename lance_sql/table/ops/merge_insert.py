@@ -11,10 +11,15 @@ pylance's builder, same names and result::
 The source is joined with the target's key columns (a pyarrow hash join, no per-row
 Python). Matched rows are rewritten with the source's values (columns the source
 lacks keep their old values) and, on tables with stable row ids, keep their row id and
-creation version; unmatched source rows are inserted (columns it lacks are NULL);
-target rows no source row matched are deleted when asked. A target row matched by two
-source rows is an error, as in pylance; NULL keys never match. Conditions see the
-joined row as two structs, ``target`` and ``source``.
+creation version (``when_matched_delete()`` deletes them instead); unmatched source
+rows are inserted (columns it lacks are NULL); target rows no source row matched are
+deleted when asked. A target row matched by two source rows is an error, as in
+pylance; NULL keys never match. Conditions see the joined row as two structs,
+``target`` and ``source``.
+
+:func:`apply_row_changes` commits a merge computed elsewhere (SQL's general MERGE,
+evaluated by DataFusion) the same way: one Update, row lineage kept, racing inserts of
+a key checked.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ class MergeSpec:
     on: tuple[str, ...]
     update: bool = False
     update_condition: str | None = None
+    delete_matched: bool = False  # when_matched_delete: matched rows are deleted
     insert: bool = False
     delete: bool = False
     delete_condition: str | None = None
@@ -81,7 +87,11 @@ class MergeInsertBuilder:
         return self
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
-        return self._with(update=True, update_condition=condition)
+        return self._with(update=True, update_condition=condition, delete_matched=False)
+
+    def when_matched_delete(self) -> MergeInsertBuilder:
+        """Delete every target row a source row matches (pylance's; replaces an update)."""
+        return self._with(update=False, update_condition=None, delete_matched=True)
 
     def when_not_matched_insert_all(self) -> MergeInsertBuilder:
         return self._with(insert=True)
@@ -176,7 +186,7 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
     # Several source rows matching one target row are ambiguous only where a matched row
     # is acted on (updated, or deleted by a tombstone); an insert-only merge leaves
     # matched rows alone, as pylance's does (it inserts each unmatched row, repeats too).
-    if (spec.update or tombstones.any()) and np.any(counts > 1):
+    if (spec.update or spec.delete_matched or tombstones.any()) and np.any(counts > 1):
         row = _take_target(store, base, unique_addr[counts > 1][:1], keys).to_pylist()[0]
         raise InvalidInputError(
             f"ambiguous merge_insert: several source rows match the target row with {row}; "
@@ -191,6 +201,10 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
                 rewrite.remove(frag, offsets)
             deleted += int(doomed.sum())
             src_rows, addresses = src_rows[~doomed], addresses[~doomed]
+        if spec.delete_matched and len(addresses):
+            for frag, offsets, _ in by_fragment(base, addresses):
+                rewrite.remove(frag, offsets)
+            deleted += len(addresses)
         if spec.update and len(src_rows):
             if spec.update_condition is not None:
                 names = [f.name for f in base.schema.fields]
