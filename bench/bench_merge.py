@@ -13,7 +13,8 @@ merges into a fresh copy of the target (copied untimed).
 * with ``--old DIR`` (a checkout of the old code, e.g. /work/main), ``upsert`` also
   runs with that code in the same process: both versions' modules are imported and
   swapped into ``sys.modules`` around each run. Runs alternate (one of each per round);
-  medians of wall and CPU time are printed.
+  medians of wall and CPU time are printed, and the median of each round's new - old
+  difference.
 
     python bench/bench_merge.py --rows 1000000 --source 100000 --repeat 7 \
         --data /work/benchdata/merge17 --old /work/main
@@ -125,6 +126,13 @@ def main() -> None:
     for key in wall:
         print(f"  {key:12s} wall {statistics.median(wall[key]) * 1e3:8.0f} ms   "
               f"CPU {statistics.median(cpu[key]) * 1e3:8.0f} ms")
+    if args.old:  # the same round's runs paired: the machine's slow spells cancel out
+        for label, times in (("wall", wall), ("CPU", cpu)):
+            diffs = [n - o for n, o in zip(times["upsert new"], times["upsert old"],
+                                           strict=True)]
+            faster = sum(d < 0 for d in diffs)
+            print(f"  upsert new - old, {label}: median {statistics.median(diffs) * 1e3:+.1f} ms "
+                  f"per round (new faster in {faster} of {len(diffs)} rounds)")
 
 
 if __name__ == "__main__":

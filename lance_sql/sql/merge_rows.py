@@ -65,14 +65,17 @@ def merge_query(merge: Merge) -> MergeQuery:
             test = f"{test} AND ({clause.condition})"
         whens.append(f"WHEN {test} THEN {j}")
     choice = f"(CASE {' '.join(whens)} END)"
+    one_match = any(c.kind == MATCHED and c.action in ("update", "delete")
+                    for c in merge.clauses)
     columns = [f"{choice} AS {quote_identifier(_CLAUSE)}",
-               f"{target_row} AS {quote_identifier(_TARGET_ROW)}",
-               f"{matched} AS {quote_identifier(_MATCHED)}"]
+               f"{target_row} AS {quote_identifier(_TARGET_ROW)}"]
     key_columns = []
-    for i, (target_key, _) in enumerate(merge.keys):
-        key_columns.append(f"__lance_sql_merge_key_{i}")
-        columns.append(f"{t}.{quote_identifier(target_key)} AS "
-                       f"{quote_identifier(key_columns[-1])}")
+    if one_match:  # which rows matched, and their keys for the error message
+        columns.append(f"{matched} AS {quote_identifier(_MATCHED)}")
+        for i, (target_key, _) in enumerate(merge.keys):
+            key_columns.append(f"__lance_sql_merge_key_{i}")
+            columns.append(f"{t}.{quote_identifier(target_key)} AS "
+                           f"{quote_identifier(key_columns[-1])}")
     values = []
     for j, clause in enumerate(merge.clauses):
         named = []
@@ -90,8 +93,6 @@ def merge_query(merge: Merge) -> MergeQuery:
                       for tk, sk in merge.keys)
     source = (f"(SELECT *, TRUE AS {quote_identifier(_PRESENT)} FROM "
               f"{merge.source_relation()}) AS {s}")
-    one_match = any(c.kind == MATCHED and c.action in ("update", "delete")
-                    for c in merge.clauses)
     where = f"{choice} IS NOT NULL" + (f" OR {matched}" if one_match else "")
     sql = (f"SELECT {', '.join(columns)} FROM {quote_identifier(merge.table)} AS {t} "
            f"{join} {source} ON {on} WHERE {where}")
@@ -116,11 +117,11 @@ def row_changes(query: MergeQuery, result: pa.Table,
         repeated = ordered[1:][ordered[1:] == ordered[:-1]]
         if len(repeated):
             first = int(np.flatnonzero(matched & (addresses == repeated[0]))[0])
-            key = {c: result.column(c)[first].as_py() for c in query.key_columns}
+            keys = [result.column(c)[first].as_py() for c in query.key_columns]
             raise InvalidInputError(
-                f"MERGE: several source rows match one target row (keys "
-                f"{list(key.values())}); each target row may be matched by at most one "
-                "source row (the SQL standard's cardinality rule)")
+                f"MERGE: several source rows match one target row (keys {keys}); each "
+                "target row may be matched by at most one source row (the SQL "
+                "standard's cardinality rule)")
     deleted, updated, inserted = [], [], []
     for j, (action, named) in enumerate(query.values):
         rows = np.flatnonzero(clause == j)
