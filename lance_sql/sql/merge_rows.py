@@ -29,8 +29,7 @@ import pyarrow as pa
 from lance_sql.errors import InvalidInputError
 from lance_sql.sql.merge import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, Merge
 from lance_sql.sql.tokens import quote_identifier
-from lance_sql.table.files.reader import ROW_ADDR
-from lance_sql.table.ops.merge_insert import RowChanges
+from lance_sql.table import ROW_ADDR, RowChanges
 
 _CLAUSE = "__lance_sql_merge_clause"
 _TARGET_ROW = "__lance_sql_merge_target_row"

@@ -50,8 +50,7 @@ from lance_sql.sql.statements import (
     Truncate,
 )
 from lance_sql.sql.tokens import quote_identifier
-from lance_sql.table import LanceDataset, write_dataset
-from lance_sql.table.ops.merge_insert import RowChanges, apply_row_changes
+from lance_sql.table import LanceDataset, RowChanges, apply_row_changes, write_dataset
 
 if TYPE_CHECKING:
     from lance_sql.sql.session import LanceSession
