@@ -1,18 +1,24 @@
-"""``MERGE INTO``, parsed into what one ``merge_insert`` commit can do::
+"""``MERGE INTO``, parsed into its WHEN clauses::
 
     MERGE INTO target [AS] t USING source_table | (query) [AS] s [(col, ...)]
       ON t.k = s.k [AND t.k2 = s.k2]
-      WHEN MATCHED [AND condition] THEN UPDATE SET * | UPDATE SET col = expr, ...
-      WHEN NOT MATCHED [BY TARGET] THEN INSERT * | INSERT (col, ...) VALUES (expr, ...)
-      WHEN NOT MATCHED BY SOURCE [AND condition] THEN DELETE
+      WHEN MATCHED [AND condition] THEN UPDATE SET * | UPDATE SET col = expr, ... | DELETE
+                                        | DO NOTHING
+      WHEN NOT MATCHED [BY TARGET] [AND condition] THEN INSERT * | INSERT (col, ...)
+                                        VALUES (expr, ...) | DO NOTHING
+      WHEN NOT MATCHED BY SOURCE [AND condition] THEN UPDATE SET ... | DELETE | DO NOTHING
 
-``merge_insert`` applies one source row to a matched target row and to an inserted
-one alike, so the UPDATE and INSERT clauses must take the same columns from the same
-source expressions (``*`` means every source column of the target's names); the
-statement's source is computed by DataFusion with those columns, under the target's
-names. Expressions may read the source only. Clauses merge_insert cannot express
-(``WHEN MATCHED THEN DELETE``, conditional inserts, several clauses of one kind) are
-refused rather than approximated.
+Clauses are taken in order: the first whose kind and condition hold acts on a row, a
+row no clause takes is left alone (SQL's rule, as in PostgreSQL, Spark/Delta and
+DuckDB). Conditions and values are SQL (DataFusion's); a MATCHED clause reads the
+target and the source, a NOT MATCHED one the source only, a BY SOURCE one the target
+only.
+
+The forms pylance's ``merge_insert`` expresses (at most one clause of each kind: an
+UPDATE or an unconditional DELETE, an unconditional INSERT setting the same columns
+from the source alone, a DELETE by source, conditions in the filter language) run as
+one ``merge_insert`` (:meth:`Merge.merge_insert_form`); the others are evaluated by
+DataFusion (:mod:`lance_sql.sql.merge_rows`). Either way the statement is one commit.
 """
 
 from __future__ import annotations
@@ -20,10 +26,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError, StatementRefusedError
+from lance_sql.sql.dml import needs_engine
 from lance_sql.sql.statements import Cursor, refuse_past_version, statement_tokens
 from lance_sql.sql.tokens import Token, quote_identifier, requalify, tokenize
 
-Assignments = tuple[tuple[str, str], ...]   # (target column, source expression)
+Assignments = tuple[tuple[str, str], ...]   # (target column, SQL expression)
+
+MATCHED = "matched"
+NOT_MATCHED = "not matched"             # by target: a source row no target row matches
+NOT_MATCHED_BY_SOURCE = "not matched by source"
+
+
+@dataclass(frozen=True)
+class WhenClause:
+    """One ``WHEN ... THEN ...`` clause of a MERGE."""
+    kind: str                               # MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+    action: str                             # "update", "delete", "insert" or "nothing"
+    condition: str | None = None            # SQL over the statement's aliases
+    assignments: Assignments | None = None  # update / insert; None: ``*``
 
 
 @dataclass(frozen=True)
@@ -34,24 +54,102 @@ class Merge:
     source_query: str
     source_alias: str
     keys: tuple[tuple[str, str], ...]        # (target column, source column)
+    clauses: tuple[WhenClause, ...]
+    source_columns: tuple[str, ...] | None = None  # USING ... AS s(a, b): the source's names
+
+    def source_relation(self) -> str:
+        """The source as a FROM item: ``(query) AS s[(a, b)]``."""
+        inner = f"({self.source_query}) AS {quote_identifier(self.source_alias)}"
+        if self.source_columns is not None:
+            inner += f"({', '.join(quote_identifier(c) for c in self.source_columns)})"
+        return inner
+
+    def merge_insert_form(self) -> MergeInsertForm | None:
+        """The statement as one ``merge_insert``, or None when it cannot be one.
+
+        A DO NOTHING clause that no later clause of its kind follows changes nothing
+        and is dropped; then each kind may have one clause: MATCHED an UPDATE (values
+        from the source only) or an unconditional DELETE, NOT MATCHED an unconditional
+        INSERT (the same columns from the same expressions, keys from the source's
+        keys), BY SOURCE a DELETE; conditions must be in the filter language.
+        """
+        kept = [c for j, c in enumerate(self.clauses) if c.action != "nothing"
+                or any(later.kind == c.kind for later in self.clauses[j + 1:])]
+        by_kind = {c.kind: c for c in kept}
+        if len(by_kind) != len(kept):
+            return None
+        target, source = self.target_alias.lower(), self.source_alias.lower()
+        update = by_kind.get(MATCHED)
+        insert = by_kind.get(NOT_MATCHED)
+        delete = by_kind.get(NOT_MATCHED_BY_SOURCE)
+        if update is not None and not (update.action == "update" or (
+                update.action == "delete" and update.condition is None)):
+            return None
+        if insert is not None and insert.condition is not None:
+            return None
+        if delete is not None and delete.action != "delete":
+            return None
+        for clause in (update, insert):
+            for _, expr in clause.assignments or () if clause is not None else ():
+                if _refers_to(tokenize(expr), target):
+                    return None
+        if insert is not None and not self._keys_from_source(insert.assignments):
+            return None
+        update_condition = delete_condition = None
+        if update is not None and update.condition is not None:
+            update_condition = requalify(update.condition,
+                                         {target: "target", source: "source"})
+            if needs_engine(update_condition):
+                return None
+        if delete is not None and delete.condition is not None:
+            delete_condition = requalify(delete.condition, {target: None})
+            if needs_engine(delete_condition):
+                return None
+        updates = update is not None and update.action == "update"
+        form = MergeInsertForm(
+            self, updates, update_condition,
+            update.assignments if update is not None and updates else None,
+            update is not None and not updates, insert is not None,
+            insert.assignments if insert is not None else None, delete is not None,
+            delete_condition)
+        if form.update and form.insert and \
+                _normal(form.update_set) != _normal(form.insert_values, self.keys):
+            return None  # one merge_insert applies each source row to both
+        return form
+
+    def _keys_from_source(self, values: Assignments | None) -> bool:
+        """Whether ``values`` sets each key column from the source's key (or is ``*``)."""
+        return values is None or all(
+            _is_source_column(expr, self.source_alias, source_key)
+            for column, expr in values for target_key, source_key in self.keys
+            if column == target_key)
+
+
+@dataclass(frozen=True)
+class MergeInsertForm:
+    """A MERGE that one ``merge_insert`` runs: which of its three actions it takes."""
+    merge: Merge
     update: bool = False
     update_condition: str | None = None      # over target.* / source.*
     update_set: Assignments | None = None    # None: UPDATE SET *
+    delete_matched: bool = False             # WHEN MATCHED THEN DELETE
     insert: bool = False
     insert_values: Assignments | None = None  # None: INSERT *
     delete_by_source: bool = False
     delete_condition: str | None = None      # over the target's columns
-    source_columns: tuple[str, ...] | None = None  # USING ... AS s(a, b): the source's names
 
     def source_sql(self) -> str:
         """The query giving the source rows under the target's column names."""
-        mapping = self.mapping()
-        alias = quote_identifier(self.source_alias)
-        inner = f"({self.source_query}) AS {alias}"
-        if self.source_columns is not None:
-            inner += f"({', '.join(quote_identifier(c) for c in self.source_columns)})"
+        merge = self.merge
+        mapping = self.update_set if self.update else self.insert_values
+        alias = quote_identifier(merge.source_alias)
+        inner = merge.source_relation()
+        if not (self.update or self.insert):  # only deletes: the keys are all it reads
+            return "SELECT " + ", ".join(
+                f"{alias}.{quote_identifier(s)} AS {quote_identifier(t)}"
+                for t, s in merge.keys) + f" FROM {inner}"
         if mapping is None:
-            renamed = [(t, s) for t, s in self.keys if t != s]
+            renamed = [(t, s) for t, s in merge.keys if t != s]
             if not renamed:
                 return f"SELECT * FROM {inner}"
             excluded = ", ".join(quote_identifier(s) for _, s in renamed)
@@ -59,21 +157,10 @@ class Merge:
                               for t, s in renamed)
             return f"SELECT * EXCLUDE ({excluded}), {extra} FROM {inner}"
         columns = dict(mapping)
-        for target, source in self.keys:
+        for target, source in merge.keys:
             columns.setdefault(target, f"{alias}.{quote_identifier(source)}")
         select = ", ".join(f"{expr} AS {quote_identifier(col)}" for col, expr in columns.items())
         return f"SELECT {select} FROM {inner}"
-
-    def mapping(self) -> Assignments | None:
-        """The source expression of each target column both clauses set (None: ``*``)."""
-        update = self.update_set if self.update else None
-        insert = self.insert_values if self.insert else None
-        if self.update and self.insert and _normal(update) != _normal(insert, self.keys):
-            raise StatementRefusedError(
-                "MERGE: the UPDATE and INSERT clauses must set the same columns from the same "
-                "source expressions (one merge_insert applies each source row to both); "
-                "use UPDATE SET * and INSERT *, or matching lists")
-        return update if self.update else insert
 
 
 def _normal(values: Assignments | None,
@@ -82,6 +169,13 @@ def _normal(values: Assignments | None,
         return None
     key_names = {k for k, _ in keys}
     return {col: " ".join(expr.split()) for col, expr in values if col not in key_names}
+
+
+def _is_source_column(expression: str, source: str, column: str) -> bool:
+    """Whether ``expression`` is the source's ``column`` (``s.col`` or ``col``)."""
+    ref = _column_ref(tokenize(expression))
+    return ref is not None and ref[1] == column and (
+        ref[0] is None or ref[0].lower() == source.lower())
 
 
 def parse_merge(sql: str) -> Merge | None:
@@ -115,36 +209,39 @@ def parse_merge(sql: str) -> Merge | None:
     on_end = _find(tokens, cur.i, "WHEN")
     keys = _keys(sql, tokens[cur.i:on_end], target_alias, source_alias)
     cur.i = on_end
-    fields: dict[str, object] = {}
+    clauses: list[WhenClause] = []
     while not cur.done():
-        _when(cur, target_alias, source_alias, fields)
-    if not fields:
+        clause = _when(cur, target_alias, source_alias)
+        if any(c.kind == clause.kind and c.condition is None for c in clauses):
+            raise InvalidInputError(
+                f"MERGE: a WHEN {clause.kind.upper()} clause follows an unconditional one "
+                "of its kind, which takes every such row (only the last may omit AND "
+                "<condition>)")
+        clauses.append(clause)
+    if not clauses:
         raise InvalidInputError("MERGE: expected at least one WHEN clause")
-    _check_keys_kept(keys, source_alias, fields)
-    return Merge(table, target_alias, source_query, source_alias, keys,
-                 source_columns=source_columns, **fields)  # type: ignore[arg-type]
+    merge = Merge(table, target_alias, source_query, source_alias, keys, tuple(clauses),
+                  source_columns)
+    check_keys_kept(merge)
+    return merge
 
 
-def _check_keys_kept(keys: tuple[tuple[str, str], ...], source: str,
-                     fields: dict[str, object]) -> None:
-    """Refuse clauses setting a key column to anything but the source's key: the source
-    is computed under the target's names, so such an expression would replace the key
-    merge_insert matches on (``UPDATE SET k = 'x'`` matched no row and reported 0)."""
-    for clause, name in (("update_set", "UPDATE SET"), ("insert_values", "INSERT")):
-        values = fields.get(clause)
-        if not isinstance(values, tuple):
-            continue  # * or no such clause
-        for column, expression in values:
-            for target_key, source_key in keys:
-                if column != target_key:
-                    continue
-                ref = _column_ref(tokenize(expression))
-                if ref is None or ref[1] != source_key or (
-                        ref[0] is not None and ref[0].lower() != source.lower()):
+def check_keys_kept(merge: Merge) -> None:
+    """Refuse an UPDATE setting a key column to anything but the source's key: the row
+    would no longer be the one the ON condition matched (``UPDATE SET k = 'x'``); a key
+    is changed by deleting the row and inserting another. (Checked again once the
+    assigned names are bound to the table's: ``SET ID = ...`` sets ``id``.)"""
+    for clause in merge.clauses:
+        if clause.action != "update":
+            continue
+        for column, expression in clause.assignments or ():
+            for target_key, source_key in merge.keys:
+                if column == target_key and not _is_source_column(
+                        expression, merge.source_alias, source_key):
                     raise StatementRefusedError(
-                        f"MERGE: {name} sets the key column {column!r} to {expression!r}; "
-                        f"merge_insert matches on the key, so it can only take the source's "
-                        f"{source}.{source_key}")
+                        f"MERGE: UPDATE SET sets the key column {column!r} to "
+                        f"{expression!r}; a matched row's key can only take the source's "
+                        f"{merge.source_alias}.{source_key}")
 
 
 def _column_aliases(cur: Cursor) -> tuple[str, ...] | None:
@@ -234,14 +331,15 @@ def _refers_to(tokens: list[Token], alias: str) -> bool:
                for j, t in enumerate(tokens))
 
 
-def _when(cur: Cursor, target: str, source: str, fields: dict[str, object]) -> None:
+def _when(cur: Cursor, target: str, source: str) -> WhenClause:
     cur.expect_kw("WHEN")
     matched = not cur.kw("NOT")
     cur.expect_kw("MATCHED")
-    kind = "matched"
+    kind = MATCHED
     if not matched:
-        kind = "by_source" if cur.kws("BY", "SOURCE") else "not_matched"
-        cur.kws("BY", "TARGET")
+        kind = NOT_MATCHED_BY_SOURCE if cur.kws("BY", "SOURCE") else NOT_MATCHED
+        if kind == NOT_MATCHED:
+            cur.kws("BY", "TARGET")
     condition = None
     if cur.kw("AND"):
         then = _find(cur.tokens, cur.i, "THEN")
@@ -254,57 +352,38 @@ def _when(cur: Cursor, target: str, source: str, fields: dict[str, object]) -> N
     action = cur.tokens[cur.i:action_end]
     text = cur.sql[action[0].start:action[-1].end] if action else ""
     cur.i = action_end
-    if kind == "matched":
-        if "update" in fields:
-            raise StatementRefusedError("MERGE: only one WHEN MATCHED clause is supported")
-        if action and action[0].is_kw("DELETE"):
-            raise StatementRefusedError("MERGE: WHEN MATCHED THEN DELETE is not supported "
-                                        "(merge_insert deletes only rows the source lacks)")
-        if len(action) < 2 or not (action[0].is_kw("UPDATE") and action[1].is_kw("SET")):
-            raise InvalidInputError(f"MERGE: expected UPDATE SET after WHEN MATCHED THEN, "
-                                    f"got {text!r}")
-        fields["update"] = True
-        fields["update_set"] = _update_set(cur, action[2:], target, source)
-        if condition is not None:
-            fields["update_condition"] = requalify(
-                condition, {target.lower(): "target", source.lower(): "source"})
-    elif kind == "not_matched":
-        if "insert" in fields:
-            raise StatementRefusedError("MERGE: only one WHEN NOT MATCHED clause is supported")
-        if condition is not None:
-            raise StatementRefusedError("MERGE: WHEN NOT MATCHED AND <condition> is not "
-                                        "supported (filter the source instead)")
-        if not action or not action[0].is_kw("INSERT"):
-            raise InvalidInputError(f"MERGE: expected INSERT after WHEN NOT MATCHED THEN, "
-                                    f"got {text!r}")
-        fields["insert"] = True
-        fields["insert_values"] = _insert_values(cur, action[1:], target, source)
+    # the side a clause's row lacks: a NOT MATCHED row has no target row, a BY SOURCE
+    # row no source row
+    absent = {MATCHED: None, NOT_MATCHED: target, NOT_MATCHED_BY_SOURCE: source}[kind]
+    if len(action) == 2 and action[0].is_kw("DO") and action[1].is_kw("NOTHING"):
+        verb, assignments = "nothing", None
+    elif len(action) == 1 and action[0].is_kw("DELETE") and kind != NOT_MATCHED:
+        verb, assignments = "delete", None
+    elif len(action) >= 2 and action[0].is_kw("UPDATE") and action[1].is_kw("SET") \
+            and kind != NOT_MATCHED:
+        verb = "update"
+        assignments = _update_set(cur, action[2:], target)
+        if kind == NOT_MATCHED_BY_SOURCE and assignments is None:
+            raise InvalidInputError("MERGE: WHEN NOT MATCHED BY SOURCE has no source row to "
+                                    "take UPDATE SET * from; name the columns")
+    elif action and action[0].is_kw("INSERT") and kind == NOT_MATCHED:
+        verb, assignments = "insert", _insert_values(cur, action[1:])
     else:
-        if "delete_by_source" in fields:
-            raise StatementRefusedError("MERGE: only one WHEN NOT MATCHED BY SOURCE clause is "
-                                        "supported")
-        if len(action) != 1 or not action[0].is_kw("DELETE"):
-            raise StatementRefusedError(f"MERGE: WHEN NOT MATCHED BY SOURCE supports only "
-                                        f"THEN DELETE, got {text!r}")
-        fields["delete_by_source"] = True
-        if condition is not None:
-            cond_tokens = tokenize(condition)
-            if _refers_to(cond_tokens, source):
-                raise InvalidInputError("MERGE: a NOT MATCHED BY SOURCE condition can only "
-                                        "read the target")
-            fields["delete_condition"] = requalify(condition, {target.lower(): None})
+        allowed = {MATCHED: "UPDATE SET, DELETE or DO NOTHING",
+                   NOT_MATCHED: "INSERT or DO NOTHING",
+                   NOT_MATCHED_BY_SOURCE: "UPDATE SET, DELETE or DO NOTHING"}[kind]
+        raise InvalidInputError(f"MERGE: expected {allowed} after WHEN {kind.upper()} "
+                                f"THEN, got {text!r}")
+    if absent is not None:
+        for part in [condition or ""] + [e for _, e in assignments or ()]:
+            if _refers_to(tokenize(part), absent):
+                raise InvalidInputError(
+                    f"MERGE: a WHEN {kind.upper()} clause has no {absent!r} row to read: "
+                    f"{part.strip()!r}")
+    return WhenClause(kind, verb, condition, assignments)
 
 
-def _source_only(cur: Cursor, text: str, target: str) -> str:
-    if _refers_to(tokenize(text), target):
-        raise StatementRefusedError(
-            f"MERGE: {text.strip()!r} reads the target; merge_insert sets columns from the "
-            "source row only")
-    return text.strip()
-
-
-def _update_set(cur: Cursor, tokens: list[Token], target: str,
-                source: str) -> Assignments | None:
+def _update_set(cur: Cursor, tokens: list[Token], target: str) -> Assignments | None:
     if len(tokens) == 1 and tokens[0].is_op("*"):
         return None
     if not tokens:
@@ -321,24 +400,11 @@ def _update_set(cur: Cursor, tokens: list[Token], target: str,
             raise InvalidInputError(f"MERGE: expected column = expression, got {part.strip()!r}")
         if ref[0] is not None and ref[0].lower() != target.lower():
             raise InvalidInputError(f"MERGE: UPDATE SET assigns target columns, got {ref[0]!r}")
-        out.append((ref[1], _source_only(cur, part[ptoks[eq + 1].start:], target)))
+        out.append((ref[1], part[ptoks[eq + 1].start:].strip()))
     return _unique(tuple(out))
 
 
-def _split(cur: Cursor) -> list[tuple[int, int]]:
-    """Top-level comma-separated spans of ``cur``'s whole text."""
-    spans, depth, start = [], 0, 0
-    for tok in cur.tokens:
-        depth += tok.nesting
-        if depth == 0 and tok.is_op(","):
-            spans.append((start, tok.start))
-            start = tok.end
-    spans.append((start, len(cur.sql)))
-    return spans
-
-
-def _insert_values(cur: Cursor, tokens: list[Token], target: str,
-                   source: str) -> Assignments | None:
+def _insert_values(cur: Cursor, tokens: list[Token]) -> Assignments | None:
     if len(tokens) == 1 and tokens[0].is_op("*"):
         return None
     text = cur.sql[tokens[0].start:tokens[-1].end] if tokens else ""
@@ -352,7 +418,7 @@ def _insert_values(cur: Cursor, tokens: list[Token], target: str,
                 raise InvalidInputError(f"MERGE: expected a column name, got {text[s:e]!r}")
             columns.append(ref[1])
     sub.expect_kw("VALUES")
-    values = [_source_only(cur, sub.sql[s:e], target) for s, e in sub.parenthesised()]
+    values = [sub.sql[s:e].strip() for s, e in sub.parenthesised()]
     sub.end()
     if not columns:
         raise InvalidInputError("MERGE: INSERT needs its column list: INSERT (a, b) VALUES "
@@ -361,6 +427,18 @@ def _insert_values(cur: Cursor, tokens: list[Token], target: str,
         raise InvalidInputError(f"MERGE: INSERT lists {len(columns)} columns but "
                                 f"{len(values)} values")
     return _unique(tuple(zip(columns, values, strict=True)))
+
+
+def _split(cur: Cursor) -> list[tuple[int, int]]:
+    """Top-level comma-separated spans of ``cur``'s whole text."""
+    spans, depth, start = [], 0, 0
+    for tok in cur.tokens:
+        depth += tok.nesting
+        if depth == 0 and tok.is_op(","):
+            spans.append((start, tok.start))
+            start = tok.end
+    spans.append((start, len(cur.sql)))
+    return spans
 
 
 def _unique(values: Assignments) -> Assignments:

@@ -710,8 +710,11 @@ class LanceSession:
         alias = f" AS {quote_identifier(statement.alias)}" if statement.alias else ""
         where = f" WHERE {statement.where}" if statement.where is not None else ""
         joined = f", {statement.joined}" if statement.joined is not None else ""
-        query = f"SELECT {projection} FROM {table}{alias}{joined}{where}"
+        return self.pinned_query(uri, f"SELECT {projection} FROM {table}{alias}{joined}{where}")
 
+    def pinned_query(self, uri: str, query: str) -> Callable[[Manifest], pa.Table]:
+        """``query``'s rows for the version a write of table ``uri`` starts from: every
+        unversioned mention of the table (its subqueries' too) reads that version."""
         def select(base: Manifest) -> pa.Table:
             with self.directory.one_listing():
                 frame = self._query(query, pins={uri: base.version})

@@ -4,8 +4,8 @@ The statements come parsed from :mod:`lance_sql.sql.statements` and
 :mod:`lance_sql.sql.merge`. Queries inside them (``CREATE TABLE ... AS``, ``INSERT
 ... SELECT``, a MERGE source) are planned by the session like any query, so they see
 one pinned version of each table, and their rows are streamed into the write (the
-result is never held in memory as a whole, except a MERGE source, which
-``merge_insert`` joins in memory).
+result is never held in memory as a whole, except a MERGE's: the source that
+``merge_insert`` joins in memory, or the rows and values the general MERGE computed).
 
 Each statement returns a one-row table saying what it did (counts, the new version).
 """
@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -27,9 +29,11 @@ from lance_sql.errors import (
     StatementRefusedError,
 )
 from lance_sql.expr.casts import cast_like_datafusion
+from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.sql.merge import Merge
+from lance_sql.sql.merge import Merge, MergeInsertForm, check_keys_kept
+from lance_sql.sql.merge_rows import merge_query, row_changes
 from lance_sql.sql.statements import (
     AddColumns,
     AlterColumn,
@@ -46,7 +50,7 @@ from lance_sql.sql.statements import (
     Truncate,
 )
 from lance_sql.sql.tokens import quote_identifier
-from lance_sql.table import LanceDataset, write_dataset
+from lance_sql.table import LanceDataset, RowChanges, apply_row_changes, write_dataset
 
 if TYPE_CHECKING:
     from lance_sql.sql.session import LanceSession
@@ -370,20 +374,123 @@ class WriteRunner:
         for key, _ in stmt.keys:
             if key not in target.names:
                 raise NotFoundError(f"MERGE: table {stmt.table!r} has no column {key!r}")
-        source = self.session.sql(stmt.source_sql()).to_arrow_table()
-        source = _target_types(source.cast(storable_schema(source.schema, nullable=True)),
-                               target, "MERGE")
-        builder = ds.merge_insert([k for k, _ in stmt.keys])
-        if stmt.update:
-            builder.when_matched_update_all(stmt.update_condition)
-        if stmt.insert:
+        stmt = _bind_columns(stmt, target)
+        check_keys_kept(stmt)
+        form = stmt.merge_insert_form()
+        if form is not None:
+            MERGE_PATHS.add("merge_insert")
+            return self._merge_insert(ds, form)
+        MERGE_PATHS.add("general")
+        return self._merge_general(ds, stmt)
+
+    def _merge_insert(self, ds: LanceDataset, form: MergeInsertForm) -> pa.Table:
+        """A MERGE pylance's merge_insert expresses, run as one."""
+        source = self.session.sql(form.source_sql()).to_arrow_table()
+        source = _merge_values(source, ds.schema)
+        builder = ds.merge_insert([k for k, _ in form.merge.keys])
+        if form.update:
+            builder.when_matched_update_all(form.update_condition)
+        if form.delete_matched:
+            builder.when_matched_delete()
+        if form.insert:
             builder.when_not_matched_insert_all()
-        if stmt.delete_by_source:
-            builder.when_not_matched_by_source_delete(stmt.delete_condition)
+        if form.delete_by_source:
+            builder.when_not_matched_by_source_delete(form.delete_condition)
         stats = builder.execute(source)
         return _one_row(num_inserted_rows=stats["num_inserted_rows"],
                         num_updated_rows=stats["num_updated_rows"],
                         num_deleted_rows=stats["num_deleted_rows"], version=ds.version)
+
+    def _merge_general(self, ds: LanceDataset, stmt: Merge) -> pa.Table:
+        """Any other MERGE: DataFusion evaluates the join, the clauses and the values on
+        the version the write starts from; one Update commits the result."""
+        source = self.session.sql(f"SELECT * FROM {stmt.source_relation()} LIMIT 0").schema()
+        query = merge_query(_expand_stars(stmt, ds.schema, source.names))
+        select = self.session.pinned_query(ds.uri, query.sql)
+        target = ds.schema
+
+        def changes(base: Manifest) -> RowChanges:
+            return row_changes(query, select(base),
+                               lambda values: _merge_values(values, target))
+
+        stats, manifest = apply_row_changes(ds.write_context(), changes,
+                                            [k for k, _ in stmt.keys])
+        version = manifest.version if manifest is not None else ds.version
+        return _one_row(num_inserted_rows=stats["num_inserted_rows"],
+                        num_updated_rows=stats["num_updated_rows"],
+                        num_deleted_rows=stats["num_deleted_rows"], version=version)
+
+
+class _PathCounts:
+    """How many MERGE statements took each path (tests check the fast path is taken)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts = {"merge_insert": 0, "general": 0}
+
+    def add(self, path: str) -> None:
+        with self._lock:
+            self.counts[path] += 1
+
+
+MERGE_PATHS = _PathCounts()
+
+
+def _bind_columns(stmt: Merge, target: pa.Schema) -> Merge:
+    """``stmt`` with the columns its UPDATE SET and INSERT lists name bound to the
+    table's (a name as written, else as SQL folds it); an unknown one is a
+    NotFoundError."""
+    def bind(name: str) -> str:
+        for candidate in (name, name.lower()):
+            if candidate in target.names:
+                return candidate
+        raise NotFoundError(f"MERGE: table has no column {name!r}; columns: {target.names}")
+
+    clauses = tuple(replace(c, assignments=tuple((bind(col), e) for col, e in c.assignments))
+                    if c.assignments is not None else c for c in stmt.clauses)
+    return replace(stmt, clauses=clauses)
+
+
+def _expand_stars(stmt: Merge, target: pa.Schema, source: list[str]) -> Merge:
+    """``stmt`` with ``UPDATE SET *`` and ``INSERT *`` spelled out: each table column
+    the source has by name (a key from the source's key); a source column the table
+    lacks is a SchemaError, as merge_insert has it."""
+    alias = quote_identifier(stmt.source_alias)
+    target_alias = quote_identifier(stmt.target_alias)
+    source_keys = {s: t for t, s in stmt.keys}
+    extra = [n for n in source if n not in target.names and n not in source_keys]
+    keys = dict(stmt.keys)
+    clauses = []
+    for clause in stmt.clauses:
+        if clause.assignments is None and clause.action in ("update", "insert"):
+            if extra:
+                raise SchemaError(f"MERGE: the source's column(s) {extra} are not in the "
+                                  f"table {stmt.table!r} (UPDATE SET * / INSERT * take "
+                                  "every source column)")
+            values = []
+            for name in target.names:
+                if name in keys:  # an update keeps the key it matched (no read for it)
+                    side = alias if clause.action == "insert" else target_alias
+                    column = keys[name] if clause.action == "insert" else name
+                    values.append((name, f"{side}.{quote_identifier(column)}"))
+                elif name in source:
+                    values.append((name, f"{alias}.{quote_identifier(name)}"))
+            clause = replace(clause, assignments=tuple(values))
+        clauses.append(clause)
+    return replace(stmt, clauses=tuple(clauses))
+
+
+def _merge_values(values: pa.Table, target: pa.Schema) -> pa.Table:
+    """A MERGE's values typed as the table's columns, as INSERT types its values; NULL
+    in a column the table keeps non-null is a SchemaError naming it."""
+    values = _target_types(values.cast(storable_schema(values.schema, nullable=True)),
+                           target, "MERGE")
+    for name in values.column_names:
+        if name in target.names and not target.field(name).nullable \
+                and values.column(name).null_count:
+            raise SchemaError(f"MERGE: NULL for column {name!r}, which the table does not "
+                              "allow to be NULL")
+    return values
 
 
 class _Counter:

@@ -46,6 +46,7 @@ from lance_sql.table.meta.versions import (
     read_tag,
     read_tags,
 )
+from lance_sql.table.ops.merge_insert import RowChanges, apply_row_changes
 from lance_sql.table.read.prune import address_ranges, fragment_spans
 from lance_sql.table.read.scan import (
     ScanPlan,
@@ -65,6 +66,8 @@ __all__ = [
     "ROW_ADDR", "ROW_CREATED", "ROW_ID", "ROW_UPDATED", "SYSTEM_COLUMNS", "VERSION_COLUMNS",
     # opening, writing and committing
     "CommitConfig", "LanceDataset", "dataset", "write_dataset",
+    # a merge computed by an engine (SQL's general MERGE), committed as one Update
+    "RowChanges", "apply_row_changes",
     # distributed (Spark) write jobs
     "JobFiles", "commit_job", "open_for_write", "write_job_fragments",
     # versions, tags and time travel

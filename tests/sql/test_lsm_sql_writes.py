@@ -54,6 +54,8 @@ VIEW = {"id": [1, 2, 3, 4], "v": [0.1, 2.0, 3.0, 4.0]}
     "TRUNCATE TABLE lsm",
     "MERGE INTO lsm USING (VALUES (1, 11.0)) AS s(id, v) ON lsm.id = s.id "
     "WHEN MATCHED THEN UPDATE SET *",
+    "MERGE INTO lsm USING (VALUES (1, 11.0)) AS s(id, v) ON lsm.id = s.id "  # general path
+    "WHEN MATCHED AND s.v > lsm.v THEN DELETE WHEN NOT MATCHED THEN INSERT (id) VALUES (s.id)",
 ])
 def test_row_writes_to_a_mem_wal_table_are_refused_and_change_nothing(lsm: Path,
                                                                       sql: str) -> None:

@@ -22,7 +22,8 @@ from lance_sql.errors import (
     SchemaError,
     StatementRefusedError,
 )
-from lance_sql.sql.merge import parse_merge
+from lance_sql.sql.merge import Merge, parse_merge
+from lance_sql.sql.merge_rows import merge_query
 from lance_sql.sql.statements import (
     AddColumns,
     ColumnDef,
@@ -95,29 +96,55 @@ def test_parse_merge() -> None:
                        "WHEN NOT MATCHED BY SOURCE AND tgt.id > 2 THEN DELETE")
     assert stmt is not None
     assert stmt.keys == (("id", "key"),)
-    assert stmt.update_condition == "source.v <> target.v"
-    assert stmt.delete_condition == "id > 2"
-    assert stmt.source_sql() == ('SELECT * EXCLUDE ("key"), "src"."key" AS "id" '
+    form = stmt.merge_insert_form()
+    assert form is not None
+    assert form.update_condition == "source.v <> target.v"
+    assert form.delete_condition == "id > 2"
+    assert form.source_sql() == ('SELECT * EXCLUDE ("key"), "src"."key" AS "id" '
                                  'FROM (SELECT * FROM s) AS "src"')
 
 
 @pytest.mark.parametrize("sql", [
     "MERGE INTO t USING s ON t.id > s.id WHEN MATCHED THEN UPDATE SET *",
-    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET id = 5",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET id = s.v",
+])
+def test_merges_changing_what_on_matches_are_refused(sql: str) -> None:
+    with pytest.raises(StatementRefusedError):
+        parse_merge(sql)
+
+
+@pytest.mark.parametrize("sql", [
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND s.x > 1 THEN DELETE",
     "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED AND s.x > 1 THEN INSERT *",
     "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = t.v + 1",
     "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED BY SOURCE THEN UPDATE SET v = 1",
-    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET id = 5",
-    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET id = s.v",
     "MERGE INTO t USING s ON t.id = s.k WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)",
     "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id, v) "
     "VALUES (s.id + 1, s.v)",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND s.v = 1 THEN UPDATE SET * "
+    "WHEN MATCHED THEN DELETE",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND substr(s.v, 1, 1) = 'a' "
+    "THEN UPDATE SET *",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v "
+    "WHEN NOT MATCHED THEN INSERT (id) VALUES (s.id)",
 ])
-def test_merges_merge_insert_cannot_run_are_refused(sql: str) -> None:
-    with pytest.raises(StatementRefusedError):
-        stmt = parse_merge(sql)
-        assert stmt is not None
-        stmt.source_sql()
+def test_merges_merge_insert_cannot_run_take_the_general_path(sql: str) -> None:
+    stmt = parse_merge(sql)
+    assert stmt is not None and stmt.merge_insert_form() is None
+
+
+@pytest.mark.parametrize("sql", [
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v "
+    "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id, s.v)",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED AND s.v > 1 THEN UPDATE SET * "
+    "WHEN MATCHED THEN DO NOTHING WHEN NOT MATCHED THEN DO NOTHING",
+    "MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED BY SOURCE AND t.v < 3 THEN DELETE",
+    "MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE WHEN NOT MATCHED THEN INSERT *",
+])
+def test_merges_merge_insert_can_run_keep_the_fast_path(sql: str) -> None:
+    stmt = parse_merge(sql)
+    assert stmt is not None and stmt.merge_insert_form() is not None
 
 
 @pytest.mark.parametrize("sql", [
@@ -422,13 +449,16 @@ def test_merge_casts_source_values_to_the_table_types(tmp_path: Path) -> None:
     assert versions(tmp_path / "t.lance") == [1, 2, 3]
 
 
-def test_merge_with_different_update_and_insert_is_refused(stable: Path) -> None:
+def test_merge_with_different_update_and_insert_runs_on_the_general_path(stable: Path) -> None:
     session = lance_sql.connect(stable)
-    with pytest.raises(StatementRefusedError, match="same columns"):
-        session.sql("MERGE INTO t USING src s ON t.id = s.key "
-                    "WHEN MATCHED THEN UPDATE SET v = s.v "
-                    "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.key, 'new')")
-    assert versions(stable / "t.lance") == [1]
+    out = rows(session, "MERGE INTO t USING src s ON t.id = s.key "
+                        "WHEN MATCHED THEN UPDATE SET v = s.v "
+                        "WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.key, 'new')")
+    assert out == {"num_inserted_rows": [1], "num_updated_rows": [2], "num_deleted_rows": [0],
+                   "version": [2]}
+    expected = {"id": [1, 2, 3, 9], "v": ["a", "B", "c", "new"]}
+    assert rows(session, "SELECT id, v FROM t ORDER BY id") == expected
+    assert lance.dataset(stable / "t.lance").to_table().sort_by("id").to_pydict() == expected
 
 
 # -- tags, restore, DELETE count ---------------------------------------------------------------
@@ -493,7 +523,7 @@ _WORDS = ["CREATE", "TABLE", "INSERT", "INTO", "OVERWRITE", "DROP", "ALTER", "AD
           "RENAME", "TO", "MERGE", "USING", "ON", "WHEN", "MATCHED", "NOT", "BY", "SOURCE",
           "THEN", "UPDATE", "SET", "DELETE", "VALUES", "SELECT", "AS", "OF", "VERSION", "TAG",
           "RESTORE", "IF", "EXISTS", "PRIMARY", "KEY", "NULL", "t", "s", "x", "*", "(", ")",
-          ",", ".", "=", ";", "'v'", "1", '"q"', "AND"]
+          ",", ".", "=", ";", "'v'", "1", '"q"', "AND", "DO", "NOTHING", "TARGET"]
 
 
 @settings(max_examples=400, deadline=None)
@@ -503,8 +533,11 @@ def test_statement_parsers_only_raise_typed_errors(words: list[str]) -> None:
     for parse in (parse_statement, parse_merge):
         try:
             stmt = parse(sql)
-            if stmt is not None and hasattr(stmt, "source_sql"):
-                stmt.source_sql()
+            if isinstance(stmt, Merge):
+                form = stmt.merge_insert_form()
+                if form is not None:
+                    form.source_sql()
+                merge_query(stmt)
         except lance_sql.LanceError:
             pass
 

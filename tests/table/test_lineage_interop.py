@@ -200,6 +200,8 @@ MERGES = {
              .when_not_matched_by_source_delete(), [1, 2, 3, 10, 11, 40]),
     "update_only": (lambda b: b.when_matched_update_all(), [0, 5, 17, 99]),
     "insert_only": (lambda b: b.when_not_matched_insert_all(), [4, 50, 51, 52]),
+    "matched_delete": (lambda b: b.when_matched_delete().when_not_matched_insert_all(),
+                       [1, 2, 13, 60, 61]),
     "delete_some": (lambda b: b.when_matched_update_all()
                     .when_not_matched_by_source_delete("id > 12"), [1, 2, 13, 60]),
     "conditional": (lambda b: b.when_matched_update_all(condition="target.v != source.v")

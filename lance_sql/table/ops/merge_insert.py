@@ -11,10 +11,15 @@ pylance's builder, same names and result::
 The source is joined with the target's key columns (a pyarrow hash join, no per-row
 Python). Matched rows are rewritten with the source's values (columns the source
 lacks keep their old values) and, on tables with stable row ids, keep their row id and
-creation version; unmatched source rows are inserted (columns it lacks are NULL);
-target rows no source row matched are deleted when asked. A target row matched by two
-source rows is an error, as in pylance; NULL keys never match. Conditions see the
-joined row as two structs, ``target`` and ``source``.
+creation version (``when_matched_delete()`` deletes them instead); unmatched source
+rows are inserted (columns it lacks are NULL); target rows no source row matched are
+deleted when asked. A target row matched by two source rows is an error, as in
+pylance; NULL keys never match. Conditions see the joined row as two structs,
+``target`` and ``source``.
+
+:func:`apply_row_changes` commits a merge computed elsewhere (SQL's general MERGE,
+evaluated by DataFusion) the same way: one Update, row lineage kept, racing inserts of
+a key checked.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment
+from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment, deleted_offsets
 from lance_sql.table.ops.key_match import KeyMatcher
 from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.read.scan import Scanner, plan_scan, scan_fragment, take_addresses
@@ -53,6 +58,7 @@ class MergeSpec:
     on: tuple[str, ...]
     update: bool = False
     update_condition: str | None = None
+    delete_matched: bool = False  # when_matched_delete: matched rows are deleted
     insert: bool = False
     delete: bool = False
     delete_condition: str | None = None
@@ -81,7 +87,11 @@ class MergeInsertBuilder:
         return self
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
-        return self._with(update=True, update_condition=condition)
+        return self._with(update=True, update_condition=condition, delete_matched=False)
+
+    def when_matched_delete(self) -> MergeInsertBuilder:
+        """Delete every target row a source row matches (pylance's; replaces an update)."""
+        return self._with(update=False, update_condition=None, delete_matched=True)
 
     def when_not_matched_insert_all(self) -> MergeInsertBuilder:
         return self._with(insert=True)
@@ -176,7 +186,7 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
     # Several source rows matching one target row are ambiguous only where a matched row
     # is acted on (updated, or deleted by a tombstone); an insert-only merge leaves
     # matched rows alone, as pylance's does (it inserts each unmatched row, repeats too).
-    if (spec.update or tombstones.any()) and np.any(counts > 1):
+    if (spec.update or spec.delete_matched or tombstones.any()) and np.any(counts > 1):
         row = _take_target(store, base, unique_addr[counts > 1][:1], keys).to_pylist()[0]
         raise InvalidInputError(
             f"ambiguous merge_insert: several source rows match the target row with {row}; "
@@ -191,6 +201,10 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
                 rewrite.remove(frag, offsets)
             deleted += int(doomed.sum())
             src_rows, addresses = src_rows[~doomed], addresses[~doomed]
+        if spec.delete_matched and len(addresses):
+            for frag, offsets, _ in by_fragment(base, addresses):
+                rewrite.remove(frag, offsets)
+            deleted += len(addresses)
         if spec.update and len(src_rows):
             if spec.update_condition is not None:
                 names = [f.name for f in base.schema.fields]
@@ -334,3 +348,84 @@ def _delete_unmatched(store: ObjectStore, base: Manifest, rewrite: RowRewrite, t
     for frag, offsets, _ in by_fragment(base, doomed):
         rewrite.remove(frag, offsets)
     return len(doomed)
+
+
+@dataclass(frozen=True)
+class RowChanges:
+    """What a merge computed elsewhere (SQL's general MERGE) does to one version: rows
+    deleted, rows updated (each group: addresses and the new values of the columns it
+    sets; the other columns keep theirs), rows inserted (the columns they set; the
+    others NULL)."""
+
+    deleted: np.ndarray
+    updated: tuple[tuple[np.ndarray, pa.Table], ...] = ()
+    inserted: tuple[pa.Table, ...] = ()
+
+
+def apply_row_changes(ctx: WriteContext, changes: Callable[[Manifest], RowChanges],
+                      keys: Sequence[str] = ()) -> tuple[dict[str, int], Manifest | None]:
+    """Commit what ``changes`` computes for the version the write starts from as one
+    Update, as :func:`merge_insert` commits its rows: updated rows keep their row ids
+    and creation versions, inserted rows get new ones; a row both updated and deleted,
+    or updated twice, is an InvalidInputError. Inserted rows whose ``keys`` a
+    concurrent writer inserted first make a retryable conflict. Returns pylance's
+    counts and the committed manifest."""
+    base, store = ctx.table, ctx.store
+    found = changes(base)
+    arrow = base.schema.to_arrow()
+    updated_addr = np.concatenate([np.asarray(a, np.uint64) for a, _ in found.updated]
+                                  or [np.zeros(0, np.uint64)])
+    deleted = np.asarray(found.deleted, np.uint64)
+    touched = np.concatenate([updated_addr, deleted])
+    _check_live(store, base, touched)
+    rewrite = RowRewrite(ctx)
+    modified: set[str] = set()
+    try:
+        for frag, offsets, _ in by_fragment(base, deleted):
+            rewrite.remove(frag, offsets)
+        if len(updated_addr):
+            groups = []
+            for addresses, values in found.updated:
+                unset = [f.name for f in arrow if f.name not in values.column_names]
+                old = _take_target(store, base, np.asarray(addresses, np.uint64), unset) \
+                    if unset else None
+                groups.append(_complete(base, values, old))
+                modified.update(values.column_names)
+            rows = pa.concat_tables(groups)
+            for frag, offsets, positions in by_fragment(base, updated_addr):
+                rewrite.rewrite(frag, offsets, rows.take(pa.array(positions)))
+        inserted = pa.concat_tables([_complete(base, t) for t in found.inserted]) \
+            if found.inserted else None
+        if inserted is not None and inserted.num_rows:
+            rewrite.insert(inserted)
+    except BaseException:
+        rewrite.writer.abort()
+        raise
+    fields = tuple(leaf.id for top in base.schema.fields if top.name in modified
+                   for leaf in top.walk())
+    new_keys = inserted.select(list(keys)) if keys and inserted is not None \
+        and inserted.num_rows else None
+    check = _no_concurrent_inserts(store, list(keys), new_keys) \
+        if new_keys is not None else None
+    manifest = rewrite.commit(fields, check)
+    return {"num_inserted_rows": 0 if inserted is None else inserted.num_rows,
+            "num_updated_rows": len(updated_addr), "num_deleted_rows": len(deleted)}, manifest
+
+
+def _check_live(store: ObjectStore, base: Manifest, addresses: np.ndarray) -> None:
+    """Refuse, before anything is written, an address given twice, past its fragment's
+    rows, or of a row deleted in ``base`` (sorts and masks: no hashing, which is slow on
+    row addresses)."""
+    ordered = np.sort(addresses)
+    if len(ordered) > 1 and not np.all(ordered[1:] != ordered[:-1]):
+        raise InvalidInputError("a merge changes one target row twice")
+    for frag, offsets, _ in by_fragment(base, ordered):
+        if len(offsets) and int(offsets[-1]) >= frag.physical_rows:
+            raise InvalidInputError(f"row address past the {frag.physical_rows} rows of "
+                                    f"fragment {frag.id}")
+        deleted = deleted_offsets(store, base, frag)
+        if len(deleted):
+            dead = np.zeros(frag.physical_rows, bool)
+            dead[deleted] = True
+            if dead[offsets].any():
+                raise InvalidInputError(f"a merge changes a deleted row of fragment {frag.id}")

@@ -192,6 +192,10 @@ def test_an_insert_only_merge_ignores_repeated_matched_keys_as_pylance(tmp_path:
     with pytest.raises(InvalidInputError, match="ambiguous"):  # an upsert still refuses
         lance_sql.dataset(str(tmp_path / "lance_sql")).merge_insert("id") \
             .when_matched_update_all().execute(source)
+    for lib, error in ((lance_sql, InvalidInputError), (lance, OSError)):
+        with pytest.raises(error, match="(?i)ambiguous"):  # so does a matched delete
+            lib.dataset(str(tmp_path / lib.__name__)).merge_insert("id") \
+                .when_matched_delete().execute(source)
 
 
 def test_matcher_sorted_and_unsorted_fragments_agree() -> None:
