@@ -201,3 +201,19 @@ def _walk(node) -> Iterator:
     yield node
     for child in node.children:
         yield from _walk(child)
+
+
+def test_conform_hands_back_a_batch_already_of_the_schema() -> None:
+    from lance_sql.memwal.read.nodes import conform
+
+    batch = rows([1, 2], "c").to_batches()[0]
+    assert conform(batch, batch.schema) is batch  # no new batch made
+    # field metadata, nullability, order, types and missing columns still conform
+    plain = pa.schema([pa.field("id", pa.int64(), nullable=False), *list(SCHEMA)[1:]])
+    out = conform(batch, plain)
+    assert out is not batch and out.schema.equals(plain, check_metadata=True)
+    wanted = pa.schema([pa.field("s", pa.string()), pa.field("id", pa.int32()),
+                        pa.field("x", pa.float32())])
+    out = conform(batch, wanted)
+    assert out.schema == wanted and out.to_pydict() == {
+        "s": ["c-1", "c-2"], "id": [1, 2], "x": [None, None]}
