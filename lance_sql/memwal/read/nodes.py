@@ -11,8 +11,11 @@ newest of their key (:class:`NewestRows`), and then streams every source — eac
 user's filter pushed into it — keeping a newer source's row only if it is its key's
 winner, and a base-table row only if no newer source holds its key. Nothing is
 materialised but the newer sources' keys. The winners are cached per set of immutable
-newer sources; with a BTREE index on the key, the base rows newer keys hide are found
-in it and left out by the base scan itself (:mod:`.hidden`), so base rows stream as read.
+newer sources, and a newer source scanned without a pushed filter is read as its winning
+rows, cached per source, newer sources of its region and projection
+(:meth:`NewestRows.winning_rows`); with a BTREE index on the key, the base rows newer
+keys hide are found in it and left out by the base scan itself (:mod:`.hidden`), so base
+rows stream as read.
 
 Lookups: ``CoalesceFirstExec`` over ``BloomFilterGuardExec`` + ``TakeLastExec`` per
 generation, newest first, then the base table's ``TakeLastExec``; keys found (a
