@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 import pytest
+from test_lsm_hidden import SCHEMA, rows  # the same rows (nulls, strings, 7 categories)
 
 import lance_sql
 from lance_sql.format.region_spec import RegionSpec
@@ -22,21 +23,8 @@ from lance_sql.memwal.read import nodes
 from lance_sql.memwal.read.nodes import DeduplicateExec, ScanExec
 from lance_sql.table.runtime.context import current_runtime
 
-PK = {"lance-schema:unenforced-primary-key": "true"}
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
-                    pa.field("v", pa.float64()), pa.field("cat", pa.int32()),
-                    pa.field("s", pa.string())])
 _names = itertools.count()
 KIND = "lsm_winning_rows"
-
-
-def rows(ids, tag: str) -> pa.Table:
-    ids = np.asarray(ids, np.int64)
-    return pa.table({"id": ids,
-                     "v": pa.array([None if i % 10 == 0 else float(i) + len(tag)
-                                    for i in ids.tolist()], pa.float64()),
-                     "cat": pa.array((ids % 7).astype(np.int32)),
-                     "s": pa.array([f"{tag}-{i}" for i in ids.tolist()])}, schema=SCHEMA)
 
 
 @pytest.fixture
