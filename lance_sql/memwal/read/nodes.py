@@ -11,8 +11,11 @@ newest of their key (:class:`NewestRows`), and then streams every source — eac
 user's filter pushed into it — keeping a newer source's row only if it is its key's
 winner, and a base-table row only if no newer source holds its key. Nothing is
 materialised but the newer sources' keys. The winners are cached per set of immutable
-newer sources; with a BTREE index on the key, the base rows newer keys hide are found
-in it and left out by the base scan itself (:mod:`.hidden`), so base rows stream as read.
+newer sources, and a newer source scanned without a pushed filter is read as its winning
+rows, cached per source, newer sources of its region and projection
+(:meth:`NewestRows.winning_rows`); with a BTREE index on the key, the base rows newer
+keys hide are found in it and left out by the base scan itself (:mod:`.hidden`), so base
+rows stream as read.
 
 Lookups: ``CoalesceFirstExec`` over ``BloomFilterGuardExec`` + ``TakeLastExec`` per
 generation, newest first, then the base table's ``TakeLastExec``; keys found (a
@@ -26,7 +29,8 @@ candidates a newer generation may hold (bloom filters; or exact keys), ``SortExe
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +46,7 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, VERSION_COLUMNS
 from lance_sql.table.read.masks import bool_array
-from lance_sql.table.runtime.cache import LSM_WINNERS
+from lance_sql.table.runtime.cache import LSM_WINNERS, LSM_WINNING_ROWS
 from lance_sql.table.runtime.context import current_runtime
 from lance_sql.table.runtime.workers import WorkerPool
 
@@ -67,6 +71,8 @@ def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatc
         if isinstance(data, pa.Table):
             return pa.record_batch({"_": pa.nulls(data.num_rows)}).select([])
         return data.select([])
+    if isinstance(data, pa.RecordBatch) and data.schema.equals(schema, check_metadata=True):
+        return data  # already so (most batches of a scan): ~0.1 us against ~20 below
     if isinstance(data, pa.Table) and data.schema.names == schema.names:
         batches = data.combine_chunks().to_batches()
         if len(batches) == 1:
@@ -175,11 +181,19 @@ class ScanExec(ExecNode):
             (residual if names & local else pushed).append(part)
         self.pushed, self.residual = _and(pushed), _and(residual)
 
+    @property
+    def read_names(self) -> list[str]:
+        """The columns read from the source (``_gen`` and ``_region`` are made here)."""
+        return [n for n in self.schema.names if n not in SOURCE_COLUMNS]
+
     @measured
     def execute(self, drop_rows: Mapping[int, np.ndarray] | None = None,
-                omit: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
+                omit: Sequence[str] = (), rows: WinningRows | None = None
+                ) -> Iterator[pa.RecordBatch]:
         """``drop_rows``: the source's rows to leave out (see :meth:`Source.scan`);
-        ``omit``: columns nobody reads after this node, left out of its batches (not read)."""
+        ``omit``: columns nobody reads after this node, left out of its batches (not read);
+        ``rows``: the source's rows to scan instead of the source (its winning rows, in
+        memory: see :meth:`NewestRows.winning_rows`; only without a pushed filter)."""
         residual = None
         if self.residual is not None:
             residual = to_pyarrow(self.residual, self.schema)
@@ -188,8 +202,14 @@ class ScanExec(ExecNode):
         if omit:
             schema = pa.schema([f for f in schema if f.name not in omit])
         wanted = [n for n in schema.names if n not in SOURCE_COLUMNS]
-        scan = (self.source.scan(wanted, self.pushed) if not drop_rows
-                else self.source.scan(wanted, self.pushed, drop_rows))
+        if rows is not None:
+            if self.pushed is not None:
+                raise InvalidInputError("a scan with a pushed filter reads its source")
+            scan: Iterable[pa.RecordBatch] = rows.table.to_batches()
+        elif not drop_rows:
+            scan = self.source.scan(wanted, self.pushed)
+        else:
+            scan = self.source.scan(wanted, self.pushed, drop_rows)
         for batch in scan:
             if not batch.num_rows:
                 continue
@@ -276,6 +296,37 @@ class _Winners:
         return self._all
 
 
+@dataclass(frozen=True)
+class WinningRows:
+    """A newer source's rows that are their key's newest version (see
+    :meth:`NewestRows.winning_rows`), and how many of its rows are not."""
+
+    table: pa.Table
+    left_out: int
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.table.nbytes) + 64
+
+
+def _region_chains(sources: Sequence[Source], type_names: tuple[str, ...]
+                   ) -> dict[int, Hashable]:
+    """Per source (by ``id``), what its winners depend on (see :meth:`_Winners.of`): its
+    identity and those of the newer sources of its region, newest first, with the key
+    types; only sources whose rows are held in memory."""
+    groups: dict[object, list[Source]] = {}
+    for s in sources:
+        groups.setdefault(s.region, []).append(s)
+    out: dict[int, Hashable] = {}
+    for group in groups.values():
+        chain: list[Hashable] = []
+        for s in sorted(group, key=lambda x: -x.gen):  # (the order _Winners.of takes)
+            chain.append(s.identity)
+            if s.holds_rows:
+                out[id(s)] = (tuple(chain), type_names)
+    return out
+
+
 class NewestRows:
     """Which rows of a set of sources are their key's newest version.
 
@@ -292,16 +343,46 @@ class NewestRows:
         self.hidden: HiddenRows | None = None
         newer = [s for s in sources if not s.is_base]
         identities = [s.identity for s in newer]
+        self._chains: dict[int, Hashable] = {}
         if all(i is not None for i in identities):
             # the same immutable sources (generations, MemTable snapshots) give the same
             # winners: worked out once per set of sources
-            key = (tuple(identities), tuple(str(t) for t in self.key_types))
+            type_names = tuple(str(t) for t in self.key_types)
+            key = (tuple(identities), type_names)
             found = current_runtime().cache.get_or_load(
                 LSM_WINNERS, key, lambda: _Winners.of(newer, self.key_types))
+            self._chains = _region_chains(newer, type_names)
         else:
             found = _Winners.of(newer, self.key_types)
         self._found: _Winners = found
         self._winners = {id(s): w for s, w in zip(newer, found.winners, strict=True)}
+
+    def winning_rows(self, source: Source, names: Sequence[str]) -> WinningRows | None:
+        """The rows of newer ``source`` that win (the ``names`` it has, in address order:
+        what a scan of it without a filter keeps), kept in the runtime's cache per
+        source, newer sources of its region and ``names``: a source's winners depend on
+        those alone, and they never change (generations, MemTable snapshots). None when
+        its rows are not held in memory or may change (no identity): the scan then
+        reads the source and :meth:`keep` decides per batch."""
+        chain = self._chains.get(id(source))
+        if chain is None:
+            return None
+        wanted = tuple(dict.fromkeys(names))
+
+        def load() -> WinningRows:
+            table = source.held_rows()
+            rowaddr = np.asarray(numpy_of(table.column(ROW_ADDR)), np.uint64)
+            present = set(table.schema.names)
+            table = table.select([n for n in wanted if n in present])
+            winners = self._winners[id(source)]
+            mask = members(winners, rowaddr) if winners.size else \
+                np.zeros(rowaddr.size, bool)
+            kept = int(np.count_nonzero(mask))
+            if kept < mask.size:
+                table = table.filter(bool_array(mask))
+            return WinningRows(table, mask.size - kept)
+
+        return current_runtime().cache.get_or_load(LSM_WINNING_ROWS, (chain, wanted), load)
 
     def _cast(self, keys: list[pa.Array]) -> list[pa.Array]:
         return _cast(keys, self.key_types)
@@ -431,6 +512,15 @@ class DeduplicateExec(ExecNode):
                     metrics.add("rows_in", batch.num_rows)
                     yield batch
                 return
+            if not scan.source.is_base and scan.pushed is None:
+                rows = newest.winning_rows(scan.source, scan.read_names)
+                if rows is not None:  # every row it yields wins
+                    metrics.add("newer_rows_left_out", rows.left_out)
+                    for batch in scan.execute(rows=rows):
+                        union.metrics.output(batch.num_rows)
+                        metrics.add("rows_in", batch.num_rows)
+                        yield batch
+                    return
             for batch in scan.execute(drop if scan.source.is_base else None):
                 union.metrics.output(batch.num_rows)
                 keys = [batch.column(k) for k in self.key_columns]

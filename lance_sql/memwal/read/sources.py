@@ -65,6 +65,7 @@ class Source:
 
     kind = "source"
     exact_lookup = False  # lookups go through an exact in-memory key index (no bloom)
+    holds_rows = False  # its rows are in memory: see held_rows
 
     def __init__(self, gen: int, region: uuid.UUID | None, region_index: int | None,
                  key_columns: Sequence[str]) -> None:
@@ -99,6 +100,12 @@ class Source:
         raise NotImplementedError
 
     def key_rows(self) -> KeyRows:
+        raise NotImplementedError
+
+    def held_rows(self) -> pa.Table:
+        """Every row (tombstones too) with ``_rowaddr``, in address order, as the source
+        holds them in memory (sources whose ``holds_rows`` is true): what a scan without
+        a filter yields."""
         raise NotImplementedError
 
     def bloom(self) -> PrimaryKeyBloom | None:
@@ -196,6 +203,7 @@ class GenerationSource(_LanceSource):
     """A flushed MemTable: a Lance table of the table's columns plus ``_tombstone``."""
 
     kind = "flushed"
+    holds_rows = True
 
     @property
     def identity(self) -> Hashable:
@@ -214,6 +222,9 @@ class GenerationSource(_LanceSource):
 
         return current_runtime().cache.get_or_load(GENERATION_ROWS, (ds.store.uri, ds.version),
                                                    load)
+
+    def held_rows(self) -> pa.Table:
+        return self.rows()
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
              drop_rows: Mapping[int, np.ndarray] | None = None
@@ -391,6 +402,7 @@ class InMemorySource(Source):
     ``_tombstone`` (tests build sources this way; MemTables are one)."""
 
     kind = "memory"
+    holds_rows = True
 
     def __init__(self, table: pa.Table, gen: int, region: uuid.UUID | None,
                  region_index: int | None, key_columns: Sequence[str]) -> None:
@@ -412,6 +424,9 @@ class InMemorySource(Source):
             table = filter_table(table, resolved)
         names = [c for c in columns if c in table.column_names]
         yield from table.select(names).to_batches(max_chunksize=BATCH_ROWS)
+
+    def held_rows(self) -> pa.Table:
+        return self.table
 
     def key_rows(self) -> KeyRows:
         if self._rows is None:

@@ -223,6 +223,11 @@ LSM_WINNERS = CacheKind(
     "lsm_winners", 256 * MiB, 4096, _nbytes,
     "per set of newer MemWAL sources (generations, MemTable snapshots), each one's newest "
     "rows and the keys they hold, decided by LSM scans")
+LSM_WINNING_ROWS = CacheKind(
+    "lsm_winning_rows", 256 * MiB, 4096, _nbytes,
+    "per newer MemWAL source held in memory (a generation, a MemTable snapshot), the "
+    "newer sources of its region and a projection: its rows that are their key's newest, "
+    "as LSM scans without a filter read them")
 LSM_KEY_DIRECTORIES = CacheKind(
     "lsm_key_directories", 256 * MiB, 256, _nbytes,
     "per set of flushed MemWAL generations, every key they hold with its newest row "
@@ -240,7 +245,8 @@ KINDS: tuple[CacheKind, ...] = (
     MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
     GENERATION_TABLES, GENERATION_KEYS, GENERATION_ROWS, GENERATION_BLOOMS,
-    BASE_ROWS_HIDDEN, LSM_WINNERS, LSM_KEY_DIRECTORIES, REGION_VALUES, LSM_VIEWS,
+    BASE_ROWS_HIDDEN, LSM_WINNERS, LSM_WINNING_ROWS, LSM_KEY_DIRECTORIES, REGION_VALUES,
+    LSM_VIEWS,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
 
