@@ -338,8 +338,9 @@ class BaseSource(_LanceSource):
         cannot be read — the scanner then finds the keys, with its warning)."""
         ds = self.dataset
         key = self.key_columns[0]
-        # many keys of a one-column key: its column built from the keys the index holds
-        # (one key: its column read with the row costs no more than that; measured)
+        # many keys of a one-column key: its column built from the keys the index holds,
+        # numbers or strings (one key: its column read with the row costs no more than
+        # that; measured)
         keyed = keys.num_rows > 1 and len(self.key_columns) == 1 and key in columns
         try:
             found = (keyed_addresses if keyed else _unkeyed_addresses)(
@@ -357,9 +358,10 @@ class BaseSource(_LanceSource):
         table = self._take(addresses, [c for c in readable if c != key])
         at = np.searchsorted(addresses, table.column(ROW_ADDR).to_numpy())
         key_type = self.schema.field(key).type
+        column = (pa.array(indexed_keys[at], key_type) if isinstance(indexed_keys, np.ndarray)
+                  else indexed_keys.take(pa.array(at, pa.int64())))  # strings: Arrow
         KEYS_FROM_INDEX[0] += 1
-        return table.add_column(readable.index(key), pa.field(key, key_type),
-                                pa.array(indexed_keys[at], key_type))
+        return table.add_column(readable.index(key), pa.field(key, key_type), column)
 
     def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """Fragments last to first, key columns only, until every key is found; then the

@@ -28,7 +28,9 @@ from lance_sql.format.btree import (
     PageLookup,
     SortedKeys,
     SortedPage,
+    arrow_of_fixed,
     build_lookup,
+    fixed_bytes,
     matches,
     page_data_schema,
     sortable,
@@ -52,6 +54,9 @@ INDEX_DIR = "_indices"
 # A search touching at least this many pages reads those not cached together (keys_of).
 BATCH_PAGES = 8
 _FEW_IDS = 16  # ids of at most this many entries found by a one-key search: read singly
+# Counts of searches of many string / binary keys answered with the pages' fixed-width
+# bytes (one numpy search per page, not a set test of every value of it) (tests).
+BYTES_SET_SEARCHES = [0]
 
 
 def index_key(uuid: str, name: str) -> str:
@@ -241,19 +246,44 @@ class BTreeIndex:
         the entries found."""
         return self.ids_at(self._rows(query))
 
-    def search_keyed(self, query: KeyQuery) -> tuple[np.ndarray, np.ndarray | None]:
-        """:meth:`search`, with the key of each id found (same order; None when the key
-        type is not an integer, or a page's keys hold nulls there). A caller wanting
-        the rows' keys takes them from here instead of reading the key column again:
-        the entry's key is the key of the row it names (rows never change in place)."""
-        rows = self._rows(query)
+    def search_keyed(self, query: KeyQuery) -> tuple[np.ndarray, np.ndarray | pa.Array | None]:
+        """:meth:`search`, with the key of each id found (same order): numbers of the key
+        type for an integer key, an Arrow array for a string / binary one (None for
+        other types, or when a page's keys hold nulls there). A caller wanting the rows'
+        keys takes them from here instead of reading the key column again: the entry's
+        key is the key of the row it names (rows never change in place)."""
+        rows, found = self._found(query)
         one = _one_integer(query, self.key_type)
-        if one is not None:  # every entry found equals the one key: no page is decoded
-            keys: np.ndarray | None = np.full(rows.size, one,
-                                              self.key_type.to_pandas_dtype())
+        keys: np.ndarray | pa.Array | None
+        if found is not None:  # the search found them with the entries
+            keys = found
+        elif one is not None:  # every entry found equals the one key: no page is decoded
+            keys = np.full(rows.size, one, self.key_type.to_pandas_dtype())
+        elif _is_bytes_type(self.key_type):
+            keys = self.byte_keys_at(rows)
         else:
             keys = self.keys_at(rows)
         return self.ids_at(rows), keys
+
+    def byte_keys_at(self, rows: np.ndarray) -> pa.Array | None:
+        """The keys of page_data entries ``rows`` (sorted positions) of a string / binary
+        key, taken from the pages' values (cached: a search read them just now) in one
+        take; None when one of them is null."""
+        if not rows.size:
+            return pa.array([], self.key_type)
+        size = self.lookup.batch_size
+        pages, inverse = np.unique(rows // size, return_inverse=True)
+        listed = pages.tolist()
+        loaded = (self.keys_of(listed) if len(listed) >= BATCH_PAGES
+                  else [self.keys(p) for p in listed])
+        lengths = np.fromiter((len(k.values) for k in loaded), np.int64, len(loaded))
+        starts = np.cumsum(lengths) - lengths
+        at = starts[inverse] + rows - pages[inverse] * size
+        if (at >= starts[inverse] + lengths[inverse]).any():
+            raise FormatError(f"{self.path}: an entry past its page's end")
+        values = pa.chunked_array([k.values for k in loaded], self.key_type).take(
+            array_from_numpy(at)).combine_chunks()
+        return None if values.null_count else values
 
     def keys_at(self, rows: np.ndarray) -> np.ndarray | None:
         """The keys of page_data entries ``rows`` (sorted positions) as numbers of the key
@@ -286,12 +316,21 @@ class BTreeIndex:
 
     def _rows(self, query: KeyQuery) -> np.ndarray:
         """Sorted positions in page_data of the entries matching ``query``."""
+        return self._found(query)[0]
+
+    def _found(self, query: KeyQuery) -> tuple[np.ndarray, pa.Array | None]:
+        """:meth:`_rows`, with the entries' keys when a search of many string / binary
+        keys found them on the way (else None)."""
         pages = self.bounds.pages(query).tolist()
         if len(pages) == 1:
             one = self._search_one(pages[0], query)
             if one is not None:
-                return one
+                return one, None
         wanted = _sorted_numbers(query) if len(pages) > 1 else None
+        if wanted is None and len(pages) > 1:
+            wanted_bytes = _sorted_bytes(query, self.key_type)
+            if wanted_bytes is not None:
+                return self._search_bytes(pages, query, wanted_bytes)
         if wanted is not None and len(pages) >= BATCH_PAGES:
             facts = current_runtime().cache.get_or_load(
                 INDEX_PAGES, (self.path, self.uuid, _DENSE),
@@ -303,7 +342,26 @@ class BTreeIndex:
                     known, wanted, self.lookup.batch_size)]))
         else:
             rows = self._search_pages(pages, query, wanted, None)
-        return rows
+        return rows, None
+
+    def _search_bytes(self, pages: list[int], query: KeyQuery, wanted: np.ndarray
+                      ) -> tuple[np.ndarray, pa.Array | None]:
+        """Sorted positions in page_data of the entries of ``pages`` equal to one of
+        ``wanted`` (the query's string / binary keys as sorted unique fixed-width bytes),
+        with their keys: each page's wanted keys found by two numpy searches of its
+        fixed-width bytes, not by a set test of all its values; pages without that form
+        are searched as before (no keys then)."""
+        loaded = (self.keys_of(pages) if len(pages) >= BATCH_PAGES
+                  else [self.keys(p) for p in pages])
+        if not all(page.fixed is not None or page.nulls == len(page.values)
+                   for page in loaded):
+            return self._search_pages(pages, query, None, None), None
+        BYTES_SET_SEARCHES[0] += 1
+        size = self.lookup.batch_size
+        rows, which = _select_bytes([(page, p * size)
+                                     for p, page in zip(pages, loaded, strict=True)
+                                     if page.fixed is not None], wanted)
+        return rows, arrow_of_fixed(wanted[which], self.key_type)
 
     def _search_pages(self, pages: list[int], query: KeyQuery, wanted: np.ndarray | None,
                       facts: DensePages | None) -> np.ndarray:
@@ -500,6 +558,54 @@ def _sorted_numbers(query: KeyQuery) -> np.ndarray | None:
     if keys is None or keys.dtype.kind not in "iufb":
         return None
     return np.unique(keys)
+
+
+def _is_bytes_type(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t))
+
+
+def _sorted_bytes(query: KeyQuery, key_type: pa.DataType) -> np.ndarray | None:
+    """The non-null keys of a set query of string / binary keys as sorted unique
+    fixed-width bytes (see :func:`fixed_bytes`; None: another query, or no such form)."""
+    if not isinstance(query, KeySet) or len(query.values) < 2 or \
+            not query.values.type.equals(key_type) or not _is_bytes_type(key_type):
+        return None
+    values = query.values.drop_null() if query.values.null_count else query.values
+    fixed = fixed_bytes(values)
+    return None if fixed is None else np.unique(fixed)
+
+
+def _select_bytes(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (page base added) of the entries of ``pages`` ((page, base) in page order,
+    each with its fixed-width bytes) equal to one of ``wanted`` (sorted unique fixed-width
+    bytes), sorted, and the position in ``wanted`` of each one's key: which wanted keys
+    fall in each page's range found for all pages in two searches, then two searches of
+    each page's own bytes for those keys (as :func:`_select_many` does for numbers)."""
+    none = np.empty(0, np.int64)
+    if not pages:
+        return none, none
+    firsts = np.array([page.fixed[0] for page, _ in pages])  # type: ignore[index]
+    lasts = np.array([page.fixed[-1] for page, _ in pages])  # type: ignore[index]
+    lo = np.searchsorted(wanted, firsts, "left").tolist()
+    hi = np.searchsorted(wanted, lasts, "right").tolist()
+    starts, lengths, keys = [], [], []
+    for (page, base), a, b in zip(pages, lo, hi, strict=True):
+        if b <= a:
+            continue
+        fixed = page.fixed
+        assert fixed is not None
+        here = wanted[a:b]
+        first = fixed.searchsorted(here, "left")
+        starts.append(first + (base + page.nulls))
+        lengths.append(fixed.searchsorted(here, "right") - first)
+        keys.append(np.arange(a, b, dtype=np.int64))
+    if not starts:
+        return none, none
+    length = np.concatenate(lengths).astype(np.int64, copy=False)
+    return (_run_positions(np.concatenate(starts).astype(np.int64, copy=False), length),
+            np.repeat(np.concatenate(keys), length))
 
 
 def _select_numbers(page: SortedKeys, wanted: np.ndarray) -> np.ndarray:
