@@ -408,13 +408,33 @@ class PageBounds:
     lookup: PageLookup
     min_keys: np.ndarray | None
     max_keys: np.ndarray | None
+    # string / binary bounds as fixed-width bytes (see fixed_bytes): a set of many such
+    # keys finds its pages by numpy searches, not Python comparisons (None: no such form)
+    min_fixed: np.ndarray | None = None
+    max_fixed: np.ndarray | None = None
 
     @classmethod
     def of(cls, lookup: PageLookup) -> PageBounds:
         lo, hi = sortable(lookup.mins), sortable(lookup.maxs)
         if lo is None or hi is None or not (is_sorted(lo) and is_sorted(hi)):
             return cls(lookup, None, None)
+        mins, maxs = lookup.mins, lookup.maxs
+        if _is_bytes(mins.type) and len(mins):
+            # a null bound (a page of nulls first) as the lowest key, as sortable has it
+            lowest = pa.scalar(b"", mins.type)
+            lo_fixed = fixed_bytes(mins.fill_null(lowest) if mins.null_count else mins)
+            hi_fixed = fixed_bytes(maxs.fill_null(lowest) if maxs.null_count else maxs)
+            if lo_fixed is not None and hi_fixed is not None:
+                return cls(lookup, lo, hi, lo_fixed, hi_fixed)
         return cls(lookup, lo, hi)
+
+    def fixed_pages(self, wanted: np.ndarray) -> np.ndarray | None:
+        """Pages that may hold one of ``wanted`` (string / binary keys as fixed-width
+        bytes), found by numpy searches of the bounds (None: no fixed-width bounds)."""
+        if self.min_fixed is None or self.max_fixed is None:
+            return None
+        return _ranges_union(np.searchsorted(self.max_fixed, wanted, side="left"),
+                             np.searchsorted(self.min_fixed, wanted, side="right"))
 
     def pages(self, query: KeyQuery) -> np.ndarray:
         """Pages that may hold keys matching ``query`` (sorted page numbers)."""

@@ -166,7 +166,8 @@ class BTreeIndex:
 
     def nbytes(self) -> int:
         """Memory the index holds while open (page bounds; pages are cached apart)."""
-        keys = [k for k in (self.bounds.min_keys, self.bounds.max_keys) if k is not None]
+        keys = [k for k in (self.bounds.min_keys, self.bounds.max_keys,
+                            self.bounds.min_fixed, self.bounds.max_fixed) if k is not None]
         return self.lookup.nbytes() + sum(k.nbytes for k in keys)
 
     def page(self, page: int) -> SortedPage:
@@ -321,16 +322,16 @@ class BTreeIndex:
     def _found(self, query: KeyQuery) -> tuple[np.ndarray, pa.Array | None]:
         """:meth:`_rows`, with the entries' keys when a search of many string / binary
         keys found them on the way (else None)."""
-        pages = self.bounds.pages(query).tolist()
+        wanted_bytes = _sorted_bytes(query, self.key_type)
+        found = None if wanted_bytes is None else self.bounds.fixed_pages(wanted_bytes)
+        pages = (self.bounds.pages(query) if found is None else found).tolist()
         if len(pages) == 1:
             one = self._search_one(pages[0], query)
             if one is not None:
                 return one, None
         wanted = _sorted_numbers(query) if len(pages) > 1 else None
-        if wanted is None and len(pages) > 1:
-            wanted_bytes = _sorted_bytes(query, self.key_type)
-            if wanted_bytes is not None:
-                return self._search_bytes(pages, query, wanted_bytes)
+        if wanted_bytes is not None and len(pages) > 1:
+            return self._search_bytes(pages, query, wanted_bytes)
         if wanted is not None and len(pages) >= BATCH_PAGES:
             facts = current_runtime().cache.get_or_load(
                 INDEX_PAGES, (self.path, self.uuid, _DENSE),
@@ -358,9 +359,14 @@ class BTreeIndex:
             return self._search_pages(pages, query, None, None), None
         BYTES_SET_SEARCHES[0] += 1
         size = self.lookup.batch_size
-        rows, which = _select_bytes([(page, p * size)
-                                     for p, page in zip(pages, loaded, strict=True)
-                                     if page.fixed is not None], wanted)
+        kept = [(p, page) for p, page in zip(pages, loaded, strict=True)
+                if page.fixed is not None]
+        bounds = None
+        lo, hi = self.bounds.min_fixed, self.bounds.max_fixed
+        if lo is not None and hi is not None:  # each page's key range, without the pages
+            at = np.array([p for p, _ in kept], np.int64)
+            bounds = (lo[at], hi[at])
+        rows, which = _select_bytes([(page, p * size) for p, page in kept], wanted, bounds)
         return rows, arrow_of_fixed(wanted[which], self.key_type)
 
     def _search_pages(self, pages: list[int], query: KeyQuery, wanted: np.ndarray | None,
@@ -576,18 +582,24 @@ def _sorted_bytes(query: KeyQuery, key_type: pa.DataType) -> np.ndarray | None:
     return None if fixed is None else np.unique(fixed)
 
 
-def _select_bytes(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray
+def _select_bytes(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray,
+                  bounds: tuple[np.ndarray, np.ndarray] | None = None
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Positions (page base added) of the entries of ``pages`` ((page, base) in page order,
     each with its fixed-width bytes) equal to one of ``wanted`` (sorted unique fixed-width
     bytes), sorted, and the position in ``wanted`` of each one's key: which wanted keys
-    fall in each page's range found for all pages in two searches, then two searches of
-    each page's own bytes for those keys (as :func:`_select_many` does for numbers)."""
+    fall in each page's range (``bounds``: each page's lowest and highest key from the
+    index's lookup, else the pages' own first and last) found for all pages in two
+    searches, then two searches of each page's own bytes for those keys (as
+    :func:`_select_many` does for numbers)."""
     none = np.empty(0, np.int64)
     if not pages:
         return none, none
-    firsts = np.array([page.fixed[0] for page, _ in pages])  # type: ignore[index]
-    lasts = np.array([page.fixed[-1] for page, _ in pages])  # type: ignore[index]
+    if bounds is not None:  # the lookup's lowest and highest key of each page
+        firsts, lasts = bounds
+    else:
+        firsts = np.array([page.fixed[0] for page, _ in pages])  # type: ignore[index]
+        lasts = np.array([page.fixed[-1] for page, _ in pages])  # type: ignore[index]
     lo = np.searchsorted(wanted, firsts, "left").tolist()
     hi = np.searchsorted(wanted, lasts, "right").tolist()
     starts, lengths, keys = [], [], []

@@ -86,6 +86,11 @@ def test_many_string_keys_equal_the_set_test(tmp_path: Path, writer_lib: str,
         assert btree_mod.BYTES_SET_SEARCHES[0] == before + 1
         assert general_ids.tolist() == ids.tolist()
         assert general_keys is not None and general_keys.equals(keys)
+    # the pages found by numpy searches of the bounds' fixed-width bytes: those the
+    # bounds' Python comparisons find
+    wanted = btree_mod._sorted_bytes(query, values.type)
+    assert wanted is not None and index.bounds.min_fixed is not None
+    assert index.bounds.fixed_pages(wanted).tolist() == index.bounds.pages(query).tolist()
     none = index.search_keyed(KeySet(pa.array(["absent1", "absent2", "~"])))
     assert none[0].size == 0 and none[1] is not None and len(none[1]) == 0
 
