@@ -64,15 +64,18 @@ def _build(tmp_path: Path, writer_lib: str, key: pa.DataType = INT64,
     writer.put(_rows(rng.choice(N, 500, replace=False), "g", key))
     writer.flush_memtable()
     writer.put(_rows(rng.choice(N, 300, replace=False), "m", key))  # the MemTable
+    writer.delete(_rows(np.arange(200, 220), "d", key).select(["id"]))  # tombstones
     return mw, writer
 
 
 def _keys() -> np.ndarray:
     """Hits in dense and gapped pages, absent keys (gaps, past the end, negative),
-    deleted ones, and keys asked twice."""
+    deleted ones (in the base, and by the MemTable's tombstones), and keys asked
+    twice."""
     rng = np.random.default_rng(8)
     return np.r_[rng.integers(-50, N // 2 + 3 * (N // 2) + 50, 1200),
-                 np.arange(55, 85), [7, 7, 7, N // 2 + 1, N // 2 + 3, N // 2 + 3]]
+                 np.arange(55, 85), np.arange(198, 222),
+                 [7, 7, 7, N // 2 + 1, N // 2 + 3, N // 2 + 3]]
 
 
 def _query(key: pa.DataType, keys: np.ndarray) -> dict:
@@ -127,6 +130,8 @@ def test_many_keys_take_the_key_column_from_the_index(tmp_path: Path, writer_lib
         got = list(zip(new.column("id").to_pylist(), new.column("s").to_pylist(),
                        strict=True))
         assert got == expected  # keys asked twice: their row twice, in the keys' order
+        tombstoned = set(_query(key, np.arange(200, 220))["id"].to_pylist())
+        assert tombstoned & set(asked) and not tombstoned & set(new.column("id").to_pylist())
         deleted = _query(key, np.arange(60, 80))["id"].to_pylist()
         assert not set(deleted) & set(new.column("id").to_pylist()) - set(
             live)  # deleted base rows stay deleted
