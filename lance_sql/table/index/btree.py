@@ -221,18 +221,14 @@ class BTreeIndex:
 
     def ids_at(self, rows: np.ndarray) -> np.ndarray:
         """The ids of page_data entries ``rows`` (sorted positions in the file); a few
-        consecutive ones (a point query's) read one by one from their chunk."""
+        (a point query's, or a lookup of a few keys') read one by one from their chunks,
+        a run of consecutive entries at a time."""
         if not rows.size:
             return np.empty(0, np.uint64)
-        lo, hi = int(rows[0]), int(rows[-1]) + 1
-        if hi - lo == rows.size <= _FEW_IDS:
-            try:
-                few = self.data.ints_at(self.data.schema.fields[1], self.column_map,
-                                        lo, hi)
-            except LanceError as exc:
-                raise FormatError(f"{self.path}: {exc}") from exc
+        if rows.size <= _FEW_IDS:
+            few = self._few_ids(rows)
             if few is not None:
-                return np.array(few, np.uint64)
+                return few
         try:
             [ids] = self.data.take(self.data.schema.fields[1:], self.column_map, rows)
         except LanceError as exc:
@@ -240,6 +236,24 @@ class BTreeIndex:
         if ids.null_count:
             raise FormatError(f"{self.path}: null ids in the page data")
         return numpy_of(ids)
+
+    def _few_ids(self, rows: np.ndarray) -> np.ndarray | None:
+        """:meth:`ids_at` of a few entries, each run of consecutive ones read from its
+        chunk (None: the column does not allow that)."""
+        ends = np.flatnonzero(np.diff(rows) != 1) + 1
+        out: list[int] = []
+        for run in np.split(rows, ends) if ends.size else [rows]:
+            try:
+                few = self.data.ints_at(self.data.schema.fields[1], self.column_map,
+                                        int(run[0]), int(run[-1]) + 1)
+            except LanceError as exc:
+                raise FormatError(f"{self.path}: {exc}") from exc
+            if few is None:
+                return None
+            out.extend(few)
+        if len(out) != rows.size:
+            raise FormatError(f"{self.path}: {len(out)} ids read for {rows.size} entries")
+        return np.array(out, np.uint64)
 
     def search(self, query: KeyQuery) -> np.ndarray:
         """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
