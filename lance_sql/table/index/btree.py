@@ -616,22 +616,34 @@ def _select_bytes(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray,
         lasts = np.array([page.fixed[-1] for page, _ in pages])  # type: ignore[index]
     lo = np.searchsorted(wanted, firsts, "left").tolist()
     hi = np.searchsorted(wanted, lasts, "right").tolist()
-    starts, lengths, keys = [], [], []
-    for (page, base), a, b in zip(pages, lo, hi, strict=True):
-        if b <= a:
-            continue
-        fixed = page.fixed
-        assert fixed is not None
-        here = wanted[a:b]
-        first = fixed.searchsorted(here, "left")
-        starts.append(first + (base + page.nulls))
-        lengths.append(fixed.searchsorted(here, "right") - first)
-        keys.append(np.arange(a, b, dtype=np.int64))
-    if not starts:
+    runs = _page_runs([(page.fixed, base + page.nulls) for page, base in pages],
+                      wanted, lo, hi)
+    if runs is None:
         return none, none
-    length = np.concatenate(lengths).astype(np.int64, copy=False)
-    return (_run_positions(np.concatenate(starts).astype(np.int64, copy=False), length),
-            np.repeat(np.concatenate(keys), length))
+    start, length, which = runs
+    return _run_positions(start, length), np.repeat(which, length)
+
+
+def _page_runs(pages: list[tuple[np.ndarray | None, int]], wanted: np.ndarray,
+               lo: list[int], hi: list[int]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The runs of entries equal to ``wanted[a:b]`` (sorted unique) in each page ``i``
+    (its sorted keys, the position of its first; None: none to search), for ``a, b =
+    lo[i], hi[i]``: each run's start, length and key (its position in ``wanted``), two
+    searches a page; None when no page has keys to search."""
+    starts, lengths, which = [], [], []
+    for (keys, offset), a, b in zip(pages, lo, hi, strict=True):
+        if b <= a or keys is None:
+            continue
+        here = wanted[a:b]
+        first = keys.searchsorted(here, "left")
+        starts.append(first + offset)
+        lengths.append(keys.searchsorted(here, "right") - first)
+        which.append(np.arange(a, b, dtype=np.int64))
+    if not starts:
+        return None
+    return (np.concatenate(starts).astype(np.int64, copy=False),
+            np.concatenate(lengths).astype(np.int64, copy=False), np.concatenate(which))
 
 
 def _select_numbers(page: SortedKeys, wanted: np.ndarray) -> np.ndarray:
@@ -683,20 +695,11 @@ def _select_many(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray,
     if wanted.dtype.kind in "iu" and wanted.size and \
             int(wanted[-1]) < np.iinfo(wanted.dtype).max:
         return _select_many_ints(pages, wanted, lo, hi)
-    starts, lengths = [], []
-    for (page, base), a, b in zip(pages, lo, hi, strict=True):
-        if b <= a:
-            continue
-        keys = page.keys
-        assert keys is not None
-        here = wanted[a:b]
-        first = keys.searchsorted(here, "left")
-        starts.append(first + (base + page.nulls))
-        lengths.append(keys.searchsorted(here, "right") - first)
-    if not starts:
+    runs = _page_runs([(page.keys, base + page.nulls) for page, base in pages],
+                      wanted, lo, hi)
+    if runs is None:
         return np.empty(0, np.int64)
-    return _run_positions(np.concatenate(starts).astype(np.int64, copy=False),
-                          np.concatenate(lengths).astype(np.int64, copy=False))
+    return _run_positions(runs[0], runs[1])
 
 
 def _select_many_ints(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray, lo: list[int],
