@@ -19,10 +19,14 @@ Timed (medians, operations interleaved round by round):
   scan and ``cat = 7`` through SQL against a ``consistency="base"`` session (the base
   table alone), interleaved;
 * ``--scan-only``: the scans alone (Python and SQL), no lookups;
-* ``--scaling``: a single-key lookup on a small table with 1 region and with 64.
+* ``--scaling``: a single-key lookup on a small table with 1 region and with 64;
+* ``--key-counts``: lookups of 1, 2, 4, ... 1000 keys (Python ``mw.get`` and SQL
+  ``=`` / ``IN``), CPU-time medians, with pylance's LsmPointLookupPlanner beside them (one
+  key per plan: n lookups of one key); ``--key-type string`` keys the table by
+  ``f"k{n:09d}"`` strings instead of int64 (a table of its own under ``--path``).
 
     python bench/bench_lsm.py --rows 10000000 [--repeat 5] [--scaling] [--path DIR]
-                              [--lookups-only]
+                              [--lookups-only] [--key-counts [--key-type string]]
 
 ``--path DIR`` keeps the tables in ``DIR`` and reuses lance_sql's base table and flushed
 generations when they are there (same ``--rows`` etc. expected); the MemTable is put
@@ -60,6 +64,20 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
                     pa.field("s", pa.string())])
 
 
+def with_string_key() -> None:
+    """Key the table by strings ``k000000042`` (``--key-type string``)."""
+    global SCHEMA
+    SCHEMA = SCHEMA.set(0, pa.field("id", pa.string(), nullable=False, metadata=PK))
+
+
+def key_array(ids: np.ndarray) -> pa.Array:
+    """The keys of rows ``ids`` as the table types them."""
+    ids = np.asarray(ids, np.int64)
+    if pa.types.is_string(SCHEMA.field("id").type):
+        return pa.array(np.char.add("k", np.char.zfill(ids.astype(str), 9)), pa.string())
+    return pa.array(ids, pa.int64())
+
+
 def with_s_compression(compression: str | None) -> None:
     """Write column ``s`` with this ``lance-encoding:compression`` (None: the writer's
     default, LZ4 chunks of 32 KiB)."""
@@ -71,7 +89,7 @@ def with_s_compression(compression: str | None) -> None:
 
 def rows(ids: np.ndarray, tag: int) -> pa.Table:
     ids = np.asarray(ids, np.int64)
-    return pa.table({"id": ids, "v": ids.astype(np.float64) + tag,
+    return pa.table({"id": key_array(ids), "v": ids.astype(np.float64) + tag,
                      "cat": (ids % 1000).astype(np.int32),
                      "s": pa.array(np.char.add(f"t{tag}-", ids.astype(str)))}, schema=SCHEMA)
 
@@ -89,7 +107,7 @@ def generation_ids(rng: np.random.Generator, n_base: int, size: int, new_from: i
 
 def buckets(ids: np.ndarray, regions: int) -> np.ndarray:
     spec = RegionSpec.bucket("id", regions)
-    return np.asarray(region_values(spec, [pa.array(ids, pa.int64())], len(ids))
+    return np.asarray(region_values(spec, [key_array(ids)], len(ids))
                       .column(0).to_numpy())
 
 
@@ -124,8 +142,10 @@ def build_ours(root: str, args: argparse.Namespace, gens: list[np.ndarray],
 
 def build_theirs(root: str, args: argparse.Namespace, gens: list[np.ndarray]):
     import lance
-    from lance.mem_wal import ShardSnapshot
 
+    if args.path is not None and os.path.isdir(os.path.join(root, "_mem_wal")):
+        return lance.dataset(root), _snapshots(root, sorted(  # reused, as build_ours does
+            n for n in os.listdir(os.path.join(root, "_mem_wal")) if _is_uuid(n)))
     ds = lance.write_dataset(pa.RecordBatchReader.from_batches(SCHEMA, base_batches(args.rows)),
                              root)
     ds.create_scalar_index("id", "BTREE")
@@ -140,6 +160,21 @@ def build_theirs(root: str, args: argparse.Namespace, gens: list[np.ndarray]):
                 w = ds.mem_wal_writer(shard, durable_write=False)
                 w.put(rows(part, g))
                 w.close()  # flushes the MemTable: one generation
+    return lance.dataset(root), _snapshots(root, shards)
+
+
+def _is_uuid(name: str) -> bool:
+    try:
+        uuid.UUID(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _snapshots(root: str, shards: list[str]) -> list:
+    """pylance's snapshot of every shard's flushed generations."""
+    from lance.mem_wal import ShardSnapshot
+
     snaps = []
     for shard in shards:
         snap = ShardSnapshot(shard)
@@ -147,7 +182,7 @@ def build_theirs(root: str, args: argparse.Namespace, gens: list[np.ndarray]):
             if "_gen_" in name:
                 snap = snap.with_sstable(int(name.split("_gen_")[1]), name)
         snaps.append(snap)
-    return lance.dataset(root), snaps
+    return snaps
 
 
 def scaling(tmp: str, repeat_keys: int) -> dict[str, float]:
@@ -203,6 +238,54 @@ def many_keys_only(mw: MemWal, writer, tmp: str, args: argparse.Namespace,
         print(f"{key:45s} {value:10.4f}")
 
 
+def key_counts(mw: MemWal, tmp: str, args: argparse.Namespace, rng: np.random.Generator,
+               pylance_lookup: Callable[[pa.Array], object] | None) -> None:
+    """Lookups of each of ``--key-counts`` keys (random base rows, some updated in a
+    generation or the MemTable), Python and SQL, interleaved round by round after the
+    index pages are cached: medians of CPU time (all threads) and wall time, in ms."""
+    session = lance_sql.connect(tmp)
+    counts = [int(c) for c in args.key_counts.split(",")]
+    string = pa.types.is_string(SCHEMA.field("id").type)
+
+    def sql(keys: pa.Array) -> pa.Table:
+        listed = [f"'{k}'" if string else str(k) for k in keys.to_pylist()]
+        where = f"id = {listed[0]}" if len(listed) == 1 else f"id IN ({','.join(listed)})"
+        return session.sql(f"SELECT * FROM ours WHERE {where}").to_arrow_table()
+
+    ops: dict[str, Callable[[pa.Array], object]] = {
+        "py": lambda keys: mw.get({"id": keys}), "sql": sql}
+    if pylance_lookup is not None:
+        ops["pylance"] = lambda keys: [pylance_lookup(keys.slice(i, 1))
+                                       for i in range(len(keys))]
+    for _ in range(3):  # warm: every index page cached
+        mw.get({"id": key_array(rng.choice(args.rows, 20_000))})
+    check = key_array(rng.choice(args.rows, 100))
+    assert sql(check).sort_by("id").equals(mw.get({"id": check}).sort_by("id")), "SQL == py"
+    cpu: dict[tuple[str, int], list[float]] = {}
+    wall: dict[tuple[str, int], list[float]] = {}
+    for round_ in range(args.repeat + 1):
+        for n in counts:
+            for name, fn in ops.items():
+                if name == "pylance" and n > args.pylance_max_keys:
+                    continue
+                keys = key_array(rng.choice(args.rows, n))
+                start, start_cpu = time.perf_counter(), time.process_time()
+                fn(keys)
+                if round_:  # the first round untimed
+                    cpu.setdefault((name, n), []).append(time.process_time() - start_cpu)
+                    wall.setdefault((name, n), []).append(time.perf_counter() - start)
+    print(f"{SCHEMA.field('id').type} keys, medians of {args.repeat} rounds, ms "
+          "(CPU: all threads of the process)")
+    names = list(ops)
+    print(f"{'keys':>6s} " + " ".join(f"{n + ' CPU':>12s} {n + ' wall':>12s}" for n in names)
+          + f" {'py CPU/key':>11s}")
+    for n in counts:
+        cells = " ".join(f"{1000 * statistics.median(cpu[(name, n)]):12.2f} "
+                         f"{1000 * statistics.median(wall[(name, n)]):12.2f}"
+                         if (name, n) in cpu else f"{'-':>12s} {'-':>12s}" for name in names)
+        print(f"{n:6d} {cells} {1000 * statistics.median(cpu[('py', n)]) / n:11.3f}")
+
+
 def main() -> None:
     lance_sql.tune_allocator()  # as the lance-sql command does (README: Performance)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -223,12 +306,23 @@ def main() -> None:
                         help="time the single-key lookups only (Python and SQL), no scans")
     parser.add_argument("--scan-only", action="store_true",
                         help="time the scans only (Python and SQL), no lookups")
+    parser.add_argument("--key-counts", nargs="?", const="1,2,4,8,16,32,63,64,65,128,1000",
+                        default=None, help="time lookups of these many keys (comma list)")
+    parser.add_argument("--key-type", choices=("int64", "string"), default="int64",
+                        help="type of the primary key id (string: k000000042)")
+    parser.add_argument("--pylance-max-keys", type=int, default=16,
+                        help="--key-counts: time pylance's lookups (one plan a key) up to "
+                             "this many keys")
+    parser.add_argument("--pylance-path", default=None,
+                        help="keep pylance's tables here instead of under --path")
     parser.add_argument("--s-compression", default=None,
                         help="lance-encoding:compression of column s (e.g. none)")
     parser.add_argument("--pylance-scan-repeat", type=int, default=1,
                         help="runs of pylance's full LSM scan (slow)")
     args = parser.parse_args()
     with_s_compression(args.s_compression)
+    if args.key_type == "string":
+        with_string_key()
     rng = np.random.default_rng(1)
     gens, new_from = [], args.rows
     for _ in range(args.gens):
@@ -246,6 +340,22 @@ def main() -> None:
         base = lance_sql.dataset(os.path.join(tmp, "ours"))
         if args.many_keys_only:
             many_keys_only(mw, writer, tmp, args, rng)
+            return
+        if args.key_counts is not None:
+            lookup = None
+            if not args.no_pylance:
+                from lance.mem_wal import LsmPointLookupPlanner
+
+                start = time.perf_counter()
+                theirs, snaps = build_theirs(
+                    os.path.join(args.pylance_path or tmp, "theirs"), args, gens)
+                print(f"pylance setup {time.perf_counter() - start:.1f} s")
+                planner = LsmPointLookupPlanner(theirs, snaps)
+
+                def lookup(key: pa.Array) -> pa.Table:
+                    return planner.plan_lookup(key).to_table()
+            key_counts(mw, tmp, args, rng, lookup)
+            _close(args, writer)
             return
         ops = {
             "full scan s: LSM": (lambda: mw.scanner().to_table(), None),

@@ -208,6 +208,54 @@ def bytes_order(values: pa.Array, rows: np.ndarray) -> np.ndarray:
         done_before, skip = skip, skip + width
 
 
+# fixed_bytes builds no array wider than this per value, nor larger than this in all
+MAX_FIXED_WIDTH = 256
+MAX_FIXED_BYTES = 16 << 20
+
+
+def fixed_bytes(values: pa.Array) -> np.ndarray | None:
+    """Non-null strings / binaries as a numpy array of fixed-width bytes (``S<w>``, the
+    widest value's width, NUL-padded), which numpy sorts and searches byte-wise as Arrow
+    orders them, since no value ends in a NUL byte. None when one does (padding and
+    value would compare equal), or the array would be wider than ``MAX_FIXED_WIDTH`` a
+    value or larger than ``MAX_FIXED_BYTES``. Built with array operations, no
+    per-value Python."""
+    wide = pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int64 if wide else np.int32, n + 1,
+                            values.offset * (8 if wide else 4)).astype(np.int64)
+    buffer = values.buffers()[2]
+    data = (np.frombuffer(buffer, np.uint8) if buffer is not None
+            else np.empty(0, np.uint8))[offsets[0]:offsets[-1]]
+    offsets -= offsets[0]
+    lengths = np.diff(offsets)
+    width = max(1, int(lengths.max())) if n else 1
+    if width > MAX_FIXED_WIDTH or n * width > MAX_FIXED_BYTES:
+        return None
+    ends = offsets[1:][lengths > 0] - 1
+    if ends.size and not data[ends].all():  # a value ending in NUL
+        return None
+    out = np.zeros(n * width, np.uint8)
+    starts = np.arange(n, dtype=np.int64) * width
+    out[np.arange(data.size, dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)] = data
+    return out.view(f"S{width}")
+
+
+def arrow_of_fixed(fixed: np.ndarray, t: pa.DataType) -> pa.Array:
+    """Strings / binaries of type ``t`` from the fixed-width bytes :func:`fixed_bytes`
+    made (their padding cut off: no value ends in a NUL byte)."""
+    n, width = len(fixed), fixed.dtype.itemsize
+    grid = np.ascontiguousarray(fixed).view(np.uint8).reshape(n, width)
+    filled = grid != 0
+    # a value's length: past its last non-NUL byte
+    lengths = np.where(filled.any(axis=1), width - np.argmax(filled[:, ::-1], axis=1), 0)
+    data = grid[np.arange(width) < lengths[:, None]]
+    wide = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    offsets = np.zeros(n + 1, np.int64 if wide else np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(t, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
 def build_lookup(data: pa.Table, batch_size: int = BATCH_SIZE) -> pa.Table:
     """page_lookup's rows for sorted ``data`` (see :func:`sort_entries`)."""
     column = data.column(VALUES)
@@ -360,13 +408,33 @@ class PageBounds:
     lookup: PageLookup
     min_keys: np.ndarray | None
     max_keys: np.ndarray | None
+    # string / binary bounds as fixed-width bytes (see fixed_bytes): a set of many such
+    # keys finds its pages by numpy searches, not Python comparisons (None: no such form)
+    min_fixed: np.ndarray | None = None
+    max_fixed: np.ndarray | None = None
 
     @classmethod
     def of(cls, lookup: PageLookup) -> PageBounds:
         lo, hi = sortable(lookup.mins), sortable(lookup.maxs)
         if lo is None or hi is None or not (is_sorted(lo) and is_sorted(hi)):
             return cls(lookup, None, None)
+        mins, maxs = lookup.mins, lookup.maxs
+        if _is_bytes(mins.type) and len(mins):
+            # a null bound (a page of nulls first) as the lowest key, as sortable has it
+            lowest = pa.scalar(b"", mins.type)
+            lo_fixed = fixed_bytes(mins.fill_null(lowest) if mins.null_count else mins)
+            hi_fixed = fixed_bytes(maxs.fill_null(lowest) if maxs.null_count else maxs)
+            if lo_fixed is not None and hi_fixed is not None:
+                return cls(lookup, lo, hi, lo_fixed, hi_fixed)
         return cls(lookup, lo, hi)
+
+    def fixed_pages(self, wanted: np.ndarray) -> np.ndarray | None:
+        """Pages that may hold one of ``wanted`` (string / binary keys as fixed-width
+        bytes), found by numpy searches of the bounds (None: no fixed-width bounds)."""
+        if self.min_fixed is None or self.max_fixed is None:
+            return None
+        return _ranges_union(np.searchsorted(self.max_fixed, wanted, side="left"),
+                             np.searchsorted(self.min_fixed, wanted, side="right"))
 
     def pages(self, query: KeyQuery) -> np.ndarray:
         """Pages that may hold keys matching ``query`` (sorted page numbers)."""
@@ -507,6 +575,10 @@ class SortedKeys:
     nulls: int
     ordered_bytes: bool = False  # values[nulls:] are strings / binaries in byte order
     dense: bool = False  # keys are integers each one above the last (keys[i] == keys[0] + i)
+    # ordered strings / binaries as numpy fixed-width bytes (see fixed_bytes), for a set of
+    # many keys searched in many pages with numpy; None: not built (too wide, or a value
+    # ends in a NUL byte, which that form cannot tell from its padding)
+    fixed: np.ndarray | None = None
 
     @classmethod
     def of(cls, values: pa.Array) -> SortedKeys:
@@ -517,7 +589,8 @@ class SortedKeys:
         if _is_bytes(rest.type):
             ordered = len(rest) < 2 or bool(pc.all(pc.less_equal(
                 rest.slice(0, len(rest) - 1), rest.slice(1))).as_py())
-            return cls(values, None, nulls, ordered)
+            return cls(values, None, nulls, ordered,
+                       fixed=fixed_bytes(rest) if ordered and len(rest) else None)
         keys = sortable(rest)
         if keys is not None and not is_sorted(keys):
             keys = None
@@ -529,7 +602,8 @@ class SortedKeys:
 
     @property
     def nbytes(self) -> int:
-        return self.values.nbytes + (0 if self.keys is None else self.keys.nbytes)
+        return self.values.nbytes + sum(0 if a is None else a.nbytes
+                                        for a in (self.keys, self.fixed))
 
     def positions(self, query: KeyQuery) -> np.ndarray:
         """Sorted positions (in the page) of the entries matching ``query`` (SQL

@@ -7,10 +7,11 @@ a MemTable) the work per node (the keys of its region, its bloom filter, a key-s
 tagging and conforming its rows, resolving keys) costs more than the lookups themselves.
 :class:`ManyKeyLookup` gives the same rows this way:
 
-* the view's flushed generations (immutable) are merged once per set of generations into
-  one sorted :class:`KeyDirectory` of the keys each holds (its newest row of the key and
-  whether that row is a tombstone), cached like the generations' own key rows; all the
-  keys are searched in it at once;
+* the view's flushed generations (immutable) are merged once into one sorted
+  :class:`KeyDirectory` of the keys each holds (its newest row of the key and whether
+  that row is a tombstone), cached like the generations' own key rows; all the keys are
+  searched in it at once. A lookup whose keys touch some regions only (a few keys)
+  searches one directory per region instead, built once too;
 * each MemTable answers from its own key index (it changes: never cached), for the keys
   that may live in its region;
 * each key's winner is the first source in the plan's order that holds it and that the
@@ -52,9 +53,11 @@ from lance_sql.table.runtime.context import current_runtime
 
 __all__ = ["MANY_KEYS", "MAX_DIRECTORY_KEYS", "KeyDirectory", "ManyKeyLookup"]
 
-# Lookups of at least this many keys take this path (fewer: the nodes, whose per-source
-# work is small then, and no directory is built for them).
-MANY_KEYS = 64
+# Lookups of at least this many keys take this path (one key: the view's lookup_one).
+# With one directory per region it is cheaper than the nodes from two keys on
+# (measured, bench_lsm 10M rows, 8 regions: 2 keys 4.5 vs 6.6 ms CPU, 16 keys 13.9 vs
+# 17.5, 63 keys 19.3 vs 27.2), so every lookup of many keys takes it: no cliff between.
+MANY_KEYS = 2
 # Generations holding more rows than this take the nodes: their directory (21 bytes a key)
 # would crowd the cache, or not fit it and be built again for every lookup.
 MAX_DIRECTORY_KEYS = 1 << 22
@@ -154,16 +157,38 @@ def _repeats(codes: np.ndarray, wanted: np.ndarray, lo: np.ndarray) -> np.ndarra
     return counts
 
 
+def _groups(homes: np.ndarray, region: np.ndarray, every_region: bool
+            ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The generations searched together, each group in one directory, and the keys
+    searched in it: (positions among the generations, positions among the keys).
+
+    A lookup over every region of the view (or with keys of any region): one directory
+    of all the generations, one search. A lookup over some regions only (a few keys:
+    the others pruned): one directory for each of its regions, so the directories do
+    not depend on which regions a lookup's keys touch (else each such set of regions
+    would be built and cached apart)."""
+    if every_region or (region == -1).any():
+        return [(np.arange(homes.size), np.arange(region.size))] if homes.size else []
+    out = []
+    for home in dict.fromkeys(homes.tolist()):
+        mine = np.flatnonzero(region == home)
+        if mine.size:
+            out.append((np.flatnonzero(homes == home), mine))
+    return out
+
+
 class ManyKeyLookup:
     """The lookup plan's answer for many keys, every newer source probed at once (see the
     module docstring). ``runs`` counts the lookups answered this way; ``metrics`` says
     what they did (EXPLAIN ANALYZE)."""
 
     def __init__(self, sources: Sequence[Source], schema: pa.Schema, output: Sequence[str],
-                 keys: Keys, base: TakeLastExec) -> None:
+                 keys: Keys, base: TakeLastExec, *, every_region: bool = False) -> None:
         """``sources``: the plan's, base first; ``schema``: its lookup schema; ``base``:
         its base table's ``TakeLastExec``; ``keys``: all the lookup's keys (positions
-        ``0..n-1``)."""
+        ``0..n-1``); ``every_region``: the sources are of every region of the view (no
+        region pruned: one key directory for all their generations, see _groups)."""
+        self.every_region = every_region
         self.sources = list(sources)
         self.schema = schema
         self.output = list(output)
@@ -202,23 +227,27 @@ class ManyKeyLookup:
         # ---- flushed generations: the directory, every key at once
         gen_at = [i for i, s in enumerate(sources) if type(s) is GenerationSource]
         generations: list[GenerationSource] = [sources[i] for i in gen_at]  # type: ignore[misc]
-        # (key, generation, row, tombstone) of every generation holding a key
-        found = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                 np.zeros(0, bool))
-        d = None
-        if generations:
-            d = self._directory(generations)
+        # (key, generation, row, tombstone) of every generation holding a key, found in
+        # the directories of the generations the keys may live in (see _groups)
+        parts: list[tuple[np.ndarray, ...]] = []
+        directories: list[tuple[KeyDirectory, np.ndarray]] = []
+        homes = np.array([g.region_index for g in generations], np.int64)
+        for members, mine in _groups(homes, region, self.every_region):
+            d = self._directory([generations[m] for m in members.tolist()])
+            directories.append((d, members))
             # the keys searched in ascending order (nearby ones share cache lines), each
             # one's entries counted by stepping past its first while the code repeats
-            order = np.argsort(codes)
+            order = mine[np.argsort(codes[mine])]
             lo = np.searchsorted(d.codes, codes[order], "left")
             counts = _repeats(d.codes, codes[order], lo)
-            key_of = np.repeat(order, counts)
             entry = range_indices(lo, counts)
-            j = d.source[entry].astype(np.int64)
-            home = np.array([g.region_index for g in generations], np.int64)[j]
-            may = (region[key_of] == -1) | (region[key_of] == home)  # see Keys.for_region
-            found = (key_of[may], j[may], d.row[entry[may]], d.tombstone[entry[may]])
+            key_of, j = np.repeat(order, counts), members[d.source[entry]]
+            may = (region[key_of] == -1) | (region[key_of] == homes[j])  # Keys.for_region
+            parts.append((key_of[may], j[may], d.row[entry[may]], d.tombstone[entry[may]]))
+        found = (tuple(np.concatenate(c) for c in zip(*parts, strict=True)) if parts else
+                 (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                  np.zeros(0, bool)))
+        if parts:
             np.minimum.at(best, found[0], np.array(gen_at, np.int64)[found[1]])
         # ---- MemTables: their own key indices, for the keys of their region
         held: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -255,22 +284,27 @@ class ManyKeyLookup:
                            keys_deleted=int(np.count_nonzero(first & tombstone)),
                            keys_asked_of_base=int(np.count_nonzero(best == none)))
         key_of, j, row = key_of[won], j[won], row[won]
-        if d is not None and d.joined is not None and j.size:
+        for d, members in directories:  # each region's winners
+            here = np.isin(j, members)
+            if not here.any():
+                continue
+            if d.joined is None:
+                for g in np.unique(j[here]).tolist():
+                    mine = j == g
+                    rows = generations[g].rows().take(pa.array(row[mine], pa.int64()))
+                    taken.append((generations[g], rows, key_of[mine]))
+                continue
             # every winner's row in one take, then each generation's as a slice of it
-            by_gen = np.argsort(j, kind="stable")
-            key_of, j, row = key_of[by_gen], j[by_gen], row[by_gen]
+            by_gen = np.flatnonzero(here)[np.argsort(j[here], kind="stable")]
+            keys_here, gen_here, row_here = key_of[by_gen], j[by_gen], row[by_gen]
             assert d.first is not None
-            rows = d.joined.take(pa.array(d.first[j] + row))
+            local = np.searchsorted(members, gen_here)  # the generation within the region
+            rows = d.joined.take(pa.array(d.first[local] + row_here))
             JOINED_TAKES[0] += 1
-            gens = np.unique(j)
-            ends = np.searchsorted(j, gens, "right").tolist()
+            gens = np.unique(gen_here)
+            ends = np.searchsorted(gen_here, gens, "right").tolist()
             for g, a, b in zip(gens.tolist(), [0, *ends[:-1]], ends, strict=True):
-                taken.append((generations[g], rows.slice(a, b - a), key_of[a:b]))
-        else:
-            for g in np.unique(j).tolist():
-                mine = j == g
-                rows = generations[g].rows().take(pa.array(row[mine], pa.int64()))
-                taken.append((generations[g], rows, key_of[mine]))
+                taken.append((generations[g], rows.slice(a, b - a), keys_here[a:b]))
         for i, (mine, addresses) in held.items():
             won = best[mine] == i
             if won.any():

@@ -648,7 +648,8 @@ class LsmView:
         trace = NodeMetrics() if key_table.num_rows == 1 else None
         one = (partial(self._one_row, sources, schema, output, lookup_keys, trace)
                if key_table.num_rows == 1 else None)
-        many = (ManyKeyLookup(sources, schema, output, lookup_keys, base)
+        many = (ManyKeyLookup(sources, schema, output, lookup_keys, base,
+                              every_region=len(regions) == self.total_regions)
                 if many_usable(sources, lookup_keys, schema.field(0).type) else None)
         # the header (region labels) is made only if the plan is explained
         header = partial(self._header, "LsmPointLookup", self.kept, self.total_regions)

@@ -51,6 +51,14 @@ BASE_GEN = -1
 # Counts of base-table lookups whose key column came from the key index, not the data
 # files (tests)
 KEYS_FROM_INDEX = [0]
+# Counts of base-table lookups of a composite key whose candidate rows came from a BTREE
+# index on one of its columns, not from a scan (tests)
+COMPOSITE_BY_INDEX = [0]
+# A composite key's candidates found by the index of one of its columns are taken when
+# at most this many per key asked (and at least _CANDIDATES_MIN): else the key columns
+# are scanned, as before
+_CANDIDATES_PER_KEY = 16
+_CANDIDATES_MIN = 4096
 _LOOKUP_IN_LIMIT = 4096  # keys answered through the base's BTREE index in one IN list
 BATCH_ROWS = 8192
 
@@ -306,6 +314,8 @@ class BaseSource(_LanceSource):
         indexed = self.key_index() is not None
         # one search of the key index for every key and one take, no scanner
         table = self._indexed_take(keys, wanted) if indexed else None
+        if table is None and not indexed:
+            table = self._candidates_take(keys, wanted)
         if table is None and indexed and keys.num_rows <= _LOOKUP_IN_LIMIT:
             predicate = _in_list(self.key_columns[0], keys.columns[0])
             table = lance_scanner(self.dataset, self._readable([*wanted, ROW_ADDR]),
@@ -350,8 +360,9 @@ class BaseSource(_LanceSource):
         cannot be read — the scanner then finds the keys, with its warning)."""
         ds = self.dataset
         key = self.key_columns[0]
-        # many keys of a one-column key: its column built from the keys the index holds
-        # (one key: its column read with the row costs no more than that; measured)
+        # many keys of a one-column key: its column built from the keys the index holds,
+        # numbers or strings (one key: its column read with the row costs no more than
+        # that; measured)
         keyed = keys.num_rows > 1 and len(self.key_columns) == 1 and key in columns
         try:
             found = (keyed_addresses if keyed else _unkeyed_addresses)(
@@ -369,9 +380,38 @@ class BaseSource(_LanceSource):
         table = self._take(addresses, [c for c in readable if c != key])
         at = np.searchsorted(addresses, table.column(ROW_ADDR).to_numpy())
         key_type = self.schema.field(key).type
+        column = (pa.array(indexed_keys[at], key_type) if isinstance(indexed_keys, np.ndarray)
+                  else indexed_keys.take(pa.array(at, pa.int64())))  # strings: Arrow
         KEYS_FROM_INDEX[0] += 1
-        return table.add_column(readable.index(key), pa.field(key, key_type),
-                                pa.array(indexed_keys[at], key_type))
+        return table.add_column(readable.index(key), pa.field(key, key_type), column)
+
+    def _candidates_take(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
+        """A composite key's lookup by the BTREE index on one of its columns: the rows
+        whose value there is one of the keys' (one search, one take), which the caller
+        then matches on the whole key. None: no such index covering every fragment, an
+        unusable one, or too many candidates (the caller scans the key columns)."""
+        if len(self.key_columns) < 2:
+            return None
+        schema = self.dataset.manifest.schema
+        indexed: set[int] = set()
+        for index in btree_indices(self.dataset.manifest):
+            if len(index.fields) == 1:
+                indexed.update(index.fields)
+        column = next((k for k in self.key_columns
+                       if any(f.name == k and f.id in indexed for f in schema.fields)), None)
+        if column is None:
+            return None
+        values = keys.columns[self.key_columns.index(column)].unique().drop_null()
+        ds = self.dataset
+        try:
+            addresses = key_addresses(ds.store, ds.manifest, column, values)
+        except LanceError:
+            return None  # unusable index: the key columns are scanned instead
+        if addresses is None or addresses.size > max(_CANDIDATES_MIN,
+                                                     _CANDIDATES_PER_KEY * keys.num_rows):
+            return None
+        COMPOSITE_BY_INDEX[0] += 1
+        return self._take(addresses, [*columns, ROW_ADDR])
 
     def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """Fragments last to first, key columns only, until every key is found; then the

@@ -28,7 +28,9 @@ from lance_sql.format.btree import (
     PageLookup,
     SortedKeys,
     SortedPage,
+    arrow_of_fixed,
     build_lookup,
+    fixed_bytes,
     matches,
     page_data_schema,
     sortable,
@@ -52,6 +54,9 @@ INDEX_DIR = "_indices"
 # A search touching at least this many pages reads those not cached together (keys_of).
 BATCH_PAGES = 8
 _FEW_IDS = 16  # ids of at most this many entries found by a one-key search: read singly
+# Counts of searches of many string / binary keys answered with the pages' fixed-width
+# bytes (one numpy search per page, not a set test of every value of it) (tests).
+BYTES_SET_SEARCHES = [0]
 
 
 def index_key(uuid: str, name: str) -> str:
@@ -161,7 +166,8 @@ class BTreeIndex:
 
     def nbytes(self) -> int:
         """Memory the index holds while open (page bounds; pages are cached apart)."""
-        keys = [k for k in (self.bounds.min_keys, self.bounds.max_keys) if k is not None]
+        keys = [k for k in (self.bounds.min_keys, self.bounds.max_keys,
+                            self.bounds.min_fixed, self.bounds.max_fixed) if k is not None]
         return self.lookup.nbytes() + sum(k.nbytes for k in keys)
 
     def page(self, page: int) -> SortedPage:
@@ -215,18 +221,14 @@ class BTreeIndex:
 
     def ids_at(self, rows: np.ndarray) -> np.ndarray:
         """The ids of page_data entries ``rows`` (sorted positions in the file); a few
-        consecutive ones (a point query's) read one by one from their chunk."""
+        (a point query's, or a lookup of a few keys') read one by one from their chunks,
+        a run of consecutive entries at a time."""
         if not rows.size:
             return np.empty(0, np.uint64)
-        lo, hi = int(rows[0]), int(rows[-1]) + 1
-        if hi - lo == rows.size <= _FEW_IDS:
-            try:
-                few = self.data.ints_at(self.data.schema.fields[1], self.column_map,
-                                        lo, hi)
-            except LanceError as exc:
-                raise FormatError(f"{self.path}: {exc}") from exc
+        if rows.size <= _FEW_IDS:
+            few = self._few_ids(rows)
             if few is not None:
-                return np.array(few, np.uint64)
+                return few
         try:
             [ids] = self.data.take(self.data.schema.fields[1:], self.column_map, rows)
         except LanceError as exc:
@@ -235,25 +237,68 @@ class BTreeIndex:
             raise FormatError(f"{self.path}: null ids in the page data")
         return numpy_of(ids)
 
+    def _few_ids(self, rows: np.ndarray) -> np.ndarray | None:
+        """:meth:`ids_at` of a few entries, each run of consecutive ones read from its
+        chunk (None: the column does not allow that)."""
+        ends = np.flatnonzero(np.diff(rows) != 1) + 1
+        out: list[int] = []
+        for run in np.split(rows, ends) if ends.size else [rows]:
+            try:
+                few = self.data.ints_at(self.data.schema.fields[1], self.column_map,
+                                        int(run[0]), int(run[-1]) + 1)
+            except LanceError as exc:
+                raise FormatError(f"{self.path}: {exc}") from exc
+            if few is None:
+                return None
+            out.extend(few)
+        if len(out) != rows.size:
+            raise FormatError(f"{self.path}: {len(out)} ids read for {rows.size} entries")
+        return np.array(out, np.uint64)
+
     def search(self, query: KeyQuery) -> np.ndarray:
         """Ids (row addresses, or row ids: see ``ROW_ADDRESS_IDS``) of the entries matching
         ``query``; only pages whose bounds allow a match are read, and only the ids of
         the entries found."""
         return self.ids_at(self._rows(query))
 
-    def search_keyed(self, query: KeyQuery) -> tuple[np.ndarray, np.ndarray | None]:
-        """:meth:`search`, with the key of each id found (same order; None when the key
-        type is not an integer, or a page's keys hold nulls there). A caller wanting
-        the rows' keys takes them from here instead of reading the key column again:
-        the entry's key is the key of the row it names (rows never change in place)."""
-        rows = self._rows(query)
+    def search_keyed(self, query: KeyQuery) -> tuple[np.ndarray, np.ndarray | pa.Array | None]:
+        """:meth:`search`, with the key of each id found (same order): numbers of the key
+        type for an integer key, an Arrow array for a string / binary one (None for
+        other types, or when a page's keys hold nulls there). A caller wanting the rows'
+        keys takes them from here instead of reading the key column again: the entry's
+        key is the key of the row it names (rows never change in place)."""
+        rows, found = self._found(query)
         one = _one_integer(query, self.key_type)
-        if one is not None:  # every entry found equals the one key: no page is decoded
-            keys: np.ndarray | None = np.full(rows.size, one,
-                                              self.key_type.to_pandas_dtype())
+        keys: np.ndarray | pa.Array | None
+        if found is not None:  # the search found them with the entries
+            keys = found
+        elif one is not None:  # every entry found equals the one key: no page is decoded
+            keys = np.full(rows.size, one, self.key_type.to_pandas_dtype())
+        elif _is_bytes_type(self.key_type):
+            keys = self.byte_keys_at(rows)
         else:
             keys = self.keys_at(rows)
         return self.ids_at(rows), keys
+
+    def byte_keys_at(self, rows: np.ndarray) -> pa.Array | None:
+        """The keys of page_data entries ``rows`` (sorted positions) of a string / binary
+        key, taken from the pages' values (cached: a search read them just now) in one
+        take; None when one of them is null."""
+        if not rows.size:
+            return pa.array([], self.key_type)
+        size = self.lookup.batch_size
+        pages, inverse = np.unique(rows // size, return_inverse=True)
+        listed = pages.tolist()
+        loaded = (self.keys_of(listed) if len(listed) >= BATCH_PAGES
+                  else [self.keys(p) for p in listed])
+        lengths = np.fromiter((len(k.values) for k in loaded), np.int64, len(loaded))
+        starts = np.cumsum(lengths) - lengths
+        at = starts[inverse] + rows - pages[inverse] * size
+        if (at >= starts[inverse] + lengths[inverse]).any():
+            raise FormatError(f"{self.path}: an entry past its page's end")
+        values = pa.chunked_array([k.values for k in loaded], self.key_type).take(
+            array_from_numpy(at)).combine_chunks()
+        return None if values.null_count else values
 
     def keys_at(self, rows: np.ndarray) -> np.ndarray | None:
         """The keys of page_data entries ``rows`` (sorted positions) as numbers of the key
@@ -286,12 +331,21 @@ class BTreeIndex:
 
     def _rows(self, query: KeyQuery) -> np.ndarray:
         """Sorted positions in page_data of the entries matching ``query``."""
-        pages = self.bounds.pages(query).tolist()
+        return self._found(query)[0]
+
+    def _found(self, query: KeyQuery) -> tuple[np.ndarray, pa.Array | None]:
+        """:meth:`_rows`, with the entries' keys when a search of many string / binary
+        keys found them on the way (else None)."""
+        wanted_bytes = _sorted_bytes(query, self.key_type)
+        found = None if wanted_bytes is None else self.bounds.fixed_pages(wanted_bytes)
+        pages = (self.bounds.pages(query) if found is None else found).tolist()
         if len(pages) == 1:
             one = self._search_one(pages[0], query)
             if one is not None:
-                return one
+                return one, None
         wanted = _sorted_numbers(query) if len(pages) > 1 else None
+        if wanted_bytes is not None and len(pages) > 1:
+            return self._search_bytes(pages, query, wanted_bytes)
         if wanted is not None and len(pages) >= BATCH_PAGES:
             facts = current_runtime().cache.get_or_load(
                 INDEX_PAGES, (self.path, self.uuid, _DENSE),
@@ -303,7 +357,31 @@ class BTreeIndex:
                     known, wanted, self.lookup.batch_size)]))
         else:
             rows = self._search_pages(pages, query, wanted, None)
-        return rows
+        return rows, None
+
+    def _search_bytes(self, pages: list[int], query: KeyQuery, wanted: np.ndarray
+                      ) -> tuple[np.ndarray, pa.Array | None]:
+        """Sorted positions in page_data of the entries of ``pages`` equal to one of
+        ``wanted`` (the query's string / binary keys as sorted unique fixed-width bytes),
+        with their keys: each page's wanted keys found by two numpy searches of its
+        fixed-width bytes, not by a set test of all its values; pages without that form
+        are searched as before (no keys then)."""
+        loaded = (self.keys_of(pages) if len(pages) >= BATCH_PAGES
+                  else [self.keys(p) for p in pages])
+        if not all(page.fixed is not None or page.nulls == len(page.values)
+                   for page in loaded):
+            return self._search_pages(pages, query, None, None), None
+        BYTES_SET_SEARCHES[0] += 1
+        size = self.lookup.batch_size
+        kept = [(p, page) for p, page in zip(pages, loaded, strict=True)
+                if page.fixed is not None]
+        bounds = None
+        lo, hi = self.bounds.min_fixed, self.bounds.max_fixed
+        if lo is not None and hi is not None:  # each page's key range, without the pages
+            at = np.array([p for p, _ in kept], np.int64)
+            bounds = (lo[at], hi[at])
+        rows, which = _select_bytes([(page, p * size) for p, page in kept], wanted, bounds)
+        return rows, arrow_of_fixed(wanted[which], self.key_type)
 
     def _search_pages(self, pages: list[int], query: KeyQuery, wanted: np.ndarray | None,
                       facts: DensePages | None) -> np.ndarray:
@@ -502,6 +580,72 @@ def _sorted_numbers(query: KeyQuery) -> np.ndarray | None:
     return np.unique(keys)
 
 
+def _is_bytes_type(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t))
+
+
+def _sorted_bytes(query: KeyQuery, key_type: pa.DataType) -> np.ndarray | None:
+    """The non-null keys of a set query of string / binary keys as sorted unique
+    fixed-width bytes (see :func:`fixed_bytes`; None: another query, or no such form)."""
+    if not isinstance(query, KeySet) or len(query.values) < 2 or \
+            not query.values.type.equals(key_type) or not _is_bytes_type(key_type):
+        return None
+    values = query.values.drop_null() if query.values.null_count else query.values
+    fixed = fixed_bytes(values)
+    return None if fixed is None else np.unique(fixed)
+
+
+def _select_bytes(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray,
+                  bounds: tuple[np.ndarray, np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (page base added) of the entries of ``pages`` ((page, base) in page order,
+    each with its fixed-width bytes) equal to one of ``wanted`` (sorted unique fixed-width
+    bytes), sorted, and the position in ``wanted`` of each one's key: which wanted keys
+    fall in each page's range (``bounds``: each page's lowest and highest key from the
+    index's lookup, else the pages' own first and last) found for all pages in two
+    searches, then two searches of each page's own bytes for those keys (as
+    :func:`_select_many` does for numbers)."""
+    none = np.empty(0, np.int64)
+    if not pages:
+        return none, none
+    if bounds is not None:  # the lookup's lowest and highest key of each page
+        firsts, lasts = bounds
+    else:
+        firsts = np.array([page.fixed[0] for page, _ in pages])  # type: ignore[index]
+        lasts = np.array([page.fixed[-1] for page, _ in pages])  # type: ignore[index]
+    lo = np.searchsorted(wanted, firsts, "left").tolist()
+    hi = np.searchsorted(wanted, lasts, "right").tolist()
+    runs = _page_runs([(page.fixed, base + page.nulls) for page, base in pages],
+                      wanted, lo, hi)
+    if runs is None:
+        return none, none
+    start, length, which = runs
+    return _run_positions(start, length), np.repeat(which, length)
+
+
+def _page_runs(pages: list[tuple[np.ndarray | None, int]], wanted: np.ndarray,
+               lo: list[int], hi: list[int]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The runs of entries equal to ``wanted[a:b]`` (sorted unique) in each page ``i``
+    (its sorted keys, the position of its first; None: none to search), for ``a, b =
+    lo[i], hi[i]``: each run's start, length and key (its position in ``wanted``), two
+    searches a page; None when no page has keys to search."""
+    starts, lengths, which = [], [], []
+    for (keys, offset), a, b in zip(pages, lo, hi, strict=True):
+        if b <= a or keys is None:
+            continue
+        here = wanted[a:b]
+        first = keys.searchsorted(here, "left")
+        starts.append(first + offset)
+        lengths.append(keys.searchsorted(here, "right") - first)
+        which.append(np.arange(a, b, dtype=np.int64))
+    if not starts:
+        return None
+    return (np.concatenate(starts).astype(np.int64, copy=False),
+            np.concatenate(lengths).astype(np.int64, copy=False), np.concatenate(which))
+
+
 def _select_numbers(page: SortedKeys, wanted: np.ndarray) -> np.ndarray:
     """Positions of ``page``'s entries equal to one of ``wanted`` (sorted unique numbers of the
     page's key form): only the wanted keys within the page's key range are searched,
@@ -551,20 +695,11 @@ def _select_many(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray,
     if wanted.dtype.kind in "iu" and wanted.size and \
             int(wanted[-1]) < np.iinfo(wanted.dtype).max:
         return _select_many_ints(pages, wanted, lo, hi)
-    starts, lengths = [], []
-    for (page, base), a, b in zip(pages, lo, hi, strict=True):
-        if b <= a:
-            continue
-        keys = page.keys
-        assert keys is not None
-        here = wanted[a:b]
-        first = keys.searchsorted(here, "left")
-        starts.append(first + (base + page.nulls))
-        lengths.append(keys.searchsorted(here, "right") - first)
-    if not starts:
+    runs = _page_runs([(page.keys, base + page.nulls) for page, base in pages],
+                      wanted, lo, hi)
+    if runs is None:
         return np.empty(0, np.int64)
-    return _run_positions(np.concatenate(starts).astype(np.int64, copy=False),
-                          np.concatenate(lengths).astype(np.int64, copy=False))
+    return _run_positions(runs[0], runs[1])
 
 
 def _select_many_ints(pages: list[tuple[SortedKeys, int]], wanted: np.ndarray, lo: list[int],

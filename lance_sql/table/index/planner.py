@@ -23,6 +23,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -43,7 +44,7 @@ from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
-from lance_sql.numpy_arrow import array_of_scalars
+from lance_sql.numpy_arrow import array_from_numpy, array_of_scalars
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.btree import BTreeIndex
 from lance_sql.table.runtime.cache import INDEX_SECTIONS
@@ -205,16 +206,27 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
     return None if found is None else found[0]
 
 
+IndexKeys: TypeAlias = "np.ndarray | pa.Array"  # an index's keys: numbers (ints), else Arrow
+
+
 def keyed_addresses(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array
-                    ) -> tuple[np.ndarray, np.ndarray | None] | None:
+                    ) -> tuple[np.ndarray, IndexKeys | None] | None:
     """:func:`key_addresses` with the key of each address as the index holds it (numbers
-    of the key type; None when the index cannot give them: a non-integer key, an older
-    index of row ids), so a lookup need not read the key column of the rows again."""
+    of the key type for an integer key, an Arrow array for a string / binary one; None
+    when the index cannot give them: another key type, an older index of row ids), so a
+    lookup need not read the key column of the rows again."""
     return _key_search(store, manifest, column, values, keyed=True)
 
 
+def _pick(keys: IndexKeys, positions: np.ndarray) -> IndexKeys:
+    """``keys`` at ``positions`` (integers), numbers or Arrow alike."""
+    if isinstance(keys, np.ndarray):
+        return keys[positions]
+    return keys.take(array_from_numpy(positions.astype(np.int64, copy=False)))
+
+
 def _key_search(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array,
-                keyed: bool) -> tuple[np.ndarray, np.ndarray | None] | None:
+                keyed: bool) -> tuple[np.ndarray, IndexKeys | None] | None:
     """:func:`key_addresses` / :func:`keyed_addresses`: the addresses checked against
     the manifest's fragments, with their keys when ``keyed``."""
     leaf = _key_leaf(manifest, column, values)
@@ -223,7 +235,7 @@ def _key_search(store: ObjectStore, manifest: Manifest, column: str, values: pa.
     indexed: set[int] | frozenset[int] = leaf.index.fragment_ids or set()
     if any(f.id not in indexed for f in manifest.fragments):
         return None
-    keys: np.ndarray | None = None
+    keys: IndexKeys | None = None
     if keyed:
         addresses, keys = _evaluate_keyed(leaf, store, manifest)
     else:
@@ -247,11 +259,12 @@ def _key_search(store: ObjectStore, manifest: Manifest, column: str, values: pa.
                         int(limit[bad]))
     if bool(known.all()):
         return addresses, keys
-    return addresses[known], (None if keys is None else keys[known])
+    kept = np.flatnonzero(known)
+    return addresses[kept], (None if keys is None else _pick(keys, kept))
 
 
 def _evaluate_keyed(leaf: Leaf, store: ObjectStore, manifest: Manifest
-                    ) -> tuple[np.ndarray, np.ndarray | None]:
+                    ) -> tuple[np.ndarray, IndexKeys | None]:
     """:func:`_evaluate` of one leaf (sorted unique addresses) with each address's key
     from the index (None: it cannot give them)."""
     if manifest.uses_stable_row_ids and leaf.index.index_version < ROW_ADDRESS_IDS:
@@ -261,7 +274,7 @@ def _evaluate_keyed(leaf: Leaf, store: ObjectStore, manifest: Manifest
     if ids.size <= 1:
         return ids.copy(), keys
     unique, first = np.unique(ids, return_index=True)  # an id listed twice: kept once
-    return unique, (None if keys is None else keys[first])
+    return unique, (None if keys is None else _pick(keys, first))
 
 
 def _one_address(addresses: np.ndarray, manifest: Manifest, leaf: Leaf) -> np.ndarray:

@@ -126,6 +126,26 @@ def test_many_addresses_equal_fragment_by_fragment_and_pylance(written, columns,
         assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
 
 
+def test_a_few_addresses_take_this_path_too(written, counted, monkeypatch) -> None:
+    """From MIN_ROWS addresses on (a lookup of a few keys, spread over fragments) the
+    columns are taken from every fragment at once: the same rows as fragment by
+    fragment; fewer go fragment by fragment."""
+    uri, _ = written
+    ds = lance_sql.dataset(uri)
+    live = ds.to_table(columns=["id"], with_row_address=True).column("_rowaddr")
+    rng = np.random.default_rng(9)
+    columns = ["id", "small", "f", "s_lz4", "_rowaddr"]
+    for count in (take_many.MIN_ROWS, take_many.MIN_ROWS - 1):
+        addresses = np.asarray(live.to_numpy(), np.uint64)[
+            rng.choice(len(live), count, replace=False)]
+        counted.clear()
+        got = ds.take_addresses(addresses, columns)
+        assert counted == ([True] if count >= take_many.MIN_ROWS else [])
+        assert got.num_rows == count
+        assert got.equals(_by_fragment(uri, addresses, columns, monkeypatch))
+        assert got.column("_rowaddr").to_pylist() == addresses.tolist()
+
+
 def test_strings_inflate_on_a_helper_while_the_numbers_are_taken(written, counted,
                                                                  monkeypatch) -> None:
     """With a CPU idle, the LZ4 strings' frames inflate on a decode helper while the
