@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from lance_sql.errors import FormatError, InvalidInputError
 from lance_sql.memwal.byte_rows import padded_rows, ranges
 
-__all__ = ["BLOOM_BYTES", "PrimaryKeyBloom", "key_hash_one", "key_hashes"]
+__all__ = ["BLOOM_BYTES", "PrimaryKeyBloom", "hashable_key_type", "key_hash_one", "key_hashes"]
 
 BLOCKS = 1024
 BLOOM_BYTES = BLOCKS * 32
@@ -152,6 +152,16 @@ def _column_bytes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         out[(starts + 1 + sizes)[valid]] = 0xFF
         return lengths, out
     raise InvalidInputError(f"primary-key column of type {t} cannot go in a bloom filter")
+
+
+def hashable_key_type(t: pa.DataType) -> bool:
+    """Whether a primary-key column of Arrow type ``t`` can be hashed into the filter
+    (a writer checks before it claims a region, rather than fail after a put)."""
+    try:
+        _column_bytes(pa.array([], t))
+    except InvalidInputError:
+        return False
+    return True
 
 
 def _fixed_width_bits(column: pa.Array) -> tuple[np.ndarray, int] | None:

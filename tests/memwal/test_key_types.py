@@ -1,6 +1,6 @@
-"""Primary keys of every fixed-width kind the writer hashes: decimal and fixed-size binary
-keys put, flush, read, look up and merge like integer keys (they used to be acknowledged,
-then fail the writer's background bloom refresh and every later read)."""
+"""Primary-key types: decimal and fixed-size binary keys put, flush, read, look up and
+merge like integer keys (they used to be acknowledged, then fail the writer's background
+bloom refresh and every later read); types that cannot be hashed are refused up front."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import pytest
 from test_bloom import siphash13
 
 import lance_sql
+from lance_sql.errors import SchemaError
+from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hashes
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
@@ -74,3 +76,34 @@ def test_writer_reads_and_merges_such_keys(tmp_path: Path, kind: str) -> None:
     mw.merge()
     assert scanned() == model
     assert {r["k"]: r["v"] for r in lance_sql.dataset(ds.uri).to_table().to_pylist()} == model
+
+
+def _list_keyed(tmp_path: Path) -> lance_sql.LanceDataset:
+    schema = pa.schema([pa.field("k", pa.list_(pa.int64()), nullable=False, metadata=PK),
+                        pa.field("v", pa.int64())])
+    return lance_sql.write_dataset(pa.table({"k": [[1], [2, 3]], "v": [1, 2]}, schema=schema),
+                                   str(tmp_path / "t.lance"))
+
+
+def test_a_key_type_that_cannot_be_hashed_is_refused_up_front(tmp_path: Path) -> None:
+    """A list key cannot go in a bloom filter: initialize_mem_wal refuses it and commits
+    nothing (it used to succeed, and the first put was acknowledged before the writer's
+    background thread failed)."""
+    ds = _list_keyed(tmp_path)
+    with pytest.raises(SchemaError, match="'k' has type list"):
+        ds.initialize_mem_wal(None)
+    assert lance_sql.dataset(ds.uri).version == ds.version
+    assert lance_sql.dataset(ds.uri).mem_wal is None
+
+
+def test_a_writer_refuses_such_a_key_before_claiming_a_region(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MemWAL index set up by another tool: the writer refuses before it claims (no
+    region directory, so no epoch raised and nothing to replay)."""
+    ds = _list_keyed(tmp_path)
+    monkeypatch.setattr(mem_wal_index, "check_key_types", lambda schema: None)
+    mw = ds.initialize_mem_wal(None)
+    monkeypatch.undo()
+    with pytest.raises(SchemaError, match="cannot hash"):
+        mw.writer(region=uuid.uuid4())
+    assert mw.regions() == []
