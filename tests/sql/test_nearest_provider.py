@@ -299,3 +299,15 @@ def test_a_column_that_holds_no_vectors_fails_typed_at_sql(lsm, monkeypatch, col
         else:
             plain.nearest(column, [0.0], k=3)
     assert searched == []
+
+
+@pytest.mark.parametrize("query", ["ab", ["a", "b"], [[0.0], [0.0, 1.0]], None])
+def test_a_query_that_is_not_numbers_is_a_typed_error(lsm, query: object) -> None:
+    """From Python (SQL checks its literal already): InvalidInputError, not numpy's
+    ValueError or TypeError."""
+    root, mw = lsm
+    plain = lance_sql.write_dataset(mw.dataset.to_table(), root / "p.lance")
+    with pytest.raises(InvalidInputError, match="query vector"):
+        mw.nearest("e", query, 3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="query vector"):
+        plain.nearest("e", query, k=3)  # type: ignore[arg-type]

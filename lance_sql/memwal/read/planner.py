@@ -65,7 +65,13 @@ from lance_sql.memwal.read.nodes import (
     key_text,
 )
 from lance_sql.memwal.read.pruning import prune_regions
-from lance_sql.memwal.read.search import FilterStaleExec, KNNExec, StaleCheck, check_filter
+from lance_sql.memwal.read.search import (
+    FilterStaleExec,
+    KNNExec,
+    StaleCheck,
+    check_filter,
+    query_vector,
+)
 from lance_sql.memwal.read.sources import (
     BaseSource,
     GenerationSource,
@@ -818,7 +824,7 @@ class LsmView:
         filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
         schema = self._schema([*output, column, *self.key_columns, ROW_ADDR, GEN, REGION,
                                *(n for n in filter_names if n in BASE_ONLY), DISTANCE])
-        vector = np.asarray(query, np.float64)
+        vector = query_vector(query)
         check = StaleCheck(sources, self.key_columns,
                            [schema.field(c).type for c in self.key_columns], exact=exact)
         knns = [KNNExec(s, schema, column, vector, k, metric, predicate, check)

@@ -50,6 +50,16 @@ def _vectors(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return valid, np.asarray(flat, np.float64).reshape(len(present), int(lengths[0]))
 
 
+def query_vector(query: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The query vector as float64 numbers; InvalidInputError when it is not numbers."""
+    try:
+        if query is None or isinstance(query, (str, bytes)):
+            raise TypeError(f"got {query!r}")
+        return np.asarray(query, np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"the query vector must be a list of numbers: {exc}") from exc
+
+
 def _check_vector_column(schema: pa.Schema, column: str) -> None:
     """InvalidInputError unless ``column`` holds vectors: lists (of a fixed size or not)
     of numbers. Checked when the search is planned, before anything is read."""
