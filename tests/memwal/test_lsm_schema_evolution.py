@@ -53,8 +53,8 @@ def _reads(root: Path, uri: str, column: str) -> list[dict[int, object]]:
     cols = ["id", column]
     return [
         _by_id(session.sql(f"SELECT id, {column} FROM t").to_arrow_table(), column),
-        _by_id(session.sql(f"SELECT id, {column} FROM t WHERE id >= 0").to_arrow_table(),
-               column),
+        _by_id(session.sql(f"SELECT id, {column} FROM t WHERE {column} >= 0")
+               .to_arrow_table(), column),  # (a filter naming it failed: no such column)
         _by_id(session.sql(f"SELECT id, {column} FROM t WHERE id IN ({in_list})")
                .to_arrow_table(), column),
         _by_id(session.sql(f"SELECT id, {column} FROM t WHERE id = 301").to_arrow_table(),
