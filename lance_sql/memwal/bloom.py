@@ -12,9 +12,10 @@ a split-block bloom filter as Parquet defines it — 1024 blocks of eight little
 The hash is SipHash-1-3 with a zero key over the key's bytes: for each primary-key column
 in key order a null marker byte (0 = a value follows, 1 = null) and then the value —
 integers as little-endian bytes of their own width, booleans as one byte, floats as the
-little-endian bytes of their IEEE value, strings and binaries as their bytes followed by
-0xFF (the reference hashes int32, int64, strings and composite keys this way; the other
-encodings are ours, chosen in the same spirit).
+little-endian bytes of their IEEE value, decimals as the little-endian bytes of their
+unscaled value (16 or 32 of them), fixed-size binaries as their bytes, strings and
+binaries as their bytes followed by 0xFF (the reference hashes int32, int64, strings and
+composite keys this way; the other encodings are ours, chosen in the same spirit).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 from lance_sql.errors import FormatError, InvalidInputError
 from lance_sql.memwal.byte_rows import padded_rows, ranges
 
-__all__ = ["BLOOM_BYTES", "PrimaryKeyBloom", "key_hash_one", "key_hashes"]
+__all__ = ["BLOOM_BYTES", "PrimaryKeyBloom", "hashable_key_type", "key_hash_one", "key_hashes"]
 
 BLOCKS = 1024
 BLOOM_BYTES = BLOCKS * 32
@@ -118,7 +119,8 @@ def _column_bytes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         return _column_bytes(column.dictionary_decode())
     if pa.types.is_boolean(t):
         column, t = column.cast(pa.uint8()), pa.uint8()
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t):
+    if (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_temporal(t)
+            or pa.types.is_decimal(t) or pa.types.is_fixed_size_binary(t)):
         width = t.bit_width // 8
         raw = column.cast(t)  # buffers start at the slice's first value
         values = np.frombuffer(raw.buffers()[1], np.uint8,
@@ -150,6 +152,16 @@ def _column_bytes(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         out[(starts + 1 + sizes)[valid]] = 0xFF
         return lengths, out
     raise InvalidInputError(f"primary-key column of type {t} cannot go in a bloom filter")
+
+
+def hashable_key_type(t: pa.DataType) -> bool:
+    """Whether a primary-key column of Arrow type ``t`` can be hashed into the filter
+    (a writer checks before it claims a region, rather than fail after a put)."""
+    try:
+        _column_bytes(pa.array([], t))
+    except InvalidInputError:
+        return False
+    return True
 
 
 def _fixed_width_bits(column: pa.Array) -> tuple[np.ndarray, int] | None:

@@ -52,7 +52,9 @@ class GcResult:
 
 def _retained_progress(ds: LanceDataset) -> dict[uuid.UUID, int]:
     """Per region, the smallest merge progress over every base version still kept (0 for
-    a region some kept version has not merged at all)."""
+    a region some kept version has not merged at all). A version from before the MemWAL
+    index reads as the plain table and needs no generation, so it holds nothing back
+    (a tagged first version would otherwise keep every generation forever)."""
     progress: dict[uuid.UUID, int] | None = None
     for ref in list_versions(ds.store):
         try:
@@ -63,8 +65,9 @@ def _retained_progress(ds: LanceDataset) -> dict[uuid.UUID, int]:
         for entry in decode_index_section(manifest.index_section):
             if entry.name == MEM_WAL_INDEX_NAME:
                 details = MemWalIndexDetails.decode(details_of(entry), ref.key)
-        seen = {m.region_id: m.generation for m in details.merged_generations} if details \
-            else {}
+        if details is None:
+            continue
+        seen = {m.region_id: m.generation for m in details.merged_generations}
         if progress is None:
             progress = seen
         else:

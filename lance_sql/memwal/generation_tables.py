@@ -15,11 +15,14 @@ import dataclasses
 import uuid
 
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.table.dataset import LanceDataset
 
-__all__ = ["open_generation", "relocate_wal_bases"]
+__all__ = ["named_as_table", "open_generation", "relocate_wal_bases"]
+
+_TOMBSTONE = "_tombstone"  # (the WAL's column; its field id is the generation's own)
 
 
 def relocate_wal_bases(manifest: Manifest, region_id: uuid.UUID, wal_uri: str) -> Manifest:
@@ -47,3 +50,28 @@ def open_generation(table_uri: str, table_store: ObjectStore, region_id: uuid.UU
     relocated = relocate_wal_bases(ds.manifest, region_id,
                                    f"{table_store.uri.rstrip('/')}/{paths.wal_dir}")
     return ds if relocated is ds.manifest else ds.at_manifest(relocated)
+
+
+def named_as_table(gen: LanceDataset, table: LanceSchema) -> LanceDataset:
+    """``gen`` with each column named as the table names it now, matched by field id
+    (the same object when no column was renamed since the generation was written).
+
+    A generation keeps the schema its writer had: after a rename its rows would read as
+    NULL under the new name. Columns whose id the table no longer has keep their names
+    (readers match those by name, as the merger does), unless a renamed column took the
+    name: then the old one is hidden under a name no reader asks for."""
+    by_id = {f.id: f.name for f in table.fields}
+    renamed = {f.id: by_id[f.id] for f in gen.manifest.schema.fields
+               if f.name != _TOMBSTONE and f.id in by_id and by_id[f.id] != f.name}
+    if not renamed:
+        return gen
+    taken = set(renamed.values())
+    fields = []
+    for f in gen.manifest.schema.fields:
+        if f.id in renamed:
+            f = dataclasses.replace(f, name=renamed[f.id])
+        elif f.name in taken:
+            f = dataclasses.replace(f, name=f"{f.name} (dropped field {f.id})")
+        fields.append(f)
+    schema = dataclasses.replace(gen.manifest.schema, fields=tuple(fields))
+    return gen.at_manifest(dataclasses.replace(gen.manifest, schema=schema))

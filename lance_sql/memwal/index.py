@@ -21,12 +21,13 @@ from lance_sql.format.memwal import (
 )
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema
+from lance_sql.memwal.bloom import hashable_key_type
 from lance_sql.table.txn.operations import CreateIndex
 
 if TYPE_CHECKING:
     from lance_sql.table.dataset import LanceDataset
 
-__all__ = ["WRITER_DEFAULT_KEYS", "initialize", "load", "primary_key_columns"]
+__all__ = ["WRITER_DEFAULT_KEYS", "check_key_types", "initialize", "load", "primary_key_columns"]
 
 # Writer options whose defaults the index records (values are strings, as stored).
 WRITER_DEFAULT_KEYS = ("durable_write", "max_memtable_rows", "max_memtable_bytes",
@@ -42,6 +43,18 @@ def primary_key_columns(schema: LanceSchema) -> list[str]:
             "MemWAL needs a primary key: create the table with primary_key=[...] (field "
             "metadata 'lance-schema:unenforced-primary-key': 'true')")
     return keyed
+
+
+def check_key_types(schema: LanceSchema) -> None:
+    """SchemaError when a primary-key column has a type MemWAL cannot hash (its bloom
+    filters and key indexes need it): nested types such as lists and structs."""
+    arrow = schema.to_arrow()
+    for name in primary_key_columns(schema):
+        t = arrow.field(name).type
+        if not hashable_key_type(t):
+            raise SchemaError(f"primary-key column {name!r} has type {t}, which MemWAL "
+                              f"cannot hash; key columns must be numbers, booleans, "
+                              f"dates and times, decimals, strings or binaries")
 
 
 def load(ds: LanceDataset) -> tuple[IndexMetadata, MemWalIndexDetails] | None:
@@ -67,7 +80,7 @@ def initialize(ds: LanceDataset, region_spec: RegionSpec | None = None, *,
     entries = decode_index_section(base.index_section)
     if any(i.name == MEM_WAL_INDEX_NAME for i in entries):
         raise InvalidInputError(f"{ds.uri} already has a MemWAL index")
-    primary_key_columns(base.schema)
+    check_key_types(base.schema)
     specs: tuple[RegionSpec, ...] = ()
     if region_spec is not None:
         specs = (region_spec.bind(base.schema).with_id(1),)

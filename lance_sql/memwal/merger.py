@@ -19,8 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.errors import IncompatibleConflict, NotFoundError
+from lance_sql.errors import IncompatibleConflict, NotFoundError, SchemaError
 from lance_sql.format.memwal import MergedGeneration, RegionManifest
+from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.generation_tables import open_generation
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
@@ -120,14 +121,14 @@ def merge(ds: LanceDataset, *, regions: list[uuid.UUID] | None = None,
 def _merge_one(base: LanceDataset, region_id: uuid.UUID, generation: int, path: str,
                keys: list[str]) -> MergeResult:
     try:
-        rows = open_generation(base.uri, base.store, region_id, path).to_table(
-            with_row_address=True)
+        gen = open_generation(base.uri, base.store, region_id, path)
+        rows = gen.to_table(with_row_address=True)
     except NotFoundError:
         # another merger merged it since we looked, and the collector removed it
         if _merged_now(base, region_id) >= generation:
             return MergeResult(region_id, generation, None)
         raise
-    rows = latest_rows(rows, keys)
+    rows = latest_rows(_as_base_columns(rows, gen.manifest.schema, base.manifest.schema), keys)
     columns = [f.name for f in base.manifest.schema.fields]
     source = rows.select([c for c in columns if c in rows.column_names]
                          + ([TOMBSTONE] if TOMBSTONE in rows.column_names else []))
@@ -144,6 +145,45 @@ def _merge_one(base: LanceDataset, region_id: uuid.UUID, generation: int, path: 
         return MergeResult(region_id, generation, None)  # merged by someone else first
     return MergeResult(region_id, generation, base.version, stats["num_inserted_rows"],
                        stats["num_updated_rows"], stats["num_deleted_rows"])
+
+
+def _as_base_columns(rows: pa.Table, written: LanceSchema, base: LanceSchema) -> pa.Table:
+    """A generation's rows with the base table's current column names and types.
+
+    The generation was written with the table's schema of its writer's time. A column is
+    matched by field id, so a column renamed since keeps its values under its new name;
+    a column whose id the table no longer has is matched by name, as the LSM view reads
+    it (a type change gives the column a new id, as in Lance, and a dropped column's name
+    may have been taken by a new one); values are cast to the table's type (one that does
+    not fit raises SchemaError and nothing is merged)."""
+    by_id = {f.id: f for f in base.fields}
+    by_name = {f.name: f for f in base.fields}
+    own_ids = {f.id for f in written.fields if f.name not in (TOMBSTONE, _ROWADDR)}
+    names, arrays = [], []
+    for f in written.fields:
+        if f.name in (TOMBSTONE, _ROWADDR) or f.name not in rows.column_names:
+            continue  # (``_tombstone``'s id is the generation's own: a new column may share it)
+        target = by_id.get(f.id)
+        if target is None:
+            target = by_name.get(f.name)
+            if target is None or target.id in own_ids:
+                continue  # dropped, or its name now belongs to a column written here too
+        column = rows.column(f.name)
+        wanted = target.arrow_type
+        if not column.type.equals(wanted):
+            try:
+                column = column.cast(wanted)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaError(f"generation column {f.name!r} ({column.type}) does not "
+                                  f"fit the table's column {target.name!r} ({wanted}): "
+                                  f"{exc}") from exc
+        names.append(target.name)
+        arrays.append(column)
+    for extra in (TOMBSTONE, _ROWADDR):
+        if extra in rows.column_names:
+            names.append(extra)
+            arrays.append(rows.column(extra))
+    return pa.table(arrays, names=names)
 
 
 def _merged_now(base: LanceDataset, region_id: uuid.UUID) -> int:

@@ -55,7 +55,7 @@ from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema, arrow_type_of
 from lance_sql.io.store import ObjectStore
-from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, primary_key_columns
+from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, check_key_types, primary_key_columns
 from lance_sql.memwal.memtable import MemFragment, MemTable, primary_key_bytes
 from lance_sql.memwal.naming import GenerationDir
 from lance_sql.memwal.pk_index import MaintainedIndex, write_generation_indexes
@@ -208,6 +208,7 @@ class RegionWriter:
                 raise InvalidInputError(f"maintained index {index.name!r}: the table has no "
                                         f"column {index.column!r}")
         self.primary_key = tuple(primary_key_columns(schema))
+        check_key_types(schema)  # before the claim: nothing is written for such a table
         self.schema = memtable_schema(schema)
         self._put_schema = schema.to_arrow()
         self._arrow = self.schema.to_arrow()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from test_merger import A, B, _base, _flush, _rows
+from test_merger import SCHEMA, A, B, _base, _flush, _rows
 
 import lance_sql
 from lance_sql.errors import InvalidInputError
@@ -85,3 +85,25 @@ def test_bad_arguments(tmp_path: Path) -> None:
     ds = _base(tmp_path)
     with pytest.raises(InvalidInputError, match="keep_manifests"):
         collect_garbage(ds, keep_manifests=0)
+
+
+def test_a_kept_version_from_before_the_mem_wal_holds_nothing_back(tmp_path: Path) -> None:
+    """A tagged first version (before the MemWAL index) reads as the plain table and
+    needs no generation: merged generations still go once no MemWAL version needs them."""
+    data = pa.table({"id": list(range(10)), "v": [f"base{i}" for i in range(10)]},
+                    schema=SCHEMA)
+    plain = lance_sql.write_dataset(data, str(tmp_path / "t.lance"))
+    plain.tags.create("initial", plain.version)
+    ds = mem_wal_index.initialize(plain)
+    _flush(ds, A, [(1, "a", False), (2, None, True)])
+    _flush(ds, B, [(30, "c", False)])
+    merge(ds)
+    lance_sql.dataset(ds.uri).cleanup_old_versions(older_than=timedelta(0))
+    kept = [v["version"] for v in lance_sql.dataset(ds.uri).versions()]
+    assert kept[0] == plain.version and len(kept) == 2  # the tag keeps the first version
+    result = collect_garbage(ds)
+    assert sorted(result.generations) == sorted([(A, 1), (B, 1)])
+    assert _dirs(ds, A) == [] and _dirs(ds, B) == []
+    assert _rows(ds) == {**{i: f"base{i}" for i in range(10) if i != 2}, 1: "a", 30: "c"}
+    first = lance_sql.dataset(ds.uri, version="initial").to_table()
+    assert first.column("v").to_pylist() == data.column("v").to_pylist()

@@ -166,3 +166,47 @@ def test_a_generation_merged_and_collected_meanwhile_is_skipped(tmp_path: Path) 
     ds.store.delete_prefix(RegionPaths(A).generation(second.path))
     with pytest.raises(NotFoundError):
         merge(ds)
+
+
+def _written_then_evolved(tmp_path: Path) -> tuple[lance_sql.LanceDataset, pa.Table]:
+    """A table whose writer flushed a generation before its schema changed: ``v``
+    renamed to ``v2``, ``x`` widened from int32 to int64, ``s`` dropped and a new ``s``
+    added (a new field id under the old name)."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                        pa.field("v", pa.int64()), pa.field("s", pa.string()),
+                        pa.field("x", pa.int32())])
+
+    def rows(ids: list[int], tag: int) -> pa.Table:
+        return pa.table({"id": ids, "v": [i * 10 + tag for i in ids],
+                         "s": [f"{tag}-{i}" for i in ids], "x": ids}, schema=schema)
+
+    ds = lance_sql.write_dataset(rows(list(range(6)), 0), str(tmp_path / "t.lance"))
+    mw = ds.initialize_mem_wal(None)
+    written = rows([2, 3, 8, 9], 1)  # two updates, two inserts
+    with mw.writer(region=uuid.uuid4()) as writer:
+        writer.put(written)
+    table = lance_sql.dataset(ds.uri)
+    table.alter_columns({"path": "v", "name": "v2"})
+    table.alter_columns({"path": "x", "data_type": pa.int64()})
+    table.drop_columns(["s"])
+    table.add_columns({"s": "'fresh'"})
+    return lance_sql.dataset(ds.uri), written
+
+
+def test_a_generation_merges_by_field_id_after_the_schema_changed(tmp_path: Path) -> None:
+    """The renamed column's values arrive under its new name (they were dropped, leaving
+    the old value on updated keys and NULL on inserted ones), the widened column is cast
+    (the merge used to fail on every try, the region stuck unmerged), and the merged
+    table reads as the LSM view did before the merge for the other columns."""
+    ds, written = _written_then_evolved(tmp_path)
+    view = {r["id"]: r for r in ds.mem_wal.scanner(["id", "x", "s"]).to_table().to_pylist()}
+    (result,) = merge(ds)
+    assert (result.inserted, result.updated) == (2, 2)
+    table = lance_sql.dataset(ds.uri)
+    merged = {r["id"]: r for r in table.to_table().to_pylist()}
+    assert {i: r["v2"] for i, r in merged.items() if i in (2, 3, 8, 9)} == {
+        r["id"]: r["v"] for r in written.to_pylist()}
+    assert {i: {"id": i, "x": r["x"], "s": r["s"]} for i, r in merged.items()} == view
+    assert [view[i]["x"] for i in (2, 3, 8, 9)] == [2, 3, 8, 9]
+    assert merged[0] == {"id": 0, "v2": 0, "x": 0, "s": "fresh"}
+    assert table.schema.field("x").type == pa.int64()

@@ -277,3 +277,37 @@ def test_a_filter_of_the_wrong_type_fails_typed_at_sql(lsm, monkeypatch, conditi
     # a filter that fits plans, and the search runs with the query
     q(session, f"SELECT id FROM nearest('{table}', 'e', [0.0, 0.0], 3, {{'filter': 'v >= 0'}})")
     assert searched
+
+
+@pytest.mark.parametrize("column", ["v", "id"])
+@pytest.mark.parametrize("table", ["t", "p"])
+def test_a_column_that_holds_no_vectors_fails_typed_at_sql(lsm, monkeypatch, column: str,
+                                                           table: str) -> None:
+    """Searching a number column is an InvalidInputError when the search is planned (it
+    was an untyped ArrowNotImplementedError from the search's first batch), in SQL and
+    from Python, on MemWAL and plain tables, before any search runs."""
+    root, mw = lsm
+    plain = lance_sql.write_dataset(mw.dataset.to_table(), root / "p.lance")
+    searched = []
+    monkeypatch.setattr(KNNExec, "execute", lambda self: searched.append(self) or iter(()))
+    session = connect(root)
+    with pytest.raises(InvalidInputError, match=f"column '{column}' holds int64, not vectors"):
+        session.sql(f"SELECT id FROM nearest('{table}', '{column}', [0.0], 3)")
+    with pytest.raises(InvalidInputError, match="not vectors"):
+        if table == "t":
+            mw.nearest(column, [0.0], 3)
+        else:
+            plain.nearest(column, [0.0], k=3)
+    assert searched == []
+
+
+@pytest.mark.parametrize("query", ["ab", ["a", "b"], [[0.0], [0.0, 1.0]], None])
+def test_a_query_that_is_not_numbers_is_a_typed_error(lsm, query: object) -> None:
+    """From Python (SQL checks its literal already): InvalidInputError, not numpy's
+    ValueError or TypeError."""
+    root, mw = lsm
+    plain = lance_sql.write_dataset(mw.dataset.to_table(), root / "p.lance")
+    with pytest.raises(InvalidInputError, match="query vector"):
+        mw.nearest("e", query, 3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="query vector"):
+        plain.nearest("e", query, k=3)  # type: ignore[arg-type]

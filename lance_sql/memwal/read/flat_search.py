@@ -16,7 +16,7 @@ from lance_sql.errors import InvalidInputError
 from lance_sql.expr import Expr, parse_predicate, resolve
 from lance_sql.memwal.read.nodes import DISTANCE, GlobalLimitExec, ProjectionExec, SortExec
 from lance_sql.memwal.read.planner import LsmPlan
-from lance_sql.memwal.read.search import KNNExec, check_filter
+from lance_sql.memwal.read.search import KNNExec, check_filter, query_vector
 from lance_sql.memwal.read.sources import BaseSource
 from lance_sql.table.dataset import LanceDataset
 
@@ -42,7 +42,7 @@ def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.nd
     # float32 distances, as pylance 14's nearest search and the LSM search give them
     scan_schema = pa.schema([schema.field(n) for n in wanted] + [pa.field(DISTANCE, pa.float32())])
     source = BaseSource(ds, [])
-    node = KNNExec(source, scan_schema, column, np.asarray(query, np.float64), k, metric,
+    node = KNNExec(source, scan_schema, column, query_vector(query), k, metric,
                    predicate)
     root = ProjectionExec(GlobalLimitExec(SortExec(node, DISTANCE), k), [*output, DISTANCE])
     return LsmPlan(root, [f"TableSearch: {ds.uri} v{ds.version} (no MemWAL: one source)"],

@@ -37,7 +37,7 @@ from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.generation_tables import open_generation
+from lance_sql.memwal.generation_tables import named_as_table, open_generation
 from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
@@ -65,7 +65,13 @@ from lance_sql.memwal.read.nodes import (
     key_text,
 )
 from lance_sql.memwal.read.pruning import prune_regions
-from lance_sql.memwal.read.search import FilterStaleExec, KNNExec, StaleCheck, check_filter
+from lance_sql.memwal.read.search import (
+    FilterStaleExec,
+    KNNExec,
+    StaleCheck,
+    check_filter,
+    query_vector,
+)
 from lance_sql.memwal.read.sources import (
     BaseSource,
     GenerationSource,
@@ -267,6 +273,8 @@ class LsmView:
         self._valid_columns: set[tuple[str, ...]] = set()
         self._spec_names: list[list[str | None]] = []
         self._generation_keys: dict[tuple[uuid.UUID, str], str] = {}
+        # per generation: (the table opened, it named as this base version names columns)
+        self._named: dict[tuple[uuid.UUID, str], tuple[LanceDataset, LanceDataset]] = {}
         # a snapshot view's regions come from its base version's MemWAL index: read once,
         # shared by its fresh copies
         self._snapshot_listing: list[list] = []
@@ -480,7 +488,13 @@ class LsmView:
                                                      (self.base.store.uri, key), load)
         except NotFoundError:
             return None  # collected after its merge: its rows are in the base table
-        return GenerationSource(ds, gen, region_id, index, self.key_columns)
+        # columns renamed since it was written read under their new names (made once
+        # per view: ~7 µs a generation, which a one-key lookup would pay on every call)
+        named = self._named.get((region_id, path))
+        if named is None or named[0] is not ds:
+            named = self._named[region_id, path] = (
+                ds, named_as_table(ds, self.base.manifest.schema))
+        return GenerationSource(named[1], gen, region_id, index, self.key_columns)
 
     def _header(self, what: str, regions: Sequence[RegionState] | None = None,
                 total: int | None = None) -> list[str]:
@@ -811,7 +825,7 @@ class LsmView:
         filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
         schema = self._schema([*output, column, *self.key_columns, ROW_ADDR, GEN, REGION,
                                *(n for n in filter_names if n in BASE_ONLY), DISTANCE])
-        vector = np.asarray(query, np.float64)
+        vector = query_vector(query)
         check = StaleCheck(sources, self.key_columns,
                            [schema.field(c).type for c in self.key_columns], exact=exact)
         knns = [KNNExec(s, schema, column, vector, k, metric, predicate, check)

@@ -50,6 +50,27 @@ def _vectors(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return valid, np.asarray(flat, np.float64).reshape(len(present), int(lengths[0]))
 
 
+def query_vector(query: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The query vector as float64 numbers; InvalidInputError when it is not numbers."""
+    try:
+        if query is None or isinstance(query, (str, bytes)):
+            raise TypeError(f"got {query!r}")
+        return np.asarray(query, np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"the query vector must be a list of numbers: {exc}") from exc
+
+
+def _check_vector_column(schema: pa.Schema, column: str) -> None:
+    """InvalidInputError unless ``column`` holds vectors: lists (of a fixed size or not)
+    of numbers. Checked when the search is planned, before anything is read."""
+    t = schema.field(column).type
+    if (pa.types.is_fixed_size_list(t) or pa.types.is_list(t) or pa.types.is_large_list(t)) \
+            and (pa.types.is_integer(t.value_type) or pa.types.is_floating(t.value_type)):
+        return
+    raise InvalidInputError(f"column {column!r} holds {t}, not vectors (lists of numbers): "
+                            f"nearest() searches a vector column")
+
+
 def check_filter(predicate: Expr | None, schema: pa.Schema) -> None:
     """Type-check a search's filter against the columns it may name (``schema``) when the
     search is planned: a condition whose types do not fit (a vector compared with a
@@ -99,6 +120,7 @@ class KNNExec(ExecNode):
             raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
         if k < 1:
             raise InvalidInputError(f"k must be at least 1, got {k}")
+        _check_vector_column(schema, column)
         self.source = source
         self.schema = schema
         self.column = column

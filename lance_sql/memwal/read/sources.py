@@ -215,21 +215,23 @@ class GenerationSource(_LanceSource):
 
     @property
     def identity(self) -> Hashable:
-        ds = self.dataset
-        return ("generation", ds.store.uri, ds.version, self.gen, self.region)
+        ds = self.dataset  # (its column names too: a column renamed since reads renamed)
+        return ("generation", ds.store.uri, ds.version, self.gen, self.region,
+                tuple(self.schema.names))
 
     def rows(self) -> pa.Table:
         """Every row of the generation (all columns, ``_rowaddr``), in address order,
         decoded once per process (bounded cache): a generation never changes, and it is
         small next to the base table, so scans and lookups read it from memory."""
         ds = self.dataset
+        names = self.schema.names
 
         def load() -> pa.Table:
-            names = [*self.schema.names, ROW_ADDR]
-            return lance_scanner(ds, names, None).to_table().combine_chunks()
+            return lance_scanner(ds, [*names, ROW_ADDR], None).to_table().combine_chunks()
 
-        return current_runtime().cache.get_or_load(GENERATION_ROWS, (ds.store.uri, ds.version),
-                                                   load)
+        # (keyed by the names too: a column renamed since reads under its new name)
+        return current_runtime().cache.get_or_load(
+            GENERATION_ROWS, (ds.store.uri, ds.version, *names), load)
 
     def held_rows(self) -> pa.Table:
         return self.rows()
