@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
+from lance_sql.sorted_sets import sorted_unique
 
 TYPE_URL = "/lance.table.BTreeIndexDetails"
 PAGE_DATA = "page_data.lance"
@@ -513,7 +514,7 @@ def _ranges_union(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
     lengths = stops - starts
     before = np.cumsum(lengths) - lengths
     members = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - before, lengths)
-    return np.unique(members)
+    return sorted_unique(members)
 
 
 # --------------------------------------------------------------------- matching entries

@@ -19,22 +19,10 @@ from pyroaring import BitMap
 
 from lance_sql.errors import FormatError
 from lance_sql.format.fragment import DeletionFile, DeletionKind
+from lance_sql.sorted_sets import sorted_unique
 
 BITMAP_THRESHOLD = 5000
 _SCHEMA = pa.schema([pa.field("row_id", pa.uint32(), nullable=False)])
-
-
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` by a sort: numpy 2's hash-based unique takes ~1 ms for a few
-    thousand offsets, 100x a sort of them (usually sorted already), and a merge_insert
-    computes one per fragment it touches."""
-    ordered = np.sort(values)
-    if len(ordered) < 2:
-        return ordered
-    keep = np.empty(len(ordered), bool)
-    keep[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
-    return ordered[keep]
 
 
 def choose_kind(num_deleted: int) -> DeletionKind:

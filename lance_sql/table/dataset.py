@@ -28,6 +28,7 @@ from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.schema import LanceSchema, check_column_names
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.sorted_sets import sorted_difference
 from lance_sql.table import index as indices
 from lance_sql.table.changes.feed import table_changes
 from lance_sql.table.files.deletions import add_deletions
@@ -344,7 +345,8 @@ class LanceDataset:
             frag = frags[i]
             deleted = deleted_offsets(self.store, manifest, frag)
             if len(deleted):
-                live = np.setdiff1d(np.arange(frag.physical_rows, dtype=np.int64), deleted)
+                live = sorted_difference(np.arange(frag.physical_rows, dtype=np.int64),
+                                         deleted)
                 local = live[local]
             addresses[selected] = (np.uint64(frag.id) << np.uint64(32)) | local.astype(np.uint64)
         return self._take_addresses(manifest, addresses, columns)

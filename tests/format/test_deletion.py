@@ -12,7 +12,6 @@ from lance_sql.format.deletion import (
     BITMAP_THRESHOLD,
     decode_deletions,
     encode_deletions,
-    sorted_unique,
 )
 
 
@@ -41,12 +40,3 @@ def test_corrupt_files_raise_format_error(kind: str) -> None:
     for cut in (0, 1, len(data) // 2, len(data) - 1):
         with pytest.raises(FormatError, match="frag-1"):
             decode_deletions(kind, data[:cut], "frag-1", n)
-
-
-def test_sorted_unique_is_numpy_unique() -> None:
-    rng = np.random.default_rng(12)
-    for values in (np.zeros(0, np.uint32), np.array([5], np.uint32),
-                   rng.integers(0, 50, 400).astype(np.uint32),
-                   np.sort(rng.choice(1 << 20, 5000, replace=False)).astype(np.uint32)):
-        assert np.array_equal(sorted_unique(values), np.unique(values))
-        assert sorted_unique(values).dtype == np.uint32

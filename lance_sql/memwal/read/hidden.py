@@ -27,6 +27,7 @@ from lance_sql.errors import LanceError
 from lance_sql.memwal.memtable import MemFragment
 from lance_sql.memwal.read.sources import BaseSource, GenerationSource, MemTableSource, Source
 from lance_sql.numpy_arrow import array_from_numpy
+from lance_sql.sorted_sets import sorted_unique
 from lance_sql.table.index.planner import key_rows
 from lance_sql.table.runtime.cache import BASE_ROWS_HIDDEN
 from lance_sql.table.runtime.context import current_runtime
@@ -49,7 +50,7 @@ class HiddenRows:
 
     def count(self) -> int:
         """How many distinct base rows are left out (deleted ones included)."""
-        return sum(int(np.unique(r).size) for r in self.rows.values())
+        return sum(int(sorted_unique(r).size) for r in self.rows.values())
 
 
 class _NoIndex(Exception):

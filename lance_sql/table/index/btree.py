@@ -46,6 +46,7 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
+from lance_sql.sorted_sets import sorted_unique
 from lance_sql.table.files.reader import base_store
 from lance_sql.table.runtime.cache import INDEX_FILES, INDEX_PAGES
 from lance_sql.table.runtime.context import current_runtime
@@ -577,7 +578,7 @@ def _sorted_numbers(query: KeyQuery) -> np.ndarray | None:
     keys = sortable(query.values)
     if keys is None or keys.dtype.kind not in "iufb":
         return None
-    return np.unique(keys)
+    return sorted_unique(keys)
 
 
 def _is_bytes_type(t: pa.DataType) -> bool:

@@ -45,6 +45,7 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.numpy_arrow import array_from_numpy, array_of_scalars
+from lance_sql.sorted_sets import sorted_intersection, sorted_union, sorted_unique
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.btree import BTreeIndex
 from lance_sql.table.runtime.cache import INDEX_SECTIONS
@@ -432,9 +433,9 @@ def _evaluate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> np.nda
             # older indices of stable-row-id tables hold row ids: find their rows
             ids = row_id_index(store, manifest).lookup(ids)
             ids = ids[ids != MISSING]
-        return np.unique(ids) if ids.size > 1 else ids.copy()  # (one id: sorted, unique)
+        return sorted_unique(ids) if ids.size > 1 else ids.copy()  # (one id: sorted, unique)
     results = [_evaluate(p, store, manifest) for p in tree.parts]
-    combine = np.intersect1d if isinstance(tree, Both) else np.union1d
+    combine = sorted_intersection if isinstance(tree, Both) else sorted_union
     out = results[0]
     for r in results[1:]:
         out = combine(out, r)

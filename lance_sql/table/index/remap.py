@@ -22,6 +22,7 @@ from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.pb import transaction_pb2
 from lance_sql.io.store import ObjectStore
+from lance_sql.sorted_sets import sorted_difference
 from lance_sql.table.files.reader import deleted_offsets
 from lance_sql.table.index.btree import BTreeIndex, index_key, write_btree
 from lance_sql.table.txn.operations import RewrittenIndex
@@ -37,8 +38,8 @@ def _moves(store: ObjectStore, manifest: Manifest, groups: Sequence[Group]
     for old_frags, new_frags in groups:
         old = []
         for frag in old_frags:
-            live = np.setdiff1d(np.arange(frag.physical_rows, dtype=np.uint64),
-                                deleted_offsets(store, manifest, frag).astype(np.uint64))
+            live = sorted_difference(np.arange(frag.physical_rows, dtype=np.uint64),
+                                     deleted_offsets(store, manifest, frag).astype(np.uint64))
             old.append((np.uint64(frag.id) << np.uint64(32)) | live)
         new = [(np.uint64(f.id) << np.uint64(32)) | np.arange(f.physical_rows, dtype=np.uint64)
                for f in new_frags]

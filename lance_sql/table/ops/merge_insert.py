@@ -39,6 +39,7 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
 from lance_sql.io.store import ObjectStore
+from lance_sql.sorted_sets import sorted_difference
 from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment, deleted_offsets
 from lance_sql.table.ops.key_match import KeyMatcher
 from lance_sql.table.ops.row_rewrite import RowRewrite
@@ -338,7 +339,7 @@ def _rewrite_matched(store: ObjectStore, base: Manifest, rewrite: RowRewrite, so
 def _delete_unmatched(store: ObjectStore, base: Manifest, rewrite: RowRewrite, target: pa.Table,
                       matched: np.ndarray, condition: str | None) -> int:
     all_addr = target.column(ROW_ADDR).to_numpy().astype(np.uint64)
-    doomed = np.setdiff1d(all_addr, matched)
+    doomed = sorted_difference(all_addr, matched)
     if condition is not None and len(doomed):
         names = [f.name for f in base.schema.fields]
         rows = _take_target(store, base, doomed, names)

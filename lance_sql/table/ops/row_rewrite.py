@@ -19,6 +19,7 @@ import pyarrow as pa
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
+from lance_sql.sorted_sets import sorted_union
 from lance_sql.table.files.deletions import add_deletions
 from lance_sql.table.files.lineage import (
     PENDING_VERSION,
@@ -59,7 +60,7 @@ class RowRewrite:
             return
         old = self._removed.get(fragment.id)
         offsets = np.asarray(offsets, dtype=np.uint32)
-        self._removed[fragment.id] = offsets if old is None else np.union1d(old, offsets)
+        self._removed[fragment.id] = offsets if old is None else sorted_union(old, offsets)
 
     def rewrite(self, fragment: Fragment, offsets: np.ndarray, table: pa.Table) -> None:
         """Write ``table`` as the new contents of rows ``offsets`` of ``fragment``."""

@@ -30,6 +30,7 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.row_ids import encode_versions
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
+from lance_sql.sorted_sets import sorted_intersection, sorted_unique
 from lance_sql.table.files.lineage import PENDING_VERSION, load_lineage
 from lance_sql.table.files.reader import ROW_ADDR, FragmentReader, by_fragment, deleted_offsets
 from lance_sql.table.index import index_hook
@@ -121,7 +122,7 @@ def selected_rows(store: ObjectStore, base: Manifest, select_rows: RowSelector
     fragments in address order; an address of no fragment of ``base`` is a NotFoundError,
     one past a fragment's rows or of a deleted row an InvalidInputError."""
     addresses = _addresses(select_rows(base))
-    return [(frag, offsets) for frag, offsets, _ in _locate(store, base, np.unique(addresses))]
+    return [(frag, offsets) for frag, offsets, _ in _locate(store, base, sorted_unique(addresses))]
 
 
 def _addresses(values: np.ndarray | pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -152,7 +153,7 @@ def _locate(store: ObjectStore, base: Manifest, addresses: np.ndarray
                                     f"fragment {frag.id}")
         if len(offsets) > 1 and not np.all(np.diff(offsets) > 0):
             raise InvalidInputError("a row address is selected twice for one write")
-        dead = np.intersect1d(offsets, deleted_offsets(store, base, frag))
+        dead = sorted_intersection(offsets, deleted_offsets(store, base, frag))
         if len(dead):
             raise InvalidInputError(
                 f"row address {(frag.id << 32) | int(dead[0])} (fragment {frag.id}, offset "

@@ -15,6 +15,7 @@ from lance_sql.expr import Expr, intersect_ranges, rowaddr_bounds
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
+from lance_sql.sorted_sets import sorted_unique
 from lance_sql.table.files.reader import ROW_ADDR, ROW_ID
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 
@@ -50,7 +51,7 @@ def _id_ranges_to_addresses(store: ObjectStore, manifest: Manifest,
     ids = np.concatenate([np.arange(lo, hi, dtype=np.uint64) for lo, hi in ranges]
                          or [np.empty(0, np.uint64)])
     addresses = row_id_index(store, manifest).lookup(ids)
-    addresses = np.unique(addresses[addresses != MISSING])
+    addresses = sorted_unique(addresses[addresses != MISSING])
     if addresses.size == 0:
         return []
     breaks = np.flatnonzero(np.diff(addresses) != 1) + 1

@@ -19,6 +19,7 @@ from lance_sql.errors import RetryableConflict
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
+from lance_sql.sorted_sets import sorted_intersection
 from lance_sql.table.files.deletions import add_deletions
 from lance_sql.table.files.reader import deleted_offsets
 from lance_sql.table.txn.operations import Delete, Transaction, Update
@@ -46,7 +47,7 @@ def merge_deletions(
                                     f"retry the {op.name}")
         theirs = deleted_offsets(store, latest, frag)
         ours = np.asarray(affected_rows.get(frag_id, ()), dtype=np.uint32)
-        both = np.intersect1d(theirs, ours)
+        both = sorted_intersection(theirs, ours)
         if len(both):
             sample = [(frag_id << 32) | int(r) for r in both[:5]]
             raise RetryableConflict(
