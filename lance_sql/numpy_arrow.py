@@ -8,13 +8,14 @@ their buffers here; anything this does not cover goes through ``pa.array``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["array_from_numpy", "array_of_scalars", "empty_table", "numpy_of", "scalar",
-           "scalar_from_python", "true_mask"]
+__all__ = ["array_from_numpy", "array_from_python", "array_of_scalars", "empty_table",
+           "numpy_of", "scalar", "scalar_from_python", "true_mask"]
 
 _NUMPY_TYPES: dict[pa.DataType, np.dtype] = {
     pa.from_numpy_dtype(np.dtype(name)): np.dtype(name)
@@ -144,16 +145,67 @@ def scalar_from_python(value: object, type: pa.DataType | None = None) -> pa.Sca
     return None
 
 
+def _pandas_loaded() -> bool:
+    """Once pandas is imported, pyarrow's own conversions cost nothing extra (and are
+    quicker than building from buffers in Python)."""
+    return "pandas" in sys.modules
+
+
 def scalar(value: object, type: pa.DataType | None = None) -> pa.Scalar:
     """``pa.scalar(value, type)`` (same result, same errors), from buffers where
-    :func:`scalar_from_python` can."""
+    :func:`scalar_from_python` can while pandas is not imported."""
+    if _pandas_loaded():
+        return pa.scalar(value, type)
     quick = scalar_from_python(value, type)
     return quick if quick is not None else pa.scalar(value, type)
 
 
+def array_from_python(values: Sequence[object], type: pa.DataType) -> pa.Array:
+    """``pa.array(values, type)`` for a list without None of ints, floats or bools into
+    their numeric type, or of str into ``string``, made from buffers (pa.array probes
+    for pandas on first use); other lists take ``pa.array``."""
+    if _pandas_loaded():
+        return pa.array(values, type)
+    dtype = _NUMPY_TYPES.get(type)
+    if values and dtype is not None and not any(v is None for v in values):
+        try:
+            with np.errstate(over="ignore"):  # float32: too large is inf, as pyarrow's
+                numbers = np.array(values, dtype)
+        except (OverflowError, TypeError, ValueError):
+            return pa.array(values, type)  # (its error, or its conversion)
+        if not all(_same_kind(v, dtype) for v in values):
+            return pa.array(values, type)
+        return array_from_numpy(numbers)
+    if values and type == pa.string() and all(isinstance(v, str) for v in values):
+        try:
+            encoded = [str(v).encode("utf-8") for v in values]
+        except UnicodeEncodeError:
+            return pa.array(values, type)
+        offsets = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        if offsets[-1] < 2**31:
+            return pa.StringArray.from_buffers(len(encoded), pa.py_buffer(
+                offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded)))
+    return pa.array(values, type)
+
+
+def _same_kind(value: object, dtype: np.dtype) -> bool:
+    """Whether numpy converts ``value`` to ``dtype`` as pyarrow does: bools into bool,
+    ints (not bools) into integers, floats into floats."""
+    if dtype.kind == "b":
+        return isinstance(value, bool | np.bool_)
+    if dtype.kind == "f":
+        return isinstance(value, float | np.floating)
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
 def array_of_scalars(scalars: Sequence[pa.Scalar], type: pa.DataType) -> pa.Array:
-    """``pa.array([s.as_py() for s in scalars], type)``: joined from one-row arrays when
-    every scalar is already of ``type``."""
+    """``pa.array([s.as_py() for s in scalars], type)``: from the values' buffers
+    (:func:`array_from_python`) or joined from one-row arrays when every scalar is
+    already of ``type``."""
+    if scalars and all(s.type.equals(type) for s in scalars) and (
+            type in _NUMPY_TYPES or type == pa.string()) and all(s.is_valid for s in scalars):
+        return array_from_python([s.as_py() for s in scalars], type)
     if not scalars or any(not s.type.equals(type) for s in scalars):
         return pa.array([s.as_py() for s in scalars], type)
     return pa.concat_arrays([pa.repeat(s, 1) for s in scalars])

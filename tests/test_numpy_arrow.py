@@ -13,8 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from lance_sql import numpy_arrow
 from lance_sql.numpy_arrow import (
     array_from_numpy,
+    array_from_python,
     array_of_scalars,
     empty_table,
     numpy_of,
@@ -116,8 +118,14 @@ def _outcome(make: Callable[[], pa.Scalar]) -> tuple[str, object]:
     return "ok", got
 
 
+@pytest.fixture
+def no_pandas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The buffer paths, as in a process that has not imported pandas."""
+    monkeypatch.setattr(numpy_arrow, "_pandas_loaded", lambda: False)
+
+
 @pytest.mark.parametrize("type_", _TYPES, ids=str)
-def test_scalar_is_pa_scalar(type_: pa.DataType | None) -> None:
+def test_scalar_is_pa_scalar(type_: pa.DataType | None, no_pandas: None) -> None:
     """Same value, type and validity as ``pa.scalar`` (NaN compared as NaN), or the
     same kind of error; the quick path is taken for the plain cases."""
     quick = 0
@@ -152,3 +160,31 @@ def test_array_of_scalars_and_empty_table() -> None:
     got = empty_table(schema)
     assert got.schema == schema and got.schema.metadata == schema.metadata
     assert got.num_rows == 0 and got.equals(schema.empty_table())
+
+
+
+_LISTS = [([1, 2, 3], pa.int64()), ([1, 2**40], pa.int32()), ([True, False], pa.bool_()),
+          ([1.5, 2.0], pa.float32()), ([1e300, -1e300], pa.float32()), ([1, 2], pa.float64()),
+          (["a", "héllo", ""], pa.string()), ([1.5], pa.int64()), ([2**64 - 1], pa.uint64()),
+          ([-1], pa.uint8()), ([1, None], pa.int64()), ([True, 1], pa.int64()),
+          (["x", 1], pa.string()), (["\ud800"], pa.string()), ([], pa.int64()),
+          ([1, 2], pa.date32()), ([7, 8], pa.int8())]
+
+
+@pytest.mark.parametrize(("values", "type_"), _LISTS, ids=str)
+def test_array_from_python_is_pa_array(values: list, type_: pa.DataType,
+                                       no_pandas: None) -> None:
+    want = _outcome(lambda: pa.array(values, type_))
+    got = _outcome(lambda: array_from_python(values, type_))
+    assert got[0] == want[0], (values, got, want)
+    if want[0] == "ok":
+        assert isinstance(got[1], pa.Array) and got[1].equals(want[1])
+    else:
+        assert got[1] is want[1]
+
+
+def test_array_of_scalars_takes_the_buffers(no_pandas: None) -> None:
+    scalars = [pa.scalar(v, pa.int32()) for v in range(3000)]
+    assert array_of_scalars(scalars, pa.int32()).equals(pa.array(range(3000), pa.int32()))
+    words = [pa.scalar(f"w{v}") for v in range(50)]
+    assert array_of_scalars(words, pa.string()).equals(pa.array([f"w{v}" for v in range(50)]))

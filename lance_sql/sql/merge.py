@@ -97,6 +97,13 @@ class Merge:
             return None
         update_condition = delete_condition = None
         if update is not None and update.condition is not None:
+            # merge_insert tests the condition on the rows it is given, which hold the
+            # SET values under the target's names: a source column is what the source
+            # holds only for SET *, and not a key it renames (else the general path)
+            read = _source_columns_read(tokenize(update.condition), source)
+            renamed = {s.lower() for t, s in self.keys if t != s}
+            if read and (update.assignments is not None or read & renamed):
+                return None
             update_condition = requalify(update.condition,
                                          {target: "target", source: "source"})
             if needs_engine(update_condition):
@@ -323,6 +330,17 @@ def _keys(sql: str, tokens: list[Token], target: str,
                 f"joined by AND (merge_insert matches on keys), got {text!r}")
         keys.append((sides["target"], sides["source"]))
     return tuple(keys)
+
+
+def _source_columns_read(tokens: list[Token], alias: str) -> set[str]:
+    """The columns ``alias.column`` names among ``tokens`` (lower-cased)."""
+    names = set()
+    for j, t in enumerate(tokens[:-2]):
+        column = tokens[j + 2].identifier
+        if t.identifier is not None and t.identifier.lower() == alias.lower() and \
+                tokens[j + 1].is_op(".") and column is not None:
+            names.add(column.lower())
+    return names
 
 
 def _refers_to(tokens: list[Token], alias: str) -> bool:

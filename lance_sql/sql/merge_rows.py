@@ -15,7 +15,8 @@ The join is as wide as the clauses need (FULL when rows the source lacks and row
 the target lacks are both taken). A value is computed only on its clause's rows, so
 an expression failing elsewhere (``1 / s.x`` where another clause takes ``x = 0``)
 does not fail the statement. Matched rows no clause takes are kept only to check
-SQL's cardinality rule: a target row matched by several source rows is an error.
+the cardinality rule: a target row matched by several source rows is an error when a
+WHEN MATCHED clause updates or deletes (as pylance's merge_insert has it).
 """
 
 from __future__ import annotations
@@ -102,10 +103,11 @@ def row_changes(query: MergeQuery, result: pa.Table,
                 conform: Callable[[pa.Table], pa.Table]) -> RowChanges:
     """What the query's ``result`` does: rows deleted, updated and inserted per clause
     (their values passed through ``conform``, which types them as the table's
-    columns). A target row matched by several source rows is an InvalidInputError,
-    as the SQL standard has it, when a WHEN MATCHED clause may update or delete it
-    (whichever clauses the pairs take; an insert-only MERGE leaves matched rows
-    alone, as merge_insert does)."""
+    columns). A target row matched by several source rows is an InvalidInputError
+    when a WHEN MATCHED clause may update or delete it, whichever clauses the pairs
+    take: the rule pylance's merge_insert applies (so both paths agree), stricter than
+    PostgreSQL's, which objects only to a row actually changed twice. An insert-only
+    MERGE leaves matched rows alone, as merge_insert does."""
     clause = np.asarray(result.column(_CLAUSE).fill_null(-1).to_numpy(zero_copy_only=False),
                         np.int64)
     addresses = result.column(_TARGET_ROW).fill_null(0).to_numpy(zero_copy_only=False)
@@ -119,8 +121,8 @@ def row_changes(query: MergeQuery, result: pa.Table,
             keys = [result.column(c)[first].as_py() for c in query.key_columns]
             raise InvalidInputError(
                 f"MERGE: several source rows match one target row (keys {keys}); each "
-                "target row may be matched by at most one source row (the SQL "
-                "standard's cardinality rule)")
+                "target row may be matched by at most one source row when a WHEN "
+                "MATCHED clause updates or deletes)")
     deleted, updated, inserted = [], [], []
     for j, (action, named) in enumerate(query.values):
         rows = np.flatnonzero(clause == j)

@@ -555,3 +555,37 @@ def test_row_changes_touching_a_row_twice_are_refused(root: Path) -> None:
     with pytest.raises(InvalidInputError, match="past"):
         apply_row_changes(lance_sql.dataset(path).write_context(), lambda _: dead)
     assert versions(root) == 1
+
+
+# (statement, qty and note of id 2 after it): conditions that read the source's columns
+_SOURCE_CONDITIONS = [
+    ("USING (VALUES (2, 3)) AS s(id, qty) ON t.id = s.id "
+     "WHEN MATCHED AND s.qty > 5 THEN UPDATE SET qty = s.qty * 100", (20, "b")),
+    ("USING (VALUES (2, 3, 1)) AS s(id, qty, flag) ON t.id = s.id "
+     "WHEN MATCHED AND s.flag = 1 THEN UPDATE SET qty = s.qty", (3, "b")),
+    ("USING (VALUES (2, 3, 'zz')) AS s(id, qty, note) ON t.id = s.id "
+     "WHEN MATCHED AND s.note = 'zz' THEN UPDATE SET note = 'upd', qty = s.qty", (3, "upd")),
+    ("USING (VALUES (2, 3)) AS s(k, qty) ON t.id = s.k "
+     "WHEN MATCHED AND s.k = 2 THEN UPDATE SET qty = s.qty", (3, "b")),
+    ("USING (VALUES (2, 7, 'x')) AS s(id, qty, note) ON t.id = s.id "
+     "WHEN MATCHED AND s.qty > 5 THEN UPDATE SET *", (7, "x")),
+]
+
+
+@pytest.mark.parametrize(("clauses", "after"), _SOURCE_CONDITIONS)
+def test_a_matched_condition_reads_the_source_rows_values(tmp_path: Path, clauses: str,
+                                                          after: tuple[int, str]) -> None:
+    """A WHEN MATCHED condition on the source's columns tests the source row, not the
+    values the UPDATE computes from it (merge_insert sees only those: such statements
+    take the general path unless they are SET * with the keys named alike)."""
+    lance_sql.write_dataset(pa.table({"id": pa.array([1, 2, 3], pa.int64()),
+                                      "qty": pa.array([10, 20, 30], pa.int64()),
+                                      "note": ["a", "b", "c"]}), tmp_path / "t.lance")
+    session = lance_sql.connect(tmp_path)
+    session.sql(f"MERGE INTO t {clauses}").collect()
+    rows = session.sql("SELECT id, qty, note FROM t ORDER BY id").to_pydict()
+    assert (rows["qty"][1], rows["note"][1]) == after
+    assert rows["qty"][0::2] == [10, 30] and rows["note"][0::2] == ["a", "c"]
+    statement = parse_merge(f"MERGE INTO t {clauses}")
+    assert statement is not None
+    assert (statement.merge_insert_form() is not None) == clauses.endswith("SET *")

@@ -301,7 +301,8 @@ def test_a_column_that_holds_no_vectors_fails_typed_at_sql(lsm, monkeypatch, col
     assert searched == []
 
 
-@pytest.mark.parametrize("query", ["ab", ["a", "b"], [[0.0], [0.0, 1.0]], None])
+@pytest.mark.parametrize("query", ["ab", ["a", "b"], [[0.0], [0.0, 1.0]], None,
+                                   [[0.0, 1.0], [2.0, 3.0]], 5.0])
 def test_a_query_that_is_not_numbers_is_a_typed_error(lsm, query: object) -> None:
     """From Python (SQL checks its literal already): InvalidInputError, not numpy's
     ValueError or TypeError."""

@@ -55,9 +55,13 @@ def query_vector(query: Sequence[float] | np.ndarray) -> np.ndarray:
     try:
         if query is None or isinstance(query, (str, bytes)):
             raise TypeError(f"got {query!r}")
-        return np.asarray(query, np.float64).reshape(-1)
+        vector = np.asarray(query, np.float64)
     except (TypeError, ValueError) as exc:
         raise InvalidInputError(f"the query vector must be a list of numbers: {exc}") from exc
+    if vector.ndim != 1:  # (a 2-D query is not several queries: refused, not flattened)
+        raise InvalidInputError(f"the query vector must be a list of numbers, got "
+                                f"{vector.ndim} dimensions")
+    return vector
 
 
 def _check_vector_column(schema: pa.Schema, column: str) -> None:

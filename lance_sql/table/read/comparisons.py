@@ -12,7 +12,7 @@ SQL layer decodes the expression DataFusion pushed); anything else keeps the gen
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,13 @@ import pyarrow.compute as pc
 
 from lance_sql.expr import Call, Column, Expr, Literal
 from lance_sql.expr.arrow import filter_rows, to_pyarrow
-from lance_sql.numpy_arrow import array_of_scalars, numpy_of, scalar, true_mask
+from lance_sql.numpy_arrow import (
+    array_from_python,
+    array_of_scalars,
+    numpy_of,
+    scalar,
+    true_mask,
+)
 from lance_sql.table.read.masks import bool_array
 
 _KERNELS = {"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
@@ -38,6 +44,8 @@ class Comparison:
     op: str
     value: pa.Scalar | None = None
     values: tuple[pa.Scalar, ...] = ()
+    # op ``in``: ``values`` as one array (of the column's type once :func:`typed` made it)
+    value_set: pa.Array | None = field(default=None, compare=False)
 
 
 def conjunction(expr: Expr | None) -> tuple[Comparison, ...] | None:
@@ -72,11 +80,15 @@ def _in_list(expr: Call) -> Comparison | None:
             isinstance(i, Literal) and i.type is not None and i.value is not None
             for i in items):
         return None
+    types = {i.type for i in items}  # type: ignore[union-attr]
+    if len(types) != 1:
+        return None
     try:
-        values = tuple(scalar(i.value, i.type) for i in items)  # type: ignore[union-attr]
+        value_set = array_from_python([i.value for i in items],  # type: ignore[union-attr]
+                                      types.pop())
     except (pa.ArrowException, ValueError, TypeError, OverflowError):
         return None
-    return Comparison(name, "in", values=values)
+    return Comparison(name, "in", values=tuple(value_set), value_set=value_set)
 
 
 def _comparison(expr: Expr) -> Comparison | None:
@@ -115,10 +127,29 @@ def typed(comparisons: tuple[Comparison, ...], schema: pa.Schema
             out.append(c)
             continue
         t = schema.field(index).type
+        if c.op == "in":
+            out.append(replace(c, value_set=_lossless_set(c, t)))
+            continue
         value = c.value if c.value is None else _lossless(c.value, t)
-        values = tuple(_lossless(v, t) for v in c.values)
-        out.append(Comparison(c.column, c.op, value, values))
+        out.append(c if value is c.value else replace(c, value=value))
     return tuple(out)
+
+
+def _lossless_set(c: Comparison, t: pa.DataType) -> pa.Array | None:
+    """An IN list's values as one array of the column's integer type when that loses
+    nothing (else of their own type, or None when they have several)."""
+    values = c.value_set
+    if values is None:
+        if not c.values or any(not v.type.equals(c.values[0].type) for v in c.values):
+            return None
+        values = array_of_scalars(c.values, c.values[0].type)
+    if not values.type.equals(t) and pa.types.is_integer(values.type) and \
+            pa.types.is_integer(t):
+        try:
+            return values.cast(t)  # a safe cast: a value out of the column's range fails
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return values
+    return values
 
 
 def _lossless(value: pa.Scalar, t: pa.DataType) -> pa.Scalar:
@@ -161,12 +192,12 @@ def mask(comparisons: tuple[Comparison, ...], arrays: Mapping[str, pa.Array | pa
         if c.op in _NULL_TESTS:
             test = array.is_null() if c.op == "is_null" else array.is_valid()
         elif c.op == "in":
+            value_set = c.value_set
             # floats keep the general path: a hash lookup tells -0.0 from 0.0, SQL does not
-            if pa.types.is_floating(array.type) or not all(
-                    v.type.equals(array.type) for v in c.values):
+            if value_set is None or pa.types.is_floating(array.type) or \
+                    not value_set.type.equals(array.type):
                 return None
-            test = pc.is_in(array, value_set=array_of_scalars(c.values, array.type),
-                            skip_nulls=True)
+            test = pc.is_in(array, value_set=value_set, skip_nulls=True)
         elif c.value is None or not c.value.type.equals(array.type) or \
                 pa.types.is_float16(array.type):
             return None
