@@ -265,12 +265,9 @@ class _Winners:
     def of(cls, sources: Sequence[Source], key_types: Sequence[pa.DataType]) -> _Winners:
         winners: dict[int, np.ndarray] = {}
         keys: list[list[pa.Array]] = []
-        groups: dict[object, list[Source]] = {}
-        for s in sources:
-            groups.setdefault(s.region, []).append(s)
-        for group in groups.values():
+        for chain in _region_chains_newest_first(sources):
             newer: list[KeySet] = []
-            for s in sorted(group, key=lambda x: -x.gen):
+            for s in chain:
                 rows = s.key_rows()
                 latest = rows.latest()
                 held = _cast([k.take(array_from_numpy(latest)) for k in rows.keys], key_types)
@@ -314,17 +311,23 @@ def _region_chains(sources: Sequence[Source], type_names: tuple[str, ...]
     """Per source (by ``id``), what its winners depend on (see :meth:`_Winners.of`): its
     identity and those of the newer sources of its region, newest first, with the key
     types; only sources whose rows are held in memory."""
+    out: dict[int, Hashable] = {}
+    for chain in _region_chains_newest_first(sources):
+        identities: list[Hashable] = []
+        for s in chain:
+            identities.append(s.identity)
+            if s.holds_rows:
+                out[id(s)] = (tuple(identities), type_names)
+    return out
+
+
+def _region_chains_newest_first(sources: Sequence[Source]) -> list[list[Source]]:
+    """The sources grouped by region, each group newest generation first: the order in
+    which a region's sources decide their winners (and so what a winner depends on)."""
     groups: dict[object, list[Source]] = {}
     for s in sources:
         groups.setdefault(s.region, []).append(s)
-    out: dict[int, Hashable] = {}
-    for group in groups.values():
-        chain: list[Hashable] = []
-        for s in sorted(group, key=lambda x: -x.gen):  # (the order _Winners.of takes)
-            chain.append(s.identity)
-            if s.holds_rows:
-                out[id(s)] = (tuple(chain), type_names)
-    return out
+    return [sorted(group, key=lambda x: -x.gen) for group in groups.values()]
 
 
 class NewestRows:
