@@ -422,9 +422,11 @@ class _Parser:
             value = dt.datetime.fromisoformat(tok.text)
         except ValueError as err:
             raise self.error(f"invalid TIMESTAMP literal ({err})", tok) from None
-        if value.tzinfo is None:
-            return Literal(value, pa.timestamp("us"))
-        return Literal(value.astimezone(dt.UTC), pa.timestamp("us", "UTC"))
+        if value.tzinfo is not None:
+            # DataFusion (and pylance) keep only the UTC wall-clock time of an offset literal:
+            # against a zoned column it is then read in that column's zone, like any naive one
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return Literal(value, pa.timestamp("us"))
 
     def column(self, first: str, quoted: bool = False) -> Column:
         path, flags = [first], [quoted]

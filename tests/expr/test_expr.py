@@ -148,6 +148,11 @@ ORACLE_CASES = [
     "tsny > '2024-01-01 12:00:00'", "tsny > TIMESTAMP '2024-01-01 07:00:00'",
     "tsny >= DATE '2024-01-02'", "tsny <= '2024-01-01'", "tss > '2024-01-01 12:00:00'",
     "tss >= TIMESTAMP '2024-01-01 12:00:00'",
+    # a TIMESTAMP literal with an offset is its UTC wall-clock time, then read as a naive one
+    "tsny > TIMESTAMP '2024-01-01 12:00:00+02:00'", "tsny <= TIMESTAMP '2024-01-01T11:00:00Z'",
+    "tsny IN (TIMESTAMP '2024-01-01 17:00:00-05:00')",
+    "tstz > TIMESTAMP '2024-01-01 14:00:00+02:00'",
+    "ts = TIMESTAMP '2024-01-01 13:00:00+01:00'", "d < TIMESTAMP '2024-01-02 02:00:00+03:00'",
     # decimals
     "dec > 1.5", "dec > 1", "dec = 2", "dec = 1.5", "dec BETWEEN 1 AND 3", "dec IN (1.5, 2)",
     "dec IN (2.5, 100)", "dec * 2 > 3", "dec + i > 5", "dec < i", "dec IN (1.505)",
@@ -268,8 +273,7 @@ def test_long_in_list_and_or_chain() -> None:
          Call("<", (Literal(dt.datetime(2024, 1, 1, 10, 0, 0, 250000), pa.timestamp("us")),
                     Column(("t",))))),
         ("TIMESTAMP '2024-01-01T10:00:00+02:00' < t",
-         Call("<", (Literal(dt.datetime(2024, 1, 1, 8, tzinfo=UTC), pa.timestamp("us", "UTC")),
-                    Column(("t",))))),
+         Call("<", (Literal(dt.datetime(2024, 1, 1, 8), pa.timestamp("us")), Column(("t",))))),
         ("CAST(x AS decimal(10, 2)) > 1",
          Call(">", (Call("cast", (Column(("x",)), Literal(None, pa.decimal128(10, 2)))),
                     Literal(1, pa.int64())))),
