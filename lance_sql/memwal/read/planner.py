@@ -77,6 +77,7 @@ from lance_sql.memwal.read.sources import (
     GenerationSource,
     MemTableSource,
     Source,
+    newest_first,
 )
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values
@@ -421,7 +422,9 @@ class LsmView:
         return kept
 
     def sources(self, regions: Sequence[RegionState]) -> list[Source]:
-        """Base first, then per region its generations newest first."""
+        """Base first, then per region its generations newest first (with a spec that
+        does not keep a key in one region: every region's, in the order that decides
+        a key's newest row, see :attr:`across_regions`)."""
         out: list[Source] = [BaseSource(self.base, self.key_columns)]
         for index, region in enumerate(regions):
             merged = self.details.merged_generation(region.region_id)
@@ -440,7 +443,22 @@ class LsmView:
                 if memtable.generation > flushed_up_to and memtable.num_rows:
                     mine.append(MemTableSource(memtable, region.region_id, index))
             out.extend(sorted(mine, key=lambda s: -s.gen))
+        if self.across_regions and len(regions) > 1:
+            out[1:] = newest_first(out[1:], True)[0]
         return out
+
+    @property
+    def across_regions(self) -> bool:
+        """Whether a key's newest row is decided over every region, not in its own.
+
+        The MemWAL spec requires each key to live in one region and reads rely on it;
+        a spec over key columns guarantees it. With one over other columns (or regions
+        made by hand) keeping a key's region fixed is the user's part; when a key was
+        written to two regions anyway, reads still show it once: the row the spec's
+        DeduplicateExec order (``_gen`` DESC, then the region id) puts first, the same
+        for scans, lookups and searches. (Merging may later keep the other one: the
+        merger applies regions in its own order.)"""
+        return not self.key_routed
 
     @property
     def key_routed(self) -> bool:
@@ -579,7 +597,7 @@ class LsmView:
         scanned, sources = self.pruned_sources(predicate)
         scans = [ScanExec(s, internal, predicate) for s in scanned]
         node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources,
-                                         needed=output)
+                                         needed=output, across_regions=self.across_regions)
         node = ProjectionExec(node, output)
         if limit is not None:
             node = GlobalLimitExec(node, limit)
@@ -827,7 +845,8 @@ class LsmView:
                                *(n for n in filter_names if n in BASE_ONLY), DISTANCE])
         vector = query_vector(query)
         check = StaleCheck(sources, self.key_columns,
-                           [schema.field(c).type for c in self.key_columns], exact=exact)
+                           [schema.field(c).type for c in self.key_columns], exact=exact,
+                           across_regions=self.across_regions)
         knns = [KNNExec(s, schema, column, vector, k, metric, predicate, check)
                 for s in scanned]
         node: ExecNode = FilterStaleExec(UnionExec(knns), check)

@@ -44,7 +44,7 @@ from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GE
 from lance_sql.table.runtime.context import current_runtime
 
 __all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource", "Source",
-           "BLOOM_FILE"]
+           "BLOOM_FILE", "newest_first", "precedence"]
 
 BLOOM_FILE = "bloom_filter.bin"
 BASE_GEN = -1
@@ -61,6 +61,28 @@ _CANDIDATES_PER_KEY = 16
 _CANDIDATES_MIN = 4096
 _LOOKUP_IN_LIMIT = 4096  # keys answered through the base's BTREE index in one IN list
 BATCH_ROWS = 8192
+
+
+def newest_first(sources: Sequence[Source], across_regions: bool) -> list[list[Source]]:
+    """The newer sources in the order that decides each key's newest row: per region,
+    generations newest first (a key lives in one region, the MemWAL spec's rule), or —
+    ``across_regions``, when the region spec cannot keep a key in one region — one
+    chain over every region, ordered as the spec's DeduplicateExec orders its union:
+    highest ``_gen`` first; between regions at the same generation (whose row addresses
+    are not comparable) the region whose id sorts first. Lookups ask the sources in this
+    order too, so a scan and a lookup name the same row."""
+    if across_regions:
+        return [sorted(sources, key=precedence)]
+    groups: dict[object, list[Source]] = {}
+    for s in sources:
+        groups.setdefault(s.region, []).append(s)
+    return [sorted(group, key=lambda x: -x.gen) for group in groups.values()]
+
+
+def precedence(source: Source) -> tuple[int, bytes]:
+    """A newer source's place in :func:`newest_first`'s order across regions (lower
+    decides first)."""
+    return (-source.gen, source.region.bytes if source.region is not None else b"")
 
 
 def _filter_schema(schema: pa.Schema) -> pa.Schema:
