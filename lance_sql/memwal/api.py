@@ -114,15 +114,18 @@ class MemWal:
 
     def scanner(self, columns: Sequence[str] | None = None, filter: str | None = None,
                 *, limit: int | None = None, consistency: str = "strong",
-                version: int | str | None = None) -> LsmScanner:
+                version: int | str | None = None,
+                batch_size: int | None = None) -> LsmScanner:
         """Every key's newest row (``to_table()``, ``to_batches()``, ``count_rows()``,
         ``explain()``); ``filter`` applies to that row only, never to older versions.
         ``_gen``, ``_region`` and ``_rowaddr`` are returned when named; ``version``
         reads as of an older base version (see :meth:`view`). A strong read of the
-        latest version starts from this handle's warm view, as :meth:`get` does."""
+        latest version starts from this handle's warm view, as :meth:`get` does.
+        ``to_batches()`` yields at most ``batch_size`` rows a batch (default 8192, as
+        the plain scanner)."""
         view = (self._warm.view() if consistency == "strong" and version is None
                 else self.view(consistency, version))
-        return LsmScanner(view, columns, filter, limit)
+        return LsmScanner(view, columns, filter, limit, batch_size)
 
     def get(self, keys: pa.Table | pa.RecordBatch | dict, columns: Sequence[str] | None = None,
             *, consistency: str = "strong", version: int | str | None = None) -> pa.Table:

@@ -23,7 +23,7 @@ and :meth:`LsmView.knn_plan` (top-k with stale filtering). An engine calls them 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -90,7 +90,7 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables_of
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, VERSION_COLUMNS
-from lance_sql.table.read.scan import rows_only
+from lance_sql.table.read.scan import DEFAULT_BATCH_SIZE, rows_only
 from lance_sql.table.runtime.cache import GENERATION_TABLES, REGION_VALUES
 from lance_sql.table.runtime.context import current_runtime
 
@@ -856,6 +856,23 @@ class LsmView:
                        regions=(len(self.kept), self.total_regions))
 
 
+def bounded_batches(stream: Iterator[pa.RecordBatch], rows: int
+                    ) -> Iterator[pa.RecordBatch]:
+    """``stream``'s batches cut (zero-copy slices) into at most ``rows`` rows each; the
+    stream is closed when the consumer stops early (a LIMIT met)."""
+    try:
+        for batch in stream:
+            if batch.num_rows <= rows:
+                yield batch
+                continue
+            for start in range(0, batch.num_rows, rows):
+                yield batch.slice(start, rows)
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
+
+
 def _route_numbers(values: pa.Table, where: dict[tuple, int]) -> np.ndarray | None:
     """Each row's position in ``where`` (region values -> listed position; -1: no such
     region) when the region values are one column of integers (a bucket or an identity
@@ -947,17 +964,25 @@ def _one_column(table: pa.Table, source: Source, f: pa.Field
 
 class LsmScanner:
     """A configured read of the LSM view (``MemWal.scanner(...)``); planned on first use,
-    so the sources are those of that moment."""
+    so the sources are those of that moment. ``to_batches`` hands out at most
+    ``batch_size`` rows a batch (default the plain scanner's), as slices of what the plan
+    yields (a base fragment's winners at a time)."""
 
     def __init__(self, view: LsmView, columns: Sequence[str] | None,
-                 filter: str | Expr | None, limit: int | None) -> None:
+                 filter: str | Expr | None, limit: int | None,
+                 batch_size: int | None = None) -> None:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative integer, got {limit!r}")
+        if batch_size is not None and (isinstance(batch_size, bool)
+                                       or not isinstance(batch_size, int) or batch_size < 1):
+            raise InvalidInputError(f"batch_size must be a positive integer, got "
+                                    f"{batch_size!r}")
         self.view = view
         self.columns = columns
         self.filter = filter
         self.limit = limit
+        self.batch_size = batch_size or DEFAULT_BATCH_SIZE
         self._plan: LsmPlan | None = None
 
     @property
@@ -966,8 +991,8 @@ class LsmScanner:
             self._plan = self.view.scan_plan(self.columns, self.filter, self.limit)
         return self._plan
 
-    def to_batches(self):
-        return self.plan.execute()
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return bounded_batches(self.plan.execute(), self.batch_size)
 
     def to_table(self) -> pa.Table:
         return self.plan.to_table()
