@@ -37,7 +37,11 @@ from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.generation_tables import named_as_table, open_generation
+from lance_sql.memwal.generation_tables import (
+    named_as_table,
+    open_generation,
+    renamed_columns,
+)
 from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
@@ -76,6 +80,7 @@ from lance_sql.memwal.read.sources import (
     BaseSource,
     GenerationSource,
     MemTableSource,
+    RenamedMemTable,
     Source,
     newest_first,
 )
@@ -441,11 +446,18 @@ class LsmView:
                 flushed_up_to = max(flushed_up_to, region.manifest.current_generation - 1)
             for memtable in self._memtables.get(region.region_id, []):
                 if memtable.generation > flushed_up_to and memtable.num_rows:
-                    mine.append(MemTableSource(memtable, region.region_id, index))
+                    mine.append(MemTableSource(self._named_memtable(memtable),
+                                               region.region_id, index))
             out.extend(sorted(mine, key=lambda s: -s.gen))
         if self.across_regions and len(regions) > 1:
             out[1:] = newest_first(out[1:], True)[0]
         return out
+
+    def _named_memtable(self, memtable: MemTable) -> MemTable | RenamedMemTable:
+        """``memtable`` with its columns named as this base version names them (a writer
+        opened before a rename keeps the old names; see :class:`RenamedMemTable`)."""
+        names = renamed_columns(memtable.schema, self.base.manifest.schema)
+        return RenamedMemTable(memtable, names) if names else memtable
 
     @property
     def across_regions(self) -> bool:
