@@ -536,8 +536,24 @@ class RenamedMemTable:
         self.primary_key = [self._new.get(k, k) for k in memtable.primary_key]
         self.arrow_schema = self._named(memtable.arrow_schema.empty_table()).schema
 
-    def __getattr__(self, name: str) -> object:  # token, generation, num_rows, bloom...
-        return getattr(self.memtable, name)
+    @property
+    def token(self) -> object:
+        return self.memtable.token
+
+    @property
+    def generation(self) -> int:
+        return self.memtable.generation
+
+    @property
+    def num_rows(self) -> int:
+        return self.memtable.num_rows
+
+    @property
+    def bloom(self) -> PrimaryKeyBloom:
+        return self.memtable.bloom
+
+    def lookup_codes(self, codes: np.ndarray, key_type: pa.DataType) -> np.ndarray | None:
+        return self.memtable.lookup_codes(codes, key_type)
 
     def _named(self, table: pa.Table) -> pa.Table:
         return table.rename_columns([self._new.get(n, n) for n in table.column_names])
