@@ -1,8 +1,9 @@
 """``lance-sql memwal``: look at a MemWAL table and run its background jobs.
 
 ``status`` prints one line per region (writer epoch, generations flushed and merged, WAL
-backlog); ``merge``, ``refresh`` and ``gc`` run one job once; ``run`` runs all three every
-``--every`` until interrupted. ``run`` does the work on one worker thread while the main
+backlog); ``merge``, ``refresh``, ``gc`` and ``recover`` run one job once; ``run`` runs
+the first three every ``--every`` until interrupted (not ``recover``: it may fence a
+writer, so it is run on purpose). ``run`` does the work on one worker thread while the main
 thread waits for a signal: Ctrl-C (SIGINT) or SIGTERM lets the job in progress finish,
 joins the worker and exits 0; a second Ctrl-C abandons the job (exit 130). A job that
 fails is reported on stderr and retried at the next round (a conflict with another
@@ -32,6 +33,7 @@ from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.dataset import MemWalDataset, dataset
 from lance_sql.memwal.gc import DEFAULT_GRACE, GcResult
 from lance_sql.memwal.merger import MergeResult
+from lance_sql.memwal.recovery import RecoveryResult
 
 __all__ = ["add_memwal_parser", "parse_duration", "run_memwal"]
 
@@ -41,6 +43,7 @@ examples:
   lance-sql memwal merge ./db/events.lance        merge flushed generations into the table
   lance-sql memwal refresh ./db/events.lance      snapshot the regions into the MemWAL index
   lance-sql memwal gc ./db/events.lance           remove merged generations and their WAL
+  lance-sql memwal recover ./db/events.lance      flush the WAL a dead writer left behind
   lance-sql memwal run ./db/events.lance --every 10s   all three, until Ctrl-C"""
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -89,6 +92,13 @@ def add_memwal_parser(sub: Any, parser_class: type[argparse.ArgumentParser],
                                        "region manifests and orphaned directories")
     gc.add_argument("table", metavar="TABLE_PATH")
     _add_gc_options(gc)
+    recover = actions.add_parser(
+        "recover", help="flush the WAL entries a dead writer acknowledged but never "
+                        "flushed (claims each such region, fencing a writer still there)")
+    recover.add_argument("table", metavar="TABLE_PATH")
+    recover.add_argument("--idle", type=parse_duration, default=60.0, metavar="DURATION",
+                         help="leave regions whose WAL was written more recently than this "
+                              "(their writer may be alive; default: 1m)")
     run = actions.add_parser(
         "run", help="run merge, refresh and gc periodically until Ctrl-C",
         description="Runs merge, refresh and gc every --every, one round at a time. "
@@ -201,7 +211,20 @@ def _job(name: str, mw: MemWal, args: argparse.Namespace) -> str:
         if new.version == before:
             return f"refresh: snapshot of {regions} region(s) unchanged"
         return f"refresh: snapshot of {regions} region(s), table version {new.version}"
+    if name == "recover":
+        return _recover_line(mw.recover(idle=timedelta(seconds=args.idle)))
     return _gc_line(mw.collect_garbage(**_gc_options(args)))
+
+
+def _recover_line(results: list[RecoveryResult]) -> str:
+    done = [r for r in results if r.generation is not None]
+    line = (f"recover: {len(done)} region(s) flushed "
+            f"({sum(r.entries for r in done)} WAL entries)")
+    left = [r for r in results if r.generation is None]
+    if left:
+        line += f", {len(left)} left: " + "; ".join(f"{str(r.region)[:8]} {r.reason}"
+                                                    for r in left)
+    return line
 
 
 def run_memwal(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

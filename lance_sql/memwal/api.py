@@ -3,9 +3,10 @@
 ``MemWal.initialize(ds, region_spec=RegionSpec.bucket("id", 8))`` records the MemWAL index;
 ``MemWal(ds).writer()`` routes each row to its region by the spec (claiming a region on
 first use) and ``writer(region=uuid)`` writes one manually created region; ``merge()``,
-``refresh_index()`` and ``collect_garbage()`` are the background jobs. Reads see the LSM
-view (each key's newest row over the base table, flushed generations and this process's
-MemTables): ``scanner()``, ``get()`` point lookups and ``nearest()`` top-k search.
+``refresh_index()``, ``collect_garbage()`` and ``recover()`` (a dead writer's WAL
+flushed) are the background jobs. Reads see the LSM view (each key's newest row over the
+base table, flushed generations and this process's MemTables): ``scanner()``, ``get()``
+point lookups and ``nearest()`` top-k search.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ import pyarrow as pa
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
-from lance_sql.memwal import gc, index_builder, merger
+from lance_sql.memwal import gc, index_builder, merger, recovery
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.pk_index import MaintainedIndex, maintained_btrees
 from lance_sql.memwal.read.planner import LsmScanner, LsmView
@@ -114,15 +116,18 @@ class MemWal:
 
     def scanner(self, columns: Sequence[str] | None = None, filter: str | None = None,
                 *, limit: int | None = None, consistency: str = "strong",
-                version: int | str | None = None) -> LsmScanner:
+                version: int | str | None = None,
+                batch_size: int | None = None) -> LsmScanner:
         """Every key's newest row (``to_table()``, ``to_batches()``, ``count_rows()``,
         ``explain()``); ``filter`` applies to that row only, never to older versions.
         ``_gen``, ``_region`` and ``_rowaddr`` are returned when named; ``version``
         reads as of an older base version (see :meth:`view`). A strong read of the
-        latest version starts from this handle's warm view, as :meth:`get` does."""
+        latest version starts from this handle's warm view, as :meth:`get` does.
+        ``to_batches()`` yields at most ``batch_size`` rows a batch (default 8192, as
+        the plain scanner)."""
         view = (self._warm.view() if consistency == "strong" and version is None
                 else self.view(consistency, version))
-        return LsmScanner(view, columns, filter, limit)
+        return LsmScanner(view, columns, filter, limit, batch_size)
 
     def get(self, keys: pa.Table | pa.RecordBatch | dict, columns: Sequence[str] | None = None,
             *, consistency: str = "strong", version: int | str | None = None) -> pa.Table:
@@ -167,6 +172,17 @@ class MemWal:
         ds = self.dataset
         new = index_builder.refresh_index(ds, skip_unchanged=skip_unchanged)
         return ds.at_manifest(new.manifest)
+
+    def recover(self, regions: Sequence[uuid.UUID] | None = None, *,
+                idle: timedelta = timedelta(seconds=60)) -> list[recovery.RecoveryResult]:
+        """Flush the WAL entries a dead writer acknowledged but never flushed, so readers
+        everywhere see them: per region (default all) with such a backlog, unless its
+        writer is open in this process or its WAL was written within ``idle`` (a writer
+        may be alive there). The region is claimed as by any writer, so a live writer
+        there is fenced (see :mod:`.recovery`)."""
+        ds = self.dataset
+        return recovery.recover(ds, self.details, self._config({}), self.maintained_indexes(),
+                                regions, idle=idle)
 
     def collect_garbage(self, **options: Any) -> gc.GcResult:
         return gc.collect_garbage(self.dataset, **options)

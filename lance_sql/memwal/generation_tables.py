@@ -20,7 +20,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.table.dataset import LanceDataset
 
-__all__ = ["named_as_table", "open_generation", "relocate_wal_bases"]
+__all__ = ["named_as_table", "open_generation", "relocate_wal_bases", "renamed_columns"]
 
 _TOMBSTONE = "_tombstone"  # (the WAL's column; its field id is the generation's own)
 
@@ -60,18 +60,26 @@ def named_as_table(gen: LanceDataset, table: LanceSchema) -> LanceDataset:
     NULL under the new name. Columns whose id the table no longer has keep their names
     (readers match those by name, as the merger does), unless a renamed column took the
     name: then the old one is hidden under a name no reader asks for."""
+    names = renamed_columns(gen.manifest.schema, table)
+    if not names:
+        return gen
+    fields = tuple(dataclasses.replace(f, name=names[f.name]) if f.name in names else f
+                   for f in gen.manifest.schema.fields)
+    schema = dataclasses.replace(gen.manifest.schema, fields=fields)
+    return gen.at_manifest(dataclasses.replace(gen.manifest, schema=schema))
+
+
+def renamed_columns(written: LanceSchema, table: LanceSchema) -> dict[str, str]:
+    """The top-level columns of ``written`` (a generation's or a writer's schema) to name
+    otherwise so that they read as ``table`` names them now: old name -> new name, by
+    field id (see :func:`named_as_table`); empty when no column was renamed since."""
     by_id = {f.id: f.name for f in table.fields}
-    renamed = {f.id: by_id[f.id] for f in gen.manifest.schema.fields
+    renamed = {f.name: by_id[f.id] for f in written.fields
                if f.name != _TOMBSTONE and f.id in by_id and by_id[f.id] != f.name}
     if not renamed:
-        return gen
+        return renamed
     taken = set(renamed.values())
-    fields = []
-    for f in gen.manifest.schema.fields:
-        if f.id in renamed:
-            f = dataclasses.replace(f, name=renamed[f.id])
-        elif f.name in taken:
-            f = dataclasses.replace(f, name=f"{f.name} (dropped field {f.id})")
-        fields.append(f)
-    schema = dataclasses.replace(gen.manifest.schema, fields=tuple(fields))
-    return gen.at_manifest(dataclasses.replace(gen.manifest, schema=schema))
+    for f in written.fields:  # a dropped column whose name a renamed one took: hidden
+        if f.name not in renamed and f.name in taken:
+            renamed[f.name] = f"{f.name} (dropped field {f.id})"
+    return renamed

@@ -32,7 +32,7 @@ from lance_sql.expr import Call, Column, Expr, Literal
 from lance_sql.memwal.read.nodes import conform
 from lance_sql.memwal.read.planner import LsmPlan, LsmView
 from lance_sql.sql.error_bridge import ErrorRegistry
-from lance_sql.sql.provider import PlannedDataset, open_scanner
+from lance_sql.sql.provider import PlannedDataset, batch_size_for, open_scanner
 from lance_sql.sql.pyarrow_filter import decode, in_list, referenced_columns, rows_filter
 from lance_sql.sql.streams import ScanScope
 from lance_sql.table import SYSTEM_COLUMNS
@@ -85,6 +85,8 @@ class LsmScanner:
         names = list(columns) if columns is not None else table.schema.names
         self.unit = unit
         self.names = names
+        # as a plain scan: DataFusion's batch size, bigger or whole when that is cheaper
+        self.batch_size = batch_size_for(unit.scope, table, batch_size)
         self.projected_schema = pa.schema([table.schema.field(n) for n in names])
         missing = [n for n in names if n not in unit.columns]
         if missing:  # DataFusion asked for other columns than it planned with
@@ -114,7 +116,12 @@ class LsmScanner:
                 if remaining is not None:
                     batch = batch.slice(0, remaining)
                     remaining -= batch.num_rows
-                yield self._conform(batch)
+                size = self.batch_size
+                if size is None or batch.num_rows <= size:
+                    yield self._conform(batch)
+                else:  # (the plan yields a base fragment's winners at once)
+                    for start in range(0, batch.num_rows, size):
+                        yield self._conform(batch.slice(start, size))
                 if remaining == 0:
                     return
         finally:

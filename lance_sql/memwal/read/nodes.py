@@ -41,7 +41,7 @@ from lance_sql.expr.arrow import Call, Expr, columns, to_pyarrow, to_sql
 from lance_sql.memwal.read.hidden import HiddenRows, hidden_base_rows
 from lance_sql.memwal.read.keys import Keys, KeySet
 from lance_sql.memwal.read.metrics import NodeMetrics, measured, not_own_work, own_work
-from lance_sql.memwal.read.sources import BaseSource, Source
+from lance_sql.memwal.read.sources import BaseSource, Source, newest_first
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, VERSION_COLUMNS
@@ -262,10 +262,11 @@ class _Winners:
                        + sum(int(a.nbytes) for k in keys for a in k))
 
     @classmethod
-    def of(cls, sources: Sequence[Source], key_types: Sequence[pa.DataType]) -> _Winners:
+    def of(cls, sources: Sequence[Source], key_types: Sequence[pa.DataType],
+           across_regions: bool = False) -> _Winners:
         winners: dict[int, np.ndarray] = {}
         keys: list[list[pa.Array]] = []
-        for chain in _region_chains_newest_first(sources):
+        for chain in newest_first(sources, across_regions):
             newer: list[KeySet] = []
             for s in chain:
                 rows = s.key_rows()
@@ -306,13 +307,14 @@ class WinningRows:
         return int(self.table.nbytes) + 64
 
 
-def _region_chains(sources: Sequence[Source], type_names: tuple[str, ...]
-                   ) -> dict[int, Hashable]:
+def _region_chains(sources: Sequence[Source], type_names: tuple[str, ...],
+                   across_regions: bool = False) -> dict[int, Hashable]:
     """Per source (by ``id``), what its winners depend on (see :meth:`_Winners.of`): its
-    identity and those of the newer sources of its region, newest first, with the key
-    types; only sources whose rows are held in memory."""
+    identity and those of the sources that decide before it (newer ones of its region,
+    or of every region: :func:`.sources.newest_first`), with the key types; only sources
+    whose rows are held in memory."""
     out: dict[int, Hashable] = {}
-    for chain in _region_chains_newest_first(sources):
+    for chain in newest_first(sources, across_regions):
         identities: list[Hashable] = []
         for s in chain:
             identities.append(s.identity)
@@ -321,25 +323,19 @@ def _region_chains(sources: Sequence[Source], type_names: tuple[str, ...]
     return out
 
 
-def _region_chains_newest_first(sources: Sequence[Source]) -> list[list[Source]]:
-    """The sources grouped by region, each group newest generation first: the order in
-    which a region's sources decide their winners (and so what a winner depends on)."""
-    groups: dict[object, list[Source]] = {}
-    for s in sources:
-        groups.setdefault(s.region, []).append(s)
-    return [sorted(group, key=lambda x: -x.gen) for group in groups.values()]
-
-
 class NewestRows:
     """Which rows of a set of sources are their key's newest version.
 
     Per region, generations newest first: a source's row wins when it is the newest row
     of its key in that source (highest ``_rowaddr``), no newer generation of the region
-    holds the key, and it is not a tombstone. A base-table row wins when no generation
-    of any region holds its key. Only key columns are read.
+    holds the key, and it is not a tombstone. ``across_regions`` (a region spec that
+    does not keep a key in one region): no source ordered before it in any region holds
+    the key (see :func:`.sources.newest_first`). A base-table row wins when no
+    generation of any region holds its key. Only key columns are read.
     """
 
-    def __init__(self, sources: Sequence[Source], key_types: Sequence[pa.DataType]) -> None:
+    def __init__(self, sources: Sequence[Source], key_types: Sequence[pa.DataType],
+                 across_regions: bool = False) -> None:
         self.key_types = list(key_types)
         # base rows hidden by newer keys, left out by the base scan itself (see
         # :mod:`.hidden`); base rows of fragments it covers need no key comparison
@@ -351,12 +347,12 @@ class NewestRows:
             # the same immutable sources (generations, MemTable snapshots) give the same
             # winners: worked out once per set of sources
             type_names = tuple(str(t) for t in self.key_types)
-            key = (tuple(identities), type_names)
+            key = (tuple(identities), type_names, across_regions)
             found = current_runtime().cache.get_or_load(
-                LSM_WINNERS, key, lambda: _Winners.of(newer, self.key_types))
-            self._chains = _region_chains(newer, type_names)
+                LSM_WINNERS, key, lambda: _Winners.of(newer, self.key_types, across_regions))
+            self._chains = _region_chains(newer, type_names, across_regions)
         else:
-            found = _Winners.of(newer, self.key_types)
+            found = _Winners.of(newer, self.key_types, across_regions)
         self._found: _Winners = found
         self._winners = {id(s): w for s, w in zip(newer, found.winners, strict=True)}
 
@@ -467,9 +463,12 @@ class DeduplicateExec(ExecNode):
 
     def __init__(self, child: ExecNode, key_columns: Sequence[str],
                  sources: Sequence[Source] | None = None,
-                 needed: Sequence[str] | None = None) -> None:
+                 needed: Sequence[str] | None = None, *,
+                 across_regions: bool = False) -> None:
         """``needed``: the columns read from its output (None: all); its output then has
-        only those (in its input's order)."""
+        only those (in its input's order). ``across_regions``: a key may live in several
+        regions, the winner is decided over all of them (see :class:`NewestRows`)."""
+        self.across_regions = across_regions
         self.children = (child,)
         self.needed = None if needed is None else frozenset(needed)
         self.key_columns = tuple(key_columns)
@@ -492,7 +491,7 @@ class DeduplicateExec(ExecNode):
         """The winning rows, with the input's columns or (base rows, when ``needed``
         allows) only the needed ones."""
         types = [self.children[0].schema.field(k).type for k in self.key_columns]
-        newest = NewestRows(self.sources, types)
+        newest = NewestRows(self.sources, types, self.across_regions)
         base = [s for s in self.sources if isinstance(s, BaseSource)]
         if base and newest.has_newer and any(s.source.is_base for s in self.scans):
             newest.hidden = hidden_base_rows(base[0], self.sources)

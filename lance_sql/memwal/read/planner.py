@@ -23,7 +23,7 @@ and :meth:`LsmView.knn_plan` (top-k with stale filtering). An engine calls them 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -37,7 +37,11 @@ from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.generation_tables import named_as_table, open_generation
+from lance_sql.memwal.generation_tables import (
+    named_as_table,
+    open_generation,
+    renamed_columns,
+)
 from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
@@ -76,7 +80,9 @@ from lance_sql.memwal.read.sources import (
     BaseSource,
     GenerationSource,
     MemTableSource,
+    RenamedMemTable,
     Source,
+    newest_first,
 )
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values
@@ -89,7 +95,7 @@ from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables_of
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, VERSION_COLUMNS
-from lance_sql.table.read.scan import rows_only
+from lance_sql.table.read.scan import DEFAULT_BATCH_SIZE, rows_only
 from lance_sql.table.runtime.cache import GENERATION_TABLES, REGION_VALUES
 from lance_sql.table.runtime.context import current_runtime
 
@@ -421,7 +427,9 @@ class LsmView:
         return kept
 
     def sources(self, regions: Sequence[RegionState]) -> list[Source]:
-        """Base first, then per region its generations newest first."""
+        """Base first, then per region its generations newest first (with a spec that
+        does not keep a key in one region: every region's, in the order that decides
+        a key's newest row, see :attr:`across_regions`)."""
         out: list[Source] = [BaseSource(self.base, self.key_columns)]
         for index, region in enumerate(regions):
             merged = self.details.merged_generation(region.region_id)
@@ -438,9 +446,31 @@ class LsmView:
                 flushed_up_to = max(flushed_up_to, region.manifest.current_generation - 1)
             for memtable in self._memtables.get(region.region_id, []):
                 if memtable.generation > flushed_up_to and memtable.num_rows:
-                    mine.append(MemTableSource(memtable, region.region_id, index))
+                    mine.append(MemTableSource(self._named_memtable(memtable),
+                                               region.region_id, index))
             out.extend(sorted(mine, key=lambda s: -s.gen))
+        if self.across_regions and len(regions) > 1:
+            out[1:] = newest_first(out[1:], True)[0]
         return out
+
+    def _named_memtable(self, memtable: MemTable) -> MemTable | RenamedMemTable:
+        """``memtable`` with its columns named as this base version names them (a writer
+        opened before a rename keeps the old names; see :class:`RenamedMemTable`)."""
+        names = renamed_columns(memtable.schema, self.base.manifest.schema)
+        return RenamedMemTable(memtable, names) if names else memtable
+
+    @property
+    def across_regions(self) -> bool:
+        """Whether a key's newest row is decided over every region, not in its own.
+
+        The MemWAL spec requires each key to live in one region and reads rely on it;
+        a spec over key columns guarantees it. With one over other columns (or regions
+        made by hand) keeping a key's region fixed is the user's part; when a key was
+        written to two regions anyway, reads still show it once: the row the spec's
+        DeduplicateExec order (``_gen`` DESC, then the region id) puts first, the same
+        for scans, lookups and searches. (Merging may later keep the other one: the
+        merger applies regions in its own order.)"""
+        return not self.key_routed
 
     @property
     def key_routed(self) -> bool:
@@ -579,7 +609,7 @@ class LsmView:
         scanned, sources = self.pruned_sources(predicate)
         scans = [ScanExec(s, internal, predicate) for s in scanned]
         node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources,
-                                         needed=output)
+                                         needed=output, across_regions=self.across_regions)
         node = ProjectionExec(node, output)
         if limit is not None:
             node = GlobalLimitExec(node, limit)
@@ -827,7 +857,8 @@ class LsmView:
                                *(n for n in filter_names if n in BASE_ONLY), DISTANCE])
         vector = query_vector(query)
         check = StaleCheck(sources, self.key_columns,
-                           [schema.field(c).type for c in self.key_columns], exact=exact)
+                           [schema.field(c).type for c in self.key_columns], exact=exact,
+                           across_regions=self.across_regions)
         knns = [KNNExec(s, schema, column, vector, k, metric, predicate, check)
                 for s in scanned]
         node: ExecNode = FilterStaleExec(UnionExec(knns), check)
@@ -835,6 +866,23 @@ class LsmView:
         node = ProjectionExec(node, [*output, DISTANCE])
         return LsmPlan(node, self._header("LsmSearch"), sources=sources,
                        regions=(len(self.kept), self.total_regions))
+
+
+def bounded_batches(stream: Iterator[pa.RecordBatch], rows: int
+                    ) -> Iterator[pa.RecordBatch]:
+    """``stream``'s batches cut (zero-copy slices) into at most ``rows`` rows each; the
+    stream is closed when the consumer stops early (a LIMIT met)."""
+    try:
+        for batch in stream:
+            if batch.num_rows <= rows:
+                yield batch
+                continue
+            for start in range(0, batch.num_rows, rows):
+                yield batch.slice(start, rows)
+    finally:
+        close = getattr(stream, "close", None)
+        if close is not None:
+            close()
 
 
 def _route_numbers(values: pa.Table, where: dict[tuple, int]) -> np.ndarray | None:
@@ -928,17 +976,25 @@ def _one_column(table: pa.Table, source: Source, f: pa.Field
 
 class LsmScanner:
     """A configured read of the LSM view (``MemWal.scanner(...)``); planned on first use,
-    so the sources are those of that moment."""
+    so the sources are those of that moment. ``to_batches`` hands out at most
+    ``batch_size`` rows a batch (default the plain scanner's), as slices of what the plan
+    yields (a base fragment's winners at a time)."""
 
     def __init__(self, view: LsmView, columns: Sequence[str] | None,
-                 filter: str | Expr | None, limit: int | None) -> None:
+                 filter: str | Expr | None, limit: int | None,
+                 batch_size: int | None = None) -> None:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
                                   or limit < 0):
             raise InvalidInputError(f"limit must be a non-negative integer, got {limit!r}")
+        if batch_size is not None and (isinstance(batch_size, bool)
+                                       or not isinstance(batch_size, int) or batch_size < 1):
+            raise InvalidInputError(f"batch_size must be a positive integer, got "
+                                    f"{batch_size!r}")
         self.view = view
         self.columns = columns
         self.filter = filter
         self.limit = limit
+        self.batch_size = batch_size or DEFAULT_BATCH_SIZE
         self._plan: LsmPlan | None = None
 
     @property
@@ -947,8 +1003,8 @@ class LsmScanner:
             self._plan = self.view.scan_plan(self.columns, self.filter, self.limit)
         return self._plan
 
-    def to_batches(self):
-        return self.plan.execute()
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return bounded_batches(self.plan.execute(), self.batch_size)
 
     def to_table(self) -> pa.Table:
         return self.plan.to_table()

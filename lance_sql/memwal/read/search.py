@@ -28,7 +28,7 @@ from lance_sql.memwal.read.nodes import (
     conform,
     members,
 )
-from lance_sql.memwal.read.sources import Source
+from lance_sql.memwal.read.sources import Source, precedence
 from lance_sql.table.files.reader import ROW_ADDR
 
 __all__ = ["METRICS", "FilterStaleExec", "KNNExec", "StaleCheck", "check_filter", "distances"]
@@ -205,7 +205,12 @@ class StaleCheck:
     again or deleted later in it) is stale either way: that is decided by its keys."""
 
     def __init__(self, sources: Sequence[Source], key_columns: Sequence[str],
-                 key_types: Sequence[pa.DataType], *, exact: bool = False) -> None:
+                 key_types: Sequence[pa.DataType], *, exact: bool = False,
+                 across_regions: bool = False) -> None:
+        """``across_regions``: a key may live in several regions; a candidate is stale
+        when a source ordered before it in any region may hold its key (see
+        :func:`.sources.newest_first`)."""
+        self.across_regions = across_regions
         self.sources = list(sources)
         self.key_columns = tuple(key_columns)
         self.key_types = list(key_types)
@@ -218,7 +223,8 @@ class StaleCheck:
         keys = [k.combine_chunks() if isinstance(k, pa.ChunkedArray) else k for k in keys]
         if self.exact:
             if self._newest is None:
-                self._newest = NewestRows(self.sources, self.key_types)
+                self._newest = NewestRows(self.sources, self.key_types,
+                                          self.across_regions)
             rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
             return self._newest.keep(source, keys, rowaddr)
         keep = np.ones(batch.num_rows, bool)
@@ -228,8 +234,12 @@ class StaleCheck:
             own = self._newest_in(source)
             rowaddr = np.asarray(batch.column(ROW_ADDR).to_numpy(), np.uint64)
             keep &= members(own, rowaddr) if own.size else np.zeros(rowaddr.size, bool)
-        newer = [s for s in self.sources if not s.is_base and s.gen > source.gen
-                 and (source.is_base or s.region == source.region)]
+        if self.across_regions and not source.is_base:
+            ahead = precedence(source)
+            newer = [s for s in self.sources if not s.is_base and precedence(s) < ahead]
+        else:
+            newer = [s for s in self.sources if not s.is_base and s.gen > source.gen
+                     and (source.is_base or s.region == source.region)]
         if newer and batch.num_rows:
             hashes = Keys(pa.table(keys, names=list(self.key_columns))).hashes
             for s in newer:

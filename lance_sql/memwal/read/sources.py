@@ -43,8 +43,9 @@ from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
 
-__all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource", "Source",
-           "BLOOM_FILE"]
+__all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource",
+           "RenamedMemTable", "Source",
+           "BLOOM_FILE", "newest_first", "precedence"]
 
 BLOOM_FILE = "bloom_filter.bin"
 BASE_GEN = -1
@@ -61,6 +62,28 @@ _CANDIDATES_PER_KEY = 16
 _CANDIDATES_MIN = 4096
 _LOOKUP_IN_LIMIT = 4096  # keys answered through the base's BTREE index in one IN list
 BATCH_ROWS = 8192
+
+
+def newest_first(sources: Sequence[Source], across_regions: bool) -> list[list[Source]]:
+    """The newer sources in the order that decides each key's newest row: per region,
+    generations newest first (a key lives in one region, the MemWAL spec's rule), or —
+    ``across_regions``, when the region spec cannot keep a key in one region — one
+    chain over every region, ordered as the spec's DeduplicateExec orders its union:
+    highest ``_gen`` first; between regions at the same generation (whose row addresses
+    are not comparable) the region whose id sorts first. Lookups ask the sources in this
+    order too, so a scan and a lookup name the same row."""
+    if across_regions:
+        return [sorted(sources, key=precedence)]
+    groups: dict[object, list[Source]] = {}
+    for s in sources:
+        groups.setdefault(s.region, []).append(s)
+    return [sorted(group, key=lambda x: -x.gen) for group in groups.values()]
+
+
+def precedence(source: Source) -> tuple[int, bytes]:
+    """A newer source's place in :func:`newest_first`'s order across regions (lower
+    decides first)."""
+    return (-source.gen, source.region.bytes if source.region is not None else b"")
 
 
 def _filter_schema(schema: pa.Schema) -> pa.Schema:
@@ -499,6 +522,59 @@ class InMemorySource(Source):
         return table.append_column("_key", pa.array(np.flatnonzero(hit)))
 
 
+class RenamedMemTable:
+    """A writer's MemTable whose columns read as the table names them now, matched by
+    field id, as flushed generations are (:func:`~..generation_tables.named_as_table`): a
+    writer opened before a rename keeps its schema, and its rows would otherwise read as
+    NULL under the new name until it flushes. Keys asked of it are named back."""
+
+    def __init__(self, memtable: MemTable, renamed: Mapping[str, str]) -> None:
+        self.memtable = memtable
+        self.renamed = tuple(sorted(renamed.items()))  # (part of the source's identity)
+        self._new = dict(renamed)
+        self._old = {new: old for old, new in renamed.items()}
+        self.primary_key = [self._new.get(k, k) for k in memtable.primary_key]
+        self.arrow_schema = self._named(memtable.arrow_schema.empty_table()).schema
+
+    @property
+    def token(self) -> object:
+        return self.memtable.token
+
+    @property
+    def generation(self) -> int:
+        return self.memtable.generation
+
+    @property
+    def num_rows(self) -> int:
+        return self.memtable.num_rows
+
+    @property
+    def bloom(self) -> PrimaryKeyBloom:
+        return self.memtable.bloom
+
+    def lookup_codes(self, codes: np.ndarray, key_type: pa.DataType) -> np.ndarray | None:
+        return self.memtable.lookup_codes(codes, key_type)
+
+    def _named(self, table: pa.Table) -> pa.Table:
+        return table.rename_columns([self._new.get(n, n) for n in table.column_names])
+
+    def _asked(self, keys: pa.Table) -> pa.Table:
+        return keys.rename_columns([self._old.get(n, n) for n in keys.column_names])
+
+    def fragments(self) -> list[MemFragment]:
+        return [replace(f, rows=self._named(f.rows)) for f in self.memtable.fragments()]
+
+    def lookup(self, keys: pa.Table) -> np.ndarray:
+        return self.memtable.lookup(self._asked(keys))
+
+    def lookup_one(self, keys: pa.Table) -> tuple[int, pa.Table] | None:
+        found = self.memtable.lookup_one(self._asked(keys))
+        return None if found is None else (found[0], self._named(found[1]))
+
+    def take(self, addresses: np.ndarray) -> pa.Table:
+        return self._named(self.memtable.take(addresses))
+
+
 class MemTableSource(InMemorySource):
     """A writer's MemTable in this process, as of the moment the plan was made (rows put
     later are not seen: the snapshot is of its fragments then). Lookups use the
@@ -507,8 +583,8 @@ class MemTableSource(InMemorySource):
     kind = "memtable"
     exact_lookup = True
 
-    def __init__(self, memtable: MemTable, region: uuid.UUID, region_index: int | None
-                 ) -> None:
+    def __init__(self, memtable: MemTable | RenamedMemTable, region: uuid.UUID,
+                 region_index: int | None) -> None:
         Source.__init__(self, memtable.generation, region, region_index,
                         memtable.primary_key)
         self.memtable = memtable
@@ -519,7 +595,8 @@ class MemTableSource(InMemorySource):
 
     @property
     def identity(self) -> Hashable:
-        return ("memtable", self.memtable.token, len(self._fragments), self.gen, self.region)
+        return ("memtable", self.memtable.token, len(self._fragments), self.gen, self.region,
+                getattr(self.memtable, "renamed", ()))
 
     @property
     def snapshot(self) -> list[MemFragment]:

@@ -15,7 +15,9 @@ parts*, and each region's newer sources (its flushed generations not merged yet)
   keys ~0.2 us a base row (measured: 300k newer keys, 1M-row part: 1.0 s vs 0.25 s), so
   the index is used only when the newer rows are under 1/16 of the part's rows;
 * a newer row's winner is decided inside its region (each key maps to one region, the
-  MemWAL spec's rule), so a region part deduplicates its own generations alone.
+  MemWAL spec's rule), so a region part deduplicates its own generations alone — unless
+  the spec is not over key columns, when the other regions' generations decide too
+  (their keys only; see :attr:`~.planner.LsmView.across_regions`).
 
 So every row of the view is in exactly one part. Against the older shape (one part per
 region, each assigning *all* base rows to regions by evaluating the spec and keeping its
@@ -90,10 +92,14 @@ class GenerationPin:
 
 @dataclass(frozen=True)
 class RegionPart:
-    """A region's newer rows: its generations not merged yet, deduplicated alone."""
+    """A region's newer rows: its generations not merged yet, deduplicated alone — or,
+    when the spec does not keep a key in one region, also against ``masks``, the other
+    regions' generations (their keys read, their rows not; see
+    :attr:`~.planner.LsmView.across_regions`)."""
 
     region: uuid.UUID
     generations: tuple[GenerationPin, ...]
+    masks: tuple[GenerationPin, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,12 +142,15 @@ def plan_split(view: LsmView, filter: str | Expr | None = None) -> LsmSplit:
     generations, and the generations base parts mask with."""
     predicate = _predicate(view, filter)
     kept = view.regions(predicate)
-    parts = tuple(RegionPart(r.region_id, pins) for r in kept if (pins := _pins(view, r)))
     if predicate is None or view.key_routed or len(kept) == view.total_regions:
         masking = kept
     else:  # a key may have moved into a pruned region: its newer row still hides
         masking = view.regions(None)
     masks = tuple(p for r in masking for p in _pins(view, r))
+    parts = tuple(RegionPart(r.region_id, pins,
+                             tuple(p for p in masks if p.region != r.region_id)
+                             if view.across_regions else ())
+                  for r in kept if (pins := _pins(view, r)))
     return LsmSplit(parts, masks)
 
 
@@ -267,5 +276,7 @@ def region_plan(view: LsmView, part: RegionPart, columns: Sequence[str] | None =
     if not sources:
         return None
     scans = [ScanExec(s, internal, predicate) for s in sorted(sources, key=lambda s: -s.gen)]
-    node = DeduplicateExec(UnionExec(scans), view.key_columns, sources, needed=output)
+    deciding = [*sources, *_sources(view, part.masks)] if part.masks else sources
+    node = DeduplicateExec(UnionExec(scans), view.key_columns, deciding, needed=output,
+                           across_regions=bool(part.masks))
     return ProjectionExec(node, output)
