@@ -3,13 +3,9 @@
 What may go, per region (the spec's four rules, plus time travel):
 
 1. a flushed generation merged into the base table (``generation <= merged``) and covered
-   by every maintained index's catch-up (an index without an entry is caught up) — unless
-   a base-table version still kept needs it: a *recent* one (the latest, or superseded
-   within ``grace``: a reader may still hold it and read the region manifests) needs
-   every generation above its own merge progress; an older one, read only by time
-   travel from its MemWAL index snapshot, needs just the generations that snapshot lists
-   above its merge progress (so a kept old version that never saw a region no longer
-   holds all of that region's files back);
+   by every maintained index's catch-up (an index without an entry is caught up) — where
+   ``merged`` is the *smallest* merge progress of any base-table version still kept, so a
+   reader time-travelling to a retained version finds every generation it needs;
 2. WAL entries referenced only by generations that go (never one not yet in a flushed
    generation: those are after ``replay_after_wal_id``);
 3. region manifest versions older than the newest ``keep_manifests``;
@@ -33,7 +29,6 @@ from lance_sql.format.index import decode_index_section
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME, MemWalIndexDetails, details_of
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.naming import GenerationDir, RegionPaths, parse_manifest_name, parse_wal_name
 from lance_sql.memwal.region_log import RegionLog
@@ -55,59 +50,29 @@ class GcResult:
     orphans: list[str] = field(default_factory=list)
 
 
-def _retained_needs(ds: LanceDataset, grace: timedelta
-                    ) -> tuple[dict[uuid.UUID, set[int]], list[dict[uuid.UUID, int]]]:
-    """What the base versions still kept need: per region, the generations older
-    versions' snapshots list as not merged; and the merge progress of each recent one.
-
-    A version is *recent* while it is the latest or was superseded within ``grace``: a
-    reader that pinned it may still run, reading the region manifests (a strong read),
-    so it needs every generation above its merge progress (0 for a region it has not
-    merged: all of them). An older version is read only by time travel, which reads its
-    MemWAL index snapshot: it needs the generations that snapshot lists above its merge
-    progress, and nothing of regions the snapshot does not name. A version from before
-    the MemWAL index reads as the plain table and needs no generation."""
-    listed: dict[uuid.UUID, set[int]] = {}
-    recent: list[dict[uuid.UUID, int]] = []
-    cutoff = time.time_ns() - int(grace.total_seconds() * 1e9)
-    superseded_at: int | None = None  # the next kept version's commit time
-    for ref in reversed(list_versions(ds.store)):
+def _retained_progress(ds: LanceDataset) -> dict[uuid.UUID, int]:
+    """Per region, the smallest merge progress over every base version still kept (0 for
+    a region some kept version has not merged at all). A version from before the MemWAL
+    index reads as the plain table and needs no generation, so it holds nothing back
+    (a tagged first version would otherwise keep every generation forever)."""
+    progress: dict[uuid.UUID, int] | None = None
+    for ref in list_versions(ds.store):
         try:
             manifest = load_manifest(ds.store, ref)
         except NotFoundError:
             continue  # cleaned up while we looked
-        is_recent = superseded_at is None or superseded_at > cutoff
-        superseded_at = manifest.timestamp_ns
         details = None
         for entry in decode_index_section(manifest.index_section):
             if entry.name == MEM_WAL_INDEX_NAME:
                 details = MemWalIndexDetails.decode(details_of(entry), ref.key)
         if details is None:
             continue
-        merged = {m.region_id: m.generation for m in details.merged_generations}
-        snapshot = None if is_recent else _snapshot_listing(ds, ref.version)
-        if snapshot is None:  # recent, or its snapshot cannot be read: all above merged
-            recent.append(merged)
-            continue
-        for region, generations in snapshot.items():
-            progress = merged.get(region, 0)
-            listed.setdefault(region, set()).update(g for g in generations if g > progress)
-    return listed, recent
-
-
-def _snapshot_listing(ds: LanceDataset, version: int) -> dict[uuid.UUID, list[int]] | None:
-    """The flushed generations of each region version ``version``'s MemWAL index snapshot
-    lists (None: it cannot be read)."""
-    try:
-        snapshot = read_snapshot(dataset(ds.uri, version, commit_config=ds.commit_config))
-    except (NotFoundError, FormatError, OSError):
-        return None
-    out: dict[uuid.UUID, list[int]] = {}
-    ids = snapshot.column("region_id").to_pylist()
-    flushed = snapshot.column("flushed_generations").to_pylist()
-    for rid, gens in zip(ids, flushed, strict=True):
-        out[uuid.UUID(bytes=rid)] = [g["generation"] for g in gens or ()]
-    return out
+        seen = {m.region_id: m.generation for m in details.merged_generations}
+        if progress is None:
+            progress = seen
+        else:
+            progress = {r: min(g, seen.get(r, 0)) for r, g in progress.items()}
+    return progress or {}
 
 
 def _catchup_limit(details: MemWalIndexDetails, region_id: uuid.UUID) -> int | None:
@@ -144,32 +109,26 @@ def collect_garbage(ds: LanceDataset, *, keep_manifests: int = 10,
     if loaded is None:
         raise NotFoundError(f"{ds.uri} has no MemWAL index")
     details = loaded[1]
-    listed, recent = _retained_needs(current, grace)
+    retained = _retained_progress(current)
     result = GcResult()
     for region_id in region_ids(current):
-        # every generation above the smallest progress of a recent version, and those
-        # older versions list, are kept
-        above = min((m.get(region_id, 0) for m in recent), default=None)
-        _collect_region(current.store, region_id, details, above,
-                        listed.get(region_id, set()), keep_manifests, grace, result)
+        _collect_region(current.store, region_id, details, retained.get(region_id, 0),
+                        keep_manifests, grace, result)
     return result
 
 
 def _collect_region(store: ObjectStore, region_id: uuid.UUID, details: MemWalIndexDetails,
-                    above: int | None, travelled: set[int], keep_manifests: int,
-                    grace: timedelta, result: GcResult) -> None:
+                    merged: int, keep_manifests: int, grace: timedelta,
+                    result: GcResult) -> None:
     log = RegionLog(store, region_id)
     manifest = log.latest()
     if manifest is None:
         return
-    limit = details.merged_generation(region_id)  # (the latest version's progress)
+    limit = merged
     catchup = _catchup_limit(details, region_id)
     if catchup is not None:
         limit = min(limit, catchup)
-    if above is not None:
-        limit = min(limit, above)
-    doomed = [g for g in manifest.flushed_generations
-              if g.generation <= limit and g.generation not in travelled]
+    doomed = [g for g in manifest.flushed_generations if g.generation <= limit]
     paths = log.paths
     if doomed:
         gone = {g.generation for g in doomed}

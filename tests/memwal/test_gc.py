@@ -14,7 +14,6 @@ import lance_sql
 from lance_sql.errors import InvalidInputError
 from lance_sql.format.memwal import IndexCatchupProgress, MemWalIndexDetails, MergedGeneration
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.gc import _catchup_limit, collect_garbage
 from lance_sql.memwal.merger import merge
 from lance_sql.memwal.naming import GenerationDir, RegionPaths
@@ -108,40 +107,3 @@ def test_a_kept_version_from_before_the_mem_wal_holds_nothing_back(tmp_path: Pat
     assert _rows(ds) == {**{i: f"base{i}" for i in range(10) if i != 2}, 1: "a", 30: "c"}
     first = lance_sql.dataset(ds.uri, version="initial").to_table()
     assert first.column("v").to_pylist() == data.column("v").to_pylist()
-
-
-def test_an_old_kept_version_holds_back_only_what_its_snapshot_lists(tmp_path: Path
-                                                                      ) -> None:
-    """A tagged version whose snapshot lists region A's generation 1 (merged later):
-    time travel to it reads that generation, so it stays; A's generation 2 and region
-    B (which that version never saw) go once the version is no longer recent (superseded
-    longer than ``grace`` ago: no reader can still hold it). While it is recent, a reader
-    holding it may read the region manifests: everything above its progress stays."""
-    ds = _base(tmp_path)
-    _flush(ds, A, [(1, "a", False)])
-    tagged = MemWal(lance_sql.dataset(ds.uri)).refresh_index()
-    tagged.tags.create("t", tagged.version)
-    _flush(ds, B, [(3, "c", False)])
-    _flush(ds, A, [(2, "b", False)])
-    merge(lance_sql.dataset(ds.uri))
-    lance_sql.dataset(ds.uri).cleanup_old_versions(older_than=timedelta(0))
-    assert len(lance_sql.dataset(ds.uri).versions()) == 2  # the tagged one, the latest
-
-    def travelled() -> dict[int, str]:
-        table = MemWal(lance_sql.dataset(ds.uri)).scanner(["id", "v"], version="t").to_table()
-        return dict(zip(table.column("id").to_pylist(), table.column("v").to_pylist(),
-                        strict=True))
-
-    before = travelled()
-    assert before == {**{i: f"base{i}" for i in range(10)}, 1: "a"}
-    assert collect_garbage(ds).generations == []  # recent: a reader may hold it
-    result = collect_garbage(ds, grace=timedelta(0))
-    assert sorted(result.generations) == sorted([(A, 2), (B, 1)])
-    assert [g.generation for g in RegionLog(ds.store, A).latest().flushed_generations] == [1]
-    assert len(_dirs(ds, A)) == 1 and _dirs(ds, B) == []
-    assert travelled() == before  # what the kept version needs is still there
-    assert _rows(ds) == {**{i: f"base{i}" for i in range(10)}, 1: "a", 2: "b", 3: "c"}
-    # once the tag goes, generation 1 goes too
-    lance_sql.dataset(ds.uri).tags.delete("t")
-    lance_sql.dataset(ds.uri).cleanup_old_versions(older_than=timedelta(0))
-    assert collect_garbage(ds, grace=timedelta(0)).generations == [(A, 1)]
