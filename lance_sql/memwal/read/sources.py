@@ -17,14 +17,14 @@ index is "retained as a cache for readers in the same process".
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import LanceError
+from lance_sql.errors import LanceError, NotFoundError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve
 from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.manifest import Manifest
@@ -208,10 +208,56 @@ def _unkeyed_addresses(store: ObjectStore, manifest: Manifest, column: str, valu
 
 
 class GenerationSource(_LanceSource):
-    """A flushed MemTable: a Lance table of the table's columns plus ``_tombstone``."""
+    """A flushed MemTable: a Lance table of the table's columns plus ``_tombstone``.
+
+    Made *unopened* (:meth:`unopened`), it opens its table on first use: a one-key lookup
+    whose key the bloom filter rules out reads the bloom filter alone, not the
+    generation's manifest, so a lookup pruned to one region of many, cold, costs about
+    what it costs warm."""
 
     kind = "flushed"
     holds_rows = True
+    # (the table store, the generation directory's key in it): where its bloom filter is
+    # read from and cached by, opened or not (None: from the dataset's own store)
+    _bloom_at: tuple[ObjectStore, str] | None = None
+    _open: Callable[[], LanceDataset | None] | None = None
+    _dataset: LanceDataset | None = None
+
+    @classmethod
+    def unopened(cls, open: Callable[[], LanceDataset | None], table_store: ObjectStore,
+                 directory: str, gen: int, region: uuid.UUID, region_index: int,
+                 key_columns: Sequence[str]) -> GenerationSource:
+        """A generation whose table ``open()`` opens on first use (None: it was collected
+        after its merge); its bloom filter is read from ``table_store`` at
+        ``directory``."""
+        source = cls.__new__(cls)
+        Source.__init__(source, gen, region, region_index, key_columns)
+        source._dataset = None
+        source._open = open
+        source._bloom_at = (table_store, directory)
+        return source
+
+    def with_bloom_at(self, table_store: ObjectStore, directory: str) -> GenerationSource:
+        """This source, its bloom filter read from ``table_store`` at ``directory`` (and
+        cached by that name, as an unopened source's is)."""
+        self._bloom_at = (table_store, directory)
+        return self
+
+    @property
+    def dataset(self) -> LanceDataset:
+        ds = self._dataset
+        if ds is None:
+            assert self._open is not None
+            opened = self._open()
+            if opened is None:
+                raise NotFoundError(f"generation {self.gen} of region {self.region} was "
+                                    "collected after its merge")
+            ds = self._dataset = opened
+        return ds
+
+    @dataset.setter
+    def dataset(self, ds: LanceDataset) -> None:
+        self._dataset = ds
 
     @property
     def identity(self) -> Hashable:
@@ -262,13 +308,28 @@ class GenerationSource(_LanceSource):
                                                    load)
 
     def bloom(self) -> PrimaryKeyBloom:
-        store = self.dataset.store
+        cache = current_runtime().cache
+        if self._bloom_at is None:
+            store = self.dataset.store
 
-        def load() -> PrimaryKeyBloom:
-            return PrimaryKeyBloom.from_bytes(store.read(BLOOM_FILE),
-                                              f"{store.uri}/{BLOOM_FILE}")
+            def load() -> PrimaryKeyBloom:
+                return PrimaryKeyBloom.from_bytes(store.read(BLOOM_FILE),
+                                                  f"{store.uri}/{BLOOM_FILE}")
 
-        return current_runtime().cache.get_or_load(GENERATION_BLOOMS, store.uri, load)
+            return cache.get_or_load(GENERATION_BLOOMS, store.uri, load)
+        table_store, directory = self._bloom_at
+        key = f"{directory}/{BLOOM_FILE}"
+
+        def load_at() -> PrimaryKeyBloom:
+            try:
+                data = table_store.read(key)
+            except NotFoundError:
+                if self._dataset is None and self._open is not None and self._open() is None:
+                    return PrimaryKeyBloom()  # collected after its merge: holds no key
+                raise
+            return PrimaryKeyBloom.from_bytes(data, f"{table_store.uri}/{key}")
+
+        return cache.get_or_load(GENERATION_BLOOMS, (table_store.uri, directory), load_at)
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         rows = self.key_rows()
@@ -417,7 +478,12 @@ class BaseSource(_LanceSource):
 
     def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """Fragments last to first, key columns only, until every key is found; then the
-        rows found are taken by address."""
+        rows found are taken by address. The keys become a filter of key comparisons
+        when they can (one key, or a one-column key), so each fragment's key column is
+        compared in place and row addresses are made for its matches only."""
+        compared = self._compared_reverse_scan(keys)
+        if compared is not None:
+            return self._take(compared, [*columns, ROW_ADDR])
         ds = self.dataset
         wanted = KeySet(keys.columns)
         plan = lance_scanner(ds, [*self.key_columns, ROW_ADDR], None).plan
@@ -434,6 +500,36 @@ class BaseSource(_LanceSource):
                 remaining -= int(hit.sum())
         addresses = np.concatenate(found) if found else np.zeros(0, np.uint64)
         return self._take(addresses, [*columns, ROW_ADDR])
+
+    def _compared_reverse_scan(self, keys: Keys) -> np.ndarray | None:
+        """The addresses of ``keys``' rows, fragments last to first, each fragment's key
+        columns tested against the keys as a filter (see :meth:`_reverse_scan`); None
+        when the keys make no such filter (many keys of a composite key, or too many)."""
+        key_columns = keys.columns
+        if keys.num_rows == 1:
+            equal = tuple(Call("=", (Column((name,)), Literal(column[0].as_py(), column.type)))
+                          for name, column in zip(self.key_columns, key_columns, strict=True))
+            predicate: Expr = equal[0] if len(equal) == 1 else Call("and", equal)
+            distinct = 1
+        elif len(self.key_columns) == 1 and keys.num_rows <= _LOOKUP_IN_LIMIT:
+            values = key_columns[0].unique()
+            predicate = _in_list(self.key_columns[0], values)
+            distinct = len(values)
+        else:
+            return None
+        ds = self.dataset
+        schema = _filter_schema(ds.manifest.schema.to_scan_arrow())
+        plan = narrowed(Scanner(ds.store, ds.manifest, columns=[ROW_ADDR]).plan, ds.manifest,
+                        resolve(predicate, schema), compare=True)
+        found: list[np.ndarray] = []
+        for fragment in reversed(ds.manifest.fragments):
+            part = scan_fragment(ds.store, ds.manifest, fragment, plan)
+            if part.num_rows:  # the base holds each key once: a row found is a key found
+                found.append(np.asarray(part.column(ROW_ADDR).to_numpy(), np.uint64))
+                distinct -= part.num_rows
+                if distinct <= 0:
+                    break
+        return np.concatenate(found) if found else np.zeros(0, np.uint64)
 
 
 # ---------------------------------------------------------------------- in memory
