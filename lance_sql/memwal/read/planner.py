@@ -477,21 +477,21 @@ class LsmView:
         """Generation ``gen`` of a region, flushed to ``path`` (None: collected after its
         merge); ``index``: the region's position among the read's regions. ``lazy``: a
         generation not opened yet in this process is opened on first use (a lookup its
-        bloom filter rules out never opens it; see GenerationSource.unopened)."""
+        bloom filter rules out never opens it; see GenerationSource)."""
         key = self._generation_keys.get((region_id, path))
         if key is None:  # (checked to be a generation directory's name)
             key = self._generation_keys[region_id, path] = \
                 RegionPaths(region_id).generation(path)
         if lazy and current_runtime().cache.peek(GENERATION_TABLES,
                                                  (self.base.store.uri, key)) is None:
-            return GenerationSource.unopened(
-                partial(self._opened_generation, region_id, path, key), self.base.store,
-                key, gen, region_id, index, self.key_columns)
+            return GenerationSource(
+                None, gen, region_id, index, self.key_columns, bloom_at=(self.base.store, key),
+                open=partial(self._opened_generation, region_id, path, key))
         ds = self._opened_generation(region_id, path, key)
         if ds is None:
             return None  # collected after its merge: its rows are in the base table
-        return GenerationSource(ds, gen, region_id, index,
-                                self.key_columns).with_bloom_at(self.base.store, key)
+        return GenerationSource(ds, gen, region_id, index, self.key_columns,
+                                bloom_at=(self.base.store, key))
 
     def _opened_generation(self, region_id: uuid.UUID, path: str, key: str
                            ) -> LanceDataset | None:

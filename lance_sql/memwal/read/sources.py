@@ -210,38 +210,27 @@ def _unkeyed_addresses(store: ObjectStore, manifest: Manifest, column: str, valu
 class GenerationSource(_LanceSource):
     """A flushed MemTable: a Lance table of the table's columns plus ``_tombstone``.
 
-    Made *unopened* (:meth:`unopened`), it opens its table on first use: a one-key lookup
-    whose key the bloom filter rules out reads the bloom filter alone, not the
-    generation's manifest, so a lookup pruned to one region of many, cold, costs about
+    Made unopened (no dataset, an ``open`` function), it opens its table on first use: a
+    one-key lookup whose key the bloom filter rules out reads the bloom filter alone, not
+    the generation's manifest, so a lookup pruned to one region of many, cold, costs about
     what it costs warm."""
 
     kind = "flushed"
     holds_rows = True
-    # (the table store, the generation directory's key in it): where its bloom filter is
-    # read from and cached by, opened or not (None: from the dataset's own store)
-    _bloom_at: tuple[ObjectStore, str] | None = None
-    _open: Callable[[], LanceDataset | None] | None = None
-    _dataset: LanceDataset | None = None
 
-    @classmethod
-    def unopened(cls, open: Callable[[], LanceDataset | None], table_store: ObjectStore,
-                 directory: str, gen: int, region: uuid.UUID, region_index: int,
-                 key_columns: Sequence[str]) -> GenerationSource:
-        """A generation whose table ``open()`` opens on first use (None: it was collected
-        after its merge); its bloom filter is read from ``table_store`` at
-        ``directory``."""
-        source = cls.__new__(cls)
-        Source.__init__(source, gen, region, region_index, key_columns)
-        source._dataset = None
-        source._open = open
-        source._bloom_at = (table_store, directory)
-        return source
-
-    def with_bloom_at(self, table_store: ObjectStore, directory: str) -> GenerationSource:
-        """This source, its bloom filter read from ``table_store`` at ``directory`` (and
-        cached by that name, as an unopened source's is)."""
-        self._bloom_at = (table_store, directory)
-        return self
+    def __init__(self, ds: LanceDataset | None, gen: int, region: uuid.UUID | None,
+                 region_index: int | None, key_columns: Sequence[str], *,
+                 open: Callable[[], LanceDataset | None] | None = None,
+                 bloom_at: tuple[ObjectStore, str] | None = None) -> None:
+        """``ds`` None: an unopened generation, which ``open()`` opens on first use
+        (None: it was collected after its merge). ``bloom_at``: (the table's store, the
+        generation directory's key in it), where its bloom filter is read from and cached
+        by (None: the dataset's own store)."""
+        Source.__init__(self, gen, region, region_index, key_columns)
+        assert ds is not None or open is not None, "an unopened generation needs open()"
+        self._dataset = ds
+        self._open = open
+        self._bloom_at = bloom_at
 
     @property
     def dataset(self) -> LanceDataset:
@@ -256,7 +245,7 @@ class GenerationSource(_LanceSource):
         return ds
 
     @dataset.setter
-    def dataset(self, ds: LanceDataset) -> None:
+    def dataset(self, ds: LanceDataset) -> None:  # (a plain attribute of other sources)
         self._dataset = ds
 
     @property
@@ -504,8 +493,12 @@ class BaseSource(_LanceSource):
     def _compared_reverse_scan(self, keys: Keys) -> np.ndarray | None:
         """The addresses of ``keys``' rows, fragments last to first, each fragment's key
         columns tested against the keys as a filter (see :meth:`_reverse_scan`); None
-        when the keys make no such filter (many keys of a composite key, or too many)."""
+        when the keys make no such filter (many keys of a composite key, or too many),
+        or when a key column's equality could differ from the key sets' (floats: -0.0
+        and NaN; decimals: scales)."""
         key_columns = keys.columns
+        if not all(_exact_equality(c.type) for c in key_columns):
+            return None
         if keys.num_rows == 1:
             equal = tuple(Call("=", (Column((name,)), Literal(column[0].as_py(), column.type)))
                           for name, column in zip(self.key_columns, key_columns, strict=True))
@@ -530,6 +523,14 @@ class BaseSource(_LanceSource):
                 if distinct <= 0:
                     break
         return np.concatenate(found) if found else np.zeros(0, np.uint64)
+
+
+def _exact_equality(t: pa.DataType) -> bool:
+    """Whether ``=`` on a column of type ``t`` holds exactly when the key sets match
+    (integers, booleans, strings and binaries: equal values are equal bytes)."""
+    return (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t))
 
 
 # ---------------------------------------------------------------------- in memory
