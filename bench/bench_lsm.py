@@ -19,7 +19,8 @@ Timed (medians, operations interleaved round by round):
   scan and ``cat = 7`` through SQL against a ``consistency="base"`` session (the base
   table alone), interleaved;
 * ``--scan-only``: the scans alone (Python and SQL), no lookups;
-* ``--scaling``: a single-key lookup on a small table with 1 region and with 64;
+* ``--scaling``: single-key lookups on a small table with 1 region and with 64, the
+  same data and keys, alternating (CPU time; see :func:`scaling`);
 * ``--key-counts``: lookups of 1, 2, 4, ... 1000 keys (Python ``mw.get`` and SQL
   ``=`` / ``IN``), CPU-time medians, with pylance's LsmPointLookupPlanner beside them (one
   key per plan: n lookups of one key); ``--key-type string`` keys the table by
@@ -27,6 +28,7 @@ Timed (medians, operations interleaved round by round):
 
     python bench/bench_lsm.py --rows 10000000 [--repeat 5] [--scaling] [--path DIR]
                               [--lookups-only] [--key-counts [--key-type string]]
+    python bench/bench_lsm.py --scaling-only [--lookups 400] [--path DIR]
 
 ``--path DIR`` keeps the tables in ``DIR`` and reuses lance_sql's base table and flushed
 generations when they are there (same ``--rows`` etc. expected); the MemTable is put
@@ -36,6 +38,7 @@ again each run, and the writer is aborted at the end so its rows never reach the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -186,21 +189,57 @@ def _snapshots(root: str, shards: list[str]) -> list:
 
 
 def scaling(tmp: str, repeat_keys: int) -> dict[str, float]:
-    """Single-key lookup time with 1 region and with 64 (small table)."""
-    out = {}
+    """Single-key lookups with 1 region and with 64 (a 200k-row base without a key index,
+    so a base-only key is found by the reverse scan): both tables get the same base, the
+    same 20k generation rows (one flush: one generation per region) and the same keys,
+    and the lookups alternate between them key by key (CPU time, medians and quartiles).
+
+    First lookups: one key of each of the 64 regions, before anything of that region is
+    cached (the 1-region table sees the same keys: all but the first in a warm region).
+    Then the steady state, every region touched: keys only in the base, keys in a
+    generation."""
+    out: dict[str, float] = {}
     rng = np.random.default_rng(7)
-    for regions in (1, 64):
-        root = os.path.join(tmp, f"scaling_{regions}")
-        shutil.rmtree(root, ignore_errors=True)  # small: built afresh even under --path
-        lance_sql.write_dataset(base_batches(200_000), root, schema=SCHEMA)
-        mw = MemWal.initialize(lance_sql.dataset(root), RegionSpec.bucket("id", regions),
-                               durable_write=False, max_wal_flush_interval_ms=3_600_000)
-        with mw.writer() as w:
-            w.put(rows(rng.choice(200_000, 20_000, replace=False), 1))
+    n_base = 200_000
+    in_gen = rng.choice(n_base, 20_000, replace=False)
+    only_base = np.setdiff1d(np.arange(n_base), in_gen)
+    rng.shuffle(only_base)
+    with contextlib.ExitStack() as writers:
+        mws = {}
+        for regions in (1, 64):
+            root = os.path.join(tmp, f"scaling_{regions}")
+            shutil.rmtree(root, ignore_errors=True)  # small: built afresh even under --path
+            lance_sql.write_dataset(base_batches(n_base), root, schema=SCHEMA)
+            mw = MemWal.initialize(lance_sql.dataset(root), RegionSpec.bucket("id", regions),
+                                   durable_write=False, max_wal_flush_interval_ms=3_600_000)
+            w = writers.enter_context(mw.writer())
+            w.put(rows(in_gen, 1))
             w.flush_memtable()
-            keys = rng.choice(200_000, repeat_keys)
-            out[f"lookup ms, {regions} region(s)"] = 1000 * per_call_median(
-                lambda k, mw=mw: mw.get({"id": [k]}), keys)
+            mws[regions] = MemWal(lance_sql.dataset(root))  # a reader of its own
+
+        def timed(keys: np.ndarray, label: str) -> None:
+            cpu: dict[int, list[float]] = {1: [], 64: []}
+            for i, k in enumerate(keys.tolist()):
+                for regions in ((1, 64) if i % 2 else (64, 1)):
+                    start = time.process_time()
+                    mws[regions].get({"id": [k]})
+                    cpu[regions].append(time.process_time() - start)
+            for regions, ts in cpu.items():
+                ms = 1000 * np.asarray(ts)
+                q1, q3 = np.percentile(ms, [25, 75])
+                name = f"{label}, {regions} region(s)"
+                out[name] = float(np.median(ms))
+                print(f"  {name}: CPU median {np.median(ms):.3f} ms, "
+                      f"quartiles {q1:.3f}-{q3:.3f}")
+
+        print("scaling (CPU ms):")
+        for label, pool in (("first lookup ms, key only in base", only_base),
+                            ("first lookup ms, key in a generation", in_gen)):
+            firsts = pool[np.unique(buckets(pool, 64), return_index=True)[1]]
+            rng.shuffle(firsts)
+            timed(firsts, label)  # one key of each region: cold in the 64-region table
+        timed(only_base[-repeat_keys:], "lookup ms, key only in base")
+        timed(in_gen[-repeat_keys:], "lookup ms, key in a generation")
     return out
 
 
@@ -297,6 +336,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--lookups", type=int, default=200)
     parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--scaling-only", action="store_true",
+                        help="run only --scaling (its own small tables; --rows unused)")
     parser.add_argument("--path", default=None,
                         help="keep the tables here and reuse them when present")
     parser.add_argument("--no-pylance", action="store_true")
@@ -334,6 +375,10 @@ def main() -> None:
     tmp = args.path or tempfile.mkdtemp(prefix="bench_lsm_")
     results: dict[str, float] = {}
     try:
+        if args.scaling_only:
+            results.update(scaling(tmp, args.lookups))
+            _report(argparse.Namespace(**{**vars(args), "lookups_only": True}), results)
+            return
         start = time.perf_counter()
         mw, writer = build_ours(os.path.join(tmp, "ours"), args, gens, memtable)
         print(f"lance_sql setup {time.perf_counter() - start:.1f} s")

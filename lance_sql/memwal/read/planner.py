@@ -426,10 +426,11 @@ class LsmView:
             kept.append(RegionState(rid, spec_id, values, manifest, flushed))
         return kept
 
-    def sources(self, regions: Sequence[RegionState]) -> list[Source]:
+    def sources(self, regions: Sequence[RegionState], *, lazy: bool = False) -> list[Source]:
         """Base first, then per region its generations newest first (with a spec that
         does not keep a key in one region: every region's, in the order that decides
-        a key's newest row, see :attr:`across_regions`)."""
+        a key's newest row, see :attr:`across_regions`; ``lazy``: generations not opened
+        yet open on first use, as a lookup wants)."""
         out: list[Source] = [BaseSource(self.base, self.key_columns)]
         for index, region in enumerate(regions):
             merged = self.details.merged_generation(region.region_id)
@@ -439,7 +440,7 @@ class LsmView:
                 flushed_up_to = max(flushed_up_to, gen)
                 if gen <= merged:
                     continue
-                source = self._generation(region, index, gen, path)
+                source = self._generation(region, index, gen, path, lazy=lazy)
                 if source is not None:
                     mine.append(source)
             if region.manifest is not None:
@@ -497,18 +498,35 @@ class LsmView:
         self.kept = regions  # EXPLAIN lists the regions scanned
         return [s for s in every if s.is_base or s.region in kept], every
 
-    def _generation(self, region: RegionState, index: int, gen: int, path: str
-                    ) -> GenerationSource | None:
-        return self.generation_source(region.region_id, index, gen, path)
+    def _generation(self, region: RegionState, index: int, gen: int, path: str, *,
+                    lazy: bool = False) -> GenerationSource | None:
+        return self.generation_source(region.region_id, index, gen, path, lazy=lazy)
 
-    def generation_source(self, region_id: uuid.UUID, index: int, gen: int, path: str
-                          ) -> GenerationSource | None:
+    def generation_source(self, region_id: uuid.UUID, index: int, gen: int, path: str, *,
+                          lazy: bool = False) -> GenerationSource | None:
         """Generation ``gen`` of a region, flushed to ``path`` (None: collected after its
-        merge); ``index``: the region's position among the read's regions."""
+        merge); ``index``: the region's position among the read's regions. ``lazy``: a
+        generation not opened yet in this process is opened on first use (a lookup its
+        bloom filter rules out never opens it; see GenerationSource)."""
         key = self._generation_keys.get((region_id, path))
         if key is None:  # (checked to be a generation directory's name)
             key = self._generation_keys[region_id, path] = \
                 RegionPaths(region_id).generation(path)
+        if lazy and current_runtime().cache.peek(GENERATION_TABLES,
+                                                 (self.base.store.uri, key)) is None:
+            return GenerationSource(
+                None, gen, region_id, index, self.key_columns, bloom_at=(self.base.store, key),
+                open=partial(self._opened_generation, region_id, path, key))
+        ds = self._opened_generation(region_id, path, key)
+        if ds is None:
+            return None  # collected after its merge: its rows are in the base table
+        return GenerationSource(ds, gen, region_id, index, self.key_columns,
+                                bloom_at=(self.base.store, key))
+
+    def _opened_generation(self, region_id: uuid.UUID, path: str, key: str
+                           ) -> LanceDataset | None:
+        """The generation in directory ``key``, its columns named as the base version
+        names them (None: collected after its merge)."""
 
         def load() -> LanceDataset:
             return open_generation(self.base.uri, self.base.store, region_id, path)
@@ -517,14 +535,14 @@ class LsmView:
             ds = current_runtime().cache.get_or_load(GENERATION_TABLES,
                                                      (self.base.store.uri, key), load)
         except NotFoundError:
-            return None  # collected after its merge: its rows are in the base table
+            return None
         # columns renamed since it was written read under their new names (made once
         # per view: ~7 µs a generation, which a one-key lookup would pay on every call)
         named = self._named.get((region_id, path))
         if named is None or named[0] is not ds:
             named = self._named[region_id, path] = (
                 ds, named_as_table(ds, self.base.manifest.schema))
-        return GenerationSource(named[1], gen, region_id, index, self.key_columns)
+        return named[1]
 
     def _header(self, what: str, regions: Sequence[RegionState] | None = None,
                 total: int | None = None) -> list[str]:
@@ -679,7 +697,7 @@ class LsmView:
         output = self._columns(columns)
         key_table = self._lookup_keys(keys)
         regions, region_index = self._lookup_regions(key_table)
-        sources = self.sources(regions)
+        sources = self.sources(regions, lazy=True)
         schema = self._lookup_schema(output)
         lookup_keys = Keys(key_table, region_index)
         children: list[ExecNode] = []
@@ -716,8 +734,8 @@ class LsmView:
         output = self._columns(columns)
         key_table = self._lookup_keys(keys)
         regions, region_index = self._lookup_regions(key_table)
-        return self._one_row(self.sources(regions), self._lookup_schema(output), output,
-                             Keys(key_table, region_index))
+        return self._one_row(self.sources(regions, lazy=True), self._lookup_schema(output),
+                             output, Keys(key_table, region_index))
 
     def _one_row(self, sources: Sequence[Source], schema: pa.Schema, output: list[str],
                  lookup_keys: Keys, trace: NodeMetrics | None = None) -> pa.Table | None:

@@ -17,14 +17,14 @@ index is "retained as a cache for readers in the same process".
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import LanceError
+from lance_sql.errors import LanceError, NotFoundError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve
 from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.manifest import Manifest
@@ -231,10 +231,45 @@ def _unkeyed_addresses(store: ObjectStore, manifest: Manifest, column: str, valu
 
 
 class GenerationSource(_LanceSource):
-    """A flushed MemTable: a Lance table of the table's columns plus ``_tombstone``."""
+    """A flushed MemTable: a Lance table of the table's columns plus ``_tombstone``.
+
+    Made unopened (no dataset, an ``open`` function), it opens its table on first use: a
+    one-key lookup whose key the bloom filter rules out reads the bloom filter alone, not
+    the generation's manifest, so a lookup pruned to one region of many, cold, costs about
+    what it costs warm."""
 
     kind = "flushed"
     holds_rows = True
+
+    def __init__(self, ds: LanceDataset | None, gen: int, region: uuid.UUID | None,
+                 region_index: int | None, key_columns: Sequence[str], *,
+                 open: Callable[[], LanceDataset | None] | None = None,
+                 bloom_at: tuple[ObjectStore, str] | None = None) -> None:
+        """``ds`` None: an unopened generation, which ``open()`` opens on first use
+        (None: it was collected after its merge). ``bloom_at``: (the table's store, the
+        generation directory's key in it), where its bloom filter is read from and cached
+        by (None: the dataset's own store)."""
+        Source.__init__(self, gen, region, region_index, key_columns)
+        assert ds is not None or open is not None, "an unopened generation needs open()"
+        self._dataset = ds
+        self._open = open
+        self._bloom_at = bloom_at
+
+    @property
+    def dataset(self) -> LanceDataset:
+        ds = self._dataset
+        if ds is None:
+            assert self._open is not None
+            opened = self._open()
+            if opened is None:
+                raise NotFoundError(f"generation {self.gen} of region {self.region} was "
+                                    "collected after its merge")
+            ds = self._dataset = opened
+        return ds
+
+    @dataset.setter
+    def dataset(self, ds: LanceDataset) -> None:  # (a plain attribute of other sources)
+        self._dataset = ds
 
     @property
     def identity(self) -> Hashable:
@@ -285,13 +320,28 @@ class GenerationSource(_LanceSource):
                                                    load)
 
     def bloom(self) -> PrimaryKeyBloom:
-        store = self.dataset.store
+        cache = current_runtime().cache
+        if self._bloom_at is None:
+            store = self.dataset.store
 
-        def load() -> PrimaryKeyBloom:
-            return PrimaryKeyBloom.from_bytes(store.read(BLOOM_FILE),
-                                              f"{store.uri}/{BLOOM_FILE}")
+            def load() -> PrimaryKeyBloom:
+                return PrimaryKeyBloom.from_bytes(store.read(BLOOM_FILE),
+                                                  f"{store.uri}/{BLOOM_FILE}")
 
-        return current_runtime().cache.get_or_load(GENERATION_BLOOMS, store.uri, load)
+            return cache.get_or_load(GENERATION_BLOOMS, store.uri, load)
+        table_store, directory = self._bloom_at
+        key = f"{directory}/{BLOOM_FILE}"
+
+        def load_at() -> PrimaryKeyBloom:
+            try:
+                data = table_store.read(key)
+            except NotFoundError:
+                if self._dataset is None and self._open is not None and self._open() is None:
+                    return PrimaryKeyBloom()  # collected after its merge: holds no key
+                raise
+            return PrimaryKeyBloom.from_bytes(data, f"{table_store.uri}/{key}")
+
+        return cache.get_or_load(GENERATION_BLOOMS, (table_store.uri, directory), load_at)
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         rows = self.key_rows()
@@ -440,7 +490,12 @@ class BaseSource(_LanceSource):
 
     def _reverse_scan(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
         """Fragments last to first, key columns only, until every key is found; then the
-        rows found are taken by address."""
+        rows found are taken by address. The keys become a filter of key comparisons
+        when they can (one key, or a one-column key), so each fragment's key column is
+        compared in place and row addresses are made for its matches only."""
+        compared = self._compared_reverse_scan(keys)
+        if compared is not None:
+            return self._take(compared, [*columns, ROW_ADDR])
         ds = self.dataset
         wanted = KeySet(keys.columns)
         plan = lance_scanner(ds, [*self.key_columns, ROW_ADDR], None).plan
@@ -457,6 +512,48 @@ class BaseSource(_LanceSource):
                 remaining -= int(hit.sum())
         addresses = np.concatenate(found) if found else np.zeros(0, np.uint64)
         return self._take(addresses, [*columns, ROW_ADDR])
+
+    def _compared_reverse_scan(self, keys: Keys) -> np.ndarray | None:
+        """The addresses of ``keys``' rows, fragments last to first, each fragment's key
+        columns tested against the keys as a filter (see :meth:`_reverse_scan`); None
+        when the keys make no such filter (many keys of a composite key, or too many),
+        or when a key column's equality could differ from the key sets' (floats: -0.0
+        and NaN; decimals: scales)."""
+        key_columns = keys.columns
+        if not all(_exact_equality(c.type) for c in key_columns):
+            return None
+        if keys.num_rows == 1:
+            equal = tuple(Call("=", (Column((name,)), Literal(column[0].as_py(), column.type)))
+                          for name, column in zip(self.key_columns, key_columns, strict=True))
+            predicate: Expr = equal[0] if len(equal) == 1 else Call("and", equal)
+            distinct = 1
+        elif len(self.key_columns) == 1 and keys.num_rows <= _LOOKUP_IN_LIMIT:
+            values = key_columns[0].unique()
+            predicate = _in_list(self.key_columns[0], values)
+            distinct = len(values)
+        else:
+            return None
+        ds = self.dataset
+        schema = _filter_schema(ds.manifest.schema.to_scan_arrow())
+        plan = narrowed(Scanner(ds.store, ds.manifest, columns=[ROW_ADDR]).plan, ds.manifest,
+                        resolve(predicate, schema), compare=True)
+        found: list[np.ndarray] = []
+        for fragment in reversed(ds.manifest.fragments):
+            part = scan_fragment(ds.store, ds.manifest, fragment, plan)
+            if part.num_rows:  # the base holds each key once: a row found is a key found
+                found.append(np.asarray(part.column(ROW_ADDR).to_numpy(), np.uint64))
+                distinct -= part.num_rows
+                if distinct <= 0:
+                    break
+        return np.concatenate(found) if found else np.zeros(0, np.uint64)
+
+
+def _exact_equality(t: pa.DataType) -> bool:
+    """Whether ``=`` on a column of type ``t`` holds exactly when the key sets match
+    (integers, booleans, strings and binaries: equal values are equal bytes)."""
+    return (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t))
 
 
 # ---------------------------------------------------------------------- in memory
