@@ -41,6 +41,8 @@ from lance_sql.io.store import ObjectStore, check_key, is_temporary
 # Keys checked once: the same few keys (manifests, hints) are asked for again and again,
 # and checking is pure (a key that raises is never cached).
 _checked_key = functools.lru_cache(maxsize=4096)(check_key)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)  # as open()'s descriptors are not inherited
+_READ_PIECE = 64 << 10  # LocalStore.read's first read() (larger files: the rest in one)
 
 
 def _ignore_missing(function: object, path: str, info: tuple) -> None:
@@ -296,11 +298,27 @@ class LocalStore(ObjectStore):
         return path, mode
 
     def read(self, key: str) -> bytes:
+        # os-level calls: a buffered open adds an isatty probe, two fstats and a seek to
+        # each read (half the cost of reading a small file such as the version hint,
+        # which a strong read of a MemWAL table reads before every point lookup)
         try:
-            with open(self._resolve(key), "rb") as f:
-                return f.read()
+            fd = os.open(self._resolve(key), os.O_RDONLY | _O_CLOEXEC)
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
+        try:
+            first = os.read(fd, _READ_PIECE)
+            if len(first) < _READ_PIECE:  # a small file (short reads end at EOF)
+                rest = os.read(fd, _READ_PIECE) if first else b""
+                if not rest:
+                    return first
+                pieces = [first, rest]
+            else:
+                pieces = [first]
+            with os.fdopen(fd, "rb", closefd=False) as f:  # the rest, sized by fstat
+                pieces.append(f.read())
+            return b"".join(pieces)
+        finally:
+            os.close(fd)
 
     def open_source(self, key: str) -> LocalSource:
         return LocalSource(self._resolve(key), self._path(key), mapped=self.mapped)

@@ -146,19 +146,31 @@ def test_many_keys_take_the_key_column_from_the_index(tmp_path: Path, writer_lib
         writer.close()
 
 
+@pytest.mark.parametrize("key", [pa.int64(), pa.string()])
 @pytest.mark.parametrize("writer_lib", ["pylance", "lance_sql"])
-def test_one_key_reads_its_row_as_before(tmp_path: Path, writer_lib: str,
-                                         monkeypatch) -> None:
-    """One key (lookup_one) reads its key column with the row (as cheap as taking it from
-    the index; measured): the same rows either way."""
-    mw, writer = _build(tmp_path, writer_lib)
+def test_one_key_takes_its_key_column_from_the_key_asked(tmp_path: Path, writer_lib: str,
+                                                         key: pa.DataType,
+                                                         monkeypatch) -> None:
+    """One key (lookup_one) of an integer or string key: the index's equality is exact,
+    so a base row found holds the very key asked, and its key column is not read; the
+    same rows as reading it."""
+    mw, writer = _build(tmp_path, writer_lib, key)
     try:
         # a base row in a dense page, in a gapped page, a deleted one, a gap, past the end
         for k in (5, N // 2 + 3, 70, N // 2 + 1, 10 * N):
-            new, old, used = _both(mw, monkeypatch, _query(INT64, np.array([k])))
-            assert used == 0 and new.equals(old), k
-            assert new.column("id").to_pylist() == ([] if k in (70, N // 2 + 1, 10 * N)
-                                                    else [k])
+            query = _query(key, np.array([k]))
+            before = sources.KEY_AS_ASKED[0]
+            new = mw.get(query)
+            given = sources.KEY_AS_ASKED[0] - before
+            with monkeypatch.context() as m:  # the old path: the key column read
+                m.setattr(sources, "_exact_key_type", lambda t: False)
+                old = mw.get(query)
+                assert sources.KEY_AS_ASKED[0] - before == given
+            assert new.equals(old), k
+            assert given == 1, k  # (the base is asked last: only keys no newer source has)
+            assert new.column("id").to_pylist() == (
+                [] if k in (70, N // 2 + 1, 10 * N)
+                else _query(key, np.array([k]))["id"].to_pylist())
     finally:
         writer.close()
 

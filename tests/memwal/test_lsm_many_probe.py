@@ -192,8 +192,21 @@ def test_few_keys_and_other_keys_take_the_nodes(routed: MemWal, tmp_path: Path,
         w.put(pa.table({"k": ["k1", "k2"], "n": [10, 20]}, schema=schema))
         w.flush_memtable()
         plan = mw.view().lookup_plan(pa.table({"k": [f"k{i}" for i in range(100)]}))
-        assert plan.many is None  # hashed keys: the nodes confirm them
+        assert plan.many is not None  # hashed keys: the probe confirms them too
         assert plan.to_table().column("n").to_pylist()[:3] == [0, 10, 20]
+        assert plan.many.runs == 1 and plan.many.to_table().equals(plan.root.to_table())
+    float_schema = pa.schema([pa.field("f", pa.float64(), nullable=False, metadata=PK),
+                              pa.field("n", pa.int64())])
+    uri = str(tmp_path / "f.lance")
+    lance_sql.write_dataset(pa.table({"f": [i / 2 for i in range(50)],
+                                      "n": list(range(50))}, schema=float_schema), uri)
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("f", 2),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    with mw.writer() as w:
+        w.put(pa.table({"f": [0.5], "n": [7]}, schema=float_schema))
+        plan = mw.view().lookup_plan(pa.table({"f": [0.0, 0.5, 1.0]}))
+        assert plan.many is None  # other key types: the nodes
+        assert plan.to_table().column("n").to_pylist() == [0, 7, 2]
 
 
 @pytest.mark.parametrize("which", ["routed", "unrouted"])
@@ -360,3 +373,94 @@ def test_many_keys_route_by_number_as_the_join_and_the_dictionary(routed: MemWal
     assert inner(values, {(1,): 5, (3,): 7}).tolist() == [-1, 5, -1, 7, 5]
     assert inner(pa.table({"f": pa.array([1, None], pa.int32())}), {(1,): 5}) is None
     assert inner(pa.table({"f": pa.array(["a"])}), {("a",): 5}) is None
+
+
+STRING_SCHEMA = pa.schema([pa.field("k", pa.string(), nullable=False, metadata=PK),
+                           pa.field("n", pa.int64())])
+
+
+def _string_rows(ids, tag: int) -> pa.Table:
+    ids = np.asarray(ids, np.int64)
+    return pa.table({"k": [f"key-{i:05d}" for i in ids.tolist()], "n": ids * 10 + tag},
+                    schema=STRING_SCHEMA)
+
+
+def _string_keys() -> pa.Table:
+    rng = np.random.default_rng(4)
+    ids = np.r_[rng.integers(-20, 3_300, 700), [5, 5, 6, -3]]  # absent and repeated too
+    return pa.table({"k": [f"key-{i:05d}" for i in ids.tolist()]})
+
+
+def _string_table(tmp_path: Path, memtable: bool):
+    """String keys bucketed into 3 regions: flushed generations with updates, new keys and
+    tombstones (and a MemTable with more of each when ``memtable``)."""
+    uri = str(tmp_path / "strings.lance")
+    ds = lance_sql.write_dataset(_string_rows(np.arange(3_000), 0), uri)
+    ds.create_scalar_index("k", "BTREE")
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("k", 3),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    rng = np.random.default_rng(6)
+    writer = mw.writer()
+    for g in range(1, 4):
+        writer.put(_string_rows(np.r_[rng.choice(3_000, 300, replace=False),
+                                      3_000 + 50 * g + np.arange(20)], g))
+        writer.delete(_string_rows(rng.choice(3_000, 40, replace=False), g).select(["k"]))
+        writer.flush_memtable()
+    if memtable:
+        writer.put(_string_rows(rng.choice(3_100, 200, replace=False), 9))
+        writer.delete(_string_rows(np.r_[rng.choice(3_000, 30, replace=False), [6]], 9)
+                      .select(["k"]))
+    return mw, writer
+
+
+def test_string_keys_take_the_probe_and_equal_the_nodes(tmp_path: Path) -> None:
+    """Many string keys: the probe answers (its hash codes confirmed against the keys
+    held), the same table as the nodes, generations, MemTable and base all answering."""
+    mw, writer = _string_table(tmp_path, memtable=True)
+    try:
+        keys = _string_keys()
+        for columns in (None, ["k", "n", "_gen", "_region", "_rowaddr"]):
+            plan = mw.view().lookup_plan(keys, columns)
+            assert plan.many is not None
+            fast = plan.many.to_table()
+            assert plan.many.runs == 1
+            nodes = plan.root.to_table()
+            assert fast.schema.equals(nodes.schema) and fast.equals(nodes)
+            assert fast.num_rows > 500
+        gens = set(mw.view().lookup_plan(keys, ["_gen"]).many.to_table()
+                   .column("_gen").to_pylist())
+        assert -1 in gens and len(gens) >= 4  # the base, generations and the MemTable
+        assert mw.get(keys).equals(mw.view().lookup_plan(keys).root.to_table())
+    finally:
+        writer.close()
+
+
+def test_string_keys_sharing_a_hash_code_are_told_apart(tmp_path: Path,
+                                                        monkeypatch) -> None:
+    """Hash codes of string keys that collide (forced: 8 codes for every key) find entries
+    of other keys in the directories; each is confirmed against its key, so the answer is
+    the one without collisions."""
+    mw, writer = _string_table(tmp_path, memtable=False)
+    try:
+        keys = _string_keys()
+        expected = mw.view().lookup_plan(keys).root.to_table()
+        assert expected.num_rows > 500
+        from lance_sql.memwal import memtable as memtable_mod
+        from lance_sql.memwal.read import keys as keys_mod
+        real = keys_mod.key_hashes
+
+        def colliding(columns):
+            return real(columns) & np.uint64(7)
+
+        current_runtime().cache.clear()  # directories and key sets built again, colliding
+        with monkeypatch.context() as m:
+            m.setattr(keys_mod, "key_hashes", colliding)
+            m.setattr(memtable_mod, "key_hashes", colliding)
+            before = many_mod.CODE_COLLISIONS[0]
+            plan = mw.view().lookup_plan(keys)
+            assert plan.many is not None
+            assert plan.many.to_table().equals(expected)
+            assert many_mod.CODE_COLLISIONS[0] - before > 1000
+    finally:
+        current_runtime().cache.clear()  # no colliding key sets left for other tests
+        writer.close()

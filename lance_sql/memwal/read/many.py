@@ -20,8 +20,10 @@ tagging and conforming its rows, resolving keys) costs more than the lookups the
 * the winners' rows are taken source by source (a tombstone drops its key), and the base
   table's own ``TakeLastExec`` runs once, for the keys no newer source holds.
 
-Only for a single integer primary key (its codes are the keys themselves: no hash match
-to confirm) and generation / MemTable sources; other lookups take the nodes.
+Only for a single primary-key column of integers (its codes are the keys themselves) or
+of strings / binary (its codes are hashes: each entry a code finds in a directory is
+confirmed to hold the very key asked, as a key set confirms them), and generation /
+MemTable sources; other lookups take the nodes.
 """
 
 from __future__ import annotations
@@ -118,11 +120,13 @@ class KeyDirectory:
 
 
 def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool:
-    """Whether :class:`ManyKeyLookup` answers this lookup: enough keys, one integer key
-    column, the base table first and only generations and MemTables after it, each with
-    the key's type (codes of one type compare), the generations' rows not too many."""
+    """Whether :class:`ManyKeyLookup` answers this lookup: enough keys, one key column of
+    integers, strings or binary, the base table first and only generations and MemTables
+    after it, each with the key's type (codes of one type compare), the generations' rows
+    not too many."""
     if keys.num_rows < MANY_KEYS or len(sources[0].key_columns) != 1 or \
-            not pa.types.is_integer(key_type) or not sources[0].is_base:
+            not (pa.types.is_integer(key_type) or _hashed(key_type)) or \
+            not sources[0].is_base:
         return False
     rows = 0
     for s in sources[1:]:
@@ -136,8 +140,17 @@ def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool
     return True
 
 
+def _hashed(t: pa.DataType) -> bool:
+    """Whether keys of type ``t`` probe by hash codes this path confirms (equal keys are
+    equal bytes: strings and binary)."""
+    return (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t))
+
+
 # Counts of lookups whose generations' rows were taken from a directory's joined rows.
 JOINED_TAKES = [0]
+# Counts of directory entries a hash code found for another key, dropped (tests).
+CODE_COLLISIONS = [0]
 # Counts of MemTables probed by key codes alone (MemTable.lookup_codes) (tests).
 CODE_PROBES = [0]
 
@@ -232,6 +245,7 @@ class ManyKeyLookup:
         parts: list[tuple[np.ndarray, ...]] = []
         directories: list[tuple[KeyDirectory, np.ndarray]] = []
         homes = np.array([g.region_index for g in generations], np.int64)
+        hashed = _hashed(self.schema.field(0).type)
         for members, mine in _groups(homes, region, self.every_region):
             d = self._directory([generations[m] for m in members.tolist()])
             directories.append((d, members))
@@ -243,6 +257,9 @@ class ManyKeyLookup:
             entry = range_indices(lo, counts)
             key_of, j = np.repeat(order, counts), members[d.source[entry]]
             may = (region[key_of] == -1) | (region[key_of] == homes[j])  # Keys.for_region
+            if hashed:  # codes are hashes: only the entries holding the very key asked
+                may[may] = self._same_keys(generations, key_of[may], j[may],
+                                           d.row[entry[may]])
             parts.append((key_of[may], j[may], d.row[entry[may]], d.tombstone[entry[may]]))
         found = (tuple(np.concatenate(c) for c in zip(*parts, strict=True)) if parts else
                  (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
@@ -317,6 +334,21 @@ class ManyKeyLookup:
         if table.num_rows > 1:  # in the order of the keys, as the coalesce gives them
             table = table.take(pc.sort_indices(table.column(KEY_POSITION)))
         return table.select(self.output)
+
+    def _same_keys(self, generations: Sequence[GenerationSource], key_of: np.ndarray,
+                   j: np.ndarray, row: np.ndarray) -> np.ndarray:
+        """Whether each directory entry (generation ``j``'s row ``row``, found by the hash
+        code of key ``key_of``) holds that very key: one comparison per generation met."""
+        same = np.zeros(key_of.size, bool)
+        asked = self.keys.columns[0]
+        for g in np.unique(j).tolist():
+            at = np.flatnonzero(j == g)
+            held = generations[g].key_rows().keys[0].take(pa.array(row[at], pa.int64()))
+            wanted = asked.take(pa.array(key_of[at], pa.int64()))
+            equal = pc.fill_null(pc.equal(held, wanted), False)
+            same[at] = np.asarray(equal.to_numpy(zero_copy_only=False), bool)
+        CODE_COLLISIONS[0] += int(same.size - np.count_nonzero(same))
+        return same
 
     def _tagged(self, taken: list[tuple[Source, pa.Table, np.ndarray]]
                 ) -> list[pa.RecordBatch]:

@@ -52,6 +52,8 @@ BASE_GEN = -1
 # Counts of base-table lookups whose key column came from the key index, not the data
 # files (tests)
 KEYS_FROM_INDEX = [0]
+# One-key lookups of the base table whose key column is the key asked (tests).
+KEY_AS_ASKED = [0]
 # Counts of base-table lookups of a composite key whose candidate rows came from a BTREE
 # index on one of its columns, not from a scan (tests)
 COMPOSITE_BY_INDEX = [0]
@@ -436,8 +438,7 @@ class BaseSource(_LanceSource):
         ds = self.dataset
         key = self.key_columns[0]
         # many keys of a one-column key: its column built from the keys the index holds,
-        # numbers or strings (one key: its column read with the row costs no more than
-        # that; measured)
+        # numbers or strings; one key of an exact type: the key asked (below)
         keyed = keys.num_rows > 1 and len(self.key_columns) == 1 and key in columns
         try:
             found = (keyed_addresses if keyed else _unkeyed_addresses)(
@@ -447,6 +448,18 @@ class BaseSource(_LanceSource):
         if found is None:
             return None
         addresses, indexed_keys = found
+        key_type = self.schema.field(key).type
+        if not keyed and keys.num_rows == 1 and key in columns and _exact_key_type(key_type):
+            # one key of exact equality: every row the index found holds that very key,
+            # so the key column is the key itself, not a read of its column
+            readable = self._readable([*columns, ROW_ADDR])
+            table = self._take(addresses, [c for c in readable if c != key])
+            given = keys.columns[0]
+            column = given.cast(key_type) if not given.type.equals(key_type) else given
+            if table.num_rows != 1:
+                column = column.take(pa.array(np.zeros(table.num_rows, np.int64)))
+            KEY_AS_ASKED[0] += 1
+            return table.add_column(readable.index(key), pa.field(key, key_type), column)
         if indexed_keys is None:
             return self._take(addresses, [*columns, ROW_ADDR])
         # the key column from the index: the rows taken (deleted ones left out) found
@@ -454,7 +467,6 @@ class BaseSource(_LanceSource):
         readable = self._readable([*columns, ROW_ADDR])
         table = self._take(addresses, [c for c in readable if c != key])
         at = np.searchsorted(addresses, table.column(ROW_ADDR).to_numpy())
-        key_type = self.schema.field(key).type
         column = (pa.array(indexed_keys[at], key_type) if isinstance(indexed_keys, np.ndarray)
                   else indexed_keys.take(pa.array(at, pa.int64())))  # strings: Arrow
         KEYS_FROM_INDEX[0] += 1
@@ -761,3 +773,10 @@ class MemTableSource(InMemorySource):
         present = set(rows.column_names)
         out = rows.select([c for c in wanted if c in present])
         return out.append_column("_key", pa.array(np.flatnonzero(hit)))
+
+
+def _exact_key_type(t: pa.DataType) -> bool:
+    """Whether the index's equality of keys of type ``t`` is identity (integers, strings,
+    binary): an entry found for a key then holds exactly that key."""
+    return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t))

@@ -6,8 +6,11 @@ region's latest manifest. Re-reading all of that costs more than a lookup itself
 without any staleness window:
 
 * the base table and its MemWAL index are reused while the table's latest version is
-  the one they were opened at (one version probe per read, as ``dataset()`` does);
-  any commit (a merge, an index refresh) opens the new version;
+  the one they were opened at (one version probe per read); any commit (a merge, an
+  index refresh) opens the new version. The probe is a listing of ``_versions/`` while
+  the last one found few manifests (one call, against the hint's read and four
+  existence checks: ~half the time on a local disk; the same answer, a listing being
+  what the hint stands in for), else ``dataset()``'s probe from the hint;
 * the MemTables are taken from the in-process writer registry on every read;
 * the regions are listed on every read (one listing); what a listing resolves to
   (regions' spec ids and values, fixed once a region exists) is reused while the same
@@ -33,10 +36,20 @@ from lance_sql.format.memwal import RegionManifest
 from lance_sql.memwal.read.planner import LsmView
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.table.dataset import dataset
-from lance_sql.table.meta.versions import latest_version
+from lance_sql.table.meta.versions import (
+    VersionRef,
+    handler_latest,
+    latest_version,
+    list_versions,
+)
 from lance_sql.table.txn.commit import CommitConfig
 
 __all__ = ["WarmState", "WarmView"]
+
+# A warm view probes the latest version by listing _versions/ while the last listing held
+# at most this many manifests (a table whose old versions are collected); above, from the
+# hint (its cost does not grow with the versions kept).
+LISTED_VERSIONS_MAX = 32
 
 
 @dataclass
@@ -82,18 +95,33 @@ class WarmView:
         self._view: LsmView | None = None
         # (what the caller named the base version by, the view over it): see view_of
         self._keyed: tuple[object, LsmView] | None = None
+        # manifests the last listing of _versions/ found (None: none listed yet)
+        self._listed_versions: int | None = None
 
     def view(self) -> LsmView:
         """A strong view as of now: the warm one refreshed, or a new one after a commit."""
         warm = self._view
         if warm is not None:
-            ref = latest_version(warm.base.store, self.commit_config.handler)
-            if ref.version == warm.base.version:
+            ref = self._latest(warm)
+            if ref is not None and ref.version == warm.base.version:
                 return warm.fresh()
         view = LsmView(dataset(self.uri, commit_config=self.commit_config),
                        consistency="strong", warm=self.state)
         self._view = view
         return view
+
+    def _latest(self, warm: LsmView) -> VersionRef | None:
+        """The table's latest version (see the module docstring); None: no manifest."""
+        store = warm.base.store
+        tracked = handler_latest(store, self.commit_config.handler)
+        if tracked is not None:  # a handler that tracks versions itself (external store)
+            return tracked
+        listed = self._listed_versions
+        if listed is not None and listed > LISTED_VERSIONS_MAX:
+            return latest_version(store)  # from the hint (the handler was asked above)
+        refs = list_versions(store)
+        self._listed_versions = len(refs)  # (threads may race here: either count is right)
+        return refs[-1] if refs else None
 
     def view_of(self, base: object, open: Callable[[], LsmView | None]) -> LsmView | None:
         """A strong view over the base version the caller resolved as the latest, named by
