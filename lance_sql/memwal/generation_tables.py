@@ -17,6 +17,7 @@ import uuid
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
+from lance_sql.memwal.column_match import match_columns
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.table.dataset import LanceDataset
 
@@ -53,25 +54,27 @@ def open_generation(table_uri: str, table_store: ObjectStore, region_id: uuid.UU
 
 
 def named_as_table(gen: LanceDataset, table: LanceSchema) -> LanceDataset:
-    """``gen`` with each column named as the table names it now, matched by field id
-    (the same object when no column was renamed since the generation was written).
+    """``gen`` with each column named as the table names the column holding its values
+    now (:func:`~.column_match.match_columns`: by field id, a retyped column by name); the
+    same object when no column needs it.
 
     A generation keeps the schema its writer had: after a rename its rows would read as
-    NULL under the new name. Columns whose id the table no longer has keep their names
-    (readers match those by name, as the merger does), unless a renamed column took the
-    name: then the old one is hidden under a name no reader asks for."""
-    by_id = {f.id: f.name for f in table.fields}
-    renamed = {f.id: by_id[f.id] for f in gen.manifest.schema.fields
-               if f.name != _TOMBSTONE and f.id in by_id and by_id[f.id] != f.name}
-    if not renamed:
-        return gen
-    taken = set(renamed.values())
+    NULL under the new name. A column that is gone (dropped, or dropped and added again
+    under its name: another column) is hidden under a name no reader asks for when the
+    table has a column of its name, so readers matching by name do not take its values
+    for that column's."""
+    matched = match_columns(gen.manifest.schema, table, skip=(_TOMBSTONE,))
+    names = {f.name for f in table.fields}
     fields = []
     for f in gen.manifest.schema.fields:
-        if f.id in renamed:
-            f = dataclasses.replace(f, name=renamed[f.id])
-        elif f.name in taken:
-            f = dataclasses.replace(f, name=f"{f.name} (dropped field {f.id})")
+        if f.name != _TOMBSTONE:
+            now = matched.get(f.id)
+            if now is not None:
+                f = dataclasses.replace(f, name=now.name) if now.name != f.name else f
+            elif f.name in names:
+                f = dataclasses.replace(f, name=f"{f.name} (dropped field {f.id})")
         fields.append(f)
+    if all(a is b for a, b in zip(fields, gen.manifest.schema.fields, strict=True)):
+        return gen
     schema = dataclasses.replace(gen.manifest.schema, fields=tuple(fields))
     return gen.at_manifest(dataclasses.replace(gen.manifest, schema=schema))
