@@ -17,7 +17,7 @@ index is "retained as a cache for readers in the same process".
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -107,6 +107,12 @@ class Source:
         sources): physical offsets per fragment to leave out as if deleted."""
         raise NotImplementedError
 
+    def column_names(self) -> Collection[str] | None:
+        """The columns a filter may name in :meth:`scan` (None: any of the table's); a
+        column written after the source's rows (added since a generation was flushed)
+        is NULL in them, so a filter naming it is applied to its rows after the scan."""
+        return None
+
     def key_rows(self) -> KeyRows:
         raise NotImplementedError
 
@@ -182,6 +188,9 @@ class _LanceSource(Source):
 
     # system columns a source answers: a generation's row ids are its own, not the table's
     system: tuple[str, ...] = (ROW_ADDR,)
+
+    def column_names(self) -> Collection[str] | None:
+        return {*self.schema.names, *self.system}
 
     def _readable(self, columns: Sequence[str]) -> list[str]:
         """``columns`` this source holds (the others come out NULL)."""
@@ -489,6 +498,9 @@ class InMemorySource(Source):
 
     def held_rows(self) -> pa.Table:
         return self.table
+
+    def column_names(self) -> Collection[str] | None:
+        return {*self.table.column_names, *SYSTEM_COLUMNS}
 
     def key_rows(self) -> KeyRows:
         if self._rows is None:
