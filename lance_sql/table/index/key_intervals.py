@@ -135,6 +135,20 @@ class KeyIntervals:
                         ">=": Interval(at, None)}[op]])
 
     @classmethod
+    def of_query(cls, query: KeyRange | KeySet) -> KeyIntervals | None:
+        """The keys an index query selects (None: a type without order here)."""
+        if isinstance(query, KeySet):
+            return cls.points([query.values[i] for i in range(len(query.values))])
+        bounds: list[Bound | None] = []
+        for value, inclusive in ((query.lower, query.lower_inclusive),
+                                 (query.upper, query.upper_inclusive)):
+            key = None if value is None else sort_key(value)
+            if value is not None and key is None:
+                return None
+            bounds.append(None if value is None else Bound(value, key, inclusive))
+        return cls.of([Interval(bounds[0], bounds[1])])
+
+    @classmethod
     def points(cls, values: list[pa.Scalar]) -> KeyIntervals | None:
         """Keys equal to one of ``values`` (None: a type without order here)."""
         out = []

@@ -342,18 +342,18 @@ class _Keys:
     index: IndexMetadata
     field: LanceField
     keys: KeyIntervals | None
-    # an IN list not combined with anything (yet): asked of the index as it is, since
-    # intervals of thousands of single keys take a while to build
-    listed: pa.Array | None = None
+    # the test as written when it is combined with nothing (yet): asked of the index as
+    # it is (intervals of thousands of IN-list keys take a while to build)
+    plain: Leaf | None = None
     nulls: bool = False  # the NULL keys too (IS NULL)
 
     def intervals(self) -> KeyIntervals:
-        """The keys as intervals (built from the IN list when that is what is held)."""
+        """The keys as intervals (built from the test as written when that is held)."""
         if self.keys is not None:
             return self.keys
-        assert self.listed is not None
-        found = KeyIntervals.points([self.listed[i] for i in range(len(self.listed))])
-        assert found is not None  # listed only for key types with an order
+        assert self.plain is not None and not isinstance(self.plain.query, KeyIsNull)
+        found = KeyIntervals.of_query(self.plain.query)
+        assert found is not None  # plain only for key types with an order
         return found
 
 
@@ -401,18 +401,18 @@ def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]],
     query: KeyQuery | None = None
     if op in _FLIP and len(scalars) == 1 and scalars[0] is not None:
         k = scalars[0]
-        keys = KeyIntervals.compare(_NEGATE[op] if negated else op, k)
-        if keys is None and not negated and op != "!=":
+        if negated or op == "!=":
+            keys = KeyIntervals.compare(_NEGATE[op] if negated else op, k)
+        else:
             query = {"=": KeyRange(k, k), "<": KeyRange(None, k, upper_inclusive=False),
                      "<=": KeyRange(None, k), ">": KeyRange(k, None, lower_inclusive=False),
                      ">=": KeyRange(k, None)}[op]
     elif op == "between" and len(scalars) == 2 and None not in scalars:
         low, high = scalars
-        below, above = (KeyIntervals.compare("<" if negated else ">=", low),
-                        KeyIntervals.compare(">" if negated else "<=", high))
-        if below is not None and above is not None:
-            keys = below.union(above) if negated else below.intersect(above)
-        elif not negated:
+        if negated:  # below or above
+            below, above = KeyIntervals.compare("<", low), KeyIntervals.compare(">", high)
+            keys = None if below is None or above is None else below.union(above)
+        else:
             query = KeyRange(low, high)
     elif op == "in" and scalars:
         has_null = any(a.value is None for a in literals)  # type: ignore[union-attr]
@@ -420,23 +420,29 @@ def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]],
                    if a.value is not None]  # type: ignore[union-attr]
         if any(s is None for s in present):
             return None
-        if negated and has_null:  # x NOT IN (..., NULL) is never TRUE
-            return _Keys(index, field, KeyIntervals(()))
-        if not present:  # x IN (NULL) is never TRUE
-            return _Keys(index, field, KeyIntervals(()))
-        if not negated:
-            listed = array_of_scalars(present, key_type)
-            if sort_key(present[0]) is not None:
-                return _Keys(index, field, None, listed)
-            query = KeySet(listed)
-        else:
+        if (negated and has_null) or not present:  # never TRUE: x NOT IN (..., NULL),
+            return _Keys(index, field, KeyIntervals(()))  # x IN (NULL)
+        if negated:
             keys = KeyIntervals.points(present)
             keys = None if keys is None else keys.complement()
+        else:
+            query = KeySet(array_of_scalars(present, key_type))
     if keys is not None:
         return _Keys(index, field, keys)
     if query is None:
         return None
-    return Leaf(index, field, query, to_sql(expr))
+    leaf = Leaf(index, field, query, to_sql(expr))
+    return _Keys(index, field, None, leaf) if _orderable(query) else leaf
+
+
+def _orderable(query: KeyQuery) -> bool:
+    """Whether the keys of ``query`` (a range or a set) have an interval form."""
+    if isinstance(query, KeySet):
+        return bool(len(query.values)) and sort_key(query.values[0]) is not None
+    if isinstance(query, KeyRange):
+        bound = query.lower if query.lower is not None else query.upper
+        return bound is not None and sort_key(bound) is not None
+    return False
 
 
 def _combine(parts: list[_Part], conjunction: bool) -> _Part:
@@ -470,10 +476,10 @@ def _as_expr(part: _Part) -> IndexExpr:
         return part
     key_type = part.field.to_scan_arrow().type
     column = part.field.name
+    if part.plain is not None:
+        return part.plain
     queries: list[KeyQuery]
-    if part.listed is not None:
-        queries = [KeySet(part.listed)]
-    elif part.nulls and not part.intervals().intervals:
+    if part.nulls and not part.intervals().intervals:
         queries = []
     else:
         queries = part.intervals().queries(key_type)

@@ -111,3 +111,13 @@ def test_float_order_is_sqls() -> None:
     assert above is not None
     assert _selected(CASES["float"], above).sum() == 2  # the two NaNs
     assert sort_key(pa.scalar(1, pa.decimal128(5, 0))) is None
+
+
+def test_index_queries_as_intervals() -> None:
+    s = pa.scalar
+    ranged = KeyIntervals.of_query(KeyRange(s(100), s(200), True, False))
+    assert ranged == KeyIntervals.compare(">=", s(100)).intersect(  # type: ignore[union-attr]
+        KeyIntervals.compare("<", s(200)))  # type: ignore[arg-type]
+    listed = KeyIntervals.of_query(KeySet(pa.array([7, 3, 7], pa.int64())))
+    assert listed == KeyIntervals.points([s(3), s(7)])
+    assert KeyIntervals.of_query(KeyRange(pa.scalar(1, pa.decimal128(5, 0)), None)) is None
