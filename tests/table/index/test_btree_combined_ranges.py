@@ -121,3 +121,23 @@ def test_sql_asks_the_index_for_the_combined_ranges(table_path: Path) -> None:
         assert "ScalarIndexQuery" in plan and searched in plan, plan
         got = session.sql(sql).to_arrow_table()["payload"].to_pylist()
         assert got == sorted(theirs.to_table(filter=flt)["payload"].to_pylist()), flt
+
+
+def test_negations_reading_the_whole_index_scan_instead(tmp_path: Path) -> None:
+    """``k != 5`` or ``NOT (k < 100)`` select nearly every row: their ranges read every
+    page of the index, so the table is scanned instead (unless the index is asked for),
+    however few the pages."""
+    path = tmp_path / "t.lance"
+    keys = np.random.default_rng(5).permutation(20_000)
+    ds = lance_sql.write_dataset(pa.table({"k": keys, "v": keys * 2}), path)
+    ds.create_scalar_index("k", "BTREE")  # 5 pages
+    for flt in ("k != 5", "NOT (k < 100)", "k IS NOT NULL AND k NOT IN (1, 2)"):
+        plan = ds.scanner(filter=flt).explain_plan()
+        assert "not used: up to" in plan, plan
+        forced = ds.scanner(filter=flt, use_scalar_index=True)
+        assert "indexed 1 of 1 fragments" in forced.explain_plan()
+        expected = ds.to_table(filter=flt, use_scalar_index=False)
+        assert forced.to_table().sort_by("k").equals(expected.sort_by("k"))
+        assert ds.to_table(filter=flt).sort_by("k").equals(expected.sort_by("k"))
+    narrow = ds.scanner(filter="NOT (k >= 100) AND k != 5")
+    assert "indexed 1 of 1 fragments, 99 rows" in narrow.explain_plan()
