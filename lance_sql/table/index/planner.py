@@ -478,10 +478,10 @@ def _as_expr(part: _Part) -> IndexExpr:
     the single keys, IS NULL for the NULLs (nothing: an empty key set)."""
     if not isinstance(part, _Keys):
         return part
-    key_type = part.field.to_scan_arrow().type
-    column = part.field.name
     if part.plain is not None:
         return part.plain
+    key_type = part.field.to_scan_arrow().type
+    column = part.field.name
     queries: list[KeyQuery]
     if part.nulls and not part.intervals().intervals:
         queries = []
@@ -499,10 +499,10 @@ def _query_text(column: str, query: KeyQuery) -> str:
     if isinstance(query, KeySet):
         values = [to_sql(Literal(v)) for v in query.values.to_pylist()]
         if len(values) > 8:
-            return f"{name} IN (<{len(values)} keys>)"
-        return f"{name} IN ({', '.join(values)})" if values else "false"
+            return f"({name} IN (<{len(values)} keys>))"
+        return f"({name} IN ({', '.join(values)}))" if values else "false"
     if isinstance(query, KeyIsNull):
-        return f"{name} IS NULL"
+        return f"({name} IS NULL)"
     tests = []
     if query.lower is not None:
         tests.append(f"{name} {'>=' if query.lower_inclusive else '>'} "
