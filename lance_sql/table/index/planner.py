@@ -62,8 +62,9 @@ SCAN_FRACTION = 0.05
 # ...and a query whose index pages would hold more than that share is not looked up at all
 # when it needs more than this many pages (small indices are always worth a look).
 MAX_PAGES = 64
-# ...nor is one reading (nearly) every page of its indices, however small (``a != 5``,
-# ``NOT (a < 100)``: measured 2-3x the scan's CPU on 200k rows, 49 pages)
+# ...nor is one reading (nearly) every page of its one index, however small (``a != 5``,
+# ``NOT (a < 100)``: measured 2-3x the scan's CPU on 200k rows, 49 pages; a query of
+# several indices is left to the rule above: another index may narrow it)
 WHOLE_INDEX = 0.9
 
 
@@ -159,7 +160,7 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
         if use_index is None:
             pages, estimate = _estimate(tree, store, manifest)
             covered_rows = sum(f.physical_rows for f in manifest.fragments if f.id in covered)
-            whole = pages > 1 and pages >= WHOLE_INDEX * _index_pages(used, store, manifest)
+            whole = pages > 1 and _reads_whole_index(used, store, manifest)
             if (pages > MAX_PAGES or whole) and estimate > SCAN_FRACTION * covered_rows:
                 return IndexedRows({}, None, f"ScalarIndexQuery: query=[{_describe(tree)}] "
                                    f"not used: up to {estimate} rows match, scanning")
@@ -559,11 +560,17 @@ def _estimate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> tuple[
     return sum(p for p, _ in parts), (min(rows) if isinstance(tree, Both) else sum(rows))
 
 
-def _index_pages(leaves: list[Leaf], store: ObjectStore, manifest: Manifest) -> int:
-    """The pages of the indices ``leaves`` search, each index counted once."""
-    indices = {leaf.index.uuid: leaf for leaf in leaves}.values()
-    return sum(BTreeIndex.open(store, manifest, leaf.index, leaf.field.to_scan_arrow().type)
-               .lookup.num_pages for leaf in indices)
+def _reads_whole_index(leaves: list[Leaf], store: ObjectStore, manifest: Manifest) -> bool:
+    """Whether ``leaves`` all search one index of several pages and, together, read at
+    least ``WHOLE_INDEX`` of its pages."""
+    if len({leaf.index.uuid for leaf in leaves}) != 1:
+        return False
+    first = leaves[0]
+    bounds = BTreeIndex.open(store, manifest, first.index,
+                             first.field.to_scan_arrow().type).bounds
+    total = bounds.lookup.num_pages
+    read = np.unique(np.concatenate([bounds.pages(leaf.query) for leaf in leaves]))
+    return total > 1 and read.size >= WHOLE_INDEX * total
 
 
 def _by_fragment(addresses: np.ndarray, covered: set[int], manifest: Manifest,
