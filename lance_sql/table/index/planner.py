@@ -562,8 +562,10 @@ def _estimate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> tuple[
 
 def _reads_whole_index(leaves: list[Leaf], store: ObjectStore, manifest: Manifest) -> bool:
     """Whether ``leaves`` all search one index of several pages and, together, read at
-    least ``WHOLE_INDEX`` of its pages."""
-    if len({leaf.index.uuid for leaf in leaves}) != 1:
+    least ``WHOLE_INDEX`` of its pages with a range (key sets alone keep the page-count
+    rule: their pages hold their keys)."""
+    if len({leaf.index.uuid for leaf in leaves}) != 1 or \
+            all(isinstance(leaf.query, KeySet) for leaf in leaves):
         return False
     first = leaves[0]
     bounds = BTreeIndex.open(store, manifest, first.index,
