@@ -17,6 +17,7 @@ import uuid
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
+from lance_sql.memwal.column_match import match_columns
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.table.dataset import LanceDataset
 
@@ -53,13 +54,15 @@ def open_generation(table_uri: str, table_store: ObjectStore, region_id: uuid.UU
 
 
 def named_as_table(gen: LanceDataset, table: LanceSchema) -> LanceDataset:
-    """``gen`` with each column named as the table names it now, matched by field id
-    (the same object when no column was renamed since the generation was written).
+    """``gen`` with each column named as the table names the column holding its values
+    now (:func:`~.column_match.match_columns`: by field id, a retyped column by name); the
+    same object when no column needs it.
 
     A generation keeps the schema its writer had: after a rename its rows would read as
-    NULL under the new name. Columns whose id the table no longer has keep their names
-    (readers match those by name, as the merger does), unless a renamed column took the
-    name: then the old one is hidden under a name no reader asks for."""
+    NULL under the new name. A column that is gone (dropped, or dropped and added again
+    under its name: another column) is hidden under a name no reader asks for when the
+    table has a column of its name, so readers matching by name do not take its values
+    for that column's."""
     names = renamed_columns(gen.manifest.schema, table)
     if not names:
         return gen
@@ -71,15 +74,19 @@ def named_as_table(gen: LanceDataset, table: LanceSchema) -> LanceDataset:
 
 def renamed_columns(written: LanceSchema, table: LanceSchema) -> dict[str, str]:
     """The top-level columns of ``written`` (a generation's or a writer's schema) to name
-    otherwise so that they read as ``table`` names them now: old name -> new name, by
-    field id (see :func:`named_as_table`); empty when no column was renamed since."""
-    by_id = {f.id: f.name for f in table.fields}
-    renamed = {f.name: by_id[f.id] for f in written.fields
-               if f.name != _TOMBSTONE and f.id in by_id and by_id[f.id] != f.name}
-    if not renamed:
-        return renamed
-    taken = set(renamed.values())
-    for f in written.fields:  # a dropped column whose name a renamed one took: hidden
-        if f.name not in renamed and f.name in taken:
-            renamed[f.name] = f"{f.name} (dropped field {f.id})"
-    return renamed
+    otherwise so that they read as ``table`` names them now: old name -> new name
+    (:func:`~.column_match.match_columns`; a gone column whose name the table uses is
+    hidden, see :func:`named_as_table`); empty when no column needs it."""
+    matched = match_columns(written, table, skip=(_TOMBSTONE,))
+    table_names = {f.name for f in table.fields}
+    out: dict[str, str] = {}
+    for f in written.fields:
+        if f.name == _TOMBSTONE:
+            continue
+        now = matched.get(f.id)
+        if now is not None:
+            if now.name != f.name:
+                out[f.name] = now.name
+        elif f.name in table_names:
+            out[f.name] = f"{f.name} (dropped field {f.id})"
+    return out

@@ -23,6 +23,7 @@ from lance_sql.errors import IncompatibleConflict, NotFoundError, SchemaError
 from lance_sql.format.memwal import MergedGeneration, RegionManifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.column_match import match_columns
 from lance_sql.memwal.generation_tables import open_generation
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
 from lance_sql.memwal.region_log import RegionLog
@@ -150,24 +151,19 @@ def _merge_one(base: LanceDataset, region_id: uuid.UUID, generation: int, path: 
 def _as_base_columns(rows: pa.Table, written: LanceSchema, base: LanceSchema) -> pa.Table:
     """A generation's rows with the base table's current column names and types.
 
-    The generation was written with the table's schema of its writer's time. A column is
-    matched by field id, so a column renamed since keeps its values under its new name;
-    a column whose id the table no longer has is matched by name, as the LSM view reads
-    it (a type change gives the column a new id, as in Lance, and a dropped column's name
-    may have been taken by a new one); values are cast to the table's type (one that does
-    not fit raises SchemaError and nothing is merged)."""
-    by_id = {f.id: f for f in base.fields}
-    by_name = {f.name: f for f in base.fields}
-    own_ids = {f.id for f in written.fields if f.name not in (TOMBSTONE, _ROWADDR)}
+    The generation was written with the table's schema of its writer's time; each column
+    goes to the table's column holding its values now (:func:`~.column_match.match_columns`,
+    as the LSM view reads it: by field id, a retyped column by name; a dropped column,
+    even one added again under its name, is left out). Values are cast to the table's
+    type (one that does not fit raises SchemaError and nothing is merged)."""
+    matched = match_columns(written, base, skip=(TOMBSTONE, _ROWADDR))
     names, arrays = [], []
     for f in written.fields:
         if f.name in (TOMBSTONE, _ROWADDR) or f.name not in rows.column_names:
             continue  # (``_tombstone``'s id is the generation's own: a new column may share it)
-        target = by_id.get(f.id)
+        target = matched.get(f.id)
         if target is None:
-            target = by_name.get(f.name)
-            if target is None or target.id in own_ids:
-                continue  # dropped, or its name now belongs to a column written here too
+            continue  # dropped
         column = rows.column(f.name)
         wanted = target.arrow_type
         if not column.type.equals(wanted):

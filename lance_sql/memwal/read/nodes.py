@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.expr.arrow import Call, Expr, columns, to_pyarrow, to_sql
+from lance_sql.expr.arrow import Call, Column, Expr, Literal, columns, to_pyarrow, to_sql
 from lance_sql.memwal.read.hidden import HiddenRows, hidden_base_rows
 from lance_sql.memwal.read.keys import Keys, KeySet
 from lance_sql.memwal.read.metrics import NodeMetrics, measured, not_own_work, own_work
@@ -162,6 +162,15 @@ def format_plan(node: ExecNode, indent: int = 0, *, analyze: bool = False) -> st
 # ---------------------------------------------------------------------- scans
 
 
+def _nulled(expr: Expr, names: set[str]) -> Expr:
+    """``expr`` with the columns ``names`` as NULL (a source whose rows lack them)."""
+    if isinstance(expr, Column):
+        return Literal(None, pa.null()) if expr.path[0] in names else expr
+    if isinstance(expr, Call):
+        return Call(expr.op, tuple(_nulled(a, names) for a in expr.args))
+    return expr
+
+
 class ScanExec(ExecNode):
     """Rows of one source: ``schema``'s columns (``_gen`` / ``_region`` are the source's
     constants; ``_rowid`` and the row versions NULL but on the base table) where
@@ -176,9 +185,14 @@ class ScanExec(ExecNode):
         pushed: list[Expr] = []
         residual: list[Expr] = []
         local = set(SOURCE_COLUMNS) if source.is_base else {*SOURCE_COLUMNS, *BASE_ONLY}
+        held = source.column_names()
         for part in _conjuncts(predicate):
             names = {p[0] for p in columns(part)}
-            (residual if names & local else pushed).append(part)
+            lacked = set() if held is None else names - local - set(held)
+            if lacked:  # columns added after the source's rows were written: NULL there
+                residual.append(_nulled(part, lacked))
+            else:
+                (residual if names & local else pushed).append(part)
         self.pushed, self.residual = _and(pushed), _and(residual)
 
     @property

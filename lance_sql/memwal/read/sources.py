@@ -17,7 +17,7 @@ index is "retained as a cache for readers in the same process".
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 
@@ -33,7 +33,7 @@ from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
 from lance_sql.memwal.wal import TOMBSTONE
-from lance_sql.numpy_arrow import numpy_of
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
@@ -132,6 +132,12 @@ class Source:
         sources): physical offsets per fragment to leave out as if deleted."""
         raise NotImplementedError
 
+    def column_names(self) -> Collection[str] | None:
+        """The columns a filter may name in :meth:`scan` (None: any of the table's); a
+        column written after the source's rows (added since a generation was flushed)
+        is NULL in them, so a filter naming it is applied to its rows after the scan."""
+        return None
+
     def key_rows(self) -> KeyRows:
         raise NotImplementedError
 
@@ -208,6 +214,9 @@ class _LanceSource(Source):
     # system columns a source answers: a generation's row ids are its own, not the table's
     system: tuple[str, ...] = (ROW_ADDR,)
 
+    def column_names(self) -> Collection[str] | None:
+        return {*self.schema.names, *self.system}
+
     def _readable(self, columns: Sequence[str]) -> list[str]:
         """``columns`` this source holds (the others come out NULL)."""
         data = self.schema.names
@@ -223,6 +232,17 @@ class _LanceSource(Source):
 
     def _take(self, addresses: np.ndarray, columns: Sequence[str]) -> pa.Table:
         return self.dataset.take_addresses(addresses, self._readable(columns))
+
+
+def _newest_first(table: pa.Table) -> np.ndarray | None:
+    """The order of ``table``'s rows by ``_rowaddr``, highest first (None: one row, or no
+    ``_rowaddr``)."""
+    if table.num_rows < 2 or ROW_ADDR not in table.column_names:
+        return None
+    addresses = np.asarray(table.column(ROW_ADDR).to_numpy(), np.uint64)
+    if bool((addresses[1:] >= addresses[:-1]).all()):  # a take of sorted addresses
+        return np.arange(addresses.size - 1, -1, -1, dtype=np.int64)
+    return np.argsort(addresses, kind="stable")[::-1].astype(np.int64)
 
 
 def _unkeyed_addresses(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array
@@ -361,8 +381,9 @@ class GenerationSource(_LanceSource):
 
 
 class BaseSource(_LanceSource):
-    """The base table (generation -1); its keys are unique (merge_insert keeps them so).
-    Its rows have the table's ``_rowid`` and row versions."""
+    """The base table (generation -1); merge_insert keeps its keys unique, but plain
+    appends may add a key again: a lookup then takes the newest row (highest
+    ``_rowaddr``). Its rows have the table's ``_rowid`` and row versions."""
 
     kind = "base"
     system = SYSTEM_COLUMNS
@@ -407,10 +428,16 @@ class BaseSource(_LanceSource):
             table = table.slice(0, int(hit_one))
             key_positions = np.zeros(table.num_rows, np.int64)
         else:  # each key's row (a key asked twice gets its row twice, as from other sources)
-            found = KeySet([table.column(k).combine_chunks() for k in self.key_columns]).find(
-                keys.columns, keys.codes)
+            # candidates newest first: of a key held twice (plain appends to the base do
+            # not enforce the key) the newest row wins, the highest _rowaddr
+            newest = _newest_first(table)
+            held = [table.column(k).combine_chunks() for k in self.key_columns]
+            if newest is not None:
+                held = [c.take(array_from_numpy(newest)) for c in held]
+            found = KeySet(held).find(keys.columns, keys.codes)
             hit = found >= 0
-            table = table.take(pa.array(found[hit], pa.int64()))
+            rows = found[hit] if newest is None else newest[found[hit]]
+            table = table.take(pa.array(rows, pa.int64()))
             key_positions = np.flatnonzero(hit)
         table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
         return table.append_column("_key", pa.array(key_positions))
@@ -511,17 +538,19 @@ class BaseSource(_LanceSource):
         ds = self.dataset
         wanted = KeySet(keys.columns)
         plan = lance_scanner(ds, [*self.key_columns, ROW_ADDR], None).plan
-        remaining = keys.num_rows
+        # the distinct keys (a key asked twice, or held twice, counts once)
+        distinct = np.unique(wanted.find(keys.columns, keys.codes))
+        seen = np.zeros(keys.num_rows, bool)
         found: list[np.ndarray] = []
         for fragment in reversed(ds.manifest.fragments):
-            if not remaining:
+            if seen[distinct].all():
                 break
             part = scan_fragment(ds.store, ds.manifest, fragment, plan)
-            hit = wanted.contains([part.column(k).combine_chunks()
-                                   for k in self.key_columns])
+            at = wanted.find([part.column(k).combine_chunks() for k in self.key_columns])
+            hit = at >= 0
             if hit.any():
                 found.append(np.asarray(part.column(ROW_ADDR).to_numpy(), np.uint64)[hit])
-                remaining -= int(hit.sum())
+                seen[at[hit]] = True
         addresses = np.concatenate(found) if found else np.zeros(0, np.uint64)
         return self._take(addresses, [*columns, ROW_ADDR])
 
@@ -601,6 +630,9 @@ class InMemorySource(Source):
 
     def held_rows(self) -> pa.Table:
         return self.table
+
+    def column_names(self) -> Collection[str] | None:
+        return {*self.table.column_names, *SYSTEM_COLUMNS}
 
     def key_rows(self) -> KeyRows:
         if self._rows is None:

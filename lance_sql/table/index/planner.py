@@ -1,9 +1,11 @@
 """Answering a filter from BTREE indices: which part, for which fragments, which rows.
 
-A filter is split at its top-level ANDs. Conjuncts built only from ``=``, ``<``, ``<=``,
-``>``, ``>=``, ``BETWEEN``, ``IN`` and ``IS NULL`` on indexed columns (against literals
-that are exactly values of the column's type), joined by AND / OR, are answered by the
-indices; the rest is the *residual*, applied to the rows the indices return.
+A filter is split at its top-level ANDs. Conjuncts built only from ``=``, ``!=``, ``<``,
+``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``, ``IS NULL`` and ``IS NOT NULL`` on indexed
+columns (against literals that are exactly values of the column's type), joined by AND /
+OR / NOT, are answered by the indices; the rest is the *residual*, applied to the rows the
+indices return. The tests of one column are first combined into the set of keys they
+select (:mod:`.key_intervals`), so the index is asked for those keys only.
 
 Only fragments every used index covers (its fragment bitmap) and that still exist are
 answered this way; the caller scans the others with the whole filter. Indexed row
@@ -27,7 +29,6 @@ from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, IndexFallbackWarning, LanceError
 from lance_sql.expr import Call, Column, Expr, Literal, exact_literal, to_sql
@@ -48,10 +49,12 @@ from lance_sql.numpy_arrow import array_from_numpy, array_of_scalars
 from lance_sql.sorted_sets import sorted_intersection, sorted_union, sorted_unique
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.btree import BTreeIndex
+from lance_sql.table.index.key_intervals import KeyIntervals, sort_key
 from lance_sql.table.runtime.cache import INDEX_SECTIONS
 from lance_sql.table.runtime.context import current_runtime
 
-_FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 # A fragment where the index finds more than this share of the rows is scanned instead
 # (unless the index was asked for): taking that many scattered rows is slower (measured:
 # 10% of 1M rows, 57 ms taken vs 43 ms scanned; 1%, 29 vs 37 ms).
@@ -59,6 +62,10 @@ SCAN_FRACTION = 0.05
 # ...and a query whose index pages would hold more than that share is not looked up at all
 # when it needs more than this many pages (small indices are always worth a look).
 MAX_PAGES = 64
+# ...nor is one reading (nearly) every page of its one index, however small (``a != 5``,
+# ``NOT (a < 100)``: measured 2-3x the scan's CPU on 200k rows, 49 pages; a query of
+# several indices is left to the rule above: another index may narrow it)
+WHOLE_INDEX = 0.9
 
 
 @dataclass(frozen=True)
@@ -129,18 +136,17 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
         return None
     by_field = _indices_by_column(manifest, indices)
     conjuncts = _conjuncts(predicate)
-    indexed: list[IndexExpr] = []
+    indexed: list[_Part] = []
     rest: list[Expr] = []
     for part in conjuncts:
-        sargable = _sargable(part, by_field)
+        sargable = _sargable(part, by_field, False)
         if sargable is None:
             rest.append(part)
         else:
             indexed.append(sargable)
     if not indexed:
         return None
-    indexed = _merge_ranges(indexed)
-    tree = indexed[0] if len(indexed) == 1 else Both(tuple(indexed))
+    tree = _as_expr(_combine(indexed, True))
     live = {f.id for f in manifest.fragments}
     if fragment_ids is not None:
         live &= set(fragment_ids)
@@ -154,7 +160,8 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
         if use_index is None:
             pages, estimate = _estimate(tree, store, manifest)
             covered_rows = sum(f.physical_rows for f in manifest.fragments if f.id in covered)
-            if pages > MAX_PAGES and estimate > SCAN_FRACTION * covered_rows:
+            whole = pages > 1 and _reads_whole_index(used, store, manifest)
+            if (pages > MAX_PAGES or whole) and estimate > SCAN_FRACTION * covered_rows:
                 return IndexedRows({}, None, f"ScalarIndexQuery: query=[{_describe(tree)}] "
                                    f"not used: up to {estimate} rows match, scanning")
         rows = _by_fragment(_evaluate(tree, store, manifest), covered, manifest, used)
@@ -331,15 +338,50 @@ def _conjuncts(expr: Expr) -> list[Expr]:
     return [expr]
 
 
-def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]]
-              ) -> IndexExpr | None:
+@dataclass(frozen=True)
+class _Keys:
+    """Keys of one indexed column a part of the filter selects, kept as intervals until
+    the whole AND / OR around it is combined (see :mod:`.key_intervals`); NULL is
+    selected by IS NULL alone (no comparison is TRUE of it, nor its negation)."""
+
+    index: IndexMetadata
+    field: LanceField
+    keys: KeyIntervals | None
+    # the test as written when it is combined with nothing (yet): asked of the index as
+    # it is (intervals of thousands of IN-list keys take a while to build)
+    plain: Leaf | None = None
+    nulls: bool = False  # the NULL keys too (IS NULL)
+
+    def intervals(self) -> KeyIntervals:
+        """The keys as intervals (built from the test as written when that is held)."""
+        if self.keys is not None:
+            return self.keys
+        assert self.plain is not None and not isinstance(self.plain.query, KeyIsNull)
+        found = KeyIntervals.of_query(self.plain.query)
+        assert found is not None  # plain only for key types with an order
+        return found
+
+
+_Part: TypeAlias = "IndexExpr | _Keys"
+
+
+def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]],
+              negated: bool) -> _Part | None:
+    """``expr`` (NOT ``expr`` when ``negated``) as index searches and key intervals, or
+    None when the indices cannot answer it: the comparisons of one column inside AND / OR
+    / NOT are combined into its key intervals, so the index is asked for the keys the
+    whole tree selects (``a >= 100 AND a < 200 OR a > 900`` reads two narrow ranges, not
+    every key above 100)."""
     if not isinstance(expr, Call):
         return None
+    if expr.op == "not" and len(expr.args) == 1:
+        return _sargable(expr.args[0], by_field, not negated)
     if expr.op in ("and", "or"):
-        parts = [_sargable(a, by_field) for a in expr.args]
+        parts = [_sargable(a, by_field, negated) for a in expr.args]
         if any(p is None for p in parts):
             return None
-        return (Both if expr.op == "and" else Either)(tuple(parts))  # type: ignore[arg-type]
+        # NOT (a AND b) = NOT a OR NOT b, and the other way round (also with NULLs)
+        return _combine(parts, (expr.op == "and") != negated)  # type: ignore[arg-type]
     args = expr.args
     op = expr.op
     if op in _FLIP and len(args) == 2 and isinstance(args[1], Column) and \
@@ -355,66 +397,121 @@ def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]]
     literals = args[1:]
     if not all(isinstance(a, Literal) for a in literals):
         return None
+    if op in ("is_null", "is_not_null") and not literals:
+        if (op == "is_null") != negated:
+            return _Keys(index, field, KeyIntervals(()), nulls=True)
+        return _Keys(index, field, KeyIntervals.everything())  # every non-null key
     scalars = [exact_literal(a, key_type) for a in literals]  # type: ignore[arg-type]
-    query: KeyQuery
-    if op == "is_null" and not literals:
-        query = KeyIsNull()
-    elif op in _FLIP and len(scalars) == 1 and scalars[0] is not None:
+    keys: KeyIntervals | None = None
+    query: KeyQuery | None = None
+    if op in _FLIP and len(scalars) == 1 and scalars[0] is not None:
         k = scalars[0]
-        query = {"=": KeyRange(k, k), "<": KeyRange(None, k, upper_inclusive=False),
-                 "<=": KeyRange(None, k), ">": KeyRange(k, None, lower_inclusive=False),
-                 ">=": KeyRange(k, None)}[op]
+        if negated or op == "!=":
+            keys = KeyIntervals.compare(_NEGATE[op] if negated else op, k)
+        else:
+            query = {"=": KeyRange(k, k), "<": KeyRange(None, k, upper_inclusive=False),
+                     "<=": KeyRange(None, k), ">": KeyRange(k, None, lower_inclusive=False),
+                     ">=": KeyRange(k, None)}[op]
     elif op == "between" and len(scalars) == 2 and None not in scalars:
-        query = KeyRange(scalars[0], scalars[1])
+        low, high = scalars
+        if negated:  # below or above
+            below, above = KeyIntervals.compare("<", low), KeyIntervals.compare(">", high)
+            keys = None if below is None or above is None else below.union(above)
+        else:
+            query = KeyRange(low, high)
     elif op == "in" and scalars:
+        has_null = any(a.value is None for a in literals)  # type: ignore[union-attr]
         present = [s for s, a in zip(scalars, literals, strict=True)
                    if a.value is not None]  # type: ignore[union-attr]
         if any(s is None for s in present):
             return None
-        query = KeySet(array_of_scalars(present, key_type))
-    else:
+        if (negated and has_null) or not present:  # never TRUE: x NOT IN (..., NULL),
+            return _Keys(index, field, KeyIntervals(()))  # x IN (NULL)
+        if negated:
+            keys = KeyIntervals.points(present)
+            keys = None if keys is None else keys.complement()
+        else:
+            query = KeySet(array_of_scalars(present, key_type))
+    if keys is not None:
+        return _Keys(index, field, keys)
+    if query is None:
         return None
-    return Leaf(index, field, query, to_sql(expr))
+    leaf = Leaf(index, field, query, to_sql(expr))
+    return _Keys(index, field, None, leaf) if _orderable(query) else leaf
 
 
-def _merge_ranges(parts: list[IndexExpr]) -> list[IndexExpr]:
-    """ANDed ranges of one column as one range (``a >= 1 AND a < 5`` reads a few pages,
-    not two halves of the index)."""
-    out: list[IndexExpr] = []
-    by_index: dict[str, int] = {}
+def _orderable(query: KeyQuery) -> bool:
+    """Whether the keys of ``query`` (a range or a set) have an interval form."""
+    if isinstance(query, KeySet):
+        return bool(len(query.values)) and sort_key(query.values[0]) is not None
+    if isinstance(query, KeyRange):
+        bound = query.lower if query.lower is not None else query.upper
+        return bound is not None and sort_key(bound) is not None
+    return False
+
+
+def _combine(parts: list[_Part], conjunction: bool) -> _Part:
+    """``parts`` ANDed (``conjunction``) or ORed: the key intervals of each column
+    intersected or united into one set; the rest kept as they are."""
+    out: list[_Part] = []
+    at: dict[str, int] = {}
     for part in parts:
-        if isinstance(part, Leaf) and isinstance(part.query, KeyRange):
-            at = by_index.get(part.index.uuid)
-            if at is not None:
-                other = out[at]
-                assert isinstance(other, Leaf) and isinstance(other.query, KeyRange)
-                out[at] = Leaf(part.index, part.field, _intersect(other.query, part.query),
-                               f"{other.text} AND {part.text}")
+        if isinstance(part, _Keys):
+            seen = at.get(part.index.uuid)
+            if seen is not None:
+                other = out[seen]
+                assert isinstance(other, _Keys)
+                mine, theirs = other.intervals(), part.intervals()
+                keys = mine.intersect(theirs) if conjunction else mine.union(theirs)
+                nulls = (other.nulls and part.nulls) if conjunction else \
+                    (other.nulls or part.nulls)
+                out[seen] = _Keys(other.index, other.field, keys, nulls=nulls)
                 continue
-            by_index[part.index.uuid] = len(out)
+            at[part.index.uuid] = len(out)
         out.append(part)
-    return out
+    if len(out) == 1:
+        return out[0]
+    return (Both if conjunction else Either)(tuple(_as_expr(p) for p in out))
 
 
-def _intersect(a: KeyRange, b: KeyRange) -> KeyRange:
-    lower, lower_inc = _tighter(a.lower, a.lower_inclusive, b.lower, b.lower_inclusive, True)
-    upper, upper_inc = _tighter(a.upper, a.upper_inclusive, b.upper, b.upper_inclusive, False)
-    return KeyRange(lower, upper, lower_inc, upper_inc)
+def _as_expr(part: _Part) -> IndexExpr:
+    """Key intervals as searches of their index: one range per interval, one key set of
+    the single keys, IS NULL for the NULLs (nothing: an empty key set)."""
+    if not isinstance(part, _Keys):
+        return part
+    if part.plain is not None:
+        return part.plain
+    key_type = part.field.to_scan_arrow().type
+    column = part.field.name
+    queries: list[KeyQuery]
+    if part.nulls and not part.intervals().intervals:
+        queries = []
+    else:
+        queries = part.intervals().queries(key_type)
+    if part.nulls:
+        queries.append(KeyIsNull())
+    leaves = tuple(Leaf(part.index, part.field, q, _query_text(column, q)) for q in queries)
+    return leaves[0] if len(leaves) == 1 else Either(leaves)
 
 
-def _tighter(x: pa.Scalar | None, x_inc: bool, y: pa.Scalar | None, y_inc: bool,
-             lower: bool) -> tuple[pa.Scalar | None, bool]:
-    """The tighter of two bounds (both lower or both upper); a NaN bound is kept loose."""
-    if x is None:
-        return y, y_inc
-    if y is None:
-        return x, x_inc
-    if x.equals(y):
-        return x, x_inc and y_inc
-    x_wins = (pc.greater if lower else pc.less)(x, y).as_py()
-    if x_wins is None:  # unordered (NaN): either bound is a safe superset
-        return x, x_inc
-    return (x, x_inc) if x_wins else (y, y_inc)
+def _query_text(column: str, query: KeyQuery) -> str:
+    """A search as SQL, for EXPLAIN."""
+    name = to_sql(Column((column,)))
+    if isinstance(query, KeySet):
+        values = [to_sql(Literal(v)) for v in query.values.to_pylist()]
+        if len(values) > 8:
+            return f"({name} IN (<{len(values)} keys>))"
+        return f"({name} IN ({', '.join(values)}))" if values else "false"
+    if isinstance(query, KeyIsNull):
+        return f"({name} IS NULL)"
+    tests = []
+    if query.lower is not None:
+        tests.append(f"{name} {'>=' if query.lower_inclusive else '>'} "
+                     f"{to_sql(Literal(query.lower.as_py()))}")
+    if query.upper is not None:
+        tests.append(f"{name} {'<=' if query.upper_inclusive else '<'} "
+                     f"{to_sql(Literal(query.upper.as_py()))}")
+    return f"({' AND '.join(tests) or f'{name} IS NOT NULL'})"
 
 
 def _leaves(tree: IndexExpr) -> list[Leaf]:
@@ -426,6 +523,8 @@ def _leaves(tree: IndexExpr) -> list[Leaf]:
 def _evaluate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> np.ndarray:
     """Sorted unique row addresses where ``tree`` is true (over every indexed row)."""
     if isinstance(tree, Leaf):
+        if isinstance(tree.query, KeySet) and not len(tree.query.values):
+            return np.empty(0, np.uint64)  # a contradiction (a > 5 AND a < 3): no rows
         key_type = tree.field.to_scan_arrow().type
         index = BTreeIndex.open(store, manifest, tree.index, key_type)
         ids = index.search(tree.query)
@@ -459,6 +558,21 @@ def _estimate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> tuple[
     parts = [_estimate(p, store, manifest) for p in tree.parts]
     rows = [r for _, r in parts]
     return sum(p for p, _ in parts), (min(rows) if isinstance(tree, Both) else sum(rows))
+
+
+def _reads_whole_index(leaves: list[Leaf], store: ObjectStore, manifest: Manifest) -> bool:
+    """Whether ``leaves`` all search one index of several pages and, together, read at
+    least ``WHOLE_INDEX`` of its pages with a range (key sets alone keep the page-count
+    rule: their pages hold their keys)."""
+    if len({leaf.index.uuid for leaf in leaves}) != 1 or \
+            all(isinstance(leaf.query, KeySet) for leaf in leaves):
+        return False
+    first = leaves[0]
+    bounds = BTreeIndex.open(store, manifest, first.index,
+                             first.field.to_scan_arrow().type).bounds
+    total = bounds.lookup.num_pages
+    read = np.unique(np.concatenate([bounds.pages(leaf.query) for leaf in leaves]))
+    return total > 1 and read.size >= WHOLE_INDEX * total
 
 
 def _by_fragment(addresses: np.ndarray, covered: set[int], manifest: Manifest,

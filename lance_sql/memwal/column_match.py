@@ -1,0 +1,63 @@
+"""Which of the table's columns holds each column of a flushed generation now (pure).
+
+A generation keeps the schema its writer had; the table may have renamed, retyped, dropped
+and added columns since. Readers (:func:`~.generation_tables.named_as_table`) and the
+merger (:func:`~.merger.merge`) both ask this one matcher:
+
+* By field id: the same id is the same column, whatever it is called now.
+* A column whose id the table no longer has was dropped, or had its type changed (a type
+  change rewrites the column under a new id, keeping its name and its place, as Lance
+  does). It is matched by name only when it looks like the latter: the table's column of
+  that name has an id the generation never had, another type, and the same place (the
+  same surviving neighbours on both sides).
+* Otherwise it is gone: a column dropped and then added again under the same name is
+  another column (another id); the generation's rows have no value for it (NULL), not
+  the dropped column's old values.
+
+Known limit: a column altered to the type it already had (a new id, the same type) is
+taken for a column dropped and added again, so the generation's rows read NULL there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from lance_sql.format.schema import LanceField, LanceSchema
+
+__all__ = ["match_columns"]
+
+
+def match_columns(written: LanceSchema, table: LanceSchema,
+                  skip: Collection[str] = ()) -> dict[int, LanceField]:
+    """For each top-level field id of ``written`` (a generation's schema), the field of
+    ``table`` holding its values now; ids left out are gone. ``skip``: names of
+    ``written``'s own columns (``_tombstone``) that are never the table's."""
+    mine = [f for f in written.fields if f.name not in skip]
+    theirs = list(table.fields)
+    table_ids = {f.id: f for f in theirs}
+    written_ids = {f.id for f in mine}
+    out = {f.id: table_ids[f.id] for f in mine if f.id in table_ids}
+    survivors = set(out)
+    by_name = {f.name: f for f in theirs}
+    for at, field in enumerate(mine):
+        if field.id in out:
+            continue
+        other = by_name.get(field.name)
+        if other is None or other.id in written_ids:
+            continue  # dropped; or its name now belongs to another column written here
+        if other.arrow_type.equals(field.arrow_type):
+            continue  # the same type under a new id: dropped and added again
+        if _neighbours(mine, at, survivors) != _neighbours(theirs, theirs.index(other),
+                                                          survivors):
+            continue  # not where the column stood: added elsewhere
+        out[field.id] = other
+    return out
+
+
+def _neighbours(fields: Sequence[LanceField], at: int, survivors: set[int]
+                ) -> tuple[int | None, int | None]:
+    """The ids of the nearest fields before and after ``fields[at]`` that both schemas
+    hold (None: none on that side)."""
+    before = next((f.id for f in reversed(fields[:at]) if f.id in survivors), None)
+    after = next((f.id for f in fields[at + 1:] if f.id in survivors), None)
+    return before, after
