@@ -727,32 +727,9 @@ class Scanner:
                                     self.num_threads)
 
     def _live_ranges(self, frags: Sequence[Fragment]) -> Iterator[tuple[Fragment, int, int]]:
-        """For a scan without a filter: the physical row range of each fragment that holds
-        its live rows ``[offset, offset + limit)``, in scan order. Fragments wholly before
-        the offset are skipped by their live-row counts, unread; the range ends at the
-        row that completes the limit, so a reader decodes only the pages it covers."""
-        skip = self.offset
-        remaining = self.limit  # None: to the end
-        for frag in frags:
-            if remaining == 0:
-                return
-            drop = self.drop_rows.get(frag.id)
-            reader = FragmentReader(self.store, self.manifest, frag)
-            live = _live_mask(reader, drop)
-            rows = frag.physical_rows if live is None else int(np.count_nonzero(live))
-            if skip >= rows:
-                skip -= rows
-                continue
-            take = rows - skip if remaining is None else min(rows - skip, remaining)
-            if live is None:
-                start, stop = skip, skip + take
-            else:
-                kept = np.flatnonzero(live)
-                start, stop = int(kept[skip]), int(kept[skip + take - 1]) + 1
-            skip = 0
-            if remaining is not None:
-                remaining -= take
-            yield frag, start, stop
+        """For a scan without a filter: see :func:`live_ranges`."""
+        return live_ranges(self.store, self.manifest, frags, self.offset, self.limit,
+                           self.drop_rows)
 
     def _filtered_ranges(self, frags: Sequence[Fragment]
                          ) -> Iterator[tuple[Fragment, int, int]]:
@@ -836,6 +813,40 @@ class Scanner:
                 and not self.offset and not any(len(d) for d in self.drop_rows.values())):
             return sum(f.num_rows for f in self.fragments)
         return sum(t.num_rows for t in self._limited_tables())
+
+
+def live_ranges(store: ObjectStore, manifest: Manifest, frags: Sequence[Fragment],
+                offset: int, limit: int | None,
+                drop_rows: Mapping[int, np.ndarray] | None = None
+                ) -> Iterator[tuple[Fragment, int, int]]:
+    """(fragment, start, stop): the physical row range of each of ``frags`` holding the live
+    rows ``[offset, offset + limit)`` of their scan in order (``limit`` None: to the end);
+    ``drop_rows`` as :class:`Scanner`'s. Fragments wholly before the offset are skipped by
+    their live-row counts, unread; each range ends at the row completing the limit, so a
+    read of it decodes only the pages it covers."""
+    skip = offset
+    remaining = limit
+    for frag in frags:
+        if remaining == 0:
+            return
+        if frag.physical_rows == 0:
+            continue
+        drop = None if drop_rows is None else drop_rows.get(frag.id)
+        live = _live_mask(FragmentReader(store, manifest, frag), drop)
+        rows = frag.physical_rows if live is None else int(np.count_nonzero(live))
+        if skip >= rows:
+            skip -= rows
+            continue
+        take = rows - skip if remaining is None else min(rows - skip, remaining)
+        if live is None:
+            start, stop = skip, skip + take
+        else:
+            kept = np.flatnonzero(live)
+            start, stop = int(kept[skip]), int(kept[skip + take - 1]) + 1
+        skip = 0
+        if remaining is not None:
+            remaining -= take
+        yield frag, start, stop
 
 
 # Counts are int64 inside Arrow: larger ones cannot be sliced by.
