@@ -52,9 +52,9 @@ from lance_sql.table.read.masks import bool_array
 from lance_sql.table.runtime.workers import WorkerPool
 
 DEFAULT_BATCH_SIZE = 8192
-# Rows a filtered scan with a limit reads first, and at most at a time (see
-# Scanner._filtered_ranges): it may stop after any range.
-LIMITED_FIRST_ROWS = 64 * 1024
+# Rows a filtered scan with a limit (or a stepwise one) reads first, and at most at a time
+# (see Scanner._stepped_ranges): it may stop after any range.
+LIMITED_FIRST_ROWS = 8 * 1024
 LIMITED_MAX_ROWS = 1 << 20
 
 
@@ -643,6 +643,9 @@ class Scanner:
         self.num_threads = num_threads or min(8, os.cpu_count() or 1)
         self.indexed = indexed(self._plan, self.fragments) if indexed is not None else None
         self.drop_rows = drop_rows or {}
+        # fragments read in growing row ranges (see _stepped_ranges): for a consumer that
+        # may stop early; a filtered scan with a limit reads so anyway
+        self.stepwise = False
         answered = self.indexed
         if answered is None or not all(answered.covers(f.id) for f in self.fragments):
             self._plan = translated(self._plan, manifest)  # fragments to scan: now
@@ -667,7 +670,7 @@ class Scanner:
     def _read_range(self, piece: tuple[Fragment, int, int]) -> pa.Table:
         fragment, start, stop = piece
         if self.indexed is not None and self.indexed.covers(fragment.id):
-            return self.indexed.read(fragment)  # whole: see _filtered_ranges
+            return self.indexed.read(fragment)  # whole: see _stepped_ranges
         if start == 0 and stop == fragment.physical_rows:
             return self._read_fragment(fragment)
         return scan_fragment(self.store, self.manifest, fragment, self.plan, offset=start,
@@ -700,8 +703,8 @@ class Scanner:
                 for frag in frags:  # takes of the rows found: threads did not pay (measured)
                     yield indexed.read(frag)
                 return
-        if self.limit is not None and not self._unfiltered:
-            yield from self._pieces(self._filtered_ranges(frags))
+        if self.stepwise or (self.limit is not None and not self._unfiltered):
+            yield from self._pieces(self._stepped_ranges(frags))
             return
         if len(frags) <= 1 or self.num_threads <= 1:
             for frag in frags:
@@ -731,11 +734,12 @@ class Scanner:
         return live_ranges(self.store, self.manifest, frags, self.offset, self.limit,
                            self.drop_rows)
 
-    def _filtered_ranges(self, frags: Sequence[Fragment]
+    def _stepped_ranges(self, frags: Sequence[Fragment]
                          ) -> Iterator[tuple[Fragment, int, int]]:
-        """For a filtered scan with a limit: each fragment in row ranges, growing from
-        ``LIMITED_FIRST_ROWS`` to ``LIMITED_MAX_ROWS``, so that the scan stops reading
-        soon after enough rows matched (fragments an index answers stay whole)."""
+        """For a filtered scan with a limit (or a ``stepwise`` one): each fragment in row
+        ranges, growing from ``LIMITED_FIRST_ROWS`` to ``LIMITED_MAX_ROWS``, so that the
+        scan stops reading soon after enough rows matched or its consumer stopped
+        (fragments an index answers stay whole)."""
         step = LIMITED_FIRST_ROWS
         for frag in frags:
             if self.indexed is not None and self.indexed.covers(frag.id):
