@@ -14,7 +14,7 @@ import contextlib
 import functools
 import itertools
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -689,7 +689,7 @@ class Scanner:
     def projected_schema(self) -> pa.Schema:
         return self._plan.output_schema
 
-    def _fragment_tables(self) -> Iterator[pa.Table]:
+    def _fragment_tables(self) -> Generator[pa.Table, None, None]:
         """Fragment results in order, read ahead in a pool owned by this iterator.
 
         Closing the iterator (a limit reached, the consumer gone, an error) closes the
@@ -704,7 +704,12 @@ class Scanner:
                     yield indexed.read(frag)
                 return
         if self.stepwise or (self.limit is not None and not self._unfiltered):
-            yield from self._pieces(self._stepped_ranges(frags))
+            ranges = self._stepped_ranges(frags)
+            first = next(ranges, None)
+            if first is not None:
+                # the first, small range alone: a consumer it satisfies starts no other
+                yield self._read_range(first)
+                yield from self._pieces(ranges)
             return
         if len(frags) <= 1 or self.num_threads <= 1:
             for frag in frags:
@@ -713,7 +718,8 @@ class Scanner:
         with WorkerPool("scan", self.num_threads) as pool:
             yield from pool.ordered(self._read_fragment, frags, self.num_threads)
 
-    def _pieces(self, ranges: Iterator[tuple[Fragment, int, int]]) -> Iterator[pa.Table]:
+    def _pieces(self, ranges: Iterator[tuple[Fragment, int, int]]
+                ) -> Generator[pa.Table, None, None]:
         """The results of row ranges of fragments, in order (read ahead in a pool owned by
         this iterator when there is more than one)."""
         first = next(ranges, None)
@@ -760,7 +766,7 @@ class Scanner:
         remaining = self.limit
         if remaining == 0:
             return
-        tables: Iterator[pa.Table]
+        tables: Generator[pa.Table, None, None]
         if self._unfiltered and (remaining is not None or skip) and (
                 self.indexed is None or not any(self.indexed.covers(f.id)
                                                 for f in self.fragments)):
