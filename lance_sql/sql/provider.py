@@ -42,6 +42,7 @@ from lance_sql.table import (
     address_ranges,
     build_scan_plan,
     fragment_spans,
+    live_ranges,
     live_rows,
     no_helpers,
     plan_indexed,
@@ -492,13 +493,11 @@ class LanceTableDataset(PlannedDataset):
                scope: ScanScope) -> list[ScanUnit]:
         candidates = fragment_spans(self.manifest.fragments, self._address_ranges(filter))
         if self.limit_hint is not None and filter is None:
-            kept, rows = [], 0
-            for candidate in candidates:
-                if rows >= self.limit_hint:
-                    break
-                kept.append(candidate)
-                rows += candidate[0].num_rows
-            candidates = kept
+            # the rows wanted are the first ones: read up to the one completing the limit
+            # (DataFusion applies any OFFSET above the scan, within its fetch)
+            frags = [frag for frag, _, _ in candidates]  # whole fragments: no filter
+            candidates = list(live_ranges(self.store, self.manifest, frags, 0,
+                                          self.limit_hint))
         indexed = self._indexed(filter, [c[0].id for c in candidates], scope.inline)
         self.pushed.index = None
         units: list = []

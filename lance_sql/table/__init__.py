@@ -51,6 +51,7 @@ from lance_sql.table.read.prune import address_ranges, fragment_spans
 from lance_sql.table.read.scan import (
     ScanPlan,
     build_scan_plan,
+    live_ranges,
     rows_only,
     scan_fragment,
     scan_rows,
@@ -77,8 +78,8 @@ __all__ = [
     # the runtime that owns the caches (configurable, clearable, per session if wanted)
     "TABLE_VERSIONS", "LSM_VIEWS", "CacheStats", "Runtime", "current_runtime", "default_runtime",
     # scans cut into units of work by an engine (plans are made by build_scan_plan only)
-    "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_rows",
-    "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
+    "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_ranges",
+    "live_rows", "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
     # decodes of an engine's thread that reads side by side with others: no helper threads
     "no_helpers",
     # the change feed

@@ -177,9 +177,12 @@ class ScanExec(ExecNode):
     ``predicate`` holds; the parts of the predicate on data columns are pushed into the
     source's own scan (indices and pruning apply there), the others apply to its rows."""
 
-    def __init__(self, source: Source, schema: pa.Schema, predicate: Expr | None = None
-                 ) -> None:
+    def __init__(self, source: Source, schema: pa.Schema, predicate: Expr | None = None,
+                 *, stepwise: bool = False) -> None:
+        """``stepwise``: the plan may stop early (a limit): a base table is read in growing
+        row ranges rather than whole fragments (see :meth:`Source.scan`)."""
         self.source = source
+        self.stepwise = stepwise and source.is_base
         self.schema = schema
         self.predicate = predicate
         pushed: list[Expr] = []
@@ -220,6 +223,8 @@ class ScanExec(ExecNode):
             if self.pushed is not None:
                 raise InvalidInputError("a scan with a pushed filter reads its source")
             scan: Iterable[pa.RecordBatch] = rows.table.to_batches()
+        elif self.stepwise:
+            scan = self.source.scan(wanted, self.pushed, drop_rows or None, stepwise=True)
         elif not drop_rows:
             scan = self.source.scan(wanted, self.pushed)
         else:

@@ -625,7 +625,8 @@ class LsmView:
         internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
             n for n in filter_names if n in (GEN, REGION, *BASE_ONLY))])
         scanned, sources = self.pruned_sources(predicate)
-        scans = [ScanExec(s, internal, predicate) for s in scanned]
+        scans = [ScanExec(s, internal, predicate, stepwise=limit is not None)
+                 for s in scanned]
         node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources,
                                          needed=output, across_regions=self.across_regions)
         node = ProjectionExec(node, output)

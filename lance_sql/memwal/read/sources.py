@@ -125,11 +125,13 @@ class Source:
         return None
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
              ) -> Iterator[pa.RecordBatch]:
         """Rows (tombstones included for non-base sources) with ``columns`` (data columns
         and ``_rowaddr``), where ``predicate`` holds; ``drop_rows`` (Lance-backed
-        sources): physical offsets per fragment to leave out as if deleted."""
+        sources): physical offsets per fragment to leave out as if deleted; ``stepwise``
+        (Lance-backed sources): fragments read in growing row ranges, so a consumer that
+        stops early (a limit) stops the reading early too."""
         raise NotImplementedError
 
     def column_names(self) -> Collection[str] | None:
@@ -223,10 +225,11 @@ class _LanceSource(Source):
         return [c for c in dict.fromkeys(columns) if c in data or c in self.system]
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
              ) -> Iterator[pa.RecordBatch]:
         scanner = lance_scanner(self.dataset, self._readable(columns), predicate,
                                 drop_rows=drop_rows)
+        scanner.stepwise = stepwise
         for table in scanner.to_tables():  # a fragment's rows as they are: no re-chunking
             yield from table.to_batches()
 
@@ -317,7 +320,7 @@ class GenerationSource(_LanceSource):
         return self.rows()
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
              ) -> Iterator[pa.RecordBatch]:
         table = self.rows()
         if predicate is not None:
@@ -619,7 +622,7 @@ class InMemorySource(Source):
         self._rows: KeyRows | None = None
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
              ) -> Iterator[pa.RecordBatch]:
         table = self.table
         if predicate is not None:

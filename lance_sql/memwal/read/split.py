@@ -196,7 +196,7 @@ class PartBaseSource(BaseSource):
         return super().key_index() if self.use_index else None
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
              ) -> Iterator[pa.RecordBatch]:
         ds = self.dataset
         names = self._readable(columns)
@@ -207,6 +207,7 @@ class PartBaseSource(BaseSource):
                 # a whole fragment: the scanner, so indices answer the filter where
                 # they can (the general scan's path)
                 scanner = _scanner(ds, names, predicate, [fragment], drop_rows, True)
+                scanner.stepwise = stepwise
                 for table in scanner.to_tables():
                     yield from table.to_batches()
                 continue

@@ -10,9 +10,11 @@ projects. Everything is vectorised; no per-row Python.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -50,6 +52,10 @@ from lance_sql.table.read.masks import bool_array
 from lance_sql.table.runtime.workers import WorkerPool
 
 DEFAULT_BATCH_SIZE = 8192
+# Rows a filtered scan with a limit (or a stepwise one) reads first, and at most at a time
+# (see Scanner._stepped_ranges): it may stop after any range.
+LIMITED_FIRST_ROWS = 8 * 1024
+LIMITED_MAX_ROWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -637,6 +643,9 @@ class Scanner:
         self.num_threads = num_threads or min(8, os.cpu_count() or 1)
         self.indexed = indexed(self._plan, self.fragments) if indexed is not None else None
         self.drop_rows = drop_rows or {}
+        # fragments read in growing row ranges (see _stepped_ranges): for a consumer that
+        # may stop early; a filtered scan with a limit reads so anyway
+        self.stepwise = False
         answered = self.indexed
         if answered is None or not all(answered.covers(f.id) for f in self.fragments):
             self._plan = translated(self._plan, manifest)  # fragments to scan: now
@@ -658,6 +667,15 @@ class Scanner:
         return scan_fragment(self.store, self.manifest, fragment, self.plan,
                              drop=self.drop_rows.get(fragment.id))
 
+    def _read_range(self, piece: tuple[Fragment, int, int]) -> pa.Table:
+        fragment, start, stop = piece
+        if self.indexed is not None and self.indexed.covers(fragment.id):
+            return self.indexed.read(fragment)  # whole: see _stepped_ranges
+        if start == 0 and stop == fragment.physical_rows:
+            return self._read_fragment(fragment)
+        return scan_fragment(self.store, self.manifest, fragment, self.plan, offset=start,
+                             length=stop - start, drop=self.drop_rows.get(fragment.id))
+
     def explain_plan(self) -> str:
         """How this scan reads: which fragments an index answers, which it scans."""
         lines = [f"LanceScan: {len(self.fragments)} fragments, "
@@ -671,7 +689,7 @@ class Scanner:
     def projected_schema(self) -> pa.Schema:
         return self._plan.output_schema
 
-    def _fragment_tables(self) -> Iterator[pa.Table]:
+    def _fragment_tables(self) -> Generator[pa.Table, None, None]:
         """Fragment results in order, read ahead in a pool owned by this iterator.
 
         Closing the iterator (a limit reached, the consumer gone, an error) closes the
@@ -685,6 +703,14 @@ class Scanner:
                 for frag in frags:  # takes of the rows found: threads did not pay (measured)
                     yield indexed.read(frag)
                 return
+        if self.stepwise or (self.limit is not None and not self._unfiltered):
+            ranges = self._stepped_ranges(frags)
+            first = next(ranges, None)
+            if first is not None:
+                # the first, small range alone: a consumer it satisfies starts no other
+                yield self._read_range(first)
+                yield from self._pieces(ranges)
+            return
         if len(frags) <= 1 or self.num_threads <= 1:
             for frag in frags:
                 yield self._read_fragment(frag)
@@ -692,20 +718,81 @@ class Scanner:
         with WorkerPool("scan", self.num_threads) as pool:
             yield from pool.ordered(self._read_fragment, frags, self.num_threads)
 
+    def _pieces(self, ranges: Iterator[tuple[Fragment, int, int]]
+                ) -> Generator[pa.Table, None, None]:
+        """The results of row ranges of fragments, in order (read ahead in a pool owned by
+        this iterator when there is more than one)."""
+        first = next(ranges, None)
+        if first is None:
+            return
+        second = next(ranges, None)
+        if second is None or self.num_threads <= 1:
+            for piece in itertools.chain((first,), () if second is None else (second,),
+                                         ranges):
+                yield self._read_range(piece)
+            return
+        with WorkerPool("scan", self.num_threads) as pool:
+            yield from pool.ordered(self._read_range, itertools.chain((first, second), ranges),
+                                    self.num_threads)
+
+    def _live_ranges(self, frags: Sequence[Fragment]) -> Iterator[tuple[Fragment, int, int]]:
+        """For a scan without a filter: see :func:`live_ranges`."""
+        return live_ranges(self.store, self.manifest, frags, self.offset, self.limit,
+                           self.drop_rows)
+
+    def _stepped_ranges(self, frags: Sequence[Fragment]
+                         ) -> Iterator[tuple[Fragment, int, int]]:
+        """For a filtered scan with a limit (or a ``stepwise`` one): each fragment in row
+        ranges, growing from ``LIMITED_FIRST_ROWS`` to ``LIMITED_MAX_ROWS``, so that the
+        scan stops reading soon after enough rows matched or its consumer stopped
+        (fragments an index answers stay whole)."""
+        step = LIMITED_FIRST_ROWS
+        for frag in frags:
+            if self.indexed is not None and self.indexed.covers(frag.id):
+                yield frag, 0, frag.physical_rows
+                continue
+            start = 0
+            while start < frag.physical_rows:
+                yield frag, start, min(frag.physical_rows, start + step)
+                start += step
+                step = min(LIMITED_MAX_ROWS, step * 2)
+
+    @property
+    def _unfiltered(self) -> bool:
+        return self._plan.predicate is None and self._plan.filter is None
+
     def _limited_tables(self) -> Iterator[pa.Table]:
         skip = self.offset
         remaining = self.limit
         if remaining == 0:
             return
-        for table in self._fragment_tables():
+        tables: Generator[pa.Table, None, None]
+        if self._unfiltered and (remaining is not None or skip) and (
+                self.indexed is None or not any(self.indexed.covers(f.id)
+                                                for f in self.fragments)):
+            # the ranges hold exactly the rows wanted: the offset is skipped in them
+            frags = [f for f in self.fragments if f.physical_rows > 0]
+            tables = self._pieces(self._live_ranges(frags))
+            skip = 0
+        else:
+            tables = self._fragment_tables()
+        with contextlib.closing(tables):  # its pool is joined here, not when collected
+            yield from self._sliced(tables, skip, remaining)
+
+    @staticmethod
+    def _sliced(tables: Iterator[pa.Table], skip: int, remaining: int | None
+                ) -> Iterator[pa.Table]:
+        """``tables`` past their first ``skip`` rows, up to ``remaining`` rows in all."""
+        for table in tables:
             if skip:
                 if table.num_rows <= skip:
                     skip -= table.num_rows
                     continue
-                table = table.slice(skip)
+                # lengths explicit: a table without columns does not clamp them
+                table = table.slice(skip, table.num_rows - skip)
                 skip = 0
             if remaining is not None:
-                table = table.slice(0, remaining)
+                table = table.slice(0, min(remaining, table.num_rows))
                 remaining -= table.num_rows
             if table.num_rows:
                 yield table
@@ -736,6 +823,40 @@ class Scanner:
                 and not self.offset and not any(len(d) for d in self.drop_rows.values())):
             return sum(f.num_rows for f in self.fragments)
         return sum(t.num_rows for t in self._limited_tables())
+
+
+def live_ranges(store: ObjectStore, manifest: Manifest, frags: Sequence[Fragment],
+                offset: int, limit: int | None,
+                drop_rows: Mapping[int, np.ndarray] | None = None
+                ) -> Iterator[tuple[Fragment, int, int]]:
+    """(fragment, start, stop): the physical row range of each of ``frags`` holding the live
+    rows ``[offset, offset + limit)`` of their scan in order (``limit`` None: to the end);
+    ``drop_rows`` as :class:`Scanner`'s. Fragments wholly before the offset are skipped by
+    their live-row counts, unread; each range ends at the row completing the limit, so a
+    read of it decodes only the pages it covers."""
+    skip = offset
+    remaining = limit
+    for frag in frags:
+        if remaining == 0:
+            return
+        if frag.physical_rows == 0:
+            continue
+        drop = None if drop_rows is None else drop_rows.get(frag.id)
+        live = _live_mask(FragmentReader(store, manifest, frag), drop)
+        rows = frag.physical_rows if live is None else int(np.count_nonzero(live))
+        if skip >= rows:
+            skip -= rows
+            continue
+        take = rows - skip if remaining is None else min(rows - skip, remaining)
+        if live is None:
+            start, stop = skip, skip + take
+        else:
+            kept = np.flatnonzero(live)
+            start, stop = int(kept[skip]), int(kept[skip + take - 1]) + 1
+        skip = 0
+        if remaining is not None:
+            remaining -= take
+        yield frag, start, stop
 
 
 # Counts are int64 inside Arrow: larger ones cannot be sliced by.

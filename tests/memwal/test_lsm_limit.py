@@ -1,0 +1,95 @@
+"""A limited LSM scan (``mw.scanner(limit=)``, SQL ``LIMIT`` on a MemWAL table) still
+decides the winners first (newest row wins, hidden base rows left out), and reads the
+base table in growing row ranges, so it stops soon after the rows it hands out: its rows
+are the unlimited scan's first ones."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.io.memory import MemoryStore
+from lance_sql.memwal.api import MemWal
+from lance_sql.table.files.reader import FragmentReader
+
+PK = {"lance-schema:unenforced-primary-key": "true"}
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                    pa.field("cat", pa.int32()), pa.field("s", pa.string())])
+BASE_ROWS = 120_000
+PER_FILE = 60_000
+_names = itertools.count()
+
+
+def rows(ids, tag: str) -> pa.Table:
+    ids = np.asarray(ids, np.int64)
+    return pa.table({"id": ids, "cat": pa.array((ids % 7).astype(np.int32)),
+                     "s": pa.array([f"{tag}-{i}" for i in ids.tolist()])}, schema=SCHEMA)
+
+
+@pytest.fixture(params=[False, True], ids=["no-index", "key-index"])
+def lsm(request):
+    """A base of two fragments with deletions, a flushed generation and a MemTable that
+    update and delete keys at the head of the base (hidden base rows) and add new keys."""
+    name = f"lsm-limit{next(_names)}"
+    MemoryStore.reset(name)
+    uri = f"memory://{name}"
+    ds = lance_sql.write_dataset(rows(np.arange(BASE_ROWS), "base"), uri,
+                                 max_rows_per_file=PER_FILE)
+    ds.delete("id % 13 = 0 OR id = 1")
+    if request.param:
+        ds.create_scalar_index("id", "BTREE")
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 2),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    writer.put(rows([*range(0, 40, 3), *range(60_000, 60_020), 170_000], "g1"))
+    writer.delete(pa.table({"id": pa.array([4, 8, 60_005], pa.int64())}))
+    writer.flush_memtable()
+    writer.put(rows([*range(2, 30, 5), 170_001], "mt"))
+    yield mw, uri
+    writer.close()
+
+
+@pytest.mark.parametrize("filter", [None, "cat = 3", "id > 59990"])
+def test_limited_lsm_scan_is_the_first_rows_of_the_unlimited_one(lsm, filter) -> None:
+    mw, _ = lsm
+    for columns in (None, ["s", "id"], ["cat"]):
+        whole = mw.scanner(columns=columns, filter=filter).to_table()
+        for limit in (0, 1, 7, 10, 500, 30_000, whole.num_rows, whole.num_rows + 3):
+            got = mw.scanner(columns=columns, filter=filter, limit=limit).to_table()
+            assert got.equals(whole.slice(0, min(limit, whole.num_rows))), (columns, limit)
+
+
+def _base_reads(monkeypatch, base_uri: str) -> list[int]:
+    """Rows of each ranged read of the base table's columns."""
+    calls: list[int] = []
+    original = FragmentReader.read
+
+    def read(reader: FragmentReader, fields, *, offset: int = 0, length: int | None = None):
+        if reader.store.uri == base_uri:
+            calls.append(reader.fragment.physical_rows - offset if length is None else length)
+        return original(reader, fields, offset=offset, length=length)
+
+    monkeypatch.setattr(FragmentReader, "read", read)
+    return calls
+
+
+def test_limited_lsm_scan_reads_the_base_in_small_steps(lsm, monkeypatch) -> None:
+    mw, uri = lsm
+    want = mw.scanner().to_table().slice(0, 10)
+    # 0, 3, 6, 9 (g1) and 2, 7, 12 (MemTable) are newer; 1, 4, 8, 13 deleted
+    assert want.column("id").to_pylist()[:4] == [5, 10, 11, 14]
+    reads = _base_reads(monkeypatch, mw.dataset.store.uri)
+    got = mw.scanner(limit=10).to_table()
+    assert got.equals(want)
+    assert reads and max(reads) < PER_FILE // 2  # not a whole fragment
+    reads.clear()
+    session = lance_sql.connect()
+    session.register("t", uri)
+    sql = session.sql("SELECT id, cat, s FROM t LIMIT 10").to_arrow_table()
+    assert sql.equals(want.select(sql.column_names).cast(sql.schema))
+    assert reads and max(reads) < PER_FILE // 2
