@@ -579,16 +579,22 @@ class BaseSource(_LanceSource):
             return None
         ds = self.dataset
         schema = _filter_schema(ds.manifest.schema.to_scan_arrow())
-        plan = narrowed(Scanner(ds.store, ds.manifest, columns=[ROW_ADDR]).plan, ds.manifest,
+        read = [ROW_ADDR] if distinct == 1 else [ROW_ADDR, self.key_columns[0]]
+        plan = narrowed(Scanner(ds.store, ds.manifest, columns=read).plan, ds.manifest,
                         resolve(predicate, schema), compare=True)
         found: list[np.ndarray] = []
+        found_keys: list[pa.Array] = []
         for fragment in reversed(ds.manifest.fragments):
             part = scan_fragment(ds.store, ds.manifest, fragment, plan)
-            if part.num_rows:  # the base holds each key once: a row found is a key found
-                found.append(np.asarray(part.column(ROW_ADDR).to_numpy(), np.uint64))
-                distinct -= part.num_rows
-                if distinct <= 0:
-                    break
+            if not part.num_rows:
+                continue
+            found.append(np.asarray(part.column(ROW_ADDR).to_numpy(), np.uint64))
+            if distinct == 1:
+                break
+            # a key the base holds twice (plain appends do not enforce it) counts once
+            found_keys.extend(part.column(self.key_columns[0]).chunks)
+            if len(pa.chunked_array(found_keys, found_keys[0].type).unique()) >= distinct:
+                break
         return np.concatenate(found) if found else np.zeros(0, np.uint64)
 
 
