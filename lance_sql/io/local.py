@@ -29,7 +29,7 @@ import shutil
 import stat
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import BinaryIO, cast
 
 import numpy as np
@@ -316,6 +316,14 @@ class LocalStore(ObjectStore):
             return os.stat(self._resolve(key)).st_mtime_ns
         except FileNotFoundError as exc:
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
+
+    def identity(self, key: str) -> Hashable:
+        """One ``stat``: inode, size, and modification and change times (ns)."""
+        try:
+            info = os.stat(self._resolve(key))
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            raise NotFoundError(f"file not found: {self._path(key)}") from exc
+        return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
     def exists(self, key: str) -> bool:
         path, mode = self._walk(key)

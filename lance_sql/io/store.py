@@ -16,7 +16,7 @@ from __future__ import annotations
 import posixpath
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import BinaryIO, Protocol
 
@@ -116,6 +116,13 @@ class ObjectStore(ABC):
     @abstractmethod
     def modified_ns(self, key: str) -> int:
         """When ``key`` was last written (ns since the epoch); :class:`NotFoundError` if absent."""
+
+    def identity(self, key: str) -> Hashable:
+        """What tells the object now under ``key`` from another written there before it
+        (its size and write time; a file's inode too): for caches of objects whose names
+        come back when a table is deleted and written again at the same place (version
+        1's manifest, WAL entries). :class:`NotFoundError` if absent."""
+        return (self.size(key), self.modified_ns(key))
 
     def list_temporaries(self, prefix: str) -> list[tuple[str, int]]:
         """``(name, modified_ns)`` of the temporaries directly under ``prefix`` that a

@@ -31,6 +31,7 @@ from datafusion.catalog import CatalogProvider, SchemaProvider, Table
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
+from lance_sql.format.naming import ManifestNaming
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.memwal import index as mem_wal_index
@@ -47,6 +48,7 @@ from lance_sql.table import (
     TABLE_VERSIONS,
     CommitConfig,
     Runtime,
+    VersionRef,
     current_runtime,
     dataset,
     find_version,
@@ -203,6 +205,7 @@ class VersionResolver:
         # what the cache keys start with: a table re-created at the same place (forget)
         # gets a new prefix, and its old entries age out unused
         self._prefixes: dict[str, tuple[int, int]] = {}
+        self._namings: dict[str, ManifestNaming] = {}  # each table's manifest naming scheme
         self._id = next(_RESOLVERS)
         self._generations = itertools.count()
         self._lock = threading.Lock()
@@ -238,17 +241,31 @@ class VersionResolver:
             store = self._stores.pop(uri, None)
             if store is not None:
                 self._prefixes.pop(store.uri, None)
+                self._namings.pop(store.uri, None)
 
     def manifest(self, table: str, version: int) -> Manifest:
-        """Version ``version`` of ``table``."""
+        """Version ``version`` of ``table``.
+
+        Cached by the manifest file's identity too (one ``stat``): a table deleted and
+        written again at the same place, here or by another process, numbers its
+        versions from 1 again, and must not read as the table it replaced."""
         store = self.store(table)
         with self._lock:
             prefix = self._prefixes.get(store.uri)
             if prefix is None:
                 prefix = self._prefixes[store.uri] = (self._id, next(self._generations))
+            naming = self._namings.get(store.uri, ManifestNaming.V2)
+        ref = VersionRef(version, naming)
+        try:
+            identity = store.identity(ref.key)
+        except NotFoundError:  # the other naming scheme, or no such version
+            ref = find_version(store, version)
+            identity = store.identity(ref.key)
+            with self._lock:
+                self._namings[store.uri] = ref.naming
         return self.runtime.cache.get_or_load(
-            TABLE_VERSIONS, (*prefix, store.uri, version),
-            lambda: read_manifest(store, find_version(store, version)))[0]
+            TABLE_VERSIONS, (*prefix, store.uri, version, identity),
+            lambda: read_manifest(store, ref))[0]
 
 
 class LanceSchemaProvider(SchemaProvider):

@@ -20,16 +20,21 @@ without any staleness window:
 
 State lives in the handle (no module-level cache); it is only ever a shortcut to the
 same answer the cold path gives, which the tests check after flushes, merges, GC and
-new regions.
+new regions. Region ids are derived from region values and region manifests are
+numbered from 1, so a table deleted and written again at the same place has the same
+names: when the base moves to another version, the state is kept only while the manifest
+of the version it was built over is still the same file (one ``stat``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
+from lance_sql.errors import NotFoundError
 from lance_sql.format.memwal import RegionManifest
+from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.read.planner import LsmView
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.table.dataset import dataset
@@ -79,6 +84,9 @@ class WarmView:
         self.uri = uri
         self.commit_config = commit_config
         self.state = WarmState()
+        # the base version the state was built over: (store, its manifest's key, the
+        # manifest file's identity)
+        self._anchor: tuple[ObjectStore, str, Hashable] | None = None
         self._view: LsmView | None = None
         # (what the caller named the base version by, the view over it): see view_of
         self._keyed: tuple[object, LsmView] | None = None
@@ -90,8 +98,10 @@ class WarmView:
             ref = latest_version(warm.base.store, self.commit_config.handler)
             if ref.version == warm.base.version:
                 return warm.fresh()
+        self._keep_state_if_same_table()
         view = LsmView(dataset(self.uri, commit_config=self.commit_config),
                        consistency="strong", warm=self.state)
+        self._anchor_at(view)
         self._view = view
         return view
 
@@ -103,7 +113,31 @@ class WarmView:
         keyed = self._keyed  # one read: another thread may replace it meanwhile
         if keyed is not None and keyed[0] is base:
             return keyed[1].fresh()
+        self._keep_state_if_same_table()
         view = open()
         if view is not None:
+            self._anchor_at(view)
             self._keyed = (base, view)
         return view
+
+    def _keep_state_if_same_table(self) -> None:
+        """A new state when the base version the state was built over is gone or is
+        another file now (the table was deleted and written again at the same place)."""
+        anchor = self._anchor
+        if anchor is None:
+            return
+        store, key, identity = anchor
+        try:
+            same = store.identity(key) == identity
+        except NotFoundError:
+            same = False
+        if not same:
+            self.state = WarmState()
+            self._anchor = None
+
+    def _anchor_at(self, view: LsmView) -> None:
+        base = view.base
+        try:
+            self._anchor = (base.store, base.manifest_key, base.store.identity(base.manifest_key))
+        except NotFoundError:
+            self._anchor = None
