@@ -20,7 +20,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import BinaryIO, Protocol
 
-from lance_sql.errors import PathEscapeError
+from lance_sql.errors import NotFoundError, PathEscapeError
 
 
 class RandomAccessSource(Protocol):
@@ -83,6 +83,17 @@ class ObjectStore(ABC):
         """``exists`` of each key, in order (a store may answer keys of one directory
         together: version probes ask about a few neighbours at once)."""
         return [self.exists(key) for key in keys]
+
+    def identities(self, keys: Sequence[str]) -> list[Hashable | None]:
+        """:meth:`identity` of each key, None where there is no object (as
+        :meth:`exists_many`, a store may answer keys of one directory together)."""
+        out: list[Hashable | None] = []
+        for key in keys:
+            try:
+                out.append(self.identity(key))
+            except NotFoundError:
+                out.append(None)
+        return out
 
     @abstractmethod
     def put(self, key: str, data: bytes) -> None:

@@ -79,3 +79,22 @@ def test_a_table_written_again_by_another_process(tmp_path: Path) -> None:
     assert _sql(session, "select s from t order by id") == [{"s": "other5"}, {"s": "other6"}]
     assert lance_sql.dataset(str(path)).to_table().column("s").to_pylist() == [
         "other5", "other6"]
+
+
+def test_time_travel_reads_the_new_tables_versions(tmp_path: Path) -> None:
+    path = tmp_path / "t.lance"
+    _write(path, [1, 2], "a")
+    lance_sql.write_dataset(pa.table({"id": pa.array([3], pa.int64()), "s": ["a3"]}),
+                            str(path), mode="append")
+    session = lance_sql.connect()
+    session.register("t", str(path))
+    assert _sql(session, "select count(*) as n from t") == [{"n": 3}]  # version 2, probed
+    assert _sql(session, "select count(*) as n from t version as of 1") == [{"n": 2}]
+    shutil.rmtree(path)
+    _write(path, [4], "b")
+    lance_sql.write_dataset(pa.table({"id": pa.array([5, 6, 7], pa.int64()),
+                                      "s": ["b5", "b6", "b7"]}), str(path), mode="append")
+    assert _sql(session, "select s from t version as of 1") == [{"s": "b4"}]
+    assert _sql(session, "select s from t version as of 2 order by id") == [
+        {"s": "b4"}, {"s": "b5"}, {"s": "b6"}, {"s": "b7"}]
+    assert _sql(session, "select count(*) as n from t") == [{"n": 4}]
