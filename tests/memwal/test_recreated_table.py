@@ -67,3 +67,15 @@ def test_lsm_reads_see_the_table_written_again(tmp_path: Path) -> None:
     want = _expected("B")
     assert _reads(path, session) == {"get": want["get"], "scan": want["scan"],
                                      "sql_get": want["get"], "sql_scan": want["scan"]}
+
+
+def test_a_handle_kept_across_the_rewrite_reads_the_new_table(tmp_path: Path) -> None:
+    path = tmp_path / "t.lance"
+    _build(path, "A")
+    mw = MemWal(lance_sql.dataset(str(path)))
+    assert mw.get(KEYS).sort_by("id").column("v").to_pylist() == _expected("A")["get"]
+    shutil.rmtree(path)
+    _build(path, "B")  # the same base version number, region ids and manifest numbers
+    assert mw.get(KEYS).sort_by("id").column("v").to_pylist() == _expected("B")["get"]
+    assert mw.scanner().to_table().sort_by("id").column("v").to_pylist() == \
+        _expected("B")["scan"]

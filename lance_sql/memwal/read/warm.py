@@ -6,8 +6,9 @@ region's latest manifest. Re-reading all of that costs more than a lookup itself
 without any staleness window:
 
 * the base table and its MemWAL index are reused while the table's latest version is
-  the one they were opened at (one version probe per read, as ``dataset()`` does);
-  any commit (a merge, an index refresh) opens the new version;
+  the one they were opened at, the same manifest file as the probe sees it (one version
+  probe per read, as ``dataset()`` does); any commit (a merge, an index refresh) opens
+  the new version;
 * the MemTables are taken from the in-process writer registry on every read;
 * the regions are listed on every read (one listing); what a listing resolves to
   (regions' spec ids and values, fixed once a region exists) is reused while the same
@@ -96,7 +97,9 @@ class WarmView:
         warm = self._view
         if warm is not None:
             ref = latest_version(warm.base.store, self.commit_config.handler)
-            if ref.version == warm.base.version:
+            anchor = self._anchor  # (the probe saw the manifest file: is it the same?)
+            if ref.version == warm.base.version and (
+                    ref.identity is None or anchor is None or anchor[2] == ref.identity):
                 return warm.fresh()
         self._keep_state_if_same_table()
         view = LsmView(dataset(self.uri, commit_config=self.commit_config),
