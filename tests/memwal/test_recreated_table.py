@@ -79,3 +79,21 @@ def test_a_handle_kept_across_the_rewrite_reads_the_new_table(tmp_path: Path) ->
     assert mw.get(KEYS).sort_by("id").column("v").to_pylist() == _expected("B")["get"]
     assert mw.scanner().to_table().sort_by("id").column("v").to_pylist() == \
         _expected("B")["scan"]
+
+
+def test_wal_entries_of_another_size_under_the_same_names(tmp_path: Path) -> None:
+    """The WAL entry files are named by number: cached readers of the old ones once
+    made the new generation's fragments a FormatError (row counts that disagree)."""
+    path = tmp_path / "t.lance"
+    for tag, count in (("A", 7), ("B", 40)):
+        if path.exists():
+            shutil.rmtree(path)
+        lance_sql.write_dataset(_rows(range(10), f"{tag}-base"), str(path))
+        mw = MemWal.initialize(lance_sql.dataset(str(path)), RegionSpec.bucket("id", 2),
+                               durable_write=False)
+        with mw.writer() as w:
+            w.put(_rows(range(5, 5 + count), f"{tag}-g"))
+            w.flush_memtable()
+        got = MemWal(lance_sql.dataset(str(path))).scanner().to_table().sort_by("id")
+        assert got.column("v").to_pylist() == (
+            [f"{tag}-base{i}" for i in range(5)] + [f"{tag}-g{i}" for i in range(5, 5 + count)])
