@@ -131,8 +131,8 @@ def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
             if following is not None:
                 mixed = any(store.exists_many([other.key(version + 1), other.key(version)]))
             else:
-                others = (v1_next, v1) if naming is ManifestNaming.V2 else (v2_next, v2)
-                mixed = any(i is not None for i in others)
+                mixed = (v1_next is not None or v1 is not None if naming is ManifestNaming.V2
+                         else v2_next is not None or v2 is not None)
             if mixed:
                 return None
             return VersionRef(version, naming, found)
