@@ -16,11 +16,11 @@ from __future__ import annotations
 import posixpath
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import BinaryIO, Protocol
 
-from lance_sql.errors import PathEscapeError
+from lance_sql.errors import NotFoundError, PathEscapeError
 
 
 class RandomAccessSource(Protocol):
@@ -84,6 +84,17 @@ class ObjectStore(ABC):
         together: version probes ask about a few neighbours at once)."""
         return [self.exists(key) for key in keys]
 
+    def identities(self, keys: Sequence[str]) -> list[Hashable | None]:
+        """:meth:`identity` of each key, None where there is no object (as
+        :meth:`exists_many`, a store may answer keys of one directory together)."""
+        out: list[Hashable | None] = []
+        for key in keys:
+            try:
+                out.append(self.identity(key))
+            except NotFoundError:
+                out.append(None)
+        return out
+
     @abstractmethod
     def put(self, key: str, data: bytes) -> None:
         """Create or replace atomically: readers see the old or the new bytes, never a mix."""
@@ -116,6 +127,13 @@ class ObjectStore(ABC):
     @abstractmethod
     def modified_ns(self, key: str) -> int:
         """When ``key`` was last written (ns since the epoch); :class:`NotFoundError` if absent."""
+
+    def identity(self, key: str) -> Hashable:
+        """What tells the object now under ``key`` from another written there before it
+        (its size and write time; a file's inode too): for caches of objects whose names
+        come back when a table is deleted and written again at the same place (version
+        1's manifest, WAL entries). :class:`NotFoundError` if absent."""
+        return (self.size(key), self.modified_ns(key))
 
     def list_temporaries(self, prefix: str) -> list[tuple[str, int]]:
         """``(name, modified_ns)`` of the temporaries directly under ``prefix`` that a

@@ -31,6 +31,7 @@ from datafusion.catalog import CatalogProvider, SchemaProvider, Table
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
+from lance_sql.format.naming import ManifestNaming
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.memwal import index as mem_wal_index
@@ -47,6 +48,7 @@ from lance_sql.table import (
     TABLE_VERSIONS,
     CommitConfig,
     Runtime,
+    VersionRef,
     current_runtime,
     dataset,
     find_version,
@@ -203,6 +205,9 @@ class VersionResolver:
         # what the cache keys start with: a table re-created at the same place (forget)
         # gets a new prefix, and its old entries age out unused
         self._prefixes: dict[str, tuple[int, int]] = {}
+        self._namings: dict[str, ManifestNaming] = {}  # each table's manifest naming scheme
+        # (table, version) -> the manifest file version_of last resolved it to
+        self._resolved: dict[tuple[str, int], VersionRef] = {}
         self._id = next(_RESOLVERS)
         self._generations = itertools.count()
         self._lock = threading.Lock()
@@ -215,22 +220,36 @@ class VersionResolver:
             return self._stores[uri]
 
     def version_of(self, table: str, spec: VersionSpec | None) -> int:
+        """The version ``spec`` names (the latest without one). The manifest file it
+        resolved to is remembered when the resolution saw it (the latest version's
+        probe does): :meth:`resolved_manifest` needs no ``stat`` then."""
         store = self.store(table)
+        ref: VersionRef | None = None
         if spec is None:
-            return latest_version(store).version
-        if spec.kind == "version":
-            return find_version(store, int(spec.value)).version  # type: ignore[arg-type]
-        if spec.kind == "tag":
-            return read_tag(store, str(spec.value))["version"]
-        assert isinstance(spec.value, dt.datetime)
-        try:
-            return version_at(store, spec.value,
-                              lambda ref: self.manifest(table, ref.version))
-        except NotFoundError:
-            raise NotFoundError(
-                f"table {table!r} has no version committed at or before "
-                f"{spec.value.isoformat()}"
-            ) from None
+            ref = latest_version(store)
+            version = ref.version
+        elif spec.kind == "version":
+            version = find_version(store, int(spec.value)).version  # type: ignore[arg-type]
+        elif spec.kind == "tag":
+            version = read_tag(store, str(spec.value))["version"]
+        else:
+            assert isinstance(spec.value, dt.datetime)
+            try:
+                version = version_at(store, spec.value,
+                                     lambda ref: self.manifest(table, ref.version))
+            except NotFoundError:
+                raise NotFoundError(
+                    f"table {table!r} has no version committed at or before "
+                    f"{spec.value.isoformat()}"
+                ) from None
+        with self._lock:  # what an earlier resolution saw of this version is old now
+            if len(self._resolved) >= 4096:
+                self._resolved.clear()
+            if ref is not None and ref.identity is not None:
+                self._resolved[store.uri, version] = ref
+            else:
+                self._resolved.pop((store.uri, version), None)
+        return version
 
     def forget(self, uri: str) -> None:
         """Drop what is cached for the table at ``uri`` (it was dropped or replaced)."""
@@ -238,17 +257,47 @@ class VersionResolver:
             store = self._stores.pop(uri, None)
             if store is not None:
                 self._prefixes.pop(store.uri, None)
+                self._namings.pop(store.uri, None)
+                for key in [k for k in self._resolved if k[0] == store.uri]:
+                    del self._resolved[key]
 
     def manifest(self, table: str, version: int) -> Manifest:
-        """Version ``version`` of ``table``."""
+        """Version ``version`` of ``table``.
+
+        Cached by the manifest file's identity too (one ``stat``): a table deleted and
+        written again at the same place, here or by another process, numbers its
+        versions from 1 again, and must not read as the table it replaced."""
+        return self._manifest(table, version, None)
+
+    def resolved_manifest(self, table: str, version: int) -> Manifest:
+        """:meth:`manifest` of the version :meth:`version_of` returned last for
+        ``table``, by the manifest file that resolution saw (when it saw one)."""
+        store = self.store(table)
+        with self._lock:
+            ref = self._resolved.get((store.uri, version))
+        return self._manifest(table, version, ref)
+
+    def _manifest(self, table: str, version: int, ref: VersionRef | None) -> Manifest:
         store = self.store(table)
         with self._lock:
             prefix = self._prefixes.get(store.uri)
             if prefix is None:
                 prefix = self._prefixes[store.uri] = (self._id, next(self._generations))
+            naming = self._namings.get(store.uri, ManifestNaming.V2)
+        if ref is not None:
+            found, identity = ref, ref.identity
+        else:
+            found = VersionRef(version, naming)
+            try:
+                identity = store.identity(found.key)
+            except NotFoundError:  # the other naming scheme, or no such version
+                found = find_version(store, version)
+                identity = store.identity(found.key)
+                with self._lock:
+                    self._namings[store.uri] = found.naming
         return self.runtime.cache.get_or_load(
-            TABLE_VERSIONS, (*prefix, store.uri, version),
-            lambda: read_manifest(store, find_version(store, version)))[0]
+            TABLE_VERSIONS, (*prefix, store.uri, version, identity),
+            lambda: read_manifest(store, found))[0]
 
 
 class LanceSchemaProvider(SchemaProvider):
@@ -294,7 +343,7 @@ class LanceSchemaProvider(SchemaProvider):
             version = int(parsed.spec.value)  # type: ignore[arg-type]  # pinned, checked
         else:
             version = self.resolver.version_of(parsed.table, parsed.spec)
-        manifest = self.resolver.manifest(parsed.table, version)
+        manifest = self.resolver.resolved_manifest(parsed.table, version)
         lsm = self._lsm(parsed, version, manifest)
         if lsm is not None:
             return lsm

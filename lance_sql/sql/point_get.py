@@ -347,7 +347,7 @@ def _bind(query: PointQuery, directory: TableDirectory, resolver: VersionResolve
     version = resolver.version_of(query.table, None)
     if probed is not None:
         probed[query.table] = version
-    manifest = resolver.manifest(query.table, version)
+    manifest = resolver.resolved_manifest(query.table, version)
     sections = manifest.index_section
     if sections is None or MEM_WAL_INDEX_NAME.encode() not in sections:
         return None  # no MemWAL: a plain table

@@ -216,6 +216,11 @@ class LanceDataset:
         return self._at[1].version
 
     @property
+    def manifest_key(self) -> str:
+        """The store key of this version's manifest file."""
+        return self._at[0].key
+
+    @property
     def latest_version(self) -> int:
         return latest_version(self.store, self.commit_config.handler).version
 

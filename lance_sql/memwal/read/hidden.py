@@ -65,7 +65,8 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
     ds = base.dataset
     column = base.key_columns[0]
     cache = current_runtime().cache
-    where = (ds.store.uri, ds.version)
+    # (the commit time too: a table written again at the same place restarts at 1)
+    where = (ds.store.uri, ds.version, ds.manifest.timestamp_ns)
 
     def lookup(values: pa.Array) -> dict[int, np.ndarray]:
         try:

@@ -6,11 +6,13 @@ region's latest manifest. Re-reading all of that costs more than a lookup itself
 without any staleness window:
 
 * the base table and its MemWAL index are reused while the table's latest version is
-  the one they were opened at (one version probe per read); any commit (a merge, an
-  index refresh) opens the new version. The probe is a listing of ``_versions/`` while
-  the last one found few manifests (one call, against the hint's read and four
-  existence checks: ~half the time on a local disk; the same answer, a listing being
-  what the hint stands in for), else ``dataset()``'s probe from the hint;
+  the one they were opened at, the same manifest file (one version probe per read; any
+  commit, a merge or an index refresh, opens the new version). The probe is a listing of
+  ``_versions/`` while the last one found few manifests (one call, against the hint's
+  read and four existence checks: ~half the time on a local disk; the same answer, a
+  listing being what the hint stands in for), plus one ``stat`` of the manifest to tell
+  it from one of the same number written later; else ``dataset()``'s probe from the hint,
+  whose ``stat`` tells that already;
 * the MemTables are taken from the in-process writer registry on every read;
 * the regions are listed on every read (one listing); what a listing resolves to
   (regions' spec ids and values, fixed once a region exists) is reused while the same
@@ -23,16 +25,21 @@ without any staleness window:
 
 State lives in the handle (no module-level cache); it is only ever a shortcut to the
 same answer the cold path gives, which the tests check after flushes, merges, GC and
-new regions.
+new regions. Region ids are derived from region values and region manifests are
+numbered from 1, so a table deleted and written again at the same place has the same
+names: when the base moves to another version, the state is kept only while the manifest
+of the version it was built over is still the same file (one ``stat``).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
+from lance_sql.errors import NotFoundError
 from lance_sql.format.memwal import RegionManifest
+from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.read.planner import LsmView
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.table.dataset import dataset
@@ -92,6 +99,9 @@ class WarmView:
         self.uri = uri
         self.commit_config = commit_config
         self.state = WarmState()
+        # the base version the state was built over: (store, its manifest's key, the
+        # manifest file's identity)
+        self._anchor: tuple[ObjectStore, str, Hashable] | None = None
         self._view: LsmView | None = None
         # (what the caller named the base version by, the view over it): see view_of
         self._keyed: tuple[object, LsmView] | None = None
@@ -103,12 +113,29 @@ class WarmView:
         warm = self._view
         if warm is not None:
             ref = self._latest(warm)
-            if ref is not None and ref.version == warm.base.version:
+            if ref is not None and ref.version == warm.base.version and self._same_file(ref):
                 return warm.fresh()
+        self._keep_state_if_same_table()
         view = LsmView(dataset(self.uri, commit_config=self.commit_config),
                        consistency="strong", warm=self.state)
+        self._anchor_at(view)
         self._view = view
         return view
+
+    def _same_file(self, ref: VersionRef) -> bool:
+        """Whether ``ref`` (the latest version, of the warm view's number) is the manifest
+        file the warm view was opened from, not one of a table written again since."""
+        anchor = self._anchor
+        if anchor is None:
+            return True
+        store, key, identity = anchor
+        seen = ref.identity
+        if seen is None:  # a listing saw the name only
+            try:
+                seen = store.identity(key)
+            except NotFoundError:
+                return False
+        return seen is None or seen == identity
 
     def _latest(self, warm: LsmView) -> VersionRef | None:
         """The table's latest version (see the module docstring); None: no manifest."""
@@ -131,7 +158,31 @@ class WarmView:
         keyed = self._keyed  # one read: another thread may replace it meanwhile
         if keyed is not None and keyed[0] is base:
             return keyed[1].fresh()
+        self._keep_state_if_same_table()
         view = open()
         if view is not None:
+            self._anchor_at(view)
             self._keyed = (base, view)
         return view
+
+    def _keep_state_if_same_table(self) -> None:
+        """A new state when the base version the state was built over is gone or is
+        another file now (the table was deleted and written again at the same place)."""
+        anchor = self._anchor
+        if anchor is None:
+            return
+        store, key, identity = anchor
+        try:
+            same = store.identity(key) == identity
+        except NotFoundError:
+            same = False
+        if not same:
+            self.state = WarmState()
+            self._anchor = None
+
+    def _anchor_at(self, view: LsmView) -> None:
+        base = view.base
+        try:
+            self._anchor = (base.store, base.manifest_key, base.store.identity(base.manifest_key))
+        except NotFoundError:
+            self._anchor = None

@@ -59,10 +59,13 @@ def base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> O
 def data_file_key(manifest: Manifest, data_file: DataFile) -> str:
     """A data file's key in its base store: under ``data/``, except in a base path that is
     a data directory itself (``is_dataset_root`` false, e.g. a MemWAL generation's WAL)."""
-    if data_file.base_id is not None and any(
-            b.id == data_file.base_id and not b.is_dataset_root for b in manifest.base_paths):
-        return data_file.path
-    return data_file.key
+    return data_file.path if in_data_directory(manifest, data_file) else data_file.key
+
+
+def in_data_directory(manifest: Manifest, data_file: DataFile) -> bool:
+    """Whether ``data_file`` lives in a base path that is a data directory itself."""
+    return data_file.base_id is not None and any(
+        b.id == data_file.base_id and not b.is_dataset_root for b in manifest.base_paths)
 
 
 def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) -> LanceFileReader:
@@ -80,8 +83,14 @@ def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) 
     def load() -> LanceFileReader:
         return LanceFileReader(root.open_source(key))
 
-    # shared by all scans: each holds a file descriptor and its parsed metadata
-    return current_runtime().cache.get_or_load(DATA_FILES, (root.uri, key), load)
+    # shared by all scans: each holds a file descriptor and its parsed metadata. Data
+    # files have unique names, except a MemWAL generation's WAL entries (numbered from 1
+    # in each region, whose id is derived from its values): a table written again at
+    # the same place reuses those names, so their key adds the file's identity.
+    cache_key: tuple = (root.uri, key)
+    if in_data_directory(manifest, data_file):
+        cache_key = (root.uri, key, root.identity(key))
+    return current_runtime().cache.get_or_load(DATA_FILES, cache_key, load)
 
 
 def checked_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, *,

@@ -12,7 +12,8 @@ import functools
 import json
 import re
 import time
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 
 from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
 from lance_sql.format.manifest import Manifest, ManifestCodec
@@ -32,10 +33,14 @@ from lance_sql.table.runtime.context import current_runtime
 
 @dataclass(frozen=True)
 class VersionRef:
-    """A manifest file found in ``_versions/``."""
+    """A manifest file found in ``_versions/``; ``identity``, when the probe that found
+    it saw it (see :meth:`ObjectStore.identity`), tells it from a manifest of the same
+    number written later (a table deleted and written again at the same place). It takes
+    no part in comparisons."""
 
     version: int
     naming: ManifestNaming
+    identity: Hashable = field(default=None, compare=False)
 
     @property
     def key(self) -> str:
@@ -110,25 +115,27 @@ def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
         return None
     # Either scheme needs the same four names when nothing was committed since the hint
     # was written (the usual case): asked together, in one walk of _versions/.
-    v2, v2_next, v1, v1_next = store.exists_many(
+    # (their identities come with the same system calls: the found version's is kept)
+    v2, v2_next, v1, v1_next = store.identities(
         [ManifestNaming.V2.key(hinted), ManifestNaming.V2.key(hinted + 1),
          ManifestNaming.V1.key(hinted), ManifestNaming.V1.key(hinted + 1)])
     for naming, here, following in ((ManifestNaming.V2, v2, v2_next),
                                     (ManifestNaming.V1, v1, v1_next)):
-        if here:
-            version = hinted
-            if following:
-                version += 1
-                while store.exists(naming.key(version + 1)):
-                    version += 1
+        if here is not None:
+            version, found = hinted, here
+            if following is not None:
+                version, found = hinted + 1, following
+                while (newer := store.identities([naming.key(version + 1)])[0]) is not None:
+                    version, found = version + 1, newer
             other = ManifestNaming.V1 if naming is ManifestNaming.V2 else ManifestNaming.V2
-            if following:
+            if following is not None:
                 mixed = any(store.exists_many([other.key(version + 1), other.key(version)]))
             else:
-                mixed = (v1_next or v1) if naming is ManifestNaming.V2 else (v2_next or v2)
+                mixed = (v1_next is not None or v1 is not None if naming is ManifestNaming.V2
+                         else v2_next is not None or v2 is not None)
             if mixed:
                 return None
-            return VersionRef(version, naming)
+            return VersionRef(version, naming, found)
     return None
 
 

@@ -161,12 +161,14 @@ MANIFESTS = CacheKind(
     "decoded manifests by their bytes; twice the manifest's size (key and value)")
 TABLE_VERSIONS = CacheKind(
     "table_versions", 64 * MiB, 4096, _sized,
-    "a SQL session's manifests by (table, version); twice the manifest's size")
+    "a SQL session's manifests by (table, version, the manifest file's identity); twice "
+    "the manifest's size")
 DATA_FILES = CacheKind(
     "data_files", 128 * MiB, 512,
     lambda reader: 2 * reader.metadata_bytes + OPEN_FILE_OVERHEAD,
-    "open data files (a file descriptor each, at most 512); estimated as twice the "
-    "file's metadata bytes plus 16 KiB")
+    "open data files (a file descriptor each, at most 512), by path (a MemWAL WAL "
+    "entry's, numbered, with the file's identity); estimated as twice the file's "
+    "metadata bytes plus 16 KiB")
 DELETIONS = CacheKind(
     "deletions", 256 * MiB, 16384, _nbytes,
     "decoded deletion vectors (4 bytes a deleted row)")
