@@ -112,6 +112,9 @@ def test_one_key_search_equals_the_decoded_page_search(table, column) -> None:
     index = _index(ds, column)
     key_type = index.key_type
     cache = current_runtime().cache
+    entries = index.entries().column(VALUES).to_pylist()  # the order the search relies on
+    raw = [v.encode() if isinstance(v, str) else v for v in entries]
+    assert raw == sorted(raw) and len(raw) == ROWS  # byte order (UTF-8: code points)
     in_file = 0
     for key in _probes(data.column(column).combine_chunks()):
         current_runtime().clear("index_pages")
