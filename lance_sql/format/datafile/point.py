@@ -18,6 +18,7 @@ values (tests compare the two).
 
 from __future__ import annotations
 
+import functools
 import operator
 import struct
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import compressive as cz
-from lance_sql.format.datafile import lz4_frames, sparse
+from lance_sql.format.datafile import fsst, lz4_frames, sparse
 from lance_sql.format.datafile.blocks import MAX_INFLATE, Block, Fixed, Variable, inflate
 from lance_sql.format.datafile.compressive import ChunkBuffers, fsst_decode
 from lance_sql.format.datafile.decode_v2_1 import LeafColumn
@@ -949,20 +950,25 @@ def _variable_width(enc: pb.CompressiveEncoding) -> bool:
 class _ChunkBytes:
     """Single values of a page's chunks as ``bytes``, by page row (see
     :func:`_search_bytes`): the chunks read at once, each made ready on first use. A
-    chunk of plain variable-width values (LZ4 / ZSTD inflated first) is used as stored:
-    a value is located by its two offsets (``struct``), as :func:`_take_one` does; an
-    FSST chunk is expanded whole (a few hundred values) and laid out the same way."""
+    chunk of variable-width values (LZ4 / ZSTD inflated first) is used as stored: a
+    value is located by its two offsets (``struct``), as :func:`_take_one` does, and an
+    FSST value expanded alone (a few codes); other chunks (FSST under LZ4 / ZSTD) are
+    decoded whole and laid out the same way."""
 
     def __init__(self, page: MiniBlockPage, raw: np.ndarray, cstart: list[int],
                  c0: int) -> None:
         self.page, self.raw, self.cstart, self.c0 = page, raw, cstart, c0
         found = page_values(page)
         # plain values: the chunk's value buffer as is (inflated with ``scheme`` first),
-        # offsets of ``wb`` bytes; else (FSST) each chunk is decoded
+        # offsets of ``wb`` bytes, each value FSST-expanded with ``symbols`` if given;
+        # else each chunk is decoded whole
         self.plain, self.scheme, self.wb = False, None, 8
-        if found is not None and cz.kind(found[0]) == "variable":
+        self.symbols: tuple[bytes, ...] | None = None
+        if found is not None and cz.kind(found[0]) in ("variable", "fsst"):
             self.plain, self.scheme = True, found[1]
             self.wb = sparse.string_offset_bytes(found[0], page.where)
+            if cz.kind(found[0]) == "fsst":
+                self.symbols = _fsst_symbols(found[0].fsst.symbol_table, page.where)
         self.head = (2 + (4 if page.large else 2) + 7) & ~7
         self.fmt = "<HI" if page.large else "<HH"
         # chunk -> (its values' buffer, value count, offset width, offset format)
@@ -980,7 +986,7 @@ class _ChunkBytes:
             return found
         page, where, i = self.page, self.page.where, c - self.c0
         count, csize = int(page.chunk_values[c]), int(page.chunk_sizes[c])
-        if not self.plain:  # FSST: expanded
+        if not self.plain:  # decoded whole
             found = self._expanded(i, c, count)
         else:
             at = self.cstart[i]
@@ -1027,4 +1033,37 @@ class _ChunkBytes:
         lo, hi = struct.unpack_from(fmt, data, p * wb)
         if hi < lo or hi > len(data) or lo < (count + 1) * wb:
             raise FormatError(f"{page.where}: string offsets point outside their chunk")
-        return data[lo:hi]
+        if self.symbols is None:
+            return data[lo:hi]
+        return _fsst_expand(data[lo:hi], self.symbols, page.where)
+
+
+@functools.lru_cache(maxsize=64)  # a page's table, parsed once for all its searches
+def _fsst_symbols(table: bytes, where: str) -> tuple[bytes, ...] | None:
+    """The bytes of each FSST code 0..254 of a symbol table (None: the table stores
+    strings raw)."""
+    parsed = fsst.parse_symbol_table(table, where)
+    if not parsed.enabled:
+        return None
+    words = parsed.symbols[:255].astype("<u8").tobytes()
+    lengths = parsed.lengths[:255].tolist()
+    return tuple(words[8 * c : 8 * c + n] for c, n in enumerate(lengths))
+
+
+def _fsst_expand(codes: bytes, symbols: tuple[bytes, ...], where: str) -> bytes:
+    """One FSST-compressed value expanded: each code its symbol's bytes, an escape
+    (255) the byte after it (a few codes: one value a binary search probes)."""
+    if 255 not in codes:
+        return b"".join([symbols[c] for c in codes])
+    out, i, n = [], 0, len(codes)
+    while i < n:
+        c = codes[i]
+        if c == 255:
+            if i + 1 == n:
+                raise FormatError(f"{where}: an FSST escape ends a value")
+            out.append(codes[i + 1 : i + 2])
+            i += 2
+        else:
+            out.append(symbols[c])
+            i += 1
+    return b"".join(out)

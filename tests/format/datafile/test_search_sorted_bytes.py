@@ -181,3 +181,27 @@ def test_bytes_search_of_a_corrupt_chunk_is_a_format_error(tmp_path: Path) -> No
     broken = LanceFileReader(BytesSource(bytes(data)))
     with pytest.raises(FormatError):
         broken.search_sorted(broken.schema.fields[0], {field.id: 0}, 0, 4096, b"")
+
+
+def test_every_value_read_alone_equals_the_column(written) -> None:
+    """Each value as the search reads it (located in its chunk, inflated / expanded
+    alone: FSST escapes included; or its chunk decoded whole) equals the column's value,
+    on every page."""
+    reader, table, _, _ = written
+    for index, field in enumerate(reader.schema.fields):
+        column = reader._leaf_column(index, field, field.arrow_type)
+        values = [v.encode() if isinstance(v, str) else v
+                  for v in table.column(field.name).to_pylist()]
+        starts = column.info.row_starts.tolist()
+        for p in range(len(starts) - 1):
+            page = column.page(p)
+            assert isinstance(page, MiniBlockPage)
+            page.load()
+            value = point._ChunkBytes.of(page, 0, page.chunk_sizes.size - 1)
+            got = [value(r) for r in range(starts[p + 1] - starts[p])]
+            assert got == values[starts[p] : starts[p + 1]], (field.name, p)
+            # the chunks decoded whole instead (the way of encodings whose values
+            # cannot be located in their chunk, e.g. FSST under LZ4): the same values
+            whole = point._ChunkBytes.of(page, 0, page.chunk_sizes.size - 1)
+            whole.plain, whole.symbols = False, None
+            assert [whole(r) for r in range(len(got))] == got, (field.name, p)
