@@ -18,16 +18,18 @@ values (tests compare the two).
 
 from __future__ import annotations
 
+import functools
 import operator
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import compressive as cz
-from lance_sql.format.datafile import lz4_frames, sparse
+from lance_sql.format.datafile import fsst, lz4_frames, sparse
 from lance_sql.format.datafile.blocks import MAX_INFLATE, Block, Fixed, Variable, inflate
 from lance_sql.format.datafile.compressive import ChunkBuffers, fsst_decode
 from lance_sql.format.datafile.decode_v2_1 import LeafColumn
@@ -47,6 +49,11 @@ MAX_SCATTERED = 16384
 # about as much as copying ~16 KiB more, and the general path's 64 KiB gap would make a
 # take of 100 rows spread over a 1M-row column read nearly all of it.
 SCATTERED_GAP = 16 * 1024
+# Searches of a sorted string / binary run answered in the file (see search_sorted): a
+# count tests read to tell that path from a decode of the whole run.
+SORTED_BYTES_SEARCHES = [0]
+
+K = TypeVar("K", int, bytes)  # a key of a sorted search: integers or byte strings
 
 
 def scattered(rows: int, runs: int) -> bool:
@@ -671,14 +678,17 @@ def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int,
 
 
 # ------------------------------------------------------------------ sorted search
-def search_sorted(column: LeafColumn, start: int, stop: int, key: int
+def search_sorted(column: LeafColumn, start: int, stop: int, key: int | bytes
                   ) -> tuple[int, int] | None:
     """The rows ``[lo, hi)`` of ``[start, stop)`` whose value equals ``key``, in a run of
     ascending integers (one page of a BTREE index's values): two binary searches
     reading single values out of the run's chunks (one read), instead of decoding the
     whole run. None when the run leaves its page or the page is not a mini-block page
     of plain (flat or inline-bitpacked, uncompressed, non-null) integers: the caller
-    decodes the run."""
+    decodes the run. A ``bytes`` key searches a run of strings / binaries in byte order
+    instead (see :func:`_search_bytes`)."""
+    if isinstance(key, bytes):
+        return _search_bytes(column, start, stop, key)
     found = _plain_ints(column, start, stop)
     if found is None:
         return None
@@ -688,15 +698,21 @@ def search_sorted(column: LeafColumn, start: int, stop: int, key: int
     t = column.leaf_type
     value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(t), c0, c1)
     lo = _lower_bound(value, a, b, key)
-    # the equal run is short (one entry for a unique key): gallop to its end, probing
-    # lo, lo + 1, lo + 2, lo + 4, ...; the last probe found equal is lo + step // 4
+    return base + lo, base + _run_end(value, lo, b, key)
+
+
+def _run_end(value: Callable[[int], K], lo: int, b: int, key: K) -> int:
+    """The end of the run of rows equal to ``key`` starting at ``lo`` (its lower bound
+    in ``[lo, b)``). The run is short (one entry for a unique key): gallop to its end,
+    probing lo, lo + 1, lo + 2, lo + 4, ...; the last probe found equal is
+    lo + step // 4."""
     step, hi = 1, lo
     while hi < b and value(hi) == key:
         hi = min(lo + step, b)
         step *= 2
     if hi > lo:
         hi = _bisect(value, lo + step // 4 + 1, hi, key, right=True)
-    return base + lo, base + hi
+    return hi
 
 
 def _plain_ints(column: LeafColumn, start: int, stop: int
@@ -785,7 +801,7 @@ def _lower_bound(value: _SortedValues, lo: int, hi: int, key: int) -> int:
     return _bisect(value, guess + 2, hi - 1, key, right=False)
 
 
-def _bisect(value: _SortedValues, lo: int, hi: int, key: int, *, right: bool) -> int:
+def _bisect(value: Callable[[int], K], lo: int, hi: int, key: K, *, right: bool) -> int:
     """The first row of ``[lo, hi)`` whose value is above ``key`` (``right``) or not
     below it."""
     while lo < hi:
@@ -875,3 +891,179 @@ class _SortedValues:
         if self.signed and value >> (bits - 1):
             value -= 1 << bits
         return value
+
+
+def _search_bytes(column: LeafColumn, start: int, stop: int, key: bytes
+                  ) -> tuple[int, int] | None:
+    """:func:`search_sorted` of a run of strings / binaries in byte order (UTF-8 byte
+    order is code point order, the order a BTREE index sorts strings by): a binary
+    search comparing the bytes of single values, each chunk it probes decoded alone (its
+    offsets and bytes; LZ4 / ZSTD inflated, FSST expanded), never the whole run nor a
+    Python string. None when the run leaves its page or the page is not a mini-block
+    page of non-null, non-dictionary variable-width values."""
+    found = _plain_bytes(column, start, stop)
+    if found is None:
+        return None
+    page, a, c0, c1 = found
+    base, b = start - a, a + stop - start
+    value = _ChunkBytes.of(page, c0, c1)
+    lo = _bisect(value, a, b, key, right=False)
+    hi = _run_end(value, lo, b, key)
+    SORTED_BYTES_SEARCHES[0] += 1
+    return base + lo, base + hi
+
+
+def _plain_bytes(column: LeafColumn, start: int, stop: int
+                 ) -> tuple[MiniBlockPage, int, int, int] | None:
+    """(page, page row of ``start``, first and last chunk) when rows ``[start, stop)``
+    lie in one mini-block page of non-null strings / binaries without a dictionary,
+    stored as variable-width values (plain, FSST, and / or LZ4 / ZSTD), else None."""
+    if column.leaf_type not in _PLAIN_BYTES or stop <= start:
+        return None
+    row_starts = column.info.row_starts
+    p = int(np.searchsorted(row_starts, start, "right")) - 1
+    if stop > int(row_starts[p + 1]):
+        return None
+    page = column.page(p)
+    if not isinstance(page, MiniBlockPage) or page.has_rep or page.has_def or page.nbuf != 1:
+        return None
+    if not _variable_width(page.layout.value_compression):
+        return None
+    page.load()
+    if page.dictionary is not None:
+        return None
+    a = start - int(row_starts[p])
+    c0, c1 = _chunk_span(page, a, a + stop - start)
+    return page, a, c0, c1
+
+
+def _variable_width(enc: pb.CompressiveEncoding) -> bool:
+    """Whether ``enc`` decodes a chunk to variable-width values (offsets and bytes)."""
+    k = cz.kind(enc)
+    if k == "variable":
+        return True
+    if k == "fsst":
+        return cz.kind(enc.fsst.values) == "variable"
+    return k == "general" and _variable_width(enc.general.values)
+
+
+class _ChunkBytes:
+    """Single values of a page's chunks as ``bytes``, by page row (see
+    :func:`_search_bytes`): the chunks read at once, each made ready on first use. A
+    chunk of variable-width values (LZ4 / ZSTD inflated first) is used as stored: a
+    value is located by its two offsets (``struct``), as :func:`_take_one` does, and an
+    FSST value expanded alone (a few codes); other chunks (FSST under LZ4 / ZSTD) are
+    decoded whole and laid out the same way."""
+
+    def __init__(self, page: MiniBlockPage, raw: np.ndarray, cstart: list[int],
+                 c0: int) -> None:
+        self.page, self.raw, self.cstart, self.c0 = page, raw, cstart, c0
+        found = page_values(page)
+        # plain values: the chunk's value buffer as is (inflated with ``scheme`` first),
+        # offsets of ``wb`` bytes, each value FSST-expanded with ``symbols`` if given;
+        # else each chunk is decoded whole
+        self.plain, self.scheme, self.wb = False, None, 8
+        self.symbols: tuple[bytes, ...] | None = None
+        if found is not None and cz.kind(found[0]) in ("variable", "fsst"):
+            self.plain, self.scheme = True, found[1]
+            self.wb = sparse.string_offset_bytes(found[0], page.where)
+            if cz.kind(found[0]) == "fsst":
+                self.symbols = _fsst_symbols(found[0].fsst.symbol_table, page.where)
+        self.head = (2 + (4 if page.large else 2) + 7) & ~7
+        self.fmt = "<HI" if page.large else "<HH"
+        # chunk -> (its values' buffer, value count, offset width, offset format)
+        self.chunks: dict[int, tuple[bytes, int, int, str]] = {}
+
+    @classmethod
+    def of(cls, page: MiniBlockPage, c0: int, c1: int) -> _ChunkBytes:
+        """The values of chunks ``c0..c1`` of ``page``, their bytes read at once."""
+        raw, cstart = page.chunk_bytes(np.arange(c0, c1 + 1))
+        return cls(page, raw, cstart.tolist(), c0)
+
+    def _chunk(self, c: int) -> tuple[bytes, int, int, str]:
+        found = self.chunks.get(c)
+        if found is not None:
+            return found
+        page, where, i = self.page, self.page.where, c - self.c0
+        count, csize = int(page.chunk_values[c]), int(page.chunk_sizes[c])
+        if not self.plain:  # decoded whole
+            found = self._expanded(i, c, count)
+        else:
+            at = self.cstart[i]
+            if csize < self.head:
+                raise FormatError(f"{where}: chunk smaller than its header")
+            _, size = struct.unpack_from(self.fmt, self.raw.data, at)
+            if self.head + ((size + 7) & ~7) > csize:
+                raise FormatError(f"{where}: chunk buffers run past the chunk")
+            start = at + self.head
+            values: bytes | memoryview = self.raw[start : start + size].data
+            if self.scheme is not None:
+                values = inflate(self.scheme, values, where)
+            found = (bytes(values), count, self.wb, "<II" if self.wb == 4 else "<QQ")
+        if len(found[0]) < (count + 1) * found[2]:
+            raise FormatError(f"{where}: string chunk too small for its offsets")
+        self.chunks[c] = found
+        return found
+
+    def _expanded(self, i: int, c: int, count: int) -> tuple[bytes, int, int, str]:
+        """Chunk ``c`` decoded whole, laid out as a chunk of plain values (8-byte
+        offsets from the start of the offsets, then the bytes)."""
+        page = self.page
+        cstart = np.array(self.cstart[i : i + 1], np.int64)
+        bufs, _ = _split(page, self.raw, cstart, page.chunk_sizes[c : c + 1])
+        block = cz.decode_chunks(page.layout.value_compression, bufs,
+                                 page.chunk_values[c : c + 1], page.where)
+        if not isinstance(block, Variable) or block.n != count or \
+                int(block.offsets[-1]) > block.data.size:
+            raise FormatError(f"{page.where}: a chunk of strings does not decode to its "
+                              f"{count} values")
+        offsets = block.offsets.astype("<u8") + (count + 1) * 8
+        return offsets.tobytes() + block.data.tobytes(), count, 8, "<QQ"
+
+    def __call__(self, row: int) -> bytes:
+        page = self.page
+        if page.shift is not None:
+            c, p = row >> page.shift, row & ((1 << page.shift) - 1)
+        else:
+            c = int(np.searchsorted(page.row_end, row, "right"))
+            p = row - int(page.first_row[c])
+        data, count, wb, fmt = self._chunk(c)
+        if p >= count:
+            raise FormatError(f"{page.where}: row past the values of its chunk")
+        lo, hi = struct.unpack_from(fmt, data, p * wb)
+        if hi < lo or hi > len(data) or lo < (count + 1) * wb:
+            raise FormatError(f"{page.where}: string offsets point outside their chunk")
+        if self.symbols is None:
+            return data[lo:hi]
+        return _fsst_expand(data[lo:hi], self.symbols, page.where)
+
+
+@functools.lru_cache(maxsize=64)  # a page's table, parsed once for all its searches
+def _fsst_symbols(table: bytes, where: str) -> tuple[bytes, ...] | None:
+    """The bytes of each FSST code 0..254 of a symbol table (None: the table stores
+    strings raw)."""
+    parsed = fsst.parse_symbol_table(table, where)
+    if not parsed.enabled:
+        return None
+    words = parsed.symbols[:255].astype("<u8").tobytes()
+    lengths = parsed.lengths[:255].tolist()
+    return tuple(words[8 * c : 8 * c + n] for c, n in enumerate(lengths))
+
+
+def _fsst_expand(codes: bytes, symbols: tuple[bytes, ...], where: str) -> bytes:
+    """One FSST-compressed value expanded: each code its symbol's bytes, an escape
+    (255) the byte after it (a few codes: one value a binary search probes)."""
+    if 255 not in codes:
+        return b"".join([symbols[c] for c in codes])
+    out, i, n = [], 0, len(codes)
+    while i < n:
+        c = codes[i]
+        if c == 255:
+            if i + 1 == n:
+                raise FormatError(f"{where}: an FSST escape ends a value")
+            out.append(codes[i + 1 : i + 2])
+            i += 2
+        else:
+            out.append(symbols[c])
+            i += 1
+    return b"".join(out)

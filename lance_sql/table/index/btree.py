@@ -275,6 +275,8 @@ class BTreeIndex:
             keys = found
         elif one is not None:  # every entry found equals the one key: no page is decoded
             keys = np.full(rows.size, one, self.key_type.to_pandas_dtype())
+        elif _one_bytes(query, self.key_type) is not None:  # the same, a string / binary
+            keys = pa.repeat(_one_scalar(query), rows.size)
         elif _is_bytes_type(self.key_type):
             keys = self.byte_keys_at(rows)
         else:
@@ -439,13 +441,15 @@ class BTreeIndex:
 
     def _search_one(self, page: int, query: KeyQuery) -> np.ndarray | None:
         """The positions in page_data of the entries of page ``page`` equal to the one
-        integer key of ``query``, found by a binary search of the page's values in the
-        file (the page is not decoded) the first times the page is searched; None: the
-        caller searches the decoded page (kept: a page searched often is likely searched
-        more)."""
-        key = _one_integer(query, self.key_type)
+        integer, string or binary key of ``query``, found by a binary search of the
+        page's values in the file (the page is not decoded) the first times the page is
+        searched; None: the caller searches the decoded page (kept: a page searched often
+        is likely searched more)."""
+        key: int | bytes | None = _one_integer(query, self.key_type)
         if key is None:
-            return None
+            key = _one_bytes(query, self.key_type)
+            if key is None:
+                return None
         cache = current_runtime().cache
         if cache.peek(INDEX_PAGES, (self.path, self.uuid, page, VALUES)) is not None:
             return None  # decoded already: searched there
@@ -553,12 +557,10 @@ class _Searched:
         self.count = 0
 
 
-def _one_integer(query: KeyQuery, key_type: pa.DataType) -> int | None:
-    """The key of a query for one integer key (``=`` or a one-key set), else None."""
-    if not pa.types.is_integer(key_type):
-        return None
+def _one_scalar(query: KeyQuery) -> pa.Scalar | None:
+    """The key of a query for one key (``=`` or a one-key set; valid), else None."""
     if isinstance(query, KeySet):
-        if len(query.values) != 1 or not query.values.type.equals(key_type):
+        if len(query.values) != 1:
             return None
         value = query.values[0]
     elif isinstance(query, KeyRange) and query.lower is not None and \
@@ -566,9 +568,29 @@ def _one_integer(query: KeyQuery, key_type: pa.DataType) -> int | None:
         value = query.lower
     else:
         return None
-    if not value.is_valid or not value.type.equals(key_type):
+    return value if value.is_valid else None
+
+
+def _one_integer(query: KeyQuery, key_type: pa.DataType) -> int | None:
+    """The key of a query for one integer key (``=`` or a one-key set), else None."""
+    if not pa.types.is_integer(key_type):
+        return None
+    value = _one_scalar(query)
+    if value is None or not value.type.equals(key_type):
         return None
     return int(value.as_py())
+
+
+def _one_bytes(query: KeyQuery, key_type: pa.DataType) -> bytes | None:
+    """The key of a query for one string / binary key, as its bytes (UTF-8 for a
+    string), else None."""
+    if not _is_bytes_type(key_type):
+        return None
+    value = _one_scalar(query)
+    if value is None or not value.type.equals(key_type):
+        return None
+    buffer = value.as_buffer()  # the value's own bytes (no Python string)
+    return b"" if buffer is None else buffer.to_pybytes()
 
 
 def _sorted_numbers(query: KeyQuery) -> np.ndarray | None:
