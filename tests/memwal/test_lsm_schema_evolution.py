@@ -141,3 +141,24 @@ def test_a_filter_on_a_column_added_after_the_flush(tmp_path: Path) -> None:
         assert got["n"].to_pylist() == [n], where
         rows = lance_sql.dataset(uri).mem_wal.scanner(["id", "w"], filter=where).to_table()
         assert rows.num_rows == n, where
+
+
+def test_filters_on_an_added_column_with_functions_and_other_columns(tmp_path: Path
+                                                                      ) -> None:
+    """The generations' rows lack ``w`` and ``ws``: LIKE and functions over them see a
+    typed NULL (an untyped one found no kernel), and a filter also naming a column the
+    query does not select reads that column for them (it was not found)."""
+    uri, want = _table(tmp_path)
+    lance_sql.dataset(uri).add_columns({"w": "id * 0 - 1", "ws": "'x'"})
+    session = lance_sql.connect(tmp_path)
+    mw = lance_sql.dataset(uri).mem_wal
+    base_only = sorted(k for k in want if k < 100)  # generations hold keys 100..319
+    for where, expected in (
+            ("ws LIKE 'x%'", base_only),
+            ("lower(ws) = 'x'", base_only),
+            ("ws = 'x' OR v = 1011", [*base_only, 101]),  # v of key 101 (generation 1)
+            ("coalesce(w, 7) = 7", sorted(k for k in want if k >= 100))):
+        assert sorted(mw.scanner(["id"], filter=where).to_table()["id"].to_pylist()) \
+            == expected, where
+        got = session.sql(f"SELECT id FROM t WHERE {where}").to_arrow_table()
+        assert sorted(got["id"].to_pylist()) == expected, where

@@ -29,7 +29,7 @@ candidates a newer generation may hold (bloom filters; or exact keys), ``SortExe
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,6 +54,7 @@ __all__ = [
     "BASE_ONLY", "GEN", "REGION", "DISTANCE", "BloomFilterGuardExec", "CoalesceFirstExec",
     "DeduplicateExec", "ExecNode", "GlobalLimitExec", "NewestRows", "ProjectionExec",
     "ScanExec", "SortExec", "TakeLastExec", "UnionExec", "conform", "format_plan", "key_text",
+    "lacked_columns",
 ]
 
 GEN = "_gen"
@@ -162,13 +163,29 @@ def format_plan(node: ExecNode, indent: int = 0, *, analyze: bool = False) -> st
 # ---------------------------------------------------------------------- scans
 
 
-def _nulled(expr: Expr, names: set[str]) -> Expr:
-    """``expr`` with the columns ``names`` as NULL (a source whose rows lack them)."""
+def _nulled(expr: Expr, names: set[str], schema: pa.Schema) -> Expr:
+    """``expr`` with the columns ``names`` as NULL of their types in ``schema`` (a source
+    whose rows lack them): typed, so functions and LIKE still find their kernels."""
     if isinstance(expr, Column):
-        return Literal(None, pa.null()) if expr.path[0] in names else expr
+        if expr.path[0] not in names:
+            return expr
+        at = schema.get_field_index(expr.path[0])
+        if len(expr.path) == 1 and at >= 0:
+            return Literal(None, schema.field(at).type)
+        return Literal(None, pa.null())
     if isinstance(expr, Call):
-        return Call(expr.op, tuple(_nulled(a, names) for a in expr.args))
+        return Call(expr.op, tuple(_nulled(a, names, schema) for a in expr.args))
     return expr
+
+
+def lacked_columns(source: Source, names: Collection[str]) -> set[str]:
+    """The data columns among ``names`` that ``source``'s rows lack (added to the table
+    after they were written)."""
+    held = source.column_names()
+    if held is None:
+        return set()
+    local = set(SOURCE_COLUMNS) if source.is_base else {*SOURCE_COLUMNS, *BASE_ONLY}
+    return set(names) - local - set(held)
 
 
 class ScanExec(ExecNode):
@@ -188,12 +205,12 @@ class ScanExec(ExecNode):
         pushed: list[Expr] = []
         residual: list[Expr] = []
         local = set(SOURCE_COLUMNS) if source.is_base else {*SOURCE_COLUMNS, *BASE_ONLY}
-        held = source.column_names()
         for part in _conjuncts(predicate):
             names = {p[0] for p in columns(part)}
-            lacked = set() if held is None else names - local - set(held)
+            lacked = lacked_columns(source, names)
             if lacked:  # columns added after the source's rows were written: NULL there
-                residual.append(_nulled(part, lacked))
+                # (the plan reads every filter column then: see LsmView.scan_plan)
+                residual.append(_nulled(part, lacked, schema))
             else:
                 (residual if names & local else pushed).append(part)
         self.pushed, self.residual = _and(pushed), _and(residual)

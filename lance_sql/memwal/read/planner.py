@@ -67,6 +67,7 @@ from lance_sql.memwal.read.nodes import (
     UnionExec,
     format_plan,
     key_text,
+    lacked_columns,
 )
 from lance_sql.memwal.read.pruning import prune_regions
 from lance_sql.memwal.read.search import (
@@ -622,9 +623,13 @@ class LsmView:
         output = self._columns(columns)
         predicate = self._predicate(filter)
         filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
-        internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
-            n for n in filter_names if n in (GEN, REGION, *BASE_ONLY))])
         scanned, sources = self.pruned_sources(predicate)
+        # a source lacking a filter column (added since its rows were written) applies the
+        # filter to its rows itself, so it needs them all; otherwise its scan takes the
+        # filter on data columns and only the source's own columns must be read
+        lacking = any(lacked_columns(s, filter_names) for s in scanned)
+        internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
+            n for n in filter_names if lacking or n in (GEN, REGION, *BASE_ONLY))])
         scans = [ScanExec(s, internal, predicate, stepwise=limit is not None)
                  for s in scanned]
         node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources,
