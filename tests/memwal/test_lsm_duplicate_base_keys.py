@@ -1,8 +1,9 @@
 """A base table holding a primary key twice (plain appends do not enforce the key): every
-lookup takes the newest row, the highest ``_rowaddr`` (a later fragment, or a later row of
-one fragment), whether the key index finds the candidates or a reverse scan does; one key
-or many, single or composite keys, Python or SQL; newer MemTables and generations still
-win over both base rows."""
+lookup takes the newest row, the last in the table's order (a fragment listed later in the
+manifest, or a later row of one fragment; after a compaction the rewritten old rows sit in a
+fragment of a higher id but keep their place), whether the key index finds the candidates
+or a reverse scan does; one key or many, single or composite keys, Python or SQL; newer
+MemTables and generations still win over both base rows."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
+from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.read import sources
 
@@ -92,3 +94,30 @@ def test_lookups_take_the_newest_base_row(tmp_path: Path, composite: bool,
             assert table["s"].to_pylist() == [EXPECTED[k] for k in sorted(EXPECTED)]
     finally:
         writer.close()
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["indexed", "scanned"])
+def test_after_a_compaction_the_newest_row_is_the_last_in_table_order(
+        tmp_path: Path, indexed: bool) -> None:
+    """Compaction rewrites fragments 0 and 1 (holding "old1") into fragment 3, listed first:
+    the highest ``_rowaddr`` is then the older row. One key and many keys, through the
+    index or a reverse scan, agree on "new1" (they differed: by address or by place)."""
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(_rows([1, 2], ["old1", "old2"], False), uri)
+    lance_sql.write_dataset(_rows([3], ["x3"], False), uri, mode="append")
+    later = [1, *range(10, 3000)]
+    lance_sql.write_dataset(_rows(later, ["new1", *(f"y{i}" for i in later[1:])], False),
+                            uri, mode="append")
+    lance_sql.dataset(uri).compact_files(target_rows_per_fragment=1000)
+    ds = lance_sql.dataset(uri)
+    assert [f.id for f in ds.manifest.fragments] == [3, 2]
+    if indexed:
+        ds.create_scalar_index("a", "BTREE")
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("a", 2))
+    assert mw.get(pa.table({"a": [1]}), ["a", "s"])["s"].to_pylist() == ["new1"]
+    assert mw.get(pa.table({"a": [2, 1, 3]}), ["a", "s"])["s"].to_pylist() == \
+        ["old2", "new1", "x3"]
+    session = lance_sql.connect(tmp_path)
+    for where in ("a = 1", "a IN (1, 2)"):
+        got = session.sql(f"SELECT s FROM t WHERE {where} ORDER BY a").to_arrow_table()
+        assert got["s"].to_pylist()[0] == "new1", where

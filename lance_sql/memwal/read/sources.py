@@ -27,6 +27,7 @@ import pyarrow as pa
 from lance_sql.errors import LanceError, NotFoundError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve
 from lance_sql.expr.arrow import columns as expr_columns
+from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.bloom import PrimaryKeyBloom
@@ -237,15 +238,23 @@ class _LanceSource(Source):
         return self.dataset.take_addresses(addresses, self._readable(columns))
 
 
-def _newest_first(table: pa.Table) -> np.ndarray | None:
-    """The order of ``table``'s rows by ``_rowaddr``, highest first (None: one row, or no
+def _newest_first(table: pa.Table, fragments: Sequence[Fragment]) -> np.ndarray | None:
+    """The order of ``table``'s rows newest first: the table's row order backwards, its
+    fragments as the manifest lists them (``fragments``; a compaction writes old rows to a
+    fragment of a higher id but keeps their place), rows by offset (None: one row, or no
     ``_rowaddr``)."""
     if table.num_rows < 2 or ROW_ADDR not in table.column_names:
         return None
     addresses = np.asarray(table.column(ROW_ADDR).to_numpy(), np.uint64)
-    if bool((addresses[1:] >= addresses[:-1]).all()):  # a take of sorted addresses
-        return np.arange(addresses.size - 1, -1, -1, dtype=np.int64)
-    return np.argsort(addresses, kind="stable")[::-1].astype(np.int64)
+    ids = np.fromiter((f.id for f in fragments), np.uint64, len(fragments))
+    by_id = np.argsort(ids, kind="stable")
+    held = (addresses >> np.uint64(32))
+    at = np.minimum(np.searchsorted(ids[by_id], held), ids.size - 1)
+    place = by_id[at].astype(np.uint64)  # each row's fragment's place in the manifest
+    order = (place << np.uint64(32)) | (addresses & np.uint64(0xFFFFFFFF))
+    if bool((order[1:] >= order[:-1]).all()):  # a take in the table's order
+        return np.arange(order.size - 1, -1, -1, dtype=np.int64)
+    return np.argsort(order, kind="stable")[::-1].astype(np.int64)
 
 
 def _unkeyed_addresses(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array
@@ -433,7 +442,7 @@ class BaseSource(_LanceSource):
         else:  # each key's row (a key asked twice gets its row twice, as from other sources)
             # candidates newest first: of a key held twice (plain appends to the base do
             # not enforce the key) the newest row wins, the highest _rowaddr
-            newest = _newest_first(table)
+            newest = _newest_first(table, self.dataset.manifest.fragments)
             held = [table.column(k).combine_chunks() for k in self.key_columns]
             if newest is not None:
                 held = [c.take(array_from_numpy(newest)) for c in held]
