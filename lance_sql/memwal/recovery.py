@@ -117,6 +117,10 @@ def recover(ds: LanceDataset, details: MemWalIndexDetails, config: WriterConfig,
         try:
             flushed = writer.flush_memtable()
             writer.close(flush_memtable=False)
+        except WriterFencedError as exc:  # claimed by another writer (or recovery) since
+            writer.abort()
+            out.append(RecoveryResult(rid, entries, reason=str(exc)))
+            continue
         except BaseException:
             writer.abort()
             raise

@@ -21,9 +21,10 @@ import pytest
 
 import lance_sql
 from lance_sql.cli.main import main
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, WriterFencedError
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
+from lance_sql.memwal.writer import RegionWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 PK = {"lance-schema:unenforced-primary-key": "true"}
@@ -133,3 +134,26 @@ def test_recovery_skips_regions_written_here_and_checks_its_arguments(killed: Me
         killed.recover(idle=timedelta(seconds=-1))
     with pytest.raises(InvalidInputError):
         killed.recover([uuid.uuid4()], idle=timedelta(0))
+
+
+def test_a_region_claimed_by_another_writer_meanwhile_is_reported_not_fatal(
+        killed: MemWal, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer takes a region between recovery's claim and its flush: that region
+    is reported with the reason (its backlog is the new writer's to replay) and the
+    other regions are still recovered (the job stopped at the first)."""
+    flush = RegionWriter.flush_memtable
+    calls: list[uuid.UUID] = []
+
+    def fenced_once(self: RegionWriter, *args: object, **kwargs: object) -> object:
+        calls.append(self.region_id)
+        if len(calls) == 1:
+            raise WriterFencedError("fenced by a newer writer (test)")
+        return flush(self, *args, **kwargs)
+
+    monkeypatch.setattr(RegionWriter, "flush_memtable", fenced_once)
+    results = killed.recover(idle=timedelta(0))
+    assert len(results) == 2
+    fenced = [r for r in results if r.generation is None]
+    assert len(fenced) == 1 and "fenced" in fenced[0].reason
+    assert fenced[0].region == calls[0]
+    assert [r.generation for r in results if r is not fenced[0]] == [1]
