@@ -440,6 +440,12 @@ class PlannedDataset(pds.Dataset):
                 units = [EmptyUnit(self, scope)]
             if scope.inline:
                 units = self._inline(units, scope)
+            elif self.limit_hint is not None and len(units) > 1 and all(
+                    isinstance(u, ScanUnit | IndexUnit) for u in units):
+                # LIMIT (with OFFSET) without ORDER BY takes the scan's first rows: read in
+                # one partition they are the table's first rows, the same every run (and
+                # pylance's ``to_table(limit=, offset=)``), not whichever unit ran ahead
+                units = [SequentialUnit(self, tuple(units), scope)]
             elif self.streams_only and filter is not None and len(units) > 1 and all(
                     isinstance(u, ScanUnit | IndexUnit) for u in units):
                 # The scan is all the query's work and it is filtered: decoding the filter's

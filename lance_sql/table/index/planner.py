@@ -22,6 +22,7 @@ naming the file is raised.
 
 from __future__ import annotations
 
+import datetime as dt
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -507,11 +508,20 @@ def _query_text(column: str, query: KeyQuery) -> str:
     tests = []
     if query.lower is not None:
         tests.append(f"{name} {'>=' if query.lower_inclusive else '>'} "
-                     f"{to_sql(Literal(query.lower.as_py()))}")
+                     f"{to_sql(Literal(_wall_clock(query.lower.as_py())))}")
     if query.upper is not None:
         tests.append(f"{name} {'<=' if query.upper_inclusive else '<'} "
-                     f"{to_sql(Literal(query.upper.as_py()))}")
+                     f"{to_sql(Literal(_wall_clock(query.upper.as_py())))}")
     return f"({' AND '.join(tests) or f'{name} IS NOT NULL'})"
+
+
+def _wall_clock(value: object) -> object:
+    """A zoned column's bound as its wall-clock time in the column's zone: a TIMESTAMP
+    literal with an offset means its UTC wall-clock time (as DataFusion reads it), so
+    the text names the bound as a naive literal, read in the column's zone."""
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.replace(tzinfo=None)
+    return value
 
 
 def _leaves(tree: IndexExpr) -> list[Leaf]:

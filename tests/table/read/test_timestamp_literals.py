@@ -65,3 +65,25 @@ def test_offset_literal_through_a_btree_index(table_path: Path, shape: str,
     theirs = sorted(lance.dataset(path).to_table(filter=pred)["id"].to_pylist())
     ours = sorted(lance_sql.dataset(path).to_table(filter=pred)["id"].to_pylist())
     assert ours == theirs
+
+
+def test_explain_names_zoned_bounds_as_literals_that_mean_them(tmp_path: Path) -> None:
+    """EXPLAIN's index query on a zoned column spells each bound as a naive literal (the
+    column's wall-clock time): pasted back into a filter it selects the same rows (with
+    the offset it spelled before, it meant another instant)."""
+    path = tmp_path / "tokyo.lance"
+    instants = [dt.datetime(2024, 1, 1, tzinfo=dt.UTC) + dt.timedelta(hours=h)
+                for h in range(-12, 12)]
+    lance_sql.write_dataset(pa.table({
+        "id": pa.array(range(len(instants)), pa.int64()),
+        "ts": pa.array(instants, pa.timestamp("us", "Asia/Tokyo"))}), path)
+    ds = lance_sql.dataset(path)
+    ds.create_scalar_index("ts", "BTREE")
+    pred = "ts != TIMESTAMP '2024-01-01 03:00:00'"
+    plan = ds.scanner(filter=pred).explain_plan()
+    query = plan[plan.index("query=[") + len("query=["):plan.index("]", plan.index("query=["))]
+    restated = query.replace("@ts_idx(BTree)", "")
+    assert "+09:00" not in restated
+    want = sorted(ds.to_table(filter=pred)["id"].to_pylist())
+    assert len(want) == len(instants) - 1
+    assert sorted(ds.to_table(filter=restated)["id"].to_pylist()) == want
