@@ -4,6 +4,8 @@ pylance's ``to_table(limit=, offset=)``, across fragments and deletion vectors."
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import lance
@@ -47,12 +49,27 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
     return calls
 
 
+@pytest.fixture(params=["default", "own"], ids=["sigint-default", "sigint-handled"])
+def sigint(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Queries run on the calling thread while SIGINT is Python's default handler; with
+    another handler installed (PySpark installs one) they run on a worker thread, with
+    the scan's units as partitions DataFusion reads side by side."""
+    if request.param == "default":
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize(("limit", "offset"), [(10, 0), (10, 7), (20, 49_990),
                                                (100, 99_950), (5, 137_490),
                                                (60_000, 20_000), (3, 170_000)])
 @pytest.mark.parametrize("columns", [["id", "cat", "s"], ["s"], ["cat", "id"]])
 def test_sql_limit_rows_equal_pylance(root: Path, limit: int, offset: int,
-                                      columns: list[str]) -> None:
+                                      columns: list[str], sigint: None) -> None:
     want = lance.dataset(str(root / "t.lance")).to_table(columns=columns, limit=limit,
                                                          offset=offset)
     session = lance_sql.connect(root)
@@ -61,7 +78,7 @@ def test_sql_limit_rows_equal_pylance(root: Path, limit: int, offset: int,
     assert got.equals(want.cast(got.schema))
 
 
-def test_sql_limit_reads_only_the_rows_it_returns(root: Path, reads) -> None:
+def test_sql_limit_reads_only_the_rows_it_returns(root: Path, reads, sigint: None) -> None:
     session = lance_sql.connect(root)
     got = session.sql("SELECT * FROM t LIMIT 10").to_arrow_table()
     assert got.column("id").to_pylist() == list(range(3, 13))
