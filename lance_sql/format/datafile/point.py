@@ -723,13 +723,10 @@ def _plain_ints(column: LeafColumn, start: int, stop: int
     t = column.leaf_type
     if not pa.types.is_integer(t) or stop <= start:
         return None
-    row_starts = column.info.row_starts
-    p = int(np.searchsorted(row_starts, start, "right")) - 1
-    if stop > int(row_starts[p + 1]):
+    found = _one_flat_page(column, start, stop)
+    if found is None:
         return None
-    page = column.page(p)
-    if not isinstance(page, MiniBlockPage) or page.has_rep or page.has_def or page.nbuf != 1:
-        return None
+    page, base = found
     enc = page.layout.value_compression
     kind = cz.kind(enc)
     if kind == "flat":
@@ -743,10 +740,23 @@ def _plain_ints(column: LeafColumn, start: int, stop: int
     page.load()
     if page.dictionary is not None:
         return None
-    base = int(row_starts[p])
     a, b = start - base, stop - base
     c0, c1 = _chunk_span(page, a, b)
     return page, kind, bits, a, c0, c1
+
+
+def _one_flat_page(column: LeafColumn, start: int, stop: int
+                   ) -> tuple[MiniBlockPage, int] | None:
+    """The mini-block page holding all of rows ``[start, stop)`` and its first row, when
+    its values are non-null and not nested (one value buffer), else None."""
+    row_starts = column.info.row_starts
+    p = int(np.searchsorted(row_starts, start, "right")) - 1
+    if stop > int(row_starts[p + 1]):
+        return None
+    page = column.page(p)
+    if not isinstance(page, MiniBlockPage) or page.has_rep or page.has_def or page.nbuf != 1:
+        return None
+    return page, int(row_starts[p])
 
 
 def _chunk_span(page: MiniBlockPage, a: int, b: int) -> tuple[int, int]:
@@ -920,19 +930,16 @@ def _plain_bytes(column: LeafColumn, start: int, stop: int
     stored as variable-width values (plain, FSST, and / or LZ4 / ZSTD), else None."""
     if column.leaf_type not in _PLAIN_BYTES or stop <= start:
         return None
-    row_starts = column.info.row_starts
-    p = int(np.searchsorted(row_starts, start, "right")) - 1
-    if stop > int(row_starts[p + 1]):
+    found = _one_flat_page(column, start, stop)
+    if found is None:
         return None
-    page = column.page(p)
-    if not isinstance(page, MiniBlockPage) or page.has_rep or page.has_def or page.nbuf != 1:
-        return None
+    page, base = found
     if not _variable_width(page.layout.value_compression):
         return None
     page.load()
     if page.dictionary is not None:
         return None
-    a = start - int(row_starts[p])
+    a = start - base
     c0, c1 = _chunk_span(page, a, a + stop - start)
     return page, a, c0, c1
 
