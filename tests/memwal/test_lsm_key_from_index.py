@@ -163,7 +163,7 @@ def test_one_key_takes_its_key_column_from_the_key_asked(tmp_path: Path, writer_
             new = mw.get(query)
             given = sources.KEY_AS_ASKED[0] - before
             with monkeypatch.context() as m:  # the old path: the key column read
-                m.setattr(sources, "_exact_key_type", lambda t: False)
+                m.setattr(sources, "_exact_equality", lambda t: False)
                 old = mw.get(query)
                 assert sources.KEY_AS_ASKED[0] - before == given
             assert new.equals(old), k

@@ -759,6 +759,14 @@ def _one_flat_page(column: LeafColumn, start: int, stop: int
     return page, int(row_starts[p])
 
 
+def _chunk_of(page: MiniBlockPage, row: int) -> tuple[int, int]:
+    """The chunk of a loaded page holding page row ``row``, and the row's place in it."""
+    if page.shift is not None:
+        return row >> page.shift, row & ((1 << page.shift) - 1)
+    c = int(np.searchsorted(page.row_end, row, "right"))
+    return c, row - int(page.first_row[c])
+
+
 def _chunk_span(page: MiniBlockPage, a: int, b: int) -> tuple[int, int]:
     """The first and last chunk holding rows ``[a, b)`` of a loaded page (``b > a``)."""
     if page.shift is not None:
@@ -874,11 +882,7 @@ class _SortedValues:
 
     def __call__(self, row: int) -> int:
         page = self.page
-        if page.shift is not None:
-            c, p = row >> page.shift, row & ((1 << page.shift) - 1)
-        else:
-            c = int(np.searchsorted(page.row_end, row, "right"))
-            p = row - int(page.first_row[c])
+        c, p = _chunk_of(page, row)
         start, count, width = self._chunk(c)
         if p >= count:
             raise FormatError(f"{page.where}: row past the values of its chunk")
@@ -1029,11 +1033,7 @@ class _ChunkBytes:
 
     def __call__(self, row: int) -> bytes:
         page = self.page
-        if page.shift is not None:
-            c, p = row >> page.shift, row & ((1 << page.shift) - 1)
-        else:
-            c = int(np.searchsorted(page.row_end, row, "right"))
-            p = row - int(page.first_row[c])
+        c, p = _chunk_of(page, row)
         data, count, wb, fmt = self._chunk(c)
         if p >= count:
             raise FormatError(f"{page.where}: row past the values of its chunk")

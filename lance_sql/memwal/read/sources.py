@@ -394,8 +394,9 @@ class GenerationSource(_LanceSource):
 
 class BaseSource(_LanceSource):
     """The base table (generation -1); merge_insert keeps its keys unique, but plain
-    appends may add a key again: a lookup then takes the newest row (highest
-    ``_rowaddr``). Its rows have the table's ``_rowid`` and row versions."""
+    appends may add a key again: a lookup then takes the newest row (the last in the
+    table's order, see :func:`_newest_first`). Its rows have the table's ``_rowid`` and
+    row versions."""
 
     kind = "base"
     system = SYSTEM_COLUMNS
@@ -441,7 +442,7 @@ class BaseSource(_LanceSource):
             key_positions = np.zeros(table.num_rows, np.int64)
         else:  # each key's row (a key asked twice gets its row twice, as from other sources)
             # candidates newest first: of a key held twice (plain appends to the base do
-            # not enforce the key) the newest row wins, the highest _rowaddr
+            # not enforce the key) the newest row wins, the last in the table's order
             newest = _newest_first(table, self.dataset.manifest.fragments)
             held = [table.column(k).combine_chunks() for k in self.key_columns]
             if newest is not None:
@@ -488,7 +489,7 @@ class BaseSource(_LanceSource):
             return None
         addresses, indexed_keys = found
         key_type = self.schema.field(key).type
-        if not keyed and keys.num_rows == 1 and key in columns and _exact_key_type(key_type):
+        if not keyed and keys.num_rows == 1 and key in columns and _exact_equality(key_type):
             # one key of exact equality: every row the index found holds that very key,
             # so the key column is the key itself, not a read of its column
             readable = self._readable([*columns, ROW_ADDR])
@@ -608,8 +609,9 @@ class BaseSource(_LanceSource):
 
 
 def _exact_equality(t: pa.DataType) -> bool:
-    """Whether ``=`` on a column of type ``t`` holds exactly when the key sets match
-    (integers, booleans, strings and binaries: equal values are equal bytes)."""
+    """Whether ``=`` on a column of type ``t`` holds exactly when the key sets match, and
+    an index entry found for a key holds that very key (integers, booleans, strings and
+    binaries: equal values are equal bytes)."""
     return (pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_string(t)
             or pa.types.is_large_string(t) or pa.types.is_binary(t)
             or pa.types.is_large_binary(t))
@@ -823,10 +825,3 @@ class MemTableSource(InMemorySource):
         present = set(rows.column_names)
         out = rows.select([c for c in wanted if c in present])
         return out.append_column("_key", pa.array(np.flatnonzero(hit)))
-
-
-def _exact_key_type(t: pa.DataType) -> bool:
-    """Whether the index's equality of keys of type ``t`` is identity (integers, strings,
-    binary): an entry found for a key then holds exactly that key."""
-    return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
-            or pa.types.is_binary(t) or pa.types.is_large_binary(t))

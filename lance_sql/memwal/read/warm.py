@@ -113,7 +113,8 @@ class WarmView:
         warm = self._view
         if warm is not None:
             ref = self._latest(warm)
-            if ref is not None and ref.version == warm.base.version and self._same_file(ref):
+            if ref is not None and ref.version == warm.base.version and \
+                    self._same_file(ref.identity):
                 return warm.fresh()
         self._keep_state_if_same_table()
         view = LsmView(dataset(self.uri, commit_config=self.commit_config),
@@ -122,14 +123,14 @@ class WarmView:
         self._view = view
         return view
 
-    def _same_file(self, ref: VersionRef) -> bool:
-        """Whether ``ref`` (the latest version, of the warm view's number) is the manifest
-        file the warm view was opened from, not one of a table written again since."""
+    def _same_file(self, seen: Hashable = None) -> bool:
+        """Whether the manifest the state was built over (the anchor) is still the file it
+        was, not one of a table written again since at the same place; ``seen``: its
+        identity as a probe just saw it (None: stat it now). True without an anchor."""
         anchor = self._anchor
         if anchor is None:
             return True
         store, key, identity = anchor
-        seen = ref.identity
         if seen is None:  # a listing saw the name only
             try:
                 seen = store.identity(key)
@@ -168,15 +169,7 @@ class WarmView:
     def _keep_state_if_same_table(self) -> None:
         """A new state when the base version the state was built over is gone or is
         another file now (the table was deleted and written again at the same place)."""
-        anchor = self._anchor
-        if anchor is None:
-            return
-        store, key, identity = anchor
-        try:
-            same = store.identity(key) == identity
-        except NotFoundError:
-            same = False
-        if not same:
+        if not self._same_file():
             self.state = WarmState()
             self._anchor = None
 
