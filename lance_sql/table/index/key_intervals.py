@@ -160,6 +160,54 @@ class KeyIntervals:
         return cls.of(out)
 
     @classmethod
+    def numeric(cls, op: str, number: int | float, key_type: pa.DataType) -> KeyIntervals | None:
+        """Keys ``k`` of integer type ``key_type`` with ``k <op> number`` as SQL compares
+        them: exactly against an integer (any size: ``int8col < 1000`` holds everywhere),
+        in float64 against a float (each key rounded to the nearest double, so beyond
+        2**53 a float equals several keys). None: not an integer key, or a NaN."""
+        if not pa.types.is_integer(key_type) or isinstance(number, bool):
+            return None
+        if isinstance(number, float):
+            if math.isnan(number):
+                return None
+            as_compared: Any = float
+        elif isinstance(number, int):
+            as_compared = int
+        else:
+            return None
+        signed = pa.types.is_signed_integer(key_type)
+        width = key_type.bit_width
+        low, high = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else \
+            (0, (1 << width) - 1)
+
+        def first(strict: bool) -> int:
+            """The least key whose compared value is above ``number`` (``strict``) or
+            not below it; ``high + 1`` when none is (compared values never decrease)."""
+            a, b = low, high + 1
+            while a < b:
+                m = (a + b) // 2
+                v = as_compared(m)
+                if v > number if strict else v >= number:
+                    b = m
+                else:
+                    a = m + 1
+            return a
+
+        def span(lo: int, hi: int) -> KeyIntervals:
+            if lo > hi:
+                return cls(())
+            ends = [None if k == edge else Bound(pa.scalar(k, key_type), k, True)
+                    for k, edge in ((lo, low), (hi, high))]
+            return cls((Interval(ends[0], ends[1]),))
+
+        if op == "!=":
+            return span(first(False), first(True) - 1).complement()
+        lo, hi = {"=": (first(False), first(True) - 1), "<": (low, first(False) - 1),
+                  "<=": (low, first(True) - 1), ">": (first(True), high),
+                  ">=": (first(False), high)}[op]
+        return span(lo, hi)
+
+    @classmethod
     def everything(cls) -> KeyIntervals:
         """Every non-null key."""
         return cls((Interval(None, None),))

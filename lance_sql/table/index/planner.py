@@ -403,6 +403,11 @@ def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]],
             return _Keys(index, field, KeyIntervals(()), nulls=True)
         return _Keys(index, field, KeyIntervals.everything())  # every non-null key
     scalars = [exact_literal(a, key_type) for a in literals]  # type: ignore[arg-type]
+    if pa.types.is_integer(key_type) and any(
+            s is None and a.value is not None  # type: ignore[union-attr]
+            for s, a in zip(scalars, literals, strict=True)):
+        numeric = _numeric_keys(op, literals, key_type, negated)  # type: ignore[arg-type]
+        return None if numeric is None else _Keys(index, field, numeric)
     keys: KeyIntervals | None = None
     query: KeyQuery | None = None
     if op in _FLIP and len(scalars) == 1 and scalars[0] is not None:
@@ -439,6 +444,43 @@ def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]],
         return None
     leaf = Leaf(index, field, query, to_sql(expr))
     return _Keys(index, field, None, leaf) if _orderable(query) else leaf
+
+
+def _numeric_keys(op: str, literals: list[Literal], key_type: pa.DataType, negated: bool
+                  ) -> KeyIntervals | None:
+    """The keys of an integer column a comparison with numbers its type cannot hold
+    exactly selects (a float, as SQL compares: in float64; an integer out of the type's
+    range), as intervals of the column's type (see :meth:`KeyIntervals.numeric`); None
+    when a literal is not such a number."""
+    values = [a.value for a in literals]
+    for a in literals:
+        if a.value is None:
+            continue
+        if isinstance(a.value, bool) or not isinstance(a.value, int | float) or not (
+                a.type is None or pa.types.is_integer(a.type) or a.type == pa.float64()):
+            return None
+
+    def compare(o: str, number: int | float) -> KeyIntervals | None:
+        return KeyIntervals.numeric(o, number, key_type)
+
+    if op in _FLIP and len(values) == 1 and values[0] is not None:
+        return compare(_NEGATE[op] if negated else op, values[0])
+    if op == "between" and len(values) == 2 and None not in values:
+        low, high = compare(">=", values[0]), compare("<=", values[1])
+        if low is None or high is None:
+            return None
+        inside = low.intersect(high)
+        return inside.complement() if negated else inside
+    if op == "in" and values:
+        present = [v for v in values if v is not None]
+        if (negated and len(present) < len(values)) or not present:
+            return KeyIntervals(())  # never TRUE: x NOT IN (..., NULL), x IN (NULL)
+        points = [compare("=", v) for v in present]
+        if any(p is None for p in points):
+            return None
+        keys = KeyIntervals.of([i for p in points for i in p.intervals])  # type: ignore[union-attr]
+        return keys.complement() if negated else keys
+    return None
 
 
 def _orderable(query: KeyQuery) -> bool:
