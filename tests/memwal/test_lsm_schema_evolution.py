@@ -162,3 +162,27 @@ def test_filters_on_an_added_column_with_functions_and_other_columns(tmp_path: P
             == expected, where
         got = session.sql(f"SELECT id FROM t WHERE {where}").to_arrow_table()
         assert sorted(got["id"].to_pylist()) == expected, where
+
+
+def _merged_base(uri: str, column: str) -> dict[int, object]:
+    """The base table alone (no MemWAL view) after every generation was merged."""
+    mw = lance_sql.dataset(uri).mem_wal
+    mw.merge()
+    return _by_id(lance_sql.dataset(uri).to_table(columns=["id", column]), column)
+
+
+def test_an_upsert_replaces_the_whole_row_before_and_after_the_merge(tmp_path: Path
+                                                                      ) -> None:
+    """``w`` added after the generations were flushed: their rows were written without it,
+    and an upsert replaces the whole row, so the keys they wrote read NULL there (the
+    base's value is replaced) in the view, in the merged base, and in the view after
+    the merge (the merger kept the base's value: reads changed when it ran)."""
+    uri, want = _table(tmp_path)
+    lance_sql.dataset(uri).add_columns({"w": "id * 0 + 7"})
+    now = {k: (7 if k < 100 else None) for k in want}  # generations hold keys 100..319
+    expected = _expected(now)
+    expected[1] = {k: v for k, v in now.items() if v is not None}  # (``w >= 0``)
+    assert _reads(tmp_path, uri, "w") == expected
+    assert _merged_base(uri, "w") == now
+    assert _reads(tmp_path, uri, "w") == expected
+    assert _reads(tmp_path, uri, "v") == _expected(want)
