@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lance
 import pyarrow as pa
+import pytest
 
 import lance_sql
 from lance_sql.memwal import RegionSpec
@@ -185,4 +187,26 @@ def test_an_upsert_replaces_the_whole_row_before_and_after_the_merge(tmp_path: P
     assert _reads(tmp_path, uri, "w") == expected
     assert _merged_base(uri, "w") == now
     assert _reads(tmp_path, uri, "w") == expected
+    assert _reads(tmp_path, uri, "v") == _expected(want)
+
+
+def test_a_column_altered_to_its_own_type_reads_its_values(tmp_path: Path) -> None:
+    """``v`` altered to int64, its type: rewritten under a new field id in its place (as
+    pylance does on a table without a MemWAL; with one, pylance refuses type changes).
+    Generations, a MemTable written before and the merged base read its values (they
+    read NULL: taken for a column dropped and added again)."""
+    uri, want = _table(tmp_path)
+    with pytest.raises(OSError, match="MemWAL"):
+        lance.dataset(uri).alter_columns({"path": "v", "data_type": pa.int64()})
+    with lance_sql.dataset(uri).mem_wal.writer() as writer:
+        more = list(range(320, 340))
+        writer.put(_rows(more, 3))  # a MemTable, flushed only after the alteration
+        want.update({i: i * 10 + 3 for i in more})
+        before = lance_sql.dataset(uri).lance_schema.field("v").id
+        lance_sql.dataset(uri).alter_columns({"path": "v", "data_type": pa.int64()})
+        assert lance_sql.dataset(uri).lance_schema.field("v").id != before
+        assert _reads(tmp_path, uri, "v") == _expected(want)
+    # the MemTable flushed as a generation of the old schema
+    assert _reads(tmp_path, uri, "v") == _expected(want)
+    assert _merged_base(uri, "v") == want
     assert _reads(tmp_path, uri, "v") == _expected(want)
