@@ -17,7 +17,9 @@ merger (:func:`~.merger.merge`) both ask this one matcher:
 
 Known limit: a column altered to the type it already had with no surviving column after
 it has the schema a column dropped and appended again would have; it is taken for the
-latter, so the generation's rows read NULL there.
+latter, so the generation's rows read NULL there. Our ``alter_columns`` keeps such a
+column's id on a table with a MemWAL (pylance refuses type changes there), so only a
+table altered so before that (or before it had a MemWAL, with no generations) has it.
 """
 
 from __future__ import annotations

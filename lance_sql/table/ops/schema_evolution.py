@@ -9,7 +9,11 @@
   without writing anything.
 * ``drop_columns`` and renames / nullability changes in ``alter_columns`` are Project
   commits: metadata only. A type change rewrites that column under a new field id (a
-  Merge), as the reference does.
+  Merge), as the reference does. On a table with a MemWAL, a "change" to the type the
+  column has is no change (the column keeps its id, nothing is rewritten): rows in
+  MemTables and flushed generations are matched to the table's columns by field id, and
+  a new id of the same type, at the end of the schema, looks like a column dropped and
+  added again (the reference refuses any type change on such a table).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import pyarrow.compute as pc
 from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError
 from lance_sql.expr import parse_predicate, value_expression
 from lance_sql.format.fragment import DataFile, Fragment
+from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
 from lance_sql.format.schema import LanceField, LanceSchema, check_column_names
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import FragmentReader
@@ -298,7 +304,9 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -
             if not nullable and field.nullable:
                 _check_no_nulls(ctx.store, base, path)
             changed = replace(changed, nullable=nullable)
-        if alt.get("data_type") is not None:
+        if alt.get("data_type") is not None and not (
+                isinstance(alt["data_type"], pa.DataType)
+                and field.arrow_type.equals(alt["data_type"]) and _has_mem_wal(base)):
             if "." in path or field.children:
                 raise InvalidInputError("only top-level, non-nested columns can change type")
             arrow = pa.field(changed.name, alt["data_type"], changed.nullable,
@@ -309,6 +317,10 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -
     if not casts:
         return ctx.commit(Project(schema))
     return _commit_casts(ctx, schema, casts)
+
+
+def _has_mem_wal(base: Manifest) -> bool:
+    return any(i.name == MEM_WAL_INDEX_NAME for i in decode_index_section(base.index_section))
 
 
 def _check_rename(schema: LanceSchema, path: str, name: str) -> str:
