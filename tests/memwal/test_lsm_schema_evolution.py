@@ -230,3 +230,22 @@ def test_without_a_mem_wal_altering_to_its_own_type_takes_a_new_field_id(tmp_pat
         ids[name] = [(f.name, f.id) for f in schema.fields]
         assert lance_sql.dataset(uri).to_table().column("x").to_pylist() == ["0-1", "0-2"]
     assert ids["ours"] == ids["pylance"] == [("id", 0), ("v", 1), ("x", 3)]
+
+
+def test_the_last_column_dropped_and_added_again_reads_null_in_older_generations(
+        tmp_path: Path) -> None:
+    """``x``, the last column (the largest field id), dropped and added again: the new
+    ``x`` takes an id above the dropped one's (it took that id, so the generations' old
+    ``x`` values read as the new column's, and pylance read them from the base too)."""
+    uri, want = _table(tmp_path)
+    table = lance_sql.dataset(uri)
+    table.drop_columns(["x"])
+    table.add_columns({"x": "'fresh'"})
+    now: dict[int, object] = {k: ("fresh" if k < 100 else None) for k in want}
+    expected = _expected(now)
+    expected[1] = {k: v for k, v in now.items() if v is not None}  # (``x >= ''``)
+    assert _reads(tmp_path, uri, "x", "''") == expected
+    assert lance.dataset(uri).to_table(filter="id < 3").column("x").to_pylist() == \
+        ["fresh"] * 3
+    assert _merged_base(uri, "x") == now
+    assert _reads(tmp_path, uri, "x", "''") == expected

@@ -62,7 +62,7 @@ def add_columns(ctx: WriteContext, transforms: Any, read_columns: Sequence[str] 
         new_arrow, values = _udf_values(ctx.store, base, transforms, read_columns)
     else:
         new_arrow, values = _aligned_values(base, to_reader(transforms, reader_schema))
-    schema = base.schema.add_fields(new_arrow)
+    schema = base.schema.add_fields(new_arrow, next_field_id(base))
     new_fields = LanceSchema(schema.fields[len(base.schema.fields):])
     fragments = _write_columns(ctx.store, base, new_fields, values)
     return _commit_merge(ctx, schema, fragments)
@@ -80,7 +80,18 @@ def _add_null_columns(ctx: WriteContext, schema: pa.Schema) -> Manifest:
     bad = [f.name for f in schema if not f.nullable]
     if bad:
         raise SchemaError(f"columns added without data must be nullable: {bad}")
-    return ctx.commit(Merge(ctx.table.fragments, ctx.table.schema.add_fields(schema)))
+    base = ctx.table
+    return ctx.commit(Merge(base.fragments, base.schema.add_fields(schema, next_field_id(base))))
+
+
+def next_field_id(base: Manifest) -> int:
+    """The id a new column takes: above every id of the schema and of the data files.
+
+    A dropped column's data stays in its files (until compaction) under its id: a new
+    column taking that id would read the dropped values (pylance reads them so), and
+    MemWAL generations written before the drop would be matched to it by id."""
+    in_files = (i for frag in base.fragments for f in frag.files for i in f.fields)
+    return max(base.schema.max_field_id(), max(in_files, default=-1)) + 1
 
 
 def _sql_values(base: Manifest, exprs: Mapping[str, str]) -> tuple[pa.Schema, Values]:
@@ -288,7 +299,7 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -
     base = ctx.table
     schema = base.schema
     casts: dict[int, LanceField] = {}  # old field id -> replacement field (new id)
-    next_id = itertools.count(schema.max_field_id() + 1)
+    next_id = itertools.count(next_field_id(base))
     for alt in alterations:
         unknown = set(alt) - _ALTER_KEYS
         if unknown or "path" not in alt:
