@@ -54,11 +54,13 @@ from lance_sql.format.memwal import FlushedGeneration, RegionManifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema, arrow_type_of
+from lance_sql.io.commit import CommitHandler
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, check_key_types, primary_key_columns
 from lance_sql.memwal.memtable import MemFragment, MemTable, primary_key_bytes
 from lance_sql.memwal.naming import GenerationDir
 from lance_sql.memwal.pk_index import MaintainedIndex, write_generation_indexes
+from lance_sql.memwal.put_columns import PutColumns
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values, encode_region_values
 from lance_sql.memwal.transforms import region_values
@@ -191,12 +193,17 @@ class RegionWriter:
                  data_format: str = DEFAULT_DATA_FORMAT, region_spec: RegionSpec | None = None,
                  region: Mapping[str, Any] | None = None,
                  config: WriterConfig | None = None,
-                 maintained_indexes: Sequence[MaintainedIndex] = ()) -> None:
+                 maintained_indexes: Sequence[MaintainedIndex] = (),
+                 put_columns: PutColumns | None = None,
+                 table_handler: CommitHandler | None = None) -> None:
         """``store`` is rooted at the table; ``schema`` is the table's (with its primary
         key). With ``region_spec`` (its ``spec_id`` set), ``region`` maps each region
         field id to this region's value and every row put must evaluate to it.
         ``maintained_indexes``: BTREE indexes every flushed generation carries besides
-        the primary key's (see :func:`~.pk_index.maintained_btrees`)."""
+        the primary key's (see :func:`~.pk_index.maintained_btrees`). Puts name the
+        table's columns as they are now (:mod:`.put_columns`; ``put_columns``: a
+        translator shared with a routing writer; ``table_handler``: the table's commit
+        handler, to find its latest version)."""
         self.store = store
         self.region_id = region_id
         self.config = config or WriterConfig()
@@ -211,6 +218,7 @@ class RegionWriter:
         check_key_types(schema)  # before the claim: nothing is written for such a table
         self.schema = memtable_schema(schema)
         self._put_schema = schema.to_arrow()
+        self._columns = put_columns or PutColumns(store, schema, table_handler)
         self._arrow = self.schema.to_arrow()
         self.region_spec, self.region = self._bind_region(region_spec, region)
         self.log = RegionLog(store, region_id)
@@ -355,6 +363,7 @@ class RegionWriter:
         missing = [n for n in wanted if n not in given]
         extra = sorted(given - set(wanted)) if names is None else []
         if missing or extra:
+            missing = [self._columns.current_name(n) for n in missing]
             raise SchemaError(f"region {self.region_id}: the data's columns do not match the "
                               f"table's (missing {missing}, unknown {extra})")
         columns = []
@@ -396,14 +405,15 @@ class RegionWriter:
                     f"{wrong} row(s) do not belong to region {self.region_id} (region field "
                     f"{f.field_id!r} must be {expected!r})")
 
-    def _prepare(self, data: Any) -> pa.Table:
-        rows = self._conform(_as_table(data), None)
+    def _prepare(self, rows: pa.Table) -> pa.Table:
+        """``rows`` (named as the writer's schema) checked, with ``_tombstone``."""
+        rows = self._conform(rows, None)
         self._check_region(rows)
         return rows.append_column(self._arrow.field(TOMBSTONE),
                                   _falses(rows.num_rows))
 
-    def _prepare_delete(self, keys: Any) -> pa.Table:
-        key_rows = self._conform(_as_table(keys), self.primary_key)
+    def _prepare_delete(self, keys: pa.Table) -> pa.Table:
+        key_rows = self._conform(keys, self.primary_key)
         self._check_region(key_rows)
         n = key_rows.num_rows
         columns = [key_rows.column(f.name) if f.name in self.primary_key
@@ -413,13 +423,24 @@ class RegionWriter:
 
     # ------------------------------------------------------------------ writing
     def put(self, data: Any) -> None:
-        """Upsert rows (a table or batch of the table's columns)."""
+        """Upsert rows (a table or batch of the table's columns, as it names them now:
+        see :mod:`.put_columns`)."""
         self._check()
-        rows = self._prepare(data)
-        self._write(rows)
+        self.put_written(self._columns.written(_as_table(data)))
+
+    def put_written(self, rows: pa.Table) -> None:
+        """:meth:`put` of rows already named as the writer's schema (a routing writer
+        translated them)."""
+        self._check()
+        self._write(self._prepare(rows))
 
     def delete(self, keys: Any) -> None:
-        """Delete rows by key: ``keys`` holds the primary-key columns."""
+        """Delete rows by key: ``keys`` holds the primary-key columns (current names)."""
+        self._check()
+        self.delete_written(self._columns.written(_as_table(keys), self.primary_key))
+
+    def delete_written(self, keys: pa.Table) -> None:
+        """:meth:`delete` of keys already named as the writer's schema."""
         self._check()
         self._write(self._prepare_delete(keys))
 
