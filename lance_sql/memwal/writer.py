@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,7 +47,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.allocator import release_free_memory
-from lance_sql.errors import InvalidInputError, LanceError, SchemaError, WriterFencedError
+from lance_sql.errors import (
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    SchemaError,
+    WriterFencedError,
+)
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.fragment import BasePath, Fragment
 from lance_sql.format.memwal import FlushedGeneration, RegionManifest
@@ -149,17 +155,22 @@ def open_writers(table_uri: str | None = None) -> list[RegionWriter]:
         return [w for (uri, _), w in _REGISTRY.items() if table_uri in (None, uri)]
 
 
+def _of_table(table_uri: str) -> list[RegionWriter]:
+    """The open writers of the table now at ``table_uri`` (not of one deleted there)."""
+    return [w for w in open_writers(table_uri) if w.of_this_table()]
+
+
 def open_memtables(table_uri: str) -> dict[uuid.UUID, list[MemTable]]:
     """Per region of the table at ``table_uri``, the unflushed MemTables of this process's
     writer, oldest first (sealed ones still being flushed, then the active one)."""
-    return {w.region_id: w.memtables() for w in open_writers(table_uri)}
+    return {w.region_id: w.memtables() for w in _of_table(table_uri)}
 
 
 def open_memtables_of(table_uri: str, region_id: uuid.UUID) -> list[MemTable]:
     """:func:`open_memtables` of one region (empty: no writer of it open here)."""
     with _REGISTRY_LOCK:
         writer = _REGISTRY.get((table_uri, region_id))
-    return writer.memtables() if writer is not None else []
+    return writer.memtables() if writer is not None and writer.of_this_table() else []
 
 
 def _close_all_at_exit() -> None:
@@ -241,6 +252,7 @@ class RegionWriter:
                                   self._region_values_bytes())
         self._check_claimed_region(manifest)
         self.epoch = manifest.writer_epoch
+        self._committed = self._noted(manifest.version)
         self._active = MemTable(self.schema, self.primary_key, manifest.current_generation)
         self._next_wal = manifest.replay_after_wal_id + 1
         self._replay(manifest)
@@ -532,6 +544,7 @@ class RegionWriter:
     def _flush_fragments(self, memtable: MemTable, fragments: list[MemFragment]) -> None:
         """Write ``fragments`` (pending, in order) as the next WAL entry."""
         try:
+            self._check_same_table()
             data = encode_entry(self.schema, [f.rows for f in fragments], writer_epoch=self.epoch,
                                 generation=memtable.generation, data_format=self.data_format,
                                 path=f"{self.store.uri}/{self.wal.key(self._next_wal)}")
@@ -630,6 +643,7 @@ class RegionWriter:
 
     def _flush_generation(self, memtable: MemTable) -> FlushedGeneration:
         try:
+            self._check_same_table()
             current = self.log.check_epoch(self.epoch)
             if current.current_generation > memtable.generation:
                 # an earlier attempt committed it but failed afterwards: do not add it twice
@@ -689,8 +703,36 @@ class RegionWriter:
                             current_generation=memtable.generation + 1,
                             flushed_generations=(*m.flushed_generations, flushed))
 
-        self.log.update(record, epoch=self.epoch)
+        committed = self.log.update(record, epoch=self.epoch)
+        self._committed = self._noted(committed.version)
         return flushed
+
+    def _noted(self, version: int) -> tuple[int, Hashable]:
+        """The region manifest version this writer committed last and what tells that
+        file from another written under its name (:meth:`ObjectStore.identity`)."""
+        return version, self.store.identity(self.log.paths.manifest(version))
+
+    def _check_same_table(self) -> None:
+        """Before a WAL entry or a generation is written: WriterFencedError when the table
+        was deleted (and maybe written again) here since this writer claimed its region.
+        Its entries would land in the new table's WAL, whose next writer replays them as
+        its own rows (one ``stat`` an entry; a deletion right after it is not seen)."""
+        if not self.of_this_table():
+            raise WriterFencedError(
+                f"region {self.region_id}: the table at {self.store.uri} was deleted or "
+                "written again since this writer claimed the region; it writes no more")
+
+    def of_this_table(self) -> bool:
+        """Whether the table at this writer's place is still the one it claimed its region
+        in. A table deleted and written again there has the same region ids and manifest
+        numbers: readers of it must not see this writer's MemTable. The manifest this
+        writer committed last is still the same file, or was collected after newer ones
+        (the region's versions did not start over)."""
+        version, identity = self._committed
+        try:
+            return self.store.identity(self.log.paths.manifest(version)) == identity
+        except NotFoundError:
+            return self.log.latest_version() > version
 
     def _entry_size(self, entry_id: int) -> int:
         size = self._entry_sizes.get(entry_id)
