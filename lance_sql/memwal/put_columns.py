@@ -92,13 +92,16 @@ class PutColumns:
     def written(self, data: pa.Table, keys: Collection[str] | None = None) -> pa.Table:
         """``data`` (named as the table names its columns now) with the writer's column
         names, the columns dropped since filled with NULL; ``keys``: the writer's
-        primary-key names when ``data`` holds only those (a delete: nothing filled)."""
+        primary-key names for a delete (only they are read: other columns are left out,
+        unknown ones too, and nothing is filled)."""
         names = self._names()
         if names.unchanged:
             return data
         out_names, columns = [], []
         for name, column in zip(data.column_names, data.columns, strict=True):
             mine = names.to_written.get(name)
+            if keys is not None and mine not in keys and name not in keys:
+                continue  # (an old key name is not skipped: it raises, saying the new one)
             if mine is None:
                 raise SchemaError(self._unknown(names, name))
             out_names.append(mine)
