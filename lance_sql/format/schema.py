@@ -630,14 +630,16 @@ class LanceSchema:
         if problems:
             raise SchemaError("data does not match the table schema: " + "; ".join(problems))
 
-    def add_fields(self, schema: pa.Schema) -> LanceSchema:
-        """Append new top-level columns, ids continuing after ``max_field_id()``."""
+    def add_fields(self, schema: pa.Schema, first_id: int | None = None) -> LanceSchema:
+        """Append new top-level columns, ids from ``first_id`` (default: continuing after
+        ``max_field_id()``; a table passes one above the ids its data files still hold)."""
         taken = [f.name for f in self.fields]
         clash = sorted({n for n in schema.names if n in taken or schema.names.count(n) > 1})
         if clash:
             raise SchemaError(f"columns already exist: {', '.join(map(repr, clash))}")
         check_column_names(schema.names)
-        new = LanceSchema.from_arrow(schema, first_id=self.max_field_id() + 1)
+        start = self.max_field_id() + 1 if first_id is None else first_id
+        new = LanceSchema.from_arrow(schema, first_id=start)
         return LanceSchema(self.fields + new.fields, self.metadata)
 
 

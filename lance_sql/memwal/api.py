@@ -26,6 +26,7 @@ from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import gc, index_builder, merger, recovery
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.pk_index import MaintainedIndex, maintained_btrees
+from lance_sql.memwal.put_columns import PutColumns
 from lance_sql.memwal.read.planner import LsmScanner, LsmView
 from lance_sql.memwal.read.warm import WarmView
 from lance_sql.memwal.region_log import RegionLog
@@ -82,7 +83,8 @@ class MemWal:
                     "MemWAL initialised with region_spec=None")
             return RegionWriter(ds.store, region, ds.manifest.schema,
                                 data_format=ds.manifest.data_format, config=config,
-                                maintained_indexes=self.maintained_indexes())
+                                maintained_indexes=self.maintained_indexes(),
+                                table_handler=ds.commit_config.handler)
         spec = self.region_spec
         if spec is None:
             raise InvalidInputError(f"{ds.uri} has no region spec: pass writer(region=uuid)")
@@ -226,6 +228,10 @@ class RoutingWriter:
         self.config = config
         self.maintained_indexes = maintained_indexes
         self._schema = ds.manifest.schema
+        # puts name the table's columns as it names them now; region writers take them
+        # in this writer's schema (see memwal.put_columns)
+        self._columns = PutColumns(ds.store, self._schema, ds.commit_config.handler)
+        self._keys = tuple(mem_wal_index.primary_key_columns(self._schema))
         self._writers: dict[uuid.UUID, RegionWriter] = {}
         # puts may come from several threads: a region's writer is made (its region
         # claimed) under this lock, once; a second claim would fence the first writer
@@ -264,19 +270,25 @@ class RoutingWriter:
                                       data_format=self.dataset.manifest.data_format,
                                       region_spec=self.spec, region=region,
                                       config=self.config,
-                                      maintained_indexes=self.maintained_indexes)
+                                      maintained_indexes=self.maintained_indexes,
+                                      put_columns=self._columns)
                 self._writers[region_id] = writer
             return writer
 
     def put(self, data: pa.Table | pa.RecordBatch) -> None:
-        rows = pa.table(data) if isinstance(data, pa.RecordBatch) else data
+        """Upsert rows named as the table names its columns now (see
+        :mod:`~.put_columns`)."""
+        rows = self._columns.written(pa.table(data) if isinstance(data, pa.RecordBatch)
+                                     else data)
         for writer, part in self._route(rows):
-            writer.put(part)
+            writer.put_written(part)
 
     def delete(self, keys: pa.Table | pa.RecordBatch) -> None:
-        rows = pa.table(keys) if isinstance(keys, pa.RecordBatch) else keys
+        """Delete rows by key (the primary-key columns, current names)."""
+        rows = self._columns.written(pa.table(keys) if isinstance(keys, pa.RecordBatch)
+                                     else keys, self._keys)
         for writer, part in self._route(rows):
-            writer.delete(part)
+            writer.delete_written(part)
 
     def flush(self) -> None:
         for writer in self.writers:

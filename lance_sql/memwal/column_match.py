@@ -5,17 +5,21 @@ and added columns since. Readers (:func:`~.generation_tables.named_as_table`) an
 merger (:func:`~.merger.merge`) both ask this one matcher:
 
 * By field id: the same id is the same column, whatever it is called now.
-* A column whose id the table no longer has was dropped, or had its type changed (a type
-  change rewrites the column under a new id, keeping its name and its place, as Lance
-  does). It is matched by name only when it looks like the latter: the table's column of
-  that name has an id the generation never had, another type, and the same place (the
-  same surviving neighbours on both sides).
+* A column whose id the table no longer has was dropped, or was altered to a type (a
+  type change, even to the type it had, rewrites the column under a new id, keeping its
+  name and its place: so do our ``alter_columns`` and pylance's). It is matched by name
+  only when it looks like the latter: the table's column of that name has an id the
+  generation never had and the same place (the same surviving neighbours on both
+  sides); of the same type, also a surviving column after it.
 * Otherwise it is gone: a column dropped and then added again under the same name is
-  another column (another id); the generation's rows have no value for it (NULL), not
-  the dropped column's old values.
+  another column (another id), appended at the end; the generation's rows have no value
+  for it (NULL), not the dropped column's old values.
 
-Known limit: a column altered to the type it already had (a new id, the same type) is
-taken for a column dropped and added again, so the generation's rows read NULL there.
+Known limit: a column altered to the type it already had with no surviving column after
+it has the schema a column dropped and appended again would have; it is taken for the
+latter, so the generation's rows read NULL there. Our ``alter_columns`` keeps such a
+column's id on a table with a MemWAL (pylance refuses type changes there), so only a
+table altered so before that (or before it had a MemWAL, with no generations) has it.
 """
 
 from __future__ import annotations
@@ -45,11 +49,11 @@ def match_columns(written: LanceSchema, table: LanceSchema,
         other = by_name.get(field.name)
         if other is None or other.id in written_ids:
             continue  # dropped; or its name now belongs to another column written here
-        if other.arrow_type.equals(field.arrow_type):
-            continue  # the same type under a new id: dropped and added again
-        if _neighbours(mine, at, survivors) != _neighbours(theirs, theirs.index(other),
-                                                          survivors):
+        place = _neighbours(mine, at, survivors)
+        if place != _neighbours(theirs, theirs.index(other), survivors):
             continue  # not where the column stood: added elsewhere
+        if other.arrow_type.equals(field.arrow_type) and place[1] is None:
+            continue  # the same type with nothing after it: maybe dropped and appended
         out[field.id] = other
     return out
 

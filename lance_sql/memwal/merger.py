@@ -149,13 +149,18 @@ def _merge_one(base: LanceDataset, region_id: uuid.UUID, generation: int, path: 
 
 
 def _as_base_columns(rows: pa.Table, written: LanceSchema, base: LanceSchema) -> pa.Table:
-    """A generation's rows with the base table's current column names and types.
+    """A generation's rows with the base table's current columns, names and types.
 
     The generation was written with the table's schema of its writer's time; each column
     goes to the table's column holding its values now (:func:`~.column_match.match_columns`,
     as the LSM view reads it: by field id, a retyped column by name; a dropped column,
     even one added again under its name, is left out). Values are cast to the table's
-    type (one that does not fit raises SchemaError and nothing is merged)."""
+    type (one that does not fit raises SchemaError and nothing is merged).
+
+    A table column none of the generation's holds (added after its writer opened) is
+    NULL: an upsert replaces the whole row, as the view reads it, so the merge must not
+    keep the base's value there. A non-nullable such column raises SchemaError (its
+    rows have no value for it; nothing is merged)."""
     matched = match_columns(written, base, skip=(TOMBSTONE, _ROWADDR))
     names, arrays = [], []
     for f in written.fields:
@@ -175,6 +180,14 @@ def _as_base_columns(rows: pa.Table, written: LanceSchema, base: LanceSchema) ->
                                   f"{exc}") from exc
         names.append(target.name)
         arrays.append(column)
+    for f in base.fields:
+        if f.name not in names:
+            if not f.nullable:
+                raise SchemaError(f"the table's non-nullable column {f.name!r} was added "
+                                  "after the generation was written: its rows have no "
+                                  "value for it")
+            names.append(f.name)
+            arrays.append(pa.nulls(rows.num_rows, f.arrow_type))
     for extra in (TOMBSTONE, _ROWADDR):
         if extra in rows.column_names:
             names.append(extra)

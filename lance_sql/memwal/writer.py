@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,18 +47,26 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.allocator import release_free_memory
-from lance_sql.errors import InvalidInputError, LanceError, SchemaError, WriterFencedError
+from lance_sql.errors import (
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    SchemaError,
+    WriterFencedError,
+)
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.fragment import BasePath, Fragment
 from lance_sql.format.memwal import FlushedGeneration, RegionManifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema, arrow_type_of
+from lance_sql.io.commit import CommitHandler
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.index import WRITER_DEFAULT_KEYS, check_key_types, primary_key_columns
 from lance_sql.memwal.memtable import MemFragment, MemTable, primary_key_bytes
 from lance_sql.memwal.naming import GenerationDir
 from lance_sql.memwal.pk_index import MaintainedIndex, write_generation_indexes
+from lance_sql.memwal.put_columns import PutColumns
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values, encode_region_values
 from lance_sql.memwal.transforms import region_values
@@ -147,17 +155,22 @@ def open_writers(table_uri: str | None = None) -> list[RegionWriter]:
         return [w for (uri, _), w in _REGISTRY.items() if table_uri in (None, uri)]
 
 
+def _of_table(table_uri: str) -> list[RegionWriter]:
+    """The open writers of the table now at ``table_uri`` (not of one deleted there)."""
+    return [w for w in open_writers(table_uri) if w.of_this_table()]
+
+
 def open_memtables(table_uri: str) -> dict[uuid.UUID, list[MemTable]]:
     """Per region of the table at ``table_uri``, the unflushed MemTables of this process's
     writer, oldest first (sealed ones still being flushed, then the active one)."""
-    return {w.region_id: w.memtables() for w in open_writers(table_uri)}
+    return {w.region_id: w.memtables() for w in _of_table(table_uri)}
 
 
 def open_memtables_of(table_uri: str, region_id: uuid.UUID) -> list[MemTable]:
     """:func:`open_memtables` of one region (empty: no writer of it open here)."""
     with _REGISTRY_LOCK:
         writer = _REGISTRY.get((table_uri, region_id))
-    return writer.memtables() if writer is not None else []
+    return writer.memtables() if writer is not None and writer.of_this_table() else []
 
 
 def _close_all_at_exit() -> None:
@@ -191,12 +204,17 @@ class RegionWriter:
                  data_format: str = DEFAULT_DATA_FORMAT, region_spec: RegionSpec | None = None,
                  region: Mapping[str, Any] | None = None,
                  config: WriterConfig | None = None,
-                 maintained_indexes: Sequence[MaintainedIndex] = ()) -> None:
+                 maintained_indexes: Sequence[MaintainedIndex] = (),
+                 put_columns: PutColumns | None = None,
+                 table_handler: CommitHandler | None = None) -> None:
         """``store`` is rooted at the table; ``schema`` is the table's (with its primary
         key). With ``region_spec`` (its ``spec_id`` set), ``region`` maps each region
         field id to this region's value and every row put must evaluate to it.
         ``maintained_indexes``: BTREE indexes every flushed generation carries besides
-        the primary key's (see :func:`~.pk_index.maintained_btrees`)."""
+        the primary key's (see :func:`~.pk_index.maintained_btrees`). Puts name the
+        table's columns as they are now (:mod:`.put_columns`; ``put_columns``: a
+        translator shared with a routing writer; ``table_handler``: the table's commit
+        handler, to find its latest version)."""
         self.store = store
         self.region_id = region_id
         self.config = config or WriterConfig()
@@ -211,6 +229,7 @@ class RegionWriter:
         check_key_types(schema)  # before the claim: nothing is written for such a table
         self.schema = memtable_schema(schema)
         self._put_schema = schema.to_arrow()
+        self._columns = put_columns or PutColumns(store, schema, table_handler)
         self._arrow = self.schema.to_arrow()
         self.region_spec, self.region = self._bind_region(region_spec, region)
         self.log = RegionLog(store, region_id)
@@ -233,6 +252,7 @@ class RegionWriter:
                                   self._region_values_bytes())
         self._check_claimed_region(manifest)
         self.epoch = manifest.writer_epoch
+        self._committed = self._noted(manifest.version)
         self._active = MemTable(self.schema, self.primary_key, manifest.current_generation)
         self._next_wal = manifest.replay_after_wal_id + 1
         self._replay(manifest)
@@ -355,6 +375,7 @@ class RegionWriter:
         missing = [n for n in wanted if n not in given]
         extra = sorted(given - set(wanted)) if names is None else []
         if missing or extra:
+            missing = [self._columns.current_name(n) for n in missing]
             raise SchemaError(f"region {self.region_id}: the data's columns do not match the "
                               f"table's (missing {missing}, unknown {extra})")
         columns = []
@@ -396,14 +417,15 @@ class RegionWriter:
                     f"{wrong} row(s) do not belong to region {self.region_id} (region field "
                     f"{f.field_id!r} must be {expected!r})")
 
-    def _prepare(self, data: Any) -> pa.Table:
-        rows = self._conform(_as_table(data), None)
+    def _prepare(self, rows: pa.Table) -> pa.Table:
+        """``rows`` (named as the writer's schema) checked, with ``_tombstone``."""
+        rows = self._conform(rows, None)
         self._check_region(rows)
         return rows.append_column(self._arrow.field(TOMBSTONE),
                                   _falses(rows.num_rows))
 
-    def _prepare_delete(self, keys: Any) -> pa.Table:
-        key_rows = self._conform(_as_table(keys), self.primary_key)
+    def _prepare_delete(self, keys: pa.Table) -> pa.Table:
+        key_rows = self._conform(keys, self.primary_key)
         self._check_region(key_rows)
         n = key_rows.num_rows
         columns = [key_rows.column(f.name) if f.name in self.primary_key
@@ -413,13 +435,24 @@ class RegionWriter:
 
     # ------------------------------------------------------------------ writing
     def put(self, data: Any) -> None:
-        """Upsert rows (a table or batch of the table's columns)."""
+        """Upsert rows (a table or batch of the table's columns, as it names them now:
+        see :mod:`.put_columns`)."""
         self._check()
-        rows = self._prepare(data)
-        self._write(rows)
+        self.put_written(self._columns.written(_as_table(data)))
+
+    def put_written(self, rows: pa.Table) -> None:
+        """:meth:`put` of rows already named as the writer's schema (a routing writer
+        translated them)."""
+        self._check()
+        self._write(self._prepare(rows))
 
     def delete(self, keys: Any) -> None:
-        """Delete rows by key: ``keys`` holds the primary-key columns."""
+        """Delete rows by key: ``keys`` holds the primary-key columns (current names)."""
+        self._check()
+        self.delete_written(self._columns.written(_as_table(keys), self.primary_key))
+
+    def delete_written(self, keys: pa.Table) -> None:
+        """:meth:`delete` of keys already named as the writer's schema."""
         self._check()
         self._write(self._prepare_delete(keys))
 
@@ -511,6 +544,7 @@ class RegionWriter:
     def _flush_fragments(self, memtable: MemTable, fragments: list[MemFragment]) -> None:
         """Write ``fragments`` (pending, in order) as the next WAL entry."""
         try:
+            self._check_same_table()
             data = encode_entry(self.schema, [f.rows for f in fragments], writer_epoch=self.epoch,
                                 generation=memtable.generation, data_format=self.data_format,
                                 path=f"{self.store.uri}/{self.wal.key(self._next_wal)}")
@@ -609,6 +643,7 @@ class RegionWriter:
 
     def _flush_generation(self, memtable: MemTable) -> FlushedGeneration:
         try:
+            self._check_same_table()
             current = self.log.check_epoch(self.epoch)
             if current.current_generation > memtable.generation:
                 # an earlier attempt committed it but failed afterwards: do not add it twice
@@ -668,8 +703,36 @@ class RegionWriter:
                             current_generation=memtable.generation + 1,
                             flushed_generations=(*m.flushed_generations, flushed))
 
-        self.log.update(record, epoch=self.epoch)
+        committed = self.log.update(record, epoch=self.epoch)
+        self._committed = self._noted(committed.version)
         return flushed
+
+    def _noted(self, version: int) -> tuple[int, Hashable]:
+        """The region manifest version this writer committed last and what tells that
+        file from another written under its name (:meth:`ObjectStore.identity`)."""
+        return version, self.store.identity(self.log.paths.manifest(version))
+
+    def _check_same_table(self) -> None:
+        """Before a WAL entry or a generation is written: WriterFencedError when the table
+        was deleted (and maybe written again) here since this writer claimed its region.
+        Its entries would land in the new table's WAL, whose next writer replays them as
+        its own rows (one ``stat`` an entry; a deletion right after it is not seen)."""
+        if not self.of_this_table():
+            raise WriterFencedError(
+                f"region {self.region_id}: the table at {self.store.uri} was deleted or "
+                "written again since this writer claimed the region; it writes no more")
+
+    def of_this_table(self) -> bool:
+        """Whether the table at this writer's place is still the one it claimed its region
+        in. A table deleted and written again there has the same region ids and manifest
+        numbers: readers of it must not see this writer's MemTable. The manifest this
+        writer committed last is still the same file, or was collected after newer ones
+        (the region's versions did not start over)."""
+        version, identity = self._committed
+        try:
+            return self.store.identity(self.log.paths.manifest(version)) == identity
+        except NotFoundError:
+            return self.log.latest_version() > version
 
     def _entry_size(self, entry_id: int) -> int:
         size = self._entry_sizes.get(entry_id)

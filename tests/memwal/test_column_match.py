@@ -71,3 +71,16 @@ def test_skipped_columns_never_match() -> None:
     """The generation's own _tombstone shares no id or name with the table's columns."""
     table = _table(_by_id(0), _field("_tombstone", pa.int64(), 4))
     assert _names(match_columns(WRITTEN, table, skip=("_tombstone",))) == {0: ("id", 0)}
+
+
+def test_altered_to_its_own_type_in_its_place() -> None:
+    """v altered to int64 (its type): rewritten under id 5 in its place, still v."""
+    table = _table(_by_id(0), _field("v", pa.int64(), 5), _by_id(2), _by_id(3))
+    assert _names(match_columns(WRITTEN, table, skip=("_tombstone",)))[1] == ("v", 5)
+    # v and s both altered so: each still has a surviving column after it (x)
+    table = _table(_by_id(0), _field("v", pa.int64(), 5), _field("s", pa.string(), 6),
+                   _by_id(3))
+    assert _names(match_columns(WRITTEN, table, skip=("_tombstone",)))[2] == ("s", 6)
+    # v dropped, v added again (its type): appended, not in its place
+    table = _table(_by_id(0), _by_id(2), _by_id(3), _field("v", pa.int64(), 5))
+    assert 1 not in match_columns(WRITTEN, table, skip=("_tombstone",))

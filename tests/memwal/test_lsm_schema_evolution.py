@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lance
 import pyarrow as pa
+import pytest
 
 import lance_sql
 from lance_sql.memwal import RegionSpec
@@ -44,7 +46,7 @@ def _by_id(table: pa.Table, column: str) -> dict[int, object]:
                     strict=True))
 
 
-def _reads(root: Path, uri: str, column: str) -> list[dict[int, object]]:
+def _reads(root: Path, uri: str, column: str, floor: str = "0") -> list[dict[int, object]]:
     """The column per key through every read path: SQL scan, filter, IN list, point get;
     Python scan, many-key and one-key lookups."""
     session = lance_sql.connect(root)
@@ -53,7 +55,7 @@ def _reads(root: Path, uri: str, column: str) -> list[dict[int, object]]:
     cols = ["id", column]
     return [
         _by_id(session.sql(f"SELECT id, {column} FROM t").to_arrow_table(), column),
-        _by_id(session.sql(f"SELECT id, {column} FROM t WHERE {column} >= 0")
+        _by_id(session.sql(f"SELECT id, {column} FROM t WHERE {column} >= {floor}")
                .to_arrow_table(), column),  # (a filter naming it failed: no such column)
         _by_id(session.sql(f"SELECT id, {column} FROM t WHERE id IN ({in_list})")
                .to_arrow_table(), column),
@@ -162,3 +164,88 @@ def test_filters_on_an_added_column_with_functions_and_other_columns(tmp_path: P
             == expected, where
         got = session.sql(f"SELECT id FROM t WHERE {where}").to_arrow_table()
         assert sorted(got["id"].to_pylist()) == expected, where
+
+
+def _merged_base(uri: str, column: str) -> dict[int, object]:
+    """The base table alone (no MemWAL view) after every generation was merged."""
+    mw = lance_sql.dataset(uri).mem_wal
+    mw.merge()
+    return _by_id(lance_sql.dataset(uri).to_table(columns=["id", column]), column)
+
+
+def test_an_upsert_replaces_the_whole_row_before_and_after_the_merge(tmp_path: Path
+                                                                      ) -> None:
+    """``w`` added after the generations were flushed: their rows were written without it,
+    and an upsert replaces the whole row, so the keys they wrote read NULL there (the
+    base's value is replaced) in the view, in the merged base, and in the view after
+    the merge (the merger kept the base's value: reads changed when it ran)."""
+    uri, want = _table(tmp_path)
+    lance_sql.dataset(uri).add_columns({"w": "id * 0 + 7"})
+    now = {k: (7 if k < 100 else None) for k in want}  # generations hold keys 100..319
+    expected = _expected(now)
+    expected[1] = {k: v for k, v in now.items() if v is not None}  # (``w >= 0``)
+    assert _reads(tmp_path, uri, "w") == expected
+    assert _merged_base(uri, "w") == now
+    assert _reads(tmp_path, uri, "w") == expected
+    assert _reads(tmp_path, uri, "v") == _expected(want)
+
+
+@pytest.mark.parametrize("column", ["v", "x"])  # x: the last column
+def test_a_column_altered_to_its_own_type_reads_its_values(tmp_path: Path, column: str
+                                                           ) -> None:
+    """A column altered to the type it has: on a table with a MemWAL it keeps its field
+    id (nothing changes; pylance refuses type changes on such a table), so generations,
+    a MemTable written before and the merged base read its values. It took a new id and
+    read NULL, taken for a column dropped and added again; a new id of the same type at
+    the end of the schema (``x``) cannot be told from that."""
+    uri, want = _table(tmp_path)
+    kind = SCHEMA.field(column).type
+    floor = "0" if column == "v" else "''"
+    with pytest.raises(OSError, match="MemWAL"):
+        lance.dataset(uri).alter_columns({"path": column, "data_type": kind})
+    with lance_sql.dataset(uri).mem_wal.writer() as writer:
+        more = list(range(320, 340))
+        writer.put(_rows(more, 3))  # a MemTable, flushed only after the alteration
+        want.update({i: i * 10 + 3 for i in more})
+        values = want if column == "v" else {k: f"{v % 10}-{k}" for k, v in want.items()}
+        before = lance_sql.dataset(uri).lance_schema.field(column).id
+        lance_sql.dataset(uri).alter_columns({"path": column, "data_type": kind})
+        assert lance_sql.dataset(uri).lance_schema.field(column).id == before
+        assert _reads(tmp_path, uri, column, floor) == _expected(values)
+    # the MemTable flushed as a generation
+    assert _reads(tmp_path, uri, column, floor) == _expected(values)
+    assert _merged_base(uri, column) == values
+    assert _reads(tmp_path, uri, column, floor) == _expected(values)
+
+
+def test_without_a_mem_wal_altering_to_its_own_type_takes_a_new_field_id(tmp_path: Path
+                                                                         ) -> None:
+    """As pylance does: the column is rewritten under a new id, in its place."""
+    ids = {}
+    for name, module in (("ours", lance_sql), ("pylance", lance)):
+        uri = str(tmp_path / f"{name}.lance")
+        module.write_dataset(_rows([1, 2], 0), uri)
+        module.dataset(uri).alter_columns({"path": "x", "data_type": pa.string()})
+        schema = lance_sql.dataset(uri).lance_schema
+        ids[name] = [(f.name, f.id) for f in schema.fields]
+        assert lance_sql.dataset(uri).to_table().column("x").to_pylist() == ["0-1", "0-2"]
+    assert ids["ours"] == ids["pylance"] == [("id", 0), ("v", 1), ("x", 3)]
+
+
+def test_the_last_column_dropped_and_added_again_reads_null_in_older_generations(
+        tmp_path: Path) -> None:
+    """``x``, the last column (the largest field id), dropped and added again: the new
+    ``x`` takes an id above the dropped one's (it took that id, so the generations' old
+    ``x`` values read as the new column's, and pylance read them from the base too)."""
+    uri, want = _table(tmp_path)
+    table = lance_sql.dataset(uri)
+    table.drop_columns(["x"])
+    table.add_columns({"x": "'fresh'"})
+    now: dict[int, object] = {k: ("fresh" if k < 100 else None) for k in want}
+    expected = _expected(now)
+    expected[1] = {k: v for k, v in now.items() if v is not None}  # (``x >= ''``)
+    assert _reads(tmp_path, uri, "x", "''") == expected
+    assert lance.dataset(uri).to_table(filter="id < 3").column("x").to_pylist() == \
+        ["fresh"] * 3
+    assert _merged_base(uri, "x") == now
+    assert _reads(tmp_path, uri, "x", "''") == expected

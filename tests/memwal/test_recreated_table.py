@@ -4,14 +4,19 @@ numbers, yet LSM scans, ``mw.get`` and SQL read the new table's rows."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 import lance_sql
+from lance_sql.errors import WriterFencedError
 from lance_sql.format.region_spec import RegionSpec
-from lance_sql.memwal.api import MemWal
+from lance_sql.memwal.api import MemWal, RoutingWriter
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
@@ -97,3 +102,70 @@ def test_wal_entries_of_another_size_under_the_same_names(tmp_path: Path) -> Non
         got = MemWal(lance_sql.dataset(str(path))).scanner().to_table().sort_by("id")
         assert got.column("v").to_pylist() == (
             [f"{tag}-base{i}" for i in range(5)] + [f"{tag}-g{i}" for i in range(5, 5 + count)])
+
+
+_BUILD_B = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from pathlib import Path
+from test_recreated_table import _build
+_build(Path(sys.argv[1]), "B")
+"""
+
+
+def _open_a_with_rows(path: Path) -> RoutingWriter:
+    """Table A with a writer holding keys 20..25 in its MemTables only (no WAL flush)."""
+    _build(path, "A")
+    writer = MemWal(lance_sql.dataset(str(path))).writer(
+        durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    assert isinstance(writer, RoutingWriter)
+    writer.put(_rows(range(20, 26), "A-mem"))
+    got = MemWal(lance_sql.dataset(str(path))).get({"id": pa.array([20], pa.int64())})
+    assert got.column("v").to_pylist() == ["A-mem20"]
+    return writer
+
+
+def test_a_writer_of_the_deleted_table_is_not_read_by_the_new_ones_readers(tmp_path: Path
+                                                                          ) -> None:
+    """A writer still open on table A when A is deleted and B written at its place (by
+    another process: this one's registry keeps A's writer under the same region ids):
+    readers of B saw A's MemTable rows."""
+    path = tmp_path / "t.lance"
+    writer = _open_a_with_rows(path)
+    try:
+        shutil.rmtree(path)
+        env = dict(os.environ, PYTHONPATH=str(Path(lance_sql.__file__).parents[1]))
+        subprocess.run([sys.executable, "-c", _BUILD_B, str(path), str(Path(__file__).parent)],
+                       env=env, check=True, timeout=300)
+        session = lance_sql.connect()
+        session.register("t", str(path))
+        want = _expected("B")
+        assert _reads(path, session) == {"get": want["get"], "scan": want["scan"],
+                                         "sql_get": want["get"], "sql_scan": want["scan"]}
+        with pytest.raises(WriterFencedError, match="deleted or written again"):
+            writer.flush()  # (its rows must not reach B's WAL either)
+    finally:
+        for w in writer.writers:
+            w.abort()
+
+
+def test_a_writer_of_the_deleted_table_writes_nothing_into_the_new_one(tmp_path: Path
+                                                                       ) -> None:
+    """Its WAL entries landed in B's WAL (same region ids and entry numbers), and B's
+    next writer replayed them as B's rows."""
+    path = tmp_path / "t.lance"
+    writer = _open_a_with_rows(path)
+    try:
+        shutil.rmtree(path)
+        _build(path, "B")  # (B's writers replace A's in this process's registry)
+        entries = sorted(p.name for p in path.glob("_mem_wal/*/wal/*"))
+        with pytest.raises(WriterFencedError, match="deleted or written again"):
+            writer.flush()
+        assert sorted(p.name for p in path.glob("_mem_wal/*/wal/*")) == entries
+        with MemWal(lance_sql.dataset(str(path))).writer() as b:
+            b.put(_rows(range(30, 31), "B-late"))
+        got = MemWal(lance_sql.dataset(str(path))).scanner().to_table().sort_by("id")
+        assert got.column("v").to_pylist() == _expected("B")["scan"] + ["B-late30"]
+    finally:
+        for w in writer.writers:
+            w.abort()

@@ -9,7 +9,11 @@
   without writing anything.
 * ``drop_columns`` and renames / nullability changes in ``alter_columns`` are Project
   commits: metadata only. A type change rewrites that column under a new field id (a
-  Merge), as the reference does.
+  Merge), as the reference does. On a table with a MemWAL, a "change" to the type the
+  column has is no change (the column keeps its id, nothing is rewritten): rows in
+  MemTables and flushed generations are matched to the table's columns by field id, and
+  a new id of the same type, at the end of the schema, looks like a column dropped and
+  added again (the reference refuses any type change on such a table).
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import pyarrow.compute as pc
 from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError
 from lance_sql.expr import parse_predicate, value_expression
 from lance_sql.format.fragment import DataFile, Fragment
+from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
 from lance_sql.format.schema import LanceField, LanceSchema, check_column_names
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import FragmentReader
@@ -56,7 +62,7 @@ def add_columns(ctx: WriteContext, transforms: Any, read_columns: Sequence[str] 
         new_arrow, values = _udf_values(ctx.store, base, transforms, read_columns)
     else:
         new_arrow, values = _aligned_values(base, to_reader(transforms, reader_schema))
-    schema = base.schema.add_fields(new_arrow)
+    schema = base.schema.add_fields(new_arrow, next_field_id(base))
     new_fields = LanceSchema(schema.fields[len(base.schema.fields):])
     fragments = _write_columns(ctx.store, base, new_fields, values)
     return _commit_merge(ctx, schema, fragments)
@@ -74,7 +80,18 @@ def _add_null_columns(ctx: WriteContext, schema: pa.Schema) -> Manifest:
     bad = [f.name for f in schema if not f.nullable]
     if bad:
         raise SchemaError(f"columns added without data must be nullable: {bad}")
-    return ctx.commit(Merge(ctx.table.fragments, ctx.table.schema.add_fields(schema)))
+    base = ctx.table
+    return ctx.commit(Merge(base.fragments, base.schema.add_fields(schema, next_field_id(base))))
+
+
+def next_field_id(base: Manifest) -> int:
+    """The id a new column takes: above every id of the schema and of the data files.
+
+    A dropped column's data stays in its files (until compaction) under its id: a new
+    column taking that id would read the dropped values (pylance reads them so), and
+    MemWAL generations written before the drop would be matched to it by id."""
+    in_files = (i for frag in base.fragments for f in frag.files for i in f.fields)
+    return max(base.schema.max_field_id(), max(in_files, default=-1)) + 1
 
 
 def _sql_values(base: Manifest, exprs: Mapping[str, str]) -> tuple[pa.Schema, Values]:
@@ -282,7 +299,7 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -
     base = ctx.table
     schema = base.schema
     casts: dict[int, LanceField] = {}  # old field id -> replacement field (new id)
-    next_id = itertools.count(schema.max_field_id() + 1)
+    next_id = itertools.count(next_field_id(base))
     for alt in alterations:
         unknown = set(alt) - _ALTER_KEYS
         if unknown or "path" not in alt:
@@ -298,7 +315,9 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -
             if not nullable and field.nullable:
                 _check_no_nulls(ctx.store, base, path)
             changed = replace(changed, nullable=nullable)
-        if alt.get("data_type") is not None:
+        if alt.get("data_type") is not None and not (
+                isinstance(alt["data_type"], pa.DataType)
+                and field.arrow_type.equals(alt["data_type"]) and _has_mem_wal(base)):
             if "." in path or field.children:
                 raise InvalidInputError("only top-level, non-nested columns can change type")
             arrow = pa.field(changed.name, alt["data_type"], changed.nullable,
@@ -309,6 +328,10 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -
     if not casts:
         return ctx.commit(Project(schema))
     return _commit_casts(ctx, schema, casts)
+
+
+def _has_mem_wal(base: Manifest) -> bool:
+    return any(i.name == MEM_WAL_INDEX_NAME for i in decode_index_section(base.index_section))
 
 
 def _check_rename(schema: LanceSchema, path: str, name: str) -> str:

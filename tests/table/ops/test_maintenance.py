@@ -186,6 +186,33 @@ def test_drop_columns(tmp_path: Path) -> None:
     assert ds.to_table()["s"].to_pylist()[:3] == [0, 10, 20]
 
 
+@pytest.mark.parametrize("how", ["sql", "null", "cast"])
+def test_a_new_column_never_takes_a_dropped_columns_id(tmp_path: Path, how: str) -> None:
+    """The last column dropped, then a column added (or one cast: a new id): its id is
+    above the dropped one's, still held by the data files. It took that id and read the
+    dropped values (pylance, and ours for an all-NULL column); pylance agrees now."""
+    import lance
+
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(pa.table({"a": [1, 2], "v": [10, 20], "x": ["p", "q"]}), uri)
+    ds = lance_sql.dataset(uri)
+    ds.drop_columns(["x"])
+    if how == "sql":
+        ds.add_columns({"x": "'fresh'"})
+        want = ["fresh", "fresh"]
+    elif how == "null":
+        ds.add_columns(pa.field("x", pa.string()))
+        want = [None, None]
+    else:
+        ds.alter_columns({"path": "v", "data_type": pa.int32(), "name": "x"})
+        want = [10, 20]
+    fields = [(f.name, f.id) for f in lance_sql.dataset(uri).lance_schema.fields]
+    assert fields == ([("a", 0), ("x", 3)] if how == "cast"
+                      else [("a", 0), ("v", 1), ("x", 3)])
+    assert lance_sql.dataset(uri).to_table().column("x").to_pylist() == want
+    assert lance.dataset(uri).to_table().column("x").to_pylist() == want
+
+
 def test_alter_columns(tmp_path: Path) -> None:
     ds = _table(tmp_path, fragments=2)
     ds.alter_columns({"path": "id", "name": "key", "nullable": False},

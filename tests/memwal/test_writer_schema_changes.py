@@ -1,0 +1,168 @@
+"""A writer opened before the table's schema changed keeps working: its puts and deletes
+name the table's columns as they are now (renamed, dropped, added) and land under the
+right field ids; names that would lose or misplace values raise SchemaError. Rows read
+the same in scans, lookups and SQL, from the MemTable, once flushed, and once merged."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import SchemaError
+from lance_sql.memwal import RegionSpec
+from lance_sql.memwal.api import RoutingWriter
+from lance_sql.memwal.writer import RegionWriter
+
+Writer = RoutingWriter | RegionWriter
+
+PK = {"lance-schema:unenforced-primary-key": "true"}
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                    pa.field("v", pa.int64()), pa.field("x", pa.string())])
+NEW = list(range(50, 150))  # puts after the change: 50 base keys updated, 50 inserted
+
+
+_OPENED: list[Writer] = []
+
+
+@pytest.fixture(autouse=True)
+def _abort_writers() -> Iterator[None]:
+    """A failed test leaves no writer running (a passing one closed it)."""
+    yield
+    while _OPENED:
+        writer = _OPENED.pop()
+        for region_writer in writer.writers if isinstance(writer, RoutingWriter) else [writer]:
+            region_writer.abort()
+
+
+def _open(tmp_path: Path, *, manual: bool = False) -> tuple[str, Writer]:
+    """Base keys 0..99 and a writer opened on them (routing, or one manual region)."""
+    rows = pa.table({"id": range(100), "v": [i * 10 for i in range(100)],
+                     "x": [f"b{i}" for i in range(100)]}, schema=SCHEMA)
+    ds = lance_sql.write_dataset(rows, str(tmp_path / "t.lance"))
+    mw = ds.initialize_mem_wal(None if manual else RegionSpec.bucket("id", 2))
+    writer = mw.writer(region=uuid.uuid4()) if manual else mw.writer()
+    _OPENED.append(writer)
+    return ds.uri, writer
+
+
+def _reads(root: Path, uri: str, key: str, column: str) -> list[dict[int, object]]:
+    """``column`` per key: Python scan, many- and one-key lookups, SQL scan and point."""
+    mw = lance_sql.dataset(uri).mem_wal
+    session = lance_sql.connect(root)
+
+    def by_key(t: pa.Table) -> dict[int, object]:
+        return dict(zip(t.column(key).to_pylist(), t.column(column).to_pylist(), strict=True))
+
+    return [by_key(mw.scanner([key, column]).to_table()),
+            by_key(mw.get(pa.table({key: list(range(0, 160, 2))}), columns=[key, column])),
+            by_key(mw.get(pa.table({key: [120]}), columns=[key, column])),
+            by_key(session.sql(f"SELECT {key}, {column} FROM t").to_arrow_table()),
+            by_key(session.sql(f"SELECT {key}, {column} FROM t WHERE {key} = 120")
+                   .to_arrow_table())]
+
+
+def _expected(want: dict[int, object]) -> list[dict[int, object]]:
+    return [want, {k: want[k] for k in range(0, 160, 2) if k in want}, {120: want[120]},
+            want, {120: want[120]}]
+
+
+def _check_everywhere(root: Path, uri: str, writer: Writer, key: str,
+                      want: dict[str, dict[int, object]]) -> None:
+    """The same rows from the MemTable, once flushed (writer closed), once merged."""
+    steps: list[Callable[[], object]] = [lambda: None, writer.close,
+                                         lambda: lance_sql.dataset(uri).mem_wal.merge()]
+    for step in steps:
+        step()
+        for column, values in want.items():
+            assert _reads(root, uri, key, column) == _expected(values), column
+    for column, values in want.items():  # the base alone, merged
+        table = lance_sql.dataset(uri).to_table(columns=[key, column])
+        assert dict(zip(table.column(key).to_pylist(), table.column(column).to_pylist(),
+                        strict=True)) == values, column
+
+
+@pytest.mark.parametrize("manual", [False, True])
+def test_puts_after_a_rename_take_the_new_names(tmp_path: Path, manual: bool) -> None:
+    """``v`` renamed to ``v2`` and the key ``id`` to ``key``: puts and deletes with the
+    new names land under the columns' field ids (they raised: unknown columns); the old
+    names raise SchemaError naming the new ones."""
+    uri, writer = _open(tmp_path, manual=manual)
+    lance_sql.dataset(uri).alter_columns({"path": "v", "name": "v2"},
+                                         {"path": "id", "name": "key"})
+    writer.put(pa.table({"key": NEW, "v2": [i * 10 + 1 for i in NEW],
+                         "x": [f"n{i}" for i in NEW]}))
+    writer.delete(pa.table({"key": [60, 140], "v": [0, 0]}))  # (other columns: left out)
+    with pytest.raises(SchemaError, match="'v' was renamed to 'v2'"):
+        writer.put(pa.table({"key": [1], "v": [1], "x": ["old"]}))
+    with pytest.raises(SchemaError, match="'id' was renamed to 'key'"):
+        writer.delete(pa.table({"id": [1]}))
+    with pytest.raises(SchemaError, match=r"missing \['v2'\]"):
+        writer.put(pa.table({"key": [1], "x": ["no v2"]}))
+    v2 = {i: i * 10 for i in range(100)} | {i: i * 10 + 1 for i in NEW}
+    x = {i: f"b{i}" for i in range(100)} | {i: f"n{i}" for i in NEW}
+    for gone in (60, 140):
+        del v2[gone], x[gone]
+    _check_everywhere(tmp_path, uri, writer, "key", {"v2": v2, "x": x})
+
+
+def test_puts_after_two_columns_swapped_names_follow_the_current_names(tmp_path: Path
+                                                                        ) -> None:
+    """``v`` and ``x`` swapped names (``v`` is now the string column): a put's ``v`` is
+    the current ``v``, whatever the writer called it."""
+    uri, writer = _open(tmp_path)
+    table = lance_sql.dataset(uri)
+    table.alter_columns({"path": "v", "name": "tmp"})
+    table.alter_columns({"path": "x", "name": "v"}, {"path": "tmp", "name": "x"})
+    writer.put(pa.table({"id": NEW, "x": [i * 10 + 1 for i in NEW],
+                         "v": [f"n{i}" for i in NEW]}))
+    x = {i: i * 10 for i in range(100)} | {i: i * 10 + 1 for i in NEW}
+    v = {i: f"b{i}" for i in range(100)} | {i: f"n{i}" for i in NEW}
+    _check_everywhere(tmp_path, uri, writer, "id", {"x": x, "v": v})
+
+
+def test_a_column_added_after_the_writer_opened(tmp_path: Path) -> None:
+    """``w`` added: the writer cannot write it (SchemaError, not silently dropped);
+    puts without it are taken, and their rows read NULL there (a whole-row upsert), in
+    the view and once merged."""
+    uri, writer = _open(tmp_path)
+    lance_sql.dataset(uri).add_columns({"w": "id * 0 + 7"})
+    with pytest.raises(SchemaError, match="'w' was added"):
+        writer.put(pa.table({"id": [1], "v": [1], "x": ["a"], "w": [1]}))
+    writer.put(pa.table({"id": NEW, "v": [i * 10 + 1 for i in NEW],
+                         "x": [f"n{i}" for i in NEW]}))
+    w = {i: 7 for i in range(100)} | {i: None for i in NEW}
+    v = {i: i * 10 for i in range(100)} | {i: i * 10 + 1 for i in NEW}
+    _check_everywhere(tmp_path, uri, writer, "id", {"w": w, "v": v})
+
+
+def test_a_column_dropped_after_the_writer_opened(tmp_path: Path) -> None:
+    """``x`` dropped: puts without it are taken; with it they raise SchemaError (its
+    values would be lost)."""
+    uri, writer = _open(tmp_path)
+    lance_sql.dataset(uri).drop_columns(["x"])
+    with pytest.raises(SchemaError, match="'x' was dropped"):
+        writer.put(pa.table({"id": [1], "v": [1], "x": ["a"]}))
+    writer.put(pa.table({"id": NEW, "v": [i * 10 + 1 for i in NEW]}))
+    v = {i: i * 10 for i in range(100)} | {i: i * 10 + 1 for i in NEW}
+    _check_everywhere(tmp_path, uri, writer, "id", {"v": v})
+    assert lance_sql.dataset(uri).schema.names == ["id", "v"]
+
+
+def test_a_column_dropped_and_added_again_after_the_writer_opened(tmp_path: Path) -> None:
+    """``x`` dropped and a new ``x`` added: the writer's ``x`` is the old column; a put
+    naming ``x`` means the new one, which it cannot write (SchemaError: it went to the
+    dropped column, read as NULL); puts without it are taken."""
+    uri, writer = _open(tmp_path)
+    table = lance_sql.dataset(uri)
+    table.drop_columns(["x"])
+    table.add_columns({"x": "'fresh'"})
+    with pytest.raises(SchemaError, match="'x' was added"):
+        writer.put(pa.table({"id": [1], "v": [1], "x": ["a"]}))
+    writer.put(pa.table({"id": NEW, "v": [i * 10 + 1 for i in NEW]}))
+    x = {i: "fresh" for i in range(100)} | {i: None for i in NEW}
+    _check_everywhere(tmp_path, uri, writer, "id", {"x": x})
