@@ -569,6 +569,7 @@ class DensePages:
 # Counts of ids_at calls answered (wholly or partly) by the arithmetic of IdRuns (tests).
 ID_RUN_CALLS = [0]
 _ID_RUNS = "id_runs"
+_NO_ROWS = np.empty(0, np.int64)
 
 
 class IdRuns:
@@ -605,6 +606,14 @@ class IdRuns:
         """The ids of entries ``rows`` in pages noted here, by arithmetic, and the
         positions in ``rows`` of the others (their ids left to the caller); None when
         no row's page is noted."""
+        if rows.size == 1:  # a point lookup's entry: Python ints, one array made
+            row = int(rows[0])
+            page = row // batch_size
+            if not self.known[page]:
+                return None
+            ID_RUN_CALLS[0] += 1
+            return (np.array([int(self.first[page]) + row - page * batch_size], np.uint64),
+                    _NO_ROWS)
         pages = rows // batch_size
         known = self.known[pages]
         if not known.any():
