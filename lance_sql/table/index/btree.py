@@ -570,6 +570,7 @@ class DensePages:
 ID_RUN_CALLS = [0]
 _ID_RUNS = "id_runs"
 _NO_ROWS = np.empty(0, np.int64)
+_NO_ROWS.flags.writeable = False
 
 
 class IdRuns:
