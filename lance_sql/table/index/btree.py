@@ -183,15 +183,17 @@ class BTreeIndex:
                                                    load)
 
     def keys(self, page: int) -> SortedKeys:
-        """The values of page ``page``, ready to search (cached; a search reads the ids of
-        the entries it finds apart, so a lookup decodes one column of page_data)."""
+        """The values of page ``page``, ready to search (cached; only the values are
+        kept: a search reads the ids of the entries it finds apart, or finds them by
+        arithmetic when the page's ids, read once with its values, are a run: IdRuns)."""
         def load() -> SortedKeys:
             start, length = self.lookup.page_rows(page)
-            fields = self.data.schema.fields[:1]
+            fields = self.data.schema.fields[:2]  # the values, and the ids (see IdRuns)
             try:
-                [values] = self.data.read_short(fields, self.column_map, start, length)
+                [values, ids] = self.data.read_short(fields, self.column_map, start, length)
             except LanceError as exc:
                 raise FormatError(f"{self.path}: page {page}: {exc}") from exc
+            self._id_runs().note([page], [ids])
             return SortedKeys.of(values)
 
         return current_runtime().cache.get_or_load(
@@ -204,28 +206,49 @@ class BTreeIndex:
             runs = [self.lookup.page_rows(key[2]) for key in missing]
             starts = np.array([start for start, _ in runs], np.int64)
             stops = starts + np.array([length for _, length in runs], np.int64)
-            field = self.data.schema.fields[0]
+            field, id_field = self.data.schema.fields[:2]
             full = stops > starts
             values: list[pa.Array] = [pa.nulls(0, field.arrow_type)] * len(runs)
             try:
                 read = self.data.read_runs(field, self.column_map, starts[full],
                                            stops[full])
+                ids = self.data.read_runs(id_field, self.column_map, starts[full],
+                                          stops[full])  # (see IdRuns)
             except LanceError as exc:
                 raise FormatError(f"{self.path}: pages {[k[2] for k in missing]}: "
                                   f"{exc}") from exc
             for i, array in zip(np.flatnonzero(full).tolist(), read, strict=True):
                 values[i] = array
+            self._id_runs().note([missing[i][2] for i in np.flatnonzero(full).tolist()], ids)
             return [SortedKeys.of(v) for v in values]
 
         return current_runtime().cache.get_or_load_many(
             INDEX_PAGES, [(self.path, self.uuid, p, VALUES) for p in pages], load)
 
     def ids_at(self, rows: np.ndarray) -> np.ndarray:
-        """The ids of page_data entries ``rows`` (sorted positions in the file); a few
-        (a point query's, or a lookup of a few keys') read one by one from their chunks,
-        a run of consecutive entries at a time."""
+        """The ids of page_data entries ``rows`` (sorted positions in the file): those of
+        pages noted in :class:`IdRuns` by arithmetic, the others read; a few (a point
+        query's, or a lookup of a few keys') one by one from their chunks, a run of
+        consecutive entries at a time."""
         if not rows.size:
             return np.empty(0, np.uint64)
+        runs = current_runtime().cache.peek(INDEX_PAGES, (self.path, self.uuid, _ID_RUNS))
+        if runs is not None:
+            found = runs.ids_at(rows, self.lookup.batch_size)
+            if found is not None:
+                out, rest = found
+                if rest.size:  # entries of pages not noted runs: read as below
+                    out[rest] = self._read_ids(rows[rest])
+                return out
+        return self._read_ids(rows)
+
+    def _id_runs(self) -> IdRuns:
+        """This index's :class:`IdRuns` (made on first use, kept in the page cache)."""
+        return current_runtime().cache.get_or_load(
+            INDEX_PAGES, (self.path, self.uuid, _ID_RUNS), lambda: IdRuns(self.lookup.num_pages))
+
+    def _read_ids(self, rows: np.ndarray) -> np.ndarray:
+        """:meth:`ids_at` read from the page data's ids column."""
         if rows.size <= _FEW_IDS:
             few = self._few_ids(rows)
             if few is not None:
@@ -541,6 +564,66 @@ class DensePages:
         counts = np.searchsorted(wanted, last, "right") - lo
         return _dense_at(lo, counts, first, size, pages * batch_size + self.nulls[pages],
                          wanted)
+
+
+# Counts of ids_at calls answered (wholly or partly) by the arithmetic of IdRuns (tests).
+ID_RUN_CALLS = [0]
+_ID_RUNS = "id_runs"
+_NO_ROWS = np.empty(0, np.int64)
+_NO_ROWS.flags.writeable = False
+
+
+class IdRuns:
+    """Which pages of one index hold ids that count up by one from their first entry
+    (a table written in key order, as a bulk load does: its rows' addresses follow the
+    keys), with that first id; noted when a page is decoded (its ids are read with its
+    keys, once), a few bytes a page, kept in the page cache. An id of such a page is
+    then its first id plus the entry's place in the page: no chunk of the ids column is
+    read (for a 1000-key lookup, ~1000 chunks). Written under the GIL: a page's first
+    id before its flag."""
+
+    def __init__(self, num_pages: int) -> None:
+        self.known = np.zeros(num_pages, bool)
+        self.first = np.zeros(num_pages, np.uint64)
+
+    @property
+    def nbytes(self) -> int:
+        return 64 + self.known.nbytes + self.first.nbytes
+
+    def note(self, pages: list[int], ids: list[pa.Array]) -> None:
+        """Record which of ``pages`` (decoded just now) have ``ids`` (each page's, all of
+        its entries) counting up by one."""
+        for p, column in zip(pages, ids, strict=True):
+            if p >= self.known.size or column.null_count or not len(column):
+                continue
+            values = numpy_of(column)
+            if values.size > 1 and not bool((np.diff(values) == 1).all()):
+                continue
+            self.first[p] = values[0]
+            self.known[p] = True
+
+    def ids_at(self, rows: np.ndarray, batch_size: int
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The ids of entries ``rows`` in pages noted here, by arithmetic, and the
+        positions in ``rows`` of the others (their ids left to the caller); None when
+        no row's page is noted."""
+        if rows.size == 1:  # a point lookup's entry: Python ints, one array made
+            row = int(rows[0])
+            page = row // batch_size
+            if not self.known[page]:
+                return None
+            ID_RUN_CALLS[0] += 1
+            return (np.array([int(self.first[page]) + row - page * batch_size], np.uint64),
+                    _NO_ROWS)
+        pages = rows // batch_size
+        known = self.known[pages]
+        if not known.any():
+            return None
+        ID_RUN_CALLS[0] += 1
+        out = np.empty(rows.size, np.uint64)
+        at = pages[known]
+        out[known] = self.first[at] + (rows[known] - at * batch_size).astype(np.uint64)
+        return out, np.flatnonzero(~known)
 
 
 _SEARCHES_BEFORE_DECODE = 2
