@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, columns, to_pyarrow, to_sql
+from lance_sql.memwal.read.duplicates import merged_rows, superseded_base_rows
 from lance_sql.memwal.read.hidden import HiddenRows, hidden_base_rows
 from lance_sql.memwal.read.keys import Keys, KeySet
 from lance_sql.memwal.read.metrics import NodeMetrics, measured, not_own_work, own_work
@@ -532,11 +533,17 @@ class DeduplicateExec(ExecNode):
         if base and newest.has_newer and any(s.source.is_base for s in self.scans):
             newest.hidden = hidden_base_rows(base[0], self.sources)
         hidden = newest.hidden
-        drop = hidden.rows if hidden is not None else None
+        # base rows a later base row of their key supersedes (plain appends may hold a
+        # key twice): left out of the base scan as if deleted (none: unique keys)
+        older = (superseded_base_rows(base[0])
+                 if base and any(s.source.is_base for s in self.scans) else {})
+        drop = merged_rows(hidden.rows if hidden is not None else None, older)
         metrics, union = self.metrics, self.children[0]
         metrics.add("newer_keys", newest.newer_key_count)
         if hidden is not None:
             metrics.defer("base_rows_hidden_by_index", hidden.count)
+        if older:
+            metrics.add("base_rows_superseded", sum(int(r.size) for r in older.values()))
         # every base row left is a winner when the index covered all the base's fragments:
         # its rows stream as read, without their addresses unless those are asked for
         settled = hidden is not None and hidden.covers_all(base[0].fragment_ids())
