@@ -109,13 +109,19 @@ def _check_sql(root: Path, expected: dict[int, str]) -> None:
         assert rows == ([expected[k]] if k in expected else []), k
 
 
-def _check_split(uri: str, expected: dict[int, str]) -> None:
+def _check_split(uri: str, expected: dict[int, str], pinned: bool) -> None:
     """Base parts of one fragment range each (a key's copies in different parts) and
-    region parts: together each key once."""
+    region parts: together each key once. ``pinned``: the base parts are handed the
+    superseded rows found when the split was planned (as Spark's tasks are), else each
+    finds them itself."""
     view = MemWal(lance_sql.dataset(uri)).view()  # writers closed: no MemTables
     split = plan_split(view)
-    tables = [base_plan(view, [FragmentRange(f.id, 0, f.physical_rows)], split.masks,
-                        ["a", "s"]).to_table() for f in view.base.manifest.fragments]
+    tables = []
+    for f in view.base.manifest.fragments:
+        ranges = [FragmentRange(f.id, 0, f.physical_rows)]
+        given = split.superseded_in(ranges) if pinned else None
+        tables.append(base_plan(view, ranges, split.masks, ["a", "s"],
+                                superseded=given).to_table())
     for part in split.regions:
         node = region_plan(view, part, ["a", "s"])
         if node is not None:
@@ -140,7 +146,7 @@ def test_scans_keep_the_row_lookups_return(tmp_path: Path, seed: int) -> None:
     finally:
         writer.close()  # (its MemTable flushed: a generation the SQL and split reads see)
     _check_sql(tmp_path, expected)
-    _check_split(uri, expected)
+    _check_split(uri, expected, pinned=seed % 3 != 0)
 
 
 def test_the_duplicates_are_found_once_per_base_version(tmp_path: Path) -> None:

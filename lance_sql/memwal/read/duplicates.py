@@ -16,7 +16,7 @@ version. Only keys whose codes repeat are compared as keys (:func:`.keys.latest_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -84,7 +84,7 @@ def _by_fragment(addresses: np.ndarray) -> dict[int, np.ndarray]:
                                          strict=True) if f.size}
 
 
-def merged_rows(*parts: dict[int, np.ndarray] | None) -> dict[int, np.ndarray] | None:
+def merged_rows(*parts: Mapping[int, np.ndarray] | None) -> Mapping[int, np.ndarray] | None:
     """Rows to leave out per fragment, from several such mappings (None: none at all)."""
     given = [p for p in parts if p]
     if not given:

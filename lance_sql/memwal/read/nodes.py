@@ -15,7 +15,9 @@ newer sources, and a newer source scanned without a pushed filter is read as its
 rows, cached per source, newer sources of its region and projection
 (:meth:`NewestRows.winning_rows`); with a BTREE index on the key, the base rows newer
 keys hide are found in it and left out by the base scan itself (:mod:`.hidden`), so base
-rows stream as read.
+rows stream as read. Base rows that a later base row of their key supersedes (a key
+appended twice) are left out of the base scan the same way (:mod:`.duplicates`: found
+once per base version; none in a base of unique keys).
 
 Lookups: ``CoalesceFirstExec`` over ``BloomFilterGuardExec`` + ``TakeLastExec`` per
 generation, newest first, then the base table's ``TakeLastExec``; keys found (a
@@ -501,11 +503,16 @@ class DeduplicateExec(ExecNode):
     def __init__(self, child: ExecNode, key_columns: Sequence[str],
                  sources: Sequence[Source] | None = None,
                  needed: Sequence[str] | None = None, *,
-                 across_regions: bool = False) -> None:
+                 across_regions: bool = False,
+                 superseded: Mapping[int, np.ndarray] | None = None) -> None:
         """``needed``: the columns read from its output (None: all); its output then has
         only those (in its input's order). ``across_regions``: a key may live in several
-        regions, the winner is decided over all of them (see :class:`NewestRows`)."""
+        regions, the winner is decided over all of them (see :class:`NewestRows`).
+        ``superseded``: the base rows a later base row of their key supersedes, when the
+        caller found them already (see :func:`.duplicates.superseded_base_rows`; None:
+        found here, once per base version and process)."""
         self.across_regions = across_regions
+        self.superseded = superseded
         self.children = (child,)
         self.needed = None if needed is None else frozenset(needed)
         self.key_columns = tuple(key_columns)
@@ -535,8 +542,10 @@ class DeduplicateExec(ExecNode):
         hidden = newest.hidden
         # base rows a later base row of their key supersedes (plain appends may hold a
         # key twice): left out of the base scan as if deleted (none: unique keys)
-        older = (superseded_base_rows(base[0])
-                 if base and any(s.source.is_base for s in self.scans) else {})
+        older: Mapping[int, np.ndarray] = {}
+        if base and any(s.source.is_base for s in self.scans):
+            older = (superseded_base_rows(base[0]) if self.superseded is None
+                     else self.superseded)
         drop = merged_rows(hidden.rows if hidden is not None else None, older)
         metrics, union = self.metrics, self.children[0]
         metrics.add("newer_keys", newest.newer_key_count)
