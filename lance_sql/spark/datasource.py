@@ -59,7 +59,7 @@ import datetime as dt
 import importlib
 import os
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TypeVar, overload
@@ -499,6 +499,9 @@ class LsmPartition(InputPartition):
     ranges: tuple[FragmentRange, ...] = ()
     masks: tuple[GenerationPin, ...] = ()
     regions: tuple[RegionPart, ...] = ()
+    # base rows of the ranges' fragments a later base row of their key supersedes, as
+    # planned (none: the base's keys are unique; see LsmSplit.superseded_in)
+    superseded: Mapping[int, np.ndarray] = field(default_factory=dict)
 
 
 class LsmReader(DataSourceReader):
@@ -541,7 +544,7 @@ class LsmReader(DataSourceReader):
             at = int(np.argmin(load))
             regions[at].append(part)
             load[at] += size
-        return [LsmPartition(r, split.masks if r else (), tuple(g))
+        return [LsmPartition(r, split.masks if r else (), tuple(g), split.superseded_in(r))
                 for r, g in zip(ranges, regions, strict=True)]
 
     def _region_bytes(self, view: LsmView, part: RegionPart) -> int:
@@ -560,7 +563,8 @@ class LsmReader(DataSourceReader):
         view = LsmView(LanceDataset(self.uri, self.version), consistency="snapshot")
         predicate = _conjunction(self.filters)
         nodes: list[ExecNode | None] = [
-            base_plan(view, partition.ranges, partition.masks, self.columns, predicate)
+            base_plan(view, partition.ranges, partition.masks, self.columns, predicate,
+                      partition.superseded)
         ] if partition.ranges else []
         nodes += [region_plan(view, part, self.columns, predicate)
                   for part in partition.regions]

@@ -232,3 +232,23 @@ def test_an_indexed_base_reads_the_view(spark, tmp_path: Path) -> None:
         for where in FILTERS:
             assert _sorted(load().filter(where).toArrow()) == _sorted(
                 mw.scanner(filter=where).to_table()), where
+
+
+def test_a_base_holding_a_key_twice_reads_each_key_once(spark, tmp_path: Path) -> None:
+    """Plain appends put keys into the base again (a copy in another fragment, and one
+    updated since by a generation): one partition or many (the copies in different
+    tasks), each key once, the row a lookup returns."""
+    path = tmp_path / "t.lance"
+    mw = _lsm(path, RegionSpec.bucket("id", 3))
+    lance_sql.write_dataset(_rows([12, 13, 2, 12], "again"), str(path), mode="append")
+    mw = MemWal(lance_sql.dataset(str(path)))
+    keys = pa.table({"id": pa.array(range(70), pa.int64())})
+    want = _sorted(mw.get(keys))
+    assert {r["id"]: r["v"] for r in want}[12] == "again12"
+    assert _sorted(mw.scanner().to_table()) == want
+    for options in ({}, {"maxPartitionBytes": "1", "openCostInBytes": "1",
+                         "minPartitions": "4"}):
+        df = spark.read.format("lance").options(**options).load(str(path))
+        assert _sorted(df.toArrow()) == want
+        assert spark.read.format("lance").options(**options).load(str(path)).count() == \
+            len(want)

@@ -15,7 +15,9 @@ newer sources, and a newer source scanned without a pushed filter is read as its
 rows, cached per source, newer sources of its region and projection
 (:meth:`NewestRows.winning_rows`); with a BTREE index on the key, the base rows newer
 keys hide are found in it and left out by the base scan itself (:mod:`.hidden`), so base
-rows stream as read.
+rows stream as read. Base rows that a later base row of their key supersedes (a key
+appended twice) are left out of the base scan the same way (:mod:`.duplicates`: found
+once per base version; none in a base of unique keys).
 
 Lookups: ``CoalesceFirstExec`` over ``BloomFilterGuardExec`` + ``TakeLastExec`` per
 generation, newest first, then the base table's ``TakeLastExec``; keys found (a
@@ -38,6 +40,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, columns, to_pyarrow, to_sql
+from lance_sql.memwal.read.duplicates import merged_rows, superseded_base_rows
 from lance_sql.memwal.read.hidden import HiddenRows, hidden_base_rows
 from lance_sql.memwal.read.keys import Keys, KeySet
 from lance_sql.memwal.read.metrics import NodeMetrics, measured, not_own_work, own_work
@@ -500,11 +503,16 @@ class DeduplicateExec(ExecNode):
     def __init__(self, child: ExecNode, key_columns: Sequence[str],
                  sources: Sequence[Source] | None = None,
                  needed: Sequence[str] | None = None, *,
-                 across_regions: bool = False) -> None:
+                 across_regions: bool = False,
+                 superseded: Mapping[int, np.ndarray] | None = None) -> None:
         """``needed``: the columns read from its output (None: all); its output then has
         only those (in its input's order). ``across_regions``: a key may live in several
-        regions, the winner is decided over all of them (see :class:`NewestRows`)."""
+        regions, the winner is decided over all of them (see :class:`NewestRows`).
+        ``superseded``: the base rows a later base row of their key supersedes, when the
+        caller found them already (see :func:`.duplicates.superseded_base_rows`; None:
+        found here, once per base version and process)."""
         self.across_regions = across_regions
+        self.superseded = superseded
         self.children = (child,)
         self.needed = None if needed is None else frozenset(needed)
         self.key_columns = tuple(key_columns)
@@ -532,11 +540,19 @@ class DeduplicateExec(ExecNode):
         if base and newest.has_newer and any(s.source.is_base for s in self.scans):
             newest.hidden = hidden_base_rows(base[0], self.sources)
         hidden = newest.hidden
-        drop = hidden.rows if hidden is not None else None
+        # base rows a later base row of their key supersedes (plain appends may hold a
+        # key twice): left out of the base scan as if deleted (none: unique keys)
+        older: Mapping[int, np.ndarray] = {}
+        if base and any(s.source.is_base for s in self.scans):
+            older = (superseded_base_rows(base[0]) if self.superseded is None
+                     else self.superseded)
+        drop = merged_rows(hidden.rows if hidden is not None else None, older)
         metrics, union = self.metrics, self.children[0]
         metrics.add("newer_keys", newest.newer_key_count)
         if hidden is not None:
             metrics.defer("base_rows_hidden_by_index", hidden.count)
+        if older:
+            metrics.add("base_rows_superseded", sum(int(r.size) for r in older.values()))
         # every base row left is a winner when the index covered all the base's fragments:
         # its rows stream as read, without their addresses unless those are asked for
         settled = hidden is not None and hidden.covers_all(base[0].fragment_ids())

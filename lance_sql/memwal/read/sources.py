@@ -46,7 +46,7 @@ from lance_sql.table.runtime.context import current_runtime
 
 __all__ = ["BaseSource", "GenerationSource", "InMemorySource", "MemTableSource",
            "RenamedMemTable", "Source",
-           "BLOOM_FILE", "newest_first", "precedence"]
+           "BLOOM_FILE", "newest_first", "precedence", "table_order"]
 
 BLOOM_FILE = "bloom_filter.bin"
 BASE_GEN = -1
@@ -245,16 +245,21 @@ def _newest_first(table: pa.Table, fragments: Sequence[Fragment]) -> np.ndarray 
     ``_rowaddr``)."""
     if table.num_rows < 2 or ROW_ADDR not in table.column_names:
         return None
-    addresses = np.asarray(table.column(ROW_ADDR).to_numpy(), np.uint64)
+    order = table_order(np.asarray(table.column(ROW_ADDR).to_numpy(), np.uint64), fragments)
+    if bool((order[1:] >= order[:-1]).all()):  # a take in the table's order
+        return np.arange(order.size - 1, -1, -1, dtype=np.int64)
+    return np.argsort(order, kind="stable")[::-1].astype(np.int64)
+
+
+def table_order(addresses: np.ndarray, fragments: Sequence[Fragment]) -> np.ndarray:
+    """Each row address's place in the table's row order (uint64, higher: later): its
+    fragment's place in the manifest's list (``fragments``), then its offset."""
     ids = np.fromiter((f.id for f in fragments), np.uint64, len(fragments))
     by_id = np.argsort(ids, kind="stable")
     held = (addresses >> np.uint64(32))
     at = np.minimum(np.searchsorted(ids[by_id], held), ids.size - 1)
     place = by_id[at].astype(np.uint64)  # each row's fragment's place in the manifest
-    order = (place << np.uint64(32)) | (addresses & np.uint64(0xFFFFFFFF))
-    if bool((order[1:] >= order[:-1]).all()):  # a take in the table's order
-        return np.arange(order.size - 1, -1, -1, dtype=np.int64)
-    return np.argsort(order, kind="stable")[::-1].astype(np.int64)
+    return (place << np.uint64(32)) | (addresses & np.uint64(0xFFFFFFFF))
 
 
 def _unkeyed_addresses(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array

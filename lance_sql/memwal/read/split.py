@@ -19,6 +19,11 @@ parts*, and each region's newer sources (its flushed generations not merged yet)
   the spec is not over key columns, when the other regions' generations decide too
   (their keys only; see :attr:`~.planner.LsmView.across_regions`).
 
+A key the base table itself holds twice (plain appends do not enforce the key) keeps its
+last row in the table's order only: the older rows are found once when the split is planned
+(:mod:`.duplicates`; none in the usual base of unique keys) and each base part is handed
+those of its fragments, to leave out like deleted rows.
+
 So every row of the view is in exactly one part. Against the older shape (one part per
 region, each assigning *all* base rows to regions by evaluating the spec and keeping its
 own), the base is read once instead of once per region, and the split needs no region
@@ -42,7 +47,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +55,7 @@ import pyarrow as pa
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr.arrow import Expr, parse_predicate, resolve
 from lance_sql.expr.arrow import columns as expr_columns
+from lance_sql.memwal.read.duplicates import superseded_base_rows
 from lance_sql.memwal.read.nodes import (
     DeduplicateExec,
     ExecNode,
@@ -113,11 +119,21 @@ class FragmentRange:
 
 @dataclass(frozen=True)
 class LsmSplit:
-    """A split read as planned: the region parts, and the generations whose keys hide
-    base rows (every base part masks with all of them)."""
+    """A split read as planned: the region parts, the generations whose keys hide
+    base rows (every base part masks with all of them), and the base rows a later base
+    row of their key supersedes (physical offsets per fragment; empty: the base's keys
+    are unique), found once here so that no base part reads every key again
+    (:meth:`superseded_in`)."""
 
     regions: tuple[RegionPart, ...]
     masks: tuple[GenerationPin, ...]
+    superseded: Mapping[int, np.ndarray] = field(default_factory=dict)
+
+    def superseded_in(self, ranges: Sequence[FragmentRange]) -> dict[int, np.ndarray]:
+        """The superseded rows of the fragments ``ranges`` read (what a base part of
+        them is handed: see :func:`base_plan`)."""
+        wanted = {r.fragment for r in ranges}
+        return {f: rows for f, rows in self.superseded.items() if f in wanted}
 
 
 def _predicate(view: LsmView, filter: str | Expr | None) -> Expr | None:
@@ -151,7 +167,8 @@ def plan_split(view: LsmView, filter: str | Expr | None = None) -> LsmSplit:
                              tuple(p for p in masks if p.region != r.region_id)
                              if view.across_regions else ())
                   for r in kept if (pins := _pins(view, r)))
-    return LsmSplit(parts, masks)
+    base = BaseSource(view.base, view.key_columns)
+    return LsmSplit(parts, masks, superseded_base_rows(base))
 
 
 def _sources(view: LsmView, pins: Sequence[GenerationPin]) -> list[GenerationSource]:
@@ -251,9 +268,13 @@ def _internal(view: LsmView, columns: Sequence[str] | None,
 
 def base_plan(view: LsmView, ranges: Sequence[FragmentRange],
               masks: Sequence[GenerationPin], columns: Sequence[str] | None = None,
-              filter: str | Expr | None = None) -> ExecNode:
+              filter: str | Expr | None = None,
+              superseded: Mapping[int, np.ndarray] | None = None) -> ExecNode:
     """A base part: the rows of ``ranges`` no generation of ``masks`` holds the key of
-    (their newest version is elsewhere, or deleted), where ``filter`` holds."""
+    (their newest version is elsewhere, or deleted), nor a later base row (a key the
+    base holds twice), where ``filter`` holds. ``superseded``: those later-held base
+    rows as planned (:meth:`LsmSplit.superseded_in`; None: found by the part, which then
+    reads every key of the base)."""
     predicate = _predicate(view, filter)
     output, internal = _internal(view, columns, predicate)
     newer = _sources(view, masks)
@@ -263,7 +284,8 @@ def base_plan(view: LsmView, ranges: Sequence[FragmentRange],
                           use_index=newer_rows * INDEX_RATIO <= rows)
     sources: list[Source] = [base, *newer]
     scan = ScanExec(base, internal, predicate)
-    node = DeduplicateExec(UnionExec([scan]), view.key_columns, sources, needed=output)
+    node = DeduplicateExec(UnionExec([scan]), view.key_columns, sources, needed=output,
+                           superseded=superseded)
     return ProjectionExec(node, output)
 
 

@@ -221,6 +221,11 @@ BASE_ROWS_HIDDEN = CacheKind(
     lambda rows: 64 + sum(int(r.nbytes) + 64 for r in rows.values()),
     "per base-table version and newer MemWAL source (a flushed generation, a MemTable "
     "fragment), the base rows whose keys that source holds, by base fragment")
+BASE_DUPLICATES = CacheKind(
+    "base_duplicates", 64 * MiB, 4096,
+    lambda rows: 64 + sum(int(r.nbytes) + 64 for r in rows.values()),
+    "per base-table version, the rows of keys it holds twice that are not the key's "
+    "newest there (none: its keys are unique), by base fragment")
 LSM_WINNERS = CacheKind(
     "lsm_winners", 256 * MiB, 4096, _nbytes,
     "per set of newer MemWAL sources (generations, MemTable snapshots), each one's newest "
@@ -247,8 +252,8 @@ KINDS: tuple[CacheKind, ...] = (
     MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
     GENERATION_TABLES, GENERATION_KEYS, GENERATION_ROWS, GENERATION_BLOOMS,
-    BASE_ROWS_HIDDEN, LSM_WINNERS, LSM_WINNING_ROWS, LSM_KEY_DIRECTORIES, REGION_VALUES,
-    LSM_VIEWS,
+    BASE_ROWS_HIDDEN, BASE_DUPLICATES, LSM_WINNERS, LSM_WINNING_ROWS, LSM_KEY_DIRECTORIES,
+    REGION_VALUES, LSM_VIEWS,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
 
