@@ -346,10 +346,9 @@ def scan_fragment(
     if late:
         return _scan_late(store, manifest, fragment, plan, late, offset, length, drop,
                           max_rows)
-    mask = _live_mask(reader, drop)
+    mask = _live_mask(reader, drop, offset, length)
     if mask is not None:
-        table = _read_live(store, manifest, reader, plan, mask[offset : offset + length],
-                           offset)
+        table = _read_live(store, manifest, reader, plan, mask, offset)
     else:
         arrays = reader.read(plan.read_fields, offset=offset, length=length)
         names = [f.name for f in plan.read_fields]
@@ -390,9 +389,9 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     keep = mask(plan.comparisons, tested)
     if keep is None:
         return None
-    live = _live_mask(reader, drop)
+    live = _live_mask(reader, drop, offset, length)
     if live is not None:
-        keep &= live[offset : offset + length]
+        keep &= live
     local = np.flatnonzero(keep)
     if max_rows is not None and local.size > max_rows:
         # the rest is read up to the row completing the rows wanted only
@@ -434,11 +433,22 @@ def _reads_range(matched: int, length: int) -> bool:
     return matched * 4 >= length
 
 
-def _live_mask(reader: FragmentReader, drop: np.ndarray | None) -> np.ndarray | None:
-    """The fragment's rows not deleted and not in ``drop``; None when every row is."""
+def _live_mask(reader: FragmentReader, drop: np.ndarray | None, offset: int = 0,
+               length: int | None = None) -> np.ndarray | None:
+    """Which of the fragment's rows ``[offset, offset + length)`` (default: all) are not
+    deleted and not in ``drop``; None when every row is. A range's mask is made for the
+    range alone (a limited scan reads 8k-row ranges of 1M-row fragments)."""
     mask = reader.keep_mask()
+    rows = reader.check_rows()
+    length = rows - offset if length is None else length
+    ranged = offset != 0 or length != rows
+    if drop is not None and len(drop) and ranged:
+        drop = np.asarray(drop)
+        drop = drop[(drop >= offset) & (drop < offset + length)] - offset
+    if ranged and mask is not None:
+        mask = mask[offset : offset + length]  # (a view: copied below before a change)
     if drop is not None and len(drop):
-        mask = np.ones(reader.check_rows(), bool) if mask is None else mask.copy()
+        mask = np.ones(length, bool) if mask is None else mask.copy()
         mask[drop] = False
     return mask
 

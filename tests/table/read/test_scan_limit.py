@@ -240,3 +240,22 @@ def test_range_sizer_sizes_by_the_rate_rows_matched_at() -> None:
     unknown.record(LIMITED_FIRST_ROWS, 50)
     assert unknown.still_wanted() is None and not unknown.expects_done
     assert unknown.next_rows() == 2 * LIMITED_FIRST_ROWS
+
+
+@pytest.mark.parametrize("drop", [None, [], [1190, 3, 3, 700, 5, 1199], [0, 1]])
+def test_a_ranges_live_mask_is_the_fragments_sliced(table_path, drop) -> None:
+    """A range's live mask (deletions and dropped rows, made for the range alone) is the
+    whole fragment's mask sliced, for ranges inside, at the edges and without drops."""
+    from lance_sql.table.read.scan import _live_mask
+
+    ds = lance_sql.dataset(table_path)
+    dropped = None if drop is None else np.array(drop, np.int64)
+    for frag in ds.manifest.fragments[:3]:  # deletions at the head, all over, none
+        reader = FragmentReader(ds.store, ds.manifest, frag)
+        whole = _live_mask(reader, dropped)
+        for offset, length in [(0, 1200), (0, 8), (2, 700), (695, 505), (1199, 1)]:
+            got = _live_mask(reader, dropped, offset, length)
+            if whole is None:
+                assert got is None
+            else:
+                assert got is not None and got.tolist() == whole[offset:offset + length].tolist()
