@@ -59,6 +59,9 @@ P = TypeVar("P")  # a piece of a scan: a row range of a fragment, as a read take
 # (see RangeSizer): it may stop after any range.
 LIMITED_FIRST_ROWS = 8 * 1024
 LIMITED_MAX_ROWS = 1 << 20
+# ... and first when every row matches but those deleted or left out (a stepwise scan
+# without a filter: the LSM view's base), when the rows wanted are few
+LIMITED_UNFILTERED_ROWS = 1024
 # A range sized by the rate rows matched at so far covers this many times the rows expected
 # to hold the ones still wanted: a range read more costs more than rows decoded more
 # (measured on 10M rows, one int32 filter column: 8k rows 1.7 ms, 16k 1.9 ms, 128k 3.5 ms).
@@ -71,10 +74,12 @@ class RangeSizer:
     and the reader goes on), twice the last range; once rows matched, the rows the ones
     still wanted are expected in at the rate seen so far (times ``LIMITED_MARGIN``); all
     at most ``LIMITED_MAX_ROWS``. Reads running in a pool report as they end: the
-    counts are kept under a lock."""
+    counts are kept under a lock. ``first``: the first range's rows instead (and the
+    fewest a range is given)."""
 
-    def __init__(self, wanted: int | None) -> None:
+    def __init__(self, wanted: int | None, first: int = LIMITED_FIRST_ROWS) -> None:
         self.wanted = wanted
+        self.first = first
         self.scanned = 0
         self.matched = 0
         self._last = 0
@@ -96,12 +101,12 @@ class RangeSizer:
         with self._lock:
             expected = self._expected()
             if not self._last:
-                rows = LIMITED_FIRST_ROWS
+                rows = self.first
             elif expected is None:
                 rows = self._last * 2
             else:
                 rows = math.ceil(expected * LIMITED_MARGIN)
-            rows = max(LIMITED_FIRST_ROWS, min(LIMITED_MAX_ROWS, rows))
+            rows = max(self.first, min(LIMITED_MAX_ROWS, rows))
             self._last = rows
             return rows
 
@@ -842,7 +847,10 @@ class Scanner:
         consumer may drop rows)."""
         exact = self.limit is not None
         wanted = self.offset + self.limit if self.limit is not None else self.wanted
-        sizer = RangeSizer(wanted)
+        first = LIMITED_FIRST_ROWS
+        if wanted is not None and self._unfiltered:  # about every row read is kept
+            first = min(LIMITED_FIRST_ROWS, max(LIMITED_UNFILTERED_ROWS, 2 * wanted))
+        sizer = RangeSizer(wanted, first)
         ranges = self._stepped_ranges(frags, sizer, exact)
 
         def read(piece: tuple[Fragment, int, int, int | None]) -> pa.Table:

@@ -235,6 +235,10 @@ def test_range_sizer_sizes_by_the_rate_rows_matched_at() -> None:
     sizer.record(10, 80)  # more than wanted (a consumer dropping rows): doubling again
     assert sizer.still_wanted() == 0 and not sizer.expects_done
     assert sizer.next_rows() == LIMITED_MAX_ROWS
+    small = RangeSizer(10, first=1024)  # (a scan without a filter: every row matches)
+    assert small.next_rows() == 1024
+    small.record(1024, 3)  # 7 more at 3 in 1024 rows: 2389 rows, twice
+    assert small.next_rows() == 4779 and small.expects_done
     unknown = RangeSizer(None)
     unknown.next_rows()
     unknown.record(LIMITED_FIRST_ROWS, 50)
