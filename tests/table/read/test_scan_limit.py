@@ -225,12 +225,12 @@ def test_range_sizer_sizes_by_the_rate_rows_matched_at() -> None:
 
     sizer = RangeSizer(100)
     assert sizer.next_rows() == LIMITED_FIRST_ROWS and not sizer.expects_done
-    sizer.record(LIMITED_FIRST_ROWS, 0)  # nothing yet: twice the last range
-    assert sizer.next_rows() == 2 * LIMITED_FIRST_ROWS and not sizer.expects_done
-    sizer.record(2 * LIMITED_FIRST_ROWS, 24)  # 24 in 24k rows: 76 more in ~76k, twice
-    assert sizer.still_wanted() == 76 and sizer.expects_done
-    assert sizer.next_rows() == 2 * 76 * 1024
-    sizer.record(300_000, 1)  # rarer: 75 more at 25 in 324,576 rows: more than the most
+    sizer.record(LIMITED_FIRST_ROWS, 0)  # nothing yet: four times the last range
+    assert sizer.next_rows() == 4 * LIMITED_FIRST_ROWS and not sizer.expects_done
+    sizer.record(4 * LIMITED_FIRST_ROWS, 40)  # 40 in 40k rows: 60 more in ~60k, twice
+    assert sizer.still_wanted() == 60 and sizer.expects_done
+    assert sizer.next_rows() == 2 * 60 * 1024
+    sizer.record(400_000, 1)  # rarer: 59 more at 41 in 440,960 rows: more than the most
     assert not sizer.expects_done and sizer.next_rows() == LIMITED_MAX_ROWS
     sizer.record(10, 80)  # more than wanted (a consumer dropping rows): doubling again
     assert sizer.still_wanted() == 0 and not sizer.expects_done
@@ -243,7 +243,7 @@ def test_range_sizer_sizes_by_the_rate_rows_matched_at() -> None:
     unknown.next_rows()
     unknown.record(LIMITED_FIRST_ROWS, 50)
     assert unknown.still_wanted() is None and not unknown.expects_done
-    assert unknown.next_rows() == 2 * LIMITED_FIRST_ROWS
+    assert unknown.next_rows() == 4 * LIMITED_FIRST_ROWS
 
 
 @pytest.mark.parametrize("drop", [None, [], [1190, 3, 3, 700, 5, 1199], [0, 1]])
