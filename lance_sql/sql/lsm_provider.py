@@ -64,6 +64,7 @@ class LsmUnit:
     residual: pc.Expression | None
     scope: ScanScope
     lookup: bool = False  # the plan is a point lookup (reads a few keys' rows)
+    limited: bool = False  # the plan stops at the query's LIMIT (see PlannedDataset._inline)
 
     @property
     def inline_rows(self) -> int | None:
@@ -163,14 +164,14 @@ class LsmTableDataset(PlannedDataset):
         wanted = self.pushed.columns if self.pushed.columns is not None \
             else list(self._schema.names)
         output = list(wanted)
-        plan, columns, residual, lookup = None, output, None, False
+        plan, columns, residual, lookup, limit = None, output, None, False, None
         found = _in_list_keys(filter, view) if filter is not None else None
         tree = decode(filter) if filter is not None and found is None else None
         if tree is not None:
             found = _lookup_keys(tree, view)
         keys, exact = found if found is not None else (None, False)
-        if scope.inline and (keys is None or keys.num_rows > MAX_INLINE_KEYS):
-            scope.want_worker()  # before planning a scan that would run on a worker
+        if scope.inline and keys is not None and keys.num_rows > MAX_INLINE_KEYS:
+            scope.want_worker()  # before planning a lookup that would run on a worker
         if keys is not None:
             # a filter that is nothing but the keys' pins selects exactly the rows the
             # lookup returns: applying it again would only cost a filter pass
@@ -188,13 +189,18 @@ class LsmTableDataset(PlannedDataset):
             columns = output if residual is None else _with(output,
                                                             referenced_columns(filter))
             limit = self.limit_hint if residual is None else None
+            if scope.inline and keys is None and limit is None:
+                # before planning a scan that would run on a worker; a LIMIT's scan runs
+                # here (it stops at the rows it returns; Ctrl-C stops it between batches)
+                scope.want_worker()
             plan = view.scan_plan(columns, pushed, limit)
         self.pushed.plan = plan
         self.pushed.residual = residual is not None
         if residual is not None:
             residual = rows_filter(residual, tree if tree is not None else decode(residual),
                                    self._schema)
-        return [LsmUnit(self, plan, columns, residual, scope, lookup=lookup)]
+        return [LsmUnit(self, plan, columns, residual, scope, lookup=lookup,
+                        limited=limit is not None)]
 
 
 def _with(names: list[str], extra: set[str]) -> list[str]:

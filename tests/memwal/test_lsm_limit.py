@@ -86,10 +86,64 @@ def test_limited_lsm_scan_reads_the_base_in_small_steps(lsm, monkeypatch) -> Non
     reads = _base_reads(monkeypatch, mw.dataset.store.uri)
     got = mw.scanner(limit=10).to_table()
     assert got.equals(want)
-    assert reads and max(reads) < PER_FILE // 2  # not a whole fragment
+    # not a whole fragment, nor 8k rows: without a filter about every row read is kept,
+    # so the first range is sized by the limit (twice the rows, at least 1024)
+    assert reads and max(reads) <= 1024
     reads.clear()
     session = lance_sql.connect()
     session.register("t", uri)
     sql = session.sql("SELECT id, cat, s FROM t LIMIT 10").to_arrow_table()
     assert sql.equals(want.select(sql.column_names).cast(sql.schema))
-    assert reads and max(reads) < PER_FILE // 2
+    assert reads and max(reads) <= 1024
+
+
+def _newer_scans(monkeypatch) -> list[str]:
+    """The labels of the newer sources (generations, MemTables) a plan scans."""
+    from lance_sql.memwal.read import nodes
+
+    seen: list[str] = []
+    original = nodes.ScanExec.execute
+
+    def execute(self, *args, **kwargs):
+        if not self.source.is_base:
+            seen.append(self.source.label)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(nodes.ScanExec, "execute", execute)
+    return seen
+
+
+@pytest.mark.parametrize("filter", [None, "cat = 3"])
+def test_a_limit_the_base_fills_reads_no_newer_source(lsm, monkeypatch, filter) -> None:
+    """The newer sources' rows come after the base's: a limit the base's rows fill never
+    scans them (they were read ahead, in a thread, for nobody); one past the base's rows
+    does, and both are the unlimited scan's first rows."""
+    mw, uri = lsm
+    whole = mw.scanner(filter=filter).to_table()
+    seen = _newer_scans(monkeypatch)
+    got = mw.scanner(filter=filter, limit=10).to_table()
+    assert got.equals(whole.slice(0, 10))
+    assert seen == []
+    session = lance_sql.connect()
+    session.register("t", uri)
+    where = f" WHERE {filter}" if filter else ""
+    sql = session.sql(f"SELECT id, cat, s FROM t{where} LIMIT 10").to_arrow_table()
+    assert sql.equals(whole.slice(0, 10).cast(sql.schema))
+    assert seen == []
+    got = mw.scanner(filter=filter, limit=whole.num_rows).to_table()
+    assert got.equals(whole)
+    assert seen  # the last rows are the newer sources'
+
+
+def test_a_rare_filter_reads_the_base_without_ranges_ahead(lsm, monkeypatch) -> None:
+    """The limit sizes the base's ranges (as a hint: the winners may drop rows): once rows
+    matched, the next range is sized by their rate and read alone, not 16k + 32k + ...
+    rows ahead in a pool."""
+    mw, _ = lsm
+    rare = "s LIKE '%007'"  # one base row in 1000 (7 hidden by the MemTable, 7007 deleted)
+    whole = mw.scanner(filter=rare).to_table()
+    reads = _base_reads(monkeypatch, mw.dataset.store.uri)
+    got = mw.scanner(filter=rare, limit=10).to_table()
+    assert got.equals(whole.slice(0, 10))
+    assert got.column("id").to_pylist()[:3] == [1007, 2007, 3007]
+    assert sum(reads) <= 2 * 8192

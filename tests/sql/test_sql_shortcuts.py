@@ -241,6 +241,7 @@ from lance_sql.sql import interrupt, provider, session as session_module
 from lance_sql.sql.streams import held_units, running_scans, settle_all
 
 root, rows, per_file, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+query = sys.argv[5]
 lance_sql.write_dataset(pa.table({"x": pa.array(range(rows), pa.int64())}),
                         root + "/t.lance", max_rows_per_file=per_file)
 session = lance_sql.connect(root)
@@ -256,7 +257,7 @@ started = []
 real_run = interrupt.run_interruptibly
 spy = lambda fn, cancel: started.append(1) or real_run(fn, cancel)
 session_module.run_interruptibly = interrupt.run_interruptibly = spy
-df = session.sql("SELECT x FROM t WHERE x % 3 = 0")
+df = session.sql(query)
 baseline = threading.active_count()
 threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
 start = time.monotonic()
@@ -278,17 +279,22 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("rows, per_file, threads", [
-    (60_000, 60_000, 0), (200_000, 4_000, 0), (600_000, 100_000, 1)],
-    ids=["one-unit-inline", "many-units-inline", "large-on-a-worker"])
+@pytest.mark.parametrize("rows, per_file, threads, query", [
+    (60_000, 60_000, 0, "SELECT x FROM t WHERE x % 3 = 0"),
+    (200_000, 4_000, 0, "SELECT x FROM t WHERE x % 3 = 0"),
+    (600_000, 100_000, 1, "SELECT x FROM t WHERE x % 3 = 0"),
+    (600_000, 20_000, 0, "SELECT x FROM t WHERE x < 0 LIMIT 5")],
+    ids=["one-unit-inline", "many-units-inline", "large-on-a-worker", "large-limit-inline"])
 def test_ctrl_c_stops_a_streaming_query_run_on_the_calling_thread(
-        tmp_path: Path, rows: int, per_file: int, threads: int) -> None:
+        tmp_path: Path, rows: int, per_file: int, threads: int, query: str) -> None:
     """A scan-only plan with small scans runs on the main thread (no query thread, its
-    units read as one partition); one with large scans moves to a worker thread. Either
-    way Ctrl-C stops the scans at their next chunk and raises KeyboardInterrupt, leaving
-    no thread or scan behind."""
+    units read as one partition), as does a LIMIT's (it reads up to the rows it returns;
+    here none match: it would read the whole table); one with large scans moves to a
+    worker thread. Either way Ctrl-C stops the scans at their next chunk and raises
+    KeyboardInterrupt, leaving no thread or scan behind."""
     done = subprocess.run([sys.executable, "-c", INTERRUPT_SCRIPT, str(tmp_path), str(rows),
-                           str(per_file), str(threads)], env={"PYTHONPATH": str(REPO)},
+                           str(per_file), str(threads), query],
+                          env={"PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().endswith("ok")

@@ -16,7 +16,7 @@ fragments only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -42,7 +42,7 @@ class HiddenRows:
     """Base rows to leave out: physical offsets per fragment (repeats and deleted rows
     allowed), complete for the fragments in ``covered`` (those the index covers)."""
 
-    rows: dict[int, np.ndarray]
+    rows: Mapping[int, np.ndarray]
     covered: frozenset[int]
 
     def covers_all(self, fragment_ids: Sequence[int]) -> bool:
@@ -51,6 +51,30 @@ class HiddenRows:
     def count(self) -> int:
         """How many distinct base rows are left out (deleted ones included)."""
         return sum(int(sorted_unique(r).size) for r in self.rows.values())
+
+
+class _Joined(Mapping[int, np.ndarray]):
+    """Per base fragment, the rows newer sources hide: each source's found rows joined
+    when the fragment is first asked for (a limited scan reads one fragment of many).
+    Two threads asking at once may both join; either result is the same."""
+
+    def __init__(self, pieces: dict[int, list[np.ndarray]]) -> None:
+        self._pieces = pieces
+        self._joined: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, fragment: int) -> np.ndarray:
+        found = self._joined.get(fragment)
+        if found is None:
+            pieces = self._pieces[fragment]
+            found = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            self._joined[fragment] = found
+        return found
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._pieces)
+
+    def __len__(self) -> int:
+        return len(self._pieces)
 
 
 class _NoIndex(Exception):
@@ -108,8 +132,8 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
     for fragment in covered:
         pieces = [p[fragment] for p in parts if len(p.get(fragment, _EMPTY))]
         if pieces:
-            rows[fragment] = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-    return HiddenRows(rows, covered)
+            rows[fragment] = pieces
+    return HiddenRows(_Joined(rows), covered)
 
 
 def _key_column(piece: MemFragment, column: str) -> pa.Array:

@@ -198,11 +198,13 @@ class ScanExec(ExecNode):
     source's own scan (indices and pruning apply there), the others apply to its rows."""
 
     def __init__(self, source: Source, schema: pa.Schema, predicate: Expr | None = None,
-                 *, stepwise: bool = False) -> None:
+                 *, stepwise: bool = False, rows_wanted: int | None = None) -> None:
         """``stepwise``: the plan may stop early (a limit): a base table is read in growing
-        row ranges rather than whole fragments (see :meth:`Source.scan`)."""
+        row ranges rather than whole fragments (see :meth:`Source.scan`), sized for
+        ``rows_wanted`` rows (the limit; a hint)."""
         self.source = source
         self.stepwise = stepwise and source.is_base
+        self.rows_wanted = rows_wanted
         self.schema = schema
         self.predicate = predicate
         pushed: list[Expr] = []
@@ -244,7 +246,8 @@ class ScanExec(ExecNode):
                 raise InvalidInputError("a scan with a pushed filter reads its source")
             scan: Iterable[pa.RecordBatch] = rows.table.to_batches()
         elif self.stepwise:
-            scan = self.source.scan(wanted, self.pushed, drop_rows or None, stepwise=True)
+            scan = self.source.scan(wanted, self.pushed, drop_rows or None, stepwise=True,
+                                    rows_wanted=self.rows_wanted)
         elif not drop_rows:
             scan = self.source.scan(wanted, self.pushed)
         else:
@@ -592,6 +595,13 @@ class DeduplicateExec(ExecNode):
         newer = [s for s in self.scans if not s.source.is_base]
         if not newer or len(newer) == len(self.scans):
             for scan in self.scans:
+                yield from winners(scan)
+            return
+        if any(s.stepwise for s in self.scans):
+            # a limit (the base read stepwise): the base's first rows may be all that is
+            # taken, so the newer sources, whose rows come after the base's, are read only
+            # if they are reached, on this thread (not ahead, for nobody)
+            for scan in [*(s for s in self.scans if s.source.is_base), *newer]:
                 yield from winners(scan)
             return
         # the newer sources are small: read them (in a thread the query owns) while the

@@ -630,8 +630,8 @@ class LsmView:
         lacking = any(lacked_columns(s, filter_names) for s in scanned)
         internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
             n for n in filter_names if lacking or n in (GEN, REGION, *BASE_ONLY))])
-        scans = [ScanExec(s, internal, predicate, stepwise=limit is not None)
-                 for s in scanned]
+        scans = [ScanExec(s, internal, predicate, stepwise=limit is not None,
+                          rows_wanted=limit) for s in scanned]
         node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources,
                                          needed=output, across_regions=self.across_regions)
         node = ProjectionExec(node, output)

@@ -126,13 +126,15 @@ class Source:
         return None
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
-             ) -> Iterator[pa.RecordBatch]:
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False,
+             rows_wanted: int | None = None) -> Iterator[pa.RecordBatch]:
         """Rows (tombstones included for non-base sources) with ``columns`` (data columns
         and ``_rowaddr``), where ``predicate`` holds; ``drop_rows`` (Lance-backed
         sources): physical offsets per fragment to leave out as if deleted; ``stepwise``
         (Lance-backed sources): fragments read in growing row ranges, so a consumer that
-        stops early (a limit) stops the reading early too."""
+        stops early (a limit) stops the reading early too; ``rows_wanted``: how many rows
+        that consumer is expected to take (a hint sizing the ranges: see
+        :class:`lance_sql.table.read.scan.RangeSizer`)."""
         raise NotImplementedError
 
     def column_names(self) -> Collection[str] | None:
@@ -226,11 +228,12 @@ class _LanceSource(Source):
         return [c for c in dict.fromkeys(columns) if c in data or c in self.system]
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
-             ) -> Iterator[pa.RecordBatch]:
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False,
+             rows_wanted: int | None = None) -> Iterator[pa.RecordBatch]:
         scanner = lance_scanner(self.dataset, self._readable(columns), predicate,
                                 drop_rows=drop_rows)
         scanner.stepwise = stepwise
+        scanner.wanted = rows_wanted
         for table in scanner.to_tables():  # a fragment's rows as they are: no re-chunking
             yield from table.to_batches()
 
@@ -334,8 +337,8 @@ class GenerationSource(_LanceSource):
         return self.rows()
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
-             ) -> Iterator[pa.RecordBatch]:
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False,
+             rows_wanted: int | None = None) -> Iterator[pa.RecordBatch]:
         table = self.rows()
         if predicate is not None:
             if not {p[0] for p in expr_columns(predicate)} <= set(table.column_names):
@@ -644,8 +647,8 @@ class InMemorySource(Source):
         self._rows: KeyRows | None = None
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
-             ) -> Iterator[pa.RecordBatch]:
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False,
+             rows_wanted: int | None = None) -> Iterator[pa.RecordBatch]:
         table = self.table
         if predicate is not None:
             resolved = resolve(predicate, _filter_schema(table.schema))
@@ -768,6 +771,13 @@ class MemTableSource(InMemorySource):
     def snapshot(self) -> list[MemFragment]:
         """The MemTable's fragments when the plan was made."""
         return self._fragments
+
+    def column_names(self) -> Collection[str] | None:
+        # those of :attr:`table` (its fragments share one schema), without building it: a
+        # plan asks every source, a limited scan may never read the MemTable
+        frags = self._fragments
+        names = frags[0].rows.column_names if frags else self.memtable.arrow_schema.names
+        return {*names, ROW_ADDR, TOMBSTONE, *SYSTEM_COLUMNS}
 
     @property
     def table(self) -> pa.Table:

@@ -213,8 +213,8 @@ class PartBaseSource(BaseSource):
         return super().key_index() if self.use_index else None
 
     def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False
-             ) -> Iterator[pa.RecordBatch]:
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False,
+             rows_wanted: int | None = None) -> Iterator[pa.RecordBatch]:
         ds = self.dataset
         names = self._readable(columns)
         drop_rows = drop_rows or {}
@@ -225,6 +225,7 @@ class PartBaseSource(BaseSource):
                 # they can (the general scan's path)
                 scanner = _scanner(ds, names, predicate, [fragment], drop_rows, True)
                 scanner.stepwise = stepwise
+                scanner.wanted = rows_wanted
                 for table in scanner.to_tables():
                     yield from table.to_batches()
                 continue

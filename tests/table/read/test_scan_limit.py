@@ -142,3 +142,124 @@ def test_limit_joins_its_read_threads(table_path) -> None:
     left = [t for t in threading.enumerate()
             if t.ident not in before and t.name.startswith("lance_sql-")]
     assert not left
+
+
+@pytest.fixture(scope="module")
+def rare_path(tmp_path_factory) -> str:
+    """300k rows in two fragments, ``cat = id % 1000`` (``cat = 7``: one row in 1000)."""
+    path = str(tmp_path_factory.mktemp("rare") / "t")
+    ids = np.arange(300_000, dtype=np.int64)
+    lance_sql.write_dataset(pa.table({"id": ids, "cat": pa.array(ids % 1000, pa.int32()),
+                                      "s": pa.array([f"r{i}" for i in range(300_000)])}),
+                            path, max_rows_per_file=150_000)
+    return path
+
+
+class FieldReads(Reads):
+    """:class:`Reads`, and the rows of each read and take per column read."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__(monkeypatch)
+        self.by_column: dict[str, int] = {}
+        read, take = FragmentReader.read, FragmentReader.take
+
+        def counted_read(reader: FragmentReader, fields, *, offset: int = 0,
+                         length: int | None = None):
+            rows = reader.fragment.physical_rows - offset if length is None else length
+            for f in fields:
+                self.by_column[f.name] = self.by_column.get(f.name, 0) + rows
+            return read(reader, fields, offset=offset, length=length)
+
+        def counted_take(reader: FragmentReader, fields, rows):
+            for f in fields:
+                self.by_column[f.name] = self.by_column.get(f.name, 0) + len(rows)
+            return take(reader, fields, rows)
+
+        monkeypatch.setattr(FragmentReader, "read", counted_read)
+        monkeypatch.setattr(FragmentReader, "take", counted_take)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 8])
+def test_a_rare_filter_reads_no_range_ahead_of_the_limit(rare_path, monkeypatch,
+                                                          threads) -> None:
+    """Once rows matched, the next range is sized by their rate and read alone: no pool
+    reads further ranges nobody takes (it did: 8k + 16k + 32k + 64k rows of ``cat`` for
+    10 rows found in the first 10k)."""
+    ds = lance_sql.dataset(rare_path)
+    reads = FieldReads(monkeypatch)
+    got = Scanner(ds.store, ds.manifest, filter="cat = 7", limit=10,
+                  num_threads=threads).to_table()
+    assert got.column("id").to_pylist() == list(range(7, 10_000, 1000))
+    assert reads.by_column["cat"] <= 2 * 8192
+    # the other columns of the 10 rows only (not of the 9th row's range's 8 others)
+    assert reads.by_column["s"] == reads.by_column["id"] == 10
+
+
+@pytest.mark.parametrize("filter", ["cat < 500", "s >= 'r'", "cat < 500 OR id < 0"])
+def test_a_common_filter_reads_other_columns_up_to_the_limit(rare_path, monkeypatch,
+                                                              filter) -> None:
+    """The output columns the filter does not read are read only up to the row that
+    completes the limit, not over the whole range the filter was tested on."""
+    ds = lance_sql.dataset(rare_path)
+    want = lance.dataset(rare_path).to_table(filter=filter, limit=10, offset=3)
+    reads = FieldReads(monkeypatch)
+    got = ds.to_table(filter=filter, limit=10, offset=3)
+    assert got.equals(want.cast(got.schema))
+    others = [c for c in ("id", "cat", "s") if c not in filter]
+    assert others and all(reads.by_column[c] <= 13 for c in others)  # (offset 3 + 10)
+
+
+@pytest.mark.parametrize("limit", [1, 10, 5000])
+def test_a_filter_matching_nothing_reads_each_row_once(rare_path, monkeypatch,
+                                                       limit) -> None:
+    """No pathological restarts: a limited scan whose filter never matches reads the
+    filter column of every row once, as the unlimited scan does, and no other column."""
+    ds = lance_sql.dataset(rare_path)
+    reads = FieldReads(monkeypatch)
+    assert ds.to_table(filter="cat = 5000", limit=limit).num_rows == 0
+    assert reads.by_column == {"cat": 300_000}
+
+
+def test_range_sizer_sizes_by_the_rate_rows_matched_at() -> None:
+    from lance_sql.table.read.scan import LIMITED_FIRST_ROWS, LIMITED_MAX_ROWS, RangeSizer
+
+    sizer = RangeSizer(100)
+    assert sizer.next_rows() == LIMITED_FIRST_ROWS and not sizer.expects_done
+    sizer.record(LIMITED_FIRST_ROWS, 0)  # nothing yet: four times the last range
+    assert sizer.next_rows() == 4 * LIMITED_FIRST_ROWS and not sizer.expects_done
+    sizer.record(4 * LIMITED_FIRST_ROWS, 40)  # 40 in 40k rows: 60 more in ~60k, twice
+    assert sizer.still_wanted() == 60 and sizer.expects_done
+    assert sizer.next_rows() == 2 * 60 * 1024
+    sizer.record(400_000, 1)  # rarer: 59 more at 41 in 440,960 rows: more than the most
+    assert not sizer.expects_done and sizer.next_rows() == LIMITED_MAX_ROWS
+    sizer.record(10, 80)  # more than wanted (a consumer dropping rows): doubling again
+    assert sizer.still_wanted() == 0 and not sizer.expects_done
+    assert sizer.next_rows() == LIMITED_MAX_ROWS
+    small = RangeSizer(10, first=1024)  # (a scan without a filter: every row matches)
+    assert small.next_rows() == 1024
+    small.record(1024, 3)  # 7 more at 3 in 1024 rows: 2389 rows, twice
+    assert small.next_rows() == 4779 and small.expects_done
+    unknown = RangeSizer(None)
+    unknown.next_rows()
+    unknown.record(LIMITED_FIRST_ROWS, 50)
+    assert unknown.still_wanted() is None and not unknown.expects_done
+    assert unknown.next_rows() == 4 * LIMITED_FIRST_ROWS
+
+
+@pytest.mark.parametrize("drop", [None, [], [1190, 3, 3, 700, 5, 1199], [0, 1]])
+def test_a_ranges_live_mask_is_the_fragments_sliced(table_path, drop) -> None:
+    """A range's live mask (deletions and dropped rows, made for the range alone) is the
+    whole fragment's mask sliced, for ranges inside, at the edges and without drops."""
+    from lance_sql.table.read.scan import _live_mask
+
+    ds = lance_sql.dataset(table_path)
+    dropped = None if drop is None else np.array(drop, np.int64)
+    for frag in ds.manifest.fragments[:3]:  # deletions at the head, all over, none
+        reader = FragmentReader(ds.store, ds.manifest, frag)
+        whole = _live_mask(reader, dropped)
+        for offset, length in [(0, 1200), (0, 8), (2, 700), (695, 505), (1199, 1)]:
+            got = _live_mask(reader, dropped, offset, length)
+            if whole is None:
+                assert got is None
+            else:
+                assert got is not None and got.tolist() == whole[offset:offset + length].tolist()
