@@ -81,11 +81,13 @@ def test_flipped_bytes_in_footer_and_metadata(good) -> None:
     data = good[1]
     start = _descriptor_start(data)
     outcomes = {"error": 0, "ok": 0}
+    masks = (0xFF, 0x01, 0x10)
     for pos in range(start, len(data)):
-        for mask in (0xFF, 0x01, 0x10):
-            bad = bytearray(data)
-            bad[pos] ^= mask
-            outcomes[_check(good, bytes(bad))] += 1
+        # every byte flipped, the flips taking turns (all three at every byte cost ~3x
+        # the suite time for the same bytes covered)
+        bad = bytearray(data)
+        bad[pos] ^= masks[pos % len(masks)]
+        outcomes[_check(good, bytes(bad))] += 1
     assert outcomes["error"] > outcomes["ok"] > 0  # some flips hit unused fields (priority)
 
 
