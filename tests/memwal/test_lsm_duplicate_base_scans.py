@@ -198,3 +198,24 @@ def test_hashed_keys_are_compared_as_keys(tmp_path: Path, key_type: str) -> None
     want = sorted([f"old{i}" for i in range(50) if i not in (3, 30, 31)]
                   + ["new3", "new30", "last31"])
     assert tags == want
+
+
+def test_a_table_vouching_for_unique_keys_skips_the_check(tmp_path: Path) -> None:
+    """With the table config key set, scans never read the keys to look for repeats (the
+    owner's promise: a key appended twice then scans twice, lookups still take the newest);
+    unset again, the check is back."""
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(_rows(list(range(20)), [f"old{i}" for i in range(20)]), uri)
+    lance_sql.write_dataset(_rows([5], ["new5"]), uri, mode="append")
+    ds = lance_sql.dataset(uri)
+    ds.update_config({duplicates.UNIQUE_BASE_KEYS_CONFIG: "true"})
+    mw = MemWal.initialize(lance_sql.dataset(uri), None)
+    reads = duplicates.KEY_READS[0]
+    scanned = mw.scanner(["a", "s"]).to_table()
+    assert duplicates.KEY_READS[0] == reads
+    assert sorted(scanned["s"].to_pylist()) == sorted([f"old{i}" for i in range(20)] + ["new5"])
+    assert mw.get({"a": [5]})["s"].to_pylist() == ["new5"]
+    lance_sql.dataset(uri).update_config({duplicates.UNIQUE_BASE_KEYS_CONFIG: None})
+    got = _as_dict(MemWal(lance_sql.dataset(uri)).scanner(["a", "s"]).to_table())
+    assert duplicates.KEY_READS[0] == reads + 1
+    assert len(got) == 20 and got[5] == "new5"
