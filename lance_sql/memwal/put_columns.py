@@ -10,8 +10,9 @@ read again only when the version moved):
 * A renamed column is put under its current name and lands under its field id. Its old
   name is an unknown column (SchemaError naming the new one): after two columns swapped
   names, the old names would mean the other column.
-* A retyped column is put under its name, cast to the writer's type (SchemaError when a
-  value does not fit: open a new writer to write the new type).
+* A retyped column is put under its name, cast to the writer's type: SchemaError when a
+  value does not come back the same from the writer's type (``0.1`` into a writer's
+  float32, an integer out of its range): open a new writer to write the new type.
 * A column dropped since is not put (the writer's own column is filled with NULL, never
   read). Put under its old name it is an unknown column: SchemaError, not silently
   dropped values. A dropped column the writer holds as non-nullable cannot be filled:
@@ -30,8 +31,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from lance_sql.errors import SchemaError
+from lance_sql.errors import NotFoundError, SchemaError, WriterFencedError
 from lance_sql.format.schema import LanceField, LanceSchema
 from lance_sql.io.commit import CommitHandler
 from lance_sql.io.store import ObjectStore
@@ -49,6 +51,7 @@ class _Names:
     added: frozenset[str]             # current names the writer has no column for
     dropped: tuple[LanceField, ...]   # writer's columns the table no longer has
     renamed: dict[str, str]           # writer's name -> current name, where they differ
+    retyped: dict[str, pa.DataType]   # current name -> the writer's type, where they differ
     unchanged: bool                   # every name means the writer's column of that name
 
     @classmethod
@@ -59,8 +62,11 @@ class _Names:
         added = frozenset(f.name for f in table.fields if f.name not in to_written)
         dropped = tuple(f for f in written.fields if f.id not in matched)
         renamed = {w: now for now, w in to_written.items() if w != now}
-        unchanged = not added and not dropped and not renamed
-        return cls(to_written, added, dropped, renamed, unchanged)
+        mine = {f.id: f for f in written.fields}
+        retyped = {now.name: mine[i].arrow_type for i, now in matched.items()
+                   if not mine[i].arrow_type.equals(now.arrow_type)}
+        unchanged = not added and not dropped and not renamed and not retyped
+        return cls(to_written, added, dropped, renamed, retyped, unchanged)
 
 
 class PutColumns:
@@ -78,7 +84,11 @@ class PutColumns:
         self._seen: tuple[object, _Names] | None = None
 
     def _names(self) -> _Names:
-        ref = latest_version(self._store, self._handler)
+        try:
+            ref = latest_version(self._store, self._handler)
+        except NotFoundError as exc:
+            raise WriterFencedError(f"{self._store.uri}: the table this writer wrote is gone "
+                                    "(deleted, or written again at its place)") from exc
         key = (ref.version, ref.identity)
         with self._lock:
             seen = self._seen
@@ -104,6 +114,11 @@ class PutColumns:
                 continue  # (an old key name is not skipped: it raises, saying the new one)
             if mine is None:
                 raise SchemaError(self._unknown(names, name))
+            wanted = names.retyped.get(name)
+            if wanted is not None and not _fits(column, wanted):
+                raise SchemaError(f"column {name!r} changed type after this writer opened, "
+                                  f"and its values do not fit the writer's {wanted}: open a "
+                                  "new writer to write the new type")
             out_names.append(mine)
             columns.append(column)
         if keys is None:
@@ -134,3 +149,16 @@ class PutColumns:
             return (f"column {name!r} was dropped from the table after this writer "
                     "opened: its values would be lost")
         return f"the table has no column {name!r}"
+
+
+def _fits(column: pa.ChunkedArray | pa.Array, to: pa.DataType) -> bool:
+    """Whether ``column``'s values come back the same from type ``to`` (NULLs stay NULL,
+    NaN stays NaN)."""
+    try:
+        back = column.cast(to).cast(column.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    same = pc.equal(back, column)
+    if pa.types.is_floating(column.type):
+        same = pc.or_(same, pc.and_(pc.is_nan(back), pc.is_nan(column)))
+    return bool(pc.all(pc.fill_null(same, True)).as_py())

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
+from lance_sql.errors import InvalidInputError
 from lance_sql.memwal import RegionSpec
 from lance_sql.memwal.generation_tables import named_as_table, open_generation
 from lance_sql.memwal.merger import region_ids
@@ -188,6 +189,24 @@ def test_an_upsert_replaces_the_whole_row_before_and_after_the_merge(tmp_path: P
     assert _merged_base(uri, "w") == now
     assert _reads(tmp_path, uri, "w") == expected
     assert _reads(tmp_path, uri, "v") == _expected(want)
+
+
+@pytest.mark.parametrize("spelt", ["type", "name"])
+def test_altering_to_its_own_type_by_the_types_name_keeps_the_field_id(tmp_path: Path,
+                                                                        spelt: str) -> None:
+    """pyarrow takes a type's name ("string") where a type goes: the same alteration,
+    the same field id kept (a new one made the generations' values read NULL, and the
+    merge wrote NULL)."""
+    uri, want = _table(tmp_path)
+    before = lance_sql.dataset(uri).lance_schema.field("x").id
+    kind: object = pa.string() if spelt == "type" else "string"
+    lance_sql.dataset(uri).alter_columns({"path": "x", "data_type": kind})
+    assert lance_sql.dataset(uri).lance_schema.field("x").id == before
+    values = {k: f"{v % 10}-{k}" for k, v in want.items()}
+    assert _reads(tmp_path, uri, "x", "''") == _expected(values)
+    assert _merged_base(uri, "x") == values
+    with pytest.raises(InvalidInputError, match="not a data type"):
+        lance_sql.dataset(uri).alter_columns({"path": "x", "data_type": "no-such-type"})
 
 
 @pytest.mark.parametrize("column", ["v", "x"])  # x: the last column

@@ -169,3 +169,17 @@ def test_a_writer_of_the_deleted_table_writes_nothing_into_the_new_one(tmp_path:
     finally:
         for w in writer.writers:
             w.abort()
+
+
+def test_a_put_into_a_deleted_table_is_refused_as_fenced(tmp_path: Path) -> None:
+    """A writer whose table was deleted: a put says so as a flush does (WriterFencedError,
+    what a caller catches to open a new writer), not as a missing file."""
+    path = tmp_path / "t.lance"
+    writer = _open_a_with_rows(path)
+    try:
+        shutil.rmtree(path)
+        with pytest.raises(WriterFencedError, match="gone"):
+            writer.put(_rows(range(30, 31), "late"))
+    finally:
+        for w in writer.writers:
+            w.abort()

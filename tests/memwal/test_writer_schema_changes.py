@@ -166,3 +166,26 @@ def test_a_column_dropped_and_added_again_after_the_writer_opened(tmp_path: Path
     writer.put(pa.table({"id": NEW, "v": [i * 10 + 1 for i in NEW]}))
     x = {i: "fresh" for i in range(100)} | {i: None for i in NEW}
     _check_everywhere(tmp_path, uri, writer, "id", {"x": x})
+
+
+def test_a_retyped_column_is_put_only_where_values_fit_the_writers_type(tmp_path: Path
+                                                                        ) -> None:
+    """``f`` float32 -> float64 after the writer opened: values the writer's float32
+    holds exactly are taken; ``0.1`` would come back another number (SchemaError: open a
+    new writer), as an integer out of range does."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                        pa.field("f", pa.float32()), pa.field("i", pa.int8())])
+    ds = lance_sql.write_dataset(pa.table({"id": [1], "f": [1.0], "i": [1]}, schema=schema),
+                                 str(tmp_path / "t.lance"))
+    writer = ds.initialize_mem_wal(RegionSpec.bucket("id", 2)).writer()
+    _OPENED.append(writer)
+    lance_sql.dataset(ds.uri).alter_columns({"path": "f", "data_type": pa.float64()},
+                                             {"path": "i", "data_type": pa.int64()})
+    with pytest.raises(SchemaError, match="'f' changed type"):
+        writer.put(pa.table({"id": [5], "f": [0.1], "i": [1]}))
+    with pytest.raises(SchemaError, match="'i' changed type"):
+        writer.put(pa.table({"id": [5], "f": [0.5], "i": [1000]}))
+    writer.put(pa.table({"id": [6, 7], "f": [0.5, float("nan")], "i": [-3, None]}))
+    got = lance_sql.dataset(ds.uri).mem_wal.scanner().to_table().sort_by("id").to_pylist()
+    assert [r["id"] for r in got] == [1, 6, 7]
+    assert got[1]["f"] == 0.5 and got[1]["i"] == -3 and got[2]["i"] is None

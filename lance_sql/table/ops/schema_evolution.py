@@ -316,8 +316,7 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -
                 _check_no_nulls(ctx.store, base, path)
             changed = replace(changed, nullable=nullable)
         if alt.get("data_type") is not None and not (
-                isinstance(alt["data_type"], pa.DataType)
-                and field.arrow_type.equals(alt["data_type"]) and _has_mem_wal(base)):
+                field.arrow_type.equals(_data_type(alt["data_type"])) and _has_mem_wal(base)):
             if "." in path or field.children:
                 raise InvalidInputError("only top-level, non-nested columns can change type")
             arrow = pa.field(changed.name, alt["data_type"], changed.nullable,
@@ -328,6 +327,14 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -
     if not casts:
         return ctx.commit(Project(schema))
     return _commit_casts(ctx, schema, casts)
+
+
+def _data_type(given: Any) -> pa.DataType:
+    """An alteration's ``data_type`` as a type (pyarrow takes names such as "string")."""
+    try:
+        return pa.field("_", given).type
+    except (TypeError, ValueError, pa.ArrowException) as exc:
+        raise InvalidInputError(f"not a data type: {given!r}") from exc
 
 
 def _has_mem_wal(base: Manifest) -> bool:
