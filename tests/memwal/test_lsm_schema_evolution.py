@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, SchemaError
 from lance_sql.memwal import RegionSpec
 from lance_sql.memwal.generation_tables import named_as_table, open_generation
 from lance_sql.memwal.merger import region_ids
@@ -268,3 +268,22 @@ def test_the_last_column_dropped_and_added_again_reads_null_in_older_generations
         ["fresh"] * 3
     assert _merged_base(uri, "x") == now
     assert _reads(tmp_path, uri, "x", "''") == expected
+
+
+def test_a_table_with_a_mem_wal_takes_only_nullable_new_columns(tmp_path: Path) -> None:
+    """A non-nullable column added under a MemWAL left the generation's rows NULL where
+    NULL cannot be: every scan failed and every merge was refused. It is refused now,
+    nothing committed; a nullable one is taken."""
+    uri, _ = _table(tmp_path)
+    version = lance_sql.dataset(uri).version
+
+    def zeros(batch: pa.RecordBatch) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [pa.array([0] * batch.num_rows, pa.int64())],
+            schema=pa.schema([pa.field("z", pa.int64(), nullable=False)]))
+
+    with pytest.raises(SchemaError, match="must be nullable"):
+        lance_sql.dataset(uri).add_columns(zeros, ["id"])
+    assert lance_sql.dataset(uri).version == version
+    lance_sql.dataset(uri).add_columns({"z": "id * 0"})
+    assert lance_sql.dataset(uri).mem_wal.scanner().to_table().num_rows > 0

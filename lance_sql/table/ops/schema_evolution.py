@@ -62,6 +62,7 @@ def add_columns(ctx: WriteContext, transforms: Any, read_columns: Sequence[str] 
         new_arrow, values = _udf_values(ctx.store, base, transforms, read_columns)
     else:
         new_arrow, values = _aligned_values(base, to_reader(transforms, reader_schema))
+    _check_nullable_under_mem_wal(base, new_arrow)
     schema = base.schema.add_fields(new_arrow, next_field_id(base))
     new_fields = LanceSchema(schema.fields[len(base.schema.fields):])
     fragments = _write_columns(ctx.store, base, new_fields, values)
@@ -335,6 +336,16 @@ def _data_type(given: Any) -> pa.DataType:
         return pa.field("_", given).type
     except (TypeError, ValueError, pa.ArrowException) as exc:
         raise InvalidInputError(f"not a data type: {given!r}") from exc
+
+
+def _check_nullable_under_mem_wal(base: Manifest, added: pa.Schema) -> None:
+    """A table with a MemWAL takes only nullable new columns: rows its writers wrote
+    before (generations, MemTables, WAL) have no value there and read NULL, which a
+    non-nullable column cannot hold (its reads failed and its merges were refused)."""
+    bad = [f.name for f in added if not f.nullable]
+    if bad and _has_mem_wal(base):
+        raise SchemaError(f"columns added to a table with a MemWAL must be nullable (rows "
+                          f"written before read NULL there): {bad}")
 
 
 def _has_mem_wal(base: Manifest) -> bool:
