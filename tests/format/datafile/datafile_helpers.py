@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import io
 import struct
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -294,3 +295,25 @@ __all__ = [
     "values",
     "write_ours",
 ]
+
+
+def write_sorted_runs_file(table: pa.Table, version: str, tmp: Path) -> bytes:
+    """``table`` as a data file of the search tests: pylance's 2.1 writer (its own choice
+    of encodings; schema and field metadata left out, as it would ignore them), or
+    lance_sql's 2.2 writer with small pages (16 KiB, at most 64 KiB), so runs cross page
+    and chunk edges."""
+    if version == "2.1":
+        import lance.file
+
+        path = tmp / "f.lance"
+        plain = table.replace_schema_metadata(None)
+        plain = pa.Table.from_arrays(plain.columns, names=plain.column_names)
+        with lance.file.LanceFileWriter(str(path), plain.schema, version="2.1") as writer:
+            writer.write_batch(plain)
+        return path.read_bytes()
+    sink = io.BytesIO()
+    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version="2.2",
+                             page_bytes=16 * 1024, max_page_bytes=64 * 1024)
+    writer.write_batch(table)
+    writer.finish()
+    return sink.getvalue()

@@ -6,15 +6,14 @@ writer and pylance's 2.1 writer."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from datafile_helpers import write_sorted_runs_file
 
-from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter, point
-from lance_sql.format.schema import LanceSchema
+from lance_sql.format.datafile import BytesSource, LanceFileReader, point
 
 N = 20_000
 
@@ -33,26 +32,10 @@ def _columns(n: int) -> pa.Table:
     })
 
 
-def _write(table: pa.Table, version: str, tmp: Path) -> bytes:
-    if version == "2.1":  # lance_sql writes 2.2; pylance writes 2.1
-        import lance.file
-
-        path = tmp / "f.lance"
-        with lance.file.LanceFileWriter(str(path), table.schema, version="2.1") as writer:
-            writer.write_batch(table)
-        return path.read_bytes()
-    sink = io.BytesIO()
-    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version="2.2",
-                             page_bytes=16 * 1024, max_page_bytes=64 * 1024)
-    writer.write_batch(table)
-    writer.finish()
-    return sink.getvalue()
-
-
 @pytest.fixture(scope="module", params=["2.1", "2.2"])
 def written(request, tmp_path_factory) -> tuple[LanceFileReader, pa.Table]:
     table = _columns(N)
-    data = _write(table, request.param, tmp_path_factory.mktemp("sorted"))
+    data = write_sorted_runs_file(table, request.param, tmp_path_factory.mktemp("sorted"))
     return LanceFileReader(BytesSource(data)), table
 
 
@@ -94,7 +77,7 @@ def test_search_sorted_declines_what_it_cannot_search(tmp_path: Path) -> None:
     table = pa.table({"f": pa.array(np.arange(100, dtype=np.float64)),
                       "s": pa.array([f"{i:03d}" for i in range(100)]),
                       "n": pa.array(list(range(99)) + [None], pa.int64())})
-    reader = LanceFileReader(BytesSource(_write(table, "2.2", tmp_path)))
+    reader = LanceFileReader(BytesSource(write_sorted_runs_file(table, "2.2", tmp_path)))
     colmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
     for field in reader.schema.fields:  # floats, strings, nullable ints with nulls
         assert reader.search_sorted(field, colmap, 0, 100, 5) is None
@@ -104,7 +87,7 @@ def test_search_sorted_of_a_corrupt_chunk_is_a_format_error(tmp_path: Path) -> N
     from lance_sql.errors import FormatError
 
     table = pa.table({"k": pa.array(np.arange(5000, dtype=np.int64) * 7)})
-    data = bytearray(_write(table, "2.2", tmp_path))
+    data = bytearray(write_sorted_runs_file(table, "2.2", tmp_path))
     reader = LanceFileReader(BytesSource(bytes(data)))
     column = reader._leaf_column(0, reader.schema.fields[0], pa.int64())
     page = column.page(0)
@@ -151,7 +134,7 @@ def test_interpolated_search_equals_numpy_and_guesses_evenly_spread_keys(
                                             rng.integers(2**40, 2**41, 8)]).astype(np.int64)),
         "two": pa.array(np.r_[np.zeros(n - 1), [2**62]].astype(np.int64)),
     })
-    reader = LanceFileReader(BytesSource(_write(table, "2.2", tmp_path)))
+    reader = LanceFileReader(BytesSource(write_sorted_runs_file(table, "2.2", tmp_path)))
     colmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
     probes = [0]
     call = point._SortedValues.__call__

@@ -8,17 +8,16 @@ first and after the last; runs at chunk and page edges."""
 from __future__ import annotations
 
 import bisect
-import io
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from datafile_helpers import write_sorted_runs_file
 
-from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter, point
+from lance_sql.format.datafile import BytesSource, LanceFileReader, point
 from lance_sql.format.datafile import compressive as cz
 from lance_sql.format.datafile.miniblock import MiniBlockPage
-from lance_sql.format.schema import LanceSchema
 
 N = 12_000
 COMPRESSIONS = ("none", "lz4", "zstd")
@@ -56,30 +55,12 @@ def _table(compression: str) -> pa.Table:
                           pa.field("b", pa.binary(), metadata=meta)]))
 
 
-def _write(table: pa.Table, version: str, tmp: Path) -> bytes:
-    if version == "2.1":  # pylance writes 2.1 (its own choice of encodings)
-        import lance.file
-
-        path = tmp / "f.lance"
-        plain = table.replace_schema_metadata(None)
-        plain = pa.Table.from_arrays(plain.columns, names=plain.column_names)
-        with lance.file.LanceFileWriter(str(path), plain.schema, version="2.1") as writer:
-            writer.write_batch(plain)
-        return path.read_bytes()
-    sink = io.BytesIO()
-    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version="2.2",
-                             page_bytes=16 * 1024, max_page_bytes=64 * 1024)
-    writer.write_batch(table)
-    writer.finish()
-    return sink.getvalue()
-
-
 @pytest.fixture(scope="module",
                 params=[("2.1", "none"), *(("2.2", c) for c in COMPRESSIONS)])
 def written(request, tmp_path_factory) -> tuple[LanceFileReader, pa.Table, str, str]:
     version, compression = request.param
     table = _table(compression)
-    data = _write(table, version, tmp_path_factory.mktemp("sorted_bytes"))
+    data = write_sorted_runs_file(table, version, tmp_path_factory.mktemp("sorted_bytes"))
     return LanceFileReader(BytesSource(data)), table, version, compression
 
 
@@ -145,7 +126,7 @@ def test_bytes_search_declines_what_it_cannot_search(tmp_path: Path) -> None:
     table = pa.table({"s": pa.array([None] + [f"{i:04d}" for i in range(1, 5000)]),
                       "d": pa.array(sorted(f"v{i % 7}" for i in range(5000))),
                       "f": pa.array(np.arange(5000, dtype=np.float64))})
-    reader = LanceFileReader(BytesSource(_write(table, "2.2", tmp_path)))
+    reader = LanceFileReader(BytesSource(write_sorted_runs_file(table, "2.2", tmp_path)))
     colmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
     page = reader._leaf_column(1, reader.schema.fields[1], pa.string()).page(0)
     assert isinstance(page, MiniBlockPage)
@@ -154,7 +135,7 @@ def test_bytes_search_declines_what_it_cannot_search(tmp_path: Path) -> None:
     for field in reader.schema.fields:
         assert reader.search_sorted(field, colmap, 0, 100, b"v3") is None
     long = pa.table({"s": pa.array([f"{i:06d}" for i in range(40_000)])})
-    reader = LanceFileReader(BytesSource(_write(long, "2.2", tmp_path)))
+    reader = LanceFileReader(BytesSource(write_sorted_runs_file(long, "2.2", tmp_path)))
     starts = reader._columns[0].row_starts
     assert starts.size > 2
     edge = int(starts[1])  # a run across the first page's end
@@ -166,7 +147,7 @@ def test_bytes_search_of_a_corrupt_chunk_is_a_format_error(tmp_path: Path) -> No
     from lance_sql.errors import FormatError
 
     table = pa.table({"s": pa.array([f"{i:06d}" for i in range(5000)])})
-    data = bytearray(_write(table, "2.2", tmp_path))
+    data = bytearray(write_sorted_runs_file(table, "2.2", tmp_path))
     reader = LanceFileReader(BytesSource(bytes(data)))
     field = reader.schema.fields[0]
     column = reader._leaf_column(0, field, pa.string())
