@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_sql.format.manifest import Manifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
+from lance_sql.memwal.held_field_ids import held_field_id
 from lance_sql.memwal.index import load as load_mem_wal_index
 from lance_sql.memwal.read.flat_search import table_knn_plan
 from lance_sql.table.dataset import LanceDataset
@@ -92,6 +94,11 @@ class MemWalDataset(LanceDataset):
                                       columns=columns, filter=filter, version=version)
         return table_knn_plan(ds, column, query_vector, k, metric=metric, columns=columns,
                               filter=filter).to_table()
+
+    def _held_field_id(self, manifest: Manifest) -> int:
+        """New columns go above the ids the MemWAL's unmerged generations and this
+        process's writers hold (:func:`~lance_sql.memwal.held_field_ids.held_field_id`)."""
+        return held_field_id(self, manifest)
 
     @property
     def mem_wal(self) -> MemWal | None:

@@ -496,14 +496,22 @@ class LanceDataset:
         """New columns from SQL expressions (``{"c": "a * 3"}``), Arrow data aligned with
         the rows, a function of each batch, or Arrow fields (all NULL, metadata only)."""
         self._moved_to(schema_evolution.add_columns(self.write_context(), transforms,
-                                                    read_columns, reader_schema))
+                                                    read_columns, reader_schema,
+                                                    self._held_field_id))
 
     def drop_columns(self, columns: Sequence[str]) -> None:
         self._moved_to(schema_evolution.drop_columns(self.write_context(), columns))
 
     def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
         """Each alteration: ``{"path": ..., "name"?: ..., "nullable"?: ..., "data_type"?: ...}``."""
-        self._moved_to(schema_evolution.alter_columns(self.write_context(), alterations))
+        self._moved_to(schema_evolution.alter_columns(self.write_context(), alterations,
+                                                      self._held_field_id))
+
+    def _held_field_id(self, manifest: Manifest) -> int:
+        """The highest field id something outside ``manifest`` (a version of this table)
+        still holds, so new columns go above it; -1: nothing. The MemWAL layer's
+        subclass answers for its generations and writers."""
+        return -1
 
     def merge_insert(self, on: str | Sequence[str]) -> MergeInsertBuilder:
         """Upsert by key: ``.when_matched_update_all()``, ``.when_not_matched_insert_all()``,

@@ -1,1 +1,2 @@
-"""Versions of a table: listing and loading manifests, tags, and time travel."""
+"""Versions of a table: listing and loading manifests, tags, time travel, and the
+field ids a table has used."""

@@ -14,12 +14,17 @@
   MemTables and flushed generations are matched to the table's columns by field id, and
   a new id of the same type, at the end of the schema, looks like a column dropped and
   added again (the reference refuses any type change on such a table).
+* New ids come from :func:`~lance_sql.table.meta.field_ids.next_field_id`: above every
+  id the table holds or held, and above ``held``, what the caller knows outside the
+  manifest still holds (the MemWAL layer passes its unmerged generations' ids). On a
+  table with a MemWAL, a drop that lowers the table's highest id first commits the
+  field-id mark (an UpdateConfig) so no later column takes a dropped one's id.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,27 +32,45 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError
+from lance_sql.errors import (
+    IncompatibleConflict,
+    InvalidInputError,
+    NotFoundError,
+    RetryableConflict,
+    SchemaError,
+)
 from lance_sql.expr import parse_predicate, value_expression
 from lance_sql.format.fragment import DataFile, Fragment
-from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
-from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
 from lance_sql.format.schema import LanceField, LanceSchema, check_column_names
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.reader import FragmentReader
-from lance_sql.table.txn.operations import Merge, Project
+from lance_sql.table.meta.field_ids import (
+    MAX_FIELD_ID_CONFIG,
+    has_mem_wal,
+    mark_to_record,
+    next_field_id,
+    recorded_mark,
+)
+from lance_sql.table.txn.operations import Merge, Project, UpdateConfig, UpdateMap
 from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import FragmentWriter, to_reader
 
 Values = Callable[[Fragment, ObjectStore], pa.Table]  # fragment -> its new columns
+# The highest field id held outside a table version's manifest (-1: none); see next_field_id
+Held = Callable[[Manifest], int]
+
+
+def _no_holders(base: Manifest) -> int:
+    return -1
 
 
 # ---------------------------------------------------------------------------- add columns
 def add_columns(ctx: WriteContext, transforms: Any, read_columns: Sequence[str] | None = None,
-                reader_schema: pa.Schema | None = None) -> Manifest:
+                reader_schema: pa.Schema | None = None, held: Held = _no_holders) -> Manifest:
     """Commit new columns from ``transforms``: SQL expressions (a mapping), a UDF over
-    ``read_columns``, an Arrow schema (all-null columns), or rows aligned with the table."""
+    ``read_columns``, an Arrow schema (all-null columns), or rows aligned with the table.
+    ``held(base)``: the highest field id held outside the manifest (new ids go above)."""
     base = ctx.table
     if isinstance(transforms, pa.Field):
         transforms = pa.schema([transforms])
@@ -55,7 +78,7 @@ def add_columns(ctx: WriteContext, transforms: Any, read_columns: Sequence[str] 
             all(isinstance(f, pa.Field) for f in transforms):
         transforms = pa.schema(transforms)
     if isinstance(transforms, pa.Schema):
-        return _add_null_columns(ctx, transforms)
+        return _add_null_columns(ctx, transforms, held)
     if isinstance(transforms, Mapping):
         new_arrow, values = _sql_values(base, transforms)
     elif callable(transforms) and not isinstance(transforms, pa.Table | pa.RecordBatchReader):
@@ -63,7 +86,7 @@ def add_columns(ctx: WriteContext, transforms: Any, read_columns: Sequence[str] 
     else:
         new_arrow, values = _aligned_values(base, to_reader(transforms, reader_schema))
     _check_nullable_under_mem_wal(base, new_arrow)
-    schema = base.schema.add_fields(new_arrow, next_field_id(base))
+    schema = base.schema.add_fields(new_arrow, next_field_id(base, held(base)))
     new_fields = LanceSchema(schema.fields[len(base.schema.fields):])
     fragments = _write_columns(ctx.store, base, new_fields, values)
     return _commit_merge(ctx, schema, fragments)
@@ -77,22 +100,13 @@ def _commit_merge(ctx: WriteContext, schema: LanceSchema,
         return ctx.commit(Merge(tuple(f for f, _ in fragments), schema))
 
 
-def _add_null_columns(ctx: WriteContext, schema: pa.Schema) -> Manifest:
+def _add_null_columns(ctx: WriteContext, schema: pa.Schema, held: Held) -> Manifest:
     bad = [f.name for f in schema if not f.nullable]
     if bad:
         raise SchemaError(f"columns added without data must be nullable: {bad}")
     base = ctx.table
-    return ctx.commit(Merge(base.fragments, base.schema.add_fields(schema, next_field_id(base))))
-
-
-def next_field_id(base: Manifest) -> int:
-    """The id a new column takes: above every id of the schema and of the data files.
-
-    A dropped column's data stays in its files (until compaction) under its id: a new
-    column taking that id would read the dropped values (pylance reads them so), and
-    MemWAL generations written before the drop would be matched to it by id."""
-    in_files = (i for frag in base.fragments for f in frag.files for i in f.fields)
-    return max(base.schema.max_field_id(), max(in_files, default=-1)) + 1
+    return ctx.commit(Merge(base.fragments,
+                            base.schema.add_fields(schema, next_field_id(base, held(base)))))
 
 
 def _sql_values(base: Manifest, exprs: Mapping[str, str]) -> tuple[pa.Schema, Values]:
@@ -289,18 +303,55 @@ def drop_columns(ctx: WriteContext, columns: Sequence[str]) -> Manifest:
     if not kept:
         raise InvalidInputError("cannot drop every column of a table")
     schema = LanceSchema(kept, base.schema.metadata)
+    if not has_mem_wal(base):
+        return ctx.commit(Project(schema), check_winners=_no_new_mem_wal)
+    mark = mark_to_record(base, schema)
+    if mark is not None:
+        _record_mark(ctx, mark)
     return ctx.commit(Project(schema))
+
+
+_MARK_ATTEMPTS = 5
+
+
+def _record_mark(ctx: WriteContext, mark: int) -> None:
+    """Commit the field-id mark ``mark`` (an UpdateConfig), unless the table records one
+    as high already. Before the drop's own commit: a mark without its drop (that commit
+    failing) only makes new ids higher. Two drops recording marks at once conflict on the
+    config key; the loser reads the table again and records the higher of the two."""
+    current = ctx
+    for _ in range(_MARK_ATTEMPTS):
+        if recorded_mark(current.table.config) >= mark:
+            return
+        update = UpdateMap.of({MAX_FIELD_ID_CONFIG: str(mark)})
+        try:
+            current.commit(UpdateConfig(config_updates=update))
+            return
+        except IncompatibleConflict:
+            current = WriteContext.open(ctx.store, ctx.config, must_exist=True)
+    raise RetryableConflict(f"{ctx.store.uri}: other writers kept recording the field-id "
+                            "mark; retry the drop")
+
+
+def _no_new_mem_wal(base: Manifest, latest: Manifest) -> None:
+    """A drop read on a table without a MemWAL records no mark; if the table got one
+    since (its writers may hold the dropped columns), the drop must be redone."""
+    if has_mem_wal(latest) and not has_mem_wal(base):
+        raise RetryableConflict("drop_columns: the table got a MemWAL meanwhile; retry the "
+                                "drop")
 
 
 _ALTER_KEYS = {"path", "name", "nullable", "data_type"}
 
 
-def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -> Manifest:
-    """Commit renames, nullability and type changes of columns (one mapping per column)."""
+def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]],
+                  held: Held = _no_holders) -> Manifest:
+    """Commit renames, nullability and type changes of columns (one mapping per column).
+    ``held``: as for :func:`add_columns` (a type change gives the column a new id)."""
     base = ctx.table
     schema = base.schema
     casts: dict[int, LanceField] = {}  # old field id -> replacement field (new id)
-    next_id = itertools.count(next_field_id(base))
+    next_id: Iterator[int] | None = None  # (asked for only when a type changes)
     for alt in alterations:
         unknown = set(alt) - _ALTER_KEYS
         if unknown or "path" not in alt:
@@ -317,11 +368,13 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]]) -
                 _check_no_nulls(ctx.store, base, path)
             changed = replace(changed, nullable=nullable)
         if alt.get("data_type") is not None and not (
-                field.arrow_type.equals(_data_type(alt["data_type"])) and _has_mem_wal(base)):
+                field.arrow_type.equals(_data_type(alt["data_type"])) and has_mem_wal(base)):
             if "." in path or field.children:
                 raise InvalidInputError("only top-level, non-nested columns can change type")
             arrow = pa.field(changed.name, alt["data_type"], changed.nullable,
                              metadata=field.to_arrow().metadata)
+            if next_id is None:
+                next_id = itertools.count(next_field_id(base, held(base)))
             changed = LanceField.from_arrow(arrow, next_id)
             casts[changed.id] = changed
         schema = _replace_by_id(schema, field.id, changed)
@@ -343,13 +396,9 @@ def _check_nullable_under_mem_wal(base: Manifest, added: pa.Schema) -> None:
     before (generations, MemTables, WAL) have no value there and read NULL, which a
     non-nullable column cannot hold (its reads failed and its merges were refused)."""
     bad = [f.name for f in added if not f.nullable]
-    if bad and _has_mem_wal(base):
+    if bad and has_mem_wal(base):
         raise SchemaError(f"columns added to a table with a MemWAL must be nullable (rows "
                           f"written before read NULL there): {bad}")
-
-
-def _has_mem_wal(base: Manifest) -> bool:
-    return any(i.name == MEM_WAL_INDEX_NAME for i in decode_index_section(base.index_section))
 
 
 def _check_rename(schema: LanceSchema, path: str, name: str) -> str:

@@ -44,6 +44,7 @@ from lance_sql.format.memwal import (
 )
 from lance_sql.format.schema import LanceSchema
 from lance_sql.table.files.lineage import stamp_fragments
+from lance_sql.table.meta.field_ids import restored_config
 from lance_sql.table.txn.operations import (
     Append,
     Clone,
@@ -407,11 +408,12 @@ def _(op: Restore, previous: Manifest, ctx: _Ctx) -> Manifest:
     source = ctx.source
     if source is None or source.version != op.version:
         raise InvalidInputError(f"restore needs the manifest of version {op.version}")
-    # Ids stay unique across the whole history: the high-water marks never go back.
+    # Ids stay unique across the whole history: the high-water marks never go back
+    # (field ids too, on a table with a MemWAL: see table/meta/field_ids.py).
     max_ids = [x for x in (previous.max_fragment_id, source.max_fragment_id) if x is not None]
     ctx.next_row_id = max(previous.next_row_id, source.next_row_id)
     return replace(source, max_fragment_id=max(max_ids) if max_ids else None,
-                   next_row_id=ctx.next_row_id)
+                   next_row_id=ctx.next_row_id, config=restored_config(previous, source))
 
 
 @_apply.register
