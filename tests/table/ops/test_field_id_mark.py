@@ -95,6 +95,21 @@ def test_the_mark_survives_pylance_writes_and_pylance_reads_the_new_column(
     assert lance_sql.dataset(uri).count_rows() == 23
 
 
+def test_a_restore_to_before_a_column_existed_keeps_its_id_used(tmp_path: Path) -> None:
+    """``b`` added after the MemWAL was set up (its writers may hold it), then the table
+    restored to before it: like a drop, the restore keeps id 2 used."""
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(_rows([1, 2]).drop_columns(["b"]), uri)
+    ds.initialize_mem_wal(RegionSpec.bucket("id", 2))
+    without_b = ds.version
+    ds.add_columns({"b": "'x'"})
+    ds.restore(without_b)
+    assert lance_sql.dataset(uri).config() == {MAX_FIELD_ID_CONFIG: "2"}
+    lance_sql.dataset(uri).add_columns(pa.field("c", pa.string()))
+    assert _ids(uri) == {"id": 0, "a": 1, "c": 3}
+    assert lance.dataset(uri).to_table() == lance_sql.dataset(uri).to_table()
+
+
 # ------------------------------------------------------------------ interleavings
 def _memory(mem_wal: bool) -> tuple[str, MemoryStore]:
     name = f"fieldmark{next(_names)}"
