@@ -3,7 +3,8 @@
 The sequence that read wrong data: ``b`` (the highest field id) holds values in a flushed
 generation or a writer's MemTable; ``b`` is dropped and a compaction rewrites the base
 files without it; a new column ``c`` took ``b``'s id, and those rows' old ``b`` values
-read (and merged) as ``c``. Now the drop records the table's field-id mark, and, for a
+read (and merged) as ``c``. Now the drop records the table's field-id mark (the only
+holder another process's writer has), and, for a
 table whose drop recorded none (pylance dropped it), new ids also go above the ids the
 unmerged generations and this process's writers hold. ``c`` reads NULL on the rows the
 MemWAL wrote (an upsert replaces the whole row), in scans, lookups, SQL and once merged.
@@ -11,6 +12,10 @@ MemWAL wrote (an upsert replaces the whole row), in scans, lookups, SQL and once
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +37,7 @@ PUT = list(range(90, 110))  # 10 base keys updated, 10 inserted
 KEYS = [0, 5, 89, 90, 95, 100, 109]
 WANT_C = {k: ("new" if k < 90 else None) for k in BASE + PUT}
 
+ROOT = Path(__file__).resolve().parents[2]
 _OPENED: list[RoutingWriter] = []
 
 
@@ -141,6 +147,46 @@ def test_an_open_writers_rows_do_not_fill_the_new_column(tmp_path: Path) -> None
     assert _reads(tmp_path, uri) == _expected()  # from the MemTable
     writer.close()
     assert _reads(tmp_path, uri) == _expected()  # from the generation it flushed
+    _merged_reads(uri)
+
+
+WRITER = """
+import sys
+import pyarrow as pa
+import lance_sql
+uri = sys.argv[1]
+ds = lance_sql.dataset(uri)
+writer = ds.mem_wal.writer()
+ids = list(range(90, 110))
+writer.put(pa.table({"id": ids, "a": ids, "b": [f"old{i}" for i in ids]}, schema=ds.schema))
+print("put", flush=True)
+assert sys.stdin.readline().strip() == "flush"
+writer.close()
+print("flushed", flush=True)
+"""
+
+
+def test_another_processs_writer_does_not_fill_the_new_column(tmp_path: Path) -> None:
+    """Only the mark knows id 2 here: the writer holding ``b`` values is in another
+    process (unseen by this one) and flushes after the drop, compaction and add."""
+    uri = _table(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), uri],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "put", proc.stderr
+        _drop_and_compact(uri)
+        lance_sql.dataset(uri).add_columns({"c": "'new'"})
+        assert _field_ids(uri) == {"id": 0, "a": 1, "c": 3}
+        out, err = proc.communicate("flush\n", timeout=120)
+        assert proc.returncode == 0 and out.strip() == "flushed", err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _reads(tmp_path, uri) == _expected()
     _merged_reads(uri)
 
 
