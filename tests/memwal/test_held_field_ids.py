@@ -3,11 +3,11 @@
 The sequence that read wrong data: ``b`` (the highest field id) holds values in a flushed
 generation or a writer's MemTable; ``b`` is dropped and a compaction rewrites the base
 files without it; a new column ``c`` took ``b``'s id, and those rows' old ``b`` values
-read (and merged) as ``c``. Now the drop records the table's field-id mark (the only
-holder another process's writer has), and, for a
-table whose drop recorded none (pylance dropped it), new ids also go above the ids the
-unmerged generations and this process's writers hold. ``c`` reads NULL on the rows the
-MemWAL wrote (an upsert replaces the whole row), in scans, lookups, SQL and once merged.
+read (and merged) as ``c``. Now the drop records the table's field-id mark (all that
+knows the id when the writer is in another process), and, for a table whose drop
+recorded none (pylance dropped it), new ids also go above the ids the unmerged
+generations and this process's writers hold. ``c`` reads NULL on the rows the MemWAL
+wrote (an upsert replaces the whole row), in scans, lookups, SQL and once merged.
 """
 
 from __future__ import annotations
