@@ -228,3 +228,22 @@ def test_held_ids_are_the_unmerged_generations_and_open_writers(tmp_path: Path) 
     mw = lance_sql.dataset(uri).mem_wal
     assert mw is not None and mw.merge()
     assert held() == -1  # merged: the base table holds its rows now
+
+
+def test_a_type_change_after_a_drop_without_mark_skips_the_generations_ids(
+        tmp_path: Path) -> None:
+    """A type change gives the column a new id: above the unmerged generation's ``b``
+    (id 2) too, so the generation's ``a`` values read cast under the retyped ``a``
+    (with id 2 its ``b`` strings were taken for ``a``'s)."""
+    uri = _table(tmp_path)
+    with _writer(uri) as writer:
+        writer.put(_rows(PUT, "old"))
+    _drop_and_compact(uri, by_pylance=True)
+    lance_sql.dataset(uri).alter_columns({"path": "a", "data_type": pa.int32()})
+    assert _field_ids(uri) == {"id": 0, "a": 3}
+    mw = lance_sql.dataset(uri).mem_wal
+    assert mw is not None
+    got = mw.scanner(["id", "a"]).to_table()
+    assert got.schema.field("a").type == pa.int32()
+    assert got["a"].to_pylist() == got["id"].to_pylist()
+    assert sorted(got["id"].to_pylist()) == sorted(set(BASE + PUT))
