@@ -15,25 +15,35 @@ answer is an empty mapping, so scans pay nothing more after the first one of a v
 a table whose owner vouches for unique keys skips it: :data:`UNIQUE_BASE_KEYS_CONFIG`).
 Only the rows whose codes repeat are compared as keys and placed in the table's order
 (:func:`.keys.latest_positions`).
+
+A base version found to hold each key once leaves a :class:`KeyDigest` behind (its codes
+sorted, with their row addresses; kind ``base_key_digests``). A later version that only
+adds fragments and deletes rows (a merge's commit, an append, a delete) is then checked
+from its new fragments alone: their codes are looked up in the digest, and a repeat is
+possible only where a hit is a row still live in the new version. No such hit: unique, and
+the digest takes the new rows in. Any hit, or a change the digest cannot follow (a key
+column's files rewritten, a deletion undone by a restore), falls back to the full check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 
+from lance_sql.format.fragment import Fragment
 from lance_sql.memwal.memtable import key_codes
 from lance_sql.memwal.read.keys import latest_positions
 from lance_sql.memwal.read.sources import BaseSource, lance_scanner, table_order
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.files.reader import ROW_ADDR
-from lance_sql.table.runtime.cache import BASE_DUPLICATES
+from lance_sql.table.files.reader import ROW_ADDR, deleted_offsets
+from lance_sql.table.runtime.cache import BASE_DUPLICATES, BASE_KEY_DIGESTS
 from lance_sql.table.runtime.context import current_runtime
 
-__all__ = ["UNIQUE_BASE_KEYS_CONFIG", "merged_rows", "superseded_base_rows"]
+__all__ = ["UNIQUE_BASE_KEYS_CONFIG", "KeyDigest", "merged_rows", "superseded_base_rows"]
 
 # A table config key: set to "true", the table's owner vouches that its base holds each
 # primary key once (every write a merge_insert on the key, say), and scans skip the check
@@ -41,8 +51,14 @@ __all__ = ["UNIQUE_BASE_KEYS_CONFIG", "merged_rows", "superseded_base_rows"]
 # 10M int64 keys). A key held twice then reads twice in a scan, as the owner said it cannot.
 UNIQUE_BASE_KEYS_CONFIG = "lance_sql.memwal.unique_base_keys"
 
-# Calls that read a base version's keys to find its duplicates (tests: once per version).
+# Calls that read a base version's keys to find its duplicates (tests: once per version),
+# and checks settled from a digest and the new fragments alone.
 KEY_READS = [0]
+DIGEST_CHECKS = [0]
+
+_MASK32 = np.uint64(0xFFFFFFFF)
+# Entries of deleted rows a digest carries before it drops them (beyond as many as live).
+_SLACK = 1 << 16
 
 
 def superseded_base_rows(base: BaseSource) -> dict[int, np.ndarray]:
@@ -55,25 +71,43 @@ def superseded_base_rows(base: BaseSource) -> dict[int, np.ndarray]:
     # (the commit time too: a table written again at the same place restarts at 1)
     where = (ds.store.uri, ds.version, ds.manifest.timestamp_ns, tuple(base.key_columns))
     return current_runtime().cache.get_or_load(
-        BASE_DUPLICATES, where, lambda: _superseded(ds, base.key_columns))
+        BASE_DUPLICATES, where, lambda: superseded_at(ds, tuple(base.key_columns)))
 
 
-def _superseded(ds: LanceDataset, key_columns: Sequence[str]) -> dict[int, np.ndarray]:
+def superseded_at(ds: LanceDataset, key_columns: tuple[str, ...]) -> dict[int, np.ndarray]:
+    """:func:`superseded_base_rows` of ``ds``: from the digest of an earlier unique version
+    when it settles the question, else read in full (leaving a digest when unique)."""
+    cache = current_runtime().cache
+    slot = (ds.store.uri, key_columns)
+    prior: KeyDigest | None = cache.peek(BASE_KEY_DIGESTS, slot)
+    if prior is not None and prior.version < ds.version:
+        derived = prior.advanced(ds)
+        if derived is not None:
+            DIGEST_CHECKS[0] += 1
+            cache.put(BASE_KEY_DIGESTS, slot, derived)
+            return {}
+    superseded, digest = full_read_superseded(ds, key_columns)
+    if digest is not None:
+        latest: KeyDigest | None = cache.peek(BASE_KEY_DIGESTS, slot)
+        if latest is None or latest.version < digest.version:
+            cache.put(BASE_KEY_DIGESTS, slot, digest)
+    return superseded
+
+
+def full_read_superseded(ds: LanceDataset, key_columns: Sequence[str]
+                ) -> tuple[dict[int, np.ndarray], KeyDigest | None]:
+    """The superseded rows of ``ds`` from all its keys, and its digest when they are
+    unique (None otherwise)."""
     KEY_READS[0] += 1
-    tables = [t for t in lance_scanner(ds, [*key_columns, ROW_ADDR], None).to_tables()
-              if t.num_rows]
-    if sum(t.num_rows for t in tables) < 2:
-        return {}
-    # each piece's codes (an integer key: its values), in the order read: codes that
-    # only ever rise, in any order, are distinct, and so are the keys
-    codes = np.concatenate([key_codes([t.column(k).combine_chunks() for k in key_columns])
-                            for t in tables])
-    if bool((codes[1:] > codes[:-1]).all()):
-        return {}
-    ordered = np.sort(codes)
+    codes, addresses, tables = _codes_of(ds, key_columns, None)
+    if codes.size < 2 or bool((codes[1:] > codes[:-1]).all()):
+        # codes that only ever rise, in any order, are distinct, and so are the keys
+        return {}, KeyDigest.of(ds, key_columns, codes, addresses)
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
     repeats = ordered[1:] == ordered[:-1]
     if not repeats.any():
-        return {}
+        return {}, KeyDigest.of(ds, key_columns, ordered, addresses[order])
     # the rows whose code repeats (few): their keys compared (a hash code may collide),
     # the last in the table's order kept
     rows = np.flatnonzero(np.isin(codes, np.unique(ordered[1:][repeats])))
@@ -84,7 +118,175 @@ def _superseded(ds: LanceDataset, key_columns: Sequence[str]) -> dict[int, np.nd
     newest = latest_positions(keys, table_order(addresses, ds.manifest.fragments))
     older = np.ones(rows.size, bool)
     older[newest] = False
-    return _by_fragment(addresses[older])
+    return _by_fragment(addresses[older]), None
+
+
+def _codes_of(ds: LanceDataset, key_columns: Sequence[str],
+              fragments: Sequence[Fragment] | None
+              ) -> tuple[np.ndarray, np.ndarray, list[pa.Table]]:
+    """Key codes and row addresses of the live rows of ``fragments`` (all: None), in the
+    order read, and the tables read (key columns and row addresses)."""
+    tables = [t for t in lance_scanner(ds, [*key_columns, ROW_ADDR], None,
+                                       fragments=fragments).to_tables() if t.num_rows]
+    if not tables:
+        return np.empty(0, np.int64), np.empty(0, np.uint64), tables
+    codes = np.concatenate([key_codes([t.column(k).combine_chunks() for k in key_columns])
+                            for t in tables])
+    addresses = np.concatenate([np.asarray(numpy_of(t.column(ROW_ADDR).combine_chunks()),
+                                           np.uint64) for t in tables])
+    return codes, addresses, tables
+
+
+def _key_files(fragment: Fragment, key_ids: frozenset[int]) -> tuple:
+    """What a fragment's key values are read from: its data files holding a key field."""
+    return tuple((f.path, f.fields, f.base_id) for f in fragment.files
+                 if key_ids.intersection(f.fields))
+
+
+@dataclass(frozen=True)
+class KeyDigest:
+    """Every key code of a base version that holds each key once, with the row address
+    of each, as a few sorted runs (the first version's, then each later version's new
+    rows, merged as they pile up); with the fragments it read them from, to tell what a
+    later version changed. Rows deleted since stay in it until they outnumber the live
+    ones: a hit on one is seen to be dead."""
+
+    uri: str
+    version: int
+    key_ids: tuple[int, ...]  # the key columns' field ids, in key order
+    fragments: Mapping[int, Fragment]
+    runs: tuple[tuple[np.ndarray, np.ndarray], ...]  # (sorted codes, their addresses)
+
+    @property
+    def nbytes(self) -> int:
+        held = sum(int(c.nbytes + a.nbytes) for c, a in self.runs)
+        return held + 256 * len(self.fragments)
+
+    @property
+    def entries(self) -> int:
+        return sum(c.size for c, _ in self.runs)
+
+    @classmethod
+    def of(cls, ds: LanceDataset, key_columns: Sequence[str], codes: np.ndarray,
+           addresses: np.ndarray) -> KeyDigest:
+        """The digest of ``ds`` from its (sorted) codes and their addresses."""
+        key_ids = tuple(ds.manifest.schema.field(k).id for k in key_columns)
+        return cls(ds.store.uri, ds.version, key_ids,
+                   {f.id: f for f in ds.manifest.fragments}, ((codes, addresses),))
+
+    def advanced(self, ds: LanceDataset) -> KeyDigest | None:
+        """The digest of the later version ``ds`` when its keys are unique as settled
+        from its new fragments alone; None when that cannot be settled so (a repeat is
+        possible, or the version changed what the digest stands on)."""
+        schema = ds.manifest.schema
+        top = {f.id: f.name for f in schema.fields}
+        if ds.store.uri != self.uri or any(i not in top for i in self.key_ids):
+            return None
+        key_columns = [top[i] for i in self.key_ids]  # (as named now: codes are by value)
+        ids = frozenset(self.key_ids)
+        kept: dict[int, Fragment] = {}
+        new: list[Fragment] = []
+        for frag in ds.manifest.fragments:
+            old = self.fragments.get(frag.id)
+            if old is None:
+                new.append(frag)
+                continue
+            if _key_files(old, ids) != _key_files(frag, ids):
+                return None  # its key values were rewritten (or another table's fragment)
+            if old.deletion_file != frag.deletion_file and not _only_more_deleted(ds, old, frag):
+                return None  # a row the digest has not counted is live again
+            kept[frag.id] = frag
+        runs = self.runs
+        if new:
+            codes, addresses, _ = _codes_of(ds, key_columns, new)
+            found = add_unique_run(runs, codes, addresses,
+                                   lambda hits: live_rows(ds, kept, hits))
+            if found is None:
+                return None
+            runs = found
+        every = {f.id: f for f in ds.manifest.fragments}
+        digest = KeyDigest(self.uri, ds.version, self.key_ids, every, runs)
+        if digest.entries > 2 * sum(f.num_rows for f in every.values()) + _SLACK:
+            digest = digest._live_only(ds)
+        return digest
+
+    def _live_only(self, ds: LanceDataset) -> KeyDigest:
+        """This digest (of ``ds``) without the rows ``ds`` has deleted, in one run."""
+        every = {f.id: f for f in ds.manifest.fragments}
+        codes, addresses = _merged(self.runs)
+        live = live_rows(ds, every, addresses)
+        return replace(self, runs=((codes[live], addresses[live]),))
+
+
+def add_unique_run(runs: tuple[tuple[np.ndarray, np.ndarray], ...], codes: np.ndarray,
+                   addresses: np.ndarray, live: Callable[[np.ndarray], np.ndarray]
+                   ) -> tuple[tuple[np.ndarray, np.ndarray], ...] | None:
+    """``runs`` (sorted codes with their addresses) and the new ``codes`` as one more run:
+    None when the new codes repeat one another or one of them is held by an address that
+    ``live`` (row addresses -> bool mask) says still holds its row. A run at least a
+    quarter of the one before it is merged into it, so runs stay few (their sizes fall
+    by 4x or more each) and each row is merged O(log n) times."""
+    order = np.argsort(codes, kind="stable")
+    fresh, fresh_at = codes[order], addresses[order]
+    if fresh.size > 1 and bool((fresh[1:] == fresh[:-1]).any()):
+        return None
+    hits = []
+    for run_codes, run_addresses in runs:
+        lo = np.searchsorted(run_codes, fresh, "left")
+        hi = np.searchsorted(run_codes, fresh, "right")
+        counts = hi - lo
+        if counts.any():
+            starts = np.repeat(lo, counts)
+            within = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts,
+                                                              counts)
+            hits.append(run_addresses[starts + within])
+    if hits and bool(live(np.concatenate(hits)).any()):
+        return None
+    out = [*runs, (fresh, fresh_at)]
+    while len(out) > 1 and 4 * out[-1][0].size >= out[-2][0].size:
+        out[-2:] = [_merged(out[-2:])]
+    return tuple(out)
+
+
+def _merged(runs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted runs as one (a stable sort of sorted runs laid end to end merges them)."""
+    if len(runs) == 1:
+        return runs[0]
+    codes = np.concatenate([c for c, _ in runs])
+    order = np.argsort(codes, kind="stable")
+    return codes[order], np.concatenate([a for _, a in runs])[order]
+
+
+def _within(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Which ``values`` are in ``sorted_set`` (sorted, as deletion vectors are)."""
+    if not sorted_set.size:
+        return np.zeros(values.size, bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
+    return sorted_set[at] == values
+
+
+def live_rows(ds: LanceDataset, kept: Mapping[int, Fragment], addresses: np.ndarray
+              ) -> np.ndarray:
+    """Which ``addresses`` name a row live in ``ds``: its fragment one of ``kept``, and
+    the row not deleted there."""
+    fragments = (addresses >> np.uint64(32)).astype(np.int64)
+    offsets = (addresses & _MASK32).astype(np.int64)
+    out = np.zeros(addresses.size, bool)
+    order = np.argsort(fragments, kind="stable")
+    cuts = np.flatnonzero(np.diff(fragments[order])) + 1
+    for group in np.split(order, cuts) if order.size else []:
+        frag = kept.get(int(fragments[group[0]]))
+        if frag is not None:
+            deleted = deleted_offsets(ds.store, ds.manifest, frag).astype(np.int64)
+            out[group] = ~_within(offsets[group], deleted)
+    return out
+
+
+def _only_more_deleted(ds: LanceDataset, old: Fragment, new: Fragment) -> bool:
+    """Whether ``new``'s deleted rows include every one of ``old``'s (same fragment)."""
+    before = deleted_offsets(ds.store, ds.manifest, old).astype(np.int64)
+    after = deleted_offsets(ds.store, ds.manifest, new).astype(np.int64)
+    return before.size <= after.size and bool(_within(before, after).all())
 
 
 def _by_fragment(addresses: np.ndarray) -> dict[int, np.ndarray]:

@@ -93,6 +93,13 @@ class LruCache:
         self._weight += weight
         self._evict()
 
+    def put(self, key: Hashable, value: Any) -> None:
+        """Keep ``value`` under ``key``, in place of what was there (unless too heavy:
+        then what was there stays)."""
+        weight = self._weigh(value) if self._weigh is not None else 0
+        with self._lock:
+            self._keep(key, value, weight)
+
     def peek(self, key: Hashable) -> Any:
         """The value cached under ``key`` (marked as used), or None; nothing is loaded."""
         with self._lock:
@@ -226,6 +233,11 @@ BASE_DUPLICATES = CacheKind(
     lambda rows: 64 + sum(int(r.nbytes) + 64 for r in rows.values()),
     "per base-table version, the rows of keys it holds twice that are not the key's "
     "newest there (none: its keys are unique), by base fragment")
+BASE_KEY_DIGESTS = CacheKind(
+    "base_key_digests", 512 * MiB, 16, _nbytes,
+    "per table and primary key, the sorted key codes and row addresses of a base version "
+    "known to hold each key once (16 bytes a row), from which the next versions' checks "
+    "read only their new fragments")
 LSM_WINNERS = CacheKind(
     "lsm_winners", 256 * MiB, 4096, _nbytes,
     "per set of newer MemWAL sources (generations, MemTable snapshots), each one's newest "
@@ -252,7 +264,8 @@ KINDS: tuple[CacheKind, ...] = (
     MANIFESTS, TABLE_VERSIONS, DATA_FILES, DELETIONS, LINEAGE, LINEAGE_ARRAYS, ROW_ID_INDEXES,
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
     GENERATION_TABLES, GENERATION_KEYS, GENERATION_ROWS, GENERATION_BLOOMS,
-    BASE_ROWS_HIDDEN, BASE_DUPLICATES, LSM_WINNERS, LSM_WINNING_ROWS, LSM_KEY_DIRECTORIES,
+    BASE_ROWS_HIDDEN, BASE_DUPLICATES, BASE_KEY_DIGESTS, LSM_WINNERS, LSM_WINNING_ROWS,
+    LSM_KEY_DIRECTORIES,
     REGION_VALUES, LSM_VIEWS,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
@@ -293,6 +306,10 @@ class TableCache:
         """The ``kind`` values cached under ``keys``; the missing ones from one
         ``load(missing keys)`` call (each kept if it fits)."""
         return self._caches[kind.name].get_or_load_many(keys, load)
+
+    def put(self, kind: CacheKind, key: Hashable, value: Any) -> None:
+        """Keep ``value`` as the ``kind`` value under ``key`` (replacing it)."""
+        self._caches[kind.name].put(key, value)
 
     def peek(self, kind: CacheKind, key: Hashable) -> Any:
         """The ``kind`` value cached under ``key``, or None (nothing is loaded)."""
