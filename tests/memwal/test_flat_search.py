@@ -171,3 +171,31 @@ def test_nearest_never_returns_a_key_put_and_deleted_in_one_generation(
         sql = (f"SELECT id FROM nearest('t', 'vec', {query.tolist()}, 6) "
                "ORDER BY _distance")
         assert session.sql(sql).to_arrow_table()["id"].to_pylist() == _brute(model, query, 6)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_nearest_skips_a_base_row_a_later_base_row_of_its_key_supersedes(
+        tmp_path: Path, exact: bool) -> None:
+    """Plain appends may hold a key twice in the base: only its newest (last) row is a
+    candidate, as LSM scans and lookups read it; the older copy right at the query never
+    shows (Python, bloom or exact, and SQL)."""
+    rng = np.random.default_rng(17)
+    model: dict[int, np.ndarray] = {}
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(_lsm_rows(model, list(range(60)), rng), uri, max_rows_per_file=25)
+    query = np.array([0.5, -0.5, 0.5, -0.5])
+    at_query = pa.table({"id": [7, 8], "vec": pa.FixedSizeListArray.from_arrays(
+        pa.array(np.tile(query, 2).astype(np.float32)), 4)}, schema=LSM)
+    lance_sql.write_dataset(at_query, uri, mode="append")  # key 7 and 8 again, at the query
+    model[7] = model[8] = query
+    lance_sql.write_dataset(_lsm_rows(model, [7], rng), uri, mode="append")  # 7: moved away
+    ds = lance_sql.dataset(uri)
+    mw = ds.initialize_mem_wal(RegionSpec.bucket("id", 2))
+    with mw.writer() as w:
+        w.put(_lsm_rows(model, [100, 101], rng))
+        got = mw.nearest("vec", query, k=5, columns=["id"], exact=exact)
+        assert got["id"].to_pylist() == _brute(model, query, 5)
+        assert got["id"].to_pylist()[0] == 8 and got["id"].to_pylist().count(7) <= 1
+        session = lance_sql.connect(str(tmp_path))
+        sql = f"SELECT id FROM nearest('t', 'vec', {query.tolist()}, 5) ORDER BY _distance"
+        assert session.sql(sql).to_arrow_table()["id"].to_pylist() == _brute(model, query, 5)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr.arrow import Expr, to_pyarrow, to_sql
+from lance_sql.memwal.read.duplicates import superseded_base_rows
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.metrics import measured
 from lance_sql.memwal.read.nodes import (
@@ -28,7 +29,7 @@ from lance_sql.memwal.read.nodes import (
     conform,
     members,
 )
-from lance_sql.memwal.read.sources import Source, precedence
+from lance_sql.memwal.read.sources import BaseSource, Source, precedence
 from lance_sql.table.files.reader import ROW_ADDR
 
 __all__ = ["METRICS", "FilterStaleExec", "KNNExec", "StaleCheck", "check_filter", "distances"]
@@ -141,7 +142,13 @@ class KNNExec(ExecNode):
     def execute(self) -> Iterator[pa.RecordBatch]:
         best: pa.Table | None = None
         scanned, checked = self.rows_scanned, self.rows_checked
-        for batch in self.scan.execute():
+        # base rows a later base row of their key supersedes (a key appended twice) never
+        # compete: the key's newest base row is its only base candidate
+        older = (superseded_base_rows(self.source) if isinstance(self.source, BaseSource)
+                 and self.source.key_columns else None)
+        if older:
+            self.metrics.add("base_rows_superseded", sum(int(r.size) for r in older.values()))
+        for batch in self.scan.execute(older or None):
             valid, matrix = _vectors(batch.column(self.column))
             if not valid.size:
                 continue
