@@ -4,6 +4,7 @@ full check wherever that cannot settle it: each answer equal to a full read's.""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -170,3 +171,71 @@ def test_a_restore_that_brings_a_deleted_copy_back_is_found(tmp_path: Path) -> N
     assert _check(uri) == {}
     lance_sql.dataset(uri).restore(before_delete)
     assert _check(uri) == {0: [5]}
+
+
+def test_a_scan_after_cleanup_removed_the_digests_deletion_file(tmp_path: Path) -> None:
+    """The digest's version had a deletion file that a cleanup of old versions removed
+    since (and no cache holds it): the check falls back to a full read, no error."""
+    uri = str(tmp_path / "t.lance")
+    cache = current_runtime().cache
+    cache.configure(deletions=1)  # deletion vectors are never kept
+    try:
+        lance_sql.write_dataset(_rows(list(range(100)), "b"), uri)
+        MemWal.initialize(lance_sql.dataset(uri), None)
+        lance_sql.dataset(uri).delete("a = 3")
+        assert MemWal(lance_sql.dataset(uri)).scanner(["a"]).to_table().num_rows == 99
+        for i in range(3):
+            lance_sql.dataset(uri).merge_insert("a").when_matched_update_all() \
+                .when_not_matched_insert_all().execute(_rows([10 + i, 1000 + i], "m"))
+        lance_sql.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+        reads = duplicates.KEY_READS[0]
+        got = MemWal(lance_sql.dataset(uri)).scanner(["a", "s"]).to_table()
+        assert got.num_rows == 102 and len(set(got["a"].to_pylist())) == 102
+        assert duplicates.KEY_READS[0] == reads + 1
+    finally:
+        cache.configure(deletions=256 << 20)
+
+
+def test_a_compaction_is_read_in_full_and_its_digest_holds_the_live_rows(
+        tmp_path: Path) -> None:
+    """After merges and a compaction (most rows new), the check reads the keys in full
+    rather than looking every one up, and the new digest holds one entry a live row."""
+    uri = str(tmp_path / "t.lance")
+    current_runtime().cache.clear(BASE_KEY_DIGESTS.name)
+    lance_sql.write_dataset(_rows(list(range(2000)), "b"), uri, max_rows_per_file=500)
+    assert _check(uri) == {}
+    for i in range(3):
+        lance_sql.dataset(uri).merge_insert("a").when_matched_update_all() \
+            .when_not_matched_insert_all().execute(_rows(list(range(i, 2000, 40)), f"m{i}"))
+    settled = duplicates.DIGEST_CHECKS[0]
+    assert _check(uri) == {}
+    assert duplicates.DIGEST_CHECKS[0] == settled + 1
+    lance_sql.dataset(uri).compact_files(target_rows_per_fragment=4000)
+    reads = duplicates.KEY_READS[0]
+    assert _check(uri) == {}
+    assert duplicates.KEY_READS[0] == reads + 2  # (the check's full read, and _check's own)
+    digest = current_runtime().cache.peek(BASE_KEY_DIGESTS, (uri, ("a",)))
+    assert sum(c.size for c, _ in digest.runs) == 2000
+
+
+def test_keys_read_out_of_order_get_a_digest_from_the_second_version_on(
+        tmp_path: Path) -> None:
+    """Ordering codes read out of order with their addresses costs several sorts: the
+    first full read of a table in a process keeps no digest; a later version's does
+    (versions keep coming), and the next one is settled from it."""
+    uri = str(tmp_path / "t.lance")
+    current_runtime().cache.clear(BASE_KEY_DIGESTS.name)
+    keys = np.random.default_rng(5).permutation(3000).tolist()
+    lance_sql.write_dataset(_rows(keys, "b"), uri, max_rows_per_file=1000)
+    assert _check(uri) == {}
+    slot = (uri, ("a",))
+    assert not isinstance(current_runtime().cache.peek(BASE_KEY_DIGESTS, slot),
+                          duplicates.KeyDigest)
+    lance_sql.write_dataset(_rows([5000, 5001], "n"), uri, mode="append")
+    assert _check(uri) == {}
+    assert isinstance(current_runtime().cache.peek(BASE_KEY_DIGESTS, slot),
+                      duplicates.KeyDigest)
+    settled = duplicates.DIGEST_CHECKS[0]
+    lance_sql.write_dataset(_rows([5002], "n"), uri, mode="append")
+    assert _check(uri) == {}
+    assert duplicates.DIGEST_CHECKS[0] == settled + 1

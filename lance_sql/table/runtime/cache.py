@@ -94,10 +94,13 @@ class LruCache:
         self._evict()
 
     def put(self, key: Hashable, value: Any) -> None:
-        """Keep ``value`` under ``key``, in place of what was there (unless too heavy:
-        then what was there stays)."""
+        """Keep ``value`` under ``key`` in place of what was there; a value too heavy to
+        keep leaves nothing there (not the value it was to replace)."""
         weight = self._weigh(value) if self._weigh is not None else 0
         with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._weight -= old[1]
             self._keep(key, value, weight)
 
     def peek(self, key: Hashable) -> Any:
@@ -308,8 +311,13 @@ class TableCache:
         return self._caches[kind.name].get_or_load_many(keys, load)
 
     def put(self, kind: CacheKind, key: Hashable, value: Any) -> None:
-        """Keep ``value`` as the ``kind`` value under ``key`` (replacing it)."""
+        """Keep ``value`` as the ``kind`` value under ``key`` (replacing it; too heavy to
+        keep, it leaves nothing there)."""
         self._caches[kind.name].put(key, value)
+
+    def bound(self, kind: CacheKind) -> int:
+        """The byte bound of ``kind`` now (a value heavier is never kept)."""
+        return self._bounds[kind.name]
 
     def peek(self, kind: CacheKind, key: Hashable) -> Any:
         """The ``kind`` value cached under ``key``, or None (nothing is loaded)."""

@@ -32,6 +32,17 @@ def test_least_recently_used_goes_first() -> None:
     assert loads == ["a", "b", "c", "b"]
 
 
+def test_put_replaces_and_a_value_too_heavy_leaves_nothing_behind() -> None:
+    """put keeps a value in place of the old one; one too heavy to keep must not leave
+    the old value standing in for it (a reader would take the old one as current)."""
+    cache = LruCache(10, max_weight=10, weigh=len)
+    cache.put("k", "old")
+    cache.put("k", "newer")
+    assert cache.peek("k") == "newer" and cache.weight == 5
+    cache.put("k", "far too heavy")
+    assert cache.peek("k") is None and cache.weight == 0
+
+
 def test_total_weight_is_bounded_and_heavy_values_are_not_kept() -> None:
     cache = LruCache(10, max_weight=10, weigh=len)
     loads: list[str] = []
