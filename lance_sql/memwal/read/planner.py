@@ -23,7 +23,7 @@ and :meth:`LsmView.knn_plan` (top-k with stale filtering). An engine calls them 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -347,12 +347,22 @@ class LsmView:
         cache = current_runtime().cache
         warm = self.warm
         names: tuple[str, ...] = ()
+        stamp: tuple[Hashable, bool] | None = None
         if warm is not None:
-            names = tuple(self.base.store.list_dir(MEM_WAL_DIR))
+            store = self.base.store
             # one read: the state is shared, and another read may replace it meanwhile
             listing = warm.listing
+            # _mem_wal/ as it was when listed last (settled, see the .warm module): the
+            # same names, without listing them
+            stamp = store.directory_stamp(MEM_WAL_DIR)
+            if stamp is not None and listing is not None and listing[2] == stamp[0]:
+                self._listed_cache = listing[1]
+                return listing[1]
+            names = tuple(store.list_dir(MEM_WAL_DIR))
             if listing is not None and listing[0] == names:
                 # every region there had a manifest then; spec ids and values are fixed
+                if stamp is not None and stamp[1]:  # (the same list: routes stay tied)
+                    warm.listing = (names, listing[1], stamp[0])
                 self._listed_cache = listing[1]
                 return listing[1]
             found = [RegionPaths.parse_region_dir(n) for n in names]
@@ -386,7 +396,8 @@ class LsmView:
         if warm is not None:  # published once (an unclaimed region may be claimed later:
             # then no listing is kept, and the next read lists again)
             warm.listing = None if unclaimed else (
-                names, [(r[0], r[1], r[2], None, None) for r in out])
+                names, [(r[0], r[1], r[2], None, None) for r in out],
+                stamp[0] if stamp is not None and stamp[1] else None)
         self._listed_cache = out
         return out
 
