@@ -347,9 +347,13 @@ class LocalStore(ObjectStore):
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def identity(self, key: str) -> Hashable:
-        """One ``stat``: inode, size, and modification and change times (ns)."""
+        """One ``stat``: inode, size, and modification and change times (ns); the walk's
+        ``lstat`` of the last segment is that ``stat`` when it is no link."""
+        path, info = self._walk_info(key)
         try:
-            return _identity(os.stat(self._resolve(key)))
+            if info is None or stat.S_ISLNK(info.st_mode):
+                info = os.stat(path)  # a link (followed), or a segment missing (raises)
+            return _identity(info)
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
