@@ -134,7 +134,9 @@ class WarmView:
         warm = self._view
         if warm is not None:
             store = warm.base.store
-            if handler_latest(store, self.commit_config.handler) is None:
+            ref = handler_latest(store, self.commit_config.handler)
+            stamp = None
+            if ref is None:  # (a handler that tracks versions itself is asked alone)
                 # _versions/ as it was when the warm view was last found current: nothing
                 # was committed since (one stat instead of a probe; see the module doc)
                 stamp = store.directory_stamp(VERSIONS_DIR)
@@ -142,9 +144,7 @@ class WarmView:
                 if stamp is not None and current is not None and current[0] is warm and \
                         current[1] == stamp[0]:
                     return warm.fresh()
-            else:
-                stamp = None
-            ref = self._latest(warm)
+                ref = self._listed_latest(store)
             if ref is not None and ref.version == warm.base.version and \
                     self._same_file(ref.identity):
                 if stamp is not None and stamp[1]:  # taken before the probe, settled
@@ -172,12 +172,9 @@ class WarmView:
                 return False
         return seen is None or seen == identity
 
-    def _latest(self, warm: LsmView) -> VersionRef | None:
-        """The table's latest version (see the module docstring); None: no manifest."""
-        store = warm.base.store
-        tracked = handler_latest(store, self.commit_config.handler)
-        if tracked is not None:  # a handler that tracks versions itself (external store)
-            return tracked
+    def _listed_latest(self, store: ObjectStore) -> VersionRef | None:
+        """The table's latest version in ``_versions/`` (see the module docstring; the
+        caller asked the commit handler first); None: no manifest."""
         listed = self._listed_versions
         if listed is not None and listed > LISTED_VERSIONS_MAX:
             return latest_version(store)  # from the hint (the handler was asked above)
