@@ -182,3 +182,21 @@ def test_commits_in_one_clock_tick_are_seen(tmp_path: Path, coarse_clock: None) 
     got = mw.get({"id": pa.array(keys, pa.int64())})
     assert got.column("v").to_pylist() == [f"n{k}" for k in keys]
     assert [_value(mw, k) for k in keys] == [[f"n{k}"] for k in keys]
+
+
+def test_manifest_rewritten_in_place_reopens_the_view(tmp_path: Path, monkeypatch) -> None:
+    uri, mw = _table(tmp_path)
+    assert _value(mw, 7) == ["b7"]
+    _settle()
+    assert _value(mw, 7) == ["b7"]  # the stamp of _versions/ remembered
+    opened = _counting(monkeypatch, warm, "dataset")
+    assert _value(mw, 8) == ["b8"]
+    assert opened[0] == 0  # nothing changed: the warm view
+    manifest = lance_sql.dataset(uri).manifest_key
+    path = Path(uri) / manifest
+    data = path.read_bytes()
+    time.sleep(0.015)  # past a coarse clock's tick
+    with open(path, "r+b") as f:  # the same name, the same directory entry: no stamp move
+        f.write(data)
+    assert _value(mw, 8) == ["b8"]
+    assert opened[0] == 1  # the manifest is another file now: the version opened again

@@ -12,13 +12,13 @@ without any staleness window:
   read and four existence checks: ~half the time on a local disk; the same answer, a
   listing being what the hint stands in for), plus one ``stat`` of the manifest to tell
   it from one of the same number written later; else ``dataset()``'s probe from the hint,
-  whose ``stat`` tells that already. On a local disk even that is skipped while
+  whose ``stat`` tells that already. On a local disk the listing is skipped while
   ``_versions/`` keeps the stamp (inode, modification and change times) it had just
-  before the last probe that found the view current: every commit, hint write or
-  collection adds, renames or removes an entry there, which moves the directory's
-  times. The stamp is trusted only once settled (its times some 50 ms before it was
-  taken), as git trusts its index: a change in the same clock tick as the one before
-  could leave the times as they were;
+  before the last probe that found the view current (the manifest's ``stat`` stays):
+  every commit, hint write or collection adds, renames or removes an entry there,
+  which moves the directory's times. The stamp is trusted only once settled (its times
+  some 50 ms before it was taken), as git trusts its index: a change in the same clock
+  tick as the one before could leave the times as they were;
 * the MemTables are taken from the in-process writer registry on every read;
 * the regions are listed on every read (one listing); what a listing resolves to
   (regions' spec ids and values, fixed once a region exists) is reused while the same
@@ -138,11 +138,12 @@ class WarmView:
             stamp = None
             if ref is None:  # (a handler that tracks versions itself is asked alone)
                 # _versions/ as it was when the warm view was last found current: nothing
-                # was committed since (one stat instead of a probe; see the module doc)
+                # was committed since (a stat instead of a listing; see the module doc),
+                # and its manifest is still the file it was (not one copied over it)
                 stamp = store.directory_stamp(VERSIONS_DIR)
                 current = self._current  # one read: another thread may replace it
                 if stamp is not None and current is not None and current[0] is warm and \
-                        current[1] == stamp[0]:
+                        current[1] == stamp[0] and self._same_file():
                     return warm.fresh()
                 ref = self._listed_latest(store)
             if ref is not None and ref.version == warm.base.version and \
