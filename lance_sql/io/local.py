@@ -28,6 +28,7 @@ import os
 import shutil
 import stat
 import threading
+import time
 import uuid
 from collections.abc import Hashable, Sequence
 from typing import BinaryIO, cast
@@ -66,6 +67,10 @@ _PREADV = getattr(os, "preadv", None)
 # Reads of at least this many bytes are views of the file's memory map (no copy);
 # smaller ones are copied by ``pread``, which costs no more for them.
 MAP_MIN_READ = 64 * 1024
+# A directory stamp is settled (listings made after it may be remembered under it) when
+# the directory last changed at least this long before the stamp was taken: well above
+# the kernel's timestamp tick (1-10 ms) and what the two clocks may differ by.
+STAMP_SETTLED_NS = 50_000_000
 # ``LANCE_SQL_MMAP=0`` turns mapped reads off for every local store created afterwards.
 MMAP_SWITCH = "LANCE_SQL_MMAP"
 
@@ -277,25 +282,31 @@ class LocalStore(ObjectStore):
         when some segment does not exist, or for the root). One ``lstat`` per segment,
         as before every access; the mode lets :meth:`exists` answer without another
         system call."""
+        path, info = self._walk_info(key, directory)
+        return path, (None if info is None else info.st_mode)
+
+    def _walk_info(self, key: str, directory: bool = False
+                   ) -> tuple[str, os.stat_result | None]:
+        """:meth:`_walk` with the whole ``lstat`` of the last segment."""
         parts = _checked_key(key).split("/") if key or not directory else ()
         root = self._root_prefix()
         inside = root if root.endswith(os.sep) else root + os.sep
-        path, mode = root, None
+        path, info = root, None
         for i, part in enumerate(parts):
             candidate = (path if path.endswith(os.sep) else path + os.sep) + part
             try:
-                mode = os.lstat(candidate).st_mode
+                info = os.lstat(candidate)
             except (FileNotFoundError, NotADirectoryError):
                 rest = parts[i + 1:]
                 return (candidate + os.sep + os.sep.join(rest) if rest else candidate), None
-            if stat.S_ISLNK(mode):
+            if stat.S_ISLNK(info.st_mode):
                 candidate = os.path.realpath(candidate)
                 if candidate != root and not candidate.startswith(inside):
                     raise PathEscapeError(
                         f"{self._path(key)}: {'/'.join(parts[:i + 1])} is a symbolic link "
                         f"to {candidate}, outside the table root {self.root}")
             path = candidate
-        return path, mode
+        return path, info
 
     def read(self, key: str) -> bytes:
         # os-level calls: a buffered open adds an isatty probe, two fstats and a seek to
@@ -336,11 +347,39 @@ class LocalStore(ObjectStore):
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def identity(self, key: str) -> Hashable:
-        """One ``stat``: inode, size, and modification and change times (ns)."""
+        """One ``stat``: inode, size, and modification and change times (ns); the walk's
+        ``lstat`` of the last segment is that ``stat`` when it is no link."""
+        path, info = self._walk_info(key)
         try:
-            return _identity(os.stat(self._resolve(key)))
+            if info is None or stat.S_ISLNK(info.st_mode):
+                info = os.stat(path)  # a link (followed), or a segment missing (raises)
+            return _identity(info)
         except (FileNotFoundError, NotADirectoryError) as exc:
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
+
+    def directory_stamp(self, prefix: str) -> tuple[Hashable, bool] | None:
+        """One ``stat`` of the directory (the walk's last ``lstat``, unless a link):
+        (device, inode, modification and change times) — a directory's modification time
+        moves whenever an entry is added, removed or renamed, and a directory made again
+        at the same place is a new inode or a later time. Settled when both times lie at
+        least :data:`STAMP_SETTLED_NS` before this call's start (the racy-git rule: the
+        kernel stamps files from a clock that ticks every few ms, so a change made in
+        the same tick as the last one, after a listing, could leave the time as it was).
+        None when the directory does not exist."""
+        started = time.time_ns()
+        path, info = self._walk_info(prefix, True)
+        if info is None and prefix:
+            return None  # a segment is missing
+        if info is None or stat.S_ISLNK(info.st_mode):  # the root, or a link (followed)
+            try:
+                info = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        if not stat.S_ISDIR(info.st_mode):
+            return None
+        latest = max(info.st_mtime_ns, info.st_ctime_ns)
+        settled = latest <= started - STAMP_SETTLED_NS
+        return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns), settled
 
     def exists(self, key: str) -> bool:
         path, mode = self._walk(key)

@@ -135,6 +135,13 @@ class ObjectStore(ABC):
         1's manifest, WAL entries). :class:`NotFoundError` if absent."""
         return (self.size(key), self.modified_ns(key))
 
+    def directory_stamp(self, prefix: str) -> tuple[Hashable, bool] | None:
+        """What tells directory ``prefix``'s entries now from its entries at another
+        moment: (a stamp that changes whenever an entry is added, removed or renamed,
+        whether it has settled: a listing made after this call may be remembered under
+        it). None when the store has no such thing (object stores): the caller lists."""
+        return None
+
     def list_temporaries(self, prefix: str) -> list[tuple[str, int]]:
         """``(name, modified_ns)`` of the temporaries directly under ``prefix`` that a
         writer of ours creates before publishing (see :func:`is_temporary`) — left

@@ -136,9 +136,11 @@ class MemWal:
         """Point lookups: the newest live row of each key in ``keys`` (its primary-key
         columns), in the keys' order; deleted and unknown keys are left out. ``version``
         looks up as of an older base version (see :meth:`view`)."""
-        table = pa.table(keys) if not isinstance(keys, pa.Table) else keys
         view = (self._warm.view() if consistency == "strong" and version is None
                 else self.view(consistency, version))
+        table = keys if isinstance(keys, pa.Table) else view.one_key_table(keys)
+        if table is None:
+            table = pa.table(keys)
         one = view.lookup_one(table, columns) if table.num_rows == 1 else None
         return one if one is not None else view.lookup_plan(table, columns).to_table()
 

@@ -12,7 +12,13 @@ without any staleness window:
   read and four existence checks: ~half the time on a local disk; the same answer, a
   listing being what the hint stands in for), plus one ``stat`` of the manifest to tell
   it from one of the same number written later; else ``dataset()``'s probe from the hint,
-  whose ``stat`` tells that already;
+  whose ``stat`` tells that already. On a local disk the listing is skipped while
+  ``_versions/`` keeps the stamp (inode, modification and change times) it had just
+  before the last probe that found the view current (the manifest's ``stat`` stays):
+  every commit, hint write or collection adds, renames or removes an entry there,
+  which moves the directory's times. The stamp is trusted only once settled (its times
+  some 50 ms before it was taken), as git trusts its index: a change in the same clock
+  tick as the one before could leave the times as they were;
 * the MemTables are taken from the in-process writer registry on every read;
 * the regions are listed on every read (one listing); what a listing resolves to
   (regions' spec ids and values, fixed once a region exists) is reused while the same
@@ -21,7 +27,8 @@ without any staleness window:
   when ``v + 1`` does not exist and ``v`` still does (versions are written one after
   another and the garbage collector removes the oldest first, so a missing ``v + 1``
   with ``v`` present cannot hide a newer version). Two existence checks instead of
-  reading the hint, probing and decoding the manifest.
+  reading the hint, probing and decoding the manifest; none while the manifest
+  directory keeps the settled stamp it had before the last such check (as above).
 
 State lives in the handle (no module-level cache); it is only ever a shortcut to the
 same answer the cold path gives, which the tests check after flushes, merges, GC and
@@ -39,6 +46,7 @@ from dataclasses import dataclass, field
 
 from lance_sql.errors import NotFoundError
 from lance_sql.format.memwal import RegionManifest
+from lance_sql.format.naming import VERSIONS_DIR
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.read.planner import LsmView
 from lance_sql.memwal.region_log import RegionLog
@@ -63,28 +71,37 @@ LISTED_VERSIONS_MAX = 32
 class WarmState:
     """What a warm view remembers between reads (see the module docstring)."""
 
-    # the listing's names -> what they resolved to (region, spec id, values)
-    listing: tuple[tuple[str, ...], list] | None = None
+    # the listing's names -> what they resolved to (region, spec id, values), and the
+    # settled stamp of _mem_wal/ taken before those names were listed (None: none)
+    listing: tuple[tuple[str, ...], list, Hashable | None] | None = None
     # (that listing, spec id, positions of the spec's regions in it, {region values as a
     # Python tuple: position})
     routes: tuple[list, int, list[int], dict] | None = None
     manifests: dict[uuid.UUID, RegionManifest] = field(default_factory=dict)
     # region -> (the manifest remembered there, the keys of its version's successor and
-    # of itself: the two names each read probes, spelt once)
-    _probes: dict[uuid.UUID, tuple[RegionManifest, list[str]]] = field(default_factory=dict)
+    # of itself: the two names each read probes, spelt once, and the settled stamp of
+    # the manifest directory taken before a probe found it latest, or None)
+    _probes: dict[uuid.UUID, tuple[RegionManifest, list[str], Hashable | None]] = field(
+        default_factory=dict)
 
     def latest_manifest(self, log: RegionLog) -> RegionManifest | None:
-        """The region's latest manifest, reusing the one seen last when still latest."""
+        """The region's latest manifest, reusing the one seen last when still latest: its
+        manifest directory unchanged since a probe found it latest, else by a probe."""
         known = self.manifests.get(log.region_id)
         if known is not None:
             probe = self._probes.get(log.region_id)  # one read: threads may replace it
             if probe is None or probe[0] is not known:
                 paths = log.paths
                 probe = (known, [paths.manifest(known.version + 1),
-                                 paths.manifest(known.version)])
+                                 paths.manifest(known.version)], None)
                 self._probes[log.region_id] = probe
+            stamp = log.store.directory_stamp(log.paths.manifest_dir)
+            if stamp is not None and probe[2] is not None and probe[2] == stamp[0]:
+                return known  # no manifest written or removed there since
             following, still = log.store.exists_many(probe[1])
             if not following and still:
+                if stamp is not None and stamp[1]:
+                    self._probes[log.region_id] = (known, probe[1], stamp[0])
                 return known
         manifest = log.latest()
         if manifest is not None:
@@ -107,14 +124,32 @@ class WarmView:
         self._keyed: tuple[object, LsmView] | None = None
         # manifests the last listing of _versions/ found (None: none listed yet)
         self._listed_versions: int | None = None
+        # (the warm view, the stamp of _versions/ taken just before a probe found that
+        # view's version the latest, settled): while _versions/ keeps that stamp, the
+        # view is current without a probe (see ObjectStore.directory_stamp)
+        self._current: tuple[LsmView, Hashable] | None = None
 
     def view(self) -> LsmView:
         """A strong view as of now: the warm one refreshed, or a new one after a commit."""
         warm = self._view
         if warm is not None:
-            ref = self._latest(warm)
+            store = warm.base.store
+            ref = handler_latest(store, self.commit_config.handler)
+            stamp = None
+            if ref is None:  # (a handler that tracks versions itself is asked alone)
+                # _versions/ as it was when the warm view was last found current: nothing
+                # was committed since (a stat instead of a listing; see the module doc),
+                # and its manifest is still the file it was (not one copied over it)
+                stamp = store.directory_stamp(VERSIONS_DIR)
+                current = self._current  # one read: another thread may replace it
+                if stamp is not None and current is not None and current[0] is warm and \
+                        current[1] == stamp[0] and self._same_file():
+                    return warm.fresh()
+                ref = self._listed_latest(store)
             if ref is not None and ref.version == warm.base.version and \
                     self._same_file(ref.identity):
+                if stamp is not None and stamp[1]:  # taken before the probe, settled
+                    self._current = (warm, stamp[0])
                 return warm.fresh()
         self._keep_state_if_same_table()
         view = LsmView(dataset(self.uri, commit_config=self.commit_config),
@@ -138,12 +173,9 @@ class WarmView:
                 return False
         return seen is None or seen == identity
 
-    def _latest(self, warm: LsmView) -> VersionRef | None:
-        """The table's latest version (see the module docstring); None: no manifest."""
-        store = warm.base.store
-        tracked = handler_latest(store, self.commit_config.handler)
-        if tracked is not None:  # a handler that tracks versions itself (external store)
-            return tracked
+    def _listed_latest(self, store: ObjectStore) -> VersionRef | None:
+        """The table's latest version in ``_versions/`` (see the module docstring; the
+        caller asked the commit handler first); None: no manifest."""
         listed = self._listed_versions
         if listed is not None and listed > LISTED_VERSIONS_MAX:
             return latest_version(store)  # from the hint (the handler was asked above)

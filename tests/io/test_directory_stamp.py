@@ -1,0 +1,98 @@
+"""ObjectStore.directory_stamp: a local directory's stamp moves whenever an entry is added,
+removed or replaced, tells a directory made again from the one before, and is settled
+only once the directory's times lie well before the call (a listing may be remembered
+under it then); links are followed inside the root and refused out of it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from lance_sql.errors import PathEscapeError
+from lance_sql.io import local
+from lance_sql.io.local import LocalStore
+from lance_sql.io.memory import MemoryStore
+
+
+def _settle() -> None:
+    time.sleep(local.STAMP_SETTLED_NS / 1e9 + 0.02)
+
+
+def test_stamp_moves_with_every_entry_change(tmp_path: Path) -> None:
+    store = LocalStore(str(tmp_path / "t"))
+    store.put("_versions/1.manifest", b"x")
+    _settle()
+    found = store.directory_stamp("_versions")
+    assert found is not None and found[1]  # unchanged for a while: settled
+    stamp = found[0]
+    assert store.directory_stamp("_versions") == (stamp, True)  # reading changes nothing
+    store.read("_versions/1.manifest")
+    assert store.directory_stamp("_versions") == (stamp, True)
+    changes = [lambda: store.put("_versions/2.manifest", b"y"),  # a new entry
+               lambda: store.put("_versions/2.manifest", b"z"),  # replaced (renamed over)
+               lambda: store.put_if_absent("_versions/3.manifest", b"w"),
+               lambda: store.delete("_versions/1.manifest")]
+    for change in changes:
+        before = store.directory_stamp("_versions")
+        time.sleep(0.015)  # past a coarse clock's tick (kernels without fine-grained times)
+        change()
+        after = store.directory_stamp("_versions")
+        assert before is not None and after is not None and after[0] != before[0]
+        assert not after[1]  # changed just now: not settled
+
+
+def test_a_directory_made_again_has_another_stamp(tmp_path: Path) -> None:
+    store = LocalStore(str(tmp_path / "t"))
+    store.put("_versions/1.manifest", b"x")
+    _settle()
+    first = store.directory_stamp("_versions")
+    shutil.rmtree(tmp_path / "t")
+    assert store.directory_stamp("_versions") is None  # gone
+    store.put("_versions/1.manifest", b"x")  # the same names again
+    again = store.directory_stamp("_versions")
+    assert first is not None and again is not None and again[0] != first[0]
+
+
+def test_unchanged_directory_is_not_settled_at_first(tmp_path: Path, monkeypatch) -> None:
+    store = LocalStore(str(tmp_path / "t"))
+    store.put("d/a", b"x")
+    found = store.directory_stamp("d")
+    assert found is not None and not found[1]
+    monkeypatch.setattr(local, "STAMP_SETTLED_NS", 0)
+    found = store.directory_stamp("d")
+    assert found is not None and found[1]
+    # a directory whose times lie ahead of the clock (a clock set back) is never settled
+    future = time.time_ns() + 10**12
+    os.utime(tmp_path / "t" / "d", ns=(future, future))
+    found = store.directory_stamp("d")
+    assert found is not None and not found[1]
+
+
+def test_missing_file_and_linked_directories(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    store = LocalStore(str(root))
+    store.put("d/a", b"x")
+    assert store.directory_stamp("missing") is None
+    assert store.directory_stamp("missing/deeper") is None
+    assert store.directory_stamp("d/a") is None  # a file, not a directory
+    assert store.directory_stamp("") is not None  # the root
+    os.symlink(root / "d", root / "inside")
+    inside, real = store.directory_stamp("inside"), store.directory_stamp("d")
+    assert inside is not None and real is not None and inside[0] == real[0]
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", root / "out")
+    with pytest.raises(PathEscapeError):
+        store.directory_stamp("out")
+
+
+def test_memory_store_has_no_stamps(tmp_path: Path) -> None:
+    store = MemoryStore(f"stamp-{tmp_path.name}")
+    try:
+        store.put("d/a", b"x")
+        assert store.directory_stamp("d") is None
+    finally:
+        MemoryStore.reset(f"stamp-{tmp_path.name}")
