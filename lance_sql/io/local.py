@@ -71,6 +71,10 @@ MAP_MIN_READ = 64 * 1024
 # the directory last changed at least this long before the stamp was taken: well above
 # the kernel's timestamp tick (1-10 ms) and what the two clocks may differ by.
 STAMP_SETTLED_NS = 50_000_000
+# Filesystems that keep whole seconds (ext3's small inodes, HFS+; FAT: two seconds) stamp a
+# change up to this much before it happened: times in whole seconds settle this much later.
+COARSE_TICK_NS = 2_000_000_000
+_SECOND_NS = 1_000_000_000
 # ``LANCE_SQL_MMAP=0`` turns mapped reads off for every local store created afterwards.
 MMAP_SWITCH = "LANCE_SQL_MMAP"
 
@@ -248,6 +252,18 @@ class LocalSource:
             pass
 
 
+def stamp_settled(mtime_ns: int, ctime_ns: int, started_ns: int) -> bool:
+    """Whether a directory with these modification and change times, stat'ed at
+    ``started_ns``, is settled: no change can still come with the same times (see
+    :meth:`LocalStore.directory_stamp`). Both times in whole seconds say the filesystem
+    keeps no finer ones (a real fine time lands on a whole second once in a billion: it is
+    then only settled later), so a change may come up to :data:`COARSE_TICK_NS` after."""
+    margin = STAMP_SETTLED_NS
+    if mtime_ns % _SECOND_NS == 0 and ctime_ns % _SECOND_NS == 0:
+        margin += COARSE_TICK_NS
+    return max(mtime_ns, ctime_ns) <= started_ns - margin
+
+
 class LocalStore(ObjectStore):
     """Objects are files below ``root``; keys map to relative paths."""
 
@@ -361,11 +377,12 @@ class LocalStore(ObjectStore):
         """One ``stat`` of the directory (the walk's last ``lstat``, unless a link):
         (device, inode, modification and change times) — a directory's modification time
         moves whenever an entry is added, removed or renamed, and a directory made again
-        at the same place is a new inode or a later time. Settled when both times lie at
-        least :data:`STAMP_SETTLED_NS` before this call's start (the racy-git rule: the
-        kernel stamps files from a clock that ticks every few ms, so a change made in
-        the same tick as the last one, after a listing, could leave the time as it was).
-        None when the directory does not exist."""
+        at the same place is a new inode or a later time. Settled (:func:`stamp_settled`)
+        when both times lie at least :data:`STAMP_SETTLED_NS` before this call's start,
+        more for times in whole seconds (the racy-git rule: the kernel stamps files from
+        a clock that ticks every few ms, so a change made in the same tick as the last
+        one, after a listing, could leave the time as it was). None when the directory
+        does not exist."""
         started = time.time_ns()
         path, info = self._walk_info(prefix, True)
         if info is None and prefix:
@@ -377,8 +394,7 @@ class LocalStore(ObjectStore):
                 return None
         if not stat.S_ISDIR(info.st_mode):
             return None
-        latest = max(info.st_mtime_ns, info.st_ctime_ns)
-        settled = latest <= started - STAMP_SETTLED_NS
+        settled = stamp_settled(info.st_mtime_ns, info.st_ctime_ns, started)
         return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns), settled
 
     def exists(self, key: str) -> bool:

@@ -96,3 +96,19 @@ def test_memory_store_has_no_stamps(tmp_path: Path) -> None:
         assert store.directory_stamp("d") is None
     finally:
         MemoryStore.reset(f"stamp-{tmp_path.name}")
+
+
+def test_times_in_whole_seconds_settle_a_coarse_tick_later() -> None:
+    """A filesystem keeping whole seconds stamps a change made up to a second (FAT: two)
+    after its time: such times are settled only once that tick has surely passed; fine
+    times after the usual margin."""
+    second = 1_000_000_000
+    now = 1_700_000_000 * second + 400_000_000
+    fine = now - local.STAMP_SETTLED_NS - 1
+    assert local.stamp_settled(fine, fine, now)
+    whole = (now // second - 1) * second  # 1.4 s ago, in whole seconds
+    assert not local.stamp_settled(whole, whole, now)
+    old = (now // second - 3) * second
+    assert local.stamp_settled(old, old, now)
+    assert local.stamp_settled(whole, whole + 1, now)  # one time finer: a fine clock
+    assert not local.stamp_settled(old, now - 1, now)  # the later of the two times rules

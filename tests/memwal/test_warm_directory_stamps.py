@@ -139,10 +139,9 @@ TICK = 1_000_000_000  # the simulated clock's tick: one second
 
 @pytest.fixture
 def coarse_clock(monkeypatch) -> None:
-    """Directory times that move once a second (a coarse filesystem clock), settled by
-    the same rule over that tick: two changes in one second leave the same stamp."""
+    """Directory times that move once a second (a filesystem keeping whole seconds),
+    settled by the store's own rule: two changes in one second leave the same stamp."""
     real = LocalStore.directory_stamp
-    monkeypatch.setattr(local, "STAMP_SETTLED_NS", TICK + 50_000_000)
 
     def coarse(self: LocalStore, prefix: str):
         started = time.time_ns()
@@ -151,7 +150,7 @@ def coarse_clock(monkeypatch) -> None:
             return None
         dev, ino, mtime, ctime = found[0]
         mtime, ctime = mtime // TICK * TICK, ctime // TICK * TICK
-        return (dev, ino, mtime, ctime), max(mtime, ctime) <= started - local.STAMP_SETTLED_NS
+        return (dev, ino, mtime, ctime), local.stamp_settled(mtime, ctime, started)
 
     monkeypatch.setattr(LocalStore, "directory_stamp", coarse)
 
