@@ -1,5 +1,5 @@
 """Settings every test relies on, whatever shell started pytest, and how the suite is laid
-out over pytest-xdist's workers (pyproject's ``addopts``: ``-n 2 --dist loadgroup``).
+out over pytest-xdist's workers (pyproject's ``addopts``: ``-n 2``).
 
 A shell without job control (``bash -c 'pytest ... &'``, a CI script's background step)
 starts its background commands with SIGINT ignored, and Python then leaves it ignored:
@@ -7,10 +7,13 @@ the Ctrl-C tests would see no KeyboardInterrupt at all, and the processes they s
 would inherit the ignored signal. Restoring Python's own handler here also gives those
 children the default disposition (a caught signal is reset on exec).
 
-Layout over the workers: every test that uses the session's SparkSession (the ``spark``
-fixture) is one xdist group, so one worker runs them all and only one JVM starts; the
-tests marked ``slow`` are collected first, so that they start early and the run does not
-end with one worker idle behind the other's long test.
+Layout over the workers: the tests under tests/spark are one unit of work, so one worker
+runs them all and only one JVM starts (the session's SparkSession); every other test is
+handed out alone, the Spark unit first and then in collection order, where the tests
+marked ``slow`` come first: they start early and the run does not end with one worker
+idle behind the other's long test. (xdist's own ``--dist loadgroup`` would group by an
+``xdist_group`` mark, but since pytest 9.2 it silently stops grouping: it renames the
+tests' node ids, which pytest now derives from elsewhere; pytest-xdist issue 1386.)
 
 Bytecode: with ``PYTHONDONTWRITEBYTECODE`` set (as on our machines) every fresh process
 compiled lance_sql again (~0.6 s each; the suite starts hundreds: CLI runs, writers in
@@ -29,6 +32,8 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
 
 # pytest caches rewritten test modules only where bytecode may be written
 sys.dont_write_bytecode = False
@@ -38,7 +43,7 @@ sys.dont_write_bytecode = False
 settings.register_profile("lance_sql", deadline=None)
 settings.load_profile("lance_sql")
 
-SPARK_GROUP = "spark"
+SPARK_TESTS = "tests/spark/"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -52,9 +57,19 @@ def pytest_configure(config: pytest.Config) -> None:
                 compileall.compile_dir(package, quiet=1)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if SPARK_GROUP in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable
+
+
+class SparkTogether(LoadScopeScheduling):
+    """Each test its own unit of work, except the Spark tests: one unit (one JVM). The
+    largest unit goes first (xdist orders the units by size), the rest keep their order."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return SPARK_TESTS if nodeid.startswith(SPARK_TESTS) else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> SparkTogether | None:
+    """The scheduler of ``--dist load`` (what ``-n`` implies); other modes are xdist's."""
+    return SparkTogether(config, log) if config.getvalue("dist") == "load" else None
