@@ -97,6 +97,7 @@ def test_ctrl_c_stops_lance_sql_sql_with_exit_130(root: Path) -> None:
         term.close()
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_the_shell_returns_to_the_prompt(root: Path) -> None:
     term = Terminal([*LANCE_SQL, "shell", str(root)])
     try:

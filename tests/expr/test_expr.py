@@ -518,6 +518,7 @@ def _predicate(draw: st.DrawFn, depth: int = 3) -> str:
     return f"({draw(_predicate(depth - 1))}) {kind} ({draw(_predicate(depth - 1))})"
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_predicate())
 def test_random_predicates_match_datafusion(pred: str) -> None:

@@ -74,6 +74,7 @@ def _claim(path: str, version: int, queue) -> None:
     queue.put(store.put_if_not_exists("t", version, f"p{os.getpid()}"))
 
 
+@pytest.mark.slow
 def test_one_winner_per_version_across_processes(tmp_path: Path) -> None:
     path = str(tmp_path / "m.db")
     SqliteManifestStore(path)

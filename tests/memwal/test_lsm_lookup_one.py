@@ -62,6 +62,7 @@ def _build(tmp_path: Path, key: pa.DataType, indexed: bool, manual: bool
     return mw, writer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("key", "indexed", "manual"), [
     (pa.int64(), True, False), (pa.int64(), False, False), (pa.string(), True, False),
     (pa.int64(), True, True),

@@ -56,6 +56,7 @@ def check(mw: MemWal, model: dict[int, tuple[int, str]], rng: random.Random) -> 
     assert as_dict(one) == ({key: model[key]} if key in model else {})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_lsm_reads_match_a_last_write_wins_model(seed: int) -> None:
     rng = random.Random(seed)

@@ -74,6 +74,7 @@ COLUMNS = [None, ["v", "id"], ["v"], ["id", "_rowid", "_rowaddr"]]
 INDEXING = [(False, False), (True, False), (True, True)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("indexed", "use_index"), INDEXING)
 @pytest.mark.parametrize("buckets", [3, 64])
 def test_the_parts_together_are_the_view(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

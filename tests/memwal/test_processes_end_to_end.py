@@ -155,6 +155,7 @@ def _wait(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
         pytest.fail(f"process did not finish in {timeout}s: {out}\n{err}")
 
 
+@pytest.mark.slow
 def test_writers_mergers_collector_and_a_killed_writer(tmp_path: Path) -> None:
     uri = str(tmp_path / "t.lance")
     base = {k: f"base{k}" for k in range(BASE_KEYS)}

@@ -94,6 +94,7 @@ def killed(tmp_path: Path) -> MemWal:
     return MemWal(lance_sql.dataset(uri))
 
 
+@pytest.mark.slow
 def test_recovery_makes_a_killed_writers_acknowledged_rows_visible(
         killed: MemWal, capsys: pytest.CaptureFixture[str]) -> None:
     uri = killed.dataset.uri

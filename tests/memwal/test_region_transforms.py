@@ -140,7 +140,7 @@ def test_multi_bucket_is_null_only_when_every_column_is() -> None:
     (RegionSpec.hour("c"), pa.array([dt.datetime(2026, 1, 1, 5)], pa.timestamp("ms", "UTC"))),
     (RegionSpec.expression("col0 * 2", ["c"], "int64"), pa.array([1, 2], pa.int8())),
     (RegionSpec.expression("upper(col0)", ["c"], "string"), pa.array(["a", None])),
-], ids=lambda v: repr(v)[:40])
+], ids=lambda v: v.fields[0].transform if isinstance(v, RegionSpec) else str(v.type))
 def test_values_have_the_result_type(spec: RegionSpec, source: pa.Array) -> None:
     f = _field(spec, source.type)
     arrays = [source] + [pa.array([None] * len(source), pa.int32())] * (

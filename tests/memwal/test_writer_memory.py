@@ -61,6 +61,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self")
 def test_peak_rss_growth_stays_within_the_limits_plus_a_fixed_allowance(tmp_path: Path
                                                                          ) -> None:

@@ -93,6 +93,7 @@ def check(session, mw: MemWal, model: dict[int, tuple[int, str]], rng: random.Ra
     assert all(model[k] == v for k, v in got_limited.items())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2])
 def test_sql_matches_a_last_write_wins_model(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)

@@ -283,6 +283,7 @@ def test_bit_flipped_inline_transaction_length(table: Table) -> None:
     table.assert_intact()
 
 
+@pytest.mark.slow
 def test_bit_flipped_manifest_fuzz(table: Table) -> None:
     """Every byte of the latest manifest flipped in turn: a typed error or a consistent read."""
     path = table.manifest_path(3)
@@ -322,6 +323,7 @@ def test_bit_flipped_data_file_footer(table: Table, where: int) -> None:
     table.assert_intact()
 
 
+@pytest.mark.slow
 def test_bit_flipped_data_file_fuzz(table: Table) -> None:
     """Metadata bytes (the tail) all flipped, plus a sample of data bytes: 2.0 files carry no
     checksums, so a flipped value may read back changed, but never crash or mislead."""
@@ -334,6 +336,7 @@ def test_bit_flipped_data_file_fuzz(table: Table) -> None:
     table.assert_intact()
 
 
+@pytest.mark.slow
 def test_bit_flipped_data_file_of_every_type(tmp_path: Path, tables) -> None:
     """The same for a file holding every type (its column metadata is the tail)."""
     uri = str(tmp_path / "all.lance")
@@ -392,6 +395,7 @@ def test_truncated_deletion_file(table: Table, kind: str, keep: int | str) -> No
     table.assert_intact()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["arrow", "bitmap"])
 def test_bit_flipped_deletion_file(table: Table, kind: str) -> None:
     path = table.deletion_path(kind)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import lance
 import pyarrow as pa
+import pytest
 from mp_worker import cleanup_loop, mixed_writer
 
 import lance_sql
@@ -27,6 +28,7 @@ DELETED = list(range(100, 110))
 MERGED = [105, *range(200, 207)]  # 105 may be deleted before or after its upsert
 
 
+@pytest.mark.slow
 def test_no_acknowledged_change_is_lost_beside_cleanup(tmp_path: Path) -> None:
     uri = str(tmp_path / "mp.lance")
     start_ids = list(range(UPDATERS)) + list(range(100, 120))

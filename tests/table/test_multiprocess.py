@@ -12,6 +12,7 @@ from pathlib import Path
 
 import lance
 import pyarrow as pa
+import pytest
 from mp_worker import append_many
 
 import lance_sql
@@ -20,6 +21,7 @@ PROCESSES = 8
 APPENDS = 50
 
 
+@pytest.mark.slow
 def test_eight_processes_fifty_appends_each(tmp_path: Path) -> None:
     uri = str(tmp_path / "mp.lance")
     lance_sql.write_dataset(pa.table({"id": pa.array([-1], pa.int64()),

@@ -6,6 +6,7 @@ import decimal
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from datafile_helpers import assert_tables, colmap, read_ours, write_ours
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -93,6 +94,7 @@ def tables(draw) -> pa.Table:
     return table.slice(start, draw(st.integers(0, n - start)))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table=tables(), page_bytes=st.sampled_from([16, 300, 1 << 23]), data=st.data())
 def test_random_tables_round_trip(table: pa.Table, page_bytes: int, data) -> None:

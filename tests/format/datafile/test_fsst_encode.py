@@ -146,6 +146,7 @@ def test_long_strings_are_encoded_in_pieces(monkeypatch) -> None:
     assert comp.size <= whole.size * 1.01
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.binary(max_size=40), max_size=60),
        st.lists(st.binary(min_size=1, max_size=40), max_size=30))

@@ -111,6 +111,7 @@ def test_pylance_writes_we_read(table: pa.Table, version: str, seed: int) -> Non
         assert_values(reader.take([field], cmap, rows)[0], want.take(pa.array(rows)), field.name)
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(table=tables())
 def test_we_write_pylance_reads(table: pa.Table) -> None:

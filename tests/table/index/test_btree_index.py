@@ -845,6 +845,7 @@ def test_dense_pages_noted_then_found_without_loading(tmp_path: Path, monkeypatc
     assert loaded == [10, 6, 6]  # the noted pages were not taken from the cache
 
 
+@pytest.mark.slow
 def test_dense_pages_noted_by_concurrent_searches(tmp_path: Path) -> None:
     """Threads searching one index at once, from a cold cache, note its dense pages
     together (one keys' type set once, a page's numbers before its flag): every search,

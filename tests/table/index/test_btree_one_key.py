@@ -87,6 +87,7 @@ def test_one_key_search_equals_the_decoded_page_search(table, monkeypatch, colum
     assert sum(searched) > 40  # most keys were searched in the file
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("column", ["id", "rep", "big"])
 def test_one_key_filters_equal_a_scan(table, column) -> None:
     uri, data = table

@@ -107,6 +107,7 @@ def test_equalities_fold_into_one_in_list_per_column() -> None:
     assert fold_equalities(single) == single
 
 
+@pytest.mark.slow
 def test_wide_filters_in_a_fresh_process(uri: str) -> None:
     """Python API and SQL, in a process of their own: a crash shows as an exit code."""
     script = (
