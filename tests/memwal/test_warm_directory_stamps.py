@@ -15,33 +15,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from warm_helpers import keyed_table, value
 
 import lance_sql
-from lance_sql.format.region_spec import RegionSpec
 from lance_sql.io import local
 from lance_sql.io.local import LocalStore
-from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.read import warm
 
 ROOT = Path(__file__).resolve().parents[2]
-PK = {"lance-schema:unenforced-primary-key": "true"}
-SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
-                    pa.field("v", pa.string())])
-
-
-def _table(tmp_path: Path) -> tuple[str, MemWal]:
-    uri = str(tmp_path / "t.lance")
-    ds = lance_sql.write_dataset(pa.table({"id": pa.array(range(100), pa.int64()),
-                                           "v": [f"b{i}" for i in range(100)]},
-                                          schema=SCHEMA), uri)
-    ds.create_scalar_index("id", "BTREE")
-    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 4),
-                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
-    return uri, mw
-
-
-def _value(mw: MemWal, key: int) -> list:
-    return mw.get({"id": pa.array([key], pa.int64())}).column("v").to_pylist()
 
 
 def _counting(monkeypatch, module: object, name: str) -> list[int]:
@@ -88,50 +69,50 @@ writer.close()  # the MemTable flushed: a new generation in the region's manifes
 
 
 def test_warm_reads_skip_probes_while_nothing_changes(tmp_path: Path, monkeypatch) -> None:
-    uri, mw = _table(tmp_path)
+    uri, mw = keyed_table(tmp_path, 4)
     with mw.writer() as writer:  # regions with manifests
         writer.put(pa.table({"id": pa.array(range(20, 40), pa.int64()), "v": ["m"] * 20}))
     for key in (7, 8, 9):
-        assert _value(mw, key) == [f"b{key}"]
+        assert value(mw, key) == [f"b{key}"]
     _settle()
     for key in (7, 8, 9):  # probes made, stamps settled: remembered
-        assert _value(mw, key) == [f"b{key}"]
+        assert value(mw, key) == [f"b{key}"]
     listed = _counting(monkeypatch, warm, "list_versions")
     names = _counting(monkeypatch, LocalStore, "list_dir")
     probed = _counting(monkeypatch, LocalStore, "exists_many")
     for key in (7, 8, 9):
-        assert _value(mw, key) == [f"b{key}"]
+        assert value(mw, key) == [f"b{key}"]
     assert listed[0] == names[0] == probed[0] == 0
 
 
 def test_commit_by_another_process_is_seen_at_once(tmp_path: Path, monkeypatch) -> None:
-    uri, mw = _table(tmp_path)
-    assert _value(mw, 7) == ["b7"]
+    uri, mw = keyed_table(tmp_path, 4)
+    assert value(mw, 7) == ["b7"]
     _settle()
-    assert _value(mw, 7) == ["b7"]
+    assert value(mw, 7) == ["b7"]
     listed = _counting(monkeypatch, warm, "list_versions")
     _run(DELETE, uri, "id = 7")  # a new version, committed elsewhere just now
-    assert _value(mw, 7) == []
+    assert value(mw, 7) == []
     assert listed[0] == 1  # _versions/ moved: probed again
-    assert _value(mw, 8) == ["b8"]
+    assert value(mw, 8) == ["b8"]
 
 
 def test_new_region_and_flush_by_another_process_are_seen(tmp_path: Path) -> None:
-    uri, mw = _table(tmp_path)
+    uri, mw = keyed_table(tmp_path, 4)
     with mw.writer() as writer:  # some regions claimed and flushed from here first
         writer.put(pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["m1", "m2"]}))
-    assert _value(mw, 1) == ["m1"]
+    assert value(mw, 1) == ["m1"]
     _settle()
-    assert _value(mw, 1) == ["m1"]  # every stamp settled and remembered
+    assert value(mw, 1) == ["m1"]  # every stamp settled and remembered
     keys = list(range(10, 60))  # every region: new ones and those flushed above
     _run(PUT_AND_FLUSH, uri, ",".join(map(str, keys)))
     got = mw.get({"id": pa.array(keys, pa.int64())})
     assert got.column("v").to_pylist() == [f"w{k}" for k in keys]
-    assert [_value(mw, k) for k in (1, 2, 10, 11)] == [["m1"], ["m2"], ["w10"], ["w11"]]
+    assert [value(mw, k) for k in (1, 2, 10, 11)] == [["m1"], ["m2"], ["w10"], ["w11"]]
     _settle()
-    assert _value(mw, 12) == ["w12"]
+    assert value(mw, 12) == ["w12"]
     _run(PUT_AND_FLUSH, uri, "1,2,12")  # only flushes in regions that exist (manifests)
-    assert [_value(mw, k) for k in (1, 2, 12)] == [["w1"], ["w2"], ["w12"]]
+    assert [value(mw, k) for k in (1, 2, 12)] == [["w1"], ["w2"], ["w12"]]
 
 
 TICK = 1_000_000_000  # the simulated clock's tick: one second
@@ -161,35 +142,35 @@ def _start_of_a_second() -> None:
 
 
 def test_commits_in_one_clock_tick_are_seen(tmp_path: Path, coarse_clock: None) -> None:
-    uri, mw = _table(tmp_path)
-    assert _value(mw, 7) == ["b7"]
+    uri, mw = keyed_table(tmp_path, 4)
+    assert value(mw, 7) == ["b7"]
     for key in (7, 8, 9):
         _start_of_a_second()
         lance_sql.dataset(uri).delete(f"id = {key - 1}")
-        assert _value(mw, key) == [f"b{key}"]  # a new view
-        assert _value(mw, key) == [f"b{key}"]  # current: a stamp of this tick, not settled
+        assert value(mw, key) == [f"b{key}"]  # a new view
+        assert value(mw, key) == [f"b{key}"]  # current: a stamp of this tick, not settled
         lance_sql.dataset(uri).delete(f"id = {key}")  # same tick, so the same stamp
-        assert _value(mw, key) == []
+        assert value(mw, key) == []
     _start_of_a_second()
     with mw.writer() as writer:  # one region claimed, its first generation flushed
         writer.put(pa.table({"id": pa.array([50], pa.int64()), "v": ["m50"]}))
-    assert _value(mw, 50) == ["m50"]
-    assert _value(mw, 50) == ["m50"]  # current: stamps of this tick, not settled
+    assert value(mw, 50) == ["m50"]
+    assert value(mw, 50) == ["m50"]  # current: stamps of this tick, not settled
     keys = list(range(50, 70))  # a new generation there, and new regions, same tick
     with mw.writer() as writer:
         writer.put(pa.table({"id": pa.array(keys, pa.int64()), "v": [f"n{k}" for k in keys]}))
     got = mw.get({"id": pa.array(keys, pa.int64())})
     assert got.column("v").to_pylist() == [f"n{k}" for k in keys]
-    assert [_value(mw, k) for k in keys] == [[f"n{k}"] for k in keys]
+    assert [value(mw, k) for k in keys] == [[f"n{k}"] for k in keys]
 
 
 def test_manifest_rewritten_in_place_reopens_the_view(tmp_path: Path, monkeypatch) -> None:
-    uri, mw = _table(tmp_path)
-    assert _value(mw, 7) == ["b7"]
+    uri, mw = keyed_table(tmp_path, 4)
+    assert value(mw, 7) == ["b7"]
     _settle()
-    assert _value(mw, 7) == ["b7"]  # the stamp of _versions/ remembered
+    assert value(mw, 7) == ["b7"]  # the stamp of _versions/ remembered
     opened = _counting(monkeypatch, warm, "dataset")
-    assert _value(mw, 8) == ["b8"]
+    assert value(mw, 8) == ["b8"]
     assert opened[0] == 0  # nothing changed: the warm view
     manifest = lance_sql.dataset(uri).manifest_key
     path = Path(uri) / manifest
@@ -197,5 +178,5 @@ def test_manifest_rewritten_in_place_reopens_the_view(tmp_path: Path, monkeypatc
     time.sleep(0.015)  # past a coarse clock's tick
     with open(path, "r+b") as f:  # the same name, the same directory entry: no stamp move
         f.write(data)
-    assert _value(mw, 8) == ["b8"]
+    assert value(mw, 8) == ["b8"]
     assert opened[0] == 1  # the manifest is another file now: the version opened again

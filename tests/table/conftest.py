@@ -239,3 +239,21 @@ class TableKit:
 @pytest.fixture(scope="session")
 def tables() -> TableKit:
     return TableKit()
+
+
+@pytest.fixture
+def when_committing():
+    """``when_committing(store, winner)``: run ``winner`` just before the next manifest
+    write to the MemoryStore ``store`` (the commit of the handle the test races), so the
+    winner's commit lands between the loser's read and its commit."""
+    def arrange(store, winner) -> None:
+        started: list[bool] = []
+
+        def hook(op: str, key: str) -> None:
+            if op == "put_if_absent" and key.startswith("_versions/") and not started:
+                started.append(True)
+                winner()
+
+        store.add_hook(hook)
+
+    return arrange

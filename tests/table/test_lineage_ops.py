@@ -249,21 +249,12 @@ def _memory_table(name: str):
     return uri, MemoryStore(name)
 
 
-def _when_committing(store: MemoryStore, winner) -> None:
-    started: list[bool] = []
-
-    def hook(op: str, key: str) -> None:
-        if op == "put_if_absent" and key.startswith("_versions/") and not started:
-            started.append(True)
-            winner()
-
-    store.add_hook(hook)
 
 
-def test_update_rebases_over_a_concurrent_update_of_other_rows() -> None:
+def test_update_rebases_over_a_concurrent_update_of_other_rows(when_committing) -> None:
     uri, store = _memory_table("lineage_upd_upd")
     loser = lance_sql.dataset(uri)
-    _when_committing(store, lambda: lance_sql.dataset(uri).update({"v": "'w'"}, where="id = 3"))
+    when_committing(store, lambda: lance_sql.dataset(uri).update({"v": "'w'"}, where="id = 3"))
     assert loser.update({"v": "'l'"}, where="id = 4 or id = 25") == {"num_rows_updated": 2}
     store.clear_hooks()
     model = _model()
@@ -274,9 +265,9 @@ def test_update_rebases_over_a_concurrent_update_of_other_rows() -> None:
     assert lance_sql.dataset(uri).manifest.next_row_id == N
 
 
-def test_append_rebases_over_a_concurrent_append_with_fresh_ids() -> None:
+def test_append_rebases_over_a_concurrent_append_with_fresh_ids(when_committing) -> None:
     uri, store = _memory_table("lineage_app_app")
-    _when_committing(store, lambda: lance_sql.write_dataset(_data([100, 101]), uri,
+    when_committing(store, lambda: lance_sql.write_dataset(_data([100, 101]), uri,
                                                             mode="append"))
     lance_sql.write_dataset(_data([200, 201, 202]), uri, mode="append")
     store.clear_hooks()
@@ -287,10 +278,10 @@ def test_append_rebases_over_a_concurrent_append_with_fresh_ids() -> None:
     assert lance_sql.dataset(uri).manifest.next_row_id == 35
 
 
-def test_update_rebases_over_a_concurrent_append() -> None:
+def test_update_rebases_over_a_concurrent_append(when_committing) -> None:
     uri, store = _memory_table("lineage_upd_app")
     loser = lance_sql.dataset(uri)
-    _when_committing(store, lambda: lance_sql.write_dataset(_data([100]), uri, mode="append"))
+    when_committing(store, lambda: lance_sql.write_dataset(_data([100]), uri, mode="append"))
     loser.update({"v": "'l'"}, where="id = 0")
     store.clear_hooks()
     lance_sql.write_dataset(_data([300]), uri, mode="append")
@@ -308,11 +299,12 @@ def _upsert(uri: str, ids: list[int]) -> dict[str, int]:
             .when_not_matched_insert_all().execute(_data(ids)))
 
 
-def test_concurrent_merge_inserts_of_the_same_new_key_do_not_both_insert_it() -> None:
+def test_concurrent_merge_inserts_of_the_same_new_key_do_not_both_insert_it(
+        when_committing) -> None:
     from lance_sql.errors import RetryableConflict
 
     uri, store = _memory_table("lineage_mi_mi")
-    _when_committing(store, lambda: _upsert(uri, [500, 501]))
+    when_committing(store, lambda: _upsert(uri, [500, 501]))
     with pytest.raises(RetryableConflict, match="inserted rows with keys"):
         _upsert(uri, [0, 501])  # the winner inserted 501 first
     store.clear_hooks()
@@ -322,9 +314,9 @@ def test_concurrent_merge_inserts_of_the_same_new_key_do_not_both_insert_it() ->
                                       "num_deleted_rows": 0}  # the retry updates both
 
 
-def test_merge_insert_rebases_over_a_concurrent_insert_of_other_keys() -> None:
+def test_merge_insert_rebases_over_a_concurrent_insert_of_other_keys(when_committing) -> None:
     uri, store = _memory_table("lineage_mi_other")
-    _when_committing(store, lambda: _upsert(uri, [600]))
+    when_committing(store, lambda: _upsert(uri, [600]))
     assert _upsert(uri, [1, 601]) == {"num_inserted_rows": 1, "num_updated_rows": 1,
                                       "num_deleted_rows": 0}
     store.clear_hooks()

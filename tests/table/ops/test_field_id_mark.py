@@ -6,7 +6,6 @@ changes and a MemWAL created while a drop commits never leave an id reusable."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from pathlib import Path
 
 import lance
@@ -121,25 +120,15 @@ def _memory(mem_wal: bool) -> tuple[str, MemoryStore]:
     return uri, MemoryStore(name)
 
 
-def _when_committing(store: MemoryStore, winner: Callable[[], object]) -> None:
-    """Run ``winner`` just before the next manifest write (the loser's commit)."""
-    started: list[bool] = []
-
-    def hook(op: str, key: str) -> None:
-        if op == "put_if_absent" and key.startswith("_versions/") and not started:
-            started.append(True)
-            winner()
-
-    store.add_hook(hook)
 
 
-def test_a_drop_racing_the_tables_first_mem_wal_is_retried() -> None:
+def test_a_drop_racing_the_tables_first_mem_wal_is_retried(when_committing) -> None:
     """The drop read a table without a MemWAL (so it recorded no mark); one was set up
     before it committed, whose writers may hold the column: the drop must be redone,
     and then records the mark."""
     uri, store = _memory(mem_wal=False)
     loser = lance_sql.dataset(uri)
-    _when_committing(store, lambda: lance_sql.dataset(uri).initialize_mem_wal(None))
+    when_committing(store, lambda: lance_sql.dataset(uri).initialize_mem_wal(None))
     with pytest.raises(RetryableConflict, match="MemWAL"):
         loser.drop_columns(["b"])
     store.clear_hooks()
@@ -148,13 +137,13 @@ def test_a_drop_racing_the_tables_first_mem_wal_is_retried() -> None:
     assert lance_sql.dataset(uri).config() == {MAX_FIELD_ID_CONFIG: "2"}
 
 
-def test_a_drop_racing_a_higher_mark_keeps_the_higher_one() -> None:
+def test_a_drop_racing_a_higher_mark_keeps_the_higher_one(when_committing) -> None:
     """Another writer recorded a mark (a config key both set: a conflict) while our
     drop committed its own: ours reads the table again and, the recorded mark being
     higher, leaves it; the drop commits and new ids go above the higher mark."""
     uri, store = _memory(mem_wal=True)
     loser = lance_sql.dataset(uri)
-    _when_committing(store, lambda: lance_sql.dataset(uri).update_config(
+    when_committing(store, lambda: lance_sql.dataset(uri).update_config(
         {MAX_FIELD_ID_CONFIG: "7"}))
     loser.drop_columns(["b"])
     store.clear_hooks()
@@ -164,7 +153,7 @@ def test_a_drop_racing_a_higher_mark_keeps_the_higher_one() -> None:
 
 
 @pytest.mark.parametrize("first", ["add", "drop"])
-def test_an_add_and_a_drop_at_once_never_share_an_id(first: str) -> None:
+def test_an_add_and_a_drop_at_once_never_share_an_id(first: str, when_committing) -> None:
     """Guard (the conflict rules): whichever commits first, the other fails, and no two
     columns the table had share an id."""
     uri, store = _memory(mem_wal=True)
@@ -177,7 +166,7 @@ def test_an_add_and_a_drop_at_once_never_share_an_id(first: str) -> None:
         ds.drop_columns(["b"])
 
     winner, mine = (add, drop) if first == "add" else (drop, add)
-    _when_committing(store, lambda: winner(lance_sql.dataset(uri)))
+    when_committing(store, lambda: winner(lance_sql.dataset(uri)))
     with pytest.raises(CommitConflict):
         mine(loser)
     store.clear_hooks()
