@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from warm_helpers import keyed_table, value
+from warm_helpers import counting, keyed_table, value
 
 import lance_sql
 from lance_sql.io import local
@@ -24,17 +24,6 @@ from lance_sql.memwal.read import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def _counting(monkeypatch, module: object, name: str) -> list[int]:
-    calls = [0]
-    real = getattr(module, name)
-
-    def counted(*args, **kwargs):
-        calls[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, name, counted)
-    return calls
 
 
 def _settle() -> None:
@@ -77,9 +66,9 @@ def test_warm_reads_skip_probes_while_nothing_changes(tmp_path: Path, monkeypatc
     _settle()
     for key in (7, 8, 9):  # probes made, stamps settled: remembered
         assert value(mw, key) == [f"b{key}"]
-    listed = _counting(monkeypatch, warm, "list_versions")
-    names = _counting(monkeypatch, LocalStore, "list_dir")
-    probed = _counting(monkeypatch, LocalStore, "exists_many")
+    listed = counting(monkeypatch, warm, "list_versions")
+    names = counting(monkeypatch, LocalStore, "list_dir")
+    probed = counting(monkeypatch, LocalStore, "exists_many")
     for key in (7, 8, 9):
         assert value(mw, key) == [f"b{key}"]
     assert listed[0] == names[0] == probed[0] == 0
@@ -90,7 +79,7 @@ def test_commit_by_another_process_is_seen_at_once(tmp_path: Path, monkeypatch) 
     assert value(mw, 7) == ["b7"]
     _settle()
     assert value(mw, 7) == ["b7"]
-    listed = _counting(monkeypatch, warm, "list_versions")
+    listed = counting(monkeypatch, warm, "list_versions")
     _run(DELETE, uri, "id = 7")  # a new version, committed elsewhere just now
     assert value(mw, 7) == []
     assert listed[0] == 1  # _versions/ moved: probed again
@@ -169,7 +158,7 @@ def test_manifest_rewritten_in_place_reopens_the_view(tmp_path: Path, monkeypatc
     assert value(mw, 7) == ["b7"]
     _settle()
     assert value(mw, 7) == ["b7"]  # the stamp of _versions/ remembered
-    opened = _counting(monkeypatch, warm, "dataset")
+    opened = counting(monkeypatch, warm, "dataset")
     assert value(mw, 8) == ["b8"]
     assert opened[0] == 0  # nothing changed: the warm view
     manifest = lance_sql.dataset(uri).manifest_key

@@ -7,28 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from warm_helpers import keyed_table, value
+from warm_helpers import counting, keyed_table, value
 
 import lance_sql
 from lance_sql.memwal.read import warm
 
 
-def _counting(monkeypatch, name: str) -> list[int]:
-    calls = [0]
-    real = getattr(warm, name)
-
-    def counted(*args, **kwargs):
-        calls[0] += 1
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(warm, name, counted)
-    return calls
-
-
 def test_few_versions_are_listed(tmp_path: Path, monkeypatch) -> None:
     uri, mw = keyed_table(tmp_path, 2)
-    listed = _counting(monkeypatch, "list_versions")
-    hinted = _counting(monkeypatch, "latest_version")
+    listed = counting(monkeypatch, warm, "list_versions")
+    hinted = counting(monkeypatch, warm, "latest_version")
     assert value(mw, 7) == ["b7"]
     assert value(mw, 7) == ["b7"]  # the warm view, its version probed by a listing
     lance_sql.dataset(uri).delete("id = 7")  # a commit through another handle
@@ -41,8 +29,8 @@ def test_few_versions_are_listed(tmp_path: Path, monkeypatch) -> None:
 def test_many_versions_take_the_hint(tmp_path: Path, monkeypatch, kept: int) -> None:
     uri, mw = keyed_table(tmp_path, 2)  # three versions or more
     monkeypatch.setattr(warm, "LISTED_VERSIONS_MAX", kept)
-    listed = _counting(monkeypatch, "list_versions")
-    hinted = _counting(monkeypatch, "latest_version")
+    listed = counting(monkeypatch, warm, "list_versions")
+    hinted = counting(monkeypatch, warm, "latest_version")
     assert value(mw, 7) == ["b7"]
     assert value(mw, 7) == ["b7"]  # the listing found too many: the hint from now on
     lance_sql.dataset(uri).delete("id = 7")

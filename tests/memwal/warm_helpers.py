@@ -1,5 +1,5 @@
-"""Shared by the warm-view tests: a keyed table with a BTREE index and a MemWAL, and a
-one-key lookup of its value column."""
+"""Shared by the warm-view tests: a keyed table with a BTREE index and a MemWAL, a
+one-key lookup of its value column, and a count of calls to a patched function."""
 
 from __future__ import annotations
 
@@ -32,3 +32,16 @@ def keyed_table(tmp_path: Path, regions: int) -> tuple[str, MemWal]:
 def value(mw: MemWal, key: int) -> list:
     """The value column of ``key``'s row as ``mw.get`` reads it (empty: no row)."""
     return mw.get({"id": pa.array([key], pa.int64())}).column("v").to_pylist()
+
+
+def counting(monkeypatch, module: object, name: str) -> list[int]:
+    """Patch ``module.name`` to count its calls (the count: ``[0]`` of the list)."""
+    calls = [0]
+    real = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
