@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
-from lance_sql.format.datafile import fsst, lz4_frames, parallel
+from lance_sql.format.datafile import fsst, lz4_frames, memory, parallel
 from lance_sql.format.datafile.blocks import Block, Fixed, Variable, inflate, inflate_many
 from lance_sql.format.datafile.memory import join_slices, pool_bytes
 from lance_sql.format.pb import encodings_v2_1_pb2 as pb
@@ -361,17 +361,20 @@ def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | memoryview | pa.
 
 
 LZ4_STRINGS_MIN_BYTES = 1 << 20  # compressed bytes from which _lz4_variable is used
-# inflated bytes per group of chunks (a group is inflated in one codec call and placed
-# while it is still in the core's cache; groups spread over the decode's threads)
+# inflated bytes per group of chunks (a group is inflated in one codec call and its
+# offsets placed while it is still in the core's cache; groups spread over the decode's
+# threads)
 LZ4_GROUP_BYTES = 4 << 20
 
 
 def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
                   where: str) -> Variable | None:  # fmt: skip
     """String chunks each compressed with LZ4 (our default files): inflated by groups of
-    about :data:`LZ4_GROUP_BYTES`, one codec call a group (:mod:`lz4_frames`), and each
-    group's bytes and offsets written into the output right after: no Python work per
-    chunk beyond a slice or two, so small chunks cost no more to scan than large ones.
+    about :data:`LZ4_GROUP_BYTES`, one codec call a group (:mod:`lz4_frames`), each
+    group's offsets rebased into the output right after (one row gather per run of
+    chunks of one count, :func:`_gather_runs`), then the strings' bytes of every group
+    gathered in one pass by Arrow (:func:`memory.join_views`): no Python work per chunk,
+    so small chunks cost little more to scan than large ones.
 
     A chunk is its offsets then its bytes (then up to a few bytes of padding), and its
     LZ4 prefix says how many bytes it inflates to, which places it in its group's output
@@ -401,11 +404,12 @@ def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
     frames = lz4_frames.FrameGroups(raw, pos, sizes, full, firsts, where)
     n = int(counts.sum())
     room = full - first  # each chunk's bytes and padding
-    data = pool_bytes(int(room.sum()))
     out_dt = np.dtype(np.int32 if int(room.sum()) < 2**31 and wb == 4 else np.int64)
     rebased = pool_bytes((n + 1) * out_dt.itemsize).view(out_dt)
     rebased[0] = 0
     dst = np.cumsum(counts) - counts + 1  # where each chunk's offsets go in ``rebased``
+    inflated_groups: list[np.ndarray] = [raw[:0]] * len(firsts)
+    lasts_all = np.empty(counts.size, np.int64)  # each chunk's last offset, once inflated
 
     def produce(g: int) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int]:
         a, b = bounds[g], bounds[g + 1]
@@ -421,49 +425,27 @@ def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
     def place(g: int, got: tuple[np.ndarray, np.ndarray, np.ndarray], to: int) -> None:
         a, b = bounds[g], bounds[g + 1]
         inflated, at, lasts = got
-        lo, hi = at + first[a:b], at + lasts
-        lens = hi - lo
-        np.concatenate([inflated[x:y] for x, y in zip(lo.tolist(), hi.tolist(), strict=True)],
-                       out=data[to : to + int(lens.sum())])  # fmt: skip
+        inflated_groups[g] = inflated
+        lasts_all[a:b] = lasts
+        lens = lasts - first[a:b]
         add = to + np.cumsum(lens) - lens - first[a:b]  # chunk's offset -> output position
         cnt = counts[a:b]
         out = rebased[int(dst[a]) : int(dst[a]) + int(cnt.sum())]
         if np.all(at % wb == 0):  # offsets read in place
             words = inflated[: inflated.size - inflated.size % wb].view(dt)
-            _copy_runs_added(words, at // wb + 1, cnt, add, out)
+            _gather_runs(words, at // wb + 1, cnt, add, out)
         else:
-            words = join_slices(inflated, at + wb, lo).view(dt)
-            _copy_runs_added(words, np.cumsum(cnt) - cnt, cnt, add, out)
+            words = join_slices(inflated, at + wb, at + first[a:b]).view(dt)
+            _gather_runs(words, np.cumsum(cnt) - cnt, cnt, add, out)
 
     total = parallel.produce_then_place(produce, place, range(len(firsts)))
-    return Variable(rebased, data[:total], n)
-
-
-def _copy_runs_added(words: np.ndarray, src: np.ndarray, counts: np.ndarray, add: np.ndarray,
-                     out: np.ndarray) -> None:  # fmt: skip
-    """``out`` = the runs ``words[src[i] : src[i] + counts[i]] + add[i]`` back to back
-    (wrapping in ``out``'s type, whose offsets :func:`blocks.to_arrow` checks).
-
-    One concatenation, then one in-place add per run of chunks of one count (a page's
-    chunks but the last, usually), or one repeated add when counts change often: no
-    temporary per value as in :func:`_gather_runs`. Callers check that every run lies
-    inside ``words``.
-    """
-    np.concatenate([words[a : a + c] for a, c in zip(src.tolist(), counts.tolist(), strict=True)],
-                   out=out, casting="unsafe")  # fmt: skip
-    step = add.astype(out.dtype)
-    cuts = np.flatnonzero(np.diff(counts)) + 1
-    if cuts.size > _ADD_RUNS:
-        out += np.repeat(step, counts)
-        return
-    at = 0
-    for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), counts.size], strict=True):
-        c = int(counts[a])
-        out[at : at + (b - a) * c].reshape(b - a, c)[...] += step[a:b, None]
-        at += (b - a) * c
-
-
-_ADD_RUNS = 32  # runs of one chunk count from which offsets are rebased by one repeat
+    # the chunks' bytes gathered out of their groups in one pass in C (see memory.byte_views)
+    lo = starts + first - np.repeat(starts[firsts], np.diff(bounds))  # in its group
+    view = memory.byte_views(inflated_groups,
+                             [lo[x:y] for x, y in zip(bounds[:-1], bounds[1:], strict=True)],
+                             lasts_all - first)  # fmt: skip
+    data = np.frombuffer(memory.join_views(view, inflated_groups), np.uint8, total)
+    return Variable(rebased, data, n)
 
 
 def _words_at(data: np.ndarray, at: np.ndarray, dt: np.dtype) -> np.ndarray:

@@ -16,9 +16,10 @@ reader would take one frame per buffer, so each buffer's own size would be check
 liblz4, but it copies everything once more: measured ~40% slower than one call a chunk
 for 64 KiB chunks.)
 
-The point paths (a take of scattered rows) inflate the chunks they touch in many pages
-by :func:`inflate_runs`: their frame is laid out by Arrow from a binary-view array of
-the blocks where they lie (no Python per block, no interpreter lock held), and a large
+Frames are laid out by Arrow from a binary-view array of the blocks where they lie
+(:func:`_frame`: no Python per block, no interpreter lock held). A scan inflates a page's
+chunks by groups (:class:`FrameGroups`); the point paths (a take of scattered rows)
+inflate the chunks they touch in many pages by :func:`inflate_runs`, and a large
 run is cut into frames inflated on two threads when a CPU is idle; a take of many rows
 begins them (:class:`Inflating`) before taking its other columns, so the helper thread
 inflates while the caller works, and the caller joins in on the frames left.
@@ -34,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError
-from lance_sql.format.datafile import parallel
+from lance_sql.format.datafile import memory, parallel
 
 MAX_BLOCK = 4 << 20  # the largest block an LZ4 frame holds (block size id 7)
 _MAGIC = b"\x04\x22\x4d\x18"
@@ -73,8 +74,9 @@ class FrameGroups:
     first), each group inflated by one codec call as one LZ4 frame (:meth:`inflate`),
     from any thread. Group ``g`` is buffers ``starts[g]`` to ``starts[g + 1] - 1``.
 
-    A group costs one header (:func:`frame_header`), one join of its blocks and one
-    call, whatever its number of buffers. liblz4
+    A group costs one header (:func:`frame_header`), one gather of its blocks by Arrow
+    (:func:`_frame`, from the blocks' binary views made once) and one codec call, with no
+    Python per buffer, whatever its number of buffers. liblz4
     checks each group's total against the sum of its prefixes; a single buffer's size is
     not checked by the codec (the caller checks what its prefix places, see
     :func:`compressive._lz4_variable`).
@@ -97,24 +99,52 @@ class FrameGroups:
         block_max = np.maximum.reduceat(np.maximum(sizes - 4, full), first)
         self._heads = [frame_header(t, m) for t, m in zip(totals.tolist(),
                                                           block_max.tolist(), strict=True)]
-        self._blocks = (sizes - 4).astype("<u4").view(np.uint8).data  # block sizes
-        self._raw = raw.data
-        self._lo = (pos + 4).tolist()
-        self._hi = (pos + sizes).tolist()
+        self._length = (sizes - 4).astype(np.int32)  # block sizes
         self._bounds = [*starts, pos.size]
         self._totals = totals.tolist()
         self._where = where
+        self._raw = raw
+        if raw.size < memory.VIEW_LIMIT:  # each block's binary view, for _frame
+            self._views: np.ndarray | None = memory.byte_views([raw], [pos + 4], self._length)
+            self._buffers = [pa.py_buffer(raw)]
+        else:  # (a page of 2 GiB or more: each block's slice, joined)
+            self._views = None
+            self._lo, self._hi = (pos + 4).tolist(), (pos + sizes).tolist()
 
     def inflate(self, g: int) -> pa.Buffer:
         """Group ``g``'s buffers inflated back to back (each where the sum of the prefixes
         before it in the group says). Raises :class:`FormatError` when one is corrupt or
         the group does not inflate to the sum of its prefixes."""
         a, b = self._bounds[g], self._bounds[g + 1]
-        rv = self._raw
-        return _inflate_frame(self._heads[g], self._blocks[4 * a : 4 * b],
+        if self._views is not None:
+            frame = _frame(self._heads[g], self._length[a:b], self._views[a:b], self._buffers)
+            return _decompress(frame, self._totals[g], self._where)
+        rv = self._raw.data
+        return _inflate_frame(self._heads[g], self._length[a:b].astype("<u4").view(np.uint8).data,
                               [rv[x:y] for x, y in zip(self._lo[a:b], self._hi[a:b],
                                                        strict=True)],
                               self._totals[g], self._where)
+
+
+def _frame(header: bytes, length: np.ndarray, view: np.ndarray,
+           buffers: Sequence[pa.Buffer]) -> pa.Buffer:  # fmt: skip
+    """The LZ4 frame of ``header``, then each block (its size ``length[i]`` as a word, then
+    its bytes, the binary view ``view[i]`` over ``buffers``, see
+    :func:`memory.byte_views`), then the end mark: laid out by Arrow in one gather (no
+    Python per block, no interpreter lock held)."""
+    heads = [header[i : i + memory.VIEW_INLINE]
+             for i in range(0, len(header), memory.VIEW_INLINE)]  # fmt: skip
+    rows = np.zeros((len(heads) + 2 * length.size + 1, 4), "<i4")
+    inline = rows.view(np.uint8)
+    for i, piece in enumerate(heads):
+        rows[i, 0] = len(piece)
+        inline[i, 4 : 4 + len(piece)] = np.frombuffer(piece, np.uint8)
+    words = rows[len(heads) : -1 : 2]
+    words[:, 0] = 4
+    words[:, 1] = length  # the block's size word, inline
+    rows[len(heads) + 1 : -1 : 2] = view
+    rows[-1, 0] = 4  # the end mark: four zero bytes, inline
+    return memory.join_views(rows, buffers)
 
 
 _M32 = 0xFFFFFFFF
@@ -251,10 +281,6 @@ class Inflated:
         return out
 
 
-_VIEW_INLINE = 12  # bytes a binary view holds in itself
-_VIEW_LIMIT = 1 << 31  # view offsets are i32
-
-
 def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
                  sizes: Sequence[np.ndarray], full: Sequence[np.ndarray],
                  where: str, *, begin: bool = False) -> Inflated | Inflating | None:
@@ -278,32 +304,15 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
     pos_all = np.concatenate(pos).astype(np.int64, copy=False)
     size_all = np.concatenate(sizes).astype(np.int64, copy=False)
     full_all = np.concatenate(full).astype(np.int64, copy=False)
-    if not fits(size_all, full_all) or max(r.size for r in raws) >= _VIEW_LIMIT:
+    if not fits(size_all, full_all) or max(r.size for r in raws) >= memory.VIEW_LIMIT:
         return None
     n = pos_all.size
     counts = [p.size for p in pos]
-    source = np.repeat(np.arange(len(raws), dtype=np.int32), counts)  # each buffer's raw
     limit = np.repeat(np.array([r.size for r in raws], np.int64), counts)
     if np.any(pos_all < 0) or np.any(pos_all + size_all > limit):
         raise FormatError(f"{where}: an LZ4 buffer lies outside its page")
     length = (size_all - 4).astype(np.int32)
-    # each block's view (16 bytes: its length, then its first 12 bytes when it has no
-    # more, else its first 4, the index of its raw and where it starts in it)
-    view = np.empty((n, 4), "<i4")
-    view[:, 0] = length
-    step = np.arange(4, 4 + _VIEW_INLINE)
-    # its first 12 bytes (those past a raw's end read as its last: cut off below)
-    view[:, 1:] = np.concatenate([
-        raw[np.minimum(p.astype(np.int64, copy=False)[:, None] + step, raw.size - 1)]
-        for raw, p in zip(raws, pos, strict=True)]).view("<i4")
-    short = np.flatnonzero(length < _VIEW_INLINE)
-    if short.size:  # the bytes past a short block are zeros in its view
-        held = view[short].view(np.uint8)
-        held[:, 4:][np.arange(_VIEW_INLINE) >= length[short, None]] = 0
-        view[short] = held.view("<i4")
-    far = length > _VIEW_INLINE
-    view[far, 2] = source[far]
-    view[far, 3] = pos_all[far] + 4
+    view = memory.byte_views(raws, [p.astype(np.int64, copy=False) + 4 for p in pos], length)
     block_max = np.maximum(length, full_all)
     buffers = [pa.py_buffer(raw) for raw in raws]
     cut: list[int]  # the frames' first buffers, then n (set below, before any inflate)
@@ -312,22 +321,7 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
         a, b = cut[k], cut[k + 1]
         want = int(full_all[a:b].sum())
         header = frame_header(want, int(block_max[a:b].max()))
-        heads = [header[i : i + _VIEW_INLINE] for i in range(0, len(header), _VIEW_INLINE)]
-        rows = np.zeros((len(heads) + 2 * (b - a) + 1, 4), "<i4")
-        inline = rows.view(np.uint8)
-        for i, piece in enumerate(heads):
-            rows[i, 0] = len(piece)
-            inline[i, 4 : 4 + len(piece)] = np.frombuffer(piece, np.uint8)
-        words = rows[len(heads) : -1 : 2]
-        words[:, 0] = 4
-        words[:, 1] = length[a:b]  # the block's size word, inline
-        rows[len(heads) + 1 : -1 : 2] = view[a:b]
-        rows[-1, 0] = 4  # the end mark: four zero bytes, inline
-        frame_size = len(header) + 4 * (b - a + 1) + int(length[a:b].sum(dtype=np.int64))
-        views = pa.Array.from_buffers(pa.binary_view(), rows.shape[0],
-                                      [None, pa.py_buffer(rows), *buffers])
-        frame = views.cast(pa.large_binary()).buffers()[2]
-        return _decompress(frame.slice(0, frame_size), want, where)
+        return _decompress(_frame(header, length[a:b], view[a:b], buffers), want, where)
 
     cut = [0, n]
     # one frame on the calling thread below twice SPLIT_BYTES (checked again by _cuts)

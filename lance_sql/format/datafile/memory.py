@@ -10,6 +10,8 @@ pool buffer, which lives as long as any array viewing it (Arrow arrays made from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 
@@ -51,3 +53,51 @@ def gather_runs(source: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     taken = runs.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
     total = int(lengths.sum())
     return np.frombuffer(taken.buffers()[2], np.uint8, total) if total else pool_bytes(0)
+
+
+VIEW_INLINE = 12  # bytes an Arrow binary view holds in itself
+VIEW_LIMIT = 1 << 31  # a view's offset into its buffer is an i32
+
+
+def byte_views(sources: Sequence[np.ndarray], starts: Sequence[np.ndarray],
+               lengths: np.ndarray) -> np.ndarray:  # fmt: skip
+    """Arrow binary views (rows of four i32) of the runs ``sources[r][s : s + n]``, ``s`` in
+    ``starts[r]`` for each ``r`` in turn and ``n`` the matching ``lengths``, for
+    :func:`join_views` (a gather in C, no Python per run): a run of up to 12 bytes is held
+    in its view (its length, its bytes, zeros), a longer one is its length, a zero prefix,
+    its source's index and its start. (Arrow reads a long view's bytes from its buffer;
+    the prefix, the run's first 4 bytes in a well-formed view, serves only comparisons, so
+    these views are for :func:`join_views` alone: reading every run's first bytes cost a
+    cache miss a run.) Callers check that every run lies inside its source and that
+    sources are smaller than :data:`VIEW_LIMIT`."""
+    lengths = lengths.astype(np.int64, copy=False)
+    view = np.zeros((lengths.size, 4), "<i4")
+    view[:, 0] = lengths
+    which = np.repeat(np.arange(len(sources), dtype=np.int32), [s.size for s in starts])
+    at = np.concatenate(starts).astype(np.int64, copy=False) if starts else lengths[:0]
+    far = np.flatnonzero(lengths > VIEW_INLINE)
+    view[far, 2] = which[far]
+    view[far, 3] = at[far]
+    short = np.flatnonzero((lengths > 0) & (lengths <= VIEW_INLINE))
+    if short.size:  # their bytes, then zeros (those past a source's end read as its last)
+        held = np.zeros((short.size, VIEW_INLINE), np.uint8)
+        step = np.arange(VIEW_INLINE)
+        for r, src in enumerate(sources):
+            mine = np.flatnonzero(which[short] == r)
+            if mine.size:
+                held[mine] = src[np.minimum(at[short[mine], None] + step, src.size - 1)]
+        held[step >= lengths[short, None]] = 0
+        view[short, 1:] = held.view("<i4")
+    return view
+
+
+def join_views(view: np.ndarray, sources: Sequence[np.ndarray | pa.Buffer]) -> pa.Buffer:
+    """The runs of ``view`` (rows made by :func:`byte_views` over ``sources``, or inline
+    ones) back to back in one new buffer: Arrow casts the binary views to one binary
+    array (a copy per run in C, without the interpreter lock)."""
+    total = int(view[:, 0].sum(dtype=np.int64))
+    if not total:
+        return pa.allocate_buffer(0)
+    views = pa.Array.from_buffers(pa.binary_view(), view.shape[0],
+                                  [None, pa.py_buffer(view), *map(pa.py_buffer, sources)])
+    return views.cast(pa.large_binary()).buffers()[2].slice(0, total)

@@ -205,3 +205,26 @@ def test_full_zip_strings_gather_their_bytes_in_one_call(tmp_path, monkeypatch):
     monkeypatch.setattr(fullzip, "gather_runs", lambda *a: None)
     general = lance_sql.dataset(path).to_table()
     assert fast.equals(general) and fast.equals(table)
+
+
+def test_byte_views_of_many_sources_join_to_their_runs():
+    """Runs of 0 to 40 bytes (held in their view up to 12, else pointing into their
+    source), some ending at their source's last byte, over three sources (one empty),
+    joined back to back by Arrow: what slicing each run gives."""
+    rng = np.random.default_rng(11)
+    sources = [rng.integers(0, 256, 700, dtype=np.uint8), np.zeros(0, np.uint8),
+               rng.integers(0, 256, 13, dtype=np.uint8)]  # fmt: skip
+    lengths = np.r_[rng.integers(0, 40, 60), 11, 12, 13, 5, 0, 0, 12, 13, 3]
+    starts = [np.r_[rng.integers(0, 660, 60), 689, 688, 687, 695, 700],
+              np.array([0]), np.array([1, 0, 10])]  # the last runs end at their source's end
+    views = memory.byte_views(sources, starts, lengths)
+    assert views.shape == (lengths.size, 4) and views.dtype == np.dtype("<i4")
+    want = b"".join(bytes(src[a : a + n]) for src, s, ls in zip(
+        sources, starts, np.split(lengths, [61 + 4, 66]), strict=True)
+        for a, n in zip(s.tolist(), ls.tolist(), strict=True))  # fmt: skip
+    got = memory.join_views(views, sources)
+    assert got.size == len(want) and got.to_pybytes() == want
+    held = views.view(np.uint8)[:, 4:]  # a run of up to 12 bytes is in its view, zeros after
+    assert bytes(held[-1]) == bytes(sources[2][10:13]) + bytes(9)
+    assert memory.join_views(memory.byte_views([sources[0]], [np.array([3, 9])],
+                                               np.zeros(2, np.int64)), [sources[0]]).size == 0

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lance_sql.errors import FormatError
-from lance_sql.format.datafile import lz4_frames, parallel
+from lance_sql.format.datafile import lz4_frames, memory, parallel
 from lance_sql.format.datafile.blocks import deflate, inflate
 
 
@@ -358,3 +358,28 @@ def test_what_no_frame_holds_is_inflated_buffer_by_buffer() -> None:
     one = point.inflate_lz4_runs([(raw, pos[:1], sizes[:1], "t")])
     assert isinstance(one, list) and bytes(one[0]) == pieces[0]
     assert lz4_frames.RUNS_CALLS[0] == calls
+
+
+def test_groups_in_a_page_too_large_for_views_inflate_from_slices(monkeypatch) -> None:
+    """A page of 2 GiB or more cannot be pointed into by binary views: its groups are
+    joined from slices instead, to the same bytes and with the same refusals."""
+    rng = np.random.default_rng(13)
+    pieces = [bytes(rng.integers(97, 100, int(n), dtype=np.uint8))
+              for n in rng.integers(1, 5000, 12)]  # fmt: skip
+    raw, pos, sizes = _buffers(pieces)
+    full = lz4_frames.prefixes(raw, pos)
+    viewed = lz4_frames.FrameGroups(raw, pos, sizes, full, [0, 5], "t")
+    monkeypatch.setattr(memory, "VIEW_LIMIT", raw.size)
+    sliced = lz4_frames.FrameGroups(raw, pos, sizes, full, [0, 5], "t")
+    assert viewed._views is not None and sliced._views is None
+    for g in (0, 1):
+        assert (viewed.inflate(g).to_pybytes() == sliced.inflate(g).to_pybytes()
+                == b"".join(pieces[[0, 5, 12][g] : [0, 5, 12][g + 1]]))  # fmt: skip
+    bad = _with_prefix(raw, int(pos[7]), int(full[7]) + 8)  # group 1 inflates long
+    with pytest.raises(FormatError, match="^t: "):
+        lz4_frames.FrameGroups(bad, pos, sizes, lz4_frames.prefixes(bad, pos), [0, 5],
+                               "t").inflate(1)  # fmt: skip
+    monkeypatch.undo()
+    with pytest.raises(FormatError, match="^t: "):
+        lz4_frames.FrameGroups(bad, pos, sizes, lz4_frames.prefixes(bad, pos), [0, 5],
+                               "t").inflate(1)  # fmt: skip

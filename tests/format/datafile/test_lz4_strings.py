@@ -161,6 +161,21 @@ def test_lz4_chunks_placed_as_inflated_equal_the_pieces_path(placed, groups_infl
     assert got == [s for c in strings for s in c]
 
 
+def test_lz4_chunks_of_few_string_bytes_are_gathered_like_long_ones(placed,
+                                                                   groups_inflated) -> None:
+    """Chunks whose strings hold 0 to 13 bytes in all (held in their binary view up to
+    12, see memory.byte_views) among longer ones, over several groups: the strings back."""
+    rng = np.random.default_rng(9)
+    strings = [[b""], [b"", b""], [b"abcdefghijkl"], [b"abcdefghijklm"], [b"x", b"yz"],
+               [rng.bytes(300), b""], [b"", b"123456789012"], [rng.bytes(13)]] * 12
+    buf, counts = _chunks(strings, [-sum(map(len, c)) % 4 for c in strings])
+    block = compressive._lz4_variable(_VAR, buf, counts, "t")
+    assert block is not None and placed == [len(strings)] and len(groups_inflated) > 3
+    got = [bytes(block.data[a:b]) for a, b in zip(block.offsets[:-1], block.offsets[1:],
+                                                   strict=True)]  # fmt: skip
+    assert got == [s for c in strings for s in c]
+
+
 def test_lz4_chunks_with_a_lying_prefix_or_offsets_are_refused(placed) -> None:
     strings = [[b"abc", b"", b"de"]] * 10
     buf, counts = _chunks(strings, [0] * 10)
