@@ -15,7 +15,7 @@ reader passes around:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TypeVar
@@ -197,6 +197,18 @@ def deflate(scheme: int, data: bytes | memoryview, level: int | None = None) -> 
         body = _codec("lz4_raw", level).compress(data, asbytes=True)
         return struct.pack("<I", len(data)) + body
     return struct.pack("<Q", len(data)) + _codec("zstd", level).compress(data, asbytes=True)
+
+
+def deflate_slices(scheme: int, data: memoryview, bounds: Sequence[int], which: Iterable[int],
+                   level: int | None = None) -> list[bytes]:  # fmt: skip
+    """:func:`deflate` of ``data[bounds[c] : bounds[c + 1]]`` for each ``c`` of ``which``,
+    in order: one codec call each and no other Python around it (a page of small string
+    chunks makes thousands of them)."""
+    codec = _codec("lz4_raw" if scheme == 1 else "zstd", level)
+    word = 4 if scheme == 1 else 8
+    return [(bounds[c + 1] - bounds[c]).to_bytes(word, "little")
+            + codec.compress(data[bounds[c] : bounds[c + 1]], asbytes=True)
+            for c in which]  # fmt: skip
 
 
 DEFLATE_THREAD_MIN_BYTES = 1 << 20  # below this, one thread compresses everything

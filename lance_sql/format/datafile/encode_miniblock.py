@@ -30,11 +30,12 @@ import pyarrow.compute as pc
 from lance_sql.errors import InvalidInputError, UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile import fsst_encode as fe
-from lance_sql.format.datafile import repdef
+from lance_sql.format.datafile import memory, repdef
 from lance_sql.format.datafile.blocks import (
     DEFLATE_THREAD_MIN_BYTES,
     deflate,
     deflate_many,
+    deflate_slices,
     in_two_halves,
 )
 from lance_sql.format.datafile.encode_v2_2 import (
@@ -145,7 +146,18 @@ class UniformChunks:
 
 
 Chunk = bytes | memoryview  # one buffer of a chunk
-ChunkValues = list[list[Chunk]] | UniformChunks  # per chunk: its value buffers
+
+
+@dataclass(frozen=True)
+class OneBufferChunks:
+    """The single value buffer of each chunk of a page (strings), in chunk order: kept
+    as one list, as no list per chunk is made (thousands of small lists cost a garbage
+    collection pass or more each page)."""
+
+    buffers: list[Chunk]
+
+
+ChunkValues = list[list[Chunk]] | UniformChunks | OneBufferChunks  # each chunk's buffers
 
 
 def _fixed_chunks(data: np.ndarray, n: int, per: int, bits: int) -> UniformChunks:
@@ -199,8 +211,8 @@ def _variable_counts(offsets: np.ndarray, width: int, target: int = CHUNK_TARGET
 class _StringChunks:
     """The mini-block chunks of a page of strings: each its ``count + 1`` offsets
     (relative to the chunk), its bytes and zero padding to the offset width. The offsets
-    of all chunks are worked out at once; the chunks are then either joined in one copy
-    (:meth:`joined`) or built one at a time into a scratch buffer (:meth:`fill`)."""
+    of all chunks are worked out at once and the chunks joined in one copy
+    (:meth:`joined`)."""
 
     def __init__(self, values: Values, counts: np.ndarray, width: int) -> None:
         bounds = np.r_[0, np.cumsum(counts)]
@@ -213,42 +225,39 @@ class _StringChunks:
         np.subtract(offs[:-1], rel, out=rel)
         dt = f"<u{width}"
         heads = np.insert(rel.astype(dt), bounds[1:], (offs[bounds[1:]] - first).astype(dt))
-        self.heads = heads.data.cast("B")
-        self.data = np.ascontiguousarray(values.data).data.cast("B")
-        lo, hi = offs[bounds[:-1]], offs[bounds[1:]]
-        pads = -(hi - lo) % width
-        self.sizes = per * width + (hi - lo) + pads
-        head_end = np.cumsum(per) * width
-        self.head_end = head_end.tolist()
-        self.head_start = (head_end - per * width).tolist()
-        self.lo, self.hi, self.pads = lo.tolist(), hi.tolist(), pads.tolist()
-        self.zeros = bytes(width)
+        self.heads = heads.view(np.uint8)
+        self.data = np.ascontiguousarray(values.data).view(np.uint8)
+        self.lo, self.hi = offs[bounds[:-1]], offs[bounds[1:]]
+        self.pads = -(self.hi - self.lo) % width
+        self.head_bytes = per * width
+        self.head_start = np.cumsum(self.head_bytes) - self.head_bytes
+        self.sizes = self.head_bytes + (self.hi - self.lo) + self.pads
 
     @property
     def count(self) -> int:
-        return len(self.lo)
+        return int(self.sizes.size)
 
-    def joined(self) -> tuple[bytes, list[int]]:
-        """All chunks back to back, and their starts followed by the end."""
-        parts: list[bytes | memoryview] = []
-        for hs, he, a, b, pad in zip(self.head_start, self.head_end, self.lo, self.hi,
-                                     self.pads, strict=True):  # fmt: skip
-            parts += (self.heads[hs:he], self.data[a:b])
-            if pad:
-                parts.append(self.zeros[:pad])
-        return b"".join(parts), np.r_[0, np.cumsum(self.sizes)].tolist()
-
-    def fill(self, c: int, scratch: bytearray) -> memoryview:
-        """Chunk ``c`` built in ``scratch`` (at least ``max(sizes)`` bytes): a view of it."""
-        hs, he, a, b = self.head_start[c], self.head_end[c], self.lo[c], self.hi[c]
-        h = he - hs
-        end = h + b - a
-        scratch[:h] = self.heads[hs:he]
-        scratch[h:end] = self.data[a:b]
-        pad = self.pads[c]
-        if pad:
-            scratch[end : end + pad] = self.zeros[:pad]
-        return memoryview(scratch)[: end + pad]
+    def joined(self) -> tuple[pa.Buffer | bytes, list[int]]:
+        """All chunks back to back, and their starts followed by the end: gathered by
+        Arrow from binary views (each chunk's offsets, its bytes, its padding inline; no
+        Python per chunk), or joined from slices when the page is too large for views."""
+        bounds = np.r_[0, np.cumsum(self.sizes)].tolist()
+        n = self.count
+        if max(self.heads.size, self.data.size) >= memory.VIEW_LIMIT:
+            heads, data = self.heads.data, self.data.data
+            zeros = bytes(8)
+            parts: list[bytes | memoryview] = []
+            for hs, h, a, b, pad in zip(self.head_start.tolist(), self.head_bytes.tolist(),
+                                        self.lo.tolist(), self.hi.tolist(), self.pads.tolist(),
+                                        strict=True):  # fmt: skip
+                parts += (heads[hs : hs + h], data[a:b], zeros[:pad])
+            return b"".join(parts), bounds
+        views = memory.byte_views([self.heads, self.data], [self.head_start, self.lo],
+                                  np.r_[self.head_bytes, self.hi - self.lo])  # fmt: skip
+        rows = np.zeros((3 * n, 4), "<i4")
+        rows[0::3], rows[1::3] = views[:n], views[n:]
+        rows[2::3, 0] = self.pads  # zero bytes, inline
+        return memory.join_views(rows, [self.heads, self.data]), bounds
 
 
 def _variable_chunks(values: Values, counts: np.ndarray, width: int) -> list[Chunk]:
@@ -265,16 +274,17 @@ def _deflated_chunks(values: Values, counts: np.ndarray, width: int, scheme: int
     when it saves 15%, else None.
 
     A sample of chunks (every 16th) is compressed first and, when it saves 15%, the rest
-    (the sample is not compressed twice); the whole must save 15% too. Each chunk is
-    built in a scratch buffer just before it is compressed (no copy of the whole page),
-    on two threads from :data:`DEFLATE_THREAD_MIN_BYTES` (:func:`in_two_halves`).
+    (the sample is not compressed twice); the whole must save 15% too. The chunks are
+    joined in one copy first (:meth:`_StringChunks.joined`), then compressed one codec
+    call each (:func:`deflate_slices`), on two threads from
+    :data:`DEFLATE_THREAD_MIN_BYTES` (:func:`in_two_halves`).
     """
     src = _StringChunks(values, counts, width)
-    scratch_bytes = int(src.sizes.max()) if src.count else 0
+    stream, bounds = src.joined()
+    view = memoryview(stream)
 
     def work(which: Sequence[int]) -> list[bytes]:
-        scratch = bytearray(scratch_bytes)
-        return [deflate(scheme, src.fill(c, scratch), level) for c in which]
+        return deflate_slices(scheme, view, bounds, which, level)
 
     def run(which: list[int]) -> list[bytes]:
         if len(which) < 2 or int(src.sizes[which].sum()) < DEFLATE_THREAD_MIN_BYTES:
@@ -285,10 +295,11 @@ def _deflated_chunks(values: Values, counts: np.ndarray, width: int, scheme: int
     sample = run(list(range(0, src.count, step)))
     if not sum(map(len, sample)) < 0.85 * int(src.sizes[::step].sum()):
         return None
-    done = iter(run([c for c in range(src.count) if c % step]))
-    picked = iter(sample)
-    out: list[Chunk] = [next(picked) if c % step == 0 else next(done)
-                        for c in range(src.count)]  # fmt: skip
+    out: list[Chunk] = [b""] * src.count
+    rest = [c for c in range(src.count) if c % step]
+    out[::step] = sample
+    for c, chunk in zip(rest, run(rest), strict=True):
+        out[c] = chunk
     if sum(map(len, out)) < 0.85 * int(src.sizes.sum()):
         return out
     return None
@@ -457,7 +468,7 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
                         break
             if chunks is None:
                 chunks = _variable_chunks(values, counts, width)
-            buffers_per_chunk = [[c] for c in chunks]
+            buffers_per_chunk = OneBufferChunks(chunks)
     elif key_bits is not None:
         plan = _fixed_dictionary(values)
         indices, (items_enc, items_buf), nitems = plan
@@ -488,7 +499,7 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
                 buffers_per_chunk = _fixed_chunks(values.data, n, per, bits)
             else:
                 buffers_per_chunk = _fsl_validity_chunks(values, counts)
-    if isinstance(buffers_per_chunk, UniformChunks):
+    if isinstance(buffers_per_chunk, UniformChunks | OneBufferChunks):
         layout.num_buffers = 1
     else:
         layout.num_buffers = len(buffers_per_chunk[0]) if buffers_per_chunk else 1
@@ -612,7 +623,7 @@ def _chunk_levels(levels: np.ndarray, bounds: np.ndarray, width: int) -> list[Ch
     if is_tail.any():  # zero what lies past each packed tail
         limit = np.where(is_tail, tail[row_chunk], bp.BLOCK)
         np.copyto(blocks, 0, where=np.arange(bp.BLOCK)[None, :] >= limit[:, None])
-    packed = memoryview(bp.pack(blocks, width, 16).astype("<u2", copy=False).tobytes())
+    packed = bp.pack(blocks, width, 16).astype("<u2", copy=False).tobytes()  # sliced to bytes
     row_bytes = bp.packed_words(width, 16) * 2
     raw = levels.astype("<u2", copy=False)
     raw_view = np.ascontiguousarray(raw).view(np.uint8).data
@@ -697,7 +708,10 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
     # every chunk: a header (u16 level count, u16 size of each level buffer, u32 size of
     # each value buffer, padding to 8 bytes) then each buffer padded to 8 bytes; headers
     # are built for all chunks at once and everything joined in one copy
-    bufs = [*level_parts, *([v[j] for v in value_bufs] for j in range(len(value_bufs[0])))]
+    if isinstance(value_bufs, OneBufferChunks):
+        bufs = [*level_parts, value_bufs.buffers]
+    else:
+        bufs = [*level_parts, *([v[j] for v in value_bufs] for j in range(len(value_bufs[0])))]
     sizes = [np.fromiter(map(len, b), np.int64, nchunks) for b in bufs]
     if any(int(s.max()) > 0xFFFF for s in sizes[: len(level_parts)]):
         return None
@@ -711,15 +725,16 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
         w = 2 if i < len(level_parts) else 4
         hdr[:, at : at + w] = size.astype(f"<u{w}")[:, None].view(np.uint8)
         at += w
-    hb = memoryview(hdr.tobytes())
-    pads = [(-size % 8).tolist() for size in sizes]
-    out: list[bytes | memoryview] = []
-    for c in range(nchunks):
-        out.append(hb[c * head : (c + 1) * head])
-        for b, p in zip(bufs, pads, strict=True):
-            out.append(b[c])
-            if p[c]:
-                out.append(pad[: p[c]])
+    hb = hdr.tobytes()  # sliced to bytes, not memoryviews: those the collector tracks
+    # the pieces in page order, laid out a kind at a time by slice assignments (each
+    # chunk's header, then each buffer and its padding), then joined in one copy
+    k = 1 + 2 * len(bufs)
+    out: list[bytes | memoryview] = [b""] * (k * nchunks)
+    out[::k] = [hb[a : a + head] for a in range(0, nchunks * head, head)]
+    pad_of = [pad[:p] for p in range(8)]
+    for j, (b, size) in enumerate(zip(bufs, sizes, strict=True)):
+        out[1 + 2 * j :: k] = b
+        out[2 + 2 * j :: k] = [pad_of[p] for p in (-size % 8).tolist()]
     total = np.full(nchunks, head, np.int64)
     for size in sizes:
         total += size + (-size % 8)

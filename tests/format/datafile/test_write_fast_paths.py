@@ -318,10 +318,18 @@ def _plain_chunks(strings: list[bytes], counts: list[int], width: int) -> list[b
     return out
 
 
+@pytest.mark.parametrize("views", [True, False])
 @pytest.mark.parametrize("large", [False, True])
 @pytest.mark.parametrize("target", [4096, 64 * 1024])
-def test_string_chunks_match_a_plain_reference(large: bool, target: int) -> None:
+def test_string_chunks_match_a_plain_reference(large: bool, target: int, views: bool,
+                                               monkeypatch) -> None:  # fmt: skip
+    """Chunks joined by Arrow from binary views, or from slices (a page too large for
+    views): the chunks spelled out one by one, strings of 0 to 40 bytes."""
+    from lance_sql.format.datafile import memory
     from lance_sql.format.datafile.encode_v2_2 import values_of
+
+    if not views:
+        monkeypatch.setattr(memory, "VIEW_LIMIT", 0)
 
     rng = np.random.default_rng(8)
     words = [bytes(rng.integers(97, 123, int(k), dtype=np.uint8))
@@ -333,9 +341,8 @@ def test_string_chunks_match_a_plain_reference(large: bool, target: int) -> None
     counts = em._variable_counts(values.var_offsets, width, target)
     want = _plain_chunks(words[123 : 123 + 8000], counts.tolist(), width)
     assert [bytes(c) for c in em._variable_chunks(values, counts, width)] == want
-    src = em._StringChunks(values, counts, width)
-    scratch = bytearray(int(src.sizes.max()))
-    assert [bytes(src.fill(c, scratch)) for c in range(src.count)] == want
+    stream, bounds = em._StringChunks(values, counts, width).joined()
+    assert bytes(stream) == b"".join(want) and np.diff(bounds).tolist() == list(map(len, want))
 
 
 # --------------------------------------------------------------------------- levels, framing
@@ -438,3 +445,21 @@ def test_list_items_that_follow_each_other_are_sliced_not_taken() -> None:
     (leaf,) = shred_mod.shred(
         LanceSchema.from_arrow(pa.schema([pa.field("l", hidden.type)])).fields[0], hidden)
     assert leaf.values.to_pylist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("scheme", [1, 2])
+def test_deflate_slices_equal_deflate_of_each_slice(scheme: int) -> None:
+    """LZ4 (u32 prefix) and zstd (u64 prefix) buffers of the picked slices, in order, each
+    what :func:`deflate` makes of it and :func:`inflate` reads back."""
+    from lance_sql.format.datafile.blocks import deflate, deflate_slices, inflate
+
+    rng = np.random.default_rng(scheme)
+    data = bytes(rng.integers(97, 105, 20_000, dtype=np.uint8))
+    bounds = np.r_[0, np.cumsum(rng.integers(1, 900, 30))].tolist()
+    which = [0, 3, 4, 17, 29, 5]
+    got = deflate_slices(scheme, memoryview(data), bounds, which, None)
+    want = [deflate(scheme, data[bounds[c] : bounds[c + 1]]) for c in which]
+    assert got == want
+    assert [bytes(inflate(scheme, np.frombuffer(g, np.uint8), "t")) for g in got] == [
+        data[bounds[c] : bounds[c + 1]] for c in which]  # fmt: skip
+    assert deflate_slices(scheme, memoryview(data), bounds, [], 3) == []
