@@ -83,7 +83,7 @@ def key_array(ids: np.ndarray) -> pa.Array:
 
 def with_s_compression(compression: str | None) -> None:
     """Write column ``s`` with this ``lance-encoding:compression`` (None: the writer's
-    default, LZ4 chunks of 32 KiB)."""
+    default, LZ4 chunks of 16 KiB)."""
     global SCHEMA
     if compression is not None:
         meta = {"lance-encoding:compression": compression}

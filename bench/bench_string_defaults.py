@@ -36,12 +36,14 @@ from lance_sql.format.datafile import encode_miniblock as em
 KB = 1024
 # name -> (scheme, level, chunk target, field metadata)
 CANDIDATES: dict[str, tuple[int, int | None, int, dict[str, str] | None]] = {
-    "now": (em.LZ4, None, 32 * KB, None),
+    "now": (em.LZ4, None, 16 * KB, None),
     "lz4hc2": (em.LZ4, 2, 64 * KB, None),
     "lz4hc3": (em.LZ4, 3, 64 * KB, None),
     "lz4_256k": (em.LZ4, None, 256 * KB, None),
-    "lz4_64k": (em.LZ4, None, 64 * KB, None),  # the default before
-    "lz4_16k": (em.LZ4, None, 16 * KB, None),
+    "lz4_64k": (em.LZ4, None, 64 * KB, None),
+    "lz4_32k": (em.LZ4, None, 32 * KB, None),  # the default before
+    "lz4_8k": (em.LZ4, None, 8 * KB, None),
+    "lz4_4k": (em.LZ4, None, 4 * KB, None),
     "zstd1_32k": (em.ZSTD, 1, 32 * KB, None),
     "zstd3_64k": (em.ZSTD, 3, 64 * KB, None),
     "fsst": (em.LZ4, None, 64 * KB, {"lance-encoding:compression": "fsst"}),

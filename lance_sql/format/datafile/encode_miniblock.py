@@ -5,7 +5,7 @@ requires), each carrying its slice of the rep/def levels, out-of-line bitpacked 
 width per page. Compression is applied where it pays: FastLanes bitpacking for integers
 (when it saves 10%), a page dictionary for low-cardinality strings (always for Arrow
 dictionary columns, with indices of the key's width), LZ4 over string chunks of up to
-32 KiB when it shows a 15% gain (else over 64 KiB chunks when those do). A string
+16 KiB when it shows a 15% gain (else over 64 KiB chunks when those do). A string
 column's field metadata may ask for its compression as pylance honours it
 (``lance-encoding:compression`` = ``fsst``, ``zstd``, ``lz4`` or ``none``,
 ``lance-encoding:compression-level``): see :class:`StringCompression`.
@@ -64,18 +64,21 @@ FSST_LZ4_MARGIN = 1.05  # with DEFAULT_FSST, LZ4 is kept when within 5% of FSST'
 # The default general compression of string chunks (the metadata asking none): codec, level
 # (None: the codec's fastest; not recorded in the file) and chunk size. LZ4 level 1 is the
 # only codec measured (bench/bench_string_defaults.py) that keeps writes, scans and takes
-# as fast as they are. 32 KiB chunks rather than 64: a take inflates one chunk per row it
-# wants, so 100-row takes cost 0.62-0.76x, for files 2.4-3.5% larger, writes within
-# noise and scans ~3-6% more CPU (a page's chunks inflate by groups, see
-# compressive._lz4_variable); 16 KiB: takes 0.44-0.50x but files 5-8% larger and scans
-# up to 1.3x. LZ4 HC (levels 2-3, same block format) shrinks URL and JSON text 10-20%
-# but costs 2-4x the codec's CPU; zstd (level 3, 64 KiB) and FSST reach pylance's sizes
-# but full scans cost 1.5-2x (zstd) and 2.3-3.9x (FSST) those of LZ4 pages. LZ4 has no
-# entropy coding, so short high-entropy strings (ids, names) stay at 1.16x pylance's FSST
-# files or more at any level and chunk size.
+# as fast as they are. 16 KiB chunks: a take inflates one chunk per row it wants, so
+# 100-row takes cost 0.65-0.72x those of 32 KiB chunks (1M-row corpus columns; 1000-row
+# takes of bench_lsm-like short strings, 2M rows, 0.74-0.76x), for files 2.4-4.6% larger,
+# scans and writes within noise of 32 KiB (CPU 0.99-1.02x and 0.94-1.06x, medians of
+# 21-31 interleaved rounds; neither does Python work per chunk any more, see
+# compressive._lz4_variable and _deflated_chunks). 8 KiB chunks take rows faster still
+# (0.53-0.59x) but make URL and JSON files 8-11% larger; at 4 KiB LZ4 itself compresses
+# ~25% slower a byte (json writes 1.5x). LZ4 HC (levels 2-3, same block format) shrinks
+# URL and JSON text 10-20% but costs 2-4x the codec's CPU; zstd (level 3, 64 KiB) and
+# FSST reach pylance's sizes but full scans cost 1.5-2x (zstd) and 2.3-3.9x (FSST) those
+# of LZ4 pages. LZ4 has no entropy coding, so short high-entropy strings (ids, names) stay
+# at 1.16x pylance's FSST files or more at any level and chunk size.
 DEFAULT_SCHEME = LZ4
 DEFAULT_LEVEL: int | None = None
-DEFAULT_CHUNK_TARGET = 32 * 1024
+DEFAULT_CHUNK_TARGET = 16 * 1024
 DEFAULT_FSST = False  # FSST only when a column's metadata asks for it (see the docstring)
 COMPRESSION_KEY = "lance-encoding:compression"
 COMPRESSION_LEVEL_KEY = "lance-encoding:compression-level"

@@ -46,7 +46,8 @@ _END = b"\0\0\0\0"
 # many or more, inflated side by side, when the read has the cores to itself and a CPU
 # is idle (:func:`parallel.threads_for`; on a CPU another process keeps busy a helper
 # only slowed lookups down): a 1000-key take of strings in 32 KiB chunks inflates
-# ~25 MB (~6 ms of codec alone). One frame otherwise (more on one thread gain nothing).
+# ~25 MB (~6 ms of codec alone; about half in the default's 16 KiB chunks). One frame
+# otherwise (more on one thread gain nothing).
 SPLIT_BYTES = 2 << 20
 # At most this many frames, taken in turn by the threads (:class:`parallel.Begun`):
 # a helper thread that gets no core for a while leaves the caller frames to do.

@@ -127,9 +127,9 @@ def test_zstd_is_smaller_than_the_default_and_none_is_largest(tmp_path):
 
 
 def test_default_lz4_chunks_are_large(tmp_path):
-    """String chunks under LZ4 grow towards the default's 32 KiB (fewer, better compressed
+    """String chunks under LZ4 grow towards the default's 16 KiB (fewer, better compressed
     chunks; small enough that a take of one row inflates little)."""
-    assert encode_miniblock.DEFAULT_CHUNK_TARGET == 32 * 1024
+    assert encode_miniblock.DEFAULT_CHUNK_TARGET == 16 * 1024
     arr = _tokens(50_000, seed=2)
     uri, data = _write(tmp_path, arr, None)
     assert _general(data).compression.scheme == e21.COMPRESSION_ALGORITHM_LZ4
@@ -147,8 +147,8 @@ def test_default_lz4_chunks_are_large(tmp_path):
 
 
 def _names(n: int, seed: int = 0) -> pa.Array:
-    """Pairs of 7-letter words out of 2000 (as first and last names): LZ4 saves ~11% over
-    the default's chunks (1024 strings, 19 kB), ~17% over 64 KiB ones (2048 strings)."""
+    """Pairs of 7-letter words out of 2000 (as first and last names): LZ4 saves ~6% over
+    the default's chunks (512 strings, 9.7 kB), ~21% over 64 KiB ones (2048 strings)."""
     rng = np.random.default_rng(seed)
     words = np.array(["".join(w) for w in rng.choice(list("abcdefghijklmnopqrstuvwxyz"),
                                                      (2000, 7))])  # fmt: skip
@@ -157,7 +157,7 @@ def _names(n: int, seed: int = 0) -> pa.Array:
 
 
 def test_default_falls_back_to_64_kib_chunks_before_plain_ones(tmp_path, monkeypatch):
-    """Strings that LZ4 over the default's 32 KiB chunks shrinks by less than 15% are
+    """Strings that LZ4 over the default's 16 KiB chunks shrinks by less than 15% are
     tried over 64 KiB chunks before being written plain; pylance reads every row."""
     arr = _names(80_000, seed=3)
     raw = sum(len(s) + 4 for s in arr.to_pylist())
@@ -166,9 +166,10 @@ def test_default_falls_back_to_64_kib_chunks_before_plain_ones(tmp_path, monkeyp
     assert _chunk_count(data) <= raw // (LZ4_CHUNK_TARGET // 2) + 1  # 64 KiB chunks
     assert lance.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
     assert lance_sql.dataset(uri).to_table().column("s").combine_chunks().equals(arr)
-    # without the fallback (64 KiB chunks as the default's own, or 32 KiB alone) the same
-    # strings are written over 64 KiB chunks the same way, or plain
-    monkeypatch.setattr(encode_miniblock, "LZ4_CHUNK_TARGET", 32 * 1024)
+    # without the fallback (the default's own chunk size alone) the same strings are
+    # written plain
+    monkeypatch.setattr(encode_miniblock, "LZ4_CHUNK_TARGET",
+                        encode_miniblock.DEFAULT_CHUNK_TARGET)  # fmt: skip
     _, plain = _write(tmp_path / "plain", arr, None)
     assert _general(plain) is None and len(plain) > len(data)
 
