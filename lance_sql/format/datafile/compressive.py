@@ -360,7 +360,11 @@ def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | memoryview | pa.
     return Variable(rebased, data, n)
 
 
-LZ4_STRINGS_MIN_BYTES = 1 << 20  # compressed bytes from which _lz4_variable is used
+# compressed bytes from which _lz4_variable is used: below, its fixed cost (a few dozen
+# numpy calls) exceeds what the general path spends per chunk (measured on 16 KiB chunks
+# of ids, URLs and JSON: 1.2-1.4x the general path's CPU below ~140 kB, even at ~200-260
+# kB, 0.7-0.8x at 400-550 kB)
+LZ4_STRINGS_MIN_BYTES = 256 << 10
 # inflated bytes per group of chunks (a group is inflated in one codec call and its
 # offsets placed while it is still in the core's cache; groups spread over the decode's
 # threads)
@@ -374,7 +378,9 @@ def _lz4_variable(var: pb.Variable, buf: ChunkBuffers, counts: np.ndarray,
     group's offsets rebased into the output right after (one row gather per run of
     chunks of one count, :func:`_gather_runs`), then the strings' bytes of every group
     gathered in one pass by Arrow (:func:`memory.join_views`): no Python work per chunk,
-    so small chunks cost little more to scan than large ones.
+    so small chunks cost little more to scan than large ones. (The groups' inflated bytes
+    are held until that gather: about the page's inflated size, more than the group or two
+    in flight of a gather per group, which measured slower: a second copy.)
 
     A chunk is its offsets then its bytes (then up to a few bytes of padding), and its
     LZ4 prefix says how many bytes it inflates to, which places it in its group's output
