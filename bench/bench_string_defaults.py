@@ -68,11 +68,15 @@ def _size(uri: Path) -> int:
 def _rounds(ops: dict[str, Callable[[int], object]], repeat: int
             ) -> tuple[dict[str, float], dict[str, float]]:  # fmt: skip
     """Median wall and CPU seconds of each op (called with the round number), in rounds;
-    round 0 is a warm-up."""
+    round 0 is a warm-up. Each round starts one op further along: the op that follows
+    pylance's (whose run leaves caches and the memory pool to the next) is not always
+    the same one (it was ``now``, up to ~1.5x slower on files identical to the others')."""
     wall: dict[str, list[float]] = {k: [] for k in ops}
     cpu: dict[str, list[float]] = {k: [] for k in ops}
+    order = list(ops.items())
     for r in range(repeat + 1):
-        for name, op in ops.items():
+        at = r % len(order)
+        for name, op in order[at:] + order[:at]:
             cpu0, wall0 = time.process_time(), time.perf_counter()
             op(r)
             cpu1, wall1 = time.process_time(), time.perf_counter()
