@@ -65,12 +65,12 @@ FSST_LZ4_MARGIN = 1.05  # with DEFAULT_FSST, LZ4 is kept when within 5% of FSST'
 # (None: the codec's fastest; not recorded in the file) and chunk size. LZ4 level 1 is the
 # only codec measured (bench/bench_string_defaults.py) that keeps writes, scans and takes
 # as fast as they are. 16 KiB chunks: a take inflates one chunk per row it wants, so
-# 100-row takes cost 0.65-0.72x those of 32 KiB chunks (1M-row corpus columns; 1000-row
-# takes of bench_lsm-like short strings, 2M rows, 0.74-0.76x), for files 2.4-4.6% larger,
-# scans and writes within noise of 32 KiB (CPU 0.99-1.02x and 0.94-1.06x, medians of
-# 21-31 interleaved rounds; neither does Python work per chunk any more, see
+# 100-row takes cost 0.65-0.83x CPU those of 32 KiB chunks (1M-row corpus columns;
+# 1000-row takes of bench_lsm-like short strings, 2M rows, 0.74-0.76x), for files
+# 2.4-4.6% larger, scans of 0.99-1.02x CPU (JSON 1.02-1.07x) and writes of 0.94-1.06x
+# (medians of 21-31 interleaved rounds; neither does Python work per chunk any more, see
 # compressive._lz4_variable and _deflated_chunks). 8 KiB chunks take rows faster still
-# (0.53-0.59x) but make URL and JSON files 8-11% larger; at 4 KiB LZ4 itself compresses
+# (0.53-0.72x) but make URL and JSON files 8-11% larger; at 4 KiB LZ4 itself compresses
 # ~25% slower a byte (json writes 1.5x). LZ4 HC (levels 2-3, same block format) shrinks
 # URL and JSON text 10-20% but costs 2-4x the codec's CPU; zstd (level 3, 64 KiB) and
 # FSST reach pylance's sizes but full scans cost 1.5-2x (zstd) and 2.3-3.9x (FSST) those
