@@ -298,7 +298,8 @@ class MemTable:
         return table
 
     def _sorted_index(self, frags: list[MemFragment]) -> tuple[np.ndarray, np.ndarray]:
-        """(sorted key codes, their row addresses) over ``frags``."""
+        """(sorted key codes, their row addresses) over ``frags``; the rows of one code in
+        address order (a stable sort of the rows in address order)."""
         with self._lock:
             index = self._index
         if index is not None and index[0] == len(frags):
@@ -354,8 +355,13 @@ class MemTable:
         result = np.full(codes.size, -1, np.int64)
         if not frags or not codes.size:
             return result
-        q_of, cand = self._candidates(frags, codes)
-        np.maximum.at(result, q_of, cand.astype(np.int64))
+        sorted_codes, sorted_addr = self._sorted_index(frags)
+        # a code's rows are in address order (a stable sort of codes in address order):
+        # its latest row, the highest address, is the last before its right end
+        hi = np.searchsorted(sorted_codes, codes, "right")
+        held = hi > 0
+        held[held] = sorted_codes[hi[held] - 1] == codes[held]
+        result[held] = sorted_addr[hi[held] - 1].astype(np.int64)
         return result
 
     def _candidates(self, frags: list[MemFragment], codes: np.ndarray

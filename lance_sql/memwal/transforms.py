@@ -34,10 +34,17 @@ import pyarrow.compute as pc
 from lance_sql.errors import InvalidInputError, SchemaError
 from lance_sql.format.region_spec import RegionField, RegionSpec
 from lance_sql.format.schema import arrow_type_of
-from lance_sql.memwal.murmur3 import bucket, murmur3_32, murmur3_32_concat, scalar_hash
+from lance_sql.memwal.murmur3 import (
+    bucket,
+    bucket_numbers_of,
+    murmur3_32,
+    murmur3_32_concat,
+    scalar_hash,
+)
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of, scalar, true_mask
 
-__all__ = ["evaluate_field", "region_values", "scalar_region_values", "sql_on_own_thread"]
+__all__ = ["bucket_numbers", "evaluate_field", "region_values", "scalar_region_values",
+           "sql_on_own_thread"]
 
 _local = threading.local()
 
@@ -55,6 +62,25 @@ def region_values(spec: RegionSpec, columns: Sequence[pa.Array | None],
         out.append(evaluate_field(f, list(columns[at:at + width]), num_rows))
         at += width
     return pa.table(out, names=[f.field_id for f in spec.fields])
+
+
+def bucket_numbers(spec: RegionSpec, columns: Sequence[pa.Array | None]) -> np.ndarray | None:
+    """:func:`region_values` of a spec of one ``bucket`` field over one integer column
+    without nulls, as int64 numbers computed in numpy alone (no Arrow array per step: a
+    lookup of many keys routes them this way); None for any other spec or column."""
+    if len(spec.fields) != 1 or len(columns) != 1 or columns[0] is None:
+        return None
+    f = spec.fields[0]
+    if f.expression is not None or f.transform != "bucket" or \
+            (len(f.source_ids) or len(f.source_columns)) != 1:
+        return None
+    result = arrow_type_of(f.result_type) if f.result_type else None
+    if result is not None and not (result.equals(pa.int32()) or result.equals(pa.int64())):
+        return None  # (a narrower type may refuse the values: region_values says how)
+    column = _combined(columns[0])
+    if not pa.types.is_integer(column.type) or column.null_count:
+        return None
+    return bucket_numbers_of(column, f.parameter("num_buckets"))
 
 
 def scalar_region_values(spec: RegionSpec, values: Sequence[object],

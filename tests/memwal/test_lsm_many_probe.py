@@ -344,7 +344,8 @@ def test_keys_are_asked_only_of_their_region(routed: MemWal, region: int) -> Non
 def test_many_keys_route_by_number_as_the_join_and_the_dictionary(routed: MemWal,
                                                                    monkeypatch) -> None:
     """Many keys of a bucket spec find their region by a search of the known region
-    values (no join): the same position for every key as the join gives, and as the
+    values (no join), bucketed in numpy (no region values table): the same position
+    for every key as from the region values table, as the join gives, and as the
     few-keys dictionary gives key by key; values of no known region give -1, and
     nullable or non-integer region values are left to the join."""
     from lance_sql.memwal.read import planner as planner_mod
@@ -361,8 +362,16 @@ def test_many_keys_route_by_number_as_the_join_and_the_dictionary(routed: MemWal
         return out
 
     monkeypatch.setattr(planner_mod, "_route_numbers", spied)
+    bucketed: list[bool] = []
+    inner_bucket = planner_mod.bucket_numbers
+    monkeypatch.setattr(planner_mod, "bucket_numbers", lambda spec, columns: (
+        bucketed.append(True), inner_bucket(spec, columns))[1])
+    by_bucket = view._route(keys)  # bucketed in numpy, no region values table
+    assert bucketed == [True] and taken == [] and by_bucket is not None
+    monkeypatch.setattr(planner_mod, "bucket_numbers", lambda spec, columns: None)
     by_number = view._route(keys)
     assert taken == [True] and by_number is not None
+    assert np.array_equal(by_bucket, by_number)
     assert set(by_number.tolist()) == set(range(4))  # four regions, every key in one
     monkeypatch.setattr(planner_mod, "_route_numbers", lambda values, where: None)
     assert np.array_equal(by_number, view._route(keys))  # the join

@@ -76,6 +76,27 @@ def test_lookup_by_codes_equals_lookup() -> None:
         np.array(ids, np.int64), pa.int64()).tolist() == [-1] * len(ids)
 
 
+def test_lookup_by_codes_takes_each_keys_latest_row() -> None:
+    """Keys written many times, within one put and across many, some puts after the
+    key index was sorted: each code finds its key's latest row (the highest address),
+    as :meth:`lookup` does, and nothing for keys never written."""
+    m = MemTable(MEMTABLE, ["id"], generation=4)
+    rng = np.random.default_rng(8)
+    for put in range(12):
+        m.insert(_rows(rng.integers(0, 200, 150).tolist(), float(put)))
+        if put == 5:
+            m.lookup_codes(np.arange(3, dtype=np.int64), pa.int64())  # index sorted here
+    ids = np.arange(-3, 205, dtype=np.int64)
+    got = m.lookup_codes(ids, pa.int64())
+    assert got is not None
+    assert got.tolist() == m.lookup(pa.table({"id": ids})).tolist()
+    latest = {}
+    for address, key in zip(m.to_table().column("_rowaddr").to_pylist(),
+                            m.to_table().column("id").to_pylist(), strict=True):
+        latest[key] = max(latest.get(key, -1), address)
+    assert got.tolist() == [latest.get(k, -1) for k in ids.tolist()]
+
+
 def test_composite_string_keys_confirm_hash_matches() -> None:
     schema = memtable_schema(LanceSchema.from_arrow(pa.schema([
         pa.field("a", pa.int32(), False, {"lance-schema:unenforced-primary-key:position": "2"}),

@@ -202,3 +202,29 @@ def test_region_values_of_a_combined_spec() -> None:
     assert table.column_names == ["bucket_id", "identity_kind"]
     assert table.column("identity_kind").to_pylist() == ["a", "b", None]
     assert table.column("bucket_id").to_pylist() == _eval(RegionSpec.bucket("id", 4), ids)
+
+
+@pytest.mark.parametrize("t", INT_TYPES)
+@pytest.mark.parametrize("buckets", [1, 7, 8, 1000, 2**31 - 1])
+def test_bucket_numbers_equal_region_values(t: pa.DataType, buckets: int) -> None:
+    """The numpy bucket of many integer keys (a lookup routes them so) is the bucket
+    region_values computes, extremes of every integer type included."""
+    import numpy as np
+
+    from lance_sql.memwal.transforms import bucket_numbers
+
+    info = np.iinfo(t.to_pandas_dtype())
+    rng = np.random.default_rng(buckets)
+    values = np.r_[info.min, info.max, 0, 1, rng.integers(info.min, info.max, 300,
+                                                           dtype=t.to_pandas_dtype(),
+                                                           endpoint=True)]
+    column = pa.array(values, t)
+    spec = RegionSpec((_field(RegionSpec.bucket("c", buckets), t),))
+    got = bucket_numbers(spec, [column])
+    assert got is not None and got.dtype == np.int64
+    assert got.tolist() == region_values(spec, [column], len(column)).column(0).to_pylist()
+    # anything else: None (the caller evaluates region_values)
+    assert bucket_numbers(spec, [pa.array([1, None, 3], t)]) is None
+    assert bucket_numbers(spec, [None]) is None
+    assert bucket_numbers(RegionSpec.identity("c"), [column]) is None
+    assert bucket_numbers(spec, [pa.array(["a", "b"])]) is None

@@ -49,6 +49,7 @@ from lance_sql.memwal.read.nodes import (
 )
 from lance_sql.memwal.read.sources import GenerationSource, MemTableSource, Source
 from lance_sql.memwal.wal import TOMBSTONE
+from lance_sql.numpy_arrow import array_from_numpy
 from lance_sql.table.files.reader import ROW_ADDR
 from lance_sql.table.runtime.cache import LSM_KEY_DIRECTORIES
 from lance_sql.table.runtime.context import current_runtime
@@ -190,6 +191,25 @@ def _groups(homes: np.ndarray, region: np.ndarray, every_region: bool
     return out
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """Winning rows of one take: each row's ``_gen``, its region (``regions[region_at]``,
+    a region id or None) and the key it answers (a position among the lookup's keys)."""
+
+    rows: pa.Table
+    gen: np.ndarray        # int64, per row
+    regions: list          # region ids (uuid.UUID) or None
+    region_at: np.ndarray  # per row, into regions
+    key_of: np.ndarray     # per row
+
+    @classmethod
+    def of(cls, source: Source, rows: pa.Table, key_of: np.ndarray) -> _Piece:
+        """Rows of one source."""
+        n = rows.num_rows
+        return cls(rows, np.full(n, source.gen, np.int64), [source.region],
+                   np.zeros(n, np.int64), key_of)
+
+
 class ManyKeyLookup:
     """The lookup plan's answer for many keys, every newer source probed at once (see the
     module docstring). ``runs`` counts the lookups answered this way; ``metrics`` says
@@ -288,8 +308,8 @@ class ManyKeyLookup:
             if hit.any():
                 held[i] = (mine[hit], addresses[hit])
                 np.minimum.at(best, mine[hit], i)
-        # ---- the winners' rows, source by source, tagged together
-        taken: list[tuple[Source, pa.Table, np.ndarray]] = []
+        # ---- the winners' rows, tagged together
+        taken: list[_Piece] = []
         key_of, j, row, tombstone = found
         # the winning generation of its key, and not a tombstone (the key is deleted)
         first = best[key_of] == np.array(gen_at, np.int64)[j]
@@ -301,27 +321,25 @@ class ManyKeyLookup:
                            keys_deleted=int(np.count_nonzero(first & tombstone)),
                            keys_asked_of_base=int(np.count_nonzero(best == none)))
         key_of, j, row = key_of[won], j[won], row[won]
+        gen_of = np.array([g.gen for g in generations], np.int64)
         for d, members in directories:  # each region's winners
-            here = np.isin(j, members)
-            if not here.any():
+            here = np.flatnonzero(np.isin(j, members)) if len(directories) > 1 else \
+                np.arange(j.size)
+            if not here.size:
                 continue
             if d.joined is None:
                 for g in np.unique(j[here]).tolist():
-                    mine = j == g
+                    mine = here[j[here] == g]
                     rows = generations[g].rows().take(pa.array(row[mine], pa.int64()))
-                    taken.append((generations[g], rows, key_of[mine]))
+                    taken.append(_Piece.of(generations[g], rows, key_of[mine]))
                 continue
-            # every winner's row in one take, then each generation's as a slice of it
-            by_gen = np.flatnonzero(here)[np.argsort(j[here], kind="stable")]
-            keys_here, gen_here, row_here = key_of[by_gen], j[by_gen], row[by_gen]
+            # every winner's row in one take, tagged row by row with its generation
+            local = np.searchsorted(members, j[here])  # the generation within the region
             assert d.first is not None
-            local = np.searchsorted(members, gen_here)  # the generation within the region
-            rows = d.joined.take(pa.array(d.first[local] + row_here))
+            rows = d.joined.take(array_from_numpy(d.first[local] + row[here], pa.int64()))
             JOINED_TAKES[0] += 1
-            gens = np.unique(gen_here)
-            ends = np.searchsorted(gen_here, gens, "right").tolist()
-            for g, a, b in zip(gens.tolist(), [0, *ends[:-1]], ends, strict=True):
-                taken.append((generations[g], rows.slice(a, b - a), keys_here[a:b]))
+            taken.append(_Piece(rows, gen_of[j[here]], [g.region for g in generations],
+                                j[here], key_of[here]))
         for i, (mine, addresses) in held.items():
             won = best[mine] == i
             if won.any():
@@ -350,35 +368,36 @@ class ManyKeyLookup:
         CODE_COLLISIONS[0] += int(same.size - np.count_nonzero(same))
         return same
 
-    def _tagged(self, taken: list[tuple[Source, pa.Table, np.ndarray]]
-                ) -> list[pa.RecordBatch]:
-        """The rows ``taken`` (source, its rows for the keys at ``key_of``) with
-        ``_gen``, ``_region`` and ``_key``, as the lookup schema: rows of one schema
-        joined first and tagged at once (the per-piece work is what this path saves)."""
-        groups: dict[pa.Schema, list[tuple[Source, pa.Table, np.ndarray]]] = {}
+    def _tagged(self, taken: list[_Piece]) -> list[pa.RecordBatch]:
+        """The rows ``taken`` with ``_gen``, ``_region`` and ``_key``, as the lookup
+        schema: pieces of one schema joined first and tagged at once (the per-piece work
+        is what this path saves)."""
+        groups: dict[pa.Schema, list[_Piece]] = {}
         for piece in taken:
-            same = next((g for g in groups if g.equals(piece[1].schema)), None)
-            groups.setdefault(same if same is not None else piece[1].schema, []).append(piece)
+            same = next((g for g in groups if g.equals(piece.rows.schema)), None)
+            groups.setdefault(same if same is not None else piece.rows.schema, []).append(piece)
         wanted = [c for c in self.schema.names if c not in (*SOURCE_COLUMNS, KEY_POSITION)]
         out = []
         for schema, group in groups.items():
-            table = pa.concat_tables([t for _, t, _ in group]) if len(group) > 1 \
-                else group[0][1]
+            table = pa.concat_tables([p.rows for p in group]) if len(group) > 1 \
+                else group[0].rows
             table = table.select([c for c in wanted if c in schema.names])
-            sizes = np.array([t.num_rows for _, t, _ in group], np.int64)
-            which = pa.array(np.repeat(np.arange(len(group)), sizes))
-            table = table.append_column(GEN, pa.array(np.repeat(
-                np.array([s.gen for s, _, _ in group], np.int64), sizes)))
-            regions = pa.array([None if s.region is None else str(s.region)
-                                for s, _, _ in group], pa.string())
-            table = table.append_column(REGION, regions.take(which))
-            key_of = np.concatenate([k for _, _, k in group])
+            table = table.append_column(GEN, array_from_numpy(
+                np.concatenate([p.gen for p in group]), pa.int64()))
+            # each row's region: its label among all the group's pieces' labels
+            labels = [None if r is None else str(r) for p in group for r in p.regions]
+            sizes = np.array([len(p.regions) for p in group], np.int64)
+            offsets = np.repeat(sizes.cumsum() - sizes, [p.gen.size for p in group])
+            at = np.concatenate([p.region_at for p in group]) + offsets
+            table = table.append_column(REGION, pa.array(labels, pa.string()).take(
+                array_from_numpy(at, pa.int64())))
+            key_of = np.concatenate([p.key_of for p in group])
             table = table.append_column(KEY_POSITION, pa.array(self.keys.position[key_of]))
             out.append(conform(table, self.schema))
         return out
 
     def _memtable(self, s: Source, key_of: np.ndarray, addresses: np.ndarray
-                  ) -> list[tuple[Source, pa.Table, np.ndarray]]:
+                  ) -> list[_Piece]:
         """A MemTable's rows at ``addresses`` (the keys at ``key_of``), tombstones left
         out (their keys are deleted)."""
         assert isinstance(s, MemTableSource)
@@ -390,4 +409,4 @@ class ManyKeyLookup:
             if dead.any():
                 self.metrics.add("keys_deleted", int(np.count_nonzero(dead)))
                 rows, key_of = rows.filter(pa.array(~dead)), key_of[~dead]
-        return [(s, rows, key_of)] if rows.num_rows else []
+        return [_Piece.of(s, rows, key_of)] if rows.num_rows else []

@@ -88,6 +88,7 @@ from lance_sql.memwal.read.sources import (
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import decode_region_values
 from lance_sql.memwal.transforms import (
+    bucket_numbers,
     region_values,
     scalar_region_values,
     sql_on_own_thread,
@@ -864,6 +865,11 @@ class LsmView:
             if one is not None:
                 routed[0] = where.get(one, -1)
                 return routed
+        numbers = bucket_numbers(spec, [keys.column(n) for n in names]) \
+            if keys.num_rows > _FEW_KEYS else None
+        by_number = None if numbers is None else _routed_numbers(numbers, where)
+        if by_number is not None:  # many integer keys bucketed: routed in numpy alone
+            return by_number
         with sql_on_own_thread():  # we may be planning inside DataFusion's runtime
             values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
         if keys.num_rows <= _FEW_KEYS:  # a few keys: a dictionary beats a join's setup
@@ -958,9 +964,16 @@ def _route_numbers(values: pa.Table, where: dict[tuple, int]) -> np.ndarray | No
     t = column.type
     if not pa.types.is_integer(t) or (t.bit_width == 64 and not pa.types.is_signed_integer(t)):
         return None  # (uint64 values may not fit int64)
-    known = [k[0] for k in where]
-    if not all(type(k) is int for k in known):
+    return _routed_numbers(column.to_numpy().astype(np.int64, copy=False), where)
+
+
+def _routed_numbers(got: np.ndarray, where: dict[tuple, int]) -> np.ndarray | None:
+    """Each of the region values ``got`` (int64 numbers) as a position in ``where``
+    (see :func:`_route_numbers`; -1: no such region); None when the known values are
+    not all integers of int64."""
+    if not where or any(len(k) != 1 or type(k[0]) is not int for k in where):
         return None
+    known = [k[0] for k in where]
     try:
         codes = np.array(known, np.int64)
     except OverflowError:
@@ -968,7 +981,6 @@ def _route_numbers(values: pa.Table, where: dict[tuple, int]) -> np.ndarray | No
     order = np.argsort(codes)
     codes = codes[order]
     positions = np.fromiter(where.values(), np.int64, len(where))[order]
-    got = column.to_numpy().astype(np.int64, copy=False)
     at = np.minimum(codes.searchsorted(got), codes.size - 1)
     return np.where(codes[at] == got, positions[at], -1)
 

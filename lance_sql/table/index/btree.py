@@ -58,6 +58,8 @@ _FEW_IDS = 16  # ids of at most this many entries found by a one-key search: rea
 # Counts of searches of many string / binary keys answered with the pages' fixed-width
 # bytes (one numpy search per page, not a set test of every value of it) (tests).
 BYTES_SET_SEARCHES = [0]
+# Counts of integer key sets found in dense pages by arithmetic alone (_dense_found, tests).
+DENSE_SET_SEARCHES = [0]
 
 
 def index_key(uuid: str, name: str) -> str:
@@ -359,10 +361,14 @@ class BTreeIndex:
         """Sorted positions in page_data of the entries matching ``query``."""
         return self._found(query)[0]
 
-    def _found(self, query: KeyQuery) -> tuple[np.ndarray, pa.Array | None]:
+    def _found(self, query: KeyQuery) -> tuple[np.ndarray, pa.Array | np.ndarray | None]:
         """:meth:`_rows`, with the entries' keys when a search of many string / binary
-        keys found them on the way (else None)."""
+        keys, or of many integer keys in dense pages, found them on the way (else None)."""
         wanted_bytes = _sorted_bytes(query, self.key_type)
+        if wanted_bytes is None:
+            dense = self._dense_found(query)
+            if dense is not None:
+                return dense
         found = None if wanted_bytes is None else self.bounds.fixed_pages(wanted_bytes)
         pages = (self.bounds.pages(query) if found is None else found).tolist()
         if len(pages) == 1:
@@ -384,6 +390,44 @@ class BTreeIndex:
         else:
             rows = self._search_pages(pages, query, wanted, None)
         return rows, None
+
+    def _dense_found(self, query: KeyQuery) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`_found` of a set of many integer keys whose pages are all noted dense
+        (:class:`DensePages`) and each within one page's bounds: each key's page by two
+        searches of the bounds, its entry by arithmetic, the keys found with them (no
+        page list, no page taken from the cache). None otherwise: the caller searches as
+        usual (same rows: a key between a dense page's first and last key lies within
+        that page's bounds, which no other page's bounds hold here)."""
+        lo_keys, hi_keys = self.bounds.min_keys, self.bounds.max_keys
+        if lo_keys is None or hi_keys is None or not isinstance(query, KeySet) or \
+                len(query.values) < 2 * BATCH_PAGES:
+            return None
+        facts = current_runtime().cache.peek(INDEX_PAGES, (self.path, self.uuid, _DENSE))
+        if facts is None or facts.first is None or lo_keys.dtype.kind != hi_keys.dtype.kind:
+            return None
+        wanted = _sorted_numbers(query)
+        if wanted is None or wanted.dtype != facts.first.dtype or \
+                lo_keys.dtype.kind != wanted.dtype.kind:
+            return None
+        first_page = np.searchsorted(hi_keys, wanted, "left")  # the first whose max >= key
+        stop_page = np.searchsorted(lo_keys, wanted, "right")  # those whose min <= key: below
+        span = stop_page - first_page
+        if int(span.max()) > 1:
+            return None  # a key within several pages' bounds: searched page by page
+        held = span == 1
+        page = first_page[held]
+        if not page.size or not bool(facts.known[page].all()) or \
+                int(np.count_nonzero(np.diff(page))) + 1 < BATCH_PAGES:
+            return None  # a page not noted, or a few pages: searched as usual
+        keys = wanted[held]
+        first = facts.first[page]
+        inside = keys >= first
+        distance = np.zeros(keys.size, np.int64)
+        distance[inside] = (keys[inside] - first[inside]).astype(np.int64)
+        inside &= (distance >= 0) & (distance < facts.size[page])  # >= 0: no wrap
+        DENSE_SET_SEARCHES[0] += 1
+        rows = (page * self.lookup.batch_size + facts.nulls[page] + distance)[inside]
+        return rows, keys[inside]
 
     def _search_bytes(self, pages: list[int], query: KeyQuery, wanted: np.ndarray
                       ) -> tuple[np.ndarray, pa.Array | None]:

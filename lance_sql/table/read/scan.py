@@ -506,11 +506,13 @@ def _read_kept(reader: FragmentReader, field: LanceField, keep: pa.BooleanArray,
 
 
 def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
-              rows: np.ndarray, *, live: bool = False) -> pa.Table:
+              rows: np.ndarray, *, live: bool = False,
+              reader: FragmentReader | None = None) -> pa.Table:
     """The plan applied to the physical ``rows`` (sorted offsets) of one fragment; deleted
     rows are dropped (``live``: the caller already did). Only the pages holding those
-    rows are read."""
-    reader = FragmentReader(store, manifest, fragment)
+    rows are read. ``reader``: the fragment's reader, when the caller keeps one."""
+    if reader is None:
+        reader = FragmentReader(store, manifest, fragment)
     mask = None if live else reader.keep_mask()
     if mask is not None and len(rows):
         rows = rows[mask[rows]]
@@ -548,23 +550,26 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
         plan = plan_scan(manifest, columns)
     if addresses.size == 1:  # a point lookup's row: no grouping, nothing to reorder
         return _take_one_address(store, manifest, plan, int(addresses[0]), readers)
-    groups, order = [], []
+    groups, order, fragment_readers = [], [], []
     for frag, rows, where in by_fragment(manifest, addresses):
         if rows[-1] >= frag.physical_rows:  # rows are sorted
             raise InvalidInputError(
                 f"row offset {int(rows[-1])} is past the end of fragment {frag.id}"
             )
-        mask = FragmentReader(store, manifest, frag).keep_mask()
+        reader = _kept_reader(store, manifest, frag, readers)
+        mask = reader.keep_mask()
         if mask is not None:
             live = mask[rows]
             where, rows = where[live], rows[live]
         groups.append((frag, rows))
         order.append(where)
+        fragment_readers.append(reader)
     # many rows: each column taken from every fragment at once, when it can be
-    together = (take_many.take_rows(store, manifest, plan, groups)
+    together = (take_many.take_rows(store, manifest, plan, groups, fragment_readers)
                 if addresses.size >= take_many.MIN_ROWS else None)
     pieces = [together] if together is not None else [
-        scan_rows(store, manifest, frag, plan, rows, live=True) for frag, rows in groups]
+        scan_rows(store, manifest, frag, plan, rows, live=True, reader=reader)
+        for (frag, rows), reader in zip(groups, fragment_readers, strict=True)]
     if not pieces:
         return plan.output_schema.empty_table()
     if len(order) == 1 and (order[0].size < 2 or bool(np.all(np.diff(order[0]) == 1))):
@@ -583,6 +588,17 @@ FragmentReaders = dict[int, FragmentReader]
 _READERS_KEPT = 1024  # fragments per kept plan (more are read with a new reader each)
 
 
+def _kept_reader(store: ObjectStore, manifest: Manifest, frag: Fragment,
+                 readers: FragmentReaders | None) -> FragmentReader:
+    """The reader of ``frag`` kept in ``readers`` (made and kept there when missing)."""
+    reader = readers.get(frag.id) if readers is not None else None
+    if reader is None or reader.fragment is not frag or reader.manifest is not manifest:
+        reader = FragmentReader(store, manifest, frag)
+        if readers is not None and len(readers) < _READERS_KEPT:
+            readers[frag.id] = reader
+    return reader
+
+
 def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
                       address: int, readers: FragmentReaders | None = None) -> pa.Table:
     """:func:`take_addresses` of one address: its row, or no row when it is deleted."""
@@ -596,11 +612,7 @@ def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
         return scan_rows(store, manifest, frag, plan, np.array([row], np.int64))
     # the row of every column in one pass (no deleted rows here, no filter): what
     # scan_rows gives, without its row arrays
-    reader = readers.get(frag_id) if readers is not None else None
-    if reader is None or reader.fragment is not frag or reader.manifest is not manifest:
-        reader = FragmentReader(store, manifest, frag)
-        if readers is not None and len(readers) < _READERS_KEPT:
-            readers[frag_id] = reader
+    reader = _kept_reader(store, manifest, frag, readers)
     found = dict(zip((f.name for f in plan.read_fields),
                      reader.take_row(plan.read_fields, row), strict=True))
     system = plan.system_names

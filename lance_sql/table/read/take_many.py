@@ -41,20 +41,25 @@ MIN_ROWS = 5
 
 
 def take_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
-              groups: Sequence[tuple[Fragment, np.ndarray]]) -> pa.Table | None:
+              groups: Sequence[tuple[Fragment, np.ndarray]],
+              readers: Sequence[FragmentReader] | None = None) -> pa.Table | None:
     """The plan's output for ``rows`` (live, sorted physical offsets) of each fragment of
     ``groups``, fragment after fragment, as one table; None when this path does not
     apply (a filter, system columns other than row addresses, repeated rows, a column
-    some fragment lacks or holds in a shape :mod:`point_pages` does not take)."""
+    some fragment lacks or holds in a shape :mod:`point_pages` does not take).
+    ``readers``: each group's fragment reader, when the caller keeps them (one per group,
+    in order; a kept reader has found its files and checked its rows already)."""
     system = plan.system_names
     stable = manifest.uses_stable_row_ids
     if plan.filter is not None or not plan.output_fields or any(
             n != ROW_ADDR and (n != ROW_ID or stable) for n in system):
         return None  # (no output columns: rows without columns, made fragment by fragment)
-    groups = [(f, r) for f, r in groups if r.size]
+    if readers is None or len(readers) != len(groups):
+        readers = [FragmentReader(store, manifest, f) for f, _ in groups]
+    kept = [i for i, (_, r) in enumerate(groups) if r.size]
+    groups, readers = [groups[i] for i in kept], [readers[i] for i in kept]
     if not groups or any(r.size > 1 and not bool((r[1:] > r[:-1]).all()) for _, r in groups):
         return None
-    readers = [FragmentReader(store, manifest, f) for f, _ in groups]
     fields = plan.read_fields
     # strings first: their LZ4 chunks inflate (on a helper thread, when one may be
     # used) while the other columns are taken, then the strings are finished
