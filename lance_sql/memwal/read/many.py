@@ -322,6 +322,7 @@ class ManyKeyLookup:
                            keys_asked_of_base=int(np.count_nonzero(best == none)))
         key_of, j, row = key_of[won], j[won], row[won]
         gen_of = np.array([g.gen for g in generations], np.int64)
+        gen_regions = [g.region for g in generations]  # one list, shared by the pieces
         for d, members in directories:  # each region's winners
             here = np.flatnonzero(np.isin(j, members)) if len(directories) > 1 else \
                 np.arange(j.size)
@@ -338,8 +339,7 @@ class ManyKeyLookup:
             assert d.first is not None
             rows = d.joined.take(array_from_numpy(d.first[local] + row[here], pa.int64()))
             JOINED_TAKES[0] += 1
-            taken.append(_Piece(rows, gen_of[j[here]], [g.region for g in generations],
-                                j[here], key_of[here]))
+            taken.append(_Piece(rows, gen_of[j[here]], gen_regions, j[here], key_of[here]))
         for i, (mine, addresses) in held.items():
             won = best[mine] == i
             if won.any():
@@ -384,11 +384,18 @@ class ManyKeyLookup:
             table = table.select([c for c in wanted if c in schema.names])
             table = table.append_column(GEN, array_from_numpy(
                 np.concatenate([p.gen for p in group]), pa.int64()))
-            # each row's region: its label among all the group's pieces' labels
-            labels = [None if r is None else str(r) for p in group for r in p.regions]
-            sizes = np.array([len(p.regions) for p in group], np.int64)
-            offsets = np.repeat(sizes.cumsum() - sizes, [p.gen.size for p in group])
-            at = np.concatenate([p.region_at for p in group]) + offsets
+            # each row's region: its label among the group's region lists, each list
+            # (the generations' one is shared by every region's piece) labelled once
+            labels: list[str | None] = []
+            start_of: dict[int, int] = {}
+            starts = []
+            for p in group:
+                start = start_of.get(id(p.regions))
+                if start is None:
+                    start = start_of[id(p.regions)] = len(labels)
+                    labels.extend(None if r is None else str(r) for r in p.regions)
+                starts.append(start)
+            at = np.concatenate([p.region_at + s for p, s in zip(group, starts, strict=True)])
             table = table.append_column(REGION, pa.array(labels, pa.string()).take(
                 array_from_numpy(at, pa.int64())))
             key_of = np.concatenate([p.key_of for p in group])
