@@ -337,11 +337,15 @@ def _variable_pieces(var: pb.Variable, pieces: Sequence[bytes | memoryview | pa.
     sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
     if sizes.size != counts.size or np.any(sizes < (counts + 1) * wb):
         raise FormatError(f"{where}: string chunk too small for its offsets")
+    # read as unsigned: a 64-bit word of 2^63 or more is out of its chunk, not an overflow
     fmt = "<I" if wb == 4 else "<Q"
-    first = np.fromiter((struct.unpack_from(fmt, p)[0] for p in pieces), np.int64, sizes.size)
+    first = np.fromiter((struct.unpack_from(fmt, p)[0] for p in pieces), np.uint64, sizes.size)
     last = np.fromiter((struct.unpack_from(fmt, p, c * wb)[0]
                         for p, c in zip(pieces, counts.tolist(), strict=True)),
-                       np.int64, sizes.size)  # fmt: skip
+                       np.uint64, sizes.size)  # fmt: skip
+    if np.any(first > np.uint64(1 << 62)) or np.any(last > np.uint64(1 << 62)):
+        raise FormatError(f"{where}: string offsets point outside their chunk")
+    first, last = first.astype(np.int64), last.astype(np.int64)
     if np.any(first != (counts + 1) * wb) or np.any(last > sizes) or np.any(last < first):
         raise FormatError(f"{where}: string offsets point outside their chunk")
     arrays = [np.frombuffer(p, np.uint8) for p in pieces]

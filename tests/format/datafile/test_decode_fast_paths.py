@@ -228,3 +228,12 @@ def test_byte_views_of_many_sources_join_to_their_runs():
     assert bytes(held[-1]) == bytes(sources[2][10:13]) + bytes(9)
     assert memory.join_views(memory.byte_views([sources[0]], [np.array([3, 9])],
                                                np.zeros(2, np.int64)), [sources[0]]).size == 0
+
+
+def test_inflated_string_pieces_with_64_bit_offsets_past_2_63_are_refused():
+    """A 64-bit offset word of 2^63 or more (a chunk whose value count reaches into its
+    string bytes) is a FormatError, not an integer overflow."""
+    var = pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=64)))
+    piece = np.array([16, 24], "<u8").tobytes() + b"\xff" * 8  # one value; 0xff.. bytes
+    with pytest.raises(FormatError, match="offsets"):
+        _variable_pieces(var, [piece], np.array([2]), "t")  # the count claims two
