@@ -190,13 +190,17 @@ def _codec(name: str, level: int | None = None) -> pa.Codec:
     return pa.Codec(name) if level is None else pa.Codec(name, compression_level=level)
 
 
+def _framing(scheme: int, level: int | None) -> tuple[pa.Codec, int]:
+    """The codec of ``scheme`` (1: LZ4 blocks, else zstd) and the width of the size word
+    before each compressed buffer (u32 for LZ4, u64 for zstd: the framing pylance writes)."""
+    return (_codec("lz4_raw", level), 4) if scheme == 1 else (_codec("zstd", level), 8)
+
+
 def deflate(scheme: int, data: bytes | memoryview, level: int | None = None) -> bytes:
     """Inverse of :func:`inflate` (the framing pylance writes)."""
     data = memoryview(data).cast("B")
-    if scheme == 1:
-        body = _codec("lz4_raw", level).compress(data, asbytes=True)
-        return struct.pack("<I", len(data)) + body
-    return struct.pack("<Q", len(data)) + _codec("zstd", level).compress(data, asbytes=True)
+    codec, word = _framing(scheme, level)
+    return len(data).to_bytes(word, "little") + codec.compress(data, asbytes=True)
 
 
 def deflate_slices(scheme: int, data: memoryview, bounds: Sequence[int], which: Iterable[int],
@@ -204,8 +208,7 @@ def deflate_slices(scheme: int, data: memoryview, bounds: Sequence[int], which: 
     """:func:`deflate` of ``data[bounds[c] : bounds[c + 1]]`` for each ``c`` of ``which``,
     in order: one codec call each and no other Python around it (a page of small string
     chunks makes thousands of them)."""
-    codec = _codec("lz4_raw" if scheme == 1 else "zstd", level)
-    word = 4 if scheme == 1 else 8
+    codec, word = _framing(scheme, level)
     return [(bounds[c + 1] - bounds[c]).to_bytes(word, "little")
             + codec.compress(data[bounds[c] : bounds[c + 1]], asbytes=True)
             for c in which]  # fmt: skip

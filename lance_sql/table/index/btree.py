@@ -420,11 +420,7 @@ class BTreeIndex:
                 int(np.count_nonzero(np.diff(page))) + 1 < BATCH_PAGES:
             return None  # a page not noted, or a few pages: searched as usual
         keys = wanted[held]
-        first = facts.first[page]
-        inside = keys >= first
-        distance = np.zeros(keys.size, np.int64)
-        distance[inside] = (keys[inside] - first[inside]).astype(np.int64)
-        inside &= (distance >= 0) & (distance < facts.size[page])  # >= 0: no wrap
+        distance, inside = _in_dense_page(keys, facts.first[page], facts.size[page])
         DENSE_SET_SEARCHES[0] += 1
         rows = (page * self.lookup.batch_size + facts.nulls[page] + distance)[inside]
         return rows, keys[inside]
@@ -907,12 +903,19 @@ def _dense_at(starts: np.ndarray, counts: np.ndarray, firsts: np.ndarray, sizes:
     consecutive integer keys from ``firsts[i]`` (``sizes[i]`` of them, the first at
     ``offsets[i]``): a key's distance from the first, when within the page."""
     keys = wanted[_run_positions(starts, counts)]
-    first = np.repeat(firsts, counts)
+    distance, inside = _in_dense_page(keys, np.repeat(firsts, counts), np.repeat(sizes, counts))
+    return (np.repeat(offsets, counts) + distance)[inside]
+
+
+def _in_dense_page(keys: np.ndarray, first: np.ndarray, size: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Each key's distance (int64) from the first key of its page of ``size`` consecutive
+    integers, and whether it lies within that page."""
     inside = keys >= first
     distance = np.zeros(keys.size, np.int64)
     distance[inside] = (keys[inside] - first[inside]).astype(np.int64)
-    inside &= (distance >= 0) & (distance < np.repeat(sizes, counts))  # >= 0: no wrap
-    return (np.repeat(offsets, counts) + distance)[inside]
+    inside &= (distance >= 0) & (distance < size)  # >= 0: no wrap
+    return distance, inside
 
 
 def _run_positions(start: np.ndarray, length: np.ndarray) -> np.ndarray:
