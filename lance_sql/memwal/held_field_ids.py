@@ -16,8 +16,7 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.generation_tables import open_generation
-from lance_sql.memwal.merger import region_ids
-from lance_sql.memwal.region_log import RegionLog
+from lance_sql.memwal.merger import region_generations, region_ids
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_writers
 from lance_sql.table.dataset import LanceDataset
@@ -35,15 +34,10 @@ def held_field_id(ds: LanceDataset, manifest: Manifest) -> int:
     details = loaded[1]
     held = -1
     for region_id in region_ids(ds):
-        region = RegionLog(ds.store, region_id).latest()
-        if region is None:
-            continue
-        merged = details.merged_generation(region_id)
-        for gen in region.flushed_generations:
-            if gen.generation <= merged:
-                continue
+        _, pending = region_generations(ds, region_id, details.merged_generation(region_id))
+        for _, path in pending:
             try:
-                schema = open_generation(ds.uri, ds.store, region_id, gen.path).manifest.schema
+                schema = open_generation(ds.uri, ds.store, region_id, path).manifest.schema
             except NotFoundError:
                 continue  # merged and collected since the region manifest was read
             held = max(held, _table_ids(schema))

@@ -29,7 +29,8 @@ from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.table.dataset import LanceDataset, dataset
 
-__all__ = ["MergeResult", "TOMBSTONE", "latest_rows", "merge", "region_ids"]
+__all__ = ["MergeResult", "TOMBSTONE", "latest_rows", "merge", "region_generations",
+           "region_ids"]
 
 TOMBSTONE = "_tombstone"
 _ROWADDR = "_rowaddr"
@@ -85,8 +86,10 @@ def _latest_rows_sorted(rows: pa.Table, keys: list[str]) -> pa.Table:
     return order.filter(pa.array(first))
 
 
-def _region_generations(ds: LanceDataset, region_id: uuid.UUID, merged: int
-                        ) -> tuple[RegionManifest | None, list[tuple[int, str]]]:
+def region_generations(ds: LanceDataset, region_id: uuid.UUID, merged: int
+                       ) -> tuple[RegionManifest | None, list[tuple[int, str]]]:
+    """A region's latest manifest (None: it has none yet) and its flushed generations
+    above ``merged`` as (generation, path), oldest first."""
     manifest = RegionLog(ds.store, region_id).latest()
     if manifest is None:
         return None, []
@@ -110,7 +113,7 @@ def merge(ds: LanceDataset, *, regions: list[uuid.UUID] | None = None,
         while max_generations is None or len(results) < max_generations:
             loaded = mem_wal_index.load(current)
             merged = loaded[1].merged_generation(region_id) if loaded else 0
-            _, pending = _region_generations(current, region_id, merged)
+            _, pending = region_generations(current, region_id, merged)
             if not pending:
                 break
             generation, path = pending[0]
