@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["sorted_difference", "sorted_intersection", "sorted_union", "sorted_unique"]
+__all__ = ["in_sorted", "sorted_difference", "sorted_intersection", "sorted_union",
+           "sorted_unique"]
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -70,6 +71,13 @@ def sorted_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     ours, theirs = sorted_unique(a), sorted_unique(b).astype(common, copy=False)
     if not theirs.size:
         return ours
-    wide = ours.astype(common, copy=False)
-    at = np.minimum(np.searchsorted(theirs, wide), theirs.size - 1)
-    return ours[theirs[at] != wide]
+    return ours[~in_sorted(ours.astype(common, copy=False), theirs)]
+
+
+def in_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Which ``values`` are in ``sorted_set`` (ascending, of a type they compare with), as
+    a bool mask: one binary search each."""
+    if not sorted_set.size:
+        return np.zeros(values.size, bool)
+    at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
+    return sorted_set[at] == values

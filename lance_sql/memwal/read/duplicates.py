@@ -41,8 +41,9 @@ from lance_sql.memwal.memtable import key_codes
 from lance_sql.memwal.read.keys import latest_positions
 from lance_sql.memwal.read.sources import BaseSource, lance_scanner, table_order
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
+from lance_sql.sorted_sets import in_sorted
 from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.files.reader import ROW_ADDR, deleted_offsets
+from lance_sql.table.files.reader import ROW_ADDR, deleted_offsets, row_offsets
 from lance_sql.table.runtime.cache import BASE_DUPLICATES, BASE_KEY_DIGESTS
 from lance_sql.table.runtime.context import current_runtime
 
@@ -59,7 +60,6 @@ UNIQUE_BASE_KEYS_CONFIG = "lance_sql.memwal.unique_base_keys"
 KEY_READS = [0]
 DIGEST_CHECKS = [0]
 
-_MASK32 = np.uint64(0xFFFFFFFF)
 # Entries of deleted rows a digest carries before it drops them (beyond a quarter of the
 # live rows).
 _SLACK = 1 << 16
@@ -98,7 +98,7 @@ def superseded_at(ds: LanceDataset, key_columns: tuple[str, ...]) -> dict[int, n
         if not isinstance(latest, KeyDigest) or latest.version < digest.version:
             cache.put(BASE_KEY_DIGESTS, slot, digest)
     elif latest is None:
-        cache.put(BASE_KEY_DIGESTS, slot, _Checked(ds.version))
+        cache.put(BASE_KEY_DIGESTS, slot, _CHECKED)
     return superseded
 
 
@@ -106,8 +106,10 @@ def superseded_at(ds: LanceDataset, key_columns: tuple[str, ...]) -> dict[int, n
 class _Checked:
     """A table's keys were read in full once in this process (no digest kept)."""
 
-    version: int
     nbytes: int = 64
+
+
+_CHECKED = _Checked()
 
 
 def full_read_superseded(ds: LanceDataset, key_columns: Sequence[str], *,
@@ -119,7 +121,7 @@ def full_read_superseded(ds: LanceDataset, key_columns: Sequence[str], *,
     codes alone (5M random int64: 1.4 s against 0.2 s), paid only when ``ordered``."""
     KEY_READS[0] += 1
     codes, addresses, tables = _codes_of(ds, key_columns, None)
-    fits = 16 * codes.size + 256 * len(ds.manifest.fragments) <= \
+    fits = KeyDigest.weight(codes.size, len(ds.manifest.fragments)) <= \
         current_runtime().cache.bound(BASE_KEY_DIGESTS)
     if codes.size < 2 or bool((codes[1:] > codes[:-1]).all()):
         # codes that only ever rise, in any order, are distinct, and so are the keys
@@ -182,8 +184,13 @@ class KeyDigest:
 
     @property
     def nbytes(self) -> int:
-        held = sum(int(c.nbytes + a.nbytes) for c, a in self.runs)
-        return held + 256 * len(self.fragments)
+        return self.weight(self.entries, len(self.fragments))
+
+    @staticmethod
+    def weight(entries: int, fragments: int) -> int:
+        """The bytes a digest of ``entries`` codes over ``fragments`` fragments holds (an
+        int64 code and a uint64 address an entry, and the fragment's metadata)."""
+        return 16 * entries + 256 * fragments
 
     @property
     def entries(self) -> int:
@@ -226,7 +233,7 @@ class KeyDigest:
         if new:
             codes, addresses, _ = _codes_of(ds, key_columns, new)
             found = add_unique_run(runs, codes, addresses,
-                                   lambda hits: live_rows(ds, kept, hits))
+                                   lambda hits: _live_mask(ds, kept, hits))
             if found is None:
                 return None
             runs = found
@@ -237,10 +244,10 @@ class KeyDigest:
         return digest
 
     def _live_only(self, ds: LanceDataset) -> KeyDigest:
-        """This digest (of ``ds``) without the rows ``ds`` has deleted, in one run."""
-        every = {f.id: f for f in ds.manifest.fragments}
+        """This digest (of ``ds``, whose fragments it holds) without the rows ``ds`` has
+        deleted, in one run."""
         codes, addresses = _merged(self.runs)
-        live = live_rows(ds, every, addresses)
+        live = _live_mask(ds, self.fragments, addresses)
         return replace(self, runs=((codes[live], addresses[live]),))
 
 
@@ -283,20 +290,12 @@ def _merged(runs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, 
     return codes[order], np.concatenate([a for _, a in runs])[order]
 
 
-def _within(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
-    """Which ``values`` are in ``sorted_set`` (sorted, as deletion vectors are)."""
-    if not sorted_set.size:
-        return np.zeros(values.size, bool)
-    at = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
-    return sorted_set[at] == values
-
-
-def live_rows(ds: LanceDataset, kept: Mapping[int, Fragment], addresses: np.ndarray
-              ) -> np.ndarray:
+def _live_mask(ds: LanceDataset, kept: Mapping[int, Fragment], addresses: np.ndarray
+               ) -> np.ndarray:
     """Which ``addresses`` name a row live in ``ds``: its fragment one of ``kept``, and
     the row not deleted there."""
     fragments = (addresses >> np.uint64(32)).astype(np.int64)
-    offsets = (addresses & _MASK32).astype(np.int64)
+    offsets = row_offsets(addresses)
     out = np.zeros(addresses.size, bool)
     order = np.argsort(fragments, kind="stable")
     cuts = np.flatnonzero(np.diff(fragments[order])) + 1
@@ -304,7 +303,7 @@ def live_rows(ds: LanceDataset, kept: Mapping[int, Fragment], addresses: np.ndar
         frag = kept.get(int(fragments[group[0]]))
         if frag is not None:
             deleted = deleted_offsets(ds.store, ds.manifest, frag).astype(np.int64)
-            out[group] = ~_within(offsets[group], deleted)
+            out[group] = ~in_sorted(offsets[group], deleted)
     return out
 
 
@@ -316,13 +315,13 @@ def _only_more_deleted(ds: LanceDataset, old: Fragment, new: Fragment) -> bool:
     except NotFoundError:
         return False
     after = deleted_offsets(ds.store, ds.manifest, new).astype(np.int64)
-    return before.size <= after.size and bool(_within(before, after).all())
+    return before.size <= after.size and bool(in_sorted(before, after).all())
 
 
 def _by_fragment(addresses: np.ndarray) -> dict[int, np.ndarray]:
     addresses = np.sort(addresses)
     fragments = (addresses >> np.uint64(32)).astype(np.int64)
-    offsets = (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    offsets = row_offsets(addresses)
     cuts = np.flatnonzero(np.diff(fragments)) + 1
     return {int(f[0]): o for f, o in zip(np.split(fragments, cuts), np.split(offsets, cuts),
                                          strict=True) if f.size}
