@@ -83,12 +83,13 @@ class LruCache:
         return out
 
     def _keep(self, key: Hashable, value: Any, weight: int) -> None:
-        """Store ``value`` unless it is heavier than the bound (lock held)."""
-        if self._max_weight is not None and weight > self._max_weight:
-            return
+        """Store ``value`` in place of what ``key`` held, unless it is heavier than the
+        bound: then ``key`` holds nothing (lock held)."""
         old = self._items.pop(key, None)
         if old is not None:
             self._weight -= old[1]
+        if self._max_weight is not None and weight > self._max_weight:
+            return
         self._items[key] = (value, weight)
         self._weight += weight
         self._evict()
@@ -98,9 +99,6 @@ class LruCache:
         keep leaves nothing there (not the value it was to replace)."""
         weight = self._weigh(value) if self._weigh is not None else 0
         with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self._weight -= old[1]
             self._keep(key, value, weight)
 
     def peek(self, key: Hashable) -> Any:
