@@ -497,7 +497,7 @@ class LanceDataset:
         the rows, a function of each batch, or Arrow fields (all NULL, metadata only)."""
         self._moved_to(schema_evolution.add_columns(self.write_context(), transforms,
                                                     read_columns, reader_schema,
-                                                    self._held_field_id))
+                                                    held=self._held_field_id))
 
     def drop_columns(self, columns: Sequence[str]) -> None:
         self._moved_to(schema_evolution.drop_columns(self.write_context(), columns))
@@ -505,7 +505,7 @@ class LanceDataset:
     def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
         """Each alteration: ``{"path": ..., "name"?: ..., "nullable"?: ..., "data_type"?: ...}``."""
         self._moved_to(schema_evolution.alter_columns(self.write_context(), alterations,
-                                                      self._held_field_id))
+                                                      held=self._held_field_id))
 
     def _held_field_id(self, manifest: Manifest) -> int:
         """The highest field id something outside ``manifest`` (a version of this table)

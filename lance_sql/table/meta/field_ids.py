@@ -57,12 +57,15 @@ def next_field_id(manifest: Manifest, held: int = -1) -> int:
     return max(highest_used_field_id(manifest), held) + 1
 
 
-def mark_to_record(before: Manifest, after: LanceSchema) -> int | None:
-    """The mark to record before ``before``'s schema becomes ``after`` (ids taken out),
-    or None when the change needs none: after it, and once a compaction has removed the
-    data files' old ids, the schema and the recorded mark still reach every id used."""
+def mark_to_record(before: Manifest, after: LanceSchema,
+                   after_config: Mapping[str, str] | None = None) -> int | None:
+    """The mark to record before ``before``'s schema becomes ``after`` (ids taken out)
+    and its config ``after_config`` (default: unchanged), or None when the change needs
+    none: after it, and once a compaction has removed the data files' old ids, the schema
+    and the recorded mark still reach every id used."""
+    config = before.config if after_config is None else after_config
     used = highest_used_field_id(before)
-    if used <= max(after.max_field_id(), recorded_mark(before.config)):
+    if used <= max(after.max_field_id(), recorded_mark(config)):
         return None
     return used
 
@@ -74,10 +77,8 @@ def restored_config(previous: Manifest, source: Manifest) -> Mapping[str, str]:
     does)."""
     if not has_mem_wal(previous):
         return source.config
-    used = highest_used_field_id(previous)
-    if used <= max(source.schema.max_field_id(), recorded_mark(source.config)):
-        return source.config
-    return {**source.config, MAX_FIELD_ID_CONFIG: str(used)}
+    mark = mark_to_record(previous, source.schema, source.config)
+    return source.config if mark is None else {**source.config, MAX_FIELD_ID_CONFIG: str(mark)}
 
 
 def has_mem_wal(manifest: Manifest) -> bool:

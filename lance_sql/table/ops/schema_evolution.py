@@ -61,13 +61,9 @@ Values = Callable[[Fragment, ObjectStore], pa.Table]  # fragment -> its new colu
 Held = Callable[[Manifest], int]
 
 
-def _no_holders(base: Manifest) -> int:
-    return -1
-
-
 # ---------------------------------------------------------------------------- add columns
 def add_columns(ctx: WriteContext, transforms: Any, read_columns: Sequence[str] | None = None,
-                reader_schema: pa.Schema | None = None, held: Held = _no_holders) -> Manifest:
+                reader_schema: pa.Schema | None = None, *, held: Held) -> Manifest:
     """Commit new columns from ``transforms``: SQL expressions (a mapping), a UDF over
     ``read_columns``, an Arrow schema (all-null columns), or rows aligned with the table.
     ``held(base)``: the highest field id held outside the manifest (new ids go above)."""
@@ -336,7 +332,7 @@ def _record_mark(ctx: WriteContext, mark: int) -> None:
 def _no_new_mem_wal(base: Manifest, latest: Manifest) -> None:
     """A drop read on a table without a MemWAL records no mark; if the table got one
     since (its writers may hold the dropped columns), the drop must be redone."""
-    if has_mem_wal(latest) and not has_mem_wal(base):
+    if has_mem_wal(latest):  # (installed only for a base without one)
         raise RetryableConflict("drop_columns: the table got a MemWAL meanwhile; retry the "
                                 "drop")
 
@@ -345,7 +341,7 @@ _ALTER_KEYS = {"path", "name", "nullable", "data_type"}
 
 
 def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]],
-                  held: Held = _no_holders) -> Manifest:
+                  *, held: Held) -> Manifest:
     """Commit renames, nullability and type changes of columns (one mapping per column).
     ``held``: as for :func:`add_columns` (a type change gives the column a new id)."""
     base = ctx.table
