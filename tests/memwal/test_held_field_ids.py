@@ -16,7 +16,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import lance
@@ -38,16 +37,6 @@ KEYS = [0, 5, 89, 90, 95, 100, 109]
 WANT_C = {k: ("new" if k < 90 else None) for k in BASE + PUT}
 
 ROOT = Path(__file__).resolve().parents[2]
-_OPENED: list[RoutingWriter] = []
-
-
-@pytest.fixture(autouse=True)
-def _abort_writers() -> Iterator[None]:
-    """A failed test leaves no writer running (a passing one closed it)."""
-    yield
-    while _OPENED:
-        for region_writer in _OPENED.pop().writers:
-            region_writer.abort()
 
 
 def _rows(ids: list[int], tag: str) -> pa.Table:
@@ -68,8 +57,7 @@ def _writer(uri: str) -> RoutingWriter:
     assert mw is not None
     writer = mw.writer()
     assert isinstance(writer, RoutingWriter)
-    _OPENED.append(writer)
-    return writer
+    return writer  # (one a failed test leaves open: aborted by conftest's fixture)
 
 
 def _drop_and_compact(uri: str, *, by_pylance: bool = False) -> None:

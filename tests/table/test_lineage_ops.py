@@ -249,8 +249,6 @@ def _memory_table(name: str):
     return uri, MemoryStore(name)
 
 
-
-
 def test_update_rebases_over_a_concurrent_update_of_other_rows(when_committing) -> None:
     uri, store = _memory_table("lineage_upd_upd")
     loser = lance_sql.dataset(uri)

@@ -428,7 +428,7 @@ class LsmView:
                       if r[1] == spec.spec_id and r[2] is not None]
             if pruned:
                 values = pa.concat_tables([listed[i][2] for i in pruned])
-                names = spec.source_names(self.base.manifest.schema)
+                names = self._source_names()
                 types = {n: self.arrow_schema.field(n).type for n in names if n is not None}
                 mask = prune_regions(predicate, spec, names, types, values)
                 keep[np.array(pruned)[~mask]] = False
