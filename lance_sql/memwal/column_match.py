@@ -15,6 +15,10 @@ merger (:func:`~.merger.merge`) both ask this one matcher:
   another column (another id), appended at the end; the generation's rows have no value
   for it (NULL), not the dropped column's old values.
 
+Fields nested in a column (struct members, list items) are matched by id alone
+(:func:`named_by_id`): a rename inside a struct keeps the field's id, and a nested field
+cannot change type.
+
 Known limit: a column altered to the type it already had with no surviving column after
 it has the schema a column dropped and appended again would have; it is taken for the
 latter, so the generation's rows read NULL there. Our ``alter_columns`` keeps such a
@@ -24,11 +28,14 @@ table altered so before that (or before it had a MemWAL, with no generations) ha
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
+
+import pyarrow as pa
 
 from lance_sql.format.schema import LanceField, LanceSchema
 
-__all__ = ["match_columns"]
+__all__ = ["match_columns", "named_by_id", "relabelled"]
 
 
 def match_columns(written: LanceSchema, table: LanceSchema,
@@ -65,3 +72,26 @@ def _neighbours(fields: Sequence[LanceField], at: int, survivors: set[int]
     before = next((f.id for f in reversed(fields[:at]) if f.id in survivors), None)
     after = next((f.id for f in fields[at + 1:] if f.id in survivors), None)
     return before, after
+
+
+def named_by_id(written: LanceField, now: LanceField) -> LanceField:
+    """``written`` (a generation's or a writer's column) named as ``now`` (the table's
+    column holding its values) names it, and each field nested in it named as ``now``'s
+    nested field of the same id; nested fields ``now`` has no field of keep their names.
+    Types are left as written. The same object when no name changes."""
+    kids = {c.id: c for c in now.children}
+    children = tuple(named_by_id(c, kids[c.id]) if c.id in kids else c
+                     for c in written.children)
+    same_kids = all(a is b for a, b in zip(children, written.children, strict=True))
+    if same_kids and written.name == now.name:
+        return written
+    return dataclasses.replace(written, name=now.name, children=children)
+
+
+def relabelled(column: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray:
+    """``column`` as type ``to``, of the same layout with other nested field names (no
+    copy: a rename inside a struct changes no value; a cast would match struct members
+    by name and read a renamed one as NULL)."""
+    if column.type.equals(to):
+        return column
+    return pa.chunked_array([chunk.view(to) for chunk in column.chunks], type=to)

@@ -17,11 +17,11 @@ import uuid
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
-from lance_sql.memwal.column_match import match_columns
+from lance_sql.memwal.column_match import match_columns, named_by_id
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.table.dataset import LanceDataset
 
-__all__ = ["named_as_table", "open_generation", "relocate_wal_bases", "renamed_columns"]
+__all__ = ["named_as_table", "named_schema", "open_generation", "relocate_wal_bases"]
 
 _TOMBSTONE = "_tombstone"  # (the WAL's column; its field id is the generation's own)
 
@@ -55,38 +55,37 @@ def open_generation(table_uri: str, table_store: ObjectStore, region_id: uuid.UU
 
 def named_as_table(gen: LanceDataset, table: LanceSchema) -> LanceDataset:
     """``gen`` with each column named as the table names the column holding its values
-    now (:func:`~.column_match.match_columns`: by field id, a retyped column by name); the
-    same object when no column needs it.
+    now (:func:`named_schema`); the same object when no column needs it.
 
     A generation keeps the schema its writer had: after a rename its rows would read as
-    NULL under the new name. A column that is gone (dropped, or dropped and added again
-    under its name: another column) is hidden under a name no reader asks for when the
-    table has a column of its name, so readers matching by name do not take its values
-    for that column's."""
-    names = renamed_columns(gen.manifest.schema, table)
-    if not names:
+    NULL under the new name."""
+    schema = named_schema(gen.manifest.schema, table)
+    if schema is gen.manifest.schema:
         return gen
-    fields = tuple(dataclasses.replace(f, name=names[f.name]) if f.name in names else f
-                   for f in gen.manifest.schema.fields)
-    schema = dataclasses.replace(gen.manifest.schema, fields=fields)
     return gen.at_manifest(dataclasses.replace(gen.manifest, schema=schema))
 
 
-def renamed_columns(written: LanceSchema, table: LanceSchema) -> dict[str, str]:
-    """The top-level columns of ``written`` (a generation's or a writer's schema) to name
-    otherwise so that they read as ``table`` names them now: old name -> new name
-    (:func:`~.column_match.match_columns`; a gone column whose name the table uses is
-    hidden, see :func:`named_as_table`); empty when no column needs it."""
+def named_schema(written: LanceSchema, table: LanceSchema) -> LanceSchema:
+    """``written`` (a generation's or a writer's schema) with its columns and the fields
+    nested in them named as ``table`` names them now (:func:`~.column_match.match_columns`:
+    by field id, a retyped column by name; nested fields by id,
+    :func:`~.column_match.named_by_id`); the same object when no name changes.
+
+    A column that is gone (dropped, or dropped and added again under its name: another
+    column) is hidden under a name no reader asks for when the table has a column of its
+    name, so readers matching by name do not take its values for that column's."""
     matched = match_columns(written, table, skip=(_TOMBSTONE,))
     table_names = {f.name for f in table.fields}
-    out: dict[str, str] = {}
+    fields = []
     for f in written.fields:
-        if f.name == _TOMBSTONE:
-            continue
         now = matched.get(f.id)
-        if now is not None:
-            if now.name != f.name:
-                out[f.name] = now.name
+        if f.name == _TOMBSTONE:
+            pass
+        elif now is not None:
+            f = named_by_id(f, now)
         elif f.name in table_names:
-            out[f.name] = f"{f.name} (dropped field {f.id})"
-    return out
+            f = dataclasses.replace(f, name=f"{f.name} (dropped field {f.id})")
+        fields.append(f)
+    if all(a is b for a, b in zip(fields, written.fields, strict=True)):
+        return written
+    return dataclasses.replace(written, fields=tuple(fields))

@@ -23,7 +23,7 @@ from lance_sql.errors import IncompatibleConflict, NotFoundError, SchemaError
 from lance_sql.format.memwal import MergedGeneration, RegionManifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.column_match import match_columns
+from lance_sql.memwal.column_match import match_columns, named_by_id, relabelled
 from lance_sql.memwal.generation_tables import open_generation
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
 from lance_sql.memwal.region_log import RegionLog
@@ -156,8 +156,8 @@ def _as_base_columns(rows: pa.Table, written: LanceSchema, base: LanceSchema) ->
 
     The generation was written with the table's schema of its writer's time; each column
     goes to the table's column holding its values now (:func:`~.column_match.match_columns`,
-    as the LSM view reads it: by field id, a retyped column by name; a dropped column,
-    even one added again under its name, is left out). Values are cast to the table's
+    as the LSM view reads it: by field id, a retyped column by name, nested fields by id;
+    a dropped column, even one added again under its name, is left out). Values are cast to the table's
     type (one that does not fit raises SchemaError and nothing is merged).
 
     A table column none of the generation's holds (added after its writer opened) is
@@ -172,7 +172,8 @@ def _as_base_columns(rows: pa.Table, written: LanceSchema, base: LanceSchema) ->
         target = matched.get(f.id)
         if target is None:
             continue  # dropped
-        column = rows.column(f.name)
+        # (fields renamed inside it: its values under the table's names, by field id)
+        column = relabelled(rows.column(f.name), named_by_id(f, target).arrow_type)
         wanted = target.arrow_type
         if not column.type.equals(wanted):
             try:

@@ -10,6 +10,8 @@ read again only when the version moved):
 * A renamed column is put under its current name and lands under its field id. Its old
   name is an unknown column (SchemaError naming the new one): after two columns swapped
   names, the old names would mean the other column.
+* A column with fields renamed inside it (a struct's member) is put as the table names
+  them now; its values land under the writer's names, by field id.
 * A retyped column is put under its name, cast to the writer's type: SchemaError when a
   value does not come back the same from the writer's type (``0.1`` into a writer's
   float32, an integer out of its range): open a new writer to write the new type.
@@ -37,7 +39,7 @@ from lance_sql.errors import NotFoundError, SchemaError, WriterFencedError
 from lance_sql.format.schema import LanceField, LanceSchema
 from lance_sql.io.commit import CommitHandler
 from lance_sql.io.store import ObjectStore
-from lance_sql.memwal.column_match import match_columns
+from lance_sql.memwal.column_match import match_columns, named_by_id, relabelled
 from lance_sql.table.meta.versions import latest_version, load_manifest
 
 __all__ = ["PutColumns"]
@@ -52,6 +54,8 @@ class _Names:
     dropped: tuple[LanceField, ...]   # writer's columns the table no longer has
     renamed: dict[str, str]           # writer's name -> current name, where they differ
     retyped: dict[str, pa.DataType]   # current name -> the writer's type, where they differ
+    # current name -> (the table's type, the writer's) where only nested names differ
+    relabel: dict[str, tuple[pa.DataType, pa.DataType]]
     unchanged: bool                   # every name means the writer's column of that name
 
     @classmethod
@@ -63,10 +67,17 @@ class _Names:
         dropped = tuple(f for f in written.fields if f.id not in matched)
         renamed = {w: now for now, w in to_written.items() if w != now}
         mine = {f.id: f for f in written.fields}
-        retyped = {now.name: mine[i].arrow_type for i, now in matched.items()
-                   if not mine[i].arrow_type.equals(now.arrow_type)}
-        unchanged = not added and not dropped and not renamed and not retyped
-        return cls(to_written, added, dropped, renamed, retyped, unchanged)
+        retyped, relabel = {}, {}
+        for i, now in matched.items():
+            theirs = mine[i].arrow_type
+            if theirs.equals(now.arrow_type):
+                continue
+            if named_by_id(now, mine[i]).arrow_type.equals(theirs):  # renamed inside
+                relabel[now.name] = (now.arrow_type, theirs)
+            else:
+                retyped[now.name] = theirs
+        unchanged = not added and not dropped and not renamed and not retyped and not relabel
+        return cls(to_written, added, dropped, renamed, retyped, relabel, unchanged)
 
 
 class PutColumns:
@@ -119,6 +130,13 @@ class PutColumns:
                 raise SchemaError(f"column {name!r} changed type after this writer opened, "
                                   f"and its values do not fit the writer's {wanted}: open a "
                                   "new writer to write the new type")
+            if name in names.relabel:
+                now, theirs = names.relabel[name]
+                if not column.type.equals(now):
+                    raise SchemaError(f"column {name!r} has fields renamed inside it after "
+                                      f"this writer opened: put it as the table's {now}, "
+                                      f"not {column.type}")
+                column = relabelled(pa.chunked_array(column), theirs)
             out_names.append(mine)
             columns.append(column)
         if keys is None:

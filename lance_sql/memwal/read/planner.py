@@ -39,8 +39,8 @@ from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.generation_tables import (
     named_as_table,
+    named_schema,
     open_generation,
-    renamed_columns,
 )
 from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
@@ -290,7 +290,7 @@ class LsmView:
         self._named: dict[tuple[uuid.UUID, str], tuple[LanceDataset, LanceDataset]] = {}
         # per writer's schema (by id, kept to tell it from a later one at that address):
         # its columns renamed to read as this base version names them
-        self._renamed: dict[int, tuple[LanceSchema, dict[str, str]]] = {}
+        self._renamed: dict[int, tuple[LanceSchema, LanceSchema]] = {}
         # a snapshot view's regions come from its base version's MemWAL index: read once,
         # shared by its fresh copies
         self._snapshot_listing: list[list] = []
@@ -482,9 +482,9 @@ class LsmView:
         known = self._renamed.get(id(written))  # (a writer's schema is fixed: found once
         if known is None or known[0] is not written:  # per view and writer's schema)
             known = self._renamed[id(written)] = (
-                written, renamed_columns(written, self.base.manifest.schema))
-        names = known[1]
-        return RenamedMemTable(memtable, names) if names else memtable
+                written, named_schema(written, self.base.manifest.schema))
+        named = known[1]
+        return memtable if named is written else RenamedMemTable(memtable, named)
 
     @property
     def across_regions(self) -> bool:

@@ -29,8 +29,10 @@ from lance_sql.expr.arrow import Call, Column, Expr, Literal, resolve
 from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
+from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.bloom import PrimaryKeyBloom
+from lance_sql.memwal.column_match import relabelled
 from lance_sql.memwal.memtable import MemFragment, MemTable
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
 from lance_sql.memwal.wal import TOMBSTONE
@@ -692,16 +694,25 @@ class InMemorySource(Source):
 
 
 class RenamedMemTable:
-    """A writer's MemTable whose columns read as the table names them now, matched by
-    field id, as flushed generations are (:func:`~..generation_tables.named_as_table`): a
-    writer opened before a rename keeps its schema, and its rows would otherwise read as
-    NULL under the new name until it flushes. Keys asked of it are named back."""
+    """A writer's MemTable whose columns, and the fields nested in them, read as the table
+    names them now, matched by field id, as flushed generations are
+    (:func:`~..generation_tables.named_as_table`): a writer opened before a rename keeps
+    its schema, and its rows would otherwise read as NULL under the new name until it
+    flushes. Keys asked of it are named back."""
 
-    def __init__(self, memtable: MemTable, renamed: Mapping[str, str]) -> None:
+    def __init__(self, memtable: MemTable, named: LanceSchema) -> None:
+        """``named``: the MemTable's schema named as the table names it now
+        (:func:`~..generation_tables.named_schema`)."""
         self.memtable = memtable
-        self.renamed = tuple(sorted(renamed.items()))  # (part of the source's identity)
-        self._new = dict(renamed)
-        self._old = {new: old for old, new in renamed.items()}
+        pairs = list(zip(memtable.schema.fields, named.fields, strict=True))
+        self._new = {w.name: n.name for w, n in pairs if w.name != n.name}
+        self._old = {new: old for old, new in self._new.items()}
+        # columns with renamed nested fields: the type to read them as
+        self._types = {n.name: n.arrow_type for w, n in pairs
+                       if w.children and not w.arrow_type.equals(n.arrow_type)}
+        # (part of the source's identity)
+        self.renamed = (tuple(sorted(self._new.items())),
+                        tuple(sorted((k, str(t)) for k, t in self._types.items())))
         self.primary_key = [self._new.get(k, k) for k in memtable.primary_key]
         self.arrow_schema = self._named(memtable.arrow_schema.empty_table()).schema
 
@@ -725,7 +736,13 @@ class RenamedMemTable:
         return self.memtable.lookup_codes(codes, key_type)
 
     def _named(self, table: pa.Table) -> pa.Table:
-        return table.rename_columns([self._new.get(n, n) for n in table.column_names])
+        table = table.rename_columns([self._new.get(n, n) for n in table.column_names])
+        for name, to in self._types.items():
+            at = table.schema.get_field_index(name)
+            if at >= 0:
+                table = table.set_column(at, table.field(at).with_type(to),
+                                         relabelled(table.column(at), to))
+        return table
 
     def _asked(self, keys: pa.Table) -> pa.Table:
         return keys.rename_columns([self._old.get(n, n) for n in keys.column_names])

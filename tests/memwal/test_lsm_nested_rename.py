@@ -1,0 +1,128 @@
+"""A field renamed inside a struct column (``st.a`` -> ``st.b``) keeps its field id: rows
+written before the rename, still in an open writer's MemTable, in a flushed generation
+not merged yet, or merged into the base, read under the table's current nested names in
+scans, filters on the nested field, one-key and many-key lookups and SQL (they read NULL
+there, and a filter naming the new name failed); the merger writes them under those
+names (it wrote NULL), which pylance reads; an open writer takes puts under the new
+names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import SchemaError
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal.api import MemWal
+
+PK = {"lance-schema:unenforced-primary-key": "true"}
+
+
+def _schema(member: str = "a", column: str = "st") -> pa.Schema:
+    return pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                      pa.field(column, pa.struct([pa.field(member, pa.int64()),
+                                                  pa.field("c", pa.string())]))])
+
+
+def _rows(ids: list[int], tag: int, member: str = "a", column: str = "st") -> pa.Table:
+    return pa.table({"id": ids, column: [{member: i * 10 + tag, "c": f"{tag}-{i}"}
+                                         for i in ids]}, schema=_schema(member, column))
+
+
+def _reads(uri: str, column: str) -> list[dict[int, object]]:
+    """``column``.b per key through each read path: Python scan, filter on the nested
+    field, one-key and many-key lookups; SQL scan, filter and point query."""
+    mw = MemWal(lance_sql.dataset(uri))
+
+    def by_id(table: pa.Table) -> dict[int, object]:
+        values = (table.column("b") if "b" in table.column_names
+                  else table.column(column).combine_chunks().field("b"))
+        return dict(zip(table.column("id").to_pylist(), values.to_pylist(), strict=True))
+
+    session = lance_sql.connect()
+    session.register("t", uri)
+    asked = list(range(0, 400, 2))
+    return [
+        by_id(mw.scanner(["id", column]).to_table()),
+        by_id(mw.scanner(["id", column], f"{column}.b >= 1500").to_table()),
+        by_id(mw.get({"id": [102]}, ["id", column])),
+        by_id(mw.get(pa.table({"id": pa.array(asked, pa.int64())}), ["id", column])),
+        by_id(session.sql(f"SELECT id, {column}['b'] AS b FROM t").to_arrow_table()),
+        by_id(session.sql(f"SELECT id, {column}['b'] AS b FROM t WHERE {column}['b'] >= 1500")
+              .to_arrow_table()),
+        by_id(session.sql(f"SELECT id, {column}['b'] AS b FROM t WHERE id = 99")
+              .to_arrow_table()),
+    ]
+
+
+def _expected(model: dict[int, int]) -> list[dict[int, object]]:
+    asked = set(range(0, 400, 2))
+    return [model, {k: v for k, v in model.items() if v >= 1500}, {102: model[102]},
+            {k: v for k, v in model.items() if k in asked}, model,
+            {k: v for k, v in model.items() if v >= 1500}, {99: model[99]}]
+
+
+@pytest.mark.parametrize("also_column", [False, True])
+def test_rows_written_before_a_nested_rename_read_under_the_new_name(
+        tmp_path: Path, also_column: bool) -> None:
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(_rows(list(range(200)), 0), uri)
+    model = {i: i * 10 for i in range(200)}
+    mw = MemWal.initialize(ds, RegionSpec.bucket("id", 2), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    try:
+        writer.put(_rows(list(range(100, 260)), 1))
+        writer.flush_memtable()  # a flushed generation
+        writer.put(_rows(list(range(0, 330, 3)), 2))  # stays in the MemTables
+        model.update({i: i * 10 + 1 for i in range(100, 260)})
+        model.update({i: i * 10 + 2 for i in range(0, 330, 3)})
+        renames = [{"path": "st.a", "name": "b"}]
+        if also_column:
+            renames.append({"path": "st", "name": "rec"})
+        lance_sql.dataset(uri).alter_columns(*renames)
+        column = "rec" if also_column else "st"
+        assert _reads(uri, column) == _expected(model)  # MemTable and generation
+    finally:
+        writer.close()
+    assert _reads(uri, column) == _expected(model)  # flushed generations only
+    MemWal(lance_sql.dataset(uri)).merge()
+    assert _reads(uri, column) == _expected(model)  # merged
+    for base in (lance_sql.dataset(uri).to_table(), lance.dataset(uri).to_table()):
+        assert base.schema.field(column).type == _schema("b").field("st").type
+        got = dict(zip(base.column("id").to_pylist(),
+                       base.column(column).combine_chunks().field("b").to_pylist(),
+                       strict=True))
+        assert got == model
+
+
+def test_a_writer_opened_before_a_nested_rename_takes_the_new_names(tmp_path: Path
+                                                                    ) -> None:
+    """Its puts name the member as the table does now (they raised an Arrow error), and
+    land under the writer's own name, read back under the new one; the old name is
+    refused with SchemaError (it means nothing in the table now)."""
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(_rows(list(range(10)), 0), uri)
+    mw = MemWal.initialize(ds, RegionSpec.bucket("id", 1), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    model = {i: i * 10 for i in range(10)}
+    with mw.writer() as writer:
+        lance_sql.dataset(uri).alter_columns({"path": "st.a", "name": "b"})
+        writer.put(_rows([3, 4, 11], 2, member="b"))
+        model.update({i: i * 10 + 2 for i in (3, 4, 11)})
+        with pytest.raises(SchemaError, match="renamed inside"):
+            writer.put(_rows([5], 2, member="a"))
+        table = MemWal(lance_sql.dataset(uri)).scanner(["id", "st"]).to_table()
+        got = dict(zip(table.column("id").to_pylist(),
+                       table.column("st").combine_chunks().field("b").to_pylist(),
+                       strict=True))
+        assert got == model
+    MemWal(lance_sql.dataset(uri)).merge()
+    base = lance.dataset(uri).to_table()
+    assert dict(zip(base.column("id").to_pylist(),
+                    base.column("st").combine_chunks().field("b").to_pylist(),
+                    strict=True)) == model
