@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.format.schema import LanceSchema
-from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hashes
+from lance_sql.memwal.bloom import PrimaryKeyBloom, identity_keys, key_hashes
 from lance_sql.numpy_arrow import numpy_of
 
 __all__ = ["ROW_ADDR", "MemFragment", "MemTable", "key_codes", "primary_key_bytes"]
@@ -334,8 +334,8 @@ class MemTable:
         stored = _gather(frags, cand, self.primary_key)
         equal = np.ones(q_of.size, bool)
         for q_col, name in zip(query, self.primary_key, strict=True):
-            a = q_col.take(pa.array(q_of))
-            b = stored.column(name)
+            a = identity_keys(q_col.take(pa.array(q_of)))
+            b = identity_keys(stored.column(name))
             equal &= pc.fill_null(pc.equal(a, b), False).to_numpy(
                 zero_copy_only=False)
         q_of, cand = q_of[equal], cand[equal].astype(np.int64)

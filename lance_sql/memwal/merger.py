@@ -3,7 +3,8 @@
 For each region, the generations after the MemWAL index's ``merged_generations`` are
 merged in generation order, each by one merge_insert on the primary key that also records
 the generation as merged (so data and progress land atomically). Within a generation the
-newest row of a key wins (highest ``_rowaddr``); a tombstone deletes the key.
+newest row of a key wins (highest ``_rowaddr``; keys told apart by their bytes, a float
+key by its bits, :func:`~.bloom.identity_keys`); a tombstone deletes the key.
 
 Concurrent mergers are safe: a merge whose generation a concurrent commit already merged
 (or superseded) is refused by the conflict rules, and the merger moves on to the next
@@ -23,6 +24,7 @@ from lance_sql.errors import IncompatibleConflict, NotFoundError, SchemaError
 from lance_sql.format.memwal import MergedGeneration, RegionManifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.bloom import identity_keys
 from lance_sql.memwal.column_match import match_columns, named_by_id, relabelled
 from lance_sql.memwal.generation_tables import open_generation
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
@@ -71,11 +73,17 @@ def latest_rows(rows: pa.Table, keys: list[str]) -> pa.Table:
 
 
 def _latest_rows_sorted(rows: pa.Table, keys: list[str]) -> pa.Table:
-    """:func:`latest_rows` for any keys: a sort by the keys and ``_rowaddr`` descending."""
+    """:func:`latest_rows` for any keys: a sort by the keys (told apart as
+    :func:`~.bloom.identity_keys` does: a NaN key is one key) and ``_rowaddr``
+    descending."""
     n = rows.num_rows
-    order = rows.sort_by([(k, "ascending") for k in keys] + [(_ROWADDR, "descending")])
+    names = [f"_key{i}" for i in range(len(keys))]
+    order_of = pa.table([*(identity_keys(rows.column(k)) for k in keys),
+                         rows.column(_ROWADDR), pa.array(np.arange(n))],
+                        names=[*names, _ROWADDR, "_at"])
+    order = order_of.sort_by([(k, "ascending") for k in names] + [(_ROWADDR, "descending")])
     same_as_previous = np.ones(n - 1, dtype=bool)
-    for key in keys:
+    for key in names:
         column = order.column(key).combine_chunks()
         later, earlier = column.slice(1), column.slice(0, n - 1)
         equal = pc.fill_null(pc.equal(later, earlier), False)
@@ -83,7 +91,7 @@ def _latest_rows_sorted(rows: pa.Table, keys: list[str]) -> pa.Table:
         same = pc.or_(equal, both_null)
         same_as_previous &= np.asarray(same.to_numpy(zero_copy_only=False), bool)
     first = np.concatenate([[True], ~same_as_previous])
-    return order.filter(pa.array(first))
+    return rows.take(order.column("_at").filter(pa.array(first)))
 
 
 def region_generations(ds: LanceDataset, region_id: uuid.UUID, merged: int
@@ -157,8 +165,8 @@ def _as_base_columns(rows: pa.Table, written: LanceSchema, base: LanceSchema) ->
     The generation was written with the table's schema of its writer's time; each column
     goes to the table's column holding its values now (:func:`~.column_match.match_columns`,
     as the LSM view reads it: by field id, a retyped column by name, nested fields by id;
-    a dropped column, even one added again under its name, is left out). Values are cast to the table's
-    type (one that does not fit raises SchemaError and nothing is merged).
+    a dropped column, even one added again under its name, is left out). Values are cast
+    to the table's type (one that does not fit raises SchemaError and nothing is merged).
 
     A table column none of the generation's holds (added after its writer opened) is
     NULL: an upsert replaces the whole row, as the view reads it, so the merge must not

@@ -10,6 +10,7 @@ tombstone flags); from them the planner derives which row of each key is the new
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -17,11 +18,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.memwal.bloom import key_hash_one, key_hashes
+from lance_sql.memwal.bloom import identity_keys, key_hash_one, key_hashes
 from lance_sql.memwal.memtable import key_codes
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of, true_mask
 
-__all__ = ["KeyRows", "KeySet", "Keys", "latest_positions"]
+__all__ = ["KeyRows", "KeySet", "Keys", "latest_positions", "same_key_value"]
 
 _DENSE_LIMIT = 1 << 26  # entries of a membership map (bytes)
 
@@ -97,8 +98,8 @@ class KeySet:
         while rows.size:  # confirm hash matches; more than one round only on collisions
             equal = np.ones(rows.size, bool)
             for query, stored in zip(keys, self.keys, strict=True):
-                equal &= true_mask(pc.equal(query.take(array_from_numpy(rows)),
-                                            stored.take(array_from_numpy(at))))
+                equal &= true_mask(pc.equal(identity_keys(query.take(array_from_numpy(rows))),
+                                            identity_keys(stored.take(array_from_numpy(at)))))
             found[rows[equal]] = self.order[at[equal]]
             rows, at = rows[~equal], at[~equal] + 1
             more = at < size
@@ -108,12 +109,22 @@ class KeySet:
         return found
 
 
+def same_key_value(a: object, b: object) -> bool:
+    """Whether two values of one key column (as Python values) are one key, told apart
+    as :func:`~..bloom.identity_keys` does: floats by their bits (NaN is NaN, -0.0 is not
+    0.0), where Python's ``==`` has NaN unequal to itself."""
+    if isinstance(a, float) and isinstance(b, float):
+        return struct.pack("<d", a) == struct.pack("<d", b)
+    return a == b
+
+
 def latest_positions(keys: Sequence[pa.Array], rowaddr: np.ndarray) -> np.ndarray:
-    """Positions of the row with the highest address for every distinct key."""
+    """Positions of the row with the highest address for every distinct key (keys told
+    apart as :func:`~..bloom.identity_keys` does)."""
     n = rowaddr.size
     if n <= 1:
         return np.arange(n)
-    columns = {f"k{i}": k for i, k in enumerate(keys)}
+    columns = {f"k{i}": identity_keys(k) for i, k in enumerate(keys)}
     table = pa.table({**columns, "_a": array_from_numpy(rowaddr, pa.uint64()),
                       "_p": array_from_numpy(np.arange(n))})
     order = table.sort_by([(name, "ascending") for name in columns] + [("_a", "descending")])

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.format.datafile.compressive import range_indices
+from lance_sql.memwal.bloom import identity_keys
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.metrics import NodeMetrics, own_work
 from lance_sql.memwal.read.nodes import (
@@ -363,7 +364,7 @@ class ManyKeyLookup:
             at = np.flatnonzero(j == g)
             held = generations[g].key_rows().keys[0].take(pa.array(row[at], pa.int64()))
             wanted = asked.take(pa.array(key_of[at], pa.int64()))
-            equal = pc.fill_null(pc.equal(held, wanted), False)
+            equal = pc.fill_null(pc.equal(identity_keys(held), identity_keys(wanted)), False)
             same[at] = np.asarray(equal.to_numpy(zero_copy_only=False), bool)
         CODE_COLLISIONS[0] += int(same.size - np.count_nonzero(same))
         return same

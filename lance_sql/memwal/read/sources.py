@@ -34,7 +34,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.column_match import relabelled
 from lance_sql.memwal.memtable import MemFragment, MemTable
-from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet
+from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet, same_key_value
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.dataset import LanceDataset
@@ -446,7 +446,7 @@ class BaseSource(_LanceSource):
         if keys.num_rows == 1 and table.num_rows <= 1:  # one key: compared as Python values
             wanted_key = [c[0].as_py() for c in keys.table.columns]
             hit_one = table.num_rows == 1 and all(
-                table.column(k)[0].as_py() == w
+                same_key_value(table.column(k)[0].as_py(), w)
                 for k, w in zip(self.key_columns, wanted_key, strict=True))
             table = table.slice(0, int(hit_one))
             key_positions = np.zeros(table.num_rows, np.int64)
@@ -475,9 +475,10 @@ class BaseSource(_LanceSource):
         table = self._indexed_take(keys, list(dict.fromkeys([*self.key_columns, *columns])))
         if table is None or table.num_rows > 1:
             return None
-        if table.num_rows and any(table.column(k)[0].as_py() != c[0].as_py()
-                                  for k, c in zip(self.key_columns, keys.table.columns,
-                                                  strict=True)):
+        if table.num_rows and not all(same_key_value(table.column(k)[0].as_py(),
+                                                     c[0].as_py())
+                                      for k, c in zip(self.key_columns, keys.table.columns,
+                                                      strict=True)):
             return table.slice(0, 0)  # compared as lookup compares: as Python values
         return table
 

@@ -1,0 +1,131 @@
+"""Float primary keys: a key is told apart by its IEEE bits, as the bloom filter hashes it
+and as merge_insert matches it (pylance 14.0.2's and ours): every NaN of one bit pattern
+is one key, another NaN payload is another key, and -0.0 is another key than 0.0. A
+key's newest row is the same by one-key and many-key lookups, the LSM scan, SQL
+``count(*)`` and in the merged base (NaN keys were never found by lookups, and each NaN
+row read as a key of its own in scans, while the merge made them one)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal.api import MemWal
+
+PK = {"lance-schema:unenforced-primary-key": "true"}
+
+
+def _pool(width: int) -> np.ndarray:
+    """Keys whose SQL equality is not their identity, and a few plain ones."""
+    bits = np.uint32 if width == 32 else np.uint64
+    other_nan = (np.array([np.nan], f"f{width // 8}").view(bits) | bits(1)).view(
+        f"f{width // 8}")[0]
+    return np.array([0.0, -0.0, np.nan, other_nan, np.inf, -np.inf, 1.5, -2.25, 7.0],
+                    f"f{width // 8}")
+
+
+def _bits(value: float) -> bytes:
+    return struct.pack("<d", value)  # (a float32 widened keeps its NaN payload and sign)
+
+
+def _table(keys: np.ndarray, values: list[int], t: pa.DataType) -> pa.Table:
+    schema = pa.schema([pa.field("k", t, nullable=False, metadata=PK),
+                        pa.field("v", pa.int64())])
+    return pa.table({"k": pa.array(keys, t), "v": pa.array(values, pa.int64())},
+                    schema=schema)
+
+
+def _by_key(table: pa.Table) -> dict[bytes, int]:
+    keys, values = table.column("k").to_pylist(), table.column("v").to_pylist()
+    out = {_bits(k): v for k, v in zip(keys, values, strict=True)}
+    assert len(out) == table.num_rows, "a key read twice"
+    return out
+
+
+def _check(uri: str, pool: np.ndarray, model: dict[bytes, int], t: pa.DataType) -> None:
+    mw = MemWal(lance_sql.dataset(uri))
+    assert _by_key(mw.scanner(["k", "v"]).to_table()) == model
+    for key in pool:
+        got = mw.get({"k": pa.array([key], t)}, ["k", "v"])
+        want = model.get(_bits(float(key)))
+        assert got.column("v").to_pylist() == ([] if want is None else [want]), key
+    assert _by_key(mw.get(pa.table({"k": pa.array(pool, t)}), ["k", "v"])) == model
+    session = lance_sql.connect()
+    session.register("t", uri)
+    count = session.sql("SELECT count(*) AS n FROM t").to_arrow_table()
+    assert count.column("n").to_pylist() == [len(model)]
+
+
+@pytest.mark.parametrize(("width", "indexed"), [(32, False), (64, False), (64, True)])
+def test_float_keys_are_told_apart_by_their_bits(tmp_path: Path, width: int, indexed: bool
+                                                 ) -> None:
+    """``indexed``: the base's keys found by a BTREE index on the key (else scanned)."""
+    t = pa.float32() if width == 32 else pa.float64()
+    pool = _pool(width)
+    rng = np.random.default_rng(width)
+    uri = str(tmp_path / "t.lance")
+    base = lance_sql.write_dataset(_table(pool[[0, 2, 4, 6]], [1, 2, 3, 4], t), uri)
+    # plain appends do not enforce the key: the base holds NaN and 0.0 twice
+    base = lance_sql.write_dataset(_table(pool[[2, 0]], [5, 6], t), uri, mode="append")
+    model = {_bits(float(k)): v for k, v in zip(pool[[4, 6, 2, 0]], [3, 4, 5, 6],
+                                                strict=True)}
+    if indexed:
+        base.create_scalar_index("k", "BTREE")
+        base = lance_sql.dataset(uri)
+    mw = MemWal.initialize(base, RegionSpec.bucket("k", 2), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    value = 100
+    try:
+        for step in range(6):
+            picks = rng.choice(pool.size, 5)
+            keys = pool[picks]
+            writer.put(_table(keys, list(range(value, value + 5)), t))
+            for k in keys:  # (the last row of a key in one put wins)
+                model[_bits(float(k))] = value
+                value += 1
+            gone = pool[rng.choice(pool.size, 1)]
+            writer.delete(pa.table({"k": pa.array(gone, t)}))
+            model.pop(_bits(float(gone[0])), None)
+            if step % 2:
+                writer.flush_memtable()
+        _check(uri, pool, model, t)  # MemTables, generations and the base
+    finally:
+        writer.close()
+    _check(uri, pool, model, t)  # generations and the base
+    MemWal(lance_sql.dataset(uri)).merge()
+    merged = lance_sql.dataset(uri).to_table()
+    # (a key the base held twice is updated in both rows: merge_insert updates each match)
+    rows = {(_bits(k), v) for k, v in zip(merged.column("k").to_pylist(),
+                                          merged.column("v").to_pylist(), strict=True)}
+    assert rows == set(model.items())
+    _check(uri, pool, model, t)
+
+
+def test_merge_insert_matches_float_keys_as_pylance_does(tmp_path: Path) -> None:
+    """The rule is the one merge_insert keeps (the merger's writes): ours and pylance
+    14.0.2's give the same table for NaN, another NaN payload, -0.0 and 0.0 keys."""
+    lance = pytest.importorskip("lance")
+    pool = _pool(64)
+    t = pa.float64()
+    base = _table(pool[[0, 2, 6]], [1, 2, 3], t)
+    source = _table(pool[[1, 2, 3, 6]], [10, 20, 30, 40], t)
+    got = []
+    for name, write, opened in (("ours", lance_sql.write_dataset, lance_sql.dataset),
+                                ("theirs", lance.write_dataset, lance.dataset)):
+        uri = str(tmp_path / f"{name}.lance")
+        write(base, uri)
+        (opened(uri).merge_insert("k").when_matched_update_all()
+         .when_not_matched_insert_all().execute(source))
+        table = opened(uri).to_table()
+        got.append(sorted((_bits(k), v) for k, v in zip(
+            table.column("k").to_pylist(), table.column("v").to_pylist(), strict=True)))
+    assert got[0] == got[1]
+    assert dict(got[0]) == {_bits(0.0): 1, _bits(-0.0): 10, _bits(float(pool[2])): 20,
+                            _bits(float(pool[3])): 30, _bits(1.5): 40}
