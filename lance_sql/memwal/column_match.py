@@ -77,10 +77,15 @@ def _neighbours(fields: Sequence[LanceField], at: int, survivors: set[int]
 def named_by_id(written: LanceField, now: LanceField) -> LanceField:
     """``written`` (a generation's or a writer's column) named as ``now`` (the table's
     column holding its values) names it, and each field nested in it named as ``now``'s
-    nested field of the same id; nested fields ``now`` has no field of keep their names.
+    nested field of the same id. A nested field ``now`` has no field of (dropped) keeps
+    its name, unless one of ``now``'s fields took it: then it is hidden under a name no
+    reader asks for, as a dropped column is (see :func:`~.generation_tables.named_schema`).
     Types are left as written. The same object when no name changes."""
     kids = {c.id: c for c in now.children}
-    children = tuple(named_by_id(c, kids[c.id]) if c.id in kids else c
+    taken = {c.name for c in now.children}
+    children = tuple(named_by_id(c, kids[c.id]) if c.id in kids
+                     else dataclasses.replace(c, name=f"{c.name} (dropped field {c.id})")
+                     if c.name in taken else c
                      for c in written.children)
     same_kids = all(a is b for a, b in zip(children, written.children, strict=True))
     if same_kids and written.name == now.name:

@@ -126,3 +126,41 @@ def test_a_writer_opened_before_a_nested_rename_takes_the_new_names(tmp_path: Pa
     assert dict(zip(base.column("id").to_pylist(),
                     base.column("st").combine_chunks().field("b").to_pylist(),
                     strict=True)) == model
+
+
+def test_a_member_renamed_to_a_dropped_members_name_reads_its_own_values(tmp_path: Path
+                                                                          ) -> None:
+    """``st.a`` dropped, then ``st.c`` renamed to ``a``: rows written before read ``c``'s
+    values under ``a`` (they read the dropped member's), open, flushed and merged."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                        pa.field("st", pa.struct([pa.field("a", pa.int64()),
+                                                  pa.field("c", pa.int64())]))])
+
+    def rows(ids: list[int], tag: int) -> pa.Table:
+        return pa.table({"id": ids, "st": [{"a": i * 10 + tag, "c": -(i * 10 + tag)}
+                                           for i in ids]}, schema=schema)
+
+    def read(table: pa.Table) -> dict[int, object]:
+        return dict(zip(table.column("id").to_pylist(),
+                        table.column("st").combine_chunks().field("a").to_pylist(),
+                        strict=True))
+
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(rows(list(range(10)), 0), uri)
+    mw = MemWal.initialize(ds, RegionSpec.bucket("id", 1), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    model = {i: -(i * 10) for i in range(10)}
+    writer = mw.writer()
+    try:
+        writer.put(rows([1, 2, 3], 1))
+        writer.flush_memtable()
+        writer.put(rows([3, 4, 11], 2))
+        model.update({1: -11, 2: -21, 3: -32, 4: -42, 11: -112})
+        lance_sql.dataset(uri).drop_columns(["st.a"])
+        lance_sql.dataset(uri).alter_columns({"path": "st.c", "name": "a"})
+        assert read(MemWal(lance_sql.dataset(uri)).scanner(["id", "st"]).to_table()) == model
+    finally:
+        writer.close()
+    assert read(MemWal(lance_sql.dataset(uri)).scanner(["id", "st"]).to_table()) == model
+    MemWal(lance_sql.dataset(uri)).merge()
+    assert read(lance.dataset(uri).to_table()) == model
