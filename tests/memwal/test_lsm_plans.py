@@ -64,7 +64,7 @@ def labels(mw: MemWal, w: RoutingWriter) -> dict[str, str]:
 
 def subtree(text: str, root: str, names: dict[str, str]) -> list[str]:
     """The plan lines from the first starting with ``root``, dedented, regions renamed
-    and our extra annotations (source kinds, index use) dropped."""
+    and our extra annotations (source kinds, index use, base duplicate keys) dropped."""
     lines = text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip().startswith(root))
     indent = len(lines[start]) - len(lines[start].lstrip())
@@ -75,6 +75,7 @@ def subtree(text: str, root: str, names: dict[str, str]) -> list[str]:
             line = line.replace(ours, spec)
         line = re.sub(r", source=\w+", "", line)
         line = re.sub(r", (reverse_scan|index=\w+)$", "", line)
+        line = re.sub(r", base_duplicate_keys=\[[^\]]*\]", "", line)
         out.append(line)
     return out
 

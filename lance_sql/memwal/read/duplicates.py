@@ -47,7 +47,8 @@ from lance_sql.table.files.reader import ROW_ADDR, deleted_offsets, row_offsets
 from lance_sql.table.runtime.cache import BASE_DUPLICATES, BASE_KEY_DIGESTS
 from lance_sql.table.runtime.context import current_runtime
 
-__all__ = ["UNIQUE_BASE_KEYS_CONFIG", "KeyDigest", "merged_rows", "superseded_base_rows"]
+__all__ = ["UNIQUE_BASE_KEYS_CONFIG", "KeyDigest", "duplicates_state", "merged_rows",
+           "superseded_base_rows"]
 
 # A table config key: set to "true", the table's owner vouches that its base holds each
 # primary key once (every write a merge_insert on the key, say), and scans skip the check
@@ -70,12 +71,38 @@ def superseded_base_rows(base: BaseSource) -> dict[int, np.ndarray]:
     row of the base holds too; empty when every key is held once. The whole base table is
     considered, also for a source that scans part of it (a part of a split read)."""
     ds = base.dataset
-    if ds.manifest.config.get(UNIQUE_BASE_KEYS_CONFIG, "").lower() == "true":
+    if _vouched_unique(ds):
         return {}
-    # (the commit time too: a table written again at the same place restarts at 1)
-    where = (ds.store.uri, ds.version, ds.manifest.timestamp_ns, tuple(base.key_columns))
     return current_runtime().cache.get_or_load(
-        BASE_DUPLICATES, where, lambda: superseded_at(ds, tuple(base.key_columns)))
+        BASE_DUPLICATES, _cache_key(base), lambda: superseded_at(ds, tuple(base.key_columns)))
+
+
+def duplicates_state(base: BaseSource, planned: Mapping[int, np.ndarray] | None = None
+                     ) -> str:
+    """What is known, without reading a key, of ``base``'s keys held twice (for plain
+    EXPLAIN): the check's answer when this process has it for that base version (or
+    ``planned``, the rows a plan was given), that the table config skips it, or that the
+    first scan checks."""
+    if _vouched_unique(base.dataset):
+        return f"skipped: table config {UNIQUE_BASE_KEYS_CONFIG}"
+    found = planned if planned is not None else current_runtime().cache.peek(
+        BASE_DUPLICATES, _cache_key(base))
+    if found is None:
+        return "not checked yet (checked on first scan)"
+    count = sum(int(rows.size) for rows in found.values())
+    return f"checked: {count} superseded" if count else "checked: none"
+
+
+def _vouched_unique(ds: LanceDataset) -> bool:
+    """Whether the table's owner vouches for unique base keys (:data:`UNIQUE_BASE_KEYS_CONFIG`)."""
+    return ds.manifest.config.get(UNIQUE_BASE_KEYS_CONFIG, "").lower() == "true"
+
+
+def _cache_key(base: BaseSource) -> tuple:
+    """Where the check's answer for ``base``'s version is cached (the commit time too: a
+    table written again at the same place restarts at version 1)."""
+    ds = base.dataset
+    return (ds.store.uri, ds.version, ds.manifest.timestamp_ns, tuple(base.key_columns))
 
 
 def superseded_at(ds: LanceDataset, key_columns: tuple[str, ...]) -> dict[int, np.ndarray]:

@@ -40,7 +40,11 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr.arrow import Call, Column, Expr, Literal, columns, to_pyarrow, to_sql
-from lance_sql.memwal.read.duplicates import merged_rows, superseded_base_rows
+from lance_sql.memwal.read.duplicates import (
+    duplicates_state,
+    merged_rows,
+    superseded_base_rows,
+)
 from lance_sql.memwal.read.hidden import HiddenRows, hidden_base_rows
 from lance_sql.memwal.read.keys import Keys, KeySet
 from lance_sql.memwal.read.metrics import NodeMetrics, measured, not_own_work, own_work
@@ -620,8 +624,12 @@ class DeduplicateExec(ExecNode):
             yield from found
 
     def describe(self) -> str:
-        return (f"DeduplicateExec: partition_by=[{', '.join(self.key_columns)}], "
+        text = (f"DeduplicateExec: partition_by=[{', '.join(self.key_columns)}], "
                 f"order_by=[{GEN} DESC, {ROW_ADDR} DESC]")
+        base = [s for s in self.sources if isinstance(s, BaseSource)]
+        if base and any(s.source.is_base for s in self.scans):  # (as the run checks)
+            text += f", base_duplicate_keys=[{duplicates_state(base[0], self.superseded)}]"
+        return text
 
 
 class ProjectionExec(ExecNode):
