@@ -295,7 +295,7 @@ def inflate_lz4_runs(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, st
     :func:`~.lz4_frames.inflate_exact` (a list) for a single buffer or buffers no frame
     holds. With ``begin``, the frames of :func:`~.lz4_frames.inflate_runs` are only
     begun (an :class:`~.lz4_frames.Inflating`, see there); a list is inflated already."""
-    claims = [lz4_claims(raw, pos, sizes, where) for raw, pos, sizes, where in runs]
+    claims = _all_claims(runs)
     if sum(c.size for c in claims) > 1:
         done = lz4_frames.inflate_runs([r[0] for r in runs], [r[1] for r in runs],
                                        [r[2] for r in runs], claims, runs[0][3],
@@ -308,6 +308,26 @@ def inflate_lz4_runs(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, st
         blocks.extend(view[a + 4 : a + n] for a, n in zip(pos.tolist(), sizes.tolist(),
                                                           strict=True))
     return lz4_frames.inflate_exact(blocks, np.concatenate(claims).tolist(), runs[0][3])
+
+
+def _all_claims(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, str]]
+                ) -> list[np.ndarray]:
+    """:func:`lz4_claims` of every run: the bounds checked once for all the runs (a take
+    of many keys has a run per page it touches), each run's prefixes read; when a check
+    fails, run by run, for the error of the first run at fault."""
+    if len(runs) < 2:
+        return [lz4_claims(*run) for run in runs]
+    pos = np.concatenate([r[1] for r in runs]).astype(np.int64, copy=False)
+    sizes = np.concatenate([r[2] for r in runs]).astype(np.int64, copy=False)
+    ends = np.repeat(np.fromiter((r[0].size for r in runs), np.int64, len(runs)),
+                     [r[1].size for r in runs])
+    at_word = np.arange(4)
+    if pos.size and not ((sizes < 4).any() or (pos < 0).any() or (pos + sizes > ends).any()):
+        full = np.concatenate([raw[p[:, None] + at_word].view("<u4")[:, 0]
+                               for raw, p, _, _ in runs]).astype(np.int64)
+        if not (full > np.minimum(MAX_INFLATE, 255 * sizes + 64)).any():
+            return np.split(full, np.cumsum([r[1].size for r in runs[:-1]]))
+    return [lz4_claims(*run) for run in runs]
 
 
 def lz4_claims(raw: np.ndarray, pos: np.ndarray, sizes: np.ndarray, where: str

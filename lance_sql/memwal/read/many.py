@@ -349,10 +349,11 @@ class ManyKeyLookup:
         rest = best == none
         if rest.any():
             pieces.extend(self.base.execute(keys if rest.all() else keys.take(rest)))
-        table = pa.Table.from_batches(pieces, schema=self.schema).combine_chunks()
+        table = pa.Table.from_batches(pieces, schema=self.schema)
+        output = table.select(self.output)  # (the tags are not copied)
         if table.num_rows > 1:  # in the order of the keys, as the coalesce gives them
-            table = table.take(pc.sort_indices(table.column(KEY_POSITION)))
-        return table.select(self.output)
+            output = output.take(pc.sort_indices(table.column(KEY_POSITION)))
+        return output.combine_chunks()
 
     def _same_keys(self, generations: Sequence[GenerationSource], key_of: np.ndarray,
                    j: np.ndarray, row: np.ndarray) -> np.ndarray:

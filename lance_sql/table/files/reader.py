@@ -277,6 +277,20 @@ class FragmentReader:
         found = self._opened(field)
         return None if found is None else found[0].point_column(field, found[1])
 
+    def point_columns(self, fields: Sequence[LanceField]) -> list[LeafColumn | None]:
+        """:meth:`point_column` of each of ``fields`` (a take of many rows), each data
+        file opened and its column map made once for them all."""
+        self.check_rows()
+        out: list[LeafColumn | None] = [None] * len(fields)
+        for data_file, indices, column_map in self._file_groups(fields):
+            if data_file is None or column_map is None:
+                continue
+            reader = open_data_file(self.store, self.manifest, data_file)
+            self._check_file_rows(reader, data_file)
+            for i in indices:
+                out[i] = reader.point_column(fields[i], column_map)
+        return out
+
     def check_rows(self) -> int:
         """The fragment's row count, checked against its data files (see
         :func:`checked_rows`) once per reader, before it sizes anything."""

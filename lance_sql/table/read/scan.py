@@ -572,10 +572,11 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
         for (frag, rows), reader in zip(groups, fragment_readers, strict=True)]
     if not pieces:
         return plan.output_schema.empty_table()
-    if len(order) == 1 and (order[0].size < 2 or bool(np.all(np.diff(order[0]) == 1))):
-        return pieces[0]  # one fragment, addresses given in order: nothing to reorder
+    placed = np.concatenate(order)
+    if len(pieces) == 1 and (placed.size < 2 or bool((placed[1:] >= placed[:-1]).all())):
+        return pieces[0]  # addresses given in order (a key index's): nothing to reorder
     table = pa.concat_tables(pieces)
-    inverse = np.argsort(np.concatenate(order), kind="stable")
+    inverse = np.argsort(placed, kind="stable")
     return table.take(pa.array(inverse))  # pieces are cast
 
 

@@ -64,18 +64,18 @@ def take_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
     # strings first: their LZ4 chunks inflate (on a helper thread, when one may be
     # used) while the other columns are taken, then the strings are finished
     order = sorted(range(len(fields)), key=lambda i: fields[i].logical_type not in _VARIABLE)
+    columns = [reader.point_columns(fields) for reader in readers]  # each file opened once
     begun: dict[int, point_pages.Taking] = {}
     arrays: list[pa.Array | None] = [None] * len(fields)
     try:
         for i in order:
-            field = fields[i]
             parts = []
-            for reader, (_, rows) in zip(readers, groups, strict=True):
-                column = reader.point_column(field)
+            for held, (_, rows) in zip(columns, groups, strict=True):
+                column = held[i]
                 if column is None:
                     return None
                 parts.append((column, rows))
-            taking = _guarded(store, field.name, point_pages.begin_pages, parts)
+            taking = _guarded(store, fields[i].name, point_pages.begin_pages, parts)
             if taking is None:
                 return None
             begun[i] = taking

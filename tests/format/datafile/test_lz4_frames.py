@@ -343,6 +343,32 @@ def test_corrupt_runs_of_many_pages_are_format_errors(damage: str, split: bool, 
     assert not [t for t in threading.enumerate() if t.name.startswith(parallel.THREAD_NAME)]
 
 
+@pytest.mark.parametrize("damage", ["short", "outside", "ratio"])
+def test_a_bad_prefix_among_many_pages_names_its_page(damage: str) -> None:
+    """The prefixes of many pages are checked together; a page at fault is named by its
+    own error, as when each page was checked on its own (the pages before it intact)."""
+    from lance_sql.format.datafile import point
+
+    pieces, pages = _pages(np.random.default_rng(11))
+    raw, pos, sizes = pages[2]
+    if damage == "short":
+        sizes = sizes.copy()
+        sizes[1] = 2
+        match = "p2: LZ4 buffer of 2 bytes has no size prefix"
+    elif damage == "outside":
+        sizes = sizes.copy()
+        sizes[-1] = raw.size
+        match = "p2: an LZ4 buffer lies outside its page"
+    else:
+        raw = _with_prefix(raw, int(pos[1]), 300 * int(sizes[1]))
+        match = "p2: LZ4 buffer claims"
+    runs = [(*p, f"p{k}") for k, p in enumerate(pages[:2])] + [(raw, pos, sizes, "p2")]
+    with pytest.raises(FormatError, match=f"^{match}"):
+        point.inflate_lz4_runs(runs)
+    got = point.inflate_lz4_runs([(*p, f"p{k}") for k, p in enumerate(pages)])
+    assert [bytes(b) for b in point.listed(got)] == pieces
+
+
 def test_what_no_frame_holds_is_inflated_buffer_by_buffer() -> None:
     """A buffer inflating past what a frame block holds, or a single buffer, takes
     inflate_exact's path (a list, the same bytes); nothing goes through the runs."""

@@ -126,6 +126,26 @@ def test_many_addresses_equal_fragment_by_fragment_and_pylance(written, columns,
         assert got.column(name).to_pylist() == expected.column(name).to_pylist(), name
 
 
+def test_sorted_addresses_come_back_in_their_order(written, counted, monkeypatch) -> None:
+    """Addresses in ascending order (a key index's), over every fragment and with deleted
+    ones among them: the rows come back in that order (nothing to reorder)."""
+    uri, _ = written
+    addresses = np.sort(_addresses(uri, 5, 1200))
+    columns = ["id", "f", "s_lz4", "_rowaddr"]
+    got = lance_sql.dataset(uri).take_addresses(addresses, columns)
+    assert counted == [True]
+    expected = _by_fragment(uri, addresses, columns, monkeypatch)
+    assert got.equals(expected)
+    held = got.column("_rowaddr").to_numpy()
+    assert np.all(held[1:] > held[:-1]) and held.size < addresses.size
+    assert np.all(np.isin(held, addresses))
+    # the same addresses out of order come back in that order (reordered)
+    shuffled = addresses[np.random.default_rng(2).permutation(addresses.size)]
+    again = lance_sql.dataset(uri).take_addresses(shuffled, columns)
+    live = shuffled[np.isin(shuffled, held)]
+    assert again.column("_rowaddr").to_numpy().tolist() == live.tolist()
+
+
 def test_a_few_addresses_take_this_path_too(written, counted, monkeypatch) -> None:
     """From MIN_ROWS addresses on (a lookup of a few keys, spread over fragments) the
     columns are taken from every fragment at once: the same rows as fragment by
