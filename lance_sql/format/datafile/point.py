@@ -321,10 +321,8 @@ def _all_claims(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, str]]
     sizes = np.concatenate([r[2] for r in runs]).astype(np.int64, copy=False)
     ends = np.repeat(np.fromiter((r[0].size for r in runs), np.int64, len(runs)),
                      [r[1].size for r in runs])
-    at_word = np.arange(4)
     if pos.size and not ((sizes < 4).any() or (pos < 0).any() or (pos + sizes > ends).any()):
-        full = np.concatenate([raw[p[:, None] + at_word].view("<u4")[:, 0]
-                               for raw, p, _, _ in runs]).astype(np.int64)
+        full = np.concatenate([lz4_frames.prefixes(raw, p) for raw, p, _, _ in runs])
         if not (full > np.minimum(MAX_INFLATE, 255 * sizes + 64)).any():
             return np.split(full, np.cumsum([r[1].size for r in runs[:-1]]))
     return [lz4_claims(*run) for run in runs]
