@@ -81,6 +81,7 @@ from lance_sql.memwal.read.sources import (
     BaseSource,
     GenerationSource,
     MemTableSource,
+    OneKeyTakes,
     RenamedMemTable,
     Source,
     newest_first,
@@ -280,6 +281,8 @@ class LsmView:
         self._memtables: dict[uuid.UUID, list[MemTable]] = {}
         self.warm = warm
         self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
+        # what one-key lookups of the base resolve once per column list (see OneKeyTake)
+        self._base_one_key: OneKeyTakes = {}
         # what depends only on the base version, its schema and region spec, shared by a
         # warm view's fresh copies: column lists found valid, region spec source names,
         # generation directories' store keys
@@ -452,7 +455,8 @@ class LsmView:
         does not keep a key in one region: every region's, in the order that decides
         a key's newest row, see :attr:`across_regions`; ``lazy``: generations not opened
         yet open on first use, as a lookup wants)."""
-        out: list[Source] = [BaseSource(self.base, self.key_columns)]
+        out: list[Source] = [BaseSource(self.base, self.key_columns,
+                                        one_key=self._base_one_key)]
         for index, region in enumerate(regions):
             merged = self.details.merged_generation(region.region_id)
             mine: list[Source] = []
