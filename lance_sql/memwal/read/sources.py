@@ -60,6 +60,8 @@ BASE_GEN = -1
 KEYS_FROM_INDEX = [0]
 # One-key lookups of the base table whose key column is the key asked (tests).
 KEY_AS_ASKED = [0]
+# One-key lookups of the base table answered by a kept OneKeyTake (tests).
+ONE_KEY_TAKES = [0]
 # Counts of base-table lookups of a composite key whose candidate rows came from a BTREE
 # index on one of its columns, not from a scan (tests)
 COMPOSITE_BY_INDEX = [0]
@@ -705,6 +707,7 @@ class OneKeyTake:
             return None  # a key held twice (plain appends): the general path picks one
         if not table.num_rows:
             value = value.slice(0, 0)
+        ONE_KEY_TAKES[0] += 1
         return table.add_column(self.key_at, self.key_field, value)
 
 

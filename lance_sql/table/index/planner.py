@@ -238,7 +238,7 @@ class OneKeySearch:
         if leaf is None or (manifest.uses_stable_row_ids
                             and leaf.index.index_version < ROW_ADDRESS_IDS):
             return None
-        indexed = leaf.index.fragment_ids or set()
+        indexed: set[int] | frozenset[int] = leaf.index.fragment_ids or set()
         if any(f.id not in indexed for f in manifest.fragments):
             return None
         return cls(manifest, column, leaf.index, leaf.field.to_scan_arrow().type,
