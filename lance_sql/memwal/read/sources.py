@@ -501,7 +501,7 @@ class BaseSource(_LanceSource):
         kept = self._one_key
         if kept is None:
             return None
-        manifest = self.dataset.manifest  # (one read: see OneKeyTake.manifest)
+        manifest = self.dataset.manifest  # (one read: a write may move the dataset)
         names = tuple(columns)
         found = kept.get(names)
         if found is None or found[0] is not manifest:

@@ -31,7 +31,7 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import FormatError, IndexFallbackWarning, LanceError
+from lance_sql.errors import FormatError, IndexFallbackWarning, InvalidInputError, LanceError
 from lance_sql.expr import Call, Column, Expr, Literal, exact_literal, to_sql
 from lance_sql.format.btree import (
     BATCH_SIZE,
@@ -247,7 +247,7 @@ class OneKeySearch:
     def addresses(self, store: ObjectStore, value: pa.Array) -> np.ndarray:
         """``key_addresses(store, manifest, column, value)`` of the one key ``value``."""
         if len(value) != 1:
-            raise ValueError("OneKeySearch searches one key")
+            raise InvalidInputError(f"a search of one key was given {len(value)} keys")
         value = value if value.type.equals(self.key_type) else value.cast(self.key_type)
         index = BTreeIndex.open(store, self.manifest, self.index, self.key_type)
         ids = index.search(KeySet(value))
