@@ -7,6 +7,7 @@ appended twice, a whole fragment deleted)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +15,12 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
+from lance_sql.errors import IndexFallbackWarning
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.read import sources
 from lance_sql.table.index.planner import OneKeySearch
+from lance_sql.table.runtime.context import current_runtime
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 INT64 = pa.int64()
@@ -159,3 +162,50 @@ def test_one_key_search_finds_what_key_addresses_finds(table) -> None:
         expected = key_addresses(ds.store, ds.manifest, "id", value)
         assert expected is not None
         assert search.addresses(ds.store, value).tolist() == expected.tolist()
+
+
+def test_an_unreadable_index_falls_back_as_the_general_path(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    """Index files gone after the take was resolved: the lookup scans instead, with the
+    same warning and row as the general path."""
+    uri = str(tmp_path / "e.lance")
+    lance_sql.write_dataset(_rows(range(3000), "b"), uri, max_rows_per_file=1000)
+    lance_sql.dataset(uri).create_scalar_index("id", "BTREE")
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 2),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    view = mw.view()
+    key_table = view.one_key_table({"id": [5]})
+    assert key_table is not None
+    before = sources.ONE_KEY_TAKES[0]
+    assert _s(view.lookup_one(key_table)) == ["b5"]  # resolved, the index opened once
+    assert sources.ONE_KEY_TAKES[0] - before == 1
+    current_runtime().cache.clear()  # (the opened index and its pages forgotten)
+    removed = [p for p in (Path(uri) / "_indices").rglob("*") if p.is_file()]
+    for path in removed:
+        path.unlink()
+    assert removed
+    with pytest.warns(IndexFallbackWarning):
+        got = view.fresh().lookup_one(view.one_key_table({"id": [2500]}))
+    assert got is not None and _s(got) == ["b2500"]
+    assert sources.ONE_KEY_TAKES[0] - before == 1  # (the kept take did not answer)
+    with pytest.warns(IndexFallbackWarning):
+        assert got.equals(_general(mw, INT64, 2500, None, monkeypatch))
+
+
+def test_threads_share_the_kept_takes(table) -> None:
+    """Gets from several threads at once, through one handle (one kept take per column
+    list, made by whichever thread comes first): every answer right."""
+    _, mw, _, key = table
+    rng = np.random.default_rng(5)
+    asked = [rng.integers(1000, 6000, 60).tolist() for _ in range(4)]
+    columns = [None, ["s"], ["s", "id"], ["v"]]
+
+    def run(keys: list[int], names: list[str] | None) -> list[list]:
+        return [_get(mw, key, i, names).to_pylist() for i in keys]
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(run, asked, columns))
+    for keys, names, got in zip(asked, columns, answers, strict=True):
+        for i, rows in zip(keys, got, strict=True):
+            full = {"id": _key(key, i), "v": i * 0.5, "s": f"b{i}"}
+            assert rows == [{n: full[n] for n in (names or ["id", "v", "s"])}], i
