@@ -101,6 +101,11 @@ def test_the_kept_take_answers_as_the_general_path(table, columns, monkeypatch) 
         assert _get(mw, key, 400).num_rows == 0
     if columns == []:
         assert _get(mw, key, 0, columns).num_rows == 1
+    if columns == ["v", "id"]:  # the projection's order, each column its own values
+        for i in (1999, 2000, 0):
+            got = _get(mw, key, i, columns)
+            assert got.column_names == ["v", "id"]
+            assert got.to_pylist() == [{"v": i * 0.5, "id": _key(key, i)}]
 
 
 def test_the_kept_take_follows_the_table(table, monkeypatch) -> None:
