@@ -45,7 +45,14 @@ from lance_sql.table.index.planner import (
     keyed_addresses,
 )
 from lance_sql.table.read.comparisons import filter_table
-from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
+from lance_sql.table.read.scan import (
+    FragmentReaders,
+    Scanner,
+    narrowed,
+    plan_scan,
+    scan_fragment,
+    take_one_address,
+)
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
 
@@ -690,6 +697,10 @@ class OneKeyTake:
         self.key_field = pa.field(key, key_type)
         self.key_at = readable.index(key)
         self.taken = [c for c in readable if c != key]
+        # the take of one address as LanceDataset.take_addresses plans it, and the
+        # fragment readers its takes keep (plain dict reads and writes: threads share it)
+        self.plan = plan_scan(search.manifest, self.taken)
+        self.readers: FragmentReaders = {}
 
     def row(self, store: ObjectStore, given: pa.ChunkedArray | pa.Array) -> pa.Table | None:
         """The row of the one key ``given`` (no row: not here, or deleted); None when the
@@ -701,7 +712,11 @@ class OneKeyTake:
             addresses = self.search.addresses(store, value)
         except LanceError:
             return None  # unusable index: the general path scans instead
-        table = self.dataset.take_addresses(addresses, self.taken)
+        if addresses.size == 1:  # (the manifest searched is the dataset's: see _one_key_take)
+            table = take_one_address(self.dataset.store, self.search.manifest, self.plan,
+                                     int(addresses[0]), self.readers)
+        else:
+            table = self.dataset.take_addresses(addresses, self.taken)
         KEY_AS_ASKED[0] += 1
         if table.num_rows > 1:
             return None  # a key held twice (plain appends): the general path picks one
