@@ -81,6 +81,7 @@ from lance_sql.memwal.read.sources import (
     BaseSource,
     GenerationSource,
     MemTableSource,
+    OneKeyTakes,
     RenamedMemTable,
     Source,
     newest_first,
@@ -111,6 +112,7 @@ __all__ = ["CONSISTENCY", "LsmPlan", "LsmScanner", "LsmView", "RegionState"]
 CONSISTENCY = ("strong", "snapshot")
 SYSTEM = (GEN, REGION, ROW_ADDR, *BASE_ONLY)
 _FEW_KEYS = 16
+_PLAIN_ROWS_KEPT = 256  # output schemas whose base row layout a view keeps
 
 
 class _Unclaimed(Exception):
@@ -280,6 +282,11 @@ class LsmView:
         self._memtables: dict[uuid.UUID, list[MemTable]] = {}
         self.warm = warm
         self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
+        # what one-key lookups of the base resolve once per column list (see OneKeyTake)
+        self._base_one_key: OneKeyTakes = {}
+        # id of an output schema -> (it, the base row's schema, where its columns lie
+        # there; None: not a plain projection): see _base_row
+        self._plain_rows: dict[int, tuple[pa.Schema, pa.Schema, list[int] | None]] = {}
         # what depends only on the base version, its schema and region spec, shared by a
         # warm view's fresh copies: column lists found valid, region spec source names,
         # generation directories' store keys
@@ -452,7 +459,8 @@ class LsmView:
         does not keep a key in one region: every region's, in the order that decides
         a key's newest row, see :attr:`across_regions`; ``lazy``: generations not opened
         yet open on first use, as a lookup wants)."""
-        out: list[Source] = [BaseSource(self.base, self.key_columns)]
+        out: list[Source] = [BaseSource(self.base, self.key_columns,
+                                        one_key=self._base_one_key)]
         for index, region in enumerate(regions):
             merged = self.details.merged_generation(region.region_id)
             mine: list[Source] = []
@@ -819,7 +827,7 @@ class LsmView:
                         _answered(trace, None)
                         return out.empty_table()  # the base is asked last
                     _answered(trace, source)
-                    return _base_row(row, source, out)
+                    return self._base_row(row, source, out)
             if source.exact_lookup and not source.might_hold(lookup_keys):
                 continue
             if not source.exact_lookup and not source.is_base:
@@ -842,6 +850,24 @@ class LsmView:
             return _one_row_table([_one_column(table, source, f) for f in out], out)
         _answered(trace, None)
         return pa.schema([schema.field(n) for n in output]).empty_table()
+
+    def _base_row(self, row: pa.Table, source: Source, out: pa.Schema) -> pa.Table:
+        """:func:`_base_row`, the columns of a plain projection picked by their positions
+        in ``row``: found once per output schema (one per projection, see
+        :meth:`_output_schema`) and row schema (one per column list of the base's
+        lookups), instead of a test of every output field per lookup."""
+        present = row.schema
+        kept = self._plain_rows.get(id(out))  # (one read: threads may replace it)
+        if kept is None or kept[0] is not out or not kept[1].equals(present):
+            plain = all(present.get_field_index(f.name) >= 0 and
+                        present.field(f.name).type.equals(f.type) for f in out)
+            kept = (out, present, [present.get_field_index(f.name) for f in out]
+                    if plain else None)
+            if len(self._plain_rows) < _PLAIN_ROWS_KEPT:
+                self._plain_rows[id(out)] = kept  # (written whole)
+        if kept[2] is None:
+            return _base_row(row, source, out)
+        return _one_row_table([row.column(i) for i in kept[2]], out)
 
     def _route(self, keys: pa.Table) -> np.ndarray | None:
         """Each key's region (a position in the listed regions; -1: no region has its

@@ -40,9 +40,21 @@ from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, SYSTEM_COLUMNS
 from lance_sql.table.index import index_hook
-from lance_sql.table.index.planner import btree_indices, key_addresses, keyed_addresses
+from lance_sql.table.index.planner import (
+    OneKeySearch,
+    btree_indices,
+    key_addresses,
+    keyed_addresses,
+)
 from lance_sql.table.read.comparisons import filter_table
-from lance_sql.table.read.scan import Scanner, narrowed, scan_fragment
+from lance_sql.table.read.scan import (
+    FragmentReaders,
+    Scanner,
+    narrowed,
+    plan_scan,
+    scan_fragment,
+    take_one_address,
+)
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
 
@@ -57,6 +69,8 @@ BASE_GEN = -1
 KEYS_FROM_INDEX = [0]
 # One-key lookups of the base table whose key column is the key asked (tests).
 KEY_AS_ASKED = [0]
+# One-key lookups of the base table answered by a kept OneKeyTake (tests).
+ONE_KEY_TAKES = [0]
 # Counts of base-table lookups of a composite key whose candidate rows came from a BTREE
 # index on one of its columns, not from a scan (tests)
 COMPOSITE_BY_INDEX = [0]
@@ -411,8 +425,12 @@ class BaseSource(_LanceSource):
     kind = "base"
     system = SYSTEM_COLUMNS
 
-    def __init__(self, ds: LanceDataset, key_columns: Sequence[str]) -> None:
+    def __init__(self, ds: LanceDataset, key_columns: Sequence[str], *,
+                 one_key: OneKeyTakes | None = None) -> None:
+        """``one_key``: where one-key lookups keep what they resolve once per version
+        and column list (see :class:`OneKeyTake`; a view shares it between reads)."""
         super().__init__(ds, BASE_GEN, None, None, key_columns)
+        self._one_key = one_key
 
     def fragment_ids(self) -> list[int]:
         """The ids of the fragments this source scans (a part of a split read scans
@@ -470,7 +488,12 @@ class BaseSource(_LanceSource):
         key's row (the ``columns`` this source has, and ``_rowaddr``; no row when the key
         is not here). None when the index cannot answer alone: the caller takes
         :meth:`lookup`."""
-        if keys.num_rows != 1 or self.key_index() is None:
+        if keys.num_rows != 1:
+            return None
+        take = self._one_key_take(columns)
+        if take is not None:
+            return take.row(self.dataset.store, keys.table.column(0))
+        if self.key_index() is None:
             return None
         table = self._indexed_take(keys, list(dict.fromkeys([*self.key_columns, *columns])))
         if table is None or table.num_rows > 1:
@@ -481,6 +504,44 @@ class BaseSource(_LanceSource):
                                                       strict=True)):
             return table.slice(0, 0)  # compared as lookup compares: as Python values
         return table
+
+    def _one_key_take(self, columns: Sequence[str]) -> OneKeyTake | None:
+        """The :class:`OneKeyTake` of ``columns`` at this source's version, kept in
+        ``one_key`` (None: none kept, or the lookup takes the general path)."""
+        kept = self._one_key
+        if kept is None:
+            return None
+        manifest = self.dataset.manifest  # (one read: a write may move the dataset)
+        names = tuple(columns)
+        found = kept.get(names)
+        if found is None or found[0] is not manifest:
+            try:
+                take = self._resolve_one_key(manifest, names)
+            except LanceError:
+                return None  # (not kept: the general path meets the same error)
+            found = (manifest, take)
+            if len(kept) < _ONE_KEY_TAKES_KEPT:
+                kept[names] = found  # (written whole: threads see it or not at all)
+        take = found[1]
+        # (asked each time, as the general path asks: tests turn the shortcut off)
+        return take if take is not None and _exact_equality(take.key_field.type) else None
+
+    def _resolve_one_key(self, manifest: Manifest, columns: tuple[str, ...]
+                         ) -> OneKeyTake | None:
+        """The take of ``columns`` (with the key) at ``manifest``; None where
+        :meth:`lookup_one` answers otherwise (a composite key, a key type without exact
+        equality, no index that answers alone)."""
+        if len(self.key_columns) != 1 or self.key_index() is None:
+            return None
+        key = self.key_columns[0]
+        key_type = self.schema.field(key).type
+        if key not in columns or not _exact_equality(key_type):
+            return None
+        search = OneKeySearch.of(manifest, key)
+        if search is None or not search.key_type.equals(key_type):
+            return None
+        return OneKeyTake(search, self.dataset, key, key_type,
+                          self._readable([*columns, ROW_ADDR]))
 
     def _indexed_take(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
         """The rows of ``keys`` found by one search of the key index for all of them and
@@ -617,6 +678,55 @@ class BaseSource(_LanceSource):
             if len(pa.chunked_array(found_keys, found_keys[0].type).unique()) >= distinct:
                 break
         return np.concatenate(found) if found else np.zeros(0, np.uint64)
+
+
+# column list -> (the base manifest it was made at, its OneKeyTake; None: the general path)
+OneKeyTakes = dict[tuple[str, ...], tuple[Manifest, "OneKeyTake | None"]]
+_ONE_KEY_TAKES_KEPT = 64  # column lists a view keeps (more take the general path's steps)
+
+
+class OneKeyTake:
+    """:meth:`BaseSource.lookup_one` of a one-column key of exact equality through its
+    BTREE index, resolved once per base version and column list: the key's search
+    (:class:`~lance_sql.table.index.planner.OneKeySearch`) and the columns taken, so a
+    lookup is one page search and one row take. The key column is the key asked, as
+    :meth:`BaseSource._indexed_take` makes it (every entry found holds that very key).
+    Same rows and errors as that path; immutable once made (threads share it)."""
+
+    def __init__(self, search: OneKeySearch, dataset: LanceDataset, key: str,
+                 key_type: pa.DataType, readable: list[str]) -> None:
+        self.search = search
+        self.dataset = dataset
+        self.key_field = pa.field(key, key_type)
+        self.key_at = readable.index(key)
+        self.taken = [c for c in readable if c != key]
+        # the take of one address as LanceDataset.take_addresses plans it, and the
+        # fragment readers its takes keep (plain dict reads and writes: threads share it)
+        self.plan = plan_scan(search.manifest, self.taken)
+        self.readers: FragmentReaders = {}
+
+    def row(self, store: ObjectStore, given: pa.ChunkedArray | pa.Array) -> pa.Table | None:
+        """The row of the one key ``given`` (no row: not here, or deleted); None when the
+        index cannot be read (the caller takes the general path, as it does then)."""
+        value = given.combine_chunks() if isinstance(given, pa.ChunkedArray) else given
+        if not value.type.equals(self.key_field.type):
+            value = value.cast(self.key_field.type)
+        try:
+            addresses = self.search.addresses(store, value)
+        except LanceError:
+            return None  # unusable index: the general path scans instead
+        if addresses.size == 1:  # (the manifest searched is the dataset's: see _one_key_take)
+            table = take_one_address(self.dataset.store, self.search.manifest, self.plan,
+                                     int(addresses[0]), self.readers)
+        else:
+            table = self.dataset.take_addresses(addresses, self.taken)
+        KEY_AS_ASKED[0] += 1
+        if table.num_rows > 1:
+            return None  # a key held twice (plain appends): the general path picks one
+        if not table.num_rows:
+            value = value.slice(0, 0)
+        ONE_KEY_TAKES[0] += 1
+        return table.add_column(self.key_at, self.key_field, value)
 
 
 def _exact_equality(t: pa.DataType) -> bool:

@@ -31,7 +31,7 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import FormatError, IndexFallbackWarning, LanceError
+from lance_sql.errors import FormatError, IndexFallbackWarning, InvalidInputError, LanceError
 from lance_sql.expr import Call, Column, Expr, Literal, exact_literal, to_sql
 from lance_sql.format.btree import (
     BATCH_SIZE,
@@ -213,6 +213,58 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
     FormatError."""
     found = _key_search(store, manifest, column, values, keyed=False)
     return None if found is None else found[0]
+
+
+@dataclass(frozen=True)
+class OneKeySearch:
+    """:func:`key_addresses` of one key, resolved once per manifest and column (a point
+    lookup repeats it with a new key each time): the index, the key's type and the
+    fragments' row counts found once, each key then one page search. Same answers and
+    errors as :func:`key_addresses`; made only where that finds its rows with the index
+    alone (see :meth:`of`)."""
+
+    manifest: Manifest
+    column: str
+    index: IndexMetadata
+    key_type: pa.DataType
+    fragment_rows: dict[int, int]  # fragment id -> physical rows
+
+    @classmethod
+    def of(cls, manifest: Manifest, column: str) -> OneKeySearch | None:
+        """The search of ``column``'s BTREE index in ``manifest``; None when
+        :func:`key_addresses` would not answer from it alone (no index, one missing a
+        fragment, an older index of row ids): the caller takes that path."""
+        leaf = _key_leaf(manifest, column, pa.array([], pa.null()))
+        if leaf is None or (manifest.uses_stable_row_ids
+                            and leaf.index.index_version < ROW_ADDRESS_IDS):
+            return None
+        indexed: set[int] | frozenset[int] = leaf.index.fragment_ids or set()
+        if any(f.id not in indexed for f in manifest.fragments):
+            return None
+        return cls(manifest, column, leaf.index, leaf.field.to_scan_arrow().type,
+                   {f.id: f.physical_rows for f in manifest.fragments})
+
+    def addresses(self, store: ObjectStore, value: pa.Array) -> np.ndarray:
+        """``key_addresses(store, manifest, column, value)`` of the one key ``value``."""
+        if len(value) != 1:
+            raise InvalidInputError(f"a search of one key was given {len(value)} keys")
+        value = value if value.type.equals(self.key_type) else value.cast(self.key_type)
+        index = BTreeIndex.open(store, self.manifest, self.index, self.key_type)
+        ids = index.search(KeySet(value))
+        if ids.size > 1:  # a key held twice (plain appends): the general checks
+            found = key_addresses(store, self.manifest, self.column, value)
+            assert found is not None  # (the same index answers there)
+            return found
+        if not ids.size:
+            return ids.copy()
+        address = int(ids[0])
+        fragment, offset = address >> 32, address & 0xFFFFFFFF
+        rows = self.fragment_rows.get(fragment)
+        if rows is None:  # a fragment no longer in the table
+            return ids[:0].copy()
+        if offset >= rows:
+            raise _past_end(self.index.name, offset, fragment, rows)
+        return ids.copy()
 
 
 IndexKeys: TypeAlias = "np.ndarray | pa.Array"  # an index's keys: numbers (ints), else Arrow

@@ -549,7 +549,7 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
     if plan is None:
         plan = plan_scan(manifest, columns)
     if addresses.size == 1:  # a point lookup's row: no grouping, nothing to reorder
-        return _take_one_address(store, manifest, plan, int(addresses[0]), readers)
+        return take_one_address(store, manifest, plan, int(addresses[0]), readers)
     groups, order, fragment_readers = [], [], []
     for frag, rows, where in by_fragment(manifest, addresses):
         if rows[-1] >= frag.physical_rows:  # rows are sorted
@@ -600,8 +600,8 @@ def _kept_reader(store: ObjectStore, manifest: Manifest, frag: Fragment,
     return reader
 
 
-def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
-                      address: int, readers: FragmentReaders | None = None) -> pa.Table:
+def take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
+                     address: int, readers: FragmentReaders | None = None) -> pa.Table:
     """:func:`take_addresses` of one address: its row, or no row when it is deleted."""
     frag_id, row = address >> 32, address & 0xFFFFFFFF
     frag = next((f for f in manifest.fragments if f.id == frag_id), None)
