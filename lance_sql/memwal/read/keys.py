@@ -10,7 +10,6 @@ tombstone flags); from them the planner derives which row of each key is the new
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -109,13 +108,15 @@ class KeySet:
         return found
 
 
-def same_key_value(a: object, b: object) -> bool:
-    """Whether two values of one key column (as Python values) are one key, told apart
-    as :func:`~..bloom.identity_keys` does: floats by their bits (NaN is NaN, -0.0 is not
-    0.0), where Python's ``==`` has NaN unequal to itself."""
-    if isinstance(a, float) and isinstance(b, float):
-        return struct.pack("<d", a) == struct.pack("<d", b)
-    return a == b
+def same_key_value(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether the first values of two arrays of one key column are one key, told apart
+    as :func:`~..bloom.identity_keys` does: floats by their bits at their own width (NaN
+    is NaN, -0.0 is not 0.0; a float32 NaN is not widened, which would quiet a
+    signalling one), where Python's ``==`` has NaN unequal to itself."""
+    if pa.types.is_floating(a.type) or pa.types.is_floating(b.type):
+        return bool(a.type.equals(b.type)) and \
+            identity_keys(a.slice(0, 1))[0].as_py() == identity_keys(b.slice(0, 1))[0].as_py()
+    return bool(a[0].as_py() == b[0].as_py())
 
 
 def latest_positions(keys: Sequence[pa.Array], rowaddr: np.ndarray) -> np.ndarray:

@@ -462,10 +462,9 @@ class BaseSource(_LanceSource):
         elif table is None:
             table = self._reverse_scan(keys, wanted)
         if keys.num_rows == 1 and table.num_rows <= 1:  # one key: compared as Python values
-            wanted_key = [c[0].as_py() for c in keys.table.columns]
             hit_one = table.num_rows == 1 and all(
-                same_key_value(table.column(k)[0].as_py(), w)
-                for k, w in zip(self.key_columns, wanted_key, strict=True))
+                same_key_value(table.column(k), w)
+                for k, w in zip(self.key_columns, keys.table.columns, strict=True))
             table = table.slice(0, int(hit_one))
             key_positions = np.zeros(table.num_rows, np.int64)
         else:  # each key's row (a key asked twice gets its row twice, as from other sources)
@@ -498,8 +497,7 @@ class BaseSource(_LanceSource):
         table = self._indexed_take(keys, list(dict.fromkeys([*self.key_columns, *columns])))
         if table is None or table.num_rows > 1:
             return None
-        if table.num_rows and not all(same_key_value(table.column(k)[0].as_py(),
-                                                     c[0].as_py())
+        if table.num_rows and not all(same_key_value(table.column(k), c)
                                       for k, c in zip(self.key_columns, keys.table.columns,
                                                       strict=True)):
             return table.slice(0, 0)  # compared as lookup compares: as Python values
