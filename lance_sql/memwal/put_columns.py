@@ -176,6 +176,8 @@ def _fits(column: pa.ChunkedArray | pa.Array, to: pa.DataType) -> bool:
         back = column.cast(to).cast(column.type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return False
+    if pa.types.is_nested(column.type):  # (no element-wise equality for these: whole
+        return bool(back.equals(column))  # values, a NaN inside never equal)
     same = pc.equal(back, column)
     if pa.types.is_floating(column.type):
         same = pc.or_(same, pc.and_(pc.is_nan(back), pc.is_nan(column)))

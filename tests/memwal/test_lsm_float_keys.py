@@ -129,3 +129,48 @@ def test_merge_insert_matches_float_keys_as_pylance_does(tmp_path: Path) -> None
     assert got[0] == got[1]
     assert dict(got[0]) == {_bits(0.0): 1, _bits(-0.0): 10, _bits(float(pool[2])): 20,
                             _bits(float(pool[3])): 30, _bits(1.5): 40}
+
+
+def test_float32_nans_differing_in_the_quiet_bit_are_two_keys(tmp_path: Path) -> None:
+    """A one-key get compares the found key at its own width: a float32 signalling NaN
+    widened to a double would become the quiet one the indexed base holds."""
+    t = pa.float32()
+    quiet, signalling = (pa.array(np.array([bits], np.uint32).view(np.float32), t)
+                         for bits in (0x7FC00001, 0x7F800001))
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(_table(quiet.to_numpy(), [1], t), uri).create_scalar_index(
+        "k", "BTREE")
+    MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("k", 1), durable_write=False,
+                      max_wal_flush_interval_ms=3_600_000)
+    mw = MemWal(lance_sql.dataset(uri))
+    assert mw.get({"k": signalling}, ["k", "v"]).num_rows == 0
+    assert mw.get(pa.table({"k": pa.concat_arrays([signalling, pa.array([5.0], t)])}),
+                  ["k", "v"]).num_rows == 0
+    assert mw.get({"k": quiet}, ["v"]).column("v").to_pylist() == [1]
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+@pytest.mark.parametrize("newer", [-0.0, "another NaN"])
+def test_a_newer_float_key_hides_only_its_own_base_row(tmp_path: Path, indexed: bool,
+                                                       newer: object) -> None:
+    """A MemTable's -0.0 (or NaN of another payload) hides no base row of 0.0 (or of
+    the usual NaN) from a scan: with a BTREE index the index matches floats by value, so
+    the rows newer keys hide are found without it."""
+    t = pa.float64()
+    other = -0.0 if newer == -0.0 else np.array([0x7FF8000000000001], np.uint64).view(
+        np.float64)[0]
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(_table(np.array([0.0, np.nan, 1.0]), [2, 3, 4], t), uri)
+    if indexed:
+        ds.create_scalar_index("k", "BTREE")
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("k", 2),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    try:
+        writer.put(_table(np.array([other]), [10], t))
+        view = MemWal(lance_sql.dataset(uri))
+        assert sorted(view.scanner(["k", "v"]).to_table().column("v").to_pylist()) == \
+            [2, 3, 4, 10]
+        assert view.scanner().count_rows() == 4
+    finally:
+        writer.close()

@@ -164,3 +164,27 @@ def test_a_member_renamed_to_a_dropped_members_name_reads_its_own_values(tmp_pat
     assert read(MemWal(lance_sql.dataset(uri)).scanner(["id", "st"]).to_table()) == model
     MemWal(lance_sql.dataset(uri)).merge()
     assert read(lance.dataset(uri).to_table()) == model
+
+
+def test_a_writer_opened_before_a_nested_member_is_dropped_takes_the_new_shape(
+        tmp_path: Path) -> None:
+    """A put shaped as the table is after ``st.in.c`` is dropped lands (the dropped
+    member NULL, as a dropped column is) and reads back; it raised an Arrow error (no
+    element-wise comparison of structs) instead."""
+    inner = pa.struct([pa.field("a", pa.int64()), pa.field("c", pa.int64())])
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                        pa.field("st", pa.struct([pa.field("in", inner),
+                                                  pa.field("z", pa.int64())]))])
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": [1], "st": [{"in": {"a": 1, "c": 2}, "z": 3}]},
+                                          schema=schema), uri)
+    mw = MemWal.initialize(ds, RegionSpec.bucket("id", 1), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    with mw.writer() as writer:
+        lance_sql.dataset(uri).drop_columns(["st.in.c"])
+        now = lance_sql.dataset(uri).schema.field("st").type
+        writer.put(pa.table({"id": pa.array([7], pa.int64()),
+                             "st": pa.array([{"in": {"a": 70}, "z": 1}], now)}))
+        got = MemWal(lance_sql.dataset(uri)).scanner(["id", "st"]).to_table().to_pylist()
+        assert sorted(got, key=lambda r: r["id"]) == [
+            {"id": 1, "st": {"in": {"a": 1}, "z": 3}}, {"id": 7, "st": {"in": {"a": 70}, "z": 1}}]
