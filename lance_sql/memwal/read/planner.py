@@ -285,7 +285,7 @@ class LsmView:
         # what one-key lookups of the base resolve once per column list (see OneKeyTake)
         self._base_one_key: OneKeyTakes = {}
         # id of an output schema -> (it, the base row's schema, where its columns lie
-        # there; None: not a plain projection): see _base_row
+        # there; None: not a plain projection): see _projected_base_row
         self._plain_rows: dict[int, tuple[pa.Schema, pa.Schema, list[int] | None]] = {}
         # what depends only on the base version, its schema and region spec, shared by a
         # warm view's fresh copies: column lists found valid, region spec source names,
@@ -827,7 +827,7 @@ class LsmView:
                         _answered(trace, None)
                         return out.empty_table()  # the base is asked last
                     _answered(trace, source)
-                    return self._base_row(row, source, out)
+                    return self._projected_base_row(row, source, out)
             if source.exact_lookup and not source.might_hold(lookup_keys):
                 continue
             if not source.exact_lookup and not source.is_base:
@@ -851,7 +851,8 @@ class LsmView:
         _answered(trace, None)
         return pa.schema([schema.field(n) for n in output]).empty_table()
 
-    def _base_row(self, row: pa.Table, source: Source, out: pa.Schema) -> pa.Table:
+    def _projected_base_row(self, row: pa.Table, source: Source, out: pa.Schema
+                            ) -> pa.Table:
         """:func:`_base_row`, the columns of a plain projection picked by their positions
         in ``row``: found once per output schema (one per projection, see
         :meth:`_output_schema`) and row schema (one per column list of the base's

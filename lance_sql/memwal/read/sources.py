@@ -509,7 +509,9 @@ class BaseSource(_LanceSource):
         kept = self._one_key
         if kept is None:
             return None
-        manifest = self.dataset.manifest  # (one read: a write may move the dataset)
+        # (one read; a view's base stays at its version, a new version gets a new view,
+        # so this only guards a dataset moved in place by a write through it)
+        manifest = self.dataset.manifest
         names = tuple(columns)
         found = kept.get(names)
         if found is None or found[0] is not manifest:

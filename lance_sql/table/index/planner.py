@@ -215,7 +215,7 @@ def key_addresses(store: ObjectStore, manifest: Manifest, column: str, values: p
     return None if found is None else found[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # (compared as objects: it holds a dict)
 class OneKeySearch:
     """:func:`key_addresses` of one key, resolved once per manifest and column (a point
     lookup repeats it with a new key each time): the index, the key's type and the
@@ -253,7 +253,8 @@ class OneKeySearch:
         ids = index.search(KeySet(value))
         if ids.size > 1:  # a key held twice (plain appends): the general checks
             found = key_addresses(store, self.manifest, self.column, value)
-            assert found is not None  # (the same index answers there)
+            if found is None:  # (the same index answers there: never met)
+                raise FormatError(f"{self.index.name}: the key index stopped answering")
             return found
         if not ids.size:
             return ids.copy()
