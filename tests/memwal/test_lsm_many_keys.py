@@ -105,6 +105,20 @@ def test_sql_in_of_many_keys_equals_the_scan(table: MemWal) -> None:
     assert _rows_of(got.to_arrow_table()) == _expected(model, keys)
 
 
+def test_many_keys_without_columns_count_the_rows_found(table: MemWal) -> None:
+    """A lookup asking for no column (SQL's ``count(*)`` over ``IN``) still has a row per
+    key found (a take of a table without columns loses its rows)."""
+    mw = table
+    model = _model(mw)
+    keys = np.unique(np.random.default_rng(5).integers(-10, N + 6000, 1200))
+    assert mw.get({"id": pa.array(keys, pa.int64())}, columns=[]).num_rows == \
+        len(_expected(model, keys))
+    session = lance_sql.connect(str(Path(mw.dataset.uri).parent))
+    listed = ", ".join(map(str, keys.tolist()))
+    assert session.sql(f"SELECT count(*) AS n FROM t WHERE id IN ({listed})"
+                       ).to_arrow_table().column("n").to_pylist() == [len(_expected(model, keys))]
+
+
 def test_sql_in_list_read_as_arrow_equals_the_general_decode(table: MemWal,
                                                             monkeypatch) -> None:
     """A filter that is nothing but ``id IN (...)`` gives the lookup its key table straight

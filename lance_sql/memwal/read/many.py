@@ -351,7 +351,9 @@ class ManyKeyLookup:
             pieces.extend(self.base.execute(keys if rest.all() else keys.take(rest)))
         table = pa.Table.from_batches(pieces, schema=self.schema)
         output = table.select(self.output)  # (the tags are not copied)
-        if table.num_rows > 1:  # in the order of the keys, as the coalesce gives them
+        # in the order of the keys, as the coalesce gives them (no columns: no order, and
+        # a take of a table without columns would lose its rows)
+        if table.num_rows > 1 and output.num_columns:
             output = output.take(pc.sort_indices(table.column(KEY_POSITION)))
         return output.combine_chunks()
 
