@@ -575,6 +575,9 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
     placed = np.concatenate(order)
     if len(pieces) == 1 and (placed.size < 2 or bool((placed[1:] >= placed[:-1]).all())):
         return pieces[0]  # addresses given in order (a key index's): nothing to reorder
+    if not plan.output_fields:  # rows without columns: no order to restore (and Arrow's
+        # concatenation and take of tables without columns lose their rows)
+        return _no_columns(sum(p.num_rows for p in pieces), plan.output_schema)
     table = pa.concat_tables(pieces)
     inverse = np.argsort(placed, kind="stable")
     return table.take(pa.array(inverse))  # pieces are cast
@@ -598,6 +601,14 @@ def _kept_reader(store: ObjectStore, manifest: Manifest, frag: Fragment,
         if readers is not None and len(readers) < _READERS_KEPT:
             readers[frag.id] = reader
     return reader
+
+
+def _no_columns(rows: int, schema: pa.Schema) -> pa.Table:
+    """A table of ``rows`` rows and no column, of ``schema`` (one without fields)."""
+    # (built from a batch: Arrow's table calls that copy a table, such as
+    # replace_schema_metadata, lose the rows of one without columns)
+    batch = pa.RecordBatch.from_pydict({"": pa.nulls(rows)}).select([])
+    return pa.Table.from_batches([batch], schema=schema)
 
 
 def take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
