@@ -53,7 +53,7 @@ from lance_sql.table.read.scan import (
     narrowed,
     plan_scan,
     scan_fragment,
-    take_one_address,
+    take_addresses,
 )
 from lance_sql.table.runtime.cache import GENERATION_BLOOMS, GENERATION_KEYS, GENERATION_ROWS
 from lance_sql.table.runtime.context import current_runtime
@@ -715,11 +715,9 @@ class OneKeyTake:
             addresses = self.search.addresses(store, value)
         except LanceError:
             return None  # unusable index: the general path scans instead
-        if addresses.size == 1:  # (the manifest searched is the dataset's: see _one_key_take)
-            table = take_one_address(self.dataset.store, self.search.manifest, self.plan,
-                                     int(addresses[0]), self.readers)
-        else:
-            table = self.dataset.take_addresses(addresses, self.taken)
+        # (the manifest searched is the dataset's: see _one_key_take)
+        table = take_addresses(self.dataset.store, self.search.manifest, addresses,
+                               plan=self.plan, readers=self.readers)
         KEY_AS_ASKED[0] += 1
         if table.num_rows > 1:
             return None  # a key held twice (plain appends): the general path picks one

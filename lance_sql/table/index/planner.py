@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeAlias
 
 import numpy as np
@@ -258,14 +259,7 @@ class OneKeySearch:
             return found
         if not ids.size:
             return ids.copy()
-        address = int(ids[0])
-        fragment, offset = address >> 32, address & 0xFFFFFFFF
-        rows = self.fragment_rows.get(fragment)
-        if rows is None:  # a fragment no longer in the table
-            return ids[:0].copy()
-        if offset >= rows:
-            raise _past_end(self.index.name, offset, fragment, rows)
-        return ids.copy()
+        return _one_address(ids.copy(), self.fragment_rows.get, self.index.name)
 
 
 IndexKeys: TypeAlias = "np.ndarray | pa.Array"  # an index's keys: numbers (ints), else Arrow
@@ -303,7 +297,7 @@ def _key_search(store: ObjectStore, manifest: Manifest, column: str, values: pa.
     else:
         addresses = _evaluate(leaf, store, manifest)
     if addresses.size == 1:  # one key's row (a point lookup): checked as plain integers
-        kept = _one_address(addresses, manifest, leaf)
+        kept = _one_address(addresses, partial(_fragment_rows, manifest), leaf.index.name)
         return kept, (None if keys is None else keys[:kept.size])
     if not addresses.size:
         return addresses, keys
@@ -339,17 +333,24 @@ def _evaluate_keyed(leaf: Leaf, store: ObjectStore, manifest: Manifest
     return unique, (None if keys is None else _pick(keys, first))
 
 
-def _one_address(addresses: np.ndarray, manifest: Manifest, leaf: Leaf) -> np.ndarray:
-    """:func:`key_addresses`' check of a single address: left out when its fragment is no
-    longer in the table, the same FormatError when it lies past its fragment's end."""
+def _one_address(addresses: np.ndarray, fragment_rows: Callable[[int], int | None],
+                 index: str) -> np.ndarray:
+    """:func:`key_addresses`' check of a single address (``fragment_rows``: a fragment's
+    physical rows by id, None when it is not in the table): left out when its fragment
+    is no longer in the table, FormatError when it lies past its fragment's end."""
     address = int(addresses[0])
     fragment, offset = address >> 32, address & 0xFFFFFFFF
-    rows = next((f.physical_rows for f in manifest.fragments if f.id == fragment), None)
+    rows = fragment_rows(fragment)
     if rows is None:
         return addresses[:0]
     if offset >= rows:
-        raise _past_end(leaf.index.name, offset, fragment, rows)
+        raise _past_end(index, offset, fragment, rows)
     return addresses
+
+
+def _fragment_rows(manifest: Manifest, fragment: int) -> int | None:
+    """The physical rows of fragment ``fragment`` of ``manifest`` (None: not there)."""
+    return next((f.physical_rows for f in manifest.fragments if f.id == fragment), None)
 
 
 def _past_end(index: str, offset: int, fragment: int, rows: int) -> FormatError:

@@ -549,7 +549,7 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
     if plan is None:
         plan = plan_scan(manifest, columns)
     if addresses.size == 1:  # a point lookup's row: no grouping, nothing to reorder
-        return take_one_address(store, manifest, plan, int(addresses[0]), readers)
+        return _take_one_address(store, manifest, plan, int(addresses[0]), readers)
     groups, order, fragment_readers = [], [], []
     for frag, rows, where in by_fragment(manifest, addresses):
         if rows[-1] >= frag.physical_rows:  # rows are sorted
@@ -577,7 +577,7 @@ def take_addresses(store: ObjectStore, manifest: Manifest, addresses: np.ndarray
         return pieces[0]  # addresses given in order (a key index's): nothing to reorder
     if not plan.output_fields:  # rows without columns: no order to restore (and Arrow's
         # concatenation and take of tables without columns lose their rows)
-        return _no_columns(sum(p.num_rows for p in pieces), plan.output_schema)
+        return rows_only(sum(p.num_rows for p in pieces))
     table = pa.concat_tables(pieces)
     inverse = np.argsort(placed, kind="stable")
     return table.take(pa.array(inverse))  # pieces are cast
@@ -603,15 +603,7 @@ def _kept_reader(store: ObjectStore, manifest: Manifest, frag: Fragment,
     return reader
 
 
-def _no_columns(rows: int, schema: pa.Schema) -> pa.Table:
-    """A table of ``rows`` rows and no column, of ``schema`` (one without fields)."""
-    # (built from a batch: Arrow's table calls that copy a table, such as
-    # replace_schema_metadata, lose the rows of one without columns)
-    batch = pa.RecordBatch.from_pydict({"": pa.nulls(rows)}).select([])
-    return pa.Table.from_batches([batch], schema=schema)
-
-
-def take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
+def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
                      address: int, readers: FragmentReaders | None = None) -> pa.Table:
     """:func:`take_addresses` of one address: its row, or no row when it is deleted."""
     frag_id, row = address >> 32, address & 0xFFFFFFFF
