@@ -29,6 +29,7 @@ from datafusion import DataFrame, SessionConfig, SessionContext, SQLOptions, udt
 
 from lance_sql.errors import InvalidInputError, LanceError, NotFoundError, StatementRefusedError
 from lance_sql.format.manifest import Manifest
+from lance_sql.memwal.dataset import MemWalDataset, dataset
 from lance_sql.sql.catalog import (
     CATALOG,
     SCHEMA,
@@ -73,10 +74,8 @@ from lance_sql.sql.writes import WriteRunner, refuse_lsm_row_writes
 from lance_sql.table import (
     ROW_ADDR,
     SYSTEM_COLUMNS,
-    LanceDataset,
     Runtime,
     current_runtime,
-    dataset,
 )
 
 Translator = Callable[[BaseException], BaseException]
@@ -475,9 +474,11 @@ class LanceSession:
     def tables(self) -> list[str]:
         return self.directory.names()
 
-    def dataset(self, name: str, version: int | str | None = None) -> LanceDataset:
-        """The table ``name`` (at ``version``) as a dataset; it reads on the runtime
-        current where it is used (``with session.runtime.activate():`` for the session's)."""
+    def dataset(self, name: str, version: int | str | None = None) -> MemWalDataset:
+        """The table ``name`` (at ``version``) as a dataset, as ``lance_sql.dataset`` opens
+        it (``.mem_wal``; schema changes keep clear of the ids its MemWAL holds); it reads
+        on the runtime current where it is used (``with session.runtime.activate():`` for
+        the session's)."""
         with self.runtime.activate():
             return dataset(self.directory.uri(name), version)
 

@@ -32,7 +32,6 @@ from lance_sql.expr.casts import cast_like_datafusion
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.dataset import MemWalDataset
 from lance_sql.sql.merge import Merge, MergeInsertForm, check_keys_kept
 from lance_sql.sql.merge_rows import merge_query, row_changes
 from lance_sql.sql.statements import (
@@ -315,7 +314,7 @@ class WriteRunner:
 
     # -- ALTER TABLE ------------------------------------------------------------------------------
     def _addcolumns(self, stmt: AddColumns) -> pa.Table:
-        ds = MemWalDataset.of(self.session.dataset(stmt.table))  # (see _held_field_id)
+        ds = self.session.dataset(stmt.table)
         existing = [c.name for c in stmt.columns if c.name in ds.schema.names]
         if existing:
             raise InvalidInputError(f"ALTER TABLE ADD COLUMN: {stmt.table!r} already has "
@@ -339,7 +338,7 @@ class WriteRunner:
         return _one_row(table=stmt.table, version=ds.version)
 
     def _altercolumn(self, stmt: AlterColumn) -> pa.Table:
-        ds = MemWalDataset.of(self.session.dataset(stmt.table))  # (see _held_field_id)
+        ds = self.session.dataset(stmt.table)
         if stmt.type_sql is not None:
             (field,) = self._types((ColumnDef(stmt.column, stmt.type_sql),), "ALTER COLUMN")
             ds.alter_columns({"path": stmt.column, "data_type": field.type})

@@ -178,11 +178,12 @@ def test_another_processs_writer_does_not_fill_the_new_column(tmp_path: Path) ->
     _merged_reads(uri)
 
 
-@pytest.mark.parametrize("how", ["python", "sql"])
+@pytest.mark.parametrize("how", ["python", "session", "sql"])
 def test_a_drop_that_recorded_no_mark_still_skips_the_generations_ids(
         tmp_path: Path, how: str) -> None:
     """pylance drops ``b`` (no mark); the unmerged generation still holds id 2, so the
-    new column takes 3, by the Python API and by SQL (an all-NULL column there)."""
+    new column takes 3, by the Python API (the table opened alone or by a session) and
+    by SQL (an all-NULL column there)."""
     uri = _table(tmp_path)
     with _writer(uri) as writer:
         writer.put(_rows(PUT, "old"))
@@ -191,6 +192,8 @@ def test_a_drop_that_recorded_no_mark_still_skips_the_generations_ids(
     want: dict[int, object] = WANT_C
     if how == "python":
         lance_sql.dataset(uri).add_columns({"c": "'new'"})
+    elif how == "session":
+        lance_sql.connect(tmp_path).dataset("t").add_columns({"c": "'new'"})
     else:
         lance_sql.connect(tmp_path).sql("ALTER TABLE t ADD COLUMN c VARCHAR").collect()
         want = dict.fromkeys(WANT_C)

@@ -216,6 +216,19 @@ def test_filters_the_planner_cannot_read_apply_above_the_view() -> None:
     assert _pushable(unknown, expr) == (None, expr)
 
 
+def test_a_sessions_dataset_hands_out_the_mem_wal(table) -> None:
+    """``session.dataset(name)`` opens a table as ``lance_sql.dataset`` does: its
+    ``mem_wal`` reads the same view as the session's SQL and the handle's own reads."""
+    root, mw, model = table
+    session = connect(root)
+    handle = session.dataset("t").mem_wal
+    assert handle is not None
+    keys = sorted(model)[:3] + [KEYS + 1]
+    assert as_dict(handle.get({"id": keys})) == {k: model[k] for k in keys if k in model}
+    assert as_dict(handle.scanner(["id", "v", "s"]).to_table()) == model
+    assert as_dict(q(session, "SELECT id, v, s FROM t")) == model
+
+
 def test_point_lookups_plan_as_the_spec_lookup_and_equal_get(table) -> None:
     root, mw, model = table
     session = connect(root)
