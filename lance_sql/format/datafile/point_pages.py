@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import compressive as cz
-from lance_sql.format.datafile import lz4_frames, point, sparse
+from lance_sql.format.datafile import lz4_frames, memory, point, sparse
 from lance_sql.format.datafile.blocks import Block, Fixed, inflate
 from lance_sql.format.datafile.compressive import ChunkBuffers
 from lance_sql.format.datafile.decode_v2_1 import LeafColumn
@@ -180,8 +180,8 @@ class _Chunks:
 
     def __init__(self, pieces: list[tuple[MiniBlockPage, np.ndarray, str]]) -> None:
         large = pieces[0][0].large
-        nbytes = 6 if large else 4  # the level count (u16) and the buffer size
-        at_header = np.arange(nbytes)
+        # the header's buffer size: a u16 (u32 when large) after the level count (u16)
+        size_word = np.dtype("<u4" if large else "<u2")
         cid, pos, lengths = _rows_in_chunks(pieces)  # (cid: each row's chunk in its page)
         new = np.empty(cid.size, bool)  # rows ascend in a piece: a new chunk where the
         new[0] = True  # chunk id changes, or a piece starts
@@ -198,7 +198,7 @@ class _Chunks:
             raw, cstart = page.chunk_bytes(chunks, point.SCATTERED_GAP)
             raws.append(raw)
             cstarts.append(cstart)
-            headers.append(raw[cstart[:, None] + at_header])
+            headers.append(memory.words_at(raw, size_word, 2)[cstart])
             sizes.append(page.chunk_sizes[chunks])
             counts.append(page.chunk_values[chunks])
         self.pieces = pieces
@@ -210,8 +210,7 @@ class _Chunks:
         self.pos = pos
         self.counts = np.concatenate(counts)
         csize = np.concatenate(sizes)
-        words = np.concatenate(headers).view("<u2").astype(np.int64)
-        size = words[:, 1] | (words[:, 2] << 16) if large else words[:, 1]
+        size = np.concatenate(headers).astype(np.int64)
         if int(csize.min()) < _HEAD:
             raise FormatError(f"{self.where(int(csize.argmin()))}: chunk smaller than its header")
         end = (size + 7) & ~7
@@ -236,6 +235,15 @@ class _Chunks:
 
     def row_spans(self) -> list[tuple[int, int]]:
         return list(zip([0, *self.row_ends[:-1]], self.row_ends, strict=True))
+
+    def words(self, at: np.ndarray, dt: np.dtype, spans: list[tuple[int, int]]) -> np.ndarray:
+        """The little-endian unsigned words ``dt`` at ``at[i]`` of the raw of the piece
+        holding entry ``i`` (rows or chunks, as ``spans`` delimit them per piece): one
+        gather per piece (see :func:`~.memory.words_at`), not one per byte of the word."""
+        out = np.empty(at.size, dt)
+        for raw, (a, b) in zip(self.raws, spans, strict=True):
+            out[a:b] = memory.words_at(raw, dt)[at[a:b]]
+        return out
 
     def gather(self, at: np.ndarray, width: int, spans: list[tuple[int, int]]) -> np.ndarray:
         """``width`` bytes at ``at[i]`` of the raw of the piece holding entry ``i`` (rows
@@ -299,8 +307,12 @@ def _flat(enc, c: _Chunks) -> Fixed:
     if short.any():
         raise FormatError(f"{c.where(int(sel[short.argmax()]))}: chunk holds fewer bytes "
                           "than its values need")
-    data = c.gather(c.vstart[sel] + pos * width, width, c.row_spans())
-    return Fixed(data.reshape(-1), width * 8, pos.size)
+    at = c.vstart[sel] + pos * width
+    if width in (1, 2, 4, 8):
+        data = c.words(at, np.dtype(f"<u{width}"), c.row_spans()).view(np.uint8)
+    else:
+        data = c.gather(at, width, c.row_spans()).reshape(-1)
+    return Fixed(data, width * 8, pos.size)
 
 
 def _bitpacked(enc, c: _Chunks) -> Fixed:
@@ -315,7 +327,7 @@ def _bitpacked(enc, c: _Chunks) -> Fixed:
         raise FormatError(f"{c.where(int(sizes.argmin()))}: bitpacked chunk size does not "
                           "match its bit width")
     dt = np.dtype(f"<u{wb}")
-    width_c = c.gather(c.vstart, wb, c.chunk_spans()).view(dt)[:, 0].astype(np.int64)
+    width_c = c.words(c.vstart, dt, c.chunk_spans()).astype(np.int64)
     bad = (width_c > bits) | (sizes != (1 + width_c * lanes) * wb)
     if bad.any():
         raise FormatError(f"{c.where(int(bad.argmax()))}: bitpacked chunk size does not "
@@ -329,8 +341,8 @@ def _bitpacked(enc, c: _Chunks) -> Fixed:
     j_hi = np.where(shift + width > bits, j + lanes, j)  # continues in the lane's next word
     base = c.vstart[sel]
     spans = c.row_spans()
-    lo = c.gather(base + j * wb, wb, spans).view(dt)[:, 0]
-    hi = c.gather(base + j_hi * wb, wb, spans).view(dt)[:, 0]
+    lo = c.words(base + j * wb, dt, spans)
+    hi = c.words(base + j_hi * wb, dt, spans)
     sh = shift.astype(dt)
     # without a spill the high part lands at bits >= width and is masked off; two shifts
     # keep each below the word size
