@@ -56,10 +56,12 @@ MAX_PARTS = 4
 RUNS_CALLS = [0]
 SPLIT_CALLS = [0]
 
+_U32 = np.dtype("<u4")
+
+
 def prefixes(raw: np.ndarray, pos: np.ndarray) -> np.ndarray:
     """The u32 inflated-size prefix of the buffers at ``pos`` (each at least 4 bytes)."""
-    # gathered side by side, the prefixes are contiguous and view as u32 words
-    return raw[pos[:, None] + np.arange(4)].view("<u4")[:, 0].astype(np.int64)
+    return memory.words_at(raw, _U32)[pos].astype(np.int64)
 
 
 def fits(sizes: np.ndarray, full: np.ndarray) -> bool:

@@ -55,6 +55,18 @@ def gather_runs(source: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> 
     return np.frombuffer(taken.buffers()[2], np.uint8, total) if total else pool_bytes(0)
 
 
+def words_at(raw: np.ndarray, dt: np.dtype, skip: int = 0) -> np.ndarray:
+    """The words ``dt`` (a little-endian integer type) of the bytes ``raw`` starting at
+    every byte from ``skip`` on, as a view: word ``i`` is the bytes from ``skip + i``
+    (numpy reads unaligned words). So the words at scattered offsets are one index of it,
+    not a gather of their bytes (an index array ``width`` times the size, then a view);
+    an offset whose word runs past ``raw`` is out of range, as for that gather."""
+    count = raw.size - skip - dt.itemsize + 1
+    if count <= 0:
+        return np.zeros(0, dt)
+    return np.ndarray((count,), dt, raw, skip, (1,))
+
+
 VIEW_INLINE = 12  # bytes an Arrow binary view holds in itself
 VIEW_LIMIT = 1 << 31  # a view's offset into its buffer is an i32
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import compressive as cz
-from lance_sql.format.datafile import fsst, lz4_frames, sparse
+from lance_sql.format.datafile import fsst, lz4_frames, memory, sparse
 from lance_sql.format.datafile.blocks import MAX_INFLATE, Block, Fixed, Variable, inflate
 from lance_sql.format.datafile.compressive import ChunkBuffers, fsst_decode
 from lance_sql.format.datafile.decode_v2_1 import LeafColumn
@@ -478,8 +478,8 @@ def _tiled_strings(data: np.ndarray, base: np.ndarray, wb: int, sizes: np.ndarra
     the same checks (callers have bounded ``pos`` by the counts, the sizes by the
     offsets they hold)."""
     at = base[sel] + pos * wb  # each row's offset word, then the next row's
-    words = data[at[:, None] + np.arange(2 * wb)].view(f"<u{wb}").astype(np.int64)
-    lo, hi = words[:, 0], words[:, 1]
+    words = memory.words_at(data, np.dtype(f"<u{wb}"))
+    lo, hi = words[at].astype(np.int64), words[at + wb].astype(np.int64)
     if (hi < lo).any() or (hi > sizes[sel]).any() or (lo < floor[sel]).any():
         raise FormatError(f"{where}: string offsets point outside their chunk")
     lens = hi - lo

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError
 from lance_sql.format.datafile import compressive as cz
-from lance_sql.format.datafile import lz4_frames, point, sparse
+from lance_sql.format.datafile import lz4_frames, memory, point, sparse
 from lance_sql.format.datafile.blocks import Block, Fixed, inflate
 from lance_sql.format.datafile.compressive import ChunkBuffers
 from lance_sql.format.datafile.decode_v2_1 import LeafColumn
@@ -74,10 +74,12 @@ class Taking:
             self._inflating.close()
 
 
-def begin_pages(parts: Sequence[tuple[LeafColumn, np.ndarray]]) -> Taking | None:
+def begin_pages(parts: Sequence[tuple[LeafColumn, np.ndarray]],
+                files: MappedFiles | None = None) -> Taking | None:
     """:func:`take_pages` begun: the pages read and checked, their LZ4 chunks (when they
     inflate by one frame or more) begun (see :class:`Taking`), the rest done at once;
-    None when a touched page does not suit this path."""
+    None when a touched page does not suit this path. ``files``: the mapped files of a
+    take of several columns, shared by their calls (see :class:`MappedFiles`)."""
     pieces: list[tuple[MiniBlockPage, np.ndarray, str]] = []
     leaf_type = parts[0][0].leaf_type if parts else None
     for column, rows in parts:
@@ -92,7 +94,47 @@ def begin_pages(parts: Sequence[tuple[LeafColumn, np.ndarray]]) -> Taking | None
             pieces.append((page, page_rows, page.where))
     if not pieces or not _uniform([page for page, _, _ in pieces]):
         return None
-    return _begin(pieces, leaf_type)
+    return _begin(pieces, leaf_type, MappedFiles() if files is None else files)
+
+
+class MappedFiles:
+    """The whole mapped bytes of each file a take of many pages reads, viewed once for
+    the take (one check that the file still holds them all), so each page's chunks are a
+    slice of them: a view per page cost ~5-20 us, for ~40 pages a 1000-key take touches
+    in 3 columns. A file not mapped, or no longer of its size, gives None: its pages read
+    their chunks as before (:meth:`MiniBlockPage.chunk_bytes`, with its errors)."""
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[object, np.ndarray | None]] = {}
+
+    def whole(self, read: object) -> np.ndarray | None:
+        """The bytes of the file ``read`` (a page's reads) reads, when mapped."""
+        got = self._held.get(id(read))
+        if got is None:
+            whole = None
+            viewer = getattr(read, "view", None)
+            size = getattr(getattr(read, "source", None), "size", None)
+            if viewer is not None and type(size) is int:
+                try:
+                    whole = viewer(0, size)
+                except FormatError:
+                    whole = None  # (the pages' own reads then meet the error)
+            got = self._held[id(read)] = (read, whole)  # (read kept: its id stays its own)
+        return got[1]
+
+    def chunk_bytes(self, page: MiniBlockPage, chunks: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`MiniBlockPage.chunk_bytes` of ``chunks`` (sorted): the file's
+        bytes from the first chunk to the end of the last, a slice of its whole mapping."""
+        whole = self.whole(page.read)
+        if whole is not None and chunks.size:
+            offs = page.chunk_offsets[chunks]
+            first = int(offs[0])
+            at = int(page.buffers[1][0])
+            end = at + int(offs[-1]) + int(page.chunk_sizes[chunks[-1]])
+            if 0 <= at + first <= end <= whole.size:
+                return whole[at + first : end], offs - first
+        return page.chunk_bytes(chunks, point.SCATTERED_GAP)
 
 
 def _by_page(column: LeafColumn, rows: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -178,10 +220,11 @@ class _Chunks:
     copy) and where its chunks lie in them; for all pieces together the chunk sizes,
     value counts, header words, and each row's chunk (``sel``) and place in it."""
 
-    def __init__(self, pieces: list[tuple[MiniBlockPage, np.ndarray, str]]) -> None:
+    def __init__(self, pieces: list[tuple[MiniBlockPage, np.ndarray, str]],
+                 files: MappedFiles) -> None:
         large = pieces[0][0].large
-        nbytes = 6 if large else 4  # the level count (u16) and the buffer size
-        at_header = np.arange(nbytes)
+        # the header's buffer size: a u16 (u32 when large) after the level count (u16)
+        size_word = np.dtype("<u4" if large else "<u2")
         cid, pos, lengths = _rows_in_chunks(pieces)  # (cid: each row's chunk in its page)
         new = np.empty(cid.size, bool)  # rows ascend in a piece: a new chunk where the
         new[0] = True  # chunk id changes, or a piece starts
@@ -195,10 +238,10 @@ class _Chunks:
         raws, cstarts, headers, sizes, counts = [], [], [], [], []
         for (page, _, _), a, b in zip(pieces, first_chunks.tolist(), chunk_ends, strict=True):
             chunks = all_chunks[a:b]
-            raw, cstart = page.chunk_bytes(chunks, point.SCATTERED_GAP)
+            raw, cstart = files.chunk_bytes(page, chunks)
             raws.append(raw)
             cstarts.append(cstart)
-            headers.append(raw[cstart[:, None] + at_header])
+            headers.append(memory.words_at(raw, size_word, 2)[cstart])
             sizes.append(page.chunk_sizes[chunks])
             counts.append(page.chunk_values[chunks])
         self.pieces = pieces
@@ -210,8 +253,7 @@ class _Chunks:
         self.pos = pos
         self.counts = np.concatenate(counts)
         csize = np.concatenate(sizes)
-        words = np.concatenate(headers).view("<u2").astype(np.int64)
-        size = words[:, 1] | (words[:, 2] << 16) if large else words[:, 1]
+        size = np.concatenate(headers).astype(np.int64)
         if int(csize.min()) < _HEAD:
             raise FormatError(f"{self.where(int(csize.argmin()))}: chunk smaller than its header")
         end = (size + 7) & ~7
@@ -237,6 +279,15 @@ class _Chunks:
     def row_spans(self) -> list[tuple[int, int]]:
         return list(zip([0, *self.row_ends[:-1]], self.row_ends, strict=True))
 
+    def words(self, at: np.ndarray, dt: np.dtype, spans: list[tuple[int, int]]) -> np.ndarray:
+        """The little-endian unsigned words ``dt`` at ``at[i]`` of the raw of the piece
+        holding entry ``i`` (rows or chunks, as ``spans`` delimit them per piece): one
+        gather per piece (see :func:`~.memory.words_at`), not one per byte of the word."""
+        out = np.empty(at.size, dt)
+        for raw, (a, b) in zip(self.raws, spans, strict=True):
+            out[a:b] = memory.words_at(raw, dt)[at[a:b]]
+        return out
+
     def gather(self, at: np.ndarray, width: int, spans: list[tuple[int, int]]) -> np.ndarray:
         """``width`` bytes at ``at[i]`` of the raw of the piece holding entry ``i`` (rows
         or chunks, as ``spans`` delimit them per piece), as ``(len(at), width)`` bytes."""
@@ -247,13 +298,13 @@ class _Chunks:
         return out
 
 
-def _begin(pieces: list[tuple[MiniBlockPage, np.ndarray, str]], leaf_type: pa.DataType
-           ) -> Taking:
+def _begin(pieces: list[tuple[MiniBlockPage, np.ndarray, str]], leaf_type: pa.DataType,
+           files: MappedFiles) -> Taking:
     first = pieces[0][0]
     found = point.page_values(first)
     assert found is not None
     enc, scheme = found
-    c = _Chunks(pieces)
+    c = _Chunks(pieces, files)
     where = pieces[0][2]
 
     def arrow(block: Block | None) -> pa.Array | None:
@@ -299,8 +350,12 @@ def _flat(enc, c: _Chunks) -> Fixed:
     if short.any():
         raise FormatError(f"{c.where(int(sel[short.argmax()]))}: chunk holds fewer bytes "
                           "than its values need")
-    data = c.gather(c.vstart[sel] + pos * width, width, c.row_spans())
-    return Fixed(data.reshape(-1), width * 8, pos.size)
+    at = c.vstart[sel] + pos * width
+    if width in (1, 2, 4, 8):
+        data = c.words(at, np.dtype(f"<u{width}"), c.row_spans()).view(np.uint8)
+    else:
+        data = c.gather(at, width, c.row_spans()).reshape(-1)
+    return Fixed(data, width * 8, pos.size)
 
 
 def _bitpacked(enc, c: _Chunks) -> Fixed:
@@ -315,7 +370,7 @@ def _bitpacked(enc, c: _Chunks) -> Fixed:
         raise FormatError(f"{c.where(int(sizes.argmin()))}: bitpacked chunk size does not "
                           "match its bit width")
     dt = np.dtype(f"<u{wb}")
-    width_c = c.gather(c.vstart, wb, c.chunk_spans()).view(dt)[:, 0].astype(np.int64)
+    width_c = c.words(c.vstart, dt, c.chunk_spans()).astype(np.int64)
     bad = (width_c > bits) | (sizes != (1 + width_c * lanes) * wb)
     if bad.any():
         raise FormatError(f"{c.where(int(bad.argmax()))}: bitpacked chunk size does not "
@@ -329,8 +384,8 @@ def _bitpacked(enc, c: _Chunks) -> Fixed:
     j_hi = np.where(shift + width > bits, j + lanes, j)  # continues in the lane's next word
     base = c.vstart[sel]
     spans = c.row_spans()
-    lo = c.gather(base + j * wb, wb, spans).view(dt)[:, 0]
-    hi = c.gather(base + j_hi * wb, wb, spans).view(dt)[:, 0]
+    lo = c.words(base + j * wb, dt, spans)
+    hi = c.words(base + j_hi * wb, dt, spans)
     sh = shift.astype(dt)
     # without a spill the high part lands at bits >= width and is masked off; two shifts
     # keep each below the word size

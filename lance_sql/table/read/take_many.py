@@ -66,6 +66,7 @@ def take_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
     order = sorted(range(len(fields)), key=lambda i: fields[i].logical_type not in _VARIABLE)
     columns = [reader.point_columns(fields) for reader in readers]  # each file opened once
     begun: dict[int, point_pages.Taking] = {}
+    files = point_pages.MappedFiles()  # (each file viewed once for every column)
     arrays: list[pa.Array | None] = [None] * len(fields)
     try:
         for i in order:
@@ -75,7 +76,7 @@ def take_rows(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
                 if column is None:
                     return None
                 parts.append((column, rows))
-            taking = _guarded(store, fields[i].name, point_pages.begin_pages, parts)
+            taking = _guarded(store, fields[i].name, point_pages.begin_pages, parts, files)
             if taking is None:
                 return None
             begun[i] = taking

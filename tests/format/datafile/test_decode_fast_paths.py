@@ -237,3 +237,26 @@ def test_inflated_string_pieces_with_64_bit_offsets_past_2_63_are_refused():
     piece = np.array([16, 24], "<u8").tobytes() + b"\xff" * 8  # one value; 0xff.. bytes
     with pytest.raises(FormatError, match="offsets"):
         _variable_pieces(var, [piece], np.array([2]), "t")  # the count claims two
+
+
+@pytest.mark.parametrize("width", [1, 2, 4, 8])
+@pytest.mark.parametrize("skip", [0, 2, 3])
+def test_words_at_read_the_words_at_any_byte_offset(width, skip):
+    """memory.words_at: the word at each offset (aligned or not) equals the bytes there
+    read as a little-endian integer, as the byte gather it replaces gave; an offset whose
+    word runs past the bytes is out of range for both."""
+    rng = np.random.default_rng(width * 10 + skip)
+    source = rng.integers(0, 256, 301, dtype=np.uint8)[1:]  # (an odd start in memory)
+    dt = np.dtype(f"<u{width}")
+    last = source.size - skip - width  # the last offset whose word fits
+    at = np.array([0, 1, 5, 7, last // 2, last - 1, last], np.int64)
+    got = memory.words_at(source, dt, skip)[at]
+    gathered = source[skip + at[:, None] + np.arange(width)].view(dt)[:, 0]
+    assert got.dtype == dt and np.array_equal(got, gathered)
+    assert [int(v) for v in got] == [
+        int.from_bytes(source[skip + a : skip + a + width].tobytes(), "little") for a in at]
+    with pytest.raises(IndexError):
+        memory.words_at(source, dt, skip)[np.array([last + 1])]
+    with pytest.raises(IndexError):
+        source[skip + np.array([last + 1])[:, None] + np.arange(width)]
+    assert memory.words_at(source[:width - 1], dt).size == 0  # no whole word

@@ -862,3 +862,77 @@ def test_one_string_value_equals_the_general_conversion(version, tmp_path, monke
     past = Variable(np.array([0, 5], np.int64), np.frombuffer(b"ab", np.uint8), 1)
     with pytest.raises(FormatError, match="run past"):
         point._one_bytes(past, pa.string(), False, "here")
+
+
+def test_pages_of_one_take_share_each_mapped_file(written, tmp_path, monkeypatch) -> None:
+    """Columns taken through point_pages with one MappedFiles (a many-key take) view each
+    mapped file once, whole, not once per page, and give the rows a take of each column
+    alone gives; bytes in memory have no whole view (their pages read their chunks as
+    before); a file that shrank since it was opened gives none either: rows still inside
+    it are taken as before, rows past its end are the FormatError they were."""
+    from lance_sql.io.local import LocalSource
+
+    version, table, data, _, _ = written
+    if version == "2.0":
+        return  # (no point path)
+    path = tmp_path / "f.lance"
+    path.write_bytes(data)
+    views: list[int] = []
+    view_range = LocalSource.view_range
+    monkeypatch.setattr(LocalSource, "view_range",
+                        lambda self, offset, length: views.append(length)
+                        or view_range(self, offset, length))
+    cmap = _open(data)[1]
+    names = ("i64", "u8", "f64", "s_lz4")
+    rows = np.sort(np.random.default_rng(5).choice(N, 3000, replace=False))
+
+    def taken(reader: LanceFileReader, files: point_pages.MappedFiles, picked: np.ndarray
+              ) -> list[pa.Array]:
+        out = []
+        for field in [f for f in reader.schema.fields if f.name in names]:
+            column = reader.point_column(field, cmap)
+            assert column is not None
+            for p in range(column.info.row_starts.size - 1):
+                column.page(p).load()  # (page metadata read before counting)
+            taking = point_pages.begin_pages([(column, picked)], files)
+            assert taking is not None
+            try:
+                out.append(taking.finish())
+            finally:
+                taking.close()
+        return out
+
+    reader = LanceFileReader(LocalSource(str(path), mapped=True))
+    shared = point_pages.MappedFiles()
+    views.clear()
+    got = taken(reader, shared, rows)
+    assert views == [len(data)]  # the whole file, once, for every page of every column
+    idx = pa.array(rows)
+    for name, a in zip(names, got, strict=True):
+        assert_same(a, table.column(name).take(idx), f"{version} {name}")
+    in_memory = LanceFileReader(BytesSource(data))
+    memory_files = point_pages.MappedFiles()
+    for name, a in zip(names, taken(in_memory, memory_files, rows), strict=True):
+        assert_same(a, table.column(name).take(idx), f"{version} {name} from bytes")
+    assert memory_files.whole(_page_reads(in_memory, cmap)) is None
+    # the file cut short after it was opened (and mapped)
+    shrunk = LanceFileReader(LocalSource(str(path), mapped=True))
+    early = rows[rows < 2000]
+    first = taken(shrunk, point_pages.MappedFiles(), early)  # (pages loaded while whole)
+    with open(path, "r+b") as f:
+        f.truncate(len(data) // 2)
+    files = point_pages.MappedFiles()
+    assert files.whole(_page_reads(shrunk, cmap)) is None
+    for name, a, b in zip(names, taken(shrunk, files, early), first, strict=True):
+        assert_same(a, b, f"{version} {name} of a shrunk file")
+        assert_same(a, table.column(name).take(pa.array(early)), f"{version} {name}")
+    with pytest.raises(FormatError):
+        taken(shrunk, point_pages.MappedFiles(), rows[rows > N - 2000])
+
+
+def _page_reads(reader: LanceFileReader, cmap: dict[int, int]) -> object:
+    """The reads of a page of ``reader`` (what MappedFiles keys its files by)."""
+    field = reader.schema.fields[0]
+    column = reader.point_column(field, cmap)
+    assert column is not None
+    return column.page(0).read

@@ -197,10 +197,10 @@ def test_strings_inflate_on_a_helper_while_the_numbers_are_taken(written, counte
     waited: list[bool] = []
     inner_begin, inner_decompress = point_pages.begin_pages, lz4_frames._decompress
 
-    def begin(parts):
+    def begin(parts, files=None):
         if not pa.types.is_string(parts[0][0].leaf_type):
             numbers_begun.set()
-        return inner_begin(parts)
+        return inner_begin(parts, files)
 
     def decompress(*args):
         if threading.current_thread().name.startswith(parallel.THREAD_NAME) and not waited:
@@ -226,10 +226,10 @@ def test_a_failing_column_after_begun_strings_joins_the_helper(written, monkeypa
     _split_frames(monkeypatch)
     inner_begin = point_pages.begin_pages
 
-    def begin(parts):
+    def begin(parts, files=None):
         if parts[0][0].leaf_type == pa.float64():
             raise FormatError("t: a broken column")
-        return inner_begin(parts)
+        return inner_begin(parts, files)
 
     monkeypatch.setattr(point_pages, "begin_pages", begin)
     begun = point_pages.BEGUN_CALLS[0]
