@@ -95,7 +95,7 @@ from lance_sql.memwal.transforms import (
     sql_on_own_thread,
 )
 from lance_sql.memwal.wal import TOMBSTONE
-from lance_sql.memwal.writer import open_memtables_of
+from lance_sql.memwal.writer import open_memtables_of, registered_writer
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, VERSION_COLUMNS
 from lance_sql.table.read.scan import DEFAULT_BATCH_SIZE, rows_only
@@ -327,9 +327,24 @@ class LsmView:
             self._memtables[rid] = open_memtables_of(self.base.store.uri, rid)
 
     def _latest_manifest(self, rid: uuid.UUID) -> RegionManifest | None:
-        self._take_memtables(rid)  # MemTables first, the manifest after
+        warm = self.warm
         log = RegionLog(self.base.store, rid)
-        return log.latest() if self.warm is None else self.warm.latest_manifest(log)
+        if warm is None or self.consistency != "strong" or rid in self._memtables:
+            self._take_memtables(rid)  # MemTables first, the manifest after
+            return log.latest() if warm is None else warm.latest_manifest(log)
+        # as above, with one walk of the region's manifest directory for both the check
+        # that this process's writer of it is of the table here (its last manifest is
+        # still the file it wrote) and the directory's stamp, taken after the MemTables
+        writer = registered_writer(self.base.store.uri, rid)
+        if writer is None:
+            self._memtables[rid] = []
+            return warm.latest_manifest(log)
+        memtables = writer.memtables()
+        committed = writer.committed  # (one read: the writer may commit meanwhile)
+        name = log.paths.manifest(committed[0]).rpartition("/")[2]
+        stamp, seen = self.base.store.stamp_and_identities(log.paths.manifest_dir, [name])
+        self._memtables[rid] = memtables if writer.of_table_seen(committed, seen[0]) else []
+        return warm.latest_manifest(log, stamp)
 
     # ------------------------------------------------------------------ regions
     def _listed(self) -> list[tuple[uuid.UUID, int, pa.Table | None, RegionManifest | None,
