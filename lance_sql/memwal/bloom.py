@@ -269,38 +269,42 @@ _M64 = (1 << 64) - 1
 _INIT_INTS = tuple(int(v) for v in _INIT)
 
 
-def _sip_round_one(v0: int, v1: int, v2: int, v3: int) -> tuple[int, int, int, int]:
-    # each rotation left by b written out as ((x << b) | (x >> (64 - b))) & m: a call
-    # per rotation would cost more than the round itself
-    m = _M64
-    v0 = (v0 + v1) & m
-    v1 = (((v1 << 13) | (v1 >> 51)) & m) ^ v0
-    v0 = ((v0 << 32) | (v0 >> 32)) & m
-    v2 = (v2 + v3) & m
-    v3 = (((v3 << 16) | (v3 >> 48)) & m) ^ v2
-    v0 = (v0 + v3) & m
-    v3 = (((v3 << 21) | (v3 >> 43)) & m) ^ v0
-    v2 = (v2 + v1) & m
-    v1 = (((v1 << 17) | (v1 >> 47)) & m) ^ v2
-    v2 = ((v2 << 32) | (v2 >> 32)) & m
-    return v0, v1, v2, v3
-
-
 def _siphash13_one(message: bytes) -> int:
     """SipHash-1-3 (key 0) of one message, in Python ints: :func:`_siphash13` for a
-    single key without numpy's per-call overhead."""
+    single key without numpy's per-call overhead. The round is written out at both of
+    its places: a call and a tuple per round cost about as much as the round itself.
+    Each rotation left by b is ``((x << b) | (x >> (64 - b))) & m``."""
+    m = _M64
     v0, v1, v2, v3 = _INIT_INTS
-    full = len(message) // 8
-    for j in range(full):
-        m = int.from_bytes(message[8 * j: 8 * j + 8], "little")
-        v0, v1, v2, v3 = _sip_round_one(v0, v1, v2, v3 ^ m)
-        v0 ^= m
-    last = int.from_bytes(message[8 * full:], "little") | ((len(message) & 0xFF) << 56)
-    v0, v1, v2, v3 = _sip_round_one(v0, v1, v2, v3 ^ last)
-    v0 ^= last
+    n = len(message)
+    full = n - n % 8
+    words = [int.from_bytes(message[j: j + 8], "little") for j in range(0, full, 8)]
+    words.append(int.from_bytes(message[full:], "little") | ((n & 0xFF) << 56))
+    for word in words:  # one compression round per word
+        v3 ^= word
+        v0 = (v0 + v1) & m
+        v1 = (((v1 << 13) | (v1 >> 51)) & m) ^ v0
+        v0 = ((v0 << 32) | (v0 >> 32)) & m
+        v2 = (v2 + v3) & m
+        v3 = (((v3 << 16) | (v3 >> 48)) & m) ^ v2
+        v0 = (v0 + v3) & m
+        v3 = (((v3 << 21) | (v3 >> 43)) & m) ^ v0
+        v2 = (v2 + v1) & m
+        v1 = (((v1 << 17) | (v1 >> 47)) & m) ^ v2
+        v2 = ((v2 << 32) | (v2 >> 32)) & m
+        v0 ^= word
     v2 ^= 0xFF
-    for _ in range(3):
-        v0, v1, v2, v3 = _sip_round_one(v0, v1, v2, v3)
+    for _ in range(3):  # the finalization rounds
+        v0 = (v0 + v1) & m
+        v1 = (((v1 << 13) | (v1 >> 51)) & m) ^ v0
+        v0 = ((v0 << 32) | (v0 >> 32)) & m
+        v2 = (v2 + v3) & m
+        v3 = (((v3 << 16) | (v3 >> 48)) & m) ^ v2
+        v0 = (v0 + v3) & m
+        v3 = (((v3 << 21) | (v3 >> 43)) & m) ^ v0
+        v2 = (v2 + v1) & m
+        v1 = (((v1 << 17) | (v1 >> 47)) & m) ^ v2
+        v2 = ((v2 << 32) | (v2 >> 32)) & m
     return v0 ^ v1 ^ v2 ^ v3
 
 

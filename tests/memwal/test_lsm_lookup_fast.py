@@ -127,6 +127,18 @@ def test_scalar_bloom_hash_equals_key_hashes_for_strings_and_composite_keys() ->
     assert key_hash_one([None], [pa.int64()]) is None
 
 
+def test_scalar_bloom_hash_equals_key_hashes_for_every_message_length() -> None:
+    """The one-key hash compresses 8-byte words and a last partial one: binaries of
+    every length around several words, random bytes, hash as the vectorised hash."""
+    rng = np.random.default_rng(23)
+    values = [rng.bytes(n) for n in range(41) for _ in range(3)]
+    assert key_hashes([pa.array(values, pa.binary())]).tolist() == [
+        key_hash_one([v], [pa.binary()]) for v in values]
+    ints = [int(v) for v in rng.integers(-(1 << 63), (1 << 63) - 1, 200, dtype=np.int64)]
+    assert key_hashes([pa.array(ints, pa.int64())]).tolist() == [
+        key_hash_one([v], [pa.int64()]) for v in ints]
+
+
 def test_scalar_bloom_probe_equals_the_vectorised_probe() -> None:
     bloom = PrimaryKeyBloom()
     bloom.add([pa.array(np.arange(0, 4000, 2))])
