@@ -304,6 +304,8 @@ class LsmView:
         self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
+        # a one-key lookup's key table and its key as Python values (see _one_key)
+        self._one_values: tuple[pa.Table, list[object]] | None = None
 
     def fresh(self) -> LsmView:
         """This view's base version and MemWAL index with this moment's MemTables and
@@ -319,6 +321,7 @@ class LsmView:
         self._listed_cache = None
         self.kept = []
         self.total_regions = 0
+        self._one_values = None
 
     def _take_memtables(self, rid: uuid.UUID) -> None:
         """Region ``rid``'s MemTables of this moment, taken once per read before the
@@ -433,13 +436,14 @@ class LsmView:
         return out
 
     def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None, *,
-                at: np.ndarray | None = None) -> list[RegionState]:
+                at: np.ndarray | list[int] | None = None) -> list[RegionState]:
         """The regions ``predicate`` may select rows of (all without a predicate), of
         ``only`` when given, of the listed positions ``at`` (sorted) when given."""
         listed = self._listed()
         self.total_regions = len(listed)
         if at is not None and predicate is None:  # a few routed regions of many
-            self.kept = self._states([listed[i] for i in at.tolist()])
+            self.kept = self._states([listed[i] for i in (
+                at.tolist() if isinstance(at, np.ndarray) else at)])
             return self.kept
         keep = np.ones(len(listed), bool)
         if only is not None:
@@ -705,9 +709,9 @@ class LsmView:
         if routed is None:
             return self.regions(None), None
         if routed.size == 1:  # one key: its region, if it exists and has a manifest
-            at = routed[routed >= 0]
-            regions = self.regions(None, at=at)
-            return regions, np.array([0 if at.size and regions else -2], np.int64)
+            position = int(routed[0])
+            regions = self.regions(None, at=[position] if position >= 0 else [])
+            return regions, np.array([0 if position >= 0 and regions else -2], np.int64)
         listed = self._listed()
         at = np.unique(routed[routed >= 0])
         regions = self.regions(None, at=at)
@@ -731,7 +735,24 @@ class LsmView:
         if not ((type(value) is int and t == pa.int64() and -(1 << 63) <= value < 1 << 63)
                 or (type(value) is str and t == pa.string())):
             return None
-        return pa.Table.from_arrays([pa.array(values, t)], schema=self._one_key_schema)
+        table = pa.Table.from_arrays([pa.array(values, t)], schema=self._one_key_schema)
+        self._one_values = (table, [value])  # (as_py of its one value gives it back)
+        return table
+
+    def _one_key(self, keys: pa.Table) -> tuple[list[object], list[pa.DataType]] | None:
+        """The key of the one-row key table ``keys`` (in the key's types, as
+        :meth:`_lookup_keys` gives it) as Python values, and the key columns' types: read
+        once per lookup, for its routing and its bloom filters' hash. None when the key
+        columns are not all top-level (the callers read ``keys`` themselves)."""
+        types = self._key_types
+        if types is None:
+            return None
+        known = self._one_values
+        if known is not None and known[0] is keys:
+            return known[1], types
+        values = [c[0].as_py() for c in keys.columns]
+        self._one_values = (keys, values)
+        return values, types
 
     def _typed_keys(self, keys: pa.Table) -> bool:
         """Whether ``keys`` holds just the key columns, in order, in the key's types, each
@@ -767,7 +788,8 @@ class LsmView:
         regions, region_index = self._lookup_regions(key_table)
         sources = self.sources(regions, lazy=True)
         schema = self._lookup_schema(output)
-        lookup_keys = Keys(key_table, region_index)
+        lookup_keys = Keys(key_table, region_index,
+                           one=self._one_key(key_table) if key_table.num_rows == 1 else None)
         children: list[ExecNode] = []
         for source in sources[1:]:
             children.append(BloomFilterGuardExec(source, TakeLastExec(source, schema,
@@ -803,7 +825,7 @@ class LsmView:
         key_table = self._lookup_keys(keys)
         regions, region_index = self._lookup_regions(key_table)
         return self._one_row(self.sources(regions, lazy=True), self._lookup_schema(output),
-                             output, Keys(key_table, region_index))
+                             output, Keys(key_table, region_index, one=self._one_key(key_table)))
 
     def _one_row(self, sources: Sequence[Source], schema: pa.Schema, output: list[str],
                  lookup_keys: Keys, trace: NodeMetrics | None = None) -> pa.Table | None:
@@ -898,15 +920,20 @@ class LsmView:
         known, where = self._routes(listed)
         if len(known) < len(listed):
             return None  # regions outside the spec (made by hand) may hold any key
+        if known and keys.num_rows == 1:  # one key: routed without Arrow arrays if it can
+            given = self._one_key(keys)
+            if given is not None:
+                at = [self.key_columns.index(n) for n in names]
+                one = scalar_region_values(spec, [given[0][i] for i in at],
+                                           [given[1][i] for i in at])
+            else:
+                one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
+                                           [keys.schema.field(n).type for n in names])
+            if one is not None:
+                return np.array([where.get(one, -1)], np.int64)
         routed = np.full(keys.num_rows, -1, np.int64)
         if not known or not keys.num_rows:
             return routed
-        if keys.num_rows == 1:  # one key: routed without Arrow arrays when it can be
-            one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
-                                       [keys.schema.field(n).type for n in names])
-            if one is not None:
-                routed[0] = where.get(one, -1)
-                return routed
         numbers = bucket_numbers(spec, [keys.column(n) for n in names]) \
             if keys.num_rows > _FEW_KEYS else None
         by_number = None if numbers is None else _routed_numbers(numbers, where)
