@@ -153,6 +153,36 @@ def test_one_key_is_hashed_like_many() -> None:
     assert Keys(table).hashes.tolist() == key_hashes([table.column(0).chunk(0)]).tolist()
 
 
+def test_a_one_key_table_routes_and_hashes_as_the_vectorised_paths(tmp_path: Path) -> None:
+    """A one-key lookup reads its key once as a Python value (from one_key_table, or from
+    the key table) for its routing and its bloom hash: each key's region and hash equal
+    those the many-key paths (numpy buckets, Arrow region values) give it."""
+    ds = lance_sql.write_dataset(_rows(range(4), "base"), str(tmp_path / "t.lance"))
+    mw = MemWal.initialize(lance_sql.dataset(ds.uri), RegionSpec.bucket("id", 8),
+                           durable_write=False)
+    with mw.writer() as w:  # five of the eight buckets get a region
+        w.put(_rows([k for k in range(40) if abs(scalar_hash(k, pa.int64())) % 8 < 5], "w"))
+    keys = [int(k) for k in np.random.default_rng(5).integers(-(1 << 63), (1 << 63) - 1,
+                                                              300, dtype=np.int64)]
+    keys += [0, 1, -1, -(1 << 63), (1 << 63) - 1]
+    view = mw.view()
+    many = view._route(pa.table({"id": pa.array(keys, pa.int64())}))  # numpy buckets
+    few = np.concatenate([view._route(pa.table({"id": pa.array(keys[i:i + 10], pa.int64())}))
+                          for i in range(0, len(keys), 10)])  # Arrow region values
+    assert many is not None and many.tolist() == few.tolist()
+    assert len(set(many.tolist())) == 6 and -1 in many  # (keys of missing regions too)
+    for n, key in enumerate(keys):
+        one = view.fresh()
+        table = one.one_key_table({"id": [key]})
+        assert table is not None
+        assert one._route(table).tolist() == [many[n]]  # its value as one_key_table read it
+        plain = view.fresh()._route(pa.table({"id": pa.array([key], pa.int64())}))
+        assert plain is not None and plain.tolist() == [many[n]]  # read from the table
+        given = one._one_key(table)
+        assert Keys(table, one=given).hashes.tolist() == key_hashes(
+            [pa.array([key], pa.int64())]).tolist()
+
+
 # ---------------------------------------------------------------------- warm view
 
 @pytest.fixture
