@@ -5,6 +5,7 @@ and the base table's direct BTREE index path."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -424,3 +425,71 @@ def test_a_generation_without_the_keys_answers_empty_and_its_take_yields_nothing
         assert sorted(got.column("id").to_pylist()) == sorted(scan.column("id").to_pylist())
         assert dict(zip(got["id"].to_pylist(), got["v"].to_pylist(), strict=True)) == dict(
             zip(scan["id"].to_pylist(), scan["v"].to_pylist(), strict=True))
+
+
+def _generation_sources(mw: MemWal, key: int) -> list:
+    view = mw._warm.view()
+    table = view.one_key_table({"id": [key]})
+    assert table is not None
+    regions, _ = view._lookup_regions(table)
+    return [s for s in view.sources(regions, lazy=True) if s.kind == "flushed"]
+
+
+def test_a_lookups_generation_sources_are_kept_until_its_region_changes(mw: MemWal) -> None:
+    """A warm handle's lookups reuse a region's generation sources while its manifest is
+    the same object; a flush (a new manifest) brings the new generation at once."""
+    with mw.writer() as w:
+        w.put(_rows([5], "a"))
+        w.flush_memtable()
+        first = _generation_sources(mw, 5)
+        assert len(first) == 1 and _generation_sources(mw, 5) == first  # the same objects
+        assert all(a is b for a, b in zip(first, _generation_sources(mw, 5), strict=True))
+        w.put(_rows([5], "b"))
+        assert _value(mw, 5) == "b5"  # the MemTable (sources made per read)
+        w.flush_memtable()
+        second = _generation_sources(mw, 5)
+        assert [s.gen for s in second] == [2, 1] and second[1] is not first[0]
+        assert _value(mw, 5) == "b5" == _cold(mw, 5)
+
+
+def test_gets_of_many_threads_on_one_handle_see_every_write_before_them(mw: MemWal) -> None:
+    """Threads get keys through one warm handle while a writer puts and flushes: each get
+    answers a value written before it started, never an older one than the thread's
+    previous get of that key saw, and after the writer stopped, the last one."""
+    keys = list(range(0, 40))
+    done = threading.Event()
+    written: dict[int, int] = {}  # key -> the last round acknowledged (before any get)
+    errors: list[str] = []
+
+    def read() -> None:
+        seen: dict[int, int] = {}
+        rng = np.random.default_rng(threading.get_ident() % 1000)
+        while not done.is_set() or len(seen) < len(keys):
+            key = int(rng.choice(keys))
+            before = written.get(key, -1)
+            got = _value(mw, key)
+            at = -1 if got == f"base{key}" else int(got.split("-")[0][1:]) if got else -2
+            if at < before or at < seen.get(key, -1):
+                errors.append(f"key {key}: got {got}, round {before} was written before")
+            seen[key] = at
+
+    with mw.writer() as w:
+        threads = [threading.Thread(target=read) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for round_ in range(8):
+                part = keys[round_ % 4::2]
+                w.put(_rows(part, f"r{round_}-"))
+                for key in part:
+                    written[key] = round_
+                if round_ % 2:
+                    w.flush_memtable()
+        finally:
+            done.set()
+            for t in threads:
+                t.join()
+    assert not errors, errors[:5]
+    for key in keys:
+        assert _value(mw, key) == (f"r{written[key]}-{key}" if key in written
+                                   else f"base{key}")

@@ -113,6 +113,7 @@ CONSISTENCY = ("strong", "snapshot")
 SYSTEM = (GEN, REGION, ROW_ADDR, *BASE_ONLY)
 _FEW_KEYS = 16
 _PLAIN_ROWS_KEPT = 256  # output schemas whose base row layout a view keeps
+_STATES_KEPT = 4096  # regions (and regions by position) whose state and sources a view keeps
 
 
 class _Unclaimed(Exception):
@@ -301,6 +302,14 @@ class LsmView:
         # a snapshot view's regions come from its base version's MemWAL index: read once,
         # shared by its fresh copies
         self._snapshot_listing: list[list] = []
+        # per region: its state as a read sees it, while its latest manifest is the same
+        # object (see _states); and per (region, its position in a read's regions): its
+        # flushed generations' sources of a lookup, kept while its state's flushed list
+        # and manifest are the same objects (see sources). Written whole, read once.
+        self._region_states: dict[uuid.UUID, RegionState] = {}
+        self._generation_sources: dict[tuple[uuid.UUID, int], tuple[
+            tuple[tuple[int, str], ...], RegionManifest | None, list[Source], int]] = {}
+        self._base_source: list[BaseSource] = []  # made once, as the base never moves
         self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
@@ -469,7 +478,17 @@ class LsmView:
                 manifest = manifest or self._latest_manifest(rid)
                 if manifest is None:
                     continue
+                known = self._region_states.get(rid)
+                if known is not None and known.manifest is manifest and \
+                        known.values is values and known.spec_id == spec_id:
+                    kept.append(known)  # (a frozen state: the same object for every read
+                    continue  # of this manifest, and so its flushed list too)
                 flushed = tuple((g.generation, g.path) for g in manifest.flushed_generations)
+                state = RegionState(rid, spec_id, values, manifest, flushed)
+                if len(self._region_states) < _STATES_KEPT:
+                    self._region_states[rid] = state
+                kept.append(state)
+                continue
             kept.append(RegionState(rid, spec_id, values, manifest, flushed))
         return kept
 
@@ -478,29 +497,53 @@ class LsmView:
         does not keep a key in one region: every region's, in the order that decides
         a key's newest row, see :attr:`across_regions`; ``lazy``: generations not opened
         yet open on first use, as a lookup wants)."""
-        out: list[Source] = [BaseSource(self.base, self.key_columns,
-                                        one_key=self._base_one_key)]
+        if not self._base_source:  # (threads may both make one: either is right)
+            self._base_source[:] = [BaseSource(self.base, self.key_columns,
+                                               one_key=self._base_one_key)]
+        out: list[Source] = [self._base_source[0]]
         for index, region in enumerate(regions):
-            merged = self.details.merged_generation(region.region_id)
+            generations, flushed_up_to = self._generations(region, index, lazy)
             mine: list[Source] = []
-            flushed_up_to = 0
-            for gen, path in region.flushed:
-                flushed_up_to = max(flushed_up_to, gen)
-                if gen <= merged:
-                    continue
-                source = self._generation(region, index, gen, path, lazy=lazy)
-                if source is not None:
-                    mine.append(source)
-            if region.manifest is not None:
-                flushed_up_to = max(flushed_up_to, region.manifest.current_generation - 1)
             for memtable in self._memtables.get(region.region_id, []):
                 if memtable.generation > flushed_up_to and memtable.num_rows:
                     mine.append(MemTableSource(self._named_memtable(memtable),
                                                region.region_id, index))
+            # (a MemTable's generation is above every flushed one: newest first overall)
             out.extend(sorted(mine, key=lambda s: -s.gen))
+            out.extend(generations)
         if self.across_regions and len(regions) > 1:
             out[1:] = newest_first(out[1:], True)[0]
         return out
+
+    def _generations(self, region: RegionState, index: int, lazy: bool
+                     ) -> tuple[list[Source], int]:
+        """(the sources of ``region``'s flushed generations not merged into the base,
+        newest first; the newest generation flushed, by its list or its manifest). A
+        lookup's (``lazy``) are kept while the region's flushed list and manifest are the
+        objects they were made of: they only read generations, which never change."""
+        key = (region.region_id, index)
+        if lazy:
+            known = self._generation_sources.get(key)  # (one read: threads replace it)
+            if known is not None and known[0] is region.flushed and \
+                    known[1] is region.manifest:
+                return known[2], known[3]
+        merged = self.details.merged_generation(region.region_id)
+        mine: list[Source] = []
+        flushed_up_to = 0
+        for gen, path in region.flushed:
+            flushed_up_to = max(flushed_up_to, gen)
+            if gen <= merged:
+                continue
+            source = self._generation(region, index, gen, path, lazy=lazy)
+            if source is not None:
+                mine.append(source)
+        if region.manifest is not None:
+            flushed_up_to = max(flushed_up_to, region.manifest.current_generation - 1)
+        mine.sort(key=lambda s: -s.gen)
+        if lazy and len(self._generation_sources) < _STATES_KEPT:
+            self._generation_sources[key] = (region.flushed, region.manifest, mine,
+                                             flushed_up_to)
+        return mine, flushed_up_to
 
     def _named_memtable(self, memtable: MemTable) -> MemTable | RenamedMemTable:
         """``memtable`` with its columns named as this base version names them (a writer
@@ -923,9 +966,9 @@ class LsmView:
         if known and keys.num_rows == 1:  # one key: routed without Arrow arrays if it can
             given = self._one_key(keys)
             if given is not None:
-                at = [self.key_columns.index(n) for n in names]
-                one = scalar_region_values(spec, [given[0][i] for i in at],
-                                           [given[1][i] for i in at])
+                columns = [self.key_columns.index(n) for n in names if n is not None]
+                one = scalar_region_values(spec, [given[0][i] for i in columns],
+                                           [given[1][i] for i in columns])
             else:
                 one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
                                            [keys.schema.field(n).type for n in names])
