@@ -293,6 +293,7 @@ class LsmView:
         # generation directories' store keys
         self._valid_columns: set[tuple[str, ...]] = set()
         self._spec_names: list[list[str | None]] = []
+        self._spec_keys: list[list[int] | None] = []  # see _spec_key_positions
         self._generation_keys: dict[tuple[uuid.UUID, str], str] = {}
         # per generation: (the table opened, it named as this base version names columns)
         self._named: dict[tuple[uuid.UUID, str], tuple[LanceDataset, LanceDataset]] = {}
@@ -310,6 +311,10 @@ class LsmView:
         self._generation_sources: dict[tuple[uuid.UUID, int], tuple[
             tuple[tuple[int, str], ...], RegionManifest | None, list[Source], int]] = {}
         self._base_source: list[BaseSource] = []  # made once, as the base never moves
+        # per region: its log and manifest directory's key; per (region, manifest
+        # version): that manifest's file name (spelt once, not per read)
+        self._region_logs: dict[uuid.UUID, tuple[RegionLog, str]] = {}
+        self._manifest_names: dict[tuple[uuid.UUID, int], str] = {}
         self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
@@ -340,7 +345,13 @@ class LsmView:
 
     def _latest_manifest(self, rid: uuid.UUID) -> RegionManifest | None:
         warm = self.warm
-        log = RegionLog(self.base.store, rid)
+        known = self._region_logs.get(rid)
+        if known is None:
+            log = RegionLog(self.base.store, rid)
+            known = (log, log.paths.manifest_dir)
+            if len(self._region_logs) < _STATES_KEPT:
+                self._region_logs[rid] = known
+        log, manifest_dir = known
         if warm is None or self.consistency != "strong" or rid in self._memtables:
             self._take_memtables(rid)  # MemTables first, the manifest after
             return log.latest() if warm is None else warm.latest_manifest(log)
@@ -350,11 +361,16 @@ class LsmView:
         writer = registered_writer(self.base.store.uri, rid)
         if writer is None:
             self._memtables[rid] = []
-            return warm.latest_manifest(log)
+            return warm.latest_manifest(log, self.base.store.directory_stamp(manifest_dir))
         memtables = writer.memtables()
         committed = writer.committed  # (one read: the writer may commit meanwhile)
-        name = log.paths.manifest(committed[0]).rpartition("/")[2]
-        stamp, seen = self.base.store.stamp_and_identities(log.paths.manifest_dir, [name])
+        name = self._manifest_names.get((rid, committed[0]))
+        if name is None:
+            name = log.paths.manifest(committed[0]).rpartition("/")[2]
+            if len(self._manifest_names) >= _STATES_KEPT:
+                self._manifest_names.clear()  # (names of older versions: rarely asked)
+            self._manifest_names[rid, committed[0]] = name
+        stamp, seen = self.base.store.stamp_and_identities(manifest_dir, [name])
         self._memtables[rid] = memtables if writer.of_table_seen(committed, seen[0]) else []
         return warm.latest_manifest(log, stamp)
 
@@ -574,10 +590,7 @@ class LsmView:
         """Whether every source column of the region spec is a primary-key column, so a
         key always lives in one region (a spec over other columns moves a key between
         regions when such a column changes)."""
-        if self.spec is None:
-            return False
-        names = self._source_names()
-        return bool(names) and all(n is not None and n in self.key_columns for n in names)
+        return bool(self._spec_key_positions())  # (None: not by key; []: no column)
 
     def pruned_sources(self, predicate: Expr | None) -> tuple[list[Source], list[Source]]:
         """(the sources a read with ``predicate`` scans, the sources whose keys decide
@@ -684,6 +697,16 @@ class LsmView:
                 self._field(name)
             self._valid_columns.add(names)
         return list(names)
+
+    def _spec_key_positions(self) -> list[int] | None:
+        """The region spec's source columns as positions among the key columns (None:
+        no spec, or one over a column that is no key column: keys are not routed)."""
+        if not self._spec_keys:
+            names = self._source_names() if self.spec is not None else [None]
+            at = [self.key_columns.index(n) if n is not None and n in self.key_columns
+                  else -1 for n in names]
+            self._spec_keys[:] = [None if -1 in at else at]
+        return self._spec_keys[0]
 
     def _source_names(self) -> list[str | None]:
         """The region spec's source column names in the base schema (the spec exists)."""
@@ -956,9 +979,10 @@ class LsmView:
         spec = self.spec
         if spec is None:
             return None
-        names = self._source_names()
-        if any(n is None or n not in self.key_columns for n in names):
+        columns = self._spec_key_positions()
+        if columns is None:
             return None
+        names = [self.key_columns[i] for i in columns]
         listed = self._listed()
         known, where = self._routes(listed)
         if len(known) < len(listed):
@@ -966,7 +990,6 @@ class LsmView:
         if known and keys.num_rows == 1:  # one key: routed without Arrow arrays if it can
             given = self._one_key(keys)
             if given is not None:
-                columns = [self.key_columns.index(n) for n in names if n is not None]
                 one = scalar_region_values(spec, [given[0][i] for i in columns],
                                            [given[1][i] for i in columns])
             else:
