@@ -274,12 +274,18 @@ def _siphash13_one(message: bytes) -> int:
     single key without numpy's per-call overhead. The round is written out at both of
     its places: a call and a tuple per round cost about as much as the round itself.
     Each rotation left by b is ``((x << b) | (x >> (64 - b))) & m``."""
-    m = _M64
-    v0, v1, v2, v3 = _INIT_INTS
     n = len(message)
     full = n - n % 8
     words = [int.from_bytes(message[j: j + 8], "little") for j in range(0, full, 8)]
     words.append(int.from_bytes(message[full:], "little") | ((n & 0xFF) << 56))
+    return _siphash13_of_words(words)
+
+
+def _siphash13_of_words(words: list[int]) -> int:
+    """:func:`_siphash13_one` of the message whose 64-bit little-endian words (the last
+    one holding the message's length in its top byte) are ``words``."""
+    m = _M64
+    v0, v1, v2, v3 = _INIT_INTS
     for word in words:  # one compression round per word
         v3 ^= word
         v0 = (v0 + v1) & m
@@ -313,6 +319,16 @@ def key_hash_one(values: Sequence[object], types: Sequence[pa.DataType]) -> int 
     or binaries, of Arrow ``types``), or None for other keys (hash them with
     :func:`key_hashes`). A single-key lookup meets several bloom filters; this hashes
     its key without building arrays."""
+    one = values[0] if len(values) == 1 else None
+    if type(one) is int and pa.types.is_integer(types[0]):
+        # one integer: the message (a 0 byte, the value's bytes) as words, no bytes made
+        width = types[0].bit_width // 8
+        if not -(1 << (8 * width)) < one < (1 << (8 * width)):
+            return None
+        u = one & ((1 << (8 * width)) - 1)
+        if width == 8:  # nine bytes: one full word, then the last byte and the length
+            return _siphash13_of_words([(u << 8) & _M64, (u >> 56) | (9 << 56)])
+        return _siphash13_of_words([(u << 8) | ((width + 1) << 56)])
     parts = []
     for value, t in zip(values, types, strict=True):
         if pa.types.is_integer(t) and isinstance(value, int) and not isinstance(value, bool):
