@@ -283,6 +283,8 @@ class LsmView:
         self._memtables: dict[uuid.UUID, list[MemTable]] = {}
         self.warm = warm
         self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
+        # id of a lookup schema -> (it, the columns a source's lookup reads of it)
+        self._wanted: dict[int, tuple[pa.Schema, list[str]]] = {}
         # what one-key lookups of the base resolve once per column list (see OneKeyTake)
         self._base_one_key: OneKeyTakes = {}
         # id of an output schema -> (it, the base row's schema, where its columns lie
@@ -759,6 +761,9 @@ class LsmView:
 
     def _lookup_keys(self, keys: pa.Table) -> pa.Table:
         """The primary-key columns of ``keys``, in the key's types."""
+        known = self._one_values
+        if known is not None and known[0] is keys:
+            return keys  # one_key_table's: made as the key columns in their types
         if keys.num_rows == 1 and self._typed_keys(keys):
             return keys  # one key given as the key columns in their types: as it is
         missing = [k for k in self.key_columns if k not in keys.column_names]
@@ -897,7 +902,12 @@ class LsmView:
                  lookup_keys: Keys, trace: NodeMetrics | None = None) -> pa.Table | None:
         """The one key's newest live row from ``sources`` (see :meth:`lookup_one`);
         ``trace``: counts the sources asked and names the one that answered."""
-        wanted = [n for n in schema.names if n not in (GEN, REGION, KEY_POSITION)]
+        known = self._wanted.get(id(schema))  # (one read: threads may replace it)
+        if known is None or known[0] is not schema:
+            known = (schema, [n for n in schema.names if n not in (GEN, REGION, KEY_POSITION)])
+            if len(self._wanted) < _PLAIN_ROWS_KEPT:
+                self._wanted[id(schema)] = known  # (written whole; never changed after)
+        wanted = known[1]
         region = int(lookup_keys.region[0])
         for source in [*sources[1:], sources[0]]:
             if source.region_index is not None and region != -1 and \
