@@ -397,6 +397,48 @@ class LocalStore(ObjectStore):
         settled = stamp_settled(info.st_mtime_ns, info.st_ctime_ns, started)
         return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns), settled
 
+    def stamp_and_identities(self, prefix: str, names: Sequence[str]
+                             ) -> tuple[tuple[Hashable, bool] | None, list[Hashable | None]]:
+        """:meth:`directory_stamp` of ``prefix`` and the identities of ``names`` in it
+        from one walk of the directory (each name still gets its own ``lstat``, a link
+        among them followed and checked as :meth:`identity` does), the stamp taken
+        first, as when asked one after the other."""
+        if not prefix:  # the root: stamped as directory_stamp does
+            return super().stamp_and_identities(prefix, names)
+        started = time.time_ns()
+        directory, info = self._walk_info(prefix, True)
+        if info is not None and stat.S_ISLNK(info.st_mode):  # a link (followed)
+            try:
+                info = os.stat(directory)
+            except (FileNotFoundError, NotADirectoryError):
+                info = None
+        if info is None or not stat.S_ISDIR(info.st_mode):
+            # no such directory (or none to stamp): each name answered on its own walk
+            return None, self.identities([f"{prefix}/{name}" for name in names])
+        stamp = ((info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns),
+                 stamp_settled(info.st_mtime_ns, info.st_ctime_ns, started))
+        out: list[Hashable | None] = []
+        inside = directory if directory.endswith(os.sep) else directory + os.sep
+        for name in names:
+            key = f"{prefix}/{name}"
+            _checked_key(key)  # (a name that is no single segment is refused as ever)
+            if "/" in name:
+                out.extend(self.identities([key]))
+                continue
+            try:
+                found = os.lstat(inside + name)
+            except (FileNotFoundError, NotADirectoryError):
+                out.append(None)
+                continue
+            if stat.S_ISLNK(found.st_mode):  # followed, refused if it leads out
+                try:
+                    out.append(self.identity(key))
+                except NotFoundError:
+                    out.append(None)
+                continue
+            out.append(_identity(found))
+        return stamp, out
+
     def exists(self, key: str) -> bool:
         path, mode = self._walk(key)
         if mode is None:

@@ -142,6 +142,13 @@ class ObjectStore(ABC):
         it). None when the store has no such thing (object stores): the caller lists."""
         return None
 
+    def stamp_and_identities(self, prefix: str, names: Sequence[str]
+                             ) -> tuple[tuple[Hashable, bool] | None, list[Hashable | None]]:
+        """(:meth:`directory_stamp` of ``prefix``, then :meth:`identities` of the objects
+        ``names`` directly under it): a store may answer both from one walk of it."""
+        return (self.directory_stamp(prefix),
+                self.identities([f"{prefix}/{name}" if prefix else name for name in names]))
+
     def list_temporaries(self, prefix: str) -> list[tuple[str, int]]:
         """``(name, modified_ns)`` of the temporaries directly under ``prefix`` that a
         writer of ours creates before publishing (see :func:`is_temporary`) — left

@@ -269,38 +269,48 @@ _M64 = (1 << 64) - 1
 _INIT_INTS = tuple(int(v) for v in _INIT)
 
 
-def _sip_round_one(v0: int, v1: int, v2: int, v3: int) -> tuple[int, int, int, int]:
-    # each rotation left by b written out as ((x << b) | (x >> (64 - b))) & m: a call
-    # per rotation would cost more than the round itself
-    m = _M64
-    v0 = (v0 + v1) & m
-    v1 = (((v1 << 13) | (v1 >> 51)) & m) ^ v0
-    v0 = ((v0 << 32) | (v0 >> 32)) & m
-    v2 = (v2 + v3) & m
-    v3 = (((v3 << 16) | (v3 >> 48)) & m) ^ v2
-    v0 = (v0 + v3) & m
-    v3 = (((v3 << 21) | (v3 >> 43)) & m) ^ v0
-    v2 = (v2 + v1) & m
-    v1 = (((v1 << 17) | (v1 >> 47)) & m) ^ v2
-    v2 = ((v2 << 32) | (v2 >> 32)) & m
-    return v0, v1, v2, v3
-
-
 def _siphash13_one(message: bytes) -> int:
     """SipHash-1-3 (key 0) of one message, in Python ints: :func:`_siphash13` for a
-    single key without numpy's per-call overhead."""
+    single key without numpy's per-call overhead. The round is written out at both of
+    its places: a call and a tuple per round cost about as much as the round itself.
+    Each rotation left by b is ``((x << b) | (x >> (64 - b))) & m``."""
+    n = len(message)
+    full = n - n % 8
+    words = [int.from_bytes(message[j: j + 8], "little") for j in range(0, full, 8)]
+    words.append(int.from_bytes(message[full:], "little") | ((n & 0xFF) << 56))
+    return _siphash13_of_words(words)
+
+
+def _siphash13_of_words(words: list[int]) -> int:
+    """:func:`_siphash13_one` of the message whose 64-bit little-endian words (the last
+    one holding the message's length in its top byte) are ``words``."""
+    m = _M64
     v0, v1, v2, v3 = _INIT_INTS
-    full = len(message) // 8
-    for j in range(full):
-        m = int.from_bytes(message[8 * j: 8 * j + 8], "little")
-        v0, v1, v2, v3 = _sip_round_one(v0, v1, v2, v3 ^ m)
-        v0 ^= m
-    last = int.from_bytes(message[8 * full:], "little") | ((len(message) & 0xFF) << 56)
-    v0, v1, v2, v3 = _sip_round_one(v0, v1, v2, v3 ^ last)
-    v0 ^= last
+    for word in words:  # one compression round per word
+        v3 ^= word
+        v0 = (v0 + v1) & m
+        v1 = (((v1 << 13) | (v1 >> 51)) & m) ^ v0
+        v0 = ((v0 << 32) | (v0 >> 32)) & m
+        v2 = (v2 + v3) & m
+        v3 = (((v3 << 16) | (v3 >> 48)) & m) ^ v2
+        v0 = (v0 + v3) & m
+        v3 = (((v3 << 21) | (v3 >> 43)) & m) ^ v0
+        v2 = (v2 + v1) & m
+        v1 = (((v1 << 17) | (v1 >> 47)) & m) ^ v2
+        v2 = ((v2 << 32) | (v2 >> 32)) & m
+        v0 ^= word
     v2 ^= 0xFF
-    for _ in range(3):
-        v0, v1, v2, v3 = _sip_round_one(v0, v1, v2, v3)
+    for _ in range(3):  # the finalization rounds
+        v0 = (v0 + v1) & m
+        v1 = (((v1 << 13) | (v1 >> 51)) & m) ^ v0
+        v0 = ((v0 << 32) | (v0 >> 32)) & m
+        v2 = (v2 + v3) & m
+        v3 = (((v3 << 16) | (v3 >> 48)) & m) ^ v2
+        v0 = (v0 + v3) & m
+        v3 = (((v3 << 21) | (v3 >> 43)) & m) ^ v0
+        v2 = (v2 + v1) & m
+        v1 = (((v1 << 17) | (v1 >> 47)) & m) ^ v2
+        v2 = ((v2 << 32) | (v2 >> 32)) & m
     return v0 ^ v1 ^ v2 ^ v3
 
 
@@ -309,6 +319,16 @@ def key_hash_one(values: Sequence[object], types: Sequence[pa.DataType]) -> int 
     or binaries, of Arrow ``types``), or None for other keys (hash them with
     :func:`key_hashes`). A single-key lookup meets several bloom filters; this hashes
     its key without building arrays."""
+    one = values[0] if len(values) == 1 else None
+    if type(one) is int and pa.types.is_integer(types[0]):
+        # one integer: the message (a 0 byte, the value's bytes) as words, no bytes made
+        width = types[0].bit_width // 8
+        if not -(1 << (8 * width)) < one < (1 << (8 * width)):
+            return None
+        u = one & ((1 << (8 * width)) - 1)
+        if width == 8:  # nine bytes: one full word, then the last byte and the length
+            return _siphash13_of_words([(u << 8) & _M64, (u >> 56) | (9 << 56)])
+        return _siphash13_of_words([(u << 8) | ((width + 1) << 56)])
     parts = []
     for value, t in zip(values, types, strict=True):
         if pa.types.is_integer(t) and isinstance(value, int) and not isinstance(value, bool):

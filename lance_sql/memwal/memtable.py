@@ -81,6 +81,10 @@ class MemTable:
         # an int64 key is its own code: the codes are views of the rows (no copy)
         key_type = self.arrow_schema.field(self.primary_key[0]).type
         self._own_codes = len(self.primary_key) > 1 or not pa.types.is_int64(key_type)
+        # a single integer key other than uint64: its type (see _one_code), else None
+        self._int_key_type = (key_type if len(self.primary_key) == 1 and
+                              pa.types.is_integer(key_type) and not pa.types.is_uint64(key_type)
+                              else None)
         self._bloom_rows = 0                         # fragments already in the bloom filter
         self._index_lock = threading.Lock()          # one refresh_index at a time
         self._lock = threading.Lock()
@@ -405,12 +409,11 @@ class MemTable:
         """The :func:`key_codes` code of the one key in ``keys`` when it is a single
         non-null integer of the stored type other than uint64 (its code is then the value
         itself, read as a Python int); None otherwise (the caller computes codes)."""
-        if len(self.primary_key) != 1:
+        stored = self._int_key_type
+        if stored is None:
             return None
         column = keys.column(self.primary_key[0])
-        t = column.type
-        if not pa.types.is_integer(t) or pa.types.is_uint64(t) or column.null_count or \
-                not t.equals(self.arrow_schema.field(self.primary_key[0]).type):
+        if column.null_count or not column.type.equals(stored):
             return None
         return column[0].as_py()
 

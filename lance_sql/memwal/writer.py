@@ -166,6 +166,13 @@ def open_memtables(table_uri: str) -> dict[uuid.UUID, list[MemTable]]:
     return {w.region_id: w.memtables() for w in _of_table(table_uri)}
 
 
+def registered_writer(table_uri: str, region_id: uuid.UUID) -> RegionWriter | None:
+    """This process's open writer of a region (None: none), whether or not it is of the
+    table now at ``table_uri`` (:meth:`RegionWriter.of_this_table` tells)."""
+    with _REGISTRY_LOCK:
+        return _REGISTRY.get((table_uri, region_id))
+
+
 def open_memtables_of(table_uri: str, region_id: uuid.UUID) -> list[MemTable]:
     """:func:`open_memtables` of one region (empty: no writer of it open here)."""
     with _REGISTRY_LOCK:
@@ -728,11 +735,26 @@ class RegionWriter:
         numbers: readers of it must not see this writer's MemTable. The manifest this
         writer committed last is still the same file, or was collected after newer ones
         (the region's versions did not start over)."""
-        version, identity = self._committed
+        committed = self._committed
         try:
-            return self.store.identity(self.log.paths.manifest(version)) == identity
+            seen = self.store.identity(self.log.paths.manifest(committed[0]))
         except NotFoundError:
-            return self.log.latest_version() > version
+            seen = None
+        return self.of_table_seen(committed, seen)
+
+    @property
+    def committed(self) -> tuple[int, Hashable]:
+        """(the region manifest version this writer committed last, that file's identity
+        then): what :meth:`of_table_seen` compares."""
+        return self._committed
+
+    def of_table_seen(self, committed: tuple[int, Hashable], seen: Hashable | None) -> bool:
+        """:meth:`of_this_table` given ``committed`` (read from :attr:`committed`) and the
+        identity of its manifest file as a caller just saw it (None: no such file)."""
+        version, identity = committed
+        if seen is not None:
+            return seen == identity
+        return self.log.latest_version() > version
 
     def _entry_size(self, entry_id: int) -> int:
         size = self._entry_sizes.get(entry_id)

@@ -112,3 +112,35 @@ def test_times_in_whole_seconds_settle_a_coarse_tick_later() -> None:
     assert local.stamp_settled(old, old, now)
     assert local.stamp_settled(whole, whole + 1, now)  # one time finer: a fine clock
     assert not local.stamp_settled(old, now - 1, now)  # the later of the two times rules
+
+
+def test_stamp_and_identities_answer_as_the_two_calls(tmp_path: Path) -> None:
+    """One walk of the directory for its stamp and its files' identities: the same
+    answers as directory_stamp and identities asked one after the other, links to files
+    followed inside the root and refused out of it."""
+    root = tmp_path / "t"
+    store = LocalStore(str(root))
+    store.put("d/e/a", b"x")
+    store.put("d/e/b", b"yy")
+    (tmp_path / "secret").write_bytes(b"s")
+    os.symlink(root / "d" / "e" / "a", root / "d" / "e" / "to_a")
+    _settle()
+    names = ["a", "b", "missing", "to_a"]
+    got = store.stamp_and_identities("d/e", names)
+    assert got == (store.directory_stamp("d/e"),
+                   store.identities([f"d/e/{n}" for n in names]))
+    assert got[1][0] is not None and got[1][3] == got[1][0] and got[1][2] is None
+    store.put("d/e/c", b"z")  # a new entry: a new stamp, and c found
+    after = store.stamp_and_identities("d/e", ["c"])
+    assert after[0] is not None and after[0][0] != got[0][0]  # type: ignore[index]
+    assert after[1] == store.identities(["d/e/c"]) and after[1][0] is not None
+    assert store.stamp_and_identities("missing", ["a"]) == (None, [None])
+    assert store.stamp_and_identities("d/e/a", ["x"]) == (None, [None])  # a file
+    assert store.stamp_and_identities("", ["d"])[0] == store.directory_stamp("")
+    os.symlink(tmp_path / "secret", root / "d" / "e" / "out")
+    with pytest.raises(PathEscapeError):
+        store.stamp_and_identities("d/e", ["out"])
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", root / "d" / "away")
+    with pytest.raises(PathEscapeError):
+        store.stamp_and_identities("d/away", ["a"])

@@ -5,6 +5,7 @@ and the base table's direct BTREE index path."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -127,6 +128,18 @@ def test_scalar_bloom_hash_equals_key_hashes_for_strings_and_composite_keys() ->
     assert key_hash_one([None], [pa.int64()]) is None
 
 
+def test_scalar_bloom_hash_equals_key_hashes_for_every_message_length() -> None:
+    """The one-key hash compresses 8-byte words and a last partial one: binaries of
+    every length around several words, random bytes, hash as the vectorised hash."""
+    rng = np.random.default_rng(23)
+    values = [rng.bytes(n) for n in range(41) for _ in range(3)]
+    assert key_hashes([pa.array(values, pa.binary())]).tolist() == [
+        key_hash_one([v], [pa.binary()]) for v in values]
+    ints = [int(v) for v in rng.integers(-(1 << 63), (1 << 63) - 1, 200, dtype=np.int64)]
+    assert key_hashes([pa.array(ints, pa.int64())]).tolist() == [
+        key_hash_one([v], [pa.int64()]) for v in ints]
+
+
 def test_scalar_bloom_probe_equals_the_vectorised_probe() -> None:
     bloom = PrimaryKeyBloom()
     bloom.add([pa.array(np.arange(0, 4000, 2))])
@@ -139,6 +152,36 @@ def test_scalar_bloom_probe_equals_the_vectorised_probe() -> None:
 def test_one_key_is_hashed_like_many() -> None:
     table = pa.table({"id": pa.array([12345], pa.int64())})
     assert Keys(table).hashes.tolist() == key_hashes([table.column(0).chunk(0)]).tolist()
+
+
+def test_a_one_key_table_routes_and_hashes_as_the_vectorised_paths(tmp_path: Path) -> None:
+    """A one-key lookup reads its key once as a Python value (from one_key_table, or from
+    the key table) for its routing and its bloom hash: each key's region and hash equal
+    those the many-key paths (numpy buckets, Arrow region values) give it."""
+    ds = lance_sql.write_dataset(_rows(range(4), "base"), str(tmp_path / "t.lance"))
+    mw = MemWal.initialize(lance_sql.dataset(ds.uri), RegionSpec.bucket("id", 8),
+                           durable_write=False)
+    with mw.writer() as w:  # five of the eight buckets get a region
+        w.put(_rows([k for k in range(40) if abs(scalar_hash(k, pa.int64())) % 8 < 5], "w"))
+    keys = [int(k) for k in np.random.default_rng(5).integers(-(1 << 63), (1 << 63) - 1,
+                                                              300, dtype=np.int64)]
+    keys += [0, 1, -1, -(1 << 63), (1 << 63) - 1]
+    view = mw.view()
+    many = view._route(pa.table({"id": pa.array(keys, pa.int64())}))  # numpy buckets
+    few = np.concatenate([view._route(pa.table({"id": pa.array(keys[i:i + 10], pa.int64())}))
+                          for i in range(0, len(keys), 10)])  # Arrow region values
+    assert many is not None and many.tolist() == few.tolist()
+    assert len(set(many.tolist())) == 6 and -1 in many  # (keys of missing regions too)
+    for n, key in enumerate(keys):
+        one = view.fresh()
+        table = one.one_key_table({"id": [key]})
+        assert table is not None
+        assert one._route(table).tolist() == [many[n]]  # its value as one_key_table read it
+        plain = view.fresh()._route(pa.table({"id": pa.array([key], pa.int64())}))
+        assert plain is not None and plain.tolist() == [many[n]]  # read from the table
+        given = one._one_key(table)
+        assert Keys(table, one=given).hashes.tolist() == key_hashes(
+            [pa.array([key], pa.int64())]).tolist()
 
 
 # ---------------------------------------------------------------------- warm view
@@ -382,3 +425,71 @@ def test_a_generation_without_the_keys_answers_empty_and_its_take_yields_nothing
         assert sorted(got.column("id").to_pylist()) == sorted(scan.column("id").to_pylist())
         assert dict(zip(got["id"].to_pylist(), got["v"].to_pylist(), strict=True)) == dict(
             zip(scan["id"].to_pylist(), scan["v"].to_pylist(), strict=True))
+
+
+def _generation_sources(mw: MemWal, key: int) -> list:
+    view = mw._warm.view()
+    table = view.one_key_table({"id": [key]})
+    assert table is not None
+    regions, _ = view._lookup_regions(table)
+    return [s for s in view.sources(regions, lazy=True) if s.kind == "flushed"]
+
+
+def test_a_lookups_generation_sources_are_kept_until_its_region_changes(mw: MemWal) -> None:
+    """A warm handle's lookups reuse a region's generation sources while its manifest is
+    the same object; a flush (a new manifest) brings the new generation at once."""
+    with mw.writer() as w:
+        w.put(_rows([5], "a"))
+        w.flush_memtable()
+        first = _generation_sources(mw, 5)
+        assert len(first) == 1 and _generation_sources(mw, 5) == first  # the same objects
+        assert all(a is b for a, b in zip(first, _generation_sources(mw, 5), strict=True))
+        w.put(_rows([5], "b"))
+        assert _value(mw, 5) == "b5"  # the MemTable (sources made per read)
+        w.flush_memtable()
+        second = _generation_sources(mw, 5)
+        assert [s.gen for s in second] == [2, 1] and second[1] is not first[0]
+        assert _value(mw, 5) == "b5" == _cold(mw, 5)
+
+
+def test_gets_of_many_threads_on_one_handle_see_every_write_before_them(mw: MemWal) -> None:
+    """Threads get keys through one warm handle while a writer puts and flushes: each get
+    answers a value written before it started, never an older one than the thread's
+    previous get of that key saw, and after the writer stopped, the last one."""
+    keys = list(range(0, 40))
+    done = threading.Event()
+    written: dict[int, int] = {}  # key -> the last round acknowledged (before any get)
+    errors: list[str] = []
+
+    def read() -> None:
+        seen: dict[int, int] = {}
+        rng = np.random.default_rng(threading.get_ident() % 1000)
+        while not done.is_set() or len(seen) < len(keys):
+            key = int(rng.choice(keys))
+            before = written.get(key, -1)
+            got = _value(mw, key)
+            at = -1 if got == f"base{key}" else int(got.split("-")[0][1:]) if got else -2
+            if at < before or at < seen.get(key, -1):
+                errors.append(f"key {key}: got {got}, round {before} was written before")
+            seen[key] = at
+
+    with mw.writer() as w:
+        threads = [threading.Thread(target=read) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for round_ in range(8):
+                part = keys[round_ % 4::2]
+                w.put(_rows(part, f"r{round_}-"))
+                for key in part:
+                    written[key] = round_
+                if round_ % 2:
+                    w.flush_memtable()
+        finally:
+            done.set()
+            for t in threads:
+                t.join()
+    assert not errors, errors[:5]
+    for key in keys:
+        assert _value(mw, key) == (f"r{written[key]}-{key}" if key in written
+                                   else f"base{key}")

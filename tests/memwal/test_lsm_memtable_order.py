@@ -17,6 +17,7 @@ from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.read import planner
 from lance_sql.memwal.read.warm import WarmState
 from lance_sql.memwal.region_log import RegionLog
+from lance_sql.memwal.writer import RegionWriter
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
@@ -47,11 +48,17 @@ def test_a_flush_between_memtables_and_manifest_is_seen_once(
                 state["flushes"] += 1
 
         taken = planner.open_memtables_of
+        taken_of_writer = RegionWriter.memtables
         latest = RegionLog.latest
         warm_latest = WarmState.latest_manifest
 
         def take_then_flush(*args, **kwargs):  # type: ignore[no-untyped-def]
             out = taken(*args, **kwargs)
+            flush_once()
+            return out
+
+        def writer_take_then_flush(*args, **kwargs):  # type: ignore[no-untyped-def]
+            out = taken_of_writer(*args, **kwargs)
             flush_once()
             return out
 
@@ -66,6 +73,8 @@ def test_a_flush_between_memtables_and_manifest_is_seen_once(
             return out
 
         monkeypatch.setattr(planner, "open_memtables_of", take_then_flush)
+        # (a warm strong read takes its writer's MemTables without open_memtables_of)
+        monkeypatch.setattr(RegionWriter, "memtables", writer_take_then_flush)
         monkeypatch.setattr(RegionLog, "latest", read_then_flush)
         monkeypatch.setattr(WarmState, "latest_manifest", warm_read_then_flush)
         for key, expected in ((3, "m3"), (30, "m30")):

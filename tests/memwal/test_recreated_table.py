@@ -149,6 +149,27 @@ def test_a_writer_of_the_deleted_table_is_not_read_by_the_new_ones_readers(tmp_p
             w.abort()
 
 
+def test_warm_one_key_gets_of_the_new_table_skip_the_old_writer(tmp_path: Path) -> None:
+    """The same, for one handle's gets after its first: a warm strong read checks this
+    process's writer of a region against the manifest directory it stamps anyway (the
+    writer's last manifest is a file of table A, gone with it), key by key."""
+    path = tmp_path / "t.lance"
+    writer = _open_a_with_rows(path)
+    try:
+        shutil.rmtree(path)
+        env = dict(os.environ, PYTHONPATH=str(Path(lance_sql.__file__).parents[1]))
+        subprocess.run([sys.executable, "-c", _BUILD_B, str(path), str(Path(__file__).parent)],
+                       env=env, check=True, timeout=300)
+        mw = MemWal(lance_sql.dataset(str(path)))
+        for _ in range(2):  # (the first get lists the regions; the others are warm)
+            for key in range(20, 26):
+                assert mw.get({"id": [key]}).num_rows == 0
+            assert mw.get({"id": [13]}).column("v").to_pylist() == ["B-g213"]
+    finally:
+        for w in writer.writers:
+            w.abort()
+
+
 def test_a_writer_of_the_deleted_table_writes_nothing_into_the_new_one(tmp_path: Path
                                                                        ) -> None:
     """Its WAL entries landed in B's WAL (same region ids and entry numbers), and B's

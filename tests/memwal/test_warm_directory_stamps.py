@@ -112,17 +112,26 @@ def coarse_clock(monkeypatch) -> None:
     """Directory times that move once a second (a filesystem keeping whole seconds),
     settled by the store's own rule: two changes in one second leave the same stamp."""
     real = LocalStore.directory_stamp
+    real_with = LocalStore.stamp_and_identities
 
-    def coarse(self: LocalStore, prefix: str):
-        started = time.time_ns()
-        found = real(self, prefix)
+    def coarsened(found, started: int):  # type: ignore[no-untyped-def]
         if found is None:
             return None
         dev, ino, mtime, ctime = found[0]
         mtime, ctime = mtime // TICK * TICK, ctime // TICK * TICK
         return (dev, ino, mtime, ctime), local.stamp_settled(mtime, ctime, started)
 
+    def coarse(self: LocalStore, prefix: str):
+        started = time.time_ns()
+        return coarsened(real(self, prefix), started)
+
+    def coarse_with(self: LocalStore, prefix: str, names):  # type: ignore[no-untyped-def]
+        started = time.time_ns()
+        found, identities = real_with(self, prefix, names)
+        return coarsened(found, started), identities
+
     monkeypatch.setattr(LocalStore, "directory_stamp", coarse)
+    monkeypatch.setattr(LocalStore, "stamp_and_identities", coarse_with)
 
 
 def _start_of_a_second() -> None:

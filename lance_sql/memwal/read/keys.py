@@ -176,8 +176,13 @@ class Keys:
 
     def __init__(self, table: pa.Table | None, region: np.ndarray | None = None,
                  position: np.ndarray | None = None, *,
-                 rows_of: tuple[pa.Table, np.ndarray] | None = None) -> None:
+                 rows_of: tuple[pa.Table, np.ndarray] | None = None,
+                 one: tuple[Sequence[object], Sequence[pa.DataType]] | None = None) -> None:
+        """``one``: the one key's values as Python values and the key columns' types,
+        as the caller already read them from ``table`` (hashed without reading them
+        again)."""
         self._table = table
+        self._one = one
         # a subset's rows in a table not taken yet: (that table, row numbers); see take
         self._rows_of = rows_of
         assert table is not None or rows_of is not None, "Keys need a table or rows of one"
@@ -213,8 +218,10 @@ class Keys:
         if self._hashes is None:
             one = None
             if self.num_rows == 1:  # one key: hashed in Python ints, no arrays
-                one = key_hash_one([c[0].as_py() for c in self.table.columns],
-                                   [f.type for f in self.table.schema])
+                given = self._one
+                one = (key_hash_one(*given) if given is not None else
+                       key_hash_one([c[0].as_py() for c in self.table.columns],
+                                    [f.type for f in self.table.schema]))
             self._hashes = (key_hashes(self.columns) if one is None
                             else np.array([one], np.uint64))
         return self._hashes

@@ -95,7 +95,7 @@ from lance_sql.memwal.transforms import (
     sql_on_own_thread,
 )
 from lance_sql.memwal.wal import TOMBSTONE
-from lance_sql.memwal.writer import open_memtables_of
+from lance_sql.memwal.writer import open_memtables_of, registered_writer
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, VERSION_COLUMNS
 from lance_sql.table.read.scan import DEFAULT_BATCH_SIZE, rows_only
@@ -113,6 +113,7 @@ CONSISTENCY = ("strong", "snapshot")
 SYSTEM = (GEN, REGION, ROW_ADDR, *BASE_ONLY)
 _FEW_KEYS = 16
 _PLAIN_ROWS_KEPT = 256  # output schemas whose base row layout a view keeps
+_STATES_KEPT = 4096  # regions (and regions by position) whose state and sources a view keeps
 
 
 class _Unclaimed(Exception):
@@ -282,6 +283,8 @@ class LsmView:
         self._memtables: dict[uuid.UUID, list[MemTable]] = {}
         self.warm = warm
         self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
+        # id of a lookup schema -> (it, the columns a source's lookup reads of it)
+        self._wanted: dict[int, tuple[pa.Schema, list[str]]] = {}
         # what one-key lookups of the base resolve once per column list (see OneKeyTake)
         self._base_one_key: OneKeyTakes = {}
         # id of an output schema -> (it, the base row's schema, where its columns lie
@@ -292,6 +295,7 @@ class LsmView:
         # generation directories' store keys
         self._valid_columns: set[tuple[str, ...]] = set()
         self._spec_names: list[list[str | None]] = []
+        self._spec_keys: list[list[int] | None] = []  # see _spec_key_positions
         self._generation_keys: dict[tuple[uuid.UUID, str], str] = {}
         # per generation: (the table opened, it named as this base version names columns)
         self._named: dict[tuple[uuid.UUID, str], tuple[LanceDataset, LanceDataset]] = {}
@@ -301,9 +305,23 @@ class LsmView:
         # a snapshot view's regions come from its base version's MemWAL index: read once,
         # shared by its fresh copies
         self._snapshot_listing: list[list] = []
+        # per region: its state as a read sees it, while its latest manifest is the same
+        # object (see _states); and per (region, its position in a read's regions): its
+        # flushed generations' sources of a lookup, kept while its state's flushed list
+        # and manifest are the same objects (see sources). Written whole, read once.
+        self._region_states: dict[uuid.UUID, RegionState] = {}
+        self._generation_sources: dict[tuple[uuid.UUID, int], tuple[
+            tuple[tuple[int, str], ...], RegionManifest | None, list[Source], int]] = {}
+        self._base_source: list[BaseSource] = []  # made once, as the base never moves
+        # per region: its log and manifest directory's key; per (region, manifest
+        # version): that manifest's file name (spelt once, not per read)
+        self._region_logs: dict[uuid.UUID, tuple[RegionLog, str]] = {}
+        self._manifest_names: dict[tuple[uuid.UUID, int], str] = {}
         self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
+        # a one-key lookup's key table and its key as Python values (see _one_key)
+        self._one_values: tuple[pa.Table, list[object]] | None = None
 
     def fresh(self) -> LsmView:
         """This view's base version and MemWAL index with this moment's MemTables and
@@ -319,6 +337,7 @@ class LsmView:
         self._listed_cache = None
         self.kept = []
         self.total_regions = 0
+        self._one_values = None
 
     def _take_memtables(self, rid: uuid.UUID) -> None:
         """Region ``rid``'s MemTables of this moment, taken once per read before the
@@ -327,9 +346,35 @@ class LsmView:
             self._memtables[rid] = open_memtables_of(self.base.store.uri, rid)
 
     def _latest_manifest(self, rid: uuid.UUID) -> RegionManifest | None:
-        self._take_memtables(rid)  # MemTables first, the manifest after
-        log = RegionLog(self.base.store, rid)
-        return log.latest() if self.warm is None else self.warm.latest_manifest(log)
+        warm = self.warm
+        known = self._region_logs.get(rid)
+        if known is None:
+            log = RegionLog(self.base.store, rid)
+            known = (log, log.paths.manifest_dir)
+            if len(self._region_logs) < _STATES_KEPT:
+                self._region_logs[rid] = known
+        log, manifest_dir = known
+        if warm is None or self.consistency != "strong" or rid in self._memtables:
+            self._take_memtables(rid)  # MemTables first, the manifest after
+            return log.latest() if warm is None else warm.latest_manifest(log)
+        # as above, with one walk of the region's manifest directory for both the check
+        # that this process's writer of it is of the table here (its last manifest is
+        # still the file it wrote) and the directory's stamp, taken after the MemTables
+        writer = registered_writer(self.base.store.uri, rid)
+        if writer is None:
+            self._memtables[rid] = []
+            return warm.latest_manifest(log, self.base.store.directory_stamp(manifest_dir))
+        memtables = writer.memtables()
+        committed = writer.committed  # (one read: the writer may commit meanwhile)
+        name = self._manifest_names.get((rid, committed[0]))
+        if name is None:
+            name = log.paths.manifest(committed[0]).rpartition("/")[2]
+            if len(self._manifest_names) >= _STATES_KEPT:
+                self._manifest_names.clear()  # (names of older versions: rarely asked)
+            self._manifest_names[rid, committed[0]] = name
+        stamp, seen = self.base.store.stamp_and_identities(manifest_dir, [name])
+        self._memtables[rid] = memtables if writer.of_table_seen(committed, seen[0]) else []
+        return warm.latest_manifest(log, stamp)
 
     # ------------------------------------------------------------------ regions
     def _listed(self) -> list[tuple[uuid.UUID, int, pa.Table | None, RegionManifest | None,
@@ -418,13 +463,14 @@ class LsmView:
         return out
 
     def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None, *,
-                at: np.ndarray | None = None) -> list[RegionState]:
+                at: np.ndarray | list[int] | None = None) -> list[RegionState]:
         """The regions ``predicate`` may select rows of (all without a predicate), of
         ``only`` when given, of the listed positions ``at`` (sorted) when given."""
         listed = self._listed()
         self.total_regions = len(listed)
         if at is not None and predicate is None:  # a few routed regions of many
-            self.kept = self._states([listed[i] for i in at.tolist()])
+            self.kept = self._states([listed[i] for i in (
+                at.tolist() if isinstance(at, np.ndarray) else at)])
             return self.kept
         keep = np.ones(len(listed), bool)
         if only is not None:
@@ -450,7 +496,17 @@ class LsmView:
                 manifest = manifest or self._latest_manifest(rid)
                 if manifest is None:
                     continue
+                known = self._region_states.get(rid)
+                if known is not None and known.manifest is manifest and \
+                        known.values is values and known.spec_id == spec_id:
+                    kept.append(known)  # (a frozen state: the same object for every read
+                    continue  # of this manifest, and so its flushed list too)
                 flushed = tuple((g.generation, g.path) for g in manifest.flushed_generations)
+                state = RegionState(rid, spec_id, values, manifest, flushed)
+                if len(self._region_states) < _STATES_KEPT:
+                    self._region_states[rid] = state
+                kept.append(state)
+                continue
             kept.append(RegionState(rid, spec_id, values, manifest, flushed))
         return kept
 
@@ -459,29 +515,53 @@ class LsmView:
         does not keep a key in one region: every region's, in the order that decides
         a key's newest row, see :attr:`across_regions`; ``lazy``: generations not opened
         yet open on first use, as a lookup wants)."""
-        out: list[Source] = [BaseSource(self.base, self.key_columns,
-                                        one_key=self._base_one_key)]
+        if not self._base_source:  # (threads may both make one: either is right)
+            self._base_source[:] = [BaseSource(self.base, self.key_columns,
+                                               one_key=self._base_one_key)]
+        out: list[Source] = [self._base_source[0]]
         for index, region in enumerate(regions):
-            merged = self.details.merged_generation(region.region_id)
+            generations, flushed_up_to = self._generations(region, index, lazy)
             mine: list[Source] = []
-            flushed_up_to = 0
-            for gen, path in region.flushed:
-                flushed_up_to = max(flushed_up_to, gen)
-                if gen <= merged:
-                    continue
-                source = self._generation(region, index, gen, path, lazy=lazy)
-                if source is not None:
-                    mine.append(source)
-            if region.manifest is not None:
-                flushed_up_to = max(flushed_up_to, region.manifest.current_generation - 1)
             for memtable in self._memtables.get(region.region_id, []):
                 if memtable.generation > flushed_up_to and memtable.num_rows:
                     mine.append(MemTableSource(self._named_memtable(memtable),
                                                region.region_id, index))
+            # (a MemTable's generation is above every flushed one: newest first overall)
             out.extend(sorted(mine, key=lambda s: -s.gen))
+            out.extend(generations)
         if self.across_regions and len(regions) > 1:
             out[1:] = newest_first(out[1:], True)[0]
         return out
+
+    def _generations(self, region: RegionState, index: int, lazy: bool
+                     ) -> tuple[list[Source], int]:
+        """(the sources of ``region``'s flushed generations not merged into the base,
+        newest first; the newest generation flushed, by its list or its manifest). A
+        lookup's (``lazy``) are kept while the region's flushed list and manifest are the
+        objects they were made of: they only read generations, which never change."""
+        key = (region.region_id, index)
+        if lazy:
+            known = self._generation_sources.get(key)  # (one read: threads replace it)
+            if known is not None and known[0] is region.flushed and \
+                    known[1] is region.manifest:
+                return known[2], known[3]
+        merged = self.details.merged_generation(region.region_id)
+        mine: list[Source] = []
+        flushed_up_to = 0
+        for gen, path in region.flushed:
+            flushed_up_to = max(flushed_up_to, gen)
+            if gen <= merged:
+                continue
+            source = self._generation(region, index, gen, path, lazy=lazy)
+            if source is not None:
+                mine.append(source)
+        if region.manifest is not None:
+            flushed_up_to = max(flushed_up_to, region.manifest.current_generation - 1)
+        mine.sort(key=lambda s: -s.gen)
+        if lazy and len(self._generation_sources) < _STATES_KEPT:
+            self._generation_sources[key] = (region.flushed, region.manifest, mine,
+                                             flushed_up_to)
+        return mine, flushed_up_to
 
     def _named_memtable(self, memtable: MemTable) -> MemTable | RenamedMemTable:
         """``memtable`` with its columns named as this base version names them (a writer
@@ -512,10 +592,7 @@ class LsmView:
         """Whether every source column of the region spec is a primary-key column, so a
         key always lives in one region (a spec over other columns moves a key between
         regions when such a column changes)."""
-        if self.spec is None:
-            return False
-        names = self._source_names()
-        return bool(names) and all(n is not None and n in self.key_columns for n in names)
+        return bool(self._spec_key_positions())  # (None: not by key; []: no column)
 
     def pruned_sources(self, predicate: Expr | None) -> tuple[list[Source], list[Source]]:
         """(the sources a read with ``predicate`` scans, the sources whose keys decide
@@ -623,6 +700,16 @@ class LsmView:
             self._valid_columns.add(names)
         return list(names)
 
+    def _spec_key_positions(self) -> list[int] | None:
+        """The region spec's source columns as positions among the key columns (None:
+        no spec, or one over a column that is no key column: keys are not routed)."""
+        if not self._spec_keys:
+            names = self._source_names() if self.spec is not None else [None]
+            at = [self.key_columns.index(n) if n is not None and n in self.key_columns
+                  else -1 for n in names]
+            self._spec_keys[:] = [None if -1 in at else at]
+        return self._spec_keys[0]
+
     def _source_names(self) -> list[str | None]:
         """The region spec's source column names in the base schema (the spec exists)."""
         if not self._spec_names:
@@ -674,6 +761,9 @@ class LsmView:
 
     def _lookup_keys(self, keys: pa.Table) -> pa.Table:
         """The primary-key columns of ``keys``, in the key's types."""
+        known = self._one_values
+        if known is not None and known[0] is keys:
+            return keys  # one_key_table's: made as the key columns in their types
         if keys.num_rows == 1 and self._typed_keys(keys):
             return keys  # one key given as the key columns in their types: as it is
         missing = [k for k in self.key_columns if k not in keys.column_names]
@@ -690,9 +780,9 @@ class LsmView:
         if routed is None:
             return self.regions(None), None
         if routed.size == 1:  # one key: its region, if it exists and has a manifest
-            at = routed[routed >= 0]
-            regions = self.regions(None, at=at)
-            return regions, np.array([0 if at.size and regions else -2], np.int64)
+            position = int(routed[0])
+            regions = self.regions(None, at=[position] if position >= 0 else [])
+            return regions, np.array([0 if position >= 0 and regions else -2], np.int64)
         listed = self._listed()
         at = np.unique(routed[routed >= 0])
         regions = self.regions(None, at=at)
@@ -716,7 +806,24 @@ class LsmView:
         if not ((type(value) is int and t == pa.int64() and -(1 << 63) <= value < 1 << 63)
                 or (type(value) is str and t == pa.string())):
             return None
-        return pa.Table.from_arrays([pa.array(values, t)], schema=self._one_key_schema)
+        table = pa.Table.from_arrays([pa.array(values, t)], schema=self._one_key_schema)
+        self._one_values = (table, [value])  # (as_py of its one value gives it back)
+        return table
+
+    def _one_key(self, keys: pa.Table) -> tuple[list[object], list[pa.DataType]] | None:
+        """The key of the one-row key table ``keys`` (in the key's types, as
+        :meth:`_lookup_keys` gives it) as Python values, and the key columns' types: read
+        once per lookup, for its routing and its bloom filters' hash. None when the key
+        columns are not all top-level (the callers read ``keys`` themselves)."""
+        types = self._key_types
+        if types is None:
+            return None
+        known = self._one_values
+        if known is not None and known[0] is keys:
+            return known[1], types
+        values = [c[0].as_py() for c in keys.columns]
+        self._one_values = (keys, values)
+        return values, types
 
     def _typed_keys(self, keys: pa.Table) -> bool:
         """Whether ``keys`` holds just the key columns, in order, in the key's types, each
@@ -752,7 +859,8 @@ class LsmView:
         regions, region_index = self._lookup_regions(key_table)
         sources = self.sources(regions, lazy=True)
         schema = self._lookup_schema(output)
-        lookup_keys = Keys(key_table, region_index)
+        lookup_keys = Keys(key_table, region_index,
+                           one=self._one_key(key_table) if key_table.num_rows == 1 else None)
         children: list[ExecNode] = []
         for source in sources[1:]:
             children.append(BloomFilterGuardExec(source, TakeLastExec(source, schema,
@@ -788,13 +896,18 @@ class LsmView:
         key_table = self._lookup_keys(keys)
         regions, region_index = self._lookup_regions(key_table)
         return self._one_row(self.sources(regions, lazy=True), self._lookup_schema(output),
-                             output, Keys(key_table, region_index))
+                             output, Keys(key_table, region_index, one=self._one_key(key_table)))
 
     def _one_row(self, sources: Sequence[Source], schema: pa.Schema, output: list[str],
                  lookup_keys: Keys, trace: NodeMetrics | None = None) -> pa.Table | None:
         """The one key's newest live row from ``sources`` (see :meth:`lookup_one`);
         ``trace``: counts the sources asked and names the one that answered."""
-        wanted = [n for n in schema.names if n not in (GEN, REGION, KEY_POSITION)]
+        known = self._wanted.get(id(schema))  # (one read: threads may replace it)
+        if known is None or known[0] is not schema:
+            known = (schema, [n for n in schema.names if n not in (GEN, REGION, KEY_POSITION)])
+            if len(self._wanted) < _PLAIN_ROWS_KEPT:
+                self._wanted[id(schema)] = known  # (written whole; never changed after)
+        wanted = known[1]
         region = int(lookup_keys.region[0])
         for source in [*sources[1:], sources[0]]:
             if source.region_index is not None and region != -1 and \
@@ -876,22 +989,27 @@ class LsmView:
         spec = self.spec
         if spec is None:
             return None
-        names = self._source_names()
-        if any(n is None or n not in self.key_columns for n in names):
+        columns = self._spec_key_positions()
+        if columns is None:
             return None
+        names = [self.key_columns[i] for i in columns]
         listed = self._listed()
         known, where = self._routes(listed)
         if len(known) < len(listed):
             return None  # regions outside the spec (made by hand) may hold any key
+        if known and keys.num_rows == 1:  # one key: routed without Arrow arrays if it can
+            given = self._one_key(keys)
+            if given is not None:
+                one = scalar_region_values(spec, [given[0][i] for i in columns],
+                                           [given[1][i] for i in columns])
+            else:
+                one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
+                                           [keys.schema.field(n).type for n in names])
+            if one is not None:
+                return np.array([where.get(one, -1)], np.int64)
         routed = np.full(keys.num_rows, -1, np.int64)
         if not known or not keys.num_rows:
             return routed
-        if keys.num_rows == 1:  # one key: routed without Arrow arrays when it can be
-            one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
-                                       [keys.schema.field(n).type for n in names])
-            if one is not None:
-                routed[0] = where.get(one, -1)
-                return routed
         numbers = bucket_numbers(spec, [keys.column(n) for n in names]) \
             if keys.num_rows > _FEW_KEYS else None
         by_number = None if numbers is None else _routed_numbers(numbers, where)

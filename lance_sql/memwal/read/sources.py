@@ -312,6 +312,7 @@ class GenerationSource(_LanceSource):
         self._dataset = ds
         self._open = open
         self._bloom_at = bloom_at
+        self._bloom: PrimaryKeyBloom | None = None  # see bloom
 
     @property
     def dataset(self) -> LanceDataset:
@@ -378,6 +379,14 @@ class GenerationSource(_LanceSource):
                                                    load)
 
     def bloom(self) -> PrimaryKeyBloom:
+        """The generation's filter, kept by the source once found (a generation never
+        changes; a warm view keeps a lookup's generation sources between reads)."""
+        found = self._bloom
+        if found is None:
+            found = self._bloom = self._cached_bloom()
+        return found
+
+    def _cached_bloom(self) -> PrimaryKeyBloom:
         cache = current_runtime().cache
         if self._bloom_at is None:
             store = self.dataset.store

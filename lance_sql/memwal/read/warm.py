@@ -67,6 +67,9 @@ __all__ = ["WarmState", "WarmView"]
 LISTED_VERSIONS_MAX = 32
 
 
+_UNSTAMPED = object()  # latest_manifest's stamp when the caller took none
+
+
 @dataclass
 class WarmState:
     """What a warm view remembers between reads (see the module docstring)."""
@@ -84,9 +87,12 @@ class WarmState:
     _probes: dict[uuid.UUID, tuple[RegionManifest, list[str], Hashable | None]] = field(
         default_factory=dict)
 
-    def latest_manifest(self, log: RegionLog) -> RegionManifest | None:
+    def latest_manifest(self, log: RegionLog, stamp: tuple[Hashable, bool] | None | object
+                        = _UNSTAMPED) -> RegionManifest | None:
         """The region's latest manifest, reusing the one seen last when still latest: its
-        manifest directory unchanged since a probe found it latest, else by a probe."""
+        manifest directory unchanged since a probe found it latest, else by a probe.
+        ``stamp``: that directory's stamp as the caller just took it (default: taken
+        here)."""
         known = self.manifests.get(log.region_id)
         if known is not None:
             probe = self._probes.get(log.region_id)  # one read: threads may replace it
@@ -95,7 +101,9 @@ class WarmState:
                 probe = (known, [paths.manifest(known.version + 1),
                                  paths.manifest(known.version)], None)
                 self._probes[log.region_id] = probe
-            stamp = log.store.directory_stamp(log.paths.manifest_dir)
+            if stamp is _UNSTAMPED:
+                stamp = log.store.directory_stamp(log.paths.manifest_dir)
+            assert stamp is None or isinstance(stamp, tuple)
             if stamp is not None and probe[2] is not None and probe[2] == stamp[0]:
                 return known  # no manifest written or removed there since
             following, still = log.store.exists_many(probe[1])
@@ -140,10 +148,10 @@ class WarmView:
                 # _versions/ as it was when the warm view was last found current: nothing
                 # was committed since (a stat instead of a listing; see the module doc),
                 # and its manifest is still the file it was (not one copied over it)
-                stamp = store.directory_stamp(VERSIONS_DIR)
+                stamp, same = self._versions_stamp(store)
                 current = self._current  # one read: another thread may replace it
                 if stamp is not None and current is not None and current[0] is warm and \
-                        current[1] == stamp[0] and self._same_file():
+                        current[1] == stamp[0] and same():
                     return warm.fresh()
                 ref = self._listed_latest(store)
             if ref is not None and ref.version == warm.base.version and \
@@ -157,6 +165,19 @@ class WarmView:
         self._anchor_at(view)
         self._view = view
         return view
+
+    def _versions_stamp(self, store: ObjectStore
+                        ) -> tuple[tuple[Hashable, bool] | None, Callable[[], bool]]:
+        """(the stamp of ``_versions/``, :meth:`_same_file` to call after it): when the
+        anchor's manifest lies there, its identity comes from the same walk as the
+        stamp (one ``lstat`` of it instead of a walk to it)."""
+        anchor = self._anchor  # one read: another thread may replace it
+        prefix = VERSIONS_DIR + "/"
+        if anchor is None or anchor[0] is not store or not anchor[1].startswith(prefix):
+            return store.directory_stamp(VERSIONS_DIR), self._same_file
+        stamp, seen = store.stamp_and_identities(VERSIONS_DIR, [anchor[1][len(prefix):]])
+        found = seen[0]
+        return stamp, lambda: found is not None and found == anchor[2]
 
     def _same_file(self, seen: Hashable = None) -> bool:
         """Whether the manifest the state was built over (the anchor) is still the file it
