@@ -710,11 +710,10 @@ def search_sorted(column: LeafColumn, start: int, stop: int, key: int | bytes
     found = _plain_ints(column, start, stop)
     if found is None:
         return None
-    page, kind, bits, a, c0, c1 = found
+    ints, a, c0, c1 = found
     base = start - a
     b = a + stop - start
-    t = column.leaf_type
-    value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(t), c0, c1)
+    value = _SortedValues.of(ints, c0, c1)
     lo = _lower_bound(value, a, b, key)
     return base + lo, base + _run_end(value, lo, b, key)
 
@@ -734,33 +733,69 @@ def _run_end(value: Callable[[int], K], lo: int, b: int, key: K) -> int:
 
 
 def _plain_ints(column: LeafColumn, start: int, stop: int
-                ) -> tuple[MiniBlockPage, str, int, int, int, int] | None:
-    """(page, encoding kind, bits, page row of ``start``, first and last chunk) when rows
-    ``[start, stop)`` lie in one mini-block page of plain non-null integers (flat or
+                ) -> tuple[_IntPage, int, int, int] | None:
+    """(the page's :class:`_IntPage`, page row of ``start``, first and last chunk) when
+    rows ``[start, stop)`` lie in one mini-block page of plain non-null integers (flat or
     inline-bitpacked, no dictionary, no general compression), else None."""
-    t = column.leaf_type
-    if not pa.types.is_integer(t) or stop <= start:
+    if stop <= start:
         return None
-    found = _one_flat_page(column, start, stop)
-    if found is None:
+    row_starts = column.info.row_starts
+    p = 0 if row_starts.size == 2 else int(row_starts.searchsorted(start, "right")) - 1
+    base = int(row_starts[p])
+    if stop > int(row_starts[p + 1]):
         return None
-    page, base = found
-    enc = page.layout.value_compression
-    kind = cz.kind(enc)
-    if kind == "flat":
-        bits = int(enc.flat.bits_per_value)
-    elif kind == "inline_bitpacking":
-        bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
-    else:
-        return None
-    if bits != t.bit_width:
-        return None
-    page.load()
-    if page.dictionary is not None:
+    ints = _int_page(column.page(p))
+    if ints is None:
         return None
     a, b = start - base, stop - base
-    c0, c1 = _chunk_span(page, a, b)
-    return page, kind, bits, a, c0, c1
+    c0, c1 = _chunk_span(ints.page, a, b)
+    return ints, a, c0, c1
+
+
+def _int_page(page: object) -> _IntPage | None:
+    """The :class:`_IntPage` of a page of plain non-null integers (loaded, made once and
+    kept on the page), else None."""
+    if not isinstance(page, MiniBlockPage):
+        return None
+    found = page.point_ints
+    if found is None:  # (two threads may both make it: the same answer)
+        found = page.point_ints = _IntPage.of(page) or False
+    return found if isinstance(found, _IntPage) else None
+
+
+class _IntPage:
+    """A loaded mini-block page of plain non-null integers as single values are read from
+    it (:func:`search_sorted`, :func:`ints_at`): what its layout gives, derived once."""
+
+    def __init__(self, page: MiniBlockPage, flat: bool, bits: int) -> None:
+        self.page, self.flat, self.bits, self.wb = page, flat, bits, bits // 8
+        self.signed = pa.types.is_signed_integer(page.leaf_type)
+        self.head = (2 + (4 if page.large else 2) + 7) & ~7
+        self.fmt = "<HI" if page.large else "<HH"
+        self.lanes = 1024 // bits
+        self.row_of, self.lane_of = (None, None) if flat else sparse.row_lane(bits)
+
+    @classmethod
+    def of(cls, page: MiniBlockPage) -> _IntPage | None:
+        """The page's layout when its values are plain non-null integers of the page's
+        type, in one value buffer without levels, else None."""
+        t = page.leaf_type
+        if not pa.types.is_integer(t) or page.has_rep or page.has_def or page.nbuf != 1:
+            return None
+        enc = page.layout.value_compression
+        kind = cz.kind(enc)
+        if kind == "flat":
+            bits = int(enc.flat.bits_per_value)
+        elif kind == "inline_bitpacking":
+            bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+        else:
+            return None
+        if bits != t.bit_width:
+            return None
+        page.load()
+        if page.dictionary is not None:
+            return None
+        return cls(page, kind == "flat", bits)
 
 
 def _one_flat_page(column: LeafColumn, start: int, stop: int
@@ -803,9 +838,8 @@ def ints_at(column: LeafColumn, start: int, stop: int) -> list[int] | None:
     found = _plain_ints(column, start, stop)
     if found is None:
         return None
-    page, kind, bits, a, c0, c1 = found
-    value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(column.leaf_type),
-                             c0, c1)
+    ints, a, c0, c1 = found
+    value = _SortedValues.of(ints, c0, c1)
     return [value(r) for r in range(a, a + stop - start)]
 
 
@@ -854,74 +888,74 @@ class _SortedValues:
     """Single integer values of a page's chunks read back to back (see
     :func:`search_sorted`), by page row; each chunk's header parsed on first use."""
 
-    def __init__(self, page: MiniBlockPage, kind: str, bits: int, signed: bool,
-                 data: bytes, cstart: list[int], c0: int) -> None:
-        self.page, self.kind, self.bits, self.signed = page, kind, bits, signed
+    def __init__(self, ints: _IntPage, data: memoryview, cstart: list[int], c0: int
+                 ) -> None:
+        self.ints, self.page = ints, ints.page
         self.data, self.cstart, self.c0 = data, cstart, c0
-        self.wb = bits // 8
-        self.head = (2 + (4 if page.large else 2) + 7) & ~7
-        self.fmt = "<HI" if page.large else "<HH"
         self.chunks: dict[int, tuple[int, int, int]] = {}  # chunk -> (start, count, width)
-        self.lanes = 1024 // bits
-        self.row_of: np.ndarray | None = None
-        self.lane_of: np.ndarray | None = None
 
     @classmethod
-    def of(cls, page: MiniBlockPage, kind: str, bits: int, signed: bool, c0: int, c1: int
-           ) -> _SortedValues:
-        """The values of chunks ``c0..c1`` of ``page``, their bytes read at once."""
-        raw, cstart = page.chunk_bytes(np.arange(c0, c1 + 1))
-        return cls(page, kind, bits, signed, raw.tobytes(), cstart.tolist(), c0)
+    def of(cls, ints: _IntPage, c0: int, c1: int) -> _SortedValues:
+        """The values of chunks ``c0..c1`` of the page, their bytes read at once (a view
+        of a mapped file: nothing copied)."""
+        if c0 == c1:  # (a few ids: one chunk)
+            return cls(ints, memoryview(_read_chunk(ints.page, c0)), [0], c0)
+        raw, cstart = ints.page.chunk_bytes(np.arange(c0, c1 + 1))
+        return cls(ints, raw.data, cstart.tolist(), c0)
 
     def _chunk(self, c: int) -> tuple[int, int, int]:
         found = self.chunks.get(c)
         if found is not None:
             return found
-        page, where = self.page, self.page.where
+        ints, page = self.ints, self.page
+        where = page.where
         at = self.cstart[c - self.c0]
         csize, count = int(page.chunk_sizes[c]), int(page.chunk_values[c])
-        if csize < self.head:
+        if csize < ints.head:
             raise FormatError(f"{where}: chunk smaller than its header")
-        _, size = struct.unpack_from(self.fmt, self.data, at)
-        if self.head + ((size + 7) & ~7) > csize:
+        _, size = struct.unpack_from(ints.fmt, self.data, at)
+        if ints.head + ((size + 7) & ~7) > csize:
             raise FormatError(f"{where}: chunk buffers run past the chunk")
-        start, wb, width = at + self.head, self.wb, 0
-        if self.kind == "flat":
+        start, wb, width = at + ints.head, ints.wb, 0
+        if ints.flat:
             if size < count * wb:
                 raise FormatError(f"{where}: chunk holds fewer bytes than its values need")
         else:
             if size < wb:
                 raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
             width = int.from_bytes(self.data[start : start + wb], "little")
-            if width > self.bits or size != (1 + width * self.lanes) * wb:
+            if width > ints.bits or size != (1 + width * ints.lanes) * wb:
                 raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
         found = self.chunks[c] = (start, count, width)
         return found
 
     def __call__(self, row: int) -> int:
-        page = self.page
-        c, p = _chunk_of(page, row)
+        page, ints = self.page, self.ints
+        shift = page.shift
+        if shift is not None:
+            c, p = row >> shift, row & ((1 << shift) - 1)
+        else:
+            c, p = _chunk_of(page, row)
         start, count, width = self._chunk(c)
         if p >= count:
             raise FormatError(f"{page.where}: row past the values of its chunk")
-        data, wb, bits = self.data, self.wb, self.bits
-        if self.kind == "flat":
+        data, wb = self.data, ints.wb
+        if ints.flat:
             j = start + p * wb
-            return int.from_bytes(data[j : j + wb], "little", signed=self.signed)
+            return int.from_bytes(data[j : j + wb], "little", signed=ints.signed)
         value = 0
         if width:
-            if self.row_of is None:
-                self.row_of, self.lane_of = sparse.row_lane(bits)
-            assert self.lane_of is not None
-            w0, shift = divmod(int(self.row_of[p]) * width, bits)
-            j = start + (1 + w0 * self.lanes + int(self.lane_of[p])) * wb
+            bits, lanes = ints.bits, ints.lanes
+            assert ints.row_of is not None and ints.lane_of is not None
+            w0, shift = divmod(int(ints.row_of[p]) * width, bits)
+            j = start + (1 + w0 * lanes + int(ints.lane_of[p])) * wb
             value = int.from_bytes(data[j : j + wb], "little") >> shift
             if shift + width > bits:  # continues in the next word of its lane
-                j += self.lanes * wb
+                j += lanes * wb
                 value |= int.from_bytes(data[j : j + wb], "little") << (bits - shift)
             value &= (1 << width) - 1
-        if self.signed and value >> (bits - 1):
-            value -= 1 << bits
+        if ints.signed and value >> (ints.bits - 1):
+            value -= 1 << ints.bits
         return value
 
 

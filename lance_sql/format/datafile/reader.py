@@ -153,6 +153,8 @@ class LanceFileReader:
         self._checked_pages: set[tuple[int, int]] = set()
         self._list_bases: dict[int, np.ndarray] = {}
         self._leaf_columns: dict[tuple[int, pa.DataType], LeafColumn] = {}
+        # (field id, column) -> (the field, its leaf column: None when _plain refuses it)
+        self._plain_columns: dict[tuple[int, int], tuple[LanceField, LeafColumn | None]] = {}
         self._fields_v21 = FieldReader(self._leaf_column, path)
 
     def _check_buffer_layout(self) -> None:
@@ -407,14 +409,29 @@ class LanceFileReader:
     def _plain(self, field: LanceField, column_indices: Mapping[int, int], start: int,
                stop: int, how, *args):  # fmt: skip
         index = column_indices.get(field.id)
-        if not self._structural or index is None or field.children or \
-                not owns_column(field) or read_type(field, False) != field.arrow_type:
+        if index is None:
+            return None
+        # the field's checks and leaf column, kept for the same field object (an index's
+        # searches pass the same fields each time; written whole, threads share it)
+        kept = self._plain_columns.get((field.id, index))
+        if kept is not None and kept[0] is not field:
+            kept = None
+        if kept is None and not (self._structural and not field.children and
+                                 owns_column(field) and
+                                 read_type(field, False) == field.arrow_type):
+            self._plain_columns[(field.id, index)] = (field, None)
+            return None
+        if kept is not None and kept[1] is None:
             return None
         if start < 0 or stop > self.num_rows:
             raise InvalidInputError(
                 f"{self.path}: rows {start}..{stop} out of range ({self.num_rows} rows)")
         try:
-            column = self._leaf_column(index, field, field.arrow_type)
+            if kept is None:
+                column = self._leaf_column(index, field, field.arrow_type)
+                self._plain_columns[(field.id, index)] = (field, column)
+            else:
+                column = kept[1]
             return how(column, start, stop, *args)
         except LanceError:
             raise
