@@ -102,6 +102,11 @@ def take_row(column: LeafColumn, row: int) -> pa.Array | None:
     row_starts = column.info.row_starts
     p = 0 if row_starts.size == 2 else int(row_starts.searchsorted(row, "right")) - 1
     page = column.page(p)
+    plain = _row_page(page)
+    if plain is not None:  # (made from the column: the page's type is the column's)
+        one = _take_plain(plain, row - int(row_starts[p]))
+        return one if page.leaf_type is column.leaf_type or one.type == column.leaf_type \
+            else None
     if not suits(page):
         return None
     assert isinstance(page, MiniBlockPage)
@@ -561,6 +566,147 @@ def _split(page: MiniBlockPage, raw: np.ndarray, cstart: np.ndarray,
 
 
 # ------------------------------------------------------------------ one row
+def _row_page(page: object) -> _RowPage | None:
+    """The :class:`_RowPage` of a page whose one row :func:`_take_plain` takes (loaded,
+    made once and kept on the page), else None (:func:`_take_one` or the general path)."""
+    if not isinstance(page, MiniBlockPage):
+        return None
+    found = page.point_row
+    if found is None:  # (two threads may both make it: the same answer)
+        found = page.point_row = _RowPage.of(page) or False
+    return found if isinstance(found, _RowPage) else None
+
+
+class _RowPage:
+    """A loaded mini-block page of non-null plain values (numbers of their type's width,
+    flat or inline-bitpacked; strings / binaries of flat offsets; LZ4 / ZSTD around flat
+    or variable values), one value buffer, no levels, no dictionary: what taking one row
+    of it needs, derived once (:func:`_take_one` derives it on every take)."""
+
+    def __init__(self, page: MiniBlockPage, kind: str, enc: pb.CompressiveEncoding,
+                 scheme: int | None) -> None:
+        self.page, self.kind, self.scheme = page, kind, scheme
+        self.t = page.leaf_type
+        self.head = (2 + (4 if page.large else 2) + 7) & ~7
+        self.fmt = "<HI" if page.large else "<HH"
+        self.width = self.bits = self.wb = self.lanes = 0
+        self.offsets = "<II"
+        self.row_of: np.ndarray | None = None
+        self.lane_of: np.ndarray | None = None
+        if kind == "flat":
+            self.width = int(enc.flat.bits_per_value) // 8
+        elif kind == "inline_bitpacking":
+            self.bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+            self.wb, self.lanes = self.bits // 8, 1024 // self.bits
+            self.row_of, self.lane_of = sparse.row_lane(self.bits)
+        else:
+            self.wb = sparse.string_offset_bytes(enc, page.where)
+            self.offsets = "<II" if self.wb == 4 else "<QQ"
+        self.utf8 = pa.types.is_string(self.t) or pa.types.is_large_string(self.t)
+        self.large = pa.types.is_large_string(self.t) or pa.types.is_large_binary(self.t)
+
+    @classmethod
+    def of(cls, page: MiniBlockPage) -> _RowPage | None:
+        """The page's layout when it is such a page, else None."""
+        if page.has_rep or page.has_def or page.nbuf != 1:
+            return None
+        found = page_values(page)
+        if found is None:
+            return None
+        enc, scheme = found
+        kind = cz.kind(enc)
+        t = page.leaf_type
+        if kind == "flat":
+            bits = int(enc.flat.bits_per_value)
+        elif kind == "inline_bitpacking":
+            bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+            if bits not in (8, 16, 32, 64):
+                return None  # (_take_one reports it)
+        elif kind != "variable" or t not in _PLAIN_BYTES:
+            return None
+        if kind != "variable" and not ((pa.types.is_integer(t) or pa.types.is_floating(t)
+                                        or pa.types.is_temporal(t)) and t.bit_width == bits
+                                       and bits % 8 == 0 and bits):
+            return None
+        page.load()
+        if page.dictionary is not None:
+            return None
+        return cls(page, kind, enc, scheme)
+
+
+def _take_plain(plain: _RowPage, row: int) -> pa.Array:
+    """Row ``row`` of a :class:`_RowPage`'s page: :func:`_take_one` with the layout's
+    steps done (same value, same checks and errors)."""
+    page = plain.page
+    where = page.where
+    shift = page.shift
+    if shift is not None:
+        c, p = row >> shift, row & ((1 << shift) - 1)
+    else:
+        c = int(np.searchsorted(page.row_end, row, "right"))
+        p = row - int(page.first_row[c]) if c < page.chunk_sizes.size else 0
+    if c >= page.chunk_sizes.size:
+        raise FormatError(f"{where}: row {row} past the page's chunks")
+    csize, count = int(page.chunk_sizes[c]), int(page.chunk_values[c])
+    data = memoryview(_read_chunk(page, c)).cast("B")
+    head = plain.head
+    if csize < head:
+        raise FormatError(f"{where}: chunk smaller than its header")
+    _, size = struct.unpack_from(plain.fmt, data)
+    if head + ((size + 7) & ~7) > csize:
+        raise FormatError(f"{where}: chunk buffers run past the chunk")
+    if p >= count:
+        raise FormatError(f"{where}: row past the values of its chunk")
+    values: bytes | memoryview = data
+    start = head
+    if plain.scheme is not None:
+        values = memoryview(inflate(plain.scheme, data[head : head + size], where))
+        start, size = 0, len(values)
+    kind = plain.kind
+    if kind == "flat":
+        width = plain.width
+        if (p + 1) * width > size:
+            raise FormatError(f"{where}: chunk holds fewer bytes than its values need")
+        j = start + p * width
+        return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(bytes(values[j : j + width]))])
+    if kind == "inline_bitpacking":
+        bits, wb, lanes = plain.bits, plain.wb, plain.lanes
+        if size < wb:
+            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        width = int.from_bytes(values[start : start + wb], "little")
+        if width > bits:
+            raise FormatError(f"{where}: bit width {width} over {bits} bits")
+        if size != (1 + width * lanes) * wb:
+            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        value = 0
+        if width:
+            assert plain.row_of is not None and plain.lane_of is not None
+            w0, bit = divmod(int(plain.row_of[p]) * width, bits)
+            j = start + (1 + w0 * lanes + int(plain.lane_of[p])) * wb
+            value = int.from_bytes(values[j : j + wb], "little") >> bit
+            if bit + width > bits:  # continues in the next word of its lane
+                j += lanes * wb
+                value |= int.from_bytes(values[j : j + wb], "little") << (bits - bit)
+            value &= (1 << width) - 1
+        return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(value.to_bytes(wb,
+                                                                                    "little"))])
+    wb = plain.wb
+    if size < (count + 1) * wb:
+        raise FormatError(f"{where}: string chunk too small for its offsets")
+    lo, hi = struct.unpack_from(plain.offsets, values, start + p * wb)
+    if hi < lo or hi > size or lo < (count + 1) * wb:
+        raise FormatError(f"{where}: string offsets point outside their chunk")
+    value_bytes = bytes(values[start + lo : start + hi])
+    if plain.utf8:
+        try:
+            value_bytes.decode("utf-8")  # checked here: the array below is not validated
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
+    offsets = struct.pack("<qq" if plain.large else "<ii", 0, len(value_bytes))
+    return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(offsets),
+                                              pa.py_buffer(value_bytes)])
+
+
 def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
     """Row ``row`` of a loaded page: the one chunk read and its header parsed with
     ``struct``, the value located with integer arithmetic (no arrays until the end)."""
