@@ -155,6 +155,9 @@ class LanceFileReader:
         self._leaf_columns: dict[tuple[int, pa.DataType], LeafColumn] = {}
         # (field id, column) -> (the field, its leaf column: None when _plain refuses it)
         self._plain_columns: dict[tuple[int, int], tuple[LanceField, LeafColumn | None]] = {}
+        # (field id, column, blob descriptions) -> (the field, point_column's answer)
+        self._point_columns: dict[tuple[int, int, bool],
+                                  tuple[LanceField, LeafColumn | None]] = {}
         self._fields_v21 = FieldReader(self._leaf_column, path)
 
     def _check_buffer_layout(self) -> None:
@@ -465,14 +468,22 @@ class LanceFileReader:
         """The leaf column of ``field`` when its rows may be taken through :mod:`point`
         (a 2.1+ leaf field read as its own type); None otherwise."""
         index = colmap.get(field.id)
-        if not self._structural or index is None or not owns_column(field) or \
-                field.children or field.is_legacy_blob or field.is_blob_v2 or \
-                field.logical_type == "json":
+        if index is None:
             return None
-        leaf_type = read_type(field, blobs)
-        if leaf_type != field.arrow_type:
-            return None
-        return self._leaf_column(index, field, leaf_type)
+        # kept for the same field object (a point lookup asks the same fields each time;
+        # written whole, threads share it)
+        kept = self._point_columns.get((field.id, index, blobs))
+        if kept is not None and kept[0] is field:
+            return kept[1]
+        column = None
+        if self._structural and owns_column(field) and not field.children and \
+                not field.is_legacy_blob and not field.is_blob_v2 and \
+                field.logical_type != "json":
+            leaf_type = read_type(field, blobs)
+            if leaf_type == field.arrow_type:
+                column = self._leaf_column(index, field, leaf_type)
+        self._point_columns[(field.id, index, blobs)] = (field, column)
+        return column
 
     def _take_point(self, field: LanceField, colmap: Mapping[int, int],
                     rows: np.ndarray | None, blobs: bool, starts: np.ndarray,
