@@ -591,14 +591,14 @@ class _RowPage:
         self.fmt = "<HI" if page.large else "<HH"
         self.width = self.bits = self.wb = self.lanes = 0
         self.offsets = "<II"
-        self.row_of: np.ndarray | None = None
-        self.lane_of: np.ndarray | None = None
+        self.row_of: list[int] | None = None
+        self.lane_of: list[int] | None = None
         if kind == "flat":
             self.width = int(enc.flat.bits_per_value) // 8
         elif kind == "inline_bitpacking":
             self.bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
             self.wb, self.lanes = self.bits // 8, 1024 // self.bits
-            self.row_of, self.lane_of = sparse.row_lane(self.bits)
+            self.row_of, self.lane_of = _row_lane_lists(self.bits)
         else:
             self.wb = sparse.string_offset_bytes(enc, page.where)
             self.offsets = "<II" if self.wb == 4 else "<QQ"
@@ -681,8 +681,8 @@ def _take_plain(plain: _RowPage, row: int) -> pa.Array:
         value = 0
         if width:
             assert plain.row_of is not None and plain.lane_of is not None
-            w0, bit = divmod(int(plain.row_of[p]) * width, bits)
-            j = start + (1 + w0 * lanes + int(plain.lane_of[p])) * wb
+            w0, bit = divmod(plain.row_of[p] * width, bits)
+            j = start + (1 + w0 * lanes + plain.lane_of[p]) * wb
             value = int.from_bytes(values[j : j + wb], "little") >> bit
             if bit + width > bits:  # continues in the next word of its lane
                 j += lanes * wb
@@ -909,6 +909,16 @@ def _int_page(page: object) -> _IntPage | None:
     return found if isinstance(found, _IntPage) else None
 
 
+_WORD_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}  # struct codes (upper case: unsigned)
+
+
+@functools.cache
+def _row_lane_lists(bits: int) -> tuple[list[int], list[int]]:
+    """:func:`sparse.row_lane` as Python lists (one value at a time: no numpy scalars)."""
+    row_of, lane_of = sparse.row_lane(bits)
+    return row_of.tolist(), lane_of.tolist()
+
+
 class _IntPage:
     """A loaded mini-block page of plain non-null integers as single values are read from
     it (:func:`search_sorted`, :func:`ints_at`): what its layout gives, derived once."""
@@ -919,7 +929,11 @@ class _IntPage:
         self.head = (2 + (4 if page.large else 2) + 7) & ~7
         self.fmt = "<HI" if page.large else "<HH"
         self.lanes = 1024 // bits
-        self.row_of, self.lane_of = (None, None) if flat else sparse.row_lane(bits)
+        # a value (flat) or word (bitpacked) at a byte offset: one struct call
+        self.word = struct.Struct("<" + _WORD_CODES[bits].upper()).unpack_from
+        if flat and self.signed:
+            self.word = struct.Struct("<" + _WORD_CODES[bits]).unpack_from
+        self.row_of, self.lane_of = (None, None) if flat else _row_lane_lists(bits)
 
     @classmethod
     def of(cls, page: MiniBlockPage) -> _IntPage | None:
@@ -1085,20 +1099,18 @@ class _SortedValues:
         start, count, width = self._chunk(c)
         if p >= count:
             raise FormatError(f"{page.where}: row past the values of its chunk")
-        data, wb = self.data, ints.wb
+        data, wb, word = self.data, ints.wb, ints.word
         if ints.flat:
-            j = start + p * wb
-            return int.from_bytes(data[j : j + wb], "little", signed=ints.signed)
+            return word(data, start + p * wb)[0]
         value = 0
         if width:
             bits, lanes = ints.bits, ints.lanes
             assert ints.row_of is not None and ints.lane_of is not None
-            w0, shift = divmod(int(ints.row_of[p]) * width, bits)
-            j = start + (1 + w0 * lanes + int(ints.lane_of[p])) * wb
-            value = int.from_bytes(data[j : j + wb], "little") >> shift
+            w0, shift = divmod(ints.row_of[p] * width, bits)
+            j = start + (1 + w0 * lanes + ints.lane_of[p]) * wb
+            value = word(data, j)[0] >> shift
             if shift + width > bits:  # continues in the next word of its lane
-                j += lanes * wb
-                value |= int.from_bytes(data[j : j + wb], "little") << (bits - shift)
+                value |= word(data, j + lanes * wb)[0] << (bits - shift)
             value &= (1 << width) - 1
         if ints.signed and value >> (ints.bits - 1):
             value -= 1 << ints.bits
