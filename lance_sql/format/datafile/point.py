@@ -842,15 +842,17 @@ def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int,
 
 
 # ------------------------------------------------------------------ sorted search
-def search_sorted(column: LeafColumn, start: int, stop: int, key: int | bytes
-                  ) -> tuple[int, int] | None:
+def search_sorted(column: LeafColumn, start: int, stop: int, key: int | bytes,
+                  ends: tuple[int, int] | None = None) -> tuple[int, int] | None:
     """The rows ``[lo, hi)`` of ``[start, stop)`` whose value equals ``key``, in a run of
     ascending integers (one page of a BTREE index's values): two binary searches
     reading single values out of the run's chunks (one read), instead of decoding the
     whole run. None when the run leaves its page or the page is not a mini-block page
     of plain (flat or inline-bitpacked, uncompressed, non-null) integers: the caller
     decodes the run. A ``bytes`` key searches a run of strings / binaries in byte order
-    instead (see :func:`_search_bytes`)."""
+    instead (see :func:`_search_bytes`). ``ends``: the run's first and last values when
+    the caller knows them (an index page's bounds), which only place the first probe
+    (see :func:`_lower_bound`)."""
     if isinstance(key, bytes):
         return _search_bytes(column, start, stop, key)
     found = _plain_ints(column, start, stop)
@@ -860,7 +862,7 @@ def search_sorted(column: LeafColumn, start: int, stop: int, key: int | bytes
     base = start - a
     b = a + stop - start
     value = _SortedValues.of(ints, c0, c1)
-    lo = _lower_bound(value, a, b, key)
+    lo = _lower_bound(value, a, b, key, ends)
     return base + lo, base + _run_end(value, lo, b, key)
 
 
@@ -1006,14 +1008,22 @@ def ints_at(column: LeafColumn, start: int, stop: int) -> list[int] | None:
 _INTERPOLATE_FROM = 16  # rows: shorter ranges are bisected straight away
 
 
-def _lower_bound(value: _SortedValues, lo: int, hi: int, key: int) -> int:
+def _lower_bound(value: _SortedValues, lo: int, hi: int, key: int,
+                 ends: tuple[int, int] | None = None) -> int:
     """:func:`_bisect` (the first row of ``[lo, hi)`` not below ``key``) guessing first:
     the row interpolated between the values at the range's ends (a page of an index on
     ids holds evenly spread keys: the guess lands on the row), checked with its
     neighbour; bisection of what is left otherwise. Four probes for evenly spread keys
-    instead of ~12 for a page of 4096; at most four more than bisection."""
+    instead of ~12 for a page of 4096; at most four more than bisection. ``ends``: those
+    two values as the caller knows them, when ``key`` lies above the first and not above
+    the last: two probes (and their chunks) fewer; they only place the guess, the row
+    is still found by the values read (:func:`_from_guess`)."""
     if hi - lo < _INTERPOLATE_FROM:
         return _bisect(value, lo, hi, key, right=False)
+    if ends is not None and ends[0] < key <= ends[1]:
+        span = hi - 1 - lo
+        guess = lo + min(span, -(-(key - ends[0]) * span // (ends[1] - ends[0])))
+        return _from_guess(value, lo, hi, key, guess)
     first, last = value(lo), value(hi - 1)
     if first >= key:
         return lo
@@ -1029,6 +1039,19 @@ def _lower_bound(value: _SortedValues, lo: int, hi: int, key: int) -> int:
     if guess + 1 == hi - 1 or value(guess + 1) >= key:  # the row is in (guess, hi - 1]
         return guess + 1
     return _bisect(value, guess + 2, hi - 1, key, right=False)
+
+
+def _from_guess(value: _SortedValues, lo: int, hi: int, key: int, guess: int) -> int:
+    """The first row of ``[lo, hi)`` not below ``key``, probing ``guess`` (in the range)
+    and its neighbour first, then bisecting what is left; every step decided by the
+    values read (nothing assumed of the range's ends)."""
+    if value(guess) >= key:  # the row is in [lo, guess]
+        if guess == lo or value(guess - 1) < key:
+            return guess
+        return _bisect(value, lo, guess - 1, key, right=False)
+    if guess + 1 == hi or value(guess + 1) >= key:  # the row is in (guess, hi]
+        return guess + 1
+    return _bisect(value, guess + 2, hi, key, right=False)
 
 
 def _bisect(value: Callable[[int], K], lo: int, hi: int, key: K, *, right: bool) -> int:
@@ -1053,6 +1076,7 @@ class _SortedValues:
         self.ints, self.page = ints, ints.page
         self.data, self.cstart, self.c0 = data, cstart, c0
         self.chunks: dict[int, tuple[int, int, int]] = {}  # chunk -> (start, count, width)
+        self.read: dict[int, int] = {}  # row -> its value, read already (a search repeats some)
 
     @classmethod
     def of(cls, ints: _IntPage, c0: int, c1: int) -> _SortedValues:
@@ -1090,6 +1114,12 @@ class _SortedValues:
         return found
 
     def __call__(self, row: int) -> int:
+        known = self.read.get(row)
+        if known is None:
+            known = self.read[row] = self._value(row)
+        return known
+
+    def _value(self, row: int) -> int:
         page, ints = self.page, self.ints
         shift = page.shift
         if shift is not None:

@@ -395,12 +395,15 @@ class LanceFileReader:
                              few)
 
     def search_sorted(self, field: LanceField, column_indices: Mapping[int, int],
-                      start: int, stop: int, key: int | bytes) -> tuple[int, int] | None:
+                      start: int, stop: int, key: int | bytes,
+                      ends: tuple[int, int] | None = None) -> tuple[int, int] | None:
         """Rows ``[lo, hi)`` of ``[start, stop)`` where integer ``field`` (string / binary
         for a ``bytes`` key), ascending there (an index page), equals ``key``: a binary
         search of single values (:func:`point.search_sorted`); None when the column is
-        not searchable that way."""
-        return self._plain(field, column_indices, start, stop, point.search_sorted, key)
+        not searchable that way. ``ends``: the run's first and last values when known
+        (they place the first probe)."""
+        return self._plain(field, column_indices, start, stop, point.search_sorted, key,
+                           ends)
 
     def ints_at(self, field: LanceField, column_indices: Mapping[int, int],
                 start: int, stop: int) -> list[int] | None:

@@ -548,9 +548,14 @@ class BTreeIndex:
             return None  # a page asked for this often is decoded and kept
         searched.count += 1  # (a lost count under threads only delays the decode)
         start, length = self.lookup.page_rows(page)
+        ends = None  # the page's first and last key, from its bounds (they place a probe)
+        lo_keys, hi_keys = self.bounds.min_keys, self.bounds.max_keys
+        if isinstance(key, int) and lo_keys is not None and hi_keys is not None and \
+                lo_keys.dtype.kind in "iu" and hi_keys.dtype.kind in "iu":
+            ends = (int(lo_keys[page]), int(hi_keys[page]))
         try:
             found = self.data.search_sorted(self.data.schema.fields[0], self.column_map,
-                                            start, start + length, key)
+                                            start, start + length, key, ends)
         except LanceError as exc:
             raise FormatError(f"{self.path}: page {page}: {exc}") from exc
         if found is None:
