@@ -935,7 +935,10 @@ class _IntPage:
         self.word = struct.Struct("<" + _WORD_CODES[bits].upper()).unpack_from
         if flat and self.signed:
             self.word = struct.Struct("<" + _WORD_CODES[bits]).unpack_from
-        self.row_of, self.lane_of = (None, None) if flat else _row_lane_lists(bits)
+        self.row_of: list[int] | None = None
+        self.lane_of: list[int] | None = None
+        if not flat:
+            self.row_of, self.lane_of = _row_lane_lists(bits)
 
     @classmethod
     def of(cls, page: MiniBlockPage) -> _IntPage | None:

@@ -433,11 +433,10 @@ class LanceFileReader:
             raise InvalidInputError(
                 f"{self.path}: rows {start}..{stop} out of range ({self.num_rows} rows)")
         try:
-            if kept is None:
+            column = kept[1] if kept is not None else None
+            if column is None:
                 column = self._leaf_column(index, field, field.arrow_type)
                 self._plain_columns[(field.id, index)] = (field, column)
-            else:
-                column = kept[1]
             return how(column, start, stop, *args)
         except LanceError:
             raise
