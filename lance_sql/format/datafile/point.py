@@ -660,7 +660,8 @@ def _take_plain(plain: _RowPage, row: int) -> pa.Array:
     values: bytes | memoryview = data
     start = head
     if plain.scheme is not None:
-        values = memoryview(inflate(plain.scheme, data[head : head + size], where))
+        values = memoryview(inflate(plain.scheme, data[head : head + size], where,
+                                    buffer=True))  # (the codec's buffer: not copied)
         start, size = 0, len(values)
     kind = plain.kind
     if kind == "flat":
