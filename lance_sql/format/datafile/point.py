@@ -104,7 +104,7 @@ def take_row(column: LeafColumn, row: int) -> pa.Array | None:
     page = column.page(p)
     plain = _row_page(page)
     if plain is not None:  # (made from the column: the page's type is the column's)
-        one = _take_plain(plain, row - int(row_starts[p]))
+        one = _take_plain(page, plain, row - int(row_starts[p]))
         return one if page.leaf_type is column.leaf_type or one.type == column.leaf_type \
             else None
     if not suits(page):
@@ -585,7 +585,8 @@ class _RowPage:
 
     def __init__(self, page: MiniBlockPage, kind: str, enc: pb.CompressiveEncoding,
                  scheme: int | None) -> None:
-        self.page, self.kind, self.scheme = page, kind, scheme
+        # (no reference to the page, which keeps this: no cycle holding its file open)
+        self.kind, self.scheme = kind, scheme
         self.t = page.leaf_type
         self.head = (2 + (4 if page.large else 2) + 7) & ~7
         self.fmt = "<HI" if page.large else "<HH"
@@ -634,10 +635,9 @@ class _RowPage:
         return cls(page, kind, enc, scheme)
 
 
-def _take_plain(plain: _RowPage, row: int) -> pa.Array:
-    """Row ``row`` of a :class:`_RowPage`'s page: :func:`_take_one` with the layout's
-    steps done (same value, same checks and errors)."""
-    page = plain.page
+def _take_plain(page: MiniBlockPage, plain: _RowPage, row: int) -> pa.Array:
+    """Row ``row`` of a page through its :class:`_RowPage`: :func:`_take_one` with the
+    layout's steps done (same value, same checks and errors)."""
     where = page.where
     shift = page.shift
     if shift is not None:
@@ -859,10 +859,10 @@ def search_sorted(column: LeafColumn, start: int, stop: int, key: int | bytes,
     found = _plain_ints(column, start, stop)
     if found is None:
         return None
-    ints, a, c0, c1 = found
+    page, ints, a, c0, c1 = found
     base = start - a
     b = a + stop - start
-    value = _SortedValues.of(ints, c0, c1)
+    value = _SortedValues.of(page, ints, c0, c1)
     lo = _lower_bound(value, a, b, key, ends)
     return base + lo, base + _run_end(value, lo, b, key)
 
@@ -882,8 +882,8 @@ def _run_end(value: Callable[[int], K], lo: int, b: int, key: K) -> int:
 
 
 def _plain_ints(column: LeafColumn, start: int, stop: int
-                ) -> tuple[_IntPage, int, int, int] | None:
-    """(the page's :class:`_IntPage`, page row of ``start``, first and last chunk) when
+                ) -> tuple[MiniBlockPage, _IntPage, int, int, int] | None:
+    """(the page, its :class:`_IntPage`, page row of ``start``, first and last chunk) when
     rows ``[start, stop)`` lie in one mini-block page of plain non-null integers (flat or
     inline-bitpacked, no dictionary, no general compression), else None."""
     if stop <= start:
@@ -893,12 +893,13 @@ def _plain_ints(column: LeafColumn, start: int, stop: int
     base = int(row_starts[p])
     if stop > int(row_starts[p + 1]):
         return None
-    ints = _int_page(column.page(p))
+    page = column.page(p)
+    ints = _int_page(page)
     if ints is None:
         return None
     a, b = start - base, stop - base
-    c0, c1 = _chunk_span(ints.page, a, b)
-    return ints, a, c0, c1
+    c0, c1 = _chunk_span(page, a, b)
+    return page, ints, a, c0, c1
 
 
 def _int_page(page: object) -> _IntPage | None:
@@ -927,7 +928,8 @@ class _IntPage:
     it (:func:`search_sorted`, :func:`ints_at`): what its layout gives, derived once."""
 
     def __init__(self, page: MiniBlockPage, flat: bool, bits: int) -> None:
-        self.page, self.flat, self.bits, self.wb = page, flat, bits, bits // 8
+        # (no reference to the page, which keeps this: no cycle holding its file open)
+        self.flat, self.bits, self.wb = flat, bits, bits // 8
         self.signed = pa.types.is_signed_integer(page.leaf_type)
         self.head = (2 + (4 if page.large else 2) + 7) & ~7
         self.fmt = "<HI" if page.large else "<HH"
@@ -1004,8 +1006,8 @@ def ints_at(column: LeafColumn, start: int, stop: int) -> list[int] | None:
     found = _plain_ints(column, start, stop)
     if found is None:
         return None
-    ints, a, c0, c1 = found
-    value = _SortedValues.of(ints, c0, c1)
+    page, ints, a, c0, c1 = found
+    value = _SortedValues.of(page, ints, c0, c1)
     return [value(r) for r in range(a, a + stop - start)]
 
 
@@ -1075,21 +1077,21 @@ class _SortedValues:
     """Single integer values of a page's chunks read back to back (see
     :func:`search_sorted`), by page row; each chunk's header parsed on first use."""
 
-    def __init__(self, ints: _IntPage, data: memoryview, cstart: list[int], c0: int
-                 ) -> None:
-        self.ints, self.page = ints, ints.page
+    def __init__(self, page: MiniBlockPage, ints: _IntPage, data: memoryview,
+                 cstart: list[int], c0: int) -> None:
+        self.ints, self.page = ints, page
         self.data, self.cstart, self.c0 = data, cstart, c0
         self.chunks: dict[int, tuple[int, int, int]] = {}  # chunk -> (start, count, width)
         self.read: dict[int, int] = {}  # row -> its value, read already (a search repeats some)
 
     @classmethod
-    def of(cls, ints: _IntPage, c0: int, c1: int) -> _SortedValues:
+    def of(cls, page: MiniBlockPage, ints: _IntPage, c0: int, c1: int) -> _SortedValues:
         """The values of chunks ``c0..c1`` of the page, their bytes read at once (a view
         of a mapped file: nothing copied)."""
         if c0 == c1:  # (a few ids: one chunk)
-            return cls(ints, memoryview(_read_chunk(ints.page, c0)), [0], c0)
-        raw, cstart = ints.page.chunk_bytes(np.arange(c0, c1 + 1))
-        return cls(ints, raw.data, cstart.tolist(), c0)
+            return cls(page, ints, memoryview(_read_chunk(page, c0)), [0], c0)
+        raw, cstart = page.chunk_bytes(np.arange(c0, c1 + 1))
+        return cls(page, ints, raw.data, cstart.tolist(), c0)
 
     def _chunk(self, c: int) -> tuple[int, int, int]:
         found = self.chunks.get(c)

@@ -879,9 +879,9 @@ def test_one_row_of_a_plain_page_uses_its_kept_layout(written, monkeypatch) -> N
     answered: list[str] = []
     take_plain = point._take_plain
 
-    def counted(plain, row):
-        answered.append(plain.page.where)
-        return take_plain(plain, row)
+    def counted(page, plain, row):
+        answered.append(page.where)
+        return take_plain(page, plain, row)
 
     monkeypatch.setattr(point, "_take_plain", counted)
     rows = [0, 1, 511, 512, 1023, 1024, 4095, 4096, N // 2, N - 1, *edges[:6],
@@ -950,3 +950,37 @@ def test_one_row_of_a_corrupt_plain_chunk_is_a_format_error(written, name) -> No
     broken, bmap = _open(bytes(damaged))
     with pytest.raises(FormatError, match="offsets point outside"):
         point.take_row(broken.point_column(field, bmap), 3)
+
+
+def test_kept_layouts_refer_to_no_page(written) -> None:
+    """The layouts a page keeps for one-row takes and single-integer reads do not refer
+    back to it (no cycle): a page its column lets go of is freed at once, with what it
+    holds of its file, not at the next garbage collection."""
+    import gc
+    import weakref
+
+    version, table, data, _, _ = written
+    if version == "2.0":
+        return
+    reader, cmap = _open(data)
+    gc.collect()
+    gc.disable()
+    try:
+        for field in reader.schema.fields:
+            if field.name not in ("i64", "ts", "s_lz4"):
+                continue
+            column = reader.point_column(field, cmap)
+            assert column is not None
+            assert_same(point.take_row(column, 5), table.column(field.name).slice(5, 1),
+                        field.name)
+            page = column.page(0)
+            assert isinstance(page.point_row, point._RowPage)
+            if field.name == "i64":  # (integers: read one by one too)
+                assert point.ints_at(column, 3, 5) == table.column("i64")[3:5].to_pylist()
+                assert isinstance(page.point_ints, point._IntPage)
+            ref = weakref.ref(page)
+            column._pages.clear()
+            del page
+            assert ref() is None, field.name
+    finally:
+        gc.enable()
