@@ -8,7 +8,9 @@ ZSTD chunks of flat or variable values are inflated one by one first), this modu
 straight from row numbers to values: page and chunk of each row from the cached page
 metadata, one read per chunk, the chunk headers parsed together, then only the wanted
 values (and def levels) unpacked. A single row skips arrays altogether: its chunk header
-is parsed with ``struct`` and its value found with integer arithmetic. :func:`read_run`
+is parsed with ``struct`` and its value found with integer arithmetic, what the page's
+layout gives for that derived once and kept on the page (as for the single integers a
+sorted search reads, :func:`search_sorted`). :func:`read_run`
 is the same idea for a short run of consecutive rows (a page of an index): the chunks
 holding it decoded in one call.
 
