@@ -83,6 +83,10 @@ class MiniBlockPage:
         # what point takes derive from the layout (lance_sql.format.datafile.point),
         # made on first use: a page's layout never changes
         self.point_layout: tuple | None = None
+        # (point: the page as plain integers read one by one; False: not such a page)
+        self.point_ints: object = None
+        # (point: the page as one row is taken from it; False: not such a page)
+        self.point_row: object = None
 
     # ------------------------------------------------------------------ metadata
     def _buffer(self, i: int) -> bytes | memoryview:

@@ -8,7 +8,9 @@ ZSTD chunks of flat or variable values are inflated one by one first), this modu
 straight from row numbers to values: page and chunk of each row from the cached page
 metadata, one read per chunk, the chunk headers parsed together, then only the wanted
 values (and def levels) unpacked. A single row skips arrays altogether: its chunk header
-is parsed with ``struct`` and its value found with integer arithmetic. :func:`read_run`
+is parsed with ``struct`` and its value found with integer arithmetic, what the page's
+layout gives for that derived once and kept on the page (as for the single integers a
+sorted search reads, :func:`search_sorted`). :func:`read_run`
 is the same idea for a short run of consecutive rows (a page of an index): the chunks
 holding it decoded in one call.
 
@@ -102,6 +104,11 @@ def take_row(column: LeafColumn, row: int) -> pa.Array | None:
     row_starts = column.info.row_starts
     p = 0 if row_starts.size == 2 else int(row_starts.searchsorted(row, "right")) - 1
     page = column.page(p)
+    plain = _row_page(page)
+    if plain is not None:  # (made from the column: the page's type is the column's)
+        one = _take_plain(page, plain, row - int(row_starts[p]))
+        return one if page.leaf_type is column.leaf_type or one.type == column.leaf_type \
+            else None
     if not suits(page):
         return None
     assert isinstance(page, MiniBlockPage)
@@ -561,6 +568,148 @@ def _split(page: MiniBlockPage, raw: np.ndarray, cstart: np.ndarray,
 
 
 # ------------------------------------------------------------------ one row
+def _row_page(page: object) -> _RowPage | None:
+    """The :class:`_RowPage` of a page whose one row :func:`_take_plain` takes (loaded,
+    made once and kept on the page), else None (:func:`_take_one` or the general path)."""
+    if not isinstance(page, MiniBlockPage):
+        return None
+    found = page.point_row
+    if found is None:  # (two threads may both make it: the same answer)
+        found = page.point_row = _RowPage.of(page) or False
+    return found if isinstance(found, _RowPage) else None
+
+
+class _RowPage:
+    """A loaded mini-block page of non-null plain values (numbers of their type's width,
+    flat or inline-bitpacked; strings / binaries of flat offsets; LZ4 / ZSTD around flat
+    or variable values), one value buffer, no levels, no dictionary: what taking one row
+    of it needs, derived once (:func:`_take_one` derives it on every take)."""
+
+    def __init__(self, page: MiniBlockPage, kind: str, enc: pb.CompressiveEncoding,
+                 scheme: int | None) -> None:
+        # (no reference to the page, which keeps this: no cycle holding its file open)
+        self.kind, self.scheme = kind, scheme
+        self.t = page.leaf_type
+        self.head = (2 + (4 if page.large else 2) + 7) & ~7
+        self.fmt = "<HI" if page.large else "<HH"
+        self.width = self.bits = self.wb = self.lanes = 0
+        self.offsets = "<II"
+        self.row_of: list[int] | None = None
+        self.lane_of: list[int] | None = None
+        if kind == "flat":
+            self.width = int(enc.flat.bits_per_value) // 8
+        elif kind == "inline_bitpacking":
+            self.bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+            self.wb, self.lanes = self.bits // 8, 1024 // self.bits
+            self.row_of, self.lane_of = _row_lane_lists(self.bits)
+        else:
+            self.wb = sparse.string_offset_bytes(enc, page.where)
+            self.offsets = "<II" if self.wb == 4 else "<QQ"
+        self.utf8 = pa.types.is_string(self.t) or pa.types.is_large_string(self.t)
+        self.large = pa.types.is_large_string(self.t) or pa.types.is_large_binary(self.t)
+
+    @classmethod
+    def of(cls, page: MiniBlockPage) -> _RowPage | None:
+        """The page's layout when it is such a page, else None."""
+        if page.has_rep or page.has_def or page.nbuf != 1:
+            return None
+        found = page_values(page)
+        if found is None:
+            return None
+        enc, scheme = found
+        kind = cz.kind(enc)
+        t = page.leaf_type
+        if kind == "flat":
+            bits = int(enc.flat.bits_per_value)
+        elif kind == "inline_bitpacking":
+            bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+            if bits not in (8, 16, 32, 64):
+                return None  # (_take_one reports it)
+        elif kind != "variable" or t not in _PLAIN_BYTES:
+            return None
+        if kind != "variable" and not ((pa.types.is_integer(t) or pa.types.is_floating(t)
+                                        or pa.types.is_temporal(t)) and t.bit_width == bits
+                                       and bits % 8 == 0 and bits):
+            return None
+        page.load()
+        if page.dictionary is not None:
+            return None
+        return cls(page, kind, enc, scheme)
+
+
+def _take_plain(page: MiniBlockPage, plain: _RowPage, row: int) -> pa.Array:
+    """Row ``row`` of a page through its :class:`_RowPage`: :func:`_take_one` with the
+    layout's steps done (same value, same checks and errors)."""
+    where = page.where
+    shift = page.shift
+    if shift is not None:
+        c, p = row >> shift, row & ((1 << shift) - 1)
+    else:
+        c = int(np.searchsorted(page.row_end, row, "right"))
+        p = row - int(page.first_row[c]) if c < page.chunk_sizes.size else 0
+    if c >= page.chunk_sizes.size:
+        raise FormatError(f"{where}: row {row} past the page's chunks")
+    csize, count = int(page.chunk_sizes[c]), int(page.chunk_values[c])
+    data = memoryview(_read_chunk(page, c)).cast("B")
+    head = plain.head
+    if csize < head:
+        raise FormatError(f"{where}: chunk smaller than its header")
+    _, size = struct.unpack_from(plain.fmt, data)
+    if head + ((size + 7) & ~7) > csize:
+        raise FormatError(f"{where}: chunk buffers run past the chunk")
+    if p >= count:
+        raise FormatError(f"{where}: row past the values of its chunk")
+    values: bytes | memoryview = data
+    start = head
+    if plain.scheme is not None:
+        values = memoryview(inflate(plain.scheme, data[head : head + size], where,
+                                    buffer=True))  # (the codec's buffer: not copied)
+        start, size = 0, len(values)
+    kind = plain.kind
+    if kind == "flat":
+        width = plain.width
+        if (p + 1) * width > size:
+            raise FormatError(f"{where}: chunk holds fewer bytes than its values need")
+        j = start + p * width
+        return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(bytes(values[j : j + width]))])
+    if kind == "inline_bitpacking":
+        bits, wb, lanes = plain.bits, plain.wb, plain.lanes
+        if size < wb:
+            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        width = int.from_bytes(values[start : start + wb], "little")
+        if width > bits:
+            raise FormatError(f"{where}: bit width {width} over {bits} bits")
+        if size != (1 + width * lanes) * wb:
+            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        value = 0
+        if width:
+            assert plain.row_of is not None and plain.lane_of is not None
+            w0, bit = divmod(plain.row_of[p] * width, bits)
+            j = start + (1 + w0 * lanes + plain.lane_of[p]) * wb
+            value = int.from_bytes(values[j : j + wb], "little") >> bit
+            if bit + width > bits:  # continues in the next word of its lane
+                j += lanes * wb
+                value |= int.from_bytes(values[j : j + wb], "little") << (bits - bit)
+            value &= (1 << width) - 1
+        return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(value.to_bytes(wb,
+                                                                                    "little"))])
+    wb = plain.wb
+    if size < (count + 1) * wb:
+        raise FormatError(f"{where}: string chunk too small for its offsets")
+    lo, hi = struct.unpack_from(plain.offsets, values, start + p * wb)
+    if hi < lo or hi > size or lo < (count + 1) * wb:
+        raise FormatError(f"{where}: string offsets point outside their chunk")
+    value_bytes = bytes(values[start + lo : start + hi])
+    if plain.utf8:
+        try:
+            value_bytes.decode("utf-8")  # checked here: the array below is not validated
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
+    offsets = struct.pack("<qq" if plain.large else "<ii", 0, len(value_bytes))
+    return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(offsets),
+                                              pa.py_buffer(value_bytes)])
+
+
 def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
     """Row ``row`` of a loaded page: the one chunk read and its header parsed with
     ``struct``, the value located with integer arithmetic (no arrays until the end)."""
@@ -696,26 +845,27 @@ def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int,
 
 
 # ------------------------------------------------------------------ sorted search
-def search_sorted(column: LeafColumn, start: int, stop: int, key: int | bytes
-                  ) -> tuple[int, int] | None:
+def search_sorted(column: LeafColumn, start: int, stop: int, key: int | bytes,
+                  ends: tuple[int, int] | None = None) -> tuple[int, int] | None:
     """The rows ``[lo, hi)`` of ``[start, stop)`` whose value equals ``key``, in a run of
     ascending integers (one page of a BTREE index's values): two binary searches
     reading single values out of the run's chunks (one read), instead of decoding the
     whole run. None when the run leaves its page or the page is not a mini-block page
     of plain (flat or inline-bitpacked, uncompressed, non-null) integers: the caller
     decodes the run. A ``bytes`` key searches a run of strings / binaries in byte order
-    instead (see :func:`_search_bytes`)."""
+    instead (see :func:`_search_bytes`). ``ends``: the run's first and last values when
+    the caller knows them (an index page's bounds), which only place the first probe
+    (see :func:`_lower_bound`)."""
     if isinstance(key, bytes):
         return _search_bytes(column, start, stop, key)
     found = _plain_ints(column, start, stop)
     if found is None:
         return None
-    page, kind, bits, a, c0, c1 = found
+    page, ints, a, c0, c1 = found
     base = start - a
     b = a + stop - start
-    t = column.leaf_type
-    value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(t), c0, c1)
-    lo = _lower_bound(value, a, b, key)
+    value = _SortedValues.of(page, ints, c0, c1)
+    lo = _lower_bound(value, a, b, key, ends)
     return base + lo, base + _run_end(value, lo, b, key)
 
 
@@ -734,33 +884,88 @@ def _run_end(value: Callable[[int], K], lo: int, b: int, key: K) -> int:
 
 
 def _plain_ints(column: LeafColumn, start: int, stop: int
-                ) -> tuple[MiniBlockPage, str, int, int, int, int] | None:
-    """(page, encoding kind, bits, page row of ``start``, first and last chunk) when rows
-    ``[start, stop)`` lie in one mini-block page of plain non-null integers (flat or
+                ) -> tuple[MiniBlockPage, _IntPage, int, int, int] | None:
+    """(the page, its :class:`_IntPage`, page row of ``start``, first and last chunk) when
+    rows ``[start, stop)`` lie in one mini-block page of plain non-null integers (flat or
     inline-bitpacked, no dictionary, no general compression), else None."""
-    t = column.leaf_type
-    if not pa.types.is_integer(t) or stop <= start:
+    if stop <= start:
         return None
-    found = _one_flat_page(column, start, stop)
-    if found is None:
+    row_starts = column.info.row_starts
+    p = 0 if row_starts.size == 2 else int(row_starts.searchsorted(start, "right")) - 1
+    base = int(row_starts[p])
+    if stop > int(row_starts[p + 1]):
         return None
-    page, base = found
-    enc = page.layout.value_compression
-    kind = cz.kind(enc)
-    if kind == "flat":
-        bits = int(enc.flat.bits_per_value)
-    elif kind == "inline_bitpacking":
-        bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
-    else:
-        return None
-    if bits != t.bit_width:
-        return None
-    page.load()
-    if page.dictionary is not None:
+    page = column.page(p)
+    ints = _int_page(page)
+    if ints is None:
         return None
     a, b = start - base, stop - base
     c0, c1 = _chunk_span(page, a, b)
-    return page, kind, bits, a, c0, c1
+    return page, ints, a, c0, c1
+
+
+def _int_page(page: object) -> _IntPage | None:
+    """The :class:`_IntPage` of a page of plain non-null integers (loaded, made once and
+    kept on the page), else None."""
+    if not isinstance(page, MiniBlockPage):
+        return None
+    found = page.point_ints
+    if found is None:  # (two threads may both make it: the same answer)
+        found = page.point_ints = _IntPage.of(page) or False
+    return found if isinstance(found, _IntPage) else None
+
+
+_WORD_CODES = {8: "b", 16: "h", 32: "i", 64: "q"}  # struct codes (upper case: unsigned)
+
+
+@functools.cache
+def _row_lane_lists(bits: int) -> tuple[list[int], list[int]]:
+    """:func:`sparse.row_lane` as Python lists (one value at a time: no numpy scalars)."""
+    row_of, lane_of = sparse.row_lane(bits)
+    return row_of.tolist(), lane_of.tolist()
+
+
+class _IntPage:
+    """A loaded mini-block page of plain non-null integers as single values are read from
+    it (:func:`search_sorted`, :func:`ints_at`): what its layout gives, derived once."""
+
+    def __init__(self, page: MiniBlockPage, flat: bool, bits: int) -> None:
+        # (no reference to the page, which keeps this: no cycle holding its file open)
+        self.flat, self.bits, self.wb = flat, bits, bits // 8
+        self.signed = pa.types.is_signed_integer(page.leaf_type)
+        self.head = (2 + (4 if page.large else 2) + 7) & ~7
+        self.fmt = "<HI" if page.large else "<HH"
+        self.lanes = 1024 // bits
+        # a value (flat) or word (bitpacked) at a byte offset: one struct call
+        self.word = struct.Struct("<" + _WORD_CODES[bits].upper()).unpack_from
+        if flat and self.signed:
+            self.word = struct.Struct("<" + _WORD_CODES[bits]).unpack_from
+        self.row_of: list[int] | None = None
+        self.lane_of: list[int] | None = None
+        if not flat:
+            self.row_of, self.lane_of = _row_lane_lists(bits)
+
+    @classmethod
+    def of(cls, page: MiniBlockPage) -> _IntPage | None:
+        """The page's layout when its values are plain non-null integers of the page's
+        type, in one value buffer without levels, else None."""
+        t = page.leaf_type
+        if not pa.types.is_integer(t) or page.has_rep or page.has_def or page.nbuf != 1:
+            return None
+        enc = page.layout.value_compression
+        kind = cz.kind(enc)
+        if kind == "flat":
+            bits = int(enc.flat.bits_per_value)
+        elif kind == "inline_bitpacking":
+            bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
+        else:
+            return None
+        if bits != t.bit_width:
+            return None
+        page.load()
+        if page.dictionary is not None:
+            return None
+        return cls(page, kind == "flat", bits)
 
 
 def _one_flat_page(column: LeafColumn, start: int, stop: int
@@ -803,23 +1008,30 @@ def ints_at(column: LeafColumn, start: int, stop: int) -> list[int] | None:
     found = _plain_ints(column, start, stop)
     if found is None:
         return None
-    page, kind, bits, a, c0, c1 = found
-    value = _SortedValues.of(page, kind, bits, pa.types.is_signed_integer(column.leaf_type),
-                             c0, c1)
+    page, ints, a, c0, c1 = found
+    value = _SortedValues.of(page, ints, c0, c1)
     return [value(r) for r in range(a, a + stop - start)]
 
 
 _INTERPOLATE_FROM = 16  # rows: shorter ranges are bisected straight away
 
 
-def _lower_bound(value: _SortedValues, lo: int, hi: int, key: int) -> int:
+def _lower_bound(value: _SortedValues, lo: int, hi: int, key: int,
+                 ends: tuple[int, int] | None = None) -> int:
     """:func:`_bisect` (the first row of ``[lo, hi)`` not below ``key``) guessing first:
     the row interpolated between the values at the range's ends (a page of an index on
     ids holds evenly spread keys: the guess lands on the row), checked with its
     neighbour; bisection of what is left otherwise. Four probes for evenly spread keys
-    instead of ~12 for a page of 4096; at most four more than bisection."""
+    instead of ~12 for a page of 4096; at most four more than bisection. ``ends``: those
+    two values as the caller knows them, when ``key`` lies above the first and not above
+    the last: two probes (and their chunks) fewer; they only place the guess, the row
+    is still found by the values read (:func:`_from_guess`)."""
     if hi - lo < _INTERPOLATE_FROM:
         return _bisect(value, lo, hi, key, right=False)
+    if ends is not None and ends[0] < key <= ends[1]:
+        span = hi - 1 - lo
+        guess = lo + min(span, -(-(key - ends[0]) * span // (ends[1] - ends[0])))
+        return _from_guess(value, lo, hi, key, guess)
     first, last = value(lo), value(hi - 1)
     if first >= key:
         return lo
@@ -835,6 +1047,19 @@ def _lower_bound(value: _SortedValues, lo: int, hi: int, key: int) -> int:
     if guess + 1 == hi - 1 or value(guess + 1) >= key:  # the row is in (guess, hi - 1]
         return guess + 1
     return _bisect(value, guess + 2, hi - 1, key, right=False)
+
+
+def _from_guess(value: _SortedValues, lo: int, hi: int, key: int, guess: int) -> int:
+    """The first row of ``[lo, hi)`` not below ``key``, probing ``guess`` (in the range)
+    and its neighbour first, then bisecting what is left; every step decided by the
+    values read (nothing assumed of the range's ends)."""
+    if value(guess) >= key:  # the row is in [lo, guess]
+        if guess == lo or value(guess - 1) < key:
+            return guess
+        return _bisect(value, lo, guess - 1, key, right=False)
+    if guess + 1 == hi or value(guess + 1) >= key:  # the row is in (guess, hi]
+        return guess + 1
+    return _bisect(value, guess + 2, hi, key, right=False)
 
 
 def _bisect(value: Callable[[int], K], lo: int, hi: int, key: K, *, right: bool) -> int:
@@ -854,74 +1079,79 @@ class _SortedValues:
     """Single integer values of a page's chunks read back to back (see
     :func:`search_sorted`), by page row; each chunk's header parsed on first use."""
 
-    def __init__(self, page: MiniBlockPage, kind: str, bits: int, signed: bool,
-                 data: bytes, cstart: list[int], c0: int) -> None:
-        self.page, self.kind, self.bits, self.signed = page, kind, bits, signed
+    def __init__(self, page: MiniBlockPage, ints: _IntPage, data: memoryview,
+                 cstart: list[int], c0: int) -> None:
+        self.ints, self.page = ints, page
         self.data, self.cstart, self.c0 = data, cstart, c0
-        self.wb = bits // 8
-        self.head = (2 + (4 if page.large else 2) + 7) & ~7
-        self.fmt = "<HI" if page.large else "<HH"
         self.chunks: dict[int, tuple[int, int, int]] = {}  # chunk -> (start, count, width)
-        self.lanes = 1024 // bits
-        self.row_of: np.ndarray | None = None
-        self.lane_of: np.ndarray | None = None
+        self.read: dict[int, int] = {}  # row -> its value, read already (a search repeats some)
 
     @classmethod
-    def of(cls, page: MiniBlockPage, kind: str, bits: int, signed: bool, c0: int, c1: int
-           ) -> _SortedValues:
-        """The values of chunks ``c0..c1`` of ``page``, their bytes read at once."""
+    def of(cls, page: MiniBlockPage, ints: _IntPage, c0: int, c1: int) -> _SortedValues:
+        """The values of chunks ``c0..c1`` of the page, their bytes read at once (a view
+        of a mapped file: nothing copied)."""
+        if c0 == c1:  # (a few ids: one chunk)
+            return cls(page, ints, memoryview(_read_chunk(page, c0)), [0], c0)
         raw, cstart = page.chunk_bytes(np.arange(c0, c1 + 1))
-        return cls(page, kind, bits, signed, raw.tobytes(), cstart.tolist(), c0)
+        return cls(page, ints, raw.data, cstart.tolist(), c0)
 
     def _chunk(self, c: int) -> tuple[int, int, int]:
         found = self.chunks.get(c)
         if found is not None:
             return found
-        page, where = self.page, self.page.where
+        ints, page = self.ints, self.page
+        where = page.where
         at = self.cstart[c - self.c0]
         csize, count = int(page.chunk_sizes[c]), int(page.chunk_values[c])
-        if csize < self.head:
+        if csize < ints.head:
             raise FormatError(f"{where}: chunk smaller than its header")
-        _, size = struct.unpack_from(self.fmt, self.data, at)
-        if self.head + ((size + 7) & ~7) > csize:
+        _, size = struct.unpack_from(ints.fmt, self.data, at)
+        if ints.head + ((size + 7) & ~7) > csize:
             raise FormatError(f"{where}: chunk buffers run past the chunk")
-        start, wb, width = at + self.head, self.wb, 0
-        if self.kind == "flat":
+        start, wb, width = at + ints.head, ints.wb, 0
+        if ints.flat:
             if size < count * wb:
                 raise FormatError(f"{where}: chunk holds fewer bytes than its values need")
         else:
             if size < wb:
                 raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
             width = int.from_bytes(self.data[start : start + wb], "little")
-            if width > self.bits or size != (1 + width * self.lanes) * wb:
+            if width > ints.bits or size != (1 + width * ints.lanes) * wb:
                 raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
         found = self.chunks[c] = (start, count, width)
         return found
 
     def __call__(self, row: int) -> int:
-        page = self.page
-        c, p = _chunk_of(page, row)
+        known = self.read.get(row)
+        if known is None:
+            known = self.read[row] = self._value(row)
+        return known
+
+    def _value(self, row: int) -> int:
+        page, ints = self.page, self.ints
+        shift = page.shift
+        if shift is not None:
+            c, p = row >> shift, row & ((1 << shift) - 1)
+        else:
+            c, p = _chunk_of(page, row)
         start, count, width = self._chunk(c)
         if p >= count:
             raise FormatError(f"{page.where}: row past the values of its chunk")
-        data, wb, bits = self.data, self.wb, self.bits
-        if self.kind == "flat":
-            j = start + p * wb
-            return int.from_bytes(data[j : j + wb], "little", signed=self.signed)
+        data, wb, word = self.data, ints.wb, ints.word
+        if ints.flat:
+            return word(data, start + p * wb)[0]
         value = 0
         if width:
-            if self.row_of is None:
-                self.row_of, self.lane_of = sparse.row_lane(bits)
-            assert self.lane_of is not None
-            w0, shift = divmod(int(self.row_of[p]) * width, bits)
-            j = start + (1 + w0 * self.lanes + int(self.lane_of[p])) * wb
-            value = int.from_bytes(data[j : j + wb], "little") >> shift
+            bits, lanes = ints.bits, ints.lanes
+            assert ints.row_of is not None and ints.lane_of is not None
+            w0, shift = divmod(ints.row_of[p] * width, bits)
+            j = start + (1 + w0 * lanes + ints.lane_of[p]) * wb
+            value = word(data, j)[0] >> shift
             if shift + width > bits:  # continues in the next word of its lane
-                j += self.lanes * wb
-                value |= int.from_bytes(data[j : j + wb], "little") << (bits - shift)
+                value |= word(data, j + lanes * wb)[0] << (bits - shift)
             value &= (1 << width) - 1
-        if self.signed and value >> (bits - 1):
-            value -= 1 << bits
+        if ints.signed and value >> (ints.bits - 1):
+            value -= 1 << ints.bits
         return value
 
 

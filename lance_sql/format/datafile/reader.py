@@ -153,6 +153,11 @@ class LanceFileReader:
         self._checked_pages: set[tuple[int, int]] = set()
         self._list_bases: dict[int, np.ndarray] = {}
         self._leaf_columns: dict[tuple[int, pa.DataType], LeafColumn] = {}
+        # (field id, column) -> (the field, its leaf column: None when _plain refuses it)
+        self._plain_columns: dict[tuple[int, int], tuple[LanceField, LeafColumn | None]] = {}
+        # (field id, column, blob descriptions) -> (the field, point_column's answer)
+        self._point_columns: dict[tuple[int, int, bool],
+                                  tuple[LanceField, LeafColumn | None]] = {}
         self._fields_v21 = FieldReader(self._leaf_column, path)
 
     def _check_buffer_layout(self) -> None:
@@ -390,12 +395,15 @@ class LanceFileReader:
                              few)
 
     def search_sorted(self, field: LanceField, column_indices: Mapping[int, int],
-                      start: int, stop: int, key: int | bytes) -> tuple[int, int] | None:
+                      start: int, stop: int, key: int | bytes,
+                      ends: tuple[int, int] | None = None) -> tuple[int, int] | None:
         """Rows ``[lo, hi)`` of ``[start, stop)`` where integer ``field`` (string / binary
         for a ``bytes`` key), ascending there (an index page), equals ``key``: a binary
         search of single values (:func:`point.search_sorted`); None when the column is
-        not searchable that way."""
-        return self._plain(field, column_indices, start, stop, point.search_sorted, key)
+        not searchable that way. ``ends``: the run's first and last values when known
+        (they place the first probe)."""
+        return self._plain(field, column_indices, start, stop, point.search_sorted, key,
+                           ends)
 
     def ints_at(self, field: LanceField, column_indices: Mapping[int, int],
                 start: int, stop: int) -> list[int] | None:
@@ -407,14 +415,28 @@ class LanceFileReader:
     def _plain(self, field: LanceField, column_indices: Mapping[int, int], start: int,
                stop: int, how, *args):  # fmt: skip
         index = column_indices.get(field.id)
-        if not self._structural or index is None or field.children or \
-                not owns_column(field) or read_type(field, False) != field.arrow_type:
+        if index is None:
+            return None
+        # the field's checks and leaf column, kept for the same field object (an index's
+        # searches pass the same fields each time; written whole, threads share it)
+        kept = self._plain_columns.get((field.id, index))
+        if kept is not None and kept[0] is not field:
+            kept = None
+        if kept is None and not (self._structural and not field.children and
+                                 owns_column(field) and
+                                 read_type(field, False) == field.arrow_type):
+            self._plain_columns[(field.id, index)] = (field, None)
+            return None
+        if kept is not None and kept[1] is None:
             return None
         if start < 0 or stop > self.num_rows:
             raise InvalidInputError(
                 f"{self.path}: rows {start}..{stop} out of range ({self.num_rows} rows)")
         try:
-            column = self._leaf_column(index, field, field.arrow_type)
+            column = kept[1] if kept is not None else None
+            if column is None:
+                column = self._leaf_column(index, field, field.arrow_type)
+                self._plain_columns[(field.id, index)] = (field, column)
             return how(column, start, stop, *args)
         except LanceError:
             raise
@@ -448,14 +470,22 @@ class LanceFileReader:
         """The leaf column of ``field`` when its rows may be taken through :mod:`point`
         (a 2.1+ leaf field read as its own type); None otherwise."""
         index = colmap.get(field.id)
-        if not self._structural or index is None or not owns_column(field) or \
-                field.children or field.is_legacy_blob or field.is_blob_v2 or \
-                field.logical_type == "json":
+        if index is None:
             return None
-        leaf_type = read_type(field, blobs)
-        if leaf_type != field.arrow_type:
-            return None
-        return self._leaf_column(index, field, leaf_type)
+        # kept for the same field object (a point lookup asks the same fields each time;
+        # written whole, threads share it)
+        kept = self._point_columns.get((field.id, index, blobs))
+        if kept is not None and kept[0] is field:
+            return kept[1]
+        column = None
+        if self._structural and owns_column(field) and not field.children and \
+                not field.is_legacy_blob and not field.is_blob_v2 and \
+                field.logical_type != "json":
+            leaf_type = read_type(field, blobs)
+            if leaf_type == field.arrow_type:
+                column = self._leaf_column(index, field, leaf_type)
+        self._point_columns[(field.id, index, blobs)] = (field, column)
+        return column
 
     def _take_point(self, field: LanceField, colmap: Mapping[int, int],
                     rows: np.ndarray | None, blobs: bool, starts: np.ndarray,

@@ -266,12 +266,17 @@ class BTreeIndex:
     def _few_ids(self, rows: np.ndarray) -> np.ndarray | None:
         """:meth:`ids_at` of a few entries, each run of consecutive ones read from its
         chunk (None: the column does not allow that)."""
-        ends = np.flatnonzero(np.diff(rows) != 1) + 1
+        if rows.size == 1:  # a point lookup's entry
+            runs = [(int(rows[0]), int(rows[0]) + 1)]
+        else:
+            ends = np.flatnonzero(np.diff(rows) != 1) + 1
+            runs = [(int(run[0]), int(run[-1]) + 1)
+                    for run in (np.split(rows, ends) if ends.size else [rows])]
         out: list[int] = []
-        for run in np.split(rows, ends) if ends.size else [rows]:
+        for start, stop in runs:
             try:
                 few = self.data.ints_at(self.data.schema.fields[1], self.column_map,
-                                        int(run[0]), int(run[-1]) + 1)
+                                        start, stop)
             except LanceError as exc:
                 raise FormatError(f"{self.path}: {exc}") from exc
             if few is None:
@@ -286,6 +291,25 @@ class BTreeIndex:
         ``query``; only pages whose bounds allow a match are read, and only the ids of
         the entries found."""
         return self.ids_at(self._rows(query))
+
+    def search_one(self, value: pa.Array) -> np.ndarray:
+        """:meth:`search` of ``KeySet(value)``, ``value`` one valid integer key of the key
+        type (a point lookup's): its one candidate page found by two scalar searches of
+        the bounds, searched in the file, the entry's id read alone. Anything else (no
+        numeric bounds, no page or several, a page decoded already) is :meth:`search`'s:
+        the same ids."""
+        query = KeySet(value)
+        lo_keys, hi_keys = self.bounds.min_keys, self.bounds.max_keys
+        if lo_keys is None or hi_keys is None or len(value) != 1 or value.null_count or \
+                not pa.types.is_integer(self.key_type) or \
+                not value.type.equals(self.key_type):
+            return self.search(query)
+        key = int(value[0].as_py())  # (bounds of an integer key: its own numbers)
+        first = int(hi_keys.searchsorted(key, "left"))
+        if int(lo_keys.searchsorted(key, "right")) != first + 1:
+            return self.search(query)
+        rows = self._search_one(first, query, key)
+        return self.search(query) if rows is None else self.ids_at(rows)
 
     def search_keyed(self, query: KeyQuery) -> tuple[np.ndarray, np.ndarray | pa.Array | None]:
         """:meth:`search`, with the key of each id found (same order): numbers of the key
@@ -502,13 +526,15 @@ class BTreeIndex:
             return None
         return lo[pages], hi[pages]
 
-    def _search_one(self, page: int, query: KeyQuery) -> np.ndarray | None:
+    def _search_one(self, page: int, query: KeyQuery, key: int | bytes | None = None
+                    ) -> np.ndarray | None:
         """The positions in page_data of the entries of page ``page`` equal to the one
         integer, string or binary key of ``query``, found by a binary search of the
         page's values in the file (the page is not decoded) the first times the page is
         searched; None: the caller searches the decoded page (kept: a page searched often
-        is likely searched more)."""
-        key: int | bytes | None = _one_integer(query, self.key_type)
+        is likely searched more). ``key``: the query's key when the caller has it."""
+        if key is None:
+            key = _one_integer(query, self.key_type)
         if key is None:
             key = _one_bytes(query, self.key_type)
             if key is None:
@@ -522,9 +548,14 @@ class BTreeIndex:
             return None  # a page asked for this often is decoded and kept
         searched.count += 1  # (a lost count under threads only delays the decode)
         start, length = self.lookup.page_rows(page)
+        ends = None  # the page's first and last key, from its bounds (they place a probe)
+        lo_keys, hi_keys = self.bounds.min_keys, self.bounds.max_keys
+        if isinstance(key, int) and lo_keys is not None and hi_keys is not None and \
+                lo_keys.dtype.kind in "iu" and hi_keys.dtype.kind in "iu":
+            ends = (int(lo_keys[page]), int(hi_keys[page]))
         try:
             found = self.data.search_sorted(self.data.schema.fields[0], self.column_map,
-                                            start, start + length, key)
+                                            start, start + length, key, ends)
         except LanceError as exc:
             raise FormatError(f"{self.path}: page {page}: {exc}") from exc
         if found is None:

@@ -251,7 +251,7 @@ class OneKeySearch:
             raise InvalidInputError(f"a search of one key was given {len(value)} keys")
         value = value if value.type.equals(self.key_type) else value.cast(self.key_type)
         index = BTreeIndex.open(store, self.manifest, self.index, self.key_type)
-        ids = index.search(KeySet(value))
+        ids = index.search_one(value)
         if ids.size > 1:  # a key held twice (plain appends): the general checks
             found = key_addresses(store, self.manifest, self.column, value)
             if found is None:  # (the same index answers there: never met)

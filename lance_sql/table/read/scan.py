@@ -157,9 +157,10 @@ class ScanPlan:
         :func:`conformed`; a kept plan's one-row takes pass them)."""
         return tuple((f.name, f.type, f.nullable) for f in self.output_schema)
 
-    @property
+    @functools.cached_property
     def system_names(self) -> tuple[str, ...]:
-        """System columns a fragment scan must produce, in a fixed order."""
+        """System columns a fragment scan must produce, in a fixed order (found once per
+        plan: a kept plan's one-row takes ask each time; threads may race harmlessly)."""
         wanted = {ROW_ID: self.need_row_id, ROW_ADDR: self.need_row_addr,
                   ROW_CREATED: self.need_row_versions, ROW_UPDATED: self.need_row_versions}
         return tuple(name for name, needed in wanted.items() if needed)

@@ -98,3 +98,77 @@ def test_one_key_filters_equal_a_scan(table, column) -> None:
         indexed = ds.to_table(filter=text, use_scalar_index=True).sort_by("v")
         scanned = ds.to_table(filter=text, use_scalar_index=False).sort_by("v")
         assert indexed.equals(scanned), text
+
+
+def _edge_probes(index: BTreeIndex, values: np.ndarray) -> list[int]:
+    """:func:`_probes` and each page's first and last key, and the keys beside them."""
+    info = np.iinfo(values.dtype)
+    lo, hi = index.bounds.min_keys, index.bounds.max_keys
+    assert lo is not None and hi is not None
+    edges = {int(k) for k in [*lo.tolist(), *hi.tolist()]}
+    near = {k + d for k in edges for d in (-1, 1) if info.min <= k + d <= info.max}
+    return sorted({*_probes(values), *edges, *near})
+
+
+@pytest.mark.parametrize("column", ["id", "rep", "big"])
+def test_search_one_finds_every_entry_of_its_key(table, monkeypatch, column) -> None:
+    """``search_one`` (two scalar searches of the bounds, the page searched in the file,
+    the id read alone) gives the ids of the entries holding the key, in entry order,
+    checked against every entry of the index: keys at each page's edges (runs of a
+    repeated key across them), absent keys, keys past either end, signed and unsigned
+    (past 2**63); the first, second and third (decoding) search of a page alike."""
+    uri, data = table
+    ds = lance_sql.dataset(uri)
+    index = _index(ds, column)
+    entries = index.entries()
+    held = entries.column(0).to_numpy()
+    ids = entries.column(1).to_numpy()
+    general = []
+    search = BTreeIndex.search
+
+    def counted(self, query):
+        general.append(query)
+        return search(self, query)
+
+    monkeypatch.setattr(BTreeIndex, "search", counted)
+    probes = _edge_probes(index, data.column(column).to_numpy())
+    for key in probes:
+        current_runtime().clear("index_pages")
+        value = pa.array([key], index.key_type)
+        expected = ids[held == key].tolist()
+        for turn in range(4):  # in the file, again, decoded, the decoded page
+            assert index.search_one(value).tolist() == expected, (key, turn)
+    answered_alone = len(probes) * 4 - len(general)
+    assert answered_alone > len(probes)  # most first searches needed no general search
+    assert all(isinstance(q, KeySet) for q in general)
+
+
+def test_search_one_of_a_corrupt_page_is_a_format_error(tmp_path) -> None:
+    """A page of the index's values whose chunks claim more bytes than they hold: the
+    one-key search is a FormatError naming the index file, not a wrong id."""
+    from pathlib import Path
+
+    from lance_sql.errors import FormatError
+    from lance_sql.format.datafile import BytesSource, LanceFileReader
+
+    uri = str(tmp_path / "c.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": pa.array(np.arange(20_000) * 3)}), uri)
+    ds.create_scalar_index("id", "BTREE")
+    ds = lance_sql.dataset(uri)
+    index = _index(ds, "id")
+    assert index.search_one(pa.array([300], pa.int64())).tolist() == [100]
+    [path] = (Path(uri) / "_indices").rglob("page_data.lance")
+    data = bytearray(path.read_bytes())
+    reader = LanceFileReader(BytesSource(bytes(data)))
+    column = reader._leaf_column(0, reader.schema.fields[0], pa.int64())
+    page = column.page(0)
+    page.load()
+    width = 4 if page.large else 2
+    for c in range(int(page.chunk_sizes.size)):  # every chunk's value-buffer size
+        at = page.buffers[1][0] + int(page.chunk_offsets[c]) + 2
+        data[at : at + width] = (0xFFFF).to_bytes(width, "little")
+    path.write_bytes(bytes(data))
+    current_runtime().cache.clear()
+    ds = lance_sql.dataset(uri)
+    with pytest.raises(FormatError, match="page_data"):
+        _index(ds, "id").search_one(pa.array([300], pa.int64()))
