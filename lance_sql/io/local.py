@@ -397,14 +397,15 @@ class LocalStore(ObjectStore):
         settled = stamp_settled(info.st_mtime_ns, info.st_ctime_ns, started)
         return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns), settled
 
-    def stamp_and_identities(self, prefix: str, names: Sequence[str]
+    def stamp_and_identities(self, prefix: str, names: Sequence[str], *,
+                             if_stamped: bool = False
                              ) -> tuple[tuple[Hashable, bool] | None, list[Hashable | None]]:
         """:meth:`directory_stamp` of ``prefix`` and the identities of ``names`` in it
         from one walk of the directory (each name still gets its own ``lstat``, a link
         among them followed and checked as :meth:`identity` does), the stamp taken
         first, as when asked one after the other."""
         if not prefix:  # the root: stamped as directory_stamp does
-            return super().stamp_and_identities(prefix, names)
+            return super().stamp_and_identities(prefix, names, if_stamped=if_stamped)
         started = time.time_ns()
         directory, info = self._walk_info(prefix, True)
         if info is not None and stat.S_ISLNK(info.st_mode):  # a link (followed)
@@ -414,6 +415,8 @@ class LocalStore(ObjectStore):
                 info = None
         if info is None or not stat.S_ISDIR(info.st_mode):
             # no such directory (or none to stamp): each name answered on its own walk
+            if if_stamped:
+                return None, [None] * len(names)
             return None, self.identities([f"{prefix}/{name}" for name in names])
         stamp = ((info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns),
                  stamp_settled(info.st_mtime_ns, info.st_ctime_ns, started))

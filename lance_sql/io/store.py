@@ -142,12 +142,18 @@ class ObjectStore(ABC):
         it). None when the store has no such thing (object stores): the caller lists."""
         return None
 
-    def stamp_and_identities(self, prefix: str, names: Sequence[str]
+    def stamp_and_identities(self, prefix: str, names: Sequence[str], *,
+                             if_stamped: bool = False
                              ) -> tuple[tuple[Hashable, bool] | None, list[Hashable | None]]:
         """(:meth:`directory_stamp` of ``prefix``, then :meth:`identities` of the objects
-        ``names`` directly under it): a store may answer both from one walk of it."""
-        return (self.directory_stamp(prefix),
-                self.identities([f"{prefix}/{name}" if prefix else name for name in names]))
+        ``names`` directly under it): a store may answer both from one walk of it.
+        ``if_stamped``: no identities (all None) when there is no stamp (a caller that
+        needs them only beside one asks no more of a store that keeps none)."""
+        stamp = self.directory_stamp(prefix)
+        if stamp is None and if_stamped:
+            return None, [None] * len(names)
+        return stamp, self.identities([f"{prefix}/{name}" if prefix else name
+                                       for name in names])
 
     def list_temporaries(self, prefix: str) -> list[tuple[str, int]]:
         """``(name, modified_ns)`` of the temporaries directly under ``prefix`` that a

@@ -144,3 +144,34 @@ def test_stamp_and_identities_answer_as_the_two_calls(tmp_path: Path) -> None:
     os.symlink(tmp_path / "elsewhere", root / "d" / "away")
     with pytest.raises(PathEscapeError):
         store.stamp_and_identities("d/away", ["a"])
+
+
+def test_identities_beside_a_stamp_only_are_not_asked_of_a_store_without_stamps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``if_stamped``: a store that keeps no directory stamps (memory, object stores) is
+    asked for no identity a caller would drop (a strong read's check of _versions/);
+    without it the identities still come."""
+    store = MemoryStore()
+    store.put("_versions/1.manifest", b"m")
+    asked: list[list[str]] = []
+    inner = store.identities
+
+    def counted(keys: list[str]) -> list[object]:
+        asked.append(list(keys))
+        return inner(keys)
+
+    monkeypatch.setattr(store, "identities", counted)
+    assert store.stamp_and_identities("_versions", ["1.manifest"], if_stamped=True) == \
+        (None, [None])
+    assert asked == []
+    stamp, seen = store.stamp_and_identities("_versions", ["1.manifest"])
+    assert stamp is None and asked == [["_versions/1.manifest"]]
+    assert seen == inner(["_versions/1.manifest"])
+
+
+def test_if_stamped_gives_no_identities_of_a_missing_local_directory(tmp_path: Path) -> None:
+    store = LocalStore(str(tmp_path / "t"))
+    store.put("d/a", b"x")
+    assert store.stamp_and_identities("e", ["a"], if_stamped=True) == (None, [None])
+    stamp, seen = store.stamp_and_identities("d", ["a"], if_stamped=True)
+    assert stamp == store.directory_stamp("d") and seen == store.identities(["d/a"])

@@ -5,8 +5,10 @@ and the base table's direct BTREE index path."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import uuid
+import weakref
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from lance_sql.memwal.dataset import dataset as memwal_dataset
 from lance_sql.memwal.murmur3 import murmur3_32, scalar_hash
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.memwal.read.keys import Keys
+from lance_sql.memwal.read.planner import _keep
 from lance_sql.memwal.read.sources import BaseSource
 from lance_sql.memwal.read.warm import WarmState
 from lance_sql.memwal.region_log import RegionLog
@@ -493,3 +496,38 @@ def test_gets_of_many_threads_on_one_handle_see_every_write_before_them(mw: MemW
     for key in keys:
         assert _value(mw, key) == (f"r{written[key]}-{key}" if key in written
                                    else f"base{key}")
+
+
+def test_kept_generation_sources_do_not_keep_a_closed_writers_memtables(mw: MemWal) -> None:
+    """The generation sources a warm handle keeps between reads open their generation
+    through state the reads share, not through the read that made them: that read's
+    MemTables are freed once their writer is closed, whatever lookups follow."""
+    first = {(abs(scalar_hash(k, pa.int64())) % 4): k for k in range(100)}
+    a, b = first[0], first[1]  # keys of two regions
+    w = mw.writer()
+    w.put(_rows(range(1000, 1100), "g"))
+    w.flush_memtable()  # a generation in every region
+    w.put(_rows(range(2000, 6000), "m"))
+    held = [weakref.ref(m) for x in w.writers for m in x.memtables()]
+    assert held
+    assert sorted(mw.get({"id": [a, b]}).column("id").to_pylist()) == sorted([a, b])
+    assert _value(mw, a) == f"base{a}"  # (one-key reads keep sources too)
+    w.flush_memtable()
+    w.close()
+    del w
+    for _ in range(2):
+        assert _value(mw, a) == f"base{a}" and _value(mw, b) == f"base{b}"
+    gc.collect()
+    assert [r for r in held if r() is not None] == []
+
+
+def test_a_views_kept_entries_stay_bounded_and_replaceable() -> None:
+    """A view's caches: a changed entry replaces the old one even when full, and a new
+    key into a full cache starts it again (never more than the bound)."""
+    kept: dict[int, str] = {}
+    for key in range(3):
+        _keep(kept, key, f"v{key}", 3)
+    _keep(kept, 1, "new", 3)
+    assert kept == {0: "v0", 1: "new", 2: "v2"}
+    _keep(kept, 9, "v9", 3)
+    assert kept == {9: "v9"}

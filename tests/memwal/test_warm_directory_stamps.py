@@ -125,9 +125,10 @@ def coarse_clock(monkeypatch) -> None:
         started = time.time_ns()
         return coarsened(real(self, prefix), started)
 
-    def coarse_with(self: LocalStore, prefix: str, names):  # type: ignore[no-untyped-def]
+    def coarse_with(self: LocalStore, prefix: str, names,  # type: ignore[no-untyped-def]
+                    **options):
         started = time.time_ns()
-        found, identities = real_with(self, prefix, names)
+        found, identities = real_with(self, prefix, names, **options)
         return coarsened(found, started), identities
 
     monkeypatch.setattr(LocalStore, "directory_stamp", coarse)

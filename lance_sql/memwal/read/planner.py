@@ -351,8 +351,7 @@ class LsmView:
         if known is None:
             log = RegionLog(self.base.store, rid)
             known = (log, log.paths.manifest_dir)
-            if len(self._region_logs) < _STATES_KEPT:
-                self._region_logs[rid] = known
+            _keep(self._region_logs, rid, known, _STATES_KEPT)
         log, manifest_dir = known
         if warm is None or self.consistency != "strong" or rid in self._memtables:
             self._take_memtables(rid)  # MemTables first, the manifest after
@@ -369,9 +368,7 @@ class LsmView:
         name = self._manifest_names.get((rid, committed[0]))
         if name is None:
             name = log.paths.manifest(committed[0]).rpartition("/")[2]
-            if len(self._manifest_names) >= _STATES_KEPT:
-                self._manifest_names.clear()  # (names of older versions: rarely asked)
-            self._manifest_names[rid, committed[0]] = name
+            _keep(self._manifest_names, (rid, committed[0]), name, _STATES_KEPT)
         stamp, seen = self.base.store.stamp_and_identities(manifest_dir, [name])
         self._memtables[rid] = memtables if writer.of_table_seen(committed, seen[0]) else []
         return warm.latest_manifest(log, stamp)
@@ -503,8 +500,7 @@ class LsmView:
                     continue  # of this manifest, and so its flushed list too)
                 flushed = tuple((g.generation, g.path) for g in manifest.flushed_generations)
                 state = RegionState(rid, spec_id, values, manifest, flushed)
-                if len(self._region_states) < _STATES_KEPT:
-                    self._region_states[rid] = state
+                _keep(self._region_states, rid, state, _STATES_KEPT)
                 kept.append(state)
                 continue
             kept.append(RegionState(rid, spec_id, values, manifest, flushed))
@@ -558,9 +554,9 @@ class LsmView:
         if region.manifest is not None:
             flushed_up_to = max(flushed_up_to, region.manifest.current_generation - 1)
         mine.sort(key=lambda s: -s.gen)
-        if lazy and len(self._generation_sources) < _STATES_KEPT:
-            self._generation_sources[key] = (region.flushed, region.manifest, mine,
-                                             flushed_up_to)
+        if lazy:
+            _keep(self._generation_sources, key,
+                  (region.flushed, region.manifest, mine, flushed_up_to), _STATES_KEPT)
         return mine, flushed_up_to
 
     def _named_memtable(self, memtable: MemTable) -> MemTable | RenamedMemTable:
@@ -626,7 +622,7 @@ class LsmView:
                                                  (self.base.store.uri, key)) is None:
             return GenerationSource(
                 None, gen, region_id, index, self.key_columns, bloom_at=(self.base.store, key),
-                open=partial(self._opened_generation, region_id, path, key))
+                open=partial(_named_generation, self.base, self._named, region_id, path, key))
         ds = self._opened_generation(region_id, path, key)
         if ds is None:
             return None  # collected after its merge: its rows are in the base table
@@ -635,24 +631,7 @@ class LsmView:
 
     def _opened_generation(self, region_id: uuid.UUID, path: str, key: str
                            ) -> LanceDataset | None:
-        """The generation in directory ``key``, its columns named as the base version
-        names them (None: collected after its merge)."""
-
-        def load() -> LanceDataset:
-            return open_generation(self.base.uri, self.base.store, region_id, path)
-
-        try:  # a flushed generation never changes: opened once per process
-            ds = current_runtime().cache.get_or_load(GENERATION_TABLES,
-                                                     (self.base.store.uri, key), load)
-        except NotFoundError:
-            return None
-        # columns renamed since it was written read under their new names (made once
-        # per view: ~7 µs a generation, which a one-key lookup would pay on every call)
-        named = self._named.get((region_id, path))
-        if named is None or named[0] is not ds:
-            named = self._named[region_id, path] = (
-                ds, named_as_table(ds, self.base.manifest.schema))
-        return named[1]
+        return _named_generation(self.base, self._named, region_id, path, key)
 
     def _header(self, what: str, regions: Sequence[RegionState] | None = None,
                 total: int | None = None) -> list[str]:
@@ -905,8 +884,7 @@ class LsmView:
         known = self._wanted.get(id(schema))  # (one read: threads may replace it)
         if known is None or known[0] is not schema:
             known = (schema, [n for n in schema.names if n not in (GEN, REGION, KEY_POSITION)])
-            if len(self._wanted) < _PLAIN_ROWS_KEPT:
-                self._wanted[id(schema)] = known  # (written whole; never changed after)
+            _keep(self._wanted, id(schema), known, _PLAIN_ROWS_KEPT)  # (written whole)
         wanted = known[1]
         region = int(lookup_keys.region[0])
         for source in [*sources[1:], sources[0]]:
@@ -977,8 +955,7 @@ class LsmView:
                         present.field(f.name).type.equals(f.type) for f in out)
             kept = (out, present, [present.get_field_index(f.name) for f in out]
                     if plain else None)
-            if len(self._plain_rows) < _PLAIN_ROWS_KEPT:
-                self._plain_rows[id(out)] = kept  # (written whole)
+            _keep(self._plain_rows, id(out), kept, _PLAIN_ROWS_KEPT)  # (written whole)
         if kept[2] is None:
             return _base_row(row, source, out)
         return _one_row_table([row.column(i) for i in kept[2]], out)
@@ -1166,6 +1143,39 @@ def _base_row(row: pa.Table, source: Source, out: pa.Schema) -> pa.Table:
     return _one_row_table(
         [pa.array([base_extra[f.name]], f.type) if f.name in base_extra
          else _one_column(row, source, f) for f in out], out)
+
+
+def _keep(kept: dict, key: Hashable, value: object, most: int) -> None:
+    """``kept[key] = value``, emptying ``kept`` first when it holds ``most`` other keys
+    (a view's caches stay bounded and their entries replaceable; readers on other
+    threads see an entry or none)."""
+    if len(kept) >= most and key not in kept:
+        kept.clear()
+    kept[key] = value
+
+
+def _named_generation(base: LanceDataset,
+                      named: dict[tuple[uuid.UUID, str], tuple[LanceDataset, LanceDataset]],
+                      region_id: uuid.UUID, path: str, key: str) -> LanceDataset | None:
+    """The generation in directory ``key``, its columns named as ``base`` names them
+    (None: collected after its merge). ``named``: the view's kept renamings. A function
+    of the state a view's read copies share, not of one copy: a lazy generation source
+    kept between reads must not keep a read's MemTables alive."""
+
+    def load() -> LanceDataset:
+        return open_generation(base.uri, base.store, region_id, path)
+
+    try:  # a flushed generation never changes: opened once per process
+        ds = current_runtime().cache.get_or_load(GENERATION_TABLES, (base.store.uri, key),
+                                                 load)
+    except NotFoundError:
+        return None
+    # columns renamed since it was written read under their new names (made once per
+    # view: ~7 µs a generation, which a one-key lookup would pay on every call)
+    found = named.get((region_id, path))
+    if found is None or found[0] is not ds:
+        found = named[region_id, path] = (ds, named_as_table(ds, base.manifest.schema))
+    return found[1]
 
 
 def _one_row_table(columns: list, schema: pa.Schema) -> pa.Table:

@@ -164,7 +164,9 @@ class WarmView:
                        consistency="strong", warm=self.state)
         self._anchor_at(view)
         self._view = view
-        return view
+        # reads run on fresh copies, this one too: the kept view holds no read's
+        # MemTables (a closed writer's would stay in memory while the view is warm)
+        return view.fresh()
 
     def _versions_stamp(self, store: ObjectStore
                         ) -> tuple[tuple[Hashable, bool] | None, Callable[[], bool]]:
@@ -175,7 +177,8 @@ class WarmView:
         prefix = VERSIONS_DIR + "/"
         if anchor is None or anchor[0] is not store or not anchor[1].startswith(prefix):
             return store.directory_stamp(VERSIONS_DIR), self._same_file
-        stamp, seen = store.stamp_and_identities(VERSIONS_DIR, [anchor[1][len(prefix):]])
+        stamp, seen = store.stamp_and_identities(VERSIONS_DIR, [anchor[1][len(prefix):]],
+                                                 if_stamped=True)
         found = seen[0]
         return stamp, lambda: found is not None and found == anchor[2]
 
