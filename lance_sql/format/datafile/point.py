@@ -590,23 +590,15 @@ class _RowPage:
         # (no reference to the page, which keeps this: no cycle holding its file open)
         self.kind, self.scheme = kind, scheme
         self.t = page.leaf_type
-        self.head = (2 + (4 if page.large else 2) + 7) & ~7
-        self.fmt = "<HI" if page.large else "<HH"
+        self.head, self.fmt = _plain_header(page)
         self.width = self.bits = self.wb = self.lanes = 0
-        self.offsets = "<II"
-        self.row_of: list[int] | None = None
-        self.lane_of: list[int] | None = None
         if kind == "flat":
             self.width = int(enc.flat.bits_per_value) // 8
         elif kind == "inline_bitpacking":
             self.bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
             self.wb, self.lanes = self.bits // 8, 1024 // self.bits
-            self.row_of, self.lane_of = _row_lane_lists(self.bits)
         else:
             self.wb = sparse.string_offset_bytes(enc, page.where)
-            self.offsets = "<II" if self.wb == 4 else "<QQ"
-        self.utf8 = pa.types.is_string(self.t) or pa.types.is_large_string(self.t)
-        self.large = pa.types.is_large_string(self.t) or pa.types.is_large_binary(self.t)
 
     @classmethod
     def of(cls, page: MiniBlockPage) -> _RowPage | None:
@@ -641,14 +633,7 @@ def _take_plain(page: MiniBlockPage, plain: _RowPage, row: int) -> pa.Array:
     """Row ``row`` of a page through its :class:`_RowPage`: :func:`_take_one` with the
     layout's steps done (same value, same checks and errors)."""
     where = page.where
-    shift = page.shift
-    if shift is not None:
-        c, p = row >> shift, row & ((1 << shift) - 1)
-    else:
-        c = int(np.searchsorted(page.row_end, row, "right"))
-        p = row - int(page.first_row[c]) if c < page.chunk_sizes.size else 0
-    if c >= page.chunk_sizes.size:
-        raise FormatError(f"{where}: row {row} past the page's chunks")
+    c, p = _row_chunk(page, row)
     csize, count = int(page.chunk_sizes[c]), int(page.chunk_values[c])
     data = memoryview(_read_chunk(page, c)).cast("B")
     head = plain.head
@@ -681,33 +666,12 @@ def _take_plain(page: MiniBlockPage, plain: _RowPage, row: int) -> pa.Array:
             raise FormatError(f"{where}: bit width {width} over {bits} bits")
         if size != (1 + width * lanes) * wb:
             raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
-        value = 0
-        if width:
-            assert plain.row_of is not None and plain.lane_of is not None
-            w0, bit = divmod(plain.row_of[p] * width, bits)
-            j = start + (1 + w0 * lanes + plain.lane_of[p]) * wb
-            value = int.from_bytes(values[j : j + wb], "little") >> bit
-            if bit + width > bits:  # continues in the next word of its lane
-                j += lanes * wb
-                value |= int.from_bytes(values[j : j + wb], "little") << (bits - bit)
-            value &= (1 << width) - 1
+        value = _lane_value(_unsigned_word(bits), values, start, p, width, bits) \
+            if width else 0
         return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(value.to_bytes(wb,
                                                                                     "little"))])
-    wb = plain.wb
-    if size < (count + 1) * wb:
-        raise FormatError(f"{where}: string chunk too small for its offsets")
-    lo, hi = struct.unpack_from(plain.offsets, values, start + p * wb)
-    if hi < lo or hi > size or lo < (count + 1) * wb:
-        raise FormatError(f"{where}: string offsets point outside their chunk")
-    value_bytes = bytes(values[start + lo : start + hi])
-    if plain.utf8:
-        try:
-            value_bytes.decode("utf-8")  # checked here: the array below is not validated
-        except UnicodeDecodeError as exc:
-            raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
-    offsets = struct.pack("<qq" if plain.large else "<ii", 0, len(value_bytes))
-    return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(offsets),
-                                              pa.py_buffer(value_bytes)])
+    lo, hi = _string_bounds(values, start, size, count, p, plain.wb, where)
+    return _bytes_array(bytes(values[start + lo : start + hi]), plain.t, where)
 
 
 def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
@@ -717,13 +681,7 @@ def _take_one(page: MiniBlockPage, row: int) -> pa.Array | None:
     found = page_values(page)
     assert found is not None
     enc, scheme = found
-    if page.shift is not None:
-        c, p = row >> page.shift, row & ((1 << page.shift) - 1)
-    else:
-        c = int(np.searchsorted(page.row_end, row, "right"))
-        p = row - int(page.first_row[c]) if c < page.chunk_sizes.size else 0
-    if c >= page.chunk_sizes.size:
-        raise FormatError(f"{where}: row {row} past the page's chunks")
+    c, p = _row_chunk(page, row)
     csize, count = int(page.chunk_sizes[c]), int(page.chunk_values[c])
     data = memoryview(_read_chunk(page, c)).cast("B")
     nlev = int(page.has_def)
@@ -784,15 +742,73 @@ def _one_bytes(block: Variable, t: pa.DataType, null: bool, where: str) -> pa.Ar
         raise FormatError(f"{where}: string offsets run past the data")
     if null:
         return pa.nulls(1, t)
-    value = block.data[lo:hi].tobytes()
+    return _bytes_array(block.data[lo:hi].tobytes(), t, where)
+
+
+def _bytes_array(value: bytes, t: pa.DataType, where: str) -> pa.Array:
+    """One string / binary ``value`` as an array of ``t`` made from its buffers, a
+    string's UTF-8 checked first (the array is not validated): invalid is a FormatError."""
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         try:
-            value.decode("utf-8")  # checked here: the array below is not validated
+            value.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
     large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
     offsets = struct.pack("<qq" if large else "<ii", 0, len(value))
     return pa.Array.from_buffers(t, 1, [None, pa.py_buffer(offsets), pa.py_buffer(value)])
+
+
+def _row_chunk(page: MiniBlockPage, row: int) -> tuple[int, int]:
+    """:func:`_chunk_of` with the row checked to lie in the page's chunks."""
+    shift = page.shift
+    if shift is not None:
+        c, p = row >> shift, row & ((1 << shift) - 1)
+    else:
+        c = int(np.searchsorted(page.row_end, row, "right"))
+        p = row - int(page.first_row[c]) if c < page.chunk_sizes.size else 0
+    if c >= page.chunk_sizes.size:
+        raise FormatError(f"{page.where}: row {row} past the page's chunks")
+    return c, p
+
+
+def _plain_header(page: MiniBlockPage) -> tuple[int, str]:
+    """(the padded header size, its ``struct`` format: the level count and the one value
+    buffer's size) of a chunk of a page with no levels and one buffer."""
+    return (2 + (4 if page.large else 2) + 7) & ~7, ("<HI" if page.large else "<HH")
+
+
+@functools.cache
+def _unsigned_word(bits: int) -> Callable[[bytes | memoryview, int], tuple[int]]:
+    """The ``struct`` reader of one little-endian unsigned word of ``bits`` at an offset."""
+    return struct.Struct("<" + _WORD_CODES[bits].upper()).unpack_from
+
+
+def _lane_value(word: Callable[[bytes | memoryview, int], tuple[int]],
+                data: bytes | memoryview, start: int, p: int, width: int, bits: int) -> int:
+    """Value ``p`` (unsigned) of an inline-bitpacked chunk of ``bits``-bit words whose
+    width word lies at ``start``, packed in ``width`` > 0 bits (FastLanes: its row and
+    lane, see :func:`sparse.row_lane`); ``word`` reads an unsigned word at an offset."""
+    row_of, lane_of = _row_lane_lists(bits)
+    lanes, wb = 1024 // bits, bits // 8
+    w0, shift = divmod(row_of[p] * width, bits)
+    j = start + (1 + w0 * lanes + lane_of[p]) * wb
+    value = word(data, j)[0] >> shift
+    if shift + width > bits:  # continues in the next word of its lane
+        value |= word(data, j + lanes * wb)[0] << (bits - shift)
+    return value & ((1 << width) - 1)
+
+
+def _string_bounds(buf: bytes | memoryview, start: int, size: int, count: int, p: int,
+                   wb: int, where: str) -> tuple[int, int]:
+    """The byte range of value ``p`` of ``count`` strings whose ``wb``-byte offsets (then
+    bytes) fill ``buf[start : start + size]``, relative to ``start``, checked to lie
+    in it."""
+    if size < (count + 1) * wb:
+        raise FormatError(f"{where}: string chunk too small for its offsets")
+    lo, hi = struct.unpack_from("<II" if wb == 4 else "<QQ", buf, start + p * wb)
+    if hi < lo or hi > size or lo < (count + 1) * wb:
+        raise FormatError(f"{where}: string offsets point outside their chunk")
+    return lo, hi
 
 
 def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int, size: int,
@@ -819,25 +835,11 @@ def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int,
             raise FormatError(f"{where}: bit width {width} over {bits} bits")
         if size != (1 + width * lanes) * wb:
             raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
-        value = 0
-        if width:
-            row_of, lane_of = sparse.row_lane(bits)
-            w0, shift = divmod(int(row_of[p]) * width, bits)
-            j = start + (1 + w0 * lanes + int(lane_of[p])) * wb
-            value = int.from_bytes(buf[j : j + wb], "little") >> shift
-            if shift + width > bits:  # continues in the next word of its lane
-                j += lanes * wb
-                value |= int.from_bytes(buf[j : j + wb], "little") << (bits - shift)
-            value &= (1 << width) - 1
+        value = _lane_value(_unsigned_word(bits), buf, start, p, width, bits) if width else 0
         return Fixed(np.frombuffer(value.to_bytes(wb, "little"), np.uint8), bits, 1)
     if k in ("variable", "fsst"):
-        wb = sparse.string_offset_bytes(enc, where)
-        if size < (count + 1) * wb:
-            raise FormatError(f"{where}: string chunk too small for its offsets")
-        fmt = "<II" if wb == 4 else "<QQ"
-        lo, hi = struct.unpack_from(fmt, buf, start + p * wb)
-        if hi < lo or hi > size or lo < (count + 1) * wb:
-            raise FormatError(f"{where}: string offsets point outside their chunk")
+        lo, hi = _string_bounds(buf, start, size, count, p,
+                                sparse.string_offset_bytes(enc, where), where)
         block = Variable(np.array([0, hi - lo], np.int64),
                          np.frombuffer(buf, np.uint8, hi - lo, start + lo), 1)
         return block if k == "variable" else fsst_decode(enc.fsst.symbol_table, block, where)
@@ -933,17 +935,12 @@ class _IntPage:
         # (no reference to the page, which keeps this: no cycle holding its file open)
         self.flat, self.bits, self.wb = flat, bits, bits // 8
         self.signed = pa.types.is_signed_integer(page.leaf_type)
-        self.head = (2 + (4 if page.large else 2) + 7) & ~7
-        self.fmt = "<HI" if page.large else "<HH"
+        self.head, self.fmt = _plain_header(page)
         self.lanes = 1024 // bits
         # a value (flat) or word (bitpacked) at a byte offset: one struct call
-        self.word = struct.Struct("<" + _WORD_CODES[bits].upper()).unpack_from
+        self.word = _unsigned_word(bits)
         if flat and self.signed:
             self.word = struct.Struct("<" + _WORD_CODES[bits]).unpack_from
-        self.row_of: list[int] | None = None
-        self.lane_of: list[int] | None = None
-        if not flat:
-            self.row_of, self.lane_of = _row_lane_lists(bits)
 
     @classmethod
     def of(cls, page: MiniBlockPage) -> _IntPage | None:
@@ -1140,16 +1137,7 @@ class _SortedValues:
         data, wb, word = self.data, ints.wb, ints.word
         if ints.flat:
             return word(data, start + p * wb)[0]
-        value = 0
-        if width:
-            bits, lanes = ints.bits, ints.lanes
-            assert ints.row_of is not None and ints.lane_of is not None
-            w0, shift = divmod(ints.row_of[p] * width, bits)
-            j = start + (1 + w0 * lanes + ints.lane_of[p]) * wb
-            value = word(data, j)[0] >> shift
-            if shift + width > bits:  # continues in the next word of its lane
-                value |= word(data, j + lanes * wb)[0] << (bits - shift)
-            value &= (1 << width) - 1
+        value = _lane_value(word, data, start, p, width, ints.bits) if width else 0
         if ints.signed and value >> (ints.bits - 1):
             value -= 1 << ints.bits
         return value
