@@ -591,12 +591,12 @@ class _RowPage:
         self.kind, self.scheme = kind, scheme
         self.t = page.leaf_type
         self.head, self.fmt = _plain_header(page)
-        self.width = self.bits = self.wb = self.lanes = 0
+        self.width = self.bits = self.wb = 0
         if kind == "flat":
             self.width = int(enc.flat.bits_per_value) // 8
         elif kind == "inline_bitpacking":
             self.bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
-            self.wb, self.lanes = self.bits // 8, 1024 // self.bits
+            self.wb = self.bits // 8
         else:
             self.wb = sparse.string_offset_bytes(enc, page.where)
 
@@ -658,18 +658,12 @@ def _take_plain(page: MiniBlockPage, plain: _RowPage, row: int) -> pa.Array:
         j = start + p * width
         return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(bytes(values[j : j + width]))])
     if kind == "inline_bitpacking":
-        bits, wb, lanes = plain.bits, plain.wb, plain.lanes
-        if size < wb:
-            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
-        width = int.from_bytes(values[start : start + wb], "little")
-        if width > bits:
-            raise FormatError(f"{where}: bit width {width} over {bits} bits")
-        if size != (1 + width * lanes) * wb:
-            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        bits = plain.bits
+        width = _lane_width(values, start, size, bits, where)
         value = _lane_value(_unsigned_word(bits), values, start, p, width, bits) \
             if width else 0
-        return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(value.to_bytes(wb,
-                                                                                    "little"))])
+        return pa.Array.from_buffers(plain.t, 1, [None, pa.py_buffer(
+            value.to_bytes(plain.wb, "little"))])
     lo, hi = _string_bounds(values, start, size, count, p, plain.wb, where)
     return _bytes_array(bytes(values[start + lo : start + hi]), plain.t, where)
 
@@ -783,6 +777,21 @@ def _unsigned_word(bits: int) -> Callable[[bytes | memoryview, int], tuple[int]]
     return struct.Struct("<" + _WORD_CODES[bits].upper()).unpack_from
 
 
+def _lane_width(buf: bytes | memoryview, start: int, size: int, bits: int, where: str
+                ) -> int:
+    """The bit width of an inline-bitpacked chunk of ``bits``-bit words filling
+    ``buf[start : start + size]`` (its first word), checked against the chunk's size."""
+    wb = bits // 8
+    if size < wb:
+        raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+    width = int.from_bytes(buf[start : start + wb], "little")
+    if width > bits:
+        raise FormatError(f"{where}: bit width {width} over {bits} bits")
+    if size != (1 + width * (1024 // bits)) * wb:
+        raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+    return width
+
+
 def _lane_value(word: Callable[[bytes | memoryview, int], tuple[int]],
                 data: bytes | memoryview, start: int, p: int, width: int, bits: int) -> int:
     """Value ``p`` (unsigned) of an inline-bitpacked chunk of ``bits``-bit words whose
@@ -827,16 +836,9 @@ def _one_value(enc: pb.CompressiveEncoding, buf: bytes | memoryview, start: int,
         bits = int(enc.inline_bitpacking.uncompressed_bits_per_value)
         if bits not in (8, 16, 32, 64):
             raise FormatError(f"{where}: inline bitpacking of {bits}-bit values")
-        wb, lanes = bits // 8, 1024 // bits
-        if size < wb:
-            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
-        width = int.from_bytes(buf[start : start + wb], "little")
-        if width > bits:
-            raise FormatError(f"{where}: bit width {width} over {bits} bits")
-        if size != (1 + width * lanes) * wb:
-            raise FormatError(f"{where}: bitpacked chunk size does not match its bit width")
+        width = _lane_width(buf, start, size, bits, where)
         value = _lane_value(_unsigned_word(bits), buf, start, p, width, bits) if width else 0
-        return Fixed(np.frombuffer(value.to_bytes(wb, "little"), np.uint8), bits, 1)
+        return Fixed(np.frombuffer(value.to_bytes(bits // 8, "little"), np.uint8), bits, 1)
     if k in ("variable", "fsst"):
         lo, hi = _string_bounds(buf, start, size, count, p,
                                 sparse.string_offset_bytes(enc, where), where)
