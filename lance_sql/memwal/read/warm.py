@@ -43,6 +43,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import cast
 
 from lance_sql.errors import NotFoundError
 from lance_sql.format.memwal import RegionManifest
@@ -101,15 +102,14 @@ class WarmState:
                 probe = (known, [paths.manifest(known.version + 1),
                                  paths.manifest(known.version)], None)
                 self._probes[log.region_id] = probe
-            if stamp is _UNSTAMPED:
-                stamp = log.store.directory_stamp(log.paths.manifest_dir)
-            assert stamp is None or isinstance(stamp, tuple)
-            if stamp is not None and probe[2] is not None and probe[2] == stamp[0]:
+            taken = log.store.directory_stamp(log.paths.manifest_dir) \
+                if stamp is _UNSTAMPED else cast("tuple[Hashable, bool] | None", stamp)
+            if taken is not None and probe[2] is not None and probe[2] == taken[0]:
                 return known  # no manifest written or removed there since
             following, still = log.store.exists_many(probe[1])
             if not following and still:
-                if stamp is not None and stamp[1]:
-                    self._probes[log.region_id] = (known, probe[1], stamp[0])
+                if taken is not None and taken[1]:
+                    self._probes[log.region_id] = (known, probe[1], taken[0])
                 return known
         manifest = log.latest()
         if manifest is not None:
