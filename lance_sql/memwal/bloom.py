@@ -271,9 +271,7 @@ _INIT_INTS = tuple(int(v) for v in _INIT)
 
 def _siphash13_one(message: bytes) -> int:
     """SipHash-1-3 (key 0) of one message, in Python ints: :func:`_siphash13` for a
-    single key without numpy's per-call overhead. The round is written out at both of
-    its places: a call and a tuple per round cost about as much as the round itself.
-    Each rotation left by b is ``((x << b) | (x >> (64 - b))) & m``."""
+    single key without numpy's per-call overhead."""
     n = len(message)
     full = n - n % 8
     words = [int.from_bytes(message[j: j + 8], "little") for j in range(0, full, 8)]
@@ -283,10 +281,14 @@ def _siphash13_one(message: bytes) -> int:
 
 def _siphash13_of_words(words: list[int]) -> int:
     """:func:`_siphash13_one` of the message whose 64-bit little-endian words (the last
-    one holding the message's length in its top byte) are ``words``."""
+    one holding the message's length in its top byte) are ``words``. One loop runs the
+    compression round of each word and then the three finalization rounds (the same
+    round, by a word of 0), written out: a call and a tuple per round cost about as much
+    as the round itself. Each rotation left by b is ``((x << b) | (x >> (64 - b))) & m``."""
     m = _M64
     v0, v1, v2, v3 = _INIT_INTS
-    for word in words:  # one compression round per word
+    last = len(words) - 1
+    for i, word in enumerate([*words, 0, 0, 0]):
         v3 ^= word
         v0 = (v0 + v1) & m
         v1 = (((v1 << 13) | (v1 >> 51)) & m) ^ v0
@@ -299,18 +301,8 @@ def _siphash13_of_words(words: list[int]) -> int:
         v1 = (((v1 << 17) | (v1 >> 47)) & m) ^ v2
         v2 = ((v2 << 32) | (v2 >> 32)) & m
         v0 ^= word
-    v2 ^= 0xFF
-    for _ in range(3):  # the finalization rounds
-        v0 = (v0 + v1) & m
-        v1 = (((v1 << 13) | (v1 >> 51)) & m) ^ v0
-        v0 = ((v0 << 32) | (v0 >> 32)) & m
-        v2 = (v2 + v3) & m
-        v3 = (((v3 << 16) | (v3 >> 48)) & m) ^ v2
-        v0 = (v0 + v3) & m
-        v3 = (((v3 << 21) | (v3 >> 43)) & m) ^ v0
-        v2 = (v2 + v1) & m
-        v1 = (((v1 << 17) | (v1 >> 47)) & m) ^ v2
-        v2 = ((v2 << 32) | (v2 >> 32)) & m
+        if i == last:  # the message is in: finalization follows
+            v2 ^= 0xFF
     return v0 ^ v1 ^ v2 ^ v3
 
 
