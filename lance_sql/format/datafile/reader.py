@@ -420,20 +420,18 @@ class LanceFileReader:
         # the field's checks and leaf column, kept for the same field object (an index's
         # searches pass the same fields each time; written whole, threads share it)
         kept = self._plain_columns.get((field.id, index))
-        if kept is not None and kept[0] is not field:
-            kept = None
-        if kept is None and not (self._structural and not field.children and
-                                 owns_column(field) and
-                                 read_type(field, False) == field.arrow_type):
+        column = kept[1] if kept is not None and kept[0] is field else None
+        if column is None and kept is not None and kept[0] is field:
+            return None  # refused before
+        if column is None and not (self._structural and not field.children and
+                                   owns_column(field) and
+                                   read_type(field, False) == field.arrow_type):
             self._plain_columns[(field.id, index)] = (field, None)
-            return None
-        if kept is not None and kept[1] is None:
             return None
         if start < 0 or stop > self.num_rows:
             raise InvalidInputError(
                 f"{self.path}: rows {start}..{stop} out of range ({self.num_rows} rows)")
         try:
-            column = kept[1] if kept is not None else None
             if column is None:
                 column = self._leaf_column(index, field, field.arrow_type)
                 self._plain_columns[(field.id, index)] = (field, column)
