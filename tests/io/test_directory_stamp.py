@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -151,22 +152,26 @@ def test_identities_beside_a_stamp_only_are_not_asked_of_a_store_without_stamps(
     """``if_stamped``: a store that keeps no directory stamps (memory, object stores) is
     asked for no identity a caller would drop (a strong read's check of _versions/);
     without it the identities still come."""
-    store = MemoryStore()
-    store.put("_versions/1.manifest", b"m")
-    asked: list[list[str]] = []
-    inner = store.identities
+    name = f"stamp-identities-{uuid.uuid4().hex}"  # its own bucket, forgotten after
+    store = MemoryStore(name)
+    try:
+        store.put("_versions/1.manifest", b"m")
+        asked: list[list[str]] = []
+        inner = store.identities
 
-    def counted(keys: list[str]) -> list[object]:
-        asked.append(list(keys))
-        return inner(keys)
+        def counted(keys: list[str]) -> list[object]:
+            asked.append(list(keys))
+            return inner(keys)
 
-    monkeypatch.setattr(store, "identities", counted)
-    assert store.stamp_and_identities("_versions", ["1.manifest"], if_stamped=True) == \
-        (None, [None])
-    assert asked == []
-    stamp, seen = store.stamp_and_identities("_versions", ["1.manifest"])
-    assert stamp is None and asked == [["_versions/1.manifest"]]
-    assert seen == inner(["_versions/1.manifest"])
+        monkeypatch.setattr(store, "identities", counted)
+        assert store.stamp_and_identities("_versions", ["1.manifest"], if_stamped=True) == \
+            (None, [None])
+        assert asked == []
+        stamp, seen = store.stamp_and_identities("_versions", ["1.manifest"])
+        assert stamp is None and asked == [["_versions/1.manifest"]]
+        assert seen == inner(["_versions/1.manifest"])
+    finally:
+        MemoryStore.reset(name)
 
 
 def test_if_stamped_gives_no_identities_of_a_missing_local_directory(tmp_path: Path) -> None:
