@@ -309,13 +309,29 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
     full_all = np.concatenate(full).astype(np.int64, copy=False)
     if not fits(size_all, full_all) or max(r.size for r in raws) >= memory.VIEW_LIMIT:
         return None
-    n = pos_all.size
     counts = [p.size for p in pos]
     limit = np.repeat(np.array([r.size for r in raws], np.int64), counts)
     if np.any(pos_all < 0) or np.any(pos_all + size_all > limit):
         raise FormatError(f"{where}: an LZ4 buffer lies outside its page")
-    length = (size_all - 4).astype(np.int32)
-    view = memory.byte_views(raws, [p.astype(np.int64, copy=False) + 4 for p in pos], length)
+    return inflate_joined(raws, counts, pos_all, size_all, full_all, where, begin=begin)
+
+
+def inflate_joined(raws: Sequence[np.ndarray], counts: Sequence[int], pos: np.ndarray,
+                   sizes: np.ndarray, full: np.ndarray, where: str, *, begin: bool = False
+                   ) -> Inflated | Inflating | None:
+    """:func:`inflate_runs` of buffers given joined (int64 arrays): the first
+    ``counts[0]`` lie in ``raws[0]``, the next ``counts[1]`` in ``raws[1]``, and so on.
+    Callers have checked that every buffer lies inside its raw (a take of many rows
+    knows it from its chunks' checks, so it skips a second pass over them); None, as
+    there, when a buffer does not fit a frame or a raw is too large for a view."""
+    if not fits(sizes, full) or max(r.size for r in raws) >= memory.VIEW_LIMIT:
+        return None
+    pos_all, full_all = pos, full
+    n = pos_all.size
+    length = (sizes - 4).astype(np.int32)
+    bounds = np.cumsum([0, *counts]).tolist()
+    view = memory.byte_views(raws, [pos_all[a:b] + 4 for a, b in
+                                    zip(bounds[:-1], bounds[1:], strict=True)], length)
     block_max = np.maximum(length, full_all)
     buffers = [pa.py_buffer(raw) for raw in raws]
     cut: list[int]  # the frames' first buffers, then n (set below, before any inflate)

@@ -67,6 +67,14 @@ def words_at(raw: np.ndarray, dt: np.dtype, skip: int = 0) -> np.ndarray:
     return np.ndarray((count,), dt, raw, skip, (1,))
 
 
+def aligned_words(raw: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """The whole words ``dt`` of ``raw`` (its first ``raw.size // dt.itemsize``), as a
+    view: word ``i`` is the bytes from ``i * dt.itemsize``. Where ``raw`` starts at a
+    multiple of the word size the view is aligned, and numpy gathers from it faster than
+    from :func:`words_at`'s (unaligned items are copied one call each)."""
+    return np.ndarray((raw.size // dt.itemsize,), dt, raw)
+
+
 VIEW_INLINE = 12  # bytes an Arrow binary view holds in itself
 VIEW_LIMIT = 1 << 31  # a view's offset into its buffer is an i32
 
