@@ -11,9 +11,9 @@ newest of their key (:class:`NewestRows`), and then streams every source — eac
 user's filter pushed into it — keeping a newer source's row only if it is its key's
 winner, and a base-table row only if no newer source holds its key. Nothing is
 materialised but the newer sources' keys. The winners are cached per set of immutable
-newer sources, and a newer source scanned without a pushed filter is read as its winning
-rows, cached per source, newer sources of its region and projection
-(:meth:`NewestRows.winning_rows`); with a BTREE index on the key, the base rows newer
+newer sources, and a newer source is read as its winning rows, cached per source, newer
+sources of its region and projection (:meth:`NewestRows.winning_rows`), the pushed filter
+then applied to them; with a BTREE index on the key, the base rows newer
 keys hide are found in it and left out by the base scan itself (:mod:`.hidden`), so base
 rows stream as read. Base rows that a later base row of their key supersedes (a key
 appended twice) are left out of the base scan the same way (:mod:`.duplicates`: found
