@@ -11,9 +11,9 @@ newest of their key (:class:`NewestRows`), and then streams every source — eac
 user's filter pushed into it — keeping a newer source's row only if it is its key's
 winner, and a base-table row only if no newer source holds its key. Nothing is
 materialised but the newer sources' keys. The winners are cached per set of immutable
-newer sources, and a newer source scanned without a pushed filter is read as its winning
-rows, cached per source, newer sources of its region and projection
-(:meth:`NewestRows.winning_rows`); with a BTREE index on the key, the base rows newer
+newer sources, and a newer source is read as its winning rows, cached per source, newer
+sources of its region and projection (:meth:`NewestRows.winning_rows`), the pushed filter
+then applied to them; with a BTREE index on the key, the base rows newer
 keys hide are found in it and left out by the base scan itself (:mod:`.hidden`), so base
 rows stream as read. Base rows that a later base row of their key supersedes (a key
 appended twice) are left out of the base scan the same way (:mod:`.duplicates`: found
@@ -52,6 +52,7 @@ from lance_sql.memwal.read.sources import BaseSource, Source, newest_first
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, VERSION_COLUMNS
+from lance_sql.table.read.comparisons import filter_table
 from lance_sql.table.read.masks import bool_array
 from lance_sql.table.runtime.cache import LSM_WINNERS, LSM_WINNING_ROWS
 from lance_sql.table.runtime.context import current_runtime
@@ -229,6 +230,17 @@ class ScanExec(ExecNode):
         """The columns read from the source (``_gen`` and ``_region`` are made here)."""
         return [n for n in self.schema.names if n not in SOURCE_COLUMNS]
 
+    @property
+    def pushed_names(self) -> set[str]:
+        """The columns the pushed filter reads."""
+        return set() if self.pushed is None else {p[0] for p in columns(self.pushed)}
+
+    @property
+    def winner_names(self) -> list[str]:
+        """The columns of a newer source's winning rows this scan reads: its own and the
+        pushed filter's (see :meth:`execute`'s ``rows``)."""
+        return list(dict.fromkeys([*self.read_names, *sorted(self.pushed_names)]))
+
     @measured
     def execute(self, drop_rows: Mapping[int, np.ndarray] | None = None,
                 omit: Sequence[str] = (), rows: WinningRows | None = None
@@ -236,7 +248,8 @@ class ScanExec(ExecNode):
         """``drop_rows``: the source's rows to leave out (see :meth:`Source.scan`);
         ``omit``: columns nobody reads after this node, left out of its batches (not read);
         ``rows``: the source's rows to scan instead of the source (its winning rows, in
-        memory: see :meth:`NewestRows.winning_rows`; only without a pushed filter)."""
+        memory: see :meth:`NewestRows.winning_rows`), the pushed filter applied to them
+        (they must hold its columns)."""
         residual = None
         if self.residual is not None:
             residual = to_pyarrow(self.residual, self.schema)
@@ -246,9 +259,12 @@ class ScanExec(ExecNode):
             schema = pa.schema([f for f in schema if f.name not in omit])
         wanted = [n for n in schema.names if n not in SOURCE_COLUMNS]
         if rows is not None:
+            table = rows.table
             if self.pushed is not None:
-                raise InvalidInputError("a scan with a pushed filter reads its source")
-            scan: Iterable[pa.RecordBatch] = rows.table.to_batches()
+                # (spelled as the view's columns, which the winners hold by those names)
+                table = filter_table(table, self.pushed)
+                table = table.select([n for n in wanted if n in table.schema.names])
+            scan: Iterable[pa.RecordBatch] = table.to_batches()
         elif self.stepwise:
             scan = self.source.scan(wanted, self.pushed, drop_rows or None, stepwise=True,
                                     rows_wanted=self.rows_wanted)
@@ -573,9 +589,12 @@ class DeduplicateExec(ExecNode):
                     metrics.add("rows_in", batch.num_rows)
                     yield batch
                 return
-            if not scan.source.is_base and scan.pushed is None:
-                rows = newest.winning_rows(scan.source, scan.read_names)
-                if rows is not None:  # every row it yields wins
+            if not scan.source.is_base:
+                # its winners (cached), the pushed filter applied to them: the rows a scan
+                # of the source with the filter keeps (the winner decided before the filter)
+                rows = newest.winning_rows(scan.source, scan.winner_names)
+                if rows is not None and (scan.pushed is None or scan.pushed_names
+                                         <= set(rows.table.schema.names)):
                     metrics.add("newer_rows_left_out", rows.left_out)
                     for batch in scan.execute(rows=rows):
                         union.metrics.output(batch.num_rows)
