@@ -18,7 +18,10 @@ tagging and conforming its rows, resolving keys) costs more than the lookups the
   key may live in (its region, or any for a key of unknown region): the one the coalesce
   picks, since a bloom filter never turns away a key its source holds;
 * the winners' rows are taken source by source (a tombstone drops its key), and the base
-  table's own ``TakeLastExec`` runs once, for the keys no newer source holds.
+  table is asked once (its ``TakeLastExec``'s lookup), for the keys no newer source
+  holds, its rows left in the order read; every output column is then joined from the
+  pieces and put in the keys' order by one take, ``_gen`` / ``_region`` made for the
+  answers only when asked for.
 
 Only for a single primary-key column of integers (its codes are the keys themselves) or
 of strings / binary (its codes are hashes: each entry a code finds in a directory is
@@ -45,13 +48,18 @@ from lance_sql.memwal.read.nodes import (
     REGION,
     SOURCE_COLUMNS,
     TakeLastExec,
-    conform,
     key_text,
 )
-from lance_sql.memwal.read.sources import GenerationSource, MemTableSource, Source
+from lance_sql.memwal.read.sources import (
+    BaseSource,
+    GenerationSource,
+    MemTableSource,
+    Source,
+)
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy
 from lance_sql.table.files.reader import ROW_ADDR
+from lance_sql.table.read.scan import rows_only
 from lance_sql.table.runtime.cache import LSM_KEY_DIRECTORIES
 from lance_sql.table.runtime.context import current_runtime
 
@@ -128,7 +136,7 @@ def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool
     not too many."""
     if keys.num_rows < MANY_KEYS or len(sources[0].key_columns) != 1 or \
             not (pa.types.is_integer(key_type) or _hashed(key_type)) or \
-            not sources[0].is_base:
+            not isinstance(sources[0], BaseSource):
         return False
     rows = 0
     for s in sources[1:]:
@@ -172,6 +180,12 @@ def _repeats(codes: np.ndarray, wanted: np.ndarray, lo: np.ndarray) -> np.ndarra
     return counts
 
 
+def conformed(values: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array:
+    """``values`` as one array of type ``t`` (cast when of another type)."""
+    a = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return a if a.type.equals(t) else a.cast(t)
+
+
 def _groups(homes: np.ndarray, region: np.ndarray, every_region: bool
             ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The generations searched together, each group in one directory, and the keys
@@ -194,21 +208,24 @@ def _groups(homes: np.ndarray, region: np.ndarray, every_region: bool
 
 @dataclass(frozen=True)
 class _Piece:
-    """Winning rows of one take: each row's ``_gen``, its region (``regions[region_at]``,
-    a region id or None) and the key it answers (a position among the lookup's keys)."""
+    """Winning rows of one source or take: each answer's ``_gen``, its region
+    (``regions[region_at]``, a region id or None), the key it answers (a position among
+    the lookup's keys) and its row in ``rows`` (``row_at``; None: the rows in order)."""
 
     rows: pa.Table
-    gen: np.ndarray        # int64, per row
+    gen: np.ndarray        # int64, per answer
     regions: list          # region ids (uuid.UUID) or None
-    region_at: np.ndarray  # per row, into regions
-    key_of: np.ndarray     # per row
+    region_at: np.ndarray  # per answer, into regions
+    key_of: np.ndarray     # per answer
+    row_at: np.ndarray | None = None
 
     @classmethod
-    def of(cls, source: Source, rows: pa.Table, key_of: np.ndarray) -> _Piece:
-        """Rows of one source."""
-        n = rows.num_rows
+    def of(cls, source: Source, rows: pa.Table, key_of: np.ndarray,
+           row_at: np.ndarray | None = None) -> _Piece:
+        """Answers of one source."""
+        n = key_of.size
         return cls(rows, np.full(n, source.gen, np.int64), [source.region],
-                   np.zeros(n, np.int64), key_of)
+                   np.zeros(n, np.int64), key_of, row_at)
 
 
 class ManyKeyLookup:
@@ -345,17 +362,12 @@ class ManyKeyLookup:
             won = best[mine] == i
             if won.any():
                 taken.extend(self._memtable(sources[i], mine[won], addresses[won]))
-        pieces = self._tagged(taken)
         rest = best == none
         if rest.any():
-            pieces.extend(self.base.execute(keys if rest.all() else keys.take(rest)))
-        table = pa.Table.from_batches(pieces, schema=self.schema)
-        output = table.select(self.output)  # (the tags are not copied)
-        # in the order of the keys, as the coalesce gives them (no columns: no order, and
-        # a take of a table without columns would lose its rows)
-        if table.num_rows > 1 and output.num_columns:
-            output = output.take(pc.sort_indices(table.column(KEY_POSITION)))
-        return output.combine_chunks()
+            base = self._base(keys if rest.all() else keys.take(rest))
+            if base is not None:
+                taken.append(base)
+        return self._assembled(taken)
 
     def _same_keys(self, generations: Sequence[GenerationSource], key_of: np.ndarray,
                    j: np.ndarray, row: np.ndarray) -> np.ndarray:
@@ -372,40 +384,87 @@ class ManyKeyLookup:
         CODE_COLLISIONS[0] += int(same.size - np.count_nonzero(same))
         return same
 
-    def _tagged(self, taken: list[_Piece]) -> list[pa.RecordBatch]:
-        """The rows ``taken`` with ``_gen``, ``_region`` and ``_key``, as the lookup
-        schema: pieces of one schema joined first and tagged at once (the per-piece work
-        is what this path saves)."""
-        groups: dict[pa.Schema, list[_Piece]] = {}
-        for piece in taken:
-            same = next((g for g in groups if g.equals(piece.rows.schema)), None)
-            groups.setdefault(same if same is not None else piece.rows.schema, []).append(piece)
-        wanted = [c for c in self.schema.names if c not in (*SOURCE_COLUMNS, KEY_POSITION)]
-        out = []
-        for schema, group in groups.items():
-            table = pa.concat_tables([p.rows for p in group]) if len(group) > 1 \
-                else group[0].rows
-            table = table.select([c for c in wanted if c in schema.names])
-            table = table.append_column(GEN, array_from_numpy(
-                np.concatenate([p.gen for p in group]), pa.int64()))
-            # each row's region: its label among the group's region lists, each list
-            # (the generations' one is shared by every region's piece) labelled once
-            labels: list[str | None] = []
-            start_of: dict[int, int] = {}
-            starts = []
-            for p in group:
-                start = start_of.get(id(p.regions))
-                if start is None:
-                    start = start_of[id(p.regions)] = len(labels)
-                    labels.extend(None if r is None else str(r) for r in p.regions)
-                starts.append(start)
-            at = np.concatenate([p.region_at + s for p, s in zip(group, starts, strict=True)])
-            table = table.append_column(REGION, pa.array(labels, pa.string()).take(
-                array_from_numpy(at, pa.int64())))
-            key_of = np.concatenate([p.key_of for p in group])
-            table = table.append_column(KEY_POSITION, pa.array(self.keys.position[key_of]))
-            out.append(conform(table, self.schema))
-        return out
+    def _base(self, keys: Keys) -> _Piece | None:
+        """The base table's answers for ``keys`` (its ``TakeLastExec``'s lookup, counted
+        in its metrics), its rows left in the order read: :meth:`_assembled` puts every
+        answer in the keys' order with one take."""
+        node = self.base
+        assert isinstance(node.source, BaseSource)  # (see usable)
+        node.runs += 1
+        node.metrics.started()
+        node.metrics.add("keys_asked", keys.num_rows)
+        with own_work(node.metrics):
+            table, rows, key_at = node.source.found_rows(keys, self._wanted())
+        if not key_at.size:
+            return None
+        node.metrics.add("tombstones", 0)  # (as its node counts them)
+        node.metrics.output(int(key_at.size))
+        if TOMBSTONE in self.output:  # (asked for: the base holds no tombstones)
+            table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
+        return _Piece.of(node.source, table, keys.position[key_at], rows)
+
+    def _wanted(self) -> list[str]:
+        """The columns the sources are asked for (the lookup schema's, not the tags)."""
+        return [c for c in self.schema.names if c not in (*SOURCE_COLUMNS, KEY_POSITION)]
+
+    def _assembled(self, taken: list[_Piece]) -> pa.Table:
+        """The answers ``taken`` as the output columns, in the order of the keys (as the
+        coalesce gives them): each column's pieces joined and taken once, ``_gen``,
+        ``_region`` and ``_key`` made for the answers alone; a column a piece lacks is
+        NULL there, one of another type cast (as ``conform`` does)."""
+        sizes = np.array([p.rows.num_rows for p in taken], np.int64)
+        starts = sizes.cumsum() - sizes
+        key_of = (np.concatenate([p.key_of for p in taken]) if taken
+                  else np.zeros(0, np.int64))
+        order = np.argsort(self.keys.position[key_of], kind="stable")
+        out_schema = pa.schema([self.schema.field(n) for n in self.output],
+                               metadata=self.schema.metadata)
+        if not len(out_schema):  # no columns: the rows still count
+            return rows_only(int(order.size))
+        at = np.concatenate([
+            s + (p.row_at if p.row_at is not None else np.arange(p.key_of.size))
+            for p, s in zip(taken, starts.tolist(), strict=True)]) if taken \
+            else np.zeros(0, np.int64)
+        pick = array_from_numpy(at[order], pa.int64())
+        columns: list[pa.Array] = []
+        for f in out_schema:
+            if f.name == GEN:
+                gens = np.concatenate([p.gen for p in taken]) if taken \
+                    else np.zeros(0, np.int64)
+                columns.append(conformed(array_from_numpy(gens[order], pa.int64()), f.type))
+            elif f.name == REGION:
+                columns.append(conformed(self._regions(taken, order), f.type))
+            elif f.name == KEY_POSITION:
+                columns.append(conformed(array_from_numpy(
+                    self.keys.position[key_of[order]], pa.int64()), f.type))
+            else:
+                parts = []
+                for p in taken:
+                    if p.rows.schema.get_field_index(f.name) >= 0:
+                        parts.append(conformed(p.rows.column(f.name), f.type))
+                    else:
+                        parts.append(pa.nulls(p.rows.num_rows, f.type))
+                joined = parts[0] if len(parts) == 1 else pa.concat_arrays(parts) \
+                    if parts else pa.array([], f.type)
+                columns.append(joined.take(pick))
+        return pa.Table.from_arrays(columns, schema=out_schema)
+
+    @staticmethod
+    def _regions(taken: list[_Piece], order: np.ndarray) -> pa.Array:
+        """Each answer's ``_region`` label (in ``order``): each piece's region list (the
+        generations' one is shared by every region's piece) labelled once."""
+        labels: list[str | None] = []
+        start_of: dict[int, int] = {}
+        starts = []
+        for p in taken:
+            start = start_of.get(id(p.regions))
+            if start is None:
+                start = start_of[id(p.regions)] = len(labels)
+                labels.extend(None if r is None else str(r) for r in p.regions)
+            starts.append(start)
+        at = (np.concatenate([p.region_at + s for p, s in zip(taken, starts, strict=True)])
+              if taken else np.zeros(0, np.int64))
+        return pa.array(labels, pa.string()).take(array_from_numpy(at[order], pa.int64()))
 
     def _memtable(self, s: Source, key_of: np.ndarray, addresses: np.ndarray
                   ) -> list[_Piece]:

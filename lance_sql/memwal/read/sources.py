@@ -458,6 +458,18 @@ class BaseSource(_LanceSource):
         return None
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
+        table, rows, key_positions = self.found_rows(keys, columns)
+        if rows is not None:
+            table = table.take(pa.array(rows, pa.int64()))
+        table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
+        return table.append_column("_key", pa.array(key_positions))
+
+    def found_rows(self, keys: Keys, columns: Sequence[str]
+                   ) -> tuple[pa.Table, np.ndarray | None, np.ndarray]:
+        """:meth:`lookup` before its rows are put in the keys' order: (rows read, in the
+        order read, the key columns, ``columns`` and ``_rowaddr``; each found key's row
+        among them, None when they are those rows in that order; the positions of the
+        found keys in ``keys``). A caller that reorders rows anyway takes them once."""
         wanted = list(dict.fromkeys([*self.key_columns, *columns]))
         indexed = self.key_index() is not None
         # one search of the key index for every key and one take, no scanner
@@ -474,22 +486,18 @@ class BaseSource(_LanceSource):
             hit_one = table.num_rows == 1 and all(
                 same_key_value(table.column(k), w)
                 for k, w in zip(self.key_columns, keys.table.columns, strict=True))
-            table = table.slice(0, int(hit_one))
-            key_positions = np.zeros(table.num_rows, np.int64)
-        else:  # each key's row (a key asked twice gets its row twice, as from other sources)
-            # candidates newest first: of a key held twice (plain appends to the base do
-            # not enforce the key) the newest row wins, the last in the table's order
-            newest = _newest_first(table, self.dataset.manifest.fragments)
-            held = [table.column(k).combine_chunks() for k in self.key_columns]
-            if newest is not None:
-                held = [c.take(array_from_numpy(newest)) for c in held]
-            found = KeySet(held).find(keys.columns, keys.codes)
-            hit = found >= 0
-            rows = found[hit] if newest is None else newest[found[hit]]
-            table = table.take(pa.array(rows, pa.int64()))
-            key_positions = np.flatnonzero(hit)
-        table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
-        return table.append_column("_key", pa.array(key_positions))
+            return table.slice(0, int(hit_one)), None, np.zeros(int(hit_one), np.int64)
+        # each key's row (a key asked twice gets its row twice, as from other sources)
+        # candidates newest first: of a key held twice (plain appends to the base do
+        # not enforce the key) the newest row wins, the last in the table's order
+        newest = _newest_first(table, self.dataset.manifest.fragments)
+        held = [table.column(k).combine_chunks() for k in self.key_columns]
+        if newest is not None:
+            held = [c.take(array_from_numpy(newest)) for c in held]
+        found = KeySet(held).find(keys.columns, keys.codes)
+        hit = found >= 0
+        rows = found[hit] if newest is None else newest[found[hit]]
+        return table, rows, np.flatnonzero(hit)
 
     def lookup_one(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
         """:meth:`lookup` of one key by the key index, without the batch bookkeeping: the
