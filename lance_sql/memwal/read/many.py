@@ -186,21 +186,50 @@ def conformed(values: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array:
     return a if a.type.equals(t) else a.cast(t)
 
 
-def _groups(homes: np.ndarray, region: np.ndarray, every_region: bool
+class _SortedKeys:
+    """The lookup's keys in ascending code order, and those that may live in a region (its
+    own and those of any region, -1) in that order: one sort shared by every search (the
+    directories', the MemTables'; nearby codes share cache lines)."""
+
+    def __init__(self, codes: np.ndarray, region: np.ndarray) -> None:
+        self.order = np.argsort(codes, kind="stable")  # positions among the keys
+        self._region = region[self.order]
+        self._any = bool((self._region == -1).any())
+        self._grouped: tuple[np.ndarray, np.ndarray] | None = None
+
+    def of_region(self, r: int) -> np.ndarray:
+        """The positions of the keys that may live in region ``r``, by ascending code."""
+        if self._any:
+            return self.order[(self._region == r) | (self._region == -1)]
+        if self._grouped is None:  # by region, each region's keys still by code
+            by = np.argsort(self._region, kind="stable")
+            self._grouped = (self.order[by], self._region[by])
+        keys, regions = self._grouped
+        lo, hi = np.searchsorted(regions, [r, r + 1]).tolist()
+        return keys[lo:hi]
+
+    @property
+    def any_region(self) -> bool:
+        """Whether some key may live in any region (-1)."""
+        return self._any
+
+
+def _groups(homes: np.ndarray, keys: _SortedKeys, every_region: bool
             ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The generations searched together, each group in one directory, and the keys
-    searched in it: (positions among the generations, positions among the keys).
+    searched in it: (positions among the generations, positions among the keys, by
+    ascending code).
 
     A lookup over every region of the view (or with keys of any region): one directory
     of all the generations, one search. A lookup over some regions only (a few keys:
     the others pruned): one directory for each of its regions, so the directories do
     not depend on which regions a lookup's keys touch (else each such set of regions
     would be built and cached apart)."""
-    if every_region or (region == -1).any():
-        return [(np.arange(homes.size), np.arange(region.size))] if homes.size else []
+    if every_region or keys.any_region:
+        return [(np.arange(homes.size), keys.order)] if homes.size else []
     out = []
     for home in dict.fromkeys(homes.tolist()):
-        mine = np.flatnonzero(region == home)
+        mine = keys.of_region(home)
         if mine.size:
             out.append((np.flatnonzero(homes == home), mine))
     return out
@@ -284,12 +313,12 @@ class ManyKeyLookup:
         directories: list[tuple[KeyDirectory, np.ndarray]] = []
         homes = np.array([g.region_index for g in generations], np.int64)
         hashed = _hashed(self.schema.field(0).type)
-        for members, mine in _groups(homes, region, self.every_region):
+        by_code = _SortedKeys(codes, region)
+        for members, order in _groups(homes, by_code, self.every_region):
             d = self._directory([generations[m] for m in members.tolist()])
             directories.append((d, members))
-            # the keys searched in ascending order (nearby ones share cache lines), each
-            # one's entries counted by stepping past its first while the code repeats
-            order = mine[np.argsort(codes[mine])]
+            # the keys searched in ascending order, each one's entries counted by
+            # stepping past its first while the code repeats
             lo = np.searchsorted(d.codes, codes[order], "left")
             counts = _repeats(d.codes, codes[order], lo)
             entry = range_indices(lo, counts)
@@ -312,13 +341,17 @@ class ManyKeyLookup:
             if type(s) is not MemTableSource:
                 continue
             assert isinstance(s, MemTableSource)
-            mine = np.flatnonzero((region == s.region_index) | (region == -1))
+            # (by ascending code; a MemTable of no region: the keys of any region)
+            mine = by_code.of_region(-1 if s.region_index is None else s.region_index)
             if not mine.size:
                 continue
             addresses = (None if key_type is None
                          else s.memtable.lookup_codes(codes[mine], key_type))
             if addresses is None:
-                table = keys.table if mine.size == n else keys.table.take(pa.array(mine))
+                if mine.size == n:  # every key: the table as it is, keys in their order
+                    mine, table = np.arange(n), keys.table
+                else:
+                    table = keys.table.take(array_from_numpy(mine, pa.int64()))
                 addresses = s.memtable.lookup(table)
             else:
                 CODE_PROBES[0] += 1
