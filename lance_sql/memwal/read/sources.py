@@ -33,8 +33,8 @@ from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.column_match import relabelled
-from lance_sql.memwal.memtable import MemFragment, MemTable
-from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet, same_key_value
+from lance_sql.memwal.memtable import MemFragment, MemTable, key_codes
+from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet, last_rows_of, same_key_value
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.dataset import LanceDataset
@@ -270,6 +270,18 @@ def _newest_first(table: pa.Table, fragments: Sequence[Fragment]) -> np.ndarray 
     return np.argsort(order, kind="stable")[::-1].astype(np.int64)
 
 
+def _in_table_order(table: pa.Table, fragments: Sequence[Fragment]) -> bool:
+    """Whether ``table``'s rows are in the table's row order (ascending ``_rowaddr`` with
+    the fragments listed by ascending id, as a take by sorted addresses gives them)."""
+    if ROW_ADDR not in table.column_names:
+        return False
+    ids = [f.id for f in fragments]
+    if any(a >= b for a, b in zip(ids, ids[1:], strict=False)):
+        return False
+    addresses = numpy_of(table.column(ROW_ADDR))
+    return bool((addresses[1:] > addresses[:-1]).all())
+
+
 def table_order(addresses: np.ndarray, fragments: Sequence[Fragment]) -> np.ndarray:
     """Each row address's place in the table's row order (uint64, higher: later): its
     fragment's place in the manifest's list (``fragments``), then its offset."""
@@ -490,7 +502,15 @@ class BaseSource(_LanceSource):
         # each key's row (a key asked twice gets its row twice, as from other sources)
         # candidates newest first: of a key held twice (plain appends to the base do
         # not enforce the key) the newest row wins, the last in the table's order
-        newest = _newest_first(table, self.dataset.manifest.fragments)
+        fragments = self.dataset.manifest.fragments
+        if len(self.key_columns) == 1 and _in_table_order(table, fragments):
+            held_key = table.column(self.key_columns[0])
+            if pa.types.is_integer(held_key.type) and not held_key.null_count:
+                # rows in the table's order: a key's newest row is its last one
+                found = last_rows_of(key_codes([held_key.combine_chunks()]), keys.codes)
+                hit = found >= 0
+                return table, found[hit], np.flatnonzero(hit)
+        newest = _newest_first(table, fragments)
         held = [table.column(k).combine_chunks() for k in self.key_columns]
         if newest is not None:
             held = [c.take(array_from_numpy(newest)) for c in held]
