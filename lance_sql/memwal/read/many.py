@@ -141,9 +141,10 @@ def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool
     rows = 0
     for s in sources[1:]:
         if type(s) is GenerationSource:
-            held = s.key_rows()
-            rows += held.num_rows
-            if not held.keys[0].type.equals(key_type) or rows > MAX_DIRECTORY_KEYS:
+            assert isinstance(s, GenerationSource)
+            held_rows, held_type = s.key_facts()
+            rows += held_rows
+            if not held_type.equals(key_type) or rows > MAX_DIRECTORY_KEYS:
                 return False
         elif type(s) is not MemTableSource:
             return False

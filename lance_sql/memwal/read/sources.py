@@ -325,6 +325,10 @@ class GenerationSource(_LanceSource):
         self._open = open
         self._bloom_at = bloom_at
         self._bloom: PrimaryKeyBloom | None = None  # see bloom
+        # (the dataset they are of, its identity, (key rows, first key column's type)):
+        # facts of a generation that never changes, asked by every lookup of many keys
+        self._facts: tuple[LanceDataset, Hashable, tuple[int, pa.DataType] | None] | None \
+            = None
 
     @property
     def dataset(self) -> LanceDataset:
@@ -345,8 +349,23 @@ class GenerationSource(_LanceSource):
     @property
     def identity(self) -> Hashable:
         ds = self.dataset  # (its column names too: a column renamed since reads renamed)
-        return ("generation", ds.store.uri, ds.version, self.gen, self.region,
-                tuple(self.schema.names))
+        facts = self._facts  # (one read: threads may replace it; any of them is right)
+        if facts is None or facts[0] is not ds:
+            facts = self._facts = (ds, ("generation", ds.store.uri, ds.version, self.gen,
+                                        self.region, tuple(self.schema.names)), None)
+        return facts[1]
+
+    def key_facts(self) -> tuple[int, pa.DataType]:
+        """(the rows of :meth:`key_rows`, its first key column's type), kept by the source
+        once known (a generation never changes)."""
+        identity = self.identity
+        facts = self._facts
+        if facts is None or facts[1] is not identity or facts[2] is None:
+            held = self.key_rows()
+            found = (held.num_rows, held.keys[0].type)
+            self._facts = (self.dataset, identity, found)
+            return found
+        return facts[2]
 
     def rows(self) -> pa.Table:
         """Every row of the generation (all columns, ``_rowaddr``), in address order,
