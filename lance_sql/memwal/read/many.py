@@ -215,6 +215,18 @@ class _SortedKeys:
         return self._any
 
 
+def _conformed_table(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` as a table of exactly ``schema`` (missing columns NULL, types cast)."""
+    columns = []
+    for f in schema:
+        if rows.schema.get_field_index(f.name) >= 0:
+            column = rows.column(f.name)
+            columns.append(column if column.type.equals(f.type) else column.cast(f.type))
+        else:
+            columns.append(pa.nulls(rows.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 def _groups(homes: np.ndarray, keys: _SortedKeys, every_region: bool
             ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The generations searched together, each group in one directory, and the keys
@@ -443,7 +455,7 @@ class ManyKeyLookup:
 
     def _assembled(self, taken: list[_Piece]) -> pa.Table:
         """The answers ``taken`` as the output columns, in the order of the keys (as the
-        coalesce gives them): each column's pieces joined and taken once, ``_gen``,
+        coalesce gives them): the pieces' data columns joined and taken once, ``_gen``,
         ``_region`` and ``_key`` made for the answers alone; a column a piece lacks is
         NULL there, one of another type cast (as ``conform`` does)."""
         sizes = np.array([p.rows.num_rows for p in taken], np.int64)
@@ -460,7 +472,17 @@ class ManyKeyLookup:
             for p, s in zip(taken, starts.tolist(), strict=True)]) if taken \
             else np.zeros(0, np.int64)
         pick = array_from_numpy(at[order], pa.int64())
-        columns: list[pa.Array] = []
+        # the pieces' data columns as one table of them (a column a piece lacks NULL
+        # there, one of another type cast), taken once; the tags made per answer
+        tags = (GEN, REGION, KEY_POSITION)
+        data = pa.schema(list({f.name: f for f in out_schema if f.name not in tags}.values()))
+        picked = None
+        if len(data):
+            tables = [_conformed_table(p.rows, data) for p in taken]
+            joined = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)) if tables \
+                else data.empty_table()
+            picked = joined.take(pick).combine_chunks()
+        columns: list[pa.Array | pa.ChunkedArray] = []
         for f in out_schema:
             if f.name == GEN:
                 gens = np.concatenate([p.gen for p in taken]) if taken \
@@ -472,15 +494,8 @@ class ManyKeyLookup:
                 columns.append(conformed(array_from_numpy(
                     self.keys.position[key_of[order]], pa.int64()), f.type))
             else:
-                parts = []
-                for p in taken:
-                    if p.rows.schema.get_field_index(f.name) >= 0:
-                        parts.append(conformed(p.rows.column(f.name), f.type))
-                    else:
-                        parts.append(pa.nulls(p.rows.num_rows, f.type))
-                joined = parts[0] if len(parts) == 1 else pa.concat_arrays(parts) \
-                    if parts else pa.array([], f.type)
-                columns.append(joined.take(pick))
+                assert picked is not None
+                columns.append(picked.column(f.name))
         return pa.Table.from_arrays(columns, schema=out_schema)
 
     @staticmethod
