@@ -46,3 +46,24 @@ def test_last_rows_equal_the_key_set_backwards() -> None:
 def test_no_rows_or_no_codes() -> None:
     assert last_rows_of(np.zeros(0, np.int64), np.array([1, 2])).tolist() == [-1, -1]
     assert last_rows_of(np.array([1, 2]), np.zeros(0, np.int64)).tolist() == []
+
+
+def test_first_column_of_a_subset_is_its_keys() -> None:
+    """A subset's first key column made from its codes (int64) is the column its key
+    table would give; other key types and keys with nulls give that column itself."""
+    import pyarrow as pa
+
+    from lance_sql.memwal.read.keys import Keys
+
+    table = pa.table({"id": pa.array([5, -3, 2**62, 7, 0], pa.int64())})
+    keys = Keys(table)
+    keys.codes  # (known before the subset is taken, as a lookup of many keys has them)
+    subset = keys.take(np.array([True, False, True, True, False]))
+    assert subset.first_column().equals(pa.array([5, 2**62, 7], pa.int64()))
+    assert subset.first_column().equals(subset.columns[0])
+    for other in (pa.array([5, 1, 2], pa.int32()), pa.array(["a", "b", "c"]),
+                  pa.array([5, None, 2], pa.int64())):
+        k = Keys(pa.table({"id": other}))
+        if not other.null_count:
+            k.codes
+        assert k.take(np.array([True, False, True])).first_column().equals(other.take([0, 2]))

@@ -228,6 +228,20 @@ class Keys:
     def num_rows(self) -> int:
         return int(self.position.size)
 
+    def first_column(self) -> pa.Array:
+        """The first key column: of an int64 key without nulls whose codes are known (the
+        values themselves), made from them without a copy, so a subset's key table is not
+        taken for a search that reads one column (the base's key index)."""
+        codes = self._codes
+        if codes is not None:
+            table = self._table if self._table is not None else \
+                self._rows_of[0] if self._rows_of is not None else None
+            if table is not None and table.num_columns == 1 and \
+                    table.schema.field(0).type.equals(pa.int64()) and \
+                    not table.column(0).null_count:
+                return array_from_numpy(codes, pa.int64())
+        return self.columns[0]
+
     @property
     def columns(self) -> list[pa.Array]:
         return [_combined(c) for c in self.table.columns]

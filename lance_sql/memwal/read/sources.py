@@ -610,7 +610,7 @@ class BaseSource(_LanceSource):
         keyed = keys.num_rows > 1 and len(self.key_columns) == 1 and key in columns
         try:
             found = (keyed_addresses if keyed else _unkeyed_addresses)(
-                ds.store, ds.manifest, key, keys.columns[0])
+                ds.store, ds.manifest, key, keys.first_column())
         except LanceError:
             return None  # unusable index: the general path scans instead
         if found is None:
