@@ -372,7 +372,7 @@ class ManyKeyLookup:
             if hit.any():
                 held[i] = (mine[hit], addresses[hit])
                 np.minimum.at(best, mine[hit], i)
-        # ---- the winners' rows, tagged together
+        # ---- the winners' rows, source by source (put together by _assembled)
         taken: list[_Piece] = []
         key_of, j, row, tombstone = found
         # the winning generation of its key, and not a tombstone (the key is deleted)
@@ -398,7 +398,7 @@ class ManyKeyLookup:
                     rows = generations[g].rows().take(pa.array(row[mine], pa.int64()))
                     taken.append(_Piece.of(generations[g], rows, key_of[mine]))
                 continue
-            # every winner's row in one take, tagged row by row with its generation
+            # every winner's row in one take, each row's generation noted
             local = np.searchsorted(members, j[here])  # the generation within the region
             assert d.first is not None
             rows = d.joined.take(array_from_numpy(d.first[local] + row[here], pa.int64()))
