@@ -356,17 +356,17 @@ class MemTable:
                 not key_type.equals(self.arrow_schema.field(self.primary_key[0]).type):
             return None
         frags = self.fragments()
-        result = np.full(codes.size, -1, np.int64)
-        if not frags or not codes.size:
-            return result
         sorted_codes, sorted_addr = self._sorted_index(frags)
+        if not sorted_codes.size or not codes.size:
+            return np.full(codes.size, -1, np.int64)
         # a code's rows are in address order (a stable sort of codes in address order):
-        # its latest row, the highest address, is the last before its right end
-        hi = np.searchsorted(sorted_codes, codes, "right")
-        held = hi > 0
-        held[held] = sorted_codes[hi[held] - 1] == codes[held]
-        result[held] = sorted_addr[hi[held] - 1].astype(np.int64)
-        return result
+        # its latest row, the highest address, is the last before its right end (a code
+        # below every code held has none: the first code there is larger, never equal)
+        last = np.searchsorted(sorted_codes, codes, "right")
+        last -= 1
+        np.maximum(last, 0, out=last)
+        held = sorted_codes[last] == codes
+        return np.where(held, sorted_addr[last].view(np.int64), -1)
 
     def _candidates(self, frags: list[MemFragment], codes: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:

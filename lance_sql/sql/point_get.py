@@ -28,12 +28,14 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import LanceError
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
 from lance_sql.memwal.read.nodes import conform
 from lance_sql.memwal.read.planner import LsmView
+from lance_sql.numpy_arrow import array_from_numpy
 from lance_sql.sql.catalog import LanceSchemaProvider, TableDirectory, TableName, VersionResolver
 from lance_sql.sql.lsm_provider import LSM_ONLY, MAX_LOOKUP_KEYS, LsmTableDataset
 from lance_sql.sql.rewrite import VersionSpec
@@ -291,10 +293,16 @@ def _key_table(query: PointQuery, key_columns: list[str], schema: pa.Schema
         return None  # composite keys: one '=' per column
     columns = {}
     for name, values, _ in conditions:
+        key_type = schema.field(name).type
+        if pa.types.is_integer(key_type) and len(values) > 1:
+            numbers = _integer_keys(values, key_type)
+            if numbers is None:
+                return None
+            columns[name] = numbers
+            continue
         unique = list(dict.fromkeys(values))  # first occurrences, in order
         if len(unique) > MAX_LOOKUP_KEYS:
             return None  # the provider scans instead
-        key_type = schema.field(name).type
         if pa.types.is_integer(key_type):
             ints = [v for v in unique if type(v) is int]
             if len(ints) != len(unique):
@@ -309,6 +317,27 @@ def _key_table(query: PointQuery, key_columns: list[str], schema: pa.Schema
             return None
         columns[name] = pa.array(unique, type=key_type)
     return pa.table({k: columns[k] for k in key_columns})
+
+
+def _integer_keys(values: tuple[Literal, ...], key_type: pa.DataType) -> pa.Array | None:
+    """Integer literals as the key column of an integer key: each once, first occurrences
+    in order, in numpy (an ``IN`` of 1000 keys: no Python set and list of them); None
+    when one is no integer or out of the range ``key_type`` holds as DataFusion reads
+    the literal, or when there are too many."""
+    if not all(type(v) is int for v in values):
+        return None
+    try:
+        numbers = np.array(values, np.int64)
+    except OverflowError:
+        return None
+    low, high = _integer_range(key_type)
+    if not numbers.size or int(numbers.min()) < low or int(numbers.max()) > high:
+        return None
+    _, first = np.unique(numbers, return_index=True)
+    if first.size > MAX_LOOKUP_KEYS:
+        return None  # the provider scans instead
+    unique = array_from_numpy(numbers[np.sort(first)], pa.int64())
+    return unique if key_type.equals(pa.int64()) else unique.cast(key_type)
 
 
 def _integer_range(key_type: pa.DataType) -> tuple[int, int]:

@@ -473,3 +473,52 @@ def test_string_keys_sharing_a_hash_code_are_told_apart(tmp_path: Path,
     finally:
         current_runtime().cache.clear()  # no colliding key sets left for other tests
         writer.close()
+
+
+@pytest.mark.parametrize("columns", [["_key", "_tombstone", "_rowid", "v"],
+                                     ["cat", "_region", "_gen", "_key"], ["s"]])
+def test_system_and_tag_columns_equal_the_nodes(routed: MemWal, columns) -> None:
+    """The answers put in the keys' order by one take, with ``_gen`` / ``_region`` /
+    ``_key`` made per answer and ``_tombstone`` / ``_rowid`` (NULL or false where a
+    source lacks them): the nodes' table, column for column, with every source
+    answering (the base, generations, the MemTable)."""
+    keys = _keys(11)
+    plan = routed.view().lookup_plan(keys, columns)
+    assert plan.many is not None
+    fast = plan.many.to_table()
+    nodes = plan.root.to_table()
+    assert fast.schema.equals(nodes.schema)
+    assert fast.equals(nodes)
+    assert fast.num_rows > 800
+    if "_key" in columns:  # each answer's key, in the keys' order
+        asked = fast.column("_key").to_pylist()
+        assert asked == sorted(asked) and len(set(asked)) == len(asked)
+
+
+def test_deleted_base_rows_and_a_compacted_order_equal_the_nodes(tmp_path: Path) -> None:
+    """Many keys over a base table with deleted rows (the take leaves them out) and
+    with a key appended again (its newest row, the last in the table's order, wins):
+    rows in the table's order take one search of their codes; the answers equal the
+    nodes' and a model's, keys asked twice answered twice."""
+    uri = _base(tmp_path)
+    lance_sql.dataset(uri).delete("id >= 100 AND id < 140")
+    lance_sql.write_dataset(_rows([7, 150, 9_000], 5), uri, mode="append")
+    ds = lance_sql.dataset(uri)
+    ds.create_scalar_index("id", "BTREE", replace=True)
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 4),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    with mw.writer() as writer:
+        writer.put(_rows([8, 120], 9))
+        writer.flush_memtable()
+        writer.put(_rows([150, 121], 8))
+        ids = pa.array([7, 8, 99, 100, 120, 121, 139, 150, 150, 9_000, 7, N + 5, 140],
+                       pa.int64())
+        plan = mw.view().lookup_plan(pa.table({"id": ids}), ["id", "v", "_gen"])
+        assert plan.many is not None
+        fast = plan.many.to_table()
+        assert fast.equals(plan.root.to_table())
+        got = list(zip(fast.column("id").to_pylist(), fast.column("v").to_pylist(),
+                       strict=True))
+        assert got == [(7, 12.0), (8, 17.0), (99, 99.0), (120, 129.0), (121, 129.0),
+                       (150, 158.0), (150, 158.0), (9_000, 9_005.0), (7, 12.0),
+                       (140, 140.0)]

@@ -200,6 +200,43 @@ def test_composite_keys(tmp_path: Path, sql: str) -> None:
             region_writer.abort()
 
 
+@pytest.mark.parametrize("key_type", [pa.int32(), pa.uint16(), pa.uint64()])
+def test_in_lists_of_narrow_and_unsigned_integer_keys(tmp_path: Path,
+                                                      key_type: pa.DataType) -> None:
+    """An ``IN`` list of integers becomes the key column in numpy: each key once, in the
+    order first asked, in the key's type; a literal the key's type does not hold (or a
+    negative one for an unsigned key) leaves the query to DataFusion."""
+    schema = pa.schema([pa.field("k", key_type, nullable=False, metadata=PK),
+                        pa.field("v", pa.int64())])
+    ds = lance_sql.write_dataset(pa.table({"k": [1, 2, 3, 500], "v": [1, 2, 3, 5]},
+                                          schema=schema), tmp_path / "n.lance")
+    ds.create_scalar_index("k", "BTREE")
+    mw = MemWal.initialize(ds, RegionSpec.bucket("k", 2), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    try:
+        writer.put(pa.table({"k": [2, 7], "v": [20, 70]}, schema=schema))
+        session = connect(tmp_path)
+        fast, slow, taken = _both(session, "SELECT * FROM n WHERE k IN (7, 500, 9, 2, 7, 1)")
+        assert taken
+        _assert_same(fast, slow, order="k")
+        assert fast.to_pylist() == [{"k": 7, "v": 70}, {"k": 500, "v": 5},
+                                    {"k": 2, "v": 20}, {"k": 1, "v": 1}]
+        assert fast.schema.field("k").type.equals(key_type)
+        too_big = {32: 2**31, 16: 2**16, 64: 2**63}[key_type.bit_width]
+        for listed in (f"1, {too_big}", "2, -1" if pa.types.is_unsigned_integer(key_type)
+                       else f"2, {-2**31 - 1}"):
+            before = session.point_gets.answered
+            try:
+                session.sql(f"SELECT k FROM n WHERE k IN ({listed})").to_arrow_table()
+            except LanceError:
+                pass  # DataFusion's casts decide
+            assert session.point_gets.answered == before, listed
+    finally:
+        for region_writer in writer.writers:
+            region_writer.abort()
+
+
 @pytest.mark.parametrize("key_type", [pa.string(), pa.large_string()])
 def test_string_keys(tmp_path: Path, key_type: pa.DataType) -> None:
     schema = pa.schema([pa.field("k", key_type, nullable=False, metadata=PK),

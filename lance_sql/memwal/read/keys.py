@@ -21,7 +21,7 @@ from lance_sql.memwal.bloom import identity_keys, key_hash_one, key_hashes
 from lance_sql.memwal.memtable import key_codes
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of, true_mask
 
-__all__ = ["KeyRows", "KeySet", "Keys", "latest_positions", "same_key_value"]
+__all__ = ["KeyRows", "KeySet", "Keys", "last_rows_of", "latest_positions", "same_key_value"]
 
 _DENSE_LIMIT = 1 << 26  # entries of a membership map (bytes)
 
@@ -106,6 +106,25 @@ class KeySet:
             more = self.codes[at] == q[rows]
             rows, at = rows[more], at[more]
         return found
+
+
+def last_rows_of(held: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """For each of ``codes`` (int64 codes of one integer key column), the last row of
+    ``held`` (the rows' codes) holding it, or -1: :meth:`KeySet.find` over ``held``
+    backwards, without its copy and map (no sort when ``held`` is ascending already, as
+    the rows of a table written in key order are)."""
+    if not held.size or not codes.size:
+        return np.full(codes.size, -1, np.int64)
+    ascending = bool((held[1:] >= held[:-1]).all())
+    order = None if ascending else np.argsort(held, kind="stable")
+    by_code = held if order is None else held[order]
+    # the last of equal codes (a stable sort keeps them in row order) is right of them
+    last = np.searchsorted(by_code, codes, "right")
+    last -= 1
+    np.maximum(last, 0, out=last)  # (a code below all: the first code is larger)
+    hit = by_code[last] == codes
+    rows = last if order is None else order[last]
+    return np.where(hit, rows, -1)
 
 
 def same_key_value(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> bool:
@@ -208,6 +227,20 @@ class Keys:
     @property
     def num_rows(self) -> int:
         return int(self.position.size)
+
+    def first_column(self) -> pa.Array:
+        """The first key column: of an int64 key without nulls whose codes are known (the
+        values themselves), made from them without a copy, so a subset's key table is not
+        taken for a search that reads one column (the base's key index)."""
+        codes = self._codes
+        if codes is not None:
+            table = self._table if self._table is not None else \
+                self._rows_of[0] if self._rows_of is not None else None
+            if table is not None and table.num_columns == 1 and \
+                    table.schema.field(0).type.equals(pa.int64()) and \
+                    not table.column(0).null_count:
+                return array_from_numpy(codes, pa.int64())
+        return self.columns[0]
 
     @property
     def columns(self) -> list[pa.Array]:

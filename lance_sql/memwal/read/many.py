@@ -18,7 +18,10 @@ tagging and conforming its rows, resolving keys) costs more than the lookups the
   key may live in (its region, or any for a key of unknown region): the one the coalesce
   picks, since a bloom filter never turns away a key its source holds;
 * the winners' rows are taken source by source (a tombstone drops its key), and the base
-  table's own ``TakeLastExec`` runs once, for the keys no newer source holds.
+  table is asked once (its ``TakeLastExec``'s lookup), for the keys no newer source
+  holds, its rows left in the order read; every output column is then joined from the
+  pieces and put in the keys' order by one take, ``_gen`` / ``_region`` made for the
+  answers only when asked for.
 
 Only for a single primary-key column of integers (its codes are the keys themselves) or
 of strings / binary (its codes are hashes: each entry a code finds in a directory is
@@ -45,13 +48,18 @@ from lance_sql.memwal.read.nodes import (
     REGION,
     SOURCE_COLUMNS,
     TakeLastExec,
-    conform,
     key_text,
 )
-from lance_sql.memwal.read.sources import GenerationSource, MemTableSource, Source
+from lance_sql.memwal.read.sources import (
+    BaseSource,
+    GenerationSource,
+    MemTableSource,
+    Source,
+)
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy
 from lance_sql.table.files.reader import ROW_ADDR
+from lance_sql.table.read.scan import rows_only
 from lance_sql.table.runtime.cache import LSM_KEY_DIRECTORIES
 from lance_sql.table.runtime.context import current_runtime
 
@@ -128,14 +136,15 @@ def usable(sources: Sequence[Source], keys: Keys, key_type: pa.DataType) -> bool
     not too many."""
     if keys.num_rows < MANY_KEYS or len(sources[0].key_columns) != 1 or \
             not (pa.types.is_integer(key_type) or _hashed(key_type)) or \
-            not sources[0].is_base:
+            not isinstance(sources[0], BaseSource):
         return False
     rows = 0
     for s in sources[1:]:
         if type(s) is GenerationSource:
-            held = s.key_rows()
-            rows += held.num_rows
-            if not held.keys[0].type.equals(key_type) or rows > MAX_DIRECTORY_KEYS:
+            assert isinstance(s, GenerationSource)
+            held_rows, held_type = s.key_facts()
+            rows += held_rows
+            if not held_type.equals(key_type) or rows > MAX_DIRECTORY_KEYS:
                 return False
         elif type(s) is not MemTableSource:
             return False
@@ -172,21 +181,68 @@ def _repeats(codes: np.ndarray, wanted: np.ndarray, lo: np.ndarray) -> np.ndarra
     return counts
 
 
-def _groups(homes: np.ndarray, region: np.ndarray, every_region: bool
+def conformed(values: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array:
+    """``values`` as one array of type ``t`` (cast when of another type)."""
+    a = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return a if a.type.equals(t) else a.cast(t)
+
+
+class _SortedKeys:
+    """The lookup's keys in ascending code order, and those that may live in a region (its
+    own and those of any region, -1) in that order: one sort shared by every search (the
+    directories', the MemTables'; nearby codes share cache lines)."""
+
+    def __init__(self, codes: np.ndarray, region: np.ndarray) -> None:
+        self.order = np.argsort(codes, kind="stable")  # positions among the keys
+        self._region = region[self.order]
+        self._any = bool((self._region == -1).any())
+        self._grouped: tuple[np.ndarray, np.ndarray] | None = None
+
+    def of_region(self, r: int) -> np.ndarray:
+        """The positions of the keys that may live in region ``r``, by ascending code."""
+        if self._any:
+            return self.order[(self._region == r) | (self._region == -1)]
+        if self._grouped is None:  # by region, each region's keys still by code
+            by = np.argsort(self._region, kind="stable")
+            self._grouped = (self.order[by], self._region[by])
+        keys, regions = self._grouped
+        lo, hi = np.searchsorted(regions, [r, r + 1]).tolist()
+        return keys[lo:hi]
+
+    @property
+    def any_region(self) -> bool:
+        """Whether some key may live in any region (-1)."""
+        return self._any
+
+
+def _conformed_table(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` as a table of exactly ``schema`` (missing columns NULL, types cast)."""
+    columns = []
+    for f in schema:
+        if rows.schema.get_field_index(f.name) >= 0:
+            column = rows.column(f.name)
+            columns.append(column if column.type.equals(f.type) else column.cast(f.type))
+        else:
+            columns.append(pa.nulls(rows.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _groups(homes: np.ndarray, keys: _SortedKeys, every_region: bool
             ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The generations searched together, each group in one directory, and the keys
-    searched in it: (positions among the generations, positions among the keys).
+    searched in it: (positions among the generations, positions among the keys, by
+    ascending code).
 
     A lookup over every region of the view (or with keys of any region): one directory
     of all the generations, one search. A lookup over some regions only (a few keys:
     the others pruned): one directory for each of its regions, so the directories do
     not depend on which regions a lookup's keys touch (else each such set of regions
     would be built and cached apart)."""
-    if every_region or (region == -1).any():
-        return [(np.arange(homes.size), np.arange(region.size))] if homes.size else []
+    if every_region or keys.any_region:
+        return [(np.arange(homes.size), keys.order)] if homes.size else []
     out = []
     for home in dict.fromkeys(homes.tolist()):
-        mine = np.flatnonzero(region == home)
+        mine = keys.of_region(home)
         if mine.size:
             out.append((np.flatnonzero(homes == home), mine))
     return out
@@ -194,21 +250,24 @@ def _groups(homes: np.ndarray, region: np.ndarray, every_region: bool
 
 @dataclass(frozen=True)
 class _Piece:
-    """Winning rows of one take: each row's ``_gen``, its region (``regions[region_at]``,
-    a region id or None) and the key it answers (a position among the lookup's keys)."""
+    """Winning rows of one source or take: each answer's ``_gen``, its region
+    (``regions[region_at]``, a region id or None), the key it answers (a position among
+    the lookup's keys) and its row in ``rows`` (``row_at``; None: the rows in order)."""
 
     rows: pa.Table
-    gen: np.ndarray        # int64, per row
+    gen: np.ndarray        # int64, per answer
     regions: list          # region ids (uuid.UUID) or None
-    region_at: np.ndarray  # per row, into regions
-    key_of: np.ndarray     # per row
+    region_at: np.ndarray  # per answer, into regions
+    key_of: np.ndarray     # per answer
+    row_at: np.ndarray | None = None
 
     @classmethod
-    def of(cls, source: Source, rows: pa.Table, key_of: np.ndarray) -> _Piece:
-        """Rows of one source."""
-        n = rows.num_rows
+    def of(cls, source: Source, rows: pa.Table, key_of: np.ndarray,
+           row_at: np.ndarray | None = None) -> _Piece:
+        """Answers of one source."""
+        n = key_of.size
         return cls(rows, np.full(n, source.gen, np.int64), [source.region],
-                   np.zeros(n, np.int64), key_of)
+                   np.zeros(n, np.int64), key_of, row_at)
 
 
 class ManyKeyLookup:
@@ -267,12 +326,12 @@ class ManyKeyLookup:
         directories: list[tuple[KeyDirectory, np.ndarray]] = []
         homes = np.array([g.region_index for g in generations], np.int64)
         hashed = _hashed(self.schema.field(0).type)
-        for members, mine in _groups(homes, region, self.every_region):
+        by_code = _SortedKeys(codes, region)
+        for members, order in _groups(homes, by_code, self.every_region):
             d = self._directory([generations[m] for m in members.tolist()])
             directories.append((d, members))
-            # the keys searched in ascending order (nearby ones share cache lines), each
-            # one's entries counted by stepping past its first while the code repeats
-            order = mine[np.argsort(codes[mine])]
+            # the keys searched in ascending order, each one's entries counted by
+            # stepping past its first while the code repeats
             lo = np.searchsorted(d.codes, codes[order], "left")
             counts = _repeats(d.codes, codes[order], lo)
             entry = range_indices(lo, counts)
@@ -295,13 +354,17 @@ class ManyKeyLookup:
             if type(s) is not MemTableSource:
                 continue
             assert isinstance(s, MemTableSource)
-            mine = np.flatnonzero((region == s.region_index) | (region == -1))
+            # (by ascending code; a MemTable of no region: the keys of any region)
+            mine = by_code.of_region(-1 if s.region_index is None else s.region_index)
             if not mine.size:
                 continue
             addresses = (None if key_type is None
                          else s.memtable.lookup_codes(codes[mine], key_type))
             if addresses is None:
-                table = keys.table if mine.size == n else keys.table.take(pa.array(mine))
+                if mine.size == n:  # every key: the table as it is, keys in their order
+                    mine, table = np.arange(n), keys.table
+                else:
+                    table = keys.table.take(array_from_numpy(mine, pa.int64()))
                 addresses = s.memtable.lookup(table)
             else:
                 CODE_PROBES[0] += 1
@@ -309,7 +372,7 @@ class ManyKeyLookup:
             if hit.any():
                 held[i] = (mine[hit], addresses[hit])
                 np.minimum.at(best, mine[hit], i)
-        # ---- the winners' rows, tagged together
+        # ---- the winners' rows, source by source (put together by _assembled)
         taken: list[_Piece] = []
         key_of, j, row, tombstone = found
         # the winning generation of its key, and not a tombstone (the key is deleted)
@@ -335,7 +398,7 @@ class ManyKeyLookup:
                     rows = generations[g].rows().take(pa.array(row[mine], pa.int64()))
                     taken.append(_Piece.of(generations[g], rows, key_of[mine]))
                 continue
-            # every winner's row in one take, tagged row by row with its generation
+            # every winner's row in one take, each row's generation noted
             local = np.searchsorted(members, j[here])  # the generation within the region
             assert d.first is not None
             rows = d.joined.take(array_from_numpy(d.first[local] + row[here], pa.int64()))
@@ -345,17 +408,12 @@ class ManyKeyLookup:
             won = best[mine] == i
             if won.any():
                 taken.extend(self._memtable(sources[i], mine[won], addresses[won]))
-        pieces = self._tagged(taken)
         rest = best == none
         if rest.any():
-            pieces.extend(self.base.execute(keys if rest.all() else keys.take(rest)))
-        table = pa.Table.from_batches(pieces, schema=self.schema)
-        output = table.select(self.output)  # (the tags are not copied)
-        # in the order of the keys, as the coalesce gives them (no columns: no order, and
-        # a take of a table without columns would lose its rows)
-        if table.num_rows > 1 and output.num_columns:
-            output = output.take(pc.sort_indices(table.column(KEY_POSITION)))
-        return output.combine_chunks()
+            base = self._base(keys if rest.all() else keys.take(rest))
+            if base is not None:
+                taken.append(base)
+        return self._assembled(taken)
 
     def _same_keys(self, generations: Sequence[GenerationSource], key_of: np.ndarray,
                    j: np.ndarray, row: np.ndarray) -> np.ndarray:
@@ -372,40 +430,90 @@ class ManyKeyLookup:
         CODE_COLLISIONS[0] += int(same.size - np.count_nonzero(same))
         return same
 
-    def _tagged(self, taken: list[_Piece]) -> list[pa.RecordBatch]:
-        """The rows ``taken`` with ``_gen``, ``_region`` and ``_key``, as the lookup
-        schema: pieces of one schema joined first and tagged at once (the per-piece work
-        is what this path saves)."""
-        groups: dict[pa.Schema, list[_Piece]] = {}
-        for piece in taken:
-            same = next((g for g in groups if g.equals(piece.rows.schema)), None)
-            groups.setdefault(same if same is not None else piece.rows.schema, []).append(piece)
-        wanted = [c for c in self.schema.names if c not in (*SOURCE_COLUMNS, KEY_POSITION)]
-        out = []
-        for schema, group in groups.items():
-            table = pa.concat_tables([p.rows for p in group]) if len(group) > 1 \
-                else group[0].rows
-            table = table.select([c for c in wanted if c in schema.names])
-            table = table.append_column(GEN, array_from_numpy(
-                np.concatenate([p.gen for p in group]), pa.int64()))
-            # each row's region: its label among the group's region lists, each list
-            # (the generations' one is shared by every region's piece) labelled once
-            labels: list[str | None] = []
-            start_of: dict[int, int] = {}
-            starts = []
-            for p in group:
-                start = start_of.get(id(p.regions))
-                if start is None:
-                    start = start_of[id(p.regions)] = len(labels)
-                    labels.extend(None if r is None else str(r) for r in p.regions)
-                starts.append(start)
-            at = np.concatenate([p.region_at + s for p, s in zip(group, starts, strict=True)])
-            table = table.append_column(REGION, pa.array(labels, pa.string()).take(
-                array_from_numpy(at, pa.int64())))
-            key_of = np.concatenate([p.key_of for p in group])
-            table = table.append_column(KEY_POSITION, pa.array(self.keys.position[key_of]))
-            out.append(conform(table, self.schema))
-        return out
+    def _base(self, keys: Keys) -> _Piece | None:
+        """The base table's answers for ``keys`` (its ``TakeLastExec``'s lookup, counted
+        in its metrics), its rows left in the order read: :meth:`_assembled` puts every
+        answer in the keys' order with one take."""
+        node = self.base
+        assert isinstance(node.source, BaseSource)  # (see usable)
+        node.runs += 1
+        node.metrics.started()
+        node.metrics.add("keys_asked", keys.num_rows)
+        with own_work(node.metrics):
+            table, rows, key_at = node.source.found_rows(keys, self._wanted())
+        if not key_at.size:
+            return None
+        node.metrics.add("tombstones", 0)  # (as its node counts them)
+        node.metrics.output(int(key_at.size))
+        if TOMBSTONE in self.output:  # (asked for: the base holds no tombstones)
+            table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
+        return _Piece.of(node.source, table, keys.position[key_at], rows)
+
+    def _wanted(self) -> list[str]:
+        """The columns the sources are asked for (the lookup schema's, not the tags)."""
+        return [c for c in self.schema.names if c not in (*SOURCE_COLUMNS, KEY_POSITION)]
+
+    def _assembled(self, taken: list[_Piece]) -> pa.Table:
+        """The answers ``taken`` as the output columns, in the order of the keys (as the
+        coalesce gives them): the pieces' data columns joined and taken once, ``_gen``,
+        ``_region`` and ``_key`` made for the answers alone; a column a piece lacks is
+        NULL there, one of another type cast (as ``conform`` does)."""
+        sizes = np.array([p.rows.num_rows for p in taken], np.int64)
+        starts = sizes.cumsum() - sizes
+        key_of = (np.concatenate([p.key_of for p in taken]) if taken
+                  else np.zeros(0, np.int64))
+        order = np.argsort(self.keys.position[key_of], kind="stable")
+        out_schema = pa.schema([self.schema.field(n) for n in self.output],
+                               metadata=self.schema.metadata)
+        if not len(out_schema):  # no columns: the rows still count
+            return rows_only(int(order.size))
+        at = np.concatenate([
+            s + (p.row_at if p.row_at is not None else np.arange(p.key_of.size))
+            for p, s in zip(taken, starts.tolist(), strict=True)]) if taken \
+            else np.zeros(0, np.int64)
+        pick = array_from_numpy(at[order], pa.int64())
+        # the pieces' data columns as one table of them (a column a piece lacks NULL
+        # there, one of another type cast), taken once; the tags made per answer
+        tags = (GEN, REGION, KEY_POSITION)
+        data = pa.schema(list({f.name: f for f in out_schema if f.name not in tags}.values()))
+        picked = None
+        if len(data):
+            tables = [_conformed_table(p.rows, data) for p in taken]
+            joined = (tables[0] if len(tables) == 1 else pa.concat_tables(tables)) if tables \
+                else data.empty_table()
+            picked = joined.take(pick).combine_chunks()
+        columns: list[pa.Array | pa.ChunkedArray] = []
+        for f in out_schema:
+            if f.name == GEN:
+                gens = np.concatenate([p.gen for p in taken]) if taken \
+                    else np.zeros(0, np.int64)
+                columns.append(conformed(array_from_numpy(gens[order], pa.int64()), f.type))
+            elif f.name == REGION:
+                columns.append(conformed(self._regions(taken, order), f.type))
+            elif f.name == KEY_POSITION:
+                columns.append(conformed(array_from_numpy(
+                    self.keys.position[key_of[order]], pa.int64()), f.type))
+            else:
+                assert picked is not None
+                columns.append(picked.column(f.name))
+        return pa.Table.from_arrays(columns, schema=out_schema)
+
+    @staticmethod
+    def _regions(taken: list[_Piece], order: np.ndarray) -> pa.Array:
+        """Each answer's ``_region`` label (in ``order``): each piece's region list (the
+        generations' one is shared by every region's piece) labelled once."""
+        labels: list[str | None] = []
+        start_of: dict[int, int] = {}
+        starts = []
+        for p in taken:
+            start = start_of.get(id(p.regions))
+            if start is None:
+                start = start_of[id(p.regions)] = len(labels)
+                labels.extend(None if r is None else str(r) for r in p.regions)
+            starts.append(start)
+        at = (np.concatenate([p.region_at + s for p, s in zip(taken, starts, strict=True)])
+              if taken else np.zeros(0, np.int64))
+        return pa.array(labels, pa.string()).take(array_from_numpy(at[order], pa.int64()))
 
     def _memtable(self, s: Source, key_of: np.ndarray, addresses: np.ndarray
                   ) -> list[_Piece]:

@@ -763,7 +763,8 @@ class LsmView:
             regions = self.regions(None, at=[position] if position >= 0 else [])
             return regions, np.array([0 if position >= 0 and regions else -2], np.int64)
         listed = self._listed()
-        at = np.unique(routed[routed >= 0])
+        # the listed positions routed to, ascending (each once)
+        at = np.flatnonzero(np.bincount(routed[routed >= 0], minlength=len(listed)))
         regions = self.regions(None, at=at)
         kept_ids = {r.region_id: i for i, r in enumerate(regions)}
         # listed position -> kept position; keys of no existing region: -2 (base only)
@@ -1089,20 +1090,32 @@ def _route_numbers(values: pa.Table, where: dict[tuple, int]) -> np.ndarray | No
     return _routed_numbers(column.to_numpy().astype(np.int64, copy=False), where)
 
 
+# the last region values -> position dictionary _routed_numbers met, with its numbers
+# sorted and their positions: (that dictionary, numbers, positions)
+_NUMBERED: list[tuple[dict, np.ndarray, np.ndarray] | None] = [None]
+
+
 def _routed_numbers(got: np.ndarray, where: dict[tuple, int]) -> np.ndarray | None:
     """Each of the region values ``got`` (int64 numbers) as a position in ``where``
     (see :func:`_route_numbers`; -1: no such region); None when the known values are
     not all integers of int64."""
-    if not where or any(len(k) != 1 or type(k[0]) is not int for k in where):
-        return None
-    known = [k[0] for k in where]
-    try:
-        codes = np.array(known, np.int64)
-    except OverflowError:
-        return None
-    order = np.argsort(codes)
-    codes = codes[order]
-    positions = np.fromiter(where.values(), np.int64, len(where))[order]
+    kept = _NUMBERED[0]  # (one read: threads may replace it)
+    if kept is not None and kept[0] is where:
+        codes, positions = kept[1], kept[2]
+    else:
+        if not where or any(len(k) != 1 or type(k[0]) is not int for k in where):
+            return None
+        known = [k[0] for k in where]
+        try:
+            codes = np.array(known, np.int64)
+        except OverflowError:
+            return None
+        order = np.argsort(codes)
+        codes = codes[order]
+        positions = np.fromiter(where.values(), np.int64, len(where))[order]
+        # (a warm view's routes keep one dictionary while its listing stays: its
+        # numbers are sorted once; the dictionary is never changed once made)
+        _NUMBERED[0] = (where, codes, positions)
     at = np.minimum(codes.searchsorted(got), codes.size - 1)
     return np.where(codes[at] == got, positions[at], -1)
 

@@ -33,8 +33,8 @@ from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.column_match import relabelled
-from lance_sql.memwal.memtable import MemFragment, MemTable
-from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet, same_key_value
+from lance_sql.memwal.memtable import MemFragment, MemTable, key_codes
+from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet, last_rows_of, same_key_value
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.dataset import LanceDataset
@@ -270,6 +270,18 @@ def _newest_first(table: pa.Table, fragments: Sequence[Fragment]) -> np.ndarray 
     return np.argsort(order, kind="stable")[::-1].astype(np.int64)
 
 
+def _in_table_order(table: pa.Table, fragments: Sequence[Fragment]) -> bool:
+    """Whether ``table``'s rows are in the table's row order (ascending ``_rowaddr`` with
+    the fragments listed by ascending id, as a take by sorted addresses gives them)."""
+    if ROW_ADDR not in table.column_names:
+        return False
+    ids = [f.id for f in fragments]
+    if any(a >= b for a, b in zip(ids, ids[1:], strict=False)):
+        return False
+    addresses = numpy_of(table.column(ROW_ADDR))
+    return bool((addresses[1:] > addresses[:-1]).all())
+
+
 def table_order(addresses: np.ndarray, fragments: Sequence[Fragment]) -> np.ndarray:
     """Each row address's place in the table's row order (uint64, higher: later): its
     fragment's place in the manifest's list (``fragments``), then its offset."""
@@ -313,6 +325,10 @@ class GenerationSource(_LanceSource):
         self._open = open
         self._bloom_at = bloom_at
         self._bloom: PrimaryKeyBloom | None = None  # see bloom
+        # (the dataset they are of, its identity, (key rows, first key column's type)):
+        # facts of a generation that never changes, asked by every lookup of many keys
+        self._facts: tuple[LanceDataset, Hashable, tuple[int, pa.DataType] | None] | None \
+            = None
 
     @property
     def dataset(self) -> LanceDataset:
@@ -333,8 +349,23 @@ class GenerationSource(_LanceSource):
     @property
     def identity(self) -> Hashable:
         ds = self.dataset  # (its column names too: a column renamed since reads renamed)
-        return ("generation", ds.store.uri, ds.version, self.gen, self.region,
-                tuple(self.schema.names))
+        facts = self._facts  # (one read: threads may replace it; any of them is right)
+        if facts is None or facts[0] is not ds:
+            facts = self._facts = (ds, ("generation", ds.store.uri, ds.version, self.gen,
+                                        self.region, tuple(self.schema.names)), None)
+        return facts[1]
+
+    def key_facts(self) -> tuple[int, pa.DataType]:
+        """(the rows of :meth:`key_rows`, its first key column's type), kept by the source
+        once known (a generation never changes)."""
+        identity = self.identity
+        facts = self._facts
+        if facts is None or facts[1] is not identity or facts[2] is None:
+            held = self.key_rows()
+            found = (held.num_rows, held.keys[0].type)
+            self._facts = (self.dataset, identity, found)
+            return found
+        return facts[2]
 
     def rows(self) -> pa.Table:
         """Every row of the generation (all columns, ``_rowaddr``), in address order,
@@ -458,6 +489,18 @@ class BaseSource(_LanceSource):
         return None
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
+        table, rows, key_positions = self.found_rows(keys, columns)
+        if rows is not None:
+            table = table.take(pa.array(rows, pa.int64()))
+        table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
+        return table.append_column("_key", pa.array(key_positions))
+
+    def found_rows(self, keys: Keys, columns: Sequence[str]
+                   ) -> tuple[pa.Table, np.ndarray | None, np.ndarray]:
+        """:meth:`lookup` before its rows are put in the keys' order: (rows read, in the
+        order read, the key columns, ``columns`` and ``_rowaddr``; each found key's row
+        among them, None when they are those rows in that order; the positions of the
+        found keys in ``keys``). A caller that reorders rows anyway takes them once."""
         wanted = list(dict.fromkeys([*self.key_columns, *columns]))
         indexed = self.key_index() is not None
         # one search of the key index for every key and one take, no scanner
@@ -474,22 +517,26 @@ class BaseSource(_LanceSource):
             hit_one = table.num_rows == 1 and all(
                 same_key_value(table.column(k), w)
                 for k, w in zip(self.key_columns, keys.table.columns, strict=True))
-            table = table.slice(0, int(hit_one))
-            key_positions = np.zeros(table.num_rows, np.int64)
-        else:  # each key's row (a key asked twice gets its row twice, as from other sources)
-            # candidates newest first: of a key held twice (plain appends to the base do
-            # not enforce the key) the newest row wins, the last in the table's order
-            newest = _newest_first(table, self.dataset.manifest.fragments)
-            held = [table.column(k).combine_chunks() for k in self.key_columns]
-            if newest is not None:
-                held = [c.take(array_from_numpy(newest)) for c in held]
-            found = KeySet(held).find(keys.columns, keys.codes)
-            hit = found >= 0
-            rows = found[hit] if newest is None else newest[found[hit]]
-            table = table.take(pa.array(rows, pa.int64()))
-            key_positions = np.flatnonzero(hit)
-        table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
-        return table.append_column("_key", pa.array(key_positions))
+            return table.slice(0, int(hit_one)), None, np.zeros(int(hit_one), np.int64)
+        # each key's row (a key asked twice gets its row twice, as from other sources)
+        # candidates newest first: of a key held twice (plain appends to the base do
+        # not enforce the key) the newest row wins, the last in the table's order
+        fragments = self.dataset.manifest.fragments
+        if len(self.key_columns) == 1 and _in_table_order(table, fragments):
+            held_key = table.column(self.key_columns[0])
+            if pa.types.is_integer(held_key.type) and not held_key.null_count:
+                # rows in the table's order: a key's newest row is its last one
+                found = last_rows_of(key_codes([held_key.combine_chunks()]), keys.codes)
+                hit = found >= 0
+                return table, found[hit], np.flatnonzero(hit)
+        newest = _newest_first(table, fragments)
+        held = [table.column(k).combine_chunks() for k in self.key_columns]
+        if newest is not None:
+            held = [c.take(array_from_numpy(newest)) for c in held]
+        found = KeySet(held).find(keys.columns, keys.codes)
+        hit = found >= 0
+        rows = found[hit] if newest is None else newest[found[hit]]
+        return table, rows, np.flatnonzero(hit)
 
     def lookup_one(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
         """:meth:`lookup` of one key by the key index, without the batch bookkeeping: the
@@ -563,7 +610,7 @@ class BaseSource(_LanceSource):
         keyed = keys.num_rows > 1 and len(self.key_columns) == 1 and key in columns
         try:
             found = (keyed_addresses if keyed else _unkeyed_addresses)(
-                ds.store, ds.manifest, key, keys.columns[0])
+                ds.store, ds.manifest, key, keys.first_column())
         except LanceError:
             return None  # unusable index: the general path scans instead
         if found is None:

@@ -327,8 +327,8 @@ def _evaluate_keyed(leaf: Leaf, store: ObjectStore, manifest: Manifest
         return _evaluate(leaf, store, manifest), None  # ids are row ids: no keys here
     index = BTreeIndex.open(store, manifest, leaf.index, leaf.field.to_scan_arrow().type)
     ids, keys = index.search_keyed(leaf.query)
-    if ids.size <= 1:
-        return ids.copy(), keys
+    if ids.size <= 1 or bool((ids[1:] > ids[:-1]).all()):  # (unique and sorted already:
+        return ids.copy(), keys  # a table written in key order; no sort)
     unique, first = np.unique(ids, return_index=True)  # an id listed twice: kept once
     return unique, (None if keys is None else _pick(keys, first))
 
