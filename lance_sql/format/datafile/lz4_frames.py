@@ -27,7 +27,7 @@ inflates while the caller works, and the caller joins in on the frames left.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
@@ -286,7 +286,7 @@ class Inflated:
 
 def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
                  sizes: Sequence[np.ndarray], full: Sequence[np.ndarray],
-                 where: str, *, begin: bool = False) -> Inflated | Inflating | None:
+                 where: Where, *, begin: bool = False) -> Inflated | Inflating | None:
     """The LZ4 buffers ``raws[r][pos[r][i] : pos[r][i] + sizes[r][i]]`` (a u32 size prefix,
     then a block; ``full[r][i]`` the prefix, read and bounded by the caller), of every
     ``r`` in turn, inflated back to back as one frame, or, when they inflate to twice
@@ -299,6 +299,9 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
     its frame alongside the caller. None (before anything is inflated) when a buffer does
     not fit a frame (see :func:`fits`) or a raw is too large for a view: the caller
     inflates them by :func:`inflate_exact`. A buffer outside its raw is a FormatError.
+    ``where`` names the buffers' place in errors: one name for all, or buffer ``i``'s
+    name (its page's, say) by ``where(i)``: a frame that fails then has the buffer at
+    fault found (by halves) so that its error names that buffer's place.
 
     With ``begin``, an :class:`Inflating` instead: the frames begun on a helper thread
     (when one may be used) while the caller does other work, then collected."""
@@ -311,14 +314,16 @@ def inflate_runs(raws: Sequence[np.ndarray], pos: Sequence[np.ndarray],
         return None
     counts = [p.size for p in pos]
     limit = np.repeat(np.array([r.size for r in raws], np.int64), counts)
-    if np.any(pos_all < 0) or np.any(pos_all + size_all > limit):
-        raise FormatError(f"{where}: an LZ4 buffer lies outside its page")
+    outside = (pos_all < 0) | (pos_all + size_all > limit)
+    if outside.any():
+        raise FormatError(f"{_named(where, int(outside.argmax()))}: an LZ4 buffer lies "
+                          "outside its page")
     return inflate_joined(raws, counts, pos_all, size_all, full_all, where, begin=begin)
 
 
 def inflate_joined(raws: Sequence[np.ndarray], counts: Sequence[int], pos: np.ndarray,
-                   sizes: np.ndarray, full: np.ndarray, where: str, *, begin: bool = False
-                   ) -> Inflated | Inflating | None:
+                   sizes: np.ndarray, full: np.ndarray, where: Where, *,
+                   begin: bool = False) -> Inflated | Inflating | None:
     """:func:`inflate_runs` of buffers given joined (int64 arrays): the first
     ``counts[0]`` lie in ``raws[0]``, the next ``counts[1]`` in ``raws[1]``, and so on.
     Callers have checked that every buffer lies inside its raw (a take of many rows
@@ -326,35 +331,65 @@ def inflate_joined(raws: Sequence[np.ndarray], counts: Sequence[int], pos: np.nd
     there, when a buffer does not fit a frame or a raw is too large for a view."""
     if not fits(sizes, full) or max(r.size for r in raws) >= memory.VIEW_LIMIT:
         return None
-    pos_all, full_all = pos, full
-    n = pos_all.size
+    n = pos.size
     length = (sizes - 4).astype(np.int32)
     bounds = np.cumsum([0, *counts]).tolist()
-    view = memory.byte_views(raws, [pos_all[a:b] + 4 for a, b in
+    view = memory.byte_views(raws, [pos[a:b] + 4 for a, b in
                                     zip(bounds[:-1], bounds[1:], strict=True)], length)
-    block_max = np.maximum(length, full_all)
+    block_max = np.maximum(length, full)
     buffers = [pa.py_buffer(raw) for raw in raws]
     cut: list[int]  # the frames' first buffers, then n (set below, before any inflate)
 
+    def framed(a: int, b: int) -> tuple[pa.Buffer, int]:
+        """The frame of buffers ``[a, b)``, and the bytes they inflate to."""
+        want = int(full[a:b].sum())
+        header = frame_header(want, int(block_max[a:b].max()))
+        return _frame(header, length[a:b], view[a:b], buffers), want
+
     def inflate(k: int) -> pa.Buffer:
         a, b = cut[k], cut[k + 1]
-        want = int(full_all[a:b].sum())
-        header = frame_header(want, int(block_max[a:b].max()))
-        return _decompress(_frame(header, length[a:b], view[a:b], buffers), want, where)
+        frame, want = framed(a, b)
+        try:
+            return _decompress(frame, want, _named(where, a))
+        except FormatError:
+            if callable(where):
+                _blame(a, b)  # (raises naming the buffer at fault, when one fails alone)
+            raise
+
+    def _blame(a: int, b: int) -> None:
+        """Halve ``[a, b)`` toward a half whose frame fails until one buffer is left,
+        and inflate it alone under its own name (an error only when it fails alone)."""
+        while b - a > 1:
+            m = (a + b) // 2
+            try:
+                _decompress(*framed(a, m), "")
+            except FormatError:
+                b = m
+            else:
+                a = m
+        _decompress(*framed(a, b), _named(where, a))
 
     cut = [0, n]
     # one frame on the calling thread below twice SPLIT_BYTES (checked again by _cuts)
     job: parallel.Begun[pa.Buffer] = parallel.Begun(
-        MAX_PARTS if int(full_all.sum()) >= 2 * SPLIT_BYTES else 1, idle_only=True)
+        MAX_PARTS if int(full.sum()) >= 2 * SPLIT_BYTES else 1, idle_only=True)
     try:
         if job.count > 1:
-            cut = _cuts(full_all)
+            cut = _cuts(full)
         job.start(inflate, range(len(cut) - 1))
     except BaseException:
         job.close()
         raise
-    begun = Inflating(job, cut, full_all)
+    begun = Inflating(job, cut, full)
     return begun if begin else begun.result()
+
+
+Where = str | Callable[[int], str]  # a place for errors: the same for all buffers, or each's
+
+
+def _named(where: Where, i: int) -> str:
+    """Buffer ``i``'s place, as ``where`` names it."""
+    return where(i) if callable(where) else where
 
 
 class Inflating:

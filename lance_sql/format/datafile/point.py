@@ -304,9 +304,11 @@ def inflate_lz4_runs(runs: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray, st
     begun (an :class:`~.lz4_frames.Inflating`, see there); a list is inflated already."""
     claims = _all_claims(runs)
     if sum(c.size for c in claims) > 1:
-        done = lz4_frames.inflate_runs([r[0] for r in runs], [r[1] for r in runs],
-                                       [r[2] for r in runs], claims, runs[0][3],
-                                       begin=begin)
+        ends = np.cumsum([r[1].size for r in runs])
+        done = lz4_frames.inflate_runs(
+            [r[0] for r in runs], [r[1] for r in runs], [r[2] for r in runs], claims,
+            runs[0][3] if len(runs) == 1 else  # (each buffer named by its run's place)
+            lambda i: runs[int(np.searchsorted(ends, i, "right"))][3], begin=begin)
         if done is not None:
             return done
     blocks: list[memoryview] = []

@@ -17,6 +17,7 @@ else returns None and the caller takes the pages one by one (tests compare the t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import cast
 
@@ -131,8 +132,9 @@ class MappedFiles:
                 except FormatError:
                     whole = None  # (the pages' own reads then meet the error)
             aligned = whole is not None and whole.__array_interface__["data"][0] % 8 == 0
-            got = self._held[id(read)] = (read, whole, aligned)  # (read kept: its id
-        return got  # stays its own)
+            # (read kept: its id stays its own)
+            got = self._held[id(read)] = (read, whole, aligned)
+        return got
 
     def chunk_bytes(self, page: MiniBlockPage, chunks: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -227,6 +229,23 @@ def _rows_in_chunks(pieces: list[tuple[MiniBlockPage, np.ndarray, str]]
     return cid, pos, lengths
 
 
+@dataclass(frozen=True)
+class _ChunkPlaces:
+    """Where the chunks of a :class:`_Chunks` lie: per piece its raw (``raws``), and per
+    chunk its start in its piece's raw, value count and size; the raws :meth:`_Chunks.words`
+    reads (a file's, shared by its pieces, or a piece's) with the chunks and rows of each,
+    and whether every chunk starts at a multiple of 8 of an 8-aligned raw."""
+
+    raws: list[np.ndarray]
+    starts: np.ndarray
+    counts: np.ndarray
+    sizes: np.ndarray
+    aligned: bool
+    group_raws: list[np.ndarray]
+    group_chunks: list[tuple[int, int]]
+    group_rows: list[tuple[int, int]]
+
+
 class _Chunks:
     """The chunks of every piece's rows: per piece its bytes (``raws``: the whole mapped
     file, shared by the pieces of one file, or else a view or copy of its chunks) and
@@ -256,10 +275,12 @@ class _Chunks:
         self.sel = new.cumsum() - 1  # each row's chunk among all the pieces' chunks
         self.heads = heads
         self.pos = pos
-        found = self._in_files(files, all_chunks)
-        if found is None:
-            found = self._by_pieces(files, all_chunks)
-        self.raws, cstart, self.counts, csize = found
+        found = self._in_files(files, all_chunks) or self._by_pieces(files, all_chunks)
+        self.raws, self.counts = found.raws, found.counts
+        self._aligned = found.aligned
+        self._group_raws, self._group_chunks, self._group_rows = \
+            found.group_raws, found.group_chunks, found.group_rows
+        cstart, csize = found.starts, found.sizes
         if int(csize.min()) < _HEAD:
             raise FormatError(f"{self.where(int(csize.argmin()))}: chunk smaller than its header")
         if self._aligned:  # the header's first 8 bytes as one aligned word
@@ -281,12 +302,13 @@ class _Chunks:
         self.vstart = cstart + _HEAD  # each value buffer, in its raw
         self.vsize = size
 
-    def _in_files(self, files: MappedFiles, all_chunks: np.ndarray
-                  ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray] | None:
+    def _in_files(self, files: MappedFiles, all_chunks: np.ndarray) -> _ChunkPlaces | None:
         """Per piece its file's whole mapping, and the chunks' starts in it, value counts
         and sizes; the pieces of one file (in a row) grouped for :meth:`words`. None
-        when a file is not mapped or a chunk lies past its file's end (each piece then
-        reads its chunks on its own, meeting its errors)."""
+        when a file is not mapped, is too large for a binary view into it (the LZ4 frames
+        are built from such views: see :func:`~.lz4_frames.inflate_joined`) or a chunk
+        lies past its file's end (each piece then reads its chunks on its own, meeting
+        its errors)."""
         starts, counts, sizes, raws = [], [], [], []
         groups: list[tuple[int, int, int, np.ndarray]] = []  # pieces [a, b), rows end, raw
         last = None
@@ -296,7 +318,7 @@ class _Chunks:
             chunks = all_chunks[a:b]
             if page.read is not last:
                 whole = files.whole(page.read)
-                if whole is None:
+                if whole is None or whole.size >= memory.VIEW_LIMIT:
                     return None
                 last = page.read
                 aligned = aligned and files.aligned(page.read)
@@ -317,15 +339,15 @@ class _Chunks:
         # chunks start at multiples of 8 of their page's buffer, which usually starts at
         # one of the file: then the header and value words read at multiples of their
         # size are aligned, and numpy gathers those ~40% faster from memory not in cache
-        self._aligned = aligned and not (cstart & 7).any()
-        self._group_raws = [g[3] for g in groups]
-        self._group_chunks = [(self.chunk_ends[g[0] - 1] if g[0] else 0,
-                               self.chunk_ends[g[1] - 1]) for g in groups]
-        self._group_rows = [(self.row_ends[g[0] - 1] if g[0] else 0, g[2]) for g in groups]
-        return raws, cstart, np.concatenate(counts), csize
+        return _ChunkPlaces(
+            raws, cstart, np.concatenate(counts), csize,
+            aligned=aligned and not (cstart & 7).any(),
+            group_raws=[g[3] for g in groups],
+            group_chunks=[(self.chunk_ends[g[0] - 1] if g[0] else 0,
+                           self.chunk_ends[g[1] - 1]) for g in groups],
+            group_rows=[(self.row_ends[g[0] - 1] if g[0] else 0, g[2]) for g in groups])
 
-    def _by_pieces(self, files: MappedFiles, all_chunks: np.ndarray
-                   ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    def _by_pieces(self, files: MappedFiles, all_chunks: np.ndarray) -> _ChunkPlaces:
         """:meth:`_in_files` piece by piece: each piece's chunks read on their own
         (:meth:`MappedFiles.chunk_bytes`)."""
         raws, cstarts, sizes, counts = [], [], [], []
@@ -337,11 +359,10 @@ class _Chunks:
             cstarts.append(cstart)
             sizes.append(page.chunk_sizes[chunks])
             counts.append(page.chunk_values[chunks])
-        self._group_raws = raws
-        self._aligned = False
-        self._group_chunks = self.piece_chunk_spans()
-        self._group_rows = list(zip([0, *self.row_ends[:-1]], self.row_ends, strict=True))
-        return raws, np.concatenate(cstarts), np.concatenate(counts), np.concatenate(sizes)
+        return _ChunkPlaces(
+            raws, np.concatenate(cstarts), np.concatenate(counts), np.concatenate(sizes),
+            aligned=False, group_raws=raws, group_chunks=self.piece_chunk_spans(),
+            group_rows=list(zip([0, *self.row_ends[:-1]], self.row_ends, strict=True)))
 
     def where(self, chunk: int) -> str:
         """The page of chunk ``chunk`` (among all the pieces' chunks), for errors."""
@@ -457,7 +478,7 @@ def _lz4_begun(c: _Chunks) -> lz4_frames.Inflating | None:
         return None
     spans = c.chunk_spans()
     got = lz4_frames.inflate_joined(c.group_raws(), [b - a for a, b in spans], c.vstart,
-                                    sizes, full, c.pieces[0][2], begin=True)
+                                    sizes, full, c.where, begin=True)
     return cast("lz4_frames.Inflating | None", got)  # (begun: never an Inflated)
 
 

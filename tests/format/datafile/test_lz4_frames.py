@@ -409,3 +409,25 @@ def test_groups_in_a_page_too_large_for_views_inflate_from_slices(monkeypatch) -
     with pytest.raises(FormatError, match="^t: "):
         lz4_frames.FrameGroups(bad, pos, sizes, lz4_frames.prefixes(bad, pos), [0, 5],
                                "t").inflate(1)  # fmt: skip
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_corrupt_block_of_a_frame_is_named_by_its_own_place(split: bool,
+                                                              monkeypatch) -> None:
+    """Runs of several pages framed together, one block corrupt: the FormatError names
+    the place ``where`` gives that block (its page), found by halving the failing frame;
+    a single name for all is used as it is."""
+    from lance_sql.format.datafile import point
+
+    _cut_into_frames(monkeypatch, split)
+    _, pages = _pages(np.random.default_rng(8))
+    raw, pos, sizes = pages[1]
+    bad = raw.copy()
+    k = 7  # a block of the second page, its literal lengths running past its end
+    bad[int(pos[k]) + 4 : int(pos[k]) + 4 + 64] = 0xFF
+    pages[1] = (bad, pos, sizes)
+    runs = [(p[0], p[1], p[2], f"page {i}") for i, p in enumerate(pages)]
+    with pytest.raises(FormatError, match=r"^page 1: corrupt LZ4"):
+        point.inflate_lz4_runs(runs)
+    with pytest.raises(FormatError, match=r"^t: corrupt LZ4"):
+        _runs(pages)

@@ -473,3 +473,75 @@ def test_a_corrupt_lz4_prefix_is_a_format_error_naming_its_page(tmp_path) -> Non
         parts.append((column, np.arange(0, f.physical_rows, 40)))
     with pytest.raises(FormatError, match=r"page 0: LZ4 buffer claims 2147483632 bytes"):
         point_pages.take_pages(parts)
+
+
+def _several_files_of_lz4_strings(tmp_path: Path) -> str:
+    uri = str(tmp_path / "t.lance")
+    table = _data(20_000)  # (its other columns make each file larger than its LZ4 page)
+    lance_sql.write_dataset(pa.Table.from_arrays(table.columns, schema=_schema(table)), uri,
+                            max_rows_per_file=7_000)
+    return uri
+
+
+def _parts(uri: str, step: int) -> list:
+    from lance_sql.table.files.reader import FragmentReader
+
+    ds = lance_sql.dataset(uri)
+    field = next(f for f in ds.manifest.schema.fields if f.name == "s_lz4")
+    return [(FragmentReader(ds.store, ds.manifest, f).point_column(field),
+             np.arange(0, f.physical_rows, step)) for f in ds.manifest.fragments]
+
+
+def test_files_too_large_for_a_binary_view_are_still_inflated_in_frames(tmp_path,
+                                                                        monkeypatch) -> None:
+    """A file at least as large as a binary view reaches (2 GiB; here the limit is
+    lowered below the files' size) is read page by page, so the LZ4 buffers of its
+    pages (each far smaller) still go into frames; the values are unchanged."""
+    from lance_sql.format.datafile import memory
+
+    uri = _several_files_of_lz4_strings(tmp_path)
+    parts = _parts(uri, 7)
+    expected = point_pages.take_pages(parts)
+    smallest = min(p.stat().st_size for p in Path(uri).rglob("data/*.lance"))
+    pages = [column.page(k) for column, _ in parts for k in range(len(column.info.pages))]
+    largest = max(int(p.buffers[1][1]) for p in pages)  # (a page's chunks, in bytes)
+    assert largest + 1 < smallest
+    monkeypatch.setattr(memory, "VIEW_LIMIT", largest + 1)
+    before = lz4_frames.RUNS_CALLS[0]
+    got = point_pages.take_pages(parts)
+    assert lz4_frames.RUNS_CALLS[0] == before + 1  # framed, not block by block
+    assert got is not None and got.equals(expected)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_corrupt_lz4_block_is_a_format_error_naming_its_file_and_page(tmp_path, split,
+                                                                       monkeypatch) -> None:
+    """A corrupt LZ4 block met while many rows of several files inflate in one frame
+    (or several, side by side): the FormatError names the file and page of the block at
+    fault, not the frame's first."""
+    import shutil
+
+    from lance_sql.table.files.reader import FragmentReader
+
+    if split:
+        _split_frames(monkeypatch)
+    uri = _several_files_of_lz4_strings(tmp_path)
+    ds = lance_sql.dataset(uri)
+    field = next(f for f in ds.manifest.schema.fields if f.name == "s_lz4")
+    frag = ds.manifest.fragments[1]
+    page = FragmentReader(ds.store, ds.manifest, frag).point_column(field).page(0)
+    page.load()
+    at = int(page.buffers[1][0]) + int(page.chunk_offsets[3]) + 12  # chunk 3's block
+    name = Path(frag.files[0].path).name
+    copy = tmp_path / "bad.lance"
+    shutil.copytree(uri, copy)
+    [bad] = list(copy.rglob(name))
+    raw = bytearray(bad.read_bytes())
+    raw[at : at + 64] = b"\xff" * 64  # literal lengths running past the block's end
+    bad.write_bytes(bytes(raw))
+    parts = _parts(str(copy), 40)
+    with pytest.raises(FormatError, match="corrupt LZ4") as caught:
+        point_pages.take_pages(parts)
+    assert name in str(caught.value) and "page 0" in str(caught.value)
+    others = {Path(f.files[0].path).name for f in ds.manifest.fragments} - {name}
+    assert not [o for o in others if o in str(caught.value)]
