@@ -48,6 +48,7 @@ from lance_sql.memwal.read.nodes import (
     REGION,
     SOURCE_COLUMNS,
     TakeLastExec,
+    conformed_column,
     key_text,
 )
 from lance_sql.memwal.read.sources import (
@@ -181,12 +182,6 @@ def _repeats(codes: np.ndarray, wanted: np.ndarray, lo: np.ndarray) -> np.ndarra
     return counts
 
 
-def conformed(values: pa.Array | pa.ChunkedArray, t: pa.DataType) -> pa.Array:
-    """``values`` as one array of type ``t`` (cast when of another type)."""
-    a = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    return a if a.type.equals(t) else a.cast(t)
-
-
 class _SortedKeys:
     """The lookup's keys in ascending code order, and those that may live in a region (its
     own and those of any region, -1) in that order: one sort shared by every search (the
@@ -215,16 +210,16 @@ class _SortedKeys:
         return self._any
 
 
+def _as_type(a: pa.Array, t: pa.DataType) -> pa.Array:
+    """``a`` as type ``t`` (cast when of another)."""
+    return a if a.type.equals(t) else a.cast(t)
+
+
 def _conformed_table(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``rows`` as a table of exactly ``schema`` (missing columns NULL, types cast)."""
-    columns = []
-    for f in schema:
-        if rows.schema.get_field_index(f.name) >= 0:
-            column = rows.column(f.name)
-            columns.append(column if column.type.equals(f.type) else column.cast(f.type))
-        else:
-            columns.append(pa.nulls(rows.num_rows, f.type))
-    return pa.Table.from_arrays(columns, schema=schema)
+    """``rows`` as a table of exactly ``schema`` (missing columns NULL, types cast; its
+    chunks kept: the pieces are joined and taken once after)."""
+    return pa.Table.from_arrays([conformed_column(rows, f, combine=False) for f in schema],
+                                schema=schema)
 
 
 def _groups(homes: np.ndarray, keys: _SortedKeys, every_region: bool
@@ -487,11 +482,11 @@ class ManyKeyLookup:
             if f.name == GEN:
                 gens = np.concatenate([p.gen for p in taken]) if taken \
                     else np.zeros(0, np.int64)
-                columns.append(conformed(array_from_numpy(gens[order], pa.int64()), f.type))
+                columns.append(_as_type(array_from_numpy(gens[order], pa.int64()), f.type))
             elif f.name == REGION:
-                columns.append(conformed(self._regions(taken, order), f.type))
+                columns.append(_as_type(self._regions(taken, order), f.type))
             elif f.name == KEY_POSITION:
-                columns.append(conformed(array_from_numpy(
+                columns.append(_as_type(array_from_numpy(
                     self.keys.position[key_of[order]], pa.int64()), f.type))
             else:
                 assert picked is not None

@@ -89,18 +89,20 @@ def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatc
     if (isinstance(data, pa.RecordBatch) and data.schema.names == schema.names
             and all(a.type.equals(f.type) for a, f in zip(data.columns, schema, strict=True))):
         return pa.RecordBatch.from_arrays(data.columns, schema=schema)  # no copy
-    n = data.num_rows
-    arrays = []
-    for f in schema:
-        if f.name in data.column_names:
-            a = data.column(f.name)
-            a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
-            if not a.type.equals(f.type):
-                a = a.cast(f.type)
-            arrays.append(a)
-        else:
-            arrays.append(pa.nulls(n, f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return pa.RecordBatch.from_arrays([conformed_column(data, f) for f in schema],
+                                      schema=schema)
+
+
+def conformed_column(data: pa.Table | pa.RecordBatch, f: pa.Field, *, combine: bool = True
+                     ) -> pa.Array | pa.ChunkedArray:
+    """Column ``f`` of ``data`` as ``f``'s type (cast when of another; NULL when
+    ``data`` has none), one array unless ``combine`` is off (a table's chunks kept)."""
+    if data.schema.get_field_index(f.name) < 0:
+        return pa.nulls(data.num_rows, f.type)
+    a = data.column(f.name)
+    if combine and isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks()
+    return a if a.type.equals(f.type) else a.cast(f.type)
 
 
 def _source_columns(source: Source, n: int, names: Sequence[str] = SOURCE_COLUMNS

@@ -270,13 +270,11 @@ def _newest_first(table: pa.Table, fragments: Sequence[Fragment]) -> np.ndarray 
     return np.argsort(order, kind="stable")[::-1].astype(np.int64)
 
 
-def _in_table_order(table: pa.Table, fragments: Sequence[Fragment]) -> bool:
+def _in_table_order(table: pa.Table, ids_ascending: bool) -> bool:
     """Whether ``table``'s rows are in the table's row order (ascending ``_rowaddr`` with
-    the fragments listed by ascending id, as a take by sorted addresses gives them)."""
-    if ROW_ADDR not in table.column_names:
-        return False
-    ids = [f.id for f in fragments]
-    if any(a >= b for a, b in zip(ids, ids[1:], strict=False)):
+    the fragments listed by ascending id, ``ids_ascending``, as a take by sorted
+    addresses gives them)."""
+    if not ids_ascending or ROW_ADDR not in table.column_names:
         return False
     addresses = numpy_of(table.column(ROW_ADDR))
     return bool((addresses[1:] > addresses[:-1]).all())
@@ -471,6 +469,18 @@ class BaseSource(_LanceSource):
         and column list (see :class:`OneKeyTake`; a view shares it between reads)."""
         super().__init__(ds, BASE_GEN, None, None, key_columns)
         self._one_key = one_key
+        self._ids_ascending: tuple[object, bool] | None = None  # see _fragment_ids_ascend
+
+    def _fragment_ids_ascend(self) -> bool:
+        """Whether the manifest lists its fragments by ascending id (known once per
+        manifest: a table of thousands of fragments is not walked per lookup)."""
+        manifest = self.dataset.manifest
+        kept = self._ids_ascending  # (one read: threads may replace it)
+        if kept is None or kept[0] is not manifest:
+            ids = np.fromiter((f.id for f in manifest.fragments), np.int64,
+                              len(manifest.fragments))
+            kept = self._ids_ascending = (manifest, bool((ids[1:] > ids[:-1]).all()))
+        return kept[1]
 
     def fragment_ids(self) -> list[int]:
         """The ids of the fragments this source scans (a part of a split read scans
@@ -522,7 +532,7 @@ class BaseSource(_LanceSource):
         # candidates newest first: of a key held twice (plain appends to the base do
         # not enforce the key) the newest row wins, the last in the table's order
         fragments = self.dataset.manifest.fragments
-        if len(self.key_columns) == 1 and _in_table_order(table, fragments):
+        if len(self.key_columns) == 1 and _in_table_order(table, self._fragment_ids_ascend()):
             held_key = table.column(self.key_columns[0])
             if pa.types.is_integer(held_key.type) and not held_key.null_count:
                 # rows in the table's order: a key's newest row is its last one
