@@ -9,6 +9,7 @@ other shapes fall back; the path is counted; a corrupt chunk is a FormatError.""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import lance
@@ -331,8 +332,6 @@ def test_take_pages_of_pages_without_power_of_two_chunks(written, monkeypatch) -
 def test_a_corrupt_chunk_is_a_format_error(tmp_path, monkeypatch) -> None:
     """A chunk header claiming a value buffer past its chunk, found while taking many
     rows together (never fragment by fragment here): a FormatError."""
-    import shutil
-
     from lance_sql.table.read import scan
 
     def never(*args, **kwargs):
@@ -352,15 +351,8 @@ def test_a_corrupt_chunk_is_a_format_error(tmp_path, monkeypatch) -> None:
     page = column.page(0)
     page.load()
     at = page.buffers[1][0] + int(page.chunk_offsets[1]) + 2  # chunk 1's buffer size
-    name = Path(frag.files[0].path).name
-    [path] = list(Path(uri).rglob(name))
-    copy = tmp_path / "bad.lance"
-    shutil.copytree(uri, copy)
-    [bad] = list(copy.rglob(name))
-    raw = bytearray(path.read_bytes())
-    raw[at : at + 2] = (0xFFFF).to_bytes(2, "little")
-    bad.write_bytes(bytes(raw))
-    broken = lance_sql.dataset(str(copy))
+    copy = _corrupted_copy(uri, tmp_path, frag, at, (0xFFFF).to_bytes(2, "little"))
+    broken = lance_sql.dataset(copy)
     addresses = np.arange(0, 7_000, 50, dtype=np.uint64) | (np.uint64(frag.id) << np.uint64(32))
     with pytest.raises(FormatError, match="run past"):
         broken.take_addresses(addresses, ["f"])
@@ -445,8 +437,6 @@ def test_a_corrupt_lz4_prefix_is_a_format_error_naming_its_page(tmp_path) -> Non
     """An LZ4 value buffer whose size prefix claims more than its bytes can inflate to,
     met while taking many rows of several files at once: a FormatError naming the page,
     before anything is inflated."""
-    import shutil
-
     from lance_sql.table.files.reader import FragmentReader
 
     uri = str(tmp_path / "t.lance")
@@ -459,20 +449,27 @@ def test_a_corrupt_lz4_prefix_is_a_format_error_naming_its_page(tmp_path) -> Non
     page = FragmentReader(ds.store, ds.manifest, frag).point_column(field).page(0)
     page.load()
     at = page.buffers[1][0] + int(page.chunk_offsets[2]) + 8  # chunk 2's size prefix
-    name = Path(frag.files[0].path).name
-    copy = tmp_path / "bad.lance"
-    shutil.copytree(uri, copy)
-    [bad] = list(copy.rglob(name))
-    raw = bytearray(bad.read_bytes())
-    raw[at : at + 4] = (0x7FFFFFF0).to_bytes(4, "little")
-    bad.write_bytes(bytes(raw))
-    broken = lance_sql.dataset(str(copy))
+    copy = _corrupted_copy(uri, tmp_path, frag, at, (0x7FFFFFF0).to_bytes(4, "little"))
+    broken = lance_sql.dataset(copy)
     parts = []
     for f in broken.manifest.fragments:
         column = FragmentReader(broken.store, broken.manifest, f).point_column(field)
         parts.append((column, np.arange(0, f.physical_rows, 40)))
     with pytest.raises(FormatError, match=r"page 0: LZ4 buffer claims 2147483632 bytes"):
         point_pages.take_pages(parts)
+
+
+def _corrupted_copy(uri: str, tmp_path: Path, frag, at: int, damage: bytes) -> str:
+    """A copy of the table at ``uri`` whose data file of fragment ``frag`` has
+    ``damage`` written at byte ``at``."""
+    name = Path(frag.files[0].path).name
+    copy = tmp_path / "bad.lance"
+    shutil.copytree(uri, copy)
+    [bad] = list(copy.rglob(name))
+    raw = bytearray(bad.read_bytes())
+    raw[at : at + len(damage)] = damage
+    bad.write_bytes(bytes(raw))
+    return str(copy)
 
 
 def _several_files_of_lz4_strings(tmp_path: Path) -> str:
@@ -519,7 +516,6 @@ def test_a_corrupt_lz4_block_is_a_format_error_naming_its_file_and_page(tmp_path
     """A corrupt LZ4 block met while many rows of several files inflate in one frame
     (or several, side by side): the FormatError names the file and page of the block at
     fault, not the frame's first."""
-    import shutil
 
     from lance_sql.table.files.reader import FragmentReader
 
@@ -533,13 +529,8 @@ def test_a_corrupt_lz4_block_is_a_format_error_naming_its_file_and_page(tmp_path
     page.load()
     at = int(page.buffers[1][0]) + int(page.chunk_offsets[3]) + 12  # chunk 3's block
     name = Path(frag.files[0].path).name
-    copy = tmp_path / "bad.lance"
-    shutil.copytree(uri, copy)
-    [bad] = list(copy.rglob(name))
-    raw = bytearray(bad.read_bytes())
-    raw[at : at + 64] = b"\xff" * 64  # literal lengths running past the block's end
-    bad.write_bytes(bytes(raw))
-    parts = _parts(str(copy), 40)
+    # literal lengths running past the block's end
+    parts = _parts(_corrupted_copy(uri, tmp_path, frag, at, b"\xff" * 64), 40)
     with pytest.raises(FormatError, match="corrupt LZ4") as caught:
         point_pages.take_pages(parts)
     assert name in str(caught.value) and "page 0" in str(caught.value)
