@@ -47,29 +47,40 @@ def _runs(reader: LanceFileReader, index: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in runs if 0 <= a < b <= N]
 
 
-def test_search_sorted_equals_a_search_of_the_decoded_run(written) -> None:
-    reader, table = written
-    colmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
-    rng = np.random.default_rng(8)
-    answered = 0
+def _searches(reader, table: pa.Table, seed: int, picks: int, extremes: bool):
+    """Keys to search in each run of each column: (field, run start and end, the run's
+    values, a key, the rows of the decoded run holding it). The keys: the run's first,
+    middle and last values, ``picks`` random ones, the type's extremes when asked, and
+    each one's neighbours."""
+    rng = np.random.default_rng(seed)
     for index, field in enumerate(reader.schema.fields):
         values = table.column(field.name).to_numpy()
         info = np.iinfo(values.dtype)
         for a, b in _runs(reader, index):
             run = values[a:b]
-            keys = {int(info.min), int(info.max), int(run[0]), int(run[-1]),
-                    int(run[len(run) // 2]), *(int(k) for k in rng.choice(run, 5))}
+            keys = {int(run[0]), int(run[-1]), int(run[len(run) // 2]),
+                    *(int(k) for k in rng.choice(run, picks))}
+            if extremes:
+                keys |= {int(info.min), int(info.max)}
             keys |= {k + d for k in list(keys) for d in (-1, 1)
                      if info.min <= k + d <= info.max}
             for key in sorted(keys):
-                got = reader.search_sorted(field, colmap, a, b, key)
-                if got is None:  # a run leaving its page: the caller decodes it
-                    continue
-                answered += 1
                 typed = np.array(key, values.dtype)  # exact: no float promotion
-                lo = a + int(np.searchsorted(run, typed, "left"))
-                hi = a + int(np.searchsorted(run, typed, "right"))
-                assert got == (lo, hi), (field.name, a, b, key)
+                expected = (a + int(np.searchsorted(run, typed, "left")),
+                            a + int(np.searchsorted(run, typed, "right")))
+                yield field, a, b, run, key, expected
+
+
+def test_search_sorted_equals_a_search_of_the_decoded_run(written) -> None:
+    reader, table = written
+    colmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
+    answered = 0
+    for field, a, b, _, key, expected in _searches(reader, table, 8, 5, extremes=True):
+        got = reader.search_sorted(field, colmap, a, b, key)
+        if got is None:  # a run leaving its page: the caller decodes it
+            continue
+        answered += 1
+        assert got == expected, (field.name, a, b, key)
     assert answered > 300  # most runs answered (pylance RLE-encodes some: declined)
 
 
@@ -173,28 +184,16 @@ def test_known_ends_place_the_guess_but_never_the_answer(written) -> None:
     end, keys between values)."""
     reader, table = written
     colmap = {f.id: i for i, f in enumerate(reader.schema.fields)}
-    rng = np.random.default_rng(12)
     answered = 0
-    for index, field in enumerate(reader.schema.fields):
-        values = table.column(field.name).to_numpy()
-        info = np.iinfo(values.dtype)
-        for a, b in _runs(reader, index):
-            run = values[a:b]
-            first, last = int(run[0]), int(run[-1])
-            keys = {first, last, int(run[len(run) // 2]), *(int(k) for k in rng.choice(run, 6))}
-            keys |= {k + d for k in list(keys) for d in (-1, 1)
-                     if info.min <= k + d <= info.max}
-            lies = [(first, last), (info.min, info.max), (first, (first + last) // 2),
-                    ((first + last) // 2, last), (last - 1, last)]
-            for key in sorted(keys):
-                typed = np.array(key, values.dtype)
-                expected = (a + int(np.searchsorted(run, typed, "left")),
-                            a + int(np.searchsorted(run, typed, "right")))
-                for ends in lies:
-                    got = reader.search_sorted(field, colmap, a, b, key,
-                                               (int(ends[0]), int(ends[1])))
-                    if got is None:  # a run leaving its page: the caller decodes it
-                        continue
-                    answered += 1
-                    assert got == expected, (field.name, a, b, key, ends)
+    for field, a, b, run, key, expected in _searches(reader, table, 12, 6, extremes=False):
+        first, last = int(run[0]), int(run[-1])
+        info = np.iinfo(run.dtype)
+        lies = [(first, last), (info.min, info.max), (first, (first + last) // 2),
+                ((first + last) // 2, last), (last - 1, last)]
+        for ends in lies:
+            got = reader.search_sorted(field, colmap, a, b, key, (int(ends[0]), int(ends[1])))
+            if got is None:  # a run leaving its page: the caller decodes it
+                continue
+            answered += 1
+            assert got == expected, (field.name, a, b, key, ends)
     assert answered > 1000
