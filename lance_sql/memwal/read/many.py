@@ -46,7 +46,6 @@ from lance_sql.memwal.read.nodes import (
     GEN,
     KEY_POSITION,
     REGION,
-    SOURCE_COLUMNS,
     TakeLastExec,
     conformed_column,
     key_text,
@@ -429,24 +428,12 @@ class ManyKeyLookup:
         """The base table's answers for ``keys`` (its ``TakeLastExec``'s lookup, counted
         in its metrics), its rows left in the order read: :meth:`_assembled` puts every
         answer in the keys' order with one take."""
-        node = self.base
-        assert isinstance(node.source, BaseSource)  # (see usable)
-        node.runs += 1
-        node.metrics.started()
-        node.metrics.add("keys_asked", keys.num_rows)
-        with own_work(node.metrics):
-            table, rows, key_at = node.source.found_rows(keys, self._wanted())
+        table, rows, key_at = self.base.found_rows(keys)
         if not key_at.size:
             return None
-        node.metrics.add("tombstones", 0)  # (as its node counts them)
-        node.metrics.output(int(key_at.size))
         if TOMBSTONE in self.output:  # (asked for: the base holds no tombstones)
             table = table.append_column(TOMBSTONE, pa.array(np.zeros(table.num_rows, bool)))
-        return _Piece.of(node.source, table, keys.position[key_at], rows)
-
-    def _wanted(self) -> list[str]:
-        """The columns the sources are asked for (the lookup schema's, not the tags)."""
-        return [c for c in self.schema.names if c not in (*SOURCE_COLUMNS, KEY_POSITION)]
+        return _Piece.of(self.base.source, table, keys.position[key_at], rows)
 
     def _assembled(self, taken: list[_Piece]) -> pa.Table:
         """The answers ``taken`` as the output columns, in the order of the keys (as the

@@ -754,8 +754,7 @@ class TakeLastExec(ExecNode):
             return
         self.runs += 1
         self.metrics.add("keys_asked", keys.num_rows)
-        wanted = [n for n in self.schema.names if n not in (*SOURCE_COLUMNS, KEY_POSITION)]
-        table = self.source.lookup(keys, wanted)
+        table = self.source.lookup(keys, self.wanted)
         if not table.num_rows:  # the usual answer of a newer source: nothing to tag
             return
         if TOMBSTONE in table.column_names:
@@ -766,6 +765,29 @@ class TakeLastExec(ExecNode):
             table = table.append_column(name, values)
         table = table.append_column(KEY_POSITION, array_from_numpy(keys.position[at]))
         yield conform(table, self.schema)  # columns in the schema's order: no copy
+
+    @property
+    def wanted(self) -> list[str]:
+        """The columns the source is asked for (the schema's, not the tags)."""
+        return [n for n in self.schema.names if n not in (*SOURCE_COLUMNS, KEY_POSITION)]
+
+    def found_rows(self, keys: Keys) -> tuple[pa.Table, np.ndarray | None, np.ndarray]:
+        """:meth:`execute` of the base table's node without tagging or reordering: its
+        :meth:`BaseSource.found_rows` of ``keys`` (rows in the order read), counted in
+        this node's metrics as :meth:`execute` counts them (for a caller that reorders
+        rows anyway: the many-key lookup takes them once)."""
+        source = self.source
+        if not isinstance(source, BaseSource):
+            raise InvalidInputError(f"{source.label}: only the base table gives found rows")
+        self.runs += 1
+        self.metrics.started()
+        self.metrics.add("keys_asked", keys.num_rows)
+        with own_work(self.metrics):
+            table, rows, key_at = source.found_rows(keys, self.wanted)
+        if key_at.size:
+            self.metrics.add("tombstones", 0)  # (the base holds none)
+            self.metrics.output(int(key_at.size))
+        return table, rows, key_at
 
     def describe(self) -> str:
         how = ""
