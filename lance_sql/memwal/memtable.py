@@ -36,7 +36,8 @@ from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal.bloom import PrimaryKeyBloom, identity_keys, key_hashes
 from lance_sql.numpy_arrow import numpy_of
 
-__all__ = ["ROW_ADDR", "MemFragment", "MemTable", "key_codes", "primary_key_bytes"]
+__all__ = ["ROW_ADDR", "MemFragment", "MemTable", "key_codes", "last_of_codes",
+           "primary_key_bytes"]
 
 ROW_ADDR = "_rowaddr"
 _HASH_SLICE = 1 << 14  # rows hashed at once: ~120-400 bytes of temporaries per row
@@ -355,18 +356,13 @@ class MemTable:
         if len(self.primary_key) != 1 or not pa.types.is_integer(key_type) or \
                 not key_type.equals(self.arrow_schema.field(self.primary_key[0]).type):
             return None
-        frags = self.fragments()
-        sorted_codes, sorted_addr = self._sorted_index(frags)
-        if not sorted_codes.size or not codes.size:
-            return np.full(codes.size, -1, np.int64)
+        sorted_codes, sorted_addr = self._sorted_index(self.fragments())
         # a code's rows are in address order (a stable sort of codes in address order):
-        # its latest row, the highest address, is the last before its right end (a code
-        # below every code held has none: the first code there is larger, never equal)
-        last = np.searchsorted(sorted_codes, codes, "right")
-        last -= 1
-        np.maximum(last, 0, out=last)
-        held = sorted_codes[last] == codes
-        return np.where(held, sorted_addr[last].view(np.int64), -1)
+        # its latest row, the highest address, is the last of its code
+        last = last_of_codes(sorted_codes, codes)
+        if not sorted_addr.size:
+            return last  # (all -1: nothing held)
+        return np.where(last >= 0, sorted_addr[last].view(np.int64), -1)
 
     def _candidates(self, frags: list[MemFragment], codes: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -432,6 +428,19 @@ def _typed(column: pa.Array, t: pa.DataType) -> pa.Array:
 def _exact_codes(keys: Sequence[pa.Array]) -> bool:
     """Whether :func:`key_codes` of ``keys`` is the key itself (equal codes: equal keys)."""
     return len(keys) == 1 and pa.types.is_integer(keys[0].type)
+
+
+def last_of_codes(sorted_codes: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """For each of ``codes``, the position of the last entry of ``sorted_codes``
+    (ascending) equal to it, or -1."""
+    if not sorted_codes.size:
+        return np.full(codes.size, -1, np.int64)
+    # the last of equal codes is just left of their right end (a code below every code
+    # held finds the first, which is larger: never equal)
+    last = np.searchsorted(sorted_codes, codes, "right")
+    last -= 1
+    np.maximum(last, 0, out=last)
+    return np.where(sorted_codes[last] == codes, last, -1)
 
 
 def key_codes(keys: Sequence[pa.Array]) -> np.ndarray:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.memwal.bloom import identity_keys, key_hash_one, key_hashes
-from lance_sql.memwal.memtable import key_codes
+from lance_sql.memwal.memtable import key_codes, last_of_codes
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of, true_mask
 
 __all__ = ["KeyRows", "KeySet", "Keys", "last_rows_of", "latest_positions", "same_key_value"]
@@ -113,18 +113,12 @@ def last_rows_of(held: np.ndarray, codes: np.ndarray) -> np.ndarray:
     ``held`` (the rows' codes) holding it, or -1: :meth:`KeySet.find` over ``held``
     backwards, without its copy and map (no sort when ``held`` is ascending already, as
     the rows of a table written in key order are)."""
-    if not held.size or not codes.size:
-        return np.full(codes.size, -1, np.int64)
     ascending = bool((held[1:] >= held[:-1]).all())
-    order = None if ascending else np.argsort(held, kind="stable")
-    by_code = held if order is None else held[order]
-    # the last of equal codes (a stable sort keeps them in row order) is right of them
-    last = np.searchsorted(by_code, codes, "right")
-    last -= 1
-    np.maximum(last, 0, out=last)  # (a code below all: the first code is larger)
-    hit = by_code[last] == codes
-    rows = last if order is None else order[last]
-    return np.where(hit, rows, -1)
+    if ascending:
+        return last_of_codes(held, codes)
+    order = np.argsort(held, kind="stable")  # (equal codes kept in row order)
+    last = last_of_codes(held[order], codes)
+    return np.where(last >= 0, order[last], -1)
 
 
 def same_key_value(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray) -> bool:

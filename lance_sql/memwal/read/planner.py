@@ -623,15 +623,11 @@ class LsmView:
             return GenerationSource(
                 None, gen, region_id, index, self.key_columns, bloom_at=(self.base.store, key),
                 open=partial(_named_generation, self.base, self._named, region_id, path, key))
-        ds = self._opened_generation(region_id, path, key)
+        ds = _named_generation(self.base, self._named, region_id, path, key)
         if ds is None:
             return None  # collected after its merge: its rows are in the base table
         return GenerationSource(ds, gen, region_id, index, self.key_columns,
                                 bloom_at=(self.base.store, key))
-
-    def _opened_generation(self, region_id: uuid.UUID, path: str, key: str
-                           ) -> LanceDataset | None:
-        return _named_generation(self.base, self._named, region_id, path, key)
 
     def _header(self, what: str, regions: Sequence[RegionState] | None = None,
                 total: int | None = None) -> list[str]:
