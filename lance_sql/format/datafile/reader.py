@@ -420,12 +420,13 @@ class LanceFileReader:
         # the field's checks and leaf column, kept for the same field object (an index's
         # searches pass the same fields each time; written whole, threads share it)
         kept = self._plain_columns.get((field.id, index))
-        column = kept[1] if kept is not None and kept[0] is field else None
-        if column is None and kept is not None and kept[0] is field:
-            return None  # refused before
-        if column is None and not (self._structural and not field.children and
-                                   owns_column(field) and
-                                   read_type(field, False) == field.arrow_type):
+        column: LeafColumn | None = None  # (made below when not kept: its errors typed)
+        if kept is not None and kept[0] is field:
+            column = kept[1]
+            if column is None:
+                return None  # refused before
+        elif not (self._structural and not field.children and owns_column(field) and
+                  read_type(field, False) == field.arrow_type):
             self._plain_columns[(field.id, index)] = (field, None)
             return None
         if start < 0 or stop > self.num_rows:
