@@ -19,6 +19,7 @@ from lance_sql.expr.arrow import parse_predicate
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.io.memory import MemoryStore
 from lance_sql.memwal.api import MemWal
+from lance_sql.memwal.read import hidden as hidden_module
 from lance_sql.memwal.read.hidden import hidden_base_rows
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.sources import (
@@ -289,3 +290,45 @@ def test_warm_scans_see_every_change_between_scans() -> None:
     lance_sql.dataset(mw.dataset.uri).cleanup_old_versions(older_than=timedelta(0))
     assert mw.collect_garbage(grace=timedelta(0)).generations
     check()
+
+
+
+def test_a_memtable_of_many_puts_is_joined_once_per_snapshot(monkeypatch) -> None:
+    joins = []
+    join = hidden_module._memtable_rows
+    monkeypatch.setattr(hidden_module, "_memtable_rows",
+                        lambda pieces, *rest: joins.append(len(pieces)) or join(pieces, *rest))
+    mw, writer = build(True)
+    cache = current_runtime().cache
+    newer = {*range(0, 200, 3), *range(1200, 1230), 1050, 5, 7, 1001, 1210,
+             *range(0, 400, 5), *range(1, 300, 4), 2000, 10, 11, 1002}  # build()'s keys
+    base = mw.dataset.scanner(columns=["id", "_rowaddr"]).to_table()
+    id_at = dict(zip(base.column("_rowaddr").to_pylist(), base.column("id").to_pylist(),
+                     strict=True))  # live base rows only
+
+    def hidden_ids() -> set[int]:
+        view = mw.view()
+        sources = view.sources(view.regions(None))
+        hidden = hidden_base_rows(sources[0], sources)
+        assert hidden is not None
+        addresses = [(f << 32) | int(r) for f, rows_ in hidden.rows.items()
+                     for r in np.asarray(rows_).tolist()]
+        return {id_at[a] for a in addresses if a in id_at}
+
+    try:
+        for start in range(400, 700, 10):  # thirty more pieces in the MemTable
+            writer.put(rows(np.arange(start, start + 4), "many"))
+            newer.update(range(start, start + 4))
+        first = hidden_ids()
+        assert first == newer & set(id_at.values())
+        assert len(joins) == 3 and sum(joins) > 30  # the MemTables of three regions
+        before = cache.stats()["base_rows_hidden"]
+        assert hidden_ids() == first
+        after = cache.stats()["base_rows_hidden"]
+        assert after.misses == before.misses and len(joins) == 3  # joined once
+        writer.put(rows([900, 901], "grown"))  # a new snapshot: joined again
+        assert hidden_ids() == first | {900, 901}
+        assert cache.stats()["base_rows_hidden"].misses > after.misses
+        assert len(joins) > 3
+    finally:
+        writer.close()

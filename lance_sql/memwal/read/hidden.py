@@ -121,10 +121,14 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
                                     partial(_distinct_keys, source)))
             elif isinstance(source, MemTableSource):
                 token = source.memtable.token
-                for piece in source.snapshot:
-                    if piece.rows.num_rows:
-                        parts.append(cached(("memtable", token, piece.fragment_id),
-                                            partial(_key_column, piece, column)))
+                pieces = [p for p in source.snapshot if p.rows.num_rows]
+                if pieces:
+                    # the pieces' rows joined once per snapshot: a MemTable of hundreds
+                    # of puts would otherwise be joined again by every query
+                    ids = tuple(p.fragment_id for p in pieces)
+                    parts.append(cache.get_or_load(
+                        BASE_ROWS_HIDDEN, (*where, "memtable-snapshot", token, ids),
+                        partial(_memtable_rows, pieces, token, column, cached)))
             elif source.key_rows().num_rows:
                 parts.append(lookup(_distinct_keys(source)))
         if not parts:  # no newer rows at all: which fragments the index covers
@@ -132,13 +136,32 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
                                          .field(column).type)))
     except _NoIndex:
         return None
-    covered = frozenset(parts[0]).intersection(*parts[1:])  # the same set for one base
+    covered, rows = _by_fragment(parts)
+    return HiddenRows(_Joined(rows), covered)
+
+
+def _by_fragment(parts: Sequence[Mapping[int, np.ndarray]]
+                 ) -> tuple[frozenset[int], dict[int, list[np.ndarray]]]:
+    """The fragments every part covers (the same set for one base), and per fragment the
+    parts' non-empty row arrays."""
+    covered = frozenset(parts[0]).intersection(*parts[1:])
     rows = {}
     for fragment in covered:
         pieces = [p[fragment] for p in parts if len(p.get(fragment, _EMPTY))]
         if pieces:
             rows[fragment] = pieces
-    return HiddenRows(_Joined(rows), covered)
+    return covered, rows
+
+
+def _memtable_rows(pieces: Sequence[MemFragment], token: Hashable, column: str,
+                   cached: Callable[[tuple[Hashable, ...], Callable[[], pa.Array]],
+                                    dict[int, np.ndarray]]) -> dict[int, np.ndarray]:
+    """The base rows a MemTable snapshot's ``pieces`` hide, by fragment: each piece's
+    (cached: a MemTable only gets pieces appended), joined."""
+    parts = [cached(("memtable", token, p.fragment_id), partial(_key_column, p, column))
+             for p in pieces]
+    covered, rows = _by_fragment(parts)
+    return {f: (np.concatenate(rows[f]) if f in rows else _EMPTY) for f in covered}
 
 
 def _key_column(piece: MemFragment, column: str) -> pa.Array:

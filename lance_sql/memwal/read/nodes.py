@@ -636,10 +636,15 @@ class DeduplicateExec(ExecNode):
                 return [b for scan in newer for b in winners(scan)]
 
         with WorkerPool("lsm", 1) as pool:
-            ahead = pool.submit(read_newer)
+            ahead = None
             for scan in self.scans:
                 if scan.source.is_base:
-                    yield from winners(scan)
+                    for batch in winners(scan):
+                        if ahead is None:
+                            ahead = pool.submit(read_newer)
+                        yield batch
+            if ahead is None:
+                ahead = pool.submit(read_newer)
             with not_own_work():  # waiting for the reader is not work
                 found = ahead.result()
             yield from found
