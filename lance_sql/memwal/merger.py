@@ -18,17 +18,17 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_sql.errors import IncompatibleConflict, NotFoundError, SchemaError
 from lance_sql.format.memwal import MergedGeneration, RegionManifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.bloom import identity_keys
 from lance_sql.memwal.column_match import match_columns, named_by_id, relabelled
 from lance_sql.memwal.generation_tables import open_generation
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
+from lance_sql.memwal.read.keys import latest_positions
 from lance_sql.memwal.region_log import RegionLog
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.dataset import LanceDataset, dataset
 
 __all__ = ["MergeResult", "TOMBSTONE", "latest_rows", "merge", "region_generations",
@@ -69,29 +69,9 @@ def latest_rows(rows: pa.Table, keys: list[str]) -> pa.Table:
         newest_first = np.argsort(rows.column(_ROWADDR).to_numpy(), kind="stable")[::-1]
         _, first = np.unique(column.to_numpy()[newest_first], return_index=True)
         return rows.take(pa.array(newest_first[first]))
-    return _latest_rows_sorted(rows, keys)
-
-
-def _latest_rows_sorted(rows: pa.Table, keys: list[str]) -> pa.Table:
-    """:func:`latest_rows` for any keys: a sort by the keys (told apart as
-    :func:`~.bloom.identity_keys` does: a NaN key is one key) and ``_rowaddr``
-    descending."""
-    n = rows.num_rows
-    names = [f"_key{i}" for i in range(len(keys))]
-    order_of = pa.table([*(identity_keys(rows.column(k)) for k in keys),
-                         rows.column(_ROWADDR), pa.array(np.arange(n))],
-                        names=[*names, _ROWADDR, "_at"])
-    order = order_of.sort_by([(k, "ascending") for k in names] + [(_ROWADDR, "descending")])
-    same_as_previous = np.ones(n - 1, dtype=bool)
-    for key in names:
-        column = order.column(key).combine_chunks()
-        later, earlier = column.slice(1), column.slice(0, n - 1)
-        equal = pc.fill_null(pc.equal(later, earlier), False)
-        both_null = pc.and_(pc.is_null(later), pc.is_null(earlier))
-        same = pc.or_(equal, both_null)
-        same_as_previous &= np.asarray(same.to_numpy(zero_copy_only=False), bool)
-    first = np.concatenate([[True], ~same_as_previous])
-    return rows.take(order.column("_at").filter(pa.array(first)))
+    positions = latest_positions([rows.column(k) for k in keys],
+                                 numpy_of(rows.column(_ROWADDR)), nulls_equal=True)
+    return rows.take(array_from_numpy(positions))
 
 
 def region_generations(ds: LanceDataset, region_id: uuid.UUID, merged: int

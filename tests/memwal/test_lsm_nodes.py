@@ -293,3 +293,15 @@ def test_key_set_membership_matches_a_python_set(span: int) -> None:
     words = [f"k{v}" for v in stored]
     sk = KeySet([pa.array(words)])
     assert sk.contains([pa.array([f"k{v}" for v in probe])]).tolist() == want.tolist()
+
+
+def test_latest_positions_tell_null_keys_apart_unless_asked() -> None:
+    keys = [pa.array(["a", None, "a", None, "b"]), pa.array([1, 2, 1, 2, None])]
+    rowaddr = np.array([4, 1, 7, 3, 0], np.uint64)
+    # SQL's =: every key holding a null is a key of its own
+    assert sorted(latest_positions(keys, rowaddr).tolist()) == [1, 2, 3, 4]
+    # nulls equal (the merger's rule): (None, 2) twice is one key, its newest row wins
+    assert sorted(latest_positions(keys, rowaddr, nulls_equal=True).tolist()) == [2, 3, 4]
+    floats = [pa.array([float("nan"), float("nan"), -0.0, 0.0])]  # told apart by their bits
+    assert sorted(latest_positions(floats, np.array([1, 2, 3, 4], np.uint64)).tolist()) \
+        == [1, 2, 3]

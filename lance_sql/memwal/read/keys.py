@@ -132,9 +132,12 @@ def same_key_value(a: pa.Array | pa.ChunkedArray, b: pa.Array | pa.ChunkedArray)
     return bool(a[0].as_py() == b[0].as_py())
 
 
-def latest_positions(keys: Sequence[pa.Array], rowaddr: np.ndarray) -> np.ndarray:
+def latest_positions(keys: Sequence[pa.Array | pa.ChunkedArray], rowaddr: np.ndarray, *,
+                     nulls_equal: bool = False) -> np.ndarray:
     """Positions of the row with the highest address for every distinct key (keys told
-    apart as :func:`~..bloom.identity_keys` does)."""
+    apart as :func:`~..bloom.identity_keys` does), in key order. A null key value is
+    unequal to every other (SQL's ``=``) unless ``nulls_equal``: then nulls in one column
+    are one value (a merger's generations hold no null keys: writers refuse them)."""
     n = rowaddr.size
     if n <= 1:
         return np.arange(n)
@@ -146,7 +149,11 @@ def latest_positions(keys: Sequence[pa.Array], rowaddr: np.ndarray) -> np.ndarra
     same = np.ones(n - 1, bool)
     for name in columns:
         c = order.column(name).combine_chunks()
-        same &= true_mask(pc.equal(c.slice(1), c.slice(0, n - 1)))
+        later, earlier = c.slice(1), c.slice(0, n - 1)
+        equal = true_mask(pc.equal(later, earlier))
+        if nulls_equal and c.null_count:
+            equal |= true_mask(pc.and_(pc.is_null(later), pc.is_null(earlier)))
+        same &= equal
     first[1:] = ~same
     return np.asarray(numpy_of(order.column("_p")))[first]
 
