@@ -636,15 +636,10 @@ class DeduplicateExec(ExecNode):
                 return [b for scan in newer for b in winners(scan)]
 
         with WorkerPool("lsm", 1) as pool:
-            ahead = None
+            ahead = pool.submit(read_newer)
             for scan in self.scans:
                 if scan.source.is_base:
-                    for batch in winners(scan):
-                        if ahead is None:
-                            ahead = pool.submit(read_newer)
-                        yield batch
-            if ahead is None:
-                ahead = pool.submit(read_newer)
+                    yield from winners(scan)
             with not_own_work():  # waiting for the reader is not work
                 found = ahead.result()
             yield from found
