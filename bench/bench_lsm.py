@@ -38,6 +38,7 @@ again each run, and the writer is aborted at the end so its rows never reach the
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import os
 import shutil
@@ -128,7 +129,13 @@ def build_ours(root: str, args: argparse.Namespace, gens: list[np.ndarray],
     if args.path is not None and os.path.isdir(os.path.join(root, "_versions")):
         mw = MemWal(lance_sql.dataset(root))  # reused: base and generations are there
         writer = mw.writer()
+        atexit.register(_abort, writer)  # (before the writers' own exit hook flushes)
         writer.put(rows(memtable, len(gens) + 1))
+        held = sum(m.num_rows for w in writer.writers for m in w.memtables())
+        if held != len(memtable):  # WAL entries replayed on top of the put
+            raise SystemExit(f"{root}: the MemTables hold {held} rows, not the "
+                             f"{len(memtable)} just put: its WAL has entries of a writer "
+                             f"that was not aborted; build the tables again in a new --path")
         return mw, writer
     ds = lance_sql.write_dataset(base_batches(args.rows), root, schema=SCHEMA)
     ds.create_scalar_index("id", "BTREE")
@@ -139,8 +146,18 @@ def build_ours(root: str, args: argparse.Namespace, gens: list[np.ndarray],
     for g, ids in enumerate(gens, start=1):
         writer.put(rows(ids, g))
         writer.flush_memtable()
+    if args.path is not None:
+        atexit.register(_abort, writer)
     writer.put(rows(memtable, len(gens) + 1))
     return mw, writer
+
+
+def _abort(writer) -> None:
+    """Stop ``writer``'s region writers without I/O: a kept table's MemTable never reaches
+    its WAL, even when the run fails (the writers' own exit hook would flush it there, and
+    every later run would replay it into its MemTable)."""
+    for region_writer in writer.writers:
+        region_writer.abort()
 
 
 def build_theirs(root: str, args: argparse.Namespace, gens: list[np.ndarray]):
@@ -489,8 +506,7 @@ def _close(args: argparse.Namespace, writer) -> None:
     if args.path is None:  # a table thrown away after: its MemTable needs no generation
         writer.close(flush_memtable=False)
     else:  # a kept table's MemTable stays out of its WAL: the next run puts it again
-        for region_writer in writer.writers:
-            region_writer.abort()
+        _abort(writer)
 
 
 def _report(args: argparse.Namespace, results: dict[str, float]) -> None:
