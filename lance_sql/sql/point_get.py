@@ -294,26 +294,18 @@ def _key_table(query: PointQuery, key_columns: list[str], schema: pa.Schema
     columns = {}
     for name, values, _ in conditions:
         key_type = schema.field(name).type
-        if pa.types.is_integer(key_type) and len(values) > 1:
+        if pa.types.is_integer(key_type):
             numbers = _integer_keys(values, key_type)
             if numbers is None:
                 return None
             columns[name] = numbers
             continue
+        if not (pa.types.is_string(key_type) or pa.types.is_large_string(key_type)):
+            return None
         unique = list(dict.fromkeys(values))  # first occurrences, in order
         if len(unique) > MAX_LOOKUP_KEYS:
             return None  # the provider scans instead
-        if pa.types.is_integer(key_type):
-            ints = [v for v in unique if type(v) is int]
-            if len(ints) != len(unique):
-                return None
-            low, high = _integer_range(key_type)
-            if min(ints) < low or max(ints) > high:
-                return None
-        elif pa.types.is_string(key_type) or pa.types.is_large_string(key_type):
-            if not all(type(v) is str for v in unique):
-                return None
-        else:
+        if not all(type(v) is str for v in unique):
             return None
         columns[name] = pa.array(unique, type=key_type)
     return pa.table({k: columns[k] for k in key_columns})
