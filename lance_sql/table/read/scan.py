@@ -360,7 +360,7 @@ def scan_fragment(
     if mask is not None:
         table = _read_live(store, manifest, reader, plan, mask, offset)
     else:
-        arrays = reader.read(plan.read_fields, offset=offset, length=length)
+        arrays = [_read_paged(reader, f, offset, length) for f in plan.read_fields]
         names = [f.name for f in plan.read_fields]
         system = plan.system_names
         if system:
@@ -485,6 +485,28 @@ def _read_live(store: ObjectStore, manifest: Manifest, reader: FragmentReader,
     return pa.Table.from_arrays(arrays, names=names)
 
 
+def _page_cuts(reader: FragmentReader, field: LanceField, offset: int, stop: int
+               ) -> list[int]:
+    """``offset``, the page boundaries of ``field`` inside ``(offset, stop)``, ``stop``:
+    the pieces of a range that lie in one page each (the whole range when the column
+    has no such pages)."""
+    bounds = reader.page_bounds(field)
+    inner = [] if bounds is None else \
+        np.unique(bounds[(bounds > offset) & (bounds < stop)]).tolist()
+    return [offset, *inner, stop]
+
+
+def _read_paged(reader: FragmentReader, field: LanceField, offset: int, length: int
+                ) -> pa.Array | pa.ChunkedArray:
+    """Rows ``[offset, offset + length)`` of ``field``, one chunk per page they span: one
+    read of the whole range joins the pages' values, a copy of every value (measured on
+    a 10M-row scan whose string column has two pages a fragment: ~5% of its CPU)."""
+    cuts = _page_cuts(reader, field, offset, offset + length)
+    pieces = [reader.read([field], offset=a, length=b - a)[0]
+              for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    return pieces[0] if len(pieces) == 1 else pa.chunked_array(pieces, type=pieces[0].type)
+
+
 def _read_kept(reader: FragmentReader, field: LanceField, keep: pa.BooleanArray,
                offset: int) -> pa.Array | pa.ChunkedArray:
     """Rows ``[offset, offset + len(keep))`` of ``field`` where ``keep`` holds. A column
@@ -492,18 +514,11 @@ def _read_kept(reader: FragmentReader, field: LanceField, keep: pa.BooleanArray,
     page: the filter copies the kept values anyway, so joining the pages' values first
     (what a read of the whole range does) would copy them once more."""
     pool = pa.system_memory_pool()  # see _read_live
-    stop = offset + len(keep)
-    bounds = reader.page_bounds(field)
-    inner = [] if bounds is None else \
-        np.unique(bounds[(bounds > offset) & (bounds < stop)]).tolist()
-    if not inner:
-        return pc.filter(reader.read([field], offset=offset, length=len(keep))[0], keep,
-                         memory_pool=pool)
-    cuts = [offset, *inner, stop]
+    cuts = _page_cuts(reader, field, offset, offset + len(keep))
     pieces = [pc.filter(reader.read([field], offset=a, length=b - a)[0],
                         keep.slice(a - offset, b - a), memory_pool=pool)
               for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-    return pa.chunked_array(pieces, type=pieces[0].type)
+    return pieces[0] if len(pieces) == 1 else pa.chunked_array(pieces, type=pieces[0].type)
 
 
 def scan_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
