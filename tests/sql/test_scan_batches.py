@@ -102,6 +102,36 @@ def test_reads_of_long_strings_are_sized_by_what_rows_take(tmp_path: Path,
     assert reads[0] == CHUNK_ROWS and max(reads) > CHUNK_ROWS and sum(reads) == rows
 
 
+def test_collected_scans_read_whole_units(tmp_path: Path, monkeypatch) -> None:
+    """A result that is collected holds every row anyway: after a first read of
+    CHUNK_ROWS (which learns the strings' widths) its scan reads the rest of each unit at
+    once (up to COLLECTED_CHUNK_BYTES), where a streamed result is read in chunks of
+    CHUNK_BYTES. The rows are the same."""
+    reads: list[int] = []
+    original = provider.UnitScanner._read_chunk
+
+    def counted(self, start: int, length: int, max_rows: int | None = None) -> pa.Table:
+        reads.append(length)
+        return original(self, start, length, max_rows)
+
+    monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
+    rows = 600_000
+    # rows of ~110 bytes: CHUNK_BYTES hold fewer of them than a unit has
+    table = pa.table({"id": np.arange(rows),
+                      "s": pa.array([f"{i % 977:>100}" for i in range(rows)])})
+    lance_sql.write_dataset(table, tmp_path / "t.lance", max_rows_per_file=rows)
+    session = lance_sql.connect(tmp_path)
+    got = session.sql("SELECT * FROM t").to_arrow_table()
+    assert got.sort_by("id").equals(table)
+    half = rows // 2  # (two units)
+    assert sorted(reads) == sorted([CHUNK_ROWS, half - CHUNK_ROWS] * 2), reads
+    reads.clear()
+    streamed = pa.Table.from_batches(
+        [b.to_pyarrow() for b in session.sql("SELECT * FROM t").execute_stream()])
+    assert streamed.sort_by("id").equals(table)
+    assert sum(reads) == rows and len(reads) > 4 and reads.count(CHUNK_ROWS) >= 2, reads
+
+
 def test_limit_queries_read_small_chunks(tmp_path: Path) -> None:
     rows = 300_000
     lance_sql.write_dataset(pa.table({"id": np.arange(rows)}), tmp_path / "t.lance",
@@ -291,7 +321,8 @@ sys.exit(3)
 def test_selective_filters_read_many_rows_at_a_time(tmp_path: Path, monkeypatch) -> None:
     """A filter's columns are read for every row, the others for matching rows only: after
     a first read of CHUNK_ROWS, reads are sized by the filter's columns and what matched
-    (few matches: the rest of the unit at once; every row matching wide rows: small)."""
+    (few matches: the rest of the unit at once; every row matching wide rows: small when
+    the result streams, larger when it is collected)."""
     reads: list[int] = []
     original = provider.UnitScanner._read_chunk
 
@@ -310,8 +341,12 @@ def test_selective_filters_read_many_rows_at_a_time(tmp_path: Path, monkeypatch)
     half = rows // 2
     assert sorted(reads) == sorted([CHUNK_ROWS, half - CHUNK_ROWS] * 2), reads
     reads.clear()
+    streamed = session.sql("SELECT * FROM t WHERE id >= 0").execute_stream()
+    assert sum(b.to_pyarrow().num_rows for b in streamed) == rows
+    assert max(reads) == CHUNK_ROWS, reads
+    reads.clear()
     got = session.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
-    assert got.num_rows == rows and max(reads) == CHUNK_ROWS, reads
+    assert got.num_rows == rows and sorted(reads) == sorted([CHUNK_ROWS, half - CHUNK_ROWS] * 2)
 
 
 def test_filtered_scan_only_queries_read_as_one_partition(bulk_root: tuple[Path, dict],

@@ -245,7 +245,8 @@ query = sys.argv[5]
 lance_sql.write_dataset(pa.table({"x": pa.array(range(rows), pa.int64())}),
                         root + "/t.lance", max_rows_per_file=per_file)
 session = lance_sql.connect(root)
-provider.CHUNK_ROWS = provider.MAX_CHUNK_ROWS = 1000  # many short reads
+# many short reads (a collected result's scan would read each unit whole)
+provider.CHUNK_ROWS = provider.MAX_CHUNK_ROWS = provider.COLLECTED_MAX_CHUNK_ROWS = 1000
 real = provider.scan_fragment
 
 def slow(*args, **kwargs):
