@@ -132,6 +132,36 @@ def test_collected_scans_read_whole_units(tmp_path: Path, monkeypatch) -> None:
     assert sum(reads) == rows and len(reads) > 4 and reads.count(CHUNK_ROWS) >= 2, reads
 
 
+def test_collected_scans_learn_row_widths_from_earlier_units(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    """A collected unfiltered scan of strings probes its rows' width with a first read of
+    CHUNK_ROWS once (once per partition reading at the same time), and later units size
+    their first read by what was learned: each reads its fragment at once."""
+    reads: list[int] = []
+    original = provider.UnitScanner._read_chunk
+
+    def counted(self, start: int, length: int, max_rows: int | None = None) -> pa.Table:
+        reads.append(length)
+        return original(self, start, length, max_rows)
+
+    monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
+    per_file, files = 200_000, 6
+    rows = per_file * files
+    table = pa.table({"id": np.arange(rows),
+                      "s": pa.array([f"{i % 977:>40}" for i in range(rows)])})
+    lance_sql.write_dataset(table, tmp_path / "t.lance", max_rows_per_file=per_file)
+    session = lance_sql.connect(tmp_path)
+    got = session.sql("SELECT * FROM t").to_arrow_table()
+    assert got.sort_by("id").equals(table)
+    assert sum(reads) == rows
+    probes = reads.count(CHUNK_ROWS)
+    assert 1 <= probes <= 2 and len(reads) == files + probes, reads
+    reads.clear()  # a streamed result probes every unit
+    streamed = session.sql("SELECT * FROM t").execute_stream()
+    assert sum(b.to_pyarrow().num_rows for b in streamed) == rows
+    assert reads.count(CHUNK_ROWS) == files, reads
+
+
 def test_limit_queries_read_small_chunks(tmp_path: Path) -> None:
     rows = 300_000
     lance_sql.write_dataset(pa.table({"id": np.arange(rows)}), tmp_path / "t.lance",
