@@ -59,8 +59,8 @@ CHUNK_BYTES = 16 << 20  # decoded bytes a read aims at: wide rows are read fewer
 # Reads of a scan whose whole result is collected (ScanScope.collects): the result holds
 # every row anyway, so reads aim at whole fragments. Each read costs ~0.5 ms of Python
 # a column (measured: a 1M-row, 4-column fragment read in 1/2/3/8 pieces took 42/45/50/68
-# ms of CPU); a 10M-row SELECT * of strings read 29 chunks of 16 MiB, now 20 (the first
-# read of each fragment still CHUNK_ROWS, to learn its strings' widths).
+# ms of CPU); a 10M-row SELECT * of strings read 29 chunks of 16 MiB, now 12 (a first read
+# of CHUNK_ROWS learns the strings' widths, once per partition: see UnitScanner._batches).
 COLLECTED_CHUNK_BYTES = 128 << 20
 COLLECTED_MAX_CHUNK_ROWS = 4 << 20
 COUNT_BATCH_ROWS = 1 << 22
