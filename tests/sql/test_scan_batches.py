@@ -25,18 +25,25 @@ from lance_sql.sql.provider import CHUNK_ROWS, MAX_CHUNK_ROWS, chunk_rows
 from lance_sql.table import build_scan_plan
 
 
-def test_whole_units_read_at_once_in_batches_of_datafusions_size(tmp_path: Path,
-                                                                 monkeypatch) -> None:
-    """Streamed to the caller, batches keep DataFusion's size; collected by the caller
-    (to_arrow_table), each chunk is handed over whole."""
+@pytest.fixture
+def chunk_reads(monkeypatch) -> list[int]:
+    """The length of every read the SQL scan units make, in order."""
     reads: list[int] = []
     original = provider.UnitScanner._read_chunk
 
-    def counted(self, start: int, length: int) -> pa.Table:
+    def counted(self, start: int, length: int, max_rows: int | None = None) -> pa.Table:
         reads.append(length)
-        return original(self, start, length)
+        return original(self, start, length, max_rows)
 
     monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
+    return reads
+
+
+def test_whole_units_read_at_once_in_batches_of_datafusions_size(tmp_path: Path,
+                                                                 chunk_reads: list[int]) -> None:
+    """Streamed to the caller, batches keep DataFusion's size; collected by the caller
+    (to_arrow_table), each chunk is handed over whole."""
+    reads = chunk_reads
     rows = 300_000
     table = pa.table({"id": np.arange(rows), "x": np.linspace(0, 1, rows)})
     lance_sql.write_dataset(table, tmp_path / "t.lance")
@@ -78,17 +85,10 @@ def test_chunks_are_sized_by_the_columns_widths(tmp_path: Path) -> None:
 
 
 def test_reads_of_long_strings_are_sized_by_what_rows_take(tmp_path: Path,
-                                                           monkeypatch) -> None:
+                                                           chunk_reads: list[int]) -> None:
     """Variable-width columns: a first read of CHUNK_ROWS, then reads sized by the bytes
     a row took (long strings: no more rows than before; short ones: more)."""
-    reads: list[int] = []
-    original = provider.UnitScanner._read_chunk
-
-    def counted(self, start: int, length: int) -> pa.Table:
-        reads.append(length)
-        return original(self, start, length)
-
-    monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
+    reads = chunk_reads
     rows = 600_000
     for name, text in [("long", "x" * 200), ("short", "y")]:
         lance_sql.write_dataset(pa.table({"s": pa.array([text] * rows)}),
@@ -102,19 +102,12 @@ def test_reads_of_long_strings_are_sized_by_what_rows_take(tmp_path: Path,
     assert reads[0] == CHUNK_ROWS and max(reads) > CHUNK_ROWS and sum(reads) == rows
 
 
-def test_collected_scans_read_whole_units(tmp_path: Path, monkeypatch) -> None:
+def test_collected_scans_read_whole_units(tmp_path: Path, chunk_reads: list[int]) -> None:
     """A result that is collected holds every row anyway: after a first read of
     CHUNK_ROWS (which learns the strings' widths) its scan reads the rest of each unit at
     once (up to COLLECTED_CHUNK_BYTES), where a streamed result is read in chunks of
     CHUNK_BYTES. The rows are the same."""
-    reads: list[int] = []
-    original = provider.UnitScanner._read_chunk
-
-    def counted(self, start: int, length: int, max_rows: int | None = None) -> pa.Table:
-        reads.append(length)
-        return original(self, start, length, max_rows)
-
-    monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
+    reads = chunk_reads
     rows = 600_000
     # rows of ~110 bytes: CHUNK_BYTES hold fewer of them than a unit has
     table = pa.table({"id": np.arange(rows),
@@ -133,18 +126,11 @@ def test_collected_scans_read_whole_units(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_collected_scans_learn_row_widths_from_earlier_units(tmp_path: Path,
-                                                            monkeypatch) -> None:
+                                                            chunk_reads: list[int]) -> None:
     """A collected unfiltered scan of strings probes its rows' width with a first read of
     CHUNK_ROWS once (once per partition reading at the same time), and later units size
     their first read by what was learned: each reads its fragment at once."""
-    reads: list[int] = []
-    original = provider.UnitScanner._read_chunk
-
-    def counted(self, start: int, length: int, max_rows: int | None = None) -> pa.Table:
-        reads.append(length)
-        return original(self, start, length, max_rows)
-
-    monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
+    reads = chunk_reads
     per_file, files = 200_000, 6
     rows = per_file * files
     table = pa.table({"id": np.arange(rows),
@@ -348,19 +334,12 @@ sys.exit(3)
             proc.communicate()
 
 
-def test_selective_filters_read_many_rows_at_a_time(tmp_path: Path, monkeypatch) -> None:
+def test_selective_filters_read_many_rows_at_a_time(tmp_path: Path, chunk_reads: list[int]) -> None:
     """A filter's columns are read for every row, the others for matching rows only: after
     a first read of CHUNK_ROWS, reads are sized by the filter's columns and what matched
     (few matches: the rest of the unit at once; every row matching wide rows: small when
     the result streams, larger when it is collected)."""
-    reads: list[int] = []
-    original = provider.UnitScanner._read_chunk
-
-    def counted(self, start: int, length: int) -> pa.Table:
-        reads.append(length)
-        return original(self, start, length)
-
-    monkeypatch.setattr(provider.UnitScanner, "_read_chunk", counted)
+    reads = chunk_reads
     rows = 600_000
     wide = pa.array(["w" * 60] * rows)
     table = pa.table({"id": np.arange(rows), "a": wide, "b": wide, "c": wide, "d": wide})

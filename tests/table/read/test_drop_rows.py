@@ -163,10 +163,26 @@ def _multi_page_table(uri: str, writer: str, version: str) -> int:
     return n
 
 
+@pytest.fixture
+def field_reads(monkeypatch) -> list[tuple[str, int | None]]:
+    """(field name, rows) of every FragmentReader.read, in order."""
+    from lance_sql.table.files.reader import FragmentReader
+
+    reads: list[tuple[str, int | None]] = []
+    original = FragmentReader.read
+
+    def spy(self, fields, *, offset=0, length=None):
+        reads.extend((f.name, length) for f in fields)
+        return original(self, fields, offset=offset, length=length)
+
+    monkeypatch.setattr(FragmentReader, "read", spy)
+    return reads
+
+
 @pytest.mark.parametrize(("writer", "version"), [("lance_sql", "2.2"), ("lance_sql", "2.0"),
                                                  ("pylance", "2.1"), ("pylance", "2.2"),
                                                  ("pylance", "2.0")])
-def test_columns_of_several_pages_are_filtered_page_by_page(tmp_path, monkeypatch, writer,
+def test_columns_of_several_pages_are_filtered_page_by_page(tmp_path, field_reads, writer,
                                                             version) -> None:
     """A 2.1+ column whose pages split a fragment is read and filtered page by page (one
     chunk per page, no join of the pages' values first); 2.0 files and list columns are
@@ -190,14 +206,8 @@ def test_columns_of_several_pages_are_filtered_page_by_page(tmp_path, monkeypatc
     theirs = theirs.filter(pa.array(~np.isin(theirs.column("_rowaddr").to_numpy(),
                                              addresses[dropped]))).select(columns)
 
-    reads: list[tuple[str, int]] = []
-    original = FragmentReader.read
-
-    def spy(self, fields, *, offset=0, length=None):
-        reads.extend((f.name, length) for f in fields)
-        return original(self, fields, offset=offset, length=length)
-
-    monkeypatch.setattr(FragmentReader, "read", spy)
+    reads = field_reads
+    reads.clear()  # the reads of the scan below only
     got = Scanner(ds.store, ds.manifest, columns=columns, drop_rows=drop).to_table()
     assert got.num_rows == want.num_rows == theirs.num_rows > 0
     assert got.equals(want.cast(got.schema))
@@ -219,7 +229,7 @@ def test_columns_of_several_pages_are_filtered_page_by_page(tmp_path, monkeypatc
 
 @pytest.mark.parametrize(("writer", "version"), [("lance_sql", "2.2"), ("lance_sql", "2.0"),
                                                  ("pylance", "2.1"), ("pylance", "2.2")])
-def test_columns_of_several_pages_are_read_page_by_page(tmp_path, monkeypatch, writer,
+def test_columns_of_several_pages_are_read_page_by_page(tmp_path, field_reads, writer,
                                                         version) -> None:
     """A plain scan (no deleted rows) reads a 2.1+ column whose pages split a fragment
     page by page too, into one chunk per page rather than one array joined by a copy;
@@ -233,14 +243,8 @@ def test_columns_of_several_pages_are_read_page_by_page(tmp_path, monkeypatch, w
     ds = lance_sql.dataset(uri, version=1)  # before the deletions
     columns = ["id", "v", "s", "tags"]
     theirs = lance.dataset(uri, version=1).to_table(columns=columns)
-    reads: list[tuple[str, int]] = []
-    original = FragmentReader.read
-
-    def spy(self, fields, *, offset=0, length=None):
-        reads.extend((f.name, length) for f in fields)
-        return original(self, fields, offset=offset, length=length)
-
-    monkeypatch.setattr(FragmentReader, "read", spy)
+    reads = field_reads
+    reads.clear()  # the reads of the scan below only
     got = ds.to_table(columns=columns)
     assert got.num_rows == theirs.num_rows == 3000
     assert got.equals(theirs.cast(got.schema))
