@@ -102,6 +102,19 @@ def test_reads_of_long_strings_are_sized_by_what_rows_take(tmp_path: Path,
     assert reads[0] == CHUNK_ROWS and max(reads) > CHUNK_ROWS and sum(reads) == rows
 
 
+def _collected_strings(root: Path, rows: int, width: int, per_file: int
+                       ) -> tuple[pa.Table, lance_sql.LanceSession]:
+    """Table ``t`` under ``root``: ids and strings of ``width`` characters, in files of
+    ``per_file`` rows; it and a session over ``root``, after checking that a collected
+    ``SELECT *`` gives every row."""
+    table = pa.table({"id": np.arange(rows),
+                      "s": pa.array([f"{i % 977:>{width}}" for i in range(rows)])})
+    lance_sql.write_dataset(table, root / "t.lance", max_rows_per_file=per_file)
+    session = lance_sql.connect(root)
+    assert session.sql("SELECT * FROM t").to_arrow_table().sort_by("id").equals(table)
+    return table, session
+
+
 def test_collected_scans_read_whole_units(tmp_path: Path, chunk_reads: list[int]) -> None:
     """A result that is collected holds every row anyway: after a first read of
     CHUNK_ROWS (which learns the strings' widths) its scan reads the rest of each unit at
@@ -110,12 +123,7 @@ def test_collected_scans_read_whole_units(tmp_path: Path, chunk_reads: list[int]
     reads = chunk_reads
     rows = 600_000
     # rows of ~110 bytes: CHUNK_BYTES hold fewer of them than a unit has
-    table = pa.table({"id": np.arange(rows),
-                      "s": pa.array([f"{i % 977:>100}" for i in range(rows)])})
-    lance_sql.write_dataset(table, tmp_path / "t.lance", max_rows_per_file=rows)
-    session = lance_sql.connect(tmp_path)
-    got = session.sql("SELECT * FROM t").to_arrow_table()
-    assert got.sort_by("id").equals(table)
+    table, session = _collected_strings(tmp_path, rows, 100, rows)
     half = rows // 2  # (two units)
     assert sorted(reads) == sorted([CHUNK_ROWS, half - CHUNK_ROWS] * 2), reads
     reads.clear()
@@ -133,12 +141,7 @@ def test_collected_scans_learn_row_widths_from_earlier_units(tmp_path: Path,
     reads = chunk_reads
     per_file, files = 200_000, 6
     rows = per_file * files
-    table = pa.table({"id": np.arange(rows),
-                      "s": pa.array([f"{i % 977:>40}" for i in range(rows)])})
-    lance_sql.write_dataset(table, tmp_path / "t.lance", max_rows_per_file=per_file)
-    session = lance_sql.connect(tmp_path)
-    got = session.sql("SELECT * FROM t").to_arrow_table()
-    assert got.sort_by("id").equals(table)
+    table, session = _collected_strings(tmp_path, rows, 40, per_file)
     assert sum(reads) == rows
     probes = reads.count(CHUNK_ROWS)
     assert 1 <= probes <= 2 and len(reads) == files + probes, reads
