@@ -146,7 +146,7 @@ class UnitScanner:
         self.plan = plan if plan is not None else self._plan()
         self.projected_schema = self.plan.output_schema
         self.collects = unit.scope.collects
-        self.read_key = (*names, *self.plan.system_names)
+        self.read_key = tuple(names)  # (system columns among them: the plan's are these)
         self.chunk_rows, self.widths_known = chunk_rows(
             self.plan, limited=table.limit_hint is not None, collects=self.collects)
         self.filter_width = filter_width(self.plan)
