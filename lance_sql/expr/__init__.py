@@ -11,6 +11,7 @@ from lance_sql.expr.arrow import (
     columns,
     exact_literal,
     filter_rows,
+    filter_serially,
     fold_equalities,
     resolve,
     resolve_column,
@@ -35,7 +36,7 @@ from lance_sql.expr.parser import parse_predicate, to_sql
 
 __all__ = [
     "ARITHMETIC", "COMPARISONS", "FUNCTIONS", "OPS", "Call", "Column", "Expr", "Literal",
-    "col", "columns", "exact_literal", "filter_rows", "fold_equalities", "intersect_ranges",
-    "lit", "literal_type", "parse_predicate", "resolve", "resolve_column", "rowaddr_bounds",
-    "to_pyarrow", "to_sql", "value_expression",
+    "col", "columns", "exact_literal", "filter_rows", "filter_serially", "fold_equalities",
+    "intersect_ranges", "lit", "literal_type", "parse_predicate", "resolve", "resolve_column",
+    "rowaddr_bounds", "to_pyarrow", "to_sql", "value_expression",
 ]

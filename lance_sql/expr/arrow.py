@@ -632,6 +632,22 @@ def to_pyarrow(expr: Expr | str, schema: pa.Schema) -> pc.Expression:
         raise InvalidInputError("filter is nested too deeply") from None
 
 
+def filter_serially(table: pa.Table, expression: pc.Expression) -> pa.Table:
+    """``table.filter(expression)``, run on the calling thread.
+
+    ``Table.filter`` hands the work to Arrow's CPU pool, whose threads may drop our
+    numpy-backed buffers (which takes the GIL) after the call has returned, even while
+    the interpreter exits; our scans run their fragments in parallel already. pyarrow's
+    exceptions pass through (see :func:`filter_rows`).
+    """
+    from pyarrow import acero  # (imports pyarrow.dataset: only once a filter runs)
+
+    plan = acero.Declaration.from_sequence([
+        acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
+        acero.Declaration("filter", acero.FilterNodeOptions(expression))])
+    return plan.to_table(use_threads=False)
+
+
 def filter_rows(table: pa.Table, expression: pc.Expression) -> pa.Table:
     """``table``'s rows where ``expression`` (from :func:`to_pyarrow`) is true.
 
@@ -640,7 +656,7 @@ def filter_rows(table: pa.Table, expression: pc.Expression) -> pa.Table:
     an integer overflows; a division by zero): that is an InvalidInputError, not
     pyarrow's exception."""
     try:
-        return table.filter(expression)
+        return filter_serially(table, expression)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
         raise InvalidInputError(f"the filter fails on the table's values: {err}") from None
 

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, LanceError, QueryError
-from lance_sql.expr import Call, Column, Expr, Literal
+from lance_sql.expr import Call, Column, Expr, Literal, filter_serially
 from lance_sql.memwal.read.nodes import conform
 from lance_sql.memwal.read.planner import LsmPlan, LsmView
 from lance_sql.sql.error_bridge import ErrorRegistry
@@ -109,7 +109,7 @@ class LsmScanner:
             for batch in stream:
                 unit.scope.check()  # the query ended: stop reading
                 if unit.residual is not None:
-                    batch = pa.Table.from_batches([batch]).filter(unit.residual)
+                    batch = filter_serially(pa.Table.from_batches([batch]), unit.residual)
                     batch = batch.combine_chunks().to_batches()[0] if batch.num_rows \
                         else None
                 if batch is None or not batch.num_rows:

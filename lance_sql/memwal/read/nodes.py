@@ -39,7 +39,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.expr.arrow import Call, Column, Expr, Literal, columns, to_pyarrow, to_sql
+from lance_sql.expr.arrow import (
+    Call,
+    Column,
+    Expr,
+    Literal,
+    columns,
+    filter_serially,
+    to_pyarrow,
+    to_sql,
+)
 from lance_sql.memwal.read.duplicates import (
     duplicates_state,
     merged_rows,
@@ -283,7 +292,7 @@ class ScanExec(ExecNode):
                 batch = batch.append_column(name, values)
             out = conform(batch, schema)
             if residual is not None:
-                out = pa.Table.from_batches([out]).filter(residual)
+                out = filter_serially(pa.Table.from_batches([out]), residual)
                 out = conform(out, schema)
             if out.num_rows:
                 yield out

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr import columns as expr_columns
-from lance_sql.expr import parse_predicate, resolve, rowaddr_bounds, to_pyarrow
+from lance_sql.expr import filter_serially, parse_predicate, resolve, rowaddr_bounds, to_pyarrow
 from lance_sql.expr.model import Call, Column, Expr, Literal
 from lance_sql.table.changes.net import check_mode
 from lance_sql.table.changes.rows import (
@@ -141,11 +141,11 @@ class ChangeQuery:
         positions = pa.array(np.arange(len(rows), dtype=np.int64))
         try:
             table = rows.metadata(timestamps, self.prefilter_columns, encoded=True)
-            kept = table.append_column("_pos", positions).filter(self.prefilter)
+            kept = filter_serially(table.append_column("_pos", positions), self.prefilter)
         except (pa.ArrowNotImplementedError, pa.ArrowTypeError, pa.ArrowInvalid):
             # an operation without a dictionary kernel: filter the plain strings
             table = rows.metadata(timestamps, self.prefilter_columns)
-            kept = table.append_column("_pos", positions).filter(self.prefilter)
+            kept = filter_serially(table.append_column("_pos", positions), self.prefilter)
         kept = kept.column("_pos").to_numpy()
         return rows if kept.size == len(rows) else rows.take(kept)
 

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError, RetryableConflict, SchemaError
-from lance_sql.expr import parse_predicate, to_pyarrow
+from lance_sql.expr import filter_serially, parse_predicate, to_pyarrow
 from lance_sql.expr.casts import cast_table_like_datafusion
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
@@ -158,7 +158,7 @@ def _condition(text: str, target: pa.Table, source: pa.Table) -> np.ndarray:
     joined = pa.table({"target": target.to_struct_array(), "source": source.to_struct_array(),
                        _SRC: pa.array(np.arange(target.num_rows))})
     expr = to_pyarrow(parse_predicate(text), joined.schema)
-    return joined.filter(expr).column(_SRC).to_numpy()
+    return filter_serially(joined, expr).column(_SRC).to_numpy()
 
 
 def _take_target(store: ObjectStore, base: Manifest, addresses: np.ndarray,
@@ -344,7 +344,7 @@ def _delete_unmatched(store: ObjectStore, base: Manifest, rewrite: RowRewrite, t
         names = [f.name for f in base.schema.fields]
         rows = _take_target(store, base, doomed, names)
         expr = to_pyarrow(parse_predicate(condition), rows.schema)
-        keep = rows.append_column(_ADDR, pa.array(doomed)).filter(expr)
+        keep = filter_serially(rows.append_column(_ADDR, pa.array(doomed)), expr)
         doomed = keep.column(_ADDR).to_numpy().astype(np.uint64)
     for frag, offsets, _ in by_fragment(base, doomed):
         rewrite.remove(frag, offsets)
