@@ -21,8 +21,8 @@ error, Ctrl-C — :meth:`ScanScope.settle` cancels the scope (a running partitio
 its next chunk, one not yet started refuses to start) and waits until DataFusion has
 let go of everything. A scope whose plan is handed to the caller (``execution_plan()``)
 or that has no owner waits for started scans only. An ``atexit`` hook settles whatever
-is still open (streams a caller kept, scans started outside a scope) before the
-interpreter finalises.
+is still open (streams a caller kept, scans started outside a scope), then waits for
+DataFusion's workers to go idle, before the interpreter finalises.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import os
 import threading
 import time
 import warnings
@@ -267,6 +268,58 @@ def settle_all(reason: str = "the interpreter is exiting",
     return all([scope.settle(reason, timeout) for scope in scopes])
 
 
+# How long the exit hook waits for DataFusion's worker threads to go idle.
+ENGINE_IDLE_TIMEOUT = 0.25
+_ENGINE_THREAD = "tokio-rt-worker"
+
+
+def _engine_threads_running() -> bool | None:
+    """Whether any of DataFusion's worker threads is running now (Linux: read from
+    /proc; None where that cannot be told)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # (the thread ended meanwhile)
+            continue
+        if thread_state(stat) == (_ENGINE_THREAD, "R"):
+            return True
+    return False
+
+
+def thread_state(stat: bytes) -> tuple[str, str]:
+    """(name, state letter) of a thread from its /proc ``stat`` line, ``pid (name) S
+    ...``: the name may hold spaces and parentheses, the state follows the last ")"."""
+    name, _, rest = stat.partition(b" (")[2].rpartition(b")")
+    return name.decode(errors="replace"), rest[1:2].decode(errors="replace")
+
+
+def wait_for_idle_engine(timeout: float = ENGINE_IDLE_TIMEOUT) -> bool:
+    """Wait (the GIL released) until no DataFusion worker has run for two looks in a
+    row, at most ``timeout`` seconds; True when they went idle.
+
+    Settling waits for the Python objects DataFusion holds, but a worker that has let
+    go of those may still be freeing what it dropped with them: Arrow batches whose
+    memory Python owns, which takes the GIL. Were the interpreter finalising by then,
+    that thread would be made to exit mid-way and abort the process.
+    """
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while quiet < 2:
+        running = _engine_threads_running()
+        if running is None:
+            return False
+        quiet = 0 if running else quiet + 1
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
 def _at_exit() -> None:
     with _REGISTRY_LOCK:
         streams = list(_STREAMS)
@@ -276,6 +329,7 @@ def _at_exit() -> None:
     # can pin a plan's units until the collector runs: let it run before waiting.
     gc.collect()
     settle_all()
+    wait_for_idle_engine()
 
 
 atexit.register(_at_exit)

@@ -26,7 +26,12 @@ import pytest
 import lance_sql
 from lance_sql.errors import NotFoundError, QueryError
 from lance_sql.sql.session import connect
-from lance_sql.sql.streams import held_units, running_scans
+from lance_sql.sql.streams import (
+    held_units,
+    running_scans,
+    thread_state,
+    wait_for_idle_engine,
+)
 
 ROWS = 300_000
 LIMIT_QUERY = "SELECT id FROM m WHERE k = 3 LIMIT 3"
@@ -136,6 +141,29 @@ def test_limit_and_offset_beyond_any_table(roots: dict[str, Path]) -> None:
     assert df.to_arrow_table().num_rows == 0
     df = connect(roots["ok"]).sql(f"SELECT id FROM m LIMIT {top} OFFSET 299998")
     assert df.to_arrow_table().num_rows == 2
+
+
+def test_thread_state_reads_names_with_spaces_and_parentheses() -> None:
+    assert thread_state(b"4242 (tokio-rt-worker) R 1 2 3") == ("tokio-rt-worker", "R")
+    assert thread_state(b"7 (a (b) c)) S 0 0") == ("a (b) c)", "S")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads thread states in /proc")
+def test_engine_workers_are_idle_once_a_query_returns(roots: dict[str, Path]) -> None:
+    """What the exit hook waits for: after a query DataFusion's workers go idle (they
+    must be seen while it runs, or this would pass without looking at them)."""
+    session = connect(roots["ok"])
+    engine_seen: list[bool] = []
+    stream = session.sql("SELECT id, s FROM m WHERE k = 3").execute_stream()
+    for batch in stream:
+        assert batch.to_pyarrow().num_rows > 0
+        engine_seen.append(any(
+            thread_state(task.joinpath("stat").read_bytes())[0] == "tokio-rt-worker"
+            for task in Path("/proc/self/task").iterdir()))
+    del stream
+    assert any(engine_seen)  # DataFusion's workers exist in this process
+    assert wait_for_idle_engine(timeout=5.0)
+    assert_nothing_left()
 
 
 def test_a_second_collect_of_a_limited_frame_still_reads(roots: dict[str, Path]) -> None:
