@@ -27,15 +27,22 @@ from lance_sql.expr import filter_rows, filter_serially, to_pyarrow
 REPO = Path(__file__).resolve().parents[2]
 
 SCRIPT = r"""
-import json, os, sys
+import json, os, sys, threading
 import lance_sql
 
 def native_threads():
-    names = []
+    # threads neither Python nor DataFusion started (Arrow's pools among them)
+    python = {t.native_id for t in threading.enumerate()}
+    found = []
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/comm") as f:
-            names.append(f.read().strip())
-    return sum(1 for n in names if n != "tokio-rt-worker")
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                name = f.read().strip()
+        except OSError:  # (ended meanwhile)
+            continue
+        if int(task) not in python and name != "tokio-rt-worker":
+            found.append(int(task))
+    return sorted(found)
 
 uri = sys.argv[1]
 ds = lance_sql.dataset(uri)
@@ -69,7 +76,8 @@ def test_filtered_queries_start_no_arrow_pool_threads(tmp_path: Path) -> None:
     expected = sum(1 for i in range(20_000) if i % 7 == 3 or str(i).startswith("1"))
     assert found["rows"][:2] == [expected, expected]
     assert found["rows"][2] == sum(1 for i in range(20_000) if i % 7 == 3)
-    assert found["after"] == found["before"], found
+    # (a thread of the unfiltered scan may have ended meanwhile: none may have started)
+    assert set(found["after"]) <= set(found["before"]), found
 
 
 def test_serial_filter_keeps_order_and_types_errors() -> None:
