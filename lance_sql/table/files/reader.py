@@ -150,6 +150,7 @@ class FragmentReader:
         self.manifest = manifest
         self.fragment = fragment
         self._rows_checked = False
+        self._files: dict[str, LanceFileReader] = {}  # data file path -> its open reader
         # (fields, their groups by data file with each file's column map): the last
         # fields taken, kept for the next take of the very same fields (see _file_groups)
         self._grouped: tuple[Sequence[LanceField], list[tuple[
@@ -213,8 +214,7 @@ class FragmentReader:
             if data_file is None:
                 arrays = [pa.nulls(length, f.to_scan_arrow().type) for f in wanted]
             else:
-                reader = open_data_file(self.store, self.manifest, data_file)
-                self._check_file_rows(reader, data_file)
+                reader = self._reader(data_file)
                 arrays = reader.read(
                     wanted, self._column_map(data_file), offset=offset, length=length,
                     blob_descriptions=True,
@@ -235,8 +235,7 @@ class FragmentReader:
         data_file = self.data_file_of(field)
         if data_file is None:
             return None
-        reader = open_data_file(self.store, self.manifest, data_file)
-        self._check_file_rows(reader, data_file)
+        reader = self._reader(data_file)
         return reader, self._column_map(data_file)
 
     def take(self, fields: Sequence[LanceField], rows: np.ndarray) -> list[pa.Array]:
@@ -261,8 +260,7 @@ class FragmentReader:
             if data_file is None or column_map is None:
                 arrays = [pa.nulls(rows, f.to_scan_arrow().type) for f in wanted]
             else:
-                reader = open_data_file(self.store, self.manifest, data_file)
-                self._check_file_rows(reader, data_file)
+                reader = self._reader(data_file)
                 arrays = take(reader, wanted, column_map)
             for i, array in zip(indices, arrays, strict=False):
                 out[i] = array
@@ -285,8 +283,7 @@ class FragmentReader:
         for data_file, indices, column_map in self._file_groups(fields):
             if data_file is None or column_map is None:
                 continue
-            reader = open_data_file(self.store, self.manifest, data_file)
-            self._check_file_rows(reader, data_file)
+            reader = self._reader(data_file)
             for i in indices:
                 out[i] = reader.point_column(fields[i], column_map)
         return out
@@ -295,9 +292,21 @@ class FragmentReader:
         """The fragment's row count, checked against its data files (see
         :func:`checked_rows`) once per reader, before it sizes anything."""
         if not self._rows_checked:
-            checked_rows(self.store, self.manifest, self.fragment)
+            if self.fragment.files:
+                self._reader(self.fragment.files[0])  # (its footer's count checked there)
             self._rows_checked = True
         return self.fragment.physical_rows
+
+    def _reader(self, data_file: DataFile) -> LanceFileReader:
+        """The open reader of ``data_file``, checked to hold the fragment's rows: opened
+        once per fragment reader, whose reads then skip the runtime cache's lookup (for a
+        MemWAL generation's file, a check of its identity on disk each time)."""
+        reader = self._files.get(data_file.path)
+        if reader is None:
+            reader = open_data_file(self.store, self.manifest, data_file)
+            self._check_file_rows(reader, data_file)
+            self._files[data_file.path] = reader  # (threads racing here open the same)
+        return reader
 
     def _check_file_rows(self, reader: LanceFileReader, data_file: DataFile) -> None:
         if reader.num_rows != self.fragment.physical_rows:
