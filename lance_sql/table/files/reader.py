@@ -8,6 +8,7 @@ versions) computed from row offsets.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -150,7 +151,9 @@ class FragmentReader:
         self.manifest = manifest
         self.fragment = fragment
         self._rows_checked = False
-        self._files: dict[str, LanceFileReader] = {}  # data file path -> its open reader
+        # data file path -> its open reader, weakly: the runtime's bounded cache owns
+        # open files, and a kept reader (see scan.FragmentReaders) must not pin them
+        self._files: dict[str, weakref.ref[LanceFileReader]] = {}
         # (fields, their groups by data file with each file's column map): the last
         # fields taken, kept for the next take of the very same fields (see _file_groups)
         self._grouped: tuple[Sequence[LanceField], list[tuple[
@@ -298,14 +301,15 @@ class FragmentReader:
         return self.fragment.physical_rows
 
     def _reader(self, data_file: DataFile) -> LanceFileReader:
-        """The open reader of ``data_file``, checked to hold the fragment's rows: opened
-        once per fragment reader, whose reads then skip the runtime cache's lookup (for a
-        MemWAL generation's file, a check of its identity on disk each time)."""
-        reader = self._files.get(data_file.path)
+        """The open reader of ``data_file``, checked to hold the fragment's rows. While
+        it stays open, later reads of this fragment reader skip the runtime cache's
+        lookup (for a MemWAL generation's file, a check of its identity on disk)."""
+        ref = self._files.get(data_file.path)
+        reader = ref() if ref is not None else None
         if reader is None:
             reader = open_data_file(self.store, self.manifest, data_file)
             self._check_file_rows(reader, data_file)
-            self._files[data_file.path] = reader  # (threads racing here open the same)
+            self._files[data_file.path] = weakref.ref(reader)  # (racing threads: same)
         return reader
 
     def _check_file_rows(self, reader: LanceFileReader, data_file: DataFile) -> None:

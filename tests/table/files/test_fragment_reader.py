@@ -7,6 +7,8 @@ realpath on its path), ~0.2 ms a column read, paid by every first lookup of a re
 
 from __future__ import annotations
 
+import gc
+import weakref
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import lance_sql
 from lance_sql.errors import FormatError
 from lance_sql.table.files import reader as reader_module
 from lance_sql.table.files.reader import FragmentReader
+from lance_sql.table.runtime.context import current_runtime
 
 
 @pytest.fixture()
@@ -57,3 +60,18 @@ def test_a_file_that_disagrees_with_its_fragment_is_still_refused(
     for _ in range(2):
         with pytest.raises(FormatError, match="has 5000 rows but fragment 0 declares 4000"):
             lying.read(fragment_reader.manifest.schema.fields[:1], offset=0, length=10)
+
+
+def test_a_kept_reader_does_not_hold_files_open(fragment_reader: FragmentReader) -> None:
+    """Open files belong to the runtime's bounded cache: once it lets one go, a reader
+    kept for later lookups (see scan.FragmentReaders) does not keep it open, and reads
+    again through a newly opened file."""
+    fields = fragment_reader.manifest.schema.fields[:1]
+    first = fragment_reader.read(fields, offset=0, length=3)[0]
+    opened = fragment_reader._reader(fragment_reader.fragment.files[0])
+    gone = weakref.ref(opened)
+    del opened
+    current_runtime().cache.clear("data_files")
+    gc.collect()
+    assert gone() is None  # the reader's memo did not keep it alive
+    assert fragment_reader.read(fields, offset=0, length=3)[0].equals(first)
