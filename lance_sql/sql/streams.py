@@ -273,22 +273,27 @@ ENGINE_IDLE_TIMEOUT = 0.25
 _ENGINE_THREAD = "tokio-rt-worker"
 
 
-def _engine_threads_running() -> bool | None:
-    """Whether any of DataFusion's worker threads is running now (Linux: read from
-    /proc; None where that cannot be told)."""
+def thread_states() -> list[tuple[str, str]] | None:
+    """(name, state letter) of each thread of this process now (Linux: read from /proc;
+    None where that cannot be told)."""
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
         return None
+    found = []
     for task in tasks:
         try:
             with open(f"/proc/self/task/{task}/stat", "rb") as f:
-                stat = f.read()
+                found.append(thread_state(f.read()))
         except OSError:  # (the thread ended meanwhile)
             continue
-        if thread_state(stat) == (_ENGINE_THREAD, "R"):
-            return True
-    return False
+    return found
+
+
+def _engine_threads_running() -> bool | None:
+    """Whether any of DataFusion's worker threads is running now (None: not known)."""
+    states = thread_states()
+    return None if states is None else (_ENGINE_THREAD, "R") in states
 
 
 def thread_state(stat: bytes) -> tuple[str, str]:

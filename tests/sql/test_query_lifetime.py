@@ -30,6 +30,7 @@ from lance_sql.sql.streams import (
     held_units,
     running_scans,
     thread_state,
+    thread_states,
     wait_for_idle_engine,
 )
 
@@ -148,16 +149,6 @@ def test_thread_state_reads_names_with_spaces_and_parentheses() -> None:
     assert thread_state(b"7 (a (b) c)) S 0 0") == ("a (b) c)", "S")
 
 
-def _thread_names() -> set[str]:
-    names = set()
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            names.add(thread_state(task.joinpath("stat").read_bytes())[0])
-        except OSError:  # (the thread ended meanwhile)
-            continue
-    return names
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads thread states in /proc")
 def test_engine_workers_are_idle_once_a_query_returns(roots: dict[str, Path]) -> None:
     """What the exit hook waits for: after a query DataFusion's workers go idle (they
@@ -167,7 +158,7 @@ def test_engine_workers_are_idle_once_a_query_returns(roots: dict[str, Path]) ->
     stream = session.sql("SELECT id, s FROM m WHERE k = 3").execute_stream()
     for batch in stream:
         assert batch.to_pyarrow().num_rows > 0
-        engine_seen.append("tokio-rt-worker" in _thread_names())
+        engine_seen.append(any(name == "tokio-rt-worker" for name, _ in thread_states() or ()))
     del stream
     assert any(engine_seen)  # DataFusion's workers exist in this process
     assert wait_for_idle_engine(timeout=5.0)

@@ -292,8 +292,8 @@ class FragmentReader:
         return out
 
     def check_rows(self) -> int:
-        """The fragment's row count, checked against its data files (see
-        :func:`checked_rows`) once per reader, before it sizes anything."""
+        """The fragment's row count, checked against its first data file's footer (as
+        :func:`checked_rows` does) once per reader, before it sizes anything."""
         if not self._rows_checked:
             if self.fragment.files:
                 self._reader(self.fragment.files[0])  # (its footer's count checked there)

@@ -1,7 +1,7 @@
 """Filters that are a conjunction of column-versus-constant comparisons, as masks.
 
-A scan's filter is applied by pyarrow's Acero (``Table.filter(expression)``), whose fixed
-cost per call (a plan) dwarfs the work on a 128k-row slice. Most point and
+A scan's filter is applied by pyarrow's Acero (:func:`~lance_sql.expr.filter_serially`),
+whose fixed cost per call (a plan) dwarfs the work on a 128k-row slice. Most point and
 range filters are ``col op constant`` comparisons joined by AND; for those the very same
 compute kernels (``pc.equal``, ``pc.less``, ...) evaluated on the arrays give the same rows
 without Acero, and tell which rows match before any other column (or row address) is
