@@ -7,6 +7,7 @@ is the newest version and "find latest" needs only the first listed name.
 
 from __future__ import annotations
 
+import json
 import uuid
 from enum import Enum
 
@@ -17,6 +18,28 @@ TRANSACTIONS_DIR = "_transactions"
 TAGS_DIR = "_refs/tags"
 LATEST_HINT = f"{VERSIONS_DIR}/latest_version_hint.json"
 U64_MAX = (1 << 64) - 1
+
+
+# a hint file is a few dozen bytes; one far larger is not a hint (and not parsed)
+MAX_HINT_BYTES = 4096
+MAX_VERSION = (1 << 63) - 1
+
+
+def parse_version_hint(raw: bytes) -> int | None:
+    """The version a ``{"version": n}`` hint file names, or None when it names none
+    that can be a version (1 to 2^63 - 1): unreadable JSON, another shape, a float, a
+    bool, an integer out of range, nesting too deep to parse. A hint only saves
+    probes, so a bad one is ignored rather than refused."""
+    if len(raw) > MAX_HINT_BYTES:
+        return None
+    try:
+        found = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    version = found.get("version") if isinstance(found, dict) else None
+    if type(version) is not int or not 1 <= version <= MAX_VERSION:
+        return None
+    return version
 
 
 class ManifestNaming(Enum):

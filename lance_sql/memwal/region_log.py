@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from lance_sql.errors import FormatError, InvalidInputError, NotFoundError, WriterFencedError
 from lance_sql.format.memwal import RegionManifest
+from lance_sql.format.naming import parse_version_hint
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.naming import RegionPaths, parse_manifest_name
 
@@ -50,11 +51,8 @@ class RegionLog:
             raw = self.store.read(self.paths.version_hint)
         except NotFoundError:
             return 1
-        try:
-            version = int(json.loads(raw)["version"])
-        except (ValueError, KeyError, TypeError):
-            return 1  # only a hint: a damaged one costs probes, never correctness
-        return version if version >= 1 else 1
+        # only a hint: a damaged one costs probes, never correctness
+        return parse_version_hint(bytes(raw)) or 1
 
     def latest_version(self) -> int:
         """The newest committed version, 0 when the region has no manifest yet."""

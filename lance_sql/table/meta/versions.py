@@ -19,10 +19,12 @@ from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.naming import (
     LATEST_HINT,
+    MAX_VERSION,
     TAGS_DIR,
     VERSIONS_DIR,
     ManifestNaming,
     parse_manifest_name,
+    parse_version_hint,
     tag_key,
 )
 from lance_sql.io.commit import CommitHandler
@@ -205,10 +207,7 @@ def _hint_version(raw: bytes) -> int | None:
     """The version a hint file's bytes name (None: unreadable). The same bytes give the
     same answer, so the few hints a process meets are parsed once (a strong read probes
     the hint before every point lookup)."""
-    try:
-        return int(json.loads(raw)["version"])
-    except (ValueError, KeyError, TypeError):
-        return None
+    return parse_version_hint(raw)
 
 
 def write_hint(store: ObjectStore, version: int) -> None:
@@ -286,9 +285,12 @@ def read_tag(store: ObjectStore, name: str) -> dict:
         raise NotFoundError(f"tag {name!r} does not exist in {store.uri}") from None
     try:
         content = json.loads(raw)
-        version = int(content["version"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, RecursionError) as exc:
         raise FormatError(f"{store.uri}/{key}: corrupt tag file ({exc})") from exc
+    version = content.get("version") if isinstance(content, dict) else None
+    if type(version) is not int or not 0 <= version <= MAX_VERSION:
+        raise FormatError(f"{store.uri}/{key}: corrupt tag file (no version in it: "
+                          f"{version!r:.40})")
     return {
         "version": version,
         "manifest_size": content.get("manifestSize"),
