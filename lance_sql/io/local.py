@@ -44,6 +44,27 @@ from lance_sql.io.store import ObjectStore, check_key, is_temporary
 _checked_key = functools.lru_cache(maxsize=4096)(check_key)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)  # as open()'s descriptors are not inherited
 _READ_PIECE = 64 << 10  # LocalStore.read's first read() (larger files: the rest in one)
+# (a FIFO in a table's place opens at once instead of waiting for a writer; regular
+# files read the same with it)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _open_regular(path: str, shown: str) -> tuple[int, os.stat_result]:
+    """A read-only descriptor of the regular file at ``path`` and its ``fstat``; what a
+    table keeps as a file but is not one (a directory, a FIFO, a device) is a
+    FormatError naming it (``shown``), not a read that fails late or never returns."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC | _O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise NotFoundError(f"file not found: {shown}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FormatError(f"{shown}: not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
 
 
 def _ignore_missing(function: object, path: str, info: tuple) -> None:
@@ -107,16 +128,12 @@ class LocalSource:
 
     def __init__(self, path: str, name: str | None = None, *, mapped: bool = False) -> None:
         self.path = path if name is None else name  # for messages: the path as addressed
-        try:
-            self._fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError as exc:
-            raise NotFoundError(f"file not found: {self.path}") from exc
-        info = os.fstat(self._fd)
+        self._fd, info = _open_regular(path, self.path)
         self.size = info.st_size
         self._lock = threading.Lock()
         self._map: pa.MemoryMappedFile | None = None
         self._whole: np.ndarray | None = None  # the mapped file as bytes, once asked for
-        if mapped and stat.S_ISREG(info.st_mode) and self.size >= MAP_MIN_READ:
+        if mapped and self.size >= MAP_MIN_READ:
             self._map_file(path, info)
 
     def _map_file(self, path: str, info: os.stat_result) -> None:
@@ -328,10 +345,7 @@ class LocalStore(ObjectStore):
         # os-level calls: a buffered open adds an isatty probe, two fstats and a seek to
         # each read (half the cost of reading a small file such as the version hint,
         # which a strong read of a MemWAL table reads before every point lookup)
-        try:
-            fd = os.open(self._resolve(key), os.O_RDONLY | _O_CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError) as exc:
-            raise NotFoundError(f"file not found: {self._path(key)}") from exc
+        fd, _ = _open_regular(self._resolve(key), self._path(key))
         try:
             first = os.read(fd, _READ_PIECE)
             if len(first) < _READ_PIECE:  # a small file (short reads end at EOF)
