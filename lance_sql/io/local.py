@@ -49,14 +49,23 @@ _READ_PIECE = 64 << 10  # LocalStore.read's first read() (larger files: the rest
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
 
+def _absent(exc: OSError) -> bool:
+    """Whether ``exc`` says there is no such file: missing, under a non-directory, or
+    named longer than any file can be (a name from a damaged manifest, say)."""
+    return isinstance(exc, FileNotFoundError | NotADirectoryError) or \
+        exc.errno == errno.ENAMETOOLONG
+
+
 def _open_regular(path: str, shown: str) -> tuple[int, os.stat_result]:
     """A read-only descriptor of the regular file at ``path`` and its ``fstat``; what a
     table keeps as a file but is not one (a directory, a FIFO, a device) is a
     FormatError naming it (``shown``), not a read that fails late or never returns."""
     try:
         fd = os.open(path, os.O_RDONLY | _O_CLOEXEC | _O_NONBLOCK)
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise NotFoundError(f"file not found: {shown}") from exc
+    except OSError as exc:
+        if _absent(exc):
+            raise NotFoundError(f"file not found: {shown}") from exc
+        raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -329,7 +338,9 @@ class LocalStore(ObjectStore):
             candidate = (path if path.endswith(os.sep) else path + os.sep) + part
             try:
                 info = os.lstat(candidate)
-            except (FileNotFoundError, NotADirectoryError):
+            except OSError as exc:
+                if not _absent(exc):
+                    raise
                 rest = parts[i + 1:]
                 return (candidate + os.sep + os.sep.join(rest) if rest else candidate), None
             if stat.S_ISLNK(info.st_mode):
@@ -367,13 +378,17 @@ class LocalStore(ObjectStore):
     def size(self, key: str) -> int:
         try:
             return os.stat(self._resolve(key)).st_size
-        except FileNotFoundError as exc:
+        except OSError as exc:
+            if not _absent(exc):
+                raise
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def modified_ns(self, key: str) -> int:
         try:
             return os.stat(self._resolve(key)).st_mtime_ns
-        except FileNotFoundError as exc:
+        except OSError as exc:
+            if not _absent(exc):
+                raise
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def identity(self, key: str) -> Hashable:
@@ -384,7 +399,9 @@ class LocalStore(ObjectStore):
             if info is None or stat.S_ISLNK(info.st_mode):
                 info = os.stat(path)  # a link (followed), or a segment missing (raises)
             return _identity(info)
-        except (FileNotFoundError, NotADirectoryError) as exc:
+        except OSError as exc:
+            if not _absent(exc):
+                raise
             raise NotFoundError(f"file not found: {self._path(key)}") from exc
 
     def directory_stamp(self, prefix: str) -> tuple[Hashable, bool] | None:
@@ -404,7 +421,9 @@ class LocalStore(ObjectStore):
         if info is None or stat.S_ISLNK(info.st_mode):  # the root, or a link (followed)
             try:
                 info = os.stat(path)
-            except (FileNotFoundError, NotADirectoryError):
+            except OSError as exc:
+                if not _absent(exc):
+                    raise
                 return None
         if not stat.S_ISDIR(info.st_mode):
             return None
@@ -425,7 +444,9 @@ class LocalStore(ObjectStore):
         if info is not None and stat.S_ISLNK(info.st_mode):  # a link (followed)
             try:
                 info = os.stat(directory)
-            except (FileNotFoundError, NotADirectoryError):
+            except OSError as exc:
+                if not _absent(exc):
+                    raise
                 info = None
         if info is None or not stat.S_ISDIR(info.st_mode):
             # no such directory (or none to stamp): each name answered on its own walk
@@ -444,7 +465,9 @@ class LocalStore(ObjectStore):
                 continue
             try:
                 found = os.lstat(inside + name)
-            except (FileNotFoundError, NotADirectoryError):
+            except OSError as exc:
+                if not _absent(exc):
+                    raise
                 out.append(None)
                 continue
             if stat.S_ISLNK(found.st_mode):  # followed, refused if it leads out
@@ -484,7 +507,9 @@ class LocalStore(ObjectStore):
             path = (directory if directory.endswith(os.sep) else directory + os.sep) + name
             try:
                 info = os.lstat(path)
-            except (FileNotFoundError, NotADirectoryError):
+            except OSError as exc:
+                if not _absent(exc):
+                    raise
                 out.append(None)
                 continue
             if stat.S_ISLNK(info.st_mode):  # as the walk does: followed, refused if it
@@ -539,7 +564,9 @@ class LocalStore(ObjectStore):
         try:
             return [n for n in os.listdir(self._resolve(prefix, directory=True))
                     if not n.startswith(".")]
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError as exc:
+            if not _absent(exc):
+                raise
             return []
 
     def list_temporaries(self, prefix: str) -> list[tuple[str, int]]:

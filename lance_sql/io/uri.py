@@ -13,6 +13,8 @@ from lance_sql.io.store import ObjectStore
 def open_store(uri: str | os.PathLike[str]) -> ObjectStore:
     """``memory://name[/prefix]`` or a local path (``file://`` accepted)."""
     text = os.fspath(uri)
+    if "\x00" in text:  # (no file system takes one; os calls would raise ValueError)
+        raise InvalidInputError(f"a NUL byte in the table path {text!r}")
     if text.startswith("memory://"):
         rest = text[len("memory://") :]
         name, _, prefix = rest.partition("/")

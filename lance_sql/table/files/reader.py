@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from lance_sql.errors import (
     FormatError,
+    InvalidInputError,
     NotFoundError,
     UnsupportedFeatureError,
 )
@@ -53,7 +54,11 @@ def base_store(store: ObjectStore, manifest: Manifest, base_id: int | None) -> O
         return store
     for base in manifest.base_paths:
         if base.id == base_id:
-            return open_store(base.path)
+            try:
+                return open_store(base.path)
+            except InvalidInputError as exc:  # the manifest's path, not the caller's
+                raise FormatError(f"{store.uri}: manifest names base path {base_id} as "
+                                  f"{base.path!r}, which cannot be opened: {exc}") from exc
     raise FormatError(f"{store.uri}: manifest refers to unknown base path id {base_id}")
 
 
