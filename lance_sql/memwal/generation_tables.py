@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Sequence
 
+from lance_sql.errors import FormatError
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceSchema
 from lance_sql.io.store import ObjectStore
@@ -21,7 +23,8 @@ from lance_sql.memwal.column_match import match_columns, named_by_id
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.table.dataset import LanceDataset
 
-__all__ = ["named_as_table", "named_schema", "open_generation", "relocate_wal_bases"]
+__all__ = ["check_generation_columns", "named_as_table", "named_schema", "open_generation",
+           "relocate_wal_bases"]
 
 _TOMBSTONE = "_tombstone"  # (the WAL's column; its field id is the generation's own)
 
@@ -51,6 +54,21 @@ def open_generation(table_uri: str, table_store: ObjectStore, region_id: uuid.UU
     relocated = relocate_wal_bases(ds.manifest, region_id,
                                    f"{table_store.uri.rstrip('/')}/{paths.wal_dir}")
     return ds if relocated is ds.manifest else ds.at_manifest(relocated)
+
+
+def check_generation_columns(gen: LanceDataset, key_columns: Sequence[str]) -> None:
+    """A FormatError naming the generation unless it holds what every read of it needs:
+    its ``_tombstone`` flags (bool) and the table's primary-key columns (named as the
+    table names them: see :func:`named_as_table`)."""
+    fields = {f.name: f for f in gen.manifest.schema.fields}
+    tombstone = fields.get(_TOMBSTONE)
+    if tombstone is None or tombstone.children or tombstone.logical_type != "bool":
+        raise FormatError(f"{gen.uri}: a MemWAL generation without a boolean "
+                          f"{_TOMBSTONE} column")
+    missing = [k for k in key_columns if k not in fields or fields[k].children]
+    if missing:
+        raise FormatError(f"{gen.uri}: a MemWAL generation without the primary-key "
+                          f"column(s) {missing}")
 
 
 def named_as_table(gen: LanceDataset, table: LanceSchema) -> LanceDataset:

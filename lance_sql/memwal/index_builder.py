@@ -18,8 +18,9 @@ import time
 import uuid
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from lance_sql.errors import LanceError, NotFoundError
+from lance_sql.errors import FormatError, LanceError, NotFoundError
 from lance_sql.format.datafile import BytesSource, LanceFileReader, LanceFileWriter
 from lance_sql.format.memwal import RegionManifest, with_details
 from lance_sql.format.region_spec import RegionSpec
@@ -31,7 +32,8 @@ from lance_sql.memwal.routing import decode_region_values
 from lance_sql.table.dataset import LanceDataset, dataset
 from lance_sql.table.txn.operations import CreateIndex
 
-__all__ = ["INLINE_THRESHOLD", "read_snapshot", "refresh_index", "snapshot_schema"]
+__all__ = ["INLINE_THRESHOLD", "check_snapshot", "read_snapshot", "refresh_index",
+           "snapshot_schema"]
 
 INLINE_THRESHOLD = 100
 SNAPSHOT_FILE = "index.lance"
@@ -149,4 +151,33 @@ def read_snapshot(ds: LanceDataset) -> pa.Table:
     leaves = [f for f in reader.schema.walk() if not f.children]
     columns = {f.id: i for i, f in enumerate(leaves)}
     arrays = reader.read(reader.schema.fields, columns)
-    return pa.Table.from_arrays(arrays, schema=reader.schema.to_arrow())
+    table = pa.Table.from_arrays(arrays, schema=reader.schema.to_arrow())
+    check_snapshot(table, spec, where)
+    return table
+
+
+def check_snapshot(table: pa.Table, spec: RegionSpec | None, where: str) -> None:
+    """A FormatError naming ``where`` unless ``table`` has every column of
+    :func:`snapshot_schema` with its type (the region values of ``spec`` when a row is
+    of that spec), and the values reads rely on: a region id of 16 bytes, a spec id
+    and a list of flushed generations, each with its number and directory, on every
+    row."""
+    wanted = snapshot_schema(None)
+    at = table.schema.get_field_index("region_spec_id")
+    if spec is not None and at >= 0 and pa.types.is_integer(table.schema.field(at).type) \
+            and pc.any(pc.equal(table.column(at), spec.spec_id)).as_py():
+        wanted = snapshot_schema(spec)
+    for want in wanted:
+        at = table.schema.get_field_index(want.name)
+        if at < 0 or table.schema.field(at).type != want.type:
+            found = "none" if at < 0 else str(table.schema.field(at).type)
+            raise FormatError(f"{where}: the MemWAL snapshot's column {want.name!r} should "
+                              f"be {want.type}, found {found}")
+    for name in ("region_id", "region_spec_id", "flushed_generations"):
+        if table.column(name).null_count:
+            raise FormatError(f"{where}: a MemWAL snapshot row without its {name}")
+    items = pc.list_flatten(table.column("flushed_generations"))
+    if items.null_count or any(items.combine_chunks().field(k).null_count
+                               for k in ("generation", "path")):  # fmt: skip
+        raise FormatError(f"{where}: a flushed generation without its number or directory "
+                          "in the MemWAL snapshot")

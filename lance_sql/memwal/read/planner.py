@@ -38,6 +38,7 @@ from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.generation_tables import (
+    check_generation_columns,
     named_as_table,
     named_schema,
     open_generation,
@@ -1183,7 +1184,10 @@ def _named_generation(base: LanceDataset,
     # view: ~7 µs a generation, which a one-key lookup would pay on every call)
     found = named.get((region_id, path))
     if found is None or found[0] is not ds:
-        found = named[region_id, path] = (ds, named_as_table(ds, base.manifest.schema))
+        renamed = named_as_table(ds, base.manifest.schema)
+        check_generation_columns(renamed, mem_wal_index.primary_key_columns(
+            base.manifest.schema))
+        found = named[region_id, path] = (ds, renamed)
     return found[1]
 
 

@@ -1,0 +1,105 @@
+"""MemWAL files damaged in ways their decoders cannot see (the bytes still parse):
+every read that meets one ends in a FormatError naming it, never a bare KeyError or
+ValueError from deeper down."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import FormatError
+from lance_sql.format.region_spec import RegionSpec
+from lance_sql.memwal.generation_tables import check_generation_columns
+from lance_sql.table.runtime.context import current_runtime
+
+KEY = pa.field("id", pa.int64(), nullable=False,
+               metadata={"lance-schema:unenforced-primary-key": "true"})
+SCHEMA = pa.schema([KEY, pa.field("v", pa.float64())])
+
+
+def _rows(keys: range) -> pa.Table:
+    return pa.table({"id": list(keys), "v": [float(k) for k in keys]}, schema=SCHEMA)
+
+
+def _table(root: Path, regions: int = 1, refresh: bool = False) -> Path:
+    path = root / "t.lance"
+    ds = lance_sql.write_dataset(_rows(range(20)), str(path))
+    mw = ds.initialize_mem_wal(RegionSpec.bucket("id", regions), durable_write=True)
+    with mw.writer() as w:
+        w.put(_rows(range(10, 30)))
+        w.flush_memtable()
+    if refresh:
+        mw.refresh_index()  # the region snapshot, inline in the MemWAL index's details
+    return path
+
+
+def _patch(files: list[Path], old: bytes, new: bytes) -> None:
+    assert files
+    for f in files:
+        data = f.read_bytes()
+        assert old in data, f
+        f.write_bytes(data.replace(old, new))
+    current_runtime().clear()  # (the writes left what they read cached)
+
+
+def _reads(path: Path, consistency: str = "strong") -> list[Callable[[], object]]:
+    reads = [
+        lambda: lance_sql.dataset(str(path)).mem_wal.scanner(
+            consistency=consistency).to_table(),
+        lambda: lance_sql.connect(str(path.parent), consistency=consistency).sql(
+            "SELECT count(*) FROM t").to_arrow_table(),
+    ]
+    if consistency == "strong":  # (lookups read the regions' manifests)
+        reads.append(lambda: lance_sql.dataset(str(path)).mem_wal.get(
+            pa.table({"id": pa.array([12, 25], pa.int64())})))
+    return reads
+
+
+def _generation_manifests(path: Path) -> list[Path]:
+    return list(path.glob("_mem_wal/*/*_gen_*/_versions/*.manifest"))
+
+
+def test_a_generation_without_its_tombstones(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    _patch(_generation_manifests(path), b"_tombstone", b"_tombstonX")
+    for read in _reads(path):
+        with pytest.raises(FormatError, match="a MemWAL generation without") as caught:
+            read()
+        assert "_gen_" in str(caught.value)
+
+
+def test_a_generation_naming_its_wal_with_a_nul_byte(tmp_path: Path) -> None:
+    path = _table(tmp_path)
+    _patch(_generation_manifests(path), b"/_mem_wal/", b"/\x00mem_wal/")
+    for read in _reads(path):
+        with pytest.raises(FormatError, match="NUL byte") as caught:
+            read()
+        assert "_gen_" in str(caught.value)
+
+
+def test_a_snapshot_without_its_region_values(tmp_path: Path) -> None:
+    path = _table(tmp_path, regions=2, refresh=True)
+    latest = sorted((path / "_versions").glob("*.manifest"))[0]  # (V2 names: newest first)
+    _patch([latest], b"region_field_bucket_id", b"region_field_bucket_iX")
+    assert lance_sql.dataset(str(path)).mem_wal.scanner().to_table().num_rows == 30
+    for read in _reads(path, "snapshot"):
+        with pytest.raises(FormatError, match="region_field_bucket_id"):
+            read()
+
+
+def test_a_generation_needs_the_tables_key_columns(tmp_path: Path) -> None:
+    """(A rename in a generation is no damage: its columns are matched to the table's by
+    field id. One without the key at all, whatever its names, is.)"""
+    gen = lance_sql.write_dataset(
+        pa.table({"v": [1.0], "_tombstone": [False]}), str(tmp_path / "g.lance"))
+    check_generation_columns(gen, [])
+    with pytest.raises(FormatError, match=r"primary-key column\(s\) \['id'\]"):
+        check_generation_columns(gen, ["id"])
+    flags_as_ints = lance_sql.write_dataset(
+        pa.table({"id": [1], "_tombstone": [0]}), str(tmp_path / "h.lance"))
+    with pytest.raises(FormatError, match="without a boolean _tombstone"):
+        check_generation_columns(flags_as_ints, ["id"])
