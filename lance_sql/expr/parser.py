@@ -58,11 +58,15 @@ _TYPES = {"INT": pa.int32(), "INTEGER": pa.int32(), "BIGINT": pa.int64(),
           "STRING": pa.string(), "TEXT": pa.string(), "CHAR": pa.string(),
           "BOOLEAN": pa.bool_(), "BOOL": pa.bool_(), "DATE": pa.date32(),
           "TIMESTAMP": pa.timestamp("us")}
+# ``<name> UNSIGNED`` (MySQL's spelling, which DataFusion reads too)
+_UNSIGNED = {"TINYINT": pa.uint8(), "SMALLINT": pa.uint16(), "INT": pa.uint32(),
+             "INTEGER": pa.uint32(), "BIGINT": pa.uint64()}
+_HEX = re.compile(r"[0-9a-fA-F]*")
 
 
 @dataclass(frozen=True)
 class _Token:
-    kind: str  # "ident", "qident", "string", "int", "float", "op" or "eof"
+    kind: str  # "ident", "qident", "string", "bytes", "int", "float", "op" or "eof"
     text: str  # source text; decoded contents for strings and quoted identifiers
     pos: int
 
@@ -71,6 +75,8 @@ class _Token:
             return "end of input"
         if self.kind == "string":
             return "string '" + self.text.replace("'", "''") + "'"
+        if self.kind == "bytes":
+            return f"binary X'{self.text}'"
         return f"token '{self.text}'"
 
 
@@ -102,6 +108,12 @@ def tokenize(text: str) -> list[_Token]:
             if c != "'" and not value:
                 raise _error(text, "empty quoted identifier", i)
             tokens.append(_Token("string" if c == "'" else "qident", value, i))
+            i = end
+        elif c in "xX" and text.startswith("'", i + 1):  # X'6162': bytes, in hex
+            end, value = _quoted(text, i + 1)
+            if len(value) % 2 or not _HEX.fullmatch(value):
+                raise _error(text, "a binary literal X'...' holds pairs of hex digits", i)
+            tokens.append(_Token("bytes", value, i))
             i = end
         elif m := _NUMBER.match(text, i):
             kind = "float" if "." in m[0] or m[2] else "int"
@@ -335,6 +347,8 @@ class _Parser:
             return Literal(float(tok.text), pa.float64())
         if tok.kind == "string":
             return Literal(tok.text, pa.string())
+        if tok.kind == "bytes":
+            return Literal(bytes.fromhex(tok.text), pa.binary())
         if tok.kind == "qident":
             return self.column(tok.text, quoted=True)
         if tok.kind == "ident" and word is None:
@@ -497,6 +511,10 @@ class _Parser:
             raise self.error(f"unknown type {tok.describe()} in CAST", tok)
         if params and name not in ("VARCHAR", "CHAR"):
             raise self.error(f"type {name} takes no parameters", tok)
+        if name in _UNSIGNED and self.peek().kind == "ident" and \
+                self.peek().text.upper() == "UNSIGNED":
+            self.advance()
+            return _UNSIGNED[name]
         return _TYPES[name]
 
     def expect_any_op(self, *ops: str) -> str:
@@ -517,7 +535,9 @@ _RESERVED = frozenset({"and", "or", "not", "is", "null", "in", "between", "like"
 _SQL_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT",
               pa.int64(): "BIGINT", pa.float32(): "FLOAT", pa.float64(): "DOUBLE",
               pa.string(): "VARCHAR", pa.bool_(): "BOOLEAN", pa.date32(): "DATE",
-              pa.timestamp("us"): "TIMESTAMP"}
+              pa.timestamp("us"): "TIMESTAMP", pa.uint8(): "TINYINT UNSIGNED",
+              pa.uint16(): "SMALLINT UNSIGNED", pa.uint32(): "INT UNSIGNED",
+              pa.uint64(): "BIGINT UNSIGNED"}
 
 
 def _quote_ident(name: str) -> str:
@@ -557,11 +577,27 @@ def _literal_sql(lit: Literal) -> str:
         return f"DATE '{v.isoformat()}'"
     elif isinstance(v, Decimal):
         return f"CAST('{v}' AS {sql_type_name(literal_type(lit))})"
+    elif isinstance(v, bytes):
+        text = f"X'{v.hex().upper()}'"
     else:
         raise InvalidInputError(f"cannot render literal {v!r} as SQL")
-    if lit.type is not None and lit.type != pa.null() and lit.type != literal_type(Literal(v)):
-        return f"CAST({text} AS {sql_type_name(lit.type)})"
-    return text
+    if lit.type is None or lit.type == pa.null() or lit.type == literal_type(Literal(v)) \
+            or _same_family(lit.type, v):
+        return text
+    return f"CAST({text} AS {sql_type_name(lit.type)})"
+
+
+def _same_family(t: pa.DataType, value: object) -> bool:
+    """Whether a string (bytes) literal of type ``t`` reads the same as a plain string
+    (binary) one: its other widths and layouts compare alike, so it needs no CAST (nor
+    has one in SQL)."""
+    if isinstance(value, str):
+        return pa.types.is_string(t) or pa.types.is_large_string(t) or \
+            pa.types.is_string_view(t)
+    if isinstance(value, bytes):
+        return pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
+            pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t)
+    return False
 
 
 def to_sql(expr: Expr) -> str:
