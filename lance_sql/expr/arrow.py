@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.expr.case_mapping import case_function
 from lance_sql.expr.model import (
     ARITHMETIC,
     COMPARISONS,
@@ -341,6 +342,10 @@ class _Translator:
             return _call(ARITHMETIC[op], [left, right])
         if op in _MATCH_FN:
             return self.match(op, args[0], args[1])
+        if op in ("upper", "lower"):
+            value = self.expr(args[0])
+            full = case_function(op, value[1])  # (as DataFusion maps 'ß', see the module)
+            return _call(full or _UNARY_FN[op], [value])
         if op in _UNARY_FN:
             return _call(_UNARY_FN[op], [self.expr(args[0])])
         if op == "cast":
