@@ -57,13 +57,28 @@ def rows_filter(filter: pc.Expression, tree: Expr | None, schema: pa.Schema
     that reads a float column is therefore made again from its tree by lance_sql's own
     translator, which orders floats as DataFusion does; any other filter, or one the
     translator cannot take, filters as pushed.
+
+    So is one holding an IN list: the pushed ``is_in`` answers FALSE for a NULL value,
+    where SQL's IN answers NULL, and under a NOT that FALSE keeps the row
+    (``NOT (x IN (1, 2, 3, 4) AND s <> 'z')`` kept the rows whose ``x`` is NULL).
     """
-    if tree is None or not _reads_floats(tree, schema):
+    if tree is None or not (_has_in_list(tree) or _reads_floats(tree, schema)):
         return filter
     try:
         return to_pyarrow(tree, schema)
     except (LanceError, RecursionError):
         return filter
+
+
+def _has_in_list(tree: Expr) -> bool:
+    stack = [tree]
+    while stack:  # (DataFusion's OR chains nest deep: no recursion)
+        node = stack.pop()
+        if isinstance(node, Call):
+            if node.op == "in":
+                return True
+            stack.extend(node.args)
+    return False
 
 
 def _reads_floats(tree: Expr, schema: pa.Schema) -> bool:
