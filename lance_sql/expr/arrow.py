@@ -338,7 +338,7 @@ class _Translator:
             low, high = self.compare(">=", args[0], args[1]), self.compare("<=", args[0], args[2])
             return _call("and_kleene", [low, high])
         if op in ARITHMETIC:
-            left, right = self.coerce(args[0], args[1])
+            left, right = self.arithmetic_operands(args[0], args[1])
             return _call(ARITHMETIC[op], [left, right])
         if op in _MATCH_FN:
             return self.match(op, args[0], args[1])
@@ -463,6 +463,22 @@ class _Translator:
             s = _literal_as(a, right[1])
             left = left if s is None else (pc.scalar(s), s.type)
         return _unify(left, right)
+
+    def arithmetic_operands(self, a: Expr, b: Expr) -> tuple[_Typed, _Typed]:
+        """:meth:`coerce` for arithmetic, but an integer literal keeps its own (64-bit)
+        type beside an integer column, as in DataFusion: ``i8 + 100`` and ``u32 - 5``
+        are computed as int64, not wrapped around in the column's type."""
+        for const, other in ((b, a), (a, b)):
+            if isinstance(const, Literal) and isinstance(const.value, int) and \
+                    not isinstance(const.value, bool) and not isinstance(other, Literal):
+                typed = self.expr(other)
+                if pa.types.is_integer(typed[1]):
+                    if typed[1] not in (pa.int64(), pa.uint64()):
+                        # (cast here: left to itself, Acero casts the literal down instead)
+                        typed = _cast(typed, pa.int64())
+                    pair = (typed, self.expr(const)) if const is b else (self.expr(const), typed)
+                    return _unify(*pair)
+        return self.coerce(a, b)
 
     def compare(self, op: str, a: Expr, b: Expr) -> _Typed:
         left, right = self.coerce(a, b)
