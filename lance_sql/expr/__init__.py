@@ -32,11 +32,11 @@ from lance_sql.expr.model import (
     lit,
     literal_type,
 )
-from lance_sql.expr.parser import parse_predicate, to_sql
+from lance_sql.expr.parser import describe_sql, parse_predicate, to_sql
 
 __all__ = [
     "ARITHMETIC", "COMPARISONS", "FUNCTIONS", "OPS", "Call", "Column", "Expr", "Literal",
-    "col", "columns", "exact_literal", "filter_rows", "filter_serially", "fold_equalities",
-    "intersect_ranges", "lit", "literal_type", "parse_predicate", "resolve", "resolve_column",
-    "rowaddr_bounds", "to_pyarrow", "to_sql", "value_expression",
+    "col", "columns", "describe_sql", "exact_literal", "filter_rows", "filter_serially",
+    "fold_equalities", "intersect_ranges", "lit", "literal_type", "parse_predicate",
+    "resolve", "resolve_column", "rowaddr_bounds", "to_pyarrow", "to_sql", "value_expression",
 ]

@@ -52,7 +52,7 @@ from lance_sql.expr.model import (
     literal_type,
 )
 from lance_sql.expr.model import scalar_of as _scalar
-from lance_sql.expr.parser import parse_predicate, to_sql
+from lance_sql.expr.parser import describe_sql, parse_predicate, to_sql
 from lance_sql.expr.text import literal_text, needs_own_text, text_function
 from lance_sql.numpy_arrow import array_of_scalars, scalar
 
@@ -431,7 +431,7 @@ class _Translator:
                     or pa.types.is_date(t) or pa.types.is_decimal(t)
                     or pa.types.is_timestamp(t) or pa.types.is_float32(t)
                     or pa.types.is_float64(t) or t == pa.null()):
-                raise InvalidInputError(f"concat / || of {t} ({to_sql(a)}) is not supported: "
+                raise InvalidInputError(f"concat / || of {t} ({describe_sql(a)}) is not supported: "
                                         "strings, numbers, booleans, dates and timestamps")
         text = pa.large_string() if any(t == pa.large_string() for _, t in typed) \
             else pa.string()
@@ -451,7 +451,7 @@ class _Translator:
         if x[1] == pa.null():
             return _cast(x, pa.bool_())
         if x[1] != pa.bool_():
-            raise InvalidInputError(f"expected a boolean in filter, got {x[1]}: {to_sql(e)}")
+            raise InvalidInputError(f"expected a boolean in filter, got {x[1]}: {describe_sql(e)}")
         return x
 
     def coerce(self, a: Expr, b: Expr) -> tuple[_Typed, _Typed]:
@@ -524,7 +524,8 @@ class _Translator:
 
     def match(self, op: str, x_expr: Expr, pattern: Expr) -> _Typed:
         if not isinstance(pattern, Literal) or not isinstance(pattern.value, str | None):
-            raise InvalidInputError(f"{op} needs a string literal pattern, got {to_sql(pattern)}")
+            raise InvalidInputError(f"{op} needs a string literal pattern, got "
+                                    f"{describe_sql(pattern)}")
         if pattern.value is None:
             return _null_bool()
         options = pc.MatchSubstringOptions(pattern.value, ignore_case=op == "ilike")

@@ -556,6 +556,8 @@ def sql_type_name(t: pa.DataType) -> str:
 
 
 def _literal_sql(lit: Literal) -> str:
+    if lit.type is not None and pa.types.is_dictionary(lit.type):  # spelt as its values
+        return _literal_sql(Literal(lit.value, lit.type.value_type))
     v = lit.value
     if isinstance(v, tuple) and lit.type is not None and pa.types.is_list(lit.type):
         element = lit.type.value_type  # the elements' type is the list's: no CASTs
@@ -598,6 +600,16 @@ def _same_family(t: pa.DataType, value: object) -> bool:
         return pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
             pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t)
     return False
+
+
+def describe_sql(expr: Expr) -> str:
+    """:func:`to_sql` for messages and plan labels, which must never fail a query: an
+    expression SQL cannot spell (a literal of a type without a SQL name) is shown as
+    our model prints it."""
+    try:
+        return to_sql(expr)
+    except InvalidInputError:
+        return repr(expr)
 
 
 def to_sql(expr: Expr) -> str:

@@ -644,12 +644,20 @@ class LanceSchema:
 
 
 def check_column_names(names: Iterable[str]) -> None:
-    """Refuse top-level column names readers reserve for system columns: a table with
-    one could be written but not read (its column and the system one would clash)."""
+    """Refuse top-level column names a table's readers could not tell apart: ones
+    reserved for system columns (its column and the system one would clash), and ones
+    holding a ``.``, which names a struct's field (pylance refuses to write them, and
+    cannot read a table holding one)."""
+    names = list(names)
     reserved = sorted(n for n in names if n in RESERVED_COLUMN_NAMES)
     if reserved:
         raise SchemaError(f"{', '.join(map(repr, reserved))}: reserved for system columns, "
                           "not a name a table's column may have")
+    dotted = sorted(n for n in names if "." in n)
+    if dotted:
+        raise SchemaError(f"{', '.join(map(repr, dotted))}: a top-level column's name may not "
+                          "hold a '.' (it names a struct's field: 'a.b' is field b of "
+                          "struct a)")
 
 
 def logical_type_of(t: pa.DataType) -> str:

@@ -78,6 +78,7 @@ from lance_sql.table.txn.writer import WriteContext
 from lance_sql.table.write.fragments import (
     DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
+    STORAGE_VERSION_ALIASES,
     to_reader,
     with_primary_key,
     write_fragments,
@@ -792,7 +793,8 @@ def write_dataset(
         if primary_key:
             arrow_schema = with_primary_key(arrow_schema, list(primary_key))
         table_schema = LanceSchema.from_arrow(arrow_schema)
-        data_format = data_storage_version or (
+        data_format = STORAGE_VERSION_ALIASES.get(
+            (data_storage_version or "").lower(), data_storage_version) or (
             previous.data_format if previous is not None else DEFAULT_DATA_FORMAT
         )
     fragments = tuple(write_fragments(

@@ -8,7 +8,7 @@ import pytest
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr.model import Call, Column, Literal, literal_type
-from lance_sql.expr.parser import parse_predicate, sql_type_name, to_sql
+from lance_sql.expr.parser import describe_sql, parse_predicate, sql_type_name, to_sql
 
 
 @pytest.mark.parametrize("lit", [
@@ -42,3 +42,17 @@ def test_binary_literals() -> None:
     for bad in ("k = X'6'", "k = X'zz'", "k = X'61"):
         with pytest.raises(InvalidInputError):
             parse_predicate(bad)
+
+
+def test_dictionary_literals_are_spelt_as_their_values() -> None:
+    lit = Literal("red", pa.dictionary(pa.int32(), pa.string()))
+    assert to_sql(Call("<", (Column(("c",)), lit))) == "(c < 'red')"
+
+
+def test_labels_never_fail() -> None:
+    odd = Call("=", (Column(("t",)), Literal(object(), None)))
+    with pytest.raises(InvalidInputError):
+        to_sql(odd)
+    assert describe_sql(odd).startswith("Call(")
+    assert describe_sql(Call("=", (Column(("k",)), Literal(7, pa.uint32())))) == \
+        "(k = CAST(7 AS INT UNSIGNED))"

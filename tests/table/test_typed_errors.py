@@ -327,6 +327,34 @@ def test_reserved_column_names_are_refused_as_pylance_refuses_them(tmp_path: Pat
     assert lance.dataset(path).to_table().to_pydict() == {"id": [1, 2]}
 
 
+def test_dotted_top_level_names_are_refused_as_pylance_refuses_them(tmp_path: Path) -> None:
+    """A top-level column named ``a.b`` was written, and pylance could not read the table
+    (``a.b`` names field b of a struct a); pylance refuses the name on write."""
+    data = pa.table({"a.b": [1, 2], "c": [3, 4]})
+    with pytest.raises(SchemaError, match="'a.b': a top-level column's name may not hold"):
+        lance_sql.write_dataset(data, tmp_path / "new.lance")
+    with pytest.raises(OSError, match="cannot contain"):
+        lance.write_dataset(data, tmp_path / "oracle.lance")
+    path = tmp_path / "t.lance"
+    ds = lance_sql.write_dataset(pa.table({"c": [3, 4], "s": [{"x": 1}, {"x": 2}]}), path)
+    for change in (lambda: ds.add_columns(pa.table({"a.b": [1, 2]})),
+                   lambda: ds.add_columns({"a.b": "c * 2"}),
+                   lambda: ds.alter_columns({"path": "c", "name": "a.b"})):
+        with pytest.raises(SchemaError, match="may not hold a '.'"):
+            change()
+    assert lance_sql.dataset(path).version == 1
+    ds.alter_columns({"path": "s.x", "name": "y.z"})  # (a struct's field: pylance allows)
+    assert lance.dataset(path).to_table().column("s").to_pylist() == [{"y.z": 1}, {"y.z": 2}]
+
+
+def test_stable_names_the_newest_stable_format(tmp_path: Path) -> None:
+    ds = lance_sql.write_dataset(pa.table({"id": [1]}), tmp_path / "t.lance",
+                                 data_storage_version="stable")
+    assert ds.data_storage_version == lance.write_dataset(
+        pa.table({"id": [1]}), tmp_path / "o.lance", data_storage_version="stable"
+    ).data_storage_version == "2.2"
+
+
 def test_names_pylance_allows_stay_allowed_and_a_change_feed_copies_with_an_alias(
         tmp_path: Path) -> None:  # fmt: skip
     data = pa.table({"_ROWID": [1], "_distance": [0.5], "_commit_version": [3]})

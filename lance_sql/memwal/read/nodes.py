@@ -47,8 +47,8 @@ from lance_sql.expr.arrow import (
     columns,
     filter_serially,
     to_pyarrow,
-    to_sql,
 )
+from lance_sql.expr.parser import describe_sql
 from lance_sql.memwal.read.duplicates import (
     duplicates_state,
     merged_rows,
@@ -298,7 +298,7 @@ class ScanExec(ExecNode):
                 yield out
 
     def describe(self) -> str:
-        text = to_sql(self.predicate) if self.predicate is not None else ""
+        text = describe_sql(self.predicate) if self.predicate is not None else ""
         return f"ScanExec: {self.source.label}, source={self.source.kind}, filter=[{text}]"
 
 

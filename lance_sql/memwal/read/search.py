@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.expr.arrow import Expr, to_pyarrow, to_sql
+from lance_sql.expr import describe_sql
+from lance_sql.expr.arrow import Expr, to_pyarrow
 from lance_sql.memwal.read.duplicates import superseded_base_rows
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.metrics import measured
@@ -86,7 +87,7 @@ def check_filter(predicate: Expr | None, schema: pa.Schema) -> None:
     try:
         to_pyarrow(predicate, schema)
     except InvalidInputError as exc:
-        raise InvalidInputError(f"the filter {to_sql(predicate)} does not fit the table's "
+        raise InvalidInputError(f"the filter {describe_sql(predicate)} does not fit the table's "
                                 f"columns: {exc}") from exc
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError, IndexFallbackWarning, InvalidInputError, LanceError
-from lance_sql.expr import Call, Column, Expr, Literal, exact_literal, to_sql
+from lance_sql.expr import Call, Column, Expr, Literal, describe_sql, exact_literal
 from lance_sql.format.btree import (
     BATCH_SIZE,
     ROW_ADDRESS_IDS,
@@ -184,7 +184,7 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
     description = (f"ScalarIndexQuery: query=[{_describe(tree)}], "
                    f"indexed {len(covered)} of {len(live)} fragments, "
                    f"{sum(len(r) for r in rows.values())} rows"
-                   + (f", refine=[{to_sql(residual)}]" if residual is not None else "")
+                   + (f", refine=[{describe_sql(residual)}]" if residual is not None else "")
                    + (f", {len(broad)} fragments scanned instead (over "
                       f"{SCAN_FRACTION:.0%} of their rows match)" if broad else ""))
     kept = {f: r for f, r in rows.items() if f not in broad}
@@ -496,7 +496,7 @@ def _sargable(expr: Expr, by_field: dict[str, tuple[IndexMetadata, LanceField]],
         return _Keys(index, field, keys)
     if query is None:
         return None
-    leaf = Leaf(index, field, query, to_sql(expr))
+    leaf = Leaf(index, field, query, describe_sql(expr))
     return _Keys(index, field, None, leaf) if _orderable(query) else leaf
 
 
@@ -593,9 +593,9 @@ def _as_expr(part: _Part) -> IndexExpr:
 
 def _query_text(column: str, query: KeyQuery) -> str:
     """A search as SQL, for EXPLAIN."""
-    name = to_sql(Column((column,)))
+    name = describe_sql(Column((column,)))
     if isinstance(query, KeySet):
-        values = [to_sql(Literal(v)) for v in query.values.to_pylist()]
+        values = [describe_sql(Literal(v)) for v in query.values.to_pylist()]
         if len(values) > 8:
             return f"({name} IN (<{len(values)} keys>))"
         return f"({name} IN ({', '.join(values)}))" if values else "false"
@@ -604,10 +604,10 @@ def _query_text(column: str, query: KeyQuery) -> str:
     tests = []
     if query.lower is not None:
         tests.append(f"{name} {'>=' if query.lower_inclusive else '>'} "
-                     f"{to_sql(Literal(_wall_clock(query.lower.as_py())))}")
+                     f"{describe_sql(Literal(_wall_clock(query.lower.as_py())))}")
     if query.upper is not None:
         tests.append(f"{name} {'<=' if query.upper_inclusive else '<'} "
-                     f"{to_sql(Literal(_wall_clock(query.upper.as_py())))}")
+                     f"{describe_sql(Literal(_wall_clock(query.upper.as_py())))}")
     return f"({' AND '.join(tests) or f'{name} IS NOT NULL'})"
 
 

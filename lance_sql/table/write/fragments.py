@@ -25,6 +25,9 @@ from lance_sql.table.files.reader import refuse_json
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 DEFAULT_MAX_ROWS_PER_GROUP = 1024
 SUPPORTED_WRITE_FORMATS = WRITABLE_VERSIONS
+# ``data_storage_version`` names pylance 14 takes besides numbers ("legacy" is the 0.1
+# format, which lance_sql does not write, and "next" an unstable one)
+STORAGE_VERSION_ALIASES = {"stable": "2.2"}
 
 
 def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReader:
