@@ -288,6 +288,10 @@ class FieldReader:
         if owns_column(field):
             if layer.is_list:
                 raise FormatError(f"{where}: leaf stored with a list layer")
+            if pa.types.is_struct(st) and st.num_fields == 0 and not field.children:
+                # a struct without fields: its column holds no values (2.1+ writers
+                # refuse its NULLs), each row is the empty struct, as pylance reads it
+                return pa.StructArray.from_buffers(t, count, [None])
             values = data[field.id][1]
             if values.type != t:
                 if values.type == st and isinstance(t, pa.BaseExtensionType):
