@@ -37,12 +37,23 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
 def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table.cast(schema)``, its decimal128 columns rounded as
     :func:`cast_like_datafusion` rounds them (the rest, nullability included, checked
-    by pyarrow's cast as before)."""
+    by pyarrow's cast as before). A column already of its type is not cast, only its
+    NULLs checked against its field: pyarrow's cast of a struct refuses NULLs in a
+    non-nullable child even under NULL structs, where they are no values at all."""
+    if len(table.schema) != len(schema):
+        return table.cast(schema)  # (pyarrow words the mismatch)
     for i, field in enumerate(table.schema):
-        want = schema.field(i).type if i < len(schema) else None
-        if want is not None and _rounds(field.type, want):
-            table = table.set_column(i, field.with_type(want),
-                                     cast_like_datafusion(table.column(i), want))
+        want = schema.field(i)
+        if field.type == want.type:
+            if not want.nullable and table.column(i).null_count:
+                raise pa.ArrowInvalid(f"column {want.name!r} is not nullable but holds null "
+                                      "values")
+            table = table.set_column(i, want, table.column(i))
+        elif _rounds(field.type, want.type):
+            table = table.set_column(i, field.with_type(want.type),
+                                     cast_like_datafusion(table.column(i), want.type))
+    if all(a.type == b.type for a, b in zip(table.schema, schema, strict=True)):
+        return table.replace_schema_metadata(schema.metadata)
     return table.cast(schema)
 
 

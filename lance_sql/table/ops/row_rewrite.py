@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_sql.expr.casts import cast_table_like_datafusion
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MergedGeneration
@@ -84,7 +85,7 @@ class RowRewrite:
     def _write(self, table: pa.Table, lineage: FragmentLineage | None) -> None:
         if table.num_rows == 0:
             return
-        for batch in table.cast(self.arrow).to_batches():
+        for batch in cast_table_like_datafusion(table, self.arrow).to_batches():
             if batch.num_rows:
                 self.writer.write(batch)
         self._written += table.num_rows

@@ -206,7 +206,7 @@ def _fit(new: pa.Table, assigned: list[str], arrow: pa.Schema) -> pa.Table:
         # a string into a number...): found by casting the assigned ones alone
         failing = next((n for n in assigned
                         if not _casts(new.column(n), arrow.field(n).type)), None)
-        where = f" column {failing!r} ({arrow.field(failing).type})" if failing else "s"
+        where = f" column {failing!r} ({arrow.field(failing).type})" if failing else " columns"
         raise InvalidInputError(f"update values do not fit the{where}: {exc}") from exc
 
 

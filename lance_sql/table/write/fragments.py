@@ -36,7 +36,11 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
         return data
     if isinstance(data, pa.Table):
         if schema is not None:
-            data = data.cast(schema)
+            try:
+                data = data.cast(schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
+                    ValueError) as exc:  # (a NULL for a required field: ValueError)
+                raise SchemaError(f"the data does not fit the schema given: {exc}") from None
         return pa.RecordBatchReader.from_batches(data.schema, data.to_batches())
     if isinstance(data, pa.RecordBatch):
         return to_reader(pa.Table.from_batches([data]), schema)
