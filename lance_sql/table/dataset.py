@@ -9,7 +9,7 @@ later commits; writing through it commits on top of the latest version.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -782,6 +782,7 @@ def write_dataset(
         if primary_key and table_schema.primary_key != list(primary_key):
             raise InvalidInputError(f"{store.uri}: the primary key is set when a table is "
                                     "created; appending cannot change it")
+        reader = _with_missing_nullable(reader, table_schema)
         try:
             table_schema.check_append_compatible(reader.schema)
         except SchemaError as exc:
@@ -810,3 +811,22 @@ def write_dataset(
                          stable_row_ids=enable_stable_row_ids)
     return LanceDataset._opened(os.fspath(uri), store, ctx.config,  # noqa: SLF001 - same module
                                 VersionRef(new.version, ctx.naming), new)
+
+
+def _with_missing_nullable(reader: pa.RecordBatchReader, schema: LanceSchema
+                           ) -> pa.RecordBatchReader:
+    """``reader`` with a NULL column for each nullable top-level column of the table it
+    lacks, as pylance appends such data (a missing column that may not be NULL is left
+    for the compatibility check to name)."""
+    names = set(reader.schema.names)
+    missing = [f.to_arrow() for f in schema.fields if f.name not in names and f.nullable]
+    if not missing:
+        return reader
+    out = pa.schema([*reader.schema, *missing], metadata=reader.schema.metadata)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            nulls = [pa.nulls(batch.num_rows, f.type) for f in missing]
+            yield pa.RecordBatch.from_arrays([*batch.columns, *nulls], schema=out)
+
+    return pa.RecordBatchReader.from_batches(out, batches())

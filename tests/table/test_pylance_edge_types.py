@@ -47,3 +47,24 @@ def test_update_beside_null_structs_with_a_required_child(tmp_path: Path, writer
                                 str(tmp_path / "n.lance"),
                                 schema=pa.schema([pa.field("id", pa.int64(), nullable=False),
                                                   pa.field("s", st)]))
+
+
+def test_appending_data_without_a_nullable_column_fills_nulls(tmp_path: Path) -> None:
+    """As pylance appends it; a missing column that may not be NULL is still refused."""
+    st = pa.struct([pa.field("a", pa.int32()), pa.field("b", pa.string())])
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("s", pa.string()),
+                        pa.field("f", pa.float64()), pa.field("st", st)])
+    full = pa.table({"id": [1, 2], "s": ["a", "b"], "f": [1.0, 2.0],
+                     "st": pa.array([{"a": 1, "b": "x"}, None], st)}, schema=schema)
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance_sql.write_dataset(full, ours)
+    lance.write_dataset(full, theirs)
+    part = pa.table({"s": ["c"], "id": pa.array([3], pa.int64())})
+    lance_sql.write_dataset(part, ours, mode="append")
+    lance.write_dataset(part, theirs, mode="append")
+    assert lance_sql.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+    assert lance.dataset(ours).to_table().to_pylist()[-1] == \
+        {"id": 3, "s": "c", "f": None, "st": None}
+    with pytest.raises(lance_sql.SchemaError, match="'id' is missing"):
+        lance_sql.write_dataset(pa.table({"s": ["d"]}), ours, mode="append")
+    assert lance_sql.dataset(ours).count_rows() == 3
