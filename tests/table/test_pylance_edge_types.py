@@ -68,3 +68,15 @@ def test_appending_data_without_a_nullable_column_fills_nulls(tmp_path: Path) ->
     with pytest.raises(lance_sql.SchemaError, match="'id' is missing"):
         lance_sql.write_dataset(pa.table({"s": ["d"]}), ours, mode="append")
     assert lance_sql.dataset(ours).count_rows() == 3
+
+
+def test_packed_structs_are_refused_in_2_0_as_in_2_2(tmp_path: Path) -> None:
+    """Written unpacked with the hint kept, pylance could read neither the struct nor the
+    columns after it."""
+    st = pa.struct([("a", pa.int32()), ("b", pa.float64())])
+    schema = pa.schema([pa.field("id", pa.int64()),
+                        pa.field("st", st, metadata={"lance-encoding:packed": "true"})])
+    data = pa.table({"id": [1], "st": [{"a": 1, "b": 1.5}]}, schema=schema)
+    for version in ("2.0", "2.2"):
+        with pytest.raises(lance_sql.UnsupportedFeatureError, match="packed structs"):
+            lance_sql.write_dataset(data, str(tmp_path / version), data_storage_version=version)

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from lance_sql.errors import SchemaError, UnsupportedFeatureError
 from lance_sql.format.datafile import container
+from lance_sql.format.datafile.decode_v2_1 import is_packed_struct
 from lance_sql.format.datafile.encode_v2_0 import (
     BufferLike,
     EncodedPage,
@@ -294,6 +295,10 @@ def _make_column(writer: LanceFileWriter, field: LanceField, path: str) -> _Colu
             f"not supported"
         )
     t = storage_type(field.arrow_type)
+    if is_packed_struct(field):  # (written unpacked, pylance could not read it)
+        raise UnsupportedFeatureError(
+            f"column {path!r}: writing packed structs (lance-encoding:packed) is not supported"
+        )
     if pa.types.is_struct(t):
         return _StructColumn(writer, field, path)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
