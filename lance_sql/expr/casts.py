@@ -24,14 +24,40 @@ _MANTISSA_BITS = 53  # a double's significand, hidden bit included
 
 def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
                          ) -> pa.Array | pa.ChunkedArray:
-    """``values`` cast to ``target``; to a decimal128 column with DataFusion's rounding
-    (see the module), any other cast as pyarrow makes it."""
-    if not _rounds(values.type, target):
+    """``values`` cast to ``target`` as DataFusion casts them: to a decimal128 column
+    with its rounding (see the module); integers to a decimal of any precision that
+    holds the values (pyarrow asks for one holding every integer of the type); text
+    without a zone offset to a zoned timestamp as wall-clock time in that zone. Any
+    other cast as pyarrow makes it."""
+    source = values.type
+    if pa.types.is_integer(source) and pa.types.is_decimal(target):
+        wide = (pa.decimal128(38, target.scale) if pa.types.is_decimal128(target)
+                else pa.decimal256(76, target.scale))
+        return values.cast(wide).cast(target)  # (the second cast checks the precision)
+    if _is_text(source) and pa.types.is_timestamp(target) and target.tz is not None:
+        try:
+            return values.cast(target)
+        except pa.ArrowInvalid:  # no offset in the text: the zone's wall-clock time
+            naive = values.cast(pa.timestamp(target.unit))
+            return pc.assume_timezone(naive, target.tz)
+    if not _rounds(source, target):
         return values.cast(target)
     if isinstance(values, pa.ChunkedArray):
         return pa.chunked_array([_to_decimal(chunk, target) for chunk in values.chunks],
                                 type=target)
     return _to_decimal(values, target)
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _own_cast(source: pa.DataType, target: pa.DataType) -> bool:
+    """Whether :func:`cast_like_datafusion` casts ``source`` to ``target`` otherwise than
+    pyarrow's cast does."""
+    return (_rounds(source, target)
+            or (pa.types.is_integer(source) and pa.types.is_decimal(target))
+            or (_is_text(source) and pa.types.is_timestamp(target) and target.tz is not None))
 
 
 def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -49,7 +75,7 @@ def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:
                 raise pa.ArrowInvalid(f"column {want.name!r} is not nullable but holds null "
                                       "values")
             table = table.set_column(i, want, table.column(i))
-        elif _rounds(field.type, want.type):
+        elif _own_cast(field.type, want.type):
             table = table.set_column(i, field.with_type(want.type),
                                      cast_like_datafusion(table.column(i), want.type))
     if all(a.type == b.type for a, b in zip(table.schema, schema, strict=True)):

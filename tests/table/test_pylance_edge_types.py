@@ -80,3 +80,30 @@ def test_packed_structs_are_refused_in_2_0_as_in_2_2(tmp_path: Path) -> None:
     for version in ("2.0", "2.2"):
         with pytest.raises(lance_sql.UnsupportedFeatureError, match="packed structs"):
             lance_sql.write_dataset(data, str(tmp_path / version), data_storage_version=version)
+
+
+@pytest.mark.parametrize(("column", "value"), [
+    ("dec", "7"), ("dec", "-12345678"), ("dec", "id * 3"), ("ts", "'2024-01-02T03:04:05'"),
+    ("ny", "'2024-07-02 03:04:05'"), ("ny", "'2024-01-02T03:04:05Z'"),
+])
+def test_update_casts_values_as_pylance(tmp_path: Path, column: str, value: str) -> None:
+    """An integer into a decimal column (pyarrow wanted a precision for every int64), text
+    without an offset into a zoned timestamp (the zone's wall-clock time)."""
+    data = pa.table({"id": [1, 2],
+                     "dec": pa.array([None, None], pa.decimal128(10, 2)),
+                     "ts": pa.array([0, 1], pa.timestamp("us", "UTC")),
+                     "ny": pa.array([0, 1], pa.timestamp("us", "America/New_York"))})
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    lance.write_dataset(data, ours)
+    lance.write_dataset(data, theirs)
+    assert lance_sql.dataset(ours).update({column: value}) == \
+        lance.dataset(theirs).update({column: value})
+    assert lance_sql.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
+
+
+def test_update_refuses_an_integer_its_decimal_cannot_hold(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    lance_sql.write_dataset(pa.table({"dec": pa.array([None], pa.decimal128(4, 2))}), path)
+    with pytest.raises(lance_sql.InvalidInputError, match="'dec'"):
+        lance_sql.dataset(path).update({"dec": "100"})
+    assert lance_sql.dataset(path).version == 1
