@@ -33,6 +33,8 @@ from lance_sql.table import index as indices
 from lance_sql.table.changes.feed import table_changes
 from lance_sql.table.files.deletions import add_deletions
 from lance_sql.table.files.reader import (
+    ROW_ADDR,
+    ROW_ID,
     deleted_offsets,
     open_data_file,
 )
@@ -56,6 +58,7 @@ from lance_sql.table.ops import clone as cloning
 from lance_sql.table.ops import update as updating
 from lance_sql.table.ops.merge_insert import MergeInsertBuilder
 from lance_sql.table.read.blobs import BlobFile, take_blobs
+from lance_sql.table.read.projection import ProjectingScanner, projections_of, read_columns
 from lance_sql.table.read.scan import (
     FragmentReaders,
     Scanner,
@@ -299,12 +302,20 @@ class LanceDataset:
         with_row_address: bool = False,
         fragments: Sequence[Fragment] | None = None,
         use_scalar_index: bool | None = None,
-    ) -> Scanner:
-        """``use_scalar_index``: None (default) answers filters from BTREE indices where
+    ) -> Scanner | ProjectingScanner:
+        """``columns``: names, struct fields (``"st.x"``) or ``{name: SQL expression}``
+        (see :mod:`~lance_sql.table.read.projection`), as pylance takes them.
+        ``use_scalar_index``: None (default) answers filters from BTREE indices where
         they help, scanning with an IndexFallbackWarning when an index is unreadable;
         True raises that error instead; False never uses indices."""
         manifest = self._manifest  # one read: a write may move the dataset meanwhile
-        return Scanner(
+        projections = None
+        if columns is not None:
+            arrow = manifest.schema.to_scan_arrow()
+            projections = projections_of(columns, arrow)
+            if projections is not None:
+                columns = read_columns(projections, arrow)
+        scanner = Scanner(
             self.store,
             manifest,
             columns=columns,
@@ -317,6 +328,10 @@ class LanceDataset:
             fragments=fragments,
             indexed=indices.index_hook(self.store, manifest, use_scalar_index),
         )
+        if projections is None:
+            return scanner
+        extra = [n for n, on in ((ROW_ID, with_row_id), (ROW_ADDR, with_row_address)) if on]
+        return ProjectingScanner(scanner, projections, extra)
 
     def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,
                  **kwargs: Any) -> pa.Table:

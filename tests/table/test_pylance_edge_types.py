@@ -107,3 +107,24 @@ def test_update_refuses_an_integer_its_decimal_cannot_hold(tmp_path: Path) -> No
     with pytest.raises(lance_sql.InvalidInputError, match="'dec'"):
         lance_sql.dataset(path).update({"dec": "100"})
     assert lance_sql.dataset(path).version == 1
+
+
+def test_columns_may_be_struct_fields_or_sql_expressions(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"id": [1, 2, 3], "s": ["a", "b", "c"],
+                                  "st": [{"x": 1, "y": "p"}, {"x": 2, "y": "q"}, None]}),
+                        path, max_rows_per_file=2)
+    theirs, ours = lance.dataset(path), lance_sql.dataset(path)
+    for columns, kwargs in ((["st.x", "id"], {}), (["st.y"], {"filter": "id > 1"}),
+                            ({"b": "id * 2", "u": "upper(s)"}, {}),
+                            ({"b": "id * 2"}, {"filter": "s <> 'a'", "limit": 1}),
+                            ({"x": "st.x + id"}, {"offset": 1})):
+        want = theirs.to_table(columns=columns, **kwargs)
+        assert ours.to_table(columns=columns, **kwargs).to_pylist() == want.to_pylist()
+        batches = list(ours.to_batches(columns=columns, **kwargs))
+        assert pa.Table.from_batches(batches).to_pylist() == want.to_pylist()
+    got = ours.to_table(columns={"b": "id * 2"}, with_row_id=True)
+    assert got.column_names == ["b", "_rowid"] and got.column("b").to_pylist() == [2, 4, 6]
+    assert ours.scanner(columns={"b": "id * 2"}, filter="id > 1").count_rows() == 2
+    with pytest.raises(lance_sql.NotFoundError):
+        ours.to_table(columns={"b": "nope * 2"})
