@@ -103,6 +103,16 @@ def tokenize(text: str) -> list[_Token]:
         c = text[i]
         if c.isspace():
             i += 1
+        elif text.startswith("--", i):  # a comment, to the end of its line
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            if end < 0:
+                raise _error(text, "unterminated comment", i)
+            i = end + 2
+        elif c == ";" and not text[i + 1:].strip():  # one statement's end
+            i = n
         elif c in "'\"`":
             end, value = _quoted(text, i)
             if c != "'" and not value:
@@ -285,6 +295,11 @@ class _Parser:
                 self.expect_word("FROM")
                 right = self.expr(_PREDICATE_BP + 1)
                 return Call("is_not_distinct" if negated else "is_distinct", (left, right))
+            truth = self.keyword(self.peek())
+            if truth in ("TRUE", "FALSE"):  # IS [NOT] TRUE: never NULL, as DISTINCT FROM
+                self.advance()
+                value = Literal(truth == "TRUE", pa.bool_())
+                return Call("is_distinct" if negated else "is_not_distinct", (left, value))
             self.expect_keyword("NULL")
             return Call("is_not_null" if negated else "is_null", (left,))
         if word == "NOT":
