@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
-from lance_sql.format.datafile import lz4_frames
+from lance_sql.format.datafile import fsst, lz4_frames
 from lance_sql.format.datafile.blocks import zstd_bound
 from lance_sql.format.datafile.encode_v2_0 import fixed_bit_width, is_binary_like
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
@@ -177,6 +177,8 @@ def decode(
         return _fixed_size_list(ctx, encoding.fixed_size_list, dtype, n, a, b)
     if kind == "binary":
         return _binary(ctx, encoding.binary, dtype, n, a, b)
+    if kind == "fsst":
+        return _fsst(ctx, encoding.fsst, dtype, n, a, b)
     if kind == "dictionary":
         return _dictionary(ctx, encoding.dictionary, dtype, n, a, b)
     if kind == "fixed_size_binary":
@@ -342,6 +344,34 @@ def _binary(
     data = ctx.read_flat(binary.bytes.flat, start, end - start, total if n else 0)
     offsets = _offsets_buffer(ctx, start, ends, dtype in _LARGE)
     return pa.Array.from_buffers(dtype, b - a, [_packed(valid), offsets, pa.py_buffer(data)])
+
+
+def _fsst(ctx: PageContext, encoding: enc.Fsst, dtype: pa.DataType, n: int, a: int, b: int
+          ) -> pa.Array:
+    """Strings or binaries compressed with FSST: the compressed values (a binary
+    array), expanded with the page's symbol table."""
+    if not (is_binary_like(dtype) and not pa.types.is_fixed_size_binary(dtype)):
+        raise ctx.error(f"fsst encoding where a {dtype} value was expected")
+    codes = decode(ctx, encoding.binary, pa.large_binary(), n, a, b)
+    table = fsst.parse_symbol_table(encoding.symbol_table, ctx.where)
+    offsets = np.frombuffer(codes.buffers()[1], np.int64, len(codes) + 1, codes.offset * 8)
+    data = np.frombuffer(codes.buffers()[2], np.uint8) if len(codes) else np.zeros(0, np.uint8)
+    values, ends = fsst.decompress(table, data, offsets, ctx.where)
+    large = dtype in _LARGE
+    if not large and len(ends) and int(ends[-1]) >= 2**31:
+        raise ctx.error(f"{int(ends[-1])} bytes overflow 32-bit offsets")
+    valid = None
+    if codes.null_count:
+        valid = pa.py_buffer(np.packbits(np.asarray(codes.is_valid()), bitorder="little"))
+    out = pa.Array.from_buffers(dtype, len(codes), [
+        valid, pa.py_buffer(ends.astype(np.int64 if large else np.int32, copy=False)),
+        pa.py_buffer(values)])
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        try:
+            out.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            raise ctx.error("invalid UTF-8 in an FSST string page") from exc
+    return out
 
 
 def _fixed_size_binary(
