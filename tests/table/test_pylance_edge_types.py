@@ -152,3 +152,21 @@ def test_fsst_pages_of_2_0_files(tmp_path: Path) -> None:
     assert ours.to_table(limit=7, offset=995).equals(theirs.to_table(limit=7, offset=995))
     assert ours.to_table(filter="s LIKE 'beta%'").equals(
         theirs.to_table(filter="s LIKE 'beta%'"))
+
+
+def test_a_fixed_size_list_of_structs_leaves_the_other_columns_readable(tmp_path: Path) -> None:
+    """pylance stores such a list's struct fields item by item (two entries a row here):
+    the file was refused whole as corrupt; now its other columns read and the list itself
+    is a clear UnsupportedFeatureError."""
+    item = pa.struct([("a", pa.int32()), ("b", pa.string())])
+    path = str(tmp_path / "t")
+    lance.write_dataset(pa.table({
+        "id": [0, 1, 2], "v": pa.array([[{"a": i, "b": "x"}, {"a": 2, "b": None}]
+                                        for i in range(3)], pa.list_(item, 2)),
+        "after": [7, 8, 9]}), path)
+    ds = lance_sql.dataset(path)
+    assert ds.to_table(columns=["id", "after"]).equals(
+        lance.dataset(path).to_table(columns=["id", "after"]))
+    assert ds.count_rows("id > 0") == 2
+    with pytest.raises(lance_sql.UnsupportedFeatureError, match="fixed-size lists of structs"):
+        ds.to_table(columns=["v"])

@@ -81,6 +81,28 @@ def _concat(pieces: list[pa.Array], dtype: pa.DataType) -> pa.Array:
     return pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
 
 
+def _items_per_row(schema: LanceSchema) -> list[int]:
+    """Per 2.1+ column (one per leaf, in schema order), the entries a row of the file puts
+    in it: 1, or the product of the sizes of the fixed-size lists of structs it is under
+    (pylance stores each struct field of such a list item by item)."""
+    out: list[int] = []
+
+    def walk(field: LanceField, items: int) -> None:
+        if owns_column(field):
+            out.append(items)
+            return
+        t = field.arrow_type
+        if isinstance(t, pa.BaseExtensionType):
+            t = t.storage_type
+        inner = items * t.list_size if pa.types.is_fixed_size_list(t) else items
+        for child in field.children:
+            walk(child, inner)
+
+    for field in schema.fields:
+        walk(field, 1)
+    return out
+
+
 class LanceFileReader:
     """A parsed Lance file: footer, column metadata and FileDescriptor are read up front.
 
@@ -205,10 +227,12 @@ class LanceFileReader:
         Checked when the file is opened, as for 2.0, so a row count that is not backed by
         pages fails even reads that decode no column (counts, row addresses).
         """
+        per_row = _items_per_row(self.schema)
         for column in self._columns:
             rows = int(column.row_starts[-1])
             layouts = {p.encoding_url.rpartition("/")[2] for p in column.pages}
-            if layouts == {_V21_LAYOUT} and rows != self.num_rows:  # else refused on read
+            items = per_row[column.index] if column.index < len(per_row) else 1
+            if layouts == {_V21_LAYOUT} and rows != self.num_rows * items:  # else: on read
                 raise FormatError(
                     f"{self.path}: column {column.index} has {rows} rows but the file "
                     f"descriptor says {self.num_rows}"
@@ -250,10 +274,15 @@ class LanceFileReader:
         if column is None:
             info = self._column(index)
             where = f"{self.path}: column {index} (field {leaf.name!r})"
-            if int(info.row_starts[-1]) != self.num_rows:
-                raise FormatError(
-                    f"{where} has {int(info.row_starts[-1])} rows, the file {self.num_rows}"
-                )
+            rows = int(info.row_starts[-1])
+            if rows != self.num_rows:
+                items = _items_per_row(self.schema)
+                if index < len(items) and items[index] > 1 and \
+                        rows == self.num_rows * items[index]:
+                    raise UnsupportedFeatureError(
+                        f"{where}: fixed-size lists of structs are not read yet (the "
+                        "table's other columns are)")
+                raise FormatError(f"{where} has {rows} rows, the file {self.num_rows}")
             column = LeafColumn(info, self._read, leaf_type, where)
             self._leaf_columns[(index, leaf_type)] = column
         return column
