@@ -63,20 +63,15 @@ def _generation_manifests(path: Path) -> list[Path]:
     return list(path.glob("_mem_wal/*/*_gen_*/_versions/*.manifest"))
 
 
-def test_a_generation_without_its_tombstones(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("old", "new", "said"), [
+    (b"_tombstone", b"_tombstonX", "a MemWAL generation without"),  # its deletes' flags
+    (b"/_mem_wal/", b"/\x00mem_wal/", "NUL byte"),  # its WAL directory
+], ids=["no_tombstones", "nul_in_wal_path"])
+def test_a_damaged_generation(tmp_path: Path, old: bytes, new: bytes, said: str) -> None:
     path = _table(tmp_path)
-    _patch(_generation_manifests(path), b"_tombstone", b"_tombstonX")
+    _patch(_generation_manifests(path), old, new)
     for read in _reads(path):
-        with pytest.raises(FormatError, match="a MemWAL generation without") as caught:
-            read()
-        assert "_gen_" in str(caught.value)
-
-
-def test_a_generation_naming_its_wal_with_a_nul_byte(tmp_path: Path) -> None:
-    path = _table(tmp_path)
-    _patch(_generation_manifests(path), b"/_mem_wal/", b"/\x00mem_wal/")
-    for read in _reads(path):
-        with pytest.raises(FormatError, match="NUL byte") as caught:
+        with pytest.raises(FormatError, match=said) as caught:
             read()
         assert "_gen_" in str(caught.value)
 
