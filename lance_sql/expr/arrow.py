@@ -312,6 +312,8 @@ class _Translator:
         if isinstance(e, Column):
             path, t = resolve_column(self.schema, e.path, e.quoted)
             x: _Typed = (pc.field(*path), t)
+            if pa.types.is_float16(t):  # (Arrow compares and computes no halffloats)
+                return _cast(x, pa.float32())
             return _cast(x, t.value_type) if pa.types.is_dictionary(t) else x
         if isinstance(e, Literal):
             s = _scalar(e)

@@ -170,3 +170,16 @@ def test_a_fixed_size_list_of_structs_leaves_the_other_columns_readable(tmp_path
     assert ds.count_rows("id > 0") == 2
     with pytest.raises(lance_sql.UnsupportedFeatureError, match="fixed-size lists of structs"):
         ds.to_table(columns=["v"])
+
+
+def test_halffloat_columns_in_filters_and_updates(tmp_path: Path) -> None:
+    """Arrow compares and computes no float16: such a column is read as float32 there."""
+    path, twin = str(tmp_path / "t"), str(tmp_path / "u")
+    data = pa.table({"id": [0, 1, 2], "h": pa.array(np.array([1, 2, 3], np.float16))})
+    lance.write_dataset(data, path)
+    lance.write_dataset(data, twin)
+    ours, theirs = lance_sql.dataset(path), lance.dataset(twin)
+    for where in ("h = 2.0", "h <> h", "h > 1", "h * 2 > 3", "h IN (1.0, 3.0)"):
+        assert ours.to_table(filter=where).equals(theirs.to_table(filter=where)), where
+    assert ours.update({"h": "h * 2.5"}, "id > 0") == theirs.update({"h": "h * 2.5"}, "id > 0")
+    assert lance_sql.dataset(path).to_table().equals(lance.dataset(twin).to_table())
