@@ -183,3 +183,21 @@ def test_halffloat_columns_in_filters_and_updates(tmp_path: Path) -> None:
         assert ours.to_table(filter=where).equals(theirs.to_table(filter=where)), where
     assert ours.update({"h": "h * 2.5"}, "id > 0") == theirs.update({"h": "h * 2.5"}, "id > 0")
     assert lance_sql.dataset(path).to_table().equals(lance.dataset(twin).to_table())
+
+
+@pytest.mark.parametrize("list_type", [pa.list_, pa.large_list])
+def test_2_0_lists_whose_null_slots_hide_null_structs(tmp_path: Path, list_type) -> None:
+    """Items under a NULL list are no values: a NULL struct among them was refused as a
+    struct NULL, which 2.0 cannot store; written as an empty list, as pylance writes it."""
+    st = pa.struct([("a", pa.int32())])
+    values = pa.array([{"a": 1}, None, {"a": 3}, {"a": 4}], st)
+    offsets = pa.array([0, 1, 2, 4], pa.int32() if list_type is pa.list_ else pa.int64())
+    cls = pa.ListArray if list_type is pa.list_ else pa.LargeListArray
+    lists = cls.from_arrays(offsets, values, mask=pa.array([False, True, False]))
+    data = pa.table({"id": [0, 1, 2], "l": lists})
+    path = str(tmp_path / "t")
+    lance_sql.write_dataset(data, path, data_storage_version="2.0")
+    want = [[{"a": 1}], None, [{"a": 3}, {"a": 4}]]
+    assert lance_sql.dataset(path).to_table().column("l").to_pylist() == want
+    assert lance.dataset(path).to_table().column("l").to_pylist() == want
+    assert lance_sql.dataset(path).take([2, 1]).column("l").to_pylist() == want[:0:-1]

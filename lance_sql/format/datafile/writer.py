@@ -223,9 +223,17 @@ class _ListColumn(_Column):
             arr.buffers()[1], dtype=np.int64 if large else np.int32, count=arr.offset + n + 1
         )[arr.offset :]
         first, last = int(offsets[0]), int(offsets[-1])
-        self.item.push(arr.values.slice(first, last - first))
-        self.lengths.append(np.diff(offsets).astype(np.uint64))
-        self.valid.append(validity_mask(arr) if arr.null_count else None)
+        lengths = np.diff(offsets).astype(np.uint64)
+        valid = validity_mask(arr) if arr.null_count else None
+        if valid is not None and np.any(lengths[~valid]):
+            # items under NULL lists are no values: written as empty lists, so a NULL
+            # struct hidden there is not refused as one (pylance writes them so too)
+            lengths[~valid] = 0
+            self.item.push(arr.flatten())
+        else:
+            self.item.push(arr.values.slice(first, last - first))
+        self.lengths.append(lengths)
+        self.valid.append(valid)
         self.pending_bytes += 8 * n
         if self.pending_bytes > self.writer.page_bytes:
             self.flush()
