@@ -307,8 +307,19 @@ def _unify(left: _Typed, right: _Typed) -> tuple[_Typed, _Typed]:
 class _Translator:
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
+        # node id -> (node, its translation): a node is translated once however often
+        # its parents look at it (the node is kept, so its id is not reused meanwhile)
+        self._done: dict[int, tuple[Expr, _Typed]] = {}
 
     def expr(self, e: Expr) -> _Typed:
+        found = self._done.get(id(e))
+        if found is not None and found[0] is e:
+            return found[1]
+        typed = self._translate(e)
+        self._done[id(e)] = (e, typed)
+        return typed
+
+    def _translate(self, e: Expr) -> _Typed:
         if isinstance(e, Column):
             path, t = resolve_column(self.schema, e.path, e.quoted)
             x: _Typed = (pc.field(*path), t)
@@ -474,12 +485,12 @@ class _Translator:
             if isinstance(const, Literal) and isinstance(const.value, int) and \
                     not isinstance(const.value, bool) and not isinstance(other, Literal):
                 typed = self.expr(other)
-                if pa.types.is_integer(typed[1]):
-                    if typed[1] not in (pa.int64(), pa.uint64()):
-                        # (cast here: left to itself, Acero casts the literal down instead)
-                        typed = _cast(typed, pa.int64())
+                if pa.types.is_integer(typed[1]) and typed[1] not in (pa.int64(), pa.uint64()):
+                    # (cast here: left to itself, Acero casts the literal down instead)
+                    typed = _cast(typed, pa.int64())
                     pair = (typed, self.expr(const)) if const is b else (self.expr(const), typed)
                     return _unify(*pair)
+                break  # (64-bit columns: as for comparisons, the literal takes their type)
         return self.coerce(a, b)
 
     def compare(self, op: str, a: Expr, b: Expr) -> _Typed:
@@ -537,6 +548,9 @@ class _Translator:
 def _family(t: pa.DataType) -> str:
     if _is_numeric(t):
         return "number"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
+            pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
     if _is_string(t):
         return "string"
     if pa.types.is_temporal(t):

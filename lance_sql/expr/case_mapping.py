@@ -41,8 +41,10 @@ def _special(op: str) -> str:
     return "[" + "".join(chars) + "]"
 
 
-def full_case(op: str, values: pa.Array) -> pa.Array:
+def full_case(op: str, values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """``values`` (strings) upper- or lower-cased (``op``) with the full mapping."""
+    if isinstance(values, pa.ChunkedArray):
+        return pa.chunked_array([full_case(op, c) for c in values.chunks], values.type)
     simple = pc.call_function(_SIMPLE[op], [values])
     # (every special character is outside ASCII: only the other strings are searched)
     other = pc.invert(pc.string_is_ascii(values)).fill_null(False)

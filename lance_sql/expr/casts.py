@@ -63,9 +63,10 @@ def _own_cast(source: pa.DataType, target: pa.DataType) -> bool:
 def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table.cast(schema)``, its decimal128 columns rounded as
     :func:`cast_like_datafusion` rounds them (the rest, nullability included, checked
-    by pyarrow's cast as before). A column already of its type is not cast, only its
-    NULLs checked against its field: pyarrow's cast of a struct refuses NULLs in a
-    non-nullable child even under NULL structs, where they are no values at all."""
+    by pyarrow's cast as before). A column already of its type, or cast here, is not
+    cast by pyarrow: its top-level NULLs are checked against its field (pyarrow's cast of
+    a struct refuses NULLs in a non-nullable child even under NULL structs, where they
+    are no values at all; nested fields' NULLs are the writer's to refuse)."""
     if len(table.schema) != len(schema):
         return table.cast(schema)  # (pyarrow words the mismatch)
     for i, field in enumerate(table.schema):
@@ -76,8 +77,11 @@ def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:
                                       "values")
             table = table.set_column(i, want, table.column(i))
         elif _own_cast(field.type, want.type):
-            table = table.set_column(i, field.with_type(want.type),
-                                     cast_like_datafusion(table.column(i), want.type))
+            values = cast_like_datafusion(table.column(i), want.type)
+            if not want.nullable and values.null_count:
+                raise pa.ArrowInvalid(f"column {want.name!r} is not nullable but holds null "
+                                      "values")
+            table = table.set_column(i, want, values)
     if all(a.type == b.type for a, b in zip(table.schema, schema, strict=True)):
         return table.replace_schema_metadata(schema.metadata)
     return table.cast(schema)

@@ -47,6 +47,7 @@ _READ_PIECE = 64 << 10  # LocalStore.read's first read() (larger files: the rest
 # (a FIFO in a table's place opens at once instead of waiting for a writer; regular
 # files read the same with it)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_NOCTTY = getattr(os, "O_NOCTTY", 0)  # (a terminal in a table's place stays no tty)
 
 
 def _absent(exc: OSError) -> bool:
@@ -61,10 +62,12 @@ def _open_regular(path: str, shown: str) -> tuple[int, os.stat_result]:
     table keeps as a file but is not one (a directory, a FIFO, a device) is a
     FormatError naming it (``shown``), not a read that fails late or never returns."""
     try:
-        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC | _O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC | _O_NONBLOCK | _O_NOCTTY)
     except OSError as exc:
         if _absent(exc):
             raise NotFoundError(f"file not found: {shown}") from exc
+        if exc.errno == errno.ENXIO:  # a socket (or a device without its driver)
+            raise FormatError(f"{shown}: not a regular file") from exc
         raise
     try:
         info = os.fstat(fd)
@@ -574,12 +577,16 @@ class LocalStore(ObjectStore):
         found = []
         try:
             names = [n for n in os.listdir(directory) if is_temporary(n)]
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError as exc:
+            if not _absent(exc):
+                raise
             return []
         for name in names:
             try:
                 st = os.lstat(os.path.join(directory, name))
-            except FileNotFoundError:
+            except OSError as exc:
+                if not _absent(exc):
+                    raise
                 continue  # published or removed meanwhile
             if stat.S_ISREG(st.st_mode):
                 found.append((name, st.st_mtime_ns))
@@ -593,7 +600,9 @@ class LocalStore(ObjectStore):
         path = os.path.join(self._resolve(parent, directory=True), name)
         try:
             mode = os.lstat(path).st_mode
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError as exc:
+            if not _absent(exc):
+                raise
             return
         if not stat.S_ISDIR(mode):  # a link (to anything) or a file: only the entry goes
             os.unlink(path)
@@ -656,5 +665,6 @@ def _identity(info: os.stat_result) -> Hashable:
 def _unlink_quietly(path: str) -> None:
     try:
         os.unlink(path)
-    except FileNotFoundError:
-        pass
+    except OSError as exc:
+        if not _absent(exc):
+            raise

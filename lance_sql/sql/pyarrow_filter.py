@@ -58,11 +58,13 @@ def rows_filter(filter: pc.Expression, tree: Expr | None, schema: pa.Schema
     translator, which orders floats as DataFusion does; any other filter, or one the
     translator cannot take, filters as pushed.
 
-    So is one holding an IN list: the pushed ``is_in`` answers FALSE for a NULL value,
-    where SQL's IN answers NULL, and under a NOT that FALSE keeps the row
-    (``NOT (x IN (1, 2, 3, 4) AND s <> 'z')`` kept the rows whose ``x`` is NULL).
+    So is one with an IN list under anything but AND / OR: the pushed ``is_in`` answers
+    FALSE for a NULL value, where SQL's IN answers NULL, and under a NOT that FALSE keeps
+    the row (``NOT (x IN (1, 2, 3, 4) AND s <> 'z')`` kept the rows whose ``x`` is NULL).
+    Under AND / OR alone, FALSE and NULL drop a row alike: those filter as pushed (a
+    100,000-value IN is not made again for every partition).
     """
-    if tree is None or not (_has_in_list(tree) or _reads_floats(tree, schema)):
+    if tree is None or not (_negated_in_list(tree) or _reads_floats(tree, schema)):
         return filter
     try:
         return to_pyarrow(tree, schema)
@@ -70,14 +72,17 @@ def rows_filter(filter: pc.Expression, tree: Expr | None, schema: pa.Schema
         return filter
 
 
-def _has_in_list(tree: Expr) -> bool:
-    stack = [tree]
+def _negated_in_list(tree: Expr) -> bool:
+    """Whether an IN list lies under a node other than AND / OR (a NOT, IS [NOT] NULL,
+    a comparison of its truth...), where its NULL and FALSE would differ."""
+    stack = [(tree, False)]
     while stack:  # (DataFusion's OR chains nest deep: no recursion)
-        node = stack.pop()
+        node, inside = stack.pop()
         if isinstance(node, Call):
-            if node.op == "in":
+            if node.op == "in" and inside:
                 return True
-            stack.extend(node.args)
+            below = inside or node.op not in ("and", "or")
+            stack.extend((a, below) for a in node.args)
     return False
 
 

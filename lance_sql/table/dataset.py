@@ -315,6 +315,10 @@ class LanceDataset:
             projections = projections_of(columns, arrow)
             if projections is not None:
                 columns = read_columns(projections, arrow)
+                asked = (with_row_id, with_row_address)
+                with_row_id = with_row_id or ROW_ID in columns
+                with_row_address = with_row_address or ROW_ADDR in columns
+                columns = [c for c in columns if c not in (ROW_ID, ROW_ADDR)]
         scanner = Scanner(
             self.store,
             manifest,
@@ -330,7 +334,7 @@ class LanceDataset:
         )
         if projections is None:
             return scanner
-        extra = [n for n, on in ((ROW_ID, with_row_id), (ROW_ADDR, with_row_address)) if on]
+        extra = [n for n, on in zip((ROW_ID, ROW_ADDR), asked, strict=True) if on]
         return ProjectingScanner(scanner, projections, extra)
 
     def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,

@@ -76,3 +76,12 @@ def test_a_fifo_in_a_data_files_place_does_not_block(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("FormatError") and "not a regular file" in done.stdout
     assert victim.name in done.stdout
+
+
+def test_a_socket_in_a_files_place(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "s"))
+        with pytest.raises(FormatError, match="not a regular file"):
+            open_store(str(tmp_path)).read("s")

@@ -201,3 +201,16 @@ def test_2_0_lists_whose_null_slots_hide_null_structs(tmp_path: Path, list_type)
     assert lance_sql.dataset(path).to_table().column("l").to_pylist() == want
     assert lance.dataset(path).to_table().column("l").to_pylist() == want
     assert lance_sql.dataset(path).take([2, 1]).column("l").to_pylist() == want[:0:-1]
+
+
+def test_projections_keep_the_scanner_api_and_system_columns(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    lance_sql.write_dataset(pa.table({"id": [1, 2], "st": [{"x": 1}, {"x": 2}]}), path)
+    ds = lance_sql.dataset(path)
+    scanner = ds.scanner(columns=["st.x"], filter="id > 1")
+    assert "LanceScan" in scanner.explain_plan()
+    assert [t.to_pylist() for t in scanner.to_tables()] == [[{"st.x": 2}]]
+    got = ds.to_table(columns=["st.x", "_rowid"])
+    assert got.to_pylist() == [{"st.x": 1, "_rowid": 0}, {"st.x": 2, "_rowid": 1}]
+    assert ds.to_table(columns={"r": "_rowaddr + 1"}).column("r").to_pylist() == [1, 2]
+    assert ds.to_table(columns={"r": "_rowaddr"}).column_names == ["r"]

@@ -41,16 +41,24 @@ def projections_of(columns: Sequence[str] | Mapping[str, str], schema: pa.Schema
             for c in columns}
 
 
+# system columns a projection may name: the scan makes them when asked
+SYSTEM = ("_rowid", "_rowaddr")
+
+
 def read_columns(projections: Mapping[str, Expr], schema: pa.Schema) -> list[str]:
-    """The top-level columns ``projections`` read, in the table's order."""
+    """The top-level columns ``projections`` read, in the table's order, then the system
+    columns they name."""
     wanted: set[str] = set()
     for expr in projections.values():
         for path in expr_columns(expr):
-            if path[0] not in schema.names:
+            if path[0] in SYSTEM and len(path) == 1:
+                wanted.add(path[0])
+            elif path[0] not in schema.names:
                 raise NotFoundError(f"column {'.'.join(path)!r} does not exist; columns: "
                                     f"{', '.join(schema.names)}")
-            wanted.add(path[0])
-    return [n for n in schema.names if n in wanted]
+            else:
+                wanted.add(path[0])
+    return [n for n in schema.names if n in wanted] + [n for n in SYSTEM if n in wanted]
 
 
 class ProjectingScanner:
@@ -90,5 +98,16 @@ class ProjectingScanner:
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
 
+    def to_tables(self) -> Iterator[pa.Table]:
+        for table in self.scanner.to_tables():  # type: ignore[attr-defined]
+            yield self._project(table)
+
     def count_rows(self) -> int:
         return self.scanner.count_rows()  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        """The rest of the scan's API (its plan, ``explain_plan``, limit...) is the
+        underlying scanner's."""
+        if name.startswith("__") or name == "scanner":
+            raise AttributeError(name)
+        return getattr(self.scanner, name)
