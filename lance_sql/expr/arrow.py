@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, TypeAlias
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -680,9 +681,26 @@ def filter_serially(table: pa.Table, expression: pc.Expression) -> pa.Table:
     """
     from pyarrow import acero  # (imports pyarrow.dataset: only once a filter runs)
 
+    return _run_serially(table, acero.Declaration("filter", acero.FilterNodeOptions(expression)))
+
+
+def project_serially(table: pa.Table, expressions: Sequence[pc.Expression],
+                     names: Sequence[str]) -> pa.Table:
+    """The columns ``names`` computed by ``expressions`` over ``table``, on the calling
+    thread (as :func:`filter_serially`, for the same reason)."""
+    from pyarrow import acero
+
+    node = acero.Declaration("project", acero.ProjectNodeOptions(list(expressions),
+                                                                 list(names)))
+    return _run_serially(table, node)
+
+
+def _run_serially(table: pa.Table, node: object) -> pa.Table:
+    """``table`` through the one Acero ``node``, with no thread of Arrow's pool."""
+    from pyarrow import acero
+
     plan = acero.Declaration.from_sequence([
-        acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
-        acero.Declaration("filter", acero.FilterNodeOptions(expression))])
+        acero.Declaration("table_source", acero.TableSourceNodeOptions(table)), node])
     return plan.to_table(use_threads=False)
 
 

@@ -360,11 +360,9 @@ def _fsst(ctx: PageContext, encoding: enc.Fsst, dtype: pa.DataType, n: int, a: i
     large = dtype in _LARGE
     if not large and len(ends) and int(ends[-1]) >= 2**31:
         raise ctx.error(f"{int(ends[-1])} bytes overflow 32-bit offsets")
-    valid = None
-    if codes.null_count:
-        valid = pa.py_buffer(np.packbits(np.asarray(codes.is_valid()), bitorder="little"))
+    valid = np.asarray(codes.is_valid()) if codes.null_count else None
     out = pa.Array.from_buffers(dtype, len(codes), [
-        valid, pa.py_buffer(ends.astype(np.int64 if large else np.int32, copy=False)),
+        _packed(valid), pa.py_buffer(ends.astype(np.int64 if large else np.int32, copy=False)),
         pa.py_buffer(values)])
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
         try:

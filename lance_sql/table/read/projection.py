@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr import columns as expr_columns
 from lance_sql.expr import parse_predicate, value_expression
+from lance_sql.expr.arrow import project_serially
 from lance_sql.expr.model import Column, Expr
 
 __all__ = ["ProjectingScanner", "projections_of"]
@@ -76,15 +77,10 @@ class ProjectingScanner:
         self.projected_schema = self._project(source.empty_table()).schema
 
     def _project(self, table: pa.Table) -> pa.Table:
-        from pyarrow import acero  # (imports pyarrow.dataset: only once a projection runs)
-
         names = [*self._compiled, *self.extra]
         exprs = [*self._compiled.values(), *(pc.field(n) for n in self.extra)]
-        plan = acero.Declaration.from_sequence([
-            acero.Declaration("table_source", acero.TableSourceNodeOptions(table)),
-            acero.Declaration("project", acero.ProjectNodeOptions(exprs, names))])
         try:
-            return plan.to_table(use_threads=False)  # (see expr.filter_serially)
+            return project_serially(table, exprs, names)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise InvalidInputError(f"cannot compute the columns asked for: {exc}") from None
 
