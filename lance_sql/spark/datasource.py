@@ -637,7 +637,7 @@ class LanceReader(DataSourceReader):
         if not partition.ranges:
             return
         ds = LanceDataset(self.uri, self.version)
-        by_id = {f.id: f for f in ds.get_fragments()}
+        by_id = {f.id: f for f in ds.manifest.fragments}
         plan = self._plan(ds)
         for part in partition.ranges:
             frag = by_id[part.key]

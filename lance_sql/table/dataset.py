@@ -28,14 +28,12 @@ from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.schema import LanceSchema, check_column_names
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
-from lance_sql.sorted_sets import sorted_difference
 from lance_sql.table import index as indices
 from lance_sql.table.changes.feed import table_changes
 from lance_sql.table.files.deletions import add_deletions
 from lance_sql.table.files.reader import (
     ROW_ADDR,
     ROW_ID,
-    deleted_offsets,
     open_data_file,
 )
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
@@ -58,6 +56,8 @@ from lance_sql.table.ops import clone as cloning
 from lance_sql.table.ops import update as updating
 from lance_sql.table.ops.merge_insert import MergeInsertBuilder
 from lance_sql.table.read.blobs import BlobFile, take_blobs
+from lance_sql.table.read.fragment import LanceFragment, fragment_values
+from lance_sql.table.read.positions import U64_MAX, checked_integers, live_addresses
 from lance_sql.table.read.projection import ProjectingScanner, projections_of, read_columns
 from lance_sql.table.read.scan import (
     FragmentReaders,
@@ -91,31 +91,7 @@ WRITE_MODES = ("create", "append", "overwrite")
 # What names a version: its number, a tag, or an instant (the latest version committed at
 # or before it); None is the latest.
 Version = int | str | datetime | None
-U64_MAX = (1 << 64) - 1
 
-
-def _integers(values: Sequence[int] | np.ndarray, what: str, high: int) -> np.ndarray:
-    """``values`` as a 1-d integer array, each in ``[0, high]``; InvalidInputError naming the
-    first that is not (None, a float, -1, 2**64...) instead of numpy's overflow errors."""
-    try:
-        arr = values if isinstance(values, np.ndarray) else np.asarray(values)
-    except (TypeError, ValueError, OverflowError) as exc:  # ragged or odd input
-        raise InvalidInputError(f"{what}: expected a sequence of integers ({exc})") from None
-    if arr.ndim != 1:
-        raise InvalidInputError(f"{what}: expected a flat sequence of integers")
-    if arr.size == 0:
-        return np.empty(0, np.uint64)
-    if arr.dtype.kind == "u" and high >= (1 << (8 * arr.itemsize)) - 1:
-        return arr  # every value of the type is in range: no pass over them
-    if arr.dtype.kind in "iu" and int(arr.min()) >= 0 and int(arr.max()) <= high:
-        return arr
-    items = arr.tolist()  # only integers beyond int64, mixed input, or an error from here
-    if arr.dtype.kind == "O" and all(
-            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= high for v in items):
-        return np.array(items, dtype=np.uint64)
-    bad = next(v for v in items if isinstance(v, bool) or not isinstance(v, int)
-               or not 0 <= v <= high)
-    raise InvalidInputError(f"{what}: {bad!r} is not an integer between 0 and {high}")
 
 class Tags:
     """``ds.tags``: named pointers to versions, stored under ``_refs/tags/``."""
@@ -248,8 +224,22 @@ class LanceDataset:
     def tags(self) -> Tags:
         return Tags(self)
 
-    def get_fragments(self) -> list[Fragment]:
-        return list(self._manifest.fragments)
+    def get_fragments(self) -> list[LanceFragment]:
+        """This version's fragments (see :class:`LanceFragment`), bound to it: a later
+        write moves this object to a new version, not them."""
+        pinned = self._pinned()
+        return [LanceFragment(pinned, f) for f in pinned.manifest.fragments]
+
+    def get_fragment(self, fragment_id: int) -> LanceFragment | None:
+        """The fragment of this version with that id, None when it has none."""
+        pinned = self._pinned()
+        found = next((f for f in pinned.manifest.fragments if f.id == fragment_id), None)
+        return None if found is None else LanceFragment(pinned, found)
+
+    def _pinned(self) -> LanceDataset:
+        """This object's version as an object no write moves."""
+        ref, manifest = self._at
+        return self._opened(self.uri, self.store, self.commit_config, ref, manifest)
 
     def versions(self) -> list[dict[str, Any]]:
         """Every version, as pylance lists them: ``version``, ``timestamp`` (the commit
@@ -300,7 +290,7 @@ class LanceDataset:
         offset: int | None = None,
         with_row_id: bool = False,
         with_row_address: bool = False,
-        fragments: Sequence[Fragment] | None = None,
+        fragments: Sequence[LanceFragment | Fragment] | None = None,
         use_scalar_index: bool | None = None,
     ) -> Scanner | ProjectingScanner:
         """``columns``: names, struct fields (``"st.x"``) or ``{name: SQL expression}``
@@ -329,7 +319,7 @@ class LanceDataset:
             offset=offset,
             with_row_id=with_row_id,
             with_row_address=with_row_address,
-            fragments=fragments,
+            fragments=None if fragments is None else fragment_values(fragments),
             indexed=indices.index_hook(self.store, manifest, use_scalar_index),
         )
         if projections is None:
@@ -358,7 +348,7 @@ class LanceDataset:
         """Rows at positions ``indices`` of this version (0 .. count_rows-1), in that order."""
         manifest = self._manifest  # one read: a write may move the dataset meanwhile
         total = manifest.num_rows
-        positions = _integers(indices, f"take index (the table has {total} rows)",
+        positions = checked_integers(indices, f"take index (the table has {total} rows)",
                               total - 1).astype(np.int64)
         frags = [f for f in manifest.fragments if f.num_rows]
         starts = np.cumsum([0] + [f.num_rows for f in frags])
@@ -366,14 +356,8 @@ class LanceDataset:
         addresses = np.empty(len(positions), dtype=np.uint64)
         for i in np.unique(frag_index):
             selected = frag_index == i
-            local = positions[selected] - starts[i]
-            frag = frags[i]
-            deleted = deleted_offsets(self.store, manifest, frag)
-            if len(deleted):
-                live = sorted_difference(np.arange(frag.physical_rows, dtype=np.int64),
-                                         deleted)
-                local = live[local]
-            addresses[selected] = (np.uint64(frag.id) << np.uint64(32)) | local.astype(np.uint64)
+            addresses[selected] = live_addresses(self.store, manifest, frags[i],
+                                                 positions[selected] - starts[i])
         return self._take_addresses(manifest, addresses, columns)
 
     def take_rows(self, row_ids: Sequence[int] | np.ndarray,
@@ -383,7 +367,7 @@ class LanceDataset:
         Without stable row ids a row id is the row address. With them, ids are looked
         up in the row-id index; ids of deleted or unknown rows are skipped, as in pylance.
         """
-        ids = _integers(row_ids, "row id", U64_MAX).astype(np.uint64)
+        ids = checked_integers(row_ids, "row id", U64_MAX).astype(np.uint64)
         manifest = self._manifest  # one read: a write may move the dataset meanwhile
         if not manifest.uses_stable_row_ids:
             return self._take_addresses(manifest, ids, columns)
@@ -419,7 +403,7 @@ class LanceDataset:
     def _take_addresses(self, manifest: Manifest, addresses: Sequence[int] | np.ndarray,
                         columns: Sequence[str] | None) -> pa.Table:
         """:meth:`take_addresses` from ``manifest`` (this object's, read once)."""
-        addresses = _integers(addresses, "row address", U64_MAX).astype(np.uint64)
+        addresses = checked_integers(addresses, "row address", U64_MAX).astype(np.uint64)
         plan, readers = self._take_plan(manifest, columns)
         return take_addresses(self.store, manifest, addresses, columns, plan=plan,
                               readers=readers)

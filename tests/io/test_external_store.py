@@ -130,7 +130,7 @@ def test_concurrent_writers_through_sqlite(tmp_path: Path) -> None:
     assert not errors
     ds = lance_sql.dataset(uri, commit_config=config)
     assert ds.version == 41 and ds.count_rows() == 41
-    assert len({f.id for f in ds.get_fragments()}) == 41
+    assert len({f.id for f in ds.manifest.fragments}) == 41
 
 
 # --------------------------------------------------------------------------- crashes

@@ -26,7 +26,7 @@ def _orphans(uri: str) -> set[str]:
     """Data files that no version of the table refers to."""
     ds = lance_sql.dataset(uri)
     used = {f.path for v in ds.versions() for frag in
-            ds.checkout_version(v["version"]).get_fragments() for f in frag.files}
+            ds.checkout_version(v["version"]).manifest.fragments for f in frag.files}
     return {p.name for p in (Path(uri) / "data").glob("*.lance")} - used
 
 
@@ -47,14 +47,14 @@ def test_data_source_write_append_read(spark, uri: str) -> None:
     assert back.filter("id = 4242").collect()[0]["s"] == "s4242"
     assert back.rdd.getNumPartitions() == 1  # 6000 rows are not worth a second task
     per_fragment = spark.read.format("lance").option("rowsPerPartition", 1 << 20).load(uri)
-    assert per_fragment.rdd.getNumPartitions() == len(ours.get_fragments())
+    assert per_fragment.rdd.getNumPartitions() == len(ours.manifest.fragments)
     assert sorted(r["id"] for r in per_fragment.select("id").collect()) == list(range(6000))
 
 
 def test_reads_are_cut_by_bytes_across_fragments(spark, uri: str) -> None:
     _frame(spark, 0, 3000, parts=4).write.format("lance").mode("overwrite").save(uri)
     _frame(spark, 3000, 100, parts=1).write.format("lance").mode("append").save(uri)
-    fragments = lance_sql.dataset(uri).get_fragments()
+    fragments = lance_sql.dataset(uri).manifest.fragments
     assert len(fragments) == 5
 
     def read(**options: str):
@@ -100,7 +100,7 @@ def test_read_options(spark, uri: str) -> None:
 
 def test_pushed_filters_prune_by_row_address(spark, uri: str) -> None:
     _frame(spark, 0, 400, parts=4).write.format("lance").mode("overwrite").save(uri)
-    frags = lance_sql.dataset(uri).get_fragments()
+    frags = lance_sql.dataset(uri).manifest.fragments
     target = (frags[2].id << 32) | 5
     df = (spark.read.format("lance").option("withRowAddress", "true").load(uri)
           .filter(f"_rowaddr = {target}"))
@@ -273,7 +273,7 @@ def test_max_rows_per_file_option_is_honoured(spark, uri: str) -> None:
     # PySpark hands a data source its options with lower-cased keys.
     (_frame(spark, 0, 100, parts=1).write.format("lance").option("maxRowsPerFile", 30)
      .mode("overwrite").save(uri))
-    fragments = lance_sql.dataset(uri).get_fragments()
+    fragments = lance_sql.dataset(uri).manifest.fragments
     assert sorted(f.physical_rows for f in fragments) == [10, 30, 30, 30]
     with pytest.raises(Exception, match="maxRowsPerFile must be a positive integer"):
         (_frame(spark, 0, 10, parts=1).write.format("lance").option("maxRowsPerFile", "0")

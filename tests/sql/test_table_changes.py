@@ -76,7 +76,7 @@ def reads(uri: str) -> Iterator[list[str]]:
 
 
 def _data_keys(uri: str, version: int) -> set[str]:
-    return {f"data/{d.path}" for f in lance_sql.dataset(uri, version).get_fragments()
+    return {f"data/{d.path}" for f in lance_sql.dataset(uri, version).manifest.fragments
             for d in f.files}
 
 

@@ -342,7 +342,7 @@ def test_bit_flipped_data_file_of_every_type(tmp_path: Path, tables) -> None:
     uri = str(tmp_path / "all.lance")
     data = tables.make(60, seed=9)
     ds = lance_sql.write_dataset(data, uri)
-    path = os.path.join(uri, ds.get_fragments()[0].files[0].key)
+    path = os.path.join(uri, ds.manifest.fragments[0].files[0].key)
     size = os.path.getsize(path)
     rng = np.random.default_rng(9)
     positions = sorted(set(range(size - 700, size)) | set(rng.integers(0, size, 150)))
@@ -721,7 +721,7 @@ def test_racing_appends_all_land_once(table: Table, round_: int) -> None:
         assert np.isin(data["id"].to_numpy(), ids).all()
     assert lance.dataset(table.uri).to_table().sort_by("id") == got.sort_by("id")
     # every fragment id is unique and every transaction file belongs to a version
-    assert len({f.id for f in final.get_fragments()}) == len(final.get_fragments())
+    assert len({f.id for f in final.manifest.fragments}) == len(final.manifest.fragments)
     assert len(os.listdir(os.path.join(table.uri, "_transactions"))) == 7
 
 
@@ -772,7 +772,7 @@ def test_racing_deletes_of_one_fragment_rebase(table: Table,
     # every deletion file on disk belongs to some version: superseded ones were removed
     history = set()
     for v in range(1, final.version + 1):
-        for f in lance_sql.dataset(table.uri, version=v).get_fragments():
+        for f in lance_sql.dataset(table.uri, version=v).manifest.fragments:
             if f.deletion_file:
                 history.add(f.deletion_file.key(f.id).split("/")[1])
     assert set(os.listdir(os.path.join(table.uri, "_deletions"))) == history
@@ -795,7 +795,7 @@ def test_racing_deletes_of_one_row_conflict(table: Table,
     final = lance_sql.dataset(table.uri)
     keys = {f.deletion_file.key(f.id).split("/")[1]
             for v in range(1, final.version + 1)
-            for f in lance_sql.dataset(table.uri, version=v).get_fragments() if f.deletion_file}
+            for f in lance_sql.dataset(table.uri, version=v).manifest.fragments if f.deletion_file}
     assert set(os.listdir(os.path.join(table.uri, "_deletions"))) == keys
     assert len(os.listdir(os.path.join(table.uri, "_transactions"))) == final.version
 
@@ -838,7 +838,7 @@ def test_racing_creates_have_one_winner(tmp_path: Path) -> None:
         assert len(winners) == 1, results
         assert all(isinstance(r, (CommitConflict, InvalidInputError)) for r in losers), losers
         assert _manifest_files(uri) == [winners[0]._ref.key.split("/")[1]]
-        (frag,) = lance_sql.dataset(uri).get_fragments()
+        (frag,) = lance_sql.dataset(uri).manifest.fragments
         # the losers removed their data files (and transaction files)
         assert os.listdir(os.path.join(uri, "data")) == [frag.files[0].path]
         assert len(os.listdir(os.path.join(uri, "_transactions"))) == 1
@@ -868,7 +868,7 @@ def test_append_then_read_back_after_all_failures(table: Table) -> None:
     assert ds.version == 4
     assert lance.dataset(table.uri).count_rows() == table.expected.num_rows + 5
     assert sorted(os.listdir(os.path.join(table.uri, "data"))) == sorted(
-        f.files[0].path for f in ds.get_fragments()
+        f.files[0].path for f in ds.manifest.fragments
     )
 
 

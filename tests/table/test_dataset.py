@@ -32,16 +32,16 @@ def uri(tmp_path: Path) -> str:
 
 def test_create_append_overwrite_versions(uri: str) -> None:
     ds = lance_sql.write_dataset(_table(0, 10), uri, max_rows_per_file=4)
-    assert ds.version == 1 and [f.physical_rows for f in ds.get_fragments()] == [4, 4, 2]
+    assert ds.version == 1 and [f.physical_rows for f in ds.manifest.fragments] == [4, 4, 2]
     ds = lance_sql.write_dataset(_table(10, 5), uri, mode="append")
     assert ds.version == 2 and ds.count_rows() == 15
-    assert [f.id for f in ds.get_fragments()] == [0, 1, 2, 3]
+    assert [f.id for f in ds.manifest.fragments] == [0, 1, 2, 3]
     new = pa.table({"k": ["a", "b"]})
     ds = lance_sql.write_dataset(new, uri, mode="overwrite")
     assert ds.version == 3 and ds.to_table() == new
     # Like pylance 14, overwrite keeps numbering after the high-water mark, so a row
     # address never names a fragment of an older version.
-    assert [f.id for f in ds.get_fragments()] == [4] and ds.manifest.max_fragment_id == 4
+    assert [f.id for f in ds.manifest.fragments] == [4] and ds.manifest.max_fragment_id == 4
     assert lance_sql.dataset(uri, version=2).to_table() == pa.concat_tables(
         [_table(0, 10), _table(10, 5)]
     )
@@ -64,7 +64,7 @@ def test_delete_and_system_columns(uri: str) -> None:
     assert ds.to_table(filter="_rowaddr = 4294967299")["id"].to_pylist() == [8]
     assert ds.count_rows("x > 2") == 4 and ds.count_deleted_rows() == 4
     ds.delete("id < 5")  # fragment 0 loses its last rows and is dropped
-    assert [f.id for f in ds.get_fragments()] == [1]
+    assert [f.id for f in ds.manifest.fragments] == [1]
     assert lance_sql.dataset(uri, version=1).count_rows() == 10
 
 
@@ -175,7 +175,7 @@ def test_concurrent_appends_all_land() -> None:
     ds = lance_sql.dataset("memory://race")
     assert ds.version == 9
     assert sorted(ds.to_table()["id"].to_pylist()) == [0] + list(range(100, 108))
-    assert len({f.id for f in ds.get_fragments()}) == 9
+    assert len({f.id for f in ds.manifest.fragments}) == 9
 
 
 @pytest.mark.parametrize(("other_row", "merges"), [(1, True), (2, False)])

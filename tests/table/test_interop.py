@@ -78,7 +78,7 @@ def check_version(history: History, version: int, tables) -> None:
     # the fragment lists agree: ids, physical rows and deletion files
     sql_frags = [(f.id, f.physical_rows, f.num_deleted_rows,
                   f.deletion_file.kind if f.deletion_file else None)
-                 for f in sql.get_fragments()]
+                 for f in sql.manifest.fragments]
     py_frags = [(f.metadata.id, f.metadata.physical_rows,
                  f.metadata.deletion_file.num_deleted_rows if f.metadata.deletion_file else 0,
                  f.metadata.deletion_file.file_type if f.metadata.deletion_file else None)
@@ -215,7 +215,7 @@ def test_pylance_continues_a_lance_sql_table(tmp_path: Path, tables) -> None:
     assert py_appended.count_rows() == h.expected[appended].num_rows
     assert py_appended.count_rows("id >= 10000") == 30
     assert py_appended.stats.dataset_stats()["num_deleted_rows"] == sum(
-        f.num_deleted_rows for f in lance_sql.dataset(h.uri, version=appended).get_fragments()
+        f.num_deleted_rows for f in lance_sql.dataset(h.uri, version=appended).manifest.fragments
     ) > 5050
 
 
@@ -480,7 +480,7 @@ def test_multi_page_lance_sql_files(tmp_path: Path) -> None:
     data = pa.table({"id": np.arange(n), "v": vectors, "s": text})
     reader = pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=1000))
     ds = lance_sql.write_dataset(reader, uri)
-    path = f"{uri}/data/{ds.get_fragments()[0].files[0].path}"
+    path = f"{uri}/data/{ds.manifest.fragments[0].files[0].path}"
     pages = [len(c.pages) for c in PylanceFileReader(path).metadata().columns]
     assert pages[1] >= 2 and pages[2] >= 2, pages  # 20 MB of vectors, 18 MB of text
     py = lance.dataset(uri)

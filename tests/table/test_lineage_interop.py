@@ -158,7 +158,7 @@ def test_large_inline_sequence_from_pylance(tmp_path) -> None:
     keys = np.random.default_rng(0).permutation(n)[: n // 2]
     src = pa.table({"id": pa.array(keys), "v": pa.array(keys + 1)})
     lance.dataset(p).merge_insert("id").when_matched_update_all().execute(src)
-    seqs = [f.row_id_sequence for f in lance_sql.dataset(p).get_fragments()]
+    seqs = [f.row_id_sequence for f in lance_sql.dataset(p).manifest.fragments]
     assert max(len(s) for s in seqs) > 200 * 1024
     _same_everywhere(p, {1: ["id", "v"], 2: ["id", "v"]})
     lance_sql.dataset(p).optimize.compact_files()
@@ -179,7 +179,7 @@ def test_external_row_ids_are_not_readable_by_pylance_14(tmp_path) -> None:
     ds = lance_sql.write_dataset(pa.table({"id": pa.array(np.arange(n))}), p,
                                  enable_stable_row_ids=True, max_rows_per_file=n)
     ids = np.random.default_rng(3).permutation(n).astype(np.uint64)
-    frag = ds.get_fragments()[0]
+    frag = ds.manifest.fragments[0]
     moved, _ = externalize(ds.store, replace(frag, row_id_sequence=encode_row_ids(ids)))
     assert isinstance(moved.row_id_sequence, ExternalFile)
     ds.write_context().commit(Update(updated_fragments=(moved,),

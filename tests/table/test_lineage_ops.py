@@ -125,7 +125,7 @@ def test_compaction_keeps_ids_and_both_versions(tmp_path) -> None:
     assert metrics.fragments_added == 1
     after = lance_sql.dataset(p)
     assert after.version > 4
-    assert [f.deletion_file for f in after.get_fragments()] == [None]  # materialised
+    assert [f.deletion_file for f in after.manifest.fragments] == [None]  # materialised
     assert _rows(p) == before
     _check(p, model)
     # the index of the compacted table finds every row at its new address

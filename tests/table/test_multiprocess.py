@@ -46,7 +46,7 @@ def test_eight_processes_fifty_appends_each(tmp_path: Path) -> None:
 
     ds = lance_sql.dataset(uri)
     assert ds.version == total + 1
-    frags = ds.get_fragments()
+    frags = ds.manifest.fragments
     assert len(frags) == total + 1 and len({f.id for f in frags}) == total + 1
     table = ds.to_table()
     expected = sorted([-1] + [w * 1000 + i for w in range(PROCESSES) for i in range(APPENDS)])
@@ -62,7 +62,7 @@ def test_eight_processes_fifty_appends_each(tmp_path: Path) -> None:
         for i, v in enumerate(versions):
             version_of_row[w * 1000 + i] = v
     for version in range(1, total + 2):
-        listed = lance_sql.dataset(uri, version).get_fragments()
+        listed = lance_sql.dataset(uri, version).manifest.fragments
         got = sorted(row_of_fragment[f.id] for f in listed)
         assert got == sorted(r for r, v in version_of_row.items() if v <= version), version
     assert lance.dataset(uri).to_table().sort_by("id") == table.sort_by("id")

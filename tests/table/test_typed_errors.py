@@ -229,7 +229,7 @@ def test_next_row_id_without_room_is_a_format_error(tmp_path: Path) -> None:
            "manifest of version 2", str((1 << 64) - 5))
     assert lance_sql.dataset(uri).version == 2
     assert sorted(os.listdir(os.path.join(uri, "data"))) == sorted(
-        f.files[0].path for f in lance_sql.dataset(uri).get_fragments())  # nothing left
+        f.files[0].path for f in lance_sql.dataset(uri).manifest.fragments)  # nothing left
 
 
 # --------------------------------------------------------------------------------------------

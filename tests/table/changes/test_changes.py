@@ -203,7 +203,7 @@ def test_missing_old_data_file_is_a_typed_error(tmp_path: Path) -> None:
     path = tmp_path / "t.lance"
     lance_sql.write_dataset(_rows(range(4), "a"), path, enable_stable_row_ids=True)
     lance.dataset(path).update({"v": "'x'"}, where="id = 0")  # lance_sql never opened it
-    old_file = lance_sql.dataset(path, 1).get_fragments()[0].files[0].path
+    old_file = lance_sql.dataset(path, 1).manifest.fragments[0].files[0].path
     lance_sql.write_dataset(_rows(range(4, 5), "b"), path, mode="append")
     os.remove(path / "data" / old_file)
     with pytest.raises(VersionCleanedUpError, match="no longer exist"):
@@ -277,7 +277,7 @@ def test_preimage_columns_the_update_did_not_modify_come_from_the_new_files() ->
                      "w": pa.array([i * 0.5 for i in range(40)])})
     lance_sql.write_dataset(data, uri, enable_stable_row_ids=True, max_rows_per_file=20)
     lance_sql.dataset(uri).update({"w": "w + 100"}, where="id % 7 = 0")
-    old_files = {f"data/{d.path}" for f in lance_sql.dataset(uri, 1).get_fragments()
+    old_files = {f"data/{d.path}" for f in lance_sql.dataset(uri, 1).manifest.fragments
                  for d in f.files}
     expected_pre = {r["_rowid"]: r for r in lance_sql.dataset(uri, 1).to_table(
         columns=["id", "v", "w", "_rowid"]).to_pylist() if r["id"] % 7 == 0}

@@ -165,13 +165,13 @@ def test_index_refuses_an_id_claimed_by_two_live_rows() -> None:
 # ------------------------------------------------------------------ externalize
 def test_small_sequences_stay_inline(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=10)
-    frag = ds.get_fragments()[0]
+    frag = ds.manifest.fragments[0]
     assert externalize(ds.store, frag) == (frag, [])
 
 
 def test_large_sequence_goes_to_a_file_and_reads_back(tmp_path) -> None:
     ds = _stable_table(tmp_path / "t", n=70_000, per_file=70_000)
-    frag = ds.get_fragments()[0]
+    frag = ds.manifest.fragments[0]
     ids = np.random.default_rng(1).permutation(70_000).astype(np.uint64)
     seq = encode_row_ids(ids)
     assert len(seq) > INLINE_LIMIT
@@ -190,13 +190,13 @@ def test_scattered_update_commits_an_external_sequence(tmp_path) -> None:
 
     n = 70_000
     ds = _stable_table(tmp_path / "t", n=n, per_file=n)
-    frag = ds.get_fragments()[0]
+    frag = ds.manifest.fragments[0]
     ids = np.random.default_rng(2).permutation(n).astype(np.uint64)
     moved, _ = externalize(ds.store, replace(frag, row_id_sequence=encode_row_ids(ids)))
     ds.write_context().commit(Update(updated_fragments=(moved,),
                                      update_mode="rewrite_columns"))
     ds = lance_sql.dataset(tmp_path / "t")
-    assert isinstance(ds.get_fragments()[0].row_id_sequence, ExternalFile)
+    assert isinstance(ds.manifest.fragments[0].row_id_sequence, ExternalFile)
     t = ds.to_table(columns=["id", "_rowid"])
     assert t["_rowid"].to_numpy().tolist() == ids[t["id"].to_numpy()].tolist()
     picks = ids[[5, 17, 60_000]]
@@ -207,7 +207,7 @@ def test_scattered_update_commits_an_external_sequence(tmp_path) -> None:
     ds.store.put("_row_ids/orphan.binpb", b"x")
     ds.cleanup_old_versions(retain_versions=1, delete_unverified=True)
     assert not (tmp_path / "t" / "_row_ids" / "orphan.binpb").exists()
-    live = lance_sql.dataset(tmp_path / "t").get_fragments()[0].row_id_sequence
+    live = lance_sql.dataset(tmp_path / "t").manifest.fragments[0].row_id_sequence
     assert (tmp_path / "t" / live.path).stat().st_size == live.size
     again = lance_sql.dataset(tmp_path / "t").to_table(columns=["id", "_rowid"])
     assert again["_rowid"].to_numpy().tolist() == ids[again["id"].to_numpy()].tolist()
@@ -246,7 +246,7 @@ def test_damaged_sequence_in_a_table_fails_the_read(tmp_path) -> None:
     from lance_sql.table.txn.operations import Update
 
     ds = _stable_table(tmp_path / "t", n=20, per_file=10)
-    frag = ds.get_fragments()[1]
+    frag = ds.manifest.fragments[1]
     bad = replace(frag, row_id_sequence=encode_row_ids(_u64(range(100, 103))))
     ds.write_context().commit(Update(updated_fragments=(bad,),
                                      update_mode="rewrite_columns"))
@@ -285,7 +285,7 @@ def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> 
 
     n = 70_000
     ds = _stable_table(tmp_path / "t", n=n, per_file=n)
-    frag = ds.get_fragments()[0]
+    frag = ds.manifest.fragments[0]
     ids = np.random.default_rng(3).permutation(n).astype(np.uint64)
     scattered = replace(frag, row_id_sequence=encode_row_ids(ids))
     ds.write_context().commit(Update(updated_fragments=(scattered,),
@@ -296,7 +296,7 @@ def test_writers_externalize_only_when_the_table_opts_in(tmp_path, opted_in) -> 
     ds.delete("id = 0")  # compaction then materialises the deletion: a rewrite
     ds.optimize.compact_files(materialize_deletions_threshold=0.0)
     ds = lance_sql.dataset(tmp_path / "t")
-    (new,) = ds.get_fragments()
+    (new,) = ds.manifest.fragments
     assert isinstance(new.row_id_sequence, ExternalFile) == opted_in
     t = ds.to_table(columns=["id", "_rowid"])
     assert sorted(t.column("_rowid").to_pylist()) == sorted(ids[1:].tolist())

@@ -170,7 +170,7 @@ def test_appends_deletes_compaction_optimize_both_ways(tmp_path: Path) -> None:
     ds.optimize.compact_files(target_rows_per_fragment=2500)
     after = {i["name"]: i for i in ds.list_indices()}
     assert all(after[n]["uuid"] != u for n, u in before.items())
-    live = {f.id for f in ds.get_fragments()}
+    live = {f.id for f in ds.manifest.fragments}
     for flt in flts:
         _check(path, flt, index_names={"i64_idx", "s_idx"})
         plan = ds.scanner(filter=flt).explain_plan()
@@ -178,7 +178,8 @@ def test_appends_deletes_compaction_optimize_both_ways(tmp_path: Path) -> None:
         assert f"indexed {len(covered)} of {len(live)}" in plan or "s_idx" in plan
     ds.optimize.optimize_indices()
     assert {i["name"]: sorted(i["fragment_ids"]) for i in ds.list_indices()} == {
-        "i64_idx": [f.id for f in ds.get_fragments()], "s_idx": [f.id for f in ds.get_fragments()]}
+        "i64_idx": [f.id for f in ds.manifest.fragments],
+        "s_idx": [f.id for f in ds.manifest.fragments]}
     for flt in flts:
         got = _check(path, flt, index_names={"i64_idx", "s_idx"})
         assert "indexed 2 of 2" in ds.scanner(filter=flt).explain_plan()
@@ -208,7 +209,7 @@ def _key_page_spans(path: Path, column: str) -> list[tuple[str, int, int]]:
     ds = lance_sql.dataset(path)
     field_id = next(f.id for f in ds.lance_schema.fields if f.name == column)
     spans = []
-    for frag in ds.get_fragments():
+    for frag in ds.manifest.fragments:
         for data_file in frag.files:
             col = data_file.column_indices[list(data_file.fields).index(field_id)]
             reader = file_reader.open_data_file(ds.store, ds.manifest, data_file)
@@ -465,7 +466,7 @@ def test_lance_sql_maintains_a_pylance_index(tmp_path: Path) -> None:
         _check(path, flt, index_names={"s_idx"})
         assert "indexed 4 of 4" in ds.scanner(filter=flt).explain_plan()
     ds.optimize.compact_files(target_rows_per_fragment=2000)
-    live = len(ds.get_fragments())
+    live = len(ds.manifest.fragments)
     for flt in flts:
         _check(path, flt, index_names={"s_idx"})
         assert f"indexed {live} of {live}" in ds.scanner(filter=flt).explain_plan()

@@ -44,7 +44,7 @@ def test_compaction_keeps_order_and_materialises_deletions(tmp_path: Path) -> No
     metrics = ds.optimize.compact_files()
     assert metrics == CompactionMetrics(5, 1, 5, 1)
     assert ds.to_table() == before  # same rows, same order
-    (frag,) = ds.get_fragments()
+    (frag,) = ds.manifest.fragments
     assert frag.deletion_file is None and frag.physical_rows == before.num_rows
     assert frag.id == 5  # reserved after 0-4
     assert _ops(ds)[-2:] == ["reserve_fragments", "rewrite"]
@@ -60,7 +60,7 @@ def test_compaction_groups_only_adjacent_small_fragments(tmp_path: Path) -> None
     before = ds.to_table()
     metrics = ds.compact_files(target_rows_per_fragment=50)
     assert metrics.fragments_removed == 4 and metrics.fragments_added == 2
-    assert [f.physical_rows for f in ds.get_fragments()] == [40, 50, 40]
+    assert [f.physical_rows for f in ds.manifest.fragments] == [40, 50, 40]
     assert ds.to_table() == before
 
 
@@ -69,7 +69,7 @@ def test_compaction_splits_at_the_target_and_reads_config(tmp_path: Path) -> Non
     ds.update_config({"lance.compaction.target_rows_per_fragment": "25"})
     before = ds.to_table()
     ds.compact_files()
-    assert [f.physical_rows for f in ds.get_fragments()] == [20, 20, 20]
+    assert [f.physical_rows for f in ds.manifest.fragments] == [20, 20, 20]
     assert ds.to_table() == before
 
 
@@ -85,7 +85,7 @@ def test_compaction_drops_dropped_columns_from_files(tmp_path: Path) -> None:
     dropped = ds.lance_schema.field("s").id
     ds.drop_columns(["s"])
     ds.compact_files()
-    (frag,) = ds.get_fragments()
+    (frag,) = ds.manifest.fragments
     assert dropped not in frag.files[0].fields
     assert set(frag.files[0].fields) <= {f.id for f in ds.lance_schema.walk()}
     assert ds.to_table().column_names == ["id", "st"]
@@ -115,7 +115,7 @@ def test_add_columns_from_sql(tmp_path: Path) -> None:
     assert t["upper"].to_pylist() == [None if v is None else v.upper()
                                       for v in t["s"].to_pylist()]
     assert ds.lance_schema.field("double").id == ds.lance_schema.max_field_id() - 2
-    assert all(len(f.files) == 2 for f in ds.get_fragments())
+    assert all(len(f.files) == 2 for f in ds.manifest.fragments)
     assert _ops(ds)[-1] == "merge"
 
 
@@ -250,7 +250,7 @@ def test_restore(tmp_path: Path) -> None:
     ds.restore("two")
     assert ds.version == 7 and ds.to_table() == at_two
     lance_sql.write_dataset(_data(500, 1), ds.uri, mode="append")
-    new_ids = [f.id for f in lance_sql.dataset(ds.uri).get_fragments()]
+    new_ids = [f.id for f in lance_sql.dataset(ds.uri).manifest.fragments]
     assert new_ids[-1] == 3  # after the high-water mark, never a reused id
 
 
@@ -318,7 +318,7 @@ def test_cleanup_removes_old_versions_but_nothing_kept_versions_need(tmp_path: P
     needed = set()
     for v in (2, 6):
         m = lance_sql.dataset(ds.uri, version=v)
-        needed |= {d.path for f in m.get_fragments() for d in f.files}
+        needed |= {d.path for f in m.manifest.fragments for d in f.files}
     assert set(os.listdir(os.path.join(ds.uri, "data"))) == needed
     assert len(os.listdir(os.path.join(ds.uri, "_transactions"))) == 2
     assert not os.path.exists(os.path.join(ds.uri, "_deletions")) or not os.listdir(
@@ -362,7 +362,7 @@ def test_update_rewrites_matching_rows(tmp_path: Path) -> None:
     assert ds.update({"s": "'x'"}, where="id < 0") == {"num_rows_updated": 0}
     assert ds.update({"s": "'all'"}) == {"num_rows_updated": 59}
     assert set(ds.to_table()["s"].to_pylist()) == {"all"}
-    assert [f.num_rows for f in ds.get_fragments()] == [59]  # old fragments fully removed
+    assert [f.num_rows for f in ds.manifest.fragments] == [59]  # old fragments fully removed
     with pytest.raises(NotFoundError):
         ds.update({"nope": "1"})
     with pytest.raises(InvalidInputError):

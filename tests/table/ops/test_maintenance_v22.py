@@ -28,6 +28,6 @@ def test_compacting_a_2_2_table(tmp_path: Path) -> None:
     lance_sql.dataset(uri).optimize.compact_files()
     expected = data.filter(pa.array(np.arange(n) % 5 != 0))
     after = lance_sql.dataset(uri)
-    assert after.version == 4 and len(after.get_fragments()) < 7
+    assert after.version == 4 and len(after.manifest.fragments) < 7
     assert lance.dataset(uri).to_table() == expected
     assert after.to_table() == expected

@@ -197,7 +197,7 @@ def _dedicated_row(path: Path) -> tuple[int, Path]:
     t = lance.dataset(path).to_table(columns=["d"], with_row_address=True)
     col = t.column("d").combine_chunks()
     i = next(i for i, v in enumerate(col.to_pylist()) if v and v["kind"] == 2)
-    fragment = dataset(path).get_fragments()[0]
+    fragment = dataset(path).manifest.fragments[0]
     assert t.column("_rowaddr")[i].as_py() >> 32 == fragment.id
     (data_file,) = fragment.files
     stem = data_file.path.removesuffix(".lance")

@@ -73,7 +73,7 @@ def test_append_rebases_over_append() -> None:
     ds = lance_sql.write_dataset(pa.table({"id": [200], "s": ["l"]}), uri, mode="append")
     store.clear_hooks()
     assert ds.version == 3 and ids(uri) == list(range(40)) + [100, 200]
-    frags = [f.id for f in lance_sql.dataset(uri).get_fragments()]
+    frags = [f.id for f in lance_sql.dataset(uri).manifest.fragments]
     assert frags == [0, 1, 2, 3, 4, 5]
 
 
@@ -85,7 +85,7 @@ def test_delete_rebases_by_merging_deletion_vectors() -> None:
     store.clear_hooks()
     assert loser.version == 3
     assert ids(uri) == [i for i in range(40) if i not in (11, 12, 35)]
-    frag = lance_sql.dataset(uri).get_fragments()[1]
+    frag = lance_sql.dataset(uri).manifest.fragments[1]
     assert frag.deletion_file.num_deleted_rows == 2 and frag.deletion_file.read_version == 2
     # the merged file is the only deletion file of fragment 1 besides the winner's
     deletion_keys = [k for k in store.keys() if k.startswith(f"{store.name}/_deletions/1-")
@@ -129,7 +129,7 @@ def test_update_against_concurrent_rewrite_is_retryable() -> None:
                            Transaction(base.version, update), affected_rows={3: [0]})
     store.clear_hooks()
     assert ids(uri) == list(range(40))
-    assert len(lance_sql.dataset(uri).get_fragments()) == 1
+    assert len(lance_sql.dataset(uri).manifest.fragments) == 1
 
 
 def test_delete_against_concurrent_restore_is_incompatible() -> None:
@@ -188,7 +188,7 @@ def test_add_columns_against_concurrent_append_is_retryable_and_cleans_up() -> N
     with pytest.raises(RetryableConflict):
         loser.add_columns({"x": "id * 2"})
     store.clear_hooks()
-    new_files = {f.files[0].key for f in appended[0].get_fragments()[-1:]}
+    new_files = {f.files[0].key for f in appended[0].manifest.fragments[-1:]}
     assert {k for k in store.keys() if k.startswith("data/")} == before | new_files
 
 

@@ -79,7 +79,7 @@ def test_the_target_shipped_to_workers_does_not_grow_with_the_table(tmp_path: Pa
     small, large = str(tmp_path / "small.lance"), str(tmp_path / "large.lance")
     lance_sql.write_dataset(pa.Table.from_batches([_batch(0, 400)]), small)
     lance_sql.write_dataset(pa.Table.from_batches([_batch(0, 400)]), large, max_rows_per_file=1)
-    assert len(lance_sql.dataset(large).get_fragments()) == 400
+    assert len(lance_sql.dataset(large).manifest.fragments) == 400
     sizes = [len(pickle.dumps(open_for_write(u, _batch(0, 1).schema, overwrite=False)))
              for u in (small, large)]
     assert sizes[0] == sizes[1] < 4096
