@@ -10,25 +10,40 @@ holds (``metadata``) is what ``ds.scanner(fragments=...)`` also takes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from lance_sql.format.fragment import DataFile, Fragment
+from lance_sql.format.manifest import Manifest
+from lance_sql.io.store import ObjectStore
 from lance_sql.table.read.positions import checked_integers, live_addresses
 
-if TYPE_CHECKING:
-    from lance_sql.table.dataset import LanceDataset
-
 __all__ = ["LanceFragment", "fragment_values"]
+
+
+class _Dataset(Protocol):
+    """What a fragment reads through: a dataset object (``LanceDataset``)."""
+
+    store: ObjectStore
+
+    @property
+    def manifest(self) -> Manifest: ...
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    def scanner(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def take_addresses(self, *args: Any, **kwargs: Any) -> pa.Table: ...
 
 
 class LanceFragment:
     """A fragment of ``dataset``'s version (``dataset`` must not move: see
     ``LanceDataset.get_fragments``)."""
 
-    def __init__(self, dataset: LanceDataset, metadata: Fragment) -> None:
+    def __init__(self, dataset: _Dataset, metadata: Fragment) -> None:
         self._dataset = dataset
         self._metadata = metadata
 
