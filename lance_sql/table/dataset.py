@@ -8,6 +8,7 @@ later commits; writing through it commits on top of the latest version.
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ import pyarrow as pa
 
 from lance_sql.errors import (
     InvalidInputError,
+    NotFoundError,
     SchemaError,
 )
 from lance_sql.format.fragment import BasePath, Fragment
@@ -49,6 +51,8 @@ from lance_sql.table.meta.versions import (
     load_manifest,
     read_tag,
     read_tags,
+    replace_tag_metadata,
+    tag_time,
     write_tag,
 )
 from lance_sql.table.ops import cleanup, maintenance, schema_evolution
@@ -93,28 +97,74 @@ WRITE_MODES = ("create", "append", "overwrite")
 Version = int | str | datetime | None
 
 
+# What a tag may point at (pylance's ``reference``): a version number, another tag, None
+# (the latest version), or (branch, version) where the branch is None or "main" (lance_sql
+# has no other branches) and the version None means the branch's latest.
+TagReference = int | str | tuple[str | None, int | None] | None
+
+
 class Tags:
-    """``ds.tags``: named pointers to versions, stored under ``_refs/tags/``."""
+    """``ds.tags``: named pointers to versions, stored under ``_refs/tags/``, as pylance's."""
 
     def __init__(self, dataset: LanceDataset) -> None:
         self._ds = dataset
 
     def list(self) -> dict[str, dict]:
-        return read_tags(self._ds.store)
+        """name -> ``version``, ``branch``, ``created_at`` / ``updated_at`` (aware UTC
+        datetimes), ``manifest_size``, ``metadata``; in name order."""
+        return {name: _with_times(name, info) for name, info in read_tags(self._ds.store).items()}
 
-    def create(self, tag: str, version: int) -> None:
-        check_tag_name(tag, creating=True)
-        write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=False)
+    def list_ordered(self, order: str | None = None) -> builtins.list[tuple[str, dict]]:
+        """``list()``'s items by version, newest first (``order="desc"``, the default) or
+        oldest first (``"asc"``); tags of one version in name order."""
+        if order not in (None, "asc", "desc"):
+            raise InvalidInputError(f"invalid tag order {order!r}: 'asc' or 'desc'")
+        items = list(self.list().items())
+        sign = 1 if order == "asc" else -1
+        return sorted(items, key=lambda item: sign * item[1]["version"])
 
-    def update(self, tag: str, version: int) -> None:
+    def create(self, tag: str, reference: TagReference = None) -> None:
         check_tag_name(tag, creating=True)
-        write_tag(self._ds.store, tag, find_version(self._ds.store, version), replace=True)
+        write_tag(self._ds.store, tag, self._target(reference), replace=False)
+
+    def update(self, tag: str, reference: TagReference = None) -> None:
+        """Move ``tag`` to ``reference``, keeping its creation time and metadata."""
+        check_tag_name(tag, creating=True)
+        write_tag(self._ds.store, tag, self._target(reference), replace=True)
+
+    def replace_metadata(self, tag: str, metadata: dict[str, str]) -> None:
+        """Replace the tag's metadata as a whole; its version and times stay."""
+        replace_tag_metadata(self._ds.store, tag, metadata)
 
     def delete(self, tag: str) -> None:
         delete_tag(self._ds.store, tag)
 
     def get_version(self, tag: str) -> int:
         return read_tag(self._ds.store, tag)["version"]
+
+    def _target(self, reference: TagReference) -> VersionRef:
+        store = self._ds.store
+        if isinstance(reference, tuple):
+            if len(reference) != 2:
+                raise InvalidInputError(f"a tag reference tuple is (branch, version), got "
+                                        f"{reference!r:.80}")
+            branch, reference = reference
+            if branch not in (None, "main"):
+                raise NotFoundError(f"branch {branch!r} does not exist in {store.uri} "
+                                    "(lance_sql tables have only the main branch)")
+        if reference is None:
+            return latest_version(store, self._ds.commit_config.handler)
+        if isinstance(reference, str) and not reference.isdigit():
+            return find_version(store, read_tag(store, reference)["version"])
+        if isinstance(reference, bool) or not isinstance(reference, int | str | np.integer):
+            raise InvalidInputError(f"a tag points at a version number, a tag name or None, "
+                                    f"got {reference!r:.80}")
+        return find_version(store, int(reference))
+
+
+def _with_times(name: str, info: dict) -> dict:
+    return {**info, "created_at": tag_time(info["created_at"], name),
+            "updated_at": tag_time(info["updated_at"], name)}
 
 
 class Optimizer:

@@ -302,9 +302,10 @@ def read_tag(store: ObjectStore, name: str) -> dict:
 
 
 def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) -> None:
-    """Write tag ``name`` for ``ref`` (``replace``: over an existing one)."""
+    """Write tag ``name`` for ``ref``. ``replace``: move an existing tag there, keeping
+    its creation time and metadata (as pylance's ``update`` does)."""
     check_tag_name(name)
-    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    now = _rfc3339_now()
     body: dict[str, object] = {
         "branch": None,
         "version": ref.version,
@@ -313,13 +314,53 @@ def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) 
         "updatedAt": now,
         "metadata": {},
     }
-    data = json.dumps(body).encode()
     if replace:
-        if not store.exists(tag_key(name)):
-            raise NotFoundError(f"tag {name!r} does not exist in {store.uri}")
-        store.put(tag_key(name), data)
-    elif not store.put_if_absent(tag_key(name), data):
+        old = read_tag(store, name)  # NotFoundError when there is none
+        body["createdAt"] = old["created_at"] or now
+        body["metadata"] = old["metadata"]
+        store.put(tag_key(name), json.dumps(body).encode())
+    elif not store.put_if_absent(tag_key(name), json.dumps(body).encode()):
         raise InvalidInputError(f"tag {name!r} already exists in {store.uri}")
+
+
+def replace_tag_metadata(store: ObjectStore, name: str, metadata: dict[str, str]) -> None:
+    """Give tag ``name`` this metadata (all of it: not merged), leaving the rest as it was,
+    ``updatedAt`` too (pylance's ``replace_metadata``)."""
+    if not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise InvalidInputError("tag metadata must be a dict of strings to strings")
+    check_tag_name(name)
+    read_tag(store, name)  # checked: it exists and is a tag file
+    content = json.loads(store.read(tag_key(name)))
+    content["metadata"] = dict(metadata)
+    store.put(tag_key(name), json.dumps(content).encode())
+
+
+def tag_time(value: object, name: str) -> dt.datetime | None:
+    """A tag's ``createdAt`` / ``updatedAt`` (RFC 3339, up to nanoseconds, as pylance
+    writes them) as an aware UTC datetime, truncated to microseconds; None when absent."""
+    if value is None:
+        return None
+    match = _RFC3339.fullmatch(value) if isinstance(value, str) else None
+    try:
+        if match is None:
+            raise ValueError("not an RFC 3339 time")
+        head, fraction, zone = match.groups()
+        micros = (fraction or "")[1:7].ljust(6, "0")
+        when = dt.datetime.fromisoformat(f"{head}.{micros}{'+00:00' if zone in 'Zz' else zone}")
+    except ValueError as exc:
+        raise FormatError(f"tag {name!r}: bad time {value!r:.60} ({exc})") from None
+    return when.astimezone(dt.UTC)
+
+
+_RFC3339 = re.compile(
+    r"(\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _rfc3339_now() -> str:
+    """Now, in UTC to the nanosecond, as pylance writes tag times."""
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{nanos:09d}Z"
 
 
 def delete_tag(store: ObjectStore, name: str) -> None:
