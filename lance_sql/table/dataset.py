@@ -39,6 +39,7 @@ from lance_sql.table.files.reader import (
     open_data_file,
 )
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
+from lance_sql.table.meta.field_ids import highest_held_field_id
 from lance_sql.table.meta.timetravel import parse_instant, version_at
 from lance_sql.table.meta.versions import (
     VersionRef,
@@ -62,7 +63,14 @@ from lance_sql.table.ops.merge_insert import MergeInsertBuilder
 from lance_sql.table.read.blobs import BlobFile, take_blobs
 from lance_sql.table.read.fragment import LanceFragment, fragment_values
 from lance_sql.table.read.positions import U64_MAX, checked_integers, live_addresses
-from lance_sql.table.read.projection import ProjectingScanner, projections_of, read_columns
+from lance_sql.table.read.projection import (
+    ProjectingScanner,
+    Projection,
+    nested_selection,
+    projections_of,
+    read_columns,
+    select_nested,
+)
 from lance_sql.table.read.scan import (
     FragmentReaders,
     Scanner,
@@ -267,6 +275,11 @@ class LanceDataset:
         return self._manifest.schema.to_arrow()
 
     @property
+    def max_field_id(self) -> int:
+        """The highest field id the schema or a data file holds (pylance's)."""
+        return highest_held_field_id(self._manifest)
+
+    @property
     def data_storage_version(self) -> str:
         return self._manifest.data_format
 
@@ -394,12 +407,18 @@ class LanceDataset:
         return self._manifest.num_deleted_rows
 
     def take(self, indices: Sequence[int] | np.ndarray,
-             columns: Sequence[str] | None = None) -> pa.Table:
-        """Rows at positions ``indices`` of this version (0 .. count_rows-1), in that order."""
+             columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
+        """Rows at positions ``indices`` of this version (0 .. count_rows-1), in that order;
+        ``columns`` as :meth:`scanner` takes them."""
         manifest = self._manifest  # one read: a write may move the dataset meanwhile
         total = manifest.num_rows
         positions = checked_integers(indices, f"take index (the table has {total} rows)",
-                              total - 1).astype(np.int64)
+                                     total - 1).astype(np.int64)
+        return self._take_positions(manifest, positions, columns)
+
+    def _take_positions(self, manifest: Manifest, positions: np.ndarray,
+                        columns: Sequence[str] | Mapping[str, str] | None) -> pa.Table:
+        """:meth:`take` of ``positions`` (int64, checked) from ``manifest``."""
         frags = [f for f in manifest.fragments if f.num_rows]
         starts = np.cumsum([0] + [f.num_rows for f in frags])
         frag_index = np.searchsorted(starts, positions, side="right") - 1
@@ -410,8 +429,23 @@ class LanceDataset:
                                                  positions[selected] - starts[i])
         return self._take_addresses(manifest, addresses, columns)
 
+    def sample(self, num_rows: int, columns: Sequence[str] | Mapping[str, str] | None = None,
+               randomize_order: bool = True, *, seed: int | None = None) -> pa.Table:
+        """``num_rows`` distinct rows picked at random (``seed``: repeatably), in random
+        order or, ``randomize_order=False``, in table order (fewer seeks)."""
+        manifest = self._manifest  # one read: a write may move the dataset meanwhile
+        total = manifest.num_rows
+        if isinstance(num_rows, bool) or not isinstance(num_rows, int | np.integer) or not (
+                0 <= num_rows <= total):
+            raise InvalidInputError(f"sample of {num_rows!r} rows: a whole number from 0 "
+                                    f"to the table's {total} rows")
+        positions = np.random.default_rng(seed).choice(total, int(num_rows), replace=False)
+        if not randomize_order:
+            positions.sort()
+        return self._take_positions(manifest, positions.astype(np.int64), columns)
+
     def take_rows(self, row_ids: Sequence[int] | np.ndarray,
-                  columns: Sequence[str] | None = None) -> pa.Table:
+                  columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
         """Rows by ``_rowid``, in the order given (pylance's ``_take_rows``).
 
         Without stable row ids a row id is the row address. With them, ids are looked
@@ -442,7 +476,7 @@ class LanceDataset:
         return table_changes(self.store, start, end, columns, filter, mode)
 
     def take_addresses(self, addresses: Sequence[int] | np.ndarray,
-                       columns: Sequence[str] | None = None) -> pa.Table:
+                       columns: Sequence[str] | Mapping[str, str] | None = None) -> pa.Table:
         """Rows by row address (``fragment_id << 32 | offset``), in the order given.
 
         Addresses of deleted rows are skipped; an unknown fragment is an error.
@@ -451,12 +485,30 @@ class LanceDataset:
         return self._take_addresses(self._manifest, addresses, columns)
 
     def _take_addresses(self, manifest: Manifest, addresses: Sequence[int] | np.ndarray,
-                        columns: Sequence[str] | None) -> pa.Table:
-        """:meth:`take_addresses` from ``manifest`` (this object's, read once)."""
+                        columns: Sequence[str] | Mapping[str, str] | None) -> pa.Table:
+        """:meth:`take_addresses` from ``manifest`` (this object's, read once); ``columns``
+        as :meth:`scanner` takes them (struct fields, SQL expressions)."""
         addresses = checked_integers(addresses, "row address", U64_MAX).astype(np.uint64)
-        plan, readers = self._take_plan(manifest, columns)
-        return take_addresses(self.store, manifest, addresses, columns, plan=plan,
-                              readers=readers)
+        projections, nested = None, None
+        read: Sequence[str] | None = None
+        if isinstance(columns, Mapping):
+            arrow = manifest.schema.to_scan_arrow()
+            projections = projections_of(columns, arrow)
+            assert projections is not None  # a mapping always projects
+            read = read_columns(projections, arrow)
+        elif columns is not None:
+            read = columns if isinstance(columns, str) else list(columns)  # a str: refused
+            arrow = manifest.schema.to_scan_arrow()
+            if projections_of(read, arrow) is not None:  # struct fields: kept nested
+                nested = nested_selection(read, arrow)
+                read = [n for n in arrow.names if n in nested] + [
+                    n for n in nested if n not in arrow.names]
+        plan, readers = self._take_plan(manifest, read)
+        table = take_addresses(self.store, manifest, addresses, read, plan=plan,
+                               readers=readers)
+        if projections is not None:
+            return Projection(projections, table.schema)(table)
+        return table if nested is None else select_nested(table, nested)
 
     # (this version's manifest, {columns: (the plan of a take of them, its fragment
     # readers)}): see _take_plan
@@ -680,6 +732,10 @@ class LanceDataset:
 
     def list_indices(self) -> list[dict]:
         return indices.list_indices(self._manifest)
+
+    @property
+    def has_index(self) -> bool:
+        return bool(indices.list_indices(self._manifest))
 
     def describe_indices(self) -> list[indices.IndexDescription]:
         return indices.describe_indices(self.store, self._manifest)

@@ -22,8 +22,9 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
 from lance_sql.format.schema import LanceSchema
 
-__all__ = ["MAX_FIELD_ID_CONFIG", "has_mem_wal", "highest_used_field_id", "mark_to_record",
-           "next_field_id", "recorded_mark", "restored_config"]
+__all__ = ["MAX_FIELD_ID_CONFIG", "has_mem_wal", "highest_held_field_id",
+           "highest_used_field_id", "mark_to_record", "next_field_id", "recorded_mark",
+           "restored_config"]
 
 MAX_FIELD_ID_CONFIG = "lance_sql.max_field_id"
 
@@ -42,12 +43,17 @@ def recorded_mark(config: Mapping[str, str]) -> int:
     return value
 
 
-def highest_used_field_id(manifest: Manifest) -> int:
-    """The highest field id the table holds or held: its schema, its data files (a
-    dropped column's data stays there until compaction) and its recorded mark."""
+def highest_held_field_id(manifest: Manifest) -> int:
+    """The highest field id the table holds: its schema's and its data files' (a dropped
+    column's data stays there until compaction). pylance's ``max_field_id``."""
     in_files = (i for frag in manifest.fragments for f in frag.files for i in f.fields)
-    return max(manifest.schema.max_field_id(), max(in_files, default=-1),
-               recorded_mark(manifest.config))
+    return max(manifest.schema.max_field_id(), max(in_files, default=-1))
+
+
+def highest_used_field_id(manifest: Manifest) -> int:
+    """The highest field id the table holds or held: :func:`highest_held_field_id` and
+    its recorded mark."""
+    return max(highest_held_field_id(manifest), recorded_mark(manifest.config))
 
 
 def next_field_id(manifest: Manifest, held: int = -1) -> int:
