@@ -181,7 +181,7 @@ def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None
         raise InvalidInputError(f"change versions start at 1, got start={first}")
     if first > last:
         raise InvalidInputError(f"start version {first} is after end version {last}")
-    for version in (first - 1, first, last):
+    for version in (first, last, first - 1):
         if version >= 1 and version not in refs:
             raise _missing(store, version, versions)
     window = ChangeWindow(store, first, last, load)
@@ -581,17 +581,23 @@ class _ReadJob:
     offsets: np.ndarray
     fields: list
     target: pa.Schema
+    # ids of ``fields`` the column did not have at ``manifest``'s version: NULL there
+    absent: frozenset[int] = frozenset()
 
     def run(self) -> pa.Table:
         reader = FragmentReader(self.store, self.manifest, self.fragment)
         offsets = self.offsets
+        fields = [f for f in self.fields if f.id not in self.absent]
         lo, hi = int(offsets.min()), int(offsets.max()) + 1
         if hi - lo <= 2 * offsets.size:  # dense (a new fragment): read the run, then pick
-            arrays = reader.read(self.fields, offset=lo, length=hi - lo)
+            arrays = reader.read(fields, offset=lo, length=hi - lo)
             if hi - lo != offsets.size or not np.all(offsets[1:] > offsets[:-1]):
                 arrays = [a.take(pa.array(offsets - lo)) for a in arrays]
         else:
-            arrays = reader.take(self.fields, offsets)
+            arrays = reader.take(fields, offsets)
+        read = dict(zip((f.id for f in fields), arrays, strict=True))
+        arrays = [read[f.id] if f.id in read else pa.nulls(offsets.size, f.to_scan_arrow().type)
+                  for f in self.fields]
         piece = pa.Table.from_arrays(arrays, names=[f.name for f in self.fields])
         return cast_output(piece, self.target, self.store, self.fragment)
 
@@ -626,12 +632,15 @@ class _GroupRead:
             same_files.setdefault((frag.files, frag.physical_rows),
                                   (manifest, frag, []))[2].append(picked)
         jobs, picks = [], []
+        absent: dict[int, frozenset[int]] = {}  # per version its rows come from
         for manifest, frag, parts in same_files.values():
             picked = parts[0] if len(parts) == 1 else np.concatenate(
                 [np.arange(p.start, p.stop) if isinstance(p, slice) else p for p in parts])
             picks.append(picked)
+            if manifest.version not in absent:
+                absent[manifest.version] = _absent_fields(window, manifest.version, fields)
             jobs.append(_ReadJob(window.store, manifest, frag, rows.offset[picked], fields,
-                                 target))
+                                 target, absent[manifest.version]))
         if order is not None or len(picks) < len(starts):
             order = np.concatenate([np.arange(p.start, p.stop) if isinstance(p, slice) else p
                                     for p in picks])
@@ -649,6 +658,20 @@ class _GroupRead:
         if self.inverse is not None:
             table = table.take(pa.array(self.inverse))
         return {name: table.column(name) for name in self.target.names}
+
+
+def _absent_fields(window: ChangeWindow, version: int, fields: list) -> frozenset[int]:
+    """Ids of the end version's ``fields`` that were not that column at ``version``: a
+    column some version from ``version`` to the end lacks was added after ``version``, or
+    dropped and added again, maybe under the old id (a compaction removed the dropped
+    column's values, and pylance and lance_sql then reuse the id); the data files of
+    ``version`` may still hold the dropped column's values under it."""
+    ids = {f.id for f in fields}
+    for v in range(version, window.end):
+        ids &= set(window.manifest_of(v).schema.field_ids())
+        if not ids:
+            break
+    return frozenset(f.id for f in fields if f.id not in ids)
 
 
 def _run_jobs(jobs: list[_ReadJob]) -> list[pa.Table]:
