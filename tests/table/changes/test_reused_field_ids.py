@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
+from lance_sql.errors import NotFoundError
 
 lance = pytest.importorskip("lance")
 
@@ -43,3 +44,10 @@ def test_old_rows_do_not_show_a_dropped_columns_values(tmp_path: Path, dropper: 
     sql = session.sql(f"SELECT id, e FROM table_changes('t', 3, {ds.version}) "
                       "WHERE _change_type = 'delete'").to_pylist()
     assert sql == [{"id": 1, "e": None}]
+
+
+def test_a_window_past_the_latest_version_names_its_start(tmp_path: Path) -> None:
+    uri = str(tmp_path / "t")
+    lance_sql.write_dataset(pa.table({"id": [1]}), uri)  # one version
+    with pytest.raises(NotFoundError, match="version 99 "):
+        lance_sql.dataset(uri).table_changes(99, 100)
