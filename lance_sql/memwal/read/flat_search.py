@@ -14,11 +14,13 @@ import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr import Expr, parse_predicate, resolve
+from lance_sql.expr import columns as expr_columns
 from lance_sql.memwal.read.nodes import DISTANCE, GlobalLimitExec, ProjectionExec, SortExec
 from lance_sql.memwal.read.planner import LsmPlan
 from lance_sql.memwal.read.search import KNNExec, check_filter, query_vector
 from lance_sql.memwal.read.sources import BaseSource
 from lance_sql.table.dataset import LanceDataset
+from lance_sql.table.files.reader import SYSTEM_COLUMNS
 
 
 def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.ndarray, k: int,
@@ -29,18 +31,23 @@ def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.nd
     schema = ds.manifest.schema.to_scan_arrow()
     if column not in schema.names:
         raise InvalidInputError(f"{ds.uri} has no column {column!r}")
+    # the table's columns and the system columns a scan makes when named
+    full = pa.schema([*schema, *(pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS
+                                 if n not in schema.names)])
     output = list(schema.names if columns is None else columns)
-    missing = [c for c in output if c not in schema.names]
+    missing = [c for c in output if c not in full.names]
     if missing:
         raise InvalidInputError(f"{ds.uri} has no columns {missing}")
     predicate = parse_predicate(filter) if isinstance(filter, str) and filter.strip() else (
         filter if isinstance(filter, Expr) else None)
+    named: list[str] = []
     if predicate is not None:
-        predicate = resolve(predicate, schema)
-        check_filter(predicate, schema)
-    wanted = list(dict.fromkeys([*output, column]))
+        predicate = resolve(predicate, full)
+        check_filter(predicate, full)
+        named = [path[0] for path in expr_columns(predicate) if path[0] in SYSTEM_COLUMNS]
+    wanted = list(dict.fromkeys([*output, column, *named]))
     # float32 distances, as pylance 14's nearest search and the LSM search give them
-    scan_schema = pa.schema([schema.field(n) for n in wanted] + [pa.field(DISTANCE, pa.float32())])
+    scan_schema = pa.schema([full.field(n) for n in wanted] + [pa.field(DISTANCE, pa.float32())])
     source = BaseSource(ds, [])
     node = KNNExec(source, scan_schema, column, query_vector(query), k, metric,
                    predicate)

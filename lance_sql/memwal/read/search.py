@@ -94,7 +94,8 @@ def check_filter(predicate: Expr | None, schema: pa.Schema) -> None:
 def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
     """Distance of every row of ``matrix`` to ``query``: ``l2`` is the squared euclidean
     distance, ``cosine`` one minus the cosine similarity, ``dot`` the negated inner
-    product (smaller is closer for all three)."""
+    product (smaller is closer for all three). NaN where it is undefined: a NaN in either
+    vector, or for cosine a zero vector."""
     if metric == "l2":
         diff = matrix - query[None, :]
         return np.einsum("ij,ij->i", diff, diff)
@@ -104,7 +105,7 @@ def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
         norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(query)
         with np.errstate(invalid="ignore", divide="ignore"):
             sim = (matrix @ query) / norms
-        return 1.0 - np.where(norms > 0, sim, 0.0)
+        return 1.0 - np.where(norms > 0, sim, np.nan)
     raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
 
 
@@ -124,8 +125,9 @@ class KNNExec(ExecNode):
                  stale: StaleCheck | None = None) -> None:
         if metric not in METRICS:
             raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
-        if k < 1:
-            raise InvalidInputError(f"k must be at least 1, got {k}")
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+            raise InvalidInputError(f"k must be a whole number of at least 1, got {k!r}")
+        k = int(k)
         _check_vector_column(schema, column)
         self.source = source
         self.schema = schema
@@ -160,6 +162,11 @@ class KNNExec(ExecNode):
             self.rows_scanned += int(valid.size)
             # compared as returned (float32), so ties with the best so far stay ties
             d = distances(matrix, self.query, self.metric).astype(np.float32)
+            defined = ~np.isnan(d)  # a row without a distance is no neighbour (as pylance)
+            if not defined.all():
+                valid, d = valid[defined], d[defined]
+                if not valid.size:
+                    continue
             bound = None
             if best is not None and best.num_rows == self.k:
                 bound = best.column(DISTANCE).to_numpy().max()
