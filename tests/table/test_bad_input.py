@@ -664,7 +664,7 @@ def test_write_modes_and_data_format_errors(table: Table) -> None:
                   "upsert")
     fails_cleanly(table.uri, UnsupportedFeatureError,
                   lambda: lance_sql.write_dataset(rows(9000, 5), table.uri, mode="overwrite",
-                                                  data_storage_version="2.1"), "2.1")
+                                                  data_storage_version="2.3"), "2.3")
     table.assert_intact()
 
 

@@ -124,7 +124,7 @@ def test_modes_and_errors(uri: str) -> None:
     with pytest.raises(InvalidInputError):
         lance_sql.write_dataset(_table(0, 3), uri, mode="upsert")
     with pytest.raises(UnsupportedFeatureError):
-        lance_sql.write_dataset(_table(0, 3), uri + "2", data_storage_version="2.1")
+        lance_sql.write_dataset(_table(0, 3), uri + "2", data_storage_version="2.3")
 
 
 def test_inputs_pylance_accepts(uri: str) -> None:

@@ -5,8 +5,8 @@
   pylance can keep writing to them;
 * tables pylance writes with ``data_storage_version="2.0"`` read identically in lance_sql
   at every version, with the same filters, ``take`` and ``take_rows``;
-* tags and version listings are shared; 2.1/2.2 data files are refused; both manifest
-  naming schemes work and a mixture of them is an error.
+* tags and version listings are shared; pylance's 2.1 and 2.2 tables take lance_sql's
+  writes; both manifest naming schemes work and a mixture of them is an error.
 
 Every expectation is checked three ways where possible: lance_sql == pylance == a model
 of the table built from the generated rows (independent of both).
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_sql
-from lance_sql.errors import FormatError, UnsupportedFeatureError
+from lance_sql.errors import FormatError
 
 BIG = 5600  # rows of the first write; its first fragment holds 5500 rows
 BIG_FRAGMENT = 5500
@@ -537,8 +537,8 @@ def test_tags_are_shared(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("file_version", ["2.1", "2.2", None])
-def test_pylance_default_tables_read_and_2_1_stays_read_only(tmp_path: Path,
-                                                             file_version: str | None) -> None:
+def test_pylance_tables_of_each_newer_format_read_and_take_appends(
+        tmp_path: Path, file_version: str | None) -> None:
     uri = str(tmp_path / "t.lance")
     lance.write_dataset(_small(0, 10), uri, data_storage_version=file_version)
     named = file_version or "2.2"  # pylance 14's default
@@ -546,15 +546,10 @@ def test_pylance_default_tables_read_and_2_1_stays_read_only(tmp_path: Path,
     assert ds.data_storage_version == lance.dataset(uri).data_storage_version == named
     assert ds.to_table() == lance.dataset(uri).to_table()
     assert ds.take([3, 1]) == lance.dataset(uri).take([3, 1])
-    before = set(os.listdir(os.path.join(uri, "data")))
-    if named == "2.1":
-        with pytest.raises(UnsupportedFeatureError, match=r"2\.1"):
-            lance_sql.write_dataset(_small(10, 5), uri, mode="append")
-        assert set(os.listdir(os.path.join(uri, "data"))) == before
-        assert lance.dataset(uri).version == 1
-    else:
-        lance_sql.write_dataset(_small(10, 5), uri, mode="append")
-        assert lance.dataset(uri).to_table() == pa.concat_tables([_small(0, 10), _small(10, 5)])
+    lance_sql.write_dataset(_small(10, 5), uri, mode="append")
+    assert lance.dataset(uri).to_table() == pa.concat_tables([_small(0, 10), _small(10, 5)])
+    assert {d.file_minor_version for f in lance.dataset(uri).get_fragments()
+            for d in f.data_files()} == {int(named[-1])}  # the table's format is kept
 
 
 def _manifest_names(uri: str) -> list[str]:

@@ -13,8 +13,10 @@ FSST (a symbol table learnt per page, :mod:`fsst_encode`) gives files as small a
 pylance's and faster row takes, but our numpy encoder writes ~3x slower than pylance and
 full scans of FSST pages cost ~2x those of LZ4 pages, so it is not the default
 (:data:`DEFAULT_FSST`); asked for, it is used wherever it saves 15%. Chunks use
-the 2.2 framing (``has_large_chunk``: u32 sizes and metadata); lists get a repetition
-index (rows finished per chunk, items left over).
+the 2.2 framing (``has_large_chunk``: u32 sizes and metadata), or for 2.1 files the
+small framing (u16 sizes and metadata: a chunk holds at most 32 KiB, so string chunks
+aim at :data:`SMALL_CHUNK_TARGET`); lists get a repetition index (rows finished per
+chunk, items left over).
 """
 
 from __future__ import annotations
@@ -76,6 +78,13 @@ FSST_LZ4_MARGIN = 1.05  # with DEFAULT_FSST, LZ4 is kept when within 5% of FSST'
 # FSST reach pylance's sizes but full scans cost 1.5-2x (zstd) and 2.3-3.9x (FSST) those
 # of LZ4 pages. LZ4 has no entropy coding, so short high-entropy strings (ids, names) stay
 # at 1.16x pylance's FSST files or more at any level and chunk size.
+# the 2.1 framing's limits: a chunk's size is stored in 12 bits of 8-byte words, each of
+# its buffers' sizes in a u16
+SMALL_CHUNK_BYTES = 4096 * 8
+SMALL_BUFFER_BYTES = 0xFFFF
+# string chunks that get general compression in 2.1 files: at most twice this raw
+# (:func:`_variable_counts`), so compressed, even when it does not pay, they fit
+SMALL_CHUNK_TARGET = 8 * 1024
 DEFAULT_SCHEME = LZ4
 DEFAULT_LEVEL: int | None = None
 DEFAULT_CHUNK_TARGET = 16 * 1024
@@ -407,15 +416,20 @@ def _rep_index(rep: np.ndarray, level_bounds: np.ndarray, max_rep: int) -> np.nd
 def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
                     *, key_bits: int | None = None,
                     compression: StringCompression | None = None,
+                    large_chunks: bool = True,
                     ) -> EncodedPage | None:  # fmt: skip
-    """A mini-block page, or None when the levels do not fit mini-block chunks.
+    """A mini-block page, or None when the levels (or, without ``large_chunks``, the
+    chunks) do not fit mini-block chunks.
 
     ``key_bits`` (Arrow dictionary columns) forces a page dictionary whose indices have
     the key's width, as pylance's reader requires. ``compression`` (from the field's
     metadata) overrides the choice of general compression for string chunks.
+    ``large_chunks``: the 2.2 framing; False: 2.1's (see the module docstring).
     """
     n = values.n
-    layout = pb.MiniBlockLayout(layers=layers, num_items=n, has_large_chunk=True)
+    layout = pb.MiniBlockLayout(layers=layers, num_items=n, has_large_chunk=large_chunks)
+    general_targets = ((DEFAULT_CHUNK_TARGET, LZ4_CHUNK_TARGET) if large_chunks
+                       else (SMALL_CHUNK_TARGET,))
     buffers_per_chunk: ChunkValues = []  # value buffers of each chunk
     dict_buf = None
     if values.variable:
@@ -446,7 +460,8 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
             offsets = values.var_offsets
             raw_size = int(offsets[-1] - offsets[0]) + (n + counts.size) * width
             if compression is not None and compression.scheme is not None:
-                counts, chunks = _general_chunks(values, width, compression)
+                counts, chunks = _general_chunks(values, width, compression,
+                                                 general_targets[-1])
                 layout.value_compression.CopyFrom(_general_encoding(compression, var))
             elif StringCompression.wants_fsst(compression) and (
                     fsst := _fsst_chunks(values, width, compression is None)) is not None:
@@ -459,8 +474,7 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
                 # default chunks are smaller than LZ4_CHUNK_TARGET and do not pay, chunks
                 # of that size are tried before plain ones (only their sample, 1/16 of
                 # the page, is compressed twice)
-                for target in dict.fromkeys((DEFAULT_CHUNK_TARGET,
-                                             max(DEFAULT_CHUNK_TARGET, LZ4_CHUNK_TARGET))):
+                for target in dict.fromkeys(general_targets):
                     big_counts = _variable_counts(values.var_offsets, width, target)
                     squeezed = _deflated_chunks(values, big_counts, width, DEFAULT_SCHEME,
                                                 DEFAULT_LEVEL)
@@ -506,7 +520,8 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
         layout.num_buffers = 1
     else:
         layout.num_buffers = len(buffers_per_chunk[0]) if buffers_per_chunk else 1
-    return _assemble(layout, rep, def_, layers, counts, visible, buffers_per_chunk, dict_buf)
+    return _assemble(layout, rep, def_, layers, counts, visible, buffers_per_chunk, dict_buf,
+                     large_chunks)
 
 
 def _fsl_validity_chunks(values: Values, counts: np.ndarray) -> list[list[Chunk]]:
@@ -523,13 +538,13 @@ def _fsl_validity_chunks(values: Values, counts: np.ndarray) -> list[list[Chunk]
     return out
 
 
-def _general_chunks(values: Values, width: int, compression: StringCompression
-                    ) -> tuple[np.ndarray, list[Chunk]]:  # fmt: skip
-    """String chunks of up to 64 KiB, each compressed as the metadata asks."""
+def _general_chunks(values: Values, width: int, compression: StringCompression,
+                    target: int = LZ4_CHUNK_TARGET) -> tuple[np.ndarray, list[Chunk]]:
+    """String chunks of up to ``target`` bytes, each compressed as the metadata asks."""
     scheme = compression.scheme
     if scheme is None:
         raise ValueError("_general_chunks needs a compression scheme")
-    counts = _variable_counts(values.var_offsets, width, LZ4_CHUNK_TARGET)
+    counts = _variable_counts(values.var_offsets, width, target)
     level = compression.level
     if scheme == ZSTD and level is None:
         level = ZSTD_DEFAULT_LEVEL
@@ -643,44 +658,49 @@ def _chunk_levels(levels: np.ndarray, bounds: np.ndarray, width: int) -> list[Ch
     return out
 
 
-def _uniform_header_rows(k: int, size: int) -> np.ndarray:
+def _uniform_header_rows(k: int, size: int, large: bool = True) -> np.ndarray:
     """``k`` chunks of one ``size``-byte value buffer and no levels, framed: per row the
-    8-byte header (no levels, the u32 size, padding), the value bytes (left to fill) and
-    the padding to 8 bytes."""
+    8-byte header (no levels, the size as a u32, or ``large`` False a u16, padding), the
+    value bytes (left to fill) and the padding to 8 bytes."""
     pad = -size % 8
     rows = np.empty((k, 8 + size + pad), np.uint8)
     rows[:, :2] = 0
-    rows[:, 2:6] = np.frombuffer(struct.pack("<I", size), np.uint8)
-    rows[:, 6:8] = PAD_BYTE
+    w = 4 if large else 2
+    rows[:, 2 : 2 + w] = np.frombuffer(struct.pack("<I" if large else "<H", size), np.uint8)
+    rows[:, 2 + w : 8] = PAD_BYTE
     rows[:, 8 + size :] = PAD_BYTE
     return rows
 
 
-def _assemble_uniform(layout, chunks: UniformChunks, logs: np.ndarray, dict_buf) -> EncodedPage:
+def _assemble_uniform(layout, chunks: UniformChunks, logs: np.ndarray, dict_buf,
+                      large: bool = True) -> EncodedPage | None:
     """:func:`_assemble` of a page without levels whose chunks are :class:`UniformChunks`:
     the chunk rows are framed in one copy."""
     k, size = chunks.rows.shape
     row_bytes = 8 + size + (-size % 8)
     last = chunks.last
     last_bytes = 0 if last is None else 8 + len(last) + (-len(last) % 8)
+    if not large and max(row_bytes, last_bytes) > SMALL_CHUNK_BYTES:
+        return None
     out = np.empty(k * row_bytes + last_bytes, np.uint8)
     framed = out[: k * row_bytes].reshape(k, row_bytes)
-    framed[...] = _uniform_header_rows(1, size)
+    framed[...] = _uniform_header_rows(1, size, large)
     framed[:, 8 : 8 + size] = chunks.rows
     meta = np.full(k + (last is not None), (row_bytes // 8 - 1) << 4, np.uint32)
     if last is not None:
-        tail = _uniform_header_rows(1, len(last))
+        tail = _uniform_header_rows(1, len(last), large)
         tail[0, 8 : 8 + len(last)] = np.frombuffer(last, np.uint8)
         out[k * row_bytes :] = tail.reshape(-1)
         meta[-1] = (last_bytes // 8 - 1) << 4
     meta |= logs
-    buffers: list[bytes | memoryview | np.ndarray] = [meta.astype("<u4").tobytes(), out]
+    buffers: list[bytes | memoryview | np.ndarray] = [
+        meta.astype("<u4" if large else "<u2").tobytes(), out]
     if dict_buf is not None:
         buffers.append(dict_buf)
     return EncodedPage(pb.PageLayout(mini_block_layout=layout), buffers)
 
 
-def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
+def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf, large=True):
     nchunks = counts.size
     has_levels = rep is not None or def_ is not None
     if has_levels:
@@ -706,26 +726,28 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
         logs[-1] = 0
     if isinstance(value_bufs, UniformChunks):
         if not level_parts:
-            return _assemble_uniform(layout, value_bufs, logs, dict_buf)
+            return _assemble_uniform(layout, value_bufs, logs, dict_buf, large)
         value_bufs = value_bufs.as_lists()
     # every chunk: a header (u16 level count, u16 size of each level buffer, u32 size of
-    # each value buffer, padding to 8 bytes) then each buffer padded to 8 bytes; headers
+    # each value buffer (u16 in the small framing), padding to 8 bytes) then each buffer
+    # padded to 8 bytes; headers
     # are built for all chunks at once and everything joined in one copy
     if isinstance(value_bufs, OneBufferChunks):
         bufs = [*level_parts, value_bufs.buffers]
     else:
         bufs = [*level_parts, *([v[j] for v in value_bufs] for j in range(len(value_bufs[0])))]
     sizes = [np.fromiter(map(len, b), np.int64, nchunks) for b in bufs]
-    if any(int(s.max()) > 0xFFFF for s in sizes[: len(level_parts)]):
+    value_width = 4 if large else 2
+    if any(int(s.max()) > 0xFFFF for s in (sizes if not large else sizes[: len(level_parts)])):
         return None
-    head = 2 + 2 * len(level_parts) + 4 * (len(bufs) - len(level_parts))
+    head = 2 + 2 * len(level_parts) + value_width * (len(bufs) - len(level_parts))
     head += -head % 8
     hdr = np.full((nchunks, head), PAD_BYTE, np.uint8)
     hdr[:, :2] = (per_chunk if has_levels else np.zeros(nchunks)).astype("<u2")[:, None].view(
         np.uint8)  # fmt: skip
     at = 2
     for i, size in enumerate(sizes):
-        w = 2 if i < len(level_parts) else 4
+        w = 2 if i < len(level_parts) else value_width
         hdr[:, at : at + w] = size.astype(f"<u{w}")[:, None].view(np.uint8)
         at += w
     hb = hdr.tobytes()  # sliced to bytes, not memoryviews: those the collector tracks
@@ -741,9 +763,11 @@ def _assemble(layout, rep, def_, layers, counts, visible, value_bufs, dict_buf):
     total = np.full(nchunks, head, np.int64)
     for size in sizes:
         total += size + (-size % 8)
+    if not large and int(total.max()) > SMALL_CHUNK_BYTES:
+        return None
     meta = ((total // 8 - 1) << 4).astype(np.uint32) | logs
-    buffers: list[bytes | memoryview | np.ndarray] = [meta.astype("<u4").tobytes(),
-                                                      b"".join(out)]
+    buffers: list[bytes | memoryview | np.ndarray] = [
+        meta.astype("<u4" if large else "<u2").tobytes(), b"".join(out)]
     if dict_buf is not None:
         buffers.append(dict_buf)
     if rep is not None:

@@ -1,4 +1,4 @@
-"""Write Lance data files in file format 2.0 (here) or 2.2 (columns in :mod:`writer_v2_2`).
+"""Write Lance data files in format 2.0 (here) or 2.1 / 2.2 (columns in :mod:`writer_v2_2`).
 
 One column per schema field, parents included, in pre-order (what pylance writes for 2.0):
 a struct column holds a single ``SimpleStruct`` page with no buffers, a list column holds
@@ -40,7 +40,7 @@ from lance_sql.format.datafile.writer_v2_2 import StructuralField
 from lance_sql.format.pb import file2_pb2, file_pb2
 from lance_sql.format.schema import LanceField, LanceSchema
 
-WRITABLE_VERSIONS = ("2.0", "2.2")
+WRITABLE_VERSIONS = ("2.0", "2.1", "2.2")
 # New tables get format 2.2 (what pylance writes, and the first that stores null structs);
 # an existing table keeps the format its manifest records. The one default, used everywhere.
 DEFAULT_DATA_FORMAT = "2.2"
@@ -348,8 +348,8 @@ class LanceFileWriter:
 
         ``fixed_size_binary`` stores string/binary pages whose values all share one length
         with the FixedSizeBinary encoding (pylance's 2.0 writer never does; its reader can).
-        ``version`` is the Lance file format: ``"2.0"`` or ``"2.2"`` (one column per leaf,
-        see :mod:`writer_v2_2`).
+        ``version`` is the Lance file format: ``"2.0"``, or ``"2.1"`` / ``"2.2"`` (one
+        column per leaf, see :mod:`writer_v2_2`).
         """
         if page_bytes <= 0 or max_page_bytes <= 0:
             raise ValueError("page_bytes and max_page_bytes must be positive")

@@ -1,10 +1,14 @@
-"""The column side of the Lance 2.2 writer: one column per leaf, pages cut per field.
+"""The column side of the Lance 2.1 / 2.2 writer: one column per leaf, pages cut per field.
 
 Each top-level field buffers incoming arrays; once more than ``page_bytes`` are pending
 (pylance: 8 MiB) they are split into runs of at most ``max_page_bytes``, every run is
 shredded into its leaves (:mod:`shred`) and each leaf's page is encoded
 (:mod:`encode_v2_2`) and written. The leaves of one field therefore always share page
 boundaries, which keeps every page self-contained.
+
+A 2.1 file is what the 2.2 writer makes within 2.1's grammar (pylance checks it): mini-block
+chunks in the small framing (u16 sizes: at most 32 KiB a chunk) and no constant pages of
+a repeated value (those values go to mini-block chunks); everything else is alike.
 """
 
 from __future__ import annotations
@@ -38,14 +42,15 @@ if TYPE_CHECKING:
 
 
 def encode_page(rep, def_, layers, values_arr: pa.Array, num_rows: int,
-                compression: StringCompression | None = None) -> EncodedPage:
+                compression: StringCompression | None = None, minor: int = 2) -> EncodedPage:
     """Pick the layout for one page of a leaf and encode it (``compression``: what the
-    leaf's field metadata asks for string chunks)."""
+    leaf's field metadata asks for string chunks) for a file of version 2.``minor``."""
     visible = repdef.visible(def_, layers)
     if len(values_arr) == 0 or values_arr.null_count == len(values_arr):
         return constant_page(rep, def_, layers, None, None)
     values = values_of(values_arr)
-    inline = constant_value(values) if values_arr.null_count == 0 else None
+    inline = (constant_value(values) if values_arr.null_count == 0 and minor >= 2
+              else None)
     if inline is not None and len(inline) <= 32:
         return constant_page(rep, def_, layers, values, inline)
     if needs_full_zip(values) and not pa.types.is_dictionary(storage_type(values_arr.type)):
@@ -58,7 +63,7 @@ def encode_page(rep, def_, layers, values_arr: pa.Array, num_rows: int,
     t = storage_type(values_arr.type)
     key_bits = t.index_type.bit_width if pa.types.is_dictionary(t) else None
     page = mini_block_page(rep, def_, layers, values, visible, key_bits=key_bits,
-                           compression=compression)
+                           compression=compression, large_chunks=minor >= 2)
     if page is None:
         return full_zip_page(rep, def_, layers, values, visible, num_rows)
     return page
@@ -117,6 +122,7 @@ class StructuralField:
                             for f in column_fields(field)}
         self.buffer = PageBuffer(writer.page_bytes, writer.max_page_bytes)
         self.rows = 0
+        self.minor = int(writer.version.split(".")[1])
 
     def push(self, arr: pa.Array) -> None:
         if not self.field.nullable and arr.null_count:
@@ -131,7 +137,7 @@ class StructuralField:
         for part in self.buffer.drain():
             for leaf in shred(self.field, part):
                 page = encode_page(leaf.rep, leaf.def_, leaf.layers, leaf.values, len(part),
-                                   self.compression.get(leaf.field.id))
+                                   self.compression.get(leaf.field.id), self.minor)
                 self._emit(self.leaves[leaf.field.id], page, len(part))
             self.rows += len(part)
 

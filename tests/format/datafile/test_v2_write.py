@@ -139,8 +139,8 @@ def test_written_file_lists_leaf_columns(tmp_path) -> None:
 
 def test_writer_errors() -> None:
     schema = LanceSchema.from_arrow(pa.schema([("a", pa.int64())]))
-    with pytest.raises(UnsupportedFeatureError, match="2.1"):
-        LanceFileWriter(io.BytesIO(), schema, version="2.1")
+    with pytest.raises(UnsupportedFeatureError, match="2.3"):
+        LanceFileWriter(io.BytesIO(), schema, version="2.3")
     meta = {"lance-encoding:packed": "true"}
     packed = pa.field("p", pa.struct([("a", pa.int32())]), metadata=meta)
     with pytest.raises(UnsupportedFeatureError, match="'p'.*packed"):

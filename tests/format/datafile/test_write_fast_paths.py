@@ -121,9 +121,9 @@ def test_top_level_leaf_skips_the_walk_and_matches_it(name: str, monkeypatch) ->
 
 
 # --------------------------------------------------------------------------- uniform chunks
-def _write(table: pa.Table) -> bytes:
+def _write(table: pa.Table, version: str = "2.2") -> bytes:
     sink = io.BytesIO()
-    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version="2.2")
+    writer = LanceFileWriter(sink, LanceSchema.from_arrow(table.schema), version=version)
     writer.write_batch(table)
     writer.finish()
     return sink.getvalue()
@@ -142,8 +142,10 @@ def _uniform_table(n: int) -> pa.Table:
     })  # fmt: skip
 
 
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize("n", [300, 4096, 5000, 70_001])
-def test_uniform_chunks_frame_like_chunk_by_chunk(n: int, monkeypatch, tmp_path) -> None:
+def test_uniform_chunks_frame_like_chunk_by_chunk(n: int, version: str, monkeypatch,
+                                                  tmp_path) -> None:
     table = _uniform_table(n)
     calls = []
     real = em._assemble_uniform
@@ -153,15 +155,16 @@ def test_uniform_chunks_frame_like_chunk_by_chunk(n: int, monkeypatch, tmp_path)
         return real(*args, **kwargs)
 
     monkeypatch.setattr(em, "_assemble_uniform", spy)
-    fast = _write(table)
+    fast = _write(table, version)
     assert len(calls) >= len(table.column_names), "uniform chunks were not framed at once"
 
-    def chunk_by_chunk(layout, chunks, logs, dict_buf):
+    def chunk_by_chunk(layout, chunks, logs, dict_buf, large):
         counts = np.array([1 << int(x) for x in logs.tolist()], np.int64)
-        return em._assemble(layout, None, None, [], counts, None, chunks.as_lists(), dict_buf)
+        return em._assemble(layout, None, None, [], counts, None, chunks.as_lists(), dict_buf,
+                            large)
 
     monkeypatch.setattr(em, "_assemble_uniform", chunk_by_chunk)
-    assert _write(table) == fast  # same bytes either way
+    assert _write(table, version) == fast  # same bytes either way
 
     path = tmp_path / "uniform.lance"
     path.write_bytes(fast)
