@@ -15,7 +15,7 @@ import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
+from lance_sql.errors import FormatError, InvalidInputError, NotFoundError, VersionCleanedUpError
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.naming import (
     LATEST_HINT,
@@ -155,6 +155,10 @@ def find_version(store: ObjectStore, version: int,
             return ref
     if not refs:
         raise NotFoundError(f"no Lance table at {store.uri}")
+    if 1 <= version < refs[-1].version:  # versions are numbered without gaps
+        raise VersionCleanedUpError(
+            f"version {version} of {store.uri} does not exist: cleanup_old_versions removed "
+            f"it; versions: {_ranges(refs)}")
     raise NotFoundError(
         f"version {version} of {store.uri} does not exist; versions: {_ranges(refs)}"
     )
@@ -210,9 +214,14 @@ def _hint_version(raw: bytes) -> int | None:
     return parse_version_hint(raw)
 
 
-def write_hint(store: ObjectStore, version: int) -> None:
-    """Best effort: a failed hint write never fails a commit."""
+def write_hint(store: ObjectStore, version: int, *, lower: bool = False) -> None:
+    """Best effort: a failed hint write never fails a commit. The hint only moves up
+    (``lower``: cleanup's repair may move it anywhere): a writer whose hint lands late,
+    after newer commits and a cleanup that left a gap above a kept version, would
+    otherwise name that old version to every reader probing upward from the hint."""
     try:
+        if not lower and (read_hint(store) or 0) >= version:
+            return
         store.put(LATEST_HINT, json.dumps({"version": version}, separators=(",", ":")).encode())
     except Exception:  # noqa: BLE001 - the hint is optional by design
         pass
@@ -314,13 +323,26 @@ def write_tag(store: ObjectStore, name: str, ref: VersionRef, *, replace: bool) 
         "updatedAt": now,
         "metadata": {},
     }
+    key = tag_key(name)
+    before = None
     if replace:
         old = read_tag(store, name)  # NotFoundError when there is none
+        before = store.read(key)
         body["createdAt"] = old["created_at"] or now
         body["metadata"] = old["metadata"]
-        store.put(tag_key(name), json.dumps(body).encode())
-    elif not store.put_if_absent(tag_key(name), json.dumps(body).encode()):
+        store.put(key, json.dumps(body).encode())
+    elif not store.put_if_absent(key, json.dumps(body).encode()):
         raise InvalidInputError(f"tag {name!r} already exists in {store.uri}")
+    # Checked again now the tag is written: a cleanup that read the tags before keeps the
+    # version only if it still saw the version after (cleanup_old_versions' two steps).
+    try:
+        find_version(store, ref.version)
+    except NotFoundError:
+        if before is None:
+            store.delete(key)
+        else:
+            store.put(key, before)
+        raise
 
 
 def replace_tag_metadata(store: ObjectStore, name: str, metadata: dict[str, str]) -> None:

@@ -18,6 +18,21 @@ flight) unless the file is older than :data:`WRITER_GRACE` (its writer died). So
 window cannot open, and the rebase of a writer in flight finds every transaction it
 needs.
 
+Two kinds of writer need a version that is not the newest: a restore of it (its new
+version references the old version's files) and a new tag on it. A restore writes its
+transaction file under the name of the version before the one it restores, so the rule
+above keeps that version, and a tagger writes its tag before it checks that the version
+exists. Cleanup removes versions in two steps so neither can slip in between its look at
+transaction files and tags and its deletes: the picked manifests are first set aside
+(renamed to ``{name}.{ns}.removing``, which readers do not take for a version; ``ns``
+says when), then the
+transaction files and tags are read again; a version one of them now protects is put
+back, and only the rest, with the files only they used, is deleted. A restore or tagger
+that checks after the set-aside finds no version (a typed error, nothing committed); one
+that checked before is seen on the second look. A cleanup that dies between the steps
+leaves its ``.removing`` manifests; the next one (after :data:`WRITER_GRACE`) finishes
+their removal.
+
 Files no manifest references at all (left by failed or in-flight writes) are only
 removed with ``delete_unverified=True``: an in-flight writer's files look exactly
 like that, so only the caller can know none is running. Temporaries of our own writers
@@ -35,11 +50,17 @@ from datetime import timedelta
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.format.index import decode_index_section
-from lance_sql.format.manifest import Manifest
-from lance_sql.format.naming import TAGS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR
+from lance_sql.format.manifest import Manifest, ManifestCodec
+from lance_sql.format.naming import (
+    TAGS_DIR,
+    TRANSACTIONS_DIR,
+    VERSIONS_DIR,
+    parse_manifest_name,
+)
 from lance_sql.io.store import ObjectStore, is_temporary
 from lance_sql.table.files.lineage import ROW_IDS_DIR, sequence_keys
 from lance_sql.table.meta.versions import (
+    VersionRef,
     list_versions,
     load_manifest,
     read_hint,
@@ -52,6 +73,7 @@ WRITER_GRACE = timedelta(hours=1)
 """How long a writer may go without touching its files before cleanup presumes it dead."""
 _SCANNED_DIRS = ("data", "_deletions", ROW_IDS_DIR, TRANSACTIONS_DIR)
 _TEMPORARY_DIRS = ("", *_SCANNED_DIRS, VERSIONS_DIR, TAGS_DIR)
+SET_ASIDE = ".removing"  # suffix of a manifest cleanup is removing (see the docstring)
 
 
 @dataclass(frozen=True)
@@ -118,15 +140,19 @@ def cleanup_old_versions(
             raise InvalidInputError(
                 f"version {ref.version} is tagged; delete its tag or pass keep_tags=True")
         removed.append(ref)
+    aside, tagged = _set_aside_and_look_again(store, removed, manifests, grace_cutoff)
+    removed = [ref for ref, _ in aside]
     removed_versions = {r.version for r in removed}
     kept_files: set[str] = set()
     for version, m in manifests.items():
         if version not in removed_versions:
             kept_files |= referenced_files(store, m)
     doomed: list[str] = []
-    for ref in removed:  # oldest first: a crash part-way leaves a valid, shorter history
-        doomed.append(ref.key)
+    for ref, aside_key in aside:  # oldest first
+        doomed.append(aside_key)
         doomed.extend(sorted(referenced_files(store, manifests[ref.version]) - kept_files))
+    doomed.extend(_left_by_a_dead_cleanup(store, kept_files, grace_cutoff, manifests,
+                                          tagged))
     if delete_unverified:
         everything = kept_files | set(doomed)
         for directory in _SCANNED_DIRS:
@@ -165,6 +191,68 @@ def cleanup_old_versions(
         # readers probing upward from it would stop there
         write_hint(store, refs[-1].version)
     return CleanupStats(removed_bytes, len(removed), removed_files)
+
+
+def _set_aside_and_look_again(store: ObjectStore, picked: list[VersionRef],
+                              manifests: dict[int, Manifest], grace_cutoff: int
+                              ) -> tuple[list[tuple[VersionRef, str]], set[int]]:
+    """The two steps of the module docstring: ``picked``'s manifests set aside, then those
+    a transaction file or tag now protects put back. The versions to remove with the keys
+    their manifests were set aside under, and the versions tagged on the second look."""
+    aside = []
+    for ref in picked:
+        key = f"{ref.key}.{time.time_ns()}{SET_ASIDE}"
+        try:
+            if store.rename_if_absent(ref.key, key):
+                aside.append((ref, key))
+        except NotFoundError:
+            continue  # removed meanwhile (another cleanup)
+    in_flight = _in_flight_read_version(store, manifests.values(), grace_cutoff)
+    tagged = {t["version"] for t in read_tags(store).values()}
+
+    def protected(version: int) -> bool:
+        return version in tagged or (in_flight is not None and version > in_flight)
+
+    removed = []
+    for ref, key in aside:
+        if protected(ref.version):
+            store.rename_if_absent(key, ref.key)  # needed after all
+        else:
+            removed.append((ref, key))
+    return removed, tagged
+
+
+def _left_by_a_dead_cleanup(store: ObjectStore, kept_files: set[str], grace_cutoff: int,
+                            manifests: dict[int, Manifest], tagged: set[int]) -> list[str]:
+    """Manifests an earlier cleanup set aside and never finished with (it died), and the
+    files only they used; one a tag or writer now needs is put back instead."""
+    left: list[tuple[str, str, int, Manifest]] = []
+    for name in store.list_dir(VERSIONS_DIR):
+        manifest_name, _, when = name.removesuffix(SET_ASIDE).rpartition(".")
+        parsed = parse_manifest_name(manifest_name)
+        if not name.endswith(SET_ASIDE) or parsed is None or not when.isdigit():
+            continue
+        if int(when) >= grace_cutoff:
+            continue  # a running cleanup's
+        key = f"{VERSIONS_DIR}/{name}"
+        try:
+            manifest = ManifestCodec.decode(store.read(key), f"{store.uri}/{key}")
+        except NotFoundError:
+            continue
+        left.append((key, f"{VERSIONS_DIR}/{manifest_name}", parsed[0], manifest))
+    if not left:
+        return []
+    # their own transaction files are no writer in flight
+    every = [*manifests.values(), *(m for *_, m in left)]
+    in_flight = _in_flight_read_version(store, every, grace_cutoff)
+    doomed: list[str] = []
+    for key, manifest_key, version, manifest in left:
+        if version in tagged or (in_flight is not None and version > in_flight):
+            store.rename_if_absent(key, manifest_key)
+            continue
+        doomed.append(key)
+        doomed.extend(sorted(referenced_files(store, manifest) - kept_files))
+    return doomed
 
 
 def _in_flight_read_version(store: ObjectStore, manifests: Iterable[Manifest],

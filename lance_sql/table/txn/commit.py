@@ -1,6 +1,8 @@
 """The commit loop: publish a transaction as the next version, or find out why not.
 
-1. Write the transaction file ``_transactions/{read_version}-{uuid}.txn``.
+1. Write the transaction file ``_transactions/{read_version}-{uuid}.txn`` (a restore of
+   version v names it ``{v - 1}-...``: ``cleanup_old_versions`` then keeps v, whose files
+   the restore will reference, and the restore checks that v exists only after that).
 2. Find the newest committed version (the handler's record, else a listing of
    ``_versions/``; never the hint). If versions were committed since our base, read
    the transaction of every one of them and let the pure rules of
@@ -144,10 +146,11 @@ class _CommitLoop:
             source: Manifest | None) -> Manifest:
         original = txn
         op = txn.operation
-        if isinstance(op, Restore) and source is None:
-            source = load_manifest(self.store, find_version(self.store, op.version,
-                                                            self.handler))
         txn_bytes = self._write_txn(txn)
+        if isinstance(op, Restore):  # after the transaction file: see the module docstring
+            found = load_manifest(self.store, find_version(self.store, op.version,
+                                                           self.handler))
+            source = found if source is None else source
         state = rebase_state(txn, previous, self.affected_rows is not None)
         self.initial = state.initial
         deadline = time.monotonic() + self.config.timeout_s
@@ -274,9 +277,13 @@ class _CommitLoop:
 
     def _write_txn(self, txn: Transaction) -> bytes:
         data = txn.encode()
-        key = transaction_key(txn.read_version, txn.uuid)
+        # the oldest version this commit needs, less one (see the module docstring)
+        needs_after = txn.read_version
+        if isinstance(txn.operation, Restore):
+            needs_after = max(0, min(needs_after, txn.operation.version - 1))
+        key = transaction_key(needs_after, txn.uuid)
         if self.txn_keys and self.txn_keys[-1] == key:
-            key = transaction_key(txn.read_version, f"{txn.uuid}-{len(self.txn_keys)}")
+            key = transaction_key(needs_after, f"{txn.uuid}-{len(self.txn_keys)}")
         self.store.put(key, data)
         if self.txn_keys:  # the previous attempt's file no longer describes this commit
             self.store.delete(self.txn_keys[-1])
