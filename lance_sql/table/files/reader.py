@@ -19,6 +19,7 @@ from lance_sql.errors import (
     InvalidInputError,
     NotFoundError,
     UnsupportedFeatureError,
+    VersionCleanedUpError,
 )
 from lance_sql.format.datafile import LanceFileReader
 from lance_sql.format.datafile.decode_v2_1 import LeafColumn, column_fields
@@ -30,6 +31,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.numpy_arrow import array_from_numpy
 from lance_sql.table.files.lineage import load_lineage
+from lance_sql.table.meta.versions import version_cleaned_up
 from lance_sql.table.runtime.cache import DATA_FILES, DELETIONS
 from lance_sql.table.runtime.context import current_runtime
 
@@ -87,7 +89,14 @@ def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) 
         )
 
     def load() -> LanceFileReader:
-        return LanceFileReader(root.open_source(key))
+        try:
+            return LanceFileReader(root.open_source(key))
+        except NotFoundError as exc:
+            if root is store and version_cleaned_up(store, manifest.version):
+                raise VersionCleanedUpError(
+                    f"{path}: version {manifest.version} was removed by "
+                    "cleanup_old_versions, and this file with it") from exc
+            raise
 
     # shared by all scans: each holds a file descriptor and its parsed metadata. Data
     # files have unique names, except a MemWAL generation's WAL entries (numbered from 1

@@ -164,6 +164,17 @@ def find_version(store: ObjectStore, version: int,
     )
 
 
+def version_cleaned_up(store: ObjectStore, version: int) -> bool:
+    """Whether ``version`` is gone from a table that has newer ones (cleanup removed it)."""
+    try:
+        find_version(store, version)
+    except VersionCleanedUpError:
+        return True
+    except NotFoundError:
+        return False
+    return False
+
+
 def load_manifest(store: ObjectStore, ref: VersionRef) -> Manifest:
     """The manifest of ``ref``, decoded (or taken from the cache)."""
     return read_manifest(store, ref)[0]

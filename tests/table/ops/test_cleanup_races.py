@@ -181,3 +181,18 @@ def test_the_hint_only_moves_up(uri: str) -> None:
     assert read_hint(store) == 2
     write_hint(store, 1, lower=True)
     assert json.loads((Path(uri) / LATEST_HINT).read_text()) == {"version": 1}
+
+
+def test_reads_of_a_removed_version_say_cleanup_removed_it(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    lance_sql.write_dataset(pa.table({"id": list(range(5000))}), path, max_rows_per_file=1000)
+    held = lance_sql.dataset(path)  # a reader still on version 1
+    lance_sql.write_dataset(pa.table({"id": [1]}), path, mode="overwrite")
+    lance_sql.dataset(path).cleanup_old_versions(older_than=ZERO)
+    with pytest.raises(VersionCleanedUpError, match="version 1 was removed"):
+        held.to_table()
+    with pytest.raises(VersionCleanedUpError, match="cleanup_old_versions removed it"):
+        lance_sql.dataset(path, version=1)
+    with pytest.raises(NotFoundError) as missing:
+        lance_sql.dataset(path, version=7)  # never existed
+    assert not isinstance(missing.value, VersionCleanedUpError)
