@@ -94,21 +94,31 @@ class PutColumns:
         self._lock = threading.Lock()
         self._seen: tuple[object, _Names] | None = None
 
+    _ATTEMPTS = 5
+
     def _names(self) -> _Names:
-        try:
-            ref = latest_version(self._store, self._handler)
-        except NotFoundError as exc:
-            raise WriterFencedError(f"{self._store.uri}: the table this writer wrote is gone "
-                                    "(deleted, or written again at its place)") from exc
-        key = (ref.version, ref.identity)
-        with self._lock:
-            seen = self._seen
-        if seen is not None and seen[0] == key:
-            return seen[1]
-        names = _Names.of(self._written, load_manifest(self._store, ref).schema)
-        with self._lock:
-            self._seen = (key, names)
-        return names
+        for attempt in range(self._ATTEMPTS):
+            try:
+                ref = latest_version(self._store, self._handler)
+            except NotFoundError as exc:
+                raise WriterFencedError(f"{self._store.uri}: the table this writer wrote is "
+                                        "gone (deleted, or written again at its place)") from exc
+            key = (ref.version, ref.identity)
+            with self._lock:
+                seen = self._seen
+            if seen is not None and seen[0] == key:
+                return seen[1]
+            try:
+                manifest = load_manifest(self._store, ref)
+            except NotFoundError:
+                if attempt + 1 == self._ATTEMPTS:
+                    raise
+                continue  # newer versions came and cleanup removed this one: look again
+            names = _Names.of(self._written, manifest.schema)
+            with self._lock:
+                self._seen = (key, names)
+            return names
+        raise AssertionError("unreachable")
 
     def written(self, data: pa.Table, keys: Collection[str] | None = None) -> pa.Table:
         """``data`` (named as the table names its columns now) with the writer's column

@@ -49,6 +49,7 @@ from lance_sql.table.meta.versions import (
     find_version,
     latest_version,
     list_versions,
+    load_latest,
     load_manifest,
     read_tag,
     read_tags,
@@ -209,8 +210,11 @@ class LanceDataset:
         self.uri = os.fspath(uri)
         self.store = store if store is not None else open_store(self.uri)
         self.commit_config = commit_config or CommitConfig()
-        ref = self._resolve(version)
-        self._at = (ref, load_manifest(self.store, ref))
+        if version is None:  # (cleanup may remove the version found before it is read)
+            self._at = load_latest(self.store, self.commit_config.handler)
+        else:
+            ref = self._resolve(version)
+            self._at = (ref, load_manifest(self.store, ref))
 
     @classmethod
     def _opened(cls, uri: str, store: ObjectStore, config: CommitConfig, ref: VersionRef,

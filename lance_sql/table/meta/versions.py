@@ -164,6 +164,20 @@ def find_version(store: ObjectStore, version: int,
     )
 
 
+def load_latest(store: ObjectStore, handler: CommitHandler | None = None,
+                attempts: int = 5) -> tuple[VersionRef, Manifest]:
+    """The newest version and its manifest. Newer versions may come, and a cleanup remove
+    the one found, between the two steps: then the newest is looked up again."""
+    for attempt in range(attempts):
+        ref = latest_version(store, handler)
+        try:
+            return ref, load_manifest(store, ref)
+        except NotFoundError:
+            if attempt + 1 == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
 def version_cleaned_up(store: ObjectStore, version: int) -> bool:
     """Whether ``version`` is gone from a table that has newer ones (cleanup removed it)."""
     try:

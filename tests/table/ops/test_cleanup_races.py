@@ -196,3 +196,56 @@ def test_reads_of_a_removed_version_say_cleanup_removed_it(tmp_path: Path) -> No
     with pytest.raises(NotFoundError) as missing:
         lance_sql.dataset(path, version=7)  # never existed
     assert not isinstance(missing.value, VersionCleanedUpError)
+
+
+def test_opening_the_latest_while_cleanup_removes_it_looks_again(uri: str,
+                                                                 monkeypatch) -> None:
+    from lance_sql.table.meta import versions
+    real = versions.load_manifest
+    calls: list[int] = []
+
+    def newer_then_cleanup(store, ref):
+        if not calls:  # between finding the newest (v2) and reading it
+            calls.append(ref.version)
+            lance_sql.write_dataset(pa.table({"id": [5]}), uri, mode="append")
+            lance_sql.dataset(uri).cleanup_old_versions(older_than=ZERO)
+        return real(store, ref)
+
+    monkeypatch.setattr(versions, "load_manifest", newer_then_cleanup)
+    ds = lance_sql.dataset(uri)
+    assert calls == [2] and ds.version == 3
+    assert ds.to_table().column("id").to_pylist() == [4, 5]
+
+
+def test_a_memwal_put_while_cleanup_removes_the_version_it_found(tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    import uuid
+
+    from lance_sql.memwal import put_columns
+    pk = {"lance-schema:unenforced-primary-key": "true"}
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=pk),
+                        pa.field("v", pa.string())])
+    path = str(tmp_path / "t")
+    lance_sql.write_dataset(pa.table({"id": [0], "v": ["b"]}, schema=schema), path)
+    lance_sql.dataset(path).initialize_mem_wal(region_spec=None)
+    writer = lance_sql.dataset(path).mem_wal.writer(region=uuid.UUID(int=1))
+    writer.put(pa.table({"id": [1], "v": ["a"]}, schema=schema))
+    lance_sql.dataset(path).update_config({"a": "1"})  # a version the next put finds
+    real = put_columns.load_manifest
+    fired: list[int] = []
+
+    def commit_and_clean(store, ref):
+        if not fired:
+            fired.append(ref.version)
+            lance_sql.dataset(path).update_config({"b": "2"})
+            lance_sql.dataset(path).cleanup_old_versions(older_than=ZERO)
+        return real(store, ref)
+
+    monkeypatch.setattr(put_columns, "load_manifest", commit_and_clean)
+    try:
+        writer.put(pa.table({"id": [2], "v": ["c"]}, schema=schema))
+    finally:
+        writer.close()
+    assert fired
+    got = lance_sql.dataset(path).mem_wal.scanner().to_table().sort_by("id")
+    assert got.column("id").to_pylist() == [0, 1, 2]
