@@ -52,6 +52,7 @@ from lance_sql.sql.functions import (
 )
 from lance_sql.sql.identifiers import check_sql_names, names_system_column
 from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
+from lance_sql.sql.interrupts import deferred_interrupts
 from lance_sql.sql.lsm_provider import LSM_ONLY
 from lance_sql.sql.merge import parse_merge
 from lance_sql.sql.nearest_provider import NearestDataset
@@ -517,7 +518,7 @@ class LanceSession:
 
     def _sql(self, query: str) -> LanceDataFrame:
         if _plainly_a_query(query):  # no statement starts so: skip the statement parsers
-            with self.directory.one_listing():
+            with self.directory.one_listing(), deferred_interrupts():
                 return self._query(query)
         try:
             statement = parse_dml(query) or parse_merge(query) or parse_statement(query)
@@ -535,7 +536,7 @@ class LanceSession:
             if isinstance(statement, UpdateStatement | DeleteStatement):
                 return self._run_dml(statement)
             return self._memory_frame(self._writes.run(statement))
-        with self.directory.one_listing():  # the tables a query names, looked up once
+        with self.directory.one_listing(), deferred_interrupts():  # tables looked up once
             return self._query(query)
 
     def _query(self, query: str, pins: Mapping[str, int] | None = None) -> LanceDataFrame:
