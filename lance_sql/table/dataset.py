@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -190,6 +191,9 @@ class Optimizer:
     def optimize_indices(self, **_: Any) -> None:
         """Fold fragments added since each BTREE index was built into a new index."""
         self._indices()
+
+
+_MOVES = threading.Lock()  # LanceDataset._moved_to's compare and replace
 
 
 class LanceDataset:
@@ -555,8 +559,13 @@ class LanceDataset:
                             VersionRef(manifest.version, self._ref.naming), manifest)
 
     def _moved_to(self, manifest: Manifest | None) -> None:
-        if manifest is not None:  # the pair replaced at once (see _at)
-            self._at = (VersionRef(manifest.version, self._ref.naming), manifest)
+        """Move to the version a write through this object committed; never back, when
+        threads write through one object and an older commit reports after a newer."""
+        if manifest is None:
+            return
+        with _MOVES:
+            if manifest.version >= self._at[1].version:  # the pair replaced at once
+                self._at = (VersionRef(manifest.version, self._ref.naming), manifest)
 
     def delete(self, predicate: str, *,
                select_rows: updating.RowSelector | None = None) -> dict[str, int]:

@@ -131,3 +131,15 @@ def test_takes_through_a_dataset_its_writes_move_match_one_version(tmp_path: Pat
     assert len(taken) > writes
     wrong = [t for t in taken if t not in answers]
     assert not wrong, f"{len(wrong)} of {len(taken)} takes matched no version: {wrong[:3]}"
+
+
+def test_a_commit_reporting_late_never_moves_the_object_back(tmp_path) -> None:
+    """Threads writing through one object: the commit that finishes first may report
+    last; the object stays at the newest version it committed."""
+    uri = str(tmp_path / "late")
+    ds = lance_sql.write_dataset(pa.table({"id": [1]}), uri)
+    first = ds.manifest
+    ds.delete("id = 1")
+    newer = ds.version
+    ds._moved_to(first)  # the older commit's report, arriving late
+    assert ds.version == newer and ds.count_rows() == 0
