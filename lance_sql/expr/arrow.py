@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr.case_mapping import case_function
+from lance_sql.expr.lists import is_list, list_function
 from lance_sql.expr.model import (
     ARITHMETIC,
     COMPARISONS,
@@ -351,6 +352,8 @@ class _Translator:
         if op == "between":
             low, high = self.compare(">=", args[0], args[1]), self.compare("<=", args[0], args[2])
             return _call("and_kleene", [low, high])
+        if op in ("+", "-") and (shifted := self.date_shift(op, args[0], args[1])) is not None:
+            return shifted
         if op in ARITHMETIC:
             left, right = self.arithmetic_operands(args[0], args[1])
             return _call(ARITHMETIC[op], [left, right])
@@ -362,6 +365,8 @@ class _Translator:
             return _call(full or _UNARY_FN[op], [value])
         if op in _UNARY_FN:
             return _call(_UNARY_FN[op], [self.expr(args[0])])
+        if op in ("array_element", "array_has", "cardinality", "array_length"):
+            return self.list_call(op, args)
         if op == "cast":
             return _cast(self.expr(args[0]), cast_target(e))
         if op in ("is_distinct", "is_not_distinct"):
@@ -373,6 +378,51 @@ class _Translator:
         if op in ("concat", "||"):
             return self.concat(args, skip_nulls=op == "concat")
         raise InvalidInputError(f"unknown operator {op!r} in filter")
+
+    def date_shift(self, op: str, a: Expr, b: Expr) -> _Typed | None:
+        """``date + n``, ``n + date`` and ``date - n``: ``n`` days later or earlier (a
+        date32, as DataFusion computes them); None for other operands."""
+        date, days = self.expr(a), self.expr(b)
+        if op == "+" and pa.types.is_date(days[1]):
+            date, days = days, date
+        if not (pa.types.is_date(date[1]) and pa.types.is_integer(days[1])):
+            return None
+        if pa.types.is_date64(date[1]):
+            date = _cast(date, pa.date32())
+        number = _cast(_cast(date, pa.int32()), pa.int64())
+        moved = _call("add_checked" if op == "+" else "subtract_checked",
+                      [number, _cast(days, pa.int64())])
+        return _cast(_cast(moved, pa.int32()), pa.date32())
+
+    def list_call(self, op: str, args: tuple[Expr, ...]) -> _Typed:
+        """The list functions of :mod:`lance_sql.expr.lists`."""
+        lists = self.expr(args[0])
+        t = lists[1]
+        if not is_list(t):
+            raise InvalidInputError(f"{op} needs a list, got {t} in filter")
+        if op in ("cardinality", "array_length"):
+            return _call(list_function("cardinality", [t], pa.uint64()), [lists])
+        item = t.value_type
+        if op == "array_element":
+            index = self.expr(args[1])
+            if not pa.types.is_integer(index[1]):
+                raise InvalidInputError(f"a list index must be an integer, got {index[1]} "
+                                        "in filter")
+            index = _cast(index, pa.int64())
+            return _call(list_function(op, [t, pa.int64()], item), [lists, index])
+        wanted = args[1]
+        if isinstance(wanted, Literal):
+            s = _literal_as(wanted, item)
+            if s is None:
+                s = exact_literal(wanted, item)
+            if s is None:
+                raise InvalidInputError(f"array_has of {t} cannot look for {wanted.value!r}")
+            value: _Typed = (pc.scalar(s), item)
+        else:
+            value = self.expr(wanted)
+            if value[1] != item:
+                value = _cast(value, item)
+        return _call(list_function(op, [t, item], pa.bool_()), [lists, value])
 
     def distinct(self, distinct: bool, a: Expr, b: Expr) -> _Typed:
         """``a IS [NOT] DISTINCT FROM b``: ``a != b`` where both are non-NULL, else

@@ -45,7 +45,10 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?(Z|[+-]\d{2}(:?\d{2})?)?", re.ASCII
 )
-_ALIASES = {"==": "=", "<>": "!=", "char_length": "length", "character_length": "length"}
+_ALIASES = {"==": "=", "<>": "!=", "char_length": "length", "character_length": "length",
+            "array_contains": "array_has", "list_has": "array_has", "list_contains": "array_has",
+            "array_extract": "array_element", "list_element": "array_element",
+            "list_extract": "array_element", "list_length": "array_length"}
 # ``||`` binds tighter than arithmetic, as in DataFusion's parser ('x' || 2 * 3 fails there)
 _BINARY_BP = {"OR": 1, "AND": 2, "=": 4, "==": 4, "!=": 4, "<>": 4, "<": 4, "<=": 4, ">": 4,
               ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "||": 7}
@@ -253,7 +256,7 @@ class _Parser:
         return expr
 
     def expr(self, min_bp: int) -> Expr:
-        left = self.prefix()
+        left = self.subscripts(self.prefix())
         while True:
             tok = self.peek()
             word = self.keyword(tok)
@@ -325,6 +328,15 @@ class _Parser:
             raise self.error(f"{word} needs a string literal pattern", pattern_tok)
         assert word is not None  # LIKE or ILIKE
         return Call(word.lower(), (left, pattern))
+
+    def subscripts(self, value: Expr) -> Expr:
+        """``value[i]``, ``value[i][j]``...: list elements (1-based, as DataFusion's)."""
+        while self.peek().kind == "op" and self.peek().text == "[":
+            self.advance()
+            index = self.expr(0)
+            self.expect_op("]")
+            value = Call("array_element", (value, index))
+        return value
 
     def list_item(self) -> Literal:
         tok = self.peek()
