@@ -38,7 +38,12 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr.case_mapping import case_function
-from lance_sql.expr.lists import is_list, list_function
+from lance_sql.expr.lists import (
+    float_key_function,
+    is_list,
+    list_function,
+    negative_nan_function,
+)
 from lance_sql.expr.model import (
     ARITHMETIC,
     COMPARISONS,
@@ -547,6 +552,12 @@ class _Translator:
     def compare(self, op: str, a: Expr, b: Expr) -> _Typed:
         left, right = self.coerce(a, b)
         if pa.types.is_floating(left[1]) or pa.types.is_floating(right[1]):
+            for value, other, flipped in ((b, left, False), (a, right, True)):
+                number = value.value if isinstance(value, Literal) else None
+                if isinstance(number, int | float) and not isinstance(number, bool) and \
+                        number == number and pa.types.is_floating(other[1]):
+                    return _number_compare(_FLIPPED[op] if flipped else op, left, right,
+                                           other)
             return _nan_compare(op, left, right)
         return _call(COMPARISONS[op], [left, right])
 
@@ -677,32 +688,36 @@ def _equality_values(e: Expr) -> tuple[Column, list[Literal]] | None:
     return None
 
 
+_FLIPPED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _number_compare(op: str, left: _Typed, right: _Typed, column: _Typed) -> _Typed:
+    """``left op right`` where one side is a number (not NaN) and the other, ``column``,
+    floats; ``op`` as seen from ``column``'s side. Arrow's kernel, but a NaN is above every
+    number and one with the sign bit set below (:mod:`lance_sql.float_order`): the NaN
+    rows are added to ``>`` and ``<`` (``=`` and ``!=`` already answer them)."""
+    plain = _call(COMPARISONS[_FLIPPED[op] if column is right else op], [left, right])
+    if op in ("=", "!="):
+        return plain
+    below = _call(negative_nan_function(column[1]), [column])
+    if op in ("<", "<="):
+        return _call("or_kleene", [plain, below])
+    above = _call("and_not_kleene", [_call("is_nan", [column]), below])
+    return _call("or_kleene", [plain, above])
+
+
 def _nan_compare(op: str, left: _Typed, right: _Typed) -> _Typed:
-    """Compare with NaN equal to itself and above every number (DataFusion's float order)."""
+    """Compare floats as DataFusion does: on their order keys (:mod:`lance_sql.float_order`:
+    a NaN equals a NaN of its sign, a negative NaN is below every number, a NaN above)."""
+    width = 8 if pa.float64() in (left[1], right[1]) else 4
+    target = pa.float64() if width == 8 else pa.float32()
+    keys = [_call(float_key_function(target), [x if x[1] == target else _cast(x, target)])
+            for x in (left, right)]
+    return _call(_COMPARE_FN[op], keys)
 
-    def is_nan(x: _Typed) -> _Typed | None:
-        return _call("is_nan", [x]) if pa.types.is_floating(x[1]) else None
 
-    def eq(a: _Typed, b: _Typed) -> _Typed:
-        plain, na, nb = _call("equal", [a, b]), is_nan(a), is_nan(b)
-        if na is None or nb is None:
-            return plain
-        return _call("or_kleene", [plain, _call("and_kleene", [na, nb])])
-
-    def lt(a: _Typed, b: _Typed) -> _Typed:
-        plain, na, nb = _call("less", [a, b]), is_nan(a), is_nan(b)
-        if nb is None:
-            return plain
-        a_number = _call("is_valid", [a]) if na is None else _call("invert", [na])
-        return _call("or_kleene", [plain, _call("and_kleene", [a_number, nb])])
-
-    builders = {
-        "=": lambda: eq(left, right), "!=": lambda: _call("invert", [eq(left, right)]),
-        "<": lambda: lt(left, right), ">": lambda: lt(right, left),
-        "<=": lambda: _call("invert", [lt(right, left)]),
-        ">=": lambda: _call("invert", [lt(left, right)]),
-    }
-    return builders[op]()
+_COMPARE_FN = {"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
+               ">": "greater", ">=": "greater_equal"}
 
 
 def to_pyarrow(expr: Expr | str, schema: pa.Schema) -> pc.Expression:

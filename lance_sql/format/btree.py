@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError
+from lance_sql.float_order import float_key, float_keys
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.sorted_sets import sorted_unique
 
@@ -76,8 +77,8 @@ def lookup_schema(key_type: pa.DataType, batch_size: int = BATCH_SIZE) -> pa.Sch
 
 def sort_entries(values: pa.Array, ids: np.ndarray) -> pa.Table:
     """page_data's rows: (value, id) sorted by value, nulls first; floats by IEEE total
-    order (NaN last, as pylance). The order of equal values is unspecified (readers collect
-    the ids of a key into a set, as pylance's do)."""
+    order (NaN last, a negative NaN first, as pylance). The order of equal values is
+    unspecified (readers collect the ids of a key into a set, as pylance's do)."""
     ids = np.asarray(ids, np.uint64)
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     keys = _order_keys(values)
@@ -112,10 +113,11 @@ def sort_entries(values: pa.Array, ids: np.ndarray) -> pa.Table:
 def _order_keys(values: pa.Array) -> np.ndarray | None:
     """Numbers sorting like the values (nulls arbitrary), or None for non-numeric keys."""
     t = values.type
-    if pa.types.is_floating(t):
+    if pa.types.is_floating(t):  # IEEE total order, as pylance sorts them
         width = np.dtype({16: "<i2", 32: "<i4", 64: "<i8"}[t.bit_width])
         bits = values.fill_null(pa.scalar(0, t)).to_numpy(zero_copy_only=False).view(width)
-        # IEEE total order as integers: negative numbers count down from the sign bit
+        # negative numbers count down from the sign bit (readers' keys merge what SQL
+        # holds equal: the zeros, NaNs of one sign; see lance_sql.float_order)
         return bits ^ ((bits >> (t.bit_width - 1)) & np.array(np.iinfo(width).max, width))
     if pa.types.is_boolean(t):
         return numpy_of(values.fill_null(False)).view(np.uint8)
@@ -367,16 +369,19 @@ def _sortable_key(value: pa.Scalar) -> Any:
 def sortable(values: pa.Array | pa.Scalar) -> np.ndarray | None:
     """``values`` as a numpy array ordered like the index (nulls as the lowest key), or
     None for key types without such a form."""
-    if isinstance(values, pa.Scalar) and values.is_valid and (
-            pa.types.is_integer(values.type) or pa.types.is_floating(values.type)):
+    if isinstance(values, pa.Scalar) and values.is_valid and pa.types.is_integer(values.type):
         # one key of a point query: no one-element Arrow round trip (a hot path)
         return np.array([values.as_py()], values.type.to_pandas_dtype())
     array = values if isinstance(values, pa.Array) else pa.array([values], values.type)
     t = array.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+    if pa.types.is_floating(t):  # as SQL orders them (see lance_sql.float_order)
+        keys = float_keys(numpy_of(array.fill_null(0.0) if array.null_count else array))
         if array.null_count:
-            fill = (False if pa.types.is_boolean(t) else
-                    -np.inf if pa.types.is_floating(t) else np.iinfo(t.to_pandas_dtype()).min)
+            keys[numpy_of(array.is_null())] = np.iinfo(keys.dtype).min
+        return keys
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        if array.null_count:
+            fill = False if pa.types.is_boolean(t) else np.iinfo(t.to_pandas_dtype()).min
             array = array.fill_null(pa.scalar(fill, t))
         return numpy_of(array)
     if pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t) or \
@@ -394,11 +399,9 @@ def sortable(values: pa.Array | pa.Scalar) -> np.ndarray | None:
 
 
 def is_sorted(keys: np.ndarray) -> bool:
-    """True when ``keys`` ascend (NaN last for floats, as the sort puts them)."""
+    """True when ``keys`` (:func:`sortable`'s) ascend."""
     if len(keys) < 2:
         return True
-    if keys.dtype.kind == "f":
-        return bool(np.array_equal(np.sort(keys, kind="stable"), keys, equal_nan=True))
     return bool(np.all(keys[1:] >= keys[:-1]))
 
 
@@ -520,19 +523,15 @@ def _ranges_union(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------- matching entries
 def matches(values: pa.Array, query: KeyQuery) -> np.ndarray:
     """Which ``values`` satisfy ``query``, as SQL compares them (a NULL never matches; for
-    floats NaN equals NaN and is above every number, and -0.0 equals 0.0, as DataFusion
-    and lance_sql's scans order them)."""
+    floats as lance_sql.float_order keys them: NaN equals NaN of its sign, above every
+    number or (sign bit set) below, and -0.0 equals 0.0, as DataFusion and lance_sql's
+    scans order them)."""
     if isinstance(query, KeyIsNull):
         return numpy_of(values.is_null())
-    floating = pa.types.is_floating(values.type)
+    if pa.types.is_floating(values.type):
+        return _float_matches(values, query)
     if isinstance(query, KeySet):
-        probe, wanted = values, query.values
-        if floating:  # set lookup tells -0.0 from 0.0; SQL does not
-            zero = pa.scalar(0.0, values.type)
-            probe, wanted = pc.add(values, zero), pc.add(wanted, zero)
-        return _true(pc.is_in(probe, value_set=wanted, skip_nulls=True))
-    if floating:
-        return _float_range(values, query)
+        return _true(pc.is_in(values, value_set=query.values, skip_nulls=True))
     keep = numpy_of(values.is_valid())
     if query.lower is not None:
         keep &= _true((pc.greater_equal if query.lower_inclusive else pc.greater)(
@@ -543,24 +542,22 @@ def matches(values: pa.Array, query: KeyQuery) -> np.ndarray:
     return keep
 
 
-def _float_range(values: pa.Array, query: KeyRange) -> np.ndarray:
+def _float_matches(values: pa.Array, query: KeyRange | KeySet) -> np.ndarray:
+    """:func:`matches` for floats, on their SQL order keys (see lance_sql.float_order)."""
     valid = numpy_of(values.is_valid())
-    v = numpy_of(values).astype(np.float64, copy=False)
-    nan = np.isnan(v) & valid
+    keys = float_keys(numpy_of(values.fill_null(0.0) if values.null_count else values))
+    if isinstance(query, KeySet):
+        wanted = query.values.drop_null() if query.values.null_count else query.values
+        wanted_keys = float_keys(numpy_of(wanted.cast(values.type)))
+        return valid & np.isin(keys, wanted_keys)
     keep = valid.copy()
-    with np.errstate(invalid="ignore"):
-        if query.lower is not None:
-            k = float(query.lower.as_py())
-            if np.isnan(k):
-                keep &= nan if query.lower_inclusive else False
-            else:
-                keep &= ((v >= k) if query.lower_inclusive else (v > k)) | nan
-        if query.upper is not None:
-            k = float(query.upper.as_py())
-            if np.isnan(k):
-                keep &= True if query.upper_inclusive else ~nan
-            else:
-                keep &= (v <= k) if query.upper_inclusive else (v < k)
+    width = keys.dtype.itemsize
+    if query.lower is not None:
+        k = float_key(float(query.lower.as_py()), width)
+        keep &= (keys >= k) if query.lower_inclusive else (keys > k)
+    if query.upper is not None:
+        k = float_key(float(query.upper.as_py()), width)
+        keep &= (keys <= k) if query.upper_inclusive else (keys < k)
     return keep
 
 

@@ -6,10 +6,11 @@ values: a comparison with NULL is never TRUE, nor is its negation, so complement
 the non-null values is exact and NULL rows never enter a set.
 
 Keys are ordered as SQL compares them (and as :func:`lance_sql.format.btree.matches`
-tests them): numbers by value, -0.0 equal to 0.0 and NaN equal to NaN and above every
-other float (DataFusion's order); strings and binaries byte-wise; dates, times and
-timestamps by their integer value. Key types without such an order (e.g. decimals) have
-no interval form (:func:`sort_key` gives None) and are left to the index leaf by leaf.
+tests them): numbers by value, -0.0 equal to 0.0, a NaN equal to a NaN of its sign, above
+every other float or (sign bit set) below (DataFusion's order); strings and binaries
+byte-wise; dates, times and timestamps by their integer value. Key types without such an
+order (e.g. decimals) have no interval form (:func:`sort_key` gives None) and are left to
+the index leaf by leaf.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def sort_key(value: pa.Scalar) -> Any | None:
         return None
     if pa.types.is_floating(t):
         v = float(value.as_py())
-        return (1, 0.0) if math.isnan(v) else (0, v + 0.0)  # NaN on top, -0.0 == 0.0
+        if math.isnan(v):  # as lance_sql.float_order: NaN on top, a negative NaN below all
+            return (-1 if math.copysign(1.0, v) < 0 else 1, 0.0)
+        return (0, v + 0.0)  # -0.0 == 0.0
     if pa.types.is_integer(t):
         return int(value.as_py())
     if pa.types.is_boolean(t):

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from lance_sql.expr import Call, Column, Expr, Literal
 from lance_sql.expr.arrow import filter_rows, to_pyarrow
+from lance_sql.float_order import float_key, float_keys
 from lance_sql.numpy_arrow import (
     array_from_python,
     array_of_scalars,
@@ -184,8 +185,9 @@ def mask(comparisons: tuple[Comparison, ...], arrays: Mapping[str, pa.Array | pa
          ) -> np.ndarray | None:
     """Rows of ``arrays`` where every comparison holds (a comparison with NULL does not);
     None when a comparison's constant is not of its column's type, so the general path
-    (with its implicit casts) must decide. Floats are ordered as DataFusion orders them:
-    NaN equals NaN and is above every number (so ``x > 74.0`` keeps NaN rows)."""
+    (with its implicit casts) must decide. Floats are ordered as DataFusion orders them
+    (:mod:`lance_sql.float_order`): a NaN equals a NaN of its sign and is above every
+    number (so ``x > 74.0`` keeps NaN rows), a negative NaN below."""
     keep: np.ndarray | None = None
     for c in comparisons:
         array = arrays[c.column]
@@ -219,14 +221,15 @@ def _numeric_test(op: str, array: pa.Array | pa.ChunkedArray, value: float
     filled = pc.fill_null(array, scalar(0.0 if floating else 0, array.type)) if nulls \
         else array
     x = numpy_of(filled)
-    if floating and value != value:  # a NaN constant: only NaN equals it, all else is below
-        nan = np.isnan(x)
-        out = {"=": nan, "!=": ~nan, "<": ~nan, "<=": np.ones(x.size, bool),
-               ">": np.zeros(x.size, bool), ">=": nan}[op]
+    if floating and value != value:  # a NaN constant: on the SQL order keys
+        keys = float_keys(x)
+        out = _NUMPY[op](keys, float_key(value, keys.dtype.itemsize))
     else:
         out = _NUMPY[op](x, value)
-        if floating and op in (">", ">="):  # NaN is above every number
-            out |= np.isnan(x)
+        nan = np.isnan(x) if floating and op in ("<", "<=", ">", ">=") else None
+        if nan is not None and nan.any():  # NaN above every number, negative NaN below
+            below = nan & np.signbit(x)
+            out |= below if op[0] == "<" else nan & ~below
     if nulls:
         out &= true_mask(array.is_valid())
     return out
