@@ -140,9 +140,52 @@ def cleanup_old_versions(
             raise InvalidInputError(
                 f"version {ref.version} is tagged; delete its tag or pass keep_tags=True")
         removed.append(ref)
+    # sizes first: a key that leads out of the root (PathEscapeError) stops cleanup
+    # before anything is set aside or deleted
+    sizes = _sizes(store, [k for ref in removed for k in (
+        ref.key, *referenced_files(store, manifests[ref.version]))])
     aside, tagged = _set_aside_and_look_again(store, removed, manifests, grace_cutoff)
+    try:
+        sized = _doomed(store, aside, manifests, tagged, sizes, grace_cutoff,
+                        delete_unverified)
+    except BaseException:
+        for ref, aside_key in aside:  # nothing deleted: every version as it was
+            store.rename_if_absent(aside_key, ref.key)
+        raise
     removed = [ref for ref, _ in aside]
-    removed_versions = {r.version for r in removed}
+    removed_bytes = removed_files = 0
+    for key, size in sized:
+        try:
+            store.delete(key)
+        except (NotFoundError, IsADirectoryError, PermissionError):
+            continue
+        removed_bytes += size
+        removed_files += 1
+    if removed and (read_hint(store) or 0) < refs[-1].version:
+        # a stale hint naming a kept (tagged) version would now sit below a gap, and
+        # readers probing upward from it would stop there
+        write_hint(store, refs[-1].version)
+    return CleanupStats(removed_bytes, len(removed), removed_files)
+
+
+def _sizes(store: ObjectStore, keys: Iterable[str]) -> dict[str, int]:
+    """The size of each of ``keys`` that exists (PathEscapeError for one leading out of
+    the table's root)."""
+    out = {}
+    for key in dict.fromkeys(keys):
+        try:
+            out[key] = store.size(key)
+        except (NotFoundError, IsADirectoryError, PermissionError):
+            continue  # gone already, or a directory (nested index layout): left alone
+    return out
+
+
+def _doomed(store: ObjectStore, aside: list[tuple[VersionRef, str]],
+            manifests: dict[int, Manifest], tagged: set[int], sizes: dict[str, int],
+            grace_cutoff: int, delete_unverified: bool) -> list[tuple[str, int]]:
+    """(key, size) of every file to delete: the set-aside manifests, the files only they
+    used, a dead cleanup's leftovers, unverified files if asked, stale temporaries."""
+    removed_versions = {ref.version for ref, _ in aside}
     kept_files: set[str] = set()
     for version, m in manifests.items():
         if version not in removed_versions:
@@ -170,27 +213,9 @@ def cleanup_old_versions(
         for name, modified in store.list_temporaries(directory):
             if modified < grace_cutoff:
                 doomed.append(f"{directory}/{name}" if directory else name)
-    # sizes first: a key that leads out of the root (PathEscapeError) stops cleanup
-    # before anything is deleted
-    sized = []
-    for key in dict.fromkeys(doomed):
-        try:
-            sized.append((key, store.size(key)))
-        except (NotFoundError, IsADirectoryError, PermissionError):
-            continue  # gone already, or a directory (nested index layout): left alone
-    removed_bytes = removed_files = 0
-    for key, size in sized:
-        try:
-            store.delete(key)
-        except (NotFoundError, IsADirectoryError, PermissionError):
-            continue
-        removed_bytes += size
-        removed_files += 1
-    if removed and (read_hint(store) or 0) < refs[-1].version:
-        # a stale hint naming a kept (tagged) version would now sit below a gap, and
-        # readers probing upward from it would stop there
-        write_hint(store, refs[-1].version)
-    return CleanupStats(removed_bytes, len(removed), removed_files)
+    unknown = _sizes(store, [k for k in doomed if k not in sizes])
+    return [(k, sizes[k] if k in sizes else unknown[k]) for k in dict.fromkeys(doomed)
+            if k in sizes or k in unknown]
 
 
 def _set_aside_and_look_again(store: ObjectStore, picked: list[VersionRef],
