@@ -384,7 +384,11 @@ class WriteRunner:
         return self._merge_general(ds, stmt)
 
     def _merge_insert(self, ds: LanceDataset, form: MergeInsertForm) -> pa.Table:
-        """A MERGE pylance's merge_insert expresses, run as one."""
+        """A MERGE pylance's merge_insert expresses, run as one (one of DO NOTHINGs only
+        changes nothing and commits nothing)."""
+        if not (form.update or form.delete_matched or form.insert or form.delete_by_source):
+            return _one_row(num_inserted_rows=0, num_updated_rows=0, num_deleted_rows=0,
+                            version=ds.version)
         source = self.session.sql(form.source_sql()).to_arrow_table()
         source = _merge_values(source, ds.schema)
         builder = ds.merge_insert([k for k, _ in form.merge.keys])

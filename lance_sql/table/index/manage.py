@@ -71,8 +71,14 @@ def _field(manifest: Manifest, column: str) -> LanceField:
 
 
 def _field_names(manifest: Manifest, index: IndexMetadata) -> list[str]:
-    by_id = {f.id: f.name for f in manifest.schema.walk()}
-    return [by_id.get(i, f"<field {i}>") for i in index.fields]
+    """The indexed fields' paths (``st.x`` for a struct's field, as pylance names them)."""
+    paths: dict[int, str] = {}
+    stack = [(f, "") for f in manifest.schema.fields]
+    while stack:
+        field, prefix = stack.pop()
+        paths[field.id] = prefix + field.name
+        stack.extend((child, f"{paths[field.id]}.") for child in field.children)
+    return [paths.get(i, f"<field {i}>") for i in index.fields]
 
 
 def _entries(store: ObjectStore, manifest: Manifest, column: str,

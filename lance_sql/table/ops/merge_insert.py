@@ -117,6 +117,13 @@ class MergeInsertBuilder:
         return self
 
     def execute(self, data: Any, schema: pa.Schema | None = None) -> dict[str, int]:
+        spec = self.spec
+        if not (spec.update or spec.delete_matched or spec.insert or spec.delete
+                or spec.tombstone):
+            raise InvalidInputError(
+                "merge_insert has nothing to do: add when_matched_update_all(), "
+                "when_matched_delete(), when_not_matched_insert_all() or "
+                "when_not_matched_by_source_delete() (as pylance refuses it)")
         source = to_reader(data, schema).read_all()
         stats, manifest = merge_insert(self._begin(), self.spec, source)
         self._done(manifest)

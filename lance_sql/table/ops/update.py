@@ -193,7 +193,11 @@ def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Sch
     import pyarrow.dataset as pds  # here: it imports pandas (~0.3 s) at import time
 
     projection = {f.name: exprs.get(f.name, pds.field(f.name)) for f in arrow}
-    return _fit(pds.dataset(table).to_table(columns=projection), list(exprs), arrow)
+    try:
+        new = pds.dataset(table).to_table(columns=projection)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidInputError(f"update values cannot be computed: {exc}") from exc
+    return _fit(new, list(exprs), arrow)
 
 
 def _fit(new: pa.Table, assigned: list[str], arrow: pa.Schema) -> pa.Table:

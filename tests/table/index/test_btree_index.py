@@ -868,3 +868,14 @@ def test_dense_pages_noted_by_concurrent_searches(tmp_path: Path) -> None:
         with ThreadPoolExecutor(4) as pool:
             got = list(pool.map(lambda f: ds.to_table(filter=f).sort_by("id"), filters * 2))
         assert all(g.equals(e) for g, e in zip(got, expected * 2, strict=True))
+
+
+def test_an_index_of_a_struct_field_is_listed_by_its_path(tmp_path: Path) -> None:
+    uri = str(tmp_path / "nested")
+    lance.write_dataset(pa.table({"x": [1, 2], "st": [{"x": 5}, {"x": 6}]}), uri)
+    lance.dataset(uri).create_scalar_index("st.x", "BTREE")
+    listed = [i["fields"] for i in lance_sql.dataset(uri).list_indices()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # pylance's own list_indices
+        theirs = [i["fields"] for i in lance.dataset(uri).list_indices()]
+    assert listed == theirs == [["st.x"]]

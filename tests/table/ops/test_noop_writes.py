@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
+from lance_sql.errors import InvalidInputError
 
 DATA = pa.table({"id": [1, 2], "s": ["a", "b"]})
 
@@ -58,3 +59,27 @@ def test_sql_no_op_statements_commit_versions(tmp_path: Path) -> None:
         session.sql(sql)
         assert session.dataset("t").version == before + 1, sql
     assert session.sql("SELECT * FROM t").to_pydict() == {"id": [1], "s": ["a"]}
+
+
+def test_a_merge_that_can_change_nothing_is_refused_or_skipped(tmp_path: Path) -> None:
+    """No clause at all: pylance's merge_insert refuses it, and so does ours; a SQL MERGE
+    whose clauses all DO NOTHING commits nothing."""
+    lance_sql.write_dataset(DATA, tmp_path / "t")
+    with pytest.raises(ValueError, match="not configured to change"):
+        lance.dataset(tmp_path / "t").merge_insert("id").execute(DATA)
+    with pytest.raises(InvalidInputError, match="nothing to do"):
+        lance_sql.dataset(tmp_path / "t").merge_insert("id").execute(DATA)
+    assert lance_sql.dataset(tmp_path / "t").version == 1
+    session = lance_sql.connect(tmp_path)
+    done = session.sql("MERGE INTO t USING (VALUES (1, 'q')) AS src(id, s) ON t.id = src.id "
+                       "WHEN MATCHED THEN DO NOTHING").to_pylist()
+    assert done == [{"num_inserted_rows": 0, "num_updated_rows": 0, "num_deleted_rows": 0,
+                     "version": 1}]
+    assert session.dataset("t").version == 1
+
+
+def test_an_update_whose_values_fail_is_a_typed_error(tmp_path: Path) -> None:
+    ds = lance_sql.write_dataset(pa.table({"a": [1, 2]}), tmp_path / "t")
+    with pytest.raises(InvalidInputError, match="divide by zero"):
+        ds.update({"a": "a / 0"})
+    assert ds.version == 1
