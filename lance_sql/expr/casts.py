@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.expr.text import float_text, needs_own_text, timestamp_text
+
 _MANTISSA_BITS = 53  # a double's significand, hidden bit included
 
 
@@ -27,9 +29,15 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
     """``values`` cast to ``target`` as DataFusion casts them: to a decimal128 column
     with its rounding (see the module); integers to a decimal of any precision that
     holds the values (pyarrow asks for one holding every integer of the type); text
-    without a zone offset to a zoned timestamp as wall-clock time in that zone. Any
-    other cast as pyarrow makes it."""
+    without a zone offset to a zoned timestamp as wall-clock time in that zone; floats,
+    timestamps and date64 to text spelled as DataFusion spells them (``1.0``, not
+    pyarrow's ``1``); floats to integers truncated toward zero, as SQL's CAST (out of
+    range still fails). Any other cast as pyarrow makes it."""
     source = values.type
+    if _is_text(target) and needs_own_text(source):
+        return _as_text(values, target)
+    if pa.types.is_floating(source) and pa.types.is_integer(target):
+        return pc.trunc(values).cast(target)  # (the cast checks the range)
     if pa.types.is_integer(source) and pa.types.is_decimal(target):
         wide = (pa.decimal128(38, target.scale) if pa.types.is_decimal128(target)
                 else pa.decimal256(76, target.scale))
@@ -52,11 +60,24 @@ def _is_text(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
+def _as_text(values: pa.Array | pa.ChunkedArray, target: pa.DataType
+             ) -> pa.Array | pa.ChunkedArray:
+    if isinstance(values, pa.ChunkedArray):
+        return pa.chunked_array([_as_text(c, target) for c in values.chunks], type=target)
+    if pa.types.is_date64(values.type):
+        values = values.cast(pa.timestamp("ms"))  # DataFusion spells it as its timestamp
+    spelled = float_text(values) if pa.types.is_floating(values.type) else \
+        timestamp_text(values)
+    return spelled if spelled.type == target else spelled.cast(target)
+
+
 def _own_cast(source: pa.DataType, target: pa.DataType) -> bool:
     """Whether :func:`cast_like_datafusion` casts ``source`` to ``target`` otherwise than
     pyarrow's cast does."""
     return (_rounds(source, target)
             or (pa.types.is_integer(source) and pa.types.is_decimal(target))
+            or (_is_text(target) and needs_own_text(source))
+            or (pa.types.is_floating(source) and pa.types.is_integer(target))
             or (_is_text(source) and pa.types.is_timestamp(target) and target.tz is not None))
 
 

@@ -675,6 +675,8 @@ class LanceSession:
                 raise InvalidInputError(
                     f"{verb} {statement.table}: a row matches several rows of the joined "
                     "tables; each row may match at most one") from exc
+            if str(exc).startswith("update values"):  # said of the statement's values
+                raise InvalidInputError(f"{verb} {statement.table}: {exc}") from exc
             raise
         except LanceError:
             raise
