@@ -210,6 +210,13 @@ def _tzinfo(tz: str) -> dt.tzinfo:
         raise InvalidInputError(f"unknown time zone {tz!r}: {err}") from None
 
 
+def _nanoseconds_past_micros(text: str) -> int:
+    """The 7th to 9th fractional digits of a time's seconds in ``text`` (what a Python
+    datetime drops), as nanoseconds."""
+    found = re.search(r":\d\d[.,]\d{6}(\d{1,3})", text)
+    return int(found[1].ljust(3, "0")) if found else 0
+
+
 def _as_timestamp(v: Any, target: pa.TimestampType) -> pa.Scalar:
     """A date/datetime literal as an instant of ``target``, as DataFusion coerces it."""
     if not isinstance(v, dt.datetime):  # a DATE: midnight, UTC for zoned columns
@@ -239,7 +246,12 @@ def _literal_as(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
             return None
     try:
         if pa.types.is_timestamp(target) and isinstance(v, str | dt.date):
-            return _as_timestamp(dt.datetime.fromisoformat(v) if isinstance(v, str) else v, target)
+            instant = _as_timestamp(dt.datetime.fromisoformat(v) if isinstance(v, str) else v,
+                                    target)
+            nanos = _nanoseconds_past_micros(v) if isinstance(v, str) else 0
+            if nanos and target.unit == "ns":  # (a datetime holds microseconds only)
+                return scalar(instant.value + nanos, instant.type)
+            return instant
         if pa.types.is_date(target) and isinstance(v, str):
             return scalar(dt.date.fromisoformat(v.strip()), target)
         if isinstance(v, str) and pa.types.is_integer(target):
@@ -581,6 +593,9 @@ class _Translator:
             s = _scalar(v) if s is None else s
             if _family(s.type) != _family(x[1]) or _family(s.type) == "other":
                 return None
+            if pa.types.is_floating(s.type) and pa.types.is_integer(x[1]) and \
+                    s.is_valid and abs(s.as_py()) >= 2.0 ** 53:
+                return None  # beyond 2**53 a float equals several integers: compared as floats
             try:
                 exact = s.cast(x[1])
                 if not exact.cast(s.type).equals(s):  # e.g. 1.505 as decimal(10, 2)
