@@ -728,11 +728,7 @@ def _nan_compare(op: str, left: _Typed, right: _Typed) -> _Typed:
     target = pa.float64() if width == 8 else pa.float32()
     keys = [_call(float_key_function(target), [x if x[1] == target else _cast(x, target)])
             for x in (left, right)]
-    return _call(_COMPARE_FN[op], keys)
-
-
-_COMPARE_FN = {"=": "equal", "!=": "not_equal", "<": "less", "<=": "less_equal",
-               ">": "greater", ">=": "greater_equal"}
+    return _call(COMPARISONS[op], keys)
 
 
 def to_pyarrow(expr: Expr | str, schema: pa.Schema) -> pc.Expression:

@@ -25,13 +25,12 @@ above keeps that version, and a tagger writes its tag before it checks that the 
 exists. Cleanup removes versions in two steps so neither can slip in between its look at
 transaction files and tags and its deletes: the picked manifests are first set aside
 (renamed to ``{name}.{ns}.removing``, which readers do not take for a version; ``ns``
-says when), then the
-transaction files and tags are read again; a version one of them now protects is put
-back, and only the rest, with the files only they used, is deleted. A restore or tagger
-that checks after the set-aside finds no version (a typed error, nothing committed); one
-that checked before is seen on the second look. A cleanup that dies between the steps
-leaves its ``.removing`` manifests; the next one (after :data:`WRITER_GRACE`) finishes
-their removal.
+says when), then the transaction files and tags are read again; a version one of them
+now protects is put back, and only the rest, with the files only they used, is deleted.
+A restore or tagger that checks after the set-aside finds no version (a typed error,
+nothing committed); one that checked before is seen on the second look. A cleanup that
+dies between the steps leaves its ``.removing`` manifests; the next one (after
+:data:`WRITER_GRACE`) finishes their removal.
 
 Files no manifest references at all (left by failed or in-flight writes) are only
 removed with ``delete_unverified=True``: an in-flight writer's files look exactly
