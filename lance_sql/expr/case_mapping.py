@@ -17,16 +17,15 @@ Registered as pyarrow scalar functions on first use.
 from __future__ import annotations
 
 import functools
-import threading
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.expr.udfs import scalar_function
+
 __all__ = ["case_function", "full_case"]
 
 _SIMPLE = {"upper": "utf8_upper", "lower": "utf8_lower"}
-_registered: set[str] = set()
-_register_lock = threading.Lock()
 
 
 @functools.cache
@@ -64,19 +63,5 @@ def case_function(op: str, t: pa.DataType) -> str | None:
     (Arrow's kernel then says what it says of them)."""
     if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
         return None
-    name = f"lance_sql_full_{op}_{t}"
-    with _register_lock:
-        if name in _registered:
-            return name
-
-        def kernel(ctx: pc.UdfContext, values: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
-            if isinstance(values, pa.Scalar):  # a literal: one value, given back as one
-                return full_case(op, pa.array([values.as_py()], values.type))[0]
-            return full_case(op, values)
-
-        pc.register_scalar_function(kernel, name,
-                                    {"summary": f"{op} with the full Unicode case mapping",
-                                     "description": "see lance_sql.expr.case_mapping"},
-                                    {"values": t}, t)
-        _registered.add(name)
-    return name
+    return scalar_function(f"lance_sql_full_{op}_{t}", functools.partial(full_case, op),
+                           {"values": t}, t, f"{op} with the full Unicode case mapping")

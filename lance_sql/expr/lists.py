@@ -11,20 +11,15 @@ the lists' offsets with numpy.
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.float_order import float_keys
+from lance_sql.expr.udfs import scalar_function
 
-__all__ = ["float_key_function", "is_list", "list_function", "negative_nan_function"]
-
-_registered: set[str] = set()
-_register_lock = threading.Lock()
-
+__all__ = ["is_list", "list_function"]
 
 def is_list(t: pa.DataType) -> bool:
     """Whether ``t`` is a list type these functions take."""
@@ -87,65 +82,6 @@ def cardinality(lists: pa.Array) -> pa.Array:
     return pa.array(lengths.astype(np.uint64), pa.uint64(), mask=~valid)
 
 
-def _float_keys(values: pa.Array) -> pa.Array:
-    keys = float_keys(values.fill_null(0.0).to_numpy(zero_copy_only=False))
-    return pa.array(keys, mask=values.is_null().to_numpy(zero_copy_only=False)
-                    if values.null_count else None)
-
-
-def float_key_function(t: pa.DataType) -> str:
-    """The name of the scalar function giving float32 / float64 values their SQL order
-    keys (:mod:`lance_sql.float_order`), registered on first use."""
-    name = f"lance_sql_float_key_{t}"
-    with _register_lock:
-        if name in _registered:
-            return name
-
-        def run(ctx: pc.UdfContext, values: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
-            if isinstance(values, pa.Scalar):
-                return _float_keys(pa.array([values.as_py()], values.type))[0]
-            return _float_keys(values)
-
-        out = pa.int64() if t == pa.float64() else pa.int32()
-        pc.register_scalar_function(run, name, {"summary": "float order key",
-                                                "description": "see lance_sql.float_order"},
-                                    {"values": t}, out)
-        _registered.add(name)
-    return name
-
-
-_NO_NAN = pa.array(np.zeros(1 << 16, bool))  # sliced for batches without a NaN
-
-
-def _negative_nans(values: pa.Array) -> pa.Array:
-    x = values.fill_null(0.0).to_numpy(zero_copy_only=False) if values.null_count else \
-        values.to_numpy(zero_copy_only=False)
-    nan = np.isnan(x)
-    if not nan.any() and len(values) <= len(_NO_NAN):
-        return _NO_NAN.slice(0, len(values))
-    return pa.array(nan & np.signbit(x), pa.bool_())
-
-
-def negative_nan_function(t: pa.DataType) -> str:
-    """The name of the scalar function telling which floats are NaNs with the sign bit
-    set (Arrow has no kernel that sees a NaN's sign), registered on first use."""
-    name = f"lance_sql_negative_nan_{t}"
-    with _register_lock:
-        if name in _registered:
-            return name
-
-        def run(ctx: pc.UdfContext, values: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
-            if isinstance(values, pa.Scalar):
-                return _negative_nans(pa.array([values.as_py()], values.type))[0]
-            return _negative_nans(values)
-
-        pc.register_scalar_function(run, name, {"summary": "negative NaN",
-                                                "description": "see lance_sql.float_order"},
-                                    {"values": t}, pa.bool_())
-        _registered.add(name)
-    return name
-
-
 _KERNELS: dict[str, tuple[Callable[..., pa.Array], int]] = {
     "array_element": (array_element, 2), "array_has": (array_has, 2),
     "cardinality": (cardinality, 1),
@@ -158,18 +94,5 @@ def list_function(op: str, types: list[pa.DataType], out: pa.DataType) -> str:
     kernel, arity = _KERNELS[op]
     signature = "|".join(map(str, [*types, out]))
     name = f"lance_sql_{op}_{hashlib.sha1(signature.encode()).hexdigest()[:16]}"
-    with _register_lock:
-        if name in _registered:
-            return name
-
-        def run(ctx: pc.UdfContext, *args: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
-            lists = args[0]
-            if isinstance(lists, pa.Scalar):  # a literal list: one row
-                return kernel(pa.array([lists.as_py()], lists.type), *args[1:])[0]
-            return kernel(lists, *args[1:])
-
-        names = ["lists", "other"][:arity]
-        pc.register_scalar_function(run, name, {"summary": op, "description": __doc__ or ""},
-                                    dict(zip(names, types, strict=True)), out)
-        _registered.add(name)
-    return name
+    names = ["lists", "other"][:arity]
+    return scalar_function(name, kernel, dict(zip(names, types, strict=True)), out, op)

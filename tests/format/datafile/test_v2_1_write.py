@@ -3,35 +3,22 @@ large mini-block chunks, no inline constants), read row for row by pylance and b
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pyarrow as pa
 import pytest
-from datafile_helpers import ALL_KINDS, NULL_MODES, assert_same, table_of
+from datafile_helpers import ALL_KINDS, NULL_MODES, table_of
 from google.protobuf import any_pb2
 from test_v2_read import special_table
-from v2_helpers import census, open_ours, page_layouts, random_rows
+from test_v2_write import roundtrip
+from v2_helpers import census, page_layouts
 
-from lance_sql.format.datafile import LanceFileWriter, container
+from lance_sql.format.datafile import container
 from lance_sql.format.pb import encodings_v2_1_pb2 as e21
 from lance_sql.format.pb import file2_pb2
-from lance_sql.format.schema import LanceSchema
 
-lance_file = pytest.importorskip("lance.file")
+pytest.importorskip("lance.file")  # pylance reads what we write
 
 SMALL_PAGES = {"page_bytes": 16 * 1024, "max_page_bytes": 64 * 1024}
-
-
-def write_21(table: pa.Table, path, batch_rows: int | None = None, **kw) -> bytes:
-    writer = LanceFileWriter(sink := io.BytesIO(), LanceSchema.from_arrow(table.schema),
-                             version="2.1", **kw)
-    for batch in table.to_batches(max_chunksize=batch_rows) if batch_rows else [table]:
-        writer.write_batch(batch)
-    written = writer.finish()
-    assert (written.major, written.minor) == (2, 1)
-    path.write_bytes(data := sink.getvalue())
-    return data
 
 
 def _within_2_1_grammar(data: bytes) -> None:
@@ -49,22 +36,8 @@ def _within_2_1_grammar(data: bytes) -> None:
 
 
 def _roundtrip(tmp_path, table: pa.Table, **kw) -> bytes:
-    path = tmp_path / "ours.lance"
-    data = write_21(table, path, **kw)
+    data = roundtrip(tmp_path, table, version="2.1", **kw)
     _within_2_1_grammar(data)
-    reference = lance_file.LanceFileReader(str(path))
-    assert (reference.metadata().major_version, reference.metadata().minor_version) == (2, 1)
-    theirs = reference.read_all().to_table()
-    reader, cmap = open_ours(data)
-    rows = np.unique(random_rows(table.num_rows, 40, 1)) if table.num_rows else np.array([], int)
-    taken = reference.take_rows(rows.tolist()).to_table() if rows.size else None
-    for field in reader.schema.fields:
-        expected = table.column(field.name)
-        assert_same(theirs.column(field.name), expected, f"pylance reads {field.name}")
-        assert_same(reader.read([field], cmap)[0], expected, f"we read {field.name}")
-        if taken is not None:
-            assert_same(taken.column(field.name), expected.take(pa.array(rows)),
-                        f"pylance take {field.name}")  # fmt: skip
     return data
 
 

@@ -20,22 +20,25 @@ lance_file = pytest.importorskip("lance.file")
 SMALL_PAGES = {"page_bytes": 16 * 1024, "max_page_bytes": 64 * 1024}
 
 
-def write_22(table: pa.Table, path, batch_rows: int | None = None, **kw) -> bytes:
+def write_22(table: pa.Table, path, batch_rows: int | None = None, version: str = "2.2",
+             **kw) -> bytes:
     schema = LanceSchema.from_arrow(table.schema)
     sink = io.BytesIO()
-    writer = LanceFileWriter(sink, schema, version="2.2", **kw)
+    writer = LanceFileWriter(sink, schema, version=version, **kw)
     batches = table.to_batches(max_chunksize=batch_rows) if batch_rows else [table]
     for batch in batches:
         writer.write_batch(batch)
     written = writer.finish()
     data = sink.getvalue()
     assert written.size_bytes == len(data)
-    assert (written.major, written.minor) == (2, 2)
+    assert f"{written.major}.{written.minor}" == version
     path.write_bytes(data)
     return data
 
 
-def _roundtrip(tmp_path, table: pa.Table, **kw) -> bytes:
+def roundtrip(tmp_path, table: pa.Table, **kw) -> bytes:
+    """Write ``table`` (``version=`` and the writer's options in ``kw``) and check that
+    pylance and we read every column, and pylance takes random rows, as written."""
     path = tmp_path / "ours.lance"
     data = write_22(table, path, **kw)
     reference = lance_file.LanceFileReader(str(path))
@@ -56,7 +59,7 @@ def _roundtrip(tmp_path, table: pa.Table, **kw) -> bytes:
 @pytest.mark.parametrize("mode", NULL_MODES)
 def test_every_kind_round_trips_through_pylance(tmp_path, mode: str) -> None:
     table = table_of(ALL_KINDS, 3000, mode, seed=21)
-    data = _roundtrip(tmp_path, table, batch_rows=700, **SMALL_PAGES)
+    data = roundtrip(tmp_path, table, batch_rows=700, **SMALL_PAGES)
     seen = census(data)
     pages = seen["mini_block_layout"] + seen["constant_layout"] + seen["full_zip_layout"]
     assert pages > 2 * len(ALL_KINDS)  # several pages per column
@@ -70,7 +73,7 @@ def test_special_shapes_round_trip_through_pylance(tmp_path) -> None:
     table = special_table(2000)
     keep = [f.name for f in table.schema  # packed structs and blobs are not writable
             if not {b"lance-encoding:packed", b"lance-encoding:blob"} & set(f.metadata or {})]
-    data = _roundtrip(tmp_path, table.select(keep))
+    data = roundtrip(tmp_path, table.select(keep))
     seen = census(data)
     for kind in ("mini_block_layout", "full_zip_layout", "constant_layout", "page_dictionary",
                  "inline_bitpacking", "fixed_size_list", "variable"):  # fmt: skip
@@ -88,13 +91,13 @@ def test_null_structs_and_lists_of_them(tmp_path) -> None:
         "ls": pa.array([None if i % 4 == 0 else [values[(i + j) % 500] for j in range(i % 4)]
                         for i in range(500)], pa.list_(st)),
     })  # fmt: skip
-    _roundtrip(tmp_path, table)
+    roundtrip(tmp_path, table)
 
 
 def test_levels_that_do_not_fit_a_chunk_fall_back_to_full_zip(tmp_path) -> None:
     lists = [[]] * 70_000 + [[1, 2, 3]] + [None] * 10 + [[4]]
     table = pa.table({"l": pa.array(lists, pa.list_(pa.int32()))})
-    data = _roundtrip(tmp_path, table)
+    data = roundtrip(tmp_path, table)
     assert census(data)["full_zip_layout"]
 
 
@@ -107,7 +110,7 @@ def test_large_vectors_and_long_strings_use_full_zip(tmp_path) -> None:
         "ls": pa.array([["z" * 300] * (i % 3) if i % 4 else None for i in range(n)],
                        pa.list_(pa.large_string())),
     })  # fmt: skip
-    data = _roundtrip(tmp_path, table)
+    data = roundtrip(tmp_path, table)
     assert census(data)["full_zip_layout"] == 3
 
 
@@ -119,7 +122,7 @@ def test_compression_pays_where_it_should(tmp_path) -> None:
         "cats": pa.array([f"category-{i}" for i in rng.integers(0, 20, n)]),
         "const": pa.array(np.full(n, 3.5)),
     })  # fmt: skip
-    data = _roundtrip(tmp_path, table)
+    data = roundtrip(tmp_path, table)
     raw = sum(c.nbytes for c in table.columns)
     assert len(data) < raw / 4, (len(data), raw)
 
