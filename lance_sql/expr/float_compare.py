@@ -8,28 +8,31 @@ import pyarrow as pa
 
 from lance_sql.expr.udfs import scalar_function
 from lance_sql.float_order import float_keys
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 
 __all__ = ["float_key_function", "negative_nan_function"]
 
-_NO_NAN = pa.array(np.zeros(1 << 16, bool))  # sliced for batches without a NaN
+_NO_NAN_ROWS = 1 << 16
+_no_nan: list[pa.Array] = []  # all False, sliced for batches without a NaN (built once)
 
 
 def _floats(values: pa.Array) -> np.ndarray:
-    return (values.fill_null(0.0) if values.null_count else values).to_numpy(
-        zero_copy_only=False)
+    return numpy_of(values.fill_null(0.0) if values.null_count else values)
 
 
 def _keys(values: pa.Array) -> pa.Array:
-    mask = values.is_null().to_numpy(zero_copy_only=False) if values.null_count else None
-    return pa.array(float_keys(_floats(values)), mask=mask)
+    mask = numpy_of(values.is_null()) if values.null_count else None
+    return array_from_numpy(float_keys(_floats(values)), mask=mask)
 
 
 def _negative_nans(values: pa.Array) -> pa.Array:
     x = _floats(values)
     nan = np.isnan(x)
-    if not nan.any() and len(values) <= len(_NO_NAN):
-        return _NO_NAN.slice(0, len(values))
-    return pa.array(nan & np.signbit(x), pa.bool_())
+    if not nan.any() and len(values) <= _NO_NAN_ROWS:
+        if not _no_nan:
+            _no_nan.append(array_from_numpy(np.zeros(_NO_NAN_ROWS, bool)))
+        return _no_nan[0].slice(0, len(values))
+    return array_from_numpy(nan & np.signbit(x))
 
 
 def float_key_function(t: pa.DataType) -> str:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.expr.udfs import scalar_function
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 
 __all__ = ["is_list", "list_function"]
 
@@ -30,12 +31,11 @@ def _spans(lists: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where each list's elements start in ``lists.values``, how many it has, and which
     lists are valid."""
     n = len(lists)
-    valid = np.ones(n, bool) if lists.null_count == 0 else \
-        lists.is_valid().to_numpy(zero_copy_only=False)
+    valid = np.ones(n, bool) if lists.null_count == 0 else numpy_of(lists.is_valid())
     if pa.types.is_fixed_size_list(lists.type):
         size = lists.type.list_size
         return (np.arange(n, dtype=np.int64) + lists.offset) * size, np.full(n, size), valid
-    offsets = lists.offsets.to_numpy().astype(np.int64)
+    offsets = numpy_of(lists.offsets).astype(np.int64)
     return offsets[:-1], np.diff(offsets), valid
 
 
@@ -45,8 +45,8 @@ def _ints(value: pa.Array | pa.Scalar, n: int) -> tuple[np.ndarray, np.ndarray]:
         if not value.is_valid:
             return np.zeros(n, np.int64), np.zeros(n, bool)
         return np.full(n, int(value.as_py()), np.int64), np.ones(n, bool)
-    valid = value.is_valid().to_numpy(zero_copy_only=False)
-    return value.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), valid
+    valid = numpy_of(value.is_valid())
+    return numpy_of(value.fill_null(0)).astype(np.int64), valid
 
 
 def array_element(lists: pa.Array, index: pa.Array | pa.Scalar) -> pa.Array:
@@ -54,7 +54,7 @@ def array_element(lists: pa.Array, index: pa.Array | pa.Scalar) -> pa.Array:
     i, given = _ints(index, len(lists))
     pos = np.where(i > 0, i - 1, lengths + i)
     ok = valid & given & (i != 0) & (pos >= 0) & (pos < lengths)
-    at = pa.array(np.where(ok, starts + pos, 0), pa.int64(), mask=~ok)
+    at = array_from_numpy(np.where(ok, starts + pos, 0).astype(np.int64), mask=~ok)
     return lists.values.take(at)
 
 
@@ -65,21 +65,21 @@ def array_has(lists: pa.Array, value: pa.Array | pa.Scalar) -> pa.Array:
     owner = np.repeat(np.arange(n), lengths)
     first = np.cumsum(lengths) - lengths
     flat = np.arange(owner.size, dtype=np.int64) + np.repeat(starts - first, lengths)
-    elements = lists.values.take(pa.array(flat, pa.int64()))
+    elements = lists.values.take(array_from_numpy(flat))
     if isinstance(value, pa.Scalar):
         wanted: pa.Array | pa.Scalar = value
         known = np.full(n, value.is_valid)
     else:
-        wanted = value.take(pa.array(owner, pa.int64()))
-        known = value.is_valid().to_numpy(zero_copy_only=False)
-    equal = pc.equal(elements, wanted).fill_null(False).to_numpy(zero_copy_only=False)
+        wanted = value.take(array_from_numpy(owner.astype(np.int64)))
+        known = numpy_of(value.is_valid())
+    equal = numpy_of(pc.equal(elements, wanted).fill_null(False))
     found = np.bincount(owner[equal], minlength=n) > 0
-    return pa.array(found, pa.bool_(), mask=~(valid & known))
+    return array_from_numpy(found, mask=~(valid & known))
 
 
 def cardinality(lists: pa.Array) -> pa.Array:
     _, lengths, valid = _spans(lists)
-    return pa.array(lengths.astype(np.uint64), pa.uint64(), mask=~valid)
+    return array_from_numpy(lengths.astype(np.uint64), mask=~valid)
 
 
 _KERNELS: dict[str, tuple[Callable[..., pa.Array], int]] = {

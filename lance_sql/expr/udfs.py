@@ -9,6 +9,8 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.numpy_arrow import array_from_python
+
 __all__ = ["scalar_function"]
 
 _registered: set[str] = set()
@@ -27,7 +29,7 @@ def scalar_function(name: str, kernel: Callable[..., pa.Array],
         def run(ctx: pc.UdfContext, first: pa.Array | pa.Scalar,
                 *rest: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
             if isinstance(first, pa.Scalar):
-                return kernel(pa.array([first.as_py()], first.type), *rest)[0]
+                return kernel(array_from_python([first.as_py()], first.type), *rest)[0]
             return kernel(first, *rest)
 
         pc.register_scalar_function(run, name, {"summary": summary, "description": summary},

@@ -107,7 +107,7 @@ def select_nested(table: pa.Table, selection: Mapping[str, Shape | None]) -> pa.
     for name, shape in selection.items():
         field, column = table.schema.field(name), table.column(name)
         if shape is not None:
-            empty = _pruned(pa.array([], field.type), shape)
+            empty = _pruned(pa.nulls(0, field.type), shape)
             column = pa.chunked_array([_pruned(c, shape) for c in column.chunks], empty.type)
             field = pa.field(name, empty.type, field.nullable, field.metadata)
         arrays.append(column)
