@@ -13,20 +13,22 @@ import struct
 
 import numpy as np
 
-__all__ = ["float_key", "float_keys", "key_dtype"]
+__all__ = ["float_key", "float_keys", "total_order"]
 
-_INT: dict[int, np.dtype] = {8: np.dtype("<i8"), 4: np.dtype("<i4")}
-
-
-def key_dtype(float_dtype: np.dtype) -> np.dtype:
-    """The integer type of the keys of floats of ``float_dtype`` (float16 as float32)."""
-    return _INT[8 if np.dtype(float_dtype).itemsize == 8 else 4]
+_INT: dict[int, np.dtype] = {8: np.dtype("<i8"), 4: np.dtype("<i4"), 2: np.dtype("<i2")}
 
 
 def _as_key(bits: np.ndarray, width: int) -> np.ndarray:
     # IEEE total order as integers: negative numbers count down from the sign bit
     top = np.array(np.iinfo(bits.dtype).max, bits.dtype)
     return bits ^ ((bits >> (8 * width - 1)) & top)
+
+
+def total_order(values: np.ndarray) -> np.ndarray:
+    """Integers ordering ``values`` (floats) by IEEE total order, every bit pattern apart
+    (-0.0 before 0.0, NaNs by sign and payload): how pylance sorts index entries."""
+    width = values.dtype.itemsize
+    return _as_key(values.view(_INT[width]), width)
 
 
 _NAN_BITS = {8: (0x7FF8000000000000, -0x0008000000000000), 4: (0x7FC00000, -0x00400000)}
@@ -47,7 +49,7 @@ def float_keys(values: np.ndarray) -> np.ndarray:
     width = values.dtype.itemsize
     with np.errstate(invalid="ignore"):  # (signalling NaNs: their keys are set below)
         normal = values + values.dtype.type(0.0)  # -0.0 + 0.0 is 0.0
-    keys = _as_key(normal.view(_INT[width]), width)
+    keys = total_order(normal)
     nan = np.isnan(values)
     if nan.any():
         positive, negative = _nan_keys(width)

@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError
-from lance_sql.float_order import float_key, float_keys
+from lance_sql.float_order import float_key, float_keys, total_order
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.sorted_sets import sorted_unique
 
@@ -113,12 +113,9 @@ def sort_entries(values: pa.Array, ids: np.ndarray) -> pa.Table:
 def _order_keys(values: pa.Array) -> np.ndarray | None:
     """Numbers sorting like the values (nulls arbitrary), or None for non-numeric keys."""
     t = values.type
-    if pa.types.is_floating(t):  # IEEE total order, as pylance sorts them
-        width = np.dtype({16: "<i2", 32: "<i4", 64: "<i8"}[t.bit_width])
-        bits = values.fill_null(pa.scalar(0, t)).to_numpy(zero_copy_only=False).view(width)
-        # negative numbers count down from the sign bit (readers' keys merge what SQL
-        # holds equal: the zeros, NaNs of one sign; see lance_sql.float_order)
-        return bits ^ ((bits >> (t.bit_width - 1)) & np.array(np.iinfo(width).max, width))
+    if pa.types.is_floating(t):  # IEEE total order, as pylance sorts them (readers' keys
+        # merge what SQL holds equal: the zeros, NaNs of one sign; see float_keys)
+        return total_order(values.fill_null(pa.scalar(0, t)).to_numpy(zero_copy_only=False))
     if pa.types.is_boolean(t):
         return numpy_of(values.fill_null(False)).view(np.uint8)
     if pa.types.is_integer(t):
