@@ -131,12 +131,15 @@ def check_buffer_references(ctx: PageContext, encoding: enc.ArrayEncoding, count
     or renumbers a buffer leaves a buffer unreferenced (or referenced twice).
     """
     seen: list[int] = []
-    stack = [encoding]
+    stack: list = [encoding]
     while stack:
         msg = stack.pop()
         if isinstance(msg, enc.Buffer):
             if msg.buffer_type == 0:
                 seen.append(msg.buffer_index)
+            continue
+        if isinstance(msg, enc.PackedStruct):  # its children's encodings name no buffer
+            stack.append(msg.buffer)
             continue
         for fd, value in msg.ListFields():
             if fd.message_type is None:
@@ -183,6 +186,8 @@ def decode(
         return _dictionary(ctx, encoding.dictionary, dtype, n, a, b)
     if kind == "fixed_size_binary":
         return _fixed_size_binary(ctx, encoding.fixed_size_binary, dtype, n, a, b)
+    if kind == "packed_struct":
+        return _packed_struct(ctx, encoding.packed_struct, dtype, n, a, b)
     if kind is None:
         raise ctx.error("page has an empty array encoding")
     if kind in ("list", "struct"):
@@ -270,6 +275,37 @@ def _fixed_size_list(
     dim = fsl.dimension
     items = decode(ctx, fsl.items, dtype.value_type, n * dim, a * dim, b * dim)
     return pa.Array.from_buffers(dtype, b - a, [None], children=[items])
+
+
+def _packed_struct(ctx: PageContext, packed: enc.PackedStruct, dtype: pa.DataType, n: int,
+                   a: int, b: int) -> pa.Array:  # fmt: skip
+    """A struct stored row by row (pylance's ``lance-encoding:packed``): one buffer of
+    fixed-width rows, each child's bytes side by side; ``inner`` describes each child's
+    values (flat, without nulls: pylance 2.0 packs nothing else)."""
+    if not pa.types.is_struct(dtype):
+        raise ctx.error(f"packed struct encoding where a {dtype} value was expected")
+    if len(packed.inner) != dtype.num_fields:
+        raise ctx.error(f"packed struct of {len(packed.inner)} children for type {dtype}")
+    widths = []
+    for child, inner in zip(dtype, packed.inner, strict=True):
+        bits = _leaf_flat_bits(inner)
+        want = fixed_bit_width(child.type)
+        if bits is None or want is None or bits % 8:
+            raise UnsupportedFeatureError(
+                f"{ctx.where}: packed struct child {child.name!r} ({child.type}) is not a "
+                f"byte-wide flat value")
+        if bits != want:
+            raise ctx.error(f"packed child {child.name!r} of {bits} bits for {child.type}")
+        widths.append(bits // 8)
+    row = sum(widths)
+    raw = ctx.read(packed.buffer, a * row, (b - a) * row, n * row)
+    rows = np.frombuffer(raw, np.uint8).reshape(b - a, row)
+    children, col = [], 0
+    for child, width in zip(dtype, widths, strict=True):
+        part = np.ascontiguousarray(rows[:, col : col + width])
+        children.append(pa.Array.from_buffers(child.type, b - a, [None, pa.py_buffer(part)]))
+        col += width
+    return pa.StructArray.from_buffers(dtype, b - a, [None], children=children)
 
 
 def _u64_values(

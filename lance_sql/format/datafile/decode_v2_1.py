@@ -209,6 +209,35 @@ def column_fields(field: LanceField) -> list[LanceField]:
 
 
 
+def _struct_list_size(field: LanceField) -> int:
+    """The size of ``field`` when it is a fixed-size list whose items are not stored whole
+    (a list of structs: each struct field has its own column, item by item); else 1."""
+    if owns_column(field):
+        return 1
+    t = storage_type(field.arrow_type)
+    return t.list_size if pa.types.is_fixed_size_list(t) else 1
+
+
+def elements_per_row(root: LanceField, leaf_id: int) -> int:
+    """How many entries one value of ``root`` puts in the column of its leaf ``leaf_id``:
+    the product of the sizes of the fixed-size lists of structs on the way (pylance
+    flattens them: the leaf columns of ``fixed_size_list<struct, k>`` hold ``k`` entries a
+    row, and every repdef layer down to the leaf counts entries, not rows)."""
+
+    def find(f: LanceField) -> int | None:
+        if f.id == leaf_id:
+            return _struct_list_size(f)
+        if owns_column(f):
+            return None
+        for c in f.children:
+            got = find(c)
+            if got is not None:
+                return got * _struct_list_size(f)
+        return None
+
+    return find(root) or 1
+
+
 def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
     if valid is None:
         return None
@@ -218,7 +247,8 @@ def _bitmap(valid: np.ndarray | None) -> pa.Buffer | None:
 class FieldReader:
     """Reads whole fields of a 2.1+ file for a set of row ranges."""
 
-    def __init__(self, columns: Callable[[int, LanceField, pa.DataType], LeafColumn | None],
+    def __init__(self,
+                 columns: Callable[[int, LanceField, pa.DataType, int], LeafColumn | None],
                  path: str) -> None:  # fmt: skip
         self.columns = columns
         self.path = path
@@ -237,7 +267,8 @@ class FieldReader:
                 leaf_type = BLOB_V1_DESCRIPTION
             else:
                 leaf_type = read_type(leaf, descriptions)
-            column = self.columns(index, leaf, leaf_type)
+            elements = elements_per_row(field, leaf.id)
+            column = self.columns(index, leaf, leaf_type, elements)
             if column is None:
                 continue
             if leaf.logical_type == "json":
@@ -245,7 +276,7 @@ class FieldReader:
                     f"{column.where}: lance.json values are stored as JSONB, which lance_sql "
                     f"cannot decode yet"
                 )
-            layers, values = column.read_ranges(starts, ends)
+            layers, values = column.read_ranges(starts * elements, ends * elements)
             depth = self._depth(field, leaf)
             if len(layers) != depth:
                 raise FormatError(
@@ -283,8 +314,13 @@ class FieldReader:
             return pa.nulls(count, t)
         layer = data[present[0]][0][depth]
         where = f"{self.path}: field {field.name!r}"
-        if layer.count != count:
-            raise FormatError(f"{where}: {layer.count} values where {count} were expected")
+        # a layer under (or of) a fixed-size list of structs counts that list's entries
+        stride = elements_per_row(field, present[0])
+        if layer.count != count * stride:
+            raise FormatError(f"{where}: {layer.count} values where {count * stride} were "
+                              f"expected")
+        validity = layer.validity if stride == 1 or layer.validity is None else \
+            layer.validity[::stride]
         if owns_column(field):
             if layer.is_list:
                 raise FormatError(f"{where}: leaf stored with a list layer")
@@ -304,10 +340,19 @@ class FieldReader:
                 raise FormatError(f"{where}: struct stored with a list layer")
             children = [self._build(c, depth + 1, data, count, descriptions)
                         for c in field.children]  # fmt: skip
-            out = pa.Array.from_buffers(st, count, [_bitmap(layer.validity)], children=children)
+            out = pa.Array.from_buffers(st, count, [_bitmap(validity)], children=children)
+        elif pa.types.is_fixed_size_list(st):
+            if layer.is_list:
+                raise FormatError(f"{where}: fixed-size list stored with a list layer")
+            items = self._build(field.children[0], depth + 1, data, count * st.list_size,
+                                descriptions)
+            out = pa.Array.from_buffers(st, count, [_bitmap(validity)], children=[items])
         elif pa.types.is_list(st) or pa.types.is_large_list(st) or pa.types.is_map(st):
             if not layer.is_list:
                 raise FormatError(f"{where}: list stored without a list layer")
+            if stride != 1:
+                raise UnsupportedFeatureError(
+                    f"{where}: lists holding fixed-size lists of structs are not read yet")
             offsets = layer.offsets
             items = self._build(field.children[0], depth + 1, data, int(offsets[-1]), descriptions)
             large = pa.types.is_large_list(st)

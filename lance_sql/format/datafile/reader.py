@@ -28,6 +28,8 @@ from lance_sql.format.datafile.decode_v2_0 import (
 from lance_sql.format.datafile.decode_v2_1 import (
     FieldReader,
     LeafColumn,
+    column_fields,
+    elements_per_row,
     owns_column,
     read_type,
 )
@@ -83,24 +85,9 @@ def _concat(pieces: list[pa.Array], dtype: pa.DataType) -> pa.Array:
 
 def _items_per_row(schema: LanceSchema) -> list[int]:
     """Per 2.1+ column (one per leaf, in schema order), the entries a row of the file puts
-    in it: 1, or the product of the sizes of the fixed-size lists of structs it is under
-    (pylance stores each struct field of such a list item by item)."""
-    out: list[int] = []
-
-    def walk(field: LanceField, items: int) -> None:
-        if owns_column(field):
-            out.append(items)
-            return
-        t = field.arrow_type
-        if isinstance(t, pa.BaseExtensionType):
-            t = t.storage_type
-        inner = items * t.list_size if pa.types.is_fixed_size_list(t) else items
-        for child in field.children:
-            walk(child, inner)
-
-    for field in schema.fields:
-        walk(field, 1)
-    return out
+    in it (see :func:`elements_per_row`)."""
+    return [elements_per_row(top, leaf.id)
+            for top in schema.fields for leaf in column_fields(top)]
 
 
 class LanceFileReader:
@@ -268,23 +255,21 @@ class LanceFileReader:
             self._checked.add(index)
         return info
 
-    def _leaf_column(self, index: int, leaf: LanceField, leaf_type: pa.DataType) -> LeafColumn:
-        """The decoder of a 2.1+ leaf column, checked to hold every row of the file."""
+    def _leaf_column(self, index: int, leaf: LanceField, leaf_type: pa.DataType,
+                     elements: int = 1) -> LeafColumn:
+        """The decoder of a 2.1+ leaf column, checked to hold ``elements`` entries for
+        every row of the file (more than one under fixed-size lists of structs, which only
+        the field reader reads: row positions are not entry positions there)."""
         column = self._leaf_columns.get((index, leaf_type))
         if column is None:
             info = self._column(index)
-            where = f"{self.path}: column {index} (field {leaf.name!r})"
-            rows = int(info.row_starts[-1])
-            if rows != self.num_rows:
-                items = _items_per_row(self.schema)
-                if index < len(items) and items[index] > 1 and \
-                        rows == self.num_rows * items[index]:
-                    raise UnsupportedFeatureError(
-                        f"{where}: fixed-size lists of structs are not read yet (the "
-                        "table's other columns are)")
-                raise FormatError(f"{where} has {rows} rows, the file {self.num_rows}")
-            column = LeafColumn(info, self._read, leaf_type, where)
-            self._leaf_columns[(index, leaf_type)] = column
+            column = LeafColumn(info, self._read, leaf_type,
+                                f"{self.path}: column {index} (field {leaf.name!r})")
+        rows = column.num_rows
+        if rows != self.num_rows * elements:
+            each = "" if elements == 1 else f" of {elements} entries"
+            raise FormatError(f"{column.where} has {rows} rows, the file {self.num_rows}{each}")
+        self._leaf_columns[(index, leaf_type)] = column
         return column
 
     def _context(self, info: container.ColumnInfo, p: int) -> PageContext:
@@ -598,6 +583,8 @@ class LanceFileReader:
             if info is not None and info.pages:
                 page = info.pages[0]
                 kind = page.encoding.WhichOneof("array_encoding") if page.encoding else None
+                if kind == "packed_struct":  # the struct's rows in its own column
+                    return self._read_leaf(info, dtype, starts, ends)
                 if kind != "struct":
                     self._context(info, 0)  # names a non-2.0 page encoding
                     raise UnsupportedFeatureError(

@@ -1,0 +1,120 @@
+"""Structs pylance stores in layouts of their own: fixed-size lists of structs (2.2 keeps
+each struct field item by item, ``k`` entries a row in every repdef layer) and packed
+structs (2.0: one buffer of fixed-width rows). pylance 14 writes them but cannot read some
+of them back itself, so lance_sql's reads are compared with the data written."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.format.datafile.decode_v2_1 import elements_per_row
+from lance_sql.format.schema import LanceSchema
+
+lance = pytest.importorskip("lance")
+
+ITEM = pa.struct([("a", pa.int32()), ("b", pa.string())])
+
+
+def _item(r: random.Random) -> dict | None:
+    if r.random() < 0.1:
+        return None
+    return {"a": None if r.random() < 0.2 else r.randint(-5, 5),
+            "b": None if r.random() < 0.2 else "x" * r.randint(0, 4)}
+
+
+def _fixed(r: random.Random, k: int, inner: Callable[[random.Random], object]) -> list | None:
+    return None if r.random() < 0.15 else [inner(r) for _ in range(k)]
+
+
+LAYOUTS: dict[str, tuple[pa.DataType, Callable[[random.Random], object]]] = {
+    "fsl<struct>": (pa.list_(ITEM, 3), lambda r: _fixed(r, 3, _item)),
+    "struct<fsl<struct>>": (
+        pa.struct([("z", pa.int64()), ("f", pa.list_(ITEM, 2))]),
+        lambda r: None if r.random() < 0.1 else {"z": r.randint(0, 9), "f": _fixed(r, 2, _item)}),
+    "fsl<struct<list>>": (
+        pa.list_(pa.struct([("l", pa.list_(pa.int32()))]), 2),
+        lambda r: _fixed(r, 2, lambda r: None if r.random() < 0.1 else {
+            "l": None if r.random() < 0.2 else [r.randint(0, 9) for _ in range(r.randint(0, 3))]})),
+    "fsl<struct<fsl<float>>>": (
+        pa.list_(pa.struct([("v", pa.list_(pa.float32(), 2))]), 2),
+        lambda r: _fixed(r, 2, lambda r: None if r.random() < 0.1 else {
+            "v": None if r.random() < 0.2 else [r.random(), r.random()]})),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_fixed_size_lists_of_structs_written_by_pylance(tmp_path: Path, layout: str) -> None:
+    dtype, make = LAYOUTS[layout]
+    r = random.Random(7)
+    n = 3000
+    data = pa.table({"id": pa.array(range(n), pa.int64()),
+                     "x": pa.array([make(r) for _ in range(n)], dtype),
+                     "after": pa.array([f"s{i}" for i in range(n)])})
+    path = str(tmp_path / "t")
+    lance.write_dataset(data, path, data_storage_version="2.2", max_rows_per_file=1200)
+    ds = lance_sql.dataset(path)
+    assert ds.to_table().equals(data)
+    rows = np.array(sorted(r.sample(range(n), 40)))
+    assert ds.take(rows).equals(data.take(rows))
+    assert ds.take([2999, 0, 1234]).equals(data.take([2999, 0, 1234]))
+    assert ds.to_table(filter="id % 7 = 3").equals(data.filter(np.arange(n) % 7 == 3))
+    assert ds.to_table(offset=1190, limit=20).equals(data.slice(1190, 20))
+    ds.delete("id < 100")
+    assert lance_sql.dataset(path).to_table().equals(data.slice(100))
+
+
+def test_fixed_size_list_of_structs_through_sql(tmp_path: Path) -> None:
+    data = pa.table({"id": [1, 2, 3],
+                     "x": pa.array([[{"a": 1, "b": "p"}, {"a": 2, "b": None}], None,
+                                    [None, {"a": 5, "b": "q"}]], pa.list_(ITEM, 2))})
+    lance.write_dataset(data, str(tmp_path / "t"), data_storage_version="2.2")
+    got = lance_sql.connect(str(tmp_path)).sql(
+        "SELECT id, x FROM t WHERE x IS NOT NULL ORDER BY id").to_arrow_table()
+    assert got.to_pylist() == [row for row in data.to_pylist() if row["x"] is not None]
+
+
+def test_elements_per_row_multiplies_the_sizes_of_lists_of_structs() -> None:
+    schema = LanceSchema.from_arrow(pa.schema([
+        pa.field("x", pa.struct([("z", pa.int64()),
+                                 ("f", pa.list_(pa.struct([("a", pa.int32()),
+                                                           ("v", pa.list_(pa.float32(), 4))]),
+                                                3))]))]))
+    x = schema.fields[0]
+    by_name = {f.name: f for f in x.walk()}
+    assert elements_per_row(x, by_name["z"].id) == 1
+    assert elements_per_row(x, by_name["a"].id) == 3
+    assert elements_per_row(x, by_name["v"].id) == 3  # a list of floats is one entry
+
+
+@pytest.mark.parametrize("shape", ["struct", "fsl<struct>", "fsl<struct> with nulls"])
+def test_packed_structs_of_lance_2_0(tmp_path: Path, shape: str) -> None:
+    """pylance 2.0 packs fixed-width structs without nulls (fixed-size lists of structs
+    always): the rows were refused as a corrupt page before."""
+    st = pa.struct([("a", pa.int32()), ("b", pa.float64())])
+    n = 2000
+    if shape == "struct":
+        values = pa.array([{"a": i, "b": i / 2} for i in range(n)], st)
+        field = pa.field("p", st, metadata={"lance-encoding:packed": "true"})
+    else:
+        values = pa.array([None if shape.endswith("nulls") and i % 5 == 1 else
+                           [{"a": i, "b": 0.5}, {"a": -i, "b": 1.5}] for i in range(n)],
+                          pa.list_(st, 2))
+        field = pa.field("p", values.type)
+    data = pa.table([pa.array(range(n), pa.int64()), values],
+                    schema=pa.schema([pa.field("id", pa.int64()), field]))
+    path = str(tmp_path / "t")
+    lance.write_dataset(data, path, data_storage_version="2.0", max_rows_per_file=700)
+    ds = lance_sql.dataset(path)
+    assert ds.to_table().cast(data.schema).equals(data)
+    assert ds.take([1999, 3, 700]).cast(data.schema).equals(data.take([1999, 3, 700]))
+    assert ds.to_table(filter="id BETWEEN 690 AND 710").cast(data.schema).equals(
+        data.slice(690, 21))
+    if shape == "struct":
+        assert ds.to_table().equals(lance.dataset(path).to_table())
