@@ -124,6 +124,24 @@ def _walk(field: LanceField, arr: pa.Array, st: _State, out: list, n: int) -> No
         for i, child in enumerate(field.children):
             _walk(child, arr.field(i), st.copy(), out, n)
         return
+    if pa.types.is_fixed_size_list(t):  # of structs: their fields item by item
+        # as pylance stores them: an item layer marking null lists, then ``k`` entries for
+        # every entry (ended ones too), so each leaf holds ``k`` entries a row
+        st.layers.append("item")
+        k = t.list_size
+        if arr.null_count:
+            valid = np.ones(st.idx.size, bool)
+            valid[live] = _valid(arr, st.idx[live])
+            ended = live & ~valid
+            st.mark = np.where(ended, 2 * j + 1, st.mark)
+            st.idx = np.where(ended, -1, st.idx)
+        pos = np.tile(np.arange(k, dtype=np.int64), st.idx.size)
+        owner = np.repeat(st.idx, k)
+        idx = np.where(owner >= 0, (owner + arr.offset) * k + pos, -1)
+        rep = np.where(pos == 0, np.repeat(st.rep, k), _NO_LIST).astype(np.int32)
+        nxt = _State(idx, rep, np.repeat(st.mark, k), st.layers)
+        _walk(field.children[0], arr.values, nxt, out, n)
+        return
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
         st.layers.append("list")
         ordinal = st.layers.count("list")  # 1 = the outermost list on this path

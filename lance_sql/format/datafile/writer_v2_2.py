@@ -19,7 +19,11 @@ import pyarrow as pa
 
 from lance_sql.errors import SchemaError, UnsupportedFeatureError
 from lance_sql.format.datafile import container, repdef
-from lance_sql.format.datafile.decode_v2_1 import column_fields, is_packed_struct
+from lance_sql.format.datafile.decode_v2_1 import (
+    column_fields,
+    elements_per_row,
+    is_packed_struct,
+)
 from lance_sql.format.datafile.encode_miniblock import StringCompression, mini_block_page
 from lance_sql.format.datafile.encode_v2_2 import (
     EncodedPage,
@@ -79,7 +83,8 @@ class LeafColumn:
         writer.columns.append(self)
 
 
-def _check_writable(field: LanceField, path: str) -> None:
+def _check_writable(field: LanceField, path: str, minor: int, under_list: bool = False
+                    ) -> None:
     if field.is_blob:
         raise UnsupportedFeatureError(
             f"column {path!r}: writing blob columns (lance-encoding:blob / lance.blob.v2) is "
@@ -95,7 +100,16 @@ def _check_writable(field: LanceField, path: str) -> None:
         if pa.types.is_struct(inner) or pa.types.is_list(inner):
             raise UnsupportedFeatureError(f"column {path!r}: cannot write {t} in Lance 2.2 files")
     if field.logical_type.startswith("fixed_size_list:struct"):
-        raise UnsupportedFeatureError(f"column {path!r}: fixed-size lists of structs")
+        # pylance writes these (2.2 only) outside lists and other such lists; its
+        # reader takes nothing else
+        if minor < 2:
+            raise UnsupportedFeatureError(
+                f"column {path!r}: fixed-size lists of structs need Lance 2.2 files")
+        if under_list or any(f.logical_type.startswith("fixed_size_list:struct")
+                             for c in field.children for f in c.walk()):
+            raise UnsupportedFeatureError(
+                f"column {path!r}: fixed-size lists of structs inside lists or other "
+                f"such lists cannot be written")
     if is_packed_struct(field):
         raise UnsupportedFeatureError(
             f"column {path!r}: writing packed structs (lance-encoding:packed) is not supported"
@@ -106,23 +120,26 @@ def _check_writable(field: LanceField, path: str) -> None:
         )
     if field.logical_type == "struct" and not field.children:
         raise UnsupportedFeatureError(f"column {path!r}: structs without fields")
+    listed = under_list or field.logical_type.startswith(("list", "large_list", "map"))
     for child in field.children:
-        _check_writable(child, f"{path}.{child.name}")
+        _check_writable(child, f"{path}.{child.name}", minor, listed)
 
 
 class StructuralField:
     """A top-level field of a 2.2 file and the leaf columns under it."""
 
     def __init__(self, writer: LanceFileWriter, field: LanceField) -> None:
-        _check_writable(field, field.name)
+        self.minor = int(writer.version.split(".")[1])
+        _check_writable(field, field.name, self.minor)
         self.writer = writer
         self.field = field
         self.leaves = {f.id: LeafColumn(writer, f) for f in column_fields(field)}
         self.compression = {f.id: StringCompression.from_metadata(f.metadata, f.name)
                             for f in column_fields(field)}
+        # entries a row puts in each leaf's column (k under a fixed-size list of structs)
+        self.elements = {f.id: elements_per_row(field, f.id) for f in column_fields(field)}
         self.buffer = PageBuffer(writer.page_bytes, writer.max_page_bytes)
         self.rows = 0
-        self.minor = int(writer.version.split(".")[1])
 
     def push(self, arr: pa.Array) -> None:
         if not self.field.nullable and arr.null_count:
@@ -136,9 +153,10 @@ class StructuralField:
     def flush(self) -> None:
         for part in self.buffer.drain():
             for leaf in shred(self.field, part):
-                page = encode_page(leaf.rep, leaf.def_, leaf.layers, leaf.values, len(part),
+                entries = len(part) * self.elements[leaf.field.id]
+                page = encode_page(leaf.rep, leaf.def_, leaf.layers, leaf.values, entries,
                                    self.compression.get(leaf.field.id), self.minor)
-                self._emit(self.leaves[leaf.field.id], page, len(part))
+                self._emit(self.leaves[leaf.field.id], page, entries)
             self.rows += len(part)
 
     def _emit(self, column: LeafColumn, page, length: int) -> None:
