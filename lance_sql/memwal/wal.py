@@ -73,6 +73,9 @@ class WalEntry:
     rows: pa.Table
     size_bytes: int
     file_version: tuple[int, int]
+    # the entry was written with other columns than the schema asked for (its rows were
+    # matched to it): the file cannot serve as a generation's data file under that schema
+    rewritten: bool = False
 
 
 def encode_entry(schema: LanceSchema, rows: pa.Table | Sequence[pa.Table], *,
@@ -111,26 +114,28 @@ def decode_entry(data: bytes, entry_id: int, path: str,
                  expected: LanceSchema | None = None) -> WalEntry:
     """Parse a WAL entry; FormatError naming ``path`` when it is corrupt or truncated.
 
-    With ``expected`` (the writer's MemTable schema) the entry must hold exactly those
-    field ids with those names and types.
+    With ``expected`` (the writer's MemTable schema) the rows come back in that schema:
+    an entry written before the table's columns changed (added, dropped, renamed,
+    retyped) has its columns matched to the table's as a flushed generation's are
+    (:func:`~.column_match.match_columns`), and a column added since reads NULL.
     """
     try:
         reader = LanceFileReader(BytesSource(data, path))
         schema = reader.schema
         epoch = _metadata_int(schema, EPOCH_KEY, path, required=True)
         generation = _metadata_int(schema, GENERATION_KEY, path, required=False)
-        if expected is not None:
-            got = [(f.id, f.name, f.logical_type) for f in schema.walk()]
-            want = [(f.id, f.name, f.logical_type) for f in expected.walk()]
-            if got != want:
-                raise FormatError(f"{path}: WAL entry columns {got} are not the MemTable's "
-                                  f"{want}")
         leaves = [c for f in schema.fields for c in column_fields(f)]
         colmap = {f.id: i for i, f in enumerate(leaves)}
         arrays = reader.read(list(schema.fields), colmap)
-        target = (expected or schema).to_arrow()
-        rows = pa.Table.from_arrays(arrays, schema=pa.schema(
-            [target.field(f.name) for f in schema.fields]))
+        same = expected is not None and [(f.id, f.name, f.logical_type) for f in schema.walk()] \
+            == [(f.id, f.name, f.logical_type) for f in expected.walk()]
+        rewritten = expected is not None and not same
+        if expected is None or same:
+            target = (expected or schema).to_arrow()
+            rows = pa.Table.from_arrays(arrays, schema=pa.schema(
+                [target.field(f.name) for f in schema.fields]))
+        else:
+            rows = _as_memtable_rows(arrays, schema, expected, path)
     except FormatError:
         raise
     except LanceError as exc:
@@ -138,7 +143,46 @@ def decode_entry(data: bytes, entry_id: int, path: str,
     except (pa.ArrowException, ValueError, TypeError, IndexError) as exc:
         raise FormatError(f"{path}: corrupt WAL entry: {exc}") from exc
     return WalEntry(entry_id, epoch, generation, rows, len(data),
-                    (reader.major, reader.minor))
+                    (reader.major, reader.minor), rewritten)
+
+
+def _as_memtable_rows(arrays: Sequence[pa.Array], written: LanceSchema,
+                      expected: LanceSchema, path: str) -> pa.Table:
+    """An entry's columns (``arrays`` of ``written``) as the MemTable schema ``expected``
+    of a writer opened after the table's columns changed."""
+    from lance_sql.memwal.column_match import match_columns, named_by_id, relabelled
+
+    mine = {f.name: (f, a) for f, a in zip(written.fields, arrays, strict=True)}
+    if TOMBSTONE not in mine or mine[TOMBSTONE][0].logical_type != "bool":
+        raise FormatError(f"{path}: a WAL entry without a boolean {TOMBSTONE} column")
+    table = LanceSchema(tuple(f for f in expected.fields if f.name != TOMBSTONE), {})
+    matched = match_columns(written, table, skip=(TOMBSTONE,))
+    source = {now.id: f for f in written.fields if (now := matched.get(f.id)) is not None}
+    by_id = {f.id: a for f, a in zip(written.fields, arrays, strict=True)}
+    target = expected.to_arrow()
+    columns = []
+    for field, arrow in zip(expected.fields, target, strict=True):
+        if field.name == TOMBSTONE:
+            columns.append(mine[TOMBSTONE][1])
+            continue
+        old = source.get(field.id)
+        if old is None:
+            if not arrow.nullable:
+                raise FormatError(f"{path}: the WAL entry has no values for column "
+                                  f"{field.name!r}, which takes no NULLs")
+            columns.append(pa.nulls(len(mine[TOMBSTONE][1]), arrow.type))
+            continue
+        named = named_by_id(old, field).to_arrow().type
+        column = relabelled(pa.chunked_array([by_id[old.id]]), named)
+        if not column.type.equals(arrow.type):
+            try:
+                column = column.cast(arrow.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise FormatError(f"{path}: the WAL entry's column {old.name!r} "
+                                  f"({column.type}) does not fit the table's {field.name!r} "
+                                  f"({arrow.type}): {exc}") from exc
+        columns.append(column.combine_chunks())
+    return pa.Table.from_arrays(columns, schema=target)
 
 
 class WalLog:

@@ -55,7 +55,7 @@ from lance_sql.errors import (
     WriterFencedError,
 )
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
-from lance_sql.format.fragment import BasePath, Fragment
+from lance_sql.format.fragment import BasePath, DataFile, Fragment
 from lance_sql.format.memwal import FlushedGeneration, RegionManifest
 from lance_sql.format.naming import ManifestNaming
 from lance_sql.format.region_spec import RegionSpec
@@ -72,6 +72,7 @@ from lance_sql.memwal.routing import decode_region_values, encode_region_values
 from lance_sql.memwal.transforms import region_values
 from lance_sql.memwal.wal import (
     TOMBSTONE,
+    WalEntry,
     WalLog,
     data_file_of,
     encode_entry,
@@ -250,6 +251,8 @@ class RegionWriter:
         self._want_flush = False
         self._sealed_by_put = False  # a put sealed a full MemTable: write its generation
         self._entry_sizes: dict[int, int] = {}
+        # entries replayed from files of older columns: their generation rewrites them
+        self._rewritten: set[int] = set()
         # bytes a MemTable flush in progress allocates besides the MemTables (its index
         # build): puts wait for them too, so they fit in max_unflushed_bytes
         self._flush_reserve = 0
@@ -330,12 +333,14 @@ class RegionWriter:
                 raise WriterFencedError(
                     f"region {self.region_id}: WAL entry {entry.entry_id} was written by epoch "
                     f"{entry.writer_epoch}, newer than ours ({self.epoch})")
-            self._adopt(self._active, entry.entry_id, entry.rows, entry.size_bytes)
+            self._adopt(self._active, entry)
             self._next_wal = entry.entry_id + 1
 
-    def _adopt(self, memtable: MemTable, entry_id: int, rows: pa.Table, size: int) -> None:
-        memtable.insert(rows, wal_entry=entry_id, sealed_ok=True)
-        self._entry_sizes[entry_id] = size
+    def _adopt(self, memtable: MemTable, entry: WalEntry) -> None:
+        memtable.insert(entry.rows, wal_entry=entry.entry_id, sealed_ok=True)
+        self._entry_sizes[entry.entry_id] = entry.size_bytes
+        if entry.rewritten:
+            self._rewritten.add(entry.entry_id)
 
     # ------------------------------------------------------------------ state
     @property
@@ -592,7 +597,7 @@ class RegionWriter:
             assert entry is not None
             self._check_not_newer(entry.writer_epoch, skipped)
             with self._state:
-                self._adopt(memtable, skipped, entry.rows, entry.size_bytes)
+                self._adopt(memtable, entry)
         return entry_id
 
     def _check_not_newer(self, epoch: int, entry_id: int) -> None:
@@ -668,13 +673,16 @@ class RegionWriter:
         for fragment in memtable.fragments():
             rows_per_entry[mapping[fragment.fragment_id][0]] += fragment.rows.num_rows
         version = _file_version(self.data_format)
-        fragments = tuple(
-            Fragment(id=i, files=(data_file_of(self.schema, WalLog.file_name(e),
-                                               self._entry_size(e), version, WAL_BASE_ID),),
-                     physical_rows=rows_per_entry[e])
-            for i, e in enumerate(entries))
         directory = GenerationDir.new(memtable.generation)
         gen_store = self.store.child(self.log.paths.generation(directory))
+        files = {e: data_file_of(self.schema, WalLog.file_name(e), self._entry_size(e),
+                                 version, WAL_BASE_ID)
+                 for e in entries if e not in self._rewritten}
+        for e in entries:
+            if e not in files:  # its WAL file holds older columns: its rows written anew
+                files[e] = self._rewrite_entry(gen_store, memtable, mapping, e, version)
+        fragments = tuple(Fragment(id=i, files=(files[e],), physical_rows=rows_per_entry[e])
+                          for i, e in enumerate(entries))
         gen_store.put(BLOOM_FILE, memtable.bloom.to_bytes())
         op = Overwrite(fragments, self.schema,
                        initial_bases=(BasePath(WAL_BASE_ID, self.wal.uri(), False),))
@@ -755,6 +763,18 @@ class RegionWriter:
         if seen is not None:
             return seen == identity
         return self.log.latest_version() > version
+
+    def _rewrite_entry(self, gen_store: ObjectStore, memtable: MemTable,
+                       mapping: dict, entry_id: int, version: tuple[int, int]) -> DataFile:
+        """The rows replayed from WAL entry ``entry_id`` (written before the table's
+        columns changed; matched to them since) as a data file of the generation."""
+        rows = [f.rows for f in memtable.fragments() if mapping[f.fragment_id][0] == entry_id]
+        name = f"{uuid.uuid4().hex}.lance"
+        data = encode_entry(self.schema, rows, writer_epoch=self.epoch,
+                            generation=memtable.generation, data_format=self.data_format,
+                            path=f"{gen_store.uri}/data/{name}")
+        gen_store.put(f"data/{name}", data)
+        return data_file_of(self.schema, name, len(data), version, None)
 
     def _entry_size(self, entry_id: int) -> int:
         size = self._entry_sizes.get(entry_id)

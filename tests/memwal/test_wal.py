@@ -108,13 +108,32 @@ def test_entry_without_epoch_or_with_other_columns_is_refused() -> None:
     writer.finish()
     with pytest.raises(FormatError, match="writer_epoch"):
         decode_entry(sink.getvalue(), 1, "e")
-    other = memtable_schema(LanceSchema.from_arrow(pa.schema([pa.field("id", pa.int64(), False,
-                                                                       PK)])))
-    data = encode_entry(other, pa.table({"id": [1], "_tombstone": [False]},
-                                        schema=other.to_arrow()),
+    keyless = memtable_schema(LanceSchema.from_arrow(pa.schema([pa.field("w", pa.float64())]),
+                                                     first_id=10))
+    data = encode_entry(keyless, pa.table({"w": [1.0], "_tombstone": [False]},
+                                          schema=keyless.to_arrow()),
                         writer_epoch=1, generation=1, data_format="2.2")
-    with pytest.raises(FormatError, match="not the MemTable"):
+    with pytest.raises(FormatError, match="no values for column 'id'"):
         decode_entry(data, 1, "e", MEMTABLE)
+
+
+def test_entry_of_older_columns_reads_as_the_memtable_schema() -> None:
+    """An entry written before columns were added (and its ``_tombstone`` under an id a
+    new column took since) comes back in the new schema, flagged as rewritten: its file
+    cannot be a generation's data file under that schema."""
+    older = memtable_schema(LanceSchema.from_arrow(pa.schema([pa.field("id", pa.int64(), False,
+                                                                       PK)])))
+    assert older.fields[1].id == MEMTABLE.fields[1].id  # the tombstone's id is v's now
+    data = encode_entry(older, pa.table({"id": [1, 2], "_tombstone": [False, True]},
+                                        schema=older.to_arrow()),
+                        writer_epoch=1, generation=1, data_format="2.2")
+    entry = decode_entry(data, 1, "e", MEMTABLE)
+    assert entry.rewritten
+    assert entry.rows.schema.equals(MEMTABLE.to_arrow())
+    assert entry.rows.to_pylist() == [{"id": 1, "v": None, "s": None, "_tombstone": False},
+                                      {"id": 2, "v": None, "s": None, "_tombstone": True}]
+    assert not decode_entry(encode_entry(MEMTABLE, _rows([3]), writer_epoch=1, generation=1,
+                                         data_format="2.2"), 2, "e", MEMTABLE).rewritten
 
 
 def test_log_appends_put_if_absent_and_probes_without_listing(store: MemoryStore) -> None:

@@ -5,6 +5,7 @@ the same in scans, lookups and SQL, from the MemTable, once flushed, and once me
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from lance_sql.errors import SchemaError
 from lance_sql.memwal import RegionSpec
 from lance_sql.memwal.api import RoutingWriter
 from lance_sql.memwal.writer import RegionWriter
+
+lance = pytest.importorskip("lance")
 
 Writer = RoutingWriter | RegionWriter
 
@@ -189,3 +192,50 @@ def test_a_retyped_column_is_put_only_where_values_fit_the_writers_type(tmp_path
     got = lance_sql.dataset(ds.uri).mem_wal.scanner().to_table().sort_by("id").to_pylist()
     assert [r["id"] for r in got] == [1, 6, 7]
     assert got[1]["f"] == 0.5 and got[1]["i"] == -3 and got[2]["i"] is None
+
+
+@pytest.mark.parametrize("change", ["add", "drop", "rename"])
+def test_a_wal_backlog_replays_after_the_columns_changed(tmp_path: Path, change: str) -> None:
+    """Acknowledged rows left in the WAL (a writer gone before its MemTable flush), then
+    the table's columns change: the next writer replays them under the new columns (it
+    raised FormatError, and the rows were never seen); their generation holds them in a
+    data file of its own (the WAL file's columns are the old ones; the tombstone's field
+    id is the new column's)."""
+    uri, writer = _open(tmp_path)
+    writer.put(pa.table({"id": NEW, "v": [i * 10 + 1 for i in NEW],
+                         "x": [f"n{i}" for i in NEW]}))
+    writer.delete(pa.table({"id": [60, 140]}))
+    writer.flush()
+    for region_writer in writer.writers:
+        region_writer.abort()  # as a crash after the WAL flush
+    table = lance_sql.dataset(uri)
+    v = {i: i * 10 for i in range(100)} | {i: i * 10 + 1 for i in NEW}
+    want: dict[str, dict[int, object]]
+    if change == "add":
+        table.add_columns(pa.field("y", pa.int32()))
+        want = {"v": v, "y": dict.fromkeys(v)}
+    elif change == "drop":
+        table.drop_columns(["x"])
+        want = {"v": v}
+    else:
+        table.alter_columns({"path": "x", "name": "x2"})
+        want = {"v": v, "x2": {i: f"b{i}" for i in range(100)} | {i: f"n{i}" for i in NEW}}
+    for gone in (60, 140):
+        for values in want.values():
+            del values[gone]
+    mw = lance_sql.dataset(uri).mem_wal
+    mw.recover(idle=dt.timedelta(0))
+    again = mw.writer()
+    _OPENED.append(again)
+    again.put(pa.table({"id": [7], "v": [77], **({"y": [1]} if change == "add" else {}),
+                        **({"x2": ["s7"]} if change == "rename" else {}),
+                        **({"x": ["s7"]} if change == "add" else {})}))
+    want["v"][7] = 77
+    if change == "add":
+        want["y"][7] = 1
+    if change == "rename":
+        want["x2"][7] = "s7"
+    _check_everywhere(tmp_path, uri, again, "id", want)
+    base = lance.dataset(uri).to_table(columns=["id", "v"])
+    assert dict(zip(base.column("id").to_pylist(), base.column("v").to_pylist(),
+                    strict=True)) == want["v"]
