@@ -32,7 +32,7 @@ from lance_sql.memwal.read.warm import WarmView
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import group_by_region, region_id_for
 from lance_sql.memwal.transforms import region_values
-from lance_sql.memwal.writer import RegionWriter, WriterConfig
+from lance_sql.memwal.writer import RegionWriter, WriterConfig, as_table, conform_rows
 from lance_sql.table.dataset import LanceDataset, dataset
 
 __all__ = ["MemWal", "RoutingWriter"]
@@ -140,7 +140,7 @@ class MemWal:
                 else self.view(consistency, version))
         table = keys if isinstance(keys, pa.Table) else view.one_key_table(keys)
         if table is None:
-            table = pa.table(keys)
+            table = _keys_table(keys)
         one = view.lookup_one(table, columns) if table.num_rows == 1 else None
         return one if one is not None else view.lookup_plan(table, columns).to_table()
 
@@ -216,6 +216,20 @@ class MemWal:
         return rows
 
 
+def _keys_table(keys: object) -> pa.Table:
+    """The keys of a lookup as a table: a table, batch, or dict of columns, where a
+    column may be one value (``{"id": 7}``)."""
+    if isinstance(keys, dict):
+        keys = {name: value if isinstance(value, (list, tuple, np.ndarray, pa.Array,
+                                                  pa.ChunkedArray)) else [value]
+                for name, value in keys.items()}
+    try:
+        return as_table(keys)
+    except (TypeError, ValueError, pa.ArrowException) as exc:
+        raise InvalidInputError(f"lookup keys must be columns of the key values: {exc}"
+                                ) from exc
+
+
 class RoutingWriter:
     """Puts and deletes routed to one :class:`RegionWriter` per region of the spec.
 
@@ -230,6 +244,7 @@ class RoutingWriter:
         self.config = config
         self.maintained_indexes = maintained_indexes
         self._schema = ds.manifest.schema
+        self._put_schema = self._schema.to_arrow()
         # puts name the table's columns as it names them now; region writers take them
         # in this writer's schema (see memwal.put_columns)
         self._columns = PutColumns(ds.store, self._schema, ds.commit_config.handler)
@@ -277,20 +292,28 @@ class RoutingWriter:
                 self._writers[region_id] = writer
             return writer
 
-    def put(self, data: pa.Table | pa.RecordBatch) -> None:
+    def put(self, data: pa.Table | pa.RecordBatch | dict) -> None:
         """Upsert rows named as the table names its columns now (see
-        :mod:`~.put_columns`)."""
-        rows = self._columns.written(pa.table(data) if isinstance(data, pa.RecordBatch)
-                                     else data)
+        :mod:`~.put_columns`). The whole put is checked and cast to the table's types
+        before any region takes a row of it, and routed on the cast values (the values
+        the region writers keep)."""
+        rows = self._conformed(self._columns.written(as_table(data)), None)
         for writer, part in self._route(rows):
             writer.put_written(part)
 
-    def delete(self, keys: pa.Table | pa.RecordBatch) -> None:
+    def delete(self, keys: pa.Table | pa.RecordBatch | dict) -> None:
         """Delete rows by key (the primary-key columns, current names)."""
-        rows = self._columns.written(pa.table(keys) if isinstance(keys, pa.RecordBatch)
-                                     else keys, self._keys)
+        rows = self._columns.written(as_table(keys), self._keys)
+        # the keys, and the region's columns when they are not keys (they route it)
+        routing = [n for n in self.spec.source_names(self._schema)
+                   if n is not None and n not in self._keys and n in rows.column_names]
+        rows = self._conformed(rows, (*self._keys, *routing))
         for writer, part in self._route(rows):
             writer.delete_written(part)
+
+    def _conformed(self, rows: pa.Table, names: tuple[str, ...] | None) -> pa.Table:
+        return conform_rows(rows, self._put_schema, names, self._keys,
+                            self._columns.current_name)
 
     def flush(self) -> None:
         for writer in self.writers:

@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -192,7 +192,43 @@ def _close_all_at_exit() -> None:
 atexit.register(_close_all_at_exit)
 
 
-def _as_table(data: Any) -> pa.Table:
+def conform_rows(table: pa.Table, target: pa.Schema, names: Sequence[str] | None,
+                 primary_key: Sequence[str], current_name: Callable[[str], str],
+                 where: str = "") -> pa.Table:
+    """``table`` (named as ``target`` names its columns) cast safely to ``target``'s
+    columns ``names`` (all when None), checked: no column missing or unknown, no NULL
+    key, no NULL where a column takes none. ``current_name`` names a missing column as
+    the user knows it now. A routing writer checks a whole put before any region takes
+    a row of it."""
+    wanted = list(target.names) if names is None else list(names)
+    given = set(table.column_names)
+    missing = [n for n in wanted if n not in given]
+    extra = sorted(given - set(wanted)) if names is None else []
+    if missing or extra:
+        missing = [current_name(n) for n in missing]
+        raise SchemaError(f"{where}the data's columns do not match the table's (missing "
+                          f"{missing}, unknown {extra})")
+    columns = []
+    for name in wanted:
+        field = target.field(name)
+        column = table.column(name)
+        if not column.type.equals(field.type):
+            try:
+                column = column.cast(field.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise SchemaError(f"column {name!r}: {table.column(name).type} does not "
+                                  f"fit the table's {field.type}: {exc}") from exc
+        columns.append(column.combine_chunks())
+    for name, column in zip(wanted, columns, strict=True):
+        if name in primary_key and column.null_count:
+            raise InvalidInputError(f"primary key column {name!r} has {column.null_count} "
+                                    "null value(s)")
+        check_nulls(column, target.field(name), name)
+    return pa.Table.from_arrays(columns, names=wanted)
+
+
+def as_table(data: Any) -> pa.Table:
+    """What a put or delete was given, as a table (a dict of columns too)."""
     if isinstance(data, pa.Table):
         return data
     if isinstance(data, pa.RecordBatch):
@@ -201,8 +237,8 @@ def _as_table(data: Any) -> pa.Table:
         return data.read_all()
     if isinstance(data, dict):
         return pa.table(data)
-    raise InvalidInputError(f"put takes an Arrow table or record batch, not "
-                            f"{type(data).__name__}")
+    raise InvalidInputError(f"expected an Arrow table, record batch or dict of columns, "
+                            f"not {type(data).__name__}")
 
 
 class RegionWriter:
@@ -381,32 +417,8 @@ class RegionWriter:
     # ------------------------------------------------------------------ validation
     def _conform(self, table: pa.Table, names: tuple[str, ...] | None) -> pa.Table:
         """``table`` cast (safely) to the table's columns ``names`` (all when None)."""
-        target = self._put_schema
-        wanted = list(target.names) if names is None else list(names)
-        given = set(table.column_names)
-        missing = [n for n in wanted if n not in given]
-        extra = sorted(given - set(wanted)) if names is None else []
-        if missing or extra:
-            missing = [self._columns.current_name(n) for n in missing]
-            raise SchemaError(f"region {self.region_id}: the data's columns do not match the "
-                              f"table's (missing {missing}, unknown {extra})")
-        columns = []
-        for name in wanted:
-            field = target.field(name)
-            column = table.column(name)
-            if not column.type.equals(field.type):
-                try:
-                    column = column.cast(field.type, safe=True)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                    raise SchemaError(f"column {name!r}: {table.column(name).type} does not "
-                                      f"fit the table's {field.type}: {exc}") from exc
-            columns.append(column.combine_chunks())
-        for name, column in zip(wanted, columns, strict=True):
-            if name in self.primary_key and column.null_count:
-                raise InvalidInputError(f"primary key column {name!r} has {column.null_count} "
-                                        "null value(s)")
-            check_nulls(column, target.field(name), name)
-        return pa.Table.from_arrays(columns, names=wanted)
+        return conform_rows(table, self._put_schema, names, self.primary_key,
+                            self._columns.current_name, f"region {self.region_id}: ")
 
     def _check_region(self, rows: pa.Table) -> None:
         spec, region = self.region_spec, self.region
@@ -450,7 +462,7 @@ class RegionWriter:
         """Upsert rows (a table or batch of the table's columns, as it names them now:
         see :mod:`.put_columns`)."""
         self._check()
-        self.put_written(self._columns.written(_as_table(data)))
+        self.put_written(self._columns.written(as_table(data)))
 
     def put_written(self, rows: pa.Table) -> None:
         """:meth:`put` of rows already named as the writer's schema (a routing writer
@@ -461,7 +473,7 @@ class RegionWriter:
     def delete(self, keys: Any) -> None:
         """Delete rows by key: ``keys`` holds the primary-key columns (current names)."""
         self._check()
-        self.delete_written(self._columns.written(_as_table(keys), self.primary_key))
+        self.delete_written(self._columns.written(as_table(keys), self.primary_key))
 
     def delete_written(self, keys: pa.Table) -> None:
         """:meth:`delete` of keys already named as the writer's schema."""

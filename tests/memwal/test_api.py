@@ -73,5 +73,46 @@ def test_manual_regions_and_refusals(tmp_path: Path) -> None:
     bucketed = MemWal.initialize(_table(tmp_path / "b"), RegionSpec.bucket("id", 2))
     with pytest.raises(InvalidInputError, match="manual regions"):
         bucketed.writer(region=region)
-    with bucketed.writer() as w, pytest.raises(InvalidInputError, match="lack"):
+    with bucketed.writer() as w, pytest.raises(lance_sql.SchemaError, match=r"missing \['id'\]"):
         w.put(pa.table({"v": ["x"]}))
+
+
+def test_a_routed_put_is_checked_whole_before_any_region_takes_a_row(tmp_path: Path) -> None:
+    """A NULL in a column that takes none, in a row of a later region, used to raise
+    after the earlier regions had written (durably) and shown their rows."""
+    schema = pa.schema([SCHEMA.field("id"), pa.field("v", pa.string(), nullable=False)])
+    ds = lance_sql.write_dataset(pa.table({"id": [1000], "v": ["a"]}, schema=schema),
+                                 str(tmp_path / "t.lance"))
+    mw = MemWal.initialize(ds, RegionSpec.bucket("id", 4))
+    with mw.writer() as w:
+        bad = pa.table({"id": pa.array(range(8), pa.int64()), "v": ["x"] * 7 + [None]})
+        with pytest.raises(lance_sql.SchemaError, match="not nullable"):
+            w.put(bad)
+        with pytest.raises(InvalidInputError, match="primary key column 'id' has 1 null"):
+            w.put(pa.table({"id": pa.array([1, None], pa.int64()), "v": ["x", "y"]}))
+        assert w.writers == []  # no region was even claimed
+    assert mw.scanner(["id"]).to_table().column("id").to_pylist() == [1000]
+
+
+def test_a_routed_put_routes_the_values_it_keeps(tmp_path: Path) -> None:
+    """Keys given as floats (or any type that casts safely) are routed after the cast, so
+    each lands in its key's region; they were routed on the float values and refused or
+    not by value ("row(s) do not belong to region")."""
+    mw = MemWal.initialize(_table(tmp_path), RegionSpec.bucket("id", 4))
+    with mw.writer() as w:
+        w.put(pa.table({"id": [float(i) for i in range(30, 40)], "v": ["f"] * 10}))
+        w.put({"id": [40], "v": ["dict"]})
+        w.delete({"id": [31]})
+        with pytest.raises(lance_sql.SchemaError, match="does not fit"):
+            w.put(pa.table({"id": [41.5], "v": ["half"]}))
+        with pytest.raises(InvalidInputError, match="not list"):
+            w.put([1, 2])
+    with MemWal(lance_sql.dataset(mw.dataset.uri)).writer() as again:
+        again.put(_rows(range(30, 31), "int"))  # the same region as the float key 30.0
+        assert len(again.writers) == 1
+    got = mw.get(pa.table({"id": pa.array(range(30, 42), pa.int64())}))
+    assert dict(zip(got.column("id").to_pylist(), got.column("v").to_pylist(), strict=True)) \
+        == {30: "int30", **{i: "f" for i in range(32, 40)}, 40: "dict"}
+    assert mw.get({"id": 33}).to_pylist() == [{"id": 33, "v": "f"}]
+    with pytest.raises(InvalidInputError, match="not int"):
+        mw.get(5)
