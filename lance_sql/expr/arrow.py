@@ -38,7 +38,11 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr.case_mapping import case_function
-from lance_sql.expr.float_compare import float_key_function, negative_nan_function
+from lance_sql.expr.float_compare import (
+    decimal_double_function,
+    float_key_function,
+    negative_nan_function,
+)
 from lance_sql.expr.lists import is_list, list_function
 from lance_sql.expr.model import (
     ARITHMETIC,
@@ -191,6 +195,9 @@ def _cast(x: _Typed, target: pa.DataType) -> _Typed:
         wide = (pa.decimal128 if precision <= 38 else pa.decimal256)(precision, target.scale)
         if wide != target:
             x = _cast(x, wide)
+    if pa.types.is_decimal(x[1]) and pa.types.is_floating(target):
+        doubles = _call(decimal_double_function(x[1]), [x])
+        return doubles if target == pa.float64() else _cast(doubles, target)
     options = pc.CastOptions(target, allow_float_truncate=True, allow_decimal_truncate=True)
     return _call("cast", [x], options)
 
@@ -213,16 +220,23 @@ def _nanoseconds_past_micros(text: str) -> int:
     return int(found[1].ljust(3, "0")) if found else 0
 
 
-def _as_timestamp(v: Any, target: pa.TimestampType) -> pa.Scalar:
-    """A date/datetime literal as an instant of ``target``, as DataFusion coerces it."""
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def _as_timestamp(v: Any, target: pa.TimestampType, nanos: int = 0) -> pa.Scalar:
+    """A date/datetime literal (``nanos``: nanoseconds past its microseconds) as an
+    instant of ``target``, as DataFusion coerces it: in the column's unit, digits finer
+    than it cut off toward zero (``ts_s = '12:00:00.5'`` is 12:00:00)."""
     if not isinstance(v, dt.datetime):  # a DATE: midnight, UTC for zoned columns
         v = dt.datetime.combine(v, dt.time(), dt.UTC if target.tz else None)
     if target.tz is None and v.tzinfo is not None:
         v = v.astimezone(dt.UTC).replace(tzinfo=None)
     elif target.tz is not None and v.tzinfo is None:
         v = v.replace(tzinfo=_tzinfo(target.tz))  # naive: wall-clock time in the column's zone
-    unit = target.unit if target.unit in ("us", "ns") else "us"
-    return scalar(v, pa.timestamp(unit, target.tz))
+    exact = scalar(v, pa.timestamp("ns", target.tz)).value + nanos
+    per = _PER_SECOND["ns"] // _PER_SECOND[target.unit]
+    value = abs(exact) // per * (1 if exact >= 0 else -1)
+    return scalar(value, pa.timestamp(target.unit, target.tz))
 
 
 def _literal_as(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
@@ -242,12 +256,9 @@ def _literal_as(lit: Literal, target: pa.DataType) -> pa.Scalar | None:
             return None
     try:
         if pa.types.is_timestamp(target) and isinstance(v, str | dt.date):
-            instant = _as_timestamp(dt.datetime.fromisoformat(v) if isinstance(v, str) else v,
-                                    target)
             nanos = _nanoseconds_past_micros(v) if isinstance(v, str) else 0
-            if nanos and target.unit == "ns":  # (a datetime holds microseconds only)
-                return scalar(instant.value + nanos, instant.type)
-            return instant
+            return _as_timestamp(dt.datetime.fromisoformat(v) if isinstance(v, str) else v,
+                                 target, nanos)
         if pa.types.is_date(target) and isinstance(v, str):
             return scalar(dt.date.fromisoformat(v.strip()), target)
         if isinstance(v, str) and pa.types.is_integer(target):
@@ -292,6 +303,40 @@ def _int_as_decimal(t: pa.DataType) -> pa.DataType:
     """The narrowest decimal holding every value of integer type ``t``."""
     signed = pa.types.is_signed_integer(t)
     return pa.decimal128(len(str(2 ** (t.bit_width - signed))), 0)
+
+
+_SQL_INT_DIGITS = {8: 3, 16: 5, 32: 10, 64: 20}  # the decimal DataFusion gives an integer
+
+
+def _decimal_op(op: str, left: _Typed, right: _Typed) -> _Typed:
+    """``left op right`` (decimals or integers; ``op`` one of + - * /) as DataFusion
+    computes decimals: its result type (capped at 38 digits), exact sums and products,
+    quotients cut toward zero at the dividend's scale + 4. Computed in 256-bit decimals
+    so pyarrow's own result types (which differ) never overflow first."""
+    def decimal(t: pa.DataType) -> pa.DataType:
+        return t if pa.types.is_decimal(t) else pa.decimal128(_SQL_INT_DIGITS[t.bit_width], 0)
+
+    (p1, s1), (p2, s2) = ((d.precision, d.scale) for d in map(decimal, (left[1], right[1])))
+    if op in ("+", "-"):
+        scale = max(s1, s2)
+        precision = scale + max(p1 - s1, p2 - s2) + 1
+    elif op == "*":
+        scale, precision = s1 + s2, p1 + p2 + 1
+    else:
+        scale, precision = s1 + 4, p1 + s2 + 4
+    result = pa.decimal128(min(precision, 38), min(scale, 38))
+    # the dividend one scale finer than the result: pyarrow's quotient then has digits
+    # past it, cut off by the final cast
+    first = (p1 + 4, s1 + 4) if op == "/" else (p1, s1)
+    if op == "*" and p1 + p2 + 1 > 76:  # (a product of such values overflows 38 digits)
+        first = (76 - 1 - p2, s1)
+    if op == "/" and first[0] + p2 + 1 > 76:
+        raise InvalidInputError(f"decimal division of {left[1]} by {right[1]} needs more than "
+                                "76 digits")
+    wide = [_cast(left, pa.decimal256(*first)), _cast(right, pa.decimal256(p2, s2))]
+    out = _call(ARITHMETIC[op], wide)
+    options = pc.CastOptions(result, allow_decimal_truncate=True)
+    return _call("cast", [out], options)
 
 
 def _unify(left: _Typed, right: _Typed) -> tuple[_Typed, _Typed]:
@@ -368,6 +413,9 @@ class _Translator:
         if op in ("+", "-") and (shifted := self.date_shift(op, args[0], args[1])) is not None:
             return shifted
         if op in ARITHMETIC:
+            exact = self.decimal_arithmetic(op, args[0], args[1])
+            if exact is not None:
+                return exact
             left, right = self.arithmetic_operands(args[0], args[1])
             return _call(ARITHMETIC[op], [left, right])
         if op in _MATCH_FN:
@@ -381,7 +429,10 @@ class _Translator:
         if op in ("array_element", "array_has", "cardinality", "array_length"):
             return self.list_call(op, args)
         if op == "cast":
-            return _cast(self.expr(args[0]), cast_target(e))
+            value, target = self.expr(args[0]), cast_target(e)
+            if _is_string(target) and needs_own_text(value[1]):  # DataFusion's spelling
+                return _cast(_datafusion_text(value), target)
+            return _cast(value, target)
         if op in ("is_distinct", "is_not_distinct"):
             return self.distinct(op == "is_distinct", args[0], args[1])
         if op == "coalesce":
@@ -541,6 +592,20 @@ class _Translator:
             left = left if s is None else (pc.scalar(s), s.type)
         return _unify(left, right)
 
+    def decimal_arithmetic(self, op: str, a: Expr, b: Expr) -> _Typed | None:
+        """``a op b`` in decimals as DataFusion computes it, when it does: a decimal with
+        a decimal or an integer, and a uint64 column with a signed integer (no integer
+        type holds both: ``u - 1`` is -1 at 0, not 2**64 - 1); None otherwise."""
+        if op == "%":
+            return None
+        left, right = self.expr(a), self.expr(b)
+        types = (left[1], right[1])
+        if not (any(pa.types.is_decimal(t) for t in types)
+                and all(pa.types.is_decimal(t) or pa.types.is_integer(t) for t in types)
+                or pa.uint64() in types and any(pa.types.is_signed_integer(t) for t in types)):
+            return None
+        return _decimal_op(op, left, right)
+
     def arithmetic_operands(self, a: Expr, b: Expr) -> tuple[_Typed, _Typed]:
         """:meth:`coerce` for arithmetic, but an integer literal keeps its own (64-bit)
         type beside an integer column, as in DataFusion: ``i8 + 100`` and ``u32 - 5``
@@ -555,7 +620,13 @@ class _Translator:
                     pair = (typed, self.expr(const)) if const is b else (self.expr(const), typed)
                     return _unify(*pair)
                 break  # (64-bit columns: as for comparisons, the literal takes their type)
-        return self.coerce(a, b)
+        left, right = self.coerce(a, b)
+        if {left[1], right[1]} == {pa.float32(), pa.float64()}:
+            # float32 meets float64 as float64, as in DataFusion (left to itself, Acero
+            # casts the float64 literal of ``f32 + 0.5`` down to float32 instead)
+            left, right = (_cast(x, pa.float64()) if x[1] == pa.float32() else x
+                           for x in (left, right))
+        return left, right
 
     def compare(self, op: str, a: Expr, b: Expr) -> _Typed:
         left, right = self.coerce(a, b)
@@ -592,6 +663,8 @@ class _Translator:
             if pa.types.is_floating(s.type) and pa.types.is_integer(x[1]) and \
                     s.is_valid and abs(s.as_py()) >= 2.0 ** 53:
                 return None  # beyond 2**53 a float equals several integers: compared as floats
+            if pa.types.is_floating(s.type) and pa.types.is_decimal(x[1]):
+                return None  # a decimal meets a float as a float (4.99 is no exact decimal)
             try:
                 exact = s.cast(x[1])
                 if not exact.cast(s.type).equals(s):  # e.g. 1.505 as decimal(10, 2)

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.expr.text import float_text, needs_own_text, timestamp_text
+from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 
 _MANTISSA_BITS = 53  # a double's significand, hidden bit included
 
@@ -32,7 +33,9 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
     without a zone offset to a zoned timestamp as wall-clock time in that zone; floats,
     timestamps and date64 to text spelled as DataFusion spells them (``1.0``, not
     pyarrow's ``1``); floats to integers truncated toward zero, as SQL's CAST (out of
-    range still fails). Any other cast as pyarrow makes it."""
+    range still fails); integers to the nearest float; times to a coarser unit cut
+    toward zero, text to a time of any unit rounded down. Any other cast as pyarrow
+    makes it."""
     source = values.type
     if _is_text(target) and needs_own_text(source):
         return _as_text(values, target)
@@ -42,18 +45,41 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
         wide = (pa.decimal128(38, target.scale) if pa.types.is_decimal128(target)
                 else pa.decimal256(76, target.scale))
         return values.cast(wide).cast(target)  # (the second cast checks the precision)
-    if _is_text(source) and pa.types.is_timestamp(target) and target.tz is not None:
+    if _is_text(source) and pa.types.is_timestamp(target):
+        # parsed to the nanosecond, then cut to the column's unit (a time of finer
+        # digits than the column is truncated, not refused)
+        fine = pa.timestamp("ns", target.tz)
         try:
-            return values.cast(target)
+            parsed = values.cast(fine)
         except pa.ArrowInvalid:  # no offset in the text: the zone's wall-clock time
-            naive = values.cast(pa.timestamp(target.unit))
-            return pc.assume_timezone(naive, target.tz)
+            if target.tz is None:
+                raise
+            parsed = pc.assume_timezone(values.cast(pa.timestamp("ns")), target.tz)
+        return _floored(parsed, target)
+    if pa.types.is_timestamp(source) and pa.types.is_timestamp(target) or \
+            pa.types.is_integer(source) and pa.types.is_floating(target):
+        # a finer unit truncated toward zero; an integer to the nearest float (beyond
+        # 2**24 for float32): DataFusion's casts, which pyarrow refuses as lossy
+        return values.cast(target, safe=False)
     if not _rounds(source, target):
         return values.cast(target)
     if isinstance(values, pa.ChunkedArray):
         return pa.chunked_array([_to_decimal(chunk, target) for chunk in values.chunks],
                                 type=target)
     return _to_decimal(values, target)
+
+
+def _floored(values: pa.Array | pa.ChunkedArray, target: pa.TimestampType
+             ) -> pa.Array | pa.ChunkedArray:
+    """Nanosecond times in ``target``'s unit rounded down (arrow-rs parses text to a
+    time of a coarser unit so; a time cast to one is cut toward zero instead)."""
+    if isinstance(values, pa.ChunkedArray):
+        return pa.chunked_array([_floored(c, target) for c in values.chunks], type=target)
+    per = 10 ** (9 - {"s": 0, "ms": 3, "us": 6, "ns": 9}[target.unit])
+    nanos = values.cast(pa.int64())
+    mask = numpy_of(nanos.is_null()) if nanos.null_count else None
+    down = numpy_of(nanos.fill_null(0)) // per
+    return array_from_numpy(down, mask=mask).cast(target)
 
 
 def _is_text(t: pa.DataType) -> bool:
@@ -78,7 +104,10 @@ def _own_cast(source: pa.DataType, target: pa.DataType) -> bool:
             or (pa.types.is_integer(source) and pa.types.is_decimal(target))
             or (_is_text(target) and needs_own_text(source))
             or (pa.types.is_floating(source) and pa.types.is_integer(target))
-            or (_is_text(source) and pa.types.is_timestamp(target) and target.tz is not None))
+            or (_is_text(source) and pa.types.is_timestamp(target))
+            or (pa.types.is_timestamp(source) and pa.types.is_timestamp(target)
+                and source != target)
+            or (pa.types.is_integer(source) and pa.types.is_floating(target)))
 
 
 def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -27,6 +27,7 @@ from lance_sql.format.datafile.decode_v2_1 import column_fields
 from lance_sql.format.fragment import DataFile
 from lance_sql.format.schema import LanceField, LanceSchema
 from lance_sql.io.store import ObjectStore
+from lance_sql.memwal.column_match import match_columns, named_by_id, relabelled
 from lance_sql.memwal.naming import RegionPaths, bit_reversed
 
 __all__ = [
@@ -150,8 +151,6 @@ def _as_memtable_rows(arrays: Sequence[pa.Array], written: LanceSchema,
                       expected: LanceSchema, path: str) -> pa.Table:
     """An entry's columns (``arrays`` of ``written``) as the MemTable schema ``expected``
     of a writer opened after the table's columns changed."""
-    from lance_sql.memwal.column_match import match_columns, named_by_id, relabelled
-
     mine = {f.name: (f, a) for f, a in zip(written.fields, arrays, strict=True)}
     if TOMBSTONE not in mine or mine[TOMBSTONE][0].logical_type != "bool":
         raise FormatError(f"{path}: a WAL entry without a boolean {TOMBSTONE} column")

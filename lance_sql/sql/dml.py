@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lance_sql.errors import InvalidInputError
+import pyarrow as pa
+
+from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr import parse_predicate
+from lance_sql.expr.arrow import to_pyarrow, value_expression
 from lance_sql.sql.identifiers import sql_column
 from lance_sql.sql.statements import refuse_past_version
 from lance_sql.sql.tokens import Token, check_single_statement, tokenize
@@ -113,17 +116,24 @@ def has_subquery(text: str) -> bool:
     return any(tok.is_kw("SELECT") for tok in tokenize(text))
 
 
-def needs_engine(text: str) -> bool:
+def needs_engine(text: str, schema: pa.Schema | None = None, *, condition: bool = True
+                 ) -> bool:
     """Whether DataFusion, not the table layer's filter language, evaluates an UPDATE /
-    DELETE expression: one holding a subquery, or SQL the filter language does not
-    parse (``round(x, 1)``, ``substr``, ``now()``, ``INTERVAL '1 day'`` and the rest of
-    DataFusion's functions and syntax)."""
+    DELETE expression: one holding a subquery, SQL the filter language does not parse
+    (``round(x, 1)``, ``substr``, ``now()``, ``INTERVAL '1 day'`` and the rest of
+    DataFusion's functions and syntax), or, given the table's ``schema``, one it parses
+    but cannot type (timestamps of two zones compared, ``length`` of a binary...), which
+    DataFusion runs as a SELECT would. ``condition``: a WHERE (else a SET value)."""
     if has_subquery(text):
         return True
     try:
-        parse_predicate(text)
+        parsed = parse_predicate(text)
+        if schema is not None:
+            (to_pyarrow if condition else value_expression)(parsed, schema)
     except InvalidInputError:
         return True
+    except NotFoundError:
+        return False  # (an unknown column: the table layer names it)
     return False
 
 

@@ -27,7 +27,13 @@ from typing import Any
 import pyarrow as pa
 from datafusion import DataFrame, SessionConfig, SessionContext, SQLOptions, udtf
 
-from lance_sql.errors import InvalidInputError, LanceError, NotFoundError, StatementRefusedError
+from lance_sql.errors import (
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    QueryError,
+    StatementRefusedError,
+)
 from lance_sql.format.manifest import Manifest
 from lance_sql.memwal.dataset import MemWalDataset, dataset
 from lance_sql.sql.catalog import (
@@ -638,12 +644,13 @@ class LanceSession:
         where = unqualified(statement.where)
         # expressions with subqueries or beyond the filter language: DataFusion runs them
         # (and any statement joining other tables: UPDATE ... FROM, DELETE ... USING)
+        schema = ds.schema
         engine_values = isinstance(statement, UpdateStatement) and (
             statement.joined is not None
-            or any(needs_engine(e) or names_system_column(e)
-                   for e in statement.assignments.values()))
+            or any(needs_engine(unqualified(e) or e, schema, condition=False)
+                   or names_system_column(e) for e in statement.assignments.values()))
         engine_where = statement.joined is not None or (
-            statement.where is not None and needs_engine(statement.where))
+            where is not None and needs_engine(where, schema))
         # the table layer binds the rest's column names as SQL does (lower-cased unless
         # quoted), as SELECT binds them
         if not engine_values:
@@ -676,6 +683,10 @@ class LanceSession:
                     f"{verb} {statement.table}: a row matches several rows of the joined "
                     "tables; each row may match at most one") from exc
             if str(exc).startswith("update values"):  # said of the statement's values
+                raise InvalidInputError(f"{verb} {statement.table}: {exc}") from exc
+            raise
+        except QueryError as exc:
+            if engine_values or engine_where:  # DataFusion failed on the statement's values
                 raise InvalidInputError(f"{verb} {statement.table}: {exc}") from exc
             raise
         except LanceError:

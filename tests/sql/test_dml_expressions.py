@@ -118,10 +118,10 @@ def test_update_values_as_pylance(copies: tuple[Path, Path], values: dict[str, s
 
 
 @pytest.mark.parametrize(("sql", "message"), [
-    ("UPDATE t SET s = concat(s, [1, 2])", "concat"),
     ("UPDATE t SET v = CASE WHEN v > 1 THEN 'x' END", "literal 'x'|do not fit"),
     ("DELETE FROM t WHERE CASE WHEN v > 1 THEN 1 END", "boolean"),
-    ("UPDATE t SET v = coalesce(v, s)", "coalesce"),
+    # beyond the filter language's types: DataFusion computes it, and fails on a value
+    ("UPDATE t SET v = coalesce(v, s)", "(?i)cannot cast string"),
     # beyond the filter language: DataFusion parses it (and says what it expected)
     ("DELETE FROM t WHERE v IS DISTINCT 1", "(?i)expected"),
 ])
