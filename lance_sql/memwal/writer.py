@@ -294,11 +294,13 @@ class RegionWriter:
         self._flush_reserve = 0
         self._last_wal_flush = time.monotonic()  # non-durable mode flushes on this clock
         self._sealed: list[MemTable] = []
+        self._closing = False  # close() has begun: puts are refused
         manifest = self.log.claim(self.region_spec.spec_id if self.region_spec else 0,
                                   self._region_values_bytes())
         self._check_claimed_region(manifest)
         self.epoch = manifest.writer_epoch
         self._committed = self._noted(manifest.version)
+        self._seen_version = manifest.version  # the newest region manifest seen
         self._active = MemTable(self.schema, self.primary_key, manifest.current_generation)
         self._next_wal = manifest.replay_after_wal_id + 1
         self._replay(manifest)
@@ -393,7 +395,7 @@ class RegionWriter:
     def _check(self) -> None:
         if self._failure is not None:
             raise self._failure
-        if self._closed:
+        if self._closed or self._closing:
             raise InvalidInputError(f"the writer of region {self.region_id} is closed")
 
     def _fail(self, error: BaseException) -> None:
@@ -543,8 +545,10 @@ class RegionWriter:
     def _flush_wal(self, memtable: MemTable, fragment_id: int) -> None:
         with self._wal_lock:
             if memtable.is_flushed(fragment_id):
-                return  # another put's flush took it along (group commit)
-            self._check()
+                return  # another put's flush took it along (group commit), or close()
+            self._raise_failure()
+            if self._closed:
+                raise InvalidInputError(f"the writer of region {self.region_id} is closed")
             self._flush_pending(memtable)
 
     def _flush_pending(self, memtable: MemTable) -> None:
@@ -573,6 +577,7 @@ class RegionWriter:
                                 generation=memtable.generation, data_format=self.data_format,
                                 path=f"{self.store.uri}/{self.wal.key(self._next_wal)}")
             entry_id = self._append(data, memtable)
+            self._check_replayable(entry_id)
         except WriterFencedError as exc:
             self._fail(exc)
             raise
@@ -611,6 +616,25 @@ class RegionWriter:
             with self._state:
                 self._adopt(memtable, entry)
         return entry_id
+
+    def _check_replayable(self, entry_id: int) -> None:
+        """WriterFencedError when the entry just written can never be replayed: a newer
+        writer took the region and has flushed past its position, and the garbage
+        collector freed that position again (a lost position fences a writer only while
+        it is taken). One existence check while no region manifest was committed since
+        the last one this writer saw."""
+        seen = max(self._seen_version, self._committed[0])
+        if not self.store.exists(self.log.paths.manifest(seen + 1)):
+            return
+        current = self.log.latest()
+        if current is None:
+            return
+        self._seen_version = current.version
+        if current.writer_epoch > self.epoch and entry_id <= current.replay_after_wal_id:
+            raise WriterFencedError(
+                f"region {self.region_id}: writer epoch {self.epoch} was fenced by epoch "
+                f"{current.writer_epoch}, which flushed past WAL entry {entry_id}; the "
+                f"rows just written there will not be replayed (the put was not applied)")
 
     def _check_not_newer(self, epoch: int, entry_id: int) -> None:
         if epoch >= self.epoch:
@@ -814,6 +838,8 @@ class RegionWriter:
         """
         if self._closed:
             return
+        with self._state:  # no put is taken from here on: what was taken is flushed below
+            self._closing = True
         try:
             if self._failure is None and flush_memtable:
                 self._flush_memtables()

@@ -160,3 +160,42 @@ def test_a_new_writer_skips_past_a_running_older_writer_and_adopts_its_entries()
     assert set(region_state(ds, b)) == {1, 2, 3, 4}
     a.abort()
     b.close()
+
+
+def test_a_fenced_writer_cannot_land_a_put_in_a_collected_wal_position(tmp_path) -> None:
+    """The newer writer used the position, flushed past it, its rows were merged and the
+    garbage collector freed it: the fenced writer's put-if-absent succeeds there, but no
+    writer replays an entry below the region's replay point. The put fails instead of
+    being acknowledged and lost."""
+    import datetime as dt
+
+    import lance_sql
+    from lance_sql.memwal import RegionSpec
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False,
+                                 metadata={"lance-schema:unenforced-primary-key": "true"}),
+                        pa.field("v", pa.string())])
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": [1], "v": ["a"]}, schema=schema), uri)
+    ds.initialize_mem_wal(region_spec=RegionSpec.bucket("id", 1), durable_write=True)
+
+    def one(key: int, value: str) -> pa.Table:
+        return pa.table({"id": [key], "v": [value]}, schema=schema)
+
+    old = lance_sql.dataset(uri).mem_wal.writer()
+    old.put(one(10, "old"))  # WAL entry 1
+    new = lance_sql.dataset(uri).mem_wal.writer()  # fences `old`, which does not know yet
+    new.put(one(20, "new"))  # entries 2, 3
+    new.put(one(21, "new"))
+    new.close()
+    mw = lance_sql.dataset(uri).mem_wal
+    mw.merge()
+    mw.refresh_index()
+    lance_sql.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(0))
+    assert mw.collect_garbage().wal_entries == 3
+    with pytest.raises(WriterFencedError, match="will not be replayed"):
+        old.put(one(30, "lost"))  # position 2 is free again
+    for region_writer in old.writers:
+        region_writer.abort()
+    got = lance_sql.dataset(uri).mem_wal.scanner().to_table()
+    assert sorted(got.column("id").to_pylist()) == [1, 10, 20, 21]

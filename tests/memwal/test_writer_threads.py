@@ -9,8 +9,10 @@ import textwrap
 import threading
 from pathlib import Path
 
-from memwal_writer_helpers import REGION, memory_table, open_writer, rows
+import pytest
+from memwal_writer_helpers import REGION, flushed_rows, memory_table, open_writer, rows
 
+from lance_sql.errors import InvalidInputError
 from lance_sql.memwal.wal import WalLog
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,3 +89,34 @@ def test_process_exiting_without_close_ends_cleanly_and_keeps_its_rows(tmp_path)
     wal = WalLog(ds.store, REGION)
     assert list(wal.ids_after(0)) == [1]
     assert wal.read(1).rows.column("id").to_pylist() == [1, 2]
+
+
+def test_a_put_racing_close_is_refused_or_flushed() -> None:
+    """A put from another thread while ``close()`` runs used to be taken after the last
+    flush and dropped (the writer was marked closed only after it): every put that
+    returns is in a generation, later ones raise."""
+    for durable in (False, True):
+        ds = memory_table()
+        w = open_writer(ds, durable_write=durable)
+        acknowledged: list[int] = []
+        started = threading.Event()
+
+        def put_until_refused(w=w, acknowledged=acknowledged, started=started) -> None:
+            for key in range(10_000):
+                try:
+                    w.put(rows([key]))
+                except InvalidInputError:
+                    return
+                acknowledged.append(key)
+                started.set()
+
+        thread = threading.Thread(target=put_until_refused)
+        thread.start()
+        started.wait(10)
+        w.close()
+        thread.join(30)
+        assert not thread.is_alive()
+        kept = sorted(k for t in flushed_rows(ds) for k in t.column("id").to_pylist())
+        assert acknowledged and kept == acknowledged, durable
+        with pytest.raises(InvalidInputError, match="closed"):
+            w.put(rows([99_999]))
