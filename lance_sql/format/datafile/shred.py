@@ -115,12 +115,7 @@ def _walk(field: LanceField, arr: pa.Array, st: _State, out: list, n: int) -> No
         # "item+" marks a struct with a list somewhere below it (see _finish); every leaf of
         # the struct must agree on the struct layer, so this is decided per struct field
         st.layers.append("item+" if _has_list_below(field) else "item")
-        if arr.null_count:
-            valid = np.ones(st.idx.size, bool)
-            valid[live] = _valid(arr, st.idx[live])
-            ended = live & ~valid
-            st.mark = np.where(ended, 2 * j + 1, st.mark)
-            st.idx = np.where(ended, -1, st.idx)
+        _end_nulls(arr, st, live, j)
         for i, child in enumerate(field.children):
             _walk(child, arr.field(i), st.copy(), out, n)
         return
@@ -129,12 +124,7 @@ def _walk(field: LanceField, arr: pa.Array, st: _State, out: list, n: int) -> No
         # every entry (ended ones too), so each leaf holds ``k`` entries a row
         st.layers.append("item")
         k = t.list_size
-        if arr.null_count:
-            valid = np.ones(st.idx.size, bool)
-            valid[live] = _valid(arr, st.idx[live])
-            ended = live & ~valid
-            st.mark = np.where(ended, 2 * j + 1, st.mark)
-            st.idx = np.where(ended, -1, st.idx)
+        _end_nulls(arr, st, live, j)
         pos = np.tile(np.arange(k, dtype=np.int64), st.idx.size)
         owner = np.repeat(st.idx, k)
         idx = np.where(owner >= 0, (owner + arr.offset) * k + pos, -1)
@@ -177,6 +167,16 @@ def _walk(field: LanceField, arr: pa.Array, st: _State, out: list, n: int) -> No
         _walk(field.children[0], child, nxt, out, n)
         return
     raise UnsupportedFeatureError(f"column {field.name!r}: cannot write {t} in Lance 2.2 files")
+
+
+def _end_nulls(arr: pa.Array, st: _State, live: np.ndarray, j: int) -> None:
+    """Mark the live entries whose value is NULL as ended at layer ``j``."""
+    if arr.null_count:
+        valid = np.ones(st.idx.size, bool)
+        valid[live] = _valid(arr, st.idx[live])
+        ended = live & ~valid
+        st.mark = np.where(ended, 2 * j + 1, st.mark)
+        st.idx = np.where(ended, -1, st.idx)
 
 
 def _has_list_below(field: LanceField) -> bool:
