@@ -233,7 +233,8 @@ def _as_timestamp(v: Any, target: pa.TimestampType, nanos: int = 0) -> pa.Scalar
         v = v.astimezone(dt.UTC).replace(tzinfo=None)
     elif target.tz is not None and v.tzinfo is None:
         v = v.replace(tzinfo=_tzinfo(target.tz))  # naive: wall-clock time in the column's zone
-    exact = scalar(v, pa.timestamp("ns", target.tz)).value + nanos
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC if v.tzinfo is not None else None)
+    exact = (v - epoch) // dt.timedelta(microseconds=1) * 1000 + nanos  # (any year: ints)
     per = _PER_SECOND["ns"] // _PER_SECOND[target.unit]
     value = abs(exact) // per * (1 if exact >= 0 else -1)
     return scalar(value, pa.timestamp(target.unit, target.tz))
@@ -324,7 +325,10 @@ def _decimal_op(op: str, left: _Typed, right: _Typed) -> _Typed:
         scale, precision = s1 + s2, p1 + p2 + 1
     else:
         scale, precision = s1 + 4, p1 + s2 + 4
-    result = pa.decimal128(min(precision, 38), min(scale, 38))
+    digits = 76 if 32 in (d.byte_width for d in (left[1], right[1])
+                          if pa.types.is_decimal(d)) else 38  # decimal256 meets its own rules
+    result = (pa.decimal256 if digits == 76 else pa.decimal128)(min(precision, digits),
+                                                                 min(scale, digits))
     # the dividend one scale finer than the result: pyarrow's quotient then has digits
     # past it, cut off by the final cast
     first = (p1 + 4, s1 + 4) if op == "/" else (p1, s1)

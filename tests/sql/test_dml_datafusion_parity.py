@@ -117,3 +117,21 @@ def _sql_type(t: pa.DataType) -> str:
     if pa.types.is_timestamp(t):
         return {"s": "TIMESTAMP(0)", "ms": "TIMESTAMP(3)"}[t.unit]
     return {pa.string(): "VARCHAR", pa.float32(): "REAL"}[t]
+
+
+def test_timestamp_literals_of_any_year_and_decimal256_arithmetic(tmp_path: Path) -> None:
+    """Literals are cut to the column's unit in integers, so years a nanosecond timestamp
+    cannot hold still compare (1500, 2500); decimal256 columns compute in decimal256."""
+    data = pa.table({
+        "t": pa.array([dt.datetime(1500, 1, 1), dt.datetime(2500, 6, 1, 12, 0, 0, 500000),
+                       dt.datetime(2024, 1, 1)], pa.timestamp("us")),
+        "w": pa.array([Decimal("1" * 40), Decimal("2"), Decimal("-3.5")], pa.decimal256(50, 1)),
+    })
+    ds = lance_sql.write_dataset(data, str(tmp_path / "t.lance"))
+    assert ds.count_rows("t > '1400-01-01'") == 3
+    assert ds.count_rows("t = '1500-01-01'") == 1
+    assert ds.count_rows("t >= '2500-06-01 12:00:00.5'") == 1
+    assert ds.count_rows("t < DATE '1600-01-01'") == 1
+    assert ds.count_rows("w * 2 > 4") == 1  # 22...2 (41 digits) fits decimal256
+    assert ds.count_rows("w + 1 = 3") == 1
+    assert ds.count_rows("w / 2 = -1.75") == 1
