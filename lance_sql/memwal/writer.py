@@ -236,7 +236,10 @@ def as_table(data: Any) -> pa.Table:
     if isinstance(data, pa.RecordBatchReader):
         return data.read_all()
     if isinstance(data, dict):
-        return pa.table(data)
+        try:
+            return pa.table(data)
+        except (TypeError, ValueError, pa.ArrowException) as exc:
+            raise InvalidInputError(f"a dict of columns that is no table: {exc}") from exc
     raise InvalidInputError(f"expected an Arrow table, record batch or dict of columns, "
                             f"not {type(data).__name__}")
 
