@@ -17,7 +17,7 @@ import pytest
 
 import lance_sql
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 TABLE = pa.table({
     "id": pa.array(range(5), pa.int64()),
     "u": pa.array([0, 10, 2**64 - 1, 3, None], pa.uint64()),

@@ -71,16 +71,24 @@ def test_appending_data_without_a_nullable_column_fills_nulls(tmp_path: Path) ->
     assert lance_sql.dataset(ours).count_rows() == 3
 
 
-def test_packed_structs_are_refused_in_2_0_as_in_2_2(tmp_path: Path) -> None:
-    """Written unpacked with the hint kept, pylance could read neither the struct nor the
-    columns after it."""
+def test_packed_structs_are_written_packed_as_pylance_writes_them(tmp_path: Path) -> None:
+    """A struct marked ``lance-encoding:packed`` is stored row by row in one column (it
+    was refused: written unpacked with the hint kept, pylance could read neither it nor
+    the columns after it); pylance appends to it and reads it back."""
     st = pa.struct([("a", pa.int32()), ("b", pa.float64())])
     schema = pa.schema([pa.field("id", pa.int64()),
-                        pa.field("st", st, metadata={"lance-encoding:packed": "true"})])
-    data = pa.table({"id": [1], "st": [{"a": 1, "b": 1.5}]}, schema=schema)
-    for version in ("2.0", "2.2"):
-        with pytest.raises(lance_sql.UnsupportedFeatureError, match="packed structs"):
-            lance_sql.write_dataset(data, str(tmp_path / version), data_storage_version=version)
+                        pa.field("st", st, metadata={"lance-encoding:packed": "true"}),
+                        pa.field("after", pa.string())])
+    data = pa.table({"id": [1, 2], "st": [{"a": 1, "b": 1.5}, {"a": -2, "b": 0.0}],
+                     "after": ["x", "y"]}, schema=schema)
+    for version in ("2.0", "2.1", "2.2"):
+        path = str(tmp_path / version)
+        lance_sql.write_dataset(data, path, data_storage_version=version)
+        lance.write_dataset(data, path, mode="append")
+        lance_sql.write_dataset(data, path, mode="append")
+        expected = pa.concat_tables([data] * 3)
+        assert lance_sql.dataset(path).to_table().equals(expected), version
+        assert lance.dataset(path).to_table().equals(expected), version
 
 
 @pytest.mark.parametrize(("column", "value"), [

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import UnsupportedFeatureError
+from lance_sql.format.datafile.encode_v2_2 import packed_values
 from lance_sql.format.pb import encodings_v2_0_pb2 as enc
 
 DICT_MIN_ROWS = 100  # pylance: no dictionary below this many rows in a page
@@ -296,7 +297,25 @@ def encode_array(
         return encode_binary(page, arr)
     if pa.types.is_dictionary(t):
         return encode_arrow_dictionary(page, arr)
+    if pa.types.is_struct(t):  # (a packed struct: other structs are columns of their own)
+        return encode_packed_struct(page, arr)
     raise UnsupportedFeatureError(f"type {t} cannot be stored in a Lance 2.0 page")
+
+
+def encode_packed_struct(page: EncodedPage, arr: pa.StructArray) -> enc.ArrayEncoding:
+    """A packed struct's rows in one buffer, each child's bytes side by side, as pylance's
+    2.0 writer packs them (``inner`` describes the children; it names no buffer)."""
+    if arr.null_count:
+        raise UnsupportedFeatureError(
+            f"packed struct {arr.type} has NULL rows, which Lance file format 2.0 cannot "
+            f"store (use format 2.2)")
+    from_rows = packed_values(arr)
+    inner = [enc.ArrayEncoding(nullable=enc.Nullable(no_nulls=enc.Nullable.NoNull(
+        values=enc.ArrayEncoding(flat=enc.Flat(bits_per_value=bits, buffer=enc.Buffer())))))
+        for bits in from_rows.packed]
+    index = page.add(from_rows.data)
+    return enc.ArrayEncoding(packed_struct=enc.PackedStruct(
+        inner=inner, buffer=enc.Buffer(buffer_index=index)))
 
 
 def encode_leaf_page(arr: pa.Array, *, fixed_size_binary: bool = False) -> EncodedPage:

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.errors import UnsupportedFeatureError
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile import fsst_encode as fe
 from lance_sql.format.datafile import repdef
@@ -78,6 +79,7 @@ class Values:
     item_bits: int = 0
     int_like: bool = False  # worth bitpacking
     item_validity: np.ndarray | None = None  # FSL item nulls (bool per item)
+    packed: list[int] = field(default_factory=list)  # packed struct: each child's bits
 
     @property
     def variable(self) -> bool:
@@ -129,6 +131,8 @@ def values_of(arr: pa.Array) -> Values:
         cum = int(np.prod(dims))
         return Values(n, bits=items.bits * cum, data=items.data, fsl=dims,
                       item_bits=items.bits, item_validity=item_valid)  # fmt: skip
+    if pa.types.is_struct(t):
+        return packed_values(arr)
     bits = fixed_width_bits(t)
     if bits is None:
         raise ValueError(f"cannot encode {t}")
@@ -145,6 +149,35 @@ def values_of(arr: pa.Array) -> Values:
         data = data.reshape(-1)
     int_like = (pa.types.is_integer(t) or pa.types.is_temporal(t)) and bits in (8, 16, 32, 64)
     return Values(n, bits=bits, data=data, int_like=int_like, item_bits=bits)
+
+
+def packed_values(arr: pa.StructArray) -> Values:
+    """A packed struct's rows (``lance-encoding:packed``): each row's children's bytes
+    side by side, as pylance packs them (byte-wide fixed-width children without NULLs;
+    a NULL struct's row is zeros)."""
+    n = len(arr)
+    parts = [values_of(arr.field(i)) for i in range(arr.type.num_fields)]
+    if any(p.variable or p.fsl or p.bits % 8 for p in parts):
+        raise ValueError(f"packed struct {arr.type}: only byte-wide fixed-width children "
+                         "can be packed")
+    valid = np.asarray(arr.is_valid()) if arr.null_count else None
+    for i in range(arr.type.num_fields):
+        child = arr.field(i)
+        if child.null_count and (valid is None or
+                                 np.any(valid & ~np.asarray(child.is_valid()))):
+            raise UnsupportedFeatureError(
+                f"packed struct {arr.type}: its field {arr.type.field(i).name!r} has NULLs, "
+                "which a packed struct cannot hold (pylance refuses them too)")
+    widths = [p.bits // 8 for p in parts]
+    rows = np.empty((n, sum(widths)), np.uint8)
+    at = 0
+    for p, w in zip(parts, widths, strict=True):
+        rows[:, at:at + w] = p.data[: n * w].reshape(n, w)
+        at += w
+    if valid is not None:
+        rows[~valid] = 0
+    return Values(n, bits=8 * sum(widths), data=rows.reshape(-1), item_bits=8 * sum(widths),
+                  packed=[8 * w for w in widths])
 
 
 # --------------------------------------------------------------------------- FSST
@@ -213,7 +246,7 @@ def constant_page(rep, def_, layers, values: Values | None, inline: bytes | None
 
 def constant_value(values: Values) -> bytes | None:
     """The single fixed-width value (<= 32 bytes) all slots hold, if any."""
-    if values.variable or values.n < 2 or values.fsl:
+    if values.variable or values.n < 2 or values.fsl or values.packed:
         return None  # pylance inlines plain fixed-width values only
     if values.bits == 1:
         bits = np.unpackbits(values.data, bitorder="little")[: values.n]
@@ -315,6 +348,9 @@ def full_zip_page(rep, def_, layers, values: Values, visible: np.ndarray | None,
 
 def fsl_encoding(values: Values) -> pb.CompressiveEncoding:
     """The encoding of ``values``: flat items wrapped in their fixed-size-list layers."""
+    if values.packed:
+        return encoding(packed_struct=pb.PackedStruct(bits_per_value=values.packed,
+                                                      values=flat_enc(values.bits)))
     if not values.fsl:
         return flat_enc(values.bits)
     enc = flat_enc(values.item_bits)
@@ -330,4 +366,5 @@ def needs_full_zip(values: Values) -> bool:
     """True when values are wide enough for the full-zip layout, as the reference decides."""
     if values.variable:
         return bool(values.n) and int(np.diff(values.var_offsets).max()) >= FULLZIP_MIN_BYTES
-    return values.bits >= FULLZIP_MIN_BYTES * 8 and values.item_validity is None
+    return values.bits >= FULLZIP_MIN_BYTES * 8 and values.item_validity is None and \
+        not values.packed

@@ -31,6 +31,7 @@ from lance_sql.format.datafile.encode_v2_0 import (
     check_encodable,
     encode_leaf_page,
     encode_list_page,
+    fixed_bit_width,
     storage,
     struct_page_encoding,
     validity_mask,
@@ -303,10 +304,13 @@ def _make_column(writer: LanceFileWriter, field: LanceField, path: str) -> _Colu
             f"not supported"
         )
     t = storage_type(field.arrow_type)
-    if is_packed_struct(field):  # (written unpacked, pylance could not read it)
-        raise UnsupportedFeatureError(
-            f"column {path!r}: writing packed structs (lance-encoding:packed) is not supported"
-        )
+    if is_packed_struct(field):  # its rows in one column, as pylance packs them
+        widths = [fixed_bit_width(storage_type(c.arrow_type)) for c in field.children]
+        if not widths or any(w is None or w % 8 for w in widths):
+            raise UnsupportedFeatureError(
+                f"column {path!r}: a packed struct (lance-encoding:packed) is written only "
+                f"with byte-wide fixed-width children, as pylance packs")
+        return _LeafColumn(writer, field, path)
     if pa.types.is_struct(t):
         return _StructColumn(writer, field, path)
     if pa.types.is_list(t) or pa.types.is_large_list(t):

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from lance_sql.errors import SchemaError, UnsupportedFeatureError
 from lance_sql.format.datafile import container, repdef
+from lance_sql.format.datafile.blocks import fixed_width_bits
 from lance_sql.format.datafile.decode_v2_1 import (
     column_fields,
     elements_per_row,
@@ -111,9 +112,12 @@ def _check_writable(field: LanceField, path: str, minor: int, under_list: bool =
                 f"column {path!r}: fixed-size lists of structs inside lists or other "
                 f"such lists cannot be written")
     if is_packed_struct(field):
-        raise UnsupportedFeatureError(
-            f"column {path!r}: writing packed structs (lance-encoding:packed) is not supported"
-        )
+        widths = [fixed_width_bits(storage_type(c.arrow_type)) for c in field.children]
+        if not widths or any(w is None or w % 8 for w in widths):
+            raise UnsupportedFeatureError(
+                f"column {path!r}: a packed struct (lance-encoding:packed) is written only "
+                f"with byte-wide fixed-width children, as pylance packs")
+        return
     if field.logical_type == "json":
         raise UnsupportedFeatureError(
             f"column {path!r}: lance.json columns (stored as JSONB) cannot be written yet"

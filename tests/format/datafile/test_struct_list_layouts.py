@@ -189,3 +189,48 @@ def test_fixed_size_lists_of_structs_pylance_cannot_write_are_refused(
     with pytest.raises(error, match=match):
         lance_sql.write_dataset(data, str(tmp_path / "t"), data_storage_version=version)
     assert not (tmp_path / "t" / "_versions").exists()
+
+
+PACKED = {"lance-encoding:packed": "true"}
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_packed_structs_written_by_lance_sql(tmp_path: Path, version: str) -> None:
+    """Rows of byte-wide children side by side in one column, NULL rows too (2.1+):
+    pylance reads them as it reads its own packed structs."""
+    st = pa.struct([("a", pa.int32()), ("b", pa.float64()), ("t", pa.timestamp("us")),
+                    ("c", pa.int8()), ("d", pa.date32()), ("fb", pa.binary(3))])
+    n = 3000
+    nulls = version != "2.0"  # (2.0 stores no struct validity)
+    values = pa.array([None if nulls and i % 7 == 3 else
+                       {"a": i, "b": i / 2, "t": i * 1000, "c": i % 100, "d": i,
+                        "fb": bytes([i % 256] * 3)} for i in range(n)], st)
+    data = pa.table([pa.array(range(n), pa.int64()), values],
+                    schema=pa.schema([pa.field("id", pa.int64()),
+                                      pa.field("p", st, metadata=PACKED)]))
+    path = str(tmp_path / "t")
+    lance_sql.write_dataset(data, path, data_storage_version=version, max_rows_per_file=1100)
+    assert lance_sql.dataset(path).to_table().equals(data)
+    assert lance.dataset(path).to_table().equals(data)
+    rows = [2999, 3, 1100]
+    assert lance.dataset(path).take(rows).equals(data.take(rows))
+
+
+@pytest.mark.parametrize(("version", "value", "match"), [
+    ("2.2", {"a": None, "s": 1.0}, "field 'a' has NULLs"),
+    ("2.0", None, "NULL rows"),
+])
+def test_packed_structs_pylance_cannot_pack_are_refused(tmp_path: Path, version: str,
+                                                        value: dict | None, match: str) -> None:
+    st = pa.struct([("a", pa.int32()), ("s", pa.float64())])
+    data = pa.table([pa.array([{"a": 1, "s": 2.0}, value], st)],
+                    schema=pa.schema([pa.field("p", st, metadata=PACKED)]))
+    with pytest.raises(lance_sql.UnsupportedFeatureError, match=match):
+        lance_sql.write_dataset(data, str(tmp_path / "t"), data_storage_version=version)
+    assert not (tmp_path / "t" / "_versions").exists()
+    wide = pa.schema([pa.field("p", pa.struct([("a", pa.int32()), ("s", pa.string())]),
+                               metadata=PACKED)])
+    with pytest.raises(lance_sql.UnsupportedFeatureError, match="byte-wide fixed-width"):
+        lance_sql.write_dataset(pa.table([pa.array([{"a": 1, "s": "x"}], wide[0].type)],
+                                         schema=wide), str(tmp_path / "u"),
+                                data_storage_version=version)

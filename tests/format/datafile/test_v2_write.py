@@ -145,7 +145,7 @@ def test_writer_errors() -> None:
     with pytest.raises(UnsupportedFeatureError, match="2.3"):
         LanceFileWriter(io.BytesIO(), schema, version="2.3")
     meta = {"lance-encoding:packed": "true"}
-    packed = pa.field("p", pa.struct([("a", pa.int32())]), metadata=meta)
+    packed = pa.field("p", pa.struct([("a", pa.int32()), ("s", pa.string())]), metadata=meta)
     with pytest.raises(UnsupportedFeatureError, match="'p'.*packed"):
         LanceFileWriter(io.BytesIO(), LanceSchema.from_arrow(pa.schema([packed])), version="2.2")
     strict = LanceSchema.from_arrow(pa.schema([pa.field("a", pa.int64(), nullable=False)]))
