@@ -466,6 +466,10 @@ class _Translator:
         """The list functions of :mod:`lance_sql.expr.lists`."""
         lists = self.expr(args[0])
         t = lists[1]
+        if op == "array_element" and pa.types.is_struct(t):
+            return self.struct_field(lists, args[1])
+        if op == "cardinality" and pa.types.is_map(t):
+            return _call(list_function("cardinality", [t], pa.uint64()), [lists])
         if not is_list(t):
             raise InvalidInputError(f"{op} needs a list, got {t} in filter")
         if op in ("cardinality", "array_length"):
@@ -491,6 +495,18 @@ class _Translator:
             if value[1] != item:
                 value = _cast(value, item)
         return _call(list_function(op, [t, item], pa.bool_()), [lists, value])
+
+    def struct_field(self, value: _Typed, name: Expr) -> _Typed:
+        """``value['f']`` (or ``value.f`` after a subscript): the field ``f`` of a struct."""
+        t = value[1]
+        if not isinstance(name, Literal) or not isinstance(name.value, str):
+            raise InvalidInputError(f"a field of {t} is named by a string, got "
+                                    f"{describe_sql(name)}")
+        names = [f.name for f in t]
+        if name.value not in names:
+            raise NotFoundError(f"no field {name.value!r} in {t}")
+        index = names.index(name.value)
+        return _call("struct_field", [value], pc.StructFieldOptions([index]))
 
     def distinct(self, distinct: bool, a: Expr, b: Expr) -> _Typed:
         """``a IS [NOT] DISTINCT FROM b``: ``a != b`` where both are non-NULL, else

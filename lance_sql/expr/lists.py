@@ -72,9 +72,29 @@ def array_has(lists: pa.Array, value: pa.Array | pa.Scalar) -> pa.Array:
     else:
         wanted = value.take(array_from_numpy(owner.astype(np.int64)))
         known = numpy_of(value.is_valid())
-    equal = numpy_of(pc.equal(elements, wanted).fill_null(False))
+    if elements.type in (pa.float32(), pa.float64()):
+        equal = _same_floats(elements, wanted)
+    else:
+        equal = numpy_of(pc.equal(elements, wanted).fill_null(False))
     found = np.bincount(owner[equal], minlength=n) > 0
     return array_from_numpy(found, mask=~(valid & known))
+
+
+def _same_floats(elements: pa.Array, wanted: pa.Array | pa.Scalar) -> np.ndarray:
+    """Which ``elements`` are ``wanted`` as DataFusion's ``array_has`` finds them: as
+    distinct values, bit for bit (0.0 is not -0.0; a NaN finds a NaN), not by IEEE ``=``."""
+    t = elements.type
+    ints = np.int64 if t == pa.float64() else np.int32
+    valid = numpy_of(elements.is_valid())
+    bits = numpy_of(elements.fill_null(0.0)).view(ints)
+    if isinstance(wanted, pa.Scalar):
+        if not wanted.is_valid:
+            return np.zeros(len(elements), bool)
+        value = np.array([wanted.cast(t).as_py()], numpy_of(elements[:0]).dtype).view(ints)[0]
+        return valid & (bits == value)
+    wanted = wanted.cast(t)
+    other = numpy_of(wanted.fill_null(0.0)).view(ints)
+    return valid & numpy_of(wanted.is_valid()) & (bits == other)
 
 
 def cardinality(lists: pa.Array) -> pa.Array:

@@ -330,12 +330,22 @@ class _Parser:
         return Call(word.lower(), (left, pattern))
 
     def subscripts(self, value: Expr) -> Expr:
-        """``value[i]``, ``value[i][j]``...: list elements (1-based, as DataFusion's)."""
-        while self.peek().kind == "op" and self.peek().text == "[":
-            self.advance()
-            index = self.expr(0)
-            self.expect_op("]")
+        """``value[i]``, ``value[i][j]``...: list elements (1-based, as DataFusion's);
+        ``value['f']`` a struct's field, also ``.f`` after a subscript (``l[1].g``)."""
+        subscripted = False
+        while self.peek().kind == "op" and (self.peek().text == "[" or (
+                subscripted and self.peek().text == ".")):
+            if self.advance().text == ".":
+                name = self.advance()
+                if name.kind not in ("ident", "qident"):
+                    raise self.error("a field name must follow '.'", name)
+                # (unquoted names fold to lower case, as SQL's)
+                index: Expr = Literal(name.text.lower() if name.kind == "ident" else name.text)
+            else:
+                index = self.expr(0)
+                self.expect_op("]")
             value = Call("array_element", (value, index))
+            subscripted = True
         return value
 
     def list_item(self) -> Literal:

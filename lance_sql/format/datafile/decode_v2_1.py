@@ -359,8 +359,12 @@ class FieldReader:
             if not large and int(offsets[-1]) >= 2**31:
                 raise FormatError(f"{where}: {int(offsets[-1])} items overflow 32-bit offsets")
             obuf = pa.py_buffer(offsets if large else offsets.astype(np.int32))
-            if pa.types.is_map(st):
-                items = items.cast(pa.struct([st.key_field, st.item_field]))
+            if pa.types.is_map(st):  # the entries named as the map names them, made
+                # again from their fields (a cast or view refuses the NULLs a NULL value
+                # struct puts in its fields that take none)
+                items = pa.StructArray.from_arrays(
+                    [items.field(0), items.field(1)], fields=[st.key_field, st.item_field],
+                    mask=items.is_null() if items.null_count else None)
             out = pa.Array.from_buffers(st, count, [_bitmap(layer.validity), obuf],
                                         children=[items])  # fmt: skip
         else:

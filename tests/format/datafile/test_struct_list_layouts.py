@@ -234,3 +234,19 @@ def test_packed_structs_pylance_cannot_pack_are_refused(tmp_path: Path, version:
         lance_sql.write_dataset(pa.table([pa.array([{"a": 1, "s": "x"}], wide[0].type)],
                                          schema=wide), str(tmp_path / "u"),
                                 data_storage_version=version)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_a_map_of_structs_with_a_null_value(tmp_path: Path, version: str) -> None:
+    """A NULL value struct puts NULLs in its fields, also in fields that take none: the
+    map's entries were cast to the map's type, which refuses them (the file could not be
+    read, whoever wrote it)."""
+    value = pa.struct([pa.field("f1", pa.int32(), nullable=False)])
+    values = pa.StructArray.from_arrays([pa.array([1, 2], pa.int32())], fields=list(value),
+                                        mask=pa.array([True, False]))
+    data = pa.table({"m": pa.MapArray.from_arrays(pa.array([0, 2], pa.int32()),
+                                                  pa.array([1, 2], pa.int64()), values)})
+    for writer in (lance, lance_sql) if version == "2.2" else (lance_sql,):  # (pylance
+        path = str(tmp_path / f"{writer.__name__}")  # writes no map in 2.1)
+        writer.write_dataset(data, path, data_storage_version=version)
+        assert lance_sql.dataset(path).to_table().equals(data)
