@@ -40,6 +40,7 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr.case_mapping import case_function
 from lance_sql.expr.float_compare import (
     decimal_double_function,
+    float_decimal_function,
     float_key_function,
     negative_nan_function,
 )
@@ -195,11 +196,47 @@ def _cast(x: _Typed, target: pa.DataType) -> _Typed:
         wide = (pa.decimal128 if precision <= 38 else pa.decimal256)(precision, target.scale)
         if wide != target:
             x = _cast(x, wide)
-    if pa.types.is_decimal(x[1]) and pa.types.is_floating(target):
-        doubles = _call(decimal_double_function(x[1]), [x])
+    source = x[1]
+    if pa.types.is_decimal(source) and pa.types.is_floating(target):
+        doubles = _call(decimal_double_function(source), [x])
         return doubles if target == pa.float64() else _cast(doubles, target)
-    options = pc.CastOptions(target, allow_float_truncate=True, allow_decimal_truncate=True)
-    return _call("cast", [x], options)
+    if pa.types.is_floating(source) and pa.types.is_integer(target):
+        # cut toward zero, then checked: a NaN, an infinity or a value out of range fails
+        return _call("cast", [_call("trunc", [x])], pc.CastOptions(target))
+    if pa.types.is_floating(source) and pa.types.is_decimal128(target):
+        return _call(float_decimal_function(source, target), [x])  # arrow-rs's rounding
+    if pa.types.is_decimal(source) and pa.types.is_decimal(target) and \
+            source.scale > target.scale:
+        # half away from zero, with a digit to spare for the carry (9.999 -> 10.00),
+        # then checked against the target's precision
+        digits = source.precision + 1
+        wide = (pa.decimal128 if digits <= 38 else pa.decimal256)(min(digits, 76),
+                                                                  source.scale)
+        rounded = _call("round", [_call("cast", [x], pc.CastOptions(wide))],
+                        pc.RoundOptions(ndigits=target.scale,
+                                        round_mode="half_towards_infinity"))
+        return _checked_decimal(rounded, target)
+    if pa.types.is_decimal(source) and pa.types.is_integer(target):
+        # cut toward zero to whole units (no digit lost above them), then checked
+        whole = (pa.decimal128 if source.byte_width == 16 else pa.decimal256)(
+            source.precision, 0)
+        units = _call("cast", [x], pc.CastOptions(whole, allow_decimal_truncate=True))
+        return _call("cast", [units], pc.CastOptions(target))
+    if pa.types.is_decimal(source) and pa.types.is_decimal(target):
+        return _checked_decimal(x, target)
+    # (an integer beyond 2**53 to the nearest double, as DataFusion's cast)
+    return _call("cast", [x], pc.CastOptions(target, allow_float_truncate=True))
+
+
+def _checked_decimal(x: _Typed, target: pa.DataType) -> _Typed:
+    """``x`` (decimals already at ``target``'s scale or finer with zeros past it) as
+    ``target``: a value of more digits than it holds fails, as DataFusion's cast does."""
+    if x[1].scale > target.scale:  # digits past the target's scale cut off first (in a
+        # type keeping every digit before the point: nothing else can be lost there)
+        same_scale = (pa.decimal128 if x[1].byte_width == 16 else pa.decimal256)(
+            x[1].precision, target.scale)
+        x = _call("cast", [x], pc.CastOptions(same_scale, allow_decimal_truncate=True))
+    return _call("cast", [x], pc.CastOptions(target))
 
 
 def _tzinfo(tz: str) -> dt.tzinfo:
@@ -338,9 +375,9 @@ def _decimal_op(op: str, left: _Typed, right: _Typed) -> _Typed:
         raise InvalidInputError(f"decimal division of {left[1]} by {right[1]} needs more than "
                                 "76 digits")
     wide = [_cast(left, pa.decimal256(*first)), _cast(right, pa.decimal256(p2, s2))]
-    out = _call(ARITHMETIC[op], wide)
-    options = pc.CastOptions(result, allow_decimal_truncate=True)
-    return _call("cast", [out], options)
+    # quotients cut at the result's scale, then checked against its precision (an
+    # overflow fails, as in DataFusion)
+    return _checked_decimal(_call(ARITHMETIC[op], wide), result)
 
 
 def _unify(left: _Typed, right: _Typed) -> tuple[_Typed, _Typed]:
@@ -429,7 +466,11 @@ class _Translator:
             full = case_function(op, value[1])  # (as DataFusion maps 'ß', see the module)
             return _call(full or _UNARY_FN[op], [value])
         if op in _UNARY_FN:
-            return _call(_UNARY_FN[op], [self.expr(args[0])])
+            value = self.expr(args[0])
+            if op == "negate" and pa.types.is_unsigned_integer(value[1]):
+                raise InvalidInputError(f"'-' takes signed numbers, not {value[1]} (as in "
+                                        "DataFusion)")
+            return _call(_UNARY_FN[op], [value])
         if op in ("array_element", "array_has", "cardinality", "array_length"):
             return self.list_call(op, args)
         if op == "cast":

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.expr.text import float_text, needs_own_text, timestamp_text
+from lance_sql.expr.text import decimal_text, float_text, needs_own_text, timestamp_text
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 
 _MANTISSA_BITS = 53  # a double's significand, hidden bit included
@@ -41,6 +41,11 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
         return _as_text(values, target)
     if pa.types.is_floating(source) and pa.types.is_integer(target):
         return pc.trunc(values).cast(target)  # (the cast checks the range)
+    if pa.types.is_decimal(source) and pa.types.is_floating(target):
+        if isinstance(values, pa.ChunkedArray):
+            return pa.chunked_array([decimal_doubles(c).cast(target) for c in values.chunks],
+                                    type=target)
+        return decimal_doubles(values).cast(target)
     if pa.types.is_integer(source) and pa.types.is_decimal(target):
         wide = (pa.decimal128(38, target.scale) if pa.types.is_decimal128(target)
                 else pa.decimal256(76, target.scale))
@@ -56,6 +61,12 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
                 raise
             parsed = pc.assume_timezone(values.cast(pa.timestamp("ns")), target.tz)
         return _floored(parsed, target)
+    if (pa.types.is_timestamp(source) and source.tz is None or pa.types.is_date(source)) \
+            and pa.types.is_timestamp(target) and target.tz is not None:
+        # a time without a zone is wall-clock time in the column's zone (arrow-rs's
+        # cast; pyarrow's takes it as UTC)
+        local = values.cast(pa.timestamp(target.unit), safe=False)
+        return pc.assume_timezone(local, target.tz)
     if pa.types.is_timestamp(source) and pa.types.is_timestamp(target) or \
             pa.types.is_integer(source) and pa.types.is_floating(target):
         # a finer unit truncated toward zero; an integer to the nearest float (beyond
@@ -67,6 +78,16 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
         return pa.chunked_array([_to_decimal(chunk, target) for chunk in values.chunks],
                                 type=target)
     return _to_decimal(values, target)
+
+
+def decimal_doubles(values: pa.Array) -> pa.Array:
+    """Decimals as float64 the way arrow-rs converts them: the unscaled integer divided
+    by 10^scale (pyarrow's cast multiplies by 10^-scale, one unit in the last place off
+    for 1.64 and many others)."""
+    t = values.type
+    unscaled = values.view((pa.decimal128 if t.byte_width == 16 else pa.decimal256)(
+        t.precision, 0)).cast(pa.float64())
+    return pc.divide(unscaled, 10.0 ** t.scale)
 
 
 def _floored(values: pa.Array | pa.ChunkedArray, target: pa.TimestampType
@@ -93,6 +114,7 @@ def _as_text(values: pa.Array | pa.ChunkedArray, target: pa.DataType
     if pa.types.is_date64(values.type):
         values = values.cast(pa.timestamp("ms"))  # DataFusion spells it as its timestamp
     spelled = float_text(values) if pa.types.is_floating(values.type) else \
+        decimal_text(values) if pa.types.is_decimal(values.type) else \
         timestamp_text(values)
     return spelled if spelled.type == target else spelled.cast(target)
 
@@ -107,6 +129,9 @@ def _own_cast(source: pa.DataType, target: pa.DataType) -> bool:
             or (_is_text(source) and pa.types.is_timestamp(target))
             or (pa.types.is_timestamp(source) and pa.types.is_timestamp(target)
                 and source != target)
+            or (pa.types.is_date(source) and pa.types.is_timestamp(target)
+                and target.tz is not None)
+            or (pa.types.is_decimal(source) and pa.types.is_floating(target))
             or (pa.types.is_integer(source) and pa.types.is_floating(target)))
 
 
@@ -148,7 +173,10 @@ def _rounds(source: pa.DataType, target: pa.DataType) -> bool:
 
 def _to_decimal(values: pa.Array, target: pa.Decimal128Type) -> pa.Array:
     if pa.types.is_decimal(values.type):  # fewer digits: half away from zero, then exact
-        return pc.round(values, ndigits=target.scale,
+        t = values.type  # (a digit to spare for the carry: 9.999 rounds to 10.00)
+        wide = (pa.decimal128 if t.precision < 38 else pa.decimal256)(
+            min(t.precision + 1, 76), t.scale)
+        return pc.round(values.cast(wide), ndigits=target.scale,
                         round_mode="half_towards_infinity").cast(target)
     return _float_to_decimal(values, target)
 

@@ -14,7 +14,9 @@ values (vectorised with numpy and pyarrow kernels, per batch):
   when zero), ``Z`` after a UTC time, the zone's local time and ``+hh:mm`` offset for
   another zone; date64 as a timestamp of its milliseconds.
 
-Other types cast as pyarrow casts them (integers, decimals, booleans, date32 agree).
+* decimals with every digit of their scale, never an exponent (pyarrow: ``1E-10``).
+
+Other types cast as pyarrow casts them (integers, booleans, date32 agree).
 """
 
 from __future__ import annotations
@@ -41,16 +43,34 @@ _register_lock = threading.Lock()
 def needs_own_text(t: pa.DataType) -> bool:
     """Whether pyarrow's cast to string spells ``t`` unlike DataFusion."""
     return (pa.types.is_floating(t) or pa.types.is_timestamp(t)
-            or pa.types.is_date64(t))
+            or pa.types.is_date64(t) or pa.types.is_decimal(t))
 
 
 def text_function(t: pa.DataType) -> str:
-    """The name of the pyarrow scalar function spelling ``t`` (a float32 / float64 or
-    timestamp type; date64 is spelled as ``timestamp[ms]``) as DataFusion's text,
-    registered on first use."""
-    if not (pa.types.is_float32(t) or pa.types.is_float64(t) or pa.types.is_timestamp(t)):
+    """The name of the pyarrow scalar function spelling ``t`` (a float32 / float64,
+    decimal or timestamp type; date64 is spelled as ``timestamp[ms]``) as DataFusion's
+    text, registered on first use."""
+    if not (pa.types.is_float32(t) or pa.types.is_float64(t) or pa.types.is_timestamp(t)
+            or pa.types.is_decimal(t)):
         raise InvalidInputError(f"no DataFusion spelling of {t} as text here")
     return _register(t)
+
+
+def decimal_text(values: pa.Array) -> pa.Array:
+    """Decimals as arrow-rs spells them: every digit of the scale, never an exponent
+    (``0.0000000001``, ``-12.5000000000``; pyarrow writes ``1E-10``)."""
+    t = values.type
+    whole_type = (pa.decimal128 if t.byte_width == 16 else pa.decimal256)(t.precision, 0)
+    digits = values.view(whole_type).cast(pa.string())  # the unscaled integer
+    if t.scale <= 0:
+        return digits
+    negative = pc.starts_with(digits, "-")
+    padded = pc.utf8_lpad(pc.replace_substring(digits, "-", ""), width=t.scale + 1,
+                          padding="0")
+    whole = pc.utf8_slice_codeunits(padded, 0, -t.scale)
+    fraction = pc.utf8_slice_codeunits(padded, -t.scale)
+    sign = pc.if_else(negative, "-", "")
+    return pc.binary_join_element_wise(sign, whole, ".", fraction, "")
 
 
 def literal_text(value: pa.Scalar) -> str:
@@ -62,6 +82,8 @@ def literal_text(value: pa.Scalar) -> str:
         return str(float_text(one)[0].as_py())
     if pa.types.is_timestamp(one.type):
         return str(timestamp_text(one)[0].as_py())
+    if pa.types.is_decimal(one.type):
+        return str(decimal_text(one)[0].as_py())
     return str(one.cast(pa.string())[0].as_py())
 
 
@@ -165,7 +187,8 @@ def _register(t: pa.DataType) -> str:
     with _register_lock:
         if name in _registered:
             return name
-        spell = float_text if pa.types.is_floating(t) else timestamp_text
+        spell = float_text if pa.types.is_floating(t) else \
+            decimal_text if pa.types.is_decimal(t) else timestamp_text
 
         def kernel(ctx: pc.UdfContext, values: pa.Array | pa.Scalar) -> pa.Array | pa.Scalar:
             if isinstance(values, pa.Scalar):  # a literal: one value, given back as one

@@ -40,6 +40,7 @@ from lance_sql.errors import (
     SchemaError,
 )
 from lance_sql.expr import parse_predicate, value_expression
+from lance_sql.expr.casts import cast_like_datafusion
 from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField, LanceSchema, check_column_names
@@ -118,7 +119,12 @@ def _sql_values(base: Manifest, exprs: Mapping[str, str]) -> tuple[pa.Schema, Va
     needed = sorted({c for e in exprs.values() for c in _referenced(e, arrow)})
 
     def compute(frag: Fragment, table: pa.Table) -> pa.Table:
-        return pds.dataset(table).to_table(columns=dict(compiled)).cast(types)
+        try:
+            return pds.dataset(table).to_table(columns=dict(compiled)).cast(types)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            # a value the expression fails on (a cast of bytes that are no UTF-8...)
+            raise InvalidInputError(f"add_columns: the expressions fail on fragment "
+                                    f"{frag.id}'s values: {exc}") from exc
 
     return types, _reading(base, needed, compute)
 
@@ -446,7 +452,8 @@ def _commit_casts(ctx: WriteContext, schema: LanceSchema,
         reader = FragmentReader(store, base, frag)
         arrays = reader.read([olds[i] for i in casts])
         try:
-            cast = [a.cast(f.type) for a, f in zip(arrays, target, strict=True)]
+            cast = [cast_like_datafusion(a, f.type) for a, f in zip(arrays, target,
+                                                                     strict=True)]
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise InvalidInputError(f"cannot cast column: {exc}") from exc
         return pa.Table.from_arrays(cast, schema=target)
