@@ -38,12 +38,8 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr.case_mapping import case_function
-from lance_sql.expr.float_compare import (
-    decimal_double_function,
-    float_decimal_function,
-    float_key_function,
-    negative_nan_function,
-)
+from lance_sql.expr.casts import decimal_double_function, float_decimal_function
+from lance_sql.expr.float_compare import float_key_function, negative_nan_function
 from lance_sql.expr.lists import is_list, list_function
 from lance_sql.expr.model import (
     ARITHMETIC,

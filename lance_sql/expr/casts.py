@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.expr.text import decimal_text, float_text, needs_own_text, timestamp_text
+from lance_sql.expr.udfs import scalar_function
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 
 _MANTISSA_BITS = 53  # a double's significand, hidden bit included
@@ -227,3 +228,23 @@ def _int128_words(whole: np.ndarray) -> np.ndarray:
     words[:, 0] = np.where(negative, neg_low, low)
     words[:, 1] = np.where(negative, neg_high, high)
     return words
+
+
+# ------------------------------------------------ the same casts inside expressions
+def decimal_double_function(t: pa.DataType) -> str:
+    """The function turning decimals of type ``t`` into float64 as DataFusion does: the
+    unscaled integer divided by 10^scale (pyarrow's cast multiplies by 10^-scale, one
+    unit in the last place off for 1.64 and many others)."""
+    return scalar_function(f"lance_sql_decimal_double_{t.byte_width}_{t.precision}_{t.scale}",
+                           decimal_doubles, {"values": t}, pa.float64(),
+                           "decimal as float64, DataFusion's way")
+
+
+def float_decimal_function(source: pa.DataType, target: pa.Decimal128Type) -> str:
+    """The function casting floats to ``target`` as DataFusion (arrow-rs) does: rounded
+    half away from zero on the double times 10^scale, NaN, infinities and values beyond
+    the precision refused (see :func:`cast_like_datafusion`)."""
+    return scalar_function(
+        f"lance_sql_float_decimal_{source}_{target.precision}_{target.scale}",
+        lambda values: cast_like_datafusion(values, target), {"values": source}, target,
+        "float as decimal, DataFusion's way")

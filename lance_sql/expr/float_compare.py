@@ -6,13 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.expr.casts import cast_like_datafusion, decimal_doubles
 from lance_sql.expr.udfs import scalar_function
 from lance_sql.float_order import float_keys
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 
-__all__ = ["decimal_double_function", "float_decimal_function", "float_key_function",
-           "negative_nan_function"]
+__all__ = ["float_key_function", "negative_nan_function"]
 
 _NO_NAN_ROWS = 1 << 16
 _no_nan: list[pa.Array] = []  # all False, sliced for batches without a NaN (built once)
@@ -48,22 +46,3 @@ def negative_nan_function(t: pa.DataType) -> str:
     """The function telling which floats are NaNs with the sign bit set."""
     return scalar_function(f"lance_sql_negative_nan_{t}", _negative_nans, {"values": t},
                            pa.bool_(), "NaN with the sign bit set")
-
-
-def decimal_double_function(t: pa.DataType) -> str:
-    """The function turning decimals of type ``t`` into float64 as DataFusion does: the
-    unscaled integer divided by 10^scale (pyarrow's cast multiplies by 10^-scale, one
-    unit in the last place off for 1.64 and many others)."""
-    return scalar_function(f"lance_sql_decimal_double_{t.byte_width}_{t.precision}_{t.scale}",
-                           decimal_doubles, {"values": t}, pa.float64(),
-                           "decimal as float64, DataFusion's way")
-
-
-def float_decimal_function(source: pa.DataType, target: pa.Decimal128Type) -> str:
-    """The function casting floats to ``target`` as DataFusion (arrow-rs) does: rounded
-    half away from zero on the double times 10^scale, NaN, infinities and values beyond
-    the precision refused (see :func:`~lance_sql.expr.casts.cast_like_datafusion`)."""
-    return scalar_function(
-        f"lance_sql_float_decimal_{source}_{target.precision}_{target.scale}",
-        lambda values: cast_like_datafusion(values, target), {"values": source}, target,
-        "float as decimal, DataFusion's way")

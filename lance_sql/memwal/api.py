@@ -299,7 +299,7 @@ class RoutingWriter:
         the region writers keep)."""
         rows = self._conformed(self._columns.written(as_table(data)), None)
         for writer, part in self._route(rows):
-            writer.put_written(part)
+            writer.put_written(part, conformed=True)
 
     def delete(self, keys: pa.Table | pa.RecordBatch | dict) -> None:
         """Delete rows by key (the primary-key columns, current names)."""

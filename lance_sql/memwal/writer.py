@@ -446,9 +446,11 @@ class RegionWriter:
                     f"{wrong} row(s) do not belong to region {self.region_id} (region field "
                     f"{f.field_id!r} must be {expected!r})")
 
-    def _prepare(self, rows: pa.Table) -> pa.Table:
-        """``rows`` (named as the writer's schema) checked, with ``_tombstone``."""
-        rows = self._conform(rows, None)
+    def _prepare(self, rows: pa.Table, conformed: bool = False) -> pa.Table:
+        """``rows`` (named as the writer's schema) checked (``conformed``: cast and
+        checked already, by :func:`conform_rows`), with ``_tombstone``."""
+        if not conformed:
+            rows = self._conform(rows, None)
         self._check_region(rows)
         return rows.append_column(self._arrow.field(TOMBSTONE),
                                   _falses(rows.num_rows))
@@ -469,11 +471,11 @@ class RegionWriter:
         self._check()
         self.put_written(self._columns.written(as_table(data)))
 
-    def put_written(self, rows: pa.Table) -> None:
+    def put_written(self, rows: pa.Table, *, conformed: bool = False) -> None:
         """:meth:`put` of rows already named as the writer's schema (a routing writer
-        translated them)."""
+        translated them; ``conformed``: and cast and checked them whole)."""
         self._check()
-        self._write(self._prepare(rows))
+        self._write(self._prepare(rows, conformed))
 
     def delete(self, keys: Any) -> None:
         """Delete rows by key: ``keys`` holds the primary-key columns (current names)."""
