@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.expr.engine_cast import engine_cast, nested_needs_engine
 from lance_sql.expr.text import decimal_text, float_text, needs_own_text, timestamp_text
 from lance_sql.expr.udfs import scalar_function
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
@@ -36,7 +37,9 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
     pyarrow's ``1``); floats to integers truncated toward zero, as SQL's CAST (out of
     range still fails); integers to the nearest float; times to a coarser unit cut
     toward zero, text to a time of any unit rounded down. Any other cast as pyarrow
-    makes it."""
+    makes it; where pyarrow refuses one, or would cast nested values otherwise (floats
+    in a list to text, struct fields by position), as DataFusion's own kernel makes it
+    (:mod:`.engine_cast`)."""
     source = values.type
     if _is_text(target) and needs_own_text(source):
         return _as_text(values, target)
@@ -58,8 +61,8 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
         try:
             parsed = values.cast(fine)
         except pa.ArrowInvalid:  # no offset in the text: the zone's wall-clock time
-            if target.tz is None:
-                raise
+            if target.tz is None:  # (or, into a time without zone, one with an offset)
+                return engine_cast(values, target)
             parsed = pc.assume_timezone(values.cast(pa.timestamp("ns")), target.tz)
         return _floored(parsed, target)
     if (pa.types.is_timestamp(source) and source.tz is None or pa.types.is_date(source)) \
@@ -74,7 +77,16 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
         # 2**24 for float32): DataFusion's casts, which pyarrow refuses as lossy
         return values.cast(target, safe=False)
     if not _rounds(source, target):
-        return values.cast(target)
+        if pa.types.is_timestamp(source) and pa.types.is_date64(target) or \
+                nested_needs_engine(source, target, _own_cast):
+            # (a time to date64: arrow-rs takes a zoned time's UTC date, cuts a time
+            # before 1970 toward zero; pyarrow takes the local date, rounds down)
+            return engine_cast(values, target)
+        try:
+            return values.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            # refused by pyarrow: DataFusion may make it (or words its own refusal)
+            return engine_cast(values, target)
     if isinstance(values, pa.ChunkedArray):
         return pa.chunked_array([_to_decimal(chunk, target) for chunk in values.chunks],
                                 type=target)
@@ -133,34 +145,27 @@ def _own_cast(source: pa.DataType, target: pa.DataType) -> bool:
             or (pa.types.is_date(source) and pa.types.is_timestamp(target)
                 and target.tz is not None)
             or (pa.types.is_decimal(source) and pa.types.is_floating(target))
-            or (pa.types.is_integer(source) and pa.types.is_floating(target)))
+            or (pa.types.is_integer(source) and pa.types.is_floating(target))
+            or (pa.types.is_timestamp(source) and pa.types.is_date64(target)))
 
 
 def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table.cast(schema)``, its decimal128 columns rounded as
-    :func:`cast_like_datafusion` rounds them (the rest, nullability included, checked
-    by pyarrow's cast as before). A column already of its type, or cast here, is not
-    cast by pyarrow: its top-level NULLs are checked against its field (pyarrow's cast of
-    a struct refuses NULLs in a non-nullable child even under NULL structs, where they
-    are no values at all; nested fields' NULLs are the writer's to refuse)."""
-    if len(table.schema) != len(schema):
+    """``table`` cast to ``schema`` column by column with :func:`cast_like_datafusion`.
+    Only top-level NULLs are checked against a field (pyarrow's cast of a struct refuses
+    NULLs in a non-nullable child even under NULL structs, where they are no values at
+    all; nested fields' NULLs are the writer's to refuse)."""
+    if table.schema.names != schema.names:
         return table.cast(schema)  # (pyarrow words the mismatch)
     for i, field in enumerate(table.schema):
         want = schema.field(i)
-        if field.type == want.type:
-            if not want.nullable and table.column(i).null_count:
-                raise pa.ArrowInvalid(f"column {want.name!r} is not nullable but holds null "
-                                      "values")
-            table = table.set_column(i, want, table.column(i))
-        elif _own_cast(field.type, want.type):
-            values = cast_like_datafusion(table.column(i), want.type)
-            if not want.nullable and values.null_count:
-                raise pa.ArrowInvalid(f"column {want.name!r} is not nullable but holds null "
-                                      "values")
-            table = table.set_column(i, want, values)
-    if all(a.type == b.type for a, b in zip(table.schema, schema, strict=True)):
-        return table.replace_schema_metadata(schema.metadata)
-    return table.cast(schema)
+        values = table.column(i)
+        if field.type != want.type:
+            values = cast_like_datafusion(values, want.type)
+        if not want.nullable and values.null_count:
+            raise pa.ArrowInvalid(f"column {want.name!r} is not nullable but holds null "
+                                  "values")
+        table = table.set_column(i, want, values)
+    return table.replace_schema_metadata(schema.metadata)
 
 
 def _rounds(source: pa.DataType, target: pa.DataType) -> bool:

@@ -1,0 +1,83 @@
+"""Casts pyarrow cannot make as DataFusion makes them, made by DataFusion itself.
+
+Written values are cast to their column's type as DataFusion's ``CAST`` would cast them
+(see :mod:`.casts`). Most casts pyarrow makes alike, or :mod:`.casts` rounds and spells
+as arrow-rs does. The rest of arrow-rs's cast matrix is large: a decimal to an integer
+truncated, ``'1.5'`` to ``decimal(5,0)`` rounded, text with a zone offset to a time
+without zone, integers to dates and times, a value to a one-element list, a list to
+text, struct fields matched by name, floats inside lists spelled as DataFusion spells
+them... pyarrow refuses most of those, or spells them its own way. Reimplementing each
+would be a second, drifting copy of arrow-rs's kernel; DataFusion is in the process
+already, so those casts are made by its kernel, over the values alone (a fresh session
+per cast: it registers the values as a table). A cast DataFusion refuses too is
+``pa.ArrowInvalid`` with its message, as any failing cast here is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pyarrow as pa
+
+__all__ = ["engine_cast", "nested_needs_engine"]
+
+_PREFIXES = re.compile(r"^(DataFusion error: )?(Arrow error: )?(Cast error: )?")
+
+
+def engine_cast(values: pa.Array | pa.ChunkedArray, target: pa.DataType
+                ) -> pa.Array | pa.ChunkedArray:
+    """``values`` cast to ``target`` by DataFusion's cast kernel; an array stays an array
+    and a chunked array a chunked array. ``pa.ArrowInvalid`` when DataFusion refuses."""
+    import datafusion  # (imported on first use: plain reads never need it here)
+
+    column = values if isinstance(values, pa.ChunkedArray) else \
+        pa.chunked_array([values], type=values.type)
+    if column.num_chunks == 0:
+        column = pa.chunked_array([pa.array([], column.type)], type=column.type)
+    ctx = datafusion.SessionContext()
+    try:
+        frame = ctx.from_arrow(pa.table({"v": column}))
+        out = frame.select(datafusion.col("v").cast(target)).to_arrow_table().column(0)
+    except Exception as exc:  # noqa: BLE001 - DataFusion raises plain Exceptions
+        message = _PREFIXES.sub("", str(exc).strip())
+        raise pa.ArrowInvalid(f"{message} (DataFusion's cast to {target})") from None
+    if out.type != target:  # field names or nullability of nested types: same values
+        out = out.cast(target)
+    if out.num_chunks == 0:
+        out = pa.chunked_array([pa.array([], target)], type=target)
+    if isinstance(values, pa.ChunkedArray):
+        return out
+    return out.combine_chunks() if out.num_chunks != 1 else out.chunk(0)
+
+
+def nested_needs_engine(source: pa.DataType, target: pa.DataType,
+                        leaf_differs: Callable[[pa.DataType, pa.DataType], bool]) -> bool:
+    """Whether a cast between nested types ``source`` and ``target`` needs DataFusion's
+    kernel though pyarrow would make it: a pair of their leaves (walked in step, struct
+    fields by name) that ``leaf_differs`` says pyarrow casts otherwise, or struct fields
+    in another order (pyarrow matches them by position)."""
+    if _list_like(source) and _list_like(target):
+        return nested_needs_engine(source.value_type, target.value_type, leaf_differs)
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        names = [source.field(i).name for i in range(source.num_fields)]
+        wanted = [target.field(i).name for i in range(target.num_fields)]
+        if names != wanted:
+            return True
+        return any(nested_needs_engine(source.field(i).type, target.field(i).type,
+                                       leaf_differs) for i in range(source.num_fields))
+    if pa.types.is_map(source) and pa.types.is_map(target):
+        return (nested_needs_engine(source.key_type, target.key_type, leaf_differs)
+                or nested_needs_engine(source.item_type, target.item_type, leaf_differs))
+    if _nested(source) or _nested(target):
+        return False
+    return source != target and leaf_differs(source, target)
+
+
+def _list_like(t: pa.DataType) -> bool:
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)
+            or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t))
+
+
+def _nested(t: pa.DataType) -> bool:
+    return _list_like(t) or pa.types.is_struct(t) or pa.types.is_map(t)
