@@ -92,6 +92,7 @@ from lance_sql.table.txn.operations import (
     UpdateConfig,
 )
 from lance_sql.table.txn.writer import WriteContext
+from lance_sql.table.write.field_order import reader_in_table_order
 from lance_sql.table.write.fragments import (
     DEFAULT_DATA_FORMAT,
     DEFAULT_MAX_ROWS_PER_FILE,
@@ -904,7 +905,8 @@ def write_dataset(
         if primary_key and table_schema.primary_key != list(primary_key):
             raise InvalidInputError(f"{store.uri}: the primary key is set when a table is "
                                     "created; appending cannot change it")
-        reader = _with_missing_nullable(reader, table_schema)
+        reader = reader_in_table_order(_with_missing_nullable(reader, table_schema),
+                                       table_schema.to_arrow())
         try:
             table_schema.check_append_compatible(reader.schema)
         except SchemaError as exc:

@@ -46,6 +46,7 @@ from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.read.scan import Scanner, plan_scan, scan_fragment, take_addresses
 from lance_sql.table.runtime.workers import WorkerPool
 from lance_sql.table.txn.writer import WriteContext
+from lance_sql.table.write.field_order import table_in_table_order
 from lance_sql.table.write.fragments import to_reader
 
 _SRC = "__merge_source_row"
@@ -135,6 +136,7 @@ def _check_source(base: Manifest, source: pa.Table, keys: list[str],
     """``source`` cast to the table's types. Tombstone rows (``tombstones``) carry only
     their keys: their other values may be NULL even where the table forbids it."""
     target = base.schema.to_arrow()
+    source = table_in_table_order(source, target)
     for key in keys:
         if key not in source.column_names:
             raise SchemaError(f"merge_insert key {key!r} is not a column of the source data")

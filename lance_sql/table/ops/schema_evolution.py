@@ -371,8 +371,9 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]],
             changed = replace(changed, nullable=nullable)
         if alt.get("data_type") is not None and not (
                 field.arrow_type.equals(_data_type(alt["data_type"])) and has_mem_wal(base)):
-            if "." in path or field.children:
-                raise InvalidInputError("only top-level, non-nested columns can change type")
+            if "." in path:
+                raise InvalidInputError("only top-level columns can change type (a nested "
+                                        "field changes with its column's whole type)")
             arrow = pa.field(changed.name, alt["data_type"], changed.nullable,
                              metadata=field.to_arrow().metadata)
             if next_id is None:
