@@ -38,7 +38,7 @@ def cast_like_datafusion(values: pa.Array | pa.ChunkedArray, target: pa.DataType
     range still fails); integers to the nearest float; times to a coarser unit cut
     toward zero, text to a time of any unit rounded down. Any other cast as pyarrow
     makes it; where pyarrow refuses one, or would cast nested values otherwise (floats
-    in a list to text, struct fields by position), as DataFusion's own kernel makes it
+    in a list to text), as DataFusion's own kernel makes it
     (:mod:`.engine_cast`)."""
     source = values.type
     if _is_text(target) and needs_own_text(source):

@@ -5,7 +5,7 @@ Written values are cast to their column's type as DataFusion's ``CAST`` would ca
 as arrow-rs does. The rest of arrow-rs's cast matrix is large: a decimal to an integer
 truncated, ``'1.5'`` to ``decimal(5,0)`` rounded, text with a zone offset to a time
 without zone, integers to dates and times, a value to a one-element list, a list to
-text, struct fields matched by name, floats inside lists spelled as DataFusion spells
+text, floats inside lists spelled as DataFusion spells
 them... pyarrow refuses most of those, or spells them its own way. Reimplementing each
 would be a second, drifting copy of arrow-rs's kernel; DataFusion is in the process
 already, so those casts are made by its kernel, over the values alone (a fresh session
@@ -55,17 +55,13 @@ def nested_needs_engine(source: pa.DataType, target: pa.DataType,
                         leaf_differs: Callable[[pa.DataType, pa.DataType], bool]) -> bool:
     """Whether a cast between nested types ``source`` and ``target`` needs DataFusion's
     kernel though pyarrow would make it: a pair of their leaves (walked in step, struct
-    fields by name) that ``leaf_differs`` says pyarrow casts otherwise, or struct fields
-    in another order (pyarrow matches them by position)."""
+    fields by name) that ``leaf_differs`` says pyarrow casts otherwise."""
     if _list_like(source) and _list_like(target):
         return nested_needs_engine(source.value_type, target.value_type, leaf_differs)
     if pa.types.is_struct(source) and pa.types.is_struct(target):
-        names = [source.field(i).name for i in range(source.num_fields)]
-        wanted = [target.field(i).name for i in range(target.num_fields)]
-        if names != wanted:
-            return True
-        return any(nested_needs_engine(source.field(i).type, target.field(i).type,
-                                       leaf_differs) for i in range(source.num_fields))
+        # (pyarrow matches struct fields by name, as DataFusion does)
+        return any(nested_needs_engine(source.field(f.name).type, f.type, leaf_differs)
+                   for f in target if source.get_field_index(f.name) >= 0)
     if pa.types.is_map(source) and pa.types.is_map(target):
         return (nested_needs_engine(source.key_type, target.key_type, leaf_differs)
                 or nested_needs_engine(source.item_type, target.item_type, leaf_differs))
