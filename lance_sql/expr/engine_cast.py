@@ -16,6 +16,7 @@ per cast: it registers the values as a table). A cast DataFusion refuses too is
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -28,19 +29,29 @@ _PREFIXES = re.compile(r"^(DataFusion error: )?(Arrow error: )?(Cast error: )?")
 def engine_cast(values: pa.Array | pa.ChunkedArray, target: pa.DataType
                 ) -> pa.Array | pa.ChunkedArray:
     """``values`` cast to ``target`` by DataFusion's cast kernel; an array stays an array
-    and a chunked array a chunked array. ``pa.ArrowInvalid`` when DataFusion refuses."""
-    import datafusion  # (imported on first use: plain reads never need it here)
+    and a chunked array a chunked array. ``pa.ArrowInvalid`` when DataFusion refuses.
 
+    The cast runs on a thread of its own, joined before this returns: the caller may be
+    running inside a DataFusion query (a table provider reading the change feed), whose
+    runtime refuses to start another query on its threads."""
     column = values if isinstance(values, pa.ChunkedArray) else \
         pa.chunked_array([values], type=values.type)
     if column.num_chunks == 0:
         column = pa.chunked_array([pa.array([], column.type)], type=column.type)
-    ctx = datafusion.SessionContext()
-    try:
-        frame = ctx.from_arrow(pa.table({"v": column}))
-        out = frame.select(datafusion.col("v").cast(target)).to_arrow_table().column(0)
-    except Exception as exc:  # noqa: BLE001 - DataFusion raises plain Exceptions
-        message = _PREFIXES.sub("", str(exc).strip())
+    outcome: list[pa.ChunkedArray | BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(_datafusion_cast(column, target))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, name="lance_sql-engine-cast")
+    worker.start()
+    worker.join()
+    out = outcome[0]
+    if isinstance(out, BaseException):
+        message = _PREFIXES.sub("", str(out).strip())
         raise pa.ArrowInvalid(f"{message} (DataFusion's cast to {target})") from None
     if out.type != target:  # field names or nullability of nested types: same values
         out = out.cast(target)
@@ -49,6 +60,16 @@ def engine_cast(values: pa.Array | pa.ChunkedArray, target: pa.DataType
     if isinstance(values, pa.ChunkedArray):
         return out
     return out.combine_chunks() if out.num_chunks != 1 else out.chunk(0)
+
+
+def _datafusion_cast(column: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
+    import datafusion  # (imported on first use: plain reads never need it here)
+
+    # one partition: the plan spawns no tasks on the runtime (whose threads may all be
+    # busy with the query that asked for this cast)
+    ctx = datafusion.SessionContext(datafusion.SessionConfig().with_target_partitions(1))
+    frame = ctx.from_arrow(pa.table({"v": column}))
+    return frame.select(datafusion.col("v").cast(target)).to_arrow_table().column(0)
 
 
 def nested_needs_engine(source: pa.DataType, target: pa.DataType,
