@@ -36,11 +36,14 @@ from lance_sql.errors import (
     VersionCleanedUpError,
 )
 from lance_sql.expr import filter_rows
+from lance_sql.expr.casts import cast_like_datafusion
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import WRITER_LIBRARY, Manifest
 from lance_sql.format.naming import TRANSACTIONS_DIR
+from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.table.changes.columns import Commit, column_sources
 from lance_sql.table.changes.net import check_mode, net_changes
 from lance_sql.table.changes.query import ChangeQuery
 from lance_sql.table.changes.rows import (
@@ -61,12 +64,17 @@ from lance_sql.table.meta.timetravel import (
     version_at,
     version_since,
 )
-from lance_sql.table.meta.versions import list_versions, load_manifest, read_tag
+from lance_sql.table.meta.versions import (
+    describe_versions,
+    list_versions,
+    load_manifest,
+    read_tag,
+)
 from lance_sql.table.read.scan import cast_output
 from lance_sql.table.runtime.cache import CHANGE_FIELDS, CHANGE_PLANS
 from lance_sql.table.runtime.context import current_runtime
 from lance_sql.table.runtime.workers import WorkerPool
-from lance_sql.table.txn.operations import Transaction, Update
+from lance_sql.table.txn.operations import Overwrite, Restore, Transaction, Update
 
 __all__ = [
     "ChangeWindow",
@@ -143,8 +151,19 @@ def _as_point(store: ObjectStore, value: VersionArg, what: str) -> int | dt.date
 
 
 def _oldest_readable(versions: list[int]) -> int:
-    """The oldest version whose changes can still be computed (its parent exists)."""
-    return versions[0] if versions[0] == 1 else versions[0] + 1
+    """The oldest version whose changes can still be computed: its parent and every
+    version after it remain (past the newest when a cleanup kept it alone: only the
+    changes of versions yet to come are)."""
+    i = len(versions) - 1
+    while i > 0 and versions[i - 1] == versions[i] - 1:
+        i -= 1
+    return versions[i] if versions[i] == 1 else versions[i] + 1
+
+
+def _readable_hint(versions: list[int]) -> str:
+    oldest = _oldest_readable(versions)
+    later = " (of versions committed from now on)" if oldest > versions[-1] else ""
+    return f"changes are readable from version {oldest}{later}"
 
 
 def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None = None,
@@ -191,13 +210,13 @@ def resolve_window(store: ObjectStore, start: VersionArg, end: VersionArg | None
 
 
 def _missing(store: ObjectStore, version: int, versions: list[int]) -> NotFoundError:
-    span = f"{versions[0]}..{versions[-1]}"
-    if version < versions[0]:
+    listed = describe_versions(versions)
+    if version < versions[-1]:  # versions are numbered without gaps: cleanup removed it
         return VersionCleanedUpError(
             f"the change window reaches version {version} of {store.uri}, which was removed "
-            f"by cleanup; versions {span} remain, changes are readable from version "
-            f"{_oldest_readable(versions)}")
-    return NotFoundError(f"version {version} of {store.uri} does not exist; versions: {span}")
+            f"by cleanup; versions {listed} remain, {_readable_hint(versions)}")
+    return NotFoundError(f"version {version} of {store.uri} does not exist; versions: "
+                         f"{listed}")
 
 
 def _check_stable(window: ChangeWindow) -> None:
@@ -216,8 +235,7 @@ def _history_guard(window: ChangeWindow) -> Iterator[None]:
         raise
     except NotFoundError as exc:
         versions = [r.version for r in list_versions(window.store)]
-        hint = f"; changes are readable from version {_oldest_readable(versions)}" \
-            if versions else ""
+        hint = f"; {_readable_hint(versions)}" if versions else ""
         raise VersionCleanedUpError(
             f"changes of versions {window.start}..{window.end} of {window.store.uri} need "
             f"files that no longer exist (removed by cleanup?): {exc}{hint}") from exc
@@ -496,7 +514,9 @@ def _read_plan(window: ChangeWindow, rows: ChangeRows, fields: list,
         return build()  # pruned or built elsewhere: planned for this call only
     rows = whole  # e.g. SQL's one partition of a whole version is a slice of it
     targets = tuple((f.id, f.name, schema.field(f.name).type) for f in fields)
-    key = ("read", _plan_key(window, version), targets)
+    # (which fields hold the end's columns depends on the end too)
+    end = window.manifest_of(window.end)
+    key = ("read", _plan_key(window, version), window.end, end.timestamp_ns, targets)
     plan = current_runtime().cache.get_or_load(CHANGE_PLANS, key, build)
     return plan if plan.rows is rows else build()
 
@@ -571,6 +591,36 @@ def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | Non
     return current_runtime().cache.get_or_load(CHANGE_FIELDS, (window.store.uri, key), load)
 
 
+def _commit(window: ChangeWindow, version: int) -> Commit:
+    """Whether version ``version`` overwrote the table or restored an older version
+    (from its transaction; an ordinary commit when that cannot be read)."""
+    manifest = window.manifest_of(version)
+    if not manifest.transaction_file:
+        return Commit()
+    key = f"{TRANSACTIONS_DIR}/{manifest.transaction_file}"
+
+    def load() -> tuple[bool, int]:
+        try:
+            op = Transaction.decode(window.store.read(key), f"{window.store.uri}/{key}") \
+                .operation
+        except LanceError:
+            return (False, -1)
+        return (isinstance(op, Overwrite), op.version if isinstance(op, Restore) else -1)
+
+    overwrite, restored = current_runtime().cache.get_or_load(
+        CHANGE_FIELDS, ("commit", window.store.uri, key), load)
+    return Commit(overwrite, None if restored < 0 else restored)
+
+
+def _sources(window: ChangeWindow, version: int, fields: list
+             ) -> tuple[LanceField | None, ...]:
+    """Per end column of ``fields``, the field of ``version`` holding its values (see
+    :mod:`.columns`)."""
+    return column_sources(window.end, version, fields,
+                          lambda v: window.manifest_of(v).schema,
+                          lambda v: _commit(window, v))
+
+
 @dataclass(frozen=True)
 class _ReadJob:
     """Rows of one fragment to read for one group of columns."""
@@ -581,13 +631,14 @@ class _ReadJob:
     offsets: np.ndarray
     fields: list
     target: pa.Schema
-    # ids of ``fields`` the column did not have at ``manifest``'s version: NULL there
-    absent: frozenset[int] = frozenset()
+    # per field, the field of ``manifest``'s version holding it (the field itself when
+    # unchanged; None: NULL there), see :func:`.columns.column_sources`
+    sources: tuple[LanceField | None, ...]
 
     def run(self) -> pa.Table:
         reader = FragmentReader(self.store, self.manifest, self.fragment)
         offsets = self.offsets
-        fields = [f for f in self.fields if f.id not in self.absent]
+        fields = list({s.id: s for s in self.sources if s is not None}.values())
         lo, hi = int(offsets.min()), int(offsets.max()) + 1
         if hi - lo <= 2 * offsets.size:  # dense (a new fragment): read the run, then pick
             arrays = reader.read(fields, offset=lo, length=hi - lo)
@@ -596,10 +647,26 @@ class _ReadJob:
         else:
             arrays = reader.take(fields, offsets)
         read = dict(zip((f.id for f in fields), arrays, strict=True))
-        arrays = [read[f.id] if f.id in read else pa.nulls(offsets.size, f.to_scan_arrow().type)
-                  for f in self.fields]
+        arrays = [_as_column(read[s.id], f, offsets.size) if s is not f and s is not None
+                  else read[s.id] if s is not None
+                  else pa.nulls(offsets.size, f.to_scan_arrow().type)
+                  for f, s in zip(self.fields, self.sources, strict=True)]
         piece = pa.Table.from_arrays(arrays, names=[f.name for f in self.fields])
         return cast_output(piece, self.target, self.store, self.fragment)
+
+
+def _as_column(values: pa.Array | pa.ChunkedArray, field: LanceField, rows: int
+               ) -> pa.Array | pa.ChunkedArray:
+    """An older version's values of ``field`` (its column before a type change or an
+    overwrite) in the column's end type, cast as ``alter_columns`` casts them; NULL where
+    they do not cast (rows deleted before the type change never had to)."""
+    target = field.to_scan_arrow().type
+    if values.type == target:
+        return values
+    try:
+        return cast_like_datafusion(values, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return pa.nulls(rows, target)
 
 
 @dataclass(frozen=True)
@@ -619,8 +686,10 @@ class _GroupRead:
             return _GroupRead(target, [], None)
         order, starts, ends = _location_groups(rows.source, rows.fragment)
         # A fragment whose deletion vector changed has the same files in both versions:
-        # its rows of either version are read in one go.
-        same_files: dict[tuple, tuple[Manifest, Fragment, list]] = {}
+        # its rows of either version are read in one go (when their columns are the same
+        # fields in both).
+        same_files: dict[tuple, tuple[Manifest, Fragment, tuple, list]] = {}
+        sources: dict[int, tuple[LanceField | None, ...]] = {}  # per version read
         for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
             picked = slice(lo, hi) if order is None else order[lo:hi]
             source, frag_id = int(rows.source[picked][0]), int(rows.fragment[picked][0])
@@ -629,18 +698,19 @@ class _GroupRead:
             if frags is None:
                 frags = by_version[source] = {f.id: f for f in manifest.fragments}
             frag = frags[frag_id]
-            same_files.setdefault((frag.files, frag.physical_rows),
-                                  (manifest, frag, []))[2].append(picked)
+            held = sources.get(source)
+            if held is None:
+                held = sources[source] = _sources(window, source, fields)
+            where = tuple(None if h is None else h.id for h in held)
+            same_files.setdefault((frag.files, frag.physical_rows, where),
+                                  (manifest, frag, held, []))[3].append(picked)
         jobs, picks = [], []
-        absent: dict[int, frozenset[int]] = {}  # per version its rows come from
-        for manifest, frag, parts in same_files.values():
+        for manifest, frag, held, parts in same_files.values():
             picked = parts[0] if len(parts) == 1 else np.concatenate(
                 [np.arange(p.start, p.stop) if isinstance(p, slice) else p for p in parts])
             picks.append(picked)
-            if manifest.version not in absent:
-                absent[manifest.version] = _absent_fields(window, manifest.version, fields)
             jobs.append(_ReadJob(window.store, manifest, frag, rows.offset[picked], fields,
-                                 target, absent[manifest.version]))
+                                 target, held))
         if order is not None or len(picks) < len(starts):
             order = np.concatenate([np.arange(p.start, p.stop) if isinstance(p, slice) else p
                                     for p in picks])
@@ -658,20 +728,6 @@ class _GroupRead:
         if self.inverse is not None:
             table = table.take(pa.array(self.inverse))
         return {name: table.column(name) for name in self.target.names}
-
-
-def _absent_fields(window: ChangeWindow, version: int, fields: list) -> frozenset[int]:
-    """Ids of the end version's ``fields`` that were not that column at ``version``: a
-    column some version from ``version`` to the end lacks was added after ``version``, or
-    dropped and added again, maybe under the old id (a compaction removed the dropped
-    column's values, and pylance and lance_sql then reuse the id); the data files of
-    ``version`` may still hold the dropped column's values under it."""
-    ids = {f.id for f in fields}
-    for v in range(version, window.end):
-        ids &= set(window.manifest_of(v).schema.field_ids())
-        if not ids:
-            break
-    return frozenset(f.id for f in fields if f.id not in ids)
 
 
 def _run_jobs(jobs: list[_ReadJob]) -> list[pa.Table]:

@@ -89,7 +89,8 @@ class ChangeQuery:
         net = check_mode(mode)
         if isinstance(columns, str):
             raise InvalidInputError("columns must be a list of column names")
-        names = list(schema.names) if columns is None else list(columns)
+        # a column named twice is returned once, as ``to_table`` returns it
+        names = list(schema.names) if columns is None else list(dict.fromkeys(columns))
         for name in names:
             if name not in schema.names:
                 raise NotFoundError(f"column {name!r} does not exist; columns: "

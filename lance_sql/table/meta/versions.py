@@ -12,7 +12,7 @@ import functools
 import json
 import re
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from lance_sql.errors import FormatError, InvalidInputError, NotFoundError, VersionCleanedUpError
@@ -253,7 +253,11 @@ def write_hint(store: ObjectStore, version: int, *, lower: bool = False) -> None
 
 
 def _ranges(refs: list[VersionRef]) -> str:
-    versions = [r.version for r in refs]
+    return describe_versions([r.version for r in refs])
+
+
+def describe_versions(versions: Sequence[int]) -> str:
+    """Ascending version numbers for a message: listed when few, else their span."""
     if len(versions) <= 12:
         return ", ".join(map(str, versions))
     return f"{versions[0]}..{versions[-1]} ({len(versions)} versions)"

@@ -173,7 +173,7 @@ def test_bad_windows(history: tuple[Path, dict[str, int]], tmp_path: Path) -> No
     last = max(names.values())
     with pytest.raises(InvalidInputError, match="after end"):
         table_changes(path, 3, 2)
-    with pytest.raises(NotFoundError, match=f"1..{last}"):
+    with pytest.raises(NotFoundError, match=f"versions: 1, 2, .*{last}$"):
         table_changes(path, 1, last + 5)
     with pytest.raises(InvalidInputError):
         table_changes(path, 0, 2)
