@@ -42,7 +42,7 @@ from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.lsm_provider import LsmTableDataset
 from lance_sql.sql.nearest_provider import NearestDataset
 from lance_sql.sql.provider import LanceTableDataset
-from lance_sql.sql.rewrite import VersionSpec, parse_timestamp
+from lance_sql.sql.rewrite import VersionSpec, at_spec
 from lance_sql.table import (
     LSM_VIEWS,
     TABLE_VERSIONS,
@@ -85,13 +85,7 @@ class TableName:
         table, at, version = base.rpartition("@")
         if not at:
             return cls(base, None, system, query, travel)
-        if version.isdigit():
-            spec = VersionSpec("version", int(version))
-        elif version[:4].isdigit() and len(version) >= 10 and version[4] == "-":
-            spec = VersionSpec("timestamp", parse_timestamp(version))
-        else:
-            spec = VersionSpec("tag", version)
-        return cls(table, spec, system, query, travel)
+        return cls(table, at_spec(version), system, query, travel)
 
     def render(self) -> str:
         text = self.table

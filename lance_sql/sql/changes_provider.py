@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.memwal.read.metrics import NodeMetrics, metered
+from lance_sql.sql.batch_export import exportable
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, open_scanner
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns, rows_filter
@@ -89,7 +90,7 @@ class ChangeUnitScanner:
         for batch in data.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
                 self.unit.scope.check()
-                yield batch
+                yield exportable(batch)
 
 
 class ChangesDataset(PlannedDataset):

@@ -31,6 +31,7 @@ from lance_sql.errors import InvalidInputError, LanceError, QueryError
 from lance_sql.expr import Call, Column, Expr, Literal, filter_serially
 from lance_sql.memwal.read.nodes import conform
 from lance_sql.memwal.read.planner import LsmPlan, LsmView
+from lance_sql.sql.batch_export import exportable
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.provider import PlannedDataset, batch_size_for, open_scanner
 from lance_sql.sql.pyarrow_filter import decode, in_list, referenced_columns, rows_filter
@@ -134,7 +135,7 @@ class LsmScanner:
         """``batch`` as the projected schema (types cast)."""
         if not len(self.projected_schema):
             return batch.select([])  # count(*): no columns, the rows still counted
-        return conform(batch, self.projected_schema)
+        return exportable(conform(batch, self.projected_schema))
 
 
 class LsmTableDataset(PlannedDataset):

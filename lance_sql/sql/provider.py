@@ -32,6 +32,7 @@ import pyarrow.dataset as pds
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
+from lance_sql.sql.batch_export import exportable
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns, rows_filter
 from lance_sql.sql.streams import ScanScope, current_scope
@@ -217,7 +218,7 @@ class UnitScanner:
             for batch in chunk.to_batches(max_chunksize=self.batch_size):
                 if batch.num_rows:
                     unit.scope.check()
-                    yield batch
+                    yield exportable(batch)
             if remaining == 0:
                 return
 
@@ -360,7 +361,7 @@ class IndexUnitScanner(UnitScanner):
         for batch in result.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
                 unit.scope.check()
-                yield batch
+                yield exportable(batch)
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,16 @@ def parse_timestamp(text: str) -> dt.datetime:
         raise InvalidInputError(f"invalid timestamp {text!r} in time-travel clause") from None
 
 
+def at_spec(text: str) -> VersionSpec:
+    """What the part after ``@`` of a table name ``t@...`` asks for: digits a version, a
+    date-time (``2026-11-01...``) the latest version committed by then, else a tag."""
+    if text.isdigit():
+        return VersionSpec("version", int(text))
+    if text[:4].isdigit() and len(text) >= 10 and text[4] == "-":
+        return VersionSpec("timestamp", parse_timestamp(text))
+    return VersionSpec("tag", text)
+
+
 def _literal_spec(tokens: list[Token], i: int, kind: str) -> tuple[VersionSpec, int]:
     """Parse the literal of a time-travel clause at ``tokens[i]``; return spec and next index."""
     if i >= len(tokens):
@@ -281,6 +291,11 @@ def _relation(tokens: list[Token], i: int, frame: _Frame, ctes: set[str], is_lan
         ["default"], ["lance", "default"]
     )
     lance = qualified_ok and name.lower() not in ctes and is_lance(name)
+    if not lance and spec is None and qualified_ok and "@" in name.strip("@"):
+        # "t@3", "t@tag", "t@2026-11-01T10:00:00": time travel written in the name
+        table, _, at = name.rpartition("@")
+        if table.lower() not in ctes and is_lance(table):
+            name, spec, lance = table, at_spec(at), True
     if spec is not None and not lance:
         raise InvalidInputError(
             f"time travel ({spec.describe()}) applies only to Lance tables; "
