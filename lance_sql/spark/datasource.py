@@ -695,7 +695,9 @@ def _filter_expr(f: Filter) -> Expr | None:
     if isinstance(f, EqualNullSafe):
         if f.value is None:
             return Call("is_null", (column,))
-        return Call("=", (column, Literal(f.value)))
+        # never NULL: a NULL column value is false here (so true under a NOT)
+        return Call("and", (Call("is_not_null", (column,)),
+                            Call("=", (column, Literal(f.value)))))
     if isinstance(f, In):
         return Call("in", (column,) + tuple(Literal(v) for v in f.value))
     if isinstance(f, IsNull):
@@ -747,8 +749,38 @@ def _to_spark_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     for array, target in zip(batch.columns, schema, strict=True):
         if pa.types.is_dictionary(array.type):
             array = array.dictionary_decode()
-        columns.append(array.cast(target.type))
+        columns.append(_as_spark(array, target))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _as_spark(array: pa.Array, target: pa.Field) -> pa.Array:
+    """A Lance column as Spark's Arrow type. Spark keeps times to the microsecond: finer
+    ones are rounded down to it, as Spark converts an instant (nested ones are cut
+    toward zero, the same for times after 1970)."""
+    t = array.type
+    if (pa.types.is_timestamp(t) or pa.types.is_duration(t)) and t.unit == "ns":
+        nanos = np.asarray(array.cast(pa.int64()).fill_null(0).to_numpy(), np.int64)
+        micros = pa.array(np.floor_divide(nanos, 1000), pa.int64(),
+                          mask=np.asarray(array.is_null().to_numpy(zero_copy_only=False)))
+        array = micros.cast(pa.timestamp("us", t.tz) if pa.types.is_timestamp(t)
+                            else pa.duration("us"))
+    try:
+        return array.cast(target.type)
+    except pa.ArrowInvalid:
+        if not _finer_than_micros(t):
+            raise
+        return array.cast(target.type, safe=False)
+
+
+def _finer_than_micros(t: pa.DataType) -> bool:
+    """Whether ``t`` holds nanosecond times or durations at some depth."""
+    if (pa.types.is_timestamp(t) or pa.types.is_duration(t)) and t.unit == "ns":
+        return True
+    if pa.types.is_struct(t):
+        return any(_finer_than_micros(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _finer_than_micros(t.value_type)
+    return False
 
 
 @dataclass

@@ -131,10 +131,24 @@ def check_writable(table: pa.Schema, incoming: T.StructType) -> None:
     for name in given.keys() - expected.keys():
         problems.append(f"column {name!r} is not in the table")
     for name in expected.keys() & given.keys():
-        if expected[name] != given[name]:
+        # nested nullability aside: values that fit are written, a NULL where the table
+        # takes none is refused when the rows are written
+        if _without_nullability(expected[name]) != _without_nullability(given[name]):
             problems.append(
                 f"column {name!r} is {given[name].simpleString()} in the DataFrame but the "
                 f"table stores {expected[name].simpleString()}"
             )
     if problems:
         raise SchemaError("; ".join(sorted(problems)))
+
+
+def _without_nullability(t: T.DataType) -> T.DataType:
+    """``t`` with every nested element, field and value nullable."""
+    if isinstance(t, T.ArrayType):
+        return T.ArrayType(_without_nullability(t.elementType), True)
+    if isinstance(t, T.MapType):
+        return T.MapType(_without_nullability(t.keyType), _without_nullability(t.valueType), True)
+    if isinstance(t, T.StructType):
+        return T.StructType([T.StructField(f.name, _without_nullability(f.dataType), True)
+                             for f in t.fields])
+    return t

@@ -22,8 +22,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, SchemaError
 from lance_sql.format.fragment import DATA_DIR, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
@@ -154,9 +155,28 @@ def cast_to_table(batch: pa.RecordBatch, table: pa.Schema) -> pa.RecordBatch:
             raise InvalidInputError(f"column {field.name!r} is missing from the data")
         column = batch.column(index)
         if column.type != field.type:
-            column = column.cast(field.type)
+            column = _checked_cast(column, field)
         columns.append(column)
     return conform_batch(pa.RecordBatch.from_arrays(columns, names=table.names), table)
+
+
+def _checked_cast(column: pa.Array, field: pa.Field) -> pa.Array:
+    """``column`` cast to ``field``'s type, a SchemaError naming the column when a value
+    does not fit; a float narrowed past its range (1e6 into a float16) fails too, where
+    pyarrow's cast gives an infinity."""
+    try:
+        cast = column.cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise SchemaError(f"column {field.name!r}: {column.type} values do not fit the "
+                          f"table's {field.type}: {exc}") from None
+    if pa.types.is_floating(column.type) and pa.types.is_floating(field.type) and \
+            field.type.bit_width < column.type.bit_width:
+        overflowed = pc.and_(pc.is_finite(column), pc.invert(pc.is_finite(cast)))
+        if pc.any(overflowed).as_py():
+            first = column.filter(overflowed)[0].as_py()
+            raise SchemaError(f"column {field.name!r}: {first} is out of the range of the "
+                              f"table's {field.type}")
+    return cast
 
 
 def decode_fragments(serialized: Iterable[bytes]) -> list[Fragment]:
