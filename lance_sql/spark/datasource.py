@@ -735,6 +735,10 @@ def _spark_arrow(lance: pa.DataType, spark: T.DataType) -> pa.DataType:
             pa.field(sf.name, _spark_arrow(lance.field(sf.name).type, sf.dataType), sf.nullable)
             for sf in spark.fields
         ])
+    if isinstance(spark, T.MapType):
+        return pa.map_(pa.field("key", _spark_arrow(lance.key_type, spark.keyType), False),
+                       pa.field("value", _spark_arrow(lance.item_type, spark.valueType),
+                                spark.valueContainsNull))
     if isinstance(spark, T.TimestampType):
         return pa.timestamp("us", tz="UTC")
     if isinstance(spark, T.TimestampNTZType):

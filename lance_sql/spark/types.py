@@ -24,6 +24,7 @@ decimal128(p, s)       DecimalType(p, s)           p <= 38; decimal256 beyond th
 list / large_list /    ArrayType
 fixed_size_list
 struct                 StructType
+map<k, v>              MapType                     (file format 2.2; keys never NULL)
 dictionary<k, v>       (type of v)                 decoded
 =====================  ==========================  ==========================================
 
@@ -76,6 +77,9 @@ def spark_type(t: pa.DataType, column: str) -> T.DataType:
             T.StructField(f.name, spark_type(f.type, f"{column}.{f.name}"), f.nullable)
             for f in t
         ])
+    if pa.types.is_map(t):
+        return T.MapType(spark_type(t.key_type, f"{column}.key"),
+                         spark_type(t.item_type, f"{column}.value"), t.item_field.nullable)
     raise SchemaError(f"column {column!r}: Arrow type {t} has no Spark equivalent")
 
 
@@ -111,6 +115,10 @@ def arrow_type(t: T.DataType, column: str) -> pa.DataType:
             pa.field(f.name, arrow_type(f.dataType, f"{column}.{f.name}"), f.nullable)
             for f in t.fields
         ])
+    if isinstance(t, T.MapType):
+        return pa.map_(pa.field("key", arrow_type(t.keyType, f"{column}.key"), False),
+                       pa.field("value", arrow_type(t.valueType, f"{column}.value"),
+                                t.valueContainsNull))
     raise SchemaError(f"column {column!r}: Spark type {t.simpleString()} cannot be stored in Lance")
 
 

@@ -80,3 +80,27 @@ def test_a_value_that_does_not_fit_names_its_column(spark, tmp_path: Path, colum
     assert "SchemaError" in str(caught.value)
     assert lance.dataset(uri).version == 1
     assert lance.dataset(uri).count_rows() == 1
+
+
+def test_maps_read_and_write_both_ways(spark, tmp_path: Path) -> None:
+    """Arrow maps are Spark's MapType (they were refused both ways)."""
+    uri = str(tmp_path / "m.lance")
+    lance.write_dataset(pa.table({
+        "id": [1, 2, 3], "m": pa.array([[("a", 1), ("b", None)], None, []],
+                                       pa.map_(pa.string(), pa.int64()))}), uri,
+        data_storage_version="2.2")
+    read = spark.read.format("lance").load(uri)
+    assert {r.id: r.m for r in read.collect()} == {1: {"a": 1, "b": None}, 2: None, 3: {}}
+    spark.createDataFrame([(4, {"x": 9})], "id long, m map<string,bigint>") \
+        .write.format("lance").mode("append").save(uri)
+    assert lance.dataset(uri).to_table().sort_by("id").column("m").to_pylist() == [
+        [("a", 1), ("b", None)], None, [], [("x", 9)]]
+    created = str(tmp_path / "n.lance")
+    write_dataset(spark.createDataFrame([(1, {"k": [1.5]}), (2, None)],
+                                        "id long, m map<string,array<double>>"), created)
+    table = lance.dataset(created).to_table().sort_by("id")
+    assert table.schema.field("m").type == pa.map_(
+        pa.field("key", pa.string(), False), pa.field("value", pa.list_(pa.float64())))
+    assert table.column("m").to_pylist() == [[("k", [1.5])], None]
+    assert {r.id: r.m for r in spark.read.format("lance").load(created).collect()} == {
+        1: {"k": [1.5]}, 2: None}
