@@ -158,6 +158,9 @@ class ManifestCodec:
 
     @staticmethod
     def from_proto(pb: table_pb2.Manifest, index_section: bytes | None = None) -> Manifest:
+        if pb.version >= 2**63:  # (row versions and change plans count in int64)
+            raise FormatError(f"version {pb.version} is past the largest version a table "
+                              "can have (2**63 - 1)")
         schema = LanceSchema.from_protos(pb.fields, dict(pb.schema_metadata))
         # Only undeclared fields are kept as ``unknown``; the declared section offsets
         # describe the old file's layout and are recomputed by the encoder.

@@ -59,7 +59,8 @@ def check_key_types(schema: LanceSchema) -> None:
 
 def load(ds: LanceDataset) -> tuple[IndexMetadata, MemWalIndexDetails] | None:
     """The MemWAL index entry and its details at ``ds``'s version (None: no MemWAL)."""
-    for entry in decode_index_section(ds.manifest.index_section):
+    for entry in decode_index_section(ds.manifest.index_section,
+                                      f"{ds.uri}: version {ds.version}"):
         if entry.name == MEM_WAL_INDEX_NAME:
             where = f"{ds.uri}: index {MEM_WAL_INDEX_NAME}"
             return entry, MemWalIndexDetails.decode(details_of(entry), where)

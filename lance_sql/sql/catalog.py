@@ -29,6 +29,7 @@ from typing import Any
 from datafusion.catalog import CatalogProvider, SchemaProvider, Table
 
 from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
 from lance_sql.format.naming import ManifestNaming
@@ -358,9 +359,10 @@ class LanceSchemaProvider(SchemaProvider):
         travel) from that version's MemWAL index snapshot."""
         if self.consistency == "base" or manifest.index_section is None:
             return None
-        if MEM_WAL_INDEX_NAME.encode() not in manifest.index_section:
-            return None  # the index's name is stored as is: without it, no MemWAL
         uri = self.resolver.directory.uri(parsed.table)
+        indices = decode_index_section(manifest.index_section, f"{uri}: version {version}")
+        if not any(i.name == MEM_WAL_INDEX_NAME for i in indices):
+            return None  # (a corrupt section is a FormatError, not a plain table)
         # a versioned name the front door did not pin ("t@3" written by hand) travels too
         travel = parsed.travel or (parsed.spec is not None and parsed.query_id is None)
         consistency = "snapshot" if travel else self.consistency

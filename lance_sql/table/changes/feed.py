@@ -56,7 +56,12 @@ from lance_sql.table.changes.rows import (
     ChangeRows,
 )
 from lance_sql.table.files.lineage import FragmentLineage, load_lineage
-from lance_sql.table.files.reader import FragmentReader, checked_rows, deleted_offsets
+from lance_sql.table.files.reader import (
+    FragmentReader,
+    checked_rows,
+    deleted_offsets,
+    null_column,
+)
 from lance_sql.table.meta.timetravel import (
     as_utc,
     commit_micros,
@@ -583,9 +588,12 @@ def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | Non
         except LanceError:
             return None  # unreadable: read every column from the old files
         op = txn.operation
-        if not isinstance(op, Update) or not op.fields_modified:
+        if not isinstance(op, Update):
             return None
-        return frozenset(op.fields_modified)
+        # (a rewrite of rows lists them as the fields its new fragments change)
+        changed = op.fields_modified or (op.fields_for_preserving_frag_bitmap
+                                         if op.update_mode == "rewrite_rows" else ())
+        return frozenset(changed) if changed else None
 
     # Transaction files are written once, under unique names.
     return current_runtime().cache.get_or_load(CHANGE_FIELDS, (window.store.uri, key), load)
@@ -649,7 +657,7 @@ class _ReadJob:
         read = dict(zip((f.id for f in fields), arrays, strict=True))
         arrays = [_as_column(read[s.id], f, offsets.size) if s is not f and s is not None
                   else read[s.id] if s is not None
-                  else pa.nulls(offsets.size, f.to_scan_arrow().type)
+                  else null_column(offsets.size, f, self.store.uri)
                   for f, s in zip(self.fields, self.sources, strict=True)]
         piece = pa.Table.from_arrays(arrays, names=[f.name for f in self.fields])
         return cast_output(piece, self.target, self.store, self.fragment)
@@ -666,7 +674,7 @@ def _as_column(values: pa.Array | pa.ChunkedArray, field: LanceField, rows: int
     try:
         return cast_like_datafusion(values, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return pa.nulls(rows, target)
+        return pa.nulls(rows, target)  # (the values are there, in a type that fit)
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,40 @@ def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) 
     return current_runtime().cache.get_or_load(DELETIONS, (root.uri, key), load)
 
 
+# The most memory a column no data file holds (read as NULLs) may take, in all and per
+# row: its size comes from the schema alone (a fixed-size list's length), which a damaged
+# or hostile manifest sets at will. (A row of 64 MiB is 16M floats: no real vector.)
+MAX_NULL_COLUMN_BYTES = 1 << 32
+MAX_NULL_ROW_BYTES = 1 << 26
+
+
+def null_column(rows: int, field: LanceField, where: str) -> pa.Array:
+    """``rows`` NULLs of ``field``'s type (a column the fragment has no file of); a
+    FormatError naming ``where`` (the table) when they would take more than
+    :data:`MAX_NULL_COLUMN_BYTES`, or a row more than :data:`MAX_NULL_ROW_BYTES`."""
+    t = field.to_scan_arrow().type
+    row = _row_bytes(t)
+    size = rows * row
+    if size > MAX_NULL_COLUMN_BYTES or row > MAX_NULL_ROW_BYTES:
+        raise FormatError(f"{where}: column {field.name!r}: {rows} NULL rows of {t} would take "
+                          f"{size} bytes (a fixed-size list this long is no real column)")
+    return pa.nulls(rows, t)
+
+
+def _row_bytes(t: pa.DataType) -> int:
+    """Bytes a NULL row of ``t`` takes, at least (fixed-size children are allocated)."""
+    if pa.types.is_fixed_size_list(t):
+        return t.list_size * max(1, _row_bytes(t.value_type))
+    if pa.types.is_struct(t):
+        return sum(_row_bytes(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_fixed_size_binary(t):
+        return t.byte_width
+    try:
+        return max(1, t.bit_width // 8)
+    except ValueError:  # variable width: an offset a row
+        return 8
+
+
 class FragmentReader:
     """Reads rows of one fragment, columns spread over its data files."""
 
@@ -178,6 +212,15 @@ class FragmentReader:
             for field_id, column in zip(data_file.fields, data_file.column_indices, strict=False):
                 if field_id >= 0:
                     self._locations[field_id] = (data_file, column)
+
+    def _absent(self, rows: int, field: LanceField) -> pa.Array:
+        """``rows`` NULLs of a column no data file of the fragment holds (added after it
+        was written); a column that takes no NULLs must be in a file."""
+        where = f"{self.store.uri}: fragment {self.fragment.id}"
+        if not field.nullable:
+            raise FormatError(f"{where}: no data file holds column {field.name!r}, which "
+                              "takes no NULLs")
+        return null_column(rows, field, where)
 
     def data_file_of(self, field: LanceField) -> DataFile | None:
         """The data file holding ``field`` here (None: the fragment has no values for it)."""
@@ -229,7 +272,7 @@ class FragmentReader:
         for data_file, indices in self._groups(fields):
             wanted = [fields[i] for i in indices]
             if data_file is None:
-                arrays = [pa.nulls(length, f.to_scan_arrow().type) for f in wanted]
+                arrays = [self._absent(length, f) for f in wanted]
             else:
                 reader = self._reader(data_file)
                 arrays = reader.read(
@@ -275,7 +318,7 @@ class FragmentReader:
         for data_file, indices, column_map in self._file_groups(fields):
             wanted = [fields[i] for i in indices]
             if data_file is None or column_map is None:
-                arrays = [pa.nulls(rows, f.to_scan_arrow().type) for f in wanted]
+                arrays = [self._absent(rows, f) for f in wanted]
             else:
                 reader = self._reader(data_file)
                 arrays = take(reader, wanted, column_map)

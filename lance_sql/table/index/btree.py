@@ -124,6 +124,9 @@ class BTreeIndex:
         """Open (or take from the cache) the files of ``meta``; a missing, truncated or
         foreign file is a NotFoundError / FormatError naming it."""
         root = index_store(store, manifest, meta)
+        if meta.index_version < 0:  # (what its ids are depends on it: rows or row ids)
+            raise FormatError(f"{root.uri}: index {meta.name!r} has version "
+                              f"{meta.index_version}, which no index has")
 
         def load() -> BTreeIndex:
             return cls._load(root, meta, key_type)

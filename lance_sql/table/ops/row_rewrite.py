@@ -108,6 +108,11 @@ class RowRewrite:
         Update), as pylance commits one for an update or merge_insert matching nothing,
         so tools counting versions agree.
 
+        ``fields_modified``: the fields (leaves too) whose values the new rows change.
+        As pylance records a rewrite of rows, they are the fields whose indices do not
+        cover the new fragments (``fields_for_preserving_frag_bitmap``), not fields
+        modified in the old ones, which only gain deletions: their indices stay valid.
+
         ``check_winners`` is passed to the commit loop (see ``commit_transaction``).
         """
         with self.ctx.staging() as staged:
@@ -120,7 +125,8 @@ class RowRewrite:
             deletion_files = list(merged.files)
             op = Update(removed_fragment_ids=merged.removed,
                         updated_fragments=merged.apply(by_id[i] for i in self._removed),
-                        new_fragments=new_fragments, fields_modified=fields_modified,
+                        new_fragments=new_fragments,
+                        fields_for_preserving_frag_bitmap=fields_modified,
                         merged_generations=merged_generations, update_mode="rewrite_rows")
             for key, data in deletion_files:
                 staged.add(key)

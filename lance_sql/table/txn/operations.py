@@ -205,8 +205,9 @@ class RewrittenIndex:
                    pb.SerializeToString())
 
     def applied_to(self, index: IndexMetadata) -> IndexMetadata:
-        """``index`` (the old one) as the new index: new uuid, and the new details,
-        version and files when the rewrite recorded them."""
+        """``index`` (the old one) as the new index: new uuid, in the table's own
+        directory, and the new details, version and files when the rewrite recorded
+        them."""
         mine = self.to_proto()
         pb = index.to_proto()
         pb.uuid.uuid = uuid_to_bytes(self.new_id)
@@ -216,6 +217,9 @@ class RewrittenIndex:
         if mine.new_index_files:
             del pb.files[:]
             pb.files.extend(mine.new_index_files)
+        # the new index's files are written beside the table being rewritten, not under
+        # the base the old one came from (a shallow clone's source table)
+        pb.ClearField("base_id")
         return IndexMetadata.from_proto(pb)
 
 
