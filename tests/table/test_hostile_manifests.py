@@ -38,19 +38,32 @@ def _latest_manifest(uri: str) -> str:
     return os.path.join(folder, names[0])  # (the newest sorts first)
 
 
-def _edit(uri: str, change: Callable[[table_pb2.Manifest], None]) -> None:
-    """Rewrite the latest manifest's protobuf in place, its framing kept."""
+def _edit(uri: str, change: Callable[[table_pb2.Manifest], None] = lambda pb: None,
+          indices: Callable[[table_pb2.IndexSection], None] | None = None) -> None:
+    """Rewrite the latest manifest's protobuf in place, its framing kept; ``indices``
+    edits its index section, written again after the old blocks."""
     path = _latest_manifest(uri)
     data = Path(path).read_bytes()
     footer = FOOTER.unpack_from(data, len(data) - FOOTER.size)
-    at = footer[0]
-    (length,) = struct.unpack_from("<I", data, at)
+
+    def block(at: int) -> bytes:
+        (length,) = struct.unpack_from("<I", data, at)
+        return data[at + 4: at + 4 + length]
+
     pb = table_pb2.Manifest()
-    pb.ParseFromString(data[at + 4: at + 4 + length])
+    pb.ParseFromString(block(footer[0]))
+    head = data[:footer[0]]
+    if indices is not None:
+        section = table_pb2.IndexSection()
+        section.ParseFromString(block(pb.index_section))
+        indices(section)
+        raw = section.SerializeToString()
+        pb.index_section = len(head)
+        head += struct.pack("<I", len(raw)) + raw
     change(pb)
     body = pb.SerializeToString()
-    Path(path).write_bytes(data[:at] + struct.pack("<I", len(body)) + body
-                           + FOOTER.pack(*footer))
+    Path(path).write_bytes(head + struct.pack("<I", len(body)) + body
+                           + FOOTER.pack(len(head), *footer[1:]))
     lance_sql.default_runtime().clear()
 
 
@@ -91,26 +104,7 @@ def test_an_index_of_a_negative_version_is_not_used(tmp_path: Path) -> None:
     uri = _table(tmp_path, enable_stable_row_ids=True)
     lance_sql.dataset(uri).create_scalar_index("id", "BTREE")
 
-    # the edited index section is appended after the old blocks, the manifest after it
-    path = _latest_manifest(uri)
-    data = Path(path).read_bytes()
-    footer = FOOTER.unpack_from(data, len(data) - FOOTER.size)
-    at = footer[0]
-    (length,) = struct.unpack_from("<I", data, at)
-    pb = table_pb2.Manifest()
-    pb.ParseFromString(data[at + 4: at + 4 + length])
-    (section_length,) = struct.unpack_from("<I", data, pb.index_section)
-    section = table_pb2.IndexSection()
-    section.ParseFromString(data[pb.index_section + 4: pb.index_section + 4 + section_length])
-    section.indices[0].index_version = -1
-    raw = section.SerializeToString()
-    head = data[:at]
-    pb.index_section = len(head)
-    head += struct.pack("<I", len(raw)) + raw
-    body = pb.SerializeToString()
-    Path(path).write_bytes(head + struct.pack("<I", len(body)) + body
-                           + FOOTER.pack(len(head), *footer[1:]))
-    lance_sql.default_runtime().clear()
+    _edit(uri, indices=lambda section: setattr(section.indices[0], "index_version", -1))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = lance_sql.dataset(uri).to_table(filter="id = 150").column("id").to_pylist()
