@@ -5,12 +5,12 @@ Written values are cast to their column's type as DataFusion's ``CAST`` would ca
 as arrow-rs does. The rest of arrow-rs's cast matrix is large: a decimal to an integer
 truncated, ``'1.5'`` to ``decimal(5,0)`` rounded, text with a zone offset to a time
 without zone, integers to dates and times, a value to a one-element list, a list to
-text, floats inside lists spelled as DataFusion spells
-them... pyarrow refuses most of those, or spells them its own way. Reimplementing each
-would be a second, drifting copy of arrow-rs's kernel; DataFusion is in the process
-already, so those casts are made by its kernel, over the values alone (a fresh session
-per cast: it registers the values as a table). A cast DataFusion refuses too is
-``pa.ArrowInvalid`` with its message, as any failing cast here is.
+text, floats inside lists spelled as DataFusion spells them... pyarrow refuses most of
+those, or spells them its own way. Reimplementing each would be a second, drifting copy
+of arrow-rs's kernel; DataFusion is in the process already, so those casts are made by
+its kernel, over the values alone (a fresh session per cast: it registers the values as
+a table). A cast DataFusion refuses too is ``pa.ArrowInvalid`` with its message, as any
+failing cast here is.
 """
 
 from __future__ import annotations

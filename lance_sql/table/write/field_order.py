@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["reader_in_table_order", "table_in_table_order", "type_in_table_order"]
+__all__ = ["array_in_table_order", "reader_in_table_order", "table_in_table_order",
+           "type_in_table_order"]
 
 
 def type_in_table_order(source: pa.DataType, target: pa.DataType) -> pa.DataType:
