@@ -666,8 +666,8 @@ class _ReadJob:
 def _as_column(values: pa.Array | pa.ChunkedArray, field: LanceField, rows: int
                ) -> pa.Array | pa.ChunkedArray:
     """An older version's values of ``field`` (its column before a type change or an
-    overwrite) in the column's end type, cast as ``alter_columns`` casts them; NULL where
-    they do not cast (rows deleted before the type change never had to)."""
+    overwrite) in the column's end type, cast as ``alter_columns`` casts them; all NULL
+    when some do not cast (rows deleted before the type change never had to)."""
     target = field.to_scan_arrow().type
     if values.type == target:
         return values
