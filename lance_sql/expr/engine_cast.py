@@ -21,6 +21,8 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from lance_sql.expr.lists import is_list
+
 __all__ = ["engine_cast", "nested_needs_engine"]
 
 _PREFIXES = re.compile(r"^(DataFusion error: )?(Arrow error: )?(Cast error: )?")
@@ -77,7 +79,7 @@ def nested_needs_engine(source: pa.DataType, target: pa.DataType,
     """Whether a cast between nested types ``source`` and ``target`` needs DataFusion's
     kernel though pyarrow would make it: a pair of their leaves (walked in step, struct
     fields by name) that ``leaf_differs`` says pyarrow casts otherwise."""
-    if _list_like(source) and _list_like(target):
+    if is_list(source) and is_list(target):
         return nested_needs_engine(source.value_type, target.value_type, leaf_differs)
     if pa.types.is_struct(source) and pa.types.is_struct(target):
         # (pyarrow matches struct fields by name, as DataFusion does)
@@ -91,10 +93,5 @@ def nested_needs_engine(source: pa.DataType, target: pa.DataType,
     return source != target and leaf_differs(source, target)
 
 
-def _list_like(t: pa.DataType) -> bool:
-    return (pa.types.is_list(t) or pa.types.is_large_list(t)
-            or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t))
-
-
 def _nested(t: pa.DataType) -> bool:
-    return _list_like(t) or pa.types.is_struct(t) or pa.types.is_map(t)
+    return is_list(t) or pa.types.is_struct(t) or pa.types.is_map(t)

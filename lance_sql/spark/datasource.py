@@ -90,6 +90,7 @@ from pyspark.sql.datasource import (
 
 from lance_sql.errors import InvalidInputError
 from lance_sql.expr import Call, Column, Expr, Literal
+from lance_sql.expr.lists import is_list
 from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
 from lance_sql.io.uri import open_store
 from lance_sql.memwal.index import load as load_mem_wal_index
@@ -782,7 +783,7 @@ def _finer_than_micros(t: pa.DataType) -> bool:
         return True
     if pa.types.is_struct(t):
         return any(_finer_than_micros(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+    if is_list(t):
         return _finer_than_micros(t.value_type)
     return False
 

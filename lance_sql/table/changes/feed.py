@@ -575,48 +575,49 @@ def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
     return out
 
 
-def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | None:
-    """Field ids version ``version``'s Update modified, when it says so and we wrote it."""
-    manifest = window.manifest_of(version)
-    if manifest.writer_library != WRITER_LIBRARY or not manifest.transaction_file:
-        return None
-    key = f"{TRANSACTIONS_DIR}/{manifest.transaction_file}"
-
-    def load() -> frozenset[int] | None:
-        try:
-            txn = Transaction.decode(window.store.read(key), f"{window.store.uri}/{key}")
-        except LanceError:
-            return None  # unreadable: read every column from the old files
-        op = txn.operation
-        if not isinstance(op, Update):
-            return None
-        # (a rewrite of rows lists them as the fields its new fragments change)
-        changed = op.fields_modified or (op.fields_for_preserving_frag_bitmap
-                                         if op.update_mode == "rewrite_rows" else ())
-        return frozenset(changed) if changed else None
-
-    # Transaction files are written once, under unique names.
-    return current_runtime().cache.get_or_load(CHANGE_FIELDS, (window.store.uri, key), load)
+# What the feed needs of a version's transaction: the fields its Update changed, whether
+# it overwrote the table, the version it restored (-1: none)
+_Facts = tuple[tuple[int, ...], bool, int]
+_ORDINARY: _Facts = ((), False, -1)
 
 
-def _commit(window: ChangeWindow, version: int) -> Commit:
-    """Whether version ``version`` overwrote the table or restored an older version
-    (from its transaction; an ordinary commit when that cannot be read)."""
+def _transaction_facts(window: ChangeWindow, version: int) -> _Facts:
+    """:data:`_Facts` of version ``version``, read once per transaction file (they are
+    written once, under unique names); an ordinary commit when there is none or it
+    cannot be read (every column is then read from the old files)."""
     manifest = window.manifest_of(version)
     if not manifest.transaction_file:
-        return Commit()
+        return _ORDINARY
     key = f"{TRANSACTIONS_DIR}/{manifest.transaction_file}"
 
-    def load() -> tuple[bool, int]:
+    def load() -> _Facts:
         try:
             op = Transaction.decode(window.store.read(key), f"{window.store.uri}/{key}") \
                 .operation
         except LanceError:
-            return (False, -1)
-        return (isinstance(op, Overwrite), op.version if isinstance(op, Restore) else -1)
+            return _ORDINARY
+        changed: tuple[int, ...] = ()
+        if isinstance(op, Update):
+            # (a rewrite of rows lists them as the fields its new fragments change)
+            changed = op.fields_modified or (op.fields_for_preserving_frag_bitmap
+                                             if op.update_mode == "rewrite_rows" else ())
+        return (tuple(changed), isinstance(op, Overwrite),
+                op.version if isinstance(op, Restore) else -1)
 
-    overwrite, restored = current_runtime().cache.get_or_load(
-        CHANGE_FIELDS, ("commit", window.store.uri, key), load)
+    return current_runtime().cache.get_or_load(CHANGE_FIELDS, (window.store.uri, key), load)
+
+
+def _modified_fields(window: ChangeWindow, version: int) -> frozenset[int] | None:
+    """Field ids version ``version``'s Update modified, when it says so and we wrote it."""
+    if window.manifest_of(version).writer_library != WRITER_LIBRARY:
+        return None
+    changed = _transaction_facts(window, version)[0]
+    return frozenset(changed) if changed else None
+
+
+def _commit(window: ChangeWindow, version: int) -> Commit:
+    """Whether version ``version`` overwrote the table or restored an older version."""
+    _, overwrite, restored = _transaction_facts(window, version)
     return Commit(overwrite, None if restored < 0 else restored)
 
 

@@ -194,8 +194,9 @@ CHANGE_PLANS = CacheKind(
     "metadata-only change-feed plans per table version, and each whole version's read plan")
 CHANGE_FIELDS = CacheKind(
     "change_fields", 1 * MiB, 1024,
-    lambda fields: 64 + 8 * len(fields or ()),
-    "field ids an Update modified, per transaction file")
+    lambda facts: 96 + 8 * len(facts[0]),
+    "what the change feed reads of a transaction file: the fields an Update modified, "
+    "an overwrite, a restore")
 INDEX_FILES = CacheKind(
     "index_files", 64 * MiB, 256,
     lambda index: index.nbytes() + 2 * index.data.metadata_bytes + OPEN_FILE_OVERHEAD,
