@@ -41,12 +41,15 @@ __all__ = ["MemWal", "RoutingWriter"]
 class MemWal:
     """The MemWAL of a table that has one (see the module docstring)."""
 
-    def __init__(self, ds: LanceDataset) -> None:
+    def __init__(self, ds: LanceDataset, *, version: int | str | None = None) -> None:
+        """``version``: what reads default to (see :meth:`view`; None: the latest, with
+        strong consistency): a table checked out at an older version reads as of it."""
         loaded = mem_wal_index.load(ds)
         if loaded is None:
             raise NotFoundError(f"{ds.uri} has no MemWAL (MemWal.initialize(ds, ...) sets it "
                                 "up)")
         self.dataset = ds
+        self.version = version
         self.details: MemWalIndexDetails = loaded[1]
         self._warm = WarmView(ds.uri, ds.commit_config)  # strong point lookups
 
@@ -127,6 +130,7 @@ class MemWal:
         latest version starts from this handle's warm view, as :meth:`get` does.
         ``to_batches()`` yields at most ``batch_size`` rows a batch (default 8192, as
         the plain scanner)."""
+        version = self.version if version is None else version
         view = (self._warm.view() if consistency == "strong" and version is None
                 else self.view(consistency, version))
         return LsmScanner(view, columns, filter, limit, batch_size)
@@ -136,6 +140,7 @@ class MemWal:
         """Point lookups: the newest live row of each key in ``keys`` (its primary-key
         columns), in the keys' order; deleted and unknown keys are left out. ``version``
         looks up as of an older base version (see :meth:`view`)."""
+        version = self.version if version is None else version
         view = (self._warm.view() if consistency == "strong" and version is None
                 else self.view(consistency, version))
         table = keys if isinstance(keys, pa.Table) else view.one_key_table(keys)
@@ -152,7 +157,7 @@ class MemWal:
         Stale candidates are dropped with the newer generations' bloom filters, so a
         false positive may drop a valid one; ``exact=True`` checks the real keys.
         ``version`` searches the view as of that base version (see :meth:`view`)."""
-        view = self.view(consistency, version)
+        view = self.view(consistency, self.version if version is None else version)
         return view.knn_plan(column, query_vector, k, metric=metric, columns=columns,
                              filter=filter, exact=exact).to_table()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.held_field_ids import held_field_id
 from lance_sql.memwal.index import load as load_mem_wal_index
 from lance_sql.memwal.read.flat_search import table_knn_plan
+from lance_sql.memwal.schema_changes import check_type_changes
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.dataset import dataset as open_table
 from lance_sql.table.dataset import write_dataset as write_table
@@ -33,6 +34,10 @@ __all__ = ["MemWalDataset", "dataset", "write_dataset"]
 
 class MemWalDataset(LanceDataset):
     """A Lance table version that can also set up and open its MemWAL."""
+
+    # opened at a version asked for (a number, tag or instant), not the latest: its
+    # MemWAL handle reads as of that version; a write through it moves it to the latest
+    checked_out = False
 
     @classmethod
     def of(cls, ds: LanceDataset) -> MemWalDataset:
@@ -95,6 +100,23 @@ class MemWalDataset(LanceDataset):
         return table_knn_plan(ds, column, query_vector, k, metric=metric, columns=columns,
                               filter=filter).to_table()
 
+    def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
+        """As :meth:`LanceDataset.alter_columns`; on a table with a MemWAL a type change
+        is refused (SchemaError) when a value the MemWAL holds unmerged would not fit the
+        new type (:func:`~lance_sql.memwal.schema_changes.check_type_changes`)."""
+        check_type_changes(self, alterations)
+        super().alter_columns(*alterations)
+
+    def checkout_version(self, version: Any) -> MemWalDataset:
+        ds = MemWalDataset.of(super().checkout_version(version))
+        ds.checked_out = True
+        return ds
+
+    def _moved_to(self, manifest: Manifest | None) -> None:
+        super()._moved_to(manifest)
+        if manifest is not None:
+            self.checked_out = False
+
     def _held_field_id(self, manifest: Manifest) -> int:
         """New columns go above the ids the MemWAL's unmerged generations and this
         process's writers hold (:func:`~lance_sql.memwal.held_field_ids.held_field_id`)."""
@@ -104,7 +126,10 @@ class MemWalDataset(LanceDataset):
     def mem_wal(self) -> MemWal | None:
         """The MemWAL of this version of the table, or None when it has none (set one
         up with :meth:`initialize_mem_wal`). The same handle while this object stays
-        at one version, so ``ds.mem_wal.get(...)`` keeps its lookup view warm."""
+        at one version, so ``ds.mem_wal.get(...)`` keeps its lookup view warm. Its reads
+        are of the latest version (strongly consistent), or as of this version when it was
+        asked for (``checkout_version(n)``, ``dataset(uri, version=n)``: see
+        :meth:`MemWal.view`)."""
         # the version read once, before the handle reads the index: if another thread's
         # write moves this object meanwhile, the handle is newer than its tag and the
         # next call makes a new one (never an old handle tagged with a newer version)
@@ -114,14 +139,19 @@ class MemWalDataset(LanceDataset):
             return held[1]
         if load_mem_wal_index(self) is None:
             return None
-        handle = MemWal(self)
+        # a version asked for (checked out) reads as of itself
+        handle = MemWal(self, version=version if self.checked_out else None)
         self._mem_wal_handle = (version, handle)
         return handle
 
 
 def dataset(uri: str | os.PathLike[str], *args: Any, **kwargs: Any) -> MemWalDataset:
     """Open a table (see :func:`lance_sql.table.dataset.dataset`)."""
-    return MemWalDataset.of(open_table(uri, *args, **kwargs))
+    ds = MemWalDataset.of(open_table(uri, *args, **kwargs))
+    given = args[0] if args else kwargs.get("version")
+    if given is not None or kwargs.get("asof") is not None:
+        ds.checked_out = True
+    return ds
 
 
 def write_dataset(data: Any, uri: str | os.PathLike[str], *args: Any,

@@ -28,6 +28,7 @@ from lance_sql.memwal.generation_tables import open_generation
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
 from lance_sql.memwal.read.keys import latest_positions
 from lance_sql.memwal.region_log import RegionLog
+from lance_sql.memwal.value_cast import as_column_type
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.dataset import LanceDataset, dataset
 
@@ -163,13 +164,8 @@ def _as_base_columns(rows: pa.Table, written: LanceSchema, base: LanceSchema) ->
         # (fields renamed inside it: its values under the table's names, by field id)
         column = relabelled(rows.column(f.name), named_by_id(f, target).arrow_type)
         wanted = target.arrow_type
-        if not column.type.equals(wanted):
-            try:
-                column = column.cast(wanted)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise SchemaError(f"generation column {f.name!r} ({column.type}) does not "
-                                  f"fit the table's column {target.name!r} ({wanted}): "
-                                  f"{exc}") from exc
+        column = as_column_type(column, wanted, f"generation column {f.name!r} (the "
+                                                f"table's {target.name!r})")
         names.append(target.name)
         arrays.append(column)
     for f in base.fields:

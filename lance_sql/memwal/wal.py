@@ -29,6 +29,7 @@ from lance_sql.format.schema import LanceField, LanceSchema
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.column_match import match_columns, named_by_id, relabelled
 from lance_sql.memwal.naming import RegionPaths, bit_reversed
+from lance_sql.memwal.value_cast import as_column_type
 
 __all__ = [
     "EPOCH_KEY", "GENERATION_KEY", "TOMBSTONE", "WalEntry", "WalLog", "decode_entry",
@@ -137,8 +138,8 @@ def decode_entry(data: bytes, entry_id: int, path: str,
                 [target.field(f.name) for f in schema.fields]))
         else:
             rows = _as_memtable_rows(arrays, schema, expected, path)
-    except FormatError:
-        raise
+    except (FormatError, SchemaError):
+        raise  # (SchemaError: a value that does not fit its column's type now)
     except LanceError as exc:
         raise FormatError(f"{path}: corrupt WAL entry: {exc}") from exc
     except (pa.ArrowException, ValueError, TypeError, IndexError) as exc:
@@ -173,13 +174,8 @@ def _as_memtable_rows(arrays: Sequence[pa.Array], written: LanceSchema,
             continue
         named = named_by_id(old, field).to_arrow().type
         column = relabelled(pa.chunked_array([by_id[old.id]]), named)
-        if not column.type.equals(arrow.type):
-            try:
-                column = column.cast(arrow.type, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                raise FormatError(f"{path}: the WAL entry's column {old.name!r} "
-                                  f"({column.type}) does not fit the table's {field.name!r} "
-                                  f"({arrow.type}): {exc}") from exc
+        column = as_column_type(column, arrow.type, f"{path}: the WAL entry's column "
+                                                    f"{old.name!r} (the table's {field.name!r})")
         columns.append(column.combine_chunks())
     return pa.Table.from_arrays(columns, schema=target)
 

@@ -58,6 +58,7 @@ from lance_sql.memwal.read.hidden import HiddenRows, hidden_base_rows
 from lance_sql.memwal.read.keys import Keys, KeySet
 from lance_sql.memwal.read.metrics import NodeMetrics, measured, not_own_work, own_work
 from lance_sql.memwal.read.sources import BaseSource, Source, newest_first
+from lance_sql.memwal.value_cast import as_column_type
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, VERSION_COLUMNS
@@ -72,6 +73,7 @@ __all__ = [
     "DeduplicateExec", "ExecNode", "GlobalLimitExec", "NewestRows", "ProjectionExec",
     "ScanExec", "SortExec", "TakeLastExec", "UnionExec", "conform", "format_plan", "key_text",
     "lacked_columns",
+    "retyped_columns",
 ]
 
 GEN = "_gen"
@@ -111,7 +113,7 @@ def conformed_column(data: pa.Table | pa.RecordBatch, f: pa.Field, *, combine: b
     a = data.column(f.name)
     if combine and isinstance(a, pa.ChunkedArray):
         a = a.combine_chunks()
-    return a if a.type.equals(f.type) else a.cast(f.type)
+    return as_column_type(a, f.type, f"column {f.name!r}")
 
 
 def _source_columns(source: Source, n: int, names: Sequence[str] = SOURCE_COLUMNS
@@ -207,6 +209,16 @@ def lacked_columns(source: Source, names: Collection[str]) -> set[str]:
     return set(names) - local - set(held)
 
 
+def retyped_columns(source: Source, names: Collection[str], schema: pa.Schema) -> set[str]:
+    """The columns among ``names`` that ``source``'s rows hold under another type than
+    ``schema``'s (retyped since they were written: they are cast when read)."""
+    types = source.column_types()
+    if types is None:
+        return set()
+    return {n for n in names if n in types and schema.get_field_index(n) >= 0
+            and not types[n].equals(schema.field(n).type)}
+
+
 class ScanExec(ExecNode):
     """Rows of one source: ``schema``'s columns (``_gen`` / ``_region`` are the source's
     constants; ``_rowid`` and the row versions NULL but on the base table) where
@@ -229,8 +241,10 @@ class ScanExec(ExecNode):
         for part in _conjuncts(predicate):
             names = {p[0] for p in columns(part)}
             lacked = lacked_columns(source, names)
-            if lacked:  # columns added after the source's rows were written: NULL there
-                # (the plan reads every filter column then: see LsmView.scan_plan)
+            if lacked or retyped_columns(source, names, schema):
+                # columns added after the source's rows were written (NULL there), or
+                # retyped since (their values cast first): applied to its rows here (the
+                # plan reads every filter column then: see LsmView.scan_plan)
                 residual.append(_nulled(part, lacked, schema))
             else:
                 (residual if names & local else pushed).append(part)

@@ -69,6 +69,7 @@ from lance_sql.memwal.read.nodes import (
     format_plan,
     key_text,
     lacked_columns,
+    retyped_columns,
 )
 from lance_sql.memwal.read.pruning import prune_regions
 from lance_sql.memwal.read.search import (
@@ -95,6 +96,7 @@ from lance_sql.memwal.transforms import (
     scalar_region_values,
     sql_on_own_thread,
 )
+from lance_sql.memwal.value_cast import as_column_type
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables_of, registered_writer
 from lance_sql.table.dataset import LanceDataset
@@ -722,7 +724,9 @@ class LsmView:
         # a source lacking a filter column (added since its rows were written) applies the
         # filter to its rows itself, so it needs them all; otherwise its scan takes the
         # filter on data columns and only the source's own columns must be read
-        lacking = any(lacked_columns(s, filter_names) for s in scanned)
+        lacking = any(lacked_columns(s, filter_names)
+                      or retyped_columns(s, filter_names, self.arrow_schema)
+                      for s in scanned)
         internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
             n for n in filter_names if lacking or n in (GEN, REGION, *BASE_ONLY))])
         scans = [ScanExec(s, internal, predicate, stepwise=limit is not None,
@@ -1213,7 +1217,7 @@ def _one_column(table: pa.Table, source: Source, f: pa.Field
     column = table.column(f.name)
     if column.type.equals(f.type):
         return column  # (one row: one chunk, as the table takes it)
-    return column.combine_chunks().cast(f.type)
+    return as_column_type(column.combine_chunks(), f.type, f"column {f.name!r}")
 
 
 class LsmScanner:

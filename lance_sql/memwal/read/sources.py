@@ -159,6 +159,12 @@ class Source:
         is NULL in them, so a filter naming it is applied to its rows after the scan."""
         return None
 
+    def column_types(self) -> Mapping[str, pa.DataType] | None:
+        """The type of each data column the source's rows hold (None: the table's); a
+        column retyped since they were written holds its older type there, so a filter
+        naming it is applied to its rows once they are cast."""
+        return None
+
     def key_rows(self) -> KeyRows:
         raise NotImplementedError
 
@@ -237,6 +243,10 @@ class _LanceSource(Source):
 
     def column_names(self) -> Collection[str] | None:
         return {*self.schema.names, *self.system}
+
+    def column_types(self) -> Mapping[str, pa.DataType] | None:
+        schema = self.schema
+        return dict(zip(schema.names, schema.types, strict=True))
 
     def _readable(self, columns: Sequence[str]) -> list[str]:
         """``columns`` this source holds (the others come out NULL)."""
@@ -839,6 +849,10 @@ class InMemorySource(Source):
     def column_names(self) -> Collection[str] | None:
         return {*self.table.column_names, *SYSTEM_COLUMNS}
 
+    def column_types(self) -> Mapping[str, pa.DataType] | None:
+        schema = self.table.schema
+        return dict(zip(schema.names, schema.types, strict=True))
+
     def key_rows(self) -> KeyRows:
         if self._rows is None:
             t = self.table
@@ -970,6 +984,11 @@ class MemTableSource(InMemorySource):
         frags = self._fragments
         names = frags[0].rows.column_names if frags else self.memtable.arrow_schema.names
         return {*names, ROW_ADDR, TOMBSTONE, *SYSTEM_COLUMNS}
+
+    def column_types(self) -> Mapping[str, pa.DataType] | None:
+        frags = self._fragments
+        schema = frags[0].rows.schema if frags else self.memtable.arrow_schema
+        return dict(zip(schema.names, schema.types, strict=True))
 
     @property
     def table(self) -> pa.Table:

@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from lance_sql.errors import FormatError
 from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
-from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
+from lance_sql.format.memwal import MEM_WAL_INDEX_NAME, MemWalIndexDetails, details_of
 from lance_sql.format.schema import LanceSchema
 
 __all__ = ["MAX_FIELD_ID_CONFIG", "has_mem_wal", "highest_held_field_id",
-           "highest_used_field_id", "mark_to_record", "next_field_id", "recorded_mark",
-           "restored_config"]
+           "highest_used_field_id", "mark_to_record", "mem_wal_routing_columns",
+           "next_field_id", "recorded_mark", "restored_config"]
 
 MAX_FIELD_ID_CONFIG = "lance_sql.max_field_id"
 
@@ -91,3 +91,23 @@ def has_mem_wal(manifest: Manifest) -> bool:
     """Whether the table version has a MemWAL index."""
     return any(i.name == MEM_WAL_INDEX_NAME
                for i in decode_index_section(manifest.index_section))
+
+
+def mem_wal_routing_columns(manifest: Manifest) -> dict[int, str]:
+    """The field ids by which a table's MemWAL routes rows and matches them to keys, each
+    with what it is: the primary-key columns and its region specs' source columns (none
+    without a MemWAL). Writers route every row by these ids and readers look keys up in
+    the region they route to, so such a column may not be dropped or change type (which
+    gives it a new id): its rows would go to another region than its older rows."""
+    entry = next((i for i in decode_index_section(manifest.index_section)
+                  if i.name == MEM_WAL_INDEX_NAME), None)
+    if entry is None:
+        return {}
+    schema = manifest.schema
+    out = {schema.field(name).id: "a primary-key column" for name in schema.primary_key}
+    details = MemWalIndexDetails.decode(details_of(entry), f"index {MEM_WAL_INDEX_NAME}")
+    for spec in details.region_specs:
+        for region_field in spec.fields:
+            for source in region_field.source_ids:
+                out.setdefault(source, "a source column of the MemWAL's region spec")
+    return out

@@ -50,6 +50,7 @@ from lance_sql.table.meta.field_ids import (
     MAX_FIELD_ID_CONFIG,
     has_mem_wal,
     mark_to_record,
+    mem_wal_routing_columns,
     next_field_id,
     recorded_mark,
 )
@@ -301,6 +302,8 @@ def drop_columns(ctx: WriteContext, columns: Sequence[str]) -> Manifest:
         raise InvalidInputError("drop_columns takes a list of column names")
     base = ctx.table
     drop = {base.schema.field(name).id for name in columns}
+    for name in columns:
+        _check_not_routing(base, base.schema.field(name), "drop")
     kept = _without(base.schema.fields, drop)
     if not kept:
         raise InvalidInputError("cannot drop every column of a table")
@@ -374,6 +377,7 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]],
             if "." in path:
                 raise InvalidInputError("only top-level columns can change type (a nested "
                                         "field changes with its column's whole type)")
+            _check_not_routing(base, field, "change the type of")
             arrow = pa.field(changed.name, alt["data_type"], changed.nullable,
                              metadata=field.to_arrow().metadata)
             if next_id is None:
@@ -384,6 +388,18 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]],
     if not casts:
         return ctx.commit(Project(schema))
     return _commit_casts(ctx, schema, casts)
+
+
+def _check_not_routing(base: Manifest, field: LanceField, change: str) -> None:
+    """SchemaError when ``field`` (or a field in it) is one the table's MemWAL routes rows
+    by (see :func:`mem_wal_routing_columns`)."""
+    routing = mem_wal_routing_columns(base)
+    held = next((routing[f.id] for f in field.walk() if f.id in routing), None)
+    if held is not None:
+        raise SchemaError(f"cannot {change} column {field.name!r}: it is {held} of the "
+                          f"table's MemWAL, whose writers route rows by it (a new type "
+                          f"or none would send a key's new rows to another region than "
+                          f"its older ones)")
 
 
 def _data_type(given: Any) -> pa.DataType:
