@@ -84,10 +84,14 @@ def _writer(ds: LanceDataset, details: MemWalIndexDetails, manifest: RegionManif
 def recover(ds: LanceDataset, details: MemWalIndexDetails, config: WriterConfig,
             maintained: tuple[MaintainedIndex, ...] = (),
             regions: Iterable[uuid.UUID] | None = None, *,
-            idle: timedelta = timedelta(seconds=60)) -> list[RecoveryResult]:
+            idle: timedelta | float = timedelta(seconds=60)) -> list[RecoveryResult]:
     """Flush the WAL backlog of ``regions`` (default every region) whose newest entry is
-    at least ``idle`` old and whose writer is not open here (see the module docstring);
+    at least ``idle`` old (a timedelta, or seconds) and whose writer is not open here (see the module docstring);
     one result per region with a backlog."""
+    if isinstance(idle, (int, float)) and not isinstance(idle, bool):
+        idle = timedelta(seconds=idle)  # (seconds, as a number)
+    if not isinstance(idle, timedelta):
+        raise InvalidInputError(f"idle must be a timedelta or seconds, got {idle!r}")
     if idle < timedelta(0):
         raise InvalidInputError(f"idle must not be negative, got {idle}")
     ours = {w.region_id for w in open_writers(ds.uri)}

@@ -133,6 +133,11 @@ def test_recovery_skips_regions_written_here_and_checks_its_arguments(killed: Me
         writer.close()
     with pytest.raises(InvalidInputError):
         killed.recover(idle=timedelta(seconds=-1))
+    with pytest.raises(InvalidInputError, match="timedelta or seconds"):
+        killed.recover(idle="1 hour")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        killed.recover(idle=-1)
+    assert killed.recover(idle=3600) == []  # seconds: everything was written within it
     with pytest.raises(InvalidInputError):
         killed.recover([uuid.uuid4()], idle=timedelta(0))
 
