@@ -188,8 +188,8 @@ class MemWal:
         """Flush the WAL entries a dead writer acknowledged but never flushed, so readers
         everywhere see them: per region (default all) with such a backlog, unless its
         writer is open in this process or its WAL was written within ``idle`` (a timedelta
-        or seconds: a writer may be alive there). The region is claimed as by any writer, so a live writer
-        there is fenced (see :mod:`.recovery`)."""
+        or seconds: a writer may be alive there). The region is claimed as by any
+        writer, so a live writer there is fenced (see :mod:`.recovery`)."""
         ds = self.dataset
         return recovery.recover(ds, self.details, self._config({}), self.maintained_indexes(),
                                 regions, idle=idle)

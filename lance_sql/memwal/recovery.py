@@ -86,8 +86,8 @@ def recover(ds: LanceDataset, details: MemWalIndexDetails, config: WriterConfig,
             regions: Iterable[uuid.UUID] | None = None, *,
             idle: timedelta | float = timedelta(seconds=60)) -> list[RecoveryResult]:
     """Flush the WAL backlog of ``regions`` (default every region) whose newest entry is
-    at least ``idle`` old (a timedelta, or seconds) and whose writer is not open here (see the module docstring);
-    one result per region with a backlog."""
+    at least ``idle`` old (a timedelta, or seconds) and whose writer is not open here
+    (see the module docstring); one result per region with a backlog."""
     if isinstance(idle, (int, float)) and not isinstance(idle, bool):
         idle = timedelta(seconds=idle)  # (seconds, as a number)
     if not isinstance(idle, timedelta):

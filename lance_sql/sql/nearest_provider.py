@@ -23,14 +23,13 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr import Expr, parse_predicate
 from lance_sql.memwal.read.nodes import DISTANCE
 from lance_sql.memwal.read.planner import LsmPlan
-from lance_sql.memwal.read.search import METRICS
+from lance_sql.memwal.read.search import MAX_K, METRICS
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.lsm_provider import LsmUnit
 from lance_sql.sql.provider import PlannedDataset
 from lance_sql.sql.pyarrow_filter import decode, referenced_columns, rows_filter
 from lance_sql.sql.streams import ScanScope
 
-MAX_K = 1_000_000
 OPTIONS = ("metric", "version", "filter", "exact")
 USAGE = ("nearest() takes a table name, a column name, a query vector, k, an optional "
          "metric ('l2', 'cosine' or 'dot'), an optional version (a number, tag or "

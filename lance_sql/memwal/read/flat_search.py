@@ -12,12 +12,17 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr import Expr, parse_predicate, resolve
 from lance_sql.expr import columns as expr_columns
 from lance_sql.memwal.read.nodes import DISTANCE, GlobalLimitExec, ProjectionExec, SortExec
 from lance_sql.memwal.read.planner import LsmPlan
-from lance_sql.memwal.read.search import KNNExec, check_filter, query_vector
+from lance_sql.memwal.read.search import (
+    KNNExec,
+    check_filter,
+    check_search_columns,
+    query_vector,
+)
 from lance_sql.memwal.read.sources import BaseSource
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import SYSTEM_COLUMNS
@@ -29,8 +34,7 @@ def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.nd
     """The ``k`` rows of ``ds`` nearest to ``query`` in ``column`` where ``filter`` holds,
     with ``_distance`` (exact distances, vectorised, streaming over the table)."""
     schema = ds.manifest.schema.to_scan_arrow()
-    if column not in schema.names:
-        raise InvalidInputError(f"{ds.uri} has no column {column!r}")
+    check_search_columns(schema, column, ds.uri)
     # the table's columns and the system columns a scan makes when named
     full = pa.schema([*schema, *(pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS
                                  if n not in schema.names)])
@@ -42,7 +46,10 @@ def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.nd
         filter if isinstance(filter, Expr) else None)
     named: list[str] = []
     if predicate is not None:
-        predicate = resolve(predicate, full)
+        try:
+            predicate = resolve(predicate, full)
+        except NotFoundError as exc:  # (as a filter's type errors: the call's arguments)
+            raise InvalidInputError(f"the filter names no column of {ds.uri}: {exc}") from exc
         check_filter(predicate, full)
         named = [path[0] for path in expr_columns(predicate) if path[0] in SYSTEM_COLUMNS]
     wanted = list(dict.fromkeys([*output, column, *named]))

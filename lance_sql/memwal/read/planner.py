@@ -77,6 +77,7 @@ from lance_sql.memwal.read.search import (
     KNNExec,
     StaleCheck,
     check_filter,
+    check_search_columns,
     query_vector,
 )
 from lance_sql.memwal.read.sources import (
@@ -1040,9 +1041,13 @@ class LsmView:
                  ) -> LsmPlan:
         """The ``k`` newest rows nearest to ``query`` in ``column`` where ``filter``
         holds, with ``_distance``."""
+        check_search_columns(self.arrow_schema, column, self.base.uri)
         output = self._columns(columns)
-        self._field(column)
-        predicate = self._predicate(filter, typed=True)
+        try:
+            predicate = self._predicate(filter, typed=True)
+        except NotFoundError as exc:  # (as a filter's type errors: the call's arguments)
+            raise InvalidInputError(f"the filter names no column of {self.base.uri}: "
+                                    f"{exc}") from exc
         scanned, sources = self.pruned_sources(predicate)
         filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
         schema = self._schema([*output, column, *self.key_columns, ROW_ADDR, GEN, REGION,

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, SchemaError
 from lance_sql.expr import describe_sql
 from lance_sql.expr.arrow import Expr, to_pyarrow
 from lance_sql.memwal.read.duplicates import superseded_base_rows
@@ -33,9 +33,11 @@ from lance_sql.memwal.read.nodes import (
 from lance_sql.memwal.read.sources import BaseSource, Source, precedence
 from lance_sql.table.files.reader import ROW_ADDR
 
-__all__ = ["METRICS", "FilterStaleExec", "KNNExec", "StaleCheck", "check_filter", "distances"]
+__all__ = ["MAX_K", "METRICS", "FilterStaleExec", "KNNExec", "StaleCheck", "check_filter",
+           "check_search_columns", "distances"]
 
 METRICS = ("l2", "cosine", "dot")
+MAX_K = 1_000_000  # the most rows one search returns (SQL's nearest() and Python alike)
 
 
 def _vectors(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -64,6 +66,25 @@ def query_vector(query: Sequence[float] | np.ndarray) -> np.ndarray:
         raise InvalidInputError(f"the query vector must be a list of numbers, got "
                                 f"{vector.ndim} dimensions")
     return vector
+
+
+def check_search_columns(schema: pa.Schema, column: str, where: str) -> None:
+    """InvalidInputError when ``schema`` (the table's columns) has no ``column``;
+    SchemaError when it has a column named as the distance a search adds."""
+    if column not in schema.names:
+        raise InvalidInputError(f"{where} has no column {column!r}")
+    if DISTANCE in schema.names:
+        raise SchemaError(f"{where} has a column named {DISTANCE!r}, the name of the "
+                          f"distance a search returns: rename it to search the table")
+
+
+def _as_stored(query: np.ndarray, value_type: pa.DataType) -> np.ndarray:
+    """The query rounded to the vectors' float type (as float64): a stored vector equal
+    to the query is then at distance 0, as in pylance, which casts the query so."""
+    if not pa.types.is_floating(value_type):
+        return query
+    with np.errstate(over="ignore"):
+        return query.astype(value_type.to_pandas_dtype()).astype(np.float64)
 
 
 def _check_vector_column(schema: pa.Schema, column: str) -> None:
@@ -105,7 +126,8 @@ def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
         norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(query)
         with np.errstate(invalid="ignore", divide="ignore"):
             sim = (matrix @ query) / norms
-        return 1.0 - np.where(norms > 0, sim, np.nan)
+        # (rounding can take a vector's similarity with itself past 1: no distance < 0)
+        return 1.0 - np.where(norms > 0, np.clip(sim, -1.0, 1.0), np.nan)
     raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
 
 
@@ -125,14 +147,15 @@ class KNNExec(ExecNode):
                  stale: StaleCheck | None = None) -> None:
         if metric not in METRICS:
             raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
-            raise InvalidInputError(f"k must be a whole number of at least 1, got {k!r}")
+        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 0 < k <= MAX_K:
+            raise InvalidInputError(f"k must be a whole number in 1..{MAX_K}, got {k!r}")
         k = int(k)
         _check_vector_column(schema, column)
         self.source = source
         self.schema = schema
         self.column = column
-        self.query = np.asarray(query, np.float64).reshape(-1)
+        self.query = _as_stored(np.asarray(query, np.float64).reshape(-1),
+                                schema.field(column).type.value_type)
         self.k = k
         self.metric = metric
         self.stale = stale
@@ -160,8 +183,10 @@ class KNNExec(ExecNode):
                                         f"dimensional vectors, the query has "
                                         f"{self.query.size}")
             self.rows_scanned += int(valid.size)
-            # compared as returned (float32), so ties with the best so far stay ties
-            d = distances(matrix, self.query, self.metric).astype(np.float32)
+            # compared as returned (float32), so ties with the best so far stay ties;
+            # (NaN and infinite values give NaN or inf distances, silently: see below)
+            with np.errstate(over="ignore", invalid="ignore"):
+                d = distances(matrix, self.query, self.metric).astype(np.float32)
             defined = ~np.isnan(d)  # a row without a distance is no neighbour (as pylance)
             if not defined.all():
                 valid, d = valid[defined], d[defined]
