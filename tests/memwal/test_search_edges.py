@@ -91,4 +91,6 @@ def test_bad_calls_are_the_same_typed_errors_on_every_table(tmp_path: Path) -> N
         with pytest.raises(InvalidInputError):
             session.sql(f"SELECT id FROM nearest('{name}', 'v', [0.0, 1.0], 1, "
                         "{'filter': 'nope = 1'})")
+        with pytest.raises(InvalidInputError, match="list of column names"):
+            ds.nearest("v", [0.0, 1.0], k=1, columns="id")
         assert ds.nearest("v", [0.0, 1.0], k=1_000_000)["id"].to_pylist()[0] == 0

@@ -38,6 +38,8 @@ def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.nd
     # the table's columns and the system columns a scan makes when named
     full = pa.schema([*schema, *(pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS
                                  if n not in schema.names)])
+    if isinstance(columns, str):
+        raise InvalidInputError("columns must be a list of column names")
     output = list(schema.names if columns is None else columns)
     missing = [c for c in output if c not in full.names]
     if missing:
