@@ -259,6 +259,7 @@ class RoutingWriter:
         # puts may come from several threads: a region's writer is made (its region
         # claimed) under this lock, once; a second claim would fence the first writer
         self._claiming = threading.Lock()
+        self._closed = False  # (set under the lock: no region is claimed after close)
 
     @property
     def writers(self) -> list[RegionWriter]:
@@ -287,6 +288,8 @@ class RoutingWriter:
         with self._claiming:
             writer = self._writers.get(region_id)
             if writer is None:
+                if self._closed:  # (a region it has is refused by that region's writer)
+                    raise InvalidInputError("the writer is closed: open a new one")
                 region = {f.field_id: values.column(f.field_id)[row].as_py()
                           for f in self.spec.fields}
                 writer = RegionWriter(self.dataset.store, region_id, self._schema,
@@ -330,7 +333,10 @@ class RoutingWriter:
             writer.flush_memtable()
 
     def close(self, *, flush_memtable: bool = True) -> None:
-        """Close every region's writer (see :meth:`RegionWriter.close`)."""
+        """Close every region's writer (see :meth:`RegionWriter.close`); puts after it
+        are refused, also those of a region it had not opened."""
+        with self._claiming:
+            self._closed = True
         errors = []
         for writer in self.writers:
             try:

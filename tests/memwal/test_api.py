@@ -116,3 +116,20 @@ def test_a_routed_put_routes_the_values_it_keeps(tmp_path: Path) -> None:
     assert mw.get({"id": 33}).to_pylist() == [{"id": 33, "v": "f"}]
     with pytest.raises(InvalidInputError, match="not int"):
         mw.get(5)
+
+
+def test_puts_after_close_are_refused_in_every_region(tmp_path: Path) -> None:
+    """Also in a region the writer never opened: it was claimed, its row went to a WAL
+    nobody flushes (the writer was closed), and the put returned as if acknowledged."""
+    mw = MemWal.initialize(_table(tmp_path), RegionSpec.bucket("id", 8))
+    writer = mw.writer()
+    writer.put(_rows(range(100, 101), "a"))
+    writer.close()
+    opened = {r.region_id for r in mw.regions()}
+    for ids in (range(100, 101), range(0, 64)):  # its region, then (surely) others too
+        with pytest.raises(InvalidInputError, match="closed"):
+            writer.put(_rows(ids, "late"))
+        with pytest.raises(InvalidInputError, match="closed"):
+            writer.delete(pa.table({"id": pa.array(list(ids), pa.int64())}))
+    assert {r.region_id for r in mw.regions()} == opened
+    assert len(writer.writers) == 1
