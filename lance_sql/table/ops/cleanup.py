@@ -114,6 +114,11 @@ def cleanup_old_versions(
     the files only they used; tagged versions stay unless ``keep_tags`` is false."""
     if older_than is None and retain_versions is None:
         older_than = DEFAULT_OLDER_THAN
+    if older_than is not None and not isinstance(older_than, timedelta):
+        raise InvalidInputError(f"older_than is a datetime.timedelta, got {older_than!r}")
+    if retain_versions is not None and (isinstance(retain_versions, bool) or not isinstance(
+            retain_versions, int)):
+        raise InvalidInputError(f"retain_versions is a whole number, got {retain_versions!r}")
     if retain_versions is not None and retain_versions < 1:
         raise InvalidInputError("retain_versions must be positive")
     refs = list_versions(store)

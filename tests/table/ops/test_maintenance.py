@@ -328,6 +328,10 @@ def test_cleanup_removes_old_versions_but_nothing_kept_versions_need(tmp_path: P
 def test_cleanup_respects_age_retain_and_tags(tmp_path: Path) -> None:
     ds = _table(tmp_path, fragments=4)
     assert ds.cleanup_old_versions().old_versions == 0  # default: two weeks
+    for bad in ({"older_than": 7}, {"older_than": "7d"}, {"retain_versions": 2.5},
+                {"retain_versions": True}):
+        with pytest.raises(InvalidInputError, match="older_than|retain_versions"):
+            ds.cleanup_old_versions(**bad)
     assert ds.cleanup_old_versions(retain_versions=3).old_versions == 1
     ds.tags.create("t", 2)
     with pytest.raises(InvalidInputError, match="tagged"):
