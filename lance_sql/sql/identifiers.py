@@ -55,6 +55,18 @@ def check_sql_names(text: str, schema: pa.Schema, statement: str) -> None:
                 f"meant: {'.'.join(map(quote_identifier, folded))}")
 
 
+def check_sql_target(column: str, schema: pa.Schema, statement: str) -> None:
+    """A NotFoundError, saying how to quote it, unless ``column`` (an UPDATE's SET target
+    as SQL reads it: folded unless quoted) is one of ``schema``'s columns."""
+    if column in schema.names:
+        return
+    same = [n for n in schema.names if n.lower() == column.lower()]
+    hint = f"; quote it to keep its case: {quote_identifier(same[0])}" if same else ""
+    raise NotFoundError(
+        f"{statement}: no column {column!r} to set; SQL folds unquoted names to lower case, "
+        f"as SELECT does{hint}; columns: {', '.join(schema.names)}")
+
+
 def names_system_column(text: str) -> bool:
     """Whether an expression (one the filter language parses) reads a system column: the
     table layer computes SET values from data columns only, DataFusion from all."""

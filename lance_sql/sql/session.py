@@ -56,7 +56,7 @@ from lance_sql.sql.functions import (
     make_table_versions,
     table_versions,
 )
-from lance_sql.sql.identifiers import check_sql_names, names_system_column
+from lance_sql.sql.identifiers import check_sql_names, check_sql_target, names_system_column
 from lance_sql.sql.interrupt import run_interruptibly, run_streaming_interruptibly
 from lance_sql.sql.interrupts import deferred_interrupts
 from lance_sql.sql.lsm_provider import LSM_ONLY
@@ -653,6 +653,8 @@ class LanceSession:
             where is not None and needs_engine(where, schema))
         # the table layer binds the rest's column names as SQL does (lower-cased unless
         # quoted), as SELECT binds them
+        for target in getattr(statement, "assignments", {}):
+            check_sql_target(target, schema, verb)
         if not engine_values:
             for text in ([] if where is None or engine_where else [where]) + [
                     unqualified(e) or e for e in getattr(statement, "assignments", {}).values()]:

@@ -104,6 +104,16 @@ def test_sql_case_variant_columns_need_quotes(tmp_path: Path) -> None:
     assert s.sql("SELECT * FROM v").to_pydict() == {"id": [], "name": [], "NAME": []}
 
 
+def test_an_update_target_needs_quotes_as_its_condition_does(tmp_path: Path) -> None:
+    lance.write_dataset(pa.table({"k": [1], "Name": ["a"]}), tmp_path / "u.lance")
+    s = lance_sql.connect(tmp_path)
+    for statement in ("UPDATE u SET name = 'x'", "UPDATE u SET name = (SELECT 'x')"):
+        with pytest.raises(NotFoundError, match='to set.*quote it to keep its case: "Name"'):
+            s.sql(statement)
+    assert s.sql('UPDATE u SET "Name" = \'x\'').to_pydict() == {"num_rows_updated": [1]}
+    assert s.sql("SELECT * FROM u").to_pydict() == {"k": [1], "Name": ["x"]}
+
+
 def test_system_columns_keep_working_in_sql_writes(tmp_path: Path) -> None:
     s = lance_sql.connect(tmp_path)
     s.sql("CREATE TABLE t TBLPROPERTIES ('enable_stable_row_ids' = 'true') AS "
