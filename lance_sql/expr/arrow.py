@@ -117,7 +117,7 @@ def resolve_column(schema: pa.Schema, path: tuple[str, ...], quoted: tuple[bool,
             problem = "is ambiguous (quote it to choose one spelling)" if matches else \
                 "not found" + (" (a quoted name matches its exact spelling)" if exact else "")
             raise NotFoundError(
-                f"column '{'.'.join(path)}' {problem} in filter; available columns: {available}"
+                f"column '{'.'.join(path)}' {problem}; available columns: {available}"
             )
         names.append(matches[0].name)
         typ = matches[0].type

@@ -164,9 +164,9 @@ def _target_keys(store: ObjectStore, base: Manifest, columns: list[str]) -> pa.T
 
 def _condition(text: str, target: pa.Table, source: pa.Table) -> np.ndarray:
     """Positions of the joined rows where ``text`` (over ``target.*``/``source.*``) holds."""
-    joined = pa.table({"target": target.to_struct_array(), "source": source.to_struct_array(),
-                       _SRC: pa.array(np.arange(target.num_rows))})
-    expr = to_pyarrow(parse_predicate(text), joined.schema)
+    joined = pa.table({"target": target.to_struct_array(), "source": source.to_struct_array()})
+    expr = to_pyarrow(parse_predicate(text), joined.schema)  # (names only the two sides)
+    joined = joined.append_column(_SRC, pa.array(np.arange(target.num_rows)))
     return filter_serially(joined, expr).column(_SRC).to_numpy()
 
 

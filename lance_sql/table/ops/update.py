@@ -76,6 +76,10 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
         if "." in name:
             raise InvalidInputError("update assigns whole top-level columns only")
         if select_values is None:
+            if not isinstance(text, str):
+                raise InvalidInputError(f"update values are SQL expressions (strings), as "
+                                        f"pylance takes them: got {text!r} for {name!r} "
+                                        f"(write {str(text)!r})")
             exprs[name] = value_expression(parse_predicate(text), arrow)
     if select_values is not None:
         if update_mode != "rewrite_rows":
