@@ -121,7 +121,7 @@ def translate(exc: BaseException, registry: ErrorRegistry,
         return QueryError(
             "DataFusion cannot push this filter into a Lance scan: a constant (such as NULL) "
             "comes before a column condition under AND/OR; write the constant last, or "
-            f"leave it out ({_strip(message)})")
+            "leave it out")  # (the engine's own words are a Rust dump of a TypeError)
     if any(marker in message for marker in _ENGINE_MARKERS):
         return QueryError(_strip(message))
     return exc
