@@ -23,8 +23,9 @@ from lance_sql.errors import (
     VersionCleanedUpError,
     WriterFencedError,
 )
+from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
 from lance_sql.memwal.dataset import MemWalDataset, dataset, write_dataset
-from lance_sql.table import CacheStats, LanceDataset, Runtime, default_runtime
+from lance_sql.table import CacheStats, CommitConfig, LanceDataset, Runtime, default_runtime
 
 __version__ = "0.1.0"
 
@@ -40,7 +41,9 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "CacheStats",
+    "CommitConfig",
     "CommitConflict",
+    "ExternalManifestCommit",
     "FormatError",
     "IncompatibleConflict",
     "InvalidInputError",
@@ -54,6 +57,7 @@ __all__ = [
     "RetryableConflict",
     "Runtime",
     "SchemaError",
+    "SqliteManifestStore",
     "StatementRefusedError",
     "UnsupportedFeatureError",
     "VersionCleanedUpError",

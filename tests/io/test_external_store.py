@@ -254,3 +254,14 @@ def test_reader_refuses_when_the_staged_manifest_is_gone() -> None:
     with pytest.raises(FormatError, match="refusing"):
         lance_sql.dataset(uri, commit_config=config)
     assert lance_sql.dataset(uri).version == 1
+
+
+def test_the_readme_example_imports_from_lance_sql(tmp_path: Path) -> None:
+    config = lance_sql.CommitConfig(handler=lance_sql.ExternalManifestCommit(
+        lance_sql.SqliteManifestStore(str(tmp_path / "m.db"))))
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(pa.table({"a": [1]}), uri, commit_config=config)
+    lance_sql.dataset(uri, commit_config=config).delete("a = 1")
+    assert lance_sql.dataset(uri).to_table().num_rows == 0  # readers without it too
+    assert {"CommitConfig", "ExternalManifestCommit", "SqliteManifestStore"} <= set(
+        lance_sql.__all__)
