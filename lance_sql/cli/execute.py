@@ -144,22 +144,32 @@ def run_statements(session: LanceSession, statements: list[str], out: TextIO, er
                    error_prefix: str = "error: ") -> int:
     """Run each statement, a blank line between results; returns the number that failed.
 
-    With ``keep_going`` an error is printed to ``err`` and the next statement runs;
-    otherwise the error propagates.
+    In JSON, several statements print one document: an array holding each result's array
+    (a failed statement's is ``null``). With ``keep_going`` an error is printed to ``err``
+    and the next statement runs; otherwise the error propagates.
     """
     failures = 0
+    wrapped = options.fmt == "json" and len(statements) > 1
+    if wrapped:
+        out.write("[\n")
     for index, sql in enumerate(statements):
         if index:
-            out.write("\n")
+            out.write(",\n" if wrapped else "\n")
         try:
             run_query(session, sql, out, err, options)
         except Exception as exc:
             if not (keep_going and is_query_error(exc)):
+                if wrapped:
+                    out.write("null\n]\n")  # (the document stays whole)
                 raise
             failures += 1
+            if wrapped:
+                out.write("null\n")
             out.flush()
             err.write(f"{error_prefix}{error_message(exc)}\n")
             err.flush()
+    if wrapped:
+        out.write("]\n")
     return failures
 
 

@@ -164,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "  lance-sql tag create ./db/events.lance release-1 3\n"
                                 "  lance-sql tag create ./db/events.lance nightly   "
                                 "(the latest version)\n"
+                                "  lance-sql tag create ./db/events.lance stable release-1   "
+                                "(the version tag release-1 names)\n"
                                 "  lance-sql tag delete ./db/events.lance release-1",
                          formatter_class=raw)
     tag_sub = tag.add_subparsers(dest="action", required=True, metavar="ACTION",
@@ -174,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     tag_create = tag_sub.add_parser("create", help="tag a version (default: the latest)")
     tag_create.add_argument("table", metavar="TABLE_PATH")
     tag_create.add_argument("tag", metavar="TAG")
-    tag_create.add_argument("version", metavar="VERSION", nargs="?", type=int)
+    tag_create.add_argument("version", metavar="VERSION", nargs="?",
+                            help="a version number, or a tag whose version to tag")
     tag_delete = tag_sub.add_parser("delete", help="delete a tag (the version stays)")
     tag_delete.add_argument("table", metavar="TABLE_PATH")
     tag_delete.add_argument("tag", metavar="TAG")
@@ -274,7 +277,10 @@ def _run(args: argparse.Namespace) -> int:
         if args.action == "list":
             render_table(tags_table(session, name), out, args.format)
         elif args.action == "create":
-            version = args.version if args.version is not None else session.dataset(name).version
+            given = args.version
+            ds = session.dataset(name)
+            version = (ds.version if given is None else int(given) if given.isdigit()
+                       else ds.tags.get_version(given))
             session.create_tag(name, args.tag, version)
             out.write(f"created tag {args.tag!r} -> version {version}\n")
         else:

@@ -76,6 +76,13 @@ def test_sql_csv_and_json(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "sql", str(db), "SELECT * FROM events WHERE id < 0",
                        "--format", "json")
     assert code == 0 and json.loads(out) == []
+    # several statements: one JSON document, an array of their results
+    code, out, _ = run(capsys, "sql", str(db), "SELECT 1 AS a; SELECT 'x' AS b",
+                       "--format", "json")
+    assert code == 0 and json.loads(out) == [[{"a": 1}], [{"b": "x"}]]
+    code, out, _ = run(capsys, "sql", str(db), "SELECT 1 AS a; SELECT nope",
+                       "--format", "json")
+    assert code == 1 and json.loads(out) == [[{"a": 1}], None]
 
 
 def test_sql_several_statements_file_and_stdin(db: Path, tmp_path: Path,
@@ -193,9 +200,14 @@ def test_tags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and json.loads(out) == [
         {"tag": "first", "version": 1}, {"tag": "loaded", "version": 2},
         {"tag": "newest", "version": 3}]
+    code, _, err = run(capsys, "tag", "create", table, "bad", "no-such-tag")
+    assert code == 1
+    assert_one_line_error(err, "no-such-tag")
     code, out, _ = run(capsys, "sql", str(tmp_path),
                        "SELECT count(*) AS n FROM events VERSION AS OF 'first'", "--format", "csv")
     assert out == "n\n8\n"
+    assert run(capsys, "tag", "create", table, "again", "first")[:2] == (
+        0, "created tag 'again' -> version 1\n")  # the version another tag names
     assert run(capsys, "tag", "delete", table, "first")[:2] == (0, "deleted tag 'first'\n")
     code, _, err = run(capsys, "tag", "delete", table, "first")
     assert code == 1
