@@ -193,7 +193,9 @@ def test_knn_checks_only_near_rows_for_staleness_with_the_same_result(
     vecs = rng.normal(size=(n, 2)).astype(np.float32)
     b = vec_source(list(range(n)), vecs.tolist(), -1, None)
     q = np.array([0.2, 0.1])
-    d = distances(vecs.astype(np.float64), q, metric).astype(np.float32)
+    # (the query is compared as the column stores it: rounded to float32)
+    d = distances(vecs.astype(np.float64), q.astype(np.float32).astype(np.float64),
+                  metric).astype(np.float32)
     # a newer generation holds the 40 keys nearest the query (stale in the base) and
     # 500 others, all moved far away
     moved = np.unique(np.concatenate([np.argsort(d, kind="stable")[:40],
