@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from lance_sql.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD, tune_allocator
+from lance_sql.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD, arena_max, tune_allocator
 
 
 class FakeMallopt:
@@ -21,17 +21,20 @@ class FakeMallopt:
         return self.result
 
 
-def test_applies_both_thresholds_on_linux() -> None:
+def test_applies_the_thresholds_and_arenas_on_linux() -> None:
     mallopt = FakeMallopt()
     tuning = tune_allocator({}, mallopt, "linux")
     assert tuning.applied
-    assert sorted(mallopt.calls) == [(-3, MMAP_THRESHOLD), (-1, TRIM_THRESHOLD)]
+    assert sorted(mallopt.calls) == [(-8, arena_max()), (-3, MMAP_THRESHOLD),
+                                     (-1, TRIM_THRESHOLD)]
+    assert arena_max() >= 2
 
 
 @pytest.mark.parametrize("environ, reason", [
     ({"LANCE_SQL_TUNE_MALLOC": "0"}, "turned off"),
     ({"LANCE_SQL_TUNE_MALLOC": "off"}, "turned off"),
     ({"MALLOC_MMAP_THRESHOLD_": "65536"}, "MALLOC_MMAP_THRESHOLD_"),
+    ({"MALLOC_ARENA_MAX": "4"}, "MALLOC_ARENA_MAX"),
     ({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=0"}, "GLIBC_TUNABLES"),
 ])
 def test_user_choices_win(environ: dict[str, str], reason: str) -> None:
