@@ -44,6 +44,8 @@ def check_type_changes(ds: LanceDataset, alterations: Sequence[Mapping[str, Any]
     schema = ds.manifest.schema
     changes: dict[str, pa.DataType] = {}
     for alt in alterations:
+        if not isinstance(alt, Mapping):
+            continue  # (alter_columns words what is wrong with it)
         path, given = alt.get("path"), alt.get("data_type")
         if given is None or not isinstance(path, str) or "." in path:
             continue  # (alter_columns words what is wrong with it)

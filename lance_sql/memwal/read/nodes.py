@@ -212,7 +212,7 @@ def lacked_columns(source: Source, names: Collection[str]) -> set[str]:
 def retyped_columns(source: Source, names: Collection[str], schema: pa.Schema) -> set[str]:
     """The columns among ``names`` that ``source``'s rows hold under another type than
     ``schema``'s (retyped since they were written: they are cast when read)."""
-    types = source.column_types()
+    types = None if source.is_base else source.column_types()  # (the base: the view's)
     if types is None:
         return set()
     return {n for n in names if n in types and schema.get_field_index(n) >= 0
