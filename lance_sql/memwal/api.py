@@ -121,18 +121,24 @@ class MemWal:
 
     def scanner(self, columns: Sequence[str] | None = None, filter: str | None = None,
                 *, limit: int | None = None, consistency: str = "strong",
-                version: int | str | None = None,
-                batch_size: int | None = None) -> LsmScanner:
+                version: int | str | None = None, batch_size: int | None = None,
+                with_row_id: bool = False, with_row_address: bool = False) -> LsmScanner:
         """Every key's newest row (``to_table()``, ``to_batches()``, ``count_rows()``,
         ``explain()``); ``filter`` applies to that row only, never to older versions.
         ``_gen``, ``_region`` and ``_rowaddr`` are returned when named; ``version``
         reads as of an older base version (see :meth:`view`). A strong read of the
         latest version starts from this handle's warm view, as :meth:`get` does.
         ``to_batches()`` yields at most ``batch_size`` rows a batch (default 8192, as
-        the plain scanner)."""
+        the plain scanner). ``with_row_id`` / ``with_row_address`` add ``_rowid`` /
+        ``_rowaddr`` to the columns, as the plain scanner's do."""
         version = self.version if version is None else version
         view = (self._warm.view() if consistency == "strong" and version is None
                 else self.view(consistency, version))
+        extra = [name for name, wanted in (("_rowid", with_row_id),
+                                           ("_rowaddr", with_row_address)) if wanted]
+        if extra and not isinstance(columns, str):
+            names = list(view.arrow_schema.names if columns is None else columns)
+            columns = [*names, *(n for n in extra if n not in names)]
         return LsmScanner(view, columns, filter, limit, batch_size)
 
     def get(self, keys: pa.Table | pa.RecordBatch | dict, columns: Sequence[str] | None = None,

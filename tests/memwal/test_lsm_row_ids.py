@@ -96,3 +96,17 @@ def test_row_versions_need_stable_row_ids_on_the_view_too(tmp_path: Path) -> Non
     session = lance_sql.connect(str(tmp_path))
     with pytest.raises(UnsupportedFeatureError, match="stable row ids"):
         session.sql("SELECT id, _row_last_updated_at_version FROM t").to_arrow_table()
+
+
+def test_scanner_takes_the_plain_scanners_row_id_flags(tmp_path: Path) -> None:
+    """``with_row_id`` / ``with_row_address`` add the columns (they were a TypeError)."""
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(_rows([1, 2], "a"), uri, enable_stable_row_ids=True)
+    mw = ds.initialize_mem_wal(RegionSpec.bucket("id", 2))
+    with mw.writer() as w:
+        w.put(_rows([2, 3], "b"))
+    got = mw.scanner(with_row_id=True, with_row_address=True).to_table()
+    assert got.column_names == ["id", "v", "_rowid", "_rowaddr"]
+    assert {r["id"]: r["_rowid"] for r in got.to_pylist()} == {1: 0, 2: None, 3: None}
+    named = mw.scanner(["v", "_rowid"], with_row_id=True).to_table()
+    assert named.column_names == ["v", "_rowid"]
