@@ -27,6 +27,9 @@ CreateIndex. Other index types (vector, full-text, bitmap...) cannot be built he
 explicitly, they make the writer refuse to open (UnsupportedFeatureError); under "all of
 them" they are skipped. An index on the primary key's indexed column is the primary-key
 index itself (always there), and one the base table has dropped since is not maintained.
+Nor is one on another column named as the generation's key index (``{key}_idx``): two
+indexes of one name in a generation made pylance answer key lookups from the wrong one
+(named explicitly: InvalidInputError; under "all of them": skipped).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import UnsupportedFeatureError
+from lance_sql.errors import InvalidInputError, UnsupportedFeatureError
 from lance_sql.format.btree import TYPE_URL as BTREE_TYPE_URL
 from lance_sql.format.btree import page_data_schema, sort_entries
 from lance_sql.format.index import IndexMetadata, decode_index_section
@@ -103,6 +106,15 @@ def maintained_btrees(manifest: Manifest, details: MemWalIndexDetails,
         assert field is not None
         if field.name == primary_key[0]:
             continue  # the primary-key index itself
+        if name == index_name(primary_key[0]):
+            # a generation's key index has this name: a second index of it (on another
+            # column) made pylance answer key lookups from that one
+            if explicit:
+                raise InvalidInputError(
+                    f"the base table's index {name!r} is on {field.name!r}, but a flushed "
+                    f"generation's primary-key index takes that name; MemTables cannot "
+                    f"maintain it under it: give the index another name")
+            continue
         out.append(MaintainedIndex(name, field.name))
     return tuple(out)
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import UnsupportedFeatureError
+from lance_sql.errors import InvalidInputError, UnsupportedFeatureError
 from lance_sql.format.index import decode_index_section
 from lance_sql.memwal.naming import RegionPaths
 from lance_sql.table.index.btree import BTreeIndex
@@ -98,3 +98,31 @@ def test_index_types_a_memtable_cannot_build(tmp_path: Path) -> None:
     lance_sql.dataset(str(other)).initialize_mem_wal(maintained_indexes=["s_bitmap"])
     with pytest.raises(UnsupportedFeatureError, match="s_bitmap"):
         lance_sql.dataset(str(other)).mem_wal.writer(region=uuid.uuid4())
+
+
+@pytest.mark.parametrize("maintained", [None, ["id_idx"]])
+def test_an_index_named_as_the_key_index_is_not_maintained(tmp_path: Path,
+                                                           maintained: list[str] | None
+                                                           ) -> None:
+    """A generation's key index is ``id_idx``: a base index of that name on another
+    column gave the generation two ``id_idx``, and pylance answered ``id = 2`` from the
+    wrong one. Under "all indexes" it is skipped; named, the writer refuses it."""
+    path = tmp_path / "t.lance"
+    rows = pa.table({"id": pa.array(range(10), pa.int64()),
+                     "v": pa.array([float(i % 4) for i in range(10)]),
+                     "s": [f"s{i}" for i in range(10)]})
+    ds = lance_sql.write_dataset(rows, str(path), primary_key=["id"])
+    ds.create_scalar_index("v", "BTREE", name="id_idx")
+    lance_sql.dataset(str(path)).initialize_mem_wal(maintained_indexes=maintained)
+    ds = lance_sql.dataset(str(path))
+    if maintained is not None:
+        with pytest.raises(InvalidInputError, match="another name"):
+            ds.mem_wal.writer(region=uuid.uuid4())
+        return
+    gen_uri = _flush_generation(ds)
+    gen = lance_sql.dataset(gen_uri)
+    entries = [i for i in decode_index_section(gen.manifest.index_section)]
+    assert [(i.name, list(i.fields)) for i in entries] == [
+        ("id_idx", [gen.manifest.schema.field("id").id])]
+    theirs = lance.dataset(gen_uri).to_table(filter="id = 2").to_pylist()
+    assert {r["id"] for r in theirs} == {2}  # (both of its puts: the generation holds them)
