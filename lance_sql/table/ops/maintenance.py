@@ -18,6 +18,7 @@ from typing import Any
 
 from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
 from lance_sql.format.fragment import Fragment
+from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.files.lineage import (
@@ -65,10 +66,18 @@ def plan_compaction(
     A fragment is a candidate if it is smaller than the target or (with
     ``materialize_deletions``) more than ``threshold`` of its rows are deleted.
     Adjacent candidates form groups of up to about the target size; a group of one
-    fragment without deletions would be rewritten to itself and is skipped.
+    fragment without deletions would be rewritten to itself and is skipped. Fragments
+    covered by different indexes are not grouped (as pylance plans it): an index
+    follows a group's rows only when it covered all of its fragments, so mixing a
+    merge's new unindexed fragments into the indexed ones left the index covering none.
     """
     if target_rows_per_fragment <= 0:
         raise InvalidInputError("target_rows_per_fragment must be positive")
+    covering = [entry.fragment_ids for entry in decode_index_section(manifest.index_section)
+                if entry.fragment_ids is not None]
+
+    def indexes(f: Fragment) -> tuple[int, ...]:
+        return tuple(i for i, ids in enumerate(covering) if f.id in ids)
 
     def candidate(f: Fragment) -> bool:
         if f.physical_rows < target_rows_per_fragment:
@@ -78,6 +87,7 @@ def plan_compaction(
 
     groups: list[list[Fragment]] = []
     current: list[Fragment] = []
+    current_indexes: tuple[int, ...] = ()
     rows = 0
     for frag in manifest.fragments:
         if not candidate(frag):
@@ -85,10 +95,13 @@ def plan_compaction(
                 groups.append(current)
             current, rows = [], 0
             continue
-        if current and rows + frag.num_rows > target_rows_per_fragment and rows > 0:
+        covered_by = indexes(frag)
+        if current and (covered_by != current_indexes
+                        or (rows + frag.num_rows > target_rows_per_fragment and rows > 0)):
             groups.append(current)
             current, rows = [], 0
         current.append(frag)
+        current_indexes = covered_by
         rows += frag.num_rows
     if current:
         groups.append(current)

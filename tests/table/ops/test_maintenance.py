@@ -51,6 +51,25 @@ def test_compaction_keeps_order_and_materialises_deletions(tmp_path: Path) -> No
     assert lance_sql.dataset(ds.uri).to_table() == before
 
 
+def test_compaction_keeps_indexed_and_unindexed_fragments_apart(tmp_path: Path) -> None:
+    """As pylance plans it: a group mixing fragments an index covers with appended ones
+    it does not left the index covering no fragment (a MemWAL merge appends such)."""
+    import lance
+
+    ds = _table(tmp_path, fragments=4)
+    ds.create_scalar_index("id", "BTREE")
+    for i in (4, 5):
+        lance_sql.write_dataset(_data(i * 20, 20), ds.uri, mode="append")
+    ds = lance_sql.dataset(ds.uri)
+    ds.optimize.compact_files()
+    ds = lance_sql.dataset(ds.uri)
+    assert [f.count_rows() for f in ds.get_fragments()] == [80, 40]
+    ours = [(d.name, d.num_rows_indexed) for d in ds.describe_indices()]
+    theirs = [(d.name, d.num_rows_indexed) for d in lance.dataset(ds.uri).describe_indices()]
+    assert ours == theirs == [("id_idx", 80)]
+    assert ds.to_table(filter="id = 90")["id"].to_pylist() == [90]
+
+
 def test_compaction_groups_only_adjacent_small_fragments(tmp_path: Path) -> None:
     ds = _table(tmp_path, fragments=2, rows=20)
     lance_sql.write_dataset(_data(100, 50), ds.uri, mode="append")  # a big one in between
