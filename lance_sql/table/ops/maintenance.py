@@ -61,52 +61,68 @@ def plan_compaction(
     materialize_deletions: bool = True,
     materialize_deletions_threshold: float = DEFAULT_DELETION_THRESHOLD,
 ) -> list[tuple[Fragment, ...]]:
-    """Groups of adjacent fragments worth rewriting (pure).
+    """Groups of adjacent fragments worth rewriting (pure), planned as pylance plans them.
 
-    A fragment is a candidate if it is smaller than the target or (with
-    ``materialize_deletions``) more than ``threshold`` of its rows are deleted.
-    Adjacent candidates form groups of up to about the target size; a group of one
-    fragment without deletions would be rewritten to itself and is skipped. Fragments
-    covered by different indexes are not grouped (as pylance plans it): an index
-    follows a group's rows only when it covered all of its fragments, so mixing a
-    merge's new unindexed fragments into the indexed ones left the index covering none.
+    A fragment is a candidate if (with ``materialize_deletions``) more than
+    ``threshold`` of its rows are deleted (it is rewritten even alone), or if it is
+    smaller than the target (rewritten only with neighbours). Runs of adjacent
+    candidates that the same indexes cover form bins: an index follows a group's rows
+    only when it covered all of its fragments, so mixing the unindexed fragments an
+    append or a MemWAL merge adds into indexed ones left the index covering none. A bin
+    is then cut where the rows so far reach the target and the rest can reach it too.
     """
     if target_rows_per_fragment <= 0:
         raise InvalidInputError("target_rows_per_fragment must be positive")
     covering = [entry.fragment_ids for entry in decode_index_section(manifest.index_section)
                 if entry.fragment_ids is not None]
 
-    def indexes(f: Fragment) -> tuple[int, ...]:
-        return tuple(i for i, ids in enumerate(covering) if f.id in ids)
-
-    def candidate(f: Fragment) -> bool:
-        if f.physical_rows < target_rows_per_fragment:
+    def alone(f: Fragment) -> bool | None:
+        """True: rewritten even alone; False: with neighbours only; None: not at all."""
+        if materialize_deletions and f.physical_rows > 0 and (
+                f.num_deleted_rows / f.physical_rows > materialize_deletions_threshold):
             return True
-        return materialize_deletions and f.physical_rows > 0 and (
-            f.num_deleted_rows / f.physical_rows > materialize_deletions_threshold)
+        return False if f.physical_rows < target_rows_per_fragment else None
 
-    groups: list[list[Fragment]] = []
-    current: list[Fragment] = []
+    bins: list[list[tuple[Fragment, bool]]] = []
+    current: list[tuple[Fragment, bool]] = []
     current_indexes: tuple[int, ...] = ()
-    rows = 0
     for frag in manifest.fragments:
-        if not candidate(frag):
+        kind = alone(frag)
+        if kind is None:
             if current:
-                groups.append(current)
-            current, rows = [], 0
+                bins.append(current)
+            current = []
             continue
-        covered_by = indexes(frag)
-        if current and (covered_by != current_indexes
-                        or (rows + frag.num_rows > target_rows_per_fragment and rows > 0)):
-            groups.append(current)
-            current, rows = [], 0
-        current.append(frag)
-        current_indexes = covered_by
-        rows += frag.num_rows
+        indexes = tuple(i for i, ids in enumerate(covering) if frag.id in ids)
+        if current and indexes != current_indexes:
+            bins.append(current)
+            current = []
+        current.append((frag, kind))
+        current_indexes = indexes
     if current:
-        groups.append(current)
-    return [tuple(g) for g in groups
-            if len(g) > 1 or (materialize_deletions and g[0].deletion_file is not None)]
+        bins.append(current)
+    groups: list[tuple[Fragment, ...]] = []
+    for found in bins:
+        if len(found) == 1 and not found[0][1]:
+            continue  # one small fragment: rewritten to itself
+        groups.extend(_cut_for_size([f for f, _ in found], target_rows_per_fragment))
+    return groups
+
+
+def _cut_for_size(fragments: list[Fragment], target: int) -> list[tuple[Fragment, ...]]:
+    """``fragments`` cut into groups of at least ``target`` rows each, where the rows
+    left after a cut can make another such group (else the last group takes them)."""
+    groups: list[tuple[Fragment, ...]] = []
+    remaining = sum(f.num_rows for f in fragments)
+    rows, start = 0, 0
+    for i, frag in enumerate(fragments):
+        rows += frag.num_rows
+        remaining -= frag.num_rows
+        if rows >= target and 0 < remaining and remaining >= target:
+            groups.append(tuple(fragments[start : i + 1]))
+            rows, start = 0, i + 1
+    groups.append(tuple(fragments[start:]))
+    return groups
 
 
 def compact_files(
@@ -149,7 +165,7 @@ def compact_files(
                             data_format=base.data_format)
     with ctx.staging() as staged:
         staged.on_abort(writer.abort)
-        new_groups = _rewrite_groups(ctx.store, base, groups, writer)
+        new_groups = _rewrite_groups(ctx.store, base, groups, writer, target)
         staged.add(*(k for _, new in new_groups for frag in new for k in sequence_keys(frag)))
         total = sum(len(new) for _, new in new_groups)
         reserved = ctx.commit(ReserveFragments(total))
@@ -172,8 +188,11 @@ def compact_files(
 
 
 def _rewrite_groups(store: ObjectStore, base: Manifest, groups: list[tuple[Fragment, ...]],
-                    writer: FragmentWriter) -> list[tuple[tuple[Fragment, ...],
-                                                           tuple[Fragment, ...]]]:
+                    writer: FragmentWriter, target: int
+                    ) -> list[tuple[tuple[Fragment, ...], tuple[Fragment, ...]]]:
+    """Each group's rows written to new fragments: one when the group holds less than
+    twice the target (the planner cut it so, as pylance's does, and pylance writes it
+    whole: 30 rows for a target of 25, not 25 and 5), else fragments of the target."""
     stable = base.uses_stable_row_ids
     data_names = [f.name for f in base.schema.fields]
     # Every column of the schema (dropped columns are left behind) and, on tables with
@@ -182,6 +201,8 @@ def _rewrite_groups(store: ObjectStore, base: Manifest, groups: list[tuple[Fragm
     out = []
     for group in groups:
         start = len(writer.fragments)
+        rows = sum(f.num_rows for f in group)
+        writer.max_rows_per_file = max(rows, 1) if rows < 2 * target else target
         lineage = []
         for frag in group:
             table = scan_fragment(store, base, frag, plan)
