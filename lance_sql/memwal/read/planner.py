@@ -31,7 +31,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
+from lance_sql.errors import (
+    FormatError,
+    InvalidInputError,
+    NotFoundError,
+    UnsupportedFeatureError,
+)
 from lance_sql.expr.arrow import Expr, parse_predicate, resolve
 from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
@@ -629,6 +634,13 @@ class LsmView:
                 open=partial(_named_generation, self.base, self._named, region_id, path, key))
         ds = _named_generation(self.base, self._named, region_id, path, key)
         if ds is None:
+            if gen > self.details.merged_generation(region_id):
+                # the garbage collector keeps every generation a kept base version has
+                # not merged: its files gone is damage, not a merge (its rows would be
+                # read as the base's older ones)
+                raise FormatError(f"{self.base.uri}: generation {gen} of region "
+                                  f"{region_id} ({key}) is not merged into base version "
+                                  f"{self.base.version}, but its files are missing")
             return None  # collected after its merge: its rows are in the base table
         return GenerationSource(ds, gen, region_id, index, self.key_columns,
                                 bloom_at=(self.base.store, key))
