@@ -8,8 +8,10 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
+from lance_sql.errors import StatementRefusedError
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import MemWal
+from lance_sql.spark import write_dataset
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
@@ -252,3 +254,19 @@ def test_a_base_holding_a_key_twice_reads_each_key_once(spark, tmp_path: Path) -
         assert _sorted(df.toArrow()) == want
         assert spark.read.format("lance").options(**options).load(str(path)).count() == \
             len(want)
+
+
+def test_appends_into_a_mem_wal_table_are_refused(spark, tmp_path: Path) -> None:
+    """As SQL's INSERT: appended base rows of keys an unmerged generation holds were
+    hidden by it, for good (the merge kept the generation's)."""
+    path = tmp_path / "t.lance"
+    mw = _lsm(path, RegionSpec.bucket("id", 2))
+    before = _sorted(mw.scanner().to_table())
+    version = lance_sql.dataset(str(path)).version
+    df = spark.createDataFrame(_rows([1, 70], "appended").to_pandas())
+    with pytest.raises(StatementRefusedError, match="MemWAL"):
+        write_dataset(df, str(path), mode="append")
+    with pytest.raises(Exception, match="has a MemWAL"):
+        df.write.format("lance").mode("append").save(str(path))
+    assert lance_sql.dataset(str(path)).version == version
+    assert _sorted(MemWal(lance_sql.dataset(str(path))).scanner().to_table()) == before

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.errors import InvalidInputError, SchemaError
+from lance_sql.errors import InvalidInputError, SchemaError, StatementRefusedError
 from lance_sql.format.fragment import DATA_DIR, Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import ManifestNaming
@@ -32,6 +32,7 @@ from lance_sql.format.pb import table_pb2
 from lance_sql.format.schema import LanceSchema, check_column_names
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
+from lance_sql.table.meta.field_ids import has_mem_wal
 from lance_sql.table.meta.versions import VersionRef, load_manifest
 from lance_sql.table.txn.commit import CommitConfig
 from lance_sql.table.txn.operations import Append, Overwrite
@@ -111,6 +112,12 @@ def open_for_write(uri: str | os.PathLike[str], data_schema: pa.Schema, *,
             f"{store.uri} was created without stable row ids; they can only be enabled when "
             "a table is created")
     if previous is not None and not overwrite:
+        if has_mem_wal(previous):
+            raise StatementRefusedError(
+                f"{store.uri} has a MemWAL; its rows are written through the MemWAL's "
+                "region writers (ds.mem_wal.writer(): put / delete), not appended to its "
+                "base table, where its LSM view would hide or duplicate them (as SQL's "
+                "INSERT refuses)")
         if primary_key and previous.schema.primary_key != list(primary_key):
             raise InvalidInputError(f"{store.uri}: the primary key is set when a table is "
                                     "created; appending cannot change it")
