@@ -25,6 +25,7 @@ from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal import gc, index_builder, merger, recovery
 from lance_sql.memwal import index as mem_wal_index
+from lance_sql.memwal.naming import MEM_WAL_DIR
 from lance_sql.memwal.pk_index import MaintainedIndex, maintained_btrees
 from lance_sql.memwal.put_columns import PutColumns
 from lance_sql.memwal.read.planner import LsmScanner, LsmView
@@ -62,6 +63,15 @@ class MemWal:
         # bad values fail here, not in every writer later (unknown names: initialize)
         WriterConfig(**{k: v for k, v in writer_defaults.items()  # type: ignore[arg-type]
                         if k in mem_wal_index.WRITER_DEFAULT_KEYS})
+        stale = merger.region_ids(ds) if mem_wal_index.load(ds) is None else []
+        if stale:
+            # region ids follow from the spec and values: a new MemWAL would take these
+            # regions, and their generations' rows, as its own
+            raise InvalidInputError(
+                f"{ds.uri}/{MEM_WAL_DIR} holds {len(stale)} region(s) of an earlier MemWAL "
+                "(the table was overwritten, or its MemWAL index dropped, since); a new "
+                "MemWAL would read their rows as its own: remove that directory first "
+                "(the table's latest version does not read it)")
         new = mem_wal_index.initialize(ds, region_spec, maintained_indexes=maintained_indexes,
                                        writer_defaults=writer_defaults)
         return cls(new)

@@ -23,7 +23,9 @@ read again only when the version moved):
   raises SchemaError (open a new writer); left out, the rows are accepted and read NULL
   there, an upsert replacing the whole row (as the merger writes them).
 
-While nothing changed, a put passes through as it is.
+While nothing changed, a put passes through as it is. A table whose MemWAL is gone since
+(an overwrite replaces the table without it) fences the writer: its puts would never be
+read (WriterFencedError).
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import NotFoundError, SchemaError, WriterFencedError
+from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField, LanceSchema
 from lance_sql.io.commit import CommitHandler
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal.column_match import match_columns, named_by_id, relabelled
+from lance_sql.table.meta.field_ids import has_mem_wal
 from lance_sql.table.meta.versions import latest_version, load_manifest
 
 __all__ = ["PutColumns"]
@@ -93,6 +97,7 @@ class PutColumns:
         self._handler = handler
         self._lock = threading.Lock()
         self._seen: tuple[object, _Names] | None = None
+        self._had_mem_wal: bool | None = None  # (the first version seen had a MemWAL)
 
     _ATTEMPTS = 5
 
@@ -114,11 +119,25 @@ class PutColumns:
                 if attempt + 1 == self._ATTEMPTS:
                     raise
                 continue  # newer versions came and cleanup removed this one: look again
+            self._check_mem_wal(manifest)
             names = _Names.of(self._written, manifest.schema)
             with self._lock:
                 self._seen = (key, names)
             return names
         raise AssertionError("unreachable")
+
+    def _check_mem_wal(self, manifest: Manifest) -> None:
+        """WriterFencedError when the table had a MemWAL and this version has none."""
+        has = has_mem_wal(manifest)
+        with self._lock:
+            if self._had_mem_wal is None:
+                self._had_mem_wal = has
+            had = self._had_mem_wal
+        if had and not has:
+            raise WriterFencedError(
+                f"{self._store.uri}: the table has no MemWAL since version "
+                f"{manifest.version} (an overwrite, or its index dropped): this writer's "
+                "puts would never be read; it writes no more")
 
     def written(self, data: pa.Table, keys: Collection[str] | None = None) -> pa.Table:
         """``data`` (named as the table names its columns now) with the writer's column

@@ -3,6 +3,7 @@ alike; manual regions; the jobs and the status table."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import InvalidInputError, NotFoundError, WriterFencedError
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
 
@@ -133,3 +134,27 @@ def test_puts_after_close_are_refused_in_every_region(tmp_path: Path) -> None:
             writer.delete(pa.table({"id": pa.array(list(ids), pa.int64())}))
     assert {r.region_id for r in mw.regions()} == opened
     assert len(writer.writers) == 1
+
+
+def test_an_overwrite_fences_open_writers_and_a_new_mem_wal_starts_clean(tmp_path: Path
+                                                                         ) -> None:
+    """An overwrite replaces the table without its MemWAL: an open writer's next put is
+    refused (its rows would never be read), and setting up a MemWAL again refuses the
+    old regions on disk (region ids follow from the spec: their rows came back)."""
+    mw = MemWal.initialize(_table(tmp_path), RegionSpec.bucket("id", 2))
+    uri = mw.dataset.uri
+    writer = mw.writer()
+    try:
+        writer.put(_rows(range(0, 4), "old"))
+        writer.flush_memtable()
+        lance_sql.write_dataset(_rows(range(100, 102), "new"), uri, mode="overwrite")
+        with pytest.raises(WriterFencedError, match="no MemWAL"):
+            writer.put(_rows(range(4, 6), "late"))
+    finally:
+        for region_writer in writer.writers:
+            region_writer.abort()
+    with pytest.raises(InvalidInputError, match="earlier MemWAL"):
+        lance_sql.dataset(uri).initialize_mem_wal(RegionSpec.bucket("id", 2))
+    shutil.rmtree(Path(uri) / "_mem_wal")
+    fresh = lance_sql.dataset(uri).initialize_mem_wal(RegionSpec.bucket("id", 2))
+    assert sorted(fresh.scanner(["id"]).to_table()["id"].to_pylist()) == [100, 101]
