@@ -109,5 +109,5 @@ def mem_wal_routing_columns(manifest: Manifest) -> dict[int, str]:
     for spec in details.region_specs:
         for region_field in spec.fields:
             for source in region_field.source_ids:
-                out.setdefault(source, "a source column of the MemWAL's region spec")
+                out.setdefault(source, "a region-spec source column")
     return out

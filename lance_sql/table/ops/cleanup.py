@@ -42,6 +42,7 @@ and a published one no longer exists under that name.
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -117,7 +118,7 @@ def cleanup_old_versions(
     if older_than is not None and not isinstance(older_than, timedelta):
         raise InvalidInputError(f"older_than is a datetime.timedelta, got {older_than!r}")
     if retain_versions is not None and (isinstance(retain_versions, bool) or not isinstance(
-            retain_versions, int)):
+            retain_versions, numbers.Integral)):
         raise InvalidInputError(f"retain_versions is a whole number, got {retain_versions!r}")
     if retain_versions is not None and retain_versions < 1:
         raise InvalidInputError("retain_versions must be positive")
