@@ -42,6 +42,7 @@ def check_type_changes(ds: LanceDataset, alterations: Sequence[Mapping[str, Any]
     if loaded is None:
         return
     schema = ds.manifest.schema
+    columns = schema.to_arrow().names
     changes: dict[str, pa.DataType] = {}
     for alt in alterations:
         if not isinstance(alt, Mapping):
@@ -49,7 +50,7 @@ def check_type_changes(ds: LanceDataset, alterations: Sequence[Mapping[str, Any]
         path, given = alt.get("path"), alt.get("data_type")
         if given is None or not isinstance(path, str) or "." in path:
             continue  # (alter_columns words what is wrong with it)
-        if path not in schema.to_arrow().names:
+        if path not in columns:
             continue
         try:
             changes[path] = pa.field("_", given).type

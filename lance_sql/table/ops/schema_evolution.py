@@ -302,8 +302,9 @@ def drop_columns(ctx: WriteContext, columns: Sequence[str]) -> Manifest:
         raise InvalidInputError("drop_columns takes a list of column names")
     base = ctx.table
     drop = {base.schema.field(name).id for name in columns}
+    routing = mem_wal_routing_columns(base)
     for name in columns:
-        _check_not_routing(base, base.schema.field(name), "drop")
+        _check_not_routing(routing, base.schema.field(name), "drop")
     kept = _without(base.schema.fields, drop)
     if not kept:
         raise InvalidInputError("cannot drop every column of a table")
@@ -377,7 +378,7 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]],
             if "." in path:
                 raise InvalidInputError("only top-level columns can change type (a nested "
                                         "field changes with its column's whole type)")
-            _check_not_routing(base, field, "change the type of")
+            _check_not_routing(mem_wal_routing_columns(base), field, "change the type of")
             arrow = pa.field(changed.name, alt["data_type"], changed.nullable,
                              metadata=field.to_arrow().metadata)
             if next_id is None:
@@ -390,10 +391,9 @@ def alter_columns(ctx: WriteContext, alterations: Sequence[Mapping[str, Any]],
     return _commit_casts(ctx, schema, casts)
 
 
-def _check_not_routing(base: Manifest, field: LanceField, change: str) -> None:
-    """SchemaError when ``field`` (or a field in it) is one the table's MemWAL routes rows
-    by (see :func:`mem_wal_routing_columns`)."""
-    routing = mem_wal_routing_columns(base)
+def _check_not_routing(routing: Mapping[int, str], field: LanceField, change: str) -> None:
+    """SchemaError when ``field`` (or a field in it) is one of ``routing``, the columns
+    the table's MemWAL routes rows by (see :func:`mem_wal_routing_columns`)."""
     held = next((routing[f.id] for f in field.walk() if f.id in routing), None)
     if held is not None:
         raise SchemaError(f"cannot {change} column {field.name!r}: it is {held} of the "
