@@ -113,3 +113,29 @@ def test_an_unmerged_generation_whose_files_are_gone(tmp_path: Path) -> None:
             read()
     with pytest.raises(lance_sql.LanceError):
         _reads(path)[2]()
+
+
+@pytest.mark.parametrize("removed", ["manifest", "region"])
+def test_an_indexed_region_without_its_manifest(tmp_path: Path, removed: str) -> None:
+    """A region directory without a manifest is read as one a writer is still claiming
+    (empty); but the index lists only regions whose manifests existed, so an indexed
+    region without one (or without its directory) was read as empty too: the base's
+    stale rows, silently."""
+    path = _table(tmp_path, regions=2, refresh=True)
+    region = next(path.glob("_mem_wal/*/manifest")).parent
+    shutil.rmtree(region / "manifest" if removed == "manifest" else region)
+    current_runtime().clear()
+    for read in _reads(path)[:2]:
+        with pytest.raises(FormatError, match=f"region {region.name} has no manifest"):
+            read()
+
+
+def test_a_region_being_claimed_is_read_as_empty(tmp_path: Path) -> None:
+    """A region directory the index does not list and that has no manifest yet (its
+    writer has not committed one) is no error: the other regions read as usual."""
+    path = _table(tmp_path, regions=1, refresh=True)
+    before = lance_sql.dataset(str(path)).mem_wal.scanner().to_table().sort_by("id")
+    (path / "_mem_wal" / "0b0e9f3c-2d4e-4b8a-9c1d-5e6f7a8b9c0d" / "wal").mkdir(parents=True)
+    current_runtime().clear()
+    after = lance_sql.dataset(str(path)).mem_wal.scanner().to_table().sort_by("id")
+    assert after.equals(before) and after.num_rows == 30

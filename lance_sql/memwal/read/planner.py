@@ -460,6 +460,8 @@ class LsmView:
             out.append((rid, known[0], known[1], manifest, None))
             if manifest is not None and warm is not None:
                 warm.manifests[rid] = manifest
+        if unclaimed or len(out) < self.details.num_regions:
+            self._check_indexed_regions_listed({r[0] for r in out})
         if warm is not None:  # published once (an unclaimed region may be claimed later:
             # then no listing is kept, and the next read lists again)
             warm.listing = None if unclaimed else (
@@ -467,6 +469,26 @@ class LsmView:
                 stamp[0] if stamp is not None and stamp[1] else None)
         self._listed_cache = out
         return out
+
+    def _check_indexed_regions_listed(self, listed: set[uuid.UUID]) -> None:
+        """A FormatError naming the regions the MemWAL index lists that have no manifest
+        (or no directory) under ``_mem_wal/``. A region without a manifest is normally one
+        a writer is still claiming, and is read as empty; but the index only lists regions
+        whose manifests a refresh read, and manifests are never all deleted, so an indexed
+        region without one was damaged: reading it as empty would return its keys' stale
+        base rows with no error."""
+        snap = read_snapshot(self.base)
+        if not snap.num_rows:
+            return
+        missing = sorted({uuid.UUID(bytes=b) for b in
+                          snap.column("region_id").to_pylist()} - listed)
+        if missing:
+            names = ", ".join(str(r) for r in missing[:3])
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            raise FormatError(
+                f"{self.base.uri}: MemWAL region {names}{more} has no manifest under "
+                f"{MEM_WAL_DIR}/ (the MemWAL index lists it, so its manifest was written "
+                "and is missing: restore the region's files)")
 
     def regions(self, predicate: Expr | None, only: set[uuid.UUID] | None = None, *,
                 at: np.ndarray | list[int] | None = None) -> list[RegionState]:
