@@ -14,19 +14,19 @@ version, but not always:
   the ids a compaction freed), while older files still hold the dropped column's values
   under it: those must read NULL.
 
-:func:`column_sources` follows each end column back one version at a time, reading a
+:func:`column_sources_many` follows each end column back one version at a time, reading a
 commit's operation only where ids alone cannot tell (an id vanished, or changed name or
 type). Pure: it is given the schemas and operations, and is tested without files.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from lance_sql.format.schema import LanceField, LanceSchema
 
-__all__ = ["Commit", "column_sources"]
+__all__ = ["Commit", "column_sources", "column_sources_many"]
 
 
 @dataclass(frozen=True)
@@ -49,22 +49,83 @@ def column_sources(end: int, version: int, fields: Sequence[LanceField],
     column (its rows read NULL). Where the column is the same field as at the end (same
     id and type) the end's own field object is given, so a caller tells "read as it is"
     by identity."""
-    held: list[LanceField | None] = list(fields)
-    v = end
-    while v > version and any(h is not None for h in held):
-        newer, older = schema_of(v), schema_of(v - 1)
-        older_by_id = {f.id: f for f in older.fields}
-        if any(h is not None and not _continues(h, older_by_id.get(h.id)) for h in held):
-            commit = commit_of(v)
-            if commit.restored is not None and version <= commit.restored < v:
-                v = commit.restored  # version v is that version again, field for field
-                continue
-            held = [_older(h, newer, older, older_by_id, commit) for h in held]
-        else:
-            held = [None if h is None else older_by_id[h.id] for h in held]
-        v -= 1
-    return tuple(f if h is not None and h.id == f.id and h.arrow_type == f.arrow_type
-                 else h for f, h in zip(fields, held, strict=True))
+    return column_sources_many(end, [version], fields, schema_of, commit_of)[version]
+
+
+def column_sources_many(end: int, versions: Iterable[int], fields: Sequence[LanceField],
+                        schema_of: SchemaOf, commit_of: CommitOf
+                        ) -> dict[int, tuple[LanceField | None, ...]]:
+    """:func:`column_sources` for each of ``versions``, in one walk down from ``end``:
+    one step per version, where a walk from the end for each version took O(V²) steps
+    (16 s for a 2,000-version window).
+
+    The walk for version ``t`` steps back from ``end``, except at a restore that made a
+    version ``r >= t`` current again, where it jumps to ``r``. The walks for two versions
+    part only at such a restore, which lies between them; so versions are walked newest
+    first, each continuing the previous one's path, cut back to the restore where the
+    two part."""
+    walk = _Walk(end, tuple(fields), schema_of, commit_of)
+    out: dict[int, tuple[LanceField | None, ...]] = {}
+    for target in sorted(set(versions), reverse=True):
+        held = walk.down_to(target)
+        out[target] = tuple(
+            f if h is not None and h.id == f.id and h.arrow_type == f.arrow_type else h
+            for f, h in zip(fields, held, strict=True))
+    return out
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A version on the walk's path, with the fields the end columns are there."""
+
+    version: int
+    held: tuple[LanceField | None, ...]
+
+
+class _Walk:
+    """The path from the end version down to the last version asked for."""
+
+    def __init__(self, end: int, fields: tuple[LanceField | None, ...],
+                 schema_of: SchemaOf, commit_of: CommitOf) -> None:
+        self._path = [_Step(end, fields)]
+        self._schema_of, self._commit_of = schema_of, commit_of
+        # (index in the path, version restored) of each step down that read a restore
+        self._restores: list[tuple[int, int]] = []
+
+    def down_to(self, target: int) -> tuple[LanceField | None, ...]:
+        """The fields at version ``target`` (not newer than the one asked before)."""
+        last = self._path[-1].version
+        parted = next(((i, r) for i, r in self._restores if target <= r < last), None)
+        if parted is not None:  # the earlier walk stepped past a restore this one jumps at
+            i, restored = parted
+            del self._path[i + 1:]
+            self._restores = [(j, r) for j, r in self._restores if j < i]
+            self._path.append(_Step(restored, self._path[i].held))
+        self._extend(target)
+        return self._path[-1].held
+
+    def _extend(self, target: int) -> None:
+        """Steps down to ``target``, or to where no column is left to follow."""
+        step = self._path[-1]
+        while step.version > target and any(h is not None for h in step.held):
+            v, held = step.version, step.held
+            newer, older = self._schema_of(v), self._schema_of(v - 1)
+            older_by_id = {f.id: f for f in older.fields}
+            if any(h is not None and not _continues(h, older_by_id.get(h.id))
+                   for h in held):
+                commit = self._commit_of(v)
+                if commit.restored is not None and commit.restored < v:
+                    self._restores.append((len(self._path) - 1, commit.restored))
+                    if target <= commit.restored:
+                        # version v is that version again, field for field
+                        step = _Step(commit.restored, held)
+                        self._path.append(step)
+                        continue
+                held = tuple(_older(h, newer, older, older_by_id, commit) for h in held)
+            else:
+                held = tuple(None if h is None else older_by_id[h.id] for h in held)
+            step = _Step(v - 1, held)
+            self._path.append(step)
 
 
 def _continues(field: LanceField | None, older: LanceField | None) -> bool:

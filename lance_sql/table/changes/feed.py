@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 
@@ -43,7 +43,7 @@ from lance_sql.format.naming import TRANSACTIONS_DIR
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
-from lance_sql.table.changes.columns import Commit, column_sources
+from lance_sql.table.changes.columns import Commit, column_sources_many
 from lance_sql.table.changes.net import check_mode, net_changes
 from lance_sql.table.changes.query import ChangeQuery
 from lance_sql.table.changes.rows import (
@@ -621,13 +621,13 @@ def _commit(window: ChangeWindow, version: int) -> Commit:
     return Commit(overwrite, None if restored < 0 else restored)
 
 
-def _sources(window: ChangeWindow, version: int, fields: list
-             ) -> tuple[LanceField | None, ...]:
-    """Per end column of ``fields``, the field of ``version`` holding its values (see
-    :mod:`.columns`)."""
-    return column_sources(window.end, version, fields,
-                          lambda v: window.manifest_of(v).schema,
-                          lambda v: _commit(window, v))
+def _sources(window: ChangeWindow, versions: Iterable[int], fields: list
+             ) -> dict[int, tuple[LanceField | None, ...]]:
+    """Per version of ``versions``, per end column of ``fields``, the field of that
+    version holding its values (see :mod:`.columns`)."""
+    return column_sources_many(window.end, versions, fields,
+                               lambda v: window.manifest_of(v).schema,
+                               lambda v: _commit(window, v))
 
 
 @dataclass(frozen=True)
@@ -641,7 +641,7 @@ class _ReadJob:
     fields: list
     target: pa.Schema
     # per field, the field of ``manifest``'s version holding it (the field itself when
-    # unchanged; None: NULL there), see :func:`.columns.column_sources`
+    # unchanged; None: NULL there), see :func:`.columns.column_sources_many`
     sources: tuple[LanceField | None, ...]
 
     def run(self) -> pa.Table:
@@ -698,7 +698,7 @@ class _GroupRead:
         # its rows of either version are read in one go (when their columns are the same
         # fields in both).
         same_files: dict[tuple, tuple[Manifest, Fragment, tuple, list]] = {}
-        sources: dict[int, tuple[LanceField | None, ...]] = {}  # per version read
+        sources = _sources(window, np.unique(rows.source).tolist(), fields)
         for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
             picked = slice(lo, hi) if order is None else order[lo:hi]
             source, frag_id = int(rows.source[picked][0]), int(rows.fragment[picked][0])
@@ -707,9 +707,7 @@ class _GroupRead:
             if frags is None:
                 frags = by_version[source] = {f.id: f for f in manifest.fragments}
             frag = frags[frag_id]
-            held = sources.get(source)
-            if held is None:
-                held = sources[source] = _sources(window, source, fields)
+            held = sources[source]
             where = tuple(None if h is None else h.id for h in held)
             same_files.setdefault((frag.files, frag.physical_rows, where),
                                   (manifest, frag, held, []))[3].append(picked)
