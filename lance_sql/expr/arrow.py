@@ -425,6 +425,8 @@ class _Translator:
             return _cast(x, t.value_type) if pa.types.is_dictionary(t) else x
         if isinstance(e, Literal):
             s = _scalar(e)
+            if pa.types.is_float16(s.type):  # (a SQL literal compared with a half float)
+                s = s.cast(pa.float32())
             return pc.scalar(s), s.type
         op, args = e.op, e.args
         if op in ("and", "or"):

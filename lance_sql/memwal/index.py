@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from lance_sql.errors import InvalidInputError, SchemaError
 from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.memwal import (
@@ -22,6 +24,7 @@ from lance_sql.format.memwal import (
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal.bloom import hashable_key_type
+from lance_sql.memwal.transforms import check_spec_types
 from lance_sql.table.txn.operations import CreateIndex
 
 if TYPE_CHECKING:
@@ -51,6 +54,11 @@ def check_key_types(schema: LanceSchema) -> None:
     arrow = schema.to_arrow()
     for name in primary_key_columns(schema):
         t = arrow.field(name).type
+        if pa.types.is_dictionary(t):
+            # (keys are sorted and compared by value, which Arrow does not do on dictionaries)
+            raise SchemaError(f"primary-key column {name!r} is dictionary-encoded ({t}); "
+                              f"MemWAL keys hold plain values: write the column as "
+                              f"{t.value_type}")
         if not hashable_key_type(t):
             raise SchemaError(f"primary-key column {name!r} has type {t}, which MemWAL "
                               f"cannot hash; key columns must be numbers, booleans, "
@@ -85,6 +93,7 @@ def initialize(ds: LanceDataset, region_spec: RegionSpec | None = None, *,
     specs: tuple[RegionSpec, ...] = ()
     if region_spec is not None:
         specs = (region_spec.bind(base.schema).with_id(1),)
+        check_spec_types(specs[0], base.schema)
     names = {i.name for i in entries}
     for name in maintained_indexes or ():
         if name not in names:

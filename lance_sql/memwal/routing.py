@@ -18,12 +18,14 @@ import uuid
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_sql.errors import FormatError
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.murmur3 import hash_input
 
-__all__ = ["decode_region_values", "encode_region_values", "group_by_region", "region_id_for"]
+__all__ = ["decode_region_values", "encode_region_values", "group_by_region", "region_id_for",
+           "same_region_values", "matches_region_value"]
 
 _DOMAIN = b"lance_sql region v1\x00"
 
@@ -39,6 +41,23 @@ def _canonical(values: pa.Table, row: int) -> bytes:
         data = raw.to_pylist()[0] or b""
         parts.append(b"\x01" + len(data).to_bytes(4, "little") + data)
     return b"".join(parts)
+
+
+def same_region_values(a: pa.Table, b: pa.Table) -> bool:
+    """Whether the one-row region values ``a`` and ``b`` name the same region, as region
+    ids tell values apart (canonical bytes: NaN is NaN, -0.0 is 0.0, int32 5 is int64
+    5), where Arrow's equality has NaN unequal to itself."""
+    return _canonical(a, 0) == _canonical(b, 0)
+
+
+def matches_region_value(column: pa.Array, value: object) -> pa.BooleanArray:
+    """Per value of ``column`` (a region field's values), whether it is the region value
+    ``value`` (None: NULL), compared by canonical bytes as :func:`same_region_values`."""
+    if value is None or pa.types.is_null(column.type):
+        return pc.is_null(column) if value is None else pc.is_valid(column)
+    ours = hash_input(column)
+    theirs = hash_input(pa.array([value], column.type))[0]
+    return pc.fill_null(pc.equal(ours, theirs), False)
 
 
 def region_id_for(spec: RegionSpec, values: pa.Table, row: int = 0) -> uuid.UUID:

@@ -33,10 +33,11 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, SchemaError
 from lance_sql.format.region_spec import RegionField, RegionSpec
-from lance_sql.format.schema import arrow_type_of
+from lance_sql.format.schema import LanceSchema, arrow_type_of
 from lance_sql.memwal.murmur3 import (
     bucket,
     bucket_numbers_of,
+    hash_input,
     murmur3_32,
     murmur3_32_concat,
     scalar_hash,
@@ -120,6 +121,21 @@ def _plain_type(t: pa.DataType) -> bool:
             or pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
+def check_spec_types(spec: RegionSpec, schema: LanceSchema) -> None:
+    """SchemaError when a field of ``spec`` (bound to ``schema``) cannot route its source
+    columns' types: its transform takes no such values, or its region values cannot be
+    hashed into a region id. Checked when the spec is set up, not at every put after."""
+    by_id = {f.id: f for f in schema.fields}
+    for f in spec.fields:
+        sources = [pa.nulls(0, by_id[i].to_arrow().type) for i in f.source_ids]
+        try:
+            hash_input(evaluate_field(f, sources, 0))
+        except (InvalidInputError, pa.ArrowException) as exc:
+            types = ", ".join(str(a.type) for a in sources)
+            raise SchemaError(f"region field {f.field_id!r}: {f.expression or f.transform} "
+                              f"cannot route values of type {types}: {exc}") from exc
+
+
 def evaluate_field(f: RegionField, sources: list[pa.Array | None], num_rows: int) -> pa.Array:
     """The region values of one field; ``sources`` in the field's source order."""
     result_type = arrow_type_of(f.result_type) if f.result_type else None
@@ -188,7 +204,11 @@ def _truncate(f: RegionField, arrays: list[pa.Array]) -> pa.Array:
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         values = np.asarray(numpy_of(pc.fill_null(a, scalar(0, t))))
         wide = values.dtype.type(width)
-        cut = values - np.fmod(values, wide)
+        with np.errstate(invalid="ignore"):  # (infinities: their own region value below)
+            rest = np.fmod(values, wide)
+        if pa.types.is_floating(t):  # an infinity or NaN is cut to itself
+            rest = np.where(np.isfinite(values), rest, values.dtype.type(0))
+        cut = values - rest
         return array_from_numpy(cut, t, mask=true_mask(pc.is_null(a)))
     if pa.types.is_decimal(t):
         return _run_sql(f"col0 - (col0 % {width})", [a], len(a)).cast(t)

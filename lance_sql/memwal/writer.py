@@ -68,8 +68,14 @@ from lance_sql.memwal.naming import GenerationDir
 from lance_sql.memwal.pk_index import MaintainedIndex, write_generation_indexes
 from lance_sql.memwal.put_columns import PutColumns
 from lance_sql.memwal.region_log import RegionLog
-from lance_sql.memwal.routing import decode_region_values, encode_region_values
+from lance_sql.memwal.routing import (
+    decode_region_values,
+    encode_region_values,
+    matches_region_value,
+    same_region_values,
+)
 from lance_sql.memwal.transforms import region_values
+from lance_sql.memwal.type_kinds import same_kind
 from lance_sql.memwal.wal import (
     TOMBSTONE,
     WalEntry,
@@ -213,6 +219,10 @@ def conform_rows(table: pa.Table, target: pa.Schema, names: Sequence[str] | None
         field = target.field(name)
         column = table.column(name)
         if not column.type.equals(field.type):
+            if not same_kind(column.type, field.type):
+                raise SchemaError(f"{where}column {name!r}: {column.type} values do not fit "
+                                  f"the table's {field.type} (a put casts only between "
+                                  "types of one kind: numbers, text, dates...)")
             try:
                 column = column.cast(field.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
@@ -359,7 +369,7 @@ class RegionWriter:
         ours = self._region_values_table()
         if ours is not None and manifest.region_values is not None:
             stored = decode_region_values(manifest.region_values, where)
-            if not stored.equals(ours):
+            if not same_region_values(stored, ours):
                 raise InvalidInputError(f"{where} holds region values {stored.to_pylist()}, "
                                         f"not {ours.to_pylist()}")
 
@@ -434,13 +444,10 @@ class RegionWriter:
             return  # a delete whose keys do not determine the region
         values = region_values(spec, [rows.column(n) for n in names], rows.num_rows)
         for f in spec.fields:
-            column = values.column(f.field_id)
+            column = values.column(f.field_id).combine_chunks()
             expected = region[f.field_id]
-            if expected is None:
-                wrong = pc.sum(pc.is_valid(column)).as_py()
-            else:
-                same = pc.fill_null(pc.equal(column, pa.scalar(expected, column.type)), False)
-                wrong = pc.sum(pc.invert(same)).as_py()
+            matches = matches_region_value(column, expected)
+            wrong = int(pc.sum(pc.invert(matches)).as_py() or 0)
             if wrong:
                 raise InvalidInputError(
                     f"{wrong} row(s) do not belong to region {self.region_id} (region field "

@@ -89,3 +89,19 @@ def test_lsm_and_change_feed_sql_filters_match_datafusion(tmp_path: Path) -> Non
     finally:
         for w in writer.writers:
             w.abort()
+
+
+@pytest.mark.parametrize("where", ["h > 3", "h BETWEEN 1 AND 4", "h = 1", "h IN (1, 80)",
+                                   "h > 3.5", "h < 'NaN'::double"])
+def test_half_float_columns_compare_with_integer_literals(tmp_path: Path, where: str) -> None:
+    """DataFusion types the literal of ``h > 3`` as a half float too, which Arrow cannot
+    compare: the pushed filter failed (InvalidInputError) where DataFusion answers."""
+    values = pa.array(np.array(VALUES, dtype=np.float16), pa.float16(), from_pandas=False)
+    table = pa.table({"id": pa.array(range(len(VALUES)), pa.int64()), "h": values})
+    lance_sql.write_dataset(table, str(tmp_path / "t.lance"))
+    got = lance_sql.connect(str(tmp_path)).sql(f"SELECT id FROM t WHERE {where} ORDER BY id")
+    engine = datafusion.SessionContext()
+    engine.register_record_batches("m", [table.to_batches()])
+    expected = engine.sql(f"SELECT id FROM m WHERE {where} ORDER BY id").to_arrow_table()
+    assert got.to_arrow_table().column("id").to_pylist() == \
+        expected.column("id").to_pylist()

@@ -102,6 +102,7 @@ from lance_sql.memwal.transforms import (
     scalar_region_values,
     sql_on_own_thread,
 )
+from lance_sql.memwal.type_kinds import same_kind
 from lance_sql.memwal.value_cast import as_column_type
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.memwal.writer import open_memtables_of, registered_writer
@@ -1177,6 +1178,9 @@ def _cast(column: pa.ChunkedArray | pa.Array, t: pa.DataType, name: str) -> pa.A
     column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if column.null_count:
         raise InvalidInputError(f"lookup key column {name!r} has null values")
+    if not same_kind(column.type, t):
+        raise InvalidInputError(f"lookup key column {name!r}: {column.type} keys do not fit "
+                                f"the key's {t} (another kind of value)")
     try:
         return column if column.type.equals(t) else column.cast(t)
     except pa.ArrowException as exc:

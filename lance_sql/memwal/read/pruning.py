@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from lance_sql.errors import LanceError
 from lance_sql.expr.arrow import COMPARISONS, Call, Column, Expr, Literal, exact_literal
 from lance_sql.format.region_spec import RegionField, RegionSpec
+from lance_sql.memwal.murmur3 import hash_input
 from lance_sql.memwal.transforms import evaluate_field, sql_on_own_thread
 from lance_sql.numpy_arrow import array_of_scalars, true_mask
 
@@ -209,18 +210,25 @@ class _Pruner:
         name = names[0]
         b = c.bounds[name]
         if f.order_preserving:
+            if _coarse_ids(region.type):
+                return None
             out = true_mask(pc.is_valid(region))
             # strict bounds stay strict only where the transform is one to one
             exact = f.transform == "identity"
             lo_fn = pc.greater if exact and b.lo_strict else pc.greater_equal
             hi_fn = pc.less if exact and b.hi_strict else pc.less_equal
+            floats = pa.types.is_floating(region.type)
             for bound, fn in ((b.lo, lo_fn), (b.hi, hi_fn)):
                 if bound is None:
                     continue
                 value = self._evaluate(f, [array_of_scalars([bound], self.types[name])], 1)
-                if value is None:
+                if floats and value is not None:
+                    value = _wide_float(value)
+                if value is None or (floats and pc.is_nan(value[0]).as_py()):
                     return None
-                out &= true_mask(fn(region, value[0]))
+                out &= true_mask(fn(_wide_float(region), value[0]))
+            if floats:  # SQL orders NaN above every number (Arrow's kernels order it nowhere)
+                out |= true_mask(pc.is_nan(_wide_float(region)))
             return out
         if f.transform in _HALF_UNIT_SECONDS and b.lo is not None and b.hi is not None:
             points = _points(b.lo, b.hi, self.types[name], f.transform)
@@ -245,8 +253,26 @@ class _Pruner:
                 possible = possible.cast(region.type)
             except pa.ArrowException:
                 return None
+        if not pa.types.is_null(region.type):
+            # compared as region ids tell values apart: a region holds every value of its
+            # id (-0.0 and 0.0, every NaN, the nanoseconds of one microsecond), where
+            # Arrow's is_in tells them apart
+            region, possible = hash_input(region), hash_input(possible)
         hit = pc.is_in(region, value_set=possible, skip_nulls=False)
         return true_mask(hit)
+
+
+def _coarse_ids(t: pa.DataType) -> bool:
+    """Whether region ids of values of type ``t`` are coarser than the values (see
+    :mod:`..murmur3`: nanoseconds hashed as microseconds, date64 as days): a region then
+    holds values about its region value, which no bound may prune by."""
+    return ((pa.types.is_timestamp(t) or pa.types.is_time64(t)) and t.unit == "ns") \
+        or pa.types.is_date64(t)
+
+
+def _wide_float(values: pa.Array) -> pa.Array:
+    """Half floats as floats (exact): Arrow has no comparison kernels for them."""
+    return values.cast(pa.float32()) if pa.types.is_float16(values.type) else values
 
 
 def _conjuncts(e: Expr) -> list[Expr]:
