@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
@@ -109,11 +110,13 @@ def run_streaming_interruptibly(fn: Callable[[], T], scope: InlineScope) -> T:
     scope.inline = True
     try:
         result = fn()
-    except Exception:
-        if interrupted:  # it failed because it was cancelled
-            raise KeyboardInterrupt from None
-        if not scope.worker_wanted:
+    except Exception as exc:
+        if not interrupted and not scope.worker_wanted:
             raise
+        # cancelled (KeyboardInterrupt below), or to run again on a worker: the error
+        # is dropped with the frames it holds (raised from here, it would stay the
+        # interrupt's context, pinning the query's scans until the interrupt is gone)
+        traceback.clear_frames(exc.__traceback__)
         result = None
     finally:
         scope.inline = False

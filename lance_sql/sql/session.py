@@ -22,7 +22,7 @@ import re
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from datafusion import DataFrame, SessionConfig, SessionContext, SQLOptions, udtf
@@ -34,6 +34,7 @@ from lance_sql.errors import (
     QueryError,
     StatementRefusedError,
 )
+from lance_sql.expr.engine_fork import check_engine_usable, engine_started
 from lance_sql.format.manifest import Manifest
 from lance_sql.memwal.dataset import MemWalDataset, dataset
 from lance_sql.sql.catalog import (
@@ -280,9 +281,43 @@ class LanceDataFrame(DataFrame):
     def __repr__(self) -> str:
         return self._guard(DataFrame.__repr__)()
 
+    def __aiter__(self) -> Any:
+        """Refused: DataFusion's async stream, iterated so, ran its scans beyond this
+        library's tracking (and DataFusion's own aborted the interpreter at exit)."""
+        raise InvalidInputError(
+            "async iteration over a query is not supported: iterate execute_stream() "
+            "(for example in asyncio.to_thread), or read to_arrow_table()")
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        """The rows as an Arrow C stream (``pa.table(df)``,
+        ``pa.RecordBatchReader.from_stream(df)``, polars...), read from
+        :meth:`execute_stream`: DataFusion's own export was unguarded, so a stream left
+        open held the interpreter's exit. An error before the first batch is raised here,
+        typed; one later crosses the C interface, which carries a message only: the
+        reader raises pyarrow's ArrowInvalid, its message naming lance_sql's error."""
+        stream = cast(TypedStream, self.execute_stream())  # (the guard's stream)
+        first = next(stream, None)
+        schema = first.to_pyarrow().schema if first is not None else self.schema()
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            with stream:
+                if first is not None:
+                    yield first.to_pyarrow()
+                try:
+                    for batch in stream:
+                        yield batch.to_pyarrow()
+                except LanceError as exc:
+                    raise pa.ArrowInvalid(f"{type(exc).__module__}.{type(exc).__name__}: "
+                                          f"{exc}") from exc
+
+        reader = pa.RecordBatchReader.from_batches(schema, batches())
+        return reader.__arrow_c_stream__(requested_schema)
+
     def _guard(self, method: Any) -> Any:
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
+            check_engine_usable()
+            engine_started()
             name = method.__name__
             # Scans planned by this call belong to it: when it returns or fails they
             # are stopped and waited for, unless it hands out streams that read on.
@@ -517,6 +552,7 @@ class LanceSession:
         :class:`StatementRefusedError` (external files: see ``allow_external_files``).
         What it reads is cached in the session's runtime.
         """
+        check_engine_usable()
         if params is not None:
             query = bind_parameters(query, params)
         with self.runtime.activate():

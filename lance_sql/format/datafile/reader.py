@@ -167,7 +167,6 @@ class LanceFileReader:
         # (field id, column, blob descriptions) -> (the field, point_column's answer)
         self._point_columns: dict[tuple[int, int, bool],
                                   tuple[LanceField, LeafColumn | None]] = {}
-        self._fields_v21 = FieldReader(self._leaf_column, path)
 
     def _check_buffer_layout(self) -> None:
         """Page buffers start on 64-byte boundaries and never overlap.
@@ -570,7 +569,10 @@ class LanceFileReader:
         if self._structural:
             if int((ends - starts).sum()) == 0:
                 return pa.array([], read_type(field, blobs))
-            return self._fields_v21.read(field, colmap, starts, ends, blobs)
+            # (made per read: kept, it would hold this reader in a cycle, and an evicted
+            # file's descriptor would stay open until a garbage collection)
+            return FieldReader(self._leaf_column, self.path).read(field, colmap, starts,
+                                                                  ends, blobs)
         dtype = field.arrow_type
         total = int((ends - starts).sum())
         if not any(f.id in colmap for f in field.walk()):

@@ -3,6 +3,8 @@ the runtime's cache with a byte bound per kind."""
 
 from __future__ import annotations
 
+import gc
+import os
 import random
 import threading
 from pathlib import Path
@@ -14,6 +16,7 @@ import lance_sql
 from lance_sql.errors import InvalidInputError
 from lance_sql.table.files.reader import open_data_file
 from lance_sql.table.runtime.cache import DATA_FILES, DELETIONS, LINEAGE, LruCache, TableCache
+from lance_sql.table.runtime.context import current_runtime
 
 
 def test_least_recently_used_goes_first() -> None:
@@ -235,3 +238,29 @@ def test_get_or_load_many_loads_only_the_missing_once() -> None:
     assert cache.get_or_load_many(["a", "b", "c"], load) == [10, 20, 30]
     assert len(calls) == 1 and cache.hits == 3 + 1 and len(cache) == 3
     assert cache.get_or_load_many([], load) == [] and len(calls) == 1
+
+
+def test_an_evicted_data_file_closes_its_descriptor_without_a_collection(
+        tmp_path: Path) -> None:
+    """An open data file held itself in a reference cycle (through its field reader):
+    evicted from the cache, its descriptor stayed open until a garbage collection, and
+    a loop writing, scanning and deleting small tables ran out of descriptors (EMFILE
+    at 1024) although the cache holds at most 512 files."""
+    table = pa.table({"a": list(range(100)), "s": [str(i) for i in range(100)]})
+    current_runtime().clear()
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        opened = len(os.listdir("/proc/self/fd"))
+        for i in range(5):
+            uri = str(tmp_path / f"t{i}.lance")
+            lance_sql.write_dataset(table, uri, max_rows_per_file=25)
+            lance_sql.dataset(uri).to_table()
+            assert lance_sql.dataset(uri).to_table().num_rows == 100
+        assert len(os.listdir("/proc/self/fd")) > opened  # (the cache keeps them open)
+        current_runtime().clear()
+        assert len(os.listdir("/proc/self/fd")) <= opened
+    finally:
+        if was_enabled:
+            gc.enable()
