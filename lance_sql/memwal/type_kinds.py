@@ -17,6 +17,7 @@ import pyarrow as pa
 
 __all__ = ["same_kind"]
 
+
 def same_kind(given: pa.DataType, target: pa.DataType) -> bool:
     """Whether values of type ``given`` are the kind of value a ``target`` column holds
     (numbers, text, binaries, dates, timestamps...; nested types member by member, a
