@@ -711,7 +711,12 @@ def _ool_parts(ool: pb.OutOfLineBitpacking, where: str) -> tuple[int, int]:
     bits = int(ool.uncompressed_bits_per_value)
     if bits not in (8, 16, 32, 64):
         raise FormatError(f"{where}: out-of-line bitpacking of {bits}-bit values")
-    width = _flat_bits(ool.values, where)
+    values = ool.values
+    if kind(values) == "flat" and not values.flat.HasField("data") \
+            and values.flat.bits_per_value == 0:
+        width = 0  # every value 0 (pylance packs def levels so when a page has no empty list)
+    else:
+        width = _flat_bits(values, where)
     if width > bits:
         raise FormatError(f"{where}: bit width {width} over {bits} bits")
     return bits, width
