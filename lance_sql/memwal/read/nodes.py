@@ -136,6 +136,20 @@ def _conjuncts(expr: Expr | None) -> list[Expr]:
     return [expr]
 
 
+def local_filter_columns(predicate: Expr | None) -> set[str]:
+    """The columns of ``predicate``'s conjuncts that name a source's own columns (``_gen``,
+    ``_region``, the base-only ones): a scan applies those conjuncts to its rows itself
+    (see :class:`ScanExec`), so it must read every column they name (``_gen < 0 OR v > 9``
+    reads ``v`` though the query outputs no ``v``)."""
+    local = {*SOURCE_COLUMNS, *BASE_ONLY}
+    out: set[str] = set()
+    for part in _conjuncts(predicate):
+        names = {p[0] for p in columns(part)}
+        if names & local:
+            out |= names
+    return out
+
+
 def _and(parts: list[Expr]) -> Expr | None:
     if not parts:
         return None

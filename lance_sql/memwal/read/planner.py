@@ -74,6 +74,7 @@ from lance_sql.memwal.read.nodes import (
     format_plan,
     key_text,
     lacked_columns,
+    local_filter_columns,
     retyped_columns,
 )
 from lance_sql.memwal.read.pruning import prune_regions
@@ -763,8 +764,9 @@ class LsmView:
         lacking = any(lacked_columns(s, filter_names)
                       or retyped_columns(s, filter_names, self.arrow_schema)
                       for s in scanned)
+        local = local_filter_columns(predicate)
         internal = self._schema([*output, *self.key_columns, ROW_ADDR, *(
-            n for n in filter_names if lacking or n in (GEN, REGION, *BASE_ONLY))])
+            n for n in filter_names if lacking or n in local)])
         scans = [ScanExec(s, internal, predicate, stepwise=limit is not None,
                           rows_wanted=limit) for s in scanned]
         node: ExecNode = DeduplicateExec(UnionExec(scans), self.key_columns, sources,
@@ -1085,8 +1087,10 @@ class LsmView:
                                     f"{exc}") from exc
         scanned, sources = self.pruned_sources(predicate)
         filter_names = [p[0] for p in expr_columns(predicate)] if predicate is not None else []
+        local = local_filter_columns(predicate)
         schema = self._schema([*output, column, *self.key_columns, ROW_ADDR, GEN, REGION,
-                               *(n for n in filter_names if n in BASE_ONLY), DISTANCE])
+                               *(n for n in filter_names if n in BASE_ONLY or n in local),
+                               DISTANCE])
         vector = query_vector(query)
         check = StaleCheck(sources, self.key_columns,
                            [schema.field(c).type for c in self.key_columns], exact=exact,

@@ -62,6 +62,7 @@ from lance_sql.memwal.read.nodes import (
     ProjectionExec,
     ScanExec,
     UnionExec,
+    local_filter_columns,
 )
 from lance_sql.memwal.read.planner import LsmView, RegionState
 from lance_sql.memwal.read.sources import (
@@ -261,8 +262,10 @@ def _internal(view: LsmView, columns: Sequence[str] | None,
         if name not in view.arrow_schema.names and name not in SYSTEM:
             raise InvalidInputError(f"column {name!r} does not exist; columns: "
                                     f"{', '.join(view.arrow_schema.names)}")
-    system = [p[0] for p in expr_columns(predicate) if p[0] in SYSTEM] if predicate else []
-    names = list(dict.fromkeys([*output, *view.key_columns, ROW_ADDR, *system]))
+    local = local_filter_columns(predicate)  # (the scans' own filters read these)
+    read = [p[0] for p in expr_columns(predicate) if p[0] in SYSTEM or p[0] in local] \
+        if predicate else []
+    names = list(dict.fromkeys([*output, *view.key_columns, ROW_ADDR, *read]))
     return output, pa.schema([pa.field(n, pa.uint64()) if n in SYSTEM
                               else view.arrow_schema.field(n) for n in names])
 
