@@ -313,6 +313,12 @@ def _to_storage(block: Block, t: pa.DataType, valid: np.ndarray | None, where: s
                 raise FormatError(f"{where}: invalid UTF-8 in a string column") from exc
         return arr
     if pa.types.is_fixed_size_list(t):
+        if isinstance(block, Fixed) and not block.fsl and block.bits == 0:
+            # no data at all: the lists are all null (pylance stores an outer layer whose
+            # items are all null lists so, without the inner layers)
+            if valid is not None and valid.any():
+                raise FormatError(f"{where}: {int(valid.sum())} {t} values have no data")
+            return pa.nulls(n, t)
         if not isinstance(block, Fixed) or not block.fsl:
             raise FormatError(f"{where}: column of {t} is not stored as a fixed-size list")
         dim, item_valid = block.fsl[0]
@@ -334,6 +340,11 @@ def _to_storage(block: Block, t: pa.DataType, valid: np.ndarray | None, where: s
     bits = fixed_width_bits(t)
     if bits is None:
         raise UnsupportedFeatureError(f"{where}: cannot decode values of type {t}")
+    if bits == 1 and block.bits == 8:  # a byte a bool (pylance's full-zip pages)
+        if block.data.size < n:
+            raise FormatError(f"{where}: {block.data.size} bytes hold fewer than {n} values")
+        packed = np.packbits(block.data[:n] != 0, bitorder="little")
+        return pa.Array.from_buffers(t, n, [vbuf, pa.py_buffer(packed)])
     if block.bits != bits:
         raise FormatError(f"{where}: {block.bits}-bit values for a {t} column")
     need = (n * bits + 7) // 8

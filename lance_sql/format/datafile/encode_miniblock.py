@@ -512,7 +512,7 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
             per = min(per, 4096)
             counts = _chunk_counts(n, per)
             layout.value_compression.CopyFrom(fsl_encoding(values))
-            if values.item_validity is None:
+            if not values.has_fsl_nulls:
                 buffers_per_chunk = _fixed_chunks(values.data, n, per, bits)
             else:
                 buffers_per_chunk = _fsl_validity_chunks(values, counts)
@@ -525,16 +525,22 @@ def mini_block_page(rep, def_, layers, values: Values, visible: np.ndarray | Non
 
 
 def _fsl_validity_chunks(values: Values, counts: np.ndarray) -> list[list[Chunk]]:
-    """Chunks of fixed-size lists with item validity: per chunk its items' validity bits,
-    then its values."""
+    """Chunks of fixed-size lists with null items: per chunk the validity bits of each
+    layer's items that has any (outer layer first), then its values."""
     bits, data = values.bits, values.data
-    assert values.item_validity is not None
-    cum = bits // values.item_bits
+    layers = []  # (items per row, validity) of the layers with nulls
+    cum = 1
+    for dim, valid in zip(values.fsl, values.layer_validity, strict=True):
+        cum *= dim
+        if valid is not None:
+            layers.append((cum, valid))
     bounds = np.r_[0, np.cumsum(counts)]
     out: list[list[Chunk]] = []
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        valid = np.packbits(values.item_validity[a * cum : b * cum], bitorder="little")
-        out.append([valid.tobytes(), data[(a * bits) // 8 : (b * bits + 7) // 8].tobytes()])
+        chunk: list[Chunk] = [np.packbits(valid[a * per : b * per], bitorder="little").tobytes()
+                              for per, valid in layers]
+        chunk.append(data[(a * bits) // 8 : (b * bits + 7) // 8].tobytes())
+        out.append(chunk)
     return out
 
 

@@ -78,8 +78,15 @@ class Values:
     fsl: list[int] = field(default_factory=list)  # fixed-size list dimensions, outer first
     item_bits: int = 0
     int_like: bool = False  # worth bitpacking
-    item_validity: np.ndarray | None = None  # FSL item nulls (bool per item)
+    # per fixed-size-list layer (outer first), the validity of its items (bool per item:
+    # the inner lists under an outer layer, the values under the innermost); None: no nulls
+    layer_validity: tuple[np.ndarray | None, ...] = ()
     packed: list[int] = field(default_factory=list)  # packed struct: each child's bits
+
+    @property
+    def has_fsl_nulls(self) -> bool:
+        """Whether any fixed-size-list layer has null items."""
+        return any(v is not None for v in self.layer_validity)
 
     @property
     def variable(self) -> bool:
@@ -116,21 +123,21 @@ def values_of(arr: pa.Array) -> Values:
         return Values(n, offsets=offs, data=data, wide_offsets=large)
     if pa.types.is_fixed_size_list(t):
         dims = []
+        layer_validity: list[np.ndarray | None] = []
         inner = arr
         while pa.types.is_fixed_size_list(storage_type(inner.type)):
             inner = inner.storage if isinstance(inner.type, pa.BaseExtensionType) else inner
             dims.append(inner.type.list_size)
-            inner = inner.flatten() if False else inner.values.slice(
-                inner.offset * inner.type.list_size, len(inner) * inner.type.list_size)
+            inner = inner.values.slice(inner.offset * inner.type.list_size,
+                                       len(inner) * inner.type.list_size)
+            # this layer's items: the lists of the next layer, or the values
+            layer_validity.append(np.asarray(inner.is_valid()) if inner.null_count else None)
         items = values_of(inner)
         if items.variable or items.fsl:
             raise ValueError("fixed-size lists of variable-width items")
-        item_valid = None
-        if inner.null_count:
-            item_valid = np.asarray(inner.is_valid())
         cum = int(np.prod(dims))
         return Values(n, bits=items.bits * cum, data=items.data, fsl=dims,
-                      item_bits=items.bits, item_validity=item_valid)  # fmt: skip
+                      item_bits=items.bits, layer_validity=tuple(layer_validity))  # fmt: skip
     if pa.types.is_struct(t):
         return packed_values(arr)
     bits = fixed_width_bits(t)
@@ -354,11 +361,9 @@ def fsl_encoding(values: Values) -> pb.CompressiveEncoding:
     if not values.fsl:
         return flat_enc(values.bits)
     enc = flat_enc(values.item_bits)
-    for i, dim in enumerate(reversed(values.fsl)):
-        outer = i == len(values.fsl) - 1
+    for dim, valid in zip(reversed(values.fsl), reversed(values.layer_validity), strict=True):
         enc = encoding(fixed_size_list=pb.FixedSizeList(
-            items_per_value=dim, values=enc,
-            has_validity=outer and values.item_validity is not None))  # fmt: skip
+            items_per_value=dim, values=enc, has_validity=valid is not None))  # fmt: skip
     return enc
 
 
@@ -366,5 +371,5 @@ def needs_full_zip(values: Values) -> bool:
     """True when values are wide enough for the full-zip layout, as the reference decides."""
     if values.variable:
         return bool(values.n) and int(np.diff(values.var_offsets).max()) >= FULLZIP_MIN_BYTES
-    return values.bits >= FULLZIP_MIN_BYTES * 8 and values.item_validity is None and \
+    return values.bits >= FULLZIP_MIN_BYTES * 8 and not values.has_fsl_nulls and \
         not values.packed

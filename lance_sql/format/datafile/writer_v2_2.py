@@ -118,6 +118,9 @@ def _check_writable(field: LanceField, path: str, minor: int, under_list: bool =
                 f"column {path!r}: a packed struct (lance-encoding:packed) is written only "
                 f"with byte-wide fixed-width children, as pylance packs")
         return
+    if pa.types.is_map(t) and minor < 2:
+        # (pylance refuses them there, so it could not append to such a table)
+        raise UnsupportedFeatureError(f"column {path!r}: map columns need Lance 2.2 files")
     if field.logical_type == "json":
         raise UnsupportedFeatureError(
             f"column {path!r}: lance.json columns (stored as JSONB) cannot be written yet"
