@@ -28,7 +28,7 @@ from typing import Any
 
 from datafusion.catalog import CatalogProvider, SchemaProvider, Table
 
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import InvalidInputError, NotFoundError, VersionCleanedUpError
 from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import MEM_WAL_INDEX_NAME
@@ -232,6 +232,8 @@ class VersionResolver:
             try:
                 version = version_at(store, spec.value,
                                      lambda ref: self.manifest(table, ref.version))
+            except VersionCleanedUpError:
+                raise
             except NotFoundError:
                 raise NotFoundError(
                     f"table {table!r} has no version committed at or before "

@@ -96,11 +96,15 @@ def parse_timestamp(text: str) -> dt.datetime:
 
 def at_spec(text: str) -> VersionSpec:
     """What the part after ``@`` of a table name ``t@...`` asks for: digits a version, a
-    date-time (``2026-11-01...``) the latest version committed by then, else a tag."""
+    date-time (``2026-11-01...``) the latest version committed by then, else a tag (also
+    one whose name starts as a date does, when the rest does not parse as one)."""
     if text.isdigit():
         return VersionSpec("version", int(text))
     if text[:4].isdigit() and len(text) >= 10 and text[4] == "-":
-        return VersionSpec("timestamp", parse_timestamp(text))
+        try:
+            return VersionSpec("timestamp", parse_timestamp(text))
+        except InvalidInputError:
+            pass  # not a date-time: a tag named so (``t@2026-release``)
     return VersionSpec("tag", text)
 
 

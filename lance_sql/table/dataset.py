@@ -55,6 +55,7 @@ from lance_sql.table.meta.versions import (
     read_tag,
     read_tags,
     replace_tag_metadata,
+    tag_exists,
     tag_time,
     write_tag,
 )
@@ -249,7 +250,10 @@ class LanceDataset:
             return latest_version(self.store, handler)
         if isinstance(version, datetime):  # the latest committed at or before it
             return find_version(self.store, version_at(self.store, version), handler)
-        if isinstance(version, str) and not version.isdigit():
+        if isinstance(version, str) and (not version.isdigit()
+                                         or tag_exists(self.store, version)):
+            # (digits name a version, unless a tag has that name: pylance makes such
+            # tags, and opens a string as a tag)
             return find_version(self.store, read_tag(self.store, version)["version"], handler)
         if isinstance(version, bool) or not isinstance(version, int | str | np.integer) or int(
                 version) < 1:
@@ -663,9 +667,11 @@ class LanceDataset:
                              error_if_tagged_old_versions: bool | None = None,
                              ) -> cleanup.CleanupStats:
         """Remove versions older than ``older_than`` (default 14 days) and the files only
-        they need. Tagged versions are kept (``keep_tags``); with ``keep_tags=False`` a
-        tagged version in range is an error, as pylance's ``error_if_tagged_old_versions``."""
-        del error_if_tagged_old_versions  # accepted for pylance compatibility
+        they need. Tagged versions are kept (``keep_tags``); with ``keep_tags=False``, or
+        pylance's ``error_if_tagged_old_versions=True``, a tagged version in range is an
+        InvalidInputError and nothing is removed."""
+        if error_if_tagged_old_versions:
+            keep_tags = False
         return cleanup.cleanup_old_versions(self.store, older_than, retain_versions,
                                             keep_tags=keep_tags,
                                             delete_unverified=delete_unverified)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import InvalidInputError, NotFoundError, VersionCleanedUpError
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
 from lance_sql.table.meta.versions import VersionRef, list_versions, load_manifest
@@ -54,12 +54,27 @@ def version_at(
     ``refs``: the table's versions, when the caller has listed them already.
     """
     when = as_utc(when)
+    refs = list_versions(store) if refs is None else refs
     found = _committed(store, when, manifest_of, refs, after=False)
     if not found:
         raise NotFoundError(
             f"{store.uri} has no version committed at or before {when.isoformat()}"
         )
-    return found[-1]
+    version = found[-1]
+    kept = {r.version for r in refs}
+    later = [v for v in kept if v > version]
+    if later and version + 1 not in kept:
+        # versions after it were removed by cleanup: one of them may have been current
+        # then (their commit times went with them), so its rows are not these
+        load = manifest_of or (lambda ref: load_manifest(store, ref))
+        ref = next(r for r in refs if r.version == version)
+        if commit_micros(load(ref)) != _micros(when):
+            raise VersionCleanedUpError(
+                f"{store.uri}: versions {version + 1}..{min(later) - 1} were removed by "
+                f"cleanup_old_versions, and one of them may have been current at "
+                f"{when.isoformat()}; version {version} (committed before) is kept: open "
+                f"it by number to read it")
+    return version
 
 
 def version_since(

@@ -275,11 +275,13 @@ _TAG_CHARS = re.compile(r"[A-Za-z0-9._-]+")
 def check_tag_name(name: object, *, creating: bool = False) -> str:
     """``name`` if it can name a tag, else :class:`InvalidInputError`.
 
-    Any tag must be a printable, non-numeric file name of at most ``MAX_TAG_BYTES``
-    bytes. A tag being ``creating`` must also pass pylance's rules, so pylance can use
-    every tag we write: ASCII letters, digits, ``.``, ``-`` and ``_``; no leading or
-    trailing dot, no ``..``, no ``.lock`` suffix. (pylance takes non-ASCII letters too but
-    then cannot list them, so lance_sql refuses those.)
+    Any tag must be a printable file name not starting with ``.`` (a tag pylance made is
+    read whatever else its name is: all digits, or longer than we write). A tag being
+    ``creating`` must also pass pylance's rules, so pylance can use every tag we write:
+    ASCII letters, digits, ``.``, ``-`` and ``_``; no leading or trailing dot, no ``..``,
+    no ``.lock`` suffix; and ours: at most ``MAX_TAG_BYTES`` bytes, not all digits (a
+    version number). (pylance takes non-ASCII letters too but then cannot list them, so
+    lance_sql refuses those.)
     """
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"a tag name must be a non-empty string, got {name!r}")
@@ -294,9 +296,9 @@ def check_tag_name(name: object, *, creating: bool = False) -> str:
         problem = "it may not contain '..'"
     elif creating and name.endswith(".lock"):
         problem = "it may not end with '.lock'"
-    elif len(name.encode()) > MAX_TAG_BYTES:
+    elif creating and len(name.encode()) > MAX_TAG_BYTES:
         problem = f"it may be at most {MAX_TAG_BYTES} characters long"
-    elif name.isdigit():
+    elif creating and name.isdigit():
         problem = "it would be confused with a version number"
     if problem:
         raise InvalidInputError(f"invalid tag name {name[:60]!r}: {problem}")
@@ -311,6 +313,15 @@ def read_tags(store: ObjectStore) -> dict[str, dict]:
             tag = name[: -len(".json")]
             tags[tag] = read_tag(store, tag)
     return dict(sorted(tags.items()))
+
+
+def tag_exists(store: ObjectStore, name: str) -> bool:
+    """Whether the table has a tag named ``name`` (a name no tag can have: False)."""
+    try:
+        check_tag_name(name)
+    except InvalidInputError:
+        return False
+    return store.exists(tag_key(name))
 
 
 def read_tag(store: ObjectStore, name: str) -> dict:

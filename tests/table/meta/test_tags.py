@@ -112,3 +112,42 @@ def test_a_bad_tag_time_is_a_format_error(uri: str) -> None:
         ds.tags.list()
     assert ds.tags.get_version("t") == 1  # the version it names still reads
     assert lance_sql.dataset(uri, "t").version == 1
+
+
+def test_tags_pylance_names_so_are_read(uri: str, tmp_path: Path) -> None:
+    """pylance makes tags named all in digits, or longer than lance_sql writes: they broke
+    every listing (tags, cleanup, table_versions, the CLI's log) and could not be deleted;
+    a string naming one opens the tag, as in pylance (else it is a version number)."""
+    long_name = "t" * 205  # (pylance makes up to ~210: its temporary name adds ~45 bytes)
+    lance.dataset(uri).tags.create("2", 1)
+    lance.dataset(uri).tags.create(long_name, 3)
+    ours = lance_sql.dataset(uri)
+    assert ours.tags.list()["2"]["version"] == 1 and long_name in ours.tags.list()
+    assert lance_sql.dataset(uri, version="2").version == 1  # the tag, as pylance opens it
+    assert lance_sql.dataset(uri, version="3").version == 3  # no such tag: version 3
+    ours.cleanup_old_versions(older_than=dt.timedelta(0))
+    rows = lance_sql.connect(str(tmp_path)).sql(
+        "SELECT count(*) AS n FROM table_versions('t')").to_pylist()
+    assert rows == [{"n": 2}]
+    ours.tags.delete("2")
+    with pytest.raises(InvalidInputError, match="version number"):
+        ours.tags.create("5", 3)  # (lance_sql itself still makes none: see check_tag_name)
+    assert list(lance_sql.dataset(uri).tags.list()) == [long_name]
+
+
+def test_a_tag_whose_name_starts_as_a_date_is_named_after_an_at(uri: str,
+                                                                tmp_path: Path) -> None:
+    lance_sql.dataset(uri).tags.create("2026-release", 2)
+    got = lance_sql.connect(str(tmp_path)).sql('SELECT a FROM "t@2026-release"').to_pylist()
+    assert sorted(r["a"] for r in got) == [0, 1]
+
+
+def test_error_if_tagged_old_versions_refuses_and_removes_nothing(uri: str) -> None:
+    """pylance's flag was accepted and ignored: untagged versions were removed."""
+    ds = lance_sql.dataset(uri)
+    ds.tags.create("keep", 1)
+    with pytest.raises(InvalidInputError, match="version 1 is tagged"):
+        ds.cleanup_old_versions(older_than=dt.timedelta(0), error_if_tagged_old_versions=True)
+    assert [v["version"] for v in ds.versions()] == [1, 2, 3]
+    ds.cleanup_old_versions(older_than=dt.timedelta(0), error_if_tagged_old_versions=False)
+    assert [v["version"] for v in ds.versions()] == [1, 3]
