@@ -296,13 +296,14 @@ class LanceDataFrame(DataFrame):
         typed; one later crosses the C interface, which carries a message only: the
         reader raises pyarrow's ArrowInvalid, its message naming lance_sql's error."""
         stream = cast(TypedStream, self.execute_stream())  # (the guard's stream)
-        first = next(stream, None)
-        schema = first.to_pyarrow().schema if first is not None else self.schema()
+        pulled = next(stream, None)
+        first = pulled.to_pyarrow() if pulled is not None else None
+        schema = first.schema if first is not None else self.schema()
 
         def batches() -> Iterator[pa.RecordBatch]:
             with stream:
                 if first is not None:
-                    yield first.to_pyarrow()
+                    yield first
                 try:
                     for batch in stream:
                         yield batch.to_pyarrow()
