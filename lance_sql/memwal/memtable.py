@@ -318,18 +318,22 @@ class MemTable:
                 self._index = (len(frags), hashes[order], addresses[order])
         return hashes[order], addresses[order]
 
-    def lookup(self, keys: pa.Table) -> np.ndarray:
+    def lookup(self, keys: pa.Table, upto: int | None = None) -> np.ndarray:
         """For each row of ``keys`` (the key columns), the ``_rowaddr`` of the latest row
-        with that key, or -1 when the MemTable has none (tombstones count as rows)."""
+        with that key, or -1 when the MemTable has none (tombstones count as rows).
+        ``upto``: among the first ``upto`` fragments only (a read's snapshot of it)."""
         frags = self.fragments()
         n = keys.num_rows
         result = np.full(n, -1, np.int64)
-        if not frags or not n:
+        if not frags or not n or upto == 0:
             return result
         # hashes cover the stored bytes, so the query must have the stored types
         query = [_typed(keys.column(k).combine_chunks(), self.arrow_schema.field(k).type)
                  for k in self.primary_key]
         q_of, cand = self._candidates(frags, key_codes(query))
+        if upto is not None and upto < len(frags):
+            seen = cand < np.uint64(upto << 32)
+            q_of, cand = q_of[seen], cand[seen]
         if not q_of.size:
             return result
         if _exact_codes(query) and not query[0].null_count:  # its own code: no confirming
@@ -347,22 +351,41 @@ class MemTable:
         np.maximum.at(result, q_of, cand)
         return result
 
-    def lookup_codes(self, codes: np.ndarray, key_type: pa.DataType) -> np.ndarray | None:
+    def lookup_codes(self, codes: np.ndarray, key_type: pa.DataType,
+                     upto: int | None = None) -> np.ndarray | None:
         """:meth:`lookup` of keys given by their :func:`key_codes` alone (no key table
         taken, cast or hashed: a lookup of many keys probes every region's MemTable),
         for keys of one integer column of this MemTable's key type, none null (their
         codes are then the keys themselves); None for any other key (the caller uses
-        :meth:`lookup`)."""
+        :meth:`lookup`). ``upto``: as for :meth:`lookup`."""
         if len(self.primary_key) != 1 or not pa.types.is_integer(key_type) or \
                 not key_type.equals(self.arrow_schema.field(self.primary_key[0]).type):
             return None
-        sorted_codes, sorted_addr = self._sorted_index(self.fragments())
+        frags = self.fragments()
+        sorted_codes, sorted_addr = self._sorted_index(frags)
+        if upto is not None and upto < len(frags):
+            return self._lookup_codes_upto(sorted_codes, sorted_addr, codes, upto)
         # a code's rows are in address order (a stable sort of codes in address order):
         # its latest row, the highest address, is the last of its code
         last = last_of_codes(sorted_codes, codes)
         if not sorted_addr.size:
             return last  # (all -1: nothing held)
         return np.where(last >= 0, sorted_addr[last].view(np.int64), -1)
+
+    @staticmethod
+    def _lookup_codes_upto(sorted_codes: np.ndarray, sorted_addr: np.ndarray,
+                           codes: np.ndarray, upto: int) -> np.ndarray:
+        """:meth:`lookup_codes` among the first ``upto`` fragments: a code's rows there
+        are the first of its rows (they are in address order), so its latest is the last
+        of those."""
+        seen = np.zeros(sorted_addr.size + 1, np.int64)
+        np.cumsum(sorted_addr < np.uint64(upto << 32), out=seen[1:])
+        lo = np.searchsorted(sorted_codes, codes, "left")
+        hi = np.searchsorted(sorted_codes, codes, "right")
+        count = seen[hi] - seen[lo]
+        last = lo + count - 1
+        return np.where(count > 0, sorted_addr[np.maximum(last, 0)].view(np.int64)
+                        if sorted_addr.size else -1, -1)
 
     def _candidates(self, frags: list[MemFragment], codes: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -376,24 +399,27 @@ class MemTable:
         starts = np.repeat(lo - np.cumsum(counts) + counts, counts)
         return q_of, sorted_addr[starts + np.arange(q_of.size)]
 
-    def lookup_one(self, keys: pa.Table) -> tuple[int, pa.Table] | None:
+    def lookup_one(self, keys: pa.Table, upto: int | None = None
+                   ) -> tuple[int, pa.Table] | None:
         """``lookup`` of a table of one key, and that row: (its ``_rowaddr``, a one-row
         slice of its fragment, every stored column), None when the MemTable has none.
         A single integer key takes two binary searches and a slice, no batch arrays;
-        other keys go through :meth:`lookup`."""
+        other keys go through :meth:`lookup`. ``upto``: as for :meth:`lookup`."""
         frags = self.fragments()
-        if not frags or keys.num_rows != 1:
+        if not frags or keys.num_rows != 1 or upto == 0:
             return None
         code = self._one_code(keys)
         if code is not None:
             sorted_codes, sorted_addr = self._sorted_index(frags)
             lo = int(sorted_codes.searchsorted(code, "left"))
             hi = int(sorted_codes.searchsorted(code, "right"))
+            if upto is not None and upto < len(frags):  # its rows there come first
+                hi = lo + int(np.count_nonzero(sorted_addr[lo:hi] < np.uint64(upto << 32)))
             if hi == lo:
                 return None
             address = int(sorted_addr[lo] if hi == lo + 1 else sorted_addr[lo:hi].max())
         else:
-            address = int(self.lookup(keys)[0])
+            address = int(self.lookup(keys, upto)[0])
             if address < 0:
                 return None
         fragment = frags[address >> 32] if (address >> 32) < len(frags) else None

@@ -36,7 +36,7 @@ from lance_sql.format.naming import ManifestNaming
 from lance_sql.io.store import ObjectStore
 from lance_sql.io.uri import open_store
 from lance_sql.memwal import index as mem_wal_index
-from lance_sql.memwal.read.planner import LsmView
+from lance_sql.memwal.read.planner import LsmView, ReadMoment
 from lance_sql.memwal.read.warm import WarmView
 from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.error_bridge import ErrorRegistry
@@ -311,6 +311,10 @@ class LanceSchemaProvider(SchemaProvider):
         self._planned: dict[str, weakref.WeakSet[Planned]] = {}
         self._others: dict[str, Any] = {}
         self._warm: dict[str, WarmView] = {}  # per table: strong LSM views kept warm
+        # per (query, table, version): the moment its strong LSM reads share (while
+        # the query's providers hold it)
+        self._moments: weakref.WeakValueDictionary[tuple[str, str, int], ReadMoment] = \
+            weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
     @property  # DataFusion 55 reads a sequence property, whatever its stubs declare
@@ -379,6 +383,8 @@ class LanceSchemaProvider(SchemaProvider):
 
         if consistency == "strong":  # the latest version: a warm view, revalidated
             view = self._warm_view(uri).view_of(manifest, open_view)
+            if view is not None and parsed.query_id:
+                view = self._in_query_moment(parsed.query_id, uri, version, view)
         else:  # all from that version's MemWAL index snapshot: kept per table version
             key = (uri, version, manifest.timestamp_ns)  # re-created in place: a new one
             kept = self.resolver.runtime.cache.get_or_load(LSM_VIEWS, key, open_view)
@@ -387,6 +393,23 @@ class LanceSchemaProvider(SchemaProvider):
             return None
         return LsmTableDataset(parsed.table, view, system_columns=parsed.system_columns,
                                errors=self.errors, query_id=parsed.query_id)
+
+    def _in_query_moment(self, query_id: str, uri: str, version: int, view: LsmView
+                         ) -> LsmView:
+        """``view`` reading the moment every other reference to the table in the query
+        reads (:class:`ReadMoment`): the first reference's MemTables, region manifests
+        and MemTable rows, so a self-join or a subquery over the same table never sees
+        a key in two states while a writer of this process puts."""
+        query, dot, _ = query_id.rpartition(".")  # (a reference's id: query.reference)
+        if not dot:
+            return view  # one read alone (a point get answered without DataFusion)
+        key = (query, uri, version)
+        with self._lock:
+            moment = self._moments.get(key)
+            if moment is None:
+                self._moments[key] = view.moment
+                return view
+        return view.fresh(moment)
 
     def _warm_view(self, uri: str) -> WarmView:
         """The table's warm strong view (a strong read keyed by the manifest the resolver

@@ -111,9 +111,10 @@ def test_one_key_lookup_declines_many_keys_and_checks_its_input(tmp_path: Path) 
         writer.close()
 
 
-def test_a_put_after_a_one_key_lookup_is_seen_by_the_plan_nodes(tmp_path: Path) -> None:
-    """The one-key path's MemTable probe is not reused once rows were put: the plan's own
-    nodes, run after a put, see the newer row."""
+def test_a_one_key_lookup_plan_reads_the_moment_it_was_made(tmp_path: Path) -> None:
+    """A lookup plan reads the MemTable as it was when planned, as a scan does: its
+    nodes, run again after a put, still answer the key's row of that moment (a query
+    reads one state); a new lookup sees the put."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
                         pa.field("v", pa.string())])
     uri = str(tmp_path / "t.lance")
@@ -126,8 +127,10 @@ def test_a_put_after_a_one_key_lookup_is_seen_by_the_plan_nodes(tmp_path: Path) 
         plan = mw.view().lookup_plan(pa.table({"id": [1]}))
         assert plan.to_table().column("v").to_pylist() == ["b1"]
         writer.put(pa.table({"id": [1], "v": ["new"]}, schema=schema))
-        assert plan.root.to_table().column("v").to_pylist() == ["new"]
+        assert plan.root.to_table().column("v").to_pylist() == ["b1"]
         assert mw.get({"id": [1]}).column("v").to_pylist() == ["new"]
+        assert mw.view().lookup_plan(pa.table({"id": [1]})).to_table() \
+            .column("v").to_pylist() == ["new"]
     finally:
         writer.close()
 
@@ -149,7 +152,7 @@ def test_a_memtable_answers_one_key_from_its_key_index_alone(
         calls: list[int] = []
         real = MemTable.lookup_one
         monkeypatch.setattr(MemTable, "lookup_one",
-                            lambda self, k: calls.append(1) or real(self, k))
+                            lambda self, k, upto=None: calls.append(1) or real(self, k, upto))
 
         def refuse(*args: object, **kwargs: object) -> None:
             raise AssertionError("the batch path was taken for one key")

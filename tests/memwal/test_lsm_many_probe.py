@@ -229,7 +229,7 @@ def test_memtables_probed_by_key_codes_equal_the_key_table_probe(
     tag = np.array(fast.column("v").to_pylist()) - np.array(fast.column("id").to_pylist())
     if which == "routed":  # (unrouted: the moved keys' older rows in listed-first
         assert (tag == 9).sum() >= 20  # regions win, as the nodes' coalesce picks them)
-    monkeypatch.setattr(MemTable, "lookup_codes", lambda self, codes, key_type: None)
+    monkeypatch.setattr(MemTable, "lookup_codes", lambda self, codes, key_type, upto=None: None)
     probes = many_mod.CODE_PROBES[0]
     general = mw.view().lookup_plan(keys, columns).many.to_table()
     assert many_mod.CODE_PROBES[0] == probes

@@ -97,6 +97,33 @@ def test_lookup_by_codes_takes_each_keys_latest_row() -> None:
     assert got.tolist() == [latest.get(k, -1) for k in ids.tolist()]
 
 
+def test_lookups_within_the_first_fragments_find_each_keys_latest_row_there() -> None:
+    """``upto``: a read's snapshot of the first n fragments. Each lookup (by key table,
+    by codes, one key) answers as a MemTable holding only those fragments would,
+    whether or not the key index was sorted after more fragments were put."""
+    m = MemTable(MEMTABLE, ["id"], generation=4)
+    rng = np.random.default_rng(3)
+    puts = [rng.integers(0, 60, 40).tolist() for _ in range(9)]
+    for put, ids in enumerate(puts):
+        m.insert(_rows(ids, float(put)))
+    m.lookup_codes(np.arange(3, dtype=np.int64), pa.int64())  # the index of all nine
+    ids = np.arange(-2, 63, dtype=np.int64)
+    for upto in range(0, 10):
+        alone = MemTable(MEMTABLE, ["id"], generation=4)
+        for put, written in enumerate(puts[:upto]):
+            alone.insert(_rows(written, float(put)))
+        want = alone.lookup(pa.table({"id": ids})).tolist()
+        assert m.lookup(pa.table({"id": ids}), upto).tolist() == want
+        got = m.lookup_codes(ids, pa.int64(), upto)
+        assert got is not None and got.tolist() == want
+        for key, address in zip(ids.tolist(), want, strict=True):
+            one = m.lookup_one(pa.table({"id": [key]}), upto)
+            assert (one[0] if one is not None else -1) == address
+            if one is not None:
+                assert one[1].column("v").to_pylist() == \
+                    alone.take(np.array([address])).column("v").to_pylist()
+
+
 def test_composite_string_keys_confirm_hash_matches() -> None:
     schema = memtable_schema(LanceSchema.from_arrow(pa.schema([
         pa.field("a", pa.int32(), False, {"lance-schema:unenforced-primary-key:position": "2"}),

@@ -353,13 +353,13 @@ class ManyKeyLookup:
             if not mine.size:
                 continue
             addresses = (None if key_type is None
-                         else s.memtable.lookup_codes(codes[mine], key_type))
+                         else s.lookup_codes(codes[mine], key_type))
             if addresses is None:
                 if mine.size == n:  # every key: the table as it is, keys in their order
                     mine, table = np.arange(n), keys.table
                 else:
                     table = keys.table.take(array_from_numpy(mine, pa.int64()))
-                addresses = s.memtable.lookup(table)
+                addresses = s.lookup_keys(table)
             else:
                 CODE_PROBES[0] += 1
             hit = addresses >= 0

@@ -131,6 +131,36 @@ class _Unclaimed(Exception):
     """A region listed before its first manifest was written."""
 
 
+class ReadMoment:
+    """The moment one read of a MemWAL table sees, fixed on first use: the regions
+    listed, each region's manifest, this process's MemTables of it and how many
+    fragments each MemTable had then (MemTables only get fragments appended: the first
+    n are its rows of that moment). A view holds one (:meth:`LsmView.fresh` starts a new
+    one); views given the same moment read the same state, as the references to one
+    table in one SQL query do: a self-join never sees a key in two states, whatever a
+    writer of this process puts or flushes meanwhile. Entries are written once
+    (``setdefault``): threads taking one at once keep the first."""
+
+    def __init__(self) -> None:
+        self.memtables: dict[uuid.UUID, list[MemTable]] = {}
+        self.manifests: dict[uuid.UUID, RegionManifest | None] = {}
+        self.fragments: dict[object, int] = {}  # MemTable token -> fragments seen
+        self._listed: dict[str, list] = {}
+
+    @property
+    def listed(self) -> list | None:
+        """The regions listed (see :meth:`LsmView._listed`), None until listed."""
+        return self._listed.get("regions")
+
+    def list_once(self, listed: list) -> list:
+        """``listed`` as this moment's regions, or those another thread listed first."""
+        return self._listed.setdefault("regions", listed)
+
+    def fragments_of(self, memtable: MemTable | RenamedMemTable) -> int:
+        """How many of ``memtable``'s fragments this moment sees (fixed on first ask)."""
+        return self.fragments.setdefault(memtable.token, len(memtable.fragments()))
+
+
 @dataclass(frozen=True)
 class RegionState:
     """A region as a read sees it: its flushed generations and spec values."""
@@ -288,10 +318,11 @@ class LsmView:
         self._one_key_schema = (pa.schema([pa.field(self.key_columns[0], self._key_types[0])])
                                 if self._key_types is not None and len(self._key_types) == 1
                                 else None)
-        # a region's MemTables (strong reads), taken from this process's writer of it
-        # right before its manifest is read: a MemTable flushed in between is then
-        # found as a generation, never missed (and never read twice: see sources)
-        self._memtables: dict[uuid.UUID, list[MemTable]] = {}
+        # what this read sees (see ReadMoment): a region's MemTables (strong reads) are
+        # taken from this process's writer of it right before its manifest is read, so
+        # a MemTable flushed in between is found as a generation, never missed (and
+        # never read twice: see sources)
+        self.moment = ReadMoment()
         self.warm = warm
         self._lookup_schemas: dict[tuple[str, ...], pa.Schema] = {}
         # id of a lookup schema -> (it, the columns a source's lookup reads of it)
@@ -328,24 +359,23 @@ class LsmView:
         # version): that manifest's file name (spelt once, not per read)
         self._region_logs: dict[uuid.UUID, tuple[RegionLog, str]] = {}
         self._manifest_names: dict[tuple[uuid.UUID, int], str] = {}
-        self._listed_cache: list | None = None
         self.kept: list[RegionState] = []
         self.total_regions = 0
         # a one-key lookup's key table and its key as Python values (see _one_key)
         self._one_values: tuple[pa.Table, list[object]] | None = None
 
-    def fresh(self) -> LsmView:
+    def fresh(self, moment: ReadMoment | None = None) -> LsmView:
         """This view's base version and MemWAL index with this moment's MemTables and
-        regions (what a strong read must re-read; see :mod:`.warm`). A snapshot view's
+        regions (what a strong read must re-read; see :mod:`.warm`), or those of
+        ``moment`` (another view's: both then read the same state). A snapshot view's
         regions are its base version's, read once."""
         view = object.__new__(type(self))  # a shallow copy (as copy.copy, in fewer steps)
         view.__dict__.update(self.__dict__)
-        view._reset()  # (its own copy)
+        view._reset(moment)  # (its own copy)
         return view
 
-    def _reset(self) -> None:
-        self._memtables = {}  # taken again, region by region (see __init__)
-        self._listed_cache = None
+    def _reset(self, moment: ReadMoment | None = None) -> None:
+        self.moment = moment if moment is not None else ReadMoment()
         self.kept = []
         self.total_regions = 0
         self._one_values = None
@@ -353,18 +383,27 @@ class LsmView:
     def _take_memtables(self, rid: uuid.UUID) -> None:
         """Region ``rid``'s MemTables of this moment, taken once per read before the
         region's manifest is read (see __init__); none for a snapshot read."""
-        if self.consistency == "strong" and rid not in self._memtables:
-            self._memtables[rid] = open_memtables_of(self.base.store.uri, rid)
+        if self.consistency == "strong" and rid not in self.moment.memtables:
+            self.moment.memtables.setdefault(rid, open_memtables_of(self.base.store.uri, rid))
 
     def _latest_manifest(self, rid: uuid.UUID) -> RegionManifest | None:
+        """Region ``rid``'s manifest as this read's moment sees it (the latest when first
+        asked), its MemTables taken right before."""
+        pinned = self.moment.manifests
+        if rid in pinned:
+            return pinned[rid]
+        return pinned.setdefault(rid, self._read_latest_manifest(rid))
+
+    def _read_latest_manifest(self, rid: uuid.UUID) -> RegionManifest | None:
         warm = self.warm
+        memtables = self.moment.memtables
         known = self._region_logs.get(rid)
         if known is None:
             log = RegionLog(self.base.store, rid)
             known = (log, log.paths.manifest_dir)
             _keep(self._region_logs, rid, known, _STATES_KEPT)
         log, manifest_dir = known
-        if warm is None or self.consistency != "strong" or rid in self._memtables:
+        if warm is None or self.consistency != "strong" or rid in memtables:
             self._take_memtables(rid)  # MemTables first, the manifest after
             return log.latest() if warm is None else warm.latest_manifest(log)
         # as above, with one walk of the region's manifest directory for both the check
@@ -372,31 +411,30 @@ class LsmView:
         # still the file it wrote) and the directory's stamp, taken after the MemTables
         writer = registered_writer(self.base.store.uri, rid)
         if writer is None:
-            self._memtables[rid] = []
+            memtables.setdefault(rid, [])
             return warm.latest_manifest(log, self.base.store.directory_stamp(manifest_dir))
-        memtables = writer.memtables()
+        held = writer.memtables()
         committed = writer.committed  # (one read: the writer may commit meanwhile)
         name = self._manifest_names.get((rid, committed[0]))
         if name is None:
             name = log.paths.manifest(committed[0]).rpartition("/")[2]
             _keep(self._manifest_names, (rid, committed[0]), name, _STATES_KEPT)
         stamp, seen = self.base.store.stamp_and_identities(manifest_dir, [name])
-        self._memtables[rid] = memtables if writer.of_table_seen(committed, seen[0]) else []
+        memtables.setdefault(rid, held if writer.of_table_seen(committed, seen[0]) else [])
         return warm.latest_manifest(log, stamp)
 
     # ------------------------------------------------------------------ regions
     def _listed(self) -> list[tuple[uuid.UUID, int, pa.Table | None, RegionManifest | None,
                                     tuple[tuple[int, str], ...] | None]]:
         """(region, spec id, values, manifest if read, flushed if known) per region."""
-        if self._listed_cache is not None:
-            return self._listed_cache
+        listed = self.moment.listed
+        if listed is not None:
+            return listed
         if self.consistency == "snapshot" and self._snapshot_listing:
-            self._listed_cache = self._snapshot_listing[0]
-            return self._listed_cache
+            return self._listing(self._snapshot_listing[0])
         out: list = []  # published once filled: a half-made listing is never seen
         if not self.has_index:  # the base table alone
-            self._listed_cache = out
-            return out
+            return self._listing(out)
         if self.consistency == "snapshot":
             snap = read_snapshot(self.base)
             for row in range(snap.num_rows):
@@ -410,8 +448,7 @@ class LsmView:
                                 snap.column("flushed_generations")[row].as_py())
                 out.append((rid, spec_id, values, None, flushed))
             self._snapshot_listing[:] = [out]
-            self._listed_cache = out
-            return out
+            return self._listing(out)
         uri = self.base.store.uri
         cache = current_runtime().cache
         warm = self.warm
@@ -425,15 +462,13 @@ class LsmView:
             # same names, without listing them
             stamp = store.directory_stamp(MEM_WAL_DIR)
             if stamp is not None and listing is not None and listing[2] == stamp[0]:
-                self._listed_cache = listing[1]
-                return listing[1]
+                return self._listing(listing[1])
             names = tuple(store.list_dir(MEM_WAL_DIR))
             if listing is not None and listing[0] == names:
                 # every region there had a manifest then; spec ids and values are fixed
                 if stamp is not None and stamp[1]:  # (the same list: routes stay tied)
                     warm.listing = (names, listing[1], stamp[0])
-                self._listed_cache = listing[1]
-                return listing[1]
+                return self._listing(listing[1])
             found = [RegionPaths.parse_region_dir(n) for n in names]
             rids = sorted(p.region_id for p in found if p is not None)
         else:
@@ -469,8 +504,11 @@ class LsmView:
             warm.listing = None if unclaimed else (
                 names, [(r[0], r[1], r[2], None, None) for r in out],
                 stamp[0] if stamp is not None and stamp[1] else None)
-        self._listed_cache = out
-        return out
+        return self._listing(out)
+
+    def _listing(self, listed: list) -> list:
+        """``listed`` as this read's regions (another thread's, when it listed first)."""
+        return self.moment.list_once(listed)
 
     def _check_indexed_regions_listed(self, listed: set[uuid.UUID]) -> None:
         """A FormatError naming the regions the MemWAL index lists that have no manifest
@@ -551,10 +589,11 @@ class LsmView:
         for index, region in enumerate(regions):
             generations, flushed_up_to = self._generations(region, index, lazy)
             mine: list[Source] = []
-            for memtable in self._memtables.get(region.region_id, []):
+            for memtable in self.moment.memtables.get(region.region_id, []):
                 if memtable.generation > flushed_up_to and memtable.num_rows:
                     mine.append(MemTableSource(self._named_memtable(memtable),
-                                               region.region_id, index))
+                                               region.region_id, index,
+                                               self.moment.fragments_of(memtable)))
             # (a MemTable's generation is above every flushed one: newest first overall)
             out.extend(sorted(mine, key=lambda s: -s.gen))
             out.extend(generations)
@@ -936,7 +975,7 @@ class LsmView:
             if trace is not None:
                 trace.add("sources_asked")
             if isinstance(source, MemTableSource):  # its key index, then a one-row slice
-                found = source.memtable.lookup_one(lookup_keys.table)
+                found = source.lookup_one(lookup_keys.table)
                 if found is None:
                     continue
                 address, row = found

@@ -921,8 +921,9 @@ class RenamedMemTable:
     def bloom(self) -> PrimaryKeyBloom:
         return self.memtable.bloom
 
-    def lookup_codes(self, codes: np.ndarray, key_type: pa.DataType) -> np.ndarray | None:
-        return self.memtable.lookup_codes(codes, key_type)
+    def lookup_codes(self, codes: np.ndarray, key_type: pa.DataType,
+                     upto: int | None = None) -> np.ndarray | None:
+        return self.memtable.lookup_codes(codes, key_type, upto)
 
     def _named(self, table: pa.Table) -> pa.Table:
         table = table.rename_columns([self._new.get(n, n) for n in table.column_names])
@@ -939,11 +940,12 @@ class RenamedMemTable:
     def fragments(self) -> list[MemFragment]:
         return [replace(f, rows=self._named(f.rows)) for f in self.memtable.fragments()]
 
-    def lookup(self, keys: pa.Table) -> np.ndarray:
-        return self.memtable.lookup(self._asked(keys))
+    def lookup(self, keys: pa.Table, upto: int | None = None) -> np.ndarray:
+        return self.memtable.lookup(self._asked(keys), upto)
 
-    def lookup_one(self, keys: pa.Table) -> tuple[int, pa.Table] | None:
-        found = self.memtable.lookup_one(self._asked(keys))
+    def lookup_one(self, keys: pa.Table, upto: int | None = None
+                   ) -> tuple[int, pa.Table] | None:
+        found = self.memtable.lookup_one(self._asked(keys), upto)
         return None if found is None else (found[0], self._named(found[1]))
 
     def take(self, addresses: np.ndarray) -> pa.Table:
@@ -951,22 +953,24 @@ class RenamedMemTable:
 
 
 class MemTableSource(InMemorySource):
-    """A writer's MemTable in this process, as of the moment the plan was made (rows put
-    later are not seen: the snapshot is of its fragments then). Lookups use the
-    MemTable's own key index."""
+    """A writer's MemTable in this process, as of the moment the plan was made (or its
+    first ``fragment_count`` fragments: the moment of the read, see
+    :class:`~.planner.ReadMoment`): rows put later are not seen, by scans or lookups.
+    Lookups use the MemTable's own key index, left to the snapshot's rows."""
 
     kind = "memtable"
     exact_lookup = True
 
     def __init__(self, memtable: MemTable | RenamedMemTable, region: uuid.UUID,
-                 region_index: int | None) -> None:
+                 region_index: int | None, fragment_count: int | None = None) -> None:
         Source.__init__(self, memtable.generation, region, region_index,
                         memtable.primary_key)
         self.memtable = memtable
-        self._fragments = memtable.fragments()  # the snapshot; rows built when scanned
+        # the snapshot (a MemTable only gets fragments appended); rows built when scanned
+        self._fragments = memtable.fragments()[:fragment_count]
         self._table: pa.Table | None = None
         self._rows = None
-        self._found: tuple[Keys, np.ndarray, int] | None = None  # see might_hold
+        self._found: tuple[Keys, np.ndarray] | None = None  # see might_hold
 
     @property
     def identity(self) -> Hashable:
@@ -1023,20 +1027,35 @@ class MemTableSource(InMemorySource):
     def bloom(self) -> PrimaryKeyBloom:
         return self.memtable.bloom
 
+    @property
+    def fragment_count(self) -> int:
+        """How many of the MemTable's fragments the snapshot holds (lookups' bound)."""
+        return len(self._fragments)
+
+    def lookup_codes(self, codes: np.ndarray, key_type: pa.DataType) -> np.ndarray | None:
+        """The MemTable's :meth:`~MemTable.lookup_codes` within the snapshot."""
+        return self.memtable.lookup_codes(codes, key_type, len(self._fragments))
+
+    def lookup_keys(self, keys: pa.Table) -> np.ndarray:
+        """The MemTable's :meth:`~MemTable.lookup` within the snapshot."""
+        return self.memtable.lookup(keys, len(self._fragments))
+
+    def lookup_one(self, keys: pa.Table) -> tuple[int, pa.Table] | None:
+        """The MemTable's :meth:`~MemTable.lookup_one` within the snapshot."""
+        return self.memtable.lookup_one(keys, len(self._fragments))
+
     def might_hold(self, keys: Keys) -> bool:
-        rows = self.memtable.num_rows
-        addresses = self.memtable.lookup(keys.table)
-        # the lookup right after needs not search again, unless rows were put meanwhile
-        self._found = (keys, addresses, rows)
+        addresses = self.lookup_keys(keys.table)
+        # the lookup right after needs not search again
+        self._found = (keys, addresses)
         return bool((addresses >= 0).any())
 
     def lookup(self, keys: Keys, columns: Sequence[str]) -> pa.Table:
-        # rows put since the plan was made may answer too: they are newer still
         found, self._found = self._found, None
-        if found is not None and found[0] is keys and found[2] == self.memtable.num_rows:
+        if found is not None and found[0] is keys:
             addresses = found[1]
         else:
-            addresses = self.memtable.lookup(keys.table)
+            addresses = self.lookup_keys(keys.table)
         hit = addresses >= 0
         if not hit.any():  # the usual answer of a MemTable: nothing read
             schema = self.memtable.arrow_schema
