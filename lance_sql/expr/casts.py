@@ -156,6 +156,7 @@ def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:
     all; nested fields' NULLs are the writer's to refuse)."""
     if table.schema.names != schema.names:
         return table.cast(schema)  # (pyarrow words the mismatch)
+    columns = []
     for i, field in enumerate(table.schema):
         want = schema.field(i)
         values = table.column(i)
@@ -164,8 +165,9 @@ def cast_table_like_datafusion(table: pa.Table, schema: pa.Schema) -> pa.Table:
         if not want.nullable and values.null_count:
             raise pa.ArrowInvalid(f"column {want.name!r} is not nullable but holds null "
                                   "values")
-        table = table.set_column(i, want, values)
-    return table.replace_schema_metadata(schema.metadata)
+        columns.append(values)
+    # one table of them all (a column set at a time copied the table's columns each time)
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _rounds(source: pa.DataType, target: pa.DataType) -> bool:

@@ -123,8 +123,9 @@ def _merge_one(base: LanceDataset, region_id: uuid.UUID, generation: int, path: 
         raise
     rows = latest_rows(_as_base_columns(rows, gen.manifest.schema, base.manifest.schema), keys)
     columns = [f.name for f in base.manifest.schema.fields]
-    source = rows.select([c for c in columns if c in rows.column_names]
-                         + ([TOMBSTONE] if TOMBSTONE in rows.column_names else []))
+    held = set(rows.column_names)
+    source = rows.select([c for c in columns if c in held]
+                         + ([TOMBSTONE] if TOMBSTONE in held else []))
     builder = (base.merge_insert(keys).when_matched_update_all()
                .when_not_matched_insert_all()
                .mark_generations_merged([MergedGeneration(region_id, generation)]))

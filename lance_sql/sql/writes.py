@@ -262,7 +262,8 @@ class WriteRunner:
         refuse_lsm_row_writes(ds, stmt.table, "INSERT OVERWRITE" if stmt.overwrite else "INSERT")
         target = ds.schema
         names = list(stmt.columns) if stmt.columns is not None else target.names
-        unknown = [n for n in names if n not in target.names]
+        known = set(target.names)
+        unknown = [n for n in names if n not in known]
         if unknown:
             raise NotFoundError(f"INSERT: table {stmt.table!r} has no column(s) {unknown}; "
                                 f"columns: {target.names}")
@@ -315,7 +316,8 @@ class WriteRunner:
     # -- ALTER TABLE ------------------------------------------------------------------------------
     def _addcolumns(self, stmt: AddColumns) -> pa.Table:
         ds = self.session.dataset(stmt.table)
-        existing = [c.name for c in stmt.columns if c.name in ds.schema.names]
+        known = set(ds.schema.names)
+        existing = [c.name for c in stmt.columns if c.name in known]
         if existing:
             raise InvalidInputError(f"ALTER TABLE ADD COLUMN: {stmt.table!r} already has "
                                     f"column(s) {existing}")
@@ -326,7 +328,8 @@ class WriteRunner:
         ds = self.session.dataset(stmt.table)
         names = list(stmt.columns)
         if stmt.if_exists:
-            names = [n for n in names if n in ds.schema.names]
+            known = set(ds.schema.names)
+            names = [n for n in names if n in known]
             if not names:
                 return _one_row(table=stmt.table, version=ds.version)
         ds.drop_columns(names)
@@ -462,7 +465,8 @@ def _expand_stars(stmt: Merge, target: pa.Schema, source: list[str]) -> Merge:
     alias = quote_identifier(stmt.source_alias)
     target_alias = quote_identifier(stmt.target_alias)
     source_keys = {s: t for t, s in stmt.keys}
-    extra = [n for n in source if n not in target.names and n not in source_keys]
+    known = set(target.names)
+    extra = [n for n in source if n not in known and n not in source_keys]
     keys = dict(stmt.keys)
     clauses = []
     for clause in stmt.clauses:

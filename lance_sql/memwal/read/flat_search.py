@@ -41,7 +41,8 @@ def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.nd
     if isinstance(columns, str):
         raise InvalidInputError("columns must be a list of column names")
     output = list(schema.names if columns is None else columns)
-    missing = [c for c in output if c not in full.names]
+    known = set(full.names)
+    missing = [c for c in output if c not in known]
     if missing:
         raise InvalidInputError(f"{ds.uri} has no columns {missing}")
     predicate = parse_predicate(filter) if isinstance(filter, str) and filter.strip() else (

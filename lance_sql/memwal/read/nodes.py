@@ -302,7 +302,8 @@ class ScanExec(ExecNode):
             if self.pushed is not None:
                 # (spelled as the view's columns, which the winners hold by those names)
                 table = filter_table(table, self.pushed)
-                table = table.select([n for n in wanted if n in table.schema.names])
+                held = set(table.schema.names)
+                table = table.select([n for n in wanted if n in held])
             scan: Iterable[pa.RecordBatch] = table.to_batches()
         elif self.stepwise:
             scan = self.source.scan(wanted, self.pushed, drop_rows or None, stepwise=True,

@@ -402,7 +402,8 @@ class GenerationSource(_LanceSource):
                 return
             resolved = resolve(predicate, table.schema)
             table = filter_table(table, resolved)
-        names = [c for c in dict.fromkeys(columns) if c in table.column_names]
+        held = set(table.column_names)
+        names = [c for c in dict.fromkeys(columns) if c in held]
         yield from table.select(names).to_batches()
 
     def key_rows(self) -> KeyRows:
@@ -840,7 +841,8 @@ class InMemorySource(Source):
         if predicate is not None:
             resolved = resolve(predicate, _filter_schema(table.schema))
             table = filter_table(table, resolved)
-        names = [c for c in columns if c in table.column_names]
+        held = set(table.column_names)
+        names = [c for c in columns if c in held]
         yield from table.select(names).to_batches(max_chunksize=BATCH_ROWS)
 
     def held_rows(self) -> pa.Table:

@@ -206,6 +206,8 @@ class FragmentReader:
         # fields taken, kept for the next take of the very same fields (see _file_groups)
         self._grouped: tuple[Sequence[LanceField], list[tuple[
             DataFile | None, list[int], dict[int, int] | None]]] | None = None
+        # data file path -> its columns by field id (see _column_map)
+        self._column_maps: dict[str, dict[int, int]] = {}
         # field id -> (data file, column index); later files win for a field id.
         self._locations: dict[int, tuple[DataFile, int]] = {}
         for data_file in fragment.files:
@@ -255,11 +257,17 @@ class FragmentReader:
         return groups
 
     def _column_map(self, data_file: DataFile) -> dict[int, int]:
-        return {
-            fid: col
-            for fid, col in zip(data_file.fields, data_file.column_indices, strict=False)
-            if fid >= 0
-        }
+        """``data_file``'s columns by field id, made once per reader: a scan reads column
+        by column, and a map made per read cost columns² on wide tables."""
+        known = self._column_maps.get(data_file.path)
+        if known is None:
+            known = {
+                fid: col
+                for fid, col in zip(data_file.fields, data_file.column_indices, strict=False)
+                if fid >= 0
+            }
+            self._column_maps[data_file.path] = known  # (racing threads: the same map)
+        return known
 
     def read(
         self, fields: Sequence[LanceField], *, offset: int = 0, length: int | None = None

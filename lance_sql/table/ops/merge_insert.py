@@ -137,12 +137,14 @@ def _check_source(base: Manifest, source: pa.Table, keys: list[str],
     their keys: their other values may be NULL even where the table forbids it."""
     target = base.schema.to_arrow()
     source = table_in_table_order(source, target)
+    # (name sets made once: ``column_names`` and ``names`` are new lists each time read)
+    given, known = set(source.column_names), set(target.names)
     for key in keys:
-        if key not in source.column_names:
+        if key not in given:
             raise SchemaError(f"merge_insert key {key!r} is not a column of the source data")
-        if key not in target.names:
+        if key not in known:
             raise SchemaError(f"merge_insert key {key!r} is not a column of the table")
-    missing = [f for f in target if f.name not in source.column_names]
+    missing = [f for f in target if f.name not in given]
     try:
         base.schema.check_append_compatible(pa.schema(list(source.schema) + missing))
     except SchemaError as exc:
@@ -236,7 +238,8 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
     except BaseException:
         rewrite.writer.abort()
         raise
-    modified = tuple(leaf.id for top in base.schema.fields if top.name in source.column_names
+    given = set(source.column_names)
+    modified = tuple(leaf.id for top in base.schema.fields if top.name in given
                      for leaf in top.walk()) if updated else ()
     check = _no_concurrent_inserts(store, keys, new_keys) if new_keys is not None else None
     manifest = rewrite.commit(modified, check, merged_generations=spec.merged)
@@ -322,8 +325,9 @@ def _complete(base: Manifest, rows: pa.Table, old: pa.Table | None = None) -> pa
     """``rows`` with every table column: missing ones from ``old`` or NULL."""
     arrow = base.schema.to_arrow()
     columns = []
+    given = set(rows.column_names)
     for field in arrow:
-        if field.name in rows.column_names:
+        if field.name in given:
             columns.append(rows.column(field.name))
         elif old is not None:
             columns.append(old.column(field.name))
@@ -337,7 +341,8 @@ def _complete(base: Manifest, rows: pa.Table, old: pa.Table | None = None) -> pa
 
 def _rewrite_matched(store: ObjectStore, base: Manifest, rewrite: RowRewrite, source: pa.Table,
                      src_rows: np.ndarray, addresses: np.ndarray) -> int:
-    missing = [f.name for f in base.schema.fields if f.name not in source.column_names]
+    given = set(source.column_names)
+    missing = [f.name for f in base.schema.fields if f.name not in given]
     for frag, offsets, positions in by_fragment(base, addresses):
         new = source.take(pa.array(src_rows[positions]))
         old = _take_target(store, base, addresses[positions], missing) if missing else None
@@ -396,7 +401,8 @@ def apply_row_changes(ctx: WriteContext, changes: Callable[[Manifest], RowChange
         if len(updated_addr):
             groups = []
             for addresses, values in found.updated:
-                unset = [f.name for f in arrow if f.name not in values.column_names]
+                given = set(values.column_names)
+                unset = [f.name for f in arrow if f.name not in given]
                 old = _take_target(store, base, np.asarray(addresses, np.uint64), unset) \
                     if unset else None
                 groups.append(_complete(base, values, old))

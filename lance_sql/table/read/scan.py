@@ -51,6 +51,7 @@ from lance_sql.table.files.reader import (
 from lance_sql.table.read import take_many
 from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask, typed
 from lance_sql.table.read.masks import bool_array
+from lance_sql.table.read.prune import address_ranges, fragment_spans
 from lance_sql.table.runtime.workers import WorkerPool
 
 DEFAULT_BATCH_SIZE = 8192
@@ -769,6 +770,15 @@ class Scanner:
         self.limit = limit
         self.offset = offset or 0
         self.fragments = tuple(manifest.fragments if fragments is None else fragments)
+        # a filter on _rowaddr or _rowid reads only the fragments (and the rows of them)
+        # its addresses can reach: a point lookup by row id opens one fragment, not all
+        self._spans: dict[int, tuple[int, int]] = {}
+        if self._plan.predicate is not None:
+            ranges = address_ranges(store, manifest, self._plan.predicate)
+            if ranges is not None:
+                spans = fragment_spans(self.fragments, ranges)
+                self.fragments = tuple(f for f, _, _ in spans)
+                self._spans = {f.id: (a, b) for f, a, b in spans if b - a != f.physical_rows}
         self.num_threads = num_threads or min(8, os.cpu_count() or 1)
         self.indexed = indexed(self._plan, self.fragments) if indexed is not None else None
         self.drop_rows = drop_rows or {}
@@ -795,8 +805,18 @@ class Scanner:
     def _read_fragment(self, fragment: Fragment) -> pa.Table:
         if self.indexed is not None and self.indexed.covers(fragment.id):
             return self.indexed.read(fragment)
+        start, stop = self._span(fragment)
+        if stop - start != fragment.physical_rows:  # the rows a row-address filter reaches
+            return scan_fragment(self.store, self.manifest, fragment, self.plan,
+                                 offset=start, length=stop - start,
+                                 drop=self.drop_rows.get(fragment.id))
         return scan_fragment(self.store, self.manifest, fragment, self.plan,
                              drop=self.drop_rows.get(fragment.id))
+
+    def _span(self, fragment: Fragment) -> tuple[int, int]:
+        """The physical rows of ``fragment`` the scan reads (all, unless a filter on row
+        addresses reaches only some)."""
+        return self._spans.get(fragment.id, (0, fragment.physical_rows))
 
     def _read_range(self, piece: tuple[Fragment, int, int]) -> pa.Table:
         return self._read_first(piece, None)
@@ -910,10 +930,9 @@ class Scanner:
         the consumer's thread, a range's count includes no later range's rows.)"""
         for frag in frags:
             whole = self.indexed is not None and self.indexed.covers(frag.id)
-            start = 0
-            while start < frag.physical_rows:
-                stop = frag.physical_rows if whole else min(frag.physical_rows,
-                                                            start + sizer.next_rows())
+            start, end = (0, frag.physical_rows) if whole else self._span(frag)
+            while start < end:
+                stop = end if whole else min(end, start + sizer.next_rows())
                 yield frag, start, stop, sizer.still_wanted() if exact else None
                 start = stop
 

@@ -81,16 +81,18 @@ def _chunks_in_table_order(column: pa.ChunkedArray, target: pa.DataType) -> pa.C
 
 
 def _schema_in_table_order(schema: pa.Schema, table: pa.Schema) -> pa.Schema:
+    names = set(table.names)  # (once: ``names`` is a new list each time it is read)
     return pa.schema([f.with_type(type_in_table_order(f.type, table.field(f.name).type))
-                      if f.name in table.names else f for f in schema],
+                      if f.name in names else f for f in schema],
                      metadata=schema.metadata)
 
 
 def table_in_table_order(data: pa.Table, table: pa.Schema) -> pa.Table:
     """``data`` with its struct columns' fields in the order of ``table``'s columns of
     the same name."""
+    names = set(table.names)  # (once: ``names`` is a new list each time it is read)
     for i, field in enumerate(data.schema):
-        if field.name in table.names:
+        if field.name in names:
             column = _chunks_in_table_order(data.column(i), table.field(field.name).type)
             if column.type != field.type:
                 data = data.set_column(i, field.with_type(column.type), column)
@@ -104,10 +106,12 @@ def reader_in_table_order(reader: pa.RecordBatchReader, table: pa.Schema
     if out == reader.schema:
         return reader
 
+    names = set(table.names)
+
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
             columns = [array_in_table_order(c, table.field(f.name).type)
-                       if f.name in table.names else c
+                       if f.name in names else c
                        for f, c in zip(batch.schema, batch.columns, strict=True)]
             yield pa.RecordBatch.from_arrays(columns, schema=out)
 

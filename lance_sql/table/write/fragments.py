@@ -245,7 +245,8 @@ def with_primary_key(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
     """``schema`` with ``columns`` marked as its (unenforced) primary key, in that order:
     field metadata ``lance-schema:unenforced-primary-key`` (and ``:position`` for
     composite keys), and not nullable."""
-    missing = [c for c in columns if c not in schema.names]
+    known = set(schema.names)
+    missing = [c for c in columns if c not in known]
     if missing or len(set(columns)) != len(columns):
         raise InvalidInputError(f"primary key {list(columns)}: every column must exist once; "
                                 f"columns: {schema.names}")
