@@ -21,12 +21,18 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
 from lance_sql.format.index import decode_index_section
-from lance_sql.format.memwal import MEM_WAL_INDEX_NAME, MemWalIndexDetails, details_of
+from lance_sql.format.memwal import (
+    MEM_WAL_INDEX_NAME,
+    FlushedGeneration,
+    MemWalIndexDetails,
+    details_of,
+)
 from lance_sql.io.store import ObjectStore
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.merger import region_ids
@@ -124,6 +130,7 @@ def _collect_region(store: ObjectStore, region_id: uuid.UUID, details: MemWalInd
     manifest = log.latest()
     if manifest is None:
         return
+    _check_listed_generations(store, log.paths, manifest.flushed_generations, merged)
     limit = merged
     catchup = _catchup_limit(details, region_id)
     if catchup is not None:
@@ -163,6 +170,28 @@ def _collect_region(store: ObjectStore, region_id: uuid.UUID, details: MemWalInd
     for version in versions[:-keep_manifests]:
         store.delete(paths.manifest(version))
         result.manifests += 1
+
+
+def _check_listed_generations(store: ObjectStore, paths: RegionPaths,
+                              flushed: Sequence[FlushedGeneration], merged: int) -> None:
+    """Refuse (FormatError, nothing removed) a region manifest whose flushed generations
+    do not name their directories: each must be a generation directory of its own
+    number, and one not merged yet must exist. Otherwise the real directory of a
+    generation would look unlisted, an orphan, and be deleted with its rows."""
+    present = set(store.list_dir(paths.root))
+    for g in flushed:
+        parsed = GenerationDir.parse(g.path)
+        if parsed is None or parsed.generation != g.generation:
+            raise FormatError(
+                f"{paths.root}: the region manifest lists generation {g.generation} at "
+                f"{g.path!r}, not a directory of that generation: the manifest is damaged "
+                "(garbage collection removed nothing)")
+        if g.generation > merged and g.path not in present:
+            raise FormatError(
+                f"{paths.root}: the region manifest lists unmerged generation "
+                f"{g.generation} at {g.path!r}, which does not exist: the manifest is "
+                "damaged or the generation's files are lost (garbage collection removed "
+                "nothing)")
 
 
 def _stale(store: ObjectStore, prefix: str, now_ns: int, grace: timedelta) -> bool:

@@ -11,8 +11,13 @@ import pytest
 from test_merger import SCHEMA, A, B, _base, _flush, _rows
 
 import lance_sql
-from lance_sql.errors import InvalidInputError
-from lance_sql.format.memwal import IndexCatchupProgress, MemWalIndexDetails, MergedGeneration
+from lance_sql.errors import FormatError, InvalidInputError
+from lance_sql.format.memwal import (
+    FlushedGeneration,
+    IndexCatchupProgress,
+    MemWalIndexDetails,
+    MergedGeneration,
+)
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.memwal.gc import _catchup_limit, collect_garbage
 from lance_sql.memwal.merger import merge
@@ -107,3 +112,36 @@ def test_a_kept_version_from_before_the_mem_wal_holds_nothing_back(tmp_path: Pat
     assert _rows(ds) == {**{i: f"base{i}" for i in range(10) if i != 2}, 1: "a", 30: "c"}
     first = lance_sql.dataset(ds.uri, version="initial").to_table()
     assert first.column("v").to_pylist() == data.column("v").to_pylist()
+
+
+@pytest.mark.parametrize("damage", ["unparsable", "another-prefix", "another-number"])
+def test_a_manifest_misnaming_a_generation_is_refused_and_nothing_goes(
+        tmp_path: Path, damage: str) -> None:
+    """A region manifest whose flushed generation names a directory that is not there
+    (a damaged byte) would make the real directory look like an orphan of a failed flush
+    and lose its rows: the collector refuses with a FormatError and removes nothing, not
+    even what it could otherwise remove (old manifests)."""
+    ds = _base(tmp_path)
+    _flush(ds, A, [(1, "a", False)])
+    _flush(ds, A, [(2, "b", False)])
+    for _ in range(12):
+        RegionLog(ds.store, A).update(lambda m: m.evolve(wal_id_last_seen=m.wal_id_last_seen
+                                                         + 1))
+    log = RegionLog(ds.store, A)
+    real = log.latest().flushed_generations[0]
+    wrong = {"unparsable": "0badf00x_gen_1",
+             "another-prefix": GenerationDir("0badf00d", 1).name,
+             "another-number": GenerationDir(real.path.split("_")[0], 5).name}[damage]
+    log.update(lambda m: m.evolve(flushed_generations=(
+        FlushedGeneration(1, wrong, physical_rows=1), *m.flushed_generations[1:])))
+    before = sorted(p for p in Path(ds.uri).rglob("*") if p.is_file())
+    with pytest.raises(FormatError, match="damaged"):
+        collect_garbage(ds, keep_manifests=1, grace=timedelta(0))
+    assert sorted(p for p in Path(ds.uri).rglob("*") if p.is_file()) == before
+    assert real.path in _dirs(ds, A)
+    # the manifest repaired: the generation reads again, and the collector runs
+    log.update(lambda m: m.evolve(flushed_generations=(real, *m.flushed_generations[1:])))
+    assert collect_garbage(ds, keep_manifests=1).orphans == []
+    assert real.path in _dirs(ds, A)
+    merge(ds)
+    assert _rows(ds)[1] == "a"  # its rows were kept
