@@ -67,7 +67,7 @@ def _snapshot_rows(manifests: list[RegionManifest], spec: RegionSpec | None) -> 
             [{"generation": g.generation, "path": g.path} for g in m.flushed_generations])
         values = None
         if spec is not None and m.region_values is not None and m.region_spec_id == spec.spec_id:
-            values = decode_region_values(m.region_values, f"region {m.region_id}")
+            values = decode_region_values(m.region_values, f"region {m.region_id}", spec)
         for f in spec.fields if spec is not None else ():
             name = f"region_field_{f.field_id}"
             columns[name].append(

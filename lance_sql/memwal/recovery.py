@@ -74,7 +74,8 @@ def _writer(ds: LanceDataset, details: MemWalIndexDetails, manifest: RegionManif
         if spec is None or manifest.region_values is None:
             raise InvalidInputError(f"region {manifest.region_id}: spec "
                                     f"{manifest.region_spec_id} or its values are unknown")
-        table = decode_region_values(manifest.region_values, f"region {manifest.region_id}")
+        table = decode_region_values(manifest.region_values, f"region {manifest.region_id}",
+                                     spec)
         values = {name: table.column(name)[0].as_py() for name in table.column_names}
     return RegionWriter(ds.store, manifest.region_id, ds.manifest.schema,
                         data_format=ds.manifest.data_format, region_spec=spec, region=values,

@@ -74,9 +74,11 @@ def encode_region_values(values: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def decode_region_values(data: bytes, where: str) -> pa.Table:
+def decode_region_values(data: bytes, where: str, spec: RegionSpec | None = None
+                         ) -> pa.Table:
     """A region's values from their Arrow IPC bytes; bad bytes are a FormatError naming
-    ``where``."""
+    ``where``, and so are values whose columns are not the fields of ``spec`` (the
+    region's spec, when known), in its order."""
     try:
         table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
         table.validate(full=True)
@@ -84,6 +86,12 @@ def decode_region_values(data: bytes, where: str) -> pa.Table:
         raise FormatError(f"{where}: corrupt region values ({exc})") from exc
     if table.num_rows != 1:
         raise FormatError(f"{where}: region values hold {table.num_rows} rows, not one")
+    if spec is not None:
+        fields = [f.field_id for f in spec.fields]
+        if table.column_names != fields:
+            raise FormatError(f"{where}: region values name the fields {table.column_names}, "
+                              f"region spec {spec.spec_id} has {fields}: the region "
+                              "manifest is damaged")
     return table
 
 

@@ -368,7 +368,7 @@ class RegionWriter:
                                     f"{manifest.region_spec_id}, not {spec_id}")
         ours = self._region_values_table()
         if ours is not None and manifest.region_values is not None:
-            stored = decode_region_values(manifest.region_values, where)
+            stored = decode_region_values(manifest.region_values, where, self.region_spec)
             if not same_region_values(stored, ours):
                 raise InvalidInputError(f"{where} holds region values {stored.to_pylist()}, "
                                         f"not {ours.to_pylist()}")

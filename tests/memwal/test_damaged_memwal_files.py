@@ -139,3 +139,48 @@ def test_a_region_being_claimed_is_read_as_empty(tmp_path: Path) -> None:
     current_runtime().clear()
     after = lance_sql.dataset(str(path)).mem_wal.scanner().to_table().sort_by("id")
     assert after.equals(before) and after.num_rows == 30
+
+
+@pytest.mark.parametrize("damage", ["renamed", "retyped"])
+def test_region_values_that_are_not_their_specs_fields(tmp_path: Path, damage: str) -> None:
+    """A region manifest whose values name another field than the region spec's (one
+    flipped byte of the Arrow IPC), or hold it as another type than the other regions:
+    filtered reads, lookups and SQL end in a FormatError, not pyarrow's
+    ArrowInvalid from joining the regions' values."""
+    from lance_sql.memwal.naming import RegionPaths
+    from lance_sql.memwal.region_log import RegionLog
+    from lance_sql.memwal.routing import decode_region_values, encode_region_values
+
+    path = _table(tmp_path, regions=2)
+    ds = lance_sql.dataset(str(path))
+    rid = sorted(r.region_id for r in (RegionPaths.parse_region_dir(p.name)
+                                       for p in (path / "_mem_wal").iterdir())
+                 if r is not None)[0]
+    log = RegionLog(ds.store, rid)
+    values = decode_region_values(log.latest().region_values, "test")
+    name = values.column_names[0]
+    if damage == "renamed":
+        bad = values.rename_columns([name.replace("u", "e")])
+    else:
+        bad = pa.table({name: pa.array([values.column(0)[0].as_py()], pa.int64())})
+    log.update(lambda m: m.evolve(region_values=encode_region_values(bad)))
+    current_runtime().clear()
+    reads = [
+        lambda: lance_sql.dataset(str(path)).mem_wal.scanner(filter="id = 12").to_table(),
+        lambda: lance_sql.connect(str(tmp_path)).sql(
+            "SELECT v FROM t WHERE id > 12").to_arrow_table(),
+    ]
+
+    def lookup() -> pa.Table:
+        return lance_sql.dataset(str(path)).mem_wal.get(
+            pa.table({"id": pa.array([12, 25], pa.int64())}))
+
+    if damage == "renamed":
+        reads.append(lookup)
+    else:  # keys routed by number never join region values: every region asked
+        current_runtime().clear()
+        assert lookup().sort_by("id")["v"].to_pylist() == [12.0, 25.0]
+    for read in reads:
+        current_runtime().clear()
+        with pytest.raises(FormatError, match="region"):
+            read()

@@ -127,6 +127,16 @@ _PLAIN_ROWS_KEPT = 256  # output schemas whose base row layout a view keeps
 _STATES_KEPT = 4096  # regions (and regions by position) whose state and sources a view keeps
 
 
+def _region_values_of(listed: list[tuple], at: Sequence[int]) -> pa.Table:
+    """The region values of the listed regions ``at`` (of one spec), one row each; values
+    of other types than the others' (a damaged manifest) are a FormatError."""
+    try:
+        return pa.concat_tables([listed[i][2] for i in at])
+    except pa.ArrowInvalid as exc:
+        raise FormatError(f"region values of one region spec differ in type across "
+                          f"regions (a region manifest is damaged): {exc}") from exc
+
+
 class _Unclaimed(Exception):
     """A region listed before its first manifest was written."""
 
@@ -484,7 +494,8 @@ class LsmView:
                 if manifest is None:
                     raise _Unclaimed  # nothing to remember yet
                 read.append(manifest)
-                values = (decode_region_values(manifest.region_values, f"region {rid}")
+                values = (decode_region_values(manifest.region_values, f"region {rid}",
+                                               self._spec_of(manifest.region_spec_id))
                           if manifest.region_values is not None else None)
                 return manifest.region_spec_id, values
 
@@ -548,13 +559,17 @@ class LsmView:
             pruned = [i for i, r in enumerate(listed)
                       if r[1] == spec.spec_id and r[2] is not None]
             if pruned:
-                values = pa.concat_tables([listed[i][2] for i in pruned])
+                values = _region_values_of(listed, pruned)
                 names = self._source_names()
                 types = {n: self.arrow_schema.field(n).type for n in names if n is not None}
                 mask = prune_regions(predicate, spec, names, types, values)
                 keep[np.array(pruned)[~mask]] = False
         self.kept = self._states([listed[i] for i in np.flatnonzero(keep)])
         return self.kept
+
+    def _spec_of(self, spec_id: int) -> RegionSpec | None:
+        """The region spec of id ``spec_id`` (None: no such spec, or none at all)."""
+        return next((s for s in self.details.region_specs if s.spec_id == spec_id), None)
 
     def _states(self, rows: list[tuple]) -> list[RegionState]:
         """The listed regions ``rows`` as a read sees them (latest manifests)."""
@@ -1081,7 +1096,7 @@ class LsmView:
         if by_number is not None:
             return by_number
         fields = [f.field_id for f in spec.fields]
-        table = pa.concat_tables([listed[i][2] for i in known])
+        table = _region_values_of(listed, known)
         table = table.append_column("__region", pa.array(known, pa.int64()))
         probe = values.append_column("__key", pa.array(np.arange(keys.num_rows)))
         try:
