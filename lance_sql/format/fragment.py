@@ -22,6 +22,7 @@ DELETIONS_DIR = "_deletions"
 # Row offsets inside a fragment are u32 (a row address is ``fragment id << 32 | offset``),
 # so no fragment can hold more rows than this; a larger claim is corrupt metadata.
 MAX_PHYSICAL_ROWS = 1 << 32
+MAX_FRAGMENT_ID = (1 << 32) - 1  # the high half of a row address
 
 
 def unknown_fields(msg: Message) -> bytes:
@@ -260,6 +261,9 @@ class Fragment:
 
 def _check_counts(pb: table_pb2.DataFragment) -> None:
     where = f"fragment {pb.id}"
+    if pb.id > MAX_FRAGMENT_ID:
+        raise FormatError(f"{where}: a fragment id is at most {MAX_FRAGMENT_ID} (row "
+                          "addresses hold it in 32 bits)")
     if pb.physical_rows > MAX_PHYSICAL_ROWS:
         raise FormatError(f"{where} claims {pb.physical_rows} rows; a fragment holds at most "
                           f"{MAX_PHYSICAL_ROWS} (row offsets are u32)")

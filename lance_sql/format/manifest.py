@@ -162,11 +162,17 @@ class ManifestCodec:
             raise FormatError(f"version {pb.version} is past the largest version a table "
                               "can have (2**63 - 1)")
         schema = LanceSchema.from_protos(pb.fields, dict(pb.schema_metadata))
+        fragments = tuple(_fragment(f) for f in pb.fragments)
+        if len({f.id for f in fragments}) != len(fragments):
+            ids = sorted(f.id for f in fragments)
+            twice = next(a for a, b in zip(ids, ids[1:]) if a == b)
+            raise FormatError(f"version {pb.version} lists fragment {twice} twice (a "
+                              "fragment id names one fragment)")
         # Only undeclared fields are kept as ``unknown``; the declared section offsets
         # describe the old file's layout and are recomputed by the encoder.
         return Manifest(
             schema=schema,
-            fragments=tuple(_fragment(f) for f in pb.fragments),
+            fragments=fragments,
             version=pb.version,
             data_format=pb.data_format.version or "0.1",
             timestamp_ns=pb.timestamp.seconds * 1_000_000_000 + pb.timestamp.nanos,

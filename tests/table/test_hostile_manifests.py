@@ -138,3 +138,47 @@ def test_sql_refuses_a_memwal_table_whose_index_section_is_corrupt(tmp_path: Pat
         lance_sql.connect(tmp_path).sql("SELECT * FROM t").to_arrow_table()
     with pytest.raises(FormatError, match="t.lance: version .*corrupt index section"):
         lance_sql.dataset(uri).mem_wal.scanner().to_table()
+
+
+@pytest.mark.parametrize("fragment_id", [2**32, 2**40, 2**64 - 1])
+def test_a_fragment_id_past_32_bits_is_refused_when_opened(tmp_path: Path,
+                                                           fragment_id: int) -> None:
+    """A row address holds the fragment id in its high 32 bits; a larger id (one damaged
+    varint byte of a uint64 field) failed later with raw OverflowErrors (row addresses,
+    deletes) and protobuf ValueErrors (every commit)."""
+    uri = _table(tmp_path)
+    _edit(uri, lambda pb: setattr(pb.fragments[1], "id", fragment_id))
+    with pytest.raises(FormatError, match="fragment id"):
+        lance_sql.dataset(uri)
+    with pytest.raises(FormatError, match="fragment id"):
+        lance_sql.connect(str(tmp_path)).sql("SELECT max(_rowaddr) FROM t").to_arrow_table()
+
+
+def test_a_table_whose_fragment_ids_are_used_up_refuses_new_fragments(tmp_path: Path) -> None:
+    """``max_fragment_id`` at 2**32 - 1 (a legal value) leaves no id for a new fragment:
+    commits that add one are a FormatError saying so, and nothing is written."""
+    uri = _table(tmp_path)
+    _edit(uri, lambda pb: setattr(pb, "max_fragment_id", 2**32 - 1))
+    ds = lance_sql.dataset(uri)
+    assert ds.count_rows() == 200
+    files = sorted(p for p in Path(uri).rglob("*") if p.is_file())
+    with pytest.raises(FormatError, match="used up"):
+        lance_sql.write_dataset(pa.table({"id": [7], "s": ["x"]}, schema=SCHEMA), uri,
+                                mode="append")
+    with pytest.raises(FormatError, match="used up"):
+        ds.update({"s": "'y'"}, where="id = 3")
+    assert lance_sql.dataset(uri).version == ds.version
+    ds.delete("id = 3")  # a commit that adds no fragment still works
+    assert lance_sql.dataset(uri).count_rows() == 199
+    left = [p for p in sorted(p for p in Path(uri).rglob("*") if p.is_file())
+            if p not in files and "_deletions" not in p.parts
+            and "_versions" not in p.parts and "_transactions" not in p.parts]
+    assert left == []
+
+
+def test_a_fragment_id_listed_twice_is_refused_when_opened(tmp_path: Path) -> None:
+    """Reads answered with a NotFoundError about the other fragment's deletion file."""
+    uri = _table(tmp_path)
+    _edit(uri, lambda pb: setattr(pb.fragments[1], "id", pb.fragments[0].id))
+    with pytest.raises(FormatError, match="twice"):
+        lance_sql.dataset(uri)

@@ -31,7 +31,7 @@ from lance_sql.format.feature_flags import (
     TABLE_CONFIG,
     flags_for,
 )
-from lance_sql.format.fragment import BasePath, DataFile, Fragment
+from lance_sql.format.fragment import MAX_FRAGMENT_ID, BasePath, DataFile, Fragment
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
 from lance_sql.format.manifest import WRITER_LIBRARY, WRITER_VERSION, Manifest
 from lance_sql.format.memwal import (
@@ -140,6 +140,10 @@ def apply_transaction(
     max_id = manifest.max_fragment_id
     if ids:
         max_id = max(ids) if max_id is None else max(max_id, max(ids))
+    if max_id is not None and max_id > MAX_FRAGMENT_ID:
+        raise FormatError(f"{op.name} needs fragment id {max_id}, but ids are used up at "
+                          f"{MAX_FRAGMENT_ID} (row addresses hold them in 32 bits): the "
+                          "table takes no new fragments")
     stable = manifest.uses_stable_row_ids if isinstance(op, Restore | Clone) else ctx.stable
     reader, writer = flags_for(
         has_deletion_files=any(f.deletion_file is not None for f in fragments),

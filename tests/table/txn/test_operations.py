@@ -325,7 +325,8 @@ _fragments = st.builds(
     lambda i, files, rows, dele, seq: frag(0).__class__(
         i, tuple(files), rows,
         dele and replace(dele, num_deleted_rows=min(dele.num_deleted_rows, rows)), seq),
-    _u64, st.lists(_data_files, max_size=3), st.integers(0, 2**32), _deletions,
+    st.integers(0, 2**32 - 1),  # (a fragment id: the high half of a row address)
+    st.lists(_data_files, max_size=3), st.integers(0, 2**32), _deletions,
     st.none() | st.binary(max_size=8))
 _frag_tuples = st.lists(_fragments, max_size=3).map(tuple)
 _ops = st.one_of(
