@@ -264,3 +264,33 @@ def test_an_evicted_data_file_closes_its_descriptor_without_a_collection(
     finally:
         if was_enabled:
             gc.enable()
+
+
+def test_open_data_files_are_bounded_by_the_descriptor_limit() -> None:
+    from lance_sql.table.runtime.cache import open_files_bound
+
+    assert open_files_bound(1024) == 512  # half the usual limit left to the rest
+    assert open_files_bound(256) == 512
+    assert open_files_bound(20_000) == 5_000
+    assert open_files_bound(1 << 20) == 8192
+    assert open_files_bound(-1) == 8192  # unlimited
+    assert DATA_FILES.max_entries == open_files_bound()
+
+
+def test_a_scan_over_more_than_512_files_reuses_them(tmp_path: Path) -> None:
+    """Scanned in order, files past the cache's entry bound were all opened again on
+    every scan (least recently used first: no hit at all)."""
+    from lance_sql.table.runtime.cache import open_files_bound
+
+    n = min(open_files_bound() - 8, 700)
+    uri = str(tmp_path / "t.lance")
+    lance_sql.write_dataset(pa.table({"x": list(range(n))}), uri, max_rows_per_file=1)
+    ds = lance_sql.dataset(uri)
+    runtime = current_runtime()
+    runtime.clear()
+    assert ds.to_table()["x"].to_pylist() == list(range(n))
+    before = runtime.stats()["data_files"]
+    assert ds.to_table().num_rows == n
+    after = runtime.stats()["data_files"]
+    assert after.misses == before.misses
+    assert after.hits - before.hits >= n
