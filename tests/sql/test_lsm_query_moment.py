@@ -29,6 +29,15 @@ def rows(ids: list[int], v: int) -> pa.Table:
     return pa.table({"id": ids, "v": [v] * len(ids)}, schema=SCHEMA)
 
 
+def _writer(root: Path, keys: int, buckets: int):
+    """A MemWAL table of ``keys`` base rows (v 0) under ``root`` and a writer of it."""
+    uri = root / "t.lance"
+    lance_sql.write_dataset(rows(list(range(keys)), 0), uri)
+    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", buckets),
+                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
+    return mw.writer()
+
+
 def _between_plans(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) -> list[int]:
     """Run ``action`` once, right after the first LSM scan plan of the next query."""
     plans: list[int] = []
@@ -48,11 +57,7 @@ def _between_plans(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) 
 @pytest.mark.parametrize("flush", [False, True], ids=["put", "put-then-flush"])
 def test_a_self_join_reads_one_moment_while_a_writer_puts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: bool) -> None:
-    uri = tmp_path / "t.lance"
-    lance_sql.write_dataset(rows(list(range(20)), 0), uri)
-    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 2),
-                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
-    writer = mw.writer()
+    writer = _writer(tmp_path, 20, 2)
     try:
         writer.put(rows(list(range(0, 20, 2)), 1))  # in the MemTables
         session = connect(tmp_path)
@@ -90,11 +95,7 @@ def test_lookups_of_one_query_read_its_moment(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Point lookups of two references (pinned keys) read the MemTable rows of the
     query's moment, not rows put after it was taken."""
-    uri = tmp_path / "t.lance"
-    lance_sql.write_dataset(rows(list(range(10)), 0), uri)
-    mw = MemWal.initialize(lance_sql.dataset(uri), RegionSpec.bucket("id", 1),
-                           durable_write=False, max_wal_flush_interval_ms=3_600_000)
-    writer = mw.writer()
+    writer = _writer(tmp_path, 10, 1)
     try:
         writer.put(rows([3], 1))
         session = connect(tmp_path)
