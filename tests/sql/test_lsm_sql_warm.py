@@ -181,3 +181,20 @@ def test_lookup_results_equal_the_scan_for_edge_filters(tmp_path: Path) -> None:
             want = session.sql(f"SELECT count(*) AS n, max(s) AS m FROM t "
                                f"WHERE ({where}) AND id + 0 = id")
             assert counted.to_arrow_table() == want.to_arrow_table(), where
+
+
+def test_the_kept_warm_view_holds_no_reads_memtables(tmp_path: Path) -> None:
+    """Reads run on fresh copies of the kept view, the first read too: the view kept
+    warm between queries holds no MemTables (a closed writer's would stay in memory)."""
+    ds = lance_sql.write_dataset(rows(list(range(10)), 0), tmp_path / "t.lance")
+    mw = MemWal.initialize(ds, RegionSpec.bucket("id", 1), durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    writer = mw.writer()
+    writer.put(rows([1, 2], 5))
+    session = connect(tmp_path)
+    assert every(session)[1] == 5
+    warm = session.schema_provider._warm[str(tmp_path / "t.lance")]
+    kept = warm._keyed[1]
+    assert isinstance(kept, LsmView)
+    assert kept.moment.memtables == {} and kept.moment.listed is None
+    writer.close()

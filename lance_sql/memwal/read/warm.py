@@ -217,10 +217,13 @@ class WarmView:
             return keyed[1].fresh()
         self._keep_state_if_same_table()
         view = open()
-        if view is not None:
-            self._anchor_at(view)
-            self._keyed = (base, view)
-        return view
+        if view is None:
+            return None
+        self._anchor_at(view)
+        self._keyed = (base, view)
+        # reads run on fresh copies, the first too: the kept view holds no read's moment
+        # (a closed writer's MemTables would stay in memory while the view is warm)
+        return view.fresh()
 
     def _keep_state_if_same_table(self) -> None:
         """A new state when the base version the state was built over is gone or is
