@@ -165,7 +165,7 @@ class ManifestCodec:
         fragments = tuple(_fragment(f) for f in pb.fragments)
         if len({f.id for f in fragments}) != len(fragments):
             ids = sorted(f.id for f in fragments)
-            twice = next(a for a, b in zip(ids, ids[1:]) if a == b)
+            twice = next(a for a, b in zip(ids, ids[1:], strict=False) if a == b)
             raise FormatError(f"version {pb.version} lists fragment {twice} twice (a "
                               "fragment id names one fragment)")
         # Only undeclared fields are kept as ``unknown``; the declared section offsets
