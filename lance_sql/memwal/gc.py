@@ -130,7 +130,14 @@ def _collect_region(store: ObjectStore, region_id: uuid.UUID, details: MemWalInd
     manifest = log.latest()
     if manifest is None:
         return
-    _check_listed_generations(store, log.paths, manifest.flushed_generations, merged)
+    if not _listed_generations_present(store, log.paths, manifest.flushed_generations,
+                                       merged):
+        # another collector removed a generation since we read the manifest (its view of
+        # the merges is newer): the manifest now says so, or else it is damaged
+        manifest = log.latest()
+        if manifest is None or not _listed_generations_present(
+                store, log.paths, manifest.flushed_generations, merged, strict=True):
+            return
     limit = merged
     catchup = _catchup_limit(details, region_id)
     if catchup is not None:
@@ -172,12 +179,14 @@ def _collect_region(store: ObjectStore, region_id: uuid.UUID, details: MemWalInd
         result.manifests += 1
 
 
-def _check_listed_generations(store: ObjectStore, paths: RegionPaths,
-                              flushed: Sequence[FlushedGeneration], merged: int) -> None:
-    """Refuse (FormatError, nothing removed) a region manifest whose flushed generations
-    do not name their directories: each must be a generation directory of its own
-    number, and one not merged yet must exist. Otherwise the real directory of a
-    generation would look unlisted, an orphan, and be deleted with its rows."""
+def _listed_generations_present(store: ObjectStore, paths: RegionPaths,
+                                flushed: Sequence[FlushedGeneration], merged: int, *,
+                                strict: bool = False) -> bool:
+    """Whether a region manifest's flushed generations name their directories: each must
+    be a generation directory of its own number (else a FormatError), and one not merged
+    yet must exist (else False; with ``strict``, a FormatError). Otherwise the real
+    directory of a generation would look unlisted, an orphan, and be deleted with its
+    rows: the collector removes nothing of such a region."""
     present = set(store.list_dir(paths.root))
     for g in flushed:
         parsed = GenerationDir.parse(g.path)
@@ -187,11 +196,14 @@ def _check_listed_generations(store: ObjectStore, paths: RegionPaths,
                 f"{g.path!r}, not a directory of that generation: the manifest is damaged "
                 "(garbage collection removed nothing)")
         if g.generation > merged and g.path not in present:
+            if not strict:
+                return False
             raise FormatError(
                 f"{paths.root}: the region manifest lists unmerged generation "
                 f"{g.generation} at {g.path!r}, which does not exist: the manifest is "
                 "damaged or the generation's files are lost (garbage collection removed "
                 "nothing)")
+    return True
 
 
 def _stale(store: ObjectStore, prefix: str, now_ns: int, grace: timedelta) -> bool:

@@ -145,3 +145,32 @@ def test_a_manifest_misnaming_a_generation_is_refused_and_nothing_goes(
     assert real.path in _dirs(ds, A)
     merge(ds)
     assert _rows(ds)[1] == "a"  # its rows were kept
+
+
+def test_a_collector_behind_another_one_removes_nothing_and_raises_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two collectors at once: one read the region manifest (listing a generation) and
+    its merge progress before the other removed that generation. The generation's
+    directory being gone then is no damage: the latest manifest no longer lists it."""
+    from lance_sql.memwal import gc as gc_module
+
+    ds = _base(tmp_path)
+    _flush(ds, A, [(1, "a", False)])
+    merge(ds)
+    lance_sql.dataset(ds.uri).cleanup_old_versions(older_than=timedelta(0))
+    stale = RegionLog(ds.store, A).latest()
+    assert [g.generation for g in stale.flushed_generations] == [1]
+    assert collect_garbage(ds).generations == [(A, 1)]  # the other collector
+    real = RegionLog.latest
+    calls: list[int] = []
+
+    def first_stale(self: RegionLog) -> object:
+        calls.append(1)
+        return stale if len(calls) == 1 and self.region_id == A else real(self)
+
+    monkeypatch.setattr(RegionLog, "latest", first_stale)
+    result = gc_module.GcResult()
+    details = mem_wal_index.load(lance_sql.dataset(ds.uri))[1]
+    gc_module._collect_region(ds.store, A, details, 0, 10, timedelta(hours=1), result)
+    assert result == gc_module.GcResult()
+    assert len(calls) == 2  # the manifest read again
