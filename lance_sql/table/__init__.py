@@ -47,6 +47,7 @@ from lance_sql.table.meta.versions import (
     read_tags,
 )
 from lance_sql.table.ops.merge_insert import RowChanges, apply_row_changes
+from lance_sql.table.read.arrow_filters import decode, in_list, referenced_columns
 from lance_sql.table.read.prune import address_ranges, fragment_spans
 from lance_sql.table.read.scan import (
     RangeSizer,
@@ -81,6 +82,8 @@ __all__ = [
     # scans cut into units of work by an engine (plans are made by build_scan_plan only)
     "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_ranges",
     "live_rows", "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
+    # the tree of a pyarrow filter an engine pushes
+    "decode", "in_list", "referenced_columns",
     # how many rows a filtered read with a limit reads next
     "RangeSizer",
     # decodes of an engine's thread that reads side by side with others: no helper threads

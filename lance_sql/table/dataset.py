@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_sql.errors import (
     InvalidInputError,
@@ -63,8 +64,10 @@ from lance_sql.table.ops import cleanup, maintenance, schema_evolution
 from lance_sql.table.ops import clone as cloning
 from lance_sql.table.ops import update as updating
 from lance_sql.table.ops.merge_insert import MergeInsertBuilder
+from lance_sql.table.read.arrow_filters import sql_text
 from lance_sql.table.read.blobs import BlobFile, take_blobs
 from lance_sql.table.read.fragment import LanceFragment, fragment_values
+from lance_sql.table.read.ordering import OrderedScanner, sort_keys
 from lance_sql.table.read.positions import U64_MAX, checked_integers, live_addresses
 from lance_sql.table.read.projection import (
     ProjectingScanner,
@@ -104,6 +107,11 @@ from lance_sql.table.write.fragments import (
 )
 
 WRITE_MODES = ("create", "append", "overwrite")
+# pylance scanner options that tune its engine and change no result here (see scanner)
+SCAN_HINTS = frozenset({
+    "prefilter", "scan_in_order", "late_materialization", "use_stats", "io_buffer_size",
+    "fast_search", "strict_batch_size", "scan_stats_callback", "blob_handling",
+})
 # What names a version: its number, a tag, or an instant (the latest version committed at
 # or before it); None is the latest.
 Version = int | str | datetime | None
@@ -359,21 +367,48 @@ class LanceDataset:
     def scanner(
         self,
         columns: Sequence[str] | None = None,
-        filter: str | None = None,  # pylance's name
-        *,
-        batch_size: int | None = None,
+        filter: str | pc.Expression | None = None,  # pylance's name
         limit: int | None = None,
         offset: int | None = None,
+        nearest: object = None,
+        batch_size: int | None = None,
+        batch_readahead: int | None = None,
+        fragment_readahead: int | None = None,
+        fragments: Sequence[LanceFragment | Fragment] | None = None,
+        *,
         with_row_id: bool = False,
         with_row_address: bool = False,
-        fragments: Sequence[LanceFragment | Fragment] | None = None,
         use_scalar_index: bool | None = None,
-    ) -> Scanner | ProjectingScanner:
-        """``columns``: names, struct fields (``"st.x"``) or ``{name: SQL expression}``
-        (see :mod:`~lance_sql.table.read.projection`), as pylance takes them.
-        ``use_scalar_index``: None (default) answers filters from BTREE indices where
-        they help, scanning with an IndexFallbackWarning when an index is unreadable;
-        True raises that error instead; False never uses indices."""
+        order_by: Sequence[Any] | None = None,
+        include_deleted_rows: bool | None = None,
+        **hints: Any,
+    ) -> Scanner | ProjectingScanner | OrderedScanner:
+        """Arguments as pylance's, in its order. ``columns``: names, struct fields
+        (``"st.x"``) or ``{name: SQL expression}`` (see
+        :mod:`~lance_sql.table.read.projection`). ``filter``: SQL text or a pyarrow
+        expression. ``order_by``: the rows sorted by these columns before ``limit`` and
+        ``offset`` (see :mod:`~lance_sql.table.read.ordering`). ``use_scalar_index``:
+        None (default) answers filters from BTREE indices where they help, scanning with
+        an IndexFallbackWarning when an index is unreadable; True raises that error
+        instead; False never uses indices.
+
+        pylance's tuning hints (:data:`SCAN_HINTS`: ``prefilter``, ``scan_in_order``,
+        ``late_materialization``, read-ahead sizes...) are taken and change nothing: this
+        scan filters before limits, returns rows in order and picks its own late
+        materialization. Vector search (``nearest``) is SQL's ``nearest()`` here."""
+        unknown = sorted(set(hints) - SCAN_HINTS)
+        if unknown:
+            raise TypeError(f"scanner() got an unexpected keyword argument {unknown[0]!r}")
+        if nearest is not None:
+            raise InvalidInputError("scanner(nearest=...) is not supported: search with "
+                                    "SQL's nearest() table function or ds.mem_wal.nearest")
+        if include_deleted_rows:
+            raise InvalidInputError("include_deleted_rows=True is not supported: deleted "
+                                    "rows are never returned")
+        if order_by:
+            return self._ordered(columns, filter, limit, offset, batch_size, fragments,
+                                 with_row_id, with_row_address, use_scalar_index,
+                                 sort_keys(order_by))
         manifest = self._manifest  # one read: a write may move the dataset meanwhile
         projections = None
         if columns is not None:
@@ -403,18 +438,43 @@ class LanceDataset:
         extra = [n for n, on in zip((ROW_ID, ROW_ADDR), asked, strict=True) if on]
         return ProjectingScanner(scanner, projections, extra)
 
-    def to_table(self, columns: Sequence[str] | None = None, filter: str | None = None,
+    def _ordered(self, columns: Sequence[str] | None, filter: str | pc.Expression | None,
+                 limit: int | None, offset: int | None, batch_size: int | None,
+                 fragments: Sequence[LanceFragment | Fragment] | None, with_row_id: bool,
+                 with_row_address: bool, use_scalar_index: bool | None,
+                 keys: list[tuple[str, str]]) -> OrderedScanner:
+        """A scan sorted by ``keys``: every matching row read with the sort columns, then
+        sorted, sliced and projected (:class:`OrderedScanner`)."""
+        inner = self.scanner(columns, filter, batch_size=batch_size, fragments=fragments,
+                             with_row_id=with_row_id, with_row_address=with_row_address,
+                             use_scalar_index=use_scalar_index)
+        output = inner.projected_schema.names
+        missing = [k for k, _ in keys if k not in output]
+        if missing and isinstance(columns, Mapping):
+            raise InvalidInputError(f"order_by columns {missing} must be among the "
+                                    "projected columns")
+        if missing:  # read as well, dropped after sorting
+            inner = self.scanner([*output, *missing], filter, batch_size=batch_size,
+                                 fragments=fragments, with_row_id=with_row_id,
+                                 with_row_address=with_row_address,
+                                 use_scalar_index=use_scalar_index)
+        return OrderedScanner(inner, keys, output, limit, offset, batch_size)
+
+    def to_table(self, columns: Sequence[str] | None = None,
+                 filter: str | pc.Expression | None = None, *args: Any,
                  **kwargs: Any) -> pa.Table:
-        return self.scanner(columns, filter, **kwargs).to_table()
+        return self.scanner(columns, filter, *args, **kwargs).to_table()
 
-    def to_batches(self, columns: Sequence[str] | None = None, filter: str | None = None,
-                   **kwargs: Any):
-        return self.scanner(columns, filter, **kwargs).to_batches()
+    def to_batches(self, columns: Sequence[str] | None = None,
+                   filter: str | pc.Expression | None = None, *args: Any, **kwargs: Any):
+        return self.scanner(columns, filter, *args, **kwargs).to_batches()
 
-    def count_rows(self, filter: str | None = None) -> int:
-        if filter is None:
+    def count_rows(self, filter: str | pc.Expression | None = None, **kwargs: Any) -> int:
+        """Rows where ``filter`` holds (all rows without one); ``kwargs``: scanner options
+        (pylance's hints are taken and change nothing)."""
+        if filter is None and not kwargs:
             return self._manifest.num_rows
-        return self.scanner(columns=[], filter=filter).count_rows()
+        return self.scanner(columns=[], filter=filter, **kwargs).count_rows()
 
     def count_deleted_rows(self) -> int:
         return self._manifest.num_deleted_rows
@@ -572,24 +632,30 @@ class LanceDataset:
             if manifest.version >= self._at[1].version:  # the pair replaced at once
                 self._at = (VersionRef(manifest.version, self._ref.naming), manifest)
 
-    def delete(self, predicate: str, *,
+    def delete(self, predicate: str | pc.Expression, *,
                select_rows: updating.RowSelector | None = None) -> dict[str, int]:
-        """Delete the rows matching ``predicate`` (SQL) and move to the new version.
+        """Delete the rows matching ``predicate`` (SQL, or a pyarrow expression) and move
+        to the new version.
 
         Like pylance, the dataset object advances to the version the delete committed;
         returns ``{"num_deleted_rows": n}``, the rows this delete removed. With
         ``select_rows`` (SQL's subquery conditions) the rows are the addresses it gives
         for the version the delete starts from; ``predicate`` is then only recorded.
         """
-        if not isinstance(predicate, str) or not predicate.strip():
-            raise InvalidInputError("delete needs a non-empty SQL predicate")
+        if isinstance(predicate, pc.Expression):  # as pylance takes it
+            expression, predicate = predicate, sql_text(predicate)
+        elif not isinstance(predicate, str) or not predicate.strip():
+            raise InvalidInputError("delete needs a non-empty SQL predicate or a pyarrow "
+                                    "expression")
+        else:
+            expression = predicate
         ctx = self.write_context()
         base = ctx.table
         # Read every fragment before writing anything: a failing read leaves no trace.
         if select_rows is not None:
             found = updating.selected_rows(self.store, base, select_rows)
         else:
-            plan = plan_scan(base, columns=[], filter=predicate, with_row_address=True)
+            plan = plan_scan(base, columns=[], filter=expression, with_row_address=True)
             found = list(matching_rows(self.store, base, plan,
                                        indices.index_hook(self.store, base)))
         matched = [(frag, offsets.astype(np.uint32)) for frag, offsets in found]

@@ -125,7 +125,11 @@ def test_collected_scans_read_whole_units(tmp_path: Path, chunk_reads: list[int]
     # rows of ~110 bytes: CHUNK_BYTES hold fewer of them than a unit has
     table, session = _collected_strings(tmp_path, rows, 100, rows)
     half = rows // 2  # (two units)
-    assert sorted(reads) == sorted([CHUNK_ROWS, half - CHUNK_ROWS] * 2), reads
+    # each unit: a probe, then the rest at once; or the whole unit at once when the other
+    # unit finished first and its widths were learned (two units run side by side, so
+    # which happens depends on the machine's load)
+    assert sum(reads) == rows and set(reads) <= {CHUNK_ROWS, half - CHUNK_ROWS, half}, reads
+    assert 1 <= reads.count(CHUNK_ROWS) == reads.count(half - CHUNK_ROWS), reads
     reads.clear()
     streamed = pa.Table.from_batches(
         [b.to_pyarrow() for b in session.sql("SELECT * FROM t").execute_stream()])

@@ -49,6 +49,7 @@ from lance_sql.table.files.reader import (
     system_arrays,
 )
 from lance_sql.table.read import take_many
+from lance_sql.table.read.arrow_filters import decode, known, referenced_columns
 from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask, typed
 from lance_sql.table.read.masks import bool_array
 from lance_sql.table.read.prune import address_ranges, fragment_spans
@@ -177,16 +178,23 @@ class ScanPlan:
 def plan_scan(
     manifest: Manifest,
     columns: Sequence[str] | None = None,
-    filter: str | None = None,
+    filter: str | pc.Expression | None = None,
     *,
     with_row_id: bool = False,
     with_row_address: bool = False,
     translate: bool = True,
 ) -> ScanPlan:
-    """The plan of a Python-API scan: ``columns`` (None: every data column) and a SQL
-    ``filter``, plus the system columns asked for. ``translate=False`` leaves the pyarrow
-    form of the filter for later (:func:`translated`): the plan then has a ``predicate``
-    but no ``filter`` and must not be scanned with as it is."""
+    """The plan of a Python-API scan: ``columns`` (None: every data column) and a
+    ``filter`` (SQL text, or a pyarrow expression as pylance takes), plus the system
+    columns asked for. ``translate=False`` leaves the pyarrow form of the filter for later
+    (:func:`translated`): the plan then has a ``predicate`` but no ``filter`` and must not
+    be scanned with as it is.
+
+    A pyarrow expression is read as its tree (:mod:`.arrow_filters`), so it is planned as
+    the same filter in SQL would be (indices, comparisons, row-address pruning); one
+    holding a call that model does not know filters as pyarrow evaluates it, reading the
+    columns it names. (It is never printed and parsed: pyarrow prints strings in double
+    quotes, which SQL reads as column names.)"""
     if columns is None:
         wanted = [f.name for f in manifest.schema.fields]
     else:
@@ -199,14 +207,27 @@ def plan_scan(
         wanted.append(ROW_ADDR)
     _check_names(manifest, wanted)
     expr = predicate = None
-    if filter is not None and str(filter).strip():
-        parsed = parse_predicate(str(filter))
+    parsed: Expr | None = None
+    if isinstance(filter, pc.Expression):
+        parsed = decode(filter)
+        if parsed is None or not known(parsed):
+            used = referenced_columns(filter)
+            _check_names(manifest, sorted(used))
+            return build_scan_plan(manifest, wanted, filter=filter, filter_columns=used,
+                                   filter_text=str(filter))
+    elif filter is not None and not isinstance(filter, str):
+        raise InvalidInputError(f"a filter is SQL text or a pyarrow expression, got "
+                                f"{type(filter).__name__}")
+    elif filter is not None and filter.strip():
+        parsed = parse_predicate(filter)
+    if parsed is not None:
         schema = filter_schema(manifest)
         # Resolve first: unquoted names match the schema ignoring case.
         predicate = resolve(parsed, schema)
         if translate:
             expr = to_pyarrow(parsed, schema)
-    return build_scan_plan(manifest, wanted, predicate=predicate, filter=expr, filter_text=filter,
+    text = filter if filter is None or isinstance(filter, str) else str(filter)
+    return build_scan_plan(manifest, wanted, predicate=predicate, filter=expr, filter_text=text,
                            translate=translate, filter_tree=predicate)
 
 

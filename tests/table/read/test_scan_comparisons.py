@@ -12,9 +12,9 @@ import pytest
 
 import lance_sql
 from lance_sql.expr import Call, Column, Expr, Literal, parse_predicate, resolve, to_pyarrow
-from lance_sql.sql.pyarrow_filter import decode, referenced_columns
 from lance_sql.table import build_scan_plan, scan_fragment
 from lance_sql.table.read import scan
+from lance_sql.table.read.arrow_filters import decode, referenced_columns
 from lance_sql.table.read.comparisons import (
     Comparison,
     conjunction,

@@ -1,4 +1,4 @@
-"""Decoding the pyarrow expressions DataFusion pushes into scans."""
+"""Decoding pyarrow expressions: those DataFusion pushes into scans, and Python filters."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.expr import Call, Column, Literal, rowaddr_bounds
-from lance_sql.sql.pyarrow_filter import decode, in_list, referenced_columns
+from lance_sql.table.read.arrow_filters import decode, in_list, referenced_columns
 
 
 def test_tree_and_columns() -> None:
@@ -34,7 +34,7 @@ def _typed(value: object, t: pa.DataType) -> pc.Expression:
 def test_one_pin_decodes_as_the_serialised_form() -> None:
     """``column == integer`` read from its printed form gives the tree the full decode
     gives, in every integer type (the print omits it); other shapes fall back to it."""
-    from lance_sql.sql.pyarrow_filter import decode_serialised
+    from lance_sql.table.read.arrow_filters import decode_serialised
 
     field = pc.field("id")
     cases = [field == 5, field == -7, field == 0, field == (1 << 63) - 1, field == -(1 << 63)]
@@ -58,11 +58,11 @@ def test_one_pin_decodes_as_the_serialised_form() -> None:
 def test_one_pin_does_not_serialise(monkeypatch) -> None:
     """A lone ``column == integer`` is decoded without the serialised form (the point
     lookup's fast path is taken); anything else still goes through it."""
-    from lance_sql.sql import pyarrow_filter
+    from lance_sql.table.read import arrow_filters
 
     calls = []
-    read = pyarrow_filter._read
-    monkeypatch.setattr(pyarrow_filter, "_read", lambda e: calls.append(e) or read(e))
+    read = arrow_filters._read
+    monkeypatch.setattr(arrow_filters, "_read", lambda e: calls.append(e) or read(e))
     assert decode(pc.field("id") == 42) == Call("=", (Column(("id",)), Literal(42, pa.int64())))
     assert calls == []
     decode(pc.field("id") == 4.5)

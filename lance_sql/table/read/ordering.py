@@ -1,0 +1,81 @@
+"""``order_by`` of a Python-API scan, as pylance's scanner takes it: the rows sorted by
+columns before ``limit`` / ``offset`` apply (a scan otherwise returns rows in their order
+in the table). The sort needs every matching row, so it reads them all first."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_sql.errors import InvalidInputError
+
+__all__ = ["OrderedScanner", "sort_keys"]
+
+_DIRECTIONS = {"asc": "ascending", "ascending": "ascending", "desc": "descending",
+               "descending": "descending"}
+
+
+def sort_keys(order_by: Sequence[Any]) -> list[tuple[str, str]]:
+    """``order_by`` as (column, "ascending" | "descending") pairs. Each item is a column
+    name (ascending), a ``(name, direction)`` pair, or an object with pylance's
+    ``ColumnOrdering`` attributes (``column_name``, ``ascending``)."""
+    if isinstance(order_by, str) or not isinstance(order_by, Sequence):
+        raise InvalidInputError("order_by must be a list of columns (names, (name, "
+                                "'ascending' | 'descending') pairs or column orderings)")
+    keys = []
+    for item in order_by:
+        if isinstance(item, str):
+            keys.append((item, "ascending"))
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) \
+                and str(item[1]).lower() in _DIRECTIONS:
+            keys.append((item[0], _DIRECTIONS[str(item[1]).lower()]))
+        elif isinstance(getattr(item, "column_name", None), str):
+            ascending = getattr(item, "ascending", True)
+            keys.append((item.column_name, "ascending" if ascending else "descending"))
+        else:
+            raise InvalidInputError(f"order_by: cannot read {item!r} as a column ordering")
+    return keys
+
+
+class OrderedScanner:
+    """``scanner`` (reading every matching row, with the sort columns) sorted by ``keys``,
+    then ``offset`` / ``limit`` applied and the sort columns nobody asked for dropped.
+    NULLs sort last, as pylance's default ordering puts them."""
+
+    def __init__(self, scanner: Any, keys: list[tuple[str, str]], output: Sequence[str],
+                 limit: int | None, offset: int | None, batch_size: int | None) -> None:
+        self.scanner = scanner
+        self.keys = keys
+        self.output = list(output)
+        self.limit = limit
+        self.offset = offset or 0
+        self.batch_size = batch_size
+        schema = scanner.projected_schema
+        self.projected_schema = pa.schema([schema.field(n) for n in self.output],
+                                          metadata=schema.metadata)
+
+    def to_table(self) -> pa.Table:
+        table = self.scanner.to_table()
+        table = table.take(pc.sort_indices(table, sort_keys=[(name, order, "at_end")
+                                                              for name, order in self.keys]))
+        stop = None if self.limit is None else self.offset + self.limit
+        table = table.slice(self.offset, None if stop is None else stop - self.offset)
+        return table.select(self.output)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        yield from self.to_table().to_batches(max_chunksize=self.batch_size)
+
+    def to_reader(self) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
+
+    def count_rows(self) -> int:
+        return self.to_table().num_rows
+
+    def __getattr__(self, name: str) -> object:
+        """The rest of the scan's API (``explain_plan``...) is the underlying scanner's."""
+        if name.startswith("__") or name == "scanner":
+            raise AttributeError(name)
+        return getattr(self.scanner, name)
