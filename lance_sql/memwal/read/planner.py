@@ -36,6 +36,7 @@ from lance_sql.errors import (
     InvalidInputError,
     NotFoundError,
     UnsupportedFeatureError,
+    VersionCleanedUpError,
 )
 from lance_sql.expr.arrow import Expr, parse_predicate, resolve
 from lance_sql.expr.arrow import columns as expr_columns
@@ -629,6 +630,8 @@ class LsmView:
                     known[1] is region.manifest:
                 return known[2], known[3]
         merged = self.details.merged_generation(region.region_id)
+        if region.manifest is not None:
+            self._check_generations_listed(region, merged)
         mine: list[Source] = []
         flushed_up_to = 0
         for gen, path in region.flushed:
@@ -645,6 +648,38 @@ class LsmView:
             _keep(self._generation_sources, key,
                   (region.flushed, region.manifest, mine, flushed_up_to), _STATES_KEPT)
         return mine, flushed_up_to
+
+    def _check_generations_listed(self, region: RegionState, merged: int) -> None:
+        """Every generation this base version has not merged, up to the region's current
+        one, is listed by its manifest: flushes number generations one after another,
+        and the collector removes only those every kept base version merged. One missing
+        was merged by a newer version and collected since this base version was removed
+        (a view made before a merge and a cleanup): its rows would read as the base's
+        older ones (VersionCleanedUpError); with this base version still there, damage
+        (FormatError)."""
+        assert region.manifest is not None
+        current = region.manifest.current_generation
+        listed = {gen for gen, _ in region.flushed if gen > merged}
+        if len(listed) >= current - 1 - merged:
+            return
+        missing = sorted(set(range(merged + 1, current)) - listed)
+        self._check_base_kept(region.region_id, missing)
+        raise FormatError(f"{self.base.uri}: generations {missing[:5]} of region "
+                          f"{region.region_id} are not merged into base version "
+                          f"{self.base.version}, and its manifest does not list them")
+
+    def _check_base_kept(self, region_id: uuid.UUID, generations: list[int]) -> None:
+        """VersionCleanedUpError when this view's base version has been removed (by
+        ``cleanup_old_versions``): the region's ``generations`` it had not merged were
+        merged into a newer version and collected, so this view cannot be read."""
+        try:
+            self.base.store.identity(self.base.manifest_key)
+        except NotFoundError:
+            raise VersionCleanedUpError(
+                f"{self.base.uri}: base version {self.base.version} of this LSM view was "
+                f"removed by cleanup_old_versions, and generations {generations[:5]} of "
+                f"region {region_id} it had not merged were merged into a newer version "
+                "and collected: open the view again (mw.scanner(), mw.view())") from None
 
     def _named_memtable(self, memtable: MemTable) -> MemTable | RenamedMemTable:
         """``memtable`` with its columns named as this base version names them (a writer
@@ -715,7 +750,8 @@ class LsmView:
             if gen > self.details.merged_generation(region_id):
                 # the garbage collector keeps every generation a kept base version has
                 # not merged: its files gone is damage, not a merge (its rows would be
-                # read as the base's older ones)
+                # read as the base's older ones), unless this base version went first
+                self._check_base_kept(region_id, [gen])
                 raise FormatError(f"{self.base.uri}: generation {gen} of region "
                                   f"{region_id} ({key}) is not merged into base version "
                                   f"{self.base.version}, but its files are missing")
