@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from lance_sql.errors import FormatError, InvalidInputError, NotFoundError
 from lance_sql.format.index import decode_index_section
+from lance_sql.format.manifest import Manifest
 from lance_sql.format.memwal import (
     MEM_WAL_INDEX_NAME,
     FlushedGeneration,
@@ -40,6 +41,7 @@ from lance_sql.memwal.naming import GenerationDir, RegionPaths, parse_manifest_n
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.table.dataset import LanceDataset, dataset
 from lance_sql.table.meta.versions import list_versions, load_manifest
+from lance_sql.table.ops.cleanup import set_aside_manifests
 
 __all__ = ["GcResult", "collect_garbage"]
 
@@ -56,21 +58,42 @@ class GcResult:
     orphans: list[str] = field(default_factory=list)
 
 
+def _kept_manifests(store: ObjectStore) -> Iterator[Manifest]:
+    """Every base version's manifest that is kept or may be kept: the versions listed,
+    those a running cleanup has set aside (it may put them back: a tag or a writer needs
+    them), and the versions listed again (a manifest put back while the set-aside ones
+    were read). Each is read right after its listing, so a manifest renamed meanwhile is
+    found by the next listing; a version may come twice."""
+    seen: set[int] = set()
+    for ref in list_versions(store):
+        try:
+            manifest = load_manifest(store, ref)
+        except NotFoundError:
+            continue  # set aside (found next) or removed while we looked
+        seen.add(ref.version)
+        yield manifest
+    yield from set_aside_manifests(store)
+    for ref in list_versions(store):
+        if ref.version not in seen:
+            try:
+                yield load_manifest(store, ref)
+            except NotFoundError:
+                continue
+
+
 def _retained_progress(ds: LanceDataset) -> dict[uuid.UUID, int]:
     """Per region, the smallest merge progress over every base version still kept (0 for
-    a region some kept version has not merged at all). A version from before the MemWAL
-    index reads as the plain table and needs no generation, so it holds nothing back
-    (a tagged first version would otherwise keep every generation forever)."""
+    a region some kept version has not merged at all), or set aside by a cleanup that
+    may put it back. A version from before the MemWAL index reads as the plain table and
+    needs no generation, so it holds nothing back (a tagged first version would otherwise
+    keep every generation forever)."""
     progress: dict[uuid.UUID, int] | None = None
-    for ref in list_versions(ds.store):
-        try:
-            manifest = load_manifest(ds.store, ref)
-        except NotFoundError:
-            continue  # cleaned up while we looked
+    for manifest in _kept_manifests(ds.store):
         details = None
+        where = f"{ds.uri}: version {manifest.version}"
         for entry in decode_index_section(manifest.index_section):
             if entry.name == MEM_WAL_INDEX_NAME:
-                details = MemWalIndexDetails.decode(details_of(entry), ref.key)
+                details = MemWalIndexDetails.decode(details_of(entry), where)
         if details is None:
             continue
         seen = {m.region_id: m.generation for m in details.merged_generations}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -174,3 +175,26 @@ def test_a_collector_behind_another_one_removes_nothing_and_raises_nothing(
     gc_module._collect_region(ds.store, A, details, 0, 10, timedelta(hours=1), result)
     assert result == gc_module.GcResult()
     assert len(calls) == 2  # the manifest read again
+
+
+def test_versions_a_cleanup_has_set_aside_still_hold_their_generations(
+        tmp_path: Path) -> None:
+    """A running cleanup renames the manifests it removes first, and may put one back (a
+    tag or a writer needs it): the collector counts set-aside versions as kept, or a
+    version put back would have lost the generations it had not merged."""
+    from lance_sql.table.ops.cleanup import SET_ASIDE
+
+    ds = _base(tmp_path)
+    _flush(ds, A, [(1, "a", False)])
+    before = lance_sql.dataset(ds.uri).version  # has not merged generation 1
+    merge(ds)
+    for v in lance_sql.dataset(ds.uri).versions():
+        if v["version"] <= before:
+            key = Path(ds.uri) / lance_sql.dataset(ds.uri, v["version"]).manifest_key
+            if v["version"] == before:  # set aside by a cleanup still running
+                key.rename(f"{key}.{time.time_ns()}{SET_ASIDE}")
+            else:
+                key.unlink()
+    assert [v["version"] for v in lance_sql.dataset(ds.uri).versions()] == [before + 1]
+    assert collect_garbage(ds).generations == []
+    assert len(_dirs(ds, A)) == 1

@@ -252,6 +252,23 @@ def _set_aside_and_look_again(store: ObjectStore, picked: list[VersionRef],
     return removed, tagged
 
 
+def set_aside_manifests(store: ObjectStore) -> list[Manifest]:
+    """The manifests a cleanup has set aside (running or dead): it may still put some
+    back (a tag or a writer needs them), so what those versions need must stay (the
+    MemWAL collector keeps their unmerged generations)."""
+    out = []
+    for name in store.list_dir(VERSIONS_DIR):
+        manifest_name = name.removesuffix(SET_ASIDE).rpartition(".")[0]
+        if not name.endswith(SET_ASIDE) or parse_manifest_name(manifest_name) is None:
+            continue
+        key = f"{VERSIONS_DIR}/{name}"
+        try:
+            out.append(ManifestCodec.decode(store.read(key), f"{store.uri}/{key}"))
+        except NotFoundError:
+            continue  # put back or removed meanwhile
+    return out
+
+
 def _left_by_a_dead_cleanup(store: ObjectStore, kept_files: set[str], grace_cutoff: int,
                             manifests: dict[int, Manifest], tagged: set[int]) -> list[str]:
     """Manifests an earlier cleanup set aside and never finished with (it died), and the
