@@ -811,8 +811,10 @@ class LanceDataset:
         self._moved_to(self.write_context().commit(UpdateBases(tuple(new_bases))))
 
     def create_scalar_index(self, column: str, index_type: str, name: str | None = None, *,
-                            replace: bool = False, **_: Any) -> None:
-        """Build a BTREE index of ``column`` (pylance's signature) and commit it."""
+                            replace: bool = True, **_: Any) -> None:
+        """Build a BTREE index of ``column`` (pylance's signature) and commit it. As
+        pylance's, an index of that name is rebuilt unless ``replace=False``, which
+        refuses it (a pipeline step run again rebuilds its index)."""
         self._moved_to(indices.create_scalar_index(self.write_context(), column, index_type,
                                                    name, replace=replace))
 

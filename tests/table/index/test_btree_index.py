@@ -345,11 +345,17 @@ def test_create_replace_drop(tmp_path: Path) -> None:
     ds = lance_sql.write_dataset(_table(), path)
     ds.create_scalar_index("i64", "BTREE", name="by_key")
     with pytest.raises(InvalidInputError, match="already exists"):
-        ds.create_scalar_index("i64", "BTREE", name="by_key")
+        ds.create_scalar_index("i64", "BTREE", name="by_key", replace=False)
     first = ds.list_indices()[0]["uuid"]
     ds.create_scalar_index("i64", "btree", name="by_key", replace=True)
     [info] = ds.list_indices()
     assert info["uuid"] != first and info["name"] == "by_key"
+    ds.create_scalar_index("i64", "BTREE", name="by_key")  # pylance's default: rebuilt
+    [again] = ds.list_indices()
+    assert again["uuid"] != info["uuid"] and again["name"] == "by_key"
+    ds.create_scalar_index("i64", "BTREE")  # (the default name: another index)
+    assert sorted(i["name"] for i in ds.list_indices()) == ["by_key", "i64_idx"]
+    ds.drop_index("i64_idx")
     with pytest.raises(NotFoundError):
         ds.create_scalar_index("nope", "BTREE")
     with pytest.raises(lance_sql.LanceError):
