@@ -157,3 +157,19 @@ def test_data_stats_match_pylance(writer: str, data_format: str, tmp_path: Path)
     ours = lance_sql.dataset(uri).stats.data_stats()
     assert _field_bytes(ours) == _field_bytes(lance.dataset(uri).stats.data_stats())
     assert len(ours.fields) == 8 and sum(b for _, b in _field_bytes(ours)) > 0
+
+
+def test_a_pandas_frames_index_is_written_as_pylance_writes_it(tmp_path: Path) -> None:
+    """An index that is not a plain range becomes the column ``__index_level_0__`` (it was
+    dropped: pylance could not append such frames to a table lance_sql had made)."""
+    frame = pd.DataFrame({"a": [1, 2, 3, 4], "b": ["w", "x", "y", "z"]})
+    picked = frame[frame.a % 2 == 0]
+    ours = lance_sql.write_dataset(picked, tmp_path / "ours.lance")
+    theirs = lance.write_dataset(picked, str(tmp_path / "theirs.lance"))
+    assert ours.schema.names == theirs.schema.names == ["a", "b", "__index_level_0__"]
+    assert ours.to_table().to_pandas().index.tolist() == [1, 3]
+    lance.write_dataset(frame[frame.a % 2 == 1], str(tmp_path / "ours.lance"), mode="append")
+    assert sorted(lance_sql.dataset(tmp_path / "ours.lance").to_table()["a"].to_pylist()) \
+        == [1, 2, 3, 4]
+    plain = lance_sql.write_dataset(frame, tmp_path / "plain.lance")  # a range: no column
+    assert plain.schema.names == ["a", "b"]

@@ -45,7 +45,9 @@ def to_reader(data: Any, schema: pa.Schema | None = None) -> pa.RecordBatchReade
     if isinstance(data, pa.RecordBatch):
         return to_reader(pa.Table.from_batches([data]), schema)
     if type(data).__module__.startswith("pandas") and hasattr(data, "to_dict"):
-        return to_reader(pa.Table.from_pandas(data, schema=schema, preserve_index=False))
+        # as pylance converts it: an index that is not a plain range becomes a column
+        # (``__index_level_0__``), so both libraries write the same table
+        return to_reader(pa.Table.from_pandas(data, schema=schema))
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data, schema=schema)
     if isinstance(data, dict):
