@@ -469,6 +469,12 @@ class LanceDataset:
                    filter: str | pc.Expression | None = None, *args: Any, **kwargs: Any):
         return self.scanner(columns, filter, *args, **kwargs).to_batches()
 
+    def to_pandas(self, columns: Sequence[str] | None = None,
+                  filter: str | pc.Expression | None = None, *args: Any, **kwargs: Any
+                  ) -> Any:
+        """:meth:`to_table` as a pandas DataFrame (pandas must be installed)."""
+        return self.to_table(columns, filter, *args, **kwargs).to_pandas()
+
     def count_rows(self, filter: str | pc.Expression | None = None, **kwargs: Any) -> int:
         """Rows where ``filter`` holds (all rows without one); ``kwargs``: scanner options
         (pylance's hints are taken and change nothing)."""
@@ -940,7 +946,7 @@ def dataset(
 
 def write_dataset(
     data: Any,
-    uri: str | os.PathLike[str],
+    uri: str | os.PathLike[str] | LanceDataset,
     schema: pa.Schema | None = None,
     mode: str = "create",
     *,
@@ -962,6 +968,8 @@ def write_dataset(
     """
     if mode not in WRITE_MODES:
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
+    if isinstance(uri, LanceDataset):  # pylance takes the dataset itself
+        uri = uri.uri
     store = open_store(uri)
     naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
     ctx = WriteContext.open(store, commit_config, naming=naming)

@@ -173,3 +173,31 @@ def test_a_pandas_frames_index_is_written_as_pylance_writes_it(tmp_path: Path) -
         == [1, 2, 3, 4]
     plain = lance_sql.write_dataset(frame, tmp_path / "plain.lance")  # a range: no column
     assert plain.schema.names == ["a", "b"]
+
+
+def test_smaller_everyday_calls_answer_as_pylance(tmp_path: Path) -> None:
+    """``to_pandas``, a dataset as ``write_dataset``'s target, ``when_matched_fail``,
+    ``retry_timeout`` and ``scanner().dataset_schema``, each beside pylance's."""
+    from datetime import timedelta
+
+    data = pa.table({"id": pa.array(range(10), pa.int64()), "s": [f"r{i}" for i in range(10)]})
+    ours = lance_sql.write_dataset(data, tmp_path / "ours.lance", max_rows_per_file=4)
+    theirs = lance.write_dataset(data, str(tmp_path / "theirs.lance"), max_rows_per_file=4)
+    for ds, library in ((ours, lance_sql), (theirs, lance)):
+        assert ds.to_pandas(filter="id > 7")["id"].tolist() == [8, 9]
+        assert library.write_dataset(data, ds, mode="append").count_rows() == 20
+        assert ds.scanner(columns=["id"]).dataset_schema.names == ["id", "s"]
+        fresh = pa.table({"id": pa.array([20], pa.int64()), "s": ["new"]})
+        done = ds.merge_insert("id").when_matched_fail().when_not_matched_insert_all() \
+            .retry_timeout(timedelta(seconds=5)).execute(fresh)
+        assert done["num_inserted_rows"] == 1
+    clash = pa.table({"id": pa.array([3, 30], pa.int64()), "s": ["x", "y"]})
+    version = lance_sql.dataset(tmp_path / "ours.lance").version
+    with pytest.raises(InvalidInputError, match="when_matched_fail"):
+        ours.merge_insert("id").when_matched_fail().when_not_matched_insert_all().execute(clash)
+    with pytest.raises(OSError, match="matching row"):
+        theirs.merge_insert("id").when_matched_fail().when_not_matched_insert_all() \
+            .execute(clash)
+    assert lance_sql.dataset(tmp_path / "ours.lance").version == version  # nothing written
+    assert sorted(lance_sql.dataset(tmp_path / "ours.lance").to_table()["id"].to_pylist()) \
+        == sorted(lance.dataset(str(tmp_path / "theirs.lance")).to_table()["id"].to_pylist())

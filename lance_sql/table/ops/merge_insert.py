@@ -61,6 +61,7 @@ class MergeSpec:
     update: bool = False
     update_condition: str | None = None
     delete_matched: bool = False  # when_matched_delete: matched rows are deleted
+    fail_matched: bool = False  # when_matched_fail: any matched row refuses the merge
     insert: bool = False
     delete: bool = False
     delete_condition: str | None = None
@@ -89,11 +90,19 @@ class MergeInsertBuilder:
         return self
 
     def when_matched_update_all(self, condition: str | None = None) -> MergeInsertBuilder:
-        return self._with(update=True, update_condition=condition, delete_matched=False)
+        return self._with(update=True, update_condition=condition, delete_matched=False,
+                          fail_matched=False)
+
+    def when_matched_fail(self) -> MergeInsertBuilder:
+        """A source row matching a target row refuses the whole merge (pylance's: an
+        insert that must not meet an existing key); nothing is written."""
+        return self._with(update=False, update_condition=None, delete_matched=False,
+                          fail_matched=True)
 
     def when_matched_delete(self) -> MergeInsertBuilder:
         """Delete every target row a source row matches (pylance's; replaces an update)."""
-        return self._with(update=False, update_condition=None, delete_matched=True)
+        return self._with(update=False, update_condition=None, delete_matched=True,
+                          fail_matched=False)
 
     def when_not_matched_insert_all(self) -> MergeInsertBuilder:
         return self._with(insert=True)
@@ -114,6 +123,10 @@ class MergeInsertBuilder:
         return self._with(merged=tuple(generations))
 
     def conflict_retries(self, retries: int) -> MergeInsertBuilder:
+        """Accepted for compatibility: the commit loop's retry policy applies."""
+        return self
+
+    def retry_timeout(self, timeout: object) -> MergeInsertBuilder:
         """Accepted for compatibility: the commit loop's retry policy applies."""
         return self
 
@@ -192,6 +205,10 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
         source = source.drop_columns([spec.tombstone])
     source = _check_source(base, source, keys, tombstones)
     src_rows, addresses, target = _matches(store, base, spec, source, keys)
+    if spec.fail_matched and len(src_rows):
+        row = _take_target(store, base, addresses[:1], keys).to_pylist()[0]
+        raise InvalidInputError(f"merge_insert found a matching row with {row} "
+                                "(when_matched_fail): nothing was written")
     matched = np.zeros(source.num_rows, dtype=bool)
     matched[src_rows] = True
     unique_addr, counts = np.unique(addresses, return_counts=True)

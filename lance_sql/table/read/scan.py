@@ -868,6 +868,11 @@ class Scanner:
     def projected_schema(self) -> pa.Schema:
         return self._plan.output_schema
 
+    @property
+    def dataset_schema(self) -> pa.Schema:
+        """The table's schema (every column, as scans return them), as pylance's."""
+        return self.manifest.schema.to_scan_arrow()
+
     def _fragment_tables(self) -> Generator[pa.Table, None, None]:
         """Fragment results in order, read ahead in a pool owned by this iterator.
 
