@@ -181,7 +181,9 @@ def compact_files(
     metrics = CompactionMetrics(
         fragments_removed=sum(len(old) for old, _ in new_groups),
         fragments_added=total,
-        files_removed=sum(len(f.files) for old, _ in new_groups for f in old),
+        # (a fragment's deletion file goes with it, counted as pylance counts it)
+        files_removed=sum(len(f.files) + (f.deletion_file is not None)
+                          for old, _ in new_groups for f in old),
         files_added=sum(len(f.files) for _, new in new_groups for f in new),
     )
     return metrics, committed

@@ -42,7 +42,7 @@ def test_compaction_keeps_order_and_materialises_deletions(tmp_path: Path) -> No
     ds.delete("id % 3 = 0")
     before = ds.to_table()
     metrics = ds.optimize.compact_files()
-    assert metrics == CompactionMetrics(5, 1, 5, 1)
+    assert metrics == CompactionMetrics(5, 1, 10, 1)  # (5 data, 5 deletion files: as pylance)
     assert ds.to_table() == before  # same rows, same order
     (frag,) = ds.manifest.fragments
     assert frag.deletion_file is None and frag.physical_rows == before.num_rows
@@ -391,3 +391,15 @@ def test_update_rewrites_matching_rows(tmp_path: Path) -> None:
         ds.update({"nope": "1"})
     with pytest.raises(InvalidInputError):
         ds.update({"id": "'not a number'"})
+
+
+def test_compaction_counts_the_deletion_files_it_removes_as_pylance(tmp_path: Path) -> None:
+    lance = pytest.importorskip("lance")
+    data = pa.table({"id": pa.array(range(10), pa.int64())})
+    counts = []
+    for library, name in ((lance_sql, "ours"), (lance, "theirs")):
+        ds = library.write_dataset(data, str(tmp_path / name), max_rows_per_file=4)
+        ds.delete("id = 5")
+        m = ds.optimize.compact_files()
+        counts.append((m.fragments_removed, m.files_removed, m.files_added))
+    assert counts[0] == counts[1] == (3, 4, 1)
