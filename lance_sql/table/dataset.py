@@ -109,8 +109,8 @@ from lance_sql.table.write.fragments import (
 WRITE_MODES = ("create", "append", "overwrite")
 # pylance scanner options that tune its engine and change no result here (see scanner)
 SCAN_HINTS = frozenset({
-    "prefilter", "scan_in_order", "late_materialization", "use_stats", "io_buffer_size",
-    "fast_search", "strict_batch_size", "scan_stats_callback", "blob_handling",
+    "prefilter", "late_materialization", "use_stats", "io_buffer_size", "fast_search",
+    "strict_batch_size", "disable_scoring_autoprojection",
 })
 # What names a version: its number, a tag, or an instant (the latest version committed at
 # or before it); None is the latest.
@@ -372,9 +372,13 @@ class LanceDataset:
         offset: int | None = None,
         nearest: object = None,
         batch_size: int | None = None,
+        batch_size_bytes: int | None = None,
         batch_readahead: int | None = None,
         fragment_readahead: int | None = None,
+        scan_in_order: bool | None = None,
         fragments: Sequence[LanceFragment | Fragment] | None = None,
+        index_segments: object = None,
+        full_text_query: object = None,
         *,
         with_row_id: bool = False,
         with_row_address: bool = False,
@@ -399,6 +403,8 @@ class LanceDataset:
         unknown = sorted(set(hints) - SCAN_HINTS)
         if unknown:
             raise TypeError(f"scanner() got an unexpected keyword argument {unknown[0]!r}")
+        if full_text_query is not None or index_segments is not None:
+            raise InvalidInputError("full-text search and index segments are not supported")
         if nearest is not None:
             raise InvalidInputError("scanner(nearest=...) is not supported: search with "
                                     "SQL's nearest() table function or ds.mem_wal.nearest")
@@ -442,14 +448,14 @@ class LanceDataset:
                  limit: int | None, offset: int | None, batch_size: int | None,
                  fragments: Sequence[LanceFragment | Fragment] | None, with_row_id: bool,
                  with_row_address: bool, use_scalar_index: bool | None,
-                 keys: list[tuple[str, str]]) -> OrderedScanner:
+                 keys: list[tuple[str, str, str]]) -> OrderedScanner:
         """A scan sorted by ``keys``: every matching row read with the sort columns, then
         sorted, sliced and projected (:class:`OrderedScanner`)."""
         inner = self.scanner(columns, filter, batch_size=batch_size, fragments=fragments,
                              with_row_id=with_row_id, with_row_address=with_row_address,
                              use_scalar_index=use_scalar_index)
         output = inner.projected_schema.names
-        missing = [k for k, _ in keys if k not in output]
+        missing = [k for k, _, _ in keys if k not in output]
         if missing and isinstance(columns, Mapping):
             raise InvalidInputError(f"order_by columns {missing} must be among the "
                                     "projected columns")

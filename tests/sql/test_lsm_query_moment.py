@@ -54,6 +54,26 @@ def _between_plans(monkeypatch: pytest.MonkeyPatch, action: Callable[[], None]) 
     return plans
 
 
+def test_an_empty_memtable_at_the_moment_stays_empty_for_the_query(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's MemTable is empty when the query's moment is taken (just flushed):
+    rows put before the second reference is planned are not read by it either (a
+    MemTable was skipped by its live row count)."""
+    writer = _writer(tmp_path, 10, 1)
+    try:
+        writer.put(rows([1], 1))
+        writer.flush_memtable()
+        session = connect(tmp_path)
+        plans = _between_plans(monkeypatch, lambda: writer.put(rows(list(range(10)), 2)))
+        got = session.sql("SELECT a.v AS av, b.v AS bv FROM t a JOIN t b ON a.id = b.id"
+                          ).to_arrow_table()
+        assert len(plans) == 2
+        assert got["av"].to_pylist() == got["bv"].to_pylist()
+        assert 2 not in got["av"].to_pylist()
+    finally:
+        writer.close()
+
+
 @pytest.mark.parametrize("flush", [False, True], ids=["put", "put-then-flush"])
 def test_a_self_join_reads_one_moment_while_a_writer_puts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: bool) -> None:

@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError, NotFoundError
-from lance_sql.expr import Expr, parse_predicate, resolve
+from lance_sql.expr import Expr, resolve
 from lance_sql.expr import columns as expr_columns
+from lance_sql.memwal.read.filter_input import parse_filter
 from lance_sql.memwal.read.nodes import DISTANCE, GlobalLimitExec, ProjectionExec, SortExec
 from lance_sql.memwal.read.planner import LsmPlan
 from lance_sql.memwal.read.search import (
@@ -45,8 +46,7 @@ def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.nd
     missing = [c for c in output if c not in known]
     if missing:
         raise InvalidInputError(f"{ds.uri} has no columns {missing}")
-    predicate = parse_predicate(filter) if isinstance(filter, str) and filter.strip() else (
-        filter if isinstance(filter, Expr) else None)
+    predicate = parse_filter(filter)
     named: list[str] = []
     if predicate is not None:
         try:

@@ -38,7 +38,7 @@ from lance_sql.errors import (
     UnsupportedFeatureError,
     VersionCleanedUpError,
 )
-from lance_sql.expr.arrow import Expr, parse_predicate, resolve
+from lance_sql.expr.arrow import Expr, resolve
 from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.format.memwal import MemWalIndexDetails, RegionManifest
 from lance_sql.format.region_spec import RegionSpec
@@ -52,6 +52,7 @@ from lance_sql.memwal.generation_tables import (
 from lance_sql.memwal.index_builder import read_snapshot
 from lance_sql.memwal.merger import region_ids
 from lance_sql.memwal.naming import MEM_WAL_DIR, RegionPaths
+from lance_sql.memwal.read.filter_input import parse_filter
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.many import ManyKeyLookup
 from lance_sql.memwal.read.many import usable as many_usable
@@ -283,14 +284,6 @@ def _lookup_text(root: ExecNode) -> str:
 def _first_row(table: pa.Table, row: int = 0) -> tuple:
     """Row ``row`` of ``table`` as a tuple of Python values (cheaper than to_pylist)."""
     return tuple(c[row].as_py() for c in table.columns)
-
-
-def _parse(filter: str | Expr | None) -> Expr | None:
-    if filter is None:
-        return None
-    if isinstance(filter, str):
-        return parse_predicate(filter) if filter.strip() else None
-    return filter
 
 
 class LsmView:
@@ -606,7 +599,10 @@ class LsmView:
             generations, flushed_up_to = self._generations(region, index, lazy)
             mine: list[Source] = []
             for memtable in self.moment.memtables.get(region.region_id, []):
-                if memtable.generation > flushed_up_to and memtable.num_rows:
+                # (by the moment's fragments, not the live count: a put between two
+                # references of one query must not make one of them read the MemTable)
+                if memtable.generation > flushed_up_to and \
+                        self.moment.fragments_of(memtable):
                     mine.append(MemTableSource(self._named_memtable(memtable),
                                                region.region_id, index,
                                                self.moment.fragments_of(memtable)))
@@ -825,7 +821,7 @@ class LsmView:
     def _predicate(self, filter: str | Expr | None, *, typed: bool = False) -> Expr | None:
         """``filter`` parsed and resolved against the view's columns; ``typed``: its
         types checked too (:func:`.search.check_filter`)."""
-        expr = _parse(filter)
+        expr = parse_filter(filter)
         if expr is None:
             return None
         full = pa.schema([*self.arrow_schema, *(self._field(n) for n in SYSTEM

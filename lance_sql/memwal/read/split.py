@@ -53,9 +53,10 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError
-from lance_sql.expr.arrow import Expr, parse_predicate, resolve
+from lance_sql.expr.arrow import Expr, resolve
 from lance_sql.expr.arrow import columns as expr_columns
 from lance_sql.memwal.read.duplicates import superseded_base_rows
+from lance_sql.memwal.read.filter_input import parse_filter
 from lance_sql.memwal.read.nodes import (
     DeduplicateExec,
     ExecNode,
@@ -139,9 +140,9 @@ class LsmSplit:
 
 def _predicate(view: LsmView, filter: str | Expr | None) -> Expr | None:
     """``filter`` resolved against the view's columns (None: no filter)."""
-    if filter is None or (isinstance(filter, str) and not filter.strip()):
+    expr = parse_filter(filter)
+    if expr is None:
         return None
-    expr = parse_predicate(filter) if isinstance(filter, str) else filter
     return resolve(expr, pa.schema([*view.arrow_schema,
                                     *(pa.field(n, pa.uint64()) for n in SYSTEM)]))
 

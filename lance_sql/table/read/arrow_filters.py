@@ -39,7 +39,9 @@ def _ordered_metadata(schema: pa.Schema) -> list[tuple[str, str]]:
 
 _COMPARE = {"equal": "=", "not_equal": "!=", "less": "<", "less_equal": "<=",
             "greater": ">", "greater_equal": ">="}
-_LOGIC = {"and_kleene": "and", "and": "and", "or_kleene": "or", "or": "or"}
+# (pyarrow's plain "and" / "or" are not SQL's: NULL AND FALSE is NULL there, which a NOT
+# above keeps as NULL where SQL's FALSE becomes TRUE; they stay unknown calls)
+_LOGIC = {"and_kleene": "and", "or_kleene": "or"}
 
 
 def _read(expression: pc.Expression) -> tuple[list[tuple[str, str]], pa.Table]:
@@ -67,11 +69,36 @@ def in_list(expression: pc.Expression) -> tuple[str, pa.Array] | None:
 def referenced_columns(expression: pc.Expression) -> set[str]:
     """Top-level names of every field the expression reads."""
     pairs, _ = _read(expression)
-    out = set()
-    for key, value in pairs:
-        if key == "field_ref":
-            out.add(value.split(".", 1)[0])
+    return {column.path[0] for column in _references(pairs)}
+
+
+def _references(pairs: list[tuple[str, str]]) -> list[Column]:
+    """Every field reference among ``pairs``, as columns."""
+    out, at = [], 0
+    while at < len(pairs):
+        column, at = _reference(pairs, at)
+        if column is not None:
+            out.append(column)
+        else:
+            at += 1
     return out
+
+
+def _reference(pairs: list[tuple[str, str]], at: int) -> tuple[Column | None, int]:
+    """The field reference at ``pairs[at]`` and the position after it; (None, at) when
+    there is none. A nested one (``pc.field("s", "x")``) is a ``nested_field_ref`` entry
+    giving its depth, then one ``field_ref`` a level; a plain one's dotted name is a path
+    (DataFusion pushes struct fields so)."""
+    key, value = pairs[at]
+    if key == "field_ref":
+        return Column(tuple(value.split("."))), at + 1
+    if key == "nested_field_ref":
+        depth = int(value)
+        names = pairs[at + 1: at + 1 + depth]
+        if len(names) != depth or depth < 1 or any(k != "field_ref" for k, _ in names):
+            raise ValueError("a nested field reference without its names")
+        return Column(tuple(v for _, v in names)), at + 1 + depth
+    return None, at
 
 
 # ``column == integer`` as pyarrow prints it (a plain name: no dots, no quoting)
@@ -118,7 +145,10 @@ def decode_serialised(expression: pc.Expression) -> Expr | None:
     pairs, table = _read(expression)
     calls: list[tuple[str, list[Expr], list[Any]]] = []  # (name, args, [options])
     try:
-        for key, value in pairs:
+        at = 0
+        while at < len(pairs):
+            key, value = pairs[at]
+            at += 1
             if key == "call":
                 calls.append((value, [], [None]))
                 continue
@@ -128,8 +158,10 @@ def decode_serialised(expression: pc.Expression) -> Expr | None:
             if key == "end":
                 name, args, options = calls.pop()
                 item = _call(name, args, options[0])
-            elif key == "field_ref":
-                item = Column(tuple(value.split(".")))
+            elif key in ("field_ref", "nested_field_ref"):
+                reference, at = _reference(pairs, at - 1)
+                assert reference is not None
+                item = reference
             elif key == "literal":
                 column = table.column(int(value))
                 item = Literal(column[0].as_py(), column.type)
@@ -154,6 +186,8 @@ def _call(name: str, args: Sequence[Expr | None], options: Any) -> Expr:
     if name == "invert":
         return Call("not", exprs)
     if name == "is_null":
+        if isinstance(options, dict) and options.get("nan_is_null"):
+            return Call("unknown", exprs)  # (NaN counts as NULL: not SQL's IS NULL)
         return Call("is_null", exprs)
     if name == "is_valid":
         return Call("is_not_null", exprs)

@@ -18,23 +18,26 @@ _DIRECTIONS = {"asc": "ascending", "ascending": "ascending", "desc": "descending
                "descending": "descending"}
 
 
-def sort_keys(order_by: Sequence[Any]) -> list[tuple[str, str]]:
-    """``order_by`` as (column, "ascending" | "descending") pairs. Each item is a column
-    name (ascending), a ``(name, direction)`` pair, or an object with pylance's
-    ``ColumnOrdering`` attributes (``column_name``, ``ascending``)."""
+def sort_keys(order_by: Sequence[Any]) -> list[tuple[str, str, str]]:
+    """``order_by`` as (column, "ascending" | "descending", "at_start" | "at_end")
+    triples. Each item is a column name (ascending, NULLs last), a ``(name, direction)``
+    pair, or an object with pylance's ``ColumnOrdering`` attributes (``column_name``,
+    ``ascending``, ``nulls_first``)."""
     if isinstance(order_by, str) or not isinstance(order_by, Sequence):
         raise InvalidInputError("order_by must be a list of columns (names, (name, "
                                 "'ascending' | 'descending') pairs or column orderings)")
     keys = []
     for item in order_by:
         if isinstance(item, str):
-            keys.append((item, "ascending"))
+            keys.append((item, "ascending", "at_end"))
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) \
                 and str(item[1]).lower() in _DIRECTIONS:
-            keys.append((item[0], _DIRECTIONS[str(item[1]).lower()]))
+            keys.append((item[0], _DIRECTIONS[str(item[1]).lower()], "at_end"))
         elif isinstance(getattr(item, "column_name", None), str):
             ascending = getattr(item, "ascending", True)
-            keys.append((item.column_name, "ascending" if ascending else "descending"))
+            first = getattr(item, "nulls_first", False)
+            keys.append((item.column_name, "ascending" if ascending else "descending",
+                         "at_start" if first else "at_end"))
         else:
             raise InvalidInputError(f"order_by: cannot read {item!r} as a column ordering")
     return keys
@@ -43,9 +46,9 @@ def sort_keys(order_by: Sequence[Any]) -> list[tuple[str, str]]:
 class OrderedScanner:
     """``scanner`` (reading every matching row, with the sort columns) sorted by ``keys``,
     then ``offset`` / ``limit`` applied and the sort columns nobody asked for dropped.
-    NULLs sort last, as pylance's default ordering puts them."""
+    NULLs sort where each key says (last by default, as pylance's ordering puts them)."""
 
-    def __init__(self, scanner: Any, keys: list[tuple[str, str]], output: Sequence[str],
+    def __init__(self, scanner: Any, keys: list[tuple[str, str, str]], output: Sequence[str],
                  limit: int | None, offset: int | None, batch_size: int | None) -> None:
         self.scanner = scanner
         self.keys = keys
@@ -59,8 +62,7 @@ class OrderedScanner:
 
     def to_table(self) -> pa.Table:
         table = self.scanner.to_table()
-        table = table.take(pc.sort_indices(table, sort_keys=[(name, order, "at_end")
-                                                              for name, order in self.keys]))
+        table = table.take(pc.sort_indices(table, sort_keys=self.keys))
         stop = None if self.limit is None else self.offset + self.limit
         table = table.slice(self.offset, None if stop is None else stop - self.offset)
         return table.select(self.output)

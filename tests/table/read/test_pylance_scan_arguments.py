@@ -126,3 +126,38 @@ def test_order_by_sorts_before_limit_and_offset(both) -> None:
     assert pa.Table.from_batches(batches)["n"].to_pylist() == [5, 4, 3, 2, 1, None]
     with pytest.raises(InvalidInputError, match="order_by"):
         ours.to_table(order_by="n")
+
+
+def test_nested_and_pyarrow_only_filters(tmp_path: Path) -> None:
+    """A nested field reference (``pc.field("st", "c")``) reads its column; calls whose
+    pyarrow meaning is not SQL's (``is_null(nan_is_null=True)``, plain ``and`` / ``or``,
+    which are not Kleene) filter as pyarrow evaluates them, not as SQL would."""
+    table = pa.table({
+        "st": pa.array([{"c": 1}, {"c": 5}, None, {"c": 7}],
+                       pa.struct([pa.field("c", pa.int64())])),
+        "f": [1.0, float("nan"), None, 2.0],
+        "x": pa.array([1, None, 3, 4], pa.int64()),
+    })
+    ds = lance_sql.write_dataset(table, tmp_path / "t.lance")
+    for expr in [pc.field("st", "c") > 2,
+                 pc.is_null(pc.field("f"), nan_is_null=True),
+                 ~pc.Expression._call("and", [pc.field("x") > 2, pc.field("f") > 1.5]),
+                 ~pc.Expression._call("or", [pc.field("x") > 2, pc.field("f") > 1.5])]:
+        want = table.filter(expr)
+        got = ds.to_table(filter=expr)
+        assert _rows(got) == _rows(want), str(expr)
+        assert ds.count_rows(expr) == want.num_rows
+
+
+def test_pylance_positional_scanner_arguments_and_null_ordering(both) -> None:
+    """pylance's order: columns, filter, limit, offset, nearest, batch_size,
+    batch_size_bytes, batch_readahead, fragment_readahead, scan_in_order, fragments; and
+    its ordering's ``nulls_first``."""
+    from lance.dataset import ColumnOrdering
+
+    theirs, ours = both
+    args = (["n"], "n > 1", 3, 0, None, 2, None, 4, 2, True)
+    assert _rows(ours.to_table(*args)) == _rows(theirs.to_table(*args))
+    first = [ColumnOrdering("n", True, nulls_first=True)]
+    assert ours.to_table(order_by=first)["n"].to_pylist() == \
+        theirs.to_table(order_by=first)["n"].to_pylist() == [None, 1, 2, 3, 4, 5]
