@@ -25,6 +25,7 @@ from lance_sql.format.region_spec import RegionSpec
 from lance_sql.format.schema import LanceSchema
 from lance_sql.memwal.bloom import hashable_key_type
 from lance_sql.memwal.transforms import check_spec_types
+from lance_sql.memwal.wal import check_reserved_columns
 from lance_sql.table.txn.operations import CreateIndex
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ def initialize(ds: LanceDataset, region_spec: RegionSpec | None = None, *,
     if any(i.name == MEM_WAL_INDEX_NAME for i in entries):
         raise InvalidInputError(f"{ds.uri} already has a MemWAL index")
     check_key_types(base.schema)
+    check_reserved_columns(base.schema, ds.uri)
     specs: tuple[RegionSpec, ...] = ()
     if region_spec is not None:
         specs = (region_spec.bind(base.schema).with_id(1),)

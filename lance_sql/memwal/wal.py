@@ -37,6 +37,20 @@ __all__ = [
 ]
 
 TOMBSTONE = "_tombstone"
+# Column names a MemWAL table's own columns may not take: the tombstone flag its files
+# store, and what its LSM reads add by name (the view's ``_gen`` and ``_region``, a
+# lookup's ``_key``, a search's ``_distance``; see :mod:`.read.nodes`). A user column of
+# one of these names would read as the added values.
+RESERVED_COLUMNS = (TOMBSTONE, "_gen", "_region", "_key", "_distance")
+
+
+def check_reserved_columns(table: LanceSchema, where: str) -> None:
+    """SchemaError when a top-level column of ``table`` has a reserved name."""
+    taken = [f.name for f in table.fields if f.name in RESERVED_COLUMNS]
+    if taken:
+        raise SchemaError(f"{where}: column {taken[0]!r} has a name a MemWAL table reserves "
+                          f"({', '.join(RESERVED_COLUMNS)}): its LSM reads would show "
+                          "their own values there; rename it (alter_columns)")
 EPOCH_KEY = "writer_epoch"
 GENERATION_KEY = "generation"
 
@@ -47,8 +61,7 @@ def memtable_schema(table: LanceSchema) -> LanceSchema:
 
     Columns other than the key become nullable: a tombstone row carries only its key.
     """
-    if any(f.name == TOMBSTONE for f in table.fields):
-        raise SchemaError(f"the table already has a column named {TOMBSTONE!r}")
+    check_reserved_columns(table, "the table")
     fields = tuple(f if f.unenforced_primary_key or f.nullable else replace(f, nullable=True)
                    for f in table.fields)
     ids = itertools.count(table.max_field_id() + 1)

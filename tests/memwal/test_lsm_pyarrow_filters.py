@@ -37,3 +37,30 @@ def test_scans_lookups_and_searches_take_pyarrow_filters(tmp_path: Path) -> None
     assert near["my id"].to_pylist() == [3, 4, 5]  # the filter is applied, not dropped
     with pytest.raises(InvalidInputError, match="write it as SQL"):
         mw.scanner(filter=(pc.field("v") + 1) > 2).to_table()
+
+
+@pytest.mark.parametrize("name", ["_tombstone", "_gen", "_region", "_key", "_distance"])
+def test_columns_named_as_what_lsm_reads_add_are_refused(tmp_path: Path, name: str) -> None:
+    """A user column ``_gen`` (``_region``, ``_key``, ``_distance``) read as the values the
+    LSM view adds under that name: generation numbers, region ids, key positions. Such a
+    table is refused a MemWAL; one renamed so after its MemWAL began refuses LSM reads."""
+    from lance_sql.errors import SchemaError
+    from lance_sql.memwal.read import nodes
+    from lance_sql.memwal.wal import RESERVED_COLUMNS
+
+    assert {nodes.GEN, nodes.REGION, nodes.KEY_POSITION, nodes.DISTANCE} < set(RESERVED_COLUMNS)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                        pa.field(name, pa.int64())])
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], name: [100, 200]}, schema=schema),
+                                 tmp_path / "t.lance")
+    with pytest.raises(SchemaError, match="reserves"):
+        ds.initialize_mem_wal(region_spec=RegionSpec.bucket("id", 1))
+    ds.alter_columns({"path": name, "name": "x"})
+    mw = lance_sql.dataset(tmp_path / "t.lance").initialize_mem_wal(
+        region_spec=RegionSpec.bucket("id", 1))
+    lance_sql.dataset(tmp_path / "t.lance").alter_columns({"path": "x", "name": name})
+    with pytest.raises(SchemaError, match="reserves"):
+        lance_sql.dataset(tmp_path / "t.lance").mem_wal.scanner().to_table()
+    with pytest.raises(SchemaError, match="reserves"):
+        lance_sql.connect(str(tmp_path)).sql("SELECT * FROM t").to_arrow_table()
+    assert mw is not None

@@ -107,7 +107,7 @@ from lance_sql.memwal.transforms import (
 )
 from lance_sql.memwal.type_kinds import same_kind
 from lance_sql.memwal.value_cast import as_column_type
-from lance_sql.memwal.wal import TOMBSTONE
+from lance_sql.memwal.wal import TOMBSTONE, check_reserved_columns
 from lance_sql.memwal.writer import open_memtables_of, registered_writer
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.files.reader import ROW_ADDR, VERSION_COLUMNS
@@ -302,6 +302,9 @@ class LsmView:
         loaded = mem_wal_index.load(base)
         if loaded is None and not plain_ok:
             raise NotFoundError(f"{base.uri} has no MemWAL index")
+        if loaded is not None:
+            check_reserved_columns(base.manifest.schema, f"{base.uri} (version "
+                                                         f"{base.version})")
         self.base = base
         # no index at this version: no regions, generations or MemTables belong to it
         self.has_index = loaded is not None
