@@ -140,26 +140,38 @@ class TableDirectory:
         with self._lock:
             if name in self._registered:
                 return self._registered[name]
-        discovered = dict(self._discovered())
-        if name in discovered:
-            return discovered[name]
-        lowered = {k.lower(): v for k, v in discovered.items()}
-        if name.lower() in lowered:
-            return lowered[name.lower()]
-        raise NotFoundError(
-            f"unknown table {name!r}; tables: {', '.join(self.names()) or '(none)'}"
-        )
+        path = self._found(name)
+        if path is None:
+            raise NotFoundError(
+                f"unknown table {name!r}; tables: {', '.join(self.names()) or '(none)'}"
+            )
+        return path
 
     def under_root(self, name: str) -> str | None:
         """The directory of table ``name`` if it was found under the root (not registered)."""
         with self._lock:
             if name in self._registered:
                 return None
-        found = dict(self._discovered())
-        if name not in found:
-            found = {k.lower(): v for k, v in found.items()}
-            name = name.lower()
-        return found.get(name)
+        return self._found(name)
+
+    def ambiguous(self, name: str) -> bool:
+        """Whether ``name`` matches several tables ignoring case and none exactly."""
+        discovered = dict(self._discovered())
+        return name not in discovered and \
+            sum(k.lower() == name.lower() for k in discovered) > 1
+
+    def _found(self, name: str) -> str | None:
+        """The directory of the table found under the root as ``name``: its exact name,
+        else the one table whose name matches ignoring case (several: a NotFoundError
+        naming them, as for columns)."""
+        discovered = dict(self._discovered())
+        if name in discovered:
+            return discovered[name]
+        matches = sorted(k for k in discovered if k.lower() == name.lower())
+        if len(matches) > 1:
+            raise NotFoundError(f"table name {name!r} is ambiguous: {', '.join(matches)} "
+                                "differ only by case; quote the exact name")
+        return discovered[matches[0]] if matches else None
 
     def new_table_path(self, name: str) -> str:
         """Where ``CREATE TABLE name`` writes: ``ROOT/name.lance``."""
@@ -182,6 +194,8 @@ class TableDirectory:
             path = os.path.join(self.root, entry)
             if os.path.isdir(os.path.join(path, "_versions")):
                 name = entry[: -len(SUFFIX)] if entry.endswith(SUFFIX) else entry
+                if "#" in name or "@" in name:
+                    continue  # SQL names use them for versions and flags (see register)
                 out.append((name, path))
         return out
 
@@ -329,6 +343,8 @@ class LanceSchemaProvider(SchemaProvider):
         if other is not None:
             return other
         parsed = TableName.parse(name)
+        if parsed.query_id is None and "#" in name:
+            return None  # flags come from the front door only: "a#b" names no table
         try:
             self.resolver.directory.uri(parsed.table)
         except NotFoundError:

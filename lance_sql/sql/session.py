@@ -614,6 +614,8 @@ class LanceSession:
             try:
                 self.directory.uri(name)
             except LanceError:
+                if self.directory.ambiguous(name):
+                    raise  # (tables differing by case: say so, not "unknown table")
                 return False
             return True
 

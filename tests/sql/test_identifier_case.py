@@ -128,3 +128,25 @@ def test_system_columns_keep_working_in_sql_writes(tmp_path: Path) -> None:
           "CAST(_row_created_at_version AS VARCHAR) WHERE id = 3")
     assert s.sql("SELECT _rowid, s FROM t ORDER BY id").to_pydict() == \
         {"_rowid": [1, 2], "s": ["x", want["v"][0]]} == {"_rowid": [1, 2], "s": ["x", "2@1"]}
+
+
+def test_table_names_differing_by_case_or_holding_sql_name_syntax(tmp_path: Path) -> None:
+    """Tables ``Mixed`` and ``MIXED``: an unquoted or wrongly cased name is ambiguous (it
+    read the last in sort order), an exact one reads its table. Directories whose names
+    hold ``#`` or ``@`` (SQL names use them for flags and versions) are not tables here:
+    ``"a#b"`` read table ``a``'s rows."""
+    for name, v in (("Mixed", 1), ("MIXED", 2), ("a", 3), ("a#b", 4), ("u@x", 5)):
+        lance_sql.write_dataset(pa.table({"v": [v]}), tmp_path / f"{name}.lance")
+    session = lance_sql.connect(tmp_path)
+    assert session.sql('SELECT v FROM "Mixed"').to_pylist() == [{"v": 1}]
+    assert session.sql('SELECT v FROM "MIXED"').to_pylist() == [{"v": 2}]
+    for text in ("SELECT v FROM mixed", 'SELECT v FROM "mixed"'):
+        with pytest.raises(NotFoundError, match="ambiguous"):
+            session.sql(text).to_pylist()
+    names = [r["table_name"] for r in session.sql("SHOW TABLES").to_pylist()]
+    assert {"Mixed", "MIXED", "a"} <= set(names) and not {"a#b", "u@x"} & set(names)
+    with pytest.raises(lance_sql.LanceError):
+        session.sql('SELECT v FROM "a#b"').to_pylist()
+    with pytest.raises(lance_sql.LanceError):
+        session.sql('SELECT v FROM "u@x"').to_pylist()
+    assert session.sql("SELECT v FROM a").to_pylist() == [{"v": 3}]
