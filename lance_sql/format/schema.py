@@ -556,23 +556,29 @@ class LanceSchema:
             raise NotFoundError(f"no field with id {field_id}") from None
 
     def _path(self, name: str) -> list[LanceField]:
-        """Chain of fields from the top level down to ``name`` (dotted paths enter structs)."""
+        """Chain of fields from the top level down to ``name`` (dotted paths enter structs).
 
-        def find(fields: tuple[LanceField, ...], path: str) -> list[LanceField] | None:
-            for f in fields:
-                if f.name == path:
-                    return [f]
+        A top-level column named exactly ``name`` wins (a column may be named "a.b");
+        inside a struct, dots enter structs first, as scans read such a path (and
+        pylance): with both ``s.a: struct<b>`` and ``s."a.b"``, "s.a.b" is the former. A
+        member whose own name holds dots is found when no such path exists."""
+
+        def find(fields: tuple[LanceField, ...], path: str, top: bool
+                 ) -> list[LanceField] | None:
+            exact = next(([f] for f in fields if f.name == path), None)
+            if top and exact is not None:
+                return exact
             for i, ch in enumerate(path):
                 if ch != ".":
                     continue
                 for f in fields:
                     if f.name == path[:i] and f.logical_type == "struct":
-                        rest = find(f.children, path[i + 1 :])
+                        rest = find(f.children, path[i + 1 :], False)
                         if rest is not None:
                             return [f, *rest]
-            return None
+            return exact
 
-        chain = find(self.fields, name)
+        chain = find(self.fields, name, True)
         if chain is None:
             available = ", ".join(repr(f.name) for f in self.fields)
             raise NotFoundError(f"no column {name!r}; available columns: {available}")
@@ -581,6 +587,11 @@ class LanceSchema:
     def field(self, name: str) -> LanceField:
         """Top-level field by name, or a struct member by dotted path ("a.b")."""
         return self._path(name)[-1]
+
+    def path(self, name: str) -> list[LanceField]:
+        """The fields from the top level down to ``name``, found as :meth:`field` finds
+        it (its parent is the one before last)."""
+        return self._path(name)
 
     def project(self, names: Sequence[str]) -> LanceSchema:
         """Keep the named columns in the given order; "s.a" keeps struct s with only member a."""

@@ -423,11 +423,11 @@ def _check_nullable_under_mem_wal(base: Manifest, added: pa.Schema) -> None:
 def _check_rename(schema: LanceSchema, path: str, name: str) -> str:
     if not isinstance(name, str) or not name:
         raise InvalidInputError(f"invalid new name {name!r} for {path!r}")
-    parent = path.rpartition(".")[0] if "." in path else ""
-    siblings = schema.field(parent).children if parent else schema.fields
-    if any(s.name == name for s in siblings if s.name != path.rpartition(".")[2]):
+    chain = schema.path(path)  # (as the rename itself finds it: a member may hold dots)
+    siblings = chain[-2].children if len(chain) > 1 else schema.fields
+    if any(s.name == name for s in siblings if s is not chain[-1]):
         raise InvalidInputError(f"cannot rename {path!r} to {name!r}: the name is taken")
-    if not parent:
+    if len(chain) == 1:
         check_column_names([name])
     return name
 

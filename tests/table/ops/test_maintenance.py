@@ -403,3 +403,25 @@ def test_compaction_counts_the_deletion_files_it_removes_as_pylance(tmp_path: Pa
         m = ds.optimize.compact_files()
         counts.append((m.fragments_removed, m.files_removed, m.files_added))
     assert counts[0] == counts[1] == (3, 4, 1)
+
+
+def test_a_dotted_path_names_the_field_scans_read(tmp_path: Path) -> None:
+    """``s`` holds a member named "a.b" and a struct ``a`` with member ``b``: scans read
+    "s.a.b" as s -> a -> b (as pylance), and so do alter_columns and drop_columns now (they
+    renamed or dropped the member "a.b", silently)."""
+    inner = pa.StructArray.from_arrays([pa.array([7, 8])], names=["b"])
+    st = pa.StructArray.from_arrays([pa.array([1, 2]), inner, pa.array([3, 4])],
+                                    names=["a.b", "a", "c"])
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "s": st}), tmp_path / "t.lance")
+    assert ds.to_table(columns=["s.a.b"]).column(0).to_pylist() == [7, 8]
+    ds.alter_columns({"path": "s.a.b", "name": "zz"})
+    t = lance_sql.dataset(tmp_path / "t.lance").schema.field("s").type
+    assert [f.name for f in t] == ["a.b", "a", "c"] and t.field("a").type.field(0).name == "zz"
+    with pytest.raises(lance_sql.LanceError, match="struct 'a'"):
+        ds.drop_columns(["s.a.zz"])  # (its only member: the struct must go instead)
+    ds.drop_columns(["s.a"])
+    assert lance_sql.dataset(tmp_path / "t.lance").to_table()["s"].to_pylist() == [
+        {"a.b": 1, "c": 3}, {"a.b": 2, "c": 4}]
+    ds.alter_columns({"path": "s.a.b", "name": "ab"})  # no struct a: the member itself
+    assert [f.name for f in lance_sql.dataset(tmp_path / "t.lance").schema.field("s").type] \
+        == ["ab", "c"]
