@@ -201,3 +201,21 @@ def test_smaller_everyday_calls_answer_as_pylance(tmp_path: Path) -> None:
     assert lance_sql.dataset(tmp_path / "ours.lance").version == version  # nothing written
     assert sorted(lance_sql.dataset(tmp_path / "ours.lance").to_table()["id"].to_pylist()) \
         == sorted(lance.dataset(str(tmp_path / "theirs.lance")).to_table()["id"].to_pylist())
+
+
+def test_a_column_renamed_to_a_system_columns_name_is_a_schema_error(tmp_path: Path) -> None:
+    """pylance lets ``alter_columns`` name a column ``_rowid`` (and then panics reading
+    it); lance_sql's reads raised a raw KeyError. They are a SchemaError saying what to
+    do, and the rename back (lance_sql's alter_columns) makes the table readable."""
+    from lance_sql.errors import SchemaError
+
+    path = str(tmp_path / "t.lance")
+    lance.write_dataset(pa.table({"id": [1, 2, 3], "x": [30, 20, 10]}), path).alter_columns(
+        {"path": "x", "name": "_rowid"})
+    for read in (lambda: lance_sql.dataset(path).to_table(),
+                 lambda: lance_sql.dataset(path).take([1]),
+                 lambda: lance_sql.connect(str(tmp_path)).sql("SELECT * FROM t").to_pylist()):
+        with pytest.raises(SchemaError, match="system column"):
+            read()
+    lance_sql.dataset(path).alter_columns({"path": "_rowid", "name": "x"})
+    assert lance_sql.dataset(path).to_table()["x"].to_pylist() == [30, 20, 10]

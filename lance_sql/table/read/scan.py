@@ -28,6 +28,7 @@ from lance_sql.errors import (
     FormatError,
     InvalidInputError,
     NotFoundError,
+    SchemaError,
 )
 from lance_sql.expr import Expr, filter_rows, parse_predicate, resolve, to_pyarrow
 from lance_sql.expr import columns as expr_columns
@@ -242,6 +243,10 @@ def filter_schema(manifest: Manifest) -> pa.Schema:
     """What a scan's filter and output may name: the data columns as scans return them,
     then the system columns."""
     full = manifest.schema.to_scan_arrow()
+    clash = [n for n in full.names if n in SYSTEM_COLUMNS]
+    if clash:  # (pylance lets a column be renamed so, then cannot read the table either)
+        raise SchemaError(f"column {clash[0]!r} has the name of a system column; rename it "
+                          "(alter_columns) to read the table")
     return pa.schema([*full, *_SYSTEM_FIELDS], metadata=full.metadata)
 
 
