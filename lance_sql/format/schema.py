@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import pyarrow as pa
 
-from lance_sql.errors import FormatError, NotFoundError, SchemaError
+from lance_sql.errors import FormatError, InvalidInputError, NotFoundError, SchemaError
 from lance_sql.format.arrow_c import c_metadata
 from lance_sql.format.pb import file_pb2
 
@@ -578,10 +578,25 @@ class LanceSchema:
                             return [f, *rest]
             return exact
 
+        if "`" in name:  # backquoted segments name fields exactly, dots and all
+            return self._quoted_path(name)
         chain = find(self.fields, name, True)
         if chain is None:
             available = ", ".join(repr(f.name) for f in self.fields)
             raise NotFoundError(f"no column {name!r}; available columns: {available}")
+        return chain
+
+    def _quoted_path(self, name: str) -> list[LanceField]:
+        """:meth:`_path` of a path with backquoted segments (``s.`a.b```, as pylance
+        writes a member whose name holds a dot): each segment names one field exactly."""
+        chain: list[LanceField] = []
+        fields = self.fields
+        for segment in split_path(name):
+            found = next((f for f in fields if f.name == segment), None)
+            if found is None:
+                raise NotFoundError(f"no column {name!r}: no field {segment!r} there")
+            chain.append(found)
+            fields = found.children
         return chain
 
     def field(self, name: str) -> LanceField:
@@ -682,3 +697,30 @@ def arrow_type_of(logical_type: str) -> pa.DataType:
         return _parse_leaf(logical_type)
     except (ValueError, KeyError, pa.ArrowException) as exc:
         raise SchemaError(f"{logical_type!r} is not a Lance logical type") from exc
+
+
+def split_path(name: str) -> tuple[str, ...]:
+    """The segments of a dotted field path, a backquoted segment taken whole (``s.`a.b```
+    is ``("s", "a.b")``; a doubled backquote inside one is a backquote)."""
+    segments: list[str] = []
+    current: list[str] = []
+    quoted = False
+    i = 0
+    while i < len(name):
+        ch = name[i]
+        if ch == "`":
+            if quoted and name[i + 1: i + 2] == "`":
+                current.append("`")
+                i += 2
+                continue
+            quoted = not quoted
+        elif ch == "." and not quoted:
+            segments.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+        i += 1
+    if quoted:
+        raise InvalidInputError(f"unbalanced backquote in {name!r}")
+    segments.append("".join(current))
+    return tuple(segments)

@@ -18,6 +18,7 @@ from lance_sql.expr import columns as expr_columns
 from lance_sql.expr import parse_predicate, value_expression
 from lance_sql.expr.arrow import project_serially
 from lance_sql.expr.model import Column, Expr
+from lance_sql.format.schema import split_path
 
 __all__ = ["ProjectingScanner", "Projection", "nested_selection", "projections_of", "read_columns",
            "select_nested"]
@@ -39,7 +40,7 @@ def projections_of(columns: Sequence[str] | Mapping[str, str], schema: pa.Schema
         return None
     if not any("." in c and c not in schema.names for c in columns):
         return None
-    return {c: Column(tuple(c.split("."))) if c not in schema.names else Column((c,))
+    return {c: Column(split_path(c)) if c not in schema.names else Column((c,))
             for c in columns}
 
 

@@ -425,3 +425,22 @@ def test_a_dotted_path_names_the_field_scans_read(tmp_path: Path) -> None:
     ds.alter_columns({"path": "s.a.b", "name": "ab"})  # no struct a: the member itself
     assert [f.name for f in lance_sql.dataset(tmp_path / "t.lance").schema.field("s").type] \
         == ["ab", "c"]
+
+
+def test_backquoted_segments_name_members_whose_names_hold_dots(tmp_path: Path) -> None:
+    """pylance's ``s.`a.b``` names the member "a.b" of s in columns=, drop_columns and
+    alter_columns (it was a NotFoundError; filters took it already)."""
+    from lance_sql.format.schema import split_path
+
+    assert split_path("s.`a.b`.c") == ("s", "a.b", "c")
+    assert split_path("`x``y`.z") == ("x`y", "z")
+    with pytest.raises(lance_sql.errors.InvalidInputError, match="backquote"):
+        split_path("s.`a")
+    st = pa.StructArray.from_arrays([pa.array([1, 2]), pa.array(["u", "v"])], names=["a.b", "z"])
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "s": st}), tmp_path / "t.lance")
+    assert ds.to_table(columns=["s.`a.b`"]).column(0).to_pylist() == [1, 2]
+    assert ds.to_table(columns=["id"], filter="s.`a.b` = 2")["id"].to_pylist() == [2]
+    ds.alter_columns({"path": "s.`a.b`", "name": "a.c"})
+    ds.drop_columns(["s.`a.c`"])
+    assert lance_sql.dataset(tmp_path / "t.lance").to_table()["s"].to_pylist() == [
+        {"z": "u"}, {"z": "v"}]
