@@ -168,9 +168,12 @@ class ReadMoment:
         """``listed`` as this moment's regions, or those another thread listed first."""
         return self._listed.setdefault("regions", listed)
 
-    def fragments_of(self, memtable: MemTable | RenamedMemTable) -> int:
+    def fragments_of(self, memtable: MemTable) -> int:
         """How many of ``memtable``'s fragments this moment sees (fixed on first ask)."""
-        return self.fragments.setdefault(memtable.token, len(memtable.fragments()))
+        seen = self.fragments.get(memtable.token)
+        if seen is None:  # (counted, not copied: a MemTable may hold thousands of puts)
+            seen = self.fragments.setdefault(memtable.token, memtable.num_fragments)
+        return seen
 
 
 @dataclass(frozen=True)
