@@ -555,8 +555,9 @@ class LanceSchema:
         except KeyError:
             raise NotFoundError(f"no field with id {field_id}") from None
 
-    def _path(self, name: str) -> list[LanceField]:
-        """Chain of fields from the top level down to ``name`` (dotted paths enter structs).
+    def path(self, name: str) -> list[LanceField]:
+        """Chain of fields from the top level down to ``name`` (dotted paths enter structs;
+        its parent is the one before last).
 
         A top-level column named exactly ``name`` wins (a column may be named "a.b");
         inside a struct, dots enter structs first, as scans read such a path (and
@@ -587,7 +588,7 @@ class LanceSchema:
         return chain
 
     def _quoted_path(self, name: str) -> list[LanceField]:
-        """:meth:`_path` of a path with backquoted segments (``s.`a.b```, as pylance
+        """:meth:`path` of a path with backquoted segments (``s.`a.b```, as pylance
         writes a member whose name holds a dot): each segment names one field exactly."""
         chain: list[LanceField] = []
         fields = self.fields
@@ -601,19 +602,14 @@ class LanceSchema:
 
     def field(self, name: str) -> LanceField:
         """Top-level field by name, or a struct member by dotted path ("a.b")."""
-        return self._path(name)[-1]
-
-    def path(self, name: str) -> list[LanceField]:
-        """The fields from the top level down to ``name``, found as :meth:`field` finds
-        it (its parent is the one before last)."""
-        return self._path(name)
+        return self.path(name)[-1]
 
     def project(self, names: Sequence[str]) -> LanceSchema:
         """Keep the named columns in the given order; "s.a" keeps struct s with only member a."""
         tree: dict[int, Any] = {}  # field id -> None (whole field) or a nested tree
         for name in names:
             node = tree
-            chain = self._path(name)
+            chain = self.path(name)
             for depth, f in enumerate(chain):
                 if depth == len(chain) - 1:
                     node[f.id] = None

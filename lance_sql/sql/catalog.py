@@ -156,9 +156,11 @@ class TableDirectory:
 
     def ambiguous(self, name: str) -> bool:
         """Whether ``name`` matches several tables ignoring case and none exactly."""
-        discovered = dict(self._discovered())
-        return name not in discovered and \
-            sum(k.lower() == name.lower() for k in discovered) > 1
+        try:
+            self._found(name)
+        except NotFoundError:
+            return True
+        return False
 
     def _found(self, name: str) -> str | None:
         """The directory of the table found under the root as ``name``: its exact name,

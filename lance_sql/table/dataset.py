@@ -451,19 +451,16 @@ class LanceDataset:
                  keys: list[tuple[str, str, str]]) -> OrderedScanner:
         """A scan sorted by ``keys``: every matching row read with the sort columns, then
         sorted, sliced and projected (:class:`OrderedScanner`)."""
-        inner = self.scanner(columns, filter, batch_size=batch_size, fragments=fragments,
-                             with_row_id=with_row_id, with_row_address=with_row_address,
-                             use_scalar_index=use_scalar_index)
-        output = inner.projected_schema.names
-        missing = [k for k, _, _ in keys if k not in output]
+        missing = [] if columns is None else [k for k, _, _ in keys if k not in columns]
         if missing and isinstance(columns, Mapping):
             raise InvalidInputError(f"order_by columns {missing} must be among the "
                                     "projected columns")
-        if missing:  # read as well, dropped after sorting
-            inner = self.scanner([*output, *missing], filter, batch_size=batch_size,
-                                 fragments=fragments, with_row_id=with_row_id,
-                                 with_row_address=with_row_address,
-                                 use_scalar_index=use_scalar_index)
+        inner = self.scanner([*(columns or ()), *missing] if missing else columns, filter,
+                             batch_size=batch_size, fragments=fragments,
+                             with_row_id=with_row_id, with_row_address=with_row_address,
+                             use_scalar_index=use_scalar_index)
+        # (the sort columns nobody asked for are read too, and dropped after sorting)
+        output = [n for n in inner.projected_schema.names if n not in missing]
         return OrderedScanner(inner, keys, output, limit, offset, batch_size)
 
     def to_table(self, columns: Sequence[str] | None = None,

@@ -1029,11 +1029,6 @@ class MemTableSource(InMemorySource):
     def bloom(self) -> PrimaryKeyBloom:
         return self.memtable.bloom
 
-    @property
-    def fragment_count(self) -> int:
-        """How many of the MemTable's fragments the snapshot holds (lookups' bound)."""
-        return len(self._fragments)
-
     def lookup_codes(self, codes: np.ndarray, key_type: pa.DataType) -> np.ndarray | None:
         """The MemTable's :meth:`~MemTable.lookup_codes` within the snapshot."""
         return self.memtable.lookup_codes(codes, key_type, len(self._fragments))

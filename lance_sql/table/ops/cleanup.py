@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numbers
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -252,41 +252,48 @@ def _set_aside_and_look_again(store: ObjectStore, picked: list[VersionRef],
     return removed, tagged
 
 
+@dataclass(frozen=True)
+class _SetAside:
+    """A manifest a cleanup set aside: its key now, its key as a version, its version,
+    when it was set aside (ns), and the manifest."""
+
+    key: str
+    manifest_key: str
+    version: int
+    when: int
+    manifest: Manifest
+
+
+def _set_aside(store: ObjectStore) -> Iterator[_SetAside]:
+    """Every manifest a cleanup (running or dead) has set aside, read."""
+    for name in store.list_dir(VERSIONS_DIR):
+        manifest_name, _, when = name.removesuffix(SET_ASIDE).rpartition(".")
+        parsed = parse_manifest_name(manifest_name)
+        if not name.endswith(SET_ASIDE) or parsed is None or not when.isdigit():
+            continue
+        key = f"{VERSIONS_DIR}/{name}"
+        try:
+            manifest = ManifestCodec.decode(store.read(key), f"{store.uri}/{key}")
+        except NotFoundError:
+            continue  # put back or removed meanwhile
+        yield _SetAside(key, f"{VERSIONS_DIR}/{manifest_name}", parsed[0], int(when),
+                        manifest)
+
+
 def set_aside_manifests(store: ObjectStore) -> list[Manifest]:
     """The manifests a cleanup has set aside (running or dead): it may still put some
     back (a tag or a writer needs them), so what those versions need must stay (the
     MemWAL collector keeps their unmerged generations)."""
-    out = []
-    for name in store.list_dir(VERSIONS_DIR):
-        manifest_name = name.removesuffix(SET_ASIDE).rpartition(".")[0]
-        if not name.endswith(SET_ASIDE) or parse_manifest_name(manifest_name) is None:
-            continue
-        key = f"{VERSIONS_DIR}/{name}"
-        try:
-            out.append(ManifestCodec.decode(store.read(key), f"{store.uri}/{key}"))
-        except NotFoundError:
-            continue  # put back or removed meanwhile
-    return out
+    return [aside.manifest for aside in _set_aside(store)]
 
 
 def _left_by_a_dead_cleanup(store: ObjectStore, kept_files: set[str], grace_cutoff: int,
                             manifests: dict[int, Manifest], tagged: set[int]) -> list[str]:
     """Manifests an earlier cleanup set aside and never finished with (it died), and the
     files only they used; one a tag or writer now needs is put back instead."""
-    left: list[tuple[str, str, int, Manifest]] = []
-    for name in store.list_dir(VERSIONS_DIR):
-        manifest_name, _, when = name.removesuffix(SET_ASIDE).rpartition(".")
-        parsed = parse_manifest_name(manifest_name)
-        if not name.endswith(SET_ASIDE) or parsed is None or not when.isdigit():
-            continue
-        if int(when) >= grace_cutoff:
-            continue  # a running cleanup's
-        key = f"{VERSIONS_DIR}/{name}"
-        try:
-            manifest = ManifestCodec.decode(store.read(key), f"{store.uri}/{key}")
-        except NotFoundError:
-            continue
-        left.append((key, f"{VERSIONS_DIR}/{manifest_name}", parsed[0], manifest))
+    # (those set aside since the cutoff are a running cleanup's)
+    left = [(a.key, a.manifest_key, a.version, a.manifest) for a in _set_aside(store)
+            if a.when < grace_cutoff]
     if not left:
         return []
     # their own transaction files are no writer in flight
