@@ -11,14 +11,21 @@ can catch the whole family or one branch of it::
     │   └── VersionCleanedUpError    history (manifests, files) removed by cleanup_old_versions
     ├── SchemaError              data whose schema does not fit the table
     ├── InvalidInputError        a bad argument or expression from the caller
-    │   └── StatementRefusedError    SQL the session may not run (files outside its root,
-    │                                writes in a read-only session, in-memory-only DDL)
+    │   ├── StatementRefusedError    SQL the session may not run (files outside its root,
+    │   │                            writes in a read-only session, in-memory-only DDL)
+    │   ├── TableExistsError         a new table asked for where one already is
+    │   └── TaggedVersionError       cleanup would remove a tagged version
     ├── QueryError               the SQL engine failed while running a query (division by
     │                            zero, a failed cast...)
     ├── CommitConflict           another writer committed first
     │   ├── RetryableConflict        retrying against the new version may succeed
     │   └── IncompatibleConflict     the transaction can never apply on top of the winner
     └── WriterFencedError        a newer writer has taken over (MemWAL)
+
+Some branches also derive from the built-in class pylance raises in the same case, so
+code written against pylance catches them: NotFoundError and InvalidInputError are
+ValueErrors; TableExistsError and TaggedVersionError are OSErrors too (FileExistsError for
+the former).
 
 Warnings: IndexFallbackWarning (a UserWarning) when a query scans because an index it
 would have used is unreadable.
@@ -39,8 +46,9 @@ class UnsupportedFeatureError(FormatError):
     """Well-formed input that needs a feature lance_sql does not implement."""
 
 
-class NotFoundError(LanceError):
-    """A table, version, tag, file or column does not exist."""
+class NotFoundError(LanceError, ValueError):
+    """A table, version, tag, file or column does not exist (a ValueError, as pylance's
+    ``dataset()`` of a missing table is)."""
 
 
 class VersionCleanedUpError(NotFoundError):
@@ -58,6 +66,14 @@ class InvalidInputError(LanceError, ValueError):
 class StatementRefusedError(InvalidInputError):
     """A SQL statement this session refuses: it would read or write files outside the
     session's root, write in a read-only session, or change nothing lasting."""
+
+
+class TableExistsError(InvalidInputError, FileExistsError):
+    """A table was to be created where one already exists (pylance: an OSError)."""
+
+
+class TaggedVersionError(InvalidInputError, OSError):
+    """Cleanup would remove a tagged version; nothing was removed (pylance: an OSError)."""
 
 
 class PathEscapeError(FormatError):

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
 
 import lance_sql
 from lance_sql import errors
@@ -44,3 +49,43 @@ def test_docstring_tree_matches_the_classes() -> None:
         assert drawn[name] == cls.__mro__[1].__name__, (
             f"the tree draws {name} under {drawn[name]}, but it derives from "
             f"{cls.__mro__[1].__name__}")
+
+
+def test_errors_are_the_builtin_classes_pylance_raises(tmp_path: Path) -> None:
+    """Code written against pylance catches lance_sql's errors with the same ``except``:
+    each case raises, in both libraries, an instance of pylance's class."""
+    lance = pytest.importorskip("lance")
+    data = pa.table({"id": pa.array(range(4), pa.int64())})
+
+    def tagged_then_cleaned(lib, uri):
+        ds = lib.dataset(uri)
+        ds.tags.create("keep", 1)
+        lib.write_dataset(data, uri, mode="append")
+        lib.dataset(uri).cleanup_old_versions(older_than=dt.timedelta(0))
+
+    cases = {
+        "missing table": lambda lib, uri: lib.dataset(uri + ".missing"),
+        "missing version": lambda lib, uri: lib.dataset(uri, version=99),
+        "missing tag": lambda lib, uri: lib.dataset(uri, version="no-such-tag"),
+        "delete a missing tag": lambda lib, uri: lib.dataset(uri).tags.delete("nope"),
+        "unknown projected column": lambda lib, uri: lib.dataset(uri).to_table(columns=["x"]),
+        "unknown filter column": lambda lib, uri: lib.dataset(uri).to_table(filter="x > 1"),
+        "drop an unknown column": lambda lib, uri: lib.dataset(uri).drop_columns(["x"]),
+        "create over a table": lambda lib, uri: lib.write_dataset(data, uri),
+        "cleanup of a tagged version": tagged_then_cleaned,
+    }
+    for number, (name, call) in enumerate(cases.items()):
+        caught = {}
+        for lib in (lance, lance_sql):
+            uri = str(tmp_path / f"{lib.__name__}-{number}.lance")
+            lib.write_dataset(data, uri)
+            with pytest.raises(Exception) as info:
+                call(lib, uri)
+            caught[lib.__name__] = info.value
+        theirs, ours = caught["lance"], caught["lance_sql"]
+        assert isinstance(ours, errors.LanceError), name
+        assert isinstance(ours, type(theirs)), (
+            f"{name}: pylance raises {type(theirs).__name__}, lance_sql "
+            f"{type(ours).__name__}")
+    cleaned = lance_sql.dataset(str(tmp_path / f"lance_sql-{len(cases) - 1}.lance"))
+    assert [v["version"] for v in cleaned.versions()] == [1, 2], "the refusal removed nothing"

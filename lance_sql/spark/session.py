@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, TableExistsError
 from lance_sql.io.uri import open_store
 from lance_sql.spark.datasource import FilteringLanceDataSource, LanceDataSource
 from lance_sql.spark.types import arrow_schema, check_writable
@@ -65,7 +65,7 @@ def write_dataset(df: Any, uri: str | os.PathLike[str], mode: str = "create", *,
     config = commit_config or CommitConfig()
     exists = latest_committed(open_store(path), config.handler) is not None
     if exists and mode == "create":
-        raise InvalidInputError(f"a Lance table already exists at {path}; use append or overwrite")
+        raise TableExistsError(f"a Lance table already exists at {path}; use append or overwrite")
     overwrite = mode == "overwrite" or not exists
     keys = [primary_key] if isinstance(primary_key, str) else list(primary_key or ())
     target = open_for_write(path, arrow_schema(df.schema), overwrite=overwrite,

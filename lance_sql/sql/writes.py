@@ -27,6 +27,7 @@ from lance_sql.errors import (
     PathEscapeError,
     SchemaError,
     StatementRefusedError,
+    TableExistsError,
 )
 from lance_sql.expr.casts import cast_like_datafusion
 from lance_sql.format.manifest import Manifest
@@ -226,7 +227,7 @@ class WriteRunner:
                 return _one_row(table=stmt.table, version=self.session.dataset(stmt.table)
                                 .version, num_inserted_rows=0)
             if not stmt.replace:
-                raise InvalidInputError(f"CREATE TABLE: table {stmt.table!r} already exists "
+                raise TableExistsError(f"CREATE TABLE: table {stmt.table!r} already exists "
                                         "(say IF NOT EXISTS, or CREATE OR REPLACE TABLE)")
             if self.session.schema_provider.is_external(stmt.table):
                 raise StatementRefusedError(f"CREATE OR REPLACE TABLE: {stmt.table!r} is an "

@@ -24,6 +24,7 @@ from lance_sql.errors import (
     InvalidInputError,
     NotFoundError,
     SchemaError,
+    TableExistsError,
 )
 from lance_sql.format.fragment import BasePath, Fragment
 from lance_sql.format.index import IndexMetadata
@@ -737,18 +738,24 @@ class LanceDataset:
         self._moved_to(maintenance.restore(self.write_context(), target))
 
     def cleanup_old_versions(self, older_than: timedelta | None = None,
-                             retain_versions: int | None = None, *, keep_tags: bool = True,
+                             retain_versions: int | None = None, *,
                              delete_unverified: bool = False,
                              error_if_tagged_old_versions: bool | None = None,
+                             keep_tags: bool | None = None,
                              ) -> cleanup.CleanupStats:
         """Remove versions older than ``older_than`` (default 14 days) and the files only
-        they need. Tagged versions are kept (``keep_tags``); with ``keep_tags=False``, or
-        pylance's ``error_if_tagged_old_versions=True``, a tagged version in range is an
-        InvalidInputError and nothing is removed."""
-        if error_if_tagged_old_versions:
-            keep_tags = False
+        they need. Tagged versions are never removed. As in pylance, a tagged version in
+        range is by default a :class:`TaggedVersionError` (an OSError) and nothing is
+        removed; ``error_if_tagged_old_versions=False`` (or lance_sql's older spelling
+        ``keep_tags=True``) keeps the tagged versions and removes the others."""
+        if error_if_tagged_old_versions is not None and keep_tags is not None \
+                and bool(error_if_tagged_old_versions) == bool(keep_tags):
+            raise InvalidInputError("error_if_tagged_old_versions and keep_tags disagree; "
+                                    "pass one of them")
+        refuse = (not keep_tags if keep_tags is not None
+                  else error_if_tagged_old_versions is not False)
         return cleanup.cleanup_old_versions(self.store, older_than, retain_versions,
-                                            keep_tags=keep_tags,
+                                            keep_tags=not refuse,
                                             delete_unverified=delete_unverified)
 
     def shallow_clone(self, target_path: str | os.PathLike[str],
@@ -978,7 +985,7 @@ def write_dataset(
     ctx = WriteContext.open(store, commit_config, naming=naming)
     previous = ctx.base
     if previous is not None and mode == "create":
-        raise InvalidInputError(f"a Lance table already exists at {store.uri}; use mode='append' "
+        raise TableExistsError(f"a Lance table already exists at {store.uri}; use mode='append' "
                                 "or mode='overwrite'")
     reader = to_reader(data, schema)
     if previous is not None and enable_stable_row_ids and not previous.uses_stable_row_ids:

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import InvalidInputError, NotFoundError, TaggedVersionError
 from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.naming import (
@@ -142,8 +142,10 @@ def cleanup_old_versions(
         if ref.version in tagged:
             if keep_tags:
                 continue
-            raise InvalidInputError(
-                f"version {ref.version} is tagged; delete its tag or pass keep_tags=True")
+            raise TaggedVersionError(
+                f"version {ref.version} is tagged and older than the cleanup bound; nothing "
+                f"was removed (delete the tag, or pass error_if_tagged_old_versions=False "
+                f"to keep tagged versions and remove the others)")
         removed.append(ref)
     # sizes first: a key that leads out of the root (PathEscapeError) stops cleanup
     # before anything is set aside or deleted

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import TableExistsError
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.index import IndexMetadata, decode_index_section, encode_index_section
 from lance_sql.format.manifest import Manifest
@@ -34,7 +34,7 @@ def clone(store: ObjectStore, source: Manifest, naming: ManifestNaming,
     target_store = open_store(target)
     ctx = WriteContext.open(target_store, config, naming=naming)
     if ctx.base is not None:
-        raise InvalidInputError(f"cannot clone into {target_store.uri}: a table exists there")
+        raise TableExistsError(f"cannot clone into {target_store.uri}: a table exists there")
     op = Clone(is_shallow=shallow, ref_version=source.version, ref_path=store.uri,
                ref_name=ref_name)
     if shallow:

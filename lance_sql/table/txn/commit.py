@@ -33,9 +33,9 @@ from dataclasses import dataclass, field, replace
 from lance_sql.errors import (
     FormatError,
     IncompatibleConflict,
-    InvalidInputError,
     NotFoundError,
     RetryableConflict,
+    TableExistsError,
     UnsupportedFeatureError,
 )
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
@@ -271,7 +271,7 @@ class _CommitLoop:
     def _target_version(base: Manifest | None, txn: Transaction) -> int:
         if isinstance(txn.operation, Clone):
             if base is not None:
-                raise InvalidInputError("the clone target already holds a table")
+                raise TableExistsError("the clone target already holds a table")
             return txn.operation.ref_version
         return (base.version if base is not None else 0) + 1
 

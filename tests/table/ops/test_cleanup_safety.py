@@ -150,7 +150,8 @@ def test_a_stale_hint_over_a_gap_never_leads_a_writer_to_an_old_number() -> None
     others_commit_three(uri, config)  # versions 1..4
     ds = lance_sql.dataset(uri)
     ds.tags.create("keep", 2)
-    ds.cleanup_old_versions(older_than=timedelta(0))
+    ds.cleanup_old_versions(older_than=timedelta(0),
+        error_if_tagged_old_versions=False)
     assert [r.version for r in list_versions(store)] == [2, 4]
     store.put(LATEST_HINT, json.dumps({"version": 2}).encode())
     lance_sql.write_dataset(pa.table({"id": pa.array([700], pa.int64())}), uri, mode="append")
@@ -170,6 +171,7 @@ def test_cleanup_repairs_a_stale_hint_it_would_strand_below_a_gap() -> None:
     others_commit_three(uri, config)  # versions 1..4
     lance_sql.dataset(uri).tags.create("keep", 2)
     store.put(LATEST_HINT, json.dumps({"version": 2}).encode())
-    lance_sql.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    lance_sql.dataset(uri).cleanup_old_versions(older_than=timedelta(0),
+        error_if_tagged_old_versions=False)
     assert [r.version for r in list_versions(store)] == [2, 4]
     assert lance_sql.dataset(uri).version == 4

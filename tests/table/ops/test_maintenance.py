@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError
+from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError, TaggedVersionError
 from lance_sql.table.ops.maintenance import CompactionMetrics, plan_compaction
 
 
@@ -329,7 +329,8 @@ def test_cleanup_removes_old_versions_but_nothing_kept_versions_need(tmp_path: P
     lance_sql.write_dataset(_data(100, 10), ds.uri, mode="overwrite")  # version 5
     lance_sql.write_dataset(_data(200, 10), ds.uri, mode="append")
     ds.tags.create("keep", 2)
-    stats = lance_sql.dataset(ds.uri).cleanup_old_versions(older_than=timedelta(0))
+    stats = lance_sql.dataset(ds.uri).cleanup_old_versions(older_than=timedelta(0),
+        error_if_tagged_old_versions=False)
     assert stats.old_versions == 4 and stats.bytes_removed > 0
     assert [v["version"] for v in lance_sql.dataset(ds.uri).versions()] == [2, 6]
     assert lance_sql.dataset(ds.uri, version="keep").count_rows() == 40
@@ -354,9 +355,16 @@ def test_cleanup_respects_age_retain_and_tags(tmp_path: Path) -> None:
             ds.cleanup_old_versions(**bad)
     assert ds.cleanup_old_versions(retain_versions=3).old_versions == 1
     ds.tags.create("t", 2)
-    with pytest.raises(InvalidInputError, match="tagged"):
-        ds.cleanup_old_versions(older_than=timedelta(0), keep_tags=False)
-    assert ds.cleanup_old_versions(older_than=timedelta(0)).old_versions == 1
+    for refusing in ({}, {"keep_tags": False}, {"error_if_tagged_old_versions": True}):
+        with pytest.raises(TaggedVersionError, match="version 2 is tagged") as caught:
+            ds.cleanup_old_versions(older_than=timedelta(0), **refusing)
+        assert isinstance(caught.value, OSError)  # what pylance raises here
+        assert [v["version"] for v in ds.versions()] == [2, 3, 4]  # nothing removed
+    with pytest.raises(InvalidInputError, match="disagree"):
+        ds.cleanup_old_versions(older_than=timedelta(0), keep_tags=True,
+                                error_if_tagged_old_versions=True)
+    assert ds.cleanup_old_versions(older_than=timedelta(0),
+                                   keep_tags=True).old_versions == 1
     assert [v["version"] for v in ds.versions()] == [2, 4]
 
 
