@@ -83,9 +83,12 @@ class _Token:
         return f"token '{self.text}'"
 
 
-def parse_predicate(text: str) -> Expr:
+def parse_predicate(text: str, *, sql_quotes: bool = False) -> Expr:
     """Parse a SQL boolean expression such as ``"x > 5 AND name LIKE 'a%'"``.
 
+    The filter language is pylance's: backticks quote a column name and double quotes,
+    like single ones, a string (``name = "x"``). With ``sql_quotes``, double quotes
+    quote a name, as in a SQL statement (the SQL layer's UPDATE / DELETE conditions).
     Raises InvalidInputError quoting ``text`` and the 0-based position of the problem.
     """
     if not isinstance(text, str):
@@ -93,14 +96,16 @@ def parse_predicate(text: str) -> Expr:
     if not text.strip():
         raise InvalidInputError(f"empty filter '{text}'")
     try:
-        return _Parser(text).parse()
+        return _Parser(text, sql_quotes=sql_quotes).parse()
     except RecursionError:
         shown = text if len(text) <= 200 else text[:200] + "..."
         raise InvalidInputError(f"filter nested too deeply: '{shown}'") from None
 
 
-def tokenize(text: str) -> list[_Token]:
-    """The tokens of filter text ``text``; bad characters or strings are an InvalidInputError."""
+def tokenize(text: str, *, sql_quotes: bool = False) -> list[_Token]:
+    """The tokens of filter text ``text``; bad characters or strings are an InvalidInputError.
+    ``"..."`` is a string, or with ``sql_quotes`` a quoted name (see :func:`parse_predicate`)."""
+    name_quotes = '`"' if sql_quotes else "`"
     tokens, i, n = [], 0, len(text)
     while i < n:
         c = text[i]
@@ -117,10 +122,10 @@ def tokenize(text: str) -> list[_Token]:
         elif c == ";" and not text[i + 1:].strip():  # one statement's end
             i = n
         elif c in "'\"`":
-            end, value = _quoted(text, i)
-            if c != "'" and not value:
+            end, value = _quoted(text, i, name=c in name_quotes)
+            if c in name_quotes and not value:
                 raise _error(text, "empty quoted identifier", i)
-            tokens.append(_Token("string" if c == "'" else "qident", value, i))
+            tokens.append(_Token("qident" if c in name_quotes else "string", value, i))
             i = end
         elif c in "xX" and text.startswith("'", i + 1):  # X'6162': bytes, in hex
             end, value = _quoted(text, i + 1)
@@ -145,13 +150,14 @@ def tokenize(text: str) -> list[_Token]:
     return tokens
 
 
-def _quoted(text: str, start: int) -> tuple[int, str]:
-    """Read a quoted run starting at ``start``; a doubled quote stands for one."""
+def _quoted(text: str, start: int, *, name: bool = False) -> tuple[int, str]:
+    """Read a quoted run starting at ``start`` (a quoted ``name``, else a string); a
+    doubled quote stands for one."""
     q, i, parts = text[start], start + 1, []
     while True:
         j = text.find(q, i)
         if j < 0:
-            what = "string literal" if q == "'" else "quoted identifier"
+            what = "quoted identifier" if name else "string literal"
             raise _error(text, f"unterminated {what}", start)
         parts.append(text[i:j])
         if text.startswith(q * 2, j):
@@ -203,9 +209,9 @@ def _as_element(value: object, element: pa.DataType) -> object:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, sql_quotes: bool = False) -> None:
         self.text = text
-        self.tokens = tokenize(text)
+        self.tokens = tokenize(text, sql_quotes=sql_quotes)
         self.i = 0
 
     # -- token helpers
@@ -578,9 +584,11 @@ _SQL_TYPES = {pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT",
 
 
 def _quote_ident(name: str) -> str:
+    """``name`` as the filter language, SQL statements and DataFusion all read it: bare
+    when plain, else in backticks (double quotes would be a string in a filter)."""
     if _PLAIN_IDENT.fullmatch(name) and name not in _RESERVED:
         return name
-    return '"' + name.replace('"', '""') + '"'
+    return "`" + name.replace("`", "``") + "`"
 
 
 def sql_type_name(t: pa.DataType) -> str:
@@ -652,7 +660,8 @@ def describe_sql(expr: Expr) -> str:
 def to_sql(expr: Expr) -> str:
     """Render ``expr`` as SQL text that :func:`parse_predicate` (and DataFusion) reads back.
 
-    Fully parenthesised; column names are quoted unless plain lower-case identifiers.
+    Fully parenthesised; column names are quoted (in backticks) unless plain lower-case
+    identifiers.
     """
     if isinstance(expr, Column):
         return ".".join(_quote_ident(p) for p in expr.path)

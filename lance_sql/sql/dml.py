@@ -127,7 +127,7 @@ def needs_engine(text: str, schema: pa.Schema | None = None, *, condition: bool 
     if has_subquery(text):
         return True
     try:
-        parsed = parse_predicate(text)
+        parsed = parse_predicate(text, sql_quotes=True)
         if schema is not None:
             (to_pyarrow if condition else value_expression)(parsed, schema)
     except InvalidInputError:

@@ -32,7 +32,7 @@ def check_sql_names(text: str, schema: pa.Schema, statement: str) -> None:
     (the system columns, ``_rowid``..., are names of every table)."""
     schema = pa.schema(list(schema) + [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS
                                        if n not in schema.names])
-    for column in _columns(parse_predicate(text)):
+    for column in _columns(parse_predicate(text, sql_quotes=True)):
         quoted = column.quoted or (False,) * len(column.path)
         folded = tuple(sql_column(p, q) for p, q in zip(column.path, quoted, strict=True))
         try:
@@ -70,7 +70,8 @@ def check_sql_target(column: str, schema: pa.Schema, statement: str) -> None:
 def names_system_column(text: str) -> bool:
     """Whether an expression (one the filter language parses) reads a system column: the
     table layer computes SET values from data columns only, DataFusion from all."""
-    return any(c.path[0].lower() in SYSTEM_COLUMNS for c in _columns(parse_predicate(text)))
+    parsed = parse_predicate(text, sql_quotes=True)
+    return any(c.path[0].lower() in SYSTEM_COLUMNS for c in _columns(parsed))
 
 
 def _columns(expr: Expr) -> Iterator[Column]:

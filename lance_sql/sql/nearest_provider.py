@@ -106,7 +106,7 @@ class NearestCall:
         if self.filter is None:
             return None
         try:
-            return parse_predicate(self.filter)
+            return parse_predicate(self.filter, sql_quotes=True)
         except InvalidInputError as exc:
             raise InvalidInputError(f"nearest(): the filter {self.filter!r}: {exc}") from exc
 

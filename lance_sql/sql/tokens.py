@@ -114,6 +114,17 @@ def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def filter_text(sql: str) -> str:
+    """SQL expression text (an UPDATE / DELETE condition, a SET value, a MERGE condition)
+    as the table layer's filter language reads it: double-quoted names become
+    backticked ones, since a filter reads ``"x"`` as a string, as pylance does."""
+    edits = [(tok.start, tok.end, "`" + tok.text[1:-1].replace('""', '"').replace("`", "``")
+              + "`") for tok in tokenize(sql) if tok.kind == "quoted" and tok.text[0] == '"']
+    for start, end, new in reversed(edits):
+        sql = sql[:start] + new + sql[end:]
+    return sql
+
+
 def string_value(token: Token) -> str:
     """The value of a string literal token."""
     body = token.text[1:] if token.text[0] in "Ee" else token.text

@@ -50,7 +50,7 @@ from lance_sql.sql.statements import (
     Statement,
     Truncate,
 )
-from lance_sql.sql.tokens import quote_identifier
+from lance_sql.sql.tokens import filter_text, quote_identifier
 from lance_sql.table import LanceDataset, RowChanges, apply_row_changes, write_dataset
 
 if TYPE_CHECKING:
@@ -111,6 +111,10 @@ def _without_primary_keys(schema: pa.Schema) -> pa.Schema:
             field = field.with_metadata(kept) if kept else field.remove_metadata()
         fields.append(field)
     return pa.schema(fields, schema.metadata)
+
+
+def _as_filter(condition: str | None) -> str | None:
+    return None if condition is None else filter_text(condition)
 
 
 def _one_row(**values: Any) -> pa.Table:
@@ -396,14 +400,15 @@ class WriteRunner:
         source = self.session.sql(form.source_sql()).to_arrow_table()
         source = _merge_values(source, ds.schema)
         builder = ds.merge_insert([k for k, _ in form.merge.keys])
+        # conditions as filter text, where "x" is a string: names in backticks
         if form.update:
-            builder.when_matched_update_all(form.update_condition)
+            builder.when_matched_update_all(_as_filter(form.update_condition))
         if form.delete_matched:
             builder.when_matched_delete()
         if form.insert:
             builder.when_not_matched_insert_all()
         if form.delete_by_source:
-            builder.when_not_matched_by_source_delete(form.delete_condition)
+            builder.when_not_matched_by_source_delete(_as_filter(form.delete_condition))
         stats = builder.execute(source)
         return _one_row(num_inserted_rows=stats["num_inserted_rows"],
                         num_updated_rows=stats["num_updated_rows"],

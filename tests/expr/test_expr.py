@@ -88,7 +88,8 @@ _CTX.register_record_batches("t", [TABLE.to_batches()])
 
 
 def ours(pred: str, table: pa.Table = TABLE) -> list[int]:
-    expr = to_pyarrow(parse_predicate(pred), table.schema)
+    """The rows ``pred`` keeps, read with SQL's quotes as the DataFusion oracle reads it."""
+    expr = to_pyarrow(parse_predicate(pred, sql_quotes=True), table.schema)
     direct = sorted(table.filter(expr).column("id").to_pylist())
     scanned = sorted(pds.dataset(table).to_table(filter=expr).column("id").to_pylist())
     assert direct == scanned
@@ -189,6 +190,19 @@ def test_backquoted_identifiers() -> None:
     assert ours("`i` > 3 AND `st`.`a` > 0") == oracle('"i" > 3 AND "st"."a" > 0')
 
 
+def test_double_quotes_are_strings_in_the_filter_language() -> None:
+    """pylance reads ``s = "abc"`` as a string comparison; only SQL statements
+    (``sql_quotes``) read double quotes as a name."""
+    assert parse_predicate('s = "ab""c"') == parse_predicate("s = 'ab\"c'")
+    assert parse_predicate('s = "ab""c"', sql_quotes=True) == Call(
+        "=", (Column(("s",)), Column(('ab"c',), (True,))))
+    assert parse_predicate("`my col` = 'x'") == parse_predicate('"my col" = \'x\'',
+                                                                sql_quotes=True)
+    kept = to_pyarrow(parse_predicate('s = "abc"'), TABLE.schema)
+    assert TABLE.filter(kept).column("id").to_pylist() == oracle("s = 'abc'")
+    assert parse_predicate('"" = s') == parse_predicate("'' = s")  # an empty string
+
+
 @pytest.mark.parametrize(
     ("pred", "expected"),
     [
@@ -253,7 +267,7 @@ def test_long_in_list_and_or_chain() -> None:
     [
         ("x > 5", Call(">", (Column(("x",)), Literal(5, pa.int64())))),
         ("a.b IS NOT NULL", Call("is_not_null", (Column(("a", "b")),))),
-        ('"we""ird".`x``y` = \'q\'\'\'',
+        ('`we"ird`.`x``y` = \'q\'\'\'',
          Call("=", (Column(('we"ird', "x`y")), Literal("q'", pa.string())))),
         ("x NOT IN (1, -2.5, NULL)",
          Call("not", (Call("in", (Column(("x",)), Literal(1, pa.int64()),
@@ -312,8 +326,9 @@ def test_parse(text: str, expected: object) -> None:
         ("x > (1))", "unexpected token ')' at position 7 in filter 'x > (1))'"),
         ("x >", "unexpected end of input at position 3 in filter 'x >'"),
         ("x = 'abc", "unterminated string literal at position 4"),
-        ('"x = 1', "unterminated quoted identifier at position 0"),
-        ('"" = 1', "empty quoted identifier at position 0"),
+        ('`x = 1', "unterminated quoted identifier at position 0"),
+        ('"x = 1', "unterminated string literal at position 0"),
+        ('`` = 1', "empty quoted identifier at position 0"),
         ("x ! 1", "unexpected character '!' at position 2"),
         ("x IN ()", "unexpected token ')' at position 6"),
         ("x IN (y)", "IN lists may hold only literals at position 6"),
@@ -662,7 +677,7 @@ def test_rowaddr_bounds_exact_without_other_columns(pred: str) -> None:
         (Literal(INF), "CAST('inf' AS DOUBLE)"),
         (Literal(dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC), pa.timestamp("us", "UTC")),
          "TIMESTAMP '2024-01-02 03:04:05.000006+00:00'"),
-        (Column(("Mixed", "and", "ok_1")), '"Mixed"."and".ok_1'),
+        (Column(("Mixed", "and", "ok_1")), '`Mixed`.`and`.ok_1'),
         (Call("starts_with", (Column(("s",)), Literal("a'b"))), "starts_with(s, 'a''b')"),
     ],
 )
@@ -738,7 +753,7 @@ def test_value_form_parsing_and_contextual_keywords() -> None:
     # CASE and END name columns where no CASE expression stands
     assert parse_predicate("end = 1") == Call("=", (Column(("end",)), one))
     assert parse_predicate("case > 1") == Call(">", (Column(("case",)), one))
-    assert to_sql(Column(("end",))) == '"end"'
+    assert to_sql(Column(("end",))) == '`end`'
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -30,7 +30,7 @@ def test_scans_lookups_and_searches_take_pyarrow_filters(tmp_path: Path) -> None
     mw = lance_sql.dataset(tmp_path / "t.lance").mem_wal
     got = mw.scanner(filter=pc.field("my id") == 3).to_table()
     assert got["v"].to_pylist() == [9.0]
-    sql = mw.scanner(filter='"my id" = 3 OR v > 0.55').to_table().sort_by("my id")
+    sql = mw.scanner(filter='`my id` = 3 OR v > 0.55').to_table().sort_by("my id")
     expr = mw.scanner(filter=(pc.field("my id") == 3) | (pc.field("v") > 0.55)).to_table()
     assert expr.sort_by("my id").equals(sql)
     near = mw.nearest("vec", [0.0, 0.0], 3, filter=pc.field("v") > 0.25)

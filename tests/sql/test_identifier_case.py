@@ -16,6 +16,7 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.sql.writes import MERGE_PATHS
 
 
 @pytest.fixture
@@ -40,11 +41,17 @@ def test_backquoted_names_are_exact_as_in_pylance(path: Path, text: str) -> None
         lance_sql.dataset(path).to_table(filter=text)
 
 
-def test_double_quoted_names_are_exact_identifiers(path: Path) -> None:
+def test_backquoted_names_are_exact_and_double_quotes_are_strings(path: Path) -> None:
+    """The filter language is pylance's: backticks quote a name, double quotes a string
+    (``Name = "Name"`` compares with the text 'Name', not the column with itself)."""
     ds = lance_sql.dataset(path)
-    assert ds.to_table(filter='"Name" = \'b\'').to_pydict() == {"id": [2], "Name": ["b"]}
+    assert ds.to_table(filter="`Name` = 'b'").to_pydict() == {"id": [2], "Name": ["b"]}
     with pytest.raises(NotFoundError, match="exact spelling"):
-        ds.to_table(filter='"name" = \'b\'')
+        ds.to_table(filter="`name` = 'b'")
+    for text in ('Name = "b"', '"b" = Name', 'Name = "Name"', '`Name` <> "a"'):
+        assert ds.to_table(filter=text).to_pydict() == \
+            lance.dataset(path).to_table(filter=text).to_pydict(), text
+    assert ds.count_rows('Name = "Name"') == 0
 
 
 def test_case_variants_bind_exactly_and_ambiguity_is_an_error(tmp_path: Path) -> None:
@@ -150,3 +157,18 @@ def test_table_names_differing_by_case_or_holding_sql_name_syntax(tmp_path: Path
     with pytest.raises(lance_sql.LanceError):
         session.sql('SELECT v FROM "u@x"').to_pylist()
     assert session.sql("SELECT v FROM a").to_pylist() == [{"v": 3}]
+
+
+def test_merge_conditions_bind_quoted_names_on_the_merge_insert_path(session) -> None:
+    """A MERGE run as merge_insert hands its conditions to the filter language, where
+    "x" would be a string: the quoted names must still name columns."""
+    before = MERGE_PATHS.counts["merge_insert"]
+    out = session.sql(
+        'MERGE INTO m USING (SELECT * FROM (VALUES (1, \'p\', \'q\'), (2, \'r\', \'s\')) '
+        'AS v(id, "Name", low)) s ON m.id = s.id '
+        'WHEN MATCHED AND m."Name" = \'b\' THEN UPDATE SET * '
+        'WHEN NOT MATCHED BY SOURCE AND m."Name" = \'zz\' THEN DELETE').to_pydict()
+    assert MERGE_PATHS.counts["merge_insert"] == before + 1
+    assert out["num_updated_rows"] == [1]
+    rows = session.sql('SELECT id, "Name", low FROM m ORDER BY id').to_pydict()
+    assert rows == {"id": [1, 2], "Name": ["a", "r"], "low": ["x", "s"]}
