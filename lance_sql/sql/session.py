@@ -666,6 +666,10 @@ class LanceSession:
             if translated is exc:
                 raise
             raise translated from None
+        finally:
+            # a query that failed while planning registered providers too: forget them
+            # (a no-op after the success path took them)
+            self.schema_provider.planned(qid)
         return self._frame(df)
 
     def _run_dml(self, statement: UpdateStatement | DeleteStatement) -> LanceDataFrame:

@@ -11,7 +11,13 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import FormatError, InvalidInputError, NotFoundError, QueryError
+from lance_sql.errors import (
+    FormatError,
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    QueryError,
+)
 from lance_sql.io import MemoryStore
 
 
@@ -328,3 +334,20 @@ def test_filtered_scans_fetch_other_columns_only_for_matches(tmp_path: Path) -> 
             columns=["nested", "name", "id"], filter=where, with_row_address=True
         ).sort_by("id")
         assert got.to_arrow_table() == expected
+
+
+def test_queries_that_fail_while_planning_leave_nothing_behind(tmp_path: Path) -> None:
+    """Each query registers its table providers while DataFusion plans it; a query that
+    fails there (unknown column, function, join key) must not leave them registered."""
+    lance_sql.write_dataset(pa.table({"id": [1, 2, 3], "v": [1.0, 2.0, 3.0]}),
+                            tmp_path / "t.lance")
+    session = lance_sql.connect(tmp_path)
+    bad = ["SELECT nosuch FROM t", "SELECT no_such_function(id) FROM t",
+           "SELECT t.id FROM t JOIN t AS u ON t.id = u.nosuch",
+           "SELECT * FROM table_changes('t', 1, 1) WHERE nosuch = 1"]
+    for query in bad * 3:
+        with pytest.raises(LanceError):
+            session.sql(query)
+    assert session.schema_provider._planned == {}
+    assert session.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [3]}
+    assert session.schema_provider._planned == {}
