@@ -897,6 +897,10 @@ class RegionWriter:
             self._want_flush = self._sealed_by_put = False
         active = self._active
         if time.monotonic() - self._last_wal_flush >= interval:  # the timed WAL flush
+            # a writer of a table deleted (or written again) here stops: it could write
+            # nothing more, and unregistered (WriterFencedError), an abandoned one is
+            # collected with its MemTables
+            self._check_same_table()
             if not config.durable_write and active.has_unflushed():
                 self._flush_active()
             self._last_wal_flush = time.monotonic()  # (also when there was nothing to flush)
@@ -913,7 +917,9 @@ class RegionWriter:
 def _background(ref: weakref.ref[RegionWriter]) -> None:
     """The writer's background thread: WAL flushes (non-durable mode) and MemTable flushes.
 
-    Holds the writer weakly between rounds, so an abandoned writer can be collected.
+    Holds the writer weakly between rounds. The registry holds an open writer strongly
+    (readers here see its MemTables even when its caller dropped it), until it is closed,
+    fenced, or finds its table deleted; then an abandoned writer is collected.
     """
     while True:
         writer = ref()

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import threading
+import time
+import weakref
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from memwal_writer_helpers import REGION, flushed_rows, memory_table, open_writer, rows
 
+import lance_sql
 from lance_sql.errors import InvalidInputError
+from lance_sql.memwal import RegionSpec
 from lance_sql.memwal.wal import WalLog
+from lance_sql.memwal.writer import open_writers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,3 +128,33 @@ def test_a_put_racing_close_is_refused_or_flushed() -> None:
         assert acknowledged and kept == acknowledged, durable
         with pytest.raises(InvalidInputError, match="closed"):
             w.put(rows([99_999]))
+
+
+def test_an_abandoned_writer_of_a_deleted_table_is_let_go(tmp_path: Path) -> None:
+    """A writer its caller dropped unclosed stays registered while its table lives (this
+    process's readers see its MemTable), and lets go of its thread and rows once the
+    table is deleted."""
+    key = pa.field("id", pa.int64(), nullable=False,
+                   metadata={"lance-schema:unenforced-primary-key": "true"})
+    schema = pa.schema([key, pa.field("v", pa.float64())])
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": [0], "v": [0.0]}, schema=schema), uri)
+    mw = ds.initialize_mem_wal(region_spec=RegionSpec.bucket("id", 2))
+    router = mw.writer(max_wal_flush_interval_ms=20)
+    router.put(pa.table({"id": [1, 2, 3], "v": [0.1, 0.2, 0.3]}, schema=schema))
+    gone = [weakref.ref(w) for w in router.writers]
+    threads = [w._thread for w in router.writers]
+    assert len(gone) == 2
+    del router
+    time.sleep(0.2)  # several background rounds: a live table keeps its writers
+    assert all(ref() is not None for ref in gone)
+    assert all(t.is_alive() for t in threads)
+    assert lance_sql.dataset(uri).mem_wal.scanner().to_table().num_rows == 4
+    del mw, ds
+    shutil.rmtree(uri)
+    for thread in threads:
+        thread.join(10)
+    gc.collect()
+    assert not any(t.is_alive() for t in threads)
+    assert all(ref() is None for ref in gone)
+    assert not [w for w in open_writers() if str(tmp_path) in w.store.uri]
