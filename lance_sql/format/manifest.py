@@ -49,16 +49,28 @@ def _varint(n: int) -> bytes:
 
 
 class _FragmentCache:
-    """Decoded fragments by their serialized bytes (immutable values), bounded.
+    """Decoded fragments by their serialized bytes (immutable values), bounded by count
+    and by the bytes of the keys (a fragment with an inline row-id sequence encodes to
+    hundreds of KB; every update of a stable-row-id table makes new ones).
 
     Consecutive versions share almost all fragments, so decoding the next manifest
-    mostly finds its fragments here instead of rebuilding them.
+    mostly finds its fragments here instead of rebuilding them. Full, it starts over.
     """
 
-    def __init__(self, capacity: int = 20_000) -> None:
+    def __init__(self, capacity: int = 20_000, max_bytes: int = 64 << 20) -> None:
         self._items: dict[bytes, Fragment] = {}
         self._lock = threading.Lock()
         self._capacity = capacity
+        self._max_bytes = max_bytes
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the keys held."""
+        return self._bytes
 
     def get(self, pb: table_pb2.DataFragment) -> Fragment:
         key = pb.SerializeToString()
@@ -67,10 +79,15 @@ class _FragmentCache:
             return found
         frag = Fragment.from_proto(pb)
         object.__setattr__(frag, "_encoded", key)
+        if len(key) > self._max_bytes // 16:
+            return frag  # one such would crowd out the rest
         with self._lock:
-            if len(self._items) >= self._capacity:
+            if len(self._items) >= self._capacity or self._bytes + len(key) > self._max_bytes:
                 self._items.clear()
-            self._items[key] = frag
+                self._bytes = 0
+            if key not in self._items:
+                self._items[key] = frag
+                self._bytes += len(key)
         return frag
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from lance_sql.errors import FormatError, UnsupportedFeatureError
 from lance_sql.format.fragment import DataFile, DeletionFile, Fragment
-from lance_sql.format.manifest import Manifest, ManifestCodec
+from lance_sql.format.manifest import Manifest, ManifestCodec, _FragmentCache
 from lance_sql.format.naming import ManifestNaming, data_file_name, parse_manifest_name
 from lance_sql.format.pb import table_pb2
 from lance_sql.format.schema import LanceSchema
@@ -113,3 +113,24 @@ def test_decodes_a_pylance_manifest(tmp_path: Path) -> None:
     assert m.fragments[0].deletion_file.num_deleted_rows == 5
     assert m.schema.to_arrow() == ds.schema
     assert ManifestCodec.decode_transaction(files[0].read_bytes(), "m") is not None
+
+
+def test_the_fragment_cache_is_bounded_by_bytes_too() -> None:
+    """Fragments with big inline row-id sequences fill the decode cache by bytes long
+    before they reach its count bound."""
+    cache = _FragmentCache(capacity=1000, max_bytes=64 << 10)
+
+    def fragment(i: int, payload: int) -> table_pb2.DataFragment:
+        pb = table_pb2.DataFragment(id=i, physical_rows=1)
+        pb.inline_row_ids = bytes(payload)
+        return pb
+
+    for i in range(100):
+        got = cache.get(fragment(i, 2000))
+        assert got.id == i
+        assert cache.nbytes <= 64 << 10
+    assert 0 < len(cache) < 100
+    assert cache.get(fragment(5, 2000)) == Fragment.from_proto(fragment(5, 2000))
+    big = fragment(1000, 8 << 10)  # over a sixteenth of the bound: decoded, not kept
+    held = len(cache)
+    assert cache.get(big).id == 1000 and len(cache) == held
