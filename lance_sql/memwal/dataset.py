@@ -18,18 +18,27 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_sql.errors import InvalidInputError
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.held_field_ids import held_field_id
 from lance_sql.memwal.index import load as load_mem_wal_index
 from lance_sql.memwal.read.flat_search import table_knn_plan
+from lance_sql.memwal.read.nearest_scanner import NearestQuery, NearestScanner
 from lance_sql.memwal.schema_changes import check_type_changes
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.dataset import dataset as open_table
 from lance_sql.table.dataset import write_dataset as write_table
 
 __all__ = ["MemWalDataset", "dataset", "write_dataset"]
+
+# scanner keywords a vector search takes (the hints among them change nothing)
+_NEAREST_SCAN_KEYWORDS = frozenset({
+    "prefilter", "with_row_id", "with_row_address", "batch_size", "batch_readahead",
+    "fragment_readahead", "scan_in_order", "late_materialization", "use_stats",
+    "fast_search", "disable_scoring_autoprojection", "io_buffer_size", "use_scalar_index",
+    "strict_batch_size", "batch_size_bytes"})
 
 
 class MemWalDataset(LanceDataset):
@@ -99,6 +108,29 @@ class MemWalDataset(LanceDataset):
                                       columns=columns, filter=filter, version=version)
         return table_knn_plan(ds, column, query_vector, k, metric=metric, columns=columns,
                               filter=filter).to_table()
+
+    def scanner(self, columns: Sequence[str] | None = None, filter: Any = None,
+                limit: int | None = None, offset: int | None = None, nearest: Any = None,
+                *args: Any, **kwargs: Any) -> Any:
+        """:meth:`LanceDataset.scanner`, and with ``nearest={"column": ..., "q": [...],
+        "k": 10, "metric": "l2"}`` pylance's vector search of this table version (its base
+        table when it has a MemWAL), exact (see
+        :mod:`~lance_sql.memwal.read.nearest_scanner`): the filter applies after the
+        search unless ``prefilter=True``."""
+        if nearest is None:
+            return super().scanner(columns, filter, limit, offset, None, *args, **kwargs)
+        if args:
+            raise InvalidInputError("a vector search takes the scanner's later arguments "
+                                    "by keyword")
+        unsupported = sorted(set(kwargs) - _NEAREST_SCAN_KEYWORDS)
+        if unsupported:
+            raise InvalidInputError(f"a vector search does not take {unsupported}")
+        return NearestScanner(
+            self, NearestQuery.of(nearest), columns, filter,
+            prefilter=bool(kwargs.get("prefilter")), limit=limit, offset=offset,
+            with_row_id=bool(kwargs.get("with_row_id")),
+            with_row_address=bool(kwargs.get("with_row_address")),
+            batch_size=kwargs.get("batch_size"))
 
     def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
         """As :meth:`LanceDataset.alter_columns`; on a table with a MemWAL a type change

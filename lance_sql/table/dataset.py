@@ -400,15 +400,17 @@ class LanceDataset:
         pylance's tuning hints (:data:`SCAN_HINTS`: ``prefilter``, ``scan_in_order``,
         ``late_materialization``, read-ahead sizes...) are taken and change nothing: this
         scan filters before limits, returns rows in order and picks its own late
-        materialization. Vector search (``nearest``) is SQL's ``nearest()`` here."""
+        materialization. Vector search (``nearest``) is answered by the dataset
+        ``lance_sql.dataset()`` returns (:class:`~lance_sql.memwal.dataset.MemWalDataset`),
+        this layer's tables cannot search."""
         unknown = sorted(set(hints) - SCAN_HINTS)
         if unknown:
             raise TypeError(f"scanner() got an unexpected keyword argument {unknown[0]!r}")
         if full_text_query is not None or index_segments is not None:
             raise InvalidInputError("full-text search and index segments are not supported")
         if nearest is not None:
-            raise InvalidInputError("scanner(nearest=...) is not supported: search with "
-                                    "SQL's nearest() table function or ds.mem_wal.nearest")
+            raise InvalidInputError("scanner(nearest=...) needs the dataset lance_sql.dataset() "
+                                    "returns (or SQL's nearest() table function)")
         if include_deleted_rows:
             raise InvalidInputError("include_deleted_rows=True is not supported: deleted "
                                     "rows are never returned")

@@ -34,7 +34,7 @@ def _expected(vectors: np.ndarray, query: np.ndarray, metric: str, k: int,
     elif metric == "cosine":
         dist = 1 - vectors @ query / (np.linalg.norm(vectors, axis=1) * np.linalg.norm(query))
     else:
-        dist = -(vectors @ query)
+        dist = 1 - vectors @ query
     dist = np.where(keep, dist, np.inf)
     return np.argsort(dist, kind="stable")[:k].tolist()
 

@@ -255,10 +255,8 @@ def test_plain_table_search_gives_pylances_float32_distances(tmp_path: Path) -> 
         assert got.schema.field("_distance").type == theirs.schema.field("_distance").type \
             == pa.float32()
         assert got["id"].to_pylist() == theirs["id"].to_pylist()
-        # (pylance's dot distance is 1 - x.y, ours -x.y: the same order)
-        offset = 1.0 if metric == "dot" else 0.0
-        assert np.allclose(got["_distance"].to_numpy() + offset,
-                           theirs["_distance"].to_numpy(), rtol=1e-5, atol=1e-6)
+        assert np.allclose(got["_distance"].to_numpy(), theirs["_distance"].to_numpy(),
+                           rtol=1e-5, atol=1e-6)
         (knn,) = nodes(plan.root, KNNExec)
         assert knn.metrics.get("rows_scanned") == 500 and knn.metrics.output_rows == 5
         assert ours.nearest("e", query, k=5, metric=metric).schema.field(

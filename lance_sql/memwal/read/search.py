@@ -114,14 +114,14 @@ def check_filter(predicate: Expr | None, schema: pa.Schema) -> None:
 
 def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
     """Distance of every row of ``matrix`` to ``query``: ``l2`` is the squared euclidean
-    distance, ``cosine`` one minus the cosine similarity, ``dot`` the negated inner
-    product (smaller is closer for all three). NaN where it is undefined: a NaN in either
-    vector, or for cosine a zero vector."""
+    distance, ``cosine`` one minus the cosine similarity, ``dot`` one minus the inner
+    product (pylance's three; smaller is closer for all). NaN where it is undefined: a
+    NaN in either vector, or for cosine a zero vector."""
     if metric == "l2":
         diff = matrix - query[None, :]
         return np.einsum("ij,ij->i", diff, diff)
     if metric == "dot":
-        return -(matrix @ query)
+        return 1.0 - (matrix @ query)
     if metric == "cosine":
         norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(query)
         with np.errstate(invalid="ignore", divide="ignore"):
