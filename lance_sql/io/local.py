@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError, NotFoundError, PathEscapeError
+from lance_sql.io.descriptors import removed
 from lance_sql.io.store import ObjectStore, check_key, is_temporary
 
 # Keys checked once: the same few keys (manifests, hints) are asked for again and again,
@@ -262,6 +263,18 @@ class LocalSource:
         if len(buffer) != length:
             raise FormatError(f"{self.path}: short read at {offset} ({len(buffer)} of {length})")
         return memoryview(buffer).cast("B")
+
+    def unlinked(self) -> bool:
+        """Whether the file has no name left (deleted, or replaced under its name) or
+        this source is closed: then keeping it open only holds disk space (one
+        ``fstat``)."""
+        with self._lock:
+            if self._fd < 0:
+                return True
+            try:
+                return os.fstat(self._fd).st_nlink == 0
+            except OSError:
+                return True
 
     def close(self) -> None:
         """Closes the descriptor; views already handed out stay readable."""
@@ -606,14 +619,19 @@ class LocalStore(ObjectStore):
             return
         if not stat.S_ISDIR(mode):  # a link (to anything) or a file: only the entry goes
             os.unlink(path)
+            removed(self._path(prefix))
             return
-        shutil.rmtree(path, onerror=_ignore_missing)
+        try:
+            shutil.rmtree(path, onerror=_ignore_missing)
+        finally:  # (what was removed before a failure is gone too)
+            removed(self._path(prefix), tree=True)
 
     def delete(self, key: str) -> None:
         """Removes the directory entry: a link inside the root is unlinked, never its
         target; a linked directory leading out of the root is refused."""
         directory, _, name = check_key(key).rpartition("/")
         _unlink_quietly(os.path.join(self._resolve(directory, directory=True), name))
+        removed(self._path(key))  # cached open files of it let go of their descriptor
 
     def _open_writer(self, key: str) -> tuple[BinaryIO, object]:
         path = self._resolve(key)

@@ -32,6 +32,7 @@ from lance_sql.errors import (
 from lance_sql.expr.casts import cast_like_datafusion
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import PK_KEY, PK_POSITION_KEY
+from lance_sql.io.descriptors import removed
 from lance_sql.memwal import index as mem_wal_index
 from lance_sql.sql.merge import Merge, MergeInsertForm, check_keys_kept
 from lance_sql.sql.merge_rows import merge_query, row_changes
@@ -309,7 +310,11 @@ class WriteRunner:
             raise
         path = self._owned(stmt.table, "DROP TABLE")
         self.session.resolver.forget(path)
-        shutil.rmtree(path)
+        try:
+            shutil.rmtree(path)
+        finally:  # the files it removed no longer hold disk space through cached readers
+            for spelling in {os.path.abspath(path), os.path.realpath(path)}:
+                removed(spelling, tree=True)
         return _one_row(table=stmt.table, dropped=True)
 
     def _truncate(self, stmt: Truncate) -> pa.Table:

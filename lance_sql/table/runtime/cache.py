@@ -21,19 +21,37 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.table.runtime.open_files import (
+    OPEN_FILES,
+    OpenFiles,
+    Victims,
+    drop,
+    open_files_bound,
+    unlinked,
+)
 
 MiB = 1 << 20
 # What an open file costs beyond its metadata (descriptor, parsed objects).
 OPEN_FILE_OVERHEAD = 16 << 10
 
 
+def _no_source(value: Any) -> None:
+    return None
+
+
 class LruCache:
     """At most ``capacity`` values and ``max_weight`` in total (e.g. bytes, with
     ``weigh``); the least recently used go first. A value heavier than ``max_weight`` is
-    returned but not kept."""
+    returned but not kept.
+
+    With ``files`` (a ledger of open files) and ``source_of`` (the open source a value
+    holds), the values are open files: they also count towards the ledger's one budget,
+    which may drop them (see :mod:`lance_sql.table.runtime.open_files`), and a value
+    whose file was unlinked is dropped when a lookup finds it (and loaded again)."""
 
     def __init__(self, capacity: int, *, max_weight: int | None = None,
-                 weigh: Callable[[Any], int] | None = None) -> None:
+                 weigh: Callable[[Any], int] | None = None, files: OpenFiles | None = None,
+                 source_of: Callable[[Any], Any] | None = None) -> None:
         self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
         self._capacity = capacity
@@ -42,19 +60,37 @@ class LruCache:
         self._weight = 0
         self.hits = 0
         self.misses = 0
+        self._files = files if source_of is not None else None
+        self._source_of: Callable[[Any], Any] = source_of or _no_source
+        self._serial = self._files.serial(self) if self._files is not None else -1
+
+    def _hit(self, key: Hashable) -> tuple[bool, Any]:
+        """(found, value) for ``key``, marked as used (lock held); a value whose file is
+        gone is dropped and not found."""
+        found = self._items.get(key)
+        if found is None:
+            return False, None
+        if self._files is not None:
+            if unlinked(self._source_of(found[0])):
+                self._drop(key)
+                return False, None
+            self._files.used(self._serial, key)
+        self._items.move_to_end(key)
+        self.hits += 1
+        return True, found[0]
 
     def get_or_load(self, key: Hashable, load: Callable[[], Any]) -> Any:
         """The value cached under ``key``, else ``load()`` (kept if it fits)."""
         with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                self.hits += 1
-                return self._items[key][0]
+            found, value = self._hit(key)
+            if found:
+                return value
             self.misses += 1
         value = load()  # outside the lock: loads of other keys proceed in parallel
         weight = self._weigh(value) if self._weigh is not None else 0
         with self._lock:
-            self._keep(key, value, weight)
+            victims = self._keep(key, value, weight)
+        self._settle(victims)
         return value
 
     def get_or_load_many(self, keys: Sequence[Hashable],
@@ -65,10 +101,9 @@ class LruCache:
         missing: list[int] = []
         with self._lock:
             for i, key in enumerate(keys):
-                if key in self._items:
-                    self._items.move_to_end(key)
-                    self.hits += 1
-                    out[i] = self._items[key][0]
+                found, value = self._hit(key)
+                if found:
+                    out[i] = value
                 else:
                     missing.append(i)
                     self.misses += 1
@@ -76,46 +111,67 @@ class LruCache:
             return out
         values = load([keys[i] for i in missing])  # outside the lock, as above
         weights = [self._weigh(v) if self._weigh is not None else 0 for v in values]
+        victims: Victims = []
         with self._lock:
             for i, value, weight in zip(missing, values, weights, strict=True):
                 out[i] = value
-                self._keep(keys[i], value, weight)
+                victims += self._keep(keys[i], value, weight)
+        self._settle(victims)
         return out
 
-    def _keep(self, key: Hashable, value: Any, weight: int) -> None:
+    def _keep(self, key: Hashable, value: Any, weight: int) -> Victims:
         """Store ``value`` in place of what ``key`` held, unless it is heavier than the
-        bound: then ``key`` holds nothing (lock held)."""
-        old = self._items.pop(key, None)
-        if old is not None:
-            self._weight -= old[1]
+        bound: then ``key`` holds nothing (lock held). What the open-files ledger wants
+        dropped to make room is returned, to drop once the lock is released."""
+        self._drop(key)
         if self._max_weight is not None and weight > self._max_weight:
-            return
+            return []
         self._items[key] = (value, weight)
         self._weight += weight
         self._evict()
+        if self._files is None or key not in self._items:
+            return []
+        return self._files.kept(self, self._serial, key, self._source_of(value))
+
+    def _settle(self, victims: Victims) -> None:
+        """Drop what the ledger chose (no lock held), and check every open file for
+        unlinked ones when that is due."""
+        if self._files is None:
+            return
+        drop(victims)
+        if self._files.sweep_due():
+            self._files.sweep()
+
+    def _drop(self, key: Hashable) -> None:
+        """Forget ``key`` (lock held)."""
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._weight -= old[1]
+            if self._files is not None:
+                self._files.dropped(self._serial, key)
+
+    def discard(self, key: Hashable) -> None:
+        """Forget what ``key`` holds, if anything."""
+        with self._lock:
+            self._drop(key)
 
     def put(self, key: Hashable, value: Any) -> None:
         """Keep ``value`` under ``key`` in place of what was there; a value too heavy to
         keep leaves nothing there (not the value it was to replace)."""
         weight = self._weigh(value) if self._weigh is not None else 0
         with self._lock:
-            self._keep(key, value, weight)
+            victims = self._keep(key, value, weight)
+        self._settle(victims)
 
     def peek(self, key: Hashable) -> Any:
         """The value cached under ``key`` (marked as used), or None; nothing is loaded."""
         with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return found[0]
+            return self._hit(key)[1]
 
     def _evict(self) -> None:
         while len(self._items) > self._capacity or (
                 self._max_weight is not None and self._weight > self._max_weight):
-            _, (_, dropped) = self._items.popitem(last=False)
-            self._weight -= dropped
+            self._drop(next(iter(self._items)))
 
     def resize(self, capacity: int, max_weight: int | None) -> None:
         """New bounds; what no longer fits goes at once (least recently used first)."""
@@ -140,19 +196,22 @@ class LruCache:
     def clear(self) -> None:
         """Drop every value (hit and miss counts stay)."""
         with self._lock:
-            self._items.clear()
-            self._weight = 0
+            for key in list(self._items):
+                self._drop(key)
 
 
 @dataclass(frozen=True)
 class CacheKind:
-    """One kind of cached value: its name, default bounds and how its bytes are counted."""
+    """One kind of cached value: its name, default bounds and how its bytes are counted;
+    for kinds whose values keep a file open, ``source_of`` gives a value's open source
+    (such kinds share one budget of open files, :data:`OPEN_FILES`)."""
 
     name: str
     max_bytes: int
     max_entries: int
     weigh: Callable[[Any], int]
     holds: str
+    source_of: Callable[[Any], Any] | None = None
 
 
 def _nbytes(value: Any) -> int:
@@ -171,29 +230,14 @@ TABLE_VERSIONS = CacheKind(
     "table_versions", 64 * MiB, 4096, _sized,
     "a SQL session's manifests by (table, version, the manifest file's identity); twice "
     "the manifest's size")
-def open_files_bound(soft_limit: int | None = None) -> int:
-    """How many data files the cache keeps open: a quarter of the process's descriptor
-    limit (``RLIMIT_NOFILE``), at least 512 and at most 8192. A scan over more files
-    than the cache keeps opens every one of them again on every scan (files are read in
-    order, and the least recently used goes first): 530 one-row fragments scanned 3x
-    slower than 500. 512 leaves half of the usual limit of 1024 to everything else."""
-    if soft_limit is None:
-        try:
-            import resource
-            soft_limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        except (ImportError, OSError, ValueError):  # (no such limit here)
-            soft_limit = 0
-    if soft_limit < 0:  # RLIM_INFINITY
-        soft_limit = 1 << 30
-    return max(512, min(8192, soft_limit // 4))
-
-
 DATA_FILES = CacheKind(
     "data_files", 256 * MiB, open_files_bound(),
     lambda reader: 2 * reader.metadata_bytes + OPEN_FILE_OVERHEAD,
-    "open data files (a file descriptor each, at most a quarter of the descriptor limit, "
-    "between 512 and 8192), by path (a MemWAL WAL entry's, numbered, with the file's "
-    "identity); estimated as twice the file's metadata bytes plus 16 KiB")
+    "open data files (a file descriptor each; with index_files at most open_files_bound() "
+    "files: a quarter of the descriptor limit, 512 to 8192), by "
+    "path (a MemWAL WAL entry's, numbered, with the file's identity); estimated as twice "
+    "the file's metadata bytes plus 16 KiB",
+    source_of=lambda reader: reader.source)
 DELETIONS = CacheKind(
     "deletions", 256 * MiB, 16384, _nbytes,
     "decoded deletion vectors (4 bytes a deleted row)")
@@ -218,7 +262,8 @@ INDEX_FILES = CacheKind(
     "index_files", 64 * MiB, 256,
     lambda index: index.nbytes() + 2 * index.data.metadata_bytes + OPEN_FILE_OVERHEAD,
     "open BTREE indices: page bounds plus the page file's metadata (estimated as for "
-    "data files)")
+    "data files); their open page files count towards the data files' budget",
+    source_of=lambda index: index.data.source)
 INDEX_PAGES = CacheKind(
     "index_pages", 256 * MiB, 1 << 16, _nbytes,
     "decoded BTREE index pages")
@@ -312,7 +357,8 @@ class TableCache:
 
     def __init__(self, max_bytes: Mapping[str, int] | None = None) -> None:
         self._caches = {kind.name: LruCache(kind.max_entries, max_weight=kind.max_bytes,
-                                            weigh=kind.weigh) for kind in KINDS}
+                                            weigh=kind.weigh, files=OPEN_FILES,
+                                            source_of=kind.source_of) for kind in KINDS}
         self._bounds = {kind.name: kind.max_bytes for kind in KINDS}
         self.configure(**dict(max_bytes or {}))
 
