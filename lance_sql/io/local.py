@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import FormatError, NotFoundError, PathEscapeError
-from lance_sql.io.descriptors import removed
+from lance_sql.io.descriptors import opening, removed
 from lance_sql.io.store import ObjectStore, check_key, is_temporary
 
 # Keys checked once: the same few keys (manifests, hints) are asked for again and again,
@@ -63,7 +63,7 @@ def _open_regular(path: str, shown: str) -> tuple[int, os.stat_result]:
     table keeps as a file but is not one (a directory, a FIFO, a device) is a
     FormatError naming it (``shown``), not a read that fails late or never returns."""
     try:
-        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC | _O_NONBLOCK | _O_NOCTTY)
+        fd = opening(lambda: os.open(path, os.O_RDONLY | _O_CLOEXEC | _O_NONBLOCK | _O_NOCTTY))
     except OSError as exc:
         if _absent(exc):
             raise NotFoundError(f"file not found: {shown}") from exc
@@ -546,7 +546,7 @@ class LocalStore(ObjectStore):
         path = self._resolve(key)
         tmp = self._temp_path(path)
         try:
-            with open(tmp, "wb") as f:
+            with opening(lambda: open(tmp, "wb")) as f:
                 f.write(data)
                 self._sync(f)
             os.replace(tmp, path)
@@ -558,7 +558,7 @@ class LocalStore(ObjectStore):
         path = self._resolve(key)
         tmp = self._temp_path(path)
         try:
-            with open(tmp, "wb") as f:
+            with opening(lambda: open(tmp, "wb")) as f:
                 f.write(data)
                 self._sync(f)
             return _link_if_absent(tmp, path)
@@ -636,7 +636,7 @@ class LocalStore(ObjectStore):
     def _open_writer(self, key: str) -> tuple[BinaryIO, object]:
         path = self._resolve(key)
         tmp = self._temp_path(path)
-        return open(tmp, "wb"), (tmp, path)
+        return opening(lambda: open(tmp, "wb")), (tmp, path)
 
     def _sync(self, f: BinaryIO) -> None:
         if self.fsync:

@@ -234,7 +234,7 @@ DATA_FILES = CacheKind(
     "data_files", 256 * MiB, open_files_bound(),
     lambda reader: 2 * reader.metadata_bytes + OPEN_FILE_OVERHEAD,
     "open data files (a file descriptor each; with index_files at most open_files_bound() "
-    "files: a quarter of the descriptor limit, 512 to 8192), by "
+    "files: a quarter of the descriptor limit, 512 to 8192, never over half of it), by "
     "path (a MemWAL WAL entry's, numbered, with the file's identity); estimated as twice "
     "the file's metadata bytes plus 16 KiB",
     source_of=lambda reader: reader.source)

@@ -12,7 +12,9 @@ It also lets go of files that no longer exist, so their disk space comes back:
   whose file is that path, or under that directory, are dropped at once;
 - a cached file found unlinked (``st_nlink == 0``, e.g. deleted by another process) is
   dropped when a lookup hits it, and every so often all are checked, so dead files do
-  not pile up among the live ones.
+  not pile up among the live ones;
+- when opening a file fails with ``EMFILE``/``ENFILE``, a quarter of the open files (the
+  least recently used) go, and the open is tried again.
 
 Dropping an entry closes nothing: the descriptor closes once nothing refers to the
 reader (a scan in progress keeps reading through it), and arrays handed out keep the
@@ -34,7 +36,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lance_sql.io.descriptors import on_removed
+from lance_sql.io.descriptors import on_removed, on_shortage
 
 # Checked for unlinked files after this many new entries at least (more when many are
 # kept: an eighth of them), so the check costs a few ``fstat`` calls per file opened.
@@ -44,8 +46,8 @@ SWEEP_EVERY = 64
 def open_files_bound(soft_limit: int | None = None) -> int:
     """How many files the caches keep open together (data files and index files, in all
     runtimes): a quarter of the process's descriptor limit (``RLIMIT_NOFILE``), at least
-    512 and at most 8192. 512 leaves half of the usual limit of 1024 to everything else
-    (the application's own files and sockets, files being written). A scan over more
+    512 and at most 8192, but never more than half the limit, which is left to everything
+    else (the application's own files and sockets, files being written). A scan over more
     files than are kept opens every one of them again on every scan (files are read in
     order, and the least recently used goes first): 530 one-row fragments scanned 3x
     slower than 500."""
@@ -57,7 +59,9 @@ def open_files_bound(soft_limit: int | None = None) -> int:
             soft_limit = 0
     if soft_limit < 0:  # RLIM_INFINITY
         soft_limit = 1 << 30
-    return max(512, min(8192, soft_limit // 4))
+    if soft_limit == 0:  # unknown: as under the usual limit of 1024
+        soft_limit = 1024
+    return max(1, min(8192, max(soft_limit // 4, min(512, soft_limit // 2))))
 
 
 class FileCache(Protocol):
@@ -132,6 +136,15 @@ class OpenFiles:
             self._remove((serial, key))
 
     # -- called with no cache lock held ------------------------------------------------------
+    def reclaim(self, count: int | None = None) -> int:
+        """Drop the ``count`` least recently used open files (a quarter of them, at least
+        one, by default); how many were dropped."""
+        with self._lock:
+            if count is None:
+                count = max(1, len(self._order) // 4)
+            victims = self._pop_oldest(count)
+        return drop(victims)
+
     def forget(self, path: str, tree: bool = False) -> int:
         """Drop the entries of the file at ``path`` (with ``tree``, of every file below the
         directory ``path``); how many were dropped."""
@@ -211,3 +224,4 @@ def drop(victims: Victims) -> int:
 
 OPEN_FILES = OpenFiles(open_files_bound())
 on_removed(OPEN_FILES.forget)
+on_shortage(OPEN_FILES.reclaim)

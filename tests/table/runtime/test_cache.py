@@ -270,7 +270,8 @@ def test_open_data_files_are_bounded_by_the_descriptor_limit() -> None:
     from lance_sql.table.runtime.cache import open_files_bound
 
     assert open_files_bound(1024) == 512  # half the usual limit left to the rest
-    assert open_files_bound(256) == 512
+    assert open_files_bound(256) == 128  # never more than half
+    assert open_files_bound(4) == 2
     assert open_files_bound(20_000) == 5_000
     assert open_files_bound(1 << 20) == 8192
     assert open_files_bound(-1) == 8192  # unlimited

@@ -74,6 +74,15 @@ def test_an_unlinked_file_is_dropped_on_a_hit_and_by_the_sweep() -> None:
     assert all(cache.peek(i) is None for i in range(50))
 
 
+def test_reclaim_drops_the_least_recently_used_quarter() -> None:
+    files = OpenFiles(100)
+    cache = _cache(files)
+    for i in range(40):
+        cache.get_or_load(i, lambda i=i: _Source(f"/t/{i}"))
+    assert files.reclaim() == 10
+    assert [cache.peek(i) is None for i in (0, 9, 10)] == [True, True, False]
+
+
 def test_a_collected_cache_leaves_the_ledger() -> None:
     files = OpenFiles(100)
     cache = _cache(files)
