@@ -969,8 +969,14 @@ def write_dataset(
     enable_stable_row_ids: bool = False,
     commit_config: CommitConfig | None = None,
     primary_key: Sequence[str] | None = None,
+    commit_message: str | None = None,
+    transaction_properties: Mapping[str, str] | None = None,
 ) -> LanceDataset:
     """Create, append to or overwrite the table at ``uri`` (pylance's signature).
+
+    ``commit_message`` and ``transaction_properties`` are recorded in the commit's
+    transaction file as pylance records them (the message as the property
+    ``__lance_commit_message``).
 
     ``max_rows_per_group`` is accepted for compatibility; format 2.0 sizes pages
     by bytes, so it does not change the files. ``primary_key`` (columns, in key order)
@@ -982,6 +988,7 @@ def write_dataset(
         raise InvalidInputError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
     if isinstance(uri, LanceDataset):  # pylance takes the dataset itself
         uri = uri.uri
+    properties = _transaction_properties(commit_message, transaction_properties)
     store = open_store(uri)
     naming = ManifestNaming.V2 if enable_v2_manifest_paths else ManifestNaming.V1
     ctx = WriteContext.open(store, commit_config, naming=naming)
@@ -1026,9 +1033,26 @@ def write_dataset(
     with ctx.staging() as staged:
         staged.add(*(d.key for frag in fragments for d in frag.files))
         new = ctx.commit(operation, data_format=data_format,
-                         stable_row_ids=enable_stable_row_ids)
+                         stable_row_ids=enable_stable_row_ids, properties=properties)
     return LanceDataset._opened(os.fspath(uri), store, ctx.config,  # noqa: SLF001 - same module
                                 VersionRef(new.version, ctx.naming), new)
+
+
+# where pylance records a write's ``commit_message`` among its transaction properties
+COMMIT_MESSAGE_PROPERTY = "__lance_commit_message"
+
+
+def _transaction_properties(message: str | None, given: Mapping[str, str] | None
+                            ) -> dict[str, str]:
+    """A write's transaction properties: ``given`` and the commit ``message``."""
+    properties = dict(given or {})
+    if any(not isinstance(k, str) or not isinstance(v, str) for k, v in properties.items()):
+        raise InvalidInputError("transaction_properties maps strings to strings")
+    if message is not None:
+        if not isinstance(message, str):
+            raise InvalidInputError(f"commit_message is a string, got {message!r}")
+        properties[COMMIT_MESSAGE_PROPERTY] = message
+    return properties
 
 
 def _with_missing_nullable(reader: pa.RecordBatchReader, schema: LanceSchema

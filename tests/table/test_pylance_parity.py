@@ -13,6 +13,8 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError
+from lance_sql.table.meta.versions import list_versions, load_transaction_bytes
+from lance_sql.table.txn.operations import Transaction
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
 
@@ -219,3 +221,27 @@ def test_a_column_renamed_to_a_system_columns_name_is_a_schema_error(tmp_path: P
             read()
     lance_sql.dataset(path).alter_columns({"path": "_rowid", "name": "x"})
     assert lance_sql.dataset(path).to_table()["x"].to_pylist() == [30, 20, 10]
+
+
+def test_commit_messages_and_transaction_properties_round_trip(tmp_path: Path) -> None:
+    """``write_dataset(commit_message=, transaction_properties=)`` records what pylance
+    records, where pylance reads it, and lance_sql reads pylance's the same way."""
+
+    data = pa.table({"a": [1, 2]})
+    ours = tmp_path / "ours.lance"
+    lance_sql.write_dataset(data, ours, commit_message="first load",
+                            transaction_properties={"job": "etl-7"})
+    lance_sql.write_dataset(data, ours, mode="append", commit_message="more")
+    got = lance.dataset(str(ours)).get_transactions(2)
+    assert [t.transaction_properties for t in got] == [
+        {"__lance_commit_message": "more"},
+        {"__lance_commit_message": "first load", "job": "etl-7"}]
+    theirs = tmp_path / "theirs.lance"
+    lance.write_dataset(data, str(theirs), commit_message="from pylance")
+    ds = lance_sql.dataset(theirs)
+    (ref,) = list_versions(ds.store)
+    txn = Transaction.decode(load_transaction_bytes(ds.store, ref), "txn")
+    assert txn.properties == {"__lance_commit_message": "from pylance"}
+    with pytest.raises(InvalidInputError, match="commit_message"):
+        lance_sql.write_dataset(data, ours, mode="append", commit_message=7)
+    assert lance_sql.dataset(ours).version == 2  # the refused write committed nothing
