@@ -144,7 +144,15 @@ def _latest_from_hint(store: ObjectStore) -> VersionRef | None:
 def find_version(store: ObjectStore, version: int,
                  handler: CommitHandler | None = None) -> VersionRef:
     """The ref of ``version``; with ``handler``, a half-finished commit of it is repaired
-    and found."""
+    and found.
+
+    Found in O(1) store requests when it can be, since listing ``_versions/`` costs
+    O(versions): see :func:`_probe_version`. Otherwise the listing decides, as it words
+    the errors (never existed, cleaned up, a mixture of schemes) and a handler may repair
+    a half-finished commit."""
+    probed = _probe_version(store, version)
+    if probed is not None:
+        return probed
     refs = list_versions(store)
     for ref in refs:
         if ref.version == version:
@@ -162,6 +170,24 @@ def find_version(store: ObjectStore, version: int,
     raise NotFoundError(
         f"version {version} of {store.uri} does not exist; versions: {_ranges(refs)}"
     )
+
+
+def _probe_version(store: ObjectStore, version: int) -> VersionRef | None:
+    """``version``'s ref when exactly one of its two possible names (one per naming
+    scheme) exists and the latest version, found from the hint, uses the same scheme;
+    else None (the caller lists). The second check finds a mixture of schemes where one
+    arises, at the newest end (a writer of the other scheme committed last), as opening
+    the latest version does; the listing is what reports it."""
+    if not 1 <= version <= MAX_VERSION:
+        return None
+    v2, v1 = store.exists_many([ManifestNaming.V2.key(version), ManifestNaming.V1.key(version)])
+    if v2 == v1:
+        return None  # neither (the listing words the error) or both (a mixture)
+    naming = ManifestNaming.V2 if v2 else ManifestNaming.V1
+    latest = _latest_from_hint(store)
+    if latest is None or latest.naming is not naming:
+        return None
+    return VersionRef(version, naming)
 
 
 def load_latest(store: ObjectStore, handler: CommitHandler | None = None,
