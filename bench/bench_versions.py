@@ -11,8 +11,8 @@ process) and the ratio lance_sql / pylance (below 1: lance_sql is faster).
 * ``cleanup_old_versions`` of a fresh copy of a table of C versions;
 * A appends of a small batch to a fresh copy of the N-version table.
 
-    python bench/bench_versions.py                 # quick: N=200, C=50, A=20
-    python bench/bench_versions.py --versions 1000 --cleanup-versions 100 --appends 100
+    PYTHONPATH=. python bench/bench_versions.py     # quick: N=200, C=50, A=20
+    PYTHONPATH=. python bench/bench_versions.py --versions 1000 --cleanup-versions 100 --appends 100
 """
 
 from __future__ import annotations
