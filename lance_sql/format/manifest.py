@@ -119,13 +119,36 @@ class Manifest:
     index_section: bytes | None = field(default=None, repr=False)  # raw IndexSection
     unknown: bytes = field(default=b"", repr=False)
 
+    # The row counts are sums over every fragment, asked for on every count_rows(), take
+    # and versions(): each is summed once per manifest and kept beside the fields (a
+    # manifest never changes; evolve() makes a new one, which sums its own). Threads that
+    # race compute the same number, so whichever store lands is right.
     @property
     def num_rows(self) -> int:
-        return sum(f.num_rows for f in self.fragments)
+        """Rows visible after deletions, over every fragment."""
+        found = self.__dict__.get("_num_rows")
+        if found is None:
+            found = self.physical_rows - self.num_deleted_rows
+            object.__setattr__(self, "_num_rows", found)
+        return found
+
+    @property
+    def physical_rows(self) -> int:
+        """Rows in the data files, deleted ones included, over every fragment."""
+        found = self.__dict__.get("_physical_rows")
+        if found is None:
+            found = sum(f.physical_rows for f in self.fragments)
+            object.__setattr__(self, "_physical_rows", found)
+        return found
 
     @property
     def num_deleted_rows(self) -> int:
-        return sum(f.num_deleted_rows for f in self.fragments)
+        """Rows the fragments' deletion files delete."""
+        found = self.__dict__.get("_num_deleted_rows")
+        if found is None:
+            found = sum(f.num_deleted_rows for f in self.fragments)
+            object.__setattr__(self, "_num_deleted_rows", found)
+        return found
 
     @property
     def uses_stable_row_ids(self) -> bool:
