@@ -147,13 +147,14 @@ def cleanup_old_versions(
                 f"was removed (delete the tag, or pass error_if_tagged_old_versions=False "
                 f"to keep tagged versions and remove the others)")
         removed.append(ref)
+    # each removed version's files, gathered once (sized now, doomed after the set-aside)
+    files = {ref.version: referenced_files(store, manifests[ref.version]) for ref in removed}
     # sizes first: a key that leads out of the root (PathEscapeError) stops cleanup
     # before anything is set aside or deleted
-    sizes = _sizes(store, [k for ref in removed for k in (
-        ref.key, *referenced_files(store, manifests[ref.version]))])
+    sizes = _sizes(store, [k for ref in removed for k in (ref.key, *files[ref.version])])
     aside, tagged = _set_aside_and_look_again(store, removed, manifests, grace_cutoff)
     try:
-        sized = _doomed(store, aside, manifests, tagged, sizes, grace_cutoff,
+        sized = _doomed(store, aside, manifests, files, tagged, sizes, grace_cutoff,
                         delete_unverified)
     except BaseException:
         for ref, aside_key in aside:  # nothing deleted: every version as it was
@@ -188,10 +189,12 @@ def _sizes(store: ObjectStore, keys: Iterable[str]) -> dict[str, int]:
 
 
 def _doomed(store: ObjectStore, aside: list[tuple[VersionRef, str]],
-            manifests: dict[int, Manifest], tagged: set[int], sizes: dict[str, int],
-            grace_cutoff: int, delete_unverified: bool) -> list[tuple[str, int]]:
+            manifests: dict[int, Manifest], files: dict[int, set[str]], tagged: set[int],
+            sizes: dict[str, int], grace_cutoff: int, delete_unverified: bool
+            ) -> list[tuple[str, int]]:
     """(key, size) of every file to delete: the set-aside manifests, the files only they
-    used, a dead cleanup's leftovers, unverified files if asked, stale temporaries."""
+    used (``files``: each set-aside version's :func:`referenced_files`), a dead cleanup's
+    leftovers, unverified files if asked, stale temporaries."""
     removed_versions = {ref.version for ref, _ in aside}
     kept_files: set[str] = set()
     for version, m in manifests.items():
@@ -200,7 +203,7 @@ def _doomed(store: ObjectStore, aside: list[tuple[VersionRef, str]],
     doomed: list[str] = []
     for ref, aside_key in aside:  # oldest first
         doomed.append(aside_key)
-        doomed.extend(sorted(referenced_files(store, manifests[ref.version]) - kept_files))
+        doomed.extend(sorted(files[ref.version] - kept_files))
     doomed.extend(_left_by_a_dead_cleanup(store, kept_files, grace_cutoff, manifests,
                                           tagged))
     if delete_unverified:
@@ -266,12 +269,16 @@ class _SetAside:
     manifest: Manifest
 
 
-def _set_aside(store: ObjectStore) -> Iterator[_SetAside]:
-    """Every manifest a cleanup (running or dead) has set aside, read."""
+def _set_aside(store: ObjectStore, before: int | None = None) -> Iterator[_SetAside]:
+    """Every manifest a cleanup (running or dead) has set aside, read; with ``before``,
+    only those set aside before that time (ns), the others not even read (the name says
+    when: a running cleanup's own manifests are many, and all of them recent)."""
     for name in store.list_dir(VERSIONS_DIR):
         manifest_name, _, when = name.removesuffix(SET_ASIDE).rpartition(".")
         parsed = parse_manifest_name(manifest_name)
         if not name.endswith(SET_ASIDE) or parsed is None or not when.isdigit():
+            continue
+        if before is not None and int(when) >= before:
             continue
         key = f"{VERSIONS_DIR}/{name}"
         try:
@@ -294,8 +301,8 @@ def _left_by_a_dead_cleanup(store: ObjectStore, kept_files: set[str], grace_cuto
     """Manifests an earlier cleanup set aside and never finished with (it died), and the
     files only they used; one a tag or writer now needs is put back instead."""
     # (those set aside since the cutoff are a running cleanup's)
-    left = [(a.key, a.manifest_key, a.version, a.manifest) for a in _set_aside(store)
-            if a.when < grace_cutoff]
+    left = [(a.key, a.manifest_key, a.version, a.manifest)
+            for a in _set_aside(store, before=grace_cutoff)]
     if not left:
         return []
     # their own transaction files are no writer in flight
