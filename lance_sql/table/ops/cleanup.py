@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from lance_sql.errors import InvalidInputError, NotFoundError, TaggedVersionError
+from lance_sql.format.fragment import Fragment
 from lance_sql.format.index import decode_index_section
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.naming import (
@@ -84,22 +85,41 @@ class CleanupStats:
     files_removed: int = 0
 
 
-def referenced_files(store: ObjectStore, manifest: Manifest) -> set[str]:
-    """Keys below the table root that ``manifest``'s version needs (its manifest aside)."""
+FragmentKeys = dict[int, tuple[Fragment, tuple[str, ...]]]
+"""Each fragment's own keys (:func:`referenced_files`), by the fragment object's id (the
+fragment is held too, so the id is not reused while the memo lives)."""
+
+
+def referenced_files(store: ObjectStore, manifest: Manifest,
+                     memo: FragmentKeys | None = None) -> set[str]:
+    """Keys below the table root that ``manifest``'s version needs (its manifest aside).
+    ``memo``, shared by the calls of one cleanup, gathers a fragment's keys once however
+    many versions hold it (consecutive versions share almost all their fragments, the
+    same decoded objects)."""
     keys = set()
     if manifest.transaction_file:
         keys.add(f"{TRANSACTIONS_DIR}/{manifest.transaction_file}")
+    memo = {} if memo is None else memo
     for frag in manifest.fragments:
-        keys.update(d.key for d in frag.files if d.base_id is None)
-        deletion = frag.deletion_file
-        if deletion is not None and deletion.base_id is None:
-            keys.add(deletion.key(frag.id))
-        keys.update(sequence_keys(frag))
+        found = memo.get(id(frag))
+        if found is None:
+            found = memo[id(frag)] = (frag, _fragment_keys(frag))
+        keys.update(found[1])
     for index in decode_index_section(manifest.index_section):
         if not index.to_proto().HasField("base_id"):
             directory = f"_indices/{index.uuid}"
             keys.update(f"{directory}/{name}" for name in store.list_dir(directory))
     return keys
+
+
+def _fragment_keys(frag: Fragment) -> tuple[str, ...]:
+    """The keys below the table root of a fragment's data, deletion and sequence files."""
+    keys = [d.key for d in frag.files if d.base_id is None]
+    deletion = frag.deletion_file
+    if deletion is not None and deletion.base_id is None:
+        keys.append(deletion.key(frag.id))
+    keys.extend(sequence_keys(frag))
+    return tuple(keys)
 
 
 def cleanup_old_versions(
@@ -148,13 +168,15 @@ def cleanup_old_versions(
                 f"to keep tagged versions and remove the others)")
         removed.append(ref)
     # each removed version's files, gathered once (sized now, doomed after the set-aside)
-    files = {ref.version: referenced_files(store, manifests[ref.version]) for ref in removed}
+    memo: FragmentKeys = {}
+    files = {ref.version: referenced_files(store, manifests[ref.version], memo)
+             for ref in removed}
     # sizes first: a key that leads out of the root (PathEscapeError) stops cleanup
     # before anything is set aside or deleted
     sizes = _sizes(store, [k for ref in removed for k in (ref.key, *files[ref.version])])
     aside, tagged = _set_aside_and_look_again(store, removed, manifests, grace_cutoff)
     try:
-        sized = _doomed(store, aside, manifests, files, tagged, sizes, grace_cutoff,
+        sized = _doomed(store, aside, manifests, files, memo, tagged, sizes, grace_cutoff,
                         delete_unverified)
     except BaseException:
         for ref, aside_key in aside:  # nothing deleted: every version as it was
@@ -189,9 +211,9 @@ def _sizes(store: ObjectStore, keys: Iterable[str]) -> dict[str, int]:
 
 
 def _doomed(store: ObjectStore, aside: list[tuple[VersionRef, str]],
-            manifests: dict[int, Manifest], files: dict[int, set[str]], tagged: set[int],
-            sizes: dict[str, int], grace_cutoff: int, delete_unverified: bool
-            ) -> list[tuple[str, int]]:
+            manifests: dict[int, Manifest], files: dict[int, set[str]], memo: FragmentKeys,
+            tagged: set[int], sizes: dict[str, int], grace_cutoff: int,
+            delete_unverified: bool) -> list[tuple[str, int]]:
     """(key, size) of every file to delete: the set-aside manifests, the files only they
     used (``files``: each set-aside version's :func:`referenced_files`), a dead cleanup's
     leftovers, unverified files if asked, stale temporaries."""
@@ -199,7 +221,7 @@ def _doomed(store: ObjectStore, aside: list[tuple[VersionRef, str]],
     kept_files: set[str] = set()
     for version, m in manifests.items():
         if version not in removed_versions:
-            kept_files |= referenced_files(store, m)
+            kept_files |= referenced_files(store, m, memo)
     doomed: list[str] = []
     for ref, aside_key in aside:  # oldest first
         doomed.append(aside_key)

@@ -13,10 +13,12 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
+from lance_sql.format.fragment import Fragment
+from lance_sql.format.manifest import Manifest
 from lance_sql.format.naming import VERSIONS_DIR
 from lance_sql.io.local import LocalStore
 from lance_sql.table.ops import cleanup
-from lance_sql.table.ops.cleanup import SET_ASIDE
+from lance_sql.table.ops.cleanup import SET_ASIDE, FragmentKeys
 
 
 def _table(tmp_path: Path, versions: int) -> str:
@@ -40,9 +42,10 @@ def test_own_set_aside_manifests_are_not_read_back(tmp_path: Path,
     gathered: list[int] = []
     real_files = cleanup.referenced_files
 
-    def referenced_files(store: LocalStore, manifest: object) -> set[str]:
-        gathered.append(manifest.version)  # type: ignore[attr-defined]
-        return real_files(store, manifest)  # type: ignore[arg-type]
+    def referenced_files(store: LocalStore, manifest: Manifest, *memo: FragmentKeys
+                         ) -> set[str]:
+        gathered.append(manifest.version)
+        return real_files(store, manifest, *memo)
 
     monkeypatch.setattr(LocalStore, "read", read)
     monkeypatch.setattr(cleanup, "referenced_files", referenced_files)
@@ -66,3 +69,20 @@ def test_a_running_cleanups_set_aside_manifest_is_left_alone(tmp_path: Path) -> 
     left = os.listdir(versions)
     assert aside in left and [n for n in left if n.endswith(SET_ASIDE)] == [aside]
     assert lance_sql.dataset(uri).count_rows() == 4
+
+
+def test_shared_fragments_are_gathered_once(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Version k holds fragments 0..k-1, the same decoded objects as version k-1's: each
+    fragment's keys are built once in a cleanup, not once per version holding it."""
+    uri = _table(tmp_path, 10)
+    built: list[int] = []
+    real_keys = cleanup._fragment_keys
+
+    def fragment_keys(frag: Fragment) -> tuple[str, ...]:
+        built.append(frag.id)
+        return real_keys(frag)
+
+    monkeypatch.setattr(cleanup, "_fragment_keys", fragment_keys)
+    lance_sql.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    assert sorted(built) == list(range(10))
