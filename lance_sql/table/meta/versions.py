@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import operator
 import re
 import time
 from collections.abc import Hashable, Sequence
@@ -50,19 +51,33 @@ class VersionRef:
 
 
 def list_versions(store: ObjectStore) -> list[VersionRef]:
-    """Every committed version, ascending. A mixture of naming schemes is an error."""
-    refs = []
-    for name in store.list_dir(VERSIONS_DIR):
-        parsed = parse_manifest_name(name)
-        if parsed is not None:
-            refs.append(VersionRef(*parsed))
-    schemes = {r.naming for r in refs}
+    """Every committed version, ascending. A mixture of naming schemes is an error.
+
+    Each listed name is parsed once per process (:func:`_listed_ref`): a writer lists
+    ``_versions/`` twice per commit (to open, and after writing its transaction file),
+    and between two listings all but a few names are the same."""
+    refs = [ref for ref in map(_listed_ref, store.list_dir(VERSIONS_DIR)) if ref is not None]
+    schemes = set(map(_NAMING, refs))
     if len(schemes) > 1:
         raise FormatError(
             f"{store.uri}/{VERSIONS_DIR}: manifests use both the V1 and V2 naming schemes; "
             "the table is inconsistent"
         )
-    return sorted(refs, key=lambda r: r.version)
+    refs.sort(key=_VERSION)
+    return refs
+
+
+_NAMING = operator.attrgetter("naming")
+_VERSION = operator.attrgetter("version")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _listed_ref(name: str) -> VersionRef | None:
+    """The ref a ``_versions/`` entry names (None: no manifest). A name always means the
+    same version, and a ref found by listing carries no identity, so one object serves
+    every listing (bounded, thread-safe; a bad name raises each time, uncached)."""
+    parsed = parse_manifest_name(name)
+    return VersionRef(*parsed) if parsed is not None else None
 
 
 def latest_version(store: ObjectStore, handler: CommitHandler | None = None) -> VersionRef:
