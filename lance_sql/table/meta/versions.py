@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import itertools
 import json
 import operator
 import re
@@ -57,8 +58,9 @@ def list_versions(store: ObjectStore) -> list[VersionRef]:
     ``_versions/`` twice per commit (to open, and after writing its transaction file),
     and between two listings all but a few names are the same."""
     refs = [ref for ref in map(_listed_ref, store.list_dir(VERSIONS_DIR)) if ref is not None]
-    schemes = set(map(_NAMING, refs))
-    if len(schemes) > 1:
+    # (compared by identity: hashing an Enum member runs Python code, once per version)
+    v2 = list(map(operator.is_, map(_NAMING, refs), itertools.repeat(ManifestNaming.V2)))
+    if any(v2) and not all(v2):
         raise FormatError(
             f"{store.uri}/{VERSIONS_DIR}: manifests use both the V1 and V2 naming schemes; "
             "the table is inconsistent"

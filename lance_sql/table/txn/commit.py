@@ -25,6 +25,7 @@ files a rebase wrote are removed (data files are the caller's to remove).
 
 from __future__ import annotations
 
+import operator
 import random
 import time
 from collections.abc import Callable
@@ -238,7 +239,7 @@ class _CommitLoop:
         latest = handler_latest(self.store, self.handler)
         if latest is None:
             refs = list_versions(self.store)
-            listed = frozenset(r.version for r in refs)
+            listed = frozenset(map(operator.attrgetter("version"), refs))
             latest = refs[-1] if refs else None
         if base is None:
             if latest is not None:
