@@ -9,6 +9,8 @@ later commits; writing through it commits on top of the latest version.
 from __future__ import annotations
 
 import builtins
+import itertools
+import operator
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -874,15 +876,23 @@ def _pylance_timestamp(ns: int) -> datetime:
 def version_summary(manifest: Manifest) -> dict[str, str]:
     """pylance's per-version summary (``versions()[i]["metadata"]``), from the manifest."""
     frags = manifest.fragments
+    # (row counts kept by the manifest; the rest summed by C-level map, not a Python
+    # generator per fragment: versions() summarises every version)
+    files = list(map(_FILES, frags))
     return {
-        "total_data_file_rows": str(sum(f.physical_rows for f in frags)),
-        "total_data_files": str(sum(len(f.files) for f in frags)),
-        "total_deletion_file_rows": str(sum(f.num_deleted_rows for f in frags)),
-        "total_deletion_files": str(sum(f.deletion_file is not None for f in frags)),
-        "total_files_size": str(sum(d.file_size_bytes for f in frags for d in f.files)),
+        "total_data_file_rows": str(manifest.physical_rows),
+        "total_data_files": str(sum(map(len, files))),
+        "total_deletion_file_rows": str(manifest.num_deleted_rows),
+        "total_deletion_files": str(len(frags) - list(map(_DELETION, frags)).count(None)),
+        "total_files_size": str(sum(map(_FILE_SIZE, itertools.chain.from_iterable(files)))),
         "total_fragments": str(len(frags)),
         "total_rows": str(manifest.num_rows),
     }
+
+
+_FILES = operator.attrgetter("files")
+_DELETION = operator.attrgetter("deletion_file")
+_FILE_SIZE = operator.attrgetter("file_size_bytes")
 
 
 @dataclass(frozen=True)
