@@ -97,14 +97,15 @@ def write_btree(store: ObjectStore, uuid: str, data: pa.Table,
             (PAGE_LOOKUP, write_file(store, index_key(uuid, PAGE_LOOKUP), lookup)))
 
 
-def _columns(reader: LanceFileReader) -> dict[int, int]:
+def file_columns(reader: LanceFileReader) -> dict[int, int]:
     """Field id -> column of an index file (flat schemas: one column per field)."""
     return {f.id: i for i, f in enumerate(reader.schema.walk())}
 
 
-def _read_all(reader: LanceFileReader, offset: int = 0, length: int | None = None) -> pa.Table:
+def read_all(reader: LanceFileReader, offset: int = 0, length: int | None = None) -> pa.Table:
+    """Rows ``[offset, offset + length)`` of every column of an index file."""
     fields = reader.schema.fields
-    arrays = reader.read(fields, _columns(reader), offset=offset, length=length)
+    arrays = reader.read(fields, file_columns(reader), offset=offset, length=length)
     return pa.Table.from_arrays(arrays, schema=reader.schema.to_arrow())
 
 
@@ -137,7 +138,7 @@ class BTreeIndex:
     @classmethod
     def _load(cls, root: ObjectStore, meta: IndexMetadata, key_type: pa.DataType) -> BTreeIndex:
         data_key, lookup_key = index_key(meta.uuid, PAGE_DATA), index_key(meta.uuid, PAGE_LOOKUP)
-        data = _open(root, data_key)
+        data = open_index_file(root, data_key)
         path = f"{root.uri}/{data_key}"
         expected = page_data_schema(key_type)
         try:
@@ -149,9 +150,9 @@ class BTreeIndex:
             raise FormatError(f"{path}: not BTREE page data for a {key_type} key "
                               f"(schema {got.to_string(show_schema_metadata=False)!r})")
         lookup_path = f"{root.uri}/{lookup_key}"
-        lookup_reader = _open(root, lookup_key)
+        lookup_reader = open_index_file(root, lookup_key)
         try:
-            lookup_table = _read_all(lookup_reader)
+            lookup_table = read_all(lookup_reader)
         except LanceError as exc:
             raise FormatError(f"{lookup_path}: {exc}") from exc
         if lookup_table.num_columns and lookup_table.schema.field(0).type != key_type:
@@ -168,7 +169,7 @@ class BTreeIndex:
     def column_map(self) -> dict[int, int]:
         """Field id -> column of the page data file, found once (every search passes it;
         computing it again is the same answer, so threads may race here harmlessly)."""
-        return _columns(self.data)
+        return file_columns(self.data)
 
     def nbytes(self) -> int:
         """Memory the index holds while open (page bounds; pages are cached apart)."""
@@ -180,7 +181,7 @@ class BTreeIndex:
         def load() -> SortedPage:
             start, length = self.lookup.page_rows(page)
             try:
-                return SortedPage.of(_read_all(self.data, start, length))
+                return SortedPage.of(read_all(self.data, start, length))
             except LanceError as exc:
                 raise FormatError(f"{self.path}: page {page}: {exc}") from exc
 
@@ -959,7 +960,8 @@ def _run_positions(start: np.ndarray, length: np.ndarray) -> np.ndarray:
     return np.arange(int(length.sum()), dtype=np.int64) + np.repeat(start - before, length)
 
 
-def _open(root: ObjectStore, key: str) -> LanceFileReader:
+def open_index_file(root: ObjectStore, key: str) -> LanceFileReader:
+    """Open index file ``key``: NotFoundError when missing, FormatError when unreadable."""
     try:
         return LanceFileReader(root.open_source(key))
     except NotFoundError as exc:

@@ -4,7 +4,8 @@ Each change is one CreateIndex transaction, as pylance commits it: a new index i
 entry (fresh uuid, files under ``_indices/{uuid}/``); replacing or optimizing one lists
 the old entry in ``removed_indices``; dropping one removes it without adding anything.
 ``optimize_indices`` merges the rows of fragments appended since the build into one new
-index (pylance 14.0.2 does the same: no delta indices).
+index (pylance 14.0.2 does the same: no delta indices); a BITMAP index is rebuilt from its
+column's live rows (what the merge would hold).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_sql.errors import InvalidInputError, NotFoundError, UnsupportedFeatureError
+from lance_sql.format import bitmap as bitmap_format
 from lance_sql.format.btree import (
     INDEX_FILES,
     INDEX_VERSION,
@@ -32,14 +34,27 @@ from lance_sql.format.manifest import Manifest
 from lance_sql.format.pb import table_pb2
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
-from lance_sql.table.files.reader import ROW_ADDR, deleted_offsets
+from lance_sql.table.files.reader import ROW_ADDR, ROW_ID, deleted_offsets
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
+from lance_sql.table.index.bitmap import write_bitmap
 from lance_sql.table.index.btree import BTreeIndex, index_key, write_btree
 from lance_sql.table.read.scan import Scanner
 from lance_sql.table.txn.operations import CreateIndex
 from lance_sql.table.txn.writer import WriteContext
 
-INDEX_TYPES = {"BTREE": "BTree"}
+INDEX_TYPES = {"BTREE": "BTree", "BITMAP": "Bitmap"}
+# pylance's name of each index type (``list_indices``' "type", ``index_type``)
+TYPE_NAMES = {TYPE_URL: "BTree", bitmap_format.TYPE_URL: "Bitmap"}
+
+
+def type_name(type_url: str) -> str:
+    """pylance's name for an index of ``type_url`` (the details message's name, less
+    ``IndexDetails``, for types lance_sql does not build)."""
+    known = TYPE_NAMES.get(type_url)
+    if known is not None:
+        return known
+    name = type_url.rsplit(".", 1)[-1]
+    return name.removesuffix("IndexDetails") or name
 
 
 @dataclass(frozen=True)
@@ -93,9 +108,10 @@ def _entries(store: ObjectStore, manifest: Manifest, column: str,
 
 def _metadata(index_uuid: str, name: str, field_id: int, dataset_version: int,
               fragment_ids: set[int], files: tuple[tuple[str, int], ...],
-              stable_row_ids: bool) -> IndexMetadata:
-    """The manifest entry; on stable-row-id tables the version says "ids are addresses"."""
-    version = ROW_ADDRESS_IDS if stable_row_ids else INDEX_VERSION
+              stable_row_ids: bool, type_url: str = TYPE_URL) -> IndexMetadata:
+    """The manifest entry; on stable-row-id tables a BTREE's version says "ids are
+    addresses" (a BITMAP's is 0 there too: it holds row ids, as pylance's does)."""
+    version = ROW_ADDRESS_IDS if stable_row_ids and type_url == TYPE_URL else INDEX_VERSION
     pb = table_pb2.IndexMetadata(name=name, dataset_version=dataset_version,
                                  index_version=version,
                                  created_at=int(time.time() * 1000))
@@ -104,7 +120,7 @@ def _metadata(index_uuid: str, name: str, field_id: int, dataset_version: int,
     bitmap = BitMap(sorted(fragment_ids))
     bitmap.run_optimize()
     pb.fragment_bitmap = bitmap.serialize()
-    pb.index_details.type_url = TYPE_URL
+    pb.index_details.type_url = type_url
     for path, size in files:
         pb.files.add(path=path, size_bytes=size)
     return IndexMetadata.from_proto(pb)
@@ -135,35 +151,53 @@ def write_btree_index(store: ObjectStore, manifest: Manifest, column: str, name:
 
 def create_scalar_index(ctx: WriteContext, column: str, index_type: str,
                         name: str | None = None, *, replace: bool = False) -> Manifest:
-    """Build a BTREE index of ``column`` over every fragment and commit it."""
-    if str(index_type).upper() not in INDEX_TYPES:
+    """Build a BTREE or BITMAP index of ``column`` over every fragment and commit it."""
+    kind = str(index_type).upper()
+    if kind not in INDEX_TYPES:
         raise UnsupportedFeatureError(f"index type {index_type!r} is not supported "
                                       f"(supported: {', '.join(INDEX_TYPES)})")
     base, store = ctx.table, ctx.store
     field = _field(base, column)
     key_type = field.to_arrow().type
     if not key_type_supported(key_type):
-        raise InvalidInputError(f"a BTREE index cannot be built on column {column!r} of type "
-                                f"{key_type}")
+        raise InvalidInputError(f"a {kind} index cannot be built on column {column!r} of "
+                                f"type {key_type}")
     name = name or f"{column}_idx"
     existing = [i for i in decode_index_section(base.index_section) if i.name == name]
     if existing and not replace:
         raise InvalidInputError(f"an index named {name!r} already exists on {store.uri} "
                                 "(pass replace=True to rebuild it)")
     index_uuid = str(uuidlib.uuid4())
+    fragment_ids = {f.id for f in base.fragments}
+    if kind == "BITMAP":
+        files = _write_bitmap(store, base, column, index_uuid)
+        meta = _metadata(index_uuid, name, field.id, base.version, fragment_ids, files,
+                         base.uses_stable_row_ids, bitmap_format.TYPE_URL)
+        return _commit(ctx, [meta], existing, [index_key(index_uuid, f) for f, _ in files])
     data = _entries(store, base, column, base.fragments)
     files = write_btree(store, index_uuid, data)
-    meta = _metadata(index_uuid, name, field.id, base.version, {f.id for f in base.fragments},
+    meta = _metadata(index_uuid, name, field.id, base.version, fragment_ids,
                      files, base.uses_stable_row_ids)
     return _commit(ctx, [meta], existing, [index_key(index_uuid, f) for f in INDEX_FILES])
+
+
+def _write_bitmap(store: ObjectStore, manifest: Manifest, column: str, index_uuid: str
+                  ) -> tuple[tuple[str, int], ...]:
+    """The bitmap file of ``column``'s live rows in every fragment: keyed by row
+    address, by stable row id on stable-row-id tables (as pylance keys them)."""
+    stable = manifest.uses_stable_row_ids
+    scanner = Scanner(store, manifest, columns=[column], with_row_address=not stable,
+                      with_row_id=stable, fragments=manifest.fragments)
+    table = scanner.to_table()
+    ids = table.column(ROW_ID if stable else ROW_ADDR).to_numpy()
+    return write_bitmap(store, index_uuid, table.column(column).combine_chunks(), ids)
 
 
 def list_indices(manifest: Manifest) -> list[dict]:
     """Indices as pylance's ``list_indices`` reports them."""
     out = []
     for index in decode_index_section(manifest.index_section):
-        kind = "BTree" if index.type_url == TYPE_URL else index.type_url.rsplit(".", 1)[-1]
-        out.append({"name": index.name, "type": kind, "uuid": index.uuid,
+        out.append({"name": index.name, "type": type_name(index.type_url), "uuid": index.uuid,
                     "fields": _field_names(manifest, index), "version": index.dataset_version,
                     "fragment_ids": set(index.fragment_ids or ()), "base_id": index.base_id})
     return out
@@ -197,20 +231,30 @@ def drop_index(ctx: WriteContext, name: str) -> Manifest:
 
 
 def optimize_indices(ctx: WriteContext) -> Manifest | None:
-    """Fold fragments appended since each BTREE index was built into a new index; None
-    when every index is up to date (nothing committed)."""
+    """Fold fragments appended since each BTREE / BITMAP index was built into a new
+    index; None when every index is up to date (nothing committed)."""
     base, store = ctx.table, ctx.store
     new, removed, written = [], [], []
     live = {f.id: f for f in base.fragments}
     top = {f.id: f for f in base.schema.fields}
     for index in decode_index_section(base.index_section):
-        if index.type_url != TYPE_URL or len(index.fields) != 1 or index.fields[0] not in top:
+        if index.type_url not in TYPE_NAMES or len(index.fields) != 1 or \
+                index.fields[0] not in top:
             continue
         covered = set(index.fragment_ids or ()) & set(live)
         missing = [f for f in base.fragments if f.id not in covered]
         if not missing:
             continue
         field = top[index.fields[0]]
+        index_uuid = str(uuidlib.uuid4())
+        if index.type_url == bitmap_format.TYPE_URL:  # rebuilt from the live rows
+            files = _write_bitmap(store, base, field.name, index_uuid)
+            written += [index_key(index_uuid, f) for f, _ in files]
+            new.append(_metadata(index_uuid, index.name, field.id, index.dataset_version,
+                                 set(live), files, base.uses_stable_row_ids,
+                                 bitmap_format.TYPE_URL))
+            removed.append(index)
+            continue
         old = BTreeIndex.open(store, base, index, field.to_arrow().type).entries()
         if base.uses_stable_row_ids and index.index_version < ROW_ADDRESS_IDS:
             old = _ids_to_addresses(store, base, old)
@@ -218,7 +262,6 @@ def optimize_indices(ctx: WriteContext) -> Manifest | None:
         fresh = _entries(store, base, field.name, missing)
         merged = pa.concat_tables([old, fresh])
         data = sort_entries(merged.column(0).combine_chunks(), merged.column(1).to_numpy())
-        index_uuid = str(uuidlib.uuid4())
         files = write_btree(store, index_uuid, data)
         written += [index_key(index_uuid, f) for f in INDEX_FILES]
         new.append(_metadata(index_uuid, index.name, field.id, index.dataset_version,

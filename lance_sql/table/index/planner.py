@@ -1,4 +1,5 @@
-"""Answering a filter from BTREE indices: which part, for which fragments, which rows.
+"""Answering a filter from BTREE and BITMAP indices: which part, for which fragments,
+which rows.
 
 A filter is split at its top-level ANDs. Conjuncts built only from ``=``, ``!=``, ``<``,
 ``<=``, ``>``, ``>=``, ``BETWEEN``, ``IN``, ``IS NULL`` and ``IS NOT NULL`` on indexed
@@ -34,6 +35,7 @@ import pyarrow as pa
 
 from lance_sql.errors import FormatError, IndexFallbackWarning, InvalidInputError, LanceError
 from lance_sql.expr import Call, Column, Expr, Literal, describe_sql, exact_literal
+from lance_sql.format.bitmap import TYPE_URL as BITMAP_TYPE_URL
 from lance_sql.format.btree import (
     BATCH_SIZE,
     ROW_ADDRESS_IDS,
@@ -50,6 +52,7 @@ from lance_sql.io.store import ObjectStore
 from lance_sql.numpy_arrow import array_from_numpy, array_of_scalars
 from lance_sql.sorted_sets import sorted_intersection, sorted_union, sorted_unique
 from lance_sql.table.files.row_id_index import MISSING, row_id_index
+from lance_sql.table.index.bitmap import bitmap_addresses
 from lance_sql.table.index.btree import BTreeIndex
 from lance_sql.table.index.key_intervals import KeyIntervals, sort_key
 from lance_sql.table.runtime.cache import INDEX_SECTIONS
@@ -110,22 +113,35 @@ class IndexedRows:
 
 def btree_indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
     """The manifest's single-column BTREE indices (decoded once per index section)."""
+    return tuple(i for i in scalar_indices(manifest) if i.type_url == TYPE_URL)
+
+
+def scalar_indices(manifest: Manifest) -> tuple[IndexMetadata, ...]:
+    """The manifest's single-column BTREE and BITMAP indices (decoded once per index
+    section)."""
     section = manifest.index_section
     if not section:
         return ()
 
     def load() -> tuple[tuple[IndexMetadata, ...], int]:
         found = tuple(i for i in decode_index_section(section)
-                      if i.type_url == TYPE_URL and len(i.fields) == 1)
+                      if i.type_url in _KINDS and len(i.fields) == 1)
         return found, len(section)
 
     return current_runtime().cache.get_or_load(INDEX_SECTIONS, section, load)[0]
 
 
+_KINDS = {TYPE_URL: "BTree", BITMAP_TYPE_URL: "Bitmap"}  # as pylance's EXPLAIN names them
+
+
+def _is_bitmap(leaf: Leaf) -> bool:
+    return leaf.index.type_url == BITMAP_TYPE_URL
+
+
 def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None, *,
                  fragment_ids: Iterable[int] | None = None,
                  use_index: bool | None = None) -> IndexedRows | None:
-    """Rows of ``predicate`` answered by BTREE indices, or None (scan everything).
+    """Rows of ``predicate`` answered by BTREE / BITMAP indices, or None (scan everything).
 
     ``predicate`` must be resolved against the table schema (exact column names).
     ``use_index``: None uses indices when they help and falls back with a warning when one
@@ -133,7 +149,7 @@ def plan_indexed(store: ObjectStore, manifest: Manifest, predicate: Expr | None,
     """
     if predicate is None or use_index is False or manifest.index_section is None:
         return None
-    indices = btree_indices(manifest)
+    indices = scalar_indices(manifest)
     if not indices:
         return None
     by_field = _indices_by_column(manifest, indices)
@@ -632,6 +648,8 @@ def _evaluate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> np.nda
         if isinstance(tree.query, KeySet) and not len(tree.query.values):
             return np.empty(0, np.uint64)  # a contradiction (a > 5 AND a < 3): no rows
         key_type = tree.field.to_scan_arrow().type
+        if _is_bitmap(tree):
+            return bitmap_addresses(store, manifest, tree.index, key_type, tree.query)
         index = BTreeIndex.open(store, manifest, tree.index, key_type)
         ids = index.search(tree.query)
         if manifest.uses_stable_row_ids and tree.index.index_version < ROW_ADDRESS_IDS:
@@ -652,6 +670,8 @@ def _estimate(tree: IndexExpr, store: ObjectStore, manifest: Manifest) -> tuple[
     bounds alone: a range matches whole pages, a key set about a row per key plus every
     further page its keys fill, IS NULL the pages' null counts."""
     if isinstance(tree, Leaf):
+        if _is_bitmap(tree):  # no pages: its keys' row sets are read, each at once
+            return 0, 0
         key_type = tree.field.to_scan_arrow().type
         bounds = BTreeIndex.open(store, manifest, tree.index, key_type).bounds
         pages = bounds.pages(tree.query)
@@ -670,7 +690,7 @@ def _reads_whole_index(leaves: list[Leaf], store: ObjectStore, manifest: Manifes
     """Whether ``leaves`` all search one index of several pages and, together, read at
     least ``WHOLE_INDEX`` of its pages with a range (key sets alone keep the page-count
     rule: their pages hold their keys)."""
-    if len({leaf.index.uuid for leaf in leaves}) != 1 or \
+    if len({leaf.index.uuid for leaf in leaves}) != 1 or _is_bitmap(leaves[0]) or \
             all(isinstance(leaf.query, KeySet) for leaf in leaves):
         return False
     first = leaves[0]
@@ -704,7 +724,7 @@ def _by_fragment(addresses: np.ndarray, covered: set[int], manifest: Manifest,
 
 def _describe(tree: IndexExpr) -> str:
     if isinstance(tree, Leaf):
-        return f"{tree.text}@{tree.index.name}(BTree)"
+        return f"{tree.text}@{tree.index.name}({_KINDS.get(tree.index.type_url, 'BTree')})"
     joiner = " AND " if isinstance(tree, Both) else " OR "
     return "(" + joiner.join(_describe(p) for p in tree.parts) + ")"
 

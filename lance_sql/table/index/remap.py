@@ -1,7 +1,8 @@
-"""Keeping BTREE indices through compaction: rows that moved get their new addresses.
+"""Keeping BTREE and BITMAP indices through compaction: rows that moved get their new
+addresses.
 
 A compaction (Rewrite) copies the live rows of each group's old fragments, in order,
-into its new fragments. For every BTREE index covering any of those old fragments this
+into its new fragments. For every BTREE or BITMAP index covering any of those old fragments this
 writes a new index (fresh uuid) whose entries for moved rows hold their new addresses
 (entries of deleted rows are dropped) and lists it in the Rewrite's
 ``rewritten_indices``, as pylance does; applying the Rewrite then swaps the entry and
@@ -16,7 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from lance_sql.format.btree import INDEX_FILES, ROW_ADDRESS_IDS, TYPE_URL, sort_entries
+from lance_sql.format.bitmap import TYPE_URL as BITMAP_TYPE_URL
+from lance_sql.format.btree import ROW_ADDRESS_IDS, TYPE_URL, sort_entries
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
@@ -24,6 +26,7 @@ from lance_sql.format.pb import transaction_pb2
 from lance_sql.io.store import ObjectStore
 from lance_sql.sorted_sets import sorted_difference
 from lance_sql.table.files.reader import deleted_offsets
+from lance_sql.table.index.bitmap import BitmapIndex, fragment_rows, write_bitmap
 from lance_sql.table.index.btree import BTreeIndex, index_key, write_btree
 from lance_sql.table.txn.operations import RewrittenIndex
 
@@ -65,10 +68,11 @@ def remap_indices(store: ObjectStore, manifest: Manifest, groups: Sequence[Group
     written: list[str] = []
     for index in decode_index_section(manifest.index_section):
         covered = set(index.fragment_ids or ()) & live
-        if (index.type_url != TYPE_URL or len(index.fields) != 1 or index.fields[0] not in top
-                or not covered & rewritten):
+        bitmap = index.type_url == BITMAP_TYPE_URL
+        if (index.type_url not in (TYPE_URL, BITMAP_TYPE_URL) or len(index.fields) != 1
+                or index.fields[0] not in top or not covered & rewritten):
             continue
-        if manifest.uses_stable_row_ids and index.index_version < ROW_ADDRESS_IDS:
+        if manifest.uses_stable_row_ids and (bitmap or index.index_version < ROW_ADDRESS_IDS):
             continue  # row ids do not move; the rewritten fragments just drop out
         # only groups whose fragments were all indexed stay covered (as Rewrite applies it)
         whole = [g for g in groups if {f.id for f in g[0]} <= covered]
@@ -76,11 +80,18 @@ def remap_indices(store: ObjectStore, manifest: Manifest, groups: Sequence[Group
         if moves is None:
             continue
         key_type = top[index.fields[0]].to_arrow().type
-        entries = BTreeIndex.open(store, manifest, index, key_type).entries()
-        data = _remapped(entries, moves, covered, rewritten)
         new_uuid = str(uuidlib.uuid4())
-        files = write_btree(store, new_uuid, data)
-        written += [index_key(new_uuid, name) for name in INDEX_FILES]
+        if bitmap:
+            held = BitmapIndex.open(store, manifest, index, key_type).entries(
+                fragment_rows(manifest))
+            data = _remapped(held, moves, covered, rewritten)
+            files = write_bitmap(store, new_uuid, data.column(0).combine_chunks(),
+                                 data.column(1).to_numpy())
+        else:
+            entries = BTreeIndex.open(store, manifest, index, key_type).entries()
+            data = _remapped(entries, moves, covered, rewritten)
+            files = write_btree(store, new_uuid, data)
+        written += [index_key(new_uuid, name) for name, _ in files]
         out.append(_rewritten(index, new_uuid, files))
     return tuple(out), written
 
@@ -108,7 +119,7 @@ def _rewritten(index: IndexMetadata, new_uuid: str, files: tuple[tuple[str, int]
     pb = transaction_pb2.Transaction.Rewrite.RewrittenIndex()
     pb.old_id.uuid = uuidlib.UUID(index.uuid).bytes
     pb.new_id.uuid = uuidlib.UUID(new_uuid).bytes
-    pb.new_index_details.type_url = TYPE_URL
+    pb.new_index_details.type_url = index.type_url
     pb.new_index_version = index.index_version
     for name, size in files:
         pb.new_index_files.add(path=name, size_bytes=size)
