@@ -8,7 +8,8 @@ can catch the whole family or one branch of it::
     │   ├── UnsupportedFeatureError   valid but beyond what we implement (flags, file versions)
     │   └── PathEscapeError           a path read from metadata leaves the table root
     ├── NotFoundError            a table, version, tag, file or column that does not exist
-    │   └── VersionCleanedUpError    history (manifests, files) removed by cleanup_old_versions
+    │   ├── VersionCleanedUpError    history (manifests, files) removed by cleanup_old_versions
+    │   └── IndexNotFoundError       ``stats.index_stats`` of a name no index has
     ├── SchemaError              data whose schema does not fit the table
     ├── InvalidInputError        a bad argument or expression from the caller
     │   ├── StatementRefusedError    SQL the session may not run (files outside its root,
@@ -25,7 +26,7 @@ can catch the whole family or one branch of it::
 Some branches also derive from the built-in class pylance raises in the same case, so
 code written against pylance catches them: NotFoundError and InvalidInputError are
 ValueErrors; TableExistsError and TaggedVersionError are OSErrors too (FileExistsError for
-the former).
+the former); IndexNotFoundError is also a KeyError.
 
 Warnings: IndexFallbackWarning (a UserWarning) when a query scans because an index it
 would have used is unreadable.
@@ -53,6 +54,14 @@ class NotFoundError(LanceError, ValueError):
 
 class VersionCleanedUpError(NotFoundError):
     """An old version, or a file it needs, was removed by ``cleanup_old_versions``."""
+
+
+class IndexNotFoundError(NotFoundError, KeyError):
+    """No index of the name asked for (also a KeyError, as pylance's ``index_stats``
+    raises)."""
+
+    def __str__(self) -> str:  # (KeyError's would quote the message)
+        return str(self.args[0]) if self.args else ""
 
 
 class SchemaError(LanceError):

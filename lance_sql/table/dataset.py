@@ -202,7 +202,7 @@ class Optimizer:
         return self._compact(**options)
 
     def optimize_indices(self, **_: Any) -> None:
-        """Fold fragments added since each BTREE index was built into a new index."""
+        """Fold fragments added since each BTREE / BITMAP index was built into a new index."""
         self._indices()
 
 
@@ -832,7 +832,8 @@ class LanceDataset:
 
     def create_scalar_index(self, column: str, index_type: str, name: str | None = None, *,
                             replace: bool = True, **_: Any) -> None:
-        """Build a BTREE index of ``column`` (pylance's signature) and commit it. As
+        """Build a BTREE or BITMAP index of ``column`` (pylance's signature; the type in
+        any case) and commit it. As
         pylance's, an index of that name is rebuilt unless ``replace=False``, which
         refuses it (a pipeline step run again rebuilds its index)."""
         self._moved_to(indices.create_scalar_index(self.write_context(), column, index_type,
@@ -935,6 +936,12 @@ class Stats:
                         if field_id in sizes and 0 <= column < len(columns):
                             sizes[field_id] += columns[column]
         return DataStatistics(tuple(FieldStatistics(i, sizes[i]) for i in ids))
+
+    def index_stats(self, index_name: str) -> dict:
+        """pylance's statistics of index ``index_name`` (coverage, per-segment details;
+        see :mod:`lance_sql.table.index.stats`); an IndexNotFoundError, a KeyError as
+        pylance's, when there is none."""
+        return indices.index_stats(self._ds.store, self._ds.manifest, index_name)
 
     def dataset_stats(self, max_rows_per_group: int = 1024) -> dict[str, int]:
         """Deleted rows, fragments, and fragments smaller than ``max_rows_per_group``."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import time
 import uuid as uuidlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +59,19 @@ def type_name(type_url: str) -> str:
 
 
 @dataclass(frozen=True)
+class IndexSegment:
+    """One entry (segment) of an index, as pylance's ``IndexSegmentDescription``."""
+
+    uuid: str
+    fragment_ids: frozenset[int]
+    index_version: int
+    size_bytes: int
+    created_at: datetime | None
+    dataset_version_at_last_update: int
+    base_id: int | None
+
+
+@dataclass(frozen=True)
 class IndexDescription:
     """One index as ``describe_indices`` reports it (pylance's field names)."""
 
@@ -68,6 +82,9 @@ class IndexDescription:
     field_names: tuple[str, ...]
     num_segments: int
     total_size_bytes: int
+    index_type: str = ""
+    details: Mapping[str, object] = field(default_factory=dict, hash=False)
+    segments: tuple[IndexSegment, ...] = ()
 
 
 def key_type_supported(t: pa.DataType) -> bool:
@@ -218,8 +235,20 @@ def describe_indices(store: ObjectStore, manifest: Manifest) -> list[IndexDescri
             num_rows_indexed=sum(live.get(f, 0) for f in covered),
             fields=first.fields, field_names=tuple(_field_names(manifest, first)),
             num_segments=len(segments),
-            total_size_bytes=sum(size for s in segments for _, size in s.files)))
+            total_size_bytes=sum(size for s in segments for _, size in s.files),
+            index_type=type_name(first.type_url), details={},
+            segments=tuple(_segment(s) for s in segments)))
     return out
+
+
+def _segment(index: IndexMetadata) -> IndexSegment:
+    created = index.created_at_ms
+    return IndexSegment(
+        uuid=index.uuid, fragment_ids=frozenset(index.fragment_ids or ()),
+        index_version=index.index_version, size_bytes=sum(size for _, size in index.files),
+        created_at=None if created is None else (datetime.fromtimestamp(created // 1000, UTC)
+                                                 + timedelta(milliseconds=created % 1000)),
+        dataset_version_at_last_update=index.dataset_version, base_id=index.base_id)
 
 
 def drop_index(ctx: WriteContext, name: str) -> Manifest:
