@@ -19,17 +19,21 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import InvalidInputError
+from lance_sql.expr import Column
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.held_field_ids import held_field_id
 from lance_sql.memwal.index import load as load_mem_wal_index
 from lance_sql.memwal.read.flat_search import table_knn_plan
-from lance_sql.memwal.read.nearest_scanner import NearestQuery, NearestScanner
+from lance_sql.memwal.read.nearest_scanner import QUERY_INDEX, NearestQuery, NearestScanner
+from lance_sql.memwal.read.nodes import DISTANCE
 from lance_sql.memwal.schema_changes import check_type_changes
 from lance_sql.table.dataset import LanceDataset
 from lance_sql.table.dataset import dataset as open_table
 from lance_sql.table.dataset import write_dataset as write_table
+from lance_sql.table.files.reader import ROW_ADDR, ROW_ID
+from lance_sql.table.read.projection import ProjectingScanner, projections_of, read_columns
 
 __all__ = ["MemWalDataset", "dataset", "write_dataset"]
 
@@ -125,12 +129,23 @@ class MemWalDataset(LanceDataset):
         unsupported = sorted(set(kwargs) - _NEAREST_SCAN_KEYWORDS)
         if unsupported:
             raise InvalidInputError(f"a vector search does not take {unsupported}")
-        return NearestScanner(
-            self, NearestQuery.of(nearest), columns, filter,
-            prefilter=bool(kwargs.get("prefilter")), limit=limit, offset=offset,
-            with_row_id=bool(kwargs.get("with_row_id")),
-            with_row_address=bool(kwargs.get("with_row_address")),
+        with_row_id = bool(kwargs.get("with_row_id"))
+        with_row_address = bool(kwargs.get("with_row_address"))
+        projections = None if columns is None else projections_of(columns, self.schema)
+        query = NearestQuery.of(nearest)
+        found = NearestScanner(
+            self, query,
+            columns if projections is None else read_columns(projections, self.schema),
+            filter, prefilter=bool(kwargs.get("prefilter")), limit=limit, offset=offset,
+            with_row_id=with_row_id, with_row_address=with_row_address,
             batch_size=kwargs.get("batch_size"))
+        if projections is None:
+            return found
+        # expressions (``{"twice": "id * 2"}``, struct fields) computed from the rows found
+        system = [n for n, on in ((ROW_ID, with_row_id), (ROW_ADDR, with_row_address)) if on]
+        if query.many:  # which query a row answers, first as pylance has it
+            projections = {QUERY_INDEX: Column((QUERY_INDEX,)), **projections}
+        return ProjectingScanner(found, projections, [DISTANCE, *system])
 
     def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
         """As :meth:`LanceDataset.alter_columns`; on a table with a MemWAL a type change

@@ -35,18 +35,21 @@ __all__ = ["NearestQuery", "NearestScanner"]
 # pylance's nearest keys that tune an index search: an exact search has nothing to tune
 _TUNING = frozenset({"nprobes", "minimum_nprobes", "maximum_nprobes", "refine_factor",
                      "use_index", "ef", "distance_range", "lower_bound", "upper_bound"})
+QUERY_INDEX = "query_index"  # which query of a matrix ``q`` a row answers (pylance's)
 _METRIC_NAMES = {"l2": "l2", "euclidean": "l2", "cosine": "cosine", "dot": "dot"}
 
 
 @dataclass(frozen=True)
 class NearestQuery:
-    """A ``nearest={...}`` argument, checked: the vector column, the query, ``k`` and
-    the metric (l2, cosine or dot)."""
+    """A ``nearest={...}`` argument, checked: the vector column, the queries, ``k`` and
+    the metric (l2, cosine or dot). ``q`` is one vector, or a matrix of them (``many``):
+    each row is searched alone and the results are tagged with a ``query_index``."""
 
     column: str
-    query: Any  # checked by the search (a list of numbers)
+    queries: tuple[Any, ...]  # each checked by the search (a list of numbers)
     k: int
     metric: str
+    many: bool = False
 
     @classmethod
     def of(cls, nearest: Mapping[str, Any]) -> NearestQuery:
@@ -76,7 +79,21 @@ class NearestQuery:
             query = query.as_py()
         elif isinstance(query, pa.Array | pa.ChunkedArray):
             query = query.to_pylist()
-        return cls(column, query, int(k), name)
+        rows = _matrix_rows(query)
+        if rows is not None:
+            return cls(column, rows, int(k), name, many=True)
+        return cls(column, (query,), int(k), name)
+
+
+def _matrix_rows(query: Any) -> tuple[Any, ...] | None:
+    """The rows of ``query`` when it is a matrix of query vectors (a 2-D array, or a list
+    of lists), else None."""
+    if isinstance(query, np.ndarray):
+        return tuple(query) if query.ndim == 2 and len(query) else None
+    if isinstance(query, list | tuple) and query and all(
+            isinstance(row, list | tuple | np.ndarray) for row in query):
+        return tuple(query)
+    return None
 
 
 class NearestScanner:
@@ -89,7 +106,8 @@ class NearestScanner:
                  offset: int | None = None, with_row_id: bool = False,
                  with_row_address: bool = False, batch_size: int | None = None) -> None:
         if columns is not None and (isinstance(columns, str | Mapping)):
-            raise InvalidInputError("a vector search takes columns as a list of names")
+            raise InvalidInputError("columns is a list of names (the dataset's scanner "
+                                    "computes expressions of them after the search)")
         for name, value in (("limit", limit), ("offset", offset)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 0):
@@ -99,35 +117,55 @@ class NearestScanner:
         schema = ds.schema
         names = list(schema.names if columns is None else columns)
         system = [n for n, on in ((ROW_ID, with_row_id), (ROW_ADDR, with_row_address)) if on]
-        self._output = [*dict.fromkeys(n for n in names if n not in system), DISTANCE, *system]
+        asked = list(dict.fromkeys(n for n in names if n not in system))
+        # the distance after the columns asked for, unless they place it themselves
+        self._output = [*asked, *([] if DISTANCE in asked else [DISTANCE]), *system]
         predicate = parse_filter(filter)
         self._post: Expr | None = None
         self._prefilter = predicate if prefilter else None
         read = [n for n in self._output if n != DISTANCE]
         if predicate is not None and not prefilter:
-            full = pa.schema([*schema, *(pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS)])
+            # a filter after the search may read the distance too
+            full = pa.schema([*schema, *(pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS),
+                              pa.field(DISTANCE, pa.float32())])
             self._post = resolve(predicate, full)
-            read += [path[0] for path in expr_columns(self._post) if path[0] not in read]
+            read += [path[0] for path in expr_columns(self._post)
+                     if path[0] not in read and path[0] != DISTANCE]
         self._read = read
         self._limit, self._offset = limit, offset or 0
         self._batch_size = batch_size or 8192
-        self._plan = table_knn_plan(ds, nearest.column, nearest.query, nearest.k,
-                                    metric=nearest.metric, columns=read,
-                                    filter=self._prefilter)
+        self._many = nearest.many
+        self._plans = [table_knn_plan(ds, nearest.column, query, nearest.k,
+                                      metric=nearest.metric, columns=read,
+                                      filter=self._prefilter)
+                       for query in nearest.queries]
+        if self._many:
+            self._output.insert(0, QUERY_INDEX)
 
     @property
     def projected_schema(self) -> pa.Schema:
-        schema = self._plan.root.schema
-        return pa.schema([schema.field(n) for n in self._output])
+        schema = self._plans[0].root.schema
+        index = pa.schema([pa.field(QUERY_INDEX, pa.int32(), nullable=False)])
+        return pa.schema([(index if n == QUERY_INDEX else schema).field(n)
+                          for n in self._output])
 
     @property
     def dataset_schema(self) -> pa.Schema:
         return self._ds.schema
 
-    def to_table(self) -> pa.Table:
-        found = self._plan.to_table()
+    def _found(self, number: int) -> pa.Table:
+        """Query ``number``'s rows, post-filtered (tagged with the query when several)."""
+        found = self._plans[number].to_table()
         if self._post is not None:
             found = filter_rows(found, to_pyarrow(self._post, found.schema))
+        if self._many:
+            found = found.add_column(0, pa.field(QUERY_INDEX, pa.int32(), nullable=False),
+                                     pa.array(np.full(found.num_rows, number, np.int32)))
+        return found
+
+    def to_table(self) -> pa.Table:
+        tables = [self._found(number) for number in range(len(self._plans))]
+        found = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
         found = found.slice(self._offset, self._limit)
         return found.select(self._output)
 
@@ -141,9 +179,12 @@ class NearestScanner:
         return self.to_table().num_rows
 
     def explain_plan(self, verbose: bool = False) -> str:
-        """The search plan (the flat search's nodes; the filter after it when it is a
-        post-filter)."""
-        lines = [self._plan.explain()]
+        """The search plan (the flat search's nodes, one search per query; the filter
+        after it when it is a post-filter)."""
+        lines = [plan.explain() for plan in self._plans[:1]]
+        if len(self._plans) > 1:
+            lines.insert(0, f"MultiQuery: {len(self._plans)} searches like this one, "
+                            f"tagged {QUERY_INDEX}")
         if self._post is not None:
             lines.insert(0, f"PostFilter: {describe_sql(self._post)}")
         return "\n".join(lines) + "\n"
