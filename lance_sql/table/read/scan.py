@@ -971,7 +971,7 @@ class Scanner:
     def _unfiltered(self) -> bool:
         return self._plan.predicate is None and self._plan.filter is None
 
-    def _limited_tables(self) -> Iterator[pa.Table]:
+    def _limited_tables(self) -> Generator[pa.Table, None, None]:
         skip = self.offset
         remaining = self.limit
         if remaining == 0:
@@ -1014,8 +1014,37 @@ class Scanner:
         return self._limited_tables()
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        for table in self._limited_tables():
-            yield from table.combine_chunks().to_batches(max_chunksize=self.batch_size)
+        """The result in batches of at most ``batch_size`` rows. A whole scan reads its
+        first batch's rows alone first, so the first batch comes after a read of that
+        many rows, not of the whole first fragment; the rest is read a fragment at a
+        time, as :meth:`to_table` reads it."""
+        tables: Generator[pa.Table, None, None]
+        if self.limit is None and not self.offset and self.indexed is None \
+                and not self.stepwise:
+            tables = self._first_batch_apart([f for f in self.fragments
+                                              if f.physical_rows > 0])
+        else:
+            tables = self._limited_tables()
+        with contextlib.closing(tables):  # its pool is joined here, not when collected
+            for table in tables:
+                if any(column.num_chunks > 1 for column in table.columns):
+                    table = table.combine_chunks()
+                yield from table.to_batches(max_chunksize=self.batch_size)
+
+    def _first_batch_apart(self, frags: Sequence[Fragment]) -> Generator[pa.Table, None, None]:
+        """The scan's tables, the first fragment's first ``batch_size`` rows read alone
+        first (on the caller's thread), then the rest as :meth:`to_table` reads it."""
+        if not frags:
+            return
+        first = frags[0]
+        start, end = self._span(first)
+        if end - start <= 2 * self.batch_size:
+            yield from self._pieces(iter([(f, *self._span(f)) for f in frags]),
+                                    self._read_range)
+            return
+        yield self._read_range((first, start, start + self.batch_size))
+        rest = [(first, start + self.batch_size, end), *((f, *self._span(f)) for f in frags[1:])]
+        yield from self._pieces(iter(rest), self._read_range)
 
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())

@@ -5,13 +5,17 @@ decoded."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import lance
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lance_sql
 from lance_sql.table.files.reader import FragmentReader
+from lance_sql.table.read import scan as scan_module
 from lance_sql.table.read.scan import Scanner
 
 ROWS = 5000
@@ -263,3 +267,32 @@ def test_a_ranges_live_mask_is_the_fragments_sliced(table_path, drop) -> None:
                 assert got is None
             else:
                 assert got is not None and got.tolist() == whole[offset:offset + length].tolist()
+
+
+def test_the_first_batch_reads_only_its_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    """``to_batches()`` of a whole scan reads the first batch's rows alone before the
+    rest of the first fragment, so the first batch does not wait for the fragment; the
+    batches still equal ``to_table()``, filters and deletions included."""
+    n = 50_000
+    ds = lance_sql.write_dataset(
+        pa.table({"id": np.arange(n), "s": pa.array([f"v{i % 97}" for i in range(n)])}),
+        tmp_path / "t.lance", max_rows_per_file=30_000)
+    ds.delete("id % 7 = 3")
+    reads: list[tuple[int, int | None]] = []
+    real = scan_module.scan_fragment
+
+    def recorded(*args, **kwargs):
+        reads.append((kwargs.get("offset", 0), kwargs.get("length")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scan_module, "scan_fragment", recorded)
+    batches = ds.to_batches(batch_size=1000)
+    first = next(iter(batches))
+    assert first.num_rows <= 1000 and reads == [(0, 1000)]
+    for kwargs in ({}, {"filter": "id % 5 = 1"}, {"columns": ["s"], "filter": "s = 'v3'"}):
+        got = pa.Table.from_batches(list(ds.to_batches(batch_size=1000, **kwargs)))
+        want = ds.to_table(**kwargs)
+        assert got.equals(want)
+        assert all(b.num_rows <= 1000 for b in ds.to_batches(batch_size=1000, **kwargs))
+    assert pc.sum(ds.to_table()["id"]).as_py() == sum(i for i in range(n) if i % 7 != 3)
