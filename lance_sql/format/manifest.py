@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 import struct
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -133,28 +133,26 @@ class Manifest:
     @property
     def num_rows(self) -> int:
         """Rows visible after deletions, over every fragment."""
-        found = self.__dict__.get("_num_rows")
-        if found is None:
-            found = self.physical_rows - self.num_deleted_rows
-            object.__setattr__(self, "_num_rows", found)
-        return found
+        return self._kept("_num_rows", lambda: self.physical_rows - self.num_deleted_rows)
 
     @property
     def physical_rows(self) -> int:
         """Rows in the data files, deleted ones included, over every fragment."""
-        found = self.__dict__.get("_physical_rows")
-        if found is None:
-            found = sum(map(_PHYSICAL_ROWS, self.fragments))
-            object.__setattr__(self, "_physical_rows", found)
-        return found
+        return self._kept("_physical_rows",
+                          lambda: sum(map(_PHYSICAL_ROWS, self.fragments)))
 
     @property
     def num_deleted_rows(self) -> int:
         """Rows the fragments' deletion files delete."""
-        found = self.__dict__.get("_num_deleted_rows")
+        return self._kept("_num_deleted_rows", lambda: sum(
+            map(_DELETED_ROWS, filter(None, map(_DELETION, self.fragments)))))
+
+    def _kept(self, name: str, compute: Callable[[], int]) -> int:
+        """The sum kept under ``name``, computed on first use."""
+        found = self.__dict__.get(name)
         if found is None:
-            found = sum(map(_DELETED_ROWS, filter(None, map(_DELETION, self.fragments))))
-            object.__setattr__(self, "_num_deleted_rows", found)
+            found = compute()
+            object.__setattr__(self, name, found)
         return found
 
     @property

@@ -15,7 +15,6 @@ import pytest
 import lance_sql
 from lance_sql.errors import FormatError, NotFoundError, VersionCleanedUpError
 from lance_sql.format.naming import VERSIONS_DIR, ManifestNaming
-from lance_sql.io.local import LocalStore
 from lance_sql.table.meta.versions import find_version
 
 NAMINGS = [ManifestNaming.V1, ManifestNaming.V2]
@@ -30,24 +29,12 @@ def _table(tmp_path: Path, naming: ManifestNaming, versions: int) -> str:
     return uri
 
 
-def _count_listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    listed: list[str] = []
-    real = LocalStore.list_dir
-
-    def list_dir(self: LocalStore, prefix: str) -> list[str]:
-        listed.append(prefix)
-        return real(self, prefix)
-
-    monkeypatch.setattr(LocalStore, "list_dir", list_dir)
-    return listed
-
-
 @pytest.mark.parametrize("naming", NAMINGS)
 def test_opening_a_version_does_not_list_versions(tmp_path: Path, naming: ManifestNaming,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                  request: pytest.FixtureRequest) -> None:
     uri = _table(tmp_path, naming, 6)
     ds = lance_sql.dataset(uri)
-    listed = _count_listings(monkeypatch)
+    listed = request.getfixturevalue("listings")  # counted from here on
     past = ds.checkout_version(3)
     again = lance_sql.dataset(uri, version=4)
     ref = find_version(ds.store, 2)

@@ -23,7 +23,8 @@ def _append(uri: str, v: int) -> None:
                             mode="create" if v == 0 else "append")
 
 
-def test_appends_parse_only_new_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_appends_parse_only_new_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      request: pytest.FixtureRequest) -> None:
     uri = str(tmp_path / "t.lance")
     for v in range(30):
         _append(uri, v)
@@ -37,14 +38,7 @@ def test_appends_parse_only_new_names(tmp_path: Path, monkeypatch: pytest.Monkey
         return real(name)
 
     monkeypatch.setattr(versions, "parse_manifest_name", parse)
-    listed: list[str] = []
-    real_list = LocalStore.list_dir
-
-    def list_dir(self: LocalStore, prefix: str) -> list[str]:
-        listed.append(prefix)
-        return real_list(self, prefix)
-
-    monkeypatch.setattr(LocalStore, "list_dir", list_dir)
+    listed = request.getfixturevalue("listings")
     for v in range(30, 33):
         _append(uri, v)
     assert listed.count("_versions") == 6  # both listings of each append still happen
