@@ -99,3 +99,31 @@ def test_row_id_filters_read_only_the_fragments_they_reach(
     limited = ds.scanner(filter=f"_rowid IN ({ids})", limit=2).to_table()
     assert limited["x"].to_pylist() == [3, 150]
     assert ds.count_rows(f"_rowid = {rowid[54]} OR x = 7") == 2  # prunes nothing
+
+
+def test_tiny_fragments_are_read_in_tasks_of_many(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan hands its pool runs of consecutive fragments of at least MIN_TASK_ROWS rows,
+    not a task per fragment (small fragments decode in Python, under the GIL: a task
+    each only adds futures), and still returns every row in order."""
+    monkeypatch.setattr(scan_module, "MIN_TASK_ROWS", 3000)
+    ds = lance_sql.write_dataset(pa.table({"id": np.arange(20_000)}), tmp_path / "t.lance",
+                                 max_rows_per_file=1000)
+    ds.delete("id % 10 = 0")
+    tasks: list[int] = []
+    real = scan_module.Scanner._read_group
+
+    def counted(self: scan_module.Scanner, group: list) -> list[pa.Table]:
+        tasks.append(len(group))
+        return real(self, group)
+
+    monkeypatch.setattr(scan_module.Scanner, "_read_group", counted)
+    got = ds.to_table(filter="id % 3 = 0")["id"].to_pylist()
+    assert got == [i for i in range(20_000) if i % 3 == 0 and i % 10 != 0]
+    assert tasks == [3, 3, 3, 3, 3, 3, 2]
+    sizes = [f.physical_rows for f in ds.manifest.fragments]
+    groups = scan_module._task_groups(ds.manifest.fragments)
+    assert [len(g) for g in groups] == tasks
+    assert [f for g in groups for f in g] == list(ds.manifest.fragments)
+    assert all(sum(f.physical_rows for f in g) >= 3000 for g in groups[:-1])
+    assert sizes == [1000] * 20
