@@ -131,7 +131,6 @@ class BitmapIndex:
             return found[0]
         return np.unique(np.concatenate(found))  # (keys' rows are disjoint: a sort)
 
-
     def entries(self, rows: Mapping[int, int]) -> pa.Table:
         """Every (value, row address) entry of fragments in ``rows``, shaped as a BTREE's
         page data (for rebuilding the index when rows move)."""

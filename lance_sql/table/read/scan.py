@@ -895,17 +895,24 @@ class Scanner:
         if self.stepwise or (self.limit is not None and not self._unfiltered):
             yield from self._stepped_tables(frags)
             return
-        groups = _task_groups(frags)
+        yield from self._grouped([(f, *self._span(f)) for f in frags])
+
+    def _grouped(self, ranges: Sequence[tuple[Fragment, int, int]]
+                 ) -> Generator[pa.Table, None, None]:
+        """The reads of ``ranges`` (row ranges of fragments), in order; read ahead in a
+        pool owned by this iterator, a task per run of consecutive ranges of at least
+        :data:`MIN_TASK_ROWS` rows (see :func:`_task_groups`)."""
+        groups = _task_groups(ranges)
         if len(groups) <= 1 or self.num_threads <= 1:
-            for frag in frags:
-                yield self._read_fragment(frag)
+            for piece in ranges:
+                yield self._read_range(piece)
             return
         with WorkerPool("scan", self.num_threads) as pool:
             for tables in pool.ordered(self._read_group, groups, self.num_threads):
                 yield from tables
 
-    def _read_group(self, group: Sequence[Fragment]) -> list[pa.Table]:
-        return [self._read_fragment(frag) for frag in group]
+    def _read_group(self, group: Sequence[tuple[Fragment, int, int]]) -> list[pa.Table]:
+        return [self._read_range(piece) for piece in group]
 
     def _pieces(self, ranges: Iterator[P], read: Callable[[P], pa.Table]
                 ) -> Generator[pa.Table, None, None]:
@@ -1039,17 +1046,13 @@ class Scanner:
     def _first_batch_apart(self, frags: Sequence[Fragment]) -> Generator[pa.Table, None, None]:
         """The scan's tables, the first fragment's first ``batch_size`` rows read alone
         first (on the caller's thread), then the rest as :meth:`to_table` reads it."""
-        if not frags:
-            return
-        first = frags[0]
-        start, end = self._span(first)
-        if end - start <= 2 * self.batch_size:
-            yield from self._pieces(iter([(f, *self._span(f)) for f in frags]),
-                                    self._read_range)
-            return
-        yield self._read_range((first, start, start + self.batch_size))
-        rest = [(first, start + self.batch_size, end), *((f, *self._span(f)) for f in frags[1:])]
-        yield from self._pieces(iter(rest), self._read_range)
+        ranges = [(f, *self._span(f)) for f in frags]
+        if ranges:
+            first, start, end = ranges[0]
+            if end - start > 2 * self.batch_size:
+                yield self._read_range((first, start, start + self.batch_size))
+                ranges[0] = (first, start + self.batch_size, end)
+        yield from self._grouped(ranges)
 
     def to_reader(self) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.projected_schema, self.to_batches())
@@ -1075,17 +1078,19 @@ class Scanner:
 MIN_TASK_ROWS = 64 * 1024
 
 
-def _task_groups(frags: Sequence[Fragment]) -> list[list[Fragment]]:
-    """``frags`` in order, cut into runs of at least :data:`MIN_TASK_ROWS` rows (the
-    last run may hold fewer); a fragment that large is a run of its own."""
-    groups: list[list[Fragment]] = []
+def _task_groups(ranges: Sequence[tuple[Fragment, int, int]]
+                 ) -> list[list[tuple[Fragment, int, int]]]:
+    """``ranges`` (fragment, start, stop) in order, cut into runs of at least
+    :data:`MIN_TASK_ROWS` rows (the last run may hold fewer); a range that large is a run
+    of its own."""
+    groups: list[list[tuple[Fragment, int, int]]] = []
     rows = MIN_TASK_ROWS
-    for frag in frags:
+    for piece in ranges:
         if rows >= MIN_TASK_ROWS:
             groups.append([])
             rows = 0
-        groups[-1].append(frag)
-        rows += frag.physical_rows
+        groups[-1].append(piece)
+        rows += piece[2] - piece[1]
     return groups
 
 
