@@ -244,4 +244,6 @@ def test_commit_messages_and_transaction_properties_round_trip(tmp_path: Path) -
     assert txn.properties == {"__lance_commit_message": "from pylance"}
     with pytest.raises(InvalidInputError, match="commit_message"):
         lance_sql.write_dataset(data, ours, mode="append", commit_message=7)
+    with pytest.raises(InvalidInputError, match="transaction_properties"):
+        lance_sql.write_dataset(data, ours, mode="append", transaction_properties={"n": 1})
     assert lance_sql.dataset(ours).version == 2  # the refused write committed nothing
