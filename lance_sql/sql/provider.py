@@ -48,6 +48,8 @@ from lance_sql.table import (
     live_rows,
     no_helpers,
     plan_indexed,
+    reads_are_small,
+    row_width,
     rows_only,
     scan_fragment,
     scan_rows,
@@ -508,6 +510,8 @@ class PlannedDataset(pds.Dataset):
                 # for each other's interpreter lock (measured on 10M rows: one partition
                 # takes ~15% less CPU, and much less time when the machine is busy).
                 units = [SequentialUnit(self, tuple(units), scope)]
+            elif len(units) > 1:
+                units = self._packed(units, filter, scope)
             return scope.adopt(units)
         except Exception as exc:
             raise self.errors.wrap(exc) from exc
@@ -536,6 +540,36 @@ class PlannedDataset(pds.Dataset):
 
     def _units(self, filter: pc.Expression | None, scope: ScanScope) -> list:
         raise NotImplementedError
+
+    def _packed(self, units: list, filter: pc.Expression | None, scope: ScanScope) -> list:
+        """``units`` with each run of consecutive scan units too small to gain from being
+        read side by side (see :mod:`lance_sql.table.read.side_by_side`) read in turn as
+        one partition: DataFusion would run them on its threads at once, which then mostly
+        hand the interpreter lock to each other (1,000 fragments of 1,000 rows, two
+        cores: ``SELECT *`` 2.9 -> 1.7 s, ``SELECT id`` 0.98 -> 0.45 s)."""
+        names = set(self.pushed.columns if self.pushed.columns is not None
+                    else self._schema.names)
+        if filter is not None:
+            names |= set(referenced_columns(filter) or ())
+        width = row_width(f.type for f in self._schema if f.name in names)
+        packed: list = []
+        run: list[ScanUnit] = []
+        for unit in [*units, None]:
+            small = isinstance(unit, ScanUnit) and reads_are_small(
+                width, unit.stop - unit.start, 1)
+            if small:
+                run.append(unit)
+                continue
+            if len(run) > 1:
+                packed.append(SequentialUnit(self, tuple(run), scope))
+            else:
+                packed.extend(run)
+            run = []
+            if unit is not None:
+                packed.append(unit)
+        if len(packed) != len(units):  # (only a table's scan units are ever packed)
+            self.pushed.units = len(packed)
+        return packed
 
 
 class LanceTableDataset(PlannedDataset):

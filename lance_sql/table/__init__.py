@@ -58,6 +58,7 @@ from lance_sql.table.read.scan import (
     scan_fragment,
     scan_rows,
 )
+from lance_sql.table.read.side_by_side import reads_are_small, row_width
 from lance_sql.table.runtime.cache import LSM_VIEWS, TABLE_VERSIONS, CacheStats
 from lance_sql.table.runtime.context import Runtime, current_runtime, default_runtime
 from lance_sql.table.txn.commit import CommitConfig
@@ -88,6 +89,8 @@ __all__ = [
     "RangeSizer",
     # decodes of an engine's thread that reads side by side with others: no helper threads
     "no_helpers",
+    # whether an engine's reads are too small to gain from running side by side
+    "reads_are_small", "row_width",
     # the change feed
     "CHANGE_TYPE", "COMMIT_TIMESTAMP", "COMMIT_VERSION", "ChangeQuery", "ChangeRows",
     "ChangeWindow", "PlannedChanges", "check_mode", "plan_query", "read_query", "resolve_window",

@@ -33,6 +33,7 @@ from lance_sql.sql.streams import (
     thread_states,
     wait_for_idle_engine,
 )
+from lance_sql.table.read import side_by_side
 
 ROWS = 300_000
 LIMIT_QUERY = "SELECT id FROM m WHERE k = 3 LIMIT 3"
@@ -115,7 +116,11 @@ def test_closed_stream_stops_and_keeps_its_rows(roots: dict[str, Path]) -> None:
     assert_nothing_left()
 
 
-def test_partitioned_streams_end_when_the_last_is_closed(roots: dict[str, Path]) -> None:
+def test_partitioned_streams_end_when_the_last_is_closed(roots: dict[str, Path],
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    # (small units are read as one partition, see side_by_side: here, one each)
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 0)
     streams = connect(roots["ok"]).sql("SELECT id FROM m").execute_stream_partitioned()
     assert len(streams) > 1
     rows = sum(b.to_pyarrow().num_rows for b in streams[0])  # read one partition whole

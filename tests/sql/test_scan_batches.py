@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from lance_sql.sql import provider, streams
 from lance_sql.sql import session as session_module
 from lance_sql.sql.provider import CHUNK_ROWS, MAX_CHUNK_ROWS, chunk_rows
 from lance_sql.table import build_scan_plan
+from lance_sql.table.read import side_by_side
 
 
 @pytest.fixture
@@ -372,6 +374,8 @@ def test_filtered_scan_only_queries_read_as_one_partition(bulk_root: tuple[Path,
     rows the units read in parallel give; other plans keep one partition per unit."""
     root, columns = bulk_root
     lance_sql.write_dataset(pa.table(columns), root / "many.lance", max_rows_per_file=50_000)
+    # (units this small are read as one partition anyway: test_small_units_are_packed)
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 0)
     partitions: list[int] = []
     original = provider.PlannedDataset.get_fragments
 
@@ -393,6 +397,7 @@ def test_filtered_scan_only_queries_read_as_one_partition(bulk_root: tuple[Path,
         monkeypatch.setattr(session_module, "only_streams", lambda plan, pinned: False)
         parallel = session.sql(query).to_arrow_table()
         monkeypatch.undo()
+        monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 0)
         monkeypatch.setattr(provider.PlannedDataset, "get_fragments", counted)
         assert got.sort_by(got.schema.names[0]).equals(parallel.sort_by(got.schema.names[0])), \
             query
@@ -404,6 +409,7 @@ def test_units_read_beside_others_decode_without_helper_threads(
     (parallel.no_helpers); a query read as one partition may still use helpers. Same
     rows either way as with helpers everywhere."""
     root, _ = bulk_root
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 0)  # (two units: two partitions)
     alone: list[bool] = []
     original = provider.scan_fragment
 
@@ -422,3 +428,61 @@ def test_units_read_beside_others_decode_without_helper_threads(
             m.setattr(provider, "no_helpers", lambda alone=True: contextlib.nullcontext())
             spread = session.sql(query).to_arrow_table()
         assert got.sort_by("id").equals(spread.sort_by("id")), query
+
+
+
+@pytest.fixture
+def own_sigint() -> Iterator[None]:
+    """Another SIGINT handler than Python's (PySpark installs one): queries then run on
+    DataFusion's threads, their units as partitions (not inline in one partition)."""
+    previous = signal.signal(signal.SIGINT, lambda *_: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_small_units_are_packed_into_one_partition(tmp_path: Path, monkeypatch,
+                                                   own_sigint: None) -> None:
+    """Consecutive units too small to gain from threads (side_by_side) are read in turn as
+    one partition; larger units stay partitions of their own; EXPLAIN counts the
+    partitions; the rows are those of one partition a unit."""
+    rng = np.random.default_rng(11)
+    path = tmp_path / "t.lance"
+    sizes = [1000, 1000, 1000, 60_000, 1000, 1000]
+    start = 0
+    for i, size in enumerate(sizes):
+        ids = np.arange(start, start + size)
+        lance_sql.write_dataset(pa.table({"id": ids, "x": rng.random(size)}), path,
+                                mode="create" if i == 0 else "append")
+        start += size
+    # 16 bytes a row: the 1000-row fragments are small, the 60,000-row one is not
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 100_000)
+    partitions: list[list[str]] = []
+    original = provider.PlannedDataset.get_fragments
+
+    def counted(self, filter=None):
+        units = original(self, filter)
+        partitions.append([type(u).__name__ for u in units])
+        return units
+
+    monkeypatch.setattr(provider.PlannedDataset, "get_fragments", counted)
+    session = lance_sql.connect(tmp_path)
+    query = "SELECT id, x FROM t"
+    got = session.sql(query).to_arrow_table()
+    assert partitions[-1] == ["SequentialUnit", "ScanUnit", "SequentialUnit"]
+    plan = "\n".join(session.sql(f"EXPLAIN {query}").to_arrow_table()
+                     .column("plan").to_pylist())
+    assert "kept 6 of 6 fragments, 3 partitions" in plan
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 0)
+    unpacked = session.sql(query).to_arrow_table()
+    assert partitions[-1] == ["ScanUnit"] * 6
+    assert got.sort_by("id").equals(unpacked.sort_by("id"))
+    assert got.num_rows == sum(sizes)
+    # an aggregate over one packed partition: the same answer
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 1 << 30)
+    count = session.sql("SELECT count(*) AS n, sum(id) AS s FROM t WHERE x > 0.5")
+    found = count.to_arrow_table().to_pylist()[0]
+    assert partitions[-1] == ["SequentialUnit"]
+    want = unpacked.filter(pa.compute.greater(unpacked["x"], 0.5))
+    assert found == {"n": want.num_rows, "s": pa.compute.sum(want["id"]).as_py()}

@@ -54,6 +54,7 @@ from lance_sql.table.read.arrow_filters import decode, known, referenced_columns
 from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask, typed
 from lance_sql.table.read.masks import bool_array
 from lance_sql.table.read.prune import address_ranges, fragment_spans
+from lance_sql.table.read.side_by_side import reads_are_small, row_width
 from lance_sql.table.runtime.workers import WorkerPool
 
 DEFAULT_BATCH_SIZE = 8192
@@ -901,15 +902,23 @@ class Scanner:
                  ) -> Generator[pa.Table, None, None]:
         """The reads of ``ranges`` (row ranges of fragments), in order; read ahead in a
         pool owned by this iterator, a task per run of consecutive ranges of at least
-        :data:`MIN_TASK_ROWS` rows (see :func:`_task_groups`)."""
+        :data:`MIN_TASK_ROWS` rows (see :func:`_task_groups`), unless the reads are too
+        small to gain from threads (then on the caller's thread: :meth:`_small`)."""
         groups = _task_groups(ranges)
-        if len(groups) <= 1 or self.num_threads <= 1:
+        if len(groups) <= 1 or self.num_threads <= 1 or self._small(ranges):
             for piece in ranges:
                 yield self._read_range(piece)
             return
         with WorkerPool("scan", self.num_threads) as pool:
             for tables in pool.ordered(self._read_group, groups, self.num_threads):
                 yield from tables
+
+    def _small(self, ranges: Sequence[tuple[Fragment, int, int]]) -> bool:
+        """Whether ``ranges`` are read faster on one thread (see :mod:`.side_by_side`)."""
+        plan = self._plan
+        width = row_width(f.to_scan_arrow().type for f in plan.read_fields) + 8 * len(
+            plan.system_names)
+        return reads_are_small(width, sum(b - a for _, a, b in ranges), len(ranges))
 
     def _read_group(self, group: Sequence[tuple[Fragment, int, int]]) -> list[pa.Table]:
         return [self._read_range(piece) for piece in group]

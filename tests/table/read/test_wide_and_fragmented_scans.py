@@ -20,6 +20,7 @@ import pytest
 import lance_sql
 from lance_sql.table.files.reader import FragmentReader
 from lance_sql.table.read import scan as scan_module
+from lance_sql.table.read import side_by_side
 
 
 def _wide(columns: int, rows: int = 4) -> pa.Table:
@@ -107,6 +108,7 @@ def test_tiny_fragments_are_read_in_tasks_of_many(tmp_path: Path,
     not a task per fragment (small fragments decode in Python, under the GIL: a task
     each only adds futures), and still returns every row in order."""
     monkeypatch.setattr(scan_module, "MIN_TASK_ROWS", 3000)
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 0)  # (the pool, even so)
     ds = lance_sql.write_dataset(pa.table({"id": np.arange(20_000)}), tmp_path / "t.lance",
                                  max_rows_per_file=1000)
     ds.delete("id % 10 = 0")
@@ -127,3 +129,35 @@ def test_tiny_fragments_are_read_in_tasks_of_many(tmp_path: Path,
     assert [f for g in groups for f, _, _ in g] == list(ds.manifest.fragments)
     assert all(sum(stop - start for _, start, stop in g) >= 3000 for g in groups[:-1])
     assert sizes == [1000] * 20
+
+
+def test_small_reads_run_on_the_calling_thread(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fragments too small to gain from threads are read on the caller's thread (no pool
+    started); fragments whose rows are wide enough are read in the pool; same rows."""
+    monkeypatch.setattr(scan_module, "MIN_TASK_ROWS", 3000)
+    rng = np.random.default_rng(5)
+    n = 24_000
+    table = pa.table({"id": np.arange(n),
+                      "vec": pa.FixedSizeListArray.from_arrays(
+                          pa.array(rng.random(n * 128).astype(np.float32)), 128)})
+    ds = lance_sql.write_dataset(table, tmp_path / "t.lance", max_rows_per_file=4000)
+    pools: list[str] = []
+    real = scan_module.WorkerPool
+
+    def recorded(name: str, threads: int) -> object:
+        pools.append(name)
+        return real(name, threads)
+
+    monkeypatch.setattr(scan_module, "WorkerPool", recorded)
+    # 4000 rows of 8 bytes a read: far below the threshold
+    assert ds.to_table(columns=["id"]).equals(table.select(["id"]))
+    assert pools == []
+    # 4000 rows of 520 bytes: about 2 MB a read; reads of 4 MB or more go side by side
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 4000 * 520)
+    assert ds.to_table().equals(table)
+    assert pools == ["scan"]
+    pools.clear()
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 4000 * 520 + 1)
+    assert ds.to_table(filter="id % 7 = 1").equals(table.filter(np.arange(n) % 7 == 1))
+    assert pools == []

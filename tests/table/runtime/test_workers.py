@@ -15,6 +15,7 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import NotFoundError
+from lance_sql.table.read import side_by_side
 from lance_sql.table.read.scan import Scanner
 from lance_sql.table.runtime.workers import WorkerPool, live_workers
 
@@ -26,6 +27,13 @@ def scan(uri: str, **kwargs: object) -> Scanner:
     scanner = lance_sql.dataset(uri).scanner(**kwargs)
     scanner.num_threads = 2
     return scanner
+
+
+@pytest.fixture(autouse=True)
+def side_by_side_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tables are small, and a scan reads small fragments on the calling thread
+    (see side_by_side): here, where the pool itself is tested, every scan uses it."""
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 0)
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +103,8 @@ def test_closing_ordered_results_drops_work_not_started() -> None:
 def test_a_pool_is_closed_at_exit_without_its_owner(uri: str) -> None:
     """An iterator still reading when the interpreter exits: a clean, prompt exit."""
     script = ("import sys, lance_sql\n"
+              "from lance_sql.table.read import side_by_side\n"
+              "side_by_side.SIDE_BY_SIDE_MIN_BYTES = 0  # (the pool, as above)\n"
               "it = lance_sql.dataset(sys.argv[1]).to_batches()\n"
               "next(it)\n"
               "print('read one batch')\n")
