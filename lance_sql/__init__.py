@@ -8,6 +8,7 @@ process-wide; :func:`tune_allocator` is an opt-in speed-up (see its module).
 
 from lance_sql.allocator import tune_allocator
 from lance_sql.errors import (
+    AppendSchemaError,
     CommitConflict,
     FormatError,
     IncompatibleConflict,
@@ -24,6 +25,7 @@ from lance_sql.errors import (
     TaggedVersionError,
     UnsupportedFeatureError,
     VersionCleanedUpError,
+    VersionNotFoundError,
     WriterFencedError,
 )
 from lance_sql.io.external import ExternalManifestCommit, SqliteManifestStore
@@ -43,6 +45,7 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'lance_sql' has no attribute {name!r}")
 
 __all__ = [
+    "AppendSchemaError",
     "CacheStats",
     "CommitConfig",
     "CommitConflict",
@@ -67,6 +70,7 @@ __all__ = [
     "TaggedVersionError",
     "UnsupportedFeatureError",
     "VersionCleanedUpError",
+    "VersionNotFoundError",
     "WriterFencedError",
     "connect",
     "dataset",

@@ -8,9 +8,11 @@ can catch the whole family or one branch of it::
     │   ├── UnsupportedFeatureError   valid but beyond what we implement (flags, file versions)
     │   └── PathEscapeError           a path read from metadata leaves the table root
     ├── NotFoundError            a table, version, tag, file or column that does not exist
-    │   ├── VersionCleanedUpError    history (manifests, files) removed by cleanup_old_versions
+    │   ├── VersionNotFoundError     a version of an existing table that does not exist
+    │   │   └── VersionCleanedUpError   history (manifests, files) removed by cleanup
     │   └── IndexNotFoundError       ``stats.index_stats`` of a name no index has
     ├── SchemaError              data whose schema does not fit the table
+    │   └── AppendSchemaError        rows to append whose columns are not the table's
     ├── InvalidInputError        a bad argument or expression from the caller
     │   ├── StatementRefusedError    SQL the session may not run (files outside its root,
     │   │                            writes in a read-only session, in-memory-only DDL)
@@ -25,8 +27,9 @@ can catch the whole family or one branch of it::
 
 Some branches also derive from the built-in class pylance raises in the same case, so
 code written against pylance catches them: NotFoundError and InvalidInputError are
-ValueErrors; TableExistsError and TaggedVersionError are OSErrors too (FileExistsError for
-the former); IndexNotFoundError is also a KeyError.
+ValueErrors; VersionNotFoundError, AppendSchemaError, TableExistsError and
+TaggedVersionError are OSErrors too (FileExistsError for TableExistsError);
+IndexNotFoundError is also a KeyError.
 
 Warnings: IndexFallbackWarning (a UserWarning) when a query scans because an index it
 would have used is unreadable.
@@ -52,7 +55,12 @@ class NotFoundError(LanceError, ValueError):
     ``dataset()`` of a missing table is)."""
 
 
-class VersionCleanedUpError(NotFoundError):
+class VersionNotFoundError(NotFoundError, OSError):
+    """A version the table does not have. Also an OSError: pylance's ``checkout_version``
+    raises one (and a ValueError from ``dataset(uri, version=)``, which this is too)."""
+
+
+class VersionCleanedUpError(VersionNotFoundError):
     """An old version, or a file it needs, was removed by ``cleanup_old_versions``."""
 
 
@@ -66,6 +74,11 @@ class IndexNotFoundError(NotFoundError, KeyError):
 
 class SchemaError(LanceError):
     """Data or a request whose schema does not match the table."""
+
+
+class AppendSchemaError(SchemaError, OSError):
+    """Rows to append whose columns do not match the table's (an OSError, as pylance's
+    ``write_dataset(mode="append")`` raises); nothing was written."""
 
 
 class InvalidInputError(LanceError, ValueError):

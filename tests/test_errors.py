@@ -73,6 +73,9 @@ def test_errors_are_the_builtin_classes_pylance_raises(tmp_path: Path) -> None:
         "drop an unknown column": lambda lib, uri: lib.dataset(uri).drop_columns(["x"]),
         "create over a table": lambda lib, uri: lib.write_dataset(data, uri),
         "cleanup of a tagged version": tagged_then_cleaned,
+        "checkout of a missing version": lambda lib, uri: lib.dataset(uri).checkout_version(9),
+        "append of other columns": lambda lib, uri: lib.write_dataset(
+            pa.table({"name": ["a"]}), uri, mode="append"),
     }
     for number, (name, call) in enumerate(cases.items()):
         caught = {}
@@ -87,5 +90,5 @@ def test_errors_are_the_builtin_classes_pylance_raises(tmp_path: Path) -> None:
         assert isinstance(ours, type(theirs)), (
             f"{name}: pylance raises {type(theirs).__name__}, lance_sql "
             f"{type(ours).__name__}")
-    cleaned = lance_sql.dataset(str(tmp_path / f"lance_sql-{len(cases) - 1}.lance"))
+    cleaned = lance_sql.dataset(str(tmp_path / f"lance_sql-{len(cases) - 3}.lance"))
     assert [v["version"] for v in cleaned.versions()] == [1, 2], "the refusal removed nothing"

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_sql.errors import (
+    AppendSchemaError,
     InvalidInputError,
     NotFoundError,
     SchemaError,
@@ -1023,12 +1024,12 @@ def write_dataset(
         if primary_key and table_schema.primary_key != list(primary_key):
             raise InvalidInputError(f"{store.uri}: the primary key is set when a table is "
                                     "created; appending cannot change it")
-        reader = reader_in_table_order(_with_missing_nullable(reader, table_schema),
-                                       table_schema.to_arrow())
         try:
+            reader = reader_in_table_order(_with_missing_nullable(reader, table_schema),
+                                           table_schema.to_arrow())
             table_schema.check_append_compatible(reader.schema)
         except SchemaError as exc:
-            raise SchemaError(f"cannot append to {store.uri}: {exc}") from exc
+            raise AppendSchemaError(f"cannot append to {store.uri}: {exc}") from exc
         data_format = previous.data_format
     else:
         arrow_schema = reader.schema

@@ -34,6 +34,7 @@ from lance_sql.errors import (
     LanceError,
     NotFoundError,
     VersionCleanedUpError,
+    VersionNotFoundError,
 )
 from lance_sql.expr import filter_rows
 from lance_sql.expr.casts import cast_like_datafusion
@@ -220,7 +221,7 @@ def _missing(store: ObjectStore, version: int, versions: list[int]) -> NotFoundE
         return VersionCleanedUpError(
             f"the change window reaches version {version} of {store.uri}, which was removed "
             f"by cleanup; versions {listed} remain, {_readable_hint(versions)}")
-    return NotFoundError(f"version {version} of {store.uri} does not exist; versions: "
+    return VersionNotFoundError(f"version {version} of {store.uri} does not exist; versions: "
                          f"{listed}")
 
 

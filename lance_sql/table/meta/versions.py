@@ -17,7 +17,13 @@ import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from lance_sql.errors import FormatError, InvalidInputError, NotFoundError, VersionCleanedUpError
+from lance_sql.errors import (
+    FormatError,
+    InvalidInputError,
+    NotFoundError,
+    VersionCleanedUpError,
+    VersionNotFoundError,
+)
 from lance_sql.format.manifest import Manifest, ManifestCodec
 from lance_sql.format.naming import (
     LATEST_HINT,
@@ -184,7 +190,7 @@ def find_version(store: ObjectStore, version: int,
         raise VersionCleanedUpError(
             f"version {version} of {store.uri} does not exist: cleanup_old_versions removed "
             f"it; versions: {_ranges(refs)}")
-    raise NotFoundError(
+    raise VersionNotFoundError(
         f"version {version} of {store.uri} does not exist; versions: {_ranges(refs)}"
     )
 
