@@ -76,7 +76,7 @@ from lance_sql.sql.shortcuts import (
 )
 from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
-from lance_sql.sql.tokens import filter_text, quote_identifier, requalify
+from lance_sql.sql.tokens import column_path, filter_text, quote_identifier, requalify
 from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
 from lance_sql.sql.writes import WriteRunner, refuse_lsm_row_writes
 from lance_sql.table import (
@@ -717,7 +717,7 @@ class LanceSession:
             # the table layer reads filter text, where "x" is a string: names in backticks
             where = None if where is None else filter_text(where)
             if isinstance(statement, UpdateStatement):
-                values = {c: filter_text(unqualified(e) or e)
+                values = {column_path(c): filter_text(unqualified(e) or e)
                           for c, e in statement.assignments.items()}
                 count = ds.update(values, where, select_rows=select_rows,
                                   select_values=select_values)["num_rows_updated"]

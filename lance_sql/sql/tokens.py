@@ -125,6 +125,14 @@ def filter_text(sql: str) -> str:
     return sql
 
 
+def column_path(name: str) -> str:
+    """A top-level column's name as the table layer reads field paths (``update``
+    keys): backquoted, inner backquotes doubled, when it holds a dot or a backquote."""
+    if "." in name or "`" in name:
+        return "`" + name.replace("`", "``") + "`"
+    return name
+
+
 def string_value(token: Token) -> str:
     """The value of a string literal token."""
     body = token.text[1:] if token.text[0] in "Ee" else token.text

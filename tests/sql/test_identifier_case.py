@@ -121,6 +121,19 @@ def test_an_update_target_needs_quotes_as_its_condition_does(tmp_path: Path) -> 
     assert s.sql("SELECT * FROM u").to_pydict() == {"k": [1], "Name": ["x"]}
 
 
+def test_columns_named_with_backquotes_are_updated_and_deleted_by(tmp_path: Path) -> None:
+    """A name holding a backquote (SQL quotes it in double quotes) reaches the table
+    layer's field paths quoted: UPDATE sets it, from a constant and from a subquery."""
+    lance_sql.write_dataset(pa.table({"q`t": [1, 2], "a": [3, 4]}), tmp_path / "t.lance")
+    s = lance_sql.connect(tmp_path)
+    assert s.sql('UPDATE t SET "q`t" = 5 WHERE a = 3').to_pydict() == {"num_rows_updated": [1]}
+    assert s.sql("SELECT * FROM t ORDER BY a").to_pydict() == {"q`t": [5, 2], "a": [3, 4]}
+    assert s.sql('UPDATE t SET "q`t" = (SELECT max(a) FROM t) WHERE a = 4').to_pydict() == {
+        "num_rows_updated": [1]}
+    assert s.sql('DELETE FROM t WHERE "q`t" = 5').to_pydict() == {"num_deleted_rows": [1]}
+    assert s.sql("SELECT * FROM t").to_pydict() == {"q`t": [4], "a": [4]}
+
+
 def test_system_columns_keep_working_in_sql_writes(tmp_path: Path) -> None:
     s = lance_sql.connect(tmp_path)
     s.sql("CREATE TABLE t TBLPROPERTIES ('enable_stable_row_ids' = 'true') AS "

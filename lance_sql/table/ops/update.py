@@ -14,7 +14,7 @@ its last-updated version to the commit's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -28,7 +28,7 @@ from lance_sql.expr.casts import cast_like_datafusion, cast_table_like_datafusio
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.row_ids import encode_versions
-from lance_sql.format.schema import LanceSchema
+from lance_sql.format.schema import LanceSchema, split_path
 from lance_sql.io.store import ObjectStore
 from lance_sql.sorted_sets import sorted_intersection, sorted_unique
 from lance_sql.table.files.lineage import PENDING_VERSION, load_lineage
@@ -71,21 +71,27 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
     base, store = ctx.table, ctx.store
     arrow = base.schema.to_arrow()
     exprs = {}
-    for name, text in updates.items():
-        base.schema.field(name)  # NotFoundError for unknown columns
-        if "." in name:
+    resolved: dict[str, object] = {}
+    for given, text in updates.items():
+        if len(split_path(given)) > 1:
             raise InvalidInputError("update assigns whole top-level columns only")
+        # the column's own name: a backquoted one (`a``b`) names the column a`b
+        name = base.schema.field(given).name  # NotFoundError for unknown columns
+        if name in resolved:
+            raise InvalidInputError(f"update assigns column {name!r} twice")
+        resolved[name] = text
+    for name, value in resolved.items():
         if select_values is None:
-            if not isinstance(text, str):
+            if not isinstance(value, str):
                 raise InvalidInputError(f"update values are SQL expressions (strings), as "
-                                        f"pylance takes them: got {text!r} for {name!r} "
-                                        f"(write {str(text)!r})")
-            exprs[name] = value_expression(parse_predicate(text), arrow)
+                                        f"pylance takes them: got {value!r} for {name!r} "
+                                        f"(write {str(value)!r})")
+            exprs[name] = value_expression(parse_predicate(value), arrow)
     if select_values is not None:
         if update_mode != "rewrite_rows":
             raise InvalidInputError("computed update values need update_mode='rewrite_rows'")
-        return _set_computed(ctx, list(updates), select_values(base))
-    modified = tuple(f.id for name in exprs for f in base.schema.field(name).walk())
+        return _set_computed(ctx, list(resolved), select_values(base))
+    modified = _field_ids(base.schema, exprs)
     matches = selected_rows(store, base, select_rows) if select_rows is not None \
         else list(matching_rows(store, base, plan_scan(base, columns=[], filter=where,
                                                        with_row_address=True),
@@ -182,7 +188,7 @@ def _set_computed(ctx: WriteContext, names: list[str], computed: pa.Table
     # to the columns' types first (the engine may hand string views, which take refuses)
     values = pa.Table.from_arrays([_cast_values(values.column(n), n, arrow) for n in names],
                                   names=names)
-    modified = tuple(f.id for name in names for f in base.schema.field(name).walk())
+    modified = _field_ids(base.schema, names)
 
     def new_rows(table: pa.Table, positions: np.ndarray) -> pa.Table:
         new = values.take(positions)
@@ -191,6 +197,13 @@ def _set_computed(ctx: WriteContext, names: list[str], computed: pa.Table
         return _fit(pa.Table.from_arrays(columns, names=arrow.names), names, arrow)
 
     return _rewrite_rows(ctx, located, new_rows, modified)
+
+
+def _field_ids(schema: LanceSchema, names: Iterable[str]) -> tuple[int, ...]:
+    """The ids of the top-level columns ``names`` (their own names, not field paths) and
+    of every field inside them."""
+    top = {f.name: f for f in schema.fields}
+    return tuple(f.id for name in names for f in top[name].walk())
 
 
 def _evaluate(table: pa.Table, exprs: Mapping[str, pc.Expression], arrow: pa.Schema) -> pa.Table:
