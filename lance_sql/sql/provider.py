@@ -214,7 +214,9 @@ class UnitScanner:
                 if learns and chunk.num_rows:
                     table.row_bytes[self.read_key] = chunk.nbytes / chunk.num_rows
             if remaining is not None:
-                chunk = chunk.slice(0, remaining)
+                # (bounded by its rows: pyarrow slices a table without columns to the
+                # length asked, whatever its rows, and a count would see that many)
+                chunk = chunk.slice(0, min(remaining, chunk.num_rows))
                 remaining -= chunk.num_rows
             # Batches of at most self.batch_size rows (see batch_size_for)
             for batch in chunk.to_batches(max_chunksize=self.batch_size):
@@ -359,7 +361,7 @@ class IndexUnitScanner(UnitScanner):
         unit, table = self.unit, self.unit.table
         result = scan_rows(table.store, table.manifest, unit.fragment, self.plan, unit.rows)
         if table.limit_hint is not None:
-            result = result.slice(0, table.limit_hint)
+            result = result.slice(0, min(table.limit_hint, result.num_rows))
         for batch in result.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
                 unit.scope.check()

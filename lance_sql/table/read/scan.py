@@ -854,7 +854,8 @@ class Scanner:
         fragment, start, stop = piece
         if self.indexed is not None and self.indexed.covers(fragment.id):
             table = self.indexed.read(fragment)  # whole: see _stepped_ranges
-            return table if max_rows is None else table.slice(0, max_rows)
+            # (bounded: a table without columns slices to any length asked)
+            return table if max_rows is None else table.slice(0, min(max_rows, table.num_rows))
         if start == 0 and stop == fragment.physical_rows and max_rows is None:
             return self._read_fragment(fragment)
         return scan_fragment(self.store, self.manifest, fragment, self.plan, offset=start,
