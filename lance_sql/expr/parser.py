@@ -3,7 +3,8 @@
 Hand-written (a tokenizer and a precedence-climbing parser) so that the accepted language is
 exactly what the translators understand and every error names a character position.
 Precedence, loosest first: OR, AND, NOT, comparisons (= == != <> < <= > >= IS [NOT] DISTINCT
-FROM, IS IN BETWEEN LIKE ILIKE), + -, * / %, ||, unary minus. ``CASE``, ``WHEN``, ``THEN``,
+FROM, IS IN BETWEEN LIKE ILIKE), + -, * / %, ||, unary minus; the right side of IS [NOT]
+DISTINCT FROM is a whole expression, as sqlparser reads it. ``CASE``, ``WHEN``, ``THEN``,
 ``ELSE``, ``END`` are keywords only where a CASE expression expects them (a column may be
 called ``end``). Identifiers keep their spelling; binding to a schema matches an
 unquoted one case-insensitively when no exact name exists (as pylance binds them), a quoted
@@ -302,7 +303,10 @@ class _Parser:
             if self.is_word("DISTINCT"):
                 self.advance()
                 self.expect_word("FROM")
-                right = self.expr(_PREDICATE_BP + 1)
+                # the right side is a whole expression, as sqlparser (DataFusion's, and
+                # pylance's) reads it: ``x IS DISTINCT FROM 1 AND y`` compares x with
+                # ``1 AND y``, so a filter selects the rows the same SQL selects
+                right = self.expr(0)
                 return Call("is_not_distinct" if negated else "is_distinct", (left, right))
             truth = self.keyword(self.peek())
             if truth in ("TRUE", "FALSE"):  # IS [NOT] TRUE: never NULL, as DISTINCT FROM
