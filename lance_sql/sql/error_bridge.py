@@ -117,7 +117,7 @@ def translate(exc: BaseException, registry: ErrorRegistry,
         return InvalidInputError(f"invalid literal: {_strip(message)}")
     if "only supports a single SQL statement" in message:
         return InvalidInputError(f"one SQL statement at a time: {_strip(message)}")
-    if _CONSTANT_OPERAND in message:
+    if any(marker in message for marker in _CONSTANT_OPERANDS):
         return QueryError(
             "DataFusion cannot push this filter into a Lance scan: a constant (such as NULL) "
             "comes before a column condition under AND/OR; write the constant last, or "
@@ -129,7 +129,11 @@ def translate(exc: BaseException, registry: ErrorRegistry,
 
 # DataFusion 55 builds pushed filters as pyarrow expressions; a constant operand first
 # (``NULL AND x = 1``) becomes a pyarrow scalar, which has no ``&`` / ``|`` with them.
-_CONSTANT_OPERAND = "'pyarrow.lib.BooleanScalar' and 'pyarrow._compute.Expression'"
+# Two constants (``x >= 1e1 AND x != NULL AND x IN (NULL)``: the comparison kept above the
+# scan, ``NULL AND NULL`` pushed) meet as pyarrow scalars, whose ``&`` / ``|`` are bitwise.
+_CONSTANT_OPERANDS = ("'pyarrow.lib.BooleanScalar' and 'pyarrow._compute.Expression'",
+                      "'bit_wise_and' has no kernel matching input types (bool, bool)",
+                      "'bit_wise_or' has no kernel matching input types (bool, bool)")
 _ENGINE_MARKERS = ("DataFusion error", "Arrow error", "Execution error", "Cast error",
                    "Optimizer rule", "External error")
 

@@ -91,6 +91,8 @@ def test_sql_in_list_with_null_in_a_projection(root: Path) -> None:
 @pytest.mark.parametrize(("where", "constant_last", "expected"), [
     ("NULL AND id = 3", "id = 3 AND NULL", []),
     ("id IN (NULL) OR id = 3", "id = 3 OR id IN (NULL)", [{"id": 3}]),
+    # two constants pushed (the float comparison kept above the scan): NULL AND NULL
+    ("id >= 1e1 AND id != NULL AND id IN (NULL)", "id >= 1e1 AND id != NULL", []),
 ])
 def test_sql_constant_before_a_column_condition_is_a_named_query_error(
         root: Path, where: str, constant_last: str, expected: list) -> None:
