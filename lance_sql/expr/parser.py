@@ -3,8 +3,10 @@
 Hand-written (a tokenizer and a precedence-climbing parser) so that the accepted language is
 exactly what the translators understand and every error names a character position.
 Precedence, loosest first: OR, AND, NOT, comparisons (= == != <> < <= > >= IS [NOT] DISTINCT
-FROM, IS IN BETWEEN LIKE ILIKE), + -, * / %, ||, unary minus; the right side of IS [NOT]
-DISTINCT FROM is a whole expression, as sqlparser reads it. ``CASE``, ``WHEN``, ``THEN``,
+FROM, IS IN BETWEEN LIKE ILIKE), + -, * / % || (one level, left to right), unary minus: as
+sqlparser (DataFusion's and pylance's) reads them, ``a * 2 || 'x'`` is ``(a * 2) || 'x'``
+and ``'x' || a * 2`` is ``('x' || a) * 2``; the right side of IS [NOT] DISTINCT FROM is a
+whole expression, as sqlparser reads it. ``CASE``, ``WHEN``, ``THEN``,
 ``ELSE``, ``END`` are keywords only where a CASE expression expects them (a column may be
 called ``end``). Identifiers keep their spelling; binding to a schema matches an
 unquoted one case-insensitively when no exact name exists (as pylance binds them), a quoted
@@ -52,7 +54,7 @@ _ALIASES = {"==": "=", "<>": "!=", "char_length": "length", "character_length": 
             "list_extract": "array_element", "list_length": "array_length"}
 # ``||`` binds tighter than arithmetic, as in DataFusion's parser ('x' || 2 * 3 fails there)
 _BINARY_BP = {"OR": 1, "AND": 2, "=": 4, "==": 4, "!=": 4, "<>": 4, "<": 4, "<=": 4, ">": 4,
-              ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "||": 7}
+              ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "||": 6}
 _PREDICATE_BP = 4  # IS, IN, BETWEEN, LIKE, ILIKE and their NOT forms
 _NOT_BP = 3  # NOT's operand stops before AND/OR but takes comparisons
 _UNARY_BP = 8
