@@ -224,6 +224,22 @@ def _cast(x: _Typed, target: pa.DataType) -> _Typed:
     return _call("cast", [x], pc.CastOptions(target, allow_float_truncate=True))
 
 
+def _floats_in_common(branches: list[_Typed]) -> list[_Typed]:
+    """Branches of one value mixing integers and floats, all cast to the float type
+    DataFusion gives them (float64 if one is, else float32). Left to pyarrow's kernels
+    inside a dataset expression, an int64 column and a float64 literal met as float32:
+    ``coalesce(id, 0.5)`` failed beyond 2**24, or kept float32's digits."""
+    types = {t for _, t in branches if t != pa.null()}
+    if len(types) < 2 or not all(pa.types.is_integer(t) or pa.types.is_floating(t)
+                                 for t in types):
+        return branches
+    target = pa.float64() if pa.float64() in types else \
+        pa.float32() if pa.float32() in types else None
+    if target is None:
+        return branches  # integers only: pyarrow's common integer, as DataFusion's
+    return [x if x[1] in (target, pa.null()) else _cast(x, target) for x in branches]
+
+
 def _checked_decimal(x: _Typed, target: pa.DataType) -> _Typed:
     """``x`` (decimals already at ``target``'s scale or finer with zeros past it) as
     ``target``: a value of more digits than it holds fails, as DataFusion's cast does."""
@@ -581,7 +597,7 @@ class _Translator:
                     s = exact_literal(Literal(Decimal(a.value)), anchor)  # 0 as decimal(10, 2)
                 x = x if s is None else (pc.scalar(s), s.type)
             out.append(x)
-        return out
+        return _floats_in_common(out)
 
     def case(self, args: tuple[Expr, ...]) -> _Typed:
         """A searched CASE: the value of the first condition that is TRUE (a NULL
