@@ -196,9 +196,10 @@ def _float_to_decimal(values: pa.Array, target: pa.Decimal128Type) -> pa.Array:
         np.asarray(values.is_valid().to_numpy(zero_copy_only=False), bool)
     x = np.asarray(values.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False),
                    np.float64)
-    scaled = x * (10.0 ** target.scale)
-    whole = np.trunc(scaled)
-    rounded = whole + np.where(np.abs(scaled - whole) >= 0.5, np.sign(scaled), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):  # infinities and NaNs fail below
+        scaled = x * (10.0 ** target.scale)
+        whole = np.trunc(scaled)
+        rounded = whole + np.where(np.abs(scaled - whole) >= 0.5, np.sign(scaled), 0.0)
     bad = valid & ~(np.abs(rounded) < 10.0 ** target.precision)  # NaN fails too
     if bad.any():
         value = float(x[np.flatnonzero(bad)[0]])
