@@ -122,8 +122,9 @@ Version = int | str | datetime | None
 
 
 # What a tag may point at (pylance's ``reference``): a version number, another tag, None
-# (the latest version), or (branch, version) where the branch is None or "main" (lance_sql
-# has no other branches) and the version None means the branch's latest.
+# (the version the dataset object is at, as pylance), or (branch, version) where the branch
+# is None or "main" (lance_sql has no other branches) and the version None means the
+# branch's latest.
 TagReference = int | str | tuple[str | None, int | None] | None
 
 
@@ -176,8 +177,12 @@ class Tags:
             if branch not in (None, "main"):
                 raise NotFoundError(f"branch {branch!r} does not exist in {store.uri} "
                                     "(lance_sql tables have only the main branch)")
+            if reference is None:
+                return latest_version(store, self._ds.commit_config.handler)
         if reference is None:
-            return latest_version(store, self._ds.commit_config.handler)
+            # pylance tags the version this object is at (an old or stale handle's own,
+            # not the newest); only a (branch, None) pair names the branch's latest.
+            return find_version(store, self._ds.version)
         if isinstance(reference, str) and not reference.isdigit():
             return find_version(store, read_tag(store, reference)["version"])
         if isinstance(reference, bool) or not isinstance(reference, int | str | np.integer):

@@ -152,3 +152,23 @@ def test_error_if_tagged_old_versions_refuses_and_removes_nothing(uri: str) -> N
     assert [v["version"] for v in ds.versions()] == [1, 2, 3]
     ds.cleanup_old_versions(older_than=dt.timedelta(0), error_if_tagged_old_versions=False)
     assert [v["version"] for v in ds.versions()] == [1, 3]
+
+
+def test_no_reference_tags_the_version_the_object_is_at(uri: str) -> None:
+    # pylance's reference=None is the handle's own version, however old or stale; only
+    # (branch, None) names the newest. Tagging the newest instead pointed the tag at
+    # another version than the one the caller was looking at.
+    for lib, prefix in ((lance_sql, "o"), (lance, "p")):
+        stale = lib.dataset(uri)  # the newest when opened
+        old = lib.dataset(uri, version=1)
+        checked_out = lib.dataset(uri).checkout_version(2)
+        lib.write_dataset(pa.table({"a": [9]}), uri, mode="append")
+        stale.tags.create(f"{prefix}-stale")
+        old.tags.create(f"{prefix}-old")
+        checked_out.tags.create(f"{prefix}-moved", 3)
+        checked_out.tags.update(f"{prefix}-moved")
+        checked_out.tags.create(f"{prefix}-newest", (None, None))
+    versions = {name: info["version"] for name, info in lance.dataset(uri).tags.list().items()}
+    # (pylance's handles open after lance_sql's append: its stale one is at 4)
+    assert versions == {"o-stale": 3, "o-old": 1, "o-moved": 2, "o-newest": 4,
+                        "p-stale": 4, "p-old": 1, "p-moved": 2, "p-newest": 5}
