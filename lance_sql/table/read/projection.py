@@ -77,7 +77,7 @@ def nested_selection(columns: Sequence[str], schema: pa.Schema) -> dict[str, Sha
         if name in schema.names or name in SYSTEM:
             out[name] = None
             continue
-        top, *path = name.split(".")
+        top, *path = split_path(name)  # (a backquoted field may hold a '.' or a space)
         if top not in schema.names or not path:
             raise NotFoundError(f"column {name!r} does not exist; columns: "
                                 f"{', '.join(schema.names)}")

@@ -51,6 +51,18 @@ def test_take_of_nested_struct_fields_matches_pylance(tmp_path) -> None:
     assert ours.take_rows(ids, columns={"n": "id + 1"}).column("n").to_pylist() == [1, 2, 3]
 
 
+def test_take_of_backquoted_struct_fields_matches_pylance(tmp_path) -> None:
+    # a backquoted field (one holding a space or a '.') is taken as the scan takes it;
+    # splitting the name on every '.' looked for a field named '`e' instead
+    uri = str(tmp_path / "q")
+    rows = [{"c d": i, "e.f": -i} if i % 4 else None for i in range(9)]
+    lance.write_dataset(pa.table({"id": range(9), "st": pa.array(rows)}), uri)
+    ours, theirs = lance_sql.dataset(uri), lance.dataset(uri)
+    for columns in (["st.`c d`"], ["st.`e.f`", "id"], ["id", "st.`e.f`", "st.`c d`"]):
+        assert ours.take([5, 0, 2], columns=columns) == theirs.take([5, 0, 2], columns=columns)
+        assert ours.to_table(columns=columns) == theirs.to_table(columns=columns)
+
+
 def test_sample_picks_distinct_live_rows(uri: str) -> None:
     ds = lance_sql.dataset(uri)
     live = set(ds.to_table(columns=["id"]).column("id").to_pylist())
