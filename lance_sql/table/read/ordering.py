@@ -7,10 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_sql.errors import InvalidInputError
+from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.float_order import total_order
+from lance_sql.format.schema import split_path
 
 __all__ = ["OrderedScanner", "sort_keys"]
 
@@ -62,7 +65,10 @@ class OrderedScanner:
 
     def to_table(self) -> pa.Table:
         table = self.scanner.to_table()
-        table = table.take(pc.sort_indices(table, sort_keys=self.keys))
+        keys = pa.table({str(i): _sort_column(table, name)
+                         for i, (name, _, _) in enumerate(self.keys)})
+        table = table.take(pc.sort_indices(keys, sort_keys=[
+            (str(i), order, nulls) for i, (_, order, nulls) in enumerate(self.keys)]))
         stop = None if self.limit is None else self.offset + self.limit
         table = table.slice(self.offset, None if stop is None else stop - self.offset)
         return table.select(self.output)
@@ -81,3 +87,31 @@ class OrderedScanner:
         if name.startswith("__") or name == "scanner":
             raise AttributeError(name)
         return getattr(self.scanner, name)
+
+
+def _sort_column(table: pa.Table, name: str) -> pa.ChunkedArray:
+    """The values ``table`` is sorted by for the key ``name`` (a column, or a struct's field
+    as ``st.x``), floats as integers in IEEE total order: pylance (DataFusion) sorts
+    floats so (-0.0 before 0.0, NaN above +inf whichever the direction), where pyarrow's
+    sort ties the zeros and keeps NaN beside the NULLs (last in a descending sort)."""
+    if name in table.column_names:
+        column = table.column(name)
+    else:
+        path = split_path(name)
+        if path[0] not in table.column_names:
+            raise NotFoundError(f"order_by column {name!r} does not exist; columns: "
+                                f"{', '.join(table.column_names)}")
+        column = table.column(path[0])
+        for part in path[1:]:
+            if not pa.types.is_struct(column.type) or column.type.get_field_index(part) < 0:
+                raise NotFoundError(f"order_by column {name!r} does not exist")
+            column = pc.struct_field(column, part)
+    if not pa.types.is_floating(column.type):
+        return column
+    chunks = []
+    for chunk in column.chunks:
+        values = chunk.fill_null(0).to_numpy(zero_copy_only=False)
+        mask = chunk.is_null().to_numpy(zero_copy_only=False) if chunk.null_count else None
+        chunks.append(pa.array(total_order(np.ascontiguousarray(values)), mask=mask))
+    return pa.chunked_array(chunks, pa.from_numpy_dtype(
+        np.dtype(f"int{8 * column.type.byte_width}")))
