@@ -163,12 +163,15 @@ def _check_source(base: Manifest, source: pa.Table, keys: list[str],
     except SchemaError as exc:
         raise SchemaError(f"merge_insert source does not fit the table: {exc}") from exc
     schema = pa.schema([target.field(n) for n in source.column_names])
-    if tombstones is None or not tombstones.any():
-        return cast_table_like_datafusion(source, schema)
-    # the rows written must fit
-    cast_table_like_datafusion(source.filter(pa.array(~tombstones)), schema)
-    return cast_table_like_datafusion(source, pa.schema(
-        [f if f.name in keys else f.with_nullable(True) for f in schema]))
+    try:
+        if tombstones is None or not tombstones.any():
+            return cast_table_like_datafusion(source, schema)
+        # the rows written must fit
+        cast_table_like_datafusion(source.filter(pa.array(~tombstones)), schema)
+        return cast_table_like_datafusion(source, pa.schema(
+            [f if f.name in keys else f.with_nullable(True) for f in schema]))
+    except pa.ArrowInvalid as exc:  # (a NULL where the table has none): ours to type
+        raise SchemaError(f"merge_insert source does not fit the table: {exc}") from exc
 
 
 def _target_keys(store: ObjectStore, base: Manifest, columns: list[str]) -> pa.Table:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import InvalidInputError, NotFoundError
+from lance_sql.errors import InvalidInputError, NotFoundError, SchemaError
 
 
 @pytest.fixture
@@ -42,3 +42,17 @@ def test_a_merge_condition_typo_lists_only_what_it_may_name(ds: lance_sql.LanceD
     message = str(err.value)
     assert "target.id" in message and "source.name" in message
     assert "__merge" not in message
+
+
+def test_a_merge_source_null_in_a_non_nullable_column_is_a_schema_error(tmp_path: Path
+                                                                        ) -> None:
+    # (it escaped as pyarrow's ArrowInvalid, which is no lance_sql error; nothing commits)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False),
+                        pa.field("w", pa.int32(), nullable=False)])
+    ds = lance_sql.write_dataset(pa.table({"id": [1], "w": [1]}, schema=schema),
+                                 str(tmp_path / "n.lance"))
+    source = pa.table({"id": pa.array([1, 2], pa.int64()), "w": pa.array([None, 3], pa.int32())})
+    builder = ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+    with pytest.raises(SchemaError, match="column 'w' is not nullable"):
+        builder.execute(source)
+    assert ds.version == 1 and ds.to_table().to_pylist() == [{"id": 1, "w": 1}]
