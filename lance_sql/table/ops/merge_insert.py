@@ -79,7 +79,8 @@ class MergeInsertBuilder:
 
     def __init__(self, on: str | Sequence[str], begin: Callable[[], WriteContext],
                  done: Callable[[Manifest | None], None]) -> None:
-        keys = (on,) if isinstance(on, str) else tuple(on)
+        # a key named twice is one key (pylance merges so; the join refused the repeat)
+        keys = (on,) if isinstance(on, str) else tuple(dict.fromkeys(on))
         if not keys:
             raise InvalidInputError("merge_insert needs at least one key column")
         self._begin, self._done = begin, done

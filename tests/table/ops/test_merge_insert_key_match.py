@@ -249,3 +249,18 @@ def test_matcher_at_the_ends_of_integer_types(dtype: type) -> None:
         positions, rows = matcher.match(pa.array(values))
         assert np.array_equal(positions, np.flatnonzero(np.isin(values, source)))
         assert np.array_equal(source[::-1][rows], values[positions])
+
+
+def test_a_key_named_twice_merges_as_pylance_merges(tmp_path: Path) -> None:
+    # (the repeated name reached the join, which raised a KeyError; pylance merges)
+    target = pa.table({"k": pa.array([1, 2, 3], pa.int64()), "v": ["a", "b", "c"]})
+    source = pa.table({"k": pa.array([2, 4], pa.int64()), "v": ["B", "D"]})
+    results = []
+    for lib, name in ((lance_sql, "o"), (lance, "p")):
+        ds = lib.write_dataset(target, str(tmp_path / name))
+        stats = (ds.merge_insert(["k", "k"]).when_matched_update_all()
+                 .when_not_matched_insert_all().execute(source))
+        results.append((stats, lib.dataset(ds.uri).to_table().sort_by("k").to_pylist()))
+    assert results[0] == results[1]
+    assert results[0][1] == [{"k": 1, "v": "a"}, {"k": 2, "v": "B"}, {"k": 3, "v": "c"},
+                             {"k": 4, "v": "D"}]
