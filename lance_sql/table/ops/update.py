@@ -68,6 +68,11 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
         raise InvalidInputError("update needs a non-empty dict of column -> SQL expression")
     if update_mode not in UPDATE_MODES:
         raise InvalidInputError(f"update_mode must be one of {UPDATE_MODES}, got {update_mode!r}")
+    if isinstance(where, str) and not where.strip():
+        # a blank condition is a mistake, not "every row" (None says that): pylance refuses
+        # it, as delete refuses a blank predicate
+        raise InvalidInputError(f"update's where is empty ({where!r}); pass where=None to "
+                                "update every row")
     base, store = ctx.table, ctx.store
     arrow = base.schema.to_arrow()
     exprs = {}

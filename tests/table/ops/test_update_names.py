@@ -1,4 +1,5 @@
-"""``update`` keys name top-level columns as field paths do: plain, or backquoted."""
+"""``update`` keys name top-level columns as field paths do: plain, or backquoted; its
+``where`` names rows (a blank one is refused, as pylance refuses it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import InvalidInputError, NotFoundError
+
+lance = pytest.importorskip("lance")
 
 
 @pytest.fixture
@@ -40,3 +43,15 @@ def test_keys_that_are_not_one_top_level_column_are_refused(ds: lance_sql.LanceD
         with pytest.raises(error, match=words):
             ds.update(updates)
     assert lance_sql.dataset(ds.uri).version == version  # nothing committed
+
+
+@pytest.mark.parametrize("where", ["", "  ", "\n"])
+def test_a_blank_where_is_refused_not_read_as_every_row(tmp_path: Path, where: str) -> None:
+    # pylance refuses it; read as "no condition" it silently updated every row
+    data = pa.table({"id": [1, 2], "s": ["a", "b"]})
+    for lib, name in ((lance_sql, "o"), (lance, "p")):
+        ds = lib.write_dataset(data, str(tmp_path / name))
+        with pytest.raises(ValueError):
+            ds.update({"s": "'z'"}, where=where)
+        assert lib.dataset(ds.uri).version == 1
+        assert lib.dataset(ds.uri).to_table() == data
