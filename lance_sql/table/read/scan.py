@@ -220,7 +220,9 @@ def plan_scan(
     elif filter is not None and not isinstance(filter, str):
         raise InvalidInputError(f"a filter is SQL text or a pyarrow expression, got "
                                 f"{type(filter).__name__}")
-    elif filter is not None and filter.strip():
+    elif filter is not None:
+        if not filter.strip():  # (pylance refuses it too: no condition is None, not "")
+            raise InvalidInputError(f"empty filter {filter!r}: pass None to read every row")
         parsed = parse_predicate(filter)
     if parsed is not None:
         schema = filter_schema(manifest)

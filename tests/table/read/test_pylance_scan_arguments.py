@@ -193,3 +193,19 @@ def test_pylance_positional_scanner_arguments_and_null_ordering(both) -> None:
     first = [ColumnOrdering("n", True, nulls_first=True)]
     assert ours.to_table(order_by=first)["n"].to_pylist() == \
         theirs.to_table(order_by=first)["n"].to_pylist() == [None, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("blank", ["", "  ", "\n"])
+def test_a_blank_filter_is_refused_as_pylance_refuses_it(tmp_path: Path, blank: str) -> None:
+    # (read as "no condition", every row came back where pylance raises)
+    path = str(tmp_path / "t")
+    lance.write_dataset(pa.table({"id": [1, 2]}), path)
+    ours, theirs = lance_sql.dataset(path), lance.dataset(path)
+    reads = [lambda ds: ds.to_table(filter=blank), lambda ds: ds.count_rows(blank),
+             lambda ds: list(ds.to_batches(filter=blank)),
+             lambda ds: ds.get_fragments()[0].count_rows(blank)]
+    for read in reads:
+        with pytest.raises((ValueError, OSError)):
+            read(theirs)
+        with pytest.raises(InvalidInputError, match="empty filter"):
+            read(ours)
