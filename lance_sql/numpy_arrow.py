@@ -218,3 +218,10 @@ def empty_table(schema: pa.Schema) -> pa.Table:
     except (pa.ArrowException, TypeError):
         return schema.empty_table()
     return pa.Table.from_batches([pa.RecordBatch.from_arrays(arrays, schema=schema)])
+
+
+def first_rows(table: pa.Table, n: int) -> pa.Table:
+    """The first ``n`` rows of ``table`` (all when it has fewer). ``table.slice(0, n)``
+    alone is not that for a table without columns: pyarrow gives it the length asked,
+    whatever its rows, and a count of it would see ``n`` rows."""
+    return table.slice(0, min(n, table.num_rows))

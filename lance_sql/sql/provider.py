@@ -32,6 +32,7 @@ import pyarrow.dataset as pds
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.io.store import ObjectStore
+from lance_sql.numpy_arrow import first_rows
 from lance_sql.sql.batch_export import exportable
 from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns, rows_filter
@@ -214,9 +215,7 @@ class UnitScanner:
                 if learns and chunk.num_rows:
                     table.row_bytes[self.read_key] = chunk.nbytes / chunk.num_rows
             if remaining is not None:
-                # (bounded by its rows: pyarrow slices a table without columns to the
-                # length asked, whatever its rows, and a count would see that many)
-                chunk = chunk.slice(0, min(remaining, chunk.num_rows))
+                chunk = first_rows(chunk, remaining)
                 remaining -= chunk.num_rows
             # Batches of at most self.batch_size rows (see batch_size_for)
             for batch in chunk.to_batches(max_chunksize=self.batch_size):
@@ -361,7 +360,7 @@ class IndexUnitScanner(UnitScanner):
         unit, table = self.unit, self.unit.table
         result = scan_rows(table.store, table.manifest, unit.fragment, self.plan, unit.rows)
         if table.limit_hint is not None:
-            result = result.slice(0, min(table.limit_hint, result.num_rows))
+            result = first_rows(result, table.limit_hint)
         for batch in result.to_batches(max_chunksize=self.batch_size):
             if batch.num_rows:
                 unit.scope.check()

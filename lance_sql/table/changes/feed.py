@@ -221,8 +221,8 @@ def _missing(store: ObjectStore, version: int, versions: list[int]) -> NotFoundE
         return VersionCleanedUpError(
             f"the change window reaches version {version} of {store.uri}, which was removed "
             f"by cleanup; versions {listed} remain, {_readable_hint(versions)}")
-    return VersionNotFoundError(f"version {version} of {store.uri} does not exist; versions: "
-                         f"{listed}")
+    return VersionNotFoundError(f"version {version} of {store.uri} does not exist; "
+                                f"versions: {listed}")
 
 
 def _check_stable(window: ChangeWindow) -> None:

@@ -36,7 +36,7 @@ from lance_sql.format.fragment import Fragment
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.schema import LanceField
 from lance_sql.io.store import ObjectStore
-from lance_sql.numpy_arrow import array_from_numpy, empty_table
+from lance_sql.numpy_arrow import array_from_numpy, empty_table, first_rows
 from lance_sql.table.files.reader import (
     ROW_ADDR,
     ROW_CREATED,
@@ -856,8 +856,7 @@ class Scanner:
         fragment, start, stop = piece
         if self.indexed is not None and self.indexed.covers(fragment.id):
             table = self.indexed.read(fragment)  # whole: see _stepped_ranges
-            # (bounded: a table without columns slices to any length asked)
-            return table if max_rows is None else table.slice(0, min(max_rows, table.num_rows))
+            return table if max_rows is None else first_rows(table, max_rows)
         if start == 0 and stop == fragment.physical_rows and max_rows is None:
             return self._read_fragment(fragment)
         return scan_fragment(self.store, self.manifest, fragment, self.plan, offset=start,
