@@ -375,18 +375,28 @@ class LanceSchemaProvider(SchemaProvider):
             query_id=parsed.query_id,
         )
 
+    def reads_as_lsm(self, table: str, version: int) -> bool:
+        """Whether ``table`` at ``version`` reads as an LSM view in this session (its
+        provider then shows ``_gen`` and ``_region`` among its system columns)."""
+        return self._has_mem_wal(table, version, self.resolver.resolved_manifest(table, version))
+
+    def _has_mem_wal(self, table: str, version: int, manifest: Manifest) -> bool:
+        if self.consistency == "base" or manifest.index_section is None:
+            return False
+        uri = self.resolver.directory.uri(table)
+        indices = decode_index_section(manifest.index_section, f"{uri}: version {version}")
+        # (a corrupt section is a FormatError, not a plain table)
+        return any(i.name == MEM_WAL_INDEX_NAME for i in indices)
+
     def _lsm(self, parsed: TableName, version: int, manifest: Manifest
              ) -> LsmTableDataset | None:
         """The LSM view of a table with a MemWAL index (None: read the table itself).
 
         The latest version reads with the session's consistency; an older one (time
         travel) from that version's MemWAL index snapshot."""
-        if self.consistency == "base" or manifest.index_section is None:
+        if not self._has_mem_wal(parsed.table, version, manifest):
             return None
         uri = self.resolver.directory.uri(parsed.table)
-        indices = decode_index_section(manifest.index_section, f"{uri}: version {version}")
-        if not any(i.name == MEM_WAL_INDEX_NAME for i in indices):
-            return None  # (a corrupt section is a FormatError, not a plain table)
         # a versioned name the front door did not pin ("t@3" written by hand) travels too
         travel = parsed.travel or (parsed.spec is not None and parsed.query_id is None)
         consistency = "snapshot" if travel else self.consistency

@@ -146,7 +146,8 @@ def make_table_changes(resolver: VersionResolver, errors: ErrorRegistry,
 
 
 def make_nearest(resolver: VersionResolver, errors: ErrorRegistry, consistency: str,
-                 planned: Callable[[NearestDataset], None] | None = None
+                 planned: Callable[[NearestDataset], None] | None = None,
+                 system_columns: Callable[[], tuple[str, ...]] = tuple
                  ) -> Callable[..., Table]:
     """The ``nearest('t', 'column', [vector], k[, metric[, version]][, {options}])``
     callable: the ``k`` rows of the LSM view nearest to the vector, with ``_distance``;
@@ -155,12 +156,14 @@ def make_nearest(resolver: VersionResolver, errors: ErrorRegistry, consistency: 
     or a name ``'t@v'``) is base version v plus the generations its MemWAL index lists
     as unmerged, as ``VERSION AS OF`` reads it. A session of consistency "base" searches
     the base table alone, as its queries read it. The search runs with the query
-    (:class:`NearestDataset`); ``planned`` is told of each one, for EXPLAIN."""
+    (:class:`NearestDataset`); ``planned`` is told of each one, for EXPLAIN.
+    ``system_columns`` gives the system columns the query being planned shows (its
+    wildcards hide them): the rows found carry them as a scan of the table would."""
 
     def nearest_udtf(*args: Any) -> Table:
         try:
             call = NearestCall.parse(argument_values(args, "nearest"))
-            found = nearest_dataset(resolver, errors, consistency, call)
+            found = nearest_dataset(resolver, errors, consistency, call, system_columns())
             if planned is not None:
                 planned(found)
             return Table(found)
@@ -171,8 +174,10 @@ def make_nearest(resolver: VersionResolver, errors: ErrorRegistry, consistency: 
 
 
 def nearest_dataset(resolver: VersionResolver, errors: ErrorRegistry, consistency: str,
-                    call: NearestCall) -> NearestDataset:
-    """The table ``call`` searches, pinned, with the search planned (not run)."""
+                    call: NearestCall, system_columns: tuple[str, ...] = ()
+                    ) -> NearestDataset:
+    """The table ``call`` searches, pinned, with the search planned (not run); its rows
+    carry ``system_columns`` besides the table's columns and ``_distance``."""
     parsed = TableName.parse(call.table)
     if call.version is not None:
         if parsed.spec is not None:
@@ -203,4 +208,4 @@ def nearest_dataset(resolver: VersionResolver, errors: ErrorRegistry, consistenc
         schema = view.arrow_schema
         label = f"{parsed.table}[v={base.version}, lsm {mode}]"
     return NearestDataset(call, lambda columns: search(columns=columns), schema, label,
-                          errors)
+                          errors, system_columns=system_columns)

@@ -8,6 +8,11 @@ DataFusion asks for partitions (``get_fragments``), the plan is built again for 
 columns the query reads (plus those of a ``WHERE`` DataFusion pushed, applied to the
 ``k`` rows found: SQL filters the function's result, the ``filter`` option filters
 before the top-k), and that plan is what ``EXPLAIN`` prints beneath DataFusion's line.
+
+A query naming a system column (``_rowid``, ``_rowaddr``, the row versions, the LSM
+view's ``_gen`` / ``_region``) gets them on the rows found too, as a scan of the table
+gives them (a plain table is the search's one base source: ``_gen`` -1, no region); its
+wildcards hide them, as over a table.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import pyarrow.compute as pc
 
 from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr import Expr, parse_predicate
-from lance_sql.memwal.read.nodes import DISTANCE
+from lance_sql.memwal.read.nodes import DISTANCE, GEN, REGION
 from lance_sql.memwal.read.planner import LsmPlan
 from lance_sql.memwal.read.search import MAX_K, METRICS
 from lance_sql.sql.error_bridge import ErrorRegistry
@@ -111,6 +116,15 @@ class NearestCall:
             raise InvalidInputError(f"nearest(): the filter {self.filter!r}: {exc}") from exc
 
 
+def _system_field(name: str) -> pa.Field:
+    """The field of system column ``name`` on the rows found (as a scan types it)."""
+    if name == GEN:
+        return pa.field(GEN, pa.int64())
+    if name == REGION:
+        return pa.field(REGION, pa.string())
+    return pa.field(name, pa.uint64())
+
+
 # builds the search plan for the given output columns (None: every column of the table)
 Search = Callable[[list[str] | None], LsmPlan]
 
@@ -129,17 +143,23 @@ class NearestDataset(PlannedDataset):
     query runs (one partition)."""
 
     def __init__(self, call: NearestCall, search: Search, data_schema: pa.Schema,
-                 label: str, errors: ErrorRegistry, *, query_id: str | None = None) -> None:
+                 label: str, errors: ErrorRegistry, *, query_id: str | None = None,
+                 system_columns: tuple[str, ...] = ()) -> None:
         """``search`` builds the plan; ``data_schema``: the table's columns (those a
-        filter may name besides system columns); ``label`` names the table searched."""
+        filter may name besides system columns); ``label`` names the table searched;
+        ``system_columns``: those the rows carry after the table's (see the module)."""
         self.call = call
         self.label = label
         self.sequence = 0  # the query's calls are numbered in the order they are planned
         self._search = search
         self._data_schema = data_schema
         plan = self._plan(None)  # checks everything the search needs, gives the schema
-        self._start(call.table, plan.root.schema, PushedSearch(plan=plan), errors,
-                    query_id=query_id)
+        schema = plan.root.schema
+        extra = [n for n in system_columns if n not in schema.names]
+        if extra:
+            schema = pa.schema([*schema, *(_system_field(n) for n in extra)])
+        self._start(call.table, schema, PushedSearch(plan=plan), errors,
+                    query_id=query_id, system_columns=bool(extra))
 
     def _plan(self, columns: list[str] | None) -> LsmPlan:
         try:

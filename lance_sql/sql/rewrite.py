@@ -9,8 +9,13 @@ sees one version per table, even when it names the table twice.
 
 System columns (``_rowid``, ``_rowaddr``...) are hidden from ``*``: a query that
 never names them is planned against providers without them; a query that does is
-planned against providers with them, and its wildcards over Lance tables become
-``* EXCLUDE (...)``. Any time-travel clause left over after the rewrite is an error,
+planned against providers with them, and its wildcards over Lance tables (and over
+``nearest(...)``, whose rows are a table's) become ``* EXCLUDE (...)``, each relation
+excluding the system columns its provider shows. A ``*`` over several such relations
+cannot exclude a name they share (DataFusion calls it ambiguous): it becomes one
+wildcard per relation, ``a.* EXCLUDE (...), b.* EXCLUDE (...)``, which is what ``*``
+means over joins matched by ``ON`` (see :func:`_wildcard_text`). Any time-travel clause
+left over after the rewrite is an error,
 never ignored. One statement per call; NULLs in literal ``IN`` lists go last (see
 :func:`_nulls_last`).
 """
@@ -57,12 +62,17 @@ class VersionSpec:
 class _Relation:
     name: str
     alias: str
+    qualifier: str | None  # what names it in the rewritten text (``x``, ``"T"``; None: no alias)
+    hidden: tuple[str, ...] = ()  # the system columns its provider shows, hidden from *
 
 
 @dataclass
 class _Scope:
-    relations: list[_Relation] = field(default_factory=list)
+    relations: list[_Relation] = field(default_factory=list)  # the FROM items, in order
     wildcards: list[tuple[int, str | None]] = field(default_factory=list)  # (token idx, qual)
+    # a FROM item the rewrite does not follow (LATERAL, UNNEST), or a join that merges
+    # columns (USING, NATURAL): its * is not one wildcard per item
+    opaque: bool = False
 
 
 @dataclass
@@ -81,9 +91,12 @@ class RewrittenQuery:
     tables: tuple[str, ...]
 
 
-# is_lance(name) -> bool; resolve(name, spec, with_system_columns) -> replacement identifier
+# is_lance(name) -> bool; resolve(name, spec, with_system_columns) -> (replacement
+# identifier, the system columns the provider then shows)
 IsLance = Callable[[str], bool]
-Resolve = Callable[[str, VersionSpec | None, bool], str]
+Resolve = Callable[[str, VersionSpec | None, bool], tuple[str, tuple[str, ...]]]
+# table functions whose rows are a Lance table's: their system columns are hidden too
+LANCE_ROW_FUNCTIONS = frozenset({"nearest"})
 
 
 def parse_timestamp(text: str) -> dt.datetime:
@@ -225,6 +238,9 @@ def rewrite(sql: str, is_lance: IsLance, resolve: Resolve,
             i += 1
             continue
         if tok.is_op("("):
+            if frame.clause == "from" and frame.expect_relation:  # a derived table
+                frame.expect_relation = False
+                _derived_table(tokens, i, frame)
             frames.append(_Frame())
             i += 1
             continue
@@ -245,11 +261,16 @@ def rewrite(sql: str, is_lance: IsLance, resolve: Resolve,
                 frame.expect_relation = True
             elif tok.kind == "word" and tok.upper in _CLAUSE_END:
                 frame.clause = None
+            elif tok.is_kw("USING", "NATURAL"):
+                assert frame.scope is not None
+                frame.scope.opaque = True
             elif frame.expect_relation and tok.is_kw("LATERAL", "UNNEST"):
                 frame.expect_relation = False
+                assert frame.scope is not None
+                frame.scope.opaque = True
             elif frame.expect_relation and _identifier(tok) is not None:
                 i = _relation(tokens, i, frame, ctes, is_lance, resolve, system, edits, consumed,
-                              tables)
+                              tables, system_columns)
                 continue
         elif frame.clause == "select" and tok.is_op("*") and i > 0:
             prev = tokens[i - 1]
@@ -262,31 +283,96 @@ def rewrite(sql: str, is_lance: IsLance, resolve: Resolve,
         i += 1
     _check_leftover_time_travel(tokens, consumed)
     if system:
-        excluded = "(" + ", ".join(system_columns) + ")"
         for scope in scopes:
-            aliases = {r.alias.lower() for r in scope.relations}
             for index, qualifier in scope.wildcards:
-                if scope.relations and (qualifier is None or qualifier.lower() in aliases):
-                    end = tokens[index].end
-                    edits.append((end, end, f" EXCLUDE {excluded}"))
+                text = _wildcard_text(scope, qualifier)
+                if text is not None:
+                    edits.append((tokens[index].start, tokens[index].end, text))
     text = sql
     for start, end, replacement in sorted(edits, reverse=True):
         text = text[:start] + replacement + text[end:]
     return RewrittenQuery(text, explain, system, tuple(tables))
 
 
+def _wildcard_text(scope: _Scope, qualifier: str | None) -> str | None:
+    """What a wildcard (``*`` or ``qualifier.*``) of ``scope`` becomes when the query
+    shows system columns (None: it stays as written)."""
+    if qualifier is not None:
+        named = [r for r in scope.relations if r.alias.lower() == qualifier.lower()]
+        if len(named) != 1 or not named[0].hidden:
+            return None
+        return f"* EXCLUDE ({', '.join(named[0].hidden)})"
+    hiding = [r for r in scope.relations if r.hidden]
+    if not hiding:
+        return None
+    hidden = list(dict.fromkeys(c for r in hiding for c in r.hidden))
+    shared = sorted(c for c in hidden if sum(c in r.hidden for r in hiding) > 1)
+    if not shared:
+        return f"* EXCLUDE ({', '.join(hidden)})"
+    aliases = [r.alias.lower() for r in scope.relations]
+    if scope.opaque or len(set(aliases)) != len(aliases) or any(
+            r.qualifier is None for r in scope.relations):
+        raise InvalidInputError(
+            "SELECT * over several Lance tables cannot hide their system columns "
+            f"({', '.join(shared)}) when the query names one and the FROM clause joins "
+            "with USING or NATURAL, or holds an item without an alias (a subquery, a "
+            "table function), LATERAL or UNNEST: write each table's wildcard (a.*, b.*) "
+            "instead")
+    # over joins matched by ON (or commas, CROSS JOIN), * is each item's columns in turn
+    return ", ".join(
+        f"{r.qualifier}.*" + (f" EXCLUDE ({', '.join(r.hidden)})" if r.hidden else "")
+        for r in scope.relations)
+
+
+def _closing(tokens: list[Token], i: int) -> int:
+    """The index of the bracket closing the one at ``tokens[i]`` (``len(tokens)``: none)."""
+    depth = 0
+    for j in range(i, len(tokens)):
+        depth += tokens[j].nesting
+        if depth == 0:
+            return j
+    return len(tokens)
+
+
+def _alias_at(tokens: list[Token], k: int) -> Token | None:
+    """The alias written at ``tokens[k]`` (``AS x`` or ``x``), if any."""
+    if k < len(tokens) and tokens[k].is_kw("AS"):
+        k += 1
+    if k < len(tokens) and _identifier(tokens[k]) is not None and not (
+        tokens[k].kind == "word" and tokens[k].upper in _CLAUSE_END
+    ):
+        return tokens[k]
+    return None
+
+
+def _derived_table(tokens: list[Token], i: int, frame: _Frame) -> None:
+    """Record the FROM item ``( ... ) [AS] alias`` opening at ``tokens[i]``."""
+    assert frame.scope is not None
+    alias = _alias_at(tokens, _closing(tokens, i) + 1)
+    name = "" if alias is None else alias.identifier or ""
+    frame.scope.relations.append(_Relation(name, name, None if alias is None else alias.text))
+
+
 def _relation(tokens: list[Token], i: int, frame: _Frame, ctes: set[str], is_lance: IsLance,
               resolve: Resolve, system: bool, edits: list[tuple[int, int, str]],
-              consumed: set[int], tables: list[str]) -> int:
+              consumed: set[int], tables: list[str], system_columns: tuple[str, ...]
+              ) -> int:
     """Handle a relation reference starting at ``tokens[i]``; return the next index."""
     frame.expect_relation = False
+    assert frame.scope is not None
     parts = [tokens[i].identifier or ""]
     j = i + 1
     while j + 1 < len(tokens) and tokens[j].is_op(".") and tokens[j + 1].identifier:
         parts.append(tokens[j + 1].identifier or "")
         j += 2
     if j < len(tokens) and tokens[j].is_op("("):
-        return j  # a table function such as table_versions('t')
+        # a table function such as table_versions('t'); nearest()'s rows are a table's
+        alias = _alias_at(tokens, _closing(tokens, j) + 1)
+        hidden = system_columns if system and parts[-1].lower() in LANCE_ROW_FUNCTIONS else ()
+        frame.scope.relations.append(_Relation(
+            parts[-1], "" if alias is None else alias.identifier or "",
+            None if alias is None else alias.text, hidden))
+        return j
     name_end = j
     spec, j = time_travel_clause(tokens, j)
     clause_tokens = range(name_end, j)
@@ -305,24 +391,20 @@ def _relation(tokens: list[Token], i: int, frame: _Frame, ctes: set[str], is_lan
             f"time travel ({spec.describe()}) applies only to Lance tables; "
             f"{'.'.join(parts)!r} is not one"
         )
+    alias = _alias_at(tokens, j)
     if not lance:
+        named = alias or tokens[j - 1]  # (a plain table's last name part)
+        frame.scope.relations.append(_Relation(name, named.identifier or "", named.text))
         return j
     consumed.update(clause_tokens)
-    alias = None
-    k = j
-    if k < len(tokens) and tokens[k].is_kw("AS"):
-        k += 1
-    if k < len(tokens) and _identifier(tokens[k]) is not None and not (
-        tokens[k].kind == "word" and tokens[k].upper in _CLAUSE_END
-    ):
-        alias = tokens[k].identifier
-    replacement = resolve(name, spec, system)
+    replacement, hidden = resolve(name, spec, system)
     end = tokens[j - 1].end
+    qualifier = quote_identifier(name) if alias is None else alias.text
     if alias is None:
-        replacement += f" AS {quote_identifier(name)}"
+        replacement += f" AS {qualifier}"
     edits.append((tokens[i].start, end, replacement))
-    assert frame.scope is not None
-    frame.scope.relations.append(_Relation(name, alias or name))
+    frame.scope.relations.append(_Relation(name, alias.identifier or "" if alias else name,
+                                           qualifier, hidden if system else ()))
     tables.append(name)
     return j
 

@@ -238,13 +238,21 @@ class FunctionScans:
         self._calls = itertools.count(1)
 
     @contextlib.contextmanager
-    def planning(self, query_id: str) -> Iterator[None]:
-        """Within the block, this thread plans query ``query_id``."""
+    def planning(self, query_id: str, system_columns: tuple[str, ...] = ()) -> Iterator[None]:
+        """Within the block, this thread plans query ``query_id``, which shows
+        ``system_columns`` (those it names hide from its wildcards; see the rewrite)."""
         self._local.query_id = query_id
+        self._local.system_columns = system_columns
         try:
             yield
         finally:
             self._local.query_id = None
+            self._local.system_columns = ()
+
+    def system_columns(self) -> tuple[str, ...]:
+        """The system columns the query being planned on this thread shows (none outside
+        a query's planning)."""
+        return getattr(self._local, "system_columns", ())
 
     def planned(self, dataset: NearestDataset | ChangesDataset) -> None:
         """A table function's dataset joins the providers of the query being planned
@@ -503,7 +511,9 @@ class LanceSession:
                                                        self._function_scans.planned),
                                     "table_changes"))
         self.ctx.register_udtf(udtf(make_nearest(self.resolver, self.errors, consistency,
-                                                 self._function_scans.planned), "nearest"))
+                                                 self._function_scans.planned,
+                                                 self._function_scans.system_columns),
+                                    "nearest"))
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._writes = WriteRunner(self)
@@ -599,7 +609,8 @@ class LanceSession:
             qid = str(next(self._ids))
         counter = itertools.count(1)
 
-        def resolve(name: str, spec: VersionSpec | None, system: bool) -> str:
+        def resolve(name: str, spec: VersionSpec | None, system: bool
+                    ) -> tuple[str, tuple[str, ...]]:
             if spec is None and pins and self.directory.uri(name) in pins:
                 version = pins[self.directory.uri(name)]
             elif spec is None and name in probed:
@@ -608,7 +619,12 @@ class LanceSession:
                 version = self.resolver.version_of(name, spec)
             pinned = TableName(name, VersionSpec("version", version), system,
                                f"{qid}.{next(counter)}", travel=spec is not None)
-            return f"{CATALOG}.{SCHEMA}.{quote_identifier(pinned.render())}"
+            shown: tuple[str, ...] = ()
+            if system:  # what the provider shows besides the table's columns
+                shown = SYSTEM_COLUMNS
+                if self.schema_provider.reads_as_lsm(name, version):
+                    shown = (*SYSTEM_COLUMNS, *LSM_ONLY)
+            return f"{CATALOG}.{SCHEMA}.{quote_identifier(pinned.render())}", shown
 
         def is_lance(name: str) -> bool:
             try:
@@ -621,7 +637,8 @@ class LanceSession:
 
         try:
             rewritten = rewrite(query, is_lance, resolve, _system_columns(query))
-            with self._function_scans.planning(qid):
+            with self._function_scans.planning(
+                    qid, _system_columns(query) if rewritten.system_columns else ()):
                 df = self.ctx.sql(rewritten.text, options=_options())
             planned = self.schema_provider.planned(qid)
             if rewritten.explain:

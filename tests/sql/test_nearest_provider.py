@@ -312,3 +312,36 @@ def test_a_query_that_is_not_numbers_is_a_typed_error(lsm, query: object) -> Non
         mw.nearest("e", query, 3)  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="query vector"):
         plain.nearest("e", query, k=3)  # type: ignore[arg-type]
+
+
+def test_system_columns_of_the_rows_found_equal_python(lsm, tmp_path: Path) -> None:
+    """A query naming ``_rowid`` / ``_rowaddr`` / ``_gen`` / ``_region`` gets them on the
+    rows found, as Python's search gives them; ``*`` still hides them."""
+    root, mw = lsm
+    session = connect(root)
+    system = ["_rowid", "_rowaddr", "_gen", "_region"]
+    want = mw.nearest("e", [0.2, -0.1], 12, columns=["id", *system])
+    assert set(want["_gen"].to_pylist()) >= {-1, 1, 2}  # base, generation and MemTable rows
+    got = q(session, "SELECT id, _rowid, _rowaddr, _gen, _region, _distance "
+                     "FROM nearest('t', 'e', [0.2, -0.1], 12)")
+    same(got, want)
+    starred = q(session, "SELECT *, _rowaddr FROM nearest('t', 'e', [0.2, -0.1], 12)")
+    assert starred.column_names == ["id", "v", "e", "_distance", "_rowaddr"]
+    filtered = q(session, "SELECT id, _gen, _distance FROM nearest('t', 'e', [0.2, -0.1], "
+                          "12) WHERE _gen = -1")
+    same(filtered, want.select(["id", "_gen", "_distance"]).filter(
+        pa.compute.equal(want["_gen"], -1)))
+    # a plain table: its own addresses; it is the search's one base source
+    plain = lance_sql.write_dataset(rows(list(range(50)), [0] * 50,
+                                         np.random.default_rng(3).normal(size=(50, 2))),
+                                    root / "p.lance", max_rows_per_file=20)
+    plain.delete("id < 5")
+    got = q(session, "SELECT n.id, n._rowid, n._rowaddr, n._gen, n._region, p._rowaddr AS a "
+                     "FROM nearest('p', 'e', [0.0, 0.0], 6) AS n JOIN p ON n.id = p.id")
+    assert got.num_rows == 6
+    assert got["_rowaddr"].to_pylist() == got["a"].to_pylist()
+    assert set(got["_gen"].to_pylist()) == {-1} and set(got["_region"].to_pylist()) == {None}
+    assert min(got["_rowaddr"].to_pylist()) >= 5  # deleted rows are not found
+    same(q(session, "SELECT id, _rowid, _distance FROM nearest('p', 'e', [0.0, 0.0], 6)"),
+         lance_sql.dataset(root / "p.lance").nearest("e", [0.0, 0.0], 6,
+                                                     columns=["id", "_rowid"]))

@@ -15,9 +15,10 @@ SYSTEM = ("_rowid", "_rowaddr")
 def _rewrite(sql: str) -> tuple[str, list]:
     seen = []
 
-    def resolve(name: str, spec: VersionSpec | None, system: bool) -> str:
+    def resolve(name: str, spec: VersionSpec | None, system: bool) -> tuple[str, tuple]:
         seen.append((name, spec, system))
-        return f'"{name}@{spec.value if spec else "latest"}{"#sys" if system else ""}"'
+        text = f'"{name}@{spec.value if spec else "latest"}{"#sys" if system else ""}"'
+        return text, SYSTEM if system else ()
 
     out = rewrite(sql, lambda n: n in {"t", "u"}, resolve, SYSTEM)
     return out.text, seen
@@ -56,6 +57,40 @@ def test_wildcards_exclude_system_columns_only_when_named() -> None:
     assert seen[0][2] is True
     text, _ = _rewrite("SELECT count(*), 2 * 3 FROM t")
     assert "EXCLUDE" not in text
+
+
+def test_a_wildcard_over_joined_tables_becomes_one_per_relation() -> None:
+    """``* EXCLUDE (_rowid)`` over two tables that both show ``_rowid`` is ambiguous to
+    DataFusion: each relation's wildcard excludes its own (non-Lance items stay whole)."""
+    text, _ = _rewrite("SELECT *, x._rowid FROM t AS x JOIN u ON x.a = u.a, (SELECT 1 AS z) s")
+    assert text.startswith('SELECT x.* EXCLUDE (_rowid, _rowaddr), "u".* EXCLUDE (_rowid, '
+                           '_rowaddr), s.*, x._rowid FROM')
+    # one relation showing them: one wildcard, as before
+    text, _ = _rewrite("SELECT *, _rowid FROM t, other")
+    assert text.startswith("SELECT * EXCLUDE (_rowid, _rowaddr), _rowid FROM")
+    text, _ = _rewrite("SELECT u.*, t._rowid FROM t JOIN u ON t.a = u.a")
+    assert text.startswith("SELECT u.* EXCLUDE (_rowid, _rowaddr), t._rowid FROM")
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT *, t._rowid FROM t JOIN u USING (a)",
+    "SELECT *, t._rowid FROM t NATURAL JOIN u",
+    "SELECT *, t._rowid FROM t, u, (SELECT 1 AS z)",
+])
+def test_an_ambiguous_wildcard_is_refused_with_a_way_out(sql: str) -> None:
+    with pytest.raises(InvalidInputError, match=r"a\.\*, b\.\*"):
+        _rewrite(sql)
+
+
+def test_each_relation_excludes_what_its_provider_shows() -> None:
+    def resolve(name: str, spec: VersionSpec | None, system: bool) -> tuple[str, tuple]:
+        return f'"{name}"', (("_rowid", "_gen") if name == "t" else ("_rowid",))
+
+    out = rewrite("SELECT t.*, u.*, n.* FROM t JOIN u ON t.a = u.a, "
+                  "nearest('t', 'e', [0.0], 3) AS n WHERE t._rowid = 1",
+                  lambda n: n in {"t", "u"}, resolve, ("_rowid", "_gen"))
+    assert out.text.startswith('SELECT t.* EXCLUDE (_rowid, _gen), u.* EXCLUDE (_rowid), '
+                               'n.* EXCLUDE (_rowid, _gen) FROM')
 
 
 def test_subquery_wildcard_over_a_subquery_is_untouched() -> None:

@@ -2,7 +2,9 @@
 
 A table without a MemWAL has nothing newer to mask rows with, so the spec's search plan
 reduces to one exact ``KNNExec`` over the table, then the global sort and limit. SQL's
-``nearest()`` and ``MemWalDataset.nearest`` use it for such tables.
+``nearest()`` and ``MemWalDataset.nearest`` use it for such tables. The table is that
+plan's lone base source, so ``_gen`` (-1) and ``_region`` (NULL) may be asked for as on an
+LSM view: a query naming them reads the same whether or not the table has a MemWAL.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from lance_sql.errors import InvalidInputError, NotFoundError
 from lance_sql.expr import Expr, resolve
 from lance_sql.expr import columns as expr_columns
 from lance_sql.memwal.read.filter_input import parse_filter
-from lance_sql.memwal.read.nodes import DISTANCE, GlobalLimitExec, ProjectionExec, SortExec
+from lance_sql.memwal.read.nodes import (
+    DISTANCE,
+    GEN,
+    REGION,
+    GlobalLimitExec,
+    ProjectionExec,
+    SortExec,
+)
 from lance_sql.memwal.read.planner import LsmPlan
 from lance_sql.memwal.read.search import (
     KNNExec,
@@ -37,8 +46,9 @@ def table_knn_plan(ds: LanceDataset, column: str, query: Sequence[float] | np.nd
     schema = ds.manifest.schema.to_scan_arrow()
     check_search_columns(schema, column, ds.uri)
     # the table's columns and the system columns a scan makes when named
-    full = pa.schema([*schema, *(pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS
-                                 if n not in schema.names)])
+    system = [pa.field(n, pa.uint64()) for n in SYSTEM_COLUMNS]
+    system += [pa.field(GEN, pa.int64()), pa.field(REGION, pa.string())]
+    full = pa.schema([*schema, *(f for f in system if f.name not in schema.names)])
     if isinstance(columns, str):
         raise InvalidInputError("columns must be a list of column names")
     output = list(schema.names if columns is None else columns)
