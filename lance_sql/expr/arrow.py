@@ -487,6 +487,8 @@ class _Translator:
             return _call(_UNARY_FN[op], [value])
         if op in ("array_element", "array_has", "cardinality", "array_length"):
             return self.list_call(op, args)
+        if op == "isnan":
+            return self.isnan(args[0])
         if op == "cast":
             value, target = self.expr(args[0]), cast_target(e)
             if _is_string(target) and needs_own_text(value[1]):  # DataFusion's spelling
@@ -501,6 +503,19 @@ class _Translator:
         if op in ("concat", "||"):
             return self.concat(args, skip_nulls=op == "concat")
         raise InvalidInputError(f"unknown operator {op!r} in filter")
+
+    def isnan(self, a: Expr) -> _Typed:
+        """``isnan(x)``: whether a float is NaN; any other number is never NaN (FALSE,
+        NULL for NULL), as DataFusion answers; other types are refused, as there."""
+        x = self.expr(a)
+        if pa.types.is_floating(x[1]):
+            return _call("is_nan", [x])
+        if x[1] == pa.null():
+            return _null_bool()
+        if not _is_numeric(x[1]):
+            raise InvalidInputError(f"isnan takes a number, not {x[1]}: {describe_sql(a)}")
+        false = (pc.scalar(scalar(False)), pa.bool_())
+        return _call("if_else", [_call("is_valid", [x]), false, _null_bool()])
 
     def date_shift(self, op: str, a: Expr, b: Expr) -> _Typed | None:
         """``date + n``, ``n + date`` and ``date - n``: ``n`` days later or earlier (a
