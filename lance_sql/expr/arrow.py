@@ -489,6 +489,8 @@ class _Translator:
             return self.list_call(op, args)
         if op == "isnan":
             return self.isnan(args[0])
+        if op == "date_part":
+            return self.date_part(args[0], args[1])
         if op == "cast":
             value, target = self.expr(args[0]), cast_target(e)
             if _is_string(target) and needs_own_text(value[1]):  # DataFusion's spelling
@@ -516,6 +518,55 @@ class _Translator:
             raise InvalidInputError(f"isnan takes a number, not {x[1]}: {describe_sql(a)}")
         false = (pc.scalar(scalar(False)), pa.bool_())
         return _call("if_else", [_call("is_valid", [x]), false, _null_bool()])
+
+    def date_part(self, part: Expr, value: Expr) -> _Typed:
+        """``date_part('year', d)`` and DataFusion's other parts (:data:`_DATE_PARTS`) of
+        a date or timestamp (a zoned one in its zone's local time; a string is read as a
+        timestamp first), typed as there: int32, but int64 nanoseconds and float64 epoch
+        seconds. Seconds are whole; milli-, micro- and nanoseconds count the seconds too. A
+        time of day has the parts of a clock (hour to nanosecond, and epoch)."""
+        if not isinstance(part, Literal) or not isinstance(part.value, str) or not part.value:
+            raise InvalidInputError("date_part needs a non-empty string literal naming the "
+                                    f"part, got {describe_sql(part)}")
+        name = part.value
+        for quote in "'\"":
+            if len(name) > 1 and name[0] == name[-1] == quote:
+                name = name[1:-1]
+                break
+        kind = _DATE_PARTS.get(name.lower())
+        if kind is None:
+            raise InvalidInputError(f"date part {part.value!r} is not supported (as in "
+                                    f"DataFusion); parts: {', '.join(sorted(_DATE_PARTS))}")
+        x = self.expr(value)
+        if _is_string(x[1]):
+            x = _cast(x, pa.timestamp("ns"))
+        if pa.types.is_date(x[1]):
+            if kind == "epoch":  # whole days of seconds
+                days = _cast(_cast(x, pa.date32()), pa.int32())
+                return _call("multiply", [_cast(days, pa.float64()), _float(86400.0)])
+            x = _cast(x, pa.timestamp("s"))
+        clock = pa.types.is_time(x[1]) and kind in (
+            "hour", "minute", "second", "millisecond", "microsecond", "nanosecond", "epoch")
+        if not (pa.types.is_timestamp(x[1]) or clock):
+            raise InvalidInputError(f"date_part {name!r} takes a date or a timestamp, not "
+                                    f"{x[1]}: {describe_sql(value)}")
+        if kind == "epoch":  # the instant's seconds, whatever its zone (a time's: of its day)
+            ticks = _cast(x, pa.int32() if pa.types.is_time32(x[1]) else pa.int64())
+            ticks = _cast(ticks, pa.float64())
+            return _call("divide", [ticks, _float(float(_PER_SECOND[x[1].unit]))])
+        if kind in ("millisecond", "microsecond", "nanosecond"):
+            scale = {"millisecond": 1_000, "microsecond": 1_000_000,
+                     "nanosecond": 1_000_000_000}[kind]
+            total = _call("multiply", [_call("second", [x]), _int64(scale)])
+            for finer, per in (("millisecond", 1_000_000), ("microsecond", 1_000),
+                               ("nanosecond", 1)):
+                if per * scale >= 1_000_000_000:
+                    step = per * scale // 1_000_000_000
+                    total = _call("add", [total, _call("multiply", [_call(finer, [x]),
+                                                                    _int64(step)])])
+            return total if kind == "nanosecond" else _cast(total, pa.int32())
+        fn, options = _PART_KERNELS[kind]
+        return _cast(_call(fn, [x], options), pa.int32())
 
     def date_shift(self, op: str, a: Expr, b: Expr) -> _Typed | None:
         """``date + n``, ``n + date`` and ``date - n``: ``n`` days later or earlier (a
@@ -779,6 +830,41 @@ class _Translator:
             return _null_bool()
         options = pc.MatchSubstringOptions(pattern.value, ignore_case=op == "ilike")
         return _call(_MATCH_FN[op], [self.expr(x_expr)], options)
+
+
+# date_part's names of each part (DataFusion's, as pylance 14 reads them)
+_DATE_PARTS = {
+    **dict.fromkeys(("y", "yr", "yrs", "year", "years"), "year"),
+    **dict.fromkeys(("mon", "mons", "month", "months"), "month"),
+    **dict.fromkeys(("w", "week", "weeks"), "week"),
+    **dict.fromkeys(("d", "day", "days"), "day"),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "hour"),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "minute"),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "second"),
+    **dict.fromkeys(("ms", "msec", "msecs", "millisecond", "milliseconds"), "millisecond"),
+    **dict.fromkeys(("us", "usec", "usecs", "microsecond", "microseconds"), "microsecond"),
+    **dict.fromkeys(("nanosecond", "nanoseconds"), "nanosecond"),
+    **dict.fromkeys(("qtr", "quarter"), "quarter"),
+    "doy": "doy", "dow": "dow", "isodow": "isodow", "isoyear": "isoyear", "epoch": "epoch",
+}
+# the pyarrow kernel computing each part that is one (ISO weeks; Sunday is day 0 of a
+# week, Monday day 1 of an ISO one)
+_PART_KERNELS: dict[str, tuple[str, pc.FunctionOptions | None]] = {
+    "year": ("year", None), "month": ("month", None), "day": ("day", None),
+    "hour": ("hour", None), "minute": ("minute", None), "second": ("second", None),
+    "quarter": ("quarter", None), "doy": ("day_of_year", None), "week": ("iso_week", None),
+    "isoyear": ("iso_year", None),
+    "dow": ("day_of_week", pc.DayOfWeekOptions(count_from_zero=True, week_start=7)),
+    "isodow": ("day_of_week", pc.DayOfWeekOptions(count_from_zero=False, week_start=1)),
+}
+
+
+def _int64(value: int) -> _Typed:
+    return pc.scalar(scalar(value, pa.int64())), pa.int64()
+
+
+def _float(value: float) -> _Typed:
+    return pc.scalar(scalar(value, pa.float64())), pa.float64()
 
 
 def _family(t: pa.DataType) -> str:

@@ -51,7 +51,8 @@ _TIMESTAMP = re.compile(
 _ALIASES = {"==": "=", "<>": "!=", "char_length": "length", "character_length": "length",
             "array_contains": "array_has", "list_has": "array_has", "list_contains": "array_has",
             "array_extract": "array_element", "list_element": "array_element",
-            "list_extract": "array_element", "list_length": "array_length"}
+            "list_extract": "array_element", "list_length": "array_length",
+            "datepart": "date_part"}
 # ``||`` binds tighter than arithmetic, as in DataFusion's parser ('x' || 2 * 3 fails there)
 _BINARY_BP = {"OR": 1, "AND": 2, "=": 4, "==": 4, "!=": 4, "<>": 4, "<": 4, "<=": 4, ">": 4,
               ">=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "||": 6}

@@ -81,3 +81,51 @@ def test_isnan(uri: str, text: str) -> None:
 @pytest.mark.parametrize("text", ["isnan(s)", "isnan(b)", "isnan(d)", "isnan(f, g)"])
 def test_isnan_of_other_types(uri: str, text: str) -> None:
     _both_refuse(uri, text)
+
+
+DATE_PART = [
+    "date_part('year', d) = 2024", "date_part('month', d) = 1", "date_part('day', d) = 31",
+    "date_part('dow', d) = 0", "date_part('isodow', d) = 7", "date_part('doy', d) = 365",
+    "date_part('week', d) = 1", "date_part('week', d) = 53", "date_part('isoyear', d) = 2020",
+    "date_part('quarter', d) = 4", "date_part('qtr', d) = 1", "date_part('epoch', d) > 0",
+    "date_part('epoch', d) = 1705276800", "date_part('hour', d) = 0",
+    "date_part('hour', ts) = 13", "date_part('minute', ts) = 45", "date_part('second', ts) > 30",
+    "date_part('second', ts) = 30.123456", "date_part('millisecond', ts) = 30123",
+    "date_part('ms', ts) = 59500", "date_part('microsecond', ts) = 30123456",
+    "date_part('nanosecond', ts) > 2000000000", "date_part('epoch', ts) < 0",
+    "date_part('epoch', ts) = 1705326330.123456", "date_part('dow', ts) = 3",
+    "date_part('isoyear', ts) = 1970", "date_part('hour', tz) = 8", "date_part('day', tz) = 30",
+    "date_part('epoch', tz) = 1705326330", "date_part('YEAR', d) = 2024",
+    "date_part('years', d) = 2024", "date_part('y', ts) = 2024", "date_part('mon', d) = 12",
+    "date_part('\"year\"', d) = 2024", "datepart('year', d) = 2024",
+    "date_part('year', d) + 1 = 2025", "date_part('year', DATE '2024-01-01') = 2024",
+    "date_part('hour', TIMESTAMP '2024-01-01 10:00:00') = 10",
+    "date_part('year', '2024-01-01') = 2024",
+]
+
+
+@pytest.mark.parametrize("text", DATE_PART)
+def test_date_part(uri: str, text: str) -> None:
+    _same_rows(uri, text)
+
+
+@pytest.mark.parametrize("text", [
+    "date_part('bogus', d) = 1", "date_part('century', d) = 21", "date_part('ns', ts) = 0",
+    "date_part('year ', d) = 2024", "date_part('year', s) = 2024",
+    "date_part('year', i) = 1", "date_part('year', b) IS NULL", "date_part(s, d) IS NULL",
+    "date_part(NULL, d) IS NULL", "date_part('year', NULL) IS NULL",
+    "date_part('year', d, d) IS NULL",
+])
+def test_date_part_refused(uri: str, text: str) -> None:
+    _both_refuse(uri, text)
+
+
+def test_date_part_of_times_of_day(tmp_path: pytest.TempPathFactory) -> None:
+    """A time of day has a clock's parts, typed as pylance types them."""
+    path = str(tmp_path / "times")
+    times = [dt.time(13, 45, 30, 123456), None, dt.time(0, 0, 1)]
+    lance.write_dataset(pa.table({"t": pa.array(times, pa.time64("us"))}), path)
+    for part in ("hour", "second", "millisecond", "microsecond", "nanosecond", "epoch"):
+        columns = {"v": f"date_part('{part}', t)"}
+        ours = lance_sql.dataset(path).to_table(columns=columns)
+        assert ours == lance.dataset(path).to_table(columns=columns)
