@@ -57,6 +57,7 @@ from lance_sql.expr.model import (
 )
 from lance_sql.expr.model import scalar_of as _scalar
 from lance_sql.expr.parser import describe_sql, parse_predicate, to_sql
+from lance_sql.expr.regex import ascii_text_function, re2_pattern
 from lance_sql.expr.text import literal_text, needs_own_text, text_function
 from lance_sql.numpy_arrow import array_of_scalars, scalar
 
@@ -491,6 +492,8 @@ class _Translator:
             return self.isnan(args[0])
         if op == "date_part":
             return self.date_part(args[0], args[1])
+        if op == "regexp_like":
+            return self.regexp_like(args)
         if op == "cast":
             value, target = self.expr(args[0]), cast_target(e)
             if _is_string(target) and needs_own_text(value[1]):  # DataFusion's spelling
@@ -518,6 +521,27 @@ class _Translator:
             raise InvalidInputError(f"isnan takes a number, not {x[1]}: {describe_sql(a)}")
         false = (pc.scalar(scalar(False)), pa.bool_())
         return _call("if_else", [_call("is_valid", [x]), false, _null_bool()])
+
+    def regexp_like(self, args: tuple[Expr, ...]) -> _Typed:
+        """``regexp_like(s, pattern[, flags])``: whether the pattern (Rust's dialect, see
+        :mod:`lance_sql.expr.regex`) matches somewhere in ``s``. The pattern and flags are
+        literals (a NULL pattern matches nothing: NULL; NULL flags are none)."""
+        for arg, what in zip(args[1:], ("pattern", "flags"), strict=False):
+            if not isinstance(arg, Literal) or not isinstance(arg.value, str | None):
+                raise InvalidInputError(f"regexp_like needs a string literal {what}, got "
+                                        f"{describe_sql(arg)}")
+        text = self.expr(args[0])
+        if not (_is_string(text[1]) or text[1] == pa.null()):
+            raise InvalidInputError(f"regexp_like takes a string, not {text[1]}: "
+                                    f"{describe_sql(args[0])}")
+        pattern = args[1].value  # type: ignore[union-attr]
+        flags = args[2].value if len(args) > 2 else None  # type: ignore[union-attr]
+        if pattern is None or text[1] == pa.null():
+            return _null_bool()
+        translated, boundaries = re2_pattern(pattern, flags)
+        if boundaries:  # (RE2's \b is ASCII's: right only where the text is ASCII)
+            text = _call(ascii_text_function(text[1]), [text])
+        return _call("match_substring_regex", [text], pc.MatchSubstringOptions(translated))
 
     def date_part(self, part: Expr, value: Expr) -> _Typed:
         """``date_part('year', d)`` and DataFusion's other parts (:data:`_DATE_PARTS`) of

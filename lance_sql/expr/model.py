@@ -58,7 +58,10 @@ COMPARISONS = {
 ARITHMETIC = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "remainder"}
 FUNCTIONS = {"lower": 1, "upper": 1, "abs": 1, "length": 1, "starts_with": 2, "ends_with": 2,
              "array_element": 2, "array_has": 2, "cardinality": 1, "array_length": 1,
-             "isnan": 1, "date_part": 2}
+             "isnan": 1, "date_part": 2, "regexp_like": 2}
+# Functions that also take more arguments than FUNCTIONS says: the most they take
+# (``regexp_like(s, pattern, flags)``)
+OPTIONAL_ARGUMENTS = {"regexp_like": 3}
 # Functions of one or more arguments: coalesce (the first non-NULL), concat (strings
 # joined, NULLs skipped, as DataFusion's).
 VARIADIC = frozenset({"coalesce", "concat"})

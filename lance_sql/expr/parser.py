@@ -28,6 +28,7 @@ from lance_sql.expr.model import (
     ARITHMETIC,
     COMPARISONS,
     FUNCTIONS,
+    OPTIONAL_ARGUMENTS,
     VARIADIC,
     Call,
     Column,
@@ -521,9 +522,10 @@ class _Parser:
             if not args:
                 raise self.error(f"{name} takes at least one argument", name_tok)
             return Call(name, tuple(args))
-        if len(args) != FUNCTIONS[name]:
-            raise self.error(f"{name} takes {FUNCTIONS[name]} argument(s), got {len(args)}",
-                             name_tok)
+        most = OPTIONAL_ARGUMENTS.get(name, FUNCTIONS[name])
+        if not FUNCTIONS[name] <= len(args) <= most:
+            count = f"{FUNCTIONS[name]}" + (f" to {most}" if most > FUNCTIONS[name] else "")
+            raise self.error(f"{name} takes {count} argument(s), got {len(args)}", name_tok)
         if name in ("starts_with", "ends_with") and not (
             isinstance(args[1], Literal) and isinstance(args[1].value, str | None)
         ):

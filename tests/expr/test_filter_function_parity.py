@@ -62,7 +62,7 @@ def _same_rows(uri: str, text: str) -> None:
 
 
 def _both_refuse(uri: str, text: str) -> None:
-    with pytest.raises(Exception):  # noqa: B017,PT011  (pylance's class varies)
+    with pytest.raises(Exception):  # noqa: B017  (pylance's class varies)
         lance.dataset(uri).to_table(filter=text)
     with pytest.raises(InvalidInputError):
         lance_sql.dataset(uri).to_table(filter=text)
@@ -129,3 +129,48 @@ def test_date_part_of_times_of_day(tmp_path: pytest.TempPathFactory) -> None:
         columns = {"v": f"date_part('{part}', t)"}
         ours = lance_sql.dataset(path).to_table(columns=columns)
         assert ours == lance.dataset(path).to_table(columns=columns)
+
+
+REGEXP_LIKE = [
+    "regexp_like(s, 'a.c')", "regexp_like(s, '^A')", "regexp_like(s, '^a', 'i')",
+    "regexp_like(s, 'é')", "regexp_like(s, 'É', 'i')", "regexp_like(s, '(?i)É')",
+    "regexp_like(s, NULL)", "regexp_like(s, 'a', NULL)", "regexp_like(s, 'a', '')",
+    "regexp_like(s, 'a c', 'x')", "regexp_like(s, '^.{5}$')", "regexp_like(s, '')",
+    "regexp_like(s, '^\\w+$')", "regexp_like(s, '\\W')", "regexp_like(s, '[\\w%]+$')",
+    "regexp_like(s, '\\d')", "regexp_like(s, '^\\D+$')", "regexp_like(s, '\\p{L}')",
+    "regexp_like(s, '[[:alpha:]]+')", "regexp_like(s, '\\u{e9}')", "regexp_like(s, 'a', 'R')",
+    "regexp_like(s, '^a', 'msU')", "regexp_like(s, '(?P<x>a)_')", "NOT regexp_like(s, '_')",
+]
+
+
+@pytest.mark.parametrize("text", REGEXP_LIKE)
+def test_regexp_like(uri: str, text: str) -> None:
+    _same_rows(uri, text)
+
+
+@pytest.mark.parametrize("text", [
+    "regexp_like(s, '(')", "regexp_like(s, 'a', 'g')", "regexp_like(s, 'a', 'ii')",
+    "regexp_like(s, 'A.C', 'c')", "regexp_like(i, '1')", "regexp_like(s, 'a{,2}')",
+])
+def test_regexp_like_refused(uri: str, text: str) -> None:
+    _both_refuse(uri, text)
+
+
+def test_regexp_like_unicode_classes(tmp_path: pytest.TempPathFactory) -> None:
+    """Rust's \\w, \\d and \\s are Unicode classes (RE2's, under pyarrow, ASCII ones)."""
+    path = str(tmp_path / "letters")
+    text = ["é", "ß", "٣", "\u00a0", "\u2003", "_", "\u203f", "\u0301", "a1", "!", "Ⓐ"]
+    lance.write_dataset(pa.table({"id": range(len(text)), "s": text}), path)
+    for pattern in ("^\\w+$", "^\\d$", "^\\s$", "^[\\w\\s]+$", "^\\W$", "^\\S$"):
+        _same_rows(path, f"regexp_like(s, '{pattern}')")
+
+
+def test_word_boundaries_need_ascii_text(tmp_path: pytest.TempPathFactory) -> None:
+    """RE2's \\b is ASCII's: on ASCII text it is Rust's, on other text it is refused."""
+    path = str(tmp_path / "words")
+    lance.write_dataset(pa.table({"id": [0, 1, 2], "s": ["a cat", "scat", "c"]}), path)
+    _same_rows(path, "regexp_like(s, '\\bc')")
+    _same_rows(path, "regexp_like(s, 'a\\B')")
+    lance.write_dataset(pa.table({"id": [3], "s": ["écat"]}), path, mode="append")
+    with pytest.raises(InvalidInputError, match="ASCII"):
+        lance_sql.dataset(path).to_table(filter="regexp_like(s, '\\bc')")
