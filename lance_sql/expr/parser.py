@@ -341,7 +341,21 @@ class _Parser:
         if not isinstance(pattern, Literal) or not isinstance(pattern.value, str | None):
             raise self.error(f"{word} needs a string literal pattern", pattern_tok)
         assert word is not None  # LIKE or ILIKE
+        if self.is_word("ESCAPE"):
+            self.escape()
         return Call(word.lower(), (left, pattern))
+
+    def escape(self) -> None:
+        """``ESCAPE 'c'`` after a LIKE pattern (ESCAPE read next): only the backslash,
+        which escapes without it too, as DataFusion (and pylance) take no other."""
+        self.advance()
+        tok = self.advance()
+        if tok.kind != "string" or len(tok.text) != 1:
+            what = "a single character in quotes"
+            raise self.error(f"ESCAPE takes {what}, got {tok.describe()}", tok)
+        if tok.text != "\\":
+            raise self.error("LIKE supports no escape character but the backslash "
+                             "(as DataFusion)", tok)
 
     def subscripts(self, value: Expr) -> Expr:
         """``value[i]``, ``value[i][j]``...: list elements (1-based, as DataFusion's);

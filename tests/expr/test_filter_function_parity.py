@@ -174,3 +174,21 @@ def test_word_boundaries_need_ascii_text(tmp_path: pytest.TempPathFactory) -> No
     lance.write_dataset(pa.table({"id": [3], "s": ["écat"]}), path, mode="append")
     with pytest.raises(InvalidInputError, match="ASCII"):
         lance_sql.dataset(path).to_table(filter="regexp_like(s, '\\bc')")
+
+
+@pytest.mark.parametrize("text", [
+    "s LIKE 'a\\%c' ESCAPE '\\'", "s NOT LIKE 'a\\%c' ESCAPE '\\'",
+    "s ILIKE 'A\\_C' ESCAPE '\\'", "s NOT ILIKE '%\\%' ESCAPE '\\'",
+    "s LIKE 'a%' ESCAPE '\\' AND i > 0", "s LIKE NULL ESCAPE '\\'",
+])
+def test_like_escape_backslash(uri: str, text: str) -> None:
+    _same_rows(uri, text)
+
+
+@pytest.mark.parametrize("text", [
+    "s LIKE 'a!%c' ESCAPE '!'", "s NOT LIKE 'a!%c' ESCAPE '!'", "s ILIKE 'A!%C' ESCAPE '!'",
+    "s LIKE 'a%' ESCAPE ''", "s LIKE 'a%' ESCAPE 'ab'", "s LIKE 'a%' ESCAPE NULL",
+    "s LIKE 'a%' ESCAPE s",
+])
+def test_like_escape_other_characters_refused(uri: str, text: str) -> None:
+    _both_refuse(uri, text)
