@@ -477,11 +477,11 @@ class _Translator:
         if op in _MATCH_FN:
             return self.match(op, args[0], args[1])
         if op in ("upper", "lower"):
-            value = self.expr(args[0])
+            value = _text_if_null(self.expr(args[0]))
             full = case_function(op, value[1])  # (as DataFusion maps 'ß', see the module)
             return _call(full or _UNARY_FN[op], [value])
         if op in _UNARY_FN:
-            value = self.expr(args[0])
+            value = _text_if_null(self.expr(args[0])) if op == "length" else self.expr(args[0])
             if op == "negate" and pa.types.is_unsigned_integer(value[1]):
                 raise InvalidInputError(f"'-' takes signed numbers, not {value[1]} (as in "
                                         "DataFusion)")
@@ -615,6 +615,10 @@ class _Translator:
             return self.struct_field(lists, args[1])
         if op == "cardinality" and pa.types.is_map(t):
             return _call(list_function("cardinality", [t], pa.uint64()), [lists])
+        if t == pa.null():  # NULL has no elements, and no length
+            if op == "array_element":
+                return lists
+            return _cast(lists, pa.bool_() if op == "array_has" else pa.uint64())
         if not is_list(t):
             raise InvalidInputError(f"{op} needs a list, got {t} in filter")
         if op in ("cardinality", "array_length"):
@@ -795,6 +799,8 @@ class _Translator:
 
     def compare(self, op: str, a: Expr, b: Expr) -> _Typed:
         left, right = self.coerce(a, b)
+        if left[1] == right[1] == pa.null():  # (no kernel compares NULL with NULL)
+            return _null_bool()
         if pa.types.is_floating(left[1]) or pa.types.is_floating(right[1]):
             for value, other, flipped in ((b, left, False), (a, right, True)):
                 number = value.value if isinstance(value, Literal) else None
@@ -853,7 +859,13 @@ class _Translator:
         if pattern.value is None:
             return _null_bool()
         options = pc.MatchSubstringOptions(pattern.value, ignore_case=op == "ilike")
-        return _call(_MATCH_FN[op], [self.expr(x_expr)], options)
+        return _call(_MATCH_FN[op], [_text_if_null(self.expr(x_expr))], options)
+
+
+def _text_if_null(x: _Typed) -> _Typed:
+    """``x``, a NULL literal typed as a string (no string kernel takes Arrow's null type,
+    and SQL's string functions of NULL are NULL)."""
+    return _cast(x, pa.string()) if x[1] == pa.null() else x
 
 
 # date_part's names of each part (DataFusion's, as pylance 14 reads them)

@@ -192,3 +192,16 @@ def test_like_escape_backslash(uri: str, text: str) -> None:
 ])
 def test_like_escape_other_characters_refused(uri: str, text: str) -> None:
     _both_refuse(uri, text)
+
+
+@pytest.mark.parametrize("text", [
+    "NULL = NULL", "NULL != NULL", "NULL < NULL", "NOT (NULL >= NULL)",
+    "NULL BETWEEN NULL AND 1", "NULL LIKE 'a'", "NULL NOT ILIKE 'a'",
+    "upper(NULL) IS NULL", "lower(NULL) IS NULL", "length(NULL) IS NULL",
+    "starts_with(NULL, 'a') IS NULL", "ends_with(NULL, 'a') IS NULL",
+    "array_has(NULL, 1) IS NULL", "cardinality(NULL) IS NULL", "NULL[1] IS NULL",
+])
+def test_functions_and_comparisons_of_null(uri: str, text: str) -> None:
+    """A NULL literal where a string, a list or a value to compare goes: NULL (no rows,
+    or every row under IS NULL), as in pylance, not a type error."""
+    _same_rows(uri, text)
