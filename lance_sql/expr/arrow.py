@@ -25,6 +25,7 @@ so a filter string selects the same rows whichever path evaluates it:
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import functools
 import re
@@ -162,8 +163,34 @@ def _is_numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
 
 
+# Kernels that can fail on a value (a zero divisor, a string that is no number, an
+# overflow...); our own functions (named lance_sql_...) are counted among them.
+_FALLIBLE = frozenset({"divide", "remainder", "cast", "add_checked", "subtract_checked",
+                       "multiply_checked", "divide_checked", "abs_checked", "negate_checked",
+                       "round", "match_substring_regex"})
+# The rows whose values the expression being translated is needed for (None: all): the
+# branches of COALESCE and CASE are computed only where they are chosen, as DataFusion
+# computes them, so a branch that fails elsewhere (``coalesce(x, 1 / y)`` where y is 0 but
+# x is not NULL) does not fail the filter.
+_NEEDED: contextvars.ContextVar[pc.Expression | None] = contextvars.ContextVar(
+    "lance_sql_needed_rows", default=None)
+
+
 def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None) -> _Typed:
-    """Apply a pyarrow kernel, finding its result type (and type errors) on empty arrays now."""
+    """Apply a pyarrow kernel, finding its result type (and type errors) on empty arrays now.
+    A kernel that can fail on a value sees NULL (which it passes) outside the rows that
+    need it (see :data:`_NEEDED`)."""
+    needed = _NEEDED.get()
+    if needed is not None and args and (fn in _FALLIBLE or fn.startswith("lance_sql_")) \
+            and args[0][1] != pa.null():
+        first, t = args[0]
+        try:
+            nothing = pc.scalar(scalar(None, t))
+        except (pa.ArrowException, TypeError):
+            nothing = None
+        if nothing is not None:
+            masked = pc.Expression._call("if_else", [needed, first, nothing])  # noqa: SLF001
+            args = [(masked, t), *args[1:]]
     try:
         empties = [_empty(t) for _, t in args]
         out_type = pc.call_function(fn, empties, options).type
@@ -421,17 +448,32 @@ def _unify(left: _Typed, right: _Typed) -> tuple[_Typed, _Typed]:
 class _Translator:
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
-        # node id -> (node, its translation): a node is translated once however often
-        # its parents look at it (the node is kept, so its id is not reused meanwhile)
-        self._done: dict[int, tuple[Expr, _Typed]] = {}
+        # (node id, needed rows' id) -> (node, needed rows, its translation): a node is
+        # translated once however often its parents look at it (node and rows are kept,
+        # so their ids are not reused meanwhile)
+        self._done: dict[tuple[int, int], tuple[Expr, object, _Typed]] = {}
 
     def expr(self, e: Expr) -> _Typed:
-        found = self._done.get(id(e))
-        if found is not None and found[0] is e:
-            return found[1]
+        needed = _NEEDED.get()
+        key = (id(e), id(needed))
+        found = self._done.get(key)
+        if found is not None and found[0] is e and found[1] is needed:
+            return found[2]
         typed = self._translate(e)
-        self._done[id(e)] = (e, typed)
+        self._done[key] = (e, needed, typed)
         return typed
+
+    def where(self, rows: pc.Expression | None, e: Expr, boolean: bool = False) -> _Typed:
+        """``e`` (a ``boolean`` one, if so) translated as needed only on ``rows``, within
+        the rows already needed: a failing kernel sees NULL elsewhere."""
+        outer = _NEEDED.get()
+        if rows is not None and outer is not None:
+            rows = _and(outer, rows)
+        token = _NEEDED.set(rows if rows is not None else outer)
+        try:
+            return self.boolean(e) if boolean else self.expr(e)
+        finally:
+            _NEEDED.reset(token)
 
     def _translate(self, e: Expr) -> _Typed:
         if isinstance(e, Column):
@@ -495,14 +537,25 @@ class _Translator:
         if op == "regexp_like":
             return self.regexp_like(args)
         if op == "cast":
-            value, target = self.expr(args[0]), cast_target(e)
-            if _is_string(target) and needs_own_text(value[1]):  # DataFusion's spelling
-                return _cast(_datafusion_text(value), target)
-            return _cast(value, target)
+            # (a cast of constants fails whatever rows need it, as DataFusion folds it)
+            token = _NEEDED.set(None) if not columns(args[0]) else None
+            try:
+                value, target = self.expr(args[0]), cast_target(e)
+                if _is_string(target) and needs_own_text(value[1]):  # DataFusion's spelling
+                    return _cast(_datafusion_text(value), target)
+                return _cast(value, target)
+            finally:
+                if token is not None:
+                    _NEEDED.reset(token)
         if op in ("is_distinct", "is_not_distinct"):
             return self.distinct(op == "is_distinct", args[0], args[1])
         if op == "coalesce":
-            return _call("coalesce", self.common(args))
+            typed, earlier_null = [], None
+            for a in args:  # each argument only where those before it are all NULL
+                typed.append(self.where(earlier_null, a))
+                null = pc.Expression._call("is_null", [typed[-1][0]])  # noqa: SLF001
+                earlier_null = null if earlier_null is None else _and(earlier_null, null)
+            return _call("coalesce", self.common(args, typed))
         if op == "case":
             return self.case(args)
         if op in ("concat", "||"):
@@ -672,11 +725,14 @@ class _Translator:
             differ = _call("if_else", [both, unequal, one_null])
         return differ if distinct else _call("invert", [differ])
 
-    def common(self, args: tuple[Expr, ...]) -> list[_Typed]:
-        """``args`` translated as the branches of one value (COALESCE's arguments, CASE's
-        results): literals take the type of the first non-literal (or non-NULL) branch,
-        as SQL coerces them; pyarrow's kernels find the common type of the rest."""
-        typed = [self.expr(a) for a in args]
+    def common(self, args: tuple[Expr, ...], typed: list[_Typed] | None = None
+               ) -> list[_Typed]:
+        """``args`` translated (or their translations ``typed``) as the branches of one
+        value (COALESCE's arguments, CASE's results): literals take the type of the first
+        non-literal (or non-NULL) branch, as SQL coerces them; pyarrow's kernels find the
+        common type of the rest."""
+        if typed is None:
+            typed = [self.expr(a) for a in args]
         anchor = next((t for a, (_, t) in zip(args, typed, strict=True)
                        if not isinstance(a, Literal) and t != pa.null()),
                       next((t for _, t in typed if t != pa.null()), None))
@@ -695,17 +751,29 @@ class _Translator:
 
     def case(self, args: tuple[Expr, ...]) -> _Typed:
         """A searched CASE: the value of the first condition that is TRUE (a NULL
-        condition is not), else the ELSE value or NULL; one ``if_else`` per WHEN."""
-        conditions = [self.boolean(c) for c in args[0:len(args) - 1:2]]
-        values = self.common(args[1::2] if len(args) % 2 == 0
-                             else (*args[1:len(args) - 1:2], args[-1]))
+        condition is not), else the ELSE value or NULL; one ``if_else`` per WHEN. Each
+        condition is computed only where no earlier one holds, each value only where it
+        is chosen, as DataFusion computes them."""
+        false = (pc.scalar(scalar(False)), pa.bool_())
+        conditions, branches, undecided = [], [], None
+        for condition_expr, value_expr in zip(args[0:len(args) - 1:2], args[1::2],
+                                              strict=False):
+            condition = self.where(undecided, condition_expr, boolean=True)
+            conditions.append(condition)
+            holds = pc.Expression._call("coalesce", [condition[0], false[0]])  # noqa: SLF001
+            branches.append(self.where(holds, value_expr))
+            fails = pc.Expression._call("invert", [holds])  # noqa: SLF001
+            undecided = fails if undecided is None else _and(undecided, fails)
+        value_exprs = args[1::2] if len(args) % 2 == 0 else (*args[1:len(args) - 1:2], args[-1])
+        if len(args) % 2:
+            branches.append(self.where(undecided, args[-1]))
+        values = self.common(value_exprs, branches)
         has_else = len(args) % 2 == 1
         results, otherwise = (values[:-1], values[-1]) if has_else else (values, None)
         types = [t for _, t in values if t != pa.null()]
         if otherwise is None or otherwise[1] == pa.null():
             target = types[0] if types else pa.null()
             otherwise = (pc.scalar(scalar(None, target)), target)
-        false = (pc.scalar(scalar(False)), pa.bool_())
         out = otherwise
         for condition, value in zip(reversed(conditions), reversed(results), strict=True):
             if value[1] == pa.null():
@@ -901,6 +969,10 @@ def _int64(value: int) -> _Typed:
 
 def _float(value: float) -> _Typed:
     return pc.scalar(scalar(value, pa.float64())), pa.float64()
+
+
+def _and(a: pc.Expression, b: pc.Expression) -> pc.Expression:
+    return pc.Expression._call("and_kleene", [a, b])  # noqa: SLF001
 
 
 def _family(t: pa.DataType) -> str:

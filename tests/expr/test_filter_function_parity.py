@@ -205,3 +205,42 @@ def test_functions_and_comparisons_of_null(uri: str, text: str) -> None:
     """A NULL literal where a string, a list or a value to compare goes: NULL (no rows,
     or every row under IS NULL), as in pylance, not a type error."""
     _same_rows(uri, text)
+
+
+@pytest.mark.parametrize("text", [
+    "coalesce(i, i / 0) > 0", "coalesce(id, i / 0) >= 0", "coalesce(id, 1 / 0) >= 0",
+    "coalesce(id, i / 0, 1 / 0) >= 0", "coalesce(i, 10 / (id - 5)) > 0",
+    "coalesce(id, CAST(s AS INT)) >= 0", "coalesce(i, abs(-9223372036854775808 + id)) >= 0",
+])
+def test_coalesce_computes_an_argument_only_where_it_is_needed(uri: str, text: str) -> None:
+    """An argument after one that is not NULL is not computed (so cannot fail there)."""
+    _same_rows(uri, text)
+
+
+@pytest.mark.parametrize("text", [
+    "coalesce(i, 1 / 0) > 0", "coalesce(i, id / 0) > 0", "coalesce(i / 0, 1) = 1",
+    "coalesce(i, 10 / (id - 4)) > 0", "coalesce(id, CAST('x' AS INT)) >= 0",
+    "coalesce(i, CAST(s AS INT)) > 0",
+])
+def test_coalesce_fails_where_a_failing_argument_is_needed(uri: str, text: str) -> None:
+    _both_refuse(uri, text)
+
+
+def test_case_computes_a_branch_only_where_it_is_chosen(uri: str) -> None:
+    """(pylance's filters refuse CASE; DataFusion's SQL, which ours follow, computes each
+    condition where no earlier one held and each value where it is chosen.)"""
+    ds = lance_sql.dataset(uri)
+    rows = [
+        ("CASE WHEN i = 0 THEN 0 ELSE 10 / i END > 1", [1, 3, 5, 8]),
+        ("CASE WHEN id >= 0 THEN 1 ELSE 1 / 0 END = 1", list(range(12))),
+        ("CASE WHEN s LIKE '%c' OR s IS NULL THEN 0 WHEN CAST(s AS INT) > 1 THEN 1 END = 1",
+         None),
+        ("CASE WHEN i = 0 THEN 1 WHEN 10 / i > 4 THEN 2 ELSE 3 END = 2", [1, 3]),
+        ("CASE i WHEN 0 THEN 1 ELSE 100 / i END = 100", [1]),
+    ]
+    for text, expected in rows:
+        if expected is None:
+            with pytest.raises(InvalidInputError):  # '', 'héllo'... are no numbers
+                ds.to_table(filter=text)
+            continue
+        assert sorted(ds.to_table(filter=text).column("id").to_pylist()) == expected, text
