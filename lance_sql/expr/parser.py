@@ -331,7 +331,14 @@ class _Parser:
                 self.advance()
                 items.append(self.list_item())
             self.expect_op(")")
-            return Call("in", (left, *items))
+            literals = [i for i in items if isinstance(i, Literal)]
+            if len(literals) == len(items):
+                return Call("in", (left, *literals))
+            # an expression in the list: ``x IN (a, b)`` is ``x = a OR x = b`` by its
+            # definition (three-valued logic included); the literals stay one set lookup
+            parts = [Call("in", (left, *literals))] if literals else []
+            parts += [Call("=", (left, i)) for i in items if not isinstance(i, Literal)]
+            return parts[0] if len(parts) == 1 else Call("or", tuple(parts))
         if word == "BETWEEN":
             low = self.expr(_PREDICATE_BP + 1)
             self.expect_keyword("AND")
@@ -376,12 +383,8 @@ class _Parser:
             subscripted = True
         return value
 
-    def list_item(self) -> Literal:
-        tok = self.peek()
-        item = self.expr(_PREDICATE_BP + 1)
-        if not isinstance(item, Literal):
-            raise self.error("IN lists may hold only literals", tok)
-        return item
+    def list_item(self) -> Expr:
+        return self.expr(_PREDICATE_BP + 1)
 
     def prefix(self) -> Expr:
         tok = self.advance()

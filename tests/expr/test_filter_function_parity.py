@@ -244,3 +244,14 @@ def test_case_computes_a_branch_only_where_it_is_chosen(uri: str) -> None:
                 ds.to_table(filter=text)
             continue
         assert sorted(ds.to_table(filter=text).column("id").to_pylist()) == expected, text
+
+
+@pytest.mark.parametrize("text", [
+    "i IN (id, 1)", "i IN (CAST('1' AS INT), 2)", "f IN (CAST('inf' AS DOUBLE), 1.5)",
+    "i IN (1 + 1, 3)", "i NOT IN (1 + 1, NULL)", "s IN (upper('abc'), 'x_y')",
+    "i IN (-1, CAST(NULL AS INT))", "i NOT IN (id - 1, 5)",
+])
+def test_in_lists_of_expressions(uri: str, text: str) -> None:
+    """An IN list may hold expressions, not only literals (they were refused)."""
+    ours = lance_sql.dataset(uri).to_table(filter=text).column("id").to_pylist()
+    assert ours == lance.dataset(uri).to_table(filter=text).column("id").to_pylist()
