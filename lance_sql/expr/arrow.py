@@ -268,6 +268,17 @@ def _floats_in_common(branches: list[_Typed]) -> list[_Typed]:
     return [x if x[1] in (target, pa.null()) else _cast(x, target) for x in branches]
 
 
+def _wide_integers_in_common(branches: list[_Typed]) -> list[_Typed]:
+    """Branches of one value mixing uint64 with signed integers, all as decimal(20, 0),
+    the type DataFusion gives them (no integer type holds both: pyarrow's int64 failed
+    on values from 2**63)."""
+    types = {t for _, t in branches}
+    if pa.uint64() not in types or not any(pa.types.is_signed_integer(t) for t in types):
+        return branches
+    wide = pa.decimal128(20, 0)
+    return [_cast(x, wide) if pa.types.is_integer(x[1]) else x for x in branches]
+
+
 def _checked_decimal(x: _Typed, target: pa.DataType) -> _Typed:
     """``x`` (decimals already at ``target``'s scale or finer with zeros past it) as
     ``target``: a value of more digits than it holds fails, as DataFusion's cast does."""
@@ -747,7 +758,7 @@ class _Translator:
                     s = exact_literal(Literal(Decimal(a.value)), anchor)  # 0 as decimal(10, 2)
                 x = x if s is None else (pc.scalar(s), s.type)
             out.append(x)
-        return _floats_in_common(out)
+        return _floats_in_common(_wide_integers_in_common(out))
 
     def case(self, args: tuple[Expr, ...]) -> _Typed:
         """A searched CASE: the value of the first condition that is TRUE (a NULL

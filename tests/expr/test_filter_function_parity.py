@@ -255,3 +255,16 @@ def test_in_lists_of_expressions(uri: str, text: str) -> None:
     """An IN list may hold expressions, not only literals (they were refused)."""
     ours = lance_sql.dataset(uri).to_table(filter=text).column("id").to_pylist()
     assert ours == lance.dataset(uri).to_table(filter=text).column("id").to_pylist()
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("1 = coalesce(u, -1)", "coalesce(u, -1)"), ("coalesce(u, i) > 100", "coalesce(u, i)"),
+    ("coalesce(i, u) < 0", "coalesce(i, u)"),
+    ("coalesce(u, -1) = 18446744073709551615", "coalesce(u, -1)"),
+])
+def test_coalesce_of_uint64_and_signed_integers(uri: str, text: str, value: str) -> None:
+    """uint64 meets a signed integer as decimal(20, 0) (int64 failed from 2**63 on)."""
+    _same_rows(uri, text)
+    ours = lance_sql.dataset(uri).to_table(columns={"v": value}).column("v")
+    theirs = lance.dataset(uri).to_table(columns={"v": value}).column("v")
+    assert (ours.type, ours.to_pylist()) == (theirs.type, theirs.to_pylist())
