@@ -838,6 +838,12 @@ class _Translator:
         elif isinstance(a, Literal) and not isinstance(b, Literal):
             s = _literal_as(a, right[1])
             left = left if s is None else (pc.scalar(s), s.type)
+        elif isinstance(a, Literal) and _is_string(left[1]) and pa.types.is_temporal(right[1]):
+            s = _literal_as(a, right[1])  # two literals: the string one is read as a time
+            left = left if s is None else (pc.scalar(s), s.type)
+        elif isinstance(b, Literal) and _is_string(right[1]) and pa.types.is_temporal(left[1]):
+            s = _literal_as(b, left[1])
+            right = right if s is None else (pc.scalar(s), s.type)
         return _unify(left, right)
 
     def decimal_arithmetic(self, op: str, a: Expr, b: Expr) -> _Typed | None:

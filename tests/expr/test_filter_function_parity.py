@@ -268,3 +268,14 @@ def test_coalesce_of_uint64_and_signed_integers(uri: str, text: str, value: str)
     ours = lance_sql.dataset(uri).to_table(columns={"v": value}).column("v")
     theirs = lance.dataset(uri).to_table(columns={"v": value}).column("v")
     assert (ours.type, ours.to_pylist()) == (theirs.type, theirs.to_pylist())
+
+
+@pytest.mark.parametrize("text", [
+    "'2024-01-15' < DATE '2024-01-15'", "'2024-01-15' = DATE '2024-01-15'",
+    "DATE '2024-01-16' > '2024-01-15'", "TIMESTAMP '2024-01-15 10:00:00' > '2024-01-15'",
+    "'2024-01-15 10:00:00' = TIMESTAMP '2024-01-15 10:00:00'",
+])
+def test_a_string_literal_compared_with_a_time_literal(uri: str, text: str) -> None:
+    """The string is read as a date or timestamp, as a string compared with a time
+    column is (two literals were a type error)."""
+    _same_rows(uri, text)
