@@ -522,6 +522,12 @@ class _Translator:
         if op in ("+", "-") and (shifted := self.date_shift(op, args[0], args[1])) is not None:
             return shifted
         if op in ARITHMETIC:
+            sides = [self.expr(x)[1] for x in args]
+            if pa.null() in sides and any(_is_numeric(t) for t in sides):
+                # a number and NULL: NULL, of the number's type (pyarrow would compute
+                # decimal types of no precision, or float32 for a double)
+                t = next(t for t in sides if _is_numeric(t))
+                return pc.scalar(scalar(None, t)), t
             exact = self.decimal_arithmetic(op, args[0], args[1])
             if exact is not None:
                 return exact

@@ -279,3 +279,14 @@ def test_a_string_literal_compared_with_a_time_literal(uri: str, text: str) -> N
     """The string is read as a date or timestamp, as a string compared with a time
     column is (two literals were a type error)."""
     _same_rows(uri, text)
+
+
+@pytest.mark.parametrize("text", [
+    "concat('a', NULL - 2.5) IS NULL", "concat('a', NULL * 2.5) = 'a'",
+    "(3 / CAST(2.5 AS DECIMAL(10,2))) * NULL IS NULL", "dec * NULL IS NULL",
+    "NULL / f IS NULL", "i % NULL IS NULL",
+])
+def test_arithmetic_of_a_number_and_null(uri: str, text: str) -> None:
+    """NULL, typed as the number (pyarrow typed NULL - 2.5 as float32, which our text
+    of floats does not take, and a decimal times NULL beyond 38 digits)."""
+    _same_rows(uri, text)
