@@ -434,7 +434,15 @@ def _decimal_op(op: str, left: _Typed, right: _Typed) -> _Typed:
 def _unify(left: _Typed, right: _Typed) -> tuple[_Typed, _Typed]:
     """Casts SQL makes that pyarrow would not, or would make differently: a string meeting a
     number becomes that number, integers meet decimals as decimals, integers and decimals meet
-    floats as float64 (pyarrow may pick float32 for two constants)."""
+    floats as float64 (pyarrow may pick float32 for two constants), decimals beyond 38
+    digits together as decimal256 (pyarrow's common decimal128 would fail)."""
+    lt, rt = left[1], right[1]
+    if pa.types.is_decimal(lt) and pa.types.is_decimal(rt) and lt != rt:
+        scale = max(lt.scale, rt.scale)
+        digits = scale + max(lt.precision - lt.scale, rt.precision - rt.scale)
+        if digits > 38:
+            wide = pa.decimal256(min(digits, 76), scale)
+            return _cast(left, wide), _cast(right, wide)
     for swap in (False, True):
         (a, at), (b, bt) = (right, left) if swap else (left, right)
         if _is_string(at) and _is_numeric(bt):
