@@ -64,6 +64,9 @@ class _Relation:
     alias: str
     qualifier: str | None  # what names it in the rewritten text (``x``, ``"T"``; None: no alias)
     hidden: tuple[str, ...] = ()  # the system columns its provider shows, hidden from *
+    # system columns' names among its own columns (``table_changes``' ``_rowid``): a * that
+    # hides another relation's column of that name is ambiguous too
+    own: tuple[str, ...] = ()
 
 
 @dataclass
@@ -97,6 +100,8 @@ IsLance = Callable[[str], bool]
 Resolve = Callable[[str, VersionSpec | None, bool], tuple[str, tuple[str, ...]]]
 # table functions whose rows are a Lance table's: their system columns are hidden too
 LANCE_ROW_FUNCTIONS = frozenset({"nearest"})
+# table functions with a system column's name among their own columns
+OWN_SYSTEM_NAMES = {"table_changes": ("_rowid",)}
 
 
 def parse_timestamp(text: str) -> dt.datetime:
@@ -306,7 +311,8 @@ def _wildcard_text(scope: _Scope, qualifier: str | None) -> str | None:
     if not hiding:
         return None
     hidden = list(dict.fromkeys(c for r in hiding for c in r.hidden))
-    shared = sorted(c for c in hidden if sum(c in r.hidden for r in hiding) > 1)
+    shared = sorted(c for c in hidden
+                    if sum(c in r.hidden or c in r.own for r in scope.relations) > 1)
     if not shared:
         return f"* EXCLUDE ({', '.join(hidden)})"
     aliases = [r.alias.lower() for r in scope.relations]
@@ -368,10 +374,11 @@ def _relation(tokens: list[Token], i: int, frame: _Frame, ctes: set[str], is_lan
     if j < len(tokens) and tokens[j].is_op("("):
         # a table function such as table_versions('t'); nearest()'s rows are a table's
         alias = _alias_at(tokens, _closing(tokens, j) + 1)
-        hidden = system_columns if system and parts[-1].lower() in LANCE_ROW_FUNCTIONS else ()
+        function = parts[-1].lower()
+        hidden = system_columns if system and function in LANCE_ROW_FUNCTIONS else ()
         frame.scope.relations.append(_Relation(
             parts[-1], "" if alias is None else alias.identifier or "",
-            None if alias is None else alias.text, hidden))
+            None if alias is None else alias.text, hidden, OWN_SYSTEM_NAMES.get(function, ())))
         return j
     name_end = j
     spec, j = time_travel_clause(tokens, j)

@@ -79,3 +79,19 @@ def test_a_wildcard_that_cannot_hide_them_is_refused_clearly(root: Path) -> None
     got = session.sql("SELECT a.*, b.y, a._rowid FROM a JOIN b USING (id) "
                       "ORDER BY a.id").to_arrow_table()
     assert got.column_names == ["id", "x", "y", "_rowid"] and got.num_rows == 5
+
+
+def test_a_change_feed_joined_with_its_table(tmp_path: Path) -> None:
+    """``table_changes`` has a ``_rowid`` column of its own: ``*`` over it and the table
+    keeps it and hides only the table's."""
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2, 3], "x": [10, 20, 30]}),
+                                 tmp_path / "t.lance", enable_stable_row_ids=True)
+    ds.update({"x": "x + 1"}, where="id = 2")
+    session = connect(tmp_path)
+    got = session.sql("SELECT *, t._rowid AS now FROM table_changes('t', 1, 2) c "
+                      "JOIN t ON c._rowid = t._rowid").to_arrow_table()
+    assert got.column_names[-4:] == ["_rowid", "id", "x", "now"]
+    assert got.column_names.count("_rowid") == 1
+    rows = got.to_pylist()
+    assert {r["_change_type"] for r in rows} >= {"update_postimage"}
+    assert all(r["_rowid"] == r["now"] for r in rows)
