@@ -17,6 +17,7 @@ from lance_sql.expr.arrow import (
     resolve_column,
     to_pyarrow,
     value_expression,
+    value_nullable,
 )
 from lance_sql.expr.bounds import intersect_ranges, rowaddr_bounds
 from lance_sql.expr.model import (
@@ -39,4 +40,5 @@ __all__ = [
     "col", "columns", "describe_sql", "exact_literal", "filter_rows", "filter_serially",
     "fold_equalities", "intersect_ranges", "lit", "literal_type", "parse_predicate",
     "resolve", "resolve_column", "rowaddr_bounds", "to_pyarrow", "to_sql", "value_expression",
+    "value_nullable",
 ]

@@ -540,6 +540,9 @@ class _Translator:
             if exact is not None:
                 return exact
             left, right = self.arithmetic_operands(args[0], args[1])
+            if op == "/" and pa.types.is_integer(left[1]) and pa.types.is_integer(right[1]):
+                # (pyarrow's unchecked kernel gives 0 for MIN / -1; DataFusion fails)
+                return _call("divide_checked", [left, right])
             return _call(ARITHMETIC[op], [left, right])
         if op in _MATCH_FN:
             return self.match(op, args[0], args[1])
@@ -880,7 +883,8 @@ class _Translator:
         are computed as int64, not wrapped around in the column's type."""
         for const, other in ((b, a), (a, b)):
             if isinstance(const, Literal) and isinstance(const.value, int) and \
-                    not isinstance(const.value, bool) and not isinstance(other, Literal):
+                    not isinstance(const.value, bool) and not isinstance(other, Literal) \
+                    and const.type in (None, pa.int64(), pa.uint64()):
                 typed = self.expr(other)
                 if pa.types.is_integer(typed[1]) and typed[1] not in (pa.int64(), pa.uint64()):
                     # (cast here: left to itself, Acero casts the literal down instead)
@@ -888,13 +892,50 @@ class _Translator:
                     pair = (typed, self.expr(const)) if const is b else (self.expr(const), typed)
                     return _unify(*pair)
                 break  # (64-bit columns: as for comparisons, the literal takes their type)
-        left, right = self.coerce(a, b)
+        left, right = self.coerce(*self._float32_with_integer(a, b))
         if {left[1], right[1]} == {pa.float32(), pa.float64()}:
             # float32 meets float64 as float64, as in DataFusion (left to itself, Acero
             # casts the float64 literal of ``f32 + 0.5`` down to float32 instead)
             left, right = (_cast(x, pa.float64()) if x[1] == pa.float32() else x
                            for x in (left, right))
         return left, right
+
+    def _float32_with_integer(self, a: Expr, b: Expr) -> tuple[Expr, Expr]:
+        """An integer operand of float32 arithmetic as float32: DataFusion computes
+        ``i8 + f32`` in float32 (pyarrow's kernels, and :func:`_unify`, would widen both
+        to float64). Literals are left to :meth:`coerce`."""
+        if isinstance(a, Literal) or isinstance(b, Literal):
+            return a, b
+        types = [self.expr(a)[1], self.expr(b)[1]]
+        if pa.float32() not in types or not any(pa.types.is_integer(t) for t in types):
+            return a, b
+        as_float = Literal(None, pa.float32())
+        return tuple(Call("cast", (x, as_float)) if pa.types.is_integer(t) else x
+                     for x, t in zip((a, b), types, strict=True))  # type: ignore[return-value]
+
+    def half_result(self, e: Expr) -> bool:
+        """Whether DataFusion types ``e`` as a half float: a float16 column or literal, or
+        arithmetic of half floats with each other or with integers. Arrow computes no half
+        floats (they are computed as float32 here); :func:`value_expression` casts such a
+        value back, so a new column keeps the type DataFusion (and pylance) give it."""
+        if isinstance(e, Column | Literal):
+            return pa.types.is_float16(self._declared(e))
+        if not isinstance(e, Call):
+            return False
+        if e.op == "negate":
+            return self.half_result(e.args[0])
+        if e.op not in ARITHMETIC:
+            return False
+        halves = [self.half_result(x) for x in e.args]
+        return any(halves) and all(
+            h or pa.types.is_integer(self.expr(x)[1]) for h, x in zip(halves, e.args,
+                                                                      strict=True))
+
+    def _declared(self, e: Column | Literal) -> pa.DataType:
+        """The type of a column or literal as declared (before halffloats are widened)."""
+        if isinstance(e, Column):
+            return resolve_column(self.schema, e.path, e.quoted)[1]
+        return e.type if e.type is not None else _scalar(e).type
 
     def compare(self, op: str, a: Expr, b: Expr) -> _Typed:
         left, right = self.coerce(a, b)
@@ -1177,12 +1218,126 @@ def filter_rows(table: pa.Table, expression: pc.Expression) -> pa.Table:
         raise InvalidInputError(f"the filter fails on the table's values: {err}") from None
 
 
-def value_expression(expr: Expr | str, schema: pa.Schema) -> pc.Expression:
+def value_expression(expr: Expr | str, schema: pa.Schema, *,
+                     lance_literals: bool = False) -> pc.Expression:
     """A pyarrow expression computing ``expr`` (of any type) over ``schema``: the SQL
-    expressions of ``add_columns``. Errors as for :func:`to_pyarrow`."""
+    expressions of ``add_columns``. Errors as for :func:`to_pyarrow`. ``lance_literals``:
+    type literals as pylance does first (see :func:`lance_literal_types`)."""
     if isinstance(expr, str):
         expr = parse_predicate(expr)
     try:
-        return _Translator(schema).expr(expr)[0]
+        if lance_literals:
+            expr = lance_literal_types(expr, schema)
+        translator = _Translator(schema)
+        value = translator.expr(expr)
+        if translator.half_result(expr) and not pa.types.is_float16(value[1]):
+            value = _cast(value, pa.float16())
+        return value[0]
     except RecursionError:
         raise InvalidInputError("expression is nested too deeply") from None
+
+
+def lance_literal_types(expr: Expr, schema: pa.Schema) -> Expr:
+    """``expr`` with literals typed as pylance types them before DataFusion sees the
+    expression (its ``add_columns``, ``update`` and scan projections): in arithmetic of a
+    numeric column (or struct field) with a literal, at the top of the expression or of
+    AND / OR operands, the literal takes the column's type, and so do the literals of
+    arithmetic made of literals only on the right (``a * (2 - 1)``). So ``i8 + 1`` is an
+    int8 that wraps around as DataFusion's integer arithmetic does, ``f32 * 2.5`` a
+    float32, ``dec(5, 2) + 1`` a decimal(6, 2). A literal the type cannot hold exactly
+    (``i8 + 1000``, ``i8 + 1.5``) is refused, as pylance refuses it: the result's type
+    would otherwise depend on the literal's value. Deeper arithmetic (``a - 1 - 1``) is
+    left to SQL's usual typing, as in pylance."""
+    if not isinstance(expr, Call):
+        return expr
+    if expr.op in ("and", "or"):
+        return Call(expr.op, tuple(lance_literal_types(a, schema) for a in expr.args))
+    if expr.op not in ARITHMETIC:
+        return expr
+    left, right = expr.args
+    for column, other, column_first in ((left, right, True), (right, left, False)):
+        if not isinstance(column, Column):
+            continue
+        target = resolve_column(schema, column.path, column.quoted)[1]
+        if not _is_numeric(target):
+            return expr
+        if isinstance(other, Literal):
+            other = _lance_literal(other, target, expr)
+        elif column_first and _literals_only(other):
+            other = _typed_literals(other, target, expr)
+        else:
+            return expr
+        return Call(expr.op, (column, other) if column_first else (other, column))
+    return expr
+
+
+def _literals_only(e: Expr) -> bool:
+    return isinstance(e, Literal) or (isinstance(e, Call) and e.op in ARITHMETIC and all(
+        _literals_only(a) for a in e.args))
+
+
+def _typed_literals(e: Expr, target: pa.DataType, whole: Expr) -> Expr:
+    if isinstance(e, Literal):
+        return _lance_literal(e, target, whole)
+    assert isinstance(e, Call)
+    return Call(e.op, tuple(_typed_literals(a, target, whole) for a in e.args))
+
+
+def _lance_literal(lit: Literal, target: pa.DataType, whole: Expr) -> Literal:
+    """``lit`` as a ``target`` literal where pylance converts it without loss (integers
+    in range to integers, numbers to floats, integers to decimals), else refused."""
+    v = lit.value
+    if v is None:
+        return lit
+    exact: Any = None
+    if isinstance(v, int) and not isinstance(v, bool):
+        if pa.types.is_integer(target):
+            signed = pa.types.is_signed_integer(target)
+            low = -(2 ** (target.bit_width - 1)) if signed else 0
+            high = 2 ** (target.bit_width - signed)
+            exact = v if low <= v < high else None
+        elif pa.types.is_floating(target):
+            exact = float(v)
+        elif pa.types.is_decimal(target):
+            digits = len(str(abs(v)))
+            exact = Decimal(v) if digits <= target.precision - target.scale else None
+    elif isinstance(v, float) and pa.types.is_floating(target):
+        exact = v
+    if exact is None:
+        raise InvalidInputError(f"the literal {to_sql(lit)} does not convert to {target}, the "
+                                f"type of the column it meets in {to_sql(whole)} (as in "
+                                "pylance, a literal takes its column's type; cast the column "
+                                "for another type)")
+    return Literal(exact, target)
+
+
+def value_nullable(expr: Expr | str, schema: pa.Schema) -> bool:
+    """Whether ``expr`` over ``schema`` may be NULL, as DataFusion (and so pylance, whose
+    ``add_columns`` stores it) decides: a non-NULL literal or a column that is not
+    nullable is not, operators and casts are nullable when an operand is, IS [NOT] NULL
+    never is, COALESCE is when every argument is; functions, CASE and IS DISTINCT FROM
+    are taken as nullable."""
+    if isinstance(expr, str):
+        expr = parse_predicate(expr)
+    if isinstance(expr, Literal):
+        return expr.value is None
+    if isinstance(expr, Column):
+        path = resolve_column(schema, expr.path, expr.quoted)[0]
+        fields: Sequence[pa.Field] = list(schema)
+        for part in path:
+            field = next(f for f in fields if f.name == part)
+            if field.nullable:
+                return True
+            fields = list(field.type) if pa.types.is_struct(field.type) else []
+        return False
+    op, args = expr.op, expr.args
+    if op in ("is_null", "is_not_null"):
+        return False
+    if op == "cast":
+        return value_nullable(args[0], schema)
+    if op == "coalesce":
+        return all(value_nullable(a, schema) for a in args)
+    if op in ("and", "or", "not", "negate", "in", "between", "like", "ilike", "||") \
+            or op in ARITHMETIC or op in COMPARISONS:
+        return any(value_nullable(a, schema) for a in args)
+    return True

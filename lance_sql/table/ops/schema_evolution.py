@@ -115,7 +115,7 @@ def _sql_values(base: Manifest, exprs: Mapping[str, str]) -> tuple[pa.Schema, Va
     for name, text in exprs.items():
         if not isinstance(name, str) or not isinstance(text, str):
             raise InvalidInputError("add_columns with a dict maps new column names to SQL")
-        compiled[name] = value_expression(parse_predicate(text), arrow)
+        compiled[name] = value_expression(parse_predicate(text), arrow, lance_literals=True)
     types = pds.dataset(arrow.empty_table()).to_table(columns=dict(compiled)).schema
     needed = sorted({c for e in exprs.values() for c in _referenced(e, arrow)})
 
