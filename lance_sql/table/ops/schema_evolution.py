@@ -39,7 +39,7 @@ from lance_sql.errors import (
     RetryableConflict,
     SchemaError,
 )
-from lance_sql.expr import parse_predicate, value_expression
+from lance_sql.expr import parse_predicate, value_expression, value_nullable
 from lance_sql.expr.casts import cast_like_datafusion
 from lance_sql.format.fragment import DataFile, Fragment
 from lance_sql.format.manifest import Manifest
@@ -112,11 +112,19 @@ def _sql_values(base: Manifest, exprs: Mapping[str, str]) -> tuple[pa.Schema, Va
 
     arrow = base.schema.to_arrow()
     compiled = {}
+    nullable = {}
     for name, text in exprs.items():
         if not isinstance(name, str) or not isinstance(text, str):
             raise InvalidInputError("add_columns with a dict maps new column names to SQL")
-        compiled[name] = value_expression(parse_predicate(text), arrow, lance_literals=True)
-    types = pds.dataset(arrow.empty_table()).to_table(columns=dict(compiled)).schema
+        parsed = parse_predicate(text)
+        compiled[name] = value_expression(parsed, arrow, lance_literals=True)
+        nullable[name] = value_nullable(parsed, arrow)
+    computed = pds.dataset(arrow.empty_table()).to_table(columns=dict(compiled)).schema
+    # stored nullable only when the expression can be NULL, as pylance stores it (a
+    # constant, or arithmetic of non-nullable columns, is not); under a MemWAL always
+    # (rows its writers hold read NULL there, see _check_nullable_under_mem_wal)
+    mem_wal = has_mem_wal(base)
+    types = pa.schema([f.with_nullable(mem_wal or nullable[f.name]) for f in computed])
     needed = sorted({c for e in exprs.values() for c in _referenced(e, arrow)})
 
     def compute(frag: Fragment, table: pa.Table) -> pa.Table:

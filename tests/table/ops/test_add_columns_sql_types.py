@@ -1,8 +1,9 @@
 """add_columns with SQL expressions stores the type and nullability pylance stores: a
 literal takes the type of the numeric column it meets (``i8 + 1`` is an int8 that wraps
 around, ``f32 * 2.5`` a float32), is refused when that type cannot hold it, integers meet
-float32 as float32, half floats stay half floats and an integer division that overflows
-fails. Expected values are pylance 14's."""
+float32 as float32, half floats stay half floats, an integer division that overflows
+fails, and a value that can never be NULL (a constant, arithmetic of non-nullable
+columns) is stored non-nullable. Expected values are pylance 14's."""
 
 from __future__ import annotations
 
@@ -57,7 +58,14 @@ def uri(tmp_path: Path) -> str:
     # deeper arithmetic is typed as SQL types it, as in pylance
     ("a - 1 - 1", pa.field("c", pa.int64()), [98, -1, None, -130]),
     ("a + (b + 1)", pa.field("c", pa.int64()), [201, 4, None, -128]),
+    # never NULL: stored non-nullable
+    ("b + 1", pa.field("c", pa.int8(), False), [101, 3, 4, 0]),
+    ("42", pa.field("c", pa.int64(), False), [42] * 4),
+    ("'x'", pa.field("c", pa.string(), False), ["x"] * 4),
+    ("a IS NULL", pa.field("c", pa.bool_(), False), [False, False, True, False]),
+    ("coalesce(a, b)", pa.field("c", pa.int8(), False), [100, 1, 3, -128]),
     ("NULL", pa.field("c", pa.null()), [None] * 4),
+    ("b > 1 AND a > 1", pa.field("c", pa.bool_()), [True, False, None, False]),
 ])
 def test_stored_type_and_values_are_pylances(uri: str, expr: str, field: pa.Field,
                                              values: list) -> None:
