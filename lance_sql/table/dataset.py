@@ -3,7 +3,9 @@
 ``write_dataset(data, uri, mode=...)`` creates, appends to or overwrites a table;
 ``dataset(uri, version=None)`` opens one at the latest version, a version number
 or a tag. A :class:`LanceDataset` is one immutable version: reading it never sees
-later commits; writing through it commits on top of the latest version.
+later commits; writing through it commits on top of the latest version, except
+compaction and schema changes, which (as pylance's) are built on the object's own
+version and rebase over, or conflict with, what was committed since.
 """
 
 from __future__ import annotations
@@ -218,8 +220,9 @@ _MOVES = threading.Lock()  # LanceDataset._moved_to's compare and replace
 class LanceDataset:
     """One version of a Lance table.
 
-    Every write goes through a :class:`WriteContext` on the newest version and, like
-    pylance, moves the dataset object to the version it committed.
+    Every write goes through a :class:`WriteContext` on the newest version (compaction
+    and schema changes: on this object's version, see :meth:`_write_context_here`) and,
+    like pylance, moves the dataset object to the version it committed.
     """
 
     def __init__(
@@ -638,6 +641,17 @@ class LanceDataset:
         return WriteContext.open(self.store, self.commit_config, must_exist=True,
                                  known=self._at)
 
+    def _write_context_here(self) -> WriteContext:
+        """A write built on this object's own version, as pylance builds compaction and
+        new columns: on an old or stale handle the commit rebases over what was committed
+        since (a compaction leaves the newer fragments alone) or, for a Merge (new or
+        recast columns, which list every fragment), is a :class:`RetryableConflict`."""
+        newest = self.write_context()
+        if newest.read_version == self.version:
+            return newest
+        return WriteContext.pinned(self.store, self.commit_config, self.version,
+                                   self._ref.naming)
+
     def at_manifest(self, manifest: Manifest) -> LanceDataset:
         """This table at ``manifest``, a version a write context of it committed (no read)."""
         return self._opened(self.uri, self.store, self.commit_config,
@@ -696,7 +710,7 @@ class LanceDataset:
         return Optimizer(self.compact_files, self._optimize_indices)
 
     def compact_files(self, **options: Any) -> maintenance.CompactionMetrics:
-        metrics, manifest = maintenance.compact_files(self.write_context(), **options)
+        metrics, manifest = maintenance.compact_files(self._write_context_here(), **options)
         self._moved_to(manifest)
         return metrics
 
@@ -705,16 +719,16 @@ class LanceDataset:
                     batch_size: int | None = None) -> None:
         """New columns from SQL expressions (``{"c": "a * 3"}``), Arrow data aligned with
         the rows, a function of each batch, or Arrow fields (all NULL, metadata only)."""
-        self._moved_to(schema_evolution.add_columns(self.write_context(), transforms,
+        self._moved_to(schema_evolution.add_columns(self._write_context_here(), transforms,
                                                     read_columns, reader_schema,
                                                     held=self._held_field_id))
 
     def drop_columns(self, columns: Sequence[str]) -> None:
-        self._moved_to(schema_evolution.drop_columns(self.write_context(), columns))
+        self._moved_to(schema_evolution.drop_columns(self._write_context_here(), columns))
 
     def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
         """Each alteration: ``{"path": ..., "name"?: ..., "nullable"?: ..., "data_type"?: ...}``."""
-        self._moved_to(schema_evolution.alter_columns(self.write_context(), alterations,
+        self._moved_to(schema_evolution.alter_columns(self._write_context_here(), alterations,
                                                       held=self._held_field_id))
 
     def _held_field_id(self, manifest: Manifest) -> int:
