@@ -29,7 +29,8 @@ Some branches also derive from the built-in class pylance raises in the same cas
 code written against pylance catches them: NotFoundError and InvalidInputError are
 ValueErrors; VersionNotFoundError, AppendSchemaError, TableExistsError and
 TaggedVersionError are OSErrors too (FileExistsError for TableExistsError);
-IndexNotFoundError is also a KeyError.
+IndexNotFoundError is also a KeyError; CommitConflict (and so both conflicts) is an
+OSError, as pylance's CommitConflictError is.
 
 Warnings: IndexFallbackWarning (a UserWarning) when a query scans because an index it
 would have used is unreadable.
@@ -106,8 +107,9 @@ class QueryError(LanceError):
     """DataFusion failed to plan or run a query for a reason that is not ours to type."""
 
 
-class CommitConflict(LanceError):
-    """Another writer committed a version this transaction conflicts with."""
+class CommitConflict(LanceError, OSError):
+    """Another writer committed a version this transaction conflicts with (an OSError,
+    as pylance's ``CommitConflictError``, which code written for it catches)."""
 
 
 class RetryableConflict(CommitConflict):

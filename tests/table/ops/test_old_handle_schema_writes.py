@@ -73,3 +73,12 @@ def test_a_rename_through_a_stale_handle_rebases_over_a_delete(tmp_path: Path) -
     assert stale.version == latest.version == 5
     assert latest.schema.names == ["z"]
     assert sorted(latest.to_table().column("z").to_pylist()) == [2, 3, 4, 5, 6]
+
+
+def test_the_conflict_is_an_oserror_as_pylances_is(tmp_path: Path) -> None:
+    """pylance raises its CommitConflictError, an OSError; code catching that catches
+    ours too."""
+    uri = _three_versions(tmp_path)
+    for lib in (lance, lance_sql):
+        with pytest.raises(OSError, match="(?i)conflict|preempted"):
+            lib.dataset(uri, version=2).add_columns({"b": "a * 2"})
