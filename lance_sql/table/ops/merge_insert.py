@@ -145,6 +145,30 @@ class MergeInsertBuilder:
         return stats
 
 
+def _table_keys(base: Manifest, on: Sequence[str]) -> list[str]:
+    """The key columns as the table spells them: a name matches exactly, else, as pylance
+    matches it, case-insensitively when one column does (``on="ID"`` for ``id``).
+    Struct, list and map columns are refused: no key of those types is matched."""
+    names = [f.name for f in base.schema.fields]
+    keys: list[str] = []
+    for key in on:
+        found = key if key in names else None
+        if found is None:
+            folded = [n for n in names if n.lower() == str(key).lower()]
+            found = folded[0] if len(folded) == 1 else None
+        if found is None:
+            keys.append(key)  # (refused by the source check, which names it)
+            continue
+        if found in keys:  # (``id`` and ``ID``: one key, as a repeated name is)
+            continue
+        key_type = base.schema.field(found).to_arrow().type
+        if pa.types.is_nested(key_type):
+            raise InvalidInputError(f"merge_insert cannot match rows on {found!r} of type "
+                                    f"{key_type}: keys are columns of scalar types")
+        keys.append(found)
+    return keys
+
+
 def _check_source(base: Manifest, source: pa.Table, keys: list[str],
                   tombstones: np.ndarray | None = None) -> pa.Table:
     """``source`` cast to the table's types. Tombstone rows (``tombstones``) carry only
@@ -199,7 +223,7 @@ def merge_insert(ctx: WriteContext, spec: MergeSpec,
                  source: pa.Table) -> tuple[dict[str, int], Manifest | None]:
     """Run ``spec`` with ``source``; returns pylance's counts and the committed manifest."""
     base, store = ctx.table, ctx.store
-    keys = list(spec.on)
+    keys = _table_keys(base, spec.on)
     tombstones = np.zeros(source.num_rows, dtype=bool)
     if spec.tombstone is not None:
         if spec.tombstone not in source.column_names:
