@@ -95,9 +95,21 @@ def key_type_supported(t: pa.DataType) -> bool:
 
 
 def _field(manifest: Manifest, column: str) -> LanceField:
+    """The top-level column ``column`` names: exactly, else case-insensitively when one
+    column matches so (pylance indexes ``id`` for "ID", and names the index after it)."""
     for f in manifest.schema.fields:
         if f.name == column:
             return f
+    folded = [f for f in manifest.schema.fields if f.name.lower() == column.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    try:
+        nested = len(manifest.schema.path(column)) > 1
+    except (NotFoundError, InvalidInputError):
+        nested = False
+    if nested:  # (pylance indexes struct fields; our index paths take top-level columns)
+        raise UnsupportedFeatureError(f"cannot index {column!r}: lance_sql indexes top-level "
+                                      "columns only, not fields of a struct")
     raise NotFoundError(f"cannot index column {column!r}: no such top-level column "
                         f"({', '.join(f.name for f in manifest.schema.fields)})")
 
@@ -175,6 +187,7 @@ def create_scalar_index(ctx: WriteContext, column: str, index_type: str,
                                       f"(supported: {', '.join(INDEX_TYPES)})")
     base, store = ctx.table, ctx.store
     field = _field(base, column)
+    column = field.name
     key_type = field.to_arrow().type
     if not key_type_supported(key_type):
         raise InvalidInputError(f"a {kind} index cannot be built on column {column!r} of "
