@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -269,10 +270,52 @@ class FragmentReader:
             self._column_maps[data_file.path] = known  # (racing threads: the same map)
         return known
 
+    def _parts(self, field: LanceField) -> dict[str | None, LanceField]:
+        """``field`` cut into one part per data file holding some of it (key: the file's
+        path, None for members no file holds): a struct's members may live in different
+        files (pylance writes a member whose type changed into a new file)."""
+        if field.logical_type != "struct" or not field.children:
+            data_file = self.data_file_of(field)
+            return {data_file.path if data_file else None: field}
+        members: dict[str | None, list[LanceField]] = {}
+        for child in field.children:
+            for key, part in self._parts(child).items():
+                members.setdefault(key, []).append(part)
+        return {key: replace(field, children=tuple(kids)) for key, kids in members.items()}
+
+    def _spread(self, fields: Sequence[LanceField]
+                ) -> tuple[Sequence[LanceField], Callable[[list[pa.Array]], list[pa.Array]]]:
+        """``fields`` with each struct spread over several data files replaced by its
+        parts (see :meth:`_parts`), and what joins the parts' arrays back into the
+        struct's; ``fields`` itself when no struct is spread (most reads)."""
+        split = {i: parts for i, f in enumerate(fields) if f.logical_type == "struct"
+                 and len(parts := list(self._parts(f).values())) > 1}
+        if not split:
+            return fields, lambda arrays: arrays
+        flat: list[LanceField] = []
+        spans: list[tuple[int, int]] = []
+        for i, f in enumerate(fields):
+            pieces = split.get(i, [f])
+            spans.append((len(flat), len(pieces)))
+            flat.extend(pieces)
+
+        def join(arrays: list[pa.Array]) -> list[pa.Array]:
+            return [arrays[start] if i not in split else
+                    _joined(fields[i], list(zip(flat[start:start + n],
+                                                arrays[start:start + n], strict=True)))
+                    for i, (start, n) in enumerate(spans)]
+
+        return flat, join
+
     def read(
         self, fields: Sequence[LanceField], *, offset: int = 0, length: int | None = None
     ) -> list[pa.Array]:
         """Physical rows ``[offset, offset+length)`` of ``fields`` (deleted rows included)."""
+        fields, join = self._spread(fields)
+        return join(self._read(fields, offset, length))
+
+    def _read(self, fields: Sequence[LanceField], offset: int, length: int | None
+              ) -> list[pa.Array]:
         self.check_rows()
         if length is None:
             length = self.fragment.physical_rows - offset
@@ -321,6 +364,12 @@ class FragmentReader:
                                  list[pa.Array]]) -> list[pa.Array]:
         """``fields`` taken by ``take`` from the data file of each (``rows`` NULLs for a
         field the fragment has no file of)."""
+        fields, join = self._spread(fields)
+        return join(self._take_each(fields, rows, take))
+
+    def _take_each(self, fields: Sequence[LanceField], rows: int,
+                   take: Callable[[LanceFileReader, list[LanceField], dict[int, int]],
+                                  list[pa.Array]]) -> list[pa.Array]:
         self.check_rows()
         out: list[pa.Array | None] = [None] * len(fields)
         for data_file, indices, column_map in self._file_groups(fields):
@@ -395,6 +444,26 @@ class FragmentReader:
         mask = np.ones(rows, dtype=bool)
         mask[deleted] = False
         return mask
+
+
+def _joined(field: LanceField, pieces: list[tuple[LanceField, pa.Array]]) -> pa.Array:
+    """One struct array of ``field`` from arrays of its parts (each a struct of some of
+    its members, as read from one data file). Every part carries the struct's own
+    validity; a part read from no file (all NULL) gives it only when alone."""
+    if len(pieces) == 1 and len(pieces[0][0].children) == len(field.children):
+        return pieces[0][1]
+    children = []
+    for child in field.children:
+        found = [(part.children[k], array.field(k)) for part, array in pieces
+                 for k, member in enumerate(part.children) if member.id == child.id]
+        children.append(found[0][1] if len(found) == 1 and not child.children
+                        else _joined(child, found))
+    whole = next((array for _, array in pieces if array.null_count < len(array)),
+                 pieces[0][1])
+    mask = whole.is_null() if whole.null_count else None
+    arrow_fields = [pa.field(c.name, a.type, c.nullable, c.to_arrow().metadata)
+                    for c, a in zip(field.children, children, strict=True)]
+    return pa.StructArray.from_arrays(children, fields=arrow_fields, mask=mask)
 
 
 def live_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, start: int,
