@@ -1263,6 +1263,13 @@ def lance_literal_types(expr: Expr, schema: pa.Schema) -> Expr:
             return expr
         if isinstance(other, Literal):
             other = _lance_literal(other, target, expr)
+            if column_first and expr.op == "/" and pa.types.is_decimal(target) \
+                    and other.value is not None:
+                # a divisor's precision is not in the quotient's type: the literal's own
+                # digits keep the exact division within 76 digits (38-digit columns)
+                digits = len(str(abs(int(other.value)))) + target.scale
+                other = Literal(other.value, pa.decimal128(min(digits, target.precision),
+                                                           target.scale))
         elif column_first and _literals_only(other):
             other = _typed_literals(other, target, expr)
         else:

@@ -737,7 +737,8 @@ class LanceSession:
                 values = {column_path(c): filter_text(unqualified(e) or e)
                           for c, e in statement.assignments.items()}
                 count = ds.update(values, where, select_rows=select_rows,
-                                  select_values=select_values)["num_rows_updated"]
+                                  select_values=select_values,
+                                  sql_typing=True)["num_rows_updated"]
                 name = "num_rows_updated"
             else:
                 count = ds.delete(where or "true", select_rows=select_rows)["num_deleted_rows"]

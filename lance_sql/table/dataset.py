@@ -745,14 +745,19 @@ class LanceDataset:
     def update(self, updates: Mapping[str, str], where: str | None = None, *,
                update_mode: str = "rewrite_rows",
                select_rows: updating.RowSelector | None = None,
-               select_values: updating.ValueSelector | None = None) -> dict[str, int]:
+               select_values: updating.ValueSelector | None = None,
+               sql_typing: bool = False) -> dict[str, int]:
         """Set columns to SQL expressions for the rows matching ``where`` (all rows when
         None); returns ``{"num_rows_updated": n}`` like pylance. ``update_mode`` is
         ``"rewrite_rows"`` or ``"rewrite_columns"`` (see :mod:`lance_sql.table.ops.update`);
         ``select_rows`` gives the rows instead of ``where`` (SQL's subquery conditions),
-        ``select_values`` the rows and their new values (SQL's ``SET c = (SELECT ...)``)."""
+        ``select_values`` the rows and their new values (SQL's ``SET c = (SELECT ...)``).
+        Values are typed as pylance types them (``i8 + 1`` is an int8 that wraps around)
+        or, with ``sql_typing`` (the SQL layer's UPDATE), as DataFusion's SQL does
+        (``i8 + 1`` an int64, which must then fit the column)."""
         count, manifest = updating.update(self.write_context(), updates, where, update_mode,
-                                          select_rows, select_values)
+                                          select_rows, select_values,
+                                          lance_literals=not sql_typing)
         self._moved_to(manifest)
         return {"num_rows_updated": count}
 

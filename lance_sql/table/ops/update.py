@@ -55,11 +55,13 @@ per assigned column holding their new values (SQL's ``SET c = (SELECT ...)``).""
 def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = None,
            update_mode: str = "rewrite_rows",
            select_rows: RowSelector | None = None,
-           select_values: ValueSelector | None = None) -> tuple[int, Manifest | None]:
+           select_values: ValueSelector | None = None, *,
+           lance_literals: bool = False) -> tuple[int, Manifest | None]:
     """Apply ``updates`` (column -> SQL expression) to rows matching ``where`` (or, with
     ``select_rows``, to the rows it gives for the version the update starts from; with
     ``select_values``, set the values it computed for that version, ``updates`` naming
-    the columns only).
+    the columns only). ``lance_literals``: literals typed as pylance types them (see
+    :func:`~lance_sql.expr.arrow.lance_literal_types`), else as DataFusion's SQL does.
 
     Returns the number of rows updated and the committed manifest: an update matching
     no row commits an empty Update, as pylance's does.
@@ -91,7 +93,8 @@ def update(ctx: WriteContext, updates: Mapping[str, str], where: str | None = No
                 raise InvalidInputError(f"update values are SQL expressions (strings), as "
                                         f"pylance takes them: got {value!r} for {name!r} "
                                         f"(write {str(value)!r})")
-            exprs[name] = value_expression(parse_predicate(value), arrow)
+            exprs[name] = value_expression(parse_predicate(value), arrow,
+                                           lance_literals=lance_literals)
     if select_values is not None:
         if update_mode != "rewrite_rows":
             raise InvalidInputError("computed update values need update_mode='rewrite_rows'")
