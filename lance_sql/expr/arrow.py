@@ -189,7 +189,7 @@ def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None
         except (pa.ArrowException, TypeError):
             nothing = None
         if nothing is not None:
-            masked = pc.Expression._call("if_else", [needed, first, nothing])  # noqa: SLF001
+            masked = _kernel("if_else", [needed, first, nothing])
             args = [(masked, t), *args[1:]]
     try:
         empties = [_empty(t) for _, t in args]
@@ -198,7 +198,7 @@ def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None
         types = ", ".join(str(t) for _, t in args)
         raise InvalidInputError(f"cannot apply {fn} to ({types}) in filter: {err}") from None
     # pyarrow builds a call by name only through its private constructor
-    return pc.Expression._call(fn, [e for e, _ in args], options), out_type  # noqa: SLF001
+    return _kernel(fn, [e for e, _ in args], options), out_type
 
 
 def _datafusion_text(x: _Typed) -> _Typed:
@@ -581,7 +581,7 @@ class _Translator:
             typed, earlier_null = [], None
             for a in args:  # each argument only where those before it are all NULL
                 typed.append(self.where(earlier_null, a))
-                null = pc.Expression._call("is_null", [typed[-1][0]])  # noqa: SLF001
+                null = _kernel("is_null", [typed[-1][0]])
                 earlier_null = null if earlier_null is None else _and(earlier_null, null)
             return _call("coalesce", self.common(args, typed))
         if op == "case":
@@ -788,9 +788,9 @@ class _Translator:
                                               strict=False):
             condition = self.where(undecided, condition_expr, boolean=True)
             conditions.append(condition)
-            holds = pc.Expression._call("coalesce", [condition[0], false[0]])  # noqa: SLF001
+            holds = _kernel("coalesce", [condition[0], false[0]])
             branches.append(self.where(holds, value_expr))
-            fails = pc.Expression._call("invert", [holds])  # noqa: SLF001
+            fails = _kernel("invert", [holds])
             undecided = fails if undecided is None else _and(undecided, fails)
         value_exprs = args[1::2] if len(args) % 2 == 0 else (*args[1:len(args) - 1:2], args[-1])
         if len(args) % 2:
@@ -1043,8 +1043,15 @@ def _float(value: float) -> _Typed:
     return pc.scalar(scalar(value, pa.float64())), pa.float64()
 
 
+def _kernel(fn: str, args: list[pc.Expression], options: pc.FunctionOptions | None = None
+            ) -> pc.Expression:
+    """The expression calling kernel ``fn`` (pyarrow builds these only through a private
+    constructor; every call goes through here)."""
+    return pc.Expression._call(fn, args, options)  # noqa: SLF001
+
+
 def _and(a: pc.Expression, b: pc.Expression) -> pc.Expression:
-    return pc.Expression._call("and_kleene", [a, b])  # noqa: SLF001
+    return _kernel("and_kleene", [a, b])
 
 
 def _family(t: pa.DataType) -> str:
