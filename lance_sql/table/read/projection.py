@@ -133,13 +133,16 @@ def _pruned(array: pa.StructArray, shape: Shape) -> pa.StructArray:
 
 class Projection:
     """``projections`` (then the ``extra`` system columns) computed from tables of
-    ``source``'s columns, as :func:`read_columns` lists them."""
+    ``source``'s columns, as :func:`read_columns` lists them. Literals are typed as
+    pylance types them in its scan projections, as in ``add_columns`` (``i8 + 1`` an int8
+    that wraps, ``f32 * 2.5`` a float32): a computed column reads with the type it would
+    be stored with."""
 
     def __init__(self, projections: Mapping[str, Expr], source: pa.Schema,
                  extra: Sequence[str] = ()) -> None:
         self.projections = dict(projections)
         self.extra = list(extra)
-        self._compiled = {name: value_expression(e, source)
+        self._compiled = {name: value_expression(e, source, lance_literals=True)
                           for name, e in self.projections.items()}
 
     def __call__(self, table: pa.Table) -> pa.Table:
