@@ -766,15 +766,24 @@ class _Translator:
                       next((t for _, t in typed if t != pa.null()), None))
         if anchor is None:
             return typed
-        out = []
+        out, widened = [], False
         for a, x in zip(args, typed, strict=True):
-            if isinstance(a, Literal) and x[1] != anchor:
+            whole = isinstance(a, Literal) and isinstance(a.value, int) \
+                and not isinstance(a.value, bool)
+            if whole and pa.types.is_integer(anchor):
+                # an integer literal is an Int64 to DataFusion: the branches meet as
+                # int64 (decimal(20, 0) with a uint64), not as the column's own type
+                x = (pc.scalar(scalar(a.value, pa.int64())), pa.int64())  # type: ignore[union-attr]
+                widened = True
+            elif isinstance(a, Literal) and x[1] != anchor:
                 s = _literal_as(a, anchor)
-                if s is None and pa.types.is_decimal(anchor) and isinstance(a.value, int) \
-                        and not isinstance(a.value, bool):
+                if s is None and pa.types.is_decimal(anchor) and whole:
                     s = exact_literal(Literal(Decimal(a.value)), anchor)  # 0 as decimal(10, 2)
                 x = x if s is None else (pc.scalar(s), s.type)
             out.append(x)
+        if widened and pa.uint64() not in {t for _, t in out}:
+            # cast here: evaluating, Arrow would cast the literal down to the column's type
+            out = [_cast(x, pa.int64()) if pa.types.is_integer(x[1]) else x for x in out]
         return _floats_in_common(_wide_integers_in_common(out))
 
     def case(self, args: tuple[Expr, ...]) -> _Typed:
