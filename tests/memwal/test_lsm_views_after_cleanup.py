@@ -67,3 +67,20 @@ def test_a_manifest_leaving_out_an_unmerged_generation_is_damage(tmp_path: Path)
     current_runtime().clear()
     with pytest.raises(FormatError, match="does not list them"):
         lance_sql.dataset(uri).mem_wal.scanner().to_table()
+
+
+def test_a_plan_made_before_the_collection_reads_to_a_typed_error(tmp_path: Path) -> None:
+    """The generation is opened when the plan is made, its files read when it runs: a
+    merge, a cleanup and a collection in between left a bare NotFoundError (a WAL file)."""
+    uri = _table(tmp_path)
+    view = lance_sql.dataset(uri).mem_wal.view()
+    keys = pa.table({"id": pa.array([5, 1000], pa.int64())})
+    plans = [view.scan_plan(None, None), view.scan_plan(None, "v > 1"),
+             view.lookup_plan(keys, None)]
+    lance_sql.dataset(uri).mem_wal.merge()
+    lance_sql.dataset(uri).cleanup_old_versions(older_than=timedelta(0))
+    assert lance_sql.dataset(uri).mem_wal.collect_garbage().generations
+    current_runtime().clear()
+    for plan in plans:
+        with pytest.raises(VersionCleanedUpError, match="open the view again"):
+            plan.to_table()

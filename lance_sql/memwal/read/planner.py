@@ -671,17 +671,8 @@ class LsmView:
                           f"{self.base.version}, and its manifest does not list them")
 
     def _check_base_kept(self, region_id: uuid.UUID, generations: list[int]) -> None:
-        """VersionCleanedUpError when this view's base version has been removed (by
-        ``cleanup_old_versions``): the region's ``generations`` it had not merged were
-        merged into a newer version and collected, so this view cannot be read."""
-        try:
-            self.base.store.identity(self.base.manifest_key)
-        except NotFoundError:
-            raise VersionCleanedUpError(
-                f"{self.base.uri}: base version {self.base.version} of this LSM view was "
-                f"removed by cleanup_old_versions, and generations {generations[:5]} of "
-                f"region {region_id} it had not merged were merged into a newer version "
-                "and collected: open the view again (mw.scanner(), mw.view())") from None
+        """See :func:`_check_base_kept`."""
+        _check_base_kept(self.base, region_id, generations)
 
     def _named_memtable(self, memtable: MemTable) -> MemTable | RenamedMemTable:
         """``memtable`` with its columns named as this base version names them (a writer
@@ -746,7 +737,8 @@ class LsmView:
                                                  (self.base.store.uri, key)) is None:
             return GenerationSource(
                 None, gen, region_id, index, self.key_columns, bloom_at=(self.base.store, key),
-                open=partial(_named_generation, self.base, self._named, region_id, path, key))
+                open=partial(_named_generation, self.base, self._named, region_id, path, key),
+                gone=partial(_check_base_kept, self.base, region_id, [gen]))
         ds = _named_generation(self.base, self._named, region_id, path, key)
         if ds is None:
             if gen > self.details.merged_generation(region_id):
@@ -759,7 +751,8 @@ class LsmView:
                                   f"{self.base.version}, but its files are missing")
             return None  # collected after its merge: its rows are in the base table
         return GenerationSource(ds, gen, region_id, index, self.key_columns,
-                                bloom_at=(self.base.store, key))
+                                bloom_at=(self.base.store, key),
+                                gone=partial(_check_base_kept, self.base, region_id, [gen]))
 
     def _header(self, what: str, regions: Sequence[RegionState] | None = None,
                 total: int | None = None) -> list[str]:
@@ -1305,6 +1298,22 @@ def _keep(kept: dict, key: Hashable, value: object, most: int) -> None:
     if len(kept) >= most and key not in kept:
         kept.clear()
     kept[key] = value
+
+
+def _check_base_kept(base: LanceDataset, region_id: uuid.UUID, generations: list[int]
+                     ) -> None:
+    """VersionCleanedUpError when the view's base version ``base`` has been removed (by
+    ``cleanup_old_versions``): the region's ``generations`` it had not merged were merged
+    into a newer version and collected, so the view cannot be read. (A function of the
+    base alone: lazy generation sources kept between reads hold it, not the view.)"""
+    try:
+        base.store.identity(base.manifest_key)
+    except NotFoundError:
+        raise VersionCleanedUpError(
+            f"{base.uri}: base version {base.version} of this LSM view was "
+            f"removed by cleanup_old_versions, and generations {generations[:5]} of "
+            f"region {region_id} it had not merged were merged into a newer version "
+            "and collected: open the view again (mw.scanner(), mw.view())") from None
 
 
 def _named_generation(base: LanceDataset,

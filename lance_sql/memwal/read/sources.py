@@ -322,15 +322,21 @@ class GenerationSource(_LanceSource):
     def __init__(self, ds: LanceDataset | None, gen: int, region: uuid.UUID | None,
                  region_index: int | None, key_columns: Sequence[str], *,
                  open: Callable[[], LanceDataset | None] | None = None,
-                 bloom_at: tuple[ObjectStore, str] | None = None) -> None:
+                 bloom_at: tuple[ObjectStore, str] | None = None,
+                 gone: Callable[[], None] | None = None) -> None:
         """``ds`` None: an unopened generation, which ``open()`` opens on first use
         (None: it was collected after its merge). ``bloom_at``: (the table's store, the
         generation directory's key in it), where its bloom filter is read from and cached
-        by (None: the dataset's own store)."""
+        by (None: the dataset's own store). ``gone``: called when the generation's files
+        turn out missing while it is read (the collector removed it after a merge the
+        view's base version predates): it raises the error that explains it (the view's
+        base version cleaned up: VersionCleanedUpError), or returns to let the
+        NotFoundError through."""
         Source.__init__(self, gen, region, region_index, key_columns)
         assert ds is not None or open is not None, "an unopened generation needs open()"
         self._dataset = ds
         self._open = open
+        self._gone = gone
         self._bloom_at = bloom_at
         self._bloom: PrimaryKeyBloom | None = None  # see bloom
         # (the dataset they are of, its identity, (key rows, first key column's type)):
@@ -345,6 +351,7 @@ class GenerationSource(_LanceSource):
             assert self._open is not None
             opened = self._open()
             if opened is None:
+                self._missing()
                 raise NotFoundError(f"generation {self.gen} of region {self.region} was "
                                     "collected after its merge")
             ds = self._dataset = opened
@@ -353,6 +360,27 @@ class GenerationSource(_LanceSource):
     @dataset.setter
     def dataset(self, ds: LanceDataset) -> None:  # (a plain attribute of other sources)
         self._dataset = ds
+
+    def _missing(self) -> None:
+        """The generation's files are gone: raise what explains it, if anything does."""
+        if self._gone is not None:
+            self._gone()
+
+    def scan(self, columns: Sequence[str], predicate: Expr | None,
+             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False,
+             rows_wanted: int | None = None) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self._scan(columns, predicate)
+        except NotFoundError:
+            self._missing()
+            raise
+
+    def _take(self, addresses: np.ndarray, columns: Sequence[str]) -> pa.Table:
+        try:
+            return super()._take(addresses, columns)
+        except NotFoundError:
+            self._missing()
+            raise
 
     @property
     def identity(self) -> Hashable:
@@ -383,7 +411,11 @@ class GenerationSource(_LanceSource):
         names = self.schema.names
 
         def load() -> pa.Table:
-            return lance_scanner(ds, [*names, ROW_ADDR], None).to_table().combine_chunks()
+            try:
+                return lance_scanner(ds, [*names, ROW_ADDR], None).to_table().combine_chunks()
+            except NotFoundError:  # (collected since it was opened)
+                self._missing()
+                raise
 
         # (keyed by the names too: a column renamed since reads under its new name)
         return current_runtime().cache.get_or_load(
@@ -392,9 +424,8 @@ class GenerationSource(_LanceSource):
     def held_rows(self) -> pa.Table:
         return self.rows()
 
-    def scan(self, columns: Sequence[str], predicate: Expr | None,
-             drop_rows: Mapping[int, np.ndarray] | None = None, *, stepwise: bool = False,
-             rows_wanted: int | None = None) -> Iterator[pa.RecordBatch]:
+    def _scan(self, columns: Sequence[str], predicate: Expr | None
+              ) -> Iterator[pa.RecordBatch]:
         table = self.rows()
         if predicate is not None:
             if not {p[0] for p in expr_columns(predicate)} <= set(table.column_names):
