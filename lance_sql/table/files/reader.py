@@ -93,10 +93,7 @@ def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) 
         try:
             return LanceFileReader(root.open_source(key))
         except NotFoundError as exc:
-            if root is store and version_cleaned_up(store, manifest.version):
-                raise VersionCleanedUpError(
-                    f"{path}: version {manifest.version} was removed by "
-                    "cleanup_old_versions, and this file with it") from exc
+            _raise_if_cleaned_up(store, root, manifest, path, exc)
             raise
 
     # shared by all scans: each holds a file descriptor and its parsed metadata. Data
@@ -107,6 +104,17 @@ def open_data_file(store: ObjectStore, manifest: Manifest, data_file: DataFile) 
     if in_data_directory(manifest, data_file):
         cache_key = (root.uri, key, root.identity(key))
     return current_runtime().cache.get_or_load(DATA_FILES, cache_key, load)
+
+
+def _raise_if_cleaned_up(store: ObjectStore, root: ObjectStore, manifest: Manifest, path: str,
+                         exc: NotFoundError) -> None:
+    """A file of ``manifest``'s version is missing from the table's own store (``root``
+    is where it was looked for): VersionCleanedUpError when cleanup removed that version,
+    and the file with it; else nothing (the caller lets ``exc`` through)."""
+    if root is store and version_cleaned_up(store, manifest.version):
+        raise VersionCleanedUpError(
+            f"{path}: version {manifest.version} was removed by "
+            "cleanup_old_versions, and this file with it") from exc
 
 
 def checked_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, *,
@@ -146,7 +154,12 @@ def deleted_offsets(store: ObjectStore, manifest: Manifest, fragment: Fragment) 
     def load() -> np.ndarray:
         # bounds what decoding may expand
         rows = checked_rows(store, manifest, fragment, small_ok=True)
-        offsets = decode_deletions(deletion.kind, root.read(key), path, rows)
+        try:
+            data = root.read(key)
+        except NotFoundError as exc:
+            _raise_if_cleaned_up(store, root, manifest, path, exc)
+            raise
+        offsets = decode_deletions(deletion.kind, data, path, rows)
         # 0 means "not recorded" (old writers); otherwise counts and scans must agree
         if deletion.num_deleted_rows and len(offsets) != deletion.num_deleted_rows:
             raise FormatError(

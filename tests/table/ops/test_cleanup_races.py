@@ -23,6 +23,7 @@ from lance_sql.format.naming import LATEST_HINT
 from lance_sql.io.uri import open_store
 from lance_sql.table.meta.versions import find_version, read_hint, write_hint
 from lance_sql.table.ops import cleanup as cleanup_module
+from lance_sql.table.runtime.context import current_runtime
 
 lance = pytest.importorskip("lance")
 ZERO = timedelta(0)
@@ -196,6 +197,23 @@ def test_reads_of_a_removed_version_say_cleanup_removed_it(tmp_path: Path) -> No
     with pytest.raises(NotFoundError) as missing:
         lance_sql.dataset(path, version=7)  # never existed
     assert not isinstance(missing.value, VersionCleanedUpError)
+
+
+def test_a_removed_versions_deletion_file_says_cleanup_removed_it(tmp_path: Path) -> None:
+    """The data files outlive the version (a later delete only replaced its deletion
+    file): reading the deletion file was a bare NotFoundError naming the file."""
+    path = str(tmp_path / "t")
+    lance_sql.write_dataset(pa.table({"id": list(range(10))}), path)
+    lance_sql.dataset(path).delete("id = 1")
+    held = lance_sql.dataset(path)  # version 2: its deletion file not read yet
+    lance_sql.dataset(path).delete("id = 2")  # version 3: another deletion file
+    lance_sql.dataset(path).cleanup_old_versions(older_than=ZERO)
+    current_runtime().clear()  # (the second delete read the first one's file)
+    with pytest.raises(VersionCleanedUpError, match="version 2 was removed"):
+        held.to_table()
+    with pytest.raises(VersionCleanedUpError, match="version 2 was removed"):
+        held.count_rows("id > 3")
+    assert lance_sql.dataset(path).count_rows() == 8
 
 
 def test_opening_the_latest_while_cleanup_removes_it_looks_again(uri: str,
