@@ -68,8 +68,19 @@ class RegionLog:
         return version
 
     def latest(self) -> RegionManifest | None:
+        """The newest manifest (None: the region has none). The version found newest may
+        be superseded and collected (``keep_manifests``) before it is read: the newer
+        one is looked for again, as long as versions keep moving."""
         version = self.latest_version()
-        return self.load(version) if version else None
+        while version:
+            try:
+                return self.load(version)
+            except NotFoundError:
+                newer = self.latest_version()
+                if newer <= version:
+                    raise
+                version = newer
+        return None
 
     def last_wal_entry(self, manifest: RegionManifest) -> int:
         """The last WAL entry that exists, probing upward from what ``manifest`` knows

@@ -121,3 +121,24 @@ def test_a_manifest_of_another_region_is_refused(store: MemoryStore) -> None:
     store.put(log.paths.manifest(1), RegionManifest(other, 1).encode())
     with pytest.raises(FormatError, match="not version 1 of"):
         log.load(1)
+
+
+def test_latest_looks_again_when_the_version_found_is_collected(store: MemoryStore) -> None:
+    """Between finding version 2 newest and reading it, a writer commits version 3 and
+    the collector (``keep_manifests=1``) deletes version 2: a strong read failed with a
+    bare NotFoundError of the region manifest."""
+    log = RegionLog(store, REGION)
+    log.claim()
+    log.claim()
+    raced: list[str] = []
+
+    def newer_then_collected(op: str, key: str) -> None:
+        if op == "read" and key == log.paths.manifest(2) and not raced:
+            raced.append(key)
+            RegionLog(store, REGION).claim()
+            store.delete(log.paths.manifest(2))
+
+    store.add_hook(newer_then_collected)
+    latest = log.latest()
+    store.clear_hooks()
+    assert raced and latest is not None and (latest.version, latest.writer_epoch) == (3, 3)
