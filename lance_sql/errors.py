@@ -62,7 +62,12 @@ class VersionNotFoundError(NotFoundError, OSError):
 
 
 class VersionCleanedUpError(VersionNotFoundError):
-    """An old version, or a file it needs, was removed by ``cleanup_old_versions``."""
+    """An old version, or a file it needs, was removed by ``cleanup_old_versions``.
+
+    ``files_of_version``: when a read of version n found one of its files gone, n
+    (a write that read version n, the newest then, may retry on the new newest)."""
+
+    files_of_version: int | None = None
 
 
 class IndexNotFoundError(NotFoundError, KeyError):

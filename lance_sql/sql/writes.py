@@ -52,7 +52,13 @@ from lance_sql.sql.statements import (
     Truncate,
 )
 from lance_sql.sql.tokens import filter_text, quote_identifier
-from lance_sql.table import LanceDataset, RowChanges, apply_row_changes, write_dataset
+from lance_sql.table import (
+    LanceDataset,
+    RowChanges,
+    apply_row_changes,
+    cleanup_is_retryable,
+    write_dataset,
+)
 
 if TYPE_CHECKING:
     from lance_sql.sql.session import LanceSession
@@ -419,6 +425,7 @@ class WriteRunner:
                         num_updated_rows=stats["num_updated_rows"],
                         num_deleted_rows=stats["num_deleted_rows"], version=ds.version)
 
+    @cleanup_is_retryable()
     def _merge_general(self, ds: LanceDataset, stmt: Merge) -> pa.Table:
         """Any other MERGE: DataFusion evaluates the join, the clauses and the values on
         the version the write starts from; one Update commits the result."""

@@ -63,6 +63,7 @@ from lance_sql.table.runtime.cache import LSM_VIEWS, TABLE_VERSIONS, CacheStats
 from lance_sql.table.runtime.context import Runtime, current_runtime, default_runtime
 from lance_sql.table.txn.commit import CommitConfig
 from lance_sql.table.txn.history import operation_of
+from lance_sql.table.txn.writer import cleanup_is_retryable
 from lance_sql.table.write.jobs import JobFiles, commit_job, open_for_write, write_job_fragments
 
 __all__ = [
@@ -71,7 +72,7 @@ __all__ = [
     # opening, writing and committing
     "CommitConfig", "LanceDataset", "dataset", "write_dataset",
     # a merge computed by an engine (SQL's general MERGE), committed as one Update
-    "RowChanges", "apply_row_changes",
+    "RowChanges", "apply_row_changes", "cleanup_is_retryable",
     # distributed (Spark) write jobs
     "JobFiles", "commit_job", "open_for_write", "write_job_fragments",
     # versions, tags and time travel

@@ -101,7 +101,7 @@ from lance_sql.table.txn.operations import (
     UpdateBases,
     UpdateConfig,
 )
-from lance_sql.table.txn.writer import WriteContext
+from lance_sql.table.txn.writer import WriteContext, cleanup_is_retryable
 from lance_sql.table.write.field_order import reader_in_table_order
 from lance_sql.table.write.fragments import (
     DEFAULT_DATA_FORMAT,
@@ -666,6 +666,7 @@ class LanceDataset:
             if manifest.version >= self._at[1].version:  # the pair replaced at once
                 self._at = (VersionRef(manifest.version, self._ref.naming), manifest)
 
+    @cleanup_is_retryable()
     def delete(self, predicate: str | pc.Expression, *,
                select_rows: updating.RowSelector | None = None) -> dict[str, int]:
         """Delete the rows matching ``predicate`` (SQL, or a pyarrow expression) and move
@@ -709,11 +710,13 @@ class LanceDataset:
     def optimize(self) -> Optimizer:
         return Optimizer(self.compact_files, self._optimize_indices)
 
+    @cleanup_is_retryable()
     def compact_files(self, **options: Any) -> maintenance.CompactionMetrics:
         metrics, manifest = maintenance.compact_files(self._write_context_here(), **options)
         self._moved_to(manifest)
         return metrics
 
+    @cleanup_is_retryable()
     def add_columns(self, transforms: Any, read_columns: Sequence[str] | None = None,
                     reader_schema: pa.Schema | None = None,
                     batch_size: int | None = None) -> None:
@@ -723,9 +726,11 @@ class LanceDataset:
                                                     read_columns, reader_schema,
                                                     held=self._held_field_id))
 
+    @cleanup_is_retryable()
     def drop_columns(self, columns: Sequence[str]) -> None:
         self._moved_to(schema_evolution.drop_columns(self._write_context_here(), columns))
 
+    @cleanup_is_retryable()
     def alter_columns(self, *alterations: Mapping[str, Any]) -> None:
         """Each alteration: ``{"path": ..., "name"?: ..., "nullable"?: ..., "data_type"?: ...}``."""
         self._moved_to(schema_evolution.alter_columns(self._write_context_here(), alterations,
@@ -742,6 +747,7 @@ class LanceDataset:
         ``.when_not_matched_by_source_delete()``, then ``.execute(data)`` (pylance's API)."""
         return MergeInsertBuilder(on, self.write_context, self._moved_to)
 
+    @cleanup_is_retryable()
     def update(self, updates: Mapping[str, str], where: str | None = None, *,
                update_mode: str = "rewrite_rows",
                select_rows: updating.RowSelector | None = None,
@@ -855,6 +861,7 @@ class LanceDataset:
             raise InvalidInputError("add_bases takes lance_sql BasePath values")
         self._moved_to(self.write_context().commit(UpdateBases(tuple(new_bases))))
 
+    @cleanup_is_retryable()
     def create_scalar_index(self, column: str, index_type: str, name: str | None = None, *,
                             replace: bool = True, **_: Any) -> None:
         """Build a BTREE or BITMAP index of ``column`` (pylance's signature; the type in
@@ -877,6 +884,7 @@ class LanceDataset:
     def drop_index(self, name: str) -> None:
         self._moved_to(indices.drop_index(self.write_context(), name))
 
+    @cleanup_is_retryable()
     def _optimize_indices(self) -> None:
         self._moved_to(indices.optimize_indices(self.write_context()))
 

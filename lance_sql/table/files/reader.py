@@ -112,9 +112,10 @@ def _raise_if_cleaned_up(store: ObjectStore, root: ObjectStore, manifest: Manife
     is where it was looked for): VersionCleanedUpError when cleanup removed that version,
     and the file with it; else nothing (the caller lets ``exc`` through)."""
     if root is store and version_cleaned_up(store, manifest.version):
-        raise VersionCleanedUpError(
-            f"{path}: version {manifest.version} was removed by "
-            "cleanup_old_versions, and this file with it") from exc
+        error = VersionCleanedUpError(f"{path}: version {manifest.version} was removed by "
+                                      "cleanup_old_versions, and this file with it")
+        error.files_of_version = manifest.version
+        raise error from exc
 
 
 def checked_rows(store: ObjectStore, manifest: Manifest, fragment: Fragment, *,

@@ -45,7 +45,7 @@ from lance_sql.table.ops.key_match import KeyMatcher
 from lance_sql.table.ops.row_rewrite import RowRewrite
 from lance_sql.table.read.scan import Scanner, plan_scan, scan_fragment, take_addresses
 from lance_sql.table.runtime.workers import WorkerPool
-from lance_sql.table.txn.writer import WriteContext
+from lance_sql.table.txn.writer import WriteContext, cleanup_is_retryable
 from lance_sql.table.write.field_order import table_in_table_order
 from lance_sql.table.write.fragments import to_reader
 
@@ -131,6 +131,7 @@ class MergeInsertBuilder:
         """Accepted for compatibility: the commit loop's retry policy applies."""
         return self
 
+    @cleanup_is_retryable()
     def execute(self, data: Any, schema: pa.Schema | None = None) -> dict[str, int]:
         spec = self.spec
         if not (spec.update or spec.delete_matched or spec.insert or spec.delete

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
-from lance_sql.errors import NotFoundError
+from lance_sql.errors import NotFoundError, RetryableConflict, VersionCleanedUpError
 from lance_sql.format.datafile import DEFAULT_DATA_FORMAT
 from lance_sql.format.feature_flags import check_writable
 from lance_sql.format.manifest import Manifest
@@ -172,3 +172,19 @@ def staging(store: ObjectStore) -> Iterator[Staged]:
         if committed_version(exc) is None:
             staged.discard()
         raise
+
+
+@contextmanager
+def cleanup_is_retryable() -> Iterator[None]:
+    """Around a write (also a decorator): the version it read, the newest then, was
+    superseded and removed by ``cleanup_old_versions`` while the write read its files.
+    That is a RetryableConflict (the write may succeed on the new newest version), not a
+    VersionCleanedUpError, which says a version asked for is gone for good."""
+    try:
+        yield
+    except VersionCleanedUpError as exc:
+        if exc.files_of_version is None:
+            raise
+        raise RetryableConflict(
+            f"{exc}; this write read version {exc.files_of_version}, removed meanwhile: "
+            "retry") from exc

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 import lance_sql
-from lance_sql.errors import NotFoundError, VersionCleanedUpError
+from lance_sql.errors import NotFoundError, RetryableConflict, VersionCleanedUpError
 from lance_sql.format.naming import LATEST_HINT
 from lance_sql.io.uri import open_store
 from lance_sql.table.meta.versions import find_version, read_hint, write_hint
@@ -267,3 +267,47 @@ def test_a_memwal_put_while_cleanup_removes_the_version_it_found(tmp_path: Path,
     assert fired
     got = lance_sql.dataset(path).mem_wal.scanner().to_table().sort_by("id")
     assert got.column("id").to_pylist() == [0, 1, 2]
+
+
+WRITES: dict[str, Callable[[lance_sql.LanceDataset], object]] = {
+    "compact": lambda ds: ds.optimize.compact_files(target_rows_per_fragment=1000),
+    "delete": lambda ds: ds.delete("id < 3"),
+    "update": lambda ds: ds.update({"id": "id + 100"}, where="id < 3"),
+    "merge_insert": lambda ds: ds.merge_insert("id").when_matched_update_all()
+    .when_not_matched_insert_all().execute(pa.table({"id": pa.array([1, 99], pa.int64())})),
+    "index": lambda ds: ds.create_scalar_index("id", "BTREE"),
+    "add_columns": lambda ds: ds.add_columns({"twice": "id * 2"}),
+}
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_write_whose_version_is_cleaned_up_while_it_reads_may_retry(
+        tmp_path: Path, monkeypatch, write: str) -> None:
+    """The write read version 2, the newest; before it read its files an overwrite and
+    a cleanup removed them. It raised VersionCleanedUpError, which says a version asked
+    for is gone for good; it is a RetryableConflict (its retry succeeds)."""
+    from lance_sql.io.local import LocalStore
+    path = str(tmp_path / "t")
+    lance_sql.write_dataset(pa.table({"id": pa.array(range(10), pa.int64())}), path,
+                            max_rows_per_file=2)
+    lance_sql.dataset(path).delete("id = 9")
+    real = LocalStore.open_source
+    raced: list[str] = []
+
+    def overwritten_and_cleaned_first(store, key):
+        if not raced and key.startswith("data/"):
+            raced.append(key)
+            lance_sql.write_dataset(pa.table({"id": pa.array([1, 2, 5], pa.int64())}), path,
+                                    mode="overwrite")
+            lance_sql.dataset(path).cleanup_old_versions(older_than=ZERO)
+        return real(store, key)
+
+    current_runtime().clear()
+    monkeypatch.setattr(LocalStore, "open_source", overwritten_and_cleaned_first)
+    with pytest.raises(RetryableConflict, match="removed meanwhile: retry"):
+        WRITES[write](lance_sql.dataset(path))
+    assert raced
+    monkeypatch.undo()
+    assert sorted(lance_sql.dataset(path).to_table(columns=["id"]).column("id").to_pylist()) \
+        == [1, 2, 5]
+    WRITES[write](lance_sql.dataset(path))  # the retry
