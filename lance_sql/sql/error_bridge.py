@@ -117,11 +117,12 @@ def translate(exc: BaseException, registry: ErrorRegistry,
         return InvalidInputError(f"invalid literal: {_strip(message)}")
     if "only supports a single SQL statement" in message:
         return InvalidInputError(f"one SQL statement at a time: {_strip(message)}")
-    if any(marker in message for marker in _CONSTANT_OPERANDS):
+    if pushes_constant(message):
+        # (the session plans such a query again with its filters above the scans; this
+        # is reached only where it cannot, and the engine's own words are a Rust dump)
         return QueryError(
-            "DataFusion cannot push this filter into a Lance scan: a constant (such as NULL) "
-            "comes before a column condition under AND/OR; write the constant last, or "
-            "leave it out")  # (the engine's own words are a Rust dump of a TypeError)
+            "DataFusion could not hand this query's filter to a Lance scan: it starts "
+            "with a constant (such as NULL, or a comparison with NULL) under AND/OR")
     if any(marker in message for marker in _ENGINE_MARKERS):
         return QueryError(_strip(message))
     return exc
@@ -131,9 +132,20 @@ def translate(exc: BaseException, registry: ErrorRegistry,
 # (``NULL AND x = 1``) becomes a pyarrow scalar, which has no ``&`` / ``|`` with them.
 # Two constants (``x >= 1e1 AND x != NULL AND x IN (NULL)``: the comparison kept above the
 # scan, ``NULL AND NULL`` pushed) meet as pyarrow scalars, whose ``&`` / ``|`` are bitwise.
+# See lance_sql.sql.unpushed.
 _CONSTANT_OPERANDS = ("'pyarrow.lib.BooleanScalar' and 'pyarrow._compute.Expression'",
                       "'bit_wise_and' has no kernel matching input types (bool, bool)",
                       "'bit_wise_or' has no kernel matching input types (bool, bool)")
+
+
+def pushes_constant(error: BaseException | str) -> bool:
+    """True when ``error`` (or a message) is DataFusion failing to build the pyarrow
+    filter of a scan because a pushed filter is a constant (see the markers above): the
+    query runs when planned with its filters kept above the scans."""
+    message = str(error)
+    return any(marker in message for marker in _CONSTANT_OPERANDS)
+
+
 _ENGINE_MARKERS = ("DataFusion error", "Arrow error", "Execution error", "Cast error",
                    "Optimizer rule", "External error")
 

@@ -49,7 +49,7 @@ from lance_sql.sql.catalog import (
 )
 from lance_sql.sql.changes_provider import ChangesDataset
 from lance_sql.sql.dml import DeleteStatement, UpdateStatement, needs_engine, parse_dml
-from lance_sql.sql.error_bridge import ErrorRegistry, translate
+from lance_sql.sql.error_bridge import ErrorRegistry, pushes_constant, translate
 from lance_sql.sql.explain import render_explain
 from lance_sql.sql.functions import (
     make_nearest,
@@ -77,6 +77,7 @@ from lance_sql.sql.shortcuts import (
 from lance_sql.sql.statements import External, parse_statement
 from lance_sql.sql.streams import ScanScope, active, is_engine_thread, keep_track
 from lance_sql.sql.tokens import column_path, filter_text, quote_identifier, requalify
+from lance_sql.sql.unpushed import UnpushedPlanner
 from lance_sql.sql.wide_filters import check_chains, fold_disjunctions
 from lance_sql.sql.writes import WriteRunner, refuse_lsm_row_writes
 from lance_sql.table import (
@@ -87,6 +88,9 @@ from lance_sql.table import (
 )
 
 Translator = Callable[[BaseException], BaseException]
+# a logical plan -> the context to run it in without filter pushdown and its plan there,
+# optimized (see lance_sql.sql.unpushed)
+Replanner = Callable[[Any], tuple[SessionContext, Any]]
 MAX_ROWS = (1 << 63) - 1  # no table holds more rows than an int64 counts
 
 
@@ -271,10 +275,16 @@ class LanceDataFrame(DataFrame):
 
     def __init__(self, df: Any, translator: Translator, ctx: SessionContext,
                  runtime: Runtime | None = None, *, in_memory: bool = False,
-                 optimized: Any = None, streaming: bool = False) -> None:
+                 optimized: Any = None, streaming: bool = False,
+                 replan: Replanner | None = None) -> None:
         super().__init__(df)
         self._translate = translator
         self._ctx = ctx
+        # plans the frame again without filter pushdown, when DataFusion cannot build
+        # the pyarrow filter of a scan (a constant operand first: lance_sql.sql.unpushed)
+        self._replan = replan
+        # once that happened: the context the frame runs in and its plan there
+        self._unpushed: tuple[SessionContext, Any] | None = None
         self._runtime = runtime or current_runtime()
         # the frame reads one in-memory table only (no scan, nothing to interrupt):
         # it runs on the calling thread (frames derived from it do not)
@@ -336,17 +346,28 @@ class LanceDataFrame(DataFrame):
             # (with its scan units); the copy's plan goes when the execution does.
             executing = name in _EXECUTING
             scope.collects = executing and self._streaming and name in _COLLECTING
-            plan = self._optimized if executing and self._optimized is not None \
-                else DataFrame.logical_plan(self)
-            target: DataFrame | None = DataFrame(
-                self._ctx.create_dataframe_from_logical_plan(plan).df)
+            target: DataFrame | None = self._target(executing)
             group = None
             interrupted = False
             try:
-                def run() -> Any:
+                def attempt() -> Any:
                     # planning happens on the thread that runs it
                     with active(scope), self._runtime.activate():
                         return method(target, *args, **kwargs)
+
+                def run() -> Any:
+                    nonlocal target
+                    try:
+                        return attempt()
+                    except Exception as exc:
+                        if self._replan is None or self._unpushed is not None \
+                                or not pushes_constant(exc):
+                            raise
+                    # DataFusion could not build a scan's pushed filter (no scan has
+                    # read a row): the frame runs from now on with filters above scans
+                    self._unpushed = self._replan(DataFrame.logical_plan(self))
+                    target = self._target(executing)
+                    return attempt()
 
                 if executing and self._streaming:
                     result = run_streaming_interruptibly(run, _CancelScope(scope))
@@ -379,10 +400,24 @@ class LanceDataFrame(DataFrame):
                     else:
                         scope.settle()
             if isinstance(result, DataFrame) and not isinstance(result, LanceDataFrame):
-                return LanceDataFrame(result.df, self._translate, self._ctx, self._runtime)
+                ctx = self._ctx if self._unpushed is None else self._unpushed[0]
+                return LanceDataFrame(result.df, self._translate, ctx, self._runtime,
+                                      replan=self._replan)
             return result
 
         return call
+
+    def _target(self, executing: bool) -> DataFrame:
+        """A copy of this frame for one call (its optimized plan if the call runs it),
+        in the context the frame plans in."""
+        if self._unpushed is not None:
+            ctx, optimized = self._unpushed
+            plan = optimized if executing else DataFrame.logical_plan(self)
+        else:
+            ctx = self._ctx
+            plan = self._optimized if executing and self._optimized is not None \
+                else DataFrame.logical_plan(self)
+        return DataFrame(ctx.create_dataframe_from_logical_plan(plan).df)
 
 
 class _AnsweredFrame(LanceDataFrame):
@@ -502,7 +537,10 @@ class LanceSession:
         # information_schema lists the catalog's Lance tables as DataFusion finds them
         # (SHOW TABLES, SHOW COLUMNS FROM t, information_schema.tables / .columns)
         config = (config or SessionConfig()).with_information_schema(True)
-        self.ctx = SessionContext(config.with_default_catalog_and_schema(CATALOG, SCHEMA))
+        config = config.with_default_catalog_and_schema(CATALOG, SCHEMA)
+        self.ctx = SessionContext(config)
+        # the queries whose filters DataFusion cannot hand to our scans plan again there
+        self.unpushed = UnpushedPlanner(config)
         self.ctx.register_catalog_provider(CATALOG, LanceCatalog(self.schema_provider))
         versions_fn = make_table_versions(self.resolver, self.errors)
         self.ctx.register_udtf(udtf(versions_fn, "table_versions"))
@@ -641,6 +679,7 @@ class LanceSession:
                     qid, _system_columns(query) if rewritten.system_columns else ()):
                 df = self.ctx.sql(rewritten.text, options=_options())
             planned = self.schema_provider.planned(qid)
+            self.unpushed.track(planned)
             if rewritten.explain:
                 scope = ScanScope("EXPLAIN", strict=False, runtime=self.runtime)
                 # run on a copy, dropped before settling: DataFusion keeps the last plan a
@@ -650,7 +689,12 @@ class LanceSession:
                     self.ctx.create_dataframe_from_logical_plan(df.logical_plan()).df)
                 try:
                     with active(scope):  # EXPLAIN ANALYZE runs the query
-                        plan = target.to_arrow_table()  # type: ignore[union-attr]
+                        plan = _explained(cast(DataFrame, target))
+                        if plan is None:  # a scan's filter could not be built: see _replan
+                            target = DataFrame(self.unpushed.context()
+                                               .create_dataframe_from_logical_plan(
+                                                   df.logical_plan()).df)
+                            plan = target.to_arrow_table()
                 finally:
                     target = None
                     scope.settle()
@@ -815,7 +859,16 @@ class LanceSession:
             df = self.ctx.sql(query, options=_options(ddl=statement.kind == "read",
                                                       dml=statement.kind == "write"))
             if statement.kind == "write":
-                df = self._from_arrow(df.to_arrow_table())  # COPY runs now, once
+                try:
+                    written = df.to_arrow_table()  # COPY runs now, once
+                except Exception as exc:
+                    if not pushes_constant(exc):
+                        raise
+                    # its query's filter could not be handed to a Lance scan (nothing
+                    # was written): COPY runs with the filters above the scans
+                    written = self.unpushed.context().create_dataframe_from_logical_plan(
+                        df.logical_plan()).to_arrow_table()
+                df = self._from_arrow(written)
         except Exception as exc:  # noqa: BLE001 - translated into our types
             raise self.translate_error(exc) from None
         return self._frame(df)
@@ -870,7 +923,32 @@ class LanceSession:
     def _frame(self, df: DataFrame, *, in_memory: bool = False, optimized: Any = None,
                streaming: bool = False) -> LanceDataFrame:
         return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime,
-                              in_memory=in_memory, optimized=optimized, streaming=streaming)
+                              in_memory=in_memory, optimized=optimized, streaming=streaming,
+                              replan=self._replan)
+
+    def _replan(self, plan: Any) -> tuple[SessionContext, Any]:
+        """``plan`` (a frame's logical plan) in the context without filter pushdown, and
+        its optimized plan there (see :mod:`lance_sql.sql.unpushed`).
+
+        The scans' LIMIT hints are taken again from that plan: a hint given where the
+        filter was pushed into the scan would stop the scan before the filter, now above
+        it, has seen the rows it keeps."""
+        ctx = self.unpushed.context()
+        optimized = ctx.create_dataframe_from_logical_plan(plan).optimized_logical_plan()
+        scans = []
+        stack = [optimized]
+        while stack:
+            node = stack.pop()
+            variant = node.to_variant()
+            if type(variant).__name__ == "TableScan":
+                query_id = _query_id(variant.table_name())
+                ds = self.unpushed.dataset(query_id) if query_id else None
+                if ds is not None:
+                    ds.limit_hint = None
+                    scans.append(ds)
+            stack.extend(node.inputs())
+        self._limit_hints(optimized, scans)
+        return ctx, optimized
 
     def _metadata_count(self, df: DataFrame, optimized: Any,
                         planned: list[Planned]) -> LanceDataFrame | None:
@@ -903,6 +981,21 @@ class LanceSession:
         for ds in planned:
             if ds.query_id in fetches:
                 ds.limit_hint = fetches[ds.query_id]
+
+
+def _explained(frame: DataFrame) -> pa.Table | None:
+    """An EXPLAIN frame's result, or None when DataFusion could not build a scan's
+    pushed filter (EXPLAIN reports that as its physical plan; EXPLAIN ANALYZE raises it)."""
+    try:
+        table = frame.to_arrow_table()
+    except Exception as exc:
+        if pushes_constant(exc):
+            return None
+        raise
+    failed = any(t == "physical_plan_error" and pushes_constant(p)
+                 for t, p in zip(table["plan_type"].to_pylist(), table["plan"].to_pylist(),
+                                 strict=True))
+    return None if failed else table
 
 
 def _query_id(table_name: str) -> str | None:
