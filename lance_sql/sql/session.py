@@ -358,6 +358,12 @@ class LanceDataFrame(DataFrame):
                 def run() -> Any:
                     nonlocal target
                     try:
+                        if name == "explain" and self._replan is not None \
+                                and self._unpushed is None:
+                            # DataFrame.explain prints a physical plan that fails to
+                            # build instead of raising: build it first, to find out
+                            with active(scope), self._runtime.activate():
+                                cast(DataFrame, target).execution_plan()
                         return attempt()
                     except Exception as exc:
                         if self._replan is None or self._unpushed is not None \

@@ -159,8 +159,11 @@ def test_frames_streams_and_derived_frames(root: Path, oracle: SessionContext) -
     assert "FilterExec" in str(session.sql(query).execution_plan().display_indent())
 
 
-def test_explain_shows_the_filter_above_the_scan(root: Path) -> None:
+def test_explain_shows_the_filter_above_the_scan(root: Path, capsys) -> None:
     session = lance_sql.connect(root)
+    session.sql("SELECT * FROM t WHERE s = NULL AND x > 1").explain()
+    printed = capsys.readouterr().out
+    assert "physical_plan_error" not in printed and "FilterExec" in printed
     text = session.explain("SELECT * FROM t WHERE s = NULL AND x > 1")
     assert "physical_plan_error" not in text
     assert "FilterExec: NULL AND x@1 > 1" in text
