@@ -9,14 +9,16 @@ version, but not always:
 - an overwrite numbers the new schema's fields afresh, so an id of the older schema may
   be another column altogether (``b`` now has the id ``a`` had);
 - a restore brings back an older version's fields, ids and files, also ones the versions
-  between dropped;
+  between dropped; in those versions a restored column is the field that continues it
+  from the version restored (none where it was dropped; a column added again there,
+  even under the old id, name and type, is another one);
 - a column dropped and added again may get its old id back (pylance and lance_sql reuse
   the ids a compaction freed), while older files still hold the dropped column's values
   under it: those must read NULL.
 
 :func:`column_sources_many` follows each end column back one version at a time, reading a
-commit's operation only where ids alone cannot tell (an id vanished, or changed name or
-type). Pure: it is given the schemas and operations, and is tested without files.
+commit's operation at each step (a restore makes ids alone misleading). Pure: it is
+given the schemas and operations, and is tested without files.
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ class _Walk:
         self._schema_of, self._commit_of = schema_of, commit_of
         # (index in the path, version restored) of each step down that read a restore
         self._restores: list[tuple[int, int]] = []
+        # fields of the versions from a restored version up to its restore (see _forward)
+        self._spans: dict[int, tuple[LanceField | None, ...]] = {}
 
     def down_to(self, target: int) -> tuple[LanceField | None, ...]:
         """The fields at version ``target`` (not newer than the one asked before)."""
@@ -107,25 +111,71 @@ class _Walk:
     def _extend(self, target: int) -> None:
         """Steps down to ``target``, or to where no column is left to follow."""
         step = self._path[-1]
-        while step.version > target and any(h is not None for h in step.held):
+        # (a walk that has lost every column stops, unless a restore below brings some back)
+        while step.version > target and (any(h is not None for h in step.held)
+                                          or step.version - 1 in self._spans):
             v, held = step.version, step.held
-            newer, older = self._schema_of(v), self._schema_of(v - 1)
-            older_by_id = {f.id: f for f in older.fields}
-            if any(h is not None and not _continues(h, older_by_id.get(h.id))
-                   for h in held):
-                commit = self._commit_of(v)
-                if commit.restored is not None and commit.restored < v:
-                    self._restores.append((len(self._path) - 1, commit.restored))
-                    if target <= commit.restored:
-                        # version v is that version again, field for field
-                        step = _Step(commit.restored, held)
-                        self._path.append(step)
-                        continue
-                held = tuple(_older(h, newer, older, older_by_id, commit) for h in held)
+            if v - 1 in self._spans:  # between a restore and the version it restored
+                step = _Step(v - 1, self._spans[v - 1])
+                self._path.append(step)
+                continue
+            commit = self._commit_of(v)
+            if commit.restored is not None and commit.restored < v:
+                restored = commit.restored
+                self._restores.append((len(self._path) - 1, restored))
+                if target <= restored:
+                    # version v is that version again, field for field
+                    step = _Step(restored, held)
+                    self._path.append(step)
+                    continue
+                # The versions between the restored one and v: a column of v is there
+                # the field that continues its restored field, wherever that one was
+                # dropped, overwritten or added again in between.
+                self._spans.update(self._forward(restored, v, held))
+                step = _Step(v - 1, self._spans[v - 1])
             else:
-                held = tuple(None if h is None else older_by_id[h.id] for h in held)
-            step = _Step(v - 1, held)
+                step = _Step(v - 1, self._back(v, held, commit))
             self._path.append(step)
+
+    def _back(self, version: int, held: tuple[LanceField | None, ...], commit: Commit
+              ) -> tuple[LanceField | None, ...]:
+        """``held`` (fields of ``version``) one version back. A restore is read at every
+        step: the version before it may hold a column of the same id, name and type that
+        is another column (one added again since the version restored)."""
+        newer, older = self._schema_of(version), self._schema_of(version - 1)
+        older_by_id = {f.id: f for f in older.fields}
+        if commit.restored is not None and commit.restored < version:
+            if commit.restored == version - 1:
+                return held
+            restored = column_sources_many(version - 1, [commit.restored],
+                                           older.fields, self._schema_of,
+                                           self._commit_of)[commit.restored]
+            # the field of the older version whose own walk reaches each restored one
+            by_origin = {(o.id, o.arrow_type): f
+                         for f, o in zip(older.fields, restored, strict=True)
+                         if o is not None}
+            return tuple(None if h is None else by_origin.get((h.id, h.arrow_type))
+                         for h in held)
+        if any(h is not None and not _continues(h, older_by_id.get(h.id)) for h in held):
+            return tuple(_older(h, newer, older, older_by_id, commit) for h in held)
+        return tuple(None if h is None else older_by_id[h.id] for h in held)
+
+    def _forward(self, restored: int, version: int, held: tuple[LanceField | None, ...]
+                 ) -> dict[int, tuple[LanceField | None, ...]]:
+        """Per version from ``restored`` up to before ``version`` (a restore of it), the
+        fields continuing ``held`` (``restored``'s fields): one step forward a version,
+        each the inverse of the step back from it (None: the column is not there)."""
+        spans = {restored: held}
+        current = held
+        for u in range(restored + 1, version):
+            fields = self._schema_of(u).fields
+            back = self._back(u, fields, self._commit_of(u))
+            ahead = {(b.id, b.arrow_type): f for f, b in zip(fields, back, strict=True)
+                     if b is not None}
+            current = tuple(None if c is None else ahead.get((c.id, c.arrow_type))
+                            for c in current)
+            spans[u] = current
+        return spans
 
 
 def _continues(field: LanceField | None, older: LanceField | None) -> bool:

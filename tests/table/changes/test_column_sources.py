@@ -87,6 +87,45 @@ def test_a_restore_brings_the_fields_back() -> None:
     assert _sources(history, 2, restore) == [("id", 0), None]  # (v2 had no b)
 
 
+def test_a_restore_maps_the_versions_after_the_restored_one_to_its_columns() -> None:
+    """Between the version restored and its restore, a column is the field that
+    continues the restored one: b at v2 is v1's b although v3 dropped it."""
+    history = {1: _schema(("id", I64, 0), ("b", STR, 1)),
+               2: _schema(("id", I64, 0), ("b", STR, 1)),
+               3: _schema(("id", I64, 0)),
+               4: _schema(("id", I64, 0), ("b", STR, 1))}
+    restore = {4: Commit(restored=1)}
+    assert _sources(history, 2, restore) == [("id", 0), ("b", 1)]
+    assert _sources(history, 3, restore) == [("id", 0), None]
+    # the same after an overwrite that dropped it (ids of the new schema unrelated)
+    history[3] = _schema(("b2", I64, 0))
+    assert _sources(history, 2, {3: Commit(overwrite=True), **restore}) == [("id", 0),
+                                                                           ("b", 1)]
+
+
+def test_a_column_added_again_before_a_restore_is_not_the_restored_one() -> None:
+    """v3's b was added after v2 dropped the b v4 restores: v3's rows read NULL, whether
+    the new b got the old id back or another one."""
+    for again in (1, 2):
+        history = {1: _schema(("id", I64, 0), ("b", STR, 1)),
+                   2: _schema(("id", I64, 0)),
+                   3: _schema(("id", I64, 0), ("b", STR, again)),
+                   4: _schema(("id", I64, 0), ("b", STR, 1))}
+        restore = {4: Commit(restored=1)}
+        assert _sources(history, 3, restore) == [("id", 0), None], again
+        assert _sources(history, 1, restore) == [("id", 0), ("b", 1)], again
+
+
+def test_a_type_change_before_a_restore_reads_the_changed_column() -> None:
+    """n retyped at v3 (a new id), v4 restores v2: v3's rows hold n under its new id."""
+    history = {1: _schema(("id", I64, 0), ("n", I32, 1)),
+               2: _schema(("id", I64, 0), ("n", I32, 1)),
+               3: _schema(("id", I64, 0), ("n", I64, 2)),
+               4: _schema(("id", I64, 0), ("n", I32, 1))}
+    restore = {4: Commit(restored=2)}
+    assert _sources(history, 3, restore) == [("id", 0), ("n", 2)]
+
+
 def _random_history(rng: random.Random, versions: int
                     ) -> tuple[dict[int, LanceSchema], dict[int, Commit]]:
     """Schemas of ``versions`` versions made by random adds, drops, renames, type

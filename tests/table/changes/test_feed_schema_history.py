@@ -48,6 +48,32 @@ def test_a_type_change_keeps_the_columns_history(tmp_path: Path, who: str) -> No
         ("update_preimage", 10), ("update_preimage", 20)]
 
 
+def test_rows_between_a_restored_version_and_its_restore_keep_its_columns(
+        tmp_path: Path) -> None:
+    """v2's update wrote c; v3 dropped c; v4 restored v1, c with it. v2's change rows
+    show the c they had (it is v4's c, never dropped on v4's history); a c added again
+    before the restore is another column: NULL in the rows of its versions."""
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "c": [10, 20]}), uri,
+                                 enable_stable_row_ids=True)                 # v1
+    ds.update({"c": "c + 1"}, where="id = 1")                                # v2
+    ds.drop_columns(["c"])                                                   # v3
+    ds.add_columns({"c": "id * 100"})                                        # v4
+    ds.restore(1)                                                            # v5
+    ds = lance_sql.dataset(uri)
+    assert _rows(ds, 2, 5, "c") == [
+        (2, "update_postimage", 1, 11), (2, "update_preimage", 1, 10),
+        (4, "update_postimage", 1, None), (4, "update_preimage", 1, None),
+        (4, "update_postimage", 2, None), (4, "update_preimage", 2, None),
+        (5, "update_postimage", 1, 10), (5, "update_preimage", 1, None),
+        (5, "update_postimage", 2, 20), (5, "update_preimage", 2, None)]
+    assert _rows(ds, 2, 5, "c", mode="net")[:2] == [
+        (5, "update_postimage", 1, 10), (5, "update_preimage", 1, 10)]
+    got = lance_sql.connect(tmp_path).sql(
+        "SELECT c FROM table_changes('t', 2, 2) WHERE _change_type = 'update_postimage'")
+    assert got.to_pylist() == [{"c": 11}]
+
+
 def test_a_restored_column_keeps_its_values(tmp_path: Path) -> None:
     uri = str(tmp_path / "t.lance")
     ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "v": ["a", "b"]}), uri,
