@@ -556,10 +556,13 @@ def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
     # versions whose Update lists the fields it modified, with those fields
     modified = {v: changed for v in versions
                 if (changed := _modified_fields(window, v)) is not None}
+    # The update names the fields of its own version: a column's field there, which a
+    # later type change may have replaced by the end's field of another id.
+    held = _sources(window, list(modified), fields) if modified else {}
     groups: dict[tuple[int, ...], list] = {}
-    for column in fields:
-        ids = {f.id for f in column.walk()}
-        alternate = tuple(v for v in versions if v in modified and not ids & modified[v])
+    for i, column in enumerate(fields):
+        alternate = tuple(v for v in versions if v in modified
+                          and not _modifies(held[v][i], modified[v]))
         groups.setdefault(alternate, []).append(column)
     out = []
     for alternate, group in groups.items():
@@ -574,6 +577,13 @@ def _by_location(window: ChangeWindow, rows: ChangeRows, fields: list
             fragment=np.where(use, rows.alt_fragment, rows.fragment),
             offset=np.where(use, rows.alt_offset, rows.offset))))
     return out
+
+
+def _modifies(field: LanceField | None, modified: frozenset[int]) -> bool:
+    """Whether an update that modified the fields ``modified`` changed the column
+    ``field`` holds in its version (None, a column it did not have: taken as changed,
+    read where pre-images are)."""
+    return field is None or any(f.id in modified for f in field.walk())
 
 
 # What the feed needs of a version's transaction: the fields its Update changed, whether

@@ -74,6 +74,24 @@ def test_rows_between_a_restored_version_and_its_restore_keep_its_columns(
     assert got.to_pylist() == [{"c": 11}]
 
 
+def test_a_pre_image_of_a_column_retyped_since_reads_its_old_value(tmp_path: Path) -> None:
+    """v2 updates n, v3 changes n's type (a new field id). v2's pre-image reads n where
+    pre-images live, not at its post-image: the update modified n under its old id."""
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": pa.array([1, 2], pa.int64()),
+                                           "n": pa.array([10, 20], pa.int32())}), uri,
+                                 enable_stable_row_ids=True)
+    ds.update({"n": "n + 5"}, where="id = 1")                                # v2
+    ds.alter_columns({"path": "n", "data_type": pa.int64()})                 # v3
+    ds = lance_sql.dataset(uri)
+    assert _rows(ds, 2, 3, "n")[:2] == [(2, "update_postimage", 1, 15),
+                                        (2, "update_preimage", 1, 10)]
+    got = lance_sql.connect(tmp_path).sql(
+        "SELECT n FROM table_changes('t', 2, 3) "
+        "WHERE _change_type = 'update_preimage' AND _commit_version = 2")
+    assert got.to_pylist() == [{"n": 10}]
+
+
 def test_a_restored_column_keeps_its_values(tmp_path: Path) -> None:
     uri = str(tmp_path / "t.lance")
     ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "v": ["a", "b"]}), uri,
