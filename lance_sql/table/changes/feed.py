@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_sql.errors import (
+    FormatError,
     InvalidInputError,
     LanceError,
     NotFoundError,
@@ -823,9 +824,57 @@ def plan_query(window: ChangeWindow, query: ChangeQuery,
     rows = plan_changes(window, wanted)
     changes = len(rows)
     if query.net:
-        rows = net_changes(rows)
+        with _history_guard(window):
+            rows = _before_the_window(window, net_changes(rows))
     return PlannedChanges(wanted, len(rows), query.prune(rows, timestamps_of(window, rows)),
                           changes)
+
+
+def _before_the_window(window: ChangeWindow, rows: ChangeRows) -> ChangeRows:
+    """Net deletes and pre-images show a row's values from before the window. Netting
+    points them at the version before the row's first change, which holds the same
+    values unless a column is another field there than before the window (one dropped
+    in between that a restore brought back): such rows are read before the window,
+    found there by row id."""
+    before = window.start - 1
+    old_side = np.isin(rows.kind, (PREIMAGE, DELETE)) & (rows.source > before)
+    if before < 1 or not old_side.any():
+        return rows
+    fields = list(window.manifest_of(window.end).schema.fields)
+    if not fields:
+        return rows
+    versions = _distinct(rows.source[old_side])
+    held = _sources(window, [*versions, before], fields)
+
+    def key(v: int) -> tuple:
+        return tuple(None if h is None else (h.id, h.arrow_type) for h in held[v])
+
+    differ = [v for v in versions if key(v) != key(before)]
+    if not differ:
+        return rows
+    move = np.flatnonzero(old_side & np.isin(rows.source, np.array(differ, np.int64)))
+    fragment, offset = _locate(window.store, window.manifest_of(before), rows.row_id[move])
+    moved = replace(rows, source=rows.source.copy(), fragment=rows.fragment.copy(),
+                    offset=rows.offset.copy(), alt_fragment=rows.alt_fragment.copy(),
+                    alt_offset=rows.alt_offset.copy())
+    moved.source[move], moved.fragment[move], moved.offset[move] = before, fragment, offset
+    moved.alt_fragment[move] = moved.alt_offset[move] = -1
+    return moved
+
+
+def _locate(store: ObjectStore, manifest: Manifest, row_ids: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Fragment and offset of each of ``row_ids`` (live rows of ``manifest``)."""
+    parts = [(frag.id, offsets, load_lineage(store, manifest, frag))
+             for frag in manifest.fragments
+             if (offsets := _live(store, manifest, frag)).size]
+    side = _Side.build(parts)
+    order = np.argsort(side.row_ids, kind="stable")
+    at = np.minimum(np.searchsorted(side.row_ids[order], row_ids), max(order.size - 1, 0))
+    if not order.size or not np.array_equal(side.row_ids[order][at], row_ids):
+        raise FormatError(f"rows changed in a window of {store.uri} are missing from version "
+                         f"{manifest.version}, before it")
+    return side.fragment[order][at], side.offset[order][at]
 
 
 def run_query(window: ChangeWindow, query: ChangeQuery) -> pa.Table:

@@ -67,11 +67,30 @@ def test_rows_between_a_restored_version_and_its_restore_keep_its_columns(
         (4, "update_postimage", 2, None), (4, "update_preimage", 2, None),
         (5, "update_postimage", 1, 10), (5, "update_preimage", 1, None),
         (5, "update_postimage", 2, 20), (5, "update_preimage", 2, None)]
-    assert _rows(ds, 2, 5, "c", mode="net")[:2] == [
-        (5, "update_postimage", 1, 10), (5, "update_preimage", 1, 10)]
     got = lance_sql.connect(tmp_path).sql(
         "SELECT c FROM table_changes('t', 2, 2) WHERE _change_type = 'update_postimage'")
     assert got.to_pylist() == [{"c": 11}]
+
+
+def test_net_pre_images_show_the_values_from_before_the_window(tmp_path: Path) -> None:
+    """Net pre-images are the rows before the window (v1 here, whose c v5's restore
+    brought back), also row 2's, whose first change in the window (v4) came after c was
+    dropped: its version before that change has no c."""
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "c": [10, 20]}), uri,
+                                 enable_stable_row_ids=True)                 # v1
+    ds.update({"c": "c + 1"}, where="id = 1")                                # v2
+    ds.drop_columns(["c"])                                                   # v3
+    ds.add_columns({"c": "id * 100"})                                        # v4
+    ds.restore(1)                                                            # v5
+    ds = lance_sql.dataset(uri)
+    assert _rows(ds, 2, 5, "c", mode="net") == [
+        (5, "update_postimage", 1, 10), (5, "update_preimage", 1, 10),
+        (5, "update_postimage", 2, 20), (5, "update_preimage", 2, 20)]
+    got = lance_sql.connect(tmp_path).sql(
+        "SELECT c FROM table_changes('t', 2, 5, 'net') WHERE _rowid = 1 "
+        "AND _change_type = 'update_preimage'")
+    assert got.to_pylist() == [{"c": 20}]
 
 
 def test_a_pre_image_of_a_column_retyped_since_reads_its_old_value(tmp_path: Path) -> None:
