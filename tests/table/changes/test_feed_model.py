@@ -201,15 +201,26 @@ class Model:
             ("s IS NULL", lambda row: row.values[s] is None),
         ])
 
+    def _sql(self, statement: str) -> None:
+        session = lance_sql.connect()
+        session.register("t", str(self.path))
+        session.sql(statement).collect()
+
     def delete(self) -> None:
         state = self.now.copy()
         text, pred = self._predicate(state)
         state.rows = {r: row for r, row in state.rows.items() if not pred(row)}
-        ds = lance.dataset(self.path) if self.pylance() else lance_sql.dataset(self.path)
-        ds.delete(text)
+        how = "pylance" if self.pylance() else self.rng.choice(["api", "sql", "subquery"])
+        if how == "pylance":
+            lance.dataset(self.path).delete(text)
+        elif how == "api":
+            lance_sql.dataset(self.path).delete(text)
+        else:
+            self._sql(f"DELETE FROM t WHERE {text}" if how == "sql" else
+                      f"DELETE FROM t WHERE k IN (SELECT k FROM t WHERE {text})")
         if lance_sql.dataset(self.path).version == self.latest:
             return  # nothing deleted and nothing committed (pylance)
-        self.commit(state, f"delete {text}")
+        self.commit(state, f"delete {text} ({how})")
 
     def update(self) -> None:
         state = self.now.copy()
@@ -236,15 +247,20 @@ class Model:
             else:
                 row.values[target.token] = (row.values[x] if target.kind == "int"
                                             else float(row.values[x]))
-        if self.pylance():
+        how = "pylance" if self.pylance() else self.rng.choice(["api", "sql", "subquery"])
+        if how == "pylance":
             lance.dataset(self.path).update(updates, where=text)
-        else:
+        elif how == "api":
             mode = self.rng.choice(["rewrite_rows", "rewrite_columns"])
             lance_sql.dataset(self.path).update(updates, where=text, update_mode=mode)
+        else:
+            sets = ", ".join(f"{c} = {e}" for c, e in updates.items())
+            self._sql(f"UPDATE t SET {sets} WHERE {text}" if how == "sql" else
+                      f"UPDATE t SET {sets} WHERE k IN (SELECT k FROM t WHERE {text})")
         if lance_sql.dataset(self.path).version == self.latest:
             assert not any(row.updated == version for row in state.rows.values())
             return
-        self.commit(state, f"update {updates} where {text}")
+        self.commit(state, f"update {updates} where {text} ({how})")
 
     def merge(self) -> None:
         """merge_insert on k, its source all columns or some (``k``, ``x`` and a random
@@ -563,9 +579,9 @@ def check_cleanup(model: Model) -> None:
             session.sql(f"SELECT * FROM table_changes('t', 'kept', {latest})").to_pylist()
 
 
-# (seed 1's history caught a pre-image read at its post-image after a type change, seed
-# 6's a restored column read NULL in the versions between it and the restore)
-@pytest.mark.parametrize("seed", [0, 1, 6])
+# (seed 43's history caught a pre-image read at its post-image after a type change, seed
+# 49's a restored column read wrongly in the versions between it and the restore)
+@pytest.mark.parametrize("seed", [0, 43, 49])
 def test_feed_matches_model(tmp_path: Path, seed: int) -> None:
     model = Model(tmp_path / "t.lance", random.Random(seed), pylance_share=0.0)
     model.run(12)
