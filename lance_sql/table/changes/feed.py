@@ -834,8 +834,8 @@ def _before_the_window(window: ChangeWindow, rows: ChangeRows) -> ChangeRows:
     """Net deletes and pre-images show a row's values from before the window. Netting
     points them at the version before the row's first change, which holds the same
     values unless a column is another field there than before the window (one dropped
-    in between that a restore brought back): such rows are read before the window,
-    found there by row id."""
+    in between that a restore brought back, or one a restore brought back in between):
+    such rows are read before the window, found there by row id."""
     before = window.start - 1
     old_side = np.isin(rows.kind, (PREIMAGE, DELETE)) & (rows.source > before)
     if before < 1 or not old_side.any():

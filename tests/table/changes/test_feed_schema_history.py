@@ -91,6 +91,16 @@ def test_net_pre_images_show_the_values_from_before_the_window(tmp_path: Path) -
         "SELECT c FROM table_changes('t', 2, 5, 'net') WHERE _rowid = 1 "
         "AND _change_type = 'update_preimage'")
     assert got.to_pylist() == [{"c": 20}]
+    # the other way round: v6 drops c and v7 restores v5 (no row changes); a window from
+    # v7 has c at its end but not before it (v6), where net pre-images come from
+    ds.drop_columns(["c"])                                                   # v6
+    ds.restore(5)                                                            # v7
+    ds = lance_sql.dataset(uri)
+    ds.update({"id": "id + 10"}, where="id = 2")                             # v8
+    assert _rows(ds, 7, 8, "c") == [(8, "update_preimage", 2, 20),
+                                    (8, "update_postimage", 12, 20)]
+    assert _rows(ds, 7, 8, "c", mode="net") == [(8, "update_preimage", 2, None),
+                                                (8, "update_postimage", 12, 20)]
 
 
 def test_a_pre_image_of_a_column_retyped_since_reads_its_old_value(tmp_path: Path) -> None:
