@@ -87,6 +87,8 @@ class MiniBlockPage:
         self.point_ints: object = None
         # (point: the page as one row is taken from it; False: not such a page)
         self.point_row: object = None
+        # (batch_key: what pages decoded together must share; False: not batchable)
+        self._batch_key: tuple | bool | None = None
 
     # ------------------------------------------------------------------ metadata
     def _buffer(self, i: int) -> bytes | memoryview:
@@ -245,10 +247,17 @@ class MiniBlockPage:
 
     def _parse_chunks(self, chunks: np.ndarray):
         """Read and split the given chunks: (level counts, value counts, buffers)."""
-        where = self.where
         raw, cstart = self._read_chunks(chunks)
-        csize = self.chunk_sizes[chunks]
-        counts = self.chunk_values[chunks]
+        return self.split_chunks(raw, cstart, self.chunk_sizes[chunks],
+                                 self.chunk_values[chunks])
+
+    def split_chunks(self, raw: np.ndarray, cstart: np.ndarray, csize: np.ndarray,
+                     counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[ChunkBuffers]]:
+        """Chunks of this page's shape (levels, buffers, chunk-size width) at ``cstart``
+        in ``raw``, ``csize`` bytes and ``counts`` values each, split into their buffers:
+        (level counts, value counts, one :class:`ChunkBuffers` per buffer). The chunks
+        may come from several pages of that shape (see :mod:`.batched`)."""
+        where = self.where
         width = 4 if self.large else 2
         nlev = (int(self.has_rep) + int(self.has_def))
         hl = int(_pad8(np.int64(2 + 2 * nlev + width * self.nbuf)))
@@ -274,8 +283,13 @@ class MiniBlockPage:
         return num_levels, counts, joined
 
     def _decode_chunks(self, chunks: np.ndarray):
+        return self.decode_split(*self._parse_chunks(chunks))
+
+    def decode_split(self, num_levels: np.ndarray, counts: np.ndarray,
+                     joined: list[ChunkBuffers]):  # fmt: skip
+        """(rep, def, value block, level counts, value counts) of chunks split by
+        :meth:`split_chunks`."""
         where = self.where
-        num_levels, counts, joined = self._parse_chunks(chunks)
         nlev = int(self.has_rep) + int(self.has_def)
         rep = def_ = None
         i = 0
@@ -422,6 +436,29 @@ class MiniBlockPage:
         if slot_valid is None:  # the indices as they are (no widening copy)
             return self.dictionary.take(pa.array(indices))
         return self.dictionary.take(pa.array(indices, mask=~slot_valid))
+
+    def batch_key(self) -> tuple | None:
+        """What pages whose chunks are decoded together in one pass (:mod:`.batched`)
+        must share: chunk shape, value and level encodings, leaf type. None for pages
+        that cannot be: lists (rows cross chunks) or a dictionary (one per page)."""
+        key = self._batch_key
+        if key is None:
+            self._load()
+            if self.has_rep or self.dictionary is not None:
+                key = False
+            else:
+                layout = self.layout
+                key = (self.leaf_type, self.large, self.has_def, self.nbuf,
+                       tuple(self.layers), layout.value_compression.SerializeToString(),
+                       layout.def_compression.SerializeToString() if self.has_def else b"")
+            self._batch_key = key  # (racing threads: an equal key)
+        return key if isinstance(key, tuple) else None
+
+    def chunk_span(self) -> tuple[int, int]:
+        """(file offset, bytes) of all the page's chunks (metadata loaded)."""
+        n = self.chunk_sizes.size
+        size = int(self.chunk_offsets[-1] + self.chunk_sizes[-1]) if n else 0
+        return self.buffers[1][0] if len(self.buffers) > 1 else 0, size
 
     # the pieces the point-take path (:mod:`point`) builds on
     def load(self) -> None:

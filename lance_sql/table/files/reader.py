@@ -406,6 +406,17 @@ class FragmentReader:
         found = self._opened(field)
         return None if found is None else found[0].point_column(field, found[1])
 
+    def leaf_pages(self, field: LanceField) -> list | None:
+        """The decoders of the non-empty pages of ``field``'s column here, in row order,
+        when it is a leaf read as its own type from one 2.1+ column (:meth:`point_column`);
+        None otherwise (the general read path then reads it)."""
+        column = self.point_column(field)
+        if column is None:
+            return None
+        bounds = column.info.row_starts
+        return [column.page(p) for p in range(len(column.info.pages))
+                if bounds[p + 1] > bounds[p]]
+
     def point_columns(self, fields: Sequence[LanceField]) -> list[LeafColumn | None]:
         """:meth:`point_column` of each of ``fields`` (a take of many rows), each data
         file opened and its column map made once for them all."""

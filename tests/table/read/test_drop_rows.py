@@ -165,8 +165,13 @@ def _multi_page_table(uri: str, writer: str, version: str) -> int:
 
 @pytest.fixture
 def field_reads(monkeypatch) -> list[tuple[str, int | None]]:
-    """(field name, rows) of every FragmentReader.read, in order."""
+    """(field name, rows) of every FragmentReader.read, in order. Whole fragments are
+    read one by one (not a column of several at once, which bypasses FragmentReader.read:
+    see test_batched_scan.py), as the tests using this check how a fragment is read."""
     from lance_sql.table.files.reader import FragmentReader
+    from lance_sql.table.read import scan
+
+    monkeypatch.setattr(scan, "BATCH_FRAGMENT_ROWS", 0)
 
     reads: list[tuple[str, int | None]] = []
     original = FragmentReader.read

@@ -1,0 +1,219 @@
+"""Whole small fragments read together: each column of a run of fragments decoded in one
+pass (``scan_fragments``, :mod:`lance_sql.table.read.batched`). Every result is checked
+against the fragment-by-fragment path (``BATCH_FRAGMENT_ROWS = 0``) and against pylance,
+on tables of many small fragments of several types, with nulls in some fragments only,
+deletions, rows dropped, system columns, both 2.1+ file versions and both writers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lance_sql
+from lance_sql.errors import FormatError
+from lance_sql.format.datafile import batched as format_batched
+from lance_sql.table.files.reader import FragmentReader
+from lance_sql.table.read import batched, scan, side_by_side
+from lance_sql.table.read.scan import Scanner
+
+FRAGMENT_ROWS = 300
+FRAGMENTS = 12
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    """Rows ``start .. start + n``: nulls only in some fragments (so some pages of a column
+    have levels and others not), low-cardinality strings (dictionary pages), lists,
+    fixed-size lists, a struct."""
+    ids = np.arange(start, start + n, dtype=np.int64)
+    frag = start // FRAGMENT_ROWS
+    nulls = frag % 3 == 1
+    rng = np.random.default_rng(start)
+    f32 = rng.random(n * 4).astype(np.float32)
+    return pa.table({
+        "id": ids,
+        "i8": pa.array((ids % 100 - 50).astype(np.int8)),
+        "u16": pa.array((ids * 7 % 60000).astype(np.uint16)),
+        "i32": pa.array([None if nulls and i % 4 == 0 else int(i % 1000) for i in ids],
+                        pa.int32()),
+        "f64": pa.array([None if nulls and i % 5 == 0 else float(i) / 3 for i in ids]),
+        "f32": pa.array(rng.random(n).astype(np.float32)),
+        "b": pa.array([bool(i % 3) for i in ids]),
+        "s": pa.array([None if nulls and i % 6 == 0 else f"s{i}-" + "x" * int(i % 17)
+                       for i in ids]),
+        "cat": pa.array([f"c{i % 4}" for i in ids]),
+        "bin": pa.array([bytes([int(i % 251)]) * int(i % 5) for i in ids], pa.binary()),
+        "ts": pa.array(ids * 1_000_000, pa.timestamp("us")),
+        "tags": pa.array([[int(i), int(i) + 1][: int(i % 3)] for i in ids],
+                         pa.list_(pa.int32())),
+        "vec": pa.FixedSizeListArray.from_arrays(pa.array(f32), 4),
+        "st": pa.StructArray.from_arrays(
+            [pa.array(ids.astype(np.int32)), pa.array([f"t{i % 9}" for i in ids])],
+            names=["a", "b"]),
+    })
+
+
+def _write(uri: str, writer: str, version: str, fragments: int = FRAGMENTS,
+           rows: int = FRAGMENT_ROWS) -> None:
+    for k in range(fragments):
+        data = _rows(k * rows, rows)
+        mode = "create" if k == 0 else "append"
+        if writer == "pylance":
+            import lance
+
+            lance.write_dataset(data, uri, mode=mode, data_storage_version=version)
+        else:
+            lance_sql.write_dataset(data, uri, mode=mode, data_storage_version=version)
+
+
+@pytest.fixture(params=[("lance_sql", "2.2"), ("pylance", "2.1"), ("pylance", "2.2"),
+                        ("lance_sql", "2.0")], ids=lambda p: f"{p[0]}-{p[1]}")
+def table(request, tmp_path) -> str:
+    writer, version = request.param
+    uri = str(tmp_path / "t")
+    _write(uri, writer, version)
+    lance_sql.dataset(uri).delete("id % 13 = 0 OR (id >= 600 AND id < 900)")
+    return uri
+
+
+@pytest.fixture
+def decodes(monkeypatch) -> list[int]:
+    """Pages decoded per call of the batched decode (what it got to do)."""
+    calls: list[int] = []
+    original = format_batched.decode_whole
+
+    def spy(pages):
+        calls.append(len(pages))
+        return original(pages)
+
+    monkeypatch.setattr(batched, "decode_whole", spy)
+    return calls
+
+
+def _one_by_one(fn, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(scan, "BATCH_FRAGMENT_ROWS", 0)
+        return fn()
+
+
+def _pylance(uri: str, **kwargs) -> pa.Table:
+    import lance
+
+    return lance.dataset(uri).to_table(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"columns": ["id", "s", "vec"]},
+    {"columns": ["f64", "i32", "cat"], "with_row_id": True},
+    {"columns": ["st", "tags", "id"], "with_row_address": True},
+])
+def test_scans_equal_the_fragment_by_fragment_path_and_pylance(table, decodes, monkeypatch,
+                                                               kwargs) -> None:
+    ds = lance_sql.dataset(table)
+    got = ds.to_table(**kwargs)
+    want = _one_by_one(lambda: ds.to_table(**kwargs), monkeypatch)
+    assert got.num_rows == want.num_rows > 0
+    assert got.equals(want)
+    assert got.equals(_pylance(table, **kwargs).cast(got.schema))
+    if ds.data_storage_version != "2.0":
+        assert decodes and max(decodes) >= 2  # columns of several fragments at once
+    else:
+        assert not decodes  # 2.0 files: one by one
+
+
+def test_rows_dropped_limits_offsets_and_batches(table, monkeypatch) -> None:
+    ds = lance_sql.dataset(table)
+    rng = np.random.default_rng(5)
+    drop = {f.id: rng.choice(f.physical_rows, 40) for f in ds.manifest.fragments[::2]}
+
+    def dropped():
+        return Scanner(ds.store, ds.manifest, columns=["id", "s", "f64", "tags"],
+                       with_row_address=True, drop_rows=drop).to_table()
+
+    got = dropped()
+    want = _one_by_one(dropped, monkeypatch)
+    assert got.equals(want)
+    dropped_ids = {f.id * FRAGMENT_ROWS + int(r) for f in ds.manifest.fragments
+                   for r in drop.get(f.id, [])}  # (fragment k holds ids from k * rows)
+    assert dropped_ids and not set(got.column("id").to_pylist()) & dropped_ids
+    for kwargs in ({"limit": 500, "offset": 700}, {"offset": 250}):
+        got = ds.to_table(**kwargs)
+        assert got.equals(_one_by_one(lambda kw=kwargs: ds.to_table(**kw), monkeypatch))
+    batches = list(ds.to_batches(batch_size=128))
+    assert all(b.num_rows <= 128 for b in batches)
+    assert pa.Table.from_batches(batches).equals(
+        _one_by_one(ds.to_table, monkeypatch).combine_chunks())
+
+
+def test_filtered_scans_still_read_fragment_by_fragment(table, decodes, monkeypatch) -> None:
+    ds = lance_sql.dataset(table)
+    got = ds.to_table(filter="i32 > 500 AND cat = 'c1'")
+    assert got.equals(_one_by_one(lambda: ds.to_table(filter="i32 > 500 AND cat = 'c1'"),
+                                  monkeypatch))
+    assert got.num_rows > 0 and not decodes
+
+
+def test_reads_in_worker_threads(tmp_path, decodes, monkeypatch) -> None:
+    """Reads that are not small go to a pool: each task's run of fragments is read
+    together there too."""
+    uri = str(tmp_path / "t")
+    _write(uri, "lance_sql", "2.2", fragments=8, rows=20_000)
+    ds = lance_sql.dataset(uri)
+    monkeypatch.setattr(side_by_side, "SIDE_BY_SIDE_MIN_BYTES", 0)
+    got = Scanner(ds.store, ds.manifest, columns=["id", "s", "vec"], num_threads=2).to_table()
+    want = _one_by_one(lambda: Scanner(ds.store, ds.manifest, columns=["id", "s", "vec"],
+                                       num_threads=2).to_table(), monkeypatch)
+    assert got.equals(want) and got.num_rows == 160_000
+    assert decodes and max(decodes) >= 2
+
+
+def test_a_failed_batched_decode_falls_back(table, monkeypatch) -> None:
+    """Pages whose joint decode fails are read one by one (whose decoders name the file
+    of any error)."""
+    ds = lance_sql.dataset(table)
+    want = _one_by_one(ds.to_table, monkeypatch)
+    monkeypatch.setattr(batched, "decode_whole", lambda pages: None)
+    assert ds.to_table().equals(want)
+
+
+def test_corrupt_chunk_metadata_is_a_format_error(tmp_path) -> None:
+    """A page whose chunk sizes claim more bytes than its buffer holds fails the scan
+    with a FormatError, as it does read alone."""
+    uri = str(tmp_path / "t")
+    _write(uri, "lance_sql", "2.2", fragments=4)
+    ds = lance_sql.dataset(uri)
+    fragment = ds.manifest.fragments[2]
+    reader = FragmentReader(ds.store, ds.manifest, fragment)
+    field = ds.manifest.schema.field("id")
+    page = reader.leaf_pages(field)[0]
+    offset, size = page.buffers[0]
+    path = tmp_path / "t" / "data" / fragment.files[0].path
+    data = bytearray(path.read_bytes())
+    data[offset : offset + size] = b"\xff" * size
+    path.write_bytes(bytes(data))
+    fresh = lance_sql.dataset(uri)  # (a new runtime cache would do as well)
+    from lance_sql.table.runtime.context import current_runtime
+
+    current_runtime().cache.clear()
+    with pytest.raises(FormatError):
+        fresh.to_table(columns=["id"])
+
+
+def test_whole_columns_leaves_out_what_it_cannot_share(table) -> None:
+    """Nested and list columns, and columns of 2.0 files, come back as None (read the
+    usual way); leaves of 2.1+ files as the fragment's whole column."""
+    ds = lance_sql.dataset(table)
+    readers = [FragmentReader(ds.store, ds.manifest, f) for f in ds.manifest.fragments]
+    for r in readers:
+        r.check_rows()
+    schema = ds.manifest.schema
+    for name in ("tags", "st"):
+        assert batched.whole_columns(readers, schema.field(name)) == [None] * len(readers)
+    got = batched.whole_columns(readers, schema.field("id"))
+    if ds.data_storage_version == "2.0":
+        assert got == [None] * len(readers)
+        return
+    assert all(a is not None for a in got)
+    for reader, array in zip(readers, got, strict=True):
+        assert array.equals(reader.read([schema.field("id")])[0])
