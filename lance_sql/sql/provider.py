@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -38,6 +38,7 @@ from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns, rows_filter
 from lance_sql.sql.streams import ScanScope, current_scope
 from lance_sql.table import (
+    BATCH_ROWS,
     SYSTEM_COLUMNS,
     IndexedRows,
     RangeSizer,
@@ -50,9 +51,11 @@ from lance_sql.table import (
     no_helpers,
     plan_indexed,
     reads_are_small,
+    reads_together,
     row_width,
     rows_only,
     scan_fragment,
+    scan_fragments,
     scan_rows,
 )
 
@@ -179,6 +182,37 @@ class UnitScanner:
             yield from self.unit.scope.reading(self._batches())
         except Exception as exc:
             raise self.unit.table.errors.wrap(exc) from exc
+
+    def whole_and_small(self, plan: ScanPlan) -> bool:
+        """Whether this unit may be read together with others of ``plan`` (one run of a
+        :class:`SequentialScanner`): a whole small fragment read by ``plan`` (columns to
+        decode, no LIMIT) in one chunk."""
+        unit = self.unit
+        return (type(self) is UnitScanner and self.plan is plan and self.sizer is None
+                and unit.table.limit_hint is None and bool(plan.read_fields)
+                and unit.stop <= min(self.chunk_rows, CHUNK_ROWS)
+                and reads_together(unit.fragment, unit.start, unit.stop))
+
+    def read_together(self, parts: Sequence[UnitScanner]) -> Iterator[pa.RecordBatch]:
+        """The batches of ``parts`` (this one first, all :meth:`whole_and_small`), their
+        fragments read together (:func:`scan_fragments`: each column decoded in one pass
+        across them), each part's rows as its own read would hand them over."""
+        try:
+            yield from self.unit.scope.reading(self._together(parts))
+        except Exception as exc:
+            raise self.unit.table.errors.wrap(exc) from exc
+
+    def _together(self, parts: Sequence[UnitScanner]) -> Iterator[pa.RecordBatch]:
+        unit, table = self.unit, self.unit.table
+        unit.scope.check()
+        with no_helpers(self.beside_others):
+            chunks = scan_fragments(table.store, table.manifest,
+                                    [p.unit.fragment for p in parts], self.plan)
+        for part, chunk in zip(parts, chunks, strict=True):
+            for batch in chunk.to_batches(max_chunksize=part.batch_size):
+                if batch.num_rows:
+                    unit.scope.check()
+                    yield exportable(batch)
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         unit, table = self.unit, self.unit.table
@@ -404,8 +438,23 @@ class SequentialScanner:
                 part.sizer = shared
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        for part in self.parts:
-            yield from part.to_batches()
+        """The parts' batches in turn; each run of whole small fragments read together,
+        up to BATCH_ROWS rows at a time (:meth:`UnitScanner.read_together`)."""
+        parts = self.parts
+        plan = next((p.plan for p in parts if type(p) is UnitScanner), None)
+        i = 0
+        while i < len(parts):
+            j, rows = i, 0
+            while (j < len(parts) and rows < BATCH_ROWS and plan is not None
+                   and parts[j].whole_and_small(plan)):
+                rows += parts[j].unit.stop
+                j += 1
+            if j - i >= 2:
+                yield from parts[i].read_together(parts[i:j])
+                i = j
+            else:
+                yield from parts[i].to_batches()
+                i += 1
 
 
 @dataclass(frozen=True)

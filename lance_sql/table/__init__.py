@@ -50,12 +50,15 @@ from lance_sql.table.ops.merge_insert import RowChanges, apply_row_changes
 from lance_sql.table.read.arrow_filters import decode, in_list, referenced_columns
 from lance_sql.table.read.prune import address_ranges, fragment_spans
 from lance_sql.table.read.scan import (
+    BATCH_ROWS,
     RangeSizer,
     ScanPlan,
     build_scan_plan,
     live_ranges,
+    reads_together,
     rows_only,
     scan_fragment,
+    scan_fragments,
     scan_rows,
 )
 from lance_sql.table.read.side_by_side import reads_are_small, row_width
@@ -84,6 +87,8 @@ __all__ = [
     # scans cut into units of work by an engine (plans are made by build_scan_plan only)
     "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_ranges",
     "live_rows", "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
+    # runs of whole small fragments read together (each column decoded in one pass)
+    "BATCH_ROWS", "reads_together", "scan_fragments",
     # the tree of a pyarrow filter an engine pushes
     "decode", "in_list", "referenced_columns",
     # how many rows a filtered read with a limit reads next

@@ -54,6 +54,11 @@ def range_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     )
 
 
+# From this many buffers, buffers in whole 8-byte words are joined by one gather of words
+# (a slice per buffer costs ~1 us of interpreter time; the gather a few ns a word).
+_WORD_GATHER_MIN = 64
+
+
 class ChunkBuffers:
     """One buffer of every selected chunk: where each lies in ``raw`` and its size.
 
@@ -101,6 +106,13 @@ class ChunkBuffers:
             out[: (n - 1) * size0].reshape(n - 1, size0)[...] = rows
             out[(n - 1) * size0 :] = raw[int(pos[-1]) : last_end]
             return out
+        if n >= _WORD_GATHER_MIN and not np.any((pos | sizes) & 7):
+            # whole 8-byte words (chunks of many pages, say): one gather of words
+            # instead of a slice per buffer
+            usable = raw.size & ~7
+            if last_end <= usable:
+                words = raw[:usable].view(np.uint64)
+                return words[range_indices(pos >> 3, sizes >> 3)].view(np.uint8)
         mv = raw.data
         lo, hi = pos.tolist(), (pos + sizes).tolist()
         return np.frombuffer(b"".join([mv[a:b] for a, b in zip(lo, hi, strict=True)]), np.uint8)

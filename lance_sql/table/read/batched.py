@@ -12,7 +12,7 @@ None: the caller reads it the usual way, which also raises any error naming the 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -54,3 +54,45 @@ def whole_columns(readers: Sequence[FragmentReader], field: LanceField
             out[i] = decoded.slice(at, rows)
             at += rows
     return out
+
+
+class WholeColumns:
+    """The columns of a run of fragments (``readers``, rows checked), each decoded by
+    :func:`whole_columns` when first asked for: a filtered scan whose filter leaves a
+    run of fragments without matches never decodes their other columns. Used by the one
+    thread reading the run."""
+
+    def __init__(self, readers: Sequence[FragmentReader], fields: Sequence[LanceField]
+                 ) -> None:
+        self._readers = readers
+        self._fields = {f.name: f for f in fields}
+        self._columns: dict[str, list[pa.Array | None]] = {}
+
+    def column(self, name: str) -> list[pa.Array | None]:
+        """``name``'s whole column in each fragment (None where not decoded together)."""
+        got = self._columns.get(name)
+        if got is None:
+            got = whole_columns(self._readers, self._fields[name])
+            self._columns[name] = got
+        return got
+
+    def of(self, i: int) -> Mapping[str, pa.Array | None]:
+        """The columns of the ``i``-th fragment, by name."""
+        return _FragmentColumns(self, i)
+
+
+class _FragmentColumns(Mapping[str, "pa.Array | None"]):
+    def __init__(self, batch: WholeColumns, i: int) -> None:
+        self._batch = batch
+        self._i = i
+
+    def __getitem__(self, name: str) -> pa.Array | None:
+        if name not in self._batch._fields:
+            raise KeyError(name)
+        return self._batch.column(name)[self._i]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._batch._fields)
+
+    def __len__(self) -> int:
+        return len(self._batch._fields)

@@ -52,7 +52,7 @@ from lance_sql.table.files.reader import (
 )
 from lance_sql.table.read import take_many
 from lance_sql.table.read.arrow_filters import decode, known, referenced_columns
-from lance_sql.table.read.batched import whole_columns
+from lance_sql.table.read.batched import WholeColumns
 from lance_sql.table.read.comparisons import Comparison, columns_of, conjunction, mask, typed
 from lance_sql.table.read.masks import bool_array
 from lance_sql.table.read.prune import address_ranges, fragment_spans
@@ -378,8 +378,8 @@ def scan_fragment(
     ``max_rows``: only the first that many rows are wanted (a limit): with a filter, the
     other output columns are then read only up to the row completing them.
     ``decoded``: read fields' values already decoded for all the fragment's rows (by
-    name; None or missing: read here), for a whole-fragment read of a plan without a
-    filter (:func:`scan_fragments`); ``reader``: the fragment's reader, when kept."""
+    name; None or missing: read here), for whole-fragment reads only
+    (:func:`scan_fragments`); ``reader``: the fragment's reader, when kept."""
     if reader is None:
         reader = FragmentReader(store, manifest, fragment)
     rows = reader.check_rows()  # before the count sizes row addresses or empty columns
@@ -387,13 +387,13 @@ def scan_fragment(
         length = rows - offset
     if plan.comparisons is not None and plan.filter is not None:
         compared = _scan_compared(reader, store, manifest, fragment, plan, offset, length,
-                                  drop, max_rows)
+                                  drop, max_rows, decoded)
         if compared is not None:
             return compared
     late = plan.late_fields()
     if late:
         return _scan_late(store, manifest, fragment, plan, late, offset, length, drop,
-                          max_rows)
+                          max_rows, decoded, reader)
     mask = _live_mask(reader, drop, offset, length)
     got: Mapping[str, pa.Array | None] = decoded or {}
     if mask is not None:
@@ -425,13 +425,13 @@ def scan_fragments(store: ObjectStore, manifest: Manifest, fragments: Sequence[F
                    plan: ScanPlan, drops: Mapping[int, np.ndarray] | None = None
                    ) -> list[pa.Table]:
     """:func:`scan_fragment` of each of ``fragments`` (all their rows; ``drops``: per
-    fragment id, as ``drop``). For a plan without a filter, each read column of the
-    fragments is decoded in one pass across them where their pages allow
-    (:mod:`.batched`): small fragments then cost a fraction of a fragment's fixed cost
-    per column each. With a filter each fragment is read alone (its filter's columns
-    first, see :func:`scan_fragment`)."""
+    fragment id, as ``drop``). Each read column of the fragments is decoded in one pass
+    across them where their pages allow (:mod:`.batched`): small fragments then cost a
+    fraction of a fragment's fixed cost per column each. A filter is then applied to
+    each fragment's decoded columns as :func:`scan_fragment` applies it (the other
+    output columns filtered or taken in memory)."""
     drops = drops or {}
-    if plan.filter is not None or not plan.read_fields or len(fragments) < 2:
+    if not plan.read_fields or len(fragments) < 2:
         return [scan_fragment(store, manifest, f, plan, drop=drops.get(f.id))
                 for f in fragments]
     readers: list[FragmentReader] = []
@@ -444,12 +444,12 @@ def scan_fragments(store: ObjectStore, manifest: Manifest, fragments: Sequence[F
         except LanceError:
             continue  # raised again below, when its turn comes
         checked.append(reader)
-    columns = {f.name: whole_columns(checked, f) for f in plan.read_fields}
+    columns = WholeColumns(checked, plan.read_fields)
     position = {id(r): i for i, r in enumerate(checked)}
     out = []
     for fragment, reader in zip(fragments, readers, strict=True):
         i = position.get(id(reader))
-        decoded = None if i is None else {name: got[i] for name, got in columns.items()}
+        decoded = None if i is None else columns.of(i)
         out.append(scan_fragment(store, manifest, fragment, plan,
                                  drop=drops.get(fragment.id), decoded=decoded,
                                  reader=reader))
@@ -458,7 +458,8 @@ def scan_fragments(store: ObjectStore, manifest: Manifest, fragments: Sequence[F
 
 def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifest,
                    fragment: Fragment, plan: ScanPlan, offset: int, length: int,
-                   drop: np.ndarray | None, max_rows: int | None = None
+                   drop: np.ndarray | None, max_rows: int | None = None,
+                   decoded: Mapping[str, pa.Array | None] | None = None
                    ) -> pa.Table | None:
     """:func:`scan_fragment` for a plan whose filter is ``plan.comparisons``: the compared
     columns are read and tested first; the other output columns and the system columns
@@ -468,9 +469,11 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     assert plan.comparisons is not None
     by_name = {f.name: f for f in plan.read_fields}
     tested_names = sorted(columns_of(plan.comparisons))
-    tested = dict(zip(tested_names,
-                      reader.read([by_name[n] for n in tested_names], offset=offset,
-                                  length=length), strict=True))
+    got = decoded or {}
+    unread = [n for n in tested_names if got.get(n) is None]
+    tested = dict(zip(unread, reader.read([by_name[n] for n in unread], offset=offset,
+                                          length=length) if unread else [], strict=True))
+    tested = {n: tested[n] if n in tested else got[n] for n in tested_names}
     keep = mask(plan.comparisons, tested)
     if keep is None:
         return None
@@ -484,6 +487,7 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
         length = int(local[-1]) + 1 if local.size else 0
         keep = keep[:length]
         tested = {n: a.slice(0, length) for n, a in tested.items()}
+        got = {n: a.slice(0, length) for n, a in got.items() if a is not None}
     if not plan.output_fields:
         return rows_only(int(local.size))
     if local.size == 0:
@@ -497,9 +501,19 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     if not others:
         fetched: list[pa.Array] = []
     elif many:
-        fetched = [pick(a) for a in reader.read(others, offset=offset, length=length)]
-    else:
-        fetched = reader.take(others, rows)
+        unread_fields = [f for f in others if got.get(f.name) is None]
+        read_now = dict(zip((f.name for f in unread_fields),
+                            reader.read(unread_fields, offset=offset, length=length)
+                            if unread_fields else [], strict=True))
+        fetched = [pick(read_now[f.name] if f.name in read_now else got[f.name])
+                   for f in others]
+    else:  # (decoded columns: taken in memory, ``local`` being their positions too)
+        unread_fields = [f for f in others if got.get(f.name) is None]
+        taken = dict(zip((f.name for f in unread_fields),
+                         reader.take(unread_fields, rows) if unread_fields else [],
+                         strict=True))
+        fetched = [taken[f.name] if f.name in taken else pick(got[f.name])
+                   for f in others]
     columns = {f.name: a for f, a in zip(others, fetched, strict=True)}
     for name, array in tested.items():
         if name in plan.output_fields:
@@ -726,10 +740,14 @@ def _take_one_address(store: ObjectStore, manifest: Manifest, plan: ScanPlan,
 
 def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan: ScanPlan,
                late: tuple[LanceField, ...], offset: int, length: int,
-               drop: np.ndarray | None = None, max_rows: int | None = None) -> pa.Table:
+               drop: np.ndarray | None = None, max_rows: int | None = None,
+               decoded: Mapping[str, pa.Array | None] | None = None,
+               reader: FragmentReader | None = None) -> pa.Table:
     """Filter on the filter's columns first, then fetch ``late`` columns for matches only
     (the first ``max_rows`` when given): taken when few match, else read over the range
-    (up to the last match) and filtered."""
+    (up to the last match) and filtered. ``decoded``, ``reader``: as in
+    :func:`scan_fragment` (a late column decoded already is filtered or taken in
+    memory)."""
     late_names = {f.name for f in late}
     early = [n for n in plan.output_fields if n not in late_names]
     outputs = early + ([ROW_ADDR] if ROW_ADDR not in early else [])
@@ -745,21 +763,30 @@ def _scan_late(store: ObjectStore, manifest: Manifest, fragment: Fragment, plan:
         comparisons=None,
     )
     matched = scan_fragment(store, manifest, fragment, probe, offset=offset, length=length,
-                            drop=drop, max_rows=max_rows)
+                            drop=drop, max_rows=max_rows, decoded=decoded, reader=reader)
     if matched.num_rows == 0:
         return plan.output_schema.empty_table()
     rows = row_offsets(matched.column(ROW_ADDR))
     if max_rows is not None:
         length = int(rows[-1]) + 1 - offset  # (rows: sorted) nothing wanted past the last
-    reader = FragmentReader(store, manifest, fragment)
+    if reader is None:
+        reader = FragmentReader(store, manifest, fragment)
+    known = decoded or {}
+    got = {f.name: a for f in late if (a := known.get(f.name)) is not None}
     fetched: Sequence[pa.Array | pa.ChunkedArray]
     if _reads_range(rows.size, length):  # (rows: sorted, inside the range)
         keep = np.zeros(length, bool)
         keep[rows - offset] = True
         selection = bool_array(keep)
-        fetched = [_read_kept(reader, f, selection, offset) for f in late]
+        fetched = [_read_kept(reader, f, selection, offset) if f.name not in got else
+                   pc.filter(got[f.name].slice(offset, length), selection) for f in late]
     else:
-        fetched = reader.take(late, rows)
+        unread = [f for f in late if f.name not in got]
+        taken = dict(zip((f.name for f in unread),
+                         reader.take(unread, rows) if unread else [], strict=True))
+        at = array_from_numpy(rows)  # (decoded: the fragment's rows from its first)
+        fetched = [taken[f.name] if f.name in taken else got[f.name].take(at)
+                   for f in late]
     columns = dict(zip((f.name for f in late), fetched, strict=True))
     table = pa.Table.from_arrays(
         [columns[n] if n in columns else matched.column(n) for n in plan.output_fields],
@@ -991,8 +1018,7 @@ class Scanner:
         """Whether ``piece`` is a whole fragment of at most :data:`BATCH_FRAGMENT_ROWS`
         rows that no index answers."""
         fragment, start, stop = piece
-        return (start == 0 and stop == fragment.physical_rows
-                and stop <= BATCH_FRAGMENT_ROWS
+        return (reads_together(fragment, start, stop)
                 and (self.indexed is None or not self.indexed.covers(fragment.id)))
 
     def _small(self, ranges: Sequence[tuple[Fragment, int, int]]) -> bool:
@@ -1172,6 +1198,13 @@ MIN_TASK_ROWS = 64 * 1024
 # nothing from it (their fixed cost per column is small beside their decoding).
 BATCH_FRAGMENT_ROWS = 32 * 1024
 BATCH_ROWS = 128 * 1024
+
+
+def reads_together(fragment: Fragment, start: int, stop: int) -> bool:
+    """Whether a read of rows ``[start, stop)`` of ``fragment`` may be one of a run of
+    fragments read together (:func:`scan_fragments`): all its rows, and at most
+    :data:`BATCH_FRAGMENT_ROWS` of them."""
+    return start == 0 and stop == fragment.physical_rows <= BATCH_FRAGMENT_ROWS
 
 
 def _task_groups(ranges: Sequence[tuple[Fragment, int, int]]
