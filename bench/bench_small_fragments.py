@@ -4,7 +4,8 @@ pylance, in one process.
 A table of ``--rows`` rows (int64 ``id``, float64 ``x``, int32 ``cat``, string ``s``,
 16 x float32 ``vec``) is written by lance_sql in fragments of ``--fragment-rows`` rows
 (one append each; ``--sizes`` takes a comma list of fragment sizes, one table each).
-Timed, interleaved round by round after an untimed warm-up, wall medians:
+Timed, interleaved round by round after an untimed warm-up, wall medians (``--cpu``:
+medians of the process's CPU time, steadier on a shared machine):
 
 * Python: ``to_table()``, ``to_table(columns=["id"])``, ``to_table(filter="cat = 7")``;
 * SQL: ``SELECT *``, ``SELECT id``, ``SELECT count(*) ... WHERE cat = 7``;
@@ -13,7 +14,7 @@ each as lance_sql reads it (small reads on one thread, see
 ``lance_sql/table/read/side_by_side.py``), as it did before that rule (every read side by
 side: the threshold set to 0), and through pylance (Python cases only: it has no SQL).
 
-    PYTHONPATH=. python bench/bench_small_fragments.py [--sizes 1000,10000,100000]
+    PYTHONPATH=. python bench/bench_small_fragments.py [--sizes 1000,10000,100000] [--cpu]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -74,7 +76,7 @@ def _with_threshold(value: int, fn: Callable[[], object]) -> Callable[[], object
     return run
 
 
-def measure(root: Path, per: int, repeat: int, with_pylance: bool) -> None:
+def measure(root: Path, per: int, repeat: int, with_pylance: bool, cpu: bool = False) -> None:
     path = root / "t.lance"
     ours = lance_sql.dataset(path)
     session = lance_sql.connect(root)
@@ -97,9 +99,9 @@ def measure(root: Path, per: int, repeat: int, with_pylance: bool) -> None:
             return session.sql(q).to_arrow_table()
         ops[f"SQL {name} | now"] = (sql, None)
         ops[f"SQL {name} | side by side"] = (_with_threshold(0, sql), None)
-    times = interleaved_medians(ops, repeat)
+    times = interleaved_medians(ops, repeat, time.process_time if cpu else time.perf_counter)
     fragments = len(ours.manifest.fragments)
-    print(f"\n{fragments} fragments of {per} rows")
+    print(f"\n{fragments} fragments of {per} rows ({'CPU' if cpu else 'wall'} medians)")
     for name in [*PYTHON_CASES, *(f"SQL {n}" for n in SQL_CASES)]:
         now, before = times[f"{name} | now"], times[f"{name} | side by side"]
         line = (f"  {name:28s} now {now * 1e3:8.1f} ms   side by side {before * 1e3:8.1f} ms"
@@ -118,12 +120,13 @@ def main() -> None:
                         help="rows per fragment, one table each (comma list)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-pylance", action="store_true")
+    parser.add_argument("--cpu", action="store_true", help="time CPU, not wall, medians")
     args = parser.parse_args()
     for per in (int(s) for s in args.sizes.split(",")):
         root = Path(tempfile.mkdtemp(prefix="bench_small_fragments_"))
         try:
             _build(root / "t.lance", args.rows, per)
-            measure(root, per, args.repeat, not args.no_pylance)
+            measure(root, per, args.repeat, not args.no_pylance, args.cpu)
         finally:
             shutil.rmtree(root, ignore_errors=True)
 

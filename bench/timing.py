@@ -22,21 +22,24 @@ def median_time(fn: Callable[[], object], repeat: int,
 
 def interleaved_medians(operations: dict[str, tuple[Callable[[], object],
                                                   Callable[[], None] | None]],
-                        repeat: int) -> dict[str, float]:
+                        repeat: int, clock: Callable[[], float] = time.perf_counter
+                        ) -> dict[str, float]:
     """Median wall time of each operation, run in rounds: one of each per round.
 
     On a shared machine a slow spell then hits every operation alike instead of all
     repeats of one. Each operation runs once untimed first (JIT, caches, workers).
+    ``clock``: what is timed (``time.process_time``: the process's CPU time, all its
+    threads, steadier than wall time when other work shares the cores).
     """
     times: dict[str, list[float]] = {name: [] for name in operations}
     for round_ in range(repeat + 1):
         for name, (fn, setup) in operations.items():
             if setup is not None:
                 setup()
-            start = time.perf_counter()
+            start = clock()
             fn()
             if round_:
-                times[name].append(time.perf_counter() - start)
+                times[name].append(clock() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 

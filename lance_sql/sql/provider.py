@@ -38,12 +38,12 @@ from lance_sql.sql.error_bridge import ErrorRegistry
 from lance_sql.sql.pyarrow_filter import as_expression, decode, referenced_columns, rows_filter
 from lance_sql.sql.streams import ScanScope, current_scope
 from lance_sql.table import (
-    BATCH_ROWS,
     SYSTEM_COLUMNS,
     IndexedRows,
     RangeSizer,
     ScanPlan,
     address_ranges,
+    batch_rows,
     build_scan_plan,
     fragment_spans,
     live_ranges,
@@ -439,14 +439,15 @@ class SequentialScanner:
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """The parts' batches in turn; each run of whole small fragments read together,
-        up to BATCH_ROWS rows at a time (:meth:`UnitScanner.read_together`)."""
+        up to ``batch_rows(plan)`` rows at a time (:meth:`UnitScanner.read_together`)."""
         parts = self.parts
         plan = next((p.plan for p in parts if type(p) is UnitScanner), None)
+        limit = batch_rows(plan) if plan is not None else 0
         i = 0
         while i < len(parts):
             j, rows = i, 0
-            while (j < len(parts) and rows < BATCH_ROWS and plan is not None
-                   and parts[j].whole_and_small(plan)):
+            while (j < len(parts) and plan is not None and parts[j].whole_and_small(plan)
+                   and (j == i or rows + parts[j].unit.stop <= limit)):
                 rows += parts[j].unit.stop
                 j += 1
             if j - i >= 2:

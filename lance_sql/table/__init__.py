@@ -50,9 +50,9 @@ from lance_sql.table.ops.merge_insert import RowChanges, apply_row_changes
 from lance_sql.table.read.arrow_filters import decode, in_list, referenced_columns
 from lance_sql.table.read.prune import address_ranges, fragment_spans
 from lance_sql.table.read.scan import (
-    BATCH_ROWS,
     RangeSizer,
     ScanPlan,
+    batch_rows,
     build_scan_plan,
     live_ranges,
     reads_together,
@@ -88,7 +88,7 @@ __all__ = [
     "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_ranges",
     "live_rows", "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
     # runs of whole small fragments read together (each column decoded in one pass)
-    "BATCH_ROWS", "reads_together", "scan_fragments",
+    "batch_rows", "reads_together", "scan_fragments",
     # the tree of a pyarrow filter an engine pushes
     "decode", "in_list", "referenced_columns",
     # how many rows a filtered read with a limit reads next

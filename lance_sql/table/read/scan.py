@@ -994,21 +994,23 @@ class Scanner:
     def _read_ranges(self, ranges: Sequence[tuple[Fragment, int, int]]
                      ) -> Iterator[pa.Table]:
         """The reads of ``ranges`` in order; runs of whole small fragments read together
-        (:func:`scan_fragments`), up to :data:`BATCH_ROWS` rows at a time."""
+        (:func:`scan_fragments`), up to :func:`batch_rows` rows at a time."""
         batch: list[Fragment] = []
         rows = 0
+        limit = 0  # (the plan's, made once a piece may be read together)
         for piece in ranges:
-            fragment, start, stop = piece
-            if self._batchable(piece):
-                batch.append(fragment)
-                rows += stop
-                if rows < BATCH_ROWS:
-                    continue
-            if batch:
+            fragment, _, stop = piece
+            together = self._batchable(piece)
+            if together and not limit:
+                limit = batch_rows(self.plan)
+            if batch and (not together or rows + stop > limit):
                 yield from scan_fragments(self.store, self.manifest, batch, self.plan,
                                           self.drop_rows)
                 batch, rows = [], 0
-            if not self._batchable(piece):
+            if together:
+                batch.append(fragment)
+                rows += stop
+            else:
                 yield self._read_range(piece)
         if batch:
             yield from scan_fragments(self.store, self.manifest, batch, self.plan,
@@ -1198,6 +1200,16 @@ MIN_TASK_ROWS = 64 * 1024
 # nothing from it (their fixed cost per column is small beside their decoding).
 BATCH_FRAGMENT_ROWS = 32 * 1024
 BATCH_ROWS = 128 * 1024
+BATCH_BYTES = 64 << 20
+
+
+def batch_rows(plan: ScanPlan) -> int:
+    """The most rows a run of fragments read together holds (at least one fragment):
+    :data:`BATCH_ROWS`, fewer when the plan's rows are wide (:data:`BATCH_BYTES` of
+    decoded values at most, by :func:`row_width`'s estimate)."""
+    width = row_width(f.to_scan_arrow().type for f in plan.read_fields) + 8 * len(
+        plan.system_names)
+    return max(1, min(BATCH_ROWS, BATCH_BYTES // max(width, 1)))
 
 
 def reads_together(fragment: Fragment, start: int, stop: int) -> bool:

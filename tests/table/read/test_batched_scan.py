@@ -264,3 +264,27 @@ def test_sql_scans_read_runs_of_small_fragments_together(tmp_path, decodes, monk
             assert decodes and max(decodes) >= 2
             python = lance_sql.dataset(uri).to_table()
             assert got.sort_by("id").equals(python.sort_by("id").cast(got.schema))
+
+
+def test_runs_are_bounded(tmp_path, decodes, monkeypatch) -> None:
+    """A run read together holds at most ``batch_rows`` rows (BATCH_ROWS, fewer for wide
+    rows: BATCH_BYTES), in Python and SQL scans alike; the rows are the same."""
+    uri = str(tmp_path / "t.lance")
+    _write(uri, "lance_sql", "2.2")
+    ds = lance_sql.dataset(uri)
+    want = _one_by_one(ds.to_table, monkeypatch)
+    session = lance_sql.connect(str(tmp_path))
+    want_sql = _one_by_one(lambda: session.sql("SELECT id, s FROM t").to_arrow_table(),
+                           monkeypatch)
+    monkeypatch.setattr(scan, "BATCH_ROWS", 3 * FRAGMENT_ROWS)
+    assert ds.to_table().equals(want)
+    assert decodes and max(decodes) == 3
+    decodes.clear()
+    assert session.sql("SELECT id, s FROM t").to_arrow_table().equals(want_sql)
+    assert decodes and max(decodes) == 3
+    decodes.clear()
+    plan = ds.scanner(columns=["id"]).plan
+    monkeypatch.setattr(scan, "BATCH_BYTES", 2 * FRAGMENT_ROWS * 8)  # id: 8 bytes a row
+    assert scan.batch_rows(plan) == 2 * FRAGMENT_ROWS
+    assert ds.to_table(columns=["id"]).equals(want.select(["id"]))
+    assert decodes and max(decodes) == 2

@@ -43,6 +43,9 @@ def table_uri(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
 @pytest.mark.parametrize("filter", list(FILTERS))
 def test_late_columns_read_over_the_range_when_many_rows_match(
         table_uri: str, filter: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # fragments read one by one: read together, decoded columns are taken in memory
+    # (test_batched_scan.py), not through FragmentReader.take
+    monkeypatch.setattr(scan, "BATCH_FRAGMENT_ROWS", 0)
     takes: list[int] = []
     original = FragmentReader.take
 
