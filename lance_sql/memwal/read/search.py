@@ -112,6 +112,10 @@ def check_filter(predicate: Expr | None, schema: pa.Schema) -> None:
                                 f"columns: {exc}") from exc
 
 
+# a cosine distance this small may be rounding alone (float64 products of unit vectors)
+_ROUNDING = 1e-9
+
+
 def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
     """Distance of every row of ``matrix`` to ``query``: ``l2`` is the squared euclidean
     distance, ``cosine`` one minus the cosine similarity, ``dot`` one minus the inner
@@ -127,7 +131,13 @@ def distances(matrix: np.ndarray, query: np.ndarray, metric: str) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             sim = (matrix @ query) / norms
         # (rounding can take a vector's similarity with itself past 1: no distance < 0)
-        return 1.0 - np.where(norms > 0, np.clip(sim, -1.0, 1.0), np.nan)
+        out = 1.0 - np.where(norms > 0, np.clip(sim, -1.0, 1.0), np.nan)
+        # ... or just short of it: a stored copy of the query is at 0 whatever the BLAS
+        # kernel's rounding (only the few rows that close are compared element-wise)
+        close = np.flatnonzero(out < _ROUNDING)
+        if close.size:
+            out[close[(matrix[close] == query[None, :]).all(axis=1)]] = 0.0
+        return out
     raise InvalidInputError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
 
 
