@@ -64,6 +64,7 @@ from lance_sql.table.files.reader import (
     deleted_offsets,
     null_column,
 )
+from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.meta.timetravel import (
     as_utc,
     commit_micros,
@@ -864,17 +865,14 @@ def _before_the_window(window: ChangeWindow, rows: ChangeRows) -> ChangeRows:
 
 def _locate(store: ObjectStore, manifest: Manifest, row_ids: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
-    """Fragment and offset of each of ``row_ids`` (live rows of ``manifest``)."""
-    parts = [(frag.id, offsets, load_lineage(store, manifest, frag))
-             for frag in manifest.fragments
-             if (offsets := _live(store, manifest, frag)).size]
-    side = _Side.build(parts)
-    order = np.argsort(side.row_ids, kind="stable")
-    at = np.minimum(np.searchsorted(side.row_ids[order], row_ids), max(order.size - 1, 0))
-    if not order.size or not np.array_equal(side.row_ids[order][at], row_ids):
+    """Fragment and offset of each of ``row_ids`` (live rows of ``manifest``), by the
+    version's row-id index."""
+    addresses = row_id_index(store, manifest).lookup(row_ids)
+    if bool((addresses == MISSING).any()):
         raise FormatError(f"rows changed in a window of {store.uri} are missing from version "
-                         f"{manifest.version}, before it")
-    return side.fragment[order][at], side.offset[order][at]
+                          f"{manifest.version}, before it")
+    return (addresses >> np.uint64(32)).astype(np.int64), \
+        (addresses & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
 def run_query(window: ChangeWindow, query: ChangeQuery) -> pa.Table:
