@@ -942,17 +942,12 @@ class LanceSession:
         ctx = self.unpushed.context()
         optimized = ctx.create_dataframe_from_logical_plan(plan).optimized_logical_plan()
         scans = []
-        stack = [optimized]
-        while stack:
-            node = stack.pop()
-            variant = node.to_variant()
-            if type(variant).__name__ == "TableScan":
-                query_id = _query_id(variant.table_name())
-                ds = self.unpushed.dataset(query_id) if query_id else None
-                if ds is not None:
-                    ds.limit_hint = None
-                    scans.append(ds)
-            stack.extend(node.inputs())
+        for scan in _table_scans(optimized):
+            query_id = _query_id(scan.table_name())
+            ds = self.unpushed.dataset(query_id) if query_id else None
+            if ds is not None:
+                ds.limit_hint = None
+                scans.append(ds)
         self._limit_hints(optimized, scans)
         return ctx, optimized
 
@@ -974,19 +969,25 @@ class LanceSession:
     def _limit_hints(optimized: Any, planned: list[Planned]) -> None:
         """Tell each scan the LIMIT DataFusion pushed into it, so it can stop early."""
         fetches: dict[str, int] = {}
-        stack = [optimized]
-        while stack:
-            plan = stack.pop()
-            variant = plan.to_variant()
-            if type(variant).__name__ == "TableScan" and variant.fetch() is not None:
-                query_id = _query_id(variant.table_name())
-                if query_id:
-                    # LIMIT n OFFSET m fetches n + m rows, which may exceed any table
-                    fetches[query_id] = min(variant.fetch(), MAX_ROWS)
-            stack.extend(plan.inputs())
+        for scan in _table_scans(optimized):
+            query_id = _query_id(scan.table_name())
+            if query_id and scan.fetch() is not None:
+                # LIMIT n OFFSET m fetches n + m rows, which may exceed any table
+                fetches[query_id] = min(scan.fetch(), MAX_ROWS)
         for ds in planned:
             if ds.query_id in fetches:
                 ds.limit_hint = fetches[ds.query_id]
+
+
+def _table_scans(plan: Any) -> Iterator[Any]:
+    """The TableScan nodes of a logical ``plan`` (DataFusion's variants)."""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        variant = node.to_variant()
+        if type(variant).__name__ == "TableScan":
+            yield variant
+        stack.extend(node.inputs())
 
 
 def _explained(frame: DataFrame) -> pa.Table | None:
