@@ -54,6 +54,7 @@ from lance_sql.table import (
     reads_together,
     row_width,
     rows_only,
+    runs_read_together,
     scan_fragment,
     scan_fragments,
     scan_rows,
@@ -440,22 +441,20 @@ class SequentialScanner:
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """The parts' batches in turn; each run of whole small fragments read together,
         up to ``batch_rows(plan)`` rows at a time (:meth:`UnitScanner.read_together`)."""
-        parts = self.parts
-        plan = next((p.plan for p in parts if type(p) is UnitScanner), None)
-        limit = batch_rows(plan) if plan is not None else 0
-        i = 0
-        while i < len(parts):
-            j, rows = i, 0
-            while (j < len(parts) and plan is not None and parts[j].whole_and_small(plan)
-                   and (j == i or rows + parts[j].unit.stop <= limit)):
-                rows += parts[j].unit.stop
-                j += 1
-            if j - i >= 2:
-                yield from parts[i].read_together(parts[i:j])
-                i = j
+        found = next((p.plan for p in self.parts if type(p) is UnitScanner), None)
+        if found is None:
+            for part in self.parts:
+                yield from part.to_batches()
+            return
+        plan: ScanPlan = found
+        for run, together in runs_read_together(
+                self.parts, lambda part: part.whole_and_small(plan),
+                lambda part: part.unit.stop, lambda: batch_rows(plan)):
+            if together and len(run) >= 2:
+                yield from run[0].read_together(run)
             else:
-                yield from parts[i].to_batches()
-                i += 1
+                for part in run:
+                    yield from part.to_batches()
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ from lance_sql.table.read.scan import (
     live_ranges,
     reads_together,
     rows_only,
+    runs_read_together,
     scan_fragment,
     scan_fragments,
     scan_rows,
@@ -88,7 +89,7 @@ __all__ = [
     "IndexedRows", "ScanPlan", "address_ranges", "build_scan_plan", "fragment_spans", "live_ranges",
     "live_rows", "plan_indexed", "rows_only", "scan_fragment", "scan_rows",
     # runs of whole small fragments read together (each column decoded in one pass)
-    "batch_rows", "reads_together", "scan_fragments",
+    "batch_rows", "reads_together", "runs_read_together", "scan_fragments",
     # the tree of a pyarrow filter an engine pushes
     "decode", "in_list", "referenced_columns",
     # how many rows a filtered read with a limit reads next

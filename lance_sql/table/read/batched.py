@@ -68,6 +68,11 @@ class WholeColumns:
         self._fields = {f.name: f for f in fields}
         self._columns: dict[str, list[pa.Array | None]] = {}
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names of the fields read."""
+        return tuple(self._fields)
+
     def column(self, name: str) -> list[pa.Array | None]:
         """``name``'s whole column in each fragment (None where not decoded together)."""
         got = self._columns.get(name)
@@ -87,12 +92,12 @@ class _FragmentColumns(Mapping[str, "pa.Array | None"]):
         self._i = i
 
     def __getitem__(self, name: str) -> pa.Array | None:
-        if name not in self._batch._fields:
+        if name not in self._batch.names:
             raise KeyError(name)
         return self._batch.column(name)[self._i]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._batch._fields)
+        return iter(self._batch.names)
 
     def __len__(self) -> int:
-        return len(self._batch._fields)
+        return len(self._batch.names)

@@ -995,26 +995,14 @@ class Scanner:
                      ) -> Iterator[pa.Table]:
         """The reads of ``ranges`` in order; runs of whole small fragments read together
         (:func:`scan_fragments`), up to :func:`batch_rows` rows at a time."""
-        batch: list[Fragment] = []
-        rows = 0
-        limit = 0  # (the plan's, made once a piece may be read together)
-        for piece in ranges:
-            fragment, _, stop = piece
-            together = self._batchable(piece)
-            if together and not limit:
-                limit = batch_rows(self.plan)
-            if batch and (not together or rows + stop > limit):
-                yield from scan_fragments(self.store, self.manifest, batch, self.plan,
-                                          self.drop_rows)
-                batch, rows = [], 0
+        for run, together in runs_read_together(
+                ranges, self._batchable, lambda piece: piece[2], lambda: batch_rows(self.plan)):
             if together:
-                batch.append(fragment)
-                rows += stop
+                yield from scan_fragments(self.store, self.manifest,
+                                          [fragment for fragment, _, _ in run], self.plan,
+                                          self.drop_rows)
             else:
-                yield self._read_range(piece)
-        if batch:
-            yield from scan_fragments(self.store, self.manifest, batch, self.plan,
-                                      self.drop_rows)
+                yield self._read_range(run[0])
 
     def _batchable(self, piece: tuple[Fragment, int, int]) -> bool:
         """Whether ``piece`` is a whole fragment of at most :data:`BATCH_FRAGMENT_ROWS`
@@ -1210,6 +1198,33 @@ def batch_rows(plan: ScanPlan) -> int:
     width = row_width(f.to_scan_arrow().type for f in plan.read_fields) + 8 * len(
         plan.system_names)
     return max(1, min(BATCH_ROWS, BATCH_BYTES // max(width, 1)))
+
+
+def runs_read_together(items: Sequence[P], together: Callable[[P], bool],
+                       rows: Callable[[P], int], limit: Callable[[], int]
+                       ) -> Iterator[tuple[list[P], bool]]:
+    """``items`` in order as runs: ``(run, True)`` for consecutive items ``together``
+    holds for, at most ``limit()`` rows (by ``rows``) a run but never empty; ``([item],
+    False)`` for each other item. ``limit`` is asked once, when first needed."""
+    run: list[P] = []
+    held = 0
+    bound = 0
+    for item in items:
+        if not together(item):
+            if run:
+                yield run, True
+                run, held = [], 0
+            yield [item], False
+            continue
+        bound = bound or limit()
+        n = rows(item)
+        if run and held + n > bound:
+            yield run, True
+            run, held = [], 0
+        run.append(item)
+        held += n
+    if run:
+        yield run, True
 
 
 def reads_together(fragment: Fragment, start: int, stop: int) -> bool:

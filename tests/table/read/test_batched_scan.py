@@ -288,3 +288,21 @@ def test_runs_are_bounded(tmp_path, decodes, monkeypatch) -> None:
     assert scan.batch_rows(plan) == 2 * FRAGMENT_ROWS
     assert ds.to_table(columns=["id"]).equals(want.select(["id"]))
     assert decodes and max(decodes) == 2
+
+
+def test_runs_read_together_cut_at_the_row_bound_and_around_other_items() -> None:
+    from lance_sql.table.read.scan import runs_read_together
+
+    asked = []
+
+    def limit() -> int:
+        asked.append(1)
+        return 10
+
+    items = [4, 4, 4, -1, 11, 3, -2, 2]  # negative: not read together; value: its rows
+    runs = list(runs_read_together(items, lambda n: n > 0, lambda n: n, limit))
+    assert runs == [([4, 4], True), ([4], True), ([-1], False), ([11], True), ([3], True),
+                    ([-2], False), ([2], True)]
+    assert asked == [1]
+    assert list(runs_read_together([-1], lambda n: n > 0, lambda n: n, limit)) == [([-1], False)]
+    assert asked == [1]
