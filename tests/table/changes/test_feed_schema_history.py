@@ -48,18 +48,24 @@ def test_a_type_change_keeps_the_columns_history(tmp_path: Path, who: str) -> No
         ("update_preimage", 10), ("update_preimage", 20)]
 
 
+def _dropped_readded_restored(tmp_path: Path) -> str:
+    """v1 writes c, v2 updates row 1's c, v3 drops c, v4 adds a new c, v5 restores v1."""
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "c": [10, 20]}), uri,
+                                 enable_stable_row_ids=True)
+    ds.update({"c": "c + 1"}, where="id = 1")
+    ds.drop_columns(["c"])
+    ds.add_columns({"c": "id * 100"})
+    ds.restore(1)
+    return uri
+
+
 def test_rows_between_a_restored_version_and_its_restore_keep_its_columns(
         tmp_path: Path) -> None:
     """v2's update wrote c; v3 dropped c; v4 restored v1, c with it. v2's change rows
     show the c they had (it is v4's c, never dropped on v4's history); a c added again
     before the restore is another column: NULL in the rows of its versions."""
-    uri = str(tmp_path / "t.lance")
-    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "c": [10, 20]}), uri,
-                                 enable_stable_row_ids=True)                 # v1
-    ds.update({"c": "c + 1"}, where="id = 1")                                # v2
-    ds.drop_columns(["c"])                                                   # v3
-    ds.add_columns({"c": "id * 100"})                                        # v4
-    ds.restore(1)                                                            # v5
+    uri = _dropped_readded_restored(tmp_path)
     ds = lance_sql.dataset(uri)
     assert _rows(ds, 2, 5, "c") == [
         (2, "update_postimage", 1, 11), (2, "update_preimage", 1, 10),
@@ -76,13 +82,7 @@ def test_net_pre_images_show_the_values_from_before_the_window(tmp_path: Path) -
     """Net pre-images are the rows before the window (v1 here, whose c v5's restore
     brought back), also row 2's, whose first change in the window (v4) came after c was
     dropped: its version before that change has no c."""
-    uri = str(tmp_path / "t.lance")
-    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "c": [10, 20]}), uri,
-                                 enable_stable_row_ids=True)                 # v1
-    ds.update({"c": "c + 1"}, where="id = 1")                                # v2
-    ds.drop_columns(["c"])                                                   # v3
-    ds.add_columns({"c": "id * 100"})                                        # v4
-    ds.restore(1)                                                            # v5
+    uri = _dropped_readded_restored(tmp_path)
     ds = lance_sql.dataset(uri)
     assert _rows(ds, 2, 5, "c", mode="net") == [
         (5, "update_postimage", 1, 10), (5, "update_preimage", 1, 10),
