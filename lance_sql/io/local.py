@@ -210,16 +210,37 @@ class LocalSource:
                 at += length
             return out
         view = memoryview(out.data)
-        fd, at = self._fd, 0
+        at = 0
         for offset, length in zip(offsets.tolist(), lengths.tolist(), strict=True):
-            got = _read_into(fd, view[at : at + length], offset)
-            while got < length:  # short reads on some filesystems
-                more = _read_into(fd, view[at + got : at + length], offset + got)
-                if not more:
-                    raise FormatError(f"{self.path}: file shrank while reading")
-                got += more
+            self._fill(view[at : at + length], offset)
             at += length
         return out
+
+    def read_into(self, offset: int, out: np.ndarray) -> None:
+        """The ``out.size`` bytes at ``offset`` written into ``out`` (a contiguous uint8
+        array): a reader joining many small reads into one buffer makes no bytes object
+        per read and no joining copy."""
+        length = int(out.size)
+        if offset < 0 or offset > self.size - length:
+            raise FormatError(
+                f"{self.path}: read of {length} bytes at {offset} is outside the file "
+                f"({self.size} bytes)"
+            )
+        whole = self._mapped_file(offset + length) if length >= MAP_MIN_READ else None
+        if whole is not None:
+            out[:] = whole[offset : offset + length]
+        else:
+            self._fill(memoryview(out.data), offset)
+
+    def _fill(self, view: memoryview, offset: int) -> None:
+        """``view`` filled with the bytes at ``offset`` (``preadv`` straight into it)."""
+        length = len(view)
+        got = _read_into(self._fd, view, offset)
+        while got < length:  # short reads on some filesystems
+            more = _read_into(self._fd, view[got:], offset + got)
+            if not more:
+                raise FormatError(f"{self.path}: file shrank while reading")
+            got += more
 
     def view_range(self, offset: int, length: int) -> np.ndarray | None:
         """Bytes ``[offset, offset + length)`` as a read-only view of the mapping (no copy,

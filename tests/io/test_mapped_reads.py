@@ -180,6 +180,13 @@ except FormatError as exc:
     print("typed:", exc)
 else:
     raise SystemExit("no error for ranges past the new end")
+for offset, length in [(whole - MAP_MIN_READ, MAP_MIN_READ), (whole - 10, 10)]:
+    try:
+        source.read_into(offset, np.empty(length, np.uint8))
+    except FormatError as exc:
+        print("typed:", exc)
+    else:
+        raise SystemExit(f"no error for read_into {offset}+{length}")
 """
 
 
@@ -192,7 +199,7 @@ def test_a_file_truncated_after_open_is_a_typed_error(blob: tuple[Path, bytes]) 
     out = subprocess.run([sys.executable, "-c", _TRUNCATE, str(path)], capture_output=True,
                          text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.count("typed:") == 4
+    assert out.stdout.count("typed:") == 6
 
 
 def _open_descriptors() -> int:
@@ -300,3 +307,24 @@ def test_view_range_is_the_mapping_and_checked(blob: tuple[Path, bytes]) -> None
         f.truncate(SIZE // 2)
     with pytest.raises(FormatError, match="shrank"):
         truncated.view_range(SIZE - 10, 10)
+
+
+def test_read_into_writes_the_bytes_read_at_gives(blob: tuple[Path, bytes]) -> None:
+    """``read_into`` (reads straight into a caller's buffer): the bytes of ``read_at``,
+    mapped or not, into a slice of a larger buffer without touching its neighbours;
+    ranges outside the file are typed errors that write nothing."""
+    path, data = blob
+    for source in (LocalSource(str(path), mapped=True), LocalSource(str(path), mapped=False)):
+        for offset, length in _ranges():
+            buffer = np.full(length + 2, 7, np.uint8)
+            source.read_into(offset, buffer[1 : 1 + length])
+            assert buffer[1 : 1 + length].tobytes() == data[offset : offset + length]
+            assert buffer[0] == buffer[-1] == 7
+        for offset, length in [(-1, 1), (SIZE, 1), (1, SIZE), (SIZE - 10, 11)]:
+            buffer = np.zeros(length, np.uint8)
+            with pytest.raises(FormatError, match="outside the file"):
+                source.read_into(offset, buffer)
+            assert not buffer.any()
+        with pytest.raises(FormatError, match="outside the file"):  # (2**62 never summed)
+            source.read_into(2**62, np.zeros(SIZE, np.uint8))
+        source.close()

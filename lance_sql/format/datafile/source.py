@@ -73,6 +73,16 @@ class SourceReads:
                               f"({out.size} of {length})")
         return out
 
+    def into(self, offset: int, out: np.ndarray) -> None:
+        """The ``out.size`` bytes at ``offset`` written into ``out`` (a contiguous uint8
+        array): straight from the file when the source can (``read_into``), else a read
+        and a copy."""
+        into = getattr(self.source, "read_into", None)
+        if into is not None:
+            into(offset, out)
+        else:
+            out[:] = np.frombuffer(self(offset, int(out.size)), np.uint8)
+
     def ranges(self, offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The bytes of ranges ``[offsets[i], offsets[i] + lengths[i])`` back to back,
         as a uint8 array."""
