@@ -28,6 +28,13 @@ def whole_columns(readers: Sequence[FragmentReader], field: LanceField
     """All rows of ``field`` in each fragment of ``readers`` (whose row counts were
     checked), where its pages decode together with those of another fragment; None for
     the others."""
+    return _decoded(readers, field)[0]
+
+
+def _decoded(readers: Sequence[FragmentReader], field: LanceField
+             ) -> tuple[list[pa.Array | None], pa.Array | None]:
+    """:func:`whole_columns`, and the whole run's column as one array when every
+    fragment's pages decoded together (else None)."""
     out: list[pa.Array | None] = [None] * len(readers)
     groups: dict[Hashable, list[tuple[int, list, int]]] = {}
     for i, reader in enumerate(readers):
@@ -43,17 +50,26 @@ def whole_columns(readers: Sequence[FragmentReader], field: LanceField
         if key is not None and sum(p.num_rows for p in pages) == \
                 reader.fragment.physical_rows:
             groups.setdefault(key, []).append((i, pages, reader.fragment.physical_rows))
+    joined = None
     for members in groups.values():
         if len(members) < 2:
             continue  # nothing to share: the usual read
         decoded = decode_whole([page for _, pages, _ in members for page in pages])
         if decoded is None:
             continue
+        if len(members) == len(readers):  # (members are in the readers' order)
+            joined = decoded
         at = 0
         for i, _, rows in members:
             out[i] = decoded.slice(at, rows)
             at += rows
-    return out
+    if joined is None and len(groups) > 1 and all(a is not None for a in out):
+        # every fragment decoded, in groups of several encodings: one copy joins them
+        try:
+            joined = pa.concat_arrays(out)
+        except pa.ArrowException:
+            joined = None
+    return out, joined
 
 
 class WholeColumns:
@@ -67,6 +83,7 @@ class WholeColumns:
         self._readers = readers
         self._fields = {f.name: f for f in fields}
         self._columns: dict[str, list[pa.Array | None]] = {}
+        self._joined: dict[str, pa.Array | None] = {}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -77,9 +94,16 @@ class WholeColumns:
         """``name``'s whole column in each fragment (None where not decoded together)."""
         got = self._columns.get(name)
         if got is None:
-            got = whole_columns(self._readers, self._fields[name])
+            got, self._joined[name] = _decoded(self._readers, self._fields[name])
             self._columns[name] = got
         return got
+
+    def joined(self, name: str) -> pa.Array | None:
+        """``name``'s column over the whole run as one array (its fragments' rows one
+        after another), when every fragment's pages decoded together (in one pass or in
+        groups of the same encoding); else None."""
+        self.column(name)
+        return self._joined[name]
 
     def of(self, i: int) -> Mapping[str, pa.Array | None]:
         """The columns of the ``i``-th fragment, by name."""

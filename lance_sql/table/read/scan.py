@@ -445,6 +445,10 @@ def scan_fragments(store: ObjectStore, manifest: Manifest, fragments: Sequence[F
             continue  # raised again below, when its turn comes
         checked.append(reader)
     columns = WholeColumns(checked, plan.read_fields)
+    if len(checked) == len(fragments):
+        whole = _scan_run(store, fragments, checked, plan, columns, drops)
+        if whole is not None:
+            return whole
     position = {id(r): i for i, r in enumerate(checked)}
     out = []
     for fragment, reader in zip(fragments, readers, strict=True):
@@ -454,6 +458,103 @@ def scan_fragments(store: ObjectStore, manifest: Manifest, fragments: Sequence[F
                                  drop=drops.get(fragment.id), decoded=decoded,
                                  reader=reader))
     return out
+
+
+# The column of a run's positions a general filter keeps (see _scan_run): no table
+# column can be named so (a name is never empty).
+_POSITION = ""
+
+
+class _NotJoined(Exception):
+    """A column of the run did not decode as one array (see :func:`_scan_run`)."""
+
+
+def _scan_run(store: ObjectStore, fragments: Sequence[Fragment],
+              readers: Sequence[FragmentReader], plan: ScanPlan, columns: WholeColumns,
+              drops: Mapping[int, np.ndarray]) -> list[pa.Table] | None:
+    """:func:`scan_fragments` done once for the whole run when the columns it reads
+    decoded over it (fragments whose pages decoded with no other's read alone and
+    joined): deleted and dropped rows, the filter and the output types
+    are applied to the run's columns at once, and each fragment's table is a slice of
+    the result (no copy). Fragment by fragment, that work cost as much as the decoding
+    before it. A filter's columns are decoded first: a run it leaves no rows of decodes
+    nothing else. None (the fragment-by-fragment path, which also names the fragment of
+    any error) for system columns, empty fragments, a column no fragment of the run
+    decoded together with another's, or output that does not conform."""
+    if plan.system_names:
+        return None
+    sizes = np.array([r.check_rows() for r in readers], np.int64)
+    if not sizes.all():
+        return None
+    starts = np.cumsum(sizes) - sizes
+    lives = [_live_mask(r, drops.get(f.id)) for r, f in zip(readers, fragments, strict=True)]
+    keep = None if all(m is None for m in lives) else np.concatenate(
+        [np.ones(n, bool) if m is None else m for m, n in zip(lives, sizes, strict=True)])
+
+    by_name = {f.name: f for f in plan.read_fields}
+    made: dict[str, pa.Array] = {}
+
+    def column(name: str) -> pa.Array:
+        array = columns.joined(name) if name not in made else made[name]
+        if array is not None:
+            return array
+        # the fragments whose pages did not decode with others' (an encoding of their
+        # own) read the usual way, when the others did
+        pieces = columns.column(name)
+        if all(a is None for a in pieces):
+            raise _NotJoined
+        field = by_name[name]
+        whole = [a if a is not None else _read_whole(r, field, int(n))
+                 for a, r, n in zip(pieces, readers, sizes, strict=True)]
+        made[name] = pa.concat_arrays(whole)
+        return made[name]
+
+    try:
+        table = None  # the rows the general filter kept, when it ran
+        if plan.filter is not None:
+            matched = None if plan.comparisons is None else \
+                mask(plan.comparisons, {n: column(n) for n in columns_of(plan.comparisons)})
+            if matched is not None:
+                keep = matched if keep is None else keep & matched
+            else:  # the general filter, on live rows only (as fragment by fragment)
+                names = [f.name for f in plan.read_fields]
+                table = pa.Table.from_arrays(
+                    [*map(column, names), pa.array(np.arange(sizes.sum()))],
+                    names=[*names, _POSITION])
+                if keep is not None:
+                    table = table.filter(bool_array(keep))
+                table = filter_rows(table, plan.filter)
+                kept_at = np.asarray(table.column(_POSITION).combine_chunks())
+                counts = np.diff(np.searchsorted(kept_at, [*starts, sizes.sum()]))
+        if table is None:
+            if keep is None:
+                counts = sizes
+            else:
+                before = np.concatenate([[0], np.cumsum(keep)])
+                counts = before[starts + sizes] - before[starts]
+        if not plan.output_fields:
+            return [rows_only(int(n)) for n in counts]
+        if not counts.any():
+            return [empty_table(plan.output_schema) for _ in fragments]
+        if table is not None:
+            wanted = [table.column(n) for n in plan.output_fields]
+        elif keep is None:
+            wanted = [column(n) for n in plan.output_fields]
+        else:
+            pool, selection = pa.system_memory_pool(), bool_array(keep)  # (see _read_live)
+            wanted = [pc.filter(column(n), selection, memory_pool=pool)
+                      for n in plan.output_fields]
+        out = conformed(wanted, plan.output_schema, store, fragments[0])
+    except (_NotJoined, FormatError):
+        return None
+    cuts = np.cumsum(counts) - counts
+    return [out.slice(int(a), int(n)) for a, n in zip(cuts, counts, strict=True)]
+
+
+def _read_whole(reader: FragmentReader, field: LanceField, rows: int) -> pa.Array:
+    """All ``rows`` rows of ``field`` in the reader's fragment, as one array."""
+    got = _read_paged(reader, field, 0, rows)
+    return pa.concat_arrays(got.chunks) if isinstance(got, pa.ChunkedArray) else got
 
 
 def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifest,

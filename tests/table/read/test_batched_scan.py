@@ -306,3 +306,132 @@ def test_runs_read_together_cut_at_the_row_bound_and_around_other_items() -> Non
     assert asked == [1]
     assert list(runs_read_together([-1], lambda n: n > 0, lambda n: n, limit)) == [([-1], False)]
     assert asked == [1]
+
+
+PLAIN = ["id", "i8", "u16", "i32", "f64", "f32", "b", "s", "bin", "ts", "vec"]
+
+
+@pytest.fixture(params=[("lance_sql", "2.2"), ("pylance", "2.1"), ("pylance", "2.2")],
+                ids=lambda p: f"{p[0]}-{p[1]}")
+def plain(request, tmp_path) -> str:
+    """A table of many small fragments whose columns all decode over a whole run (no
+    dictionaries, lists or structs), with deleted rows."""
+    writer, version = request.param
+    uri = str(tmp_path / "t")
+    for k in range(FRAGMENTS):
+        data = _rows(k * FRAGMENT_ROWS, FRAGMENT_ROWS).select(PLAIN)
+        mode = "create" if k == 0 else "append"
+        if writer == "pylance":
+            import lance
+
+            lance.write_dataset(data, uri, mode=mode, data_storage_version=version)
+        else:
+            lance_sql.write_dataset(data, uri, mode=mode, data_storage_version=version)
+    lance_sql.dataset(uri).delete("id % 13 = 0 OR (id >= 600 AND id < 900)")
+    return uri
+
+
+@pytest.fixture
+def whole_runs(monkeypatch) -> list[bool]:
+    """Per run of fragments read together: whether it was assembled once for the whole
+    run (``_scan_run``) rather than fragment by fragment."""
+    calls: list[bool] = []
+    original = scan._scan_run
+
+    def spy(*args, **kwargs):
+        got = original(*args, **kwargs)
+        calls.append(got is not None)
+        return got
+
+    monkeypatch.setattr(scan, "_scan_run", spy)
+    return calls
+
+
+@pytest.mark.parametrize("kwargs", [
+    {},
+    {"columns": ["s", "id"]},
+    {"filter": "i32 > 500 AND s LIKE 's1%'"},  # comparisons
+    {"filter": "i32 = 7", "columns": ["id", "vec"]},  # a few rows a fragment
+    {"filter": "id % 3 = 1 OR f64 IS NULL"},  # a general filter
+    {"filter": "100 / (id % 13) > 0"},  # fails on deleted rows only: never evaluated there
+    {"filter": "id < 0"},  # nothing matches: the other columns are never decoded
+    {"filter": "id >= 0", "columns": ["b", "ts"]},
+])
+def test_runs_of_whole_columns_are_assembled_once(plain, whole_runs, monkeypatch,
+                                                  kwargs) -> None:
+    """Deleted rows, the filter and the output types applied to a run's columns at once,
+    each fragment's rows a slice of the result: the same tables as fragment by fragment
+    and as pylance."""
+    ds = lance_sql.dataset(plain)
+    got = ds.to_table(**kwargs)
+    assert whole_runs and all(whole_runs)
+    want = _one_by_one(lambda: ds.to_table(**kwargs), monkeypatch)
+    assert got.equals(want)
+    assert got.equals(_pylance(plain, **kwargs).cast(got.schema))
+    batches = list(ds.to_batches(batch_size=100, **kwargs))
+    assert all(b.num_rows <= 100 for b in batches)
+    assert pa.Table.from_batches(batches, schema=got.schema).equals(got)
+
+
+def test_a_run_with_rows_dropped_and_counted(plain, whole_runs, monkeypatch) -> None:
+    """Rows dropped (an LSM view's hidden rows) and a count without columns, over whole
+    runs: the same as fragment by fragment."""
+    ds = lance_sql.dataset(plain)
+    rng = np.random.default_rng(3)
+    drop = {f.id: rng.choice(f.physical_rows, 60) for f in ds.manifest.fragments[1::2]}
+    for kwargs in ({"columns": ["id", "s", "f64"]}, {"columns": ["id"], "filter": "i8 > 0"},
+                   {"columns": [], "filter": "i8 > 0"}, {"columns": [], "filter": "i8 * 2 < id % 50"}):
+        def read(kw=kwargs):
+            tables = list(Scanner(ds.store, ds.manifest, drop_rows=drop, **kw).to_tables())
+            return [t.num_rows for t in tables], pa.concat_tables(tables)
+
+        whole_runs.clear()
+        got = read()
+        assert whole_runs and all(whole_runs), kwargs
+        want = _one_by_one(read, monkeypatch)
+        assert got[0] == want[0] and sum(got[0]) > 0  # the same rows from each fragment
+        assert got[1].equals(want[1])
+
+
+def test_a_run_whose_fragments_decode_in_groups_is_joined_in_order(tmp_path, whole_runs,
+                                                                   monkeypatch) -> None:
+    """Fragments of short and long strings are encoded differently (two groups decoded
+    apart, interleaved): the run's column joins them back in fragment order."""
+    uri = str(tmp_path / "t")
+    lengths = [3, 3, 200, 200, 3, 200]
+    for k, n in enumerate(lengths):
+        ids = np.arange(k * 300, k * 300 + 300)
+        lance_sql.write_dataset(pa.table({"id": ids, "s": [f"{'x' * n}{i}" for i in ids]}),
+                                uri, mode="create" if k == 0 else "append")
+    ds = lance_sql.dataset(uri)
+    readers = [FragmentReader(ds.store, ds.manifest, f) for f in ds.manifest.fragments]
+    for r in readers:
+        r.check_rows()
+    field = next(f for f in ds.manifest.schema.fields if f.name == "s")
+    keys = [tuple(p.batch_key() for p in r.leaf_pages(field)) for r in readers]
+    assert len(set(keys)) == 2  # (else this test tests nothing)
+    joined = batched.WholeColumns(readers, [field]).joined("s")
+    assert joined is not None and joined.to_pylist() == pa.concat_tables(
+        [_one_by_one(ds.to_table, monkeypatch)]).column("s").to_pylist()
+    got = ds.to_table(filter="id % 7 = 1")
+    assert whole_runs and all(whole_runs)
+    assert got.equals(_one_by_one(lambda: ds.to_table(filter="id % 7 = 1"), monkeypatch))
+
+
+def test_a_run_that_does_not_conform_is_read_fragment_by_fragment(plain, monkeypatch) -> None:
+    """Output the run cannot conform to the schema (a damaged file) is read fragment by
+    fragment, which names the fragment at fault."""
+    ds = lance_sql.dataset(plain)
+    want = _one_by_one(ds.to_table, monkeypatch)
+    original = scan.conformed
+    runs = []
+
+    def refuse_runs(arrays, schema, store, fragment, fields=None):
+        if len(arrays[0]) > FRAGMENT_ROWS:  # a whole run's columns
+            runs.append(fragment.id)
+            raise FormatError("refused")
+        return original(arrays, schema, store, fragment, fields)
+
+    monkeypatch.setattr(scan, "conformed", refuse_runs)
+    assert ds.to_table().equals(want)
+    assert runs
