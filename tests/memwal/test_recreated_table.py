@@ -204,3 +204,33 @@ def test_a_put_into_a_deleted_table_is_refused_as_fenced(tmp_path: Path) -> None
     finally:
         for w in writer.writers:
             w.abort()
+
+
+def test_a_mem_wal_set_up_again_with_another_region_spec(tmp_path: Path) -> None:
+    """The README's way to start a MemWAL over: overwrite the table, remove ``_mem_wal/``
+    and set one up again, here with another spec. A region's id derives from its spec id
+    and region values alone, so the new spec's NULL region has the old one's id: the
+    process's cached region values (``identity_cat``, a string) were taken for the new
+    region's (``bucket_cat``, an int32), and every LSM read that listed both the NULL
+    region and another failed as a damaged manifest."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
+                        pa.field("cat", pa.string())])
+    rows = pa.table({"id": [1, 2], "cat": ["a", None]}, schema=schema)
+    news = pa.table({"id": [3, 4], "cat": [None, "b"]}, schema=schema)
+    path = tmp_path / "t.lance"
+    mw = lance_sql.write_dataset(rows, path).initialize_mem_wal(RegionSpec.identity("cat"))
+    with mw.writer() as w:
+        w.put(news)
+    assert mw.scanner(filter="cat IS NULL").to_table().num_rows == 2
+    ds = lance_sql.write_dataset(rows, path, mode="overwrite")
+    shutil.rmtree(path / "_mem_wal")
+    mw = ds.initialize_mem_wal(RegionSpec.bucket("cat", 4))
+    with mw.writer() as w:
+        w.put(news)
+    fresh = lance_sql.dataset(path).mem_wal
+    assert fresh is not None
+    assert sorted(fresh.scanner(filter="cat IS NULL").to_table().column("id").to_pylist()) \
+        == [2, 3]
+    session = lance_sql.connect(tmp_path)
+    got = session.sql("SELECT id FROM t WHERE cat IS NULL OR cat = 'b' ORDER BY id")
+    assert got.to_arrow_table().column("id").to_pylist() == [2, 3, 4]

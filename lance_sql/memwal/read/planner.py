@@ -318,6 +318,9 @@ class LsmView:
                                             else MemWalIndexDetails())
         self.spec: RegionSpec | None = max(self.details.region_specs,
                                            key=lambda s: s.spec_id, default=None)
+        # the specs as one string (its hash kept): what cached region values are read
+        # against (see _listed)
+        self._specs_key = repr(self.details.region_specs)
         self.key_columns = mem_wal_index.primary_key_columns(base.manifest.schema)
         self.arrow_schema = base.manifest.schema.to_scan_arrow()
         # the key columns' types, when all are top-level columns (None: see _typed_keys)
@@ -499,8 +502,11 @@ class LsmView:
                           if manifest.region_values is not None else None)
                 return manifest.region_spec_id, values
 
-            try:  # a region's spec id and values never change once it exists
-                known = cache.get_or_load(REGION_VALUES, (uri, rid), load)
+            try:  # a region's spec id and values never change once it exists; its
+                # id derives from the spec id and values alone, so a MemWAL set up again
+                # at this place with other specs may reuse it with other fields: cached
+                # per set of specs the values are read against
+                known = cache.get_or_load(REGION_VALUES, (uri, rid, self._specs_key), load)
             except _Unclaimed:
                 unclaimed = True
                 continue

@@ -318,7 +318,8 @@ LSM_KEY_DIRECTORIES = CacheKind(
     "taken by lookups of many keys")
 REGION_VALUES = CacheKind(
     "region_values", 16 * MiB, 65536, lambda entry: 1024,
-    "each MemWAL region's spec id and values (fixed once the region is created)")
+    "each MemWAL region's spec id and values (fixed once the region is created), per "
+    "table and set of region specs")
 LSM_VIEWS = CacheKind(
     "lsm_views", 16 * MiB, 256, lambda view: 16 << 10,
     "a SQL session's LSM views read from a MemWAL index snapshot (consistency='snapshot', "
