@@ -162,8 +162,8 @@ class MemWal:
         table = keys if isinstance(keys, pa.Table) else view.one_key_table(keys)
         if table is None:
             table = _keys_table(keys)
-        one = view.lookup_one(table, columns) if table.num_rows == 1 else None
-        return one if one is not None else view.lookup_plan(table, columns).to_table()
+        few = view.lookup_few(table, columns)
+        return few if few is not None else view.lookup_plan(table, columns).to_table()
 
     def nearest(self, column: str, query_vector: Sequence[float] | np.ndarray, k: int = 10,
                 *, metric: str = "l2", columns: Sequence[str] | None = None,

@@ -393,8 +393,9 @@ def _run(bound: _Bound) -> PointAnswer:
     """The rows of the bound lookup, shaped as DataFusion's result."""
     view, keys, columns, table_schema = bound.view, bound.keys, bound.columns, \
         bound.table_schema
-    # one key: the plan's one-key path without building its nodes (as ``mw.get`` does)
-    found = view.lookup_one(keys, columns) if keys.num_rows == 1 else None
+    # a few keys: the plan's one-key path for each, without building its nodes (as
+    # ``mw.get`` does)
+    found = view.lookup_few(keys, columns)
     if found is None:
         found = view.lookup_plan(keys, columns).to_table()
     fields = [table_schema.field(c) for c in columns]

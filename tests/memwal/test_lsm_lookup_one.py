@@ -16,6 +16,7 @@ import pytest
 import lance_sql
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.memwal.api import MemWal
+from lance_sql.memwal.read import planner
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 
@@ -138,8 +139,57 @@ def test_one_key_lookup_declines_many_keys_and_checks_its_input(tmp_path: Path) 
             view.lookup_one(pa.table({"x": [1]}))
         with pytest.raises(lance_sql.errors.NotFoundError):
             view.lookup_one(pa.table({"id": [1]}), ["nope"])
-        got = mw.get({"id": [5, 6]})  # two keys: the plan
+        got = mw.get({"id": [5, 6]})  # two keys: one by one (lookup_few)
         assert got.num_rows == 2
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(("key", "indexed"), [(pa.int64(), True), (pa.string(), False)])
+def test_a_few_keys_are_looked_up_one_by_one(tmp_path: Path, monkeypatch, key: pa.DataType,
+                                             indexed: bool) -> None:
+    """Up to ONE_BY_ONE_KEYS keys (``MemWal.get``, SQL point lookups) are looked up key by
+    key, with no plan built: the plan's rows, in the keys' order, duplicates and unknown
+    or deleted keys included; more keys, or a key the one-key path declines, take the
+    plan."""
+    mw, writer = _build(tmp_path, key, indexed, False)
+    try:
+        view = mw.view()
+        rng = np.random.default_rng(4)
+        pool = [*_one_key_per_history(), 10**6]
+        plans = []
+        original = type(view).lookup_plan
+
+        def counted(self, *args, **kwargs):
+            plans.append(1)
+            return original(self, *args, **kwargs)
+
+        for n in range(2, planner.ONE_BY_ONE_KEYS + 1):
+            ids = [int(i) for i in rng.choice(pool, n)]
+            ids[-1] = ids[0]  # a key asked twice answers twice
+            keys = _deletes(ids, key)
+            for columns in (None, ["v", "_gen"], ["n", "id", "_rowaddr"]):
+                want = view.lookup_plan(keys, columns).root.to_table()
+                few = view.lookup_few(keys, columns)
+                assert few is not None and few.schema.equals(want.schema), (ids, columns)
+                assert few.equals(want), (ids, columns)
+            want = view.lookup_plan(keys).root.to_table()
+            with monkeypatch.context() as m:
+                m.setattr(type(view), "lookup_plan", counted)
+                assert mw.get(keys).equals(want)
+                assert not plans
+        many = _deletes(pool[: planner.ONE_BY_ONE_KEYS + 1], key)
+        assert view.lookup_few(many) is None
+        monkeypatch.setattr(type(view), "lookup_plan", counted)
+        assert mw.get(many).num_rows > 0 and plans
+        plans.clear()
+        # the one-key path declines the second key: the plan answers for all of them
+        one = type(view).lookup_one
+        monkeypatch.setattr(type(view), "lookup_one", lambda self, k, c=None: None if
+                            k.column(0)[0] == many.column(0)[1] else one(self, k, c))
+        keys = many.slice(0, 3)
+        assert view.lookup_few(keys) is None
+        assert mw.get(keys).equals(original(view, keys).root.to_table()) and plans
     finally:
         writer.close()
 
