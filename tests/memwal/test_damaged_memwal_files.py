@@ -113,6 +113,12 @@ def test_an_unmerged_generation_whose_files_are_gone(tmp_path: Path) -> None:
             read()
     with pytest.raises(lance_sql.LanceError):
         _reads(path)[2]()
+    # a lookup of one key, or a few, opens the generation lazily: it raised nothing and
+    # answered the base's row (key 12) or none (key 25)
+    for keys in ([12], [25], [12, 25]):
+        current_runtime().clear()
+        with pytest.raises(FormatError, match="not merged into base version .* missing"):
+            lance_sql.dataset(str(path)).mem_wal.get(pa.table({"id": pa.array(keys)}))
 
 
 @pytest.mark.parametrize("removed", ["manifest", "region"])

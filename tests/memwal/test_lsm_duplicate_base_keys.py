@@ -75,7 +75,8 @@ def test_lookups_take_the_newest_base_row(tmp_path: Path, composite: bool,
 
         for k, tag in EXPECTED.items():  # one key (the one-key path)
             assert mw.get(query([k]))["s"].to_pylist() == [tag], k
-        asked = [9, 5, 1500, 7, 9, 11, 3, 424242]  # many keys, one asked twice, one absent
+        # many keys (more than are looked up one by one), one asked twice, two absent
+        asked = [9, 5, 1500, 7, 9, 11, 3, 424242, 424243]
         got = mw.get(query(asked))
         assert got["s"].to_pylist() == [EXPECTED[k] for k in asked if k in EXPECTED]
         assert mw.get(query([9, 1500]))["s"].to_pylist() == ["second9", "old1500"]

@@ -741,22 +741,16 @@ class LsmView:
         if key is None:  # (checked to be a generation directory's name)
             key = self._generation_keys[region_id, path] = \
                 RegionPaths(region_id).generation(path)
+        merged = gen <= self.details.merged_generation(region_id)
         if lazy and current_runtime().cache.peek(GENERATION_TABLES,
                                                  (self.base.store.uri, key)) is None:
             return GenerationSource(
                 None, gen, region_id, index, self.key_columns, bloom_at=(self.base.store, key),
-                open=partial(_named_generation, self.base, self._named, region_id, path, key),
+                open=partial(_kept_generation, self.base, self._named, region_id, gen, path,
+                             key, merged),
                 gone=partial(_check_base_kept, self.base, region_id, [gen]))
-        ds = _named_generation(self.base, self._named, region_id, path, key)
+        ds = _kept_generation(self.base, self._named, region_id, gen, path, key, merged)
         if ds is None:
-            if gen > self.details.merged_generation(region_id):
-                # the garbage collector keeps every generation a kept base version has
-                # not merged: its files gone is damage, not a merge (its rows would be
-                # read as the base's older ones), unless this base version went first
-                self._check_base_kept(region_id, [gen])
-                raise FormatError(f"{self.base.uri}: generation {gen} of region "
-                                  f"{region_id} ({key}) is not merged into base version "
-                                  f"{self.base.version}, but its files are missing")
             return None  # collected after its merge: its rows are in the base table
         return GenerationSource(ds, gen, region_id, index, self.key_columns,
                                 bloom_at=(self.base.store, key),
@@ -1026,7 +1020,8 @@ class LsmView:
             if one is None:
                 return None
             found.append(one)
-        return found[0] if len(found) == 1 else pa.concat_tables(found)
+        # one chunk, as the plan's table (a query's frame hands its batches on)
+        return found[0] if len(found) == 1 else pa.concat_tables(found).combine_chunks()
 
     def _one_row(self, sources: Sequence[Source], schema: pa.Schema, output: list[str],
                  lookup_keys: Keys, trace: NodeMetrics | None = None) -> pa.Table | None:
@@ -1340,6 +1335,26 @@ def _check_base_kept(base: LanceDataset, region_id: uuid.UUID, generations: list
             f"removed by cleanup_old_versions, and generations {generations[:5]} of "
             f"region {region_id} it had not merged were merged into a newer version "
             "and collected: open the view again (mw.scanner(), mw.view())") from None
+
+
+def _kept_generation(base: LanceDataset,
+                     named: dict[tuple[uuid.UUID, str], tuple[LanceDataset, LanceDataset]],
+                     region_id: uuid.UUID, gen: int, path: str, key: str, merged: bool
+                     ) -> LanceDataset | None:
+    """:func:`_named_generation`, None only when the generation was collected after
+    its merge (``merged``: the view's MemWAL index says the base holds its rows). The
+    garbage collector keeps every generation a kept base version has not merged: the
+    files of one not merged gone is damage, a FormatError (its keys would read as the
+    base's older rows, silently), unless the view's base version went first
+    (VersionCleanedUpError). Eager and lazy generation sources (a one-key lookup opens
+    one when its bloom filter cannot rule the key out) both apply this rule."""
+    ds = _named_generation(base, named, region_id, path, key)
+    if ds is None and not merged:
+        _check_base_kept(base, region_id, [gen])
+        raise FormatError(f"{base.uri}: generation {gen} of region {region_id} ({key}) is "
+                          f"not merged into base version {base.version}, but its files "
+                          "are missing")
+    return ds
 
 
 def _named_generation(base: LanceDataset,
