@@ -12,8 +12,10 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 import lance_sql
+from lance_sql.errors import FormatError, VersionCleanedUpError
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.io.memory import MemoryStore
 from lance_sql.memwal.api import MemWal
@@ -91,9 +93,11 @@ def test_a_lookup_its_bloom_filter_rules_out_never_opens_the_generation() -> Non
         assert both == [{"id": int(firsts[5]), "v": int(firsts[5])}, {"id": key, "v": -key}]
 
 
-def test_a_generation_collected_before_its_first_use_is_skipped() -> None:
-    """A generation merged into the base and collected after a view listed it: its
-    bloom filter is gone, the lookup finds the merged row in the base table."""
+def test_a_generation_gone_before_its_first_use_is_a_typed_error() -> None:
+    """A lookup opens a listed generation on first use. Its files gone while the view's
+    base version, which has not merged it, is kept is damage (the garbage collector
+    keeps them): a FormatError, not the base's older row. Gone with that base version
+    too (merged into a newer one, both collected): VersionCleanedUpError."""
     name = f"lsm-regions{next(_names)}"
     MemoryStore.reset(name)
     ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "v": [1, 2]}, schema=TABLE),
@@ -107,11 +111,15 @@ def test_a_generation_collected_before_its_first_use_is_skipped() -> None:
     sources = view.sources(regions, lazy=True)
     assert [s.kind for s in sources] == ["base", "flushed"]
     store = MemoryStore(name)
-    for key in store.keys():  # as the garbage collector would, after a merge
+    for key in store.keys():
         if "_gen_" in key:
             store.delete(key)
     generation = sources[1]
-    assert not generation.bloom().might_contain_hash(12345)
+    with pytest.raises(FormatError, match="not merged into base version .* missing"):
+        generation.bloom()
+    store.delete(view.base.manifest_key)
+    with pytest.raises(VersionCleanedUpError):
+        generation.bloom()
 
 
 def test_the_reverse_scan_stops_at_the_newest_fragment_holding_the_key() -> None:
