@@ -8,7 +8,9 @@ afterwards). From two consecutive model versions it derives what the feed must r
 and from the window's ends what net changes must be; both are compared with
 ``table_changes`` through the Python API and SQL, for many windows, with filters on the
 metadata and data columns and with projections. Writers alternate between lance_sql and
-pylance, so the feed also reads tables pylance wrote.
+pylance, so the feed also reads tables pylance wrote. SQL ``MERGE INTO`` statements with
+random WHEN clauses (the general path and the forms run as one merge_insert) are among
+the commits.
 """
 
 from __future__ import annotations
@@ -44,6 +46,17 @@ class Col:
 class Row:
     values: dict[int, Any]  # by column token
     updated: int            # the version that last changed the row
+
+
+@dataclass(frozen=True)
+class When:
+    """One WHEN clause of a generated MERGE and what it does in the model."""
+    kind: str           # MATCHED, NOT MATCHED or NOT MATCHED BY SOURCE
+    condition: str      # SQL after AND ("": none)
+    holds: Callable[[Row | None, tuple | None], bool]  # (target row, source row)
+    action: str         # SQL after THEN
+    # an UPDATE changes the target row in place, an INSERT returns the new row's values
+    act: Callable | None
 
 
 @dataclass
@@ -310,6 +323,151 @@ class Model:
         self.commit(state, f"merge {len(matched)} matched, {len(fresh)} new, "
                            f"by_source={by_source}, columns {[c.name for c in given]}")
 
+    def merge_sql(self) -> None:
+        """SQL ``MERGE INTO``: up to two WHEN clauses of each kind (only the last of a
+        kind may be unconditional), kinds interleaved; the source a VALUES list or a
+        query of the table itself with new keys appended, its key named ``k`` or
+        renamed. The model gives each row the first clause of its kind whose condition
+        holds on the version the MERGE starts from; forms merge_insert runs and the
+        general path alike."""
+        state = self.now.copy()
+        version = self.latest + 1
+        rng = self.rng
+        k, x, s = (state.col(n).token for n in ("k", "x", "s"))
+        keys = self._keys(state)
+        t = rng.choice(["t", "tgt"])
+        key = rng.choice(["k", "key"])  # the source's name for the key
+        fresh = [(r["k"], r["x"], r["s"]) for r in self._new_rows(rng.randrange(0, 4), state)]
+        if rng.random() < 0.5:
+            matched = rng.sample(sorted(keys), rng.randrange(0, min(4, len(keys)) + 1))
+            source = [(m, rng.randrange(100), rng.choice([None, f"v{m}"])) for m in matched]
+            source += fresh
+            using = (f"(VALUES {_values(source)}) AS src({key}, x, s)" if source else
+                     f"(SELECT k AS {key}, x, s FROM t WHERE false) AS src")
+            how = "values"
+        else:
+            text, pred = self._predicate(state)
+            source = [(row.values[k], row.values[x] + 3, row.values[s])
+                      for row in state.rows.values() if pred(row)] + fresh
+            query = f"SELECT k AS {key}, x + 3 AS x, s FROM t WHERE {text}"
+            if fresh:
+                query += f" UNION ALL SELECT * FROM (VALUES {_values(fresh)})"
+            using = f"({query}) AS src"
+            how = f"source: rows where {text}"
+        clauses = self._merge_clauses(state, t, key, version)
+        sql = " ".join(f"WHEN {c.kind}{' AND ' + c.condition if c.condition else ''} "
+                       f"THEN {c.action}" for c in clauses)
+        statement = (f"MERGE INTO t{' AS tgt' if t == 'tgt' else ''} USING {using} "
+                     f"ON {t}.k = src.{key} {sql}")
+
+        def clause(kind: str, target: Row | None, src: tuple | None) -> When | None:
+            return next((c for c in clauses if c.kind == kind and c.holds(target, src)), None)
+
+        by_key = {row[0]: row for row in source}
+        for rowid, row in list(state.rows.items()):
+            src = by_key.get(row.values[k])
+            taken = clause("MATCHED" if src else "NOT MATCHED BY SOURCE", row, src)
+            if taken is None or taken.action == "DO NOTHING":
+                continue
+            if taken.action == "DELETE":
+                del state.rows[rowid]
+                continue
+            taken.act(row, src)
+            row.updated = version
+        inserted = []
+        for src in source:
+            taken = clause("NOT MATCHED", None, src) if src[0] not in keys else None
+            if taken is not None and taken.action != "DO NOTHING":
+                given = taken.act(None, src)
+                inserted.append({c.name: given.get(c.name) for c in state.schema})
+        self._sql(statement)
+        if lance_sql.dataset(self.path).version == self.latest:
+            assert not inserted and not any(row.updated == version
+                                            for row in state.rows.values()) \
+                and state.rows.keys() == self.now.rows.keys(), (statement, self.log)
+            return
+        self._learn_ids(state, inserted, version)
+        self.commit(state, f"{statement} ({how})")
+
+    def _merge_clauses(self, state: State, t: str, key: str, version: int) -> list[When]:
+        """Random WHEN clauses for :meth:`merge_sql` over target alias ``t`` and source
+        ``src`` (``src.{key}``, ``src.x``, ``src.s``), with what they do in the model."""
+        rng = self.rng
+        k, x, s = (state.col(n).token for n in ("k", "x", "s"))
+        extra = [c for c in state.schema if c.name not in ("k", "x", "s")]
+        c1, c2 = rng.randrange(100), rng.randrange(200)
+
+        def setter(**values: Callable[[Row, tuple], Any]) -> Callable:
+            """UPDATE SET ``name = value``: every value from the row before the update."""
+            def act(row: Row, src: tuple) -> None:
+                new = {name: value(row, src) for name, value in values.items()}
+                for name, value in new.items():
+                    column = state.col(name)
+                    row.values[column.token] = _as_kind(value, column.kind)
+            return act
+
+        matched_if = [
+            (f"{t}.x < {c1}", lambda tr, sr: tr.values[x] < c1),
+            (f"src.x > {c1}", lambda tr, sr: sr[1] > c1),
+            (f"{t}.k % 2 = 0", lambda tr, sr: tr.values[k] % 2 == 0),
+            ("src.s IS NULL", lambda tr, sr: sr[2] is None),
+            (f"{t}.x + src.x > {c2}", lambda tr, sr: tr.values[x] + sr[1] > c2),
+        ]
+        matched_do = [
+            ("UPDATE SET *", setter(x=lambda tr, sr: sr[1], s=lambda tr, sr: sr[2])),
+            ("UPDATE SET x = src.x", setter(x=lambda tr, sr: sr[1])),
+            (f"UPDATE SET x = {t}.x + src.x, s = 'm{version}'",
+             setter(x=lambda tr, sr: tr.values[x] + sr[1], s=lambda tr, sr: f"m{version}")),
+            (f"UPDATE SET k = src.{key}, x = {t}.x + 1",
+             setter(x=lambda tr, sr: tr.values[x] + 1)),
+            ("DELETE", None), ("DELETE", None), ("DO NOTHING", None),
+        ] + [(f"UPDATE SET {c.name} = src.x * 2",
+              setter(**{c.name: lambda tr, sr: sr[1] * 2})) for c in extra]
+        insert_if = [
+            (f"src.x < {c1}", lambda tr, sr: sr[1] < c1),
+            ("src.s IS NOT NULL", lambda tr, sr: sr[2] is not None),
+            (f"src.{key} % 2 = 1", lambda tr, sr: sr[0] % 2 == 1),
+        ]
+        insert_do = [
+            ("INSERT *", lambda tr, sr: {"k": sr[0], "x": sr[1], "s": sr[2]}),
+            (f"INSERT (k, x) VALUES (src.{key}, src.x * 10)",
+             lambda tr, sr: {"k": sr[0], "x": sr[1] * 10}),
+            (f"INSERT (x, k, s) VALUES (src.x, src.{key}, upper(src.s))",
+             lambda tr, sr: {"k": sr[0], "x": sr[1],
+                             "s": None if sr[2] is None else sr[2].upper()}),
+            ("DO NOTHING", None),
+        ] + [(f"INSERT (k, x, {c.name}) VALUES (src.{key}, src.x, src.x + 1)",
+              lambda tr, sr, c=c: {"k": sr[0], "x": sr[1],
+                                   c.name: _as_kind(sr[1] + 1, c.kind)}) for c in extra]
+        gone_if = [
+            (f"{t}.x < {c1}", lambda tr, sr: tr.values[x] < c1),
+            (f"{t}.s IS NULL", lambda tr, sr: tr.values[s] is None),
+            (f"{t}.k % 3 = 0", lambda tr, sr: tr.values[k] % 3 == 0),
+        ]
+        gone_do = [
+            ("DELETE", None), ("DO NOTHING", None),
+            (f"UPDATE SET s = 'gone{version}'", setter(s=lambda tr, sr: f"gone{version}")),
+            (f"UPDATE SET x = {t}.x - 1", setter(x=lambda tr, sr: tr.values[x] - 1)),
+        ]
+        by_kind: dict[str, list[When]] = {}
+        for kind, conditions, actions in (("MATCHED", matched_if, matched_do),
+                                          ("NOT MATCHED", insert_if, insert_do),
+                                          ("NOT MATCHED BY SOURCE", gone_if, gone_do)):
+            count = rng.choice([0, 0, 1, 1, 2])
+            for j in range(count):
+                last_unconditional = j == count - 1 and rng.random() < 0.5
+                condition, holds = ("", lambda tr, sr: True) if last_unconditional \
+                    else rng.choice(conditions)
+                action, act = rng.choice(actions)
+                by_kind.setdefault(kind, []).append(When(kind, condition, holds, action, act))
+        if not by_kind:
+            return [When("MATCHED", "", lambda tr, sr: True, "DELETE", None)]
+        # kinds interleaved at random, each kind's clauses in their order
+        slots = [kind for kind, whens in by_kind.items() for _ in whens]
+        rng.shuffle(slots)
+        queues = {kind: iter(whens) for kind, whens in by_kind.items()}
+        return [next(queues[kind]) for kind in slots]
+
     def compact(self) -> None:
         ds = lance.dataset(self.path) if self.pylance() else lance_sql.dataset(self.path)
         ds.optimize.compact_files(target_rows_per_fragment=self.rng.choice([3, 8, 1000]))
@@ -377,12 +535,14 @@ class Model:
             lance_sql.dataset(self.path).restore(target)
         self.commit(self.states[target].copy(), f"restore {target}")
 
+    # (the histories of seeds kept for what they caught are drawn from these weights)
     OPS = {"append": 4, "delete": 3, "update": 4, "merge": 3, "compact": 2, "add_column": 3,
            "drop_column": 1.5, "alter_type": 1.5, "restore": 1.5, "overwrite": 0.5}
+    WITH_MERGE_SQL = {**OPS, "merge_sql": 4}
 
-    def run(self, steps: int) -> None:
+    def run(self, steps: int, ops: dict[str, float] = WITH_MERGE_SQL) -> None:
         self.create()
-        names, weights = zip(*self.OPS.items(), strict=True)
+        names, weights = zip(*ops.items(), strict=True)
         for _ in range(steps):
             op = self.rng.choices(names, weights)[0]
             if op == "restore" and self.latest < 2:
@@ -427,6 +587,19 @@ class Model:
                 out += [_change(before, r, end, "update_preimage", v),
                         _change(after, r, end, "update_postimage", v)]
         return sorted(out, key=_order)
+
+
+def _as_kind(value: Any, kind: str) -> Any:
+    """``value`` as a column of ``kind`` holds it (SQL casts an integer into a double)."""
+    return float(value) if kind == "float" and value is not None else value
+
+
+def _values(rows: list[tuple]) -> str:
+    """``rows`` as the rows of a SQL VALUES list."""
+    def literal(value: Any) -> str:
+        return "NULL" if value is None else f"'{value}'" if isinstance(value, str) \
+            else str(value)
+    return ", ".join(f"({', '.join(map(literal, row))})" for row in rows)
 
 
 def _change(state: State, rowid: int, end: list[Col], kind: str, version: int
@@ -584,7 +757,7 @@ def check_cleanup(model: Model) -> None:
 @pytest.mark.parametrize("seed", [0, 43, 49])
 def test_feed_matches_model(tmp_path: Path, seed: int) -> None:
     model = Model(tmp_path / "t.lance", random.Random(seed), pylance_share=0.0)
-    model.run(12)
+    model.run(12, Model.OPS)
     check_history(model, windows=8)
 
 
@@ -594,6 +767,15 @@ def test_feed_of_pylance_writes_matches_model(tmp_path: Path, seed: int) -> None
     model = Model(tmp_path / "t.lance", random.Random(1000 + seed), pylance_share=0.7)
     model.run(12)
     check_history(model, windows=8)
+
+
+def test_feed_of_sql_merges_matches_model(tmp_path: Path) -> None:
+    """A history of mostly SQL MERGEs (the general path, and the forms merge_insert runs)
+    between the other commits."""
+    model = Model(tmp_path / "t.lance", random.Random(5000), pylance_share=0.3)
+    model.run(8, {**Model.WITH_MERGE_SQL, "merge_sql": 25})
+    assert sum("MERGE INTO" in line for line in model.log) >= 3
+    check_history(model, windows=2)
 
 
 @pytest.mark.parametrize("seed", range(2))
