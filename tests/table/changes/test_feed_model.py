@@ -10,7 +10,8 @@ and from the window's ends what net changes must be; both are compared with
 metadata and data columns and with projections. Writers alternate between lance_sql and
 pylance, so the feed also reads tables pylance wrote. SQL ``MERGE INTO`` statements with
 random WHEN clauses (the general path and the forms run as one merge_insert) are among
-the commits.
+the commits. SQL's path for feeds too large for one partition runs on these small
+histories with its partition size lowered.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import pytest
 
 import lance_sql
 from lance_sql.errors import VersionCleanedUpError
+from lance_sql.sql import changes_provider
+from lance_sql.table.changes import feed
 
 META = ["_change_type", "_commit_version", "_commit_timestamp", "_rowid"]
 RANK = {"insert": 0, "update_preimage": 1, "update_postimage": 1, "delete": 2}
@@ -712,6 +715,78 @@ def check_window(model: Model, a: int, b: int, session: lance_sql.LanceSession,
             (mode, "sql", cols, text, where)
 
 
+WHOLE = changes_provider.UNIT_ROWS  # change rows per partition: these histories' in one
+
+
+class Partitions:
+    """SQL's feed in partitions of a few change rows: ``UNIT_ROWS`` lowered, as a feed of
+    more than 2**20 change rows is split, and every fragment read on the read pool, as
+    large reads are (``PARALLEL_ROWS``); counts the partitions planned, to show the path
+    ran."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.monkeypatch = monkeypatch
+        self.most = 0
+        plan = changes_provider.ChangesDataset._units
+
+        def counted(dataset: changes_provider.ChangesDataset, *args: Any) -> list:
+            units = plan(dataset, *args)
+            self.most = max(self.most, len(units))
+            return units
+
+        monkeypatch.setattr(changes_provider.ChangesDataset, "_units", counted)
+        monkeypatch.setattr(feed, "PARALLEL_ROWS", 1)
+        monkeypatch.setattr(feed, "READ_THREADS", max(2, feed.READ_THREADS))
+        self.split(3)
+
+    def split(self, rows: int) -> None:
+        self.monkeypatch.setattr(changes_provider, "UNIT_ROWS", rows)
+
+    def whole(self) -> None:
+        self.monkeypatch.setattr(changes_provider, "UNIT_ROWS", WHOLE)
+
+
+def check_partitioned(model: Model, a: int, b: int, session: lance_sql.LanceSession,
+                      partitions: Partitions) -> None:
+    """The SQL feed read in partitions equals the model and the feed read whole, for the
+    whole feed, a filtered projection, counts per change type, a LIMIT and an ordered
+    LIMIT."""
+    where = f"window {a}..{b} of {model.log}"
+    for mode, net in (("all", ""), ("net", ", 'net'")):
+        want = model.changes(a, b) if mode == "all" else model.net(a, b)
+        feed_sql = f"table_changes('t', {a}, {b}{net})"
+        text, pred = model.rng.choice(_filters(model, a, b))
+        queries = [f"SELECT * FROM {feed_sql}",
+                   f"SELECT _rowid, x, _change_type FROM {feed_sql} WHERE {text}",
+                   f"SELECT _change_type, count(*) AS n FROM {feed_sql} GROUP BY _change_type",
+                   f"SELECT _rowid FROM {feed_sql} ORDER BY _commit_version DESC, _rowid "
+                   f"LIMIT 4"]
+        partitions.split(model.rng.choice([1, 2, 3, 5]))
+        split = [_sorted(_strip(session.sql(q).to_pylist())) for q in queries]
+        partitions.whole()
+        assert split == [_sorted(_strip(session.sql(q).to_pylist())) for q in queries], \
+            (mode, where)
+        counts: dict[str, int] = {}
+        for r in want:
+            counts[r["_change_type"]] = counts.get(r["_change_type"], 0) + 1
+        last = sorted(want, key=lambda r: (-r["_commit_version"], r["_rowid"]))[:4]
+        assert split == [
+            _sorted(_strip(want)),
+            _sorted([{n: r[n] for n in ("_rowid", "x", "_change_type")} for r in want
+                     if pred(r)]),
+            _sorted([{"_change_type": t, "n": n} for t, n in counts.items()]),
+            _sorted([{"_rowid": r["_rowid"]} for r in last])], (mode, where)
+        partitions.split(2)
+        limited = session.sql(f"SELECT * FROM {feed_sql} LIMIT 3").to_pylist()
+        assert len(limited) == min(3, len(want))
+        assert all(_key(r) in {_key(w) for w in _strip(want)} for r in _strip(limited)), \
+            (mode, where)
+
+
+def _sorted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=_key)
+
+
 def check_history(model: Model, windows: int) -> None:
     session = lance_sql.connect()
     session.register("t", str(model.path))
@@ -787,8 +862,44 @@ def test_feed_after_cleanup_matches_model(tmp_path: Path, seed: int) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3000, 3008))
-def test_longer_histories_match_model(tmp_path: Path, seed: int) -> None:
-    """More and longer histories, both writers."""
+def test_longer_histories_match_model(tmp_path: Path, seed: int,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """More and longer histories, both writers; SQL reads odd seeds' feeds in partitions
+    of a few change rows."""
     model = Model(tmp_path / "t.lance", random.Random(seed), pylance_share=0.4)
     model.run(18)
+    if seed % 2:
+        Partitions(monkeypatch)
     check_history(model, windows=12)
+
+
+def check_partitioned_history(model: Model, monkeypatch: pytest.MonkeyPatch,
+                              windows: int) -> None:
+    """:func:`check_partitioned` for the whole history and ``windows`` random windows."""
+    partitions = Partitions(monkeypatch)
+    session = lance_sql.connect()
+    session.register("t", str(model.path))
+    latest = model.latest
+    every = [(a, b) for a in range(1, latest + 1) for b in range(a, latest + 1)]
+    for a, b in sorted({(1, latest), *model.rng.sample(every, min(windows, len(every)))}):
+        check_partitioned(model, a, b, session, partitions)
+    assert partitions.most > 1
+
+
+def test_partitioned_sql_feed_matches_model(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQL's path for feeds of more than UNIT_ROWS change rows (several partitions, each
+    reading its fragments on the pool) on a small history: the same as one partition,
+    and the model's."""
+    model = Model(tmp_path / "t.lance", random.Random(4000), pylance_share=0.3)
+    model.run(10)
+    check_partitioned_history(model, monkeypatch, windows=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(4001, 4005))
+def test_partitioned_sql_feeds_of_longer_histories(tmp_path: Path, seed: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Model(tmp_path / "t.lance", random.Random(seed), pylance_share=0.4)
+    model.run(16)
+    check_partitioned_history(model, monkeypatch, windows=5)
