@@ -452,13 +452,20 @@ class Model:
             (f"UPDATE SET s = 'gone{version}'", setter(s=lambda tr, sr: f"gone{version}")),
             (f"UPDATE SET x = {t}.x - 1", setter(x=lambda tr, sr: tr.values[x] - 1)),
         ]
+        # Often the shapes one merge_insert runs: a clause of each kind at most, an
+        # UPDATE or DELETE, an unconditional INSERT *, a DELETE by source
+        upsert = rng.random() < 0.4
+        if upsert:
+            matched_do = matched_do[:2] + [("DELETE", None)]
+            insert_do, insert_if = insert_do[:1], []
+            gone_do = gone_do[:1]
         by_kind: dict[str, list[When]] = {}
         for kind, conditions, actions in (("MATCHED", matched_if, matched_do),
                                           ("NOT MATCHED", insert_if, insert_do),
                                           ("NOT MATCHED BY SOURCE", gone_if, gone_do)):
-            count = rng.choice([0, 0, 1, 1, 2])
+            count = rng.choice([0, 1] if upsert else [0, 0, 1, 1, 2])
             for j in range(count):
-                last_unconditional = j == count - 1 and rng.random() < 0.5
+                last_unconditional = j == count - 1 and (not conditions or rng.random() < 0.5)
                 condition, holds = ("", lambda tr, sr: True) if last_unconditional \
                     else rng.choice(conditions)
                 action, act = rng.choice(actions)
