@@ -369,7 +369,8 @@ class Model:
         by_key = {row[0]: row for row in source}
         for rowid, row in list(state.rows.items()):
             src = by_key.get(row.values[k])
-            taken = clause("MATCHED" if src else "NOT MATCHED BY SOURCE", row, src)
+            taken = clause("MATCHED" if src is not None else "NOT MATCHED BY SOURCE", row,
+                           src)
             if taken is None or taken.action == "DO NOTHING":
                 continue
             if taken.action == "DELETE":
@@ -907,6 +908,7 @@ def test_partitioned_sql_feed_matches_model(tmp_path: Path,
 @pytest.mark.parametrize("seed", range(4001, 4005))
 def test_partitioned_sql_feeds_of_longer_histories(tmp_path: Path, seed: int,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """More windows of longer histories read in partitions."""
     model = Model(tmp_path / "t.lance", random.Random(seed), pylance_share=0.4)
     model.run(16)
     check_partitioned_history(model, monkeypatch, windows=5)
