@@ -169,13 +169,40 @@ class _Walk:
         current = held
         for u in range(restored + 1, version):
             fields = self._schema_of(u).fields
-            back = self._back(u, fields, self._commit_of(u))
+            commit = self._commit_of(u)
+            if commit.restored is not None and commit.restored < u:
+                # u is an older version again: its columns are that version's, whatever
+                # the versions just before u dropped (``restored`` restored twice)
+                current = self._restored_again(restored, commit.restored, held, spans,
+                                               fields)
+                spans[u] = current
+                continue
+            back = self._back(u, fields, commit)
             ahead = {(b.id, b.arrow_type): f for f, b in zip(fields, back, strict=True)
                      if b is not None}
             current = tuple(None if c is None else ahead.get((c.id, c.arrow_type))
                             for c in current)
             spans[u] = current
         return spans
+
+    def _restored_again(self, restored: int, again: int,
+                        held: tuple[LanceField | None, ...],
+                        spans: dict[int, tuple[LanceField | None, ...]],
+                        fields: Sequence[LanceField]) -> tuple[LanceField | None, ...]:
+        """The fields continuing ``held`` (``restored``'s) in a version that restores
+        ``again``, among its ``fields`` (``again``'s): those continuing them in
+        ``again``, found forward when it came after ``restored``, else by walking back
+        from ``restored`` to it."""
+        if again >= restored:
+            there = spans[again]
+        else:
+            kept = [h for h in held if h is not None]
+            walked = iter(column_sources_many(restored, [again], kept, self._schema_of,
+                                              self._commit_of)[again])
+            there = tuple(None if h is None else next(walked) for h in held)
+        by_field = {(f.id, f.arrow_type): f for f in fields}
+        return tuple(None if t is None else by_field.get((t.id, t.arrow_type))
+                     for t in there)
 
 
 def _continues(field: LanceField | None, older: LanceField | None) -> bool:

@@ -116,6 +116,26 @@ def test_a_column_added_again_before_a_restore_is_not_the_restored_one() -> None
         assert _sources(history, 1, restore) == [("id", 0), ("b", 1)], again
 
 
+def test_a_restore_between_a_restore_and_the_version_it_restored_brings_the_column_back(
+        ) -> None:
+    """v3 dropped b; v4 and v5 both restore v2 (the feed model's seed 749 restored twice
+    in a row): v4 is v2 again, its rows hold v2's b, not NULL."""
+    history = {1: _schema(("id", I64, 0), ("b", STR, 1)),
+               2: _schema(("id", I64, 0), ("b", STR, 1)),
+               3: _schema(("id", I64, 0)),
+               4: _schema(("id", I64, 0), ("b", STR, 1)),
+               5: _schema(("id", I64, 0), ("b", STR, 1))}
+    restores = {4: Commit(restored=2), 5: Commit(restored=2)}
+    assert _sources(history, 4, restores) == [("id", 0), ("b", 1)]
+    assert _sources(history, 3, restores) == [("id", 0), None]
+    # v4 restores v1, older than the v2 that v5 restores: v1's b is the b v2 continues
+    restores[4] = Commit(restored=1)
+    assert _sources(history, 4, restores) == [("id", 0), ("b", 1)]
+    # ... unless v2's b was added after v1 (v1 without it: v4 neither)
+    history[1] = history[4] = _schema(("id", I64, 0))
+    assert _sources(history, 4, restores) == [("id", 0), None]
+
+
 def test_a_type_change_before_a_restore_reads_the_changed_column() -> None:
     """n retyped at v3 (a new id), v4 restores v2: v3's rows hold n under its new id."""
     history = {1: _schema(("id", I64, 0), ("n", I32, 1)),

@@ -131,6 +131,23 @@ def test_a_restored_column_keeps_its_values(tmp_path: Path) -> None:
     assert _rows(ds, 1, 3, "v") == [(1, "insert", 1, "a"), (1, "insert", 2, "b")]
 
 
+def test_a_column_restored_twice_keeps_its_values_in_the_first_restore(
+        tmp_path: Path) -> None:
+    """v2 drops c, v4 and v5 both restore v1: v4 is v1 again, its re-inserted row has c
+    (the end's c, v1's), not NULL as after v2's drop."""
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(pa.table({"id": [1, 2], "c": [10, 20]}), uri,
+                                 enable_stable_row_ids=True)
+    ds.drop_columns(["c"])                                               # v2
+    ds.delete("id = 2")                                                  # v3
+    ds.restore(1)                                                        # v4
+    ds.restore(1)                                                        # v5
+    ds = lance_sql.dataset(uri)
+    assert _rows(ds, 4, 5, "c") == [(4, "insert", 2, 20)]
+    got = lance_sql.connect(tmp_path).sql("SELECT id, c FROM table_changes('t', 4, 5)")
+    assert got.to_pylist() == [{"id": 2, "c": 20}]
+
+
 def test_restores_between_versions_with_and_without_a_column(tmp_path: Path) -> None:
     uri = str(tmp_path / "t.lance")
     ds = lance_sql.write_dataset(pa.table({"id": [1, 2]}), uri, enable_stable_row_ids=True)
