@@ -11,7 +11,8 @@ version, but not always:
 - a restore brings back an older version's fields, ids and files, also ones the versions
   between dropped; in those versions a restored column is the field that continues it
   from the version restored (none where it was dropped; a column added again there,
-  even under the old id, name and type, is another one);
+  even under the old id, name and type, is another one; a version there that restores
+  an older one again holds that one's columns);
 - a column dropped and added again may get its old id back (pylance and lance_sql reuse
   the ids a compaction freed), while older files still hold the dropped column's values
   under it: those must read NULL.
