@@ -435,8 +435,11 @@ class WriteRunner:
         target = ds.schema
 
         def changes(base: Manifest) -> RowChanges:
-            return row_changes(query, select(base),
-                               lambda values: _merge_values(values, target))
+            # view types (``upper(NULL)`` is a string_view) as stored: pyarrow takes no
+            # rows of them, and row_changes takes each clause's rows
+            result = select(base)
+            result = result.cast(storable_schema(result.schema, nullable=True))
+            return row_changes(query, result, lambda values: _merge_values(values, target))
 
         stats, manifest = apply_row_changes(ds.write_context(), changes,
                                             [k for k, _ in stmt.keys])
