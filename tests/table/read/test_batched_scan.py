@@ -380,7 +380,8 @@ def test_a_run_with_rows_dropped_and_counted(plain, whole_runs, monkeypatch) -> 
     rng = np.random.default_rng(3)
     drop = {f.id: rng.choice(f.physical_rows, 60) for f in ds.manifest.fragments[1::2]}
     for kwargs in ({"columns": ["id", "s", "f64"]}, {"columns": ["id"], "filter": "i8 > 0"},
-                   {"columns": [], "filter": "i8 > 0"}, {"columns": [], "filter": "i8 * 2 < id % 50"}):
+                   {"columns": [], "filter": "i8 > 0"},
+                   {"columns": [], "filter": "i8 * 2 < id % 50"}):
         def read(kw=kwargs):
             tables = list(Scanner(ds.store, ds.manifest, drop_rows=drop, **kw).to_tables())
             return [t.num_rows for t in tables], pa.concat_tables(tables)
