@@ -226,9 +226,11 @@ class LocalSource:
                 f"{self.path}: read of {length} bytes at {offset} is outside the file "
                 f"({self.size} bytes)"
             )
-        whole = self._mapped_file(offset + length) if length >= MAP_MIN_READ else None
-        if whole is not None:
-            out[:] = whole[offset : offset + length]
+        # as read_at: a large read comes out of the mapping (copied into place here)
+        view = self._view(offset, length) if length >= MAP_MIN_READ and \
+            self._map is not None else None
+        if view is not None:
+            out[:] = np.frombuffer(view, np.uint8)
         else:
             self._fill(memoryview(out.data), offset)
 
