@@ -1007,11 +1007,10 @@ class LsmView:
     def lookup_few(self, keys: pa.Table, columns: Sequence[str] | None = None
                    ) -> pa.Table | None:
         """``lookup_plan(keys, columns).to_table()`` for at most :data:`ONE_BY_ONE_KEYS`
-        keys,
-        each looked up alone by :meth:`lookup_one` (building the plan's nodes costs more
-        than a one-key lookup each: a key of the base took ~2 ms alone, two keys
-        planned ~6). None when there are more keys, or a key needs the plan: the caller
-        then takes the plan for them all."""
+        keys, each looked up alone by :meth:`lookup_one` (building the plan's nodes
+        costs more than a one-key lookup each: a key of the base took ~2 ms alone, two
+        keys planned ~6). None when there are more keys, or a key needs the plan: the
+        caller then takes the plan for them all."""
         if not 1 <= keys.num_rows <= ONE_BY_ONE_KEYS:
             return None
         found = []
