@@ -33,8 +33,8 @@ def whole_columns(readers: Sequence[FragmentReader], field: LanceField
 
 def _decoded(readers: Sequence[FragmentReader], field: LanceField
              ) -> tuple[list[pa.Array | None], pa.Array | None]:
-    """:func:`whole_columns`, and the whole run's column as one array when every
-    fragment's pages decoded together (else None)."""
+    """:func:`whole_columns`, and the whole run's column as one array when all the
+    fragments' pages decoded together in one pass (else None)."""
     out: list[pa.Array | None] = [None] * len(readers)
     groups: dict[Hashable, list[tuple[int, list, int]]] = {}
     for i, reader in enumerate(readers):
@@ -63,12 +63,6 @@ def _decoded(readers: Sequence[FragmentReader], field: LanceField
         for i, _, rows in members:
             out[i] = decoded.slice(at, rows)
             at += rows
-    if joined is None and len(groups) > 1 and all(a is not None for a in out):
-        # every fragment decoded, in groups of several encodings: one copy joins them
-        try:
-            joined = pa.concat_arrays(out)
-        except pa.ArrowException:
-            joined = None
     return out, joined
 
 
@@ -100,10 +94,21 @@ class WholeColumns:
 
     def joined(self, name: str) -> pa.Array | None:
         """``name``'s column over the whole run as one array (its fragments' rows one
-        after another), when every fragment's pages decoded together (in one pass or in
-        groups of the same encoding); else None."""
-        self.column(name)
-        return self._joined[name]
+        after another), when some fragments' pages decoded together: those of an
+        encoding of their own are read alone and joined in order. None when none did
+        (the run's reader then goes fragment by fragment)."""
+        pieces = self.column(name)
+        whole = self._joined[name]
+        if whole is None and any(a is not None for a in pieces):
+            field = self._fields[name]
+            try:
+                whole = pa.concat_arrays(
+                    [a if a is not None else reader.read([field])[0]
+                     for a, reader in zip(pieces, self._readers, strict=True)])
+            except pa.ArrowException:
+                return None  # (types that do not join: fragment by fragment)
+            self._joined[name] = whole
+        return whole
 
     def of(self, i: int) -> Mapping[str, pa.Array | None]:
         """The columns of the ``i``-th fragment, by name."""

@@ -491,23 +491,11 @@ def _scan_run(store: ObjectStore, fragments: Sequence[Fragment],
     keep = None if all(m is None for m in lives) else np.concatenate(
         [np.ones(n, bool) if m is None else m for m, n in zip(lives, sizes, strict=True)])
 
-    by_name = {f.name: f for f in plan.read_fields}
-    made: dict[str, pa.Array] = {}
-
     def column(name: str) -> pa.Array:
-        array = columns.joined(name) if name not in made else made[name]
-        if array is not None:
-            return array
-        # the fragments whose pages did not decode with others' (an encoding of their
-        # own) read the usual way, when the others did
-        pieces = columns.column(name)
-        if all(a is None for a in pieces):
+        array = columns.joined(name)
+        if array is None:
             raise _NotJoined
-        field = by_name[name]
-        whole = [a if a is not None else _read_whole(r, field, int(n))
-                 for a, r, n in zip(pieces, readers, sizes, strict=True)]
-        made[name] = pa.concat_arrays(whole)
-        return made[name]
+        return array
 
     try:
         table = None  # the rows the general filter kept, when it ran
@@ -549,12 +537,6 @@ def _scan_run(store: ObjectStore, fragments: Sequence[Fragment],
         return None
     cuts = np.cumsum(counts) - counts
     return [out.slice(int(a), int(n)) for a, n in zip(cuts, counts, strict=True)]
-
-
-def _read_whole(reader: FragmentReader, field: LanceField, rows: int) -> pa.Array:
-    """All ``rows`` rows of ``field`` in the reader's fragment, as one array."""
-    got = _read_paged(reader, field, 0, rows)
-    return pa.concat_arrays(got.chunks) if isinstance(got, pa.ChunkedArray) else got
 
 
 def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifest,
