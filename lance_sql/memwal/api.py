@@ -162,8 +162,7 @@ class MemWal:
         table = keys if isinstance(keys, pa.Table) else view.one_key_table(keys)
         if table is None:
             table = _keys_table(keys)
-        few = view.lookup_few(table, columns)
-        return few if few is not None else view.lookup_plan(table, columns).to_table()
+        return view.lookup_rows(table, columns)
 
     def nearest(self, column: str, query_vector: Sequence[float] | np.ndarray, k: int = 10,
                 *, metric: str = "l2", columns: Sequence[str] | None = None,

@@ -393,11 +393,7 @@ def _run(bound: _Bound) -> PointAnswer:
     """The rows of the bound lookup, shaped as DataFusion's result."""
     view, keys, columns, table_schema = bound.view, bound.keys, bound.columns, \
         bound.table_schema
-    # a few keys: the plan's one-key path for each, without building its nodes (as
-    # ``mw.get`` does)
-    found = view.lookup_few(keys, columns)
-    if found is None:
-        found = view.lookup_plan(keys, columns).to_table()
+    found = view.lookup_rows(keys, columns)  # (as ``mw.get`` answers)
     fields = [table_schema.field(c) for c in columns]
     schema = pa.schema(fields, metadata=table_schema.metadata)  # the provider's: none
     if not found.num_rows:

@@ -1004,6 +1004,13 @@ class LsmView:
         return self._one_row(self.sources(regions, lazy=True), self._lookup_schema(output),
                              output, Keys(key_table, region_index, one=self._one_key(key_table)))
 
+    def lookup_rows(self, keys: pa.Table, columns: Sequence[str] | None = None
+                    ) -> pa.Table:
+        """``lookup_plan(keys, columns).to_table()``, a few keys without building the
+        plan (:meth:`lookup_few`): what ``mw.get`` and SQL point lookups answer."""
+        few = self.lookup_few(keys, columns)
+        return few if few is not None else self.lookup_plan(keys, columns).to_table()
+
     def lookup_few(self, keys: pa.Table, columns: Sequence[str] | None = None
                    ) -> pa.Table | None:
         """``lookup_plan(keys, columns).to_table()`` for at most :data:`ONE_BY_ONE_KEYS`
