@@ -20,6 +20,7 @@ from lance_sql.format.region_spec import RegionSpec
 from lance_sql.io.memory import MemoryStore
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.read import hidden as hidden_module
+from lance_sql.memwal.read import unindexed
 from lance_sql.memwal.read.hidden import hidden_base_rows
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.sources import (
@@ -80,8 +81,14 @@ def sorted_table(table: pa.Table) -> pa.Table:
     return table.sort_by("id") if "id" in table.column_names else table
 
 
-@pytest.mark.parametrize("partial_index", [False, True])
-def test_scans_through_the_key_index_equal_the_general_path(partial_index: bool) -> None:
+@pytest.mark.parametrize(("partial_index", "tail"), [(False, True), (True, True),
+                                                     (True, False)])
+def test_scans_through_the_key_index_equal_the_general_path(partial_index: bool, tail: bool,
+                                                            monkeypatch) -> None:
+    """A fragment the index misses is covered by the in-memory keys of the unindexed
+    tail; without them (too many rows), the scan compares keys (the general path)."""
+    if not tail:
+        monkeypatch.setattr(unindexed, "MAX_TAIL_ROWS", 0)
     fast, fast_writer = build(True, partial_index)
     slow, slow_writer = build(False, partial_index)
     try:
@@ -90,7 +97,7 @@ def test_scans_through_the_key_index_equal_the_general_path(partial_index: bool)
         hidden = hidden_base_rows(sources[0], sources)
         assert hidden is not None and sum(len(r) for r in hidden.rows.values())
         fragments = {f.id for f in fast.dataset.manifest.fragments}
-        assert (hidden.covered == fragments) != partial_index
+        assert (hidden.covered == fragments) == tail
         assert hidden_base_rows(BaseSource(slow.dataset, ["id"]), sources) is None
         for filter in FILTERS:
             for columns in (None, ["s", "id"], ["id", "_gen"], ["id", "_rowaddr"], ["cat"],

@@ -24,6 +24,7 @@ from lance_sql.memwal.bloom import PrimaryKeyBloom, key_hash_one, key_hashes
 from lance_sql.memwal.dataset import dataset as memwal_dataset
 from lance_sql.memwal.murmur3 import murmur3_32, scalar_hash
 from lance_sql.memwal.naming import RegionPaths
+from lance_sql.memwal.read import unindexed
 from lance_sql.memwal.read.keys import Keys
 from lance_sql.memwal.read.planner import _keep
 from lance_sql.memwal.read.sources import BaseSource
@@ -31,6 +32,7 @@ from lance_sql.memwal.read.warm import WarmState
 from lance_sql.memwal.region_log import RegionLog
 from lance_sql.memwal.routing import region_id_for
 from lance_sql.memwal.transforms import region_values, scalar_region_values
+from lance_sql.table.runtime.context import current_runtime
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False, metadata=PK),
@@ -317,7 +319,8 @@ def _base_lookup(ds: lance_sql.LanceDataset, keys: list[int]) -> dict[int, str]:
 
 
 @pytest.mark.parametrize("indexed", [True, False])
-def test_the_base_index_path_equals_a_scan(tmp_path: Path, indexed: bool) -> None:
+def test_the_base_index_path_equals_a_scan(tmp_path: Path, indexed: bool,
+                                            monkeypatch) -> None:
     uri = str(tmp_path / "b.lance")
     ds = lance_sql.write_dataset(_rows(range(3000), "b"), uri, max_rows_per_file=700)
     if indexed:
@@ -332,9 +335,14 @@ def test_the_base_index_path_equals_a_scan(tmp_path: Path, indexed: bool) -> Non
     for key in probe:
         assert _base_lookup(ds, [key]) == ({key: model[key]} if key in model else {})
     assert _base_lookup(ds, probe) == {k: model[k] for k in probe if k in model}
-    # rows appended after the index was built: not covered, found by the scanner
+    # rows appended after the index was built: not covered, found among the in-memory
+    # keys of the unindexed fragments, or (without those) by the scanner
     lance_sql.write_dataset(_rows(range(5000, 5010), "n"), uri, mode="append")
     ds = lance_sql.dataset(uri)
+    assert (BaseSource(ds, ["id"])._indexed_take(keys, ["id"]) is not None) == indexed
+    assert _base_lookup(ds, [5003, 1]) == {5003: "n5003", 1: "b1"}
+    monkeypatch.setattr(unindexed, "MAX_TAIL_ROWS", 0)
+    current_runtime().cache.clear()
     assert BaseSource(ds, ["id"])._indexed_take(keys, ["id"]) is None
     assert _base_lookup(ds, [5003, 1]) == {5003: "n5003", 1: "b1"}
 

@@ -2,7 +2,8 @@
 
 A base row loses to any newer source holding its key (a row or a tombstone). When the
 base has a BTREE index on its (single) primary-key column, the newer sources' keys are
-looked up in it, giving the hidden rows' addresses directly: the base scan then leaves
+looked up in it (and, in fragments merged since it was built, in the in-memory keys of
+:mod:`.unindexed`), giving the hidden rows' addresses directly: the base scan then leaves
 them out like deleted rows (:class:`HiddenRows`), streaming every other row without
 comparing keys, and needs its key column only when it is projected.
 
@@ -26,6 +27,7 @@ import pyarrow as pa
 from lance_sql.errors import LanceError
 from lance_sql.memwal.memtable import MemFragment
 from lance_sql.memwal.read.sources import BaseSource, GenerationSource, MemTableSource, Source
+from lance_sql.memwal.read.unindexed import unindexed_keys
 from lance_sql.numpy_arrow import array_from_numpy
 from lance_sql.sorted_sets import sorted_unique
 from lance_sql.table.index.planner import key_rows
@@ -100,11 +102,18 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
     def lookup(values: pa.Array) -> dict[int, np.ndarray]:
         try:
             found = key_rows(ds.store, ds.manifest, column, values)
+            if found is None:
+                raise _NoIndex
+            rows = found.rows
+            if len(rows) < len(ds.manifest.fragments):
+                # fragments merged since the index was built: their keys from the tail
+                tail = unindexed_keys(ds, column, frozenset(rows))
+                more = tail.rows(values) if tail is not None else None
+                if more is not None:
+                    rows = {**rows, **more}
         except LanceError as exc:
             raise _NoIndex from exc
-        if found is None:
-            raise _NoIndex
-        return found.rows
+        return rows
 
     def cached(key: tuple[Hashable, ...], values: Callable[[], pa.Array]
                ) -> dict[int, np.ndarray]:

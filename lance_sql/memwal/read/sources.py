@@ -35,6 +35,7 @@ from lance_sql.memwal.bloom import PrimaryKeyBloom
 from lance_sql.memwal.column_match import relabelled
 from lance_sql.memwal.memtable import MemFragment, MemTable, key_codes
 from lance_sql.memwal.read.keys import KeyRows, Keys, KeySet, last_rows_of, same_key_value
+from lance_sql.memwal.read.unindexed import unindexed_keys
 from lance_sql.memwal.wal import TOMBSTONE
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.table.dataset import LanceDataset
@@ -44,6 +45,7 @@ from lance_sql.table.index.planner import (
     OneKeySearch,
     btree_indices,
     key_addresses,
+    key_rows,
     keyed_addresses,
 )
 from lance_sql.table.read.comparisons import filter_table
@@ -299,6 +301,28 @@ def table_order(addresses: np.ndarray, fragments: Sequence[Fragment]) -> np.ndar
     at = np.minimum(np.searchsorted(ids[by_id], held), ids.size - 1)
     place = by_id[at].astype(np.uint64)  # each row's fragment's place in the manifest
     return (place << np.uint64(32)) | (addresses & np.uint64(0xFFFFFFFF))
+
+
+# Counts of lookups that searched a base's unindexed fragments in memory (tests).
+UNINDEXED_TAKES = [0]
+
+
+def _with_unindexed(ds: LanceDataset, column: str, values: pa.Array
+                    ) -> tuple[np.ndarray, None] | None:
+    """:func:`key_addresses` of a base whose key index misses some fragments: the index
+    searched for its fragments, the in-memory keys of the others (:mod:`.unindexed`) for
+    theirs; None when those cannot be searched (the caller scans)."""
+    indexed = key_rows(ds.store, ds.manifest, column, values)
+    if indexed is None:
+        return None
+    tail = unindexed_keys(ds, column, frozenset(indexed.rows))
+    more = tail.addresses(values) if tail is not None else None
+    if more is None:
+        return None
+    UNINDEXED_TAKES[0] += 1
+    parts = [(np.uint64(f) << np.uint64(32)) | rows.astype(np.uint64)
+             for f, rows in indexed.rows.items() if rows.size]
+    return np.sort(np.concatenate([*parts, more])), None
 
 
 def _unkeyed_addresses(store: ObjectStore, manifest: Manifest, column: str, values: pa.Array
@@ -663,6 +687,9 @@ class BaseSource(_LanceSource):
         try:
             found = (keyed_addresses if keyed else _unkeyed_addresses)(
                 ds.store, ds.manifest, key, keys.first_column())
+            if found is None:
+                # fragments merged since the index was built: their keys from the tail
+                found = _with_unindexed(ds, key, keys.first_column())
         except LanceError:
             return None  # unusable index: the general path scans instead
         if found is None:

@@ -316,6 +316,10 @@ LSM_KEY_DIRECTORIES = CacheKind(
     "per set of flushed MemWAL generations, every key they hold with its newest row "
     "(21 bytes a key), and a copy of their rows joined when at most 32 MiB, searched and "
     "taken by lookups of many keys")
+UNINDEXED_KEYS = CacheKind(
+    "unindexed_keys", 256 * MiB, 4096, _nbytes,
+    "per base fragment its BTREE key index does not cover yet (merged since the index was "
+    "built), its key column; per base version, those fragments' live keys in one sorted set")
 REGION_VALUES = CacheKind(
     "region_values", 16 * MiB, 65536, lambda entry: 1024,
     "each MemWAL region's spec id and values (fixed once the region is created), per "
@@ -330,7 +334,7 @@ KINDS: tuple[CacheKind, ...] = (
     CHANGE_PLANS, CHANGE_FIELDS, INDEX_FILES, INDEX_PAGES, INDEX_SECTIONS,
     GENERATION_TABLES, GENERATION_KEYS, GENERATION_ROWS, GENERATION_BLOOMS,
     BASE_ROWS_HIDDEN, BASE_DUPLICATES, BASE_KEY_DIGESTS, LSM_WINNERS, LSM_WINNING_ROWS,
-    LSM_KEY_DIRECTORIES,
+    LSM_KEY_DIRECTORIES, UNINDEXED_KEYS,
     REGION_VALUES, LSM_VIEWS,
 )
 _BY_NAME = {kind.name: kind for kind in KINDS}
