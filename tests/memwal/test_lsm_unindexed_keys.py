@@ -93,9 +93,9 @@ def test_reads_with_a_lagging_index_equal_the_model(key_type: pa.DataType) -> No
         ds = lance_sql.dataset(mw.dataset.uri)
         index_fragments = next(i for i in ds.list_indices() if i["type"] == "BTree")
         assert len(index_fragments["fragment_ids"]) < len(ds.get_fragments())
-        builds = unindexed.BUILDS[0]
+        builds = unindexed.BLOCK_BUILDS[0]
         assert as_model(mw.scanner().to_table()) == model
-        assert unindexed.BUILDS[0] > builds
+        assert unindexed.BLOCK_BUILDS[0] > builds
         view = mw.view()
         found = view.sources(view.regions(None))
         hidden = hidden_base_rows(found[0], found)
@@ -127,25 +127,27 @@ def test_reads_with_a_lagging_index_equal_the_model(key_type: pa.DataType) -> No
         # the index caught up: the same answers from the index alone
         ds.optimize.optimize_indices()
         caught_up = MemWal(lance_sql.dataset(ds.uri))
-        builds = unindexed.BUILDS[0]
+        builds = unindexed.BLOCK_BUILDS[0]
         assert as_model(caught_up.scanner().to_table()) == model
         keys = key_of(key_type, asked)
         assert as_model(caught_up.get(pa.table({"id": keys}))) == {
             k: model[k] for k in asked if k in model}
-        assert unindexed.BUILDS[0] == builds
+        assert unindexed.BLOCK_BUILDS[0] == builds
     finally:
         writer.close()
 
 
-def test_a_key_held_twice_in_the_tail_falls_back_to_comparing_keys() -> None:
-    """An append that repeats a base key after the index was built: the tail cannot tell
-    which row is the key's, so reads compare keys, as a table without the index does."""
+def test_a_key_held_twice_in_the_tail_reads_as_without_the_index() -> None:
+    """An append that repeats base keys after the index was built (two rows of key 3 in
+    one fragment, one more elsewhere): the tail finds every row of a key, and reads keep
+    the key's newest, as on a table without the index."""
     answers = []
     for indexed in (True, False):
         mw, writer, model = build(pa.int64(), indexed)
         try:
             uri = mw.dataset.uri
             lance_sql.write_dataset(rows(pa.int64(), [3, 3, 1003], 50), uri, mode="append")
+            lance_sql.write_dataset(rows(pa.int64(), [3, 4], 51), uri, mode="append")
             mw = MemWal(lance_sql.dataset(uri))
             keys = pa.table({"id": pa.array([3, 4, 1003], pa.int64())})
             answers.append((mw.scanner().to_table().sort_by("id"),
@@ -155,14 +157,14 @@ def test_a_key_held_twice_in_the_tail_falls_back_to_comparing_keys() -> None:
                 found = view.sources(view.regions(None))
                 hidden = hidden_base_rows(found[0], found)
                 assert hidden is not None
-                assert hidden.covered != {f.id for f in mw.dataset.manifest.fragments}
+                assert hidden.covered == {f.id for f in mw.dataset.manifest.fragments}
         finally:
             writer.close()
     assert answers[0][0].equals(answers[1][0])
     assert answers[0][1].equals(answers[1][1])
 
 
-def test_the_tail_holds_live_rows_only_and_refuses_keys_of_another_range() -> None:
+def test_the_tail_finds_every_row_of_a_key_and_refuses_keys_of_another_range() -> None:
     name = f"lsm-unindexed{next(_names)}"
     MemoryStore.reset(name)
     uri = f"memory://{name}"
@@ -177,11 +179,23 @@ def test_the_tail_holds_live_rows_only_and_refuses_keys_of_another_range() -> No
     late = ds.manifest.fragments[1].id
     assert tail.fragment_ids == {late}
     found = tail.rows(pa.array([101, 120, 149, 5, 7], pa.int64()))
-    assert found is not None and found[late].tolist() == [1, 49]  # 120 deleted
-    assert tail.addresses(pa.array([149], pa.int64())).tolist() == [(late << 32) | 49]
+    # deleted rows too (120): the callers leave them out as they do the index's
+    assert found is not None and found[late].tolist() == [1, 20, 49]
+    assert tail.addresses(pa.array([149, 149], pa.int64())).tolist() == [(late << 32) | 49]
     assert tail.rows(pa.array([2**40], pa.int64())) is None  # no int32 holds it
     assert unindexed_keys(ds, "id", frozenset(f.id for f in ds.manifest.fragments)) is None
-    # cached per version: a second call builds nothing
-    builds = unindexed.BUILDS[0]
-    assert unindexed_keys(ds, "id", indexed) is tail
-    assert unindexed.BUILDS[0] == builds
+    # blocks are kept: a second call, or one of a later version that changes nothing
+    # of the tail's fragments, sorts nothing; a new fragment re-sorts its block only
+    builds, reads = unindexed.BLOCK_BUILDS[0], unindexed.FRAGMENT_READS[0]
+    assert unindexed_keys(ds, "id", indexed).blocks == tail.blocks
+    ds.delete("id = 130")
+    ds = lance_sql.dataset(uri)
+    assert unindexed_keys(ds, "id", indexed).blocks == tail.blocks
+    assert unindexed.BLOCK_BUILDS[0] == builds
+    ds = lance_sql.write_dataset(rows(pa.int32(), [150, 151], 2), uri, mode="append")
+    again = unindexed_keys(ds, "id", indexed)
+    assert again is not None and len(again.blocks) == 1 and again.blocks != tail.blocks
+    assert unindexed.BLOCK_BUILDS[0] == builds + 1
+    assert unindexed.FRAGMENT_READS[0] == reads + 1  # the new fragment only
+    assert again.rows(pa.array([151, 101], pa.int64())) == {
+        late: [1], ds.manifest.fragments[-1].id: [1]}
