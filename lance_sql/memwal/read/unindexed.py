@@ -61,9 +61,12 @@ _EMPTY = np.zeros(0, np.int64)
 @dataclass(frozen=True, eq=False)
 class _Block:
     """The keys of some fragments (every physical row), sorted by code, each with its
-    fragment and offset; ``keys`` in the same order when codes are hashes (to confirm)."""
+    fragment and offset; ``keys`` in the same order when codes are hashes (to confirm).
+    ``distinct`` are the codes once each, ``first`` where each begins (one more: the end),
+    so a search is one binary search of the distinct codes."""
 
-    codes: np.ndarray
+    distinct: np.ndarray
+    first: np.ndarray
     fragment_of: np.ndarray
     offset_of: np.ndarray
     keys: pa.Array | None
@@ -71,21 +74,26 @@ class _Block:
     @property
     def nbytes(self) -> int:
         held = 0 if self.keys is None else int(self.keys.nbytes)
-        return int(self.codes.nbytes + self.fragment_of.nbytes + self.offset_of.nbytes) + \
-            held + 128
+        return int(self.distinct.nbytes + self.first.nbytes + self.fragment_of.nbytes
+                   + self.offset_of.nbytes) + held + 128
 
     def find(self, codes: np.ndarray, values: pa.Array) -> np.ndarray:
         """The entries holding one of ``values`` (whose codes are ``codes``)."""
-        lo = np.searchsorted(self.codes, codes, "left")
-        hi = np.searchsorted(self.codes, codes, "right")
-        counts = hi - lo
-        total = int(counts.sum())
-        if not total:
+        if not self.distinct.size:
             return _EMPTY
+        at = np.searchsorted(self.distinct, codes)
+        hit = self.distinct[np.minimum(at, self.distinct.size - 1)] == codes
+        asked = np.flatnonzero(hit)
+        if not asked.size:
+            return _EMPTY
+        at = at[asked]
+        lo = self.first[at]
+        counts = self.first[at + 1] - lo
+        total = int(counts.sum())
         starts = np.repeat(lo, counts)
         entries = starts + np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
         if self.keys is not None:  # hash codes: the very key, not another of its code
-            asked = np.repeat(np.arange(codes.size), counts)
+            asked = np.repeat(asked, counts)
             same = pc.equal(values.take(array_from_numpy(asked)),
                             self.keys.take(array_from_numpy(entries)))
             entries = entries[true_mask(same)]
@@ -133,15 +141,15 @@ class UnindexedKeys:
         if found is None:
             return None
         fragments, offsets = found
-        out = {f: _EMPTY for f in self.fragment_ids}
+        out = dict.fromkeys(self.fragment_ids, _EMPTY)
         if not fragments.size:
             return out
-        order = np.lexsort((offsets, fragments))
-        fragments, offsets = fragments[order], offsets[order]
-        cuts = np.flatnonzero(np.diff(fragments)) + 1
-        for part_fragments, part in zip(np.split(fragments, cuts), np.split(offsets, cuts),
-                                        strict=True):
-            out[int(part_fragments[0])] = np.unique(part)
+        addresses = np.unique((fragments << 32) | offsets)  # sorted by fragment, offset
+        fragments = addresses >> 32
+        cuts = [0, *(np.flatnonzero(np.diff(fragments)) + 1).tolist(), addresses.size]
+        rows = addresses & 0xFFFFFFFF
+        for start, end in zip(cuts[:-1], cuts[1:], strict=True):
+            out[int(fragments[start])] = rows[start:end]
         return out
 
     def addresses(self, values: pa.Array) -> np.ndarray | None:
@@ -215,9 +223,12 @@ def _sorted_block(ds: LanceDataset, field: LanceField, key_type: pa.DataType,
     joined = pa.concat_arrays(keys)
     codes = key_codes([joined]) if len(joined) else _EMPTY
     order = np.argsort(codes)
+    codes = codes[order]
+    starts = np.flatnonzero(np.diff(codes)) + 1
+    first = np.concatenate([[0], starts, [codes.size]]) if codes.size else np.zeros(1, np.int64)
     exact = pa.types.is_integer(key_type)  # (key_codes: such a key is its own code)
-    return _Block(codes[order], np.concatenate(fragment_of)[order],
-                  np.concatenate(offset_of)[order],
+    return _Block(codes[first[:-1]], first.astype(np.int64),
+                  np.concatenate(fragment_of)[order], np.concatenate(offset_of)[order],
                   None if exact else joined.take(array_from_numpy(order)))
 
 
