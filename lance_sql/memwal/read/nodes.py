@@ -282,13 +282,14 @@ class ScanExec(ExecNode):
 
     @measured
     def execute(self, drop_rows: Mapping[int, np.ndarray] | None = None,
-                omit: Sequence[str] = (), rows: WinningRows | None = None
-                ) -> Iterator[pa.RecordBatch]:
+                omit: Sequence[str] = (), rows: WinningRows | None = None,
+                filtered: pa.Table | None = None) -> Iterator[pa.RecordBatch]:
         """``drop_rows``: the source's rows to leave out (see :meth:`Source.scan`);
         ``omit``: columns nobody reads after this node, left out of its batches (not read);
         ``rows``: the source's rows to scan instead of the source (its winning rows, in
         memory: see :meth:`NewestRows.winning_rows`), the pushed filter applied to them
-        (they must hold its columns)."""
+        (they must hold its columns); ``filtered``: those rows with the pushed filter
+        applied already (see :func:`filter_winners_together`)."""
         residual = None
         if self.residual is not None:
             residual = to_pyarrow(self.residual, self.schema)
@@ -301,7 +302,7 @@ class ScanExec(ExecNode):
             table = rows.table
             if self.pushed is not None:
                 # (spelled as the view's columns, which the winners hold by those names)
-                table = filter_table(table, self.pushed)
+                table = filter_table(table, self.pushed) if filtered is None else filtered
                 held = set(table.schema.names)
                 table = table.select([n for n in wanted if n in held])
             scan: Iterable[pa.RecordBatch] = table.to_batches()
@@ -329,6 +330,41 @@ class ScanExec(ExecNode):
     def describe(self) -> str:
         text = describe_sql(self.predicate) if self.predicate is not None else ""
         return f"ScanExec: {self.source.label}, source={self.source.kind}, filter=[{text}]"
+
+
+# Counts of groups of newer sources whose winners were filtered in one pass (tests).
+FILTERED_TOGETHER = [0]
+_SOURCE_AT = "__lance_sql_source"
+
+
+def filter_winners_together(scans: Sequence[ScanExec], rows: Sequence[WinningRows | None]
+                            ) -> dict[int, pa.Table]:
+    """The winners of newer sources ``scans`` (``rows``, in memory) with each scan's pushed
+    filter applied, by ``id`` of the scan, for those that share their filter and their
+    winners' columns with another: their rows are joined and filtered in one pass, then
+    cut apart again (a filter's fixed cost, its literals typed and its kernels found,
+    paid once instead of once a source: 120 generations of 5k rows each, ``cat = 7``:
+    ~45 -> ~10 ms). Rows keep their order, so each source's are one slice."""
+    groups: dict[tuple, list[tuple[ScanExec, pa.Table]]] = {}
+    for scan, found in zip(scans, rows, strict=True):
+        if scan.pushed is None or found is None \
+                or not scan.pushed_names <= set(found.table.schema.names):
+            continue
+        groups.setdefault((scan.pushed, found.table.schema), []).append((scan, found.table))
+    out: dict[int, pa.Table] = {}
+    for (pushed, _), members in groups.items():
+        if len(members) < 2:
+            continue
+        FILTERED_TOGETHER[0] += 1
+        tables = [t.append_column(_SOURCE_AT, array_from_numpy(np.full(t.num_rows, i, np.int32)))
+                  for i, (_, t) in enumerate(members)]
+        kept = filter_table(pa.concat_tables(tables), pushed)
+        at = np.asarray(numpy_of(kept.column(_SOURCE_AT)), np.int32)
+        cuts = np.searchsorted(at, np.arange(len(members) + 1, dtype=np.int32)).tolist()
+        kept = kept.drop_columns([_SOURCE_AT])
+        for i, (scan, _) in enumerate(members):
+            out[id(scan)] = kept.slice(cuts[i], cuts[i + 1] - cuts[i])
+    return out
 
 
 class UnionExec(ExecNode):
@@ -622,7 +658,8 @@ class DeduplicateExec(ExecNode):
         omit = ([n for n in (ROW_ADDR, *self.key_columns) if n not in self.needed]
                 if settled and self.needed is not None else [])
 
-        def winners(scan: ScanExec) -> Iterator[pa.RecordBatch]:
+        def winners(scan: ScanExec, filtered: Mapping[int, pa.Table] | None = None
+                    ) -> Iterator[pa.RecordBatch]:
             if scan.source.is_base and settled:
                 for batch in scan.execute(drop, omit):
                     union.metrics.output(batch.num_rows)  # (the union is read through)
@@ -636,7 +673,8 @@ class DeduplicateExec(ExecNode):
                 if rows is not None and (scan.pushed is None or scan.pushed_names
                                          <= set(rows.table.schema.names)):
                     metrics.add("newer_rows_left_out", rows.left_out)
-                    for batch in scan.execute(rows=rows):
+                    ready = None if filtered is None else filtered.get(id(scan))
+                    for batch in scan.execute(rows=rows, filtered=ready):
                         union.metrics.output(batch.num_rows)
                         metrics.add("rows_in", batch.num_rows)
                         yield batch
@@ -671,7 +709,9 @@ class DeduplicateExec(ExecNode):
         # base table streams, then hand their rows out after the base's
         def read_newer() -> list[pa.RecordBatch]:
             with own_work(metrics):  # the node's work, on the reader's thread
-                return [b for scan in newer for b in winners(scan)]
+                filtered = filter_winners_together(newer, [
+                    newest.winning_rows(s.source, s.winner_names) for s in newer])
+                return [b for scan in newer for b in winners(scan, filtered)]
 
         with WorkerPool("lsm", 1) as pool:
             ahead = pool.submit(read_newer)
