@@ -356,9 +356,11 @@ def filter_winners_together(scans: Sequence[ScanExec], rows: Sequence[WinningRow
         if len(members) < 2:
             continue
         FILTERED_TOGETHER[0] += 1
-        tables = [t.append_column(_SOURCE_AT, array_from_numpy(np.full(t.num_rows, i, np.int32)))
-                  for i, (_, t) in enumerate(members)]
-        kept = filter_table(pa.concat_tables(tables), pushed)
+        sizes = [t.num_rows for _, t in members]
+        joined = pa.concat_tables([t for _, t in members]).append_column(
+            _SOURCE_AT, array_from_numpy(np.repeat(np.arange(len(members), dtype=np.int32),
+                                                   sizes)))
+        kept = filter_table(joined, pushed)
         at = np.asarray(numpy_of(kept.column(_SOURCE_AT)), np.int32)
         cuts = np.searchsorted(at, np.arange(len(members) + 1, dtype=np.int32)).tolist()
         kept = kept.drop_columns([_SOURCE_AT])
