@@ -6,9 +6,11 @@ last-write-wins model does, as an index-free twin does, and as after ``optimize_
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import lance_sql
@@ -199,3 +201,61 @@ def test_the_tail_finds_every_row_of_a_key_and_refuses_keys_of_another_range() -
     assert unindexed.FRAGMENT_READS[0] == reads + 1  # the new fragment only
     assert again.rows(pa.array([151, 101], pa.int64())) == {
         late: [1], ds.manifest.fragments[-1].id: [1]}
+
+
+def test_reads_while_the_merger_and_the_index_builder_run_see_one_answer() -> None:
+    """Merges and index catch-ups change the base, never the LSM view: readers on other
+    threads (scans, filtered scans, lookups of one and many keys) see the same rows all
+    along, whichever mix of index and unindexed fragments each read finds."""
+    mw, writer, model = build(pa.int64())
+    writer.close()  # its MemTable flushed: every row is in a generation or the base
+    for step in range(6):  # more generations: updates and new keys, each flushed
+        ids = np.arange(2000 + 100 * step, 2000 + 100 * step + 40)
+        writer = mw.writer()
+        writer.put(rows(pa.int64(), np.concatenate([ids, np.arange(step * 7, 300, 11)]),
+                        20 + step))
+        writer.close()
+    uri = mw.dataset.uri
+    view = MemWal(lance_sql.dataset(uri))
+    want = view.scanner().to_table().sort_by("id")
+    filtered = view.scanner(filter="v % 4 = 1").to_table().sort_by("id")
+    asked = np.random.default_rng(9).choice(2700, 60).tolist()
+    keys = pa.table({"id": pa.array(asked, pa.int64())})
+    looked_up = view.get(keys).sort_by("id")
+    errors: list[BaseException] = []
+    reads = [0]
+    done = threading.Event()
+
+    def read() -> None:
+        try:
+            while not done.is_set():
+                current = MemWal(lance_sql.dataset(uri))
+                assert current.scanner().to_table().sort_by("id").equals(want)
+                assert current.scanner(filter="v % 4 = 1").to_table().sort_by("id") \
+                    .equals(filtered)
+                assert current.get(keys).sort_by("id").equals(looked_up)
+                one = asked[reads[0] % len(asked)]
+                assert current.get({"id": [one]}).equals(
+                    looked_up.filter(pc.equal(looked_up["id"], one)))
+                reads[0] += 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for t in readers:
+        t.start()
+    try:
+        merged = 0
+        while True:
+            done_now = MemWal(lance_sql.dataset(uri)).merge(max_generations=2)
+            merged += len(done_now)
+            if merged % 4 == 0:
+                lance_sql.dataset(uri).optimize.optimize_indices()
+            if not done_now:
+                break
+    finally:
+        done.set()
+        for t in readers:
+            t.join()
+    assert not errors, errors[0]
+    assert merged >= 10 and reads[0] >= 2
