@@ -244,11 +244,23 @@ class _LanceSource(Source):
     system: tuple[str, ...] = (ROW_ADDR,)
 
     def column_names(self) -> Collection[str] | None:
-        return {*self.schema.names, *self.system}
+        return self._columns()[0]
 
     def column_types(self) -> Mapping[str, pa.DataType] | None:
+        return self._columns()[1]
+
+    _columns_of: tuple[pa.Schema, frozenset[str], Mapping[str, pa.DataType]] | None = None
+
+    def _columns(self) -> tuple[frozenset[str], Mapping[str, pa.DataType]]:
+        """The source's column names (system columns too) and data column types, made once
+        per schema (a plan asks every source several times; with 64 regions, hundreds)."""
         schema = self.schema
-        return dict(zip(schema.names, schema.types, strict=True))
+        memo = self._columns_of
+        if memo is None or memo[0] is not schema:
+            memo = (schema, frozenset({*schema.names, *self.system}),
+                    dict(zip(schema.names, schema.types, strict=True)))
+            self._columns_of = memo  # (threads may both make it: the same facts)
+        return memo[1], memo[2]
 
     def _readable(self, columns: Sequence[str]) -> list[str]:
         """``columns`` this source holds (the others come out NULL)."""
@@ -1045,14 +1057,22 @@ class MemTableSource(InMemorySource):
     def column_names(self) -> Collection[str] | None:
         # those of :attr:`table` (its fragments share one schema), without building it: a
         # plan asks every source, a limited scan may never read the MemTable
-        frags = self._fragments
-        names = frags[0].rows.column_names if frags else self.memtable.arrow_schema.names
-        return {*names, ROW_ADDR, TOMBSTONE, *SYSTEM_COLUMNS}
+        return self._columns()[0]
 
     def column_types(self) -> Mapping[str, pa.DataType] | None:
-        frags = self._fragments
-        schema = frags[0].rows.schema if frags else self.memtable.arrow_schema
-        return dict(zip(schema.names, schema.types, strict=True))
+        return self._columns()[1]
+
+    _columns_of: tuple[frozenset[str], Mapping[str, pa.DataType]] | None = None
+
+    def _columns(self) -> tuple[frozenset[str], Mapping[str, pa.DataType]]:
+        """Column names and types, made once (the snapshot's fragments are fixed)."""
+        if self._columns_of is None:
+            frags = self._fragments
+            schema = frags[0].rows.schema if frags else self.memtable.arrow_schema
+            self._columns_of = (
+                frozenset({*schema.names, ROW_ADDR, TOMBSTONE, *SYSTEM_COLUMNS}),
+                dict(zip(schema.names, schema.types, strict=True)))
+        return self._columns_of
 
     @property
     def table(self) -> pa.Table:
