@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import warnings
 
 import numpy as np
 import pyarrow as pa
@@ -14,6 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 import lance_sql
+from lance_sql.errors import IndexFallbackWarning
 from lance_sql.format.region_spec import RegionSpec
 from lance_sql.io.memory import MemoryStore
 from lance_sql.memwal.api import MemWal
@@ -259,3 +261,19 @@ def test_reads_while_the_merger_and_the_index_builder_run_see_one_answer() -> No
             t.join()
     assert not errors, errors[0]
     assert merged >= 10 and reads[0] >= 2
+
+
+def test_a_tail_too_large_warns_once_and_reads_as_without_it(monkeypatch) -> None:
+    mw, writer, model = build(pa.int64())
+    try:
+        monkeypatch.setattr(unindexed, "MAX_TAIL_ROWS", 10)
+        monkeypatch.setattr(unindexed, "_WARNED", set())
+        with pytest.warns(IndexFallbackWarning, match="optimize_indices"):
+            got = as_model(mw.scanner().to_table())
+        assert got == model
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # not again for this table
+            assert as_model(mw.get({"id": [5, 1003]})) == {
+                k: model[k] for k in (5, 1003) if k in model}
+    finally:
+        writer.close()

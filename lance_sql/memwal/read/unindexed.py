@@ -20,13 +20,15 @@ everything is built from immutable parts and nothing per base version:
 A search gives every row of the tail holding a key, deleted rows and keys held twice
 included, which is what the callers take from the index too: the hidden-row search leaves
 deleted rows out anyway, and a lookup's take drops them and keeps a key's newest row.
-Above :data:`MAX_TAIL_ROWS` rows, and for float keys (the index matches them by value,
-keys are told apart by their bits), there is no tail (None) and the callers fall back as
+Above :data:`MAX_TAIL_ROWS` rows (an :class:`~lance_sql.errors.IndexFallbackWarning`,
+once a table and process), and for float keys (the index matches them by value, keys
+are told apart by their bits), there is no tail (None) and the callers fall back as
 before.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_sql.errors import IndexFallbackWarning
 from lance_sql.format.fragment import Fragment
 from lance_sql.format.schema import LanceField
 from lance_sql.memwal.memtable import key_codes
@@ -56,6 +59,7 @@ FRAGMENT_READS = [0]
 BLOCK_BUILDS = [0]
 
 _EMPTY = np.zeros(0, np.int64)
+_WARNED: set[str] = set()  # tables warned of a tail too large
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,7 +178,17 @@ def unindexed_keys(ds: LanceDataset, column: str, covered: frozenset[int]
         return None
     field = manifest.schema.field(column)
     key_type = field.to_scan_arrow().type
-    if pa.types.is_floating(key_type) or sum(f.physical_rows for f in tail) > MAX_TAIL_ROWS:
+    if pa.types.is_floating(key_type):
+        return None
+    rows = sum(f.physical_rows for f in tail)
+    if rows > MAX_TAIL_ROWS:
+        if ds.store.uri not in _WARNED:  # (once a table and process: every read would)
+            _WARNED.add(ds.store.uri)
+            warnings.warn(IndexFallbackWarning(
+                f"{ds.store.uri}: the BTREE index on {column!r} misses {rows} rows in "
+                f"{len(tail)} fragments (over {MAX_TAIL_ROWS}): LSM lookups and scans "
+                f"compare every base key until it catches up (ds.optimize."
+                f"optimize_indices())"), stacklevel=3)
         return None
 
     def load() -> UnindexedKeys:
