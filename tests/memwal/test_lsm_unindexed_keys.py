@@ -277,3 +277,25 @@ def test_a_tail_too_large_warns_once_and_reads_as_without_it(monkeypatch) -> Non
                 k: model[k] for k in (5, 1003) if k in model}
     finally:
         writer.close()
+
+
+def test_a_merge_searches_the_new_block_only() -> None:
+    """The hidden rows of a merge's new base version: the blocks of the fragments merged
+    before keep their answers for each newer source; only the new fragment's is searched."""
+    mw, writer, model = build(pa.int64())
+    try:
+        uri = mw.dataset.uri
+        before = unindexed.BLOCK_SEARCHES[0]
+        assert as_model(MemWal(lance_sql.dataset(uri)).scanner().to_table()) == model
+        first = unindexed.BLOCK_SEARCHES[0] - before
+        ds = lance_sql.dataset(uri)
+        covered = next(i for i in ds.list_indices() if i["type"] == "BTree")["fragment_ids"]
+        blocks = unindexed_keys(ds, "id", frozenset(covered)).blocks
+        assert len(blocks) >= 2 and first >= 2
+        assert MemWal(ds).merge(max_generations=1)
+        before = unindexed.BLOCK_SEARCHES[0]
+        assert as_model(MemWal(lance_sql.dataset(uri)).scanner().to_table()) == model
+        again = unindexed.BLOCK_SEARCHES[0] - before
+        assert 0 < again < first
+    finally:
+        writer.close()

@@ -99,7 +99,9 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
     # (the commit time too: a table written again at the same place restarts at 1)
     where = (ds.store.uri, ds.version, ds.manifest.timestamp_ns)
 
-    def lookup(values: pa.Array) -> dict[int, np.ndarray]:
+    def lookup(values: pa.Array, asker: Hashable | None = None) -> dict[int, np.ndarray]:
+        """``asker``: what ``values`` are, when they never change for it (see
+        :meth:`UnindexedKeys.rows`)."""
         try:
             found = key_rows(ds.store, ds.manifest, column, values)
             if found is None:
@@ -108,7 +110,7 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
             if len(rows) < len(ds.manifest.fragments):
                 # fragments merged since the index was built: their keys from the tail
                 tail = unindexed_keys(ds, column, frozenset(rows))
-                more = tail.rows(values) if tail is not None else None
+                more = tail.rows(values, asker) if tail is not None else None
                 if more is not None:
                     rows = {**rows, **more}
         except LanceError as exc:
@@ -117,7 +119,8 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
 
     def cached(key: tuple[Hashable, ...], values: Callable[[], pa.Array]
                ) -> dict[int, np.ndarray]:
-        return cache.get_or_load(BASE_ROWS_HIDDEN, (*where, *key), lambda: lookup(values()))
+        return cache.get_or_load(BASE_ROWS_HIDDEN, (*where, *key),
+                                 lambda: lookup(values(), key))
 
     parts: list[dict[int, np.ndarray]] = []
     try:

@@ -12,10 +12,13 @@ the builder keeps up) are searched in memory. A fragment's key values never chan
 everything is built from immutable parts and nothing per base version:
 
 * each fragment's key column (every physical row, deleted ones too) is read once;
-* fragments are grouped into blocks by id (ids ``[64 k, 64 k + 64)``: the merger's
-  fragments get rising ids, so a new version changes the last block only), and each
-  block's keys are sorted once by code (:func:`~lance_sql.memwal.memtable.key_codes`: an
-  integer key itself, other keys a hash, each match then confirmed on the key).
+* fragments are grouped into blocks by id (ids ``[64 k, 64 k + 64)``, ``[8 k, 8 k + 8)``
+  in the newest such range: the merger's fragments get rising ids, so a new version
+  changes the last, small block only), and each block's keys are sorted once by code
+  (:func:`~lance_sql.memwal.memtable.key_codes`: an integer key itself, other keys a
+  hash, each match then confirmed on the key);
+* the hidden-row search keeps each block's answer for a flushed generation or MemTable
+  piece (their keys never change), so a new base version searches its new block only.
 
 A search gives every row of the tail holding a key, deleted rows and keys held twice
 included, which is what the callers take from the index too: the hidden-row search leaves
@@ -29,7 +32,7 @@ before.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,17 +49,23 @@ from lance_sql.table.files.reader import FragmentReader
 from lance_sql.table.runtime.cache import UNINDEXED_KEYS
 from lance_sql.table.runtime.context import current_runtime
 
-__all__ = ["BLOCK_FRAGMENTS", "MAX_TAIL_ROWS", "UnindexedKeys", "unindexed_keys"]
+__all__ = ["BLOCK_FRAGMENTS", "MAX_TAIL_ROWS", "NEWEST_BLOCK_FRAGMENTS", "UnindexedKeys",
+           "unindexed_keys"]
 
 # Physical rows of uncovered fragments above which no tail is used (memory: ~40 bytes a
 # row for an integer key; a tail this large means the index builder is far behind).
 MAX_TAIL_ROWS = 4_000_000
-# Fragments a block spans by id (see the module docstring): a new base version re-sorts
-# the keys of at most this many fragments.
+# Fragments a block spans by id (see the module docstring), and in the newest range of
+# ids (where merges add fragments): a new base version re-sorts the keys of at most
+# NEWEST_BLOCK_FRAGMENTS fragments, and once a range is no longer the newest, its
+# fragments' keys once more, as one block.
 BLOCK_FRAGMENTS = 64
-# Counts of fragment key columns read, and of blocks sorted (tests).
+NEWEST_BLOCK_FRAGMENTS = 8
+# Counts of fragment key columns read, of blocks sorted, and of blocks searched for a
+# hidden-row search's keys (tests).
 FRAGMENT_READS = [0]
 BLOCK_BUILDS = [0]
+BLOCK_SEARCHES = [0]
 
 _EMPTY = np.zeros(0, np.int64)
 _WARNED: set[str] = set()  # tables warned of a tail too large
@@ -69,6 +78,7 @@ class _Block:
     ``distinct`` are the codes once each, ``first`` where each begins (one more: the end),
     so a search is one binary search of the distinct codes."""
 
+    identity: Hashable  # what its rows are (the key it is cached under)
     distinct: np.ndarray
     first: np.ndarray
     fragment_of: np.ndarray
@@ -118,9 +128,10 @@ class UnindexedKeys:
         """Its blocks' bytes (cached apart too: counted twice rather than not at all)."""
         return sum(b.nbytes for b in self.blocks) + 256
 
-    def _found(self, values: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
-        """(fragments, offsets) of the rows holding one of ``values``; None when a value
-        does not fit the key's type."""
+    def _found(self, values: pa.Array, blocks: Sequence[_Block] | None = None
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(fragments, offsets) of the rows holding one of ``values`` (in ``blocks``,
+        default all); None when a value does not fit the key's type."""
         if not values.type.equals(self.key_type):
             try:
                 values = values.cast(self.key_type)
@@ -131,29 +142,39 @@ class UnindexedKeys:
         if not len(values):
             return _EMPTY, _EMPTY
         codes = key_codes([values])
-        fragments, offsets = [], []
-        for block in self.blocks:
+        fragments, offsets = [_EMPTY], [_EMPTY]
+        for block in self.blocks if blocks is None else blocks:
             at = block.find(codes, values)
             fragments.append(block.fragment_of[at])
             offsets.append(block.offset_of[at])
         return np.concatenate(fragments), np.concatenate(offsets)
 
-    def rows(self, values: pa.Array) -> dict[int, np.ndarray] | None:
+    def rows(self, values: pa.Array, asker: Hashable | None = None
+             ) -> dict[int, np.ndarray] | None:
         """Per fragment of the tail (every one, most with none), the sorted physical
-        offsets of its rows holding one of ``values`` (None: see :meth:`_found`)."""
-        found = self._found(values)
-        if found is None:
-            return None
-        fragments, offsets = found
+        offsets of its rows holding one of ``values`` (None: see :meth:`_found`).
+        ``asker``: what the values are, when they never change for it (a flushed
+        generation's keys): each block's answer is then kept for the next base version,
+        whose blocks are the same but the last (the hidden rows of each merge's new
+        version found in the new fragment's block alone)."""
         out = dict.fromkeys(self.fragment_ids, _EMPTY)
-        if not fragments.size:
+        if asker is None:
+            found = self._found(values)
+            if found is None:
+                return None
+            out.update(_by_fragment(*found))
             return out
-        addresses = np.unique((fragments << 32) | offsets)  # sorted by fragment, offset
-        fragments = addresses >> 32
-        cuts = [0, *(np.flatnonzero(np.diff(fragments)) + 1).tolist(), addresses.size]
-        rows = addresses & 0xFFFFFFFF
-        for start, end in zip(cuts[:-1], cuts[1:], strict=True):
-            out[int(fragments[start])] = rows[start:end]
+        cache = current_runtime().cache
+        for block in self.blocks:
+            def search(block: _Block = block) -> _PerFragment | _Unfit:
+                BLOCK_SEARCHES[0] += 1
+                found = self._found(values, (block,))
+                return _UNFIT if found is None else _PerFragment(_by_fragment(*found))
+
+            got = cache.get_or_load(UNINDEXED_KEYS, ("rows", block.identity, asker), search)
+            if isinstance(got, _Unfit):
+                return None
+            out.update(got.rows)
         return out
 
     def addresses(self, values: pa.Array) -> np.ndarray | None:
@@ -165,6 +186,42 @@ class UnindexedKeys:
         fragments, offsets = found
         return np.unique((fragments.astype(np.uint64) << np.uint64(32))
                          | offsets.astype(np.uint64))
+
+
+def _by_fragment(fragments: np.ndarray, offsets: np.ndarray) -> dict[int, np.ndarray]:
+    """The sorted distinct ``offsets`` of each fragment among ``fragments`` (those with
+    some only)."""
+    out: dict[int, np.ndarray] = {}
+    if not fragments.size:
+        return out
+    addresses = np.unique((fragments << 32) | offsets)  # sorted by fragment, offset
+    fragments = addresses >> 32
+    cuts = [0, *(np.flatnonzero(np.diff(fragments)) + 1).tolist(), addresses.size]
+    rows = addresses & 0xFFFFFFFF
+    for start, end in zip(cuts[:-1], cuts[1:], strict=True):
+        out[int(fragments[start])] = rows[start:end]
+    return out
+
+
+@dataclass(frozen=True)
+class _PerFragment:
+    """A block's answer to one asker (cached): offsets by fragment."""
+
+    rows: dict[int, np.ndarray]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(r.nbytes) + 64 for r in self.rows.values()) + 64
+
+
+@dataclass(frozen=True)
+class _Unfit:
+    """A cached answer: the asker's values do not fit the key's type."""
+
+    nbytes: int = 64
+
+
+_UNFIT = _Unfit()
 
 
 def unindexed_keys(ds: LanceDataset, column: str, covered: frozenset[int]
@@ -192,9 +249,14 @@ def unindexed_keys(ds: LanceDataset, column: str, covered: frozenset[int]
         return None
 
     def load() -> UnindexedKeys:
-        groups: dict[int, list[Fragment]] = {}
+        # the newest ids' range (where the merger adds fragments) in blocks of fewer
+        # fragments, so each merge re-sorts few keys; older ranges in whole blocks
+        top = max(f.id for f in tail) // BLOCK_FRAGMENTS
+        groups: dict[tuple[int, int], list[Fragment]] = {}
         for fragment in tail:
-            groups.setdefault(fragment.id // BLOCK_FRAGMENTS, []).append(fragment)
+            at = fragment.id // BLOCK_FRAGMENTS
+            sub = fragment.id // NEWEST_BLOCK_FRAGMENTS if at == top else -1
+            groups.setdefault((at, sub), []).append(fragment)
         blocks = tuple(_block(ds, field, key_type, group)
                        for _, group in sorted(groups.items()))
         return UnindexedKeys(frozenset(f.id for f in tail), key_type, blocks)
@@ -218,11 +280,11 @@ def _block(ds: LanceDataset, field: LanceField, key_type: pa.DataType,
     key = ("block", ds.store.uri, field.id, str(key_type),
            tuple(_identity(f, field) for f in fragments))
     return current_runtime().cache.get_or_load(
-        UNINDEXED_KEYS, key, lambda: _sorted_block(ds, field, key_type, fragments))
+        UNINDEXED_KEYS, key, lambda: _sorted_block(key, ds, field, key_type, fragments))
 
 
-def _sorted_block(ds: LanceDataset, field: LanceField, key_type: pa.DataType,
-                  fragments: Sequence[Fragment]) -> _Block:
+def _sorted_block(identity: Hashable, ds: LanceDataset, field: LanceField,
+                  key_type: pa.DataType, fragments: Sequence[Fragment]) -> _Block:
     BLOCK_BUILDS[0] += 1
     keys, fragment_of, offset_of = [], [], []
     for fragment in fragments:
@@ -241,7 +303,7 @@ def _sorted_block(ds: LanceDataset, field: LanceField, key_type: pa.DataType,
     starts = np.flatnonzero(np.diff(codes)) + 1
     first = np.concatenate([[0], starts, [codes.size]]) if codes.size else np.zeros(1, np.int64)
     exact = pa.types.is_integer(key_type)  # (key_codes: such a key is its own code)
-    return _Block(codes[first[:-1]], first.astype(np.int64),
+    return _Block(identity, codes[first[:-1]], first.astype(np.int64),
                   np.concatenate(fragment_of)[order], np.concatenate(offset_of)[order],
                   None if exact else joined.take(array_from_numpy(order)))
 
