@@ -21,6 +21,7 @@ from lance_sql.io.memory import MemoryStore
 from lance_sql.memwal.api import MemWal
 from lance_sql.memwal.read import sources, unindexed
 from lance_sql.memwal.read.hidden import hidden_base_rows
+from lance_sql.memwal.read.sources import BaseSource
 from lance_sql.memwal.read.unindexed import UnindexedKeys, unindexed_keys
 
 PK = {"lance-schema:unenforced-primary-key": "true"}
@@ -297,5 +298,19 @@ def test_a_merge_searches_the_new_block_only() -> None:
         assert as_model(MemWal(lance_sql.dataset(uri)).scanner().to_table()) == model
         again = unindexed.BLOCK_SEARCHES[0] - before
         assert 0 < again < first
+    finally:
+        writer.close()
+
+
+def test_no_newer_keys_hide_nothing_without_reading_the_tail() -> None:
+    mw, writer, _ = build(pa.int64())
+    try:
+        ds = lance_sql.dataset(mw.dataset.uri)
+        base = BaseSource(ds, ["id"])
+        reads = unindexed.FRAGMENT_READS[0]
+        hidden = hidden_base_rows(base, [base])
+        assert hidden is not None and not hidden.count()
+        assert hidden.covered == {f.id for f in ds.manifest.fragments}
+        assert unindexed.FRAGMENT_READS[0] == reads
     finally:
         writer.close()

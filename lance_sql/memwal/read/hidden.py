@@ -143,9 +143,8 @@ def hidden_base_rows(base: BaseSource, sources: Sequence[Source]) -> HiddenRows 
                         partial(_memtable_rows, pieces, token, column, cached)))
             elif source.key_rows().num_rows:
                 parts.append(lookup(_distinct_keys(source)))
-        if not parts:  # no newer rows at all: which fragments the index covers
-            parts.append(lookup(array_from_numpy([], ds.manifest.schema.to_scan_arrow()
-                                         .field(column).type)))
+        if not parts:  # no newer rows at all: none hidden, in any fragment
+            return HiddenRows({}, frozenset(f.id for f in ds.manifest.fragments))
     except _NoIndex:
         return None
     covered, rows = _by_fragment(parts)

@@ -122,11 +122,16 @@ class UnindexedKeys:
     fragment_ids: frozenset[int]
     key_type: pa.DataType
     blocks: tuple[_Block, ...]
+    newest: int = 0  # how many of the last blocks are of the newest range of ids
 
     @property
     def nbytes(self) -> int:
-        """Its blocks' bytes (cached apart too: counted twice rather than not at all)."""
-        return sum(b.nbytes for b in self.blocks) + 256
+        """The bytes of its newest range's blocks, which few versions share (cached apart
+        too, counted twice); the older ranges' blocks every later version shares are
+        counted under their own entries only (a tail near :data:`MAX_TAIL_ROWS` would
+        not fit the cache counted twice over)."""
+        return sum(b.nbytes for b in self.blocks[len(self.blocks) - self.newest:]) + \
+            64 * len(self.blocks) + 256
 
     def _found(self, values: pa.Array, blocks: Sequence[_Block] | None = None
                ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -257,9 +262,10 @@ def unindexed_keys(ds: LanceDataset, column: str, covered: frozenset[int]
             at = fragment.id // BLOCK_FRAGMENTS
             sub = fragment.id // NEWEST_BLOCK_FRAGMENTS if at == top else -1
             groups.setdefault((at, sub), []).append(fragment)
-        blocks = tuple(_block(ds, field, key_type, group)
-                       for _, group in sorted(groups.items()))
-        return UnindexedKeys(frozenset(f.id for f in tail), key_type, blocks)
+        ordered = sorted(groups.items())
+        blocks = tuple(_block(ds, field, key_type, group) for _, group in ordered)
+        newest = sum(1 for (at, _), _ in ordered if at == top)
+        return UnindexedKeys(frozenset(f.id for f in tail), key_type, blocks, newest)
 
     # per version too, so a lookup does not hash its blocks' fragments again (the commit
     # time too: a table written again at the same place restarts at version 1)
