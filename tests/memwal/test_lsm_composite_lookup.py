@@ -107,3 +107,27 @@ def test_too_many_candidates_or_no_index_scan(table: MemWal, monkeypatch) -> Non
     before = sources.COMPOSITE_BY_INDEX[0]
     assert table.get(asked).equals(expected)
     assert sources.COMPOSITE_BY_INDEX[0] == before
+
+
+def test_fragments_added_since_the_index_was_built_are_searched_in_memory(
+        tmp_path: Path, monkeypatch) -> None:
+    """Rows appended after the index on ``a`` (new keys, and base keys again: the newer
+    row wins): the candidates of those fragments come from their values in memory, and
+    the answers equal the key-column scan's."""
+    uri = str(tmp_path / "lag.lance")
+    ds = lance_sql.write_dataset(_rows(np.arange(N), 0), uri, max_rows_per_file=5_000)
+    ds.create_scalar_index("a", "BTREE")
+    lance_sql.write_dataset(_rows(np.r_[np.arange(N, N + 50), [5, 6, 7]], 3), uri,
+                            mode="append")
+    mw = MemWal.initialize(lance_sql.dataset(uri), None, durable_write=False,
+                           max_wal_flush_interval_ms=3_600_000)
+    asked = _keys([5, 6, 7, 8, N + 3, N + 49, N + 60, 11_000])
+    before = sources.COMPOSITE_BY_INDEX[0]
+    got = mw.get(asked)
+    assert sources.COMPOSITE_BY_INDEX[0] > before
+    with monkeypatch.context() as m:
+        m.setattr(BaseSource, "_candidates_take", lambda self, keys, columns: None)
+        assert got.equals(mw.get(asked))
+    assert dict(zip(got.column("a").to_pylist(), got.column("v").to_pylist(),
+                    strict=True)) == {5: 8.0, 6: 9.0, 7: 10.0, 8: 8.0, N + 3: N + 6.0,
+                                      N + 49: N + 52.0, 11_000: 11_000.0}

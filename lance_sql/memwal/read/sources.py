@@ -734,8 +734,9 @@ class BaseSource(_LanceSource):
     def _candidates_take(self, keys: Keys, columns: Sequence[str]) -> pa.Table | None:
         """A composite key's lookup by the BTREE index on one of its columns: the rows
         whose value there is one of the keys' (one search, one take), which the caller
-        then matches on the whole key. None: no such index covering every fragment, an
-        unusable one, or too many candidates (the caller scans the key columns)."""
+        then matches on the whole key (fragments the index misses searched in memory:
+        :mod:`.unindexed`). None: no such index, an unusable one, or too many candidates
+        (the caller scans the key columns)."""
         if len(self.key_columns) < 2:
             return None
         schema = self.dataset.manifest.schema
@@ -751,6 +752,10 @@ class BaseSource(_LanceSource):
         ds = self.dataset
         try:
             addresses = key_addresses(ds.store, ds.manifest, column, values)
+            if addresses is None:
+                # fragments added since the index was built: their values from the tail
+                found = _with_unindexed(ds, column, values)
+                addresses = None if found is None else found[0]
         except LanceError:
             return None  # unusable index: the key columns are scanned instead
         if addresses is None or addresses.size > max(_CANDIDATES_MIN,
