@@ -43,7 +43,12 @@ from lance_sql.memwal.read.sources import BaseSource, lance_scanner, table_order
 from lance_sql.numpy_arrow import array_from_numpy, numpy_of
 from lance_sql.sorted_sets import in_sorted
 from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.files.reader import ROW_ADDR, deleted_offsets, row_offsets
+from lance_sql.table.files.reader import (
+    ROW_ADDR,
+    deleted_offsets,
+    offsets_by_fragment,
+    row_offsets,
+)
 from lance_sql.table.runtime.cache import BASE_DUPLICATES, BASE_KEY_DIGESTS
 from lance_sql.table.runtime.context import current_runtime
 
@@ -170,7 +175,7 @@ def full_read_superseded(ds: LanceDataset, key_columns: Sequence[str], *,
     newest = latest_positions(keys, table_order(addresses, ds.manifest.fragments))
     older = np.ones(rows.size, bool)
     older[newest] = False
-    return _by_fragment(addresses[older]), None
+    return offsets_by_fragment(addresses[older]), None
 
 
 def _codes_of(ds: LanceDataset, key_columns: Sequence[str],
@@ -343,15 +348,6 @@ def _only_more_deleted(ds: LanceDataset, old: Fragment, new: Fragment) -> bool:
         return False
     after = deleted_offsets(ds.store, ds.manifest, new).astype(np.int64)
     return before.size <= after.size and bool(in_sorted(before, after).all())
-
-
-def _by_fragment(addresses: np.ndarray) -> dict[int, np.ndarray]:
-    addresses = np.sort(addresses)
-    fragments = (addresses >> np.uint64(32)).astype(np.int64)
-    offsets = row_offsets(addresses)
-    cuts = np.flatnonzero(np.diff(fragments)) + 1
-    return {int(f[0]): o for f, o in zip(np.split(fragments, cuts), np.split(offsets, cuts),
-                                         strict=True) if f.size}
 
 
 def merged_rows(*parts: Mapping[int, np.ndarray] | None) -> Mapping[int, np.ndarray] | None:

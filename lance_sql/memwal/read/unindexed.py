@@ -45,7 +45,7 @@ from lance_sql.format.schema import LanceField
 from lance_sql.memwal.memtable import key_codes
 from lance_sql.numpy_arrow import array_from_numpy, true_mask
 from lance_sql.table.dataset import LanceDataset
-from lance_sql.table.files.reader import FragmentReader
+from lance_sql.table.files.reader import FragmentReader, offsets_by_fragment
 from lance_sql.table.runtime.cache import UNINDEXED_KEYS
 from lance_sql.table.runtime.context import current_runtime
 
@@ -68,6 +68,7 @@ BLOCK_BUILDS = [0]
 BLOCK_SEARCHES = [0]
 
 _EMPTY = np.zeros(0, np.int64)
+_NO_ADDRESSES = np.zeros(0, np.uint64)
 _WARNED: set[str] = set()  # tables warned of a tail too large
 
 
@@ -134,9 +135,10 @@ class UnindexedKeys:
             64 * len(self.blocks) + 256
 
     def _found(self, values: pa.Array, blocks: Sequence[_Block] | None = None
-               ) -> tuple[np.ndarray, np.ndarray] | None:
-        """(fragments, offsets) of the rows holding one of ``values`` (in ``blocks``,
-        default all); None when a value does not fit the key's type."""
+               ) -> np.ndarray | None:
+        """The row addresses (``fragment << 32 | offset``, uint64, unordered) of the rows
+        holding one of ``values`` (in ``blocks``, default all); None when a value does not
+        fit the key's type."""
         if not values.type.equals(self.key_type):
             try:
                 values = values.cast(self.key_type)
@@ -145,14 +147,14 @@ class UnindexedKeys:
         if values.null_count:
             values = values.drop_null()
         if not len(values):
-            return _EMPTY, _EMPTY
+            return _NO_ADDRESSES
         codes = key_codes([values])
-        fragments, offsets = [_EMPTY], [_EMPTY]
+        found = [_NO_ADDRESSES]
         for block in self.blocks if blocks is None else blocks:
             at = block.find(codes, values)
-            fragments.append(block.fragment_of[at])
-            offsets.append(block.offset_of[at])
-        return np.concatenate(fragments), np.concatenate(offsets)
+            found.append((block.fragment_of[at].astype(np.uint64) << np.uint64(32))
+                         | block.offset_of[at].astype(np.uint64))
+        return np.concatenate(found)
 
     def rows(self, values: pa.Array, asker: Hashable | None = None
              ) -> dict[int, np.ndarray] | None:
@@ -167,14 +169,15 @@ class UnindexedKeys:
             found = self._found(values)
             if found is None:
                 return None
-            out.update(_by_fragment(*found))
+            out.update(offsets_by_fragment(np.unique(found)))
             return out
         cache = current_runtime().cache
         for block in self.blocks:
             def search(block: _Block = block) -> _PerFragment | _Unfit:
                 BLOCK_SEARCHES[0] += 1
                 found = self._found(values, (block,))
-                return _UNFIT if found is None else _PerFragment(_by_fragment(*found))
+                return _UNFIT if found is None else \
+                    _PerFragment(offsets_by_fragment(np.unique(found)))
 
             got = cache.get_or_load(UNINDEXED_KEYS, ("rows", block.identity, asker), search)
             if isinstance(got, _Unfit):
@@ -186,26 +189,7 @@ class UnindexedKeys:
         """The row addresses (``fragment << 32 | offset``, sorted, distinct) of the tail's
         rows holding one of ``values`` (None: see :meth:`_found`)."""
         found = self._found(values)
-        if found is None:
-            return None
-        fragments, offsets = found
-        return np.unique((fragments.astype(np.uint64) << np.uint64(32))
-                         | offsets.astype(np.uint64))
-
-
-def _by_fragment(fragments: np.ndarray, offsets: np.ndarray) -> dict[int, np.ndarray]:
-    """The sorted distinct ``offsets`` of each fragment among ``fragments`` (those with
-    some only)."""
-    out: dict[int, np.ndarray] = {}
-    if not fragments.size:
-        return out
-    addresses = np.unique((fragments << 32) | offsets)  # sorted by fragment, offset
-    fragments = addresses >> 32
-    cuts = [0, *(np.flatnonzero(np.diff(fragments)) + 1).tolist(), addresses.size]
-    rows = addresses & 0xFFFFFFFF
-    for start, end in zip(cuts[:-1], cuts[1:], strict=True):
-        out[int(fragments[start])] = rows[start:end]
-    return out
+        return None if found is None else np.unique(found)
 
 
 @dataclass(frozen=True)

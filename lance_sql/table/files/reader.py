@@ -522,6 +522,17 @@ def row_offsets(addresses: pa.Array | np.ndarray) -> np.ndarray:
     return (np.asarray(addresses, np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
+def offsets_by_fragment(addresses: np.ndarray) -> dict[int, np.ndarray]:
+    """Row addresses (uint64) as each fragment's row offsets, sorted (repeats kept);
+    fragments without an address are absent."""
+    addresses = np.sort(np.asarray(addresses, np.uint64))
+    fragments = (addresses >> np.uint64(32)).astype(np.int64)
+    offsets = row_offsets(addresses)
+    cuts = np.flatnonzero(np.diff(fragments)) + 1
+    return {int(f[0]): o for f, o in zip(np.split(fragments, cuts), np.split(offsets, cuts),
+                                         strict=True) if f.size}
+
+
 def by_fragment(manifest: Manifest, addresses: np.ndarray
                 ) -> Iterator[tuple[Fragment, np.ndarray, np.ndarray]]:
     """Row addresses grouped by fragment: (fragment, its row offsets sorted, the positions

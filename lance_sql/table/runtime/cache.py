@@ -319,7 +319,8 @@ LSM_KEY_DIRECTORIES = CacheKind(
 UNINDEXED_KEYS = CacheKind(
     "unindexed_keys", 256 * MiB, 4096, _nbytes,
     "per base fragment its BTREE key index does not cover yet (merged since the index was "
-    "built), its key column; per base version, those fragments' live keys in one sorted set")
+    "built), its key column; those fragments' keys sorted in blocks of 64 (8 in the newest "
+    "range of ids), each block's answer per newer source, and per base version its blocks")
 REGION_VALUES = CacheKind(
     "region_values", 16 * MiB, 65536, lambda entry: 1024,
     "each MemWAL region's spec id and values (fixed once the region is created), per "
