@@ -465,6 +465,39 @@ def test_a_lookups_generation_sources_are_kept_until_its_region_changes(mw: MemW
         assert _value(mw, 5) == "b5" == _cold(mw, 5)
 
 
+def _scan_generation_sources(mw: MemWal) -> list:
+    view = mw._warm.view()
+    return [s for s in view.sources(view.regions(None)) if s.kind == "flushed"]
+
+
+def test_a_scans_generation_sources_are_kept_until_their_region_changes(mw: MemWal) -> None:
+    """Scans, as lookups, reuse a region's opened generation sources while its manifest
+    is the same object (apart from the lookups' lazy ones); a flush brings the new
+    generation at once, and every scan sees what a cold view sees."""
+    with mw.writer() as w:
+        w.put(_rows(range(0, 40), "a"))
+        w.flush_memtable()
+        first = _scan_generation_sources(mw)
+        assert len(first) == 4  # one generation in each region
+        again = _scan_generation_sources(mw)
+        assert all(a is b for a, b in zip(first, again, strict=True))
+        assert not any(a is b for a in first for b in _generation_sources(mw, 5))
+        bucket = {k: abs(scalar_hash(k, pa.int64())) % 4 for k in range(40)}
+        changed = [k for k in range(40) if bucket[k] == bucket[0]]  # one region's keys
+        w.put(_rows(changed, "b"))
+        w.flush_memtable()
+        second = _scan_generation_sources(mw)
+        assert sorted(s.gen for s in second) == [1, 1, 1, 1, 2]
+        (region,) = {s.region for s in second if s.gen == 2}
+        assert {id(s) for s in second if s.region != region} == \
+            {id(s) for s in first if s.region != region}  # the unchanged regions' kept
+        assert not {id(s) for s in second if s.region == region} & {id(s) for s in first}
+        scanned = mw.scanner().to_table().sort_by("id")
+        assert scanned.equals(mw.view().scan_plan().to_table().sort_by("id"))
+        assert scanned.column("v").to_pylist()[:40] == [
+            f"{'b' if k in changed else 'a'}{k}" for k in range(40)]
+
+
 def test_gets_of_many_threads_on_one_handle_see_every_write_before_them(mw: MemWal) -> None:
     """Threads get keys through one warm handle while a writer puts and flushes: each get
     answers a value written before it started, never an older one than the thread's

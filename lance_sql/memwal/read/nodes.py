@@ -83,6 +83,9 @@ KEY_POSITION = "_key"
 SOURCE_COLUMNS = (GEN, REGION)
 # The base table's row ids and versions: NULL on rows of newer sources (not merged yet)
 BASE_ONLY = (ROW_ID, *VERSION_COLUMNS)
+# the columns a source answers whatever its rows hold (see lacked_columns)
+_BASE_LOCAL = frozenset(SOURCE_COLUMNS)
+_NEWER_LOCAL = frozenset({*SOURCE_COLUMNS, *BASE_ONLY})
 
 
 def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -219,8 +222,8 @@ def lacked_columns(source: Source, names: Collection[str]) -> set[str]:
     held = source.column_names()
     if held is None:
         return set()
-    local = set(SOURCE_COLUMNS) if source.is_base else {*SOURCE_COLUMNS, *BASE_ONLY}
-    return set(names) - local - set(held)
+    local = _BASE_LOCAL if source.is_base else _NEWER_LOCAL
+    return {n for n in names if n not in held and n not in local}
 
 
 def retyped_columns(source: Source, names: Collection[str], schema: pa.Schema) -> set[str]:

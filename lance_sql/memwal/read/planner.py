@@ -25,7 +25,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -188,7 +188,7 @@ class RegionState:
     manifest: RegionManifest | None = None
     flushed: tuple[tuple[int, str], ...] = ()
 
-    @property
+    @cached_property  # (frozen: a read of an unchanged region reuses its state)
     def label(self) -> str:
         text = f"region_{self.region_id.hex[:8]}"
         if self.values is not None:
@@ -363,11 +363,11 @@ class LsmView:
         # shared by its fresh copies
         self._snapshot_listing: list[list] = []
         # per region: its state as a read sees it, while its latest manifest is the same
-        # object (see _states); and per (region, its position in a read's regions): its
-        # flushed generations' sources of a lookup, kept while its state's flushed list
+        # object (see _states); and per (region, its position in a read's regions, lazy
+        # or not): its flushed generations' sources, kept while its state's flushed list
         # and manifest are the same objects (see sources). Written whole, read once.
         self._region_states: dict[uuid.UUID, RegionState] = {}
-        self._generation_sources: dict[tuple[uuid.UUID, int], tuple[
+        self._generation_sources: dict[tuple[uuid.UUID, int, bool], tuple[
             tuple[tuple[int, str], ...], RegionManifest | None, list[Source], int]] = {}
         self._base_source: list[BaseSource] = []  # made once, as the base never moves
         # per region: its log and manifest directory's key; per (region, manifest
@@ -630,15 +630,15 @@ class LsmView:
     def _generations(self, region: RegionState, index: int, lazy: bool
                      ) -> tuple[list[Source], int]:
         """(the sources of ``region``'s flushed generations not merged into the base,
-        newest first; the newest generation flushed, by its list or its manifest). A
-        lookup's (``lazy``) are kept while the region's flushed list and manifest are the
-        objects they were made of: they only read generations, which never change."""
-        key = (region.region_id, index)
-        if lazy:
-            known = self._generation_sources.get(key)  # (one read: threads replace it)
-            if known is not None and known[0] is region.flushed and \
-                    known[1] is region.manifest:
-                return known[2], known[3]
+        newest first; the newest generation flushed, by its list or its manifest). They are
+        kept while the region's flushed list and manifest are the objects they were made
+        of: they only read generations, which never change (planning a scan of 64 regions
+        made its 192 generation sources afresh: ~40% of its 16 ms)."""
+        key = (region.region_id, index, lazy)
+        known = self._generation_sources.get(key)  # (one read: threads replace it)
+        if known is not None and known[0] is region.flushed and \
+                known[1] is region.manifest:
+            return known[2], known[3]
         merged = self.details.merged_generation(region.region_id)
         if region.manifest is not None:
             self._check_generations_listed(region, merged)
@@ -654,9 +654,8 @@ class LsmView:
         if region.manifest is not None:
             flushed_up_to = max(flushed_up_to, region.manifest.current_generation - 1)
         mine.sort(key=lambda s: -s.gen)
-        if lazy:
-            _keep(self._generation_sources, key,
-                  (region.flushed, region.manifest, mine, flushed_up_to), _STATES_KEPT)
+        _keep(self._generation_sources, key,
+              (region.flushed, region.manifest, mine, flushed_up_to), _STATES_KEPT)
         return mine, flushed_up_to
 
     def _check_generations_listed(self, region: RegionState, merged: int) -> None:

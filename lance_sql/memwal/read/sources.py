@@ -17,6 +17,7 @@ index is "retained as a cache for readers in the same process".
 from __future__ import annotations
 
 import uuid
+import weakref
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -83,6 +84,11 @@ _CANDIDATES_PER_KEY = 16
 _CANDIDATES_MIN = 4096
 _LOOKUP_IN_LIMIT = 4096  # keys answered through the base's BTREE index in one IN list
 BATCH_ROWS = 8192
+# id of a MemTable's first fragment (or of the MemTable, when empty) -> (a weak reference
+# to it, to tell it from a later one at its address without keeping its rows alive; the
+# column names and data column types of its rows): see MemTableSource._columns (bounded)
+_MEMTABLE_COLUMNS: dict[int, tuple[weakref.ref, frozenset[str], Mapping[str, pa.DataType]]] = {}
+_MEMTABLE_COLUMNS_KEPT = 1024
 
 
 def newest_first(sources: Sequence[Source], across_regions: bool) -> list[list[Source]]:
@@ -1070,13 +1076,21 @@ class MemTableSource(InMemorySource):
     _columns_of: tuple[frozenset[str], Mapping[str, pa.DataType]] | None = None
 
     def _columns(self) -> tuple[frozenset[str], Mapping[str, pa.DataType]]:
-        """Column names and types, made once (the snapshot's fragments are fixed)."""
+        """Column names and types, made once per MemTable schema (the snapshot's
+        fragments share one; a scan of 64 regions makes 64 sources of them per read)."""
         if self._columns_of is None:
             frags = self._fragments
-            schema = frags[0].rows.schema if frags else self.memtable.arrow_schema
-            self._columns_of = (
-                frozenset({*schema.names, ROW_ADDR, TOMBSTONE, *SYSTEM_COLUMNS}),
-                dict(zip(schema.names, schema.types, strict=True)))
+            first = frags[0] if frags else self.memtable
+            known = _MEMTABLE_COLUMNS.get(id(first))
+            if known is None or known[0]() is not first:
+                schema = frags[0].rows.schema if frags else self.memtable.arrow_schema
+                if len(_MEMTABLE_COLUMNS) >= _MEMTABLE_COLUMNS_KEPT:
+                    _MEMTABLE_COLUMNS.clear()  # (threads may both clear or fill: same facts)
+                known = _MEMTABLE_COLUMNS[id(first)] = (
+                    weakref.ref(first),
+                    frozenset({*schema.names, ROW_ADDR, TOMBSTONE, *SYSTEM_COLUMNS}),
+                    dict(zip(schema.names, schema.types, strict=True)))
+            self._columns_of = known[1:]
         return self._columns_of
 
     @property
