@@ -281,7 +281,10 @@ def _in_list_keys(filter: pc.Expression, view: LsmView) -> tuple[pa.Table, bool]
 def _lookup_keys(tree: Expr, view: LsmView) -> tuple[pa.Table, bool] | None:
     """The key table a filter pins every primary-key column to (None: not a lookup), and
     whether the filter is exactly those pins (every conjunct used, every literal kept
-    as is by the key's type: then it holds on exactly the rows of those keys)."""
+    as is by the key's type: then it holds on exactly the rows of those keys). Never for
+    a float key: SQL's ``=`` is IEEE's (``-0.0 = 0.0``), a lookup matches a key's bits."""
+    if any(pa.types.is_floating(view.arrow_schema.field(k).type) for k in view.key_columns):
+        return None
     parts = _conjuncts(tree)
     per_column: list[list[Any]] = []
     used: set[int] = set()

@@ -291,6 +291,25 @@ def _first_row(table: pa.Table, row: int = 0) -> tuple:
     return tuple(c[row].as_py() for c in table.columns)
 
 
+class _NaN:
+    """The region value NaN as a routing dictionary's key: a float NaN equals nothing,
+    itself included, so a region whose value is NaN would never be found by it."""
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+_NAN = _NaN()
+
+
+def _route_key(values: tuple) -> tuple:
+    """Region values as a routing dictionary's key (:data:`_NAN` for a NaN; ``-0.0``
+    finds ``0.0``'s region, as the writer routes it)."""
+    if all(v == v for v in values):  # (only a NaN differs from itself)
+        return values
+    return tuple(_NAN if v != v else v for v in values)
+
+
 class LsmView:
     """The sources of one read of a MemWAL table (see the module docstring)."""
 
@@ -1134,7 +1153,7 @@ class LsmView:
                 one = scalar_region_values(spec, [keys.column(n)[0].as_py() for n in names],
                                            [keys.schema.field(n).type for n in names])
             if one is not None:
-                return np.array([where.get(one, -1)], np.int64)
+                return np.array([where.get(_route_key(one), -1)], np.int64)
         routed = np.full(keys.num_rows, -1, np.int64)
         if not known or not keys.num_rows:
             return routed
@@ -1145,9 +1164,11 @@ class LsmView:
             return by_number
         with sql_on_own_thread():  # we may be planning inside DataFusion's runtime
             values = region_values(spec, [keys.column(n) for n in names], keys.num_rows)
-        if keys.num_rows <= _FEW_KEYS:  # a few keys: a dictionary beats a join's setup
+        if keys.num_rows <= _FEW_KEYS or any(pa.types.is_floating(t) for t in values.schema.types):
+            # a few keys: a dictionary beats a join's setup (and float values: a join
+            # never matches a NaN)
             for n in range(keys.num_rows):
-                routed[n] = where.get(_first_row(values, n), -1)
+                routed[n] = where.get(_route_key(_first_row(values, n)), -1)
             return routed
         by_number = _route_numbers(values, where)
         if by_number is not None:
@@ -1177,7 +1198,7 @@ class LsmView:
             if routes is not None and routes[0] is listed and routes[1] == spec_id:
                 return routes[2], routes[3]  # threads replacing the listing
         known = [i for i, r in enumerate(listed) if r[1] == spec_id and r[2] is not None]
-        where = {_first_row(listed[i][2]): i for i in known}
+        where = {_route_key(_first_row(listed[i][2])): i for i in known}
         current = warm.listing if warm is not None else None  # one read, as in _listed
         if warm is not None and current is not None and current[1] is listed:
             warm.routes = (listed, spec_id, known, where)
