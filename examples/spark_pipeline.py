@@ -18,6 +18,7 @@ from lance_sql.spark import register
 
 
 def load_days(spark: Any, uri: str, days: int = 3, rows_per_day: int = 1000) -> None:
+    """One Spark job a day: the first overwrites, the others append (a version each)."""
     for day in range(days):
         df = spark.range(day * rows_per_day, (day + 1) * rows_per_day, numPartitions=4).selectExpr(
             "id", f"{day} AS day", "CASE WHEN id % 3 = 0 THEN 'buy' ELSE 'view' END AS kind",
@@ -26,6 +27,7 @@ def load_days(spark: Any, uri: str, days: int = 3, rows_per_day: int = 1000) -> 
 
 
 def report(root: str) -> dict[str, list[dict]]:
+    """The table's history, today's totals and what changed since day one, in SQL."""
     session = lance_sql.connect(root)
     queries = {
         "history": "SELECT version, operation, rows, rows_added FROM table_versions('events') "
@@ -41,6 +43,7 @@ def report(root: str) -> dict[str, list[dict]]:
 
 
 def main() -> None:
+    """Load three days with a local Spark session, then print the report."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
