@@ -33,6 +33,7 @@ from lance_sql.errors import (
     NotFoundError,
     QueryError,
     StatementRefusedError,
+    VersionCleanedUpError,
 )
 from lance_sql.expr.engine_fork import check_engine_usable, engine_started
 from lance_sql.format.manifest import Manifest
@@ -276,10 +277,14 @@ class LanceDataFrame(DataFrame):
     def __init__(self, df: Any, translator: Translator, ctx: SessionContext,
                  runtime: Runtime | None = None, *, in_memory: bool = False,
                  optimized: Any = None, streaming: bool = False,
-                 replan: Replanner | None = None) -> None:
+                 replan: Replanner | None = None,
+                 again: Callable[[], LanceDataFrame] | None = None) -> None:
         super().__init__(df)
         self._translate = translator
         self._ctx = ctx
+        # the query planned afresh (its tables at their latest versions then), for a
+        # query that names no version: see _guard (None: not to be planned again)
+        self._again = again
         # plans the frame again without filter pushdown, when DataFusion cannot build
         # the pyarrow filter of a scan (a constant operand first: lance_sql.sql.unpushed)
         self._replan = replan
@@ -333,6 +338,34 @@ class LanceDataFrame(DataFrame):
         return reader.__arrow_c_stream__(requested_schema)
 
     def _guard(self, method: Any) -> Any:
+        """``method`` run as one guarded query (see :meth:`_guarded`). A query that names
+        no version reads its tables' latest versions as it was planned; when
+        ``cleanup_old_versions`` removes one of them before the query has read it
+        (VersionCleanedUpError: a merger and cleanup running beside the readers make
+        that routine), a call that hands nothing over before it ends (``collect``,
+        ``to_arrow_table``...) plans the query again, at the versions latest then, up
+        to :data:`_CLEANED_UP_ATTEMPTS` times in all. Streams are never run again."""
+        guarded = self._guarded(method)
+        name = method.__name__
+        if self._again is None or name not in _RUN_AGAIN:
+            return guarded
+
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            attempt: Callable[..., Any] = guarded
+            for left in range(_CLEANED_UP_ATTEMPTS - 1, -1, -1):
+                try:
+                    return attempt(*args, **kwargs)
+                except VersionCleanedUpError:
+                    if not left or self._again is None:
+                        raise
+                # (the fresh frame's own call without its own retries: one count here)
+                attempt = self._again()._guarded(method)  # noqa: SLF001 - same class
+            raise AssertionError("unreachable")  # (the last attempt returns or raises)
+
+        return call
+
+    def _guarded(self, method: Any) -> Any:
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
             check_engine_usable()
@@ -471,6 +504,10 @@ _COLLECTING = frozenset({
 
 # Methods whose result holds the physical plan (and its scan units) for the caller.
 _HANDS_OUT_PLAN = frozenset({"execution_plan"})
+# a collecting call of a query that names no version, when cleanup removed a version it
+# read: how many times it is run in all, each planned afresh (see LanceDataFrame._guard)
+_CLEANED_UP_ATTEMPTS = 3
+_RUN_AGAIN = _COLLECTING | {"count"}
 
 
 def _install_guards() -> None:
@@ -645,6 +682,8 @@ class LanceSession:
                                         self.schema_provider, probed)
         if answer is not None:
             return self._answered_frame(answer)
+        asked = query
+        travels: list[bool] = []  # whether a mention names a version (not the latest)
         # Long OR-ed equality lists become IN lists; what is still too wide to plan is
         # refused (DataFusion would overflow its stack planning it).
         query = fold_disjunctions(query)
@@ -661,6 +700,7 @@ class LanceSession:
                 version = probed[name]
             else:
                 version = self.resolver.version_of(name, spec)
+            travels.append(spec is not None)
             pinned = TableName(name, VersionSpec("version", version), system,
                                f"{qid}.{next(counter)}", travel=spec is not None)
             shown: tuple[str, ...] = ()
@@ -725,7 +765,11 @@ class LanceSession:
                 streaming = only_streams(optimized, lambda name: _query_id(name) in ids)
                 for ds in planned:
                     ds.streams_only = streaming
-                return self._frame(df, optimized=optimized, streaming=streaming)
+                # (what reads the latest versions is planned again when cleanup removes
+                # one before it is read: see LanceDataFrame._guard)
+                again = None if pins or any(travels) else functools.partial(self._again, asked)
+                return self._frame(df, optimized=optimized, streaming=streaming,
+                                   again=again)
         except LanceError:
             raise
         except Exception as exc:  # translated into our types
@@ -927,10 +971,16 @@ class LanceSession:
         return translate(exc, self.errors, self.tables)
 
     def _frame(self, df: DataFrame, *, in_memory: bool = False, optimized: Any = None,
-               streaming: bool = False) -> LanceDataFrame:
+               streaming: bool = False, again: Callable[[], LanceDataFrame] | None = None
+               ) -> LanceDataFrame:
         return LanceDataFrame(df.df, self.translate_error, self.ctx, self.runtime,
                               in_memory=in_memory, optimized=optimized, streaming=streaming,
-                              replan=self._replan)
+                              replan=self._replan, again=again)
+
+    def _again(self, query: str) -> LanceDataFrame:
+        """The read query ``query`` planned afresh (see LanceDataFrame._guard)."""
+        with self.runtime.activate(), self.directory.one_listing(), deferred_interrupts():
+            return self._query(query)
 
     def _replan(self, plan: Any) -> tuple[SessionContext, Any]:
         """``plan`` (a frame's logical plan) in the context without filter pushdown, and
