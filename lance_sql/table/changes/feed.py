@@ -680,15 +680,40 @@ class _ReadJob:
 def _as_column(values: pa.Array | pa.ChunkedArray, field: LanceField, rows: int
                ) -> pa.Array | pa.ChunkedArray:
     """An older version's values of ``field`` (its column before a type change or an
-    overwrite) in the column's end type, cast as ``alter_columns`` casts them; all NULL
-    when some do not cast (rows deleted before the type change never had to)."""
+    overwrite) in the column's end type, cast as ``alter_columns`` casts them; NULL where
+    a value does not cast (a row deleted before the type change never had to), the
+    others kept."""
     target = field.to_scan_arrow().type
     if values.type == target:
         return values
+    if isinstance(values, pa.ChunkedArray):
+        chunks = [_cast_or_null(c, target) for c in values.chunks]
+        return pa.chunked_array(chunks, type=target) if chunks else pa.nulls(rows, target)
+    return _cast_or_null(values, target)
+
+
+_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+# how many failed casts one array's values may take before its failing parts read NULL
+# whole (values that do not cast are rows deleted before the type change: a few)
+_CAST_ATTEMPTS = 4096
+
+
+def _cast_or_null(values: pa.Array, target: pa.DataType,
+                  budget: list[int] | None = None) -> pa.Array:
+    """``values`` cast as ``alter_columns`` casts them, each value that does not cast
+    NULL: a cast of the whole array first, then, when it fails, of its halves in turn
+    (a few failing values cost a few casts per halving, never one per value). Past
+    :data:`_CAST_ATTEMPTS` failures, a part that still fails reads NULL whole."""
+    budget = [_CAST_ATTEMPTS] if budget is None else budget
     try:
         return cast_like_datafusion(values, target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return pa.nulls(rows, target)  # (the values are there, in a type that fit)
+    except _CAST_ERRORS:
+        budget[0] -= 1
+        if len(values) <= 1 or budget[0] <= 0:
+            return pa.nulls(len(values), target)
+    half = len(values) // 2
+    return pa.concat_arrays([_cast_or_null(values.slice(0, half), target, budget),
+                             _cast_or_null(values.slice(half), target, budget)])
 
 
 @dataclass(frozen=True)

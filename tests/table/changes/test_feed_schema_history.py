@@ -1,7 +1,8 @@
 """The feed across schema history: a column's older rows keep their values through a
-type change (they read NULL), a restore (NULL too), and an overwrite (another column's
-values, or a FormatError); the answer does not depend on the queries run before it
-(a cached plan ignored the window's end); and a cleanup gap names what is readable."""
+type change (cast; each value that does not cast NULL), a restore (NULL too), and an
+overwrite (another column's values, or a FormatError); the answer does not depend on
+the queries run before it (a cached plan ignored the window's end); and a cleanup gap
+names what is readable."""
 
 from __future__ import annotations
 
@@ -258,3 +259,33 @@ def test_older_values_cast_by_datafusion_inside_a_sql_query(tmp_path: Path) -> N
         "SELECT id, _change_type, l FROM table_changes('t', 1, 2) "
         "ORDER BY id, _change_type").to_pylist()
     assert [(r["id"], r["_change_type"], r["l"]) for r in got] == want
+
+
+@pytest.mark.parametrize("who", ["lance_sql", "sql"])
+def test_a_narrowed_column_nulls_only_the_values_that_do_not_cast(tmp_path: Path,
+                                                                  who: str) -> None:
+    """x narrowed to int32 after the rows holding 3e9 were deleted: their older values
+    read NULL, every other older value (the same batch) its own (it was all NULL)."""
+    uri = str(tmp_path / "t.lance")
+    ds = lance_sql.write_dataset(
+        pa.table({"id": pa.array(range(1, 9), pa.int64()),
+                  "x": pa.array([10, 20, 3_000_000_000, 40, 50, -3_000_000_000, 70, 80],
+                                pa.int64())}), uri, enable_stable_row_ids=True)   # v1
+    ds.update({"x": "x + 1"}, where="id = 2")                                    # v2
+    ds.delete("id = 3 OR id = 6")                                                # v3
+    ds.optimize.compact_files()
+    ds = lance_sql.dataset(uri)
+    ds.alter_columns({"path": "x", "data_type": pa.int32()})
+    end = lance_sql.dataset(uri).version
+    if who == "sql":
+        rows = lance_sql.connect(tmp_path).sql(
+            f"SELECT _commit_version, _change_type, id, x FROM table_changes('t', 1, {end}) "
+            "WHERE _commit_version <= 3").to_pylist()
+        got = sorted((r["_commit_version"], r["_change_type"], r["id"], r["x"]) for r in rows)
+    else:
+        got = sorted(r for r in _rows(lance_sql.dataset(uri), 1, end, "x") if r[0] <= 3)
+    inserts = [(1, "insert", i, x) for i, x in
+               zip(range(1, 9), [10, 20, None, 40, 50, None, 70, 80], strict=True)]
+    assert got == sorted([*inserts, (2, "update_postimage", 2, 21),
+                          (2, "update_preimage", 2, 20),
+                          (3, "delete", 3, None), (3, "delete", 6, None)])
