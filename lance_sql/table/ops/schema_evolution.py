@@ -4,9 +4,11 @@
   columns (ids after the schema's largest), covering all physical rows (deleted ones
   too, so offsets line up), and commits a Merge listing every fragment with its new
   file. Values come from SQL expressions over existing columns, from Arrow data aligned
-  with the table's rows (as ``to_table()`` returns them; deleted rows get NULL), or
-  from a function of each fragment's batch. Arrow fields alone add all-NULL columns
-  without writing anything.
+  with the table's rows (as ``to_table()`` returns them; a deleted row's slot repeats
+  a live row's values, never read), or from a function of each fragment's batch. An
+  expression or type change failing on a fragment with deleted rows is tried on its
+  live rows alone (a value only a deleted row holds does not fail it, as in pylance).
+  Arrow fields alone add all-NULL columns without writing anything.
 * ``drop_columns`` and renames / nullability changes in ``alter_columns`` are Project
   commits: metadata only. A type change rewrites that column under a new field id (a
   Merge), as the reference does. On a table with a MemWAL, a "change" to the type the
@@ -135,7 +137,7 @@ def _sql_values(base: Manifest, exprs: Mapping[str, str]) -> tuple[pa.Schema, Va
             raise InvalidInputError(f"add_columns: the expressions fail on fragment "
                                     f"{frag.id}'s values: {exc}") from exc
 
-    return types, _reading(base, needed, compute)
+    return types, _reading(base, needed, compute, live_on_failure=True)
 
 
 def _referenced(text: str, arrow: pa.Schema) -> set[str]:
@@ -155,8 +157,12 @@ def _referenced(text: str, arrow: pa.Schema) -> set[str]:
 
 
 def _reading(base: Manifest, names: Sequence[str],
-             compute: Callable[[Fragment, pa.Table], pa.Table]) -> Values:
-    """Wrap ``compute`` so it receives the named columns of each fragment."""
+             compute: Callable[[Fragment, pa.Table], pa.Table], *,
+             live_on_failure: bool = False) -> Values:
+    """Wrap ``compute`` so it receives the named columns of each fragment (every physical
+    row). ``live_on_failure``: when it raises InvalidInputError on a fragment with
+    deleted rows, it is given the live rows alone (a value only a deleted row holds must
+    not fail the change, as in pylance; see :func:`_spread` for the deleted rows)."""
     fields = [base.schema.field(n) for n in names]
 
     def values(frag: Fragment, store: Any) -> pa.Table:
@@ -166,9 +172,27 @@ def _reading(base: Manifest, names: Sequence[str],
             table = pa.Table.from_arrays(arrays, names=[f.name for f in fields])
         else:
             table = pa.table({"_": pa.nulls(frag.physical_rows)}).select([])
-        return compute(frag, table)
+        try:
+            return compute(frag, table)
+        except InvalidInputError:
+            mask = reader.keep_mask() if live_on_failure else None
+            if mask is None:
+                raise
+        return _spread(compute(frag, table.filter(pa.array(mask))), mask)
 
     return values
+
+
+def _spread(live: pa.Table, mask: np.ndarray) -> pa.Table:
+    """``live`` (one row per True of ``mask``) at the positions of ``mask``: a fragment's
+    values for every physical row. No read ever shows a deleted row's; it repeats the
+    first live row's, which fits the column whatever its type and nullability (NULL
+    when no row is live)."""
+    positions = np.zeros(mask.size, dtype=np.int64)
+    positions[mask] = np.arange(live.num_rows)
+    if not live.num_rows:
+        return live.take(pa.array(positions, mask=np.ones(mask.size, bool)))
+    return live.take(pa.array(positions))
 
 
 def _udf_values(store: ObjectStore, base: Manifest, udf: Callable,
@@ -222,10 +246,7 @@ def _aligned_values(base: Manifest, reader: pa.RecordBatchReader) -> tuple[pa.Sc
             return live
         mask = FragmentReader(store, base, frag).keep_mask()
         assert mask is not None
-        positions = np.full(frag.physical_rows, -1, dtype=np.int64)
-        positions[mask] = np.arange(frag.num_rows)
-        index = pa.array(positions, mask=positions < 0)
-        return live.take(index)
+        return _spread(live, mask)
 
     def finish_check() -> None:
         if buffered or next(batches, None) is not None:
@@ -480,7 +501,18 @@ def _commit_casts(ctx: WriteContext, schema: LanceSchema,
             cast = [cast_like_datafusion(a, f.type) for a, f in zip(arrays, target,
                                                                      strict=True)]
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise InvalidInputError(f"cannot cast column: {exc}") from exc
+            mask = reader.keep_mask()
+            if mask is None:
+                raise InvalidInputError(f"cannot cast column: {exc}") from exc
+            # a value only deleted rows hold must not fail the cast (as in pylance): the
+            # live rows are cast (see _spread for the deleted ones)
+            live = pa.array(mask)
+            try:
+                cast = [_spread(pa.table([cast_like_datafusion(a.filter(live), f.type)],
+                                         names=["_"]), mask).column(0)
+                        for a, f in zip(arrays, target, strict=True)]
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as again:
+                raise InvalidInputError(f"cannot cast column: {again}") from again
         return pa.Table.from_arrays(cast, schema=target)
 
     fragments = _write_columns(ctx.store, base, new_fields, compute)

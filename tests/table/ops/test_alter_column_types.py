@@ -49,3 +49,34 @@ def test_a_field_inside_a_struct_cannot_change_type_alone(tmp_path: Path) -> Non
     with pytest.raises(lance_sql.InvalidInputError, match="top-level"):
         lance_sql.dataset(uri).alter_columns({"path": "st.a", "data_type": pa.int64()})
     assert lance_sql.dataset(uri).version == 1
+
+
+@pytest.mark.parametrize("nullable", [True, False])
+def test_a_value_only_deleted_rows_hold_does_not_fail_a_change(tmp_path: Path,
+                                                               nullable: bool) -> None:
+    """3e9 fits no int32, but its row is deleted: narrowing x, SQL's ALTER COLUMN TYPE
+    and add_columns over it succeed as in pylance, and pylance reads what they wrote; a
+    live value that does not cast still fails, typed, leaving the table as it was."""
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("x", pa.int64(), nullable)])
+    rows = pa.table({"id": [1, 2, 3, 4], "x": [10, 20, 3_000_000_000, 40]}, schema=schema)
+    for how in ("python", "sql"):
+        uri = str(tmp_path / how / "t.lance")
+        ds = lance_sql.write_dataset(rows, uri)
+        ds.delete("id = 3")
+        ds.add_columns({"y": "cast(x as int)"})
+        if how == "sql":
+            lance_sql.connect(tmp_path / how).sql("ALTER TABLE t ALTER COLUMN x TYPE INT")
+        else:
+            lance_sql.dataset(uri).alter_columns({"path": "x", "data_type": pa.int32()})
+        theirs = lance.dataset(uri).to_table()
+        assert theirs.schema.field("x").type == pa.int32()
+        assert theirs.to_pydict() == {"id": [1, 2, 4], "x": [10, 20, 40], "y": [10, 20, 40]}
+        assert lance_sql.dataset(uri).to_table().equals(theirs)
+    uri = str(tmp_path / "live.lance")
+    ds = lance_sql.write_dataset(rows, uri)
+    ds.delete("id = 4")
+    with pytest.raises(lance_sql.errors.InvalidInputError, match="cast"):
+        ds.alter_columns({"path": "x", "data_type": pa.int32()})
+    with pytest.raises(lance_sql.errors.InvalidInputError):
+        ds.add_columns({"y": "cast(x as int)"})
+    assert lance_sql.dataset(uri).version == 2
