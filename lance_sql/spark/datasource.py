@@ -21,10 +21,10 @@ A table with a MemWAL reads as its LSM view (each key's newest row over the base
 and the flushed generations not merged yet; MemTables of writers are not seen, executors
 are other processes; ``_rowid`` and the row versions are the base table's, NULL on rows
 not merged yet, ``_rowaddr`` is within the row's source). The base table is read once,
-cut into partitions by bytes as a table read is, each leaving out the base rows that
-newer generations' keys hide (through the key's BTREE index when there is one); each
-region's unmerged generations form one part, deduplicated alone and placed whole in the
-partition with the fewest bytes (see :mod:`lance_sql.memwal.read.split`). The generations
+cut into partitions as a table read is (by bytes, or by ``rowsPerPartition``), each
+leaving out the base rows that newer generations' keys hide (through the key's BTREE
+index when there is one); each region's unmerged generations form one part,
+deduplicated alone and placed whole in the partition with the fewest bytes (see :mod:`lance_sql.memwal.read.split`). The generations
 are pinned when the read is planned. ``version``/``timestamp`` read as of that base
 version. ``baseOnly=true`` reads the base table alone (with every option above). With
 pushdown on, the simple filters Spark pushes prune regions before any partition is
@@ -519,6 +519,7 @@ class LsmReader(DataSourceReader):
         # an older version is read from its MemWAL index snapshot (the generations it
         # lists as unmerged); the latest from the region manifests
         self.consistency = "snapshot" if pinned else "strong"
+        self.rows_per_partition = _positive_int(options, "rowsPerPartition", None)
         self.policy = _split_policy(options)
         self.columns = [f.name for f in schema.fields]
         self.spark_arrow = _spark_arrow_schema(ds.schema, schema)
@@ -534,8 +535,13 @@ class LsmReader(DataSourceReader):
         fragments = [frag for frag, _, _ in fragment_spans(ds.manifest.fragments, bounds)]
         read = list(build_scan_plan(ds.manifest, self.columns,
                                     schema_metadata=False).read_fields)
-        base = plan_partitions([fragment_size(f, read) for f in fragments], self.policy)
-        ranges = [tuple(FragmentRange(r.key, r.start, r.stop) for r in p) for p in base]
+        if self.rows_per_partition is not None:  # the base in chunks of that many rows
+            step = self.rows_per_partition
+            ranges = [(FragmentRange(f.id, start, min(f.physical_rows, start + step)),)
+                      for f in fragments for start in range(0, f.physical_rows, step)]
+        else:
+            base = plan_partitions([fragment_size(f, read) for f in fragments], self.policy)
+            ranges = [tuple(FragmentRange(r.key, r.start, r.stop) for r in p) for p in base]
         sized = [(part, self._region_bytes(view, part)) for part in split.regions]
         if not ranges:
             ranges = [()] * max(1, min(len(sized), self.policy.min_partitions))

@@ -84,6 +84,21 @@ def test_many_partitions_read_the_base_once_and_each_region_whole(spark, table) 
             mw.scanner(filter=where).to_table()), where
 
 
+def test_rows_per_partition_cuts_the_base_of_the_view_too(spark, table) -> None:
+    """``rowsPerPartition`` cuts the view's base into chunks of that many rows, as it
+    cuts a table read (it was ignored: one partition by bytes); still the view."""
+    uri, mw = table
+    base = lance_sql.dataset(uri)
+    chunks = sum(-(-f.physical_rows // 5) for f in base.manifest.fragments)
+
+    def load():
+        return spark.read.format("lance").option("rowsPerPartition", "5").load(uri)
+
+    assert load().rdd.getNumPartitions() == chunks
+    assert _sorted(load().toArrow()) == _sorted(mw.scanner().to_table())
+    assert load().filter("v LIKE 'third%'").count() == 5
+
+
 def test_base_only_reads_the_base_table(spark, table) -> None:
     uri, mw = table
     df = spark.read.format("lance").option("baseOnly", "true").load(uri)
