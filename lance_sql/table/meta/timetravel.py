@@ -57,6 +57,12 @@ def version_at(
     refs = list_versions(store) if refs is None else refs
     found = _committed(store, when, manifest_of, refs, after=False)
     if not found:
+        oldest = min((r.version for r in refs), default=1)
+        if oldest > 1:  # versions before the oldest kept one went, with their times
+            raise VersionCleanedUpError(
+                f"{store.uri}: versions 1..{oldest - 1} were removed by "
+                f"cleanup_old_versions, and one of them may have been current at "
+                f"{when.isoformat()} (the oldest kept, {oldest}, was committed later)")
         raise NotFoundError(
             f"{store.uri} has no version committed at or before {when.isoformat()}"
         )
