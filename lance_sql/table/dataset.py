@@ -666,6 +666,12 @@ class LanceDataset:
             if manifest.version >= self._at[1].version:  # the pair replaced at once
                 self._at = (VersionRef(manifest.version, self._ref.naming), manifest)
 
+    def insert(self, data: Any, *, mode: str = "append", **kwargs: Any) -> None:
+        """Write ``data`` into this table and move to the version that committed, as
+        pylance's ``insert``: ``mode`` "append" (default) or "overwrite", the other
+        keywords as :func:`write_dataset` takes them."""
+        self._moved_to(write_dataset(data, self, mode=mode, **kwargs).manifest)
+
     @cleanup_is_retryable()
     def delete(self, predicate: str | pc.Expression, *,
                select_rows: updating.RowSelector | None = None) -> dict[str, int]:

@@ -74,6 +74,25 @@ def test_delete_returns_what_pylance_returns(tmp_path: Path) -> None:
         assert ours.delete(predicate) == theirs.delete(predicate)
 
 
+def test_insert_appends_and_overwrites_as_pylance_does(tmp_path: Path) -> None:
+    """``ds.insert`` (pylance's) writes into the table and moves the handle there; the
+    other library reads the result, row for row."""
+    data = pa.table({"id": [1, 2], "name": ["a", "b"]}, schema=SCHEMA)
+    more = pa.table({"id": [3], "name": ["c"]}, schema=SCHEMA)
+    for name, (write, opened, other) in {
+            "ours": (lance_sql.write_dataset, lance_sql.dataset, lance.dataset),
+            "theirs": (lance.write_dataset, lance.dataset, lance_sql.dataset)}.items():
+        uri = str(tmp_path / name)
+        ds = write(data, uri)
+        assert ds.insert(more) is None
+        assert ds.version == 2 and ds.to_table().column("id").to_pylist() == [1, 2, 3]
+        ds.insert(more.to_pylist(), mode="overwrite")
+        assert ds.version == 3 and ds.to_table().equals(more)
+        assert other(uri).to_table().equals(more) and opened(uri).version == 3
+    with pytest.raises(lance_sql.errors.SchemaError):
+        lance_sql.dataset(tmp_path / "ours").insert(pa.table({"other": [1]}))
+
+
 @pytest.fixture
 def history(tmp_path: Path) -> str:
     """A pylance-written table with appends, a delete and a new column."""
