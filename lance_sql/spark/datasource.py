@@ -24,8 +24,9 @@ not merged yet, ``_rowaddr`` is within the row's source). The base table is read
 cut into partitions as a table read is (by bytes, or by ``rowsPerPartition``), each
 leaving out the base rows that newer generations' keys hide (through the key's BTREE
 index when there is one); each region's unmerged generations form one part,
-deduplicated alone and placed whole in the partition with the fewest bytes (see :mod:`lance_sql.memwal.read.split`). The generations
-are pinned when the read is planned. ``version``/``timestamp`` read as of that base
+deduplicated alone and placed whole in the partition with the fewest bytes (see
+:mod:`lance_sql.memwal.read.split`). The generations are pinned when the read is
+planned. ``version``/``timestamp`` read as of that base
 version. ``baseOnly=true`` reads the base table alone (with every option above). With
 pushdown on, the simple filters Spark pushes prune regions before any partition is
 planned (a pruned region's generations are never opened) and are pushed into every
