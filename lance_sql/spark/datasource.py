@@ -536,6 +536,7 @@ class LsmReader(DataSourceReader):
         fragments = [frag for frag, _, _ in fragment_spans(ds.manifest.fragments, bounds)]
         read = list(build_scan_plan(ds.manifest, self.columns,
                                     schema_metadata=False).read_fields)
+        ranges: list[tuple[FragmentRange, ...]]
         if self.rows_per_partition is not None:  # the base in chunks of that many rows
             step = self.rows_per_partition
             ranges = [(FragmentRange(f.id, start, min(f.physical_rows, start + step)),)
