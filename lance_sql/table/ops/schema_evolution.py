@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -156,6 +156,9 @@ def _referenced(text: str, arrow: pa.Schema) -> set[str]:
     return wanted
 
 
+_Rows = TypeVar("_Rows", pa.Table, pa.Array, pa.ChunkedArray)
+
+
 def _reading(base: Manifest, names: Sequence[str],
              compute: Callable[[Fragment, pa.Table], pa.Table], *,
              live_on_failure: bool = False) -> Values:
@@ -183,14 +186,14 @@ def _reading(base: Manifest, names: Sequence[str],
     return values
 
 
-def _spread(live: pa.Table, mask: np.ndarray) -> pa.Table:
+def _spread(live: _Rows, mask: np.ndarray) -> _Rows:
     """``live`` (one row per True of ``mask``) at the positions of ``mask``: a fragment's
     values for every physical row. No read ever shows a deleted row's; it repeats the
     first live row's, which fits the column whatever its type and nullability (NULL
     when no row is live)."""
     positions = np.zeros(mask.size, dtype=np.int64)
-    positions[mask] = np.arange(live.num_rows)
-    if not live.num_rows:
+    positions[mask] = np.arange(len(live))
+    if not len(live):
         return live.take(pa.array(positions, mask=np.ones(mask.size, bool)))
     return live.take(pa.array(positions))
 
@@ -508,8 +511,7 @@ def _commit_casts(ctx: WriteContext, schema: LanceSchema,
             # live rows are cast (see _spread for the deleted ones)
             live = pa.array(mask)
             try:
-                cast = [_spread(pa.table([cast_like_datafusion(a.filter(live), f.type)],
-                                         names=["_"]), mask).column(0)
+                cast = [_spread(cast_like_datafusion(a.filter(live), f.type), mask)
                         for a, f in zip(arrays, target, strict=True)]
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as again:
                 raise InvalidInputError(f"cannot cast column: {again}") from again
