@@ -277,7 +277,7 @@ class FieldReader:
                     f"cannot decode yet"
                 )
             layers, values = column.read_ranges(starts * elements, ends * elements)
-            depth = self._depth(field, leaf)
+            depth = nesting_depth(field, leaf)
             if len(layers) != depth:
                 raise FormatError(
                     f"{column.where} (field {leaf.name!r}) has {len(layers)} nesting layers, "
@@ -286,89 +286,102 @@ class FieldReader:
             data[leaf.id] = (layers, values)
         if not data:
             return pa.nulls(total, read_type(field, descriptions))
-        out = self._build(field, 0, data, total, descriptions)
+        out = build_field(field, data, total, self.path, descriptions)
         if len(out) != total:
             raise FormatError(f"{self.path}: field {field.name!r} decoded {len(out)} rows, "
                               f"expected {total}")  # fmt: skip
         return out
 
-    @staticmethod
-    def _depth(root: LanceField, leaf: LanceField) -> int:
-        def find(f: LanceField, d: int) -> int | None:
-            if f.id == leaf.id:
-                return d
-            for c in f.children:
-                got = find(c, d + 1)
-                if got is not None:
-                    return got
-            return None
 
-        return find(root, 1) or 0  # a packed struct's children are not searched: it is found first
+def nesting_depth(root: LanceField, leaf: LanceField) -> int:
+    """How many nesting layers a 2.1+ file stores for ``leaf`` under ``root``: one per
+    field on the way, both ends included."""
 
-    def _build(self, field: LanceField, depth: int, data: dict, count: int,
-               descriptions: bool = False) -> pa.Array:  # fmt: skip
-        t = read_type(field, descriptions)
-        st = storage_type(t)
-        present = [leaf.id for leaf in column_fields(field) if leaf.id in data]
-        if not present:
-            return pa.nulls(count, t)
-        layer = data[present[0]][0][depth]
-        where = f"{self.path}: field {field.name!r}"
-        # a layer under (or of) a fixed-size list of structs counts that list's entries
-        stride = elements_per_row(field, present[0])
-        if layer.count != count * stride:
-            raise FormatError(f"{where}: {layer.count} values where {count * stride} were "
-                              f"expected")
-        validity = layer.validity if stride == 1 or layer.validity is None else \
-            layer.validity[::stride]
-        if owns_column(field):
-            if layer.is_list:
-                raise FormatError(f"{where}: leaf stored with a list layer")
-            if pa.types.is_struct(st) and st.num_fields == 0 and not field.children:
-                # a struct without fields: its column holds no values (2.1+ writers
-                # refuse its NULLs), each row is the empty struct, as pylance reads it
-                return pa.StructArray.from_buffers(t, count, [None])
-            values = data[field.id][1]
-            if values.type != t:
-                if values.type == st and isinstance(t, pa.BaseExtensionType):
-                    values = pa.ExtensionArray.from_storage(t, values)
-                else:
-                    values = values.cast(t)
-            return values
-        if pa.types.is_struct(st):
-            if layer.is_list:
-                raise FormatError(f"{where}: struct stored with a list layer")
-            children = [self._build(c, depth + 1, data, count, descriptions)
-                        for c in field.children]  # fmt: skip
-            out = pa.Array.from_buffers(st, count, [_bitmap(validity)], children=children)
-        elif pa.types.is_fixed_size_list(st):
-            if layer.is_list:
-                raise FormatError(f"{where}: fixed-size list stored with a list layer")
-            items = self._build(field.children[0], depth + 1, data, count * st.list_size,
-                                descriptions)
-            out = pa.Array.from_buffers(st, count, [_bitmap(validity)], children=[items])
-        elif pa.types.is_list(st) or pa.types.is_large_list(st) or pa.types.is_map(st):
-            if not layer.is_list:
-                raise FormatError(f"{where}: list stored without a list layer")
-            if stride != 1:
-                raise UnsupportedFeatureError(
-                    f"{where}: lists holding fixed-size lists of structs are not read yet")
-            offsets = layer.offsets
-            items = self._build(field.children[0], depth + 1, data, int(offsets[-1]), descriptions)
-            large = pa.types.is_large_list(st)
-            if not large and int(offsets[-1]) >= 2**31:
-                raise FormatError(f"{where}: {int(offsets[-1])} items overflow 32-bit offsets")
-            obuf = pa.py_buffer(offsets if large else offsets.astype(np.int32))
-            if pa.types.is_map(st):  # the entries named as the map names them, made
-                # again from their fields (a cast or view refuses the NULLs a NULL value
-                # struct puts in its fields that take none)
-                items = pa.StructArray.from_arrays(
-                    [items.field(0), items.field(1)], fields=[st.key_field, st.item_field],
-                    mask=items.is_null() if items.null_count else None)
-            out = pa.Array.from_buffers(st, count, [_bitmap(layer.validity), obuf],
-                                        children=[items])  # fmt: skip
-        else:
-            raise UnsupportedFeatureError(f"{where}: reading {st} from Lance 2.1+ files")
-        if isinstance(t, pa.BaseExtensionType):
-            out = pa.ExtensionArray.from_storage(t, out)
-        return out
+    def find(f: LanceField, d: int) -> int | None:
+        if f.id == leaf.id:
+            return d
+        for c in f.children:
+            got = find(c, d + 1)
+            if got is not None:
+                return got
+        return None
+
+    return find(root, 1) or 0  # a packed struct's children are not searched: it is found first
+
+
+def build_field(field: LanceField, data: Mapping[int, tuple[list, pa.Array]], count: int,
+                path: str, descriptions: bool = False) -> pa.Array:
+    """``count`` rows of ``field`` from the decoded layers and values of its leaves
+    (``data``, by leaf id: what :meth:`LeafColumn.read_ranges` gives); ``path`` names
+    the file in errors."""
+    return _build(field, 0, data, count, path, descriptions)
+
+
+def _build(field: LanceField, depth: int, data: Mapping[int, tuple[list, pa.Array]],
+           count: int, path: str, descriptions: bool = False) -> pa.Array:
+    t = read_type(field, descriptions)
+    st = storage_type(t)
+    present = [leaf.id for leaf in column_fields(field) if leaf.id in data]
+    if not present:
+        return pa.nulls(count, t)
+    layer = data[present[0]][0][depth]
+    where = f"{path}: field {field.name!r}"
+    # a layer under (or of) a fixed-size list of structs counts that list's entries
+    stride = elements_per_row(field, present[0])
+    if layer.count != count * stride:
+        raise FormatError(f"{where}: {layer.count} values where {count * stride} were "
+                          f"expected")
+    validity = layer.validity if stride == 1 or layer.validity is None else \
+        layer.validity[::stride]
+    if owns_column(field):
+        if layer.is_list:
+            raise FormatError(f"{where}: leaf stored with a list layer")
+        if pa.types.is_struct(st) and st.num_fields == 0 and not field.children:
+            # a struct without fields: its column holds no values (2.1+ writers
+            # refuse its NULLs), each row is the empty struct, as pylance reads it
+            return pa.StructArray.from_buffers(t, count, [None])
+        values = data[field.id][1]
+        if values.type != t:
+            if values.type == st and isinstance(t, pa.BaseExtensionType):
+                values = pa.ExtensionArray.from_storage(t, values)
+            else:
+                values = values.cast(t)
+        return values
+    if pa.types.is_struct(st):
+        if layer.is_list:
+            raise FormatError(f"{where}: struct stored with a list layer")
+        children = [_build(c, depth + 1, data, count, path, descriptions)
+                    for c in field.children]  # fmt: skip
+        out = pa.Array.from_buffers(st, count, [_bitmap(validity)], children=children)
+    elif pa.types.is_fixed_size_list(st):
+        if layer.is_list:
+            raise FormatError(f"{where}: fixed-size list stored with a list layer")
+        items = _build(field.children[0], depth + 1, data, count * st.list_size, path,
+                   descriptions)
+        out = pa.Array.from_buffers(st, count, [_bitmap(validity)], children=[items])
+    elif pa.types.is_list(st) or pa.types.is_large_list(st) or pa.types.is_map(st):
+        if not layer.is_list:
+            raise FormatError(f"{where}: list stored without a list layer")
+        if stride != 1:
+            raise UnsupportedFeatureError(
+                f"{where}: lists holding fixed-size lists of structs are not read yet")
+        offsets = layer.offsets
+        items = _build(field.children[0], depth + 1, data, int(offsets[-1]), path,
+                       descriptions)
+        large = pa.types.is_large_list(st)
+        if not large and int(offsets[-1]) >= 2**31:
+            raise FormatError(f"{where}: {int(offsets[-1])} items overflow 32-bit offsets")
+        obuf = pa.py_buffer(offsets if large else offsets.astype(np.int32))
+        if pa.types.is_map(st):  # the entries named as the map names them, made
+            # again from their fields (a cast or view refuses the NULLs a NULL value
+            # struct puts in its fields that take none)
+            items = pa.StructArray.from_arrays(
+                [items.field(0), items.field(1)], fields=[st.key_field, st.item_field],
+                mask=items.is_null() if items.null_count else None)
+        out = pa.Array.from_buffers(st, count, [_bitmap(layer.validity), obuf],
+                                    children=[items])  # fmt: skip
+    else:
+        raise UnsupportedFeatureError(f"{where}: reading {st} from Lance 2.1+ files")
+    if isinstance(t, pa.BaseExtensionType):
+        out = pa.ExtensionArray.from_storage(t, out)
+    return out

@@ -437,22 +437,26 @@ class MiniBlockPage:
             return self.dictionary.take(pa.array(indices))
         return self.dictionary.take(pa.array(indices, mask=~slot_valid))
 
-    def batch_key(self) -> tuple | None:
+    def batch_key(self, levels: bool = False) -> tuple | None:
         """What pages whose chunks are decoded together in one pass (:mod:`.batched`)
         must share: chunk shape, value and level encodings, leaf type. None for pages
-        that cannot be: lists (rows cross chunks) or a dictionary (one per page)."""
+        that cannot be: a dictionary (one per page), or lists unless ``levels`` (their
+        rows cross chunks, so only whole pages decode together, into levels)."""
         key = self._batch_key
         if key is None:
             self._load()
-            if self.has_rep or self.dictionary is not None:
+            if self.dictionary is not None:
                 key = False
             else:
                 layout = self.layout
-                key = (self.leaf_type, self.large, self.has_def, self.nbuf,
+                key = (self.leaf_type, self.large, self.has_rep, self.has_def, self.nbuf,
                        tuple(self.layers), layout.value_compression.SerializeToString(),
+                       layout.rep_compression.SerializeToString() if self.has_rep else b"",
                        layout.def_compression.SerializeToString() if self.has_def else b"")
             self._batch_key = key  # (racing threads: an equal key)
-        return key if isinstance(key, tuple) else None
+        if not isinstance(key, tuple) or (self.has_rep and not levels):
+            return None
+        return key
 
     def chunk_span(self) -> tuple[int, int]:
         """(file offset, bytes) of all the page's chunks (metadata loaded)."""

@@ -499,6 +499,24 @@ class LanceFileReader:
         self._point_columns[(field.id, index, blobs)] = (field, column)
         return column
 
+    def field_columns(self, field: LanceField, colmap: Mapping[int, int]
+                      ) -> list[tuple[LanceField, LeafColumn]] | None:
+        """The leaves of ``field`` that own a column (see :func:`column_fields`) with
+        their columns, when every one of them is in this 2.1+ file and its rows are the
+        field's rows (no fixed-size lists of structs on the way), and none is a blob or
+        JSON (read as descriptions, or refused); None otherwise. What a field's rows are
+        built from with :func:`build_field` after decoding its leaves' pages."""
+        if not self._structural or any(f.is_legacy_blob or f.is_blob_v2 or
+                                       f.logical_type == "json" for f in field.walk()):
+            return None
+        out = []
+        for leaf in column_fields(field):
+            index = colmap.get(leaf.id)
+            if index is None or elements_per_row(field, leaf.id) != 1:
+                return None
+            out.append((leaf, self._leaf_column(index, leaf, read_type(leaf, True))))
+        return out
+
     def _take_point(self, field: LanceField, colmap: Mapping[int, int],
                     rows: np.ndarray | None, blobs: bool, starts: np.ndarray,
                     ends: np.ndarray) -> pa.Array | None:

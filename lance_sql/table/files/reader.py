@@ -417,6 +417,15 @@ class FragmentReader:
         return [column.page(p) for p in range(len(column.info.pages))
                 if bounds[p + 1] > bounds[p]]
 
+    def field_columns(self, field: LanceField) -> list[tuple[LanceField, LeafColumn]] | None:
+        """The leaves of ``field`` with their columns in this fragment's 2.1+ data file,
+        when they are all there (see :meth:`LanceFileReader.field_columns`); None
+        otherwise (the general read path then reads it)."""
+        self.check_rows()
+        refuse_json(field, self.store.uri)
+        found = self._opened(field)
+        return None if found is None else found[0].field_columns(field, found[1])
+
     def point_columns(self, fields: Sequence[LanceField]) -> list[LeafColumn | None]:
         """:meth:`point_column` of each of ``fields`` (a take of many rows), each data
         file opened and its column map made once for them all."""

@@ -5,9 +5,11 @@ Reading a fragment's column costs a fixed few hundred microseconds of interprete
 besides the decoding itself, so a table of a thousand 1,000-row fragments spent most of a
 scan there. Here the pages of one column in every fragment of a batch are grouped by
 their shape and encoding, each group decoded at once, and each fragment's rows handed
-back as a slice of the result (no copy). A fragment whose column cannot be decoded so
-(a 2.0 file, a nested field, lists, a dictionary, a page that does not add up) gets
-None: the caller reads it the usual way, which also raises any error naming the file.
+back as a slice of the result (no copy); a field with children (lists, structs, maps)
+is built once for the batch from its leaf columns decoded so. A fragment whose column
+cannot be decoded so (a 2.0 file, a dictionary, a blob, a page that does not add up)
+gets None: the caller reads it the usual way, which also raises any error naming the
+file.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 import pyarrow as pa
 
 from lance_sql.errors import LanceError
-from lance_sql.format.datafile.batched import decode_whole
+from lance_sql.format.datafile.batched import decode_whole, decode_whole_levels
+from lance_sql.format.datafile.decode_v2_1 import build_field, nesting_depth
 from lance_sql.format.datafile.reader import UNEXPECTED
 from lance_sql.format.schema import LanceField
 from lance_sql.table.files.reader import FragmentReader
@@ -35,6 +38,8 @@ def _decoded(readers: Sequence[FragmentReader], field: LanceField
              ) -> tuple[list[pa.Array | None], pa.Array | None]:
     """:func:`whole_columns`, and the whole run's column as one array when all the
     fragments' pages decoded together in one pass (else None)."""
+    if field.children:
+        return _decoded_nested(readers, field)
     out: list[pa.Array | None] = [None] * len(readers)
     groups: dict[Hashable, list[tuple[int, list, int]]] = {}
     for i, reader in enumerate(readers):
@@ -130,3 +135,63 @@ class _FragmentColumns(Mapping[str, "pa.Array | None"]):
 
     def __len__(self) -> int:
         return len(self._batch.names)
+
+
+def _decoded_nested(readers: Sequence[FragmentReader], field: LanceField
+                    ) -> tuple[list[pa.Array | None], pa.Array | None]:
+    """:func:`_decoded` of a field with children (lists, structs, maps, ...): each of
+    its leaf columns decoded across the fragments into levels and values
+    (:func:`decode_whole_levels`), the field's rows built from them once for the run."""
+    out: list[pa.Array | None] = [None] * len(readers)
+    groups: dict[Hashable, list[tuple[int, list[list], int]]] = {}
+    leaves: list[LanceField] = []
+    for i, reader in enumerate(readers):
+        try:
+            columns = reader.field_columns(field)
+            if not columns:
+                continue
+            rows = reader.fragment.physical_rows
+            per_leaf, keys = [], []
+            for _, column in columns:
+                bounds = column.info.row_starts
+                pages = [column.page(p) for p in range(len(column.info.pages))
+                         if bounds[p + 1] > bounds[p]]
+                found = {p.batch_key(levels=True) if hasattr(p, "batch_key") else None
+                         for p in pages}
+                if len(found) != 1 or sum(p.num_rows for p in pages) != rows:
+                    break
+                key = found.pop()
+                if key is None:
+                    break
+                per_leaf.append(pages)
+                keys.append(key)
+            else:
+                leaves = [leaf for leaf, _ in columns]
+                groups.setdefault(tuple(keys), []).append((i, per_leaf, rows))
+        except (LanceError, *UNEXPECTED):
+            continue  # read the usual way, which raises it where it belongs
+    joined = None
+    for members in groups.values():
+        if len(members) < 2:
+            continue  # nothing to share: the usual read
+        data = {}
+        for j, leaf in enumerate(leaves):
+            got = decode_whole_levels([p for _, per_leaf, _ in members for p in per_leaf[j]])
+            if got is None or len(got[0]) != nesting_depth(field, leaf):
+                break
+            data[leaf.id] = got
+        else:
+            total = sum(rows for _, _, rows in members)
+            try:
+                decoded = build_field(field, data, total, "", descriptions=True)
+            except (LanceError, *UNEXPECTED):
+                continue
+            if len(decoded) != total:
+                continue
+            if len(members) == len(readers):
+                joined = decoded
+            at = 0
+            for i, _, rows in members:
+                out[i] = decoded.slice(at, rows)
+                at += rows
+    return out, joined

@@ -446,7 +446,7 @@ def scan_fragments(store: ObjectStore, manifest: Manifest, fragments: Sequence[F
         checked.append(reader)
     columns = WholeColumns(checked, plan.read_fields)
     if len(checked) == len(fragments):
-        whole = _scan_run(store, fragments, checked, plan, columns, drops)
+        whole = _scan_run(store, manifest, fragments, checked, plan, columns, drops)
         if whole is not None:
             return whole
     position = {id(r): i for i, r in enumerate(checked)}
@@ -469,7 +469,7 @@ class _NotJoined(Exception):
     """A column of the run did not decode as one array (see :func:`_scan_run`)."""
 
 
-def _scan_run(store: ObjectStore, fragments: Sequence[Fragment],
+def _scan_run(store: ObjectStore, manifest: Manifest, fragments: Sequence[Fragment],
               readers: Sequence[FragmentReader], plan: ScanPlan, columns: WholeColumns,
               drops: Mapping[int, np.ndarray]) -> list[pa.Table] | None:
     """:func:`scan_fragments` done once for the whole run when the columns it reads
@@ -479,9 +479,11 @@ def _scan_run(store: ObjectStore, fragments: Sequence[Fragment],
     the result (no copy). Fragment by fragment, that work cost as much as the decoding
     before it. A filter's columns are decoded first: a run it leaves no rows of decodes
     nothing else. None (the fragment-by-fragment path, which also names the fragment of
-    any error) for system columns, empty fragments, a column no fragment of the run
-    decoded together with another's, or output that does not conform."""
-    if plan.system_names:
+    any error) for system columns under a general filter (which may read them), empty
+    fragments, a column no fragment of the run decoded together with another's, or
+    output that does not conform."""
+    system = plan.system_names
+    if system and plan.filter is not None and plan.comparisons is None:
         return None
     sizes = np.array([r.check_rows() for r in readers], np.int64)
     if not sizes.all():
@@ -524,13 +526,19 @@ def _scan_run(store: ObjectStore, fragments: Sequence[Fragment],
             return [rows_only(int(n)) for n in counts]
         if not counts.any():
             return [empty_table(plan.output_schema) for _ in fragments]
+        made: dict[str, pa.Array] = {}
+        if system:
+            kept = np.arange(int(sizes.sum())) if keep is None else np.flatnonzero(keep)
+            made = dict(zip(system, _run_system_arrays(store, manifest, fragments, starts,
+                                                       kept, system), strict=True))
         if table is not None:
             wanted = [table.column(n) for n in plan.output_fields]
         elif keep is None:
-            wanted = [column(n) for n in plan.output_fields]
+            wanted = [made[n] if n in made else column(n) for n in plan.output_fields]
         else:
             pool, selection = pa.system_memory_pool(), bool_array(keep)  # (see _read_live)
-            wanted = [pc.filter(column(n), selection, memory_pool=pool)
+            wanted = [made[n] if n in made else
+                      pc.filter(column(n), selection, memory_pool=pool)
                       for n in plan.output_fields]
         out = conformed(wanted, plan.output_schema, store, fragments[0])
     except (_NotJoined, FormatError):
@@ -607,6 +615,29 @@ def _scan_compared(reader: FragmentReader, store: ObjectStore, manifest: Manifes
     table = pa.Table.from_arrays([columns[n] for n in plan.output_fields],
                                  names=list(plan.output_fields))
     return cast_output(table, plan.output_schema, store, fragment)
+
+
+def _run_system_arrays(store: ObjectStore, manifest: Manifest, fragments: Sequence[Fragment],
+                       starts: np.ndarray, positions: np.ndarray, names: Sequence[str]
+                       ) -> list[pa.Array]:
+    """System columns ``names`` of a run's rows at ``positions`` (sorted, counted from
+    the run's first row; ``starts``: where each fragment's rows begin). Row addresses
+    are made for the whole run at once; lineage columns fragment by fragment."""
+    which = np.searchsorted(starts, positions, "right") - 1
+    offsets = positions - starts[which]
+    bounds = np.searchsorted(which, np.arange(len(fragments) + 1))
+    out = []
+    for name in names:
+        if name == ROW_ADDR or (name == ROW_ID and not manifest.uses_stable_row_ids):
+            ids = np.array([f.id for f in fragments], np.uint64)
+            addresses = (ids[which] << np.uint64(32)) | offsets.astype(np.uint64)
+            out.append(array_from_numpy(addresses, pa.uint64()))
+            continue
+        pieces = [system_arrays(store, manifest, f, offsets[a:b], [name])[0]
+                  for f, a, b in zip(fragments, bounds[:-1].tolist(), bounds[1:].tolist(),
+                                     strict=True) if b > a]
+        out.append(pa.concat_arrays(pieces) if pieces else pa.array([], pa.uint64()))
+    return out
 
 
 def _reads_range(matched: int, length: int) -> bool:

@@ -14,7 +14,7 @@ from lance_sql.errors import FormatError
 from lance_sql.format.datafile import bitpacking as bp
 from lance_sql.format.datafile import fsst, repdef
 from lance_sql.format.datafile.blocks import deflate, inflate
-from lance_sql.format.datafile.decode_v2_1 import FieldReader
+from lance_sql.format.datafile.decode_v2_1 import build_field
 from lance_sql.format.datafile.shred import shred
 from lance_sql.format.schema import LanceSchema
 
@@ -172,4 +172,4 @@ def test_shred_then_unravel_is_identity(rows) -> None:
         n = leaf.rep.size if leaf.rep is not None else leaf.num_rows
         layers = repdef.unravel(leaf.rep, leaf.def_, leaf.layers, n, "x")
         data[leaf.field.id] = (layers, leaf.values)
-    assert FieldReader(None, "x")._build(field, 0, data, len(arr)).to_pylist() == rows
+    assert build_field(field, data, len(arr), "x").to_pylist() == rows

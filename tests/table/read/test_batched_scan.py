@@ -224,22 +224,26 @@ def test_corrupt_chunk_metadata_is_a_format_error(tmp_path) -> None:
 
 
 def test_whole_columns_leaves_out_what_it_cannot_share(table) -> None:
-    """Nested and list columns, and columns of 2.0 files, come back as None (read the
-    usual way); leaves of 2.1+ files as the fragment's whole column."""
+    """Columns of 2.0 files come back as None (read the usual way), as do fields with a
+    dictionary-encoded leaf (``st.b``); leaves and lists of 2.1+ files as the fragment's
+    whole column."""
     ds = lance_sql.dataset(table)
     readers = [FragmentReader(ds.store, ds.manifest, f) for f in ds.manifest.fragments]
     for r in readers:
         r.check_rows()
     schema = ds.manifest.schema
-    for name in ("tags", "st"):
-        assert batched.whole_columns(readers, schema.field(name)) == [None] * len(readers)
-    got = batched.whole_columns(readers, schema.field("id"))
-    if ds.data_storage_version == "2.0":
-        assert got == [None] * len(readers)
-        return
-    assert all(a is not None for a in got)
-    for reader, array in zip(readers, got, strict=True):
-        assert array.equals(reader.read([schema.field("id")])[0])
+    for name in ("id", "tags", "st"):
+        field = schema.field(name)
+        got = batched.whole_columns(readers, field)
+        if ds.data_storage_version == "2.0":
+            assert got == [None] * len(readers)
+            continue
+        # (pages of encodings of their own, bit widths say, are read alone)
+        least = {"id": len(readers), "tags": 2, "st": 0}[name]
+        assert sum(a is not None for a in got) >= least, name
+        for reader, array in zip(readers, got, strict=True):
+            if array is not None:
+                assert array.equals(reader.read([field])[0])
 
 
 @pytest.mark.parametrize(("writer", "version"), [("lance_sql", "2.2"), ("pylance", "2.1")])
@@ -436,3 +440,166 @@ def test_a_run_that_does_not_conform_is_read_fragment_by_fragment(plain, monkeyp
     monkeypatch.setattr(scan, "conformed", refuse_runs)
     assert ds.to_table().equals(want)
     assert runs
+
+
+def _nested_rows(start: int, n: int, with_map: bool) -> pa.Table:
+    """Lists, structs and maps, nested, with nulls and empty lists in some fragments."""
+    ids = np.arange(start, start + n)
+    holes = (start // FRAGMENT_ROWS) % 2 == 1
+
+    def some(i: int, value):
+        return None if holes and i % 7 == 0 else value
+
+    columns = {
+        "id": pa.array(ids),
+        "li": pa.array([some(i, [some(i + 1, int(i)), 2][: i % 3]) for i in ids],
+                       pa.list_(pa.int64())),
+        "ls": pa.array([some(i, [f"s{i}"] * (i % 4)) for i in ids], pa.list_(pa.string())),
+        "lol": pa.array([some(i, [[int(i)] * (i % 2)] * (i % 3)) for i in ids],
+                        pa.list_(pa.list_(pa.int16()))),
+        "los": pa.array([some(i, [{"k": int(i), "v": some(i + 3, "v")}] * (i % 3))
+                         for i in ids],
+                        pa.list_(pa.struct([("k", pa.int64()), ("v", pa.string())]))),
+        "sl": pa.array([some(i, {"a": some(i + 2, int(i)), "l": [float(i)] * (i % 2)})
+                        for i in ids],
+                       pa.struct([("a", pa.int32()), ("l", pa.list_(pa.float64()))])),
+        "big": pa.array([some(i, [int(i)] * (i % 3)) for i in ids], pa.large_list(pa.int32())),
+    }
+    if with_map:
+        columns["m"] = pa.array([some(i, [("a", int(i)), ("b", None)][: i % 3]) for i in ids],
+                                pa.map_(pa.string(), pa.int64()))
+    return pa.table(columns)
+
+
+@pytest.mark.parametrize(("writer", "version"), [("lance_sql", "2.2"), ("pylance", "2.1"),
+                                                 ("pylance", "2.2"), ("lance_sql", "2.1")])
+def test_nested_columns_of_small_fragments_are_built_once_per_run(tmp_path, monkeypatch,
+                                                                   writer, version) -> None:
+    """Lists, structs and maps of many small fragments: their leaf columns decoded across
+    the fragments and each field built once, with rows deleted and dropped, equal to the
+    fragment-by-fragment path and to pylance."""
+    uri = str(tmp_path / "t")
+    for k in range(FRAGMENTS):
+        data = _nested_rows(k * FRAGMENT_ROWS, FRAGMENT_ROWS, with_map=version == "2.2")
+        mode = "create" if k == 0 else "append"
+        if writer == "pylance":
+            import lance
+
+            lance.write_dataset(data, uri, mode=mode, data_storage_version=version)
+        else:
+            lance_sql.write_dataset(data, uri, mode=mode, data_storage_version=version)
+    lance_sql.dataset(uri).delete("id % 11 = 0")
+    ds = lance_sql.dataset(uri)
+    built: list[str] = []
+    original = batched.build_field
+
+    def spy(field, *args, **kwargs):
+        built.append(field.name)
+        return original(field, *args, **kwargs)
+
+    monkeypatch.setattr(batched, "build_field", spy)
+    got = ds.to_table()
+    # (list<struct> and maps: their leaves' encodings differ between fragments more often)
+    assert {"li", "ls", "lol", "sl", "big"} <= set(built)
+    want = _one_by_one(ds.to_table, monkeypatch)
+    assert got.num_rows == want.num_rows > 0
+    assert got.equals(want)
+    assert got.equals(_pylance(uri).cast(got.schema))
+    drops = {f.id: np.arange(0, f.physical_rows, 5) for f in ds.manifest.fragments}
+    dropped = Scanner(ds.store, ds.manifest, drop_rows=drops).to_table()
+    assert dropped.equals(_one_by_one(
+        lambda: Scanner(ds.store, ds.manifest, drop_rows=drops).to_table(), monkeypatch))
+    assert dropped.num_rows < got.num_rows
+
+
+def test_a_failed_levels_decode_falls_back(tmp_path, monkeypatch) -> None:
+    """Lists whose joint decode fails are read fragment by fragment."""
+    uri = str(tmp_path / "t")
+    for k in range(4):
+        lance_sql.write_dataset(_nested_rows(k * 100, 100, with_map=False), uri,
+                                mode="create" if k == 0 else "append")
+    ds = lance_sql.dataset(uri)
+    want = _one_by_one(ds.to_table, monkeypatch)
+    monkeypatch.setattr(batched, "decode_whole_levels", lambda pages: None)
+    assert ds.to_table().equals(want)
+
+
+def test_a_corrupt_list_page_is_a_format_error(tmp_path) -> None:
+    """A list page whose chunk sizes claim more bytes than it holds fails the scan with a
+    FormatError, as it does read alone."""
+    uri = str(tmp_path / "t")
+    for k in range(4):
+        lance_sql.write_dataset(_nested_rows(k * 100, 100, with_map=False), uri,
+                                mode="create" if k == 0 else "append")
+    ds = lance_sql.dataset(uri)
+    fragment = ds.manifest.fragments[2]
+    reader = FragmentReader(ds.store, ds.manifest, fragment)
+    ((_, column),) = reader.field_columns(ds.manifest.schema.field("li"))
+    offset, size = column.page(0).buffers[0]
+    path = tmp_path / "t" / "data" / fragment.files[0].path
+    data = bytearray(path.read_bytes())
+    data[offset : offset + size] = b"\xff" * size
+    path.write_bytes(bytes(data))
+    from lance_sql.table.runtime.context import current_runtime
+
+    current_runtime().cache.clear()
+    with pytest.raises(FormatError):
+        lance_sql.dataset(uri).to_table(columns=["li"])
+
+
+@pytest.mark.parametrize("stable", [False, True], ids=["addresses", "stable-ids"])
+@pytest.mark.parametrize("kwargs", [
+    {"with_row_id": True},
+    {"with_row_address": True, "columns": ["v"]},
+    {"with_row_id": True, "filter": "id > 250"},
+    {"with_row_id": True, "with_row_address": True, "filter": "v > 30"},
+])
+def test_system_columns_of_a_run_are_made_for_the_run(tmp_path, monkeypatch, stable,
+                                                       kwargs) -> None:
+    """``_rowid`` / ``_rowaddr`` of a run of small fragments (some rows deleted, some
+    moved by an update) are made for the whole run at once; they and the rows equal the
+    fragment-by-fragment path's and pylance's."""
+    uri = str(tmp_path / "t")
+    for k in range(10):
+        data = pa.table({"id": np.arange(k * 100, k * 100 + 100),
+                         "v": np.arange(100) * 1.5})
+        lance_sql.write_dataset(data, uri, mode="create" if k == 0 else "append",
+                                enable_stable_row_ids=stable)
+    lance_sql.dataset(uri).delete("id % 7 = 0")
+    lance_sql.dataset(uri).update({"v": "v + 1"}, where="id % 5 = 0")
+    ds = lance_sql.dataset(uri)
+    made: list[tuple[str, ...]] = []
+    original = scan._run_system_arrays
+
+    def spy(*args):
+        made.append(tuple(args[-1]))
+        return original(*args)
+
+    monkeypatch.setattr(scan, "_run_system_arrays", spy)
+    got = ds.to_table(**kwargs)
+    assert made
+    want = _one_by_one(lambda: ds.to_table(**kwargs), monkeypatch)
+    assert got.num_rows == want.num_rows > 0
+    assert got.equals(want)
+    key = "id" if "id" in got.column_names else got.column_names[-1]
+    assert got.sort_by(key).equals(_pylance(uri, **kwargs).cast(got.schema).sort_by(key))
+
+
+def test_row_versions_of_a_run_equal_the_fragment_by_fragment_path(tmp_path,
+                                                                    monkeypatch) -> None:
+    """The row-version columns of a run of small fragments, through SQL."""
+    uri = str(tmp_path / "t")
+    for k in range(6):
+        data = pa.table({"id": np.arange(k * 50, k * 50 + 50)})
+        lance_sql.write_dataset(data, uri, mode="create" if k == 0 else "append",
+                                enable_stable_row_ids=True)
+    lance_sql.dataset(uri).update({"id": "id + 1000"}, where="id % 4 = 0")
+    session = lance_sql.LanceSession()
+    session.register("t", uri)
+    query = ("SELECT id, _rowid, _row_created_at_version, _row_last_updated_at_version "
+             "FROM t ORDER BY id")
+    got = session.sql(query).to_arrow_table()
+    want = _one_by_one(lambda: session.sql(query).to_arrow_table(), monkeypatch)
+    assert got.num_rows == 300
+    assert got.equals(want)
+    assert set(got.column("_row_last_updated_at_version").to_pylist()) == set(range(1, 8))
