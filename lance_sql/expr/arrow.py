@@ -201,6 +201,20 @@ def _call(fn: str, args: list[_Typed], options: pc.FunctionOptions | None = None
     return _kernel(fn, [e for e, _ in args], options), out_type
 
 
+def _in_written_order(x: _Typed) -> _Typed:
+    """``x``, a sum or product, kept apart from the sums or products around it when it is
+    a float: Acero's simplifier flattens chains of ``add`` (``multiply``) calls, moves
+    their constants together and folds them, so ``f * 1e300 * 1e10`` would be computed as
+    ``f * inf`` (NaN where ``f`` is 0) and ``g + 0.1 + 0.2`` as ``g + 0.30000000000000004``.
+    A cast to its own type (which costs nothing) is a call of another kernel, so the
+    chain stops there and the floats are computed left to right, as DataFusion (and SQL)
+    computes them. Integers and decimals are left as they are: their sums and products
+    are exact (or wrap around), in any order."""
+    if not pa.types.is_floating(x[1]):
+        return x
+    return _kernel("cast", [x[0]], pc.CastOptions(x[1])), x[1]
+
+
 def _datafusion_text(x: _Typed) -> _Typed:
     """``x`` as text: floats, timestamps and date64 as DataFusion spells them (pyarrow's
     cast does otherwise), other types through the cast."""
@@ -543,7 +557,8 @@ class _Translator:
             if op == "/" and pa.types.is_integer(left[1]) and pa.types.is_integer(right[1]):
                 # (pyarrow's unchecked kernel gives 0 for MIN / -1; DataFusion fails)
                 return _call("divide_checked", [left, right])
-            return _call(ARITHMETIC[op], [left, right])
+            result = _call(ARITHMETIC[op], [left, right])
+            return _in_written_order(result) if op in ("+", "*") else result
         if op in _MATCH_FN:
             return self.match(op, args[0], args[1])
         if op in ("upper", "lower"):

@@ -250,6 +250,26 @@ def test_integer_overflow_wraps_like_datafusion() -> None:
     assert ours(pred) == oracle(pred) == [0, 2, 5, 6, 7, 9, 10, 11]
 
 
+@pytest.mark.parametrize("pred", [
+    "f * 1e300 * 1e10 = 0",       # 0 * 1e300 * 1e10 is 0, not 0 * inf (NaN)
+    "g * 3 * 0.1 = 0.9",          # (3.0 * 3) * 0.1 is 0.9, 3.0 * (3 * 0.1) is not
+    "g + 0.1 + 0.2 = 2.3",        # (2.0 + 0.1) + 0.2 is not 2.3, 2.0 + (0.1 + 0.2) is
+    "i32 * 1e300 * 1e10 = 0",
+    "2 * (g * 3) * 0.1 = 1.8",
+])
+def test_float_sums_and_products_keep_their_order(pred: str) -> None:
+    """Floats are added and multiplied left to right, as written: Acero's simplifier
+    flattened chains of ``add`` / ``multiply`` and folded their constants together
+    (``f * 1e300 * 1e10`` became ``f * inf``), which rounds otherwise."""
+    assert ours(pred) == oracle(pred)
+    schema = TABLE.schema
+    value = pred.split(" = ")[0]
+    got = pds.dataset(TABLE).to_table(
+        columns={"v": value_expression(parse_predicate(value), schema)}).column("v")
+    want = _CTX.sql(f"SELECT {value} AS v FROM t").to_arrow_table().column("v")
+    assert [repr(v) for v in got.to_pylist()] == [repr(v) for v in want.to_pylist()]
+
+
 def test_long_in_list_and_or_chain() -> None:
     values = ", ".join(str(v) for v in range(0, 20000, 2))
     assert ours(f"i IN ({values})") == oracle(f"i IN ({values})")
