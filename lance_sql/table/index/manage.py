@@ -197,6 +197,13 @@ def create_scalar_index(ctx: WriteContext, column: str, index_type: str,
     if existing and not replace:
         raise InvalidInputError(f"an index named {name!r} already exists on {store.uri} "
                                 "(pass replace=True to rebuild it)")
+    if any(i.fields != (field.id,) for i in existing):
+        # (replace rebuilds an index of the same column, as pylance's; it refuses a name
+        # another column's index holds rather than dropping that index)
+        others = sorted({f for i in existing for f in _field_names(base, i)})
+        raise InvalidInputError(f"an index named {name!r} already exists on other fields "
+                                f"({', '.join(others)}); give the index of {column!r} "
+                                "another name")
     index_uuid = str(uuidlib.uuid4())
     fragment_ids = {f.id for f in base.fragments}
     if kind == "BITMAP":

@@ -367,6 +367,23 @@ def test_create_replace_drop(tmp_path: Path) -> None:
         ds.drop_index("by_key")
 
 
+def test_a_name_taken_on_another_column_is_refused(tmp_path: Path) -> None:
+    """``replace`` rebuilds an index of the same column; a name another column's index
+    holds is refused, as pylance refuses it ("already exists with different fields"),
+    instead of silently dropping that index. Nothing is committed."""
+    path = tmp_path / "t.lance"
+    ds = lance_sql.write_dataset(_table(), path)
+    ds.create_scalar_index("i64", "BTREE", name="k")
+    version = ds.version
+    for kind in ("BTREE", "BITMAP"):
+        with pytest.raises(InvalidInputError, match="already exists on other fields"):
+            ds.create_scalar_index("i32", kind, name="k")
+    assert lance_sql.dataset(path).version == version
+    assert [(i["name"], i["fields"]) for i in ds.list_indices()] == [("k", ["i64"])]
+    ds.create_scalar_index("i64", "BITMAP", name="k")  # its own column: rebuilt
+    assert [(i["name"], i["type"]) for i in ds.list_indices()] == [("k", "Bitmap")]
+
+
 def test_index_build_racing_a_compaction_retries(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t.lance"
