@@ -23,9 +23,11 @@ DataFusion (:mod:`lance_sql.sql.merge_rows`). Either way the statement is one co
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from lance_sql.errors import InvalidInputError, StatementRefusedError
+from lance_sql.expr import columns, parse_predicate
 from lance_sql.sql.dml import needs_engine
 from lance_sql.sql.statements import Cursor, refuse_past_version, statement_tokens
 from lance_sql.sql.tokens import Token, quote_identifier, requalify, tokenize
@@ -64,7 +66,8 @@ class Merge:
             inner += f"({', '.join(quote_identifier(c) for c in self.source_columns)})"
         return inner
 
-    def merge_insert_form(self) -> MergeInsertForm | None:
+    def merge_insert_form(self, target_columns: Collection[str] = ()
+                          ) -> MergeInsertForm | None:
         """The statement as one ``merge_insert``, or None when it cannot be one.
 
         A DO NOTHING clause that no later clause of its kind follows changes nothing
@@ -72,6 +75,8 @@ class Merge:
         from the source only) or an unconditional DELETE, NOT MATCHED an unconditional
         INSERT (the same columns from the same expressions, keys from the source's
         keys), BY SOURCE a DELETE; conditions must be in the filter language.
+        ``target_columns``: the table's, which an UPDATE value naming one unqualified
+        may read (merge_insert computes the values from the source alone).
         """
         kept = [c for j, c in enumerate(self.clauses) if c.action != "nothing"
                 or any(later.kind == c.kind for later in self.clauses[j + 1:])]
@@ -93,6 +98,10 @@ class Merge:
             for _, expr in clause.assignments or () if clause is not None else ():
                 if _refers_to(tokenize(expr), target):
                     return None
+        if update is not None and update.action == "update" and any(
+                _bare_names(tokenize(expr)) & set(target_columns)
+                for _, expr in update.assignments or ()):
+            return None  # (the target's column, or an ambiguous name: SQL binds it)
         if insert is not None and not self._keys_from_source(insert.assignments):
             return None
         update_condition = delete_condition = None
@@ -106,7 +115,7 @@ class Merge:
                 return None
             update_condition = requalify(update.condition,
                                          {target: "target", source: "source"})
-            if needs_engine(update_condition):
+            if needs_engine(update_condition) or _reads_unqualified(update_condition):
                 return None
         if delete is not None and delete.condition is not None:
             delete_condition = requalify(delete.condition, {target: None})
@@ -341,6 +350,31 @@ def _source_columns_read(tokens: list[Token], alias: str) -> set[str]:
                 tokens[j + 1].is_op(".") and column is not None:
             names.add(column.lower())
     return names
+
+
+def _bare_names(tokens: list[Token]) -> set[str]:
+    """The names ``tokens`` may read as unqualified columns: identifiers neither
+    qualified (``s.x``), qualifying (``x.y``) nor called (``f(...)``), each as written
+    and, unquoted, as SQL folds it (a keyword among them is harmless: it only sends a
+    statement whose table has a column of that name to the general path)."""
+    names: set[str] = set()
+    for j, tok in enumerate(tokens):
+        ident = tok.identifier
+        if ident is None or (j > 0 and tokens[j - 1].is_op(".")) or (
+                j + 1 < len(tokens) and tokens[j + 1].is_op(".", "(")):
+            continue
+        names.add(ident)
+        if tok.kind == "word":
+            names.add(ident.lower())
+    return names
+
+
+def _reads_unqualified(condition: str) -> bool:
+    """Whether a WHEN MATCHED condition, requalified for merge_insert (``target.x``,
+    ``source.x``), reads a column by a bare name, which SQL binds to whichever side has
+    it (or finds ambiguous) while merge_insert's condition finds it on neither."""
+    return any(len(path) < 2 or path[0] not in ("target", "source")
+               for path in columns(parse_predicate(condition, sql_quotes=True)))
 
 
 def _refers_to(tokens: list[Token], alias: str) -> bool:

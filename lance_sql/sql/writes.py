@@ -395,7 +395,7 @@ class WriteRunner:
                 raise NotFoundError(f"MERGE: table {stmt.table!r} has no column {key!r}")
         stmt = _bind_columns(stmt, target)
         check_keys_kept(stmt)
-        form = stmt.merge_insert_form()
+        form = stmt.merge_insert_form(target.names)
         if form is not None:
             MERGE_PATHS.add("merge_insert")
             return self._merge_insert(ds, form)

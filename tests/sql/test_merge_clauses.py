@@ -600,3 +600,50 @@ def test_a_matched_condition_reads_the_source_rows_values(tmp_path: Path, clause
     statement = parse_merge(f"MERGE INTO t {clauses}")
     assert statement is not None
     assert (statement.merge_insert_form() is not None) == clauses.endswith("SET *")
+
+
+_UNQUALIFIED = [
+    # a name both sides have: ambiguous on every path (it read the source's on one)
+    ("USING (VALUES (2, 5)) AS s(id, qty) ON t.id = s.id "
+     "WHEN MATCHED THEN UPDATE SET qty = qty + 1", InvalidInputError),
+    ("USING (VALUES (2, 5)) AS s(id, qty) ON t.id = s.id "
+     "WHEN MATCHED THEN UPDATE SET note = CAST(qty AS VARCHAR)", InvalidInputError),
+    ("USING (VALUES (2, 5)) AS s(id, qty) ON t.id = s.id "
+     "WHEN MATCHED THEN UPDATE SET qty = qty + 1 WHEN NOT MATCHED BY SOURCE THEN DELETE",
+     InvalidInputError),
+    # a name only the target has is the target's (it was not found)
+    ("USING (VALUES (2, 5)) AS s(id, extra) ON t.id = s.id "
+     "WHEN MATCHED THEN UPDATE SET qty = qty + extra", (25, "b")),
+    ("USING (VALUES (2, 5)) AS s(id, extra) ON t.id = s.id "
+     "WHEN MATCHED AND qty > 10 THEN UPDATE SET qty = s.extra", (5, "b")),
+    ("USING (VALUES (2, 5)) AS s(id, extra) ON t.id = s.id "
+     "WHEN MATCHED AND note = 'zz' THEN UPDATE SET qty = s.extra", (20, "b")),
+    # a name only the source has is the source's
+    ("USING (VALUES (2, 5)) AS s(id, extra) ON t.id = s.id "
+     "WHEN MATCHED AND extra > 1 THEN UPDATE SET qty = extra", (5, "b")),
+]
+
+
+@pytest.mark.parametrize(("clauses", "after"), _UNQUALIFIED)
+def test_unqualified_names_bind_alike_on_both_paths(
+        tmp_path: Path, clauses: str, after: tuple[int, str] | type[Exception]) -> None:
+    """An unqualified column name in a WHEN MATCHED condition or UPDATE SET value binds
+    as SQL binds it (the general path's DataFusion join): to the side that has it, an
+    error when both do. The merge_insert path reads the source alone, so it took
+    ``qty`` of ``SET qty = qty + 1`` from the source (the same statement with an INSERT
+    clause was ambiguous), did not find a name only the target has, and refused any
+    unqualified name in a condition: such statements take the general path."""
+    path = tmp_path / "t.lance"
+    lance_sql.write_dataset(pa.table({"id": pa.array([1, 2, 3], pa.int64()),
+                                      "qty": pa.array([10, 20, 30], pa.int64()),
+                                      "note": ["a", "b", "c"]}), path)
+    session = lance_sql.connect(tmp_path)
+    if not isinstance(after, tuple):
+        with pytest.raises(after, match="(?i)ambiguous"):
+            session.sql(f"MERGE INTO t {clauses}")
+        assert lance_sql.dataset(path).version == 1
+        return
+    session.sql(f"MERGE INTO t {clauses}").collect()
+    rows = session.sql("SELECT id, qty, note FROM t ORDER BY id").to_pydict()
+    assert (rows["qty"][1], rows["note"][1]) == after
+    assert rows["qty"][0::2] == [10, 30] and rows["note"][0::2] == ["a", "c"]
