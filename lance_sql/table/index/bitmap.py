@@ -131,10 +131,11 @@ class BitmapIndex:
             return found[0]
         return np.unique(np.concatenate(found))  # (keys' rows are disjoint: a sort)
 
-    def entries(self, rows: Mapping[int, int]) -> pa.Table:
+    def entries(self, rows: Mapping[int, int] | None, id_limit: int = 0) -> pa.Table:
         """Every (value, row address) entry of fragments in ``rows``, shaped as a BTREE's
-        page data (for rebuilding the index when rows move)."""
-        sets = [decode_row_set(b, self.path, rows)
+        page data (for rebuilding the index when rows move); ``rows`` None: every
+        (value, stable row id) entry, the ids below ``id_limit``."""
+        sets = [decode_row_set(b, self.path, rows, id_limit)
                 for b in self.row_sets(np.arange(len(self.keys)))]
         counts = np.array([s.size for s in sets], np.int64)
         owner = np.repeat(np.arange(len(sets), dtype=np.int64), counts)

@@ -6,7 +6,9 @@ into its new fragments. For every BTREE or BITMAP index covering any of those ol
 writes a new index (fresh uuid) whose entries for moved rows hold their new addresses
 (entries of deleted rows are dropped) and lists it in the Rewrite's
 ``rewritten_indices``, as pylance does; applying the Rewrite then swaps the entry and
-moves its fragment coverage from the old fragments to the new ones.
+moves its fragment coverage from the old fragments to the new ones. An index holding
+stable row ids (a BITMAP, or an old BTREE, on a stable-row-id table) is written again
+with the same ids, less those of deleted rows: the ids do not move.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from lance_sql.format.index import IndexMetadata, decode_index_section
 from lance_sql.format.manifest import Manifest
 from lance_sql.format.pb import transaction_pb2
 from lance_sql.io.store import ObjectStore
+from lance_sql.numpy_arrow import array_from_numpy
 from lance_sql.sorted_sets import sorted_difference
 from lance_sql.table.files.reader import deleted_offsets
+from lance_sql.table.files.row_id_index import MISSING, row_id_index
 from lance_sql.table.index.bitmap import BitmapIndex, fragment_rows, write_bitmap
 from lance_sql.table.index.btree import BTreeIndex, index_key, write_btree
 from lance_sql.table.txn.operations import RewrittenIndex
@@ -72,15 +76,31 @@ def remap_indices(store: ObjectStore, manifest: Manifest, groups: Sequence[Group
         if (index.type_url not in (TYPE_URL, BITMAP_TYPE_URL) or len(index.fields) != 1
                 or index.fields[0] not in top or not covered & rewritten):
             continue
-        if manifest.uses_stable_row_ids and (bitmap or index.index_version < ROW_ADDRESS_IDS):
-            continue  # row ids do not move; the rewritten fragments just drop out
         # only groups whose fragments were all indexed stay covered (as Rewrite applies it)
         whole = [g for g in groups if {f.id for f in g[0]} <= covered]
+        key_type = top[index.fields[0]].to_arrow().type
+        new_uuid = str(uuidlib.uuid4())
+        if manifest.uses_stable_row_ids and (bitmap or index.index_version < ROW_ADDRESS_IDS):
+            # entries of stable row ids: they do not move, so the index is written again
+            # without the rewrite's deleted rows and covers the new fragments, as
+            # pylance's compaction keeps it (it once dropped the rewritten fragments)
+            if not whole:
+                continue
+            if bitmap:
+                held = BitmapIndex.open(store, manifest, index, key_type).entries(
+                    None, manifest.next_row_id)
+            else:
+                held = BTreeIndex.open(store, manifest, index, key_type).entries()
+            data = _without_deleted(store, manifest, held)
+            files = (write_bitmap(store, new_uuid, data.column(0).combine_chunks(),
+                                  data.column(1).to_numpy()) if bitmap
+                     else write_btree(store, new_uuid, data))
+            written += [index_key(new_uuid, name) for name, _ in files]
+            out.append(_rewritten(index, new_uuid, files))
+            continue
         moves = _moves(store, manifest, whole) if whole else None
         if moves is None:
             continue
-        key_type = top[index.fields[0]].to_arrow().type
-        new_uuid = str(uuidlib.uuid4())
         if bitmap:
             held = BitmapIndex.open(store, manifest, index, key_type).entries(
                 fragment_rows(manifest))
@@ -94,6 +114,17 @@ def remap_indices(store: ObjectStore, manifest: Manifest, groups: Sequence[Group
         written += [index_key(new_uuid, name) for name, _ in files]
         out.append(_rewritten(index, new_uuid, files))
     return tuple(out), written
+
+
+def _without_deleted(store: ObjectStore, manifest: Manifest, entries: pa.Table) -> pa.Table:
+    """``entries`` (value, stable row id) of live rows only: the row-id index leaves
+    out deleted rows (and an updated row's old copy), which a compaction drops."""
+    ids = entries.column(1).to_numpy()
+    keep = row_id_index(store, manifest).lookup(ids) != MISSING
+    if keep.all():
+        return entries
+    return sort_entries(entries.column(0).combine_chunks().filter(array_from_numpy(keep)),
+                        ids[keep])
 
 
 def _remapped(entries: pa.Table, moves: tuple[np.ndarray, np.ndarray], covered: set[int],
