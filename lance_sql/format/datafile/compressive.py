@@ -515,8 +515,12 @@ def _gather_runs(words: np.ndarray, src: np.ndarray, counts: np.ndarray, add: np
 
     Runs of one length are copied as rows of a strided view (one row gather and one add
     per distinct length, a handful in mini-block pages), so no per-value index array is
-    built. Callers check that every run lies inside ``words``.
+    built. Callers check that every run lies inside ``words``. 64-bit words are added as
+    signed (numpy would take ``uint64 + int64`` through float64): a corrupt word of 2^63
+    or more comes out negative, for the caller's check that offsets never decrease.
     """
+    if words.dtype == np.uint64:
+        words = words.view(np.int64)
     if counts.size == 1:
         a, c = int(src[0]), int(counts[0])
         np.add(words[a : a + c], add[0], out=out, casting="unsafe")

@@ -293,3 +293,19 @@ def test_2_0_compressed_buffer_too_small_for_the_page_allocates_nothing(scheme: 
     with pytest.raises(FormatError, match="page: .*(claims|cannot hold)"):
         decode_v2_0._decompress(ctx, scheme.split("-")[0], memoryview(raw), expect)
     assert pool.max_memory() - before < 64 << 20
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_large_string_offset_past_2_63_is_a_format_error(tmp_path, version: str) -> None:
+    """A 64-bit string offset of 2^63 or more in a mini-block chunk is a FormatError with
+    no numpy warning on the way (uint64 words plus int64 bases once went through float64,
+    warning "invalid value encountered in cast" before the check caught the offsets)."""
+    strings = pa.array([f"{i:05d}" for i in range(50)], pa.large_string())
+    field = pa.field("s", pa.large_string(), metadata={"lance-encoding:compression": "none"})
+    data = bytearray(pylance_write(tmp_path / "big.lance",
+                                   pa.table([strings], schema=pa.schema([field])), version))
+    first = 51 * 8  # one chunk of 50 strings: 51 offsets, then the bytes
+    at = bytes(data).find(struct.pack("<QQ", first + 5, first + 10))
+    assert at > 0
+    struct.pack_into("<Q", data, at, 0x8000_0000_0000_0000 | (first + 5))
+    _expect(bytes(data), match="offsets")
