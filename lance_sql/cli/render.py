@@ -61,10 +61,81 @@ def _float_texts(array: pa.Array) -> pa.Array:
     return pc.if_else(pc.is_nan(array), "NaN", text)
 
 
+class _ArrowText(str):
+    """A temporal value inside a list, struct or map, as Arrow's string cast spells it
+    (as the same value is spelt in a column of its own): written as is, not quoted."""
+
+
+def _has_temporal(t: pa.DataType) -> bool:
+    """Whether ``t`` is, or nests, a date, time, timestamp or duration."""
+    if pa.types.is_temporal(t):
+        return True
+    if pa.types.is_dictionary(t):
+        return _has_temporal(t.value_type)
+    if pa.types.is_map(t):
+        return _has_temporal(t.key_type) or _has_temporal(t.item_type)
+    if pa.types.is_nested(t):
+        return any(_has_temporal(t.field(i).type) for i in range(t.num_fields))
+    return False
+
+
+def _split(values: list[Any], starts: list[int], valid: list[bool]) -> list[Any]:
+    """Each valid row's slice ``values[starts[i] : starts[i + 1]]`` (None for a null row)."""
+    return [values[a:b] if ok else None
+            for a, b, ok in zip(starts[:-1], starts[1:], valid, strict=True)]
+
+
+def _py_values(array: pa.Array) -> list[Any]:
+    """``array.to_pylist()``, but with every temporal value as an :class:`_ArrowText`.
+
+    Python's date and time types cannot hold every Arrow value (years past 9999 or before
+    1, nanoseconds, which ``datetime.time`` drops and ``datetime`` refuses without
+    pandas), so temporal leaves are spelt by Arrow's cast, a whole child array at a time.
+    """
+    t = array.type
+    if not _has_temporal(t):
+        return array.to_pylist()
+    if pa.types.is_temporal(t):
+        try:
+            texts = pc.cast(array, pa.string())
+        except pa.ArrowNotImplementedError:  # (intervals) Python's values do
+            return array.to_pylist()
+        return [None if s is None else _ArrowText(s) for s in texts.to_pylist()]
+    if pa.types.is_dictionary(t):
+        return _py_values(array.dictionary_decode())
+    valid = array.is_valid().to_pylist()
+    if pa.types.is_map(t):
+        pairs = list(zip(_py_values(array.keys), _py_values(array.items), strict=True))
+        return _split(pairs, array.offsets.to_pylist(), valid)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _split(_py_values(array.values), array.offsets.to_pylist(), valid)
+    if pa.types.is_fixed_size_list(t):
+        size = t.list_size
+        items = array.values.slice(array.offset * size, len(array) * size)
+        return _split(_py_values(items), list(range(0, (len(array) + 1) * size, size)), valid)
+    if pa.types.is_struct(t):
+        names = [t.field(i).name for i in range(t.num_fields)]
+        rows = zip(*(_py_values(child) for child in array.flatten()), strict=True)
+        return [dict(zip(names, row, strict=True)) if ok else None
+                for row, ok in zip(rows, valid, strict=True)]
+    return _py_values(array.cast(_without_views(t)))
+
+
+def _without_views(t: pa.DataType) -> pa.DataType:
+    """A list view type as the list type of the same values (others unchanged)."""
+    if pa.types.is_list_view(t):
+        return pa.list_(t.value_field)
+    if pa.types.is_large_list_view(t):
+        return pa.large_list(t.value_field)
+    return t
+
+
 def _nested_text(v: Any) -> str:
     """A Python value from a nested Arrow value, written compactly and unambiguously."""
     if v is None:
         return "null"
+    if isinstance(v, _ArrowText):
+        return str(v)
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, bool):
@@ -109,7 +180,7 @@ def text_array(array: pa.Array) -> pa.Array:
             return pc.cast(array, pa.string())
         except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
             pass
-    return pa.array([None if v is None else _nested_text(v) for v in array.to_pylist()],
+    return pa.array([None if v is None else _nested_text(v) for v in _py_values(array)],
                     pa.string())
 
 
@@ -133,7 +204,7 @@ def json_array(array: pa.Array) -> pa.Array:
         texts = pc.if_else(special, pc.binary_join_element_wise('"', texts, '"', ""), texts)
     elif pa.types.is_nested(t):
         texts = pa.array([json.dumps(_json_nested(v), ensure_ascii=False)
-                          for v in array.to_pylist()], pa.string())
+                          for v in _py_values(array)], pa.string())
     else:
         texts = _json_strings(text_array(array))
     return pc.fill_null(texts, "null")

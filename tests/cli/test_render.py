@@ -132,3 +132,30 @@ def test_nested_and_temporal_values_in_json() -> None:
          "b": "\\x01", "f": "NaN"},
         {"l": None, "s": None, "ts": None, "b": None, "f": 1.0},
     ]
+
+
+def test_nested_temporal_values_print_as_arrow_spells_them() -> None:
+    """Dates and times inside lists, structs and maps print as in a column of their own,
+    Arrow's text: a year past 9999 (Python's datetime cannot hold it: the command died
+    with an OverflowError traceback) and nanoseconds (``datetime.time`` dropped them)."""
+    far = pa.array([2**62, None, 1_234_567_891], pa.int64())
+    lists = pa.ListArray.from_arrays(pa.array([0, 2, 2, 3]), far.cast(pa.timestamp("us")),
+                                     mask=pa.array([False, True, False]))
+    assert text_values(lists) == ["[<value out of range: 4611686018427387904>, null]", None,
+                                  "[1970-01-01 00:20:34.567891]"]
+    times = pa.array([[1_234_567_891]], pa.list_(pa.int64())).cast(pa.list_(pa.time64("ns")))
+    assert text_values(times) == ["[00:00:01.234567891]"]
+    structs = pa.StructArray.from_arrays([far.cast(pa.timestamp("ns")), pa.array([1, 2, 3])],
+                                         names=["t", "n"])
+    assert text_values(structs.slice(1)) == [
+        "{t: null, n: 2}", "{t: 1970-01-01 00:00:01.234567891, n: 3}"]
+    maps = pa.MapArray.from_arrays(pa.array([0, 1, 3]), pa.array(["a", "b", "c"]),
+                                   far.cast(pa.date64()))
+    table = pa.table({"l": lists.slice(0, 2), "m": maps})
+    assert json.loads(rendered(table, "json")) == [
+        {"l": ["<value out of range: 4611686018427387904>", None],
+         "m": [["a", "<value out of range: 4611686018427387904>"]]},
+        {"l": None, "m": [["b", None], ["c", "1970-01-15"]]}]
+    assert rendered(table, "csv").splitlines()[1] == (
+        '"[<value out of range: 4611686018427387904>, null]",'
+        '"{""a"": <value out of range: 4611686018427387904>}"')
