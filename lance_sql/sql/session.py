@@ -553,6 +553,16 @@ def _system_columns(query: str) -> tuple[str, ...]:
     return SYSTEM_COLUMNS
 
 
+def _check_unicode(query: str) -> None:
+    """Refuse SQL text that cannot be UTF-8 (a lone surrogate: on the command line or a
+    pipe, bytes that were not UTF-8 come in so), which DataFusion cannot take."""
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"the SQL text is not valid Unicode: {query[exc.start]!r} at offset {exc.start} "
+            "(bytes that were not UTF-8?)") from None
+
 class LanceSession:
     """SQL over Lance tables. Create with :func:`connect`."""
 
@@ -647,6 +657,7 @@ class LanceSession:
         check_engine_usable()
         if params is not None:
             query = bind_parameters(query, params)
+        _check_unicode(query)
         with self.runtime.activate():
             return self._sql(query)
 

@@ -351,3 +351,16 @@ def test_queries_that_fail_while_planning_leave_nothing_behind(tmp_path: Path) -
     assert session.schema_provider._planned == {}
     assert session.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [3]}
     assert session.schema_provider._planned == {}
+
+
+@pytest.mark.parametrize("query", ["SELECT 'caf\udce9'",
+                                   "SELECT * FROM events WHERE kind = '\udce9'",
+                                   "DELETE FROM events WHERE kind = '\udce9'"])
+def test_sql_text_that_is_not_unicode_is_invalid_input(root: Path, query: str) -> None:
+    """A lone surrogate (bytes that were not UTF-8, read from argv or a pipe) is an
+    InvalidInputError saying where, before DataFusion's UnicodeEncodeError; nothing is
+    committed."""
+    session = lance_sql.connect(root)
+    with pytest.raises(InvalidInputError, match=r"not valid Unicode: '\\udce9' at offset"):
+        session.sql(query)
+    assert lance_sql.dataset(root / "events.lance").version == 3
