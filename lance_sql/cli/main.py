@@ -234,16 +234,26 @@ def _table_session(path: str) -> tuple[LanceSession, str]:
     return session, name
 
 
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    """Where text that should be SQL stops being text, in a few words."""
+    return f"not {exc.encoding} text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+
+
 def _read_sql(args: argparse.Namespace) -> str:
     if args.file and args.query:
         raise InvalidInputError("give the SQL as an argument or with --file, not both")
     if args.file:
         try:
-            return Path(args.file).read_text()
+            return Path(args.file).read_text(encoding="utf-8")
         except OSError as exc:
             raise NotFoundError(f"cannot read {args.file}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"cannot read {args.file}: {_not_utf8(exc)}") from None
     if args.query == "-" or (args.query is None and not sys.stdin.isatty()):
-        return sys.stdin.read()
+        try:
+            return sys.stdin.read()
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"cannot read the SQL on stdin: {_not_utf8(exc)}") from None
     if args.query is None:
         raise InvalidInputError("no SQL given: pass a statement, --file FILE, or '-' for stdin")
     return args.query

@@ -22,8 +22,10 @@ def place(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = base / "root"
     lance_sql.write_dataset(pa.table({"id": [1, 2]}), root / "t.lance")
     (base / "file.txt").write_text("not a table\n")
+    (base / "latin1.sql").write_bytes("SELECT 'café'".encode("latin-1"))
     (base / "plain").mkdir()
     return {"ROOT": str(root), "TABLE": str(root / "t.lance"), "FILE": str(base / "file.txt"),
+            "LATIN1": str(base / "latin1.sql"),
             "DIR": str(base / "plain"), "MISSING": str(base / "missing"),
             "NOWHERE": "/proc/no/such/place"}
 
@@ -33,7 +35,8 @@ BAD = [
     ["sql", "ROOT", "SELECT 1", "--max-rows", "-1"], ["sql", "ROOT", "--max-rows", "x", "SELECT 1"],
     ["sql", "ROOT", "-t", "bad", "SELECT 1"], ["sql", "ROOT", "-t", "x=MISSING", "SELECT 1"],
     ["sql", "ROOT", "-t", "x=FILE", "SELECT 1"], ["sql", "ROOT", "-t", "x=DIR", "SELECT 1"],
-    ["sql", "ROOT", "-f", "MISSING"], ["sql", "ROOT", "-f", "DIR"],
+    ["sql", "ROOT", "-f", "MISSING"], ["sql", "ROOT", "-f", "DIR"], ["sql", "ROOT", "-f", "LATIN1"],
+    ["sql", "ROOT", "SELECT 'caf\udce9'"],
     ["sql", "ROOT", "-f", "FILE", "SELECT 1"], ["sql", "ROOT", "SELEC 1"], ["sql", "ROOT", ";"],
     ["sql", "ROOT", "SELECT * FROM nope"], ["sql", "ROOT", "--format", "xml", "SELECT 1"],
     ["sql", "ROOT", "COPY (SELECT 1) TO 'FILE'"], ["sql", "ROOT", "CREATE TABLE t AS SELECT 1"],
@@ -154,3 +157,15 @@ def test_help_and_usage_errors_do_not_load_the_sql_layer(argv: list[str]) -> Non
     code, datafusion, pandas, printed = proc.stdout.split()
     assert code in ("0", "2") and printed == "True", proc.stdout
     assert (datafusion, pandas) == ("False", "False"), argv
+
+
+def test_sql_on_stdin_that_is_not_utf8_is_one_line(place: dict[str, str],
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Bytes that are not UTF-8 (a Latin-1 file, ``-f`` or piped in) are an error naming
+    the first bad byte, not a UnicodeDecodeError traceback."""
+    latin1 = io.TextIOWrapper(io.BytesIO("SELECT 'café'".encode("latin-1")), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", latin1)
+    assert main(["sql", place["ROOT"], "-"]) == 1
+    assert capsys.readouterr().err == (
+        "lance-sql: error: cannot read the SQL on stdin: not utf-8 text (byte 0xe9 at offset 11)\n")
