@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_sql.errors import UnsupportedFeatureError
 from lance_sql.format.datafile import repdef
@@ -37,9 +38,20 @@ class ShreddedLeaf:
 
 
 def _storage(arr: pa.Array) -> pa.Array:
+    """``arr`` without extension types, and with the NULLs a dictionary holds moved into
+    its indices (Arrow counts only NULL indices in a dictionary array's validity)."""
     while isinstance(arr.type, pa.BaseExtensionType):
         arr = arr.storage
+    if pa.types.is_dictionary(arr.type) and arr.dictionary.null_count:
+        arr = _nulls_in_indices(arr)
     return arr
+
+
+def _nulls_in_indices(arr: pa.DictionaryArray) -> pa.DictionaryArray:
+    """``arr`` with each index that points at a NULL dictionary entry made NULL itself."""
+    points_at_value = pc.fill_null(pc.take(arr.dictionary.is_valid(), arr.indices), False)
+    indices = pc.if_else(points_at_value, arr.indices, pa.scalar(None, arr.indices.type))
+    return pa.DictionaryArray.from_arrays(indices, arr.dictionary, ordered=arr.type.ordered)
 
 
 def _valid(arr: pa.Array, idx: np.ndarray) -> np.ndarray:

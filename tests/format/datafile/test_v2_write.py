@@ -169,3 +169,40 @@ def test_json_is_refused_on_read(tmp_path) -> None:
     reader, cmap = open_ours(pylance_write(tmp_path / "j.lance", table, "2.2"))
     with pytest.raises(UnsupportedFeatureError, match="JSONB"):
         reader.read(reader.schema.fields, cmap)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_dictionary_entries_that_are_null_stay_null(tmp_path, version: str) -> None:
+    """A NULL inside a dictionary (not in its indices: Arrow's validity does not count
+    it) is written as a NULL, as pylance writes it; it was written as an empty string."""
+    words = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 2, 1, 0], pa.int32()),
+                                           pa.array(["x", None, "z"]))
+    assert words.null_count == 0
+    listed = pa.ListArray.from_arrays(pa.array([0, 2, 2, 6]), words)
+    nested = pa.StructArray.from_arrays([words], names=["w"])
+    table = pa.table({"words": words, "listed": pa.concat_arrays([listed, listed]),
+                      "nested": nested})
+    data = write_22(table, tmp_path / "ours.lance", version=version)
+    theirs = lance_file.LanceFileReader(str(tmp_path / "ours.lance")).read_all().to_table()
+    reader, cmap = open_ours(data)
+    words_out = ["x", None, "z", "z", None, "x"]
+    expected = {"words": words_out, "listed": [words_out[:2], [], words_out[2:]] * 2,
+                "nested": [{"w": w} for w in words_out]}
+    for i, field in enumerate(reader.schema.fields):
+        ours = reader.read([field], cmap)[0]
+        for got in (ours, theirs.column(i)):
+            assert pa.Table.from_arrays([got], ["c"]).cast(
+                pa.schema([("c", _decoded(got.type))])).column(0).to_pylist() == (
+                    expected[field.name]), field.name
+
+
+def _decoded(t: pa.DataType) -> pa.DataType:
+    """``t`` with its dictionaries replaced by their value types."""
+    if pa.types.is_dictionary(t):
+        return t.value_type
+    if pa.types.is_list(t):
+        return pa.list_(_decoded(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([(t.field(i).name, _decoded(t.field(i).type))
+                          for i in range(t.num_fields)])
+    return t
