@@ -335,9 +335,11 @@ def _to_storage(block: Block, t: pa.DataType, valid: np.ndarray | None, where: s
         return _packed_struct(block, t, valid, vbuf, where)
     if block.fsl:
         raise FormatError(f"{where}: fixed-size list data for a {t} column")
+    bits = fixed_width_bits(t)
+    if bits == 0 and block.bits == 0:  # a zero-width type (fixed_size_binary(0)): no bytes
+        return pa.Array.from_buffers(t, n, [vbuf, pa.py_buffer(b"")])
     if block.bits == 0:  # items stored as "all null" (no data)
         return pa.nulls(n, t)
-    bits = fixed_width_bits(t)
     if bits is None:
         raise UnsupportedFeatureError(f"{where}: cannot decode values of type {t}")
     if bits == 1 and block.bits == 8:  # a byte a bool (pylance's full-zip pages)

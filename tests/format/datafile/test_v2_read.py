@@ -239,3 +239,16 @@ def test_empty_file(tmp_path, version: str) -> None:
     reader, cmap = open_ours(data)
     assert reader.num_rows == 0
     assert [len(a) for a in reader.read(reader.schema.fields, cmap)] == [0] * table.num_columns
+
+
+def test_zero_width_binary_reads_as_empty_values(tmp_path) -> None:
+    """pylance 2.2 stores ``fixed_size_binary(0)`` as values of no bits (a constant page
+    of an empty value); they are empty values, not NULLs (all read as NULL before)."""
+    table = pa.table({"f": pa.array([b"", b"", None, b""], pa.binary(0)),
+                      "l": pa.array([[b""], None, [b"", None], []], pa.list_(pa.binary(0)))})
+    data = pylance_write(tmp_path / "zero.lance", table, "2.2")
+    reader, cmap = open_ours(data)
+    for field in reader.schema.fields:
+        assert_same(reader.read([field], cmap)[0], table.column(field.name), field.name)
+        taken = reader.take([field], cmap, np.array([2, 0, 3]))[0]
+        assert_same(taken, table.column(field.name).take([2, 0, 3]), field.name)
