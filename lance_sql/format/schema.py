@@ -189,6 +189,20 @@ def _primary_key(meta: Mapping[str, bytes]) -> tuple[bool, int]:
     return flag in ("true", "1", "yes"), 0
 
 
+def _check_dimensions(t: pa.DataType, name: str) -> None:
+    """Refuse fixed-size lists of no items, nested ones included, as pylance refuses
+    them ("dimension must be a positive integer"): it cannot read them back."""
+    while True:
+        while isinstance(t, pa.BaseExtensionType):
+            t = t.storage_type
+        if not pa.types.is_fixed_size_list(t):
+            return
+        if t.list_size <= 0:
+            raise SchemaError(f"column {name!r}: {t} has dimension {t.list_size}; a "
+                              "fixed-size list needs a positive dimension")
+        t = t.value_type
+
+
 # --------------------------------------------------------------------------- field
 @dataclass(frozen=True)
 class LanceField:
@@ -327,6 +341,7 @@ class LanceField:
             meta[EXT_METADATA_KEY] = _extension_metadata(t)
             t = t.storage_type
         ext_name = meta.get(EXT_NAME_KEY, b"").decode()
+        _check_dimensions(t, f.name)
         children: tuple[LanceField, ...] = ()
         if ext_name in _JSON_NAMES:
             if not (pa.types.is_string(t) or pa.types.is_large_string(t)):

@@ -478,3 +478,13 @@ def test_scan_arrow_is_made_once_and_equals_a_fresh_build() -> None:
                                                   ("size", pa.uint64())])
     assert first.field("st").type.field("b").type == first.field("blob").type
     assert first.metadata == {b"k": b"v"}
+
+
+@pytest.mark.parametrize("arrow", [pa.list_(pa.float32(), 0),
+                                   pa.list_(pa.list_(pa.int8(), 0), 2),
+                                   pa.struct([("v", pa.list_(pa.int64(), 0))])])
+def test_fixed_size_lists_of_no_items_are_refused(arrow: pa.DataType) -> None:
+    """As pylance refuses them ("dimension must be a positive integer"); the 2.1/2.2
+    writer failed with a ZeroDivisionError and 2.0 wrote a file pylance cannot read."""
+    with pytest.raises(SchemaError, match="positive dimension"):
+        LanceSchema.from_arrow(pa.schema([("c", arrow)]))
