@@ -127,6 +127,11 @@ def _check_writable(field: LanceField, path: str, minor: int, under_list: bool =
         )
     if field.logical_type == "struct" and not field.children:
         raise UnsupportedFeatureError(f"column {path!r}: structs without fields")
+    leaf = t
+    while pa.types.is_fixed_size_list(leaf) or isinstance(leaf, pa.BaseExtensionType):
+        leaf = leaf.storage_type if isinstance(leaf, pa.BaseExtensionType) else leaf.value_type
+    if fixed_width_bits(leaf) == 0:  # fixed_size_binary(0): values of no bits
+        raise UnsupportedFeatureError(f"column {path!r}: cannot write {t} in Lance 2.1+ files")
     listed = under_list or field.logical_type.startswith(("list", "large_list", "map"))
     for child in field.children:
         _check_writable(child, f"{path}.{child.name}", minor, listed)

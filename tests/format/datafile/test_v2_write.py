@@ -154,6 +154,17 @@ def test_writer_errors() -> None:
         writer.write_batch(pa.table({"a": pa.array([1, None])}))
 
 
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("arrow", [pa.binary(0), pa.list_(pa.binary(0), 2),
+                                   pa.struct([("l", pa.list_(pa.binary(0)))])])
+def test_zero_width_binary_is_refused(version: str, arrow: pa.DataType) -> None:
+    """``fixed_size_binary(0)`` is an UnsupportedFeatureError (it was a ZeroDivisionError
+    sizing the mini-block chunks)."""
+    schema = LanceSchema.from_arrow(pa.schema([("c", arrow)]))
+    with pytest.raises(UnsupportedFeatureError, match="'c.*fixed_size_binary"):
+        LanceFileWriter(io.BytesIO(), schema, version=version)
+
+
 def test_json_and_empty_structs_are_refused() -> None:
     for arrow in (pa.json_(pa.string()), pa.struct([])):
         schema = LanceSchema.from_arrow(pa.schema([("c", arrow)]))
