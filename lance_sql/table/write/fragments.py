@@ -93,11 +93,20 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
 
 
 
+def _nulls_visible(array: pa.Array) -> pa.Array:
+    """``array``, decoded if it is a dictionary holding NULL entries (which its
+    ``null_count``, of the indices only, does not count)."""
+    if pa.types.is_dictionary(array.type) and array.dictionary.null_count:
+        return array.dictionary_decode()
+    return array
+
+
 def check_nulls(array: pa.Array, field: pa.Field, path: str) -> None:
     """SchemaError if a non-nullable field (at any depth) holds a null where its parent is valid.
 
     Checked here, before any file format sees the data, so every format refuses alike.
     """
+    array = _nulls_visible(array)
     if not field.nullable and array.null_count:
         raise SchemaError(
             f"column {path!r} is not nullable but the data has {array.null_count} null value(s)"
@@ -106,7 +115,7 @@ def check_nulls(array: pa.Array, field: pa.Field, path: str) -> None:
     if pa.types.is_struct(t):
         parent_valid = array.is_valid()
         for i, child_field in enumerate(t):
-            child = array.field(i)
+            child = _nulls_visible(array.field(i))
             if not child_field.nullable and child.null_count:
                 bad = pc.sum(pc.and_(child.is_null(), parent_valid)).as_py() or 0
                 if bad:
