@@ -528,11 +528,14 @@ def _scan_run(store: ObjectStore, manifest: Manifest, fragments: Sequence[Fragme
             return [empty_table(plan.output_schema) for _ in fragments]
         made: dict[str, pa.Array] = {}
         if system:
-            kept = np.arange(int(sizes.sum())) if keep is None else np.flatnonzero(keep)
+            if table is not None:
+                kept = kept_at
+            else:
+                kept = np.arange(int(sizes.sum())) if keep is None else np.flatnonzero(keep)
             made = dict(zip(system, _run_system_arrays(store, manifest, fragments, starts,
                                                        kept, system), strict=True))
         if table is not None:
-            wanted = [table.column(n) for n in plan.output_fields]
+            wanted = [made[n] if n in made else table.column(n) for n in plan.output_fields]
         elif keep is None:
             wanted = [made[n] if n in made else column(n) for n in plan.output_fields]
         else:

@@ -553,6 +553,8 @@ def test_a_corrupt_list_page_is_a_format_error(tmp_path) -> None:
     {"with_row_address": True, "columns": ["v"]},
     {"with_row_id": True, "filter": "id > 250"},
     {"with_row_id": True, "with_row_address": True, "filter": "v > 30"},
+    # (a constant not of its column's type: the run's general filter)
+    {"with_row_id": True, "with_row_address": True, "filter": "f >= 30.5"},
 ])
 def test_system_columns_of_a_run_are_made_for_the_run(tmp_path, monkeypatch, stable,
                                                        kwargs) -> None:
@@ -562,7 +564,8 @@ def test_system_columns_of_a_run_are_made_for_the_run(tmp_path, monkeypatch, sta
     uri = str(tmp_path / "t")
     for k in range(10):
         data = pa.table({"id": np.arange(k * 100, k * 100 + 100),
-                         "v": np.arange(100) * 1.5})
+                         "v": np.arange(100) * 1.5,
+                         "f": pa.array(np.arange(100, dtype=np.float32) / 2)})
         lance_sql.write_dataset(data, uri, mode="create" if k == 0 else "append",
                                 enable_stable_row_ids=stable)
     lance_sql.dataset(uri).delete("id % 7 = 0")
