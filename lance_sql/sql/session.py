@@ -563,6 +563,7 @@ def _check_unicode(query: str) -> None:
             f"the SQL text is not valid Unicode: {query[exc.start]!r} at offset {exc.start} "
             "(bytes that were not UTF-8?)") from None
 
+
 class LanceSession:
     """SQL over Lance tables. Create with :func:`connect`."""
 

@@ -76,6 +76,11 @@ class LeafColumn:
             self._pages[p] = dec
         return dec
 
+    def nonempty_pages(self) -> list:
+        """The decoders of the pages holding rows, in row order."""
+        bounds = self.info.row_starts
+        return [self.page(p) for p in range(len(self.info.pages)) if bounds[p + 1] > bounds[p]]
+
     def read_ranges(self, starts: np.ndarray, ends: np.ndarray) -> tuple[list, pa.Array]:
         """Layers (outermost first) and leaf values of rows ``[starts[i], ends[i])``."""
         layer_pieces, value_pieces = [], []

@@ -411,11 +411,7 @@ class FragmentReader:
         when it is a leaf read as its own type from one 2.1+ column (:meth:`point_column`);
         None otherwise (the general read path then reads it)."""
         column = self.point_column(field)
-        if column is None:
-            return None
-        bounds = column.info.row_starts
-        return [column.page(p) for p in range(len(column.info.pages))
-                if bounds[p + 1] > bounds[p]]
+        return None if column is None else column.nonempty_pages()
 
     def field_columns(self, field: LanceField) -> list[tuple[LanceField, LeafColumn]] | None:
         """The leaves of ``field`` with their columns in this fragment's 2.1+ data file,

@@ -78,39 +78,29 @@ def remap_indices(store: ObjectStore, manifest: Manifest, groups: Sequence[Group
             continue
         # only groups whose fragments were all indexed stay covered (as Rewrite applies it)
         whole = [g for g in groups if {f.id for f in g[0]} <= covered]
+        if not whole:
+            continue
         key_type = top[index.fields[0]].to_arrow().type
-        new_uuid = str(uuidlib.uuid4())
         if manifest.uses_stable_row_ids and (bitmap or index.index_version < ROW_ADDRESS_IDS):
             # entries of stable row ids: they do not move, so the index is written again
             # without the rewrite's deleted rows and covers the new fragments, as
             # pylance's compaction keeps it (it once dropped the rewritten fragments)
-            if not whole:
-                continue
-            if bitmap:
-                held = BitmapIndex.open(store, manifest, index, key_type).entries(
-                    None, manifest.next_row_id)
-            else:
-                held = BTreeIndex.open(store, manifest, index, key_type).entries()
+            held = (BitmapIndex.open(store, manifest, index, key_type).entries(
+                        None, manifest.next_row_id) if bitmap
+                    else BTreeIndex.open(store, manifest, index, key_type).entries())
             data = _without_deleted(store, manifest, held)
-            files = (write_bitmap(store, new_uuid, data.column(0).combine_chunks(),
-                                  data.column(1).to_numpy()) if bitmap
-                     else write_btree(store, new_uuid, data))
-            written += [index_key(new_uuid, name) for name, _ in files]
-            out.append(_rewritten(index, new_uuid, files))
-            continue
-        moves = _moves(store, manifest, whole) if whole else None
-        if moves is None:
-            continue
-        if bitmap:
-            held = BitmapIndex.open(store, manifest, index, key_type).entries(
-                fragment_rows(manifest))
-            data = _remapped(held, moves, covered, rewritten)
-            files = write_bitmap(store, new_uuid, data.column(0).combine_chunks(),
-                                 data.column(1).to_numpy())
         else:
-            entries = BTreeIndex.open(store, manifest, index, key_type).entries()
-            data = _remapped(entries, moves, covered, rewritten)
-            files = write_btree(store, new_uuid, data)
+            moves = _moves(store, manifest, whole)
+            if moves is None:
+                continue
+            held = (BitmapIndex.open(store, manifest, index, key_type).entries(
+                        fragment_rows(manifest)) if bitmap
+                    else BTreeIndex.open(store, manifest, index, key_type).entries())
+            data = _remapped(held, moves, covered, rewritten)
+        new_uuid = str(uuidlib.uuid4())
+        files = (write_bitmap(store, new_uuid, data.column(0).combine_chunks(),
+                              data.column(1).to_numpy()) if bitmap
+                 else write_btree(store, new_uuid, data))
         written += [index_key(new_uuid, name) for name, _ in files]
         out.append(_rewritten(index, new_uuid, files))
     return tuple(out), written

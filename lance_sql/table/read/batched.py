@@ -14,7 +14,8 @@ file.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -40,8 +41,7 @@ def _decoded(readers: Sequence[FragmentReader], field: LanceField
     fragments' pages decoded together in one pass (else None)."""
     if field.children:
         return _decoded_nested(readers, field)
-    out: list[pa.Array | None] = [None] * len(readers)
-    groups: dict[Hashable, list[tuple[int, list, int]]] = {}
+    groups: dict[Hashable, list[_Member]] = {}
     for i, reader in enumerate(readers):
         try:
             pages = reader.leaf_pages(field)
@@ -55,14 +55,29 @@ def _decoded(readers: Sequence[FragmentReader], field: LanceField
         if key is not None and sum(p.num_rows for p in pages) == \
                 reader.fragment.physical_rows:
             groups.setdefault(key, []).append((i, pages, reader.fragment.physical_rows))
+    return _hand_out(groups, len(readers), lambda members: decode_whole(
+        [page for _, pages, _ in members for page in pages]))
+
+
+_Member = tuple[int, Any, int]  # (reader index, its pages, its rows)
+
+
+def _hand_out(groups: Mapping[Hashable, list[_Member]], count: int,
+              decode: Callable[[list[_Member]], pa.Array | None]
+              ) -> tuple[list[pa.Array | None], pa.Array | None]:
+    """Each group of two or more of ``count`` fragments (members in the readers' order)
+    decoded in one pass by ``decode`` (None: left to the usual read), and each member's
+    rows handed back as a slice of the result; the result itself as the whole run's
+    column when one group holds every fragment."""
+    out: list[pa.Array | None] = [None] * count
     joined = None
     for members in groups.values():
         if len(members) < 2:
             continue  # nothing to share: the usual read
-        decoded = decode_whole([page for _, pages, _ in members for page in pages])
+        decoded = decode(members)
         if decoded is None:
             continue
-        if len(members) == len(readers):  # (members are in the readers' order)
+        if len(members) == count:
             joined = decoded
         at = 0
         for i, _, rows in members:
@@ -142,8 +157,7 @@ def _decoded_nested(readers: Sequence[FragmentReader], field: LanceField
     """:func:`_decoded` of a field with children (lists, structs, maps, ...): each of
     its leaf columns decoded across the fragments into levels and values
     (:func:`decode_whole_levels`), the field's rows built from them once for the run."""
-    out: list[pa.Array | None] = [None] * len(readers)
-    groups: dict[Hashable, list[tuple[int, list[list], int]]] = {}
+    groups: dict[Hashable, list[_Member]] = {}
     leaves: list[LanceField] = []
     for i, reader in enumerate(readers):
         try:
@@ -153,9 +167,7 @@ def _decoded_nested(readers: Sequence[FragmentReader], field: LanceField
             rows = reader.fragment.physical_rows
             per_leaf, keys = [], []
             for _, column in columns:
-                bounds = column.info.row_starts
-                pages = [column.page(p) for p in range(len(column.info.pages))
-                         if bounds[p + 1] > bounds[p]]
+                pages = column.nonempty_pages()
                 found = {p.batch_key(levels=True) if hasattr(p, "batch_key") else None
                          for p in pages}
                 if len(found) != 1 or sum(p.num_rows for p in pages) != rows:
@@ -170,28 +182,19 @@ def _decoded_nested(readers: Sequence[FragmentReader], field: LanceField
                 groups.setdefault(tuple(keys), []).append((i, per_leaf, rows))
         except (LanceError, *UNEXPECTED):
             continue  # read the usual way, which raises it where it belongs
-    joined = None
-    for members in groups.values():
-        if len(members) < 2:
-            continue  # nothing to share: the usual read
+
+    def build(members: list[_Member]) -> pa.Array | None:
         data = {}
         for j, leaf in enumerate(leaves):
             got = decode_whole_levels([p for _, per_leaf, _ in members for p in per_leaf[j]])
             if got is None or len(got[0]) != nesting_depth(field, leaf):
-                break
+                return None
             data[leaf.id] = got
-        else:
-            total = sum(rows for _, _, rows in members)
-            try:
-                decoded = build_field(field, data, total, "", descriptions=True)
-            except (LanceError, *UNEXPECTED):
-                continue
-            if len(decoded) != total:
-                continue
-            if len(members) == len(readers):
-                joined = decoded
-            at = 0
-            for i, _, rows in members:
-                out[i] = decoded.slice(at, rows)
-                at += rows
-    return out, joined
+        total = sum(rows for _, _, rows in members)
+        try:
+            decoded = build_field(field, data, total, "", descriptions=True)
+        except (LanceError, *UNEXPECTED):
+            return None
+        return decoded if len(decoded) == total else None
+
+    return _hand_out(groups, len(readers), build)

@@ -126,9 +126,7 @@ def _batchable_pages(reader: LanceFileReader, field, cmap: dict
     assert columns is not None
     per_leaf, keys = [], []
     for _, column in columns:
-        bounds = column.info.row_starts
-        pages = [column.page(p) for p in range(len(column.info.pages))
-                 if bounds[p + 1] > bounds[p]]
+        pages = column.nonempty_pages()
         found = {p.batch_key(levels=True) if isinstance(p, MiniBlockPage) else None
                  for p in pages}
         per_leaf.append(pages)
